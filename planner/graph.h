@@ -1,0 +1,141 @@
+// The layer-graph IR: a validated DAG of named layers with inferred shapes and per-layer costs.
+//
+// A Graph is immutable once built: Graph::Create validates the layers (unknown or missing inputs,
+// cycles, duplicate names, non-positive sizes, shape mismatches), orders them topologically and
+// infers every layer's output shape, parameter count, forward FLOPs and activation bytes.
+// All shapes are per sample: the batch dimension is never part of a Shape.
+// Threading: a built Graph is read-only and may be shared between threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::planner {
+
+enum class Op {
+  kConv2d,
+  kBatchNorm2d,
+  kRelu,
+  kMaxPool2d,
+  kAvgPool2d,
+  kAdaptiveAvgPool2d,
+  kLinear,
+  kFlatten,
+  kDropout,
+  kConcat,  // along channels (the first per-sample dimension)
+  kAdd,     // elementwise sum of equal shapes (residual)
+  kLayerNorm,
+  kGelu,
+};
+
+// The JSON spelling, e.g. "conv2d", "adaptive_avgpool2d".
+const char* OpName(Op op);
+std::optional<Op> OpFromName(std::string_view name);
+std::vector<Op> AllOps();
+
+using Shape = std::vector<int64_t>;  // per sample, no batch dimension
+std::string ShapeToString(const Shape& shape);
+int64_t NumElements(const Shape& shape);
+
+// The name by which layers refer to the graph's input tensor.
+inline constexpr std::string_view kGraphInputName = "input";
+inline constexpr int kGraphInputId = -1;
+
+// Attributes of every op in one struct; each op reads only its own (see docs/formats.md).
+// Field names and defaults follow torch.nn.
+struct LayerAttrs {
+  // conv2d
+  int64_t in_channels = 0;  // 0: taken from the input; otherwise must match it
+  int64_t out_channels = 0;
+  std::array<int64_t, 2> kernel_size{1, 1};  // conv2d, maxpool2d, avgpool2d
+  std::array<int64_t, 2> stride{1, 1};       // pools default to kernel_size when absent
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};     // conv2d, maxpool2d
+  int64_t groups = 1;
+  bool bias = true;  // conv2d, linear
+  // pools
+  bool ceil_mode = false;
+  bool count_include_pad = true;         // avgpool2d
+  std::array<int64_t, 2> output_size{1, 1};  // adaptive_avgpool2d
+  // linear
+  int64_t in_features = 0;  // 0: taken from the input; otherwise must match it
+  int64_t out_features = 0;
+  // batchnorm2d, layernorm
+  double eps = 1e-5;
+  double momentum = 0.1;  // batchnorm2d
+  bool affine = true;     // batchnorm2d affine, layernorm elementwise_affine
+  std::vector<int64_t> normalized_shape;  // layernorm: trailing dims of the input
+  // dropout
+  double p = 0.5;
+
+  bool operator==(const LayerAttrs& o) const;
+};
+
+struct Layer {
+  std::string name;
+  Op op = Op::kRelu;
+  std::vector<std::string> inputs;  // layer names, or kGraphInputName
+  LayerAttrs attrs;
+
+  // Filled in by Graph::Create.
+  std::vector<int> input_ids;  // index into Graph::layers(), or kGraphInputId
+  Shape output_shape;
+  int64_t params = 0;         // trainable parameters
+  int64_t forward_flops = 0;  // per sample
+  int64_t output_bytes = 0;   // per sample, fp32
+};
+
+// A graph output the loss is computed on; several outputs sum their weighted losses
+// (Inception-v3's auxiliary classifier uses weight 0.4).
+struct GraphOutput {
+  std::string layer;
+  double loss_weight = 1.0;
+  bool operator==(const GraphOutput& o) const {
+    return layer == o.layer && loss_weight == o.loss_weight;
+  }
+};
+
+class Graph {
+ public:
+  // Validates and builds. Layers may come in any order; the result is topologically sorted
+  // (a stable order: among ready layers, the one given first comes first). Empty outputs
+  // means "the one layer nothing consumes". Errors name the layer and the field.
+  static StatusOr<Graph> Create(std::string name, Shape input_shape, std::vector<Layer> layers,
+                                std::vector<GraphOutput> outputs = {});
+
+  const std::string& name() const { return name_; }
+  const Shape& input_shape() const { return input_shape_; }
+  int64_t input_bytes() const { return NumElements(input_shape_) * 4; }
+  const std::vector<Layer>& layers() const { return layers_; }
+  const Layer& layer(int id) const { return layers_.at(static_cast<size_t>(id)); }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  std::optional<int> FindLayer(std::string_view name) const;
+  // Layers that read layer `id`'s output, in topological order.
+  const std::vector<int>& consumers(int id) const { return consumers_.at(static_cast<size_t>(id)); }
+  const std::vector<GraphOutput>& outputs() const { return outputs_; }
+  std::vector<int> output_ids() const;
+
+  int64_t total_params() const;
+  int64_t total_forward_flops() const;  // per sample
+
+ private:
+  Graph() = default;
+  std::string name_;
+  Shape input_shape_;
+  std::vector<Layer> layers_;
+  std::vector<std::vector<int>> consumers_;
+  std::vector<GraphOutput> outputs_;
+};
+
+// JSON documents: {"format": "deepool.graph", "version": 1, ...} (docs/formats.md).
+inline constexpr int kGraphFormatVersion = 1;
+StatusOr<Graph> ParseGraphJson(std::string_view text);
+std::string GraphToJson(const Graph& graph, int indent = 2);
+
+}  // namespace deepool::planner

@@ -1,0 +1,69 @@
+// The plan: which devices (ranks) every layer runs on and with how many samples each.
+// Written by the burst-parallel search, read by the runtime's executors and the coordinator.
+// JSON: {"format": "deepool.plan", "version": 1, ...} (docs/formats.md).
+//
+// Sample assignment rule (shared by the planner's cost model and the runtime): a layer with
+// devices d_0..d_{g-1} and per-device shares s_0..s_{g-1} (sum = global_batch) gives device d_i
+// the contiguous sample range [s_0 + ... + s_{i-1}, s_0 + ... + s_i) of the global batch, in
+// the batch's original order. NearEqualShares() produces the default shares.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::planner {
+
+// B samples over g devices: the first B % g devices get one more. Requires 1 <= g <= B.
+std::vector<int64_t> NearEqualShares(int64_t global_batch, int devices);
+
+struct LayerPlacement {
+  std::string layer;             // the graph layer's name
+  std::vector<int> devices;      // ranks, ascending
+  std::vector<int64_t> samples;  // per device, same order; sums to the global batch
+  // Predictions (milliseconds), for people and the simulator; the runtime ignores them.
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double comm_ms = 0;  // activation re-split (forward + backward) into this layer + all-reduce
+
+  // [first, last) samples of the global batch that `rank` holds; {0, 0} if it is not a member.
+  std::pair<int64_t, int64_t> SampleRange(int rank) const;
+  bool Runs(int rank) const;
+};
+
+struct PlanTotals {
+  double iteration_ms = 0;
+  double gpu_seconds = 0;     // summed busy device time per iteration, in seconds
+  double amplification = 0;   // gpu_seconds / single-device iteration time
+  int devices_used = 0;
+};
+
+struct Plan {
+  std::string model;
+  int64_t global_batch = 0;
+  int num_devices = 0;  // ranks 0..num_devices-1 exist; devices_used <= num_devices
+  double amplification_limit = 0;  // 0 when unconstrained
+  std::string profile_source;      // e.g. "a100 (analytical)", "file:vgg16.json"
+  std::vector<LayerPlacement> layers;  // in the graph's topological order
+  PlanTotals totals;
+  PlanTotals data_parallel;       // the data-parallel baseline, computed beside the plan
+  double single_device_ms = 0;    // iteration time on one device
+
+  // The placement of a layer by name, or nullptr.
+  const LayerPlacement* Find(std::string_view layer) const;
+  // Checks internal consistency: shares sum to the batch, devices in range and distinct.
+  Status Validate() const;
+};
+
+inline constexpr int kPlanFormatVersion = 1;
+StatusOr<Plan> ParsePlanJson(std::string_view text);
+std::string PlanToJson(const Plan& plan, int indent = 2);
+
+// A plan that runs every layer on all of min(devices, global_batch) ranks with near-equal shares,
+// without predictions. Useful for the runtime's tests and as the data-parallel layout.
+Plan DataParallelLayout(const class Graph& graph, int64_t global_batch, int devices);
+
+}  // namespace deepool::planner

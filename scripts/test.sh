@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds everything and runs the whole test suite (no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+BUILD_DIR=${DEEPOOL_BUILD_DIR:-build}
+# GPU tests carry the "gpu" label and are skipped where no GPU is visible.
+LABEL_ARGS=()
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  LABEL_ARGS=(-LE gpu)
+fi
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "${LABEL_ARGS[@]}"
