@@ -1,0 +1,45 @@
+// Cluster description: nodes x devices per node and the links between devices.
+// JSON: {"format": "deepool.cluster", "version": 1, ...} (docs/formats.md), or a preset name.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::planner {
+
+struct Link {
+  double bandwidth_gbps = 0;  // GB/s (10^9 bytes per second) per device, each direction
+  double latency_us = 0;      // per message
+};
+
+struct Cluster {
+  std::string name;
+  std::string device_type = "a100";  // names the device preset / profile to use
+  int nodes = 1;
+  int devices_per_node = 8;
+  Link intra_node;  // e.g. NVSwitch
+  Link inter_node;  // e.g. InfiniBand
+
+  int total_devices() const { return nodes * devices_per_node; }
+  int NodeOf(int rank) const { return rank / devices_per_node; }
+  // The link between two ranks: intra-node when they share a node.
+  const Link& LinkBetween(int rank_a, int rank_b) const {
+    return NodeOf(rank_a) == NodeOf(rank_b) ? intra_node : inter_node;
+  }
+  Status Validate() const;
+};
+
+inline constexpr int kClusterFormatVersion = 1;
+StatusOr<Cluster> ParseClusterJson(std::string_view text);
+std::string ClusterToJson(const Cluster& cluster, int indent = 2);
+// Presets: "dgx-a100" (one node, 8 GPUs on NVSwitch), "dgx-a100xN" (N such nodes over
+// InfiniBand), "dgx-h100", "dgx-h100xN", and "cpu-N" (one host with N CPU devices).
+StatusOr<Cluster> ClusterPreset(std::string_view name);
+std::vector<std::string> ClusterPresetNames();
+// A cluster of `devices` devices in nodes shaped like `shape`'s (used when --gpus is given).
+Cluster ResizeCluster(const Cluster& shape, int devices);
+
+}  // namespace deepool::planner

@@ -1,0 +1,33 @@
+// Burst-parallel search: per layer, how many devices it runs on, minimising predicted iteration
+// time subject to GPU-seconds per iteration <= amplification_limit x single-device iteration
+// time. See docs/planner.md for the cost model and the algorithm.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "planner/cluster.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/profile.h"
+
+namespace deepool::planner {
+
+struct PlanOptions {
+  int64_t global_batch = 0;
+  int devices = 0;                   // G; the cluster is resized to G devices when needed
+  double amplification_limit = 0;    // 0: unconstrained; otherwise must be >= 1
+  bool exhaustive_counts = false;    // every count 1..min(G,B) instead of the candidate set
+  bool fuse_elementwise = true;      // plan elementwise layers together with their producer
+};
+
+// Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
+// or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason.
+StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                                 const PlanOptions& options);
+
+// The data-parallel plan (every layer on all min(G, B) devices) with predictions.
+StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                                const PlanOptions& options);
+
+}  // namespace deepool::planner
