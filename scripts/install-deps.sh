@@ -9,7 +9,7 @@ PACKAGES=(
   # services: gRPC, its C++ code generator, protobuf
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # runtime: libtorch (CPU, with c10d, Gloo and TCPStore headers)
-  libtorch-dev
+  libtorch-dev libgloo-dev  # Gloo headers for c10d::ProcessGroupGloo
   # command line, JSON, logging, state store
   libcli11-dev nlohmann-json3-dev libspdlog-dev libsqlite3-dev sqlite3
   # tests and benchmarks
