@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -131,6 +132,7 @@ class Graph {
   std::vector<Layer> layers_;
   std::vector<std::vector<int>> consumers_;
   std::vector<GraphOutput> outputs_;
+  std::unordered_map<std::string, int> index_;  // layer name -> id
 };
 
 // JSON documents: {"format": "deepool.graph", "version": 1, ...} (docs/formats.md).

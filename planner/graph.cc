@@ -1,0 +1,526 @@
+#include "planner/graph.h"
+
+#include <algorithm>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace deepool::planner {
+namespace {
+
+// Sizes are bounded so that every derived quantity (FLOPs, bytes) fits in int64 with room:
+// no dimension above 2^24 and no tensor above 2^40 elements per sample.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+struct OpInfo {
+  Op op;
+  const char* name;
+};
+
+constexpr OpInfo kOps[] = {
+    {Op::kConv2d, "conv2d"},
+    {Op::kBatchNorm2d, "batchnorm2d"},
+    {Op::kRelu, "relu"},
+    {Op::kMaxPool2d, "maxpool2d"},
+    {Op::kAvgPool2d, "avgpool2d"},
+    {Op::kAdaptiveAvgPool2d, "adaptive_avgpool2d"},
+    {Op::kLinear, "linear"},
+    {Op::kFlatten, "flatten"},
+    {Op::kDropout, "dropout"},
+    {Op::kConcat, "concat"},
+    {Op::kAdd, "add"},
+    {Op::kLayerNorm, "layernorm"},
+    {Op::kGelu, "gelu"},
+};
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+Status LayerError(const Layer& layer, const std::string& field, const std::string& what) {
+  std::string where = "layer " + Quote(layer.name) + " (" + OpName(layer.op) + ")";
+  if (!field.empty()) where += ": field " + Quote(field);
+  return InvalidArgumentError(where + ": " + what);
+}
+
+Status CheckPositive(const Layer& layer, const std::string& field, int64_t value) {
+  if (value <= 0) return LayerError(layer, field, "must be positive, got " + std::to_string(value));
+  if (value > kMaxDim) return LayerError(layer, field, "too large: " + std::to_string(value));
+  return Status::Ok();
+}
+
+Status CheckPair(const Layer& layer, const std::string& field, const std::array<int64_t, 2>& v,
+                 bool allow_zero) {
+  for (int64_t x : v) {
+    if (allow_zero ? x < 0 : x <= 0) {
+      return LayerError(layer, field,
+                        std::string(allow_zero ? "must be non-negative" : "must be positive") +
+                            ", got [" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]");
+    }
+    if (x > kMaxDim) return LayerError(layer, field, "too large: " + std::to_string(x));
+  }
+  return Status::Ok();
+}
+
+// a * b, or an error if it exceeds the per-sample element bound.
+StatusOr<int64_t> BoundedProduct(const Layer& layer, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d <= 0) return LayerError(layer, "", "output shape " + ShapeToString(shape) + " is empty");
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
+      return LayerError(layer, "", "output shape " + ShapeToString(shape) + " is too large");
+    }
+  }
+  return n;
+}
+
+Status RequireRank(const Layer& layer, const Shape& in, size_t rank, const char* what) {
+  if (in.size() != rank) {
+    return LayerError(layer, "inputs",
+                      std::string("expects ") + what + ", got input shape " + ShapeToString(in));
+  }
+  return Status::Ok();
+}
+
+// Output length of a sliding window (conv or pool), as torch computes it.
+int64_t WindowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                     bool ceil_mode) {
+  int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // With ceil_mode the last window must start inside the input or its left padding.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+struct Inferred {
+  Shape shape;
+  int64_t params = 0;
+  int64_t flops = 0;
+};
+
+StatusOr<Inferred> InferWindow2d(const Layer& layer, const Shape& in, bool is_conv) {
+  const LayerAttrs& a = layer.attrs;
+  RETURN_IF_ERROR(RequireRank(layer, in, 3, "a [channels, height, width] input"));
+  RETURN_IF_ERROR(CheckPair(layer, "kernel_size", a.kernel_size, false));
+  RETURN_IF_ERROR(CheckPair(layer, "stride", a.stride, false));
+  RETURN_IF_ERROR(CheckPair(layer, "padding", a.padding, true));
+  RETURN_IF_ERROR(CheckPair(layer, "dilation", a.dilation, false));
+  if (!is_conv) {
+    for (int i = 0; i < 2; ++i) {
+      if (a.padding[i] * 2 > a.kernel_size[i]) {
+        return LayerError(layer, "padding", "must be at most half the kernel size");
+      }
+    }
+  }
+  Shape out(3);
+  for (int i = 0; i < 2; ++i) {
+    out[1 + i] = WindowOutput(in[1 + i], a.kernel_size[i], a.stride[i], a.padding[i],
+                              a.dilation[i], !is_conv && a.ceil_mode);
+    if (out[1 + i] <= 0) {
+      return LayerError(layer, "kernel_size",
+                        "window larger than the padded input " + ShapeToString(in));
+    }
+  }
+  out[0] = in[0];
+  return Inferred{out, 0, 0};
+}
+
+StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*>& inputs) {
+  const LayerAttrs& a = layer.attrs;
+  const Shape& in = *inputs.front();
+  Inferred r;
+  switch (layer.op) {
+    case Op::kConv2d: {
+      RETURN_IF_ERROR(CheckPositive(layer, "out_channels", a.out_channels));
+      RETURN_IF_ERROR(CheckPositive(layer, "groups", a.groups));
+      if (a.in_channels < 0) return LayerError(layer, "in_channels", "must not be negative");
+      ASSIGN_OR_RETURN(r, InferWindow2d(layer, in, /*is_conv=*/true));
+      const int64_t channels = in[0];
+      if (a.in_channels != 0 && a.in_channels != channels) {
+        return LayerError(layer, "in_channels",
+                          "is " + std::to_string(a.in_channels) + " but the input has " +
+                              std::to_string(channels) + " channels " + ShapeToString(in));
+      }
+      if (channels % a.groups != 0 || a.out_channels % a.groups != 0) {
+        return LayerError(layer, "groups", "must divide in and out channels");
+      }
+      r.shape[0] = a.out_channels;
+      const long double approx_flops = 2.0L * (channels / a.groups) * a.kernel_size[0] *
+                                       a.kernel_size[1] * a.out_channels * r.shape[1] * r.shape[2];
+      if (approx_flops > 1e18L) return LayerError(layer, "kernel_size", "layer too large");
+      const int64_t per_output = (channels / a.groups) * a.kernel_size[0] * a.kernel_size[1];
+      r.params = a.out_channels * per_output + (a.bias ? a.out_channels : 0);
+      const int64_t out_positions = r.shape[1] * r.shape[2];
+      r.flops = 2 * per_output * a.out_channels * out_positions +
+                (a.bias ? a.out_channels * out_positions : 0);
+      break;
+    }
+    case Op::kMaxPool2d:
+    case Op::kAvgPool2d: {
+      ASSIGN_OR_RETURN(r, InferWindow2d(layer, in, /*is_conv=*/false));
+      if (layer.op == Op::kAvgPool2d && a.dilation != std::array<int64_t, 2>{1, 1}) {
+        return LayerError(layer, "dilation", "avgpool2d has no dilation");
+      }
+      r.flops = r.shape[0] * r.shape[1] * r.shape[2] * a.kernel_size[0] * a.kernel_size[1];
+      break;
+    }
+    case Op::kAdaptiveAvgPool2d: {
+      RETURN_IF_ERROR(RequireRank(layer, in, 3, "a [channels, height, width] input"));
+      RETURN_IF_ERROR(CheckPair(layer, "output_size", a.output_size, false));
+      r.shape = {in[0], a.output_size[0], a.output_size[1]};
+      r.flops = NumElements(in);
+      break;
+    }
+    case Op::kBatchNorm2d: {
+      RETURN_IF_ERROR(RequireRank(layer, in, 3, "a [channels, height, width] input"));
+      if (!(a.eps > 0)) return LayerError(layer, "eps", "must be positive");
+      if (!(a.momentum >= 0 && a.momentum <= 1)) {
+        return LayerError(layer, "momentum", "must be in [0, 1]");
+      }
+      r.shape = in;
+      r.params = a.affine ? 2 * in[0] : 0;
+      r.flops = 4 * NumElements(in);
+      break;
+    }
+    case Op::kLayerNorm: {
+      if (!(a.eps > 0)) return LayerError(layer, "eps", "must be positive");
+      if (a.normalized_shape.empty() || a.normalized_shape.size() > in.size()) {
+        return LayerError(layer, "normalized_shape",
+                          "must name 1 to " + std::to_string(in.size()) +
+                              " trailing dimensions of the input " + ShapeToString(in));
+      }
+      const size_t offset = in.size() - a.normalized_shape.size();
+      int64_t normalized = 1;
+      for (size_t i = 0; i < a.normalized_shape.size(); ++i) {
+        if (a.normalized_shape[i] != in[offset + i]) {
+          return LayerError(layer, "normalized_shape",
+                            "does not match the trailing dimensions of the input " +
+                                ShapeToString(in));
+        }
+        normalized *= in[offset + i];
+      }
+      r.shape = in;
+      r.params = a.affine ? 2 * normalized : 0;
+      r.flops = 5 * NumElements(in);
+      break;
+    }
+    case Op::kLinear: {
+      RETURN_IF_ERROR(CheckPositive(layer, "out_features", a.out_features));
+      if (a.in_features < 0) return LayerError(layer, "in_features", "must not be negative");
+      const int64_t features = in.back();
+      if (a.in_features != 0 && a.in_features != features) {
+        return LayerError(layer, "in_features",
+                          "is " + std::to_string(a.in_features) + " but the input " +
+                              ShapeToString(in) + " has " + std::to_string(features));
+      }
+      r.shape = in;
+      r.shape.back() = a.out_features;
+      int64_t rows = NumElements(in) / features;
+      int64_t params = 0;
+      if (__builtin_mul_overflow(features, a.out_features, &params) || params > kMaxElements) {
+        return LayerError(layer, "out_features", "weight matrix too large");
+      }
+      r.params = params + (a.bias ? a.out_features : 0);
+      r.flops = 2 * rows * params + (a.bias ? rows * a.out_features : 0);
+      break;
+    }
+    case Op::kFlatten:
+      r.shape = {NumElements(in)};
+      break;
+    case Op::kRelu:
+      r.shape = in;
+      r.flops = NumElements(in);
+      break;
+    case Op::kGelu:
+      r.shape = in;
+      r.flops = 8 * NumElements(in);
+      break;
+    case Op::kDropout:
+      if (!(a.p >= 0 && a.p < 1)) return LayerError(layer, "p", "must be in [0, 1)");
+      r.shape = in;
+      r.flops = NumElements(in);
+      break;
+    case Op::kConcat: {
+      r.shape = in;
+      r.shape[0] = 0;
+      for (const Shape* s : inputs) {
+        bool same_rest = s->size() == in.size() && std::equal(s->begin() + 1, s->end(),
+                                                              in.begin() + 1);
+        if (!same_rest) {
+          return LayerError(layer, "inputs",
+                            "concat needs inputs equal in all but the channel dimension, got " +
+                                ShapeToString(in) + " and " + ShapeToString(*s));
+        }
+        r.shape[0] += (*s)[0];
+      }
+      break;
+    }
+    case Op::kAdd:
+      for (const Shape* s : inputs) {
+        if (*s != in) {
+          return LayerError(layer, "inputs",
+                            "add needs inputs of equal shape, got " + ShapeToString(in) + " and " +
+                                ShapeToString(*s));
+        }
+      }
+      r.shape = in;
+      r.flops = static_cast<int64_t>(inputs.size() - 1) * NumElements(in);
+      break;
+  }
+  return r;
+}
+
+Status CheckArity(const Layer& layer) {
+  const size_t n = layer.inputs.size();
+  const bool variadic = layer.op == Op::kConcat || layer.op == Op::kAdd;
+  if (n == 0) return LayerError(layer, "inputs", "missing: the layer names no input");
+  if (variadic && n < 2) {
+    return LayerError(layer, "inputs", "needs at least 2 inputs, got " + std::to_string(n));
+  }
+  if (!variadic && n != 1) {
+    return LayerError(layer, "inputs", "takes exactly 1 input, got " + std::to_string(n));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  for (const auto& info : kOps) {
+    if (info.op == op) return info.name;
+  }
+  return "unknown";
+}
+
+std::optional<Op> OpFromName(std::string_view name) {
+  for (const auto& info : kOps) {
+    if (name == info.name) return info.op;
+  }
+  return std::nullopt;
+}
+
+std::vector<Op> AllOps() {
+  std::vector<Op> ops;
+  for (const auto& info : kOps) ops.push_back(info.op);
+  return ops;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool LayerAttrs::operator==(const LayerAttrs& o) const {
+  return in_channels == o.in_channels && out_channels == o.out_channels &&
+         kernel_size == o.kernel_size && stride == o.stride && padding == o.padding &&
+         dilation == o.dilation && groups == o.groups && bias == o.bias &&
+         ceil_mode == o.ceil_mode && count_include_pad == o.count_include_pad &&
+         output_size == o.output_size && in_features == o.in_features &&
+         out_features == o.out_features && eps == o.eps && momentum == o.momentum &&
+         affine == o.affine && normalized_shape == o.normalized_shape && p == o.p;
+}
+
+StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<Layer> layers,
+                              std::vector<GraphOutput> outputs) {
+  if (input_shape.empty()) {
+    return InvalidArgumentError("graph input: field \"shape\": must have at least 1 dimension");
+  }
+  for (int64_t d : input_shape) {
+    if (d <= 0 || d > kMaxDim) {
+      return InvalidArgumentError("graph input: field \"shape\": dimensions must be in [1, " +
+                                  std::to_string(kMaxDim) + "], got " + ShapeToString(input_shape));
+    }
+  }
+  {
+    int64_t n = 1;
+    for (int64_t d : input_shape) {
+      if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
+        return InvalidArgumentError("graph input: field \"shape\": too large");
+      }
+    }
+  }
+  if (layers.empty()) return InvalidArgumentError("graph: field \"layers\": no layers");
+
+  // Names: present, unique, distinct from the graph input's name.
+  std::unordered_map<std::string, int> index_of;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& layer = layers[i];
+    if (layer.name.empty()) {
+      return InvalidArgumentError("layer #" + std::to_string(i) + " (" + OpName(layer.op) +
+                                  "): field \"name\": missing");
+    }
+    if (layer.name == kGraphInputName) {
+      return LayerError(layer, "name", "\"input\" is reserved for the graph input");
+    }
+    if (!index_of.emplace(layer.name, static_cast<int>(i)).second) {
+      return LayerError(layer, "name", "duplicate name: another layer is also called " +
+                                           Quote(layer.name));
+    }
+  }
+
+  // Inputs exist; arity matches the op.
+  std::vector<std::vector<int>> given_inputs(layers.size());
+  std::vector<int> pending(layers.size(), 0);
+  std::vector<std::vector<int>> given_consumers(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& layer = layers[i];
+    RETURN_IF_ERROR(CheckArity(layer));
+    for (const std::string& input : layer.inputs) {
+      if (input == kGraphInputName) {
+        given_inputs[i].push_back(kGraphInputId);
+        continue;
+      }
+      auto it = index_of.find(input);
+      if (it == index_of.end()) {
+        return LayerError(layer, "inputs", "unknown input " + Quote(input));
+      }
+      if (it->second == static_cast<int>(i)) {
+        return LayerError(layer, "inputs", "cycle: the layer reads its own output");
+      }
+      given_inputs[i].push_back(it->second);
+      given_consumers[it->second].push_back(static_cast<int>(i));
+      ++pending[i];
+    }
+  }
+
+  // Topological order, stable: a min-heap of ready layers by their given position.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (pending[i] == 0) ready.push(static_cast<int>(i));
+  }
+  std::vector<int> order;
+  order.reserve(layers.size());
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int consumer : given_consumers[i]) {
+      if (--pending[consumer] == 0) ready.push(consumer);
+    }
+  }
+  if (order.size() != layers.size()) {
+    // Walk back along unfinished inputs from any stuck layer until a layer repeats.
+    int at = 0;
+    while (pending[at] == 0) ++at;
+    std::vector<int> path;
+    std::unordered_map<int, size_t> seen;
+    while (!seen.count(at)) {
+      seen[at] = path.size();
+      path.push_back(at);
+      for (int input : given_inputs[at]) {
+        if (input != kGraphInputId && pending[input] != 0) {
+          at = input;
+          break;
+        }
+      }
+    }
+    std::string cycle;
+    for (size_t k = seen[at]; k < path.size(); ++k) cycle = layers[path[k]].name + " <- " + cycle;
+    cycle += layers[at].name;
+    return LayerError(layers[at], "inputs", "cycle: " + cycle);
+  }
+
+  Graph graph;
+  graph.name_ = std::move(name);
+  graph.input_shape_ = std::move(input_shape);
+  std::vector<int> new_id(layers.size());
+  for (size_t k = 0; k < order.size(); ++k) new_id[order[k]] = static_cast<int>(k);
+  graph.layers_.reserve(layers.size());
+  for (int old : order) {
+    Layer layer = std::move(layers[old]);
+    layer.input_ids.clear();
+    for (int input : given_inputs[old]) {
+      layer.input_ids.push_back(input == kGraphInputId ? kGraphInputId : new_id[input]);
+    }
+    graph.layers_.push_back(std::move(layer));
+  }
+
+  // Shapes and costs, in topological order.
+  for (Layer& layer : graph.layers_) {
+    std::vector<const Shape*> input_shapes;
+    for (int id : layer.input_ids) {
+      input_shapes.push_back(id == kGraphInputId ? &graph.input_shape_
+                                                 : &graph.layers_[id].output_shape);
+    }
+    ASSIGN_OR_RETURN(Inferred inferred, InferLayer(layer, input_shapes));
+    ASSIGN_OR_RETURN(int64_t elements, BoundedProduct(layer, inferred.shape));
+    layer.output_shape = std::move(inferred.shape);
+    layer.params = inferred.params;
+    layer.forward_flops = inferred.flops;
+    layer.output_bytes = elements * 4;
+  }
+
+  for (size_t i = 0; i < graph.layers_.size(); ++i) {
+    graph.index_.emplace(graph.layers_[i].name, static_cast<int>(i));
+  }
+  graph.consumers_.assign(graph.layers_.size(), {});
+  for (size_t i = 0; i < graph.layers_.size(); ++i) {
+    for (int id : graph.layers_[i].input_ids) {
+      if (id != kGraphInputId) graph.consumers_[id].push_back(static_cast<int>(i));
+    }
+  }
+
+  if (outputs.empty()) {
+    std::vector<int> sinks;
+    for (size_t i = 0; i < graph.layers_.size(); ++i) {
+      if (graph.consumers_[i].empty()) sinks.push_back(static_cast<int>(i));
+    }
+    if (sinks.size() != 1) {
+      return InvalidArgumentError("graph: field \"outputs\": " + std::to_string(sinks.size()) +
+                                  " layers have no consumer; name the outputs explicitly");
+    }
+    outputs.push_back({graph.layers_[sinks[0]].name, 1.0});
+  }
+  std::unordered_set<std::string> output_names;
+  for (const GraphOutput& output : outputs) {
+    if (!graph.FindLayer(output.layer)) {
+      return InvalidArgumentError("graph: field \"outputs\": unknown layer " + Quote(output.layer));
+    }
+    if (!output_names.insert(output.layer).second) {
+      return InvalidArgumentError("graph: field \"outputs\": " + Quote(output.layer) +
+                                  " is listed twice");
+    }
+    if (!(output.loss_weight > 0)) {
+      return InvalidArgumentError("graph: field \"outputs\": loss_weight of " +
+                                  Quote(output.layer) + " must be positive");
+    }
+  }
+  graph.outputs_ = std::move(outputs);
+  return graph;
+}
+
+std::optional<int> Graph::FindLayer(std::string_view name) const {
+  auto it = index_.find(std::string(name));
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<int> Graph::output_ids() const {
+  std::vector<int> ids;
+  for (const GraphOutput& output : outputs_) ids.push_back(*FindLayer(output.layer));
+  return ids;
+}
+
+int64_t Graph::total_params() const {
+  int64_t total = 0;
+  for (const Layer& layer : layers_) total += layer.params;
+  return total;
+}
+
+int64_t Graph::total_forward_flops() const {
+  int64_t total = 0;
+  for (const Layer& layer : layers_) total += layer.forward_flops;
+  return total;
+}
+
+}  // namespace deepool::planner

@@ -1,0 +1,321 @@
+// JSON reading and writing of graphs (format in docs/formats.md). Parsing never throws: every
+// malformed document becomes an INVALID_ARGUMENT naming the layer and the field.
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "planner/graph.h"
+
+namespace deepool::planner {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFormatName = "deepool.graph";
+
+std::string Where(const std::string& layer_name, const std::string& field) {
+  std::string where = layer_name.empty() ? "graph" : "layer \"" + layer_name + "\"";
+  return where + ": field \"" + field + "\"";
+}
+
+Status FieldError(const std::string& layer_name, const std::string& field, const std::string& what) {
+  return InvalidArgumentError(Where(layer_name, field) + ": " + what);
+}
+
+StatusOr<int64_t> ReadInt(const json& j, const std::string& layer, const std::string& field) {
+  if (!j.is_number_integer()) return FieldError(layer, field, "must be an integer");
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return FieldError(layer, field, "out of range");
+  }
+  return j.get<int64_t>();
+}
+
+StatusOr<double> ReadDouble(const json& j, const std::string& layer, const std::string& field) {
+  if (!j.is_number()) return FieldError(layer, field, "must be a number");
+  return j.get<double>();
+}
+
+StatusOr<bool> ReadBool(const json& j, const std::string& layer, const std::string& field) {
+  if (!j.is_boolean()) return FieldError(layer, field, "must be true or false");
+  return j.get<bool>();
+}
+
+// An int n (meaning [n, n]) or a pair [h, w], as torch.nn accepts.
+StatusOr<std::array<int64_t, 2>> ReadPair(const json& j, const std::string& layer,
+                                          const std::string& field) {
+  if (j.is_number_integer()) {
+    ASSIGN_OR_RETURN(int64_t v, ReadInt(j, layer, field));
+    return std::array<int64_t, 2>{v, v};
+  }
+  if (!j.is_array() || j.size() != 2) {
+    return FieldError(layer, field, "must be an integer or a pair [height, width]");
+  }
+  ASSIGN_OR_RETURN(int64_t h, ReadInt(j[0], layer, field));
+  ASSIGN_OR_RETURN(int64_t w, ReadInt(j[1], layer, field));
+  return std::array<int64_t, 2>{h, w};
+}
+
+StatusOr<std::vector<int64_t>> ReadIntList(const json& j, const std::string& layer,
+                                           const std::string& field) {
+  if (!j.is_array()) return FieldError(layer, field, "must be a list of integers");
+  std::vector<int64_t> values;
+  for (const json& v : j) {
+    ASSIGN_OR_RETURN(int64_t x, ReadInt(v, layer, field));
+    values.push_back(x);
+  }
+  return values;
+}
+
+// The attribute fields each op accepts, besides name, op and inputs.
+const std::set<std::string>& AllowedFields(Op op) {
+  static const std::set<std::string> kConv = {"in_channels", "out_channels", "kernel_size",
+                                              "stride",      "padding",      "dilation",
+                                              "groups",      "bias"};
+  static const std::set<std::string> kBatchNorm = {"eps", "momentum", "affine"};
+  static const std::set<std::string> kMaxPool = {"kernel_size", "stride", "padding", "dilation",
+                                                 "ceil_mode"};
+  static const std::set<std::string> kAvgPool = {"kernel_size", "stride", "padding", "ceil_mode",
+                                                 "count_include_pad"};
+  static const std::set<std::string> kAdaptive = {"output_size"};
+  static const std::set<std::string> kLinear = {"in_features", "out_features", "bias"};
+  static const std::set<std::string> kDropout = {"p"};
+  static const std::set<std::string> kLayerNorm = {"normalized_shape", "eps", "affine"};
+  static const std::set<std::string> kNone = {};
+  switch (op) {
+    case Op::kConv2d: return kConv;
+    case Op::kBatchNorm2d: return kBatchNorm;
+    case Op::kMaxPool2d: return kMaxPool;
+    case Op::kAvgPool2d: return kAvgPool;
+    case Op::kAdaptiveAvgPool2d: return kAdaptive;
+    case Op::kLinear: return kLinear;
+    case Op::kDropout: return kDropout;
+    case Op::kLayerNorm: return kLayerNorm;
+    default: return kNone;
+  }
+}
+
+StatusOr<Layer> ParseLayer(const json& j, size_t position) {
+  if (!j.is_object()) {
+    return InvalidArgumentError("layers[" + std::to_string(position) + "]: must be an object");
+  }
+  Layer layer;
+  auto name_it = j.find("name");
+  if (name_it == j.end() || !name_it->is_string() || name_it->get<std::string>().empty()) {
+    return InvalidArgumentError("layers[" + std::to_string(position) +
+                                "]: field \"name\": missing or not a non-empty string");
+  }
+  layer.name = name_it->get<std::string>();
+  const std::string& n = layer.name;
+
+  auto op_it = j.find("op");
+  if (op_it == j.end() || !op_it->is_string()) return FieldError(n, "op", "missing");
+  auto op = OpFromName(op_it->get<std::string>());
+  if (!op) {
+    std::string known;
+    for (Op o : AllOps()) known += std::string(known.empty() ? "" : ", ") + OpName(o);
+    return FieldError(n, "op", "unknown op \"" + op_it->get<std::string>() + "\" (known: " +
+                                   known + ")");
+  }
+  layer.op = *op;
+
+  auto inputs_it = j.find("inputs");
+  if (inputs_it == j.end()) return FieldError(n, "inputs", "missing");
+  if (!inputs_it->is_array()) return FieldError(n, "inputs", "must be a list of layer names");
+  for (const json& input : *inputs_it) {
+    if (!input.is_string()) return FieldError(n, "inputs", "must be a list of layer names");
+    layer.inputs.push_back(input.get<std::string>());
+  }
+
+  const auto& allowed = AllowedFields(layer.op);
+  LayerAttrs& a = layer.attrs;
+  bool stride_given = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "name" || key == "op" || key == "inputs") continue;
+    if (!allowed.count(key)) {
+      return FieldError(n, key, std::string("unknown field for op ") + OpName(layer.op));
+    }
+    const json& v = it.value();
+    if (key == "in_channels") { ASSIGN_OR_RETURN(a.in_channels, ReadInt(v, n, key)); }
+    else if (key == "out_channels") { ASSIGN_OR_RETURN(a.out_channels, ReadInt(v, n, key)); }
+    else if (key == "kernel_size") { ASSIGN_OR_RETURN(a.kernel_size, ReadPair(v, n, key)); }
+    else if (key == "stride") { ASSIGN_OR_RETURN(a.stride, ReadPair(v, n, key)); stride_given = true; }
+    else if (key == "padding") { ASSIGN_OR_RETURN(a.padding, ReadPair(v, n, key)); }
+    else if (key == "dilation") { ASSIGN_OR_RETURN(a.dilation, ReadPair(v, n, key)); }
+    else if (key == "groups") { ASSIGN_OR_RETURN(a.groups, ReadInt(v, n, key)); }
+    else if (key == "bias") { ASSIGN_OR_RETURN(a.bias, ReadBool(v, n, key)); }
+    else if (key == "ceil_mode") { ASSIGN_OR_RETURN(a.ceil_mode, ReadBool(v, n, key)); }
+    else if (key == "count_include_pad") { ASSIGN_OR_RETURN(a.count_include_pad, ReadBool(v, n, key)); }
+    else if (key == "output_size") { ASSIGN_OR_RETURN(a.output_size, ReadPair(v, n, key)); }
+    else if (key == "in_features") { ASSIGN_OR_RETURN(a.in_features, ReadInt(v, n, key)); }
+    else if (key == "out_features") { ASSIGN_OR_RETURN(a.out_features, ReadInt(v, n, key)); }
+    else if (key == "eps") { ASSIGN_OR_RETURN(a.eps, ReadDouble(v, n, key)); }
+    else if (key == "momentum") { ASSIGN_OR_RETURN(a.momentum, ReadDouble(v, n, key)); }
+    else if (key == "affine") { ASSIGN_OR_RETURN(a.affine, ReadBool(v, n, key)); }
+    else if (key == "normalized_shape") { ASSIGN_OR_RETURN(a.normalized_shape, ReadIntList(v, n, key)); }
+    else if (key == "p") { ASSIGN_OR_RETURN(a.p, ReadDouble(v, n, key)); }
+  }
+  // As in torch.nn, a pool's stride defaults to its kernel size.
+  if ((layer.op == Op::kMaxPool2d || layer.op == Op::kAvgPool2d) && !stride_given) {
+    a.stride = a.kernel_size;
+  }
+  if (layer.op == Op::kConv2d && !j.contains("out_channels")) {
+    return FieldError(n, "out_channels", "missing");
+  }
+  if (layer.op == Op::kLinear && !j.contains("out_features")) {
+    return FieldError(n, "out_features", "missing");
+  }
+  if ((layer.op == Op::kConv2d || layer.op == Op::kMaxPool2d || layer.op == Op::kAvgPool2d) &&
+      !j.contains("kernel_size")) {
+    return FieldError(n, "kernel_size", "missing");
+  }
+  if (layer.op == Op::kLayerNorm && !j.contains("normalized_shape")) {
+    return FieldError(n, "normalized_shape", "missing");
+  }
+  return layer;
+}
+
+json PairJson(const std::array<int64_t, 2>& v) { return json::array({v[0], v[1]}); }
+
+json LayerJson(const Layer& layer) {
+  json j;
+  j["name"] = layer.name;
+  j["op"] = OpName(layer.op);
+  j["inputs"] = layer.inputs;
+  const LayerAttrs& a = layer.attrs;
+  switch (layer.op) {
+    case Op::kConv2d:
+      if (a.in_channels) j["in_channels"] = a.in_channels;
+      j["out_channels"] = a.out_channels;
+      j["kernel_size"] = PairJson(a.kernel_size);
+      j["stride"] = PairJson(a.stride);
+      j["padding"] = PairJson(a.padding);
+      j["dilation"] = PairJson(a.dilation);
+      j["groups"] = a.groups;
+      j["bias"] = a.bias;
+      break;
+    case Op::kBatchNorm2d:
+      j["eps"] = a.eps;
+      j["momentum"] = a.momentum;
+      j["affine"] = a.affine;
+      break;
+    case Op::kMaxPool2d:
+      j["kernel_size"] = PairJson(a.kernel_size);
+      j["stride"] = PairJson(a.stride);
+      j["padding"] = PairJson(a.padding);
+      j["dilation"] = PairJson(a.dilation);
+      j["ceil_mode"] = a.ceil_mode;
+      break;
+    case Op::kAvgPool2d:
+      j["kernel_size"] = PairJson(a.kernel_size);
+      j["stride"] = PairJson(a.stride);
+      j["padding"] = PairJson(a.padding);
+      j["ceil_mode"] = a.ceil_mode;
+      j["count_include_pad"] = a.count_include_pad;
+      break;
+    case Op::kAdaptiveAvgPool2d:
+      j["output_size"] = PairJson(a.output_size);
+      break;
+    case Op::kLinear:
+      if (a.in_features) j["in_features"] = a.in_features;
+      j["out_features"] = a.out_features;
+      j["bias"] = a.bias;
+      break;
+    case Op::kDropout:
+      j["p"] = a.p;
+      break;
+    case Op::kLayerNorm:
+      j["normalized_shape"] = a.normalized_shape;
+      j["eps"] = a.eps;
+      j["affine"] = a.affine;
+      break;
+    default:
+      break;
+  }
+  return j;
+}
+
+}  // namespace
+
+StatusOr<Graph> ParseGraphJson(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("graph: not valid JSON");
+  if (!doc.is_object()) return InvalidArgumentError("graph: the document must be a JSON object");
+
+  auto format = doc.find("format");
+  if (format != doc.end() && (!format->is_string() || *format != kFormatName)) {
+    return FieldError("", "format", std::string("must be \"") + kFormatName + "\"");
+  }
+  auto version = doc.find("version");
+  if (version == doc.end()) return FieldError("", "version", "missing");
+  if (!version->is_number_integer() || version->get<int64_t>() != kGraphFormatVersion) {
+    return FieldError("", "version",
+                      "unsupported; this build reads version " +
+                          std::to_string(kGraphFormatVersion));
+  }
+
+  std::string name;
+  if (auto it = doc.find("name"); it != doc.end()) {
+    if (!it->is_string()) return FieldError("", "name", "must be a string");
+    name = it->get<std::string>();
+  }
+
+  auto input = doc.find("input");
+  if (input == doc.end() || !input->is_object() || !input->contains("shape")) {
+    return FieldError("", "input", "missing; expected {\"shape\": [channels, height, width]}");
+  }
+  auto input_shape_or = ReadIntList((*input)["shape"], "", "input.shape");
+  if (!input_shape_or.ok()) return input_shape_or.status();
+
+  auto layers_it = doc.find("layers");
+  if (layers_it == doc.end() || !layers_it->is_array()) {
+    return FieldError("", "layers", "missing or not a list");
+  }
+  std::vector<Layer> layers;
+  layers.reserve(layers_it->size());
+  for (size_t i = 0; i < layers_it->size(); ++i) {
+    ASSIGN_OR_RETURN(Layer layer, ParseLayer((*layers_it)[i], i));
+    layers.push_back(std::move(layer));
+  }
+
+  std::vector<GraphOutput> outputs;
+  if (auto it = doc.find("outputs"); it != doc.end()) {
+    if (!it->is_array()) return FieldError("", "outputs", "must be a list");
+    for (const json& o : *it) {
+      GraphOutput output;
+      if (o.is_string()) {
+        output.layer = o.get<std::string>();
+      } else if (o.is_object() && o.contains("layer") && o["layer"].is_string()) {
+        output.layer = o["layer"].get<std::string>();
+        if (o.contains("loss_weight")) {
+          ASSIGN_OR_RETURN(output.loss_weight, ReadDouble(o["loss_weight"], "", "outputs"));
+        }
+      } else {
+        return FieldError("", "outputs",
+                          "entries must be layer names or {\"layer\": ..., \"loss_weight\": ...}");
+      }
+      outputs.push_back(std::move(output));
+    }
+  }
+  return Graph::Create(std::move(name), std::move(*input_shape_or), std::move(layers),
+                       std::move(outputs));
+}
+
+std::string GraphToJson(const Graph& graph, int indent) {
+  json doc;
+  doc["format"] = kFormatName;
+  doc["version"] = kGraphFormatVersion;
+  doc["name"] = graph.name();
+  doc["input"] = {{"shape", graph.input_shape()}};
+  json layers = json::array();
+  for (const Layer& layer : graph.layers()) layers.push_back(LayerJson(layer));
+  doc["layers"] = std::move(layers);
+  json outputs = json::array();
+  for (const GraphOutput& output : graph.outputs()) {
+    outputs.push_back({{"layer", output.layer}, {"loss_weight", output.loss_weight}});
+  }
+  doc["outputs"] = std::move(outputs);
+  return doc.dump(indent);
+}
+
+}  // namespace deepool::planner
