@@ -1,0 +1,172 @@
+#include "worker/daemon/devices.h"
+
+#include <stdio.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace deepool::worker::daemon {
+namespace {
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t start = 0;
+  while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start]))) ++start;
+  return s.substr(start);
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool ParseInt(std::string_view text, int64_t& out) {
+  if (text.empty() || text.size() > 9) return false;
+  int64_t value = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    value = value * 10 + (c - '0');
+  }
+  out = value;
+  return true;
+}
+
+std::string RunAndRead(const char* command) {
+  std::string out;
+  FILE* pipe = popen(command, "r");
+  if (!pipe) return out;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe)) out += buffer;
+  pclose(pipe);
+  return out;
+}
+
+}  // namespace
+
+std::vector<GpuInfo> SystemDeviceProbe::Gpus() const {
+  std::vector<GpuInfo> gpus;
+  std::string csv = RunAndRead(
+      "nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits 2>/dev/null");
+  std::istringstream lines(csv);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string index, name, memory_mib;
+    if (!std::getline(fields, index, ',') || !std::getline(fields, name, ',') ||
+        !std::getline(fields, memory_mib)) {
+      continue;
+    }
+    int64_t idx = 0, mib = 0;
+    if (!ParseInt(Trim(index), idx)) continue;
+    ParseInt(Trim(memory_mib), mib);
+    gpus.push_back({static_cast<int>(idx), Trim(name), mib * 1024 * 1024});
+  }
+  if (!gpus.empty()) return gpus;
+  // Without nvidia-smi the driver still lists its GPUs under /proc.
+  std::error_code ec;
+  std::vector<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    entries.push_back(entry.path().string());
+  }
+  std::sort(entries.begin(), entries.end());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string model = "nvidia-gpu";
+    std::ifstream info(entries[i] + "/information");
+    std::string l;
+    while (std::getline(info, l)) {
+      if (l.rfind("Model:", 0) == 0) model = Trim(l.substr(6));
+    }
+    gpus.push_back({static_cast<int>(i), model, 0});
+  }
+  return gpus;
+}
+
+int64_t SystemDeviceProbe::HostMemoryBytes() const {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string DeviceTypeForModel(std::string_view model) {
+  std::string lower = Lower(model);
+  for (const char* known : {"a100", "h100", "h200", "v100", "a10", "l4", "t4"}) {
+    // Whole-token match: "a100" inside "nvidia a100-sxm4-80gb".
+    size_t at = lower.find(known);
+    while (at != std::string::npos) {
+      size_t end = at + std::string_view(known).size();
+      bool starts = at == 0 || !std::isalnum(static_cast<unsigned char>(lower[at - 1]));
+      bool ends = end == lower.size() || !std::isalnum(static_cast<unsigned char>(lower[end]));
+      if (starts && ends) return known;
+      at = lower.find(known, at + 1);
+    }
+  }
+  std::string out;
+  for (char c : lower) out.push_back(c == ' ' ? '-' : c);
+  return out.empty() ? "unknown" : out;
+}
+
+StatusOr<std::vector<LocalDevice>> ParseDevices(std::string_view spec, const DeviceProbe& probe) {
+  const std::string usage = "--devices must be cuda:all, cuda:I[,J...] or cpu:N, got '" +
+                            std::string(spec) + "'";
+  size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) return InvalidArgumentError(usage);
+  std::string kind = Lower(spec.substr(0, colon));
+  std::string_view rest = spec.substr(colon + 1);
+  std::vector<LocalDevice> devices;
+  if (kind == "cpu") {
+    int64_t count = 0;
+    if (!ParseInt(rest, count) || count < 1 || count > 256) return InvalidArgumentError(usage);
+    int64_t memory = probe.HostMemoryBytes() / count;
+    for (int i = 0; i < count; ++i) {
+      devices.push_back({"cpu:" + std::to_string(i), "cpu", i, "cpu", "cpu", memory});
+    }
+    return devices;
+  }
+  if (kind != "cuda") return InvalidArgumentError(usage);
+  std::vector<GpuInfo> gpus = probe.Gpus();
+  auto describe = [](const GpuInfo& gpu) {
+    return LocalDevice{"cuda:" + std::to_string(gpu.index), "cuda", gpu.index, gpu.model,
+                       DeviceTypeForModel(gpu.model), gpu.memory_bytes};
+  };
+  if (rest == "all") {
+    if (gpus.empty()) {
+      return FailedPreconditionError(
+          "--devices cuda:all: no GPU is visible on this machine (nvidia-smi found none); use "
+          "--devices cpu:N to offer CPU devices instead");
+    }
+    for (const auto& gpu : gpus) devices.push_back(describe(gpu));
+    return devices;
+  }
+  std::stringstream list{std::string(rest)};
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    int64_t index = 0;
+    if (!ParseInt(Trim(item), index)) return InvalidArgumentError(usage);
+    auto gpu = std::find_if(gpus.begin(), gpus.end(),
+                            [&](const GpuInfo& g) { return g.index == index; });
+    if (gpu == gpus.end()) {
+      return FailedPreconditionError("--devices: GPU cuda:" + std::to_string(index) +
+                                     " does not exist on this machine (" +
+                                     std::to_string(gpus.size()) + " visible)");
+    }
+    for (const auto& d : devices) {
+      if (d.index == index) {
+        return InvalidArgumentError("--devices: cuda:" + std::to_string(index) + " listed twice");
+      }
+    }
+    devices.push_back(describe(*gpu));
+  }
+  if (devices.empty()) return InvalidArgumentError(usage);
+  return devices;
+}
+
+}  // namespace deepool::worker::daemon

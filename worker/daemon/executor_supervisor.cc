@@ -1,0 +1,519 @@
+#include "worker/daemon/executor_supervisor.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/logging.h"
+
+namespace deepool::worker::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return InternalError("cannot write " + path);
+  return Status::Ok();
+}
+
+std::optional<json> ParseEvent(const std::string& line) {
+  if (line.empty() || line.front() != '{') return std::nullopt;
+  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("event") ||
+      !doc["event"].is_string()) {
+    return std::nullopt;
+  }
+  return doc;
+}
+
+double NumberOr(const json& doc, const char* key, double fallback) {
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+ExecutorSupervisor::ExecutorSupervisor(SupervisorOptions options, TaskListener* listener)
+    : options_(std::move(options)), listener_(listener) {
+  housekeeping_ = std::thread([this] { HousekeepingLoop(); });
+}
+
+ExecutorSupervisor::~ExecutorSupervisor() { Shutdown(); }
+
+std::string ExecutorSupervisor::TaskDir(const std::string& task_id) const {
+  return (fs::path(options_.work_dir) / "tasks" / task_id).string();
+}
+
+Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
+  if (!ValidId(train.task_id)) {
+    return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" + train.task_id +
+                                "'");
+  }
+  if (train.ranks.empty()) return InvalidArgumentError("ranks: a task needs at least one rank");
+  if (train.world_size <= 0) return InvalidArgumentError("world_size must be positive");
+  std::vector<int> seen;
+  bool has_rank0 = false;
+  for (const auto& r : train.ranks) {
+    if (r.rank < 0 || r.rank >= train.world_size) {
+      return InvalidArgumentError("ranks: rank " + std::to_string(r.rank) + " outside world size " +
+                                  std::to_string(train.world_size));
+    }
+    if (std::find(seen.begin(), seen.end(), r.rank) != seen.end()) {
+      return InvalidArgumentError("ranks: rank " + std::to_string(r.rank) + " assigned twice");
+    }
+    seen.push_back(r.rank);
+    has_rank0 |= r.rank == 0;
+  }
+  if (train.store_host.empty()) return InvalidArgumentError("store_host is empty");
+  if (train.store_port < 0 || train.store_port > 65535) {
+    return InvalidArgumentError("store_port out of range");
+  }
+
+  auto task = std::make_unique<Task>();
+  task->task_id = train.task_id;
+  task->job_id = train.job_id;
+  task->dir = TaskDir(train.task_id);
+  task->train = train;
+  std::error_code ec;
+  fs::create_directories(task->dir, ec);
+  if (ec) return InternalError("cannot create " + task->dir + ": " + ec.message());
+  RETURN_IF_ERROR(WriteFile(task->dir + "/run.json", train.run_spec_json));
+  for (const auto& r : train.ranks) {
+    RankProcess rank;
+    rank.rank = r.rank;
+    rank.device = r.device;
+    rank.tail = std::make_shared<LogTail>(options_.log_tail_lines);
+    task->ranks.push_back(std::move(rank));
+  }
+  std::sort(task->ranks.begin(), task->ranks.end(),
+            [](const RankProcess& a, const RankProcess& b) { return a.rank < b.rank; });
+
+  std::unique_ptr<Task> failed;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return UnavailableError("the worker is shutting down");
+    if (tasks_.count(train.task_id)) {
+      return AlreadyExistsError("task " + train.task_id + " is already running");
+    }
+    Task& t = *task;
+    tasks_[train.task_id] = std::move(task);
+    std::string store = train.store_host + ":" + std::to_string(train.store_port);
+    for (auto& rank : t.ranks) {
+      // With port 0, only rank 0 starts now; the others follow its store_ready line, or the
+      // coordinator's SetStoreAddress when rank 0 runs elsewhere.
+      if (train.store_port == 0 && rank.rank != 0) continue;
+      status = StartRankLocked(t, rank, store);
+      if (!status.ok()) break;
+    }
+    if (!has_rank0 && train.store_port == 0) {
+      DP_LOG_INFO("task {}: waiting for the store address of rank 0", train.task_id);
+    }
+    if (!status.ok()) {
+      failed = std::move(tasks_[train.task_id]);
+      tasks_.erase(train.task_id);
+    }
+  }
+  if (failed) {
+    failed.reset();  // SIGKILLs and joins whatever had started
+    return status.WithContext("task " + train.task_id);
+  }
+  DP_LOG_INFO("task {} (job {}): started ranks of world size {}", train.task_id, train.job_id,
+              train.world_size);
+  return Status::Ok();
+}
+
+Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
+  if (!ValidId(profile.task_id)) {
+    return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" +
+                                profile.task_id + "'");
+  }
+  auto task = std::make_unique<Task>();
+  task->task_id = profile.task_id;
+  task->job_id = profile.job_id;
+  task->profile = true;
+  task->dir = TaskDir(profile.task_id);
+  task->profile_output_path = task->dir + "/profile.json";
+  std::error_code ec;
+  fs::create_directories(task->dir, ec);
+  if (ec) return InternalError("cannot create " + task->dir + ": " + ec.message());
+  fs::remove(task->profile_output_path, ec);
+  RankProcess proc;
+  proc.rank = -1;
+  proc.tail = std::make_shared<LogTail>(options_.log_tail_lines);
+  task->ranks.push_back(std::move(proc));
+
+  ProcessSpec spec;
+  spec.executable = options_.profiler_path;
+  for (std::string arg : profile.args) {
+    size_t at = arg.find("{output}");
+    if (at != std::string::npos) arg.replace(at, 8, task->profile_output_path);
+    spec.args.push_back(std::move(arg));
+  }
+  spec.working_dir = task->dir;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutting_down_) return UnavailableError("the worker is shutting down");
+  if (tasks_.count(profile.task_id)) {
+    return AlreadyExistsError("task " + profile.task_id + " is already running");
+  }
+  const std::string task_id = profile.task_id;
+  ChildCallbacks callbacks;
+  callbacks.on_stdout_line = [this, task_id](const std::string& l) {
+    OnRankLine(task_id, -1, l, true);
+  };
+  callbacks.on_stderr_line = [this, task_id](const std::string& l) {
+    OnRankLine(task_id, -1, l, false);
+  };
+  callbacks.on_exit = [this, task_id](const ProcessExit& e) { OnRankExit(task_id, -1, e); };
+  Task& t = *task;
+  tasks_[task_id] = std::move(task);
+  auto child = ChildProcess::Start(spec, std::move(callbacks));
+  if (!child.ok()) {
+    tasks_.erase(task_id);
+    return child.status().WithContext("task " + task_id);
+  }
+  t.ranks[0].child = std::move(child).value();
+  DP_LOG_INFO("task {} (job {}): profiling, pid {}", task_id, t.job_id, t.ranks[0].child->pid());
+  return Status::Ok();
+}
+
+Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank, const std::string& store) {
+  ProcessSpec spec;
+  spec.executable = options_.executor_path;
+  spec.args = {"--run-spec", task.dir + "/run.json", "--rank", std::to_string(rank.rank),
+               "--world-size", std::to_string(task.train.world_size), "--store", store};
+  if (!rank.device.empty()) {
+    spec.args.push_back("--device");
+    spec.args.push_back(rank.device);
+  }
+  if (task.train.timeout_s > 0) {
+    spec.args.push_back("--timeout-s");
+    spec.args.push_back(std::to_string(task.train.timeout_s));
+  }
+  spec.working_dir = task.dir;
+  if (task.train.background) spec.nice = 10;
+  const std::string task_id = task.task_id;
+  const int r = rank.rank;
+  ChildCallbacks callbacks;
+  callbacks.on_stdout_line = [this, task_id, r](const std::string& l) {
+    OnRankLine(task_id, r, l, true);
+  };
+  callbacks.on_stderr_line = [this, task_id, r](const std::string& l) {
+    OnRankLine(task_id, r, l, false);
+  };
+  callbacks.on_exit = [this, task_id, r](const ProcessExit& e) { OnRankExit(task_id, r, e); };
+  ASSIGN_OR_RETURN(rank.child, ChildProcess::Start(spec, std::move(callbacks)));
+  DP_LOG_INFO("task {}: rank {} on {} started, pid {}", task_id, r,
+              rank.device.empty() ? "default device" : rank.device, rank.child->pid());
+  return Status::Ok();
+}
+
+Status ExecutorSupervisor::SetStoreAddress(const std::string& task_id, const std::string& host,
+                                           int port) {
+  if (host.empty() || port <= 0 || port > 65535) {
+    return InvalidArgumentError("store address must be HOST:PORT with a port in 1..65535");
+  }
+  std::optional<TaskResult> result;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFoundError("task " + task_id + " is not running");
+    Task& task = *it->second;
+    if (task.cancelled || task.failing) return Status::Ok();
+    const std::string store = host + ":" + std::to_string(port);
+    for (auto& rank : task.ranks) {
+      if (rank.child || rank.exit) continue;
+      status = StartRankLocked(task, rank, store);
+      if (!status.ok()) break;
+    }
+    if (!status.ok()) {
+      task.failing = true;
+      task.failure = status.message();
+      StopTaskLocked(task);
+      result = CollectIfDoneLocked(task_id);
+    }
+  }
+  if (result) listener_->OnTaskFinished(*result);
+  return status;
+}
+
+void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const std::string& line,
+                                    bool is_stdout) {
+  std::optional<json> event = is_stdout ? ParseEvent(line) : std::nullopt;
+  std::shared_ptr<LogTail> tail;
+  std::string dir;
+  bool start_waiting_ranks = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return;
+    Task& task = *it->second;
+    RankProcess* proc = nullptr;
+    for (auto& p : task.ranks) {
+      if (p.rank == rank) proc = &p;
+    }
+    if (!proc) return;
+    tail = proc->tail;
+    dir = task.dir;
+    if (event) {
+      const std::string kind = (*event)["event"].get<std::string>();
+      if (kind == "done") {
+        proc->done_event = true;
+        proc->iterations = static_cast<int64_t>(NumberOr(*event, "iterations", 0));
+        if (event->contains("checkpoint") && (*event)["checkpoint"].is_string()) {
+          proc->checkpoint = (*event)["checkpoint"].get<std::string>();
+        }
+      } else if (kind == "error") {
+        if (event->contains("message") && (*event)["message"].is_string()) {
+          proc->error_event = (*event)["message"].get<std::string>();
+        }
+      } else if (kind == "iteration") {
+        task.last_iteration =
+            std::max(task.last_iteration, static_cast<int64_t>(NumberOr(*event, "iteration", -1)));
+      } else if (kind == "store_ready" && rank == 0 && !task.profile) {
+        start_waiting_ranks = true;
+      }
+    }
+  }
+  if (!event) {
+    // A log line: keep it for error reports, in the rank's log file, and forward it.
+    tail->Add(line);
+    std::ofstream(dir + (rank < 0 ? "/profile.log" : "/rank-" + std::to_string(rank) + ".log"),
+                  std::ios::app)
+        << line << '\n';
+    listener_->OnLogLine(task_id, rank, line);
+    return;
+  }
+  const std::string kind = (*event)["event"].get<std::string>();
+  if (kind == "iteration") {
+    IterationReport report;
+    report.rank = rank;
+    report.iteration = static_cast<int64_t>(NumberOr(*event, "iteration", 0));
+    if (event->contains("loss") && (*event)["loss"].is_number()) {
+      report.loss = (*event)["loss"].get<double>();
+    }
+    report.iteration_ms = NumberOr(*event, "iteration_ms", 0);
+    report.samples_per_s = NumberOr(*event, "samples_per_s", 0);
+    report.busy_ms = NumberOr(*event, "busy_ms", 0);
+    report.idle_ms = NumberOr(*event, "idle_ms", 0);
+    listener_->OnIteration(task_id, report);
+  } else if (kind == "store_ready" && start_waiting_ranks) {
+    std::string host = event->value("host", std::string());
+    int port = static_cast<int>(NumberOr(*event, "port", 0));
+    DP_LOG_INFO("task {}: store ready at {}:{}", task_id, host, port);
+    listener_->OnStoreReady(task_id, host, port);
+    Status started = SetStoreAddress(task_id, host, port);
+    if (!started.ok()) DP_LOG_ERROR("task {}: {}", task_id, started.ToString());
+  } else if (kind == "error") {
+    std::string message = event->value("message", std::string());
+    tail->Add("error: " + message);
+    listener_->OnLogLine(task_id, rank, "error: " + message);
+  }
+}
+
+void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank,
+                                    const ProcessExit& exit) {
+  std::optional<TaskResult> result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return;
+    Task& task = *it->second;
+    RankProcess* proc = nullptr;
+    for (auto& p : task.ranks) {
+      if (p.rank == rank) proc = &p;
+    }
+    if (!proc) return;
+    proc->exit = exit;
+    const bool rank_ok = exit.ok() && (task.profile || proc->done_event);
+    if (!rank_ok && !task.cancelled && !task.failing) {
+      std::string who = task.profile ? std::string("profiler") : "rank " + std::to_string(rank);
+      std::string why = exit.ok() ? "exited without reporting done" : exit.Describe();
+      if (!proc->error_event.empty()) why += ": " + proc->error_event;
+      task.failing = true;
+      task.failure = who + ": " + why;
+      task.failure_tail = proc->tail->Lines();
+      DP_LOG_WARN("task {}: {}; stopping its other ranks", task_id, task.failure);
+      StopTaskLocked(task);
+    }
+    DP_LOG_INFO("task {}: {} exited ({})", task_id,
+                rank < 0 ? std::string("profiler") : "rank " + std::to_string(rank),
+                exit.Describe());
+    result = CollectIfDoneLocked(task_id);
+    if (!result) return;
+  }
+  cv_.notify_all();
+  DP_LOG_INFO("task {}: finished: {}", result->task_id,
+              result->succeeded ? "succeeded" : result->message);
+  listener_->OnTaskFinished(*result);
+}
+
+std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::string& task_id) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  Task& task = *it->second;
+  // Done when every started rank has exited and none is left to start.
+  bool all_exited = std::all_of(task.ranks.begin(), task.ranks.end(), [&](const RankProcess& p) {
+    return p.exit.has_value() || (!p.child && (task.cancelled || task.failing));
+  });
+  if (!all_exited) return std::nullopt;
+
+  TaskResult r;
+  r.task_id = task.task_id;
+  r.job_id = task.job_id;
+  r.cancelled = task.cancelled;
+  r.succeeded = !task.cancelled && !task.failing;
+  r.message = task.cancelled ? "cancelled" : task.failure;
+  if (!r.succeeded && !task.failure_tail.empty()) {
+    r.last_log_lines = task.failure_tail;
+  } else {
+    for (const auto& p : task.ranks) {
+      for (auto& line : p.tail->Lines()) r.last_log_lines.push_back(line);
+    }
+    if (r.last_log_lines.size() > options_.log_tail_lines) {
+      r.last_log_lines.erase(r.last_log_lines.begin(),
+                             r.last_log_lines.end() - options_.log_tail_lines);
+    }
+  }
+  for (const auto& p : task.ranks) {
+    RankExitInfo info;
+    info.rank = p.rank;
+    info.started = p.child != nullptr;
+    if (p.exit) {
+      info.exit_code = p.exit->exit_code;
+      info.signal = p.exit->signal;
+    }
+    info.error = p.error_event;
+    r.ranks.push_back(std::move(info));
+    r.iterations = std::max(r.iterations, p.iterations);
+    if (p.rank == 0 && !p.checkpoint.empty()) r.checkpoint = p.checkpoint;
+  }
+  if (task.profile && r.succeeded) {
+    std::ifstream in(task.profile_output_path, std::ios::binary);
+    r.profile_json.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (r.profile_json.empty()) {
+      r.succeeded = false;
+      r.message = "profiler: wrote no output to " + task.profile_output_path;
+    }
+  }
+  finished_.push_back(std::move(it->second));
+  tasks_.erase(it);
+  cv_.notify_all();
+  return r;
+}
+
+void ExecutorSupervisor::StopTaskLocked(Task& task) {
+  for (auto& rank : task.ranks) {
+    if (rank.child && !rank.exit) rank.child->SignalGroup(SIGTERM);
+  }
+  task.kill_at = std::chrono::steady_clock::now() + options_.kill_grace;
+  cv_.notify_all();
+}
+
+Status ExecutorSupervisor::Cancel(const std::string& task_id) {
+  std::optional<TaskResult> result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFoundError("task " + task_id + " is not running");
+    Task& task = *it->second;
+    if (task.cancelled) return Status::Ok();
+    task.cancelled = true;
+    DP_LOG_INFO("task {}: cancelling", task_id);
+    StopTaskLocked(task);
+    // A task whose ranks were all still waiting for the store address ends right here.
+    result = CollectIfDoneLocked(task_id);
+  }
+  if (result) listener_->OnTaskFinished(*result);
+  return Status::Ok();
+}
+
+std::vector<RunningTaskInfo> ExecutorSupervisor::RunningTasks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RunningTaskInfo> out;
+  for (const auto& [id, task] : tasks_) {
+    RunningTaskInfo info;
+    info.task_id = id;
+    info.job_id = task->job_id;
+    info.profile = task->profile;
+    info.last_iteration = task->last_iteration;
+    for (const auto& r : task->ranks) {
+      if (r.rank >= 0) info.ranks.push_back(r.rank);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+bool ExecutorSupervisor::IsRunning(const std::string& task_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.count(task_id) > 0;
+}
+
+void ExecutorSupervisor::HousekeepingLoop() {
+  pthread_setname_np(pthread_self(), "dp-supervisor");
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    // Escalate overdue stops to SIGKILL.
+    auto now = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> next;
+    for (auto& [id, task] : tasks_) {
+      if (!task->kill_at) continue;
+      if (*task->kill_at <= now) {
+        for (auto& rank : task->ranks) {
+          if (rank.child && !rank.exit) rank.child->SignalGroup(SIGKILL);
+        }
+        task->kill_at.reset();
+      } else if (!next || *task->kill_at < *next) {
+        next = task->kill_at;
+      }
+    }
+    if (!finished_.empty()) {
+      // Destroying a ChildProcess joins its reader thread, which may need mu_: unlock first.
+      std::vector<std::unique_ptr<Task>> done;
+      done.swap(finished_);
+      lock.unlock();
+      done.clear();
+      lock.lock();
+      continue;
+    }
+    if (shutting_down_ && tasks_.empty()) break;
+    if (next) {
+      cv_.wait_until(lock, *next);
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+void ExecutorSupervisor::Shutdown() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_ && !housekeeping_.joinable()) return;
+    shutting_down_ = true;
+    for (const auto& [id, task] : tasks_) ids.push_back(id);
+  }
+  for (const auto& id : ids) (void)Cancel(id);
+  cv_.notify_all();
+  if (housekeeping_.joinable()) housekeeping_.join();
+}
+
+}  // namespace deepool::worker::daemon

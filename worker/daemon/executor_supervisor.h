@@ -1,0 +1,186 @@
+// Runs the worker's tasks as child processes: a TRAIN task is one deepool-executor per assigned
+// rank (the executor contract is in docs/formats.md), a PROFILE task is one deepool-profile run.
+// It forwards the executors' progress and log lines to a TaskListener, kills a task's process
+// groups on cancel or when one of its ranks fails, and reports every task's end exactly once with
+// the last log lines. A crashing executor only ends its own task; the supervisor keeps running.
+//
+// Files: <work_dir>/tasks/<task_id>/run.json (the run spec), rank-<R>.log (the rank's stderr),
+// profile.json (a profile task's output).
+//
+// Threading: public methods are thread-safe (one mutex guards the task table). Each child has its
+// own reader thread (see ChildProcess) that parses its lines; one housekeeping thread
+// ("dp-supervisor") escalates SIGTERM to SIGKILL after the grace period and destroys the process
+// objects of finished tasks. Listener callbacks run on reader threads, never under the lock, and
+// may call back into the supervisor.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/daemon/child_process.h"
+
+namespace deepool::worker::daemon {
+
+struct RankAssignment {
+  int rank = 0;
+  std::string device;  // executor --device value: "cpu" or "cuda:K"
+};
+
+struct TrainTask {
+  std::string task_id;
+  std::string job_id;
+  std::string run_spec_json;  // the deepool.run document, written to run.json
+  int world_size = 0;
+  std::string store_host;     // where rank 0 hosts the c10d store
+  int store_port = 0;         // 0: rank 0 (then local) binds a free port and reports it
+  std::vector<RankAssignment> ranks;  // the ranks this worker runs
+  int timeout_s = 0;          // passed as --timeout-s when > 0
+  bool background = false;    // a BG job: its executors run at a lower CPU priority (nice 10)
+};
+
+struct ProfileTask {
+  std::string task_id;
+  std::string job_id;
+  // deepool-profile arguments; "{output}" in any of them is replaced by the output file's path.
+  std::vector<std::string> args;
+};
+
+struct IterationReport {
+  int rank = 0;
+  int64_t iteration = 0;
+  std::optional<double> loss;
+  double iteration_ms = 0;
+  double samples_per_s = 0;
+  double busy_ms = 0;
+  double idle_ms = 0;
+};
+
+struct RankExitInfo {
+  int rank = 0;  // -1: the profiler
+  int exit_code = -1;
+  int signal = 0;
+  std::string error;  // the executor's {"event":"error"} message, if any
+  bool started = false;
+};
+
+struct TaskResult {
+  std::string task_id;
+  std::string job_id;
+  bool succeeded = false;
+  bool cancelled = false;
+  std::string message;  // why it failed ("rank 2: exit code 1: out of memory"), or empty
+  std::vector<std::string> last_log_lines;  // of the failing rank, else of all ranks merged
+  int64_t iterations = 0;                   // from the executors' done events (max over ranks)
+  std::string checkpoint;                   // from rank 0's done event, if any
+  std::string profile_json;                 // a profile task's output
+  std::vector<RankExitInfo> ranks;
+};
+
+class TaskListener {
+ public:
+  virtual ~TaskListener() = default;
+  // Rank 0 of a task that was given port 0 has its store listening.
+  virtual void OnStoreReady(const std::string& task_id, const std::string& host, int port) = 0;
+  virtual void OnIteration(const std::string& task_id, const IterationReport& report) = 0;
+  // rank is -1 for a profile task.
+  virtual void OnLogLine(const std::string& task_id, int rank, const std::string& line) = 0;
+  virtual void OnTaskFinished(const TaskResult& result) = 0;
+};
+
+struct SupervisorOptions {
+  std::string executor_path;  // deepool-executor
+  std::string profiler_path;  // deepool-profile
+  std::string work_dir;       // tasks/<id>/ is created below it
+  size_t log_tail_lines = 50;
+  std::chrono::milliseconds kill_grace{3000};  // SIGTERM -> SIGKILL
+};
+
+// A snapshot of a task the supervisor runs, for re-registration after a coordinator restart.
+struct RunningTaskInfo {
+  std::string task_id;
+  std::string job_id;
+  bool profile = false;
+  std::vector<int> ranks;
+  int64_t last_iteration = -1;
+};
+
+class ExecutorSupervisor {
+ public:
+  ExecutorSupervisor(SupervisorOptions options, TaskListener* listener);
+  ~ExecutorSupervisor();  // cancels (kills) everything still running and waits for it
+  ExecutorSupervisor(const ExecutorSupervisor&) = delete;
+  ExecutorSupervisor& operator=(const ExecutorSupervisor&) = delete;
+
+  // ALREADY_EXISTS for a task id already running, INVALID_ARGUMENT for a malformed task,
+  // NOT_FOUND / INTERNAL when the executor cannot be started (nothing is left running then).
+  Status StartTrain(const TrainTask& task);
+  Status StartProfile(const ProfileTask& task);
+  // Starts the ranks that were waiting for the store address (rank 0 runs on another node).
+  Status SetStoreAddress(const std::string& task_id, const std::string& host, int port);
+  // Kills the task's processes (SIGTERM, SIGKILL after the grace); OnTaskFinished follows with
+  // cancelled = true. NOT_FOUND if it is not running.
+  Status Cancel(const std::string& task_id);
+  std::vector<RunningTaskInfo> RunningTasks() const;
+  bool IsRunning(const std::string& task_id) const;
+  // Cancels everything and waits until all children are reaped.
+  void Shutdown();
+
+ private:
+  struct RankProcess {
+    int rank = -1;
+    std::string device;
+    std::unique_ptr<ChildProcess> child;  // null while waiting for the store address
+    std::shared_ptr<LogTail> tail;
+    std::optional<ProcessExit> exit;
+    bool done_event = false;
+    std::string error_event;
+    int64_t iterations = 0;
+    std::string checkpoint;
+  };
+  struct Task {
+    std::string task_id;
+    std::string job_id;
+    bool profile = false;
+    std::string dir;
+    TrainTask train;  // for TRAIN tasks
+    std::vector<RankProcess> ranks;
+    bool cancelled = false;
+    bool failing = false;  // a rank failed; the rest are being stopped
+    std::string failure;   // the first failure's message
+    std::vector<std::string> failure_tail;
+    std::optional<std::chrono::steady_clock::time_point> kill_at;
+    int64_t last_iteration = -1;
+    std::string profile_output_path;
+  };
+
+  Status StartRankLocked(Task& task, RankProcess& rank, const std::string& store);
+  void OnRankLine(const std::string& task_id, int rank, const std::string& line, bool is_stdout);
+  void OnRankExit(const std::string& task_id, int rank, const ProcessExit& exit);
+  // Sends SIGTERM to every started rank and arms the SIGKILL deadline. Requires mu_.
+  void StopTaskLocked(Task& task);
+  // When every rank of the task has exited (or will never start), moves it to finished_ and
+  // returns its result for the caller to report after unlocking. Requires mu_.
+  std::optional<TaskResult> CollectIfDoneLocked(const std::string& task_id);
+  void HousekeepingLoop();
+  std::string TaskDir(const std::string& task_id) const;
+
+  const SupervisorOptions options_;
+  TaskListener* const listener_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::unique_ptr<Task>> tasks_;          // running, guarded by mu_
+  std::vector<std::unique_ptr<Task>> finished_;                 // to destroy, guarded by mu_
+  bool shutting_down_ = false;
+  std::thread housekeeping_;
+};
+
+}  // namespace deepool::worker::daemon
