@@ -40,6 +40,9 @@ std::string ClusterToJson(const Cluster& cluster, int indent = 2);
 StatusOr<Cluster> ClusterPreset(std::string_view name);
 std::vector<std::string> ClusterPresetNames();
 // A cluster of `devices` devices in nodes shaped like `shape`'s (used when --gpus is given).
+// Up to one node's worth it is one node of exactly `devices`; beyond that, whole nodes:
+// ceil(devices / devices_per_node) of them, so total_devices() may exceed `devices` (the extra
+// ranks are simply not used). Links and device type are kept.
 Cluster ResizeCluster(const Cluster& shape, int devices);
 
 }  // namespace deepool::planner

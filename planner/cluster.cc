@@ -1,0 +1,225 @@
+// Cluster description: JSON parse/write with validation, presets, resizing.
+#include "planner/cluster.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace deepool::planner {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kClusterFormatName = "deepool.cluster";
+
+// Public spec-sheet numbers (per GPU, per direction), rounded.
+// NVSwitch on DGX A100: 600 GB/s bidirectional NVLink per GPU -> 300 GB/s each way.
+// DGX H100: 900 GB/s bidirectional NVLink 4 per GPU -> 450 GB/s each way.
+// InfiniBand: one 200 Gb/s HDR NIC per GPU on DGX A100 (25 GB/s), one 400 Gb/s NDR NIC per GPU
+// on DGX H100 (50 GB/s).
+constexpr Link kNvswitchA100{300.0, 5.0};
+constexpr Link kNvswitchH100{450.0, 5.0};
+constexpr Link kInfinibandHdr{25.0, 10.0};
+constexpr Link kInfinibandNdr{50.0, 10.0};
+// CPU devices on one host talk over loopback TCP (Gloo); several GB/s, tens of microseconds.
+constexpr Link kCpuLoopback{5.0, 30.0};
+// Between CPU hosts: a 25 Gb/s Ethernet NIC.
+constexpr Link kCpuEthernet{3.125, 50.0};
+
+Status CheckLink(const Link& link, const std::string& field) {
+  if (!std::isfinite(link.bandwidth_gbps) || link.bandwidth_gbps <= 0) {
+    return InvalidArgumentError(field + ".bandwidth_gbps must be a positive number");
+  }
+  if (!std::isfinite(link.latency_us) || link.latency_us < 0) {
+    return InvalidArgumentError(field + ".latency_us must be a non-negative number");
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> NumberField(const json& object, const std::string& key, const std::string& path) {
+  auto it = object.find(key);
+  if (it == object.end()) return InvalidArgumentError("missing field " + path + key);
+  if (!it->is_number()) return InvalidArgumentError("field " + path + key + " must be a number");
+  return it->get<double>();
+}
+
+StatusOr<int> IntField(const json& object, const std::string& key) {
+  auto it = object.find(key);
+  if (it == object.end()) return InvalidArgumentError("missing field " + key);
+  if (!it->is_number_integer()) {
+    return InvalidArgumentError("field " + key + " must be an integer");
+  }
+  const int64_t value = it->get<int64_t>();
+  if (value < 1 || value > (1 << 24)) {
+    return InvalidArgumentError("field " + key + " must be between 1 and 16777216");
+  }
+  return static_cast<int>(value);
+}
+
+StatusOr<Link> LinkField(const json& object, const std::string& key) {
+  auto it = object.find(key);
+  if (it == object.end()) return InvalidArgumentError("missing field " + key);
+  if (!it->is_object()) return InvalidArgumentError("field " + key + " must be an object");
+  Link link;
+  ASSIGN_OR_RETURN(link.bandwidth_gbps, NumberField(*it, "bandwidth_gbps", key + "."));
+  ASSIGN_OR_RETURN(link.latency_us, NumberField(*it, "latency_us", key + "."));
+  RETURN_IF_ERROR(CheckLink(link, key));
+  return link;
+}
+
+json LinkToJson(const Link& link) {
+  return json{{"bandwidth_gbps", link.bandwidth_gbps}, {"latency_us", link.latency_us}};
+}
+
+// Parses the N of "<prefix>N" (N >= 1), or nullopt if `name` does not have that form.
+std::optional<int> SuffixCount(std::string_view name, std::string_view prefix) {
+  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view digits = name.substr(prefix.size());
+  int value = 0;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc() || end != digits.data() + digits.size() || value < 1) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+Cluster MakeCluster(std::string name, std::string device_type, int nodes, int devices_per_node,
+                    Link intra, Link inter) {
+  Cluster cluster;
+  cluster.name = std::move(name);
+  cluster.device_type = std::move(device_type);
+  cluster.nodes = nodes;
+  cluster.devices_per_node = devices_per_node;
+  cluster.intra_node = intra;
+  cluster.inter_node = inter;
+  return cluster;
+}
+
+}  // namespace
+
+Status Cluster::Validate() const {
+  if (name.empty()) return InvalidArgumentError("name must not be empty");
+  if (device_type.empty()) return InvalidArgumentError("device_type must not be empty");
+  if (nodes < 1) return InvalidArgumentError("nodes must be >= 1");
+  if (devices_per_node < 1) return InvalidArgumentError("devices_per_node must be >= 1");
+  if (static_cast<int64_t>(nodes) * devices_per_node > (int64_t{1} << 24)) {
+    return InvalidArgumentError("nodes x devices_per_node must be at most 16777216");
+  }
+  RETURN_IF_ERROR(CheckLink(intra_node, "intra_node"));
+  RETURN_IF_ERROR(CheckLink(inter_node, "inter_node"));
+  return Status::Ok();
+}
+
+StatusOr<Cluster> ParseClusterJson(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("cluster: not valid JSON");
+  if (!doc.is_object()) return InvalidArgumentError("cluster: the document must be an object");
+  auto fail = [](const Status& status) { return status.WithContext("cluster"); };
+
+  auto format = doc.find("format");
+  if (format == doc.end() || !format->is_string() || *format != kClusterFormatName) {
+    return fail(InvalidArgumentError("field format must be \"deepool.cluster\""));
+  }
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer()) {
+    return fail(InvalidArgumentError("missing integer field version"));
+  }
+  if (version->get<int64_t>() != kClusterFormatVersion) {
+    return fail(InvalidArgumentError("unsupported version " + version->dump() +
+                                     " (this build reads version 1)"));
+  }
+
+  Cluster cluster;
+  auto name = doc.find("name");
+  if (name != doc.end()) {
+    if (!name->is_string()) return fail(InvalidArgumentError("field name must be a string"));
+    cluster.name = name->get<std::string>();
+  } else {
+    cluster.name = "cluster";
+  }
+  auto device_type = doc.find("device_type");
+  if (device_type == doc.end() || !device_type->is_string()) {
+    return fail(InvalidArgumentError("missing string field device_type"));
+  }
+  cluster.device_type = device_type->get<std::string>();
+
+  auto nodes = IntField(doc, "nodes");
+  if (!nodes.ok()) return fail(nodes.status());
+  cluster.nodes = *nodes;
+  auto per_node = IntField(doc, "devices_per_node");
+  if (!per_node.ok()) return fail(per_node.status());
+  cluster.devices_per_node = *per_node;
+
+  auto intra = LinkField(doc, "intra_node");
+  if (!intra.ok()) return fail(intra.status());
+  cluster.intra_node = *intra;
+  // A single-node cluster may leave out inter_node; it then only matters after a resize, where
+  // the intra-node link is the best guess there is.
+  if (doc.contains("inter_node") || cluster.nodes > 1) {
+    auto inter = LinkField(doc, "inter_node");
+    if (!inter.ok()) return fail(inter.status());
+    cluster.inter_node = *inter;
+  } else {
+    cluster.inter_node = cluster.intra_node;
+  }
+  Status valid = cluster.Validate();
+  if (!valid.ok()) return fail(valid);
+  return cluster;
+}
+
+std::string ClusterToJson(const Cluster& cluster, int indent) {
+  json doc = {{"format", kClusterFormatName},
+              {"version", kClusterFormatVersion},
+              {"name", cluster.name},
+              {"device_type", cluster.device_type},
+              {"nodes", cluster.nodes},
+              {"devices_per_node", cluster.devices_per_node},
+              {"intra_node", LinkToJson(cluster.intra_node)},
+              {"inter_node", LinkToJson(cluster.inter_node)}};
+  return doc.dump(indent);
+}
+
+StatusOr<Cluster> ClusterPreset(std::string_view name) {
+  const std::string key(name);
+  if (key == "dgx-a100") {
+    return MakeCluster(key, "a100", 1, 8, kNvswitchA100, kInfinibandHdr);
+  }
+  if (key == "dgx-h100") {
+    return MakeCluster(key, "h100", 1, 8, kNvswitchH100, kInfinibandNdr);
+  }
+  if (auto n = SuffixCount(name, "dgx-a100x")) {
+    return MakeCluster(key, "a100", *n, 8, kNvswitchA100, kInfinibandHdr);
+  }
+  if (auto n = SuffixCount(name, "dgx-h100x")) {
+    return MakeCluster(key, "h100", *n, 8, kNvswitchH100, kInfinibandNdr);
+  }
+  if (auto n = SuffixCount(name, "cpu-")) {
+    return MakeCluster(key, "cpu", 1, *n, kCpuLoopback, kCpuEthernet);
+  }
+  std::string known;
+  for (const std::string& preset : ClusterPresetNames()) known += (known.empty() ? "" : ", ") + preset;
+  return NotFoundError("unknown cluster preset \"" + key + "\" (known: " + known + ")");
+}
+
+std::vector<std::string> ClusterPresetNames() {
+  return {"dgx-a100", "dgx-a100xN", "dgx-h100", "dgx-h100xN", "cpu-N"};
+}
+
+Cluster ResizeCluster(const Cluster& shape, int devices) {
+  Cluster resized = shape;
+  devices = std::max(devices, 1);
+  if (devices <= shape.devices_per_node) {
+    resized.nodes = 1;
+    resized.devices_per_node = devices;
+  } else {
+    resized.nodes = (devices + shape.devices_per_node - 1) / shape.devices_per_node;
+  }
+  if (resized.nodes != shape.nodes || resized.devices_per_node != shape.devices_per_node) {
+    resized.name = shape.name + "@" + std::to_string(devices);
+  }
+  return resized;
+}
+
+}  // namespace deepool::planner

@@ -1,0 +1,59 @@
+// Analytical (roofline) device model: per-layer time from FLOPs and bytes moved against a
+// device's peak compute and memory bandwidth, plus a fixed cost per kernel launch, so plans can
+// be made for hardware nobody has measured. Rules per op and the presets' numbers (with
+// sources) are in docs/formats.md, section "Profiles"; validation against the measured A100
+// VGG-16 file is in docs/benchmarks.md ("Device model validation").
+//
+//   time = max(flops / (peak_tflops * compute_efficiency),
+//              bytes / (memory_bandwidth_gbps * memory_efficiency)) + kernels * launch_us
+// evaluated separately for forward and backward at the per-device batch.
+// Threading: DeviceModel is a plain value; the analytical profile is immutable and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/graph.h"
+#include "planner/profile.h"
+
+namespace deepool::planner {
+
+struct DeviceModel {
+  std::string name;                    // "a100", ...
+  double peak_tflops = 0;              // dense peak of the math training uses (TF32 on A100/H100)
+  double memory_bandwidth_gbps = 0;    // GB/s of device memory
+  double compute_efficiency = 1;       // fraction of peak_tflops that large conv/linear reach
+  double memory_efficiency = 1;        // fraction of the bandwidth that streaming kernels reach
+  double launch_us = 0;                // fixed cost of one kernel launch
+  double memory_gb = 0;                // capacity; informative
+
+  Status Validate() const;
+};
+
+// Presets "a100", "h100", "v100", "cpu" (numbers and sources in docs/formats.md).
+StatusOr<DeviceModel> DevicePreset(std::string_view name);
+std::vector<std::string> DevicePresetNames();
+
+// The work of one layer at a batch: what the roofline is evaluated on.
+struct LayerWork {
+  double forward_flops = 0;
+  double backward_flops = 0;
+  double forward_bytes = 0;
+  double backward_bytes = 0;
+  int forward_kernels = 0;
+  int backward_kernels = 0;
+};
+
+// Work of graph layer `layer_id` at `batch` samples, by the per-op rules.
+LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch);
+// The roofline time of `work` on `device`.
+LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work);
+
+// A Profile answering every layer at every batch >= 1 from the model. Source: "analytical:<name>".
+std::unique_ptr<Profile> MakeAnalyticalProfile(const DeviceModel& device);
+
+}  // namespace deepool::planner

@@ -1,0 +1,316 @@
+// Profile JSON parse/write, monotone batch curves and the table profile.
+#include "planner/profile_table.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "planner/a100_import.h"
+
+namespace deepool::planner {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kProfileFormatName = "deepool.profile";
+
+// Isotonic (non-decreasing) least-squares fit of `values`, equal weights, by pool adjacent
+// violators: a run of points that goes down is replaced by its mean.
+std::vector<double> IsotonicFit(const std::vector<double>& values) {
+  struct Block {
+    double sum;
+    int count;
+    double mean() const { return sum / count; }
+  };
+  std::vector<Block> blocks;
+  for (double value : values) {
+    blocks.push_back({value, 1});
+    while (blocks.size() >= 2 && blocks[blocks.size() - 1].mean() < blocks[blocks.size() - 2].mean()) {
+      Block top = blocks.back();
+      blocks.pop_back();
+      blocks.back().sum += top.sum;
+      blocks.back().count += top.count;
+    }
+  }
+  std::vector<double> fitted;
+  fitted.reserve(values.size());
+  for (const Block& block : blocks) fitted.insert(fitted.end(), block.count, block.mean());
+  return fitted;
+}
+
+double Lerp(int64_t x0, double y0, int64_t x1, double y1, int64_t x) {
+  if (x1 == x0) return y0;
+  return y0 + (y1 - y0) * static_cast<double>(x - x0) / static_cast<double>(x1 - x0);
+}
+
+StatusOr<double> TimeField(const json& object, const char* key, const std::string& path) {
+  auto it = object.find(key);
+  if (it == object.end()) return InvalidArgumentError("missing field " + path + "." + key);
+  if (!it->is_number()) return InvalidArgumentError("field " + path + "." + key + " must be a number");
+  const double value = it->get<double>();
+  if (!std::isfinite(value) || value < 0) {
+    return InvalidArgumentError("field " + path + "." + key + " must be a finite number >= 0");
+  }
+  return value;
+}
+
+StatusOr<std::string> StringField(const json& object, const char* key, const std::string& path) {
+  auto it = object.find(key);
+  if (it == object.end()) return InvalidArgumentError("missing field " + path + key);
+  if (!it->is_string()) return InvalidArgumentError("field " + path + key + " must be a string");
+  return it->get<std::string>();
+}
+
+// Checks one layer's measurements: non-empty, batches >= 1 and distinct, times finite >= 0.
+Status CheckLayerData(const LayerProfileData& layer, const std::string& path) {
+  if (layer.name.empty()) return InvalidArgumentError(path + ".name must not be empty");
+  if (layer.batches.empty()) return InvalidArgumentError(path + ".batches must not be empty");
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < layer.batches.size(); ++i) {
+    const BatchTime& point = layer.batches[i];
+    const std::string where = path + ".batches[" + std::to_string(i) + "]";
+    if (point.batch < 1) return InvalidArgumentError(where + ".batch must be >= 1");
+    if (!seen.insert(point.batch).second) {
+      return InvalidArgumentError(where + ".batch " + std::to_string(point.batch) +
+                                  " repeats in layer " + layer.name);
+    }
+    for (double value : {point.forward_ms, point.backward_ms}) {
+      if (!std::isfinite(value) || value < 0) {
+        return InvalidArgumentError(where + " times must be finite and >= 0");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  auto fail = [](const Status& status) { return status.WithContext("profile"); };
+  if (doc.is_discarded()) return fail(InvalidArgumentError("not valid JSON"));
+  if (!doc.is_object()) return fail(InvalidArgumentError("the document must be an object"));
+  auto format = doc.find("format");
+  if (format == doc.end() || !format->is_string() || *format != kProfileFormatName) {
+    return fail(InvalidArgumentError("field format must be \"deepool.profile\""));
+  }
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer()) {
+    return fail(InvalidArgumentError("missing integer field version"));
+  }
+  if (version->get<int64_t>() != kProfileFormatVersion) {
+    return fail(InvalidArgumentError("unsupported version " + version->dump() +
+                                     " (this build reads version 1)"));
+  }
+  ProfileData data;
+  auto device = StringField(doc, "device", "");
+  if (!device.ok()) return fail(device.status());
+  data.device = *device;
+  auto model = StringField(doc, "model", "");
+  if (!model.ok()) return fail(model.status());
+  data.model = *model;
+
+  auto layers = doc.find("layers");
+  if (layers == doc.end() || !layers->is_array()) {
+    return fail(InvalidArgumentError("missing array field layers"));
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const json& entry = (*layers)[i];
+    const std::string path = "layers[" + std::to_string(i) + "]";
+    if (!entry.is_object()) return fail(InvalidArgumentError(path + " must be an object"));
+    LayerProfileData layer;
+    auto name = StringField(entry, "name", path + ".");
+    if (!name.ok()) return fail(name.status());
+    layer.name = *name;
+    if (!names.insert(layer.name).second) {
+      return fail(InvalidArgumentError(path + ".name \"" + layer.name + "\" repeats"));
+    }
+    if (entry.contains("op")) {
+      auto op = StringField(entry, "op", path + ".");
+      if (!op.ok()) return fail(op.status());
+      layer.op = *op;
+    }
+    auto batches = entry.find("batches");
+    if (batches == entry.end() || !batches->is_array()) {
+      return fail(InvalidArgumentError("missing array field " + path + ".batches"));
+    }
+    for (size_t j = 0; j < batches->size(); ++j) {
+      const json& item = (*batches)[j];
+      const std::string where = path + ".batches[" + std::to_string(j) + "]";
+      if (!item.is_object()) return fail(InvalidArgumentError(where + " must be an object"));
+      BatchTime point;
+      auto batch = item.find("batch");
+      if (batch == item.end() || !batch->is_number_integer()) {
+        return fail(InvalidArgumentError("missing integer field " + where + ".batch"));
+      }
+      point.batch = batch->get<int64_t>();
+      auto forward = TimeField(item, "forward_ms", where);
+      if (!forward.ok()) return fail(forward.status());
+      point.forward_ms = *forward;
+      auto backward = TimeField(item, "backward_ms", where);
+      if (!backward.ok()) return fail(backward.status());
+      point.backward_ms = *backward;
+      layer.batches.push_back(point);
+    }
+    Status valid = CheckLayerData(layer, path);
+    if (!valid.ok()) return fail(valid);
+    data.layers.push_back(std::move(layer));
+  }
+  return data;
+}
+
+std::string ProfileToJson(const ProfileData& data, int indent) {
+  json layers = json::array();
+  for (const LayerProfileData& layer : data.layers) {
+    std::vector<BatchTime> sorted = layer.batches;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const BatchTime& a, const BatchTime& b) { return a.batch < b.batch; });
+    json batches = json::array();
+    for (const BatchTime& point : sorted) {
+      batches.push_back(
+          {{"batch", point.batch}, {"forward_ms", point.forward_ms}, {"backward_ms", point.backward_ms}});
+    }
+    layers.push_back({{"name", layer.name}, {"op", layer.op}, {"batches", std::move(batches)}});
+  }
+  json doc = {{"format", kProfileFormatName}, {"version", kProfileFormatVersion},
+              {"device", data.device},        {"model", data.model},
+              {"layers", std::move(layers)}};
+  return doc.dump(indent);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Curves
+
+BatchCurve::BatchCurve(std::vector<BatchTime> points) : points_(std::move(points)) {
+  std::sort(points_.begin(), points_.end(),
+            [](const BatchTime& a, const BatchTime& b) { return a.batch < b.batch; });
+  std::vector<double> forward, backward;
+  for (const BatchTime& point : points_) {
+    forward.push_back(point.forward_ms);
+    backward.push_back(point.backward_ms);
+  }
+  forward = IsotonicFit(forward);
+  backward = IsotonicFit(backward);
+  for (size_t i = 0; i < points_.size(); ++i) {
+    points_[i].forward_ms = forward[i];
+    points_[i].backward_ms = backward[i];
+  }
+}
+
+LayerTime BatchCurve::At(int64_t batch) const {
+  const size_t n = points_.size();
+  if (n == 1) {
+    // One measurement: exact at its batch, proportional to the batch elsewhere.
+    const double scale = static_cast<double>(batch) / static_cast<double>(points_[0].batch);
+    return {points_[0].forward_ms * scale, points_[0].backward_ms * scale};
+  }
+  // The segment [lo, lo + 1] that holds `batch`, or the end segment to extend.
+  size_t lo = 0;
+  if (batch >= points_.back().batch) {
+    lo = n - 2;
+  } else if (batch > points_.front().batch) {
+    auto upper = std::upper_bound(points_.begin(), points_.end(), batch,
+                                  [](int64_t b, const BatchTime& p) { return b < p.batch; });
+    lo = static_cast<size_t>(upper - points_.begin()) - 1;
+  }
+  const BatchTime& a = points_[lo];
+  const BatchTime& b = points_[lo + 1];
+  LayerTime time;
+  time.forward_ms = std::max(0.0, Lerp(a.batch, a.forward_ms, b.batch, b.forward_ms, batch));
+  time.backward_ms = std::max(0.0, Lerp(a.batch, a.backward_ms, b.batch, b.backward_ms, batch));
+  return time;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table profile
+
+StatusOr<std::unique_ptr<TableProfile>> TableProfile::Create(const ProfileData& data,
+                                                             const Graph& graph,
+                                                             const ProfileOptions& options,
+                                                             std::string source) {
+  std::unique_ptr<TableProfile> profile(new TableProfile());
+  profile->source_ = std::move(source);
+  profile->data_ = data;
+  profile->options_ = options;
+  for (size_t i = 0; i < data.layers.size(); ++i) {
+    const LayerProfileData& layer = data.layers[i];
+    RETURN_IF_ERROR(CheckLayerData(layer, "layers[" + std::to_string(i) + "]"));
+    if (!profile->curves_.emplace(layer.name, BatchCurve(layer.batches)).second) {
+      return InvalidArgumentError("profile: layer \"" + layer.name + "\" appears twice");
+    }
+  }
+  std::vector<std::string> missing;
+  for (const Layer& layer : graph.layers()) {
+    if (profile->curves_.count(layer.name) == 0) missing.push_back(layer.name);
+  }
+  if (!missing.empty()) {
+    if (options.fallback == nullptr) {
+      std::string names;
+      for (const std::string& name : missing) names += (names.empty() ? "" : ", ") + name;
+      return NotFoundError("profile " + profile->source_ + " has no times for " +
+                           std::to_string(missing.size()) + " of " +
+                           std::to_string(graph.num_layers()) + " layers of " + graph.name() +
+                           ": " + names);
+    }
+    profile->fallback_layers_ = std::move(missing);
+    profile->source_ += " + " + options.fallback->source() + " for " +
+                        std::to_string(profile->fallback_layers_.size()) + " layers";
+  }
+  return profile;
+}
+
+const BatchCurve* TableProfile::Curve(std::string_view layer_name) const {
+  auto it = curves_.find(std::string(layer_name));
+  return it == curves_.end() ? nullptr : &it->second;
+}
+
+StatusOr<LayerTime> TableProfile::Time(const Graph& graph, int layer_id, int64_t batch) const {
+  if (layer_id < 0 || layer_id >= graph.num_layers()) {
+    return InvalidArgumentError("layer id " + std::to_string(layer_id) + " is not in graph " +
+                                graph.name());
+  }
+  const Layer& layer = graph.layer(layer_id);
+  if (batch < 1) {
+    return InvalidArgumentError("layer " + layer.name + ": batch must be >= 1, got " +
+                                std::to_string(batch));
+  }
+  const BatchCurve* curve = Curve(layer.name);
+  if (curve == nullptr) {
+    if (options_.fallback != nullptr) return options_.fallback->Time(graph, layer_id, batch);
+    return NotFoundError("profile " + source_ + " has no times for layer " + layer.name);
+  }
+  if (!curve->InRange(batch) && !options_.allow_extrapolation) {
+    return OutOfRangeError("layer " + layer.name + ": batch " + std::to_string(batch) +
+                           " is outside the measured range [" + std::to_string(curve->min_batch()) +
+                           ", " + std::to_string(curve->max_batch()) +
+                           "] (extrapolation was not requested)");
+  }
+  return curve->At(batch);
+}
+
+StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text,
+                                                          const Graph& graph,
+                                                          const ProfileOptions& options) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{') {
+    ASSIGN_OR_RETURN(ProfileData data, ParseProfileJson(text));
+    std::string source = "profile:" + data.device + "/" + data.model;
+    return TableProfile::Create(data, graph, options, std::move(source));
+  }
+  ASSIGN_OR_RETURN(A100Import imported, ImportA100Profile(text, graph));
+  return TableProfile::Create(imported.data, graph, options, "a100-reference:" + graph.name());
+}
+
+StatusOr<std::unique_ptr<Profile>> ParseProfile(std::string_view text, const Graph& graph,
+                                                const ProfileOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TableProfile> table, ParseProfileTable(text, graph, options));
+  return std::unique_ptr<Profile>(std::move(table));
+}
+
+}  // namespace deepool::planner

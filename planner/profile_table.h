@@ -1,0 +1,120 @@
+// Measured per-layer profiles: the deepool profile JSON format, a table Profile that interpolates
+// between measured batch sizes, and ParseProfile, which reads either that JSON or a reference
+// A100 `.prof` file (planner/a100_import.h). Format: docs/formats.md, section "Profiles".
+//
+// Interpolation: per layer, forward and backward times are each made non-decreasing in the batch
+// (isotonic least-squares fit, pool-adjacent-violators, when the measurements are not already
+// monotone), then interpolated piecewise linearly. Beyond the measured range the table refuses
+// (OUT_OF_RANGE) unless allow_extrapolation, which extends the end segments linearly (never
+// below 0; a single measured batch scales proportionally to the batch).
+// Threading: ProfileData is a plain value; a TableProfile is immutable once created and may be
+// shared between threads (its fallback must be too).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/graph.h"
+#include "planner/profile.h"
+
+namespace deepool::planner {
+
+// One measurement: a layer at one per-device batch.
+struct BatchTime {
+  int64_t batch = 0;
+  double forward_ms = 0;
+  double backward_ms = 0;
+  bool operator==(const BatchTime& o) const {
+    return batch == o.batch && forward_ms == o.forward_ms && backward_ms == o.backward_ms;
+  }
+};
+
+struct LayerProfileData {
+  std::string name;                // the graph layer's name
+  std::string op;                  // OpName() of the layer, informative
+  std::vector<BatchTime> batches;  // any order; batches distinct
+  bool operator==(const LayerProfileData& o) const {
+    return name == o.name && op == o.op && batches == o.batches;
+  }
+};
+
+// What a profile file holds; the runtime's profiler fills this and calls ProfileToJson.
+struct ProfileData {
+  std::string device;  // e.g. "a100", "cpu"
+  std::string model;   // the graph's name
+  std::vector<LayerProfileData> layers;
+  bool operator==(const ProfileData& o) const {
+    return device == o.device && model == o.model && layers == o.layers;
+  }
+};
+
+inline constexpr int kProfileFormatVersion = 1;
+// {"format": "deepool.profile", "version": 1, "device": ..., "model": ..., "layers": [...]}.
+// Errors name the field (e.g. "layers[3].batches[0].forward_ms must be >= 0").
+StatusOr<ProfileData> ParseProfileJson(std::string_view text);
+std::string ProfileToJson(const ProfileData& data, int indent = 2);
+
+struct ProfileOptions {
+  bool allow_extrapolation = false;
+  // Used for graph layers the profile lacks (and only for those); nullptr: such layers are an
+  // error. Must outlive the profile.
+  const Profile* fallback = nullptr;
+};
+
+// Monotone piecewise-linear time of one layer as a function of the batch.
+class BatchCurve {
+ public:
+  // `points` non-empty with distinct positive batches, any order, times >= 0.
+  explicit BatchCurve(std::vector<BatchTime> points);
+  int64_t min_batch() const { return points_.front().batch; }
+  int64_t max_batch() const { return points_.back().batch; }
+  bool InRange(int64_t batch) const { return batch >= min_batch() && batch <= max_batch(); }
+  // Interpolated (or, outside the range, extrapolated) time; batch >= 1.
+  LayerTime At(int64_t batch) const;
+  // The fitted, monotone points (sorted by batch).
+  const std::vector<BatchTime>& points() const { return points_; }
+
+ private:
+  std::vector<BatchTime> points_;
+};
+
+class TableProfile : public Profile {
+ public:
+  // Checks that every layer of `graph` has times (else NOT_FOUND naming all missing layers,
+  // unless options.fallback is given) and that the data is well formed.
+  static StatusOr<std::unique_ptr<TableProfile>> Create(const ProfileData& data, const Graph& graph,
+                                                        const ProfileOptions& options,
+                                                        std::string source);
+
+  std::string source() const override { return source_; }
+  StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override;
+
+  const ProfileData& data() const { return data_; }
+  // Graph layers timed by the fallback profile because the data lacks them, in graph order.
+  const std::vector<std::string>& fallback_layers() const { return fallback_layers_; }
+  // The layer's curve, or nullptr if the table has no times for it.
+  const BatchCurve* Curve(std::string_view layer_name) const;
+
+ private:
+  TableProfile() = default;
+  std::string source_;
+  ProfileData data_;
+  ProfileOptions options_;
+  std::unordered_map<std::string, BatchCurve> curves_;
+  std::vector<std::string> fallback_layers_;
+};
+
+// Reads a deepool profile JSON document or a reference A100 `.prof` text (auto-detected: JSON
+// starts with '{') and builds a TableProfile for `graph`.
+StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text,
+                                                          const Graph& graph,
+                                                          const ProfileOptions& options);
+StatusOr<std::unique_ptr<Profile>> ParseProfile(std::string_view text, const Graph& graph,
+                                                const ProfileOptions& options);
+
+}  // namespace deepool::planner
