@@ -1,0 +1,259 @@
+#include <catch2/catch.hpp>
+
+#include "planner/graph.h"
+
+namespace deepool::planner {
+namespace {
+
+Layer Conv(std::string name, std::string input, int64_t out, int64_t k, int64_t stride = 1,
+           int64_t pad = 0) {
+  Layer l;
+  l.name = std::move(name);
+  l.op = Op::kConv2d;
+  l.inputs = {std::move(input)};
+  l.attrs.out_channels = out;
+  l.attrs.kernel_size = {k, k};
+  l.attrs.stride = {stride, stride};
+  l.attrs.padding = {pad, pad};
+  return l;
+}
+
+Layer Simple(std::string name, Op op, std::vector<std::string> inputs) {
+  Layer l;
+  l.name = std::move(name);
+  l.op = op;
+  l.inputs = std::move(inputs);
+  return l;
+}
+
+Layer Linear(std::string name, std::string input, int64_t out) {
+  Layer l = Simple(std::move(name), Op::kLinear, {std::move(input)});
+  l.attrs.out_features = out;
+  return l;
+}
+
+// A small branchy graph: conv -> {conv a, conv b} -> concat -> add(residual) -> pool -> fc.
+std::vector<Layer> BranchyLayers() {
+  std::vector<Layer> layers;
+  layers.push_back(Conv("stem", "input", 8, 3, 1, 1));
+  layers.push_back(Simple("stem.relu", Op::kRelu, {"stem"}));
+  layers.push_back(Conv("a", "stem.relu", 4, 1));
+  layers.push_back(Conv("b", "stem.relu", 4, 3, 1, 1));
+  layers.push_back(Simple("cat", Op::kConcat, {"a", "b"}));
+  layers.push_back(Simple("res", Op::kAdd, {"cat", "stem.relu"}));
+  Layer pool = Simple("pool", Op::kAdaptiveAvgPool2d, {"res"});
+  layers.push_back(pool);
+  layers.push_back(Simple("flat", Op::kFlatten, {"pool"}));
+  layers.push_back(Linear("fc", "flat", 10));
+  return layers;
+}
+
+std::string ErrorOf(std::vector<Layer> layers, Shape input = {3, 8, 8}) {
+  auto g = Graph::Create("g", std::move(input), std::move(layers));
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == StatusCode::kInvalidArgument);
+  return g.status().message();
+}
+
+TEST_CASE("shape inference and costs of a branchy graph", "[graph]") {
+  auto g = Graph::Create("branchy", {3, 8, 8}, BranchyLayers());
+  REQUIRE(g.ok());
+  const Graph& graph = *g;
+  auto at = [&](const char* name) { return graph.layer(*graph.FindLayer(name)); };
+  CHECK(at("stem").output_shape == Shape{8, 8, 8});
+  CHECK(at("stem").params == 8 * 3 * 9 + 8);
+  CHECK(at("stem").forward_flops == 2 * 3 * 9 * 8 * 64 + 8 * 64);
+  CHECK(at("cat").output_shape == Shape{8, 8, 8});
+  CHECK(at("res").forward_flops == 8 * 64);
+  CHECK(at("pool").output_shape == Shape{8, 1, 1});
+  CHECK(at("flat").output_shape == Shape{8});
+  CHECK(at("fc").output_shape == Shape{10});
+  CHECK(at("fc").params == 8 * 10 + 10);
+  CHECK(at("fc").output_bytes == 40);
+  CHECK(graph.total_params() == (8 * 27 + 8) + (4 * 8 + 4) + (4 * 72 + 4) + 90);
+  REQUIRE(graph.outputs().size() == 1);
+  CHECK(graph.outputs()[0].layer == "fc");
+  CHECK(graph.consumers(*graph.FindLayer("stem.relu")).size() == 3);
+}
+
+TEST_CASE("layers given out of order are sorted topologically", "[graph]") {
+  auto layers = BranchyLayers();
+  std::reverse(layers.begin(), layers.end());
+  auto g = Graph::Create("reversed", {3, 8, 8}, layers);
+  REQUIRE(g.ok());
+  for (int i = 0; i < g->num_layers(); ++i) {
+    for (int input : g->layer(i).input_ids) CHECK(input < i);
+  }
+}
+
+TEST_CASE("window arithmetic matches torch", "[graph]") {
+  std::vector<Layer> layers;
+  layers.push_back(Conv("c", "input", 4, 7, 2, 3));  // 224 -> 112
+  Layer pool = Simple("p", Op::kMaxPool2d, {"c"});
+  pool.attrs.kernel_size = {3, 3};
+  pool.attrs.stride = {2, 2};
+  pool.attrs.ceil_mode = true;  // 112 -> ceil(109/2)+1 = 56
+  layers.push_back(pool);
+  Layer avg = Simple("a", Op::kAvgPool2d, {"p"});
+  avg.attrs.kernel_size = {5, 5};
+  avg.attrs.stride = {3, 3};  // 56 -> 18
+  layers.push_back(avg);
+  Layer dil = Conv("d", "a", 2, 3);
+  dil.attrs.dilation = {2, 2};  // 18 -> 14
+  layers.push_back(dil);
+  auto g = Graph::Create("windows", {3, 224, 224}, layers);
+  REQUIRE(g.ok());
+  CHECK(g->layer(0).output_shape == Shape{4, 112, 112});
+  CHECK(g->layer(1).output_shape == Shape{4, 56, 56});
+  CHECK(g->layer(2).output_shape == Shape{4, 18, 18});
+  CHECK(g->layer(3).output_shape == Shape{2, 14, 14});
+}
+
+TEST_CASE("linear, layernorm and gelu on token sequences", "[graph]") {
+  std::vector<Layer> layers;
+  Layer ln = Simple("ln", Op::kLayerNorm, {"input"});
+  ln.attrs.normalized_shape = {16};
+  layers.push_back(ln);
+  layers.push_back(Linear("proj", "ln", 32));
+  layers.push_back(Simple("act", Op::kGelu, {"proj"}));
+  auto g = Graph::Create("tokens", {5, 16}, layers);
+  REQUIRE(g.ok());
+  CHECK(g->layer(0).params == 32);
+  CHECK(g->layer(1).output_shape == Shape{5, 32});
+  CHECK(g->layer(1).forward_flops == 2 * 5 * 16 * 32 + 5 * 32);
+}
+
+TEST_CASE("JSON round trip keeps every layer and attribute", "[graph][json]") {
+  auto layers = BranchyLayers();
+  Layer drop = Simple("drop", Op::kDropout, {"flat"});
+  drop.attrs.p = 0.25;
+  layers.push_back(drop);
+  layers.back().name = "drop";
+  layers[8].inputs = {"drop"};
+  auto g = Graph::Create("rt", {3, 8, 8}, layers);
+  REQUIRE(g.ok());
+  std::string text = GraphToJson(*g);
+  auto back = ParseGraphJson(text);
+  REQUIRE(back.ok());
+  REQUIRE(back->num_layers() == g->num_layers());
+  for (int i = 0; i < g->num_layers(); ++i) {
+    CHECK(back->layer(i).name == g->layer(i).name);
+    CHECK(back->layer(i).op == g->layer(i).op);
+    CHECK(back->layer(i).inputs == g->layer(i).inputs);
+    CHECK(back->layer(i).attrs == g->layer(i).attrs);
+    CHECK(back->layer(i).output_shape == g->layer(i).output_shape);
+  }
+  CHECK(back->outputs() == g->outputs());
+  CHECK(GraphToJson(*back) == text);
+}
+
+TEST_CASE("validation: unknown op names the layer and field", "[graph][validation]") {
+  auto r = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},
+      "layers":[{"name":"x","op":"conv3d","inputs":["input"]}]})");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("layer \"x\"") &&
+                                       Catch::Contains("field \"op\"") &&
+                                       Catch::Contains("conv3d"));
+}
+
+TEST_CASE("validation: unknown input", "[graph][validation]") {
+  auto layers = BranchyLayers();
+  layers[2].inputs = {"nowhere"};
+  auto message = ErrorOf(layers);
+  CHECK_THAT(message, Catch::Contains("layer \"a\"") && Catch::Contains("field \"inputs\"") &&
+                          Catch::Contains("nowhere"));
+}
+
+TEST_CASE("validation: missing input", "[graph][validation]") {
+  auto layers = BranchyLayers();
+  layers[1].inputs.clear();
+  CHECK_THAT(ErrorOf(layers), Catch::Contains("layer \"stem.relu\"") &&
+                                  Catch::Contains("field \"inputs\"") &&
+                                  Catch::Contains("missing"));
+  auto r = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},
+      "layers":[{"name":"fc","op":"linear","out_features":2}]})");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("field \"inputs\""));
+}
+
+TEST_CASE("validation: cycle", "[graph][validation]") {
+  std::vector<Layer> layers;
+  layers.push_back(Simple("r0", Op::kRelu, {"input"}));
+  layers.push_back(Simple("a", Op::kAdd, {"r0", "c"}));
+  layers.push_back(Simple("b", Op::kRelu, {"a"}));
+  layers.push_back(Simple("c", Op::kRelu, {"b"}));
+  auto message = ErrorOf(layers, {4});
+  CHECK_THAT(message, Catch::Contains("cycle") && Catch::Contains("field \"inputs\""));
+  CHECK_THAT(message, Catch::Contains("\"a\"") || Catch::Contains("\"b\"") ||
+                          Catch::Contains("\"c\""));
+  std::vector<Layer> self = {Simple("s", Op::kRelu, {"s"})};
+  CHECK_THAT(ErrorOf(self, {4}), Catch::Contains("layer \"s\"") && Catch::Contains("cycle"));
+}
+
+TEST_CASE("validation: shape mismatch", "[graph][validation]") {
+  auto layers = BranchyLayers();
+  layers[2] = Conv("a", "stem.relu", 4, 3, 2, 1);  // halves the spatial size: concat fails
+  CHECK_THAT(ErrorOf(layers), Catch::Contains("layer \"cat\"") &&
+                                  Catch::Contains("field \"inputs\"") &&
+                                  Catch::Contains("[4, 4, 4]"));
+  auto fc = BranchyLayers();
+  fc[8].attrs.in_features = 7;
+  CHECK_THAT(ErrorOf(fc), Catch::Contains("layer \"fc\"") &&
+                              Catch::Contains("field \"in_features\""));
+  std::vector<Layer> conv_on_vector = {Conv("c", "input", 4, 1)};
+  CHECK_THAT(ErrorOf(conv_on_vector, {16}), Catch::Contains("layer \"c\""));
+}
+
+TEST_CASE("validation: non-positive size", "[graph][validation]") {
+  auto layers = BranchyLayers();
+  layers[0].attrs.out_channels = 0;
+  CHECK_THAT(ErrorOf(layers), Catch::Contains("layer \"stem\"") &&
+                                  Catch::Contains("field \"out_channels\"") &&
+                                  Catch::Contains("positive"));
+  auto kernel = BranchyLayers();
+  kernel[3].attrs.kernel_size = {3, -1};
+  CHECK_THAT(ErrorOf(kernel), Catch::Contains("layer \"b\"") &&
+                                  Catch::Contains("field \"kernel_size\""));
+  auto r = Graph::Create("g", {3, 0, 8}, BranchyLayers());
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("input") && Catch::Contains("shape"));
+}
+
+TEST_CASE("validation: duplicate name", "[graph][validation]") {
+  auto layers = BranchyLayers();
+  layers[3].name = "a";
+  CHECK_THAT(ErrorOf(layers), Catch::Contains("layer \"a\"") && Catch::Contains("field \"name\"") &&
+                                  Catch::Contains("duplicate"));
+}
+
+TEST_CASE("validation: unknown field and wrong types name the field", "[graph][validation]") {
+  auto r = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},
+      "layers":[{"name":"fc","op":"linear","inputs":["input"],"out_features":2,"kernel":3}]})");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("field \"kernel\""));
+  auto t = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},
+      "layers":[{"name":"fc","op":"linear","inputs":["input"],"out_features":"two"}]})");
+  REQUIRE_FALSE(t.ok());
+  CHECK_THAT(t.status().message(), Catch::Contains("layer \"fc\"") &&
+                                       Catch::Contains("field \"out_features\""));
+  auto v = ParseGraphJson(R"({"version":7,"input":{"shape":[4]},"layers":[]})");
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(v.status().message(), Catch::Contains("field \"version\""));
+}
+
+TEST_CASE("outputs: several sinks need explicit outputs; weights are kept", "[graph]") {
+  std::vector<Layer> layers = {Linear("main", "input", 3), Linear("aux", "input", 3)};
+  auto ambiguous = Graph::Create("two", {4}, layers);
+  REQUIRE_FALSE(ambiguous.ok());
+  CHECK_THAT(ambiguous.status().message(), Catch::Contains("outputs"));
+  auto g = Graph::Create("two", {4}, layers, {{"main", 1.0}, {"aux", 0.4}});
+  REQUIRE(g.ok());
+  CHECK(g->output_ids().size() == 2);
+  CHECK(g->outputs()[1].loss_weight == 0.4);
+  auto bad = Graph::Create("two", {4}, layers, {{"main", 1.0}, {"ghost", 1.0}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("ghost"));
+}
+
+}  // namespace
+}  // namespace deepool::planner
