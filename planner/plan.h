@@ -66,4 +66,7 @@ std::string PlanToJson(const Plan& plan, int indent = 2);
 // without predictions. Useful for the runtime's tests and as the data-parallel layout.
 Plan DataParallelLayout(const class Graph& graph, int64_t global_batch, int devices);
 
+// Validate() plus: the plan has exactly the graph's layers, by name, in the graph's order.
+Status CheckPlanMatchesGraph(const Plan& plan, const class Graph& graph);
+
 }  // namespace deepool::planner

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/status.h"
 #include "planner/cluster.h"
@@ -19,7 +20,15 @@ struct PlanOptions {
   double amplification_limit = 0;    // 0: unconstrained; otherwise must be >= 1
   bool exhaustive_counts = false;    // every count 1..min(G,B) instead of the candidate set
   bool fuse_elementwise = true;      // plan elementwise layers together with their producer
+  // Bounds the Pareto frontiers (docs/planner.md): the plan is at least as fast as the best plan
+  // whose GPU-seconds stay within (limit - pareto_tolerance) x the single-device time, and never
+  // exceeds the limit itself. 0: exact (frontiers can grow large on big graphs).
+  double pareto_tolerance = 1e-3;
 };
+
+// The device counts the search considers for every layer: all of 1..min(G, B) when exhaustive;
+// otherwise the powers of two, the divisors of B, and min(G, B) itself, all <= min(G, B).
+std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool exhaustive);
 
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
 // or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason.

@@ -1,0 +1,183 @@
+// Cost model implementation; the formulas are documented in cost_model.h and docs/planner.md.
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <string>
+
+namespace deepool::planner {
+namespace {
+
+// GB/s (10^9 bytes per second) to milliseconds per byte.
+double MsPerByte(const Link& link) {
+  return link.bandwidth_gbps > 0 ? 1.0 / (link.bandwidth_gbps * 1e6) : 0.0;
+}
+
+}  // namespace
+
+int64_t LargestShare(int64_t global_batch, int devices) {
+  return (global_batch + devices - 1) / devices;
+}
+
+ResplitCost ResplitCost::Compute(const Cluster& cluster, int64_t global_batch, int from_devices,
+                                 int to_devices) {
+  ResplitCost cost;
+  if (from_devices == to_devices) return cost;
+  const std::vector<int64_t> from = NearEqualShares(global_batch, from_devices);
+  const std::vector<int64_t> to = NearEqualShares(global_batch, to_devices);
+  const int ranks = std::max(from_devices, to_devices);
+  std::vector<Line> send(static_cast<size_t>(ranks)), receive(static_cast<size_t>(ranks));
+  // Walk both partitions of [0, B) together; every overlap of sender i's range with receiver
+  // j's range (i != j) is one message of `overlap` samples.
+  size_t i = 0, j = 0;
+  int64_t position = 0, from_end = from.empty() ? 0 : from[0], to_end = to.empty() ? 0 : to[0];
+  while (i < from.size() && j < to.size()) {
+    const int64_t end = std::min(from_end, to_end);
+    const int64_t overlap = end - position;
+    if (overlap > 0 && i != j) {
+      const Link& link = cluster.LinkBetween(static_cast<int>(i), static_cast<int>(j));
+      const double ms_per_byte = static_cast<double>(overlap) * MsPerByte(link);
+      const double latency_ms = link.latency_us / 1000.0;
+      send[i].ms_per_byte += ms_per_byte;
+      send[i].latency_ms += latency_ms;
+      receive[j].ms_per_byte += ms_per_byte;
+      receive[j].latency_ms += latency_ms;
+    }
+    position = end;
+    if (from_end == end && ++i < from.size()) from_end += from[i];
+    if (to_end == end && ++j < to.size()) to_end += to[j];
+  }
+  // Keep the upper envelope's candidates: drop a line when another is at least as steep and at
+  // least as high at zero bytes.
+  std::vector<Line> lines;
+  lines.reserve(send.size() + receive.size());
+  for (const auto* side : {&send, &receive}) {
+    for (const Line& line : *side) {
+      if (line.ms_per_byte > 0 || line.latency_ms > 0) lines.push_back(line);
+    }
+  }
+  std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
+    return a.ms_per_byte != b.ms_per_byte ? a.ms_per_byte > b.ms_per_byte
+                                          : a.latency_ms > b.latency_ms;
+  });
+  double highest_latency = -1;
+  for (const Line& line : lines) {
+    if (line.latency_ms > highest_latency) {
+      cost.lines_.push_back(line);
+      highest_latency = line.latency_ms;
+    }
+  }
+  return cost;
+}
+
+double ResplitCost::Ms(int64_t bytes_per_sample) const {
+  double worst = 0;
+  const double bytes = static_cast<double>(bytes_per_sample);
+  for (const Line& line : lines_) worst = std::max(worst, bytes * line.ms_per_byte + line.latency_ms);
+  return worst;
+}
+
+double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
+  if (devices <= 1 || bytes <= 0) return 0;
+  // The ring over ranks 0..g-1 leaves the node when g exceeds one node's devices.
+  const Link& link = devices > cluster.devices_per_node ? cluster.inter_node : cluster.intra_node;
+  const double g = devices;
+  return 2.0 * (g - 1.0) / g * static_cast<double>(bytes) * MsPerByte(link) +
+         2.0 * (g - 1.0) * link.latency_us / 1000.0;
+}
+
+CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                     int64_t global_batch)
+    : graph_(graph), profile_(profile), cluster_(cluster), global_batch_(global_batch) {}
+
+StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
+  if (devices < 1 || devices > global_batch_) {
+    return InvalidArgumentError("layer '" + graph_.layer(layer_id).name + "': " +
+                                std::to_string(devices) + " devices for a batch of " +
+                                std::to_string(global_batch_));
+  }
+  return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));
+}
+
+const ResplitCost& CostModel::Resplit(int from_devices, int to_devices) const {
+  const auto key = std::make_pair(from_devices, to_devices);
+  auto it = resplits_.find(key);
+  if (it == resplits_.end()) {
+    it = resplits_
+             .emplace(key, ResplitCost::Compute(cluster_, global_batch_, from_devices, to_devices))
+             .first;
+  }
+  return it->second;
+}
+
+double CostModel::ResplitMs(int producer_id, int from_devices, int to_devices) const {
+  if (from_devices == to_devices) return 0;
+  return 2.0 * Resplit(from_devices, to_devices).Ms(graph_.layer(producer_id).output_bytes);
+}
+
+double CostModel::GradientSyncMs(int layer_id, int devices) const {
+  return AllReduceMs(cluster_, graph_.layer(layer_id).params * 4, devices);
+}
+
+StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
+  const int devices = counts.at(static_cast<size_t>(layer_id));
+  ASSIGN_OR_RETURN(LayerTime time, Compute(layer_id, devices));
+  LayerCost cost;
+  cost.forward_ms = time.forward_ms;
+  cost.backward_ms = time.backward_ms;
+  for (int producer : graph_.layer(layer_id).input_ids) {
+    if (producer == kGraphInputId) continue;  // every device loads its own samples
+    cost.comm_ms += ResplitMs(producer, counts.at(static_cast<size_t>(producer)), devices);
+  }
+  cost.comm_ms += GradientSyncMs(layer_id, devices);
+  return cost;
+}
+
+StatusOr<double> CostModel::SingleDeviceMs() const {
+  double total = 0;
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    ASSIGN_OR_RETURN(LayerTime time, Compute(id, 1));
+    total += time.total_ms();
+  }
+  return total;
+}
+
+StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devices) const {
+  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
+    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
+                                " device counts, got " + std::to_string(counts.size()));
+  }
+  const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
+  Plan plan;
+  plan.model = graph_.name();
+  plan.global_batch = global_batch_;
+  plan.num_devices = num_devices;
+  plan.profile_source = profile_.source();
+  ASSIGN_OR_RETURN(plan.single_device_ms, SingleDeviceMs());
+  double gpu_ms = 0;
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    const int devices = counts[static_cast<size_t>(id)];
+    if (devices < 1 || devices > max_count) {
+      return InvalidArgumentError("layer '" + graph_.layer(id).name + "': device count " +
+                                  std::to_string(devices) + " is outside [1, " +
+                                  std::to_string(max_count) + "]");
+    }
+    ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, counts));
+    LayerPlacement placement;
+    placement.layer = graph_.layer(id).name;
+    placement.devices.resize(static_cast<size_t>(devices));
+    for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
+    placement.samples = NearEqualShares(global_batch_, devices);
+    placement.forward_ms = cost.forward_ms;
+    placement.backward_ms = cost.backward_ms;
+    placement.comm_ms = cost.comm_ms;
+    plan.layers.push_back(std::move(placement));
+    plan.totals.iteration_ms += cost.total_ms();
+    gpu_ms += devices * cost.total_ms();
+    plan.totals.devices_used = std::max(plan.totals.devices_used, devices);
+  }
+  plan.totals.gpu_seconds = gpu_ms / 1000.0;
+  plan.totals.amplification = plan.single_device_ms > 0 ? gpu_ms / plan.single_device_ms : 0;
+  return plan;
+}
+
+}  // namespace deepool::planner

@@ -1,0 +1,102 @@
+// The planner's cost model (formulas in docs/planner.md): what one training iteration costs when
+// every layer runs on a given number of devices.
+//
+// - Device sets: a layer on g devices runs on ranks 0..g-1 with NearEqualShares(B, g) samples
+//   (plan.h's sample assignment rule), so layers with equal counts never re-split.
+// - Compute: the profile's forward/backward time at the largest share, ceil(B / g); an uneven
+//   split takes as long as its largest share.
+// - Re-split: when a producer on g_u devices feeds a consumer on g_v != g_u devices, every sample
+//   moves from its owner under g_u to its owner under g_v. One message per (sender, receiver)
+//   pair; a device's time is max(send time, receive time) (links are full duplex), each the sum
+//   over its messages of bytes / bandwidth + latency over Cluster::LinkBetween; the transfer takes
+//   as long as the busiest device. Backward moves the activation gradients back the same way, so
+//   it costs the same again.
+// - Gradient all-reduce for layers with parameters: ring over ranks 0..g-1,
+//   2(g-1)/g x bytes / bandwidth + 2(g-1) x latency on the ring's slowest link; zero at g = 1.
+// - Iteration time = sum over layers of forward + backward + comm (layers run one after another);
+//   GPU-seconds = sum over layers of g x that layer's time.
+// Threading: a CostModel caches lazily and is not thread-safe; use one per thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/cluster.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/profile.h"
+
+namespace deepool::planner {
+
+// ceil(B / g): the largest of NearEqualShares(B, g).
+int64_t LargestShare(int64_t global_batch, int devices);
+
+// One direction of an activation re-split from g_from to g_to devices, as a function of the
+// bytes per sample: max over devices and directions of (bytes_per_sample x a + b). Only the
+// lines that can be the maximum for some non-negative byte count are kept.
+class ResplitCost {
+ public:
+  static ResplitCost Compute(const Cluster& cluster, int64_t global_batch, int from_devices,
+                             int to_devices);
+  double Ms(int64_t bytes_per_sample) const;
+  bool free() const { return lines_.empty(); }
+
+ private:
+  struct Line {
+    double ms_per_byte = 0;  // per byte of one sample's activation
+    double latency_ms = 0;
+  };
+  std::vector<Line> lines_;
+};
+
+// Ring all-reduce of `bytes` over ranks 0..devices-1; 0 for devices <= 1.
+double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
+
+struct LayerCost {
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double comm_ms = 0;  // re-splits into the layer (forward + backward) + gradient all-reduce
+  double total_ms() const { return forward_ms + backward_ms + comm_ms; }
+};
+
+class CostModel {
+ public:
+  // The graph, profile and cluster must outlive the model. global_batch >= 1.
+  CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+            int64_t global_batch);
+
+  const Graph& graph() const { return graph_; }
+  const Cluster& cluster() const { return cluster_; }
+  int64_t global_batch() const { return global_batch_; }
+
+  // Forward and backward time of a layer on `devices` devices (1 <= devices <= B).
+  StatusOr<LayerTime> Compute(int layer_id, int devices) const;
+  // Forward + backward re-split of `producer_id`'s output between the two device counts.
+  double ResplitMs(int producer_id, int from_devices, int to_devices) const;
+  // Gradient all-reduce of the layer's parameters (fp32) over `devices` devices.
+  double GradientSyncMs(int layer_id, int devices) const;
+  // A layer's whole cost given every layer's count (counts indexed by layer id).
+  StatusOr<LayerCost> CostOf(int layer_id, const std::vector<int>& counts) const;
+
+  // The single-device iteration time: every layer on one device with the whole batch.
+  StatusOr<double> SingleDeviceMs() const;
+
+  // A plan with predictions for the given counts (one per layer, 1 <= count <= min(G, B)).
+  // Fills model, batch, devices, profile source, single_device_ms, layers and totals; the
+  // caller fills amplification_limit and data_parallel.
+  StatusOr<Plan> Evaluate(const std::vector<int>& counts, int num_devices) const;
+
+ private:
+  const ResplitCost& Resplit(int from_devices, int to_devices) const;
+
+  const Graph& graph_;
+  const Profile& profile_;
+  const Cluster& cluster_;
+  int64_t global_batch_;
+  mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
+};
+
+}  // namespace deepool::planner

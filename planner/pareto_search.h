@@ -1,0 +1,60 @@
+// The exact core of the burst-parallel search: a dynamic program over Pareto frontiers of
+// (time, GPU-time) on a two-terminal series-parallel graph, solved by series-parallel reduction.
+// It knows nothing about layers: every node has a few choices (device counts) with a cost each,
+// every edge a cost for each pair of its ends' choices; it picks one choice per node minimising
+// the summed time subject to the summed GPU-time staying within a budget. docs/planner.md
+// explains the algorithm and the pruning.
+// Threading: a pure function; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::planner {
+
+struct CostPoint {
+  double time_ms = 0;
+  double gpu_ms = 0;  // devices x milliseconds
+};
+
+struct SeriesParallelProblem {
+  static constexpr int kSource = 0;  // virtual: exactly one choice, zero cost
+  static constexpr int kSink = 1;    // virtual: exactly one choice, zero cost
+
+  // [node][choice]; an infinite time marks a choice the node cannot take. Nodes 0 and 1 are the
+  // source and sink and must have exactly one choice.
+  std::vector<std::vector<CostPoint>> node_costs;
+  std::vector<std::string> node_names;  // for error messages
+
+  struct Edge {
+    int from = 0;
+    int to = 0;
+    // Row-major [choice of from][choice of to].
+    std::vector<CostPoint> cells;
+  };
+  std::vector<Edge> edges;
+
+  // Hard constraint on the summed gpu_ms; infinity: unconstrained (only time matters).
+  double budget_gpu_ms = std::numeric_limits<double>::infinity();
+  // Time of a known feasible solution; partial solutions that cannot beat it are dropped.
+  double incumbent_time_ms = std::numeric_limits<double>::infinity();
+  // Total GPU-time slack the frontier bounding may give away over the whole reduction.
+  double tolerance_gpu_ms = 0;
+};
+
+struct SeriesParallelSolution {
+  bool found = false;  // false: no solution within the budget beats the incumbent
+  CostPoint cost;
+  std::vector<int> choices;  // per node; 0 for the source and sink
+  int64_t max_frontier = 0;  // largest frontier kept, for diagnostics and benchmarks
+};
+
+// FAILED_PRECONDITION naming a node when the graph does not reduce to a single source-sink edge
+// (not series-parallel, or a node unreachable from the source or not reaching the sink).
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem);
+
+}  // namespace deepool::planner

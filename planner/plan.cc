@@ -1,0 +1,311 @@
+// Plan format: sample shares, validation and the versioned JSON document (docs/formats.md).
+#include "planner/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "planner/graph.h"
+
+namespace deepool::planner {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kPlanFormatName = "deepool.plan";
+
+std::string At(const std::string& path, std::string_view field) {
+  return path.empty() ? std::string(field) : path + "." + std::string(field);
+}
+
+// Typed field readers: every error names the field path, e.g. "layers[3].samples".
+Status Require(const json& object, const std::string& path, std::string_view field) {
+  if (!object.contains(field)) return InvalidArgumentError(At(path, field) + " is missing");
+  return Status::Ok();
+}
+
+StatusOr<double> ReadNumber(const json& object, const std::string& path, std::string_view field,
+                            std::optional<double> fallback = std::nullopt) {
+  if (!object.contains(field)) {
+    if (fallback) return *fallback;
+    return InvalidArgumentError(At(path, field) + " is missing");
+  }
+  const json& value = object.at(std::string(field));
+  if (!value.is_number()) return InvalidArgumentError(At(path, field) + " must be a number");
+  return value.get<double>();
+}
+
+StatusOr<int64_t> ReadInt(const json& object, const std::string& path, std::string_view field,
+                          std::optional<int64_t> fallback = std::nullopt) {
+  if (!object.contains(field)) {
+    if (fallback) return *fallback;
+    return InvalidArgumentError(At(path, field) + " is missing");
+  }
+  const json& value = object.at(std::string(field));
+  if (!value.is_number_integer()) {
+    return InvalidArgumentError(At(path, field) + " must be an integer");
+  }
+  return value.get<int64_t>();
+}
+
+StatusOr<std::string> ReadString(const json& object, const std::string& path,
+                                 std::string_view field,
+                                 std::optional<std::string> fallback = std::nullopt) {
+  if (!object.contains(field)) {
+    if (fallback) return *fallback;
+    return InvalidArgumentError(At(path, field) + " is missing");
+  }
+  const json& value = object.at(std::string(field));
+  if (!value.is_string()) return InvalidArgumentError(At(path, field) + " must be a string");
+  return value.get<std::string>();
+}
+
+StatusOr<std::vector<int64_t>> ReadIntArray(const json& object, const std::string& path,
+                                            std::string_view field) {
+  RETURN_IF_ERROR(Require(object, path, field));
+  const json& value = object.at(std::string(field));
+  if (!value.is_array()) return InvalidArgumentError(At(path, field) + " must be an array");
+  std::vector<int64_t> out;
+  out.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_number_integer()) {
+      return InvalidArgumentError(At(path, field) + "[" + std::to_string(i) +
+                                  "] must be an integer");
+    }
+    out.push_back(value[i].get<int64_t>());
+  }
+  return out;
+}
+
+json TotalsToJson(const PlanTotals& totals) {
+  return json{{"iteration_ms", totals.iteration_ms},
+              {"gpu_seconds", totals.gpu_seconds},
+              {"amplification", totals.amplification},
+              {"devices_used", totals.devices_used}};
+}
+
+StatusOr<PlanTotals> TotalsFromJson(const json& doc, const std::string& field) {
+  RETURN_IF_ERROR(Require(doc, "", field));
+  const json& object = doc.at(field);
+  if (!object.is_object()) return InvalidArgumentError(field + " must be an object");
+  PlanTotals totals;
+  ASSIGN_OR_RETURN(totals.iteration_ms, ReadNumber(object, field, "iteration_ms", 0.0));
+  ASSIGN_OR_RETURN(totals.gpu_seconds, ReadNumber(object, field, "gpu_seconds", 0.0));
+  ASSIGN_OR_RETURN(totals.amplification, ReadNumber(object, field, "amplification", 0.0));
+  ASSIGN_OR_RETURN(int64_t used, ReadInt(object, field, "devices_used", 0));
+  totals.devices_used = static_cast<int>(used);
+  return totals;
+}
+
+Status ValidateTotals(const PlanTotals& totals, const std::string& field, int num_devices) {
+  if (totals.iteration_ms < 0 || totals.gpu_seconds < 0 || totals.amplification < 0) {
+    return InvalidArgumentError(field + ": times and amplification must be >= 0");
+  }
+  if (totals.devices_used < 0 || totals.devices_used > num_devices) {
+    return InvalidArgumentError(field + ".devices_used must be in [0, num_devices]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<int64_t> NearEqualShares(int64_t global_batch, int devices) {
+  if (devices < 1 || global_batch < devices) return {};
+  std::vector<int64_t> shares(static_cast<size_t>(devices), global_batch / devices);
+  const int64_t remainder = global_batch % devices;
+  for (int64_t i = 0; i < remainder; ++i) ++shares[static_cast<size_t>(i)];
+  return shares;
+}
+
+std::pair<int64_t, int64_t> LayerPlacement::SampleRange(int rank) const {
+  int64_t first = 0;
+  for (size_t i = 0; i < devices.size() && i < samples.size(); ++i) {
+    if (devices[i] == rank) return {first, first + samples[i]};
+    first += samples[i];
+  }
+  return {0, 0};
+}
+
+bool LayerPlacement::Runs(int rank) const {
+  return std::find(devices.begin(), devices.end(), rank) != devices.end();
+}
+
+const LayerPlacement* Plan::Find(std::string_view layer) const {
+  for (const LayerPlacement& placement : layers) {
+    if (placement.layer == layer) return &placement;
+  }
+  return nullptr;
+}
+
+Status Plan::Validate() const {
+  if (global_batch < 1) return InvalidArgumentError("global_batch must be >= 1");
+  if (num_devices < 1) return InvalidArgumentError("num_devices must be >= 1");
+  if (amplification_limit != 0 && amplification_limit < 1) {
+    return InvalidArgumentError("amplification_limit must be 0 (unconstrained) or >= 1");
+  }
+  if (single_device_ms < 0) return InvalidArgumentError("single_device_ms must be >= 0");
+  RETURN_IF_ERROR(ValidateTotals(totals, "totals", num_devices));
+  RETURN_IF_ERROR(ValidateTotals(data_parallel, "data_parallel", num_devices));
+  std::set<std::string> names;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerPlacement& placement = layers[i];
+    const std::string where = "layers[" + std::to_string(i) + "] (" + placement.layer + ")";
+    if (placement.layer.empty()) return InvalidArgumentError(where + ": layer name is empty");
+    if (!names.insert(placement.layer).second) {
+      return InvalidArgumentError(where + ": layer appears twice");
+    }
+    if (placement.devices.empty()) return InvalidArgumentError(where + ": no devices");
+    if (placement.devices.size() != placement.samples.size()) {
+      return InvalidArgumentError(where + ": devices and samples differ in length");
+    }
+    int64_t sum = 0;
+    for (size_t d = 0; d < placement.devices.size(); ++d) {
+      const int rank = placement.devices[d];
+      if (rank < 0 || rank >= num_devices) {
+        return InvalidArgumentError(where + ": device " + std::to_string(rank) +
+                                    " is outside [0, " + std::to_string(num_devices) + ")");
+      }
+      if (d > 0 && rank <= placement.devices[d - 1]) {
+        return InvalidArgumentError(where + ": devices must be distinct and ascending");
+      }
+      if (placement.samples[d] < 1) {
+        return InvalidArgumentError(where + ": every device needs at least one sample");
+      }
+      sum += placement.samples[d];
+    }
+    if (sum != global_batch) {
+      return InvalidArgumentError(where + ": samples sum to " + std::to_string(sum) +
+                                  ", not the global batch " + std::to_string(global_batch));
+    }
+    if (placement.forward_ms < 0 || placement.backward_ms < 0 || placement.comm_ms < 0) {
+      return InvalidArgumentError(where + ": predicted times must be >= 0");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckPlanMatchesGraph(const Plan& plan, const Graph& graph) {
+  RETURN_IF_ERROR(plan.Validate());
+  if (static_cast<int>(plan.layers.size()) != graph.num_layers()) {
+    return InvalidArgumentError("plan has " + std::to_string(plan.layers.size()) +
+                                " layers but graph '" + graph.name() + "' has " +
+                                std::to_string(graph.num_layers()));
+  }
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    if (plan.layers[static_cast<size_t>(id)].layer != graph.layer(id).name) {
+      return InvalidArgumentError("plan layer " + std::to_string(id) + " is '" +
+                                  plan.layers[static_cast<size_t>(id)].layer +
+                                  "' but the graph's is '" + graph.layer(id).name + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Plan> ParsePlanJson(std::string_view text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("plan: not valid JSON");
+  if (!doc.is_object()) return InvalidArgumentError("plan: the document must be a JSON object");
+  ASSIGN_OR_RETURN(std::string format, ReadString(doc, "", "format"));
+  if (format != kPlanFormatName) {
+    return InvalidArgumentError("format must be \"deepool.plan\", not \"" + format + "\"");
+  }
+  ASSIGN_OR_RETURN(int64_t version, ReadInt(doc, "", "version"));
+  if (version != kPlanFormatVersion) {
+    return InvalidArgumentError("version " + std::to_string(version) +
+                                " is not supported (this build reads version " +
+                                std::to_string(kPlanFormatVersion) + ")");
+  }
+  Plan plan;
+  ASSIGN_OR_RETURN(plan.model, ReadString(doc, "", "model", std::string()));
+  ASSIGN_OR_RETURN(plan.global_batch, ReadInt(doc, "", "global_batch"));
+  ASSIGN_OR_RETURN(int64_t num_devices, ReadInt(doc, "", "num_devices"));
+  if (num_devices < 1 || num_devices > (1 << 24)) {
+    return InvalidArgumentError("num_devices must be in [1, 2^24]");
+  }
+  plan.num_devices = static_cast<int>(num_devices);
+  ASSIGN_OR_RETURN(plan.amplification_limit, ReadNumber(doc, "", "amplification_limit", 0.0));
+  ASSIGN_OR_RETURN(plan.profile_source, ReadString(doc, "", "profile_source", std::string()));
+  ASSIGN_OR_RETURN(plan.single_device_ms, ReadNumber(doc, "", "single_device_ms", 0.0));
+  if (doc.contains("totals")) {
+    ASSIGN_OR_RETURN(plan.totals, TotalsFromJson(doc, "totals"));
+  }
+  if (doc.contains("data_parallel")) {
+    ASSIGN_OR_RETURN(plan.data_parallel, TotalsFromJson(doc, "data_parallel"));
+  }
+  RETURN_IF_ERROR(Require(doc, "", "layers"));
+  const json& layers = doc.at("layers");
+  if (!layers.is_array()) return InvalidArgumentError("layers must be an array");
+  plan.layers.reserve(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = "layers[" + std::to_string(i) + "]";
+    const json& entry = layers[i];
+    if (!entry.is_object()) return InvalidArgumentError(path + " must be an object");
+    LayerPlacement placement;
+    ASSIGN_OR_RETURN(placement.layer, ReadString(entry, path, "layer"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> devices, ReadIntArray(entry, path, "devices"));
+    for (int64_t rank : devices) {
+      if (rank < 0 || rank >= plan.num_devices) {
+        return InvalidArgumentError(path + ".devices: rank " + std::to_string(rank) +
+                                    " is outside [0, num_devices)");
+      }
+      placement.devices.push_back(static_cast<int>(rank));
+    }
+    ASSIGN_OR_RETURN(placement.samples, ReadIntArray(entry, path, "samples"));
+    ASSIGN_OR_RETURN(placement.forward_ms, ReadNumber(entry, path, "forward_ms", 0.0));
+    ASSIGN_OR_RETURN(placement.backward_ms, ReadNumber(entry, path, "backward_ms", 0.0));
+    ASSIGN_OR_RETURN(placement.comm_ms, ReadNumber(entry, path, "comm_ms", 0.0));
+    plan.layers.push_back(std::move(placement));
+  }
+  RETURN_IF_ERROR(plan.Validate());
+  return plan;
+}
+
+std::string PlanToJson(const Plan& plan, int indent) {
+  json layers = json::array();
+  for (const LayerPlacement& placement : plan.layers) {
+    layers.push_back(json{{"layer", placement.layer},
+                          {"devices", placement.devices},
+                          {"samples", placement.samples},
+                          {"forward_ms", placement.forward_ms},
+                          {"backward_ms", placement.backward_ms},
+                          {"comm_ms", placement.comm_ms}});
+  }
+  json doc{{"format", kPlanFormatName},
+           {"version", kPlanFormatVersion},
+           {"model", plan.model},
+           {"global_batch", plan.global_batch},
+           {"num_devices", plan.num_devices},
+           {"amplification_limit", plan.amplification_limit},
+           {"profile_source", plan.profile_source},
+           {"single_device_ms", plan.single_device_ms},
+           {"totals", TotalsToJson(plan.totals)},
+           {"data_parallel", TotalsToJson(plan.data_parallel)},
+           {"layers", std::move(layers)}};
+  return doc.dump(indent);
+}
+
+Plan DataParallelLayout(const Graph& graph, int64_t global_batch, int devices) {
+  Plan plan;
+  plan.model = graph.name();
+  plan.global_batch = global_batch;
+  plan.num_devices = devices;
+  const int used = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(devices, global_batch)));
+  std::vector<int> ranks(static_cast<size_t>(used));
+  for (int r = 0; r < used; ++r) ranks[static_cast<size_t>(r)] = r;
+  const std::vector<int64_t> shares = NearEqualShares(global_batch, used);
+  for (const Layer& layer : graph.layers()) {
+    LayerPlacement placement;
+    placement.layer = layer.name;
+    placement.devices = ranks;
+    placement.samples = shares;
+    plan.layers.push_back(std::move(placement));
+  }
+  plan.totals.devices_used = used;
+  plan.data_parallel.devices_used = used;
+  return plan;
+}
+
+}  // namespace deepool::planner

@@ -1,0 +1,240 @@
+// Burst-parallel search: turns (graph, profile, cluster, options) into a series-parallel Pareto
+// problem (pareto_search.h), solves it and evaluates the chosen counts with the cost model.
+// docs/planner.md documents the candidate counts, the fusion of elementwise layers and the
+// frontier bounding.
+#include "planner/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/pareto_search.h"
+
+namespace deepool::planner {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Layers that work sample by sample and cost little: planned on their producer's devices.
+bool IsElementwise(Op op) {
+  switch (op) {
+    case Op::kRelu:
+    case Op::kBatchNorm2d:
+    case Op::kDropout:
+    case Op::kGelu:
+    case Op::kLayerNorm:
+    case Op::kFlatten:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status CheckRequest(const Cluster& cluster, const PlanOptions& options) {
+  if (options.global_batch < 1) {
+    return InvalidArgumentError("global batch must be >= 1, got " +
+                                std::to_string(options.global_batch));
+  }
+  if (options.devices < 1) {
+    return InvalidArgumentError("device count must be >= 1, got " +
+                                std::to_string(options.devices));
+  }
+  const double limit = options.amplification_limit;
+  if (std::isnan(limit) || limit < 0 || (limit > 0 && limit < 1)) {
+    return InvalidArgumentError(
+        "amplification limit must be >= 1 (GPU-seconds can never fall below the single-device "
+        "time), or 0 for no limit; got " +
+        std::to_string(limit));
+  }
+  if (std::isnan(options.pareto_tolerance) || options.pareto_tolerance < 0) {
+    return InvalidArgumentError("pareto tolerance must be >= 0");
+  }
+  if (cluster.devices_per_node < 1) {
+    return InvalidArgumentError("cluster: devices_per_node must be >= 1");
+  }
+  for (const Link* link : {&cluster.intra_node, &cluster.inter_node}) {
+    if (!(link->bandwidth_gbps > 0) || link->latency_us < 0) {
+      return InvalidArgumentError("cluster: link bandwidth must be > 0 and latency >= 0");
+    }
+  }
+  return Status::Ok();
+}
+
+// Groups of layers planned as one: an elementwise layer joins its producer's group when it is
+// that producer's only consumer (so fusion never changes the graph's series-parallel shape).
+std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups) {
+  std::vector<int> group_of(static_cast<size_t>(graph.num_layers()), -1);
+  int groups = 0;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const Layer& layer = graph.layer(id);
+    if (fuse && IsElementwise(layer.op) && layer.input_ids.size() == 1 &&
+        layer.input_ids[0] != kGraphInputId && graph.consumers(layer.input_ids[0]).size() == 1) {
+      group_of[static_cast<size_t>(id)] = group_of[static_cast<size_t>(layer.input_ids[0])];
+    } else {
+      group_of[static_cast<size_t>(id)] = groups++;
+    }
+  }
+  *num_groups = groups;
+  return group_of;
+}
+
+std::vector<int> AllOn(const Graph& graph, int devices) {
+  return std::vector<int>(static_cast<size_t>(graph.num_layers()), devices);
+}
+
+}  // namespace
+
+std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool exhaustive) {
+  const int most = static_cast<int>(std::min<int64_t>(global_batch, devices));
+  std::vector<int> counts;
+  if (most < 1) return counts;
+  if (exhaustive) {
+    for (int g = 1; g <= most; ++g) counts.push_back(g);
+    return counts;
+  }
+  std::set<int> set{most};
+  for (int64_t g = 1; g <= most; g *= 2) set.insert(static_cast<int>(g));
+  for (int64_t d = 1; d * d <= global_batch; ++d) {
+    if (global_batch % d != 0) continue;
+    if (d <= most) set.insert(static_cast<int>(d));
+    if (global_batch / d <= most) set.insert(static_cast<int>(global_batch / d));
+  }
+  return std::vector<int>(set.begin(), set.end());
+}
+
+StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                                const PlanOptions& options) {
+  RETURN_IF_ERROR(CheckRequest(cluster, options));
+  CostModel model(graph, profile, cluster, options.global_batch);
+  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
+  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
+  plan.amplification_limit = options.amplification_limit;
+  plan.data_parallel = plan.totals;
+  return plan;
+}
+
+StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                                 const PlanOptions& options) {
+  RETURN_IF_ERROR(CheckRequest(cluster, options));
+  CostModel model(graph, profile, cluster, options.global_batch);
+  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
+  ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
+  ASSIGN_OR_RETURN(Plan data_parallel, model.Evaluate(AllOn(graph, most), options.devices));
+
+  const std::vector<int> counts =
+      CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
+  int num_groups = 0;
+  const std::vector<int> group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
+  auto node_of = [&](int layer_id) { return group_of[static_cast<size_t>(layer_id)] + 2; };
+
+  SeriesParallelProblem problem;
+  const size_t num_nodes = static_cast<size_t>(num_groups) + 2;
+  problem.node_costs.assign(num_nodes, {});
+  problem.node_names.assign(num_nodes, "");
+  problem.node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
+  problem.node_costs[SeriesParallelProblem::kSink] = {CostPoint{}};
+  problem.node_names[SeriesParallelProblem::kSource] = "(input)";
+  problem.node_names[SeriesParallelProblem::kSink] = "(outputs)";
+  for (size_t n = 2; n < num_nodes; ++n) problem.node_costs[n].assign(counts.size(), CostPoint{});
+
+  // Node costs: every member's compute and gradient all-reduce at each candidate count. A count
+  // the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the measured range) is excluded.
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    std::vector<CostPoint>& costs = problem.node_costs[static_cast<size_t>(node_of(id))];
+    if (problem.node_names[static_cast<size_t>(node_of(id))].empty()) {
+      problem.node_names[static_cast<size_t>(node_of(id))] = graph.layer(id).name;
+    }
+    for (size_t k = 0; k < counts.size(); ++k) {
+      StatusOr<LayerTime> time = model.Compute(id, counts[k]);
+      if (!time.ok()) {
+        if (time.status().code() == StatusCode::kOutOfRange) {
+          costs[k].time_ms = kInfinity;
+          continue;
+        }
+        return time.status();
+      }
+      const double ms = time->total_ms() + model.GradientSyncMs(id, counts[k]);
+      costs[k].time_ms += ms;
+      costs[k].gpu_ms += ms * counts[k];
+    }
+  }
+
+  // Edges: activation re-splits between groups (several tensors between the same two groups
+  // share one edge), zero-cost edges from the input and to the outputs.
+  std::map<std::pair<int, int>, std::vector<int>> producers;  // (from, to) nodes -> producers
+  std::set<int> reads_input;
+  std::vector<bool> has_consumer(num_nodes, false);
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    for (int input : graph.layer(id).input_ids) {
+      if (input == kGraphInputId) {
+        reads_input.insert(node_of(id));
+      } else if (node_of(input) != node_of(id)) {
+        producers[{node_of(input), node_of(id)}].push_back(input);
+        has_consumer[static_cast<size_t>(node_of(input))] = true;
+      }
+    }
+  }
+  const size_t k_count = counts.size();
+  for (const auto& [ends, layers] : producers) {
+    SeriesParallelProblem::Edge edge;
+    edge.from = ends.first;
+    edge.to = ends.second;
+    edge.cells.resize(k_count * k_count);
+    for (size_t i = 0; i < k_count; ++i) {
+      for (size_t j = 0; j < k_count; ++j) {
+        double ms = 0;
+        for (int producer : layers) ms += model.ResplitMs(producer, counts[i], counts[j]);
+        edge.cells[i * k_count + j] = CostPoint{ms, ms * counts[j]};
+      }
+    }
+    problem.edges.push_back(std::move(edge));
+  }
+  for (int node : reads_input) {
+    problem.edges.push_back({SeriesParallelProblem::kSource, node,
+                             std::vector<CostPoint>(k_count, CostPoint{})});
+  }
+  std::set<int> output_nodes;
+  for (int id : graph.output_ids()) output_nodes.insert(node_of(id));
+  for (size_t n = 2; n < num_nodes; ++n) {
+    if (!has_consumer[n]) output_nodes.insert(static_cast<int>(n));
+  }
+  for (int node : output_nodes) {
+    problem.edges.push_back({node, SeriesParallelProblem::kSink,
+                             std::vector<CostPoint>(k_count, CostPoint{})});
+  }
+
+  // Known feasible plans bound the search: every layer on one device (always within any limit
+  // >= 1) and data parallelism when it fits the limit.
+  const bool limited = options.amplification_limit > 0;
+  problem.budget_gpu_ms = limited ? options.amplification_limit * single_device_ms : kInfinity;
+  std::vector<int> best_counts = AllOn(graph, 1);
+  double best_ms = single_device_ms;
+  const double dp_gpu_ms = data_parallel.totals.gpu_seconds * 1000.0;
+  if (data_parallel.totals.iteration_ms < best_ms &&
+      (!limited || dp_gpu_ms <= problem.budget_gpu_ms)) {
+    best_counts = AllOn(graph, most);
+    best_ms = data_parallel.totals.iteration_ms;
+  }
+  problem.incumbent_time_ms = best_ms;
+  problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
+
+  StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem);
+  if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
+  if (solution->found && solution->cost.time_ms < best_ms) {
+    for (int id = 0; id < graph.num_layers(); ++id) {
+      best_counts[static_cast<size_t>(id)] =
+          counts[static_cast<size_t>(solution->choices[static_cast<size_t>(node_of(id))])];
+    }
+  }
+  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best_counts, options.devices));
+  plan.amplification_limit = options.amplification_limit;
+  plan.data_parallel = data_parallel.totals;
+  return plan;
+}
+
+}  // namespace deepool::planner
