@@ -1,0 +1,77 @@
+// --devices parsing against a fake machine description.
+#include <catch2/catch.hpp>
+
+#include "worker/daemon/devices.h"
+
+using namespace deepool::worker::daemon;
+using deepool::StatusCode;
+
+namespace {
+
+class FakeDeviceProbe : public DeviceProbe {
+ public:
+  explicit FakeDeviceProbe(std::vector<GpuInfo> gpus) : gpus_(std::move(gpus)) {}
+  std::vector<GpuInfo> Gpus() const override { return gpus_; }
+  int64_t HostMemoryBytes() const override { return 64LL << 30; }
+
+ private:
+  std::vector<GpuInfo> gpus_;
+};
+
+}  // namespace
+
+TEST_CASE("cpu:N gives N CPU devices sharing host memory", "[worker][devices]") {
+  FakeDeviceProbe probe({});
+  auto devices = ParseDevices("cpu:4", probe);
+  REQUIRE(devices.ok());
+  REQUIRE(devices->size() == 4);
+  CHECK((*devices)[3].name == "cpu:3");
+  CHECK((*devices)[3].type == "cpu");
+  CHECK((*devices)[3].ExecutorDevice() == "cpu");
+  CHECK((*devices)[0].memory_bytes == (16LL << 30));
+  for (const char* bad : {"cpu:0", "cpu:", "cpu:x", "cpu:999", "cpu", "tpu:1", "", "cpu:-1"}) {
+    INFO(bad);
+    auto parsed = ParseDevices(bad, probe);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK(parsed.status().message().find("--devices") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda:all with no GPU is a clear error", "[worker][devices]") {
+  FakeDeviceProbe probe({});
+  auto devices = ParseDevices("cuda:all", probe);
+  REQUIRE_FALSE(devices.ok());
+  CHECK(devices.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(devices.status().message().find("no GPU") != std::string::npos);
+}
+
+TEST_CASE("cuda:all and cuda:I,J describe the GPUs", "[worker][devices]") {
+  FakeDeviceProbe probe({{0, "NVIDIA A100-SXM4-80GB", 80LL << 30},
+                         {1, "NVIDIA A100-SXM4-80GB", 80LL << 30},
+                         {2, "NVIDIA H100 80GB HBM3", 80LL << 30}});
+  auto all = ParseDevices("cuda:all", probe);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 3);
+  CHECK((*all)[0].type == "a100");
+  CHECK((*all)[2].type == "h100");
+  CHECK((*all)[2].ExecutorDevice() == "cuda:2");
+
+  auto some = ParseDevices("cuda:2,0", probe);
+  REQUIRE(some.ok());
+  REQUIRE(some->size() == 2);
+  CHECK((*some)[0].name == "cuda:2");
+  CHECK((*some)[1].name == "cuda:0");
+
+  CHECK(ParseDevices("cuda:5", probe).status().code() == StatusCode::kFailedPrecondition);
+  CHECK(ParseDevices("cuda:0,0", probe).status().code() == StatusCode::kInvalidArgument);
+  CHECK(ParseDevices("cuda:0,", probe).ok());  // a trailing comma is harmless
+  CHECK(ParseDevices("cuda:a", probe).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("device types come from GPU model names", "[worker][devices]") {
+  CHECK(DeviceTypeForModel("Tesla V100-SXM2-32GB") == "v100");
+  CHECK(DeviceTypeForModel("NVIDIA A100-PCIE-40GB") == "a100");
+  CHECK(DeviceTypeForModel("NVIDIA A10") == "a10");
+  CHECK(DeviceTypeForModel("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090");
+}

@@ -1,0 +1,456 @@
+// ExecutorSupervisor and ChildProcess against a fake executor: a shell script written by the test
+// that speaks the executor's stdout contract. Real processes, no sleeps for correctness: every
+// wait polls with a deadline.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "worker/daemon/child_process.h"
+#include "worker/daemon/executor_supervisor.h"
+
+namespace fs = std::filesystem;
+using namespace deepool::worker::daemon;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The run spec's text selects the fake executor's behaviour.
+constexpr const char* kFakeExecutor = R"SH(#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --run-spec) spec=$2; shift 2;;
+    --rank) rank=$2; shift 2;;
+    --world-size) world=$2; shift 2;;
+    --store) store=$2; shift 2;;
+    --device) device=$2; shift 2;;
+    *) shift;;
+  esac
+done
+mode=$(cat "$spec")
+port=${store##*:}
+if [ "$rank" = 0 ] && [ "$port" = 0 ]; then
+  echo '{"event":"store_ready","host":"127.0.0.1","port":45678}'
+fi
+echo "rank $rank of $world on $device store $store" >&2
+case "$mode" in
+  ok)
+    for i in 0 1 2; do
+      echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":$i,\"loss\":1.5,\"iteration_ms\":10,\"samples_per_s\":100,\"busy_ms\":8,\"idle_ms\":2}"
+    done
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":\"/tmp/ckpt-$rank.pt\"}"
+    exit 0;;
+  crash1)
+    if [ "$rank" = 1 ]; then
+      # Crash only once the other ranks run their children, so the test can see them killed.
+      while [ ! -s sleeper-0.pid ] || [ ! -s sleeper-2.pid ]; do sleep 0.05; done
+      echo "boom: simulated failure" >&2; kill -9 $$
+    fi
+    sleep 1000 & echo $! > "sleeper-$rank.pid"; wait;;
+  error)
+    echo "{\"event\":\"error\",\"rank\":$rank,\"message\":\"plan: layer fc missing\"}"
+    exit 3;;
+  nodone)
+    exit 0;;
+  hang)
+    sleep 1000 & echo $! > "sleeper-$rank.pid"; wait;;
+  stubborn)
+    trap '' TERM
+    echo "ignoring SIGTERM" >&2
+    while true; do sleep 1; done;;
+esac
+)SH";
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "dp-supervisor-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string WriteScript(const std::string& dir, const std::string& name, const char* text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+// Records what the supervisor reports; waits poll a condition with a deadline.
+class RecordingListener : public TaskListener {
+ public:
+  void OnStoreReady(const std::string& task_id, const std::string& host, int port) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    store_ready_[task_id] = host + ":" + std::to_string(port);
+    cv_.notify_all();
+  }
+  void OnIteration(const std::string& task_id, const IterationReport& report) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    iterations_[task_id].push_back(report);
+    cv_.notify_all();
+  }
+  void OnLogLine(const std::string& task_id, int rank, const std::string& line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    logs_[task_id].push_back(std::to_string(rank) + "|" + line);
+    cv_.notify_all();
+  }
+  void OnTaskFinished(const TaskResult& result) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_count_[result.task_id]++;
+    results_[result.task_id] = result;
+    cv_.notify_all();
+  }
+
+  TaskResult WaitFinished(const std::string& task_id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool done = cv_.wait_for(lock, 30s, [&] { return results_.count(task_id) > 0; });
+    REQUIRE(done);
+    return results_[task_id];
+  }
+  std::vector<IterationReport> Iterations(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return iterations_[task_id];
+  }
+  std::vector<std::string> Logs(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return logs_[task_id];
+  }
+  std::string StoreReady(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_ready_[task_id];
+  }
+  int FinishedCount(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_count_[task_id];
+  }
+  bool WaitForLog(const std::string& task_id, const std::string& needle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 30s, [&] {
+      for (const auto& l : logs_[task_id]) {
+        if (l.find(needle) != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> store_ready_;
+  std::map<std::string, std::vector<IterationReport>> iterations_;
+  std::map<std::string, std::vector<std::string>> logs_;
+  std::map<std::string, TaskResult> results_;
+  std::map<std::string, int> finished_count_;
+};
+
+bool ProcessGone(pid_t pid) {
+  // Gone, or a zombie waiting for a reaper: either way it no longer runs.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close_paren = content.rfind(')');
+  return close_paren != std::string::npos && content.size() > close_paren + 2 &&
+         content[close_paren + 2] == 'Z';
+}
+
+bool WaitUntil(const std::function<bool()>& condition) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return condition();
+}
+
+pid_t ReadPidFile(const std::string& path) {
+  pid_t pid = 0;
+  REQUIRE(WaitUntil([&] {
+    std::ifstream in(path);
+    return static_cast<bool>(in >> pid) && pid > 0;
+  }));
+  return pid;
+}
+
+struct Fixture {
+  TempDir dir;
+  RecordingListener listener;
+  std::unique_ptr<ExecutorSupervisor> supervisor;
+
+  explicit Fixture(std::chrono::milliseconds grace = 3000ms) {
+    SupervisorOptions options;
+    options.executor_path = WriteScript(dir.path(), "fake-executor", kFakeExecutor);
+    options.profiler_path = WriteScript(dir.path(), "fake-profile",
+                                        "#!/bin/sh\necho measuring >&2\n"
+                                        "echo '{\"format\":\"deepool.profile\"}' > \"$2\"\n");
+    options.work_dir = dir.path() + "/work";
+    options.log_tail_lines = 5;
+    options.kill_grace = grace;
+    supervisor = std::make_unique<ExecutorSupervisor>(options, &listener);
+  }
+
+  TrainTask Train(const std::string& id, const std::string& mode, std::vector<int> ranks,
+                  int world, int port = 29500) {
+    TrainTask task;
+    task.task_id = id;
+    task.job_id = "job-" + id;
+    task.run_spec_json = mode;
+    task.world_size = world;
+    task.store_host = "127.0.0.1";
+    task.store_port = port;
+    for (int r : ranks) task.ranks.push_back({r, "cpu"});
+    return task;
+  }
+  std::string TaskDir(const std::string& id) { return dir.path() + "/work/tasks/" + id; }
+};
+
+}  // namespace
+
+TEST_CASE("a TRAIN task runs one executor per rank and reports success once",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t1", "ok", {0, 1}, 2)).ok());
+  TaskResult result = f.listener.WaitFinished("t1");
+  CHECK(result.succeeded);
+  CHECK_FALSE(result.cancelled);
+  CHECK(result.job_id == "job-t1");
+  CHECK(result.iterations == 3);
+  CHECK(result.checkpoint == "/tmp/ckpt-0.pt");
+  REQUIRE(result.ranks.size() == 2);
+  CHECK(result.ranks[0].exit_code == 0);
+  CHECK(result.ranks[1].rank == 1);
+  auto iterations = f.listener.Iterations("t1");
+  CHECK(iterations.size() == 6);
+  REQUIRE_FALSE(iterations.empty());
+  CHECK(iterations[0].loss.has_value());
+  CHECK(iterations[0].samples_per_s == 100);
+  CHECK(iterations[0].idle_ms == 2);
+  // The run spec was written for the executors, and each rank's log kept in its own file.
+  std::ifstream spec(f.TaskDir("t1") + "/run.json");
+  std::string text((std::istreambuf_iterator<char>(spec)), std::istreambuf_iterator<char>());
+  CHECK(text == "ok");
+  std::ifstream log(f.TaskDir("t1") + "/rank-1.log");
+  std::string line;
+  std::getline(log, line);
+  CHECK(line == "rank 1 of 2 on cpu store 127.0.0.1:29500");
+  CHECK(f.listener.FinishedCount("t1") == 1);
+  CHECK_FALSE(f.supervisor->IsRunning("t1"));
+}
+
+TEST_CASE("with store port 0, rank 0 starts first and the others get its port",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t2", "ok", {0, 1, 2}, 3, /*port=*/0)).ok());
+  TaskResult result = f.listener.WaitFinished("t2");
+  CHECK(result.succeeded);
+  CHECK(f.listener.StoreReady("t2") == "127.0.0.1:45678");
+  std::ifstream log(f.TaskDir("t2") + "/rank-2.log");
+  std::string line;
+  std::getline(log, line);
+  CHECK(line == "rank 2 of 3 on cpu store 127.0.0.1:45678");
+}
+
+TEST_CASE("ranks without rank 0 wait for SetStoreAddress", "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t3", "ok", {2, 3}, 4, /*port=*/0)).ok());
+  CHECK(f.supervisor->IsRunning("t3"));
+  CHECK(f.listener.Logs("t3").empty());
+  auto running = f.supervisor->RunningTasks();
+  REQUIRE(running.size() == 1);
+  CHECK(running[0].ranks == std::vector<int>{2, 3});
+  CHECK(f.supervisor->SetStoreAddress("t3", "10.0.0.5", 0).code() ==
+        deepool::StatusCode::kInvalidArgument);
+  REQUIRE(f.supervisor->SetStoreAddress("t3", "10.0.0.5", 31000).ok());
+  TaskResult result = f.listener.WaitFinished("t3");
+  CHECK(result.succeeded);
+  CHECK(f.listener.WaitForLog("t3", "rank 3 of 4 on cpu store 10.0.0.5:31000"));
+}
+
+TEST_CASE("a crashing rank fails its task, stops the other ranks, and the supervisor carries on",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t4", "crash1", {0, 1, 2}, 3)).ok());
+  TaskResult result = f.listener.WaitFinished("t4");
+  CHECK_FALSE(result.succeeded);
+  CHECK_FALSE(result.cancelled);
+  CHECK(result.message.find("rank 1: killed by signal 9") == 0);
+  REQUIRE_FALSE(result.last_log_lines.empty());
+  CHECK(result.last_log_lines.back() == "boom: simulated failure");
+  // The surviving ranks' background children were killed with their process groups.
+  for (int rank : {0, 2}) {
+    pid_t sleeper = ReadPidFile(f.TaskDir("t4") + "/sleeper-" + std::to_string(rank) + ".pid");
+    CHECK(WaitUntil([&] { return ProcessGone(sleeper); }));
+  }
+  // Still usable afterwards.
+  REQUIRE(f.supervisor->StartTrain(f.Train("t4b", "ok", {0}, 1)).ok());
+  CHECK(f.listener.WaitFinished("t4b").succeeded);
+}
+
+TEST_CASE("an executor's error event and exit without done are failures",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t5", "error", {0}, 1)).ok());
+  TaskResult result = f.listener.WaitFinished("t5");
+  CHECK_FALSE(result.succeeded);
+  CHECK(result.message == "rank 0: exit code 3: plan: layer fc missing");
+  REQUIRE(result.ranks.size() == 1);
+  CHECK(result.ranks[0].exit_code == 3);
+  CHECK(result.ranks[0].error == "plan: layer fc missing");
+
+  REQUIRE(f.supervisor->StartTrain(f.Train("t6", "nodone", {0}, 1)).ok());
+  result = f.listener.WaitFinished("t6");
+  CHECK_FALSE(result.succeeded);
+  CHECK(result.message == "rank 0: exited without reporting done");
+}
+
+TEST_CASE("cancel kills every rank's process group and reports a cancelled task",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t7", "hang", {0, 1}, 2)).ok());
+  pid_t sleeper0 = ReadPidFile(f.TaskDir("t7") + "/sleeper-0.pid");
+  pid_t sleeper1 = ReadPidFile(f.TaskDir("t7") + "/sleeper-1.pid");
+  REQUIRE(f.supervisor->Cancel("t7").ok());
+  TaskResult result = f.listener.WaitFinished("t7");
+  CHECK(result.cancelled);
+  CHECK_FALSE(result.succeeded);
+  CHECK(WaitUntil([&] { return ProcessGone(sleeper0) && ProcessGone(sleeper1); }));
+  CHECK(f.supervisor->Cancel("t7").code() == deepool::StatusCode::kNotFound);
+  CHECK(f.listener.FinishedCount("t7") == 1);
+}
+
+TEST_CASE("cancel escalates to SIGKILL when an executor ignores SIGTERM", "[worker][supervisor]") {
+  Fixture f(/*grace=*/100ms);
+  REQUIRE(f.supervisor->StartTrain(f.Train("t8", "stubborn", {0}, 1)).ok());
+  REQUIRE(f.listener.WaitForLog("t8", "ignoring SIGTERM"));
+  REQUIRE(f.supervisor->Cancel("t8").ok());
+  TaskResult result = f.listener.WaitFinished("t8");
+  CHECK(result.cancelled);
+  REQUIRE(result.ranks.size() == 1);
+  CHECK(result.ranks[0].signal == SIGKILL);
+}
+
+TEST_CASE("a task waiting for its store address is cancelled at once", "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t9", "ok", {1}, 2, /*port=*/0)).ok());
+  REQUIRE(f.supervisor->Cancel("t9").ok());
+  TaskResult result = f.listener.WaitFinished("t9");
+  CHECK(result.cancelled);
+  CHECK_FALSE(f.supervisor->IsRunning("t9"));
+}
+
+TEST_CASE("malformed tasks, duplicates and missing executables are refused",
+          "[worker][supervisor]") {
+  Fixture f;
+  CHECK(f.supervisor->StartTrain(f.Train("../escape", "ok", {0}, 1)).code() ==
+        deepool::StatusCode::kInvalidArgument);
+  CHECK(f.supervisor->StartTrain(f.Train("x", "ok", {}, 1)).code() ==
+        deepool::StatusCode::kInvalidArgument);
+  CHECK(f.supervisor->StartTrain(f.Train("x", "ok", {0, 2}, 2)).code() ==
+        deepool::StatusCode::kInvalidArgument);
+  CHECK(f.supervisor->StartTrain(f.Train("x", "ok", {1, 1}, 2)).code() ==
+        deepool::StatusCode::kInvalidArgument);
+
+  REQUIRE(f.supervisor->StartTrain(f.Train("dup", "hang", {0}, 1)).ok());
+  CHECK(f.supervisor->StartTrain(f.Train("dup", "ok", {0}, 1)).code() ==
+        deepool::StatusCode::kAlreadyExists);
+  REQUIRE(f.supervisor->Cancel("dup").ok());
+  CHECK(f.listener.WaitFinished("dup").cancelled);
+
+  RecordingListener listener;
+  SupervisorOptions options;
+  options.executor_path = f.dir.path() + "/no-such-executor";
+  options.work_dir = f.dir.path() + "/work2";
+  ExecutorSupervisor missing(options, &listener);
+  auto status = missing.StartTrain(f.Train("m", "ok", {0}, 1));
+  CHECK(status.code() == deepool::StatusCode::kNotFound);
+  CHECK(status.message().find("no-such-executor") != std::string::npos);
+  CHECK(missing.RunningTasks().empty());
+}
+
+TEST_CASE("a PROFILE task returns the file the profiler wrote", "[worker][supervisor]") {
+  Fixture f;
+  ProfileTask task;
+  task.task_id = "p1";
+  task.job_id = "job-p";
+  task.args = {"--output", "{output}"};
+  REQUIRE(f.supervisor->StartProfile(task).ok());
+  TaskResult result = f.listener.WaitFinished("p1");
+  CHECK(result.succeeded);
+  CHECK(result.profile_json == "{\"format\":\"deepool.profile\"}\n");
+  CHECK(f.listener.WaitForLog("p1", "-1|measuring"));
+}
+
+TEST_CASE("shutdown stops running tasks", "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("s1", "hang", {0}, 1)).ok());
+  pid_t sleeper = ReadPidFile(f.TaskDir("s1") + "/sleeper-0.pid");
+  f.supervisor->Shutdown();
+  CHECK(f.listener.WaitFinished("s1").cancelled);
+  CHECK(WaitUntil([&] { return ProcessGone(sleeper); }));
+  CHECK(f.supervisor->StartTrain(f.Train("s2", "ok", {0}, 1)).code() ==
+        deepool::StatusCode::kUnavailable);
+}
+
+TEST_CASE("ChildProcess splits lines, flushes a last partial line and reports signals",
+          "[worker][child]") {
+  std::mutex mu;
+  std::vector<std::string> out, err;
+  ChildCallbacks callbacks;
+  callbacks.on_stdout_line = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    out.push_back(l);
+  };
+  callbacks.on_stderr_line = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    err.push_back(l);
+  };
+  ProcessSpec spec;
+  spec.executable = "sh";
+  spec.args = {"-c", "printf 'a\\r\\nbb\\n'; printf 'e1\\n' >&2; printf 'tail'; exit 7"};
+  auto child = ChildProcess::Start(spec, callbacks);
+  REQUIRE(child.ok());
+  auto exit = (*child)->Wait(30s);
+  REQUIRE(exit.has_value());
+  CHECK(exit->exit_code == 7);
+  CHECK(exit->Describe() == "exit code 7");
+  CHECK(out == std::vector<std::string>{"a", "bb", "tail"});
+  CHECK(err == std::vector<std::string>{"e1"});
+
+  spec.args = {"-c", "kill -TERM $$"};
+  auto killed = ChildProcess::Start(spec, {});
+  REQUIRE(killed.ok());
+  exit = (*killed)->Wait(30s);
+  REQUIRE(exit.has_value());
+  CHECK(exit->signal == SIGTERM);
+  CHECK_FALSE(exit->ok());
+
+  spec.extra_env = {"DP_TEST_VALUE=42"};
+  spec.args = {"-c", "echo $DP_TEST_VALUE"};
+  out.clear();
+  auto with_env = ChildProcess::Start(spec, callbacks);
+  REQUIRE(with_env.ok());
+  REQUIRE((*with_env)->Wait(30s).has_value());
+  CHECK(out == std::vector<std::string>{"42"});
+}
+
+TEST_CASE("LogTail keeps only the last lines", "[worker][child]") {
+  LogTail tail(2);
+  tail.Add("1");
+  tail.Add("2");
+  tail.Add("3");
+  CHECK(tail.Lines() == std::vector<std::string>{"2", "3"});
+}
