@@ -1,0 +1,25 @@
+// Private to the zoo: one builder per model family. zoo.cc resolves ModelOptions (default image
+// sizes) and validates them before calling these, so each builder gets a concrete image size.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "planner/graph.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner::zoo::internal {
+
+StatusOr<Graph> BuildVgg16(int64_t image_size, int64_t num_classes);
+// torchvision's ResNet with Bottleneck blocks: blocks per stage and width_per_group
+// (64 for resnet50, 128 for wide_resnet101_2).
+StatusOr<Graph> BuildBottleneckResnet(std::string name, const std::array<int, 4>& blocks,
+                                      int64_t width_per_group, int64_t image_size,
+                                      int64_t num_classes);
+StatusOr<Graph> BuildInceptionV3(int64_t image_size, int64_t num_classes, bool aux_logits);
+StatusOr<Graph> BuildMlp(int64_t input_features, int64_t num_classes);
+StatusOr<Graph> BuildSmallCnn(int64_t image_size, int64_t num_classes);
+
+}  // namespace deepool::planner::zoo::internal

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Checks the model zoo against torchvision 0.14: for every zoo model (and a few option
+variants) the set of "<layer>.<param>" keys, with shapes, derived from `deepool model show NAME
+--json` must equal torchvision's state_dict (parameters and buffers: running_mean, running_var,
+num_batches_tracked), and the parameter count must equal torchvision's.
+
+Run from the repository root after building the `deepool` target:
+
+    /usr/bin/python3 tests/unit/torchvision_keys_check.py --deepool build/bin/deepool
+
+Exit status 0 when every case matches, 1 otherwise. `--print-signatures` prints, per case,
+torchvision's key count and the FNV-1a signature of its sorted "key:shape" lines, the reference
+values that tests/unit/zoo_test.cc holds.
+(Needs Debian's /usr/bin/python3, which has torch 1.13 and torchvision 0.14.)
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+import torch
+from torch import nn
+import torchvision
+
+
+class SmallCnn(nn.Module):
+    """The zoo's small_cnn written as a torch module (the layout its layer names describe)."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+
+        def unit(conv, bn=False):
+            m = nn.Module()
+            m.conv = conv
+            if bn:
+                m.bn = nn.BatchNorm2d(conv.out_channels)
+            return m
+
+        self.stem = unit(nn.Conv2d(3, 16, 3, padding=1, bias=False), bn=True)
+        self.branch1x1 = unit(nn.Conv2d(16, 8, 1))
+        self.branch3x3 = unit(nn.Conv2d(16, 8, 3, padding=1))
+        self.res = unit(nn.Conv2d(16, 16, 3, padding=1, bias=False), bn=True)
+        self.fc = nn.Linear(16, num_classes)
+
+
+class Mlp(nn.Module):
+    def __init__(self, num_classes, features=32, hidden=64):
+        super().__init__()
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, num_classes)
+
+
+M = torchvision.models
+# (case name, deepool model show arguments, reference module factory)
+CASES = [
+    ("vgg16", ["vgg16"], lambda: M.vgg16()),
+    ("vgg16_10", ["vgg16", "--num-classes", "10"], lambda: M.vgg16(num_classes=10)),
+    ("resnet50", ["resnet50"], lambda: M.resnet50()),
+    ("resnet50_10", ["resnet50", "--num-classes", "10"], lambda: M.resnet50(num_classes=10)),
+    ("wide_resnet101_2", ["wide_resnet101_2"], lambda: M.wide_resnet101_2()),
+    ("inception_v3", ["inception_v3"],
+     lambda: M.inception_v3(aux_logits=True, init_weights=False)),
+    ("inception_v3_noaux", ["inception_v3", "--no-aux-logits"],
+     lambda: M.inception_v3(aux_logits=False, init_weights=False)),
+    ("mlp_10", ["mlp", "--num-classes", "10"], lambda: Mlp(10)),
+    ("small_cnn_10", ["small_cnn", "--num-classes", "10"], lambda: SmallCnn(10)),
+]
+
+
+def deepool_state_dict_shapes(doc):
+    """Maps "<layer>.<param>" to its shape, from a deepool.graph JSON document."""
+    channels = {"input": doc["input"]["shape"][0]}
+    features = {"input": doc["input"]["shape"][-1]}
+    shapes = {}
+    for layer in doc["layers"]:
+        name, op, inputs = layer["name"], layer["op"], layer["inputs"]
+        c_in = channels.get(inputs[0]) if inputs else None
+        f_in = features.get(inputs[0]) if inputs else None
+        c_out, f_out = c_in, f_in
+        if op == "conv2d":
+            c_in = layer.get("in_channels", c_in)
+            c_out = layer["out_channels"]
+            kh, kw = layer["kernel_size"]
+            shapes[name + ".weight"] = [c_out, c_in // layer["groups"], kh, kw]
+            if layer["bias"]:
+                shapes[name + ".bias"] = [c_out]
+        elif op == "batchnorm2d":
+            if layer["affine"]:
+                shapes[name + ".weight"] = [c_in]
+                shapes[name + ".bias"] = [c_in]
+            shapes[name + ".running_mean"] = [c_in]
+            shapes[name + ".running_var"] = [c_in]
+            shapes[name + ".num_batches_tracked"] = []
+        elif op == "linear":
+            f_in = layer.get("in_features", f_in)
+            f_out = layer["out_features"]
+            shapes[name + ".weight"] = [f_out, f_in]
+            if layer["bias"]:
+                shapes[name + ".bias"] = [f_out]
+        elif op == "layernorm":
+            if layer["affine"]:
+                shapes[name + ".weight"] = list(layer["normalized_shape"])
+                shapes[name + ".bias"] = list(layer["normalized_shape"])
+        elif op == "concat":
+            c_out = sum(channels[i] for i in inputs)
+        elif op == "flatten":
+            f_out = None  # only linear layers read it, and the zoo gives in_features
+        channels[name], features[name] = c_out, f_out
+    return shapes
+
+
+def torch_state_dict_shapes(module):
+    return {k: list(v.shape) for k, v in module.state_dict().items()}
+
+
+def signature(shapes):
+    """FNV-1a 64 of the sorted "key:d0xd1x..." lines joined by newlines (see zoo_test.cc)."""
+    text = "\n".join(sorted(k + ":" + "x".join(str(d) for d in s) for k, s in shapes.items()))
+    h = 0xCBF29CE484222325
+    for byte in text.encode():
+        h ^= byte
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--deepool", default="build/bin/deepool", help="the deepool binary")
+    parser.add_argument("--print-signatures", action="store_true",
+                        help="print torchvision's key counts and signatures and exit")
+    args = parser.parse_args()
+
+    failures = 0
+    for case, show_args, factory in CASES:
+        reference = factory()
+        want = torch_state_dict_shapes(reference)
+        want_params = sum(p.numel() for p in reference.parameters())
+        if args.print_signatures:
+            print(f"{case}: keys={len(want)} params={want_params} "
+                  f"signature=0x{signature(want):016x}")
+            continue
+        out = subprocess.run([args.deepool, "model", "show", *show_args, "--json"],
+                             check=True, capture_output=True, text=True).stdout
+        doc = json.loads(out)
+        got = deepool_state_dict_shapes(doc)
+        problems = []
+        for key in sorted(want.keys() - got.keys()):
+            problems.append(f"missing in deepool: {key} {want[key]}")
+        for key in sorted(got.keys() - want.keys()):
+            problems.append(f"not in torchvision: {key} {got[key]}")
+        for key in sorted(want.keys() & got.keys()):
+            if want[key] != got[key]:
+                problems.append(f"shape of {key}: deepool {got[key]}, torchvision {want[key]}")
+        if doc["total_params"] != want_params:
+            problems.append(f"total_params: deepool {doc['total_params']}, "
+                            f"torchvision {want_params}")
+        status = "OK  " if not problems else "FAIL"
+        print(f"{status} {case}: {len(got)} keys, {doc['total_params']} params")
+        for problem in problems[:20]:
+            print("     " + problem)
+        failures += bool(problems)
+    if failures:
+        print(f"{failures} case(s) differ from torchvision")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
