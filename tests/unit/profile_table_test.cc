@@ -1,0 +1,277 @@
+#include "planner/profile_table.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "planner/device_model.h"
+
+namespace deepool::planner {
+namespace {
+
+using nlohmann::json;
+
+Layer MakeLayer(std::string name, Op op, std::string input, LayerAttrs attrs = {}) {
+  Layer layer;
+  layer.name = std::move(name);
+  layer.op = op;
+  layer.inputs = {std::move(input)};
+  layer.attrs = attrs;
+  return layer;
+}
+
+// input [3,8,8] -> conv(3->4, 3x3, pad 1) -> relu -> maxpool 2 -> flatten -> fc(64->10)
+Graph TinyGraph() {
+  LayerAttrs conv;
+  conv.out_channels = 4;
+  conv.kernel_size = {3, 3};
+  conv.padding = {1, 1};
+  LayerAttrs pool;
+  pool.kernel_size = {2, 2};
+  pool.stride = {2, 2};
+  LayerAttrs fc;
+  fc.out_features = 10;
+  auto graph = Graph::Create("tiny", {3, 8, 8},
+                             {MakeLayer("conv", Op::kConv2d, "input", conv),
+                              MakeLayer("relu", Op::kRelu, "conv"),
+                              MakeLayer("pool", Op::kMaxPool2d, "relu", pool),
+                              MakeLayer("flatten", Op::kFlatten, "pool"),
+                              MakeLayer("fc", Op::kLinear, "flatten", fc)});
+  REQUIRE(graph.ok());
+  return *graph;
+}
+
+LayerProfileData LayerData(std::string name, std::vector<BatchTime> batches) {
+  return LayerProfileData{std::move(name), "", std::move(batches)};
+}
+
+// Every layer of TinyGraph measured at batches 2, 4 and 8, time proportional to the batch.
+ProfileData TinyData() {
+  ProfileData data;
+  data.device = "cpu";
+  data.model = "tiny";
+  double scale = 1;
+  for (const char* name : {"conv", "relu", "pool", "flatten", "fc"}) {
+    data.layers.push_back(LayerData(
+        name, {{2, 0.2 * scale, 0.4 * scale}, {4, 0.4 * scale, 0.8 * scale},
+               {8, 0.8 * scale, 1.6 * scale}}));
+    scale += 1;
+  }
+  return data;
+}
+
+std::unique_ptr<TableProfile> MakeTable(const ProfileData& data, const Graph& graph,
+                                        ProfileOptions options = {}) {
+  auto table = TableProfile::Create(data, graph, options, "test");
+  REQUIRE(table.ok());
+  return std::move(table).value();
+}
+
+TEST_CASE("profile JSON round trips") {
+  ProfileData data = TinyData();
+  data.layers[0].op = "conv2d";
+  auto parsed = ParseProfileJson(ProfileToJson(data));
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == data);
+  json doc = json::parse(ProfileToJson(data));
+  CHECK(doc["format"] == "deepool.profile");
+  CHECK(doc["version"] == 1);
+  CHECK(doc["layers"][0]["batches"][1]["batch"] == 4);
+}
+
+TEST_CASE("profile JSON writer sorts each layer's batches") {
+  ProfileData data;
+  data.device = "cpu";
+  data.model = "m";
+  data.layers.push_back(LayerData("a", {{8, 3, 3}, {1, 1, 1}, {4, 2, 2}}));
+  json doc = json::parse(ProfileToJson(data));
+  CHECK(doc["layers"][0]["batches"][0]["batch"] == 1);
+  CHECK(doc["layers"][0]["batches"][2]["batch"] == 8);
+}
+
+TEST_CASE("profile JSON errors name the field") {
+  const json valid = json::parse(ProfileToJson(TinyData()));
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"format", [](json& d) { d["format"] = "deepool.graph"; }, "format"},
+      {"version", [](json& d) { d["version"] = 7; }, "version"},
+      {"device", [](json& d) { d.erase("device"); }, "device"},
+      {"model", [](json& d) { d["model"] = 1; }, "model"},
+      {"layers", [](json& d) { d["layers"] = "x"; }, "layers"},
+      {"name", [](json& d) { d["layers"][2].erase("name"); }, "layers[2].name"},
+      {"dup name", [](json& d) { d["layers"][1]["name"] = "conv"; }, "layers[1].name"},
+      {"batches", [](json& d) { d["layers"][0].erase("batches"); }, "layers[0].batches"},
+      {"empty batches", [](json& d) { d["layers"][0]["batches"] = json::array(); },
+       "layers[0].batches must not be empty"},
+      {"batch zero", [](json& d) { d["layers"][3]["batches"][0]["batch"] = 0; },
+       "layers[3].batches[0].batch"},
+      {"batch repeats", [](json& d) { d["layers"][1]["batches"][2]["batch"] = 2; },
+       "layers[1].batches[2].batch 2 repeats"},
+      {"negative time", [](json& d) { d["layers"][4]["batches"][1]["forward_ms"] = -1; },
+       "layers[4].batches[1].forward_ms"},
+      {"missing time", [](json& d) { d["layers"][4]["batches"][1].erase("backward_ms"); },
+       "layers[4].batches[1].backward_ms"},
+  };
+  for (const Case& c : cases) {
+    json doc = valid;
+    c.edit(doc);
+    auto parsed = ParseProfileJson(doc.dump());
+    INFO(c.what);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(parsed.status().message(), Catch::Contains(c.expected));
+  }
+  CHECK_FALSE(ParseProfileJson("{").ok());
+}
+
+TEST_CASE("table profile is exact at measured batches and linear between them") {
+  const Graph graph = TinyGraph();
+  auto table = MakeTable(TinyData(), graph);
+  const int fc = *graph.FindLayer("fc");
+  auto at4 = table->Time(graph, fc, 4);
+  REQUIRE(at4.ok());
+  CHECK(at4->forward_ms == Approx(2.0));
+  CHECK(at4->backward_ms == Approx(4.0));
+  auto at6 = table->Time(graph, fc, 6);
+  REQUIRE(at6.ok());
+  CHECK(at6->forward_ms == Approx(3.0));
+  auto at3 = table->Time(graph, fc, 3);
+  REQUIRE(at3.ok());
+  CHECK(at3->backward_ms == Approx(3.0));
+  CHECK(table->source() == "test");
+}
+
+TEST_CASE("non-monotone measurements become a monotone interpolant") {
+  // forward dips at batch 4 and 16; backward is monotone and must stay untouched.
+  BatchCurve curve({{1, 1.0, 1.0}, {2, 3.0, 2.0}, {4, 2.0, 3.0}, {8, 5.0, 4.0}, {16, 4.0, 8.0},
+                    {32, 9.0, 9.0}});
+  // Pool adjacent violators: (3, 2) -> 2.5, 2.5 and (5, 4) -> 4.5, 4.5.
+  const auto& points = curve.points();
+  REQUIRE(points.size() == 6);
+  CHECK(points[1].forward_ms == Approx(2.5));
+  CHECK(points[2].forward_ms == Approx(2.5));
+  CHECK(points[3].forward_ms == Approx(4.5));
+  CHECK(points[4].forward_ms == Approx(4.5));
+  CHECK(points[4].backward_ms == Approx(8.0));
+  LayerTime previous = curve.At(1);
+  for (int64_t batch = 2; batch <= 32; ++batch) {
+    LayerTime time = curve.At(batch);
+    INFO("batch " << batch);
+    CHECK(time.forward_ms >= previous.forward_ms);
+    CHECK(time.backward_ms >= previous.backward_ms);
+    previous = time;
+  }
+}
+
+TEST_CASE("isotonic fit pools a long decreasing run into its mean") {
+  BatchCurve curve({{1, 4.0, 0}, {2, 3.0, 0}, {3, 2.0, 0}, {4, 1.0, 0}});
+  for (const BatchTime& point : curve.points()) CHECK(point.forward_ms == Approx(2.5));
+}
+
+TEST_CASE("batches outside the measured range are refused unless extrapolation is asked for") {
+  const Graph graph = TinyGraph();
+  const int relu = *graph.FindLayer("relu");
+  auto table = MakeTable(TinyData(), graph);
+  auto above = table->Time(graph, relu, 9);
+  REQUIRE_FALSE(above.ok());
+  CHECK(above.status().code() == StatusCode::kOutOfRange);
+  CHECK_THAT(above.status().message(), Catch::Contains("relu"));
+  CHECK_THAT(above.status().message(), Catch::Contains("[2, 8]"));
+  auto below = table->Time(graph, relu, 1);
+  REQUIRE_FALSE(below.ok());
+  CHECK(below.status().code() == StatusCode::kOutOfRange);
+  CHECK(table->Time(graph, relu, 8).ok());
+  CHECK(table->Time(graph, relu, 2).ok());
+
+  ProfileOptions options;
+  options.allow_extrapolation = true;
+  auto extrapolating = MakeTable(TinyData(), graph, options);
+  // relu: 0.4, 0.8, 1.6 ms forward at 2, 4, 8: slope 0.2 per sample from the last two points.
+  auto at16 = extrapolating->Time(graph, relu, 16);
+  REQUIRE(at16.ok());
+  CHECK(at16->forward_ms == Approx(3.2));
+  auto at1 = extrapolating->Time(graph, relu, 1);
+  REQUIRE(at1.ok());
+  CHECK(at1->forward_ms == Approx(0.2));
+}
+
+TEST_CASE("extrapolation never goes below zero") {
+  // Steep first segment: a straight line through (10, 1) and (11, 10) is negative at batch 1.
+  BatchCurve curve({{10, 1.0, 1.0}, {11, 10.0, 10.0}});
+  LayerTime time = curve.At(1);
+  CHECK(time.forward_ms == 0.0);
+  CHECK(time.backward_ms == 0.0);
+  CHECK(curve.At(12).forward_ms == Approx(19.0));
+}
+
+TEST_CASE("a single measured batch scales proportionally") {
+  BatchCurve curve({{4, 2.0, 4.0}});
+  CHECK(curve.At(4).forward_ms == Approx(2.0));
+  CHECK(curve.At(8).backward_ms == Approx(8.0));
+  CHECK(curve.At(1).forward_ms == Approx(0.5));
+}
+
+TEST_CASE("missing layers are NOT_FOUND and every one is named") {
+  const Graph graph = TinyGraph();
+  ProfileData data = TinyData();
+  data.layers.erase(data.layers.begin() + 3);  // flatten
+  data.layers.erase(data.layers.begin() + 1);  // relu
+  auto table = TableProfile::Create(data, graph, {}, "test");
+  REQUIRE_FALSE(table.ok());
+  CHECK(table.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(table.status().message(), Catch::Contains("2 of 5 layers"));
+  CHECK_THAT(table.status().message(), Catch::Contains("relu, flatten"));
+}
+
+TEST_CASE("a fallback profile times exactly the missing layers and is recorded") {
+  const Graph graph = TinyGraph();
+  ProfileData data = TinyData();
+  data.layers.erase(data.layers.begin() + 1);  // relu
+  auto fallback = MakeAnalyticalProfile(*DevicePreset("cpu"));
+  ProfileOptions options;
+  options.fallback = fallback.get();
+  auto table = MakeTable(data, graph, options);
+  CHECK(table->fallback_layers() == std::vector<std::string>{"relu"});
+  CHECK_THAT(table->source(), Catch::Contains("analytical:cpu"));
+
+  const int relu = *graph.FindLayer("relu");
+  auto from_table = table->Time(graph, relu, 3);
+  auto from_fallback = fallback->Time(graph, relu, 3);
+  REQUIRE(from_table.ok());
+  REQUIRE(from_fallback.ok());
+  CHECK(from_table->forward_ms == from_fallback->forward_ms);
+  CHECK(from_table->backward_ms == from_fallback->backward_ms);
+  // Measured layers still come from the table, and still refuse to extrapolate.
+  CHECK(table->Time(graph, *graph.FindLayer("conv"), 4)->forward_ms == Approx(0.4));
+  CHECK(table->Time(graph, *graph.FindLayer("conv"), 16).status().code() ==
+        StatusCode::kOutOfRange);
+}
+
+TEST_CASE("bad layer ids and batches are errors") {
+  const Graph graph = TinyGraph();
+  auto table = MakeTable(TinyData(), graph);
+  CHECK(table->Time(graph, 99, 4).status().code() == StatusCode::kInvalidArgument);
+  CHECK(table->Time(graph, -1, 4).status().code() == StatusCode::kInvalidArgument);
+  auto zero = table->Time(graph, 0, 0);
+  CHECK(zero.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(zero.status().message(), Catch::Contains("conv"));
+}
+
+TEST_CASE("ParseProfile reads profile JSON") {
+  const Graph graph = TinyGraph();
+  auto profile = ParseProfile("\n  " + ProfileToJson(TinyData()), graph, {});
+  REQUIRE(profile.ok());
+  CHECK((*profile)->source() == "profile:cpu/tiny");
+  auto time = (*profile)->Time(graph, *graph.FindLayer("pool"), 4);
+  REQUIRE(time.ok());
+  CHECK(time->forward_ms == Approx(1.2));
+
+  auto bad = ParseProfile("{\"format\": \"deepool.profile\"}", graph, {});
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace deepool::planner
