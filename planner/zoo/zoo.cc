@@ -106,9 +106,13 @@ StatusOr<Graph> BuildModel(std::string_view name, const ModelOptions& options) {
   const int64_t image_size =
       options.image_size == 0 ? entry->default_image_size : options.image_size;
   if (image_size < entry->min_image_size(options)) {
-    return InvalidArgumentError(std::string(name) + ": image_size " + std::to_string(image_size) +
-                                " is too small; the smallest this model takes is " +
-                                std::to_string(entry->min_image_size(options)));
+    std::string message = std::string(name) + ": image_size " + std::to_string(image_size) +
+                          " is too small; the smallest this model takes is " +
+                          std::to_string(entry->min_image_size(options));
+    if (name == "inception_v3" && options.aux_logits) {
+      message += " with the auxiliary classifier (75 without it)";
+    }
+    return InvalidArgumentError(std::move(message));
   }
   StatusOr<Graph> graph = entry->build(image_size, options);
   if (!graph.ok()) {
