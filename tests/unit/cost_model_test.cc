@@ -1,0 +1,174 @@
+// Cost model: re-split bytes against a per-sample reference, all-reduce formula, compute at the
+// largest share, and plan totals.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/graph.h"
+
+namespace deepool::planner {
+namespace {
+
+// forward = fixed + per_sample x batch, backward = 2 x forward.
+class FakeProfile : public Profile {
+ public:
+  std::string source() const override { return "fake"; }
+  StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override {
+    const double forward = 0.5 + 0.25 * static_cast<double>(batch) * (layer_id + 1);
+    (void)graph;
+    return LayerTime{forward, 2 * forward};
+  }
+};
+
+Cluster TwoNodeCluster(int per_node, double intra_gbps, double inter_gbps, double intra_us = 0,
+                       double inter_us = 0) {
+  Cluster cluster;
+  cluster.nodes = 2;
+  cluster.devices_per_node = per_node;
+  cluster.intra_node = Link{intra_gbps, intra_us};
+  cluster.inter_node = Link{inter_gbps, inter_us};
+  return cluster;
+}
+
+// The re-split time computed sample by sample: owners under both counts, one message per
+// (sender, receiver) pair, each device's max(send, receive), the busiest device.
+double ReferenceResplitMs(const Cluster& cluster, int64_t batch, int from, int to,
+                          int64_t bytes_per_sample) {
+  auto owner = [batch](int devices, int64_t sample) {
+    const std::vector<int64_t> shares = NearEqualShares(batch, devices);
+    int64_t end = 0;
+    for (int d = 0; d < devices; ++d) {
+      end += shares[static_cast<size_t>(d)];
+      if (sample < end) return d;
+    }
+    return -1;
+  };
+  std::map<std::pair<int, int>, int64_t> samples;
+  for (int64_t s = 0; s < batch; ++s) {
+    const int a = owner(from, s), b = owner(to, s);
+    if (a != b) ++samples[{a, b}];
+  }
+  std::map<int, double> send, receive;
+  for (const auto& [pair, count] : samples) {
+    const Link& link = cluster.LinkBetween(pair.first, pair.second);
+    const double ms = static_cast<double>(count * bytes_per_sample) / (link.bandwidth_gbps * 1e6) +
+                      link.latency_us / 1000;
+    send[pair.first] += ms;
+    receive[pair.second] += ms;
+  }
+  double worst = 0;
+  for (const auto& [device, ms] : send) worst = std::max(worst, ms);
+  for (const auto& [device, ms] : receive) worst = std::max(worst, ms);
+  return worst;
+}
+
+TEST_CASE("largest share is ceil(B / g)", "[cost]") {
+  CHECK(LargestShare(32, 8) == 4);
+  CHECK(LargestShare(10, 3) == 4);
+  CHECK(LargestShare(7, 7) == 1);
+  CHECK(LargestShare(5, 1) == 5);
+}
+
+TEST_CASE("re-split of a hand-worked example", "[cost]") {
+  // B = 4 from one device to two on a 1 GB/s link: device 0 sends samples 2 and 3 to device 1.
+  const Cluster cluster = TwoNodeCluster(8, 1.0, 0.1, 10, 100);
+  const ResplitCost one_to_two = ResplitCost::Compute(cluster, 4, 1, 2);
+  CHECK(one_to_two.Ms(1'000'000) == Approx(2.0 + 0.01));
+  CHECK(ResplitCost::Compute(cluster, 4, 2, 1).Ms(1'000'000) == Approx(2.01));
+  CHECK(ResplitCost::Compute(cluster, 4, 2, 2).free());
+  CHECK(ResplitCost::Compute(cluster, 4, 2, 2).Ms(1'000'000) == 0);
+  // Uneven: B = 5, shares {3, 2} -> {2, 2, 1}: every device moves at most one sample.
+  CHECK(ResplitCost::Compute(cluster, 5, 2, 3).Ms(1'000'000) == Approx(1.0 + 0.01));
+  // One device per node: the same move crosses the slow inter-node link.
+  const Cluster spread = TwoNodeCluster(1, 1.0, 0.1, 10, 100);
+  CHECK(ResplitCost::Compute(spread, 4, 1, 2).Ms(1'000'000) == Approx(20.0 + 0.1));
+}
+
+TEST_CASE("re-split matches a sample-by-sample reference", "[cost]") {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t batch = std::uniform_int_distribution<int64_t>(1, 70)(rng);
+    const int most = static_cast<int>(std::min<int64_t>(batch, 24));
+    const int from = std::uniform_int_distribution<int>(1, most)(rng);
+    const int to = std::uniform_int_distribution<int>(1, most)(rng);
+    const Cluster cluster =
+        TwoNodeCluster(std::uniform_int_distribution<int>(1, 8)(rng),
+                       std::uniform_real_distribution<double>(1, 300)(rng),
+                       std::uniform_real_distribution<double>(0.5, 50)(rng),
+                       std::uniform_real_distribution<double>(0, 10)(rng),
+                       std::uniform_real_distribution<double>(0, 40)(rng));
+    const ResplitCost cost = ResplitCost::Compute(cluster, batch, from, to);
+    for (int64_t bytes : {int64_t{0}, int64_t{4}, int64_t{4096}, int64_t{3'000'000}}) {
+      INFO("B " << batch << " " << from << " -> " << to << " bytes " << bytes);
+      CHECK(cost.Ms(bytes) ==
+            Approx(ReferenceResplitMs(cluster, batch, from, to, bytes)).epsilon(1e-9).margin(1e-12));
+    }
+  }
+}
+
+TEST_CASE("ring all-reduce formula and the slowest link", "[cost]") {
+  const Cluster cluster = TwoNodeCluster(4, 100, 10, 2, 20);
+  CHECK(AllReduceMs(cluster, 400'000'000, 1) == 0);
+  // g = 4 inside one node: 2 * 3/4 * 4e8 B / 100 GB/s = 6 ms, plus 6 * 2 us.
+  CHECK(AllReduceMs(cluster, 400'000'000, 4) == Approx(6.0 + 0.012));
+  // g = 8 spans both nodes: the inter-node link bounds the ring.
+  CHECK(AllReduceMs(cluster, 400'000'000, 8) == Approx(2.0 * 7 / 8 * 40.0 + 14 * 0.020));
+  CHECK(AllReduceMs(cluster, 0, 8) == 0);
+}
+
+TEST_CASE("layer costs and plan totals", "[cost]") {
+  // fc1 -> fc2 on 2 and 3 devices of a batch of 10.
+  Layer fc1;
+  fc1.name = "fc1";
+  fc1.op = Op::kLinear;
+  fc1.inputs = {"input"};
+  fc1.attrs.out_features = 250;  // 1000 bytes per sample
+  Layer fc2 = fc1;
+  fc2.name = "fc2";
+  fc2.inputs = {"fc1"};
+  fc2.attrs.out_features = 10;
+  auto graph = Graph::Create("two", {100}, {fc1, fc2});
+  REQUIRE(graph.ok());
+  const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0);
+  FakeProfile profile;
+  CostModel model(*graph, profile, cluster, 10);
+
+  // Compute runs at the largest share: ceil(10 / 3) = 4 samples.
+  const LayerTime fc2_time = model.Compute(1, 3).value();
+  CHECK(fc2_time.forward_ms == Approx(0.5 + 0.25 * 4 * 2));
+  CHECK(fc2_time.backward_ms == Approx(2 * fc2_time.forward_ms));
+  CHECK_FALSE(model.Compute(1, 11).ok());
+
+  const std::vector<int> counts{2, 3};
+  const LayerCost cost = model.CostOf(1, counts).value();
+  const double resplit = 2 * ResplitCost::Compute(cluster, 10, 2, 3).Ms(1000);
+  CHECK(resplit > 0);
+  const double sync = AllReduceMs(cluster, graph->layer(1).params * 4, 3);
+  CHECK(cost.comm_ms == Approx(resplit + sync));
+
+  const double single = model.SingleDeviceMs().value();
+  CHECK(single == Approx(3 * (0.5 + 0.25 * 10) + 3 * (0.5 + 0.25 * 10 * 2)));
+
+  auto plan = model.Evaluate(counts, 4);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->Validate().ok());
+  CHECK(plan->layers[0].devices == std::vector<int>{0, 1});
+  CHECK(plan->layers[1].samples == std::vector<int64_t>{4, 3, 3});
+  const double fc1_ms = plan->layers[0].forward_ms + plan->layers[0].backward_ms +
+                        plan->layers[0].comm_ms;
+  const double fc2_ms = cost.total_ms();
+  CHECK(plan->totals.iteration_ms == Approx(fc1_ms + fc2_ms));
+  CHECK(plan->totals.gpu_seconds == Approx((2 * fc1_ms + 3 * fc2_ms) / 1000));
+  CHECK(plan->totals.amplification == Approx((2 * fc1_ms + 3 * fc2_ms) / single));
+  CHECK(plan->totals.devices_used == 3);
+  CHECK(plan->single_device_ms == Approx(single));
+  CHECK_FALSE(model.Evaluate({2, 5}, 4).ok());  // more devices than the plan has
+  CHECK_FALSE(model.Evaluate({2}, 4).ok());
+}
+
+}  // namespace
+}  // namespace deepool::planner

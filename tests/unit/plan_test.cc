@@ -1,0 +1,174 @@
+// Plan format: shares, sample ranges, validation, JSON round trip and field-naming errors.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/plan.h"
+
+namespace deepool::planner {
+namespace {
+
+Plan TwoLayerPlan() {
+  Plan plan;
+  plan.model = "toy";
+  plan.global_batch = 10;
+  plan.num_devices = 4;
+  plan.amplification_limit = 2.0;
+  plan.profile_source = "analytical:a100";
+  plan.single_device_ms = 12.5;
+  LayerPlacement wide;
+  wide.layer = "conv";
+  wide.devices = {0, 1, 2};
+  wide.samples = {4, 3, 3};
+  wide.forward_ms = 1.25;
+  wide.backward_ms = 2.5;
+  wide.comm_ms = 0.125;
+  LayerPlacement narrow;
+  narrow.layer = "fc";
+  narrow.devices = {0};
+  narrow.samples = {10};
+  narrow.forward_ms = 3;
+  narrow.backward_ms = 6;
+  narrow.comm_ms = 0.5;
+  plan.layers = {wide, narrow};
+  plan.totals = PlanTotals{13.375, 0.0211, 1.688, 3};
+  plan.data_parallel = PlanTotals{20.0, 0.08, 6.4, 4};
+  return plan;
+}
+
+std::string ErrorOf(const nlohmann::json& doc) {
+  auto plan = ParsePlanJson(doc.dump());
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().code() == StatusCode::kInvalidArgument);
+  return plan.status().message();
+}
+
+TEST_CASE("near-equal shares give the first B % g devices one more", "[plan]") {
+  CHECK(NearEqualShares(10, 3) == std::vector<int64_t>{4, 3, 3});
+  CHECK(NearEqualShares(8, 4) == std::vector<int64_t>{2, 2, 2, 2});
+  CHECK(NearEqualShares(5, 1) == std::vector<int64_t>{5});
+  CHECK(NearEqualShares(3, 4).empty());
+  CHECK(NearEqualShares(3, 0).empty());
+}
+
+TEST_CASE("sample ranges follow the devices' order", "[plan]") {
+  const Plan plan = TwoLayerPlan();
+  const LayerPlacement& conv = *plan.Find("conv");
+  CHECK(conv.SampleRange(0) == std::pair<int64_t, int64_t>{0, 4});
+  CHECK(conv.SampleRange(1) == std::pair<int64_t, int64_t>{4, 7});
+  CHECK(conv.SampleRange(2) == std::pair<int64_t, int64_t>{7, 10});
+  CHECK(conv.SampleRange(3) == std::pair<int64_t, int64_t>{0, 0});
+  CHECK(conv.Runs(2));
+  CHECK_FALSE(conv.Runs(3));
+  CHECK(plan.Find("missing") == nullptr);
+}
+
+TEST_CASE("plan JSON round trip keeps every field", "[plan]") {
+  const Plan plan = TwoLayerPlan();
+  REQUIRE(plan.Validate().ok());
+  const std::string text = PlanToJson(plan);
+  auto doc = nlohmann::json::parse(text);
+  CHECK(doc["format"] == "deepool.plan");
+  CHECK(doc["version"] == kPlanFormatVersion);
+  auto parsed = ParsePlanJson(text);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->model == plan.model);
+  CHECK(parsed->global_batch == 10);
+  CHECK(parsed->num_devices == 4);
+  CHECK(parsed->amplification_limit == 2.0);
+  CHECK(parsed->profile_source == plan.profile_source);
+  CHECK(parsed->single_device_ms == 12.5);
+  REQUIRE(parsed->layers.size() == 2);
+  CHECK(parsed->layers[0].devices == plan.layers[0].devices);
+  CHECK(parsed->layers[0].samples == plan.layers[0].samples);
+  CHECK(parsed->layers[0].forward_ms == 1.25);
+  CHECK(parsed->layers[0].backward_ms == 2.5);
+  CHECK(parsed->layers[0].comm_ms == 0.125);
+  CHECK(parsed->layers[1].layer == "fc");
+  CHECK(parsed->totals.iteration_ms == plan.totals.iteration_ms);
+  CHECK(parsed->totals.gpu_seconds == plan.totals.gpu_seconds);
+  CHECK(parsed->totals.amplification == plan.totals.amplification);
+  CHECK(parsed->totals.devices_used == 3);
+  CHECK(parsed->data_parallel.iteration_ms == 20.0);
+  CHECK(parsed->data_parallel.devices_used == 4);
+  CHECK(PlanToJson(*parsed) == text);
+}
+
+TEST_CASE("plan parsing names the offending field", "[plan]") {
+  const nlohmann::json good = nlohmann::json::parse(PlanToJson(TwoLayerPlan()));
+  CHECK_THAT(ParsePlanJson("{not json").status().message(), Catch::Contains("not valid JSON"));
+  auto doc = good;
+  doc["format"] = "deepool.graph";
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("format"));
+  doc = good;
+  doc["version"] = 2;
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("version 2"));
+  doc = good;
+  doc.erase("global_batch");
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("global_batch is missing"));
+  doc = good;
+  doc["layers"][1]["samples"] = {9};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("layers[1] (fc): samples sum to 9"));
+  doc = good;
+  doc["layers"][0]["devices"] = {0, 1, 7};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("layers[0].devices: rank 7"));
+  doc = good;
+  doc["layers"][0]["devices"] = {0, 2, 1};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("ascending"));
+  doc = good;
+  doc["layers"][0]["samples"] = {5, 5};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("differ in length"));
+  doc = good;
+  doc["layers"][0]["samples"] = {"4", 3, 3};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("layers[0].samples[0] must be an integer"));
+  doc = good;
+  doc["layers"][1]["layer"] = "conv";
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("appears twice"));
+  doc = good;
+  doc["amplification_limit"] = 0.5;
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("amplification_limit"));
+  doc = good;
+  doc["totals"]["devices_used"] = 9;
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("totals.devices_used"));
+  doc = good;
+  doc["layers"][0]["samples"] = {10, 0, 0};
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("at least one sample"));
+}
+
+TEST_CASE("data-parallel layout and matching a plan to its graph", "[plan]") {
+  Layer conv;
+  conv.name = "conv";
+  conv.op = Op::kConv2d;
+  conv.inputs = {"input"};
+  conv.attrs.out_channels = 4;
+  Layer relu;
+  relu.name = "relu";
+  relu.op = Op::kRelu;
+  relu.inputs = {"conv"};
+  auto graph = Graph::Create("tiny", {3, 4, 4}, {conv, relu});
+  REQUIRE(graph.ok());
+
+  const Plan layout = DataParallelLayout(*graph, 6, 8);
+  REQUIRE(CheckPlanMatchesGraph(layout, *graph).ok());
+  CHECK(layout.num_devices == 8);
+  for (const LayerPlacement& placement : layout.layers) {
+    CHECK(placement.devices == std::vector<int>{0, 1, 2, 3, 4, 5});  // min(G, B) = 6
+    CHECK(placement.samples == std::vector<int64_t>(6, 1));
+  }
+  const Plan four = DataParallelLayout(*graph, 10, 4);
+  CHECK(four.layers[1].samples == std::vector<int64_t>{3, 3, 2, 2});
+
+  Plan renamed = layout;
+  renamed.layers[1].layer = "act";
+  CHECK_THAT(CheckPlanMatchesGraph(renamed, *graph).message(), Catch::Contains("'act'"));
+  Plan shorter = layout;
+  shorter.layers.pop_back();
+  CHECK_FALSE(CheckPlanMatchesGraph(shorter, *graph).ok());
+}
+
+}  // namespace
+}  // namespace deepool::planner

@@ -1,0 +1,475 @@
+// Burst-parallel search: exactness against brute force on small random chains and
+// series-parallel graphs, monotonicity properties, the data-parallel baseline and errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/graph.h"
+#include "planner/search.h"
+
+namespace deepool::planner {
+namespace {
+
+// time(layer, b) = fixed + per_sample x b for both passes (backward twice forward), so some
+// layers scale well and others barely.
+class FakeProfile : public Profile {
+ public:
+  struct Curve {
+    double fixed_ms = 0.1;
+    double per_sample_ms = 0.1;
+  };
+  std::string source() const override { return "fake"; }
+  StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override {
+    const std::string& name = graph.layer(layer_id).name;
+    if (missing == name) return NotFoundError("no profile for layer '" + name + "'");
+    auto it = curves.find(name);
+    const Curve curve = it == curves.end() ? Curve{} : it->second;
+    const double forward = curve.fixed_ms + curve.per_sample_ms * static_cast<double>(batch);
+    return LayerTime{forward, 2 * forward};
+  }
+  std::map<std::string, Curve> curves;
+  std::string missing;
+};
+
+Layer Linear(const std::string& name, const std::string& input, int64_t out) {
+  Layer layer;
+  layer.name = name;
+  layer.op = Op::kLinear;
+  layer.inputs = {input};
+  layer.attrs.out_features = out;
+  return layer;
+}
+
+Layer Join(const std::string& name, Op op, std::vector<std::string> inputs) {
+  Layer layer;
+  layer.name = name;
+  layer.op = op;
+  layer.inputs = std::move(inputs);
+  return layer;
+}
+
+// Random series-parallel graphs of linear layers: chains, branch-and-concat, residual adds.
+class GraphGenerator {
+ public:
+  explicit GraphGenerator(uint32_t seed) : rng_(seed) {}
+
+  Graph Chain(int length) {
+    layers_.clear();
+    std::string last = "input";
+    int64_t width = kInputWidth;
+    for (int i = 0; i < length; ++i) last = AddLinear(last, &width);
+    return Build("chain");
+  }
+
+  // Up to about `budget` layers with nested blocks.
+  Graph SeriesParallel(int budget, bool two_outputs = false) {
+    layers_.clear();
+    int64_t width = kInputWidth;
+    std::string last = AddLinear("input", &width);
+    --budget;
+    std::string aux_from;
+    while (budget > 0) {
+      last = Block(last, &width, &budget);
+      if (aux_from.empty()) aux_from = last;
+    }
+    std::vector<GraphOutput> outputs;
+    if (two_outputs) {
+      int64_t aux_width = width;
+      const std::string aux = AddLinear(aux_from, &aux_width);
+      outputs = {GraphOutput{last, 1.0}, GraphOutput{aux, 0.4}};
+    }
+    return Build("sp", outputs);
+  }
+
+  FakeProfile RandomProfile(const Graph& graph) {
+    FakeProfile profile;
+    std::uniform_real_distribution<double> fixed(0.01, 1.0), per_sample(0.001, 0.5);
+    for (const Layer& layer : graph.layers()) {
+      profile.curves[layer.name] = FakeProfile::Curve{fixed(rng_), per_sample(rng_)};
+    }
+    return profile;
+  }
+
+  Cluster RandomCluster() {
+    Cluster cluster;
+    cluster.devices_per_node = std::uniform_int_distribution<int>(1, 4)(rng_);
+    cluster.intra_node = Link{std::uniform_real_distribution<double>(0.001, 0.01)(rng_), 5};
+    cluster.inter_node = Link{std::uniform_real_distribution<double>(0.0002, 0.002)(rng_), 20};
+    return cluster;
+  }
+
+  std::mt19937& rng() { return rng_; }
+
+ private:
+  static constexpr int64_t kInputWidth = 8;
+
+  std::string AddLinear(const std::string& input, int64_t* width) {
+    const std::string name = "l" + std::to_string(layers_.size());
+    *width = std::uniform_int_distribution<int64_t>(2, 16)(rng_);
+    layers_.push_back(Linear(name, input, *width));
+    return name;
+  }
+
+  std::string Block(const std::string& input, int64_t* width, int* budget) {
+    const int kind = std::uniform_int_distribution<int>(0, 2)(rng_);
+    if (kind == 0 || *budget < 3) {  // one more layer in series
+      --*budget;
+      return AddLinear(input, width);
+    }
+    if (kind == 1) {  // branch-and-concat over 2 or 3 branches of 1-2 layers
+      const int branches = std::uniform_int_distribution<int>(2, 3)(rng_);
+      std::vector<std::string> ends;
+      int64_t total = 0;
+      for (int b = 0; b < branches && *budget > 1; ++b) {
+        int64_t w = *width;
+        std::string end = input;
+        const int length = std::uniform_int_distribution<int>(1, 2)(rng_);
+        for (int i = 0; i < length && *budget > 1; ++i, --*budget) end = AddLinear(end, &w);
+        ends.push_back(end);
+        total += w;
+      }
+      if (ends.size() < 2) return ends.empty() ? input : ends[0];
+      const std::string name = "cat" + std::to_string(layers_.size());
+      layers_.push_back(Join(name, Op::kConcat, ends));
+      --*budget;
+      *width = total;
+      return name;
+    }
+    // Residual: input -> linear(s) -> add(input, ...).
+    const int64_t keep = *width;
+    std::string end = input;
+    const int length = std::uniform_int_distribution<int>(1, 2)(rng_);
+    for (int i = 0; i < length && *budget > 1; ++i, --*budget) {
+      int64_t w = 0;
+      end = AddLinear(end, &w);
+    }
+    // Bring the branch back to the input's width.
+    layers_.push_back(Linear("fit" + std::to_string(layers_.size()), end, keep));
+    end = layers_.back().name;
+    --*budget;
+    const std::string name = "add" + std::to_string(layers_.size());
+    layers_.push_back(Join(name, Op::kAdd, {input, end}));
+    --*budget;
+    *width = keep;
+    return name;
+  }
+
+  Graph Build(const std::string& name, std::vector<GraphOutput> outputs = {}) {
+    auto graph = Graph::Create(name, {kInputWidth}, layers_, std::move(outputs));
+    REQUIRE(graph.ok());
+    return std::move(graph).value();
+  }
+
+  std::mt19937 rng_;
+  std::vector<Layer> layers_;
+};
+
+struct Best {
+  double iteration_ms = std::numeric_limits<double>::infinity();
+  double gpu_ms = 0;
+};
+
+// Every assignment of candidate counts to layers, costed from the cost model's parts (compute,
+// gradient all-reduce and re-splits, tabulated once so the enumeration stays fast).
+Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                const PlanOptions& options) {
+  CostModel model(graph, profile, cluster, options.global_batch);
+  const std::vector<int> candidates =
+      CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
+  const size_t k = candidates.size();
+  const double single = model.SingleDeviceMs().value();
+  const double budget = options.amplification_limit > 0
+                            ? options.amplification_limit * single * (1 + 1e-9)
+                            : std::numeric_limits<double>::infinity();
+  const int n = graph.num_layers();
+  std::vector<std::vector<double>> own(static_cast<size_t>(n));      // [layer][k]
+  std::vector<std::vector<double>> resplit(static_cast<size_t>(n));  // [producer][k_from * k + k_to]
+  for (int id = 0; id < n; ++id) {
+    for (size_t a = 0; a < k; ++a) {
+      own[static_cast<size_t>(id)].push_back(model.Compute(id, candidates[a]).value().total_ms() +
+                                             model.GradientSyncMs(id, candidates[a]));
+      for (size_t b = 0; b < k; ++b) {
+        resplit[static_cast<size_t>(id)].push_back(
+            model.ResplitMs(id, candidates[a], candidates[b]));
+      }
+    }
+  }
+  std::vector<size_t> choice(static_cast<size_t>(n), 0);
+  Best best;
+  std::function<void(int)> visit = [&](int layer) {
+    if (layer == n) {
+      double time = 0, gpu = 0;
+      for (int id = 0; id < n; ++id) {
+        const size_t c = choice[static_cast<size_t>(id)];
+        double ms = own[static_cast<size_t>(id)][c];
+        for (int input : graph.layer(id).input_ids) {
+          if (input == kGraphInputId) continue;
+          ms += resplit[static_cast<size_t>(input)][choice[static_cast<size_t>(input)] * k + c];
+        }
+        time += ms;
+        gpu += ms * candidates[c];
+      }
+      if (gpu <= budget && time < best.iteration_ms) best = Best{time, gpu};
+      return;
+    }
+    for (size_t c = 0; c < k; ++c) {
+      choice[static_cast<size_t>(layer)] = c;
+      visit(layer + 1);
+    }
+  };
+  visit(0);
+  return best;
+}
+
+PlanOptions Exact(int64_t batch, int devices, double limit) {
+  PlanOptions options;
+  options.global_batch = batch;
+  options.devices = devices;
+  options.amplification_limit = limit;
+  options.exhaustive_counts = true;
+  options.fuse_elementwise = false;
+  options.pareto_tolerance = 0;
+  return options;
+}
+
+void CheckPlanShape(const Plan& plan, const Graph& graph, const PlanOptions& options) {
+  REQUIRE(CheckPlanMatchesGraph(plan, graph).ok());
+  CHECK(plan.totals.devices_used <= options.devices);
+  for (const LayerPlacement& placement : plan.layers) {
+    CHECK(static_cast<int>(placement.devices.size()) <= options.devices);
+  }
+  if (options.amplification_limit > 0) {
+    CHECK(plan.totals.amplification <= options.amplification_limit * (1 + 1e-9));
+  }
+}
+
+TEST_CASE("candidate counts: powers of two, divisors of B and min(G, B)", "[search]") {
+  CHECK(CandidateDeviceCounts(32, 8, false) == std::vector<int>{1, 2, 4, 8});
+  CHECK(CandidateDeviceCounts(12, 6, false) == std::vector<int>{1, 2, 3, 4, 6});
+  CHECK(CandidateDeviceCounts(10, 64, false) == std::vector<int>{1, 2, 4, 5, 8, 10});
+  CHECK(CandidateDeviceCounts(12, 7, false) == std::vector<int>{1, 2, 3, 4, 6, 7});
+  CHECK(CandidateDeviceCounts(5, 3, true) == std::vector<int>{1, 2, 3});
+  CHECK(CandidateDeviceCounts(1, 8, false) == std::vector<int>{1});
+}
+
+TEST_CASE("search equals brute force on random chains", "[search]") {
+  for (uint32_t seed = 1; seed <= 25; ++seed) {
+    GraphGenerator generator(seed);
+    const Graph graph = generator.Chain(1 + static_cast<int>(seed % 6));
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    for (double limit : {0.0, 1.0, 1.3, 2.0, 3.5}) {
+      const PlanOptions options = Exact(8 + seed % 5, 4, limit);
+      INFO("seed " << seed << " limit " << limit);
+      auto plan = PlanBurstParallel(graph, profile, cluster, options);
+      REQUIRE(plan.ok());
+      CheckPlanShape(*plan, graph, options);
+      const Best best = BruteForce(graph, profile, cluster, options);
+      CHECK(plan->totals.iteration_ms == Approx(best.iteration_ms).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("search equals brute force on random series-parallel graphs", "[search]") {
+  for (uint32_t seed = 100; seed < 130; ++seed) {
+    GraphGenerator generator(seed);
+    const bool two_outputs = seed % 3 == 0;
+    const Graph graph = generator.SeriesParallel(7, two_outputs);
+    REQUIRE(graph.num_layers() <= 9);
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    for (double limit : {0.0, 1.2, 2.0}) {
+      // Exhaustive 1..3 devices, and the default candidate set {1, 2, 3, 4, 6} for B = 12.
+      for (PlanOptions options : {Exact(10, 3, limit), Exact(12, 6, limit)}) {
+        options.exhaustive_counts = options.devices == 3;
+        INFO("seed " << seed << " limit " << limit << " G " << options.devices);
+        auto plan = PlanBurstParallel(graph, profile, cluster, options);
+        REQUIRE(plan.ok());
+        CheckPlanShape(*plan, graph, options);
+        const Best best = BruteForce(graph, profile, cluster, options);
+        CHECK(plan->totals.iteration_ms == Approx(best.iteration_ms).epsilon(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("more devices or a looser limit never make the plan slower", "[search]") {
+  for (uint32_t seed = 200; seed < 210; ++seed) {
+    GraphGenerator generator(seed);
+    const Graph graph = generator.SeriesParallel(8);
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    INFO("seed " << seed);
+    for (double limit : {0.0, 1.5}) {
+      double previous = std::numeric_limits<double>::infinity();
+      for (int devices = 1; devices <= 6; ++devices) {
+        auto plan = PlanBurstParallel(graph, profile, cluster, Exact(12, devices, limit));
+        REQUIRE(plan.ok());
+        CHECK(plan->totals.iteration_ms <= previous * (1 + 1e-12));
+        previous = plan->totals.iteration_ms;
+      }
+    }
+    double previous = std::numeric_limits<double>::infinity();
+    for (double limit : {1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 0.0 /* none */}) {
+      auto plan = PlanBurstParallel(graph, profile, cluster, Exact(16, 8, limit));
+      REQUIRE(plan.ok());
+      CHECK(plan->totals.iteration_ms <= previous * (1 + 1e-12));
+      previous = plan->totals.iteration_ms;
+    }
+  }
+}
+
+TEST_CASE("without a limit the plan is never slower than data parallelism", "[search]") {
+  for (uint32_t seed = 300; seed < 320; ++seed) {
+    GraphGenerator generator(seed);
+    const Graph graph = generator.SeriesParallel(12, seed % 2 == 0);
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    PlanOptions options;
+    options.global_batch = 64;
+    options.devices = 16;
+    auto plan = PlanBurstParallel(graph, profile, cluster, options);
+    REQUIRE(plan.ok());
+    auto data_parallel = PlanDataParallel(graph, profile, cluster, options);
+    REQUIRE(data_parallel.ok());
+    INFO("seed " << seed);
+    CHECK(plan->totals.iteration_ms <= data_parallel->totals.iteration_ms * (1 + 1e-12));
+    // The baseline beside the plan is the data-parallel plan's totals.
+    CHECK(plan->data_parallel.iteration_ms == Approx(data_parallel->totals.iteration_ms));
+    CHECK(plan->data_parallel.gpu_seconds == Approx(data_parallel->totals.gpu_seconds));
+    CHECK(plan->data_parallel.devices_used == 16);
+    for (const LayerPlacement& placement : data_parallel->layers) {
+      CHECK(placement.devices.size() == 16);
+    }
+  }
+}
+
+TEST_CASE("the default frontier bounding stays within its documented tolerance", "[search]") {
+  for (uint32_t seed = 400; seed < 410; ++seed) {
+    GraphGenerator generator(seed);
+    const Graph graph = generator.SeriesParallel(40);
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    PlanOptions bounded;
+    bounded.global_batch = 64;
+    bounded.devices = 32;
+    bounded.amplification_limit = 1.5;
+    bounded.pareto_tolerance = 0.02;
+    PlanOptions exact = bounded;
+    exact.pareto_tolerance = 0;
+    PlanOptions tighter = exact;
+    tighter.amplification_limit = 1.5 - 0.02;
+    auto fast = PlanBurstParallel(graph, profile, cluster, bounded);
+    auto best = PlanBurstParallel(graph, profile, cluster, exact);
+    auto bound = PlanBurstParallel(graph, profile, cluster, tighter);
+    REQUIRE(fast.ok());
+    REQUIRE(best.ok());
+    REQUIRE(bound.ok());
+    INFO("seed " << seed);
+    CheckPlanShape(*fast, graph, bounded);
+    CHECK(best->totals.iteration_ms <= fast->totals.iteration_ms * (1 + 1e-12));
+    CHECK(fast->totals.iteration_ms <= bound->totals.iteration_ms * (1 + 1e-12));
+  }
+}
+
+TEST_CASE("elementwise layers are planned on their producer's devices", "[search]") {
+  std::vector<Layer> layers = {Linear("fc1", "input", 64), Join("relu1", Op::kRelu, {"fc1"}),
+                               Linear("fc2", "relu1", 64), Join("drop", Op::kDropout, {"fc2"}),
+                               Linear("fc3", "drop", 10)};
+  auto graph = Graph::Create("mlp", {32}, layers);
+  REQUIRE(graph.ok());
+  FakeProfile profile;
+  profile.curves["fc1"] = {0.01, 1.0};   // scales well
+  profile.curves["relu1"] = {5.0, 0.0};  // would run alone on one device if it could
+  profile.curves["fc2"] = {0.01, 1.0};
+  Cluster cluster;
+  cluster.intra_node = Link{1000, 0};
+  cluster.inter_node = Link{1000, 0};
+  PlanOptions options;
+  options.global_batch = 32;
+  options.devices = 8;
+  options.amplification_limit = 1.2;
+  auto plan = PlanBurstParallel(*graph, profile, cluster, options);
+  REQUIRE(plan.ok());
+  CHECK(plan->Find("relu1")->devices == plan->Find("fc1")->devices);
+  CHECK(plan->Find("drop")->devices == plan->Find("fc2")->devices);
+  options.fuse_elementwise = false;
+  auto unfused = PlanBurstParallel(*graph, profile, cluster, options);
+  REQUIRE(unfused.ok());
+  CHECK(unfused->Find("relu1")->devices.size() < unfused->Find("fc1")->devices.size());
+}
+
+TEST_CASE("the plan records its inputs and predictions", "[search]") {
+  GraphGenerator generator(7);
+  const Graph graph = generator.SeriesParallel(10);
+  const FakeProfile profile = generator.RandomProfile(graph);
+  const Cluster cluster = generator.RandomCluster();
+  PlanOptions options = Exact(24, 8, 2.0);
+  options.exhaustive_counts = false;
+  auto plan = PlanBurstParallel(graph, profile, cluster, options);
+  REQUIRE(plan.ok());
+  CHECK(plan->model == "sp");
+  CHECK(plan->global_batch == 24);
+  CHECK(plan->num_devices == 8);
+  CHECK(plan->amplification_limit == 2.0);
+  CHECK(plan->profile_source == "fake");
+  double sum = 0;
+  for (const LayerPlacement& placement : plan->layers) {
+    sum += placement.forward_ms + placement.backward_ms + placement.comm_ms;
+  }
+  CHECK(plan->totals.iteration_ms == Approx(sum));
+  CHECK(plan->totals.amplification ==
+        Approx(plan->totals.gpu_seconds * 1000 / plan->single_device_ms));
+}
+
+TEST_CASE("impossible requests get clear errors", "[search]") {
+  GraphGenerator generator(9);
+  const Graph graph = generator.Chain(3);
+  FakeProfile profile = generator.RandomProfile(graph);
+  const Cluster cluster = generator.RandomCluster();
+  auto error_of = [&](PlanOptions options) {
+    auto plan = PlanBurstParallel(graph, profile, cluster, options);
+    REQUIRE_FALSE(plan.ok());
+    return plan.status();
+  };
+  PlanOptions good = Exact(8, 4, 2);
+  PlanOptions options = good;
+  options.amplification_limit = 0.5;
+  CHECK(error_of(options).code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(error_of(options).message(), Catch::Contains("amplification limit"));
+  options = good;
+  options.devices = 0;
+  CHECK_THAT(error_of(options).message(), Catch::Contains("device count"));
+  options = good;
+  options.global_batch = 0;
+  CHECK_THAT(error_of(options).message(), Catch::Contains("global batch"));
+  profile.missing = "l1";
+  const Status missing = error_of(good);
+  CHECK(missing.code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.message(), Catch::Contains("l1"));
+}
+
+TEST_CASE("graphs that are not series-parallel are refused by name", "[search]") {
+  // The bridge a->b, a->c, b->c, b->d, c->d is the smallest non-series-parallel DAG.
+  std::vector<Layer> layers = {Linear("a", "input", 8), Linear("b", "a", 8),
+                               Join("c", Op::kAdd, {"a", "b"}), Join("d", Op::kAdd, {"b", "c"})};
+  auto graph = Graph::Create("bridge", {8}, layers);
+  REQUIRE(graph.ok());
+  FakeProfile profile;
+  Cluster cluster;
+  cluster.intra_node = cluster.inter_node = Link{10, 1};
+  auto plan = PlanBurstParallel(*graph, profile, cluster, Exact(8, 4, 0));
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(plan.status().message(), Catch::Contains("series-parallel"));
+}
+
+}  // namespace
+}  // namespace deepool::planner
