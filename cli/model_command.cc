@@ -130,7 +130,7 @@ void PrintGraphTable(const planner::Graph& graph, std::ostream& out) {
   out << "parameters: " << GroupDigits(graph.total_params()) << " ("
       << MiB(graph.total_params() * 4) << " as fp32)\n";
   char gflops[32];
-  std::snprintf(gflops, sizeof(gflops), "%.3f",
+  std::snprintf(gflops, sizeof(gflops), "%.4g",
                 static_cast<double>(graph.total_forward_flops()) / 1e9);
   out << "forward GFLOPs per sample: " << gflops << "\n";
   out << "activation bytes per sample (sum of layer outputs, fp32): "
@@ -162,6 +162,9 @@ void RegisterModelCommands(CLI::App& app, CommandResult& result) {
   CLI::App* model = app.add_subcommand(
       "model", "Inspect the model zoo: torchvision architectures and tiny test models");
   model->require_subcommand(1);
+  std::string names;
+  for (const std::string& name : zoo::ModelNames()) names += (names.empty() ? "" : ", ") + name;
+  model->footer("Models: " + names);
 
   CLI::App* list = model->add_subcommand(
       "list", "List the zoo's models with their parameter counts at default options");
@@ -176,12 +179,10 @@ void RegisterModelCommands(CLI::App& app, CommandResult& result) {
                  "Print the layer graph as a deepool.graph JSON document (docs/formats.md) with "
                  "added top-level total_params and total_forward_flops");
   show->add_option("--num-classes", flags->num_classes, "Number of output classes")
-      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   show->add_option("--image-size", flags->image_size,
                    "Input image height and width (0: model default, 224; 299 for inception_v3; "
-                   "16 for small_cnn); for mlp, the number of input features (default 32)")
-      ->check(CLI::NonNegativeNumber);
+                   "16 for small_cnn); for mlp, the number of input features (default 32)");
   show->add_flag("--no-aux-logits", flags->no_aux_logits,
                  "inception_v3: leave out the auxiliary classifier");
   show->footer(
