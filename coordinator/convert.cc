@@ -1,0 +1,201 @@
+#include "coordinator/convert.h"
+
+namespace deepool::coordinator {
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
+  JobSpec spec;
+  spec.name = p.name();
+  spec.model = p.model();
+  spec.graph_json = p.graph_json();
+  spec.role = p.role() == v1::JOB_ROLE_BG ? JobRole::kBg : JobRole::kFg;
+  if (p.has_priority()) spec.priority = p.priority();
+  if (!p.has_global_batch()) return InvalidArgumentError("global_batch: is required");
+  spec.global_batch = p.global_batch();
+  if (p.has_gpus()) spec.gpus = p.gpus();
+  if (p.has_amplification_limit()) spec.amplification_limit = p.amplification_limit();
+  if (!p.has_iterations()) return InvalidArgumentError("iterations: is required");
+  spec.iterations = p.iterations();
+  if (p.has_optimizer()) {
+    const v1::OptimizerSpec& o = p.optimizer();
+    if (!o.name().empty()) spec.optimizer.name = o.name();
+    if (spec.optimizer.name == "adam") spec.optimizer.momentum = 0;
+    if (o.has_lr()) spec.optimizer.lr = o.lr();
+    if (o.has_momentum()) spec.optimizer.momentum = o.momentum();
+    if (o.has_weight_decay()) spec.optimizer.weight_decay = o.weight_decay();
+    if (o.has_eps()) spec.optimizer.eps = o.eps();
+    if (o.betas_size() != 0) {
+      if (o.betas_size() != 2) return InvalidArgumentError("optimizer.betas: must be two numbers");
+      spec.optimizer.betas = {o.betas(0), o.betas(1)};
+    }
+  }
+  if (p.has_data()) {
+    if (!p.data().kind().empty()) spec.data.kind = p.data().kind();
+    if (p.data().has_seed()) spec.data.seed = p.data().seed();
+    spec.data.path = p.data().path();
+  }
+  if (p.has_seed()) spec.seed = p.seed();
+  if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
+  if (!p.profile().empty()) spec.profile = p.profile();
+  spec.checkpoint_path = p.checkpoint_path();
+  if (p.has_num_classes()) spec.num_classes = p.num_classes();
+  if (p.has_image_size()) spec.image_size = p.image_size();
+  if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  return spec;
+}
+
+v1::JobSpec JobSpecToProto(const JobSpec& spec) {
+  v1::JobSpec p;
+  p.set_name(spec.name);
+  p.set_model(spec.model);
+  p.set_graph_json(spec.graph_json);
+  p.set_role(spec.role == JobRole::kBg ? v1::JOB_ROLE_BG : v1::JOB_ROLE_FG);
+  p.set_priority(spec.priority);
+  p.set_global_batch(spec.global_batch);
+  p.set_gpus(spec.gpus);
+  p.set_amplification_limit(spec.amplification_limit);
+  p.set_iterations(spec.iterations);
+  v1::OptimizerSpec* o = p.mutable_optimizer();
+  o->set_name(spec.optimizer.name);
+  o->set_lr(spec.optimizer.lr);
+  o->set_momentum(spec.optimizer.momentum);
+  o->set_weight_decay(spec.optimizer.weight_decay);
+  o->add_betas(spec.optimizer.betas[0]);
+  o->add_betas(spec.optimizer.betas[1]);
+  o->set_eps(spec.optimizer.eps);
+  p.mutable_data()->set_kind(spec.data.kind);
+  p.mutable_data()->set_seed(spec.data.seed);
+  p.mutable_data()->set_path(spec.data.path);
+  p.set_seed(spec.seed);
+  p.set_requeue_on_failure(spec.requeue_on_failure);
+  p.set_profile(spec.profile);
+  p.set_checkpoint_path(spec.checkpoint_path);
+  if (spec.num_classes > 0) p.set_num_classes(spec.num_classes);
+  if (spec.image_size > 0) p.set_image_size(spec.image_size);
+  return p;
+}
+
+v1::JobState StateToProto(JobState state) {
+  switch (state) {
+    case JobState::kPending:
+      return v1::JOB_STATE_PENDING;
+    case JobState::kProfiling:
+      return v1::JOB_STATE_PROFILING;
+    case JobState::kPlanning:
+      return v1::JOB_STATE_PLANNING;
+    case JobState::kRunning:
+      return v1::JOB_STATE_RUNNING;
+    case JobState::kSucceeded:
+      return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed:
+      return v1::JOB_STATE_FAILED;
+    case JobState::kCancelled:
+      return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::optional<JobState> StateFromProto(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_PENDING:
+      return JobState::kPending;
+    case v1::JOB_STATE_PROFILING:
+      return JobState::kProfiling;
+    case v1::JOB_STATE_PLANNING:
+      return JobState::kPlanning;
+    case v1::JOB_STATE_RUNNING:
+      return JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED:
+      return JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED:
+      return JobState::kFailed;
+    case v1::JOB_STATE_CANCELLED:
+      return JobState::kCancelled;
+    default:
+      return std::nullopt;
+  }
+}
+
+v1::Job JobToProto(const JobRecord& job) {
+  v1::Job p;
+  p.set_job_id(job.id);
+  *p.mutable_spec() = JobSpecToProto(job.spec);
+  p.set_state(StateToProto(job.state));
+  p.set_reason(job.reason);
+  p.set_submitted_ms(job.submitted_ms);
+  p.set_updated_ms(job.updated_ms);
+  p.set_attempt(job.attempt);
+  for (const StateChange& h : job.history) {
+    v1::StateTransition* t = p.add_history();
+    t->set_state(StateToProto(h.state));
+    t->set_reason(h.reason);
+    t->set_time_ms(h.time_ms);
+  }
+  v1::JobProgress* progress = p.mutable_progress();
+  progress->set_iteration(job.progress.iteration);
+  progress->set_iterations(job.progress.iterations);
+  if (job.progress.loss) progress->set_loss(*job.progress.loss);
+  progress->set_samples_per_s(job.progress.samples_per_s);
+  progress->set_iteration_ms(job.progress.iteration_ms);
+  progress->set_busy_ms(job.progress.busy_ms);
+  progress->set_idle_ms(job.progress.idle_ms);
+  progress->set_updated_ms(job.progress.updated_ms);
+  for (const RankPlacement& d : job.devices) {
+    v1::DeviceAssignment* a = p.add_devices();
+    a->set_rank(d.rank);
+    a->set_node_id(d.node_id);
+    a->set_node_name(d.node_name);
+    a->set_device(d.device);
+  }
+  p.set_has_plan(!job.plan_json.empty());
+  p.set_predicted_iteration_ms(job.predicted_iteration_ms);
+  p.set_checkpoint(job.checkpoint);
+  return p;
+}
+
+std::vector<DeviceInfo> DevicesFromProto(
+    const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  std::vector<DeviceInfo> out;
+  for (const v1::Device& d : devices) out.push_back({d.device(), d.type(), d.memory_bytes()});
+  return out;
+}
+
+v1::Node NodeToProto(const NodeRecord& node,
+                     const std::map<std::pair<std::string, std::string>, DeviceUse>& uses,
+                     const std::vector<std::string>& task_ids) {
+  v1::Node p;
+  p.set_node_id(node.id);
+  p.set_name(node.name);
+  p.set_address(node.address);
+  switch (node.state) {
+    case NodeState::kUp:
+      p.set_state(v1::NODE_STATE_UP);
+      break;
+    case NodeState::kDraining:
+      p.set_state(v1::NODE_STATE_DRAINING);
+      break;
+    case NodeState::kDown:
+      p.set_state(v1::NODE_STATE_DOWN);
+      break;
+  }
+  p.set_registered_ms(node.registered_ms);
+  p.set_last_heartbeat_ms(node.last_heartbeat_ms);
+  for (const DeviceInfo& d : node.devices) {
+    v1::Device* device = p.add_devices();
+    device->set_device(d.device);
+    device->set_type(d.type);
+    device->set_memory_bytes(d.memory_bytes);
+    auto it = uses.find({node.id, d.device});
+    p.add_fg_job_ids(it == uses.end() ? "" : it->second.fg_job);
+    p.add_bg_job_ids(it == uses.end() ? "" : it->second.bg_job);
+  }
+  for (const std::string& id : task_ids) p.add_task_ids(id);
+  return p;
+}
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,33 @@
+// Conversions between the coordinator's domain types and the deepool.v1 protos, and between
+// deepool::Status and grpc::Status (same codes, by design of common/status.h).
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include "common/status.h"
+#include "coordinator/job.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/scheduler.h"
+#include "deepool/v1/coordinator.pb.h"
+#include "deepool/v1/job.pb.h"
+#include "deepool/v1/node.pb.h"
+
+namespace deepool::coordinator {
+
+grpc::Status ToGrpcStatus(const Status& status);
+
+// Applies the documented defaults to unset fields, then validates (errors name the field).
+StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& proto);
+v1::JobSpec JobSpecToProto(const JobSpec& spec);
+
+v1::JobState StateToProto(JobState state);
+std::optional<JobState> StateFromProto(v1::JobState state);
+v1::Job JobToProto(const JobRecord& job);
+
+std::vector<DeviceInfo> DevicesFromProto(
+    const google::protobuf::RepeatedPtrField<v1::Device>& devices);
+v1::Node NodeToProto(const NodeRecord& node,
+                     const std::map<std::pair<std::string, std::string>, DeviceUse>& uses,
+                     const std::vector<std::string>& task_ids);
+
+}  // namespace deepool::coordinator

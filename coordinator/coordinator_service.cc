@@ -1,0 +1,194 @@
+#include <chrono>
+
+#include "coordinator/convert.h"
+#include "coordinator/services.h"
+
+namespace deepool::coordinator {
+namespace {
+
+constexpr std::chrono::milliseconds kStreamPoll{250};
+
+}  // namespace
+
+grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
+                                               const v1::SubmitJobRequest* req,
+                                               v1::SubmitJobResponse* resp) {
+  StatusOr<JobSpec> spec = InvalidArgumentError("job spec: give spec or spec_json");
+  if (req->has_spec()) {
+    spec = JobSpecFromProto(req->spec());
+  } else if (req->spec_source_case() == v1::SubmitJobRequest::kSpecJson) {
+    spec = ParseJobSpecJson(req->spec_json());
+  }
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
+  StatusOr<JobRecord> job = scheduler_->Submit(*spec);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  resp->set_job_id(job->id);
+  *resp->mutable_job() = JobToProto(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+                                            v1::Job* resp) {
+  StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = JobToProto(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*,
+                                              const v1::ListJobsRequest* req,
+                                              v1::ListJobsResponse* resp) {
+  std::vector<JobState> states;
+  for (int s : req->states()) {
+    std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
+    if (!state) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "states: unknown state " + std::to_string(s));
+    }
+    states.push_back(*state);
+  }
+  if (req->limit() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit: must be >= 0");
+  }
+  for (const JobRecord& job : jobs_->List(states, req->limit())) {
+    *resp->add_jobs() = JobToProto(job);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
+                                               const v1::CancelJobRequest* req, v1::Job* resp) {
+  StatusOr<JobRecord> job = scheduler_->Cancel(req->job_id(), req->reason());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = JobToProto(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
+                                              const v1::WatchJobRequest* req,
+                                              grpc::ServerWriter<v1::Job>* writer) {
+  std::string last_sent;
+  uint64_t seen = 0;
+  while (true) {
+    seen = jobs_->version();
+    StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    v1::Job proto = JobToProto(*job);
+    std::string serialized = proto.SerializeAsString();
+    if (serialized != last_sent) {
+      if (!writer->Write(proto)) return grpc::Status::OK;  // client went away
+      last_sent = std::move(serialized);
+    }
+    if (IsTerminal(job->state)) return grpc::Status::OK;
+    while (jobs_->WaitForChange(seen, kStreamPoll) == seen) {
+      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+      if (jobs_->shutting_down()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
+      }
+    }
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+  }
+}
+
+grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
+                                                const v1::GetJobLogsRequest* req,
+                                                grpc::ServerWriter<v1::LogEntry>* writer) {
+  if (req->tail_lines() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tail_lines: must be >= 0");
+  }
+  StatusOr<std::vector<LogRecord>> lines = req->tail_lines() > 0
+                                               ? jobs_->TailLogs(req->job_id(), req->tail_lines())
+                                               : jobs_->ReadLogs(req->job_id(), 0, 0);
+  if (!lines.ok()) return ToGrpcStatus(lines.status());
+  int64_t last_seq = 0;
+  auto write_all = [&](const std::vector<LogRecord>& batch) {
+    for (const LogRecord& line : batch) {
+      v1::LogEntry entry;
+      entry.set_time_ms(line.time_ms);
+      entry.set_job_id(req->job_id());
+      entry.set_node_id(line.node_id);
+      entry.set_rank(line.rank);
+      entry.set_line(line.line);
+      if (!writer->Write(entry)) return false;
+      last_seq = line.seq;
+    }
+    return true;
+  };
+  if (!write_all(*lines)) return grpc::Status::OK;
+  if (!req->follow()) return grpc::Status::OK;
+  if (lines->empty()) {
+    // Following from an empty tail: start after whatever exists now.
+    StatusOr<std::vector<LogRecord>> tail = jobs_->TailLogs(req->job_id(), 1);
+    if (tail.ok() && !tail->empty()) last_seq = tail->back().seq;
+  }
+  while (true) {
+    uint64_t seen = jobs_->version();
+    StatusOr<std::vector<LogRecord>> more = jobs_->ReadLogs(req->job_id(), last_seq, 1000);
+    if (!more.ok()) return ToGrpcStatus(more.status());
+    if (!write_all(*more)) return grpc::Status::OK;
+    if (!more->empty()) continue;
+    StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    if (IsTerminal(job->state)) return grpc::Status::OK;
+    jobs_->WaitForChange(seen, kStreamPoll);
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    if (jobs_->shutting_down()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
+    }
+  }
+}
+
+v1::Node CoordinatorServiceImpl::NodeView(const NodeRecord& node) const {
+  return NodeToProto(node, scheduler_->DeviceUses(), scheduler_->TasksOnNode(node.id));
+}
+
+grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                                               v1::ListNodesResponse* resp) {
+  auto uses = scheduler_->DeviceUses();
+  for (const NodeRecord& node : nodes_->List()) {
+    *resp->add_nodes() = NodeToProto(node, uses, scheduler_->TasksOnNode(node.id));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext*,
+                                               const v1::DrainNodeRequest* req, v1::Node* resp) {
+  StatusOr<NodeRecord> node = nodes_->Drain(req->node());
+  if (!node.ok()) return ToGrpcStatus(node.status());
+  *resp = NodeView(*node);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext*,
+                                                 const v1::UndrainNodeRequest* req,
+                                                 v1::Node* resp) {
+  StatusOr<NodeRecord> node = nodes_->Undrain(req->node());
+  if (!node.ok()) return ToGrpcStatus(node.status());
+  *resp = NodeView(*node);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext*,
+                                                const v1::GetJobPlanRequest* req,
+                                                v1::GetJobPlanResponse* resp) {
+  StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  if (job->plan_json.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "job " + job->id + " has no plan yet (it is " + StateName(job->state) +
+                            ")");
+  }
+  resp->set_job_id(job->id);
+  resp->set_plan_json(job->plan_json);
+  resp->set_graph_json(job->graph_json);
+  for (const RankPlacement& d : job->devices) {
+    v1::DeviceAssignment* a = resp->add_devices();
+    a->set_rank(d.rank);
+    a->set_node_id(d.node_id);
+    a->set_node_name(d.node_name);
+    a->set_device(d.device);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace deepool::coordinator

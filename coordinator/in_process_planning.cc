@@ -1,0 +1,134 @@
+#include "coordinator/in_process_planning.h"
+
+#include <functional>
+#include <memory>
+
+#include "planner/cluster.h"
+#include "planner/device_model.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/profile_table.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::coordinator {
+namespace {
+
+StatusOr<planner::Graph> BuildGraph(const JobSpec& spec) {
+  if (!spec.graph_json.empty()) {
+    StatusOr<planner::Graph> graph = planner::ParseGraphJson(spec.graph_json);
+    if (!graph.ok()) return InvalidArgumentError("graph: " + graph.status().message());
+    return graph;
+  }
+  planner::zoo::ModelOptions options;
+  if (spec.num_classes > 0) {
+    options.num_classes = spec.num_classes;
+  } else if (spec.data.kind == "cifar10") {
+    options.num_classes = 10;
+  }
+  options.image_size = spec.image_size;
+  StatusOr<planner::Graph> graph = planner::zoo::BuildModel(spec.model, options);
+  if (!graph.ok()) return InvalidArgumentError("model: " + graph.status().message());
+  return graph;
+}
+
+// The links of a cluster of `device_type` devices: the matching preset's, reshaped.
+planner::Cluster ClusterFor(const ClusterShape& shape) {
+  std::string preset = "dgx-a100";
+  if (shape.device_type == "h100") preset = "dgx-h100";
+  if (shape.device_type == "cpu") preset = "cpu-" + std::to_string(shape.devices_per_node);
+  StatusOr<planner::Cluster> base = planner::ClusterPreset(preset);
+  planner::Cluster cluster = base.ok() ? *base : planner::Cluster{};
+  cluster.name = "coordinator:" + shape.device_type;
+  cluster.device_type = shape.device_type;
+  cluster.nodes = shape.nodes;
+  cluster.devices_per_node = shape.devices_per_node;
+  if (shape.nodes > 1 && cluster.inter_node.bandwidth_gbps <= 0) {
+    cluster.inter_node = cluster.intra_node;
+  }
+  return cluster;
+}
+
+PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) {
+  PlannedJob out;
+  out.graph_json = planner::GraphToJson(graph, -1);
+  out.plan_json = planner::PlanToJson(plan, -1);
+  out.world_size = plan.num_devices;
+  out.iteration_ms = plan.totals.iteration_ms;
+  out.rank_busy_ms.assign(static_cast<size_t>(std::max(plan.num_devices, 0)), 0.0);
+  for (const planner::LayerPlacement& layer : plan.layers) {
+    for (int rank : layer.devices) {
+      if (rank >= 0 && rank < plan.num_devices) {
+        out.rank_busy_ms[static_cast<size_t>(rank)] += layer.forward_ms + layer.backward_ms;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
+  return BuildGraph(spec).status();
+}
+
+std::string InProcessPlanningBackend::ModelKey(const JobSpec& spec) const {
+  if (!spec.graph_json.empty()) {
+    char hash[32];
+    std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>{}(spec.graph_json));
+    return std::string("graph:") + hash;
+  }
+  int64_t classes = spec.num_classes > 0 ? spec.num_classes
+                                         : (spec.data.kind == "cifar10" ? 10 : 0);
+  return spec.model + "/classes=" + std::to_string(classes) +
+         "/image=" + std::to_string(spec.image_size);
+}
+
+bool InProcessPlanningBackend::HasAnalyticalPreset(const std::string& device_type) const {
+  return planner::DevicePreset(device_type).ok();
+}
+
+std::vector<int64_t> InProcessPlanningBackend::ProfileBatchSizes(const JobSpec& spec) const {
+  std::vector<int64_t> sizes;
+  for (int64_t b = 1; b < spec.global_batch; b *= 2) sizes.push_back(b);
+  sizes.push_back(spec.global_batch);
+  return sizes;
+}
+
+StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
+    const JobSpec& spec, const ClusterShape& shape, const std::string& profile_json) const {
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  std::unique_ptr<planner::Profile> analytical;
+  if (StatusOr<planner::DeviceModel> preset = planner::DevicePreset(shape.device_type);
+      preset.ok()) {
+    analytical = planner::MakeAnalyticalProfile(*preset);
+  }
+  std::unique_ptr<planner::Profile> measured;
+  const planner::Profile* profile = analytical.get();
+  if (!profile_json.empty()) {
+    planner::ProfileOptions options;
+    options.allow_extrapolation = true;
+    options.fallback = analytical.get();
+    ASSIGN_OR_RETURN(measured, planner::ParseProfile(profile_json, graph, options));
+    profile = measured.get();
+  }
+  if (profile == nullptr) {
+    return FailedPreconditionError("no profile for device type " + shape.device_type +
+                                   " and no analytical preset for it");
+  }
+  planner::PlanOptions options;
+  options.global_batch = spec.global_batch;
+  options.devices = shape.devices;
+  options.amplification_limit = spec.amplification_limit;
+  ASSIGN_OR_RETURN(planner::Plan plan,
+                   planner::PlanBurstParallel(graph, *profile, ClusterFor(shape), options));
+  return ToPlannedJob(graph, plan);
+}
+
+StatusOr<PlannedJob> InProcessPlanningBackend::PlanBackground(const JobSpec& spec) const {
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  planner::Plan plan = planner::DataParallelLayout(graph, spec.global_batch, 1);
+  return ToPlannedJob(graph, plan);
+}
+
+}  // namespace deepool::coordinator

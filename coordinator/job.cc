@@ -1,0 +1,365 @@
+#include "coordinator/job.h"
+
+#include <cmath>
+#include <set>
+
+namespace deepool::coordinator {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<const char*, 7> kStateNames = {
+    "PENDING", "PROFILING", "PLANNING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"};
+
+Status FieldError(const std::string& field, const std::string& what) {
+  return InvalidArgumentError(field + ": " + what);
+}
+
+// Rejects keys outside `allowed`, so a misspelt field is an error rather than silently ignored.
+Status CheckKeys(const json& obj, const std::string& prefix, const std::set<std::string>& allowed) {
+  for (const auto& item : obj.items()) {
+    if (allowed.count(item.key()) == 0) {
+      return FieldError(prefix + item.key(), "unknown field");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadString(const json& obj, const char* key, const std::string& field, std::string* out) {
+  if (!obj.contains(key)) return Status::Ok();
+  if (!obj[key].is_string()) return FieldError(field, "must be a string");
+  *out = obj[key].get<std::string>();
+  return Status::Ok();
+}
+
+template <typename Int>
+Status ReadInt(const json& obj, const char* key, const std::string& field, Int* out) {
+  if (!obj.contains(key)) return Status::Ok();
+  const json& v = obj[key];
+  if (v.is_number_integer()) {
+    *out = static_cast<Int>(v.get<int64_t>());
+    return Status::Ok();
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::floor(d) == d && std::abs(d) < 9e15) {
+      *out = static_cast<Int>(d);
+      return Status::Ok();
+    }
+  }
+  return FieldError(field, "must be an integer");
+}
+
+Status ReadDouble(const json& obj, const char* key, const std::string& field, double* out) {
+  if (!obj.contains(key)) return Status::Ok();
+  if (!obj[key].is_number()) return FieldError(field, "must be a number");
+  *out = obj[key].get<double>();
+  return Status::Ok();
+}
+
+Status ReadBool(const json& obj, const char* key, const std::string& field, bool* out) {
+  if (!obj.contains(key)) return Status::Ok();
+  if (!obj[key].is_boolean()) return FieldError(field, "must be true or false");
+  *out = obj[key].get<bool>();
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* RoleName(JobRole role) { return role == JobRole::kBg ? "bg" : "fg"; }
+
+const char* StateName(JobState state) { return kStateNames[static_cast<size_t>(state)]; }
+
+std::optional<JobState> StateFromName(std::string_view name) {
+  for (size_t i = 0; i < kStateNames.size(); ++i) {
+    if (name == kStateNames[i]) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
+StatusOr<JobSpec> ParseJobSpecJson(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("job spec: not valid JSON");
+  return JobSpecFromJson(doc);
+}
+
+StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
+  if (!doc.is_object()) return InvalidArgumentError("job spec: must be a JSON object");
+  RETURN_IF_ERROR(CheckKeys(doc, "",
+                            {"name", "model", "graph", "role", "priority", "global_batch", "gpus",
+                             "amplification_limit", "iterations", "optimizer", "data", "seed",
+                             "requeue_on_failure", "profile", "checkpoint", "num_classes",
+                             "image_size"}));
+  JobSpec spec;
+  RETURN_IF_ERROR(ReadString(doc, "name", "name", &spec.name));
+  RETURN_IF_ERROR(ReadString(doc, "model", "model", &spec.model));
+  if (doc.contains("graph")) {
+    const json& graph = doc["graph"];
+    if (graph.is_object()) {
+      spec.graph_json = graph.dump();
+    } else if (graph.is_string()) {
+      spec.graph_json = graph.get<std::string>();
+    } else {
+      return FieldError("graph", "must be a graph document (object)");
+    }
+  }
+  if (doc.contains("role")) {
+    std::string role;
+    RETURN_IF_ERROR(ReadString(doc, "role", "role", &role));
+    if (role == "fg") {
+      spec.role = JobRole::kFg;
+    } else if (role == "bg") {
+      spec.role = JobRole::kBg;
+    } else {
+      return FieldError("role", "must be \"fg\" or \"bg\", got \"" + role + "\"");
+    }
+  }
+  RETURN_IF_ERROR(ReadInt(doc, "priority", "priority", &spec.priority));
+  RETURN_IF_ERROR(ReadInt(doc, "global_batch", "global_batch", &spec.global_batch));
+  if (!doc.contains("global_batch")) return FieldError("global_batch", "is required");
+  RETURN_IF_ERROR(ReadInt(doc, "gpus", "gpus", &spec.gpus));
+  RETURN_IF_ERROR(
+      ReadDouble(doc, "amplification_limit", "amplification_limit", &spec.amplification_limit));
+  if (!doc.contains("iterations")) return FieldError("iterations", "is required");
+  RETURN_IF_ERROR(ReadInt(doc, "iterations", "iterations", &spec.iterations));
+  if (doc.contains("optimizer")) {
+    const json& opt = doc["optimizer"];
+    if (!opt.is_object()) return FieldError("optimizer", "must be an object");
+    RETURN_IF_ERROR(CheckKeys(opt, "optimizer.",
+                              {"name", "lr", "momentum", "weight_decay", "betas", "eps"}));
+    RETURN_IF_ERROR(ReadString(opt, "name", "optimizer.name", &spec.optimizer.name));
+    if (spec.optimizer.name == "adam") spec.optimizer.momentum = 0;
+    RETURN_IF_ERROR(ReadDouble(opt, "lr", "optimizer.lr", &spec.optimizer.lr));
+    RETURN_IF_ERROR(ReadDouble(opt, "momentum", "optimizer.momentum", &spec.optimizer.momentum));
+    RETURN_IF_ERROR(
+        ReadDouble(opt, "weight_decay", "optimizer.weight_decay", &spec.optimizer.weight_decay));
+    RETURN_IF_ERROR(ReadDouble(opt, "eps", "optimizer.eps", &spec.optimizer.eps));
+    if (opt.contains("betas")) {
+      const json& betas = opt["betas"];
+      if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
+          !betas[1].is_number()) {
+        return FieldError("optimizer.betas", "must be an array of two numbers");
+      }
+      spec.optimizer.betas = {betas[0].get<double>(), betas[1].get<double>()};
+    }
+  }
+  if (doc.contains("data")) {
+    const json& data = doc["data"];
+    if (!data.is_object()) return FieldError("data", "must be an object");
+    RETURN_IF_ERROR(CheckKeys(data, "data.", {"kind", "seed", "path"}));
+    RETURN_IF_ERROR(ReadString(data, "kind", "data.kind", &spec.data.kind));
+    RETURN_IF_ERROR(ReadInt(data, "seed", "data.seed", &spec.data.seed));
+    RETURN_IF_ERROR(ReadString(data, "path", "data.path", &spec.data.path));
+  }
+  RETURN_IF_ERROR(ReadInt(doc, "seed", "seed", &spec.seed));
+  RETURN_IF_ERROR(
+      ReadBool(doc, "requeue_on_failure", "requeue_on_failure", &spec.requeue_on_failure));
+  RETURN_IF_ERROR(ReadString(doc, "profile", "profile", &spec.profile));
+  if (doc.contains("checkpoint")) {
+    const json& ckpt = doc["checkpoint"];
+    if (ckpt.is_string()) {
+      spec.checkpoint_path = ckpt.get<std::string>();
+    } else if (ckpt.is_object() && ckpt.contains("path") && ckpt["path"].is_string()) {
+      RETURN_IF_ERROR(CheckKeys(ckpt, "checkpoint.", {"path"}));
+      spec.checkpoint_path = ckpt["path"].get<std::string>();
+    } else {
+      return FieldError("checkpoint", "must be {\"path\": FILE}");
+    }
+  }
+  RETURN_IF_ERROR(ReadInt(doc, "num_classes", "num_classes", &spec.num_classes));
+  RETURN_IF_ERROR(ReadInt(doc, "image_size", "image_size", &spec.image_size));
+  if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  return spec;
+}
+
+Status ValidateJobSpec(const JobSpec& spec) {
+  if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
+  for (char c : spec.name) {
+    if (static_cast<unsigned char>(c) < 0x20) return FieldError("name", "has control characters");
+  }
+  if (spec.model.empty() == spec.graph_json.empty()) {
+    return FieldError("model", "give exactly one of \"model\" (a zoo name) or \"graph\"");
+  }
+  if (spec.priority < -1000 || spec.priority > 1000) {
+    return FieldError("priority", "must be in [-1000, 1000]");
+  }
+  if (spec.global_batch < 1) return FieldError("global_batch", "must be >= 1");
+  if (spec.gpus < 1 || spec.gpus > 4096) return FieldError("gpus", "must be in [1, 4096]");
+  if (spec.gpus > spec.global_batch) {
+    return FieldError("gpus", "must be <= global_batch (" + std::to_string(spec.global_batch) +
+                                  ")");
+  }
+  if (spec.role == JobRole::kBg && spec.gpus != 1) {
+    return FieldError("gpus", "a bg job runs on exactly 1 device");
+  }
+  if (!std::isfinite(spec.amplification_limit) ||
+      (spec.amplification_limit != 0 && spec.amplification_limit < 1)) {
+    return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");
+  }
+  if (spec.iterations < 1) return FieldError("iterations", "must be >= 1");
+  const OptimizerSpec& opt = spec.optimizer;
+  if (opt.name != "sgd" && opt.name != "adam") {
+    return FieldError("optimizer.name", "must be \"sgd\" or \"adam\", got \"" + opt.name + "\"");
+  }
+  if (!(opt.lr > 0) || !std::isfinite(opt.lr)) return FieldError("optimizer.lr", "must be > 0");
+  if (!(opt.momentum >= 0 && opt.momentum < 1)) {
+    return FieldError("optimizer.momentum", "must be in [0, 1)");
+  }
+  if (!(opt.weight_decay >= 0) || !std::isfinite(opt.weight_decay)) {
+    return FieldError("optimizer.weight_decay", "must be >= 0");
+  }
+  for (double b : opt.betas) {
+    if (!(b >= 0 && b < 1)) return FieldError("optimizer.betas", "each must be in [0, 1)");
+  }
+  if (!(opt.eps > 0)) return FieldError("optimizer.eps", "must be > 0");
+  if (spec.data.kind != "synthetic" && spec.data.kind != "cifar10") {
+    return FieldError("data.kind",
+                      "must be \"synthetic\" or \"cifar10\", got \"" + spec.data.kind + "\"");
+  }
+  if (spec.data.kind == "cifar10" && spec.data.path.empty()) {
+    return FieldError("data.path", "is required for cifar10");
+  }
+  if (spec.profile != "measured" && spec.profile != "analytical") {
+    return FieldError("profile", "must be \"measured\" or \"analytical\"");
+  }
+  if (spec.num_classes < 0) return FieldError("num_classes", "must be >= 1");
+  if (spec.image_size < 0) return FieldError("image_size", "must be >= 1");
+  return Status::Ok();
+}
+
+json OptimizerToRunSpecJson(const OptimizerSpec& opt) {
+  if (opt.name == "adam") {
+    return {{"name", "adam"},
+            {"lr", opt.lr},
+            {"betas", {opt.betas[0], opt.betas[1]}},
+            {"eps", opt.eps},
+            {"weight_decay", opt.weight_decay}};
+  }
+  return {{"name", "sgd"},
+          {"lr", opt.lr},
+          {"momentum", opt.momentum},
+          {"weight_decay", opt.weight_decay}};
+}
+
+json DataToRunSpecJson(const DataSpec& data) {
+  if (data.kind == "cifar10") return {{"kind", "cifar10"}, {"path", data.path}};
+  return {{"kind", "synthetic"}, {"seed", data.seed}};
+}
+
+json JobSpecToJson(const JobSpec& spec) {
+  json doc = {{"name", spec.name},
+              {"role", RoleName(spec.role)},
+              {"priority", spec.priority},
+              {"global_batch", spec.global_batch},
+              {"gpus", spec.gpus},
+              {"amplification_limit", spec.amplification_limit},
+              {"iterations", spec.iterations},
+              {"optimizer",
+               {{"name", spec.optimizer.name},
+                {"lr", spec.optimizer.lr},
+                {"momentum", spec.optimizer.momentum},
+                {"weight_decay", spec.optimizer.weight_decay},
+                {"betas", {spec.optimizer.betas[0], spec.optimizer.betas[1]}},
+                {"eps", spec.optimizer.eps}}},
+              {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
+              {"seed", spec.seed},
+              {"requeue_on_failure", spec.requeue_on_failure},
+              {"profile", spec.profile}};
+  if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
+  if (!spec.model.empty()) doc["model"] = spec.model;
+  if (!spec.graph_json.empty()) {
+    json graph = json::parse(spec.graph_json, nullptr, false);
+    doc["graph"] = graph.is_discarded() ? json(spec.graph_json) : graph;
+  }
+  if (!spec.checkpoint_path.empty()) doc["checkpoint"] = {{"path", spec.checkpoint_path}};
+  if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;
+  if (spec.image_size > 0) doc["image_size"] = spec.image_size;
+  return doc;
+}
+
+json JobRecordToJson(const JobRecord& job) {
+  json history = json::array();
+  for (const StateChange& h : job.history) {
+    history.push_back({{"state", StateName(h.state)}, {"reason", h.reason}, {"time_ms", h.time_ms}});
+  }
+  json devices = json::array();
+  for (const RankPlacement& d : job.devices) {
+    devices.push_back(
+        {{"rank", d.rank}, {"node_id", d.node_id}, {"node_name", d.node_name}, {"device", d.device}});
+  }
+  const JobProgress& p = job.progress;
+  json progress = {{"iteration", p.iteration},       {"iterations", p.iterations},
+                   {"samples_per_s", p.samples_per_s}, {"iteration_ms", p.iteration_ms},
+                   {"busy_ms", p.busy_ms},           {"idle_ms", p.idle_ms},
+                   {"updated_ms", p.updated_ms}};
+  progress["loss"] = p.loss ? json(*p.loss) : json(nullptr);
+  return {{"id", job.id},
+          {"seq", job.seq},
+          {"spec", JobSpecToJson(job.spec)},
+          {"state", StateName(job.state)},
+          {"reason", job.reason},
+          {"submitted_ms", job.submitted_ms},
+          {"updated_ms", job.updated_ms},
+          {"attempt", job.attempt},
+          {"history", history},
+          {"progress", progress},
+          {"devices", devices},
+          {"task_ids", job.task_ids},
+          {"device_type", job.device_type},
+          {"graph_json", job.graph_json},
+          {"plan_json", job.plan_json},
+          {"predicted_iteration_ms", job.predicted_iteration_ms},
+          {"checkpoint", job.checkpoint}};
+}
+
+StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
+  try {
+    JobRecord job;
+    job.id = doc.at("id").get<std::string>();
+    job.seq = doc.at("seq").get<int64_t>();
+    ASSIGN_OR_RETURN(job.spec, JobSpecFromJson(doc.at("spec")));
+    auto state = StateFromName(doc.at("state").get<std::string>());
+    if (!state) return DataLossError("job " + job.id + ": unknown state");
+    job.state = *state;
+    job.reason = doc.at("reason").get<std::string>();
+    job.submitted_ms = doc.at("submitted_ms").get<int64_t>();
+    job.updated_ms = doc.at("updated_ms").get<int64_t>();
+    job.attempt = doc.at("attempt").get<int64_t>();
+    for (const json& h : doc.at("history")) {
+      auto s = StateFromName(h.at("state").get<std::string>());
+      if (!s) return DataLossError("job " + job.id + ": unknown state in history");
+      job.history.push_back({*s, h.at("reason").get<std::string>(), h.at("time_ms").get<int64_t>()});
+    }
+    const json& p = doc.at("progress");
+    job.progress.iteration = p.at("iteration").get<int64_t>();
+    job.progress.iterations = p.at("iterations").get<int64_t>();
+    if (!p.at("loss").is_null()) job.progress.loss = p.at("loss").get<double>();
+    job.progress.samples_per_s = p.at("samples_per_s").get<double>();
+    job.progress.iteration_ms = p.at("iteration_ms").get<double>();
+    job.progress.busy_ms = p.at("busy_ms").get<double>();
+    job.progress.idle_ms = p.at("idle_ms").get<double>();
+    job.progress.updated_ms = p.at("updated_ms").get<int64_t>();
+    for (const json& d : doc.at("devices")) {
+      job.devices.push_back({d.at("rank").get<int>(), d.at("node_id").get<std::string>(),
+                             d.at("node_name").get<std::string>(),
+                             d.at("device").get<std::string>()});
+    }
+    job.task_ids = doc.at("task_ids").get<std::vector<std::string>>();
+    job.device_type = doc.at("device_type").get<std::string>();
+    job.graph_json = doc.at("graph_json").get<std::string>();
+    job.plan_json = doc.at("plan_json").get<std::string>();
+    job.predicted_iteration_ms = doc.at("predicted_iteration_ms").get<double>();
+    job.checkpoint = doc.at("checkpoint").get<std::string>();
+    return job;
+  } catch (const json::exception& e) {
+    return DataLossError(std::string("stored job record is malformed: ") + e.what());
+  }
+}
+
+}  // namespace deepool::coordinator

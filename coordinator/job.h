@@ -1,0 +1,128 @@
+// Domain types of the coordinator: the job spec a user submits and the job record it keeps.
+// Plain values; the proto conversion lives in the service adapters (coordinator/convert.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace deepool::coordinator {
+
+enum class JobRole { kFg, kBg };
+const char* RoleName(JobRole role);  // "fg", "bg"
+
+enum class JobState { kPending, kProfiling, kPlanning, kRunning, kSucceeded, kFailed, kCancelled };
+const char* StateName(JobState state);  // "PENDING", ...
+std::optional<JobState> StateFromName(std::string_view name);
+bool IsTerminal(JobState state);
+
+struct OptimizerSpec {
+  std::string name = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 0;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+};
+
+struct DataSpec {
+  std::string kind = "synthetic";
+  int64_t seed = 0;
+  std::string path;
+};
+
+// The job spec (docs/formats.md, "Job specs"). Defaults are the documented ones.
+struct JobSpec {
+  std::string name;
+  std::string model;       // a zoo name; or
+  std::string graph_json;  // an inline graph document (exactly one of the two)
+  JobRole role = JobRole::kFg;
+  int priority = 0;
+  int64_t global_batch = 0;
+  int gpus = 1;
+  double amplification_limit = 2.0;
+  int64_t iterations = 0;
+  OptimizerSpec optimizer;
+  DataSpec data;
+  int64_t seed = 0;
+  bool requeue_on_failure = false;
+  std::string profile = "measured";  // or "analytical"
+  std::string checkpoint_path;
+  int64_t num_classes = 0;  // 0: the model's default
+  int64_t image_size = 0;   // 0: the model's default
+};
+
+// Parses the JSON job spec. Unknown fields and bad values are INVALID_ARGUMENT naming the field.
+StatusOr<JobSpec> ParseJobSpecJson(std::string_view text);
+StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& doc);
+nlohmann::json JobSpecToJson(const JobSpec& spec);
+// Checks ranges and combinations (not whether the model exists). Errors name the field.
+Status ValidateJobSpec(const JobSpec& spec);
+// The optimizer and data objects as the run spec wants them (worker/runtime/run_spec.h).
+nlohmann::json OptimizerToRunSpecJson(const OptimizerSpec& optimizer);
+nlohmann::json DataToRunSpecJson(const DataSpec& data);
+
+struct StateChange {
+  JobState state = JobState::kPending;
+  std::string reason;
+  int64_t time_ms = 0;
+};
+
+struct JobProgress {
+  int64_t iteration = 0;  // iterations completed
+  int64_t iterations = 0;
+  std::optional<double> loss;
+  double samples_per_s = 0;
+  double iteration_ms = 0;
+  double busy_ms = 0;
+  double idle_ms = 0;
+  int64_t updated_ms = 0;
+};
+
+struct RankPlacement {
+  int rank = 0;
+  std::string node_id;
+  std::string node_name;
+  std::string device;
+};
+
+struct JobRecord {
+  std::string id;
+  int64_t seq = 0;  // submission order
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;
+  int64_t submitted_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t attempt = 0;
+  std::vector<StateChange> history;
+  JobProgress progress;
+  std::vector<RankPlacement> devices;  // the current attempt's placement
+  std::vector<std::string> task_ids;   // the current attempt's TRAIN tasks
+  std::string device_type;
+  std::string graph_json;
+  std::string plan_json;
+  double predicted_iteration_ms = 0;
+  std::string checkpoint;
+};
+
+nlohmann::json JobRecordToJson(const JobRecord& job);
+StatusOr<JobRecord> JobRecordFromJson(const nlohmann::json& doc);
+
+// One stored log line of a job.
+struct LogRecord {
+  int64_t seq = 0;  // per job, from 1, assigned by the store
+  int64_t time_ms = 0;
+  std::string node_id;
+  int rank = -1;
+  std::string line;
+};
+
+}  // namespace deepool::coordinator

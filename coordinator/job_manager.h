@@ -1,0 +1,85 @@
+// JobManager: the coordinator's jobs. Owns the in-memory view of every job and writes each change
+// through the JobStore before returning, so an acknowledged change survives a crash.
+// Enforces the lifecycle PENDING -> PROFILING -> PLANNING -> RUNNING -> SUCCEEDED | FAILED |
+// CANCELLED (and back to PENDING when a job is requeued or a phase must be redone); every
+// transition is appended to the job's history with the injected clock's wall time.
+// Threading: all methods are safe to call from any thread (one mutex); WaitForChange blocks on a
+// condition variable and is woken by every change and by Shutdown.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "coordinator/job.h"
+#include "coordinator/job_store.h"
+
+namespace deepool::coordinator {
+
+class JobManager {
+ public:
+  // `store` and `clock` must outlive the manager. Call Load() once before use.
+  JobManager(JobStore* store, const Clock* clock);
+
+  // Reads every stored job (after a restart).
+  Status Load();
+
+  // Stores a new PENDING job; the spec must already be validated.
+  StatusOr<JobRecord> Submit(const JobSpec& spec);
+
+  StatusOr<JobRecord> Get(const std::string& job_id) const;
+  // Newest first; empty `states` means all; limit 0 means no limit.
+  std::vector<JobRecord> List(const std::vector<JobState>& states, int limit) const;
+  // Non-terminal jobs in submission order.
+  std::vector<JobRecord> Active() const;
+
+  // Moves a job to `state` (validating the transition), applies `mutate` to the record in the
+  // same write, and records the change in its history. FAILED_PRECONDITION for a transition the
+  // lifecycle forbids (e.g. out of a terminal state).
+  StatusOr<JobRecord> Transition(const std::string& job_id, JobState state,
+                                 const std::string& reason,
+                                 const std::function<void(JobRecord&)>& mutate = nullptr);
+  // Changes fields without changing the state (the reason of a PENDING job, progress, ...).
+  // A reason change alone is not recorded in the history.
+  StatusOr<JobRecord> Update(const std::string& job_id,
+                             const std::function<void(JobRecord&)>& mutate);
+
+  // Log lines of a job (seq is set on the stored copies).
+  Status AppendLogs(const std::string& job_id, std::vector<LogRecord> lines);
+  StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
+                                            int limit) const;
+  StatusOr<std::vector<LogRecord>> TailLogs(const std::string& job_id, int count) const;
+
+  // A counter that grows with every change of any job (state, progress, logs).
+  uint64_t version() const;
+  // Blocks until version() > seen, the deadline passes, or Shutdown(); returns version().
+  uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const;
+  // Wakes every waiter; later waits return at once.
+  void Shutdown();
+  bool shutting_down() const;
+
+  JobStore* store() const { return store_; }
+
+ private:
+  static bool TransitionAllowed(JobState from, JobState to);
+  StatusOr<JobRecord> CommitLocked(JobRecord updated);
+
+  JobStore* store_;
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<std::string, JobRecord> jobs_;
+  int64_t next_seq_ = 1;
+  uint64_t version_ = 0;
+  bool shutdown_ = false;
+};
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,68 @@
+// Durable state of the coordinator: job records, their log lines, and cached layer profiles.
+// The JobManager writes through the store before it acknowledges a change, so what a client was
+// told survives a crash. Two implementations pass one shared test suite
+// (tests/service/job_store_test.cc): InMemoryJobStore (tests, --store memory) and SQLiteJobStore
+// (the default).
+// Threading: implementations are safe to call from several threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/job.h"
+
+namespace deepool::coordinator {
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  // Inserts or replaces the whole record (keyed by id).
+  virtual Status SaveJob(const JobRecord& job) = 0;
+  // Every stored job, in submission (seq) order.
+  virtual StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
+  // Appends lines to a job's log, numbering them from the job's last seq + 1 (sets their seq).
+  virtual Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) = 0;
+  // Lines with seq > after_seq in order, at most `limit` (0: all).
+  virtual StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
+                                                    int limit) = 0;
+  // The last `count` lines of a job's log, in order.
+  virtual StatusOr<std::vector<LogRecord>> TailLogs(const std::string& job_id, int count) = 0;
+  // Layer profiles, cached per (model key, device type).
+  virtual Status SaveProfile(const std::string& model_key, const std::string& device_type,
+                             const std::string& profile_json) = 0;
+  virtual StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
+                                                           const std::string& device_type) = 0;
+};
+
+class InMemoryJobStore final : public JobStore {
+ public:
+  Status SaveJob(const JobRecord& job) override;
+  StatusOr<std::vector<JobRecord>> LoadJobs() override;
+  Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override;
+  StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
+                                            int limit) override;
+  StatusOr<std::vector<LogRecord>> TailLogs(const std::string& job_id, int count) override;
+  Status SaveProfile(const std::string& model_key, const std::string& device_type,
+                     const std::string& profile_json) override;
+  StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
+                                                   const std::string& device_type) override;
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, JobRecord> jobs_;
+  std::map<std::string, std::vector<LogRecord>> logs_;
+  std::map<std::pair<std::string, std::string>, std::string> profiles_;
+};
+
+// Opens (creating if needed) the SQLite database at `path`, in WAL mode. Every write is one
+// transaction, committed before the call returns.
+StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path);
+
+}  // namespace deepool::coordinator

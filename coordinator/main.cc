@@ -1,0 +1,75 @@
+// deepool-coordinator: parses options, opens the store, serves until SIGTERM/SIGINT.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "coordinator/in_process_planning.h"
+#include "coordinator/server.h"
+
+namespace {
+
+// Signals only set a flag; the main thread polls it and shuts down outside the handler.
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using deepool::coordinator::CoordinatorOptions;
+  CLI::App app{"deepool coordinator: job store, scheduler and gRPC API"};
+  CoordinatorOptions options;
+  double node_timeout_s = 10;
+  double heartbeat_s = 1;
+  std::string log_level = "info";
+  app.add_option("--listen", options.listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--data-dir", options.data_dir, "directory for the SQLite job store");
+  app.add_option("--store", options.store, "job store: sqlite or memory")
+      ->check(CLI::IsMember({"sqlite", "memory"}))
+      ->capture_default_str();
+  app.add_option("--node-timeout-s", node_timeout_s, "a node silent this long is down")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval-s", heartbeat_s, "heartbeat interval told to workers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--executor-timeout-s", options.scheduler.executor_timeout_s,
+                 "--timeout-s passed to executors (0: none)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  deepool::InitLogging("coordinator", log_level);
+  options.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(node_timeout_s * 1000));
+  options.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_s * 1000));
+  if (options.store == "sqlite" && options.data_dir.empty()) {
+    std::cerr << "--data-dir is required with --store sqlite\n";
+    return 2;
+  }
+
+  auto store = deepool::coordinator::OpenJobStore(options);
+  if (!store.ok()) {
+    std::cerr << store.status().ToString() << "\n";
+    return 1;
+  }
+  auto server = deepool::coordinator::CoordinatorServer::Start(
+      options, std::move(*store),
+      std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
+      deepool::SystemClock::Get());
+  if (!server.ok()) {
+    std::cerr << server.status().ToString() << "\n";
+    return 1;
+  }
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::printf("{\"event\":\"listening\",\"address\":\"%s\"}\n", (*server)->address().c_str());
+  std::fflush(stdout);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  (*server)->Shutdown();
+  DP_LOG_INFO("coordinator stopped");
+  return 0;
+}

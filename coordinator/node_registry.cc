@@ -1,0 +1,135 @@
+#include "coordinator/node_registry.h"
+
+#include <set>
+
+#include "common/logging.h"
+
+namespace deepool::coordinator {
+
+const char* NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kUp:
+      return "UP";
+    case NodeState::kDraining:
+      return "DRAINING";
+    case NodeState::kDown:
+      return "DOWN";
+  }
+  return "UNKNOWN";
+}
+
+std::string NodeRecord::host() const {
+  if (!address.empty() && address.front() == '[') {
+    size_t close = address.find(']');
+    return close == std::string::npos ? address : address.substr(0, close + 1);
+  }
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || address.find(':') != colon) return address;
+  return address.substr(0, colon);
+}
+
+NodeRegistry::NodeRegistry(const Clock* clock, Clock::Duration node_timeout)
+    : clock_(clock), node_timeout_(node_timeout) {}
+
+StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::string& address,
+                                            const std::vector<DeviceInfo>& devices) {
+  if (name.empty()) return InvalidArgumentError("name: must not be empty");
+  if (address.empty()) return InvalidArgumentError("address: must not be empty");
+  if (devices.empty()) return InvalidArgumentError("devices: a node needs at least one device");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string field = "devices[" + std::to_string(i) + "]";
+    if (devices[i].device.empty()) return InvalidArgumentError(field + ".device: must be set");
+    if (devices[i].type.empty()) return InvalidArgumentError(field + ".type: must be set");
+    if (!seen.insert(devices[i].device).second) {
+      return InvalidArgumentError(field + ".device: duplicate \"" + devices[i].device + "\"");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string id = "node-" + name;
+  NodeRecord& node = nodes_[id];
+  const bool fresh = node.id.empty();
+  node.id = id;
+  node.name = name;
+  node.address = address;
+  node.devices = devices;
+  node.state = node.drained ? NodeState::kDraining : NodeState::kUp;
+  node.registered_ms = clock_->WallMillis();
+  node.last_heartbeat_ms = node.registered_ms;
+  node.last_seen = clock_->Now();
+  DP_LOG_INFO("node {} {} at {} with {} devices", id, fresh ? "registered" : "re-registered",
+              address, devices.size());
+  return node;
+}
+
+Status NodeRegistry::Heartbeat(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return NotFoundError("node " + node_id + " is not registered");
+  if (it->second.state == NodeState::kDown) {
+    return NotFoundError("node " + node_id + " was marked down; register again");
+  }
+  it->second.last_seen = clock_->Now();
+  it->second.last_heartbeat_ms = clock_->WallMillis();
+  return Status::Ok();
+}
+
+NodeRecord* NodeRegistry::FindLocked(const std::string& id_or_name) {
+  auto it = nodes_.find(id_or_name);
+  if (it != nodes_.end()) return &it->second;
+  for (auto& [id, node] : nodes_) {
+    if (node.name == id_or_name) return &node;
+  }
+  return nullptr;
+}
+
+StatusOr<NodeRecord> NodeRegistry::Drain(const std::string& node_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeRecord* node = FindLocked(node_name);
+  if (!node) return NotFoundError("node " + node_name + " not found");
+  node->drained = true;
+  if (node->state == NodeState::kUp) node->state = NodeState::kDraining;
+  DP_LOG_INFO("node {} draining", node->id);
+  return *node;
+}
+
+StatusOr<NodeRecord> NodeRegistry::Undrain(const std::string& node_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeRecord* node = FindLocked(node_name);
+  if (!node) return NotFoundError("node " + node_name + " not found");
+  node->drained = false;
+  if (node->state == NodeState::kDraining) node->state = NodeState::kUp;
+  DP_LOG_INFO("node {} undrained", node->id);
+  return *node;
+}
+
+std::vector<NodeRecord> NodeRegistry::ExpireSilent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeRecord> expired;
+  const Clock::TimePoint now = clock_->Now();
+  for (auto& [id, node] : nodes_) {
+    if (node.state != NodeState::kDown && now - node.last_seen > node_timeout_) {
+      node.state = NodeState::kDown;
+      DP_LOG_WARN("node {} silent for more than {} ms: down", id,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(node_timeout_).count());
+      expired.push_back(node);
+    }
+  }
+  return expired;
+}
+
+StatusOr<NodeRecord> NodeRegistry::Get(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return NotFoundError("node " + node_id + " not found");
+  return it->second;
+}
+
+std::vector<NodeRecord> NodeRegistry::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeRecord> out;
+  for (const auto& [id, node] : nodes_) out.push_back(node);
+  return out;
+}
+
+}  // namespace deepool::coordinator

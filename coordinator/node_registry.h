@@ -1,0 +1,74 @@
+// NodeRegistry: the worker nodes the coordinator knows, their devices and liveness.
+// A node is UP after RegisterNode, DRAINING when an operator drains it (up, but takes no new
+// tasks), DOWN when it has been silent for longer than the node timeout on the injected clock.
+// A node keeps its id across re-registrations: the id follows the node's name.
+// Threading: all methods are safe to call from any thread (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace deepool::coordinator {
+
+struct DeviceInfo {
+  std::string device;  // "cuda:0", "cpu:1"
+  std::string type;    // "a100", "cpu", ...
+  int64_t memory_bytes = 0;
+};
+
+enum class NodeState { kUp, kDraining, kDown };
+const char* NodeStateName(NodeState state);
+
+struct NodeRecord {
+  std::string id;
+  std::string name;
+  std::string address;
+  std::vector<DeviceInfo> devices;
+  NodeState state = NodeState::kUp;
+  bool drained = false;  // kept across re-registration and DOWN
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+  Clock::TimePoint last_seen{};
+
+  bool schedulable() const { return state == NodeState::kUp; }
+  // The host part of the address ("10.0.0.5" of "10.0.0.5:7000"; "[::1]" stays bracketed).
+  std::string host() const;
+};
+
+class NodeRegistry {
+ public:
+  NodeRegistry(const Clock* clock, Clock::Duration node_timeout);
+
+  // Registers (or re-registers) a node. INVALID_ARGUMENT naming the field for an empty name,
+  // no devices, or duplicate device names.
+  StatusOr<NodeRecord> Register(const std::string& name, const std::string& address,
+                                const std::vector<DeviceInfo>& devices);
+  // NOT_FOUND for an unknown node or one marked DOWN (it must register again).
+  Status Heartbeat(const std::string& node_id);
+  // Accepts an id or a name. NOT_FOUND when neither matches.
+  StatusOr<NodeRecord> Drain(const std::string& node);
+  StatusOr<NodeRecord> Undrain(const std::string& node);
+  // Marks nodes silent past the timeout DOWN and returns them (only the newly expired).
+  std::vector<NodeRecord> ExpireSilent();
+
+  StatusOr<NodeRecord> Get(const std::string& node_id) const;
+  std::vector<NodeRecord> List() const;  // by name
+  Clock::Duration node_timeout() const { return node_timeout_; }
+
+ private:
+  NodeRecord* FindLocked(const std::string& id_or_name);
+
+  const Clock* clock_;
+  const Clock::Duration node_timeout_;
+  mutable std::mutex mu_;
+  std::map<std::string, NodeRecord> nodes_;  // by id
+};
+
+}  // namespace deepool::coordinator

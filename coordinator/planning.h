@@ -1,0 +1,54 @@
+// PlanningBackend: what the scheduler needs from the planner library, behind an interface so the
+// scheduler's tests run with a FakePlanningBackend. The product wires InProcessPlanningBackend
+// (coordinator/in_process_planning.h), which calls planner/search.h and the zoo in-process.
+// Threading: implementations must be safe to call from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/job.h"
+
+namespace deepool::coordinator {
+
+// The devices a FG plan is made for: `nodes` nodes of `devices_per_node` devices each
+// (ranks fill node 0 first, then node 1, ...), `devices` of them used.
+struct ClusterShape {
+  std::string device_type;
+  int nodes = 1;
+  int devices_per_node = 1;
+  int devices = 1;
+};
+
+struct PlannedJob {
+  std::string graph_json;  // {"format":"deepool.graph",...}
+  std::string plan_json;   // {"format":"deepool.plan",...}
+  int world_size = 1;      // the plan's num_devices
+  double iteration_ms = 0;           // predicted; 0 when unknown
+  std::vector<double> rank_busy_ms;  // predicted busy time per rank per iteration
+};
+
+class PlanningBackend {
+ public:
+  virtual ~PlanningBackend() = default;
+  // Checks that the spec's model exists / its graph parses: INVALID_ARGUMENT naming "model" or
+  // "graph" otherwise.
+  virtual Status CheckModel(const JobSpec& spec) const = 0;
+  // The key profiles of this job's model are cached under (with the device type).
+  virtual std::string ModelKey(const JobSpec& spec) const = 0;
+  // Whether planning can use an analytical device model for this device type.
+  virtual bool HasAnalyticalPreset(const std::string& device_type) const = 0;
+  // Per-device batch sizes a PROFILE task should measure for this job.
+  virtual std::vector<int64_t> ProfileBatchSizes(const JobSpec& spec) const = 0;
+  // A burst-parallel plan. `profile_json` is a measured profile document, or empty to use the
+  // device type's analytical preset.
+  virtual StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& cluster,
+                                              const std::string& profile_json) const = 0;
+  // A one-device plan for a BG job.
+  virtual StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const = 0;
+};
+
+}  // namespace deepool::coordinator

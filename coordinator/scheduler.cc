@@ -1,0 +1,438 @@
+// Scheduler: admission, planning and dispatch. Worker events and endings: scheduler_events.cc.
+#include "coordinator/scheduler.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace deepool::coordinator {
+
+using nlohmann::json;
+
+Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBackend* planner,
+                     const Clock* clock, SchedulerOptions options)
+    : jobs_(jobs), nodes_(nodes), planner_(planner), clock_(clock), options_(options) {}
+
+StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec) {
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(planner_->CheckModel(spec));
+  ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec));
+  Wake();
+  return job;
+}
+
+void Scheduler::Tick() {
+  std::vector<Reservation> to_plan;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_pending_ = false;
+    ExpireNodesLocked();
+    SettleReconciliationLocked();
+    for (Reservation& r : ready_to_plan_) to_plan.push_back(std::move(r));
+    ready_to_plan_.clear();
+    AdmitLocked(&to_plan);
+  }
+  // Planning can take a while (search over a large graph): it runs without mu_, so heartbeats
+  // and status queries are not held up; the reservation is re-checked afterwards.
+  for (const Reservation& reservation : to_plan) {
+    StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
+    if (!job.ok() || job->state != JobState::kPlanning) continue;
+    StatusOr<PlannedJob> planned =
+        reservation.background
+            ? planner_->PlanBackground(job->spec)
+            : planner_->PlanForeground(job->spec, reservation.shape, reservation.profile_json);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reservations_.find(reservation.job_id);
+    if (it == reservations_.end()) continue;  // cancelled or failed while planning
+    if (!planned.ok()) {
+      (void)jobs_->Transition(reservation.job_id, JobState::kFailed,
+                              "planning failed: " + planned.status().ToString());
+      ReleaseLocked(reservation.job_id);
+      continue;
+    }
+    DispatchLocked(it->second, *planned);
+  }
+}
+
+void Scheduler::SetPendingReasonLocked(const JobRecord& job, const std::string& reason) {
+  if (job.reason == reason) return;
+  (void)jobs_->Update(job.id, [&](JobRecord& r) { r.reason = reason; });
+}
+
+void Scheduler::AdmitLocked(std::vector<Reservation>* to_plan) {
+  std::vector<JobRecord> pending;
+  for (JobRecord& job : jobs_->Active()) {
+    if (job.state == JobState::kPending) pending.push_back(std::move(job));
+  }
+  if (pending.empty()) return;
+  std::stable_sort(pending.begin(), pending.end(), [](const JobRecord& a, const JobRecord& b) {
+    return a.spec.priority > b.spec.priority;  // Active() is already in submission order
+  });
+
+  // Devices no FG job holds, per device type, on nodes that take work; and each type's capacity.
+  std::map<std::string, std::vector<DeviceKey>> free;
+  std::map<std::string, int> capacity;
+  for (const NodeRecord& node : nodes_->List()) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) {
+      ++capacity[device.type];
+      DeviceKey key{node.id, device.device};
+      if (fg_owner_.count(key) == 0) free[device.type].push_back(key);
+    }
+  }
+  std::string blocker;
+  for (const JobRecord& job : pending) {
+    if (job.spec.role == JobRole::kBg) {
+      AdmitBackgroundLocked(job, to_plan);
+      continue;
+    }
+    if (!blocker.empty()) {
+      SetPendingReasonLocked(job, "queued behind " + blocker);
+      continue;
+    }
+    if (AdmitForegroundLocked(job, &free, to_plan)) continue;
+    int best = 0;
+    for (const auto& [type, count] : capacity) best = std::max(best, count);
+    if (best >= job.spec.gpus) {
+      blocker = job.id;
+      int most_free = 0;
+      for (const auto& [type, keys] : free) most_free = std::max<int>(most_free, keys.size());
+      SetPendingReasonLocked(job, "waiting for " + std::to_string(job.spec.gpus) +
+                                      " free devices of one type (" + std::to_string(most_free) +
+                                      " free)");
+    } else {
+      SetPendingReasonLocked(job, "needs " + std::to_string(job.spec.gpus) +
+                                      " devices of one type; the largest group of schedulable "
+                                      "devices has " + std::to_string(best));
+    }
+  }
+}
+
+bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
+                                      std::map<std::string, std::vector<DeviceKey>>* free,
+                                      std::vector<Reservation>* to_plan) {
+  const int gpus = job.spec.gpus;
+  for (auto& [type, keys] : *free) {
+    if (static_cast<int>(keys.size()) < gpus) continue;
+    // Fewest nodes: take from the nodes with the most free devices first.
+    std::map<std::string, std::vector<DeviceKey>> by_node;
+    for (const DeviceKey& key : keys) by_node[key.first].push_back(key);
+    std::vector<std::vector<DeviceKey>> groups;
+    for (auto& [node, node_keys] : by_node) groups.push_back(std::move(node_keys));
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    Reservation reservation;
+    reservation.job_id = job.id;
+    reservation.shape.device_type = type;
+    reservation.shape.devices = gpus;
+    for (const auto& group : groups) {
+      if (static_cast<int>(reservation.devices.size()) == gpus) break;
+      int take = std::min<int>(group.size(), gpus - static_cast<int>(reservation.devices.size()));
+      reservation.shape.devices_per_node = std::max(reservation.shape.devices_per_node, take);
+      reservation.devices.insert(reservation.devices.end(), group.begin(), group.begin() + take);
+    }
+    reservation.shape.nodes =
+        (gpus + reservation.shape.devices_per_node - 1) / reservation.shape.devices_per_node;
+    for (const DeviceKey& key : reservation.devices) {
+      fg_owner_[key] = job.id;
+      keys.erase(std::find(keys.begin(), keys.end(), key));
+    }
+
+    // The profile: analytical when asked and available, else cached, else measured.
+    if (job.spec.profile == "analytical" && planner_->HasAnalyticalPreset(type)) {
+      reservation.profile_json.clear();
+    } else {
+      StatusOr<std::optional<std::string>> cached =
+          jobs_->store()->LoadProfile(planner_->ModelKey(job.spec), type);
+      if (!cached.ok() || !cached->has_value()) {
+        StartProfilingLocked(job, std::move(reservation));
+        return true;
+      }
+      reservation.profile_json = **cached;
+    }
+    StatusOr<JobRecord> moved = jobs_->Transition(
+        job.id, JobState::kPlanning,
+        "planning on " + std::to_string(gpus) + " " + type + " devices", [&](JobRecord& r) {
+          r.device_type = type;
+        });
+    if (!moved.ok()) {
+      for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
+      return true;
+    }
+    reservations_[job.id] = reservation;
+    to_plan->push_back(std::move(reservation));
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan) {
+  std::optional<DeviceKey> best;
+  double best_idle = -1;
+  for (const NodeRecord& node : nodes_->List()) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) {
+      DeviceKey key{node.id, device.device};
+      if (bg_owner_.count(key)) continue;
+      double idle = 1.0;
+      if (fg_owner_.count(key)) {
+        auto it = idle_fraction_.find(key);
+        idle = it == idle_fraction_.end() ? 0.0 : it->second;
+      }
+      if (idle > best_idle) {
+        best_idle = idle;
+        best = key;
+      }
+    }
+  }
+  if (!best) {
+    SetPendingReasonLocked(job, "waiting for a device without a bg job");
+    return false;
+  }
+  Reservation reservation;
+  reservation.job_id = job.id;
+  reservation.background = true;
+  reservation.devices = {*best};
+  bg_owner_[*best] = job.id;
+  char idle_text[32];
+  std::snprintf(idle_text, sizeof(idle_text), "%.0f%%", best_idle * 100);
+  StatusOr<JobRecord> moved = jobs_->Transition(
+      job.id, JobState::kPlanning,
+      "bg on " + best->first + "/" + best->second + " (predicted idle " + idle_text + ")");
+  if (!moved.ok()) {
+    bg_owner_.erase(*best);
+    return false;
+  }
+  reservations_[job.id] = reservation;
+  to_plan->push_back(std::move(reservation));
+  return true;
+}
+
+void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation) {
+  const DeviceKey& where = reservation.devices.front();
+  const std::string type = reservation.shape.device_type;
+  reservation.profile_task = job.id + ".profile." + std::to_string(++profile_tasks_);
+  v1::TaskAssignment assignment;
+  assignment.set_task_id(reservation.profile_task);
+  assignment.set_job_id(job.id);
+  assignment.set_kind(v1::TASK_KIND_PROFILE);
+  v1::ProfileTask* profile = assignment.mutable_profile();
+  profile->set_model(job.spec.model);
+  profile->set_graph_json(job.spec.graph_json);
+  profile->set_device(where.second);
+  profile->set_device_type(type);
+  for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);
+
+  StatusOr<JobRecord> moved = jobs_->Transition(
+      job.id, JobState::kProfiling,
+      "measuring the layer profile on " + where.first + "/" + where.second, [&](JobRecord& r) {
+        r.device_type = type;
+      });
+  if (!moved.ok()) {
+    for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
+    return;
+  }
+  Task task;
+  task.id = reservation.profile_task;
+  task.job_id = job.id;
+  task.node_id = where.first;
+  task.assignment = assignment;
+  tasks_[task.id] = task;
+  v1::TaskCommand command;
+  *command.mutable_assign() = assignment;
+  SendLocked(where.first, std::move(command));
+  reservations_[job.id] = std::move(reservation);
+}
+
+std::string Scheduler::RunSpecJson(const JobRecord& job, const PlannedJob& planned) const {
+  json spec = {{"format", "deepool.run"},
+               {"version", 1},
+               {"job_id", job.id},
+               {"graph", json::parse(planned.graph_json, nullptr, false)},
+               {"plan", json::parse(planned.plan_json, nullptr, false)},
+               {"iterations", job.spec.iterations},
+               {"seed", job.spec.seed},
+               {"optimizer", OptimizerToRunSpecJson(job.spec.optimizer)},
+               {"data", DataToRunSpecJson(job.spec.data)}};
+  if (!job.spec.checkpoint_path.empty()) {
+    spec["checkpoint"] = {{"path", job.spec.checkpoint_path}};
+  }
+  return spec.dump();
+}
+
+void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned) {
+  StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
+  if (!job.ok()) return;
+  if (planned.world_size < 1 ||
+      planned.world_size > static_cast<int>(reservation.devices.size())) {
+    (void)jobs_->Transition(job->id, JobState::kFailed,
+                            "plan needs " + std::to_string(planned.world_size) +
+                                " ranks; the job holds " +
+                                std::to_string(reservation.devices.size()) + " devices");
+    ReleaseLocked(job->id);
+    return;
+  }
+  const int64_t attempt = job->attempt + 1;
+  // Devices beyond the plan's ranks go back to the pool.
+  std::vector<DeviceKey> used(reservation.devices.begin(),
+                              reservation.devices.begin() + planned.world_size);
+  for (size_t i = used.size(); i < reservation.devices.size(); ++i) {
+    fg_owner_.erase(reservation.devices[i]);
+  }
+  std::vector<RankPlacement> placements;
+  std::vector<std::string> node_order;  // nodes in rank order; node_order[0] holds rank 0
+  std::map<std::string, std::vector<int>> ranks_on;
+  for (int rank = 0; rank < planned.world_size; ++rank) {
+    const DeviceKey& key = used[static_cast<size_t>(rank)];
+    StatusOr<NodeRecord> node = nodes_->Get(key.first);
+    placements.push_back({rank, key.first, node.ok() ? node->name : key.first, key.second});
+    if (ranks_on.count(key.first) == 0) node_order.push_back(key.first);
+    ranks_on[key.first].push_back(rank);
+  }
+  StatusOr<NodeRecord> rank0_node = nodes_->Get(node_order.front());
+  if (!rank0_node.ok()) {
+    FailOrRequeueLocked(*job, "node " + node_order.front() + " vanished before dispatch");
+    return;
+  }
+  const std::string run_spec = RunSpecJson(*job, planned);
+
+  std::vector<Task> new_tasks;
+  for (const std::string& node_id : node_order) {
+    Task task;
+    task.id = job->id + ".a" + std::to_string(attempt) + "." + node_id;
+    task.job_id = job->id;
+    task.node_id = node_id;
+    task.attempt = attempt;
+    task.rank0_node = node_id == node_order.front();
+    task.phase = task.rank0_node ? TaskPhase::kSent : TaskPhase::kWaitingForStore;
+    v1::TaskAssignment& a = task.assignment;
+    a.set_task_id(task.id);
+    a.set_job_id(job->id);
+    a.set_kind(v1::TASK_KIND_TRAIN);
+    v1::TrainTask* train = a.mutable_train();
+    train->set_run_spec_json(run_spec);
+    for (int rank : ranks_on[node_id]) {
+      v1::RankDevice* rd = train->add_ranks();
+      rd->set_rank(rank);
+      rd->set_device(used[static_cast<size_t>(rank)].second);
+    }
+    train->set_world_size(planned.world_size);
+    if (task.rank0_node) train->set_store_address(rank0_node->host() + ":0");
+    train->set_background(reservation.background);
+    train->set_timeout_s(options_.executor_timeout_s);
+    new_tasks.push_back(std::move(task));
+  }
+
+  std::vector<std::string> task_ids;
+  for (const Task& t : new_tasks) task_ids.push_back(t.id);
+  StatusOr<JobRecord> running = jobs_->Transition(
+      job->id, JobState::kRunning,
+      "dispatched " + std::to_string(planned.world_size) + " ranks to " +
+          std::to_string(node_order.size()) + " node(s)",
+      [&](JobRecord& r) {
+        r.attempt = attempt;
+        r.devices = placements;
+        r.task_ids = task_ids;
+        r.graph_json = planned.graph_json;
+        r.plan_json = planned.plan_json;
+        r.predicted_iteration_ms = planned.iteration_ms;
+        r.progress = JobProgress{};
+        r.progress.iterations = r.spec.iterations;
+        if (r.device_type.empty()) r.device_type = "";
+      });
+  if (!running.ok()) {
+    DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
+    ReleaseLocked(job->id);
+    return;
+  }
+  reservations_.erase(job->id);
+  if (!reservation.background) {
+    for (int rank = 0; rank < planned.world_size; ++rank) {
+      double idle = 0;
+      if (planned.iteration_ms > 0 && static_cast<size_t>(rank) < planned.rank_busy_ms.size()) {
+        idle = std::clamp(1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] /
+                                    planned.iteration_ms,
+                          0.0, 1.0);
+      }
+      idle_fraction_[used[static_cast<size_t>(rank)]] = idle;
+    }
+  }
+  for (Task& task : new_tasks) {
+    task.sent_at = clock_->Now();
+    const std::string id = task.id;
+    const bool send = task.phase == TaskPhase::kSent;
+    tasks_[id] = std::move(task);
+    if (send) {
+      v1::TaskCommand command;
+      *command.mutable_assign() = tasks_[id].assignment;
+      SendLocked(tasks_[id].node_id, std::move(command));
+    }
+  }
+}
+
+void Scheduler::SendLocked(const std::string& node_id, v1::TaskCommand command) {
+  outbox_[node_id].push_back(std::move(command));
+  outbox_ready_.notify_all();
+}
+
+void Scheduler::Wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  work_pending_ = true;
+  work_ready_.notify_all();
+}
+
+void Scheduler::WaitForWork(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  work_ready_.wait_for(lock, timeout, [&] { return work_pending_ || shutdown_; });
+}
+
+void Scheduler::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  outbox_ready_.notify_all();
+  work_ready_.notify_all();
+}
+
+StatusOr<std::vector<v1::TaskCommand>> Scheduler::WaitForCommands(
+    const std::string& node_id, std::chrono::milliseconds timeout) {
+  StatusOr<NodeRecord> node = nodes_->Get(node_id);
+  if (!node.ok()) return node.status();
+  if (node->state == NodeState::kDown) {
+    return NotFoundError("node " + node_id + " was marked down; register again");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  outbox_ready_.wait_for(lock, timeout, [&] {
+    auto it = outbox_.find(node_id);
+    return shutdown_ || (it != outbox_.end() && !it->second.empty());
+  });
+  std::vector<v1::TaskCommand> out;
+  auto it = outbox_.find(node_id);
+  if (it != outbox_.end()) {
+    out.assign(it->second.begin(), it->second.end());
+    it->second.clear();
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, DeviceUse> Scheduler::DeviceUses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<DeviceKey, DeviceUse> out;
+  for (const auto& [key, job] : fg_owner_) {
+    out[key].fg_job = job;
+    auto it = idle_fraction_.find(key);
+    out[key].idle_fraction = it == idle_fraction_.end() ? 0.0 : it->second;
+  }
+  for (const auto& [key, job] : bg_owner_) out[key].bg_job = job;
+  return out;
+}
+
+std::vector<std::string> Scheduler::TasksOnNode(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, task] : tasks_) {
+    if (task.node_id == node_id && task.phase != TaskPhase::kEnded) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,84 @@
+#include "coordinator/server.h"
+
+#include <grpcpp/server_builder.h>
+
+#include <filesystem>
+
+#include "common/logging.h"
+
+namespace deepool::coordinator {
+
+StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& options) {
+  if (options.store == "memory") return std::unique_ptr<JobStore>(new InMemoryJobStore());
+  if (options.store != "sqlite") {
+    return InvalidArgumentError("--store: must be sqlite or memory, got " + options.store);
+  }
+  if (options.data_dir.empty()) return InvalidArgumentError("--data-dir: required for sqlite");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) {
+    return UnavailableError("--data-dir: cannot create " + options.data_dir + ": " +
+                            ec.message());
+  }
+  return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string());
+}
+
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
+    std::unique_ptr<PlanningBackend> planner, const Clock* clock) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  s->options_ = options;
+  s->store_ = std::move(store);
+  s->planner_ = std::move(planner);
+  s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock);
+  RETURN_IF_ERROR(s->jobs_->Load());
+  s->nodes_ = std::make_unique<NodeRegistry>(clock, options.node_timeout);
+  SchedulerOptions scheduler_options = options.scheduler;
+  if (scheduler_options.resend_after < 2 * options.heartbeat_interval) {
+    scheduler_options.resend_after = 2 * options.heartbeat_interval;
+  }
+  s->scheduler_ = std::make_unique<Scheduler>(s->jobs_.get(), s->nodes_.get(), s->planner_.get(),
+                                              clock, scheduler_options);
+  RETURN_IF_ERROR(s->scheduler_->Recover());
+  s->client_service_ = std::make_unique<CoordinatorServiceImpl>(s->jobs_.get(), s->nodes_.get(),
+                                                                s->scheduler_.get());
+  s->node_service_ =
+      std::make_unique<NodeServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
+                                        options.heartbeat_interval.count());
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s->client_service_.get());
+  builder.RegisterService(s->node_service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || port == 0) {
+    return UnavailableError("--listen: cannot listen on " + options.listen);
+  }
+  std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
+  s->address_ = host + ":" + std::to_string(port);
+  if (options.control_loop) s->control_thread_ = std::thread([p = s.get()] { p->ControlLoop(); });
+  DP_LOG_INFO("coordinator listening on {}", s->address_);
+  return s;
+}
+
+void CoordinatorServer::ControlLoop() {
+  while (!stopping_.load()) {
+    scheduler_->Tick();
+    scheduler_->WaitForWork(options_.tick_interval);
+  }
+}
+
+void CoordinatorServer::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  DP_LOG_INFO("coordinator shutting down");
+  jobs_->Shutdown();
+  scheduler_->Shutdown();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (control_thread_.joinable()) control_thread_.join();
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,76 @@
+// CoordinatorServer: wires the store, JobManager, NodeRegistry, Scheduler and the two gRPC
+// services, serves them on one port, and runs the control loop (a thread that calls
+// Scheduler::Tick whenever there is work, and at least every tick_interval).
+// Threading: Start/Shutdown from one owner thread; everything else is internal.
+#pragma once
+
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_store.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/planning.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/services.h"
+
+namespace deepool::coordinator {
+
+struct CoordinatorOptions {
+  std::string listen = "0.0.0.0:7070";  // port 0: any free port (see address())
+  std::string data_dir;                 // required for the sqlite store
+  std::string store = "sqlite";         // "sqlite" or "memory"
+  std::chrono::milliseconds node_timeout{10'000};
+  std::chrono::milliseconds heartbeat_interval{1'000};
+  std::chrono::milliseconds tick_interval{200};
+  // false: no control-loop thread; the owner calls scheduler()->Tick() (tests with a FakeClock).
+  bool control_loop = true;
+  SchedulerOptions scheduler;
+};
+
+// Opens the store the options name: <data_dir>/coordinator.db for sqlite.
+StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& options);
+
+class CoordinatorServer {
+ public:
+  // Loads the store, recovers running jobs, binds and starts serving.
+  static StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
+      std::unique_ptr<PlanningBackend> planner, const Clock* clock);
+  ~CoordinatorServer();
+
+  // "HOST:PORT" actually bound; a wildcard host is reported as 127.0.0.1.
+  const std::string& address() const { return address_; }
+  // Stops streams, the control loop and the server; idempotent.
+  void Shutdown();
+
+  JobManager* jobs() { return jobs_.get(); }
+  NodeRegistry* nodes() { return nodes_.get(); }
+  Scheduler* scheduler() { return scheduler_.get(); }
+
+ private:
+  CoordinatorServer() = default;
+  void ControlLoop();
+
+  CoordinatorOptions options_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<PlanningBackend> planner_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<NodeRegistry> nodes_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<CoordinatorServiceImpl> client_service_;
+  std::unique_ptr<NodeServiceImpl> node_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread control_thread_;
+  std::atomic<bool> stopping_{false};
+  std::string address_;
+};
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,78 @@
+// gRPC adapters: convert proto <-> domain, map Status codes, delegate to the managers.
+// CoordinatorServiceImpl serves clients (the CLI); NodeServiceImpl serves worker daemons.
+// Threading: gRPC's synchronous server calls these on its thread pool; the managers they hold
+// are thread-safe. Streaming calls end when the client cancels, the job ends, or on shutdown.
+#pragma once
+
+#include <atomic>
+
+#include "coordinator/job_manager.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/scheduler.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "deepool/v1/node.grpc.pb.h"
+
+namespace deepool::coordinator {
+
+class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
+ public:
+  CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler)
+      : jobs_(jobs), nodes_(nodes), scheduler_(scheduler) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                         v1::SubmitJobResponse* resp) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                      v1::Job* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                         v1::Job* resp) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                        grpc::ServerWriter<v1::Job>* writer) override;
+  grpc::Status GetJobLogs(grpc::ServerContext* ctx, const v1::GetJobLogsRequest* req,
+                          grpc::ServerWriter<v1::LogEntry>* writer) override;
+  grpc::Status ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest* req,
+                         v1::ListNodesResponse* resp) override;
+  grpc::Status DrainNode(grpc::ServerContext* ctx, const v1::DrainNodeRequest* req,
+                         v1::Node* resp) override;
+  grpc::Status UndrainNode(grpc::ServerContext* ctx, const v1::UndrainNodeRequest* req,
+                           v1::Node* resp) override;
+  grpc::Status GetJobPlan(grpc::ServerContext* ctx, const v1::GetJobPlanRequest* req,
+                          v1::GetJobPlanResponse* resp) override;
+
+ private:
+  v1::Node NodeView(const NodeRecord& node) const;
+
+  JobManager* jobs_;
+  NodeRegistry* nodes_;
+  Scheduler* scheduler_;
+};
+
+class NodeServiceImpl final : public v1::NodeService::Service {
+ public:
+  NodeServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
+                  int64_t heartbeat_interval_ms)
+      : jobs_(jobs),
+        nodes_(nodes),
+        scheduler_(scheduler),
+        heartbeat_interval_ms_(heartbeat_interval_ms) {}
+
+  grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::RegisterNodeRequest* req,
+                            v1::RegisterNodeResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override;
+  grpc::Status StreamTasks(grpc::ServerContext* ctx, const v1::StreamTasksRequest* req,
+                           grpc::ServerWriter<v1::TaskCommand>* writer) override;
+  grpc::Status ReportProgress(grpc::ServerContext* ctx, const v1::ReportProgressRequest* req,
+                              v1::ReportProgressResponse* resp) override;
+  grpc::Status ReportTaskExit(grpc::ServerContext* ctx, const v1::ReportTaskExitRequest* req,
+                              v1::ReportTaskExitResponse* resp) override;
+
+ private:
+  JobManager* jobs_;
+  NodeRegistry* nodes_;
+  Scheduler* scheduler_;
+  int64_t heartbeat_interval_ms_;
+};
+
+}  // namespace deepool::coordinator
