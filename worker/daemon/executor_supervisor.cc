@@ -153,6 +153,8 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   fs::create_directories(task->dir, ec);
   if (ec) return InternalError("cannot create " + task->dir + ": " + ec.message());
   fs::remove(task->profile_output_path, ec);
+  const std::string graph_path = task->dir + "/graph.json";
+  if (!profile.graph_json.empty()) RETURN_IF_ERROR(WriteFile(graph_path, profile.graph_json));
   RankProcess proc;
   proc.rank = -1;
   proc.tail = std::make_shared<LogTail>(options_.log_tail_lines);
@@ -163,6 +165,8 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   for (std::string arg : profile.args) {
     size_t at = arg.find("{output}");
     if (at != std::string::npos) arg.replace(at, 8, task->profile_output_path);
+    at = arg.find("{graph}");
+    if (at != std::string::npos) arg.replace(at, 7, graph_path);
     spec.args.push_back(std::move(arg));
   }
   spec.working_dir = task->dir;

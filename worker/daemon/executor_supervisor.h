@@ -49,8 +49,10 @@ struct TrainTask {
 struct ProfileTask {
   std::string task_id;
   std::string job_id;
-  // deepool-profile arguments; "{output}" in any of them is replaced by the output file's path.
+  // deepool-profile arguments. "{output}" in any of them is replaced by the output file's path,
+  // "{graph}" by the path graph_json was written to.
   std::vector<std::string> args;
+  std::string graph_json;  // optional: written to graph.json in the task directory
 };
 
 struct IterationReport {

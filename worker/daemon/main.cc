@@ -1,0 +1,163 @@
+// deepool-worker: registers this node's devices with the coordinator and runs the tasks it is
+// given as deepool-executor / deepool-profile processes. main() parses flags and wires parts.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <limits.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "common/logging.h"
+#include "worker/daemon/devices.h"
+#include "worker/daemon/worker_daemon.h"
+
+namespace fs = std::filesystem;
+using namespace deepool::worker::daemon;
+
+namespace {
+
+std::string Hostname() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "worker";
+  return name;
+}
+
+// The local address the kernel would use to reach the coordinator: what other nodes (and the
+// coordinator) most likely reach this node at. A UDP connect sends nothing.
+std::string LocalAddressToward(const std::string& coordinator) {
+  auto host_port = SplitHostPort(coordinator);
+  if (!host_port.ok()) return "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host_port->first.c_str(), std::to_string(host_port->second).c_str(), &hints,
+                  &result) != 0 ||
+      !result) {
+    return "127.0.0.1";
+  }
+  std::string local = "127.0.0.1";
+  int fd = socket(result->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    char text[INET6_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      if (addr.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof(text));
+      } else {
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof(text));
+      }
+      if (text[0]) local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(result);
+  return local;
+}
+
+std::string SiblingBinary(const std::string& name) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return name;
+  return (self.parent_path() / name).string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  struct Flags {
+    std::string coordinator;
+    std::string devices;
+    std::string name = Hostname();
+    std::string address;
+    std::string work_dir;
+    std::string executor = SiblingBinary("deepool-executor");
+    std::string profiler = SiblingBinary("deepool-profile");
+    std::string log_level = "info";
+    int log_tail_lines = 50;
+    double kill_grace_s = 5;
+  } flags;
+  if (const char* env = std::getenv("DEEPOOL_COORDINATOR")) flags.coordinator = env;
+  if (flags.coordinator.empty()) flags.coordinator = "127.0.0.1:7070";
+
+  CLI::App app{"deepool-worker: runs deepool training tasks on this node's devices"};
+  app.add_option("--coordinator", flags.coordinator,
+                 "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR or 127.0.0.1:7070)");
+  app.add_option("--devices", flags.devices, "cuda:all | cuda:0,1 | cpu:N")->required();
+  app.add_option("--name", flags.name, "stable node name (default: the hostname)");
+  app.add_option("--address", flags.address,
+                 "host other nodes reach this one at (default: the local address toward the "
+                 "coordinator)");
+  app.add_option("--work-dir", flags.work_dir,
+                 "where run specs and executor logs go (default: /tmp/deepool-worker-NAME)");
+  app.add_option("--executor", flags.executor, "deepool-executor binary (default: beside this one)");
+  app.add_option("--profiler", flags.profiler, "deepool-profile binary (default: beside this one)");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
+  app.add_option("--log-tail-lines", flags.log_tail_lines, "log lines kept per rank for errors");
+  app.add_option("--kill-grace-s", flags.kill_grace_s, "SIGTERM to SIGKILL delay on cancel");
+  app.set_version_flag("--version", "deepool-worker 0.1.0");
+  CLI11_PARSE(app, argc, argv);
+
+  deepool::InitLogging("worker", flags.log_level);
+  SystemDeviceProbe probe;
+  auto devices = ParseDevices(flags.devices, probe);
+  if (!devices.ok()) {
+    std::cerr << "deepool-worker: " << devices.status().message() << "\n";
+    return 2;
+  }
+  if (flags.work_dir.empty()) flags.work_dir = "/tmp/deepool-worker-" + flags.name;
+  std::error_code ec;
+  fs::create_directories(flags.work_dir, ec);
+  if (ec) {
+    std::cerr << "deepool-worker: cannot create --work-dir " << flags.work_dir << ": "
+              << ec.message() << "\n";
+    return 2;
+  }
+  if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  grpc::ChannelArguments channel_args;
+  // Reconnect quickly when the coordinator restarts.
+  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  auto channel = grpc::CreateCustomChannel(flags.coordinator, grpc::InsecureChannelCredentials(),
+                                           channel_args);
+
+  WorkerOptions options;
+  options.name = flags.name;
+  options.address = flags.address;
+  options.devices = *devices;
+  SupervisorOptions supervisor;
+  supervisor.executor_path = flags.executor;
+  supervisor.profiler_path = flags.profiler;
+  supervisor.work_dir = flags.work_dir;
+  supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
+  supervisor.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
+
+  WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(channel), supervisor);
+  std::string device_names;
+  for (const auto& d : *devices) device_names += (device_names.empty() ? "" : ",") + d.name;
+  DP_LOG_INFO("worker {} ({}) with devices {}; coordinator {}; work dir {}", flags.name,
+              flags.address, device_names, flags.coordinator, flags.work_dir);
+  daemon.Start();
+  int received = 0;
+  sigwait(&signals, &received);
+  DP_LOG_INFO("signal {}: stopping executors and shutting down", received);
+  daemon.Stop();
+  return 0;
+}

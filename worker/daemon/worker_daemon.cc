@@ -1,0 +1,530 @@
+#include "worker/daemon/worker_daemon.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace deepool::worker::daemon {
+namespace {
+
+Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return Status::Ok();
+  return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
+}
+
+void NameThread(const char* name) { pthread_setname_np(pthread_self(), name); }
+
+// deepool-profile's command line for a PROFILE assignment (see docs/formats.md).
+std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::string& device) {
+  std::vector<std::string> args;
+  if (!profile.graph_json().empty()) {
+    args = {"--graph", "{graph}"};
+  } else {
+    args = {"--model", profile.model()};
+  }
+  args.insert(args.end(), {"--device", device});
+  if (profile.batch_sizes_size() > 0) {
+    std::string sizes;
+    for (int64_t b : profile.batch_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+    args.insert(args.end(), {"--batch-sizes", sizes});
+  }
+  args.insert(args.end(), {"--output", "{output}"});
+  return args;
+}
+
+}  // namespace
+
+StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgumentError("address must be HOST:PORT, got '" + address + "'");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string port_text = address.substr(colon + 1);
+  if (port_text.size() > 5 ||
+      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return InvalidArgumentError("address must be HOST:PORT, got '" + address + "'");
+  }
+  int port = std::stoi(port_text);
+  if (port > 65535) return InvalidArgumentError("port out of range in '" + address + "'");
+  return std::make_pair(host, port);
+}
+
+WorkerDaemon::WorkerDaemon(WorkerOptions options,
+                           std::unique_ptr<v1::NodeService::StubInterface> stub,
+                           SupervisorOptions supervisor_options)
+    : options_(std::move(options)), stub_(std::move(stub)) {
+  supervisor_ = std::make_unique<ExecutorSupervisor>(std::move(supervisor_options), this);
+}
+
+WorkerDaemon::~WorkerDaemon() { Stop(); }
+
+void WorkerDaemon::Start() {
+  control_thread_ = std::thread([this] { ControlLoop(); });
+  stream_thread_ = std::thread([this] { StreamLoop(); });
+  report_thread_ = std::thread([this] { ReportLoop(); });
+}
+
+void WorkerDaemon::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !control_thread_.joinable()) return;
+    stopping_ = true;
+    if (stream_context_) stream_context_->TryCancel();
+  }
+  cv_.notify_all();
+  for (auto* t : {&control_thread_, &stream_thread_, &report_thread_}) {
+    if (t->joinable()) t->join();
+  }
+  // Kill what still runs, then one last attempt to tell the coordinator.
+  supervisor_->Shutdown();
+  FlushProgress();
+  FlushExits();
+}
+
+std::string WorkerDaemon::node_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return node_id_;
+}
+
+std::unique_ptr<grpc::ClientContext> WorkerDaemon::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+  return context;
+}
+
+bool WorkerDaemon::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopping_; });
+  return !stopping_;
+}
+
+void WorkerDaemon::ForgetRegistration(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node_id_.empty()) return;
+  DP_LOG_WARN("coordinator forgot node {} ({}); registering again", node_id_, why);
+  node_id_.clear();
+  if (stream_context_) stream_context_->TryCancel();
+  cv_.notify_all();
+}
+
+std::vector<v1::RunningTask> WorkerDaemon::RunningTaskProtos() const {
+  std::vector<v1::RunningTask> out;
+  for (const auto& task : supervisor_->RunningTasks()) {
+    v1::RunningTask proto;
+    proto.set_task_id(task.task_id);
+    proto.set_job_id(task.job_id);
+    for (int r : task.ranks) proto.add_ranks(r);
+    out.push_back(std::move(proto));
+  }
+  return out;
+}
+
+// ---- control: register and heartbeat ----
+
+void WorkerDaemon::ControlLoop() {
+  NameThread("dp-worker-ctl");
+  int failures = 0;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    if (node_id().empty()) {
+      if (Register()) {
+        failures = 0;
+      } else {
+        ++failures;
+        if (!SleepFor(options_.retry_interval)) return;
+      }
+      continue;
+    }
+    Heartbeat();
+    std::chrono::milliseconds interval;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      interval = heartbeat_interval_;
+    }
+    // Wake early when the registration is lost, so re-registering is prompt.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, interval, [this] { return stopping_ || node_id_.empty(); });
+  }
+}
+
+bool WorkerDaemon::Register() {
+  v1::RegisterNodeRequest request;
+  request.set_name(options_.name);
+  request.set_address(options_.address);
+  request.set_version(options_.version);
+  for (const auto& d : options_.devices) {
+    auto* device = request.add_devices();
+    device->set_device(d.name);
+    device->set_type(d.type);
+    device->set_memory_bytes(d.memory_bytes);
+  }
+  for (auto& task : RunningTaskProtos()) *request.add_running_tasks() = std::move(task);
+  v1::RegisterNodeResponse response;
+  auto context = NewContext();
+  grpc::Status status = stub_->RegisterNode(context.get(), request, &response);
+  if (!status.ok()) {
+    static std::atomic<int> logged{0};
+    if (logged++ % 20 == 0) {
+      DP_LOG_WARN("cannot register with the coordinator: {}", FromGrpc(status).ToString());
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node_id_ = response.node_id();
+    if (response.heartbeat_interval_ms() > 0) {
+      heartbeat_interval_ = std::chrono::milliseconds(response.heartbeat_interval_ms());
+    }
+  }
+  registrations_++;
+  cv_.notify_all();
+  DP_LOG_INFO("registered as node {} with {} devices and {} running tasks", response.node_id(),
+              options_.devices.size(), request.running_tasks_size());
+  for (const auto& task_id : response.cancel_task_ids()) {
+    DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
+    (void)supervisor_->Cancel(task_id);
+  }
+  return true;
+}
+
+void WorkerDaemon::Heartbeat() {
+  v1::HeartbeatRequest request;
+  request.set_node_id(node_id());
+  for (auto& task : RunningTaskProtos()) *request.add_running_tasks() = std::move(task);
+  v1::HeartbeatResponse response;
+  auto context = NewContext();
+  grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    ForgetRegistration("heartbeat: " + status.error_message());
+    return;
+  }
+  if (!status.ok()) {
+    DP_LOG_DEBUG("heartbeat failed: {}", FromGrpc(status).ToString());
+    return;
+  }
+  for (const auto& command : response.commands()) HandleCommand(command);
+}
+
+// ---- tasks: the command stream ----
+
+void WorkerDaemon::StreamLoop() {
+  NameThread("dp-worker-tasks");
+  while (true) {
+    std::string node;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !node_id_.empty(); });
+      if (stopping_) return;
+      node = node_id_;
+    }
+    grpc::ClientContext context;  // no deadline: the stream lives as long as the registration
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stream_context_ = &context;
+    }
+    v1::StreamTasksRequest request;
+    request.set_node_id(node);
+    auto reader = stub_->StreamTasks(&context, request);
+    v1::TaskCommand command;
+    while (reader->Read(&command)) HandleCommand(command);
+    grpc::Status status = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_context_ = nullptr;
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      if (node_id() == node) ForgetRegistration("task stream: " + status.error_message());
+    } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+      DP_LOG_DEBUG("task stream ended: {}", FromGrpc(status).ToString());
+    }
+    if (!SleepFor(options_.retry_interval)) return;
+  }
+}
+
+void WorkerDaemon::HandleCommand(const v1::TaskCommand& command) {
+  if (command.has_assign()) {
+    HandleAssignment(command.assign());
+  } else if (command.has_cancel()) {
+    const auto& cancel = command.cancel();
+    Status status = supervisor_->Cancel(cancel.task_id());
+    if (status.ok()) {
+      DP_LOG_INFO("task {}: cancel requested ({})", cancel.task_id(),
+                  cancel.reason().empty() ? "no reason given" : cancel.reason());
+    } else {
+      DP_LOG_DEBUG("cancel of task {}: {}", cancel.task_id(), status.ToString());
+    }
+  }
+}
+
+void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Commands are delivered at least once; a known id is a no-op.
+    if (!known_tasks_.insert(assignment.task_id()).second) return;
+    known_order_.push_back(assignment.task_id());
+    while (known_order_.size() > 10000) {
+      known_tasks_.erase(known_order_.front());
+      known_order_.pop_front();
+    }
+  }
+  auto find_device = [this](const std::string& name) -> const LocalDevice* {
+    for (const auto& d : options_.devices) {
+      if (d.name == name) return &d;
+    }
+    return nullptr;
+  };
+
+  if (assignment.kind() == v1::TASK_KIND_PROFILE) {
+    const auto& p = assignment.profile();
+    const LocalDevice* device = find_device(p.device());
+    if (!device) {
+      QueueStartFailure(assignment, "device '" + p.device() + "' is not one of this node's");
+      return;
+    }
+    ProfileTask task;
+    task.task_id = assignment.task_id();
+    task.job_id = assignment.job_id();
+    task.graph_json = p.graph_json();
+    task.args = ProfileArgs(p, device->ExecutorDevice());
+    DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
+                p.model().empty() ? std::string("an inline graph") : p.model(), p.device());
+    Status status = supervisor_->StartProfile(task);
+    if (!status.ok()) QueueStartFailure(assignment, status.ToString());
+    return;
+  }
+  if (assignment.kind() != v1::TASK_KIND_TRAIN) {
+    QueueStartFailure(assignment, "unknown task kind " + std::to_string(assignment.kind()));
+    return;
+  }
+  const auto& t = assignment.train();
+  auto store = SplitHostPort(t.store_address());
+  if (!store.ok()) {
+    QueueStartFailure(assignment, "store_address: " + store.status().message());
+    return;
+  }
+  TrainTask task;
+  task.task_id = assignment.task_id();
+  task.job_id = assignment.job_id();
+  task.run_spec_json = t.run_spec_json();
+  task.world_size = t.world_size();
+  task.store_host = store->first;
+  task.store_port = store->second;
+  task.timeout_s = static_cast<int>(t.timeout_s());
+  task.background = t.background();
+  for (const auto& rd : t.ranks()) {
+    const LocalDevice* device = find_device(rd.device());
+    if (!device) {
+      QueueStartFailure(assignment, "rank " + std::to_string(rd.rank()) + ": device '" +
+                                        rd.device() + "' is not one of this node's");
+      return;
+    }
+    task.ranks.push_back({rd.rank(), device->ExecutorDevice()});
+  }
+  DP_LOG_INFO("task {} (job {}): {} rank(s) of {}{}, store {}", task.task_id, task.job_id,
+              task.ranks.size(), task.world_size, task.background ? " (background)" : "",
+              t.store_address());
+  Status status = supervisor_->StartTrain(task);
+  if (!status.ok()) QueueStartFailure(assignment, status.ToString());
+}
+
+void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment,
+                                     const std::string& error) {
+  DP_LOG_ERROR("task {}: cannot start: {}", assignment.task_id(), error);
+  PendingExit exit;
+  exit.request.set_task_id(assignment.task_id());
+  exit.request.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.request.set_error("worker " + options_.name + ": " + error);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exits_.push_back(std::move(exit));
+  }
+  cv_.notify_all();
+}
+
+// ---- reports ----
+
+void WorkerDaemon::OnStoreReady(const std::string& task_id, const std::string& host, int port) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_[task_id].store_ready = host + ":" + std::to_string(port);
+  }
+  cv_.notify_all();
+}
+
+void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport& report) {
+  v1::IterationEvent event;
+  event.set_rank(report.rank);
+  event.set_iteration(report.iteration);
+  if (report.loss) event.set_loss(*report.loss);
+  event.set_iteration_ms(report.iteration_ms);
+  event.set_samples_per_s(report.samples_per_s);
+  event.set_busy_ms(report.busy_ms);
+  event.set_idle_ms(report.idle_ms);
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_[task_id].iterations.push_back(std::move(event));
+}
+
+void WorkerDaemon::OnLogLine(const std::string& task_id, int rank, const std::string& line) {
+  v1::LogLine log;
+  log.set_rank(rank);
+  log.set_line(line);
+  log.set_time_ms(options_.clock->WallMillis());
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& pending = progress_[task_id];
+  pending.logs.push_back(std::move(log));
+  while (pending.logs.size() > options_.max_pending_log_lines) {
+    pending.logs.pop_front();
+    pending.dropped_logs++;
+  }
+}
+
+void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
+  PendingExit exit;
+  auto& r = exit.request;
+  r.set_task_id(result.task_id);
+  r.set_outcome(result.succeeded   ? v1::TASK_OUTCOME_SUCCEEDED
+                : result.cancelled ? v1::TASK_OUTCOME_CANCELLED
+                                   : v1::TASK_OUTCOME_FAILED);
+  if (!result.succeeded) r.set_error(result.message);
+  for (const auto& rank : result.ranks) {
+    auto* proto = r.add_ranks();
+    proto->set_rank(rank.rank);
+    proto->set_exit_code(rank.signal != 0 ? -1 : rank.exit_code);
+    proto->set_signal(rank.signal);
+    proto->set_error(rank.error);
+  }
+  for (const auto& line : result.last_log_lines) r.add_last_log_lines(line);
+  r.set_checkpoint(result.checkpoint);
+  r.set_result_json(result.profile_json);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exits_.push_back(std::move(exit));
+  }
+  cv_.notify_all();
+}
+
+void WorkerDaemon::ReportLoop() {
+  NameThread("dp-worker-report");
+  while (SleepFor(options_.report_interval)) {
+    if (node_id().empty()) continue;
+    FlushProgress();
+    FlushExits();
+  }
+}
+
+void WorkerDaemon::FlushProgress() {
+  std::map<std::string, PendingProgress> batch;
+  std::string node;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node_id_.empty()) return;
+    node = node_id_;
+    batch.swap(progress_);
+  }
+  std::map<std::string, PendingProgress> failed;
+  for (auto& [task_id, pending] : batch) {
+    if (pending.iterations.empty() && pending.logs.empty() && pending.store_ready.empty()) continue;
+    v1::ReportProgressRequest request;
+    request.set_node_id(node);
+    request.set_task_id(task_id);
+    for (auto& it : pending.iterations) *request.add_iterations() = it;
+    if (pending.dropped_logs > 0) {
+      auto* note = request.add_logs();
+      note->set_rank(-1);
+      note->set_line("[worker] " + std::to_string(pending.dropped_logs) +
+                     " log lines dropped while the coordinator was unreachable");
+      note->set_time_ms(options_.clock->WallMillis());
+    }
+    for (auto& log : pending.logs) *request.add_logs() = log;
+    request.set_store_ready(pending.store_ready);
+    v1::ReportProgressResponse response;
+    auto context = NewContext();
+    grpc::Status status = stub_->ReportProgress(context.get(), request, &response);
+    if (status.ok()) {
+      if (response.cancel() && supervisor_->IsRunning(task_id)) {
+        DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
+        (void)supervisor_->Cancel(task_id);
+      }
+      continue;
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
+        status.error_message().find("node") != std::string::npos) {
+      ForgetRegistration("progress: " + status.error_message());
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      continue;  // the coordinator will not take it; retrying cannot help
+    }
+    failed[task_id] = std::move(pending);  // keep it (bounded) for the next attempt
+  }
+  if (failed.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [task_id, old] : failed) {
+    auto& now = progress_[task_id];
+    // Older entries go first; the log queue stays bounded.
+    old.iterations.insert(old.iterations.end(), now.iterations.begin(), now.iterations.end());
+    now.iterations.swap(old.iterations);
+    if (now.iterations.size() > 1000) {
+      now.iterations.erase(now.iterations.begin(), now.iterations.end() - 1000);
+    }
+    for (auto it = now.logs.begin(); it != now.logs.end(); ++it) old.logs.push_back(*it);
+    now.logs.swap(old.logs);
+    now.dropped_logs += old.dropped_logs;
+    while (now.logs.size() > options_.max_pending_log_lines) {
+      now.logs.pop_front();
+      now.dropped_logs++;
+    }
+    if (now.store_ready.empty()) now.store_ready = old.store_ready;
+  }
+}
+
+void WorkerDaemon::FlushExits() {
+  while (true) {
+    PendingExit exit;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (exits_.empty() || node_id_.empty()) return;
+      exit = exits_.front();
+      exit.request.set_node_id(node_id_);
+    }
+    v1::ReportTaskExitResponse response;
+    auto context = NewContext();
+    grpc::Status status = stub_->ReportTaskExit(context.get(), exit.request, &response);
+    bool drop = status.ok() || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT;
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // Unknown node (the coordinator restarted): register again and retry. Unknown task: give
+      // up after a few tries.
+      if (status.error_message().find("node") != std::string::npos) {
+        ForgetRegistration("task exit: " + status.error_message());
+      }
+      drop = ++exit.not_found_replies >= 5;
+    }
+    if (status.ok()) {
+      DP_LOG_INFO("task {}: exit reported ({})", exit.request.task_id(),
+                  v1::TaskOutcome_Name(exit.request.outcome()));
+    } else if (drop) {
+      DP_LOG_WARN("task {}: the coordinator refused its exit report: {}", exit.request.task_id(),
+                  FromGrpc(status).ToString());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (exits_.empty() || exits_.front().request.task_id() != exit.request.task_id()) return;
+    if (drop) {
+      exits_.pop_front();
+      continue;
+    }
+    exits_.front().not_found_replies = exit.not_found_replies;
+    return;  // try again on the next flush
+  }
+}
+
+}  // namespace deepool::worker::daemon

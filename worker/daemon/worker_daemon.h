@@ -1,0 +1,125 @@
+// The worker daemon's conversation with the coordinator (proto/deepool/v1/node.proto): register
+// the node's devices, heartbeat, take task commands from the StreamTasks stream (and from
+// heartbeat replies), run them through the ExecutorSupervisor, and report progress, log lines
+// and task exits. When the coordinator goes away it keeps the tasks running, retries, and on
+// NOT_FOUND registers again listing its running tasks so the coordinator can reconcile them.
+// Task exits are kept until the coordinator acknowledges them, so none is lost to a restart.
+//
+// Threading: Start() launches three threads: "dp-worker-ctl" (register + heartbeat),
+// "dp-worker-tasks" (the StreamTasks stream) and "dp-worker-report" (flushes batched progress
+// and exits). Supervisor callbacks (TaskListener) run on child reader threads and only queue
+// reports. One mutex guards the node id, the report queues and the known-task sets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "deepool/v1/node.grpc.pb.h"
+#include "worker/daemon/devices.h"
+#include "worker/daemon/executor_supervisor.h"
+
+namespace deepool::worker::daemon {
+
+struct WorkerOptions {
+  std::string name;     // stable node name (the node id follows it)
+  std::string address;  // host other nodes reach this node at (its host part names the store)
+  std::vector<LocalDevice> devices;
+  std::string version = "0.1.0";
+  std::chrono::milliseconds retry_interval{500};    // between failed register / stream attempts
+  std::chrono::milliseconds report_interval{200};   // progress batching
+  std::chrono::milliseconds rpc_timeout{5000};
+  size_t max_pending_log_lines = 2000;  // per task, between flushes; older lines are dropped
+  const Clock* clock = SystemClock::Get();  // wall time on log lines
+};
+
+class WorkerDaemon final : public TaskListener {
+ public:
+  // `stub` talks to the coordinator's NodeService; `supervisor_options` configures the
+  // executors (the daemon owns the supervisor and is its listener).
+  WorkerDaemon(WorkerOptions options, std::unique_ptr<v1::NodeService::StubInterface> stub,
+               SupervisorOptions supervisor_options);
+  ~WorkerDaemon() override;
+  WorkerDaemon(const WorkerDaemon&) = delete;
+  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
+
+  void Start();
+  // Stops the threads, kills running executors and makes a last attempt to report their exits.
+  void Stop();
+
+  // The node id of the current registration, or "" while unregistered.
+  std::string node_id() const;
+  int registrations() const { return registrations_.load(); }
+  ExecutorSupervisor& supervisor() { return *supervisor_; }
+
+  // TaskListener (called by the supervisor on child reader threads).
+  void OnStoreReady(const std::string& task_id, const std::string& host, int port) override;
+  void OnIteration(const std::string& task_id, const IterationReport& report) override;
+  void OnLogLine(const std::string& task_id, int rank, const std::string& line) override;
+  void OnTaskFinished(const TaskResult& result) override;
+
+ private:
+  struct PendingProgress {
+    std::vector<v1::IterationEvent> iterations;
+    std::deque<v1::LogLine> logs;
+    size_t dropped_logs = 0;
+    std::string store_ready;
+  };
+
+  void ControlLoop();
+  void StreamLoop();
+  void ReportLoop();
+  bool Register();
+  void Heartbeat();
+  void HandleCommand(const v1::TaskCommand& command);
+  void HandleAssignment(const v1::TaskAssignment& assignment);
+  // Reports a task that could not start as FAILED with `error`.
+  void QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error);
+  void FlushProgress();
+  void FlushExits();
+  std::vector<v1::RunningTask> RunningTaskProtos() const;
+  // Marks the registration lost: the control thread registers again.
+  void ForgetRegistration(const std::string& why);
+  // Waits on cv_ up to `d`; false when stopping.
+  bool SleepFor(std::chrono::milliseconds d);
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  const WorkerOptions options_;
+  std::unique_ptr<v1::NodeService::StubInterface> stub_;
+  std::unique_ptr<ExecutorSupervisor> supervisor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                                 // guarded by mu_
+  std::string node_id_;                                   // guarded by mu_
+  std::chrono::milliseconds heartbeat_interval_{1000};    // guarded by mu_
+  std::map<std::string, PendingProgress> progress_;       // guarded by mu_
+  struct PendingExit {
+    v1::ReportTaskExitRequest request;
+    int not_found_replies = 0;  // dropped after a few: the coordinator no longer knows the task
+  };
+  std::deque<PendingExit> exits_;                          // guarded by mu_
+  std::set<std::string> known_tasks_;    // every task id ever assigned, guarded by mu_
+  std::deque<std::string> known_order_;  // bounds known_tasks_, guarded by mu_
+  grpc::ClientContext* stream_context_ = nullptr;         // guarded by mu_, for cancellation
+  std::atomic<int> registrations_{0};
+
+  std::thread control_thread_;
+  std::thread stream_thread_;
+  std::thread report_thread_;
+};
+
+// Splits "HOST:PORT" (also "[v6]:PORT"). INVALID_ARGUMENT when malformed.
+StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
+
+}  // namespace deepool::worker::daemon
