@@ -2,7 +2,8 @@
 """Checks the model zoo against torchvision 0.14: for every zoo model (and a few option
 variants) the set of "<layer>.<param>" keys, with shapes, derived from `deepool model show NAME
 --json` must equal torchvision's state_dict (parameters and buffers: running_mean, running_var,
-num_batches_tracked), and the parameter count must equal torchvision's.
+num_batches_tracked), the parameter count must equal torchvision's, and every torchvision module
+called once in forward must be a deepool layer of the same name and per-sample output shape.
 
 Run from the repository root after building the `deepool` target:
 
@@ -15,6 +16,7 @@ values that tests/unit/zoo_test.cc holds.
 """
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -110,6 +112,35 @@ def deepool_state_dict_shapes(doc):
     return shapes
 
 
+def deepool_output_shapes(table_text):
+    """Maps layer name to per-sample output shape, from `deepool model show NAME`'s table."""
+    shapes = {}
+    for line in table_text.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) == 7 and cols[0].isdigit():
+            shapes[cols[1]] = json.loads(cols[4])
+    return shapes
+
+
+def torch_output_shapes(module, image_shape):
+    """Runs one training-mode forward pass of two samples and records, per leaf module called
+    exactly once, its output shape without the batch dimension."""
+    shapes, calls = {}, {}
+    hooks = []
+    for name, child in module.named_modules():
+        if name and not list(child.children()):
+            def hook(_m, _inputs, output, name=name):
+                calls[name] = calls.get(name, 0) + 1
+                shapes[name] = list(output.shape[1:])
+            hooks.append(child.register_forward_hook(hook))
+    module.train()
+    with torch.no_grad():
+        module(torch.zeros([2] + image_shape))
+    for h in hooks:
+        h.remove()
+    return {name: shape for name, shape in shapes.items() if calls[name] == 1}
+
+
 def torch_state_dict_shapes(module):
     return {k: list(v.shape) for k, v in module.state_dict().items()}
 
@@ -155,8 +186,21 @@ def main():
         if doc["total_params"] != want_params:
             problems.append(f"total_params: deepool {doc['total_params']}, "
                             f"torchvision {want_params}")
+        compared = 0
+        if not isinstance(reference, (Mlp, SmallCnn)):  # the stand-ins have no forward
+            table = subprocess.run([args.deepool, "model", "show", *show_args], check=True,
+                                   capture_output=True, text=True).stdout
+            got_shapes = deepool_output_shapes(table)
+            for name, shape in torch_output_shapes(reference, doc["input"]["shape"]).items():
+                if name not in got_shapes:
+                    problems.append(f"module {name} is no layer in deepool")
+                elif got_shapes[name] != shape:
+                    problems.append(f"output shape of {name}: deepool {got_shapes[name]}, "
+                                    f"torchvision {shape}")
+                compared += 1
         status = "OK  " if not problems else "FAIL"
-        print(f"{status} {case}: {len(got)} keys, {doc['total_params']} params")
+        print(f"{status} {case}: {len(got)} keys, {doc['total_params']} params, "
+              f"{compared} module output shapes")
         for problem in problems[:20]:
             print("     " + problem)
         failures += bool(problems)
