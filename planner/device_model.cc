@@ -16,21 +16,57 @@ constexpr double kBytesPerElement = 4;  // fp32 activations and weights
 DeviceModel A100() {
   // A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for fp32
   // training by default on Ampere), HBM2 1555 GB/s.
-  return {"a100", 156.0, 1555.0, 0.32, 0.80, 6.0, 40.0};
+  DeviceModel device;
+  device.name = "a100";
+  device.peak_tflops = 156.0;
+  device.memory_bandwidth_gbps = 1555.0;
+  device.compute_efficiency = 0.68;
+  device.memory_efficiency = 0.90;
+  device.launch_us = 7.0;
+  device.gemm_half_depth = 750.0;
+  device.memory_gb = 40.0;
+  return device;
 }
 DeviceModel H100() {
   // H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
-  return {"h100", 495.0, 3350.0, 0.32, 0.80, 6.0, 80.0};
+  DeviceModel device;
+  device.name = "h100";
+  device.peak_tflops = 495.0;
+  device.memory_bandwidth_gbps = 3350.0;
+  device.compute_efficiency = 0.68;
+  device.memory_efficiency = 0.90;
+  device.launch_us = 7.0;
+  device.gemm_half_depth = 750.0;
+  device.memory_gb = 80.0;
+  return device;
 }
 DeviceModel V100() {
   // V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2 900 GB/s.
   // cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do: 0.6.
-  return {"v100", 15.7, 900.0, 0.60, 0.80, 6.0, 32.0};
+  DeviceModel device;
+  device.name = "v100";
+  device.peak_tflops = 15.7;
+  device.memory_bandwidth_gbps = 900.0;
+  device.compute_efficiency = 0.90;
+  device.memory_efficiency = 0.90;
+  device.launch_us = 7.0;
+  device.gemm_half_depth = 250.0;
+  device.memory_gb = 32.0;
+  return device;
 }
 DeviceModel Cpu() {
   // A nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
   // = 1.28 TFLOPS; 8 channels of DDR4-3200 = 204.8 GB/s. Per-op dispatch ~10 us in libtorch.
-  return {"cpu", 1.28, 204.8, 0.50, 0.60, 10.0, 256.0};
+  DeviceModel device;
+  device.name = "cpu";
+  device.peak_tflops = 1.28;
+  device.memory_bandwidth_gbps = 204.8;
+  device.compute_efficiency = 0.70;
+  device.memory_efficiency = 0.60;
+  device.launch_us = 10.0;
+  device.gemm_half_depth = 64.0;
+  device.memory_gb = 256.0;
+  return device;
 }
 
 Shape InputShapeOf(const Graph& graph, const Layer& layer, size_t index) {
@@ -89,6 +125,9 @@ Status DeviceModel::Validate() const {
   if (!std::isfinite(launch_us) || launch_us < 0) {
     return InvalidArgumentError("device model: launch_us must be >= 0");
   }
+  if (!std::isfinite(gemm_half_depth) || gemm_half_depth < 0) {
+    return InvalidArgumentError("device model: gemm_half_depth must be >= 0");
+  }
   return Status::Ok();
 }
 
@@ -117,10 +156,40 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       // Backward = grad-input + grad-weight, each as much math as the forward; a layer reading
       // the graph input needs no grad-input. Weights: read once forward; backward reads them
       // (grad-input), writes grad-weight and accumulates it into .grad (read, read, write).
+      // GEMM reduction lengths: forward in_channels/groups x kernel area (in_features),
+      // grad-weight the number of output positions in the batch.
       const bool first = ReadsGraphInputOnly(layer);
       const bool bias = layer.attrs.bias;
+      const LayerAttrs& a = layer.attrs;
+      double forward_depth = 0, weight_grad_depth = 0, gemm_flops = 0;
+      const Shape in_shape = InputShapeOf(graph, layer, 0);
+      const Shape& out_shape = layer.output_shape;
+      if (layer.op == Op::kConv2d) {
+        const double area = static_cast<double>(a.kernel_size[0] * a.kernel_size[1]);
+        const double groups = static_cast<double>(std::max<int64_t>(a.groups, 1));
+        const double in_channels = in_shape.empty() ? 1.0 : static_cast<double>(in_shape[0]);
+        forward_depth = in_channels / groups * area;
+        const double positions =
+            static_cast<double>(NumElements(out_shape)) / std::max<double>(a.out_channels, 1);
+        weight_grad_depth = batch * positions;
+        gemm_flops = 2.0 * static_cast<double>(NumElements(out_shape)) * forward_depth * batch;
+      } else {
+        const double in_features = in_shape.empty() ? 1.0 : static_cast<double>(in_shape.back());
+        const double rows = static_cast<double>(NumElements(in_shape)) / in_features;
+        forward_depth = in_features;
+        weight_grad_depth = batch * rows;
+        gemm_flops = 2.0 * rows * in_features * static_cast<double>(a.out_features) * batch;
+      }
+      gemm_flops = std::min(gemm_flops, flops);
       work.forward_flops = flops;
-      work.backward_flops = first ? flops : 2 * flops;
+      work.forward_gemms = {{gemm_flops, forward_depth}};
+      work.backward_flops = first ? gemm_flops : 2 * gemm_flops;
+      // Both backward GEMMs run at the forward's efficiency (cuDNN's gradient kernels are not
+      // faster than the forward ones in the A100 measurements), except that grad-weight's
+      // reduction over the batch's output positions is the short side for linear layers at
+      // small batches.
+      work.backward_gemms = {{gemm_flops, std::min(forward_depth, weight_grad_depth)}};
+      if (!first) work.backward_gemms.push_back({gemm_flops, forward_depth});
       work.forward_bytes = in + out + weights;
       work.backward_bytes = (first ? in + out : 2 * (in + out)) + 4 * weights;
       work.forward_kernels = bias ? 2 : 1;
@@ -192,11 +261,23 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
 LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work) {
   const double flops_per_ms = device.peak_tflops * 1e9 * device.compute_efficiency;
   const double bytes_per_ms = device.memory_bandwidth_gbps * 1e6 * device.memory_efficiency;
-  auto time = [&](double flops, double bytes, int kernels) {
-    return std::max(flops / flops_per_ms, bytes / bytes_per_ms) + kernels * device.launch_us / 1e3;
+  auto compute_ms = [&](double flops, const std::vector<GemmPart>& gemms) {
+    double ms = 0;
+    double rest = flops;
+    for (const GemmPart& gemm : gemms) {
+      const double depth = std::max(gemm.depth, 1.0);
+      ms += gemm.flops / (flops_per_ms * depth / (depth + device.gemm_half_depth));
+      rest -= gemm.flops;
+    }
+    return ms + std::max(rest, 0.0) / flops_per_ms;
   };
-  return {time(work.forward_flops, work.forward_bytes, work.forward_kernels),
-          time(work.backward_flops, work.backward_bytes, work.backward_kernels)};
+  auto time = [&](double compute, double bytes, int kernels) {
+    return std::max(compute, bytes / bytes_per_ms) + kernels * device.launch_us / 1e3;
+  };
+  return {time(compute_ms(work.forward_flops, work.forward_gemms), work.forward_bytes,
+               work.forward_kernels),
+          time(compute_ms(work.backward_flops, work.backward_gemms), work.backward_bytes,
+               work.backward_kernels)};
 }
 
 std::unique_ptr<Profile> MakeAnalyticalProfile(const DeviceModel& device) {

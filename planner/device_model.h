@@ -4,9 +4,14 @@
 // sources) are in docs/formats.md, section "Profiles"; validation against the measured A100
 // VGG-16 file is in docs/benchmarks.md ("Device model validation").
 //
-//   time = max(flops / (peak_tflops * compute_efficiency),
-//              bytes / (memory_bandwidth_gbps * memory_efficiency)) + kernels * launch_us
-// evaluated separately for forward and backward at the per-device batch.
+//   time = max(compute, bytes / (memory_bandwidth_gbps * memory_efficiency)) + kernels * launch_us
+//   compute = sum over GEMM-shaped parts (conv, linear) of
+//               flops / (peak_tflops * compute_efficiency * depth / (depth + gemm_half_depth))
+//             + other flops / (peak_tflops * compute_efficiency)
+// evaluated separately for forward and backward at the per-device batch. `depth` is the GEMM's
+// reduction length (e.g. in_channels x kernel area for a forward convolution): a short reduction
+// cannot amortise a tile's fixed costs (loading and writing its output, pipeline fill), so it
+// runs further from peak.
 // Threading: DeviceModel is a plain value; the analytical profile is immutable and thread-safe.
 #pragma once
 
@@ -29,6 +34,7 @@ struct DeviceModel {
   double compute_efficiency = 1;       // fraction of peak_tflops that large conv/linear reach
   double memory_efficiency = 1;        // fraction of the bandwidth that streaming kernels reach
   double launch_us = 0;                // fixed cost of one kernel launch
+  double gemm_half_depth = 0;          // reduction length at which a GEMM reaches half efficiency
   double memory_gb = 0;                // capacity; informative
 
   Status Validate() const;
@@ -38,10 +44,18 @@ struct DeviceModel {
 StatusOr<DeviceModel> DevicePreset(std::string_view name);
 std::vector<std::string> DevicePresetNames();
 
+// A matrix-multiply-shaped part of a layer's work.
+struct GemmPart {
+  double flops = 0;
+  double depth = 0;  // reduction length
+};
+
 // The work of one layer at a batch: what the roofline is evaluated on.
 struct LayerWork {
-  double forward_flops = 0;
-  double backward_flops = 0;
+  double forward_flops = 0;   // all forward math, GEMM parts included
+  double backward_flops = 0;  // all backward math, GEMM parts included
+  std::vector<GemmPart> forward_gemms;
+  std::vector<GemmPart> backward_gemms;
   double forward_bytes = 0;
   double backward_bytes = 0;
   int forward_kernels = 0;

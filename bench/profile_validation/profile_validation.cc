@@ -1,0 +1,232 @@
+// Validates an analytical device preset against measured reference profiles.
+//
+//   deepool-bench-profile-validation [--device a100] [--fit] [--batches 64,16,1]
+//       vgg16=PATH/A100_vgg.prof [wide_resnet101_2=PATH/A100_wrn.prof inception_v3=...]
+//
+// For the first model it prints a per-layer table (measured vs predicted forward and backward
+// at the chosen batches) and, for every model, the whole-model error at every measured batch
+// (sum over the layers the file times). --fit searches a grid of the preset's four global
+// factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean absolute log
+// error over the first model's layers, and reports the result beside the preset's own.
+// Output is Markdown for docs/benchmarks.md.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "planner/a100_import.h"
+#include "planner/device_model.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner {
+namespace {
+
+struct ModelCase {
+  std::string model;
+  std::string path;
+  Graph graph;
+  A100Import imported;
+  ProfFile file;
+};
+
+struct Sample {
+  int layer_id;
+  int64_t batch;
+  BatchTime measured;
+};
+
+std::vector<Sample> Samples(const ModelCase& c) {
+  std::vector<Sample> samples;
+  for (const LayerProfileData& layer : c.imported.data.layers) {
+    const int id = *c.graph.FindLayer(layer.name);
+    for (const BatchTime& point : layer.batches) samples.push_back({id, point.batch, point});
+  }
+  return samples;
+}
+
+// Mean |log(predicted / measured)| over forward and backward times of at least 5 us (smaller
+// ones are timer noise in the files).
+double MeanAbsLogError(const DeviceModel& device, const ModelCase& c,
+                       const std::vector<Sample>& samples) {
+  double sum = 0;
+  int count = 0;
+  for (const Sample& s : samples) {
+    LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, s.layer_id, s.batch));
+    const double pairs[2][2] = {{predicted.forward_ms, s.measured.forward_ms},
+                                {predicted.backward_ms, s.measured.backward_ms}};
+    for (const auto& pair : pairs) {
+      if (pair[1] < 0.005) continue;
+      sum += std::fabs(std::log(pair[0] / pair[1]));
+      ++count;
+    }
+  }
+  return count ? sum / count : 0;
+}
+
+// Whole-model (matched layers) predicted and measured time per batch.
+std::map<int64_t, std::pair<double, double>> ModelTotals(const DeviceModel& device,
+                                                         const ModelCase& c) {
+  std::map<int64_t, std::pair<double, double>> totals;
+  for (const Sample& s : Samples(c)) {
+    LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, s.layer_id, s.batch));
+    totals[s.batch].first += predicted.total_ms();
+    totals[s.batch].second += s.measured.forward_ms + s.measured.backward_ms;
+  }
+  return totals;
+}
+
+double Percent(double predicted, double measured) {
+  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+}
+
+DeviceModel Fit(const DeviceModel& start, const ModelCase& c) {
+  const std::vector<Sample> samples = Samples(c);
+  DeviceModel best = start;
+  double best_error = MeanAbsLogError(start, c, samples);
+  for (double half_depth : {0.0, 250.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0}) {
+    for (double compute = 0.10; compute <= 1.0001; compute += 0.02) {
+      for (double memory = 0.50; memory <= 1.0001; memory += 0.05) {
+        for (double launch = 0; launch <= 20.0001; launch += 1.0) {
+          DeviceModel trial = start;
+          trial.compute_efficiency = compute;
+          trial.memory_efficiency = memory;
+          trial.launch_us = launch;
+          trial.gemm_half_depth = half_depth;
+          const double error = MeanAbsLogError(trial, c, samples);
+          if (error < best_error) {
+            best_error = error;
+            best = trial;
+          }
+        }
+      }
+    }
+  }
+  return best;
+}
+
+void PrintFactors(const char* label, const DeviceModel& device, const ModelCase& c) {
+  std::printf("| %s | %.2f | %.2f | %.1f | %.0f | %.3f |\n", label, device.compute_efficiency,
+              device.memory_efficiency, device.launch_us, device.gemm_half_depth,
+              MeanAbsLogError(device, c, Samples(c)));
+}
+
+void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batch) {
+  std::printf("\nPer layer, %s at per-device batch %lld (ms; error = predicted / measured - 1):\n\n",
+              c.model.c_str(), static_cast<long long>(batch));
+  std::printf("| layer | op | measured fw | predicted fw | err fw | measured bw | predicted bw "
+              "| err bw |\n|---|---|---|---|---|---|---|---|\n");
+  double measured_sum = 0, predicted_sum = 0;
+  for (const LayerProfileData& layer : c.imported.data.layers) {
+    const BatchTime* point = nullptr;
+    for (const BatchTime& p : layer.batches) {
+      if (p.batch == batch) point = &p;
+    }
+    if (point == nullptr) continue;
+    const int id = *c.graph.FindLayer(layer.name);
+    LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, id, batch));
+    measured_sum += point->forward_ms + point->backward_ms;
+    predicted_sum += predicted.total_ms();
+    std::printf("| %s | %s | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n", layer.name.c_str(),
+                layer.op.c_str(), point->forward_ms, predicted.forward_ms,
+                Percent(predicted.forward_ms, point->forward_ms), point->backward_ms,
+                predicted.backward_ms, Percent(predicted.backward_ms, point->backward_ms));
+  }
+  std::printf("| **total** | | | | | | | **%.3f vs %.3f: %+.1f%%** |\n", predicted_sum,
+              measured_sum, Percent(predicted_sum, measured_sum));
+}
+
+void PrintModelTotals(const DeviceModel& device, const ModelCase& c) {
+  std::printf("\nWhole model, %s (%zu of %d layers timed by the file; unmatched: %zu):\n\n",
+              c.model.c_str(), c.imported.data.layers.size(), c.graph.num_layers(),
+              c.imported.unmatched_layers.size());
+  std::printf("| batch | measured ms | predicted ms | error |\n|---|---|---|---|\n");
+  double abs_sum = 0;
+  int count = 0;
+  for (const auto& [batch, total] : ModelTotals(device, c)) {
+    std::printf("| %lld | %.3f | %.3f | %+.1f%% |\n", static_cast<long long>(batch), total.second,
+                total.first, Percent(total.first, total.second));
+    abs_sum += std::fabs(Percent(total.first, total.second));
+    ++count;
+  }
+  std::printf("| mean abs | | | %.1f%% |\n", count ? abs_sum / count : 0.0);
+}
+
+int Run(int argc, char** argv) {
+  std::string device_name = "a100";
+  bool fit = false;
+  std::vector<int64_t> batches = {64, 8, 1};
+  std::vector<ModelCase> cases;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--device" && i + 1 < argc) {
+      device_name = argv[++i];
+    } else if (arg == "--fit") {
+      fit = true;
+    } else if (arg == "--batches" && i + 1 < argc) {
+      batches.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) batches.push_back(std::stoll(item));
+    } else if (arg.find('=') != std::string::npos) {
+      const std::string model = arg.substr(0, arg.find('='));
+      const std::string path = arg.substr(arg.find('=') + 1);
+      std::ifstream file(path);
+      if (!file) {
+        std::cerr << "cannot read " << path << "\n";
+        return 2;
+      }
+      std::stringstream text;
+      text << file.rdbuf();
+      auto graph = zoo::BuildModel(model);
+      if (!graph.ok()) {
+        std::cerr << graph.status() << "\n";
+        return 2;
+      }
+      auto imported = ImportA100Profile(text.str(), *graph);
+      auto parsed = ParseProfFile(text.str());
+      if (!imported.ok() || !parsed.ok()) {
+        std::cerr << (imported.ok() ? parsed.status() : imported.status()) << "\n";
+        return 2;
+      }
+      cases.push_back(ModelCase{model, path, std::move(graph).value(),
+                                std::move(imported).value(), std::move(parsed).value()});
+    } else {
+      std::cerr << "usage: " << argv[0]
+                << " [--device a100] [--fit] [--batches 64,8,1] MODEL=FILE.prof...\n";
+      return 2;
+    }
+  }
+  if (cases.empty()) {
+    std::cerr << "give at least one MODEL=FILE.prof (the first is the one tuned and tabled)\n";
+    return 2;
+  }
+  auto device = DevicePreset(device_name);
+  if (!device.ok()) {
+    std::cerr << device.status() << "\n";
+    return 2;
+  }
+  std::printf("Device preset `%s`: peak %.1f TFLOPS, %.0f GB/s, compute efficiency %.2f, memory "
+              "efficiency %.2f, launch %.1f us, GEMM half depth %.0f.\n",
+              device->name.c_str(), device->peak_tflops, device->memory_bandwidth_gbps,
+              device->compute_efficiency, device->memory_efficiency, device->launch_us,
+              device->gemm_half_depth);
+  if (fit) {
+    std::printf("\nGlobal factors (mean |ln(predicted/measured)| over %s's fw and bw times "
+                ">= 5 us, all batches):\n\n| factors | compute eff | memory eff | launch us | "
+                "GEMM half depth | mean abs log error |\n|---|---|---|---|---|---|\n",
+                cases[0].model.c_str());
+    PrintFactors("preset", *device, cases[0]);
+    PrintFactors("best on grid", Fit(*device, cases[0]), cases[0]);
+  }
+  for (int64_t batch : batches) PrintLayerTable(*device, cases[0], batch);
+  for (const ModelCase& c : cases) PrintModelTotals(*device, c);
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepool::planner
+
+int main(int argc, char** argv) { return deepool::planner::Run(argc, argv); }
