@@ -245,6 +245,15 @@ StatusOr<std::unique_ptr<TableProfile>> TableProfile::Create(const ProfileData& 
       return InvalidArgumentError("profile: layer \"" + layer.name + "\" appears twice");
     }
   }
+  // A profile of another model (or a stale one) shows as a layer whose op changed.
+  for (const LayerProfileData& layer : data.layers) {
+    auto id = graph.FindLayer(layer.name);
+    if (id && !layer.op.empty() && layer.op != OpName(graph.layer(*id).op)) {
+      return InvalidArgumentError("profile: layer " + layer.name + " is " + layer.op +
+                                  " in the profile but " + OpName(graph.layer(*id).op) +
+                                  " in graph " + graph.name());
+    }
+  }
   std::vector<std::string> missing;
   for (const Layer& layer : graph.layers()) {
     if (profile->curves_.count(layer.name) == 0) missing.push_back(layer.name);

@@ -226,6 +226,18 @@ TEST_CASE("missing layers are NOT_FOUND and every one is named") {
   CHECK_THAT(table.status().message(), Catch::Contains("relu, flatten"));
 }
 
+TEST_CASE("a profile whose layer op differs from the graph's is refused") {
+  const Graph graph = TinyGraph();
+  ProfileData data = TinyData();
+  data.layers[1].op = "conv2d";  // "relu" in the graph
+  auto table = TableProfile::Create(data, graph, {}, "test");
+  REQUIRE_FALSE(table.ok());
+  CHECK(table.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(table.status().message(), Catch::Contains("layer relu is conv2d in the profile"));
+  data.layers[1].op = "relu";
+  CHECK(TableProfile::Create(data, graph, {}, "test").ok());
+}
+
 TEST_CASE("a fallback profile times exactly the missing layers and is recorded") {
   const Graph graph = TinyGraph();
   ProfileData data = TinyData();
