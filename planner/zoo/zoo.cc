@@ -49,9 +49,9 @@ const std::vector<ModelEntry>& Entries() {
        [](const ModelOptions&) -> int64_t { return 1; },
        [](int64_t size, const ModelOptions& o) { return internal::BuildMlp(size, o.num_classes); }},
       {"small_cnn",
-       "Tiny CNN for tests (3x16x16 input): conv-bn-relu, branch-and-concat, residual add, "
-       "pools, linear",
-       16, [](const ModelOptions&) -> int64_t { return 2; },
+       "Tiny CNN for tests (3x16x16 input): stride-2 conv-bn-relu, branch-and-concat, "
+       "residual add, pools, linear",
+       16, [](const ModelOptions&) -> int64_t { return 3; },
        [](int64_t size, const ModelOptions& o) {
          return internal::BuildSmallCnn(size, o.num_classes);
        }},

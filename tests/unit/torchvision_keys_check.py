@@ -38,7 +38,7 @@ class SmallCnn(nn.Module):
                 m.bn = nn.BatchNorm2d(conv.out_channels)
             return m
 
-        self.stem = unit(nn.Conv2d(3, 16, 3, padding=1, bias=False), bn=True)
+        self.stem = unit(nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), bn=True)
         self.branch1x1 = unit(nn.Conv2d(16, 8, 1))
         self.branch3x3 = unit(nn.Conv2d(16, 8, 3, padding=1))
         self.res = unit(nn.Conv2d(16, 16, 3, padding=1, bias=False), bn=True)
