@@ -9,6 +9,7 @@
 // factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean absolute log
 // error over the first model's layers, and reports the result beside the preset's own.
 // Output is Markdown for docs/benchmarks.md.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -83,6 +84,14 @@ double Percent(double predicted, double measured) {
   return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
 }
 
+// "0.87" (predicted / measured), or "-" where nothing was measured.
+std::string Ratio(double predicted, double measured) {
+  if (measured <= 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", predicted / measured);
+  return text;
+}
+
 DeviceModel Fit(const DeviceModel& start, const ModelCase& c) {
   const std::vector<Sample> samples = Samples(c);
   DeviceModel best = start;
@@ -115,10 +124,10 @@ void PrintFactors(const char* label, const DeviceModel& device, const ModelCase&
 }
 
 void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batch) {
-  std::printf("\nPer layer, %s at per-device batch %lld (ms; error = predicted / measured - 1):\n\n",
+  std::printf("\nPer layer, %s at per-device batch %lld (ms; ratio = predicted / measured):\n\n",
               c.model.c_str(), static_cast<long long>(batch));
-  std::printf("| layer | op | measured fw | predicted fw | err fw | measured bw | predicted bw "
-              "| err bw |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("| layer | op | measured fw | predicted fw | ratio fw | measured bw | predicted bw "
+              "| ratio bw |\n|---|---|---|---|---|---|---|---|\n");
   double measured_sum = 0, predicted_sum = 0;
   for (const LayerProfileData& layer : c.imported.data.layers) {
     const BatchTime* point = nullptr;
@@ -130,29 +139,68 @@ void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batc
     LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, id, batch));
     measured_sum += point->forward_ms + point->backward_ms;
     predicted_sum += predicted.total_ms();
-    std::printf("| %s | %s | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n", layer.name.c_str(),
+    std::printf("| %s | %s | %.3f | %.3f | %s | %.3f | %.3f | %s |\n", layer.name.c_str(),
                 layer.op.c_str(), point->forward_ms, predicted.forward_ms,
-                Percent(predicted.forward_ms, point->forward_ms), point->backward_ms,
-                predicted.backward_ms, Percent(predicted.backward_ms, point->backward_ms));
+                Ratio(predicted.forward_ms, point->forward_ms).c_str(), point->backward_ms,
+                predicted.backward_ms, Ratio(predicted.backward_ms, point->backward_ms).c_str());
   }
-  std::printf("| **total** | | | | | | | **%.3f vs %.3f: %+.1f%%** |\n", predicted_sum,
-              measured_sum, Percent(predicted_sum, measured_sum));
+  std::printf("| **total fw+bw** | | %.3f | %.3f | **%s** | | | |\n", measured_sum, predicted_sum,
+              Ratio(predicted_sum, measured_sum).c_str());
+}
+
+// Per op, over every layer and batch: geometric mean and range of predicted / measured (times of
+// at least 5 us), and the op's share of the measured time.
+void PrintPerOpSummary(const DeviceModel& device, const ModelCase& c) {
+  struct Stats {
+    double log_sum = 0, min = 1e300, max = 0, measured_ms = 0;
+    int count = 0;
+  };
+  std::map<std::string, Stats> by_op;
+  double measured_total = 0;
+  for (const Sample& s : Samples(c)) {
+    const std::string op = OpName(c.graph.layer(s.layer_id).op);
+    LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, s.layer_id, s.batch));
+    Stats& stats = by_op[op];
+    const double measured_pair[2] = {s.measured.forward_ms, s.measured.backward_ms};
+    const double predicted_pair[2] = {predicted.forward_ms, predicted.backward_ms};
+    for (int i = 0; i < 2; ++i) {
+      stats.measured_ms += measured_pair[i];
+      measured_total += measured_pair[i];
+      if (measured_pair[i] < 0.005) continue;
+      const double ratio = predicted_pair[i] / measured_pair[i];
+      stats.log_sum += std::log(ratio);
+      stats.min = std::min(stats.min, ratio);
+      stats.max = std::max(stats.max, ratio);
+      ++stats.count;
+    }
+  }
+  std::printf("\nPer op, %s, all batches, forward and backward (times >= 5 us):\n\n", c.model.c_str());
+  std::printf("| op | share of measured time | times compared | geometric mean predicted / measured "
+              "| range |\n|---|---|---|---|---|\n");
+  for (const auto& [op, stats] : by_op) {
+    if (stats.count == 0) continue;
+    std::printf("| %s | %.1f%% | %d | %.2f | %.2f - %.2f |\n", op.c_str(),
+                100.0 * stats.measured_ms / measured_total, stats.count,
+                std::exp(stats.log_sum / stats.count), stats.min, stats.max);
+  }
 }
 
 void PrintModelTotals(const DeviceModel& device, const ModelCase& c) {
   std::printf("\nWhole model, %s (%zu of %d layers timed by the file; unmatched: %zu):\n\n",
               c.model.c_str(), c.imported.data.layers.size(), c.graph.num_layers(),
               c.imported.unmatched_layers.size());
-  std::printf("| batch | measured ms | predicted ms | error |\n|---|---|---|---|\n");
+  std::printf("| batch | measured ms | predicted ms | predicted / measured | error |\n"
+              "|---|---|---|---|---|\n");
   double abs_sum = 0;
   int count = 0;
   for (const auto& [batch, total] : ModelTotals(device, c)) {
-    std::printf("| %lld | %.3f | %.3f | %+.1f%% |\n", static_cast<long long>(batch), total.second,
-                total.first, Percent(total.first, total.second));
+    std::printf("| %lld | %.3f | %.3f | %s | %+.1f%% |\n", static_cast<long long>(batch),
+                total.second, total.first, Ratio(total.first, total.second).c_str(),
+                Percent(total.first, total.second));
     abs_sum += std::fabs(Percent(total.first, total.second));
     ++count;
   }
-  std::printf("| mean abs | | | %.1f%% |\n", count ? abs_sum / count : 0.0);
+  std::printf("| mean abs error | | | | %.1f%% |\n", count ? abs_sum / count : 0.0);
 }
 
 int Run(int argc, char** argv) {
@@ -221,6 +269,7 @@ int Run(int argc, char** argv) {
     PrintFactors("preset", *device, cases[0]);
     PrintFactors("best on grid", Fit(*device, cases[0]), cases[0]);
   }
+  PrintPerOpSummary(*device, cases[0]);
   for (int64_t batch : batches) PrintLayerTable(*device, cases[0], batch);
   for (const ModelCase& c : cases) PrintModelTotals(*device, c);
   return 0;
