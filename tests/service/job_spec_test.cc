@@ -1,0 +1,112 @@
+#include <catch2/catch.hpp>
+
+#include "coordinator/job.h"
+
+namespace deepool::coordinator {
+namespace {
+
+std::string Spec(const std::string& extra) {
+  return R"({"name":"demo","model":"resnet50","global_batch":32,"iterations":10)" + extra + "}";
+}
+
+std::string ErrorOf(const std::string& text) {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(text);
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.status().code() == StatusCode::kInvalidArgument);
+  return spec.status().message();
+}
+
+TEST_CASE("a minimal job spec takes the documented defaults", "[job_spec]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(""));
+  REQUIRE(spec.ok());
+  CHECK(spec->name == "demo");
+  CHECK(spec->model == "resnet50");
+  CHECK(spec->role == JobRole::kFg);
+  CHECK(spec->gpus == 1);
+  CHECK(spec->priority == 0);
+  CHECK(spec->amplification_limit == 2.0);
+  CHECK(spec->optimizer.name == "sgd");
+  CHECK(spec->data.kind == "synthetic");
+  CHECK(spec->profile == "measured");
+  CHECK_FALSE(spec->requeue_on_failure);
+}
+
+TEST_CASE("a full job spec is read field by field and round-trips", "[job_spec]") {
+  const std::string text = R"({"name":"bg1","model":"small_cnn","role":"bg","priority":5,
+    "global_batch":16,"gpus":1,"amplification_limit":0,"iterations":3,
+    "optimizer":{"name":"adam","lr":0.001,"betas":[0.8,0.99],"eps":1e-6,"weight_decay":0.1},
+    "data":{"kind":"cifar10","path":"/data/cifar"},"seed":7,"requeue_on_failure":true,
+    "profile":"analytical","checkpoint":{"path":"/tmp/ck.pt"},"num_classes":10,"image_size":32})";
+  StatusOr<JobSpec> spec = ParseJobSpecJson(text);
+  REQUIRE(spec.ok());
+  CHECK(spec->role == JobRole::kBg);
+  CHECK(spec->priority == 5);
+  CHECK(spec->optimizer.name == "adam");
+  CHECK(spec->optimizer.betas[0] == 0.8);
+  CHECK(spec->optimizer.eps == 1e-6);
+  CHECK(spec->data.path == "/data/cifar");
+  CHECK(spec->checkpoint_path == "/tmp/ck.pt");
+  CHECK(spec->requeue_on_failure);
+  CHECK(spec->num_classes == 10);
+
+  StatusOr<JobSpec> again = JobSpecFromJson(JobSpecToJson(*spec));
+  REQUIRE(again.ok());
+  CHECK(JobSpecToJson(*again) == JobSpecToJson(*spec));
+}
+
+TEST_CASE("an inline graph is kept as its JSON text", "[job_spec]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(
+      R"({"graph":{"format":"deepool.graph","name":"g"},"global_batch":4,"iterations":1})");
+  REQUIRE(spec.ok());
+  CHECK(spec->model.empty());
+  CHECK(nlohmann::json::parse(spec->graph_json)["name"] == "g");
+}
+
+TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
+  CHECK(ErrorOf("not json").find("JSON") != std::string::npos);
+  CHECK(ErrorOf(R"({"model":"x","iterations":1})").rfind("global_batch", 0) == 0);
+  CHECK(ErrorOf(R"({"model":"x","global_batch":1})").rfind("iterations", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"global_batch":0)")).rfind("global_batch", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gpus":64)")).rfind("gpus", 0) == 0);  // more than the batch
+  CHECK(ErrorOf(Spec(R"(,"role":"bg","gpus":2)")).rfind("gpus", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"role":"middle")")).rfind("role", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"amplification_limit":0.5)")).rfind("amplification_limit", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"iterations":"ten")")).rfind("iterations", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"name":"lbfgs"})")).rfind("optimizer.name", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"lr":-1})")).rfind("optimizer.lr", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"betas":[0.9]})")).rfind("optimizer.betas", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"learning_rate":1})")).rfind("optimizer.learning_rate", 0) ==
+        0);
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"cifar10"})")).rfind("data.path", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"imagenet"})")).rfind("data.kind", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"profile":"guess")")).rfind("profile", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"priority":100000)")).rfind("priority", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gpu":2)")).rfind("gpu: unknown field", 0) == 0);
+  CHECK(ErrorOf(R"({"model":"a","graph":{},"global_batch":1,"iterations":1})").rfind("model", 0) ==
+        0);
+  CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
+}
+
+TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
+  JobRecord job;
+  job.id = "job-000042";
+  job.seq = 42;
+  job.spec = *ParseJobSpecJson(Spec(""));
+  job.state = JobState::kRunning;
+  job.reason = "dispatched";
+  job.attempt = 2;
+  job.history = {{JobState::kPending, "waiting", 1}, {JobState::kRunning, "dispatched", 2}};
+  job.progress.iteration = 3;
+  job.progress.loss = 1.5;
+  job.devices = {{0, "node-a", "a", "cpu:0"}, {1, "node-b", "b", "cpu:1"}};
+  job.task_ids = {"job-000042.a2.node-a"};
+  job.plan_json = "{}";
+  StatusOr<JobRecord> back = JobRecordFromJson(JobRecordToJson(job));
+  REQUIRE(back.ok());
+  CHECK(JobRecordToJson(*back) == JobRecordToJson(job));
+  CHECK(back->progress.loss == 1.5);
+  CHECK(back->devices[1].node_id == "node-b");
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

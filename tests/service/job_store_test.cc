@@ -1,0 +1,119 @@
+// One suite, run against both JobStore implementations; the SQLite one also across a reopen of
+// its file (what a restart of the coordinator does).
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "coordinator/job_store.h"
+#include "tests/service/service_test_util.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using testing::TempDir;
+
+JobRecord MakeJob(const std::string& id, int64_t seq, JobState state) {
+  JobRecord job;
+  job.id = id;
+  job.seq = seq;
+  job.spec.name = id;
+  job.spec.model = "resnet50";
+  job.spec.global_batch = 8;
+  job.spec.iterations = 2;
+  job.state = state;
+  job.history = {{JobState::kPending, "submitted", 100}};
+  return job;
+}
+
+// `reopen` returns the store to test next: the same object (memory) or a freshly opened one on
+// the same file (sqlite), so the checks after it see only what was made durable.
+void RunJobStoreSuite(std::function<JobStore*()> reopen) {
+  JobStore* store = reopen();
+  SECTION("jobs are saved, replaced and loaded in submission order") {
+    REQUIRE(store->SaveJob(MakeJob("job-2", 2, JobState::kPending)).ok());
+    REQUIRE(store->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+    JobRecord running = MakeJob("job-2", 2, JobState::kRunning);
+    running.plan_json = R"({"format":"deepool.plan"})";
+    running.progress.iteration = 5;
+    running.history.push_back({JobState::kRunning, "dispatched", 200});
+    REQUIRE(store->SaveJob(running).ok());
+
+    store = reopen();
+    StatusOr<std::vector<JobRecord>> jobs = store->LoadJobs();
+    REQUIRE(jobs.ok());
+    REQUIRE(jobs->size() == 2);
+    CHECK((*jobs)[0].id == "job-1");
+    CHECK((*jobs)[1].id == "job-2");
+    CHECK((*jobs)[1].state == JobState::kRunning);
+    CHECK((*jobs)[1].plan_json == running.plan_json);
+    CHECK((*jobs)[1].progress.iteration == 5);
+    CHECK((*jobs)[1].history.size() == 2);
+  }
+  SECTION("log lines are numbered per job and read after a sequence number") {
+    std::vector<LogRecord> first = {{0, 1, "node-a", 0, "one"}, {0, 2, "node-a", 1, "two"}};
+    REQUIRE(store->AppendLogs("job-1", &first).ok());
+    CHECK(first[0].seq == 1);
+    CHECK(first[1].seq == 2);
+    std::vector<LogRecord> other = {{0, 3, "node-b", 0, "elsewhere"}};
+    REQUIRE(store->AppendLogs("job-2", &other).ok());
+    CHECK(other[0].seq == 1);
+
+    store = reopen();
+    std::vector<LogRecord> more = {{0, 4, "node-a", -1, "three"}};
+    REQUIRE(store->AppendLogs("job-1", &more).ok());
+    CHECK(more[0].seq == 3);
+
+    StatusOr<std::vector<LogRecord>> all = store->ReadLogs("job-1", 0, 0);
+    REQUIRE(all.ok());
+    REQUIRE(all->size() == 3);
+    CHECK((*all)[0].line == "one");
+    CHECK((*all)[1].rank == 1);
+    CHECK((*all)[2].rank == -1);
+    StatusOr<std::vector<LogRecord>> after = store->ReadLogs("job-1", 1, 1);
+    REQUIRE(after.ok());
+    REQUIRE(after->size() == 1);
+    CHECK((*after)[0].line == "two");
+    StatusOr<std::vector<LogRecord>> tail = store->TailLogs("job-1", 2);
+    REQUIRE(tail.ok());
+    REQUIRE(tail->size() == 2);
+    CHECK((*tail)[0].line == "two");
+    CHECK((*tail)[1].line == "three");
+    CHECK(store->ReadLogs("job-none", 0, 0)->empty());
+  }
+  SECTION("profiles are cached per model and device type") {
+    REQUIRE(store->SaveProfile("resnet50", "a100", "{\"a\":1}").ok());
+    REQUIRE(store->SaveProfile("resnet50", "cpu", "{\"c\":1}").ok());
+    store = reopen();
+    CHECK(store->LoadProfile("resnet50", "a100")->value() == "{\"a\":1}");
+    CHECK(store->LoadProfile("resnet50", "cpu")->value() == "{\"c\":1}");
+    CHECK_FALSE(store->LoadProfile("vgg16", "a100")->has_value());
+    REQUIRE(store->SaveProfile("resnet50", "a100", "{\"a\":2}").ok());
+    CHECK(store->LoadProfile("resnet50", "a100")->value() == "{\"a\":2}");
+  }
+}
+
+TEST_CASE("JobStore suite: in memory", "[job_store]") {
+  InMemoryJobStore store;
+  RunJobStoreSuite([&] { return &store; });
+}
+
+TEST_CASE("JobStore suite: SQLite, reopened between steps", "[job_store]") {
+  TempDir dir;
+  std::unique_ptr<JobStore> store;
+  RunJobStoreSuite([&] {
+    store.reset();  // close first, as a restarted process would
+    StatusOr<std::unique_ptr<JobStore>> opened = OpenSQLiteJobStore(dir.File("jobs.db"));
+    REQUIRE(opened.ok());
+    store = std::move(*opened);
+    return store.get();
+  });
+}
+
+TEST_CASE("SQLite store refuses a path it cannot open", "[job_store]") {
+  StatusOr<std::unique_ptr<JobStore>> opened =
+      OpenSQLiteJobStore("/nonexistent-dir-for-deepool/jobs.db");
+  CHECK_FALSE(opened.ok());
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include "common/clock.h"
+#include "coordinator/node_registry.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::seconds;
+
+std::vector<DeviceInfo> TwoCpus() { return {{"cpu:0", "cpu", 0}, {"cpu:1", "cpu", 0}}; }
+
+TEST_CASE("a node silent past the timeout is marked down, once", "[node_registry]") {
+  FakeClock clock;
+  NodeRegistry nodes(&clock, seconds(10));
+  StatusOr<NodeRecord> a = nodes.Register("a", "127.0.0.1:9000", TwoCpus());
+  REQUIRE(a.ok());
+  CHECK(a->id == "node-a");
+  CHECK(a->host() == "127.0.0.1");
+  REQUIRE(nodes.Register("b", "127.0.0.1:9001", TwoCpus()).ok());
+
+  clock.Advance(seconds(6));
+  REQUIRE(nodes.Heartbeat("node-a").ok());
+  clock.Advance(seconds(6));  // b silent for 12 s, a for 6 s
+  std::vector<NodeRecord> expired = nodes.ExpireSilent();
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].id == "node-b");
+  CHECK(nodes.ExpireSilent().empty());
+  CHECK(nodes.Get("node-b")->state == NodeState::kDown);
+  CHECK(nodes.Get("node-a")->state == NodeState::kUp);
+  // A down node must register again; heartbeats are refused with NOT_FOUND.
+  CHECK(nodes.Heartbeat("node-b").code() == StatusCode::kNotFound);
+  CHECK(nodes.Heartbeat("node-zzz").code() == StatusCode::kNotFound);
+  StatusOr<NodeRecord> back = nodes.Register("b", "127.0.0.1:9001", TwoCpus());
+  REQUIRE(back.ok());
+  CHECK(back->id == "node-b");
+  CHECK(back->state == NodeState::kUp);
+}
+
+TEST_CASE("drain and undrain by name or id survive re-registration", "[node_registry]") {
+  FakeClock clock;
+  NodeRegistry nodes(&clock, seconds(10));
+  REQUIRE(nodes.Register("a", "h:1", TwoCpus()).ok());
+  StatusOr<NodeRecord> drained = nodes.Drain("a");
+  REQUIRE(drained.ok());
+  CHECK(drained->state == NodeState::kDraining);
+  CHECK_FALSE(drained->schedulable());
+  CHECK(nodes.Register("a", "h:1", TwoCpus())->state == NodeState::kDraining);
+  CHECK(nodes.Undrain("node-a")->state == NodeState::kUp);
+  CHECK(nodes.Drain("nope").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("registration refuses malformed nodes naming the field", "[node_registry]") {
+  FakeClock clock;
+  NodeRegistry nodes(&clock, seconds(10));
+  CHECK(nodes.Register("", "h:1", TwoCpus()).status().message().rfind("name", 0) == 0);
+  CHECK(nodes.Register("a", "h:1", {}).status().message().rfind("devices", 0) == 0);
+  std::vector<DeviceInfo> dup = {{"cpu:0", "cpu", 0}, {"cpu:0", "cpu", 0}};
+  CHECK(nodes.Register("a", "h:1", dup).status().message().rfind("devices[1].device", 0) == 0);
+  std::vector<DeviceInfo> untyped = {{"cpu:0", "", 0}};
+  CHECK(nodes.Register("a", "h:1", untyped).status().message().rfind("devices[0].type", 0) == 0);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

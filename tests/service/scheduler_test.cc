@@ -1,0 +1,465 @@
+// The scheduler with a FakeClock, a FakePlanningBackend and fake workers that are just calls.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "common/clock.h"
+#include "coordinator/scheduler.h"
+#include "tests/service/service_test_util.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::FakePlanningBackend;
+
+struct Harness {
+  explicit Harness(JobStore* external_store = nullptr)
+      : store(external_store ? external_store : &memory),
+        jobs(store, &clock),
+        nodes(&clock, seconds(10)),
+        scheduler(&jobs, &nodes, &planner, &clock) {
+    REQUIRE(jobs.Load().ok());
+    REQUIRE(scheduler.Recover().ok());
+  }
+
+  void AddNode(const std::string& name, int devices, const std::string& type = "cpu",
+               std::vector<v1::RunningTask> running = {}) {
+    std::vector<DeviceInfo> list;
+    for (int i = 0; i < devices; ++i) list.push_back({"cpu:" + std::to_string(i), type, 0});
+    REQUIRE(scheduler.RegisterNode(name, "10.0.0." + name + ":7000", list, running).ok());
+  }
+  std::vector<v1::TaskCommand> Commands(const std::string& node_id) {
+    auto commands = scheduler.WaitForCommands(node_id, milliseconds(0));
+    REQUIRE(commands.ok());
+    return *commands;
+  }
+  JobRecord Submit(JobSpec spec) {
+    StatusOr<JobRecord> job = scheduler.Submit(spec);
+    REQUIRE(job.ok());
+    return *job;
+  }
+  JobRecord Get(const std::string& id) { return *jobs.Get(id); }
+  void Exit(const std::string& node_id, const std::string& task_id, v1::TaskOutcome outcome,
+            const std::string& error = "", const std::string& result = "") {
+    v1::ReportTaskExitRequest exit;
+    exit.set_node_id(node_id);
+    exit.set_task_id(task_id);
+    exit.set_outcome(outcome);
+    exit.set_error(error);
+    exit.set_result_json(result);
+    REQUIRE(scheduler.ReportTaskExit(exit).ok());
+  }
+
+  FakeClock clock;
+  InMemoryJobStore memory;
+  JobStore* store;
+  JobManager jobs;
+  NodeRegistry nodes;
+  FakePlanningBackend planner;
+  Scheduler scheduler;
+};
+
+JobSpec Fg(int gpus, int priority = 0) {
+  JobSpec spec;
+  spec.name = "fg";
+  spec.model = "tiny";
+  spec.global_batch = 16;
+  spec.gpus = gpus;
+  spec.priority = priority;
+  spec.iterations = 5;
+  spec.profile = "analytical";
+  return spec;
+}
+
+JobSpec Bg() {
+  JobSpec spec = Fg(1);
+  spec.name = "bg";
+  spec.role = JobRole::kBg;
+  return spec;
+}
+
+v1::RunningTask Running(const std::string& task_id, const std::string& job_id) {
+  v1::RunningTask t;
+  t.set_task_id(task_id);
+  t.set_job_id(job_id);
+  return t;
+}
+
+TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord job = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  JobRecord running = h.Get(job.id);
+  REQUIRE(running.state == JobState::kRunning);
+  CHECK(running.attempt == 1);
+  REQUIRE(running.devices.size() == 2);
+  CHECK(running.devices[1].device == "cpu:1");
+  CHECK_FALSE(running.plan_json.empty());
+  CHECK(h.planner.last_profile_json.empty());  // analytical
+  // History: PENDING -> PLANNING -> RUNNING.
+  REQUIRE(running.history.size() == 3);
+  CHECK(running.history[1].state == JobState::kPlanning);
+
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TaskAssignment& a = commands[0].assign();
+  CHECK(a.kind() == v1::TASK_KIND_TRAIN);
+  CHECK(a.train().world_size() == 2);
+  CHECK(a.train().store_address() == "10.0.0.a:0");
+  REQUIRE(a.train().ranks_size() == 2);
+  CHECK(a.train().ranks(1).rank() == 1);
+  auto spec = nlohmann::json::parse(a.train().run_spec_json());
+  CHECK(spec["format"] == "deepool.run");
+  CHECK(spec["iterations"] == 5);
+  CHECK(spec["optimizer"]["name"] == "sgd");
+  CHECK(spec["plan"]["num_devices"] == 2);
+
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(a.task_id());
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(0);
+  e->set_iteration(1);
+  e->set_loss(2.5);
+  e->set_samples_per_s(100);
+  v1::LogLine* line = progress.add_logs();
+  line->set_rank(0);
+  line->set_line("iteration 1");
+  StatusOr<bool> cancel = h.scheduler.ReportProgress(progress);
+  REQUIRE(cancel.ok());
+  CHECK_FALSE(*cancel);
+  CHECK(h.Get(job.id).progress.iteration == 2);
+  CHECK(*h.Get(job.id).progress.loss == 2.5);
+  CHECK(h.jobs.ReadLogs(job.id, 0, 0)->at(0).line == "iteration 1");
+
+  h.Exit("node-a", a.task_id(), v1::TASK_OUTCOME_SUCCEEDED);
+  JobRecord done = h.Get(job.id);
+  CHECK(done.state == JobState::kSucceeded);
+  CHECK(done.progress.iteration == 5);
+  CHECK(h.scheduler.DeviceUses().empty());
+}
+
+TEST_CASE("a multi-node job sends the other nodes their ranks once the store is up",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  h.AddNode("b", 2);
+  JobRecord job = h.Submit(Fg(4));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_a = h.Commands("node-a");
+  REQUIRE(on_a.size() == 1);
+  CHECK(h.Commands("node-b").empty());
+  const std::string task_a = on_a[0].assign().task_id();
+
+  v1::ReportProgressRequest ready;
+  ready.set_node_id("node-a");
+  ready.set_task_id(task_a);
+  ready.set_store_ready("10.0.0.a:29501");
+  REQUIRE(h.scheduler.ReportProgress(ready).ok());
+  std::vector<v1::TaskCommand> on_b = h.Commands("node-b");
+  REQUIRE(on_b.size() == 1);
+  const v1::TrainTask& train_b = on_b[0].assign().train();
+  CHECK(train_b.store_address() == "10.0.0.a:29501");
+  REQUIRE(train_b.ranks_size() == 2);
+  CHECK(train_b.ranks(0).rank() == 2);
+  CHECK(train_b.world_size() == 4);
+
+  SECTION("both succeed") {
+    h.Exit("node-a", task_a, v1::TASK_OUTCOME_SUCCEEDED);
+    CHECK(h.Get(job.id).state == JobState::kRunning);  // b still running
+    h.Exit("node-b", on_b[0].assign().task_id(), v1::TASK_OUTCOME_SUCCEEDED);
+    CHECK(h.Get(job.id).state == JobState::kSucceeded);
+  }
+  SECTION("one fails: the job fails with the reason and the other task is cancelled") {
+    v1::ReportTaskExitRequest exit;
+    exit.set_node_id("node-b");
+    exit.set_task_id(on_b[0].assign().task_id());
+    exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+    v1::RankExit* r = exit.add_ranks();
+    r->set_rank(3);
+    r->set_exit_code(1);
+    r->set_error("out of memory");
+    REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+    JobRecord failed = h.Get(job.id);
+    CHECK(failed.state == JobState::kFailed);
+    CHECK(failed.reason.find("rank 3: out of memory") != std::string::npos);
+    std::vector<v1::TaskCommand> cancels = h.Commands("node-a");
+    REQUIRE(cancels.size() == 1);
+    CHECK(cancels[0].cancel().task_id() == task_a);
+  }
+}
+
+TEST_CASE("FG jobs go in priority then submission order; a waiting job blocks those behind",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord low = h.Submit(Fg(2, 0));
+  JobRecord high = h.Submit(Fg(2, 5));
+  JobRecord small = h.Submit(Fg(1, 0));
+  JobRecord huge = h.Submit(Fg(8, 9));  // can never fit: must not block anyone
+  h.scheduler.Tick();
+  CHECK(h.Get(high.id).state == JobState::kRunning);
+  CHECK(h.Get(low.id).state == JobState::kPending);
+  CHECK(h.Get(low.id).reason.find("waiting for 2 free devices") != std::string::npos);
+  CHECK(h.Get(small.id).state == JobState::kPending);
+  CHECK(h.Get(small.id).reason == "queued behind " + low.id);
+  CHECK(h.Get(huge.id).reason.find("needs 8 devices") != std::string::npos);
+
+  h.Exit("node-a", h.Get(high.id).task_ids[0], v1::TASK_OUTCOME_SUCCEEDED);
+  h.scheduler.Tick();
+  CHECK(h.Get(low.id).state == JobState::kRunning);
+  CHECK(h.Get(small.id).state == JobState::kPending);
+}
+
+TEST_CASE("a missing profile is measured by a worker, then cached", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobSpec spec = Fg(1);
+  spec.profile = "measured";
+  JobRecord job = h.Submit(spec);
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kProfiling);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TaskAssignment& profile = commands[0].assign();
+  CHECK(profile.kind() == v1::TASK_KIND_PROFILE);
+  CHECK(profile.profile().model() == "tiny");
+  CHECK(profile.profile().device() == "cpu:0");
+  CHECK(profile.profile().batch_sizes_size() == 2);
+
+  SECTION("success: planned with the measured profile; the next job skips profiling") {
+    h.Exit("node-a", profile.task_id(), v1::TASK_OUTCOME_SUCCEEDED, "", "{\"measured\":1}");
+    CHECK(h.Get(job.id).state == JobState::kPlanning);
+    CHECK(h.store->LoadProfile("fake/tiny", "cpu")->value() == "{\"measured\":1}");
+    h.scheduler.Tick();
+    CHECK(h.Get(job.id).state == JobState::kRunning);
+    CHECK(h.planner.last_profile_json == "{\"measured\":1}");
+    h.Commands("node-a");
+    h.Exit("node-a", h.Get(job.id).task_ids[0], v1::TASK_OUTCOME_SUCCEEDED);
+
+    JobRecord second = h.Submit(spec);
+    h.scheduler.Tick();
+    CHECK(h.Get(second.id).state == JobState::kRunning);
+    for (const StateChange& change : h.Get(second.id).history) {
+      CHECK(change.state != JobState::kProfiling);
+    }
+  }
+  SECTION("failure: the job fails and its device is free again") {
+    h.Exit("node-a", profile.task_id(), v1::TASK_OUTCOME_FAILED, "profiler crashed");
+    CHECK(h.Get(job.id).state == JobState::kFailed);
+    CHECK(h.Get(job.id).reason.find("profiler crashed") != std::string::npos);
+    CHECK(h.scheduler.DeviceUses().empty());
+  }
+}
+
+TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 4);
+  JobRecord fg = h.Submit(Fg(3));  // ranks 0..2 on cpu:0..2, idle 0, 0.2, 0.4
+  h.scheduler.Tick();
+  REQUIRE(h.Get(fg.id).state == JobState::kRunning);
+  JobRecord bg1 = h.Submit(Bg());
+  JobRecord bg2 = h.Submit(Bg());
+  JobRecord bg3 = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg1.id).devices.at(0).device == "cpu:3");  // no FG job at all
+  CHECK(h.Get(bg2.id).devices.at(0).device == "cpu:2");
+  CHECK(h.Get(bg3.id).devices.at(0).device == "cpu:1");
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  int background = 0;
+  for (const auto& c : commands) background += c.assign().train().background() ? 1 : 0;
+  CHECK(background == 3);
+  JobRecord bg4 = h.Submit(Bg());
+  JobRecord bg5 = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
+  CHECK(h.Get(bg5.id).state == JobState::kPending);
+  CHECK(h.Get(bg5.id).reason.find("without a bg job") != std::string::npos);
+}
+
+TEST_CASE("cancel works in every non-terminal state", "[scheduler]") {
+  Harness h;
+  SECTION("pending") {
+    JobRecord job = h.Submit(Fg(1));
+    h.scheduler.Tick();  // no nodes: stays pending
+    StatusOr<JobRecord> cancelled = h.scheduler.Cancel(job.id, "");
+    REQUIRE(cancelled.ok());
+    CHECK(cancelled->state == JobState::kCancelled);
+    CHECK(cancelled->reason == "cancelled by user");
+    CHECK(h.scheduler.Cancel(job.id, "").status().code() == StatusCode::kFailedPrecondition);
+  }
+  SECTION("profiling") {
+    h.AddNode("a", 1);
+    JobSpec spec = Fg(1);
+    spec.profile = "measured";
+    JobRecord job = h.Submit(spec);
+    h.scheduler.Tick();
+    const std::string task = h.Commands("node-a").at(0).assign().task_id();
+    REQUIRE(h.scheduler.Cancel(job.id, "changed my mind").ok());
+    CHECK(h.Commands("node-a").at(0).cancel().task_id() == task);
+    // The late profile result changes nothing.
+    h.Exit("node-a", task, v1::TASK_OUTCOME_SUCCEEDED, "", "{}");
+    CHECK(h.Get(job.id).state == JobState::kCancelled);
+    CHECK(h.Get(job.id).reason == "changed my mind");
+  }
+  SECTION("running") {
+    h.AddNode("a", 1);
+    JobRecord job = h.Submit(Fg(1));
+    h.scheduler.Tick();
+    const std::string task = h.Commands("node-a").at(0).assign().task_id();
+    REQUIRE(h.scheduler.Cancel(job.id, "").ok());
+    CHECK(h.Commands("node-a").at(0).cancel().task_id() == task);
+    StatusOr<bool> stop = h.scheduler.ReportProgress([&] {
+      v1::ReportProgressRequest r;
+      r.set_node_id("node-a");
+      r.set_task_id(task);
+      return r;
+    }());
+    CHECK(*stop);
+    h.Exit("node-a", task, v1::TASK_OUTCOME_CANCELLED);
+    CHECK(h.Get(job.id).state == JobState::kCancelled);
+    CHECK(h.scheduler.DeviceUses().empty());
+  }
+  SECTION("unknown") {
+    CHECK(h.scheduler.Cancel("job-424242", "").status().code() == StatusCode::kNotFound);
+  }
+}
+
+TEST_CASE("a silent node's jobs fail, or are requeued when the spec allows", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  h.AddNode("b", 1);
+  JobSpec plain = Fg(1);
+  JobSpec requeue = Fg(1);
+  requeue.requeue_on_failure = true;
+  JobRecord first = h.Submit(plain);
+  JobRecord second = h.Submit(requeue);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(first.id).state == JobState::kRunning);
+  REQUIRE(h.Get(second.id).state == JobState::kRunning);
+  CHECK(h.Get(first.id).devices[0].node_id != h.Get(second.id).devices[0].node_id);
+
+  h.clock.Advance(seconds(11));  // both silent
+  h.scheduler.Tick();
+  JobRecord failed = h.Get(first.id);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK(failed.reason.find("stopped heartbeating") != std::string::npos);
+  JobRecord requeued = h.Get(second.id);
+  CHECK(requeued.state == JobState::kPending);
+  CHECK(requeued.history.back().state == JobState::kPending);
+  CHECK(requeued.history.back().reason.rfind("requeued: node ", 0) == 0);
+
+  // The node comes back: the requeued job runs again, as attempt 2.
+  h.AddNode("a", 1);
+  h.scheduler.Tick();
+  CHECK(h.Get(second.id).state == JobState::kRunning);
+  CHECK(h.Get(second.id).attempt == 2);
+}
+
+TEST_CASE("heartbeats re-send missed assignments and cancel unwanted tasks", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = h.Commands("node-a").at(0).assign().task_id();  // "lost" in transit
+
+  StatusOr<std::vector<v1::TaskCommand>> beat = h.scheduler.Heartbeat("node-a", {});
+  REQUIRE(beat.ok());
+  CHECK(beat->empty());  // too early to call it missed
+  h.clock.Advance(seconds(6));
+  beat = h.scheduler.Heartbeat("node-a", {});
+  REQUIRE(beat->size() == 1);
+  CHECK(beat->at(0).assign().task_id() == task);
+  h.clock.Advance(seconds(6));
+  beat = h.scheduler.Heartbeat("node-a", {Running(task, job.id)});
+  CHECK(beat->empty());  // confirmed
+
+  beat = h.scheduler.Heartbeat("node-a", {Running(task, job.id), Running("stray.a1.x", "stray")});
+  REQUIRE(beat->size() == 1);
+  CHECK(beat->at(0).cancel().task_id() == "stray.a1.x");
+  CHECK(h.scheduler.Heartbeat("node-zzz", {}).status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("a worker that restarts without its task fails the job", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = h.Commands("node-a").at(0).assign().task_id();
+  REQUIRE(h.scheduler.Heartbeat("node-a", {Running(task, job.id)}).ok());
+  h.AddNode("a", 1);  // re-registers listing nothing
+  CHECK(h.Get(job.id).state == JobState::kFailed);
+  CHECK(h.Get(job.id).reason.find("restarted") != std::string::npos);
+}
+
+TEST_CASE("planning errors fail the job with the planner's reason", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  h.planner.plan_error = FailedPreconditionError("amplification limit unreachable");
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kFailed);
+  CHECK(h.Get(job.id).reason.find("amplification limit unreachable") != std::string::npos);
+  CHECK(h.scheduler.DeviceUses().empty());
+}
+
+TEST_CASE("submit refuses unknown models naming the field", "[scheduler]") {
+  Harness h;
+  JobSpec spec = Fg(1);
+  spec.model = "nonexistent";
+  StatusOr<JobRecord> job = h.scheduler.Submit(spec);
+  CHECK(job.status().code() == StatusCode::kInvalidArgument);
+  CHECK(job.status().message().rfind("model", 0) == 0);
+  CHECK(h.jobs.List({}, 0).empty());
+}
+
+TEST_CASE("after a restart, running jobs are reconciled with what workers report",
+          "[scheduler]") {
+  testing::TempDir dir;
+  std::string kept, lost, planning;
+  std::string kept_task;
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    Harness h(store->get());
+    h.AddNode("a", 1);
+    h.AddNode("b", 1);
+    kept = h.Submit(Fg(1)).id;
+    lost = h.Submit(Fg(1)).id;
+    h.scheduler.Tick();
+    REQUIRE(h.Get(kept).state == JobState::kRunning);
+    REQUIRE(h.Get(lost).state == JobState::kRunning);
+    planning = h.Submit(Bg()).id;
+    REQUIRE(h.jobs.Transition(planning, JobState::kPlanning, "mid-planning").ok());
+    kept_task = h.Get(kept).task_ids.at(0);
+  }  // the coordinator "crashes": nothing but the SQLite file survives
+
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  Harness h(store->get());
+  CHECK(h.Get(kept).state == JobState::kRunning);
+  CHECK(h.Get(lost).state == JobState::kRunning);
+  CHECK(h.Get(planning).state == JobState::kPending);
+  CHECK(h.Get(planning).reason.find("restarted") != std::string::npos);
+
+  const std::string kept_node = h.Get(kept).devices[0].node_id;
+  h.AddNode(kept_node.substr(5), 1, "cpu", {Running(kept_task, kept)});
+  h.clock.Advance(seconds(11));
+  REQUIRE(h.scheduler.Heartbeat(kept_node, {Running(kept_task, kept)}).ok());
+  h.scheduler.Tick();
+  CHECK(h.Get(kept).state == JobState::kRunning);
+  JobRecord failed = h.Get(lost);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK(failed.reason.find("after the coordinator restarted") != std::string::npos);
+
+  h.Exit(kept_node, kept_task, v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(h.Get(kept).state == JobState::kSucceeded);
+  CHECK(h.Get(kept).history.size() == 4);  // PENDING, PLANNING, RUNNING, SUCCEEDED
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

@@ -1,0 +1,84 @@
+// Test helpers for the coordinator: a FakePlanningBackend and a temporary directory.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/planning.h"
+
+namespace deepool::coordinator::testing {
+
+// Plans without the planner: every rank is used; rank r is busy (10 - 2r) ms of a 10 ms
+// iteration (at least 1 ms), so later ranks look idler to the BG placement.
+class FakePlanningBackend final : public PlanningBackend {
+ public:
+  std::set<std::string> models{"tiny", "small_cnn"};
+  std::set<std::string> analytical_types{"cpu"};
+  Status plan_error = Status::Ok();
+  mutable std::atomic<int> foreground_plans{0};
+  mutable std::string last_profile_json;
+
+  Status CheckModel(const JobSpec& spec) const override {
+    if (!spec.graph_json.empty()) return Status::Ok();
+    if (models.count(spec.model) == 0) {
+      return InvalidArgumentError("model: unknown model \"" + spec.model + "\"");
+    }
+    return Status::Ok();
+  }
+  std::string ModelKey(const JobSpec& spec) const override { return "fake/" + spec.model; }
+  bool HasAnalyticalPreset(const std::string& type) const override {
+    return analytical_types.count(type) > 0;
+  }
+  std::vector<int64_t> ProfileBatchSizes(const JobSpec& spec) const override {
+    return {1, spec.global_batch};
+  }
+  StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& cluster,
+                                      const std::string& profile_json) const override {
+    ++foreground_plans;
+    last_profile_json = profile_json;
+    if (!plan_error.ok()) return plan_error;
+    return Make(spec, cluster.devices);
+  }
+  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override {
+    return Make(spec, 1);
+  }
+
+ private:
+  static PlannedJob Make(const JobSpec& spec, int devices) {
+    PlannedJob planned;
+    planned.world_size = devices;
+    planned.iteration_ms = 10;
+    for (int r = 0; r < devices; ++r) planned.rank_busy_ms.push_back(std::max(1.0, 10.0 - 2 * r));
+    planned.graph_json = nlohmann::json{{"format", "deepool.graph"}, {"name", spec.model}}.dump();
+    planned.plan_json = nlohmann::json{{"format", "deepool.plan"}, {"num_devices", devices}}.dump();
+    return planned;
+  }
+};
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "deepool-service-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace deepool::coordinator::testing
