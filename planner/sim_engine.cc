@@ -1,0 +1,276 @@
+// The simulator's discrete-event engine; the model is documented in sim_engine.h and
+// docs/simulator.md.
+#include "planner/sim_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace deepool::planner {
+namespace {
+
+// Times are sums of many doubles; a BG kernel that would start this close to an FG step's ready
+// time counts as starting at it (and so does not start under FG priority).
+constexpr double kEpsilonMs = 1e-9;
+
+std::vector<int> UnionOf(const std::vector<int>& a, const std::vector<int>& b) {
+  std::set<int> all(a.begin(), a.end());
+  all.insert(b.begin(), b.end());
+  return std::vector<int>(all.begin(), all.end());
+}
+
+void AddStep(std::string label, std::vector<int> devices, double ms, FgTimeline* timeline) {
+  if (ms <= 0) return;
+  timeline->steps.push_back({std::move(label), std::move(devices), ms});
+}
+
+void AddKernels(const std::string& label, double ms, double max_kernel_ms, BgIteration* bg) {
+  if (ms <= 0) return;
+  const int pieces =
+      max_kernel_ms > 0 ? std::max(1, static_cast<int>(std::ceil(ms / max_kernel_ms - 1e-9))) : 1;
+  for (int i = 0; i < pieces; ++i) {
+    std::string name = label;
+    if (pieces > 1) name += " " + std::to_string(i + 1) + "/" + std::to_string(pieces);
+    bg->kernels.push_back({std::move(name), ms / pieces});
+  }
+}
+
+// One device's BG job: where it stands in its kernel sequence and what it ran in the window.
+struct BgState {
+  const BgIteration* job = nullptr;
+  size_t next_kernel = 0;
+  double free_at = 0;       // end of the last BG kernel started
+  double fg_free_at = 0;    // end of the last FG step on this device
+  std::vector<std::pair<double, double>> kernels;  // [start, end) of kernels that may count
+};
+
+// Runs the device's BG kernels in its FG-idle time before an FG step that is ready at
+// `ready_ms`, and returns when the device can start that step. `policy` decides whether a kernel
+// may overrun the ready time; `record_from` is the start of the measured window (kernels ending
+// before it are not kept).
+double FillIdleTime(BgState& state, double ready_ms, BgPolicy policy, double record_from) {
+  if (state.job == nullptr || state.job->kernels.empty()) return ready_ms;
+  const std::vector<BgKernel>& kernels = state.job->kernels;
+  double start = std::max(state.fg_free_at, state.free_at);
+  while (start < ready_ms - kEpsilonMs) {
+    const double length = kernels[state.next_kernel].duration_ms;
+    if (policy == BgPolicy::kFitGaps && start + length > ready_ms + kEpsilonMs) break;
+    const double end = start + length;
+    if (end > record_from) state.kernels.emplace_back(start, end);
+    state.free_at = end;
+    state.next_kernel = (state.next_kernel + 1) % kernels.size();
+    start = end;
+  }
+  return std::max(ready_ms, state.free_at);
+}
+
+double ClippedSum(const std::vector<std::pair<double, double>>& intervals, double from,
+                  double to) {
+  double sum = 0;
+  for (const auto& [start, end] : intervals) {
+    sum += std::max(0.0, std::min(end, to) - std::max(start, from));
+  }
+  return sum;
+}
+
+}  // namespace
+
+double FgTimeline::iteration_ms() const {
+  double total = 0;
+  for (const FgStep& step : steps) total += step.duration_ms;
+  return total;
+}
+
+double FgTimeline::BusyMs(int device) const {
+  double total = 0;
+  for (const FgStep& step : steps) {
+    if (std::binary_search(step.devices.begin(), step.devices.end(), device)) {
+      total += step.duration_ms;
+    }
+  }
+  return total;
+}
+
+StatusOr<FgTimeline> BuildFgTimeline(const Plan& plan, const CostModel& model) {
+  const Graph& graph = model.graph();
+  RETURN_IF_ERROR(CheckPlanMatchesGraph(plan, graph));
+  if (plan.global_batch != model.global_batch()) {
+    return InvalidArgumentError("plan global batch " + std::to_string(plan.global_batch) +
+                                " differs from the cost model's " +
+                                std::to_string(model.global_batch()));
+  }
+  FgTimeline timeline;
+  timeline.num_devices = plan.num_devices;
+  timeline.global_batch = plan.global_batch;
+  auto devices_of = [&](int id) -> const std::vector<int>& {
+    return plan.layers[static_cast<size_t>(id)].devices;
+  };
+  auto count_of = [&](int id) { return static_cast<int>(devices_of(id).size()); };
+  std::vector<LayerTime> times(static_cast<size_t>(graph.num_layers()));
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    ASSIGN_OR_RETURN(times[static_cast<size_t>(id)], model.Compute(id, count_of(id)));
+  }
+  // Forward: re-splits into each layer, then its compute.
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const Layer& layer = graph.layer(id);
+    for (int producer : layer.input_ids) {
+      if (producer == kGraphInputId) continue;
+      AddStep(graph.layer(producer).name + " -> " + layer.name + " resplit fw",
+              UnionOf(devices_of(producer), devices_of(id)),
+              model.ResplitMs(producer, count_of(producer), count_of(id)) / 2.0, &timeline);
+    }
+    AddStep(layer.name + " fw", devices_of(id), times[static_cast<size_t>(id)].forward_ms,
+            &timeline);
+  }
+  // Backward in reverse: compute, gradients back to the producers, then the all-reduce.
+  for (int id = graph.num_layers() - 1; id >= 0; --id) {
+    const Layer& layer = graph.layer(id);
+    AddStep(layer.name + " bw", devices_of(id), times[static_cast<size_t>(id)].backward_ms,
+            &timeline);
+    for (int producer : layer.input_ids) {
+      if (producer == kGraphInputId) continue;
+      AddStep(layer.name + " -> " + graph.layer(producer).name + " resplit bw",
+              UnionOf(devices_of(producer), devices_of(id)),
+              model.ResplitMs(producer, count_of(producer), count_of(id)) / 2.0, &timeline);
+    }
+    AddStep(layer.name + " allreduce", devices_of(id), model.GradientSyncMs(id, count_of(id)),
+            &timeline);
+  }
+  return timeline;
+}
+
+double BgIteration::iteration_ms() const {
+  double total = 0;
+  for (const BgKernel& kernel : kernels) total += kernel.duration_ms;
+  return total;
+}
+
+StatusOr<BgIteration> BuildBgIteration(const Graph& graph, const Profile& profile, int64_t batch,
+                                       double max_kernel_ms) {
+  if (batch < 1) {
+    return InvalidArgumentError("BG batch must be >= 1, got " + std::to_string(batch));
+  }
+  if (!(max_kernel_ms >= 0)) return InvalidArgumentError("max BG kernel length must be >= 0");
+  BgIteration bg;
+  bg.model = graph.name();
+  bg.batch = batch;
+  std::vector<LayerTime> times(static_cast<size_t>(graph.num_layers()));
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    StatusOr<LayerTime> time = profile.Time(graph, id, batch);
+    if (!time.ok()) return time.status().WithContext("BG job " + graph.name());
+    times[static_cast<size_t>(id)] = *time;
+    AddKernels(graph.layer(id).name + " fw", time->forward_ms, max_kernel_ms, &bg);
+  }
+  for (int id = graph.num_layers() - 1; id >= 0; --id) {
+    AddKernels(graph.layer(id).name + " bw", times[static_cast<size_t>(id)].backward_ms,
+               max_kernel_ms, &bg);
+  }
+  if (bg.kernels.empty()) {
+    return InvalidArgumentError("BG job " + graph.name() + ": the profile gives it no work");
+  }
+  return bg;
+}
+
+const char* BgPolicyName(BgPolicy policy) {
+  return policy == BgPolicy::kGreedy ? "greedy" : "fit-gaps";
+}
+
+StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
+                                               const std::vector<const BgIteration*>& bg,
+                                               const EngineOptions& options) {
+  const InterferenceModel& interference = options.interference;
+  if (fg.num_devices < 1 || static_cast<int>(bg.size()) != fg.num_devices) {
+    return InvalidArgumentError("need one BG entry (or none) per FG device: " +
+                                std::to_string(bg.size()) + " for " +
+                                std::to_string(fg.num_devices) + " devices");
+  }
+  if (fg.global_batch < 1 || !(fg.iteration_ms() > 0)) {
+    return InvalidArgumentError("the FG timeline must have a batch and take time");
+  }
+  if (options.iterations < 1 || options.warmup_iterations < 0) {
+    return InvalidArgumentError("need >= 1 measured and >= 0 warm-up iterations");
+  }
+  if (!(interference.fg_slowdown >= 1.0) || !std::isfinite(interference.fg_slowdown)) {
+    return InvalidArgumentError("FG slowdown must be a finite factor >= 1");
+  }
+  for (const FgStep& step : fg.steps) {
+    for (int d : step.devices) {
+      if (d < 0 || d >= fg.num_devices) {
+        return InvalidArgumentError("FG step '" + step.label + "' names device " +
+                                    std::to_string(d) + " outside the timeline's " +
+                                    std::to_string(fg.num_devices));
+      }
+    }
+  }
+
+  std::vector<BgState> states(static_cast<size_t>(fg.num_devices));
+  for (size_t d = 0; d < states.size(); ++d) states[d].job = bg[d];
+  // A step stretches when any of its devices hosts a BG job.
+  std::vector<double> step_ms(fg.steps.size());
+  for (size_t s = 0; s < fg.steps.size(); ++s) {
+    bool collocated = false;
+    for (int d : fg.steps[s].devices) collocated |= bg[static_cast<size_t>(d)] != nullptr;
+    step_ms[s] = fg.steps[s].duration_ms * (collocated ? interference.fg_slowdown : 1.0);
+  }
+
+  const double kNotYet = std::numeric_limits<double>::infinity();
+  double window_start = options.warmup_iterations == 0 ? 0 : kNotYet;
+  double window_end = kNotYet;
+  std::vector<double> fg_busy(states.size(), 0.0);
+  double now = 0;
+  // One extra iteration after the window, so every device's idle time up to the window's end
+  // has been filled with the BG kernels that really run there.
+  const int total_iterations = options.warmup_iterations + options.iterations + 1;
+  for (int iteration = 0; iteration < total_iterations; ++iteration) {
+    const bool measured = iteration >= options.warmup_iterations &&
+                          iteration < options.warmup_iterations + options.iterations;
+    for (size_t s = 0; s < fg.steps.size(); ++s) {
+      const FgStep& step = fg.steps[s];
+      double start = now;
+      for (int d : step.devices) {
+        start = std::max(start, FillIdleTime(states[static_cast<size_t>(d)], now,
+                                             interference.policy, window_start));
+      }
+      const double end = start + step_ms[s];
+      for (int d : step.devices) {
+        states[static_cast<size_t>(d)].fg_free_at = end;
+        if (measured) fg_busy[static_cast<size_t>(d)] += step_ms[s];
+      }
+      now = end;
+    }
+    if (iteration + 1 == options.warmup_iterations) window_start = now;
+    if (iteration + 1 == options.warmup_iterations + options.iterations) window_end = now;
+  }
+  // Devices without FG steps after the window (or none at all) run BG until its end.
+  for (BgState& state : states) {
+    FillIdleTime(state, window_end, BgPolicy::kGreedy, window_start);
+  }
+
+  MultiplexResult result;
+  result.window_ms = window_end - window_start;
+  result.fg_iteration_ms = result.window_ms / options.iterations;
+  result.fg_samples_per_s = static_cast<double>(fg.global_batch) * 1000.0 / result.fg_iteration_ms;
+  result.fg_delay_ms = result.fg_iteration_ms - fg.iteration_ms();
+  for (size_t d = 0; d < states.size(); ++d) {
+    DeviceUsage usage;
+    usage.device = static_cast<int>(d);
+    usage.fg_busy_ms = fg_busy[d] / options.iterations;
+    if (const BgIteration* job = states[d].job) {
+      const double bg_ms = ClippedSum(states[d].kernels, window_start, window_end);
+      usage.bg_model = job->model;
+      usage.bg_busy_ms = bg_ms / options.iterations;
+      usage.bg_samples_per_s =
+          bg_ms / job->iteration_ms() * static_cast<double>(job->batch) * 1000.0 / result.window_ms;
+    }
+    usage.idle_ms = std::max(0.0, result.fg_iteration_ms - usage.fg_busy_ms - usage.bg_busy_ms);
+    result.bg_samples_per_s += usage.bg_samples_per_s;
+    result.devices.push_back(std::move(usage));
+  }
+  return result;
+}
+
+}  // namespace deepool::planner
