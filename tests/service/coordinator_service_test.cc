@@ -1,0 +1,324 @@
+// The coordinator's gRPC services in-process on port 0, called through real gRPC stubs.
+#include <catch2/catch.hpp>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/clock.h"
+#include "coordinator/in_process_planning.h"
+#include "coordinator/server.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "deepool/v1/node.grpc.pb.h"
+#include "tests/service/service_test_util.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::seconds;
+
+struct Cluster {
+  explicit Cluster(std::unique_ptr<PlanningBackend> planner =
+                       std::make_unique<testing::FakePlanningBackend>()) {
+    CoordinatorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.store = "memory";
+    options.control_loop = false;  // the test ticks the scheduler itself
+    auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                            std::move(planner), &clock);
+    REQUIRE(started.ok());
+    server = std::move(*started);
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    client = v1::CoordinatorService::NewStub(channel);
+    worker = v1::NodeService::NewStub(channel);
+  }
+  ~Cluster() { server->Shutdown(); }
+
+  std::unique_ptr<grpc::ClientContext> Context() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + seconds(30));
+    return ctx;
+  }
+  grpc::Status Submit(const std::string& json, v1::SubmitJobResponse* resp) {
+    v1::SubmitJobRequest req;
+    req.set_spec_json(json);
+    return client->SubmitJob(Context().get(), req, resp);
+  }
+  v1::Job Get(const std::string& id) {
+    v1::GetJobRequest req;
+    req.set_job_id(id);
+    v1::Job job;
+    REQUIRE(client->GetJob(Context().get(), req, &job).ok());
+    return job;
+  }
+  std::string Register(const std::string& name, int devices) {
+    v1::RegisterNodeRequest req;
+    req.set_name(name);
+    req.set_address("127.0.0.1");
+    for (int i = 0; i < devices; ++i) {
+      v1::Device* d = req.add_devices();
+      d->set_device("cpu:" + std::to_string(i));
+      d->set_type("cpu");
+    }
+    v1::RegisterNodeResponse resp;
+    grpc::Status status = worker->RegisterNode(Context().get(), req, &resp);
+    REQUIRE(status.ok());
+    CHECK(resp.heartbeat_interval_ms() > 0);
+    return resp.node_id();
+  }
+
+  FakeClock clock;
+  std::unique_ptr<CoordinatorServer> server;
+  std::unique_ptr<v1::CoordinatorService::Stub> client;
+  std::unique_ptr<v1::NodeService::Stub> worker;
+};
+
+constexpr const char* kTinyJob =
+    R"({"name":"t","model":"tiny","global_batch":8,"gpus":1,"iterations":2,"profile":"analytical"})";
+
+TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
+  Cluster c;
+  v1::SubmitJobResponse submitted;
+  REQUIRE(c.Submit(kTinyJob, &submitted).ok());
+  CHECK(submitted.job().state() == v1::JOB_STATE_PENDING);
+  const std::string id = submitted.job_id();
+
+  v1::Job job = c.Get(id);
+  CHECK(job.spec().model() == "tiny");
+  CHECK(job.spec().global_batch() == 8);
+  CHECK_FALSE(job.reason().empty());
+
+  v1::SubmitJobRequest by_proto;
+  by_proto.mutable_spec()->set_model("tiny");
+  by_proto.mutable_spec()->set_global_batch(4);
+  by_proto.mutable_spec()->set_iterations(1);
+  v1::SubmitJobResponse second;
+  REQUIRE(c.client->SubmitJob(c.Context().get(), by_proto, &second).ok());
+
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse listed;
+  REQUIRE(c.client->ListJobs(c.Context().get(), list, &listed).ok());
+  REQUIRE(listed.jobs_size() == 2);
+  CHECK(listed.jobs(0).job_id() == second.job_id());  // newest first
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  v1::Job cancelled;
+  REQUIRE(c.client->CancelJob(c.Context().get(), cancel, &cancelled).ok());
+  CHECK(cancelled.state() == v1::JOB_STATE_CANCELLED);
+  grpc::Status again = c.client->CancelJob(c.Context().get(), cancel, &cancelled);
+  CHECK(again.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+
+  list.add_states(v1::JOB_STATE_PENDING);
+  listed.Clear();
+  REQUIRE(c.client->ListJobs(c.Context().get(), list, &listed).ok());
+  REQUIRE(listed.jobs_size() == 1);
+  CHECK(listed.jobs(0).job_id() == second.job_id());
+}
+
+TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field; unknown jobs NOT_FOUND",
+          "[service]") {
+  Cluster c;
+  v1::SubmitJobResponse resp;
+  grpc::Status status = c.Submit(R"({"model":"tiny","global_batch":-3,"iterations":1})", &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().rfind("global_batch", 0) == 0);
+  status = c.Submit(R"({"model":"nope","global_batch":2,"iterations":1})", &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().rfind("model", 0) == 0);
+  status = c.Submit("{", &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  v1::SubmitJobRequest empty;
+  status = c.client->SubmitJob(c.Context().get(), empty, &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  v1::SubmitJobRequest no_batch;
+  no_batch.mutable_spec()->set_model("tiny");
+  no_batch.mutable_spec()->set_iterations(1);
+  status = c.client->SubmitJob(c.Context().get(), no_batch, &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().rfind("global_batch", 0) == 0);
+
+  v1::GetJobRequest get;
+  get.set_job_id("job-999999");
+  v1::Job job;
+  CHECK(c.client->GetJob(c.Context().get(), get, &job).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id("job-999999");
+  CHECK(c.client->CancelJob(c.Context().get(), cancel, &job).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+  v1::GetJobPlanRequest plan;
+  plan.set_job_id("job-999999");
+  v1::GetJobPlanResponse plan_resp;
+  CHECK(c.client->GetJobPlan(c.Context().get(), plan, &plan_resp).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+  v1::DrainNodeRequest drain;
+  drain.set_node("ghost");
+  v1::Node node;
+  CHECK(c.client->DrainNode(c.Context().get(), drain, &node).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+  v1::HeartbeatRequest beat;
+  beat.set_node_id("node-ghost");
+  v1::HeartbeatResponse beat_resp;
+  CHECK(c.worker->Heartbeat(c.Context().get(), beat, &beat_resp).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds", "[service]") {
+  Cluster c;
+  const std::string node_id = c.Register("w1", 1);
+
+  // The worker's task stream, read on its own thread.
+  grpc::ClientContext stream_ctx;
+  v1::StreamTasksRequest stream_req;
+  stream_req.set_node_id(node_id);
+  auto stream = c.worker->StreamTasks(&stream_ctx, stream_req);
+
+  v1::SubmitJobResponse submitted;
+  REQUIRE(c.Submit(kTinyJob, &submitted).ok());
+  const std::string id = submitted.job_id();
+
+  // Watch the job from the start, collecting every state it streams.
+  std::vector<v1::JobState> watched;
+  std::promise<void> first_update;
+  std::thread watcher([&] {
+    auto ctx = c.Context();
+    v1::WatchJobRequest req;
+    req.set_job_id(id);
+    auto reader = c.client->WatchJob(ctx.get(), req);
+    v1::Job update;
+    while (reader->Read(&update)) {
+      if (watched.empty()) first_update.set_value();
+      if (watched.empty() || watched.back() != update.state()) watched.push_back(update.state());
+    }
+  });
+  first_update.get_future().wait();  // the watch has seen the job PENDING before it is scheduled
+
+  c.server->scheduler()->Tick();
+  v1::TaskCommand command;
+  REQUIRE(stream->Read(&command));
+  REQUIRE(command.has_assign());
+  const v1::TaskAssignment& task = command.assign();
+  CHECK(task.job_id() == id);
+  CHECK(task.train().store_address() == "127.0.0.1:0");
+  CHECK(c.Get(id).state() == v1::JOB_STATE_RUNNING);
+
+  v1::ReportProgressRequest progress;
+  progress.set_node_id(node_id);
+  progress.set_task_id(task.task_id());
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(0);
+  e->set_iteration(0);
+  e->set_samples_per_s(42);
+  progress.add_logs()->set_line("hello from rank 0");
+  v1::ReportProgressResponse progress_resp;
+  REQUIRE(c.worker->ReportProgress(c.Context().get(), progress, &progress_resp).ok());
+  CHECK_FALSE(progress_resp.cancel());
+  CHECK(c.Get(id).progress().iteration() == 1);
+  CHECK(c.Get(id).progress().samples_per_s() == 42);
+
+  v1::ListNodesResponse nodes;
+  REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
+  REQUIRE(nodes.nodes_size() == 1);
+  CHECK(nodes.nodes(0).fg_job_ids(0) == id);
+  CHECK(nodes.nodes(0).task_ids_size() == 1);
+
+  v1::GetJobPlanRequest plan_req;
+  plan_req.set_job_id(id);
+  v1::GetJobPlanResponse plan;
+  REQUIRE(c.client->GetJobPlan(c.Context().get(), plan_req, &plan).ok());
+  CHECK(plan.plan_json().find("deepool.plan") != std::string::npos);
+  CHECK(plan.devices_size() == 1);
+
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id(node_id);
+  exit.set_task_id(task.task_id());
+  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  exit.set_checkpoint("/tmp/model.pt");
+  v1::ReportTaskExitResponse exit_resp;
+  REQUIRE(c.worker->ReportTaskExit(c.Context().get(), exit, &exit_resp).ok());
+  watcher.join();  // WatchJob ends after the terminal state
+  REQUIRE_FALSE(watched.empty());
+  CHECK(watched.back() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(std::find(watched.begin(), watched.end(), v1::JOB_STATE_PENDING) != watched.end());
+  CHECK(c.Get(id).checkpoint() == "/tmp/model.pt");
+
+  v1::GetJobLogsRequest logs_req;
+  logs_req.set_job_id(id);
+  logs_req.set_follow(true);  // the job is over: follow ends after the stored lines
+  auto logs_ctx = c.Context();
+  auto logs = c.client->GetJobLogs(logs_ctx.get(), logs_req);
+  v1::LogEntry entry;
+  std::vector<std::string> lines;
+  while (logs->Read(&entry)) lines.push_back(entry.line());
+  CHECK(logs->Finish().ok());
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "hello from rank 0");
+
+  stream_ctx.TryCancel();
+  v1::TaskCommand ignored;
+  while (stream->Read(&ignored)) {
+  }
+}
+
+TEST_CASE("a node silent past the timeout is DOWN and must register again", "[service]") {
+  Cluster c;
+  const std::string node_id = c.Register("w1", 2);
+  v1::DrainNodeRequest drain;
+  drain.set_node("w1");
+  v1::Node node;
+  REQUIRE(c.client->DrainNode(c.Context().get(), drain, &node).ok());
+  CHECK(node.state() == v1::NODE_STATE_DRAINING);
+  v1::UndrainNodeRequest undrain;
+  undrain.set_node(node_id);
+  REQUIRE(c.client->UndrainNode(c.Context().get(), undrain, &node).ok());
+  CHECK(node.state() == v1::NODE_STATE_UP);
+
+  c.clock.Advance(seconds(11));
+  c.server->scheduler()->Tick();
+  v1::ListNodesResponse nodes;
+  REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
+  CHECK(nodes.nodes(0).state() == v1::NODE_STATE_DOWN);
+  v1::HeartbeatRequest beat;
+  beat.set_node_id(node_id);
+  v1::HeartbeatResponse beat_resp;
+  CHECK(c.worker->Heartbeat(c.Context().get(), beat, &beat_resp).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
+  c.Register("w1", 2);
+  REQUIRE(c.worker->Heartbeat(c.Context().get(), beat, &beat_resp).ok());
+}
+
+TEST_CASE("with the real planner, small_cnn is planned over 2 CPU devices", "[service]") {
+  Cluster c(std::make_unique<InProcessPlanningBackend>());
+  c.Register("w1", 2);
+  v1::SubmitJobResponse submitted;
+  REQUIRE(c.Submit(R"({"model":"small_cnn","global_batch":8,"gpus":2,"iterations":2,
+                      "profile":"analytical"})",
+                   &submitted)
+              .ok());
+  c.server->scheduler()->Tick();
+  v1::Job job = c.Get(submitted.job_id());
+  INFO(job.reason());
+  REQUIRE(job.state() == v1::JOB_STATE_RUNNING);
+  CHECK(job.devices_size() == 2);
+  CHECK(job.predicted_iteration_ms() > 0);
+  v1::GetJobPlanRequest plan_req;
+  plan_req.set_job_id(job.job_id());
+  v1::GetJobPlanResponse plan;
+  REQUIRE(c.client->GetJobPlan(c.Context().get(), plan_req, &plan).ok());
+  auto doc = nlohmann::json::parse(plan.plan_json());
+  CHECK(doc["format"] == "deepool.plan");
+  CHECK(doc["num_devices"] == 2);
+  CHECK(nlohmann::json::parse(plan.graph_json())["format"] == "deepool.graph");
+
+  v1::SubmitJobResponse bad;
+  grpc::Status status = c.Submit(R"({"model":"resnet51","global_batch":8,"iterations":1})", &bad);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().rfind("model: ", 0) == 0);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
