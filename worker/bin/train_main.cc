@@ -1,0 +1,44 @@
+// deepool-train: trains a model on this machine with one deepool-executor process per rank.
+//   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
+//                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
+//                 [--data synthetic|cifar10:PATH]
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "common/logging.h"
+#include "worker/runtime/train_launch.h"
+
+int main(int argc, char** argv) {
+  deepool::worker::TrainOptions options;
+  CLI::App app{"deepool-train: run a training plan on local ranks"};
+  app.add_option("--plan", options.plan_path, "plan JSON (default: data parallelism)");
+  app.add_option("--model", options.model, "zoo model name");
+  app.add_option("--graph", options.graph_path, "layer graph JSON file");
+  app.add_option("--num-classes", options.num_classes, "zoo models: classes (cifar10: 10)");
+  app.add_option("--image-size", options.image_size, "zoo models: input image side");
+  app.add_option("--ranks", options.ranks, "number of ranks (default: the plan's)");
+  app.add_option("--device", options.device, "cpu or cuda (rank R uses cuda:R)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--iterations", options.iterations, "training iterations");
+  app.add_option("--global-batch", options.global_batch, "global batch (default: the plan's)");
+  app.add_option("--optimizer", options.optimizer.name, "sgd or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--lr", options.optimizer.lr, "learning rate");
+  app.add_option("--momentum", options.optimizer.momentum, "SGD momentum");
+  app.add_option("--weight-decay", options.optimizer.weight_decay, "weight decay");
+  app.add_option("--data", options.data, "synthetic or cifar10:PATH");
+  app.add_option("--seed", options.seed, "weights and synthetic data seed");
+  app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");
+  app.add_option("--checkpoint", options.checkpoint_path, "write the trained model here");
+  app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");
+  app.add_flag("--json", options.json_events, "print the ranks' raw JSON events");
+  CLI11_PARSE(app, argc, argv);
+  deepool::InitLogging("train", "warn");
+  deepool::Status status = deepool::worker::RunTraining(options, std::cout);
+  if (!status.ok()) {
+    std::cerr << "deepool-train: " << status.ToString() << std::endl;
+    return 1;
+  }
+  return 0;
+}

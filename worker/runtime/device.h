@@ -1,0 +1,42 @@
+// The device an executor computes on: "cpu" or "cuda:K". CUDA specifics (selecting the device,
+// stream synchronisation) live in device_cuda.cc, compiled for real only with DEEPOOL_HAVE_CUDA.
+// Threading: a DeviceContext belongs to one executor thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace deepool::worker {
+
+struct DeviceSpec {
+  bool cuda = false;
+  int index = 0;
+  std::string ToString() const;  // "cpu" or "cuda:K"
+  torch::Device torch_device() const;
+};
+
+// Accepts "cpu", "cuda" (= cuda:0) and "cuda:K".
+StatusOr<DeviceSpec> ParseDevice(std::string_view text);
+
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+  virtual torch::Device device() const = 0;
+  // Blocks until all work queued on this device finished (a no-op on CPU); timing points call it.
+  virtual void Synchronize() = 0;
+};
+
+// Fails when the device is CUDA and this build or machine has none.
+StatusOr<std::unique_ptr<DeviceContext>> MakeDeviceContext(const DeviceSpec& spec);
+
+namespace internal {
+// device_cuda.cc: selects the CUDA device and returns its context; UNIMPLEMENTED without CUDA.
+StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index);
+}  // namespace internal
+
+}  // namespace deepool::worker

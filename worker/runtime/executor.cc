@@ -1,0 +1,361 @@
+#include "worker/runtime/executor.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/logging.h"
+#include "worker/runtime/loss.h"
+
+namespace deepool::worker {
+namespace {
+
+double Millis(Clock::Duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// The rows [first, last) of the global batch out of a tensor that holds rows from `held_first`.
+torch::Tensor Rows(const torch::Tensor& tensor, int64_t held_first, int64_t first, int64_t last) {
+  return tensor.narrow(0, first - held_first, last - first);
+}
+
+// libtorch reports errors as exceptions; the executor's callers get Status values.
+template <typename Fn>
+Status Guarded(const std::string& what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (auto newline = message.find('\n'); newline != std::string::npos) message.resize(newline);
+    return InternalError(what + ": " + message);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph,
+                                                     const planner::Plan& plan,
+                                                     Communicator* comm, DataSource* data,
+                                                     const ModuleFactory& factory,
+                                                     ExecutorOptions options, const Clock* clock) {
+  if (plan.num_devices != comm->world_size()) {
+    return InvalidArgumentError("plan is for " + std::to_string(plan.num_devices) +
+                                " devices but the world has " +
+                                std::to_string(comm->world_size()) + " ranks");
+  }
+  RETURN_IF_ERROR(plan.Validate().WithContext("plan"));
+  std::unique_ptr<Executor> executor(
+      new Executor(graph, plan, comm, data, std::move(options), clock));
+  RETURN_IF_ERROR(Guarded("building rank " + std::to_string(comm->rank()),
+                          [&] { return executor->Init(factory); }));
+  return executor;
+}
+
+Status Executor::Init(const ModuleFactory& factory) {
+  rank_ = comm_->rank();
+  const int n = graph_.num_layers();
+  layers_.resize(static_cast<size_t>(n));
+  labels_.resize(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    const planner::Layer& layer = graph_.layer(id);
+    LayerState& state = layers_[static_cast<size_t>(id)];
+    state.placement = plan_.Find(layer.name);
+    if (!state.placement) return InvalidArgumentError("plan has no placement for " + layer.name);
+    state.group = state.placement->devices;
+    state.runs = state.placement->Runs(rank_);
+    std::tie(state.first, state.last) = state.placement->SampleRange(rank_);
+    if (state.runs && state.first >= state.last) state.runs = false;
+  }
+  for (const auto& output : graph_.outputs()) {
+    auto id = graph_.FindLayer(output.layer);
+    if (!id) return InvalidArgumentError("graph output " + output.layer + " is not a layer");
+    layers_[static_cast<size_t>(*id)].loss_weight += output.loss_weight;
+  }
+  for (int id = 0; id < n; ++id) {
+    const planner::Layer& layer = graph_.layer(id);
+    for (size_t k = 0; k < layer.input_ids.size(); ++k) {
+      Edge edge;
+      edge.producer = layer.input_ids[k];
+      edge.consumer = id;
+      edge.input_index = static_cast<int>(k);
+      if (edge.producer != planner::kGraphInputId) {
+        edge.pieces = ResplitPieces(*layers_[static_cast<size_t>(edge.producer)].placement,
+                                    *layers_[static_cast<size_t>(id)].placement);
+        layers_[static_cast<size_t>(edge.producer)].output_edges.push_back(
+            static_cast<int>(edges_.size()));
+      }
+      layers_[static_cast<size_t>(id)].input_edges.push_back(static_cast<int>(edges_.size()));
+      edges_.push_back(std::move(edge));
+    }
+  }
+  // One group per distinct device set with parameters, in one global order on every rank.
+  std::set<RankGroup> groups;
+  std::vector<torch::Tensor> all_params;
+  for (int id = 0; id < n; ++id) {
+    LayerState& state = layers_[static_cast<size_t>(id)];
+    if (graph_.layer(id).params > 0) groups.insert(state.group);
+    if (!state.runs) continue;
+    ASSIGN_OR_RETURN(auto module, factory(graph_, id, options_.seed));
+    module->to(options_.device);
+    module->train();
+    for (auto& param : module->parameters()) {
+      if (!param.requires_grad()) continue;
+      state.params.push_back(param);
+      all_params.push_back(param);
+    }
+    modules_[id] = std::move(module);
+  }
+  RETURN_IF_ERROR(comm_->CreateGroups(std::vector<RankGroup>(groups.begin(), groups.end())));
+  ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(options_.optimizer, std::move(all_params)));
+  return Status::Ok();
+}
+
+std::map<std::string, torch::Tensor> Executor::NamedParameters() const {
+  std::map<std::string, torch::Tensor> named;
+  for (const auto& [id, module] : modules_) {
+    for (const auto& item : module->named_parameters()) {
+      named[graph_.layer(id).name + "." + item.key()] = item.value();
+    }
+  }
+  return named;
+}
+
+void Executor::Synchronize() {
+  if (options_.synchronize) options_.synchronize();
+}
+
+torch::Tensor Executor::NewBuffer(int64_t rows, const planner::Shape& shape) {
+  std::vector<int64_t> sizes{rows};
+  sizes.insert(sizes.end(), shape.begin(), shape.end());
+  return torch::empty(sizes, torch::TensorOptions().dtype(torch::kFloat32).device(options_.device));
+}
+
+Status Executor::WaitOne(CommWork& work) {
+  Synchronize();
+  auto start = clock_->Now();
+  Status status = work.Wait(comm_->timeout());
+  idle_ += clock_->Now() - start;
+  return status;
+}
+
+Status Executor::WaitAndCount(std::vector<std::unique_ptr<CommWork>>& works) {
+  for (auto& work : works) RETURN_IF_ERROR(WaitOne(*work));
+  works.clear();
+  return Status::Ok();
+}
+
+Status Executor::Forward(int id, const Batch& batch) {
+  LayerState& state = layers_[static_cast<size_t>(id)];
+  const planner::Layer& layer = graph_.layer(id);
+  state.inputs.clear();
+  std::vector<std::unique_ptr<CommWork>> recvs;
+  std::vector<std::vector<torch::Tensor>> parts(state.input_edges.size());
+  for (size_t k = 0; k < state.input_edges.size(); ++k) {
+    const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
+    if (edge.producer == planner::kGraphInputId) {
+      parts[k].push_back(Rows(batch.inputs, 0, state.first, state.last));
+      continue;
+    }
+    const LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
+    for (const ResplitPiece& piece : edge.pieces) {
+      if (piece.dst != rank_) continue;
+      if (piece.src == rank_) {
+        parts[k].push_back(Rows(producer.output, producer.first, piece.first, piece.last));
+      } else {
+        auto buffer = NewBuffer(piece.size(), graph_.layer(edge.producer).output_shape);
+        ASSIGN_OR_RETURN(auto work,
+                         comm_->Recv(buffer, piece.src, ForwardTag(state.input_edges[k])));
+        recvs.push_back(std::move(work));
+        parts[k].push_back(buffer);
+      }
+    }
+  }
+  RETURN_IF_ERROR(WaitAndCount(recvs).WithContext("forward of " + layer.name));
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
+    torch::Tensor input = parts[k].size() == 1 ? parts[k][0] : torch::cat(parts[k], 0);
+    input = input.detach();
+    if (edge.producer != planner::kGraphInputId) input.requires_grad_(true);
+    state.inputs.push_back(input);
+  }
+  LayerModule& module = *modules_.at(id);
+  module.set_step(StepContext{iteration_, state.first});
+  state.output = module.Forward(state.inputs);
+  if (state.loss_weight > 0) {
+    state.loss = LossPart(state.output, labels_[static_cast<size_t>(id)], state.loss_weight,
+                          plan_.global_batch);
+  }
+  // Hand the consumers on other ranks their pieces right away (sends do not block).
+  torch::Tensor output = state.output.detach();
+  for (int edge_id : state.output_edges) {
+    for (const ResplitPiece& piece : edges_[static_cast<size_t>(edge_id)].pieces) {
+      if (piece.src != rank_ || piece.dst == rank_) continue;
+      Synchronize();
+      ASSIGN_OR_RETURN(auto work,
+                       comm_->Send(Rows(output, state.first, piece.first, piece.last).contiguous(),
+                                   piece.dst, ForwardTag(edge_id)));
+      sends_.push_back(std::move(work));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Executor::Backward(int id) {
+  LayerState& state = layers_[static_cast<size_t>(id)];
+  const planner::Layer& layer = graph_.layer(id);
+  torch::Tensor grad;
+  std::vector<std::pair<torch::Tensor, int64_t>> received;  // buffer, first sample
+  std::vector<std::unique_ptr<CommWork>> recvs;
+  for (int edge_id : state.output_edges) {
+    const Edge& edge = edges_[static_cast<size_t>(edge_id)];
+    const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
+    for (const ResplitPiece& piece : edge.pieces) {
+      if (piece.src != rank_) continue;
+      if (!grad.defined()) grad = torch::zeros_like(state.output);
+      if (piece.dst == rank_) {
+        const torch::Tensor& input = consumer.inputs[static_cast<size_t>(edge.input_index)];
+        if (input.grad().defined()) {
+          Rows(grad, state.first, piece.first, piece.last)
+              .add_(Rows(input.grad(), consumer.first, piece.first, piece.last));
+        }
+      } else {
+        auto buffer = NewBuffer(piece.size(), layer.output_shape);
+        ASSIGN_OR_RETURN(auto work, comm_->Recv(buffer, piece.dst, BackwardTag(edge_id)));
+        recvs.push_back(std::move(work));
+        received.emplace_back(buffer, piece.first);
+      }
+    }
+  }
+  RETURN_IF_ERROR(WaitAndCount(recvs).WithContext("backward of " + layer.name));
+  for (auto& [buffer, first] : received) {
+    Rows(grad, state.first, first, first + buffer.size(0)).add_(buffer);
+  }
+  std::vector<torch::Tensor> roots, root_grads;
+  if (grad.defined()) {
+    roots.push_back(state.output);
+    root_grads.push_back(grad);
+  }
+  if (state.loss.defined()) {
+    roots.push_back(state.loss);
+    root_grads.push_back(torch::ones_like(state.loss));
+  }
+  if (!roots.empty() && state.output.requires_grad()) {
+    torch::autograd::backward(roots, root_grads);
+  }
+  // Send each producer on another rank the gradient of the samples it gave us.
+  for (size_t k = 0; k < state.input_edges.size(); ++k) {
+    int edge_id = state.input_edges[k];
+    const Edge& edge = edges_[static_cast<size_t>(edge_id)];
+    if (edge.producer == planner::kGraphInputId) continue;
+    torch::Tensor input_grad = state.inputs[k].grad();
+    if (!input_grad.defined()) input_grad = torch::zeros_like(state.inputs[k]);
+    for (const ResplitPiece& piece : edge.pieces) {
+      if (piece.dst != rank_ || piece.src == rank_) continue;
+      Synchronize();
+      ASSIGN_OR_RETURN(
+          auto work, comm_->Send(Rows(input_grad, state.first, piece.first, piece.last).contiguous(),
+                                 piece.src, BackwardTag(edge_id)));
+      sends_.push_back(std::move(work));
+    }
+  }
+  return ReduceGradients(id);
+}
+
+Status Executor::ReduceGradients(int id) {
+  LayerState& state = layers_[static_cast<size_t>(id)];
+  if (state.params.empty() || state.group.size() < 2) return Status::Ok();
+  std::vector<torch::Tensor> grads;
+  for (auto& param : state.params) grads.push_back(param.grad().reshape({-1}));
+  PendingReduce pending;
+  pending.layer = id;
+  pending.flat = torch::cat(grads);
+  Synchronize();
+  ASSIGN_OR_RETURN(pending.work, comm_->AllReduceSum(pending.flat, state.group));
+  reduces_.push_back(std::move(pending));
+  return Status::Ok();
+}
+
+Status Executor::FinishReductions() {
+  for (PendingReduce& pending : reduces_) {
+    RETURN_IF_ERROR(WaitOne(*pending.work).WithContext(
+        "gradient sum of " + graph_.layer(pending.layer).name));
+    int64_t offset = 0;
+    for (auto& param : layers_[static_cast<size_t>(pending.layer)].params) {
+      int64_t count = param.numel();
+      param.mutable_grad().copy_(pending.flat.narrow(0, offset, count).view_as(param));
+      offset += count;
+    }
+  }
+  reduces_.clear();
+  return Status::Ok();
+}
+
+StatusOr<IterationStats> Executor::Step(int64_t iteration) {
+  auto start = clock_->Now();
+  iteration_ = iteration;
+  idle_ = {};
+  sends_.clear();
+  reduces_.clear();
+  ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
+  double loss = 0;
+  Status status = Guarded("iteration " + std::to_string(iteration) + " on rank " +
+                              std::to_string(rank_),
+                          [&]() -> Status {
+    batch.inputs = batch.inputs.to(options_.device);
+    batch.labels = batch.labels.to(options_.device);
+    const int n = graph_.num_layers();
+    for (int id = 0; id < n; ++id) {
+      LayerState& state = layers_[static_cast<size_t>(id)];
+      state.inputs.clear();
+      state.output = torch::Tensor();
+      state.loss = torch::Tensor();
+      if (!state.runs) continue;
+      if (state.loss_weight > 0) {
+        labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
+      }
+      for (auto& param : state.params) {
+        if (param.grad().defined()) {
+          param.mutable_grad().detach_();
+          param.mutable_grad().zero_();
+        } else {
+          param.mutable_grad() = torch::zeros_like(param);
+        }
+      }
+    }
+    for (int id = 0; id < n; ++id) {
+      if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
+    }
+    torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
+    for (int id = n - 1; id >= 0; --id) {
+      LayerState& state = layers_[static_cast<size_t>(id)];
+      if (!state.runs) continue;
+      if (state.loss.defined()) local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
+      RETURN_IF_ERROR(Backward(id));
+    }
+    RETURN_IF_ERROR(FinishReductions());
+    RETURN_IF_ERROR(WaitAndCount(sends_).WithContext("sending activations and gradients"));
+    if (optimizer_) optimizer_->step();
+    // The global loss: each rank's parts, summed over the world (also ends the iteration in step).
+    if (comm_->world_size() > 1) {
+      std::vector<int> world(static_cast<size_t>(comm_->world_size()));
+      for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
+      ASSIGN_OR_RETURN(auto work, comm_->AllReduceSum(local_loss, world));
+      RETURN_IF_ERROR(WaitOne(*work).WithContext("summing the loss"));
+    }
+    loss = local_loss.item<double>();
+    Synchronize();
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  IterationStats stats;
+  stats.iteration = iteration;
+  stats.loss = loss;
+  auto elapsed = clock_->Now() - start;
+  stats.iteration_ms = Millis(elapsed);
+  stats.idle_ms = Millis(idle_);
+  stats.busy_ms = std::max(0.0, stats.iteration_ms - stats.idle_ms);
+  stats.samples_per_s =
+      stats.iteration_ms > 0 ? plan_.global_batch * 1000.0 / stats.iteration_ms : 0;
+  return stats;
+}
+
+}  // namespace deepool::worker

@@ -1,0 +1,110 @@
+#include "worker/runtime/executor_process.h"
+
+#include <charconv>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/communicator_nccl.h"
+#include "worker/runtime/device.h"
+#include "worker/runtime/executor.h"
+#include "worker/runtime/executor_events.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgumentError("--store must be HOST:PORT, not " + text);
+  }
+  int port = -1;
+  const char* begin = text.data() + colon + 1;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(begin, end, port);
+  if (error != std::errc() || ptr != end || port < 0 || port > 65535) {
+    return InvalidArgumentError("--store port in " + text + " is not 0..65535");
+  }
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
+  ASSIGN_OR_RETURN(RunSpec spec, ReadRunSpecFile(options.run_spec_path));
+  ASSIGN_OR_RETURN(DeviceSpec device, ParseDevice(options.device));
+  ASSIGN_OR_RETURN(auto context, MakeDeviceContext(device));
+  ASSIGN_OR_RETURN(auto store, ParseHostPort(options.store));
+  if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
+  CommOptions comm_options;
+  comm_options.rank = options.rank;
+  comm_options.world_size = options.world_size;
+  comm_options.store_host = store.first;
+  comm_options.store_port = store.second;
+  comm_options.timeout = std::chrono::seconds(options.timeout_s);
+  auto on_store_ready = [&](int port) {
+    if (store.second == 0) out << StoreReadyEvent(store.first, port) << std::endl;
+  };
+  std::unique_ptr<Communicator> comm;
+  if (device.cuda) {
+    ASSIGN_OR_RETURN(comm, ConnectNccl(comm_options, on_store_ready));
+  } else {
+    ASSIGN_OR_RETURN(comm, ConnectGloo(comm_options, on_store_ready));
+  }
+  ASSIGN_OR_RETURN(auto data,
+                   MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  ExecutorOptions executor_options;
+  executor_options.seed = spec.seed;
+  executor_options.optimizer = spec.optimizer;
+  executor_options.device = device.torch_device();
+  if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
+  ASSIGN_OR_RETURN(auto executor,
+                   Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
+                                    BuildLayerModule, executor_options, SystemClock::Get()));
+  for (int64_t i = 0; i < spec.iterations; ++i) {
+    ASSIGN_OR_RETURN(IterationStats stats, executor->Step(i));
+    out << IterationEvent(options.rank, stats) << std::endl;
+  }
+  std::optional<std::string> checkpoint;
+  if (spec.checkpoint_path) {
+    // Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 also
+    // writes the path itself when it holds every layer (e.g. data parallelism).
+    std::vector<std::shared_ptr<LayerModule>> modules(
+        static_cast<size_t>(spec.graph->num_layers()));
+    bool holds_all = true;
+    for (int id = 0; id < spec.graph->num_layers(); ++id) {
+      auto found = executor->modules().find(id);
+      if (found != executor->modules().end()) {
+        modules[static_cast<size_t>(id)] = found->second;
+      } else {
+        holds_all = false;
+      }
+    }
+    ASSIGN_OR_RETURN(auto state, CollectStateDict(*spec.graph, modules));
+    std::string path = holds_all && options.rank == 0
+                           ? *spec.checkpoint_path
+                           : *spec.checkpoint_path + ".rank" + std::to_string(options.rank);
+    RETURN_IF_ERROR(SaveCheckpoint(path, state));
+    checkpoint = path;
+  }
+  out << DoneEvent(options.rank, spec.iterations, checkpoint) << std::endl;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunExecutorProcess(const ExecutorProcessOptions& options, std::ostream& out) {
+  Status status;
+  try {
+    status = Train(options, out);
+  } catch (const std::exception& e) {
+    status = InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!status.ok()) {
+    DP_LOG_ERROR("rank {}: {}", options.rank, status.ToString());
+    out << ErrorEvent(options.rank, status.ToString()) << std::endl;
+  }
+  return status;
+}
+
+}  // namespace deepool::worker

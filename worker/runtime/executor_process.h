@@ -1,0 +1,26 @@
+// The body of deepool-executor, separate from main() so that tests can run it in-process:
+// read the run spec, rendezvous, build the executor, train, checkpoint, and report every step as
+// one JSON line on `out` (executor_events.h). Errors become an "error" event and a non-OK
+// return; libtorch exceptions never escape.
+// Threading: runs on the calling thread.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "common/status.h"
+
+namespace deepool::worker {
+
+struct ExecutorProcessOptions {
+  std::string run_spec_path;
+  int rank = 0;
+  int world_size = 1;
+  std::string store = "127.0.0.1:0";  // HOST:PORT; port 0 only for rank 0
+  std::string device = "cpu";
+  int timeout_s = 60;
+};
+
+Status RunExecutorProcess(const ExecutorProcessOptions& options, std::ostream& out);
+
+}  // namespace deepool::worker

@@ -1,0 +1,80 @@
+// Starts one deepool-executor process per rank on this machine and follows their stdout events.
+// Rank 0 starts first with store port 0; its store_ready line gives the port the others join.
+// Used by deepool-train and by end-to-end tests; the worker daemon has its own supervisor.
+// Threading: a RankProcesses object is used by one thread; Kill may be called from the
+// on_event callback (same thread).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::worker {
+
+struct LaunchOptions {
+  std::string executor_path;  // the deepool-executor binary
+  std::string run_spec_path;
+  int world_size = 1;
+  std::string device = "cpu";  // "cpu", or "cuda": rank R gets cuda:R
+  int timeout_s = 60;          // passed to every rank (--timeout-s)
+  // Kill the remaining ranks as soon as one fails. Off: let them notice on their own.
+  bool stop_on_failure = true;
+  // Give up (kill every rank) after this long without any event line; 0: 3 * timeout_s + 30.
+  int silence_limit_s = 0;
+  std::string store_host = "127.0.0.1";
+};
+
+struct RankOutcome {
+  int rank = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  int exit_code = -1;  // when it exited normally
+  int signal = 0;      // when a signal ended it
+  bool done = false;   // it printed its "done" event
+  int64_t iterations = 0;
+  std::optional<std::string> error;  // its "error" event's message
+  std::optional<std::string> checkpoint;
+  // "exit 0", "exit 1: <error message>", "killed by signal 9".
+  std::string Describe() const;
+};
+
+class RankProcesses {
+ public:
+  ~RankProcesses();  // kills and reaps ranks still running
+  // Starts all ranks (rank 0 first, then the rest once its store is listening).
+  static StatusOr<std::unique_ptr<RankProcesses>> Start(const LaunchOptions& options);
+
+  // Follows every rank until all exited, calling on_event(rank, event) for each event line.
+  // OK when every rank printed "done" and exited 0; otherwise an error naming the first rank
+  // that failed and why.
+  Status Wait(const std::function<void(int rank, const nlohmann::json& event)>& on_event = {});
+
+  void Kill(int rank, int signal_number = 9);
+  const std::vector<RankOutcome>& outcomes() const { return outcomes_; }
+
+ private:
+  explicit RankProcesses(LaunchOptions options) : options_(std::move(options)) {}
+  Status Spawn(int rank, int store_port);
+  void HandleLine(int rank, const std::string& line,
+                  const std::function<void(int, const nlohmann::json&)>& on_event);
+  void KillAll();
+
+  LaunchOptions options_;
+  std::vector<RankOutcome> outcomes_;
+  std::vector<int> stdout_fds_;
+  std::vector<std::string> partial_lines_;
+  std::vector<std::string> early_lines_;  // rank 0's lines read while waiting for store_ready
+  std::vector<int> failure_order_;        // ranks in the order their failure was seen
+};
+
+// The path of an executable that sits next to this process's own (/proc/self/exe).
+std::string SiblingExecutable(const std::string& name);
+
+}  // namespace deepool::worker

@@ -1,0 +1,154 @@
+#include "worker/runtime/train_launch.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+StatusOr<DataSpec> ParseDataFlag(const std::string& flag, uint64_t seed) {
+  DataSpec data;
+  if (flag == "synthetic") {
+    data.seed = seed;
+    return data;
+  }
+  const std::string prefix = "cifar10:";
+  if (flag.rfind(prefix, 0) == 0 && flag.size() > prefix.size()) {
+    data.kind = "cifar10";
+    data.path = std::filesystem::absolute(flag.substr(prefix.size())).string();
+    return data;
+  }
+  return InvalidArgumentError("--data must be synthetic or cifar10:PATH, not " + flag);
+}
+
+StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
+  RunSpec spec;
+  spec.job_id = "train";
+  spec.iterations = options.iterations;
+  spec.seed = options.seed;
+  spec.optimizer = options.optimizer;
+  ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, options.seed));
+  if (options.model.empty() == options.graph_path.empty()) {
+    return InvalidArgumentError("give exactly one of --model and --graph");
+  }
+  if (!options.model.empty()) {
+    planner::zoo::ModelOptions model_options;
+    if (options.num_classes > 0) {
+      model_options.num_classes = options.num_classes;
+    } else if (spec.data.kind == "cifar10") {
+      model_options.num_classes = 10;
+    }
+    model_options.image_size = options.image_size;
+    if (spec.data.kind == "cifar10" && options.image_size == 0) model_options.image_size = 32;
+    auto graph = planner::zoo::BuildModel(options.model, model_options);
+    if (!graph.ok()) return graph.status().WithContext("--model " + options.model);
+    spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  } else {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(options.graph_path));
+    auto graph = planner::ParseGraphJson(text);
+    if (!graph.ok()) return graph.status().WithContext(options.graph_path);
+    spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  }
+  if (!options.plan_path.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(options.plan_path));
+    auto plan = planner::ParsePlanJson(text);
+    if (!plan.ok()) return plan.status().WithContext(options.plan_path);
+    spec.plan = std::move(plan).value();
+    if (options.ranks > 0 && options.ranks != spec.plan.num_devices) {
+      return InvalidArgumentError("--ranks " + std::to_string(options.ranks) +
+                                  " but the plan is for " +
+                                  std::to_string(spec.plan.num_devices) + " devices");
+    }
+    if (options.global_batch > 0 && options.global_batch != spec.plan.global_batch) {
+      return InvalidArgumentError("--global-batch " + std::to_string(options.global_batch) +
+                                  " but the plan is for a batch of " +
+                                  std::to_string(spec.plan.global_batch));
+    }
+  } else {
+    int ranks = options.ranks > 0 ? options.ranks : 1;
+    int64_t batch = options.global_batch > 0 ? options.global_batch : 32;
+    if (batch < ranks) {
+      return InvalidArgumentError("--global-batch " + std::to_string(batch) +
+                                  " is smaller than --ranks " + std::to_string(ranks));
+    }
+    spec.plan = planner::DataParallelLayout(*spec.graph, batch, ranks);
+    spec.plan.num_devices = ranks;
+  }
+  if (!options.checkpoint_path.empty()) {
+    spec.checkpoint_path = std::filesystem::absolute(options.checkpoint_path).string();
+  }
+  RETURN_IF_ERROR(ValidateRunSpec(spec));
+  return spec;
+}
+
+}  // namespace
+
+Status RunTraining(const TrainOptions& options, std::ostream& out) {
+  ASSIGN_OR_RETURN(RunSpec spec, PrepareSpec(options));
+  std::string work_dir = options.work_dir;
+  if (work_dir.empty()) {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "deepool-train-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) return InternalError("cannot create a temporary folder");
+    work_dir = pattern;
+  }
+  std::string spec_path = (std::filesystem::path(work_dir) / "run.json").string();
+  RETURN_IF_ERROR(WriteRunSpecFile(spec, spec_path));
+
+  LaunchOptions launch;
+  launch.executor_path =
+      options.executor_path.empty() ? SiblingExecutable("deepool-executor") : options.executor_path;
+  launch.run_spec_path = spec_path;
+  launch.world_size = spec.plan.num_devices;
+  launch.device = options.device == "cpu" ? "cpu" : "cuda";
+  launch.timeout_s = options.timeout_s;
+  ASSIGN_OR_RETURN(auto ranks, RankProcesses::Start(launch));
+  if (!options.json_events) {
+    out << "model " << spec.graph->name() << ", " << spec.plan.num_devices << " ranks on "
+        << options.device << ", global batch " << spec.plan.global_batch << ", "
+        << spec.iterations << " iterations\n";
+    out << std::setw(6) << "iter" << std::setw(12) << "loss" << std::setw(12) << "ms"
+        << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12)
+        << "idle ms" << "\n";
+  }
+  Status status = ranks->Wait([&](int rank, const nlohmann::json& event) {
+    if (options.json_events) {
+      out << event.dump() << std::endl;
+      return;
+    }
+    if (rank != 0 || event["event"] != "iteration") return;
+    out << std::setw(6) << event.value("iteration", 0) << std::setw(12) << std::fixed
+        << std::setprecision(4)
+        << (event["loss"].is_number() ? event["loss"].get<double>() : NAN) << std::setw(12)
+        << std::setprecision(2) << event.value("iteration_ms", 0.0) << std::setw(14)
+        << std::setprecision(1) << event.value("samples_per_s", 0.0) << std::setw(12)
+        << std::setprecision(2) << event.value("busy_ms", 0.0) << std::setw(12)
+        << event.value("idle_ms", 0.0) << std::endl;
+  });
+  if (!status.ok()) return status.WithContext("training failed");
+  if (!options.json_events) {
+    for (const RankOutcome& outcome : ranks->outcomes()) {
+      if (outcome.checkpoint) out << "rank " << outcome.rank << " checkpoint " << *outcome.checkpoint << "\n";
+    }
+    out << "done: " << spec.plan.num_devices << " ranks finished " << spec.iterations
+        << " iterations\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace deepool::worker

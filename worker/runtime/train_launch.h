@@ -1,0 +1,37 @@
+// The body of deepool-train: prepare a run spec (graph from the zoo or a file, plan from a file
+// or a data-parallel layout), start one deepool-executor per rank on this machine, print each
+// iteration's loss and time, and fail clearly when any rank fails.
+// Threading: runs on the calling thread.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "common/status.h"
+#include "worker/runtime/optimizer.h"
+
+namespace deepool::worker {
+
+struct TrainOptions {
+  std::string plan_path;   // empty: data parallelism over `ranks`
+  std::string model;       // zoo name, or
+  std::string graph_path;  // a graph JSON file
+  int64_t num_classes = 0;  // zoo models: 0 = 10 for cifar10, else the zoo's default
+  int64_t image_size = 0;   // zoo models: 0 = the model's default
+  int ranks = 0;            // 0: the plan's device count (1 without a plan)
+  std::string device = "cpu";
+  int64_t iterations = 20;
+  int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
+  OptimizerSpec optimizer;
+  std::string data = "synthetic";  // "synthetic" or "cifar10:PATH"
+  uint64_t seed = 0;
+  int timeout_s = 60;
+  std::string checkpoint_path;
+  std::string executor_path;  // empty: deepool-executor next to this binary
+  std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
+  bool json_events = false;   // print the ranks' raw event lines instead of the table
+};
+
+Status RunTraining(const TrainOptions& options, std::ostream& out);
+
+}  // namespace deepool::worker
