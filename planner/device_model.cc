@@ -69,7 +69,7 @@ DeviceModel Cpu() {
   return device;
 }
 
-Shape InputShapeOf(const Graph& graph, const Layer& layer, size_t index) {
+const Shape& InputShapeOf(const Graph& graph, const Layer& layer, size_t index) {
   const int id = layer.input_ids.at(index);
   return id == kGraphInputId ? graph.input_shape() : graph.layer(id).output_shape;
 }
@@ -162,7 +162,7 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       const bool bias = layer.attrs.bias;
       const LayerAttrs& a = layer.attrs;
       double forward_depth = 0, weight_grad_depth = 0, gemm_flops = 0;
-      const Shape in_shape = InputShapeOf(graph, layer, 0);
+      const Shape& in_shape = InputShapeOf(graph, layer, 0);
       const Shape& out_shape = layer.output_shape;
       if (layer.op == Op::kConv2d) {
         const double area = static_cast<double>(a.kernel_size[0] * a.kernel_size[1]);
@@ -182,14 +182,14 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       }
       gemm_flops = std::min(gemm_flops, flops);
       work.forward_flops = flops;
-      work.forward_gemms = {{gemm_flops, forward_depth}};
+      work.forward_gemms[0] = {gemm_flops, forward_depth};
       work.backward_flops = first ? gemm_flops : 2 * gemm_flops;
       // Both backward GEMMs run at the forward's efficiency (cuDNN's gradient kernels are not
       // faster than the forward ones in the A100 measurements), except that grad-weight's
       // reduction over the batch's output positions is the short side for linear layers at
       // small batches.
-      work.backward_gemms = {{gemm_flops, std::min(forward_depth, weight_grad_depth)}};
-      if (!first) work.backward_gemms.push_back({gemm_flops, forward_depth});
+      work.backward_gemms[0] = {gemm_flops, std::min(forward_depth, weight_grad_depth)};
+      if (!first) work.backward_gemms[1] = {gemm_flops, forward_depth};
       work.forward_bytes = in + out + weights;
       work.backward_bytes = (first ? in + out : 2 * (in + out)) + 4 * weights;
       work.forward_kernels = bias ? 2 : 1;
@@ -261,10 +261,11 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
 LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work) {
   const double flops_per_ms = device.peak_tflops * 1e9 * device.compute_efficiency;
   const double bytes_per_ms = device.memory_bandwidth_gbps * 1e6 * device.memory_efficiency;
-  auto compute_ms = [&](double flops, const std::vector<GemmPart>& gemms) {
+  auto compute_ms = [&](double flops, const std::array<GemmPart, 2>& gemms) {
     double ms = 0;
     double rest = flops;
     for (const GemmPart& gemm : gemms) {
+      if (gemm.flops <= 0) continue;
       const double depth = std::max(gemm.depth, 1.0);
       ms += gemm.flops / (flops_per_ms * depth / (depth + device.gemm_half_depth));
       rest -= gemm.flops;

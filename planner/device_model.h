@@ -15,6 +15,7 @@
 // Threading: DeviceModel is a plain value; the analytical profile is immutable and thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,8 +55,10 @@ struct GemmPart {
 struct LayerWork {
   double forward_flops = 0;   // all forward math, GEMM parts included
   double backward_flops = 0;  // all backward math, GEMM parts included
-  std::vector<GemmPart> forward_gemms;
-  std::vector<GemmPart> backward_gemms;
+  // GEMM-shaped parts of the flops above (unused entries have zero flops); the rest of the
+  // flops run at plain compute efficiency.
+  std::array<GemmPart, 2> forward_gemms{};
+  std::array<GemmPart, 2> backward_gemms{};
   double forward_bytes = 0;
   double backward_bytes = 0;
   int forward_kernels = 0;

@@ -256,7 +256,9 @@ StatusOr<std::unique_ptr<TableProfile>> TableProfile::Create(const ProfileData& 
   }
   std::vector<std::string> missing;
   for (const Layer& layer : graph.layers()) {
-    if (profile->curves_.count(layer.name) == 0) missing.push_back(layer.name);
+    const BatchCurve* curve = profile->Curve(layer.name);
+    if (curve == nullptr) missing.push_back(layer.name);
+    profile->by_layer_id_.emplace_back(layer.name, curve);
   }
   if (!missing.empty()) {
     if (options.fallback == nullptr) {
@@ -289,7 +291,10 @@ StatusOr<LayerTime> TableProfile::Time(const Graph& graph, int layer_id, int64_t
     return InvalidArgumentError("layer " + layer.name + ": batch must be >= 1, got " +
                                 std::to_string(batch));
   }
-  const BatchCurve* curve = Curve(layer.name);
+  const size_t index = static_cast<size_t>(layer_id);
+  const BatchCurve* curve = index < by_layer_id_.size() && by_layer_id_[index].first == layer.name
+                                ? by_layer_id_[index].second
+                                : Curve(layer.name);
   if (curve == nullptr) {
     if (options_.fallback != nullptr) return options_.fallback->Time(graph, layer_id, batch);
     return NotFoundError("profile " + source_ + " has no times for layer " + layer.name);

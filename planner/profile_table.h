@@ -91,6 +91,9 @@ class TableProfile : public Profile {
                                                         const ProfileOptions& options,
                                                         std::string source);
 
+  TableProfile(const TableProfile&) = delete;  // by_layer_id_ points into curves_
+  TableProfile& operator=(const TableProfile&) = delete;
+
   std::string source() const override { return source_; }
   StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override;
 
@@ -106,6 +109,9 @@ class TableProfile : public Profile {
   ProfileData data_;
   ProfileOptions options_;
   std::unordered_map<std::string, BatchCurve> curves_;
+  // By layer id of the graph given to Create, with the name it had: a fast path for that graph
+  // (any other graph falls back to the lookup by name).
+  std::vector<std::pair<std::string, const BatchCurve*>> by_layer_id_;
   std::vector<std::string> fallback_layers_;
 };
 
