@@ -1,0 +1,312 @@
+#include "cli/services/client.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/services/format.h"
+
+namespace deepool::cli {
+
+void AddClientOptions(CLI::App* command, ClientOptions* options, bool with_json) {
+  command->add_option("--coordinator", options->coordinator,
+                      "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR, then "
+                      "~/.config/deepool/config.json, then 127.0.0.1:7070)");
+  if (with_json) command->add_flag("--json", options->json, "machine-readable JSON output");
+}
+
+std::string ResolveCoordinatorAddress(const std::string& flag, const char* env_value,
+                                      const std::string& home) {
+  if (!flag.empty()) return flag;
+  if (env_value && *env_value) return env_value;
+  if (!home.empty()) {
+    std::ifstream in(home + "/.config/deepool/config.json");
+    if (in) {
+      nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (config.is_object() && config.contains("coordinator") &&
+          config["coordinator"].is_string() && !config["coordinator"].get<std::string>().empty()) {
+        return config["coordinator"].get<std::string>();
+      }
+    }
+  }
+  return kDefaultCoordinator;
+}
+
+std::string ResolveCoordinatorAddress(const std::string& flag) {
+  const char* home = std::getenv("HOME");
+  return ResolveCoordinatorAddress(flag, std::getenv("DEEPOOL_COORDINATOR"), home ? home : "");
+}
+
+std::unique_ptr<v1::CoordinatorService::Stub> ConnectCoordinator(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return v1::CoordinatorService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+std::unique_ptr<grpc::ClientContext> UnaryContext(std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  return context;
+}
+
+int ExitCodeFor(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return kExitUnavailable;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return kExitInvalidInput;
+    case grpc::StatusCode::NOT_FOUND:
+      return kExitNotFound;
+    default:
+      return kExitFailure;
+  }
+}
+
+int ReportRpcError(const grpc::Status& status, const std::string& what,
+                   const std::string& address) {
+  int code = ExitCodeFor(status);
+  if (code == kExitUnavailable) {
+    std::cerr << "deepool: cannot reach the coordinator at " << address << " (" << what << ": "
+              << status.error_message()
+              << ").\nIs deepool-coordinator running? Set the address with --coordinator, "
+                 "DEEPOOL_COORDINATOR or ~/.config/deepool/config.json.\n";
+  } else {
+    std::cerr << "deepool: " << what << ": " << status.error_message() << "\n";
+  }
+  return code;
+}
+
+std::string StateName(v1::JobState state) {
+  std::string name = v1::JobState_Name(state);
+  const std::string prefix = "JOB_STATE_";
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  return name.empty() ? "UNKNOWN" : name;
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+std::string RoleName(v1::JobRole role) { return role == v1::JOB_ROLE_BG ? "bg" : "fg"; }
+
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+namespace {
+
+double Fraction(const v1::Job& job) {
+  const auto& p = job.progress();
+  if (job.state() == v1::JOB_STATE_SUCCEEDED) return 1.0;
+  if (p.iterations() <= 0) return 0.0;
+  return static_cast<double>(p.iteration()) / static_cast<double>(p.iterations());
+}
+
+std::string StateWithReason(const v1::Job& job, size_t reason_width) {
+  std::string s = StateName(job.state());
+  if (!job.reason().empty() && job.state() != v1::JOB_STATE_RUNNING &&
+      job.state() != v1::JOB_STATE_SUCCEEDED) {
+    s += " (" + Truncate(job.reason(), reason_width) + ")";
+  }
+  return s;
+}
+
+std::string DevicesSummary(const v1::Job& job) {
+  if (job.devices_size() == 0) return "-";
+  std::map<std::string, int> per_node;
+  std::vector<std::string> order;
+  for (const auto& d : job.devices()) {
+    std::string node = d.node_name().empty() ? d.node_id() : d.node_name();
+    if (per_node[node]++ == 0) order.push_back(node);
+  }
+  std::string out = std::to_string(job.devices_size()) + " on ";
+  for (size_t i = 0; i < order.size(); ++i) {
+    out += (i ? "," : "") + order[i];
+    if (per_node[order[i]] > 1 || order.size() > 1) {
+      out += "\xC3\x97" + std::to_string(per_node[order[i]]);  // ×
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string JobsTable(const std::vector<v1::Job>& jobs) {
+  Table table({"ID", "NAME", "ROLE", "STATE", "PROGRESS", "SAMPLES/S", "DEVICES"});
+  table.AlignRight(5);
+  for (const auto& job : jobs) {
+    const auto& p = job.progress();
+    std::string rate = p.samples_per_s() > 0 ? FormatRate(p.samples_per_s()) : "-";
+    table.AddRow({job.job_id(), Truncate(job.spec().name(), 24), RoleName(job.spec().role()),
+                  StateWithReason(job, 48), ProgressBar(Fraction(job), 20), rate,
+                  DevicesSummary(job)});
+  }
+  if (jobs.empty()) return "no jobs\n";
+  return table.Render();
+}
+
+std::string JobProgressLine(const v1::Job& job) {
+  const auto& p = job.progress();
+  std::ostringstream out;
+  out << job.job_id() << " " << Truncate(job.spec().name(), 20) << " "
+      << StateWithReason(job, 60) << " " << ProgressBar(Fraction(job), 20) << " it "
+      << p.iteration() << "/" << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
+  if (p.has_loss()) {
+    char loss[32];
+    std::snprintf(loss, sizeof(loss), "%.4f", p.loss());
+    out << " loss " << loss;
+  }
+  if (p.samples_per_s() > 0) out << " " << FormatRate(p.samples_per_s()) << " samples/s";
+  return out.str();
+}
+
+std::string PlanSummary(const std::string& plan_json) {
+  nlohmann::json plan = nlohmann::json::parse(plan_json, nullptr, /*allow_exceptions=*/false);
+  if (!plan.is_object()) return "  (plan is not valid JSON)\n";
+  std::ostringstream out;
+  auto number = [](const nlohmann::json& obj, const char* key) {
+    return obj.is_object() && obj.contains(key) && obj[key].is_number() ? obj[key].get<double>()
+                                                                         : 0.0;
+  };
+  const nlohmann::json layers = plan.value("layers", nlohmann::json::array());
+  const nlohmann::json totals = plan.value("totals", nlohmann::json::object());
+  const nlohmann::json dp = plan.value("data_parallel", nlohmann::json::object());
+  out << "  model " << plan.value("model", std::string("?")) << ", global batch "
+      << plan.value("global_batch", 0) << ", " << plan.value("num_devices", 0) << " devices, "
+      << layers.size() << " layers";
+  if (plan.contains("profile_source") && plan["profile_source"].is_string()) {
+    out << ", profile " << plan["profile_source"].get<std::string>();
+  }
+  out << "\n";
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "  predicted iteration %s (data parallel %s, one device %s); amplification "
+                "%.2f (limit %.2f)\n",
+                FormatDuration(number(totals, "iteration_ms")).c_str(),
+                FormatDuration(number(dp, "iteration_ms")).c_str(),
+                FormatDuration(number(plan, "single_device_ms")).c_str(),
+                number(totals, "amplification"), number(plan, "amplification_limit"));
+  out << line;
+  // How many layers run on how many devices: "1 dev: 3 layers, 4 dev: 9 layers".
+  std::map<size_t, int> by_count;
+  for (const auto& layer : layers) {
+    if (layer.contains("devices") && layer["devices"].is_array()) {
+      by_count[layer["devices"].size()]++;
+    }
+  }
+  out << "  layers per device count:";
+  bool first = true;
+  for (const auto& [count, n] : by_count) {
+    out << (first ? " " : ", ") << n << " on " << count;
+    first = false;
+  }
+  out << "\n";
+  return out.str();
+}
+
+std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, int64_t now_ms) {
+  std::ostringstream out;
+  const auto& spec = job.spec();
+  const auto& p = job.progress();
+  out << "job        " << job.job_id() << "  (" << spec.name() << ")\n";
+  out << "state      " << StateName(job.state());
+  if (!job.reason().empty()) out << ": " << job.reason();
+  out << "\n";
+  out << "role       " << RoleName(spec.role()) << ", priority " << spec.priority() << "\n";
+  out << "model      " << (spec.model().empty() ? std::string("(inline graph)") : spec.model())
+      << ", global batch " << spec.global_batch() << ", " << spec.gpus() << " device(s)";
+  if (spec.role() != v1::JOB_ROLE_BG && spec.has_amplification_limit()) {
+    out << ", amplification limit " << spec.amplification_limit();
+  }
+  out << "\n";
+  out << "submitted  " << FormatWallTime(job.submitted_ms()) << " UTC ("
+      << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";
+  out << "progress   " << ProgressBar(Fraction(job), 30) << "  iteration " << p.iteration() << "/"
+      << (p.iterations() > 0 ? p.iterations() : spec.iterations()) << "\n";
+  if (p.updated_ms() > 0) {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "           %s samples/s, iteration %s (busy %s, idle %s)%s\n",
+                  FormatRate(p.samples_per_s()).c_str(), FormatDuration(p.iteration_ms()).c_str(),
+                  FormatDuration(p.busy_ms()).c_str(), FormatDuration(p.idle_ms()).c_str(),
+                  p.has_loss() ? (", loss " + std::to_string(p.loss())).c_str() : "");
+    out << line;
+  }
+  if (job.predicted_iteration_ms() > 0) {
+    out << "predicted  iteration " << FormatDuration(job.predicted_iteration_ms()) << "\n";
+  }
+  if (!job.checkpoint().empty()) out << "checkpoint " << job.checkpoint() << "\n";
+  if (job.devices_size() > 0) {
+    out << "devices\n";
+    Table table({"  RANK", "NODE", "DEVICE"});
+    for (const auto& d : job.devices()) {
+      table.AddRow({"  " + std::to_string(d.rank()),
+                    d.node_name().empty() ? d.node_id() : d.node_name(), d.device()});
+    }
+    out << table.Render();
+  }
+  if (plan && !plan->plan_json().empty()) {
+    out << "plan\n" << PlanSummary(plan->plan_json());
+  }
+  if (job.history_size() > 0) {
+    out << "history\n";
+    for (const auto& h : job.history()) {
+      out << "  " << FormatWallTime(h.time_ms()) << "  " << StateName(h.state());
+      if (!h.reason().empty()) out << ": " << h.reason();
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms) {
+  if (nodes.empty()) return "no nodes\n";
+  Table table({"NAME", "ID", "STATE", "ADDRESS", "DEVICES", "FG", "BG", "TASKS", "HEARTBEAT"});
+  for (const auto& node : nodes) {
+    std::map<std::string, int> types;
+    for (const auto& d : node.devices()) types[d.type()]++;
+    std::string devices;
+    for (const auto& [type, n] : types) {
+      devices += (devices.empty() ? "" : ",") + std::to_string(n) + "\xC3\x97" + type;
+    }
+    int fg = 0, bg = 0;
+    for (const auto& j : node.fg_job_ids()) fg += !j.empty();
+    for (const auto& j : node.bg_job_ids()) bg += !j.empty();
+    std::string state = v1::NodeState_Name(node.state());
+    if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
+    table.AddRow({node.name(), node.node_id(), state, node.address(),
+                  devices.empty() ? "-" : devices,
+                  std::to_string(fg) + "/" + std::to_string(node.devices_size()),
+                  std::to_string(bg) + "/" + std::to_string(node.devices_size()),
+                  std::to_string(node.task_ids_size()),
+                  FormatAgo(node.last_heartbeat_ms(), now_ms)});
+  }
+  return table.Render();
+}
+
+int64_t NowWallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace deepool::cli

@@ -1,0 +1,66 @@
+// What every coordinator-facing subcommand shares: the coordinator address (flag, then
+// $DEEPOOL_COORDINATOR, then ~/.config/deepool/config.json {"coordinator": "HOST:PORT"}, then
+// 127.0.0.1:7070), the gRPC stub, mapping gRPC errors to exit codes and messages, and rendering
+// jobs and nodes for people. Used from the main thread only.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+
+namespace deepool::cli {
+
+inline constexpr const char* kDefaultCoordinator = "127.0.0.1:7070";
+
+struct ClientOptions {
+  std::string coordinator;  // from --coordinator; empty: resolved at connect time
+  bool json = false;        // --json
+};
+
+// Adds --coordinator (and --json when with_json) to a subcommand.
+void AddClientOptions(CLI::App* command, ClientOptions* options, bool with_json = true);
+
+// Resolution order as above. `home` and `env` are parameters so tests need no real home.
+std::string ResolveCoordinatorAddress(const std::string& flag, const char* env_value,
+                                      const std::string& home);
+std::string ResolveCoordinatorAddress(const std::string& flag);
+
+std::unique_ptr<v1::CoordinatorService::Stub> ConnectCoordinator(const std::string& address);
+// A context with a deadline, for unary calls.
+std::unique_ptr<grpc::ClientContext> UnaryContext(
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// kExitUnavailable for UNAVAILABLE / DEADLINE_EXCEEDED, kExitInvalidInput for INVALID_ARGUMENT,
+// kExitNotFound for NOT_FOUND, kExitFailure otherwise.
+int ExitCodeFor(const grpc::Status& status);
+// Prints a one-line explanation to stderr and returns ExitCodeFor(status).
+int ReportRpcError(const grpc::Status& status, const std::string& what,
+                   const std::string& address);
+
+// "PENDING", "RUNNING", ... for the proto enum.
+std::string StateName(v1::JobState state);
+bool IsTerminal(v1::JobState state);
+std::string RoleName(v1::JobRole role);
+// A proto as JSON (field names as in the proto), one object.
+std::string ToJson(const google::protobuf::Message& message, bool pretty = true);
+
+// The jobs table: ID, NAME, ROLE, STATE, PROGRESS, SAMPLES/S, DEVICES.
+std::string JobsTable(const std::vector<v1::Job>& jobs);
+// One job in detail; plan (may be null) adds the plan summary.
+std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, int64_t now_ms);
+// A one-line progress summary for `submit` and `up`: "job-3 RUNNING [###...] 40% it 8/20 ...".
+std::string JobProgressLine(const v1::Job& job);
+// The nodes table: NAME, ID, STATE, ADDRESS, DEVICES, IN USE, TASKS, HEARTBEAT.
+std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms);
+// Summary of a plan document: layers, device counts, predicted times, amplification.
+std::string PlanSummary(const std::string& plan_json);
+
+int64_t NowWallMillis();
+
+}  // namespace deepool::cli

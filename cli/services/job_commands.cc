@@ -1,0 +1,308 @@
+// deepool submit | status | cancel | logs: jobs on the coordinator.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "cli/command_registry.h"
+#include "common/status.h"
+#include "cli/services/client.h"
+#include "cli/services/format.h"
+#include "cli/services/job_wait.h"
+
+namespace deepool::cli {
+namespace {
+
+using nlohmann::json;
+
+struct SubmitFlags {
+  ClientOptions client;
+  std::string spec;  // file, "-" for stdin, or inline JSON
+  std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint;
+  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size;
+  std::optional<int> gpus, priority;
+  std::optional<double> amplification_limit, lr;
+  bool foreground = false, background = false, detach = false, requeue = false;
+};
+
+// Reads the spec argument and applies the flags over it. Errors are messages for stderr.
+StatusOr<json> BuildSpec(const SubmitFlags& f) {
+  json doc = json::object();
+  if (!f.spec.empty()) {
+    std::string text;
+    if (f.spec == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else if (!f.spec.empty() && f.spec.front() == '{') {
+      text = f.spec;
+    } else {
+      std::ifstream in(f.spec);
+      if (!in) return InvalidArgumentError("cannot read job spec file " + f.spec);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) {
+      return InvalidArgumentError("job spec " + (f.spec.front() == '{' ? "" : f.spec + " ") +
+                                  "is not a JSON object");
+    }
+  }
+  if (!f.model.empty()) doc["model"] = f.model;
+  if (!f.graph_file.empty()) {
+    std::ifstream in(f.graph_file);
+    if (!in) return InvalidArgumentError("cannot read graph file " + f.graph_file);
+    json graph = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (graph.is_discarded()) return InvalidArgumentError(f.graph_file + " is not JSON");
+    doc["graph"] = graph;
+  }
+  if (!f.name.empty()) doc["name"] = f.name;
+  if (f.foreground) doc["role"] = "fg";
+  if (f.background) doc["role"] = "bg";
+  if (f.global_batch) doc["global_batch"] = *f.global_batch;
+  if (f.iterations) doc["iterations"] = *f.iterations;
+  if (f.gpus) doc["gpus"] = *f.gpus;
+  if (f.priority) doc["priority"] = *f.priority;
+  if (f.amplification_limit) doc["amplification_limit"] = *f.amplification_limit;
+  if (f.seed) doc["seed"] = *f.seed;
+  if (f.num_classes) doc["num_classes"] = *f.num_classes;
+  if (f.image_size) doc["image_size"] = *f.image_size;
+  if (!f.optimizer.empty() || f.lr) {
+    json& opt = doc["optimizer"];
+    if (!opt.is_object()) opt = json::object();
+    if (!f.optimizer.empty()) opt["name"] = f.optimizer;
+    if (f.lr) opt["lr"] = *f.lr;
+  }
+  if (!f.data.empty() || !f.data_path.empty()) {
+    json& data = doc["data"];
+    if (!data.is_object()) data = json::object();
+    if (!f.data.empty()) data["kind"] = f.data;
+    if (!f.data_path.empty()) data["path"] = f.data_path;
+  }
+  if (!f.profile.empty()) doc["profile"] = f.profile;
+  if (!f.checkpoint.empty()) doc["checkpoint"] = {{"path", f.checkpoint}};
+  if (f.requeue) doc["requeue_on_failure"] = true;
+  if (!doc.contains("model") && !doc.contains("graph")) {
+    return InvalidArgumentError("give a job spec file or --model / --graph");
+  }
+  return doc;
+}
+
+int RunSubmit(const SubmitFlags& f) {
+  auto spec = BuildSpec(f);
+  if (!spec.ok()) {
+    std::cerr << "deepool submit: " << spec.status().message() << "\n";
+    return kExitInvalidInput;
+  }
+  const std::string address = ResolveCoordinatorAddress(f.client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  v1::SubmitJobRequest request;
+  request.set_spec_json(spec->dump());
+  v1::SubmitJobResponse response;
+  auto context = UnaryContext();
+  grpc::Status status = stub->SubmitJob(context.get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status, "submit", address);
+  if (f.detach) {
+    std::cout << (f.client.json ? ToJson(response.job(), false) : response.job_id()) << "\n";
+    return kExitOk;
+  }
+  if (!f.client.json) {
+    std::cerr << "submitted " << response.job_id() << " (" << response.job().spec().name()
+              << "); waiting for it to finish (Ctrl-C stops waiting, the job keeps running)\n";
+  }
+  WaitOptions wait;
+  wait.json = f.client.json;
+  return WaitForJobs(*stub, address, {response.job_id()}, wait, std::cout);
+}
+
+struct StatusFlags {
+  ClientOptions client;
+  std::string job;
+  bool watch = false;
+  int limit = 100;
+};
+
+int StatusOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
+                const StatusFlags& f) {
+  auto show = [&](const v1::Job& job) {
+    if (f.client.json) {
+      std::cout << ToJson(job, !f.watch) << std::endl;
+      return;
+    }
+    v1::GetJobPlanResponse plan;
+    v1::GetJobPlanRequest plan_request;
+    plan_request.set_job_id(job.job_id());
+    bool have_plan = false;
+    if (job.has_plan()) {
+      auto ctx = UnaryContext();
+      have_plan = stub.GetJobPlan(ctx.get(), plan_request, &plan).ok();
+    }
+    if (f.watch && isatty(STDOUT_FILENO)) std::cout << "\x1b[H\x1b[2J";
+    std::cout << JobDetail(job, have_plan ? &plan : nullptr, NowWallMillis()) << std::flush;
+    if (f.watch && !isatty(STDOUT_FILENO)) std::cout << "\n";
+  };
+  if (!f.watch) {
+    v1::GetJobRequest request;
+    request.set_job_id(f.job);
+    v1::Job job;
+    auto context = UnaryContext();
+    grpc::Status status = stub.GetJob(context.get(), request, &job);
+    if (!status.ok()) return ReportRpcError(status, "job " + f.job, address);
+    show(job);
+    return kExitOk;
+  }
+  grpc::ClientContext context;
+  v1::WatchJobRequest request;
+  request.set_job_id(f.job);
+  auto reader = stub.WatchJob(&context, request);
+  v1::Job job;
+  while (reader->Read(&job)) show(job);
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return ReportRpcError(status, "watch " + f.job, address);
+  return kExitOk;
+}
+
+int RunStatus(const StatusFlags& f) {
+  const std::string address = ResolveCoordinatorAddress(f.client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  if (!f.job.empty()) return StatusOfJob(*stub, address, f);
+  while (true) {
+    v1::ListJobsRequest request;
+    request.set_limit(f.limit);
+    v1::ListJobsResponse response;
+    auto context = UnaryContext();
+    grpc::Status status = stub->ListJobs(context.get(), request, &response);
+    if (!status.ok()) return ReportRpcError(status, "list jobs", address);
+    std::vector<v1::Job> jobs(response.jobs().begin(), response.jobs().end());
+    if (f.client.json) {
+      std::cout << ToJson(response, !f.watch) << std::endl;
+    } else {
+      if (f.watch && isatty(STDOUT_FILENO)) std::cout << "\x1b[H\x1b[2J";
+      std::cout << JobsTable(jobs) << std::flush;
+      if (f.watch && !isatty(STDOUT_FILENO)) std::cout << "\n";
+    }
+    if (!f.watch) return kExitOk;
+    bool all_done = !jobs.empty() && std::all_of(jobs.begin(), jobs.end(), [](const v1::Job& j) {
+      return IsTerminal(j.state());
+    });
+    if (all_done) return kExitOk;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+int RunCancel(const ClientOptions& client, const std::string& job_id, const std::string& reason) {
+  const std::string address = ResolveCoordinatorAddress(client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  request.set_reason(reason);
+  v1::Job job;
+  auto context = UnaryContext();
+  grpc::Status status = stub->CancelJob(context.get(), request, &job);
+  if (!status.ok()) return ReportRpcError(status, "cancel " + job_id, address);
+  if (client.json) {
+    std::cout << ToJson(job) << "\n";
+  } else {
+    std::cout << job.job_id() << " " << StateName(job.state())
+              << (job.reason().empty() ? "" : ": " + job.reason()) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunLogs(const ClientOptions& client, const std::string& job_id, bool follow, int tail) {
+  const std::string address = ResolveCoordinatorAddress(client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  grpc::ClientContext context;
+  if (!follow) context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetJobLogsRequest request;
+  request.set_job_id(job_id);
+  request.set_follow(follow);
+  request.set_tail_lines(tail);
+  auto reader = stub->GetJobLogs(&context, request);
+  v1::LogEntry entry;
+  while (reader->Read(&entry)) {
+    if (client.json) {
+      std::cout << ToJson(entry, false) << "\n";
+    } else {
+      std::string who = entry.node_id().empty() ? "coordinator" : entry.node_id();
+      if (entry.rank() >= 0) who += " r" + std::to_string(entry.rank());
+      std::cout << FormatWallTime(entry.time_ms()) << " [" << who << "] " << entry.line() << "\n";
+    }
+    std::cout.flush();
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return ReportRpcError(status, "logs of " + job_id, address);
+  return kExitOk;
+}
+
+RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
+  auto flags = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "submit", "submit a training job (a JSON job spec file, inline JSON, '-', or flags)");
+  cmd->add_option("spec", flags->spec, "job spec: FILE, '-' (stdin) or inline JSON");
+  cmd->add_option("--model", flags->model, "zoo model name (deepool model list)");
+  cmd->add_option("--graph", flags->graph_file, "a layer-graph JSON file instead of --model");
+  cmd->add_option("--name", flags->name, "job name");
+  cmd->add_option("--global-batch,--batch", flags->global_batch, "global batch size");
+  cmd->add_option("--iterations", flags->iterations, "training iterations");
+  cmd->add_option("--gpus", flags->gpus, "devices to plan over (FG); 1 for BG");
+  cmd->add_option("--amplification-limit,--amp", flags->amplification_limit,
+                  "FG: GPU-seconds per iteration / single-GPU iteration time (0: unconstrained)");
+  cmd->add_option("--priority", flags->priority, "higher runs first");
+  cmd->add_option("--optimizer", flags->optimizer, "sgd or adam");
+  cmd->add_option("--lr", flags->lr, "learning rate");
+  cmd->add_option("--data", flags->data, "synthetic or cifar10");
+  cmd->add_option("--data-path", flags->data_path, "cifar10 file or directory on every worker");
+  cmd->add_option("--seed", flags->seed, "random seed");
+  cmd->add_option("--profile", flags->profile, "measured (default) or analytical");
+  cmd->add_option("--checkpoint", flags->checkpoint, "where rank 0 writes the final checkpoint");
+  cmd->add_option("--num-classes", flags->num_classes, "zoo model option");
+  cmd->add_option("--image-size", flags->image_size, "zoo model option");
+  cmd->add_flag("--requeue-on-failure", flags->requeue, "requeue instead of fail on node loss");
+  auto* fg = cmd->add_flag("--foreground,--fg", flags->foreground, "a foreground job (default)");
+  auto* bg = cmd->add_flag("--background,--bg", flags->background,
+                           "a background job in the FG jobs' idle device time");
+  fg->excludes(bg);
+  cmd->add_flag("--detach,-d", flags->detach, "print the job id and return without waiting");
+  AddClientOptions(cmd, &flags->client);
+  cmd->callback([flags, &result] { result.exit_code = RunSubmit(*flags); });
+});
+
+RegisterCommand status_command([](CLI::App& app, CommandResult& result) {
+  auto flags = std::make_shared<StatusFlags>();
+  CLI::App* cmd = app.add_subcommand("status", "the jobs table, or one job in detail");
+  cmd->add_option("job", flags->job, "a job id: show it in detail with its plan summary");
+  cmd->add_flag("--watch,-w", flags->watch, "refresh until the jobs shown are finished");
+  cmd->add_option("--limit", flags->limit, "most jobs listed, newest first (0: all)");
+  AddClientOptions(cmd, &flags->client);
+  cmd->callback([flags, &result] { result.exit_code = RunStatus(*flags); });
+});
+
+RegisterCommand cancel_command([](CLI::App& app, CommandResult& result) {
+  auto client = std::make_shared<ClientOptions>();
+  auto job = std::make_shared<std::string>();
+  auto reason = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("cancel", "cancel a job in any non-terminal state");
+  cmd->add_option("job", *job, "job id")->required();
+  cmd->add_option("--reason", *reason, "recorded in the job's history");
+  AddClientOptions(cmd, client.get());
+  cmd->callback([=, &result] { result.exit_code = RunCancel(*client, *job, *reason); });
+});
+
+RegisterCommand logs_command([](CLI::App& app, CommandResult& result) {
+  auto client = std::make_shared<ClientOptions>();
+  auto job = std::make_shared<std::string>();
+  auto follow = std::make_shared<bool>(false);
+  auto tail = std::make_shared<int>(0);
+  CLI::App* cmd = app.add_subcommand("logs", "a job's executor and worker log lines");
+  cmd->add_option("job", *job, "job id")->required();
+  cmd->add_flag("--follow,-f", *follow, "keep streaming until the job finishes");
+  cmd->add_option("--tail", *tail, "only the last N stored lines (0: all)");
+  AddClientOptions(cmd, client.get());
+  cmd->callback([=, &result] { result.exit_code = RunLogs(*client, *job, *follow, *tail); });
+});
+
+}  // namespace
+}  // namespace deepool::cli

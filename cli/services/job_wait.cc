@@ -1,0 +1,147 @@
+#include "cli/services/job_wait.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "cli/command_registry.h"
+#include "cli/services/client.h"
+#include "cli/services/format.h"
+
+namespace deepool::cli {
+
+int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
+                const std::vector<std::string>& job_ids, const WaitOptions& options,
+                std::ostream& out, std::vector<v1::Job>* final_jobs) {
+  const bool tty = &out == &std::cout && isatty(STDOUT_FILENO) && !options.json;
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, v1::Job> last;
+  std::map<std::string, std::string> last_line;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_print;
+  std::optional<std::chrono::steady_clock::time_point> unreachable_since;
+  size_t drawn_lines = 0;
+  while (true) {
+    bool all_terminal = true;
+    grpc::Status failure;
+    for (const auto& id : job_ids) {
+      v1::GetJobRequest request;
+      request.set_job_id(id);
+      v1::Job job;
+      auto context = UnaryContext(std::chrono::seconds(5));
+      grpc::Status status = stub.GetJob(context.get(), request, &job);
+      if (!status.ok()) {
+        failure = status;
+        all_terminal = false;
+        continue;
+      }
+      last[id] = job;
+      all_terminal &= IsTerminal(job.state());
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!failure.ok()) {
+      int code = ExitCodeFor(failure);
+      if (code != kExitUnavailable) return ReportRpcError(failure, "waiting for jobs", address);
+      if (!unreachable_since) {
+        unreachable_since = now;
+        std::cerr << "deepool: coordinator at " << address << " unreachable ("
+                  << failure.error_message() << "); retrying\n";
+      } else if (now - *unreachable_since > options.unavailable_grace) {
+        return ReportRpcError(failure, "waiting for jobs", address);
+      }
+    } else {
+      if (unreachable_since) std::cerr << "deepool: coordinator reachable again\n";
+      unreachable_since.reset();
+    }
+
+    // Show what changed.
+    if (tty) {
+      std::string frame;
+      for (const auto& id : job_ids) {
+        if (last.count(id)) frame += "\x1b[2K" + JobProgressLine(last[id]) + "\n";
+      }
+      if (drawn_lines > 0) out << "\x1b[" << drawn_lines << "A";
+      out << frame << std::flush;
+      drawn_lines = 0;
+      for (char c : frame) drawn_lines += c == '\n';
+    } else {
+      for (const auto& id : job_ids) {
+        if (!last.count(id)) continue;
+        const v1::Job& job = last[id];
+        std::string line = options.json ? ToJson(job, false) : JobProgressLine(job);
+        bool state_changed = !last_line.count(id) ||
+                             last_line[id].find(StateName(job.state())) == std::string::npos;
+        bool stale = !last_print.count(id) || now - last_print[id] >= std::chrono::seconds(2);
+        if (line != last_line[id] && (state_changed || stale || IsTerminal(job.state()) ||
+                                      options.json)) {
+          out << line << std::endl;
+          last_line[id] = line;
+          last_print[id] = now;
+        }
+      }
+    }
+    if (all_terminal && failure.ok()) break;
+    const bool interrupted = options.interrupted && options.interrupted();
+    if (interrupted || (options.timeout.count() > 0 && now - start > options.timeout)) {
+      if (interrupted) {
+        std::cerr << "deepool: interrupted; stopped waiting\n";
+      } else {
+        std::cerr << "deepool: gave up waiting after " << options.timeout.count() << "s\n";
+      }
+      if (final_jobs) {
+        for (const auto& id : job_ids) final_jobs->push_back(last[id]);
+      }
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(options.poll_interval);
+  }
+  int code = kExitOk;
+  for (const auto& id : job_ids) {
+    const v1::Job& job = last[id];
+    if (final_jobs) final_jobs->push_back(job);
+    if (job.state() != v1::JOB_STATE_SUCCEEDED) {
+      code = kExitFailure;
+      if (!options.json) {
+        std::cerr << "deepool: " << id << " " << StateName(job.state())
+                  << (job.reason().empty() ? "" : ": " + job.reason()) << "\n";
+      }
+    }
+  }
+  return code;
+}
+
+std::string JobsSummary(const std::vector<v1::Job>& jobs) {
+  Table table({"JOB", "NAME", "ROLE", "STATE", "ITERATIONS", "SAMPLES/S", "WALL", "DEVICES"});
+  table.AlignRight(4);
+  table.AlignRight(5);
+  for (const auto& job : jobs) {
+    int64_t started = job.submitted_ms();
+    for (const auto& h : job.history()) {
+      if (h.state() == v1::JOB_STATE_RUNNING) {
+        started = h.time_ms();
+        break;
+      }
+    }
+    std::string devices;
+    for (const auto& d : job.devices()) {
+      devices += (devices.empty() ? "" : " ") + std::to_string(d.rank()) + ":" +
+                 (d.node_name().empty() ? d.node_id() : d.node_name()) + "/" + d.device();
+    }
+    std::string state = StateName(job.state());
+    if (!job.reason().empty() && job.state() != v1::JOB_STATE_SUCCEEDED) {
+      state += " (" + Truncate(job.reason(), 60) + ")";
+    }
+    table.AddRow({job.job_id(), job.spec().name(), RoleName(job.spec().role()), state,
+                  std::to_string(job.progress().iteration()) + "/" +
+                      std::to_string(job.spec().iterations()),
+                  job.progress().samples_per_s() > 0 ? FormatRate(job.progress().samples_per_s())
+                                                     : "-",
+                  FormatDuration(static_cast<double>(job.updated_ms() - started)),
+                  devices.empty() ? "-" : devices});
+  }
+  return table.Render();
+}
+
+}  // namespace deepool::cli

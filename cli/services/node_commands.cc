@@ -1,0 +1,78 @@
+// deepool nodes | drain | undrain: the cluster's worker nodes.
+#include <iostream>
+
+#include "cli/command_registry.h"
+#include "cli/services/client.h"
+
+namespace deepool::cli {
+namespace {
+
+int RunNodes(const ClientOptions& client) {
+  const std::string address = ResolveCoordinatorAddress(client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  v1::ListNodesResponse response;
+  auto context = UnaryContext();
+  grpc::Status status = stub->ListNodes(context.get(), v1::ListNodesRequest(), &response);
+  if (!status.ok()) return ReportRpcError(status, "list nodes", address);
+  if (client.json) {
+    std::cout << ToJson(response) << "\n";
+  } else {
+    std::vector<v1::Node> nodes(response.nodes().begin(), response.nodes().end());
+    std::cout << NodesTable(nodes, NowWallMillis());
+  }
+  return kExitOk;
+}
+
+int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
+  const std::string address = ResolveCoordinatorAddress(client.coordinator);
+  auto stub = ConnectCoordinator(address);
+  v1::Node response;
+  auto context = UnaryContext();
+  grpc::Status status;
+  if (drain) {
+    v1::DrainNodeRequest request;
+    request.set_node(node);
+    status = stub->DrainNode(context.get(), request, &response);
+  } else {
+    v1::UndrainNodeRequest request;
+    request.set_node(node);
+    status = stub->UndrainNode(context.get(), request, &response);
+  }
+  if (!status.ok()) return ReportRpcError(status, (drain ? "drain " : "undrain ") + node, address);
+  if (client.json) {
+    std::cout << ToJson(response) << "\n";
+  } else {
+    std::string state = v1::NodeState_Name(response.state());
+    if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
+    std::cout << response.name() << " (" << response.node_id() << ") " << state;
+    if (drain && response.task_ids_size() > 0) {
+      std::cout << ": " << response.task_ids_size() << " running task(s) will finish first";
+    }
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+RegisterCommand nodes_command([](CLI::App& app, CommandResult& result) {
+  auto client = std::make_shared<ClientOptions>();
+  CLI::App* cmd = app.add_subcommand("nodes", "worker nodes, their devices and what runs there");
+  AddClientOptions(cmd, client.get());
+  cmd->callback([=, &result] { result.exit_code = RunNodes(*client); });
+});
+
+RegisterCommand drain_command([](CLI::App& app, CommandResult& result) {
+  for (bool drain : {true, false}) {
+    auto client = std::make_shared<ClientOptions>();
+    auto node = std::make_shared<std::string>();
+    CLI::App* cmd = app.add_subcommand(
+        drain ? "drain" : "undrain",
+        drain ? "stop giving a node new tasks (its running tasks finish)"
+              : "let a drained node take tasks again");
+    cmd->add_option("node", *node, "node name or id")->required();
+    AddClientOptions(cmd, client.get());
+    cmd->callback([=, &result] { result.exit_code = RunDrain(*client, *node, drain); });
+  }
+});
+
+}  // namespace
+}  // namespace deepool::cli

@@ -1,0 +1,391 @@
+// deepool up: a whole cluster on this machine. Starts deepool-coordinator (port 0) and workers
+// with CPU devices as child processes, submits a demo foreground burst-parallel job and a
+// background job, shows their progress to the end, prints a summary and shuts everything down
+// (SIGTERM, then SIGKILL after a grace period). Runs on the main thread.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/command_registry.h"
+#include "common/status.h"
+#include "cli/services/client.h"
+#include "cli/services/format.h"
+#include "cli/services/job_wait.h"
+
+extern char** environ;
+
+namespace deepool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+struct UpFlags {
+  std::string data_dir;
+  int workers = 2;
+  int devices_per_worker = 2;
+  bool keep = false;
+  std::string fg_model = "small_cnn";
+  std::string bg_model = "mlp";
+  int64_t fg_batch = 32;
+  int64_t fg_iterations = 30;
+  int64_t bg_iterations = 60;
+  double amplification_limit = 0;
+  std::string profile;  // empty: measured when deepool-profile exists, else analytical
+  int timeout_s = 900;
+};
+
+// A child started by `up`, in its own process group, stdout optionally piped to us.
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  int stdout_fd = -1;
+};
+
+fs::path BinDir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path(".") : self.parent_path();
+}
+
+StatusOr<Child> Spawn(const std::string& name, const fs::path& binary,
+                      const std::vector<std::string>& args, const fs::path& log_file,
+                      bool pipe_stdout) {
+  if (access(binary.c_str(), X_OK) != 0) {
+    return NotFoundError(binary.string() + " not found; build it first (scripts/build.sh)");
+  }
+  std::vector<std::string> argv_strings{binary.string()};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  int pipe_fds[2] = {-1, -1};
+  if (pipe_stdout && pipe2(pipe_fds, O_CLOEXEC) != 0) return InternalError("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (pipe_stdout) {
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Own process group: a Ctrl-C reaches only us, and we shut the children down in order.
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  Child child;
+  child.name = name;
+  int rc = posix_spawn(&child.pid, binary.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (pipe_stdout) close(pipe_fds[1]);
+  if (rc != 0) {
+    if (pipe_stdout) close(pipe_fds[0]);
+    return InternalError("cannot start " + binary.string() + ": " + strerror(rc));
+  }
+  child.stdout_fd = pipe_stdout ? pipe_fds[0] : -1;
+  return child;
+}
+
+// Reads the coordinator's {"event":"listening","address":...} line.
+StatusOr<std::string> ReadListeningAddress(const Child& coordinator, Clock::duration timeout) {
+  std::string buffer;
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    pollfd fd{coordinator.stdout_fd, POLLIN, 0};
+    int ready = poll(&fd, 1, 200);
+    if (ready > 0) {
+      char chunk[4096];
+      ssize_t n = read(coordinator.stdout_fd, chunk, sizeof(chunk));
+      if (n <= 0) return UnavailableError("deepool-coordinator exited during start-up");
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t newline;
+      while ((newline = buffer.find('\n')) != std::string::npos) {
+        std::string line = buffer.substr(0, newline);
+        buffer.erase(0, newline + 1);
+        auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (doc.is_object() && doc.value("event", "") == "listening" &&
+            doc.contains("address") && doc["address"].is_string()) {
+          return doc["address"].get<std::string>();
+        }
+      }
+    }
+    int status = 0;
+    if (waitpid(coordinator.pid, &status, WNOHANG) == coordinator.pid) {
+      return UnavailableError("deepool-coordinator exited during start-up");
+    }
+  }
+  return DeadlineExceededError("deepool-coordinator did not report its address in time");
+}
+
+// SIGTERM, wait up to `grace`, then SIGKILL; reaps the child.
+void StopChild(Child& child, std::chrono::milliseconds grace) {
+  if (child.pid <= 0) return;
+  kill(-child.pid, SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  int status = 0;
+  while (Clock::now() < deadline) {
+    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      child.pid = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (child.pid > 0) {
+    std::cerr << "deepool up: " << child.name << " did not stop in time; killing it\n";
+    kill(-child.pid, SIGKILL);
+    waitpid(child.pid, &status, 0);
+    child.pid = -1;
+  } else {
+    kill(-child.pid, SIGKILL);  // anything left in its group
+  }
+  if (child.stdout_fd >= 0) close(child.stdout_fd);
+  child.stdout_fd = -1;
+}
+
+// Waits until `count` nodes are UP.
+Status WaitForNodes(v1::CoordinatorService::Stub& stub, int count, Clock::duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  int up = 0;
+  while (Clock::now() < deadline && !g_interrupted) {
+    v1::ListNodesResponse response;
+    auto context = UnaryContext(std::chrono::seconds(2));
+    if (stub.ListNodes(context.get(), v1::ListNodesRequest(), &response).ok()) {
+      up = 0;
+      for (const auto& node : response.nodes()) up += node.state() == v1::NODE_STATE_UP;
+      if (up >= count) return Status::Ok();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return DeadlineExceededError("only " + std::to_string(up) + " of " + std::to_string(count) +
+                               " workers registered in time");
+}
+
+StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann::json& spec) {
+  v1::SubmitJobRequest request;
+  request.set_spec_json(spec.dump());
+  v1::SubmitJobResponse response;
+  auto context = UnaryContext();
+  grpc::Status status = stub.SubmitJob(context.get(), request, &response);
+  if (!status.ok()) {
+    return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
+  }
+  return response.job_id();
+}
+
+int RunUp(const UpFlags& f) {
+  if (f.workers < 1 || f.devices_per_worker < 1) {
+    std::cerr << "deepool up: --workers and --devices-per-worker must be >= 1\n";
+    return kExitUsage;
+  }
+  const fs::path bin = BinDir();
+  for (const char* tool : {"deepool-coordinator", "deepool-worker", "deepool-executor"}) {
+    if (access((bin / tool).c_str(), X_OK) != 0) {
+      std::cerr << "deepool up: " << (bin / tool).string()
+                << " is missing; build the project first (scripts/build.sh)\n";
+      return kExitFailure;
+    }
+  }
+  std::string profile = f.profile;
+  if (profile.empty()) {
+    profile = access((bin / "deepool-profile").c_str(), X_OK) == 0 ? "measured" : "analytical";
+  }
+
+  bool temporary = f.data_dir.empty();
+  fs::path dir;
+  if (temporary) {
+    std::string pattern = (fs::temp_directory_path() / "deepool-up-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) {
+      std::cerr << "deepool up: cannot create a temporary directory\n";
+      return kExitFailure;
+    }
+    dir = pattern;
+  } else {
+    dir = fs::absolute(f.data_dir);
+  }
+  std::error_code ec;
+  fs::create_directories(dir / "coordinator", ec);
+  if (ec) {
+    std::cerr << "deepool up: cannot create " << (dir / "coordinator").string() << ": "
+              << ec.message() << "\n";
+    return kExitFailure;
+  }
+
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::vector<Child> workers;
+  Child coordinator;
+  auto shutdown = [&] {
+    std::cout << "shutting down: " << workers.size() << " worker(s), then the coordinator"
+              << std::endl;
+    for (auto& w : workers) StopChild(w, std::chrono::seconds(15));
+    StopChild(coordinator, std::chrono::seconds(10));
+    if (temporary && !f.keep) {
+      fs::remove_all(dir, ec);
+    } else {
+      std::cout << "state and logs kept in " << dir.string() << "\n";
+    }
+  };
+
+  auto started = Spawn("coordinator", bin / "deepool-coordinator",
+                       {"--listen", "127.0.0.1:0", "--data-dir", (dir / "coordinator").string(),
+                        "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15"},
+                       dir / "coordinator.log", /*pipe_stdout=*/true);
+  if (!started.ok()) {
+    std::cerr << "deepool up: " << started.status().message() << "\n";
+    return kExitFailure;
+  }
+  coordinator = *started;
+  auto address = ReadListeningAddress(coordinator, std::chrono::seconds(60));
+  if (!address.ok()) {
+    std::cerr << "deepool up: " << address.status().message() << " (see "
+              << (dir / "coordinator.log").string() << ")\n";
+    shutdown();
+    return kExitFailure;
+  }
+  std::cout << "coordinator listening on " << *address << ", state in "
+            << (dir / "coordinator").string() << std::endl;
+
+  for (int i = 0; i < f.workers; ++i) {
+    std::string name = "local-" + std::to_string(i);
+    auto worker = Spawn(name, bin / "deepool-worker",
+                        {"--coordinator", *address, "--devices",
+                         "cpu:" + std::to_string(f.devices_per_worker), "--name", name,
+                         "--address", "127.0.0.1", "--work-dir", (dir / name).string()},
+                        dir / (name + ".log"), /*pipe_stdout=*/false);
+    if (!worker.ok()) {
+      std::cerr << "deepool up: " << worker.status().message() << "\n";
+      shutdown();
+      return kExitFailure;
+    }
+    workers.push_back(*worker);
+  }
+  auto stub = ConnectCoordinator(*address);
+  Status nodes = WaitForNodes(*stub, f.workers, std::chrono::seconds(60));
+  if (!nodes.ok()) {
+    std::cerr << "deepool up: " << nodes.message() << " (see the worker logs in " << dir.string()
+              << ")\n";
+    shutdown();
+    return kExitFailure;
+  }
+  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker
+            << " CPU device(s) each" << std::endl;
+
+  const int ranks = f.workers * f.devices_per_worker;
+  nlohmann::json fg = {{"name", "demo-fg-" + f.fg_model},
+                       {"model", f.fg_model},
+                       {"role", "fg"},
+                       {"global_batch", f.fg_batch},
+                       {"gpus", ranks},
+                       {"amplification_limit", f.amplification_limit},
+                       {"iterations", f.fg_iterations},
+                       {"profile", profile},
+                       {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+                       {"data", {{"kind", "synthetic"}, {"seed", 1}}},
+                       {"checkpoint", {{"path", (dir / "demo-fg.ckpt").string()}}}};
+  nlohmann::json bg = {{"name", "demo-bg-" + f.bg_model},
+                       {"model", f.bg_model},
+                       {"role", "bg"},
+                       {"global_batch", 16},
+                       {"gpus", 1},
+                       {"iterations", f.bg_iterations},
+                       {"profile", profile},
+                       {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
+                       {"data", {{"kind", "synthetic"}, {"seed", 2}}}};
+  std::vector<std::string> ids;
+  for (const auto* spec : {&fg, &bg}) {
+    auto id = Submit(*stub, *spec);
+    if (!id.ok()) {
+      std::cerr << "deepool up: submitting " << (*spec)["name"] << " failed: "
+                << id.status().ToString() << "\n";
+      shutdown();
+      return kExitFailure;
+    }
+    ids.push_back(*id);
+  }
+  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel over "
+            << ranks << " ranks, global batch " << f.fg_batch << ", " << profile
+            << " profile) and " << ids[1] << " (BG " << f.bg_model << " on 1 device)"
+            << std::endl;
+
+  WaitOptions wait;
+  wait.timeout = std::chrono::seconds(f.timeout_s);
+  wait.interrupted = [] { return g_interrupted != 0; };
+  std::vector<v1::Job> final_jobs;
+  int code = WaitForJobs(*stub, *address, ids, wait, std::cout, &final_jobs);
+
+  std::cout << "\nsummary\n" << JobsSummary(final_jobs);
+  v1::GetJobPlanRequest plan_request;
+  plan_request.set_job_id(ids[0]);
+  v1::GetJobPlanResponse plan;
+  auto context = UnaryContext();
+  if (stub->GetJobPlan(context.get(), plan_request, &plan).ok() && !plan.plan_json().empty()) {
+    std::cout << "plan of " << ids[0] << "\n" << PlanSummary(plan.plan_json());
+  }
+  if (code != kExitOk) {
+    std::cout << "logs: deepool logs JOB --coordinator " << *address << " (while up), or "
+              << dir.string() << "/*.log\n";
+  }
+  shutdown();
+  return code;
+}
+
+RegisterCommand up_command([](CLI::App& app, CommandResult& result) {
+  auto flags = std::make_shared<UpFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "up",
+      "run a local cluster on this machine's CPUs (a coordinator and workers), train a demo "
+      "FG burst-parallel job and a BG job to completion, then shut down");
+  cmd->add_option("--data-dir", flags->data_dir,
+                  "state and logs (default: a temporary directory, removed unless --keep)");
+  cmd->add_option("--workers", flags->workers, "worker processes")->capture_default_str();
+  cmd->add_option("--devices-per-worker", flags->devices_per_worker, "CPU devices per worker")
+      ->capture_default_str();
+  cmd->add_flag("--keep", flags->keep, "keep the temporary directory");
+  cmd->add_option("--model", flags->fg_model, "the FG job's zoo model")->capture_default_str();
+  cmd->add_option("--bg-model", flags->bg_model, "the BG job's zoo model")->capture_default_str();
+  cmd->add_option("--global-batch", flags->fg_batch, "the FG job's global batch")
+      ->capture_default_str();
+  cmd->add_option("--iterations", flags->fg_iterations, "the FG job's iterations")
+      ->capture_default_str();
+  cmd->add_option("--bg-iterations", flags->bg_iterations, "the BG job's iterations")
+      ->capture_default_str();
+  cmd->add_option("--amplification-limit", flags->amplification_limit,
+                  "the FG plan's limit (0: unconstrained)")
+      ->capture_default_str();
+  cmd->add_option("--profile", flags->profile,
+                  "measured or analytical (default: measured when deepool-profile is built)");
+  cmd->add_option("--timeout-s", flags->timeout_s, "give up after this long")
+      ->capture_default_str();
+  cmd->callback([flags, &result] { result.exit_code = RunUp(*flags); });
+});
+
+}  // namespace
+}  // namespace deepool::cli
