@@ -1,0 +1,120 @@
+// The deepool command's formatting and configuration pieces (cli/services/format.h, client.h),
+// without processes. Lives with the e2e tests because it needs the gRPC client library.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/services/client.h"
+#include "cli/services/format.h"
+
+using namespace deepool;
+using namespace deepool::cli;
+namespace fs = std::filesystem;
+
+TEST_CASE("tables pad columns, align numbers right and trim trailing spaces", "[cli]") {
+  Table table({"ID", "NAME", "RATE"});
+  table.AlignRight(2);
+  table.AddRow({"job-1", "resnet50", "12.5"});
+  table.AddRow({"job-10", "x", "1234.0"});
+  CHECK(table.Render() ==
+        "ID      NAME        RATE\n"
+        "job-1   resnet50    12.5\n"
+        "job-10  x         1234.0\n");
+  Table short_rows({"A", "B"});
+  short_rows.AddRow({"only-a"});
+  CHECK(short_rows.Render() == "A       B\nonly-a\n");
+}
+
+TEST_CASE("progress bars, durations, rates and widths", "[cli]") {
+  CHECK(ProgressBar(0.5, 10) == "[#####.....]  50%");
+  CHECK(ProgressBar(1.5, 4) == "[####] 100%");
+  CHECK(ProgressBar(-1, 4) == "[....]   0%");
+  CHECK(ProgressBar(0.999, 10) == "[#########.]  99%");
+  CHECK(FormatDuration(850) == "850ms");
+  CHECK(FormatDuration(12'345) == "12.3s");
+  CHECK(FormatDuration(245'000) == "4m05s");
+  CHECK(FormatDuration(7'380'000) == "2h03m");
+  CHECK(FormatRate(1234) == "1.23k");
+  CHECK(FormatRate(45.62) == "45.6");
+  CHECK(FormatRate(0.5) == "0.50");
+  CHECK(FormatAgo(0, 5000) == "-");
+  CHECK(FormatAgo(1000, 4500) == "3s ago");
+  CHECK(FormatWallTime(0) == "-");
+  CHECK(FormatWallTime(1'700'000'000'000) == "2023-11-14 22:13:20");
+  CHECK(DisplayWidth("2\xC3\x97" "cpu") == 5);
+  CHECK(Truncate("abcdefgh", 5) == "abcd\xE2\x80\xA6");
+  CHECK(Truncate("abc", 5) == "abc");
+}
+
+TEST_CASE("the coordinator address comes from flag, then env, then config file, then default",
+          "[cli]") {
+  std::string pattern = (fs::temp_directory_path() / "dp-cli-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string home = pattern;
+  CHECK(ResolveCoordinatorAddress("", nullptr, home) == "127.0.0.1:7070");
+  fs::create_directories(home + "/.config/deepool");
+  std::ofstream(home + "/.config/deepool/config.json") << R"({"coordinator": "head:9000"})";
+  CHECK(ResolveCoordinatorAddress("", nullptr, home) == "head:9000");
+  CHECK(ResolveCoordinatorAddress("", "env:1", home) == "env:1");
+  CHECK(ResolveCoordinatorAddress("flag:2", "env:1", home) == "flag:2");
+  std::ofstream(home + "/.config/deepool/config.json") << "not json";
+  CHECK(ResolveCoordinatorAddress("", nullptr, home) == "127.0.0.1:7070");
+  fs::remove_all(home);
+}
+
+TEST_CASE("gRPC errors map to the documented exit codes", "[cli]") {
+  CHECK(ExitCodeFor(grpc::Status::OK) == kExitOk);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::UNAVAILABLE, "")) == kExitUnavailable);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "")) == kExitUnavailable);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "")) == kExitInvalidInput);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::NOT_FOUND, "")) == kExitNotFound);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "")) == kExitFailure);
+}
+
+TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-7");
+  job.mutable_spec()->set_name("resnet");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  job.mutable_progress()->set_iteration(5);
+  job.mutable_progress()->set_iterations(10);
+  job.mutable_progress()->set_samples_per_s(1500);
+  for (int r = 0; r < 4; ++r) {
+    auto* d = job.add_devices();
+    d->set_rank(r);
+    d->set_node_name(r < 2 ? "a" : "b");
+    d->set_device("cpu:" + std::to_string(r % 2));
+  }
+  v1::Job pending;
+  pending.set_job_id("job-8");
+  pending.mutable_spec()->set_name("bg");
+  pending.mutable_spec()->set_role(v1::JOB_ROLE_BG);
+  pending.set_state(v1::JOB_STATE_PENDING);
+  pending.set_reason("waiting for 1 free device");
+  std::string table = JobsTable({job, pending});
+  CHECK(table.find("job-7   resnet  fg    RUNNING") != std::string::npos);
+  CHECK(table.find("[##########..........]  50%") != std::string::npos);
+  CHECK(table.find("1.50k") != std::string::npos);
+  CHECK(table.find("4 on a\xC3\x97" "2,b\xC3\x97" "2") != std::string::npos);
+  CHECK(table.find("PENDING (waiting for 1 free device)") != std::string::npos);
+  CHECK(JobsTable({}) == "no jobs\n");
+  CHECK(JobProgressLine(job).find("it 5/10") != std::string::npos);
+  CHECK(StateName(v1::JOB_STATE_CANCELLED) == "CANCELLED");
+}
+
+TEST_CASE("plan summaries count layers per device count", "[cli]") {
+  std::string plan = R"({"format":"deepool.plan","version":1,"model":"vgg16","global_batch":64,
+    "num_devices":8,"amplification_limit":2,"profile_source":"a100 (analytical)",
+    "single_device_ms":100,"totals":{"iteration_ms":20,"amplification":1.6},
+    "data_parallel":{"iteration_ms":25},
+    "layers":[{"layer":"a","devices":[0,1,2,3,4,5,6,7]},{"layer":"b","devices":[0,1,2,3,4,5,6,7]},
+              {"layer":"fc","devices":[0]}]})";
+  std::string summary = PlanSummary(plan);
+  CHECK(summary.find("model vgg16, global batch 64, 8 devices, 3 layers") != std::string::npos);
+  CHECK(summary.find("predicted iteration 20ms (data parallel 25ms, one device 100ms)") !=
+        std::string::npos);
+  CHECK(summary.find("amplification 1.60 (limit 2.00)") != std::string::npos);
+  CHECK(summary.find("1 on 1, 2 on 8") != std::string::npos);
+  CHECK(PlanSummary("{").find("not valid JSON") != std::string::npos);
+}

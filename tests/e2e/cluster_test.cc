@@ -1,0 +1,212 @@
+// End to end on loopback: a real coordinator and two workers with two CPU devices each, real
+// executors. Each test case starts its own cluster in a temporary directory.
+#include <catch2/catch.hpp>
+
+#include "tests/e2e/local_cluster.h"
+
+using namespace deepool;
+using namespace deepool::e2e;
+using nlohmann::json;
+
+namespace {
+
+json FgJob(const std::string& name, int64_t iterations, int gpus = 4) {
+  return {{"name", name},
+          {"model", "small_cnn"},
+          {"role", "fg"},
+          {"global_batch", 16},
+          {"gpus", gpus},
+          {"amplification_limit", 0},
+          {"iterations", iterations},
+          {"profile", "analytical"},
+          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+          {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
+}
+
+json BgJob(const std::string& name, int64_t iterations) {
+  return {{"name", name},
+          {"model", "mlp"},
+          {"role", "bg"},
+          {"global_batch", 8},
+          {"gpus", 1},
+          {"iterations", iterations},
+          {"profile", "analytical"},
+          {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
+          {"data", {{"kind", "synthetic"}, {"seed", 3}}}};
+}
+
+std::set<std::string> NodesOf(const v1::Job& job) {
+  std::set<std::string> nodes;
+  for (const auto& d : job.devices()) nodes.insert(d.node_id());
+  return nodes;
+}
+
+bool NoTasksLeft(LocalCluster& cluster) {
+  auto nodes = cluster.Nodes();
+  if (nodes.empty()) return false;
+  for (const auto& n : nodes) {
+    if (n.task_ids_size() > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to completion",
+          "[e2e]") {
+  LocalCluster cluster;
+  std::string fg, bg;
+  REQUIRE(cluster.Submit(FgJob("fg-demo", 6), &fg).ok());
+  REQUIRE(cluster.Submit(BgJob("bg-demo", 6), &bg).ok());
+
+  v1::Job fg_job = cluster.WaitForTerminal(fg);
+  v1::Job bg_job = cluster.WaitForTerminal(bg);
+  INFO(cli::ToJson(fg_job));
+  INFO(cli::ToJson(bg_job));
+  REQUIRE(fg_job.state() == v1::JOB_STATE_SUCCEEDED);
+  REQUIRE(bg_job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(fg_job.progress().iteration() == 6);
+  CHECK(bg_job.progress().iteration() == 6);
+  CHECK(fg_job.progress().samples_per_s() > 0);
+  // Four ranks, spread over both workers.
+  REQUIRE(fg_job.devices_size() == 4);
+  CHECK(NodesOf(fg_job).size() == 2);
+  CHECK(bg_job.devices_size() == 1);
+  CHECK(fg_job.has_plan());
+  // The states it went through, in order.
+  std::vector<v1::JobState> states;
+  for (const auto& h : fg_job.history()) states.push_back(h.state());
+  REQUIRE(states.size() >= 3);
+  CHECK(states.front() == v1::JOB_STATE_PENDING);
+  CHECK(std::find(states.begin(), states.end(), v1::JOB_STATE_RUNNING) != states.end());
+  CHECK(states.back() == v1::JOB_STATE_SUCCEEDED);
+
+  // The CLI sees the same: a table with both jobs, detail with the plan, logs, nodes.
+  std::string out, err;
+  CHECK(cluster.RunCli({"status"}, &out, &err) == 0);
+  CHECK(out.find(fg) != std::string::npos);
+  CHECK(out.find("SUCCEEDED") != std::string::npos);
+  out.clear();
+  CHECK(cluster.RunCli({"status", fg}, &out, &err) == 0);
+  CHECK(out.find("plan") != std::string::npos);
+  CHECK(out.find("iteration 6/6") != std::string::npos);
+  out.clear();
+  CHECK(cluster.RunCli({"status", "--json"}, &out, &err) == 0);
+  auto listed = json::parse(out);
+  CHECK(listed.at("jobs").size() == 2);
+  out.clear();
+  CHECK(cluster.RunCli({"nodes"}, &out, &err) == 0);
+  CHECK(out.find("node-0") != std::string::npos);
+  CHECK(out.find("node-1") != std::string::npos);
+  out.clear();
+  CHECK(cluster.RunCli({"logs", fg}, &out, &err) == 0);
+  CHECK_FALSE(out.empty());
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+}
+
+TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
+  LocalCluster cluster;
+  // Pending: 8 devices wanted, 4 exist.
+  std::string pending;
+  REQUIRE(cluster.Submit(FgJob("too-big", 5, /*gpus=*/8), &pending).ok());
+  v1::Job waiting = cluster.WaitForJob(
+      pending, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_PENDING; });
+  CHECK_FALSE(waiting.reason().empty());
+  std::string out, err;
+  CHECK(cluster.RunCli({"cancel", pending}, &out, &err) == 0);
+  CHECK(cluster.WaitForTerminal(pending).state() == v1::JOB_STATE_CANCELLED);
+
+  // Running: long enough that it is still going when cancelled.
+  std::string running;
+  REQUIRE(cluster.Submit(FgJob("long", 100000), &running).ok());
+  cluster.WaitForJob(running, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 1;
+  });
+  CHECK(cluster.RunCli({"cancel", running}, &out, &err) == 0);
+  v1::Job cancelled = cluster.WaitForTerminal(running);
+  CHECK(cancelled.state() == v1::JOB_STATE_CANCELLED);
+  // The workers killed the executors and reported it: no task is left on any node.
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  // Cancelling a finished job is refused.
+  err.clear();
+  CHECK(cluster.RunCli({"cancel", running}, &out, &err) == cli::kExitFailure);
+  CHECK_FALSE(err.empty());
+  CHECK(cluster.RunCli({"cancel", "no-such-job"}, &out, &err) == cli::kExitNotFound);
+}
+
+TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing", "[e2e]") {
+  LocalCluster cluster;
+  std::string done_before, fg;
+  REQUIRE(cluster.Submit(BgJob("finished-before", 2), &done_before).ok());
+  REQUIRE(cluster.WaitForTerminal(done_before).state() == v1::JOB_STATE_SUCCEEDED);
+  REQUIRE(cluster.Submit(FgJob("survivor", 40), &fg).ok());
+  v1::Job before = cluster.WaitForJob(fg, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 1;
+  });
+
+  cluster.KillCoordinator();
+  cluster.RestartCoordinator();
+
+  // Everything it knew is back right away.
+  auto after_restart = cluster.GetJob(fg);
+  REQUIRE(after_restart.has_value());
+  CHECK(after_restart->history_size() >= before.history_size());
+  CHECK(after_restart->progress().iteration() >= before.progress().iteration());
+  auto finished = cluster.GetJob(done_before);
+  REQUIRE(finished.has_value());
+  CHECK(finished->state() == v1::JOB_STATE_SUCCEEDED);
+  // The workers re-register and the running job, reconciled, finishes.
+  REQUIRE(cluster.WaitForNodesUp(2));
+  v1::Job end = cluster.WaitForTerminal(fg);
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(end.progress().iteration() == 40);
+  CHECK(end.attempt() == before.attempt());  // not restarted from scratch
+}
+
+TEST_CASE("malformed specs are refused with INVALID_ARGUMENT naming the field", "[e2e]") {
+  LocalCluster cluster({/*workers=*/1, /*devices_per_worker=*/1});
+  struct Case {
+    json spec;
+    std::string field;
+  };
+  json unknown = FgJob("x", 1);
+  unknown["colour"] = "blue";
+  json no_batch = FgJob("x", 1);
+  no_batch.erase("global_batch");
+  json zero_iterations = FgJob("x", 1);
+  zero_iterations["iterations"] = 0;
+  json bad_role = FgJob("x", 1);
+  bad_role["role"] = "urgent";
+  json bg_two = BgJob("x", 1);
+  bg_two["gpus"] = 2;
+  json bad_lr = FgJob("x", 1);
+  bad_lr["optimizer"]["lr"] = "fast";
+  for (const auto& c : std::vector<Case>{{unknown, "colour"},
+                                         {no_batch, "global_batch"},
+                                         {zero_iterations, "iterations"},
+                                         {bad_role, "role"},
+                                         {bg_two, "gpus"},
+                                         {bad_lr, "optimizer.lr"}}) {
+    INFO(c.spec.dump());
+    std::string id;
+    grpc::Status status = cluster.Submit(c.spec, &id);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message().find(c.field) != std::string::npos);
+  }
+  // Through the CLI: exit code 3 and the field on stderr.
+  std::string spec_path = cluster.dir() + "/bad.json";
+  std::ofstream(spec_path) << zero_iterations.dump();
+  std::string out, err;
+  CHECK(cluster.RunCli({"submit", spec_path, "--detach"}, &out, &err) == cli::kExitInvalidInput);
+  CHECK(err.find("iterations") != std::string::npos);
+  err.clear();
+  CHECK(cluster.RunCli({"submit", "--model", "small_cnn", "--global-batch", "4", "--iterations",
+                        "2", "--gpus", "0", "--detach"},
+                       &out, &err) == cli::kExitInvalidInput);
+  CHECK(err.find("gpus") != std::string::npos);
+  // Nothing was stored.
+  out.clear();
+  CHECK(cluster.RunCli({"status"}, &out, &err) == 0);
+  CHECK(out == "no jobs\n");
+}

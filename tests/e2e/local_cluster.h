@@ -1,0 +1,304 @@
+// A test harness that runs a real cluster on loopback: deepool-coordinator (port 0, its
+// {"event":"listening"} line read from stdout) and deepool-worker processes with CPU devices, all
+// from build/bin, state in a temporary directory. Waits poll with deadlines; nothing sleeps for
+// correctness. Logs of every process go to files in the directory and are printed when a wait
+// fails, so a failing test explains itself.
+// Threading: used from the test's thread; child output is read on ChildProcess reader threads.
+#pragma once
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/services/client.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "worker/daemon/child_process.h"
+
+namespace deepool::e2e {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using worker::daemon::ChildCallbacks;
+using worker::daemon::ChildProcess;
+using worker::daemon::ProcessExit;
+using worker::daemon::ProcessSpec;
+
+inline std::string BinDir() { return DEEPOOL_BIN_DIR; }
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes.
+inline bool PollUntil(const std::function<bool()>& condition,
+                      std::chrono::milliseconds timeout = 120s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return condition();
+}
+
+// One process under test, its stderr (and non-event stdout) appended to a log file.
+class TestProcess {
+ public:
+  static std::unique_ptr<TestProcess> Start(const std::string& name, const std::string& binary,
+                                            std::vector<std::string> args,
+                                            const std::string& log_path) {
+    auto process = std::unique_ptr<TestProcess>(new TestProcess(name, log_path));
+    ProcessSpec spec;
+    spec.executable = binary;
+    spec.args = std::move(args);
+    TestProcess* self = process.get();
+    ChildCallbacks callbacks;
+    callbacks.on_stdout_line = [self](const std::string& line) { self->OnStdout(line); };
+    callbacks.on_stderr_line = [self](const std::string& line) { self->Append(line); };
+    auto child = ChildProcess::Start(spec, std::move(callbacks));
+    REQUIRE(child.ok());
+    process->child_ = std::move(child).value();
+    return process;
+  }
+
+  std::vector<std::string> StdoutLines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stdout_lines_;
+  }
+  bool WaitForStdout(const std::function<bool(const std::string&)>& match,
+                     std::chrono::milliseconds timeout, std::string* found) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (const auto& line : stdout_lines_) {
+        if (match(line)) {
+          *found = line;
+          return true;
+        }
+      }
+      return child_ && child_->exit().has_value();
+    }) && !found->empty();
+  }
+  void Signal(int sig) { child_->SignalGroup(sig); }
+  std::optional<ProcessExit> Wait(std::chrono::milliseconds timeout) {
+    return child_->Wait(timeout);
+  }
+  // SIGTERM, then SIGKILL after `grace`.
+  void Stop(std::chrono::milliseconds grace = 10s) { child_->Terminate(grace); }
+  const std::string& name() const { return name_; }
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  TestProcess(std::string name, std::string log_path)
+      : name_(std::move(name)), log_path_(std::move(log_path)) {}
+  void OnStdout(const std::string& line) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stdout_lines_.push_back(line);
+    }
+    cv_.notify_all();
+  }
+  void Append(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::ofstream(log_path_, std::ios::app) << line << "\n";
+  }
+
+  std::string name_;
+  std::string log_path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> stdout_lines_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+struct ClusterOptions {
+  int workers = 2;
+  int devices_per_worker = 2;
+  double node_timeout_s = 20;
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(ClusterOptions options = {}) : options_(options) {
+    std::string pattern = (fs::temp_directory_path() / "dp-e2e-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    dir_ = pattern;
+    StartCoordinator("127.0.0.1:0");
+    for (int i = 0; i < options_.workers; ++i) StartWorker("node-" + std::to_string(i));
+    REQUIRE(WaitForNodesUp(options_.workers));
+  }
+
+  ~LocalCluster() {
+    for (auto& w : workers_) w->Stop(15s);
+    if (coordinator_) coordinator_->Stop(10s);
+    if (std::getenv("DEEPOOL_E2E_KEEP") == nullptr) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    } else {
+      std::cerr << "e2e state kept in " << dir_ << "\n";
+    }
+  }
+
+  const std::string& address() const { return address_; }
+  const std::string& dir() const { return dir_; }
+  v1::CoordinatorService::Stub& stub() { return *stub_; }
+
+  void StartCoordinator(const std::string& listen) {
+    coordinator_ = TestProcess::Start(
+        "coordinator", BinDir() + "/deepool-coordinator",
+        {"--listen", listen, "--data-dir", dir_ + "/coordinator", "--heartbeat-interval-s", "0.2",
+         "--node-timeout-s", std::to_string(options_.node_timeout_s), "--log-level", "debug"},
+        dir_ + "/coordinator.log");
+    std::string line;
+    bool listening = coordinator_->WaitForStdout(
+        [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
+        &line);
+    if (!listening) DumpLogs();
+    REQUIRE(listening);
+    auto doc = nlohmann::json::parse(line);
+    address_ = doc.at("address").get<std::string>();
+    stub_ = cli::ConnectCoordinator(address_);
+  }
+
+  // SIGKILL, as a crash would; the data directory stays.
+  void KillCoordinator() {
+    coordinator_->Signal(SIGKILL);
+    REQUIRE(coordinator_->Wait(30s).has_value());
+    coordinator_.reset();
+  }
+  // Same port, same data directory: the workers reconnect by themselves.
+  void RestartCoordinator() { StartCoordinator(address_); }
+
+  void StartWorker(const std::string& name) {
+    workers_.push_back(TestProcess::Start(
+        name, BinDir() + "/deepool-worker",
+        {"--coordinator", address_, "--devices",
+         "cpu:" + std::to_string(options_.devices_per_worker), "--name", name, "--address",
+         "127.0.0.1", "--work-dir", dir_ + "/" + name, "--log-level", "debug",
+         "--kill-grace-s", "2"},
+        dir_ + "/" + name + ".log"));
+  }
+
+  bool WaitForNodesUp(int count, std::chrono::milliseconds timeout = 60s) {
+    bool ok = PollUntil(
+        [&] {
+          v1::ListNodesResponse response;
+          auto context = cli::UnaryContext(2s);
+          if (!stub_->ListNodes(context.get(), v1::ListNodesRequest(), &response).ok()) {
+            return false;
+          }
+          int up = 0;
+          for (const auto& n : response.nodes()) up += n.state() == v1::NODE_STATE_UP;
+          return up >= count;
+        },
+        timeout);
+    if (!ok) DumpLogs();
+    return ok;
+  }
+
+  grpc::Status Submit(const nlohmann::json& spec, std::string* job_id) {
+    v1::SubmitJobRequest request;
+    request.set_spec_json(spec.dump());
+    v1::SubmitJobResponse response;
+    auto context = cli::UnaryContext(10s);
+    grpc::Status status = stub_->SubmitJob(context.get(), request, &response);
+    if (status.ok()) *job_id = response.job_id();
+    return status;
+  }
+
+  std::optional<v1::Job> GetJob(const std::string& id) {
+    v1::GetJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    auto context = cli::UnaryContext(5s);
+    if (!stub_->GetJob(context.get(), request, &job).ok()) return std::nullopt;
+    return job;
+  }
+
+  // Polls the job until `condition` holds; on timeout prints the job and the logs.
+  v1::Job WaitForJob(const std::string& id, const std::function<bool(const v1::Job&)>& condition,
+                     std::chrono::milliseconds timeout = 300s) {
+    v1::Job last;
+    bool ok = PollUntil(
+        [&] {
+          auto job = GetJob(id);
+          if (!job) return false;
+          last = *job;
+          return condition(last);
+        },
+        timeout);
+    if (!ok) {
+      std::cerr << "job " << id << " now: " << cli::ToJson(last) << "\n";
+      DumpLogs();
+    }
+    REQUIRE(ok);
+    return last;
+  }
+  v1::Job WaitForTerminal(const std::string& id, std::chrono::milliseconds timeout = 300s) {
+    return WaitForJob(id, [](const v1::Job& j) { return cli::IsTerminal(j.state()); }, timeout);
+  }
+
+  std::vector<v1::Node> Nodes() {
+    v1::ListNodesResponse response;
+    auto context = cli::UnaryContext(5s);
+    if (!stub_->ListNodes(context.get(), v1::ListNodesRequest(), &response).ok()) return {};
+    return {response.nodes().begin(), response.nodes().end()};
+  }
+
+  // Runs the deepool CLI against this cluster; returns its exit code, output in *out / *err.
+  int RunCli(std::vector<std::string> args, std::string* out, std::string* err) {
+    args.push_back("--coordinator");
+    args.push_back(address_);
+    std::mutex mu;
+    ProcessSpec spec;
+    spec.executable = BinDir() + "/deepool";
+    spec.args = args;
+    ChildCallbacks callbacks;
+    callbacks.on_stdout_line = [&](const std::string& l) {
+      std::lock_guard<std::mutex> lock(mu);
+      *out += l + "\n";
+    };
+    callbacks.on_stderr_line = [&](const std::string& l) {
+      std::lock_guard<std::mutex> lock(mu);
+      *err += l + "\n";
+    };
+    auto child = ChildProcess::Start(spec, callbacks);
+    REQUIRE(child.ok());
+    auto exit = (*child)->Wait(120s);
+    REQUIRE(exit.has_value());
+    return exit->signal ? 128 + exit->signal : exit->exit_code;
+  }
+
+  void DumpLogs() {
+    std::vector<std::string> files = {dir_ + "/coordinator.log"};
+    for (auto& w : workers_) files.push_back(w->log_path());
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      std::vector<std::string> lines;
+      std::string line;
+      while (std::getline(in, line)) lines.push_back(line);
+      std::cerr << "==== " << f << " (last 60 lines)\n";
+      for (size_t i = lines.size() > 60 ? lines.size() - 60 : 0; i < lines.size(); ++i) {
+        std::cerr << lines[i] << "\n";
+      }
+    }
+  }
+
+ private:
+  ClusterOptions options_;
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<TestProcess> coordinator_;
+  std::vector<std::unique_ptr<TestProcess>> workers_;
+  std::unique_ptr<v1::CoordinatorService::Stub> stub_;
+};
+
+}  // namespace deepool::e2e
