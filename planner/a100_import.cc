@@ -2,11 +2,10 @@
 // and Bottleneck block discovery.
 #include "planner/a100_import.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -179,8 +178,8 @@ std::string BottleneckKey(int64_t inplanes, int64_t planes, int64_t base_width, 
                           const Shape& shape) {
   return "bottleneck|" + std::to_string(inplanes) + "|" + std::to_string(planes) + "|w" +
          std::to_string(base_width) + "|g" + std::to_string(groups) + "|d" +
-         std::to_string(dilation) + "|s" + std::to_string(stride) + "|ds" + Join(downsample) +
-         "|" + Join(shape);
+         std::to_string(dilation) + "|s" + std::to_string(stride) + "|ds" + Join(downsample) + "|" +
+         Join(shape);
 }
 
 // The key of a row, or "" for kinds the importer does not know.
@@ -268,8 +267,8 @@ std::string LayerKey(const Graph& graph, const Layer& layer) {
   switch (layer.op) {
     case Op::kConv2d:
       if (shape.empty() || a.dilation[0] != a.dilation[1]) return "";
-      return ConvKey(shape[0], a.out_channels, Pair(a.kernel_size), Pair(a.stride),
-                     Pair(a.padding), a.groups, a.dilation[0], shape);
+      return ConvKey(shape[0], a.out_channels, Pair(a.kernel_size), Pair(a.stride), Pair(a.padding),
+                     a.groups, a.dilation[0], shape);
     case Op::kLinear:
       if (shape.empty()) return "";
       return "linear|" + std::to_string(shape.back()) + "|" + std::to_string(a.out_features) +
@@ -484,11 +483,10 @@ StatusOr<A100Import> ImportA100Profile(std::string_view text, const Graph& graph
     for (int id : block.layers) total_flops += static_cast<double>(graph.layer(id).forward_flops);
     for (int id : block.layers) {
       const Layer& layer = graph.layer(id);
-      const double share = total_flops > 0
-                               ? static_cast<double>(layer.forward_flops) / total_flops
-                               : 1.0 / static_cast<double>(block.layers.size());
-      timed[static_cast<size_t>(id)] = LayerProfileData{layer.name, OpName(layer.op),
-                                                        it->second.Means(share)};
+      const double share = total_flops > 0 ? static_cast<double>(layer.forward_flops) / total_flops
+                                           : 1.0 / static_cast<double>(block.layers.size());
+      timed[static_cast<size_t>(id)] =
+          LayerProfileData{layer.name, OpName(layer.op), it->second.Means(share)};
       result.block_layers.push_back(layer.name);
     }
   }
@@ -499,8 +497,8 @@ StatusOr<A100Import> ImportA100Profile(std::string_view text, const Graph& graph
     auto it = key.empty() ? by_key.end() : by_key.find(key);
     if (it == by_key.end()) continue;
     used_keys.insert(key);
-    timed[static_cast<size_t>(id)] = LayerProfileData{layer.name, OpName(layer.op),
-                                                      it->second.Means(1.0)};
+    timed[static_cast<size_t>(id)] =
+        LayerProfileData{layer.name, OpName(layer.op), it->second.Means(1.0)};
   }
   for (int id = 0; id < graph.num_layers(); ++id) {
     if (timed[static_cast<size_t>(id)]) {

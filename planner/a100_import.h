@@ -35,8 +35,8 @@ struct ProfRow {
   std::string kind;         // as written: "conv2d", "ReLU2d", "ResnetBottleneck", ...
   std::string params_json;  // the compact JSON object after the kind
   int64_t batch = 0;
-  Shape input_shape;        // without the batch dimension
-  double forward_ms = 0;    // after the backward-shift correction
+  Shape input_shape;      // without the batch dimension
+  double forward_ms = 0;  // after the backward-shift correction
   double backward_ms = 0;
   double raw_forward_ms = 0;  // as written in the file
   double raw_backward_ms = 0;
@@ -52,10 +52,10 @@ struct ProfFile {
 StatusOr<ProfFile> ParseProfFile(std::string_view text);
 
 struct A100Import {
-  ProfileData data;                            // matched layers, named by graph layer
-  std::vector<std::string> unmatched_layers;   // graph layers no row matched, in graph order
-  std::vector<std::string> block_layers;       // layers timed by a share of a block row
-  int unused_row_keys = 0;                     // distinct row keys that matched no layer
+  ProfileData data;                           // matched layers, named by graph layer
+  std::vector<std::string> unmatched_layers;  // graph layers no row matched, in graph order
+  std::vector<std::string> block_layers;      // layers timed by a share of a block row
+  int unused_row_keys = 0;                    // distinct row keys that matched no layer
 };
 
 // Matches the file's rows to `graph`. INVALID_ARGUMENT if the text does not parse or no row

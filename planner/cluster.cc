@@ -1,11 +1,10 @@
 // Cluster description: JSON parse/write with validation, presets, resizing.
 #include "planner/cluster.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace deepool::planner {
 namespace {
@@ -199,7 +198,8 @@ StatusOr<Cluster> ClusterPreset(std::string_view name) {
     return MakeCluster(key, "cpu", 1, *n, kCpuLoopback, kCpuEthernet);
   }
   std::string known;
-  for (const std::string& preset : ClusterPresetNames()) known += (known.empty() ? "" : ", ") + preset;
+  for (const std::string& preset : ClusterPresetNames())
+    known += (known.empty() ? "" : ", ") + preset;
   return NotFoundError("unknown cluster preset \"" + key + "\" (known: " + known + ")");
 }
 

@@ -29,14 +29,14 @@
 namespace deepool::planner {
 
 struct DeviceModel {
-  std::string name;                    // "a100", ...
-  double peak_tflops = 0;              // dense peak of the math training uses (TF32 on A100/H100)
-  double memory_bandwidth_gbps = 0;    // GB/s of device memory
-  double compute_efficiency = 1;       // fraction of peak_tflops that large conv/linear reach
-  double memory_efficiency = 1;        // fraction of the bandwidth that streaming kernels reach
-  double launch_us = 0;                // fixed cost of one kernel launch
-  double gemm_half_depth = 0;          // reduction length at which a GEMM reaches half efficiency
-  double memory_gb = 0;                // capacity; informative
+  std::string name;                  // "a100", ...
+  double peak_tflops = 0;            // dense peak of the math training uses (TF32 on A100/H100)
+  double memory_bandwidth_gbps = 0;  // GB/s of device memory
+  double compute_efficiency = 1;     // fraction of peak_tflops that large conv/linear reach
+  double memory_efficiency = 1;      // fraction of the bandwidth that streaming kernels reach
+  double launch_us = 0;              // fixed cost of one kernel launch
+  double gemm_half_depth = 0;        // reduction length at which a GEMM reaches half efficiency
+  double memory_gb = 0;              // capacity; informative
 
   Status Validate() const;
 };

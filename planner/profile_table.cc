@@ -1,10 +1,9 @@
 // Profile JSON parse/write, monotone batch curves and the table profile.
 #include "planner/profile_table.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "planner/a100_import.h"
@@ -27,7 +26,8 @@ std::vector<double> IsotonicFit(const std::vector<double>& values) {
   std::vector<Block> blocks;
   for (double value : values) {
     blocks.push_back({value, 1});
-    while (blocks.size() >= 2 && blocks[blocks.size() - 1].mean() < blocks[blocks.size() - 2].mean()) {
+    while (blocks.size() >= 2 &&
+           blocks[blocks.size() - 1].mean() < blocks[blocks.size() - 2].mean()) {
       Block top = blocks.back();
       blocks.pop_back();
       blocks.back().sum += top.sum;
@@ -48,7 +48,8 @@ double Lerp(int64_t x0, double y0, int64_t x1, double y1, int64_t x) {
 StatusOr<double> TimeField(const json& object, const char* key, const std::string& path) {
   auto it = object.find(key);
   if (it == object.end()) return InvalidArgumentError("missing field " + path + "." + key);
-  if (!it->is_number()) return InvalidArgumentError("field " + path + "." + key + " must be a number");
+  if (!it->is_number())
+    return InvalidArgumentError("field " + path + "." + key + " must be a number");
   const double value = it->get<double>();
   if (!std::isfinite(value) || value < 0) {
     return InvalidArgumentError("field " + path + "." + key + " must be a finite number >= 0");
@@ -173,13 +174,16 @@ std::string ProfileToJson(const ProfileData& data, int indent) {
               [](const BatchTime& a, const BatchTime& b) { return a.batch < b.batch; });
     json batches = json::array();
     for (const BatchTime& point : sorted) {
-      batches.push_back(
-          {{"batch", point.batch}, {"forward_ms", point.forward_ms}, {"backward_ms", point.backward_ms}});
+      batches.push_back({{"batch", point.batch},
+                         {"forward_ms", point.forward_ms},
+                         {"backward_ms", point.backward_ms}});
     }
     layers.push_back({{"name", layer.name}, {"op", layer.op}, {"batches", std::move(batches)}});
   }
-  json doc = {{"format", kProfileFormatName}, {"version", kProfileFormatVersion},
-              {"device", data.device},        {"model", data.model},
+  json doc = {{"format", kProfileFormatName},
+              {"version", kProfileFormatVersion},
+              {"device", data.device},
+              {"model", data.model},
               {"layers", std::move(layers)}};
   return doc.dump(indent);
 }
@@ -308,8 +312,7 @@ StatusOr<LayerTime> TableProfile::Time(const Graph& graph, int layer_id, int64_t
   return curve->At(batch);
 }
 
-StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text,
-                                                          const Graph& graph,
+StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text, const Graph& graph,
                                                           const ProfileOptions& options) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string_view::npos && text[first] == '{') {

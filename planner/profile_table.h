@@ -117,8 +117,7 @@ class TableProfile : public Profile {
 
 // Reads a deepool profile JSON document or a reference A100 `.prof` text (auto-detected: JSON
 // starts with '{') and builds a TableProfile for `graph`.
-StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text,
-                                                          const Graph& graph,
+StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text, const Graph& graph,
                                                           const ProfileOptions& options);
 StatusOr<std::unique_ptr<Profile>> ParseProfile(std::string_view text, const Graph& graph,
                                                 const ProfileOptions& options);

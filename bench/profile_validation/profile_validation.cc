@@ -6,8 +6,8 @@
 // For the first model it prints a per-layer table (measured vs predicted forward and backward
 // at the chosen batches) and, for every model, the whole-model error at every measured batch
 // (sum over the layers the file times). --fit searches a grid of the preset's four global
-// factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean absolute log
-// error over the first model's layers, and reports the result beside the preset's own.
+// factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean
+// absolute log error over the first model's layers, and reports the result beside the preset's own.
 // Output is Markdown for docs/benchmarks.md.
 #include <algorithm>
 #include <cmath>
@@ -126,8 +126,9 @@ void PrintFactors(const char* label, const DeviceModel& device, const ModelCase&
 void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batch) {
   std::printf("\nPer layer, %s at per-device batch %lld (ms; ratio = predicted / measured):\n\n",
               c.model.c_str(), static_cast<long long>(batch));
-  std::printf("| layer | op | measured fw | predicted fw | ratio fw | measured bw | predicted bw "
-              "| ratio bw |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| layer | op | measured fw | predicted fw | ratio fw | measured bw | predicted bw "
+      "| ratio bw |\n|---|---|---|---|---|---|---|---|\n");
   double measured_sum = 0, predicted_sum = 0;
   for (const LayerProfileData& layer : c.imported.data.layers) {
     const BatchTime* point = nullptr;
@@ -174,9 +175,11 @@ void PrintPerOpSummary(const DeviceModel& device, const ModelCase& c) {
       ++stats.count;
     }
   }
-  std::printf("\nPer op, %s, all batches, forward and backward (times >= 5 us):\n\n", c.model.c_str());
-  std::printf("| op | share of measured time | times compared | geometric mean predicted / measured "
-              "| range |\n|---|---|---|---|---|\n");
+  std::printf("\nPer op, %s, all batches, forward and backward (times >= 5 us):\n\n",
+              c.model.c_str());
+  std::printf(
+      "| op | share of measured time | times compared | geometric mean predicted / measured "
+      "| range |\n|---|---|---|---|---|\n");
   for (const auto& [op, stats] : by_op) {
     if (stats.count == 0) continue;
     std::printf("| %s | %.1f%% | %d | %.2f | %.2f - %.2f |\n", op.c_str(),
@@ -189,8 +192,9 @@ void PrintModelTotals(const DeviceModel& device, const ModelCase& c) {
   std::printf("\nWhole model, %s (%zu of %d layers timed by the file; unmatched: %zu):\n\n",
               c.model.c_str(), c.imported.data.layers.size(), c.graph.num_layers(),
               c.imported.unmatched_layers.size());
-  std::printf("| batch | measured ms | predicted ms | predicted / measured | error |\n"
-              "|---|---|---|---|---|\n");
+  std::printf(
+      "| batch | measured ms | predicted ms | predicted / measured | error |\n"
+      "|---|---|---|---|---|\n");
   double abs_sum = 0;
   int count = 0;
   for (const auto& [batch, total] : ModelTotals(device, c)) {
@@ -239,8 +243,8 @@ int Run(int argc, char** argv) {
         std::cerr << (imported.ok() ? parsed.status() : imported.status()) << "\n";
         return 2;
       }
-      cases.push_back(ModelCase{model, path, std::move(graph).value(),
-                                std::move(imported).value(), std::move(parsed).value()});
+      cases.push_back(ModelCase{model, path, std::move(graph).value(), std::move(imported).value(),
+                                std::move(parsed).value()});
     } else {
       std::cerr << "usage: " << argv[0]
                 << " [--device a100] [--fit] [--batches 64,8,1] MODEL=FILE.prof...\n";
@@ -256,16 +260,18 @@ int Run(int argc, char** argv) {
     std::cerr << device.status() << "\n";
     return 2;
   }
-  std::printf("Device preset `%s`: peak %.1f TFLOPS, %.0f GB/s, compute efficiency %.2f, memory "
-              "efficiency %.2f, launch %.1f us, GEMM half depth %.0f.\n",
-              device->name.c_str(), device->peak_tflops, device->memory_bandwidth_gbps,
-              device->compute_efficiency, device->memory_efficiency, device->launch_us,
-              device->gemm_half_depth);
+  std::printf(
+      "Device preset `%s`: peak %.1f TFLOPS, %.0f GB/s, compute efficiency %.2f, memory "
+      "efficiency %.2f, launch %.1f us, GEMM half depth %.0f.\n",
+      device->name.c_str(), device->peak_tflops, device->memory_bandwidth_gbps,
+      device->compute_efficiency, device->memory_efficiency, device->launch_us,
+      device->gemm_half_depth);
   if (fit) {
-    std::printf("\nGlobal factors (mean |ln(predicted/measured)| over %s's fw and bw times "
-                ">= 5 us, all batches):\n\n| factors | compute eff | memory eff | launch us | "
-                "GEMM half depth | mean abs log error |\n|---|---|---|---|---|---|\n",
-                cases[0].model.c_str());
+    std::printf(
+        "\nGlobal factors (mean |ln(predicted/measured)| over %s's fw and bw times "
+        ">= 5 us, all batches):\n\n| factors | compute eff | memory eff | launch us | "
+        "GEMM half depth | mean abs log error |\n|---|---|---|---|---|---|\n",
+        cases[0].model.c_str());
     PrintFactors("preset", *device, cases[0]);
     PrintFactors("best on grid", Fit(*device, cases[0]), cases[0]);
   }

@@ -65,8 +65,8 @@ TEST_CASE("dgx-h100 and cpu presets") {
 }
 
 TEST_CASE("unknown or malformed preset names are NOT_FOUND") {
-  for (const char* name : {"dgx-b200", "dgx-a100x0", "dgx-a100x", "cpu-", "cpu-two", "cpu-4x",
-                           "dgx-a100x-2", ""}) {
+  for (const char* name :
+       {"dgx-b200", "dgx-a100x0", "dgx-a100x", "cpu-", "cpu-two", "cpu-4x", "dgx-a100x-2", ""}) {
     auto cluster = ClusterPreset(name);
     INFO(name);
     REQUIRE_FALSE(cluster.ok());
@@ -119,12 +119,12 @@ TEST_CASE("cluster JSON errors name the field") {
       {"nodes fractional", [](json& d) { d["nodes"] = 1.5; }, "nodes"},
       {"devices_per_node", [](json& d) { d["devices_per_node"] = -1; }, "devices_per_node"},
       {"intra missing", [](json& d) { d.erase("intra_node"); }, "intra_node"},
-      {"intra bandwidth",
-       [](json& d) { d["intra_node"]["bandwidth_gbps"] = 0; }, "intra_node.bandwidth_gbps"},
-      {"intra latency",
-       [](json& d) { d["intra_node"]["latency_us"] = -3; }, "intra_node.latency_us"},
-      {"inter bandwidth type",
-       [](json& d) { d["inter_node"]["bandwidth_gbps"] = "fast"; }, "inter_node.bandwidth_gbps"},
+      {"intra bandwidth", [](json& d) { d["intra_node"]["bandwidth_gbps"] = 0; },
+       "intra_node.bandwidth_gbps"},
+      {"intra latency", [](json& d) { d["intra_node"]["latency_us"] = -3; },
+       "intra_node.latency_us"},
+      {"inter bandwidth type", [](json& d) { d["inter_node"]["bandwidth_gbps"] = "fast"; },
+       "inter_node.bandwidth_gbps"},
       {"inter missing with 2 nodes", [](json& d) { d.erase("inter_node"); }, "inter_node"},
       {"name type", [](json& d) { d["name"] = 3; }, "name"},
   };

@@ -1,7 +1,6 @@
 #include "planner/device_model.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -35,10 +34,10 @@ Graph ConvPair() {
   conv.kernel_size = {3, 3};
   conv.padding = {1, 1};
   conv.bias = false;
-  auto graph = Graph::Create("pair", {64, 56, 56},
-                             {MakeLayer("first", Op::kConv2d, "input", conv),
-                              MakeLayer("second", Op::kConv2d, "first", conv),
-                              MakeLayer("relu", Op::kRelu, "second")});
+  auto graph = Graph::Create(
+      "pair", {64, 56, 56},
+      {MakeLayer("first", Op::kConv2d, "input", conv),
+       MakeLayer("second", Op::kConv2d, "first", conv), MakeLayer("relu", Op::kRelu, "second")});
   REQUIRE(graph.ok());
   return *graph;
 }

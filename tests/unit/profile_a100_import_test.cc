@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -100,12 +99,11 @@ Graph SmallChain() {
   pool.stride = {2, 2};
   LayerAttrs fc;
   fc.out_features = 10;
-  auto graph = Graph::Create("chain", {3, 8, 8},
-                             {MakeLayer("a", Op::kConv2d, {"input"}, Conv(4, 3, 1)),
-                              MakeLayer("b", Op::kRelu, {"a"}),
-                              MakeLayer("c", Op::kMaxPool2d, {"b"}, pool),
-                              MakeLayer("d", Op::kFlatten, {"c"}),
-                              MakeLayer("e", Op::kLinear, {"d"}, fc)});
+  auto graph =
+      Graph::Create("chain", {3, 8, 8},
+                    {MakeLayer("a", Op::kConv2d, {"input"}, Conv(4, 3, 1)),
+                     MakeLayer("b", Op::kRelu, {"a"}), MakeLayer("c", Op::kMaxPool2d, {"b"}, pool),
+                     MakeLayer("d", Op::kFlatten, {"c"}), MakeLayer("e", Op::kLinear, {"d"}, fc)});
   REQUIRE(graph.ok());
   return *graph;
 }
@@ -148,8 +146,7 @@ TEST_CASE("a conv's backward time moves back from the ReLU row after it") {
   // The ReLU keeps 1.5x its forward (0.020 ms) as its own backward; the rest is the conv's.
   CHECK(relu.backward_ms == Approx(0.030));
   CHECK(conv.backward_ms == Approx(0.010 + 0.500 - 0.030));
-  CHECK(conv.backward_ms + relu.backward_ms ==
-        Approx(conv.raw_backward_ms + relu.raw_backward_ms));
+  CHECK(conv.backward_ms + relu.backward_ms == Approx(conv.raw_backward_ms + relu.raw_backward_ms));
   // Rows that are not a conv/linear + ReLU pair keep their times.
   CHECK(file->rows[2].backward_ms == file->rows[2].raw_backward_ms);
   CHECK(file->rows[4].backward_ms == 0.0);
@@ -186,10 +183,10 @@ TEST_CASE("rows match layers by op, parameters and input shape, not by name") {
   // The same layers under a different shape (conv with 5 outputs) match nothing downstream of it.
   LayerAttrs fc;
   fc.out_features = 10;
-  auto other = Graph::Create("other", {3, 8, 8},
-                             {MakeLayer("x", Op::kConv2d, {"input"}, Conv(5, 3, 1)),
-                              MakeLayer("y", Op::kRelu, {"x"}), MakeLayer("z", Op::kFlatten, {"y"}),
-                              MakeLayer("w", Op::kLinear, {"z"}, fc)});
+  auto other = Graph::Create(
+      "other", {3, 8, 8},
+      {MakeLayer("x", Op::kConv2d, {"input"}, Conv(5, 3, 1)), MakeLayer("y", Op::kRelu, {"x"}),
+       MakeLayer("z", Op::kFlatten, {"y"}), MakeLayer("w", Op::kLinear, {"z"}, fc)});
   REQUIRE(other.ok());
   auto mismatch = ImportA100Profile(kChainProf, *other);
   REQUIRE_FALSE(mismatch.ok());
@@ -200,9 +197,9 @@ TEST_CASE("rows match layers by op, parameters and input shape, not by name") {
 TEST_CASE("identical keys are averaged and shared by every matching layer") {
   // Two ReLUs of the same shape in the graph; two rows of that key per batch with different
   // times: both layers get the mean.
-  auto graph = Graph::Create("twins", {4, 2, 2},
-                             {MakeLayer("r1", Op::kRelu, {"input"}),
-                              MakeLayer("r2", Op::kRelu, {"r1"})});
+  auto graph =
+      Graph::Create("twins", {4, 2, 2},
+                    {MakeLayer("r1", Op::kRelu, {"input"}), MakeLayer("r2", Op::kRelu, {"r1"})});
   REQUIRE(graph.ok());
   const char* text =
       "ReLU2d{\"inplace\":true}[8][4,2,2] 0.1 10 20\n"
@@ -222,21 +219,21 @@ TEST_CASE("identical keys are averaged and shared by every matching layer") {
 // 1x1 downsample -> add -> relu
 Graph BottleneckGraph() {
   LayerAttrs bn;
-  auto graph = Graph::Create(
-      "bottleneck", {3, 8, 8},
-      {MakeLayer("stem", Op::kConv2d, {"input"}, Conv(8, 1)),
-       MakeLayer("b.conv1", Op::kConv2d, {"stem"}, Conv(4, 1, 0, 1, false)),
-       MakeLayer("b.bn1", Op::kBatchNorm2d, {"b.conv1"}, bn),
-       MakeLayer("b.relu1", Op::kRelu, {"b.bn1"}),
-       MakeLayer("b.conv2", Op::kConv2d, {"b.relu1"}, Conv(4, 3, 1, 1, false)),
-       MakeLayer("b.bn2", Op::kBatchNorm2d, {"b.conv2"}, bn),
-       MakeLayer("b.relu2", Op::kRelu, {"b.bn2"}),
-       MakeLayer("b.conv3", Op::kConv2d, {"b.relu2"}, Conv(8, 1, 0, 1, false)),
-       MakeLayer("b.bn3", Op::kBatchNorm2d, {"b.conv3"}, bn),
-       MakeLayer("b.downsample.0", Op::kConv2d, {"stem"}, Conv(8, 1, 0, 1, false)),
-       MakeLayer("b.downsample.1", Op::kBatchNorm2d, {"b.downsample.0"}, bn),
-       MakeLayer("b.add", Op::kAdd, {"b.bn3", "b.downsample.1"}),
-       MakeLayer("b.relu3", Op::kRelu, {"b.add"})});
+  auto graph =
+      Graph::Create("bottleneck", {3, 8, 8},
+                    {MakeLayer("stem", Op::kConv2d, {"input"}, Conv(8, 1)),
+                     MakeLayer("b.conv1", Op::kConv2d, {"stem"}, Conv(4, 1, 0, 1, false)),
+                     MakeLayer("b.bn1", Op::kBatchNorm2d, {"b.conv1"}, bn),
+                     MakeLayer("b.relu1", Op::kRelu, {"b.bn1"}),
+                     MakeLayer("b.conv2", Op::kConv2d, {"b.relu1"}, Conv(4, 3, 1, 1, false)),
+                     MakeLayer("b.bn2", Op::kBatchNorm2d, {"b.conv2"}, bn),
+                     MakeLayer("b.relu2", Op::kRelu, {"b.bn2"}),
+                     MakeLayer("b.conv3", Op::kConv2d, {"b.relu2"}, Conv(8, 1, 0, 1, false)),
+                     MakeLayer("b.bn3", Op::kBatchNorm2d, {"b.conv3"}, bn),
+                     MakeLayer("b.downsample.0", Op::kConv2d, {"stem"}, Conv(8, 1, 0, 1, false)),
+                     MakeLayer("b.downsample.1", Op::kBatchNorm2d, {"b.downsample.0"}, bn),
+                     MakeLayer("b.add", Op::kAdd, {"b.bn3", "b.downsample.1"}),
+                     MakeLayer("b.relu3", Op::kRelu, {"b.add"})});
   REQUIRE(graph.ok());
   return *graph;
 }

@@ -30,12 +30,11 @@ Graph TinyGraph() {
   pool.stride = {2, 2};
   LayerAttrs fc;
   fc.out_features = 10;
-  auto graph = Graph::Create("tiny", {3, 8, 8},
-                             {MakeLayer("conv", Op::kConv2d, "input", conv),
-                              MakeLayer("relu", Op::kRelu, "conv"),
-                              MakeLayer("pool", Op::kMaxPool2d, "relu", pool),
-                              MakeLayer("flatten", Op::kFlatten, "pool"),
-                              MakeLayer("fc", Op::kLinear, "flatten", fc)});
+  auto graph = Graph::Create(
+      "tiny", {3, 8, 8},
+      {MakeLayer("conv", Op::kConv2d, "input", conv), MakeLayer("relu", Op::kRelu, "conv"),
+       MakeLayer("pool", Op::kMaxPool2d, "relu", pool), MakeLayer("flatten", Op::kFlatten, "pool"),
+       MakeLayer("fc", Op::kLinear, "flatten", fc)});
   REQUIRE(graph.ok());
   return *graph;
 }
@@ -51,9 +50,9 @@ ProfileData TinyData() {
   data.model = "tiny";
   double scale = 1;
   for (const char* name : {"conv", "relu", "pool", "flatten", "fc"}) {
-    data.layers.push_back(LayerData(
-        name, {{2, 0.2 * scale, 0.4 * scale}, {4, 0.4 * scale, 0.8 * scale},
-               {8, 0.8 * scale, 1.6 * scale}}));
+    data.layers.push_back(LayerData(name, {{2, 0.2 * scale, 0.4 * scale},
+                                           {4, 0.4 * scale, 0.8 * scale},
+                                           {8, 0.8 * scale, 1.6 * scale}}));
     scale += 1;
   }
   return data;
@@ -146,8 +145,8 @@ TEST_CASE("table profile is exact at measured batches and linear between them") 
 
 TEST_CASE("non-monotone measurements become a monotone interpolant") {
   // forward dips at batch 4 and 16; backward is monotone and must stay untouched.
-  BatchCurve curve({{1, 1.0, 1.0}, {2, 3.0, 2.0}, {4, 2.0, 3.0}, {8, 5.0, 4.0}, {16, 4.0, 8.0},
-                    {32, 9.0, 9.0}});
+  BatchCurve curve(
+      {{1, 1.0, 1.0}, {2, 3.0, 2.0}, {4, 2.0, 3.0}, {8, 5.0, 4.0}, {16, 4.0, 8.0}, {32, 9.0, 9.0}});
   // Pool adjacent violators: (3, 2) -> 2.5, 2.5 and (5, 4) -> 4.5, 4.5.
   const auto& points = curve.points();
   REQUIRE(points.size() == 6);
