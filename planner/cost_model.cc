@@ -72,7 +72,8 @@ ResplitCost ResplitCost::Compute(const Cluster& cluster, int64_t global_batch, i
 double ResplitCost::Ms(int64_t bytes_per_sample) const {
   double worst = 0;
   const double bytes = static_cast<double>(bytes_per_sample);
-  for (const Line& line : lines_) worst = std::max(worst, bytes * line.ms_per_byte + line.latency_ms);
+  for (const Line& line : lines_)
+    worst = std::max(worst, bytes * line.ms_per_byte + line.latency_ms);
   return worst;
 }
 
@@ -91,8 +92,8 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
 
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (devices < 1 || devices > global_batch_) {
-    return InvalidArgumentError("layer '" + graph_.layer(layer_id).name + "': " +
-                                std::to_string(devices) + " devices for a batch of " +
+    return InvalidArgumentError("layer '" + graph_.layer(layer_id).name +
+                                "': " + std::to_string(devices) + " devices for a batch of " +
                                 std::to_string(global_batch_));
   }
   return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));

@@ -1,21 +1,36 @@
 // Series-parallel reduction over Pareto frontiers (see pareto_search.h and docs/planner.md).
 //
-// Every live edge (a, b) carries a table: for each choice i of a and j of b, the Pareto frontier
-// of (time, GPU-time) over the choices of the nodes strictly between a and b, costs of those
-// nodes and of all edges between them included, a's and b's own costs excluded. Two rules shrink
-// the graph until one source-sink edge is left:
+// Every edge (a, b) of the reduced graph carries a table: for each choice i of a and j of b, the
+// Pareto frontier of (time, GPU-time) over the choices of the nodes strictly between a and b,
+// costs of those nodes and of all edges between them included, a's and b's own costs excluded.
+// Two rules shrink the graph until one source-sink edge is left:
 //   series:   a node m with one in-edge (a, m) and one out-edge (m, b) becomes the edge (a, b):
 //             T[i][j] = prune( U_k  T1[i][k] (+) cost(m, k) (+) T2[k][j] )
 //   parallel: two edges (a, b) become one: T[i][j] = prune( T1[i][j] (+) T2[i][j] )
 // where (+) is the Minkowski sum of frontiers. Nodes are reduced in the caller's (topological)
 // order, so on chains the tables stay one row wide (the source has one choice) and the
-// reduction is the classic left-to-right dynamic program.
+// reduction is the classic left-to-right dynamic program. The order depends only on the graph,
+// so it is worked out once (the Schedule) and replayed by every pass.
+//
+// Speed. A "scalar" pass keeps one point per cell, the least w_time x time + w_gpu x GPU-time.
+// A bisection over lambda (w_gpu with w_time = 1: the Lagrangian relaxation of the budget)
+// yields a feasible solution (the incumbent) and a lower bound. Scalar passes also give, by a
+// top-down pass over the steps, the exact least weighted cost of everything OUTSIDE each cell
+// (the "outside" value, as in inside-outside algorithms). The exact Pareto pass then drops a
+// partial solution (t, g) of cell c when
+//     t + out_time[c] > target,   g + out_gpu[c] > budget,   or
+//     t + lambda g + out_lambda[c] > target + lambda x budget,
+// none of which can lose a solution with time <= target (the last holds for every lambda >= 0
+// because the rest must fit in what the budget leaves). Targets start just above the lower
+// bound and grow towards the incumbent until a pass finds a solution: small targets keep the
+// frontiers tiny.
 #include "planner/pareto_search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 namespace deepool::planner {
@@ -24,12 +39,302 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kRelativeSlack = 1e-9;  // floating-point slack on the bounds
 
+// ---------------------------------------------------------------------------------------------
+// The schedule: tables and reduction steps, from the graph's shape alone.
+
+struct TableShape {
+  int from = 0;
+  int to = 0;
+  int rows = 0;
+  int cols = 0;
+  size_t offset = 0;  // first cell in flat per-cell arrays
+  int cells() const { return rows * cols; }
+};
+
+struct Step {
+  enum Kind { kLeaf, kSeries, kParallel } kind = kLeaf;
+  int result = 0;
+  int first = -1;   // series: (a, m); parallel: one of the two (a, b)
+  int second = -1;  // series: (m, b)
+  int node = -1;    // series: m
+  int edge = -1;    // leaf: the problem's edge
+};
+
+struct Schedule {
+  std::vector<TableShape> tables;
+  std::vector<Step> steps;
+  int final_table = -1;
+  size_t total_cells = 0;
+};
+
+int NumChoices(const SeriesParallelProblem& problem, int node) {
+  return static_cast<int>(problem.node_costs[static_cast<size_t>(node)].size());
+}
+
+StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
+  const size_t nodes = problem.node_costs.size();
+  Schedule schedule;
+  std::vector<std::vector<int>> in(nodes), out(nodes);  // live tables per node
+  std::unordered_map<int64_t, int> live;                // (from, to) -> table
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  auto key_of = [nodes](int from, int to) { return static_cast<int64_t>(from) * nodes + to; };
+  auto kill = [&](int id) {
+    const TableShape& t = schedule.tables[static_cast<size_t>(id)];
+    live.erase(key_of(t.from, t.to));
+    auto drop = [id](std::vector<int>& list) {
+      list.erase(std::find(list.begin(), list.end(), id));
+    };
+    drop(in[static_cast<size_t>(t.to)]);
+    drop(out[static_cast<size_t>(t.from)]);
+  };
+  // Adds a table; a second table between the same nodes is merged at once (parallel rule).
+  std::function<void(TableShape, Step)> add = [&](TableShape shape, Step step) {
+    const int id = static_cast<int>(schedule.tables.size());
+    shape.offset = schedule.total_cells;
+    schedule.total_cells += static_cast<size_t>(shape.cells());
+    step.result = id;
+    schedule.tables.push_back(shape);
+    schedule.steps.push_back(step);
+    in[static_cast<size_t>(shape.to)].push_back(id);
+    out[static_cast<size_t>(shape.from)].push_back(id);
+    ready.push(shape.from);
+    ready.push(shape.to);
+    auto existing = live.find(key_of(shape.from, shape.to));
+    if (existing == live.end()) {
+      live.emplace(key_of(shape.from, shape.to), id);
+      return;
+    }
+    const int other = existing->second;
+    kill(other);
+    kill(id);
+    Step merge;
+    merge.kind = Step::kParallel;
+    merge.first = other;
+    merge.second = id;
+    add(shape, merge);
+  };
+  for (size_t e = 0; e < problem.edges.size(); ++e) {
+    const SeriesParallelProblem::Edge& edge = problem.edges[e];
+    if (edge.from < 0 || edge.to < 0 || static_cast<size_t>(edge.from) >= nodes ||
+        static_cast<size_t>(edge.to) >= nodes) {
+      return InvalidArgumentError("an edge names a node that does not exist");
+    }
+    TableShape shape{edge.from, edge.to, NumChoices(problem, edge.from),
+                     NumChoices(problem, edge.to), 0};
+    if (edge.cells.size() != static_cast<size_t>(shape.cells())) {
+      return InvalidArgumentError("edge " + problem.node_names.at(static_cast<size_t>(edge.from)) +
+                                  " -> " + problem.node_names.at(static_cast<size_t>(edge.to)) +
+                                  " has the wrong number of cells");
+    }
+    Step leaf;
+    leaf.edge = static_cast<int>(e);
+    add(shape, leaf);
+  }
+  for (size_t n = 2; n < nodes; ++n) ready.push(static_cast<int>(n));
+  std::vector<bool> reduced(nodes, false);
+  while (!ready.empty()) {
+    const int m = ready.top();
+    ready.pop();
+    if (m < 2 || reduced[static_cast<size_t>(m)]) continue;
+    if (in[static_cast<size_t>(m)].size() != 1 || out[static_cast<size_t>(m)].size() != 1) continue;
+    reduced[static_cast<size_t>(m)] = true;
+    const int first = in[static_cast<size_t>(m)][0], second = out[static_cast<size_t>(m)][0];
+    const TableShape& a = schedule.tables[static_cast<size_t>(first)];
+    const TableShape& b = schedule.tables[static_cast<size_t>(second)];
+    TableShape shape{a.from, b.to, a.rows, b.cols, 0};
+    kill(first);
+    kill(second);
+    Step series;
+    series.kind = Step::kSeries;
+    series.first = first;
+    series.second = second;
+    series.node = m;
+    add(shape, series);
+  }
+  for (size_t n = 2; n < nodes; ++n) {
+    if (!reduced[n]) {
+      return FailedPreconditionError(
+          "the graph is not series-parallel around '" + problem.node_names.at(n) +
+          "' (the exact search handles chains, branch-and-concat and residual blocks)");
+    }
+  }
+  const auto last = live.find(key_of(SeriesParallelProblem::kSource, SeriesParallelProblem::kSink));
+  if (last == live.end() || live.size() != 1) {
+    return FailedPreconditionError("the graph does not reduce to one source-to-sink edge");
+  }
+  schedule.final_table = last->second;
+  return schedule;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar passes: one point per cell in flat arrays.
+
+struct ScalarCell {
+  double time = kInfinity;  // infinity: no solution in this cell
+  double gpu = kInfinity;
+  int32_t left = -1;   // flat index of the first part, or -1
+  int32_t right = -1;  // flat index of the second part, or -1
+  int32_t node = -1;   // series: the middle node
+  int32_t choice = 0;
+};
+
+class ScalarPass {
+ public:
+  ScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule, double w_time,
+             double w_gpu)
+      : problem_(problem), schedule_(schedule), w_time_(w_time), w_gpu_(w_gpu) {}
+
+  void Run() {
+    cells_.assign(schedule_.total_cells, ScalarCell{});
+    for (const Step& step : schedule_.steps) {
+      const TableShape& shape = schedule_.tables[static_cast<size_t>(step.result)];
+      ScalarCell* result = &cells_[shape.offset];
+      if (step.kind == Step::kLeaf) {
+        const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
+        for (int c = 0; c < shape.cells(); ++c) {
+          result[c].time = edge.cells[static_cast<size_t>(c)].time_ms;
+          result[c].gpu = edge.cells[static_cast<size_t>(c)].gpu_ms;
+        }
+      } else if (step.kind == Step::kParallel) {
+        const size_t a = schedule_.tables[static_cast<size_t>(step.first)].offset;
+        const size_t b = schedule_.tables[static_cast<size_t>(step.second)].offset;
+        for (int c = 0; c < shape.cells(); ++c) {
+          const ScalarCell& p = cells_[a + static_cast<size_t>(c)];
+          const ScalarCell& q = cells_[b + static_cast<size_t>(c)];
+          if (std::isinf(p.time) || std::isinf(q.time)) continue;
+          result[c] = ScalarCell{p.time + q.time,
+                                 p.gpu + q.gpu,
+                                 static_cast<int32_t>(a + c),
+                                 static_cast<int32_t>(b + c),
+                                 -1,
+                                 0};
+        }
+      } else {
+        Series(step, shape, result);
+      }
+    }
+  }
+
+  const ScalarCell& Final() const {
+    return cells_[schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset];
+  }
+
+  // The choice of every node in the final solution (0 for the source and sink).
+  std::vector<int> Choices() const {
+    std::vector<int> choices(problem_.node_costs.size(), 0);
+    std::vector<int32_t> stack{
+        static_cast<int32_t>(schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset)};
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      if (id < 0) continue;
+      const ScalarCell& cell = cells_[static_cast<size_t>(id)];
+      if (cell.node >= 0) choices[static_cast<size_t>(cell.node)] = cell.choice;
+      stack.push_back(cell.left);
+      stack.push_back(cell.right);
+    }
+    return choices;
+  }
+
+  // Least weighted cost of everything outside each cell (flat), by a top-down pass.
+  std::vector<double> Outside() const {
+    std::vector<double> outside(schedule_.total_cells, kInfinity);
+    outside[schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset] = 0;
+    for (auto step = schedule_.steps.rbegin(); step != schedule_.steps.rend(); ++step) {
+      if (step->kind == Step::kLeaf) continue;
+      const TableShape& shape = schedule_.tables[static_cast<size_t>(step->result)];
+      const TableShape& first = schedule_.tables[static_cast<size_t>(step->first)];
+      const TableShape& second = schedule_.tables[static_cast<size_t>(step->second)];
+      if (step->kind == Step::kParallel) {
+        for (int c = 0; c < shape.cells(); ++c) {
+          const double outer = outside[shape.offset + static_cast<size_t>(c)];
+          outside[first.offset + c] = outer + Inside(second.offset + c);
+          outside[second.offset + c] = outer + Inside(first.offset + c);
+        }
+        continue;
+      }
+      const int choices = NumChoices(problem_, step->node);
+      for (int i = 0; i < shape.rows; ++i) {
+        for (int j = 0; j < shape.cols; ++j) {
+          const double outer = outside[shape.offset + static_cast<size_t>(i * shape.cols + j)];
+          if (std::isinf(outer)) continue;
+          for (int k = 0; k < choices; ++k) {
+            const CostPoint& node = NodeCost(step->node, k);
+            if (std::isinf(node.time_ms)) continue;
+            const double middle = Weight(node.time_ms, node.gpu_ms);
+            const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
+            const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
+            outside[left] = std::min(outside[left], outer + middle + Inside(right));
+            outside[right] = std::min(outside[right], outer + middle + Inside(left));
+          }
+        }
+      }
+    }
+    return outside;
+  }
+
+ private:
+  const CostPoint& NodeCost(int node, int choice) const {
+    return problem_.node_costs[static_cast<size_t>(node)][static_cast<size_t>(choice)];
+  }
+  double Weight(double time, double gpu) const { return w_time_ * time + w_gpu_ * gpu; }
+  double Inside(size_t cell) const {
+    const ScalarCell& c = cells_[cell];
+    return std::isinf(c.time) ? kInfinity : Weight(c.time, c.gpu);
+  }
+
+  void Series(const Step& step, const TableShape& shape, ScalarCell* result) {
+    const TableShape& first = schedule_.tables[static_cast<size_t>(step.first)];
+    const TableShape& second = schedule_.tables[static_cast<size_t>(step.second)];
+    const int choices = NumChoices(problem_, step.node);
+    for (int i = 0; i < shape.rows; ++i) {
+      if (std::isinf(NodeCost(shape.from, i).time_ms)) continue;
+      for (int j = 0; j < shape.cols; ++j) {
+        if (std::isinf(NodeCost(shape.to, j).time_ms)) continue;
+        double best_weight = kInfinity, best_gpu = kInfinity;
+        int best = -1;
+        for (int k = 0; k < choices; ++k) {
+          const CostPoint& node = NodeCost(step.node, k);
+          const ScalarCell& p = cells_[first.offset + static_cast<size_t>(i * first.cols + k)];
+          const ScalarCell& q = cells_[second.offset + static_cast<size_t>(k * second.cols + j)];
+          if (std::isinf(node.time_ms) || std::isinf(p.time) || std::isinf(q.time)) continue;
+          const double gpu = p.gpu + node.gpu_ms + q.gpu;
+          const double weight = Weight(p.time + node.time_ms + q.time, gpu);
+          if (weight < best_weight || (weight == best_weight && gpu < best_gpu)) {
+            best_weight = weight;
+            best_gpu = gpu;
+            best = k;
+          }
+        }
+        if (best < 0) continue;
+        const size_t left = first.offset + static_cast<size_t>(i * first.cols + best);
+        const size_t right = second.offset + static_cast<size_t>(best * second.cols + j);
+        const CostPoint& node = NodeCost(step.node, best);
+        result[i * shape.cols + j] =
+            ScalarCell{cells_[left].time + node.time_ms + cells_[right].time,
+                       best_gpu,
+                       static_cast<int32_t>(left),
+                       static_cast<int32_t>(right),
+                       step.node,
+                       best};
+      }
+    }
+  }
+
+  const SeriesParallelProblem& problem_;
+  const Schedule& schedule_;
+  const double w_time_, w_gpu_;
+  std::vector<ScalarCell> cells_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The exact Pareto pass.
+
 struct Point {
   double time;
   double gpu;
-  int32_t trace;  // index into Reducer::traces_, or -1 for no choices below
+  int32_t trace;  // index into the pass's traces, or -1 for no choices below
 };
-using Frontier = std::vector<Point>;  // gpu ascending, time strictly descending
 
 // How a frontier point was built: its two parts and, for a series step, the middle node's choice.
 struct Trace {
@@ -47,332 +352,288 @@ struct Candidate {
   int32_t choice;
 };
 
-struct Table {
-  int from = 0;
-  int to = 0;
-  int rows = 0;
-  int cols = 0;
-  std::vector<Frontier> cells;
-  double interior_min_time = 0;  // lower bounds of what the interior nodes cost
-  double interior_min_gpu = 0;
-  bool alive = true;
-  Frontier& cell(int i, int j) { return cells[static_cast<size_t>(i * cols + j)]; }
+// One table's frontiers, contiguous: cell c holds points[offsets[c], offsets[c + 1]).
+struct Frontiers {
+  std::vector<Point> points;
+  std::vector<uint32_t> offsets{0};
+  const Point* begin(int cell) const { return points.data() + offsets[static_cast<size_t>(cell)]; }
+  const Point* end(int cell) const {
+    return points.data() + offsets[static_cast<size_t>(cell) + 1];
+  }
 };
 
-class Reducer {
- public:
-  explicit Reducer(const SeriesParallelProblem& problem) : problem_(problem) {}
+// Flat outside values for the three bounds.
+struct Bounds {
+  double lambda = 0;
+  std::vector<double> time;      // weights (1, 0)
+  std::vector<double> gpu;       // weights (0, 1)
+  std::vector<double> weighted;  // weights (1, lambda)
+};
 
-  StatusOr<SeriesParallelSolution> Run();
+class ParetoPass {
+ public:
+  ParetoPass(const SeriesParallelProblem& problem, const Schedule& schedule, const Bounds& bounds,
+             double target)
+      : problem_(problem), schedule_(schedule), bounds_(bounds), target_(target) {}
+
+  SeriesParallelSolution Run() {
+    const double steps = static_cast<double>(schedule_.steps.size());
+    window_ = problem_.tolerance_gpu_ms / std::max(1.0, steps);
+    tables_.assign(schedule_.tables.size(), Frontiers{});
+    for (const Step& step : schedule_.steps) {
+      Frontiers& result = tables_[static_cast<size_t>(step.result)];
+      const TableShape& shape = schedule_.tables[static_cast<size_t>(step.result)];
+      if (step.kind == Step::kLeaf) {
+        const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
+        for (const CostPoint& cell : edge.cells) {
+          result.points.push_back(Point{cell.time_ms, cell.gpu_ms, -1});
+          result.offsets.push_back(static_cast<uint32_t>(result.points.size()));
+        }
+        continue;
+      }
+      const Frontiers& first = tables_[static_cast<size_t>(step.first)];
+      const Frontiers& second = tables_[static_cast<size_t>(step.second)];
+      if (step.kind == Step::kParallel) {
+        for (int c = 0; c < shape.cells(); ++c) {
+          const Limit limit = Limits(shape, c);
+          scratch_.clear();
+          for (const Point* p = first.begin(c); p != first.end(c); ++p) {
+            if (p->gpu > limit.gpu) break;
+            for (const Point* q = second.begin(c); q != second.end(c); ++q) {
+              if (p->gpu + q->gpu > limit.gpu) break;
+              Consider(p->time + q->time, p->gpu + q->gpu, limit, p->trace, q->trace, 0);
+            }
+          }
+          Prune(-1, &result);
+        }
+      } else {
+        Series(step, shape, first, second, &result);
+      }
+      tables_[static_cast<size_t>(step.first)] = Frontiers{};
+      tables_[static_cast<size_t>(step.second)] = Frontiers{};
+    }
+    SeriesParallelSolution solution;
+    solution.max_frontier = max_frontier_;
+    solution.choices.assign(problem_.node_costs.size(), 0);
+    const Frontiers& last = tables_[static_cast<size_t>(schedule_.final_table)];
+    const Point* best = nullptr;
+    for (const Point* point = last.begin(0); point != last.end(0); ++point) {
+      if (point->gpu > problem_.budget_gpu_ms * (1 + kRelativeSlack)) continue;
+      if (best == nullptr || point->time < best->time) best = point;
+    }
+    if (best == nullptr) return solution;
+    solution.found = true;
+    solution.cost = CostPoint{best->time, best->gpu};
+    std::vector<int32_t> stack{best->trace};
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      if (id < 0) continue;
+      const Trace& trace = traces_[static_cast<size_t>(id)];
+      if (trace.node >= 0) solution.choices[static_cast<size_t>(trace.node)] = trace.choice;
+      stack.push_back(trace.left);
+      stack.push_back(trace.right);
+    }
+    return solution;
+  }
 
  private:
-  int NumChoices(int node) const {
-    return static_cast<int>(problem_.node_costs[static_cast<size_t>(node)].size());
+  struct Limit {
+    double time;
+    double gpu;
+    double weighted;  // on time + lambda x gpu
+  };
+
+  Limit Limits(const TableShape& shape, int cell) const {
+    const size_t c = shape.offset + static_cast<size_t>(cell);
+    const double target = target_ * (1 + kRelativeSlack);
+    const double budget = problem_.budget_gpu_ms * (1 + kRelativeSlack);
+    return Limit{target - bounds_.time[c], budget - bounds_.gpu[c],
+                 target + bounds_.lambda * budget - bounds_.weighted[c]};
   }
-  const CostPoint& NodeCost(int node, int choice) const {
-    return problem_.node_costs[static_cast<size_t>(node)][static_cast<size_t>(choice)];
+
+  void Consider(double time, double gpu, const Limit& limit, int32_t left, int32_t right,
+                int32_t choice) {
+    if (gpu > limit.gpu || time > limit.time || time + bounds_.lambda * gpu > limit.weighted) {
+      return;
+    }
+    scratch_.push_back(Candidate{time, gpu, left, right, choice});
   }
-  // Largest time / GPU-time a partial solution of `table`'s cell (i, j) may have and still be
-  // completed within the budget and below the incumbent.
-  void Limits(const Table& table, int i, int j, double* time_limit, double* gpu_limit) const;
-  // Sorts candidates and keeps a bounded Pareto frontier; survivors get traces.
-  void Prune(std::vector<Candidate>& candidates, int node, Frontier* out);
-  void AddTable(Table table);
-  void Series(int node);
-  void Parallel(int keep, int merge);
-  void RemoveFrom(std::vector<int>& list, int value) {
-    list.erase(std::find(list.begin(), list.end(), value));
+
+  void Series(const Step& step, const TableShape& shape, const Frontiers& first,
+              const Frontiers& second, Frontiers* result) {
+    const TableShape& first_shape = schedule_.tables[static_cast<size_t>(step.first)];
+    const TableShape& second_shape = schedule_.tables[static_cast<size_t>(step.second)];
+    const int choices = NumChoices(problem_, step.node);
+    for (int i = 0; i < shape.rows; ++i) {
+      for (int j = 0; j < shape.cols; ++j) {
+        const Limit limit = Limits(shape, i * shape.cols + j);
+        scratch_.clear();
+        for (int k = 0; k < choices; ++k) {
+          const CostPoint& node =
+              problem_.node_costs[static_cast<size_t>(step.node)][static_cast<size_t>(k)];
+          if (std::isinf(node.time_ms)) continue;
+          const int left = i * first_shape.cols + k, right = k * second_shape.cols + j;
+          for (const Point* p = first.begin(left); p != first.end(left); ++p) {
+            const double gpu_left = p->gpu + node.gpu_ms;
+            if (gpu_left > limit.gpu) break;
+            const double time_left = p->time + node.time_ms;
+            for (const Point* q = second.begin(right); q != second.end(right); ++q) {
+              if (gpu_left + q->gpu > limit.gpu) break;
+              Consider(time_left + q->time, gpu_left + q->gpu, limit, p->trace, q->trace, k);
+            }
+          }
+        }
+        Prune(step.node, result);
+      }
+    }
+  }
+
+  // Keeps a bounded Pareto frontier of scratch_ as the next cell of `table`.
+  void Prune(int node, Frontiers* table) {
+    std::sort(scratch_.begin(), scratch_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.gpu != b.gpu ? a.gpu < b.gpu : a.time < b.time;
+    });
+    // Sweep by GPU-time: drop dominated points; within a window of width window_ above the
+    // point that opened it keep only the fastest (it dominates the others up to window_).
+    kept_.clear();
+    double anchor = -kInfinity;
+    for (const Candidate& candidate : scratch_) {
+      if (!kept_.empty() && candidate.time >= kept_.back()->time) continue;
+      if (!kept_.empty() && candidate.gpu <= anchor + window_) {
+        kept_.back() = &candidate;
+      } else {
+        kept_.push_back(&candidate);
+        anchor = candidate.gpu;
+      }
+    }
+    for (const Candidate* candidate : kept_) {
+      int32_t trace = -1;
+      if (candidate->left >= 0 || candidate->right >= 0 || node >= 0) {
+        trace = static_cast<int32_t>(traces_.size());
+        traces_.push_back(Trace{candidate->left, candidate->right, node, candidate->choice});
+      }
+      table->points.push_back(Point{candidate->time, candidate->gpu, trace});
+    }
+    table->offsets.push_back(static_cast<uint32_t>(table->points.size()));
+    max_frontier_ = std::max<int64_t>(max_frontier_, static_cast<int64_t>(kept_.size()));
   }
 
   const SeriesParallelProblem& problem_;
-  std::vector<Table> tables_;
-  std::vector<std::vector<int>> in_;   // live table ids per node
-  std::vector<std::vector<int>> out_;
-  std::unordered_map<int64_t, int> live_;  // (from, to) -> table id
+  const Schedule& schedule_;
+  const Bounds& bounds_;
+  const double target_;
+  double window_ = 0;
+  std::vector<Frontiers> tables_;
   std::vector<Trace> traces_;
-  std::vector<double> min_time_, min_gpu_;
-  double total_min_time_ = 0, total_min_gpu_ = 0;
-  double window_ = 0;  // GPU-time width of one pruning window
-  bool constrained_ = false;
-  int64_t max_frontier_ = 0;
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready_;
   std::vector<Candidate> scratch_;
+  std::vector<const Candidate*> kept_;
+  int64_t max_frontier_ = 0;
 };
-
-void Reducer::Limits(const Table& table, int i, int j, double* time_limit,
-                     double* gpu_limit) const {
-  const CostPoint& a = NodeCost(table.from, i);
-  const CostPoint& b = NodeCost(table.to, j);
-  const double rest_time = total_min_time_ - table.interior_min_time -
-                           min_time_[static_cast<size_t>(table.from)] -
-                           min_time_[static_cast<size_t>(table.to)] + a.time_ms + b.time_ms;
-  const double rest_gpu = total_min_gpu_ - table.interior_min_gpu -
-                          min_gpu_[static_cast<size_t>(table.from)] -
-                          min_gpu_[static_cast<size_t>(table.to)] + a.gpu_ms + b.gpu_ms;
-  *time_limit = problem_.incumbent_time_ms * (1 + kRelativeSlack) - rest_time;
-  *gpu_limit = problem_.budget_gpu_ms * (1 + kRelativeSlack) - rest_gpu;
-  if (std::isinf(a.time_ms) || std::isinf(b.time_ms)) *time_limit = -kInfinity;
-}
-
-void Reducer::Prune(std::vector<Candidate>& candidates, int node, Frontier* out) {
-  out->clear();
-  if (candidates.empty()) return;
-  if (!constrained_) {
-    // Only time matters: the frontier is the single fastest point.
-    const auto best = std::min_element(
-        candidates.begin(), candidates.end(),
-        [](const Candidate& a, const Candidate& b) { return a.time < b.time; });
-    candidates[0] = *best;
-    candidates.resize(1);
-  } else {
-    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-      return a.gpu != b.gpu ? a.gpu < b.gpu : a.time < b.time;
-    });
-  }
-  // Sweep by GPU-time: drop dominated points; within a window of width window_ above the point
-  // that opened it, keep only the fastest (it dominates the others up to window_ GPU-time).
-  std::vector<const Candidate*> kept;
-  double anchor = -kInfinity;
-  for (const Candidate& candidate : candidates) {
-    if (!kept.empty() && candidate.time >= kept.back()->time) continue;
-    if (!kept.empty() && candidate.gpu <= anchor + window_) {
-      kept.back() = &candidate;
-    } else {
-      kept.push_back(&candidate);
-      anchor = candidate.gpu;
-    }
-  }
-  out->reserve(kept.size());
-  for (const Candidate* candidate : kept) {
-    int32_t trace = -1;
-    if (candidate->left >= 0 || candidate->right >= 0 || node >= 0) {
-      trace = static_cast<int32_t>(traces_.size());
-      traces_.push_back(Trace{candidate->left, candidate->right, node, candidate->choice});
-    }
-    out->push_back(Point{candidate->time, candidate->gpu, trace});
-  }
-  max_frontier_ = std::max<int64_t>(max_frontier_, static_cast<int64_t>(out->size()));
-}
-
-void Reducer::AddTable(Table table) {
-  const int id = static_cast<int>(tables_.size());
-  const int64_t key = static_cast<int64_t>(table.from) * static_cast<int64_t>(in_.size()) + table.to;
-  in_[static_cast<size_t>(table.to)].push_back(id);
-  out_[static_cast<size_t>(table.from)].push_back(id);
-  ready_.push(table.from);
-  ready_.push(table.to);
-  tables_.push_back(std::move(table));
-  auto existing = live_.find(key);
-  if (existing == live_.end()) {
-    live_.emplace(key, id);
-  } else {
-    Parallel(existing->second, id);
-  }
-}
-
-// Two tables between the same nodes: the first absorbs the second.
-void Reducer::Parallel(int keep_id, int merge_id) {
-  Table& merge = tables_[static_cast<size_t>(merge_id)];
-  Table merged;
-  {
-    const Table& keep = tables_[static_cast<size_t>(keep_id)];
-    merged.from = keep.from;
-    merged.to = keep.to;
-    merged.rows = keep.rows;
-    merged.cols = keep.cols;
-    merged.interior_min_time = keep.interior_min_time + merge.interior_min_time;
-    merged.interior_min_gpu = keep.interior_min_gpu + merge.interior_min_gpu;
-    merged.cells.resize(keep.cells.size());
-  }
-  for (int i = 0; i < merged.rows; ++i) {
-    for (int j = 0; j < merged.cols; ++j) {
-      double time_limit, gpu_limit;
-      Limits(merged, i, j, &time_limit, &gpu_limit);
-      const Frontier& first = tables_[static_cast<size_t>(keep_id)].cell(i, j);
-      const Frontier& second = merge.cell(i, j);
-      scratch_.clear();
-      for (const Point& p : first) {
-        if (p.gpu > gpu_limit) break;
-        for (const Point& q : second) {
-          const double gpu = p.gpu + q.gpu;
-          if (gpu > gpu_limit) break;
-          const double time = p.time + q.time;
-          if (time > time_limit) continue;
-          scratch_.push_back(Candidate{time, gpu, p.trace, q.trace, 0});
-        }
-      }
-      Prune(scratch_, -1, &merged.cell(i, j));
-    }
-  }
-  merge.alive = false;
-  merge.cells.clear();
-  merge.cells.shrink_to_fit();
-  RemoveFrom(in_[static_cast<size_t>(merge.to)], merge_id);
-  RemoveFrom(out_[static_cast<size_t>(merge.from)], merge_id);
-  Table& keep = tables_[static_cast<size_t>(keep_id)];
-  keep.cells = std::move(merged.cells);
-  keep.interior_min_time = merged.interior_min_time;
-  keep.interior_min_gpu = merged.interior_min_gpu;
-}
-
-// Reduces node m (one in-edge, one out-edge) into an edge between its neighbours.
-void Reducer::Series(int m) {
-  const int first_id = in_[static_cast<size_t>(m)][0];
-  const int second_id = out_[static_cast<size_t>(m)][0];
-  Table result;
-  {
-    const Table& first = tables_[static_cast<size_t>(first_id)];
-    const Table& second = tables_[static_cast<size_t>(second_id)];
-    result.from = first.from;
-    result.to = second.to;
-    result.rows = first.rows;
-    result.cols = second.cols;
-    result.interior_min_time = first.interior_min_time + second.interior_min_time +
-                               min_time_[static_cast<size_t>(m)];
-    result.interior_min_gpu =
-        first.interior_min_gpu + second.interior_min_gpu + min_gpu_[static_cast<size_t>(m)];
-    result.cells.resize(static_cast<size_t>(result.rows * result.cols));
-  }
-  const int choices = NumChoices(m);
-  for (int i = 0; i < result.rows; ++i) {
-    for (int j = 0; j < result.cols; ++j) {
-      double time_limit, gpu_limit;
-      Limits(result, i, j, &time_limit, &gpu_limit);
-      scratch_.clear();
-      for (int k = 0; k < choices; ++k) {
-        const CostPoint& node = NodeCost(m, k);
-        if (std::isinf(node.time_ms)) continue;
-        const Frontier& left = tables_[static_cast<size_t>(first_id)].cell(i, k);
-        const Frontier& right = tables_[static_cast<size_t>(second_id)].cell(k, j);
-        for (const Point& p : left) {
-          const double gpu_left = p.gpu + node.gpu_ms;
-          if (gpu_left > gpu_limit) break;
-          const double time_left = p.time + node.time_ms;
-          for (const Point& q : right) {
-            const double gpu = gpu_left + q.gpu;
-            if (gpu > gpu_limit) break;
-            const double time = time_left + q.time;
-            if (time > time_limit) continue;
-            scratch_.push_back(Candidate{time, gpu, p.trace, q.trace, k});
-          }
-        }
-      }
-      Prune(scratch_, m, &result.cell(i, j));
-    }
-  }
-  for (int id : {first_id, second_id}) {
-    Table& table = tables_[static_cast<size_t>(id)];
-    table.alive = false;
-    live_.erase(static_cast<int64_t>(table.from) * static_cast<int64_t>(in_.size()) + table.to);
-    RemoveFrom(in_[static_cast<size_t>(table.to)], id);
-    RemoveFrom(out_[static_cast<size_t>(table.from)], id);
-    table.cells.clear();
-    table.cells.shrink_to_fit();
-  }
-  AddTable(std::move(result));
-}
-
-StatusOr<SeriesParallelSolution> Reducer::Run() {
-  const size_t nodes = problem_.node_costs.size();
-  if (nodes < 2) return InvalidArgumentError("the problem needs a source and a sink");
-  for (int terminal : {SeriesParallelProblem::kSource, SeriesParallelProblem::kSink}) {
-    if (NumChoices(terminal) != 1) {
-      return InvalidArgumentError("the source and sink must have exactly one choice");
-    }
-  }
-  constrained_ = !std::isinf(problem_.budget_gpu_ms);
-  in_.assign(nodes, {});
-  out_.assign(nodes, {});
-  min_time_.assign(nodes, kInfinity);
-  min_gpu_.assign(nodes, kInfinity);
-  for (size_t n = 0; n < nodes; ++n) {
-    for (const CostPoint& cost : problem_.node_costs[n]) {
-      if (std::isinf(cost.time_ms)) continue;
-      min_time_[n] = std::min(min_time_[n], cost.time_ms);
-      min_gpu_[n] = std::min(min_gpu_[n], cost.gpu_ms);
-    }
-    if (std::isinf(min_time_[n])) {
-      return InvalidArgumentError("node '" + problem_.node_names.at(n) + "' has no usable choice");
-    }
-    total_min_time_ += min_time_[n];
-    total_min_gpu_ += min_gpu_[n];
-  }
-  const double reductions = static_cast<double>(nodes + problem_.edges.size());
-  window_ = constrained_ ? problem_.tolerance_gpu_ms / reductions : 0;
-
-  for (const SeriesParallelProblem::Edge& edge : problem_.edges) {
-    Table table;
-    table.from = edge.from;
-    table.to = edge.to;
-    table.rows = NumChoices(edge.from);
-    table.cols = NumChoices(edge.to);
-    if (edge.cells.size() != static_cast<size_t>(table.rows * table.cols)) {
-      return InvalidArgumentError("edge " + problem_.node_names.at(static_cast<size_t>(edge.from)) +
-                                  " -> " + problem_.node_names.at(static_cast<size_t>(edge.to)) +
-                                  " has the wrong number of cells");
-    }
-    table.cells.resize(edge.cells.size());
-    for (size_t c = 0; c < edge.cells.size(); ++c) {
-      table.cells[c].push_back(Point{edge.cells[c].time_ms, edge.cells[c].gpu_ms, -1});
-    }
-    AddTable(std::move(table));
-  }
-  for (size_t n = 2; n < nodes; ++n) ready_.push(static_cast<int>(n));
-  std::vector<bool> reduced(nodes, false);
-  while (!ready_.empty()) {
-    const int m = ready_.top();
-    ready_.pop();
-    if (m < 2 || reduced[static_cast<size_t>(m)]) continue;
-    if (in_[static_cast<size_t>(m)].size() != 1 || out_[static_cast<size_t>(m)].size() != 1) {
-      continue;
-    }
-    Series(m);
-    reduced[static_cast<size_t>(m)] = true;
-  }
-
-  for (size_t n = 2; n < nodes; ++n) {
-    if (!reduced[n]) {
-      return FailedPreconditionError(
-          "the graph is not series-parallel around '" + problem_.node_names.at(n) +
-          "' (the exact search handles chains, branch-and-concat and residual blocks)");
-    }
-  }
-  const auto final_table = live_.find(static_cast<int64_t>(SeriesParallelProblem::kSource) *
-                                          static_cast<int64_t>(nodes) +
-                                      SeriesParallelProblem::kSink);
-  if (final_table == live_.end() || live_.size() != 1) {
-    return FailedPreconditionError("the graph does not reduce to one source-to-sink edge");
-  }
-  SeriesParallelSolution solution;
-  solution.max_frontier = max_frontier_;
-  solution.choices.assign(nodes, 0);
-  const Frontier& frontier = tables_[static_cast<size_t>(final_table->second)].cell(0, 0);
-  const Point* best = nullptr;
-  for (const Point& point : frontier) {
-    if (point.gpu > problem_.budget_gpu_ms * (1 + kRelativeSlack)) continue;
-    if (best == nullptr || point.time < best->time) best = &point;
-  }
-  if (best == nullptr) return solution;
-  solution.found = true;
-  solution.cost = CostPoint{best->time, best->gpu};
-  std::vector<int32_t> stack{best->trace};
-  while (!stack.empty()) {
-    const int32_t id = stack.back();
-    stack.pop_back();
-    if (id < 0) continue;
-    const Trace& trace = traces_[static_cast<size_t>(id)];
-    if (trace.node >= 0) solution.choices[static_cast<size_t>(trace.node)] = trace.choice;
-    stack.push_back(trace.left);
-    stack.push_back(trace.right);
-  }
-  return solution;
-}
 
 }  // namespace
 
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
-  Reducer reducer(problem);
-  return reducer.Run();
+  const size_t nodes = problem.node_costs.size();
+  if (nodes < 2) return InvalidArgumentError("the problem needs a source and a sink");
+  for (int terminal : {SeriesParallelProblem::kSource, SeriesParallelProblem::kSink}) {
+    if (problem.node_costs[static_cast<size_t>(terminal)].size() != 1) {
+      return InvalidArgumentError("the source and sink must have exactly one choice");
+    }
+  }
+  for (size_t n = 0; n < nodes; ++n) {
+    const auto& costs = problem.node_costs[n];
+    if (std::none_of(costs.begin(), costs.end(),
+                     [](const CostPoint& c) { return !std::isinf(c.time_ms); })) {
+      return InvalidArgumentError("node '" + problem.node_names.at(n) + "' has no usable choice");
+    }
+  }
+  ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
+  const double budget = problem.budget_gpu_ms * (1 + kRelativeSlack);
+  auto finish = [&problem](SeriesParallelSolution solution) {
+    solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
+    return solution;
+  };
+  auto scalar_solution = [&](const ScalarPass& pass) {
+    SeriesParallelSolution solution;
+    const ScalarCell& cell = pass.Final();
+    solution.found = !std::isinf(cell.time);
+    solution.cost = CostPoint{cell.time, cell.gpu};
+    solution.choices = pass.Choices();
+    return solution;
+  };
+
+  // The fastest solution regardless of GPU-time; optimal when it fits the budget.
+  {
+    ScalarPass fastest(problem, schedule, 1, 0);
+    fastest.Run();
+    if (fastest.Final().gpu <= budget) return finish(scalar_solution(fastest));
+  }
+
+  // Lagrangian bisection: every scalar solution is optimal for its own GPU-time, so a feasible
+  // one is a candidate, and min(time + lambda x gpu) - lambda x budget bounds the optimum below.
+  SeriesParallelSolution best;
+  double lower_bound = -kInfinity, best_lambda = 0;
+  auto feasible_at = [&](double lambda) {
+    ScalarPass pass(problem, schedule, 1, lambda);
+    pass.Run();
+    const ScalarCell& cell = pass.Final();
+    if (std::isinf(cell.time)) return false;
+    const double bound = cell.time + lambda * (cell.gpu - problem.budget_gpu_ms);
+    if (bound > lower_bound) {
+      lower_bound = bound;
+      best_lambda = lambda;
+    }
+    const bool fits = cell.gpu <= budget;
+    if (fits && (!best.found || cell.time < best.cost.time_ms)) best = scalar_solution(pass);
+    return fits;
+  };
+  auto gap_closed = [&] {
+    return best.found && best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
+  };
+  double low = 0, high = 1;
+  for (int step = 0; step < 40 && !feasible_at(high); ++step) {
+    low = high;
+    high *= 8;
+  }
+  if (low == 0) {
+    // Feasible at lambda = 1: search downwards for an infeasible lambda.
+    low = high / 8;
+    for (int step = 0; step < 40 && feasible_at(low); ++step) {
+      high = low;
+      low /= 8;
+    }
+  }
+  // Geometric bisection until the bracket is within 2%.
+  while (low > 0 && high / low > 1.02 && best.found && !gap_closed()) {
+    const double middle = std::sqrt(low * high);
+    (feasible_at(middle) ? high : low) = middle;
+  }
+  if (gap_closed()) return finish(best);  // the relaxation proved it optimal
+  const double incumbent = best.found ? std::min(best.cost.time_ms, problem.incumbent_time_ms)
+                                      : problem.incumbent_time_ms;
+
+  // Exact Pareto passes, pruned with the outside values, for growing targets.
+  Bounds bounds;
+  bounds.lambda = best_lambda;
+  for (auto [w_time, w_gpu, out] :
+       {std::make_tuple(1.0, 0.0, &bounds.time), std::make_tuple(0.0, 1.0, &bounds.gpu),
+        std::make_tuple(1.0, best_lambda, &bounds.weighted)}) {
+    ScalarPass pass(problem, schedule, w_time, w_gpu);
+    pass.Run();
+    *out = pass.Outside();
+  }
+  const double gap = incumbent - lower_bound;
+  for (double fraction : {1.0 / 64, 1.0 / 8, 1.0}) {
+    const double target = std::isinf(gap) ? incumbent : lower_bound + fraction * gap;
+    ParetoPass pass(problem, schedule, bounds, target);
+    SeriesParallelSolution pareto = pass.Run();
+    if (pareto.found && (!best.found || pareto.cost.time_ms < best.cost.time_ms)) {
+      return finish(pareto);
+    }
+    if (std::isinf(gap)) break;
+  }
+  return finish(best);
 }
 
 }  // namespace deepool::planner

@@ -1,9 +1,8 @@
 // Plan format: sample shares, validation and the versioned JSON document (docs/formats.md).
 #include "planner/plan.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>

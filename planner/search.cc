@@ -195,8 +195,8 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
     problem.edges.push_back(std::move(edge));
   }
   for (int node : reads_input) {
-    problem.edges.push_back({SeriesParallelProblem::kSource, node,
-                             std::vector<CostPoint>(k_count, CostPoint{})});
+    problem.edges.push_back(
+        {SeriesParallelProblem::kSource, node, std::vector<CostPoint>(k_count, CostPoint{})});
   }
   std::set<int> output_nodes;
   for (int id : graph.output_ids()) output_nodes.insert(node_of(id));
@@ -204,8 +204,8 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
     if (!has_consumer[n]) output_nodes.insert(static_cast<int>(n));
   }
   for (int node : output_nodes) {
-    problem.edges.push_back({node, SeriesParallelProblem::kSink,
-                             std::vector<CostPoint>(k_count, CostPoint{})});
+    problem.edges.push_back(
+        {node, SeriesParallelProblem::kSink, std::vector<CostPoint>(k_count, CostPoint{})});
   }
 
   // Known feasible plans bound the search: every layer on one device (always within any limit

@@ -1,13 +1,13 @@
 // Cost model: re-split bytes against a per-sample reference, all-reduce formula, compute at the
 // largest share, and plan totals.
-#include <catch2/catch.hpp>
+#include "planner/cost_model.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <random>
 #include <vector>
 
-#include "planner/cost_model.h"
 #include "planner/graph.h"
 
 namespace deepool::planner {
@@ -95,17 +95,17 @@ TEST_CASE("re-split matches a sample-by-sample reference", "[cost]") {
     const int most = static_cast<int>(std::min<int64_t>(batch, 24));
     const int from = std::uniform_int_distribution<int>(1, most)(rng);
     const int to = std::uniform_int_distribution<int>(1, most)(rng);
-    const Cluster cluster =
-        TwoNodeCluster(std::uniform_int_distribution<int>(1, 8)(rng),
-                       std::uniform_real_distribution<double>(1, 300)(rng),
-                       std::uniform_real_distribution<double>(0.5, 50)(rng),
-                       std::uniform_real_distribution<double>(0, 10)(rng),
-                       std::uniform_real_distribution<double>(0, 40)(rng));
+    const Cluster cluster = TwoNodeCluster(std::uniform_int_distribution<int>(1, 8)(rng),
+                                           std::uniform_real_distribution<double>(1, 300)(rng),
+                                           std::uniform_real_distribution<double>(0.5, 50)(rng),
+                                           std::uniform_real_distribution<double>(0, 10)(rng),
+                                           std::uniform_real_distribution<double>(0, 40)(rng));
     const ResplitCost cost = ResplitCost::Compute(cluster, batch, from, to);
     for (int64_t bytes : {int64_t{0}, int64_t{4}, int64_t{4096}, int64_t{3'000'000}}) {
       INFO("B " << batch << " " << from << " -> " << to << " bytes " << bytes);
-      CHECK(cost.Ms(bytes) ==
-            Approx(ReferenceResplitMs(cluster, batch, from, to, bytes)).epsilon(1e-9).margin(1e-12));
+      CHECK(
+          cost.Ms(bytes) ==
+          Approx(ReferenceResplitMs(cluster, batch, from, to, bytes)).epsilon(1e-9).margin(1e-12));
     }
   }
 }
@@ -158,8 +158,8 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   REQUIRE(plan->Validate().ok());
   CHECK(plan->layers[0].devices == std::vector<int>{0, 1});
   CHECK(plan->layers[1].samples == std::vector<int64_t>{4, 3, 3});
-  const double fc1_ms = plan->layers[0].forward_ms + plan->layers[0].backward_ms +
-                        plan->layers[0].comm_ms;
+  const double fc1_ms =
+      plan->layers[0].forward_ms + plan->layers[0].backward_ms + plan->layers[0].comm_ms;
   const double fc2_ms = cost.total_ms();
   CHECK(plan->totals.iteration_ms == Approx(fc1_ms + fc2_ms));
   CHECK(plan->totals.gpu_seconds == Approx((2 * fc1_ms + 3 * fc2_ms) / 1000));

@@ -1,13 +1,12 @@
 // Plan format: shares, sample ranges, validation, JSON round trip and field-naming errors.
+#include "planner/plan.h"
+
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
 #include "planner/graph.h"
-#include "planner/plan.h"
 
 namespace deepool::planner {
 namespace {

@@ -1,7 +1,8 @@
 // Burst-parallel search: exactness against brute force on small random chains and
 // series-parallel graphs, monotonicity properties, the data-parallel baseline and errors.
-#include <catch2/catch.hpp>
+#include "planner/search.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -12,7 +13,6 @@
 
 #include "planner/cost_model.h"
 #include "planner/graph.h"
-#include "planner/search.h"
 
 namespace deepool::planner {
 namespace {
@@ -127,11 +127,11 @@ class GraphGenerator {
       const int branches = std::uniform_int_distribution<int>(2, 3)(rng_);
       std::vector<std::string> ends;
       int64_t total = 0;
-      for (int b = 0; b < branches && *budget > 1; ++b) {
+      for (int b = 0; b<branches&& * budget> 1; ++b) {
         int64_t w = *width;
         std::string end = input;
         const int length = std::uniform_int_distribution<int>(1, 2)(rng_);
-        for (int i = 0; i < length && *budget > 1; ++i, --*budget) end = AddLinear(end, &w);
+        for (int i = 0; i<length&& * budget> 1; ++i, --*budget) end = AddLinear(end, &w);
         ends.push_back(end);
         total += w;
       }
@@ -146,7 +146,7 @@ class GraphGenerator {
     const int64_t keep = *width;
     std::string end = input;
     const int length = std::uniform_int_distribution<int>(1, 2)(rng_);
-    for (int i = 0; i < length && *budget > 1; ++i, --*budget) {
+    for (int i = 0; i<length&& * budget> 1; ++i, --*budget) {
       int64_t w = 0;
       end = AddLinear(end, &w);
     }
@@ -189,8 +189,9 @@ Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& clust
                             ? options.amplification_limit * single * (1 + 1e-9)
                             : std::numeric_limits<double>::infinity();
   const int n = graph.num_layers();
-  std::vector<std::vector<double>> own(static_cast<size_t>(n));      // [layer][k]
-  std::vector<std::vector<double>> resplit(static_cast<size_t>(n));  // [producer][k_from * k + k_to]
+  std::vector<std::vector<double>> own(static_cast<size_t>(n));  // [layer][k]
+  std::vector<std::vector<double>> resplit(
+      static_cast<size_t>(n));  // [producer][k_from * k + k_to]
   for (int id = 0; id < n; ++id) {
     for (size_t a = 0; a < k; ++a) {
       own[static_cast<size_t>(id)].push_back(model.Compute(id, candidates[a]).value().total_ms() +

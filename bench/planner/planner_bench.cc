@@ -1,0 +1,141 @@
+// Planning time of the burst-parallel search on the zoo models (A100 analytical profile,
+// dgx-a100 nodes) and on a generated 1,000-layer chain on 4,096 devices, with each plan's
+// predicted speed-up over data parallelism. Prints a Markdown table for docs/benchmarks.md.
+//
+//   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
+//
+// Wall-clock time is measured here, in the benchmark only; the planner itself has no clock.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/device_model.h"
+#include "planner/graph.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner {
+namespace {
+
+struct Case {
+  std::string name;
+  Graph graph;
+  int devices;
+  int64_t batch;
+};
+
+// A chain of `length` linear layers with ReLUs folded out (so every layer is planned), widths
+// drawn from 256..4096 with a fixed seed.
+Graph LongChain(int length) {
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int64_t> width(256, 4096);
+  std::vector<Layer> layers;
+  std::string last(kGraphInputName);
+  for (int i = 0; i < length; ++i) {
+    Layer layer;
+    layer.name = "fc" + std::to_string(i);
+    layer.op = Op::kLinear;
+    layer.inputs = {last};
+    layer.attrs.out_features = width(rng);
+    layers.push_back(layer);
+    last = layer.name;
+  }
+  return Graph::Create("chain1000", {1024}, std::move(layers)).value();
+}
+
+// CPU time of this (single-threaded) process: unaffected by other processes sharing the cores.
+double CpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+std::string Milliseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, seconds < 1e-3 ? "%.3f" : "%.1f", seconds * 1e3);
+  return text;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+int Run(int repeats, double limit, const std::string& only_model, int only_devices) {
+  const DeviceModel a100 = DevicePreset("a100").value();
+  const auto profile = MakeAnalyticalProfile(a100);
+  const Cluster node = ClusterPreset("dgx-a100").value();
+  std::vector<Case> cases;
+  for (const char* model : {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"}) {
+    for (int devices : {8, 64, 1024}) {
+      cases.push_back(
+          Case{model, zoo::BuildModel(model).value(), devices, devices > 32 ? devices : 32});
+    }
+  }
+  cases.push_back(Case{"chain1000", LongChain(1000), 4096, 4096});
+
+  std::printf(
+      "| model | layers | G | B | limit | CPU ms (median of %d) | wall ms (median) | "
+      "iteration ms (plan) | iteration ms (DP) | speed-up vs DP | amplification "
+      "(plan / DP) | max devices |\n",
+      repeats);
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Case& c : cases) {
+    if (!only_model.empty() && c.name != only_model) continue;
+    if (only_devices > 0 && c.devices != only_devices) continue;
+    PlanOptions options;
+    options.global_batch = c.batch;
+    options.devices = c.devices;
+    options.amplification_limit = limit;
+    const Cluster cluster = ResizeCluster(node, c.devices);
+    std::vector<double> wall, cpu;
+    StatusOr<Plan> plan = InternalError("not run");
+    for (int r = 0; r < repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = CpuSeconds();
+      plan = PlanBurstParallel(c.graph, *profile, cluster, options);
+      cpu.push_back(CpuSeconds() - cpu_start);
+      wall.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (!plan.ok()) {
+        std::fprintf(stderr, "%s G=%d: %s\n", c.name.c_str(), c.devices,
+                     plan.status().ToString().c_str());
+        return 1;
+      }
+    }
+    std::printf("| %s | %d | %d | %lld | %s | %s | %s | %.2f | %.2f | %.2fx | %.2f / %.2f | %d |\n",
+                c.name.c_str(), c.graph.num_layers(), c.devices, static_cast<long long>(c.batch),
+                limit > 0 ? std::to_string(limit).substr(0, 4).c_str() : "none",
+                Milliseconds(Median(cpu)).c_str(), Milliseconds(Median(wall)).c_str(),
+                plan->totals.iteration_ms, plan->data_parallel.iteration_ms,
+                plan->data_parallel.iteration_ms / plan->totals.iteration_ms,
+                plan->totals.amplification, plan->data_parallel.amplification,
+                plan->totals.devices_used);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepool::planner
+
+int main(int argc, char** argv) {
+  int repeats = 5;
+  double limit = 2.0;
+  std::string only_model;
+  int only_devices = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--limit") == 0) limit = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--model") == 0) only_model = argv[i + 1];
+    if (std::strcmp(argv[i], "--gpus") == 0) only_devices = std::atoi(argv[i + 1]);
+  }
+  return deepool::planner::Run(repeats, limit, only_model, only_devices);
+}
