@@ -1,0 +1,336 @@
+// WorkerDaemon against a FakeNodeService served in-process on 127.0.0.1:0 with a real gRPC
+// channel, and a fake executor script. Waits poll with deadlines.
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "deepool/v1/node.grpc.pb.h"
+#include "worker/daemon/worker_daemon.h"
+
+namespace fs = std::filesystem;
+using namespace deepool;
+using namespace deepool::worker::daemon;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kFakeExecutor = R"SH(#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --run-spec) spec=$2; shift 2;;
+    --rank) rank=$2; shift 2;;
+    --store) store=$2; shift 2;;
+    *) shift;;
+  esac
+done
+echo "$rank" >> starts.txt
+mode=$(cat "$spec")
+if [ "$rank" = 0 ] && [ "${store##*:}" = 0 ]; then
+  echo '{"event":"store_ready","host":"127.0.0.1","port":45678}'
+fi
+echo "rank $rank store $store" >&2
+case "$mode" in
+  ok)
+    echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":0,\"loss\":2.5,\"iteration_ms\":5,\"samples_per_s\":80,\"busy_ms\":4,\"idle_ms\":1}"
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":1,\"checkpoint\":null}"
+    exit 0;;
+  hang)
+    sleep 1000 & wait;;
+esac
+)SH";
+
+class FakeNodeService final : public v1::NodeService::Service {
+ public:
+  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+                            v1::RegisterNodeResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    registrations_.push_back(*request);
+    known_ = true;
+    response->set_node_id("n-" + request->name());
+    response->set_heartbeat_interval_ms(50);
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!known_) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    heartbeats_++;
+    for (auto& c : heartbeat_commands_) *response->add_commands() = c;
+    heartbeat_commands_.clear();
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamTasks(grpc::ServerContext* context, const v1::StreamTasksRequest* request,
+                           grpc::ServerWriter<v1::TaskCommand>* writer) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!known_) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    while (!context->IsCancelled() && !shutting_down_ && known_) {
+      while (!commands_.empty()) {
+        v1::TaskCommand command = commands_.front();
+        commands_.pop_front();
+        lock.unlock();
+        writer->Write(command);
+        lock.lock();
+      }
+      cv_.wait_for(lock, 20ms);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest* request,
+                              v1::ReportProgressResponse*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_.push_back(*request);
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportTaskExit(grpc::ServerContext*, const v1::ReportTaskExitRequest* request,
+                              v1::ReportTaskExitResponse*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (refuse_exits_ > 0) {
+      refuse_exits_--;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    }
+    exits_.push_back(*request);
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  void Push(const v1::TaskCommand& command) {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_.push_back(command);
+    cv_.notify_all();
+  }
+  void PushInHeartbeat(const v1::TaskCommand& command) {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_commands_.push_back(command);
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    known_ = false;
+    cv_.notify_all();
+  }
+  void RefuseExits(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_exits_ = n;
+  }
+  void Shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    cv_.notify_all();
+  }
+  template <typename Fn>
+  auto With(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fn(*this);
+  }
+
+  std::vector<v1::RegisterNodeRequest> registrations_;
+  std::vector<v1::ReportProgressRequest> progress_;
+  std::vector<v1::ReportTaskExitRequest> exits_;
+  int heartbeats_ = 0;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool known_ = false;
+  bool shutting_down_ = false;
+  int refuse_exits_ = 0;
+  std::deque<v1::TaskCommand> commands_;
+  std::vector<v1::TaskCommand> heartbeat_commands_;
+};
+
+bool PollUntil(const std::function<bool()>& condition) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return condition();
+}
+
+struct Fixture {
+  std::string dir;
+  FakeNodeService service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<WorkerDaemon> daemon;
+
+  Fixture() {
+    std::string pattern = (fs::temp_directory_path() / "dp-daemon-XXXXXX").string();
+    dir = mkdtemp(pattern.data());
+    std::string executor = dir + "/fake-executor";
+    std::ofstream(executor) << kFakeExecutor;
+    fs::permissions(executor, fs::perms::owner_all);
+
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    REQUIRE(port > 0);
+
+    WorkerOptions options;
+    options.name = "w1";
+    options.address = "127.0.0.1";
+    options.devices = {{"cpu:0", "cpu", 0, "cpu", "cpu", 1 << 30},
+                       {"cpu:1", "cpu", 1, "cpu", "cpu", 1 << 30}};
+    options.retry_interval = 50ms;
+    options.report_interval = 20ms;
+    SupervisorOptions supervisor;
+    supervisor.executor_path = executor;
+    supervisor.profiler_path = dir + "/no-profiler";
+    supervisor.work_dir = dir + "/work";
+    supervisor.kill_grace = 500ms;
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                       grpc::InsecureChannelCredentials());
+    daemon = std::make_unique<WorkerDaemon>(options, v1::NodeService::NewStub(channel), supervisor);
+    daemon->Start();
+    REQUIRE(PollUntil([&] { return daemon->node_id() == "n-w1"; }));
+  }
+  ~Fixture() {
+    daemon->Stop();
+    service.Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() + 2s);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  static v1::TaskCommand Train(const std::string& id, const std::string& mode,
+                               std::vector<std::pair<int, std::string>> ranks, int world,
+                               const std::string& store) {
+    v1::TaskCommand command;
+    auto* a = command.mutable_assign();
+    a->set_task_id(id);
+    a->set_job_id("job-" + id);
+    a->set_kind(v1::TASK_KIND_TRAIN);
+    a->mutable_train()->set_run_spec_json(mode);
+    a->mutable_train()->set_world_size(world);
+    a->mutable_train()->set_store_address(store);
+    for (auto& [rank, device] : ranks) {
+      auto* rd = a->mutable_train()->add_ranks();
+      rd->set_rank(rank);
+      rd->set_device(device);
+    }
+    return command;
+  }
+  std::optional<v1::ReportTaskExitRequest> ExitOf(const std::string& task_id) {
+    return service.With([&](FakeNodeService& s) -> std::optional<v1::ReportTaskExitRequest> {
+      for (const auto& e : s.exits_) {
+        if (e.task_id() == task_id) return e;
+      }
+      return std::nullopt;
+    });
+  }
+  int ExitCount(const std::string& task_id) {
+    return service.With([&](FakeNodeService& s) {
+      int n = 0;
+      for (const auto& e : s.exits_) n += e.task_id() == task_id;
+      return n;
+    });
+  }
+  int Starts(const std::string& task_id) {
+    std::ifstream in(dir + "/work/tasks/" + task_id + "/starts.txt");
+    int n = 0;
+    std::string line;
+    while (std::getline(in, line)) ++n;
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the daemon registers its devices and runs a TRAIN task to a reported exit",
+          "[worker][daemon]") {
+  Fixture f;
+  auto registration = f.service.With([](FakeNodeService& s) { return s.registrations_.at(0); });
+  CHECK(registration.name() == "w1");
+  REQUIRE(registration.devices_size() == 2);
+  CHECK(registration.devices(1).device() == "cpu:1");
+  CHECK(registration.devices(1).type() == "cpu");
+
+  auto command = Fixture::Train("t1", "ok", {{0, "cpu:0"}, {1, "cpu:1"}}, 2, "127.0.0.1:0");
+  f.service.Push(command);
+  f.service.Push(command);  // at-least-once delivery: a repeat is a no-op
+  REQUIRE(PollUntil([&] { return f.ExitOf("t1").has_value(); }));
+  auto exit = *f.ExitOf("t1");
+  CHECK(exit.outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(exit.node_id() == "n-w1");
+  CHECK(exit.ranks_size() == 2);
+  CHECK(f.Starts("t1") == 2);
+  // Progress: the store address, both ranks' iterations, and log lines.
+  REQUIRE(PollUntil([&] {
+    return f.service.With([](FakeNodeService& s) {
+      bool store = false;
+      int iterations = 0, logs = 0;
+      for (const auto& p : s.progress_) {
+        store |= p.store_ready() == "127.0.0.1:45678";
+        iterations += p.iterations_size();
+        logs += p.logs_size();
+      }
+      return store && iterations == 2 && logs >= 2;
+    });
+  }));
+  // Heartbeats keep going; a repeat in a heartbeat reply is a no-op too.
+  f.service.PushInHeartbeat(command);
+  int beats = f.service.With([](FakeNodeService& s) { return s.heartbeats_; });
+  REQUIRE(PollUntil([&] {
+    return f.service.With([](FakeNodeService& s) { return s.heartbeats_; }) > beats + 2;
+  }));
+  CHECK(f.Starts("t1") == 2);
+  CHECK(f.ExitCount("t1") == 1);
+}
+
+TEST_CASE("cancel commands kill the task and report CANCELLED", "[worker][daemon]") {
+  Fixture f;
+  f.service.Push(Fixture::Train("t2", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t2"); }));
+  v1::TaskCommand cancel;
+  cancel.mutable_cancel()->set_task_id("t2");
+  cancel.mutable_cancel()->set_reason("user asked");
+  f.service.Push(cancel);
+  REQUIRE(PollUntil([&] { return f.ExitOf("t2").has_value(); }));
+  CHECK(f.ExitOf("t2")->outcome() == v1::TASK_OUTCOME_CANCELLED);
+}
+
+TEST_CASE("an assignment for a device the node does not have fails with a reason",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.Push(Fixture::Train("t3", "ok", {{0, "cuda:3"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.ExitOf("t3").has_value(); }));
+  auto exit = *f.ExitOf("t3");
+  CHECK(exit.outcome() == v1::TASK_OUTCOME_FAILED);
+  CHECK(exit.error().find("cuda:3") != std::string::npos);
+  f.service.Push(Fixture::Train("t4", "ok", {{0, "cpu:0"}}, 1, "no-port"));
+  REQUIRE(PollUntil([&] { return f.ExitOf("t4").has_value(); }));
+  CHECK(f.ExitOf("t4")->error().find("store_address") != std::string::npos);
+}
+
+TEST_CASE("when the coordinator forgets the node, the daemon registers again with its tasks",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.Push(Fixture::Train("t5", "hang", {{0, "cpu:0"}, {1, "cpu:1"}}, 2, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t5"); }));
+  f.service.Forget();
+  REQUIRE(PollUntil([&] { return f.daemon->registrations() >= 2; }));
+  auto again = f.service.With([](FakeNodeService& s) { return s.registrations_.back(); });
+  REQUIRE(again.running_tasks_size() == 1);
+  CHECK(again.running_tasks(0).task_id() == "t5");
+  CHECK(again.running_tasks(0).job_id() == "job-t5");
+  CHECK(again.running_tasks(0).ranks_size() == 2);
+  CHECK(f.daemon->supervisor().IsRunning("t5"));  // the executors were left alone
+}
+
+TEST_CASE("task exits are retried until the coordinator takes them", "[worker][daemon]") {
+  Fixture f;
+  f.service.RefuseExits(3);
+  f.service.Push(Fixture::Train("t6", "ok", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.ExitOf("t6").has_value(); }));
+  CHECK(f.ExitOf("t6")->outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(f.ExitCount("t6") == 1);
+}
