@@ -37,6 +37,17 @@ Status CheckLink(const Link& link, const std::string& field) {
   return Status::Ok();
 }
 
+// Refuses fields a reader would silently ignore (a typo such as "bandwith_gbps").
+Status CheckKnownFields(const json& object, std::initializer_list<const char*> known,
+                        const std::string& path) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    bool found = false;
+    for (const char* name : known) found = found || it.key() == name;
+    if (!found) return InvalidArgumentError("unknown field " + path + it.key());
+  }
+  return Status::Ok();
+}
+
 StatusOr<double> NumberField(const json& object, const std::string& key, const std::string& path) {
   auto it = object.find(key);
   if (it == object.end()) return InvalidArgumentError("missing field " + path + key);
@@ -61,6 +72,7 @@ StatusOr<Link> LinkField(const json& object, const std::string& key) {
   auto it = object.find(key);
   if (it == object.end()) return InvalidArgumentError("missing field " + key);
   if (!it->is_object()) return InvalidArgumentError("field " + key + " must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(*it, {"bandwidth_gbps", "latency_us"}, key + "."));
   Link link;
   ASSIGN_OR_RETURN(link.bandwidth_gbps, NumberField(*it, "bandwidth_gbps", key + "."));
   ASSIGN_OR_RETURN(link.latency_us, NumberField(*it, "latency_us", key + "."));
@@ -129,6 +141,12 @@ StatusOr<Cluster> ParseClusterJson(std::string_view text) {
     return fail(InvalidArgumentError("unsupported version " + version->dump() +
                                      " (this build reads version 1)"));
   }
+
+  Status known = CheckKnownFields(doc,
+                                  {"format", "version", "name", "device_type", "nodes",
+                                   "devices_per_node", "intra_node", "inter_node"},
+                                  "");
+  if (!known.ok()) return fail(known);
 
   Cluster cluster;
   auto name = doc.find("name");

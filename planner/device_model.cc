@@ -169,8 +169,8 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
         const double groups = static_cast<double>(std::max<int64_t>(a.groups, 1));
         const double in_channels = in_shape.empty() ? 1.0 : static_cast<double>(in_shape[0]);
         forward_depth = in_channels / groups * area;
-        const double positions =
-            static_cast<double>(NumElements(out_shape)) / std::max<double>(a.out_channels, 1);
+        const double positions = static_cast<double>(NumElements(out_shape)) /
+                                 std::max(static_cast<double>(a.out_channels), 1.0);
         weight_grad_depth = batch * positions;
         gemm_flops = 2.0 * static_cast<double>(NumElements(out_shape)) * forward_depth * batch;
       } else {

@@ -64,6 +64,17 @@ StatusOr<std::string> StringField(const json& object, const char* key, const std
   return it->get<std::string>();
 }
 
+// Refuses fields a reader would silently ignore (a typo such as "forward_us").
+Status CheckKnownFields(const json& object, std::initializer_list<const char*> known,
+                        const std::string& path) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    bool found = false;
+    for (const char* name : known) found = found || it.key() == name;
+    if (!found) return InvalidArgumentError("unknown field " + path + it.key());
+  }
+  return Status::Ok();
+}
+
 // Checks one layer's measurements: non-empty, batches >= 1 and distinct, times finite >= 0.
 Status CheckLayerData(const LayerProfileData& layer, const std::string& path) {
   if (layer.name.empty()) return InvalidArgumentError(path + ".name must not be empty");
@@ -108,6 +119,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
     return fail(InvalidArgumentError("unsupported version " + version->dump() +
                                      " (this build reads version 1)"));
   }
+  Status known = CheckKnownFields(doc, {"format", "version", "device", "model", "layers"}, "");
+  if (!known.ok()) return fail(known);
   ProfileData data;
   auto device = StringField(doc, "device", "");
   if (!device.ok()) return fail(device.status());
@@ -125,6 +138,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
     const json& entry = (*layers)[i];
     const std::string path = "layers[" + std::to_string(i) + "]";
     if (!entry.is_object()) return fail(InvalidArgumentError(path + " must be an object"));
+    known = CheckKnownFields(entry, {"name", "op", "batches"}, path + ".");
+    if (!known.ok()) return fail(known);
     LayerProfileData layer;
     auto name = StringField(entry, "name", path + ".");
     if (!name.ok()) return fail(name.status());
@@ -145,6 +160,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
       const json& item = (*batches)[j];
       const std::string where = path + ".batches[" + std::to_string(j) + "]";
       if (!item.is_object()) return fail(InvalidArgumentError(where + " must be an object"));
+      known = CheckKnownFields(item, {"batch", "forward_ms", "backward_ms"}, where + ".");
+      if (!known.ok()) return fail(known);
       BatchTime point;
       auto batch = item.find("batch");
       if (batch == item.end() || !batch->is_number_integer()) {

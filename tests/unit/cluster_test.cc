@@ -127,6 +127,9 @@ TEST_CASE("cluster JSON errors name the field") {
        "inter_node.bandwidth_gbps"},
       {"inter missing with 2 nodes", [](json& d) { d.erase("inter_node"); }, "inter_node"},
       {"name type", [](json& d) { d["name"] = 3; }, "name"},
+      {"unknown top-level field", [](json& d) { d["gpus"] = 8; }, "unknown field gpus"},
+      {"unknown link field", [](json& d) { d["intra_node"]["bandwith_gbps"] = 1; },
+       "unknown field intra_node.bandwith_gbps"},
   };
   for (const Case& c : cases) {
     json doc = ValidClusterDoc();

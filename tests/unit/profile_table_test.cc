@@ -113,6 +113,11 @@ TEST_CASE("profile JSON errors name the field") {
        "layers[4].batches[1].forward_ms"},
       {"missing time", [](json& d) { d["layers"][4]["batches"][1].erase("backward_ms"); },
        "layers[4].batches[1].backward_ms"},
+      {"unknown field", [](json& d) { d["gpu"] = "a100"; }, "unknown field gpu"},
+      {"unknown layer field", [](json& d) { d["layers"][2]["kind"] = "relu"; },
+       "unknown field layers[2].kind"},
+      {"unknown batch field", [](json& d) { d["layers"][0]["batches"][0]["forward_us"] = 3; },
+       "unknown field layers[0].batches[0].forward_us"},
   };
   for (const Case& c : cases) {
     json doc = valid;
