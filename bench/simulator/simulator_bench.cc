@@ -59,6 +59,7 @@ const std::vector<Variant> kVariants = {
     {"greedy, 0.05 ms pieces, FG slowdown x1.10", {BgPolicy::kGreedy, 1.10, kBlockMs}},
 };
 const std::vector<double> kSweepLimits = {1.1, 1.25, 1.5, 2.0, 3.0, 0.0};
+const std::vector<int64_t> kBgBatches = {4, 8, 16, 32};
 
 std::string Fixed(double value, int decimals) {
   char buffer[64];
@@ -88,6 +89,7 @@ struct ModelRun {
   SimReport main;
   std::vector<SimReport> variants;  // parallel to kVariants
   std::vector<SimReport> sweep;     // parallel to kSweepLimits
+  std::vector<SimReport> bg_batches;  // parallel to kBgBatches, default interference
   std::vector<std::string> fallback_layers;
   int num_layers = 0;
 };
@@ -117,6 +119,13 @@ StatusOr<ModelRun> RunModel(const Experiment& experiment, const std::string& pro
     ASSIGN_OR_RETURN(SimReport report, SimulateCluster(only_bp));
     run.variants.push_back(std::move(report));
   }
+  only_bp.engine.interference = kVariants[0].interference;
+  for (int64_t batch : kBgBatches) {
+    only_bp.bg[0].batch = batch;
+    ASSIGN_OR_RETURN(SimReport report, SimulateCluster(only_bp));
+    run.bg_batches.push_back(std::move(report));
+  }
+  only_bp.bg[0].batch = experiment.global_batch;
   only_bp.engine.interference = kVariants[1].interference;
   for (double limit : kSweepLimits) {
     only_bp.fg.amplification_limit = limit;
@@ -179,6 +188,23 @@ void WriteMarkdown(const std::vector<ModelRun>& runs, std::ostream& out) {
           << collocated->fg_devices << " | " << Fixed(collocated->fg_iteration_ms, 2) << " | "
           << Fixed(collocated->fg_speedup, 2) << "x | " << Fixed(collocated->bg_samples_per_s, 1)
           << " | " << Fixed(collocated->total_samples_per_s, 1) << " | "
+          << Fixed(collocated->ratio_to_dp, 2) << "x |\n";
+    }
+  }
+  out << "\nBP+BG with other BG batches (limit " << LimitName(kAmplificationLimit) << ", "
+      << kVariants[0].name << ").\n\n";
+  out << "| model | BG batch | BG alone samples/s | FG iter ms | FG vs BP | BG samples/s | total "
+         "samples/s | vs DP |\n|---|---|---|---|---|---|---|---|\n";
+  for (const ModelRun& run : runs) {
+    for (size_t i = 0; i < kBgBatches.size(); ++i) {
+      const SimConfigResult* collocated = Find(run.bg_batches[i], "BP+BG");
+      const SimConfigResult* bp = Find(run.bg_batches[i], "BP");
+      out << "| " << run.experiment.model << " | " << kBgBatches[i] << " | "
+          << Fixed(run.bg_batches[i].bg[0].samples_per_s, 1) << " | "
+          << Fixed(collocated->fg_iteration_ms, 2) << " | "
+          << Fixed(collocated->fg_iteration_ms / bp->fg_iteration_ms, 3) << "x | "
+          << Fixed(collocated->bg_samples_per_s, 1) << " | "
+          << Fixed(collocated->total_samples_per_s, 1) << " | "
           << Fixed(collocated->ratio_to_dp, 2) << "x |\n";
     }
   }
