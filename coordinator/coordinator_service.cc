@@ -70,7 +70,7 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
   std::string last_sent;
   uint64_t seen = 0;
   while (true) {
-    seen = jobs_->version();
+    seen = jobs_->JobVersion(req->job_id());
     StatusOr<JobRecord> job = jobs_->Get(req->job_id());
     if (!job.ok()) return ToGrpcStatus(job.status());
     v1::Job proto = JobToProto(*job);
@@ -80,7 +80,7 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
       last_sent = std::move(serialized);
     }
     if (IsTerminal(job->state)) return grpc::Status::OK;
-    while (jobs_->WaitForChange(seen, kStreamPoll) == seen) {
+    while (jobs_->WaitForJobChange(req->job_id(), seen, kStreamPoll) == seen) {
       if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
       if (jobs_->shutting_down()) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
@@ -122,7 +122,7 @@ grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
     if (tail.ok() && !tail->empty()) last_seq = tail->back().seq;
   }
   while (true) {
-    uint64_t seen = jobs_->version();
+    uint64_t seen = jobs_->JobVersion(req->job_id());
     StatusOr<std::vector<LogRecord>> more = jobs_->ReadLogs(req->job_id(), last_seq, 1000);
     if (!more.ok()) return ToGrpcStatus(more.status());
     if (!write_all(*more)) return grpc::Status::OK;
@@ -130,7 +130,7 @@ grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
     StatusOr<JobRecord> job = jobs_->Get(req->job_id());
     if (!job.ok()) return ToGrpcStatus(job.status());
     if (IsTerminal(job->state)) return grpc::Status::OK;
-    jobs_->WaitForChange(seen, kStreamPoll);
+    jobs_->WaitForJobChange(req->job_id(), seen, kStreamPoll);
     if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
     if (jobs_->shutting_down()) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");

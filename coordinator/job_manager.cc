@@ -136,8 +136,8 @@ StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
 StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   RETURN_IF_ERROR(store_->SaveJob(updated));
   JobRecord& slot = jobs_[updated.id];
+  job_versions_[updated.id] = ++version_;
   slot = std::move(updated);
-  ++version_;
   changed_.notify_all();
   return slot;
 }
@@ -149,7 +149,7 @@ Status JobManager::AppendLogs(const std::string& job_id, std::vector<LogRecord> 
   }
   RETURN_IF_ERROR(store_->AppendLogs(job_id, &lines));
   std::lock_guard<std::mutex> lock(mu_);
-  ++version_;
+  job_versions_[job_id] = ++version_;
   changed_.notify_all();
   return Status::Ok();
 }
@@ -180,6 +180,23 @@ uint64_t JobManager::WaitForChange(uint64_t seen, std::chrono::milliseconds time
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait_for(lock, timeout, [&] { return version_ > seen || shutdown_; });
   return version_;
+}
+
+uint64_t JobManager::JobVersion(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = job_versions_.find(job_id);
+  return it == job_versions_.end() ? 0 : it->second;
+}
+
+uint64_t JobManager::WaitForJobChange(const std::string& job_id, uint64_t seen,
+                                      std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto version = [&] {
+    auto it = job_versions_.find(job_id);
+    return it == job_versions_.end() ? uint64_t{0} : it->second;
+  };
+  changed_.wait_for(lock, timeout, [&] { return version() > seen || shutdown_; });
+  return version();
 }
 
 void JobManager::Shutdown() {

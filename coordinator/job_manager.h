@@ -62,6 +62,12 @@ class JobManager {
   uint64_t version() const;
   // Blocks until version() > seen, the deadline passes, or Shutdown(); returns version().
   uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const;
+  // The version of one job's last change (state, progress or logs); 0 for an unknown job.
+  uint64_t JobVersion(const std::string& job_id) const;
+  // Blocks until that job's version exceeds `seen`, the timeout passes, or Shutdown(); returns
+  // the job's version. Waiters on other jobs are woken too but go back to sleep cheaply.
+  uint64_t WaitForJobChange(const std::string& job_id, uint64_t seen,
+                            std::chrono::milliseconds timeout) const;
   // Wakes every waiter; later waits return at once.
   void Shutdown();
   bool shutting_down() const;
@@ -79,6 +85,7 @@ class JobManager {
   std::map<std::string, JobRecord> jobs_;
   int64_t next_seq_ = 1;
   uint64_t version_ = 0;
+  std::map<std::string, uint64_t> job_versions_;
   bool shutdown_ = false;
 };
 

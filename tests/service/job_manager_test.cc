@@ -125,8 +125,16 @@ TEST_CASE("WaitForChange returns once something changed", "[job_manager]") {
   JobManager jobs(&store, &clock);
   REQUIRE(jobs.Load().ok());
   uint64_t seen = jobs.version();
-  REQUIRE(jobs.Submit(TinySpec()).ok());
+  JobRecord a = *jobs.Submit(TinySpec());
   CHECK(jobs.WaitForChange(seen, std::chrono::milliseconds(0)) > seen);
+  // Per-job versions move only with that job.
+  const uint64_t a_seen = jobs.JobVersion(a.id);
+  CHECK(a_seen > 0);
+  CHECK(jobs.JobVersion("job-999999") == 0);
+  REQUIRE(jobs.Submit(TinySpec()).ok());
+  CHECK(jobs.WaitForJobChange(a.id, a_seen, std::chrono::milliseconds(0)) == a_seen);
+  REQUIRE(jobs.AppendLogs(a.id, {{0, 1, "n", 0, "line"}}).ok());
+  CHECK(jobs.WaitForJobChange(a.id, a_seen, std::chrono::milliseconds(0)) > a_seen);
   jobs.Shutdown();
   CHECK(jobs.shutting_down());
   CHECK(jobs.Submit(TinySpec()).status().code() == StatusCode::kUnavailable);
