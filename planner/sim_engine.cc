@@ -43,8 +43,8 @@ void AddKernels(const std::string& label, double ms, double max_kernel_ms, BgIte
 struct BgState {
   const BgIteration* job = nullptr;
   size_t next_kernel = 0;
-  double free_at = 0;       // end of the last BG kernel started
-  double fg_free_at = 0;    // end of the last FG step on this device
+  double free_at = 0;                              // end of the last BG kernel started
+  double fg_free_at = 0;                           // end of the last FG step on this device
   std::vector<std::pair<double, double>> kernels;  // [start, end) of kernels that may count
 };
 
@@ -68,8 +68,7 @@ double FillIdleTime(BgState& state, double ready_ms, BgPolicy policy, double rec
   return std::max(ready_ms, state.free_at);
 }
 
-double ClippedSum(const std::vector<std::pair<double, double>>& intervals, double from,
-                  double to) {
+double ClippedSum(const std::vector<std::pair<double, double>>& intervals, double from, double to) {
   double sum = 0;
   for (const auto& [start, end] : intervals) {
     sum += std::max(0.0, std::min(end, to) - std::max(start, from));
@@ -184,9 +183,9 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
                                                const EngineOptions& options) {
   const InterferenceModel& interference = options.interference;
   if (fg.num_devices < 1 || static_cast<int>(bg.size()) != fg.num_devices) {
-    return InvalidArgumentError("need one BG entry (or none) per FG device: " +
-                                std::to_string(bg.size()) + " for " +
-                                std::to_string(fg.num_devices) + " devices");
+    return InvalidArgumentError(
+        "need one BG entry (or none) per FG device: " + std::to_string(bg.size()) + " for " +
+        std::to_string(fg.num_devices) + " devices");
   }
   if (fg.global_batch < 1 || !(fg.iteration_ms() > 0)) {
     return InvalidArgumentError("the FG timeline must have a batch and take time");

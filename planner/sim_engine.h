@@ -48,8 +48,8 @@ struct FgStep {
 };
 
 struct FgTimeline {
-  int num_devices = 0;       // ranks 0..num_devices-1 exist
-  int64_t global_batch = 0;  // samples per FG iteration
+  int num_devices = 0;        // ranks 0..num_devices-1 exist
+  int64_t global_batch = 0;   // samples per FG iteration
   std::vector<FgStep> steps;  // one iteration, in execution order
   // Sum of the step durations: the iteration time without BG work.
   double iteration_ms() const;
@@ -99,19 +99,19 @@ struct EngineOptions {
 // Per device, averaged over the measured FG iterations.
 struct DeviceUsage {
   int device = 0;
-  std::string bg_model;    // empty: no BG job on this device
-  double fg_busy_ms = 0;   // per FG iteration
-  double bg_busy_ms = 0;   // per FG iteration
-  double idle_ms = 0;      // per FG iteration: neither FG nor BG
+  std::string bg_model;   // empty: no BG job on this device
+  double fg_busy_ms = 0;  // per FG iteration
+  double bg_busy_ms = 0;  // per FG iteration
+  double idle_ms = 0;     // per FG iteration: neither FG nor BG
   double bg_samples_per_s = 0;
 };
 
 struct MultiplexResult {
   double fg_iteration_ms = 0;
   double fg_samples_per_s = 0;
-  double bg_samples_per_s = 0;   // summed over devices
-  double fg_delay_ms = 0;        // per iteration: fg_iteration_ms minus the BG-free iteration
-  double window_ms = 0;          // simulated time the averages are taken over
+  double bg_samples_per_s = 0;  // summed over devices
+  double fg_delay_ms = 0;       // per iteration: fg_iteration_ms minus the BG-free iteration
+  double window_ms = 0;         // simulated time the averages are taken over
   std::vector<DeviceUsage> devices;
 };
 

@@ -40,8 +40,7 @@ Status CheckRequest(const SimRequest& request) {
   for (int k : request.partitions) {
     if (k < 1 || k > fg.devices) {
       return InvalidArgumentError("static partition with " + std::to_string(k) +
-                                  " FG devices is outside [1, " + std::to_string(fg.devices) +
-                                  "]");
+                                  " FG devices is outside [1, " + std::to_string(fg.devices) + "]");
     }
   }
   return Status::Ok();
@@ -144,9 +143,8 @@ StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
   // BG iterations, as the engine sees them (split into kernels) and alone on a device.
   std::vector<BgIteration> bg_iterations;
   for (const SimBgJob& job : request.bg) {
-    ASSIGN_OR_RETURN(BgIteration iteration,
-                     BuildBgIteration(*job.graph, *job.profile, job.batch,
-                                      engine.interference.max_bg_kernel_ms));
+    ASSIGN_OR_RETURN(BgIteration iteration, BuildBgIteration(*job.graph, *job.profile, job.batch,
+                                                             engine.interference.max_bg_kernel_ms));
     SimBgSummary summary;
     summary.model = iteration.model;
     summary.batch = iteration.batch;

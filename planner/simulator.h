@@ -29,8 +29,8 @@ struct SimFgJob {
   const Graph* graph = nullptr;
   const Profile* profile = nullptr;
   int64_t global_batch = 0;
-  int devices = 0;                  // G
-  double amplification_limit = 0;   // for BP; 0: unconstrained
+  int devices = 0;                 // G
+  double amplification_limit = 0;  // for BP; 0: unconstrained
 };
 
 struct SimBgJob {
@@ -64,18 +64,18 @@ struct SimConfigResult {
   double fg_samples_per_s = 0;
   double bg_samples_per_s = 0;
   double total_samples_per_s = 0;
-  double fg_speedup = 0;        // single-device iteration time / fg_iteration_ms
-  double ratio_to_dp = 0;       // total_samples_per_s / DP's
-  double fg_amplification = 0;  // the FG plan's GPU-second amplification
-  double fg_delay_ms = 0;       // FG iteration time lost to BG (BP+BG only)
+  double fg_speedup = 0;             // single-device iteration time / fg_iteration_ms
+  double ratio_to_dp = 0;            // total_samples_per_s / DP's
+  double fg_amplification = 0;       // the FG plan's GPU-second amplification
+  double fg_delay_ms = 0;            // FG iteration time lost to BG (BP+BG only)
   std::vector<DeviceUsage> devices;  // all G devices
 };
 
 struct SimBgSummary {
   std::string model;
   int64_t batch = 0;
-  double iteration_ms = 0;    // alone on one device
-  double samples_per_s = 0;   // alone on one device
+  double iteration_ms = 0;   // alone on one device
+  double samples_per_s = 0;  // alone on one device
   int kernels = 0;
 };
 

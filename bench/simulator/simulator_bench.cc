@@ -87,8 +87,8 @@ const SimConfigResult* Find(const SimReport& report, const std::string& name) {
 struct ModelRun {
   Experiment experiment;
   SimReport main;
-  std::vector<SimReport> variants;  // parallel to kVariants
-  std::vector<SimReport> sweep;     // parallel to kSweepLimits
+  std::vector<SimReport> variants;    // parallel to kVariants
+  std::vector<SimReport> sweep;       // parallel to kSweepLimits
   std::vector<SimReport> bg_batches;  // parallel to kBgBatches, default interference
   std::vector<std::string> fallback_layers;
   int num_layers = 0;
@@ -102,8 +102,7 @@ StatusOr<ModelRun> RunModel(const Experiment& experiment, const std::string& pro
   ASSIGN_OR_RETURN(std::string text, ReadFile(profiles_dir + "/" + experiment.file));
   ProfileOptions options;
   options.fallback = &analytical;  // explicit: layers the file lacks are timed analytically
-  ASSIGN_OR_RETURN(std::unique_ptr<TableProfile> profile,
-                   ParseProfileTable(text, graph, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<TableProfile> profile, ParseProfileTable(text, graph, options));
   run.fallback_layers = profile->fallback_layers();
   run.num_layers = graph.num_layers();
 
@@ -145,18 +144,19 @@ void WriteMarkdown(const std::vector<ModelRun>& runs, std::ostream& out) {
     out << "**" << run.experiment.title << "** (single device " << Fixed(report.single_device_ms, 2)
         << " ms; BG: " << report.bg[0].model << " at batch " << report.bg[0].batch << ", "
         << Fixed(report.bg[0].iteration_ms, 2) << " ms per iteration alone, "
-        << Fixed(report.bg[0].samples_per_s, 1) << " samples/s; profile: " << run.num_layers -
-        static_cast<int>(run.fallback_layers.size()) << " of " << run.num_layers
-        << " layers from " << run.experiment.file << ", " << run.fallback_layers.size()
-        << " from analytical:a100)\n\n";
-    out << "| config | FG dev | BG dev | FG iter ms | FG samples/s | BG samples/s | total samples/s "
+        << Fixed(report.bg[0].samples_per_s, 1)
+        << " samples/s; profile: " << run.num_layers - static_cast<int>(run.fallback_layers.size())
+        << " of " << run.num_layers << " layers from " << run.experiment.file << ", "
+        << run.fallback_layers.size() << " from analytical:a100)\n\n";
+    out << "| config | FG dev | BG dev | FG iter ms | FG samples/s | BG samples/s | total "
+           "samples/s "
            "| vs DP | FG speed-up |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const SimConfigResult& config : report.configs) {
       out << "| " << config.name << " | " << config.fg_devices_used << "/" << config.fg_devices
           << " | " << config.bg_devices << " | " << Fixed(config.fg_iteration_ms, 2) << " | "
           << Fixed(config.fg_samples_per_s, 1) << " | " << Fixed(config.bg_samples_per_s, 1)
-          << " | " << Fixed(config.total_samples_per_s, 1) << " | "
-          << Fixed(config.ratio_to_dp, 2) << "x | " << Fixed(config.fg_speedup, 2) << "x |\n";
+          << " | " << Fixed(config.total_samples_per_s, 1) << " | " << Fixed(config.ratio_to_dp, 2)
+          << "x | " << Fixed(config.fg_speedup, 2) << "x |\n";
     }
     out << "\n";
   }
@@ -173,8 +173,8 @@ void WriteMarkdown(const std::vector<ModelRun>& runs, std::ostream& out) {
           << Fixed(collocated->fg_iteration_ms, 2) << " | "
           << Fixed(collocated->fg_iteration_ms / bp->fg_iteration_ms, 3) << "x | "
           << Fixed(collocated->bg_samples_per_s, 1) << " | "
-          << Fixed(collocated->total_samples_per_s, 1) << " | "
-          << Fixed(collocated->ratio_to_dp, 2) << "x |\n";
+          << Fixed(collocated->total_samples_per_s, 1) << " | " << Fixed(collocated->ratio_to_dp, 2)
+          << "x |\n";
     }
   }
   out << "\nBP+BG across amplification limits (" << kVariants[1].name << ").\n\n";
@@ -204,8 +204,8 @@ void WriteMarkdown(const std::vector<ModelRun>& runs, std::ostream& out) {
           << Fixed(collocated->fg_iteration_ms, 2) << " | "
           << Fixed(collocated->fg_iteration_ms / bp->fg_iteration_ms, 3) << "x | "
           << Fixed(collocated->bg_samples_per_s, 1) << " | "
-          << Fixed(collocated->total_samples_per_s, 1) << " | "
-          << Fixed(collocated->ratio_to_dp, 2) << "x |\n";
+          << Fixed(collocated->total_samples_per_s, 1) << " | " << Fixed(collocated->ratio_to_dp, 2)
+          << "x |\n";
     }
   }
   out << "\nLayers timed by analytical:a100 because the reference file has no row for them:\n\n";
@@ -233,10 +233,10 @@ std::string Plot(const std::vector<ModelRun>& runs) {
     auto point = [](const SimConfigResult& config, std::string label) {
       return bench::PlotPoint{config.fg_speedup, config.ratio_to_dp, std::move(label)};
     };
-    bench::PlotSeries static_dp{"static k/8-k, FG DP", "#9e9e9e", bench::Marker::kTriangle,
-                                false, {}};
-    bench::PlotSeries static_bp{"static k/8-k, FG BP", "#4caf50", bench::Marker::kDownTriangle,
-                                false, {}};
+    bench::PlotSeries static_dp{
+        "static k/8-k, FG DP", "#9e9e9e", bench::Marker::kTriangle, false, {}};
+    bench::PlotSeries static_bp{
+        "static k/8-k, FG BP", "#4caf50", bench::Marker::kDownTriangle, false, {}};
     for (const SimConfigResult& config : run.main.configs) {
       if (config.kind != SimConfigKind::kStaticPartition) continue;
       const std::string split = config.name.substr(7, config.name.size() - 10);  // "k/m"
@@ -246,16 +246,19 @@ std::string Plot(const std::vector<ModelRun>& runs) {
         static_bp.points.push_back(point(config, ""));
       }
     }
-    bench::PlotSeries sweep{"BP+BG, 0.05 ms pieces, limits 1.1..none", "#ff9800",
-                            bench::Marker::kCircle, true, {}};
+    bench::PlotSeries sweep{
+        "BP+BG, 0.05 ms pieces, limits 1.1..none", "#ff9800", bench::Marker::kCircle, true, {}};
     for (size_t i = 0; i < kSweepLimits.size(); ++i) {
       sweep.points.push_back(point(*Find(run.sweep[i], "BP+BG"), ""));
     }
-    panel.series.push_back({"DP", "#000000", bench::Marker::kSquare, false,
-                            {point(*Find(run.main, "DP"), "")}});
-    panel.series.push_back({"BP", "#2196f3", bench::Marker::kCircle, false,
-                            {point(*Find(run.main, "BP"), "")}});
-    panel.series.push_back({"BP+BG (default model)", "#e53935", bench::Marker::kDiamond, false,
+    panel.series.push_back(
+        {"DP", "#000000", bench::Marker::kSquare, false, {point(*Find(run.main, "DP"), "")}});
+    panel.series.push_back(
+        {"BP", "#2196f3", bench::Marker::kCircle, false, {point(*Find(run.main, "BP"), "")}});
+    panel.series.push_back({"BP+BG (default model)",
+                            "#e53935",
+                            bench::Marker::kDiamond,
+                            false,
                             {point(*Find(run.main, "BP+BG"), "")}});
     panel.series.push_back(std::move(sweep));
     panel.series.push_back(std::move(static_dp));

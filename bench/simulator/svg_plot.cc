@@ -61,9 +61,9 @@ std::string MarkerSvg(Marker marker, double x, double y, const std::string& colo
       out << "<circle cx=\"" << Num(x) << "\" cy=\"" << Num(y) << "\" r=\"" << r << "\"";
       break;
     case Marker::kDiamond:
-      out << "<polygon points=\"" << Num(x) << "," << Num(y - r - 1) << " " << Num(x + r + 1)
-          << "," << Num(y) << " " << Num(x) << "," << Num(y + r + 1) << " " << Num(x - r - 1)
-          << "," << Num(y) << "\"";
+      out << "<polygon points=\"" << Num(x) << "," << Num(y - r - 1) << " " << Num(x + r + 1) << ","
+          << Num(y) << " " << Num(x) << "," << Num(y + r + 1) << " " << Num(x - r - 1) << ","
+          << Num(y) << "\"";
       break;
     case Marker::kTriangle:
       out << "<polygon points=\"" << Num(x) << "," << Num(y - r) << " " << Num(x + r) << ","
@@ -120,8 +120,8 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
     auto sy = [&](double y) { return bottom - (y - y_min) / (y_max - y_min) * (bottom - top); };
 
     svg << "<text x=\"" << Num((left + right) / 2) << "\" y=\"" << Num(top - 12)
-        << "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">"
-        << Escape(panel.title) << "</text>\n";
+        << "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">" << Escape(panel.title)
+        << "</text>\n";
     for (double x = x_min; x <= x_max + 1e-9; x += x_step) {
       svg << "<line x1=\"" << Num(sx(x)) << "\" y1=\"" << Num(top) << "\" x2=\"" << Num(sx(x))
           << "\" y2=\"" << Num(bottom) << "\" stroke=\"#e4e4e4\"/>\n";

@@ -1,8 +1,9 @@
 // Simulator tests: the discrete-event engine on timelines computable by hand, the FG timeline of
 // a plan, and the configurations of SimulateCluster (DP and BP equal the plan's predictions,
 // static partitions, BP+BG on a two-layer chain whose idle time is known exactly).
-#include <catch2/catch.hpp>
+#include "planner/simulator.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,7 +14,6 @@
 #include "planner/device_model.h"
 #include "planner/search.h"
 #include "planner/sim_engine.h"
-#include "planner/simulator.h"
 #include "planner/zoo/zoo.h"
 
 namespace deepool::planner {
@@ -74,10 +74,8 @@ FgTimeline GapTimeline() {
   FgTimeline timeline;
   timeline.num_devices = 2;
   timeline.global_batch = 4;
-  timeline.steps = {{"A fw", {0, 1}, 2.0},
-                    {"B fw", {0}, 4.0},
-                    {"B bw", {0}, 4.0},
-                    {"A bw", {0, 1}, 2.0}};
+  timeline.steps = {
+      {"A fw", {0, 1}, 2.0}, {"B fw", {0}, 4.0}, {"B bw", {0}, 4.0}, {"A bw", {0, 1}, 2.0}};
   return timeline;
 }
 
@@ -179,8 +177,7 @@ TEST_CASE("FG slowdown stretches only steps on devices that host BG", "[simulato
   CHECK(result->fg_iteration_ms == Approx(3 + 4 + 4 + 3));
   CHECK(result->devices[1].bg_busy_ms == Approx(8.0));
 
-  StatusOr<MultiplexResult> none =
-      SimulateMultiplexing(GapTimeline(), {nullptr, nullptr}, options);
+  StatusOr<MultiplexResult> none = SimulateMultiplexing(GapTimeline(), {nullptr, nullptr}, options);
   REQUIRE(none.ok());
   CHECK(none->fg_iteration_ms == Approx(12.0));
 }
@@ -191,8 +188,8 @@ TEST_CASE("Engine refuses malformed input", "[simulator]") {
   EngineOptions slow = Options(BgPolicy::kGreedy);
   slow.interference.fg_slowdown = 0.5;
   CHECK_FALSE(SimulateMultiplexing(timeline, {nullptr, nullptr}, slow).ok());
-  CHECK_FALSE(SimulateMultiplexing(timeline, {nullptr, nullptr}, Options(BgPolicy::kGreedy, 0, 0))
-                  .ok());
+  CHECK_FALSE(
+      SimulateMultiplexing(timeline, {nullptr, nullptr}, Options(BgPolicy::kGreedy, 0, 0)).ok());
   FgTimeline bad = timeline;
   bad.steps[1].devices = {2};
   CHECK_FALSE(SimulateMultiplexing(bad, {nullptr, nullptr}, Options(BgPolicy::kGreedy)).ok());
@@ -201,8 +198,7 @@ TEST_CASE("Engine refuses malformed input", "[simulator]") {
   CHECK_FALSE(SimulateMultiplexing(empty, {nullptr, nullptr}, Options(BgPolicy::kGreedy)).ok());
 }
 
-TEST_CASE("BG iteration: forward in order, backward in reverse, split into pieces",
-          "[simulator]") {
+TEST_CASE("BG iteration: forward in order, backward in reverse, split into pieces", "[simulator]") {
   const Graph graph = TwoLayerChain();
   const FakeProfile profile({{"l1", {1.0, 0.0}}, {"l2", {0.0, 3.0}}});
   StatusOr<BgIteration> whole = BuildBgIteration(graph, profile, 2);
@@ -242,8 +238,9 @@ TEST_CASE("FG timeline of a two-layer chain with one layer on 1 of 2 devices", "
   // 2 (g-1)/g x 160 bytes / 1 GB/s + 2 (g-1) x 10 us. l2 on one device has no all-reduce.
   const double resplit_ms = 32e-6 + 0.01;
   const double allreduce_ms = 160e-6 + 0.02;
-  const std::vector<std::string> labels = {"l1 fw", "l1 -> l2 resplit fw", "l2 fw", "l2 bw",
-                                           "l2 -> l1 resplit bw", "l1 bw", "l1 allreduce"};
+  const std::vector<std::string> labels = {"l1 fw",       "l1 -> l2 resplit fw", "l2 fw",
+                                           "l2 bw",       "l2 -> l1 resplit bw", "l1 bw",
+                                           "l1 allreduce"};
   REQUIRE(timeline->steps.size() == labels.size());
   for (size_t i = 0; i < labels.size(); ++i) CHECK(timeline->steps[i].label == labels[i]);
   CHECK(timeline->steps[0].devices == std::vector<int>{0, 1});
