@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 
 #include "planner/device_model.h"
 
@@ -167,6 +169,45 @@ TEST_CASE("non-monotone measurements become a monotone interpolant") {
     CHECK(time.forward_ms >= previous.forward_ms);
     CHECK(time.backward_ms >= previous.backward_ms);
     previous = time;
+  }
+}
+
+TEST_CASE("random measurements: the curve is monotone everywhere and keeps monotone data") {
+  std::mt19937 random(12345);
+  std::uniform_real_distribution<double> noise(0.0, 1.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    // Up to 8 distinct batches in [1, 64] with noisy times (often non-monotone).
+    std::vector<BatchTime> points;
+    std::set<int64_t> batches;
+    const int count = 1 + static_cast<int>(random() % 8);
+    while (static_cast<int>(batches.size()) < count) batches.insert(1 + random() % 64);
+    for (int64_t batch : batches) {
+      points.push_back({batch, 0.1 * batch * (0.5 + noise(random)), 3.0 * noise(random)});
+    }
+    BatchCurve curve(points);
+    INFO("trial " << trial);
+    LayerTime previous = curve.At(1);
+    CHECK(previous.forward_ms >= 0);
+    for (int64_t batch = 2; batch <= 80; ++batch) {
+      LayerTime time = curve.At(batch);
+      CHECK(time.forward_ms >= previous.forward_ms - 1e-12);
+      CHECK(time.backward_ms >= previous.backward_ms - 1e-12);
+      previous = time;
+    }
+    // The fit keeps each series' mean (pooling preserves sums).
+    double measured = 0, fitted = 0;
+    for (size_t i = 0; i < points.size(); ++i) {
+      measured += points[i].forward_ms;
+      fitted += curve.points()[i].forward_ms;
+    }
+    CHECK(fitted == Approx(measured));
+    // Monotone data passes through unchanged.
+    std::vector<BatchTime> sorted = curve.points();
+    BatchCurve again(sorted);
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      CHECK(again.At(sorted[i].batch).forward_ms == Approx(sorted[i].forward_ms));
+      CHECK(again.At(sorted[i].batch).backward_ms == Approx(sorted[i].backward_ms));
+    }
   }
 }
 
