@@ -170,8 +170,8 @@ void PrintReport(const planner::SimReport& report, const TimedModel& fg, const T
   out << "single-device iteration: " << Fixed(report.single_device_ms, 2) << " ms\n";
   for (const planner::SimBgSummary& job : report.bg) {
     out << "BG job: " << job.model << ", batch " << job.batch << " per device, "
-        << Fixed(job.iteration_ms, 2) << " ms per iteration alone ("
-        << Fixed(job.samples_per_s, 1) << " samples/s), " << job.kernels << " kernels\n";
+        << Fixed(job.iteration_ms, 2) << " ms per iteration alone (" << Fixed(job.samples_per_s, 1)
+        << " samples/s), " << job.kernels << " kernels\n";
   }
   if (bg != nullptr && bg != &fg) PrintFallback("BG profile", *bg, out);
   const planner::InterferenceModel& interference = report.engine.interference;
@@ -179,23 +179,38 @@ void PrintReport(const planner::SimReport& report, const TimedModel& fg, const T
       << (interference.max_bg_kernel_ms > 0
               ? "of at most " + Fixed(interference.max_bg_kernel_ms, 3) + " ms"
               : std::string("= layers"))
-      << ", FG slowdown x" << Fixed(interference.fg_slowdown, 2) << "; "
-      << report.engine.iterations << " FG iterations measured\n\n";
+      << ", FG slowdown x" << Fixed(interference.fg_slowdown, 2) << "; " << report.engine.iterations
+      << " FG iterations measured\n\n";
 
   std::vector<std::vector<std::string>> rows = {{"CONFIG", "FG DEV", "BG DEV", "FG ITER MS",
                                                  "FG SAMPLES/S", "BG SAMPLES/S", "TOTAL SAMPLES/S",
                                                  "VS DP", "FG SPEEDUP"}};
   for (const planner::SimConfigResult& config : report.configs) {
-    rows.push_back({config.name,
-                    std::to_string(config.fg_devices_used) + "/" + std::to_string(config.fg_devices),
-                    std::to_string(config.bg_devices), Fixed(config.fg_iteration_ms, 2),
-                    Fixed(config.fg_samples_per_s, 1), Fixed(config.bg_samples_per_s, 1),
-                    Fixed(config.total_samples_per_s, 1), Fixed(config.ratio_to_dp, 2) + "x",
-                    Fixed(config.fg_speedup, 2) + "x"});
+    rows.push_back(
+        {config.name,
+         std::to_string(config.fg_devices_used) + "/" + std::to_string(config.fg_devices),
+         std::to_string(config.bg_devices), Fixed(config.fg_iteration_ms, 2),
+         Fixed(config.fg_samples_per_s, 1), Fixed(config.bg_samples_per_s, 1),
+         Fixed(config.total_samples_per_s, 1), Fixed(config.ratio_to_dp, 2) + "x",
+         Fixed(config.fg_speedup, 2) + "x"});
   }
   PrintTable(rows, out);
   out << "\nFG DEV: devices the FG plan uses / devices given to it. FG SPEEDUP: single-device "
          "iteration time / FG iteration time.\n";
+  for (const planner::SimConfigResult& config : report.configs) {
+    if (config.kind != planner::SimConfigKind::kBurstParallelWithBg) continue;
+    out << "\n"
+        << config.name << " per device, ms per FG iteration (FG waits "
+        << Fixed(config.fg_delay_ms, 2) << " ms per iteration for running BG kernels):\n\n";
+    std::vector<std::vector<std::string>> devices = {
+        {"DEVICE", "FG BUSY", "BG BUSY", "IDLE", "BG SAMPLES/S"}};
+    for (const planner::DeviceUsage& usage : config.devices) {
+      devices.push_back({std::to_string(usage.device), Fixed(usage.fg_busy_ms, 2),
+                         Fixed(usage.bg_busy_ms, 2), Fixed(usage.idle_ms, 2),
+                         Fixed(usage.bg_samples_per_s, 1)});
+    }
+    PrintTable(devices, out);
+  }
 }
 
 int RunSimulate(const SimulateFlags& flags) {
@@ -243,11 +258,10 @@ int RunSimulate(const SimulateFlags& flags) {
 
   planner::SimRequest request;
   request.cluster = *cluster;
-  request.fg = {&fg->graph, fg->profile, flags.global_batch, flags.gpus,
-                flags.amplification_limit};
+  request.fg = {&fg->graph, fg->profile, flags.global_batch, flags.gpus, flags.amplification_limit};
   if (bg != nullptr) {
-    request.bg = {{&bg->graph, bg->profile,
-                   flags.bg_batch > 0 ? flags.bg_batch : flags.global_batch}};
+    request.bg = {
+        {&bg->graph, bg->profile, flags.bg_batch > 0 ? flags.bg_batch : flags.global_batch}};
   }
   request.partitions = flags.partitions;
   request.engine.iterations = flags.iterations;
@@ -274,9 +288,10 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
       ->required();
   simulate->add_option("--global-batch", flags->global_batch, "FG global batch")->required();
   simulate->add_option("--gpus", flags->gpus, "Devices in the cluster (G)")->required();
-  simulate->add_option("--amplification-limit", flags->amplification_limit,
-                       "GPU-seconds limit of the BP plans, as a multiple of the single-device "
-                       "iteration (0: none)")
+  simulate
+      ->add_option("--amplification-limit", flags->amplification_limit,
+                   "GPU-seconds limit of the BP plans, as a multiple of the single-device "
+                   "iteration (0: none)")
       ->capture_default_str();
   simulate->add_option("--bg-model", flags->bg_model, "BG model (default: the FG model)");
   simulate->add_option("--bg-batch", flags->bg_batch,
@@ -295,24 +310,28 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
                        "--device h100, cpu-G for --device cpu)");
   simulate->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                      "Extrapolate profile files beyond their measured batches");
-  simulate->add_option("--bg-policy", flags->bg_policy,
-                       "greedy: a BG kernel starts whenever the device is FG-idle; fit-gaps: "
-                       "only if it ends before the device's next FG step")
+  simulate
+      ->add_option("--bg-policy", flags->bg_policy,
+                   "greedy: a BG kernel starts whenever the device is FG-idle; fit-gaps: "
+                   "only if it ends before the device's next FG step")
       ->capture_default_str();
-  simulate->add_option("--fg-slowdown", flags->fg_slowdown,
-                       "Factor (>= 1) on FG steps of devices that host a BG job")
+  simulate
+      ->add_option("--fg-slowdown", flags->fg_slowdown,
+                   "Factor (>= 1) on FG steps of devices that host a BG job")
       ->capture_default_str();
-  simulate->add_option("--bg-kernel-max-ms", flags->bg_kernel_max_ms,
-                       "Split BG layers into non-preemptible pieces of at most this length "
-                       "(0: one kernel per layer and direction)")
+  simulate
+      ->add_option("--bg-kernel-max-ms", flags->bg_kernel_max_ms,
+                   "Split BG layers into non-preemptible pieces of at most this length "
+                   "(0: one kernel per layer and direction)")
       ->capture_default_str();
   simulate->add_option("--iterations", flags->iterations, "FG iterations measured")
       ->capture_default_str();
   simulate->add_option("--warmup", flags->warmup, "FG iterations simulated before measuring")
       ->capture_default_str();
-  simulate->add_option("--partitions", flags->partitions,
-                       "FG device counts of the static partitions (default: powers of two "
-                       "below G, and G)")
+  simulate
+      ->add_option("--partitions", flags->partitions,
+                   "FG device counts of the static partitions (default: powers of two "
+                   "below G, and G)")
       ->delimiter(',');
   simulate->add_flag("--json", flags->json,
                      "Print a deepool.simulation JSON document (docs/simulator.md)");
