@@ -93,7 +93,7 @@ TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cl
   pending.set_state(v1::JOB_STATE_PENDING);
   pending.set_reason("waiting for 1 free device");
   std::string table = JobsTable({job, pending});
-  CHECK(table.find("job-7   resnet  fg    RUNNING") != std::string::npos);
+  CHECK(table.find("job-7  resnet  fg    RUNNING") != std::string::npos);
   CHECK(table.find("[##########..........]  50%") != std::string::npos);
   CHECK(table.find("1.50k") != std::string::npos);
   CHECK(table.find("4 on a\xC3\x97" "2,b\xC3\x97" "2") != std::string::npos);
@@ -104,12 +104,12 @@ TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cl
 }
 
 TEST_CASE("plan summaries count layers per device count", "[cli]") {
-  std::string plan = R"({"format":"deepool.plan","version":1,"model":"vgg16","global_batch":64,
+  std::string plan = R"JSON({"format":"deepool.plan","version":1,"model":"vgg16","global_batch":64,
     "num_devices":8,"amplification_limit":2,"profile_source":"a100 (analytical)",
     "single_device_ms":100,"totals":{"iteration_ms":20,"amplification":1.6},
     "data_parallel":{"iteration_ms":25},
     "layers":[{"layer":"a","devices":[0,1,2,3,4,5,6,7]},{"layer":"b","devices":[0,1,2,3,4,5,6,7]},
-              {"layer":"fc","devices":[0]}]})";
+              {"layer":"fc","devices":[0]}]})JSON";
   std::string summary = PlanSummary(plan);
   CHECK(summary.find("model vgg16, global batch 64, 8 devices, 3 layers") != std::string::npos);
   CHECK(summary.find("predicted iteration 20ms (data parallel 25ms, one device 100ms)") !=
