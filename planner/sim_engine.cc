@@ -196,7 +196,23 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
   if (!(interference.fg_slowdown >= 1.0) || !std::isfinite(interference.fg_slowdown)) {
     return InvalidArgumentError("FG slowdown must be a finite factor >= 1");
   }
+  for (const BgIteration* job : bg) {
+    if (job == nullptr) continue;
+    for (const BgKernel& kernel : job->kernels) {
+      // A zero-length kernel would never advance the device's clock.
+      if (!(kernel.duration_ms > 0) || !std::isfinite(kernel.duration_ms)) {
+        return InvalidArgumentError("BG job " + job->model + ": kernel '" + kernel.label +
+                                    "' must take a finite time > 0");
+      }
+    }
+    if (job->batch < 1) {
+      return InvalidArgumentError("BG job " + job->model + ": batch must be >= 1");
+    }
+  }
   for (const FgStep& step : fg.steps) {
+    if (!(step.duration_ms >= 0) || !std::isfinite(step.duration_ms)) {
+      return InvalidArgumentError("FG step '" + step.label + "' must take a finite time >= 0");
+    }
     for (int d : step.devices) {
       if (d < 0 || d >= fg.num_devices) {
         return InvalidArgumentError("FG step '" + step.label + "' names device " +

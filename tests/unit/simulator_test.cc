@@ -193,6 +193,12 @@ TEST_CASE("Engine refuses malformed input", "[simulator]") {
   FgTimeline bad = timeline;
   bad.steps[1].devices = {2};
   CHECK_FALSE(SimulateMultiplexing(bad, {nullptr, nullptr}, Options(BgPolicy::kGreedy)).ok());
+  BgIteration stuck = UniformBg(2, 1.0, 1);
+  stuck.kernels[1].duration_ms = 0;
+  CHECK_FALSE(SimulateMultiplexing(timeline, {nullptr, &stuck}, Options(BgPolicy::kGreedy)).ok());
+  FgTimeline negative = timeline;
+  negative.steps[0].duration_ms = -1;
+  CHECK_FALSE(SimulateMultiplexing(negative, {nullptr, nullptr}, Options(BgPolicy::kGreedy)).ok());
   FgTimeline empty = timeline;
   empty.steps.clear();
   CHECK_FALSE(SimulateMultiplexing(empty, {nullptr, nullptr}, Options(BgPolicy::kGreedy)).ok());
