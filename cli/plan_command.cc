@@ -1,0 +1,293 @@
+// `deepool plan`: the burst-parallel plan of a model for a global batch, a number of devices and
+// an amplification limit, printed as a per-layer table with a summary against data
+// parallelism, or as plan JSON; --svg draws it (docs/planner.md).
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command_registry.h"
+#include "planner/cluster.h"
+#include "planner/device_model.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "planner/plan_svg.h"
+#include "planner/profile_table.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::cli {
+namespace {
+
+namespace planner = deepool::planner;
+
+struct PlanFlags {
+  std::string model;
+  std::string graph_path;
+  int64_t global_batch = 0;
+  int gpus = 0;
+  double amplification_limit = 2.0;
+  std::string profile_path;
+  std::string device;
+  std::string fallback_device;
+  std::string cluster;
+  bool json = false;
+  std::string svg_path;
+  bool exhaustive = false;
+  bool allow_extrapolation = false;
+};
+
+int CodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return kExitNotFound;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+      return kExitInvalidInput;
+    default:
+      return kExitFailure;
+  }
+}
+
+int Fail(const Status& status, int code) {
+  std::cerr << "error: " << status.message() << '\n';
+  return code;
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgumentError("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+StatusOr<planner::Graph> LoadGraph(const PlanFlags& flags) {
+  if (!flags.graph_path.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(flags.graph_path));
+    StatusOr<planner::Graph> graph = planner::ParseGraphJson(text);
+    if (!graph.ok()) return graph.status().WithContext(flags.graph_path);
+    return graph;
+  }
+  return planner::zoo::BuildModel(flags.model);
+}
+
+// --cluster: a file when one exists at that path, otherwise a preset name; by default the
+// preset matching the device. Resized to --gpus devices in nodes of the preset's shape.
+StatusOr<planner::Cluster> LoadCluster(const PlanFlags& flags) {
+  planner::Cluster cluster;
+  if (!flags.cluster.empty() && std::ifstream(flags.cluster).good()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(flags.cluster));
+    StatusOr<planner::Cluster> parsed = planner::ParseClusterJson(text);
+    if (!parsed.ok()) return parsed.status().WithContext(flags.cluster);
+    cluster = *parsed;
+  } else {
+    std::string name = flags.cluster;
+    const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
+    if (name.empty()) {
+      name = device == "h100"  ? "dgx-h100"
+             : device == "cpu" ? "cpu-" + std::to_string(std::max(1, flags.gpus))
+                               : "dgx-a100";
+    }
+    StatusOr<planner::Cluster> preset = planner::ClusterPreset(name);
+    if (!preset.ok()) return preset.status().WithContext("--cluster");
+    cluster = *preset;
+  }
+  if (flags.gpus >= 1 && cluster.total_devices() < flags.gpus) {
+    cluster = planner::ResizeCluster(cluster, flags.gpus);
+  }
+  return cluster;
+}
+
+std::string Fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
+  return buffer;
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(widths[c] - row[c].size(), ' ');
+      line += c == 0 ? row[c] + pad : pad + row[c];  // names left, numbers right
+      if (c + 1 < row.size()) line += "  ";
+    }
+    out << line << '\n';
+  }
+}
+
+// "4" for even shares, "5/4" (largest/smallest) for uneven ones.
+std::string SamplesPerDevice(const planner::LayerPlacement& placement) {
+  const auto [low, high] = std::minmax_element(placement.samples.begin(), placement.samples.end());
+  if (low == placement.samples.end()) return "-";
+  return *low == *high ? std::to_string(*high) : std::to_string(*high) + "/" + std::to_string(*low);
+}
+
+void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
+               const std::vector<std::string>& fallback_layers, std::ostream& out) {
+  out << "model " << plan.model << ", global batch " << plan.global_batch << ", "
+      << plan.num_devices << " devices, amplification limit "
+      << (plan.amplification_limit > 0 ? Fixed(plan.amplification_limit, 2) : "none")
+      << "\nprofile: " << plan.profile_source << "\n";
+  if (!fallback_layers.empty()) {
+    out << fallback_layers.size() << " of " << graph.num_layers()
+        << " layers are not in the profile file and are timed by the fallback device:";
+    const size_t shown = std::min<size_t>(fallback_layers.size(), 8);
+    for (size_t i = 0; i < shown; ++i) out << (i ? ", " : " ") << fallback_layers[i];
+    out << (shown < fallback_layers.size() ? ", ...\n" : "\n");
+  }
+  out << '\n';
+  std::vector<std::vector<std::string>> rows = {
+      {"LAYER", "OP", "DEVICES", "SAMPLES/DEV", "FW MS", "BW MS", "COMM MS"}};
+  for (size_t id = 0; id < plan.layers.size(); ++id) {
+    const planner::LayerPlacement& p = plan.layers[id];
+    const auto layer_id = graph.FindLayer(p.layer);
+    rows.push_back({p.layer, layer_id ? planner::OpName(graph.layer(*layer_id).op) : "?",
+                    std::to_string(p.devices.size()), SamplesPerDevice(p), Fixed(p.forward_ms, 3),
+                    Fixed(p.backward_ms, 3), Fixed(p.comm_ms, 3)});
+  }
+  PrintTable(rows, out);
+  const planner::PlanTotals& bp = plan.totals;
+  const planner::PlanTotals& dp = plan.data_parallel;
+  out << "\nburst-parallel: " << Fixed(bp.iteration_ms, 2) << " ms/iteration, "
+      << Fixed(dp.iteration_ms / bp.iteration_ms, 2) << "x the speed of data parallelism ("
+      << Fixed(dp.iteration_ms, 2) << " ms); GPU-seconds " << Fixed(bp.gpu_seconds, 4) << " vs "
+      << Fixed(dp.gpu_seconds, 4) << "; amplification " << Fixed(bp.amplification, 2) << " vs "
+      << Fixed(dp.amplification, 2) << "; devices used " << bp.devices_used << " vs "
+      << dp.devices_used << "; single device " << Fixed(plan.single_device_ms, 2) << " ms\n";
+}
+
+int RunPlan(const PlanFlags& flags) {
+  if (flags.model.empty() == flags.graph_path.empty()) {
+    std::cerr << "error: give exactly one of --model NAME or --graph FILE\n";
+    return kExitUsage;
+  }
+  if (flags.profile_path.empty() == flags.device.empty()) {
+    std::cerr << "error: give exactly one of --profile FILE or --device NAME\n";
+    return kExitUsage;
+  }
+  if (!flags.fallback_device.empty() && flags.profile_path.empty()) {
+    std::cerr << "error: --fallback-device only applies with --profile\n";
+    return kExitUsage;
+  }
+  StatusOr<planner::Graph> graph = LoadGraph(flags);
+  if (!graph.ok()) return Fail(graph.status(), CodeFor(graph.status()));
+  StatusOr<planner::Cluster> cluster = LoadCluster(flags);
+  if (!cluster.ok()) return Fail(cluster.status(), kExitInvalidInput);
+
+  std::unique_ptr<planner::Profile> analytical;
+  const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
+  if (!device.empty()) {
+    StatusOr<planner::DeviceModel> model = planner::DevicePreset(device);
+    if (!model.ok()) return Fail(model.status(), kExitUsage);
+    analytical = planner::MakeAnalyticalProfile(*model);
+  }
+  std::unique_ptr<planner::TableProfile> table;
+  std::vector<std::string> fallback_layers;
+  const planner::Profile* profile = analytical.get();
+  if (!flags.profile_path.empty()) {
+    StatusOr<std::string> text = ReadFile(flags.profile_path);
+    if (!text.ok()) return Fail(text.status(), kExitInvalidInput);
+    planner::ProfileOptions options;
+    options.allow_extrapolation = flags.allow_extrapolation;
+    options.fallback = analytical.get();
+    StatusOr<std::unique_ptr<planner::TableProfile>> parsed =
+        planner::ParseProfileTable(*text, *graph, options);
+    if (!parsed.ok()) {
+      Status status = parsed.status().WithContext(flags.profile_path);
+      if (status.code() == StatusCode::kNotFound) {
+        std::cerr << "error: " << status.message()
+                  << " (add --fallback-device NAME to time them with an analytical model)\n";
+        return kExitInvalidInput;
+      }
+      return Fail(status, kExitInvalidInput);
+    }
+    table = std::move(*parsed);
+    fallback_layers = table->fallback_layers();
+    profile = table.get();
+  }
+
+  planner::PlanOptions options;
+  options.global_batch = flags.global_batch;
+  options.devices = flags.gpus;
+  options.amplification_limit = flags.amplification_limit;
+  options.exhaustive_counts = flags.exhaustive;
+  StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
+  if (!plan.ok()) {
+    std::string hint;
+    if (plan.status().code() == StatusCode::kOutOfRange) {
+      hint =
+          " (the profile's measured batches do not cover it; --allow-extrapolation extends "
+          "them)";
+    }
+    std::cerr << "error: " << plan.status().message() << hint << '\n';
+    return CodeFor(plan.status());
+  }
+  if (!flags.svg_path.empty()) {
+    std::ofstream svg(flags.svg_path, std::ios::binary);
+    svg << planner::PlanToSvg(*plan);
+    if (!svg.good()) {
+      std::cerr << "error: cannot write " << flags.svg_path << '\n';
+      return kExitFailure;
+    }
+  }
+  if (flags.json) {
+    std::cout << planner::PlanToJson(*plan) << '\n';
+  } else {
+    PrintPlan(*plan, *graph, fallback_layers, std::cout);
+  }
+  return kExitOk;
+}
+
+void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Plan burst-parallel training: how many devices every layer runs on, within an "
+      "amplification limit, against data parallelism");
+  plan->add_option("--model", flags->model, "Zoo model (see `deepool model list`)");
+  plan->add_option("--graph", flags->graph_path, "Layer graph JSON file instead of a zoo model");
+  plan->add_option("--global-batch", flags->global_batch, "Global batch (B)")->required();
+  plan->add_option("--gpus", flags->gpus, "Devices available (G)")->required();
+  plan->add_option("--amplification-limit", flags->amplification_limit,
+                   "Most GPU-seconds per iteration, as a multiple of the single-device "
+                   "iteration time (>= 1; 0: no limit)")
+      ->capture_default_str();
+  plan->add_option("--profile", flags->profile_path,
+                   "Layer profile: deepool profile JSON or reference A100 .prof file");
+  plan->add_option("--device", flags->device, "Analytical device model (a100, h100, v100, cpu)");
+  plan->add_option("--fallback-device", flags->fallback_device,
+                   "With --profile: analytical device for the layers the file lacks");
+  plan->add_option("--cluster", flags->cluster,
+                   "Cluster JSON file or preset (default: dgx-a100; dgx-h100 for h100, cpu-G "
+                   "for cpu), resized to --gpus devices");
+  plan->add_flag("--json", flags->json, "Print the plan JSON (docs/formats.md, \"Plans\")");
+  plan->add_option("--svg", flags->svg_path, "Also draw the plan into this SVG file");
+  plan->add_flag("--exhaustive", flags->exhaustive,
+                 "Consider every device count 1..min(G, B), not only the candidate set");
+  plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
+                 "Extrapolate profile files beyond their measured batches");
+  plan->footer(
+      "Examples:\n"
+      "  deepool plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
+      "--device a100\n"
+      "  deepool plan --model vgg16 --global-batch 32 --gpus 8 --profile A100_vgg.prof \\\n"
+      "      --fallback-device a100 --svg vgg16.svg");
+  plan->callback([&result, flags] { result.exit_code = RunPlan(*flags); });
+}
+
+const RegisterCommand kRegisterPlanCommand(RegisterPlanCommand);
+
+}  // namespace
+}  // namespace deepool::cli
