@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/plan_svg.h"
 
 namespace deepool::planner {
 namespace {
@@ -167,6 +168,25 @@ TEST_CASE("data-parallel layout and matching a plan to its graph", "[plan]") {
   Plan shorter = layout;
   shorter.layers.pop_back();
   CHECK_FALSE(CheckPlanMatchesGraph(shorter, *graph).ok());
+}
+
+TEST_CASE("the SVG draws one cell per layer and device it runs on", "[plan]") {
+  Plan plan = TwoLayerPlan();
+  plan.model = "toy<1>";
+  const std::string svg = PlanToSvg(plan);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK_THAT(svg, Catch::Contains("toy&lt;1&gt;"));
+  CHECK_THAT(svg, Catch::Contains("<title>conv: 3 devices"));
+  CHECK_THAT(svg, Catch::Contains("<title>fc: 1 devices"));
+  size_t cells = 0;
+  for (size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1)) {
+    ++cells;
+  }
+  CHECK(cells == 2 + 3 + 1);  // background, grid, conv on 3 devices, fc on 1
+  // Beyond 128 devices rows stand for bands of ranks.
+  plan.num_devices = 1024;
+  plan.layers[0].devices = {0, 1, 2};
+  CHECK_THAT(PlanToSvg(plan), Catch::Contains("8 per row"));
 }
 
 }  // namespace

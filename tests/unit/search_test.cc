@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/device_model.h"
 #include "planner/graph.h"
+#include "planner/zoo/zoo.h"
 
 namespace deepool::planner {
 namespace {
@@ -470,6 +472,32 @@ TEST_CASE("graphs that are not series-parallel are refused by name", "[search]")
   REQUIRE_FALSE(plan.ok());
   CHECK(plan.status().code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(plan.status().message(), Catch::Contains("series-parallel"));
+}
+
+TEST_CASE("every zoo model plans on the analytical A100 within its limit", "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  Cluster cluster;
+  cluster.devices_per_node = 8;
+  cluster.intra_node = Link{300, 2};
+  cluster.inter_node = Link{25, 5};
+  for (const std::string& name : zoo::ModelNames()) {
+    auto graph = zoo::BuildModel(name);
+    REQUIRE(graph.ok());
+    for (double limit : {0.0, 1.0, 2.0}) {
+      PlanOptions options;
+      options.global_batch = 32;
+      options.devices = 16;
+      options.amplification_limit = limit;
+      INFO(name << " limit " << limit);
+      auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+      REQUIRE(plan.ok());
+      CheckPlanShape(*plan, *graph, options);
+      if (limit == 1.0) CHECK(plan->totals.amplification <= 1.0 + 1e-9);
+      if (limit == 0.0) {
+        CHECK(plan->totals.iteration_ms <= plan->data_parallel.iteration_ms * (1 + 1e-12));
+      }
+    }
+  }
 }
 
 }  // namespace
