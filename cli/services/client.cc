@@ -167,9 +167,9 @@ std::string JobsTable(const std::vector<v1::Job>& jobs) {
 std::string JobProgressLine(const v1::Job& job) {
   const auto& p = job.progress();
   std::ostringstream out;
-  out << job.job_id() << " " << Truncate(job.spec().name(), 20) << " "
-      << StateWithReason(job, 60) << " " << ProgressBar(Fraction(job), 20) << " it "
-      << p.iteration() << "/" << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
+  out << job.job_id() << " " << Truncate(job.spec().name(), 20) << " " << StateWithReason(job, 60)
+      << " " << ProgressBar(Fraction(job), 20) << " it " << p.iteration() << "/"
+      << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
   if (p.has_loss()) {
     char loss[32];
     std::snprintf(loss, sizeof(loss), "%.4f", p.loss());
@@ -185,7 +185,7 @@ std::string PlanSummary(const std::string& plan_json) {
   std::ostringstream out;
   auto number = [](const nlohmann::json& obj, const char* key) {
     return obj.is_object() && obj.contains(key) && obj[key].is_number() ? obj[key].get<double>()
-                                                                         : 0.0;
+                                                                        : 0.0;
   };
   const nlohmann::json layers = plan.value("layers", nlohmann::json::array());
   const nlohmann::json totals = plan.value("totals", nlohmann::json::object());
@@ -293,12 +293,11 @@ std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms) {
     for (const auto& j : node.bg_job_ids()) bg += !j.empty();
     std::string state = v1::NodeState_Name(node.state());
     if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
-    table.AddRow({node.name(), node.node_id(), state, node.address(),
-                  devices.empty() ? "-" : devices,
-                  std::to_string(fg) + "/" + std::to_string(node.devices_size()),
-                  std::to_string(bg) + "/" + std::to_string(node.devices_size()),
-                  std::to_string(node.task_ids_size()),
-                  FormatAgo(node.last_heartbeat_ms(), now_ms)});
+    table.AddRow(
+        {node.name(), node.node_id(), state, node.address(), devices.empty() ? "-" : devices,
+         std::to_string(fg) + "/" + std::to_string(node.devices_size()),
+         std::to_string(bg) + "/" + std::to_string(node.devices_size()),
+         std::to_string(node.task_ids_size()), FormatAgo(node.last_heartbeat_ms(), now_ms)});
   }
   return table.Render();
 }

@@ -40,8 +40,7 @@ std::unique_ptr<grpc::ClientContext> UnaryContext(
 // kExitNotFound for NOT_FOUND, kExitFailure otherwise.
 int ExitCodeFor(const grpc::Status& status);
 // Prints a one-line explanation to stderr and returns ExitCodeFor(status).
-int ReportRpcError(const grpc::Status& status, const std::string& what,
-                   const std::string& address);
+int ReportRpcError(const grpc::Status& status, const std::string& what, const std::string& address);
 
 // "PENDING", "RUNNING", ... for the proto enum.
 std::string StateName(v1::JobState state);

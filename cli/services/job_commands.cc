@@ -4,16 +4,16 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "cli/command_registry.h"
-#include "common/status.h"
 #include "cli/services/client.h"
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
+#include "common/status.h"
 
 namespace deepool::cli {
 namespace {

@@ -71,11 +71,11 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
         if (!last.count(id)) continue;
         const v1::Job& job = last[id];
         std::string line = options.json ? ToJson(job, false) : JobProgressLine(job);
-        bool state_changed = !last_line.count(id) ||
-                             last_line[id].find(StateName(job.state())) == std::string::npos;
+        bool state_changed =
+            !last_line.count(id) || last_line[id].find(StateName(job.state())) == std::string::npos;
         bool stale = !last_print.count(id) || now - last_print[id] >= std::chrono::seconds(2);
-        if (line != last_line[id] && (state_changed || stale || IsTerminal(job.state()) ||
-                                      options.json)) {
+        if (line != last_line[id] &&
+            (state_changed || stale || IsTerminal(job.state()) || options.json)) {
           out << line << std::endl;
           last_line[id] = line;
           last_print[id] = now;
@@ -133,13 +133,12 @@ std::string JobsSummary(const std::vector<v1::Job>& jobs) {
     if (!job.reason().empty() && job.state() != v1::JOB_STATE_SUCCEEDED) {
       state += " (" + Truncate(job.reason(), 60) + ")";
     }
-    table.AddRow({job.job_id(), job.spec().name(), RoleName(job.spec().role()), state,
-                  std::to_string(job.progress().iteration()) + "/" +
-                      std::to_string(job.spec().iterations()),
-                  job.progress().samples_per_s() > 0 ? FormatRate(job.progress().samples_per_s())
-                                                     : "-",
-                  FormatDuration(static_cast<double>(job.updated_ms() - started)),
-                  devices.empty() ? "-" : devices});
+    table.AddRow(
+        {job.job_id(), job.spec().name(), RoleName(job.spec().role()), state,
+         std::to_string(job.progress().iteration()) + "/" + std::to_string(job.spec().iterations()),
+         job.progress().samples_per_s() > 0 ? FormatRate(job.progress().samples_per_s()) : "-",
+         FormatDuration(static_cast<double>(job.updated_ms() - started)),
+         devices.empty() ? "-" : devices});
   }
   return table.Render();
 }

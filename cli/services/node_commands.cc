@@ -64,10 +64,10 @@ RegisterCommand drain_command([](CLI::App& app, CommandResult& result) {
   for (bool drain : {true, false}) {
     auto client = std::make_shared<ClientOptions>();
     auto node = std::make_shared<std::string>();
-    CLI::App* cmd = app.add_subcommand(
-        drain ? "drain" : "undrain",
-        drain ? "stop giving a node new tasks (its running tasks finish)"
-              : "let a drained node take tasks again");
+    CLI::App* cmd =
+        app.add_subcommand(drain ? "drain" : "undrain",
+                           drain ? "stop giving a node new tasks (its running tasks finish)"
+                                 : "let a drained node take tasks again");
     cmd->add_option("node", *node, "node name or id")->required();
     AddClientOptions(cmd, client.get());
     cmd->callback([=, &result] { result.exit_code = RunDrain(*client, *node, drain); });

@@ -17,10 +17,10 @@
 #include <thread>
 
 #include "cli/command_registry.h"
-#include "common/status.h"
 #include "cli/services/client.h"
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
+#include "common/status.h"
 
 extern char** environ;
 
@@ -97,8 +97,8 @@ StatusOr<Child> Spawn(const std::string& name, const fs::path& binary,
   sigaddset(&defaults, SIGTERM);
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   Child child;
   child.name = name;
   int rc = posix_spawn(&child.pid, binary.c_str(), &actions, &attr, argv.data(), environ);
@@ -130,8 +130,8 @@ StatusOr<std::string> ReadListeningAddress(const Child& coordinator, Clock::dura
         std::string line = buffer.substr(0, newline);
         buffer.erase(0, newline + 1);
         auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (doc.is_object() && doc.value("event", "") == "listening" &&
-            doc.contains("address") && doc["address"].is_string()) {
+        if (doc.is_object() && doc.value("event", "") == "listening" && doc.contains("address") &&
+            doc["address"].is_string()) {
           return doc["address"].get<std::string>();
         }
       }
@@ -275,11 +275,11 @@ int RunUp(const UpFlags& f) {
 
   for (int i = 0; i < f.workers; ++i) {
     std::string name = "local-" + std::to_string(i);
-    auto worker = Spawn(name, bin / "deepool-worker",
-                        {"--coordinator", *address, "--devices",
-                         "cpu:" + std::to_string(f.devices_per_worker), "--name", name,
-                         "--address", "127.0.0.1", "--work-dir", (dir / name).string()},
-                        dir / (name + ".log"), /*pipe_stdout=*/false);
+    auto worker = Spawn(
+        name, bin / "deepool-worker",
+        {"--coordinator", *address, "--devices", "cpu:" + std::to_string(f.devices_per_worker),
+         "--name", name, "--address", "127.0.0.1", "--work-dir", (dir / name).string()},
+        dir / (name + ".log"), /*pipe_stdout=*/false);
     if (!worker.ok()) {
       std::cerr << "deepool up: " << worker.status().message() << "\n";
       shutdown();
@@ -295,8 +295,8 @@ int RunUp(const UpFlags& f) {
     shutdown();
     return kExitFailure;
   }
-  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker
-            << " CPU device(s) each" << std::endl;
+  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker << " CPU device(s) each"
+            << std::endl;
 
   const int ranks = f.workers * f.devices_per_worker;
   nlohmann::json fg = {{"name", "demo-fg-" + f.fg_model},
@@ -323,17 +323,16 @@ int RunUp(const UpFlags& f) {
   for (const auto* spec : {&fg, &bg}) {
     auto id = Submit(*stub, *spec);
     if (!id.ok()) {
-      std::cerr << "deepool up: submitting " << (*spec)["name"] << " failed: "
-                << id.status().ToString() << "\n";
+      std::cerr << "deepool up: submitting " << (*spec)["name"]
+                << " failed: " << id.status().ToString() << "\n";
       shutdown();
       return kExitFailure;
     }
     ids.push_back(*id);
   }
-  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel over "
-            << ranks << " ranks, global batch " << f.fg_batch << ", " << profile
-            << " profile) and " << ids[1] << " (BG " << f.bg_model << " on 1 device)"
-            << std::endl;
+  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel over " << ranks
+            << " ranks, global batch " << f.fg_batch << ", " << profile << " profile) and "
+            << ids[1] << " (BG " << f.bg_model << " on 1 device)" << std::endl;
 
   WaitOptions wait;
   wait.timeout = std::chrono::seconds(f.timeout_s);

@@ -41,7 +41,8 @@ TEST_CASE("progress bars, durations, rates and widths", "[cli]") {
   CHECK(FormatAgo(1000, 4500) == "3s ago");
   CHECK(FormatWallTime(0) == "-");
   CHECK(FormatWallTime(1'700'000'000'000) == "2023-11-14 22:13:20");
-  CHECK(DisplayWidth("2\xC3\x97" "cpu") == 5);
+  CHECK(DisplayWidth("2\xC3\x97"
+                     "cpu") == 5);
   CHECK(Truncate("abcdefgh", 5) == "abcd\xE2\x80\xA6");
   CHECK(Truncate("abc", 5) == "abc");
 }
@@ -96,7 +97,9 @@ TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cl
   CHECK(table.find("job-7  resnet  fg    RUNNING") != std::string::npos);
   CHECK(table.find("[##########..........]  50%") != std::string::npos);
   CHECK(table.find("1.50k") != std::string::npos);
-  CHECK(table.find("4 on a\xC3\x97" "2,b\xC3\x97" "2") != std::string::npos);
+  CHECK(table.find("4 on a\xC3\x97"
+                   "2,b\xC3\x97"
+                   "2") != std::string::npos);
   CHECK(table.find("PENDING (waiting for 1 free device)") != std::string::npos);
   CHECK(JobsTable({}) == "no jobs\n");
   CHECK(JobProgressLine(job).find("it 5/10") != std::string::npos);

@@ -178,13 +178,13 @@ class LocalCluster {
   void RestartCoordinator() { StartCoordinator(address_); }
 
   void StartWorker(const std::string& name) {
-    workers_.push_back(TestProcess::Start(
-        name, BinDir() + "/deepool-worker",
-        {"--coordinator", address_, "--devices",
-         "cpu:" + std::to_string(options_.devices_per_worker), "--name", name, "--address",
-         "127.0.0.1", "--work-dir", dir_ + "/" + name, "--log-level", "debug",
-         "--kill-grace-s", "2"},
-        dir_ + "/" + name + ".log"));
+    workers_.push_back(
+        TestProcess::Start(name, BinDir() + "/deepool-worker",
+                           {"--coordinator", address_, "--devices",
+                            "cpu:" + std::to_string(options_.devices_per_worker), "--name", name,
+                            "--address", "127.0.0.1", "--work-dir", dir_ + "/" + name,
+                            "--log-level", "debug", "--kill-grace-s", "2"},
+                           dir_ + "/" + name + ".log"));
   }
 
   bool WaitForNodesUp(int count, std::chrono::milliseconds timeout = 60s) {
@@ -243,7 +243,8 @@ class LocalCluster {
     return last;
   }
   v1::Job WaitForTerminal(const std::string& id, std::chrono::milliseconds timeout = 300s) {
-    return WaitForJob(id, [](const v1::Job& j) { return cli::IsTerminal(j.state()); }, timeout);
+    return WaitForJob(
+        id, [](const v1::Job& j) { return cli::IsTerminal(j.state()); }, timeout);
   }
 
   std::vector<v1::Node> Nodes() {

@@ -1,5 +1,7 @@
 // WorkerDaemon against a FakeNodeService served in-process on 127.0.0.1:0 with a real gRPC
 // channel, and a fake executor script. Waits poll with deadlines.
+#include "worker/daemon/worker_daemon.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "deepool/v1/node.grpc.pb.h"
-#include "worker/daemon/worker_daemon.h"
 
 namespace fs = std::filesystem;
 using namespace deepool;
@@ -61,7 +62,8 @@ class FakeNodeService final : public v1::NodeService::Service {
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!known_) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    if (!known_)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
     heartbeats_++;
     for (auto& c : heartbeat_commands_) *response->add_commands() = c;
     heartbeat_commands_.clear();
@@ -70,7 +72,8 @@ class FakeNodeService final : public v1::NodeService::Service {
   grpc::Status StreamTasks(grpc::ServerContext* context, const v1::StreamTasksRequest* request,
                            grpc::ServerWriter<v1::TaskCommand>* writer) override {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!known_) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    if (!known_)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
     while (!context->IsCancelled() && !shutting_down_ && known_) {
       while (!commands_.empty()) {
         v1::TaskCommand command = commands_.front();

@@ -203,8 +203,8 @@ struct Fixture {
     supervisor = std::make_unique<ExecutorSupervisor>(options, &listener);
   }
 
-  TrainTask Train(const std::string& id, const std::string& mode, std::vector<int> ranks,
-                  int world, int port = 29500) {
+  TrainTask Train(const std::string& id, const std::string& mode, std::vector<int> ranks, int world,
+                  int port = 29500) {
     TrainTask task;
     task.task_id = id;
     task.job_id = "job-" + id;
@@ -300,8 +300,7 @@ TEST_CASE("a crashing rank fails its task, stops the other ranks, and the superv
   CHECK(f.listener.WaitFinished("t4b").succeeded);
 }
 
-TEST_CASE("an executor's error event and exit without done are failures",
-          "[worker][supervisor]") {
+TEST_CASE("an executor's error event and exit without done are failures", "[worker][supervisor]") {
   Fixture f;
   REQUIRE(f.supervisor->StartTrain(f.Train("t5", "error", {0}, 1)).ok());
   TaskResult result = f.listener.WaitFinished("t5");

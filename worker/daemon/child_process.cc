@@ -96,7 +96,8 @@ class LineSplitter {
 std::string ProcessExit::Describe() const {
   if (signal != 0) {
     const char* name = strsignal(signal);
-    return "killed by signal " + std::to_string(signal) + (name ? std::string(" (") + name + ")" : "");
+    return "killed by signal " + std::to_string(signal) +
+           (name ? std::string(" (") + name + ")" : "");
   }
   return "exit code " + std::to_string(exit_code);
 }
@@ -117,7 +118,8 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
   const int nice_increment = spec.nice;
 
   int out_pipe[2], err_pipe[2], exec_error_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return InternalError(std::string("pipe: ") + strerror(errno));
+  if (pipe2(out_pipe, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe: ") + strerror(errno));
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     close(out_pipe[0]);
     close(out_pipe[1]);
@@ -146,7 +148,8 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
     sigprocmask(SIG_SETMASK, &none, nullptr);
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &default_action, nullptr);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD})
+      sigaction(sig, &default_action, nullptr);
     if (dev_null >= 0) dup2(dev_null, STDIN_FILENO);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);

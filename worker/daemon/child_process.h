@@ -26,11 +26,11 @@
 namespace deepool::worker::daemon {
 
 struct ProcessSpec {
-  std::string executable;          // absolute path, or a name looked up in PATH
-  std::vector<std::string> args;   // without argv[0]
-  std::string working_dir;         // empty: inherit
+  std::string executable;              // absolute path, or a name looked up in PATH
+  std::vector<std::string> args;       // without argv[0]
+  std::string working_dir;             // empty: inherit
   std::vector<std::string> extra_env;  // "KEY=VALUE" entries added to (or replacing in) environ
-  int nice = 0;                    // added to the child's CPU niceness (background work)
+  int nice = 0;                        // added to the child's CPU niceness (background work)
 };
 
 struct ProcessExit {
@@ -79,8 +79,8 @@ class ChildProcess {
 
   mutable std::mutex mu_;
   std::condition_variable exited_cv_;
-  bool reaped_ = false;                 // guarded by mu_; no signals after this
-  std::optional<ProcessExit> exit_;     // guarded by mu_; set once callbacks have run
+  bool reaped_ = false;              // guarded by mu_; no signals after this
+  std::optional<ProcessExit> exit_;  // guarded by mu_; set once callbacks have run
   std::thread reader_;
 };
 

@@ -115,8 +115,8 @@ std::string DeviceTypeForModel(std::string_view model) {
 }
 
 StatusOr<std::vector<LocalDevice>> ParseDevices(std::string_view spec, const DeviceProbe& probe) {
-  const std::string usage = "--devices must be cuda:all, cuda:I[,J...] or cpu:N, got '" +
-                            std::string(spec) + "'";
+  const std::string usage =
+      "--devices must be cuda:all, cuda:I[,J...] or cpu:N, got '" + std::string(spec) + "'";
   size_t colon = spec.find(':');
   if (colon == std::string_view::npos) return InvalidArgumentError(usage);
   std::string kind = Lower(spec.substr(0, colon));
@@ -134,8 +134,8 @@ StatusOr<std::vector<LocalDevice>> ParseDevices(std::string_view spec, const Dev
   if (kind != "cuda") return InvalidArgumentError(usage);
   std::vector<GpuInfo> gpus = probe.Gpus();
   auto describe = [](const GpuInfo& gpu) {
-    return LocalDevice{"cuda:" + std::to_string(gpu.index), "cuda", gpu.index, gpu.model,
-                       DeviceTypeForModel(gpu.model), gpu.memory_bytes};
+    return LocalDevice{"cuda:" + std::to_string(gpu.index), "cuda",          gpu.index, gpu.model,
+                       DeviceTypeForModel(gpu.model),       gpu.memory_bytes};
   };
   if (rest == "all") {
     if (gpus.empty()) {
@@ -151,8 +151,8 @@ StatusOr<std::vector<LocalDevice>> ParseDevices(std::string_view spec, const Dev
   while (std::getline(list, item, ',')) {
     int64_t index = 0;
     if (!ParseInt(Trim(item), index)) return InvalidArgumentError(usage);
-    auto gpu = std::find_if(gpus.begin(), gpus.end(),
-                            [&](const GpuInfo& g) { return g.index == index; });
+    auto gpu =
+        std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
     if (gpu == gpus.end()) {
       return FailedPreconditionError("--devices: GPU cuda:" + std::to_string(index) +
                                      " does not exist on this machine (" +

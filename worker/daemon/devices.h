@@ -14,11 +14,11 @@
 namespace deepool::worker::daemon {
 
 struct LocalDevice {
-  std::string name;     // "cuda:0", "cpu:1": unique on this node
-  std::string kind;     // "cuda" or "cpu"
-  int index = 0;        // CUDA ordinal, or the CPU device's number
-  std::string model;    // "NVIDIA A100-SXM4-80GB", "cpu"
-  std::string type;     // profile/device-model name: "a100", "h100", "v100", "cpu", or the model
+  std::string name;   // "cuda:0", "cpu:1": unique on this node
+  std::string kind;   // "cuda" or "cpu"
+  int index = 0;      // CUDA ordinal, or the CPU device's number
+  std::string model;  // "NVIDIA A100-SXM4-80GB", "cpu"
+  std::string type;   // profile/device-model name: "a100", "h100", "v100", "cpu", or the model
   int64_t memory_bytes = 0;
   // The executor's --device value: "cuda:K", or "cpu".
   std::string ExecutorDevice() const { return kind == "cuda" ? name : "cpu"; }

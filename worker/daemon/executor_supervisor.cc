@@ -140,8 +140,8 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
 
 Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   if (!ValidId(profile.task_id)) {
-    return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" +
-                                profile.task_id + "'");
+    return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" + profile.task_id +
+                                "'");
   }
   auto task = std::make_unique<Task>();
   task->task_id = profile.task_id;
@@ -197,11 +197,14 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   return Status::Ok();
 }
 
-Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank, const std::string& store) {
+Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
+                                           const std::string& store) {
   ProcessSpec spec;
   spec.executable = options_.executor_path;
-  spec.args = {"--run-spec", task.dir + "/run.json", "--rank", std::to_string(rank.rank),
-               "--world-size", std::to_string(task.train.world_size), "--store", store};
+  spec.args = {"--run-spec",   task.dir + "/run.json",
+               "--rank",       std::to_string(rank.rank),
+               "--world-size", std::to_string(task.train.world_size),
+               "--store",      store};
   if (!rank.device.empty()) {
     spec.args.push_back("--device");
     spec.args.push_back(rank.device);
@@ -332,8 +335,7 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
   }
 }
 
-void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank,
-                                    const ProcessExit& exit) {
+void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank, const ProcessExit& exit) {
   std::optional<TaskResult> result;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -39,11 +39,11 @@ struct TrainTask {
   std::string job_id;
   std::string run_spec_json;  // the deepool.run document, written to run.json
   int world_size = 0;
-  std::string store_host;     // where rank 0 hosts the c10d store
-  int store_port = 0;         // 0: rank 0 (then local) binds a free port and reports it
+  std::string store_host;             // where rank 0 hosts the c10d store
+  int store_port = 0;                 // 0: rank 0 (then local) binds a free port and reports it
   std::vector<RankAssignment> ranks;  // the ranks this worker runs
-  int timeout_s = 0;          // passed as --timeout-s when > 0
-  bool background = false;    // a BG job: its executors run at a lower CPU priority (nice 10)
+  int timeout_s = 0;                  // passed as --timeout-s when > 0
+  bool background = false;  // a BG job: its executors run at a lower CPU priority (nice 10)
 };
 
 struct ProfileTask {
@@ -179,8 +179,8 @@ class ExecutorSupervisor {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::unique_ptr<Task>> tasks_;          // running, guarded by mu_
-  std::vector<std::unique_ptr<Task>> finished_;                 // to destroy, guarded by mu_
+  std::map<std::string, std::unique_ptr<Task>> tasks_;  // running, guarded by mu_
+  std::vector<std::unique_ptr<Task>> finished_;         // to destroy, guarded by mu_
   bool shutting_down_ = false;
   std::thread housekeeping_;
 };

@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
                  "coordinator)");
   app.add_option("--work-dir", flags.work_dir,
                  "where run specs and executor logs go (default: /tmp/deepool-worker-NAME)");
-  app.add_option("--executor", flags.executor, "deepool-executor binary (default: beside this one)");
+  app.add_option("--executor", flags.executor,
+                 "deepool-executor binary (default: beside this one)");
   app.add_option("--profiler", flags.profiler, "deepool-profile binary (default: beside this one)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
   app.add_option("--log-tail-lines", flags.log_tail_lines, "log lines kept per rank for errors");
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
   supervisor.profiler_path = flags.profiler;
   supervisor.work_dir = flags.work_dir;
   supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
-  supervisor.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
+  supervisor.kill_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
 
   WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(channel), supervisor);
   std::string device_names;

@@ -46,8 +46,8 @@ StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) 
     host = host.substr(1, host.size() - 2);
   }
   std::string port_text = address.substr(colon + 1);
-  if (port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(),
+                                           [](char c) { return c >= '0' && c <= '9'; })) {
     return InvalidArgumentError("address must be HOST:PORT, got '" + address + "'");
   }
   int port = std::stoi(port_text);

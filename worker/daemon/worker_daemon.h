@@ -36,10 +36,10 @@ struct WorkerOptions {
   std::string address;  // host other nodes reach this node at (its host part names the store)
   std::vector<LocalDevice> devices;
   std::string version = "0.1.0";
-  std::chrono::milliseconds retry_interval{500};    // between failed register / stream attempts
-  std::chrono::milliseconds report_interval{200};   // progress batching
+  std::chrono::milliseconds retry_interval{500};   // between failed register / stream attempts
+  std::chrono::milliseconds report_interval{200};  // progress batching
   std::chrono::milliseconds rpc_timeout{5000};
-  size_t max_pending_log_lines = 2000;  // per task, between flushes; older lines are dropped
+  size_t max_pending_log_lines = 2000;      // per task, between flushes; older lines are dropped
   const Clock* clock = SystemClock::Get();  // wall time on log lines
 };
 
@@ -100,18 +100,18 @@ class WorkerDaemon final : public TaskListener {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                                 // guarded by mu_
-  std::string node_id_;                                   // guarded by mu_
-  std::chrono::milliseconds heartbeat_interval_{1000};    // guarded by mu_
-  std::map<std::string, PendingProgress> progress_;       // guarded by mu_
+  bool stopping_ = false;                               // guarded by mu_
+  std::string node_id_;                                 // guarded by mu_
+  std::chrono::milliseconds heartbeat_interval_{1000};  // guarded by mu_
+  std::map<std::string, PendingProgress> progress_;     // guarded by mu_
   struct PendingExit {
     v1::ReportTaskExitRequest request;
     int not_found_replies = 0;  // dropped after a few: the coordinator no longer knows the task
   };
-  std::deque<PendingExit> exits_;                          // guarded by mu_
-  std::set<std::string> known_tasks_;    // every task id ever assigned, guarded by mu_
-  std::deque<std::string> known_order_;  // bounds known_tasks_, guarded by mu_
-  grpc::ClientContext* stream_context_ = nullptr;         // guarded by mu_, for cancellation
+  std::deque<PendingExit> exits_;                  // guarded by mu_
+  std::set<std::string> known_tasks_;              // every task id ever assigned, guarded by mu_
+  std::deque<std::string> known_order_;            // bounds known_tasks_, guarded by mu_
+  grpc::ClientContext* stream_context_ = nullptr;  // guarded by mu_, for cancellation
   std::atomic<int> registrations_{0};
 
   std::thread control_thread_;
