@@ -283,7 +283,7 @@ json JobSpecToJson(const JobSpec& spec) {
   return doc;
 }
 
-json JobRecordToJson(const JobRecord& job) {
+json JobRecordToJson(const JobRecord& job, bool include_plan) {
   json history = json::array();
   for (const StateChange& h : job.history) {
     history.push_back({{"state", StateName(h.state)}, {"reason", h.reason}, {"time_ms", h.time_ms}});
@@ -312,8 +312,8 @@ json JobRecordToJson(const JobRecord& job) {
           {"devices", devices},
           {"task_ids", job.task_ids},
           {"device_type", job.device_type},
-          {"graph_json", job.graph_json},
-          {"plan_json", job.plan_json},
+          {"graph_json", include_plan ? job.graph_json : std::string()},
+          {"plan_json", include_plan ? job.plan_json : std::string()},
           {"predicted_iteration_ms", job.predicted_iteration_ms},
           {"checkpoint", job.checkpoint}};
 }

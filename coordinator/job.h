@@ -113,7 +113,9 @@ struct JobRecord {
   std::string checkpoint;
 };
 
-nlohmann::json JobRecordToJson(const JobRecord& job);
+// With include_plan false, graph_json and plan_json are written empty (stores keep those large
+// documents apart, so progress updates do not rewrite them).
+nlohmann::json JobRecordToJson(const JobRecord& job, bool include_plan = true);
 StatusOr<JobRecord> JobRecordFromJson(const nlohmann::json& doc);
 
 // One stored log line of a job.

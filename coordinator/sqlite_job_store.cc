@@ -1,9 +1,13 @@
 // SQLiteJobStore: one database file, WAL journal, synchronous=NORMAL (a committed transaction
 // survives a crash of this process; see docs/coordinator.md for the power-loss trade-off).
-// Job records are stored as JSON next to the columns queries need.
+// Job records are stored as JSON next to the columns queries need; a job's graph and plan
+// documents (large, written once per dispatch) live in their own table and are rewritten only
+// when they change, so the frequent progress updates stay small writes.
 // Threading: one connection, guarded by mu_.
 #include <sqlite3.h>
 
+#include <functional>
+#include <map>
 #include <mutex>
 
 #include "common/logging.h"
@@ -20,6 +24,11 @@ CREATE TABLE IF NOT EXISTS jobs (
   record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(seq);
+CREATE TABLE IF NOT EXISTS plans (
+  job_id TEXT PRIMARY KEY,
+  graph TEXT NOT NULL,
+  plan TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -70,19 +79,26 @@ class SQLiteJobStore final : public JobStore {
 
   Status SaveJob(const JobRecord& job) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_, "INSERT OR REPLACE INTO jobs(id, seq, state, record) VALUES(?, ?, ?, ?)");
-    if (!st.ok()) return Error("prepare save job");
-    st.Bind(1, job.id);
-    st.Bind(2, job.seq);
-    st.Bind(3, std::string(StateName(job.state)));
-    st.Bind(4, JobRecordToJson(job).dump());
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save job " + job.id);
+    const size_t plan_hash =
+        std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
+    auto written = plan_hashes_.find(job.id);
+    const bool write_plan = written == plan_hashes_.end() || written->second != plan_hash;
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status status = SaveJobLocked(job, write_plan);
+    if (!status.ok()) {
+      (void)Exec("ROLLBACK");
+      return status;
+    }
+    RETURN_IF_ERROR(Exec("COMMIT"));
+    plan_hashes_[job.id] = plan_hash;
     return Status::Ok();
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_, "SELECT record FROM jobs ORDER BY seq");
+    Statement st(db_,
+                 "SELECT j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
+                 "ORDER BY j.seq");
     if (!st.ok()) return Error("prepare load jobs");
     std::vector<JobRecord> jobs;
     int rc;
@@ -90,6 +106,10 @@ class SQLiteJobStore final : public JobStore {
       auto doc = nlohmann::json::parse(st.Text(0), nullptr, false);
       if (doc.is_discarded()) return DataLossError("stored job record is not JSON");
       ASSIGN_OR_RETURN(JobRecord job, JobRecordFromJson(doc));
+      job.graph_json = st.Text(1);
+      job.plan_json = st.Text(2);
+      plan_hashes_[job.id] = std::hash<std::string>{}(job.graph_json) * 31 +
+                             std::hash<std::string>{}(job.plan_json);
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("load jobs");
@@ -173,6 +193,24 @@ class SQLiteJobStore final : public JobStore {
     return InternalError("sqlite: " + what + ": " + sqlite3_errmsg(db_));
   }
 
+  Status SaveJobLocked(const JobRecord& job, bool write_plan) {
+    Statement st(db_, "INSERT OR REPLACE INTO jobs(id, seq, state, record) VALUES(?, ?, ?, ?)");
+    if (!st.ok()) return Error("prepare save job");
+    st.Bind(1, job.id);
+    st.Bind(2, job.seq);
+    st.Bind(3, std::string(StateName(job.state)));
+    st.Bind(4, JobRecordToJson(job, /*include_plan=*/false).dump());
+    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save job " + job.id);
+    if (!write_plan) return Status::Ok();
+    Statement plan(db_, "INSERT OR REPLACE INTO plans(job_id, graph, plan) VALUES(?, ?, ?)");
+    if (!plan.ok()) return Error("prepare save plan");
+    plan.Bind(1, job.id);
+    plan.Bind(2, job.graph_json);
+    plan.Bind(3, job.plan_json);
+    if (sqlite3_step(plan.get()) != SQLITE_DONE) return Error("save plan of " + job.id);
+    return Status::Ok();
+  }
+
   Status AppendLocked(const std::string& job_id, std::vector<LogRecord>* lines) {
     Statement last(db_, "SELECT COALESCE(MAX(seq), 0) FROM logs WHERE job_id = ?");
     if (!last.ok()) return Error("prepare log seq");
@@ -215,6 +253,8 @@ class SQLiteJobStore final : public JobStore {
 
   std::mutex mu_;
   sqlite3* db_;
+  // Per job, a hash of the graph and plan last written, to skip rewriting them.
+  std::map<std::string, size_t> plan_hashes_;
 };
 
 }  // namespace

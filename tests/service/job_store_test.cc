@@ -34,8 +34,11 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     REQUIRE(store->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
     JobRecord running = MakeJob("job-2", 2, JobState::kRunning);
     running.plan_json = R"({"format":"deepool.plan"})";
-    running.progress.iteration = 5;
+    running.progress.iteration = 4;
+    running.graph_json = R"({"format":"deepool.graph"})";
     running.history.push_back({JobState::kRunning, "dispatched", 200});
+    REQUIRE(store->SaveJob(running).ok());
+    running.progress.iteration = 5;  // a progress-only update keeps graph and plan
     REQUIRE(store->SaveJob(running).ok());
 
     store = reopen();
@@ -46,6 +49,8 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     CHECK((*jobs)[1].id == "job-2");
     CHECK((*jobs)[1].state == JobState::kRunning);
     CHECK((*jobs)[1].plan_json == running.plan_json);
+    CHECK((*jobs)[1].graph_json == running.graph_json);
+    CHECK((*jobs)[0].plan_json.empty());
     CHECK((*jobs)[1].progress.iteration == 5);
     CHECK((*jobs)[1].history.size() == 2);
   }
