@@ -1,0 +1,88 @@
+#include "worker/runtime/background_runner.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/logging.h"
+
+namespace deepool::worker {
+
+BackgroundRunner::BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate,
+                                   const Clock* clock, int64_t max_iterations,
+                                   std::function<std::shared_ptr<void>()> thread_init)
+    : stepper_(stepper),
+      gate_(gate),
+      clock_(clock),
+      max_iterations_(max_iterations),
+      thread_init_(std::move(thread_init)) {}
+
+BackgroundRunner::~BackgroundRunner() { Stop(); }
+
+void BackgroundRunner::Start() {
+  start_ = clock_->Now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void BackgroundRunner::Stop() {
+  gate_->Stop();
+  Join();
+}
+
+void BackgroundRunner::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundRunner::Loop() {
+  std::shared_ptr<void> thread_state;
+  if (thread_init_) thread_state = thread_init_();
+  Status status;
+  while (gate_->BgBegin()) {
+    auto unit = stepper_->RunUnit();
+    gate_->BgEnd();
+    if (!unit.ok()) {
+      status = unit.status();
+      DP_LOG_ERROR("background job stopped: {}", status.ToString());
+      break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++progress_.units;
+    if (unit->iteration_done) {
+      if (progress_.iterations == 0) progress_.first_loss = unit->loss;
+      ++progress_.iterations;
+      progress_.samples += stepper_->batch_size();
+      progress_.last_loss = unit->loss;
+      if (max_iterations_ > 0 && progress_.iterations >= max_iterations_) break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.finished = true;
+  progress_.status = status;
+}
+
+BackgroundProgress BackgroundRunner::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  BackgroundProgress out = progress_;
+  out.elapsed_ms = std::chrono::duration<double, std::milli>(clock_->Now() - start_).count();
+  out.samples_per_s = out.elapsed_ms > 0 ? out.samples * 1000.0 / out.elapsed_ms : 0;
+  return out;
+}
+
+std::string AddSharingFields(const std::string& iteration_line, const SharingWindow& window,
+                             const BackgroundProgress& progress) {
+  nlohmann::json event = nlohmann::json::parse(iteration_line, nullptr, false);
+  if (event.is_discarded() || !event.is_object()) return iteration_line;
+  double fg_busy = std::max(0.0, window.window_ms - window.fg_wait_ms);
+  event["fg_busy_ms"] = fg_busy;
+  event["bg_busy_ms"] = window.bg_busy_ms;
+  event["idle_ms"] = std::max(0.0, window.window_ms - fg_busy - window.bg_busy_ms);
+  event["bg_samples_per_s"] = progress.samples_per_s;
+  event["bg_iterations"] = progress.iterations;
+  event["bg_loss"] = progress.iterations > 0 && std::isfinite(progress.last_loss)
+                         ? nlohmann::json(progress.last_loss)
+                         : nlohmann::json(nullptr);
+  return event.dump();
+}
+
+}  // namespace deepool::worker

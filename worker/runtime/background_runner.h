@@ -1,0 +1,73 @@
+// Runs a BG job's units on its own thread, each one only when the device gate allows it, until
+// the job's iteration count is reached, Stop() is called, or a unit fails (the failure is kept
+// and reported; it never touches the FG rank).
+//
+// Threading: the runner owns one BG thread that drives the stepper; progress() and Stop() may be
+// called from any thread (progress is guarded by a mutex).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "worker/runtime/background_trainer.h"
+#include "worker/runtime/multiplex_gate.h"
+
+namespace deepool::worker {
+
+struct BackgroundProgress {
+  int64_t iterations = 0;  // finished BG iterations
+  int64_t units = 0;
+  int64_t samples = 0;  // iterations * batch size
+  double last_loss = 0;
+  double first_loss = 0;
+  double elapsed_ms = 0;  // since Start()
+  double samples_per_s = 0;  // samples / elapsed
+  bool finished = false;     // stopped, done or failed
+  Status status;
+};
+
+class BackgroundRunner {
+ public:
+  // `stepper`, `gate` and `clock` must outlive the runner. max_iterations 0: no limit.
+  // `thread_init` runs first on the BG thread (e.g. to select the BG stream); what it returns is
+  // kept alive until the thread ends.
+  BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate, const Clock* clock,
+                   int64_t max_iterations,
+                   std::function<std::shared_ptr<void>()> thread_init = {});
+  ~BackgroundRunner();  // stops and joins
+
+  void Start();
+  // Stops the gate and joins the thread: ends after the unit in progress.
+  void Stop();
+  // Blocks until the BG thread ended (iteration limit, failure, or Stop from elsewhere).
+  void Join();
+  BackgroundProgress progress() const;
+
+ private:
+  void Loop();
+
+  BackgroundStepper* stepper_;
+  DeviceGate* gate_;
+  const Clock* clock_;
+  const int64_t max_iterations_;
+  std::function<std::shared_ptr<void>()> thread_init_;
+  Clock::TimePoint start_{};
+  mutable std::mutex mu_;
+  BackgroundProgress progress_;
+  std::thread thread_;
+};
+
+// The iteration event's BG fields, added to an "iteration" line (executor_events.h) when a BG
+// job shares the rank's device. With a BG job, "idle_ms" becomes the device's idle time (neither
+// FG nor BG computing); "busy_ms" stays the FG rank's.
+//   "fg_busy_ms", "bg_busy_ms", "idle_ms", "bg_samples_per_s" (since the BG job started),
+//   "bg_iterations", "bg_loss" (the last finished BG iteration's, or null)
+std::string AddSharingFields(const std::string& iteration_line, const SharingWindow& window,
+                             const BackgroundProgress& progress);
+
+}  // namespace deepool::worker

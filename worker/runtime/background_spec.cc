@@ -1,0 +1,137 @@
+#include "worker/runtime/background_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kWhere = "background.";
+
+template <typename T>
+Status ReadOptional(const json& object, const char* name, const std::string& where, T& out) {
+  auto found = object.find(name);
+  if (found == object.end() || found->is_null()) return Status::Ok();
+  try {
+    out = found->get<T>();
+  } catch (const json::exception&) {
+    return InvalidArgumentError(where + name + " has the wrong type");
+  }
+  return Status::Ok();
+}
+
+StatusOr<OptimizerSpec> ParseBgOptimizer(const json& doc) {
+  const std::string where = std::string(kWhere) + "optimizer.";
+  if (!doc.is_object()) return InvalidArgumentError(where.substr(0, where.size() - 1) +
+                                                    " must be an object");
+  OptimizerSpec spec;
+  RETURN_IF_ERROR(ReadOptional(doc, "name", where, spec.name));
+  RETURN_IF_ERROR(ReadOptional(doc, "lr", where, spec.lr));
+  RETURN_IF_ERROR(ReadOptional(doc, "momentum", where, spec.momentum));
+  RETURN_IF_ERROR(ReadOptional(doc, "weight_decay", where, spec.weight_decay));
+  RETURN_IF_ERROR(ReadOptional(doc, "eps", where, spec.eps));
+  if (doc.contains("betas")) {
+    const json& betas = doc["betas"];
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
+        !betas[1].is_number()) {
+      return InvalidArgumentError(where + "betas must be two numbers");
+    }
+    spec.betas = {betas[0].get<double>(), betas[1].get<double>()};
+  }
+  return spec;
+}
+
+}  // namespace
+
+Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
+  if (!spec.graph) return InvalidArgumentError("background.graph is missing");
+  if (spec.batch_size < 1) return InvalidArgumentError("background.batch_size must be >= 1");
+  if (spec.iterations < 0) return InvalidArgumentError("background.iterations must be >= 0");
+  RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer).WithContext("background"));
+  RETURN_IF_ERROR(ValidateDataSpec(spec.data).WithContext("background"));
+  return Status::Ok();
+}
+
+StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
+  if (!doc.is_object()) return InvalidArgumentError("background must be an object");
+  BackgroundSpec spec;
+  RETURN_IF_ERROR(ReadOptional(doc, "job_id", kWhere, spec.job_id));
+  if (!doc.contains("graph") || !doc["graph"].is_object()) {
+    return InvalidArgumentError("background.graph must be a graph document");
+  }
+  auto graph = planner::ParseGraphJson(doc["graph"].dump());
+  if (!graph.ok()) return graph.status().WithContext("background.graph");
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  if (!doc.contains("batch_size") || !doc["batch_size"].is_number_integer()) {
+    return InvalidArgumentError("background.batch_size must be an integer");
+  }
+  spec.batch_size = doc["batch_size"].get<int64_t>();
+  if (doc.contains("iterations") && !doc["iterations"].is_number_integer()) {
+    return InvalidArgumentError("background.iterations must be an integer");
+  }
+  RETURN_IF_ERROR(ReadOptional(doc, "iterations", kWhere, spec.iterations));
+  RETURN_IF_ERROR(ReadOptional(doc, "seed", kWhere, spec.seed));
+  if (doc.contains("optimizer")) {
+    ASSIGN_OR_RETURN(spec.optimizer, ParseBgOptimizer(doc["optimizer"]));
+  }
+  if (doc.contains("data")) {
+    const json& data = doc["data"];
+    const std::string where = std::string(kWhere) + "data.";
+    if (!data.is_object()) return InvalidArgumentError("background.data must be an object");
+    RETURN_IF_ERROR(ReadOptional(data, "kind", where, spec.data.kind));
+    RETURN_IF_ERROR(ReadOptional(data, "seed", where, spec.data.seed));
+    RETURN_IF_ERROR(ReadOptional(data, "path", where, spec.data.path));
+  }
+  if (doc.contains("sharing")) {
+    const json& sharing = doc["sharing"];
+    const std::string where = std::string(kWhere) + "sharing.";
+    if (!sharing.is_object()) return InvalidArgumentError("background.sharing must be an object");
+    std::string mode;
+    RETURN_IF_ERROR(ReadOptional(sharing, "mode", where, mode));
+    if (!mode.empty()) {
+      auto parsed = ParseSharingMode(mode);
+      if (!parsed.ok()) return parsed.status().WithContext("background.sharing.mode");
+      spec.sharing.mode = *parsed;
+    }
+    RETURN_IF_ERROR(
+        ReadOptional(sharing, "priority_streams", where, spec.sharing.priority_streams));
+    RETURN_IF_ERROR(ReadOptional(sharing, "cuda_graphs", where, spec.sharing.cuda_graphs));
+  }
+  RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
+  return spec;
+}
+
+json BackgroundToJson(const BackgroundSpec& spec) {
+  json doc;
+  doc["job_id"] = spec.job_id;
+  doc["graph"] = spec.graph ? json::parse(planner::GraphToJson(*spec.graph)) : json();
+  doc["batch_size"] = spec.batch_size;
+  doc["iterations"] = spec.iterations;
+  doc["seed"] = spec.seed;
+  const OptimizerSpec& opt = spec.optimizer;
+  if (opt.name == "adam") {
+    doc["optimizer"] = {{"name", opt.name},
+                        {"lr", opt.lr},
+                        {"betas", {opt.betas[0], opt.betas[1]}},
+                        {"eps", opt.eps},
+                        {"weight_decay", opt.weight_decay}};
+  } else {
+    doc["optimizer"] = {{"name", opt.name},
+                        {"lr", opt.lr},
+                        {"momentum", opt.momentum},
+                        {"weight_decay", opt.weight_decay}};
+  }
+  json data{{"kind", spec.data.kind}};
+  if (spec.data.kind == "cifar10") {
+    data["path"] = spec.data.path;
+  } else {
+    data["seed"] = spec.data.seed;
+  }
+  doc["data"] = data;
+  json sharing{{"priority_streams", spec.sharing.priority_streams},
+               {"cuda_graphs", spec.sharing.cuda_graphs}};
+  if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
+  doc["sharing"] = sharing;
+  return doc;
+}
+
+}  // namespace deepool::worker

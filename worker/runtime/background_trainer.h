@@ -1,0 +1,106 @@
+// The background (BG) job's trainer: the whole model on one device with its own batch, no
+// communication, steppable one unit at a time so that it can yield to the foreground rank
+// between layers.
+//
+// One iteration is 2 * num_layers + 1 units: the forward of each layer in topological order
+// (the first also fetches the batch and zeroes the gradients), the backward of each layer in
+// reverse order (autograd through that layer alone, from the summed gradients of its consumers'
+// inputs and its loss part), then the optimizer step. The result is plain single-device
+// training (the same arithmetic as ForwardGraph + loss.backward(), up to summation order).
+//
+// Threading: a stepper is driven by one thread at a time (the BG thread).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/graph.h"
+#include "worker/runtime/background_spec.h"
+#include "worker/runtime/data.h"
+#include "worker/runtime/layer_module.h"
+
+namespace deepool::worker {
+
+struct BgUnitResult {
+  bool iteration_done = false;  // this unit was the optimizer step
+  int64_t iteration = 0;        // the iteration the unit belonged to
+  double loss = 0;              // the finished iteration's loss (iteration_done only)
+};
+
+// A source of BG work in units; the eager trainer below, or a replayed CUDA graph.
+class BackgroundStepper {
+ public:
+  virtual ~BackgroundStepper() = default;
+  virtual StatusOr<BgUnitResult> RunUnit() = 0;
+  virtual int64_t batch_size() const = 0;
+};
+
+class BackgroundTrainer final : public BackgroundStepper {
+ public:
+  // Builds the modules (weights from spec.seed, as in every executor), the optimizer and the
+  // data source, on `device`.
+  static StatusOr<std::unique_ptr<BackgroundTrainer>> Create(const BackgroundSpec& spec,
+                                                             torch::Device device);
+
+  StatusOr<BgUnitResult> RunUnit() override;
+  int64_t batch_size() const override { return batch_size_; }
+
+  int units_per_iteration() const { return 2 * graph_->num_layers() + 1; }
+  int64_t iteration() const { return iteration_; }  // the next iteration to finish
+  const planner::Graph& graph() const { return *graph_; }
+  const BackgroundSpec& spec() const { return spec_; }
+  const std::vector<std::shared_ptr<LayerModule>>& modules() const { return modules_; }
+  DataSource& data() { return *data_; }
+  torch::Device device() const { return device_; }
+  // "<layer>.<parameter>" -> tensor.
+  std::map<std::string, torch::Tensor> NamedParameters() const;
+
+  // Whole-iteration building blocks (the CUDA graph stepper captures them as one sequence).
+  // `batch` must already be on the device. Loss accumulates in loss_tensor(), on the device.
+  void BeginIteration(const Batch& batch);
+  void ForwardLayer(int id);
+  void BackwardLayer(int id);
+  void StepOptimizer();
+  const torch::Tensor& loss_tensor() const { return loss_sum_; }
+  void set_iteration(int64_t iteration) { iteration_ = iteration; }
+
+ private:
+  struct Consumer {
+    int layer = 0;
+    int input_index = 0;
+  };
+  struct LayerState {
+    std::vector<Consumer> consumers;
+    double loss_weight = 0;
+    std::vector<torch::Tensor> inputs;  // leaves (those from other layers require grad)
+    torch::Tensor output;
+    torch::Tensor loss;
+  };
+  enum class Phase { kForward, kBackward, kStep };
+
+  BackgroundTrainer() = default;
+  Status RunUnitUnguarded(BgUnitResult& result);
+
+  BackgroundSpec spec_;
+  std::shared_ptr<const planner::Graph> graph_;
+  int64_t batch_size_ = 1;
+  torch::Device device_ = torch::kCPU;
+  std::vector<std::shared_ptr<LayerModule>> modules_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<DataSource> data_;
+  std::vector<LayerState> layers_;
+  Batch batch_;
+  torch::Tensor loss_sum_;
+  Phase phase_ = Phase::kForward;
+  int cursor_ = 0;
+  int64_t iteration_ = 0;
+};
+
+}  // namespace deepool::worker

@@ -1,0 +1,177 @@
+#include "worker/runtime/multiplex_gate.h"
+
+#include <algorithm>
+
+namespace deepool::worker {
+namespace {
+
+double Millis(Clock::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+StatusOr<SharingMode> ParseSharingMode(std::string_view text) {
+  if (text == "idle_only") return SharingMode::kIdleOnly;
+  if (text == "concurrent") return SharingMode::kConcurrent;
+  return InvalidArgumentError("sharing mode must be idle_only or concurrent, not '" +
+                              std::string(text) + "'");
+}
+
+std::string SharingModeName(SharingMode mode) {
+  return mode == SharingMode::kIdleOnly ? "idle_only" : "concurrent";
+}
+
+std::string GateEventName(GateEventKind kind) {
+  switch (kind) {
+    case GateEventKind::kFgIdle: return "fg_idle";
+    case GateEventKind::kFgReady: return "fg_ready";
+    case GateEventKind::kFgResume: return "fg_resume";
+    case GateEventKind::kFgDetach: return "fg_detach";
+    case GateEventKind::kBgStart: return "bg_start";
+    case GateEventKind::kBgEnd: return "bg_end";
+  }
+  return "unknown";
+}
+
+DeviceGate::DeviceGate(SharingMode mode, const Clock* clock, bool record_events)
+    : mode_(mode), clock_(clock), record_events_(record_events), window_start_(clock->Now()) {}
+
+void DeviceGate::Record(GateEventKind kind) {
+  if (record_events_) events_.push_back(kind);
+}
+
+bool DeviceGate::BgMayRun() const {
+  if (mode_ == SharingMode::kConcurrent) return true;
+  return fg_ == FgState::kIdle || fg_ == FgState::kDetached;
+}
+
+void DeviceGate::FgIdleBegin() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fg_ == FgState::kDetached) return;
+  fg_ = FgState::kIdle;
+  fg_idle_since_ = clock_->Now();
+  ++counters_.fg_idle_periods;
+  Record(GateEventKind::kFgIdle);
+  cv_.notify_all();
+}
+
+void DeviceGate::FgIdleEnd() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (fg_ != FgState::kIdle) return;
+  fg_ = FgState::kReady;
+  Record(GateEventKind::kFgReady);
+  if (mode_ == SharingMode::kIdleOnly && bg_running_) {
+    auto ready_at = clock_->Now();
+    ++counters_.fg_resumes_delayed;
+    cv_.wait(lock, [&] { return !bg_running_; });
+    window_.bg_overrun_ms += Millis(clock_->Now() - std::max(ready_at, window_start_));
+  }
+  fg_ = FgState::kBusy;
+  window_.fg_wait_ms += Millis(clock_->Now() - fg_idle_since_);
+  Record(GateEventKind::kFgResume);
+}
+
+void DeviceGate::FgDetach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fg_ = FgState::kDetached;
+  Record(GateEventKind::kFgDetach);
+  cv_.notify_all();
+}
+
+bool DeviceGate::BgBegin() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stopped_ || BgMayRun(); });
+  if (stopped_) return false;
+  bg_running_ = true;
+  bg_since_ = clock_->Now();
+  if (fg_ == FgState::kIdle) ++counters_.bg_units_in_fg_idle;
+  Record(GateEventKind::kBgStart);
+  return true;
+}
+
+void DeviceGate::BgEnd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!bg_running_) return;
+  bg_running_ = false;
+  window_.bg_busy_ms += Millis(clock_->Now() - bg_since_);
+  ++window_.bg_units;
+  ++counters_.bg_units;
+  Record(GateEventKind::kBgEnd);
+  cv_.notify_all();
+}
+
+void DeviceGate::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  cv_.notify_all();
+}
+
+SharingWindow DeviceGate::TakeWindow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = clock_->Now();
+  // Split the periods in progress at the window boundary.
+  if (bg_running_) {
+    window_.bg_busy_ms += Millis(now - bg_since_);
+    bg_since_ = now;
+  }
+  if (fg_ == FgState::kIdle || fg_ == FgState::kReady) {
+    window_.fg_wait_ms += Millis(now - fg_idle_since_);
+    fg_idle_since_ = now;
+  }
+  SharingWindow out = window_;
+  out.window_ms = Millis(now - window_start_);
+  window_ = SharingWindow{};
+  window_start_ = now;
+  return out;
+}
+
+GateCounters DeviceGate::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+std::vector<GateEventKind> DeviceGate::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+Status CheckIdleOnlyLog(const std::vector<GateEventKind>& events) {
+  enum class Fg { kBusy, kIdle, kReady, kDetached } fg = Fg::kBusy;
+  bool bg_running = false;
+  for (size_t i = 0; i < events.size(); ++i) {
+    auto fail = [&](const std::string& what) {
+      return FailedPreconditionError("event " + std::to_string(i) + " (" +
+                                     GateEventName(events[i]) + "): " + what);
+    };
+    switch (events[i]) {
+      case GateEventKind::kFgIdle:
+        if (fg != Fg::kBusy) return fail("the FG rank was not computing");
+        fg = Fg::kIdle;
+        break;
+      case GateEventKind::kFgReady:
+        if (fg != Fg::kIdle) return fail("the FG rank was not idle");
+        fg = Fg::kReady;
+        break;
+      case GateEventKind::kFgResume:
+        if (fg != Fg::kReady) return fail("the FG rank did not ask for the device");
+        if (bg_running) return fail("the FG rank resumed while a BG unit was running");
+        fg = Fg::kBusy;
+        break;
+      case GateEventKind::kFgDetach:
+        fg = Fg::kDetached;
+        break;
+      case GateEventKind::kBgStart:
+        if (bg_running) return fail("a BG unit was already running");
+        if (fg == Fg::kBusy) return fail("BG started while the FG rank was computing");
+        if (fg == Fg::kReady) return fail("BG started while the FG rank had work ready");
+        bg_running = true;
+        break;
+      case GateEventKind::kBgEnd:
+        if (!bg_running) return fail("no BG unit was running");
+        bg_running = false;
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace deepool::worker
