@@ -1,0 +1,56 @@
+// deepool-profile: measures per-layer forward and backward times and writes a profile JSON.
+//   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
+//                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
+// Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
+// 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "common/logging.h"
+#include "worker/runtime/profiler.h"
+
+int main(int argc, char** argv) {
+  deepool::worker::ProfileToolOptions options;
+  bool no_aux_logits = false;
+  std::string log_level = "warn";
+  CLI::App app{"deepool-profile: measure per-layer forward and backward times"};
+  app.add_option("--model", options.model, "zoo model name");
+  app.add_option("--graph", options.graph_path, "layer graph JSON file");
+  app.add_option("--device", options.device, "cpu or cuda:K")->capture_default_str();
+  app.add_option("--device-name", options.device_name,
+                 "the profile's device field (default: --device), e.g. a100");
+  app.add_option("--batch-sizes", options.batch_sizes, "per-device batch sizes, e.g. 1,2,4,8")
+      ->required()
+      ->delimiter(',');
+  app.add_option("-o,--output", options.output_path, "profile JSON to write")->required();
+  app.add_option("--warmup", options.warmup, "untimed runs per layer and batch")
+      ->capture_default_str();
+  app.add_option("--repeats", options.repeats, "timed runs per layer and batch (median)")
+      ->capture_default_str();
+  app.add_option("--image-size", options.image_size, "zoo models: input image side");
+  app.add_option("--num-classes", options.num_classes, "zoo models: classes")
+      ->capture_default_str();
+  app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
+  app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
+  app.add_option("--seed", options.seed, "weights and inputs seed");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  options.aux_logits = !no_aux_logits;
+  deepool::InitLogging("profile", log_level);
+  deepool::Status status = deepool::worker::RunProfileTool(options, std::cerr);
+  if (status.ok()) return 0;
+  std::cerr << "deepool-profile: " << status.ToString() << std::endl;
+  switch (status.code()) {
+    case deepool::StatusCode::kInvalidArgument:
+      return 3;
+    case deepool::StatusCode::kNotFound:
+      return 5;
+    default:
+      return 1;
+  }
+}
