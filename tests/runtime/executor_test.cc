@@ -1,0 +1,193 @@
+// Executor correctness: after K steps, burst-parallel and data-parallel plans give the same
+// parameters and losses as single-device training on the whole batch (fp32 tolerance). Ranks
+// run as threads, over the FakeNetwork or over Gloo on loopback.
+#include <catch2/catch.hpp>
+
+#include "planner/zoo/zoo.h"
+#include "tests/runtime/executor_test_util.h"
+
+namespace deepool::worker::testing {
+namespace {
+
+planner::Graph Zoo(const std::string& name, int64_t classes = 5) {
+  planner::zoo::ModelOptions options;
+  options.num_classes = classes;
+  auto graph = planner::zoo::BuildModel(name, options);
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+OptimizerSpec Sgd() {
+  OptimizerSpec spec;
+  spec.lr = 0.1;
+  spec.momentum = 0.9;
+  spec.weight_decay = 1e-3;
+  return spec;
+}
+
+OptimizerSpec Adam() {
+  OptimizerSpec spec;
+  spec.name = "adam";
+  spec.lr = 0.01;
+  spec.weight_decay = 1e-4;
+  return spec;
+}
+
+// small_cnn with its two batch-norm layers on one device each (so batch statistics are the
+// single-device ones) and the branches, the concat and the residual add on different sets.
+std::map<std::string, std::vector<int>> SmallCnnBurst() {
+  return {{"stem.conv", {0, 1, 2}},      {"stem.bn", {0}},          {"stem.relu", {1, 2}},
+          {"branch1x1.conv", {0, 1}},    {"branch1x1.relu", {2}},   {"branch3x3.conv", {1}},
+          {"branch3x3.relu", {0, 2}},    {"concat", {0, 1, 2}},     {"res.conv", {2}},
+          {"res.bn", {2}},               {"res.add", {0, 1}},       {"res.relu", {1, 2}},
+          {"maxpool", {0, 1, 2}},        {"avgpool", {0}},          {"flatten", {1, 2}},
+          {"fc", {0, 2}}};
+}
+
+TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device training",
+          "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2});
+  auto reference = TrainSingleDevice(graph, 8, 4, Sgd(), 7, 11);
+  auto runs = RunRanks(graph, plan, 4, Sgd(), 7, 11, FakeComms(3));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("mlp burst plan on different device sets equals single-device training",
+          "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2},
+                       {{"fc1", {0, 1, 2}}, {"relu1", {0, 1}}, {"fc2", {1}}, {"relu2", {0, 2}},
+                        {"fc3", {2}}});
+  auto reference = TrainSingleDevice(graph, 8, 4, Sgd(), 3, 5);
+  auto runs = RunRanks(graph, plan, 4, Sgd(), 3, 5, FakeComms(3));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("small_cnn burst plan with branches on different sets equals single device (Gloo)",
+          "[executor][gloo]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("small_cnn");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, SmallCnnBurst());
+  auto reference = TrainSingleDevice(graph, 8, 3, Sgd(), 1, 2);
+  auto runs = RunRanks(graph, plan, 3, Sgd(), 1, 2, GlooComms(3));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("small_cnn data parallel (batch norm on one rank) with Adam equals single device",
+          "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("small_cnn");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, {{"stem.bn", {1}}, {"res.bn", {2}}});
+  auto reference = TrainSingleDevice(graph, 8, 3, Adam(), 9, 4);
+  auto runs = RunRanks(graph, plan, 3, Adam(), 9, 4, FakeComms(3));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("mlp burst plan over 4 Gloo ranks with Adam equals single device", "[executor][gloo]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 10, 4, {0, 1, 2, 3},
+                       {{"fc2", {1, 3}}, {"relu2", {3}}, {"fc3", {0, 2}}});
+  auto reference = TrainSingleDevice(graph, 10, 3, Adam(), 21, 22);
+  auto runs = RunRanks(graph, plan, 3, Adam(), 21, 22, GlooComms(4));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("two weighted outputs on different device sets equal single device", "[executor]") {
+  torch::set_num_threads(1);
+  std::vector<planner::Layer> layers(4);
+  layers[0].name = "trunk";
+  layers[0].op = planner::Op::kLinear;
+  layers[0].inputs = {"input"};
+  layers[0].attrs.out_features = 12;
+  layers[1].name = "act";
+  layers[1].op = planner::Op::kRelu;
+  layers[1].inputs = {"trunk"};
+  layers[2].name = "head";
+  layers[2].op = planner::Op::kLinear;
+  layers[2].inputs = {"act"};
+  layers[2].attrs.out_features = 4;
+  layers[3].name = "aux";
+  layers[3].op = planner::Op::kLinear;
+  layers[3].inputs = {"trunk"};
+  layers[3].attrs.out_features = 4;
+  auto graph = planner::Graph::Create("two_heads", {6}, layers,
+                                      {planner::GraphOutput{"head", 1.0},
+                                       planner::GraphOutput{"aux", 0.4}});
+  REQUIRE(graph.ok());
+  auto plan = MakePlan(*graph, 7, 3, {0, 1, 2},
+                       {{"act", {1, 2}}, {"head", {2}}, {"aux", {0, 1}}});
+  auto reference = TrainSingleDevice(*graph, 7, 4, Sgd(), 5, 6);
+  auto runs = RunRanks(*graph, plan, 4, Sgd(), 5, 6, FakeComms(3));
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("loss falls on the synthetic task", "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 32, 2, {0, 1}, {{"fc3", {1}}});
+  OptimizerSpec optimizer = Sgd();
+  optimizer.lr = 0.05;
+  auto runs = RunRanks(graph, plan, 60, optimizer, 1, 1, FakeComms(2));
+  REQUIRE(runs[0].status.ok());
+  const auto& losses = runs[0].result.losses;
+  double first = (losses[0] + losses[1] + losses[2]) / 3;
+  double last = (losses[57] + losses[58] + losses[59]) / 3;
+  INFO("first " << first << " last " << last);
+  REQUIRE(last < 0.6 * first);
+}
+
+TEST_CASE("a failed rank makes the others fail with an error instead of hanging",
+          "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, {{"fc2", {1}}});
+  auto net = std::make_shared<FakeNetwork>(3);
+  CommMaker make_comm = [net](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+    if (rank == 1) {
+      net->Fail(1);
+      return UnavailableError("rank 1 died");
+    }
+    return net->Join(rank, std::chrono::seconds(30));
+  };
+  auto runs = RunRanks(graph, plan, 2, Sgd(), 1, 1, make_comm);
+  for (int rank : {0, 2}) {
+    INFO(runs[static_cast<size_t>(rank)].status.ToString());
+    REQUIRE(runs[static_cast<size_t>(rank)].status.code() == StatusCode::kUnavailable);
+    REQUIRE_THAT(runs[static_cast<size_t>(rank)].status.message(),
+                 Catch::Contains("rank 1 failed"));
+  }
+}
+
+TEST_CASE("a stalled peer becomes DEADLINE_EXCEEDED within the timeout", "[executor]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 8, 2, {0, 1});
+  auto net = std::make_shared<FakeNetwork>(2);
+  CommMaker make_comm = [net](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+    // Rank 1 never joins: rank 0 waits for its loss sum and gives up after 200 ms.
+    if (rank == 1) return UnavailableError("rank 1 never started");
+    return net->Join(rank, std::chrono::milliseconds(200));
+  };
+  auto runs = RunRanks(graph, plan, 1, Sgd(), 1, 1, make_comm);
+  INFO(runs[0].status.ToString());
+  REQUIRE(runs[0].status.code() == StatusCode::kDeadlineExceeded);
+}
+
+TEST_CASE("a plan for another world size is refused", "[executor]") {
+  auto graph = Zoo("mlp");
+  auto plan = MakePlan(graph, 8, 3, {0, 1, 2});
+  auto net = std::make_shared<FakeNetwork>(2);
+  auto comm = net->Join(0, std::chrono::seconds(1));
+  auto data = MakeSyntheticData(graph.input_shape(), 5, 8, 1);
+  auto executor = Executor::Create(graph, plan, comm.get(), data.get(), BuildLayerModule, {},
+                                   SystemClock::Get());
+  REQUIRE(executor.status().code() == StatusCode::kInvalidArgument);
+  REQUIRE_THAT(executor.status().message(), Catch::Contains("3 devices"));
+}
+
+}  // namespace
+}  // namespace deepool::worker::testing

@@ -1,0 +1,207 @@
+// Helpers for the executor tests: hand-made plans, a single-device reference trainer, and ranks
+// run as threads over a FakeNetwork or over Gloo on loopback.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "tests/runtime/fake_communicator.h"
+#include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/data.h"
+#include "worker/runtime/executor.h"
+#include "worker/runtime/layer_module.h"
+#include "worker/runtime/loss.h"
+
+namespace deepool::worker::testing {
+
+using ParamMap = std::map<std::string, torch::Tensor>;
+
+// A plan with the given device set per layer (by name; unnamed layers use `default_devices`)
+// and near-equal shares.
+inline planner::Plan MakePlan(const planner::Graph& graph, int64_t global_batch, int world,
+                              const std::vector<int>& default_devices,
+                              const std::map<std::string, std::vector<int>>& devices = {}) {
+  planner::Plan plan;
+  plan.model = graph.name();
+  plan.global_batch = global_batch;
+  plan.num_devices = world;
+  for (const auto& layer : graph.layers()) {
+    planner::LayerPlacement placement;
+    placement.layer = layer.name;
+    auto found = devices.find(layer.name);
+    placement.devices = found != devices.end() ? found->second : default_devices;
+    placement.samples =
+        planner::NearEqualShares(global_batch, static_cast<int>(placement.devices.size()));
+    plan.layers.push_back(placement);
+  }
+  return plan;
+}
+
+struct TrainResult {
+  ParamMap params;
+  std::vector<double> losses;
+};
+
+// Plain single-device training of the whole graph on the whole batch: the ground truth.
+inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
+                                     int iterations, const OptimizerSpec& optimizer,
+                                     uint64_t seed, uint64_t data_seed) {
+  auto modules = BuildAllLayerModules(graph, seed);
+  REQUIRE(modules.ok());
+  std::vector<torch::Tensor> params;
+  for (auto& module : *modules) {
+    module->train();
+    for (auto& p : module->parameters()) params.push_back(p);
+  }
+  auto opt = MakeOptimizer(optimizer, params);
+  REQUIRE(opt.ok());
+  auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, global_batch);
+  REQUIRE(data.ok());
+  TrainResult result;
+  for (int i = 0; i < iterations; ++i) {
+    auto batch = (*data)->GlobalBatch(i);
+    REQUIRE(batch.ok());
+    auto outputs = ForwardGraph(graph, *modules, batch->inputs, StepContext{i, 0});
+    REQUIRE(outputs.ok());
+    torch::Tensor loss;
+    for (size_t o = 0; o < outputs->size(); ++o) {
+      auto part = LossPart((*outputs)[o], batch->labels, graph.outputs()[o].loss_weight,
+                           global_batch);
+      loss = loss.defined() ? loss + part : part;
+    }
+    (*opt)->zero_grad();
+    loss.backward();
+    (*opt)->step();
+    result.losses.push_back(loss.item<double>());
+  }
+  for (size_t id = 0; id < modules->size(); ++id) {
+    for (const auto& item : (*modules)[id]->named_parameters()) {
+      result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
+          item.value().detach().clone();
+    }
+  }
+  return result;
+}
+
+struct RankRun {
+  Status status;
+  TrainResult result;
+};
+
+using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank)>;
+
+// Runs every rank of `plan` on its own thread, each with its own communicator from make_comm.
+inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner::Plan& plan,
+                                     int iterations, const OptimizerSpec& optimizer,
+                                     uint64_t seed, uint64_t data_seed,
+                                     const CommMaker& make_comm) {
+  std::vector<RankRun> runs(static_cast<size_t>(plan.num_devices));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < plan.num_devices; ++rank) {
+    threads.emplace_back([&, rank] {
+      RankRun& run = runs[static_cast<size_t>(rank)];
+      auto comm = make_comm(rank);
+      if (!comm.ok()) {
+        run.status = comm.status();
+        return;
+      }
+      auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, plan.global_batch);
+      if (!data.ok()) {
+        run.status = data.status();
+        return;
+      }
+      ExecutorOptions options;
+      options.seed = seed;
+      options.optimizer = optimizer;
+      auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule,
+                                       options, SystemClock::Get());
+      if (!executor.ok()) {
+        run.status = executor.status();
+        return;
+      }
+      for (int i = 0; i < iterations; ++i) {
+        auto stats = (*executor)->Step(i);
+        if (!stats.ok()) {
+          run.status = stats.status();
+          return;
+        }
+        run.result.losses.push_back(stats->loss);
+      }
+      for (auto& [name, tensor] : (*executor)->NamedParameters()) {
+        run.result.params[name] = tensor.detach().clone();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return runs;
+}
+
+inline CommMaker FakeComms(int world, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  auto net = std::make_shared<FakeNetwork>(world);
+  return [net, timeout](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+    return net->Join(rank, timeout);
+  };
+}
+
+// Gloo on loopback: rank 0 binds a free port and hands it to the others.
+inline CommMaker GlooComms(int world, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  auto port = std::make_shared<std::promise<int>>();
+  auto port_future = std::make_shared<std::shared_future<int>>(port->get_future().share());
+  return [=](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+    CommOptions options;
+    options.rank = rank;
+    options.world_size = world;
+    options.timeout = timeout;
+    if (rank == 0) {
+      auto comm = ConnectGloo(options, [port](int p) { port->set_value(p); });
+      if (!comm.ok()) {
+        try { port->set_value(-1); } catch (...) {}
+      }
+      return comm;
+    }
+    options.store_port = port_future->get();
+    if (options.store_port < 0) return UnavailableError("rank 0 could not host the store");
+    return ConnectGloo(options);
+  };
+}
+
+// Checks that every rank ran, that replicas of a layer agree, and that every parameter of the
+// reference is held by some rank and matches it within fp32 tolerance.
+inline void RequireMatchesReference(const std::vector<RankRun>& runs, const TrainResult& reference,
+                                    double tolerance = 1e-4) {
+  ParamMap merged;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    INFO("rank " << r << ": " << runs[r].status.ToString());
+    REQUIRE(runs[r].status.ok());
+    for (const auto& [name, tensor] : runs[r].result.params) {
+      auto found = merged.find(name);
+      if (found == merged.end()) {
+        merged[name] = tensor;
+      } else {
+        INFO("replicas of " << name << " differ");
+        REQUIRE(torch::allclose(found->second, tensor, 1e-6, 1e-6));
+      }
+    }
+  }
+  REQUIRE(merged.size() == reference.params.size());
+  for (const auto& [name, expected] : reference.params) {
+    INFO(name << " max diff " << (merged.at(name) - expected).abs().max().item<double>());
+    REQUIRE(torch::allclose(merged.at(name), expected, tolerance, tolerance));
+  }
+  for (const auto& run : runs) {
+    REQUIRE(run.result.losses.size() == reference.losses.size());
+    for (size_t i = 0; i < reference.losses.size(); ++i) {
+      REQUIRE(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-4));
+    }
+  }
+}
+
+}  // namespace deepool::worker::testing

@@ -1,0 +1,132 @@
+// End-to-end over real processes: deepool-executor ranks started by the launcher, Gloo over
+// loopback; a rank killed mid-run makes the others fail with a clear error within the timeout.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir) {
+  planner::zoo::ModelOptions options;
+  options.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", options);
+  REQUIRE(graph.ok());
+  RunSpec spec;
+  spec.job_id = "launcher-test";
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  spec.plan = planner::DataParallelLayout(*spec.graph, 12, ranks);
+  spec.plan.num_devices = ranks;
+  spec.iterations = iterations;
+  std::string path = (dir / "run.json").string();
+  REQUIRE(WriteRunSpecFile(spec, path).ok());
+  return path;
+}
+
+fs::path TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "deepool-launch-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+TEST_CASE("three executor processes train and report every iteration", "[launcher][process]") {
+  auto dir = TempDir();
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = WriteSpec(3, 4, dir);
+  options.world_size = 3;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  INFO(ranks.status().ToString());
+  REQUIRE(ranks.ok());
+  std::map<int, int> iterations;
+  std::vector<double> rank0_losses;
+  Status status = (*ranks)->Wait([&](int rank, const nlohmann::json& event) {
+    if (event["event"] == "iteration") {
+      ++iterations[rank];
+      if (rank == 0) rank0_losses.push_back(event["loss"].get<double>());
+    }
+  });
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  for (int rank = 0; rank < 3; ++rank) {
+    REQUIRE(iterations[rank] == 4);
+    REQUIRE((*ranks)->outcomes()[static_cast<size_t>(rank)].done);
+  }
+  REQUIRE(rank0_losses.size() == 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a rank killed mid-run makes the others fail with an error", "[launcher][process]") {
+  auto dir = TempDir();
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = WriteSpec(3, 100000, dir);
+  options.world_size = 3;
+  options.timeout_s = 5;
+  options.stop_on_failure = false;  // let ranks 0 and 2 find out on their own
+  options.silence_limit_s = 60;     // a hang fails the test instead of blocking it
+  auto ranks = RankProcesses::Start(options);
+  REQUIRE(ranks.ok());
+  bool killed = false;
+  Status status = (*ranks)->Wait([&](int rank, const nlohmann::json& event) {
+    if (!killed && rank == 1 && event["event"] == "iteration" && event["iteration"] == 3) {
+      (*ranks)->Kill(1);
+      killed = true;
+    }
+  });
+  REQUIRE(killed);
+  INFO(status.ToString());
+  REQUIRE(status.code() == StatusCode::kAborted);
+  REQUIRE_THAT(status.message(), Catch::Contains("rank 1 failed (killed by signal 9)"));
+  const auto& outcomes = (*ranks)->outcomes();
+  for (int rank : {0, 2}) {
+    const RankOutcome& outcome = outcomes[static_cast<size_t>(rank)];
+    INFO("rank " << rank << ": " << outcome.Describe());
+    REQUIRE(outcome.exited);
+    REQUIRE(outcome.exit_code == 1);
+    REQUIRE_FALSE(outcome.done);
+    REQUIRE(outcome.error.has_value());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a missing executor binary is reported", "[launcher]") {
+  LaunchOptions options;
+  options.executor_path = "/nonexistent/deepool-executor";
+  options.run_spec_path = "/nonexistent/run.json";
+  REQUIRE(RankProcesses::Start(options).status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("an invalid run spec becomes an error event and a failed launch", "[launcher][process]") {
+  auto dir = TempDir();
+  std::string path = (dir / "run.json").string();
+  {
+    std::ofstream out(path);
+    out << R"({"format":"deepool.run","version":1})";
+  }
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = path;
+  options.world_size = 1;
+  auto ranks = RankProcesses::Start(options);
+  // Rank 0 fails before its store is up: either Start or Wait reports it.
+  if (ranks.ok()) {
+    Status status = (*ranks)->Wait();
+    REQUIRE(status.code() == StatusCode::kAborted);
+    REQUIRE_THAT(status.message(), Catch::Contains("graph"));
+  } else {
+    REQUIRE_THAT(ranks.status().message(), Catch::Contains("graph"));
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepool::worker

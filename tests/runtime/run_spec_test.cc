@@ -1,0 +1,82 @@
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+RunSpec MlpSpec() {
+  planner::zoo::ModelOptions options;
+  options.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", options);
+  REQUIRE(graph.ok());
+  RunSpec spec;
+  spec.job_id = "job-7";
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
+  spec.iterations = 5;
+  spec.seed = 42;
+  spec.optimizer.name = "adam";
+  spec.optimizer.lr = 0.003;
+  spec.optimizer.betas = {0.8, 0.99};
+  spec.data.seed = 9;
+  spec.checkpoint_path = "/tmp/model.pt";
+  return spec;
+}
+
+TEST_CASE("run spec round-trips through JSON", "[run_spec]") {
+  RunSpec spec = MlpSpec();
+  auto parsed = ParseRunSpecJson(RunSpecToJson(spec));
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->job_id == "job-7");
+  REQUIRE(parsed->graph->num_layers() == spec.graph->num_layers());
+  REQUIRE(parsed->plan.global_batch == 8);
+  REQUIRE(parsed->plan.layers.size() == spec.plan.layers.size());
+  REQUIRE(parsed->iterations == 5);
+  REQUIRE(parsed->seed == 42);
+  REQUIRE(parsed->optimizer == spec.optimizer);
+  REQUIRE(parsed->data == spec.data);
+  REQUIRE(parsed->checkpoint_path == spec.checkpoint_path);
+}
+
+TEST_CASE("run spec errors name the field", "[run_spec]") {
+  nlohmann::json doc = nlohmann::json::parse(RunSpecToJson(MlpSpec()));
+  SECTION("iterations") {
+    doc["iterations"] = 0;
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("iterations"));
+  }
+  SECTION("optimizer name") {
+    doc["optimizer"]["name"] = "rmsprop";
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(),
+                 Catch::Contains("optimizer.name"));
+  }
+  SECTION("optimizer lr") {
+    doc["optimizer"]["lr"] = -1;
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("optimizer.lr"));
+  }
+  SECTION("data kind") {
+    doc["data"] = {{"kind", "imagenet"}};
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("data.kind"));
+  }
+  SECTION("cifar10 without a path") {
+    doc["data"] = {{"kind", "cifar10"}};
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("data.path"));
+  }
+  SECTION("format") {
+    doc["format"] = "deepool.plan";
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("format"));
+  }
+  SECTION("a layer the plan does not place") {
+    doc["plan"]["layers"].erase(doc["plan"]["layers"].size() - 1);
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(),
+                 Catch::Contains("no placement for layer fc3"));
+  }
+  REQUIRE(ParseRunSpecJson(doc.dump()).status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace deepool::worker
