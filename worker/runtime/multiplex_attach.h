@@ -1,0 +1,51 @@
+// Attaching a BG job to an FG executor rank, in one object the executor process holds: it wraps
+// the rank's communicator (so waits mark the FG rank idle), puts the FG thread on its stream,
+// builds the BG trainer/stepper and its thread, adds the sharing fields to progress lines, and
+// stops the BG job when the FG rank is done.
+//
+// Threading: Attach, Start, Decorate and Finish are called by the FG (executor) thread; the BG
+// job runs on the runner's own thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "worker/runtime/background_runner.h"
+#include "worker/runtime/background_spec.h"
+#include "worker/runtime/background_trainer.h"
+#include "worker/runtime/communicator.h"
+#include "worker/runtime/multiplex_gate.h"
+
+namespace deepool::worker {
+
+class DeviceSharing {
+ public:
+  // Replaces *comm by a SharingCommunicator around it. Call before the executor is created.
+  static StatusOr<std::unique_ptr<DeviceSharing>> Attach(const BackgroundSpec& spec,
+                                                         torch::Device device,
+                                                         std::unique_ptr<Communicator>* comm,
+                                                         const Clock* clock,
+                                                         bool record_events = false);
+  ~DeviceSharing();  // stops the BG job
+
+  // Starts the BG thread (after the executor was built, so that BG does not compete with it).
+  void Start();
+  // An "iteration" line with the window since the previous call (AddSharingFields).
+  std::string Decorate(const std::string& iteration_line);
+  // Stops the BG job and reports its progress (its failure, if any, in progress.status).
+  BackgroundProgress Finish();
+
+  DeviceGate& gate() { return *gate_; }
+
+ private:
+  DeviceSharing() = default;
+
+  std::unique_ptr<DeviceGate> gate_;
+  std::shared_ptr<void> fg_stream_;
+  std::unique_ptr<BackgroundStepper> stepper_;
+  std::unique_ptr<BackgroundRunner> runner_;
+};
+
+}  // namespace deepool::worker
