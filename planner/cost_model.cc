@@ -134,11 +134,13 @@ StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& coun
 }
 
 StatusOr<double> CostModel::SingleDeviceMs() const {
+  if (single_device_ms_) return *single_device_ms_;
   double total = 0;
   for (int id = 0; id < graph_.num_layers(); ++id) {
     ASSIGN_OR_RETURN(LayerTime time, Compute(id, 1));
     total += time.total_ms();
   }
+  single_device_ms_ = total;
   return total;
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,7 @@ class CostModel {
   const Cluster& cluster_;
   int64_t global_batch_;
   mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
+  mutable std::optional<double> single_device_ms_;
 };
 
 }  // namespace deepool::planner

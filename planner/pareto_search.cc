@@ -180,9 +180,10 @@ struct ScalarCell {
 
 class ScalarPass {
  public:
+  // `cells` is the caller's workspace, reused between passes to save allocations.
   ScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule, double w_time,
-             double w_gpu)
-      : problem_(problem), schedule_(schedule), w_time_(w_time), w_gpu_(w_gpu) {}
+             double w_gpu, std::vector<ScalarCell>* cells)
+      : problem_(problem), schedule_(schedule), w_time_(w_time), w_gpu_(w_gpu), cells_(*cells) {}
 
   void Run() {
     cells_.assign(schedule_.total_cells, ScalarCell{});
@@ -324,7 +325,7 @@ class ScalarPass {
   const SeriesParallelProblem& problem_;
   const Schedule& schedule_;
   const double w_time_, w_gpu_;
-  std::vector<ScalarCell> cells_;
+  std::vector<ScalarCell>& cells_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -563,9 +564,10 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     return solution;
   };
 
+  std::vector<ScalarCell> workspace;
   // The fastest solution regardless of GPU-time; optimal when it fits the budget.
   {
-    ScalarPass fastest(problem, schedule, 1, 0);
+    ScalarPass fastest(problem, schedule, 1, 0, &workspace);
     fastest.Run();
     if (fastest.Final().gpu <= budget) return finish(scalar_solution(fastest));
   }
@@ -575,7 +577,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   SeriesParallelSolution best;
   double lower_bound = -kInfinity, best_lambda = 0;
   auto feasible_at = [&](double lambda) {
-    ScalarPass pass(problem, schedule, 1, lambda);
+    ScalarPass pass(problem, schedule, 1, lambda, &workspace);
     pass.Run();
     const ScalarCell& cell = pass.Final();
     if (std::isinf(cell.time)) return false;
@@ -619,7 +621,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   for (auto [w_time, w_gpu, out] :
        {std::make_tuple(1.0, 0.0, &bounds.time), std::make_tuple(0.0, 1.0, &bounds.gpu),
         std::make_tuple(1.0, best_lambda, &bounds.weighted)}) {
-    ScalarPass pass(problem, schedule, w_time, w_gpu);
+    ScalarPass pass(problem, schedule, w_time, w_gpu, &workspace);
     pass.Run();
     *out = pass.Outside();
   }

@@ -19,6 +19,8 @@ namespace deepool::planner {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Exhaustive search tables hold K x K frontiers per edge: keep K bounded.
+constexpr int64_t kMaxExhaustiveCounts = 256;
 
 // Layers that work sample by sample and cost little: planned on their producer's devices.
 bool IsElementwise(Op op) {
@@ -50,6 +52,13 @@ Status CheckRequest(const Cluster& cluster, const PlanOptions& options) {
         "amplification limit must be >= 1 (GPU-seconds can never fall below the single-device "
         "time), or 0 for no limit; got " +
         std::to_string(limit));
+  }
+  if (options.exhaustive_counts &&
+      std::min<int64_t>(options.devices, options.global_batch) > kMaxExhaustiveCounts) {
+    return InvalidArgumentError(
+        "exhaustive counts need min(G, B) <= " + std::to_string(kMaxExhaustiveCounts) +
+        " (tables grow with the square of the counts); use the default "
+        "candidate set");
   }
   if (std::isnan(options.pareto_tolerance) || options.pareto_tolerance < 0) {
     return InvalidArgumentError("pareto tolerance must be >= 0");
