@@ -241,6 +241,11 @@ Status RankProcesses::Wait(const std::function<void(int, const nlohmann::json&)>
                                  std::to_string(silence_limit_s) + " s; all ranks were killed");
   }
   if (failure_order_.empty()) return Status::Ok();
+  // A rank that died without reporting an error (killed, crashed) is usually the cause and the
+  // others' "connection closed" errors the consequence: name it first.
+  std::stable_partition(failure_order_.begin(), failure_order_.end(), [&](int rank) {
+    return !outcomes_[static_cast<size_t>(rank)].error.has_value();
+  });
   const RankOutcome& first = outcomes_[static_cast<size_t>(failure_order_.front())];
   std::string message = "rank " + std::to_string(first.rank) + " failed (" + first.Describe() + ")";
   for (size_t i = 1; i < failure_order_.size(); ++i) {

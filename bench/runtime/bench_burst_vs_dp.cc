@@ -1,0 +1,114 @@
+// Benchmark (c): on CPU ranks (one deepool-executor process per rank, Gloo on loopback, one
+// intra-op thread each), iteration time and summed busy time of a burst plan vs data
+// parallelism for small_cnn. The burst plan keeps the convolutional body on all ranks and runs
+// the narrow tail (avgpool, flatten, fc) on rank 0 alone.
+//   build-*/bin/deepool-bench-burst_vs_dp [ranks] [global_batch] [iterations]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_spec.h"
+
+namespace dw = deepool::worker;
+namespace dp = deepool::planner;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Summary {
+  double iteration_ms = 0;  // mean over measured iterations of the slowest rank's time
+  double busy_ms = 0;       // mean over measured iterations of busy time summed over ranks
+  double idle_ms = 0;       // likewise, idle
+  double final_loss = 0;
+};
+
+Summary Run(const dw::RunSpec& spec, const std::string& name, int warmup) {
+  std::string pattern = (fs::temp_directory_path() / "deepool-bench-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) std::exit(1);
+  std::string path = (fs::path(pattern) / (name + ".json")).string();
+  if (auto status = dw::WriteRunSpecFile(spec, path); !status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    std::exit(1);
+  }
+  dw::LaunchOptions options;
+  options.executor_path = dw::SiblingExecutable("deepool-executor");
+  options.run_spec_path = path;
+  options.world_size = spec.plan.num_devices;
+  options.timeout_s = 60;
+  auto ranks = dw::RankProcesses::Start(options);
+  if (!ranks.ok()) {
+    std::fprintf(stderr, "%s\n", ranks.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::map<int64_t, double> slowest, busy, idle;
+  double loss = 0;
+  auto status = (*ranks)->Wait([&](int, const nlohmann::json& event) {
+    if (event["event"] != "iteration") return;
+    int64_t i = event["iteration"];
+    if (event["loss"].is_number()) loss = event["loss"];
+    if (i < warmup) return;
+    slowest[i] = std::max(slowest[i], event["iteration_ms"].get<double>());
+    busy[i] += event["busy_ms"].get<double>();
+    idle[i] += event["idle_ms"].get<double>();
+  });
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    std::exit(1);
+  }
+  Summary summary;
+  for (auto& [i, ms] : slowest) {
+    summary.iteration_ms += ms / slowest.size();
+    summary.busy_ms += busy[i] / slowest.size();
+    summary.idle_ms += idle[i] / slowest.size();
+  }
+  summary.final_loss = loss;
+  fs::remove_all(pattern);
+  return summary;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
+  int64_t batch = argc > 2 ? std::atoll(argv[2]) : 32;
+  int64_t iterations = argc > 3 ? std::atoll(argv[3]) : 20;
+  const int warmup = 3;
+  setenv("OMP_NUM_THREADS", "1", 1);  // one intra-op thread per rank process
+  dp::zoo::ModelOptions model_options;
+  model_options.num_classes = 10;
+  auto graph = dp::zoo::BuildModel("small_cnn", model_options);
+  if (!graph.ok()) return 1;
+  dw::RunSpec spec;
+  spec.job_id = "bench";
+  spec.graph = std::make_shared<const dp::Graph>(std::move(graph).value());
+  spec.iterations = iterations;
+  spec.optimizer.momentum = 0.9;
+
+  spec.plan = dp::DataParallelLayout(*spec.graph, batch, ranks);
+  spec.plan.num_devices = ranks;
+  Summary dp_summary = Run(spec, "dp", warmup);
+
+  for (auto& placement : spec.plan.layers) {
+    if (placement.layer == "avgpool" || placement.layer == "flatten" || placement.layer == "fc") {
+      placement.devices = {0};
+      placement.samples = {batch};
+    }
+  }
+  Summary burst = Run(spec, "burst", warmup);
+
+  std::printf("| plan (small_cnn, %d CPU ranks, batch %lld) | iteration ms | summed busy ms | "
+              "summed idle ms | loss after %lld it. |\n|---|---|---|---|---|\n",
+              ranks, static_cast<long long>(batch), static_cast<long long>(iterations));
+  std::printf("| data parallel | %.2f | %.2f | %.2f | %.4f |\n", dp_summary.iteration_ms,
+              dp_summary.busy_ms, dp_summary.idle_ms, dp_summary.final_loss);
+  std::printf("| burst (tail on rank 0) | %.2f | %.2f | %.2f | %.4f |\n", burst.iteration_ms,
+              burst.busy_ms, burst.idle_ms, burst.final_loss);
+  std::printf("| ratio burst / data parallel | %.3f | %.3f | | |\n",
+              burst.iteration_ms / dp_summary.iteration_ms, burst.busy_ms / dp_summary.busy_ms);
+  return 0;
+}

@@ -1,0 +1,193 @@
+// Benchmark (b): re-split throughput between two processes. The executor's path (slice the
+// sample range, Communicator::Send/Recv over the Gloo communicator, assemble the input) moves a
+// batch from layout {0} to layout {1} and back (forward re-split and its backward mirror); the
+// baseline moves the same bytes with raw c10d ProcessGroupGloo send/recv. Prints MB/s of each
+// and the ratio deepool / raw.
+//   build-*/bin/deepool-bench-resplit_throughput [round_trips] [trials]
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <sys/wait.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/resplit.h"
+
+namespace dw = deepool::worker;
+using Ms = std::chrono::duration<double, std::milli>;
+
+namespace {
+
+void Die(const deepool::Status& status) {
+  std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
+  std::exit(1);
+}
+
+deepool::planner::LayerPlacement Layout(int device, int64_t batch) {
+  deepool::planner::LayerPlacement placement;
+  placement.layer = "x";
+  placement.devices = {device};
+  placement.samples = {batch};
+  return placement;
+}
+
+// Moves `held` (this rank's rows under `from`) to the `to` layout the way the executor does;
+// returns this rank's rows under `to` (undefined when it holds none).
+torch::Tensor Resplit(dw::Communicator& comm, const torch::Tensor& held,
+                      const deepool::planner::LayerPlacement& from,
+                      const deepool::planner::LayerPlacement& to, const std::vector<int64_t>& row,
+                      int tag) {
+  int rank = comm.rank();
+  auto [held_first, held_last] = from.SampleRange(rank);
+  std::vector<std::unique_ptr<dw::CommWork>> works;
+  std::vector<torch::Tensor> parts;
+  for (const auto& piece : dw::ResplitPieces(from, to)) {
+    if (piece.src == rank && piece.dst != rank) {
+      auto send = comm.Send(held.narrow(0, piece.first - held_first, piece.size()).contiguous(),
+                            piece.dst, tag);
+      if (!send.ok()) Die(send.status());
+      works.push_back(std::move(send).value());
+    } else if (piece.dst == rank && piece.src != rank) {
+      std::vector<int64_t> sizes{piece.size()};
+      sizes.insert(sizes.end(), row.begin(), row.end());
+      auto buffer = torch::empty(sizes);
+      auto recv = comm.Recv(buffer, piece.src, tag);
+      if (!recv.ok()) Die(recv.status());
+      works.push_back(std::move(recv).value());
+      parts.push_back(buffer);
+    } else if (piece.src == rank) {
+      parts.push_back(held.narrow(0, piece.first - held_first, piece.size()));
+    }
+  }
+  for (auto& work : works) {
+    auto status = work->Wait(comm.timeout());
+    if (!status.ok()) Die(status);
+  }
+  if (parts.empty()) return {};
+  return parts.size() == 1 ? parts[0] : torch::cat(parts);
+}
+
+struct Result {
+  double deepool_ms, raw_ms;
+};
+
+Result Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, int64_t batch,
+               const std::vector<int64_t>& row, int round_trips) {
+  std::vector<int64_t> sizes{batch};
+  sizes.insert(sizes.end(), row.begin(), row.end());
+  auto on0 = Layout(0, batch), on1 = Layout(1, batch);
+  torch::Tensor data = rank == 0 ? torch::randn(sizes) : torch::Tensor();
+  auto deepool_round = [&](int tag) {
+    torch::Tensor moved = Resplit(comm, data, on0, on1, row, tag);
+    torch::Tensor back = Resplit(comm, moved, on1, on0, row, tag + 1);
+    if (rank == 0) data = back;
+  };
+  std::vector<torch::Tensor> buffer{torch::empty(sizes)};
+  if (rank == 0) buffer[0].copy_(torch::randn(sizes));
+  auto raw_round = [&](int tag) {
+    if (rank == 0) {
+      raw.send(buffer, 1, tag)->wait();
+      raw.recv(buffer, 1, tag + 1)->wait();
+    } else {
+      raw.recv(buffer, 0, tag)->wait();
+      raw.send(buffer, 0, tag + 1)->wait();
+    }
+  };
+  deepool_round(0);
+  raw_round(0);
+  auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < round_trips; ++i) deepool_round(2);
+  double deepool_ms = Ms(std::chrono::steady_clock::now() - begin).count() / round_trips;
+  begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < round_trips; ++i) raw_round(2);
+  double raw_ms = Ms(std::chrono::steady_clock::now() - begin).count() / round_trips;
+  return {deepool_ms, raw_ms};
+}
+
+int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
+  dw::CommOptions options;
+  options.rank = rank;
+  options.world_size = 2;
+  int ports[2] = {0, 0};
+  // Rank 0 hands rank 1 each store's port through the pipe as soon as that store listens.
+  if (rank == 1) {
+    if (read(port_pipe[0], &ports[0], sizeof(int)) != sizeof(int)) return 1;
+    options.store_port = ports[0];
+  }
+  auto comm = dw::ConnectGloo(options, [&](int port) {
+    ports[0] = port;
+    if (write(port_pipe[1], &ports[0], sizeof(int)) != sizeof(int)) std::exit(1);
+  });
+  if (!comm.ok()) Die(comm.status());
+  c10d::TCPStoreOptions store_options;
+  store_options.isServer = rank == 0;
+  if (rank == 1 && read(port_pipe[0], &ports[1], sizeof(int)) != sizeof(int)) return 1;
+  store_options.port = static_cast<uint16_t>(rank == 0 ? 0 : ports[1]);
+  store_options.numWorkers = 2;
+  store_options.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
+  if (rank == 0) {
+    ports[1] = store->getPort();
+    if (write(port_pipe[1], &ports[1], sizeof(int)) != sizeof(int)) return 1;
+  }
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+  gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  auto raw = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>("raw", store), rank, 2, gloo_options);
+
+  struct Case {
+    int64_t batch;
+    std::vector<int64_t> row;
+  };
+  if (rank == 0) {
+    std::printf("| activation [batch, C, H, W] | MB moved per round trip | raw Gloo MB/s | "
+                "deepool re-split MB/s | ratio |\n|---|---|---|---|---|\n");
+  }
+  for (const Case& c : {Case{32, {16, 16, 16}}, Case{32, {64, 32, 32}}, Case{64, {64, 56, 56}}}) {
+    std::vector<double> deepool_ms, raw_ms;
+    for (int t = 0; t < trials; ++t) {
+      Result r = Measure(rank, **comm, *raw, c.batch, c.row, round_trips);
+      deepool_ms.push_back(r.deepool_ms);
+      raw_ms.push_back(r.raw_ms);
+    }
+    std::sort(deepool_ms.begin(), deepool_ms.end());
+    std::sort(raw_ms.begin(), raw_ms.end());
+    double mb = 2.0 * 4 * c.batch * c.row[0] * c.row[1] * c.row[2] / 1e6;
+    double d = mb / (deepool_ms[deepool_ms.size() / 2] / 1e3);
+    double r = mb / (raw_ms[raw_ms.size() / 2] / 1e3);
+    if (rank == 0) {
+      std::printf("| [%lld, %lld, %lld, %lld] | %.1f | %.0f | %.0f | %.3f |\n",
+                  static_cast<long long>(c.batch), static_cast<long long>(c.row[0]),
+                  static_cast<long long>(c.row[1]), static_cast<long long>(c.row[2]), mb, r, d,
+                  d / r);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int round_trips = argc > 1 ? std::atoi(argv[1]) : 20;
+  int trials = argc > 2 ? std::atoi(argv[2]) : 3;
+  int port_pipe[2];
+  if (pipe(port_pipe) != 0) return 1;
+  // Fork before any thread exists; the two ranks meet through stores on free ports.
+  pid_t child = fork();
+  if (child == 0) _exit(RunRank(1, port_pipe, round_trips, trials));
+  int rc = RunRank(0, port_pipe, round_trips, trials);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return rc != 0 ? rc : (WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
