@@ -453,6 +453,10 @@ TEST_CASE("impossible requests get clear errors", "[search]") {
   options = good;
   options.global_batch = 0;
   CHECK_THAT(error_of(options).message(), Catch::Contains("global batch"));
+  options = good;
+  options.global_batch = 4096;
+  options.devices = 4096;
+  CHECK_THAT(error_of(options).message(), Catch::Contains("exhaustive counts"));
   profile.missing = "l1";
   const Status missing = error_of(good);
   CHECK(missing.code() == StatusCode::kNotFound);
