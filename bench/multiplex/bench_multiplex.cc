@@ -1,0 +1,289 @@
+// Benchmark: a BG job sharing a CPU "device" with a burst-parallel FG rank.
+//
+// Two FG rank processes (forked; Gloo over loopback; one intra-op thread each; rank r pinned to
+// core r, so a core plays a device) train small_cnn under a burst plan whose residual block and
+// head run on rank 0 alone: rank 1 waits through them every iteration. A BG job (small_cnn, its
+// own batch) shares rank 1's core. Configurations:
+//   fg_alone            FG only
+//   fg+bg idle_only     BG units only while rank 1 waits (the CPU path of the multiplexer)
+//   fg+bg concurrent    BG thread free-running next to FG (naive collocation, for comparison)
+//   bg_alone            the BG job alone on one pinned core
+// Reported: FG iteration time (mean over measured iterations of the slowest rank), its ratio to
+// fg_alone, BG samples/s during the FG measurement and its ratio to bg_alone, and gate counters.
+//   build-*/bin/deepool-bench-multiplex [fg_iterations=40] [fg_batch=64] [bg_batch=8]
+//                                       [image_size=32]
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/background_runner.h"
+#include "worker/runtime/background_trainer.h"
+#include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/data.h"
+#include "worker/runtime/executor.h"
+#include "worker/runtime/multiplex_communicator.h"
+#include "worker/runtime/multiplex_gate.h"
+
+namespace dw = deepool::worker;
+namespace dp = deepool::planner;
+
+namespace {
+
+constexpr int kWarmup = 5;
+
+struct Config {
+  int iterations = 40;
+  int64_t fg_batch = 64;
+  int64_t bg_batch = 8;
+  int64_t image_size = 32;
+};
+
+struct RankResult {
+  double iteration_ms = 0;   // mean over measured iterations
+  double bg_samples_per_s = 0;
+  double bg_busy_share = 0;  // BG busy / window over measured iterations
+  double fg_wait_share = 0;
+  int64_t idle_periods = 0, bg_units = 0, delayed_resumes = 0;
+  double overrun_ms_per_iteration = 0;
+};
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "%s\n", what.c_str());
+  std::_Exit(1);
+}
+
+void PinToCore(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core % std::max(1u, std::thread::hardware_concurrency()), &set);
+  sched_setaffinity(0, sizeof(set), &set);  // the whole process (threads inherit it)
+}
+
+dp::Graph Model(const Config& config) {
+  dp::zoo::ModelOptions options;
+  options.num_classes = 10;
+  options.image_size = config.image_size;
+  auto graph = dp::zoo::BuildModel("small_cnn", options);
+  if (!graph.ok()) Die(graph.status().ToString());
+  return std::move(graph).value();
+}
+
+dp::Plan BurstPlan(const dp::Graph& graph, int64_t global_batch) {
+  dp::Plan plan;
+  plan.model = graph.name();
+  plan.global_batch = global_batch;
+  plan.num_devices = 2;
+  bool narrow = false;
+  for (const auto& layer : graph.layers()) {
+    if (layer.name == "res.conv") narrow = true;  // from the residual block on: rank 0 alone
+    dp::LayerPlacement placement;
+    placement.layer = layer.name;
+    placement.devices = narrow ? std::vector<int>{0} : std::vector<int>{0, 1};
+    placement.samples =
+        dp::NearEqualShares(global_batch, static_cast<int>(placement.devices.size()));
+    plan.layers.push_back(placement);
+  }
+  return plan;
+}
+
+dw::BackgroundSpec BgSpec(const Config& config) {
+  dw::BackgroundSpec spec;
+  spec.job_id = "bg";
+  spec.graph = std::make_shared<const dp::Graph>(Model(config));
+  spec.batch_size = config.bg_batch;
+  spec.seed = 7;
+  spec.optimizer.lr = 0.02;
+  spec.optimizer.momentum = 0.9;
+  spec.data = dw::DataSpec{"synthetic", 13, ""};
+  return spec;
+}
+
+// One FG rank (optionally with a BG job on its core); writes its result to `result_fd`.
+void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mode, int port_read,
+              int port_write, int result_fd) {
+  PinToCore(rank);
+  torch::set_num_threads(1);
+  dp::Graph graph = Model(config);
+  dp::Plan plan = BurstPlan(graph, config.fg_batch);
+  const deepool::Clock* clock = deepool::SystemClock::Get();
+  dw::CommOptions comm_options;
+  comm_options.rank = rank;
+  comm_options.world_size = 2;
+  std::unique_ptr<dw::Communicator> comm;
+  if (rank == 0) {
+    auto connected = dw::ConnectGloo(comm_options, [&](int port) {
+      if (write(port_write, &port, sizeof(port)) != sizeof(port)) Die("port pipe");
+    });
+    if (!connected.ok()) Die(connected.status().ToString());
+    comm = std::move(connected).value();
+  } else {
+    if (read(port_read, &comm_options.store_port, sizeof(int)) != sizeof(int)) Die("port pipe");
+    auto connected = dw::ConnectGloo(comm_options);
+    if (!connected.ok()) Die(connected.status().ToString());
+    comm = std::move(connected).value();
+  }
+  std::unique_ptr<dw::DeviceGate> gate;
+  std::unique_ptr<dw::BackgroundTrainer> trainer;
+  std::unique_ptr<dw::BackgroundRunner> runner;
+  if (mode && rank == 1) {
+    gate = std::make_unique<dw::DeviceGate>(*mode, clock);
+    auto made = dw::BackgroundTrainer::Create(BgSpec(config), torch::kCPU);
+    if (!made.ok()) Die(made.status().ToString());
+    trainer = std::move(made).value();
+    comm = std::make_unique<dw::SharingCommunicator>(std::move(comm), gate.get());
+    runner = std::make_unique<dw::BackgroundRunner>(trainer.get(), gate.get(), clock, 0);
+  }
+  auto data = dw::MakeDataSource(dw::DataSpec{"synthetic", 1, ""}, graph, plan.global_batch);
+  if (!data.ok()) Die(data.status().ToString());
+  dw::ExecutorOptions options;
+  options.seed = 1;
+  options.optimizer.lr = 0.02;
+  options.optimizer.momentum = 0.9;
+  auto executor = dw::Executor::Create(graph, plan, comm.get(), data->get(), dw::BuildLayerModule,
+                                       options, clock);
+  if (!executor.ok()) Die(executor.status().ToString());
+  if (runner) runner->Start();
+  RankResult result;
+  double total_ms = 0, window_ms = 0, bg_busy_ms = 0, fg_wait_ms = 0, overrun_ms = 0;
+  int64_t bg_samples_at_start = 0;
+  deepool::Clock::TimePoint measure_start{};
+  for (int i = 0; i < config.iterations + kWarmup; ++i) {
+    if (i == kWarmup) {
+      measure_start = clock->Now();
+      if (gate) {
+        gate->TakeWindow();
+        bg_samples_at_start = runner->progress().samples;
+      }
+    }
+    auto stats = (*executor)->Step(i);
+    if (!stats.ok()) Die(stats.status().ToString());
+    if (i < kWarmup) continue;
+    total_ms += stats->iteration_ms;
+    if (gate) {
+      dw::SharingWindow window = gate->TakeWindow();
+      window_ms += window.window_ms;
+      bg_busy_ms += window.bg_busy_ms;
+      fg_wait_ms += window.fg_wait_ms;
+      overrun_ms += window.bg_overrun_ms;
+    }
+  }
+  result.iteration_ms = total_ms / config.iterations;
+  if (gate) {
+    double elapsed_s =
+        std::chrono::duration<double>(clock->Now() - measure_start).count();
+    result.bg_samples_per_s = (runner->progress().samples - bg_samples_at_start) / elapsed_s;
+    runner->Stop();
+    auto counters = gate->counters();
+    result.idle_periods = counters.fg_idle_periods;
+    result.bg_units = counters.bg_units;
+    result.delayed_resumes = counters.fg_resumes_delayed;
+    result.bg_busy_share = bg_busy_ms / window_ms;
+    result.fg_wait_share = fg_wait_ms / window_ms;
+    result.overrun_ms_per_iteration = overrun_ms / config.iterations;
+  }
+  if (write(result_fd, &result, sizeof(result)) != sizeof(result)) Die("result pipe");
+  std::_Exit(0);  // skip c10d teardown
+}
+
+// Runs both FG ranks in forked processes; returns their results.
+std::vector<RankResult> RunFg(const Config& config, std::optional<dw::SharingMode> mode) {
+  int port_pipe[2], result_pipe[2][2];
+  if (pipe(port_pipe) != 0 || pipe(result_pipe[0]) != 0 || pipe(result_pipe[1]) != 0) Die("pipe");
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    pid_t pid = fork();
+    if (pid < 0) Die("fork");
+    if (pid == 0) RankMain(config, rank, mode, port_pipe[0], port_pipe[1], result_pipe[rank][1]);
+    children.push_back(pid);
+  }
+  std::vector<RankResult> results(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    if (read(result_pipe[rank][0], &results[rank], sizeof(RankResult)) != sizeof(RankResult)) {
+      Die("rank " + std::to_string(rank) + " failed");
+    }
+  }
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  return results;
+}
+
+// The BG job alone on one pinned core for `seconds`; samples/s.
+double RunBgAlone(const Config& config, double seconds) {
+  int result_pipe[2];
+  if (pipe(result_pipe) != 0) Die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    PinToCore(1);
+    torch::set_num_threads(1);
+    auto trainer = dw::BackgroundTrainer::Create(BgSpec(config), torch::kCPU);
+    if (!trainer.ok()) Die(trainer.status().ToString());
+    const deepool::Clock* clock = deepool::SystemClock::Get();
+    dw::DeviceGate gate(dw::SharingMode::kIdleOnly, clock);
+    gate.FgDetach();
+    // Warm up one iteration, then measure whole iterations for `seconds`.
+    int64_t iterations = 0;
+    auto start = clock->Now();
+    while (true) {
+      auto unit = (*trainer)->RunUnit();
+      if (!unit.ok()) Die(unit.status().ToString());
+      if (!unit->iteration_done) continue;
+      if (iterations++ == 0) start = clock->Now();
+      if (std::chrono::duration<double>(clock->Now() - start).count() >= seconds) break;
+    }
+    double elapsed = std::chrono::duration<double>(clock->Now() - start).count();
+    double rate = (iterations - 1) * config.bg_batch / elapsed;
+    if (write(result_pipe[1], &rate, sizeof(rate)) != sizeof(rate)) Die("pipe");
+    std::_Exit(0);
+  }
+  double rate = 0;
+  if (read(result_pipe[0], &rate, sizeof(rate)) != sizeof(rate)) Die("bg alone failed");
+  waitpid(pid, nullptr, 0);
+  return rate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config config;
+  if (argc > 1) config.iterations = std::atoi(argv[1]);
+  if (argc > 2) config.fg_batch = std::atoll(argv[2]);
+  if (argc > 3) config.bg_batch = std::atoll(argv[3]);
+  if (argc > 4) config.image_size = std::atoll(argv[4]);
+  std::printf("small_cnn %lldx%lld: FG global batch %lld over 2 CPU ranks (burst plan), "
+              "BG batch %lld on rank 1's core; %d measured iterations after %d warm-up\n",
+              static_cast<long long>(config.image_size), static_cast<long long>(config.image_size),
+              static_cast<long long>(config.fg_batch), static_cast<long long>(config.bg_batch),
+              config.iterations, kWarmup);
+  auto alone = RunFg(config, std::nullopt);
+  double fg_alone_ms = std::max(alone[0].iteration_ms, alone[1].iteration_ms);
+  auto gated = RunFg(config, dw::SharingMode::kIdleOnly);
+  auto naive = RunFg(config, dw::SharingMode::kConcurrent);
+  double bg_alone = RunBgAlone(config, fg_alone_ms * config.iterations / 1000.0 + 1.0);
+
+  std::printf("\n| configuration | FG iteration ms | FG vs alone | BG samples/s | BG vs alone |"
+              " rank 1 waiting | BG busy | FG resumes delayed by BG | overrun ms/iter |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| fg_alone | %.2f | 1.00 | - | - | - | - | - | - |\n", fg_alone_ms);
+  for (auto& [name, results] : {std::pair{"fg+bg idle_only", gated},
+                                std::pair{"fg+bg concurrent", naive}}) {
+    double ms = std::max(results[0].iteration_ms, results[1].iteration_ms);
+    const RankResult& r1 = results[1];
+    std::printf("| %s | %.2f | %.3f | %.1f | %.2f | %.0f%% | %.0f%% | %lld of %lld idle periods |"
+                " %.2f |\n",
+                name, ms, ms / fg_alone_ms, r1.bg_samples_per_s, r1.bg_samples_per_s / bg_alone,
+                100 * r1.fg_wait_share, 100 * r1.bg_busy_share,
+                static_cast<long long>(r1.delayed_resumes),
+                static_cast<long long>(r1.idle_periods), r1.overrun_ms_per_iteration);
+  }
+  std::printf("| bg_alone | - | - | %.1f | 1.00 | - | - | - | - |\n", bg_alone);
+  return 0;
+}
