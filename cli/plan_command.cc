@@ -226,11 +226,8 @@ int RunPlan(const PlanFlags& flags) {
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
-    if (plan.status().code() == StatusCode::kOutOfRange &&
-        plan.status().message().find("--allow-extrapolation") == std::string::npos) {
-      hint =
-          " (the profile's measured batches do not cover it; --allow-extrapolation extends "
-          "them)";
+    if (plan.status().code() == StatusCode::kOutOfRange) {
+      hint = "; --allow-extrapolation extends the profile beyond its measured batches";
     }
     std::cerr << "error: " << plan.status().message() << hint << '\n';
     return CodeFor(plan.status());
