@@ -186,15 +186,20 @@ class ScalarPass {
       : problem_(problem), schedule_(schedule), w_time_(w_time), w_gpu_(w_gpu), cells_(*cells) {}
 
   void Run() {
-    cells_.assign(schedule_.total_cells, ScalarCell{});
+    // Every step writes every cell of its table, so the workspace needs no clearing.
+    cells_.resize(schedule_.total_cells);
     for (const Step& step : schedule_.steps) {
       const TableShape& shape = schedule_.tables[static_cast<size_t>(step.result)];
       ScalarCell* result = &cells_[shape.offset];
       if (step.kind == Step::kLeaf) {
         const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
         for (int c = 0; c < shape.cells(); ++c) {
-          result[c].time = edge.cells[static_cast<size_t>(c)].time_ms;
-          result[c].gpu = edge.cells[static_cast<size_t>(c)].gpu_ms;
+          result[c] = ScalarCell{edge.cells[static_cast<size_t>(c)].time_ms,
+                                 edge.cells[static_cast<size_t>(c)].gpu_ms,
+                                 -1,
+                                 -1,
+                                 -1,
+                                 0};
         }
       } else if (step.kind == Step::kParallel) {
         const size_t a = schedule_.tables[static_cast<size_t>(step.first)].offset;
@@ -202,7 +207,10 @@ class ScalarPass {
         for (int c = 0; c < shape.cells(); ++c) {
           const ScalarCell& p = cells_[a + static_cast<size_t>(c)];
           const ScalarCell& q = cells_[b + static_cast<size_t>(c)];
-          if (std::isinf(p.time) || std::isinf(q.time)) continue;
+          if (std::isinf(p.time) || std::isinf(q.time)) {
+            result[c] = ScalarCell{};
+            continue;
+          }
           result[c] = ScalarCell{p.time + q.time,
                                  p.gpu + q.gpu,
                                  static_cast<int32_t>(a + c),
@@ -288,6 +296,7 @@ class ScalarPass {
     const TableShape& first = schedule_.tables[static_cast<size_t>(step.first)];
     const TableShape& second = schedule_.tables[static_cast<size_t>(step.second)];
     const int choices = NumChoices(problem_, step.node);
+    std::fill(result, result + shape.cells(), ScalarCell{});
     for (int i = 0; i < shape.rows; ++i) {
       if (std::isinf(NodeCost(shape.from, i).time_ms)) continue;
       for (int j = 0; j < shape.cols; ++j) {
