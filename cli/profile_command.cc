@@ -1,0 +1,89 @@
+// `deepool profile ...`: measures per-layer times with libtorch. The deepool command does not
+// link libtorch, so this runs deepool-profile from the same folder as this executable with the
+// same arguments and returns its exit status (deepool-profile --help lists the options).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/command_registry.h"
+
+namespace deepool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kProfileTool = "deepool-profile";
+
+int RunProfileTool(const std::vector<std::string>& args) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    std::cerr << "deepool profile: cannot locate this executable: " << ec.message() << "\n";
+    return kExitFailure;
+  }
+  const fs::path tool = self.parent_path() / kProfileTool;
+  if (access(tool.c_str(), X_OK) != 0) {
+    std::cerr << "deepool profile: " << tool.string()
+              << " not found; it is built with the training runtime (DEEPOOL_WITH_RUNTIME=ON)\n";
+    return kExitUnavailable;
+  }
+  std::vector<std::string> argv_strings{tool.string()};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "deepool profile: fork failed: " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "deepool profile: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(kExitFailure);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      std::cerr << "deepool profile: waiting for " << kProfileTool
+                << " failed: " << std::strerror(errno) << "\n";
+      return kExitFailure;
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  std::cerr << "deepool profile: " << kProfileTool << " ended by signal "
+            << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n";
+  return kExitFailure;
+}
+
+void RegisterProfileCommand(CLI::App& app, CommandResult& result) {
+  CLI::App* profile = app.add_subcommand(
+      "profile", "Measure each layer's forward and backward time on a device (libtorch)");
+  // Everything, --help included, goes to deepool-profile unparsed.
+  profile->set_help_flag();
+  profile->allow_extras();
+  profile->prefix_command();
+  profile->footer(
+      "Options (see `deepool profile --help`):\n"
+      "  (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8 -o FILE\n"
+      "  [--warmup N] [--repeats N] [--image-size S] [--num-classes N] [--no-aux-logits]\n"
+      "  [--device-name NAME] [--threads N] [--seed S]\n"
+      "Example:\n"
+      "  deepool profile --model vgg16 --device cuda:0 --batch-sizes 1,2,4,8,16,32 -o vgg16.json");
+  profile->callback([profile, &result] { result.exit_code = RunProfileTool(profile->remaining()); });
+}
+
+const RegisterCommand kRegisterProfileCommand(RegisterProfileCommand);
+
+}  // namespace
+}  // namespace deepool::cli
