@@ -315,7 +315,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"graph_json", include_plan ? job.graph_json : std::string()},
           {"plan_json", include_plan ? job.plan_json : std::string()},
           {"predicted_iteration_ms", job.predicted_iteration_ms},
-          {"checkpoint", job.checkpoint}};
+          {"checkpoint", job.checkpoint},
+          {"store_address", job.store_address}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -356,6 +357,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.plan_json = doc.at("plan_json").get<std::string>();
     job.predicted_iteration_ms = doc.at("predicted_iteration_ms").get<double>();
     job.checkpoint = doc.at("checkpoint").get<std::string>();
+    job.store_address = doc.value("store_address", std::string());
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

@@ -111,6 +111,7 @@ struct JobRecord {
   std::string plan_json;
   double predicted_iteration_ms = 0;
   std::string checkpoint;
+  std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -2,6 +2,7 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/logging.h"
 
@@ -244,12 +245,13 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   reservations_[job.id] = std::move(reservation);
 }
 
-std::string Scheduler::RunSpecJson(const JobRecord& job, const PlannedJob& planned) const {
+std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& graph_json,
+                                   const std::string& plan_json) const {
   json spec = {{"format", "deepool.run"},
                {"version", 1},
                {"job_id", job.id},
-               {"graph", json::parse(planned.graph_json, nullptr, false)},
-               {"plan", json::parse(planned.plan_json, nullptr, false)},
+               {"graph", json::parse(graph_json, nullptr, false)},
+               {"plan", json::parse(plan_json, nullptr, false)},
                {"iterations", job.spec.iterations},
                {"seed", job.spec.seed},
                {"optimizer", OptimizerToRunSpecJson(job.spec.optimizer)},
@@ -280,55 +282,30 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
     fg_owner_.erase(reservation.devices[i]);
   }
   std::vector<RankPlacement> placements;
-  std::vector<std::string> node_order;  // nodes in rank order; node_order[0] holds rank 0
-  std::map<std::string, std::vector<int>> ranks_on;
   for (int rank = 0; rank < planned.world_size; ++rank) {
     const DeviceKey& key = used[static_cast<size_t>(rank)];
     StatusOr<NodeRecord> node = nodes_->Get(key.first);
     placements.push_back({rank, key.first, node.ok() ? node->name : key.first, key.second});
-    if (ranks_on.count(key.first) == 0) node_order.push_back(key.first);
-    ranks_on[key.first].push_back(rank);
   }
-  StatusOr<NodeRecord> rank0_node = nodes_->Get(node_order.front());
+  StatusOr<NodeRecord> rank0_node = nodes_->Get(placements.front().node_id);
   if (!rank0_node.ok()) {
-    FailOrRequeueLocked(*job, "node " + node_order.front() + " vanished before dispatch");
+    FailOrRequeueLocked(*job, "node " + placements.front().node_id + " vanished before dispatch");
     return;
   }
-  const std::string run_spec = RunSpecJson(*job, planned);
-
-  std::vector<Task> new_tasks;
-  for (const std::string& node_id : node_order) {
-    Task task;
-    task.id = job->id + ".a" + std::to_string(attempt) + "." + node_id;
-    task.job_id = job->id;
-    task.node_id = node_id;
-    task.attempt = attempt;
-    task.rank0_node = node_id == node_order.front();
-    task.phase = task.rank0_node ? TaskPhase::kSent : TaskPhase::kWaitingForStore;
-    v1::TaskAssignment& a = task.assignment;
-    a.set_task_id(task.id);
-    a.set_job_id(job->id);
-    a.set_kind(v1::TASK_KIND_TRAIN);
-    v1::TrainTask* train = a.mutable_train();
-    train->set_run_spec_json(run_spec);
-    for (int rank : ranks_on[node_id]) {
-      v1::RankDevice* rd = train->add_ranks();
-      rd->set_rank(rank);
-      rd->set_device(used[static_cast<size_t>(rank)].second);
-    }
-    train->set_world_size(planned.world_size);
-    if (task.rank0_node) train->set_store_address(rank0_node->host() + ":0");
-    train->set_background(reservation.background);
-    train->set_timeout_s(options_.executor_timeout_s);
-    new_tasks.push_back(std::move(task));
-  }
+  std::vector<Task> new_tasks =
+      MakeTrainTasks(*job, attempt, placements,
+                     RunSpecJson(*job, planned.graph_json, planned.plan_json),
+                     reservation.background);
+  new_tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
+  std::set<std::string> nodes_used;
+  for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
 
   std::vector<std::string> task_ids;
   for (const Task& t : new_tasks) task_ids.push_back(t.id);
   StatusOr<JobRecord> running = jobs_->Transition(
       job->id, JobState::kRunning,
       "dispatched " + std::to_string(planned.world_size) + " ranks to " +
-          std::to_string(node_order.size()) + " node(s)",
+          std::to_string(nodes_used.size()) + " node(s)",
       [&](JobRecord& r) {
         r.attempt = attempt;
         r.devices = placements;
@@ -338,7 +315,7 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
         r.predicted_iteration_ms = planned.iteration_ms;
         r.progress = JobProgress{};
         r.progress.iterations = r.spec.iterations;
-        if (r.device_type.empty()) r.device_type = "";
+        r.store_address.clear();
       });
   if (!running.ok()) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
@@ -368,6 +345,40 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
       SendLocked(tasks_[id].node_id, std::move(command));
     }
   }
+}
+
+std::vector<Scheduler::Task> Scheduler::MakeTrainTasks(
+    const JobRecord& job, int64_t attempt, const std::vector<RankPlacement>& placements,
+    const std::string& run_spec, bool background) const {
+  std::vector<Task> tasks;
+  std::map<std::string, size_t> index_of;  // node id -> index in tasks
+  for (const RankPlacement& p : placements) {
+    auto it = index_of.find(p.node_id);
+    if (it == index_of.end()) {
+      Task task;
+      task.id = job.id + ".a" + std::to_string(attempt) + "." + p.node_id;
+      task.job_id = job.id;
+      task.node_id = p.node_id;
+      task.attempt = attempt;
+      task.rank0_node = tasks.empty();
+      task.phase = task.rank0_node ? TaskPhase::kSent : TaskPhase::kWaitingForStore;
+      v1::TaskAssignment& a = task.assignment;
+      a.set_task_id(task.id);
+      a.set_job_id(job.id);
+      a.set_kind(v1::TASK_KIND_TRAIN);
+      v1::TrainTask* train = a.mutable_train();
+      train->set_run_spec_json(run_spec);
+      train->set_world_size(static_cast<int>(placements.size()));
+      train->set_background(background);
+      train->set_timeout_s(options_.executor_timeout_s);
+      it = index_of.emplace(p.node_id, tasks.size()).first;
+      tasks.push_back(std::move(task));
+    }
+    v1::RankDevice* rd = tasks[it->second].assignment.mutable_train()->add_ranks();
+    rd->set_rank(p.rank);
+    rd->set_device(p.device);
+  }
+  return tasks;
 }
 
 void Scheduler::SendLocked(const std::string& node_id, v1::TaskCommand command) {

@@ -137,7 +137,13 @@ class Scheduler {
   void StartProfilingLocked(const JobRecord& job, Reservation reservation);
   // Dispatch (mu_ held).
   void DispatchLocked(const Reservation& reservation, const PlannedJob& planned);
-  std::string RunSpecJson(const JobRecord& job, const PlannedJob& planned) const;
+  std::string RunSpecJson(const JobRecord& job, const std::string& graph_json,
+                          const std::string& plan_json) const;
+  // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
+  // without store addresses.
+  std::vector<Task> MakeTrainTasks(const JobRecord& job, int64_t attempt,
+                                   const std::vector<RankPlacement>& placements,
+                                   const std::string& run_spec, bool background) const;
   void SendLocked(const std::string& node_id, v1::TaskCommand command);
   // Endings (mu_ held).
   void ReleaseLocked(const std::string& job_id);

@@ -6,17 +6,6 @@
 #include "coordinator/scheduler.h"
 
 namespace deepool::coordinator {
-namespace {
-
-// "<job>.a<attempt>.<node id>" -> node id (node ids may contain dots; job ids do not).
-std::string NodeOfTrainTask(const std::string& task_id) {
-  size_t first = task_id.find('.');
-  if (first == std::string::npos) return "";
-  size_t second = task_id.find('.', first + 1);
-  return second == std::string::npos ? "" : task_id.substr(second + 1);
-}
-
-}  // namespace
 
 Status Scheduler::Recover() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -41,15 +30,24 @@ Status Scheduler::Recover() {
         idle_fraction_[key] = 0;  // unknown until re-planned; assume busy
       }
     }
-    for (const std::string& id : job.task_ids) {
-      Task task;
-      task.id = id;
-      task.job_id = job.id;
-      task.node_id = NodeOfTrainTask(id);
-      task.attempt = job.attempt;
-      task.phase = TaskPhase::kSent;
+    // Rebuild the job's tasks from its record. The rank-0 node's task must be reported by its
+    // worker; the others are sent again if the store address is known (their worker may never
+    // have received them), or wait for the rank-0 worker to report the store.
+    std::vector<Task> tasks = MakeTrainTasks(
+        job, job.attempt, job.devices, RunSpecJson(job, job.graph_json, job.plan_json),
+        job.spec.role == JobRole::kBg);
+    for (Task& task : tasks) {
       task.unconfirmed_after_restart = true;
       task.sent_at = clock_->Now();
+      if (!task.rank0_node) {
+        if (job.store_address.empty()) {
+          task.phase = TaskPhase::kWaitingForStore;
+        } else {
+          task.phase = TaskPhase::kSent;
+          task.assignment.mutable_train()->set_store_address(job.store_address);
+        }
+      }
+      const std::string id = task.id;
       tasks_[id] = std::move(task);
     }
   }
@@ -191,13 +189,14 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
   registration.cancel_task_ids = ReconcileRunningLocked(node.id, running);
   std::set<std::string> listed;
   for (const v1::RunningTask& rt : running) listed.insert(rt.task_id());
-  // Tasks this node should run but does not list: confirmed ones died with the old worker;
-  // ones never confirmed are sent again.
+  // Tasks this node should run but does not list: confirmed ones died with the old worker, and
+  // so did a rank-0 task from before a coordinator restart (its store is gone); the others may
+  // never have reached the worker and are sent again.
   std::set<std::string> lost_jobs;
   for (auto& [id, task] : tasks_) {
     if (task.node_id != node.id || listed.count(id)) continue;
     if (task.phase == TaskPhase::kConfirmed ||
-        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart)) {
+        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node)) {
       task.phase = TaskPhase::kEnded;
       lost_jobs.insert(task.job_id);
     } else if (task.phase == TaskPhase::kSent && task.assignment.task_id() == id) {
@@ -289,6 +288,11 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     });
   }
   if (!report.store_ready().empty() && task.rank0_node) {
+    // Persisted first, so a restarted coordinator can still send the other nodes their ranks.
+    if (job->store_address != report.store_ready()) {
+      (void)jobs_->Update(task.job_id,
+                          [&](JobRecord& r) { r.store_address = report.store_ready(); });
+    }
     for (auto& [id, other] : tasks_) {
       if (other.job_id != task.job_id || other.attempt != task.attempt ||
           other.phase != TaskPhase::kWaitingForStore) {

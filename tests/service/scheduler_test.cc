@@ -463,3 +463,84 @@ TEST_CASE("after a restart, running jobs are reconciled with what workers report
 
 }  // namespace
 }  // namespace deepool::coordinator
+
+namespace deepool::coordinator {
+namespace {
+
+TEST_CASE("after a restart, a multi-node job's other ranks still get the store address",
+          "[scheduler]") {
+  testing::TempDir dir;
+  std::string id, task_a, task_b;
+  const bool store_known_before_crash = GENERATE(false, true);
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    Harness h(store->get());
+    h.AddNode("a", 2);
+    h.AddNode("b", 2);
+    id = h.Submit(Fg(4)).id;
+    h.scheduler.Tick();
+    task_a = h.Commands("node-a").at(0).assign().task_id();
+    task_b = h.Get(id).task_ids.at(1);
+    if (store_known_before_crash) {
+      v1::ReportProgressRequest ready;
+      ready.set_node_id("node-a");
+      ready.set_task_id(task_a);
+      ready.set_store_ready("10.0.0.a:29501");
+      REQUIRE(h.scheduler.ReportProgress(ready).ok());
+      // The coordinator dies before node b's stream delivers the assignment.
+    }
+  }
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  Harness h(store->get());
+  h.AddNode("b", 2);  // lists nothing: it never got its task
+  CHECK(h.Get(id).state == JobState::kRunning);
+  h.AddNode("a", 2, "cpu", {Running(task_a, id)});
+  if (!store_known_before_crash) {
+    CHECK(h.Commands("node-b").empty());
+    v1::ReportProgressRequest ready;
+    ready.set_node_id("node-a");
+    ready.set_task_id(task_a);
+    ready.set_store_ready("10.0.0.a:29502");
+    REQUIRE(h.scheduler.ReportProgress(ready).ok());
+  }
+  std::vector<v1::TaskCommand> on_b = h.Commands("node-b");
+  REQUIRE(on_b.size() == 1);
+  CHECK(on_b[0].assign().task_id() == task_b);
+  CHECK(on_b[0].assign().train().store_address() ==
+        (store_known_before_crash ? "10.0.0.a:29501" : "10.0.0.a:29502"));
+  CHECK(on_b[0].assign().train().ranks_size() == 2);
+  CHECK(nlohmann::json::parse(on_b[0].assign().train().run_spec_json())["format"] ==
+        "deepool.run");
+
+  h.clock.Advance(seconds(11));
+  REQUIRE(h.scheduler.Heartbeat("node-a", {Running(task_a, id)}).ok());
+  REQUIRE(h.scheduler.Heartbeat("node-b", {Running(task_b, id)}).ok());
+  h.scheduler.Tick();
+  CHECK(h.Get(id).state == JobState::kRunning);
+  h.Exit("node-a", task_a, v1::TASK_OUTCOME_SUCCEEDED);
+  h.Exit("node-b", task_b, v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(h.Get(id).state == JobState::kSucceeded);
+}
+
+TEST_CASE("after a restart, a job whose rank-0 task is gone fails", "[scheduler]") {
+  testing::TempDir dir;
+  std::string id;
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    Harness h(store->get());
+    h.AddNode("a", 1);
+    id = h.Submit(Fg(1)).id;
+    h.scheduler.Tick();
+  }
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  Harness h(store->get());
+  h.AddNode("a", 1);  // lists nothing
+  CHECK(h.Get(id).state == JobState::kFailed);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
