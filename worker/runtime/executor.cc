@@ -202,32 +202,38 @@ Status Executor::Forward(int id, const Batch& batch) {
 Status Executor::Backward(int id) {
   LayerState& state = layers_[static_cast<size_t>(id)];
   const planner::Layer& layer = graph_.layer(id);
-  torch::Tensor grad;
-  std::vector<std::pair<torch::Tensor, int64_t>> received;  // buffer, first sample
+  // Gradient pieces of this layer's output: (tensor, first sample), local or received.
+  std::vector<std::pair<torch::Tensor, int64_t>> contributions;
   std::vector<std::unique_ptr<CommWork>> recvs;
   for (int edge_id : state.output_edges) {
     const Edge& edge = edges_[static_cast<size_t>(edge_id)];
     const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
     for (const ResplitPiece& piece : edge.pieces) {
       if (piece.src != rank_) continue;
-      if (!grad.defined()) grad = torch::zeros_like(state.output);
       if (piece.dst == rank_) {
         const torch::Tensor& input = consumer.inputs[static_cast<size_t>(edge.input_index)];
         if (input.grad().defined()) {
-          Rows(grad, state.first, piece.first, piece.last)
-              .add_(Rows(input.grad(), consumer.first, piece.first, piece.last));
+          contributions.emplace_back(
+              Rows(input.grad(), consumer.first, piece.first, piece.last), piece.first);
         }
       } else {
         auto buffer = NewBuffer(piece.size(), layer.output_shape);
         ASSIGN_OR_RETURN(auto work, comm_->Recv(buffer, piece.dst, BackwardTag(edge_id)));
         recvs.push_back(std::move(work));
-        received.emplace_back(buffer, piece.first);
+        contributions.emplace_back(buffer, piece.first);
       }
     }
   }
   RETURN_IF_ERROR(WaitAndCount(recvs).WithContext("backward of " + layer.name));
-  for (auto& [buffer, first] : received) {
-    Rows(grad, state.first, first, first + buffer.size(0)).add_(buffer);
+  torch::Tensor grad;
+  if (contributions.size() == 1 && contributions[0].second == state.first &&
+      contributions[0].first.size(0) == state.last - state.first) {
+    grad = contributions[0].first;  // the common case: one consumer, same layout
+  } else if (!contributions.empty()) {
+    grad = torch::zeros_like(state.output);
+    for (auto& [piece, first] : contributions) {
+      Rows(grad, state.first, first, first + piece.size(0)).add_(piece);
+    }
   }
   std::vector<torch::Tensor> roots, root_grads;
   if (grad.defined()) {
