@@ -35,8 +35,7 @@ grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJ
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*,
-                                              const v1::ListJobsRequest* req,
+grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
                                               v1::ListJobsResponse* resp) {
   std::vector<JobState> states;
   for (int s : req->states()) {
@@ -174,9 +173,9 @@ grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext*,
   StatusOr<JobRecord> job = jobs_->Get(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   if (job->plan_json.empty()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "job " + job->id + " has no plan yet (it is " + StateName(job->state) +
-                            ")");
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "job " + job->id + " has no plan yet (it is " + StateName(job->state) + ")");
   }
   resp->set_job_id(job->id);
   resp->set_plan_json(job->plan_json);

@@ -43,8 +43,7 @@ StatusOr<std::vector<LogRecord>> InMemoryJobStore::ReadLogs(const std::string& j
   return out;
 }
 
-StatusOr<std::vector<LogRecord>> InMemoryJobStore::TailLogs(const std::string& job_id,
-                                                            int count) {
+StatusOr<std::vector<LogRecord>> InMemoryJobStore::TailLogs(const std::string& job_id, int count) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = logs_.find(job_id);
   if (it == logs_.end()) return std::vector<LogRecord>{};
@@ -60,8 +59,8 @@ Status InMemoryJobStore::SaveProfile(const std::string& model_key, const std::st
   return Status::Ok();
 }
 
-StatusOr<std::optional<std::string>> InMemoryJobStore::LoadProfile(
-    const std::string& model_key, const std::string& device_type) {
+StatusOr<std::optional<std::string>> InMemoryJobStore::LoadProfile(const std::string& model_key,
+                                                                   const std::string& device_type) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = profiles_.find({model_key, device_type});
   if (it == profiles_.end()) return std::optional<std::string>();

@@ -78,8 +78,8 @@ std::string InProcessPlanningBackend::ModelKey(const JobSpec& spec) const {
     std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>{}(spec.graph_json));
     return std::string("graph:") + hash;
   }
-  int64_t classes = spec.num_classes > 0 ? spec.num_classes
-                                         : (spec.data.kind == "cifar10" ? 10 : 0);
+  int64_t classes =
+      spec.num_classes > 0 ? spec.num_classes : (spec.data.kind == "cifar10" ? 10 : 0);
   return spec.model + "/classes=" + std::to_string(classes) +
          "/image=" + std::to_string(spec.image_size);
 }

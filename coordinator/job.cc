@@ -8,8 +8,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<const char*, 7> kStateNames = {
-    "PENDING", "PROFILING", "PLANNING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"};
+constexpr std::array<const char*, 7> kStateNames = {"PENDING",   "PROFILING", "PLANNING", "RUNNING",
+                                                    "SUCCEEDED", "FAILED",    "CANCELLED"};
 
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
@@ -90,11 +90,11 @@ StatusOr<JobSpec> ParseJobSpecJson(std::string_view text) {
 
 StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
   if (!doc.is_object()) return InvalidArgumentError("job spec: must be a JSON object");
-  RETURN_IF_ERROR(CheckKeys(doc, "",
-                            {"name", "model", "graph", "role", "priority", "global_batch", "gpus",
-                             "amplification_limit", "iterations", "optimizer", "data", "seed",
-                             "requeue_on_failure", "profile", "checkpoint", "num_classes",
-                             "image_size"}));
+  RETURN_IF_ERROR(
+      CheckKeys(doc, "",
+                {"name", "model", "graph", "role", "priority", "global_batch", "gpus",
+                 "amplification_limit", "iterations", "optimizer", "data", "seed",
+                 "requeue_on_failure", "profile", "checkpoint", "num_classes", "image_size"}));
   JobSpec spec;
   RETURN_IF_ERROR(ReadString(doc, "name", "name", &spec.name));
   RETURN_IF_ERROR(ReadString(doc, "model", "model", &spec.model));
@@ -130,8 +130,8 @@ StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
   if (doc.contains("optimizer")) {
     const json& opt = doc["optimizer"];
     if (!opt.is_object()) return FieldError("optimizer", "must be an object");
-    RETURN_IF_ERROR(CheckKeys(opt, "optimizer.",
-                              {"name", "lr", "momentum", "weight_decay", "betas", "eps"}));
+    RETURN_IF_ERROR(
+        CheckKeys(opt, "optimizer.", {"name", "lr", "momentum", "weight_decay", "betas", "eps"}));
     RETURN_IF_ERROR(ReadString(opt, "name", "optimizer.name", &spec.optimizer.name));
     if (spec.optimizer.name == "adam") spec.optimizer.momentum = 0;
     RETURN_IF_ERROR(ReadDouble(opt, "lr", "optimizer.lr", &spec.optimizer.lr));
@@ -192,8 +192,8 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.global_batch < 1) return FieldError("global_batch", "must be >= 1");
   if (spec.gpus < 1 || spec.gpus > 4096) return FieldError("gpus", "must be in [1, 4096]");
   if (spec.gpus > spec.global_batch) {
-    return FieldError("gpus", "must be <= global_batch (" + std::to_string(spec.global_batch) +
-                                  ")");
+    return FieldError("gpus",
+                      "must be <= global_batch (" + std::to_string(spec.global_batch) + ")");
   }
   if (spec.role == JobRole::kBg && spec.gpus != 1) {
     return FieldError("gpus", "a bg job runs on exactly 1 device");
@@ -286,17 +286,23 @@ json JobSpecToJson(const JobSpec& spec) {
 json JobRecordToJson(const JobRecord& job, bool include_plan) {
   json history = json::array();
   for (const StateChange& h : job.history) {
-    history.push_back({{"state", StateName(h.state)}, {"reason", h.reason}, {"time_ms", h.time_ms}});
+    history.push_back(
+        {{"state", StateName(h.state)}, {"reason", h.reason}, {"time_ms", h.time_ms}});
   }
   json devices = json::array();
   for (const RankPlacement& d : job.devices) {
-    devices.push_back(
-        {{"rank", d.rank}, {"node_id", d.node_id}, {"node_name", d.node_name}, {"device", d.device}});
+    devices.push_back({{"rank", d.rank},
+                       {"node_id", d.node_id},
+                       {"node_name", d.node_name},
+                       {"device", d.device}});
   }
   const JobProgress& p = job.progress;
-  json progress = {{"iteration", p.iteration},       {"iterations", p.iterations},
-                   {"samples_per_s", p.samples_per_s}, {"iteration_ms", p.iteration_ms},
-                   {"busy_ms", p.busy_ms},           {"idle_ms", p.idle_ms},
+  json progress = {{"iteration", p.iteration},
+                   {"iterations", p.iterations},
+                   {"samples_per_s", p.samples_per_s},
+                   {"iteration_ms", p.iteration_ms},
+                   {"busy_ms", p.busy_ms},
+                   {"idle_ms", p.idle_ms},
                    {"updated_ms", p.updated_ms}};
   progress["loss"] = p.loss ? json(*p.loss) : json(nullptr);
   return {{"id", job.id},
@@ -335,7 +341,8 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     for (const json& h : doc.at("history")) {
       auto s = StateFromName(h.at("state").get<std::string>());
       if (!s) return DataLossError("job " + job.id + ": unknown state in history");
-      job.history.push_back({*s, h.at("reason").get<std::string>(), h.at("time_ms").get<int64_t>()});
+      job.history.push_back(
+          {*s, h.at("reason").get<std::string>(), h.at("time_ms").get<int64_t>()});
     }
     const json& p = doc.at("progress");
     job.progress.iteration = p.at("iteration").get<int64_t>();

@@ -154,8 +154,8 @@ Status JobManager::AppendLogs(const std::string& job_id, std::vector<LogRecord> 
   return Status::Ok();
 }
 
-StatusOr<std::vector<LogRecord>> JobManager::ReadLogs(const std::string& job_id,
-                                                      int64_t after_seq, int limit) const {
+StatusOr<std::vector<LogRecord>> JobManager::ReadLogs(const std::string& job_id, int64_t after_seq,
+                                                      int limit) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (jobs_.count(job_id) == 0) return NotFoundError("job " + job_id + " not found");

@@ -1,6 +1,5 @@
 // deepool-coordinator: parses options, opens the store, serves until SIGTERM/SIGINT.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <iostream>

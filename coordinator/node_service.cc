@@ -15,8 +15,7 @@ std::vector<v1::RunningTask> ToVector(
 
 }  // namespace
 
-grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*,
-                                           const v1::RegisterNodeRequest* req,
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
   StatusOr<Scheduler::Registration> registration =
       scheduler_->RegisterNode(req->name(), req->address(), DevicesFromProto(req->devices()),

@@ -24,9 +24,9 @@ struct ClusterShape {
 };
 
 struct PlannedJob {
-  std::string graph_json;  // {"format":"deepool.graph",...}
-  std::string plan_json;   // {"format":"deepool.plan",...}
-  int world_size = 1;      // the plan's num_devices
+  std::string graph_json;            // {"format":"deepool.graph",...}
+  std::string plan_json;             // {"format":"deepool.plan",...}
+  int world_size = 1;                // the plan's num_devices
   double iteration_ms = 0;           // predicted; 0 when unknown
   std::vector<double> rank_busy_ms;  // predicted busy time per rank per iteration
 };

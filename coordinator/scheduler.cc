@@ -104,7 +104,8 @@ void Scheduler::AdmitLocked(std::vector<Reservation>* to_plan) {
     } else {
       SetPendingReasonLocked(job, "needs " + std::to_string(job.spec.gpus) +
                                       " devices of one type; the largest group of schedulable "
-                                      "devices has " + std::to_string(best));
+                                      "devices has " +
+                                      std::to_string(best));
     }
   }
 }
@@ -151,11 +152,10 @@ bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
       }
       reservation.profile_json = **cached;
     }
-    StatusOr<JobRecord> moved = jobs_->Transition(
-        job.id, JobState::kPlanning,
-        "planning on " + std::to_string(gpus) + " " + type + " devices", [&](JobRecord& r) {
-          r.device_type = type;
-        });
+    StatusOr<JobRecord> moved =
+        jobs_->Transition(job.id, JobState::kPlanning,
+                          "planning on " + std::to_string(gpus) + " " + type + " devices",
+                          [&](JobRecord& r) { r.device_type = type; });
     if (!moved.ok()) {
       for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
       return true;
@@ -224,11 +224,10 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   profile->set_device_type(type);
   for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);
 
-  StatusOr<JobRecord> moved = jobs_->Transition(
-      job.id, JobState::kProfiling,
-      "measuring the layer profile on " + where.first + "/" + where.second, [&](JobRecord& r) {
-        r.device_type = type;
-      });
+  StatusOr<JobRecord> moved =
+      jobs_->Transition(job.id, JobState::kProfiling,
+                        "measuring the layer profile on " + where.first + "/" + where.second,
+                        [&](JobRecord& r) { r.device_type = type; });
   if (!moved.ok()) {
     for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
     return;
@@ -265,8 +264,7 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
 void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned) {
   StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
   if (!job.ok()) return;
-  if (planned.world_size < 1 ||
-      planned.world_size > static_cast<int>(reservation.devices.size())) {
+  if (planned.world_size < 1 || planned.world_size > static_cast<int>(reservation.devices.size())) {
     (void)jobs_->Transition(job->id, JobState::kFailed,
                             "plan needs " + std::to_string(planned.world_size) +
                                 " ranks; the job holds " +
@@ -292,31 +290,30 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
     FailOrRequeueLocked(*job, "node " + placements.front().node_id + " vanished before dispatch");
     return;
   }
-  std::vector<Task> new_tasks =
-      MakeTrainTasks(*job, attempt, placements,
-                     RunSpecJson(*job, planned.graph_json, planned.plan_json),
-                     reservation.background);
+  std::vector<Task> new_tasks = MakeTrainTasks(
+      *job, attempt, placements, RunSpecJson(*job, planned.graph_json, planned.plan_json),
+      reservation.background);
   new_tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
   std::set<std::string> nodes_used;
   for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
 
   std::vector<std::string> task_ids;
   for (const Task& t : new_tasks) task_ids.push_back(t.id);
-  StatusOr<JobRecord> running = jobs_->Transition(
-      job->id, JobState::kRunning,
-      "dispatched " + std::to_string(planned.world_size) + " ranks to " +
-          std::to_string(nodes_used.size()) + " node(s)",
-      [&](JobRecord& r) {
-        r.attempt = attempt;
-        r.devices = placements;
-        r.task_ids = task_ids;
-        r.graph_json = planned.graph_json;
-        r.plan_json = planned.plan_json;
-        r.predicted_iteration_ms = planned.iteration_ms;
-        r.progress = JobProgress{};
-        r.progress.iterations = r.spec.iterations;
-        r.store_address.clear();
-      });
+  StatusOr<JobRecord> running =
+      jobs_->Transition(job->id, JobState::kRunning,
+                        "dispatched " + std::to_string(planned.world_size) + " ranks to " +
+                            std::to_string(nodes_used.size()) + " node(s)",
+                        [&](JobRecord& r) {
+                          r.attempt = attempt;
+                          r.devices = placements;
+                          r.task_ids = task_ids;
+                          r.graph_json = planned.graph_json;
+                          r.plan_json = planned.plan_json;
+                          r.predicted_iteration_ms = planned.iteration_ms;
+                          r.progress = JobProgress{};
+                          r.progress.iterations = r.spec.iterations;
+                          r.store_address.clear();
+                        });
   if (!running.ok()) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
     ReleaseLocked(job->id);
@@ -327,9 +324,8 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
     for (int rank = 0; rank < planned.world_size; ++rank) {
       double idle = 0;
       if (planned.iteration_ms > 0 && static_cast<size_t>(rank) < planned.rank_busy_ms.size()) {
-        idle = std::clamp(1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] /
-                                    planned.iteration_ms,
-                          0.0, 1.0);
+        idle = std::clamp(
+            1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] / planned.iteration_ms, 0.0, 1.0);
       }
       idle_fraction_[used[static_cast<size_t>(rank)]] = idle;
     }
@@ -347,9 +343,10 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   }
 }
 
-std::vector<Scheduler::Task> Scheduler::MakeTrainTasks(
-    const JobRecord& job, int64_t attempt, const std::vector<RankPlacement>& placements,
-    const std::string& run_spec, bool background) const {
+std::vector<Scheduler::Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attempt,
+                                                       const std::vector<RankPlacement>& placements,
+                                                       const std::string& run_spec,
+                                                       bool background) const {
   std::vector<Task> tasks;
   std::map<std::string, size_t> index_of;  // node id -> index in tasks
   for (const RankPlacement& p : placements) {

@@ -130,7 +130,8 @@ class Scheduler {
   void ExpireNodesLocked();
   void SettleReconciliationLocked();
   void AdmitLocked(std::vector<Reservation>* to_plan);
-  bool AdmitForegroundLocked(const JobRecord& job, std::map<std::string, std::vector<DeviceKey>>* free,
+  bool AdmitForegroundLocked(const JobRecord& job,
+                             std::map<std::string, std::vector<DeviceKey>>* free,
                              std::vector<Reservation>* to_plan);
   bool AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan);
   void SetPendingReasonLocked(const JobRecord& job, const std::string& reason);

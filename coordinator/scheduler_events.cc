@@ -33,9 +33,9 @@ Status Scheduler::Recover() {
     // Rebuild the job's tasks from its record. The rank-0 node's task must be reported by its
     // worker; the others are sent again if the store address is known (their worker may never
     // have received them), or wait for the rank-0 worker to report the store.
-    std::vector<Task> tasks = MakeTrainTasks(
-        job, job.attempt, job.devices, RunSpecJson(job, job.graph_json, job.plan_json),
-        job.spec.role == JobRole::kBg);
+    std::vector<Task> tasks = MakeTrainTasks(job, job.attempt, job.devices,
+                                             RunSpecJson(job, job.graph_json, job.plan_json),
+                                             job.spec.role == JobRole::kBg);
     for (Task& task : tasks) {
       task.unconfirmed_after_restart = true;
       task.sent_at = clock_->Now();
@@ -358,8 +358,8 @@ void Scheduler::OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& r
     return;
   }
   std::string reason = "task " + task->id + " on " + task->node_id;
-  reason += report.outcome() == v1::TASK_OUTCOME_CANCELLED ? " was stopped by its worker"
-                                                           : " failed";
+  reason +=
+      report.outcome() == v1::TASK_OUTCOME_CANCELLED ? " was stopped by its worker" : " failed";
   std::string detail = report.error();
   for (const v1::RankExit& r : report.ranks()) {
     if (detail.empty() && !r.error().empty()) {
@@ -384,12 +384,10 @@ void Scheduler::OnProfileExitLocked(Task* task, const v1::ReportTaskExitRequest&
     StatusOr<JobRecord> job = jobs_->Get(task->job_id);
     if (!job.ok()) return;
     Status saved = jobs_->store()->SaveProfile(planner_->ModelKey(job->spec),
-                                               reservation.shape.device_type,
-                                               report.result_json());
+                                               reservation.shape.device_type, report.result_json());
     if (!saved.ok()) DP_LOG_WARN("cannot cache profile: {}", saved.ToString());
-    StatusOr<JobRecord> moved =
-        jobs_->Transition(task->job_id, JobState::kPlanning,
-                          "profile measured on " + task->node_id + "; planning");
+    StatusOr<JobRecord> moved = jobs_->Transition(
+        task->job_id, JobState::kPlanning, "profile measured on " + task->node_id + "; planning");
     if (!moved.ok()) return;
     reservation.profile_json = report.result_json();
     reservation.profile_task.clear();

@@ -17,8 +17,7 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) {
-    return UnavailableError("--data-dir: cannot create " + options.data_dir + ": " +
-                            ec.message());
+    return UnavailableError("--data-dir: cannot create " + options.data_dir + ": " + ec.message());
   }
   return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string());
 }
@@ -42,9 +41,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(s->scheduler_->Recover());
   s->client_service_ = std::make_unique<CoordinatorServiceImpl>(s->jobs_.get(), s->nodes_.get(),
                                                                 s->scheduler_.get());
-  s->node_service_ =
-      std::make_unique<NodeServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
-                                        options.heartbeat_interval.count());
+  s->node_service_ = std::make_unique<NodeServiceImpl>(
+      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), options.heartbeat_interval.count());
 
   grpc::ServerBuilder builder;
   int port = 0;

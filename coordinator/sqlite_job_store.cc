@@ -49,7 +49,9 @@ CREATE TABLE IF NOT EXISTS profiles (
 // A prepared statement that finalizes itself.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -96,9 +98,10 @@ class SQLiteJobStore final : public JobStore {
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_,
-                 "SELECT j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
-                 "ORDER BY j.seq");
+    Statement st(
+        db_,
+        "SELECT j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
+        "ORDER BY j.seq");
     if (!st.ok()) return Error("prepare load jobs");
     std::vector<JobRecord> jobs;
     int rc;
@@ -108,8 +111,8 @@ class SQLiteJobStore final : public JobStore {
       ASSIGN_OR_RETURN(JobRecord job, JobRecordFromJson(doc));
       job.graph_json = st.Text(1);
       job.plan_json = st.Text(2);
-      plan_hashes_[job.id] = std::hash<std::string>{}(job.graph_json) * 31 +
-                             std::hash<std::string>{}(job.plan_json);
+      plan_hashes_[job.id] =
+          std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("load jobs");
@@ -155,8 +158,8 @@ class SQLiteJobStore final : public JobStore {
   Status SaveProfile(const std::string& model_key, const std::string& device_type,
                      const std::string& profile_json) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_,
-                 "INSERT OR REPLACE INTO profiles(model_key, device_type, profile) VALUES(?, ?, ?)");
+    Statement st(
+        db_, "INSERT OR REPLACE INTO profiles(model_key, device_type, profile) VALUES(?, ?, ?)");
     if (!st.ok()) return Error("prepare save profile");
     st.Bind(1, model_key);
     st.Bind(2, device_type);
@@ -261,8 +264,9 @@ class SQLiteJobStore final : public JobStore {
 
 StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                                  SQLITE_OPEN_FULLMUTEX, nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);

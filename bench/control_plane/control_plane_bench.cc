@@ -97,7 +97,8 @@ class FakeWorker {
       v1::HeartbeatResponse resp;
       grpc::ClientContext ctx;
       (void)stub_->Heartbeat(&ctx, req, &resp);
-      for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 10 && !stop_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 
@@ -137,10 +138,10 @@ Result Run(const std::string& store, int clients, int jobs_per_client, double qu
     std::fprintf(stderr, "%s\n", opened.status().ToString().c_str());
     std::exit(1);
   }
-  auto started = CoordinatorServer::Start(
-      options, std::move(*opened),
-      std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
-      deepool::SystemClock::Get());
+  auto started =
+      CoordinatorServer::Start(options, std::move(*opened),
+                               std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
+                               deepool::SystemClock::Get());
   if (!started.ok()) {
     std::fprintf(stderr, "%s\n", started.status().ToString().c_str());
     std::exit(1);
@@ -148,8 +149,7 @@ Result Run(const std::string& store, int clients, int jobs_per_client, double qu
   std::unique_ptr<CoordinatorServer> server = std::move(*started);
   std::vector<std::unique_ptr<FakeWorker>> workers;
   for (int n = 0; n < nodes; ++n) {
-    workers.push_back(
-        std::make_unique<FakeWorker>(server->address(), n, devices_per_node));
+    workers.push_back(std::make_unique<FakeWorker>(server->address(), n, devices_per_node));
   }
 
   Result result;
@@ -188,8 +188,7 @@ Result Run(const std::string& store, int clients, int jobs_per_client, double qu
               break;
             }
           }
-          const double ms =
-              std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
           watch_ctx.TryCancel();
           (void)reader->Finish();
           std::lock_guard<std::mutex> lock(mu);
@@ -283,16 +282,17 @@ int main(int argc, char** argv) {
   std::printf("clients=%d jobs/client=%d nodes=%dx%d query_seconds=%.1f loadavg=%.1f %.1f %.1f\n",
               clients, jobs_per_client, nodes, devices_per_node, query_seconds, load[0], load[1],
               load[2]);
-  std::printf("| store | jobs | submit->running p50 ms | p95 ms | p99 ms | max ms | "
-              "GetJob/s | ListJobs(20)/s | errors |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| store | jobs | submit->running p50 ms | p95 ms | p99 ms | max ms | "
+      "GetJob/s | ListJobs(20)/s | errors |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& store : stores) {
     Result r = Run(store, clients, jobs_per_client, query_seconds, nodes, devices_per_node);
-    std::printf("| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %d |\n", store.c_str(),
-                r.latency_ms.size(), Percentile(r.latency_ms, 0.5), Percentile(r.latency_ms, 0.95),
-                Percentile(r.latency_ms, 0.99),
-                r.latency_ms.empty() ? 0.0
-                                     : *std::max_element(r.latency_ms.begin(), r.latency_ms.end()),
-                r.get_qps, r.list_qps, r.errors);
+    std::printf(
+        "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %d |\n", store.c_str(),
+        r.latency_ms.size(), Percentile(r.latency_ms, 0.5), Percentile(r.latency_ms, 0.95),
+        Percentile(r.latency_ms, 0.99),
+        r.latency_ms.empty() ? 0.0 : *std::max_element(r.latency_ms.begin(), r.latency_ms.end()),
+        r.get_qps, r.list_qps, r.errors);
     std::fflush(stdout);
   }
   return 0;

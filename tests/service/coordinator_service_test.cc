@@ -1,9 +1,8 @@
 // The coordinator's gRPC services in-process on port 0, called through real gRPC stubs.
-#include <catch2/catch.hpp>
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -21,8 +20,8 @@ namespace {
 using std::chrono::seconds;
 
 struct Cluster {
-  explicit Cluster(std::unique_ptr<PlanningBackend> planner =
-                       std::make_unique<testing::FakePlanningBackend>()) {
+  explicit Cluster(
+      std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>()) {
     CoordinatorOptions options;
     options.listen = "127.0.0.1:0";
     options.store = "memory";
@@ -144,8 +143,7 @@ TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field; unknown jobs N
   v1::GetJobRequest get;
   get.set_job_id("job-999999");
   v1::Job job;
-  CHECK(c.client->GetJob(c.Context().get(), get, &job).error_code() ==
-        grpc::StatusCode::NOT_FOUND);
+  CHECK(c.client->GetJob(c.Context().get(), get, &job).error_code() == grpc::StatusCode::NOT_FOUND);
   v1::CancelJobRequest cancel;
   cancel.set_job_id("job-999999");
   CHECK(c.client->CancelJob(c.Context().get(), cancel, &job).error_code() ==

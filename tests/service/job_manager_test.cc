@@ -1,7 +1,8 @@
+#include "coordinator/job_manager.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/clock.h"
-#include "coordinator/job_manager.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -34,9 +35,8 @@ TEST_CASE("jobs walk the lifecycle with timestamped history", "[job_manager]") {
   clock.Advance(std::chrono::seconds(1));
   REQUIRE(jobs.Transition(job->id, JobState::kPlanning, "planning").ok());
   clock.Advance(std::chrono::seconds(1));
-  REQUIRE(jobs.Transition(job->id, JobState::kRunning, "go", [](JobRecord& r) {
-                r.attempt = 1;
-              }).ok());
+  REQUIRE(
+      jobs.Transition(job->id, JobState::kRunning, "go", [](JobRecord& r) { r.attempt = 1; }).ok());
   clock.Advance(std::chrono::seconds(1));
   StatusOr<JobRecord> done = jobs.Transition(job->id, JobState::kSucceeded, "");
   REQUIRE(done.ok());

@@ -1,10 +1,10 @@
 // One suite, run against both JobStore implementations; the SQLite one also across a reopen of
 // its file (what a restart of the coordinator does).
-#include <catch2/catch.hpp>
+#include "coordinator/job_store.h"
 
+#include <catch2/catch.hpp>
 #include <functional>
 
-#include "coordinator/job_store.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {

@@ -1,7 +1,8 @@
+#include "coordinator/node_registry.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/clock.h"
-#include "coordinator/node_registry.h"
 
 namespace deepool::coordinator {
 namespace {

@@ -1,10 +1,10 @@
 // The scheduler with a FakeClock, a FakePlanningBackend and fake workers that are just calls.
-#include <catch2/catch.hpp>
+#include "coordinator/scheduler.h"
 
+#include <catch2/catch.hpp>
 #include <memory>
 
 #include "common/clock.h"
-#include "coordinator/scheduler.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -417,8 +417,7 @@ TEST_CASE("submit refuses unknown models naming the field", "[scheduler]") {
   CHECK(h.jobs.List({}, 0).empty());
 }
 
-TEST_CASE("after a restart, running jobs are reconciled with what workers report",
-          "[scheduler]") {
+TEST_CASE("after a restart, running jobs are reconciled with what workers report", "[scheduler]") {
   testing::TempDir dir;
   std::string kept, lost, planning;
   std::string kept_task;
@@ -511,8 +510,7 @@ TEST_CASE("after a restart, a multi-node job's other ranks still get the store a
   CHECK(on_b[0].assign().train().store_address() ==
         (store_known_before_crash ? "10.0.0.a:29501" : "10.0.0.a:29502"));
   CHECK(on_b[0].assign().train().ranks_size() == 2);
-  CHECK(nlohmann::json::parse(on_b[0].assign().train().run_spec_json())["format"] ==
-        "deepool.run");
+  CHECK(nlohmann::json::parse(on_b[0].assign().train().run_spec_json())["format"] == "deepool.run");
 
   h.clock.Advance(seconds(11));
   REQUIRE(h.scheduler.Heartbeat("node-a", {Running(task_a, id)}).ok());

@@ -6,10 +6,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "coordinator/planning.h"
 
@@ -46,9 +45,7 @@ class FakePlanningBackend final : public PlanningBackend {
     if (!plan_error.ok()) return plan_error;
     return Make(spec, cluster.devices);
   }
-  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override {
-    return Make(spec, 1);
-  }
+  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override { return Make(spec, 1); }
 
  private:
   static PlannedJob Make(const JobSpec& spec, int devices) {
