@@ -16,7 +16,8 @@ Status FromGrpc(const grpc::Status& status) {
 
 void NameThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
-// deepool-profile's command line for a PROFILE assignment (see docs/formats.md).
+// deepool-profile's command line for a PROFILE assignment (worker/bin/profile_main.cc):
+//   (--model NAME | --graph FILE) --device D [--device-name TYPE] --batch-sizes a,b --output F
 std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::string& device) {
   std::vector<std::string> args;
   if (!profile.graph_json().empty()) {
@@ -25,6 +26,10 @@ std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::
     args = {"--model", profile.model()};
   }
   args.insert(args.end(), {"--device", device});
+  // The profile is cached under (model, device type): name the device as the coordinator does.
+  if (!profile.device_type().empty()) {
+    args.insert(args.end(), {"--device-name", profile.device_type()});
+  }
   if (profile.batch_sizes_size() > 0) {
     std::string sizes;
     for (int64_t b : profile.batch_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
