@@ -91,6 +91,7 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   spec.iterations = 50;
   spec.sharing.mode = SharingMode::kConcurrent;
   spec.sharing.cuda_graphs = false;
+  spec.sharing.idle_thread_priority = false;
   auto parsed = ParseBackgroundJson(BackgroundToJson(spec));
   REQUIRE(parsed.ok());
   REQUIRE(parsed->job_id == "bg-test");
@@ -125,6 +126,8 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
                Catch::Contains("background.sharing.mode"));
   REQUIRE_THAT(error([](auto& d) { d["sharing"]["cuda_graphs"] = "yes"; }),
                Catch::Contains("background.sharing.cuda_graphs"));
+  REQUIRE_THAT(error([](auto& d) { d["sharing"]["idle_thread_priority"] = 1; }),
+               Catch::Contains("background.sharing.idle_thread_priority"));
   REQUIRE_THAT(error([](auto& d) { d["data"]["kind"] = "imagenet"; }),
                Catch::Contains("background"));
 

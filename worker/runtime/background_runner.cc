@@ -1,6 +1,8 @@
 #include "worker/runtime/background_runner.h"
 
 #include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +69,20 @@ BackgroundProgress BackgroundRunner::progress() const {
   out.elapsed_ms = std::chrono::duration<double, std::milli>(clock_->Now() - start_).count();
   out.samples_per_s = out.elapsed_ms > 0 ? out.samples * 1000.0 / out.elapsed_ms : 0;
   return out;
+}
+
+Status DemoteCurrentThreadToIdle() {
+#ifdef SCHED_IDLE
+  sched_param param{};
+  param.sched_priority = 0;
+  int error = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+  if (error != 0) {
+    return UnavailableError("SCHED_IDLE refused: error " + std::to_string(error));
+  }
+  return Status::Ok();
+#else
+  return UnavailableError("SCHED_IDLE is not available on this OS");
+#endif
 }
 
 std::string AddSharingFields(const std::string& iteration_line, const SharingWindow& window,

@@ -62,6 +62,10 @@ class BackgroundRunner {
   std::thread thread_;
 };
 
+// Puts the calling thread in Linux's SCHED_IDLE class (it runs only when no other thread of the
+// machine wants its core); UNAVAILABLE where the OS refuses.
+Status DemoteCurrentThreadToIdle();
+
 // The iteration event's BG fields, added to an "iteration" line (executor_events.h) when a BG
 // job shares the rank's device. With a BG job, "idle_ms" becomes the device's idle time (neither
 // FG nor BG computing); "busy_ms" stays the FG rank's.

@@ -95,6 +95,8 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
     RETURN_IF_ERROR(
         ReadOptional(sharing, "priority_streams", where, spec.sharing.priority_streams));
     RETURN_IF_ERROR(ReadOptional(sharing, "cuda_graphs", where, spec.sharing.cuda_graphs));
+    RETURN_IF_ERROR(ReadOptional(sharing, "idle_thread_priority", where,
+                                 spec.sharing.idle_thread_priority));
   }
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
   return spec;
@@ -128,7 +130,8 @@ json BackgroundToJson(const BackgroundSpec& spec) {
   }
   doc["data"] = data;
   json sharing{{"priority_streams", spec.sharing.priority_streams},
-               {"cuda_graphs", spec.sharing.cuda_graphs}};
+               {"cuda_graphs", spec.sharing.cuda_graphs},
+               {"idle_thread_priority", spec.sharing.idle_thread_priority}};
   if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
   doc["sharing"] = sharing;
   return doc;

@@ -3,7 +3,7 @@
 //   "background": {"job_id":"bg-1","graph":{graph doc},"batch_size":B,"iterations":K,"seed":S,
 //                  "optimizer":{...},"data":{...},
 //                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
-//                             "cuda_graphs":true}}
+//                             "cuda_graphs":true,"idle_thread_priority":true}}
 // iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
 // the FG rank it is attached to.
 #pragma once
@@ -29,9 +29,12 @@ struct SharingOptions {
   std::optional<SharingMode> mode;
   bool priority_streams = true;  // CUDA: FG on a high-priority stream, BG on a low-priority one
   bool cuda_graphs = true;       // CUDA: capture the BG iteration once, then replay it
+  // The BG thread runs under the OS's idle scheduling class (Linux SCHED_IDLE): every other
+  // thread of the FG rank, the communication library's included, preempts it at once.
+  bool idle_thread_priority = true;
   bool operator==(const SharingOptions& o) const {
     return mode == o.mode && priority_streams == o.priority_streams &&
-           cuda_graphs == o.cuda_graphs;
+           cuda_graphs == o.cuda_graphs && idle_thread_priority == o.idle_thread_priority;
   }
   // The mode to use on a device: the explicit one, else idle_only on CPU, concurrent on CUDA.
   SharingMode ModeFor(bool cuda) const {

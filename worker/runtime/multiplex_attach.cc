@@ -21,7 +21,13 @@ StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(const BackgroundS
   ASSIGN_OR_RETURN(sharing->stepper_, MakeBackgroundStepper(std::move(trainer), options));
   sharing->runner_ = std::make_unique<BackgroundRunner>(
       sharing->stepper_.get(), sharing->gate_.get(), clock, spec.iterations,
-      [device, options] { return EnterSharingStream(device, /*foreground=*/false, options); });
+      [device, options] {
+        if (options.idle_thread_priority) {
+          Status demoted = DemoteCurrentThreadToIdle();
+          if (!demoted.ok()) DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
+        }
+        return EnterSharingStream(device, /*foreground=*/false, options);
+      });
   *comm = std::make_unique<SharingCommunicator>(std::move(*comm), sharing->gate_.get());
   DP_LOG_INFO("background job {} shares {} ({})", spec.job_id, device.str(),
               SharingModeName(mode));
