@@ -80,7 +80,8 @@ void RegisterProfileCommand(CLI::App& app, CommandResult& result) {
       "  [--device-name NAME] [--threads N] [--seed S]\n"
       "Example:\n"
       "  deepool profile --model vgg16 --device cuda:0 --batch-sizes 1,2,4,8,16,32 -o vgg16.json");
-  profile->callback([profile, &result] { result.exit_code = RunProfileTool(profile->remaining()); });
+  profile->callback(
+      [profile, &result] { result.exit_code = RunProfileTool(profile->remaining()); });
 }
 
 const RegisterCommand kRegisterProfileCommand(RegisterProfileCommand);

@@ -3,8 +3,8 @@
 // strict=True and compare its outputs with ours (tests/runtime/checkpoint_torchvision_check.py).
 #include "worker/runtime/checkpoint.h"
 
-#include <torch/torch.h>
 #include <sys/wait.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -229,8 +229,8 @@ void CheckAgainstTorchvision(const std::string& name, const planner::zoo::ModelO
   const fs::path script = fs::path(__FILE__).parent_path() / "checkpoint_torchvision_check.py";
   REQUIRE(fs::exists(script));
   std::string command = std::string(kPython) + " " + script.string() + " " + checkpoint + " " +
-                        name + " --num-classes " + std::to_string(options.num_classes) +
-                        " --io " + dir.File("io.pt");
+                        name + " --num-classes " + std::to_string(options.num_classes) + " --io " +
+                        dir.File("io.pt");
   if (reverse) command += " --export " + dir.File("tv.pt");
   if (!options.aux_logits) command += " --no-aux";
   std::string output;

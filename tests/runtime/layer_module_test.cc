@@ -78,8 +78,7 @@ void CheckEveryLayerAgainstIr(const Graph& graph, int64_t batch, bool training) 
   }
 }
 
-TEST_CASE("every op builds a module whose output shape and parameters match the IR",
-          "[layers]") {
+TEST_CASE("every op builds a module whose output shape and parameters match the IR", "[layers]") {
   LayerAttrs conv;
   conv.out_channels = 6;
   conv.kernel_size = {3, 2};
@@ -128,25 +127,25 @@ TEST_CASE("every op builds a module whose output shape and parameters match the 
   Graph graph = MustCreate(
       {4, 9, 8},
       {
-          MakeLayer("conv", Op::kConv2d, {"input"}, conv),                       // [6,5,6]
-          MakeLayer("conv_nobias", Op::kConv2d, {"input"}, conv_nobias),         // [6,5,6]
-          MakeLayer("bn", Op::kBatchNorm2d, {"conv"}, bn),                       //
+          MakeLayer("conv", Op::kConv2d, {"input"}, conv),                // [6,5,6]
+          MakeLayer("conv_nobias", Op::kConv2d, {"input"}, conv_nobias),  // [6,5,6]
+          MakeLayer("bn", Op::kBatchNorm2d, {"conv"}, bn),                //
           MakeLayer("bn_noaffine", Op::kBatchNorm2d, {"conv_nobias"}, bn_noaffine),
-          MakeLayer("add", Op::kAdd, {"bn", "bn_noaffine"}),                     // [6,5,6]
+          MakeLayer("add", Op::kAdd, {"bn", "bn_noaffine"}),  // [6,5,6]
           MakeLayer("relu", Op::kRelu, {"add"}),
-          MakeLayer("concat", Op::kConcat, {"relu", "conv", "bn"}),              // [18,5,6]
-          MakeLayer("maxpool", Op::kMaxPool2d, {"concat"}, maxpool),             // [18,3,3]
+          MakeLayer("concat", Op::kConcat, {"relu", "conv", "bn"}),                   // [18,5,6]
+          MakeLayer("maxpool", Op::kMaxPool2d, {"concat"}, maxpool),                  // [18,3,3]
           MakeLayer("maxpool_dilated", Op::kMaxPool2d, {"concat"}, maxpool_dilated),  // [18,3,4]
-          MakeLayer("avgpool", Op::kAvgPool2d, {"concat"}, avgpool),             // [18,3,3]
+          MakeLayer("avgpool", Op::kAvgPool2d, {"concat"}, avgpool),                  // [18,3,3]
           MakeLayer("adaptive", Op::kAdaptiveAvgPool2d, {"maxpool_dilated"}, adaptive),
           MakeLayer("gelu", Op::kGelu, {"adaptive"}),
           MakeLayer("ln_2d", Op::kLayerNorm, {"gelu"}, ln_2d),
-          MakeLayer("flatten", Op::kFlatten, {"ln_2d"}),                         // [108]
-          MakeLayer("linear", Op::kLinear, {"flatten"}, linear),                 // [5]
+          MakeLayer("flatten", Op::kFlatten, {"ln_2d"}),          // [108]
+          MakeLayer("linear", Op::kLinear, {"flatten"}, linear),  // [5]
           MakeLayer("dropout", Op::kDropout, {"linear"}, dropout),
           MakeLayer("ln", Op::kLayerNorm, {"dropout"}, ln),
           MakeLayer("linear_nobias", Op::kLinear, {"ln"}, linear_nobias),
-          MakeLayer("linear_3d", Op::kLinear, {"avgpool"}, linear),              // last dim
+          MakeLayer("linear_3d", Op::kLinear, {"avgpool"}, linear),  // last dim
       },
       {{"linear_nobias", 1.0}, {"linear_3d", 1.0}, {"maxpool", 1.0}});
   std::map<Op, int> seen;
@@ -165,10 +164,10 @@ TEST_CASE("parameter and buffer names follow torch.nn", "[layers]") {
   LayerAttrs linear;
   linear.out_features = 3;
   linear.bias = false;
-  Graph graph = MustCreate({2, 4, 4}, {MakeLayer("c", Op::kConv2d, {"input"}, conv),
-                                       MakeLayer("b", Op::kBatchNorm2d, {"c"}),
-                                       MakeLayer("f", Op::kFlatten, {"b"}),
-                                       MakeLayer("l", Op::kLinear, {"f"}, linear)});
+  Graph graph = MustCreate(
+      {2, 4, 4},
+      {MakeLayer("c", Op::kConv2d, {"input"}, conv), MakeLayer("b", Op::kBatchNorm2d, {"c"}),
+       MakeLayer("f", Op::kFlatten, {"b"}), MakeLayer("l", Op::kLinear, {"f"}, linear)});
   auto names = [&](int id) {
     auto module = BuildLayerModule(graph, id, 1);
     REQUIRE(module.ok());
@@ -192,10 +191,10 @@ TEST_CASE("every zoo model layer matches the IR's shapes and parameter counts", 
     bool aux_logits;
   };
   // Small images keep this fast on a CPU; inception_v3 needs 75 px, 299 with its aux head.
-  std::vector<Case> cases = {{"mlp", 0, true},           {"small_cnn", 0, true},
-                             {"vgg16", 32, true},        {"resnet50", 64, true},
-                             {"wide_resnet101_2", 32, true}, {"inception_v3", 75, false},
-                             {"inception_v3", 299, true}};
+  std::vector<Case> cases = {
+      {"mlp", 0, true},           {"small_cnn", 0, true},         {"vgg16", 32, true},
+      {"resnet50", 64, true},     {"wide_resnet101_2", 32, true}, {"inception_v3", 75, false},
+      {"inception_v3", 299, true}};
   std::vector<std::string> covered;
   for (const auto& c : cases) {
     SECTION(c.model + " at " + std::to_string(c.image_size) +
@@ -238,8 +237,7 @@ TEST_CASE("weights depend only on the seed and the layer name", "[layers][init]"
   auto forward_order = BuildAllLayerModules(*graph, 42);
   REQUIRE(forward_order.ok());
   // Build in reverse order, with the global torch RNG disturbed in between.
-  std::vector<std::shared_ptr<LayerModule>> reverse_order(
-      static_cast<size_t>(graph->num_layers()));
+  std::vector<std::shared_ptr<LayerModule>> reverse_order(static_cast<size_t>(graph->num_layers()));
   for (int id = graph->num_layers() - 1; id >= 0; --id) {
     torch::manual_seed(static_cast<uint64_t>(id) * 1000 + 3);
     auto module = BuildLayerModule(*graph, id, 42);
@@ -377,7 +375,8 @@ TEST_CASE("gradients reach every parameter of a zoo model", "[layers]") {
   INFO(outputs.status().ToString());
   REQUIRE(outputs.ok());
   REQUIRE(outputs->size() == 1);
-  CHECK((*outputs)[0].sizes().vec() == Batched(4, graph->layer(graph->output_ids()[0]).output_shape));
+  CHECK((*outputs)[0].sizes().vec() ==
+        Batched(4, graph->layer(graph->output_ids()[0]).output_shape));
   (*outputs)[0].pow(2).sum().backward();
   int64_t with_grad = 0;
   for (const auto& module : *modules) {

@@ -82,8 +82,7 @@ TEST_CASE("Median picks the middle value", "[profiler]") {
   CHECK(Median({9, 1, 5, 3}) == 4);
 }
 
-TEST_CASE("warm-up runs are discarded and the median of the repeats is reported",
-          "[profiler]") {
+TEST_CASE("warm-up runs are discarded and the median of the repeats is reported", "[profiler]") {
   Graph graph = MustBuild("mlp");
   const int fc2 = *graph.FindLayer("fc2");
   ProfilerOptions options;

@@ -4,7 +4,6 @@
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "common/logging.h"

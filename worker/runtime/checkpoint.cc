@@ -130,7 +130,8 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state) {
   try {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
     for (const auto& [key, tensor] : state) {
-      if (!tensor.defined()) return InvalidArgumentError("checkpoint tensor '" + key + "' is undefined");
+      if (!tensor.defined())
+        return InvalidArgumentError("checkpoint tensor '" + key + "' is undefined");
       if (dict.contains(key)) return InvalidArgumentError("duplicate checkpoint key '" + key + "'");
       dict.insert(key, ForSaving(tensor));
     }

@@ -95,9 +95,8 @@ class BatchNorm2dLayer final : public LayerModule {
       torch::NoGradGuard no_grad;
       num_batches_tracked_.add_(1);
     }
-    return torch::batch_norm(inputs[0], weight_, bias_, running_mean_, running_var_,
-                             is_training(), attrs_.momentum, attrs_.eps,
-                             at::globalContext().userEnabledCuDNN());
+    return torch::batch_norm(inputs[0], weight_, bias_, running_mean_, running_var_, is_training(),
+                             attrs_.momentum, attrs_.eps, at::globalContext().userEnabledCuDNN());
   }
 
  private:
@@ -204,7 +203,8 @@ class DropoutLayer final : public LayerModule {
     masks.reserve(static_cast<size_t>(batch));
     const uint64_t step_seed = Mix(layer_seed_, static_cast<uint64_t>(step_.iteration));
     for (int64_t i = 0; i < batch; ++i) {
-      at::Generator gen = MakeGenerator(Mix(step_seed, static_cast<uint64_t>(step_.first_sample + i)));
+      at::Generator gen =
+          MakeGenerator(Mix(step_seed, static_cast<uint64_t>(step_.first_sample + i)));
       masks.push_back(torch::empty(sample_shape).bernoulli_(1.0 - p_, gen));
     }
     torch::Tensor mask = torch::stack(masks).to(x.device(), x.scalar_type());
@@ -300,8 +300,7 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
       return std::shared_ptr<LayerModule>(std::make_shared<AdaptiveAvgPool2dLayer>(a));
     case Op::kLinear:
       RETURN_IF_ERROR(need_rank(1));
-      return std::shared_ptr<LayerModule>(
-          std::make_shared<LinearLayer>(a, in.back(), layer_seed));
+      return std::shared_ptr<LayerModule>(std::make_shared<LinearLayer>(a, in.back(), layer_seed));
     case Op::kFlatten:
       return std::shared_ptr<LayerModule>(std::make_shared<FlattenLayer>());
     case Op::kDropout:
@@ -314,8 +313,7 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
       if (a.normalized_shape.empty()) {
         return InvalidArgumentError("layer '" + layer.name + "': layernorm needs normalized_shape");
       }
-      return std::shared_ptr<LayerModule>(
-          std::make_shared<LayerNormLayer>(a, a.normalized_shape));
+      return std::shared_ptr<LayerModule>(std::make_shared<LayerNormLayer>(a, a.normalized_shape));
   }
   return UnimplementedError("layer '" + layer.name + "': no runtime module for op " +
                             std::to_string(static_cast<int>(layer.op)));
@@ -336,8 +334,7 @@ StatusOr<std::shared_ptr<LayerModule>> BuildLayerModule(const planner::Graph& gr
                                                         uint64_t seed) {
   if (layer_id < 0 || layer_id >= graph.num_layers()) {
     return OutOfRangeError("layer id " + std::to_string(layer_id) + " is outside graph '" +
-                           graph.name() + "' of " + std::to_string(graph.num_layers()) +
-                           " layers");
+                           graph.name() + "' of " + std::to_string(graph.num_layers()) + " layers");
   }
   const Layer& layer = graph.layer(layer_id);
   try {

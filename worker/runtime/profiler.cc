@@ -63,7 +63,8 @@ std::unique_ptr<DeviceTimer> MakeCpuTimer(const Clock& clock) {
 StatusOr<std::unique_ptr<DeviceTimer>> MakeDeviceTimer(const c10::Device& device,
                                                        const Clock& clock) {
   if (device.is_cpu()) return MakeCpuTimer(clock);
-  if (device.is_cuda()) return internal::MakeCudaEventTimer(device.has_index() ? device.index() : 0);
+  if (device.is_cuda())
+    return internal::MakeCudaEventTimer(device.has_index() ? device.index() : 0);
   return InvalidArgumentError("no timer for device " + device.str());
 }
 
@@ -76,7 +77,10 @@ double Median(std::vector<double> values) {
 
 LayerProfiler::LayerProfiler(c10::Device device, DeviceTimer* timer, ProfilerOptions options,
                              ProfileProgress progress)
-    : device_(device), timer_(timer), options_(std::move(options)), progress_(std::move(progress)) {}
+    : device_(device),
+      timer_(timer),
+      options_(std::move(options)),
+      progress_(std::move(progress)) {}
 
 Status LayerProfiler::Validate() const {
   if (timer_ == nullptr) return InvalidArgumentError("profiler: no timer");
@@ -101,9 +105,10 @@ planner::BatchTime TimeModule(const planner::Graph& graph, const planner::Layer&
                               const ProfilerOptions& options, int64_t batch) {
   const bool eval = BatchNormNeedsEval(graph, layer, batch);
   if (eval) {
-    DP_LOG_WARN("layer '{}' cannot train at batch {} (one value per channel); timing it in "
-                "evaluation mode",
-                layer.name, batch);
+    DP_LOG_WARN(
+        "layer '{}' cannot train at batch {} (one value per channel); timing it in "
+        "evaluation mode",
+        layer.name, batch);
   }
   module.train(!eval);
   module.set_step({0, 0});
@@ -155,8 +160,8 @@ StatusOr<planner::BatchTime> LayerProfiler::MeasureLayer(const planner::Graph& g
     module->to(device_);
     return TimeModule(graph, layer, *module, device_, *timer_, options_, batch);
   } catch (const std::exception& e) {
-    return InternalError("profiling layer '" + layer.name + "' at batch " +
-                         std::to_string(batch) + ": " + e.what());
+    return InternalError("profiling layer '" + layer.name + "' at batch " + std::to_string(batch) +
+                         ": " + e.what());
   }
 }
 
@@ -227,7 +232,8 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
   profiler_options.warmup = options.warmup;
   profiler_options.repeats = options.repeats;
   profiler_options.seed = options.seed;
-  profiler_options.device_name = options.device_name.empty() ? spec.ToString() : options.device_name;
+  profiler_options.device_name =
+      options.device_name.empty() ? spec.ToString() : options.device_name;
   LayerProfiler profiler(context->device(), timer.get(), profiler_options,
                          [&](int index, int count, const std::string& layer) {
                            progress << "[" << index + 1 << "/" << count << "] " << layer
