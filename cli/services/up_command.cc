@@ -330,8 +330,8 @@ int RunUp(const UpFlags& f) {
     }
     ids.push_back(*id);
   }
-  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel over " << ranks
-            << " ranks, global batch " << f.fg_batch << ", " << profile << " profile) and "
+  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel plan over "
+            << ranks << " ranks, global batch " << f.fg_batch << ", " << profile << " profile) and "
             << ids[1] << " (BG " << f.bg_model << " on 1 device)" << std::endl;
 
   WaitOptions wait;

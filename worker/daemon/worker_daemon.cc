@@ -141,6 +141,8 @@ void WorkerDaemon::ControlLoop() {
       if (stopping_) return;
     }
     if (node_id().empty()) {
+      // Exits first: the coordinator must not take a task that ended meanwhile for a lost one.
+      FlushExits();
       if (Register()) {
         failures = 0;
       } else {
@@ -186,6 +188,7 @@ bool WorkerDaemon::Register() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     node_id_ = response.node_id();
+    last_node_id_ = node_id_;
     if (response.heartbeat_interval_ms() > 0) {
       heartbeat_interval_ = std::chrono::milliseconds(response.heartbeat_interval_ms());
     }
@@ -339,7 +342,26 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
               task.ranks.size(), task.world_size, task.background ? " (background)" : "",
               t.store_address());
   Status status = supervisor_->StartTrain(task);
-  if (!status.ok()) QueueStartFailure(assignment, status.ToString());
+  if (!status.ok()) {
+    QueueStartFailure(assignment, status.ToString());
+    return;
+  }
+  std::string placement;
+  for (const auto& r : t.ranks()) {
+    placement += (placement.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank()) +
+                 " on " + r.device();
+  }
+  AddWorkerLogLine(task.task_id, "[worker " + options_.name + "] task " + task.task_id +
+                                     ": started " + placement);
+}
+
+void WorkerDaemon::AddWorkerLogLine(const std::string& task_id, const std::string& line) {
+  v1::LogLine log;
+  log.set_rank(-1);
+  log.set_line(line);
+  log.set_time_ms(options_.clock->WallMillis());
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_[task_id].logs.push_back(std::move(log));
 }
 
 void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment,
@@ -421,9 +443,8 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
 void WorkerDaemon::ReportLoop() {
   NameThread("dp-worker-report");
   while (SleepFor(options_.report_interval)) {
-    if (node_id().empty()) continue;
-    FlushProgress();
-    FlushExits();
+    FlushProgress();  // only while registered
+    FlushExits();     // also under the previous registration's id
   }
 }
 
@@ -498,9 +519,10 @@ void WorkerDaemon::FlushExits() {
     PendingExit exit;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (exits_.empty() || node_id_.empty()) return;
+      const std::string& node = node_id_.empty() ? last_node_id_ : node_id_;
+      if (exits_.empty() || node.empty()) return;
       exit = exits_.front();
-      exit.request.set_node_id(node_id_);
+      exit.request.set_node_id(node);
     }
     v1::ReportTaskExitResponse response;
     auto context = NewContext();

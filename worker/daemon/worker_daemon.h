@@ -83,6 +83,8 @@ class WorkerDaemon final : public TaskListener {
   void Heartbeat();
   void HandleCommand(const v1::TaskCommand& command);
   void HandleAssignment(const v1::TaskAssignment& assignment);
+  // Adds one of the worker's own lines (rank -1) to the task's next progress report.
+  void AddWorkerLogLine(const std::string& task_id, const std::string& line);
   // Reports a task that could not start as FAILED with `error`.
   void QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error);
   void FlushProgress();
@@ -100,8 +102,12 @@ class WorkerDaemon final : public TaskListener {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                               // guarded by mu_
-  std::string node_id_;                                 // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::string node_id_;    // guarded by mu_
+  // The id of the last registration, kept while re-registering: task exits are still reported
+  // under it, so the coordinator learns of tasks that ended while it was away before it
+  // reconciles the new registration's running tasks. Guarded by mu_.
+  std::string last_node_id_;
   std::chrono::milliseconds heartbeat_interval_{1000};  // guarded by mu_
   std::map<std::string, PendingProgress> progress_;     // guarded by mu_
   struct PendingExit {
