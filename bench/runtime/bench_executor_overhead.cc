@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   };
   std::printf("| model | batch | plain libtorch ms/iter | executor ms/iter | ratio |\n");
   std::printf("|---|---|---|---|---|\n");
-  for (const Case& c : {Case{"small_cnn", 32}, Case{"mlp", 64}}) {
+  for (const Case& c : {Case{"small_cnn", 32}, Case{"small_cnn", 128}, Case{"mlp", 64}}) {
     dp::zoo::ModelOptions model_options;
     model_options.num_classes = 10;
     auto graph = Check(dp::zoo::BuildModel(c.model, model_options));

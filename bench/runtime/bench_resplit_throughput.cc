@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "worker/runtime/communicator_gloo.h"
@@ -46,7 +48,7 @@ deepool::planner::LayerPlacement Layout(int device, int64_t batch) {
 torch::Tensor Resplit(dw::Communicator& comm, const torch::Tensor& held,
                       const deepool::planner::LayerPlacement& from,
                       const deepool::planner::LayerPlacement& to, const std::vector<int64_t>& row,
-                      int tag) {
+                      int tag, std::map<std::tuple<int, int, int64_t>, torch::Tensor>& buffers) {
   int rank = comm.rank();
   auto [held_first, held_last] = from.SampleRange(rank);
   std::vector<std::unique_ptr<dw::CommWork>> works;
@@ -60,7 +62,9 @@ torch::Tensor Resplit(dw::Communicator& comm, const torch::Tensor& held,
     } else if (piece.dst == rank && piece.src != rank) {
       std::vector<int64_t> sizes{piece.size()};
       sizes.insert(sizes.end(), row.begin(), row.end());
-      auto buffer = torch::empty(sizes);
+      // Like the executor: one receive buffer per (tag, peer, first sample), reused.
+      torch::Tensor& buffer = buffers[{tag, piece.src, piece.first}];
+      if (!buffer.defined()) buffer = torch::empty(sizes);
       auto recv = comm.Recv(buffer, piece.src, tag);
       if (!recv.ok()) Die(recv.status());
       works.push_back(std::move(recv).value());
@@ -87,10 +91,11 @@ Result Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, in
   sizes.insert(sizes.end(), row.begin(), row.end());
   auto on0 = Layout(0, batch), on1 = Layout(1, batch);
   torch::Tensor data = rank == 0 ? torch::randn(sizes) : torch::Tensor();
+  std::map<std::tuple<int, int, int64_t>, torch::Tensor> buffers;
   auto deepool_round = [&](int tag) {
-    torch::Tensor moved = Resplit(comm, data, on0, on1, row, tag);
-    torch::Tensor back = Resplit(comm, moved, on1, on0, row, tag + 1);
-    if (rank == 0) data = back;
+    torch::Tensor moved = Resplit(comm, data, on0, on1, row, tag, buffers);
+    torch::Tensor back = Resplit(comm, moved, on1, on0, row, tag + 1, buffers);
+    if (rank == 0) data = back;  // sent (and waited for) before the next receive into it
   };
   std::vector<torch::Tensor> buffer{torch::empty(sizes)};
   if (rank == 0) buffer[0].copy_(torch::randn(sizes));

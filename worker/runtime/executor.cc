@@ -129,6 +129,15 @@ torch::Tensor Executor::NewBuffer(int64_t rows, const planner::Shape& shape) {
   return torch::empty(sizes, torch::TensorOptions().dtype(torch::kFloat32).device(options_.device));
 }
 
+torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
+                                   const planner::Shape& shape) {
+  // Reused every iteration: the previous iteration's tensors that alias it are released by the
+  // time the same transfer comes round again, and fresh pages would cost more than the copy.
+  torch::Tensor& buffer = recv_buffers_[{tag, piece.src, piece.first}];
+  if (!buffer.defined()) buffer = NewBuffer(piece.size(), shape);
+  return buffer;
+}
+
 Status Executor::WaitOne(CommWork& work) {
   Synchronize();
   auto start = clock_->Now();
@@ -161,7 +170,8 @@ Status Executor::Forward(int id, const Batch& batch) {
       if (piece.src == rank_) {
         parts[k].push_back(Rows(producer.output, producer.first, piece.first, piece.last));
       } else {
-        auto buffer = NewBuffer(piece.size(), graph_.layer(edge.producer).output_shape);
+        auto buffer = RecvBuffer(ForwardTag(state.input_edges[k]), piece,
+                                 graph_.layer(edge.producer).output_shape);
         ASSIGN_OR_RETURN(auto work,
                          comm_->Recv(buffer, piece.src, ForwardTag(state.input_edges[k])));
         recvs.push_back(std::move(work));
@@ -217,7 +227,7 @@ Status Executor::Backward(int id) {
               Rows(input.grad(), consumer.first, piece.first, piece.last), piece.first);
         }
       } else {
-        auto buffer = NewBuffer(piece.size(), layer.output_shape);
+        auto buffer = RecvBuffer(BackwardTag(edge_id), piece, layer.output_shape);
         ASSIGN_OR_RETURN(auto work, comm_->Recv(buffer, piece.dst, BackwardTag(edge_id)));
         recvs.push_back(std::move(work));
         contributions.emplace_back(buffer, piece.first);

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -117,6 +118,8 @@ class Executor {
   Status WaitOne(CommWork& work);
   void Synchronize();
   torch::Tensor NewBuffer(int64_t rows, const planner::Shape& shape);
+  // The receive buffer of one transfer (tag, peer, first sample), allocated once.
+  torch::Tensor RecvBuffer(int tag, const ResplitPiece& piece, const planner::Shape& shape);
   static int ForwardTag(int edge) { return 2 * edge; }
   static int BackwardTag(int edge) { return 2 * edge + 1; }
 
@@ -134,6 +137,7 @@ class Executor {
   std::vector<torch::Tensor> labels_;  // per layer: labels of its samples (outputs only)
   std::vector<std::unique_ptr<CommWork>> sends_;
   std::vector<PendingReduce> reduces_;
+  std::map<std::tuple<int, int, int64_t>, torch::Tensor> recv_buffers_;
   Clock::Duration idle_{};
   int64_t iteration_ = 0;
 };
