@@ -101,9 +101,10 @@ int main(int argc, char** argv) {
   }
   Summary burst = Run(spec, "burst", warmup);
 
-  std::printf("| plan (small_cnn, %d CPU ranks, batch %lld) | iteration ms | summed busy ms | "
-              "summed idle ms | loss after %lld it. |\n|---|---|---|---|---|\n",
-              ranks, static_cast<long long>(batch), static_cast<long long>(iterations));
+  std::printf(
+      "| plan (small_cnn, %d CPU ranks, batch %lld) | iteration ms | summed busy ms | "
+      "summed idle ms | loss after %lld it. |\n|---|---|---|---|---|\n",
+      ranks, static_cast<long long>(batch), static_cast<long long>(iterations));
   std::printf("| data parallel | %.2f | %.2f | %.2f | %.4f |\n", dp_summary.iteration_ms,
               dp_summary.busy_ms, dp_summary.idle_ms, dp_summary.final_loss);
   std::printf("| burst (tail on rank 0) | %.2f | %.2f | %.2f | %.4f |\n", burst.iteration_ms,

@@ -8,9 +8,6 @@
 #define USE_C10D_GLOO 1
 #endif
 #include <sys/wait.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -19,6 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <tuple>
 #include <vector>
 
@@ -155,8 +155,9 @@ int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
     std::vector<int64_t> row;
   };
   if (rank == 0) {
-    std::printf("| activation [batch, C, H, W] | MB moved per round trip | raw Gloo MB/s | "
-                "deepool re-split MB/s | ratio |\n|---|---|---|---|---|\n");
+    std::printf(
+        "| activation [batch, C, H, W] | MB moved per round trip | raw Gloo MB/s | "
+        "deepool re-split MB/s | ratio |\n|---|---|---|---|---|\n");
   }
   for (const Case& c : {Case{32, {16, 16, 16}}, Case{32, {64, 32, 32}}, Case{64, {64, 56, 56}}}) {
     std::vector<double> deepool_ms, raw_ms;

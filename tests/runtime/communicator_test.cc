@@ -1,7 +1,6 @@
 // The Gloo communicator with ranks as threads on loopback: point-to-point, all-reduce on groups
 // of members only, and timeouts instead of hangs.
 #include <catch2/catch.hpp>
-
 #include <future>
 #include <thread>
 
@@ -95,7 +94,6 @@ TEST_CASE("gloo recv from a peer that never sends times out", "[communicator][gl
   });
   INFO(results[0].ToString());
   REQUIRE(results[0].code() == StatusCode::kDeadlineExceeded);
-
 }
 
 TEST_CASE("gloo recv from a peer that exits fails at once", "[communicator][gloo]") {

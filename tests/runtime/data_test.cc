@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "worker/runtime/data.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-
-#include "worker/runtime/data.h"
 
 namespace deepool::worker {
 namespace {
@@ -86,8 +85,7 @@ TEST_CASE("cifar10 refuses truncated files and wrong shapes", "[data]") {
   }
   auto truncated = OpenCifar10(dir.string(), {3, 32, 32}, 10, 2);
   REQUIRE(truncated.status().code() == StatusCode::kDataLoss);
-  REQUIRE(OpenCifar10(dir.string(), {32}, 10, 2).status().code() ==
-          StatusCode::kInvalidArgument);
+  REQUIRE(OpenCifar10(dir.string(), {32}, 10, 2).status().code() == StatusCode::kInvalidArgument);
   REQUIRE(OpenCifar10((dir / "missing").string(), {3, 32, 32}, 10, 2).status().code() ==
           StatusCode::kNotFound);
   fs::remove_all(dir);

@@ -36,12 +36,14 @@ OptimizerSpec Adam() {
 // small_cnn with its two batch-norm layers on one device each (so batch statistics are the
 // single-device ones) and the branches, the concat and the residual add on different sets.
 std::map<std::string, std::vector<int>> SmallCnnBurst() {
-  return {{"stem.conv", {0, 1, 2}},      {"stem.bn", {0}},          {"stem.relu", {1, 2}},
-          {"branch1x1.conv", {0, 1}},    {"branch1x1.relu", {2}},   {"branch3x3.conv", {1}},
-          {"branch3x3.relu", {0, 2}},    {"concat", {0, 1, 2}},     {"res.conv", {2}},
-          {"res.bn", {2}},               {"res.add", {0, 1}},       {"res.relu", {1, 2}},
-          {"maxpool", {0, 1, 2}},        {"avgpool", {0}},          {"flatten", {1, 2}},
-          {"fc", {0, 2}}};
+  return {{"stem.conv", {0, 1, 2}},   {"stem.bn", {0}},
+          {"stem.relu", {1, 2}},      {"branch1x1.conv", {0, 1}},
+          {"branch1x1.relu", {2}},    {"branch3x3.conv", {1}},
+          {"branch3x3.relu", {0, 2}}, {"concat", {0, 1, 2}},
+          {"res.conv", {2}},          {"res.bn", {2}},
+          {"res.add", {0, 1}},        {"res.relu", {1, 2}},
+          {"maxpool", {0, 1, 2}},     {"avgpool", {0}},
+          {"flatten", {1, 2}},        {"fc", {0, 2}}};
 }
 
 TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device training",
@@ -54,13 +56,12 @@ TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device trai
   RequireMatchesReference(runs, reference);
 }
 
-TEST_CASE("mlp burst plan on different device sets equals single-device training",
-          "[executor]") {
+TEST_CASE("mlp burst plan on different device sets equals single-device training", "[executor]") {
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");
-  auto plan = MakePlan(graph, 8, 3, {0, 1, 2},
-                       {{"fc1", {0, 1, 2}}, {"relu1", {0, 1}}, {"fc2", {1}}, {"relu2", {0, 2}},
-                        {"fc3", {2}}});
+  auto plan = MakePlan(
+      graph, 8, 3, {0, 1, 2},
+      {{"fc1", {0, 1, 2}}, {"relu1", {0, 1}}, {"fc2", {1}}, {"relu2", {0, 2}}, {"fc3", {2}}});
   auto reference = TrainSingleDevice(graph, 8, 4, Sgd(), 3, 5);
   auto runs = RunRanks(graph, plan, 4, Sgd(), 3, 5, FakeComms(3));
   RequireMatchesReference(runs, reference);
@@ -89,8 +90,8 @@ TEST_CASE("small_cnn data parallel (batch norm on one rank) with Adam equals sin
 TEST_CASE("mlp burst plan over 4 Gloo ranks with Adam equals single device", "[executor][gloo]") {
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");
-  auto plan = MakePlan(graph, 10, 4, {0, 1, 2, 3},
-                       {{"fc2", {1, 3}}, {"relu2", {3}}, {"fc3", {0, 2}}});
+  auto plan =
+      MakePlan(graph, 10, 4, {0, 1, 2, 3}, {{"fc2", {1, 3}}, {"relu2", {3}}, {"fc3", {0, 2}}});
   auto reference = TrainSingleDevice(graph, 10, 3, Adam(), 21, 22);
   auto runs = RunRanks(graph, plan, 3, Adam(), 21, 22, GlooComms(4));
   RequireMatchesReference(runs, reference);
@@ -114,12 +115,11 @@ TEST_CASE("two weighted outputs on different device sets equal single device", "
   layers[3].op = planner::Op::kLinear;
   layers[3].inputs = {"trunk"};
   layers[3].attrs.out_features = 4;
-  auto graph = planner::Graph::Create("two_heads", {6}, layers,
-                                      {planner::GraphOutput{"head", 1.0},
-                                       planner::GraphOutput{"aux", 0.4}});
+  auto graph =
+      planner::Graph::Create("two_heads", {6}, layers,
+                             {planner::GraphOutput{"head", 1.0}, planner::GraphOutput{"aux", 0.4}});
   REQUIRE(graph.ok());
-  auto plan = MakePlan(*graph, 7, 3, {0, 1, 2},
-                       {{"act", {1, 2}}, {"head", {2}}, {"aux", {0, 1}}});
+  auto plan = MakePlan(*graph, 7, 3, {0, 1, 2}, {{"act", {1, 2}}, {"head", {2}}, {"aux", {0, 1}}});
   auto reference = TrainSingleDevice(*graph, 7, 4, Sgd(), 5, 6);
   auto runs = RunRanks(*graph, plan, 4, Sgd(), 5, 6, FakeComms(3));
   RequireMatchesReference(runs, reference);
@@ -140,8 +140,7 @@ TEST_CASE("loss falls on the synthetic task", "[executor]") {
   REQUIRE(last < 0.6 * first);
 }
 
-TEST_CASE("a failed rank makes the others fail with an error instead of hanging",
-          "[executor]") {
+TEST_CASE("a failed rank makes the others fail with an error instead of hanging", "[executor]") {
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");
   auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, {{"fc2", {1}}});

@@ -52,8 +52,8 @@ struct TrainResult {
 
 // Plain single-device training of the whole graph on the whole batch: the ground truth.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
-                                     int iterations, const OptimizerSpec& optimizer,
-                                     uint64_t seed, uint64_t data_seed) {
+                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
+                                     uint64_t data_seed) {
   auto modules = BuildAllLayerModules(graph, seed);
   REQUIRE(modules.ok());
   std::vector<torch::Tensor> params;
@@ -73,8 +73,8 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
     REQUIRE(outputs.ok());
     torch::Tensor loss;
     for (size_t o = 0; o < outputs->size(); ++o) {
-      auto part = LossPart((*outputs)[o], batch->labels, graph.outputs()[o].loss_weight,
-                           global_batch);
+      auto part =
+          LossPart((*outputs)[o], batch->labels, graph.outputs()[o].loss_weight, global_batch);
       loss = loss.defined() ? loss + part : part;
     }
     (*opt)->zero_grad();
@@ -100,9 +100,8 @@ using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank
 
 // Runs every rank of `plan` on its own thread, each with its own communicator from make_comm.
 inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner::Plan& plan,
-                                     int iterations, const OptimizerSpec& optimizer,
-                                     uint64_t seed, uint64_t data_seed,
-                                     const CommMaker& make_comm) {
+                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
+                                     uint64_t data_seed, const CommMaker& make_comm) {
   std::vector<RankRun> runs(static_cast<size_t>(plan.num_devices));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < plan.num_devices; ++rank) {
@@ -144,7 +143,8 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
   return runs;
 }
 
-inline CommMaker FakeComms(int world, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+inline CommMaker FakeComms(int world,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   auto net = std::make_shared<FakeNetwork>(world);
   return [net, timeout](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
     return net->Join(rank, timeout);
@@ -152,7 +152,8 @@ inline CommMaker FakeComms(int world, std::chrono::milliseconds timeout = std::c
 }
 
 // Gloo on loopback: rank 0 binds a free port and hands it to the others.
-inline CommMaker GlooComms(int world, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+inline CommMaker GlooComms(int world,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   auto port = std::make_shared<std::promise<int>>();
   auto port_future = std::make_shared<std::shared_future<int>>(port->get_future().share());
   return [=](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
@@ -163,7 +164,10 @@ inline CommMaker GlooComms(int world, std::chrono::milliseconds timeout = std::c
     if (rank == 0) {
       auto comm = ConnectGloo(options, [port](int p) { port->set_value(p); });
       if (!comm.ok()) {
-        try { port->set_value(-1); } catch (...) {}
+        try {
+          port->set_value(-1);
+        } catch (...) {
+        }
       }
       return comm;
     }

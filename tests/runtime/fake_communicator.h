@@ -70,10 +70,10 @@ class FakeRecvWork final : public CommWork {
     std::unique_lock<std::mutex> lock(net_->mu_);
     auto& box = net_->mailboxes_[key_];
     int src = std::get<0>(key_);
-    bool ready = net_->cv_.wait_for(lock, timeout, [&] {
-      return !box.empty() || net_->failed_.count(src) > 0;
-    });
-    if (!ready) return DeadlineExceededError("fake recv from " + std::to_string(src) + " timed out");
+    bool ready = net_->cv_.wait_for(lock, timeout,
+                                    [&] { return !box.empty() || net_->failed_.count(src) > 0; });
+    if (!ready)
+      return DeadlineExceededError("fake recv from " + std::to_string(src) + " timed out");
     if (box.empty()) return UnavailableError("fake recv: rank " + std::to_string(src) + " failed");
     out_.copy_(box.front());
     box.pop_front();
@@ -129,8 +129,7 @@ class FakeCommunicator final : public Communicator {
     for (const auto& group : groups) created_.insert(group);
     return Status::Ok();
   }
-  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst,
-                                           int tag) override {
+  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst, int tag) override {
     std::lock_guard<std::mutex> lock(net_->mu_);
     if (net_->failed_.count(dst)) {
       return std::unique_ptr<CommWork>(

@@ -1,12 +1,12 @@
 // End-to-end over real processes: deepool-executor ranks started by the launcher, Gloo over
 // loopback; a rank killed mid-run makes the others fail with a clear error within the timeout.
-#include <catch2/catch.hpp>
+#include "worker/runtime/launcher.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {

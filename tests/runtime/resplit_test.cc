@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "worker/runtime/resplit.h"
+
+#include <catch2/catch.hpp>
 
 namespace deepool::worker {
 namespace {
@@ -18,8 +18,7 @@ TEST_CASE("re-split pieces cover each destination's range in order", "[resplit]"
   auto from = Place({0, 1, 2}, 8);
   auto to = Place({1, 3}, 8);
   auto pieces = ResplitPieces(from, to);
-  std::vector<ResplitPiece> expected{
-      {0, 1, 0, 3}, {1, 1, 3, 4}, {1, 3, 4, 6}, {2, 3, 6, 8}};
+  std::vector<ResplitPiece> expected{{0, 1, 0, 3}, {1, 1, 3, 4}, {1, 3, 4, 6}, {2, 3, 6, 8}};
   REQUIRE(pieces == expected);
 }
 

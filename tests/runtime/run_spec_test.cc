@@ -1,9 +1,9 @@
-#include <catch2/catch.hpp>
+#include "worker/runtime/run_spec.h"
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
 namespace {

@@ -3,7 +3,6 @@
 //                    [--device cpu|cuda:K] [--timeout-s S]
 // stdout carries one JSON event per line; logs go to stderr.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 

@@ -3,7 +3,6 @@
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
 //                 [--data synthetic|cifar10:PATH]
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "common/logging.h"

@@ -1,11 +1,10 @@
 #include "worker/runtime/communicator_c10d.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <algorithm>
 #include <exception>
 #include <sstream>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/logging.h"
 
@@ -22,8 +21,7 @@ std::string GroupKey(const RankGroup& group) {
 bool LooksLikeTimeout(const std::string& message) {
   std::string lower = message;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  return lower.find("timed out") != std::string::npos ||
-         lower.find("timeout") != std::string::npos;
+  return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
 }
 
 // A libtorch/Gloo failure as a Status: timeouts become DEADLINE_EXCEEDED, the rest (closed
@@ -79,8 +77,8 @@ StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(
   store_options.waitWorkers = false;  // the world group's rendezvous waits, with our timeout
   // libtorch 1.13 rounds the socket connect timeout down to whole seconds (0 s fails at once),
   // so the store gets at least a few seconds; transfers keep the caller's timeout.
-  store_options.timeout = std::max<std::chrono::milliseconds>(options.timeout,
-                                                              std::chrono::seconds(5));
+  store_options.timeout =
+      std::max<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(5));
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(options.store_host, store_options);
     if (options.rank == 0 && on_store_ready) on_store_ready(store->getPort());
@@ -111,9 +109,8 @@ StatusOr<c10::intrusive_ptr<C10dGroup>> C10dCommunicator::MakeGroup(const std::s
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
     return make_group_(prefixed, rank, size);
   } catch (const std::exception& e) {
-    return FromException(backend_name_ + " group " + prefix + " (rank " +
-                             std::to_string(options_.rank) + ")",
-                         e);
+    return FromException(
+        backend_name_ + " group " + prefix + " (rank " + std::to_string(options_.rank) + ")", e);
   }
 }
 
@@ -127,9 +124,9 @@ Status C10dCommunicator::CreateGroups(const std::vector<RankGroup>& groups) {
         return InvalidArgumentError(GroupKey(group) + " is not an ascending set of world ranks");
       }
     }
-    ASSIGN_OR_RETURN(auto created, MakeGroup(GroupKey(group),
-                                             static_cast<int>(member - group.begin()),
-                                             static_cast<int>(group.size())));
+    ASSIGN_OR_RETURN(auto created,
+                     MakeGroup(GroupKey(group), static_cast<int>(member - group.begin()),
+                               static_cast<int>(group.size())));
     groups_[group] = std::move(created);
   }
   return Status::Ok();
@@ -148,8 +145,7 @@ StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Send(const torch::Tensor& 
   }
 }
 
-StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Recv(torch::Tensor tensor, int src,
-                                                           int tag) {
+StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Recv(torch::Tensor tensor, int src, int tag) {
   std::vector<torch::Tensor> tensors{std::move(tensor)};
   std::string what = "recv " + std::to_string(src) + "->" + std::to_string(options_.rank) +
                      " tag " + std::to_string(tag);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/version.h>
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #if TORCH_VERSION_MAJOR >= 2
@@ -49,8 +50,7 @@ class C10dCommunicator final : public Communicator {
   int world_size() const override { return options_.world_size; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   Status CreateGroups(const std::vector<RankGroup>& groups) override;
-  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst,
-                                           int tag) override;
+  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst, int tag) override;
   StatusOr<std::unique_ptr<CommWork>> Recv(torch::Tensor tensor, int src, int tag) override;
   StatusOr<std::unique_ptr<CommWork>> AllReduceSum(torch::Tensor tensor,
                                                    const RankGroup& group) override;
@@ -62,8 +62,7 @@ class C10dCommunicator final : public Communicator {
         store_(std::move(store)),
         make_group_(std::move(make_group)),
         backend_name_(std::move(backend_name)) {}
-  StatusOr<c10::intrusive_ptr<C10dGroup>> MakeGroup(const std::string& prefix, int rank,
-                                                    int size);
+  StatusOr<c10::intrusive_ptr<C10dGroup>> MakeGroup(const std::string& prefix, int rank, int size);
 
   CommOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;

@@ -31,15 +31,14 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
     return UnavailableError(std::string("gloo device: ") + e.what());
   }
   auto timeout = options.timeout;
-  internal::GroupFactory make_group = [device, timeout](
-                                          const c10::intrusive_ptr<c10d::Store>& store,
-                                          int rank, int size) {
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo_options->devices.push_back(device);
-    gloo_options->threads = 2;
-    return c10::intrusive_ptr<internal::C10dGroup>(
-        c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options));
-  };
+  internal::GroupFactory make_group =
+      [device, timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+        auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+        gloo_options->devices.push_back(device);
+        gloo_options->threads = 2;
+        return c10::intrusive_ptr<internal::C10dGroup>(
+            c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options));
+      };
   return internal::C10dCommunicator::Create(options, std::move(store), std::move(make_group),
                                             "gloo");
 }

@@ -46,8 +46,8 @@ class SyntheticData final : public DataSource {
     auto generator =
         at::detail::createCPUGenerator(seed_ * 1000003ULL + static_cast<uint64_t>(iteration));
     Batch batch;
-    batch.inputs = torch::randn(BatchShape(global_batch_, input_shape_), generator,
-                                torch::kFloat32);
+    batch.inputs =
+        torch::randn(BatchShape(global_batch_, input_shape_), generator, torch::kFloat32);
     batch.labels = TeacherFeatures(batch.inputs).matmul(teacher_).argmax(1).to(torch::kInt64);
     return batch;
   }
@@ -146,8 +146,8 @@ StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
   if (labels.max().item<int64_t>() > 9) {
     return DataLossError("a CIFAR-10 label byte in " + path + " is above 9");
   }
-  auto images = raw.narrow(1, 1, kCifarPixels).to(torch::kFloat32).div_(255.0).view(
-      {records, 3, 32, 32});
+  auto images =
+      raw.narrow(1, 1, kCifarPixels).to(torch::kFloat32).div_(255.0).view({records, 3, 32, 32});
   auto mean = torch::tensor({0.4914f, 0.4822f, 0.4465f}).view({1, 3, 1, 1});
   auto std = torch::tensor({0.2470f, 0.2435f, 0.2616f}).view({1, 3, 1, 1});
   images = (images - mean) / std;

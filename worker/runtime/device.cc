@@ -13,9 +13,7 @@ class CpuContext final : public DeviceContext {
 
 }  // namespace
 
-std::string DeviceSpec::ToString() const {
-  return cuda ? "cuda:" + std::to_string(index) : "cpu";
-}
+std::string DeviceSpec::ToString() const { return cuda ? "cuda:" + std::to_string(index) : "cpu"; }
 
 torch::Device DeviceSpec::torch_device() const {
   return cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index))

@@ -9,9 +9,7 @@
 namespace deepool::worker {
 namespace {
 
-double Millis(Clock::Duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
+double Millis(Clock::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // The rows [first, last) of the global batch out of a tensor that holds rows from `held_first`.
 torch::Tensor Rows(const torch::Tensor& tensor, int64_t held_first, int64_t first, int64_t last) {
@@ -33,14 +31,13 @@ Status Guarded(const std::string& what, Fn&& fn) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph,
-                                                     const planner::Plan& plan,
-                                                     Communicator* comm, DataSource* data,
-                                                     const ModuleFactory& factory,
+                                                     const planner::Plan& plan, Communicator* comm,
+                                                     DataSource* data, const ModuleFactory& factory,
                                                      ExecutorOptions options, const Clock* clock) {
   if (plan.num_devices != comm->world_size()) {
     return InvalidArgumentError("plan is for " + std::to_string(plan.num_devices) +
-                                " devices but the world has " +
-                                std::to_string(comm->world_size()) + " ranks");
+                                " devices but the world has " + std::to_string(comm->world_size()) +
+                                " ranks");
   }
   RETURN_IF_ERROR(plan.Validate().WithContext("plan"));
   std::unique_ptr<Executor> executor(
@@ -223,8 +220,8 @@ Status Executor::Backward(int id) {
       if (piece.dst == rank_) {
         const torch::Tensor& input = consumer.inputs[static_cast<size_t>(edge.input_index)];
         if (input.grad().defined()) {
-          contributions.emplace_back(
-              Rows(input.grad(), consumer.first, piece.first, piece.last), piece.first);
+          contributions.emplace_back(Rows(input.grad(), consumer.first, piece.first, piece.last),
+                                     piece.first);
         }
       } else {
         auto buffer = RecvBuffer(BackwardTag(edge_id), piece, layer.output_shape);
@@ -268,8 +265,9 @@ Status Executor::Backward(int id) {
       if (piece.dst != rank_ || piece.src == rank_) continue;
       Synchronize();
       ASSIGN_OR_RETURN(
-          auto work, comm_->Send(Rows(input_grad, state.first, piece.first, piece.last).contiguous(),
-                                 piece.src, BackwardTag(edge_id)));
+          auto work,
+          comm_->Send(Rows(input_grad, state.first, piece.first, piece.last).contiguous(),
+                      piece.src, BackwardTag(edge_id)));
       sends_.push_back(std::move(work));
     }
   }
@@ -292,8 +290,8 @@ Status Executor::ReduceGradients(int id) {
 
 Status Executor::FinishReductions() {
   for (PendingReduce& pending : reduces_) {
-    RETURN_IF_ERROR(WaitOne(*pending.work).WithContext(
-        "gradient sum of " + graph_.layer(pending.layer).name));
+    RETURN_IF_ERROR(
+        WaitOne(*pending.work).WithContext("gradient sum of " + graph_.layer(pending.layer).name));
     int64_t offset = 0;
     for (auto& param : layers_[static_cast<size_t>(pending.layer)].params) {
       int64_t count = param.numel();
@@ -313,54 +311,56 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   reduces_.clear();
   ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
   double loss = 0;
-  Status status = Guarded("iteration " + std::to_string(iteration) + " on rank " +
-                              std::to_string(rank_),
-                          [&]() -> Status {
-    batch.inputs = batch.inputs.to(options_.device);
-    batch.labels = batch.labels.to(options_.device);
-    const int n = graph_.num_layers();
-    for (int id = 0; id < n; ++id) {
-      LayerState& state = layers_[static_cast<size_t>(id)];
-      state.inputs.clear();
-      state.output = torch::Tensor();
-      state.loss = torch::Tensor();
-      if (!state.runs) continue;
-      if (state.loss_weight > 0) {
-        labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
-      }
-      for (auto& param : state.params) {
-        if (param.grad().defined()) {
-          param.mutable_grad().detach_();
-          param.mutable_grad().zero_();
-        } else {
-          param.mutable_grad() = torch::zeros_like(param);
+  Status status = Guarded(
+      "iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
+      [&]() -> Status {
+        batch.inputs = batch.inputs.to(options_.device);
+        batch.labels = batch.labels.to(options_.device);
+        const int n = graph_.num_layers();
+        for (int id = 0; id < n; ++id) {
+          LayerState& state = layers_[static_cast<size_t>(id)];
+          state.inputs.clear();
+          state.output = torch::Tensor();
+          state.loss = torch::Tensor();
+          if (!state.runs) continue;
+          if (state.loss_weight > 0) {
+            labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
+          }
+          for (auto& param : state.params) {
+            if (param.grad().defined()) {
+              param.mutable_grad().detach_();
+              param.mutable_grad().zero_();
+            } else {
+              param.mutable_grad() = torch::zeros_like(param);
+            }
+          }
         }
-      }
-    }
-    for (int id = 0; id < n; ++id) {
-      if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
-    }
-    torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
-    for (int id = n - 1; id >= 0; --id) {
-      LayerState& state = layers_[static_cast<size_t>(id)];
-      if (!state.runs) continue;
-      if (state.loss.defined()) local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
-      RETURN_IF_ERROR(Backward(id));
-    }
-    RETURN_IF_ERROR(FinishReductions());
-    RETURN_IF_ERROR(WaitAndCount(sends_).WithContext("sending activations and gradients"));
-    if (optimizer_) optimizer_->step();
-    // The global loss: each rank's parts, summed over the world (also ends the iteration in step).
-    if (comm_->world_size() > 1) {
-      std::vector<int> world(static_cast<size_t>(comm_->world_size()));
-      for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
-      ASSIGN_OR_RETURN(auto work, comm_->AllReduceSum(local_loss, world));
-      RETURN_IF_ERROR(WaitOne(*work).WithContext("summing the loss"));
-    }
-    loss = local_loss.item<double>();
-    Synchronize();
-    return Status::Ok();
-  });
+        for (int id = 0; id < n; ++id) {
+          if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
+        }
+        torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
+        for (int id = n - 1; id >= 0; --id) {
+          LayerState& state = layers_[static_cast<size_t>(id)];
+          if (!state.runs) continue;
+          if (state.loss.defined())
+            local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
+          RETURN_IF_ERROR(Backward(id));
+        }
+        RETURN_IF_ERROR(FinishReductions());
+        RETURN_IF_ERROR(WaitAndCount(sends_).WithContext("sending activations and gradients"));
+        if (optimizer_) optimizer_->step();
+        // The global loss: each rank's parts, summed over the world (also ends the iteration in
+        // step).
+        if (comm_->world_size() > 1) {
+          std::vector<int> world(static_cast<size_t>(comm_->world_size()));
+          for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
+          ASSIGN_OR_RETURN(auto work, comm_->AllReduceSum(local_loss, world));
+          RETURN_IF_ERROR(WaitOne(*work).WithContext("summing the loss"));
+        }
+        loss = local_loss.item<double>();
+        Synchronize();
+        return Status::Ok();
+      });
   if (!status.ok()) return status;
   IterationStats stats;
   stats.iteration = iteration;

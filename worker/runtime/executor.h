@@ -87,7 +87,7 @@ class Executor {
   struct LayerState {
     const planner::LayerPlacement* placement = nullptr;
     bool runs = false;
-    int64_t first = 0, last = 0;  // this rank's samples
+    int64_t first = 0, last = 0;   // this rank's samples
     std::vector<int> input_edges;  // edge id per input index
     std::vector<int> output_edges;
     double loss_weight = 0;  // > 0 for graph outputs
@@ -106,7 +106,11 @@ class Executor {
 
   Executor(const planner::Graph& graph, const planner::Plan& plan, Communicator* comm,
            DataSource* data, ExecutorOptions options, const Clock* clock)
-      : graph_(graph), plan_(plan), comm_(comm), data_(data), options_(std::move(options)),
+      : graph_(graph),
+        plan_(plan),
+        comm_(comm),
+        data_(data),
+        options_(std::move(options)),
         clock_(clock) {}
   Status Init(const ModuleFactory& factory);
   Status Forward(int layer_id, const Batch& batch);

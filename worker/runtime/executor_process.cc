@@ -51,8 +51,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   } else {
     ASSIGN_OR_RETURN(comm, ConnectGloo(comm_options, on_store_ready));
   }
-  ASSIGN_OR_RETURN(auto data,
-                   MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  ASSIGN_OR_RETURN(auto data, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;

@@ -60,14 +60,21 @@ RankProcesses::~RankProcesses() {
 
 Status RankProcesses::Spawn(int rank, int store_port) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return InternalError(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe: ") + std::strerror(errno));
   std::vector<std::string> args{options_.executor_path,
-                                "--run-spec", options_.run_spec_path,
-                                "--rank", std::to_string(rank),
-                                "--world-size", std::to_string(options_.world_size),
-                                "--store", options_.store_host + ":" + std::to_string(store_port),
-                                "--device", DeviceFor(options_.device, rank),
-                                "--timeout-s", std::to_string(options_.timeout_s)};
+                                "--run-spec",
+                                options_.run_spec_path,
+                                "--rank",
+                                std::to_string(rank),
+                                "--world-size",
+                                std::to_string(options_.world_size),
+                                "--store",
+                                options_.store_host + ":" + std::to_string(store_port),
+                                "--device",
+                                DeviceFor(options_.device, rank),
+                                "--timeout-s",
+                                std::to_string(options_.timeout_s)};
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -189,8 +196,10 @@ Status RankProcesses::Wait(const std::function<void(int, const nlohmann::json&)>
         pfd_ranks.push_back(static_cast<int>(r));
       }
     }
-    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 100);
-    else usleep(20000);
+    if (!pfds.empty())
+      poll(pfds.data(), pfds.size(), 100);
+    else
+      usleep(20000);
     for (size_t i = 0; i < pfds.size(); ++i) {
       if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       int rank = pfd_ranks[i];

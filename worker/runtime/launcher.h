@@ -5,11 +5,11 @@
 // on_event callback (same thread).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <sys/types.h>
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -3,8 +3,8 @@
 namespace deepool::worker {
 
 bool OptimizerSpec::operator==(const OptimizerSpec& o) const {
-  return name == o.name && lr == o.lr && momentum == o.momentum &&
-         weight_decay == o.weight_decay && betas == o.betas && eps == o.eps;
+  return name == o.name && lr == o.lr && momentum == o.momentum && weight_decay == o.weight_decay &&
+         betas == o.betas && eps == o.eps;
 }
 
 Status ValidateOptimizer(const OptimizerSpec& spec) {

@@ -27,7 +27,7 @@ struct OptimizerSpec {
 Status ValidateOptimizer(const OptimizerSpec& spec);
 
 // An optimizer over `params`; nullptr when there are none (a rank that holds no parameters).
-StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    const OptimizerSpec& spec, std::vector<torch::Tensor> params);
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const OptimizerSpec& spec,
+                                                                 std::vector<torch::Tensor> params);
 
 }  // namespace deepool::worker

@@ -1,8 +1,7 @@
 #include "worker/runtime/run_spec.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -34,8 +33,7 @@ StatusOr<OptimizerSpec> ParseOptimizer(const json& doc) {
   RETURN_IF_ERROR(ReadField(doc, "eps", "optimizer.", spec.eps));
   if (doc.contains("betas")) {
     const json& betas = doc["betas"];
-    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
-        !betas[1].is_number()) {
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number()) {
       return InvalidArgumentError("optimizer.betas must be two numbers");
     }
     spec.betas = {betas[0].get<double>(), betas[1].get<double>()};

@@ -71,8 +71,8 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
     spec.plan = std::move(plan).value();
     if (options.ranks > 0 && options.ranks != spec.plan.num_devices) {
       return InvalidArgumentError("--ranks " + std::to_string(options.ranks) +
-                                  " but the plan is for " +
-                                  std::to_string(spec.plan.num_devices) + " devices");
+                                  " but the plan is for " + std::to_string(spec.plan.num_devices) +
+                                  " devices");
     }
     if (options.global_batch > 0 && options.global_batch != spec.plan.global_batch) {
       return InvalidArgumentError("--global-batch " + std::to_string(options.global_batch) +
@@ -120,11 +120,11 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto ranks, RankProcesses::Start(launch));
   if (!options.json_events) {
     out << "model " << spec.graph->name() << ", " << spec.plan.num_devices << " ranks on "
-        << options.device << ", global batch " << spec.plan.global_batch << ", "
-        << spec.iterations << " iterations\n";
+        << options.device << ", global batch " << spec.plan.global_batch << ", " << spec.iterations
+        << " iterations\n";
     out << std::setw(6) << "iter" << std::setw(12) << "loss" << std::setw(12) << "ms"
-        << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12)
-        << "idle ms" << "\n";
+        << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12) << "idle ms"
+        << "\n";
   }
   Status status = ranks->Wait([&](int rank, const nlohmann::json& event) {
     if (options.json_events) {
@@ -133,17 +133,17 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
     }
     if (rank != 0 || event["event"] != "iteration") return;
     out << std::setw(6) << event.value("iteration", 0) << std::setw(12) << std::fixed
-        << std::setprecision(4)
-        << (event["loss"].is_number() ? event["loss"].get<double>() : NAN) << std::setw(12)
-        << std::setprecision(2) << event.value("iteration_ms", 0.0) << std::setw(14)
-        << std::setprecision(1) << event.value("samples_per_s", 0.0) << std::setw(12)
-        << std::setprecision(2) << event.value("busy_ms", 0.0) << std::setw(12)
+        << std::setprecision(4) << (event["loss"].is_number() ? event["loss"].get<double>() : NAN)
+        << std::setw(12) << std::setprecision(2) << event.value("iteration_ms", 0.0)
+        << std::setw(14) << std::setprecision(1) << event.value("samples_per_s", 0.0)
+        << std::setw(12) << std::setprecision(2) << event.value("busy_ms", 0.0) << std::setw(12)
         << event.value("idle_ms", 0.0) << std::endl;
   });
   if (!status.ok()) return status.WithContext("training failed");
   if (!options.json_events) {
     for (const RankOutcome& outcome : ranks->outcomes()) {
-      if (outcome.checkpoint) out << "rank " << outcome.rank << " checkpoint " << *outcome.checkpoint << "\n";
+      if (outcome.checkpoint)
+        out << "rank " << outcome.rank << " checkpoint " << *outcome.checkpoint << "\n";
     }
     out << "done: " << spec.plan.num_devices << " ranks finished " << spec.iterations
         << " iterations\n";

@@ -13,9 +13,9 @@
 namespace deepool::worker {
 
 struct TrainOptions {
-  std::string plan_path;   // empty: data parallelism over `ranks`
-  std::string model;       // zoo name, or
-  std::string graph_path;  // a graph JSON file
+  std::string plan_path;    // empty: data parallelism over `ranks`
+  std::string model;        // zoo name, or
+  std::string graph_path;   // a graph JSON file
   int64_t num_classes = 0;  // zoo models: 0 = 10 for cifar10, else the zoo's default
   int64_t image_size = 0;   // zoo models: 0 = the model's default
   int ranks = 0;            // 0: the plan's device count (1 without a plan)
