@@ -5,13 +5,16 @@
 // head run on rank 0 alone: rank 1 waits through them every iteration. A BG job (small_cnn, its
 // own batch) shares rank 1's core. Configurations:
 //   fg_alone            FG only
-//   fg+bg idle_only     BG units only while rank 1 waits (the CPU path of the multiplexer)
-//   fg+bg concurrent    BG thread free-running next to FG (naive collocation, for comparison)
+//   fg+bg idle_only     BG units only while rank 1 waits (the CPU path of the multiplexer),
+//                       the BG thread under SCHED_IDLE (default) or at normal priority
+//   fg+bg concurrent    BG thread free-running next to FG, under SCHED_IDLE or at normal
+//                       priority (naive collocation)
 //   bg_alone            the BG job alone on one pinned core
 // Reported: FG iteration time (mean over measured iterations of the slowest rank), its ratio to
 // fg_alone, BG samples/s during the FG measurement and its ratio to bg_alone, and gate counters.
+// Configurations run round-robin `rounds` times; each row is the median round by FG time.
 //   build-*/bin/deepool-bench-multiplex [fg_iterations=40] [fg_batch=64] [bg_batch=8]
-//                                       [image_size=32]
+//                                       [image_size=32] [rounds=5]
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +49,7 @@ struct Config {
   int64_t fg_batch = 64;
   int64_t bg_batch = 8;
   int64_t image_size = 32;
+  int rounds = 5;
 };
 
 struct RankResult {
@@ -109,8 +113,8 @@ dw::BackgroundSpec BgSpec(const Config& config) {
 }
 
 // One FG rank (optionally with a BG job on its core); writes its result to `result_fd`.
-void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mode, int port_read,
-              int port_write, int result_fd) {
+void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mode,
+              bool idle_priority, int port_read, int port_write, int result_fd) {
   PinToCore(rank);
   torch::set_num_threads(1);
   dp::Graph graph = Model(config);
@@ -141,7 +145,11 @@ void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mod
     if (!made.ok()) Die(made.status().ToString());
     trainer = std::move(made).value();
     comm = std::make_unique<dw::SharingCommunicator>(std::move(comm), gate.get());
-    runner = std::make_unique<dw::BackgroundRunner>(trainer.get(), gate.get(), clock, 0);
+    runner = std::make_unique<dw::BackgroundRunner>(
+        trainer.get(), gate.get(), clock, 0, [idle_priority]() -> std::shared_ptr<void> {
+          if (idle_priority && !dw::DemoteCurrentThreadToIdle().ok()) Die("SCHED_IDLE refused");
+          return nullptr;
+        });
   }
   auto data = dw::MakeDataSource(dw::DataSpec{"synthetic", 1, ""}, graph, plan.global_batch);
   if (!data.ok()) Die(data.status().ToString());
@@ -196,14 +204,18 @@ void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mod
 }
 
 // Runs both FG ranks in forked processes; returns their results.
-std::vector<RankResult> RunFg(const Config& config, std::optional<dw::SharingMode> mode) {
+std::vector<RankResult> RunFg(const Config& config, std::optional<dw::SharingMode> mode,
+                              bool idle_priority = true) {
   int port_pipe[2], result_pipe[2][2];
   if (pipe(port_pipe) != 0 || pipe(result_pipe[0]) != 0 || pipe(result_pipe[1]) != 0) Die("pipe");
   std::vector<pid_t> children;
   for (int rank = 0; rank < 2; ++rank) {
     pid_t pid = fork();
     if (pid < 0) Die("fork");
-    if (pid == 0) RankMain(config, rank, mode, port_pipe[0], port_pipe[1], result_pipe[rank][1]);
+    if (pid == 0) {
+      RankMain(config, rank, mode, idle_priority, port_pipe[0], port_pipe[1],
+               result_pipe[rank][1]);
+    }
     children.push_back(pid);
   }
   std::vector<RankResult> results(2);
@@ -258,32 +270,80 @@ int main(int argc, char** argv) {
   if (argc > 2) config.fg_batch = std::atoll(argv[2]);
   if (argc > 3) config.bg_batch = std::atoll(argv[3]);
   if (argc > 4) config.image_size = std::atoll(argv[4]);
+  if (argc > 5) config.rounds = std::max(1, std::atoi(argv[5]));
   std::printf("small_cnn %lldx%lld: FG global batch %lld over 2 CPU ranks (burst plan), "
               "BG batch %lld on rank 1's core; %d measured iterations after %d warm-up\n",
               static_cast<long long>(config.image_size), static_cast<long long>(config.image_size),
               static_cast<long long>(config.fg_batch), static_cast<long long>(config.bg_batch),
               config.iterations, kWarmup);
-  auto alone = RunFg(config, std::nullopt);
-  double fg_alone_ms = std::max(alone[0].iteration_ms, alone[1].iteration_ms);
-  auto gated = RunFg(config, dw::SharingMode::kIdleOnly);
-  auto naive = RunFg(config, dw::SharingMode::kConcurrent);
-  double bg_alone = RunBgAlone(config, fg_alone_ms * config.iterations / 1000.0 + 1.0);
+  // The machine is shared: configurations run round-robin, `rounds` times, and each is
+  // summarised by its median round (by FG iteration time).
+  struct Variant {
+    const char* name;
+    std::optional<dw::SharingMode> mode;
+    bool idle_priority;
+    std::vector<std::vector<RankResult>> rounds;
+  };
+  std::vector<Variant> variants{
+      {"fg_alone", std::nullopt, false, {}},
+      {"fg+bg idle_only, BG thread SCHED_IDLE (default)", dw::SharingMode::kIdleOnly, true, {}},
+      {"fg+bg idle_only, BG thread normal priority", dw::SharingMode::kIdleOnly, false, {}},
+      {"fg+bg concurrent, BG thread SCHED_IDLE", dw::SharingMode::kConcurrent, true, {}},
+      {"fg+bg concurrent, normal priority (naive)", dw::SharingMode::kConcurrent, false, {}},
+  };
+  std::vector<double> bg_alone_rounds;
+  for (int round = 0; round < config.rounds; ++round) {
+    for (Variant& variant : variants) {
+      variant.rounds.push_back(RunFg(config, variant.mode, variant.idle_priority));
+    }
+    bg_alone_rounds.push_back(RunBgAlone(config, 3.0));
+    std::fprintf(stderr, "round %d of %d done\n", round + 1, config.rounds);
+  }
+  auto fg_ms = [](const std::vector<RankResult>& r) {
+    return std::max(r[0].iteration_ms, r[1].iteration_ms);
+  };
+  auto median_round = [&](Variant& variant) -> const std::vector<RankResult>& {
+    std::vector<size_t> order(variant.rounds.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return fg_ms(variant.rounds[a]) < fg_ms(variant.rounds[b]);
+    });
+    return variant.rounds[order[order.size() / 2]];
+  };
+  std::sort(bg_alone_rounds.begin(), bg_alone_rounds.end());
+  double bg_alone = bg_alone_rounds[bg_alone_rounds.size() / 2];
+  double fg_alone_ms = fg_ms(median_round(variants[0]));
 
   std::printf("\n| configuration | FG iteration ms | FG vs alone | BG samples/s | BG vs alone |"
-              " rank 1 waiting | BG busy | FG resumes delayed by BG | overrun ms/iter |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| fg_alone | %.2f | 1.00 | - | - | - | - | - | - |\n", fg_alone_ms);
-  for (auto& [name, results] : {std::pair{"fg+bg idle_only", gated},
-                                std::pair{"fg+bg concurrent", naive}}) {
-    double ms = std::max(results[0].iteration_ms, results[1].iteration_ms);
+              " rank 1 waiting | BG busy | FG resumes delayed by BG | overrun ms/iter |"
+              " FG ms, all rounds |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (Variant& variant : variants) {
+    const auto& results = median_round(variant);
+    double ms = fg_ms(results);
+    std::string all;
+    for (const auto& round : variant.rounds) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof(buffer), "%s%.1f", all.empty() ? "" : " ", fg_ms(round));
+      all += buffer;
+    }
+    if (!variant.mode) {
+      std::printf("| %s | %.2f | 1.00 | - | - | - | - | - | - | %s |\n", variant.name, ms,
+                  all.c_str());
+      continue;
+    }
     const RankResult& r1 = results[1];
     std::printf("| %s | %.2f | %.3f | %.1f | %.2f | %.0f%% | %.0f%% | %lld of %lld idle periods |"
-                " %.2f |\n",
-                name, ms, ms / fg_alone_ms, r1.bg_samples_per_s, r1.bg_samples_per_s / bg_alone,
-                100 * r1.fg_wait_share, 100 * r1.bg_busy_share,
+                " %.2f | %s |\n",
+                variant.name, ms, ms / fg_alone_ms, r1.bg_samples_per_s,
+                r1.bg_samples_per_s / bg_alone, 100 * r1.fg_wait_share, 100 * r1.bg_busy_share,
                 static_cast<long long>(r1.delayed_resumes),
-                static_cast<long long>(r1.idle_periods), r1.overrun_ms_per_iteration);
+                static_cast<long long>(r1.idle_periods), r1.overrun_ms_per_iteration,
+                all.c_str());
   }
-  std::printf("| bg_alone | - | - | %.1f | 1.00 | - | - | - | - |\n", bg_alone);
+  std::string all;
+  for (double rate : bg_alone_rounds) all += (all.empty() ? "" : " ") + std::to_string(int(rate));
+  std::printf("| bg_alone (samples/s, sorted rounds: %s) | - | - | %.1f | 1.00 | - | - | - | - | - |\n",
+              all.c_str(), bg_alone);
   return 0;
 }
