@@ -193,19 +193,22 @@ std::string PlanSummary(const std::string& plan_json) {
   out << "  model " << plan.value("model", std::string("?")) << ", global batch "
       << plan.value("global_batch", 0) << ", " << plan.value("num_devices", 0) << " devices, "
       << layers.size() << " layers";
-  if (plan.contains("profile_source") && plan["profile_source"].is_string()) {
+  if (plan.contains("profile_source") && plan["profile_source"].is_string() &&
+      !plan["profile_source"].get<std::string>().empty()) {
     out << ", profile " << plan["profile_source"].get<std::string>();
   }
   out << "\n";
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "  predicted iteration %s (data parallel %s, one device %s); amplification "
-                "%.2f (limit %.2f)\n",
-                FormatDuration(number(totals, "iteration_ms")).c_str(),
-                FormatDuration(number(dp, "iteration_ms")).c_str(),
-                FormatDuration(number(plan, "single_device_ms")).c_str(),
-                number(totals, "amplification"), number(plan, "amplification_limit"));
-  out << line;
+  if (number(totals, "iteration_ms") > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  predicted iteration %s (data parallel %s, one device %s); amplification "
+                  "%.2f (limit %.2f)\n",
+                  FormatDuration(number(totals, "iteration_ms")).c_str(),
+                  FormatDuration(number(dp, "iteration_ms")).c_str(),
+                  FormatDuration(number(plan, "single_device_ms")).c_str(),
+                  number(totals, "amplification"), number(plan, "amplification_limit"));
+    out << line;
+  }
   // How many layers run on how many devices: "1 dev: 3 layers, 4 dev: 9 layers".
   std::map<size_t, int> by_count;
   for (const auto& layer : layers) {
