@@ -47,6 +47,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  // Zoo run specs are < 100 KB, but a large inline graph with its plan may pass gRPC's 4 MiB.
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->node_service_.get());
   s->server_ = builder.BuildAndStart();
