@@ -84,6 +84,8 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
     return InvalidArgumentError("store_port out of range");
   }
 
+  // Refuse a running id before touching its directory: the running executors read run.json.
+  RETURN_IF_ERROR(CheckNewTask(train.task_id));
   auto task = std::make_unique<Task>();
   task->task_id = train.task_id;
   task->job_id = train.job_id;
@@ -143,6 +145,7 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
     return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" + profile.task_id +
                                 "'");
   }
+  RETURN_IF_ERROR(CheckNewTask(profile.task_id));
   auto task = std::make_unique<Task>();
   task->task_id = profile.task_id;
   task->job_id = profile.job_id;
@@ -194,6 +197,13 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   }
   t.ranks[0].child = std::move(child).value();
   DP_LOG_INFO("task {} (job {}): profiling, pid {}", task_id, t.job_id, t.ranks[0].child->pid());
+  return Status::Ok();
+}
+
+Status ExecutorSupervisor::CheckNewTask(const std::string& task_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutting_down_) return UnavailableError("the worker is shutting down");
+  if (tasks_.count(task_id)) return AlreadyExistsError("task " + task_id + " is already running");
   return Status::Ok();
 }
 

@@ -163,6 +163,8 @@ class ExecutorSupervisor {
     std::string profile_output_path;
   };
 
+  // UNAVAILABLE when shutting down, ALREADY_EXISTS when the id runs. Takes mu_.
+  Status CheckNewTask(const std::string& task_id) const;
   Status StartRankLocked(Task& task, RankProcess& rank, const std::string& store);
   void OnRankLine(const std::string& task_id, int rank, const std::string& line, bool is_stdout);
   void OnRankExit(const std::string& task_id, int rank, const ProcessExit& exit);
