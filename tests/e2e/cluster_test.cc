@@ -140,7 +140,7 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
   std::string done_before, fg;
   REQUIRE(cluster.Submit(BgJob("finished-before", 2), &done_before).ok());
   REQUIRE(cluster.WaitForTerminal(done_before).state() == v1::JOB_STATE_SUCCEEDED);
-  REQUIRE(cluster.Submit(FgJob("survivor", 40), &fg).ok());
+  REQUIRE(cluster.Submit(FgJob("survivor", 300), &fg).ok());
   v1::Job before = cluster.WaitForJob(fg, [](const v1::Job& j) {
     return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 1;
   });
@@ -161,7 +161,7 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
   v1::Job end = cluster.WaitForTerminal(fg);
   INFO(cli::ToJson(end));
   CHECK(end.state() == v1::JOB_STATE_SUCCEEDED);
-  CHECK(end.progress().iteration() == 40);
+  CHECK(end.progress().iteration() == 300);
   CHECK(end.attempt() == before.attempt());  // not restarted from scratch
 }
 
