@@ -114,8 +114,8 @@ void BackgroundTrainer::BackwardLayer(int id) {
     loss_sum_.add_(state.loss.detach().reshape({}));
   }
   if (!roots.empty() && state.output.requires_grad()) torch::autograd::backward(roots, root_grads);
-  // The consumers' input leaves are no longer needed once every producer read them; the layer's
-  // own output is (its consumers' backward already ran).
+  // The output and loss are done with (the consumers' backward already ran); the layer's input
+  // leaves stay until its producers have read their gradients.
   state.output = torch::Tensor();
   state.loss = torch::Tensor();
 }
