@@ -152,6 +152,42 @@ TEST_CASE("BG makes progress in the FG rank's idle time and its loss falls", "[m
   REQUIRE(done.last_loss < done.first_loss);
 }
 
+TEST_CASE("the sharing communicator makes every wait an FG idle period", "[multiplex]") {
+  FakeClock clock;
+  DeviceGate gate(SharingMode::kIdleOnly, &clock, true);
+  auto net = std::make_shared<testing::FakeNetwork>(2);
+  auto peer = net->Join(0, std::chrono::seconds(10));
+  SharingCommunicator comm(net->Join(1, std::chrono::seconds(10)), &gate);
+  REQUIRE(comm.rank() == 1);
+  REQUIRE(comm.world_size() == 2);
+  REQUIRE(comm.CreateGroups({{0, 1}}).ok());
+  REQUIRE(peer->CreateGroups({{0, 1}}).ok());
+  auto sent = peer->Send(torch::full({3}, 2.0f), 1, 7);
+  REQUIRE(sent.ok());
+  torch::Tensor buffer = torch::zeros({3});
+  auto recv = comm.Recv(buffer, 0, 7);
+  REQUIRE(recv.ok());
+  REQUIRE(gate.counters().fg_idle_periods == 1);  // only CreateGroups so far: posting is not a wait
+  REQUIRE((*recv)->Wait(std::chrono::seconds(10)).ok());
+  REQUIRE(torch::equal(buffer, torch::full({3}, 2.0f)));
+  auto reduce = comm.AllReduceSum(torch::ones({2}), {0, 1});
+  auto peer_reduce = peer->AllReduceSum(torch::ones({2}), {0, 1});
+  REQUIRE((*reduce)->Wait(std::chrono::seconds(10)).ok());
+  auto send = comm.Send(torch::ones({1}), 0, 8);
+  REQUIRE((*send)->Wait(std::chrono::seconds(10)).ok());
+  using K = GateEventKind;
+  std::vector<K> period{K::kFgIdle, K::kFgReady, K::kFgResume};
+  std::vector<K> expected;
+  for (int i = 0; i < 4; ++i) expected.insert(expected.end(), period.begin(), period.end());
+  REQUIRE((gate.events() == expected));
+  REQUIRE(gate.counters().fg_idle_periods == 4);
+  // A failed wait still ends the idle period.
+  net->Fail(0);
+  auto lost = comm.Recv(torch::zeros({3}), 0, 9);
+  REQUIRE_FALSE((*lost)->Wait(std::chrono::seconds(10)).ok());
+  REQUIRE(gate.events().back() == K::kFgResume);
+}
+
 TEST_CASE("a BG runner stops by itself after its iteration count", "[multiplex]") {
   FakeClock clock;
   DeviceGate gate(SharingMode::kIdleOnly, &clock);
