@@ -92,6 +92,7 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   spec.sharing.mode = SharingMode::kConcurrent;
   spec.sharing.cuda_graphs = false;
   spec.sharing.idle_thread_priority = false;
+  spec.ranks = {1, 3};
   auto parsed = ParseBackgroundJson(BackgroundToJson(spec));
   REQUIRE(parsed.ok());
   REQUIRE(parsed->job_id == "bg-test");
@@ -102,6 +103,10 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   REQUIRE(parsed->optimizer == spec.optimizer);
   REQUIRE(parsed->data == spec.data);
   REQUIRE(parsed->sharing == spec.sharing);
+  REQUIRE(parsed->ranks == std::vector<int>{1, 3});
+  REQUIRE(parsed->SharesRank(3));
+  REQUIRE_FALSE(parsed->SharesRank(0));
+  REQUIRE(BackgroundSpec{}.SharesRank(0));
   REQUIRE(BackgroundToJson(*parsed) == BackgroundToJson(spec));
 
   auto error = [&](const std::function<void(nlohmann::json&)>& edit) {
@@ -128,6 +133,8 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
                Catch::Contains("background.sharing.cuda_graphs"));
   REQUIRE_THAT(error([](auto& d) { d["sharing"]["idle_thread_priority"] = 1; }),
                Catch::Contains("background.sharing.idle_thread_priority"));
+  REQUIRE_THAT(error([](auto& d) { d["ranks"] = {1, -2}; }),
+               Catch::Contains("background.ranks"));
   REQUIRE_THAT(error([](auto& d) { d["data"]["kind"] = "imagenet"; }),
                Catch::Contains("background"));
 

@@ -81,6 +81,16 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
     RETURN_IF_ERROR(ReadOptional(data, "seed", where, spec.data.seed));
     RETURN_IF_ERROR(ReadOptional(data, "path", where, spec.data.path));
   }
+  if (doc.contains("ranks")) {
+    const json& ranks = doc["ranks"];
+    if (!ranks.is_array()) return InvalidArgumentError("background.ranks must be a list of ranks");
+    for (const json& rank : ranks) {
+      if (!rank.is_number_integer() || rank.get<int64_t>() < 0) {
+        return InvalidArgumentError("background.ranks must hold ranks >= 0");
+      }
+      spec.ranks.push_back(rank.get<int>());
+    }
+  }
   if (doc.contains("sharing")) {
     const json& sharing = doc["sharing"];
     const std::string where = std::string(kWhere) + "sharing.";
@@ -134,6 +144,7 @@ json BackgroundToJson(const BackgroundSpec& spec) {
                {"idle_thread_priority", spec.sharing.idle_thread_priority}};
   if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
   doc["sharing"] = sharing;
+  if (!spec.ranks.empty()) doc["ranks"] = spec.ranks;
   return doc;
 }
 

@@ -1,7 +1,7 @@
 // The description of a background (BG) job attached to a foreground executor rank: the run
 // spec's optional "background" field (docs/multiplexing.md).
 //   "background": {"job_id":"bg-1","graph":{graph doc},"batch_size":B,"iterations":K,"seed":S,
-//                  "optimizer":{...},"data":{...},
+//                  "optimizer":{...},"data":{...},"ranks":[R,...],
 //                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
 //                             "cuda_graphs":true,"idle_thread_priority":true}}
 // iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
@@ -10,10 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "planner/graph.h"
@@ -51,6 +53,12 @@ struct BackgroundSpec {
   OptimizerSpec optimizer;
   DataSpec data;
   SharingOptions sharing;
+  // The FG ranks whose devices run a copy of this BG job; empty: every rank. (All ranks read the
+  // same run spec, so a BG job meant for one device names its rank.)
+  std::vector<int> ranks;
+  bool SharesRank(int rank) const {
+    return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+  }
 };
 
 Status ValidateBackgroundSpec(const BackgroundSpec& spec);

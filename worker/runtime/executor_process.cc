@@ -10,6 +10,7 @@
 #include "worker/runtime/device.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/executor_events.h"
+#include "worker/runtime/multiplex_attach.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
@@ -51,6 +52,12 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   } else {
     ASSIGN_OR_RETURN(comm, ConnectGloo(comm_options, on_store_ready));
   }
+  // A BG job on this rank's device: waits on the communicator become its idle time.
+  std::unique_ptr<DeviceSharing> sharing;
+  if (spec.background && spec.background->SharesRank(options.rank)) {
+    ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(*spec.background, device.torch_device(),
+                                                    &comm, SystemClock::Get()));
+  }
   ASSIGN_OR_RETURN(auto data, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
@@ -60,10 +67,13 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
+  if (sharing) sharing->Start();
   for (int64_t i = 0; i < spec.iterations; ++i) {
     ASSIGN_OR_RETURN(IterationStats stats, executor->Step(i));
-    out << IterationEvent(options.rank, stats) << std::endl;
+    std::string line = IterationEvent(options.rank, stats);
+    out << (sharing ? sharing->Decorate(line) : line) << std::endl;
   }
+  if (sharing) sharing->Finish();  // the BG job never outlives the FG rank
   std::optional<std::string> checkpoint;
   if (spec.checkpoint_path) {
     // Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 also

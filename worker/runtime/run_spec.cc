@@ -82,6 +82,7 @@ Status ValidateRunSpec(const RunSpec& spec) {
   if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
     return InvalidArgumentError("checkpoint.path is empty");
   }
+  if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
   return Status::Ok();
 }
 
@@ -134,6 +135,10 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     }
     spec.checkpoint_path = checkpoint["path"].get<std::string>();
   }
+  if (doc.contains("background") && !doc["background"].is_null()) {
+    ASSIGN_OR_RETURN(BackgroundSpec background, ParseBackgroundJson(doc["background"]));
+    spec.background = std::move(background);
+  }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
   return spec;
 }
@@ -156,6 +161,7 @@ std::string RunSpecToJson(const RunSpec& spec, int indent) {
   }
   doc["data"] = data;
   if (spec.checkpoint_path) doc["checkpoint"] = {{"path", *spec.checkpoint_path}};
+  if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   return doc.dump(indent);
 }
 

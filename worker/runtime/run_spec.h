@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "worker/runtime/background_spec.h"
 #include "worker/runtime/data.h"
 #include "worker/runtime/optimizer.h"
 
@@ -30,6 +31,9 @@ struct RunSpec {
   OptimizerSpec optimizer;
   DataSpec data;
   std::optional<std::string> checkpoint_path;
+  // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
+  // gets one.
+  std::optional<BackgroundSpec> background;
 };
 
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
