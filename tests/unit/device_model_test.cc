@@ -8,6 +8,7 @@
 
 #include "planner/a100_import.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/reference_profiles.h"
 
 namespace deepool::planner {
 namespace {
@@ -160,20 +161,9 @@ TEST_CASE("analytical profile rejects bad layer ids and batches") {
 // The A100 preset against the measured VGG-16 file (docs/benchmarks.md has the full table):
 // the whole-model error stays within 10% from batch 4 up, and within 15% below.
 TEST_CASE("A100 preset predicts measured VGG-16 whole-model time") {
-  std::string folder;
-  if (const char* env = std::getenv("DEEPOOL_A100_PROFILES")) {
-    folder = env;
-  } else {
-    std::string here = __FILE__;
-    for (int i = 0; i < 3; ++i) here = here.substr(0, here.find_last_of('/'));
-    folder = here + "/../shared/profiles/deeppool-a100";
-  }
-  std::ifstream file(folder + "/A100_vgg.prof");
-  REQUIRE(file.good());
-  std::stringstream text;
-  text << file.rdbuf();
+  READ_REFERENCE_PROFILE_OR_SKIP(text, "A100_vgg.prof");
   const Graph graph = ZooModel("vgg16");
-  auto imported = ImportA100Profile(text.str(), graph);
+  auto imported = ImportA100Profile(text, graph);
   REQUIRE(imported.ok());
   auto profile = MakeAnalyticalProfile(*DevicePreset("a100"));
   std::map<int64_t, std::pair<double, double>> totals;  // predicted, measured

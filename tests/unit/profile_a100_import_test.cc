@@ -8,28 +8,10 @@
 #include "planner/device_model.h"
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/reference_profiles.h"
 
 namespace deepool::planner {
 namespace {
-
-// The reference files live beside the repository (../shared/profiles/deeppool-a100);
-// DEEPOOL_A100_PROFILES overrides the folder.
-std::string ReadReferenceFile(const std::string& name) {
-  std::string folder;
-  if (const char* env = std::getenv("DEEPOOL_A100_PROFILES")) {
-    folder = env;
-  } else {
-    std::string here = __FILE__;  // <repo>/tests/unit/this_file.cc
-    for (int i = 0; i < 3; ++i) here = here.substr(0, here.find_last_of('/'));
-    folder = here + "/../shared/profiles/deeppool-a100";
-  }
-  std::ifstream file(folder + "/" + name);
-  INFO("reading " << folder << "/" << name);
-  REQUIRE(file.good());
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 Graph ZooModel(const std::string& name) {
   auto graph = zoo::BuildModel(name);
@@ -275,7 +257,7 @@ TEST_CASE("a Bottleneck row is split over the block's layers by FLOPs") {
 
 TEST_CASE("VGG-16 reference file imports onto the zoo's vgg16") {
   const Graph graph = ZooModel("vgg16");
-  const std::string text = ReadReferenceFile("A100_vgg.prof");
+  READ_REFERENCE_PROFILE_OR_SKIP(text, "A100_vgg.prof");
   auto imported = ImportA100Profile(text, graph);
   REQUIRE(imported.ok());
   // The file was profiled without dropout and without the (identity) adaptive pool.
@@ -319,7 +301,7 @@ TEST_CASE("VGG-16 reference file imports onto the zoo's vgg16") {
 
 TEST_CASE("WideResNet-101-2 reference file imports block rows onto the zoo's layers") {
   const Graph graph = ZooModel("wide_resnet101_2");
-  const std::string text = ReadReferenceFile("A100_wrn.prof");
+  READ_REFERENCE_PROFILE_OR_SKIP(text, "A100_wrn.prof");
   auto imported = ImportA100Profile(text, graph);
   REQUIRE(imported.ok());
   // The file has no row for the stem's batch norm; every block matched.
@@ -345,7 +327,7 @@ TEST_CASE("WideResNet-101-2 reference file imports block rows onto the zoo's lay
 
 TEST_CASE("Inception-v3 reference file: convolutions and pools match, the rest is reported") {
   const Graph graph = ZooModel("inception_v3");
-  const std::string text = ReadReferenceFile("A100_inception.prof");
+  READ_REFERENCE_PROFILE_OR_SKIP(text, "A100_inception.prof");
   auto imported = ImportA100Profile(text, graph);
   REQUIRE(imported.ok());
   std::map<Op, int> unmatched_ops;
