@@ -41,8 +41,8 @@ TEST_CASE("idle-only gate: a returning FG rank waits for the BG unit in progress
   gate.BgEnd();
   fg.join();
   REQUIRE(resumed.load());
-  REQUIRE(gate.events() ==
-          std::vector<K>{K::kFgIdle, K::kBgStart, K::kFgReady, K::kBgEnd, K::kFgResume});
+  REQUIRE((gate.events() ==
+           std::vector<K>{K::kFgIdle, K::kBgStart, K::kFgReady, K::kBgEnd, K::kFgResume}));
   REQUIRE(CheckIdleOnlyLog(gate.events()).ok());
   SharingWindow window = gate.TakeWindow();
   REQUIRE(window.bg_overrun_ms == Approx(4.0));
@@ -59,8 +59,8 @@ TEST_CASE("idle-only gate: a returning FG rank waits for the BG unit in progress
   gate.FgIdleEnd();
   auto events = gate.events();
   REQUIRE(events.size() == 10);
-  REQUIRE(std::vector<K>(events.begin() + 5, events.end()) ==
-          std::vector<K>{K::kFgIdle, K::kBgStart, K::kBgEnd, K::kFgReady, K::kFgResume});
+  REQUIRE((std::vector<K>(events.begin() + 5, events.end()) ==
+           std::vector<K>{K::kFgIdle, K::kBgStart, K::kBgEnd, K::kFgReady, K::kFgResume}));
   REQUIRE(CheckIdleOnlyLog(events).ok());
   REQUIRE(gate.counters().bg_units_in_fg_idle == 2);
 }
