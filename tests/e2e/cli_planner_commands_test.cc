@@ -1,0 +1,92 @@
+// The deepool commands that need no coordinator (model, plan, simulate), run as a user runs them:
+// the real binary from build/bin, its stdout parsed and its exit code checked.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "planner/graph.h"
+#include "planner/plan.h"
+
+namespace {
+
+struct CommandOutput {
+  int exit_code = -1;
+  std::string out;  // stdout only; stderr goes to the test log
+};
+
+CommandOutput RunDeepool(const std::string& args) {
+  const std::string command = std::string(DEEPOOL_BIN_DIR) + "/deepool " + args;
+  CommandOutput result;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST_CASE("deepool model show --json prints a graph the parser accepts", "[cli]") {
+  auto shown = RunDeepool("model show small_cnn --json --num-classes 10");
+  REQUIRE(shown.exit_code == 0);
+  auto doc = nlohmann::json::parse(shown.out);
+  CHECK(doc["total_params"] == 4266);
+  auto graph = deepool::planner::ParseGraphJson(shown.out);
+  REQUIRE(graph.ok());
+  CHECK(graph->total_params() == 4266);
+
+  auto listed = RunDeepool("model list");
+  CHECK(listed.exit_code == 0);
+  CHECK_THAT(listed.out, Catch::Contains("wide_resnet101_2") && Catch::Contains("inception_v3"));
+
+  auto unknown = RunDeepool("model show no_such_model 2>/dev/null");
+  CHECK(unknown.exit_code == 5);
+}
+
+TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
+  auto planned = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100 "
+      "--json");
+  REQUIRE(planned.exit_code == 0);
+  auto plan = deepool::planner::ParsePlanJson(planned.out);
+  REQUIRE(plan.ok());
+  CHECK(plan->Validate().ok());
+  CHECK(plan->global_batch == 32);
+  CHECK(plan->totals.devices_used <= 8);
+  CHECK(plan->totals.amplification <= 2.0 * 1.001);
+  CHECK(plan->totals.iteration_ms <= plan->data_parallel.iteration_ms * 1.001);
+
+  auto table = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100");
+  CHECK(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("features.0") && Catch::Contains("data parallelism"));
+
+  auto impossible = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 0.5 --device a100 "
+      "2>/dev/null");
+  CHECK(impossible.exit_code == 3);
+}
+
+TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
+  auto simulated =
+      RunDeepool("simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 --json");
+  REQUIRE(simulated.exit_code == 0);
+  auto doc = nlohmann::json::parse(simulated.out);
+  CHECK(doc["format"] == "deepool.simulation");
+  std::map<std::string, nlohmann::json> configs;
+  for (const auto& config : doc["configs"]) configs[config["name"]] = config;
+  REQUIRE(configs.count("DP"));
+  REQUIRE(configs.count("BP"));
+  REQUIRE(configs.count("BP+BG"));
+  for (const auto& [name, config] : configs) {
+    INFO(name);
+    CHECK(config["fg_iteration_ms"].get<double>() > 0);
+  }
+}
+
+}  // namespace
