@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "cli/command_support.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -41,90 +42,24 @@ struct PlanFlags {
   bool allow_extrapolation = false;
 };
 
-int CodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kNotFound:
-      return kExitNotFound;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kFailedPrecondition:
-      return kExitInvalidInput;
-    default:
-      return kExitFailure;
-  }
-}
-
-int Fail(const Status& status, int code) {
-  std::cerr << "error: " << status.message() << '\n';
-  return code;
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgumentError("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-StatusOr<planner::Graph> LoadGraph(const PlanFlags& flags) {
-  if (!flags.graph_path.empty()) {
-    ASSIGN_OR_RETURN(std::string text, ReadFile(flags.graph_path));
-    StatusOr<planner::Graph> graph = planner::ParseGraphJson(text);
-    if (!graph.ok()) return graph.status().WithContext(flags.graph_path);
-    return graph;
-  }
-  return planner::zoo::BuildModel(flags.model);
-}
-
-// --cluster: a file when one exists at that path, otherwise a preset name; by default the
-// preset matching the device. Resized to --gpus devices in nodes of the preset's shape.
-StatusOr<planner::Cluster> LoadCluster(const PlanFlags& flags) {
-  planner::Cluster cluster;
-  if (!flags.cluster.empty() && std::ifstream(flags.cluster).good()) {
-    ASSIGN_OR_RETURN(std::string text, ReadFile(flags.cluster));
-    StatusOr<planner::Cluster> parsed = planner::ParseClusterJson(text);
-    if (!parsed.ok()) return parsed.status().WithContext(flags.cluster);
-    cluster = *parsed;
-  } else {
-    std::string name = flags.cluster;
-    const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
-    if (name.empty()) {
-      name = device == "h100"  ? "dgx-h100"
-             : device == "cpu" ? "cpu-" + std::to_string(std::max(1, flags.gpus))
-                               : "dgx-a100";
-    }
-    StatusOr<planner::Cluster> preset = planner::ClusterPreset(name);
-    if (!preset.ok()) return preset.status().WithContext("--cluster");
-    cluster = *preset;
-  }
+// --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape.
+StatusOr<planner::Cluster> LoadPlanCluster(const PlanFlags& flags) {
+  const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
+  ASSIGN_OR_RETURN(planner::Cluster cluster, LoadCluster(flags.cluster, device, flags.gpus));
   if (flags.gpus >= 1 && cluster.total_devices() < flags.gpus) {
     cluster = planner::ResizeCluster(cluster, flags.gpus);
   }
   return cluster;
 }
 
-std::string Fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
-  return buffer;
-}
-
-void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+StatusOr<planner::Graph> LoadGraph(const PlanFlags& flags) {
+  if (!flags.graph_path.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(flags.graph_path));
+    StatusOr<planner::Graph> graph = planner::ParseGraphJson(text);
+    if (!graph.ok()) return graph.status().WithContext(flags.graph_path);
+    return graph;
   }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(widths[c] - row[c].size(), ' ');
-      line += c == 0 ? row[c] + pad : pad + row[c];  // names left, numbers right
-      if (c + 1 < row.size()) line += "  ";
-    }
-    out << line << '\n';
-  }
+  return planner::zoo::BuildModel(flags.model);
 }
 
 // "4" for even shares, "5/4" (largest/smallest) for uneven ones.
@@ -182,8 +117,8 @@ int RunPlan(const PlanFlags& flags) {
     return kExitUsage;
   }
   StatusOr<planner::Graph> graph = LoadGraph(flags);
-  if (!graph.ok()) return Fail(graph.status(), CodeFor(graph.status()));
-  StatusOr<planner::Cluster> cluster = LoadCluster(flags);
+  if (!graph.ok()) return Fail(graph.status(), ExitCodeFor(graph.status()));
+  StatusOr<planner::Cluster> cluster = LoadPlanCluster(flags);
   if (!cluster.ok()) return Fail(cluster.status(), kExitInvalidInput);
 
   std::unique_ptr<planner::Profile> analytical;
@@ -197,7 +132,7 @@ int RunPlan(const PlanFlags& flags) {
   std::vector<std::string> fallback_layers;
   const planner::Profile* profile = analytical.get();
   if (!flags.profile_path.empty()) {
-    StatusOr<std::string> text = ReadFile(flags.profile_path);
+    StatusOr<std::string> text = ReadTextFile(flags.profile_path);
     if (!text.ok()) return Fail(text.status(), kExitInvalidInput);
     planner::ProfileOptions options;
     options.allow_extrapolation = flags.allow_extrapolation;
@@ -230,7 +165,7 @@ int RunPlan(const PlanFlags& flags) {
       hint = "; --allow-extrapolation extends the profile beyond its measured batches";
     }
     std::cerr << "error: " << plan.status().message() << hint << '\n';
-    return CodeFor(plan.status());
+    return ExitCodeFor(plan.status());
   }
   if (!flags.svg_path.empty()) {
     std::ofstream svg(flags.svg_path, std::ios::binary);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "cli/command_support.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -52,48 +53,6 @@ struct TimedModel {
   std::vector<std::string> fallback_layers;
 };
 
-int Fail(const Status& status, int code) {
-  std::cerr << "error: " << status.message() << '\n';
-  return code;
-}
-
-int CodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kNotFound:
-      return kExitNotFound;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-      return kExitInvalidInput;
-    default:
-      return kExitFailure;
-  }
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// --cluster: a file when one exists at that path, otherwise a preset name. Without it, the
-// preset that matches --device (dgx-a100 by default).
-StatusOr<planner::Cluster> LoadCluster(const SimulateFlags& flags) {
-  if (!flags.cluster.empty()) {
-    if (std::ifstream(flags.cluster).good()) {
-      ASSIGN_OR_RETURN(std::string text, ReadFile(flags.cluster));
-      StatusOr<planner::Cluster> cluster = planner::ParseClusterJson(text);
-      if (!cluster.ok()) return cluster.status().WithContext(flags.cluster);
-      return cluster;
-    }
-    return planner::ClusterPreset(flags.cluster);
-  }
-  if (flags.device == "h100") return planner::ClusterPreset("dgx-h100");
-  if (flags.device == "cpu") return planner::ClusterPreset("cpu-" + std::to_string(flags.gpus));
-  return planner::ClusterPreset("dgx-a100");
-}
-
 // Times the model by the profile file when given (with the analytical device, when given, for
 // the layers the file lacks), else by the analytical device alone.
 StatusOr<TimedModel> LoadTimedModel(std::string_view name, const std::string& profile_path,
@@ -107,7 +66,7 @@ StatusOr<TimedModel> LoadTimedModel(std::string_view name, const std::string& pr
     }
     return model;
   }
-  ASSIGN_OR_RETURN(std::string text, ReadFile(profile_path));
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(profile_path));
   planner::ProfileOptions options;
   options.allow_extrapolation = allow_extrapolation;
   options.fallback = analytical;
@@ -125,29 +84,6 @@ StatusOr<TimedModel> LoadTimedModel(std::string_view name, const std::string& pr
   model.fallback_layers = model.table->fallback_layers();
   model.profile = model.table.get();
   return model;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
-  return buffer;
-}
-
-void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(widths[c] - row[c].size(), ' ');
-      line += c == 0 ? row[c] + pad : pad + row[c];  // names left, numbers right
-      if (c + 1 < row.size()) line += "  ";
-    }
-    out << line << '\n';
-  }
 }
 
 void PrintFallback(const std::string& what, const TimedModel& model, std::ostream& out) {
@@ -234,12 +170,12 @@ int RunSimulate(const SimulateFlags& flags) {
     if (!device.ok()) return Fail(device.status(), kExitUsage);
     analytical = planner::MakeAnalyticalProfile(*device);
   }
-  StatusOr<planner::Cluster> cluster = LoadCluster(flags);
-  if (!cluster.ok()) return Fail(cluster.status(), CodeFor(cluster.status()));
+  StatusOr<planner::Cluster> cluster = LoadCluster(flags.cluster, flags.device, flags.gpus);
+  if (!cluster.ok()) return Fail(cluster.status(), ExitCodeFor(cluster.status()));
 
   StatusOr<TimedModel> fg = LoadTimedModel(flags.fg_model, flags.profile_path, analytical.get(),
                                            flags.allow_extrapolation);
-  if (!fg.ok()) return Fail(fg.status(), CodeFor(fg.status()));
+  if (!fg.ok()) return Fail(fg.status(), ExitCodeFor(fg.status()));
   // The BG model: the FG model (and its profile) unless another is named; another model is
   // timed by --bg-profile, else by the analytical device.
   const std::string bg_name = flags.bg_model.empty() ? flags.fg_model : flags.bg_model;
@@ -251,7 +187,7 @@ int RunSimulate(const SimulateFlags& flags) {
     } else {
       other_bg = LoadTimedModel(bg_name, flags.bg_profile_path, analytical.get(),
                                 flags.allow_extrapolation);
-      if (!other_bg.ok()) return Fail(other_bg.status(), CodeFor(other_bg.status()));
+      if (!other_bg.ok()) return Fail(other_bg.status(), ExitCodeFor(other_bg.status()));
       bg = &*other_bg;
     }
   }
@@ -268,7 +204,7 @@ int RunSimulate(const SimulateFlags& flags) {
   request.engine.warmup_iterations = flags.warmup;
   request.engine.interference = {policy, flags.fg_slowdown, flags.bg_kernel_max_ms};
   StatusOr<planner::SimReport> report = planner::SimulateCluster(request);
-  if (!report.ok()) return Fail(report.status(), CodeFor(report.status()));
+  if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()));
   if (flags.json) {
     std::cout << planner::SimReportToJson(*report) << '\n';
   } else {

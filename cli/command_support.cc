@@ -1,0 +1,82 @@
+#include "cli/command_support.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/command_registry.h"
+
+namespace deepool::cli {
+
+StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgumentError("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return kExitNotFound;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+      return kExitInvalidInput;
+    default:
+      return kExitFailure;
+  }
+}
+
+int Fail(const Status& status, int code) {
+  std::cerr << "error: " << status.message() << '\n';
+  return code;
+}
+
+std::string Fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
+  return buffer;
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const bool last = c + 1 == row.size();
+      const std::string pad(widths[c] - row[c].size(), ' ');
+      line += c == 0 ? (last ? row[c] : row[c] + pad) : pad + row[c];
+      if (!last) line += "  ";
+    }
+    out << line << '\n';
+  }
+}
+
+StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const std::string& device,
+                                       int devices) {
+  if (!cluster_flag.empty() && std::ifstream(cluster_flag).good()) {
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(cluster_flag));
+    StatusOr<planner::Cluster> parsed = planner::ParseClusterJson(text);
+    if (!parsed.ok()) return parsed.status().WithContext(cluster_flag);
+    return parsed;
+  }
+  std::string name = cluster_flag;
+  if (name.empty()) {
+    name = device == "h100"  ? "dgx-h100"
+           : device == "cpu" ? "cpu-" + std::to_string(std::max(1, devices))
+                             : "dgx-a100";
+  }
+  StatusOr<planner::Cluster> preset = planner::ClusterPreset(name);
+  if (!preset.ok()) return preset.status().WithContext("--cluster");
+  return preset;
+}
+
+}  // namespace deepool::cli

@@ -1,0 +1,38 @@
+// Helpers shared by the planner-side commands (plan, simulate): reading files, exit codes for
+// errors, number formatting, plain-text tables and cluster loading.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/cluster.h"
+
+namespace deepool::cli {
+
+// The whole file, or INVALID_ARGUMENT naming the path.
+StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// The deepool exit code for an error: NOT_FOUND → kExitNotFound; refused input
+// (INVALID_ARGUMENT, OUT_OF_RANGE, FAILED_PRECONDITION) → kExitInvalidInput; else kExitFailure.
+int ExitCodeFor(const Status& status);
+
+// Prints "error: <message>" on stderr and returns `code`.
+int Fail(const Status& status, int code);
+inline int Fail(const Status& status) { return Fail(status, ExitCodeFor(status)); }
+
+// `value` with `decimals` digits after the point.
+std::string Fixed(double value, int decimals);
+
+// Rows as columns two spaces apart: the first column left-aligned (names), the rest
+// right-aligned (numbers); no trailing spaces.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out);
+
+// --cluster: a cluster JSON file when one exists at that path, otherwise a preset name; when
+// empty, the preset matching the device ("h100" → dgx-h100, "cpu" → cpu-<devices>, else
+// dgx-a100).
+StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const std::string& device,
+                                       int devices);
+
+}  // namespace deepool::cli
