@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ enum class GateEventKind {
   kBgEnd,     // a BG unit ended
 };
 std::string GateEventName(GateEventKind kind);
+// Streams GateEventName, so logs and test failures print event names.
+inline std::ostream& operator<<(std::ostream& os, GateEventKind kind) {
+  return os << GateEventName(kind);
+}
 
 // Time accumulated since the previous TakeWindow() (or since the gate was made).
 struct SharingWindow {
