@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
 #include "planner/plan.h"
@@ -22,6 +23,11 @@ struct ResplitPiece {
     return src == o.src && dst == o.dst && first == o.first && last == o.last;
   }
 };
+
+// "2->0 [8, 12)", for logs and test failures.
+inline std::ostream& operator<<(std::ostream& os, const ResplitPiece& piece) {
+  return os << piece.src << "->" << piece.dst << " [" << piece.first << ", " << piece.last << ")";
+}
 
 // Every non-empty overlap between a `from` device's range and a `to` device's range, ordered by
 // (dst, first): the pieces with one dst, concatenated in order, are exactly dst's range.
