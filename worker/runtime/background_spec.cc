@@ -1,44 +1,13 @@
 #include "worker/runtime/background_spec.h"
 
+#include "worker/runtime/spec_json.h"
+
 namespace deepool::worker {
 namespace {
 
 using nlohmann::json;
 
 constexpr const char* kWhere = "background.";
-
-template <typename T>
-Status ReadOptional(const json& object, const char* name, const std::string& where, T& out) {
-  auto found = object.find(name);
-  if (found == object.end() || found->is_null()) return Status::Ok();
-  try {
-    out = found->get<T>();
-  } catch (const json::exception&) {
-    return InvalidArgumentError(where + name + " has the wrong type");
-  }
-  return Status::Ok();
-}
-
-StatusOr<OptimizerSpec> ParseBgOptimizer(const json& doc) {
-  const std::string where = std::string(kWhere) + "optimizer.";
-  if (!doc.is_object()) return InvalidArgumentError(where.substr(0, where.size() - 1) +
-                                                    " must be an object");
-  OptimizerSpec spec;
-  RETURN_IF_ERROR(ReadOptional(doc, "name", where, spec.name));
-  RETURN_IF_ERROR(ReadOptional(doc, "lr", where, spec.lr));
-  RETURN_IF_ERROR(ReadOptional(doc, "momentum", where, spec.momentum));
-  RETURN_IF_ERROR(ReadOptional(doc, "weight_decay", where, spec.weight_decay));
-  RETURN_IF_ERROR(ReadOptional(doc, "eps", where, spec.eps));
-  if (doc.contains("betas")) {
-    const json& betas = doc["betas"];
-    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
-        !betas[1].is_number()) {
-      return InvalidArgumentError(where + "betas must be two numbers");
-    }
-    spec.betas = {betas[0].get<double>(), betas[1].get<double>()};
-  }
-  return spec;
-}
 
 }  // namespace
 
@@ -54,7 +23,7 @@ Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
 StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
   if (!doc.is_object()) return InvalidArgumentError("background must be an object");
   BackgroundSpec spec;
-  RETURN_IF_ERROR(ReadOptional(doc, "job_id", kWhere, spec.job_id));
+  RETURN_IF_ERROR(ReadSpecField(doc, "job_id", kWhere, spec.job_id));
   if (!doc.contains("graph") || !doc["graph"].is_object()) {
     return InvalidArgumentError("background.graph must be a graph document");
   }
@@ -68,18 +37,18 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
   if (doc.contains("iterations") && !doc["iterations"].is_number_integer()) {
     return InvalidArgumentError("background.iterations must be an integer");
   }
-  RETURN_IF_ERROR(ReadOptional(doc, "iterations", kWhere, spec.iterations));
-  RETURN_IF_ERROR(ReadOptional(doc, "seed", kWhere, spec.seed));
+  RETURN_IF_ERROR(ReadSpecField(doc, "iterations", kWhere, spec.iterations));
+  RETURN_IF_ERROR(ReadSpecField(doc, "seed", kWhere, spec.seed));
   if (doc.contains("optimizer")) {
-    ASSIGN_OR_RETURN(spec.optimizer, ParseBgOptimizer(doc["optimizer"]));
+    ASSIGN_OR_RETURN(spec.optimizer, ParseOptimizerJson(doc["optimizer"], std::string(kWhere) + "optimizer."));
   }
   if (doc.contains("data")) {
     const json& data = doc["data"];
     const std::string where = std::string(kWhere) + "data.";
     if (!data.is_object()) return InvalidArgumentError("background.data must be an object");
-    RETURN_IF_ERROR(ReadOptional(data, "kind", where, spec.data.kind));
-    RETURN_IF_ERROR(ReadOptional(data, "seed", where, spec.data.seed));
-    RETURN_IF_ERROR(ReadOptional(data, "path", where, spec.data.path));
+    RETURN_IF_ERROR(ReadSpecField(data, "kind", where, spec.data.kind));
+    RETURN_IF_ERROR(ReadSpecField(data, "seed", where, spec.data.seed));
+    RETURN_IF_ERROR(ReadSpecField(data, "path", where, spec.data.path));
   }
   if (doc.contains("ranks")) {
     const json& ranks = doc["ranks"];
@@ -96,16 +65,16 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
     const std::string where = std::string(kWhere) + "sharing.";
     if (!sharing.is_object()) return InvalidArgumentError("background.sharing must be an object");
     std::string mode;
-    RETURN_IF_ERROR(ReadOptional(sharing, "mode", where, mode));
+    RETURN_IF_ERROR(ReadSpecField(sharing, "mode", where, mode));
     if (!mode.empty()) {
       auto parsed = ParseSharingMode(mode);
       if (!parsed.ok()) return parsed.status().WithContext("background.sharing.mode");
       spec.sharing.mode = *parsed;
     }
     RETURN_IF_ERROR(
-        ReadOptional(sharing, "priority_streams", where, spec.sharing.priority_streams));
-    RETURN_IF_ERROR(ReadOptional(sharing, "cuda_graphs", where, spec.sharing.cuda_graphs));
-    RETURN_IF_ERROR(ReadOptional(sharing, "idle_thread_priority", where,
+        ReadSpecField(sharing, "priority_streams", where, spec.sharing.priority_streams));
+    RETURN_IF_ERROR(ReadSpecField(sharing, "cuda_graphs", where, spec.sharing.cuda_graphs));
+    RETURN_IF_ERROR(ReadSpecField(sharing, "idle_thread_priority", where,
                                  spec.sharing.idle_thread_priority));
   }
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));

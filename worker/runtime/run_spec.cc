@@ -5,39 +5,15 @@
 #include <set>
 #include <sstream>
 
+#include "worker/runtime/spec_json.h"
+
 namespace deepool::worker {
 namespace {
 
 using nlohmann::json;
 
-// Reads an optional field of `object` into `out`, or names the field when its type is wrong.
-template <typename T>
-Status ReadField(const json& object, const char* name, const std::string& where, T& out) {
-  auto found = object.find(name);
-  if (found == object.end() || found->is_null()) return Status::Ok();
-  try {
-    out = found->get<T>();
-  } catch (const json::exception&) {
-    return InvalidArgumentError(where + name + " has the wrong type");
-  }
-  return Status::Ok();
-}
-
 StatusOr<OptimizerSpec> ParseOptimizer(const json& doc) {
-  OptimizerSpec spec;
-  if (!doc.is_object()) return InvalidArgumentError("optimizer must be an object");
-  RETURN_IF_ERROR(ReadField(doc, "name", "optimizer.", spec.name));
-  RETURN_IF_ERROR(ReadField(doc, "lr", "optimizer.", spec.lr));
-  RETURN_IF_ERROR(ReadField(doc, "momentum", "optimizer.", spec.momentum));
-  RETURN_IF_ERROR(ReadField(doc, "weight_decay", "optimizer.", spec.weight_decay));
-  RETURN_IF_ERROR(ReadField(doc, "eps", "optimizer.", spec.eps));
-  if (doc.contains("betas")) {
-    const json& betas = doc["betas"];
-    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number()) {
-      return InvalidArgumentError("optimizer.betas must be two numbers");
-    }
-    spec.betas = {betas[0].get<double>(), betas[1].get<double>()};
-  }
+  ASSIGN_OR_RETURN(OptimizerSpec spec, ParseOptimizerJson(doc, "optimizer."));
   RETURN_IF_ERROR(ValidateOptimizer(spec));
   return spec;
 }
@@ -99,7 +75,7 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     return InvalidArgumentError("version must be " + std::to_string(kRunSpecFormatVersion));
   }
   RunSpec spec;
-  RETURN_IF_ERROR(ReadField(doc, "job_id", "", spec.job_id));
+  RETURN_IF_ERROR(ReadSpecField(doc, "job_id", "", spec.job_id));
   if (!doc.contains("graph") || !doc["graph"].is_object()) {
     return InvalidArgumentError("graph must be a graph document");
   }
@@ -116,16 +92,16 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     return InvalidArgumentError("iterations must be an integer");
   }
   spec.iterations = doc["iterations"].get<int64_t>();
-  RETURN_IF_ERROR(ReadField(doc, "seed", "", spec.seed));
+  RETURN_IF_ERROR(ReadSpecField(doc, "seed", "", spec.seed));
   if (doc.contains("optimizer")) {
     ASSIGN_OR_RETURN(spec.optimizer, ParseOptimizer(doc["optimizer"]));
   }
   if (doc.contains("data")) {
     const json& data = doc["data"];
     if (!data.is_object()) return InvalidArgumentError("data must be an object");
-    RETURN_IF_ERROR(ReadField(data, "kind", "data.", spec.data.kind));
-    RETURN_IF_ERROR(ReadField(data, "seed", "data.", spec.data.seed));
-    RETURN_IF_ERROR(ReadField(data, "path", "data.", spec.data.path));
+    RETURN_IF_ERROR(ReadSpecField(data, "kind", "data.", spec.data.kind));
+    RETURN_IF_ERROR(ReadSpecField(data, "seed", "data.", spec.data.seed));
+    RETURN_IF_ERROR(ReadSpecField(data, "path", "data.", spec.data.path));
   }
   if (doc.contains("checkpoint") && !doc["checkpoint"].is_null()) {
     const json& checkpoint = doc["checkpoint"];
