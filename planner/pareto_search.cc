@@ -13,31 +13,39 @@
 // so it is worked out once (the Schedule) and replayed by every pass.
 //
 // Speed. A "scalar" pass keeps one point per cell, the least w_time x time + w_gpu x GPU-time.
-// A bisection over lambda (w_gpu with w_time = 1: the Lagrangian relaxation of the budget)
-// yields a feasible solution (the incumbent) and a lower bound. Scalar passes also give, by a
-// top-down pass over the steps, the exact least weighted cost of everything OUTSIDE each cell
-// (the "outside" value, as in inside-outside algorithms). The exact Pareto pass then drops a
+// The chord method over lambda (w_gpu with w_time = 1: the Lagrangian relaxation of the budget),
+// started from the fastest and the leanest solutions, yields a feasible solution (the
+// incumbent) and the best Lagrangian lower bound in a handful of passes. Scalar passes also
+// give, by a top-down pass over the steps, the exact least weighted cost of everything OUTSIDE
+// each cell (the "outside" value, as in inside-outside algorithms); the three passes the bounds
+// need, (1, 0), (0, 1) and (1, lambda*), are the ones the chord method ran, kept rather than
+// run again. The exact Pareto pass then drops a
 // partial solution (t, g) of cell c when
 //     t + out_time[c] > target,   g + out_gpu[c] > budget,   or
 //     t + lambda g + out_lambda[c] > target + lambda x budget,
 // none of which can lose a solution with time <= target (the last holds for every lambda >= 0
 // because the rest must fit in what the budget leaves). Targets start just above the lower
 // bound and grow towards the incumbent until a pass finds a solution: small targets keep the
-// frontiers tiny.
+// frontiers tiny. A pass stops as soon as one table is left empty (every table feeds the last).
+//
+// Every pass reuses flat buffers (structure-of-arrays scalar tables, one arena of frontier
+// points), so a pass allocates next to nothing after the first.
 #include "planner/pareto_search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <queue>
-#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 namespace deepool::planner {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kRelativeSlack = 1e-9;  // floating-point slack on the bounds
+// The chord method ends in a few steps on real problems; the cap only guards degenerate ones.
+constexpr int kMaxChordSteps = 64;
 
 // ---------------------------------------------------------------------------------------------
 // The schedule: tables and reduction steps, from the graph's shape alone.
@@ -167,175 +175,208 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scalar passes: one point per cell in flat arrays.
+// Scalar passes: one point per cell, in flat arrays that every pass reuses.
 
-struct ScalarCell {
-  double time = kInfinity;  // infinity: no solution in this cell
-  double gpu = kInfinity;
-  int32_t left = -1;   // flat index of the first part, or -1
-  int32_t right = -1;  // flat index of the second part, or -1
-  int32_t node = -1;   // series: the middle node
-  int32_t choice = 0;
+// Node costs laid out flat once, so passes index them without chasing nested vectors.
+struct NodeTable {
+  std::vector<size_t> offset;  // first choice of node n; offset[n + 1] - offset[n] choices
+  std::vector<CostPoint> costs;
+
+  explicit NodeTable(const SeriesParallelProblem& problem) {
+    offset.reserve(problem.node_costs.size() + 1);
+    offset.push_back(0);
+    for (const auto& choices : problem.node_costs) {
+      costs.insert(costs.end(), choices.begin(), choices.end());
+      offset.push_back(costs.size());
+    }
+  }
 };
 
-class ScalarPass {
- public:
-  // `cells` is the caller's workspace, reused between passes to save allocations.
-  ScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule, double w_time,
-             double w_gpu, std::vector<ScalarCell>* cells)
-      : problem_(problem), schedule_(schedule), w_time_(w_time), w_gpu_(w_gpu), cells_(*cells) {}
+// One scalar pass's result, structure of arrays over the schedule's flat cells. `weight` is the
+// cell's w_time x time + w_gpu x gpu (the "inside" value), infinity where the cell has no
+// solution; `choice` is a series cell's middle-node choice. Where a cell came from follows from
+// the schedule and `choice`, so no back-pointers are stored.
+struct ScalarTables {
+  double w_time = 1;
+  double w_gpu = 0;
+  std::vector<double> weight;
+  std::vector<double> time;
+  std::vector<double> gpu;
+  std::vector<int32_t> choice;
+  std::vector<double> node_weight;  // per flat node choice; infinity where it cannot be taken
 
-  void Run() {
-    // Every step writes every cell of its table, so the workspace needs no clearing.
-    cells_.resize(schedule_.total_cells);
-    for (const Step& step : schedule_.steps) {
-      const TableShape& shape = schedule_.tables[static_cast<size_t>(step.result)];
-      ScalarCell* result = &cells_[shape.offset];
-      if (step.kind == Step::kLeaf) {
-        const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
-        for (int c = 0; c < shape.cells(); ++c) {
-          result[c] = ScalarCell{edge.cells[static_cast<size_t>(c)].time_ms,
-                                 edge.cells[static_cast<size_t>(c)].gpu_ms,
-                                 -1,
-                                 -1,
-                                 -1,
-                                 0};
-        }
-      } else if (step.kind == Step::kParallel) {
-        const size_t a = schedule_.tables[static_cast<size_t>(step.first)].offset;
-        const size_t b = schedule_.tables[static_cast<size_t>(step.second)].offset;
-        for (int c = 0; c < shape.cells(); ++c) {
-          const ScalarCell& p = cells_[a + static_cast<size_t>(c)];
-          const ScalarCell& q = cells_[b + static_cast<size_t>(c)];
-          if (std::isinf(p.time) || std::isinf(q.time)) {
-            result[c] = ScalarCell{};
-            continue;
-          }
-          result[c] = ScalarCell{p.time + q.time,
-                                 p.gpu + q.gpu,
-                                 static_cast<int32_t>(a + c),
-                                 static_cast<int32_t>(b + c),
-                                 -1,
-                                 0};
-        }
-      } else {
-        Series(step, shape, result);
+  size_t final_cell(const Schedule& schedule) const {
+    return schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
+  }
+};
+
+// Fills `out` (its buffers are reused) with the least weighted cost of every cell.
+void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
+                   const NodeTable& nodes, double w_time, double w_gpu, ScalarTables* out) {
+  ScalarTables& s = *out;
+  s.w_time = w_time;
+  s.w_gpu = w_gpu;
+  // Every step writes every cell of its table, so the buffers need no clearing.
+  s.weight.resize(schedule.total_cells);
+  s.time.resize(schedule.total_cells);
+  s.gpu.resize(schedule.total_cells);
+  s.choice.resize(schedule.total_cells);
+  s.node_weight.resize(nodes.costs.size());
+  for (size_t c = 0; c < nodes.costs.size(); ++c) {
+    const CostPoint& node = nodes.costs[c];
+    // Weighing an infinite time by 0 would give NaN: an unusable choice is infinite outright.
+    s.node_weight[c] =
+        std::isinf(node.time_ms) ? kInfinity : w_time * node.time_ms + w_gpu * node.gpu_ms;
+  }
+  auto clear = [&s](size_t cell) {
+    s.weight[cell] = s.time[cell] = s.gpu[cell] = kInfinity;
+    s.choice[cell] = -1;
+  };
+  for (const Step& step : schedule.steps) {
+    const TableShape& shape = schedule.tables[static_cast<size_t>(step.result)];
+    const size_t cells = static_cast<size_t>(shape.cells());
+    if (step.kind == Step::kLeaf) {
+      const auto& edge = problem.edges[static_cast<size_t>(step.edge)];
+      for (size_t c = 0; c < cells; ++c) {
+        const CostPoint& cost = edge.cells[c];
+        const size_t cell = shape.offset + c;
+        s.time[cell] = cost.time_ms;
+        s.gpu[cell] = cost.gpu_ms;
+        s.weight[cell] =
+            std::isinf(cost.time_ms) ? kInfinity : w_time * cost.time_ms + w_gpu * cost.gpu_ms;
+        s.choice[cell] = -1;
       }
+      continue;
     }
-  }
-
-  const ScalarCell& Final() const {
-    return cells_[schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset];
-  }
-
-  // The choice of every node in the final solution (0 for the source and sink).
-  std::vector<int> Choices() const {
-    std::vector<int> choices(problem_.node_costs.size(), 0);
-    std::vector<int32_t> stack{
-        static_cast<int32_t>(schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset)};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
-      if (id < 0) continue;
-      const ScalarCell& cell = cells_[static_cast<size_t>(id)];
-      if (cell.node >= 0) choices[static_cast<size_t>(cell.node)] = cell.choice;
-      stack.push_back(cell.left);
-      stack.push_back(cell.right);
-    }
-    return choices;
-  }
-
-  // Least weighted cost of everything outside each cell (flat), by a top-down pass.
-  std::vector<double> Outside() const {
-    std::vector<double> outside(schedule_.total_cells, kInfinity);
-    outside[schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset] = 0;
-    for (auto step = schedule_.steps.rbegin(); step != schedule_.steps.rend(); ++step) {
-      if (step->kind == Step::kLeaf) continue;
-      const TableShape& shape = schedule_.tables[static_cast<size_t>(step->result)];
-      const TableShape& first = schedule_.tables[static_cast<size_t>(step->first)];
-      const TableShape& second = schedule_.tables[static_cast<size_t>(step->second)];
-      if (step->kind == Step::kParallel) {
-        for (int c = 0; c < shape.cells(); ++c) {
-          const double outer = outside[shape.offset + static_cast<size_t>(c)];
-          outside[first.offset + c] = outer + Inside(second.offset + c);
-          outside[second.offset + c] = outer + Inside(first.offset + c);
+    const TableShape& first = schedule.tables[static_cast<size_t>(step.first)];
+    const TableShape& second = schedule.tables[static_cast<size_t>(step.second)];
+    if (step.kind == Step::kParallel) {
+      for (size_t c = 0; c < cells; ++c) {
+        const size_t p = first.offset + c, q = second.offset + c, cell = shape.offset + c;
+        if (std::isinf(s.weight[p]) || std::isinf(s.weight[q])) {
+          clear(cell);
+          continue;
         }
-        continue;
+        s.weight[cell] = s.weight[p] + s.weight[q];
+        s.time[cell] = s.time[p] + s.time[q];
+        s.gpu[cell] = s.gpu[p] + s.gpu[q];
+        s.choice[cell] = -1;
       }
-      const int choices = NumChoices(problem_, step->node);
-      for (int i = 0; i < shape.rows; ++i) {
-        for (int j = 0; j < shape.cols; ++j) {
-          const double outer = outside[shape.offset + static_cast<size_t>(i * shape.cols + j)];
-          if (std::isinf(outer)) continue;
-          for (int k = 0; k < choices; ++k) {
-            const CostPoint& node = NodeCost(step->node, k);
-            if (std::isinf(node.time_ms)) continue;
-            const double middle = Weight(node.time_ms, node.gpu_ms);
-            const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
-            const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
-            outside[left] = std::min(outside[left], outer + middle + Inside(right));
-            outside[right] = std::min(outside[right], outer + middle + Inside(left));
-          }
-        }
-      }
+      continue;
     }
-    return outside;
-  }
-
- private:
-  const CostPoint& NodeCost(int node, int choice) const {
-    return problem_.node_costs[static_cast<size_t>(node)][static_cast<size_t>(choice)];
-  }
-  double Weight(double time, double gpu) const { return w_time_ * time + w_gpu_ * gpu; }
-  double Inside(size_t cell) const {
-    const ScalarCell& c = cells_[cell];
-    return std::isinf(c.time) ? kInfinity : Weight(c.time, c.gpu);
-  }
-
-  void Series(const Step& step, const TableShape& shape, ScalarCell* result) {
-    const TableShape& first = schedule_.tables[static_cast<size_t>(step.first)];
-    const TableShape& second = schedule_.tables[static_cast<size_t>(step.second)];
-    const int choices = NumChoices(problem_, step.node);
-    std::fill(result, result + shape.cells(), ScalarCell{});
+    // Series: the best middle choice k for every (i, j).
+    const size_t middle = nodes.offset[static_cast<size_t>(step.node)];
+    const int choices = static_cast<int>(nodes.offset[static_cast<size_t>(step.node) + 1] - middle);
+    const double* middle_weight = &s.node_weight[middle];
+    const double* from_weight = &s.node_weight[nodes.offset[static_cast<size_t>(shape.from)]];
+    const double* to_weight = &s.node_weight[nodes.offset[static_cast<size_t>(shape.to)]];
+    const size_t right_stride = static_cast<size_t>(second.cols);
     for (int i = 0; i < shape.rows; ++i) {
-      if (std::isinf(NodeCost(shape.from, i).time_ms)) continue;
+      const size_t left_row = first.offset + static_cast<size_t>(i * first.cols);
+      const double* left_weight = &s.weight[left_row];
       for (int j = 0; j < shape.cols; ++j) {
-        if (std::isinf(NodeCost(shape.to, j).time_ms)) continue;
-        double best_weight = kInfinity, best_gpu = kInfinity;
+        const size_t cell = shape.offset + static_cast<size_t>(i * shape.cols + j);
+        // A row or column whose own end cannot take that choice is never used: skip it.
+        if (std::isinf(from_weight[i]) || std::isinf(to_weight[j])) {
+          clear(cell);
+          continue;
+        }
+        const double* right_weight = &s.weight[second.offset + static_cast<size_t>(j)];
+        auto gpu_through = [&](int k) {
+          return s.gpu[left_row + static_cast<size_t>(k)] + nodes.costs[middle + k].gpu_ms +
+                 s.gpu[second.offset + static_cast<size_t>(k) * right_stride + j];
+        };
+        double best_weight = kInfinity;
         int best = -1;
         for (int k = 0; k < choices; ++k) {
-          const CostPoint& node = NodeCost(step.node, k);
-          const ScalarCell& p = cells_[first.offset + static_cast<size_t>(i * first.cols + k)];
-          const ScalarCell& q = cells_[second.offset + static_cast<size_t>(k * second.cols + j)];
-          if (std::isinf(node.time_ms) || std::isinf(p.time) || std::isinf(q.time)) continue;
-          const double gpu = p.gpu + node.gpu_ms + q.gpu;
-          const double weight = Weight(p.time + node.time_ms + q.time, gpu);
-          if (weight < best_weight || (weight == best_weight && gpu < best_gpu)) {
+          const double weight =
+              left_weight[k] + middle_weight[k] + right_weight[static_cast<size_t>(k) * right_stride];
+          if (weight < best_weight) {
             best_weight = weight;
-            best_gpu = gpu;
             best = k;
+          } else if (weight == best_weight && best >= 0 && gpu_through(k) < gpu_through(best)) {
+            best = k;  // equal weight: the one using less GPU-time
           }
         }
-        if (best < 0) continue;
-        const size_t left = first.offset + static_cast<size_t>(i * first.cols + best);
-        const size_t right = second.offset + static_cast<size_t>(best * second.cols + j);
-        const CostPoint& node = NodeCost(step.node, best);
-        result[i * shape.cols + j] =
-            ScalarCell{cells_[left].time + node.time_ms + cells_[right].time,
-                       best_gpu,
-                       static_cast<int32_t>(left),
-                       static_cast<int32_t>(right),
-                       step.node,
-                       best};
+        if (best < 0) {
+          clear(cell);
+          continue;
+        }
+        const size_t left = left_row + static_cast<size_t>(best);
+        const size_t right = second.offset + static_cast<size_t>(best) * right_stride + j;
+        s.weight[cell] = best_weight;
+        s.time[cell] = s.time[left] + nodes.costs[middle + best].time_ms + s.time[right];
+        s.gpu[cell] = s.gpu[left] + nodes.costs[middle + best].gpu_ms + s.gpu[right];
+        s.choice[cell] = best;
       }
     }
   }
+}
 
-  const SeriesParallelProblem& problem_;
-  const Schedule& schedule_;
-  const double w_time_, w_gpu_;
-  std::vector<ScalarCell>& cells_;
-};
+// The choice of every node in a pass's final solution (0 for the source and sink).
+std::vector<int> ScalarChoices(const SeriesParallelProblem& problem, const Schedule& schedule,
+                               const ScalarTables& s) {
+  std::vector<int> choices(problem.node_costs.size(), 0);
+  // (table, cell within it); a table's id is also the index of the step that made it.
+  std::vector<std::pair<int, int>> stack{{schedule.final_table, 0}};
+  while (!stack.empty()) {
+    const auto [table, cell] = stack.back();
+    stack.pop_back();
+    const Step& step = schedule.steps[static_cast<size_t>(table)];
+    if (step.kind == Step::kLeaf) continue;
+    if (step.kind == Step::kParallel) {
+      stack.emplace_back(step.first, cell);
+      stack.emplace_back(step.second, cell);
+      continue;
+    }
+    const TableShape& shape = schedule.tables[static_cast<size_t>(table)];
+    const int k = s.choice[shape.offset + static_cast<size_t>(cell)];
+    choices[static_cast<size_t>(step.node)] = k;
+    const int i = cell / shape.cols, j = cell % shape.cols;
+    stack.emplace_back(step.first, i * schedule.tables[static_cast<size_t>(step.first)].cols + k);
+    stack.emplace_back(step.second, k * schedule.tables[static_cast<size_t>(step.second)].cols + j);
+  }
+  return choices;
+}
+
+// Least weighted cost of everything outside each cell (flat), by a top-down pass over the
+// steps, with the pass's own weights. `outside` is overwritten.
+void ScalarOutside(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& s,
+                   std::vector<double>* outside_values) {
+  std::vector<double>& outside = *outside_values;
+  outside.assign(schedule.total_cells, kInfinity);
+  outside[s.final_cell(schedule)] = 0;
+  for (auto step = schedule.steps.rbegin(); step != schedule.steps.rend(); ++step) {
+    if (step->kind == Step::kLeaf) continue;
+    const TableShape& shape = schedule.tables[static_cast<size_t>(step->result)];
+    const TableShape& first = schedule.tables[static_cast<size_t>(step->first)];
+    const TableShape& second = schedule.tables[static_cast<size_t>(step->second)];
+    if (step->kind == Step::kParallel) {
+      for (int c = 0; c < shape.cells(); ++c) {
+        const double outer = outside[shape.offset + static_cast<size_t>(c)];
+        outside[first.offset + c] = outer + s.weight[second.offset + c];
+        outside[second.offset + c] = outer + s.weight[first.offset + c];
+      }
+      continue;
+    }
+    const size_t middle = nodes.offset[static_cast<size_t>(step->node)];
+    const int choices = static_cast<int>(nodes.offset[static_cast<size_t>(step->node) + 1] - middle);
+    for (int i = 0; i < shape.rows; ++i) {
+      for (int j = 0; j < shape.cols; ++j) {
+        const double outer = outside[shape.offset + static_cast<size_t>(i * shape.cols + j)];
+        if (std::isinf(outer)) continue;
+        for (int k = 0; k < choices; ++k) {
+          const double node = s.node_weight[middle + static_cast<size_t>(k)];
+          if (std::isinf(node)) continue;
+          const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
+          const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
+          outside[left] = std::min(outside[left], outer + node + s.weight[right]);
+          outside[right] = std::min(outside[right], outer + node + s.weight[left]);
+        }
+      }
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The exact Pareto pass.
@@ -362,14 +403,16 @@ struct Candidate {
   int32_t choice;
 };
 
-// One table's frontiers, contiguous: cell c holds points[offsets[c], offsets[c + 1]).
-struct Frontiers {
+// Every frontier of one pass in one arena. Steps write their tables in the schedule's order,
+// which is also the order of the flat cells, so cell c holds points[begin[c], begin[c + 1]) and
+// the arena only grows during a pass. Kept between passes for its capacity: consumed tables are
+// not freed, which costs memory of the order of the traces every pass keeps anyway.
+struct ParetoWorkspace {
   std::vector<Point> points;
-  std::vector<uint32_t> offsets{0};
-  const Point* begin(int cell) const { return points.data() + offsets[static_cast<size_t>(cell)]; }
-  const Point* end(int cell) const {
-    return points.data() + offsets[static_cast<size_t>(cell) + 1];
-  }
+  std::vector<uint32_t> begin;
+  std::vector<Trace> traces;
+  std::vector<Candidate> scratch;
+  std::vector<const Candidate*> kept;
 };
 
 // Flat outside values for the three bounds.
@@ -382,52 +425,54 @@ struct Bounds {
 
 class ParetoPass {
  public:
-  ParetoPass(const SeriesParallelProblem& problem, const Schedule& schedule, const Bounds& bounds,
-             double target)
-      : problem_(problem), schedule_(schedule), bounds_(bounds), target_(target) {}
+  ParetoPass(const SeriesParallelProblem& problem, const Schedule& schedule, const NodeTable& nodes,
+             const Bounds& bounds, double target, ParetoWorkspace* workspace)
+      : problem_(problem),
+        schedule_(schedule),
+        nodes_(nodes),
+        bounds_(bounds),
+        target_(target),
+        points_(workspace->points),
+        begin_(workspace->begin),
+        traces_(workspace->traces),
+        scratch_(workspace->scratch),
+        kept_(workspace->kept) {}
 
   SeriesParallelSolution Run() {
     const double steps = static_cast<double>(schedule_.steps.size());
     window_ = problem_.tolerance_gpu_ms / std::max(1.0, steps);
-    tables_.assign(schedule_.tables.size(), Frontiers{});
+    points_.clear();
+    traces_.clear();
+    begin_.resize(schedule_.total_cells + 1);
+    begin_[0] = 0;
+    SeriesParallelSolution solution;
     for (const Step& step : schedule_.steps) {
-      Frontiers& result = tables_[static_cast<size_t>(step.result)];
       const TableShape& shape = schedule_.tables[static_cast<size_t>(step.result)];
       if (step.kind == Step::kLeaf) {
         const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
-        for (const CostPoint& cell : edge.cells) {
-          result.points.push_back(Point{cell.time_ms, cell.gpu_ms, -1});
-          result.offsets.push_back(static_cast<uint32_t>(result.points.size()));
+        for (size_t c = 0; c < edge.cells.size(); ++c) {
+          points_.push_back(Point{edge.cells[c].time_ms, edge.cells[c].gpu_ms, -1});
+          begin_[shape.offset + c + 1] = static_cast<uint32_t>(points_.size());
         }
         continue;
       }
-      const Frontiers& first = tables_[static_cast<size_t>(step.first)];
-      const Frontiers& second = tables_[static_cast<size_t>(step.second)];
       if (step.kind == Step::kParallel) {
-        for (int c = 0; c < shape.cells(); ++c) {
-          const Limit limit = Limits(shape, c);
-          scratch_.clear();
-          for (const Point* p = first.begin(c); p != first.end(c); ++p) {
-            if (p->gpu > limit.gpu) break;
-            for (const Point* q = second.begin(c); q != second.end(c); ++q) {
-              if (p->gpu + q->gpu > limit.gpu) break;
-              Consider(p->time + q->time, p->gpu + q->gpu, limit, p->trace, q->trace, 0);
-            }
-          }
-          Prune(-1, &result);
-        }
+        Parallel(step, shape);
       } else {
-        Series(step, shape, first, second, &result);
+        Series(step, shape);
       }
-      tables_[static_cast<size_t>(step.first)] = Frontiers{};
-      tables_[static_cast<size_t>(step.second)] = Frontiers{};
+      // Every table feeds the final one: an empty table leaves nothing to find.
+      if (points_.size() == begin_[shape.offset]) {
+        solution.max_frontier = max_frontier_;
+        solution.choices.assign(problem_.node_costs.size(), 0);
+        return solution;
+      }
     }
-    SeriesParallelSolution solution;
     solution.max_frontier = max_frontier_;
     solution.choices.assign(problem_.node_costs.size(), 0);
-    const Frontiers& last = tables_[static_cast<size_t>(schedule_.final_table)];
+    const size_t final_cell = schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset;
     const Point* best = nullptr;
-    for (const Point* point = last.begin(0); point != last.end(0); ++point) {
+    for (const Point* point = Begin(final_cell); point != End(final_cell); ++point) {
       if (point->gpu > problem_.budget_gpu_ms * (1 + kRelativeSlack)) continue;
       if (best == nullptr || point->time < best->time) best = point;
     }
@@ -454,12 +499,14 @@ class ParetoPass {
     double weighted;  // on time + lambda x gpu
   };
 
-  Limit Limits(const TableShape& shape, int cell) const {
-    const size_t c = shape.offset + static_cast<size_t>(cell);
+  const Point* Begin(size_t cell) const { return points_.data() + begin_[cell]; }
+  const Point* End(size_t cell) const { return points_.data() + begin_[cell + 1]; }
+
+  Limit Limits(size_t cell) const {
     const double target = target_ * (1 + kRelativeSlack);
     const double budget = problem_.budget_gpu_ms * (1 + kRelativeSlack);
-    return Limit{target - bounds_.time[c], budget - bounds_.gpu[c],
-                 target + bounds_.lambda * budget - bounds_.weighted[c]};
+    return Limit{target - bounds_.time[cell], budget - bounds_.gpu[cell],
+                 target + bounds_.lambda * budget - bounds_.weighted[cell]};
   }
 
   void Consider(double time, double gpu, const Limit& limit, int32_t left, int32_t right,
@@ -470,40 +517,69 @@ class ParetoPass {
     scratch_.push_back(Candidate{time, gpu, left, right, choice});
   }
 
-  void Series(const Step& step, const TableShape& shape, const Frontiers& first,
-              const Frontiers& second, Frontiers* result) {
-    const TableShape& first_shape = schedule_.tables[static_cast<size_t>(step.first)];
-    const TableShape& second_shape = schedule_.tables[static_cast<size_t>(step.second)];
-    const int choices = NumChoices(problem_, step.node);
+  void Parallel(const Step& step, const TableShape& shape) {
+    const size_t first = schedule_.tables[static_cast<size_t>(step.first)].offset;
+    const size_t second = schedule_.tables[static_cast<size_t>(step.second)].offset;
+    for (size_t c = 0; c < static_cast<size_t>(shape.cells()); ++c) {
+      scratch_.clear();
+      if (Begin(first + c) != End(first + c) && Begin(second + c) != End(second + c)) {
+        const Limit limit = Limits(shape.offset + c);
+        for (const Point* p = Begin(first + c); p != End(first + c); ++p) {
+          if (p->gpu > limit.gpu) break;
+          for (const Point* q = Begin(second + c); q != End(second + c); ++q) {
+            if (p->gpu + q->gpu > limit.gpu) break;
+            Consider(p->time + q->time, p->gpu + q->gpu, limit, p->trace, q->trace, 0);
+          }
+        }
+      }
+      Prune(-1, shape.offset + c);
+    }
+  }
+
+  void Series(const Step& step, const TableShape& shape) {
+    const TableShape& first = schedule_.tables[static_cast<size_t>(step.first)];
+    const TableShape& second = schedule_.tables[static_cast<size_t>(step.second)];
+    const size_t middle = nodes_.offset[static_cast<size_t>(step.node)];
+    const int choices = static_cast<int>(nodes_.offset[static_cast<size_t>(step.node) + 1] - middle);
     for (int i = 0; i < shape.rows; ++i) {
       for (int j = 0; j < shape.cols; ++j) {
-        const Limit limit = Limits(shape, i * shape.cols + j);
+        const size_t cell = shape.offset + static_cast<size_t>(i * shape.cols + j);
         scratch_.clear();
+        bool limited = false;
+        Limit limit{};
         for (int k = 0; k < choices; ++k) {
-          const CostPoint& node =
-              problem_.node_costs[static_cast<size_t>(step.node)][static_cast<size_t>(k)];
-          if (std::isinf(node.time_ms)) continue;
-          const int left = i * first_shape.cols + k, right = k * second_shape.cols + j;
-          for (const Point* p = first.begin(left); p != first.end(left); ++p) {
+          const CostPoint& node = nodes_.costs[middle + static_cast<size_t>(k)];
+          const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
+          const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
+          if (std::isinf(node.time_ms) || Begin(left) == End(left) || Begin(right) == End(right)) {
+            continue;
+          }
+          if (!limited) {
+            limit = Limits(cell);
+            limited = true;
+          }
+          for (const Point* p = Begin(left); p != End(left); ++p) {
             const double gpu_left = p->gpu + node.gpu_ms;
             if (gpu_left > limit.gpu) break;
             const double time_left = p->time + node.time_ms;
-            for (const Point* q = second.begin(right); q != second.end(right); ++q) {
+            for (const Point* q = Begin(right); q != End(right); ++q) {
               if (gpu_left + q->gpu > limit.gpu) break;
               Consider(time_left + q->time, gpu_left + q->gpu, limit, p->trace, q->trace, k);
             }
           }
         }
-        Prune(step.node, result);
+        Prune(step.node, cell);
       }
     }
   }
 
-  // Keeps a bounded Pareto frontier of scratch_ as the next cell of `table`.
-  void Prune(int node, Frontiers* table) {
-    std::sort(scratch_.begin(), scratch_.end(), [](const Candidate& a, const Candidate& b) {
-      return a.gpu != b.gpu ? a.gpu < b.gpu : a.time < b.time;
-    });
+  // Appends a bounded Pareto frontier of scratch_ to the arena as `cell`'s frontier.
+  void Prune(int node, size_t cell) {
+    if (scratch_.size() > 1) {
+      std::sort(scratch_.begin(), scratch_.end(), [](const Candidate& a, const Candidate& b) {
+        return a.gpu != b.gpu ? a.gpu < b.gpu : a.time < b.time;
+      });
+    }
     // Sweep by GPU-time: drop dominated points; within a window of width window_ above the
     // point that opened it keep only the fastest (it dominates the others up to window_).
     kept_.clear();
@@ -523,21 +599,23 @@ class ParetoPass {
         trace = static_cast<int32_t>(traces_.size());
         traces_.push_back(Trace{candidate->left, candidate->right, node, candidate->choice});
       }
-      table->points.push_back(Point{candidate->time, candidate->gpu, trace});
+      points_.push_back(Point{candidate->time, candidate->gpu, trace});
     }
-    table->offsets.push_back(static_cast<uint32_t>(table->points.size()));
+    begin_[cell + 1] = static_cast<uint32_t>(points_.size());
     max_frontier_ = std::max<int64_t>(max_frontier_, static_cast<int64_t>(kept_.size()));
   }
 
   const SeriesParallelProblem& problem_;
   const Schedule& schedule_;
+  const NodeTable& nodes_;
   const Bounds& bounds_;
   const double target_;
   double window_ = 0;
-  std::vector<Frontiers> tables_;
-  std::vector<Trace> traces_;
-  std::vector<Candidate> scratch_;
-  std::vector<const Candidate*> kept_;
+  std::vector<Point>& points_;
+  std::vector<uint32_t>& begin_;
+  std::vector<Trace>& traces_;
+  std::vector<Candidate>& scratch_;
+  std::vector<const Candidate*>& kept_;
   int64_t max_frontier_ = 0;
 };
 
@@ -559,90 +637,84 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     }
   }
   ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
+  const NodeTable node_table(problem);
+  const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
   const double budget = problem.budget_gpu_ms * (1 + kRelativeSlack);
   auto finish = [&problem](SeriesParallelSolution solution) {
     solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
     return solution;
   };
-  auto scalar_solution = [&](const ScalarPass& pass) {
+  auto scalar_solution = [&](const ScalarTables& pass) {
     SeriesParallelSolution solution;
-    const ScalarCell& cell = pass.Final();
-    solution.found = !std::isinf(cell.time);
-    solution.cost = CostPoint{cell.time, cell.gpu};
-    solution.choices = pass.Choices();
+    solution.found = !std::isinf(pass.weight[final_cell]);
+    solution.cost = CostPoint{pass.time[final_cell], pass.gpu[final_cell]};
+    solution.choices = ScalarChoices(problem, schedule, pass);
     return solution;
   };
 
-  std::vector<ScalarCell> workspace;
   // The fastest solution regardless of GPU-time; optimal when it fits the budget.
-  {
-    ScalarPass fastest(problem, schedule, 1, 0, &workspace);
-    fastest.Run();
-    if (fastest.Final().gpu <= budget) return finish(scalar_solution(fastest));
-  }
+  ScalarTables fastest;
+  RunScalarPass(problem, schedule, node_table, 1, 0, &fastest);
+  if (fastest.gpu[final_cell] <= budget) return finish(scalar_solution(fastest));
+  // The least GPU-time: when even that does not fit, nothing does.
+  ScalarTables leanest;
+  RunScalarPass(problem, schedule, node_table, 0, 1, &leanest);
+  if (!(leanest.gpu[final_cell] <= budget)) return finish(SeriesParallelSolution{});
 
-  // Lagrangian bisection: every scalar solution is optimal for its own GPU-time, so a feasible
-  // one is a candidate, and min(time + lambda x gpu) - lambda x budget bounds the optimum below.
-  SeriesParallelSolution best;
-  double lower_bound = -kInfinity, best_lambda = 0;
-  auto feasible_at = [&](double lambda) {
-    ScalarPass pass(problem, schedule, 1, lambda, &workspace);
-    pass.Run();
-    const ScalarCell& cell = pass.Final();
-    if (std::isinf(cell.time)) return false;
-    const double bound = cell.time + lambda * (cell.gpu - problem.budget_gpu_ms);
+  // Lagrangian relaxation: the solution of a scalar pass at lambda is optimal for its own
+  // GPU-time, so a feasible one is a candidate, and min(time + lambda x gpu) - lambda x budget
+  // bounds the optimum below. The best lambda is found by the chord (Newton) method on the lower
+  // convex hull of the solutions' (gpu, time): start from the fastest solution (over the budget)
+  // and the leanest (within it); the lambda at which both weigh the same finds a hull point
+  // strictly below their chord, which replaces the end on its side of the budget, or none, and
+  // then the two are neighbours on the hull and that lambda maximises the bound.
+  SeriesParallelSolution best = scalar_solution(leanest);
+  double lower_bound = fastest.time[final_cell], best_lambda = 0;
+  const ScalarTables* at_best_lambda = &fastest;
+  ScalarTables trial, kept_trial;
+  auto gap_closed = [&] {
+    return best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
+  };
+  double over_time = fastest.time[final_cell], over_gpu = fastest.gpu[final_cell];
+  double within_time = leanest.time[final_cell], within_gpu = leanest.gpu[final_cell];
+  for (int step = 0; step < kMaxChordSteps && !gap_closed() && over_gpu > within_gpu; ++step) {
+    const double lambda = (within_time - over_time) / (over_gpu - within_gpu);
+    if (!(lambda > 0) || std::isinf(lambda)) break;
+    RunScalarPass(problem, schedule, node_table, 1, lambda, &trial);
+    const double weight = trial.weight[final_cell];
+    const double time = trial.time[final_cell], gpu = trial.gpu[final_cell];
+    if (std::isinf(weight)) break;
+    const bool fits = gpu <= budget;
+    if (fits && time < best.cost.time_ms) best = scalar_solution(trial);
+    const double bound = weight - lambda * problem.budget_gpu_ms;
     if (bound > lower_bound) {
       lower_bound = bound;
       best_lambda = lambda;
+      std::swap(trial, kept_trial);
+      at_best_lambda = &kept_trial;
     }
-    const bool fits = cell.gpu <= budget;
-    if (fits && (!best.found || cell.time < best.cost.time_ms)) best = scalar_solution(pass);
-    return fits;
-  };
-  auto gap_closed = [&] {
-    return best.found && best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
-  };
-  double low = 0, high = 1;
-  for (int step = 0; step < 40 && !feasible_at(high); ++step) {
-    low = high;
-    high *= 8;
-  }
-  if (low == 0) {
-    // Feasible at lambda = 1: search downwards for an infeasible lambda.
-    low = high / 8;
-    for (int step = 0; step < 40 && feasible_at(low); ++step) {
-      high = low;
-      low /= 8;
-    }
-  }
-  // Geometric bisection until the bracket is within 2%.
-  while (low > 0 && high / low > 1.02 && best.found && !gap_closed()) {
-    const double middle = std::sqrt(low * high);
-    (feasible_at(middle) ? high : low) = middle;
+    const double chord = over_time + lambda * over_gpu;
+    if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
+    (fits ? within_time : over_time) = time;
+    (fits ? within_gpu : over_gpu) = gpu;
   }
   if (gap_closed()) return finish(best);  // the relaxation proved it optimal
-  const double incumbent = best.found ? std::min(best.cost.time_ms, problem.incumbent_time_ms)
-                                      : problem.incumbent_time_ms;
+  const double incumbent = std::min(best.cost.time_ms, problem.incumbent_time_ms);
 
-  // Exact Pareto passes, pruned with the outside values, for growing targets.
+  // Exact Pareto passes, pruned with the outside values of the three scalar passes kept above,
+  // for growing targets.
   Bounds bounds;
   bounds.lambda = best_lambda;
-  for (auto [w_time, w_gpu, out] :
-       {std::make_tuple(1.0, 0.0, &bounds.time), std::make_tuple(0.0, 1.0, &bounds.gpu),
-        std::make_tuple(1.0, best_lambda, &bounds.weighted)}) {
-    ScalarPass pass(problem, schedule, w_time, w_gpu, &workspace);
-    pass.Run();
-    *out = pass.Outside();
-  }
+  ScalarOutside(schedule, node_table, fastest, &bounds.time);
+  ScalarOutside(schedule, node_table, leanest, &bounds.gpu);
+  ScalarOutside(schedule, node_table, *at_best_lambda, &bounds.weighted);
+  ParetoWorkspace workspace;
   const double gap = incumbent - lower_bound;
   for (double fraction : {1.0 / 64, 1.0 / 8, 1.0}) {
-    const double target = std::isinf(gap) ? incumbent : lower_bound + fraction * gap;
-    ParetoPass pass(problem, schedule, bounds, target);
+    const double target = lower_bound + fraction * gap;
+    ParetoPass pass(problem, schedule, node_table, bounds, target, &workspace);
     SeriesParallelSolution pareto = pass.Run();
-    if (pareto.found && (!best.found || pareto.cost.time_ms < best.cost.time_ms)) {
-      return finish(pareto);
-    }
-    if (std::isinf(gap)) break;
+    if (pareto.found && pareto.cost.time_ms < best.cost.time_ms) return finish(pareto);
   }
   return finish(best);
 }
