@@ -96,7 +96,18 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
                                 "': " + std::to_string(devices) + " devices for a batch of " +
                                 std::to_string(global_batch_));
   }
-  return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));
+  if (layer_id < 0 || layer_id >= graph_.num_layers()) {
+    return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));  // its error
+  }
+  const auto [slot, added] = slot_of_count_.try_emplace(devices, slot_of_count_.size());
+  const size_t layers = static_cast<size_t>(graph_.num_layers());
+  if (added) times_.resize(times_.size() + layers);
+  std::optional<LayerTime>& cached = times_[slot->second * layers + static_cast<size_t>(layer_id)];
+  if (cached) return *cached;
+  ASSIGN_OR_RETURN(const LayerTime time,
+                   profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices)));
+  cached = time;
+  return time;
 }
 
 const ResplitCost& CostModel::Resplit(int from_devices, int to_devices) const {
@@ -149,14 +160,31 @@ StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devic
     return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
                                 " device counts, got " + std::to_string(counts.size()));
   }
-  const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
   Plan plan;
   plan.model = graph_.name();
   plan.global_batch = global_batch_;
   plan.num_devices = num_devices;
   plan.profile_source = profile_.source();
   ASSIGN_OR_RETURN(plan.single_device_ms, SingleDeviceMs());
+  ASSIGN_OR_RETURN(plan.totals, Sum(counts, num_devices, &plan.layers));
+  return plan;
+}
+
+StatusOr<PlanTotals> CostModel::Totals(const std::vector<int>& counts, int num_devices) const {
+  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
+    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
+                                " device counts, got " + std::to_string(counts.size()));
+  }
+  return Sum(counts, num_devices, nullptr);
+}
+
+StatusOr<PlanTotals> CostModel::Sum(const std::vector<int>& counts, int num_devices,
+                                    std::vector<LayerPlacement>* layers) const {
+  const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
+  ASSIGN_OR_RETURN(const double single_device_ms, SingleDeviceMs());
+  PlanTotals totals;
   double gpu_ms = 0;
+  if (layers != nullptr) layers->reserve(counts.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
     const int devices = counts[static_cast<size_t>(id)];
     if (devices < 1 || devices > max_count) {
@@ -165,22 +193,24 @@ StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devic
                                   std::to_string(max_count) + "]");
     }
     ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, counts));
-    LayerPlacement placement;
-    placement.layer = graph_.layer(id).name;
-    placement.devices.resize(static_cast<size_t>(devices));
-    for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
-    placement.samples = NearEqualShares(global_batch_, devices);
-    placement.forward_ms = cost.forward_ms;
-    placement.backward_ms = cost.backward_ms;
-    placement.comm_ms = cost.comm_ms;
-    plan.layers.push_back(std::move(placement));
-    plan.totals.iteration_ms += cost.total_ms();
+    if (layers != nullptr) {
+      LayerPlacement placement;
+      placement.layer = graph_.layer(id).name;
+      placement.devices.resize(static_cast<size_t>(devices));
+      for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
+      placement.samples = NearEqualShares(global_batch_, devices);
+      placement.forward_ms = cost.forward_ms;
+      placement.backward_ms = cost.backward_ms;
+      placement.comm_ms = cost.comm_ms;
+      layers->push_back(std::move(placement));
+    }
+    totals.iteration_ms += cost.total_ms();
     gpu_ms += devices * cost.total_ms();
-    plan.totals.devices_used = std::max(plan.totals.devices_used, devices);
+    totals.devices_used = std::max(totals.devices_used, devices);
   }
-  plan.totals.gpu_seconds = gpu_ms / 1000.0;
-  plan.totals.amplification = plan.single_device_ms > 0 ? gpu_ms / plan.single_device_ms : 0;
-  return plan;
+  totals.gpu_seconds = gpu_ms / 1000.0;
+  totals.amplification = single_device_ms > 0 ? gpu_ms / single_device_ms : 0;
+  return totals;
 }
 
 }  // namespace deepool::planner

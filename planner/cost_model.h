@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,9 @@ class CostModel {
   StatusOr<LayerTime> Compute(int layer_id, int devices) const;
   // Forward + backward re-split of `producer_id`'s output between the two device counts.
   double ResplitMs(int producer_id, int from_devices, int to_devices) const;
+  // One direction of a re-split between the two device counts, for any tensor (cached):
+  // ResplitMs(p, f, t) is 2 x Resplit(f, t).Ms(bytes per sample of p's output) when f != t.
+  const ResplitCost& Resplit(int from_devices, int to_devices) const;
   // Gradient all-reduce of the layer's parameters (fp32) over `devices` devices.
   double GradientSyncMs(int layer_id, int devices) const;
   // A layer's whole cost given every layer's count (counts indexed by layer id).
@@ -89,15 +93,23 @@ class CostModel {
   // Fills model, batch, devices, profile source, single_device_ms, layers and totals; the
   // caller fills amplification_limit and data_parallel.
   StatusOr<Plan> Evaluate(const std::vector<int>& counts, int num_devices) const;
+  // Evaluate's totals alone (the same sums), without building the per-layer placements.
+  StatusOr<PlanTotals> Totals(const std::vector<int>& counts, int num_devices) const;
 
  private:
-  const ResplitCost& Resplit(int from_devices, int to_devices) const;
+  // Sums the plan's totals and, when `layers` is not null, fills the per-layer placements.
+  StatusOr<PlanTotals> Sum(const std::vector<int>& counts, int num_devices,
+                           std::vector<LayerPlacement>* layers) const;
 
   const Graph& graph_;
   const Profile& profile_;
   const Cluster& cluster_;
   int64_t global_batch_;
   mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
+  // Profile times by (slot of the device count, layer): the search asks for every candidate
+  // count once and Evaluate asks again for the chosen ones.
+  mutable std::unordered_map<int, size_t> slot_of_count_;
+  mutable std::vector<std::optional<LayerTime>> times_;  // [slot x num_layers + layer]
   mutable std::optional<double> single_device_ms_;
 };
 

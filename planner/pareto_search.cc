@@ -43,7 +43,8 @@ namespace deepool::planner {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-constexpr double kRelativeSlack = 1e-9;  // floating-point slack on the bounds
+constexpr double kRelativeSlack = 1e-9;   // floating-point slack on the bounds
+constexpr double kRoundingSlack = 1e-12;  // between sums of the same costs in other orders
 // The chord method ends in a few steps on real problems; the cap only guards degenerate ones.
 constexpr int kMaxChordSteps = 64;
 
@@ -130,9 +131,10 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
     TableShape shape{edge.from, edge.to, NumChoices(problem, edge.from),
                      NumChoices(problem, edge.to), 0};
     if (edge.cells.size() != static_cast<size_t>(shape.cells())) {
-      return InvalidArgumentError("edge " + problem.node_names.at(static_cast<size_t>(edge.from)) +
-                                  " -> " + problem.node_names.at(static_cast<size_t>(edge.to)) +
-                                  " has the wrong number of cells");
+      return InvalidArgumentError(
+          "edge " + std::string(problem.node_names.at(static_cast<size_t>(edge.from))) + " -> " +
+          std::string(problem.node_names.at(static_cast<size_t>(edge.to))) +
+          " has the wrong number of cells");
     }
     Step leaf;
     leaf.edge = static_cast<int>(e);
@@ -162,7 +164,7 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
   for (size_t n = 2; n < nodes; ++n) {
     if (!reduced[n]) {
       return FailedPreconditionError(
-          "the graph is not series-parallel around '" + problem.node_names.at(n) +
+          "the graph is not series-parallel around '" + std::string(problem.node_names.at(n)) +
           "' (the exact search handles chains, branch-and-concat and residual blocks)");
     }
   }
@@ -289,8 +291,8 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
         double best_weight = kInfinity;
         int best = -1;
         for (int k = 0; k < choices; ++k) {
-          const double weight =
-              left_weight[k] + middle_weight[k] + right_weight[static_cast<size_t>(k) * right_stride];
+          const double weight = left_weight[k] + middle_weight[k] +
+                                right_weight[static_cast<size_t>(k) * right_stride];
           if (weight < best_weight) {
             best_weight = weight;
             best = k;
@@ -360,7 +362,8 @@ void ScalarOutside(const Schedule& schedule, const NodeTable& nodes, const Scala
       continue;
     }
     const size_t middle = nodes.offset[static_cast<size_t>(step->node)];
-    const int choices = static_cast<int>(nodes.offset[static_cast<size_t>(step->node) + 1] - middle);
+    const int choices =
+        static_cast<int>(nodes.offset[static_cast<size_t>(step->node) + 1] - middle);
     for (int i = 0; i < shape.rows; ++i) {
       for (int j = 0; j < shape.cols; ++j) {
         const double outer = outside[shape.offset + static_cast<size_t>(i * shape.cols + j)];
@@ -415,12 +418,27 @@ struct ParetoWorkspace {
   std::vector<const Candidate*> kept;
 };
 
-// Flat outside values for the three bounds.
+// Flat outside values for the three bounds, and per cell the least target at which any partial
+// solution of the cell can pass them: its inside values (the scalar passes' own cells) are the
+// least time, GPU-time and weighted cost a partial solution there can have. A pass skips the
+// cells its target leaves dead; in a pass that finds nothing that is most of them.
 struct Bounds {
   double lambda = 0;
-  std::vector<double> time;      // weights (1, 0)
-  std::vector<double> gpu;       // weights (0, 1)
-  std::vector<double> weighted;  // weights (1, lambda)
+  std::vector<double> time;          // weights (1, 0)
+  std::vector<double> gpu;           // weights (0, 1)
+  std::vector<double> weighted;      // weights (1, lambda)
+  std::vector<double> least_target;  // infinity: dead at any target (over the budget)
+
+  void FillLeastTargets(const ScalarTables& fastest, const ScalarTables& leanest,
+                        const ScalarTables& at_lambda, double budget) {
+    least_target.resize(time.size());
+    for (size_t c = 0; c < time.size(); ++c) {
+      least_target[c] = leanest.weight[c] + gpu[c] > budget
+                            ? kInfinity
+                            : std::max(fastest.weight[c] + time[c],
+                                       at_lambda.weight[c] + weighted[c] - lambda * budget);
+    }
+  }
 };
 
 class ParetoPass {
@@ -441,6 +459,8 @@ class ParetoPass {
   SeriesParallelSolution Run() {
     const double steps = static_cast<double>(schedule_.steps.size());
     window_ = problem_.tolerance_gpu_ms / std::max(1.0, steps);
+    // The passes' sums add the same costs in other orders: allow for rounding.
+    alive_up_to_ = target_ * (1 + kRelativeSlack) * (1 + kRoundingSlack);
     points_.clear();
     traces_.clear();
     begin_.resize(schedule_.total_cells + 1);
@@ -451,7 +471,9 @@ class ParetoPass {
       if (step.kind == Step::kLeaf) {
         const auto& edge = problem_.edges[static_cast<size_t>(step.edge)];
         for (size_t c = 0; c < edge.cells.size(); ++c) {
-          points_.push_back(Point{edge.cells[c].time_ms, edge.cells[c].gpu_ms, -1});
+          if (Alive(shape.offset + c)) {
+            points_.push_back(Point{edge.cells[c].time_ms, edge.cells[c].gpu_ms, -1});
+          }
           begin_[shape.offset + c + 1] = static_cast<uint32_t>(points_.size());
         }
         continue;
@@ -499,6 +521,7 @@ class ParetoPass {
     double weighted;  // on time + lambda x gpu
   };
 
+  bool Alive(size_t cell) const { return bounds_.least_target[cell] <= alive_up_to_; }
   const Point* Begin(size_t cell) const { return points_.data() + begin_[cell]; }
   const Point* End(size_t cell) const { return points_.data() + begin_[cell + 1]; }
 
@@ -522,7 +545,8 @@ class ParetoPass {
     const size_t second = schedule_.tables[static_cast<size_t>(step.second)].offset;
     for (size_t c = 0; c < static_cast<size_t>(shape.cells()); ++c) {
       scratch_.clear();
-      if (Begin(first + c) != End(first + c) && Begin(second + c) != End(second + c)) {
+      if (Alive(shape.offset + c) && Begin(first + c) != End(first + c) &&
+          Begin(second + c) != End(second + c)) {
         const Limit limit = Limits(shape.offset + c);
         for (const Point* p = Begin(first + c); p != End(first + c); ++p) {
           if (p->gpu > limit.gpu) break;
@@ -540,11 +564,16 @@ class ParetoPass {
     const TableShape& first = schedule_.tables[static_cast<size_t>(step.first)];
     const TableShape& second = schedule_.tables[static_cast<size_t>(step.second)];
     const size_t middle = nodes_.offset[static_cast<size_t>(step.node)];
-    const int choices = static_cast<int>(nodes_.offset[static_cast<size_t>(step.node) + 1] - middle);
+    const int choices =
+        static_cast<int>(nodes_.offset[static_cast<size_t>(step.node) + 1] - middle);
     for (int i = 0; i < shape.rows; ++i) {
       for (int j = 0; j < shape.cols; ++j) {
         const size_t cell = shape.offset + static_cast<size_t>(i * shape.cols + j);
         scratch_.clear();
+        if (!Alive(cell)) {
+          begin_[cell + 1] = static_cast<uint32_t>(points_.size());
+          continue;
+        }
         bool limited = false;
         Limit limit{};
         for (int k = 0; k < choices; ++k) {
@@ -611,6 +640,7 @@ class ParetoPass {
   const Bounds& bounds_;
   const double target_;
   double window_ = 0;
+  double alive_up_to_ = 0;
   std::vector<Point>& points_;
   std::vector<uint32_t>& begin_;
   std::vector<Trace>& traces_;
@@ -633,7 +663,8 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     const auto& costs = problem.node_costs[n];
     if (std::none_of(costs.begin(), costs.end(),
                      [](const CostPoint& c) { return !std::isinf(c.time_ms); })) {
-      return InvalidArgumentError("node '" + problem.node_names.at(n) + "' has no usable choice");
+      return InvalidArgumentError("node '" + std::string(problem.node_names.at(n)) +
+                                  "' has no usable choice");
     }
   }
   ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
@@ -708,6 +739,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   ScalarOutside(schedule, node_table, fastest, &bounds.time);
   ScalarOutside(schedule, node_table, leanest, &bounds.gpu);
   ScalarOutside(schedule, node_table, *at_best_lambda, &bounds.weighted);
+  bounds.FillLeastTargets(fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
   const double gap = incumbent - lower_bound;
   for (double fraction : {1.0 / 64, 1.0 / 8, 1.0}) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -28,7 +29,8 @@ struct SeriesParallelProblem {
   // [node][choice]; an infinite time marks a choice the node cannot take. Nodes 0 and 1 are the
   // source and sink and must have exactly one choice.
   std::vector<std::vector<CostPoint>> node_costs;
-  std::vector<std::string> node_names;  // for error messages
+  // For error messages; views of names that outlive the problem (the graph's layer names).
+  std::vector<std::string_view> node_names;
 
   struct Edge {
     int from = 0;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,7 +132,8 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   CostModel model(graph, profile, cluster, options.global_batch);
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
-  ASSIGN_OR_RETURN(Plan data_parallel, model.Evaluate(AllOn(graph, most), options.devices));
+  ASSIGN_OR_RETURN(const PlanTotals data_parallel,
+                   model.Totals(AllOn(graph, most), options.devices));
 
   const std::vector<int> counts =
       CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
@@ -174,8 +174,14 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   }
 
   // Edges: activation re-splits between groups (several tensors between the same two groups
-  // share one edge), zero-cost edges from the input and to the outputs.
-  std::map<std::pair<int, int>, std::vector<int>> producers;  // (from, to) nodes -> producers
+  // share one edge, in order of (from, to) nodes), zero-cost edges from the input and to the
+  // outputs.
+  struct Tensor {
+    int from = 0;  // nodes
+    int to = 0;
+    int producer = 0;  // layer
+  };
+  std::vector<Tensor> tensors;
   std::set<int> reads_input;
   std::vector<bool> has_consumer(num_nodes, false);
   for (int id = 0; id < graph.num_layers(); ++id) {
@@ -183,25 +189,48 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
       if (input == kGraphInputId) {
         reads_input.insert(node_of(id));
       } else if (node_of(input) != node_of(id)) {
-        producers[{node_of(input), node_of(id)}].push_back(input);
+        tensors.push_back(Tensor{node_of(input), node_of(id), input});
         has_consumer[static_cast<size_t>(node_of(input))] = true;
       }
     }
   }
+  // Stable: the producers of one edge are summed in the order the graph lists them.
+  std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
+    return a.from != b.from ? a.from < b.from : a.to < b.to;
+  });
   const size_t k_count = counts.size();
-  for (const auto& [ends, layers] : producers) {
+  // Re-split costs for every pair of counts, looked up once rather than per tensor and pair.
+  std::vector<const ResplitCost*> resplits(k_count * k_count, nullptr);
+  for (size_t i = 0; i < k_count; ++i) {
+    for (size_t j = 0; j < k_count; ++j) {
+      if (i != j) resplits[i * k_count + j] = &model.Resplit(counts[i], counts[j]);
+    }
+  }
+  for (size_t first = 0; first < tensors.size();) {
+    size_t last = first;
+    while (last < tensors.size() && tensors[last].from == tensors[first].from &&
+           tensors[last].to == tensors[first].to) {
+      ++last;
+    }
     SeriesParallelProblem::Edge edge;
-    edge.from = ends.first;
-    edge.to = ends.second;
+    edge.from = tensors[first].from;
+    edge.to = tensors[first].to;
     edge.cells.resize(k_count * k_count);
     for (size_t i = 0; i < k_count; ++i) {
       for (size_t j = 0; j < k_count; ++j) {
         double ms = 0;
-        for (int producer : layers) ms += model.ResplitMs(producer, counts[i], counts[j]);
+        // As CostModel::ResplitMs: forward and backward, nothing between equal counts.
+        if (i != j) {
+          for (size_t t = first; t < last; ++t) {
+            ms +=
+                2.0 * resplits[i * k_count + j]->Ms(graph.layer(tensors[t].producer).output_bytes);
+          }
+        }
         edge.cells[i * k_count + j] = CostPoint{ms, ms * counts[j]};
       }
     }
     problem.edges.push_back(std::move(edge));
+    first = last;
   }
   for (int node : reads_input) {
     problem.edges.push_back(
@@ -223,11 +252,10 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   problem.budget_gpu_ms = limited ? options.amplification_limit * single_device_ms : kInfinity;
   std::vector<int> best_counts = AllOn(graph, 1);
   double best_ms = single_device_ms;
-  const double dp_gpu_ms = data_parallel.totals.gpu_seconds * 1000.0;
-  if (data_parallel.totals.iteration_ms < best_ms &&
-      (!limited || dp_gpu_ms <= problem.budget_gpu_ms)) {
+  const double dp_gpu_ms = data_parallel.gpu_seconds * 1000.0;
+  if (data_parallel.iteration_ms < best_ms && (!limited || dp_gpu_ms <= problem.budget_gpu_ms)) {
     best_counts = AllOn(graph, most);
-    best_ms = data_parallel.totals.iteration_ms;
+    best_ms = data_parallel.iteration_ms;
   }
   problem.incumbent_time_ms = best_ms;
   problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
@@ -242,7 +270,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   }
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best_counts, options.devices));
   plan.amplification_limit = options.amplification_limit;
-  plan.data_parallel = data_parallel.totals;
+  plan.data_parallel = data_parallel;
   return plan;
 }
 
