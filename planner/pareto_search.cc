@@ -36,7 +36,6 @@
 #include <cmath>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 #include <utility>
 
 namespace deepool::planner {
@@ -83,44 +82,50 @@ int NumChoices(const SeriesParallelProblem& problem, int node) {
 StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
   const size_t nodes = problem.node_costs.size();
   Schedule schedule;
-  std::vector<std::vector<int>> in(nodes), out(nodes);  // live tables per node
-  std::unordered_map<int64_t, int> live;                // (from, to) -> table
+  schedule.tables.reserve(3 * problem.edges.size());
+  schedule.steps.reserve(3 * problem.edges.size());
+  // Live tables per node. At most one live table joins two nodes (a second one is merged with
+  // it at once), so a node's few out-tables are searched by their other end.
+  std::vector<std::vector<int>> in(nodes), out(nodes);
+  size_t live = 0;
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  auto key_of = [nodes](int from, int to) { return static_cast<int64_t>(from) * nodes + to; };
   auto kill = [&](int id) {
     const TableShape& t = schedule.tables[static_cast<size_t>(id)];
-    live.erase(key_of(t.from, t.to));
     auto drop = [id](std::vector<int>& list) {
       list.erase(std::find(list.begin(), list.end(), id));
     };
     drop(in[static_cast<size_t>(t.to)]);
     drop(out[static_cast<size_t>(t.from)]);
+    --live;
   };
-  // Adds a table; a second table between the same nodes is merged at once (parallel rule).
-  std::function<void(TableShape, Step)> add = [&](TableShape shape, Step step) {
-    const int id = static_cast<int>(schedule.tables.size());
-    shape.offset = schedule.total_cells;
-    schedule.total_cells += static_cast<size_t>(shape.cells());
-    step.result = id;
-    schedule.tables.push_back(shape);
-    schedule.steps.push_back(step);
-    in[static_cast<size_t>(shape.to)].push_back(id);
-    out[static_cast<size_t>(shape.from)].push_back(id);
-    ready.push(shape.from);
-    ready.push(shape.to);
-    auto existing = live.find(key_of(shape.from, shape.to));
-    if (existing == live.end()) {
-      live.emplace(key_of(shape.from, shape.to), id);
-      return;
+  // Adds a table; a second table between the same nodes is merged with it at once (parallel
+  // rule). The merged table is then the only one between them.
+  auto add = [&](TableShape shape, Step step) {
+    for (;;) {
+      const int id = static_cast<int>(schedule.tables.size());
+      shape.offset = schedule.total_cells;
+      schedule.total_cells += static_cast<size_t>(shape.cells());
+      step.result = id;
+      schedule.tables.push_back(shape);
+      schedule.steps.push_back(step);
+      std::vector<int>& from_out = out[static_cast<size_t>(shape.from)];
+      const auto twin = std::find_if(from_out.begin(), from_out.end(), [&](int table) {
+        return schedule.tables[static_cast<size_t>(table)].to == shape.to;
+      });
+      const int other = twin == from_out.end() ? -1 : *twin;
+      in[static_cast<size_t>(shape.to)].push_back(id);
+      from_out.push_back(id);
+      ++live;
+      ready.push(shape.from);
+      ready.push(shape.to);
+      if (other < 0) return;
+      kill(other);
+      kill(id);
+      step = Step{};
+      step.kind = Step::kParallel;
+      step.first = other;
+      step.second = id;
     }
-    const int other = existing->second;
-    kill(other);
-    kill(id);
-    Step merge;
-    merge.kind = Step::kParallel;
-    merge.first = other;
-    merge.second = id;
-    add(shape, merge);
   };
   for (size_t e = 0; e < problem.edges.size(); ++e) {
     const SeriesParallelProblem::Edge& edge = problem.edges[e];
@@ -168,11 +173,12 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
           "' (the exact search handles chains, branch-and-concat and residual blocks)");
     }
   }
-  const auto last = live.find(key_of(SeriesParallelProblem::kSource, SeriesParallelProblem::kSink));
-  if (last == live.end() || live.size() != 1) {
+  const std::vector<int>& from_source = out[SeriesParallelProblem::kSource];
+  if (live != 1 || from_source.size() != 1 ||
+      schedule.tables[static_cast<size_t>(from_source[0])].to != SeriesParallelProblem::kSink) {
     return FailedPreconditionError("the graph does not reduce to one source-to-sink edge");
   }
-  schedule.final_table = last->second;
+  schedule.final_table = from_source[0];
   return schedule;
 }
 
