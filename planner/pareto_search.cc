@@ -435,6 +435,17 @@ struct Bounds {
   std::vector<double> weighted;      // weights (1, lambda)
   std::vector<double> least_target;  // infinity: dead at any target (over the budget)
 
+  // Cells whose least target is at most this are alive at `target`. The passes' sums add the
+  // same costs in other orders: allow for rounding.
+  static double AliveUpTo(double target) {
+    return target * (1 + kRelativeSlack) * (1 + kRoundingSlack);
+  }
+  size_t CountAlive(double target) const {
+    const double up_to = AliveUpTo(target);
+    return static_cast<size_t>(std::count_if(least_target.begin(), least_target.end(),
+                                             [up_to](double least) { return least <= up_to; }));
+  }
+
   void FillLeastTargets(const ScalarTables& fastest, const ScalarTables& leanest,
                         const ScalarTables& at_lambda, double budget) {
     least_target.resize(time.size());
@@ -465,8 +476,7 @@ class ParetoPass {
   SeriesParallelSolution Run() {
     const double steps = static_cast<double>(schedule_.steps.size());
     window_ = problem_.tolerance_gpu_ms / std::max(1.0, steps);
-    // The passes' sums add the same costs in other orders: allow for rounding.
-    alive_up_to_ = target_ * (1 + kRelativeSlack) * (1 + kRoundingSlack);
+    alive_up_to_ = Bounds::AliveUpTo(target_);
     points_.clear();
     traces_.clear();
     begin_.resize(schedule_.total_cells + 1);
@@ -748,8 +758,14 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   bounds.FillLeastTargets(fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
   const double gap = incumbent - lower_bound;
-  for (double fraction : {1.0 / 64, 1.0 / 8, 1.0}) {
-    const double target = lower_bound + fraction * gap;
+  std::vector<double> targets{lower_bound + gap / 64, lower_bound + gap / 8, incumbent};
+  // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
+  // hardly more cells alive than the smallest one, a pass costs about the same at either, and
+  // one pass at the incumbent's target replaces the (usually failing) smaller ones.
+  if (bounds.CountAlive(incumbent) <= 2 * bounds.CountAlive(targets.front())) {
+    targets = {incumbent};
+  }
+  for (double target : targets) {
     ParetoPass pass(problem, schedule, node_table, bounds, target, &workspace);
     SeriesParallelSolution pareto = pass.Run();
     if (pareto.found && pareto.cost.time_ms < best.cost.time_ms) return finish(pareto);
