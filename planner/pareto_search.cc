@@ -201,34 +201,29 @@ struct NodeTable {
 };
 
 // One scalar pass's result, structure of arrays over the schedule's flat cells. `weight` is the
-// cell's w_time x time + w_gpu x gpu (the "inside" value), infinity where the cell has no
+// cell's least w_time x time + w_gpu x gpu (the "inside" value), infinity where the cell has no
 // solution; `choice` is a series cell's middle-node choice. Where a cell came from follows from
-// the schedule and `choice`, so no back-pointers are stored.
+// the schedule and `choice`, so no back-pointers are stored, and the final solution's own time
+// and GPU-time are re-added along its choices (ScalarSolution) rather than kept for every cell.
 struct ScalarTables {
-  double w_time = 1;
-  double w_gpu = 0;
   std::vector<double> weight;
-  std::vector<double> time;
-  std::vector<double> gpu;
   std::vector<int32_t> choice;
+  // Only when ties are broken: the GPU-time of each cell's solution, so that of two choices of
+  // equal weight the one using less GPU-time wins (the fastest pass: of equally fast layers'
+  // counts, the fewest devices).
+  std::vector<double> gpu;
   std::vector<double> node_weight;  // per flat node choice; infinity where it cannot be taken
-
-  size_t final_cell(const Schedule& schedule) const {
-    return schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
-  }
 };
 
 // Fills `out` (its buffers are reused) with the least weighted cost of every cell.
 void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
-                   const NodeTable& nodes, double w_time, double w_gpu, ScalarTables* out) {
+                   const NodeTable& nodes, double w_time, double w_gpu, bool break_ties_by_gpu,
+                   ScalarTables* out) {
   ScalarTables& s = *out;
-  s.w_time = w_time;
-  s.w_gpu = w_gpu;
   // Every step writes every cell of its table, so the buffers need no clearing.
   s.weight.resize(schedule.total_cells);
-  s.time.resize(schedule.total_cells);
-  s.gpu.resize(schedule.total_cells);
   s.choice.resize(schedule.total_cells);
+  if (break_ties_by_gpu) s.gpu.resize(schedule.total_cells);
   s.node_weight.resize(nodes.costs.size());
   for (size_t c = 0; c < nodes.costs.size(); ++c) {
     const CostPoint& node = nodes.costs[c];
@@ -236,23 +231,20 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
     s.node_weight[c] =
         std::isinf(node.time_ms) ? kInfinity : w_time * node.time_ms + w_gpu * node.gpu_ms;
   }
-  auto clear = [&s](size_t cell) {
-    s.weight[cell] = s.time[cell] = s.gpu[cell] = kInfinity;
-    s.choice[cell] = -1;
-  };
   for (const Step& step : schedule.steps) {
     const TableShape& shape = schedule.tables[static_cast<size_t>(step.result)];
     const size_t cells = static_cast<size_t>(shape.cells());
+    double* weight = &s.weight[shape.offset];
+    int32_t* choice = &s.choice[shape.offset];
+    double* gpu = break_ties_by_gpu ? &s.gpu[shape.offset] : nullptr;
     if (step.kind == Step::kLeaf) {
       const auto& edge = problem.edges[static_cast<size_t>(step.edge)];
       for (size_t c = 0; c < cells; ++c) {
         const CostPoint& cost = edge.cells[c];
-        const size_t cell = shape.offset + c;
-        s.time[cell] = cost.time_ms;
-        s.gpu[cell] = cost.gpu_ms;
-        s.weight[cell] =
+        weight[c] =
             std::isinf(cost.time_ms) ? kInfinity : w_time * cost.time_ms + w_gpu * cost.gpu_ms;
-        s.choice[cell] = -1;
+        choice[c] = -1;
+        if (gpu != nullptr) gpu[c] = cost.gpu_ms;
       }
       continue;
     }
@@ -260,15 +252,10 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
     const TableShape& second = schedule.tables[static_cast<size_t>(step.second)];
     if (step.kind == Step::kParallel) {
       for (size_t c = 0; c < cells; ++c) {
-        const size_t p = first.offset + c, q = second.offset + c, cell = shape.offset + c;
-        if (std::isinf(s.weight[p]) || std::isinf(s.weight[q])) {
-          clear(cell);
-          continue;
-        }
-        s.weight[cell] = s.weight[p] + s.weight[q];
-        s.time[cell] = s.time[p] + s.time[q];
-        s.gpu[cell] = s.gpu[p] + s.gpu[q];
-        s.choice[cell] = -1;
+        const size_t p = first.offset + c, q = second.offset + c;
+        weight[c] = s.weight[p] + s.weight[q];  // infinity when either part has no solution
+        choice[c] = -1;
+        if (gpu != nullptr) gpu[c] = s.gpu[p] + s.gpu[q];
       }
       continue;
     }
@@ -283,10 +270,12 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
       const size_t left_row = first.offset + static_cast<size_t>(i * first.cols);
       const double* left_weight = &s.weight[left_row];
       for (int j = 0; j < shape.cols; ++j) {
-        const size_t cell = shape.offset + static_cast<size_t>(i * shape.cols + j);
+        const size_t c = static_cast<size_t>(i * shape.cols + j);
         // A row or column whose own end cannot take that choice is never used: skip it.
         if (std::isinf(from_weight[i]) || std::isinf(to_weight[j])) {
-          clear(cell);
+          weight[c] = kInfinity;
+          choice[c] = -1;
+          if (gpu != nullptr) gpu[c] = kInfinity;
           continue;
         }
         const double* right_weight = &s.weight[second.offset + static_cast<size_t>(j)];
@@ -297,54 +286,83 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
         double best_weight = kInfinity;
         int best = -1;
         for (int k = 0; k < choices; ++k) {
-          const double weight = left_weight[k] + middle_weight[k] +
-                                right_weight[static_cast<size_t>(k) * right_stride];
-          if (weight < best_weight) {
-            best_weight = weight;
+          const double through = left_weight[k] + middle_weight[k] +
+                                 right_weight[static_cast<size_t>(k) * right_stride];
+          if (through < best_weight) {
+            best_weight = through;
             best = k;
-          } else if (weight == best_weight && best >= 0 && gpu_through(k) < gpu_through(best)) {
-            best = k;  // equal weight: the one using less GPU-time
+          } else if (gpu != nullptr && through == best_weight && best >= 0 &&
+                     gpu_through(k) < gpu_through(best)) {
+            best = k;
           }
         }
-        if (best < 0) {
-          clear(cell);
-          continue;
-        }
-        const size_t left = left_row + static_cast<size_t>(best);
-        const size_t right = second.offset + static_cast<size_t>(best) * right_stride + j;
-        s.weight[cell] = best_weight;
-        s.time[cell] = s.time[left] + nodes.costs[middle + best].time_ms + s.time[right];
-        s.gpu[cell] = s.gpu[left] + nodes.costs[middle + best].gpu_ms + s.gpu[right];
-        s.choice[cell] = best;
+        weight[c] = best_weight;
+        choice[c] = best;
+        if (gpu != nullptr) gpu[c] = best < 0 ? kInfinity : gpu_through(best);
       }
     }
   }
 }
 
-// The choice of every node in a pass's final solution (0 for the source and sink).
-std::vector<int> ScalarChoices(const SeriesParallelProblem& problem, const Schedule& schedule,
-                               const ScalarTables& s) {
-  std::vector<int> choices(problem.node_costs.size(), 0);
-  // (table, cell within it); a table's id is also the index of the step that made it.
-  std::vector<std::pair<int, int>> stack{{schedule.final_table, 0}};
-  while (!stack.empty()) {
-    const auto [table, cell] = stack.back();
-    stack.pop_back();
-    const Step& step = schedule.steps[static_cast<size_t>(table)];
+// A pass's final solution: every node's choice (0 for the source and sink) and its time and
+// GPU-time, re-added along the chosen cells in the same order as the pass would have summed
+// them (so the values match a pass that kept them for every cell, to the last bit).
+SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
+                                      const Schedule& schedule, const NodeTable& nodes,
+                                      const ScalarTables& s) {
+  SeriesParallelSolution solution;
+  solution.choices.assign(problem.node_costs.size(), 0);
+  const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
+  if (std::isinf(s.weight[final_cell])) return solution;
+  // The chosen cells, parents before children; a table's id is also its step's index.
+  struct Visit {
+    int table;
+    int cell;        // within the table
+    int first = -1;  // positions of the parts in `visits`
+    int second = -1;
+  };
+  std::vector<Visit> visits{{schedule.final_table, 0}};
+  for (size_t v = 0; v < visits.size(); ++v) {
+    const Step& step = schedule.steps[static_cast<size_t>(visits[v].table)];
     if (step.kind == Step::kLeaf) continue;
-    if (step.kind == Step::kParallel) {
-      stack.emplace_back(step.first, cell);
-      stack.emplace_back(step.second, cell);
+    const int cell = visits[v].cell;
+    int first_cell = cell, second_cell = cell;
+    if (step.kind == Step::kSeries) {
+      const TableShape& shape = schedule.tables[static_cast<size_t>(visits[v].table)];
+      const int k = s.choice[shape.offset + static_cast<size_t>(cell)];
+      solution.choices[static_cast<size_t>(step.node)] = k;
+      first_cell = cell / shape.cols * schedule.tables[static_cast<size_t>(step.first)].cols + k;
+      second_cell = k * schedule.tables[static_cast<size_t>(step.second)].cols + cell % shape.cols;
+    }
+    visits[v].first = static_cast<int>(visits.size());
+    visits.push_back(Visit{step.first, first_cell});
+    visits[v].second = static_cast<int>(visits.size());
+    visits.push_back(Visit{step.second, second_cell});
+  }
+  // Children sit after their parents, so summing backwards meets every part before its whole.
+  std::vector<CostPoint> costs(visits.size());
+  for (size_t v = visits.size(); v-- > 0;) {
+    const Visit& visit = visits[v];
+    const Step& step = schedule.steps[static_cast<size_t>(visit.table)];
+    if (step.kind == Step::kLeaf) {
+      costs[v] =
+          problem.edges[static_cast<size_t>(step.edge)].cells[static_cast<size_t>(visit.cell)];
       continue;
     }
-    const TableShape& shape = schedule.tables[static_cast<size_t>(table)];
-    const int k = s.choice[shape.offset + static_cast<size_t>(cell)];
-    choices[static_cast<size_t>(step.node)] = k;
-    const int i = cell / shape.cols, j = cell % shape.cols;
-    stack.emplace_back(step.first, i * schedule.tables[static_cast<size_t>(step.first)].cols + k);
-    stack.emplace_back(step.second, k * schedule.tables[static_cast<size_t>(step.second)].cols + j);
+    const CostPoint& a = costs[static_cast<size_t>(visit.first)];
+    const CostPoint& b = costs[static_cast<size_t>(visit.second)];
+    if (step.kind == Step::kParallel) {
+      costs[v] = CostPoint{a.time_ms + b.time_ms, a.gpu_ms + b.gpu_ms};
+    } else {
+      const CostPoint& node =
+          nodes.costs[nodes.offset[static_cast<size_t>(step.node)] +
+                      static_cast<size_t>(solution.choices[static_cast<size_t>(step.node)])];
+      costs[v] = CostPoint{a.time_ms + node.time_ms + b.time_ms, a.gpu_ms + node.gpu_ms + b.gpu_ms};
+    }
   }
-  return choices;
+  solution.found = true;
+  solution.cost = costs[0];
+  return solution;
 }
 
 // Least weighted cost of everything outside each cell (flat), by a top-down pass over the
@@ -353,7 +371,7 @@ void ScalarOutside(const Schedule& schedule, const NodeTable& nodes, const Scala
                    std::vector<double>* outside_values) {
   std::vector<double>& outside = *outside_values;
   outside.assign(schedule.total_cells, kInfinity);
-  outside[s.final_cell(schedule)] = 0;
+  outside[schedule.tables[static_cast<size_t>(schedule.final_table)].offset] = 0;
   for (auto step = schedule.steps.rbegin(); step != schedule.steps.rend(); ++step) {
     if (step->kind == Step::kLeaf) continue;
     const TableShape& shape = schedule.tables[static_cast<size_t>(step->result)];
@@ -691,22 +709,21 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
     return solution;
   };
-  auto scalar_solution = [&](const ScalarTables& pass) {
-    SeriesParallelSolution solution;
-    solution.found = !std::isinf(pass.weight[final_cell]);
-    solution.cost = CostPoint{pass.time[final_cell], pass.gpu[final_cell]};
-    solution.choices = ScalarChoices(problem, schedule, pass);
-    return solution;
-  };
 
-  // The fastest solution regardless of GPU-time; optimal when it fits the budget.
+  // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
+  // when it fits the budget.
   ScalarTables fastest;
-  RunScalarPass(problem, schedule, node_table, 1, 0, &fastest);
-  if (fastest.gpu[final_cell] <= budget) return finish(scalar_solution(fastest));
+  RunScalarPass(problem, schedule, node_table, 1, 0, /*break_ties_by_gpu=*/true, &fastest);
+  const SeriesParallelSolution fastest_solution =
+      ScalarSolution(problem, schedule, node_table, fastest);
+  if (!fastest_solution.found || fastest_solution.cost.gpu_ms <= budget) {
+    return finish(fastest_solution);
+  }
   // The least GPU-time: when even that does not fit, nothing does.
   ScalarTables leanest;
-  RunScalarPass(problem, schedule, node_table, 0, 1, &leanest);
-  if (!(leanest.gpu[final_cell] <= budget)) return finish(SeriesParallelSolution{});
+  RunScalarPass(problem, schedule, node_table, 0, 1, /*break_ties_by_gpu=*/false, &leanest);
+  SeriesParallelSolution best = ScalarSolution(problem, schedule, node_table, leanest);
+  if (!(best.cost.gpu_ms <= budget)) return finish(SeriesParallelSolution{});
 
   // Lagrangian relaxation: the solution of a scalar pass at lambda is optimal for its own
   // GPU-time, so a feasible one is a candidate, and min(time + lambda x gpu) - lambda x budget
@@ -715,24 +732,24 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   // and the leanest (within it); the lambda at which both weigh the same finds a hull point
   // strictly below their chord, which replaces the end on its side of the budget, or none, and
   // then the two are neighbours on the hull and that lambda maximises the bound.
-  SeriesParallelSolution best = scalar_solution(leanest);
-  double lower_bound = fastest.time[final_cell], best_lambda = 0;
+  double lower_bound = fastest.weight[final_cell], best_lambda = 0;
   const ScalarTables* at_best_lambda = &fastest;
   ScalarTables trial, kept_trial;
   auto gap_closed = [&] {
     return best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
   };
-  double over_time = fastest.time[final_cell], over_gpu = fastest.gpu[final_cell];
-  double within_time = leanest.time[final_cell], within_gpu = leanest.gpu[final_cell];
-  for (int step = 0; step < kMaxChordSteps && !gap_closed() && over_gpu > within_gpu; ++step) {
-    const double lambda = (within_time - over_time) / (over_gpu - within_gpu);
+  CostPoint over = fastest_solution.cost, within = best.cost;
+  for (int step = 0; step < kMaxChordSteps && !gap_closed() && over.gpu_ms > within.gpu_ms;
+       ++step) {
+    const double lambda = (within.time_ms - over.time_ms) / (over.gpu_ms - within.gpu_ms);
     if (!(lambda > 0) || std::isinf(lambda)) break;
-    RunScalarPass(problem, schedule, node_table, 1, lambda, &trial);
+    RunScalarPass(problem, schedule, node_table, 1, lambda, /*break_ties_by_gpu=*/false, &trial);
     const double weight = trial.weight[final_cell];
-    const double time = trial.time[final_cell], gpu = trial.gpu[final_cell];
     if (std::isinf(weight)) break;
-    const bool fits = gpu <= budget;
-    if (fits && time < best.cost.time_ms) best = scalar_solution(trial);
+    SeriesParallelSolution solution = ScalarSolution(problem, schedule, node_table, trial);
+    const CostPoint found = solution.cost;
+    const bool fits = found.gpu_ms <= budget;
+    if (fits && found.time_ms < best.cost.time_ms) best = std::move(solution);
     const double bound = weight - lambda * problem.budget_gpu_ms;
     if (bound > lower_bound) {
       lower_bound = bound;
@@ -740,10 +757,9 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
       std::swap(trial, kept_trial);
       at_best_lambda = &kept_trial;
     }
-    const double chord = over_time + lambda * over_gpu;
+    const double chord = over.time_ms + lambda * over.gpu_ms;
     if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
-    (fits ? within_time : over_time) = time;
-    (fits ? within_gpu : over_gpu) = gpu;
+    (fits ? within : over) = found;
   }
   if (gap_closed()) return finish(best);  // the relaxation proved it optimal
   const double incumbent = std::min(best.cost.time_ms, problem.incumbent_time_ms);
