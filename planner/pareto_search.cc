@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <utility>
 
@@ -200,19 +201,38 @@ struct NodeTable {
   }
 };
 
+// A flat array left uninitialised when (re)allocated: every pass writes every cell it later
+// reads, so zero-filling it first would only cost time.
+template <typename T>
+class FlatArray {
+ public:
+  void resize(size_t size) {
+    if (size > capacity_) {
+      data_.reset(new T[size]);
+      capacity_ = size;
+    }
+  }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
 // One scalar pass's result, structure of arrays over the schedule's flat cells. `weight` is the
 // cell's least w_time x time + w_gpu x gpu (the "inside" value), infinity where the cell has no
 // solution; `choice` is a series cell's middle-node choice. Where a cell came from follows from
 // the schedule and `choice`, so no back-pointers are stored, and the final solution's own time
 // and GPU-time are re-added along its choices (ScalarSolution) rather than kept for every cell.
 struct ScalarTables {
-  std::vector<double> weight;
-  std::vector<int32_t> choice;
+  FlatArray<double> weight;
+  FlatArray<int32_t> choice;
   // Only when ties are broken: the GPU-time of each cell's solution, so that of two choices of
   // equal weight the one using less GPU-time wins (the fastest pass: of equally fast layers'
   // counts, the fewest devices).
-  std::vector<double> gpu;
-  std::vector<double> node_weight;  // per flat node choice; infinity where it cannot be taken
+  FlatArray<double> gpu;
+  FlatArray<double> node_weight;  // per flat node choice; infinity where it cannot be taken
 };
 
 // Fills `out` (its buffers are reused) with the least weighted cost of every cell.
@@ -365,46 +385,6 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
   return solution;
 }
 
-// Least weighted cost of everything outside each cell (flat), by a top-down pass over the
-// steps, with the pass's own weights. `outside` is overwritten.
-void ScalarOutside(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& s,
-                   std::vector<double>* outside_values) {
-  std::vector<double>& outside = *outside_values;
-  outside.assign(schedule.total_cells, kInfinity);
-  outside[schedule.tables[static_cast<size_t>(schedule.final_table)].offset] = 0;
-  for (auto step = schedule.steps.rbegin(); step != schedule.steps.rend(); ++step) {
-    if (step->kind == Step::kLeaf) continue;
-    const TableShape& shape = schedule.tables[static_cast<size_t>(step->result)];
-    const TableShape& first = schedule.tables[static_cast<size_t>(step->first)];
-    const TableShape& second = schedule.tables[static_cast<size_t>(step->second)];
-    if (step->kind == Step::kParallel) {
-      for (int c = 0; c < shape.cells(); ++c) {
-        const double outer = outside[shape.offset + static_cast<size_t>(c)];
-        outside[first.offset + c] = outer + s.weight[second.offset + c];
-        outside[second.offset + c] = outer + s.weight[first.offset + c];
-      }
-      continue;
-    }
-    const size_t middle = nodes.offset[static_cast<size_t>(step->node)];
-    const int choices =
-        static_cast<int>(nodes.offset[static_cast<size_t>(step->node) + 1] - middle);
-    for (int i = 0; i < shape.rows; ++i) {
-      for (int j = 0; j < shape.cols; ++j) {
-        const double outer = outside[shape.offset + static_cast<size_t>(i * shape.cols + j)];
-        if (std::isinf(outer)) continue;
-        for (int k = 0; k < choices; ++k) {
-          const double node = s.node_weight[middle + static_cast<size_t>(k)];
-          if (std::isinf(node)) continue;
-          const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
-          const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
-          outside[left] = std::min(outside[left], outer + node + s.weight[right]);
-          outside[right] = std::min(outside[right], outer + node + s.weight[left]);
-        }
-      }
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The exact Pareto pass.
 
@@ -464,17 +444,70 @@ struct Bounds {
                                              [up_to](double least) { return least <= up_to; }));
   }
 
-  void FillLeastTargets(const ScalarTables& fastest, const ScalarTables& leanest,
-                        const ScalarTables& at_lambda, double budget) {
-    least_target.resize(time.size());
-    for (size_t c = 0; c < time.size(); ++c) {
-      least_target[c] = leanest.weight[c] + gpu[c] > budget
-                            ? kInfinity
-                            : std::max(fastest.weight[c] + time[c],
-                                       at_lambda.weight[c] + weighted[c] - lambda * budget);
+  // Fills the outside values of the three passes, (1, 0), (0, 1) and (1, lambda), by one
+  // top-down walk over the steps, and then the least targets.
+  void Fill(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& fastest,
+            const ScalarTables& leanest, const ScalarTables& at_lambda, double budget);
+};
+
+void Bounds::Fill(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& fastest,
+                  const ScalarTables& leanest, const ScalarTables& at_lambda, double budget) {
+  const ScalarTables* passes[3] = {&fastest, &leanest, &at_lambda};
+  std::vector<double>* outsides[3] = {&time, &gpu, &weighted};
+  for (std::vector<double>* outside : outsides) {
+    outside->assign(schedule.total_cells, kInfinity);
+    (*outside)[schedule.tables[static_cast<size_t>(schedule.final_table)].offset] = 0;
+  }
+  for (auto step = schedule.steps.rbegin(); step != schedule.steps.rend(); ++step) {
+    if (step->kind == Step::kLeaf) continue;
+    const TableShape& shape = schedule.tables[static_cast<size_t>(step->result)];
+    const TableShape& first = schedule.tables[static_cast<size_t>(step->first)];
+    const TableShape& second = schedule.tables[static_cast<size_t>(step->second)];
+    if (step->kind == Step::kParallel) {
+      for (int w = 0; w < 3; ++w) {
+        std::vector<double>& outside = *outsides[w];
+        const ScalarTables& inside = *passes[w];
+        for (size_t c = 0; c < static_cast<size_t>(shape.cells()); ++c) {
+          const double outer = outside[shape.offset + c];
+          outside[first.offset + c] = outer + inside.weight[second.offset + c];
+          outside[second.offset + c] = outer + inside.weight[first.offset + c];
+        }
+      }
+      continue;
+    }
+    // Series: the rest of (a, b) seen from (a, m) is m's cost and (m, b), and the other way.
+    // An unusable middle choice is infinite in every pass alike.
+    const size_t middle = nodes.offset[static_cast<size_t>(step->node)];
+    const int choices =
+        static_cast<int>(nodes.offset[static_cast<size_t>(step->node) + 1] - middle);
+    for (int i = 0; i < shape.rows; ++i) {
+      for (int j = 0; j < shape.cols; ++j) {
+        const size_t cell = shape.offset + static_cast<size_t>(i * shape.cols + j);
+        const double outer[3] = {time[cell], gpu[cell], weighted[cell]};
+        if (std::isinf(outer[0]) && std::isinf(outer[1]) && std::isinf(outer[2])) continue;
+        for (int k = 0; k < choices; ++k) {
+          if (std::isinf(fastest.node_weight[middle + static_cast<size_t>(k)])) continue;
+          const size_t left = first.offset + static_cast<size_t>(i * first.cols + k);
+          const size_t right = second.offset + static_cast<size_t>(k * second.cols + j);
+          for (int w = 0; w < 3; ++w) {
+            std::vector<double>& outside = *outsides[w];
+            const ScalarTables& inside = *passes[w];
+            const double node = inside.node_weight[middle + static_cast<size_t>(k)];
+            outside[left] = std::min(outside[left], outer[w] + node + inside.weight[right]);
+            outside[right] = std::min(outside[right], outer[w] + node + inside.weight[left]);
+          }
+        }
+      }
     }
   }
-};
+  least_target.resize(schedule.total_cells);
+  for (size_t c = 0; c < schedule.total_cells; ++c) {
+    least_target[c] = leanest.weight[c] + gpu[c] > budget
+                          ? kInfinity
+                          : std::max(fastest.weight[c] + time[c],
+                                     at_lambda.weight[c] + weighted[c] - lambda * budget);
+  }
+}
 
 class ParetoPass {
  public:
@@ -768,10 +801,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   // for growing targets.
   Bounds bounds;
   bounds.lambda = best_lambda;
-  ScalarOutside(schedule, node_table, fastest, &bounds.time);
-  ScalarOutside(schedule, node_table, leanest, &bounds.gpu);
-  ScalarOutside(schedule, node_table, *at_best_lambda, &bounds.weighted);
-  bounds.FillLeastTargets(fastest, leanest, *at_best_lambda, budget);
+  bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
   const double gap = incumbent - lower_bound;
   std::vector<double> targets{lower_bound + gap / 64, lower_bound + gap / 8, incumbent};
