@@ -85,18 +85,48 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
   Schedule schedule;
   schedule.tables.reserve(3 * problem.edges.size());
   schedule.steps.reserve(3 * problem.edges.size());
-  // Live tables per node. At most one live table joins two nodes (a second one is merged with
-  // it at once), so a node's few out-tables are searched by their other end.
-  std::vector<std::vector<int>> in(nodes), out(nodes);
+  // Live tables per node, as doubly linked lists threaded through the tables. At most one live
+  // table joins two nodes (a second one is merged with it at once), so a node's few out-tables
+  // are searched by their other end.
+  struct Lists {
+    std::vector<int> head, count;
+    std::vector<int> next, previous;  // per table
+  };
+  Lists in{std::vector<int>(nodes, -1), std::vector<int>(nodes, 0), {}, {}};
+  Lists out = in;
+  auto link = [](Lists& lists, int node, int id) {
+    const size_t n = static_cast<size_t>(node);
+    lists.next.resize(static_cast<size_t>(id) + 1);
+    lists.previous.resize(static_cast<size_t>(id) + 1);
+    lists.next[static_cast<size_t>(id)] = lists.head[n];
+    lists.previous[static_cast<size_t>(id)] = -1;
+    if (lists.head[n] >= 0) lists.previous[static_cast<size_t>(lists.head[n])] = id;
+    lists.head[n] = id;
+    ++lists.count[n];
+  };
+  auto unlink = [](Lists& lists, int node, int id) {
+    const int next = lists.next[static_cast<size_t>(id)];
+    const int previous = lists.previous[static_cast<size_t>(id)];
+    (previous >= 0 ? lists.next[static_cast<size_t>(previous)]
+                   : lists.head[static_cast<size_t>(node)]) = next;
+    if (next >= 0) lists.previous[static_cast<size_t>(next)] = previous;
+    --lists.count[static_cast<size_t>(node)];
+  };
   size_t live = 0;
+  // Nodes to try, smallest first; each at most once in the queue (a second entry could only be
+  // popped right after the first, with nothing changed in between).
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  std::vector<bool> queued(nodes, false), reduced(nodes, false);
+  auto enqueue = [&](int node) {
+    const size_t n = static_cast<size_t>(node);
+    if (node < 2 || queued[n] || reduced[n]) return;  // the source and sink never reduce
+    queued[n] = true;
+    ready.push(node);
+  };
   auto kill = [&](int id) {
     const TableShape& t = schedule.tables[static_cast<size_t>(id)];
-    auto drop = [id](std::vector<int>& list) {
-      list.erase(std::find(list.begin(), list.end(), id));
-    };
-    drop(in[static_cast<size_t>(t.to)]);
-    drop(out[static_cast<size_t>(t.from)]);
+    unlink(in, t.to, id);
+    unlink(out, t.from, id);
     --live;
   };
   // Adds a table; a second table between the same nodes is merged with it at once (parallel
@@ -109,16 +139,15 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
       step.result = id;
       schedule.tables.push_back(shape);
       schedule.steps.push_back(step);
-      std::vector<int>& from_out = out[static_cast<size_t>(shape.from)];
-      const auto twin = std::find_if(from_out.begin(), from_out.end(), [&](int table) {
-        return schedule.tables[static_cast<size_t>(table)].to == shape.to;
-      });
-      const int other = twin == from_out.end() ? -1 : *twin;
-      in[static_cast<size_t>(shape.to)].push_back(id);
-      from_out.push_back(id);
+      int other = out.head[static_cast<size_t>(shape.from)];
+      while (other >= 0 && schedule.tables[static_cast<size_t>(other)].to != shape.to) {
+        other = out.next[static_cast<size_t>(other)];
+      }
+      link(in, shape.to, id);
+      link(out, shape.from, id);
       ++live;
-      ready.push(shape.from);
-      ready.push(shape.to);
+      enqueue(shape.from);
+      enqueue(shape.to);
       if (other < 0) return;
       kill(other);
       kill(id);
@@ -146,15 +175,15 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
     leaf.edge = static_cast<int>(e);
     add(shape, leaf);
   }
-  for (size_t n = 2; n < nodes; ++n) ready.push(static_cast<int>(n));
-  std::vector<bool> reduced(nodes, false);
+  for (size_t n = 2; n < nodes; ++n) enqueue(static_cast<int>(n));
   while (!ready.empty()) {
     const int m = ready.top();
     ready.pop();
-    if (m < 2 || reduced[static_cast<size_t>(m)]) continue;
-    if (in[static_cast<size_t>(m)].size() != 1 || out[static_cast<size_t>(m)].size() != 1) continue;
+    queued[static_cast<size_t>(m)] = false;
+    if (reduced[static_cast<size_t>(m)]) continue;
+    if (in.count[static_cast<size_t>(m)] != 1 || out.count[static_cast<size_t>(m)] != 1) continue;
     reduced[static_cast<size_t>(m)] = true;
-    const int first = in[static_cast<size_t>(m)][0], second = out[static_cast<size_t>(m)][0];
+    const int first = in.head[static_cast<size_t>(m)], second = out.head[static_cast<size_t>(m)];
     const TableShape& a = schedule.tables[static_cast<size_t>(first)];
     const TableShape& b = schedule.tables[static_cast<size_t>(second)];
     TableShape shape{a.from, b.to, a.rows, b.cols, 0};
@@ -174,12 +203,12 @@ StatusOr<Schedule> BuildSchedule(const SeriesParallelProblem& problem) {
           "' (the exact search handles chains, branch-and-concat and residual blocks)");
     }
   }
-  const std::vector<int>& from_source = out[SeriesParallelProblem::kSource];
-  if (live != 1 || from_source.size() != 1 ||
-      schedule.tables[static_cast<size_t>(from_source[0])].to != SeriesParallelProblem::kSink) {
+  const int from_source = out.head[SeriesParallelProblem::kSource];
+  if (live != 1 || from_source < 0 ||
+      schedule.tables[static_cast<size_t>(from_source)].to != SeriesParallelProblem::kSink) {
     return FailedPreconditionError("the graph does not reduce to one source-to-sink edge");
   }
-  schedule.final_table = from_source[0];
+  schedule.final_table = from_source;
   return schedule;
 }
 
@@ -341,7 +370,9 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
     int first = -1;  // positions of the parts in `visits`
     int second = -1;
   };
-  std::vector<Visit> visits{{schedule.final_table, 0}};
+  std::vector<Visit> visits;
+  visits.reserve(2 * schedule.steps.size() + 1);
+  visits.push_back(Visit{schedule.final_table, 0});
   for (size_t v = 0; v < visits.size(); ++v) {
     const Step& step = schedule.steps[static_cast<size_t>(visits[v].table)];
     if (step.kind == Step::kLeaf) continue;
