@@ -264,47 +264,37 @@ struct ScalarTables {
   FlatArray<double> node_weight;  // per flat node choice; infinity where it cannot be taken
 };
 
-// Fills `out` (its buffers are reused) with the least weighted cost of every cell.
-void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
-                   const NodeTable& nodes, double w_time, double w_gpu, bool break_ties_by_gpu,
-                   ScalarTables* out) {
-  ScalarTables& s = *out;
-  // Every step writes every cell of its table, so the buffers need no clearing.
-  s.weight.resize(schedule.total_cells);
-  s.choice.resize(schedule.total_cells);
-  if (break_ties_by_gpu) s.gpu.resize(schedule.total_cells);
-  s.node_weight.resize(nodes.costs.size());
-  for (size_t c = 0; c < nodes.costs.size(); ++c) {
-    const CostPoint& node = nodes.costs[c];
-    // Weighing an infinite time by 0 would give NaN: an unusable choice is infinite outright.
-    s.node_weight[c] =
-        std::isinf(node.time_ms) ? kInfinity : w_time * node.time_ms + w_gpu * node.gpu_ms;
-  }
+// The steps of a scalar pass; kBreakTies also tracks every cell's GPU-time (see ScalarTables).
+// Only series cells' choices are written: nothing reads the others'.
+template <bool kBreakTies>
+void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& schedule,
+                     const NodeTable& nodes, double w_time, double w_gpu, ScalarTables& s) {
   for (const Step& step : schedule.steps) {
     const TableShape& shape = schedule.tables[static_cast<size_t>(step.result)];
     const size_t cells = static_cast<size_t>(shape.cells());
     double* weight = &s.weight[shape.offset];
     int32_t* choice = &s.choice[shape.offset];
-    double* gpu = break_ties_by_gpu ? &s.gpu[shape.offset] : nullptr;
+    double* gpu = kBreakTies ? &s.gpu[shape.offset] : nullptr;
     if (step.kind == Step::kLeaf) {
-      const auto& edge = problem.edges[static_cast<size_t>(step.edge)];
+      const CostPoint* costs = problem.edges[static_cast<size_t>(step.edge)].cells.data();
       for (size_t c = 0; c < cells; ++c) {
-        const CostPoint& cost = edge.cells[c];
-        weight[c] =
-            std::isinf(cost.time_ms) ? kInfinity : w_time * cost.time_ms + w_gpu * cost.gpu_ms;
-        choice[c] = -1;
-        if (gpu != nullptr) gpu[c] = cost.gpu_ms;
+        weight[c] = std::isinf(costs[c].time_ms)
+                        ? kInfinity
+                        : w_time * costs[c].time_ms + w_gpu * costs[c].gpu_ms;
+        if constexpr (kBreakTies) gpu[c] = costs[c].gpu_ms;
       }
       continue;
     }
     const TableShape& first = schedule.tables[static_cast<size_t>(step.first)];
     const TableShape& second = schedule.tables[static_cast<size_t>(step.second)];
     if (step.kind == Step::kParallel) {
-      for (size_t c = 0; c < cells; ++c) {
-        const size_t p = first.offset + c, q = second.offset + c;
-        weight[c] = s.weight[p] + s.weight[q];  // infinity when either part has no solution
-        choice[c] = -1;
-        if (gpu != nullptr) gpu[c] = s.gpu[p] + s.gpu[q];
+      const double* p = &s.weight[first.offset];
+      const double* q = &s.weight[second.offset];
+      // Infinity when either part has no solution.
+      for (size_t c = 0; c < cells; ++c) weight[c] = p[c] + q[c];
+      if constexpr (kBreakTies) {
+        for (size_t c = 0; c < cells; ++c)
+          gpu[c] = s.gpu[first.offset + c] + s.gpu[second.offset + c];
       }
       continue;
     }
@@ -324,7 +314,7 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
         if (std::isinf(from_weight[i]) || std::isinf(to_weight[j])) {
           weight[c] = kInfinity;
           choice[c] = -1;
-          if (gpu != nullptr) gpu[c] = kInfinity;
+          if constexpr (kBreakTies) gpu[c] = kInfinity;
           continue;
         }
         const double* right_weight = &s.weight[second.offset + static_cast<size_t>(j)];
@@ -340,16 +330,39 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
           if (through < best_weight) {
             best_weight = through;
             best = k;
-          } else if (gpu != nullptr && through == best_weight && best >= 0 &&
+          } else if (kBreakTies && through == best_weight && best >= 0 &&
                      gpu_through(k) < gpu_through(best)) {
             best = k;
           }
         }
         weight[c] = best_weight;
         choice[c] = best;
-        if (gpu != nullptr) gpu[c] = best < 0 ? kInfinity : gpu_through(best);
+        if constexpr (kBreakTies) gpu[c] = best < 0 ? kInfinity : gpu_through(best);
       }
     }
+  }
+}
+
+// Fills `out` (its buffers are reused) with the least weighted cost of every cell.
+void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
+                   const NodeTable& nodes, double w_time, double w_gpu, bool break_ties_by_gpu,
+                   ScalarTables* out) {
+  ScalarTables& s = *out;
+  // Every step writes every cell of its table that is read later: no clearing needed.
+  s.weight.resize(schedule.total_cells);
+  s.choice.resize(schedule.total_cells);
+  if (break_ties_by_gpu) s.gpu.resize(schedule.total_cells);
+  s.node_weight.resize(nodes.costs.size());
+  for (size_t c = 0; c < nodes.costs.size(); ++c) {
+    const CostPoint& node = nodes.costs[c];
+    // Weighing an infinite time by 0 would give NaN: an unusable choice is infinite outright.
+    s.node_weight[c] =
+        std::isinf(node.time_ms) ? kInfinity : w_time * node.time_ms + w_gpu * node.gpu_ms;
+  }
+  if (break_ties_by_gpu) {
+    ScalarPassSteps<true>(problem, schedule, nodes, w_time, w_gpu, s);
+  } else {
+    ScalarPassSteps<false>(problem, schedule, nodes, w_time, w_gpu, s);
   }
 }
 
