@@ -382,6 +382,7 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
     int cell;        // within the table
     int first = -1;  // positions of the parts in `visits`
     int second = -1;
+    CostPoint cost;  // summed on the way back up
   };
   std::vector<Visit> visits;
   visits.reserve(2 * schedule.steps.size() + 1);
@@ -404,28 +405,28 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
     visits.push_back(Visit{step.second, second_cell});
   }
   // Children sit after their parents, so summing backwards meets every part before its whole.
-  std::vector<CostPoint> costs(visits.size());
   for (size_t v = visits.size(); v-- > 0;) {
-    const Visit& visit = visits[v];
+    Visit& visit = visits[v];
     const Step& step = schedule.steps[static_cast<size_t>(visit.table)];
     if (step.kind == Step::kLeaf) {
-      costs[v] =
+      visit.cost =
           problem.edges[static_cast<size_t>(step.edge)].cells[static_cast<size_t>(visit.cell)];
       continue;
     }
-    const CostPoint& a = costs[static_cast<size_t>(visit.first)];
-    const CostPoint& b = costs[static_cast<size_t>(visit.second)];
+    const CostPoint& a = visits[static_cast<size_t>(visit.first)].cost;
+    const CostPoint& b = visits[static_cast<size_t>(visit.second)].cost;
     if (step.kind == Step::kParallel) {
-      costs[v] = CostPoint{a.time_ms + b.time_ms, a.gpu_ms + b.gpu_ms};
+      visit.cost = CostPoint{a.time_ms + b.time_ms, a.gpu_ms + b.gpu_ms};
     } else {
       const CostPoint& node =
           nodes.costs[nodes.offset[static_cast<size_t>(step.node)] +
                       static_cast<size_t>(solution.choices[static_cast<size_t>(step.node)])];
-      costs[v] = CostPoint{a.time_ms + node.time_ms + b.time_ms, a.gpu_ms + node.gpu_ms + b.gpu_ms};
+      visit.cost =
+          CostPoint{a.time_ms + node.time_ms + b.time_ms, a.gpu_ms + node.gpu_ms + b.gpu_ms};
     }
   }
   solution.found = true;
-  solution.cost = costs[0];
+  solution.cost = visits[0].cost;
   return solution;
 }
 
@@ -847,6 +848,8 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   bounds.lambda = best_lambda;
   bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
+  // Room for a point per cell up front: growing the arena point by point copies it repeatedly.
+  workspace.points.reserve(schedule.total_cells);
   const double gap = incumbent - lower_bound;
   std::vector<double> targets{lower_bound + gap / 64, lower_bound + gap / 8, incumbent};
   // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
