@@ -848,8 +848,6 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   bounds.lambda = best_lambda;
   bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
-  // Room for a point per cell up front: growing the arena point by point copies it repeatedly.
-  workspace.points.reserve(schedule.total_cells);
   const double gap = incumbent - lower_bound;
   std::vector<double> targets{lower_bound + gap / 64, lower_bound + gap / 8, incumbent};
   // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
