@@ -210,27 +210,30 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
   }
 }
 
+// One chosen cell on the way down a pass's solution (ScalarSolution).
+struct ChosenCell {
+  int table;
+  int cell;        // within the table
+  int first = -1;  // positions of the parts in the list
+  int second = -1;
+  CostPoint cost;  // summed on the way back up
+};
+
 // A pass's final solution: every node's choice (0 for the source and sink) and its time and
 // GPU-time, re-added along the chosen cells in the same order as the pass would have summed
-// them (so the values match a pass that kept them for every cell, to the last bit).
+// them (so the values match a pass that kept them for every cell, to the last bit). `scratch`
+// is reused between calls.
 SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
                                       const Schedule& schedule, const NodeTable& nodes,
-                                      const ScalarTables& s) {
+                                      const ScalarTables& s, std::vector<ChosenCell>* scratch) {
   SeriesParallelSolution solution;
   solution.choices.assign(problem.node_costs.size(), 0);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
   if (std::isinf(s.weight[final_cell])) return solution;
   // The chosen cells, parents before children; a table's id is also its step's index.
-  struct Visit {
-    int table;
-    int cell;        // within the table
-    int first = -1;  // positions of the parts in `visits`
-    int second = -1;
-    CostPoint cost;  // summed on the way back up
-  };
-  std::vector<Visit> visits;
-  visits.reserve(2 * schedule.steps.size() + 1);
-  visits.push_back(Visit{schedule.final_table, 0});
+  std::vector<ChosenCell>& visits = *scratch;
+  visits.clear();
+  visits.push_back(ChosenCell{schedule.final_table, 0});
   for (size_t v = 0; v < visits.size(); ++v) {
     const Step& step = schedule.steps[static_cast<size_t>(visits[v].table)];
     if (step.kind == Step::kLeaf) continue;
@@ -244,13 +247,13 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
       second_cell = k * schedule.tables[static_cast<size_t>(step.second)].cols + cell % shape.cols;
     }
     visits[v].first = static_cast<int>(visits.size());
-    visits.push_back(Visit{step.first, first_cell});
+    visits.push_back(ChosenCell{step.first, first_cell});
     visits[v].second = static_cast<int>(visits.size());
-    visits.push_back(Visit{step.second, second_cell});
+    visits.push_back(ChosenCell{step.second, second_cell});
   }
   // Children sit after their parents, so summing backwards meets every part before its whole.
   for (size_t v = visits.size(); v-- > 0;) {
-    Visit& visit = visits[v];
+    ChosenCell& visit = visits[v];
     const Step& step = schedule.steps[static_cast<size_t>(visit.table)];
     if (step.kind == Step::kLeaf) {
       visit.cost =
@@ -635,16 +638,19 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
   // when it fits the budget.
   ScalarTables fastest;
+  std::vector<ChosenCell> chosen_cells;
+  chosen_cells.reserve(2 * schedule.steps.size() + 1);
   RunScalarPass(problem, schedule, node_table, 1, 0, /*break_ties_by_gpu=*/true, &fastest);
   const SeriesParallelSolution fastest_solution =
-      ScalarSolution(problem, schedule, node_table, fastest);
+      ScalarSolution(problem, schedule, node_table, fastest, &chosen_cells);
   if (!fastest_solution.found || fastest_solution.cost.gpu_ms <= budget) {
     return finish(fastest_solution);
   }
   // The least GPU-time: when even that does not fit, nothing does.
   ScalarTables leanest;
   RunScalarPass(problem, schedule, node_table, 0, 1, /*break_ties_by_gpu=*/false, &leanest);
-  SeriesParallelSolution best = ScalarSolution(problem, schedule, node_table, leanest);
+  SeriesParallelSolution best =
+      ScalarSolution(problem, schedule, node_table, leanest, &chosen_cells);
   if (!(best.cost.gpu_ms <= budget)) return finish(SeriesParallelSolution{});
 
   // Lagrangian relaxation: the solution of a scalar pass at lambda is optimal for its own
@@ -668,7 +674,8 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     RunScalarPass(problem, schedule, node_table, 1, lambda, /*break_ties_by_gpu=*/false, &trial);
     const double weight = trial.weight[final_cell];
     if (std::isinf(weight)) break;
-    SeriesParallelSolution solution = ScalarSolution(problem, schedule, node_table, trial);
+    SeriesParallelSolution solution =
+        ScalarSolution(problem, schedule, node_table, trial, &chosen_cells);
     const CostPoint found = solution.cost;
     const bool fits = found.gpu_ms <= budget;
     if (fits && found.time_ms < best.cost.time_ms) best = std::move(solution);
