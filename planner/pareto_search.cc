@@ -25,8 +25,8 @@
 // none of which can lose a solution with time <= target (the last holds for every lambda >= 0
 // because the rest must fit in what the budget leaves). The passes' own cells hold the least
 // inside values, so a cell whose inside plus outside already breaks a bound is skipped whole.
-// Targets start just above the lower bound and grow towards the incumbent until a pass finds a
-// solution: small targets keep the frontiers tiny. Where the incumbent's target leaves hardly
+// Targets start just above the lower bound and double towards the incumbent until a pass finds
+// a solution: small targets keep the frontiers tiny. Where the incumbent's target leaves hardly
 // more cells alive than the smallest, one pass at the incumbent's target does instead. A pass
 // stops as soon as one table is left empty (every table feeds the last).
 //
@@ -700,7 +700,14 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace workspace;
   const double gap = incumbent - lower_bound;
-  std::vector<double> targets{lower_bound + gap / 64, lower_bound + gap / 8, incumbent};
+  // Targets double from gap / 64 up to the incumbent: a pass that fails at a small target is
+  // cheap, and the first that succeeds sits at most twice as far above the lower bound as the
+  // optimum does (or at gap / 64).
+  std::vector<double> targets;
+  for (double fraction = 1.0 / 64; fraction < 1; fraction *= 2) {
+    targets.push_back(lower_bound + fraction * gap);
+  }
+  targets.push_back(incumbent);
   // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
   // hardly more cells alive than the smallest one, a pass costs about the same at either, and
   // one pass at the incumbent's target replaces the (usually failing) smaller ones.
