@@ -13,59 +13,42 @@ constexpr double kBytesPerElement = 4;  // fp32 activations and weights
 // three global numbers per device (not per layer). The A100's were tuned on the measured VGG-16
 // file (bench/profile_validation); the others carry the A100's over, except where noted in
 // docs/formats.md.
-DeviceModel A100() {
-  // A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for fp32
-  // training by default on Ampere), HBM2 1555 GB/s.
+//  - a100: A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for
+//    fp32 training by default on Ampere), HBM2 1555 GB/s.
+//  - h100: H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
+//  - v100: V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2
+//    900 GB/s. cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do.
+//  - cpu: a nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
+//    = 1.28 TFLOPS; 8 channels of DDR4-3200 = 204.8 GB/s. Per-op dispatch ~10 us in libtorch.
+struct DevicePresetRow {
+  const char* name;
+  double peak_tflops;
+  double memory_bandwidth_gbps;
+  double compute_efficiency;
+  double memory_efficiency;
+  double launch_us;
+  double gemm_half_depth;
+  double memory_gb;
+};
+
+constexpr DevicePresetRow kDevicePresets[] = {
+    // name   TFLOPS  GB/s    compute  memory  launch  gemm_half  memory_gb
+    {"a100", 156.0, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0},
+    {"h100", 495.0, 3350.0, 0.68, 0.90, 7.0, 750.0, 80.0},
+    {"v100", 15.7, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0},
+    {"cpu", 1.28, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0},
+};
+
+DeviceModel FromPresetRow(const DevicePresetRow& row) {
   DeviceModel device;
-  device.name = "a100";
-  device.peak_tflops = 156.0;
-  device.memory_bandwidth_gbps = 1555.0;
-  device.compute_efficiency = 0.68;
-  device.memory_efficiency = 0.90;
-  device.launch_us = 7.0;
-  device.gemm_half_depth = 750.0;
-  device.memory_gb = 40.0;
-  return device;
-}
-DeviceModel H100() {
-  // H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
-  DeviceModel device;
-  device.name = "h100";
-  device.peak_tflops = 495.0;
-  device.memory_bandwidth_gbps = 3350.0;
-  device.compute_efficiency = 0.68;
-  device.memory_efficiency = 0.90;
-  device.launch_us = 7.0;
-  device.gemm_half_depth = 750.0;
-  device.memory_gb = 80.0;
-  return device;
-}
-DeviceModel V100() {
-  // V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2 900 GB/s.
-  // cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do: 0.6.
-  DeviceModel device;
-  device.name = "v100";
-  device.peak_tflops = 15.7;
-  device.memory_bandwidth_gbps = 900.0;
-  device.compute_efficiency = 0.90;
-  device.memory_efficiency = 0.90;
-  device.launch_us = 7.0;
-  device.gemm_half_depth = 250.0;
-  device.memory_gb = 32.0;
-  return device;
-}
-DeviceModel Cpu() {
-  // A nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
-  // = 1.28 TFLOPS; 8 channels of DDR4-3200 = 204.8 GB/s. Per-op dispatch ~10 us in libtorch.
-  DeviceModel device;
-  device.name = "cpu";
-  device.peak_tflops = 1.28;
-  device.memory_bandwidth_gbps = 204.8;
-  device.compute_efficiency = 0.70;
-  device.memory_efficiency = 0.60;
-  device.launch_us = 10.0;
-  device.gemm_half_depth = 64.0;
-  device.memory_gb = 256.0;
+  device.name = row.name;
+  device.peak_tflops = row.peak_tflops;
+  device.memory_bandwidth_gbps = row.memory_bandwidth_gbps;
+  device.compute_efficiency = row.compute_efficiency;
+  device.memory_efficiency = row.memory_efficiency;
+  device.launch_us = row.launch_us;
+  device.gemm_half_depth = row.gemm_half_depth;
+  device.memory_gb = row.memory_gb;
   return device;
 }
 
@@ -132,15 +115,21 @@ Status DeviceModel::Validate() const {
 }
 
 StatusOr<DeviceModel> DevicePreset(std::string_view name) {
-  if (name == "a100") return A100();
-  if (name == "h100") return H100();
-  if (name == "v100") return V100();
-  if (name == "cpu") return Cpu();
-  return NotFoundError("unknown device preset \"" + std::string(name) +
-                       "\" (known: a100, h100, v100, cpu)");
+  for (const DevicePresetRow& row : kDevicePresets) {
+    if (name == row.name) return FromPresetRow(row);
+  }
+  std::string known;
+  for (const std::string& preset : DevicePresetNames())
+    known += (known.empty() ? "" : ", ") + preset;
+  return NotFoundError("unknown device preset \"" + std::string(name) + "\" (known: " + known +
+                       ")");
 }
 
-std::vector<std::string> DevicePresetNames() { return {"a100", "h100", "v100", "cpu"}; }
+std::vector<std::string> DevicePresetNames() {
+  std::vector<std::string> names;
+  for (const DevicePresetRow& row : kDevicePresets) names.emplace_back(row.name);
+  return names;
+}
 
 LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size) {
   const Layer& layer = graph.layer(layer_id);
