@@ -42,7 +42,8 @@ std::string Fixed(double value, int decimals) {
   return buffer;
 }
 
-void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+void PrintTable(const std::vector<std::vector<std::string>>& rows,
+                const std::vector<bool>& right_aligned, std::ostream& out) {
   std::vector<size_t> widths;
   for (const auto& row : rows) {
     if (widths.size() < row.size()) widths.resize(row.size(), 0);
@@ -53,11 +54,20 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream&
     for (size_t c = 0; c < row.size(); ++c) {
       const bool last = c + 1 == row.size();
       const std::string pad(widths[c] - row[c].size(), ' ');
-      line += c == 0 ? (last ? row[c] : row[c] + pad) : pad + row[c];
+      const bool right = c < right_aligned.size() && right_aligned[c];
+      line += right ? pad + row[c] : (last ? row[c] : row[c] + pad);
       if (!last) line += "  ";
     }
     out << line << '\n';
   }
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  size_t columns = 0;
+  for (const auto& row : rows) columns = std::max(columns, row.size());
+  std::vector<bool> right_aligned(columns, true);
+  if (columns > 0) right_aligned[0] = false;
+  PrintTable(rows, right_aligned, out);
 }
 
 StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const std::string& device,

@@ -29,6 +29,11 @@ std::string Fixed(double value, int decimals);
 // right-aligned (numbers); no trailing spaces.
 void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out);
 
+// Rows as columns two spaces apart; columns marked in right_aligned are right-aligned (numbers),
+// the others left-aligned; no trailing spaces.
+void PrintTable(const std::vector<std::vector<std::string>>& rows,
+                const std::vector<bool>& right_aligned, std::ostream& out);
+
 // --cluster: a cluster JSON file when one exists at that path, otherwise a preset name; when
 // empty, the preset matching the device ("h100" → dgx-h100, "cpu" → cpu-<devices>, else
 // dgx-a100).

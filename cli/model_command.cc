@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "cli/command_support.h"
 #include "planner/graph.h"
 #include "planner/zoo/zoo.h"
 
@@ -56,28 +57,6 @@ std::string MiB(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
   return buffer;
-}
-
-// Prints rows as left-aligned columns two spaces apart; columns listed in right_aligned are
-// right-aligned (numbers).
-void PrintTable(const std::vector<std::vector<std::string>>& rows,
-                const std::vector<bool>& right_aligned, std::ostream& out) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const bool last = c + 1 == row.size();
-      const std::string pad(widths[c] - row[c].size(), ' ');
-      const bool right = c < right_aligned.size() && right_aligned[c];
-      line += right ? pad + row[c] : (last ? row[c] : row[c] + pad);
-      if (!last) line += "  ";
-    }
-    out << line << '\n';
-  }
 }
 
 int ExitCodeFor(const Status& status) {
