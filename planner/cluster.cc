@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "planner/json_fields.h"
+
 namespace deepool::planner {
 namespace {
 
@@ -33,17 +35,6 @@ Status CheckLink(const Link& link, const std::string& field) {
   }
   if (!std::isfinite(link.latency_us) || link.latency_us < 0) {
     return InvalidArgumentError(field + ".latency_us must be a non-negative number");
-  }
-  return Status::Ok();
-}
-
-// Refuses fields a reader would silently ignore (a typo such as "bandwith_gbps").
-Status CheckKnownFields(const json& object, std::initializer_list<const char*> known,
-                        const std::string& path) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    bool found = false;
-    for (const char* name : known) found = found || it.key() == name;
-    if (!found) return InvalidArgumentError("unknown field " + path + it.key());
   }
   return Status::Ok();
 }
@@ -129,17 +120,9 @@ StatusOr<Cluster> ParseClusterJson(std::string_view text) {
   if (!doc.is_object()) return InvalidArgumentError("cluster: the document must be an object");
   auto fail = [](const Status& status) { return status.WithContext("cluster"); };
 
-  auto format = doc.find("format");
-  if (format == doc.end() || !format->is_string() || *format != kClusterFormatName) {
-    return fail(InvalidArgumentError("field format must be \"deepool.cluster\""));
-  }
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer()) {
-    return fail(InvalidArgumentError("missing integer field version"));
-  }
-  if (version->get<int64_t>() != kClusterFormatVersion) {
-    return fail(InvalidArgumentError("unsupported version " + version->dump() +
-                                     " (this build reads version 1)"));
+  if (Status header = CheckFormatAndVersion(doc, kClusterFormatName, kClusterFormatVersion);
+      !header.ok()) {
+    return fail(header);
   }
 
   Status known = CheckKnownFields(doc,

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "planner/a100_import.h"
+#include "planner/json_fields.h"
 
 namespace deepool::planner {
 namespace {
@@ -64,17 +65,6 @@ StatusOr<std::string> StringField(const json& object, const char* key, const std
   return it->get<std::string>();
 }
 
-// Refuses fields a reader would silently ignore (a typo such as "forward_us").
-Status CheckKnownFields(const json& object, std::initializer_list<const char*> known,
-                        const std::string& path) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    bool found = false;
-    for (const char* name : known) found = found || it.key() == name;
-    if (!found) return InvalidArgumentError("unknown field " + path + it.key());
-  }
-  return Status::Ok();
-}
-
 // Checks one layer's measurements: non-empty, batches >= 1 and distinct, times finite >= 0.
 Status CheckLayerData(const LayerProfileData& layer, const std::string& path) {
   if (layer.name.empty()) return InvalidArgumentError(path + ".name must not be empty");
@@ -107,17 +97,9 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
   auto fail = [](const Status& status) { return status.WithContext("profile"); };
   if (doc.is_discarded()) return fail(InvalidArgumentError("not valid JSON"));
   if (!doc.is_object()) return fail(InvalidArgumentError("the document must be an object"));
-  auto format = doc.find("format");
-  if (format == doc.end() || !format->is_string() || *format != kProfileFormatName) {
-    return fail(InvalidArgumentError("field format must be \"deepool.profile\""));
-  }
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer()) {
-    return fail(InvalidArgumentError("missing integer field version"));
-  }
-  if (version->get<int64_t>() != kProfileFormatVersion) {
-    return fail(InvalidArgumentError("unsupported version " + version->dump() +
-                                     " (this build reads version 1)"));
+  if (Status header = CheckFormatAndVersion(doc, kProfileFormatName, kProfileFormatVersion);
+      !header.ok()) {
+    return fail(header);
   }
   Status known = CheckKnownFields(doc, {"format", "version", "device", "model", "layers"}, "");
   if (!known.ok()) return fail(known);
