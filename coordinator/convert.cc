@@ -145,6 +145,22 @@ v1::Job JobToProto(const JobRecord& job) {
   progress->set_busy_ms(job.progress.busy_ms);
   progress->set_idle_ms(job.progress.idle_ms);
   progress->set_updated_ms(job.progress.updated_ms);
+  for (const DeviceProgress& d : job.progress.devices) {
+    v1::DeviceProgress* row = progress->add_devices();
+    row->set_rank(d.rank);
+    row->set_node_id(d.node_id);
+    row->set_node_name(d.node_name);
+    row->set_device(d.device);
+    row->set_iteration(d.iteration);
+    row->set_fg_busy_ms(d.fg_busy_ms);
+    row->set_bg_busy_ms(d.bg_busy_ms);
+    row->set_idle_ms(d.idle_ms);
+    row->set_fg_job_id(d.fg_job_id);
+    row->set_bg_job_id(d.bg_job_id);
+    row->set_shared_executor(d.shared_executor);
+    row->set_bg_samples_per_s(d.bg_samples_per_s);
+    row->set_updated_ms(d.updated_ms);
+  }
   for (const RankPlacement& d : job.devices) {
     v1::DeviceAssignment* a = p.add_devices();
     a->set_rank(d.rank);

@@ -133,6 +133,10 @@ TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[schedul
   CHECK_FALSE(*cancel);
   CHECK(h.Get(job.id).progress.iteration == 2);
   CHECK(*h.Get(job.id).progress.loss == 2.5);
+  // One device row per reporting rank, placed where the rank runs.
+  REQUIRE(h.Get(job.id).progress.devices.size() == 1);
+  CHECK(h.Get(job.id).progress.devices[0].device == "cpu:0");
+  CHECK(h.Get(job.id).progress.devices[0].node_id == "node-a");
   CHECK(h.jobs.ReadLogs(job.id, 0, 0)->at(0).line == "iteration 1");
 
   h.Exit("node-a", a.task_id(), v1::TASK_OUTCOME_SUCCEEDED);
@@ -279,6 +283,38 @@ TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
   CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
   CHECK(h.Get(bg5.id).state == JobState::kPending);
   CHECK(h.Get(bg5.id).reason.find("without a bg job") != std::string::npos);
+}
+
+TEST_CASE("device rows of a FG job name the BG job placed on the device", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).devices.at(0).device == "cpu:1");  // rank 1 is the idler
+  std::string fg_task;
+  for (const auto& c : h.Commands("node-a")) {
+    if (c.assign().job_id() == fg.id) fg_task = c.assign().task_id();
+  }
+  REQUIRE_FALSE(fg_task.empty());
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::IterationEvent* e = progress.add_iterations();
+    e->set_rank(rank);
+    e->set_iteration(0);
+    e->set_busy_ms(rank == 0 ? 9 : 4);
+    e->set_idle_ms(rank == 0 ? 1 : 6);
+  }
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  const std::vector<DeviceProgress> rows = h.Get(fg.id).progress.devices;
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bg_job_id.empty());
+  CHECK(rows[1].bg_job_id == bg.id);
+  CHECK(rows[1].fg_busy_ms == 4);
+  CHECK(rows[1].idle_ms == 6);
 }
 
 TEST_CASE("cancel works in every non-terminal state", "[scheduler]") {

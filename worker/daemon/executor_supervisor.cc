@@ -330,6 +330,15 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     report.samples_per_s = NumberOr(*event, "samples_per_s", 0);
     report.busy_ms = NumberOr(*event, "busy_ms", 0);
     report.idle_ms = NumberOr(*event, "idle_ms", 0);
+    auto optional_number = [&](const char* key) -> std::optional<double> {
+      if (event->contains(key) && (*event)[key].is_number()) return (*event)[key].get<double>();
+      return std::nullopt;
+    };
+    report.fg_busy_ms = optional_number("fg_busy_ms");
+    report.bg_busy_ms = optional_number("bg_busy_ms");
+    report.bg_samples_per_s = NumberOr(*event, "bg_samples_per_s", 0);
+    report.bg_iterations = static_cast<int64_t>(NumberOr(*event, "bg_iterations", 0));
+    report.bg_loss = optional_number("bg_loss");
     listener_->OnIteration(task_id, report);
   } else if (kind == "store_ready" && start_waiting_ranks) {
     std::string host = event->value("host", std::string());

@@ -63,6 +63,12 @@ struct IterationReport {
   double samples_per_s = 0;
   double busy_ms = 0;
   double idle_ms = 0;
+  // Set when the executor shares its device with a BG job (docs/multiplexing.md, "Metrics").
+  std::optional<double> fg_busy_ms;
+  std::optional<double> bg_busy_ms;
+  double bg_samples_per_s = 0;
+  int64_t bg_iterations = 0;
+  std::optional<double> bg_loss;
 };
 
 struct RankExitInfo {

@@ -397,6 +397,11 @@ void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport
   event.set_samples_per_s(report.samples_per_s);
   event.set_busy_ms(report.busy_ms);
   event.set_idle_ms(report.idle_ms);
+  if (report.fg_busy_ms) event.set_fg_busy_ms(*report.fg_busy_ms);
+  if (report.bg_busy_ms) event.set_bg_busy_ms(*report.bg_busy_ms);
+  event.set_bg_samples_per_s(report.bg_samples_per_s);
+  event.set_bg_iterations(report.bg_iterations);
+  if (report.bg_loss) event.set_bg_loss(*report.bg_loss);
   std::lock_guard<std::mutex> lock(mu_);
   progress_[task_id].iterations.push_back(std::move(event));
 }
