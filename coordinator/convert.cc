@@ -214,4 +214,24 @@ v1::Node NodeToProto(const NodeRecord& node,
   return p;
 }
 
+v1::ClusterSummary ClusterSummaryToProto(const ClusterSummary& s) {
+  v1::ClusterSummary p;
+  p.set_fg_jobs_running(s.fg_jobs_running);
+  p.set_bg_jobs_running(s.bg_jobs_running);
+  p.set_fg_samples_per_s(s.fg_samples_per_s);
+  p.set_bg_samples_per_s(s.bg_samples_per_s);
+  p.set_total_samples_per_s(s.total_samples_per_s);
+  p.set_fg_iteration_ms(s.fg_iteration_ms);
+  p.set_devices(s.devices);
+  p.set_devices_busy(s.devices_busy);
+  p.set_devices_idle(s.devices_idle);
+  p.set_devices_fg(s.devices_fg);
+  p.set_devices_bg(s.devices_bg);
+  p.set_devices_shared(s.devices_shared);
+  p.set_fg_busy_ms(s.fg_busy_ms);
+  p.set_bg_busy_ms(s.bg_busy_ms);
+  p.set_idle_ms(s.idle_ms);
+  return p;
+}
+
 }  // namespace deepool::coordinator
