@@ -73,6 +73,17 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(NodesOf(fg_job).size() == 2);
   CHECK(bg_job.devices_size() == 1);
   CHECK(fg_job.has_plan());
+  // Every rank's iteration lines reached the coordinator: one device row per rank.
+  REQUIRE(fg_job.progress().devices_size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    const auto& row = fg_job.progress().devices(r);
+    CHECK(row.rank() == r);
+    CHECK(row.device() == fg_job.devices(r).device());
+    CHECK(row.iteration() == 6);
+    CHECK(row.fg_job_id() == fg);
+  }
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).bg_job_id() == bg);
   // The states it went through, in order.
   std::vector<v1::JobState> states;
   for (const auto& h : fg_job.history()) states.push_back(h.state());
@@ -86,14 +97,18 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(cluster.RunCli({"status"}, &out, &err) == 0);
   CHECK(out.find(fg) != std::string::npos);
   CHECK(out.find("SUCCEEDED") != std::string::npos);
+  CHECK(out.find("cluster    FG 0 jobs") != std::string::npos);  // both finished
+  CHECK(out.find("0/4 busy") != std::string::npos);
   out.clear();
   CHECK(cluster.RunCli({"status", fg}, &out, &err) == 0);
   CHECK(out.find("plan") != std::string::npos);
   CHECK(out.find("iteration 6/6") != std::string::npos);
+  CHECK(out.find("FG BUSY  BG BUSY  IDLE") != std::string::npos);
   out.clear();
   CHECK(cluster.RunCli({"status", "--json"}, &out, &err) == 0);
   auto listed = json::parse(out);
   CHECK(listed.at("jobs").size() == 2);
+  CHECK(listed.at("summary").at("devices") == 4);
   out.clear();
   CHECK(cluster.RunCli({"nodes"}, &out, &err) == 0);
   CHECK(out.find("node-0") != std::string::npos);
