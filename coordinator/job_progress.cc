@@ -57,7 +57,8 @@ void ApplyIterationEvent(const v1::IterationEvent& e, const DeviceJobsLookup& jo
   if (job->spec.role == JobRole::kBg) {
     row->fg_job_id = on_device.fg_job;
     row->bg_job_id = job->id;
-    row->shared_executor = false;
+    // Inside a FG executor its device times are in the FG job's row; here only its rate.
+    row->shared_executor = e.in_fg_executor();
     row->fg_busy_ms = 0;
     row->bg_busy_ms = e.busy_ms();
     row->bg_samples_per_s = e.samples_per_s();

@@ -26,6 +26,8 @@ using DeviceJobsLookup = std::function<DeviceJobs(const RankPlacement& placement
 //  - FG job: the row's fg_busy_ms is the executor's fg_busy_ms when it shares the device with a
 //    BG job (shared_executor), else its busy_ms; bg_busy_ms is measured only when shared.
 //  - BG job in its own executor: its busy time is the device's bg_busy_ms, fg_busy_ms is 0.
+//  - BG job inside a FG executor (e.in_fg_executor): shared_executor, its samples/s; the device
+//    times are in the FG job's row.
 void ApplyIterationEvent(const v1::IterationEvent& event, const DeviceJobsLookup& jobs_on_device,
                          int64_t now_ms, JobRecord* job);
 

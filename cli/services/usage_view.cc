@@ -44,12 +44,21 @@ std::string DeviceUsageTable(const v1::Job& job) {
     std::string other = job.spec().role() == v1::JOB_ROLE_BG ? row->fg_job_id() : row->bg_job_id();
     if (other.empty()) {
       other = "-";
+    } else if (row->shared_executor() && job.spec().role() == v1::JOB_ROLE_BG) {
+      other += " (inside its executor)";
     } else if (row->shared_executor()) {
       other += " (in executor";
       if (row->bg_samples_per_s() > 0) other += ", " + FormatRate(row->bg_samples_per_s()) + "/s";
       other += ")";
     }
-    const bool measured_bg = job.spec().role() == v1::JOB_ROLE_BG || row->shared_executor();
+    const bool bg = job.spec().role() == v1::JOB_ROLE_BG;
+    if (bg && row->shared_executor()) {
+      // Inside a FG executor: the device's times are in that FG job's table.
+      cells.insert(cells.end(), {std::to_string(row->iteration()), "-", "-", "-", other});
+      table.AddRow(std::move(cells));
+      continue;
+    }
+    const bool measured_bg = bg || row->shared_executor();
     cells.insert(cells.end(), {std::to_string(row->iteration()), FormatDuration(row->fg_busy_ms()),
                                measured_bg ? FormatDuration(row->bg_busy_ms()) : std::string("-"),
                                FormatDuration(row->idle_ms()), other});
