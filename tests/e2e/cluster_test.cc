@@ -120,6 +120,40 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
 }
 
+TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor and succeeds",
+          "[e2e]") {
+  LocalCluster cluster;
+  std::string fg, bg;
+  REQUIRE(cluster.Submit(FgJob("fg-host", 100000), &fg).ok());
+  // Every FG rank reports iterations: each device has a running executor to host a BG job.
+  cluster.WaitForJob(fg, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().devices_size() == 4;
+  });
+  REQUIRE(cluster.Submit(BgJob("bg-inside", 3), &bg).ok());
+  v1::Job bg_job = cluster.WaitForTerminal(bg);
+  INFO(cli::ToJson(bg_job));
+  REQUIRE(bg_job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(bg_job.progress().iteration() == 3);
+  // Dispatched into a FG rank's executor, and its progress came from that executor.
+  bool inside = false;
+  for (const auto& h : bg_job.history()) {
+    inside |= h.reason().find("inside the executor of job " + fg) != std::string::npos;
+  }
+  CHECK(inside);
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).shared_executor());
+  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  std::string out, err;
+  CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
+  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
+  // No executor process of its own: the worker started no rank for it.
+  CHECK(out.find("started rank") == std::string::npos);
+
+  CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
+  CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+}
+
 TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
   LocalCluster cluster;
   // Pending: 8 devices wanted, 4 exist.
