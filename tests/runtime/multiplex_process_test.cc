@@ -81,10 +81,20 @@ TEST_CASE("executor process with a BG job: iteration lines carry the sharing fie
   options.world_size = 1;
   options.store = "127.0.0.1:0";
   options.timeout_s = 30;
+  // A command channel beside a run spec BG job: commands are read and ignored.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const std::string detach = R"({"command":"detach_background","job_id":"bg"})" "\n";
+  REQUIRE(::write(pipe_fds[1], detach.data(), detach.size()) ==
+          static_cast<ssize_t>(detach.size()));
+  options.command_fd = pipe_fds[0];
   std::ostringstream out;
   Status status = RunExecutorProcess(options, out);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
   INFO(out.str());
   REQUIRE(status.ok());
+  REQUIRE(out.str().find("background_done") == std::string::npos);
   std::istringstream lines(out.str());
   std::string line;
   int iterations = 0;

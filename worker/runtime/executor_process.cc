@@ -82,6 +82,14 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
                                     BuildLayerModule, executor_options, SystemClock::Get()));
   if (sharing) sharing->Start();
   std::unique_ptr<CommandReader> commands;
+  if (sharing && options.command_fd >= 0) {
+    // The run spec attached this rank's BG job. Commands are still read, so that a writer never
+    // blocks on a full pipe, and refused.
+    commands = std::make_unique<CommandReader>(options.command_fd, [](const std::string& line) {
+      DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
+                  line.substr(0, 200));
+    });
+  }
   if (host) {
     // Started after the executor is built, so an attached BG job does not compete with that.
     commands = std::make_unique<CommandReader>(
@@ -110,9 +118,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
       out << (sharing ? sharing->Decorate(line) : line) << std::endl;
     }
   }
+  if (commands) commands->Stop();
   if (sharing) sharing->Finish();  // the BG job never outlives the FG rank
   if (host) {
-    commands->Stop();
     for (const std::string& l : host->Finish()) out << l << '\n';
     out.flush();
   }

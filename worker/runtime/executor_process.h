@@ -20,8 +20,8 @@ struct ExecutorProcessOptions {
   std::string device = "cpu";
   int timeout_s = 60;
   // >= 0: read executor commands from this descriptor while training (executor_commands.h), so
-  // BG jobs can be attached to this rank at run time (BackgroundHost). Ignored when the run spec
-  // already attaches a BG job to this rank.
+  // BG jobs can be attached to this rank at run time (BackgroundHost). When the run spec
+  // already attaches a BG job to this rank, commands are read and ignored.
   int command_fd = -1;
   // The gate mode for BG jobs attached by command: "idle_only" or "concurrent"; empty: the
   // device's default (idle_only on CPU, concurrent on CUDA).
