@@ -250,7 +250,11 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
       << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";
   out << "progress   " << ProgressBar(Fraction(job), 30) << "  iteration " << p.iteration() << "/"
       << (p.iterations() > 0 ? p.iterations() : spec.iterations()) << "\n";
-  if (p.updated_ms() > 0) {
+  if (p.updated_ms() > 0 && p.iteration_ms() <= 0) {
+    // A BG job inside a FG executor reports only its rate (its times are the FG job's).
+    out << "           " << FormatRate(p.samples_per_s()) << " samples/s"
+        << (p.has_loss() ? ", loss " + std::to_string(p.loss()) : std::string()) << "\n";
+  } else if (p.updated_ms() > 0) {
     char line[256];
     std::snprintf(line, sizeof(line),
                   "           %s samples/s, iteration %s (busy %s, idle %s)%s\n",

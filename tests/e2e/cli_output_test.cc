@@ -141,6 +141,27 @@ TEST_CASE("status shows per-device FG busy, BG busy, idle and the cluster summar
   CHECK(table.find("2     a     cpu:2    -        -        -     -  -") != std::string::npos);
   CHECK(JobsTable({job}).find("85ms") != std::string::npos);
 
+  // A BG job inside a FG executor: its rate, no iteration times of its own.
+  v1::Job hosted;
+  hosted.set_job_id("job-9");
+  hosted.mutable_spec()->set_role(v1::JOB_ROLE_BG);
+  hosted.set_state(v1::JOB_STATE_RUNNING);
+  hosted.mutable_progress()->set_samples_per_s(34.6);
+  hosted.mutable_progress()->set_updated_ms(1);
+  auto* placed = hosted.add_devices();
+  placed->set_node_name("a");
+  placed->set_device("cpu:1");
+  auto* hosted_row = hosted.mutable_progress()->add_devices();
+  hosted_row->set_iteration(26);
+  hosted_row->set_fg_job_id("job-7");
+  hosted_row->set_shared_executor(true);
+  std::string detail = JobDetail(hosted, nullptr, 1000);
+  INFO(detail);
+  CHECK(detail.find("           34.6 samples/s\n") != std::string::npos);
+  CHECK(detail.find("iteration 0ms") == std::string::npos);
+  CHECK(detail.find("cpu:1   26        -        -     -  job-7 (inside its executor)") !=
+        std::string::npos);
+
   v1::ClusterSummary s;
   s.set_fg_jobs_running(1);
   s.set_bg_jobs_running(2);
