@@ -329,31 +329,30 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   new_tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
   std::string hosted_by;
   if (reservation.background) {
-    hosted_by = HostInFgExecutorLocked(*job, placements.front(), planned.graph_json,
-                                       &new_tasks.front());
+    hosted_by =
+        HostInFgExecutorLocked(*job, placements.front(), planned.graph_json, &new_tasks.front());
   }
   std::set<std::string> nodes_used;
   for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
 
   std::vector<std::string> task_ids;
   for (const Task& t : new_tasks) task_ids.push_back(t.id);
-  StatusOr<JobRecord> running =
-      jobs_->Transition(job->id, JobState::kRunning,
-                        hosted_by.empty()
-                            ? "dispatched " + std::to_string(planned.world_size) + " ranks to " +
-                                  std::to_string(nodes_used.size()) + " node(s)"
-                            : "dispatched inside the executor of " + hosted_by,
-                        [&](JobRecord& r) {
-                          r.attempt = attempt;
-                          r.devices = placements;
-                          r.task_ids = task_ids;
-                          r.graph_json = planned.graph_json;
-                          r.plan_json = planned.plan_json;
-                          r.predicted_iteration_ms = planned.iteration_ms;
-                          r.progress = JobProgress{};
-                          r.progress.iterations = r.spec.iterations;
-                          r.store_address.clear();
-                        });
+  StatusOr<JobRecord> running = jobs_->Transition(
+      job->id, JobState::kRunning,
+      hosted_by.empty() ? "dispatched " + std::to_string(planned.world_size) + " ranks to " +
+                              std::to_string(nodes_used.size()) + " node(s)"
+                        : "dispatched inside the executor of " + hosted_by,
+      [&](JobRecord& r) {
+        r.attempt = attempt;
+        r.devices = placements;
+        r.task_ids = task_ids;
+        r.graph_json = planned.graph_json;
+        r.plan_json = planned.plan_json;
+        r.predicted_iteration_ms = planned.iteration_ms;
+        r.progress = JobProgress{};
+        r.progress.iterations = r.spec.iterations;
+        r.store_address.clear();
+      });
   if (!running.ok()) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
     ReleaseLocked(job->id);

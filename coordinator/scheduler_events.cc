@@ -358,10 +358,10 @@ void Scheduler::OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& r
   if (report.host_ended() && job->spec.role == JobRole::kBg) {
     // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts.
     ReleaseLocked(job->id);
-    (void)jobs_->Transition(job->id, JobState::kPending,
-                            "requeued: " + (report.error().empty() ? "its FG executor ended"
-                                                                   : report.error()) +
-                                "; BG jobs are not checkpointed, it starts again");
+    (void)jobs_->Transition(
+        job->id, JobState::kPending,
+        "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
+            "; BG jobs are not checkpointed, it starts again");
     return;
   }
   std::string reason = "task " + task->id + " on " + task->node_id;

@@ -1,9 +1,8 @@
 // The run spec's "background" field and the executor process with a BG job attached: progress
 // lines carry the device-sharing fields.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -84,7 +83,8 @@ TEST_CASE("executor process with a BG job: iteration lines carry the sharing fie
   // A command channel beside a run spec BG job: commands are read and ignored.
   int pipe_fds[2];
   REQUIRE(::pipe(pipe_fds) == 0);
-  const std::string detach = R"({"command":"detach_background","job_id":"bg"})" "\n";
+  const std::string detach = R"({"command":"detach_background","job_id":"bg"})"
+                             "\n";
   REQUIRE(::write(pipe_fds[1], detach.data(), detach.size()) ==
           static_cast<ssize_t>(detach.size()));
   options.command_fd = pipe_fds[0];

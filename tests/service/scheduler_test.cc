@@ -317,9 +317,10 @@ TEST_CASE("device rows of a FG job name the BG job placed on the device", "[sche
   CHECK(rows[1].idle_ms == 6);
 }
 
-TEST_CASE("a BG job on a running FG rank's device runs inside its executor and is requeued "
-          "when that rank ends first",
-          "[scheduler]") {
+TEST_CASE(
+    "a BG job on a running FG rank's device runs inside its executor and is requeued "
+    "when that rank ends first",
+    "[scheduler]") {
   Harness h;
   h.AddNode("a", 2);
   JobRecord fg = h.Submit(Fg(2));

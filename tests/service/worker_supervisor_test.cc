@@ -503,8 +503,7 @@ TEST_CASE("a BG task hosted by a FG rank reports through the host's background l
   CHECK(f.supervisor->StartHosted(Hosted("no-such-task", 0)).code() ==
         deepool::StatusCode::kNotFound);
   REQUIRE(f.supervisor->StartHosted(Hosted("fg", 1)).ok());
-  CHECK(f.supervisor->StartHosted(Hosted("fg", 0)).code() ==
-        deepool::StatusCode::kAlreadyExists);
+  CHECK(f.supervisor->StartHosted(Hosted("fg", 0)).code() == deepool::StatusCode::kAlreadyExists);
   TaskResult bg = f.listener.WaitFinished("bg-task");
   CHECK(bg.succeeded);
   CHECK(bg.job_id == "bg-1");

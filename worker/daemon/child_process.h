@@ -31,7 +31,7 @@ struct ProcessSpec {
   std::string working_dir;             // empty: inherit
   std::vector<std::string> extra_env;  // "KEY=VALUE" entries added to (or replacing in) environ
   int nice = 0;                        // added to the child's CPU niceness (background work)
-  bool stdin_pipe = false;             // give the child a pipe on stdin (WriteStdin); else /dev/null
+  bool stdin_pipe = false;  // give the child a pipe on stdin (WriteStdin); else /dev/null
 };
 
 struct ProcessExit {

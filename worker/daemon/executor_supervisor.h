@@ -19,12 +19,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "worker/daemon/child_process.h"
@@ -206,8 +205,7 @@ class ExecutorSupervisor {
   void HousekeepingLoop();
   std::string TaskDir(const std::string& task_id) const;
   // hosted_background.cc. The host's "background" / "background_done" lines, and its exit.
-  void OnHostedLine(const std::string& host_task_id, int host_rank,
-                    const nlohmann::json& event);
+  void OnHostedLine(const std::string& host_task_id, int host_rank, const nlohmann::json& event);
   void OnHostExit(const std::string& host_task_id, int host_rank);
   // Cancel of a hosted task: a detach_background command. Returns false if `task_id` is not a
   // hosted task. Takes mu_.

@@ -385,8 +385,8 @@ void WorkerDaemon::AddWorkerLogLine(const std::string& task_id, const std::strin
   progress_[task_id].logs.push_back(std::move(log));
 }
 
-void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment,
-                                     const std::string& error, bool host_ended) {
+void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error,
+                                     bool host_ended) {
   DP_LOG_ERROR("task {}: cannot start: {}", assignment.task_id(), error);
   PendingExit exit;
   exit.request.set_task_id(assignment.task_id());

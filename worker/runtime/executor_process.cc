@@ -4,8 +4,8 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/background_host.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/device.h"
