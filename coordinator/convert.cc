@@ -145,6 +145,22 @@ v1::Job JobToProto(const JobRecord& job) {
   progress->set_busy_ms(job.progress.busy_ms);
   progress->set_idle_ms(job.progress.idle_ms);
   progress->set_updated_ms(job.progress.updated_ms);
+  for (const DeviceProgress& d : job.progress.devices) {
+    v1::DeviceProgress* row = progress->add_devices();
+    row->set_rank(d.rank);
+    row->set_node_id(d.node_id);
+    row->set_node_name(d.node_name);
+    row->set_device(d.device);
+    row->set_iteration(d.iteration);
+    row->set_fg_busy_ms(d.fg_busy_ms);
+    row->set_bg_busy_ms(d.bg_busy_ms);
+    row->set_idle_ms(d.idle_ms);
+    row->set_fg_job_id(d.fg_job_id);
+    row->set_bg_job_id(d.bg_job_id);
+    row->set_shared_executor(d.shared_executor);
+    row->set_bg_samples_per_s(d.bg_samples_per_s);
+    row->set_updated_ms(d.updated_ms);
+  }
   for (const RankPlacement& d : job.devices) {
     v1::DeviceAssignment* a = p.add_devices();
     a->set_rank(d.rank);
@@ -195,6 +211,26 @@ v1::Node NodeToProto(const NodeRecord& node,
     p.add_bg_job_ids(it == uses.end() ? "" : it->second.bg_job);
   }
   for (const std::string& id : task_ids) p.add_task_ids(id);
+  return p;
+}
+
+v1::ClusterSummary ClusterSummaryToProto(const ClusterSummary& s) {
+  v1::ClusterSummary p;
+  p.set_fg_jobs_running(s.fg_jobs_running);
+  p.set_bg_jobs_running(s.bg_jobs_running);
+  p.set_fg_samples_per_s(s.fg_samples_per_s);
+  p.set_bg_samples_per_s(s.bg_samples_per_s);
+  p.set_total_samples_per_s(s.total_samples_per_s);
+  p.set_fg_iteration_ms(s.fg_iteration_ms);
+  p.set_devices(s.devices);
+  p.set_devices_busy(s.devices_busy);
+  p.set_devices_idle(s.devices_idle);
+  p.set_devices_fg(s.devices_fg);
+  p.set_devices_bg(s.devices_bg);
+  p.set_devices_shared(s.devices_shared);
+  p.set_fg_busy_ms(s.fg_busy_ms);
+  p.set_bg_busy_ms(s.bg_busy_ms);
+  p.set_idle_ms(s.idle_ms);
   return p;
 }
 

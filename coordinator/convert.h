@@ -5,6 +5,7 @@
 #include <grpcpp/support/status.h>
 
 #include "common/status.h"
+#include "coordinator/cluster_summary.h"
 #include "coordinator/job.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
@@ -29,5 +30,6 @@ std::vector<DeviceInfo> DevicesFromProto(
 v1::Node NodeToProto(const NodeRecord& node,
                      const std::map<std::pair<std::string, std::string>, DeviceUse>& uses,
                      const std::vector<std::string>& task_ids);
+v1::ClusterSummary ClusterSummaryToProto(const ClusterSummary& summary);
 
 }  // namespace deepool::coordinator

@@ -52,6 +52,8 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::Li
   for (const JobRecord& job : jobs_->List(states, req->limit())) {
     *resp->add_jobs() = JobToProto(job);
   }
+  *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
+      jobs_->List({JobState::kRunning}, 0), nodes_->List(), scheduler_->DeviceUses()));
   return grpc::Status::OK;
 }
 

@@ -305,6 +305,23 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
                    {"idle_ms", p.idle_ms},
                    {"updated_ms", p.updated_ms}};
   progress["loss"] = p.loss ? json(*p.loss) : json(nullptr);
+  json device_rows = json::array();
+  for (const DeviceProgress& d : p.devices) {
+    device_rows.push_back({{"rank", d.rank},
+                           {"node_id", d.node_id},
+                           {"node_name", d.node_name},
+                           {"device", d.device},
+                           {"iteration", d.iteration},
+                           {"fg_busy_ms", d.fg_busy_ms},
+                           {"bg_busy_ms", d.bg_busy_ms},
+                           {"idle_ms", d.idle_ms},
+                           {"fg_job_id", d.fg_job_id},
+                           {"bg_job_id", d.bg_job_id},
+                           {"shared_executor", d.shared_executor},
+                           {"bg_samples_per_s", d.bg_samples_per_s},
+                           {"updated_ms", d.updated_ms}});
+  }
+  progress["devices"] = device_rows;
   return {{"id", job.id},
           {"seq", job.seq},
           {"spec", JobSpecToJson(job.spec)},
@@ -353,6 +370,24 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.progress.busy_ms = p.at("busy_ms").get<double>();
     job.progress.idle_ms = p.at("idle_ms").get<double>();
     job.progress.updated_ms = p.at("updated_ms").get<int64_t>();
+    // Records written before per-device progress existed have no "devices".
+    for (const json& d : p.value("devices", json::array())) {
+      DeviceProgress row;
+      row.rank = d.at("rank").get<int>();
+      row.node_id = d.at("node_id").get<std::string>();
+      row.node_name = d.at("node_name").get<std::string>();
+      row.device = d.at("device").get<std::string>();
+      row.iteration = d.at("iteration").get<int64_t>();
+      row.fg_busy_ms = d.at("fg_busy_ms").get<double>();
+      row.bg_busy_ms = d.at("bg_busy_ms").get<double>();
+      row.idle_ms = d.at("idle_ms").get<double>();
+      row.fg_job_id = d.at("fg_job_id").get<std::string>();
+      row.bg_job_id = d.at("bg_job_id").get<std::string>();
+      row.shared_executor = d.at("shared_executor").get<bool>();
+      row.bg_samples_per_s = d.at("bg_samples_per_s").get<double>();
+      row.updated_ms = d.at("updated_ms").get<int64_t>();
+      job.progress.devices.push_back(std::move(row));
+    }
     for (const json& d : doc.at("devices")) {
       job.devices.push_back({d.at("rank").get<int>(), d.at("node_id").get<std::string>(),
                              d.at("node_name").get<std::string>(),

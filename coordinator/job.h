@@ -74,6 +74,24 @@ struct StateChange {
   int64_t time_ms = 0;
 };
 
+// One device of a running job, from its rank's last iteration line (see DeviceProgress in
+// proto/deepool/v1/job.proto for the meaning of the times).
+struct DeviceProgress {
+  int rank = 0;
+  std::string node_id;
+  std::string node_name;
+  std::string device;
+  int64_t iteration = 0;  // iterations the rank completed
+  double fg_busy_ms = 0;
+  double bg_busy_ms = 0;
+  double idle_ms = 0;
+  std::string fg_job_id;
+  std::string bg_job_id;
+  bool shared_executor = false;
+  double bg_samples_per_s = 0;
+  int64_t updated_ms = 0;
+};
+
 struct JobProgress {
   int64_t iteration = 0;  // iterations completed
   int64_t iterations = 0;
@@ -83,6 +101,7 @@ struct JobProgress {
   double busy_ms = 0;
   double idle_ms = 0;
   int64_t updated_ms = 0;
+  std::vector<DeviceProgress> devices;  // by rank
 };
 
 struct RankPlacement {

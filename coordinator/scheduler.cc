@@ -261,6 +261,39 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   return spec.dump();
 }
 
+std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
+                                              const std::string& graph_json, Task* task) const {
+  auto owner = fg_owner_.find({where.node_id, where.device});
+  if (owner == fg_owner_.end()) return "";
+  StatusOr<JobRecord> fg = jobs_->Get(owner->second);
+  if (!fg.ok() || fg->state != JobState::kRunning) return "";
+  // Only a rank that has reported an iteration surely has a running executor to attach to.
+  int host_rank = -1;
+  for (const DeviceProgress& row : fg->progress.devices) {
+    if (row.node_id == where.node_id && row.device == where.device) host_rank = row.rank;
+  }
+  if (host_rank < 0) return "";
+  for (const auto& [id, t] : tasks_) {
+    if (t.job_id != fg->id || t.attempt != fg->attempt || t.node_id != where.node_id ||
+        (t.phase != TaskPhase::kSent && t.phase != TaskPhase::kConfirmed)) {
+      continue;
+    }
+    json background = {{"job_id", bg.id},
+                       {"graph", json::parse(graph_json, nullptr, false)},
+                       {"batch_size", bg.spec.global_batch},
+                       {"iterations", bg.spec.iterations},
+                       {"seed", bg.spec.seed},
+                       {"optimizer", OptimizerToRunSpecJson(bg.spec.optimizer)},
+                       {"data", DataToRunSpecJson(bg.spec.data)}};
+    v1::TrainTask* train = task->assignment.mutable_train();
+    train->set_host_task_id(id);
+    train->set_host_rank(host_rank);
+    train->set_background_json(background.dump());
+    return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + id + ")";
+  }
+  return "";
+}
+
 void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned) {
   StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
   if (!job.ok()) return;
@@ -294,26 +327,32 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
       *job, attempt, placements, RunSpecJson(*job, planned.graph_json, planned.plan_json),
       reservation.background);
   new_tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
+  std::string hosted_by;
+  if (reservation.background) {
+    hosted_by =
+        HostInFgExecutorLocked(*job, placements.front(), planned.graph_json, &new_tasks.front());
+  }
   std::set<std::string> nodes_used;
   for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
 
   std::vector<std::string> task_ids;
   for (const Task& t : new_tasks) task_ids.push_back(t.id);
-  StatusOr<JobRecord> running =
-      jobs_->Transition(job->id, JobState::kRunning,
-                        "dispatched " + std::to_string(planned.world_size) + " ranks to " +
-                            std::to_string(nodes_used.size()) + " node(s)",
-                        [&](JobRecord& r) {
-                          r.attempt = attempt;
-                          r.devices = placements;
-                          r.task_ids = task_ids;
-                          r.graph_json = planned.graph_json;
-                          r.plan_json = planned.plan_json;
-                          r.predicted_iteration_ms = planned.iteration_ms;
-                          r.progress = JobProgress{};
-                          r.progress.iterations = r.spec.iterations;
-                          r.store_address.clear();
-                        });
+  StatusOr<JobRecord> running = jobs_->Transition(
+      job->id, JobState::kRunning,
+      hosted_by.empty() ? "dispatched " + std::to_string(planned.world_size) + " ranks to " +
+                              std::to_string(nodes_used.size()) + " node(s)"
+                        : "dispatched inside the executor of " + hosted_by,
+      [&](JobRecord& r) {
+        r.attempt = attempt;
+        r.devices = placements;
+        r.task_ids = task_ids;
+        r.graph_json = planned.graph_json;
+        r.plan_json = planned.plan_json;
+        r.predicted_iteration_ms = planned.iteration_ms;
+        r.progress = JobProgress{};
+        r.progress.iterations = r.spec.iterations;
+        r.store_address.clear();
+      });
   if (!running.ok()) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
     ReleaseLocked(job->id);

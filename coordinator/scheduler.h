@@ -7,7 +7,10 @@
 // the store's cache per (model, device type), from a worker (PROFILE task, state PROFILING) when
 // missing, or from the device type's analytical preset when the spec says "profile":"analytical".
 // BG jobs take one device each, one BG job per device, preferring the device the FG plans leave
-// idlest (a device no FG job holds is idlest; otherwise 1 - predicted busy/iteration time).
+// idlest (a device no FG job holds is idlest; otherwise 1 - predicted busy/iteration time). On a
+// device whose FG rank is running, the BG job runs inside that rank's executor (TrainTask.
+// host_task_id); when that rank ends before the BG job, the BG job is requeued and starts again.
+// Elsewhere it runs as its own executor process.
 //
 // Dispatch: plan rank r runs on the job's r-th device (devices fill node by node). Each node gets
 // one TRAIN task with its ranks. The rank-0 node's task goes out first with store "HOST:0"; the
@@ -146,6 +149,11 @@ class Scheduler {
                                    const std::vector<RankPlacement>& placements,
                                    const std::string& run_spec, bool background) const;
   void SendLocked(const std::string& node_id, v1::TaskCommand command);
+  // A BG job placed on a device whose FG rank is running (it has reported an iteration) runs
+  // inside that rank's executor: sets the task's host_task_id, host_rank and background_json
+  // and returns "job J rank R (task T)"; "" when it must run as its own process.
+  std::string HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
+                                     const std::string& graph_json, Task* task) const;
   // Endings (mu_ held).
   void ReleaseLocked(const std::string& job_id);
   void CancelTasksLocked(const std::string& job_id, const std::string& reason);

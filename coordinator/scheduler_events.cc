@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/logging.h"
+#include "coordinator/job_progress.h"
 #include "coordinator/scheduler.h"
 
 namespace deepool::coordinator {
@@ -270,21 +271,18 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     (void)jobs_->AppendLogs(task.job_id, std::move(lines));
   }
   if (!report.iterations().empty() && task.assignment.kind() != v1::TASK_KIND_PROFILE) {
+    auto jobs_on_device = [this](const RankPlacement& p) {
+      const DeviceKey key{p.node_id, p.device};
+      DeviceJobs on_device;
+      if (auto f = fg_owner_.find(key); f != fg_owner_.end()) on_device.fg_job = f->second;
+      if (auto b = bg_owner_.find(key); b != bg_owner_.end()) on_device.bg_job = b->second;
+      return on_device;
+    };
+    const int64_t now_ms = clock_->WallMillis();
     (void)jobs_->Update(task.job_id, [&](JobRecord& r) {
       for (const v1::IterationEvent& e : report.iterations()) {
-        // Executors number iterations from 0: iteration i done means i + 1 completed.
-        const int64_t done = std::min<int64_t>(e.iteration() + 1, r.spec.iterations);
-        if (done < r.progress.iteration) continue;
-        r.progress.iteration = done;
-        if (e.has_loss()) r.progress.loss = e.loss();
-        if (e.rank() == 0 || r.progress.samples_per_s == 0) {
-          r.progress.samples_per_s = e.samples_per_s();
-          r.progress.iteration_ms = e.iteration_ms();
-          r.progress.busy_ms = e.busy_ms();
-          r.progress.idle_ms = e.idle_ms();
-        }
+        ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
       }
-      r.progress.updated_ms = clock_->WallMillis();
     });
   }
   if (!report.store_ready().empty() && task.rank0_node) {
@@ -355,6 +353,15 @@ void Scheduler::OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& r
                               r.progress.iteration = r.spec.iterations;
                             });
     ReleaseLocked(job->id);
+    return;
+  }
+  if (report.host_ended() && job->spec.role == JobRole::kBg) {
+    // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts.
+    ReleaseLocked(job->id);
+    (void)jobs_->Transition(
+        job->id, JobState::kPending,
+        "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
+            "; BG jobs are not checkpointed, it starts again");
     return;
   }
   std::string reason = "task " + task->id + " on " + task->node_id;

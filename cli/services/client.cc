@@ -151,13 +151,18 @@ std::string DevicesSummary(const v1::Job& job) {
 }  // namespace
 
 std::string JobsTable(const std::vector<v1::Job>& jobs) {
-  Table table({"ID", "NAME", "ROLE", "STATE", "PROGRESS", "SAMPLES/S", "DEVICES"});
+  Table table({"ID", "NAME", "ROLE", "STATE", "PROGRESS", "SAMPLES/S", "ITERATION", "DEVICES"});
   table.AlignRight(5);
+  table.AlignRight(6);
   for (const auto& job : jobs) {
     const auto& p = job.progress();
     std::string rate = p.samples_per_s() > 0 ? FormatRate(p.samples_per_s()) : "-";
+    // A BG job's iterations are its own, unrelated to any FG job's pace: only its rate counts.
+    std::string iteration = job.spec().role() != v1::JOB_ROLE_BG && p.iteration_ms() > 0
+                                ? FormatDuration(p.iteration_ms())
+                                : "-";
     table.AddRow({job.job_id(), Truncate(job.spec().name(), 24), RoleName(job.spec().role()),
-                  StateWithReason(job, 48), ProgressBar(Fraction(job), 20), rate,
+                  StateWithReason(job, 48), ProgressBar(Fraction(job), 20), rate, iteration,
                   DevicesSummary(job)});
   }
   if (jobs.empty()) return "no jobs\n";
@@ -245,7 +250,11 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
       << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";
   out << "progress   " << ProgressBar(Fraction(job), 30) << "  iteration " << p.iteration() << "/"
       << (p.iterations() > 0 ? p.iterations() : spec.iterations()) << "\n";
-  if (p.updated_ms() > 0) {
+  if (p.updated_ms() > 0 && p.iteration_ms() <= 0) {
+    // A BG job inside a FG executor reports only its rate (its times are the FG job's).
+    out << "           " << FormatRate(p.samples_per_s()) << " samples/s"
+        << (p.has_loss() ? ", loss " + std::to_string(p.loss()) : std::string()) << "\n";
+  } else if (p.updated_ms() > 0) {
     char line[256];
     std::snprintf(line, sizeof(line),
                   "           %s samples/s, iteration %s (busy %s, idle %s)%s\n",
@@ -259,13 +268,7 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   }
   if (!job.checkpoint().empty()) out << "checkpoint " << job.checkpoint() << "\n";
   if (job.devices_size() > 0) {
-    out << "devices\n";
-    Table table({"  RANK", "NODE", "DEVICE"});
-    for (const auto& d : job.devices()) {
-      table.AddRow({"  " + std::to_string(d.rank()),
-                    d.node_name().empty() ? d.node_id() : d.node_name(), d.device()});
-    }
-    out << table.Render();
+    out << "devices    (last iteration of each rank)\n" << DeviceUsageTable(job);
   }
   if (plan && !plan->plan_json().empty()) {
     out << "plan\n" << PlanSummary(plan->plan_json());

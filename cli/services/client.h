@@ -49,8 +49,14 @@ std::string RoleName(v1::JobRole role);
 // A proto as JSON (field names as in the proto), one object.
 std::string ToJson(const google::protobuf::Message& message, bool pretty = true);
 
-// The jobs table: ID, NAME, ROLE, STATE, PROGRESS, SAMPLES/S, DEVICES.
+// The jobs table: ID, NAME, ROLE, STATE, PROGRESS, SAMPLES/S, ITERATION (FG), DEVICES.
 std::string JobsTable(const std::vector<v1::Job>& jobs);
+// Two lines under the jobs table: running FG / BG jobs with their samples/s and the total; how
+// many devices are busy, shared, idle, and the device time split (usage_view.cc).
+std::string ClusterSummaryText(const v1::ClusterSummary& summary);
+// One row per rank of the job: node, device, iterations, FG busy, BG busy, idle, and the job it
+// shares the device with (usage_view.cc).
+std::string DeviceUsageTable(const v1::Job& job);
 // One job in detail; plan (may be null) adds the plan summary.
 std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, int64_t now_ms);
 // A one-line progress summary for `submit` and `up`: "job-3 RUNNING [###...] 40% it 8/20 ...".

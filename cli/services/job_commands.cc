@@ -180,7 +180,9 @@ int RunStatus(const StatusFlags& f) {
       std::cout << ToJson(response, !f.watch) << std::endl;
     } else {
       if (f.watch && isatty(STDOUT_FILENO)) std::cout << "\x1b[H\x1b[2J";
-      std::cout << JobsTable(jobs) << std::flush;
+      std::cout << JobsTable(jobs);
+      if (response.has_summary()) std::cout << "\n" << ClusterSummaryText(response.summary());
+      std::cout << std::flush;
       if (f.watch && !isatty(STDOUT_FILENO)) std::cout << "\n";
     }
     if (!f.watch) return kExitOk;

@@ -106,6 +106,86 @@ TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cl
   CHECK(StateName(v1::JOB_STATE_CANCELLED) == "CANCELLED");
 }
 
+TEST_CASE("status shows per-device FG busy, BG busy, idle and the cluster summary", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-7");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  job.mutable_progress()->set_iteration_ms(85);
+  for (int r = 0; r < 3; ++r) {
+    auto* d = job.add_devices();
+    d->set_rank(r);
+    d->set_node_name("a");
+    d->set_device("cpu:" + std::to_string(r));
+  }
+  auto* row = job.mutable_progress()->add_devices();
+  row->set_rank(0);
+  row->set_iteration(4);
+  row->set_fg_busy_ms(70);
+  row->set_idle_ms(15);
+  row = job.mutable_progress()->add_devices();
+  row->set_rank(1);
+  row->set_iteration(4);
+  row->set_fg_busy_ms(30);
+  row->set_bg_busy_ms(40);
+  row->set_idle_ms(15);
+  row->set_bg_job_id("job-9");
+  row->set_shared_executor(true);
+  row->set_bg_samples_per_s(120);
+  std::string table = DeviceUsageTable(job);
+  INFO(table);
+  CHECK(table.find("RANK  NODE  DEVICE  IT  FG BUSY  BG BUSY  IDLE  SHARED WITH") !=
+        std::string::npos);
+  CHECK(table.find("0     a     cpu:0    4     70ms        -  15ms  -") != std::string::npos);
+  CHECK(table.find("job-9 (in executor, 120.0/s)") != std::string::npos);
+  CHECK(table.find("2     a     cpu:2    -        -        -     -  -") != std::string::npos);
+  CHECK(JobsTable({job}).find("85ms") != std::string::npos);
+
+  // A BG job inside a FG executor: its rate, no iteration times of its own.
+  v1::Job hosted;
+  hosted.set_job_id("job-9");
+  hosted.mutable_spec()->set_role(v1::JOB_ROLE_BG);
+  hosted.set_state(v1::JOB_STATE_RUNNING);
+  hosted.mutable_progress()->set_samples_per_s(34.6);
+  hosted.mutable_progress()->set_updated_ms(1);
+  auto* placed = hosted.add_devices();
+  placed->set_node_name("a");
+  placed->set_device("cpu:1");
+  auto* hosted_row = hosted.mutable_progress()->add_devices();
+  hosted_row->set_iteration(26);
+  hosted_row->set_fg_job_id("job-7");
+  hosted_row->set_shared_executor(true);
+  std::string detail = JobDetail(hosted, nullptr, 1000);
+  INFO(detail);
+  CHECK(detail.find("           34.6 samples/s\n") != std::string::npos);
+  CHECK(detail.find("iteration 0ms") == std::string::npos);
+  CHECK(detail.find("cpu:1   26        -        -     -  job-7 (inside its executor)") !=
+        std::string::npos);
+
+  v1::ClusterSummary s;
+  s.set_fg_jobs_running(1);
+  s.set_bg_jobs_running(2);
+  s.set_fg_samples_per_s(200);
+  s.set_bg_samples_per_s(100);
+  s.set_total_samples_per_s(300);
+  s.set_fg_iteration_ms(85);
+  s.set_devices(4);
+  s.set_devices_busy(3);
+  s.set_devices_idle(1);
+  s.set_devices_fg(2);
+  s.set_devices_bg(2);
+  s.set_devices_shared(1);
+  s.set_fg_busy_ms(50);
+  s.set_bg_busy_ms(30);
+  s.set_idle_ms(20);
+  std::string summary = ClusterSummaryText(s);
+  INFO(summary);
+  CHECK(summary.find("FG 1 job 200.0 samples/s (iteration 85ms), BG 2 jobs 100.0 samples/s, "
+                     "total 300.0 samples/s") != std::string::npos);
+  CHECK(summary.find("3/4 busy (2 FG, 2 BG, 1 shared), 1 idle; device time FG 50%, BG 30%, "
+                     "idle 20%") != std::string::npos);
+}
+
 TEST_CASE("plan summaries count layers per device count", "[cli]") {
   std::string plan = R"JSON({"format":"deepool.plan","version":1,"model":"vgg16","global_batch":64,
     "num_devices":8,"amplification_limit":2,"profile_source":"a100 (analytical)",

@@ -73,6 +73,17 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(NodesOf(fg_job).size() == 2);
   CHECK(bg_job.devices_size() == 1);
   CHECK(fg_job.has_plan());
+  // Every rank's iteration lines reached the coordinator: one device row per rank.
+  REQUIRE(fg_job.progress().devices_size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    const auto& row = fg_job.progress().devices(r);
+    CHECK(row.rank() == r);
+    CHECK(row.device() == fg_job.devices(r).device());
+    CHECK(row.iteration() == 6);
+    CHECK(row.fg_job_id() == fg);
+  }
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).bg_job_id() == bg);
   // The states it went through, in order.
   std::vector<v1::JobState> states;
   for (const auto& h : fg_job.history()) states.push_back(h.state());
@@ -86,14 +97,18 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(cluster.RunCli({"status"}, &out, &err) == 0);
   CHECK(out.find(fg) != std::string::npos);
   CHECK(out.find("SUCCEEDED") != std::string::npos);
+  CHECK(out.find("cluster    FG 0 jobs") != std::string::npos);  // both finished
+  CHECK(out.find("0/4 busy") != std::string::npos);
   out.clear();
   CHECK(cluster.RunCli({"status", fg}, &out, &err) == 0);
   CHECK(out.find("plan") != std::string::npos);
   CHECK(out.find("iteration 6/6") != std::string::npos);
+  CHECK(out.find("FG BUSY  BG BUSY  IDLE") != std::string::npos);
   out.clear();
   CHECK(cluster.RunCli({"status", "--json"}, &out, &err) == 0);
   auto listed = json::parse(out);
   CHECK(listed.at("jobs").size() == 2);
+  CHECK(listed.at("summary").at("devices") == 4);
   out.clear();
   CHECK(cluster.RunCli({"nodes"}, &out, &err) == 0);
   CHECK(out.find("node-0") != std::string::npos);
@@ -102,6 +117,40 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(cluster.RunCli({"logs", fg}, &out, &err) == 0);
   // The workers' own lines say where the ranks ran.
   CHECK(out.find("started rank 0 on cpu:0") != std::string::npos);
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+}
+
+TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor and succeeds",
+          "[e2e]") {
+  LocalCluster cluster;
+  std::string fg, bg;
+  REQUIRE(cluster.Submit(FgJob("fg-host", 100000), &fg).ok());
+  // Every FG rank reports iterations: each device has a running executor to host a BG job.
+  cluster.WaitForJob(fg, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().devices_size() == 4;
+  });
+  REQUIRE(cluster.Submit(BgJob("bg-inside", 3), &bg).ok());
+  v1::Job bg_job = cluster.WaitForTerminal(bg);
+  INFO(cli::ToJson(bg_job));
+  REQUIRE(bg_job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(bg_job.progress().iteration() == 3);
+  // Dispatched into a FG rank's executor, and its progress came from that executor.
+  bool inside = false;
+  for (const auto& h : bg_job.history()) {
+    inside |= h.reason().find("inside the executor of job " + fg) != std::string::npos;
+  }
+  CHECK(inside);
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).shared_executor());
+  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  std::string out, err;
+  CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
+  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
+  // No executor process of its own: the worker started no rank for it.
+  CHECK(out.find("started rank") == std::string::npos);
+
+  CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
+  CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
   CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
 }
 
@@ -209,5 +258,6 @@ TEST_CASE("malformed specs are refused with INVALID_ARGUMENT naming the field", 
   // Nothing was stored.
   out.clear();
   CHECK(cluster.RunCli({"status"}, &out, &err) == 0);
-  CHECK(out == "no jobs\n");
+  CHECK(out.rfind("no jobs\n\ncluster    FG 0 jobs", 0) == 0);
+  CHECK(out.find("0/1 busy (0 FG, 0 BG, 0 shared), 1 idle") != std::string::npos);
 }

@@ -102,6 +102,10 @@ TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   REQUIRE(c.client->ListJobs(c.Context().get(), list, &listed).ok());
   REQUIRE(listed.jobs_size() == 2);
   CHECK(listed.jobs(0).job_id() == second.job_id());  // newest first
+  // The cluster summary comes along (nothing runs yet).
+  CHECK(listed.has_summary());
+  CHECK(listed.summary().fg_jobs_running() == 0);
+  CHECK(listed.summary().devices_busy() == 0);
 
   v1::CancelJobRequest cancel;
   cancel.set_job_id(id);

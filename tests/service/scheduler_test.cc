@@ -133,6 +133,10 @@ TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[schedul
   CHECK_FALSE(*cancel);
   CHECK(h.Get(job.id).progress.iteration == 2);
   CHECK(*h.Get(job.id).progress.loss == 2.5);
+  // One device row per reporting rank, placed where the rank runs.
+  REQUIRE(h.Get(job.id).progress.devices.size() == 1);
+  CHECK(h.Get(job.id).progress.devices[0].device == "cpu:0");
+  CHECK(h.Get(job.id).progress.devices[0].node_id == "node-a");
   CHECK(h.jobs.ReadLogs(job.id, 0, 0)->at(0).line == "iteration 1");
 
   h.Exit("node-a", a.task_id(), v1::TASK_OUTCOME_SUCCEEDED);
@@ -279,6 +283,118 @@ TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
   CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
   CHECK(h.Get(bg5.id).state == JobState::kPending);
   CHECK(h.Get(bg5.id).reason.find("without a bg job") != std::string::npos);
+}
+
+TEST_CASE("device rows of a FG job name the BG job placed on the device", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).devices.at(0).device == "cpu:1");  // rank 1 is the idler
+  std::string fg_task;
+  for (const auto& c : h.Commands("node-a")) {
+    if (c.assign().job_id() == fg.id) fg_task = c.assign().task_id();
+  }
+  REQUIRE_FALSE(fg_task.empty());
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::IterationEvent* e = progress.add_iterations();
+    e->set_rank(rank);
+    e->set_iteration(0);
+    e->set_busy_ms(rank == 0 ? 9 : 4);
+    e->set_idle_ms(rank == 0 ? 1 : 6);
+  }
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  const std::vector<DeviceProgress> rows = h.Get(fg.id).progress.devices;
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bg_job_id.empty());
+  CHECK(rows[1].bg_job_id == bg.id);
+  CHECK(rows[1].fg_busy_ms == 4);
+  CHECK(rows[1].idle_ms == 6);
+}
+
+TEST_CASE(
+    "a BG job on a running FG rank's device runs inside its executor and is requeued "
+    "when that rank ends first",
+    "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  std::string fg_task = h.Commands("node-a").at(0).assign().task_id();
+  // Before the FG ranks report, no executor is known to run: the BG job gets its own process.
+  JobRecord early = h.Submit(Bg());
+  h.scheduler.Tick();
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id().empty());
+  REQUIRE(h.scheduler.Cancel(early.id, "").ok());
+  h.Commands("node-a");  // the cancel
+
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(1);
+  e->set_iteration(0);
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  JobRecord placed = h.Get(bg.id);
+  REQUIRE(placed.state == JobState::kRunning);
+  CHECK(placed.devices.at(0).device == "cpu:1");
+  CHECK(placed.history.back().reason.find("inside the executor of job " + fg.id + " rank 1") !=
+        std::string::npos);
+  commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TrainTask& train = commands[0].assign().train();
+  CHECK(train.background());
+  CHECK(train.host_task_id() == fg_task);
+  CHECK(train.host_rank() == 1);
+  auto background = nlohmann::json::parse(train.background_json());
+  CHECK(background["job_id"] == bg.id);
+  CHECK(background["batch_size"] == 16);
+  CHECK(background["iterations"] == 5);
+  CHECK(background["graph"].is_object());
+  CHECK(background["optimizer"]["name"] == "sgd");
+
+  // The BG job's progress comes from the host's "background" lines.
+  v1::ReportProgressRequest bg_progress;
+  bg_progress.set_node_id("node-a");
+  bg_progress.set_task_id(commands[0].assign().task_id());
+  v1::IterationEvent* b = bg_progress.add_iterations();
+  b->set_rank(0);
+  b->set_iteration(1);
+  b->set_samples_per_s(50);
+  b->set_in_fg_executor(true);
+  REQUIRE(h.scheduler.ReportProgress(bg_progress).ok());
+  REQUIRE(h.Get(bg.id).progress.devices.size() == 1);
+  CHECK(h.Get(bg.id).progress.devices[0].shared_executor);
+  CHECK(h.Get(bg.id).progress.devices[0].fg_job_id == fg.id);
+
+  // The FG rank ended first: the BG job goes back to PENDING and is placed again.
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(commands[0].assign().task_id());
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.set_error("the FG executor it ran in ended first");
+  exit.set_host_ended(true);
+  REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  JobRecord requeued = h.Get(bg.id);
+  CHECK(requeued.state == JobState::kPending);
+  CHECK(requeued.reason.find("not checkpointed") != std::string::npos);
+  h.scheduler.Tick();
+  JobRecord again = h.Get(bg.id);
+  CHECK(again.state == JobState::kRunning);
+  CHECK(again.attempt == 2);
+  commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id() == fg_task);
 }
 
 TEST_CASE("cancel works in every non-terminal state", "[scheduler]") {

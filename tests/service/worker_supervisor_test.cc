@@ -61,6 +61,33 @@ case "$mode" in
     exit 0;;
   hang)
     sleep 1000 & echo $! > "sleeper-$rank.pid"; wait;;
+  host)
+    # A FG rank hosting a BG job: the attached job runs to its end, then the rank finishes.
+    while read -r line; do
+      case "$line" in
+        *attach_background*)
+          echo '{"event":"background","job_id":"bg-1","iterations":1,"samples_per_s":50,"loss":2.0}'
+          echo '{"event":"background_done","job_id":"bg-1","status":"ok","iterations":2,"samples_per_s":55,"loss":1.5,"message":""}'
+          break;;
+      esac
+    done
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":null}"
+    exit 0;;
+  host_ends)
+    # The FG rank finishes right after the attach, before the BG job reports its end.
+    while read -r line; do case "$line" in *attach_background*) break;; esac; done
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":null}"
+    exit 0;;
+  host_detach)
+    while read -r line; do
+      case "$line" in
+        *detach_background*bg-1*)
+          echo '{"event":"background_done","job_id":"bg-1","status":"detached","iterations":0,"samples_per_s":0,"loss":null,"message":""}'
+          break;;
+      esac
+    done
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":null}"
+    exit 0;;
   stubborn)
     trap '' TERM
     echo "ignoring SIGTERM" >&2
@@ -452,4 +479,68 @@ TEST_CASE("LogTail keeps only the last lines", "[worker][child]") {
   tail.Add("2");
   tail.Add("3");
   CHECK(tail.Lines() == std::vector<std::string>{"2", "3"});
+}
+
+namespace {
+
+HostedBackgroundTask Hosted(const std::string& host_task, int host_rank) {
+  HostedBackgroundTask task;
+  task.task_id = "bg-task";
+  task.job_id = "bg-1";
+  task.host_task_id = host_task;
+  task.host_rank = host_rank;
+  task.background_json = R"({"job_id":"bg-1","graph":{},"batch_size":4,"iterations":2})";
+  return task;
+}
+
+}  // namespace
+
+TEST_CASE("a BG task hosted by a FG rank reports through the host's background lines",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("fg", "host", {0, 1}, 2)).ok());
+  // Not running here: NOT_FOUND, so the worker reports it for a requeue.
+  CHECK(f.supervisor->StartHosted(Hosted("no-such-task", 0)).code() ==
+        deepool::StatusCode::kNotFound);
+  REQUIRE(f.supervisor->StartHosted(Hosted("fg", 1)).ok());
+  CHECK(f.supervisor->StartHosted(Hosted("fg", 0)).code() == deepool::StatusCode::kAlreadyExists);
+  TaskResult bg = f.listener.WaitFinished("bg-task");
+  CHECK(bg.succeeded);
+  CHECK(bg.job_id == "bg-1");
+  CHECK(bg.iterations == 2);
+  CHECK_FALSE(bg.host_ended);
+  auto progress = f.listener.Iterations("bg-task");
+  REQUIRE(progress.size() == 2);  // the progress line and the done line
+  CHECK(progress[0].in_fg_executor);
+  CHECK(progress[0].iteration == 0);
+  CHECK(progress[1].iteration == 1);
+  CHECK(progress[1].samples_per_s == 55);
+  // Rank 0 got no command and keeps waiting on its stdin: cancel the FG task.
+  REQUIRE(f.supervisor->Cancel("fg").ok());
+  CHECK(f.listener.WaitFinished("fg").cancelled);
+}
+
+TEST_CASE("a hosted BG task ends with host_ended when its FG rank ends first; cancel detaches",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("fg", "host_ends", {0}, 1)).ok());
+  REQUIRE(f.supervisor->StartHosted(Hosted("fg", 0)).ok());
+  CHECK(f.supervisor->IsRunning("bg-task"));
+  TaskResult bg = f.listener.WaitFinished("bg-task");
+  CHECK_FALSE(bg.succeeded);
+  CHECK(bg.host_ended);
+  CHECK(bg.message.find("ended first") != std::string::npos);
+  CHECK(f.listener.WaitFinished("fg").succeeded);
+
+  Fixture g;
+  REQUIRE(g.supervisor->StartTrain(g.Train("fg2", "host_detach", {0}, 1)).ok());
+  REQUIRE(g.supervisor->StartHosted(Hosted("fg2", 0)).ok());
+  bool listed = false;
+  for (const auto& t : g.supervisor->RunningTasks()) listed |= t.task_id == "bg-task";
+  CHECK(listed);
+  REQUIRE(g.supervisor->Cancel("bg-task").ok());
+  TaskResult detached = g.listener.WaitFinished("bg-task");
+  CHECK(detached.cancelled);
+  CHECK_FALSE(detached.host_ended);
+  CHECK(g.listener.WaitFinished("fg2").succeeded);
 }

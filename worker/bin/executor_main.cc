@@ -1,6 +1,7 @@
 // deepool-executor: one training rank. Contract (docs/runtime.md):
 //   deepool-executor --run-spec FILE --rank R --world-size N --store HOST:PORT
 //                    [--device cpu|cuda:K] [--timeout-s S]
+//                    [--commands-on-stdin [--background-sharing idle_only|concurrent]]
 // stdout carries one JSON event per line; logs go to stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -21,7 +22,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", options.device, "cpu or cuda:K");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout in seconds");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  bool commands_on_stdin = false;
+  app.add_flag("--commands-on-stdin", commands_on_stdin,
+               "read attach_background / detach_background commands from stdin");
+  app.add_option("--background-sharing", options.background_sharing,
+                 "gate mode for BG jobs attached by command: idle_only or concurrent");
   CLI11_PARSE(app, argc, argv);
+  if (commands_on_stdin) options.command_fd = 0;
   deepool::InitLogging("executor-" + std::to_string(options.rank), log_level);
   deepool::Status status = deepool::worker::RunExecutorProcess(options, std::cout);
   std::cout.flush();

@@ -129,13 +129,21 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
     return InternalError(std::string("pipe: ") + strerror(errno));
   }
-  int dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in_pipe[2] = {-1, -1};
+  if (spec.stdin_pipe && pipe2(in_pipe, O_CLOEXEC) != 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_error_pipe[0],
+                   exec_error_pipe[1]}) {
+      close(fd);
+    }
+    return InternalError(std::string("pipe: ") + strerror(errno));
+  }
+  int dev_null = spec.stdin_pipe ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
 
   pid_t pid = fork();
   if (pid < 0) {
     int saved = errno;
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_error_pipe[0],
-                   exec_error_pipe[1], dev_null}) {
+                   exec_error_pipe[1], dev_null, in_pipe[0], in_pipe[1]}) {
       if (fd >= 0) close(fd);
     }
     return InternalError(std::string("fork: ") + strerror(saved));
@@ -151,6 +159,7 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD})
       sigaction(sig, &default_action, nullptr);
     if (dev_null >= 0) dup2(dev_null, STDIN_FILENO);
+    if (in_pipe[0] >= 0) dup2(in_pipe[0], STDIN_FILENO);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     if (nice_increment != 0) setpriority(PRIO_PROCESS, 0, nice_increment);
@@ -167,7 +176,7 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
   }
   // Parent. Also set the group here, so a signal sent right after Start() reaches it.
   setpgid(pid, pid);
-  for (int fd : {out_pipe[1], err_pipe[1], exec_error_pipe[1], dev_null}) {
+  for (int fd : {out_pipe[1], err_pipe[1], exec_error_pipe[1], dev_null, in_pipe[0]}) {
     if (fd >= 0) close(fd);
   }
   int child_errno = 0;
@@ -181,22 +190,42 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
     waitpid(pid, &status, 0);
     close(out_pipe[0]);
     close(err_pipe[0]);
+    if (in_pipe[1] >= 0) close(in_pipe[1]);
     return InternalError("cannot start " + *path + ": " + strerror(child_errno));
   }
-  std::unique_ptr<ChildProcess> child(
-      new ChildProcess(pid, out_pipe[0], err_pipe[0], std::move(callbacks), max_line_bytes));
+  std::unique_ptr<ChildProcess> child(new ChildProcess(pid, out_pipe[0], err_pipe[0], in_pipe[1],
+                                                       std::move(callbacks), max_line_bytes));
   return child;
 }
 
-ChildProcess::ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, ChildCallbacks callbacks,
-                           size_t max_line_bytes)
-    : pid_(pid), callbacks_(std::move(callbacks)), max_line_bytes_(max_line_bytes) {
+ChildProcess::ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, int stdin_fd,
+                           ChildCallbacks callbacks, size_t max_line_bytes)
+    : pid_(pid),
+      callbacks_(std::move(callbacks)),
+      max_line_bytes_(max_line_bytes),
+      stdin_fd_(stdin_fd) {
   reader_ = std::thread([this, stdout_fd, stderr_fd] { ReadLoop(stdout_fd, stderr_fd); });
 }
 
 ChildProcess::~ChildProcess() {
   SignalGroup(SIGKILL);
   if (reader_.joinable()) reader_.join();
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+}
+
+Status ChildProcess::WriteStdin(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stdin_fd_ < 0) return FailedPreconditionError("the child has no stdin pipe");
+  if (reaped_) return FailedPreconditionError("the child has exited");
+  size_t done = 0;
+  while (done < text.size()) {
+    // The daemon ignores SIGPIPE (worker/daemon/main.cc): a closed pipe is EPIPE here.
+    ssize_t n = write(stdin_fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return InternalError(std::string("write to child stdin: ") + strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
 }
 
 void ChildProcess::ReadLoop(int stdout_fd, int stderr_fd) {

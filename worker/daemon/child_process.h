@@ -31,6 +31,7 @@ struct ProcessSpec {
   std::string working_dir;             // empty: inherit
   std::vector<std::string> extra_env;  // "KEY=VALUE" entries added to (or replacing in) environ
   int nice = 0;                        // added to the child's CPU niceness (background work)
+  bool stdin_pipe = false;  // give the child a pipe on stdin (WriteStdin); else /dev/null
 };
 
 struct ProcessExit {
@@ -67,9 +68,12 @@ class ChildProcess {
   // Waits for the exit (reaped, callbacks done) up to `timeout`; nullopt on timeout.
   std::optional<ProcessExit> Wait(std::chrono::milliseconds timeout);
   std::optional<ProcessExit> exit() const;
+  // Writes `text` whole to the child's stdin pipe. FAILED_PRECONDITION without a pipe or after
+  // the child was reaped; INTERNAL when the write fails (the child closed its end).
+  Status WriteStdin(const std::string& text);
 
  private:
-  ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, ChildCallbacks callbacks,
+  ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, int stdin_fd, ChildCallbacks callbacks,
                size_t max_line_bytes);
   void ReadLoop(int stdout_fd, int stderr_fd);
 
@@ -81,6 +85,7 @@ class ChildProcess {
   std::condition_variable exited_cv_;
   bool reaped_ = false;              // guarded by mu_; no signals after this
   std::optional<ProcessExit> exit_;  // guarded by mu_; set once callbacks have run
+  int stdin_fd_ = -1;                // guarded by mu_; closed once the child is reaped
   std::thread reader_;
 };
 

@@ -203,7 +203,9 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
 Status ExecutorSupervisor::CheckNewTask(const std::string& task_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return UnavailableError("the worker is shutting down");
-  if (tasks_.count(task_id)) return AlreadyExistsError("task " + task_id + " is already running");
+  if (tasks_.count(task_id) || hosted_.count(task_id)) {
+    return AlreadyExistsError("task " + task_id + " is already running");
+  }
   return Status::Ok();
 }
 
@@ -224,7 +226,13 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
     spec.args.push_back(std::to_string(task.train.timeout_s));
   }
   spec.working_dir = task.dir;
-  if (task.train.background) spec.nice = 10;
+  if (task.train.background) {
+    spec.nice = 10;
+  } else {
+    // A FG rank may host BG jobs that arrive while it runs (StartHosted).
+    spec.stdin_pipe = true;
+    spec.args.push_back("--commands-on-stdin");
+  }
   const std::string task_id = task.task_id;
   const int r = rank.rank;
   ChildCallbacks callbacks;
@@ -330,6 +338,15 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     report.samples_per_s = NumberOr(*event, "samples_per_s", 0);
     report.busy_ms = NumberOr(*event, "busy_ms", 0);
     report.idle_ms = NumberOr(*event, "idle_ms", 0);
+    auto optional_number = [&](const char* key) -> std::optional<double> {
+      if (event->contains(key) && (*event)[key].is_number()) return (*event)[key].get<double>();
+      return std::nullopt;
+    };
+    report.fg_busy_ms = optional_number("fg_busy_ms");
+    report.bg_busy_ms = optional_number("bg_busy_ms");
+    report.bg_samples_per_s = NumberOr(*event, "bg_samples_per_s", 0);
+    report.bg_iterations = static_cast<int64_t>(NumberOr(*event, "bg_iterations", 0));
+    report.bg_loss = optional_number("bg_loss");
     listener_->OnIteration(task_id, report);
   } else if (kind == "store_ready" && start_waiting_ranks) {
     std::string host = event->value("host", std::string());
@@ -342,10 +359,14 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     std::string message = event->value("message", std::string());
     tail->Add("error: " + message);
     listener_->OnLogLine(task_id, rank, "error: " + message);
+  } else if (kind == "background" || kind == "background_done") {
+    OnHostedLine(task_id, rank, *event);
   }
 }
 
 void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank, const ProcessExit& exit) {
+  // BG tasks it hosted end with it (their background_done lines, if any, came before).
+  OnHostExit(task_id, rank);
   std::optional<TaskResult> result;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -444,6 +465,7 @@ void ExecutorSupervisor::StopTaskLocked(Task& task) {
 }
 
 Status ExecutorSupervisor::Cancel(const std::string& task_id) {
+  if (CancelHosted(task_id)) return Status::Ok();
   std::optional<TaskResult> result;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -475,12 +497,19 @@ std::vector<RunningTaskInfo> ExecutorSupervisor::RunningTasks() const {
     }
     out.push_back(std::move(info));
   }
+  for (const auto& [id, hosted] : hosted_) {
+    RunningTaskInfo info;
+    info.task_id = id;
+    info.job_id = hosted.task.job_id;
+    info.ranks = {0};
+    out.push_back(std::move(info));
+  }
   return out;
 }
 
 bool ExecutorSupervisor::IsRunning(const std::string& task_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return tasks_.count(task_id) > 0;
+  return tasks_.count(task_id) > 0 || hosted_.count(task_id) > 0;
 }
 
 void ExecutorSupervisor::HousekeepingLoop() {

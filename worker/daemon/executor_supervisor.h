@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -46,6 +47,16 @@ struct TrainTask {
   bool background = false;  // a BG job: its executors run at a lower CPU priority (nice 10)
 };
 
+// A BG job run inside rank host_rank of the running FG task host_task_id (docs/formats.md,
+// "Executor commands and BG lines"): no process of its own.
+struct HostedBackgroundTask {
+  std::string task_id;
+  std::string job_id;
+  std::string host_task_id;
+  int host_rank = 0;
+  std::string background_json;  // the run spec's "background" object; its job_id names the job
+};
+
 struct ProfileTask {
   std::string task_id;
   std::string job_id;
@@ -63,6 +74,13 @@ struct IterationReport {
   double samples_per_s = 0;
   double busy_ms = 0;
   double idle_ms = 0;
+  // Set when the executor shares its device with a BG job (docs/multiplexing.md, "Metrics").
+  std::optional<double> fg_busy_ms;
+  std::optional<double> bg_busy_ms;
+  double bg_samples_per_s = 0;
+  int64_t bg_iterations = 0;
+  std::optional<double> bg_loss;
+  bool in_fg_executor = false;  // a hosted BG task's progress, from its host's "background" line
 };
 
 struct RankExitInfo {
@@ -84,6 +102,7 @@ struct TaskResult {
   std::string checkpoint;                   // from rank 0's done event, if any
   std::string profile_json;                 // a profile task's output
   std::vector<RankExitInfo> ranks;
+  bool host_ended = false;  // a hosted BG task whose FG executor ended before the BG job did
 };
 
 class TaskListener {
@@ -125,6 +144,11 @@ class ExecutorSupervisor {
   // NOT_FOUND / INTERNAL when the executor cannot be started (nothing is left running then).
   Status StartTrain(const TrainTask& task);
   Status StartProfile(const ProfileTask& task);
+  // Attaches a BG job to a running FG rank (an attach_background command on its stdin). Its
+  // "background" lines become OnIteration(task_id) reports (rank 0) and its "background_done"
+  // line, or the host rank's exit, OnTaskFinished(task_id). NOT_FOUND when the host rank is not
+  // running; ALREADY_EXISTS for a task id already running; INVALID_ARGUMENT for bad JSON.
+  Status StartHosted(const HostedBackgroundTask& task);
   // Starts the ranks that were waiting for the store address (rank 0 runs on another node).
   Status SetStoreAddress(const std::string& task_id, const std::string& host, int port);
   // Kills the task's processes (SIGTERM, SIGKILL after the grace); OnTaskFinished follows with
@@ -146,6 +170,11 @@ class ExecutorSupervisor {
     std::string error_event;
     int64_t iterations = 0;
     std::string checkpoint;
+  };
+  struct Hosted {
+    HostedBackgroundTask task;
+    std::string bg_job_id;  // the background object's job_id, as the executor names it
+    bool cancelled = false;
   };
   struct Task {
     std::string task_id;
@@ -175,6 +204,12 @@ class ExecutorSupervisor {
   std::optional<TaskResult> CollectIfDoneLocked(const std::string& task_id);
   void HousekeepingLoop();
   std::string TaskDir(const std::string& task_id) const;
+  // hosted_background.cc. The host's "background" / "background_done" lines, and its exit.
+  void OnHostedLine(const std::string& host_task_id, int host_rank, const nlohmann::json& event);
+  void OnHostExit(const std::string& host_task_id, int host_rank);
+  // Cancel of a hosted task: a detach_background command. Returns false if `task_id` is not a
+  // hosted task. Takes mu_.
+  bool CancelHosted(const std::string& task_id);
 
   const SupervisorOptions options_;
   TaskListener* const listener_;
@@ -182,6 +217,7 @@ class ExecutorSupervisor {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::unique_ptr<Task>> tasks_;  // running, guarded by mu_
+  std::map<std::string, Hosted> hosted_;                // hosted BG tasks, guarded by mu_
   std::vector<std::unique_ptr<Task>> finished_;         // to destroy, guarded by mu_
   bool shutting_down_ = false;
   std::thread housekeeping_;

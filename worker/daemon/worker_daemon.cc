@@ -315,6 +315,27 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
     return;
   }
   const auto& t = assignment.train();
+  if (!t.host_task_id().empty()) {
+    HostedBackgroundTask hosted;
+    hosted.task_id = assignment.task_id();
+    hosted.job_id = assignment.job_id();
+    hosted.host_task_id = t.host_task_id();
+    hosted.host_rank = t.host_rank();
+    hosted.background_json = t.background_json();
+    Status status = supervisor_->StartHosted(hosted);
+    if (status.code() == deepool::StatusCode::kNotFound) {
+      // The FG rank ended meanwhile: the coordinator requeues the BG job.
+      QueueStartFailure(assignment, status.ToString(), /*host_ended=*/true);
+    } else if (!status.ok()) {
+      QueueStartFailure(assignment, status.ToString());
+    } else {
+      AddWorkerLogLine(hosted.task_id, "[worker " + options_.name + "] task " + hosted.task_id +
+                                           ": runs inside the FG executor of task " +
+                                           hosted.host_task_id + " rank " +
+                                           std::to_string(hosted.host_rank));
+    }
+    return;
+  }
   auto store = SplitHostPort(t.store_address());
   if (!store.ok()) {
     QueueStartFailure(assignment, "store_address: " + store.status().message());
@@ -364,12 +385,13 @@ void WorkerDaemon::AddWorkerLogLine(const std::string& task_id, const std::strin
   progress_[task_id].logs.push_back(std::move(log));
 }
 
-void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment,
-                                     const std::string& error) {
+void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error,
+                                     bool host_ended) {
   DP_LOG_ERROR("task {}: cannot start: {}", assignment.task_id(), error);
   PendingExit exit;
   exit.request.set_task_id(assignment.task_id());
   exit.request.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.request.set_host_ended(host_ended);
   exit.request.set_error("worker " + options_.name + ": " + error);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -397,6 +419,12 @@ void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport
   event.set_samples_per_s(report.samples_per_s);
   event.set_busy_ms(report.busy_ms);
   event.set_idle_ms(report.idle_ms);
+  if (report.fg_busy_ms) event.set_fg_busy_ms(*report.fg_busy_ms);
+  if (report.bg_busy_ms) event.set_bg_busy_ms(*report.bg_busy_ms);
+  event.set_bg_samples_per_s(report.bg_samples_per_s);
+  event.set_bg_iterations(report.bg_iterations);
+  if (report.bg_loss) event.set_bg_loss(*report.bg_loss);
+  event.set_in_fg_executor(report.in_fg_executor);
   std::lock_guard<std::mutex> lock(mu_);
   progress_[task_id].iterations.push_back(std::move(event));
 }
@@ -423,6 +451,7 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
                 : result.cancelled ? v1::TASK_OUTCOME_CANCELLED
                                    : v1::TASK_OUTCOME_FAILED);
   if (!result.succeeded) r.set_error(result.message);
+  r.set_host_ended(result.host_ended);
   for (const auto& rank : result.ranks) {
     auto* proto = r.add_ranks();
     proto->set_rank(rank.rank);

@@ -85,8 +85,10 @@ class WorkerDaemon final : public TaskListener {
   void HandleAssignment(const v1::TaskAssignment& assignment);
   // Adds one of the worker's own lines (rank -1) to the task's next progress report.
   void AddWorkerLogLine(const std::string& task_id, const std::string& line);
-  // Reports a task that could not start as FAILED with `error`.
-  void QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error);
+  // Reports a task that could not start as FAILED with `error` (host_ended: a hosted BG task
+  // whose FG rank is gone, which the coordinator requeues).
+  void QueueStartFailure(const v1::TaskAssignment& assignment, const std::string& error,
+                         bool host_ended = false);
   void FlushProgress();
   void FlushExits();
   std::vector<v1::RunningTask> RunningTaskProtos() const;

@@ -4,11 +4,13 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "worker/runtime/background_host.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/device.h"
 #include "worker/runtime/executor.h"
+#include "worker/runtime/executor_commands.h"
 #include "worker/runtime/executor_events.h"
 #include "worker/runtime/multiplex_attach.h"
 #include "worker/runtime/run_spec.h"
@@ -58,6 +60,17 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
     ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(*spec.background, device.torch_device(),
                                                     &comm, SystemClock::Get()));
   }
+  // Otherwise, with a command channel: BG jobs may be attached while the rank trains.
+  std::unique_ptr<BackgroundHost> host;
+  if (!sharing && options.command_fd >= 0) {
+    SharingOptions host_options;
+    if (!options.background_sharing.empty()) {
+      ASSIGN_OR_RETURN(SharingMode mode, ParseSharingMode(options.background_sharing));
+      host_options.mode = mode;
+    }
+    ASSIGN_OR_RETURN(host, BackgroundHost::Create(device.torch_device(), host_options, &comm,
+                                                  SystemClock::Get()));
+  }
   ASSIGN_OR_RETURN(auto data, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
@@ -68,12 +81,49 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
   if (sharing) sharing->Start();
+  std::unique_ptr<CommandReader> commands;
+  if (sharing && options.command_fd >= 0) {
+    // The run spec attached this rank's BG job. Commands are still read, so that a writer never
+    // blocks on a full pipe, and refused.
+    commands = std::make_unique<CommandReader>(options.command_fd, [](const std::string& line) {
+      DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
+                  line.substr(0, 200));
+    });
+  }
+  if (host) {
+    // Started after the executor is built, so an attached BG job does not compete with that.
+    commands = std::make_unique<CommandReader>(
+        options.command_fd, [h = host.get()](const std::string& line) {
+          StatusOr<ExecutorCommand> command = ParseExecutorCommand(line);
+          if (!command.ok()) {
+            DP_LOG_WARN("ignored executor command: {}", command.status().ToString());
+            return;
+          }
+          if (command->kind == ExecutorCommand::Kind::kAttachBackground) {
+            Status attached = h->Attach(command->background);
+            if (!attached.ok()) h->Reject(command->job_id, attached.ToString());
+          } else {
+            Status detached = h->Detach(command->job_id);
+            if (!detached.ok()) DP_LOG_WARN("detach_background: {}", detached.ToString());
+          }
+        });
+  }
   for (int64_t i = 0; i < spec.iterations; ++i) {
     ASSIGN_OR_RETURN(IterationStats stats, executor->Step(i));
     std::string line = IterationEvent(options.rank, stats);
-    out << (sharing ? sharing->Decorate(line) : line) << std::endl;
+    if (host) {
+      for (const std::string& l : host->AfterIteration(line)) out << l << '\n';
+      out.flush();
+    } else {
+      out << (sharing ? sharing->Decorate(line) : line) << std::endl;
+    }
   }
+  if (commands) commands->Stop();
   if (sharing) sharing->Finish();  // the BG job never outlives the FG rank
+  if (host) {
+    for (const std::string& l : host->Finish()) out << l << '\n';
+    out.flush();
+  }
   std::optional<std::string> checkpoint;
   if (spec.checkpoint_path) {
     // Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 also

@@ -2,7 +2,7 @@
 // read the run spec, rendezvous, build the executor, train, checkpoint, and report every step as
 // one JSON line on `out` (executor_events.h). Errors become an "error" event and a non-OK
 // return; libtorch exceptions never escape.
-// Threading: runs on the calling thread.
+// Threading: runs on the calling thread; with a command descriptor, also one command thread.
 #pragma once
 
 #include <ostream>
@@ -19,6 +19,13 @@ struct ExecutorProcessOptions {
   std::string store = "127.0.0.1:0";  // HOST:PORT; port 0 only for rank 0
   std::string device = "cpu";
   int timeout_s = 60;
+  // >= 0: read executor commands from this descriptor while training (executor_commands.h), so
+  // BG jobs can be attached to this rank at run time (BackgroundHost). When the run spec
+  // already attaches a BG job to this rank, commands are read and ignored.
+  int command_fd = -1;
+  // The gate mode for BG jobs attached by command: "idle_only" or "concurrent"; empty: the
+  // device's default (idle_only on CPU, concurrent on CUDA).
+  std::string background_sharing;
 };
 
 Status RunExecutorProcess(const ExecutorProcessOptions& options, std::ostream& out);

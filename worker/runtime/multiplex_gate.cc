@@ -105,6 +105,12 @@ void DeviceGate::Stop() {
   cv_.notify_all();
 }
 
+void DeviceGate::Reopen() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = false;
+  bg_running_ = false;
+}
+
 SharingWindow DeviceGate::TakeWindow() {
   std::lock_guard<std::mutex> lock(mu_);
   auto now = clock_->Now();

@@ -87,6 +87,9 @@ class DeviceGate {
 
   // Wakes the BG thread; every later BgBegin() returns false.
   void Stop();
+  // Undoes Stop() for the next BG job on the same FG rank (BackgroundHost). Call only when no BG
+  // thread runs.
+  void Reopen();
 
   SharingWindow TakeWindow();
   GateCounters counters() const;

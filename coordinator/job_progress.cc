@@ -1,0 +1,75 @@
+#include "coordinator/job_progress.h"
+
+#include <algorithm>
+
+namespace deepool::coordinator {
+namespace {
+
+const RankPlacement* FindPlacement(const JobRecord& job, int rank) {
+  for (const RankPlacement& p : job.devices) {
+    if (p.rank == rank) return &p;
+  }
+  return nullptr;
+}
+
+// The row for `rank`, inserted in rank order when missing.
+DeviceProgress* RowFor(JobProgress* progress, int rank) {
+  auto it = std::lower_bound(progress->devices.begin(), progress->devices.end(), rank,
+                             [](const DeviceProgress& d, int r) { return d.rank < r; });
+  if (it == progress->devices.end() || it->rank != rank) {
+    DeviceProgress row;
+    row.rank = rank;
+    it = progress->devices.insert(it, std::move(row));
+  }
+  return &*it;
+}
+
+}  // namespace
+
+void ApplyIterationEvent(const v1::IterationEvent& e, const DeviceJobsLookup& jobs_on_device,
+                         int64_t now_ms, JobRecord* job) {
+  JobProgress& progress = job->progress;
+  // Executors number iterations from 0: iteration i done means i + 1 completed.
+  const int64_t done = std::min<int64_t>(e.iteration() + 1, job->spec.iterations);
+  if (done >= progress.iteration) {
+    progress.iteration = done;
+    if (e.has_loss()) progress.loss = e.loss();
+    if (e.rank() == 0 || progress.samples_per_s == 0) {
+      progress.samples_per_s = e.samples_per_s();
+      progress.iteration_ms = e.iteration_ms();
+      progress.busy_ms = e.busy_ms();
+      progress.idle_ms = e.idle_ms();
+    }
+  }
+  progress.updated_ms = now_ms;
+
+  const RankPlacement* placement = FindPlacement(*job, e.rank());
+  if (!placement) return;
+  DeviceProgress* row = RowFor(&progress, e.rank());
+  if (done < row->iteration) return;
+  const DeviceJobs on_device = jobs_on_device ? jobs_on_device(*placement) : DeviceJobs{};
+  row->node_id = placement->node_id;
+  row->node_name = placement->node_name;
+  row->device = placement->device;
+  row->iteration = done;
+  row->idle_ms = e.idle_ms();
+  row->updated_ms = now_ms;
+  if (job->spec.role == JobRole::kBg) {
+    row->fg_job_id = on_device.fg_job;
+    row->bg_job_id = job->id;
+    // Inside a FG executor its device times are in the FG job's row; here only its rate.
+    row->shared_executor = e.in_fg_executor();
+    row->fg_busy_ms = 0;
+    row->bg_busy_ms = e.busy_ms();
+    row->bg_samples_per_s = e.samples_per_s();
+    return;
+  }
+  row->fg_job_id = job->id;
+  row->bg_job_id = on_device.bg_job;
+  row->shared_executor = e.has_fg_busy_ms();
+  row->fg_busy_ms = row->shared_executor ? e.fg_busy_ms() : e.busy_ms();
+  row->bg_busy_ms = e.has_bg_busy_ms() ? e.bg_busy_ms() : 0;
+  row->bg_samples_per_s = e.bg_samples_per_s();
+}
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,169 @@
+#include "worker/runtime/background_host.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/logging.h"
+#include "worker/runtime/multiplex_communicator.h"
+#include "worker/runtime/multiplex_device.h"
+
+namespace deepool::worker {
+namespace {
+
+nlohmann::json ProgressFields(const std::string& job_id, const BackgroundProgress& p) {
+  return {{"job_id", job_id},
+          {"iterations", p.iterations},
+          {"samples_per_s", p.samples_per_s},
+          {"loss", p.iterations > 0 && std::isfinite(p.last_loss) ? nlohmann::json(p.last_loss)
+                                                                  : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
+std::string BackgroundProgressEvent(const std::string& job_id, const BackgroundProgress& p) {
+  nlohmann::json event = {{"event", "background"}};
+  event.update(ProgressFields(job_id, p));
+  return event.dump();
+}
+
+std::string BackgroundDoneEvent(const std::string& job_id, const std::string& status,
+                                const BackgroundProgress& p, const std::string& message) {
+  nlohmann::json event = {{"event", "background_done"}, {"status", status}, {"message", message}};
+  event.update(ProgressFields(job_id, p));
+  return event.dump();
+}
+
+StatusOr<std::unique_ptr<BackgroundHost>> BackgroundHost::Create(
+    torch::Device device, SharingOptions options, std::unique_ptr<Communicator>* comm,
+    const Clock* clock) {
+  std::unique_ptr<BackgroundHost> host(new BackgroundHost());
+  host->device_ = device;
+  host->options_ = options;
+  host->clock_ = clock;
+  host->gate_ = std::make_unique<DeviceGate>(options.ModeFor(device.is_cuda()), clock);
+  host->fg_stream_ = EnterSharingStream(device, /*foreground=*/true, options);
+  *comm = std::make_unique<SharingCommunicator>(std::move(*comm), host->gate_.get());
+  return host;
+}
+
+BackgroundHost::~BackgroundHost() {
+  std::unique_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job = std::move(job_);
+  }
+  if (job) job->runner->Stop();
+}
+
+Status BackgroundHost::Attach(const BackgroundSpec& spec) {
+  RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return FailedPreconditionError("the FG rank has finished");
+    if (job_) {
+      return FailedPreconditionError("background job " + job_->spec.job_id +
+                                     " is already attached");
+    }
+  }
+  // Built outside the lock: model construction takes a while and the FG thread must not wait.
+  auto job = std::make_unique<Job>();
+  job->spec = spec;
+  ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device_));
+  ASSIGN_OR_RETURN(job->stepper, MakeBackgroundStepper(std::move(trainer), spec.sharing));
+  const torch::Device device = device_;
+  const SharingOptions sharing = spec.sharing;
+  job->runner = std::make_unique<BackgroundRunner>(
+      job->stepper.get(), gate_.get(), clock_, spec.iterations, [device, sharing] {
+        if (sharing.idle_thread_priority) {
+          Status demoted = DemoteCurrentThreadToIdle();
+          if (!demoted.ok()) {
+            DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
+          }
+        }
+        return EnterSharingStream(device, /*foreground=*/false, sharing);
+      });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_ || job_) return FailedPreconditionError("attached or finished meanwhile");
+  job->runner->Start();
+  job_ = std::move(job);
+  DP_LOG_INFO("background job {} attached on {} ({})", spec.job_id, device_.str(),
+              SharingModeName(gate_->mode()));
+  return Status::Ok();
+}
+
+Status BackgroundHost::Detach(const std::string& job_id) {
+  std::unique_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!job_ || job_->spec.job_id != job_id) {
+      return NotFoundError("background job " + job_id + " is not attached");
+    }
+    job = std::move(job_);
+  }
+  std::string line = End(*job, "detached");
+  std::lock_guard<std::mutex> lock(mu_);
+  done_lines_.push_back(std::move(line));
+  return Status::Ok();
+}
+
+void BackgroundHost::Reject(const std::string& job_id, const std::string& message) {
+  DP_LOG_WARN("background job {} not attached: {}", job_id, message);
+  std::lock_guard<std::mutex> lock(mu_);
+  done_lines_.push_back(BackgroundDoneEvent(job_id, "error", BackgroundProgress{}, message));
+}
+
+std::string BackgroundHost::End(Job& job, const std::string& why) {
+  job.runner->Stop();
+  const BackgroundProgress progress = job.runner->progress();
+  gate_->Reopen();
+  std::string status = why;
+  std::string message;
+  if (!progress.status.ok()) {
+    status = "error";
+    message = progress.status.ToString();
+  } else if (job.spec.iterations > 0 && progress.iterations >= job.spec.iterations) {
+    status = "ok";
+  }
+  DP_LOG_INFO("background job {} ended ({}): {} iterations, {:.1f} samples/s", job.spec.job_id,
+              status, progress.iterations, progress.samples_per_s);
+  return BackgroundDoneEvent(job.spec.job_id, status, progress, message);
+}
+
+std::vector<std::string> BackgroundHost::AfterIteration(const std::string& iteration_line) {
+  const SharingWindow window = gate_->TakeWindow();
+  std::vector<std::string> lines;
+  std::unique_ptr<Job> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!job_) {
+      lines.push_back(iteration_line);
+    } else {
+      const BackgroundProgress progress = job_->runner->progress();
+      lines.push_back(AddSharingFields(iteration_line, window, progress));
+      lines.push_back(BackgroundProgressEvent(job_->spec.job_id, progress));
+      if (progress.finished) ended = std::move(job_);
+    }
+  }
+  if (ended) lines.push_back(End(*ended, "ok"));
+  std::lock_guard<std::mutex> lock(mu_);
+  lines.insert(lines.end(), done_lines_.begin(), done_lines_.end());
+  done_lines_.clear();
+  return lines;
+}
+
+std::vector<std::string> BackgroundHost::Finish() {
+  std::unique_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    job = std::move(job_);
+  }
+  std::vector<std::string> lines;
+  if (job) lines.push_back(End(*job, "host_ended"));
+  std::lock_guard<std::mutex> lock(mu_);
+  lines.insert(lines.begin(), done_lines_.begin(), done_lines_.end());
+  done_lines_.clear();
+  return lines;
+}
+
+}  // namespace deepool::worker
