@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planner/zoo/zoo.h"
+#include "tests/source_dir.h"
 #include "worker/runtime/layer_module.h"
 
 namespace deepool::worker {
@@ -226,7 +227,7 @@ void CheckAgainstTorchvision(const std::string& name, const planner::zoo::ModelO
     WARN("skipping the torchvision check of " << name << ": " << why);
     return;
   }
-  const fs::path script = fs::path(__FILE__).parent_path() / "checkpoint_torchvision_check.py";
+  const fs::path script = fs::path(DEEPOOL_SOURCE_DIR) / "tests/runtime/checkpoint_torchvision_check.py";
   REQUIRE(fs::exists(script));
   std::string command = std::string(kPython) + " " + script.string() + " " + checkpoint + " " +
                         name + " --num-classes " + std::to_string(options.num_classes) + " --io " +

@@ -9,13 +9,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/source_dir.h"
+
 namespace deepool::planner::testing {
 
 inline std::string ReferenceProfileFolder() {
   if (const char* env = std::getenv("DEEPOOL_A100_PROFILES")) return env;
-  std::string here = __FILE__;  // <repo>/tests/unit/reference_profiles.h
-  for (int i = 0; i < 3; ++i) here = here.substr(0, here.find_last_of('/'));
-  return here + "/../shared/profiles/deeppool-a100";
+  return std::string(DEEPOOL_SOURCE_DIR) + "/../shared/profiles/deeppool-a100";
 }
 
 // The file's text, or nullopt when the folder or file is absent.
