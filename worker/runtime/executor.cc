@@ -89,6 +89,7 @@ Status Executor::Init(const ModuleFactory& factory) {
       if (edge.producer != planner::kGraphInputId) {
         LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
         edge.in_segment = producer.segment == layers_[static_cast<size_t>(id)].segment;
+        if (edge.in_segment) producer.last_segment_consumer = id;
         // Output edges list only the edges whose gradients the executor moves itself.
         if (!edge.in_segment) {
           edge.pieces = ResplitPieces(*producer.placement,
@@ -149,6 +150,17 @@ torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
   torch::Tensor& buffer = recv_buffers_[{tag, piece.src, piece.first}];
   if (!buffer.defined()) buffer = NewBuffer(piece.size(), shape);
   return buffer;
+}
+
+void Executor::ReleaseIterationTensors() {
+  for (LayerState& state : layers_) {
+    state.inputs.clear();
+    state.output = torch::Tensor();
+    state.loss = torch::Tensor();
+  }
+  for (torch::Tensor& labels : labels_) labels = torch::Tensor();
+  sends_.clear();
+  reduces_.clear();
 }
 
 Status Executor::WaitOne(CommWork& work) {
@@ -225,6 +237,22 @@ Status Executor::Forward(int id, const Batch& batch) {
       sends_.push_back(std::move(work));
     }
   }
+  // Let go of what backward does not need, as a plain loop would: autograd keeps the tensors it
+  // saved, and holding every activation to the end of the iteration raises the peak memory
+  // (and, on CPU, the page faults of a heap that grows and shrinks every iteration). Backward
+  // needs only inputs from other segments (their .grad) and outputs that consumers in other
+  // segments send a gradient for.
+  for (size_t k = 0; k < state.input_edges.size(); ++k) {
+    const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
+    if (edge.producer != planner::kGraphInputId && !edge.in_segment) continue;
+    state.inputs[k] = torch::Tensor();
+    if (edge.producer == planner::kGraphInputId) continue;
+    LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
+    if (producer.last_segment_consumer == id && producer.output_edges.empty()) {
+      producer.output = torch::Tensor();
+    }
+  }
+  if (state.last_segment_consumer < 0 && state.output_edges.empty()) state.output = torch::Tensor();
   return Status::Ok();
 }
 
@@ -297,6 +325,12 @@ Status Executor::Backward(const Segment& segment) {
     }
   }
   if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+  roots.clear();
+  root_grads.clear();
+  for (int id = segment.first; id <= segment.last; ++id) {
+    layers_[static_cast<size_t>(id)].output = torch::Tensor();
+    layers_[static_cast<size_t>(id)].loss = torch::Tensor();
+  }
   for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(SendInputGradients(id));
   for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(ReduceGradients(id));
   return Status::Ok();
@@ -359,8 +393,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   auto start = clock_->Now();
   iteration_ = iteration;
   idle_ = {};
-  sends_.clear();
-  reduces_.clear();
+  ReleaseIterationTensors();  // after a failed iteration
   ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
   double loss = 0;
   Status status = Guarded(
@@ -371,9 +404,6 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         const int n = graph_.num_layers();
         for (int id = 0; id < n; ++id) {
           LayerState& state = layers_[static_cast<size_t>(id)];
-          state.inputs.clear();
-          state.output = torch::Tensor();
-          state.loss = torch::Tensor();
           if (!state.runs) continue;
           if (state.loss_weight > 0) {
             labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
@@ -415,6 +445,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         Synchronize();
         return Status::Ok();
       });
+  ReleaseIterationTensors();
   if (!status.ok()) return status;
   IterationStats stats;
   stats.iteration = iteration;

@@ -101,6 +101,7 @@ class Executor {
     std::vector<int> input_edges;  // edge id per input index
     std::vector<int> output_edges;
     int segment = 0;
+    int last_segment_consumer = -1;  // the last consumer in the same segment, if any
     double loss_weight = 0;  // > 0 for graph outputs
     std::vector<torch::Tensor> params;
     RankGroup group;  // the layer's device set
@@ -136,6 +137,9 @@ class Executor {
   Status SendInputGradients(int layer_id);
   Status ReduceGradients(int layer_id);
   Status FinishReductions();
+  // Drops the activations, gradients and pending transfers of the iteration, so that its memory
+  // goes back to the allocator before the next one starts (as in a plain training loop).
+  void ReleaseIterationTensors();
   // Waits on transfers, counting the time as idle.
   Status WaitAndCount(std::vector<std::unique_ptr<CommWork>>& works);
   Status WaitOne(CommWork& work);
