@@ -89,7 +89,6 @@ Status Executor::Init(const ModuleFactory& factory) {
       if (edge.producer != planner::kGraphInputId) {
         LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
         edge.in_segment = producer.segment == layers_[static_cast<size_t>(id)].segment;
-        if (edge.in_segment) producer.last_segment_consumer = id;
         // Output edges list only the edges whose gradients the executor moves itself.
         if (!edge.in_segment) {
           edge.pieces = ResplitPieces(*producer.placement,
@@ -237,23 +236,20 @@ Status Executor::Forward(int id, const Batch& batch) {
       sends_.push_back(std::move(work));
     }
   }
-  // Let go of what backward does not need, as a plain loop would: autograd keeps the tensors it
-  // saved, and holding every activation to the end of the iteration raises the peak memory
-  // (and, on CPU, the page faults of a heap that grows and shrinks every iteration). Backward
-  // needs only inputs from other segments (their .grad) and outputs that consumers in other
-  // segments send a gradient for.
-  for (size_t k = 0; k < state.input_edges.size(); ++k) {
-    const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
-    if (edge.producer != planner::kGraphInputId && !edge.in_segment) continue;
-    state.inputs[k] = torch::Tensor();
-    if (edge.producer == planner::kGraphInputId) continue;
-    LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
-    if (producer.last_segment_consumer == id && producer.output_edges.empty()) {
-      producer.output = torch::Tensor();
-    }
-  }
-  if (state.last_segment_consumer < 0 && state.output_edges.empty()) state.output = torch::Tensor();
   return Status::Ok();
+}
+
+void Executor::ReleaseForwardOnlyTensors() {
+  for (LayerState& state : layers_) {
+    if (!state.runs) continue;
+    for (size_t k = 0; k < state.input_edges.size(); ++k) {
+      const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
+      if (edge.producer == planner::kGraphInputId || edge.in_segment) {
+        state.inputs[k] = torch::Tensor();
+      }
+    }
+    if (state.output_edges.empty()) state.output = torch::Tensor();
+  }
 }
 
 Status Executor::GatherOutputGradient(
@@ -420,6 +416,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         for (int id = 0; id < n; ++id) {
           if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
         }
+        ReleaseForwardOnlyTensors();
         torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
         for (auto segment = segments_.rbegin(); segment != segments_.rend(); ++segment) {
           if (!layers_[static_cast<size_t>(segment->first)].runs) continue;
