@@ -1,7 +1,13 @@
 // Benchmark (a): executor overhead. One rank training a model through the Executor (plan over a
 // world of one, Gloo communicator) vs a plain libtorch loop over the same layer modules, data
-// and optimizer. Prints ms per iteration (median of trials) and the ratio executor / plain.
+// and optimizer, one intra-op thread on both sides. Both are built once per case and warmed up;
+// then trials alternate between them (each goes first in every other trial) so that load on a
+// shared machine hits both alike. Prints, per side, wall and CPU ms per iteration (medians of
+// trials) and the ratios executor / plain (medians of the trials' paired ratios). CPU time is
+// the process's (all threads), so it counts any work handed to other threads; unlike wall time
+// it does not grow while other processes hold the cores.
 //   build-*/bin/deepool-bench-executor_overhead [iterations_per_trial] [trials]
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -46,45 +52,81 @@ dw::OptimizerSpec Sgd() {
   return spec;
 }
 
-// ms per iteration of a plain loop: forward the whole graph, mean loss, backward, step.
-double PlainLoop(const dp::Graph& graph, int64_t batch, int iterations, int64_t start) {
-  auto modules = Check(dw::BuildAllLayerModules(graph, 1));
-  std::vector<torch::Tensor> params;
-  for (auto& module : modules) {
-    module->train();
-    for (auto& p : module->parameters()) params.push_back(p);
+// The reference: an idiomatic libtorch loop over the whole graph (forward, mean loss, one
+// backward(), step) with the same modules, data and optimizer as the executor.
+class PlainLoop {
+ public:
+  PlainLoop(const dp::Graph& graph, int64_t batch) : graph_(graph), batch_(batch) {
+    modules_ = Check(dw::BuildAllLayerModules(graph, 1));
+    std::vector<torch::Tensor> params;
+    for (auto& module : modules_) {
+      module->train();
+      for (auto& p : module->parameters()) params.push_back(p);
+    }
+    optimizer_ = Check(dw::MakeOptimizer(Sgd(), params));
+    data_ = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
   }
-  auto optimizer = Check(dw::MakeOptimizer(Sgd(), params));
-  auto data = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
-  auto run = [&](int64_t i) {
-    auto b = Check(data->GlobalBatch(i));
-    auto outputs = Check(dw::ForwardGraph(graph, modules, b.inputs, dw::StepContext{i, 0}));
-    auto loss = dw::LossPart(outputs[0], b.labels, 1.0, batch);
-    optimizer->zero_grad();
+  void Step(int64_t i) {
+    auto b = Check(data_->GlobalBatch(i));
+    auto outputs = Check(dw::ForwardGraph(graph_, modules_, b.inputs, dw::StepContext{i, 0}));
+    auto loss = dw::LossPart(outputs[0], b.labels, 1.0, batch_);
+    optimizer_->zero_grad();
     loss.backward();
-    optimizer->step();
+    optimizer_->step();
     (void)loss.item<double>();
-  };
-  for (int i = 0; i < 3; ++i) run(start + i);  // warm-up
-  auto begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) run(start + 3 + i);
-  return Ms(std::chrono::steady_clock::now() - begin).count() / iterations;
+  }
+
+ private:
+  const dp::Graph& graph_;
+  int64_t batch_;
+  std::vector<std::shared_ptr<dw::LayerModule>> modules_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<dw::DataSource> data_;
+};
+
+// The executor on a one-rank data-parallel plan.
+class ExecutorLoop {
+ public:
+  ExecutorLoop(const dp::Graph& graph, int64_t batch, dw::Communicator* comm) {
+    plan_ = dp::DataParallelLayout(graph, batch, 1);
+    plan_.num_devices = 1;
+    data_ = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
+    dw::ExecutorOptions options;
+    options.seed = 1;
+    options.optimizer = Sgd();
+    executor_ = Check(dw::Executor::Create(graph, plan_, comm, data_.get(), dw::BuildLayerModule,
+                                           options, deepool::SystemClock::Get()));
+  }
+  void Step(int64_t i) { Check(executor_->Step(i)); }
+
+ private:
+  dp::Plan plan_;
+  std::unique_ptr<dw::DataSource> data_;
+  std::unique_ptr<dw::Executor> executor_;
+};
+
+double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
-double ExecutorLoop(const dp::Graph& graph, int64_t batch, int iterations, int64_t start,
-                    dw::Communicator* comm) {
-  auto plan = dp::DataParallelLayout(graph, batch, 1);
-  plan.num_devices = 1;
-  auto data = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
-  dw::ExecutorOptions options;
-  options.seed = 1;
-  options.optimizer = Sgd();
-  auto executor = Check(dw::Executor::Create(graph, plan, comm, data.get(), dw::BuildLayerModule,
-                                             options, deepool::SystemClock::Get()));
-  for (int i = 0; i < 3; ++i) Check(executor->Step(start + i));
+struct Timing {
+  double wall_ms = 0;  // per iteration
+  double cpu_ms = 0;
+};
+
+// Times `iterations` steps starting at `start`.
+template <typename Loop>
+Timing TimeSteps(Loop& loop, int iterations, int64_t start) {
+  double cpu_begin = ProcessCpuMs();
   auto begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) Check(executor->Step(start + 3 + i));
-  return Ms(std::chrono::steady_clock::now() - begin).count() / iterations;
+  for (int i = 0; i < iterations; ++i) loop.Step(start + i);
+  Timing timing;
+  timing.wall_ms = Ms(std::chrono::steady_clock::now() - begin).count() / iterations;
+  timing.cpu_ms = (ProcessCpuMs() - cpu_begin) / iterations;
+  return timing;
 }
 
 }  // namespace
@@ -98,21 +140,40 @@ int main(int argc, char** argv) {
     std::string model;
     int64_t batch;
   };
-  std::printf("| model | batch | plain libtorch ms/iter | executor ms/iter | ratio |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "| model | batch | plain wall ms/iter | executor wall ms/iter | wall ratio | "
+      "plain CPU ms/iter | executor CPU ms/iter | CPU ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : {Case{"small_cnn", 32}, Case{"small_cnn", 128}, Case{"mlp", 64}}) {
     dp::zoo::ModelOptions model_options;
     model_options.num_classes = 10;
     auto graph = Check(dp::zoo::BuildModel(c.model, model_options));
-    std::vector<double> plain, executor;
-    // Interleave the two so that machine noise hits both alike.
+    PlainLoop plain_loop(graph, c.batch);
+    ExecutorLoop executor_loop(graph, c.batch, comm.get());
+    TimeSteps(plain_loop, 5, 0);  // warm-up: allocator pages, weights' gradients, momentum
+    TimeSteps(executor_loop, 5, 0);
+    std::vector<double> plain_wall, executor_wall, wall_ratio, plain_cpu, executor_cpu, cpu_ratio;
     for (int t = 0; t < trials; ++t) {
-      plain.push_back(PlainLoop(graph, c.batch, iterations, t * 1000));
-      executor.push_back(ExecutorLoop(graph, c.batch, iterations, t * 1000, comm.get()));
+      int64_t start = 10 + static_cast<int64_t>(t) * iterations;  // same batches on both sides
+      Timing plain, executor;
+      if (t % 2 == 0) {
+        plain = TimeSteps(plain_loop, iterations, start);
+        executor = TimeSteps(executor_loop, iterations, start);
+      } else {
+        executor = TimeSteps(executor_loop, iterations, start);
+        plain = TimeSteps(plain_loop, iterations, start);
+      }
+      plain_wall.push_back(plain.wall_ms);
+      executor_wall.push_back(executor.wall_ms);
+      wall_ratio.push_back(executor.wall_ms / plain.wall_ms);
+      plain_cpu.push_back(plain.cpu_ms);
+      executor_cpu.push_back(executor.cpu_ms);
+      cpu_ratio.push_back(executor.cpu_ms / plain.cpu_ms);
     }
-    double p = Median(plain), e = Median(executor);
-    std::printf("| %s | %lld | %.3f | %.3f | %.3f |\n", c.model.c_str(),
-                static_cast<long long>(c.batch), p, e, e / p);
+    std::printf("| %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", c.model.c_str(),
+                static_cast<long long>(c.batch), Median(plain_wall), Median(executor_wall),
+                Median(wall_ratio), Median(plain_cpu), Median(executor_cpu), Median(cpu_ratio));
+    std::fflush(stdout);
   }
   return 0;
 }

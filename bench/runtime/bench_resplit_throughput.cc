@@ -1,8 +1,10 @@
 // Benchmark (b): re-split throughput between two processes. The executor's path (slice the
 // sample range, Communicator::Send/Recv over the Gloo communicator, assemble the input) moves a
 // batch from layout {0} to layout {1} and back (forward re-split and its backward mirror); the
-// baseline moves the same bytes with raw c10d ProcessGroupGloo send/recv. Prints MB/s of each
-// and the ratio deepool / raw.
+// baseline moves the same bytes with raw c10d ProcessGroupGloo send/recv. The two alternate
+// round trip by round trip (each goes first in every other pair), so load on a shared machine
+// hits both alike; every round trip is timed and the medians over all trials are compared.
+// Prints MB/s of each (from the median round trip) and the ratio deepool / raw.
 //   build-*/bin/deepool-bench-resplit_throughput [round_trips] [trials]
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
@@ -81,12 +83,10 @@ torch::Tensor Resplit(dw::Communicator& comm, const torch::Tensor& held,
   return parts.size() == 1 ? parts[0] : torch::cat(parts);
 }
 
-struct Result {
-  double deepool_ms, raw_ms;
-};
-
-Result Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, int64_t batch,
-               const std::vector<int64_t>& row, int round_trips) {
+// Appends the ms of each timed round trip of each side to deepool_ms and raw_ms.
+void Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, int64_t batch,
+             const std::vector<int64_t>& row, int round_trips, std::vector<double>& deepool_ms,
+             std::vector<double>& raw_ms) {
   std::vector<int64_t> sizes{batch};
   sizes.insert(sizes.end(), row.begin(), row.end());
   auto on0 = Layout(0, batch), on1 = Layout(1, batch);
@@ -108,15 +108,30 @@ Result Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, in
       raw.send(buffer, 0, tag + 1)->wait();
     }
   };
-  deepool_round(0);
-  raw_round(0);
-  auto begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < round_trips; ++i) deepool_round(2);
-  double deepool_ms = Ms(std::chrono::steady_clock::now() - begin).count() / round_trips;
-  begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < round_trips; ++i) raw_round(2);
-  double raw_ms = Ms(std::chrono::steady_clock::now() - begin).count() / round_trips;
-  return {deepool_ms, raw_ms};
+  auto timed = [](auto&& round, std::vector<double>& ms) {
+    auto begin = std::chrono::steady_clock::now();
+    round(2);
+    ms.push_back(Ms(std::chrono::steady_clock::now() - begin).count());
+  };
+  // Warm-up: connections, receive buffers and the allocator's pages for both sides.
+  for (int i = 0; i < 2; ++i) {
+    deepool_round(0);
+    raw_round(0);
+  }
+  for (int i = 0; i < round_trips; ++i) {
+    if (i % 2 == 0) {
+      timed(deepool_round, deepool_ms);
+      timed(raw_round, raw_ms);
+    } else {
+      timed(raw_round, raw_ms);
+      timed(deepool_round, deepool_ms);
+    }
+  }
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
 int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
@@ -162,15 +177,11 @@ int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
   for (const Case& c : {Case{32, {16, 16, 16}}, Case{32, {64, 32, 32}}, Case{64, {64, 56, 56}}}) {
     std::vector<double> deepool_ms, raw_ms;
     for (int t = 0; t < trials; ++t) {
-      Result r = Measure(rank, **comm, *raw, c.batch, c.row, round_trips);
-      deepool_ms.push_back(r.deepool_ms);
-      raw_ms.push_back(r.raw_ms);
+      Measure(rank, **comm, *raw, c.batch, c.row, round_trips, deepool_ms, raw_ms);
     }
-    std::sort(deepool_ms.begin(), deepool_ms.end());
-    std::sort(raw_ms.begin(), raw_ms.end());
     double mb = 2.0 * 4 * c.batch * c.row[0] * c.row[1] * c.row[2] / 1e6;
-    double d = mb / (deepool_ms[deepool_ms.size() / 2] / 1e3);
-    double r = mb / (raw_ms[raw_ms.size() / 2] / 1e3);
+    double d = mb / (Median(deepool_ms) / 1e3);
+    double r = mb / (Median(raw_ms) / 1e3);
     if (rank == 0) {
       std::printf("| [%lld, %lld, %lld, %lld] | %.1f | %.0f | %.0f | %.3f |\n",
                   static_cast<long long>(c.batch), static_cast<long long>(c.row[0]),

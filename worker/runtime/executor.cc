@@ -16,6 +16,10 @@ torch::Tensor Rows(const torch::Tensor& tensor, int64_t held_first, int64_t firs
   return tensor.narrow(0, first - held_first, last - first);
 }
 
+bool SamePlacement(const planner::LayerPlacement& a, const planner::LayerPlacement& b) {
+  return a.devices == b.devices && a.samples == b.samples;
+}
+
 // libtorch reports errors as exceptions; the executor's callers get Status values.
 template <typename Fn>
 Status Guarded(const std::string& what, Fn&& fn) {
@@ -61,6 +65,14 @@ Status Executor::Init(const ModuleFactory& factory) {
     state.runs = state.placement->Runs(rank_);
     std::tie(state.first, state.last) = state.placement->SampleRange(rank_);
     if (state.runs && state.first >= state.last) state.runs = false;
+    // Consecutive layers with the same placement share a segment. Ids are topological, so a
+    // segment is convex: no layer outside it lies on a path between two of its layers.
+    if (id > 0 && SamePlacement(*layers_[static_cast<size_t>(id - 1)].placement, *state.placement)) {
+      segments_.back().last = id;
+    } else {
+      segments_.push_back(Segment{id, id});
+    }
+    state.segment = static_cast<int>(segments_.size()) - 1;
   }
   for (const auto& output : graph_.outputs()) {
     auto id = graph_.FindLayer(output.layer);
@@ -75,10 +87,14 @@ Status Executor::Init(const ModuleFactory& factory) {
       edge.consumer = id;
       edge.input_index = static_cast<int>(k);
       if (edge.producer != planner::kGraphInputId) {
-        edge.pieces = ResplitPieces(*layers_[static_cast<size_t>(edge.producer)].placement,
-                                    *layers_[static_cast<size_t>(id)].placement);
-        layers_[static_cast<size_t>(edge.producer)].output_edges.push_back(
-            static_cast<int>(edges_.size()));
+        LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
+        edge.in_segment = producer.segment == layers_[static_cast<size_t>(id)].segment;
+        // Output edges list only the edges whose gradients the executor moves itself.
+        if (!edge.in_segment) {
+          edge.pieces = ResplitPieces(*producer.placement,
+                                      *layers_[static_cast<size_t>(id)].placement);
+          producer.output_edges.push_back(static_cast<int>(edges_.size()));
+        }
       }
       layers_[static_cast<size_t>(id)].input_edges.push_back(static_cast<int>(edges_.size()));
       edges_.push_back(std::move(edge));
@@ -135,6 +151,17 @@ torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
   return buffer;
 }
 
+void Executor::ReleaseIterationTensors() {
+  for (LayerState& state : layers_) {
+    state.inputs.clear();
+    state.output = torch::Tensor();
+    state.loss = torch::Tensor();
+  }
+  for (torch::Tensor& labels : labels_) labels = torch::Tensor();
+  sends_.clear();
+  reduces_.clear();
+}
+
 Status Executor::WaitOne(CommWork& work) {
   Synchronize();
   auto start = clock_->Now();
@@ -161,6 +188,10 @@ Status Executor::Forward(int id, const Batch& batch) {
       parts[k].push_back(Rows(batch.inputs, 0, state.first, state.last));
       continue;
     }
+    if (edge.in_segment) {  // same samples, same rank: the autograd graph goes on
+      parts[k].push_back(layers_[static_cast<size_t>(edge.producer)].output);
+      continue;
+    }
     const LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
     for (const ResplitPiece& piece : edge.pieces) {
       if (piece.dst != rank_) continue;
@@ -180,8 +211,10 @@ Status Executor::Forward(int id, const Batch& batch) {
   for (size_t k = 0; k < parts.size(); ++k) {
     const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
     torch::Tensor input = parts[k].size() == 1 ? parts[k][0] : torch::cat(parts[k], 0);
-    input = input.detach();
-    if (edge.producer != planner::kGraphInputId) input.requires_grad_(true);
+    if (!edge.in_segment) {
+      input = input.detach();
+      if (edge.producer != planner::kGraphInputId) input.requires_grad_(true);
+    }
     state.inputs.push_back(input);
   }
   LayerModule& module = *modules_.at(id);
@@ -206,12 +239,24 @@ Status Executor::Forward(int id, const Batch& batch) {
   return Status::Ok();
 }
 
-Status Executor::Backward(int id) {
-  LayerState& state = layers_[static_cast<size_t>(id)];
+void Executor::ReleaseForwardOnlyTensors() {
+  for (LayerState& state : layers_) {
+    if (!state.runs) continue;
+    for (size_t k = 0; k < state.input_edges.size(); ++k) {
+      const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
+      if (edge.producer == planner::kGraphInputId || edge.in_segment) {
+        state.inputs[k] = torch::Tensor();
+      }
+    }
+    if (state.output_edges.empty()) state.output = torch::Tensor();
+  }
+}
+
+Status Executor::GatherOutputGradient(
+    int id, std::vector<std::unique_ptr<CommWork>>& recvs,
+    std::vector<std::pair<torch::Tensor, int64_t>>& contributions) {
   const planner::Layer& layer = graph_.layer(id);
-  // Gradient pieces of this layer's output: (tensor, first sample), local or received.
-  std::vector<std::pair<torch::Tensor, int64_t>> contributions;
-  std::vector<std::unique_ptr<CommWork>> recvs;
+  const LayerState& state = layers_[static_cast<size_t>(id)];
   for (int edge_id : state.output_edges) {
     const Edge& edge = edges_[static_cast<size_t>(edge_id)];
     const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
@@ -231,38 +276,75 @@ Status Executor::Backward(int id) {
       }
     }
   }
-  RETURN_IF_ERROR(WaitAndCount(recvs).WithContext("backward of " + layer.name));
-  torch::Tensor grad;
-  if (contributions.size() == 1 && contributions[0].second == state.first &&
-      contributions[0].first.size(0) == state.last - state.first) {
-    grad = contributions[0].first;  // the common case: one consumer, same layout
-  } else if (!contributions.empty()) {
-    grad = torch::zeros_like(state.output);
-    for (auto& [piece, first] : contributions) {
-      Rows(grad, state.first, first, first + piece.size(0)).add_(piece);
+  return Status::Ok();
+}
+
+Status Executor::Backward(const Segment& segment) {
+  const size_t size = static_cast<size_t>(segment.last - segment.first + 1);
+  // Per layer of the segment: gradient pieces of its output (tensor, first sample) from
+  // consumers in other segments, local or received.
+  std::vector<std::vector<std::pair<torch::Tensor, int64_t>>> contributions(size);
+  std::vector<std::unique_ptr<CommWork>> recvs;
+  for (int id = segment.first; id <= segment.last; ++id) {
+    RETURN_IF_ERROR(
+        GatherOutputGradient(id, recvs, contributions[static_cast<size_t>(id - segment.first)]));
+  }
+  Status received = WaitAndCount(recvs);
+  if (!received.ok()) {
+    std::string layers = graph_.layer(segment.first).name;
+    if (segment.last != segment.first) layers += " .. " + graph_.layer(segment.last).name;
+    return received.WithContext("backward of " + layers);
+  }
+  // One autograd call from every root of the segment: outputs that consumers in other segments
+  // gave a gradient, and loss parts. Gradients from inside the segment flow through autograd.
+  std::vector<torch::Tensor> roots, root_grads;
+  for (int id = segment.last; id >= segment.first; --id) {
+    LayerState& state = layers_[static_cast<size_t>(id)];
+    auto& pieces = contributions[static_cast<size_t>(id - segment.first)];
+    torch::Tensor grad;
+    if (pieces.size() == 1 && pieces[0].second == state.first &&
+        pieces[0].first.size(0) == state.last - state.first) {
+      grad = pieces[0].first;  // the common case: one consumer, same layout
+    } else if (!pieces.empty()) {
+      grad = torch::zeros_like(state.output);
+      for (auto& [piece, first] : pieces) {
+        Rows(grad, state.first, first, first + piece.size(0)).add_(piece);
+      }
+    }
+    if (grad.defined() && state.output.requires_grad()) {
+      roots.push_back(state.output);
+      root_grads.push_back(grad);
+    }
+    if (state.loss.defined() && state.loss.requires_grad()) {
+      roots.push_back(state.loss);
+      root_grads.push_back(torch::ones_like(state.loss));
     }
   }
-  std::vector<torch::Tensor> roots, root_grads;
-  if (grad.defined()) {
-    roots.push_back(state.output);
-    root_grads.push_back(grad);
+  if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+  roots.clear();
+  root_grads.clear();
+  for (int id = segment.first; id <= segment.last; ++id) {
+    layers_[static_cast<size_t>(id)].output = torch::Tensor();
+    layers_[static_cast<size_t>(id)].loss = torch::Tensor();
   }
-  if (state.loss.defined()) {
-    roots.push_back(state.loss);
-    root_grads.push_back(torch::ones_like(state.loss));
-  }
-  if (!roots.empty() && state.output.requires_grad()) {
-    torch::autograd::backward(roots, root_grads);
-  }
-  // Send each producer on another rank the gradient of the samples it gave us.
+  for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(SendInputGradients(id));
+  for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(ReduceGradients(id));
+  return Status::Ok();
+}
+
+Status Executor::SendInputGradients(int id) {
+  LayerState& state = layers_[static_cast<size_t>(id)];
   for (size_t k = 0; k < state.input_edges.size(); ++k) {
     int edge_id = state.input_edges[k];
     const Edge& edge = edges_[static_cast<size_t>(edge_id)];
-    if (edge.producer == planner::kGraphInputId) continue;
-    torch::Tensor input_grad = state.inputs[k].grad();
-    if (!input_grad.defined()) input_grad = torch::zeros_like(state.inputs[k]);
+    if (edge.producer == planner::kGraphInputId || edge.in_segment) continue;
+    torch::Tensor input_grad;
     for (const ResplitPiece& piece : edge.pieces) {
       if (piece.dst != rank_ || piece.src == rank_) continue;
+      if (!input_grad.defined()) {
+        input_grad = state.inputs[k].grad();
+        if (!input_grad.defined()) input_grad = torch::zeros_like(state.inputs[k]);
+      }
       Synchronize();
       ASSIGN_OR_RETURN(
           auto work,
@@ -271,7 +353,7 @@ Status Executor::Backward(int id) {
       sends_.push_back(std::move(work));
     }
   }
-  return ReduceGradients(id);
+  return Status::Ok();
 }
 
 Status Executor::ReduceGradients(int id) {
@@ -307,8 +389,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   auto start = clock_->Now();
   iteration_ = iteration;
   idle_ = {};
-  sends_.clear();
-  reduces_.clear();
+  ReleaseIterationTensors();  // after a failed iteration
   ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
   double loss = 0;
   Status status = Guarded(
@@ -319,9 +400,6 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         const int n = graph_.num_layers();
         for (int id = 0; id < n; ++id) {
           LayerState& state = layers_[static_cast<size_t>(id)];
-          state.inputs.clear();
-          state.output = torch::Tensor();
-          state.loss = torch::Tensor();
           if (!state.runs) continue;
           if (state.loss_weight > 0) {
             labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
@@ -338,13 +416,16 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         for (int id = 0; id < n; ++id) {
           if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
         }
+        ReleaseForwardOnlyTensors();
         torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
-        for (int id = n - 1; id >= 0; --id) {
-          LayerState& state = layers_[static_cast<size_t>(id)];
-          if (!state.runs) continue;
-          if (state.loss.defined())
-            local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
-          RETURN_IF_ERROR(Backward(id));
+        for (auto segment = segments_.rbegin(); segment != segments_.rend(); ++segment) {
+          if (!layers_[static_cast<size_t>(segment->first)].runs) continue;
+          for (int id = segment->last; id >= segment->first; --id) {
+            const LayerState& state = layers_[static_cast<size_t>(id)];
+            if (state.loss.defined())
+              local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
+          }
+          RETURN_IF_ERROR(Backward(*segment));
         }
         RETURN_IF_ERROR(FinishReductions());
         RETURN_IF_ERROR(WaitAndCount(sends_).WithContext("sending activations and gradients"));
@@ -361,6 +442,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
         Synchronize();
         return Status::Ok();
       });
+  ReleaseIterationTensors();
   if (!status.ok()) return status;
   IterationStats stats;
   stats.iteration = iteration;
