@@ -211,9 +211,10 @@ bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservat
   if (!best_ready) {
     // As its own process it would compete with the FG rank for the device; inside the FG
     // executor the gate gives the FG rank priority. So it waits for that executor.
-    SetPendingReasonLocked(
-        job, "waiting for FG job " + fg_owner_.at(*best) + "'s rank on " + best->first + "/" +
-                 best->second + " to start, to run inside it (predicted idle " + idle_text + ")");
+    SetPendingReasonLocked(job, "waiting for FG job " + fg_owner_.at(*best) + "'s rank on " +
+                                    best->first + "/" + best->second +
+                                    " to start (to run inside it) or to end (predicted idle " +
+                                    idle_text + ")");
     return false;
   }
   Reservation reservation;
@@ -317,10 +318,15 @@ int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) cons
   if (owner == fg_owner_.end()) return -1;
   StatusOr<JobRecord> fg = jobs_->Get(owner->second);
   if (!fg.ok() || fg->state != JobState::kRunning) return -1;
-  // Only a rank that has reported an iteration surely has a running executor to attach to.
+  // Only a rank that has reported an iteration surely has a running executor to attach to; one
+  // that completed all its iterations is ending (its job waits for the other ranks), and a BG
+  // job sent there would only be told that its host ended.
   int rank = -1;
   for (const DeviceProgress& row : fg->progress.devices) {
-    if (row.node_id == key.first && row.device == key.second) rank = row.rank;
+    if (row.node_id == key.first && row.device == key.second &&
+        row.iteration < fg->spec.iterations) {
+      rank = row.rank;
+    }
   }
   if (rank >= 0 && fg_out) *fg_out = *fg;
   return rank;

@@ -350,8 +350,8 @@ TEST_CASE(
   h.scheduler.Tick();
   CHECK(h.Get(bg.id).state == JobState::kPending);
   CHECK(h.Get(bg.id).reason == "waiting for FG job " + fg.id +
-                                   "'s rank on node-a/cpu:1 to start, to run inside it "
-                                   "(predicted idle 20%)");
+                                   "'s rank on node-a/cpu:1 to start (to run inside it) or "
+                                   "to end (predicted idle 20%)");
   CHECK(h.Commands("node-a").empty());
 
   h.ReportRanks("node-a", fg.id, {1});
@@ -433,7 +433,8 @@ TEST_CASE(
   h.scheduler.Tick();  // a round admits before it plans: the next one sees the plan
   // The plan is known: rank 1 (cpu:1) is predicted idler; its rank has not reported yet.
   CHECK(h.Get(bg.id).state == JobState::kPending);
-  CHECK(h.Get(bg.id).reason.find("node-a/cpu:1 to start, to run inside it (predicted idle 20%)") !=
+  CHECK(h.Get(bg.id).reason.find(
+            "node-a/cpu:1 to start (to run inside it) or to end (predicted idle 20%)") !=
         std::string::npos);
   h.Commands("node-a");
   h.ReportRanks("node-a", fg.id, {0});  // a rank elsewhere changes nothing
@@ -448,6 +449,36 @@ TEST_CASE(
   REQUIRE(commands.size() == 1);
   CHECK(commands[0].assign().train().host_task_id() == fg_task);
   CHECK(commands[0].assign().train().host_rank() == 1);
+}
+
+TEST_CASE("a FG rank that completed its iterations hosts no BG job", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  // Rank 1 (cpu:1, the idler) reports its last iteration: its executor is ending.
+  const std::string fg_task = h.Get(fg.id).task_ids.at(0);
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(1);
+  e->set_iteration(4);  // the 5th of 5
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason.find("node-a/cpu:1 to start (to run inside it) or to end") !=
+        std::string::npos);
+  CHECK(h.Commands("node-a").empty());
+  // The FG job ends: the device is free and the BG job runs as its own process.
+  h.Exit("node-a", fg_task, v1::TASK_OUTCOME_SUCCEEDED);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id().empty());
 }
 
 TEST_CASE("a BG job prefers a device no FG job holds over a FG rank's", "[scheduler]") {
