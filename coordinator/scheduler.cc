@@ -81,12 +81,11 @@ void Scheduler::AdmitLocked(std::vector<Reservation>* to_plan) {
       if (fg_owner_.count(key) == 0) free[device.type].push_back(key);
     }
   }
+  // FG jobs first: BG jobs never hold FG jobs back, and a BG job placed after them sees the
+  // devices they just reserved as held.
   std::string blocker;
   for (const JobRecord& job : pending) {
-    if (job.spec.role == JobRole::kBg) {
-      AdmitBackgroundLocked(job, to_plan);
-      continue;
-    }
+    if (job.spec.role == JobRole::kBg) continue;
     if (!blocker.empty()) {
       SetPendingReasonLocked(job, "queued behind " + blocker);
       continue;
@@ -108,6 +107,9 @@ void Scheduler::AdmitLocked(std::vector<Reservation>* to_plan) {
                                       std::to_string(best));
     }
   }
+  for (const JobRecord& job : pending) {
+    if (job.spec.role == JobRole::kBg) AdmitBackgroundLocked(job, to_plan);
+  }
 }
 
 bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
@@ -120,7 +122,13 @@ bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
     std::map<std::string, std::vector<DeviceKey>> by_node;
     for (const DeviceKey& key : keys) by_node[key.first].push_back(key);
     std::vector<std::vector<DeviceKey>> groups;
-    for (auto& [node, node_keys] : by_node) groups.push_back(std::move(node_keys));
+    for (auto& [node, node_keys] : by_node) {
+      // Within a node, devices without a BG job first: fewer BG jobs have to make way.
+      std::stable_sort(node_keys.begin(), node_keys.end(), [&](const auto& a, const auto& b) {
+        return bg_owner_.count(a) < bg_owner_.count(b);
+      });
+      groups.push_back(std::move(node_keys));
+    }
     std::stable_sort(groups.begin(), groups.end(),
                      [](const auto& a, const auto& b) { return a.size() > b.size(); });
     Reservation reservation;
@@ -139,6 +147,7 @@ bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
       fg_owner_[key] = job.id;
       keys.erase(std::find(keys.begin(), keys.end(), key));
     }
+    for (const DeviceKey& key : reservation.devices) YieldBackgroundLocked(key, job.id);
 
     // The profile: analytical when asked and available, else cached, else measured.
     if (job.spec.profile == "analytical" && planner_->HasAnalyticalPreset(type)) {
@@ -168,21 +177,28 @@ bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
 }
 
 bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan) {
+  // The idlest device; at equal idleness one the job can use now (no FG job, or a running FG
+  // rank to run inside) before one whose FG rank has yet to start.
   std::optional<DeviceKey> best;
   double best_idle = -1;
+  bool best_ready = false;
   for (const NodeRecord& node : nodes_->List()) {
     if (!node.schedulable()) continue;
     for (const DeviceInfo& device : node.devices) {
       DeviceKey key{node.id, device.device};
       if (bg_owner_.count(key)) continue;
       double idle = 1.0;
+      bool ready = true;
       if (fg_owner_.count(key)) {
+        // Reserved by a FG job not yet planned: held, and no idleness is known yet.
         auto it = idle_fraction_.find(key);
         idle = it == idle_fraction_.end() ? 0.0 : it->second;
+        ready = RunningFgRankLocked(key) >= 0;
       }
-      if (idle > best_idle) {
+      if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
         best_idle = idle;
         best = key;
+        best_ready = ready;
       }
     }
   }
@@ -190,13 +206,22 @@ bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservat
     SetPendingReasonLocked(job, "waiting for a device without a bg job");
     return false;
   }
+  char idle_text[32];
+  std::snprintf(idle_text, sizeof(idle_text), "%.0f%%", best_idle * 100);
+  if (!best_ready) {
+    // As its own process it would compete with the FG rank for the device; inside the FG
+    // executor the gate gives the FG rank priority. So it waits for that executor.
+    SetPendingReasonLocked(job, "waiting for FG job " + fg_owner_.at(*best) + "'s rank on " +
+                                    best->first + "/" + best->second +
+                                    " to start (to run inside it) or to end (predicted idle " +
+                                    idle_text + ")");
+    return false;
+  }
   Reservation reservation;
   reservation.job_id = job.id;
   reservation.background = true;
   reservation.devices = {*best};
   bg_owner_[*best] = job.id;
-  char idle_text[32];
-  std::snprintf(idle_text, sizeof(idle_text), "%.0f%%", best_idle * 100);
   StatusOr<JobRecord> moved = jobs_->Transition(
       job.id, JobState::kPlanning,
       "bg on " + best->first + "/" + best->second + " (predicted idle " + idle_text + ")");
@@ -263,16 +288,10 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
 
 std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
                                               const std::string& graph_json, Task* task) const {
-  auto owner = fg_owner_.find({where.node_id, where.device});
-  if (owner == fg_owner_.end()) return "";
-  StatusOr<JobRecord> fg = jobs_->Get(owner->second);
-  if (!fg.ok() || fg->state != JobState::kRunning) return "";
-  // Only a rank that has reported an iteration surely has a running executor to attach to.
-  int host_rank = -1;
-  for (const DeviceProgress& row : fg->progress.devices) {
-    if (row.node_id == where.node_id && row.device == where.device) host_rank = row.rank;
-  }
+  JobRecord fg_job;
+  const int host_rank = RunningFgRankLocked({where.node_id, where.device}, &fg_job);
   if (host_rank < 0) return "";
+  const JobRecord* fg = &fg_job;
   for (const auto& [id, t] : tasks_) {
     if (t.job_id != fg->id || t.attempt != fg->attempt || t.node_id != where.node_id ||
         (t.phase != TaskPhase::kSent && t.phase != TaskPhase::kConfirmed)) {
@@ -292,6 +311,25 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
     return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + id + ")";
   }
   return "";
+}
+
+int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) const {
+  auto owner = fg_owner_.find(key);
+  if (owner == fg_owner_.end()) return -1;
+  StatusOr<JobRecord> fg = jobs_->Get(owner->second);
+  if (!fg.ok() || fg->state != JobState::kRunning) return -1;
+  // Only a rank that has reported an iteration surely has a running executor to attach to; one
+  // that completed all its iterations is ending (its job waits for the other ranks), and a BG
+  // job sent there would only be told that its host ended.
+  int rank = -1;
+  for (const DeviceProgress& row : fg->progress.devices) {
+    if (row.node_id == key.first && row.device == key.second &&
+        row.iteration < fg->spec.iterations) {
+      rank = row.rank;
+    }
+  }
+  if (rank >= 0 && fg_out) *fg_out = *fg;
+  return rank;
 }
 
 void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned) {
@@ -368,6 +406,8 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
       }
       idle_fraction_[used[static_cast<size_t>(rank)]] = idle;
     }
+    // The predicted idleness is known now: BG jobs may pick another device next round.
+    work_pending_ = true;
   }
   for (Task& task : new_tasks) {
     task.sent_at = clock_->Now();

@@ -137,6 +137,10 @@ class Scheduler {
                              std::map<std::string, std::vector<DeviceKey>>* free,
                              std::vector<Reservation>* to_plan);
   bool AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan);
+  // A FG job took `key`: the BG job placed there makes way (FG jobs keep priority). It is
+  // stopped and goes back to PENDING, to be placed again (e.g. inside that FG job's rank once it
+  // runs), restarting from iteration 0.
+  void YieldBackgroundLocked(const DeviceKey& key, const std::string& fg_job);
   void SetPendingReasonLocked(const JobRecord& job, const std::string& reason);
   void StartProfilingLocked(const JobRecord& job, Reservation reservation);
   // Dispatch (mu_ held).
@@ -152,6 +156,9 @@ class Scheduler {
   // A BG job placed on a device whose FG rank is running (it has reported an iteration) runs
   // inside that rank's executor: sets the task's host_task_id, host_rank and background_json
   // and returns "job J rank R (task T)"; "" when it must run as its own process.
+  // The rank of the FG job holding `key` when that job is RUNNING and the rank has reported an
+  // iteration (its executor runs); -1 otherwise. Fills *fg with the FG job when found.
+  int RunningFgRankLocked(const DeviceKey& key, JobRecord* fg = nullptr) const;
   std::string HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
                                      const std::string& graph_json, Task* task) const;
   // Endings (mu_ held).

@@ -146,6 +146,21 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const std::string& rea
   }
 }
 
+void Scheduler::YieldBackgroundLocked(const DeviceKey& key, const std::string& fg_job) {
+  auto owner = bg_owner_.find(key);
+  if (owner == bg_owner_.end()) return;
+  StatusOr<JobRecord> bg = jobs_->Get(owner->second);
+  if (!bg.ok() || IsTerminal(bg->state)) return;
+  const std::string why = "FG job " + fg_job + " took " + key.first + "/" + key.second;
+  CancelTasksLocked(bg->id, why);
+  ReleaseLocked(bg->id);
+  // Not counted against max_attempts: the job did nothing wrong.
+  (void)jobs_->Transition(bg->id, JobState::kPending,
+                          "requeued: " + why +
+                              "; BG jobs make way for FG jobs and are not "
+                              "checkpointed, it starts again");
+}
+
 StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
@@ -279,11 +294,17 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
       return on_device;
     };
     const int64_t now_ms = clock_->WallMillis();
-    (void)jobs_->Update(task.job_id, [&](JobRecord& r) {
+    StatusOr<JobRecord> updated = jobs_->Update(task.job_id, [&](JobRecord& r) {
       for (const v1::IterationEvent& e : report.iterations()) {
         ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
       }
     });
+    // A FG rank's first iteration: a BG job may be waiting to run inside its executor.
+    if (updated.ok() && updated->spec.role != JobRole::kBg &&
+        updated->progress.devices.size() > job->progress.devices.size()) {
+      work_pending_ = true;
+      work_ready_.notify_all();
+    }
   }
   if (!report.store_ready().empty() && task.rank0_node) {
     // Persisted first, so a restarted coordinator can still send the other nodes their ranks.

@@ -140,7 +140,24 @@ std::string JobsSummary(const std::vector<v1::Job>& jobs) {
          FormatDuration(static_cast<double>(job.updated_ms() - started)),
          devices.empty() ? "-" : devices});
   }
-  return table.Render();
+  std::string out = table.Render();
+  // Where each BG job ran, every dispatch in order: inside a FG executor (sharing its device
+  // through the gate) or as its own process. The DEVICES column alone does not tell, and a BG job
+  // requeued when its host ended ran in both ways.
+  const std::string inside = "dispatched inside the executor of ";
+  for (const auto& job : jobs) {
+    if (job.spec().role() != v1::JOB_ROLE_BG) continue;
+    std::string where;
+    for (const auto& h : job.history()) {
+      if (h.state() != v1::JOB_STATE_RUNNING) continue;
+      where += where.empty() ? "ran " : "; requeued, then ran ";
+      where += h.reason().rfind(inside, 0) == 0
+                   ? "inside the executor of " + h.reason().substr(inside.size())
+                   : "as its own executor process";
+    }
+    if (!where.empty()) out += job.job_id() + " (BG) " + where + "\n";
+  }
+  return out;
 }
 
 }  // namespace deepool::cli

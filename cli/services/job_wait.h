@@ -31,7 +31,8 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
                 const std::vector<std::string>& job_ids, const WaitOptions& options,
                 std::ostream& out, std::vector<v1::Job>* final_jobs = nullptr);
 
-// "job  state  iterations  samples/s  wall time  devices" for finished jobs.
+// "job  state  iterations  samples/s  wall time  devices" for finished jobs, then one line per
+// BG job saying where each of its dispatches ran: inside a FG executor or as its own process.
 std::string JobsSummary(const std::vector<v1::Job>& jobs);
 
 }  // namespace deepool::cli

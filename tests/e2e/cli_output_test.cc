@@ -6,6 +6,7 @@
 
 #include "cli/services/client.h"
 #include "cli/services/format.h"
+#include "cli/services/job_wait.h"
 
 using namespace deepool;
 using namespace deepool::cli;
@@ -184,6 +185,34 @@ TEST_CASE("status shows per-device FG busy, BG busy, idle and the cluster summar
                      "total 300.0 samples/s") != std::string::npos);
   CHECK(summary.find("3/4 busy (2 FG, 2 BG, 1 shared), 1 idle; device time FG 50%, BG 30%, "
                      "idle 20%") != std::string::npos);
+}
+
+TEST_CASE("the jobs summary says where each BG job ran", "[cli]") {
+  auto bg = [](const std::string& id, const std::vector<std::string>& dispatches) {
+    v1::Job job;
+    job.set_job_id(id);
+    job.mutable_spec()->set_role(v1::JOB_ROLE_BG);
+    job.set_state(v1::JOB_STATE_SUCCEEDED);
+    for (const std::string& reason : dispatches) {
+      auto* h = job.add_history();
+      h->set_state(v1::JOB_STATE_RUNNING);
+      h->set_reason(reason);
+    }
+    return job;
+  };
+  v1::Job fg;
+  fg.set_job_id("job-1");
+  fg.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  std::string summary =
+      JobsSummary({fg,
+                   bg("job-2", {"dispatched 1 ranks to 1 node(s)",
+                                "dispatched inside the executor of job job-1 rank 3 (task t)"}),
+                   bg("job-3", {"dispatched 1 ranks to 1 node(s)"}), bg("job-4", {})});
+  CHECK(summary.find("job-2 (BG) ran as its own executor process; requeued, then ran inside the "
+                     "executor of job job-1 rank 3 (task t)\n") != std::string::npos);
+  CHECK(summary.find("job-3 (BG) ran as its own executor process\n") != std::string::npos);
+  CHECK(summary.find("job-4 (BG)") == std::string::npos);  // never ran
+  CHECK(summary.find("job-1 (") == std::string::npos);
 }
 
 TEST_CASE("plan summaries count layers per device count", "[cli]") {

@@ -84,6 +84,15 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   }
   REQUIRE(bg_job.progress().devices_size() == 1);
   CHECK(bg_job.progress().devices(0).bg_job_id() == bg);
+  // The FG job holds every device: the BG job ran inside a FG executor, or only after the FG job
+  // ended (had it finished first), never as a process competing with a FG rank.
+  const int64_t fg_ended_ms = fg_job.history(fg_job.history_size() - 1).time_ms();
+  for (const auto& h : bg_job.history()) {
+    if (h.state() != v1::JOB_STATE_RUNNING) continue;
+    INFO(h.reason());
+    CHECK((h.reason().find("inside the executor of job " + fg) != std::string::npos ||
+           h.time_ms() >= fg_ended_ms));
+  }
   // The states it went through, in order.
   std::vector<v1::JobState> states;
   for (const auto& h : fg_job.history()) states.push_back(h.state());
@@ -147,6 +156,39 @@ TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor an
   CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
   CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
   // No executor process of its own: the worker started no rank for it.
+  CHECK(out.find("started rank") == std::string::npos);
+
+  CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
+  CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+}
+
+TEST_CASE("a BG job submitted with a FG job waits for a FG rank and runs inside its executor",
+          "[e2e]") {
+  LocalCluster cluster;
+  std::string fg, bg;
+  // Submitted together: the FG job takes all four devices while the BG job is still pending.
+  REQUIRE(cluster.Submit(FgJob("fg-first", 100000), &fg).ok());
+  REQUIRE(cluster.Submit(BgJob("bg-waits", 3), &bg).ok());
+  v1::Job bg_job = cluster.WaitForTerminal(bg);
+  INFO(cli::ToJson(bg_job));
+  REQUIRE(bg_job.state() == v1::JOB_STATE_SUCCEEDED);
+  // Dispatched once, into a FG executor; never as its own process.
+  int dispatches = 0;
+  bool inside = false;
+  for (const auto& h : bg_job.history()) {
+    if (h.state() != v1::JOB_STATE_RUNNING) continue;
+    ++dispatches;
+    inside = h.reason().find("inside the executor of job " + fg) != std::string::npos;
+  }
+  CHECK(dispatches == 1);
+  CHECK(inside);
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).shared_executor());
+  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  std::string out, err;
+  CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
+  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
   CHECK(out.find("started rank") == std::string::npos);
 
   CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
