@@ -42,7 +42,7 @@ struct UpFlags {
   std::string bg_model = "mlp";
   int64_t fg_batch = 32;
   int64_t fg_iterations = 30;
-  int64_t bg_iterations = 60;
+  int64_t bg_iterations = 30;  // short enough to finish inside the FG executor
   double amplification_limit = 0;
   std::string profile;  // empty: measured when deepool-profile exists, else analytical
   int timeout_s = 900;
