@@ -50,6 +50,17 @@ bool NoTasksLeft(LocalCluster& cluster) {
   return true;
 }
 
+// A BG job's progress came from a FG rank's executor, and the worker started no process for it.
+void CheckRanInsideFgExecutor(LocalCluster& cluster, const v1::Job& bg_job, const std::string& fg) {
+  REQUIRE(bg_job.progress().devices_size() == 1);
+  CHECK(bg_job.progress().devices(0).shared_executor());
+  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  std::string out, err;
+  CHECK(cluster.RunCli({"logs", bg_job.job_id()}, &out, &err) == 0);
+  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
+  CHECK(out.find("started rank") == std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to completion",
@@ -149,14 +160,8 @@ TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor an
     inside |= h.reason().find("inside the executor of job " + fg) != std::string::npos;
   }
   CHECK(inside);
-  REQUIRE(bg_job.progress().devices_size() == 1);
-  CHECK(bg_job.progress().devices(0).shared_executor());
-  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  CheckRanInsideFgExecutor(cluster, bg_job, fg);
   std::string out, err;
-  CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
-  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
-  // No executor process of its own: the worker started no rank for it.
-  CHECK(out.find("started rank") == std::string::npos);
 
   CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
   CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
@@ -183,13 +188,8 @@ TEST_CASE("a BG job submitted with a FG job waits for a FG rank and runs inside 
   }
   CHECK(dispatches == 1);
   CHECK(inside);
-  REQUIRE(bg_job.progress().devices_size() == 1);
-  CHECK(bg_job.progress().devices(0).shared_executor());
-  CHECK(bg_job.progress().devices(0).fg_job_id() == fg);
+  CheckRanInsideFgExecutor(cluster, bg_job, fg);
   std::string out, err;
-  CHECK(cluster.RunCli({"logs", bg}, &out, &err) == 0);
-  CHECK(out.find("runs inside the FG executor of task") != std::string::npos);
-  CHECK(out.find("started rank") == std::string::npos);
 
   CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
   CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
