@@ -205,13 +205,17 @@ std::string PlanSummary(const std::string& plan_json) {
   out << "\n";
   char line[256];
   if (number(totals, "iteration_ms") > 0) {
+    // A limit of 0 means the plan was made without one (only time mattered).
+    const double limit = number(plan, "amplification_limit");
+    char limit_text[32] = "no limit";
+    if (limit > 0) std::snprintf(limit_text, sizeof(limit_text), "limit %.2f", limit);
     std::snprintf(line, sizeof(line),
                   "  predicted iteration %s (data parallel %s, one device %s); amplification "
-                  "%.2f (limit %.2f)\n",
+                  "%.2f (%s)\n",
                   FormatDuration(number(totals, "iteration_ms")).c_str(),
                   FormatDuration(number(dp, "iteration_ms")).c_str(),
                   FormatDuration(number(plan, "single_device_ms")).c_str(),
-                  number(totals, "amplification"), number(plan, "amplification_limit"));
+                  number(totals, "amplification"), limit_text);
     out << line;
   }
   // How many layers run on how many devices: "1 dev: 3 layers, 4 dev: 9 layers".
