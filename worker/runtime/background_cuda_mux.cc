@@ -4,6 +4,8 @@
 #include "worker/runtime/multiplex_device.h"
 
 #if DEEPOOL_HAVE_CUDA
+#include <torch/version.h>
+
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -101,7 +103,12 @@ class CudaGraphStepper final : public BackgroundStepper {
       for (auto& param : module->parameters()) param.mutable_grad() = torch::Tensor();
     }
     // Thread-local capture: the FG thread keeps allocating and synchronising meanwhile.
+#if TORCH_VERSION_MAJOR >= 2
     graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+    // Not reached: MakeBackgroundStepper never builds this stepper on libtorch 1.x.
+    graph_.capture_begin();
+#endif
     RunIteration();
     graph_.capture_end();
     captured_ = true;
@@ -134,7 +141,14 @@ StatusOr<std::unique_ptr<BackgroundStepper>> MakeBackgroundStepper(
   }
   BackgroundSpec probe = trainer->spec();
   probe.sharing = options;
+#if TORCH_VERSION_MAJOR >= 2
   Status capturable = CudaGraphCapturable(probe);
+#else
+  // libtorch 1.x captures only in global mode, which the FG thread's concurrent allocations and
+  // synchronisations would invalidate; its CUDAGraph has no capture-mode argument.
+  Status capturable = FailedPreconditionError(
+      "CUDA graphs need libtorch >= 2.0 (thread-local capture); this libtorch is " TORCH_VERSION);
+#endif
   if (!capturable.ok()) {
     DP_LOG_WARN("background job runs eagerly: {}", capturable.message());
     return std::unique_ptr<BackgroundStepper>(std::move(trainer));

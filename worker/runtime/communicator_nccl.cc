@@ -23,8 +23,9 @@ StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
   internal::GroupFactory make_group = [timeout](const c10::intrusive_ptr<c10d::Store>& store,
                                                 int rank, int size) {
     auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    // Bounds how long a collective may run before it is reported as failed, instead of hanging.
     nccl_options->timeout = timeout;
-    // Failed or stalled collectives raise instead of hanging the stream forever.
+    // NCCL's own streams keep normal priority (the multiplexed jobs' streams carry the priorities).
     nccl_options->is_high_priority_stream = false;
     return c10::intrusive_ptr<internal::C10dGroup>(
         c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, nccl_options));
