@@ -608,6 +608,21 @@ class ParetoPass {
   int64_t max_frontier_ = 0;
 };
 
+// The buffers of one solve, kept per thread between solves. A solve's tables and frontiers are
+// hundreds of kilobytes: allocated afresh each time, glibc maps and unmaps them (or trims the
+// heap) on every call, and the page faults cost a large share of a sub-millisecond plan. Every
+// pass overwrites what it reads, so nothing carries over from one solve to the next.
+struct SolveScratch {
+  ScalarTables fastest, leanest, trial, kept_trial;
+  std::vector<ChosenCell> chosen_cells;
+  ParetoWorkspace workspace;
+};
+
+SolveScratch& ThreadSolveScratch() {
+  thread_local SolveScratch scratch;
+  return scratch;
+}
+
 }  // namespace
 
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
@@ -637,8 +652,9 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
 
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
   // when it fits the budget.
-  ScalarTables fastest;
-  std::vector<ChosenCell> chosen_cells;
+  SolveScratch& scratch = ThreadSolveScratch();
+  ScalarTables& fastest = scratch.fastest;
+  std::vector<ChosenCell>& chosen_cells = scratch.chosen_cells;
   chosen_cells.reserve(2 * schedule.steps.size() + 1);
   RunScalarPass(problem, schedule, node_table, 1, 0, /*break_ties_by_gpu=*/true, &fastest);
   const SeriesParallelSolution fastest_solution =
@@ -647,7 +663,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
     return finish(fastest_solution);
   }
   // The least GPU-time: when even that does not fit, nothing does.
-  ScalarTables leanest;
+  ScalarTables& leanest = scratch.leanest;
   RunScalarPass(problem, schedule, node_table, 0, 1, /*break_ties_by_gpu=*/false, &leanest);
   SeriesParallelSolution best =
       ScalarSolution(problem, schedule, node_table, leanest, &chosen_cells);
@@ -662,7 +678,8 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   // then the two are neighbours on the hull and that lambda maximises the bound.
   double lower_bound = fastest.weight[final_cell], best_lambda = 0;
   const ScalarTables* at_best_lambda = &fastest;
-  ScalarTables trial, kept_trial;
+  ScalarTables& trial = scratch.trial;
+  ScalarTables& kept_trial = scratch.kept_trial;
   auto gap_closed = [&] {
     return best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
   };
@@ -698,7 +715,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   Bounds bounds;
   bounds.lambda = best_lambda;
   bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
-  ParetoWorkspace workspace;
+  ParetoWorkspace& workspace = scratch.workspace;
   const double gap = incumbent - lower_bound;
   // Targets double from gap / 64 up to the incumbent: a pass that fails at a small target is
   // cheap, and the first that succeeds sits at most twice as far above the lower bound as the
