@@ -1,0 +1,308 @@
+// The scheduler's placement of BG jobs: by predicted idle time, inside running FG executors, and
+// always behind FG jobs.
+#include <catch2/catch.hpp>
+
+#include "coordinator/scheduler.h"
+#include "tests/service/scheduler_harness.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::Bg;
+using testing::Fg;
+using testing::Harness;
+using testing::Running;
+
+TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 4);
+  JobRecord fg = h.Submit(Fg(3));  // ranks 0..2 on cpu:0..2, idle 0, 0.2, 0.4
+  h.scheduler.Tick();
+  REQUIRE(h.Get(fg.id).state == JobState::kRunning);
+  h.Commands("node-a");
+  h.ReportRanks("node-a", fg.id, {0, 1, 2});
+  JobRecord bg1 = h.Submit(Bg());
+  JobRecord bg2 = h.Submit(Bg());
+  JobRecord bg3 = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg1.id).devices.at(0).device == "cpu:3");  // no FG job at all
+  CHECK(h.Get(bg2.id).devices.at(0).device == "cpu:2");
+  CHECK(h.Get(bg3.id).devices.at(0).device == "cpu:1");
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  int background = 0;
+  for (const auto& c : commands) background += c.assign().train().background() ? 1 : 0;
+  CHECK(background == 3);
+  JobRecord bg4 = h.Submit(Bg());
+  JobRecord bg5 = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
+  CHECK(h.Get(bg5.id).state == JobState::kPending);
+  CHECK(h.Get(bg5.id).reason.find("without a bg job") != std::string::npos);
+}
+
+TEST_CASE("device rows of a FG job name the BG job placed on the device", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  const std::string fg_task = h.ReportRanks("node-a", fg.id, {0, 1});
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).devices.at(0).device == "cpu:1");  // rank 1 is the idler
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::IterationEvent* e = progress.add_iterations();
+    e->set_rank(rank);
+    e->set_iteration(0);
+    e->set_busy_ms(rank == 0 ? 9 : 4);
+    e->set_idle_ms(rank == 0 ? 1 : 6);
+  }
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  const std::vector<DeviceProgress> rows = h.Get(fg.id).progress.devices;
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bg_job_id.empty());
+  CHECK(rows[1].bg_job_id == bg.id);
+  CHECK(rows[1].fg_busy_ms == 4);
+  CHECK(rows[1].idle_ms == 6);
+}
+
+TEST_CASE(
+    "a BG job on a running FG rank's device runs inside its executor and is requeued "
+    "when that rank ends first",
+    "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  std::string fg_task = h.Commands("node-a").at(0).assign().task_id();
+  // Before the FG rank reports, no executor is known to run. As its own process the BG job
+  // would compete with the FG rank: it waits for the rank instead.
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason == "waiting for FG job " + fg.id +
+                                   "'s rank on node-a/cpu:1 to start (to run inside it) or "
+                                   "to end (predicted idle 20%)");
+  CHECK(h.Commands("node-a").empty());
+
+  h.ReportRanks("node-a", fg.id, {1});
+  h.scheduler.Tick();
+  JobRecord placed = h.Get(bg.id);
+  REQUIRE(placed.state == JobState::kRunning);
+  CHECK(placed.devices.at(0).device == "cpu:1");
+  CHECK(placed.history.back().reason.find("inside the executor of job " + fg.id + " rank 1") !=
+        std::string::npos);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TrainTask& train = commands[0].assign().train();
+  CHECK(train.background());
+  CHECK(train.host_task_id() == fg_task);
+  CHECK(train.host_rank() == 1);
+  auto background = nlohmann::json::parse(train.background_json());
+  CHECK(background["job_id"] == bg.id);
+  CHECK(background["batch_size"] == 16);
+  CHECK(background["iterations"] == 5);
+  CHECK(background["graph"].is_object());
+  CHECK(background["optimizer"]["name"] == "sgd");
+
+  // The BG job's progress comes from the host's "background" lines.
+  v1::ReportProgressRequest bg_progress;
+  bg_progress.set_node_id("node-a");
+  bg_progress.set_task_id(commands[0].assign().task_id());
+  v1::IterationEvent* b = bg_progress.add_iterations();
+  b->set_rank(0);
+  b->set_iteration(1);
+  b->set_samples_per_s(50);
+  b->set_in_fg_executor(true);
+  REQUIRE(h.scheduler.ReportProgress(bg_progress).ok());
+  REQUIRE(h.Get(bg.id).progress.devices.size() == 1);
+  CHECK(h.Get(bg.id).progress.devices[0].shared_executor);
+  CHECK(h.Get(bg.id).progress.devices[0].fg_job_id == fg.id);
+
+  // The FG rank ended first: the BG job goes back to PENDING and is placed again.
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(commands[0].assign().task_id());
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.set_error("the FG executor it ran in ended first");
+  exit.set_host_ended(true);
+  REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  JobRecord requeued = h.Get(bg.id);
+  CHECK(requeued.state == JobState::kPending);
+  CHECK(requeued.reason.find("not checkpointed") != std::string::npos);
+  h.scheduler.Tick();
+  JobRecord again = h.Get(bg.id);
+  CHECK(again.state == JobState::kRunning);
+  CHECK(again.attempt == 2);
+  commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id() == fg_task);
+}
+
+TEST_CASE(
+    "a BG job waits while the FG job holding every device profiles and plans, then runs inside "
+    "the FG rank with the most predicted idle",
+    "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobSpec spec = Fg(2);
+  spec.profile = "measured";
+  JobRecord fg = h.Submit(spec);
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(fg.id).state == JobState::kProfiling);
+  // Devices reserved by a FG job not planned yet are held (idleness unknown).
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason.find("waiting for FG job " + fg.id + "'s rank on node-a/cpu:0") !=
+        std::string::npos);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);  // the profile task only
+  h.Exit("node-a", commands[0].assign().task_id(), v1::TASK_OUTCOME_SUCCEEDED, "", "{}");
+
+  h.scheduler.Tick();
+  REQUIRE(h.Get(fg.id).state == JobState::kRunning);
+  h.scheduler.Tick();  // a round admits before it plans: the next one sees the plan
+  // The plan is known: rank 1 (cpu:1) is predicted idler; its rank has not reported yet.
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason.find(
+            "node-a/cpu:1 to start (to run inside it) or to end (predicted idle 20%)") !=
+        std::string::npos);
+  h.Commands("node-a");
+  h.ReportRanks("node-a", fg.id, {0});  // a rank elsewhere changes nothing
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  const std::string fg_task = h.ReportRanks("node-a", fg.id, {1});
+  h.scheduler.Tick();
+  JobRecord placed = h.Get(bg.id);
+  REQUIRE(placed.state == JobState::kRunning);
+  CHECK(placed.devices.at(0).device == "cpu:1");
+  commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id() == fg_task);
+  CHECK(commands[0].assign().train().host_rank() == 1);
+}
+
+TEST_CASE("a FG rank that completed its iterations hosts no BG job", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  // Rank 1 (cpu:1, the idler) reports its last iteration: its executor is ending.
+  const std::string fg_task = h.Get(fg.id).task_ids.at(0);
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(fg_task);
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(1);
+  e->set_iteration(4);  // the 5th of 5
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason.find("node-a/cpu:1 to start (to run inside it) or to end") !=
+        std::string::npos);
+  CHECK(h.Commands("node-a").empty());
+  // The FG job ends: the device is free and the BG job runs as its own process.
+  h.Exit("node-a", fg_task, v1::TASK_OUTCOME_SUCCEEDED);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id().empty());
+}
+
+TEST_CASE("a BG job prefers a device no FG job holds over a FG rank's", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 3);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  CHECK(h.Get(bg.id).devices.at(0).device == "cpu:2");
+  CHECK(h.Get(bg.id).history.back().reason.find("dispatched 1 ranks") != std::string::npos);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id().empty());  // its own process
+  CHECK(h.Get(fg.id).state == JobState::kRunning);
+}
+
+TEST_CASE("BG jobs never hold FG jobs back; a FG job on a BG job's device makes it move",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  REQUIRE(h.Get(bg.id).devices.at(0).device == "cpu:0");
+  const std::string bg_task = h.Get(bg.id).task_ids.at(0);
+  h.Commands("node-a");
+
+  SECTION("with a free device, the FG job takes it and the BG job keeps running") {
+    JobRecord fg = h.Submit(Fg(1));
+    h.scheduler.Tick();
+    REQUIRE(h.Get(fg.id).state == JobState::kRunning);
+    CHECK(h.Get(fg.id).devices.at(0).device == "cpu:1");
+    CHECK(h.Get(bg.id).state == JobState::kRunning);
+    std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+    REQUIRE(commands.size() == 1);
+    CHECK(commands[0].has_assign());
+  }
+  SECTION("without one, the BG process is stopped and the job later runs inside the FG rank") {
+    JobRecord fg = h.Submit(Fg(2));
+    h.scheduler.Tick();
+    REQUIRE(h.Get(fg.id).state == JobState::kRunning);
+    JobRecord requeued = h.Get(bg.id);
+    CHECK(requeued.state == JobState::kPending);
+    bool requeue_recorded = false;
+    for (const StateChange& change : requeued.history) {
+      if (change.state == JobState::kPending &&
+          change.reason.find("requeued: FG job " + fg.id + " took node-a/cpu:0") !=
+              std::string::npos) {
+        requeue_recorded = true;
+      }
+    }
+    CHECK(requeue_recorded);
+    h.scheduler.Tick();
+    CHECK(h.Get(bg.id).reason.find("waiting for FG job " + fg.id) != std::string::npos);
+    bool cancelled = false;
+    for (const auto& c : h.Commands("node-a")) {
+      if (c.has_cancel() && c.cancel().task_id() == bg_task) cancelled = true;
+    }
+    CHECK(cancelled);
+    // The stopped process's exit changes nothing.
+    h.Exit("node-a", bg_task, v1::TASK_OUTCOME_CANCELLED);
+    CHECK(h.Get(bg.id).state == JobState::kPending);
+
+    const std::string fg_task = h.ReportRanks("node-a", fg.id, {0, 1});
+    h.scheduler.Tick();
+    JobRecord again = h.Get(bg.id);
+    REQUIRE(again.state == JobState::kRunning);
+    CHECK(again.attempt == 2);
+    // Rank 1, the idler, is on cpu:0: the FG job took the device without a BG job first.
+    CHECK(h.Get(fg.id).devices.at(1).device == "cpu:0");
+    CHECK(again.devices.at(0).device == "cpu:0");
+    std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+    REQUIRE(commands.size() == 1);
+    CHECK(commands[0].assign().train().host_task_id() == fg_task);
+  }
+  SECTION("a BG job submitted first but admitted in the same round does not take a FG device") {
+    h.Exit("node-a", bg_task, v1::TASK_OUTCOME_SUCCEEDED);
+    REQUIRE(h.Get(bg.id).state == JobState::kSucceeded);
+    JobRecord bg2 = h.Submit(Bg());
+    JobRecord fg = h.Submit(Fg(2));
+    h.scheduler.Tick();
+    CHECK(h.Get(fg.id).state == JobState::kRunning);
+    CHECK(h.Get(bg2.id).state == JobState::kPending);
+    CHECK(h.Get(bg2.id).history.size() == 1);  // never placed, never requeued
+  }
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
