@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/logging.h"
+#include "worker/runtime/multiplex_attach.h"
 #include "worker/runtime/multiplex_communicator.h"
 #include "worker/runtime/multiplex_device.h"
 
@@ -68,20 +69,10 @@ Status BackgroundHost::Attach(const BackgroundSpec& spec) {
   // Built outside the lock: model construction takes a while and the FG thread must not wait.
   auto job = std::make_unique<Job>();
   job->spec = spec;
-  ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device_));
-  ASSIGN_OR_RETURN(job->stepper, MakeBackgroundStepper(std::move(trainer), spec.sharing));
-  const torch::Device device = device_;
-  const SharingOptions sharing = spec.sharing;
-  job->runner = std::make_unique<BackgroundRunner>(
-      job->stepper.get(), gate_.get(), clock_, spec.iterations, [device, sharing] {
-        if (sharing.idle_thread_priority) {
-          Status demoted = DemoteCurrentThreadToIdle();
-          if (!demoted.ok()) {
-            DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
-          }
-        }
-        return EnterSharingStream(device, /*foreground=*/false, sharing);
-      });
+  ASSIGN_OR_RETURN(BackgroundJobThread thread,
+                   BuildBackgroundJobThread(spec, device_, gate_.get(), clock_));
+  job->stepper = std::move(thread.stepper);
+  job->runner = std::move(thread.runner);
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_ || job_) return FailedPreconditionError("attached or finished meanwhile");
   job->runner->Start();

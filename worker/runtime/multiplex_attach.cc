@@ -6,6 +6,26 @@
 
 namespace deepool::worker {
 
+StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spec,
+                                                       torch::Device device, DeviceGate* gate,
+                                                       const Clock* clock) {
+  BackgroundJobThread job;
+  ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device));
+  ASSIGN_OR_RETURN(job.stepper, MakeBackgroundStepper(std::move(trainer), spec.sharing));
+  const SharingOptions sharing = spec.sharing;
+  job.runner = std::make_unique<BackgroundRunner>(
+      job.stepper.get(), gate, clock, spec.iterations, [device, sharing] {
+        if (sharing.idle_thread_priority) {
+          Status demoted = DemoteCurrentThreadToIdle();
+          if (!demoted.ok()) {
+            DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
+          }
+        }
+        return EnterSharingStream(device, /*foreground=*/false, sharing);
+      });
+  return job;
+}
+
 StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(const BackgroundSpec& spec,
                                                                torch::Device device,
                                                                std::unique_ptr<Communicator>* comm,
@@ -17,20 +37,12 @@ StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(const BackgroundS
   SharingMode mode = options.ModeFor(device.is_cuda());
   sharing->gate_ = std::make_unique<DeviceGate>(mode, clock, record_events);
   sharing->fg_stream_ = EnterSharingStream(device, /*foreground=*/true, options);
-  ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device));
-  ASSIGN_OR_RETURN(sharing->stepper_, MakeBackgroundStepper(std::move(trainer), options));
-  sharing->runner_ = std::make_unique<BackgroundRunner>(
-      sharing->stepper_.get(), sharing->gate_.get(), clock, spec.iterations,
-      [device, options] {
-        if (options.idle_thread_priority) {
-          Status demoted = DemoteCurrentThreadToIdle();
-          if (!demoted.ok()) DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
-        }
-        return EnterSharingStream(device, /*foreground=*/false, options);
-      });
+  ASSIGN_OR_RETURN(BackgroundJobThread job,
+                   BuildBackgroundJobThread(spec, device, sharing->gate_.get(), clock));
+  sharing->stepper_ = std::move(job.stepper);
+  sharing->runner_ = std::move(job.runner);
   *comm = std::make_unique<SharingCommunicator>(std::move(*comm), sharing->gate_.get());
-  DP_LOG_INFO("background job {} shares {} ({})", spec.job_id, device.str(),
-              SharingModeName(mode));
+  DP_LOG_INFO("background job {} shares {} ({})", spec.job_id, device.str(), SharingModeName(mode));
   return sharing;
 }
 

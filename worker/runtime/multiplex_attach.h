@@ -20,6 +20,18 @@
 
 namespace deepool::worker {
 
+// A BG job ready to run on a device: its stepper, and the runner whose thread drives it through
+// `gate` (demoted to the idle scheduling class and put on the BG stream, as `spec.sharing` asks).
+// Not started. Shared by DeviceSharing (a run spec's BG job) and BackgroundHost (one attached at
+// run time).
+struct BackgroundJobThread {
+  std::unique_ptr<BackgroundStepper> stepper;
+  std::unique_ptr<BackgroundRunner> runner;
+};
+StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spec,
+                                                       torch::Device device, DeviceGate* gate,
+                                                       const Clock* clock);
+
 class DeviceSharing {
  public:
   // Replaces *comm by a SharingCommunicator around it. Call before the executor is created.
