@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of deepool from Debian 12 packages.
-# Idempotent: packages already present are left as they are. Run as root (or with sudo).
+# Installs every build and test dependency of deepool: Debian 12 packages, then PyTorch's
+# libtorch (CUDA build) and torchvision from PyPI into .venv (scripts/install-torch.sh).
+# Idempotent: what is already present is left as it is. Run as root (or with sudo).
 set -euo pipefail
 
 PACKAGES=(
@@ -8,14 +9,15 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   # services: gRPC, its C++ code generator, protobuf
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  # runtime: libtorch (CPU, with c10d, Gloo and TCPStore headers)
-  libtorch-dev libgloo-dev  # Gloo headers for c10d::ProcessGroupGloo
+  # runtime: libtorch comes from PyPI (install-torch.sh); its wheel ships no Gloo headers,
+  # which c10d's ProcessGroupGloo.hpp includes
+  libgloo-dev
   # command line, JSON, logging, state store
   libcli11-dev nlohmann-json3-dev libspdlog-dev libsqlite3-dev sqlite3
   # tests and benchmarks
   catch2 libbenchmark-dev
-  # checkpoint compatibility tests load checkpoints into torchvision models
-  python3 python3-torch python3-torchvision
+  # the virtual environment that holds torch and torchvision
+  python3 python3-venv
 )
 
 missing=()
@@ -25,8 +27,11 @@ for pkg in "${PACKAGES[@]}"; do
   fi
 done
 
+install_torch() { bash "$(dirname "${BASH_SOURCE[0]}")/install-torch.sh"; }
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  install_torch
   exit 0
 fi
 
@@ -39,3 +44,4 @@ echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: done"
+install_torch

@@ -6,9 +6,6 @@
 // hits both alike; every round trip is timed and the medians over all trials are compared.
 // Prints MB/s of each (from the median round trip) and the ratio deepool / raw.
 //   build-*/bin/deepool-bench-resplit_throughput [round_trips] [trials]
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO 1
-#endif
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>

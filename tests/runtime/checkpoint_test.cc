@@ -25,7 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using planner::Graph;
 
-constexpr const char* kPython = "/usr/bin/python3";
+// The project's virtual environment (scripts/install-torch.sh): torch and torchvision of the
+// release deepool builds against.
+constexpr const char* kPython = DEEPOOL_TORCH_PYTHON;
 
 class TempDir {
  public:

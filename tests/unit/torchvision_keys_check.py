@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Checks the model zoo against torchvision 0.14: for every zoo model (and a few option
+#!/usr/bin/env python3
+"""Checks the model zoo against torchvision: for every zoo model (and a few option
 variants) the set of "<layer>.<param>" keys, with shapes, derived from `deepool model show NAME
 --json` must equal torchvision's state_dict (parameters and buffers: running_mean, running_var,
 num_batches_tracked), the parameter count must equal torchvision's, and every torchvision module
@@ -7,12 +7,13 @@ called once in forward must be a deepool layer of the same name and per-sample o
 
 Run from the repository root after building the `deepool` target:
 
-    /usr/bin/python3 tests/unit/torchvision_keys_check.py --deepool build/bin/deepool
+    .venv/bin/python tests/unit/torchvision_keys_check.py --deepool build/bin/deepool
 
 Exit status 0 when every case matches, 1 otherwise. `--print-signatures` prints, per case,
 torchvision's key count and the FNV-1a signature of its sorted "key:shape" lines, the reference
 values that tests/unit/zoo_test.cc holds.
-(Needs Debian's /usr/bin/python3, which has torch 1.13 and torchvision 0.14.)
+(Needs the project's .venv, which scripts/install-torch.sh fills with the pinned torch and
+torchvision.)
 """
 import argparse
 import json

@@ -1,8 +1,5 @@
-// Gloo backend of the c10d communicator. Debian's libtorch headers guard ProcessGroupGloo with
-// USE_C10D_GLOO (its libtorch is built with Gloo), so it is defined for this file only.
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO 1
-#endif
+// Gloo backend of the c10d communicator. ProcessGroupGloo.hpp is guarded by USE_C10D_GLOO,
+// which the torch target defines for everything that links it.
 #include "worker/runtime/communicator_gloo.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

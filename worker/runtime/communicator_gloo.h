@@ -1,7 +1,6 @@
 // Communicator over c10d: rendezvous through a c10d::TCPStore (rank 0 hosts it) and one
 // ProcessGroupGloo per rank group, each over its own PrefixStore with members only, plus one
 // world group for point-to-point transfers and world-wide reductions.
-// libtorch 1.13 vs 2.x API differences stay inside communicator_gloo.cc.
 // Threading: as Communicator (one driving thread).
 #pragma once
 
@@ -24,6 +23,9 @@ struct CommOptions {
   // The address Gloo listens on. Empty: loopback when the store host is a loopback name,
   // otherwise the address this host's name resolves to.
   std::string bind_host;
+  // NCCL only: run NCCL's kernels on high-priority CUDA streams. On for a FG job, so that its
+  // communication is not queued behind a BG job's low-priority kernels.
+  bool high_priority_streams = true;
 };
 
 // Binds the store (rank 0) or connects to it, then joins the world group. `on_store_ready`
