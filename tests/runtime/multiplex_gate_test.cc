@@ -1,12 +1,12 @@
 // The device gate: FG/BG exclusion on the idle-only path, accounting with a fake clock, and the
 // event-log checker (which must reject logs of a concurrent gate).
-#include <catch2/catch.hpp>
+#include "worker/runtime/multiplex_gate.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 
 #include "common/clock.h"
-#include "worker/runtime/multiplex_gate.h"
 
 namespace deepool::worker {
 namespace {
@@ -143,6 +143,39 @@ TEST_CASE("concurrent gate never blocks, and its log fails the idle-only check",
                                     Catch::Contains("while the FG rank was computing"));
 }
 
+TEST_CASE("concurrent gate: a unit that needs FG idle is gated like on the idle-only path",
+          "[multiplex]") {
+  FakeClock clock;
+  DeviceGate gate(SharingMode::kConcurrent, &clock, true);
+  // FG busy: the unit waits for an idle period.
+  std::atomic<bool> started{false};
+  std::thread bg([&] {
+    if (gate.BgBegin(/*needs_fg_idle=*/true)) started = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE_FALSE(started.load());
+  gate.FgIdleBegin();
+  bg.join();
+  REQUIRE(started.load());
+  // The FG rank's wait ends while the unit runs: it waits for the unit.
+  std::atomic<bool> resumed{false};
+  std::thread fg([&] {
+    gate.FgIdleEnd();
+    resumed = true;
+  });
+  REQUIRE(AwaitCondition([&] { return gate.counters().fg_resumes_delayed == 1; }));
+  REQUIRE_FALSE(resumed.load());
+  gate.BgEnd();
+  fg.join();
+  REQUIRE(CheckIdleOnlyLog(gate.events()).ok());
+  // Units that do not ask still run beside a busy FG rank, and FG does not wait for them.
+  REQUIRE(gate.BgBegin(/*needs_fg_idle=*/false));
+  gate.FgIdleBegin();
+  gate.FgIdleEnd();
+  gate.BgEnd();
+  REQUIRE(gate.counters().fg_resumes_delayed == 1);
+}
+
 TEST_CASE("idle-only log checker names each kind of violation", "[multiplex]") {
   REQUIRE(CheckIdleOnlyLog({}).ok());
   REQUIRE(CheckIdleOnlyLog({K::kFgIdle, K::kBgStart, K::kBgEnd, K::kFgReady, K::kFgResume,
@@ -153,8 +186,7 @@ TEST_CASE("idle-only log checker names each kind of violation", "[multiplex]") {
                Catch::Contains("event 2") && Catch::Contains("had work ready"));
   REQUIRE_THAT(message({K::kFgIdle, K::kBgStart, K::kFgReady, K::kFgResume}),
                Catch::Contains("event 3") && Catch::Contains("resumed while a BG unit"));
-  REQUIRE_THAT(message({K::kFgIdle, K::kBgStart, K::kBgStart}),
-               Catch::Contains("already running"));
+  REQUIRE_THAT(message({K::kFgIdle, K::kBgStart, K::kBgStart}), Catch::Contains("already running"));
   REQUIRE_THAT(message({K::kBgEnd}), Catch::Contains("no BG unit"));
   REQUIRE_THAT(message({K::kFgReady}), Catch::Contains("not idle"));
   REQUIRE_THAT(message({K::kFgIdle, K::kFgIdle}), Catch::Contains("not computing"));

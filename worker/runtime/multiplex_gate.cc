@@ -22,12 +22,18 @@ std::string SharingModeName(SharingMode mode) {
 
 std::string GateEventName(GateEventKind kind) {
   switch (kind) {
-    case GateEventKind::kFgIdle: return "fg_idle";
-    case GateEventKind::kFgReady: return "fg_ready";
-    case GateEventKind::kFgResume: return "fg_resume";
-    case GateEventKind::kFgDetach: return "fg_detach";
-    case GateEventKind::kBgStart: return "bg_start";
-    case GateEventKind::kBgEnd: return "bg_end";
+    case GateEventKind::kFgIdle:
+      return "fg_idle";
+    case GateEventKind::kFgReady:
+      return "fg_ready";
+    case GateEventKind::kFgResume:
+      return "fg_resume";
+    case GateEventKind::kFgDetach:
+      return "fg_detach";
+    case GateEventKind::kBgStart:
+      return "bg_start";
+    case GateEventKind::kBgEnd:
+      return "bg_end";
   }
   return "unknown";
 }
@@ -39,9 +45,13 @@ void DeviceGate::Record(GateEventKind kind) {
   if (record_events_) events_.push_back(kind);
 }
 
-bool DeviceGate::BgMayRun() const {
-  if (mode_ == SharingMode::kConcurrent) return true;
+bool DeviceGate::BgMayRun(bool needs_fg_idle) const {
+  if (mode_ == SharingMode::kConcurrent && !needs_fg_idle) return true;
   return fg_ == FgState::kIdle || fg_ == FgState::kDetached;
+}
+
+bool DeviceGate::FgWaitsForBg() const {
+  return bg_running_ && (mode_ == SharingMode::kIdleOnly || bg_needs_fg_idle_);
 }
 
 void DeviceGate::FgIdleBegin() {
@@ -59,10 +69,10 @@ void DeviceGate::FgIdleEnd() {
   if (fg_ != FgState::kIdle) return;
   fg_ = FgState::kReady;
   Record(GateEventKind::kFgReady);
-  if (mode_ == SharingMode::kIdleOnly && bg_running_) {
+  if (FgWaitsForBg()) {
     auto ready_at = clock_->Now();
     ++counters_.fg_resumes_delayed;
-    cv_.wait(lock, [&] { return !bg_running_; });
+    cv_.wait(lock, [&] { return !FgWaitsForBg(); });
     window_.bg_overrun_ms += Millis(clock_->Now() - std::max(ready_at, window_start_));
   }
   fg_ = FgState::kBusy;
@@ -77,11 +87,12 @@ void DeviceGate::FgDetach() {
   cv_.notify_all();
 }
 
-bool DeviceGate::BgBegin() {
+bool DeviceGate::BgBegin(bool needs_fg_idle) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return stopped_ || BgMayRun(); });
+  cv_.wait(lock, [&] { return stopped_ || BgMayRun(needs_fg_idle); });
   if (stopped_) return false;
   bg_running_ = true;
+  bg_needs_fg_idle_ = needs_fg_idle;
   bg_since_ = clock_->Now();
   if (fg_ == FgState::kIdle) ++counters_.bg_units_in_fg_idle;
   Record(GateEventKind::kBgStart);

@@ -9,7 +9,10 @@
 //     rank's wait ends it takes the device back as soon as the BG unit in progress ends, so FG
 //     waits for at most one BG unit and never finds BG starting while it has work ready.
 //   kConcurrent (CUDA, where stream priorities arbitrate; or the naive CPU baseline): BG never
-//     waits for the FG rank and the FG rank never waits for BG; only accounting.
+//     waits for the FG rank and the FG rank never waits for BG; only accounting. Except for a
+//     unit begun with needs_fg_idle (an eager BG unit on CUDA, which shares libtorch's autograd
+//     device thread with the FG rank; background_graph_stepper.h): that one unit is gated as in
+//     kIdleOnly, and an FG rank whose wait ends while it runs waits for it.
 //
 // Instrumentation: every transition can be appended to an event log (no timestamps, only order),
 // and CheckIdleOnlyLog() replays such a log and names the first moment BG ran while the FG rank
@@ -81,8 +84,9 @@ class DeviceGate {
   // The FG rank will not compute again: BG runs without waiting from now on.
   void FgDetach();
 
-  // BG thread. Blocks until BG may run one unit; false once Stop() was called.
-  bool BgBegin();
+  // BG thread. Blocks until BG may run one unit; false once Stop() was called. needs_fg_idle:
+  // this unit runs only while the FG rank is idle (or gone), whatever the mode.
+  bool BgBegin(bool needs_fg_idle = false);
   void BgEnd();
 
   // Wakes the BG thread; every later BgBegin() returns false.
@@ -97,8 +101,9 @@ class DeviceGate {
 
  private:
   enum class FgState { kBusy, kIdle, kReady, kDetached };
-  void Record(GateEventKind kind);  // mu_ held
-  bool BgMayRun() const;            // mu_ held
+  void Record(GateEventKind kind);          // mu_ held
+  bool BgMayRun(bool needs_fg_idle) const;  // mu_ held
+  bool FgWaitsForBg() const;                // mu_ held: a running BG unit keeps the FG waiting
 
   const SharingMode mode_;
   const Clock* clock_;
@@ -107,6 +112,7 @@ class DeviceGate {
   std::condition_variable cv_;
   FgState fg_ = FgState::kBusy;
   bool bg_running_ = false;
+  bool bg_needs_fg_idle_ = false;  // the running unit's
   bool stopped_ = false;
   Clock::TimePoint fg_idle_since_{};
   Clock::TimePoint bg_since_{};  // start of the running unit, or of the window if later
