@@ -1,7 +1,6 @@
 // The BG trainer (single-device training in layer units), its run-spec description, the stepper
 // choice on CPU devices, and the progress-line fields.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 
@@ -133,8 +132,7 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
                Catch::Contains("background.sharing.cuda_graphs"));
   REQUIRE_THAT(error([](auto& d) { d["sharing"]["idle_thread_priority"] = 1; }),
                Catch::Contains("background.sharing.idle_thread_priority"));
-  REQUIRE_THAT(error([](auto& d) { d["ranks"] = {1, -2}; }),
-               Catch::Contains("background.ranks"));
+  REQUIRE_THAT(error([](auto& d) { d["ranks"] = {1, -2}; }), Catch::Contains("background.ranks"));
   REQUIRE_THAT(error([](auto& d) { d["data"]["kind"] = "imagenet"; }),
                Catch::Contains("background"));
 
@@ -159,13 +157,17 @@ TEST_CASE("CUDA graph capture is refused with a reason where it cannot replay", 
 TEST_CASE("on a CPU device the BG stepper is the eager trainer and streams are no-ops",
           "[multiplex]") {
   BackgroundSpec spec = Spec("mlp", 4);
-  auto trainer = BackgroundTrainer::Create(spec, torch::kCPU);
-  REQUIRE(trainer.ok());
-  BackgroundTrainer* raw = trainer->get();
-  auto stepper = MakeBackgroundStepper(std::move(trainer).value(), spec.sharing);
+  auto streams = MakeSharingStreams(torch::kCPU);
+  REQUIRE(streams.ok());
+  REQUIRE(*streams == nullptr);
+  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, *streams);
   REQUIRE(stepper.ok());
-  REQUIRE(stepper->get() == raw);
-  REQUIRE(EnterSharingStream(torch::kCPU, true, spec.sharing) == nullptr);
+  REQUIRE(dynamic_cast<BackgroundTrainer*>(stepper->get()) != nullptr);
+  REQUIRE((*stepper)->EnterThread() == nullptr);
+  REQUIRE_FALSE((*stepper)->NextUnitNeedsFgIdle());  // the gate's mode alone decides on CPU
+  auto fg = EnterForegroundStream(*streams, spec.sharing);
+  REQUIRE(fg.ok());
+  REQUIRE(*fg == nullptr);
 }
 
 TEST_CASE("iteration lines gain the device-sharing fields", "[multiplex]") {

@@ -36,13 +36,18 @@ std::string BackgroundDoneEvent(const std::string& job_id, const std::string& st
 
 StatusOr<std::unique_ptr<BackgroundHost>> BackgroundHost::Create(
     torch::Device device, SharingOptions options, std::unique_ptr<Communicator>* comm,
-    const Clock* clock) {
+    const Clock* clock, std::shared_ptr<DeviceStreams> streams) {
   std::unique_ptr<BackgroundHost> host(new BackgroundHost());
   host->device_ = device;
   host->options_ = options;
   host->clock_ = clock;
   host->gate_ = std::make_unique<DeviceGate>(options.ModeFor(device.is_cuda()), clock);
-  host->fg_stream_ = EnterSharingStream(device, /*foreground=*/true, options);
+  if (streams) {
+    host->streams_ = std::move(streams);
+  } else {
+    ASSIGN_OR_RETURN(host->streams_, MakeSharingStreams(device));
+  }
+  ASSIGN_OR_RETURN(host->fg_stream_, EnterForegroundStream(host->streams_, options));
   *comm = std::make_unique<SharingCommunicator>(std::move(*comm), host->gate_.get());
   return host;
 }
@@ -69,8 +74,11 @@ Status BackgroundHost::Attach(const BackgroundSpec& spec) {
   // Built outside the lock: model construction takes a while and the FG thread must not wait.
   auto job = std::make_unique<Job>();
   job->spec = spec;
+  // The host's gate mode rules every job it hosts, the eager units' wait for FG idle included.
+  BackgroundSpec hosted = spec;
+  hosted.sharing.mode = options_.mode;
   ASSIGN_OR_RETURN(BackgroundJobThread thread,
-                   BuildBackgroundJobThread(spec, device_, gate_.get(), clock_));
+                   BuildBackgroundJobThread(hosted, device_, gate_.get(), clock_, streams_));
   job->stepper = std::move(thread.stepper);
   job->runner = std::move(thread.runner);
   std::lock_guard<std::mutex> lock(mu_);

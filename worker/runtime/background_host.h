@@ -22,20 +22,23 @@
 #include "worker/runtime/background_runner.h"
 #include "worker/runtime/background_spec.h"
 #include "worker/runtime/communicator.h"
+#include "worker/runtime/device_streams.h"
 #include "worker/runtime/multiplex_gate.h"
 
 namespace deepool::worker {
 
 class BackgroundHost {
  public:
-  // Replaces *comm by a SharingCommunicator around it. `options` fix the gate's mode for every
-  // job this rank will host (a job's own `sharing` field only sets its BG thread's priority and
-  // its CUDA stream and graph use).
-  static StatusOr<std::unique_ptr<BackgroundHost>> Create(torch::Device device,
-                                                          SharingOptions options,
-                                                          std::unique_ptr<Communicator>* comm,
-                                                          const Clock* clock);
-  ~BackgroundHost();  // stops an attached job
+  // Replaces *comm by a SharingCommunicator around it and makes the FG stream current on the
+  // calling thread, which must be the FG thread. `options` fix the gate's mode for every job
+  // this rank will host, the eager units' wait for FG idle periods included (a job's own
+  // `sharing` field only sets its BG thread's priority and its stream priority and graph use).
+  // `streams`: null for the device's own (none on CPU); tests pass a fake.
+  static StatusOr<std::unique_ptr<BackgroundHost>> Create(
+      torch::Device device, SharingOptions options, std::unique_ptr<Communicator>* comm,
+      const Clock* clock, std::shared_ptr<DeviceStreams> streams = nullptr);
+  // Stops an attached job, then leaves the FG stream: destroy it on the FG thread.
+  ~BackgroundHost();
 
   // Builds the job's trainer and starts its BG thread. FAILED_PRECONDITION when a job is
   // attached or the FG rank has finished; the spec's validation errors otherwise.
@@ -73,7 +76,8 @@ class BackgroundHost {
   SharingOptions options_;
   const Clock* clock_ = nullptr;
   std::unique_ptr<DeviceGate> gate_;
-  std::shared_ptr<void> fg_stream_;
+  std::shared_ptr<DeviceStreams> streams_;  // null on CPU
+  std::unique_ptr<ScopedStream> fg_stream_;
 
   std::mutex mu_;
   std::unique_ptr<Job> job_;             // guarded by mu_

@@ -1,18 +1,18 @@
 #include "worker/runtime/background_runner.h"
 
-#include <nlohmann/json.hpp>
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "common/logging.h"
 
 namespace deepool::worker {
 
-BackgroundRunner::BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate,
-                                   const Clock* clock, int64_t max_iterations,
+BackgroundRunner::BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate, const Clock* clock,
+                                   int64_t max_iterations,
                                    std::function<std::shared_ptr<void>()> thread_init)
     : stepper_(stepper),
       gate_(gate),
@@ -39,8 +39,10 @@ void BackgroundRunner::Join() {
 void BackgroundRunner::Loop() {
   std::shared_ptr<void> thread_state;
   if (thread_init_) thread_state = thread_init_();
+  // Released before thread_state, on this thread (e.g. leaving the BG stream).
+  std::shared_ptr<void> stepper_state = stepper_->EnterThread();
   Status status;
-  while (gate_->BgBegin()) {
+  while (gate_->BgBegin(stepper_->NextUnitNeedsFgIdle())) {
     auto unit = stepper_->RunUnit();
     gate_->BgEnd();
     if (!unit.ok()) {
@@ -58,6 +60,7 @@ void BackgroundRunner::Loop() {
       if (max_iterations_ > 0 && progress_.iterations >= max_iterations_) break;
     }
   }
+  stepper_state.reset();  // waits for the stepper's queued device work, if it has any
   std::lock_guard<std::mutex> lock(mu_);
   progress_.finished = true;
   progress_.status = status;

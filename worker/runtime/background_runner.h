@@ -25,7 +25,7 @@ struct BackgroundProgress {
   int64_t samples = 0;  // iterations * batch size
   double last_loss = 0;
   double first_loss = 0;
-  double elapsed_ms = 0;  // since Start()
+  double elapsed_ms = 0;     // since Start()
   double samples_per_s = 0;  // samples / elapsed
   bool finished = false;     // stopped, done or failed
   Status status;
@@ -34,11 +34,12 @@ struct BackgroundProgress {
 class BackgroundRunner {
  public:
   // `stepper`, `gate` and `clock` must outlive the runner. max_iterations 0: no limit.
-  // `thread_init` runs first on the BG thread (e.g. to select the BG stream); what it returns is
-  // kept alive until the thread ends.
+  // `thread_init` runs first on the BG thread (e.g. to lower its CPU priority); what it returns
+  // is kept alive until the thread ends. Then the thread calls stepper->EnterThread() (e.g. the
+  // BG stream becomes current), and asks the gate before each unit whether the stepper's next
+  // unit needs the FG rank idle.
   BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate, const Clock* clock,
-                   int64_t max_iterations,
-                   std::function<std::shared_ptr<void>()> thread_init = {});
+                   int64_t max_iterations, std::function<std::shared_ptr<void>()> thread_init = {});
   ~BackgroundRunner();  // stops and joins
 
   void Start();

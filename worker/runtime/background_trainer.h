@@ -33,11 +33,19 @@ struct BgUnitResult {
   double loss = 0;              // the finished iteration's loss (iteration_done only)
 };
 
-// A source of BG work in units; the eager trainer below, or a replayed CUDA graph.
+// A source of BG work in units: the eager trainer below, or a GraphStepper (replayed graphs on a
+// device with streams, background_graph_stepper.h).
 class BackgroundStepper {
  public:
   virtual ~BackgroundStepper() = default;
+  // Prepares the calling thread to drive the stepper (e.g. makes the BG stream current). The
+  // driving thread calls it before its first unit and releases the result on that thread when it
+  // stops. nullptr: nothing to prepare.
+  virtual std::shared_ptr<void> EnterThread() { return nullptr; }
   virtual StatusOr<BgUnitResult> RunUnit() = 0;
+  // Whether the next unit may start only while the FG rank is idle, whatever the gate's mode
+  // (DeviceGate::BgBegin).
+  virtual bool NextUnitNeedsFgIdle() const { return false; }
   virtual int64_t batch_size() const = 0;
 };
 

@@ -1,5 +1,6 @@
 // The device an executor computes on: "cpu" or "cuda:K". CUDA specifics (selecting the device,
-// stream synchronisation) live in device_cuda.cc, compiled for real only with DEEPOOL_HAVE_CUDA.
+// stream synchronisation) live in device_cuda.cc, compiled for real only with DEEPOOL_HAVE_CUDA;
+// the streams, events and graphs of device sharing are behind device_streams.h.
 // Threading: a DeviceContext belongs to one executor thread.
 #pragma once
 
@@ -27,7 +28,9 @@ class DeviceContext {
  public:
   virtual ~DeviceContext() = default;
   virtual torch::Device device() const = 0;
-  // Blocks until all work queued on this device finished (a no-op on CPU); timing points call it.
+  // Blocks until the work the calling thread queued on its current stream finished (a no-op on
+  // CPU); timing points call it. With a BG job sharing the device that is the FG stream, so the
+  // FG rank never waits for BG work here (a device-wide synchronisation would).
   virtual void Synchronize() = 0;
 };
 

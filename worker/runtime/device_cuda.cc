@@ -1,4 +1,5 @@
-// CUDA device context; the only runtime file besides communicator_nccl.cc that needs CUDA.
+// CUDA device context (device.h). The other CUDA code of the runtime: communicator_nccl.cc,
+// profiler_cuda.cc and device_streams_cuda.cc (streams, events and graphs for device sharing).
 #include "worker/runtime/device.h"
 
 #if DEEPOOL_HAVE_CUDA

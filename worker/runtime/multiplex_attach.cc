@@ -8,37 +8,38 @@ namespace deepool::worker {
 
 StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spec,
                                                        torch::Device device, DeviceGate* gate,
-                                                       const Clock* clock) {
+                                                       const Clock* clock,
+                                                       std::shared_ptr<DeviceStreams> streams) {
   BackgroundJobThread job;
-  ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device));
-  ASSIGN_OR_RETURN(job.stepper, MakeBackgroundStepper(std::move(trainer), spec.sharing));
-  const SharingOptions sharing = spec.sharing;
-  job.runner = std::make_unique<BackgroundRunner>(
-      job.stepper.get(), gate, clock, spec.iterations, [device, sharing] {
-        if (sharing.idle_thread_priority) {
-          Status demoted = DemoteCurrentThreadToIdle();
-          if (!demoted.ok()) {
-            DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
-          }
-        }
-        return EnterSharingStream(device, /*foreground=*/false, sharing);
-      });
+  ASSIGN_OR_RETURN(job.stepper, MakeBackgroundStepper(spec, device, std::move(streams)));
+  std::function<std::shared_ptr<void>()> thread_init;
+  if (spec.sharing.idle_thread_priority) {
+    thread_init = []() -> std::shared_ptr<void> {
+      Status demoted = DemoteCurrentThreadToIdle();
+      if (!demoted.ok()) DP_LOG_WARN("background thread keeps its priority: {}", demoted.message());
+      return nullptr;
+    };
+  }
+  job.runner = std::make_unique<BackgroundRunner>(job.stepper.get(), gate, clock, spec.iterations,
+                                                  std::move(thread_init));
   return job;
 }
 
-StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(const BackgroundSpec& spec,
-                                                               torch::Device device,
-                                                               std::unique_ptr<Communicator>* comm,
-                                                               const Clock* clock,
-                                                               bool record_events) {
+StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(
+    const BackgroundSpec& spec, torch::Device device, std::unique_ptr<Communicator>* comm,
+    const Clock* clock, bool record_events, std::shared_ptr<DeviceStreams> streams) {
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
+  if (!streams) {
+    ASSIGN_OR_RETURN(streams, MakeSharingStreams(device));
+  }
   std::unique_ptr<DeviceSharing> sharing(new DeviceSharing());
   const SharingOptions options = spec.sharing;
   SharingMode mode = options.ModeFor(device.is_cuda());
   sharing->gate_ = std::make_unique<DeviceGate>(mode, clock, record_events);
-  sharing->fg_stream_ = EnterSharingStream(device, /*foreground=*/true, options);
-  ASSIGN_OR_RETURN(BackgroundJobThread job,
-                   BuildBackgroundJobThread(spec, device, sharing->gate_.get(), clock));
+  ASSIGN_OR_RETURN(sharing->fg_stream_, EnterForegroundStream(streams, options));
+  ASSIGN_OR_RETURN(
+      BackgroundJobThread job,
+      BuildBackgroundJobThread(spec, device, sharing->gate_.get(), clock, std::move(streams)));
   sharing->stepper_ = std::move(job.stepper);
   sharing->runner_ = std::move(job.runner);
   *comm = std::make_unique<SharingCommunicator>(std::move(*comm), sharing->gate_.get());

@@ -1,5 +1,6 @@
 // Attaching a BG job to an FG executor rank, in one object the executor process holds: it wraps
-// the rank's communicator (so waits mark the FG rank idle), puts the FG thread on its stream,
+// the rank's communicator (so waits mark the FG rank idle), puts the FG thread on its dedicated
+// stream (multiplex_device.h),
 // builds the BG trainer/stepper and its thread, adds the sharing fields to progress lines, and
 // stops the BG job when the FG rank is done.
 //
@@ -16,31 +17,38 @@
 #include "worker/runtime/background_spec.h"
 #include "worker/runtime/background_trainer.h"
 #include "worker/runtime/communicator.h"
+#include "worker/runtime/device_streams.h"
 #include "worker/runtime/multiplex_gate.h"
 
 namespace deepool::worker {
 
 // A BG job ready to run on a device: its stepper, and the runner whose thread drives it through
-// `gate` (demoted to the idle scheduling class and put on the BG stream, as `spec.sharing` asks).
-// Not started. Shared by DeviceSharing (a run spec's BG job) and BackgroundHost (one attached at
-// run time).
+// `gate` (demoted to the idle scheduling class as `spec.sharing` asks, and on the stepper's BG
+// stream). Not started. `streams`: the device's (multiplex_device.h), null on CPU. Shared by
+// DeviceSharing (a run spec's BG job) and BackgroundHost (one attached at run time). Destroy the
+// runner before the stepper.
 struct BackgroundJobThread {
   std::unique_ptr<BackgroundStepper> stepper;
   std::unique_ptr<BackgroundRunner> runner;
 };
 StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spec,
                                                        torch::Device device, DeviceGate* gate,
-                                                       const Clock* clock);
+                                                       const Clock* clock,
+                                                       std::shared_ptr<DeviceStreams> streams);
 
 class DeviceSharing {
  public:
-  // Replaces *comm by a SharingCommunicator around it. Call before the executor is created.
-  static StatusOr<std::unique_ptr<DeviceSharing>> Attach(const BackgroundSpec& spec,
-                                                         torch::Device device,
-                                                         std::unique_ptr<Communicator>* comm,
-                                                         const Clock* clock,
-                                                         bool record_events = false);
-  ~DeviceSharing();  // stops the BG job
+  // Replaces *comm by a SharingCommunicator around it and makes the FG stream current on the
+  // calling thread, which must be the FG thread. Call before the executor is created (its
+  // modules then live on the FG stream). `streams`: null for the device's own (none on CPU);
+  // tests pass a fake.
+  static StatusOr<std::unique_ptr<DeviceSharing>> Attach(
+      const BackgroundSpec& spec, torch::Device device, std::unique_ptr<Communicator>* comm,
+      const Clock* clock, bool record_events = false,
+      std::shared_ptr<DeviceStreams> streams = nullptr);
+  // Stops the BG job, frees it (after its stream's work finished), then leaves the FG stream:
+  // destroy it on the FG thread, after the executor.
+  ~DeviceSharing();
 
   // Starts the BG thread (after the executor was built, so that BG does not compete with it).
   void Start();
@@ -54,8 +62,9 @@ class DeviceSharing {
  private:
   DeviceSharing() = default;
 
+  // Destroyed bottom up: the BG thread, the BG job, then the FG stream.
   std::unique_ptr<DeviceGate> gate_;
-  std::shared_ptr<void> fg_stream_;
+  std::unique_ptr<ScopedStream> fg_stream_;
   std::unique_ptr<BackgroundStepper> stepper_;
   std::unique_ptr<BackgroundRunner> runner_;
 };
