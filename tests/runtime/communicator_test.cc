@@ -1,5 +1,6 @@
-// The Gloo communicator with ranks as threads on loopback: point-to-point, all-reduce on groups
-// of members only, and timeouts instead of hangs.
+// The Gloo communicator with ranks as threads on loopback: point-to-point (single ops and
+// groups), all-reduce on groups of members only, and timeouts instead of hangs.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -69,6 +70,50 @@ TEST_CASE("gloo send/recv and group all-reduce between thread ranks", "[communic
     ASSIGN_OR_RETURN(auto reduce, comm.AllReduceSum(all, {0, 1, 2}));
     RETURN_IF_ERROR(reduce->Wait(comm.timeout()));
     if (all[0].item<double>() != 3.0) return InternalError("bad world sum");
+    return Status::Ok();
+  });
+  for (const auto& status : results) {
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+  }
+}
+
+TEST_CASE("gloo exchange: one group sends and receives both ways, several per pair",
+          "[communicator][gloo]") {
+  auto results = RunWorld(2, milliseconds(20000), [](int rank, Communicator& comm) -> Status {
+    int peer = 1 - rank;
+    auto first = torch::zeros({3}), second = torch::zeros({2}, torch::kFloat64);
+    std::vector<P2POp> ops{P2POp::Send(torch::full({3}, float(rank + 1)), peer, 1),
+                           P2POp::Send(torch::full({2}, rank + 10.0, torch::kFloat64), peer, 2),
+                           P2POp::Recv(first, peer, 1), P2POp::Recv(second, peer, 2)};
+    if (rank == 1) std::reverse(ops.begin(), ops.end());  // Gloo pairs by tag
+    ASSIGN_OR_RETURN(auto group, comm.Exchange(std::move(ops)));
+    RETURN_IF_ERROR(group->WaitHost(comm.timeout()));
+    if (!torch::equal(first, torch::full({3}, float(peer + 1)))) return InternalError("first");
+    if (!torch::equal(second, torch::full({2}, peer + 10.0, torch::kFloat64)))
+      return InternalError("second");
+    ASSIGN_OR_RETURN(auto empty, comm.Exchange({}));
+    return empty->Wait(comm.timeout());
+  });
+  for (const auto& status : results) {
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+  }
+}
+
+TEST_CASE("exchange refuses itself or a rank outside the world as a peer", "[communicator][gloo]") {
+  auto results = RunWorld(2, milliseconds(10000), [](int rank, Communicator& comm) -> Status {
+    for (int peer : {rank, -1, 2}) {
+      auto posted = comm.Exchange({P2POp::Send(torch::ones({1}), peer, 0)});
+      if (posted.status().code() != StatusCode::kInvalidArgument) {
+        return InternalError("peer " + std::to_string(peer) + ": " + posted.status().ToString());
+      }
+    }
+    auto strided = torch::ones({4, 4}).t();
+    auto posted = comm.Exchange({P2POp::Recv(strided, 1 - rank, 0)});
+    if (posted.status().code() != StatusCode::kInvalidArgument) {
+      return InternalError("a non-contiguous buffer was accepted");
+    }
     return Status::Ok();
   });
   for (const auto& status : results) {

@@ -33,13 +33,26 @@ Status FromException(const std::string& what, const std::exception& e) {
   return UnavailableError(what + ": " + message);
 }
 
+// A c10d operation (or coalesced group) as a CommWork. On CUDA tensors Wait() only makes the
+// current stream wait on the operation's end event (c10d's wait without a timeout): passing a
+// timeout would block the host until the kernel finished, which is what the executor must not do
+// on its hot path. NCCL's watchdog bounds the operation by the group's timeout and records the
+// failure, which the next wait rethrows. WaitHost() always blocks, with the timeout.
 class C10dWork final : public CommWork {
  public:
   C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
            std::string what)
-      : work_(std::move(work)), tensors_(std::move(tensors)), what_(std::move(what)) {}
+      : work_(std::move(work)), tensors_(std::move(tensors)), what_(std::move(what)) {
+    for (const auto& tensor : tensors_) on_device_ = on_device_ || tensor.is_cuda();
+  }
 
   Status Wait(std::chrono::milliseconds timeout) override {
+    return on_device_ ? WaitFor(::kNoTimeout) : WaitFor(timeout);
+  }
+  Status WaitHost(std::chrono::milliseconds timeout) override { return WaitFor(timeout); }
+
+ private:
+  Status WaitFor(std::chrono::milliseconds timeout) {
     try {
       if (!work_->wait(timeout)) {
         return DeadlineExceededError(what_ + ": no completion within " +
@@ -51,11 +64,27 @@ class C10dWork final : public CommWork {
     }
   }
 
- private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<torch::Tensor> tensors_;  // kept alive until the transfer completed
   std::string what_;
+  bool on_device_ = false;
 };
+
+std::string Describe(const P2POp& op, int rank) {
+  bool send = op.kind == P2POp::Kind::kSend;
+  return std::string(send ? "send " : "recv ") + std::to_string(send ? rank : op.peer) + "->" +
+         std::to_string(send ? op.peer : rank) + " tag " + std::to_string(op.tag);
+}
+
+// "group of 3 on rank 1 (send 1->2 tag 4, ...)", naming the first few ops.
+std::string DescribeGroup(const std::vector<P2POp>& ops, int rank) {
+  std::string what =
+      "group of " + std::to_string(ops.size()) + " on rank " + std::to_string(rank) + " (";
+  for (size_t i = 0; i < ops.size() && i < 3; ++i) {
+    what += (i > 0 ? ", " : "") + Describe(ops[i], rank);
+  }
+  return what + (ops.size() > 3 ? ", ...)" : ")");
+}
 
 }  // namespace
 
@@ -132,29 +161,60 @@ Status C10dCommunicator::CreateGroups(const std::vector<RankGroup>& groups) {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Send(const torch::Tensor& tensor, int dst,
-                                                           int tag) {
-  std::vector<torch::Tensor> tensors{tensor};
-  std::string what = "send " + std::to_string(options_.rank) + "->" + std::to_string(dst) +
-                     " tag " + std::to_string(tag);
+c10::intrusive_ptr<c10d::Work> C10dCommunicator::Post(const P2POp& op) {
+  std::vector<torch::Tensor> tensors{op.tensor};
+  return op.kind == P2POp::Kind::kSend ? world_->send(tensors, op.peer, op.tag)
+                                       : world_->recv(tensors, op.peer, op.tag);
+}
+
+StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Exchange(std::vector<P2POp> ops) {
+  RETURN_IF_ERROR(CheckP2POps(ops, options_.rank, options_.world_size));
+  if (ops.empty()) return std::unique_ptr<CommWork>(new DoneWork());
+  return world_->supportsCoalescing() ? ExchangeCoalesced(ops) : ExchangeEach(ops);
+}
+
+// One NCCL group (ncclGroupStart/End inside startCoalescing/endCoalescing): the ops run
+// concurrently, so a group that sends to and receives from the same peer cannot deadlock on
+// itself. The ops' own works are null while coalescing; endCoalescing returns the group's.
+StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::ExchangeCoalesced(
+    const std::vector<P2POp>& ops) {
+  std::string what = DescribeGroup(ops, options_.rank);
+  std::vector<torch::Tensor> tensors;
+  bool coalescing = false;
   try {
-    auto work = world_->send(tensors, dst, tag);
+    world_->startCoalescing();
+    coalescing = true;
+    for (const P2POp& op : ops) {
+      Post(op);
+      tensors.push_back(op.tensor);
+    }
+    coalescing = false;
+    auto work = world_->endCoalescing();
+    if (!work) return InternalError(what + ": the backend returned no work for the group");
     return std::unique_ptr<CommWork>(new C10dWork(std::move(work), tensors, std::move(what)));
   } catch (const std::exception& e) {
+    if (coalescing) {
+      try {  // leave coalescing mode, so that the backend does not fold later ops into this group
+        world_->endCoalescing();
+      } catch (const std::exception&) {
+      }
+    }
     return FromException(what, e);
   }
 }
 
-StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::Recv(torch::Tensor tensor, int src, int tag) {
-  std::vector<torch::Tensor> tensors{std::move(tensor)};
-  std::string what = "recv " + std::to_string(src) + "->" + std::to_string(options_.rank) +
-                     " tag " + std::to_string(tag);
-  try {
-    auto work = world_->recv(tensors, src, tag);
-    return std::unique_ptr<CommWork>(new C10dWork(std::move(work), tensors, std::move(what)));
-  } catch (const std::exception& e) {
-    return FromException(what, e);
+// Op by op, for backends without coalescing (Gloo, whose tags pair the ops).
+StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::ExchangeEach(const std::vector<P2POp>& ops) {
+  std::vector<std::unique_ptr<CommWork>> works;
+  for (const P2POp& op : ops) {
+    std::string what = Describe(op, options_.rank);
+    try {
+      works.emplace_back(new C10dWork(Post(op), {op.tensor}, std::move(what)));
+    } catch (const std::exception& e) {
+      return FromException(what, e);
+    }
   }
+  return AllOf(std::move(works));
 }
 
 StatusOr<std::unique_ptr<CommWork>> C10dCommunicator::AllReduceSum(torch::Tensor tensor,

@@ -1,5 +1,8 @@
 // Internal to the communicators: the c10d-backed Communicator shared by Gloo and NCCL.
 // A backend supplies MakeGroup (store, rank in group, group size) -> c10d group object.
+// Point-to-point groups go over the world group: as one coalesced NCCL group where the backend
+// supports coalescing (ProcessGroupNCCL), otherwise op by op (Gloo pairs them by tag).
+// Waits on CUDA tensors only order the current stream (CommWork::Wait); WaitHost blocks.
 // Threading: as Communicator (one driving thread).
 #pragma once
 
@@ -50,8 +53,7 @@ class C10dCommunicator final : public Communicator {
   int world_size() const override { return options_.world_size; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   Status CreateGroups(const std::vector<RankGroup>& groups) override;
-  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst, int tag) override;
-  StatusOr<std::unique_ptr<CommWork>> Recv(torch::Tensor tensor, int src, int tag) override;
+  StatusOr<std::unique_ptr<CommWork>> Exchange(std::vector<P2POp> ops) override;
   StatusOr<std::unique_ptr<CommWork>> AllReduceSum(torch::Tensor tensor,
                                                    const RankGroup& group) override;
 
@@ -63,6 +65,10 @@ class C10dCommunicator final : public Communicator {
         make_group_(std::move(make_group)),
         backend_name_(std::move(backend_name)) {}
   StatusOr<c10::intrusive_ptr<C10dGroup>> MakeGroup(const std::string& prefix, int rank, int size);
+  // One c10d send or recv on the world group.
+  c10::intrusive_ptr<c10d::Work> Post(const P2POp& op);
+  StatusOr<std::unique_ptr<CommWork>> ExchangeCoalesced(const std::vector<P2POp>& ops);
+  StatusOr<std::unique_ptr<CommWork>> ExchangeEach(const std::vector<P2POp>& ops);
 
   CommOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;

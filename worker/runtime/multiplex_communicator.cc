@@ -13,6 +13,12 @@ class IdleWaitWork final : public CommWork {
     gate_->FgIdleEnd();
     return status;
   }
+  Status WaitHost(std::chrono::milliseconds timeout) override {
+    gate_->FgIdleBegin();
+    Status status = inner_->WaitHost(timeout);
+    gate_->FgIdleEnd();
+    return status;
+  }
 
  private:
   std::unique_ptr<CommWork> inner_;
@@ -34,14 +40,8 @@ Status SharingCommunicator::CreateGroups(const std::vector<RankGroup>& groups) {
   return status;
 }
 
-StatusOr<std::unique_ptr<CommWork>> SharingCommunicator::Send(const torch::Tensor& tensor, int dst,
-                                                              int tag) {
-  return Wrap(inner_->Send(tensor, dst, tag));
-}
-
-StatusOr<std::unique_ptr<CommWork>> SharingCommunicator::Recv(torch::Tensor tensor, int src,
-                                                              int tag) {
-  return Wrap(inner_->Recv(std::move(tensor), src, tag));
+StatusOr<std::unique_ptr<CommWork>> SharingCommunicator::Exchange(std::vector<P2POp> ops) {
+  return Wrap(inner_->Exchange(std::move(ops)));
 }
 
 StatusOr<std::unique_ptr<CommWork>> SharingCommunicator::AllReduceSum(torch::Tensor tensor,

@@ -1,7 +1,9 @@
-// A Communicator decorator that tells the device gate when the FG rank is idle: every Wait() on
-// a transfer or a collective is an idle period (FgIdleBegin before, FgIdleEnd after). The
-// executor needs no change: it gets this communicator instead of the real one, and the layers
-// its rank is not part of show up as waits for the next input.
+// A Communicator decorator that tells the device gate when the FG rank is idle: every Wait() (and
+// WaitHost()) on a transfer group or a collective is an idle period (FgIdleBegin before,
+// FgIdleEnd after). The executor needs no change: it gets this communicator instead of the real
+// one, and the layers its rank is not part of show up as waits for the next input. On CUDA
+// (NCCL) a Wait only orders the stream and returns at once, so these periods are short there:
+// the idle time that matters is the device's, which priority streams hand to BG work.
 //
 // Threading: as Communicator (one FG thread); the gate is shared with the BG thread.
 #pragma once
@@ -23,9 +25,7 @@ class SharingCommunicator final : public Communicator {
   int world_size() const override { return inner_->world_size(); }
   std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
   Status CreateGroups(const std::vector<RankGroup>& groups) override;
-  StatusOr<std::unique_ptr<CommWork>> Send(const torch::Tensor& tensor, int dst,
-                                           int tag) override;
-  StatusOr<std::unique_ptr<CommWork>> Recv(torch::Tensor tensor, int src, int tag) override;
+  StatusOr<std::unique_ptr<CommWork>> Exchange(std::vector<P2POp> ops) override;
   StatusOr<std::unique_ptr<CommWork>> AllReduceSum(torch::Tensor tensor,
                                                    const RankGroup& group) override;
 
