@@ -1,6 +1,7 @@
 // Executor correctness: after K steps, burst-parallel and data-parallel plans give the same
 // parameters and losses as single-device training on the whole batch (fp32 tolerance). Ranks
-// run as threads, over the FakeNetwork or over Gloo on loopback.
+// run as threads, over the FakeNetwork with NCCL's matching rules or over Gloo on loopback.
+// Plans with branches on different device sets are in executor_branches_test.cc.
 #include <catch2/catch.hpp>
 
 #include "planner/zoo/zoo.h"
@@ -31,19 +32,6 @@ OptimizerSpec Adam() {
   spec.lr = 0.01;
   spec.weight_decay = 1e-4;
   return spec;
-}
-
-// small_cnn with its two batch-norm layers on one device each (so batch statistics are the
-// single-device ones) and the branches, the concat and the residual add on different sets.
-std::map<std::string, std::vector<int>> SmallCnnBurst() {
-  return {{"stem.conv", {0, 1, 2}},   {"stem.bn", {0}},
-          {"stem.relu", {1, 2}},      {"branch1x1.conv", {0, 1}},
-          {"branch1x1.relu", {2}},    {"branch3x3.conv", {1}},
-          {"branch3x3.relu", {0, 2}}, {"concat", {0, 1, 2}},
-          {"res.conv", {2}},          {"res.bn", {2}},
-          {"res.add", {0, 1}},        {"res.relu", {1, 2}},
-          {"maxpool", {0, 1, 2}},     {"avgpool", {0}},
-          {"flatten", {1, 2}},        {"fc", {0, 2}}};
 }
 
 TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device training",
@@ -144,7 +132,7 @@ TEST_CASE("a failed rank makes the others fail with an error instead of hanging"
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");
   auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, {{"fc2", {1}}});
-  auto net = std::make_shared<FakeNetwork>(3);
+  auto net = std::make_shared<FakeNetwork>(3, FakeSemantics::kNccl);
   CommMaker make_comm = [net](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
     if (rank == 1) {
       net->Fail(1);
@@ -165,7 +153,7 @@ TEST_CASE("a stalled peer becomes DEADLINE_EXCEEDED within the timeout", "[execu
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");
   auto plan = MakePlan(graph, 8, 2, {0, 1});
-  auto net = std::make_shared<FakeNetwork>(2);
+  auto net = std::make_shared<FakeNetwork>(2, FakeSemantics::kNccl);
   CommMaker make_comm = [net](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
     // Rank 1 never joins: rank 0 waits for its loss sum and gives up after 200 ms.
     if (rank == 1) return UnavailableError("rank 1 never started");
@@ -179,7 +167,7 @@ TEST_CASE("a stalled peer becomes DEADLINE_EXCEEDED within the timeout", "[execu
 TEST_CASE("a plan for another world size is refused", "[executor]") {
   auto graph = Zoo("mlp");
   auto plan = MakePlan(graph, 8, 3, {0, 1, 2});
-  auto net = std::make_shared<FakeNetwork>(2);
+  auto net = std::make_shared<FakeNetwork>(2, FakeSemantics::kNccl);
   auto comm = net->Join(0, std::chrono::seconds(1));
   auto data = MakeSyntheticData(graph.input_shape(), 5, 8, 1);
   auto executor = Executor::Create(graph, plan, comm.get(), data.get(), BuildLayerModule, {},

@@ -1,5 +1,5 @@
 // Helpers for the executor tests: hand-made plans, a single-device reference trainer, and ranks
-// run as threads over a FakeNetwork or over Gloo on loopback.
+// run as threads over a FakeNetwork (NCCL's matching rules) or over Gloo on loopback.
 #pragma once
 
 #include <torch/torch.h>
@@ -43,6 +43,19 @@ inline planner::Plan MakePlan(const planner::Graph& graph, int64_t global_batch,
     plan.layers.push_back(placement);
   }
   return plan;
+}
+
+// small_cnn with its two batch-norm layers on one device each (so batch statistics are the
+// single-device ones) and the branches, the concat and the residual add on different sets.
+inline std::map<std::string, std::vector<int>> SmallCnnBurst() {
+  return {{"stem.conv", {0, 1, 2}},   {"stem.bn", {0}},
+          {"stem.relu", {1, 2}},      {"branch1x1.conv", {0, 1}},
+          {"branch1x1.relu", {2}},    {"branch3x3.conv", {1}},
+          {"branch3x3.relu", {0, 2}}, {"concat", {0, 1, 2}},
+          {"res.conv", {2}},          {"res.bn", {2}},
+          {"res.add", {0, 1}},        {"res.relu", {1, 2}},
+          {"maxpool", {0, 1, 2}},     {"avgpool", {0}},
+          {"flatten", {1, 2}},        {"fc", {0, 2}}};
 }
 
 struct TrainResult {
@@ -143,9 +156,11 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
   return runs;
 }
 
+// Ranks over a FakeNetwork with NCCL's matching rules (the strictest backend's): an executor that
+// passes here posts its transfers in an order NCCL can run (fake_communicator.h).
 inline CommMaker FakeComms(int world,
                            std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  auto net = std::make_shared<FakeNetwork>(world);
+  auto net = std::make_shared<FakeNetwork>(world, FakeSemantics::kNccl);
   return [net, timeout](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
     return net->Join(rank, timeout);
   };

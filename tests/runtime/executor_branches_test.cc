@@ -1,0 +1,190 @@
+// Executor correctness on graphs whose branches sit on different device sets, so that transfers
+// run both ways between the same ranks and several edges join the same pair: the cases that
+// NCCL's first-in first-out matching (tags ignored) and its blocking sends punish. Every test
+// runs over the fake network with NCCL's rules (a wrong order gives swapped data, a size
+// mismatch or a reported deadlock) and must equal single-device training.
+#include <catch2/catch.hpp>
+
+#include "planner/zoo/layer_list_builder.h"
+#include "planner/zoo/zoo.h"
+#include "tests/runtime/executor_test_util.h"
+
+namespace deepool::worker::testing {
+namespace {
+
+using planner::zoo::ConvSpec;
+using planner::zoo::LayerListBuilder;
+using planner::zoo::Sq;
+
+OptimizerSpec Sgd() {
+  OptimizerSpec spec;
+  spec.lr = 0.1;
+  spec.momentum = 0.9;
+  spec.weight_decay = 1e-3;
+  return spec;
+}
+
+planner::Graph Build(const std::string& name, planner::Shape input, LayerListBuilder builder,
+                     const std::string& output) {
+  auto graph = planner::Graph::Create(name, std::move(input), std::move(builder).Take(),
+                                      {planner::GraphOutput{output, 1.0}});
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+// conv-bn-relu stem, then a basic residual block: conv-bn-relu-conv-bn added to the stem's
+// output (the add lists the later producer first), relu, pool, linear.
+planner::Graph ResidualBlock() {
+  LayerListBuilder b;
+  std::string x = b.Conv2d("stem.conv", "input", ConvSpec(3, 8, Sq(3)).Padding(Sq(1)).NoBias());
+  x = b.BatchNorm2d("stem.bn", x);
+  x = b.Relu("stem.relu", x);
+  std::string y = b.Conv2d("block.conv1", x, ConvSpec(8, 8, Sq(3)).Padding(Sq(1)).NoBias());
+  y = b.BatchNorm2d("block.bn1", y);
+  y = b.Relu("block.relu1", y);
+  y = b.Conv2d("block.conv2", y, ConvSpec(8, 8, Sq(3)).Padding(Sq(1)).NoBias());
+  y = b.BatchNorm2d("block.bn2", y);
+  y = b.Add("block.add", {y, x});
+  y = b.Relu("block.relu", y);
+  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
+  y = b.Flatten("flatten", y);
+  y = b.Linear("fc", y, 8, 5);
+  return Build("residual_block", {3, 6, 6}, std::move(b), y);
+}
+
+// Batch norm on one device each (single-device statistics); the shortcut and the block's
+// layers alternate between ranks 0 and 1, so both directions carry several edges.
+std::map<std::string, std::vector<int>> ResidualBurst() {
+  return {{"stem.conv", {0, 1}},
+          {"stem.bn", {0}},
+          {"stem.relu", {1}},
+          {"block.conv1", {0}},
+          {"block.bn1", {0}},
+          {"block.relu1", {1}},
+          {"block.conv2", {0, 1}},
+          {"block.bn2", {1}},
+          {"block.add", {0}},
+          {"block.relu", {0, 1}},
+          {"pool", {1}},
+          {"flatten", {0, 1}},
+          {"fc", {0}}};
+}
+
+// A stem, three parallel towers (1x1; 1x1 then 3x3; pool then 1x1) and their concat.
+planner::Graph InceptionBlock() {
+  LayerListBuilder b;
+  std::string x = b.Conv2d("stem.conv", "input", ConvSpec(3, 8, Sq(3)).Padding(Sq(1)));
+  x = b.Relu("stem.relu", x);
+  std::string t1 = b.Conv2d("t1.conv", x, ConvSpec(8, 4, Sq(1)));
+  t1 = b.Relu("t1.relu", t1);
+  std::string t2 = b.Conv2d("t2.reduce", x, ConvSpec(8, 4, Sq(1)));
+  t2 = b.Relu("t2.relu1", t2);
+  t2 = b.Conv2d("t2.conv", t2, ConvSpec(4, 4, Sq(3)).Padding(Sq(1)));
+  t2 = b.Relu("t2.relu2", t2);
+  std::string t3 = b.MaxPool2d("t3.pool", x, Sq(3), Sq(1), Sq(1));
+  t3 = b.Conv2d("t3.conv", t3, ConvSpec(8, 4, Sq(1)));
+  t3 = b.Relu("t3.relu", t3);
+  std::string y = b.Concat("concat", {t3, t1, t2});
+  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
+  y = b.Flatten("flatten", y);
+  y = b.Linear("fc", y, 12, 5);
+  return Build("inception_block", {3, 6, 6}, std::move(b), y);
+}
+
+// Each tower on its own sets, crossing between all three ranks; the concat takes its inputs in
+// another order than they were computed.
+std::map<std::string, std::vector<int>> InceptionBurst() {
+  return {{"stem.conv", {0, 1, 2}},
+          {"stem.relu", {0, 1}},
+          {"t1.conv", {2}},
+          {"t1.relu", {0, 1}},
+          {"t2.reduce", {1}},
+          {"t2.relu1", {0}},
+          {"t2.conv", {1, 2}},
+          {"t2.relu2", {0}},
+          {"t3.pool", {2}},
+          {"t3.conv", {0}},
+          {"t3.relu", {1, 2}},
+          {"concat", {0, 1, 2}},
+          {"pool", {1}},
+          {"flatten", {0, 2}},
+          {"fc", {1}}};
+}
+
+// The same towers on two ranks: tower 1 on rank 0, tower 3 on rank 1, each consumed on the
+// other rank, so that each rank has a send for the other before its own receive.
+std::map<std::string, std::vector<int>> InceptionCrossing() {
+  return {{"t1.conv", {0}}, {"t1.relu", {1}},  {"t2.reduce", {1}}, {"t2.relu1", {1}},
+          {"t2.conv", {0}}, {"t2.relu2", {0}}, {"t3.pool", {1}},   {"t3.conv", {1}},
+          {"t3.relu", {0}}, {"concat", {1}},   {"pool", {0, 1}},   {"fc", {0}}};
+}
+
+// Every tower on rank 0 and the concat on rank 1: three edges from 0 to 1, produced in one
+// order (t1, t2, t3) and consumed in another (t3, t1, t2), all of the same shape.
+std::map<std::string, std::vector<int>> InceptionFunnel() {
+  return {{"concat", {1}}, {"pool", {1}}, {"flatten", {1}}, {"fc", {1}}};
+}
+
+void RequireEquivalent(const planner::Graph& graph, const planner::Plan& plan, int64_t batch,
+                       int iterations, uint64_t seed, uint64_t data_seed, const CommMaker& comms) {
+  auto reference = TrainSingleDevice(graph, batch, iterations, Sgd(), seed, data_seed);
+  auto runs = RunRanks(graph, plan, iterations, Sgd(), seed, data_seed, comms);
+  RequireMatchesReference(runs, reference);
+}
+
+TEST_CASE("small_cnn burst plan with branches on different sets equals single device",
+          "[executor][branches]") {
+  torch::set_num_threads(1);
+  planner::zoo::ModelOptions options;
+  options.num_classes = 5;
+  auto graph = planner::zoo::BuildModel("small_cnn", options);
+  REQUIRE(graph.ok());
+  auto plan = MakePlan(*graph, 8, 3, {0, 1, 2}, SmallCnnBurst());
+  RequireEquivalent(*graph, plan, 8, 3, 1, 2, FakeComms(3));
+}
+
+TEST_CASE(
+    "residual block with the shortcut and the block on alternating ranks equals single "
+    "device",
+    "[executor][branches]") {
+  torch::set_num_threads(1);
+  auto graph = ResidualBlock();
+  auto plan = MakePlan(graph, 7, 2, {0, 1}, ResidualBurst());
+  RequireEquivalent(graph, plan, 7, 3, 4, 5, FakeComms(2));
+}
+
+TEST_CASE("inception block with towers on different sets over 3 ranks equals single device",
+          "[executor][branches]") {
+  torch::set_num_threads(1);
+  auto graph = InceptionBlock();
+  auto plan = MakePlan(graph, 9, 3, {0, 1, 2}, InceptionBurst());
+  RequireEquivalent(graph, plan, 9, 3, 6, 7, FakeComms(3));
+}
+
+TEST_CASE("inception block with towers crossing between 2 ranks equals single device",
+          "[executor][branches]") {
+  torch::set_num_threads(1);
+  auto graph = InceptionBlock();
+  auto plan = MakePlan(graph, 6, 2, {0, 1}, InceptionCrossing());
+  RequireEquivalent(graph, plan, 6, 3, 8, 9, FakeComms(2));
+}
+
+TEST_CASE("inception block whose towers feed a concat on another rank equals single device",
+          "[executor][branches]") {
+  torch::set_num_threads(1);
+  auto graph = InceptionBlock();
+  auto plan = MakePlan(graph, 6, 2, {0}, InceptionFunnel());
+  RequireEquivalent(graph, plan, 6, 3, 10, 11, FakeComms(2));
+}
+
+TEST_CASE("inception block with towers on different sets equals single device (Gloo)",
+          "[executor][branches][gloo]") {
+  torch::set_num_threads(1);
+  auto graph = InceptionBlock();
+  auto plan = MakePlan(graph, 9, 3, {0, 1, 2}, InceptionBurst());
+  RequireEquivalent(graph, plan, 9, 2, 6, 7, GlooComms(3));
+}
+
+}  // namespace
+}  // namespace deepool::worker::testing
