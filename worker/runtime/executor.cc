@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include "common/logging.h"
 #include "worker/runtime/loss.h"
@@ -67,7 +68,8 @@ Status Executor::Init(const ModuleFactory& factory) {
     if (state.runs && state.first >= state.last) state.runs = false;
     // Consecutive layers with the same placement share a segment. Ids are topological, so a
     // segment is convex: no layer outside it lies on a path between two of its layers.
-    if (id > 0 && SamePlacement(*layers_[static_cast<size_t>(id - 1)].placement, *state.placement)) {
+    if (id > 0 &&
+        SamePlacement(*layers_[static_cast<size_t>(id - 1)].placement, *state.placement)) {
       segments_.back().last = id;
     } else {
       segments_.push_back(Segment{id, id});
@@ -79,27 +81,8 @@ Status Executor::Init(const ModuleFactory& factory) {
     if (!id) return InvalidArgumentError("graph output " + output.layer + " is not a layer");
     layers_[static_cast<size_t>(*id)].loss_weight += output.loss_weight;
   }
-  for (int id = 0; id < n; ++id) {
-    const planner::Layer& layer = graph_.layer(id);
-    for (size_t k = 0; k < layer.input_ids.size(); ++k) {
-      Edge edge;
-      edge.producer = layer.input_ids[k];
-      edge.consumer = id;
-      edge.input_index = static_cast<int>(k);
-      if (edge.producer != planner::kGraphInputId) {
-        LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
-        edge.in_segment = producer.segment == layers_[static_cast<size_t>(id)].segment;
-        // Output edges list only the edges whose gradients the executor moves itself.
-        if (!edge.in_segment) {
-          edge.pieces = ResplitPieces(*producer.placement,
-                                      *layers_[static_cast<size_t>(id)].placement);
-          producer.output_edges.push_back(static_cast<int>(edges_.size()));
-        }
-      }
-      layers_[static_cast<size_t>(id)].input_edges.push_back(static_cast<int>(edges_.size()));
-      edges_.push_back(std::move(edge));
-    }
-  }
+  RETURN_IF_ERROR(BuildEdges());
+  BuildTransfers();
   // One group per distinct device set with parameters, in one global order on every rank.
   std::set<RankGroup> groups;
   std::vector<torch::Tensor> all_params;
@@ -120,6 +103,53 @@ Status Executor::Init(const ModuleFactory& factory) {
   RETURN_IF_ERROR(comm_->CreateGroups(std::vector<RankGroup>(groups.begin(), groups.end())));
   ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(options_.optimizer, std::move(all_params)));
   return Status::Ok();
+}
+
+Status Executor::BuildEdges() {
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    const planner::Layer& layer = graph_.layer(id);
+    for (size_t k = 0; k < layer.input_ids.size(); ++k) {
+      Edge edge;
+      edge.producer = layer.input_ids[k];
+      edge.consumer = id;
+      edge.input_index = static_cast<int>(k);
+      if (edge.producer != planner::kGraphInputId) {
+        LayerState& producer = layers_[static_cast<size_t>(edge.producer)];
+        edge.in_segment = producer.segment == layers_[static_cast<size_t>(id)].segment;
+        // Output edges list only the edges whose gradients the executor moves itself.
+        if (!edge.in_segment) {
+          edge.pieces =
+              ResplitPieces(*producer.placement, *layers_[static_cast<size_t>(id)].placement);
+          producer.output_edges.push_back(static_cast<int>(edges_.size()));
+        }
+      }
+      layers_[static_cast<size_t>(id)].input_edges.push_back(static_cast<int>(edges_.size()));
+      edges_.push_back(std::move(edge));
+    }
+  }
+  return Status::Ok();
+}
+
+void Executor::BuildTransfers() {
+  forward_transfers_.assign(layers_.size(), {});
+  backward_transfers_.assign(segments_.size(), {});
+  // Edge ids ascending, then pieces in order: the global order both sides of every pair list
+  // their part of a group in.
+  for (size_t e = 0; e < edges_.size(); ++e) {
+    const Edge& edge = edges_[e];
+    if (edge.producer == planner::kGraphInputId || edge.in_segment) continue;
+    for (size_t p = 0; p < edge.pieces.size(); ++p) {
+      const ResplitPiece& piece = edge.pieces[p];
+      if (piece.src == piece.dst || (piece.src != rank_ && piece.dst != rank_)) continue;
+      Transfer transfer{static_cast<int>(e), static_cast<int>(p), piece.src == rank_};
+      forward_transfers_[static_cast<size_t>(edge.producer)].push_back(transfer);
+      transfer.send = piece.dst == rank_;  // gradients go back from consumer to producer
+      backward_transfers_[static_cast<size_t>(layers_[static_cast<size_t>(edge.consumer)].segment)]
+          .push_back(transfer);
+    }
+  }
+  forward_groups_.resize(layers_.size());
+  backward_groups_.resize(segments_.size());
 }
 
 std::map<std::string, torch::Tensor> Executor::NamedParameters() const {
@@ -145,7 +175,8 @@ torch::Tensor Executor::NewBuffer(int64_t rows, const planner::Shape& shape) {
 torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
                                    const planner::Shape& shape) {
   // Reused every iteration: the previous iteration's tensors that alias it are released by the
-  // time the same transfer comes round again, and fresh pages would cost more than the copy.
+  // time the same transfer is posted again (on CUDA, the receive is also ordered after the work
+  // already queued on the current stream), and fresh pages would cost more than the copy.
   torch::Tensor& buffer = recv_buffers_[{tag, piece.src, piece.first}];
   if (!buffer.defined()) buffer = NewBuffer(piece.size(), shape);
   return buffer;
@@ -158,29 +189,35 @@ void Executor::ReleaseIterationTensors() {
     state.loss = torch::Tensor();
   }
   for (torch::Tensor& labels : labels_) labels = torch::Tensor();
-  sends_.clear();
+  for (PendingGroup& group : forward_groups_) group = PendingGroup();
+  for (PendingGroup& group : backward_groups_) group = PendingGroup();
   reduces_.clear();
 }
 
+std::string Executor::SegmentName(int segment) const {
+  const Segment& s = segments_[static_cast<size_t>(segment)];
+  std::string name = graph_.layer(s.first).name;
+  if (s.last != s.first) name += " .. " + graph_.layer(s.last).name;
+  return name;
+}
+
 Status Executor::WaitOne(CommWork& work) {
-  Synchronize();
   auto start = clock_->Now();
   Status status = work.Wait(comm_->timeout());
   idle_ += clock_->Now() - start;
   return status;
 }
 
-Status Executor::WaitAndCount(std::vector<std::unique_ptr<CommWork>>& works) {
-  for (auto& work : works) RETURN_IF_ERROR(WaitOne(*work));
-  works.clear();
-  return Status::Ok();
+Status Executor::AwaitGroup(PendingGroup& group) {
+  if (group.waited || !group.work) return Status::Ok();
+  group.waited = true;
+  return WaitOne(*group.work);
 }
 
 Status Executor::Forward(int id, const Batch& batch) {
   LayerState& state = layers_[static_cast<size_t>(id)];
   const planner::Layer& layer = graph_.layer(id);
   state.inputs.clear();
-  std::vector<std::unique_ptr<CommWork>> recvs;
   std::vector<std::vector<torch::Tensor>> parts(state.input_edges.size());
   for (size_t k = 0; k < state.input_edges.size(); ++k) {
     const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
@@ -197,17 +234,15 @@ Status Executor::Forward(int id, const Batch& batch) {
       if (piece.dst != rank_) continue;
       if (piece.src == rank_) {
         parts[k].push_back(Rows(producer.output, producer.first, piece.first, piece.last));
-      } else {
-        auto buffer = RecvBuffer(ForwardTag(state.input_edges[k]), piece,
-                                 graph_.layer(edge.producer).output_shape);
-        ASSIGN_OR_RETURN(auto work,
-                         comm_->Recv(buffer, piece.src, ForwardTag(state.input_edges[k])));
-        recvs.push_back(std::move(work));
-        parts[k].push_back(buffer);
+        continue;
       }
+      // Posted at the producer's walk point; waited on only now, when the input is needed.
+      RETURN_IF_ERROR(AwaitGroup(forward_groups_[static_cast<size_t>(edge.producer)])
+                          .WithContext("forward of " + layer.name));
+      parts[k].push_back(RecvBuffer(ForwardTag(state.input_edges[k]), piece,
+                                    graph_.layer(edge.producer).output_shape));
     }
   }
-  RETURN_IF_ERROR(WaitAndCount(recvs).WithContext("forward of " + layer.name));
   for (size_t k = 0; k < parts.size(); ++k) {
     const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
     torch::Tensor input = parts[k].size() == 1 ? parts[k][0] : torch::cat(parts[k], 0);
@@ -224,18 +259,30 @@ Status Executor::Forward(int id, const Batch& batch) {
     state.loss = LossPart(state.output, labels_[static_cast<size_t>(id)], state.loss_weight,
                           plan_.global_batch);
   }
-  // Hand the consumers on other ranks their pieces right away (sends do not block).
-  torch::Tensor output = state.output.detach();
-  for (int edge_id : state.output_edges) {
-    for (const ResplitPiece& piece : edges_[static_cast<size_t>(edge_id)].pieces) {
-      if (piece.src != rank_ || piece.dst == rank_) continue;
-      Synchronize();
-      ASSIGN_OR_RETURN(auto work,
-                       comm_->Send(Rows(output, state.first, piece.first, piece.last).contiguous(),
-                                   piece.dst, ForwardTag(edge_id)));
-      sends_.push_back(std::move(work));
+  return Status::Ok();
+}
+
+Status Executor::PostForwardTransfers(int id) {
+  const auto& transfers = forward_transfers_[static_cast<size_t>(id)];
+  if (transfers.empty()) return Status::Ok();
+  const LayerState& producer = layers_[static_cast<size_t>(id)];
+  torch::Tensor output = producer.output.defined() ? producer.output.detach() : torch::Tensor();
+  std::vector<P2POp> ops;
+  ops.reserve(transfers.size());
+  for (const Transfer& transfer : transfers) {
+    const ResplitPiece& piece =
+        edges_[static_cast<size_t>(transfer.edge)].pieces[static_cast<size_t>(transfer.piece)];
+    int tag = ForwardTag(transfer.edge);
+    if (transfer.send) {
+      // A narrow along the batch of a contiguous output is contiguous: no copy.
+      ops.push_back(P2POp::Send(Rows(output, producer.first, piece.first, piece.last).contiguous(),
+                                piece.dst, tag));
+    } else {
+      ops.push_back(
+          P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(id).output_shape), piece.src, tag));
     }
   }
+  ASSIGN_OR_RETURN(forward_groups_[static_cast<size_t>(id)].work, comm_->Exchange(std::move(ops)));
   return Status::Ok();
 }
 
@@ -252,9 +299,8 @@ void Executor::ReleaseForwardOnlyTensors() {
   }
 }
 
-Status Executor::GatherOutputGradient(
-    int id, std::vector<std::unique_ptr<CommWork>>& recvs,
-    std::vector<std::pair<torch::Tensor, int64_t>>& contributions) {
+void Executor::GatherOutputGradient(int id,
+                                    std::vector<std::pair<torch::Tensor, int64_t>>& contributions) {
   const planner::Layer& layer = graph_.layer(id);
   const LayerState& state = layers_[static_cast<size_t>(id)];
   for (int edge_id : state.output_edges) {
@@ -262,45 +308,42 @@ Status Executor::GatherOutputGradient(
     const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
     for (const ResplitPiece& piece : edge.pieces) {
       if (piece.src != rank_) continue;
-      if (piece.dst == rank_) {
-        const torch::Tensor& input = consumer.inputs[static_cast<size_t>(edge.input_index)];
-        if (input.grad().defined()) {
-          contributions.emplace_back(Rows(input.grad(), consumer.first, piece.first, piece.last),
-                                     piece.first);
-        }
-      } else {
-        auto buffer = RecvBuffer(BackwardTag(edge_id), piece, layer.output_shape);
-        ASSIGN_OR_RETURN(auto work, comm_->Recv(buffer, piece.dst, BackwardTag(edge_id)));
-        recvs.push_back(std::move(work));
-        contributions.emplace_back(buffer, piece.first);
+      if (piece.dst != rank_) {
+        contributions.emplace_back(RecvBuffer(BackwardTag(edge_id), piece, layer.output_shape),
+                                   piece.first);
+        continue;
+      }
+      const torch::Tensor& input = consumer.inputs[static_cast<size_t>(edge.input_index)];
+      if (input.grad().defined()) {
+        contributions.emplace_back(Rows(input.grad(), consumer.first, piece.first, piece.last),
+                                   piece.first);
       }
     }
   }
-  return Status::Ok();
 }
 
-Status Executor::Backward(const Segment& segment) {
-  const size_t size = static_cast<size_t>(segment.last - segment.first + 1);
-  // Per layer of the segment: gradient pieces of its output (tensor, first sample) from
-  // consumers in other segments, local or received.
-  std::vector<std::vector<std::pair<torch::Tensor, int64_t>>> contributions(size);
-  std::vector<std::unique_ptr<CommWork>> recvs;
+Status Executor::Backward(int segment_index) {
+  const Segment& segment = segments_[static_cast<size_t>(segment_index)];
+  // The gradients of this segment's outputs from consumers on other ranks were posted at the
+  // consumers' walk points.
   for (int id = segment.first; id <= segment.last; ++id) {
-    RETURN_IF_ERROR(
-        GatherOutputGradient(id, recvs, contributions[static_cast<size_t>(id - segment.first)]));
-  }
-  Status received = WaitAndCount(recvs);
-  if (!received.ok()) {
-    std::string layers = graph_.layer(segment.first).name;
-    if (segment.last != segment.first) layers += " .. " + graph_.layer(segment.last).name;
-    return received.WithContext("backward of " + layers);
+    for (int edge_id : layers_[static_cast<size_t>(id)].output_edges) {
+      const Edge& edge = edges_[static_cast<size_t>(edge_id)];
+      for (const ResplitPiece& piece : edge.pieces) {
+        if (piece.src != rank_ || piece.dst == rank_) continue;
+        int consumer_segment = layers_[static_cast<size_t>(edge.consumer)].segment;
+        RETURN_IF_ERROR(AwaitGroup(backward_groups_[static_cast<size_t>(consumer_segment)])
+                            .WithContext("backward of " + SegmentName(segment_index)));
+      }
+    }
   }
   // One autograd call from every root of the segment: outputs that consumers in other segments
   // gave a gradient, and loss parts. Gradients from inside the segment flow through autograd.
   std::vector<torch::Tensor> roots, root_grads;
   for (int id = segment.last; id >= segment.first; --id) {
     LayerState& state = layers_[static_cast<size_t>(id)];
-    auto& pieces = contributions[static_cast<size_t>(id - segment.first)];
+    std::vector<std::pair<torch::Tensor, int64_t>> pieces;
+    GatherOutputGradient(id, pieces);
     torch::Tensor grad;
     if (pieces.size() == 1 && pieces[0].second == state.first &&
         pieces[0].first.size(0) == state.last - state.first) {
@@ -321,38 +364,40 @@ Status Executor::Backward(const Segment& segment) {
     }
   }
   if (!roots.empty()) torch::autograd::backward(roots, root_grads);
-  roots.clear();
-  root_grads.clear();
   for (int id = segment.first; id <= segment.last; ++id) {
     layers_[static_cast<size_t>(id)].output = torch::Tensor();
     layers_[static_cast<size_t>(id)].loss = torch::Tensor();
   }
-  for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(SendInputGradients(id));
-  for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(ReduceGradients(id));
   return Status::Ok();
 }
 
-Status Executor::SendInputGradients(int id) {
-  LayerState& state = layers_[static_cast<size_t>(id)];
-  for (size_t k = 0; k < state.input_edges.size(); ++k) {
-    int edge_id = state.input_edges[k];
-    const Edge& edge = edges_[static_cast<size_t>(edge_id)];
-    if (edge.producer == planner::kGraphInputId || edge.in_segment) continue;
-    torch::Tensor input_grad;
-    for (const ResplitPiece& piece : edge.pieces) {
-      if (piece.dst != rank_ || piece.src == rank_) continue;
-      if (!input_grad.defined()) {
-        input_grad = state.inputs[k].grad();
-        if (!input_grad.defined()) input_grad = torch::zeros_like(state.inputs[k]);
-      }
-      Synchronize();
-      ASSIGN_OR_RETURN(
-          auto work,
-          comm_->Send(Rows(input_grad, state.first, piece.first, piece.last).contiguous(),
-                      piece.src, BackwardTag(edge_id)));
-      sends_.push_back(std::move(work));
+torch::Tensor Executor::InputGradient(int id, int input_index) {
+  const torch::Tensor& input =
+      layers_[static_cast<size_t>(id)].inputs[static_cast<size_t>(input_index)];
+  return input.grad().defined() ? input.grad() : torch::zeros_like(input);
+}
+
+Status Executor::PostBackwardTransfers(int segment) {
+  const auto& transfers = backward_transfers_[static_cast<size_t>(segment)];
+  if (transfers.empty()) return Status::Ok();
+  std::vector<P2POp> ops;
+  ops.reserve(transfers.size());
+  for (const Transfer& transfer : transfers) {
+    const Edge& edge = edges_[static_cast<size_t>(transfer.edge)];
+    const ResplitPiece& piece = edge.pieces[static_cast<size_t>(transfer.piece)];
+    int tag = BackwardTag(transfer.edge);
+    if (transfer.send) {
+      const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
+      torch::Tensor grad = InputGradient(edge.consumer, edge.input_index);
+      ops.push_back(P2POp::Send(Rows(grad, consumer.first, piece.first, piece.last).contiguous(),
+                                piece.src, tag));
+    } else {
+      ops.push_back(P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(edge.producer).output_shape),
+                                piece.dst, tag));
     }
   }
+  ASSIGN_OR_RETURN(backward_groups_[static_cast<size_t>(segment)].work,
+                   comm_->Exchange(std::move(ops)));
   return Status::Ok();
 }
 
@@ -364,7 +409,6 @@ Status Executor::ReduceGradients(int id) {
   PendingReduce pending;
   pending.layer = id;
   pending.flat = torch::cat(grads);
-  Synchronize();
   ASSIGN_OR_RETURN(pending.work, comm_->AllReduceSum(pending.flat, state.group));
   reduces_.push_back(std::move(pending));
   return Status::Ok();
@@ -385,6 +429,81 @@ Status Executor::FinishReductions() {
   return Status::Ok();
 }
 
+void Executor::PrepareIteration(const Batch& batch) {
+  for (size_t id = 0; id < layers_.size(); ++id) {
+    LayerState& state = layers_[id];
+    if (!state.runs) continue;
+    if (state.loss_weight > 0) labels_[id] = Rows(batch.labels, 0, state.first, state.last);
+    for (auto& param : state.params) {
+      if (param.grad().defined()) {
+        param.mutable_grad().detach_();
+        param.mutable_grad().zero_();
+      } else {
+        param.mutable_grad() = torch::zeros_like(param);
+      }
+    }
+  }
+}
+
+// The forward walk: every layer is a walk point on every rank (executor.h).
+Status Executor::RunForward(const Batch& batch) {
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
+    RETURN_IF_ERROR(PostForwardTransfers(id).WithContext("transfers of " + graph_.layer(id).name));
+  }
+  return Status::Ok();
+}
+
+// The backward walk: every segment, in reverse, is a walk point on every rank; its input
+// gradients go out before its gradient sums, in the same order everywhere.
+Status Executor::RunBackward(torch::Tensor& local_loss) {
+  for (int s = static_cast<int>(segments_.size()) - 1; s >= 0; --s) {
+    const Segment& segment = segments_[static_cast<size_t>(s)];
+    bool runs = layers_[static_cast<size_t>(segment.first)].runs;
+    if (runs) {
+      for (int id = segment.last; id >= segment.first; --id) {
+        const LayerState& state = layers_[static_cast<size_t>(id)];
+        if (state.loss.defined()) local_loss += state.loss.detach().to(torch::kFloat64);
+      }
+      RETURN_IF_ERROR(Backward(s));
+    }
+    RETURN_IF_ERROR(
+        PostBackwardTransfers(s).WithContext("gradient transfers of " + SegmentName(s)));
+    if (!runs) continue;
+    for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(ReduceGradients(id));
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> Executor::FinishIteration(torch::Tensor local_loss) {
+  RETURN_IF_ERROR(FinishReductions());
+  for (auto* groups : {&forward_groups_, &backward_groups_}) {
+    for (PendingGroup& group : *groups) {
+      RETURN_IF_ERROR(AwaitGroup(group).WithContext("sending activations and gradients"));
+    }
+  }
+  // The global loss: each rank's parts, summed over the world on the device (the last
+  // collective of the iteration on every rank), overlapping the optimizer step.
+  std::unique_ptr<CommWork> loss_sum;
+  if (comm_->world_size() > 1) {
+    RankGroup world(static_cast<size_t>(comm_->world_size()));
+    for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
+    ASSIGN_OR_RETURN(loss_sum, comm_->AllReduceSum(local_loss, world));
+  }
+  if (optimizer_) optimizer_->step();
+  if (loss_sum) {
+    // The one host wait of the iteration: it also bounds, with the timeout, every operation the
+    // device still had queued before it.
+    auto start = clock_->Now();
+    Status summed = loss_sum->WaitHost(comm_->timeout());
+    idle_ += clock_->Now() - start;
+    RETURN_IF_ERROR(summed.WithContext("summing the loss"));
+  }
+  double loss = local_loss.item<double>();
+  Synchronize();
+  return loss;
+}
+
 StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   auto start = clock_->Now();
   iteration_ = iteration;
@@ -392,56 +511,20 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   ReleaseIterationTensors();  // after a failed iteration
   ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
   double loss = 0;
-  Status status = Guarded(
-      "iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
-      [&]() -> Status {
-        batch.inputs = batch.inputs.to(options_.device);
-        batch.labels = batch.labels.to(options_.device);
-        const int n = graph_.num_layers();
-        for (int id = 0; id < n; ++id) {
-          LayerState& state = layers_[static_cast<size_t>(id)];
-          if (!state.runs) continue;
-          if (state.loss_weight > 0) {
-            labels_[static_cast<size_t>(id)] = Rows(batch.labels, 0, state.first, state.last);
-          }
-          for (auto& param : state.params) {
-            if (param.grad().defined()) {
-              param.mutable_grad().detach_();
-              param.mutable_grad().zero_();
-            } else {
-              param.mutable_grad() = torch::zeros_like(param);
-            }
-          }
-        }
-        for (int id = 0; id < n; ++id) {
-          if (layers_[static_cast<size_t>(id)].runs) RETURN_IF_ERROR(Forward(id, batch));
-        }
-        ReleaseForwardOnlyTensors();
-        torch::Tensor local_loss = torch::zeros({1}, torch::kFloat64);
-        for (auto segment = segments_.rbegin(); segment != segments_.rend(); ++segment) {
-          if (!layers_[static_cast<size_t>(segment->first)].runs) continue;
-          for (int id = segment->last; id >= segment->first; --id) {
-            const LayerState& state = layers_[static_cast<size_t>(id)];
-            if (state.loss.defined())
-              local_loss += state.loss.detach().to(torch::kCPU).to(torch::kFloat64);
-          }
-          RETURN_IF_ERROR(Backward(*segment));
-        }
-        RETURN_IF_ERROR(FinishReductions());
-        RETURN_IF_ERROR(WaitAndCount(sends_).WithContext("sending activations and gradients"));
-        if (optimizer_) optimizer_->step();
-        // The global loss: each rank's parts, summed over the world (also ends the iteration in
-        // step).
-        if (comm_->world_size() > 1) {
-          std::vector<int> world(static_cast<size_t>(comm_->world_size()));
-          for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
-          ASSIGN_OR_RETURN(auto work, comm_->AllReduceSum(local_loss, world));
-          RETURN_IF_ERROR(WaitOne(*work).WithContext("summing the loss"));
-        }
-        loss = local_loss.item<double>();
-        Synchronize();
-        return Status::Ok();
-      });
+  Status status =
+      Guarded("iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
+              [&]() -> Status {
+                batch.inputs = batch.inputs.to(options_.device);
+                batch.labels = batch.labels.to(options_.device);
+                PrepareIteration(batch);
+                RETURN_IF_ERROR(RunForward(batch));
+                ReleaseForwardOnlyTensors();
+                torch::Tensor local_loss = torch::zeros(
+                    {1}, torch::TensorOptions().dtype(torch::kFloat64).device(options_.device));
+                RETURN_IF_ERROR(RunBackward(local_loss));
+                ASSIGN_OR_RETURN(loss, FinishIteration(std::move(local_loss)));
+                return Status::Ok();
+              });
   ReleaseIterationTensors();
   if (!status.ok()) return status;
   IterationStats stats;

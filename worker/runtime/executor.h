@@ -3,18 +3,44 @@
 // Forward walks the graph in topological order; a layer runs only on the ranks of its device
 // set, each on its contiguous sample range (planner/plan.h). Its inputs are re-split from the
 // producers' layouts (resplit.h): pieces a rank already holds are sliced locally, the rest
-// arrive by Recv, and a producer Sends its pieces as soon as it computed them. Graph inputs
-// and labels come from the DataSource, which gives every rank the same global batch. Output
-// layers add their loss part (loss.h). Consecutive layers with the same placement (device set
-// and shares) form one autograd segment: activations between them need no re-split, so they stay
-// in one autograd graph; only inputs that come from another segment (or the graph input) are
-// detached leaves. Backward walks the segments in reverse: each segment's output gradients are
-// gathered by the mirror re-split of its consumers' input gradients, autograd runs once through
-// the segment, and each layer's parameter gradients are summed over its device set (one group per
-// distinct set, created once). Then the optimizer steps on every rank's own layers.
-// Because each rank's loss part is already divided by the global batch, summing gradients gives
-// exactly single-device training on the whole batch (up to fp32 rounding); batch norm layers
-// split over several devices see per-device batch statistics, as in any data parallelism.
+// arrive over the communicator. Graph inputs and labels come from the DataSource, which gives
+// every rank the same global batch. Output layers add their loss part (loss.h). Consecutive
+// layers with the same placement (device set and shares) form one autograd segment: activations
+// between them need no re-split, so they stay in one autograd graph; only inputs that come from
+// another segment (or the graph input) are detached leaves. Backward walks the segments in
+// reverse: each segment's output gradients are gathered by the mirror re-split of its consumers'
+// input gradients, autograd runs once through the segment, and each layer's parameter gradients
+// are summed over its device set (one group per distinct set, created once). Then the optimizer
+// steps on every rank's own layers. Because each rank's loss part is already divided by the
+// global batch, summing gradients gives exactly single-device training on the whole batch (up to
+// fp32 rounding); batch norm layers split over several devices see per-device batch statistics,
+// as in any data parallelism.
+//
+// The canonical order of communication. NCCL matches point-to-point messages first-in first-out
+// per pair (ignoring tags), runs a rank's groups one after another, and blocks a send until its
+// receive is reached (communicator.h). So every rank posts every transfer of an iteration in one
+// order it derives from the plan alone, as a sequence of "walk points" that is the same on all
+// ranks:
+//   - forward, for every layer P in id order, run or not: compute P (if this rank runs it), then
+//     post one group with this rank's part of all transfers of P's output edges that leave its
+//     segment: sends of the pieces it holds, receives (into preallocated buffers) of the pieces
+//     it needs, listed in one global order (edge id, then piece order). A consumer waits on the
+//     groups of its inputs only when it is about to compute;
+//   - backward, for every segment S in reverse, run or not: run S's backward (if this rank runs
+//     it; it first waits on the gradient groups of S's outputs), then post one group with the
+//     input-gradient transfers of S's layers (consumers send, producers receive early into
+//     buffers), in the same global order, then S's gradient all-reduces, layer by layer;
+//   - the loss all-reduce over the world last.
+// Why this cannot deadlock or mismatch: both sides of a transfer post it at the same walk point,
+// and each rank's groups are posted in walk order, so for every ordered pair the k-th send
+// matches the k-th receive, and each collective sees its members in the same relative order. A
+// rank's host only ever waits on groups posted at earlier walk points. Take the earliest walk
+// point whose group never completes: every rank reaches it (what it waits on before is earlier,
+// hence completes), and everything before it on every stream completed, so all its ops start on
+// both sides and complete - a contradiction.
+// No host synchronisation on the hot path: on CUDA the backend orders its streams after the
+// current one when an op is posted, and Wait only makes the current stream wait (communicator.h);
+// the host blocks once per iteration, on the loss.
 //
 // Threading: an Executor, its communicator and its data source are used by one thread.
 #pragma once
@@ -48,8 +74,8 @@ struct ExecutorOptions {
   uint64_t seed = 0;  // weight initialisation, passed to the module factory
   OptimizerSpec optimizer;
   torch::Device device = torch::kCPU;
-  // Runs after each layer's forward/backward and before timing points, so that the busy/idle
-  // split is right on asynchronous devices. Empty on CPU.
+  // Runs once at the end of each iteration, so that the iteration time covers the device's work
+  // on asynchronous devices. Empty on CPU.
   std::function<void()> synchronize;
 };
 
@@ -58,6 +84,9 @@ struct IterationStats {
   double loss = 0;  // the global batch's loss (summed over ranks)
   double iteration_ms = 0;
   double samples_per_s = 0;
+  // The host's view: time in communication waits is idle, the rest busy. Exact on CPU; on CUDA,
+  // where waits only order streams, nearly all the time counts as busy (the device's idle time
+  // is not seen from the host).
   double busy_ms = 0;  // computing
   double idle_ms = 0;  // waiting for transfers and reductions
 };
@@ -116,6 +145,17 @@ class Executor {
     torch::Tensor flat;
     std::unique_ptr<CommWork> work;
   };
+  // A piece of an edge that this rank sends or receives (edges_[edge].pieces[piece]).
+  struct Transfer {
+    int edge = 0;
+    int piece = 0;
+    bool send = false;
+  };
+  // A posted group of transfers; consumers wait on it once.
+  struct PendingGroup {
+    std::unique_ptr<CommWork> work;
+    bool waited = false;
+  };
 
   Executor(const planner::Graph& graph, const planner::Plan& plan, Communicator* comm,
            DataSource* data, ExecutorOptions options, const Clock* clock)
@@ -126,14 +166,26 @@ class Executor {
         options_(std::move(options)),
         clock_(clock) {}
   Status Init(const ModuleFactory& factory);
+  Status BuildEdges();
+  // This rank's transfers, per producer layer (forward) and per consumer segment (backward), in
+  // the canonical order (edge id, then piece).
+  void BuildTransfers();
+  // Sets labels and zeroes gradients for the iteration.
+  void PrepareIteration(const Batch& batch);
+  Status RunForward(const Batch& batch);
+  Status RunBackward(torch::Tensor& local_loss);
+  // Finishes the gradient sums and the transfers, steps the optimizer and sums the loss.
+  StatusOr<double> FinishIteration(torch::Tensor local_loss);
   Status Forward(int layer_id, const Batch& batch);
-  Status Backward(const Segment& segment);
+  // Posts this rank's group of the transfers of `layer_id`'s output edges.
+  Status PostForwardTransfers(int layer_id);
+  Status Backward(int segment);
   // Adds the gradient of `layer_id`'s output that its consumers in other segments computed
-  // (local or received) to `roots`/`root_grads`; receives are appended to `recvs`.
-  Status GatherOutputGradient(int layer_id, std::vector<std::unique_ptr<CommWork>>& recvs,
-                              std::vector<std::pair<torch::Tensor, int64_t>>& contributions);
-  // Sends each producer in another segment on another rank the gradient of its samples.
-  Status SendInputGradients(int layer_id);
+  // (local, or received into the receive buffers) to `contributions` (tensor, first sample).
+  void GatherOutputGradient(int layer_id,
+                            std::vector<std::pair<torch::Tensor, int64_t>>& contributions);
+  // Posts this rank's group of the input-gradient transfers of `segment`'s layers.
+  Status PostBackwardTransfers(int segment);
   Status ReduceGradients(int layer_id);
   Status FinishReductions();
   // Drops the activations, gradients and pending transfers of the iteration, so that its memory
@@ -146,15 +198,18 @@ class Executor {
   // outputs that consumers in other segments send a gradient for. Dropping them layer by layer
   // during forward instead measured 5-10 % slower on CPU (glibc then grows the heap in backward).
   void ReleaseForwardOnlyTensors();
-  // Waits on transfers, counting the time as idle.
-  Status WaitAndCount(std::vector<std::unique_ptr<CommWork>>& works);
+  // Waits on a posted group (once), counting the time as idle.
+  Status AwaitGroup(PendingGroup& group);
   Status WaitOne(CommWork& work);
   void Synchronize();
   torch::Tensor NewBuffer(int64_t rows, const planner::Shape& shape);
   // The receive buffer of one transfer (tag, peer, first sample), allocated once.
   torch::Tensor RecvBuffer(int tag, const ResplitPiece& piece, const planner::Shape& shape);
+  // The gradient of a layer's input from another segment (zeros when autograd left none).
+  torch::Tensor InputGradient(int layer_id, int input_index);
   static int ForwardTag(int edge) { return 2 * edge; }
   static int BackwardTag(int edge) { return 2 * edge + 1; }
+  std::string SegmentName(int segment) const;
 
   const planner::Graph& graph_;
   const planner::Plan& plan_;
@@ -169,7 +224,11 @@ class Executor {
   std::map<int, std::shared_ptr<LayerModule>> modules_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<torch::Tensor> labels_;  // per layer: labels of its samples (outputs only)
-  std::vector<std::unique_ptr<CommWork>> sends_;
+  std::vector<std::vector<Transfer>> forward_transfers_;   // per producer layer
+  std::vector<std::vector<Transfer>> backward_transfers_;  // per consumer segment
+  // Per iteration: the groups posted at each walk point.
+  std::vector<PendingGroup> forward_groups_;   // per producer layer
+  std::vector<PendingGroup> backward_groups_;  // per consumer segment
   std::vector<PendingReduce> reduces_;
   std::map<std::tuple<int, int, int64_t>, torch::Tensor> recv_buffers_;
   Clock::Duration idle_{};
