@@ -30,7 +30,8 @@ inline std::ostream& operator<<(std::ostream& os, const ResplitPiece& piece) {
 }
 
 // Every non-empty overlap between a `from` device's range and a `to` device's range, ordered by
-// (dst, first): the pieces with one dst, concatenated in order, are exactly dst's range.
+// (dst, first): the pieces with one dst, concatenated in order, are exactly dst's range. Every
+// rank computes the same list, so its order is part of the canonical transfer order (executor.h).
 std::vector<ResplitPiece> ResplitPieces(const planner::LayerPlacement& from,
                                         const planner::LayerPlacement& to);
 
