@@ -1,5 +1,8 @@
 #include "worker/runtime/checkpoint.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -26,6 +29,30 @@ at::Tensor ForSaving(const at::Tensor& t) {
     cpu = cpu.clone();
   }
   return cpu;
+}
+
+// The archive torch.save writes for a plain dict, without TorchScript's type tags on the dict
+// (torch::pickle_save adds them): Python's torch.load reads it with weights_only=True, its
+// default since PyTorch 2.6, which refuses the tags' restore function.
+std::vector<char> PickleUntagged(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    archive.insert(archive.end(), bytes, bytes + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return archive;
 }
 
 }  // namespace
@@ -135,7 +162,7 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state) {
       if (dict.contains(key)) return InvalidArgumentError("duplicate checkpoint key '" + key + "'");
       dict.insert(key, ForSaving(tensor));
     }
-    bytes = torch::pickle_save(c10::IValue(dict));
+    bytes = PickleUntagged(c10::IValue(dict));
   } catch (const std::exception& e) {
     return InternalError(std::string("serialising checkpoint: ") + e.what());
   }
