@@ -74,7 +74,7 @@ std::shared_ptr<void> GraphStepper::EnterThread() {
 }
 
 bool GraphStepper::NextUnitNeedsFgIdle() const {
-  return options_.eager_units_wait_for_fg_idle && mode_ != Mode::kReplay;
+  return options_.eager_units_wait_for_fg_idle && mode_ == Mode::kEager;
 }
 
 StatusOr<BgUnitResult> GraphStepper::RunUnit() {

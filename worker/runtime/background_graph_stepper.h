@@ -15,14 +15,18 @@
 //            the capture is ended and discarded, the reason logged, and the job goes on in
 //            layer units.
 //
-// Why eager units wait for the FG rank to be idle: libtorch's autograd engine runs all CUDA
+// Why an eager job waits for the FG rank to be idle: libtorch's autograd engine runs all CUDA
 // backward work of a device on one device thread, shared by every thread that calls backward.
 // An eager BG backward therefore queues on the same CPU thread as the FG rank's backward, and
-// the BG thread's low CPU priority (SCHED_IDLE) and low stream priority do not cover it. So an
-// eager unit (warm-up, capture, eager) asks the gate for an FG idle period like a CPU unit does
-// (NextUnitNeedsFgIdle), and the FG rank waits for at most one such unit. Replays launch the
-// captured graph from the BG thread alone and run concurrently. A sharing mode set explicitly to
-// "concurrent" (the naive collocation baseline) makes no unit wait.
+// the BG thread's low CPU priority (SCHED_IDLE) and low stream priority do not cover it. So in
+// the eager state every unit asks the gate for an FG idle period, as on a CPU device
+// (NextUnitNeedsFgIdle), and the FG rank waits for at most one such unit; an eager job beside an
+// FG rank that never waits (a one-rank FG job) runs only once that rank is done. Replays launch
+// the captured graph from the BG thread alone, never through autograd, and run concurrently.
+// The warm-up and capture units run concurrently too: they overlap the FG rank's backward on
+// the device thread for a bounded start-up (warmup_iterations + 1 iterations), and gating them
+// would keep a capturable job from ever starting beside an FG rank that never waits. A sharing
+// mode set explicitly to "concurrent" (the naive collocation baseline) makes no unit wait.
 //
 // Teardown: the destructor synchronises the BG stream before it frees the graph, the static
 // tensors and the trainer (parameters, gradients, optimizer state), and only then destroys the
@@ -45,9 +49,9 @@
 namespace deepool::worker {
 
 struct GraphStepperOptions {
-  bool capture = true;       // false: eager from the start
-  std::string eager_reason;  // why not captured (logged), when capture is false
-  bool eager_units_wait_for_fg_idle = true;
+  bool capture = true;                       // false: eager from the start
+  std::string eager_reason;                  // why not captured (logged), when capture is false
+  bool eager_units_wait_for_fg_idle = true;  // in the eager state (see above)
   int warmup_iterations = 3;
 };
 

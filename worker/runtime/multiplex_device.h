@@ -8,9 +8,9 @@
 //     BG's low; off (the naive collocation baseline), both default priority, still separate.
 //   - The BG stepper: on a device with streams a GraphStepper (background_graph_stepper.h), which
 //     captures the BG iteration as a graph where CudaGraphCapturable allows it, and runs it in
-//     eager layer units otherwise. Its eager units wait for an FG idle period even in
-//     concurrent mode (the autograd device thread is shared; the stepper's header says why),
-//     unless the mode was set to concurrent explicitly.
+//     eager layer units otherwise. A job that runs eagerly (refused, or after a failed capture)
+//     waits for FG idle periods even in concurrent mode (the autograd device thread is shared;
+//     the stepper's header says why), unless the mode was set to concurrent explicitly.
 //   - CPU devices have no streams (MakeSharingStreams gives nullptr): streams are no-ops and the
 //     BG stepper is the eager trainer, gated by the gate's mode alone.
 //

@@ -10,9 +10,9 @@
 //     waits for at most one BG unit and never finds BG starting while it has work ready.
 //   kConcurrent (CUDA, where stream priorities arbitrate; or the naive CPU baseline): BG never
 //     waits for the FG rank and the FG rank never waits for BG; only accounting. Except for a
-//     unit begun with needs_fg_idle (an eager BG unit on CUDA, which shares libtorch's autograd
-//     device thread with the FG rank; background_graph_stepper.h): that one unit is gated as in
-//     kIdleOnly, and an FG rank whose wait ends while it runs waits for it.
+//     unit begun with needs_fg_idle (a unit of an eagerly run BG job on CUDA, which shares
+//     libtorch's autograd device thread with the FG rank; background_graph_stepper.h): that one
+//     unit is gated as in kIdleOnly, and an FG rank whose wait ends while it runs waits for it.
 //
 // Instrumentation: every transition can be appended to an event log (no timestamps, only order),
 // and CheckIdleOnlyLog() replays such a log and names the first moment BG ran while the FG rank
