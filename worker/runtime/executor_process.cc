@@ -45,6 +45,10 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   comm_options.store_host = store.first;
   comm_options.store_port = store.second;
   comm_options.timeout = std::chrono::seconds(options.timeout_s);
+  // The naive collocation baseline (priority_streams off) keeps every stream at the default
+  // priority, the FG rank's NCCL streams included.
+  const bool shares_device = spec.background && spec.background->SharesRank(options.rank);
+  if (shares_device) comm_options.high_priority_streams = spec.background->sharing.priority_streams;
   auto on_store_ready = [&](int port) {
     if (store.second == 0) out << StoreReadyEvent(store.first, port) << std::endl;
   };
@@ -56,9 +60,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   }
   // A BG job on this rank's device: waits on the communicator become its idle time.
   std::unique_ptr<DeviceSharing> sharing;
-  if (spec.background && spec.background->SharesRank(options.rank)) {
-    ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(*spec.background, device.torch_device(),
-                                                    &comm, SystemClock::Get()));
+  if (shares_device) {
+    ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(*spec.background, device.torch_device(), &comm,
+                                                    SystemClock::Get()));
   }
   // Otherwise, with a command channel: BG jobs may be attached while the rank trains.
   std::unique_ptr<BackgroundHost> host;
