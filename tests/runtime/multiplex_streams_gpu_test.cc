@@ -2,13 +2,19 @@
 // the device's greatest and least priorities, made current per thread and ordered by events; a
 // graph captured and replayed on the BG stream; and a capture that fails inside (a host
 // synchronisation) undone so completely that eager work, random numbers and a new capture work
-// on the same stream afterwards. The CPU tests cover the logic above this adapter with a fake.
+// on the same stream afterwards; and a BG job whose replayed graph trains as its eager run does.
+// The CPU tests cover the logic above this adapter with a fake.
 #include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/background_graph_stepper.h"
 #include "worker/runtime/device_streams.h"
 #include "worker/runtime/multiplex_device.h"
 
@@ -116,6 +122,63 @@ TEST_CASE("CUDA graphs: capture and replay; a failed capture is undone", "[gpu][
   REQUIRE(torch::allclose(w.cpu(), torch::full({256}, 9.0f)));
   REQUIRE(streams->Replay(**graph, **low).ok());  // the first graph still replays
   REQUIRE(streams->Synchronize(**low).ok());
+}
+
+// Trains `iterations` iterations of `spec` on cuda:0 through a GraphStepper on its own stream.
+struct GpuRun {
+  std::vector<double> losses;
+  std::map<std::string, torch::Tensor> params;
+  GraphStepper::Mode mode = GraphStepper::Mode::kEager;
+};
+GpuRun TrainOnGpu(const BackgroundSpec& spec, int iterations) {
+  auto stepper = MakeBackgroundStepper(spec, torch::Device(torch::kCUDA, 0), Streams());
+  INFO(stepper.status().ToString());
+  REQUIRE(stepper.ok());
+  auto* graph = dynamic_cast<GraphStepper*>(stepper->get());
+  REQUIRE(graph != nullptr);
+  GpuRun run;
+  {
+    auto hold = graph->EnterThread();
+    while (static_cast<int>(run.losses.size()) < iterations) {
+      auto unit = graph->RunUnit();
+      INFO(unit.status().ToString());
+      REQUIRE(unit.ok());
+      if (unit->iteration_done) run.losses.push_back(unit->loss);
+    }
+  }
+  run.mode = graph->mode();
+  for (auto& [name, tensor] : graph->trainer().NamedParameters()) run.params[name] = tensor.cpu();
+  return run;
+}
+
+TEST_CASE("BG job on CUDA: the replayed graph trains as the eager run does", "[gpu][multiplex]") {
+  if (!HaveGpu()) return;
+  for (const char* model : {"mlp", "small_cnn"}) {
+    INFO(model);
+    auto graph = planner::zoo::BuildModel(model, planner::zoo::ModelOptions{10});
+    REQUIRE(graph.ok());
+    BackgroundSpec spec;
+    spec.job_id = "bg-gpu";
+    spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+    spec.batch_size = 16;
+    spec.seed = 5;
+    spec.optimizer.lr = 0.05;
+    spec.optimizer.momentum = 0.9;
+    spec.data = DataSpec{"synthetic", 2, ""};
+    BackgroundSpec eager_spec = spec;
+    eager_spec.sharing.cuda_graphs = false;
+    GpuRun replayed = TrainOnGpu(spec, 8);
+    GpuRun eager = TrainOnGpu(eager_spec, 8);
+    REQUIRE(replayed.mode == GraphStepper::Mode::kReplay);  // captured, not fallen back
+    REQUIRE(eager.mode == GraphStepper::Mode::kEager);
+    for (size_t i = 0; i < replayed.losses.size(); ++i) {
+      REQUIRE(replayed.losses[i] == Approx(eager.losses[i]).epsilon(1e-3));
+    }
+    for (const auto& [name, tensor] : eager.params) {
+      INFO(name);
+      REQUIRE(torch::allclose(replayed.params.at(name), tensor, 1e-3, 1e-5));
+    }
+  }
 }
 
 }  // namespace
