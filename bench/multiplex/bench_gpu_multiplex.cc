@@ -106,9 +106,10 @@ dw::RunSpec SpecFor(Config config, const Options& o) {
   bg.batch_size = o.bg_batch;
   bg.seed = 7;
   bg.optimizer.momentum = 0.9;
-  bg.sharing.mode = dw::SharingMode::kConcurrent;
-  if (o.device == "cpu") bg.sharing.mode = dw::SharingMode::kIdleOnly;
   bool naive = config == Config::kNaive;
+  // deepool: the device's default mode (concurrent on CUDA, with an eagerly run BG job gated to
+  // the FG rank's idle time; idle-only on CPU). Naive: concurrent, no gating, same priority.
+  if (naive) bg.sharing.mode = dw::SharingMode::kConcurrent;
   bg.sharing.priority_streams = !naive;
   bg.sharing.cuda_graphs = !naive;
   spec.background = bg;

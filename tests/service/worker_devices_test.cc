@@ -75,3 +75,15 @@ TEST_CASE("device types come from GPU model names", "[worker][devices]") {
   CHECK(DeviceTypeForModel("NVIDIA A10") == "a10");
   CHECK(DeviceTypeForModel("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090");
 }
+
+TEST_CASE("CPU devices divide the host's cores between their executors", "[worker][devices]") {
+  FakeDeviceProbe probe({GpuInfo{0, "NVIDIA H100 80GB HBM3", 80LL << 30}});
+  auto cpus = ParseDevices("cpu:4", probe);
+  REQUIRE(cpus.ok());
+  CHECK(CpuThreadsPerDevice(*cpus, 16) == 4);
+  CHECK(CpuThreadsPerDevice(*cpus, 6) == 1);
+  CHECK(CpuThreadsPerDevice(*cpus, 2) == 1);  // never 0 threads
+  auto gpus = ParseDevices("cuda:all", probe);
+  REQUIRE(gpus.ok());
+  CHECK(CpuThreadsPerDevice(*gpus, 16) == 0);  // GPU executors keep libtorch's default
+}

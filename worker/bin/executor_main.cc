@@ -1,6 +1,6 @@
 // deepool-executor: one training rank. Contract (docs/runtime.md):
 //   deepool-executor --run-spec FILE --rank R --world-size N --store HOST:PORT
-//                    [--device cpu|cuda:K] [--timeout-s S]
+//                    [--device cpu|cuda:K] [--timeout-s S] [--threads N]
 //                    [--commands-on-stdin [--background-sharing idle_only|concurrent]]
 // stdout carries one JSON event per line; logs go to stderr.
 #include <CLI/CLI.hpp>
@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--device", options.device, "cpu or cuda:K");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout in seconds");
+  app.add_option("--threads", options.cpu_threads,
+                 "CPU device: libtorch intra-op threads (0: one per core; ranks sharing a "
+                 "machine should divide its cores)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   bool commands_on_stdin = false;
   app.add_flag("--commands-on-stdin", commands_on_stdin,

@@ -169,4 +169,11 @@ StatusOr<std::vector<LocalDevice>> ParseDevices(std::string_view spec, const Dev
   return devices;
 }
 
+int CpuThreadsPerDevice(const std::vector<LocalDevice>& devices, int host_cores) {
+  int cpu_devices = 0;
+  for (const LocalDevice& device : devices) cpu_devices += device.kind == "cpu" ? 1 : 0;
+  if (cpu_devices == 0) return 0;
+  return std::max(1, host_cores / cpu_devices);
+}
+
 }  // namespace deepool::worker::daemon

@@ -49,6 +49,10 @@ class SystemDeviceProbe final : public DeviceProbe {
 // spaces as dashes.
 std::string DeviceTypeForModel(std::string_view model);
 
+// libtorch intra-op threads for an executor on one of `devices`' CPU devices: `host_cores`
+// divided among the CPU devices, at least 1; 0 when there is no CPU device.
+int CpuThreadsPerDevice(const std::vector<LocalDevice>& devices, int host_cores);
+
 // Parses --devices. cuda:all needs at least one GPU (FAILED_PRECONDITION otherwise, saying so);
 // cuda:0,1 needs those ordinals to exist; cpu:N (1 <= N <= 256) gives N CPU devices sharing the
 // host memory equally. INVALID_ARGUMENT for anything else.

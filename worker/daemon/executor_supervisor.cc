@@ -225,6 +225,10 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
     spec.args.push_back("--timeout-s");
     spec.args.push_back(std::to_string(task.train.timeout_s));
   }
+  if (options_.cpu_threads_per_device > 0 && (rank.device.empty() || rank.device == "cpu")) {
+    spec.args.push_back("--threads");
+    spec.args.push_back(std::to_string(options_.cpu_threads_per_device));
+  }
   spec.working_dir = task.dir;
   if (task.train.background) {
     spec.nice = 10;

@@ -122,6 +122,9 @@ struct SupervisorOptions {
   std::string work_dir;       // tasks/<id>/ is created below it
   size_t log_tail_lines = 50;
   std::chrono::milliseconds kill_grace{3000};  // SIGTERM -> SIGKILL
+  // Intra-op threads of an executor on a CPU device (--threads): the node's cores divided by
+  // its CPU devices. 0: the executor's default.
+  int cpu_threads_per_device = 0;
 };
 
 // A snapshot of a task the supervisor runs, for re-registration after a coordinator restart.

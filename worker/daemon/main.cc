@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "common/logging.h"
 #include "worker/daemon/devices.h"
@@ -150,6 +151,8 @@ int main(int argc, char** argv) {
   supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
   supervisor.kill_grace =
       std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
+  supervisor.cpu_threads_per_device =
+      CpuThreadsPerDevice(*devices, static_cast<int>(std::thread::hardware_concurrency()));
 
   WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(channel), supervisor);
   std::string device_names;

@@ -39,6 +39,8 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto context, MakeDeviceContext(device));
   ASSIGN_OR_RETURN(auto store, ParseHostPort(options.store));
   if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
+  if (options.cpu_threads < 0) return InvalidArgumentError("--threads must be >= 0");
+  if (!device.cuda && options.cpu_threads > 0) at::set_num_threads(options.cpu_threads);
   CommOptions comm_options;
   comm_options.rank = options.rank;
   comm_options.world_size = options.world_size;

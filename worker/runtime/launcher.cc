@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "common/logging.h"
 #include "worker/runtime/executor_events.h"
@@ -21,6 +22,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string DeviceFor(const std::string& device, int rank) {
   return device == "cuda" ? "cuda:" + std::to_string(rank) : device;
+}
+
+// CPU ranks on this machine share its cores.
+int CpuThreadsPerRank(int world_size) {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, world_size));
 }
 
 }  // namespace
@@ -75,6 +82,10 @@ Status RankProcesses::Spawn(int rank, int store_port) {
                                 DeviceFor(options_.device, rank),
                                 "--timeout-s",
                                 std::to_string(options_.timeout_s)};
+  if (options_.device == "cpu") {
+    args.push_back("--threads");
+    args.push_back(std::to_string(CpuThreadsPerRank(options_.world_size)));
+  }
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
