@@ -311,7 +311,8 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
   }
 
   // A deadlock: every rank has joined and is blocked on an incomplete entry, has failed or has
-  // left, and at least one is blocked. Nothing can change then (Advance ran), so the waits fail at once.
+  // left, and at least one is blocked. Nothing can change then (Advance ran), so the waits fail at
+  // once.
   void CheckDeadlock() {
     if (!broken_.ok()) return;
     std::string waits;
