@@ -6,32 +6,20 @@
 // Threading: as Communicator (one driving thread).
 #pragma once
 
-#include <torch/version.h>
-
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-#if TORCH_VERSION_MAJOR >= 2
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#else
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#endif
-
 #include <functional>
 #include <map>
 #include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "worker/runtime/communicator.h"
 #include "worker/runtime/communicator_gloo.h"
 
 namespace deepool::worker::internal {
 
-// libtorch 2.x split the backend implementations (Gloo, NCCL) off ProcessGroup into Backend;
-// both expose the same send/recv/allreduce used here.
-#if TORCH_VERSION_MAJOR >= 2
+// A backend's communication group (ProcessGroupGloo or ProcessGroupNCCL).
 using C10dGroup = c10d::Backend;
-#else
-using C10dGroup = c10d::ProcessGroup;
-#endif
 
 using GroupFactory = std::function<c10::intrusive_ptr<C10dGroup>(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)>;
