@@ -16,14 +16,6 @@ using planner::zoo::ConvSpec;
 using planner::zoo::LayerListBuilder;
 using planner::zoo::Sq;
 
-OptimizerSpec Sgd() {
-  OptimizerSpec spec;
-  spec.lr = 0.1;
-  spec.momentum = 0.9;
-  spec.weight_decay = 1e-3;
-  return spec;
-}
-
 planner::Graph Build(const std::string& name, planner::Shape input, LayerListBuilder builder,
                      const std::string& output) {
   auto graph = planner::Graph::Create(name, std::move(input), std::move(builder).Take(),

@@ -18,14 +18,6 @@ planner::Graph Zoo(const std::string& name, int64_t classes = 5) {
   return std::move(graph).value();
 }
 
-OptimizerSpec Sgd() {
-  OptimizerSpec spec;
-  spec.lr = 0.1;
-  spec.momentum = 0.9;
-  spec.weight_decay = 1e-3;
-  return spec;
-}
-
 OptimizerSpec Adam() {
   OptimizerSpec spec;
   spec.name = "adam";

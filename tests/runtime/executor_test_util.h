@@ -22,6 +22,15 @@
 
 namespace deepool::worker::testing {
 
+// SGD with momentum and weight decay: the optimizer most equivalence tests train with.
+inline OptimizerSpec Sgd() {
+  OptimizerSpec spec;
+  spec.lr = 0.1;
+  spec.momentum = 0.9;
+  spec.weight_decay = 1e-3;
+  return spec;
+}
+
 using ParamMap = std::map<std::string, torch::Tensor>;
 
 // A plan with the given device set per layer (by name; unnamed layers use `default_devices`)

@@ -104,7 +104,7 @@ StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(
   store_options.isServer = options.rank == 0;
   store_options.numWorkers = static_cast<std::size_t>(options.world_size);
   store_options.waitWorkers = false;  // the world group's rendezvous waits, with our timeout
-  // libtorch 1.13 rounds the socket connect timeout down to whole seconds (0 s fails at once),
+  // libtorch rounds the socket connect timeout down to whole seconds (0 s would fail at once),
   // so the store gets at least a few seconds; transfers keep the caller's timeout.
   store_options.timeout =
       std::max<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(5));
