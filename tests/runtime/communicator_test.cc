@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/communicator_nccl.h"
 
 namespace deepool::worker {
 namespace {
@@ -165,6 +166,13 @@ TEST_CASE("a non-zero rank without the store port is refused", "[communicator]")
   options.rank = 1;
   options.world_size = 2;
   REQUIRE(ConnectGloo(options).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("the NCCL library loaded is the version torch was built with", "[communicator][nccl]") {
+  if (!NcclAvailable()) return;  // a build without CUDA has no NCCL
+  Status loaded = CheckLoadedNccl();
+  INFO(loaded.ToString());
+  REQUIRE(loaded.ok());
 }
 
 }  // namespace

@@ -47,8 +47,21 @@ void ConfigureNcclErrorHandling(std::chrono::milliseconds timeout) {
 
 bool NcclAvailable() { return true; }
 
+Status CheckLoadedNccl() {
+  int loaded = 0;
+  if (ncclGetVersion(&loaded) != ncclSuccess) return InternalError("ncclGetVersion failed");
+  if (loaded != NCCL_VERSION_CODE) {
+    return FailedPreconditionError(
+        "the loaded NCCL library is version code " + std::to_string(loaded) + ", but torch was " +
+        "built with " + std::to_string(NCCL_VERSION_CODE) +
+        ": check LD_LIBRARY_PATH (the wheel's nvidia-nccl package must be the one loaded)");
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
     const CommOptions& options, const std::function<void(int port)>& on_store_ready) {
+  RETURN_IF_ERROR(CheckLoadedNccl());
   ConfigureNcclErrorHandling(options.timeout);
   ASSIGN_OR_RETURN(auto store, internal::ConnectStore(options, on_store_ready));
   const at::Device device(at::kCUDA, c10::cuda::current_device());
@@ -76,6 +89,8 @@ StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
 #else
 
 bool NcclAvailable() { return false; }
+
+Status CheckLoadedNccl() { return UnimplementedError("this build of deepool has no CUDA"); }
 
 StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const CommOptions&,
                                                     const std::function<void(int port)>&) {

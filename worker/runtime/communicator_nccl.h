@@ -14,6 +14,11 @@ namespace deepool::worker {
 // True when this build can create NCCL communicators.
 bool NcclAvailable();
 
+// OK when the NCCL library loaded at run time is the version torch was built with (a different
+// libnccl earlier on the library path would otherwise be used silently); FAILED_PRECONDITION
+// naming both versions otherwise. Needs no GPU. ConnectNccl checks it first.
+Status CheckLoadedNccl();
+
 // Same rendezvous as ConnectGloo; groups are ProcessGroupNCCL over the rank's current CUDA
 // device (the caller selects it first).
 StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
