@@ -40,8 +40,10 @@ struct UpFlags {
   bool keep = false;
   std::string fg_model = "small_cnn";
   std::string bg_model = "mlp";
-  int64_t fg_batch = 32;
-  int64_t fg_iterations = 30;
+  // Large enough that the planner spreads small_cnn over several ranks on libtorch 2.x's fast
+  // CPU kernels (at batch 32 one device wins) and that the FG job outlives the BG job's start.
+  int64_t fg_batch = 128;
+  int64_t fg_iterations = 100;
   int64_t bg_iterations = 30;  // short enough to finish inside the FG executor
   double amplification_limit = 0;
   std::string profile;  // empty: measured when deepool-profile exists, else analytical
