@@ -69,7 +69,11 @@ PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) 
 }  // namespace
 
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
-  return BuildGraph(spec).status();
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  if (Status bn = planner::CheckBatchNormTraining(graph, spec.global_batch); !bn.ok()) {
+    return InvalidArgumentError("global_batch: " + bn.message());
+  }
+  return Status::Ok();
 }
 
 std::string InProcessPlanningBackend::ModelKey(const JobSpec& spec) const {

@@ -34,8 +34,9 @@ struct PlannedJob {
 class PlanningBackend {
  public:
   virtual ~PlanningBackend() = default;
-  // Checks that the spec's model exists / its graph parses: INVALID_ARGUMENT naming "model" or
-  // "graph" otherwise.
+  // Checks that the spec's model exists / its graph parses and that its global batch can train
+  // it (no batch-norm layer left with one value per channel): INVALID_ARGUMENT naming "model",
+  // "graph" or "global_batch" otherwise.
   virtual Status CheckModel(const JobSpec& spec) const = 0;
   // The key profiles of this job's model are cached under (with the device type).
   virtual std::string ModelKey(const JobSpec& spec) const = 0;

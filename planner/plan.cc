@@ -186,6 +186,25 @@ Status Plan::Validate() const {
   return Status::Ok();
 }
 
+Status CheckBatchNormTraining(const Graph& graph, int64_t global_batch) {
+  for (const Layer& layer : graph.layers()) {
+    if (layer.op != Op::kBatchNorm2d || layer.input_ids.empty()) continue;
+    const int input = layer.input_ids[0];
+    const Shape& shape =
+        input == kGraphInputId ? graph.input_shape() : graph.layer(input).output_shape;
+    if (shape.empty() || shape[0] < 1) continue;
+    const int64_t per_sample = NumElements(shape) / shape[0];  // H x W
+    if (global_batch * per_sample != 1) continue;
+    return InvalidArgumentError(
+        "batch-norm layer '" + layer.name +
+        "' would see a single value per channel in training (global batch " +
+        std::to_string(global_batch) + " x its " +
+        ShapeToString(Shape(shape.begin() + 1, shape.end())) +
+        " map); it needs global_batch x H x W >= 2, so use a global batch of at least 2");
+  }
+  return Status::Ok();
+}
+
 Status CheckPlanMatchesGraph(const Plan& plan, const Graph& graph) {
   RETURN_IF_ERROR(plan.Validate());
   if (static_cast<int>(plan.layers.size()) != graph.num_layers()) {
@@ -200,7 +219,7 @@ Status CheckPlanMatchesGraph(const Plan& plan, const Graph& graph) {
                                   "' but the graph's is '" + graph.layer(id).name + "'");
     }
   }
-  return Status::Ok();
+  return CheckBatchNormTraining(graph, plan.global_batch);
 }
 
 StatusOr<Plan> ParsePlanJson(std::string_view text) {

@@ -36,21 +36,21 @@ struct LayerPlacement {
 
 struct PlanTotals {
   double iteration_ms = 0;
-  double gpu_seconds = 0;     // summed busy device time per iteration, in seconds
-  double amplification = 0;   // gpu_seconds / single-device iteration time
+  double gpu_seconds = 0;    // summed busy device time per iteration, in seconds
+  double amplification = 0;  // gpu_seconds / single-device iteration time
   int devices_used = 0;
 };
 
 struct Plan {
   std::string model;
   int64_t global_batch = 0;
-  int num_devices = 0;  // ranks 0..num_devices-1 exist; devices_used <= num_devices
-  double amplification_limit = 0;  // 0 when unconstrained
-  std::string profile_source;      // e.g. "a100 (analytical)", "file:vgg16.json"
+  int num_devices = 0;                 // ranks 0..num_devices-1 exist; devices_used <= num_devices
+  double amplification_limit = 0;      // 0 when unconstrained
+  std::string profile_source;          // e.g. "a100 (analytical)", "file:vgg16.json"
   std::vector<LayerPlacement> layers;  // in the graph's topological order
   PlanTotals totals;
-  PlanTotals data_parallel;       // the data-parallel baseline, computed beside the plan
-  double single_device_ms = 0;    // iteration time on one device
+  PlanTotals data_parallel;     // the data-parallel baseline, computed beside the plan
+  double single_device_ms = 0;  // iteration time on one device
 
   // The placement of a layer by name, or nullptr.
   const LayerPlacement* Find(std::string_view layer) const;
@@ -66,7 +66,16 @@ std::string PlanToJson(const Plan& plan, int indent = 2);
 // without predictions. Useful for the runtime's tests and as the data-parallel layout.
 Plan DataParallelLayout(const class Graph& graph, int64_t global_batch, int devices);
 
-// Validate() plus: the plan has exactly the graph's layers, by name, in the graph's order.
+// Validate() plus: the plan has exactly the graph's layers, by name, in the graph's order, and
+// CheckBatchNormTraining(graph, plan.global_batch) holds.
 Status CheckPlanMatchesGraph(const Plan& plan, const class Graph& graph);
+
+// Batch norm in training needs more than one value per channel. Batch norm is synchronised over
+// a layer's device set, which holds the whole global batch in every valid plan, so a batch-norm
+// layer sees global_batch x H x W values per channel (H x W: its input's spatial size; 1 for a
+// [C] input) whatever the placement. INVALID_ARGUMENT naming the first batch-norm layer, in
+// topological order, for which that is 1 (e.g. Inception-v3's AuxLogits.conv1.bn, on a 1x1 map,
+// with a global batch of 1): no plan for this batch can train the graph.
+Status CheckBatchNormTraining(const class Graph& graph, int64_t global_batch);
 
 }  // namespace deepool::planner

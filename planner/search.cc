@@ -118,6 +118,7 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
+  RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
   CostModel model(graph, profile, cluster, options.global_batch);
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
@@ -129,6 +130,7 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
+  RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
   CostModel model(graph, profile, cluster, options.global_batch);
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());

@@ -16,10 +16,10 @@ namespace deepool::planner {
 
 struct PlanOptions {
   int64_t global_batch = 0;
-  int devices = 0;                   // G; the cluster is resized to G devices when needed
-  double amplification_limit = 0;    // 0: unconstrained; otherwise must be >= 1
-  bool exhaustive_counts = false;    // every count 1..min(G,B) instead of the candidate set
-  bool fuse_elementwise = true;      // plan elementwise layers together with their producer
+  int devices = 0;                 // G; the cluster is resized to G devices when needed
+  double amplification_limit = 0;  // 0: unconstrained; otherwise must be >= 1
+  bool exhaustive_counts = false;  // every count 1..min(G,B) instead of the candidate set
+  bool fuse_elementwise = true;    // plan elementwise layers together with their producer
   // Bounds the Pareto frontiers (docs/planner.md): the plan is at least as fast as the best plan
   // whose GPU-seconds stay within (limit - pareto_tolerance) x the single-device time, and never
   // exceeds the limit itself. 0: exact (frontiers can grow large on big graphs).
@@ -31,11 +31,14 @@ struct PlanOptions {
 std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool exhaustive);
 
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
-// or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason.
+// or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason. A global batch
+// under which a batch-norm layer would see one value per channel is refused naming the layer
+// (CheckBatchNormTraining, plan.h).
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options);
 
-// The data-parallel plan (every layer on all min(G, B) devices) with predictions.
+// The data-parallel plan (every layer on all min(G, B) devices) with predictions; refused as
+// PlanBurstParallel refuses.
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& options);
 

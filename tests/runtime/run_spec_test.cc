@@ -78,5 +78,28 @@ TEST_CASE("run spec errors name the field", "[run_spec]") {
   REQUIRE(ParseRunSpecJson(doc.dump()).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a run spec whose batch norm would see one value per channel is refused", "[run_spec]") {
+  planner::Layer conv;
+  conv.name = "conv";
+  conv.op = planner::Op::kConv2d;
+  conv.inputs = {"input"};
+  conv.attrs.out_channels = 4;
+  planner::Layer bn;
+  bn.name = "bn";
+  bn.op = planner::Op::kBatchNorm2d;
+  bn.inputs = {"conv"};
+  auto graph = planner::Graph::Create("one_by_one", {3, 1, 1}, {conv, bn});
+  REQUIRE(graph.ok());
+  RunSpec spec = MlpSpec();
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  spec.plan = planner::DataParallelLayout(*spec.graph, 1, 1);
+  const Status refused = ValidateRunSpec(spec);
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("plan") && Catch::Contains("'bn'"));
+  CHECK_THAT(ParseRunSpecJson(RunSpecToJson(spec)).status().message(), Catch::Contains("'bn'"));
+  spec.plan = planner::DataParallelLayout(*spec.graph, 2, 2);  // one sample per rank: synchronised
+  CHECK(ValidateRunSpec(spec).ok());
+}
+
 }  // namespace
 }  // namespace deepool::worker

@@ -1,5 +1,6 @@
 // The scheduler test harness: a Scheduler over a JobManager, a NodeRegistry and a FakeClock, with a
-// FakePlanningBackend and fake workers that are just calls; job specs for FG and BG jobs.
+// FakePlanningBackend (or a given real one) and fake workers that are just calls; job specs for
+// FG and BG jobs.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -15,11 +16,12 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 struct Harness {
-  explicit Harness(JobStore* external_store = nullptr)
+  // `backend`: a real PlanningBackend to schedule with instead of `planner` (the fake).
+  explicit Harness(JobStore* external_store = nullptr, PlanningBackend* backend = nullptr)
       : store(external_store ? external_store : &memory),
         jobs(store, &clock),
         nodes(&clock, seconds(10)),
-        scheduler(&jobs, &nodes, &planner, &clock) {
+        scheduler(&jobs, &nodes, backend ? backend : &planner, &clock) {
     REQUIRE(jobs.Load().ok());
     REQUIRE(scheduler.Recover().ok());
   }

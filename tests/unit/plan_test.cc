@@ -170,6 +170,47 @@ TEST_CASE("data-parallel layout and matching a plan to its graph", "[plan]") {
   CHECK_FALSE(CheckPlanMatchesGraph(shorter, *graph).ok());
 }
 
+// conv -> batch norm on a 1x1 map: a batch of 1 leaves one value per channel in training.
+Graph OneByOneBatchNorm() {
+  Layer conv;
+  conv.name = "conv";
+  conv.op = Op::kConv2d;
+  conv.inputs = {"input"};
+  conv.attrs.out_channels = 4;
+  Layer bn;
+  bn.name = "bn";
+  bn.op = Op::kBatchNorm2d;
+  bn.inputs = {"conv"};
+  auto graph = Graph::Create("one_by_one", {3, 1, 1}, {conv, bn});
+  REQUIRE(graph.ok());
+  return *graph;
+}
+
+TEST_CASE("batch norm with one value per channel in training is refused by layer", "[plan]") {
+  const Graph graph = OneByOneBatchNorm();
+  const Status alone = CheckBatchNormTraining(graph, 1);
+  CHECK(alone.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(alone.message(), Catch::Contains("'bn'") && Catch::Contains("single value"));
+  // A hand-written plan is checked against its graph: one sample in all is refused.
+  const Status plan_error = CheckPlanMatchesGraph(DataParallelLayout(graph, 1, 4), graph);
+  CHECK(plan_error.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(plan_error.message(), Catch::Contains("'bn'"));
+  // Synchronised over its device set, the layer sees the global batch: one sample per rank on
+  // two ranks is fine, and so is one sample on a larger map.
+  CHECK(CheckBatchNormTraining(graph, 2).ok());
+  CHECK(CheckPlanMatchesGraph(DataParallelLayout(graph, 2, 2), graph).ok());
+  Layer bn_on_input;
+  bn_on_input.name = "bn0";
+  bn_on_input.op = Op::kBatchNorm2d;
+  bn_on_input.inputs = {"input"};
+  auto wide = Graph::Create("two_by_one", {3, 2, 1}, {bn_on_input});
+  REQUIRE(wide.ok());
+  CHECK(CheckBatchNormTraining(*wide, 1).ok());
+  auto narrow = Graph::Create("one_by_one_input", {3, 1, 1}, {bn_on_input});
+  REQUIRE(narrow.ok());
+  CHECK_THAT(CheckBatchNormTraining(*narrow, 1).message(), Catch::Contains("'bn0'"));
+}
+
 TEST_CASE("the SVG draws one cell per layer and device it runs on", "[plan]") {
   Plan plan = TwoLayerPlan();
   plan.model = "toy<1>";

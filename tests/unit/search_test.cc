@@ -478,6 +478,36 @@ TEST_CASE("graphs that are not series-parallel are refused by name", "[search]")
   CHECK_THAT(plan.status().message(), Catch::Contains("series-parallel"));
 }
 
+TEST_CASE("a batch under which batch norm sees one value per channel gets no plan", "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  Cluster cluster;
+  cluster.devices_per_node = 8;
+  cluster.intra_node = Link{300, 2};
+  cluster.inter_node = Link{25, 5};
+  auto graph = zoo::BuildModel("inception_v3");
+  REQUIRE(graph.ok());
+  PlanOptions options;
+  options.global_batch = 1;  // the auxiliary head's last batch norm is on a 1x1 map
+  options.devices = 4;
+  for (bool burst : {true, false}) {
+    INFO("burst " << burst);
+    auto plan = burst ? PlanBurstParallel(*graph, *profile, cluster, options)
+                      : PlanDataParallel(*graph, *profile, cluster, options);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(plan.status().message(), Catch::Contains("'AuxLogits.conv1.bn'"));
+  }
+  zoo::ModelOptions no_aux;
+  no_aux.aux_logits = false;
+  auto main_only = zoo::BuildModel("inception_v3", no_aux);
+  REQUIRE(main_only.ok());
+  CHECK(PlanBurstParallel(*main_only, *profile, cluster, options).ok());
+  options.global_batch = 2;
+  auto two = PlanBurstParallel(*graph, *profile, cluster, options);
+  REQUIRE(two.ok());
+  CHECK(CheckPlanMatchesGraph(*two, *graph).ok());
+}
+
 TEST_CASE("every zoo model plans on the analytical A100 within its limit", "[search]") {
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
   Cluster cluster;

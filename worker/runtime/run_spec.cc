@@ -55,6 +55,8 @@ Status ValidateRunSpec(const RunSpec& spec) {
       return InvalidArgumentError("plan has no placement for layer " + layer.name);
     }
   }
+  RETURN_IF_ERROR(
+      planner::CheckBatchNormTraining(*spec.graph, spec.plan.global_batch).WithContext("plan"));
   if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
     return InvalidArgumentError("checkpoint.path is empty");
   }
