@@ -16,35 +16,6 @@ using planner::zoo::ConvSpec;
 using planner::zoo::LayerListBuilder;
 using planner::zoo::Sq;
 
-planner::Graph Build(const std::string& name, planner::Shape input, LayerListBuilder builder,
-                     const std::string& output) {
-  auto graph = planner::Graph::Create(name, std::move(input), std::move(builder).Take(),
-                                      {planner::GraphOutput{output, 1.0}});
-  INFO(graph.status().ToString());
-  REQUIRE(graph.ok());
-  return std::move(graph).value();
-}
-
-// conv-bn-relu stem, then a basic residual block: conv-bn-relu-conv-bn added to the stem's
-// output (the add lists the later producer first), relu, pool, linear.
-planner::Graph ResidualBlock() {
-  LayerListBuilder b;
-  std::string x = b.Conv2d("stem.conv", "input", ConvSpec(3, 8, Sq(3)).Padding(Sq(1)).NoBias());
-  x = b.BatchNorm2d("stem.bn", x);
-  x = b.Relu("stem.relu", x);
-  std::string y = b.Conv2d("block.conv1", x, ConvSpec(8, 8, Sq(3)).Padding(Sq(1)).NoBias());
-  y = b.BatchNorm2d("block.bn1", y);
-  y = b.Relu("block.relu1", y);
-  y = b.Conv2d("block.conv2", y, ConvSpec(8, 8, Sq(3)).Padding(Sq(1)).NoBias());
-  y = b.BatchNorm2d("block.bn2", y);
-  y = b.Add("block.add", {y, x});
-  y = b.Relu("block.relu", y);
-  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
-  y = b.Flatten("flatten", y);
-  y = b.Linear("fc", y, 8, 5);
-  return Build("residual_block", {3, 6, 6}, std::move(b), y);
-}
-
 // Batch norm on one device each (single-device statistics); the shortcut and the block's
 // layers alternate between ranks 0 and 1, so both directions carry several edges.
 std::map<std::string, std::vector<int>> ResidualBurst() {
@@ -81,7 +52,7 @@ planner::Graph InceptionBlock() {
   y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
   y = b.Flatten("flatten", y);
   y = b.Linear("fc", y, 12, 5);
-  return Build("inception_block", {3, 6, 6}, std::move(b), y);
+  return BuildGraph("inception_block", {3, 6, 6}, std::move(b), y);
 }
 
 // Each tower on its own sets, crossing between all three ranks; the concat takes its inputs in

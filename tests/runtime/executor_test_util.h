@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/zoo/layer_list_builder.h"
 #include "tests/runtime/fake_communicator.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/data.h"
@@ -67,10 +68,59 @@ inline std::map<std::string, std::vector<int>> SmallCnnBurst() {
           {"flatten", {1, 2}},        {"fc", {0, 2}}};
 }
 
+// A validated graph from a layer list with one output of weight 1.
+inline planner::Graph BuildGraph(const std::string& name, planner::Shape input,
+                                 planner::zoo::LayerListBuilder builder,
+                                 const std::string& output) {
+  auto graph = planner::Graph::Create(name, std::move(input), std::move(builder).Take(),
+                                      {planner::GraphOutput{output, 1.0}});
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+// conv-bn-relu stem, then a basic residual block: conv-bn-relu-conv-bn added to the stem's
+// output (the add lists the later producer first), relu, pool, linear.
+inline planner::Graph ResidualBlock() {
+  planner::zoo::LayerListBuilder b;
+  std::string x = b.Conv2d(
+      "stem.conv", "input",
+      planner::zoo::ConvSpec(3, 8, planner::zoo::Sq(3)).Padding(planner::zoo::Sq(1)).NoBias());
+  x = b.BatchNorm2d("stem.bn", x);
+  x = b.Relu("stem.relu", x);
+  std::string y = b.Conv2d(
+      "block.conv1", x,
+      planner::zoo::ConvSpec(8, 8, planner::zoo::Sq(3)).Padding(planner::zoo::Sq(1)).NoBias());
+  y = b.BatchNorm2d("block.bn1", y);
+  y = b.Relu("block.relu1", y);
+  y = b.Conv2d(
+      "block.conv2", y,
+      planner::zoo::ConvSpec(8, 8, planner::zoo::Sq(3)).Padding(planner::zoo::Sq(1)).NoBias());
+  y = b.BatchNorm2d("block.bn2", y);
+  y = b.Add("block.add", {y, x});
+  y = b.Relu("block.relu", y);
+  y = b.AdaptiveAvgPool2d("pool", y, planner::zoo::Sq(1));
+  y = b.Flatten("flatten", y);
+  y = b.Linear("fc", y, 8, 5);
+  return BuildGraph("residual_block", {3, 6, 6}, std::move(b), y);
+}
+
 struct TrainResult {
   ParamMap params;
+  ParamMap buffers;  // "<layer>.<buffer>": batch norm's running statistics and counter
   std::vector<double> losses;
 };
+
+// "<layer>.<buffer>" -> a copy, for the modules of the given layers.
+inline void CollectBuffers(const planner::Graph& graph,
+                           const std::map<int, std::shared_ptr<LayerModule>>& modules,
+                           ParamMap& out) {
+  for (const auto& [id, module] : modules) {
+    for (const auto& item : module->named_buffers()) {
+      out[graph.layer(id).name + "." + item.key()] = item.value().detach().clone();
+    }
+  }
+}
 
 // Plain single-device training of the whole graph on the whole batch: the ground truth.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
@@ -104,12 +154,15 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
     (*opt)->step();
     result.losses.push_back(loss.item<double>());
   }
+  std::map<int, std::shared_ptr<LayerModule>> by_id;
   for (size_t id = 0; id < modules->size(); ++id) {
+    by_id[static_cast<int>(id)] = (*modules)[id];
     for (const auto& item : (*modules)[id]->named_parameters()) {
       result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
           item.value().detach().clone();
     }
   }
+  CollectBuffers(graph, by_id, result.buffers);
   return result;
 }
 
@@ -120,10 +173,18 @@ struct RankRun {
 
 using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank)>;
 
+struct RankOptions {
+  bool sync_batch_norm = true;  // ExecutorOptions::sync_batch_norm
+  // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
+  // becomes the rank's status.
+  std::function<Status(int rank, Executor& executor)> after;
+};
+
 // Runs every rank of `plan` on its own thread, each with its own communicator from make_comm.
 inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner::Plan& plan,
                                      int iterations, const OptimizerSpec& optimizer, uint64_t seed,
-                                     uint64_t data_seed, const CommMaker& make_comm) {
+                                     uint64_t data_seed, const CommMaker& make_comm,
+                                     const RankOptions& rank_options = {}) {
   std::vector<RankRun> runs(static_cast<size_t>(plan.num_devices));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < plan.num_devices; ++rank) {
@@ -142,6 +203,7 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       ExecutorOptions options;
       options.seed = seed;
       options.optimizer = optimizer;
+      options.sync_batch_norm = rank_options.sync_batch_norm;
       auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule,
                                        options, SystemClock::Get());
       if (!executor.ok()) {
@@ -159,6 +221,8 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       for (auto& [name, tensor] : (*executor)->NamedParameters()) {
         run.result.params[name] = tensor.detach().clone();
       }
+      CollectBuffers(graph, (*executor)->modules(), run.result.buffers);
+      if (rank_options.after) run.status = rank_options.after(rank, **executor);
     });
   }
   for (auto& thread : threads) thread.join();
@@ -201,28 +265,33 @@ inline CommMaker GlooComms(int world,
   };
 }
 
-// Checks that every rank ran, that replicas of a layer agree, and that every parameter of the
-// reference is held by some rank and matches it within fp32 tolerance.
+// Checks that every rank ran, that replicas of a layer agree, and that every parameter and
+// buffer of the reference is held by some rank and matches it within fp32 tolerance.
 inline void RequireMatchesReference(const std::vector<RankRun>& runs, const TrainResult& reference,
                                     double tolerance = 1e-4) {
   ParamMap merged;
   for (size_t r = 0; r < runs.size(); ++r) {
     INFO("rank " << r << ": " << runs[r].status.ToString());
     REQUIRE(runs[r].status.ok());
-    for (const auto& [name, tensor] : runs[r].result.params) {
-      auto found = merged.find(name);
-      if (found == merged.end()) {
-        merged[name] = tensor;
-      } else {
-        INFO("replicas of " << name << " differ");
-        REQUIRE(torch::allclose(found->second, tensor, 1e-6, 1e-6));
+    for (const ParamMap* tensors : {&runs[r].result.params, &runs[r].result.buffers}) {
+      for (const auto& [name, tensor] : *tensors) {
+        auto found = merged.find(name);
+        if (found == merged.end()) {
+          merged[name] = tensor;
+        } else {
+          INFO("replicas of " << name << " differ");
+          REQUIRE(torch::allclose(found->second, tensor, 1e-6, 1e-6));
+        }
       }
     }
   }
-  REQUIRE(merged.size() == reference.params.size());
-  for (const auto& [name, expected] : reference.params) {
-    INFO(name << " max diff " << (merged.at(name) - expected).abs().max().item<double>());
-    REQUIRE(torch::allclose(merged.at(name), expected, tolerance, tolerance));
+  REQUIRE(merged.size() == reference.params.size() + reference.buffers.size());
+  for (const ParamMap* tensors : {&reference.params, &reference.buffers}) {
+    for (const auto& [name, expected] : *tensors) {
+      torch::Tensor got = merged.at(name).to(torch::kFloat64);
+      INFO(name << " max diff " << (got - expected.to(torch::kFloat64)).abs().max().item<double>());
+      REQUIRE(torch::allclose(got, expected.to(torch::kFloat64), tolerance, tolerance));
+    }
   }
   for (const auto& run : runs) {
     REQUIRE(run.result.losses.size() == reference.losses.size());

@@ -88,11 +88,15 @@ Status Executor::Init(const ModuleFactory& factory) {
   std::vector<torch::Tensor> all_params;
   for (int id = 0; id < n; ++id) {
     LayerState& state = layers_[static_cast<size_t>(id)];
-    if (graph_.layer(id).params > 0) groups.insert(state.group);
+    // Batch norm sums its statistics over its set, even without affine parameters.
+    const bool sync_stats = graph_.layer(id).op == planner::Op::kBatchNorm2d &&
+                            options_.sync_batch_norm && state.group.size() > 1;
+    if (graph_.layer(id).params > 0 || sync_stats) groups.insert(state.group);
     if (!state.runs) continue;
     ASSIGN_OR_RETURN(auto module, factory(graph_, id, options_.seed));
     module->to(options_.device);
     module->train();
+    if (sync_stats) module->set_group_sum(MakeGroupSum(id));
     for (auto& param : module->parameters()) {
       if (!param.requires_grad()) continue;
       state.params.push_back(param);
@@ -414,6 +418,20 @@ Status Executor::ReduceGradients(int id) {
   return Status::Ok();
 }
 
+GroupSum Executor::MakeGroupSum(int id) {
+  return [this, id](torch::Tensor& tensor) -> Status {
+    Status status = [&]() -> Status {
+      ASSIGN_OR_RETURN(auto work,
+                       comm_->AllReduceSum(tensor, layers_[static_cast<size_t>(id)].group));
+      return WaitOne(*work);
+    }();
+    if (status.ok()) return status;
+    status = status.WithContext("batch norm statistics of " + graph_.layer(id).name);
+    if (layer_error_.ok()) layer_error_ = status;
+    return status;
+  };
+}
+
 Status Executor::FinishReductions() {
   for (PendingReduce& pending : reduces_) {
     RETURN_IF_ERROR(
@@ -508,6 +526,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   auto start = clock_->Now();
   iteration_ = iteration;
   idle_ = {};
+  layer_error_ = Status::Ok();
   ReleaseIterationTensors();  // after a failed iteration
   ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
   double loss = 0;
@@ -526,6 +545,11 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
                 return Status::Ok();
               });
   ReleaseIterationTensors();
+  if (!status.ok() && !layer_error_.ok()) {
+    // A group sum failed inside a layer or autograd: report its own code (UNAVAILABLE, ...).
+    status = layer_error_.WithContext("iteration " + std::to_string(iteration) + " on rank " +
+                                      std::to_string(rank_));
+  }
   if (!status.ok()) return status;
   IterationStats stats;
   stats.iteration = iteration;

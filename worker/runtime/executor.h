@@ -13,28 +13,38 @@
 // are summed over its device set (one group per distinct set, created once). Then the optimizer
 // steps on every rank's own layers. Because each rank's loss part is already divided by the
 // global batch, summing gradients gives exactly single-device training on the whole batch (up to
-// fp32 rounding); batch norm layers split over several devices see per-device batch statistics,
-// as in any data parallelism.
+// fp32 rounding). That includes batch norm layers split over several devices, uneven shares
+// too: in training they normalise with the statistics of their whole device set (synchronised
+// batch norm, batch_norm.h; the executor hands each such module a group sum over the layer's
+// RankGroup), and their running statistics, updated from those global statistics, are the same
+// on every rank and equal single-device training's. ExecutorOptions::sync_batch_norm = false
+// (tests only) gives per-device statistics instead.
 //
 // The canonical order of communication. NCCL matches point-to-point messages first-in first-out
 // per pair (ignoring tags), runs a rank's groups one after another, and blocks a send until its
 // receive is reached (communicator.h). So every rank posts every transfer of an iteration in one
 // order it derives from the plan alone, as a sequence of "walk points" that is the same on all
 // ranks:
-//   - forward, for every layer P in id order, run or not: compute P (if this rank runs it), then
-//     post one group with this rank's part of all transfers of P's output edges that leave its
-//     segment: sends of the pieces it holds, receives (into preallocated buffers) of the pieces
-//     it needs, listed in one global order (edge id, then piece order). A consumer waits on the
-//     groups of its inputs only when it is about to compute;
+//   - forward, for every layer P in id order, run or not: compute P (if this rank runs it; a
+//     batch norm layer on several ranks all-reduces its statistics over its device set inside
+//     the computation, and every member computes P at this point), then post one group with
+//     this rank's part of all transfers of P's output edges that leave its segment: sends of
+//     the pieces it holds, receives (into preallocated buffers) of the pieces it needs, listed in
+//     one global order (edge id, then piece order). A consumer waits on the groups of its inputs
+//     only when it is about to compute;
 //   - backward, for every segment S in reverse, run or not: run S's backward (if this rank runs
-//     it; it first waits on the gradient groups of S's outputs), then post one group with the
-//     input-gradient transfers of S's layers (consumers send, producers receive early into
-//     buffers), in the same global order, then S's gradient all-reduces, layer by layer;
+//     it; it first waits on the gradient groups of S's outputs; inside it, each batch norm layer
+//     of S on several ranks all-reduces its statistics' gradients over its set, in the order
+//     autograd reaches them, which is the same on every member since they all run the same
+//     segment graph), then post one group with the input-gradient transfers of S's layers
+//     (consumers send, producers receive early into buffers), in the same global order, then
+//     S's gradient all-reduces, layer by layer;
 //   - the loss all-reduce over the world last.
 // Why this cannot deadlock or mismatch: both sides of a transfer post it at the same walk point,
 // and each rank's groups are posted in walk order, so for every ordered pair the k-th send
 // matches the k-th receive, and each collective sees its members in the same relative order. A
-// rank's host only ever waits on groups posted at earlier walk points. Take the earliest walk
+// rank's host only ever waits on groups posted at earlier walk points, or on a batch norm
+// all-reduce that every member posts at the current one. Take the earliest walk
 // point whose group never completes: every rank reaches it (what it waits on before is earlier,
 // hence completes), and everything before it on every stream completed, so all its ops start on
 // both sides and complete - a contradiction.
@@ -77,6 +87,10 @@ struct ExecutorOptions {
   // Runs once at the end of each iteration, so that the iteration time covers the device's work
   // on asynchronous devices. Empty on CPU.
   std::function<void()> synchronize;
+  // Batch norm layers on several ranks normalise with the statistics of their whole device set
+  // (synchronised batch norm, batch_norm.h). false gives per-rank statistics, as plain data
+  // parallelism without SyncBatchNorm does; only tests turn it off, to show what it changes.
+  bool sync_batch_norm = true;
 };
 
 struct IterationStats {
@@ -187,6 +201,10 @@ class Executor {
   // Posts this rank's group of the input-gradient transfers of `segment`'s layers.
   Status PostBackwardTransfers(int segment);
   Status ReduceGradients(int layer_id);
+  // The group sum a batch norm layer on several ranks normalises with: an all-reduce over the
+  // layer's device set, waited on at once (on CUDA, the stream waits). A failure is kept in
+  // layer_error_, since it crosses autograd as an exception.
+  GroupSum MakeGroupSum(int layer_id);
   Status FinishReductions();
   // Drops the activations, gradients and pending transfers of the iteration, so that its memory
   // goes back to the allocator before the next one starts (as in a plain training loop).
@@ -233,6 +251,9 @@ class Executor {
   std::map<std::tuple<int, int, int64_t>, torch::Tensor> recv_buffers_;
   Clock::Duration idle_{};
   int64_t iteration_ = 0;
+  // The first failed group sum of the iteration, with its code (it reaches Step as an
+  // exception from inside a module or autograd, which would lose the code).
+  Status layer_error_;
 };
 
 }  // namespace deepool::worker

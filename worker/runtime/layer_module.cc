@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "worker/runtime/batch_norm.h"
+
 namespace deepool::worker {
 namespace {
 
@@ -94,6 +96,12 @@ class BatchNorm2dLayer final : public LayerModule {
     if (is_training()) {
       torch::NoGradGuard no_grad;
       num_batches_tracked_.add_(1);
+    }
+    if (is_training() && group_sum_) {
+      return SyncBatchNormTrain(
+          inputs[0],
+          BatchNormArgs{weight_, bias_, running_mean_, running_var_, attrs_.momentum, attrs_.eps},
+          group_sum_);
     }
     return torch::batch_norm(inputs[0], weight_, bias_, running_mean_, running_var_, is_training(),
                              attrs_.momentum, attrs_.eps, at::globalContext().userEnabledCuDNN());

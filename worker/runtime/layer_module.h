@@ -10,6 +10,11 @@
 // Dropout draws its mask from (seed, layer name, iteration, global sample index), so a sample
 // gets the same mask whichever rank holds it: set the step with set_step() before Forward.
 //
+// Batch norm in training normalises with the statistics of every sample its device set holds
+// when it is given a group sum (set_group_sum; the executor does so for layers on several ranks):
+// synchronised batch norm, batch_norm.h. Without one (a single device, ForwardGraph) it is
+// torch's batch_norm on the local batch. Other layers ignore the group sum.
+//
 // Threading: a module is used by one executor thread at a time.
 #pragma once
 
@@ -17,6 +22,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +40,12 @@ struct StepContext {
   int64_t first_sample = 0;  // global index of the local batch's first sample
 };
 
+// Sums a tensor in place over the ranks that hold a layer (its device set), so that the result is
+// the same on every member; blocks (or, on CUDA, orders the current stream) until the sum is
+// usable. Every member calls it at the same point of its communication order. Errors come back
+// as a Status that names the layer.
+using GroupSum = std::function<Status(torch::Tensor& tensor)>;
+
 class LayerModule : public torch::nn::Module {
  public:
   // inputs are the layer's inputs in IR order, each with a leading batch dimension.
@@ -41,9 +53,13 @@ class LayerModule : public torch::nn::Module {
 
   void set_step(const StepContext& step) { step_ = step; }
   const StepContext& step() const { return step_; }
+  // The sum over the layer's device set, for layers whose training statistics span it (batch
+  // norm); empty (the default) means the layer's ranks do not communicate.
+  void set_group_sum(GroupSum sum) { group_sum_ = std::move(sum); }
 
  protected:
   StepContext step_;
+  GroupSum group_sum_;
 };
 
 StatusOr<std::shared_ptr<LayerModule>> BuildLayerModule(const planner::Graph& graph, int layer_id,

@@ -1,0 +1,44 @@
+// Synchronised batch norm: training-mode batch normalisation whose statistics are those of every
+// sample the layer's device set holds, not only this rank's share.
+//
+// Each rank computes its per-channel mean and (biased) variance in the input's dtype, turns them
+// into float64 sums (count * mean, count * (var + mean^2)) beside its count, and sums the packed
+// vector [sum_0..C-1, sum_sq_0..C-1, count] over the group with `group_sum`. The global mean and
+// biased variance follow in float64, exact for uneven shares since the counts are summed too.
+// The output is (x - mean) * rsqrt(var + eps) * weight + bias, built from differentiable ops
+// around one autograd node for the sum, whose backward sums the statistics' gradient over the
+// group in turn (d/dx_i of a sum over ranks is the sum of the ranks' output gradients). So
+// backward needs exactly one more group sum per layer, of the same 2C+1 float64 values, which
+// carries the per-channel sums of dy and dy * x_hat that torch's SyncBatchNorm all-reduces.
+// Running statistics move towards the global mean and the unbiased global variance
+// (var * n / (n - 1), as torch does), identically on every rank.
+//
+// When the sums run: once inside this call (forward) and once inside the autograd backward call
+// that reaches the layer. Every member of the group must make both calls at the same point of
+// its sequence of collectives (the executor's walk points, executor.h).
+//
+// Threading: the caller's thread runs the forward sum; the backward sum runs on the thread that
+// autograd runs the node on (the caller's on CPU, the device's autograd thread on CUDA, while
+// the caller blocks in backward), so `group_sum` is never called concurrently with its owner.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "worker/runtime/layer_module.h"
+
+namespace deepool::worker {
+
+struct BatchNormArgs {
+  torch::Tensor weight, bias;               // undefined when not affine
+  torch::Tensor running_mean, running_var;  // updated in place (no autograd)
+  double momentum = 0.1;
+  double eps = 1e-5;
+};
+
+// Training-mode batch norm of `input` ([N, C, ...]) over the group that `group_sum` sums over.
+// A failed sum throws (std::runtime_error with the Status's text): it happens inside forward or
+// inside autograd's backward, where only exceptions can leave; the caller's edge converts them.
+torch::Tensor SyncBatchNormTrain(const torch::Tensor& input, const BatchNormArgs& args,
+                                 const GroupSum& group_sum);
+
+}  // namespace deepool::worker
