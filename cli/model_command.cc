@@ -20,8 +20,7 @@ namespace zoo = planner::zoo;
 struct ShowFlags {
   std::string name;
   bool json = false;
-  int64_t num_classes = 1000;
-  int64_t image_size = 0;
+  zoo::ModelOptions options;  // the zoo's defaults
   bool no_aux_logits = false;
 };
 
@@ -117,9 +116,7 @@ void PrintGraphTable(const planner::Graph& graph, std::ostream& out) {
 }
 
 int RunShow(const ShowFlags& flags) {
-  zoo::ModelOptions options;
-  options.num_classes = flags.num_classes;
-  options.image_size = flags.image_size;
+  zoo::ModelOptions options = flags.options;
   options.aux_logits = !flags.no_aux_logits;
   StatusOr<planner::Graph> graph = zoo::BuildModel(flags.name, options);
   if (!graph.ok()) {
@@ -157,9 +154,9 @@ void RegisterModelCommands(CLI::App& app, CommandResult& result) {
   show->add_flag("--json", flags->json,
                  "Print the layer graph as a deepool.graph JSON document (docs/formats.md) with "
                  "added top-level total_params and total_forward_flops");
-  show->add_option("--num-classes", flags->num_classes, "Number of output classes")
+  show->add_option("--num-classes", flags->options.num_classes, "Number of output classes")
       ->capture_default_str();
-  show->add_option("--image-size", flags->image_size,
+  show->add_option("--image-size", flags->options.image_size,
                    "Input image height and width (0: model default, 224; 299 for inception_v3; "
                    "16 for small_cnn); for mlp, the number of input features (default 32)");
   show->add_flag("--no-aux-logits", flags->no_aux_logits,

@@ -14,20 +14,18 @@
 namespace deepool::coordinator {
 namespace {
 
+planner::zoo::ModelOptions ModelOptionsOf(const JobSpec& spec) {
+  return planner::zoo::JobModelOptions(spec.num_classes, spec.image_size, spec.data.kind);
+}
+
+// The graph a job trains: its inline graph, or its zoo model built with the job's options.
 StatusOr<planner::Graph> BuildGraph(const JobSpec& spec) {
   if (!spec.graph_json.empty()) {
     StatusOr<planner::Graph> graph = planner::ParseGraphJson(spec.graph_json);
     if (!graph.ok()) return InvalidArgumentError("graph: " + graph.status().message());
     return graph;
   }
-  planner::zoo::ModelOptions options;
-  if (spec.num_classes > 0) {
-    options.num_classes = spec.num_classes;
-  } else if (spec.data.kind == "cifar10") {
-    options.num_classes = 10;
-  }
-  options.image_size = spec.image_size;
-  StatusOr<planner::Graph> graph = planner::zoo::BuildModel(spec.model, options);
+  StatusOr<planner::Graph> graph = planner::zoo::BuildModel(spec.model, ModelOptionsOf(spec));
   if (!graph.ok()) return InvalidArgumentError("model: " + graph.status().message());
   return graph;
 }
@@ -82,10 +80,12 @@ std::string InProcessPlanningBackend::ModelKey(const JobSpec& spec) const {
     std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>{}(spec.graph_json));
     return std::string("graph:") + hash;
   }
-  int64_t classes =
-      spec.num_classes > 0 ? spec.num_classes : (spec.data.kind == "cifar10" ? 10 : 0);
-  return spec.model + "/classes=" + std::to_string(classes) +
-         "/image=" + std::to_string(spec.image_size);
+  return planner::zoo::ModelKey(spec.model, ModelOptionsOf(spec));
+}
+
+StatusOr<std::string> InProcessPlanningBackend::ProfileGraphJson(const JobSpec& spec) const {
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  return planner::GraphToJson(graph, -1);
 }
 
 bool InProcessPlanningBackend::HasAnalyticalPreset(const std::string& device_type) const {

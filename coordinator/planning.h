@@ -38,8 +38,13 @@ class PlanningBackend {
   // it (no batch-norm layer left with one value per channel): INVALID_ARGUMENT naming "model",
   // "graph" or "global_batch" otherwise.
   virtual Status CheckModel(const JobSpec& spec) const = 0;
-  // The key profiles of this job's model are cached under (with the device type).
+  // The key profiles of this job's model are cached under (with the device type). It names every
+  // option the graph depends on, so jobs whose graphs differ never share a profile.
   virtual std::string ModelKey(const JobSpec& spec) const = 0;
+  // The graph document ({"format":"deepool.graph",...}) a PROFILE task measures: the very graph
+  // PlanForeground plans for this spec, every model option applied. INVALID_ARGUMENT as
+  // CheckModel.
+  virtual StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const = 0;
   // Whether planning can use an analytical device model for this device type.
   virtual bool HasAnalyticalPreset(const std::string& device_type) const = 0;
   // Per-device batch sizes a PROFILE task should measure for this job.

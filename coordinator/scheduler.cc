@@ -237,6 +237,14 @@ bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservat
 void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation) {
   const DeviceKey& where = reservation.devices.front();
   const std::string type = reservation.shape.device_type;
+  // The worker measures the very graph the job will be planned with, never the model's defaults.
+  StatusOr<std::string> graph_json = planner_->ProfileGraphJson(job.spec);
+  if (!graph_json.ok()) {
+    for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
+    (void)jobs_->Transition(job.id, JobState::kFailed,
+                            "cannot build the graph to profile: " + graph_json.status().message());
+    return;
+  }
   reservation.profile_task = job.id + ".profile." + std::to_string(++profile_tasks_);
   v1::TaskAssignment assignment;
   assignment.set_task_id(reservation.profile_task);
@@ -244,7 +252,7 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   assignment.set_kind(v1::TASK_KIND_PROFILE);
   v1::ProfileTask* profile = assignment.mutable_profile();
   profile->set_model(job.spec.model);
-  profile->set_graph_json(job.spec.graph_json);
+  profile->set_graph_json(*std::move(graph_json));
   profile->set_device(where.second);
   profile->set_device_type(type);
   for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);

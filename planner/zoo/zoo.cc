@@ -77,6 +77,25 @@ std::string JoinedNames() {
 
 }  // namespace
 
+ModelOptions JobModelOptions(int64_t num_classes, int64_t image_size, std::string_view data_kind) {
+  ModelOptions options;
+  if (num_classes > 0) {
+    options.num_classes = num_classes;
+  } else if (data_kind == "cifar10") {
+    options.num_classes = 10;
+  }
+  options.image_size = image_size;
+  return options;
+}
+
+std::string ModelKey(std::string_view name, const ModelOptions& options) {
+  const ModelEntry* entry = FindEntry(name);
+  const int64_t image_size =
+      options.image_size == 0 && entry != nullptr ? entry->default_image_size : options.image_size;
+  return std::string(name) + "/classes=" + std::to_string(options.num_classes) +
+         "/image=" + std::to_string(image_size) + "/aux_logits=" + (options.aux_logits ? "1" : "0");
+}
+
 std::vector<std::string> ModelNames() {
   std::vector<std::string> names;
   for (const ModelEntry& entry : Entries()) names.emplace_back(entry.name);

@@ -28,6 +28,18 @@ struct ModelOptions {
   bool aux_logits = true;
 };
 
+// The one rule for a job's model options, used by the coordinator (planning, profiling, the
+// profile cache key) and deepool-train alike; 0 means "not given":
+//   num_classes: as given; else 10 when the data set is "cifar10"; else the zoo's 1000.
+//   image_size:  as given; else 0, the model's default (data are resized to the graph's input).
+//   aux_logits:  the zoo's default (true).
+ModelOptions JobModelOptions(int64_t num_classes, int64_t image_size, std::string_view data_kind);
+
+// A stable key naming a zoo model and every option its graph depends on, with the model's
+// defaults filled in, e.g. "resnet50/classes=10/image=224/aux_logits=1": two option sets that
+// build the same graph get the same key, two that build different graphs different keys.
+std::string ModelKey(std::string_view name, const ModelOptions& options);
+
 // The zoo's model names, in a stable order.
 std::vector<std::string> ModelNames();
 

@@ -1,13 +1,133 @@
-// The scheduler with the real InProcessPlanningBackend: specs whose global batch cannot train the
-// model are refused at submission.
+// The scheduler with the real InProcessPlanningBackend: a job's profile is measured on the very
+// graph it is planned with (every model option applied) and cached under a key naming those
+// options; specs whose global batch cannot train the model are refused at submission.
 #include "coordinator/in_process_planning.h"
 
 #include <catch2/catch.hpp>
+#include <string>
 
+#include "planner/graph.h"
 #include "tests/service/scheduler_harness.h"
 
 namespace deepool::coordinator::testing {
 namespace {
+
+// A measured profile with no layers: planning falls back to the CPU preset for every layer.
+constexpr const char* kEmptyProfile =
+    R"({"format":"deepool.profile","version":1,"device":"cpu","model":"small_cnn","layers":[]})";
+
+JobSpec SmallCnn(int64_t num_classes) {
+  JobSpec spec = Fg(1);
+  spec.model = "small_cnn";
+  spec.profile = "measured";
+  spec.num_classes = num_classes;
+  return spec;
+}
+
+// The profile task the scheduler sent for `job_id`, and the number of classes of its graph.
+struct SentProfile {
+  std::string task_id;
+  std::string model;
+  int64_t classes = 0;
+};
+
+SentProfile TakeProfileTask(Harness& h, const std::string& job_id) {
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TaskAssignment& assign = commands[0].assign();
+  REQUIRE(assign.kind() == v1::TASK_KIND_PROFILE);
+  REQUIRE(assign.job_id() == job_id);
+  StatusOr<planner::Graph> graph = planner::ParseGraphJson(assign.profile().graph_json());
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  REQUIRE(graph->output_ids().size() == 1);
+  return {assign.task_id(), assign.profile().model(),
+          graph->layer(graph->output_ids()[0]).output_shape.at(0)};
+}
+
+// Completes a PROFILING job: the profile comes back, it is planned, runs and succeeds.
+void ProfileAndFinish(Harness& h, const JobRecord& job, const std::string& profile_task) {
+  h.Exit("node-a", profile_task, v1::TASK_OUTCOME_SUCCEEDED, "", kEmptyProfile);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  h.Commands("node-a");
+  h.Exit("node-a", h.Get(job.id).task_ids[0], v1::TASK_OUTCOME_SUCCEEDED);
+}
+
+bool WasProfiled(const JobRecord& job) {
+  for (const StateChange& change : job.history) {
+    if (change.state == JobState::kProfiling) return true;
+  }
+  return false;
+}
+
+TEST_CASE("a job's profile is measured on its own graph and cached under its options",
+          "[scheduler][profile]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  h.AddNode("a", 1);
+
+  // num_classes = 10: the worker is sent the 10-class graph, not the model's 1000-class default.
+  JobRecord ten = h.Submit(SmallCnn(10));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(ten.id).state == JobState::kProfiling);
+  SentProfile sent = TakeProfileTask(h, ten.id);
+  CHECK(sent.model == "small_cnn");
+  CHECK(sent.classes == 10);
+  ProfileAndFinish(h, h.Get(ten.id), sent.task_id);
+  const std::string ten_key = backend.ModelKey(SmallCnn(10));
+  CHECK(ten_key == "small_cnn/classes=10/image=16/aux_logits=1");
+  CHECK(h.store->LoadProfile(ten_key, "cpu")->has_value());
+
+  // The default (1000 classes) does not reuse the 10-class profile: it is measured on its graph.
+  JobRecord fallback = h.Submit(SmallCnn(0));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(fallback.id).state == JobState::kProfiling);
+  sent = TakeProfileTask(h, fallback.id);
+  CHECK(sent.classes == 1000);
+  CHECK(backend.ModelKey(SmallCnn(0)) != ten_key);
+  ProfileAndFinish(h, h.Get(fallback.id), sent.task_id);
+
+  // Options that build the same graph share it: 1000 classes given explicitly.
+  JobRecord explicit_default = h.Submit(SmallCnn(1000));
+  h.scheduler.Tick();
+  CHECK(h.Get(explicit_default.id).state == JobState::kRunning);
+  CHECK_FALSE(WasProfiled(h.Get(explicit_default.id)));
+}
+
+TEST_CASE("cifar10 data means 10 classes for planning, profiling and the cache key alike",
+          "[scheduler][profile]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  h.AddNode("a", 1);
+  JobSpec cifar = SmallCnn(0);
+  cifar.data.kind = "cifar10";
+  cifar.data.path = "/data/cifar";
+  CHECK(backend.ModelKey(cifar) == backend.ModelKey(SmallCnn(10)));
+  JobRecord job = h.Submit(cifar);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kProfiling);
+  CHECK(TakeProfileTask(h, job.id).classes == 10);
+  StatusOr<PlannedJob> planned = backend.PlanForeground(cifar, ClusterShape{"cpu", 1, 1, 1}, "");
+  REQUIRE(planned.ok());
+  StatusOr<planner::Graph> graph = planner::ParseGraphJson(planned->graph_json);
+  REQUIRE(graph.ok());
+  CHECK(planner::GraphToJson(*graph, -1) == *backend.ProfileGraphJson(cifar));
+}
+
+TEST_CASE("an inline graph is profiled as given", "[scheduler][profile]") {
+  Harness h;  // the fake backend: ProfileGraphJson returns the spec's graph
+  h.AddNode("a", 1);
+  JobSpec spec = Fg(1);
+  spec.profile = "measured";
+  spec.model.clear();
+  spec.graph_json = R"({"format":"deepool.graph","name":"inline"})";
+  JobRecord job = h.Submit(spec);
+  h.scheduler.Tick();
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().profile().graph_json() == spec.graph_json);
+}
 
 TEST_CASE("a global batch that leaves batch norm one value per channel is refused by layer",
           "[scheduler][planner]") {

@@ -31,7 +31,17 @@ class FakePlanningBackend final : public PlanningBackend {
     }
     return Status::Ok();
   }
-  std::string ModelKey(const JobSpec& spec) const override { return "fake/" + spec.model; }
+  std::string ModelKey(const JobSpec& spec) const override {
+    return "fake/" + spec.model +
+           (spec.num_classes > 0 ? "/" + std::to_string(spec.num_classes) : "");
+  }
+  // Not a real graph: the model and its class count, so tests see what the task carries.
+  StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const override {
+    if (!spec.graph_json.empty()) return spec.graph_json;
+    return nlohmann::json{
+        {"format", "deepool.graph"}, {"name", spec.model}, {"num_classes", spec.num_classes}}
+        .dump();
+  }
   bool HasAnalyticalPreset(const std::string& type) const override {
     return analytical_types.count(type) > 0;
   }

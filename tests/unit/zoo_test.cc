@@ -440,5 +440,25 @@ TEST_CASE("zoo graphs survive a JSON round trip", "[zoo]") {
   }
 }
 
+TEST_CASE("one rule for a job's model options, and a key naming every option", "[zoo]") {
+  CHECK(JobModelOptions(0, 0, "synthetic").num_classes == 1000);
+  CHECK(JobModelOptions(0, 0, "cifar10").num_classes == 10);
+  CHECK(JobModelOptions(7, 0, "cifar10").num_classes == 7);
+  CHECK(JobModelOptions(0, 64, "cifar10").image_size == 64);
+  CHECK(JobModelOptions(0, 0, "cifar10").image_size == 0);  // the model's; images are resized
+  // The key resolves the model's defaults: equal graphs, equal keys; different graphs, not.
+  const ModelOptions defaults;
+  ModelOptions spelled_out;
+  spelled_out.image_size = 224;
+  CHECK(ModelKey("resnet50", defaults) == "resnet50/classes=1000/image=224/aux_logits=1");
+  CHECK(ModelKey("resnet50", spelled_out) == ModelKey("resnet50", defaults));
+  CHECK(ModelKey("resnet50", JobModelOptions(10, 0, "")) != ModelKey("resnet50", defaults));
+  CHECK(ModelKey("resnet50", JobModelOptions(0, 128, "")) != ModelKey("resnet50", defaults));
+  ModelOptions no_aux;
+  no_aux.aux_logits = false;
+  CHECK(ModelKey("inception_v3", no_aux) != ModelKey("inception_v3", defaults));
+  CHECK(ModelKey("inception_v3", defaults) == "inception_v3/classes=1000/image=299/aux_logits=1");
+}
+
 }  // namespace
 }  // namespace deepool::planner::zoo

@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repeats", options.repeats, "timed runs per layer and batch (median)")
       ->capture_default_str();
-  app.add_option("--image-size", options.image_size, "zoo models: input image side");
-  app.add_option("--num-classes", options.num_classes, "zoo models: classes")
+  app.add_option("--image-size", options.model_options.image_size, "zoo models: input image side");
+  app.add_option("--num-classes", options.model_options.num_classes, "zoo models: classes")
       ->capture_default_str();
   app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
   app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  options.aux_logits = !no_aux_logits;
+  options.model_options.aux_logits = !no_aux_logits;
   deepool::InitLogging("profile", log_level);
   deepool::Status status = deepool::worker::RunProfileTool(options, std::cerr);
   if (status.ok()) return 0;

@@ -305,7 +305,8 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
     task.graph_json = p.graph_json();
     task.args = ProfileArgs(p, device->ExecutorDevice());
     DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
-                p.model().empty() ? std::string("an inline graph") : p.model(), p.device());
+                p.model().empty() ? std::string("an inline graph") : p.model() + "'s graph",
+                p.device());
     Status status = supervisor_->StartProfile(task);
     if (!status.ok()) QueueStartFailure(assignment, status.ToString());
     return;

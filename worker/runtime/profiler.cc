@@ -202,11 +202,7 @@ StatusOr<planner::Graph> LoadGraph(const ProfileToolOptions& options) {
     return InvalidArgumentError("give exactly one of --model and --graph");
   }
   if (!options.model.empty()) {
-    planner::zoo::ModelOptions model_options;
-    model_options.image_size = options.image_size;
-    model_options.num_classes = options.num_classes;
-    model_options.aux_logits = options.aux_logits;
-    return planner::zoo::BuildModel(options.model, model_options);
+    return planner::zoo::BuildModel(options.model, options.model_options);
   }
   std::ifstream in(options.graph_path);
   if (!in) return NotFoundError("cannot read graph file '" + options.graph_path + "'");

@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "planner/graph.h"
 #include "planner/profile_table.h"
+#include "planner/zoo/zoo.h"
 
 namespace deepool::worker {
 
@@ -84,13 +85,11 @@ class LayerProfiler {
 // What `deepool profile` / deepool-profile do: profile a zoo model or a graph file on a device
 // and write the profile JSON.
 struct ProfileToolOptions {
-  std::string model;       // zoo model name, or
-  std::string graph_path;  // a layer graph JSON file
-  int64_t image_size = 0;  // zoo models; 0: the model's default
-  int64_t num_classes = 1000;
-  bool aux_logits = true;
-  std::string device = "cpu";  // "cpu" or "cuda:K"
-  std::string device_name;     // the profile's "device" field; default: `device`
+  std::string model;                         // zoo model name, or
+  std::string graph_path;                    // a layer graph JSON file
+  planner::zoo::ModelOptions model_options;  // zoo models; defaults: the zoo's (zoo.h)
+  std::string device = "cpu";                // "cpu" or "cuda:K"
+  std::string device_name;                   // the profile's "device" field; default: `device`
   std::vector<int64_t> batch_sizes;
   int warmup = 2;
   int repeats = 5;

@@ -47,14 +47,9 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
     return InvalidArgumentError("give exactly one of --model and --graph");
   }
   if (!options.model.empty()) {
-    planner::zoo::ModelOptions model_options;
-    if (options.num_classes > 0) {
-      model_options.num_classes = options.num_classes;
-    } else if (spec.data.kind == "cifar10") {
-      model_options.num_classes = 10;
-    }
-    model_options.image_size = options.image_size;
-    if (spec.data.kind == "cifar10" && options.image_size == 0) model_options.image_size = 32;
+    // The coordinator's rule for a job's model options, so deepool-train builds the same graph.
+    const planner::zoo::ModelOptions model_options =
+        planner::zoo::JobModelOptions(options.num_classes, options.image_size, spec.data.kind);
     auto graph = planner::zoo::BuildModel(options.model, model_options);
     if (!graph.ok()) return graph.status().WithContext("--model " + options.model);
     spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());

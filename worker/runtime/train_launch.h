@@ -13,12 +13,14 @@
 namespace deepool::worker {
 
 struct TrainOptions {
-  std::string plan_path;    // empty: data parallelism over `ranks`
-  std::string model;        // zoo name, or
-  std::string graph_path;   // a graph JSON file
-  int64_t num_classes = 0;  // zoo models: 0 = 10 for cifar10, else the zoo's default
-  int64_t image_size = 0;   // zoo models: 0 = the model's default
-  int ranks = 0;            // 0: the plan's device count (1 without a plan)
+  std::string plan_path;   // empty: data parallelism over `ranks`
+  std::string model;       // zoo name, or
+  std::string graph_path;  // a graph JSON file
+  // Zoo models, as a job's: planner::zoo::JobModelOptions (0: 10 classes for cifar10, else the
+  // zoo's default; the model's default image size, cifar10 images resized to it).
+  int64_t num_classes = 0;
+  int64_t image_size = 0;
+  int ranks = 0;  // 0: the plan's device count (1 without a plan)
   std::string device = "cpu";
   int64_t iterations = 20;
   int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
