@@ -14,6 +14,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
+#include "worker/runtime/batch_norm.h"
 #include "worker/runtime/checkpoint.h"
 
 namespace deepool::worker::testing {
@@ -251,6 +252,95 @@ TEST_CASE("a failed peer in batch norm's statistics names the layer and stays UN
     REQUIRE(status.code() == StatusCode::kUnavailable);
     REQUIRE_THAT(status.message(), Catch::Contains("batch norm statistics of stem.bn"));
     REQUIRE_THAT(status.message(), Catch::Contains("rank 2 failed"));
+  }
+}
+
+// One rank's share of a batch norm call: its output and gradients.
+struct ShareResult {
+  std::string error;
+  torch::Tensor out, dx, dweight, dbias, running_mean, running_var;
+};
+
+// SyncBatchNormTrain on the rows [bounds[r], bounds[r+1]) of x, one thread per rank over the
+// NCCL-rules fake, then backward from the same rows of dy.
+std::vector<ShareResult> RunShares(const torch::Tensor& x, const torch::Tensor& dy,
+                                   const torch::Tensor& weight, const torch::Tensor& bias,
+                                   const std::vector<int64_t>& bounds) {
+  const int world = static_cast<int>(bounds.size()) - 1;
+  auto net = std::make_shared<FakeNetwork>(world, FakeSemantics::kNccl);
+  std::vector<ShareResult> results(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      ShareResult& result = results[static_cast<size_t>(rank)];
+      auto comm = net->Join(rank, std::chrono::seconds(30));
+      RankGroup all(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) all[static_cast<size_t>(r)] = r;
+      GroupSum sum = [&](torch::Tensor& tensor) -> Status {
+        ASSIGN_OR_RETURN(auto work, comm->AllReduceSum(tensor, all));
+        return work->Wait(comm->timeout());
+      };
+      const int64_t first = bounds[static_cast<size_t>(rank)];
+      const int64_t rows = bounds[static_cast<size_t>(rank) + 1] - first;
+      torch::Tensor xs = x.narrow(0, first, rows).clone().requires_grad_(true);
+      torch::Tensor w = weight.clone().requires_grad_(true);
+      torch::Tensor b = bias.clone().requires_grad_(true);
+      result.running_mean = torch::zeros({x.size(1)});
+      result.running_var = torch::ones({x.size(1)});
+      try {
+        torch::Tensor out = SyncBatchNormTrain(
+            xs, BatchNormArgs{w, b, result.running_mean, result.running_var, 0.1, 1e-5}, sum);
+        out.backward(dy.narrow(0, first, rows));
+        result.out = out.detach();
+        result.dx = xs.grad();
+        result.dweight = w.grad();
+        result.dbias = b.grad();
+      } catch (const std::exception& e) {
+        result.error = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+TEST_CASE("synchronised batch norm on uneven shares equals torch's batch_norm on the whole batch",
+          "[batchnorm]") {
+  torch::set_num_threads(1);
+  torch::manual_seed(5);
+  const int64_t channels = 4;
+  torch::Tensor x = torch::randn({8, channels, 3, 3}) * 2 + 0.5;
+  torch::Tensor dy = torch::randn({8, channels, 3, 3});
+  torch::Tensor weight = torch::rand({channels}) + 0.5, bias = torch::randn({channels});
+
+  torch::Tensor xr = x.clone().requires_grad_(true);
+  torch::Tensor wr = weight.clone().requires_grad_(true), br = bias.clone().requires_grad_(true);
+  torch::Tensor running_mean = torch::zeros({channels}), running_var = torch::ones({channels});
+  torch::Tensor expected = torch::batch_norm(xr, wr, br, running_mean, running_var, true, 0.1, 1e-5,
+                                             /*cudnn_enabled=*/false);
+  expected.backward(dy);
+
+  for (const std::vector<int64_t>& bounds :
+       {std::vector<int64_t>{0, 8}, std::vector<int64_t>{0, 3, 6, 8},
+        std::vector<int64_t>{0, 5, 8}}) {
+    auto results = RunShares(x, dy, weight, bias, bounds);
+    std::vector<torch::Tensor> outs, dxs;
+    torch::Tensor dweight = torch::zeros_like(weight), dbias = torch::zeros_like(bias);
+    for (const ShareResult& result : results) {
+      INFO(result.error);
+      REQUIRE(result.error.empty());
+      outs.push_back(result.out);
+      dxs.push_back(result.dx);
+      dweight += result.dweight;  // the executor sums parameter gradients over the set
+      dbias += result.dbias;
+      REQUIRE(torch::allclose(result.running_mean, running_mean, kRtol, kAtol));
+      REQUIRE(torch::allclose(result.running_var, running_var, kRtol, kAtol));
+    }
+    INFO(bounds.size() - 1 << " ranks");
+    REQUIRE(torch::allclose(torch::cat(outs), expected.detach(), kRtol, kAtol));
+    REQUIRE(torch::allclose(torch::cat(dxs), xr.grad(), kRtol, kAtol));
+    REQUIRE(torch::allclose(dweight, wr.grad(), kRtol, kAtol));
+    REQUIRE(torch::allclose(dbias, br.grad(), kRtol, kAtol));
   }
 }
 
