@@ -52,7 +52,9 @@
 // current one when an op is posted, and Wait only makes the current stream wait (communicator.h);
 // the host blocks once per iteration, on the loss.
 //
-// Threading: an Executor, its communicator and its data source are used by one thread.
+// Threading: an Executor, its communicator and its data source are used by one thread. (On CUDA
+// autograd runs a segment's backward, and so a batch norm layer's gradient sum, on its device
+// thread while the executor's thread blocks in the backward call: never two at once.)
 #pragma once
 
 #include <torch/torch.h>
