@@ -120,7 +120,9 @@ class Executor {
   // One training iteration (forward, backward, gradient sums, optimizer step).
   StatusOr<IterationStats> Step(int64_t iteration);
 
-  // This rank's layers, by layer id.
+  // This rank's layers, by layer id. Split batch norm layers hold a group sum bound to this
+  // executor and its communicator: run them in training mode only through Step, and only while
+  // the executor lives (eval mode and checkpointing do not use it).
   const std::map<int, std::shared_ptr<LayerModule>>& modules() const { return modules_; }
   // "<layer>.<parameter>" -> tensor, for this rank's layers.
   std::map<std::string, torch::Tensor> NamedParameters() const;
