@@ -1,10 +1,15 @@
 #include "worker/runtime/data.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 namespace deepool::worker {
 namespace {
@@ -31,6 +36,23 @@ torch::Tensor TeacherFeatures(const torch::Tensor& inputs) {
   return flat.narrow(1, 0, std::min<int64_t>(flat.size(1), kTeacherMaxFeatures));
 }
 
+// SplitMix64's finaliser: distinct (seed, iteration, row) get unrelated generator seeds.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Stacks one-row results [1, ...] into a batch; an empty range gives [0, shape...].
+torch::Tensor StackRows(std::vector<torch::Tensor> rows, const std::vector<int64_t>& empty_shape,
+                        torch::ScalarType type) {
+  if (rows.empty()) return torch::empty(empty_shape, torch::TensorOptions().dtype(type));
+  return torch::cat(rows, 0);
+}
+
+// Every row is computed on its own, so a row's values never depend on the range it is fetched
+// in (batched kernels may sum in another order for another batch size).
 class SyntheticData final : public DataSource {
  public:
   SyntheticData(planner::Shape input_shape, int64_t num_classes, int64_t global_batch,
@@ -42,13 +64,24 @@ class SyntheticData final : public DataSource {
     teacher_ = torch::randn({features, num_classes}, generator, torch::kFloat32);
   }
 
-  StatusOr<Batch> GlobalBatch(int64_t iteration) override {
-    auto generator =
-        at::detail::createCPUGenerator(seed_ * 1000003ULL + static_cast<uint64_t>(iteration));
+  int64_t global_batch() const override { return global_batch_; }
+
+ protected:
+  StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
+    std::vector<torch::Tensor> inputs, labels;
+    for (int64_t row = first; row < last; ++row) {
+      const uint64_t row_seed =
+          Mix(Mix(seed_ ^ 0x73796e7468657469ULL) ^ static_cast<uint64_t>(iteration)) ^
+          static_cast<uint64_t>(row);
+      auto generator = at::detail::createCPUGenerator(Mix(row_seed));
+      torch::Tensor input = torch::randn(BatchShape(1, input_shape_), generator, torch::kFloat32);
+      labels.push_back(TeacherFeatures(input).matmul(teacher_).argmax(1).to(torch::kInt64));
+      inputs.push_back(std::move(input));
+    }
     Batch batch;
-    batch.inputs =
-        torch::randn(BatchShape(global_batch_, input_shape_), generator, torch::kFloat32);
-    batch.labels = TeacherFeatures(batch.inputs).matmul(teacher_).argmax(1).to(torch::kInt64);
+    batch.inputs = StackRows(std::move(inputs), BatchShape(0, input_shape_), torch::kFloat32);
+    batch.labels = StackRows(std::move(labels), {0}, torch::kInt64);
+    batch.first = first;
     return batch;
   }
 
@@ -61,20 +94,136 @@ class SyntheticData final : public DataSource {
 
 class Cifar10Data final : public DataSource {
  public:
-  Cifar10Data(torch::Tensor images, torch::Tensor labels, int64_t global_batch)
-      : images_(std::move(images)), labels_(std::move(labels)), global_batch_(global_batch) {}
+  // `images`: [N, 3, 32, 32] bytes; `labels`: [N] int64; `input_shape`: the graph's [3, H, W].
+  Cifar10Data(torch::Tensor images, torch::Tensor labels, planner::Shape input_shape,
+              int64_t global_batch)
+      : images_(std::move(images)),
+        labels_(std::move(labels)),
+        input_shape_(std::move(input_shape)),
+        global_batch_(global_batch),
+        mean_(torch::tensor({0.4914f, 0.4822f, 0.4465f}).view({1, 3, 1, 1})),
+        std_(torch::tensor({0.2470f, 0.2435f, 0.2616f}).view({1, 3, 1, 1})) {}
 
-  StatusOr<Batch> GlobalBatch(int64_t iteration) override {
-    int64_t records = labels_.size(0);
-    auto index = (torch::arange(global_batch_, torch::kInt64) + iteration * global_batch_)
-                     .remainder(records);
-    return Batch{images_.index_select(0, index), labels_.index_select(0, index)};
+  int64_t global_batch() const override { return global_batch_; }
+
+ protected:
+  StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
+    const int64_t records = labels_.size(0);
+    std::vector<int64_t> index;
+    std::vector<torch::Tensor> inputs;
+    for (int64_t row = first; row < last; ++row) {
+      index.push_back((iteration % records * (global_batch_ % records) + row) % records);
+      inputs.push_back(Decode(images_.narrow(0, index.back(), 1)));
+    }
+    Batch batch;
+    batch.inputs = StackRows(std::move(inputs), BatchShape(0, input_shape_), torch::kFloat32);
+    batch.labels = labels_.index_select(0, torch::tensor(index, torch::kInt64));
+    batch.first = first;
+    return batch;
   }
 
  private:
-  torch::Tensor images_;  // [N, C, H, W] normalised float32
+  // One record's bytes [1, 3, 32, 32] -> the normalised, resized float image.
+  torch::Tensor Decode(const torch::Tensor& bytes) const {
+    torch::Tensor image = (bytes.to(torch::kFloat32).div_(255.0) - mean_) / std_;
+    if (input_shape_[1] == 32 && input_shape_[2] == 32) return image;
+    namespace F = torch::nn::functional;
+    return F::interpolate(image, F::InterpolateFuncOptions()
+                                     .size(std::vector<int64_t>{input_shape_[1], input_shape_[2]})
+                                     .mode(torch::kBilinear)
+                                     .align_corners(false));
+  }
+
+  torch::Tensor images_;  // [N, 3, 32, 32] uint8
   torch::Tensor labels_;  // [N] int64
+  planner::Shape input_shape_;
   int64_t global_batch_;
+  torch::Tensor mean_;
+  torch::Tensor std_;
+};
+
+// WithPrefetch's source. State under mu_: what the owner wants next (wanted_) and the last
+// result the prefetch thread produced (result_, for result_key_).
+class PrefetchingData final : public DataSource {
+ public:
+  explicit PrefetchingData(std::unique_ptr<DataSource> source)
+      : source_(std::move(source)),
+        global_batch_(source_->global_batch()),
+        thread_([this] { Loop(); }) {}
+
+  ~PrefetchingData() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  int64_t global_batch() const override { return global_batch_; }
+
+ protected:
+  StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
+    const Key key{iteration, first, last};
+    std::unique_lock<std::mutex> lock(mu_);
+    wanted_ = key;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return result_.has_value() && result_key_ == key; });
+    StatusOr<Batch> batch = std::move(*result_);
+    result_.reset();
+    wanted_ = Key{iteration + 1, first, last};  // the next iteration, same rows
+    cv_.notify_all();
+    return batch;
+  }
+
+ private:
+  struct Key {
+    int64_t iteration = 0;
+    int64_t first = 0;
+    int64_t last = 0;
+    bool operator==(const Key& o) const {
+      return iteration == o.iteration && first == o.first && last == o.last;
+    }
+  };
+
+  bool HasWork() const {
+    return wanted_.has_value() && !(result_.has_value() && result_key_ == *wanted_);
+  }
+
+  void Loop() {
+    pthread_setname_np(pthread_self(), "dp-prefetch");
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || HasWork(); });
+      if (stop_) return;
+      const Key key = *wanted_;
+      lock.unlock();
+      StatusOr<Batch> batch = Produce(key);
+      lock.lock();
+      result_ = std::move(batch);
+      result_key_ = key;
+      cv_.notify_all();
+    }
+  }
+
+  // Samples() checks the range; a prefetch past the last iteration the owner wants is harmless.
+  StatusOr<Batch> Produce(const Key& key) {
+    try {
+      return source_->Samples(key.iteration, key.first, key.last);
+    } catch (const std::exception& e) {
+      return InternalError("data for iteration " + std::to_string(key.iteration) + ": " + e.what());
+    }
+  }
+
+  std::unique_ptr<DataSource> source_;  // used only by thread_
+  const int64_t global_batch_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Key> wanted_;
+  std::optional<StatusOr<Batch>> result_;
+  Key result_key_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once everything above exists
 };
 
 StatusOr<std::vector<std::string>> CifarFiles(const std::string& path) {
@@ -100,6 +249,43 @@ StatusOr<std::vector<std::string>> CifarFiles(const std::string& path) {
 }
 
 }  // namespace
+
+StatusOr<Batch> DataSource::Samples(int64_t iteration, int64_t first, int64_t last) {
+  if (iteration < 0) return InvalidArgumentError("data: iteration must be >= 0");
+  if (first < 0 || first > last || last > global_batch()) {
+    return InvalidArgumentError("data: rows [" + std::to_string(first) + ", " +
+                                std::to_string(last) + ") are not within the global batch of " +
+                                std::to_string(global_batch()));
+  }
+  return ReadSamples(iteration, first, last);
+}
+
+std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source) {
+  return std::make_unique<PrefetchingData>(std::move(source));
+}
+
+std::pair<int64_t, int64_t> RankDataRange(const planner::Graph& graph, const planner::Plan& plan,
+                                          int rank) {
+  int64_t first = plan.global_batch;
+  int64_t last = 0;
+  auto include = [&](const planner::Layer& layer) {
+    const planner::LayerPlacement* placement = plan.Find(layer.name);
+    if (placement == nullptr || !placement->Runs(rank)) return;
+    const auto [from, to] = placement->SampleRange(rank);
+    if (from >= to) return;
+    first = std::min(first, from);
+    last = std::max(last, to);
+  };
+  for (const planner::Layer& layer : graph.layers()) {
+    const auto& inputs = layer.input_ids;
+    if (std::find(inputs.begin(), inputs.end(), planner::kGraphInputId) != inputs.end()) {
+      include(layer);
+    }
+  }
+  for (int id : graph.output_ids()) include(graph.layer(id));
+  if (first >= last) return {0, 0};
+  return {first, last};
+}
 
 Status ValidateDataSpec(const DataSpec& spec) {
   if (spec.kind == "synthetic") return Status::Ok();
@@ -146,20 +332,10 @@ StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
   if (labels.max().item<int64_t>() > 9) {
     return DataLossError("a CIFAR-10 label byte in " + path + " is above 9");
   }
-  auto images =
-      raw.narrow(1, 1, kCifarPixels).to(torch::kFloat32).div_(255.0).view({records, 3, 32, 32});
-  auto mean = torch::tensor({0.4914f, 0.4822f, 0.4465f}).view({1, 3, 1, 1});
-  auto std = torch::tensor({0.2470f, 0.2435f, 0.2616f}).view({1, 3, 1, 1});
-  images = (images - mean) / std;
-  if (input_shape[1] != 32 || input_shape[2] != 32) {
-    namespace F = torch::nn::functional;
-    images = F::interpolate(images, F::InterpolateFuncOptions()
-                                        .size(std::vector<int64_t>{input_shape[1], input_shape[2]})
-                                        .mode(torch::kBilinear)
-                                        .align_corners(false));
-  }
+  // Kept as bytes; each fetched row is normalised and resized on its own (Cifar10Data::Decode).
+  auto images = raw.narrow(1, 1, kCifarPixels).reshape({records, 3, 32, 32}).clone();
   return std::unique_ptr<DataSource>(
-      new Cifar10Data(images.contiguous(), labels.clone(), global_batch));
+      new Cifar10Data(std::move(images), labels.clone(), input_shape, global_batch));
 }
 
 StatusOr<int64_t> NumClasses(const planner::Graph& graph) {

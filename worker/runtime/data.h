@@ -1,13 +1,18 @@
-// Training data for the executors. Every rank produces the same global batch for an iteration
-// (deterministically) and takes the sample ranges its layers need, so labels are available
-// wherever the loss is computed without sending them.
-//   synthetic: inputs ~ N(0, 1) from (seed, iteration); labels from a fixed random linear
-//              teacher over pooled input features (seeded), so the task is learnable.
+// Training data for the executors. Every rank sees exactly the samples single-device training
+// would: row r of iteration i's global batch is a pure function of (source, i, r), so a rank asks
+// for just the rows [first, last) it computes on (Samples) and only those are generated or
+// decoded, on the host, before anything is copied to a device. Concatenating the rows of any
+// split of [0, global batch) gives the global batch exactly.
+//   synthetic: row r of iteration i ~ N(0, 1) from its own generator seeded by (seed, i, r); its
+//              label from a fixed random linear teacher (seeded) over the row's pooled input
+//              features, so the task is learnable.
 //   cifar10:   CIFAR-10 binary batches (data_batch_N.bin / test_batch.bin: records of 1 label
-//              byte + 3072 pixel bytes, channel-major 3x32x32), read once, normalised with the
-//              usual per-channel mean/std, resized if the graph wants another image size; the
-//              global batch of iteration i is records [i*B, (i+1)*B) modulo the record count.
-// Threading: a DataSource is used by one executor thread.
+//              byte + 3072 pixel bytes, channel-major 3x32x32), read once and kept as bytes; row
+//              r of iteration i is record (i*B + r) modulo the record count, normalised with the
+//              usual per-channel mean/std, and resized if the graph wants another image size,
+//              when it is fetched.
+// Threading: a DataSource is used by one thread at a time (an executor's; or, wrapped by
+// WithPrefetch, its prefetch thread, which then owns it).
 #pragma once
 
 #include <torch/torch.h>
@@ -15,21 +20,35 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "planner/graph.h"
+#include "planner/plan.h"
 
 namespace deepool::worker {
 
 struct Batch {
-  torch::Tensor inputs;  // [global_batch, input_shape...], float32, CPU
-  torch::Tensor labels;  // [global_batch], int64, CPU
+  torch::Tensor inputs;  // [last - first, input_shape...], float32, CPU
+  torch::Tensor labels;  // [last - first], int64, CPU
+  int64_t first = 0;     // the global batch row that row 0 holds
 };
 
 class DataSource {
  public:
   virtual ~DataSource() = default;
-  virtual StatusOr<Batch> GlobalBatch(int64_t iteration) = 0;
+  // The rows every iteration's global batch has.
+  virtual int64_t global_batch() const = 0;
+  // Rows [first, last) of iteration's global batch (first == last: an empty batch): CPU tensors
+  // holding only those samples, not views into a global batch. INVALID_ARGUMENT unless
+  // iteration >= 0 and 0 <= first <= last <= global_batch().
+  StatusOr<Batch> Samples(int64_t iteration, int64_t first, int64_t last);
+  // The whole global batch: Samples(iteration, 0, global_batch()).
+  StatusOr<Batch> GlobalBatch(int64_t iteration) { return Samples(iteration, 0, global_batch()); }
+
+ protected:
+  // Samples() after its range checks.
+  virtual StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) = 0;
 };
 
 struct DataSpec {
@@ -57,5 +76,23 @@ StatusOr<int64_t> NumClasses(const planner::Graph& graph);
 StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
                                                      const planner::Graph& graph,
                                                      int64_t global_batch);
+
+// `source` with the next batch prefetched: once Samples(i, first, last) has returned, a
+// background thread named "dp-prefetch" produces Samples(i + 1, first, last), so the next call
+// with those arguments waits only for what is left of that work. Any other call is produced on
+// demand (after the prefetch in flight, if any). Results equal `source`'s exactly; a libtorch
+// exception in `source` comes back as INTERNAL.
+// Threading: the returned source is used by one thread at a time; `source` is used only by the
+// prefetch thread from now on. Destruction joins that thread. Its libtorch ops run with the
+// process's intra-op settings, so with OpenMP it starts a thread team of its own: on CPU ranks
+// that divide a machine's cores (deepool-executor --threads) it competes with the rank's team.
+std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source);
+
+// The rows of the global batch `rank` needs from its DataSource under `plan`: the smallest range
+// holding the samples of every layer it runs that reads the graph input (inputs) and of every
+// graph output it runs (labels for the loss); {0, 0} when it needs none. Requires
+// CheckPlanMatchesGraph(plan, graph).
+std::pair<int64_t, int64_t> RankDataRange(const planner::Graph& graph, const planner::Plan& plan,
+                                          int rank);
 
 }  // namespace deepool::worker
