@@ -192,6 +192,9 @@ class PrefetchingData final : public DataSource {
 
   void Loop() {
     pthread_setname_np(pthread_self(), "dp-prefetch");
+    // Applies the process's intra-op thread count (deepool-executor --threads) to this thread's
+    // OpenMP team too, which would otherwise take one thread per core.
+    at::init_num_threads();
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [&] { return stop_ || HasWork(); });

@@ -83,9 +83,9 @@ StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
 // demand (after the prefetch in flight, if any). Results equal `source`'s exactly; a libtorch
 // exception in `source` comes back as INTERNAL.
 // Threading: the returned source is used by one thread at a time; `source` is used only by the
-// prefetch thread from now on. Destruction joins that thread. Its libtorch ops run with the
-// process's intra-op settings, so with OpenMP it starts a thread team of its own: on CPU ranks
-// that divide a machine's cores (deepool-executor --threads) it competes with the rank's team.
+// prefetch thread from now on. Destruction joins that thread. The prefetch thread takes the
+// process's intra-op thread count (at::init_num_threads), so on CPU ranks that divide a machine's
+// cores (deepool-executor --threads) it adds no OpenMP team of its own.
 std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source);
 
 // The rows of the global batch `rank` needs from its DataSource under `plan`: the smallest range

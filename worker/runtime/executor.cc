@@ -49,6 +49,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
       new Executor(graph, plan, comm, data, std::move(options), clock));
   RETURN_IF_ERROR(Guarded("building rank " + std::to_string(comm->rank()),
                           [&] { return executor->Init(factory); }));
+  // Init checked that the plan places every layer, which RankDataRange needs.
+  executor->data_rows_ = RankDataRange(graph, plan, comm->rank());
   return executor;
 }
 
@@ -226,7 +228,7 @@ Status Executor::Forward(int id, const Batch& batch) {
   for (size_t k = 0; k < state.input_edges.size(); ++k) {
     const Edge& edge = edges_[static_cast<size_t>(state.input_edges[k])];
     if (edge.producer == planner::kGraphInputId) {
-      parts[k].push_back(Rows(batch.inputs, 0, state.first, state.last));
+      parts[k].push_back(Rows(batch.inputs, batch.first, state.first, state.last));
       continue;
     }
     if (edge.in_segment) {  // same samples, same rank: the autograd graph goes on
@@ -451,7 +453,9 @@ void Executor::PrepareIteration(const Batch& batch) {
   for (size_t id = 0; id < layers_.size(); ++id) {
     LayerState& state = layers_[id];
     if (!state.runs) continue;
-    if (state.loss_weight > 0) labels_[id] = Rows(batch.labels, 0, state.first, state.last);
+    if (state.loss_weight > 0) {
+      labels_[id] = Rows(batch.labels, batch.first, state.first, state.last);
+    }
     for (auto& param : state.params) {
       if (param.grad().defined()) {
         param.mutable_grad().detach_();
@@ -528,7 +532,8 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   idle_ = {};
   layer_error_ = Status::Ok();
   ReleaseIterationTensors();  // after a failed iteration
-  ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration));
+  // Only the rows this rank's layers read, sliced on the host before the copy to the device.
+  ASSIGN_OR_RETURN(Batch batch, data_->Samples(iteration, data_rows_.first, data_rows_.second));
   double loss = 0;
   Status status =
       Guarded("iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),

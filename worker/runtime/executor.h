@@ -237,6 +237,7 @@ class Executor {
   const planner::Plan& plan_;
   Communicator* comm_;
   DataSource* data_;
+  std::pair<int64_t, int64_t> data_rows_{0, 0};  // the global batch rows this rank reads
   ExecutorOptions options_;
   const Clock* clock_;
   int rank_ = 0;

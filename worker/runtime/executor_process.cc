@@ -77,7 +77,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
     ASSIGN_OR_RETURN(host, BackgroundHost::Create(device.torch_device(), host_options, &comm,
                                                   SystemClock::Get()));
   }
-  ASSIGN_OR_RETURN(auto data, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  // The next iteration's rows are produced while this one trains.
+  std::unique_ptr<DataSource> data = WithPrefetch(std::move(source));
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;
