@@ -6,6 +6,7 @@
 
 #include <future>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -125,7 +126,7 @@ inline void CollectBuffers(const planner::Graph& graph,
 // Plain single-device training of the whole graph on the whole batch: the ground truth.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
                                      int iterations, const OptimizerSpec& optimizer, uint64_t seed,
-                                     uint64_t data_seed) {
+                                     const DataSpec& data_spec) {
   auto modules = BuildAllLayerModules(graph, seed);
   REQUIRE(modules.ok());
   std::vector<torch::Tensor> params;
@@ -135,7 +136,8 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   }
   auto opt = MakeOptimizer(optimizer, params);
   REQUIRE(opt.ok());
-  auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, global_batch);
+  auto data = MakeDataSource(data_spec, graph, global_batch);
+  INFO(data.status().ToString());
   REQUIRE(data.ok());
   TrainResult result;
   for (int i = 0; i < iterations; ++i) {
@@ -166,6 +168,14 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   return result;
 }
 
+// The same on synthetic data seeded with data_seed.
+inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
+                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
+                                     uint64_t data_seed) {
+  return TrainSingleDevice(graph, global_batch, iterations, optimizer, seed,
+                           DataSpec{"synthetic", data_seed, ""});
+}
+
 struct RankRun {
   Status status;
   TrainResult result;
@@ -175,6 +185,8 @@ using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank
 
 struct RankOptions {
   bool sync_batch_norm = true;  // ExecutorOptions::sync_batch_norm
+  // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
+  std::optional<DataSpec> data;
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
   // becomes the rank's status.
   std::function<Status(int rank, Executor& executor)> after;
@@ -195,7 +207,8 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
         run.status = comm.status();
         return;
       }
-      auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, plan.global_batch);
+      auto data = MakeDataSource(rank_options.data.value_or(DataSpec{"synthetic", data_seed, ""}),
+                                 graph, plan.global_batch);
       if (!data.ok()) {
         run.status = data.status();
         return;
@@ -266,9 +279,11 @@ inline CommMaker GlooComms(int world,
 }
 
 // Checks that every rank ran, that replicas of a layer agree, and that every parameter and
-// buffer of the reference is held by some rank and matches it within fp32 tolerance.
+// buffer of the reference is held by some rank and matches it within fp32 tolerance:
+// |got - want| <= atol + tolerance |want| in float64, atol = tolerance unless given.
 inline void RequireMatchesReference(const std::vector<RankRun>& runs, const TrainResult& reference,
-                                    double tolerance = 1e-4) {
+                                    double tolerance = 1e-4,
+                                    std::optional<double> atol = std::nullopt) {
   ParamMap merged;
   for (size_t r = 0; r < runs.size(); ++r) {
     INFO("rank " << r << ": " << runs[r].status.ToString());
@@ -290,7 +305,8 @@ inline void RequireMatchesReference(const std::vector<RankRun>& runs, const Trai
     for (const auto& [name, expected] : *tensors) {
       torch::Tensor got = merged.at(name).to(torch::kFloat64);
       INFO(name << " max diff " << (got - expected.to(torch::kFloat64)).abs().max().item<double>());
-      REQUIRE(torch::allclose(got, expected.to(torch::kFloat64), tolerance, tolerance));
+      REQUIRE(
+          torch::allclose(got, expected.to(torch::kFloat64), tolerance, atol.value_or(tolerance)));
     }
   }
   for (const auto& run : runs) {
