@@ -31,24 +31,6 @@ namespace fs = std::filesystem;
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
 
-bool SyncInEquivalenceRuns() { return std::getenv("DEEPOOL_TEST_BN_SYNC_OFF") == nullptr; }
-
-planner::Graph Zoo(const std::string& name) {
-  planner::zoo::ModelOptions options;
-  options.num_classes = 5;
-  auto graph = planner::zoo::BuildModel(name, options);
-  REQUIRE(graph.ok());
-  return std::move(graph).value();
-}
-
-OptimizerSpec Adam() {
-  OptimizerSpec spec;
-  spec.name = "adam";
-  spec.lr = 0.01;
-  spec.weight_decay = 1e-4;
-  return spec;
-}
-
 void RequireRanksOk(const std::vector<RankRun>& runs) {
   for (size_t r = 0; r < runs.size(); ++r) {
     INFO("rank " << r << ": " << runs[r].status.ToString());

@@ -47,16 +47,6 @@ using planner::zoo::Sq;
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
 
-bool SyncInEquivalenceRuns() { return std::getenv("DEEPOOL_TEST_BN_SYNC_OFF") == nullptr; }
-
-OptimizerSpec Adam() {
-  OptimizerSpec spec;
-  spec.name = "adam";
-  spec.lr = 0.01;
-  spec.weight_decay = 1e-4;
-  return spec;
-}
-
 // The planner's plan for `graph`, as `deepool plan --device cpu --cluster cpu-G` makes it, but
 // with the analytical cpu preset's peak lowered to `peak_tflops`: at the preset's 1.28 TFLOPS
 // these tiny graphs are all dispatch and transfer latency, so every plan is one device. Requires

@@ -10,22 +10,6 @@
 namespace deepool::worker::testing {
 namespace {
 
-planner::Graph Zoo(const std::string& name, int64_t classes = 5) {
-  planner::zoo::ModelOptions options;
-  options.num_classes = classes;
-  auto graph = planner::zoo::BuildModel(name, options);
-  REQUIRE(graph.ok());
-  return std::move(graph).value();
-}
-
-OptimizerSpec Adam() {
-  OptimizerSpec spec;
-  spec.name = "adam";
-  spec.lr = 0.01;
-  spec.weight_decay = 1e-4;
-  return spec;
-}
-
 TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device training",
           "[executor]") {
   torch::set_num_threads(1);

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "planner/zoo/layer_list_builder.h"
+#include "planner/zoo/zoo.h"
 #include "tests/runtime/fake_communicator.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/data.h"
@@ -23,6 +25,27 @@
 #include "worker/runtime/loss.h"
 
 namespace deepool::worker::testing {
+
+// A zoo model with `classes` outputs.
+inline planner::Graph Zoo(const std::string& name, int64_t classes = 5) {
+  planner::zoo::ModelOptions options;
+  options.num_classes = classes;
+  auto graph = planner::zoo::BuildModel(name, options);
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+inline OptimizerSpec Adam() {
+  OptimizerSpec spec;
+  spec.name = "adam";
+  spec.lr = 0.01;
+  spec.weight_decay = 1e-4;
+  return spec;
+}
+
+// Equivalence tests that check batch norm train with synchronised statistics unless
+// DEEPOOL_TEST_BN_SYNC_OFF is set, which shows that they fail without it.
+inline bool SyncInEquivalenceRuns() { return std::getenv("DEEPOOL_TEST_BN_SYNC_OFF") == nullptr; }
 
 // SGD with momentum and weight decay: the optimizer most equivalence tests train with.
 inline OptimizerSpec Sgd() {
