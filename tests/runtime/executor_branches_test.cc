@@ -34,27 +34,6 @@ std::map<std::string, std::vector<int>> ResidualBurst() {
           {"fc", {0}}};
 }
 
-// A stem, three parallel towers (1x1; 1x1 then 3x3; pool then 1x1) and their concat.
-planner::Graph InceptionBlock() {
-  LayerListBuilder b;
-  std::string x = b.Conv2d("stem.conv", "input", ConvSpec(3, 8, Sq(3)).Padding(Sq(1)));
-  x = b.Relu("stem.relu", x);
-  std::string t1 = b.Conv2d("t1.conv", x, ConvSpec(8, 4, Sq(1)));
-  t1 = b.Relu("t1.relu", t1);
-  std::string t2 = b.Conv2d("t2.reduce", x, ConvSpec(8, 4, Sq(1)));
-  t2 = b.Relu("t2.relu1", t2);
-  t2 = b.Conv2d("t2.conv", t2, ConvSpec(4, 4, Sq(3)).Padding(Sq(1)));
-  t2 = b.Relu("t2.relu2", t2);
-  std::string t3 = b.MaxPool2d("t3.pool", x, Sq(3), Sq(1), Sq(1));
-  t3 = b.Conv2d("t3.conv", t3, ConvSpec(8, 4, Sq(1)));
-  t3 = b.Relu("t3.relu", t3);
-  std::string y = b.Concat("concat", {t3, t1, t2});
-  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
-  y = b.Flatten("flatten", y);
-  y = b.Linear("fc", y, 12, 5);
-  return BuildGraph("inception_block", {3, 6, 6}, std::move(b), y);
-}
-
 // Each tower on its own sets, crossing between all three ranks; the concat takes its inputs in
 // another order than they were computed.
 std::map<std::string, std::vector<int>> InceptionBurst() {
@@ -120,7 +99,7 @@ TEST_CASE(
 TEST_CASE("inception block with towers on different sets over 3 ranks equals single device",
           "[executor][branches]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/false);
   auto plan = MakePlan(graph, 9, 3, {0, 1, 2}, InceptionBurst());
   RequireEquivalent(graph, plan, 9, 3, 6, 7, FakeComms(3));
 }
@@ -128,7 +107,7 @@ TEST_CASE("inception block with towers on different sets over 3 ranks equals sin
 TEST_CASE("inception block with towers crossing between 2 ranks equals single device",
           "[executor][branches]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/false);
   auto plan = MakePlan(graph, 6, 2, {0, 1}, InceptionCrossing());
   RequireEquivalent(graph, plan, 6, 3, 8, 9, FakeComms(2));
 }
@@ -136,7 +115,7 @@ TEST_CASE("inception block with towers crossing between 2 ranks equals single de
 TEST_CASE("inception block whose towers feed a concat on another rank equals single device",
           "[executor][branches]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/false);
   auto plan = MakePlan(graph, 6, 2, {0}, InceptionFunnel());
   RequireEquivalent(graph, plan, 6, 3, 10, 11, FakeComms(2));
 }
@@ -144,7 +123,7 @@ TEST_CASE("inception block whose towers feed a concat on another rank equals sin
 TEST_CASE("inception block with towers on different sets equals single device (Gloo)",
           "[executor][branches][gloo]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/false);
   auto plan = MakePlan(graph, 9, 3, {0, 1, 2}, InceptionBurst());
   RequireEquivalent(graph, plan, 9, 2, 6, 7, GlooComms(3));
 }

@@ -142,30 +142,6 @@ planner::Graph SmallCnn(int64_t num_classes, int64_t image_size = 0) {
   return std::move(graph).value();
 }
 
-// A stem with batch norm, three towers (1x1; 1x1 then 3x3 with batch norm; pool then 1x1) and
-// their concat, pooled into a linear head.
-planner::Graph InceptionBnBlock() {
-  LayerListBuilder b;
-  std::string x = b.Conv2d("stem.conv", "input", ConvSpec(3, 8, Sq(3)).Padding(Sq(1)).NoBias());
-  x = b.BatchNorm2d("stem.bn", x);
-  x = b.Relu("stem.relu", x);
-  std::string t1 = b.Conv2d("t1.conv", x, ConvSpec(8, 4, Sq(1)));
-  t1 = b.Relu("t1.relu", t1);
-  std::string t2 = b.Conv2d("t2.reduce", x, ConvSpec(8, 4, Sq(1)));
-  t2 = b.Relu("t2.relu1", t2);
-  t2 = b.Conv2d("t2.conv", t2, ConvSpec(4, 4, Sq(3)).Padding(Sq(1)).NoBias());
-  t2 = b.BatchNorm2d("t2.bn", t2);
-  t2 = b.Relu("t2.relu2", t2);
-  std::string t3 = b.MaxPool2d("t3.pool", x, Sq(3), Sq(1), Sq(1));
-  t3 = b.Conv2d("t3.conv", t3, ConvSpec(8, 4, Sq(1)));
-  t3 = b.Relu("t3.relu", t3);
-  std::string y = b.Concat("concat", {t3, t1, t2});
-  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
-  y = b.Flatten("flatten", y);
-  y = b.Linear("fc", y, 12, 5);
-  return BuildGraph("inception_bn_block", {3, 6, 6}, std::move(b), y);
-}
-
 // The planner's small_cnn plan: batch 8 on 3 devices, the stem (with stem.bn) on 2 ranks (4/4),
 // the branches and the residual block (with res.bn) on 3 (3/3/2), the head on 1.
 planner::Plan SmallCnnPlan(const planner::Graph& graph) {
@@ -214,14 +190,14 @@ TEST_CASE("planner's residual block burst plan with Adam equals one device, buff
 TEST_CASE("planner's Inception-style block burst plan with SGD equals one device, buffers too",
           "[executor][planned]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBnBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/true);
   RequirePlannedEquivalence(graph, InceptionPlan(graph), Sgd(), 6, 56);
 }
 
 TEST_CASE("planner's Inception-style block burst plan with Adam equals one device, buffers too",
           "[executor][planned]") {
   torch::set_num_threads(1);
-  auto graph = InceptionBnBlock();
+  auto graph = InceptionBlock(/*batch_norm=*/true);
   RequirePlannedEquivalence(graph, InceptionPlan(graph), Adam(), 4, 54);
 }
 

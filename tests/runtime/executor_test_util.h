@@ -129,6 +129,40 @@ inline planner::Graph ResidualBlock() {
   return BuildGraph("residual_block", {3, 6, 6}, std::move(b), y);
 }
 
+// A stem, three parallel towers (1x1; 1x1 then 3x3; pool then 1x1), their concat (in another
+// order than the towers are computed) and a linear head. With batch_norm, the stem and the 3x3
+// conv are followed by batch norm (and lose their bias).
+inline planner::Graph InceptionBlock(bool batch_norm) {
+  using planner::zoo::ConvSpec;
+  using planner::zoo::Sq;
+  planner::zoo::LayerListBuilder b;
+  ConvSpec stem = ConvSpec(3, 8, Sq(3)).Padding(Sq(1));
+  ConvSpec tower = ConvSpec(4, 4, Sq(3)).Padding(Sq(1));
+  if (batch_norm) {
+    stem = stem.NoBias();
+    tower = tower.NoBias();
+  }
+  std::string x = b.Conv2d("stem.conv", "input", stem);
+  if (batch_norm) x = b.BatchNorm2d("stem.bn", x);
+  x = b.Relu("stem.relu", x);
+  std::string t1 = b.Conv2d("t1.conv", x, ConvSpec(8, 4, Sq(1)));
+  t1 = b.Relu("t1.relu", t1);
+  std::string t2 = b.Conv2d("t2.reduce", x, ConvSpec(8, 4, Sq(1)));
+  t2 = b.Relu("t2.relu1", t2);
+  t2 = b.Conv2d("t2.conv", t2, tower);
+  if (batch_norm) t2 = b.BatchNorm2d("t2.bn", t2);
+  t2 = b.Relu("t2.relu2", t2);
+  std::string t3 = b.MaxPool2d("t3.pool", x, Sq(3), Sq(1), Sq(1));
+  t3 = b.Conv2d("t3.conv", t3, ConvSpec(8, 4, Sq(1)));
+  t3 = b.Relu("t3.relu", t3);
+  std::string y = b.Concat("concat", {t3, t1, t2});
+  y = b.AdaptiveAvgPool2d("pool", y, Sq(1));
+  y = b.Flatten("flatten", y);
+  y = b.Linear("fc", y, 12, 5);
+  return BuildGraph(batch_norm ? "inception_bn_block" : "inception_block", {3, 6, 6}, std::move(b),
+                    y);
+}
+
 struct TrainResult {
   ParamMap params;
   ParamMap buffers;  // "<layer>.<buffer>": batch norm's running statistics and counter
