@@ -1,18 +1,15 @@
 // `deepool profile ...`: measures per-layer times with libtorch. The deepool command does not
 // link libtorch, so this runs deepool-profile from the same folder as this executable with the
 // same arguments and returns its exit status (deepool-profile --help lists the options).
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "common/subprocess.h"
 
 namespace deepool::cli {
 namespace {
@@ -34,35 +31,23 @@ int RunProfileTool(const std::vector<std::string>& args) {
               << " not found; it is built with the training runtime (DEEPOOL_WITH_RUNTIME=ON)\n";
     return kExitUnavailable;
   }
-  std::vector<std::string> argv_strings{tool.string()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : argv_strings) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
+  ProcessSpec spec;
+  spec.executable = tool.string();
+  spec.args = args;
+  spec.stdout_to = ProcessOutput::Inherit();
+  spec.stderr_to = ProcessOutput::Inherit();
+  // In our process group, so a Ctrl-C on the terminal reaches the tool too.
+  spec.own_process_group = false;
   std::cout.flush();
   std::cerr.flush();
-  pid_t pid = fork();
-  if (pid < 0) {
-    std::cerr << "deepool profile: fork failed: " << std::strerror(errno) << "\n";
+  auto child = ChildProcess::Start(spec);
+  if (!child.ok()) {
+    std::cerr << "deepool profile: " << child.status().message() << "\n";
     return kExitFailure;
   }
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "deepool profile: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(kExitFailure);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      std::cerr << "deepool profile: waiting for " << kProfileTool
-                << " failed: " << std::strerror(errno) << "\n";
-      return kExitFailure;
-    }
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  std::cerr << "deepool profile: " << kProfileTool << " ended by signal "
-            << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n";
+  const ProcessExit exit = (*child)->Wait();
+  if (exit.signal == 0) return exit.exit_code;
+  std::cerr << "deepool profile: " << kProfileTool << " " << exit.Describe() << "\n";
   return kExitFailure;
 }
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace deepool::coordinator {
@@ -19,13 +20,9 @@ const char* NodeStateName(NodeState state) {
 }
 
 std::string NodeRecord::host() const {
-  if (!address.empty() && address.front() == '[') {
-    size_t close = address.find(']');
-    return close == std::string::npos ? address : address.substr(0, close + 1);
-  }
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || address.find(':') != colon) return address;
-  return address.substr(0, colon);
+  // Register() checked the address, so it parses.
+  StatusOr<HostPort> parsed = ParseHostOptionalPort(address);
+  return parsed.ok() ? FormatHost(parsed->host) : address;
 }
 
 NodeRegistry::NodeRegistry(const Clock* clock, Clock::Duration node_timeout)
@@ -34,7 +31,9 @@ NodeRegistry::NodeRegistry(const Clock* clock, Clock::Duration node_timeout)
 StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::string& address,
                                             const std::vector<DeviceInfo>& devices) {
   if (name.empty()) return InvalidArgumentError("name: must not be empty");
-  if (address.empty()) return InvalidArgumentError("address: must not be empty");
+  if (StatusOr<HostPort> parsed = ParseHostOptionalPort(address); !parsed.ok()) {
+    return parsed.status().WithContext("address");
+  }
   if (devices.empty()) return InvalidArgumentError("devices: a node needs at least one device");
   std::set<std::string> seen;
   for (size_t i = 0; i < devices.size(); ++i) {

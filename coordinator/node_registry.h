@@ -38,7 +38,8 @@ struct NodeRecord {
   Clock::TimePoint last_seen{};
 
   bool schedulable() const { return state == NodeState::kUp; }
-  // The host part of the address ("10.0.0.5" of "10.0.0.5:7000"; "[::1]" stays bracketed).
+  // The host part of the address, ready for ":PORT" to be appended: "10.0.0.5" of
+  // "10.0.0.5:7000", "[::1]" of "[::1]:7000", "::1" or "[::1]".
   std::string host() const;
 };
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace deepool::coordinator {
@@ -25,6 +26,8 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
 StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
     std::unique_ptr<PlanningBackend> planner, const Clock* clock) {
+  StatusOr<HostPort> listen = ParseHostPort(options.listen);
+  if (!listen.ok()) return listen.status().WithContext("--listen");
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->options_ = options;
   s->store_ = std::move(store);
@@ -56,9 +59,10 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!s->server_ || port == 0) {
     return UnavailableError("--listen: cannot listen on " + options.listen);
   }
-  std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
-  s->address_ = host + ":" + std::to_string(port);
+  // A wildcard listen address is no address to reach us at; loopback is, from this host.
+  std::string host = listen->host;
+  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  s->address_ = FormatHostPort(host, port);
   if (options.control_loop) s->control_thread_ = std::thread([p = s.get()] { p->ControlLoop(); });
   DP_LOG_INFO("coordinator listening on {}", s->address_);
   return s;

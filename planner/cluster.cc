@@ -6,7 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "planner/json_fields.h"
+#include "common/json_fields.h"
 
 namespace deepool::planner {
 namespace {
@@ -39,20 +39,8 @@ Status CheckLink(const Link& link, const std::string& field) {
   return Status::Ok();
 }
 
-StatusOr<double> NumberField(const json& object, const std::string& key, const std::string& path) {
-  auto it = object.find(key);
-  if (it == object.end()) return InvalidArgumentError("missing field " + path + key);
-  if (!it->is_number()) return InvalidArgumentError("field " + path + key + " must be a number");
-  return it->get<double>();
-}
-
 StatusOr<int> IntField(const json& object, const std::string& key) {
-  auto it = object.find(key);
-  if (it == object.end()) return InvalidArgumentError("missing field " + key);
-  if (!it->is_number_integer()) {
-    return InvalidArgumentError("field " + key + " must be an integer");
-  }
-  const int64_t value = it->get<int64_t>();
+  ASSIGN_OR_RETURN(const int64_t value, ReadRequiredField<int64_t>(object, key, ""));
   if (value < 1 || value > (1 << 24)) {
     return InvalidArgumentError("field " + key + " must be between 1 and 16777216");
   }
@@ -60,13 +48,11 @@ StatusOr<int> IntField(const json& object, const std::string& key) {
 }
 
 StatusOr<Link> LinkField(const json& object, const std::string& key) {
-  auto it = object.find(key);
-  if (it == object.end()) return InvalidArgumentError("missing field " + key);
-  if (!it->is_object()) return InvalidArgumentError("field " + key + " must be an object");
+  ASSIGN_OR_RETURN(const json* it, ReadRequiredObject(object, key, ""));
   RETURN_IF_ERROR(CheckKnownFields(*it, {"bandwidth_gbps", "latency_us"}, key + "."));
   Link link;
-  ASSIGN_OR_RETURN(link.bandwidth_gbps, NumberField(*it, "bandwidth_gbps", key + "."));
-  ASSIGN_OR_RETURN(link.latency_us, NumberField(*it, "latency_us", key + "."));
+  ASSIGN_OR_RETURN(link.bandwidth_gbps, ReadRequiredField<double>(*it, "bandwidth_gbps", key + "."));
+  ASSIGN_OR_RETURN(link.latency_us, ReadRequiredField<double>(*it, "latency_us", key + "."));
   RETURN_IF_ERROR(CheckLink(link, key));
   return link;
 }
@@ -132,18 +118,13 @@ StatusOr<Cluster> ParseClusterJson(std::string_view text) {
   if (!known.ok()) return fail(known);
 
   Cluster cluster;
-  auto name = doc.find("name");
-  if (name != doc.end()) {
-    if (!name->is_string()) return fail(InvalidArgumentError("field name must be a string"));
-    cluster.name = name->get<std::string>();
-  } else {
-    cluster.name = "cluster";
+  cluster.name = "cluster";
+  if (Status name = ReadOptionalField(doc, "name", "", &cluster.name); !name.ok()) {
+    return fail(name);
   }
-  auto device_type = doc.find("device_type");
-  if (device_type == doc.end() || !device_type->is_string()) {
-    return fail(InvalidArgumentError("missing string field device_type"));
-  }
-  cluster.device_type = device_type->get<std::string>();
+  auto device_type = ReadRequiredField<std::string>(doc, "device_type", "");
+  if (!device_type.ok()) return fail(device_type.status());
+  cluster.device_type = *device_type;
 
   auto nodes = IntField(doc, "nodes");
   if (!nodes.ok()) return fail(nodes.status());

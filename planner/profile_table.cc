@@ -7,7 +7,7 @@
 #include <set>
 
 #include "planner/a100_import.h"
-#include "planner/json_fields.h"
+#include "common/json_fields.h"
 
 namespace deepool::planner {
 namespace {
@@ -47,22 +47,11 @@ double Lerp(int64_t x0, double y0, int64_t x1, double y1, int64_t x) {
 }
 
 StatusOr<double> TimeField(const json& object, const char* key, const std::string& path) {
-  auto it = object.find(key);
-  if (it == object.end()) return InvalidArgumentError("missing field " + path + "." + key);
-  if (!it->is_number())
-    return InvalidArgumentError("field " + path + "." + key + " must be a number");
-  const double value = it->get<double>();
+  ASSIGN_OR_RETURN(const double value, ReadRequiredField<double>(object, key, path + "."));
   if (!std::isfinite(value) || value < 0) {
     return InvalidArgumentError("field " + path + "." + key + " must be a finite number >= 0");
   }
   return value;
-}
-
-StatusOr<std::string> StringField(const json& object, const char* key, const std::string& path) {
-  auto it = object.find(key);
-  if (it == object.end()) return InvalidArgumentError("missing field " + path + key);
-  if (!it->is_string()) return InvalidArgumentError("field " + path + key + " must be a string");
-  return it->get<std::string>();
 }
 
 // Checks one layer's measurements: non-empty, batches >= 1 and distinct, times finite >= 0.
@@ -104,52 +93,43 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
   Status known = CheckKnownFields(doc, {"format", "version", "device", "model", "layers"}, "");
   if (!known.ok()) return fail(known);
   ProfileData data;
-  auto device = StringField(doc, "device", "");
+  auto device = ReadRequiredField<std::string>(doc, "device", "");
   if (!device.ok()) return fail(device.status());
   data.device = *device;
-  auto model = StringField(doc, "model", "");
+  auto model = ReadRequiredField<std::string>(doc, "model", "");
   if (!model.ok()) return fail(model.status());
   data.model = *model;
 
-  auto layers = doc.find("layers");
-  if (layers == doc.end() || !layers->is_array()) {
-    return fail(InvalidArgumentError("missing array field layers"));
-  }
+  auto layers = ReadRequiredArray(doc, "layers", "");
+  if (!layers.ok()) return fail(layers.status());
   std::set<std::string> names;
-  for (size_t i = 0; i < layers->size(); ++i) {
-    const json& entry = (*layers)[i];
+  for (size_t i = 0; i < (*layers)->size(); ++i) {
+    const json& entry = (**layers)[i];
     const std::string path = "layers[" + std::to_string(i) + "]";
     if (!entry.is_object()) return fail(InvalidArgumentError(path + " must be an object"));
     known = CheckKnownFields(entry, {"name", "op", "batches"}, path + ".");
     if (!known.ok()) return fail(known);
     LayerProfileData layer;
-    auto name = StringField(entry, "name", path + ".");
+    auto name = ReadRequiredField<std::string>(entry, "name", path + ".");
     if (!name.ok()) return fail(name.status());
     layer.name = *name;
     if (!names.insert(layer.name).second) {
       return fail(InvalidArgumentError(path + ".name \"" + layer.name + "\" repeats"));
     }
-    if (entry.contains("op")) {
-      auto op = StringField(entry, "op", path + ".");
-      if (!op.ok()) return fail(op.status());
-      layer.op = *op;
-    }
-    auto batches = entry.find("batches");
-    if (batches == entry.end() || !batches->is_array()) {
-      return fail(InvalidArgumentError("missing array field " + path + ".batches"));
-    }
-    for (size_t j = 0; j < batches->size(); ++j) {
-      const json& item = (*batches)[j];
+    Status op = ReadOptionalField(entry, "op", path + ".", &layer.op);
+    if (!op.ok()) return fail(op);
+    auto batches = ReadRequiredArray(entry, "batches", path + ".");
+    if (!batches.ok()) return fail(batches.status());
+    for (size_t j = 0; j < (*batches)->size(); ++j) {
+      const json& item = (**batches)[j];
       const std::string where = path + ".batches[" + std::to_string(j) + "]";
       if (!item.is_object()) return fail(InvalidArgumentError(where + " must be an object"));
       known = CheckKnownFields(item, {"batch", "forward_ms", "backward_ms"}, where + ".");
       if (!known.ok()) return fail(known);
       BatchTime point;
-      auto batch = item.find("batch");
-      if (batch == item.end() || !batch->is_number_integer()) {
-        return fail(InvalidArgumentError("missing integer field " + where + ".batch"));
-      }
-      point.batch = batch->get<int64_t>();
+      auto batch = ReadRequiredField<int64_t>(item, "batch", where + ".");
+      if (!batch.ok()) return fail(batch.status());
+      point.batch = *batch;
       auto forward = TimeField(item, "forward_ms", where);
       if (!forward.ok()) return fail(forward.status());
       point.forward_ms = *forward;

@@ -2,18 +2,16 @@
 // with CPU devices as child processes, submits a demo foreground burst-parallel job and a
 // background job, shows their progress to the end, prints a summary and shuts everything down
 // (SIGTERM, then SIGKILL after a grace period). Runs on the main thread.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
-#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cli/command_registry.h"
@@ -21,8 +19,7 @@
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
 #include "common/status.h"
-
-extern char** environ;
+#include "common/subprocess.h"
 
 namespace deepool::cli {
 namespace {
@@ -50,125 +47,88 @@ struct UpFlags {
   int timeout_s = 900;
 };
 
-// A child started by `up`, in its own process group, stdout optionally piped to us.
-struct Child {
-  std::string name;
-  pid_t pid = -1;
-  int stdout_fd = -1;
-};
-
 fs::path BinDir() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path(".") : self.parent_path();
 }
 
-StatusOr<Child> Spawn(const std::string& name, const fs::path& binary,
-                      const std::vector<std::string>& args, const fs::path& log_file,
-                      bool pipe_stdout) {
-  if (access(binary.c_str(), X_OK) != 0) {
+// A daemon started by `up`: its own process group (a Ctrl-C reaches only us, and we shut the
+// daemons down in order), stderr appended to its log file.
+struct Daemon {
+  std::string name;
+  std::unique_ptr<ChildProcess> process;
+};
+
+StatusOr<Daemon> StartDaemon(const std::string& name, const fs::path& binary,
+                             const std::vector<std::string>& args, const fs::path& log_file,
+                             ChildCallbacks stdout_lines) {
+  ProcessSpec spec;
+  spec.executable = binary.string();
+  spec.args = args;
+  spec.stderr_to = ProcessOutput::AppendTo(log_file.string());
+  if (!stdout_lines.on_stdout_line) spec.stdout_to = spec.stderr_to;
+  auto process = ChildProcess::Start(spec, std::move(stdout_lines));
+  if (process.status().code() == StatusCode::kNotFound) {
     return NotFoundError(binary.string() + " not found; build it first (scripts/build.sh)");
   }
-  std::vector<std::string> argv_strings{binary.string()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  int pipe_fds[2] = {-1, -1};
-  if (pipe_stdout && pipe2(pipe_fds, O_CLOEXEC) != 0) return InternalError("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_file.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (pipe_stdout) {
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  } else {
-    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group: a Ctrl-C reaches only us, and we shut the children down in order.
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  Child child;
-  child.name = name;
-  int rc = posix_spawn(&child.pid, binary.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (pipe_stdout) close(pipe_fds[1]);
-  if (rc != 0) {
-    if (pipe_stdout) close(pipe_fds[0]);
-    return InternalError("cannot start " + binary.string() + ": " + strerror(rc));
-  }
-  child.stdout_fd = pipe_stdout ? pipe_fds[0] : -1;
-  return child;
+  if (!process.ok()) return process.status();
+  return Daemon{name, std::move(*process)};
 }
 
-// Reads the coordinator's {"event":"listening","address":...} line.
-StatusOr<std::string> ReadListeningAddress(const Child& coordinator, Clock::duration timeout) {
-  std::string buffer;
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    pollfd fd{coordinator.stdout_fd, POLLIN, 0};
-    int ready = poll(&fd, 1, 200);
-    if (ready > 0) {
-      char chunk[4096];
-      ssize_t n = read(coordinator.stdout_fd, chunk, sizeof(chunk));
-      if (n <= 0) return UnavailableError("deepool-coordinator exited during start-up");
-      buffer.append(chunk, static_cast<size_t>(n));
-      size_t newline;
-      while ((newline = buffer.find('\n')) != std::string::npos) {
-        std::string line = buffer.substr(0, newline);
-        buffer.erase(0, newline + 1);
-        auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (doc.is_object() && doc.value("event", "") == "listening" && doc.contains("address") &&
-            doc["address"].is_string()) {
-          return doc["address"].get<std::string>();
-        }
+// The coordinator's {"event":"listening","address":...} line, delivered by its reader thread.
+class ListeningAddress {
+ public:
+  // Stdout callbacks for the coordinator; `log_file` receives its other stdout lines.
+  ChildCallbacks Callbacks(const fs::path& log_file) {
+    ChildCallbacks callbacks;
+    callbacks.on_stdout_line = [this, log = std::make_shared<std::ofstream>(
+                                          log_file, std::ios::app)](const std::string& line) {
+      auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (doc.is_object() && doc.value("event", "") == "listening" && doc.contains("address") &&
+          doc["address"].is_string()) {
+        Set(doc["address"].get<std::string>());
+      } else {
+        *log << line << std::endl;
       }
-    }
-    int status = 0;
-    if (waitpid(coordinator.pid, &status, WNOHANG) == coordinator.pid) {
-      return UnavailableError("deepool-coordinator exited during start-up");
-    }
+    };
+    callbacks.on_exit = [this](const ProcessExit&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      exited_ = true;
+      cv_.notify_all();
+    };
+    return callbacks;
   }
-  return DeadlineExceededError("deepool-coordinator did not report its address in time");
-}
 
-// SIGTERM, wait up to `grace`, then SIGKILL; reaps the child.
-void StopChild(Child& child, std::chrono::milliseconds grace) {
-  if (child.pid <= 0) return;
-  kill(-child.pid, SIGTERM);
-  const auto deadline = Clock::now() + grace;
-  int status = 0;
-  while (Clock::now() < deadline) {
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      child.pid = -1;
-      break;
+  StatusOr<std::string> Wait(Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [this] { return address_ || exited_; })) {
+      return DeadlineExceededError("deepool-coordinator did not report its address in time");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!address_) return UnavailableError("deepool-coordinator exited during start-up");
+    return *address_;
   }
-  if (child.pid > 0) {
-    std::cerr << "deepool up: " << child.name << " did not stop in time; killing it\n";
-    kill(-child.pid, SIGKILL);
-    waitpid(child.pid, &status, 0);
-    child.pid = -1;
-  } else {
-    kill(-child.pid, SIGKILL);  // anything left in its group
+
+ private:
+  void Set(std::string address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    address_ = std::move(address);
+    cv_.notify_all();
   }
-  if (child.stdout_fd >= 0) close(child.stdout_fd);
-  child.stdout_fd = -1;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<std::string> address_;
+  bool exited_ = false;
+};
+
+// SIGTERM to the daemon's group, SIGKILL after `grace`.
+void StopDaemon(Daemon& daemon, std::chrono::milliseconds grace) {
+  if (!daemon.process) return;
+  if (!daemon.process->Terminate(grace)) {
+    std::cerr << "deepool up: " << daemon.name << " did not stop in time; killed it\n";
+  }
+  daemon.process.reset();
 }
 
 // Waits until `count` nodes are UP.
@@ -242,13 +202,15 @@ int RunUp(const UpFlags& f) {
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   std::signal(SIGPIPE, SIG_IGN);
-  std::vector<Child> workers;
-  Child coordinator;
+  // Before the daemons: the coordinator's reader thread reports into it until it is stopped.
+  ListeningAddress listening;
+  std::vector<Daemon> workers;
+  Daemon coordinator;
   auto shutdown = [&] {
     std::cout << "shutting down: " << workers.size() << " worker(s), then the coordinator"
               << std::endl;
-    for (auto& w : workers) StopChild(w, std::chrono::seconds(15));
-    StopChild(coordinator, std::chrono::seconds(10));
+    for (auto& w : workers) StopDaemon(w, std::chrono::seconds(15));
+    StopDaemon(coordinator, std::chrono::seconds(10));
     if (temporary && !f.keep) {
       fs::remove_all(dir, ec);
     } else {
@@ -256,16 +218,17 @@ int RunUp(const UpFlags& f) {
     }
   };
 
-  auto started = Spawn("coordinator", bin / "deepool-coordinator",
-                       {"--listen", "127.0.0.1:0", "--data-dir", (dir / "coordinator").string(),
-                        "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15"},
-                       dir / "coordinator.log", /*pipe_stdout=*/true);
+  auto started = StartDaemon(
+      "coordinator", bin / "deepool-coordinator",
+      {"--listen", "127.0.0.1:0", "--data-dir", (dir / "coordinator").string(),
+       "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15"},
+      dir / "coordinator.log", listening.Callbacks(dir / "coordinator.log"));
   if (!started.ok()) {
     std::cerr << "deepool up: " << started.status().message() << "\n";
     return kExitFailure;
   }
-  coordinator = *started;
-  auto address = ReadListeningAddress(coordinator, std::chrono::seconds(60));
+  coordinator = std::move(*started);
+  auto address = listening.Wait(std::chrono::seconds(60));
   if (!address.ok()) {
     std::cerr << "deepool up: " << address.status().message() << " (see "
               << (dir / "coordinator.log").string() << ")\n";
@@ -277,17 +240,17 @@ int RunUp(const UpFlags& f) {
 
   for (int i = 0; i < f.workers; ++i) {
     std::string name = "local-" + std::to_string(i);
-    auto worker = Spawn(
+    auto worker = StartDaemon(
         name, bin / "deepool-worker",
         {"--coordinator", *address, "--devices", "cpu:" + std::to_string(f.devices_per_worker),
          "--name", name, "--address", "127.0.0.1", "--work-dir", (dir / name).string()},
-        dir / (name + ".log"), /*pipe_stdout=*/false);
+        dir / (name + ".log"), /*stdout_lines=*/{});
     if (!worker.ok()) {
       std::cerr << "deepool up: " << worker.status().message() << "\n";
       shutdown();
       return kExitFailure;
     }
-    workers.push_back(*worker);
+    workers.push_back(std::move(*worker));
   }
   auto stub = ConnectCoordinator(*address);
   Status nodes = WaitForNodes(*stub, f.workers, std::chrono::seconds(60));

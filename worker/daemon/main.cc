@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/worker_daemon.h"
@@ -32,13 +33,13 @@ std::string Hostname() {
 // The local address the kernel would use to reach the coordinator: what other nodes (and the
 // coordinator) most likely reach this node at. A UDP connect sends nothing.
 std::string LocalAddressToward(const std::string& coordinator) {
-  auto host_port = SplitHostPort(coordinator);
+  auto host_port = deepool::ParseHostPort(coordinator);
   if (!host_port.ok()) return "127.0.0.1";
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* result = nullptr;
-  if (getaddrinfo(host_port->first.c_str(), std::to_string(host_port->second).c_str(), &hints,
+  if (getaddrinfo(host_port->host.c_str(), std::to_string(host_port->port).c_str(), &hints,
                   &result) != 0 ||
       !result) {
     return "127.0.0.1";
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("worker", flags.log_level);
+  if (auto coordinator = deepool::ParseHostPort(flags.coordinator); !coordinator.ok()) {
+    std::cerr << "deepool-worker: --coordinator: " << coordinator.status().message() << "\n";
+    return 2;
+  }
   SystemDeviceProbe probe;
   auto devices = ParseDevices(flags.devices, probe);
   if (!devices.ok()) {

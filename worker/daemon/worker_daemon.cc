@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace deepool::worker::daemon {
@@ -40,25 +41,6 @@ std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::
 }
 
 }  // namespace
-
-StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return InvalidArgumentError("address must be HOST:PORT, got '" + address + "'");
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  std::string port_text = address.substr(colon + 1);
-  if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(),
-                                           [](char c) { return c >= '0' && c <= '9'; })) {
-    return InvalidArgumentError("address must be HOST:PORT, got '" + address + "'");
-  }
-  int port = std::stoi(port_text);
-  if (port > 65535) return InvalidArgumentError("port out of range in '" + address + "'");
-  return std::make_pair(host, port);
-}
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options,
                            std::unique_ptr<v1::NodeService::StubInterface> stub,
@@ -337,7 +319,7 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
     }
     return;
   }
-  auto store = SplitHostPort(t.store_address());
+  StatusOr<HostPort> store = ParseHostPort(t.store_address());
   if (!store.ok()) {
     QueueStartFailure(assignment, "store_address: " + store.status().message());
     return;
@@ -347,8 +329,8 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
   task.job_id = assignment.job_id();
   task.run_spec_json = t.run_spec_json();
   task.world_size = t.world_size();
-  task.store_host = store->first;
-  task.store_port = store->second;
+  task.store_host = store->host;
+  task.store_port = store->port;
   task.timeout_s = static_cast<int>(t.timeout_s());
   task.background = t.background();
   for (const auto& rd : t.ranks()) {
@@ -406,7 +388,7 @@ void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment, const
 void WorkerDaemon::OnStoreReady(const std::string& task_id, const std::string& host, int port) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    progress_[task_id].store_ready = host + ":" + std::to_string(port);
+    progress_[task_id].store_ready = FormatHostPort(host, port);
   }
   cv_.notify_all();
 }

@@ -127,7 +127,4 @@ class WorkerDaemon final : public TaskListener {
   std::thread report_thread_;
 };
 
-// Splits "HOST:PORT" (also "[v6]:PORT"). INVALID_ARGUMENT when malformed.
-StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
-
 }  // namespace deepool::worker::daemon

@@ -1,8 +1,7 @@
 #include "worker/runtime/executor_process.h"
 
-#include <charconv>
-
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "worker/runtime/background_host.h"
 #include "worker/runtime/checkpoint.h"
@@ -18,41 +17,27 @@
 namespace deepool::worker {
 namespace {
 
-StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgumentError("--store must be HOST:PORT, not " + text);
-  }
-  int port = -1;
-  const char* begin = text.data() + colon + 1;
-  const char* end = text.data() + text.size();
-  auto [ptr, error] = std::from_chars(begin, end, port);
-  if (error != std::errc() || ptr != end || port < 0 || port > 65535) {
-    return InvalidArgumentError("--store port in " + text + " is not 0..65535");
-  }
-  return std::make_pair(text.substr(0, colon), port);
-}
-
 Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(RunSpec spec, ReadRunSpecFile(options.run_spec_path));
   ASSIGN_OR_RETURN(DeviceSpec device, ParseDevice(options.device));
   ASSIGN_OR_RETURN(auto context, MakeDeviceContext(device));
-  ASSIGN_OR_RETURN(auto store, ParseHostPort(options.store));
+  StatusOr<HostPort> store = ParseHostPort(options.store);
+  if (!store.ok()) return store.status().WithContext("--store");
   if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
   if (options.cpu_threads < 0) return InvalidArgumentError("--threads must be >= 0");
   if (!device.cuda && options.cpu_threads > 0) at::set_num_threads(options.cpu_threads);
   CommOptions comm_options;
   comm_options.rank = options.rank;
   comm_options.world_size = options.world_size;
-  comm_options.store_host = store.first;
-  comm_options.store_port = store.second;
+  comm_options.store_host = store->host;
+  comm_options.store_port = store->port;
   comm_options.timeout = std::chrono::seconds(options.timeout_s);
   // The naive collocation baseline (priority_streams off) keeps every stream at the default
   // priority, the FG rank's NCCL streams included.
   const bool shares_device = spec.background && spec.background->SharesRank(options.rank);
   if (shares_device) comm_options.high_priority_streams = spec.background->sharing.priority_streams;
   auto on_store_ready = [&](int port) {
-    if (store.second == 0) out << StoreReadyEvent(store.first, port) << std::endl;
+    if (store->port == 0) out << StoreReadyEvent(store->host, port) << std::endl;
   };
   std::unique_ptr<Communicator> comm;
   if (device.cuda) {

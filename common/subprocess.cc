@@ -1,9 +1,8 @@
-#include "worker/daemon/child_process.h"
+#include "common/subprocess.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -13,11 +12,75 @@
 #include <cstdlib>
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 extern char** environ;
 
-namespace deepool::worker::daemon {
+namespace deepool {
 namespace {
+
+// Owns one file descriptor; -1 when empty.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    Reset(other.Release());
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+
+// Both ends close on exec: the child keeps only what it dup2s onto 0, 1 and 2.
+StatusOr<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return InternalError(std::string("pipe: ") + strerror(errno));
+  return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+// The child's end of one output stream, and (for kLines) our end to read.
+struct OutputFds {
+  Fd child;   // -1: inherit
+  Fd parent;  // -1: nothing to read
+};
+
+StatusOr<OutputFds> OpenOutput(const ProcessOutput& output) {
+  switch (output.kind) {
+    case ProcessOutput::Kind::kLines: {
+      ASSIGN_OR_RETURN(Pipe pipe, MakePipe());
+      return OutputFds{std::move(pipe.write), std::move(pipe.read)};
+    }
+    case ProcessOutput::Kind::kInherit:
+      return OutputFds{};
+    case ProcessOutput::Kind::kAppend: {
+      int fd = open(output.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        return InvalidArgumentError("cannot open " + output.path + ": " + strerror(errno));
+      }
+      return OutputFds{Fd(fd), Fd()};
+    }
+  }
+  return InternalError("unknown output kind");
+}
 
 // Finds `name` the way execvp would, but before fork, so a missing binary is a clean error.
 std::optional<std::string> ResolveExecutable(const std::string& name) {
@@ -58,6 +121,47 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   for (auto& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
+}
+
+// Everything the forked child uses, prepared before fork: after fork only async-signal-safe
+// calls are allowed, so no allocation.
+struct ChildSetup {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  const char* working_dir = nullptr;
+  int nice = 0;
+  bool own_group = true;
+  int stdin_fd = -1;
+  int stdout_fd = -1;  // -1: inherit
+  int stderr_fd = -1;
+  int exec_error_fd = -1;
+};
+
+[[noreturn]] void RunChild(const ChildSetup& setup) {
+  if (setup.own_group) setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
+    sigaction(sig, &default_action, nullptr);
+  }
+  dup2(setup.stdin_fd, STDIN_FILENO);
+  if (setup.stdout_fd >= 0) dup2(setup.stdout_fd, STDOUT_FILENO);
+  if (setup.stderr_fd >= 0) dup2(setup.stderr_fd, STDERR_FILENO);
+  if (setup.nice != 0) setpriority(PRIO_PROCESS, 0, setup.nice);
+  // The parent reads errno from the pipe; negative when chdir, not exec, failed.
+  int report = 0;
+  if (setup.working_dir && chdir(setup.working_dir) != 0) {
+    report = -errno;
+  } else {
+    execve(setup.argv[0], setup.argv.data(), setup.envp.data());
+    report = errno;
+  }
+  ssize_t ignored = write(setup.exec_error_fd, &report, sizeof(report));
+  (void)ignored;
+  _exit(127);
 }
 
 // Splits incoming bytes into lines; a partial line waits for more bytes.
@@ -108,103 +212,69 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
   std::optional<std::string> path = ResolveExecutable(spec.executable);
   if (!path) return NotFoundError("executable not found or not executable: " + spec.executable);
 
-  // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<std::string> argv_strings{*path};
   argv_strings.insert(argv_strings.end(), spec.args.begin(), spec.args.end());
   std::vector<std::string> env_strings = MergedEnvironment(spec.extra_env);
-  std::vector<char*> argv = CStrings(argv_strings);
-  std::vector<char*> envp = CStrings(env_strings);
-  const char* working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
-  const int nice_increment = spec.nice;
+  ASSIGN_OR_RETURN(OutputFds out, OpenOutput(spec.stdout_to));
+  ASSIGN_OR_RETURN(OutputFds err, OpenOutput(spec.stderr_to));
+  ASSIGN_OR_RETURN(Pipe exec_error, MakePipe());
+  Pipe in;
+  if (spec.stdin_pipe) {
+    ASSIGN_OR_RETURN(in, MakePipe());
+  } else {
+    in.read = Fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
 
-  int out_pipe[2], err_pipe[2], exec_error_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0)
-    return InternalError(std::string("pipe: ") + strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    return InternalError(std::string("pipe: ") + strerror(errno));
-  }
-  if (pipe2(exec_error_pipe, O_CLOEXEC) != 0) {
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    return InternalError(std::string("pipe: ") + strerror(errno));
-  }
-  int in_pipe[2] = {-1, -1};
-  if (spec.stdin_pipe && pipe2(in_pipe, O_CLOEXEC) != 0) {
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_error_pipe[0],
-                   exec_error_pipe[1]}) {
-      close(fd);
-    }
-    return InternalError(std::string("pipe: ") + strerror(errno));
-  }
-  int dev_null = spec.stdin_pipe ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ChildSetup setup;
+  setup.argv = CStrings(argv_strings);
+  setup.envp = CStrings(env_strings);
+  setup.working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
+  setup.nice = spec.nice;
+  setup.own_group = spec.own_process_group;
+  setup.stdin_fd = in.read.get();
+  setup.stdout_fd = out.child.get();
+  setup.stderr_fd = err.child.get();
+  setup.exec_error_fd = exec_error.write.get();
 
   pid_t pid = fork();
-  if (pid < 0) {
-    int saved = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_error_pipe[0],
-                   exec_error_pipe[1], dev_null, in_pipe[0], in_pipe[1]}) {
-      if (fd >= 0) close(fd);
-    }
-    return InternalError(std::string("fork: ") + strerror(saved));
-  }
-  if (pid == 0) {
-    // Child. A new process group, so cancel can kill the executor and anything it starts.
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD})
-      sigaction(sig, &default_action, nullptr);
-    if (dev_null >= 0) dup2(dev_null, STDIN_FILENO);
-    if (in_pipe[0] >= 0) dup2(in_pipe[0], STDIN_FILENO);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    if (nice_increment != 0) setpriority(PRIO_PROCESS, 0, nice_increment);
-    int err = 0;
-    if (working_dir && chdir(working_dir) != 0) {
-      err = errno;
-    } else {
-      execve(argv[0], argv.data(), envp.data());
-      err = errno;
-    }
-    ssize_t ignored = write(exec_error_pipe[1], &err, sizeof(err));
-    (void)ignored;
-    _exit(127);
-  }
-  // Parent. Also set the group here, so a signal sent right after Start() reaches it.
-  setpgid(pid, pid);
-  for (int fd : {out_pipe[1], err_pipe[1], exec_error_pipe[1], dev_null, in_pipe[0]}) {
-    if (fd >= 0) close(fd);
-  }
+  if (pid < 0) return InternalError(std::string("fork: ") + strerror(errno));
+  if (pid == 0) RunChild(setup);
+  // Also set the group here, so a signal sent right after Start() reaches it.
+  if (spec.own_process_group) setpgid(pid, pid);
+  // Close our copies of the child's ends, so end-of-file arrives when the child exits.
+  out.child.Reset();
+  err.child.Reset();
+  in.read.Reset();
+  exec_error.write.Reset();
+
   int child_errno = 0;
   ssize_t n;
   do {
-    n = read(exec_error_pipe[0], &child_errno, sizeof(child_errno));
+    n = read(exec_error.read.get(), &child_errno, sizeof(child_errno));
   } while (n < 0 && errno == EINTR);
-  close(exec_error_pipe[0]);
   if (n == static_cast<ssize_t>(sizeof(child_errno))) {
     int status = 0;
     waitpid(pid, &status, 0);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    if (in_pipe[1] >= 0) close(in_pipe[1]);
+    if (child_errno < 0) {
+      return InternalError("cannot start " + *path + ": chdir " + spec.working_dir + ": " +
+                           strerror(-child_errno));
+    }
     return InternalError("cannot start " + *path + ": " + strerror(child_errno));
   }
-  std::unique_ptr<ChildProcess> child(new ChildProcess(pid, out_pipe[0], err_pipe[0], in_pipe[1],
-                                                       std::move(callbacks), max_line_bytes));
+  std::unique_ptr<ChildProcess> child(
+      new ChildProcess(pid, spec.own_process_group, out.parent.Release(), err.parent.Release(),
+                       in.write.Release(), std::move(callbacks), max_line_bytes));
   return child;
 }
 
-ChildProcess::ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, int stdin_fd,
+ChildProcess::ChildProcess(pid_t pid, bool own_group, int stdout_fd, int stderr_fd, int stdin_fd,
                            ChildCallbacks callbacks, size_t max_line_bytes)
     : pid_(pid),
+      own_group_(own_group),
       callbacks_(std::move(callbacks)),
       max_line_bytes_(max_line_bytes),
       stdin_fd_(stdin_fd) {
-  reader_ = std::thread([this, stdout_fd, stderr_fd] { ReadLoop(stdout_fd, stderr_fd); });
+  reader_ = std::thread([this, stdout_fd, stderr_fd] { ReadAndReap(stdout_fd, stderr_fd); });
 }
 
 ChildProcess::~ChildProcess() {
@@ -219,7 +289,6 @@ Status ChildProcess::WriteStdin(const std::string& text) {
   if (reaped_) return FailedPreconditionError("the child has exited");
   size_t done = 0;
   while (done < text.size()) {
-    // The daemon ignores SIGPIPE (worker/daemon/main.cc): a closed pipe is EPIPE here.
     ssize_t n = write(stdin_fd_, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return InternalError(std::string("write to child stdin: ") + strerror(errno));
@@ -228,11 +297,20 @@ Status ChildProcess::WriteStdin(const std::string& text) {
   return Status::Ok();
 }
 
-void ChildProcess::ReadLoop(int stdout_fd, int stderr_fd) {
-  std::string thread_name = "dp-child-" + std::to_string(pid_);
-  thread_name.resize(std::min<size_t>(thread_name.size(), 15));
-  pthread_setname_np(pthread_self(), thread_name.c_str());
+void ChildProcess::ReadAndReap(int stdout_fd, int stderr_fd) {
+  SetCurrentThreadName("dp-child-" + std::to_string(pid_));
+  ReadPipes(stdout_fd, stderr_fd);
+  ProcessExit exit = Reap();
+  if (callbacks_.on_exit) callbacks_.on_exit(exit);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_ = exit;
+  }
+  exited_cv_.notify_all();
+}
 
+// Reads both pipes (either may be -1: not piped) until both are closed, emitting lines.
+void ChildProcess::ReadPipes(int stdout_fd, int stderr_fd) {
   LineSplitter out_lines(max_line_bytes_), err_lines(max_line_bytes_);
   auto emit_out = [this](const std::string& line) {
     if (callbacks_.on_stdout_line) callbacks_.on_stdout_line(line);
@@ -241,9 +319,10 @@ void ChildProcess::ReadLoop(int stdout_fd, int stderr_fd) {
     if (callbacks_.on_stderr_line) callbacks_.on_stderr_line(line);
   };
   pollfd fds[2] = {{stdout_fd, POLLIN, 0}, {stderr_fd, POLLIN, 0}};
+  int open_count = (stdout_fd >= 0) + (stderr_fd >= 0);
   char buffer[8192];
-  int open_count = 2;
   while (open_count > 0) {
+    // poll ignores negative fds, so a stream that is not piped costs nothing.
     int ready = poll(fds, 2, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -272,7 +351,9 @@ void ChildProcess::ReadLoop(int stdout_fd, int stderr_fd) {
   }
   out_lines.Flush(emit_out);
   err_lines.Flush(emit_err);
+}
 
+ProcessExit ChildProcess::Reap() {
   // Wait without reaping first, so SignalGroup never signals a recycled process group id.
   siginfo_t info{};
   while (waitid(P_PID, pid_, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
@@ -290,29 +371,33 @@ void ChildProcess::ReadLoop(int stdout_fd, int stderr_fd) {
   } else if (WIFSIGNALED(status)) {
     exit.signal = WTERMSIG(status);
   }
-  if (callbacks_.on_exit) callbacks_.on_exit(exit);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    exit_ = exit;
-  }
-  exited_cv_.notify_all();
+  return exit;
 }
 
 void ChildProcess::SignalGroup(int signal) {
   std::lock_guard<std::mutex> lock(mu_);
   if (reaped_) return;
-  if (kill(-pid_, signal) != 0 && errno == ESRCH) kill(pid_, signal);
+  if (!own_group_ || (kill(-pid_, signal) != 0 && errno == ESRCH)) kill(pid_, signal);
 }
 
-void ChildProcess::Terminate(std::chrono::milliseconds grace) {
+bool ChildProcess::Terminate(std::chrono::milliseconds grace) {
   SignalGroup(SIGTERM);
-  if (!Wait(grace)) SignalGroup(SIGKILL);
+  if (Wait(grace)) return true;
+  SignalGroup(SIGKILL);
+  Wait();
+  return false;
 }
 
 std::optional<ProcessExit> ChildProcess::Wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   exited_cv_.wait_for(lock, timeout, [this] { return exit_.has_value(); });
   return exit_;
+}
+
+ProcessExit ChildProcess::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  exited_cv_.wait(lock, [this] { return exit_.has_value(); });
+  return *exit_;
 }
 
 std::optional<ProcessExit> ChildProcess::exit() const {
@@ -331,4 +416,4 @@ std::vector<std::string> LogTail::Lines() const {
   return {lines_.begin(), lines_.end()};
 }
 
-}  // namespace deepool::worker::daemon
+}  // namespace deepool
