@@ -1,14 +1,8 @@
-#include <chrono>
-
 #include "coordinator/convert.h"
+#include "coordinator/job_follower.h"
 #include "coordinator/services.h"
 
 namespace deepool::coordinator {
-namespace {
-
-constexpr std::chrono::milliseconds kStreamPoll{250};
-
-}  // namespace
 
 grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
                                                const v1::SubmitJobRequest* req,
@@ -69,74 +63,35 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                               const v1::WatchJobRequest* req,
                                               grpc::ServerWriter<v1::Job>* writer) {
   std::string last_sent;
-  uint64_t seen = 0;
-  while (true) {
-    seen = jobs_->JobVersion(req->job_id());
-    StatusOr<JobRecord> job = jobs_->Get(req->job_id());
-    if (!job.ok()) return ToGrpcStatus(job.status());
-    v1::Job proto = JobToProto(*job);
+  auto send = [&](const JobRecord& job) {
+    v1::Job proto = JobToProto(job);
+    // A job's log lines change its version too; the client sees a new message only when the
+    // job itself changed.
     std::string serialized = proto.SerializeAsString();
-    if (serialized != last_sent) {
-      if (!writer->Write(proto)) return grpc::Status::OK;  // client went away
-      last_sent = std::move(serialized);
-    }
-    if (IsTerminal(job->state)) return grpc::Status::OK;
-    while (jobs_->WaitForJobChange(req->job_id(), seen, kStreamPoll) == seen) {
-      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
-      if (jobs_->shutting_down()) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
-      }
-    }
-    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
-  }
+    if (serialized == last_sent) return true;
+    last_sent = std::move(serialized);
+    return writer->Write(proto);
+  };
+  return ToGrpcStatus(JobFollower(jobs_).Watch(req->job_id(), send, StopWhenCancelled(ctx)));
 }
 
 grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
                                                 const v1::GetJobLogsRequest* req,
                                                 grpc::ServerWriter<v1::LogEntry>* writer) {
-  if (req->tail_lines() < 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tail_lines: must be >= 0");
-  }
-  StatusOr<std::vector<LogRecord>> lines = req->tail_lines() > 0
-                                               ? jobs_->TailLogs(req->job_id(), req->tail_lines())
-                                               : jobs_->ReadLogs(req->job_id(), 0, 0);
-  if (!lines.ok()) return ToGrpcStatus(lines.status());
-  int64_t last_seq = 0;
-  auto write_all = [&](const std::vector<LogRecord>& batch) {
-    for (const LogRecord& line : batch) {
-      v1::LogEntry entry;
-      entry.set_time_ms(line.time_ms);
-      entry.set_job_id(req->job_id());
-      entry.set_node_id(line.node_id);
-      entry.set_rank(line.rank);
-      entry.set_line(line.line);
-      if (!writer->Write(entry)) return false;
-      last_seq = line.seq;
-    }
-    return true;
+  LogFollowRequest request;
+  request.tail_lines = req->tail_lines();
+  request.follow = req->follow();
+  auto send = [&](const LogRecord& line) {
+    v1::LogEntry entry;
+    entry.set_time_ms(line.time_ms);
+    entry.set_job_id(req->job_id());
+    entry.set_node_id(line.node_id);
+    entry.set_rank(line.rank);
+    entry.set_line(line.line);
+    return writer->Write(entry);
   };
-  if (!write_all(*lines)) return grpc::Status::OK;
-  if (!req->follow()) return grpc::Status::OK;
-  if (lines->empty()) {
-    // Following from an empty tail: start after whatever exists now.
-    StatusOr<std::vector<LogRecord>> tail = jobs_->TailLogs(req->job_id(), 1);
-    if (tail.ok() && !tail->empty()) last_seq = tail->back().seq;
-  }
-  while (true) {
-    uint64_t seen = jobs_->JobVersion(req->job_id());
-    StatusOr<std::vector<LogRecord>> more = jobs_->ReadLogs(req->job_id(), last_seq, 1000);
-    if (!more.ok()) return ToGrpcStatus(more.status());
-    if (!write_all(*more)) return grpc::Status::OK;
-    if (!more->empty()) continue;
-    StatusOr<JobRecord> job = jobs_->Get(req->job_id());
-    if (!job.ok()) return ToGrpcStatus(job.status());
-    if (IsTerminal(job->state)) return grpc::Status::OK;
-    jobs_->WaitForJobChange(req->job_id(), seen, kStreamPoll);
-    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
-    if (jobs_->shutting_down()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
-    }
-  }
+  return ToGrpcStatus(
+      JobFollower(jobs_).Logs(req->job_id(), request, send, StopWhenCancelled(ctx)));
 }
 
 v1::Node CoordinatorServiceImpl::NodeView(const NodeRecord& node) const {

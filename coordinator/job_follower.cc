@@ -1,0 +1,63 @@
+#include "coordinator/job_follower.h"
+
+namespace deepool::coordinator {
+namespace {
+
+constexpr int kLogPage = 1000;  // lines read from the store per call while catching up
+
+}  // namespace
+
+Status JobFollower::WaitForChange(const std::string& job_id, uint64_t seen,
+                                  const FollowStop& stop) const {
+  while (true) {
+    const uint64_t version = jobs_->WaitForJobChange(job_id, seen, stop.cancel_probe);
+    if (jobs_->shutting_down()) return UnavailableError("coordinator is shutting down");
+    if (stop.cancelled()) return CancelledError("the client cancelled");
+    if (version > seen) return Status::Ok();
+  }
+}
+
+Status JobFollower::Watch(const std::string& job_id,
+                          const std::function<bool(const JobRecord&)>& send,
+                          const FollowStop& stop) const {
+  while (true) {
+    // The version first: a change after it is read wakes the wait below.
+    const uint64_t seen = jobs_->JobVersion(job_id);
+    ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
+    if (!send(job)) return Status::Ok();
+    if (IsTerminal(job.state)) return Status::Ok();
+    RETURN_IF_ERROR(WaitForChange(job_id, seen, stop));
+  }
+}
+
+Status JobFollower::Logs(const std::string& job_id, const LogFollowRequest& request,
+                         const std::function<bool(const LogRecord&)>& send,
+                         const FollowStop& stop) const {
+  if (request.tail_lines < 0) return InvalidArgumentError("tail_lines: must be >= 0");
+  // Before the first read: whatever is appended after it is followed, not lost.
+  uint64_t seen = jobs_->JobVersion(job_id);
+  ASSIGN_OR_RETURN(std::vector<LogRecord> lines,
+                   request.tail_lines > 0 ? jobs_->TailLogs(job_id, request.tail_lines)
+                                          : jobs_->ReadLogs(job_id, 0, 0));
+  int64_t last_seq = 0;
+  for (const LogRecord& line : lines) {
+    if (!send(line)) return Status::Ok();
+    last_seq = line.seq;
+  }
+  if (!request.follow) return Status::Ok();
+  while (true) {
+    // The state before the read: a job that had ended has all its lines stored already.
+    ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
+    ASSIGN_OR_RETURN(std::vector<LogRecord> more, jobs_->ReadLogs(job_id, last_seq, kLogPage));
+    for (const LogRecord& line : more) {
+      if (!send(line)) return Status::Ok();
+      last_seq = line.seq;
+    }
+    if (!more.empty()) continue;
+    if (IsTerminal(job.state)) return Status::Ok();
+    RETURN_IF_ERROR(WaitForChange(job_id, seen, stop));
+    seen = jobs_->JobVersion(job_id);
+  }
+}
+
+}  // namespace deepool::coordinator
