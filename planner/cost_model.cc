@@ -87,8 +87,12 @@ double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
 }
 
 CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
-                     int64_t global_batch)
-    : graph_(graph), profile_(profile), cluster_(cluster), global_batch_(global_batch) {}
+                     int64_t global_batch, CostModelOptions options)
+    : graph_(graph),
+      profile_(profile),
+      cluster_(cluster),
+      global_batch_(global_batch),
+      options_(options) {}
 
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (devices < 1 || devices > global_batch_) {
@@ -130,6 +134,19 @@ double CostModel::GradientSyncMs(int layer_id, int devices) const {
   return AllReduceMs(cluster_, graph_.layer(layer_id).params * 4, devices);
 }
 
+double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
+  const Layer& layer = graph_.layer(layer_id);
+  if (!options_.sync_batch_norm || layer.op != Op::kBatchNorm2d || layer.output_shape.empty()) {
+    return 0;
+  }
+  const int64_t channels = layer.output_shape.front();
+  return AllReduceMs(cluster_, (2 * channels + 1) * 8, devices);
+}
+
+double CostModel::LayerSyncMs(int layer_id, int devices) const {
+  return GradientSyncMs(layer_id, devices) + 2.0 * BatchNormSyncMs(layer_id, devices);
+}
+
 StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
   const int devices = counts.at(static_cast<size_t>(layer_id));
   ASSIGN_OR_RETURN(LayerTime time, Compute(layer_id, devices));
@@ -140,7 +157,7 @@ StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& coun
     if (producer == kGraphInputId) continue;  // every device loads its own samples
     cost.comm_ms += ResplitMs(producer, counts.at(static_cast<size_t>(producer)), devices);
   }
-  cost.comm_ms += GradientSyncMs(layer_id, devices);
+  cost.comm_ms += LayerSyncMs(layer_id, devices);
   return cost;
 }
 

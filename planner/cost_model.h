@@ -13,6 +13,8 @@
 //   it costs the same again.
 // - Gradient all-reduce for layers with parameters: ring over ranks 0..g-1,
 //   2(g-1)/g x bytes / bandwidth + 2(g-1) x latency on the ring's slowest link; zero at g = 1.
+// - Synchronised batch norm on g > 1 devices: one all-reduce of its 2C+1 float64 statistics in
+//   forward and one of their gradients in backward, by the same ring formula.
 // - Iteration time = sum over layers of forward + backward + comm (layers run one after another);
 //   GPU-seconds = sum over layers of g x that layer's time.
 // Threading: a CostModel caches lazily and is not thread-safe; use one per thread.
@@ -60,15 +62,24 @@ double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
 struct LayerCost {
   double forward_ms = 0;
   double backward_ms = 0;
-  double comm_ms = 0;  // re-splits into the layer (forward + backward) + gradient all-reduce
+  // Re-splits into the layer (forward + backward) + gradient all-reduce + batch norm's
+  // statistics all-reduces.
+  double comm_ms = 0;
   double total_ms() const { return forward_ms + backward_ms + comm_ms; }
+};
+
+struct CostModelOptions {
+  // Batch norm on several devices synchronises its statistics (what deepool's runtime does, so
+  // every plan trains the one-device model). Off: per-device statistics and no all-reduces, as
+  // DistributedDataParallel without SyncBatchNorm runs; only the data-parallel baseline uses it.
+  bool sync_batch_norm = true;
 };
 
 class CostModel {
  public:
   // The graph, profile and cluster must outlive the model. global_batch >= 1.
   CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
-            int64_t global_batch);
+            int64_t global_batch, CostModelOptions options = {});
 
   const Graph& graph() const { return graph_; }
   const Cluster& cluster() const { return cluster_; }
@@ -83,6 +94,14 @@ class CostModel {
   const ResplitCost& Resplit(int from_devices, int to_devices) const;
   // Gradient all-reduce of the layer's parameters (fp32) over `devices` devices.
   double GradientSyncMs(int layer_id, int devices) const;
+  // One all-reduce of synchronised batch norm's statistics over `devices` devices: 2C+1 float64
+  // values (per-channel sums, sums of squares, the count), as worker/runtime/batch_norm.cc sends.
+  // Forward does one and backward one more (the same size). Zero for other ops, at one device,
+  // and without CostModelOptions::sync_batch_norm.
+  double BatchNormSyncMs(int layer_id, int devices) const;
+  // Every all-reduce a layer does over its own devices in an iteration: GradientSyncMs plus
+  // 2 x BatchNormSyncMs.
+  double LayerSyncMs(int layer_id, int devices) const;
   // A layer's whole cost given every layer's count (counts indexed by layer id).
   StatusOr<LayerCost> CostOf(int layer_id, const std::vector<int>& counts) const;
 
@@ -105,6 +124,7 @@ class CostModel {
   const Profile& profile_;
   const Cluster& cluster_;
   int64_t global_batch_;
+  CostModelOptions options_;
   mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
   // Profile times by (slot of the device count, layer): the search asks for every candidate
   // count once and Evaluate asks again for the chosen ones.

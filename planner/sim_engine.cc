@@ -124,11 +124,15 @@ StatusOr<FgTimeline> BuildFgTimeline(const Plan& plan, const CostModel& model) {
     }
     AddStep(layer.name + " fw", devices_of(id), times[static_cast<size_t>(id)].forward_ms,
             &timeline);
+    AddStep(layer.name + " bn stats fw", devices_of(id), model.BatchNormSyncMs(id, count_of(id)),
+            &timeline);
   }
   // Backward in reverse: compute, gradients back to the producers, then the all-reduce.
   for (int id = graph.num_layers() - 1; id >= 0; --id) {
     const Layer& layer = graph.layer(id);
     AddStep(layer.name + " bw", devices_of(id), times[static_cast<size_t>(id)].backward_ms,
+            &timeline);
+    AddStep(layer.name + " bn stats bw", devices_of(id), model.BatchNormSyncMs(id, count_of(id)),
             &timeline);
     for (int producer : layer.input_ids) {
       if (producer == kGraphInputId) continue;

@@ -5,9 +5,10 @@
 // FG timeline. The planner's cost model runs layers one after another (cost_model.h), so an FG
 // iteration is a fixed sequence of steps: per layer in topological order, the forward activation
 // re-split from each producer on a different device count (on the union of both device sets),
-// then the layer's forward compute (on its devices); then per layer in reverse order its
-// backward compute, the backward re-split of the activation gradients to each producer, and the
-// gradient all-reduce (on its devices). A step starts when the previous one has ended and every
+// then the layer's forward compute and, for batch norm on several devices, its statistics
+// all-reduce (on its devices); then per layer in reverse order its backward compute (and batch
+// norm's gradient-statistics all-reduce), the backward re-split of the activation gradients to
+// each producer, and the gradient all-reduce (on its devices). A step starts when the previous one has ended and every
 // device of its set is free; durations come from the cost model, so without BG work the
 // simulated iteration time equals the plan's predicted iteration time exactly.
 //

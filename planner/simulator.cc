@@ -70,7 +70,12 @@ StatusOr<FgRun> PlanFg(const SimRequest& request, int devices, bool burst) {
   FgRun run;
   ASSIGN_OR_RETURN(run.plan, burst ? PlanBurstParallel(*fg.graph, *fg.profile, cluster, options)
                                    : PlanDataParallel(*fg.graph, *fg.profile, cluster, options));
-  const CostModel model(*fg.graph, *fg.profile, cluster, fg.global_batch);
+  // DP is the baseline a user would run (batch norm statistics per device, as DDP without
+  // SyncBatchNorm: plan.data_parallel); BP is deepool's exact plan.
+  CostModelOptions cost_options;
+  cost_options.sync_batch_norm = burst;
+  if (!burst) run.plan.totals = run.plan.data_parallel;
+  const CostModel model(*fg.graph, *fg.profile, cluster, fg.global_batch, cost_options);
   ASSIGN_OR_RETURN(run.timeline, BuildFgTimeline(run.plan, model));
   return run;
 }

@@ -120,6 +120,34 @@ TEST_CASE("ring all-reduce formula and the slowest link", "[cost]") {
   CHECK(AllReduceMs(cluster, 0, 8) == 0);
 }
 
+TEST_CASE("synchronised batch norm pays two statistics all-reduces on several devices",
+          "[cost]") {
+  Layer bn;
+  bn.name = "bn";
+  bn.op = Op::kBatchNorm2d;
+  bn.inputs = {"input"};
+  Layer fc;
+  fc.name = "fc";
+  fc.op = Op::kLinear;
+  fc.inputs = {"bn"};
+  fc.attrs.out_features = 2;
+  auto graph = Graph::Create("bn", {4, 2, 2}, {bn, fc});
+  REQUIRE(graph.ok());
+  const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0, 5.0, 5.0);
+  FakeProfile profile;
+  CostModel model(*graph, profile, cluster, 12);
+
+  // 4 channels: 2 x 4 + 1 = 9 float64 values, 72 bytes, each way.
+  const double stats = AllReduceMs(cluster, 72, 3);
+  CHECK(stats > 0);
+  CHECK(model.BatchNormSyncMs(0, 3) == Approx(stats));
+  CHECK(model.BatchNormSyncMs(0, 1) == 0);
+  CHECK(model.BatchNormSyncMs(1, 3) == 0);  // not batch norm
+  CHECK(model.LayerSyncMs(0, 3) == Approx(AllReduceMs(cluster, 8 * 4, 3) + 2 * stats));
+  CHECK(model.CostOf(0, {3, 3}).value().comm_ms == Approx(model.LayerSyncMs(0, 3)));
+  CHECK(model.CostOf(0, {1, 3}).value().comm_ms == 0);
+}
+
 TEST_CASE("layer costs and plan totals", "[cost]") {
   // fc1 -> fc2 on 2 and 3 devices of a batch of 10.
   Layer fc1;

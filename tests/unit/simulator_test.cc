@@ -271,6 +271,37 @@ TEST_CASE("FG timeline of a two-layer chain with one layer on 1 of 2 devices", "
   CHECK(result->bg_samples_per_s == Approx(3 * 1000.0 / plan->totals.iteration_ms));
 }
 
+TEST_CASE("FG timeline of a batch norm on two devices has its statistics all-reduces",
+          "[simulator]") {
+  Layer bn;
+  bn.name = "bn";
+  bn.op = Op::kBatchNorm2d;
+  bn.inputs = {"input"};
+  StatusOr<Graph> graph = Graph::Create("bn", {3, 2, 2}, {bn});
+  REQUIRE(graph.ok());
+  const FakeProfile profile({{"bn", {1.0, 0.0}}});
+  const Cluster cluster = TestCluster(2, 1.0, 10.0);
+  const CostModel model(*graph, profile, cluster, 2);
+  StatusOr<Plan> plan = model.Evaluate({2}, 2);
+  REQUIRE(plan.ok());
+  StatusOr<FgTimeline> timeline = BuildFgTimeline(*plan, model);
+  REQUIRE(timeline.ok());
+
+  // 3 channels: 7 float64 values (56 bytes) each way; 6 parameters (24 bytes) of gradients.
+  const double stats_ms = 56e-6 + 0.02;
+  const double allreduce_ms = 24e-6 + 0.02;
+  const std::vector<std::string> labels = {"bn fw", "bn bn stats fw", "bn bw", "bn bn stats bw",
+                                           "bn allreduce"};
+  REQUIRE(timeline->steps.size() == labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) CHECK(timeline->steps[i].label == labels[i]);
+  CHECK(timeline->steps[1].devices == std::vector<int>{0, 1});
+  CHECK(timeline->steps[1].duration_ms == Approx(stats_ms));
+  CHECK(timeline->steps[3].duration_ms == Approx(stats_ms));
+  CHECK(timeline->steps[4].duration_ms == Approx(allreduce_ms));
+  CHECK(timeline->iteration_ms() == Approx(plan->totals.iteration_ms));
+  CHECK(timeline->iteration_ms() == Approx(1 + 1 + 2 * stats_ms + allreduce_ms));
+}
+
 TEST_CASE("BuildFgTimeline refuses a plan for another graph", "[simulator]") {
   const Graph graph = TwoLayerChain();
   const FakeProfile profile({{"l1", {2.0, 0.0}}, {"l2", {0.0, 3.0}}});
@@ -431,7 +462,13 @@ TEST_CASE("Simulated DP and BP equal the plans' predictions on zoo models", "[si
     StatusOr<Plan> bp = PlanBurstParallel(*graph, *profile, *cluster, options);
     REQUIRE(dp.ok());
     REQUIRE(bp.ok());
-    CHECK(Find(*report, "DP").fg_iteration_ms == Approx(dp->totals.iteration_ms));
+    // DP is the baseline a user runs: batch norm statistics per device, no all-reduces for them.
+    CHECK(Find(*report, "DP").fg_iteration_ms == Approx(dp->data_parallel.iteration_ms));
+    if (std::string(name) == "inception_v3") {
+      CHECK(dp->data_parallel.iteration_ms < dp->totals.iteration_ms);
+    } else {
+      CHECK(dp->data_parallel.iteration_ms == Approx(dp->totals.iteration_ms));  // no batch norm
+    }
     CHECK(Find(*report, "BP").fg_iteration_ms == Approx(bp->totals.iteration_ms));
     CHECK(report->single_device_ms == Approx(dp->single_device_ms));
 
