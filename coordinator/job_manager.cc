@@ -115,9 +115,11 @@ StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState s
   updated.state = state;  // the mutator may not change the state behind the lifecycle's back
   updated.updated_ms = clock_->WallMillis();
   updated.history.push_back({state, reason, updated.updated_ms});
-  DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(current.state), StateName(state),
+  const JobState from = current.state;
+  ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(updated)));
+  DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(from), StateName(state),
               reason.empty() ? "" : ": ", reason);
-  return CommitLocked(std::move(updated));
+  return stored;
 }
 
 StatusOr<JobRecord> JobManager::Update(const std::string& job_id,

@@ -12,7 +12,12 @@ using nlohmann::json;
 
 Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBackend* planner,
                      const Clock* clock, SchedulerOptions options)
-    : jobs_(jobs), nodes_(nodes), planner_(planner), clock_(clock), options_(options) {}
+    : jobs_(jobs),
+      nodes_(nodes),
+      planner_(planner),
+      clock_(clock),
+      options_(options),
+      dispatcher_(clock, options.resend_after) {}
 
 StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
@@ -23,16 +28,34 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec) {
 }
 
 void Scheduler::Tick() {
-  std::vector<Reservation> to_plan;
+  Writes writes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     work_pending_ = false;
-    ExpireNodesLocked();
-    SettleReconciliationLocked();
-    for (Reservation& r : ready_to_plan_) to_plan.push_back(std::move(r));
-    ready_to_plan_.clear();
-    AdmitLocked(&to_plan);
+    writes.swap(unwritten_);
+    ExpireNodesLocked(&writes);
+    SettleReconciliationLocked(&writes);
   }
+  // Retried and ending writes first: a job freed by them may be admitted in this round.
+  ApplyWrites(std::move(writes));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AdmitLocked(&writes);
+  }
+  ApplyWrites(std::move(writes));
+  std::vector<Reservation> to_plan;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_plan.swap(ready_to_plan_);
+  }
+  PlanReserved(to_plan);
+  dispatcher_.DropEnded([this](const std::string& job_id, int64_t attempt) {
+    StatusOr<JobRecord> job = jobs_->Get(job_id);
+    return !job.ok() || IsTerminal(job->state) || attempt < job->attempt;
+  });
+}
+
+void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
   // Planning can take a while (search over a large graph): it runs without mu_, so heartbeats
   // and status queries are not held up; the reservation is re-checked afterwards.
   for (const Reservation& reservation : to_plan) {
@@ -42,212 +65,144 @@ void Scheduler::Tick() {
         reservation.background
             ? planner_->PlanBackground(job->spec)
             : planner_->PlanForeground(job->spec, reservation.shape, reservation.profile_json);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = reservations_.find(reservation.job_id);
-    if (it == reservations_.end()) continue;  // cancelled or failed while planning
-    if (!planned.ok()) {
-      (void)jobs_->Transition(reservation.job_id, JobState::kFailed,
-                              "planning failed: " + planned.status().ToString());
-      ReleaseLocked(reservation.job_id);
-      continue;
+    Writes writes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = reservations_.find(reservation.job_id);
+      if (it == reservations_.end()) continue;  // cancelled or failed while planning
+      if (planned.ok()) {
+        DispatchLocked(it->second, *planned, &writes);
+      } else {
+        ReleaseLocked(reservation.job_id);
+        writes.push_back(TransitionWrite(reservation.job_id, JobState::kFailed,
+                                         "planning failed: " + planned.status().ToString(),
+                                         /*retry=*/true));
+      }
     }
-    DispatchLocked(it->second, *planned);
+    ApplyWrites(std::move(writes));
   }
 }
 
-void Scheduler::SetPendingReasonLocked(const JobRecord& job, const std::string& reason) {
-  if (job.reason == reason) return;
-  (void)jobs_->Update(job.id, [&](JobRecord& r) { r.reason = reason; });
-}
-
-void Scheduler::AdmitLocked(std::vector<Reservation>* to_plan) {
-  std::vector<JobRecord> pending;
+void Scheduler::AdmitLocked(Writes* writes) {
+  AdmissionInput input;
   for (JobRecord& job : jobs_->Active()) {
-    if (job.state == JobState::kPending) pending.push_back(std::move(job));
+    if (job.state == JobState::kPending) input.pending.push_back(std::move(job));
   }
-  if (pending.empty()) return;
-  std::stable_sort(pending.begin(), pending.end(), [](const JobRecord& a, const JobRecord& b) {
-    return a.spec.priority > b.spec.priority;  // Active() is already in submission order
-  });
+  if (input.pending.empty()) return;
+  input.nodes = nodes_->List();
+  input.ledger = ledger_;
+  input.running_fg_ranks = RunningFgRanksLocked();
+  std::map<std::string, JobRecord> by_id;
+  for (const JobRecord& job : input.pending) by_id.emplace(job.id, job);
 
-  // Devices no FG job holds, per device type, on nodes that take work; and each type's capacity.
-  std::map<std::string, std::vector<DeviceKey>> free;
-  std::map<std::string, int> capacity;
-  for (const NodeRecord& node : nodes_->List()) {
-    if (!node.schedulable()) continue;
-    for (const DeviceInfo& device : node.devices) {
-      ++capacity[device.type];
-      DeviceKey key{node.id, device.device};
-      if (fg_owner_.count(key) == 0) free[device.type].push_back(key);
-    }
+  const Admission admission = Admit(std::move(input));
+  for (const Displacement& displaced : admission.displaced) {
+    DisplaceBackgroundLocked(displaced, writes);
   }
-  // FG jobs first: BG jobs never hold FG jobs back, and a BG job placed after them sees the
-  // devices they just reserved as held.
-  std::string blocker;
-  for (const JobRecord& job : pending) {
-    if (job.spec.role == JobRole::kBg) continue;
-    if (!blocker.empty()) {
-      SetPendingReasonLocked(job, "queued behind " + blocker);
-      continue;
-    }
-    if (AdmitForegroundLocked(job, &free, to_plan)) continue;
-    int best = 0;
-    for (const auto& [type, count] : capacity) best = std::max(best, count);
-    if (best >= job.spec.gpus) {
-      blocker = job.id;
-      int most_free = 0;
-      for (const auto& [type, keys] : free) most_free = std::max<int>(most_free, keys.size());
-      SetPendingReasonLocked(job, "waiting for " + std::to_string(job.spec.gpus) +
-                                      " free devices of one type (" + std::to_string(most_free) +
-                                      " free)");
-    } else {
-      SetPendingReasonLocked(job, "needs " + std::to_string(job.spec.gpus) +
-                                      " devices of one type; the largest group of schedulable "
-                                      "devices has " +
-                                      std::to_string(best));
-    }
+  for (const ForegroundGrant& grant : admission.foreground) {
+    ReserveForegroundLocked(grant, by_id.at(grant.job_id), writes);
   }
-  for (const JobRecord& job : pending) {
-    if (job.spec.role == JobRole::kBg) AdmitBackgroundLocked(job, to_plan);
+  for (const BackgroundGrant& grant : admission.background) {
+    ReserveBackgroundLocked(grant, writes);
+  }
+  for (const PendingReason& waiting : admission.pending) {
+    if (by_id.at(waiting.job_id).reason == waiting.message) continue;
+    // A reason is advice, recomputed every round: a failed write is simply made again.
+    writes->push_back(UpdateWrite(waiting.job_id,
+                                  [reason = waiting.message](JobRecord& r) { r.reason = reason; }));
   }
 }
 
-bool Scheduler::AdmitForegroundLocked(const JobRecord& job,
-                                      std::map<std::string, std::vector<DeviceKey>>* free,
-                                      std::vector<Reservation>* to_plan) {
-  const int gpus = job.spec.gpus;
-  for (auto& [type, keys] : *free) {
-    if (static_cast<int>(keys.size()) < gpus) continue;
-    // Fewest nodes: take from the nodes with the most free devices first.
-    std::map<std::string, std::vector<DeviceKey>> by_node;
-    for (const DeviceKey& key : keys) by_node[key.first].push_back(key);
-    std::vector<std::vector<DeviceKey>> groups;
-    for (auto& [node, node_keys] : by_node) {
-      // Within a node, devices without a BG job first: fewer BG jobs have to make way.
-      std::stable_sort(node_keys.begin(), node_keys.end(), [&](const auto& a, const auto& b) {
-        return bg_owner_.count(a) < bg_owner_.count(b);
-      });
-      groups.push_back(std::move(node_keys));
-    }
-    std::stable_sort(groups.begin(), groups.end(),
-                     [](const auto& a, const auto& b) { return a.size() > b.size(); });
-    Reservation reservation;
-    reservation.job_id = job.id;
-    reservation.shape.device_type = type;
-    reservation.shape.devices = gpus;
-    for (const auto& group : groups) {
-      if (static_cast<int>(reservation.devices.size()) == gpus) break;
-      int take = std::min<int>(group.size(), gpus - static_cast<int>(reservation.devices.size()));
-      reservation.shape.devices_per_node = std::max(reservation.shape.devices_per_node, take);
-      reservation.devices.insert(reservation.devices.end(), group.begin(), group.begin() + take);
-    }
-    reservation.shape.nodes =
-        (gpus + reservation.shape.devices_per_node - 1) / reservation.shape.devices_per_node;
-    for (const DeviceKey& key : reservation.devices) {
-      fg_owner_[key] = job.id;
-      keys.erase(std::find(keys.begin(), keys.end(), key));
-    }
-    for (const DeviceKey& key : reservation.devices) YieldBackgroundLocked(key, job.id);
-
-    // The profile: analytical when asked and available, else cached, else measured.
-    if (job.spec.profile == "analytical" && planner_->HasAnalyticalPreset(type)) {
-      reservation.profile_json.clear();
-    } else {
-      StatusOr<std::optional<std::string>> cached =
-          jobs_->store()->LoadProfile(planner_->ModelKey(job.spec), type);
-      if (!cached.ok() || !cached->has_value()) {
-        StartProfilingLocked(job, std::move(reservation));
-        return true;
-      }
-      reservation.profile_json = **cached;
-    }
-    StatusOr<JobRecord> moved =
-        jobs_->Transition(job.id, JobState::kPlanning,
-                          "planning on " + std::to_string(gpus) + " " + type + " devices",
-                          [&](JobRecord& r) { r.device_type = type; });
-    if (!moved.ok()) {
-      for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
-      return true;
-    }
-    reservations_[job.id] = reservation;
-    to_plan->push_back(std::move(reservation));
-    return true;
-  }
-  return false;
-}
-
-bool Scheduler::AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan) {
-  // The idlest device; at equal idleness one the job can use now (no FG job, or a running FG
-  // rank to run inside) before one whose FG rank has yet to start.
-  std::optional<DeviceKey> best;
-  double best_idle = -1;
-  bool best_ready = false;
-  for (const NodeRecord& node : nodes_->List()) {
-    if (!node.schedulable()) continue;
-    for (const DeviceInfo& device : node.devices) {
-      DeviceKey key{node.id, device.device};
-      if (bg_owner_.count(key)) continue;
-      double idle = 1.0;
-      bool ready = true;
-      if (fg_owner_.count(key)) {
-        // Reserved by a FG job not yet planned: held, and no idleness is known yet.
-        auto it = idle_fraction_.find(key);
-        idle = it == idle_fraction_.end() ? 0.0 : it->second;
-        ready = RunningFgRankLocked(key) >= 0;
-      }
-      if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
-        best_idle = idle;
-        best = key;
-        best_ready = ready;
-      }
-    }
-  }
-  if (!best) {
-    SetPendingReasonLocked(job, "waiting for a device without a bg job");
-    return false;
-  }
-  char idle_text[32];
-  std::snprintf(idle_text, sizeof(idle_text), "%.0f%%", best_idle * 100);
-  if (!best_ready) {
-    // As its own process it would compete with the FG rank for the device; inside the FG
-    // executor the gate gives the FG rank priority. So it waits for that executor.
-    SetPendingReasonLocked(job, "waiting for FG job " + fg_owner_.at(*best) + "'s rank on " +
-                                    best->first + "/" + best->second +
-                                    " to start (to run inside it) or to end (predicted idle " +
-                                    idle_text + ")");
-    return false;
-  }
+void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobRecord& job,
+                                        Writes* writes) {
   Reservation reservation;
   reservation.job_id = job.id;
-  reservation.background = true;
-  reservation.devices = {*best};
-  bg_owner_[*best] = job.id;
-  StatusOr<JobRecord> moved = jobs_->Transition(
-      job.id, JobState::kPlanning,
-      "bg on " + best->first + "/" + best->second + " (predicted idle " + idle_text + ")");
-  if (!moved.ok()) {
-    bg_owner_.erase(*best);
-    return false;
+  reservation.devices = grant.devices;
+  reservation.shape = grant.shape;
+  for (const DeviceKey& key : grant.devices) ledger_.HoldForeground(key, job.id);
+  const std::string& type = grant.shape.device_type;
+
+  // The profile: analytical when asked and available, else cached, else measured.
+  if (job.spec.profile != "analytical" || !planner_->HasAnalyticalPreset(type)) {
+    StatusOr<std::optional<std::string>> cached =
+        jobs_->store()->LoadProfile(planner_->ModelKey(job.spec), type);
+    if (!cached.ok()) {
+      DP_LOG_WARN("job {}: cannot read the profile cache ({}); measuring", job.id,
+                  cached.status().ToString());
+    }
+    if (!cached.ok() || !cached->has_value()) {
+      StartProfilingLocked(job, std::move(reservation), writes);
+      return;
+    }
+    reservation.profile_json = **cached;
   }
-  reservations_[job.id] = reservation;
-  to_plan->push_back(std::move(reservation));
-  return true;
+  JobWrite write = TransitionWrite(
+      job.id, JobState::kPlanning,
+      "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices");
+  write.mutate = [type](JobRecord& r) { r.device_type = type; };
+  PlanOnceStoredLocked(std::move(reservation), std::move(write), writes);
 }
 
-void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation) {
-  const DeviceKey& where = reservation.devices.front();
+void Scheduler::PlanOnceStoredLocked(Reservation reservation, JobWrite write, Writes* writes) {
+  const std::string id = reservation.job_id;
+  write.on_written = [this, id](const JobRecord&) {
+    auto it = reservations_.find(id);  // gone when cancelled meanwhile
+    if (it != reservations_.end()) ready_to_plan_.push_back(it->second);
+  };
+  write.on_refused = [this, id](const Status&) { ReleaseLocked(id); };
+  reservations_[id] = std::move(reservation);
+  writes->push_back(std::move(write));
+}
+
+void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* writes) {
+  Reservation reservation;
+  reservation.job_id = grant.job_id;
+  reservation.background = true;
+  reservation.devices = {grant.device};
+  ledger_.HoldBackground(grant.device, grant.job_id);
+  PlanOnceStoredLocked(std::move(reservation),
+                       TransitionWrite(grant.job_id, JobState::kPlanning,
+                                       "bg on " + grant.device.first + "/" + grant.device.second +
+                                           " (predicted idle " + IdlePercent(grant.idle_fraction) +
+                                           ")"),
+                       writes);
+}
+
+void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes) {
+  StatusOr<JobRecord> bg = jobs_->Get(displaced.bg_job);
+  if (!bg.ok() || IsTerminal(bg->state)) return;
+  const std::string why = "FG job " + displaced.fg_job + " took " + displaced.device.first + "/" +
+                          displaced.device.second;
+  dispatcher_.CancelJob(bg->id, why);
+  ReleaseLocked(bg->id);
+  // Not counted against max_attempts: the job did nothing wrong.
+  writes->push_back(TransitionWrite(bg->id, JobState::kPending,
+                                    "requeued: " + why +
+                                        "; BG jobs make way for FG jobs and are not "
+                                        "checkpointed, it starts again",
+                                    /*retry=*/true));
+}
+
+void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation,
+                                     Writes* writes) {
+  const DeviceKey where = reservation.devices.front();
   const std::string type = reservation.shape.device_type;
   // The worker measures the very graph the job will be planned with, never the model's defaults.
   StatusOr<std::string> graph_json = planner_->ProfileGraphJson(job.spec);
   if (!graph_json.ok()) {
-    for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
-    (void)jobs_->Transition(job.id, JobState::kFailed,
-                            "cannot build the graph to profile: " + graph_json.status().message());
+    ReleaseLocked(job.id);
+    writes->push_back(TransitionWrite(
+        job.id, JobState::kFailed,
+        "cannot build the graph to profile: " + graph_json.status().message(), /*retry=*/true));
     return;
   }
   reservation.profile_task = job.id + ".profile." + std::to_string(++profile_tasks_);
-  v1::TaskAssignment assignment;
-  assignment.set_task_id(reservation.profile_task);
+  Task task;
+  task.id = reservation.profile_task;
+  task.job_id = job.id;
+  task.node_id = where.first;
+  v1::TaskAssignment& assignment = task.assignment;
+  assignment.set_task_id(task.id);
   assignment.set_job_id(job.id);
   assignment.set_kind(v1::TASK_KIND_PROFILE);
   v1::ProfileTask* profile = assignment.mutable_profile();
@@ -256,25 +211,18 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   profile->set_device(where.second);
   profile->set_device_type(type);
   for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);
-
-  StatusOr<JobRecord> moved =
-      jobs_->Transition(job.id, JobState::kProfiling,
-                        "measuring the layer profile on " + where.first + "/" + where.second,
-                        [&](JobRecord& r) { r.device_type = type; });
-  if (!moved.ok()) {
-    for (const DeviceKey& key : reservation.devices) fg_owner_.erase(key);
-    return;
-  }
-  Task task;
-  task.id = reservation.profile_task;
-  task.job_id = job.id;
-  task.node_id = where.first;
-  task.assignment = assignment;
-  tasks_[task.id] = task;
-  v1::TaskCommand command;
-  *command.mutable_assign() = assignment;
-  SendLocked(where.first, std::move(command));
   reservations_[job.id] = std::move(reservation);
+  // The task goes out only once PROFILING is stored: a restarted coordinator never finds a
+  // profile running for a job it believes PENDING.
+  JobWrite write =
+      TransitionWrite(job.id, JobState::kProfiling,
+                      "measuring the layer profile on " + where.first + "/" + where.second);
+  write.mutate = [type](JobRecord& r) { r.device_type = type; };
+  write.on_written = [this, task](const JobRecord&) {
+    if (reservations_.count(task.job_id) != 0) dispatcher_.Add({task});
+  };
+  write.on_refused = [this, id = job.id](const Status&) { ReleaseLocked(id); };
+  writes->push_back(std::move(write));
 }
 
 std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& graph_json,
@@ -300,11 +248,7 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
   const int host_rank = RunningFgRankLocked({where.node_id, where.device}, &fg_job);
   if (host_rank < 0) return "";
   const JobRecord* fg = &fg_job;
-  for (const auto& [id, t] : tasks_) {
-    if (t.job_id != fg->id || t.attempt != fg->attempt || t.node_id != where.node_id ||
-        (t.phase != TaskPhase::kSent && t.phase != TaskPhase::kConfirmed)) {
-      continue;
-    }
+  if (std::optional<std::string> id = dispatcher_.LiveTaskOn(fg->id, fg->attempt, where.node_id)) {
     json background = {{"job_id", bg.id},
                        {"graph", json::parse(graph_json, nullptr, false)},
                        {"batch_size", bg.spec.global_batch},
@@ -313,18 +257,18 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
                        {"optimizer", OptimizerToRunSpecJson(bg.spec.optimizer)},
                        {"data", DataToRunSpecJson(bg.spec.data)}};
     v1::TrainTask* train = task->assignment.mutable_train();
-    train->set_host_task_id(id);
+    train->set_host_task_id(*id);
     train->set_host_rank(host_rank);
     train->set_background_json(background.dump());
-    return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + id + ")";
+    return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + *id + ")";
   }
   return "";
 }
 
 int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) const {
-  auto owner = fg_owner_.find(key);
-  if (owner == fg_owner_.end()) return -1;
-  StatusOr<JobRecord> fg = jobs_->Get(owner->second);
+  const std::optional<std::string> owner = ledger_.ForegroundOf(key);
+  if (!owner) return -1;
+  StatusOr<JobRecord> fg = jobs_->Get(*owner);
   if (!fg.ok() || fg->state != JobState::kRunning) return -1;
   // Only a rank that has reported an iteration surely has a running executor to attach to; one
   // that completed all its iterations is ending (its job waits for the other ranks), and a BG
@@ -340,15 +284,26 @@ int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) cons
   return rank;
 }
 
-void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned) {
+std::set<DeviceKey> Scheduler::RunningFgRanksLocked() const {
+  std::set<DeviceKey> running;
+  for (const auto& [key, use] : ledger_.Uses()) {
+    if (!use.fg_job.empty() && RunningFgRankLocked(key) >= 0) running.insert(key);
+  }
+  return running;
+}
+
+void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob& planned,
+                               Writes* writes) {
   StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
   if (!job.ok()) return;
   if (planned.world_size < 1 || planned.world_size > static_cast<int>(reservation.devices.size())) {
-    (void)jobs_->Transition(job->id, JobState::kFailed,
-                            "plan needs " + std::to_string(planned.world_size) +
-                                " ranks; the job holds " +
-                                std::to_string(reservation.devices.size()) + " devices");
     ReleaseLocked(job->id);
+    writes->push_back(TransitionWrite(job->id, JobState::kFailed,
+                                      "plan needs " + std::to_string(planned.world_size) +
+                                          " ranks; the job holds " +
+                                          std::to_string(reservation.devices.size()) +
+                                          " devices",
+                                      /*retry=*/true));
     return;
   }
   const int64_t attempt = job->attempt + 1;
@@ -356,7 +311,7 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   std::vector<DeviceKey> used(reservation.devices.begin(),
                               reservation.devices.begin() + planned.world_size);
   for (size_t i = used.size(); i < reservation.devices.size(); ++i) {
-    fg_owner_.erase(reservation.devices[i]);
+    ledger_.ReleaseForeground(reservation.devices[i]);
   }
   std::vector<RankPlacement> placements;
   for (int rank = 0; rank < planned.world_size; ++rank) {
@@ -366,7 +321,8 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   }
   StatusOr<NodeRecord> rank0_node = nodes_->Get(placements.front().node_id);
   if (!rank0_node.ok()) {
-    FailOrRequeueLocked(*job, "node " + placements.front().node_id + " vanished before dispatch");
+    FailOrRequeueLocked(*job, "node " + placements.front().node_id + " vanished before dispatch",
+                        writes);
     return;
   }
   std::vector<Task> new_tasks = MakeTrainTasks(
@@ -380,60 +336,61 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   }
   std::set<std::string> nodes_used;
   for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
-
   std::vector<std::string> task_ids;
   for (const Task& t : new_tasks) task_ids.push_back(t.id);
-  StatusOr<JobRecord> running = jobs_->Transition(
+
+  // The tasks go out once RUNNING is stored, so a restarted coordinator knows every task a
+  // worker may run. A refused write (cancelled meanwhile) frees the devices; a failed one puts
+  // the job back in the queue.
+  JobWrite write = TransitionWrite(
       job->id, JobState::kRunning,
       hosted_by.empty() ? "dispatched " + std::to_string(planned.world_size) + " ranks to " +
                               std::to_string(nodes_used.size()) + " node(s)"
-                        : "dispatched inside the executor of " + hosted_by,
-      [&](JobRecord& r) {
-        r.attempt = attempt;
-        r.devices = placements;
-        r.task_ids = task_ids;
-        r.graph_json = planned.graph_json;
-        r.plan_json = planned.plan_json;
-        r.predicted_iteration_ms = planned.iteration_ms;
-        r.progress = JobProgress{};
-        r.progress.iterations = r.spec.iterations;
-        r.store_address.clear();
-      });
-  if (!running.ok()) {
-    DP_LOG_ERROR("job {}: cannot record dispatch: {}", job->id, running.status().ToString());
-    ReleaseLocked(job->id);
-    return;
-  }
-  reservations_.erase(job->id);
-  if (!reservation.background) {
-    for (int rank = 0; rank < planned.world_size; ++rank) {
-      double idle = 0;
-      if (planned.iteration_ms > 0 && static_cast<size_t>(rank) < planned.rank_busy_ms.size()) {
-        idle = std::clamp(
-            1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] / planned.iteration_ms, 0.0, 1.0);
+                        : "dispatched inside the executor of " + hosted_by);
+  write.mutate = [attempt, placements, task_ids, planned](JobRecord& r) {
+    r.attempt = attempt;
+    r.devices = placements;
+    r.task_ids = task_ids;
+    r.graph_json = planned.graph_json;
+    r.plan_json = planned.plan_json;
+    r.predicted_iteration_ms = planned.iteration_ms;
+    r.progress = JobProgress{};
+    r.progress.iterations = r.spec.iterations;
+    r.store_address.clear();
+  };
+  write.on_written = [this, new_tasks, used, planned,
+                      background = reservation.background](const JobRecord& stored) {
+    // Cancelled between the write and now: its devices are free again, nothing goes out.
+    if (reservations_.erase(stored.id) == 0) return;
+    if (!background) {
+      for (int rank = 0; rank < planned.world_size; ++rank) {
+        double idle = 0;
+        if (planned.iteration_ms > 0 && static_cast<size_t>(rank) < planned.rank_busy_ms.size()) {
+          idle = 1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] / planned.iteration_ms;
+        }
+        ledger_.SetIdleFraction(used[static_cast<size_t>(rank)], idle);
       }
-      idle_fraction_[used[static_cast<size_t>(rank)]] = idle;
+      // The predicted idleness is known now: BG jobs may pick another device next round.
+      WakeLocked();
     }
-    // The predicted idleness is known now: BG jobs may pick another device next round.
-    work_pending_ = true;
-  }
-  for (Task& task : new_tasks) {
-    task.sent_at = clock_->Now();
-    const std::string id = task.id;
-    const bool send = task.phase == TaskPhase::kSent;
-    tasks_[id] = std::move(task);
-    if (send) {
-      v1::TaskCommand command;
-      *command.mutable_assign() = tasks_[id].assignment;
-      SendLocked(tasks_[id].node_id, std::move(command));
+    dispatcher_.Add(new_tasks);
+  };
+  write.on_refused = [this, job_id = job->id](const Status& status) {
+    DP_LOG_ERROR("job {}: cannot record dispatch: {}", job_id, status.ToString());
+    ReleaseLocked(job_id);
+    if (MayPass(status)) {
+      unwritten_.push_back(TransitionWrite(
+          job_id, JobState::kPending,
+          "requeued: the dispatch could not be stored (" + status.message() + ")",
+          /*retry=*/true));
     }
-  }
+  };
+  writes->push_back(std::move(write));
 }
 
-std::vector<Scheduler::Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attempt,
-                                                       const std::vector<RankPlacement>& placements,
-                                                       const std::string& run_spec,
-                                                       bool background) const {
+std::vector<Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attempt,
+                                            const std::vector<RankPlacement>& placements,
+                                            const std::string& run_spec, bool background) const {
   std::vector<Task> tasks;
   std::map<std::string, size_t> index_of;  // node id -> index in tasks
   for (const RankPlacement& p : placements) {
@@ -465,15 +422,43 @@ std::vector<Scheduler::Task> Scheduler::MakeTrainTasks(const JobRecord& job, int
   return tasks;
 }
 
-void Scheduler::SendLocked(const std::string& node_id, v1::TaskCommand command) {
-  outbox_[node_id].push_back(std::move(command));
-  outbox_ready_.notify_all();
+void Scheduler::ApplyWrites(Writes writes) {
+  if (writes.empty()) return;
+  std::vector<JobWriteResult> results = ApplyJobWrites(jobs_, std::move(writes));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (JobWriteResult& result : results) {
+    JobWrite& write = result.write;
+    if (result.stored.ok()) {
+      if (write.on_written) write.on_written(*result.stored);
+    } else if (result.retry_later) {
+      DP_LOG_WARN("job {}: cannot store \"{}\" yet ({}); retrying on the next tick", write.job_id,
+                  write.state ? StateName(*write.state) : "update",
+                  result.stored.status().ToString());
+      unwritten_.push_back(std::move(write));
+    } else {
+      if (write.state) {
+        DP_LOG_WARN("job {}: {} not stored: {}", write.job_id, StateName(*write.state),
+                    result.stored.status().ToString());
+      }
+      if (write.on_refused) write.on_refused(result.stored.status());
+    }
+  }
+  WakeLocked();
+}
+
+size_t Scheduler::UnwrittenCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unwritten_.size();
+}
+
+void Scheduler::WakeLocked() {
+  work_pending_ = true;
+  work_ready_.notify_all();
 }
 
 void Scheduler::Wake() {
   std::lock_guard<std::mutex> lock(mu_);
-  work_pending_ = true;
-  work_ready_.notify_all();
+  WakeLocked();
 }
 
 void Scheduler::WaitForWork(std::chrono::milliseconds timeout) {
@@ -482,9 +467,9 @@ void Scheduler::WaitForWork(std::chrono::milliseconds timeout) {
 }
 
 void Scheduler::Shutdown() {
+  dispatcher_.Shutdown();
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
-  outbox_ready_.notify_all();
   work_ready_.notify_all();
 }
 
@@ -495,39 +480,16 @@ StatusOr<std::vector<v1::TaskCommand>> Scheduler::WaitForCommands(
   if (node->state == NodeState::kDown) {
     return NotFoundError("node " + node_id + " was marked down; register again");
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  outbox_ready_.wait_for(lock, timeout, [&] {
-    auto it = outbox_.find(node_id);
-    return shutdown_ || (it != outbox_.end() && !it->second.empty());
-  });
-  std::vector<v1::TaskCommand> out;
-  auto it = outbox_.find(node_id);
-  if (it != outbox_.end()) {
-    out.assign(it->second.begin(), it->second.end());
-    it->second.clear();
-  }
-  return out;
+  return dispatcher_.WaitForCommands(node_id, timeout);
 }
 
-std::map<std::pair<std::string, std::string>, DeviceUse> Scheduler::DeviceUses() const {
+std::map<DeviceKey, DeviceUse> Scheduler::DeviceUses() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<DeviceKey, DeviceUse> out;
-  for (const auto& [key, job] : fg_owner_) {
-    out[key].fg_job = job;
-    auto it = idle_fraction_.find(key);
-    out[key].idle_fraction = it == idle_fraction_.end() ? 0.0 : it->second;
-  }
-  for (const auto& [key, job] : bg_owner_) out[key].bg_job = job;
-  return out;
+  return ledger_.Uses();
 }
 
 std::vector<std::string> Scheduler::TasksOnNode(const std::string& node_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  for (const auto& [id, task] : tasks_) {
-    if (task.node_id == node_id && task.phase != TaskPhase::kEnded) out.push_back(id);
-  }
-  return out;
+  return dispatcher_.TasksOnNode(node_id);
 }
 
 }  // namespace deepool::coordinator

@@ -18,24 +18,33 @@
 // Commands wait in a per-node outbox that the node's StreamTasks call drains; heartbeats re-send
 // what a worker missed and cancel what it runs but should not.
 //
-// Threading: worker and client calls may come from any thread; state is guarded by mu_ (taken
-// before JobManager's own lock, never after). Tick() must be called from one thread at a time
-// (the coordinator's control loop; tests call it directly); it plans without holding mu_.
+// Parts: admission.h decides who gets devices (a pure step over a copy of the DeviceLedger);
+// dispatcher.h owns the task table, the outboxes, re-sends and reconciliation; job_writes.h
+// carries job changes out of the lock. The Scheduler ties them together.
+//
+// Threading: worker and client calls may come from any thread; the ledger, reservations and the
+// write queue are guarded by mu_ (taken before the Dispatcher's and JobManager's own locks, never
+// after). No store write happens under mu_: changes are decided under it and written after it is
+// released (ApplyWrites). Tick() must be called from one thread at a time (the coordinator's
+// control loop; tests call it directly); it plans without holding mu_.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "coordinator/admission.h"
+#include "coordinator/device_ledger.h"
+#include "coordinator/dispatcher.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/job_writes.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
 #include "deepool/v1/node.pb.h"
@@ -51,13 +60,6 @@ struct SchedulerOptions {
   int64_t executor_timeout_s = 0;
 };
 
-// How a device is used right now.
-struct DeviceUse {
-  std::string fg_job;
-  std::string bg_job;
-  double idle_fraction = 1.0;  // predicted from the FG plan; 1 when no FG job holds it
-};
-
 class Scheduler {
  public:
   Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBackend* planner,
@@ -68,14 +70,16 @@ class Scheduler {
   // report their tasks, else they fail (or are requeued where the spec allows).
   Status Recover();
 
-  // One round: expire silent nodes, settle reconciliation, admit, plan and dispatch.
+  // One round: retry unwritten job changes, expire silent nodes, settle reconciliation, admit,
+  // plan and dispatch, forget finished tasks.
   void Tick();
 
   // Client calls.
   StatusOr<JobRecord> Submit(const JobSpec& spec);
   StatusOr<JobRecord> Cancel(const std::string& job_id, const std::string& reason);
 
-  // Worker calls (proto messages of deepool/v1/node.proto).
+  // Worker calls (proto messages of deepool/v1/node.proto). A report whose logs or progress
+  // cannot be stored returns UNAVAILABLE, and the worker sends it again.
   struct Registration {
     NodeRecord node;
     std::vector<std::string> cancel_task_ids;
@@ -94,8 +98,12 @@ class Scheduler {
                                                          std::chrono::milliseconds timeout);
 
   // Views for ListNodes.
-  std::map<std::pair<std::string, std::string>, DeviceUse> DeviceUses() const;
+  std::map<DeviceKey, DeviceUse> DeviceUses() const;
   std::vector<std::string> TasksOnNode(const std::string& node_id) const;
+  // Tasks in the dispatcher's table, ended ones not yet forgotten included (for tests).
+  size_t TaskCount() const { return dispatcher_.size(); }
+  // Job changes waiting to be written again (the store failed them).
+  size_t UnwrittenCount() const;
 
   // The control loop sleeps here between ticks; woken early by submissions and worker reports.
   void WaitForWork(std::chrono::milliseconds timeout);
@@ -103,22 +111,6 @@ class Scheduler {
   void Shutdown();
 
  private:
-  using DeviceKey = std::pair<std::string, std::string>;  // (node id, device)
-
-  enum class TaskPhase { kWaitingForStore, kSent, kConfirmed, kCancelling, kEnded };
-  struct Task {
-    std::string id;
-    std::string job_id;
-    std::string node_id;
-    int64_t attempt = 0;
-    v1::TaskAssignment assignment;
-    TaskPhase phase = TaskPhase::kSent;
-    Clock::TimePoint sent_at{};
-    bool rank0_node = false;
-    bool unconfirmed_after_restart = false;
-    v1::TaskOutcome outcome = v1::TASK_OUTCOME_UNSPECIFIED;
-    std::string checkpoint;
-  };
   // A job holding devices between admission and dispatch.
   struct Reservation {
     std::string job_id;
@@ -128,23 +120,20 @@ class Scheduler {
     std::string profile_json;  // empty: analytical
     std::string profile_task;  // set while PROFILING
   };
+  using Writes = std::vector<JobWrite>;
 
-  // Admission (mu_ held).
-  void ExpireNodesLocked();
-  void SettleReconciliationLocked();
-  void AdmitLocked(std::vector<Reservation>* to_plan);
-  bool AdmitForegroundLocked(const JobRecord& job,
-                             std::map<std::string, std::vector<DeviceKey>>* free,
-                             std::vector<Reservation>* to_plan);
-  bool AdmitBackgroundLocked(const JobRecord& job, std::vector<Reservation>* to_plan);
-  // A FG job took `key`: the BG job placed there makes way (FG jobs keep priority). It is
-  // stopped and goes back to PENDING, to be placed again (e.g. inside that FG job's rank once it
-  // runs), restarting from iteration 0.
-  void YieldBackgroundLocked(const DeviceKey& key, const std::string& fg_job);
-  void SetPendingReasonLocked(const JobRecord& job, const std::string& reason);
-  void StartProfilingLocked(const JobRecord& job, Reservation reservation);
-  // Dispatch (mu_ held).
-  void DispatchLocked(const Reservation& reservation, const PlannedJob& planned);
+  // Admission (mu_ held): grants become reservations and PLANNING / PROFILING writes.
+  void AdmitLocked(Writes* writes);
+  void ReserveForegroundLocked(const ForegroundGrant& grant, const JobRecord& job,
+                               Writes* writes);
+  void ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* writes);
+  // Keeps the reservation and plans the job once `write` (its move to PLANNING) is stored.
+  void PlanOnceStoredLocked(Reservation reservation, JobWrite write, Writes* writes);
+  void StartProfilingLocked(const JobRecord& job, Reservation reservation, Writes* writes);
+  void DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes);
+  // Planning and dispatch.
+  void PlanReserved(const std::vector<Reservation>& to_plan);
+  void DispatchLocked(const Reservation& reservation, const PlannedJob& planned, Writes* writes);
   std::string RunSpecJson(const JobRecord& job, const std::string& graph_json,
                           const std::string& plan_json) const;
   // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
@@ -152,23 +141,39 @@ class Scheduler {
   std::vector<Task> MakeTrainTasks(const JobRecord& job, int64_t attempt,
                                    const std::vector<RankPlacement>& placements,
                                    const std::string& run_spec, bool background) const;
-  void SendLocked(const std::string& node_id, v1::TaskCommand command);
   // A BG job placed on a device whose FG rank is running (it has reported an iteration) runs
   // inside that rank's executor: sets the task's host_task_id, host_rank and background_json
   // and returns "job J rank R (task T)"; "" when it must run as its own process.
+  std::string HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
+                                     const std::string& graph_json, Task* task) const;
   // The rank of the FG job holding `key` when that job is RUNNING and the rank has reported an
   // iteration (its executor runs); -1 otherwise. Fills *fg with the FG job when found.
   int RunningFgRankLocked(const DeviceKey& key, JobRecord* fg = nullptr) const;
-  std::string HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
-                                     const std::string& graph_json, Task* task) const;
-  // Endings (mu_ held).
+  std::set<DeviceKey> RunningFgRanksLocked() const;
+  // Endings (mu_ held). The job's devices are freed and its tasks cancelled at once; its new
+  // state is written after the lock is released, retried until stored.
   void ReleaseLocked(const std::string& job_id);
-  void CancelTasksLocked(const std::string& job_id, const std::string& reason);
-  void FailOrRequeueLocked(const JobRecord& job, const std::string& reason);
-  void OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& report);
-  void OnProfileExitLocked(Task* task, const v1::ReportTaskExitRequest& report);
-  std::vector<std::string> ReconcileRunningLocked(const std::string& node_id,
-                                                  const std::vector<v1::RunningTask>& running);
+  void FailOrRequeueLocked(const JobRecord& job, const std::string& reason, Writes* writes);
+  void ExpireNodesLocked(Writes* writes);
+  void SettleReconciliationLocked(Writes* writes);
+  void FailLostJobsLocked(const std::set<std::string>& job_ids, const std::string& reason,
+                          Writes* writes);
+  void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
+                         Writes* writes);
+  void OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
+                           Writes* writes);
+  static std::string ExitReason(const Task& task, const v1::ReportTaskExitRequest& report);
+  // Caches a measured profile (before the task's exit is handled; no lock held).
+  void CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report);
+  // Worker reports: whether a job still wants its tasks; progress of a report's iterations.
+  bool JobWantsTasks(const std::string& job_id) const;
+  Status RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report);
+  // UNAVAILABLE for a worker report whose `what` could not be stored; the worker resends it.
+  static Status StoreFailure(const std::string& what, const Status& status);
+  // Store writes, without mu_: each write's follow-up runs under mu_ again; writes that may pass
+  // later are queued for the next tick.
+  void ApplyWrites(Writes writes);
+  void WakeLocked();
   void Wake();
 
   JobManager* jobs_;
@@ -176,19 +181,16 @@ class Scheduler {
   const PlanningBackend* planner_;
   const Clock* clock_;
   const SchedulerOptions options_;
+  Dispatcher dispatcher_;
 
   mutable std::mutex mu_;
-  std::condition_variable outbox_ready_;
   std::condition_variable work_ready_;
   bool work_pending_ = true;
   bool shutdown_ = false;
-  std::map<std::string, Task> tasks_;
-  std::map<std::string, std::deque<v1::TaskCommand>> outbox_;  // by node id
-  std::map<DeviceKey, std::string> fg_owner_;
-  std::map<DeviceKey, std::string> bg_owner_;
-  std::map<DeviceKey, double> idle_fraction_;
+  DeviceLedger ledger_;
   std::map<std::string, Reservation> reservations_;  // jobs PROFILING or PLANNING
   std::vector<Reservation> ready_to_plan_;           // profiled, to plan in the next tick
+  Writes unwritten_;                                 // failed writes to retry, in order
   std::optional<Clock::TimePoint> reconcile_deadline_;
   int64_t profile_tasks_ = 0;
 };

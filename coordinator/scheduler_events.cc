@@ -9,26 +9,25 @@
 namespace deepool::coordinator {
 
 Status Scheduler::Recover() {
+  for (const JobRecord& job : jobs_->Active()) {
+    if (job.state != JobState::kProfiling && job.state != JobState::kPlanning) continue;
+    RETURN_IF_ERROR(jobs_
+                        ->Transition(job.id, JobState::kPending,
+                                     std::string("coordinator restarted during ") +
+                                         StateName(job.state) + "; rescheduling")
+                        .status());
+  }
   std::lock_guard<std::mutex> lock(mu_);
   bool any_running = false;
   for (const JobRecord& job : jobs_->Active()) {
-    if (job.state == JobState::kProfiling || job.state == JobState::kPlanning) {
-      RETURN_IF_ERROR(jobs_
-                          ->Transition(job.id, JobState::kPending,
-                                       std::string("coordinator restarted during ") +
-                                           StateName(job.state) + "; rescheduling")
-                          .status());
-      continue;
-    }
     if (job.state != JobState::kRunning) continue;
     any_running = true;
     for (const RankPlacement& p : job.devices) {
-      DeviceKey key{p.node_id, p.device};
+      const DeviceKey key{p.node_id, p.device};
       if (job.spec.role == JobRole::kBg) {
-        bg_owner_[key] = job.id;
+        ledger_.HoldBackground(key, job.id);
       } else {
-        fg_owner_[key] = job.id;
-        idle_fraction_[key] = 0;  // unknown until re-planned; assume busy
+        ledger_.HoldForeground(key, job.id);  // idleness unknown until re-planned: busy
       }
     }
     // Rebuild the job's tasks from its record. The rank-0 node's task must be reported by its
@@ -38,244 +37,139 @@ Status Scheduler::Recover() {
                                              RunSpecJson(job, job.graph_json, job.plan_json),
                                              job.spec.role == JobRole::kBg);
     for (Task& task : tasks) {
-      task.unconfirmed_after_restart = true;
-      task.sent_at = clock_->Now();
-      if (!task.rank0_node) {
-        if (job.store_address.empty()) {
-          task.phase = TaskPhase::kWaitingForStore;
-        } else {
-          task.phase = TaskPhase::kSent;
-          task.assignment.mutable_train()->set_store_address(job.store_address);
-        }
+      if (task.rank0_node) continue;
+      if (job.store_address.empty()) {
+        task.phase = TaskPhase::kWaitingForStore;
+      } else {
+        task.phase = TaskPhase::kSent;
+        task.assignment.mutable_train()->set_store_address(job.store_address);
       }
-      const std::string id = task.id;
-      tasks_[id] = std::move(task);
     }
+    dispatcher_.Restore(std::move(tasks));
   }
   if (any_running) reconcile_deadline_ = clock_->Now() + nodes_->node_timeout();
   return Status::Ok();
 }
 
-void Scheduler::SettleReconciliationLocked() {
+void Scheduler::SettleReconciliationLocked(Writes* writes) {
   if (!reconcile_deadline_ || clock_->Now() < *reconcile_deadline_) return;
   reconcile_deadline_.reset();
-  std::map<std::string, std::string> lost;  // job -> a task nobody reported
-  for (const auto& [id, task] : tasks_) {
-    if (task.unconfirmed_after_restart && task.phase != TaskPhase::kEnded) {
-      lost.emplace(task.job_id, id);
-    }
-  }
-  for (const auto& [job_id, task_id] : lost) {
-    StatusOr<JobRecord> job = jobs_->Get(job_id);
-    if (!job.ok() || IsTerminal(job->state)) continue;
-    FailOrRequeueLocked(*job, "no worker reported task " + task_id +
-                                  " within the node timeout after the coordinator restarted");
+  for (const auto& [job_id, task_id] : dispatcher_.UnconfirmedAfterRestart()) {
+    FailLostJobsLocked({job_id},
+                       "no worker reported task " + task_id +
+                           " within the node timeout after the coordinator restarted",
+                       writes);
   }
 }
 
-void Scheduler::ExpireNodesLocked() {
+void Scheduler::ExpireNodesLocked(Writes* writes) {
+  const auto timeout_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(nodes_->node_timeout()).count();
   for (const NodeRecord& node : nodes_->ExpireSilent()) {
-    std::set<std::string> affected;
-    for (const auto& [key, job] : fg_owner_) {
-      if (key.first == node.id) affected.insert(job);
-    }
-    for (const auto& [key, job] : bg_owner_) {
-      if (key.first == node.id) affected.insert(job);
-    }
-    for (auto& [id, task] : tasks_) {
-      if (task.node_id != node.id || task.phase == TaskPhase::kEnded) continue;
-      affected.insert(task.job_id);
-      task.phase = TaskPhase::kEnded;  // its worker is gone; nothing to cancel there
-    }
-    outbox_.erase(node.id);
-    const auto timeout_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(nodes_->node_timeout()).count();
-    for (const std::string& job_id : affected) {
-      StatusOr<JobRecord> job = jobs_->Get(job_id);
-      if (!job.ok() || IsTerminal(job->state)) continue;
-      FailOrRequeueLocked(*job, "node " + node.name + " stopped heartbeating (silent for over " +
-                                    std::to_string(timeout_ms) + " ms)");
-    }
+    std::set<std::string> affected = ledger_.JobsOnNode(node.id);
+    for (const std::string& job : dispatcher_.DropNode(node.id)) affected.insert(job);
+    FailLostJobsLocked(affected,
+                       "node " + node.name + " stopped heartbeating (silent for over " +
+                           std::to_string(timeout_ms) + " ms)",
+                       writes);
+  }
+}
+
+void Scheduler::FailLostJobsLocked(const std::set<std::string>& job_ids,
+                                   const std::string& reason, Writes* writes) {
+  for (const std::string& job_id : job_ids) {
+    StatusOr<JobRecord> job = jobs_->Get(job_id);
+    if (!job.ok() || IsTerminal(job->state)) continue;
+    FailOrRequeueLocked(*job, reason, writes);
   }
 }
 
 void Scheduler::ReleaseLocked(const std::string& job_id) {
-  for (auto it = fg_owner_.begin(); it != fg_owner_.end();) {
-    if (it->second == job_id) {
-      idle_fraction_.erase(it->first);
-      it = fg_owner_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = bg_owner_.begin(); it != bg_owner_.end();) {
-    it = it->second == job_id ? bg_owner_.erase(it) : std::next(it);
-  }
+  ledger_.Release(job_id);
   reservations_.erase(job_id);
   ready_to_plan_.erase(std::remove_if(ready_to_plan_.begin(), ready_to_plan_.end(),
                                       [&](const Reservation& r) { return r.job_id == job_id; }),
                        ready_to_plan_.end());
-  work_pending_ = true;
-  work_ready_.notify_all();
+  WakeLocked();
 }
 
-void Scheduler::CancelTasksLocked(const std::string& job_id, const std::string& reason) {
-  for (auto& [id, task] : tasks_) {
-    if (task.job_id != job_id) continue;
-    if (task.phase == TaskPhase::kEnded || task.phase == TaskPhase::kCancelling) continue;
-    if (task.phase == TaskPhase::kWaitingForStore) {
-      task.phase = TaskPhase::kEnded;  // never sent
-      continue;
-    }
-    task.phase = TaskPhase::kCancelling;
-    task.sent_at = clock_->Now();
-    v1::TaskCommand command;
-    command.mutable_cancel()->set_task_id(id);
-    command.mutable_cancel()->set_reason(reason);
-    SendLocked(task.node_id, std::move(command));
-  }
-}
-
-void Scheduler::FailOrRequeueLocked(const JobRecord& job, const std::string& reason) {
-  CancelTasksLocked(job.id, reason);
+void Scheduler::FailOrRequeueLocked(const JobRecord& job, const std::string& reason,
+                                    Writes* writes) {
+  dispatcher_.CancelJob(job.id, reason);
   ReleaseLocked(job.id);
+  // Retried until stored: a job left RUNNING with its devices freed would never end.
   if (job.spec.requeue_on_failure && job.attempt < options_.max_attempts) {
-    (void)jobs_->Transition(job.id, JobState::kPending, "requeued: " + reason);
+    writes->push_back(
+        TransitionWrite(job.id, JobState::kPending, "requeued: " + reason, /*retry=*/true));
   } else {
-    (void)jobs_->Transition(job.id, JobState::kFailed, reason);
+    writes->push_back(TransitionWrite(job.id, JobState::kFailed, reason, /*retry=*/true));
   }
-}
-
-void Scheduler::YieldBackgroundLocked(const DeviceKey& key, const std::string& fg_job) {
-  auto owner = bg_owner_.find(key);
-  if (owner == bg_owner_.end()) return;
-  StatusOr<JobRecord> bg = jobs_->Get(owner->second);
-  if (!bg.ok() || IsTerminal(bg->state)) return;
-  const std::string why = "FG job " + fg_job + " took " + key.first + "/" + key.second;
-  CancelTasksLocked(bg->id, why);
-  ReleaseLocked(bg->id);
-  // Not counted against max_attempts: the job did nothing wrong.
-  (void)jobs_->Transition(bg->id, JobState::kPending,
-                          "requeued: " + why +
-                              "; BG jobs make way for FG jobs and are not "
-                              "checkpointed, it starts again");
 }
 
 StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
   if (IsTerminal(job.state)) {
     return FailedPreconditionError("job " + job_id + " is already " + StateName(job.state));
   }
   const std::string why = reason.empty() ? "cancelled by user" : reason;
+  // Stored first, so the client hears of a failed write; then nothing of the job may go out.
   ASSIGN_OR_RETURN(JobRecord cancelled, jobs_->Transition(job_id, JobState::kCancelled, why));
-  CancelTasksLocked(job_id, why);
+  std::lock_guard<std::mutex> lock(mu_);
+  dispatcher_.CancelJob(job_id, why);
   ReleaseLocked(job_id);
   return cancelled;
-}
-
-std::vector<std::string> Scheduler::ReconcileRunningLocked(
-    const std::string& node_id, const std::vector<v1::RunningTask>& running) {
-  std::vector<std::string> cancel;
-  for (const v1::RunningTask& rt : running) {
-    auto it = tasks_.find(rt.task_id());
-    bool wanted = false;
-    if (it != tasks_.end() && it->second.node_id == node_id &&
-        (it->second.phase == TaskPhase::kSent || it->second.phase == TaskPhase::kConfirmed)) {
-      StatusOr<JobRecord> job = jobs_->Get(it->second.job_id);
-      wanted = job.ok() && !IsTerminal(job->state);
-    }
-    if (wanted) {
-      it->second.phase = TaskPhase::kConfirmed;
-      it->second.unconfirmed_after_restart = false;
-    } else {
-      cancel.push_back(rt.task_id());
-    }
-  }
-  return cancel;
 }
 
 StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
     const std::string& name, const std::string& address, const std::vector<DeviceInfo>& devices,
     const std::vector<v1::RunningTask>& running) {
   ASSIGN_OR_RETURN(NodeRecord node, nodes_->Register(name, address, devices));
-  std::lock_guard<std::mutex> lock(mu_);
   Registration registration;
   registration.node = node;
-  registration.cancel_task_ids = ReconcileRunningLocked(node.id, running);
-  std::set<std::string> listed;
-  for (const v1::RunningTask& rt : running) listed.insert(rt.task_id());
-  // Tasks this node should run but does not list: confirmed ones died with the old worker, and
-  // so did a rank-0 task from before a coordinator restart (its store is gone); the others may
-  // never have reached the worker and are sent again.
-  std::set<std::string> lost_jobs;
-  for (auto& [id, task] : tasks_) {
-    if (task.node_id != node.id || listed.count(id)) continue;
-    if (task.phase == TaskPhase::kConfirmed ||
-        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node)) {
-      task.phase = TaskPhase::kEnded;
-      lost_jobs.insert(task.job_id);
-    } else if (task.phase == TaskPhase::kSent && task.assignment.task_id() == id) {
-      task.sent_at = clock_->Now();
-      v1::TaskCommand command;
-      *command.mutable_assign() = task.assignment;
-      SendLocked(node.id, std::move(command));
-    } else if (task.phase == TaskPhase::kCancelling) {
-      task.phase = TaskPhase::kEnded;
-    }
+  Writes writes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Dispatcher::Registration outcome = dispatcher_.OnRegister(
+        node.id, running, [this](const std::string& job_id) { return JobWantsTasks(job_id); });
+    registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
+    FailLostJobsLocked(outcome.lost_jobs,
+                       "worker on node " + node.name + " restarted and lost the job's task",
+                       &writes);
+    WakeLocked();
   }
-  for (const std::string& job_id : lost_jobs) {
-    StatusOr<JobRecord> job = jobs_->Get(job_id);
-    if (!job.ok() || IsTerminal(job->state)) continue;
-    FailOrRequeueLocked(*job, "worker on node " + node.name + " restarted and lost the job's task");
-  }
-  work_pending_ = true;
-  work_ready_.notify_all();
+  ApplyWrites(std::move(writes));
   return registration;
+}
+
+bool Scheduler::JobWantsTasks(const std::string& job_id) const {
+  StatusOr<JobRecord> job = jobs_->Get(job_id);
+  return job.ok() && !IsTerminal(job->state);
 }
 
 StatusOr<std::vector<v1::TaskCommand>> Scheduler::Heartbeat(
     const std::string& node_id, const std::vector<v1::RunningTask>& running) {
   RETURN_IF_ERROR(nodes_->Heartbeat(node_id));
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::TaskCommand> commands;
-  for (const std::string& id : ReconcileRunningLocked(node_id, running)) {
-    v1::TaskCommand command;
-    command.mutable_cancel()->set_task_id(id);
-    command.mutable_cancel()->set_reason("the coordinator no longer wants this task");
-    commands.push_back(std::move(command));
-  }
-  std::set<std::string> listed;
-  for (const v1::RunningTask& rt : running) listed.insert(rt.task_id());
-  const Clock::TimePoint now = clock_->Now();
-  for (auto& [id, task] : tasks_) {
-    if (task.node_id != node_id) continue;
-    if (task.phase == TaskPhase::kCancelling && !listed.count(id)) {
-      task.phase = TaskPhase::kEnded;
-      continue;
-    }
-    if (task.phase == TaskPhase::kSent && !listed.count(id) && !task.unconfirmed_after_restart &&
-        task.assignment.task_id() == id && now - task.sent_at >= options_.resend_after) {
-      task.sent_at = now;
-      v1::TaskCommand command;
-      *command.mutable_assign() = task.assignment;
-      commands.push_back(std::move(command));
-    }
-  }
-  return commands;
+  return dispatcher_.OnHeartbeat(
+      node_id, running, [this](const std::string& job_id) { return JobWantsTasks(job_id); });
 }
 
 StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(report.task_id());
-  if (it == tasks_.end()) return true;
-  Task& task = it->second;
-  if (task.phase == TaskPhase::kSent) task.phase = TaskPhase::kConfirmed;
-  task.unconfirmed_after_restart = false;
-  StatusOr<JobRecord> job = jobs_->Get(task.job_id);
-  if (!job.ok() || IsTerminal(job->state) || task.phase == TaskPhase::kCancelling ||
-      task.phase == TaskPhase::kEnded) {
-    return true;
+  const std::optional<Task> task = dispatcher_.OnProgress(report.task_id());
+  if (!task) return true;
+  StatusOr<JobRecord> job = jobs_->Get(task->job_id);
+  if (!job.ok() || IsTerminal(job->state) || !task->live()) return true;
+  // Each part is idempotent, so a report that failed half way is sent again whole by the worker.
+  if (!report.store_ready().empty() && task->rank0_node) {
+    // Stored first, so a restarted coordinator can still send the other nodes their ranks.
+    if (job->store_address != report.store_ready()) {
+      StatusOr<JobRecord> stored = jobs_->Update(
+          task->job_id, [&](JobRecord& r) { r.store_address = report.store_ready(); });
+      if (!stored.ok()) return StoreFailure("the c10d store address", stored.status());
+    }
+    dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
+  }
+  if (!report.iterations().empty() && task->assignment.kind() != v1::TASK_KIND_PROFILE) {
+    RETURN_IF_ERROR(RecordIterations(*job, report));
   }
   if (!report.logs().empty()) {
     std::vector<LogRecord> lines;
@@ -283,109 +177,112 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
       lines.push_back({0, l.time_ms() > 0 ? l.time_ms() : clock_->WallMillis(), report.node_id(),
                        l.rank(), l.line()});
     }
-    (void)jobs_->AppendLogs(task.job_id, std::move(lines));
-  }
-  if (!report.iterations().empty() && task.assignment.kind() != v1::TASK_KIND_PROFILE) {
-    auto jobs_on_device = [this](const RankPlacement& p) {
-      const DeviceKey key{p.node_id, p.device};
-      DeviceJobs on_device;
-      if (auto f = fg_owner_.find(key); f != fg_owner_.end()) on_device.fg_job = f->second;
-      if (auto b = bg_owner_.find(key); b != bg_owner_.end()) on_device.bg_job = b->second;
-      return on_device;
-    };
-    const int64_t now_ms = clock_->WallMillis();
-    StatusOr<JobRecord> updated = jobs_->Update(task.job_id, [&](JobRecord& r) {
-      for (const v1::IterationEvent& e : report.iterations()) {
-        ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
-      }
-    });
-    // A FG rank's first iteration: a BG job may be waiting to run inside its executor.
-    if (updated.ok() && updated->spec.role != JobRole::kBg &&
-        updated->progress.devices.size() > job->progress.devices.size()) {
-      work_pending_ = true;
-      work_ready_.notify_all();
-    }
-  }
-  if (!report.store_ready().empty() && task.rank0_node) {
-    // Persisted first, so a restarted coordinator can still send the other nodes their ranks.
-    if (job->store_address != report.store_ready()) {
-      (void)jobs_->Update(task.job_id,
-                          [&](JobRecord& r) { r.store_address = report.store_ready(); });
-    }
-    for (auto& [id, other] : tasks_) {
-      if (other.job_id != task.job_id || other.attempt != task.attempt ||
-          other.phase != TaskPhase::kWaitingForStore) {
-        continue;
-      }
-      other.assignment.mutable_train()->set_store_address(report.store_ready());
-      other.phase = TaskPhase::kSent;
-      other.sent_at = clock_->Now();
-      v1::TaskCommand command;
-      *command.mutable_assign() = other.assignment;
-      SendLocked(other.node_id, std::move(command));
-    }
+    Status appended = jobs_->AppendLogs(task->job_id, std::move(lines));
+    if (!appended.ok()) return StoreFailure("log lines", appended);
   }
   return false;
 }
 
+Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report) {
+  DeviceLedger ledger;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ledger = ledger_;
+  }
+  auto jobs_on_device = [&ledger](const RankPlacement& p) {
+    const DeviceKey key{p.node_id, p.device};
+    DeviceJobs on_device;
+    on_device.fg_job = ledger.ForegroundOf(key).value_or("");
+    on_device.bg_job = ledger.BackgroundOf(key).value_or("");
+    return on_device;
+  };
+  const int64_t now_ms = clock_->WallMillis();
+  StatusOr<JobRecord> updated = jobs_->Update(job.id, [&](JobRecord& r) {
+    for (const v1::IterationEvent& e : report.iterations()) {
+      ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
+    }
+  });
+  if (!updated.ok()) return StoreFailure("progress", updated.status());
+  // A FG rank's first iteration: a BG job may be waiting to run inside its executor.
+  if (updated->spec.role != JobRole::kBg &&
+      updated->progress.devices.size() > job.progress.devices.size()) {
+    Wake();
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::StoreFailure(const std::string& what, const Status& status) {
+  DP_LOG_WARN("cannot store {} of a worker report: {}", what, status.ToString());
+  return UnavailableError("the coordinator cannot store " + what + " now (" + status.message() +
+                          "); send the report again");
+}
+
 Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(report.task_id());
-  if (it == tasks_.end()) return Status::Ok();  // unknown or long forgotten: nothing to do
-  Task& task = it->second;
-  if (task.phase == TaskPhase::kEnded) return Status::Ok();  // a repeated report
+  std::optional<Task> known = dispatcher_.Find(report.task_id());
+  // Unknown, long forgotten, or a repeated report: nothing to do.
+  if (!known || known->phase == TaskPhase::kEnded) return Status::Ok();
   if (!report.last_log_lines().empty()) {
     std::vector<LogRecord> lines;
     for (const std::string& line : report.last_log_lines()) {
       lines.push_back({0, clock_->WallMillis(), report.node_id(), -1, "[exit] " + line});
     }
-    (void)jobs_->AppendLogs(task.job_id, std::move(lines));
+    // Before the task ends here, so the worker's retry of this report still counts.
+    Status appended = jobs_->AppendLogs(known->job_id, std::move(lines));
+    if (!appended.ok()) return StoreFailure("the exit's log lines", appended);
   }
-  if (task.assignment.kind() == v1::TASK_KIND_PROFILE) {
-    OnProfileExitLocked(&task, report);
-  } else {
-    OnTrainExitLocked(&task, report);
+  if (known->assignment.kind() == v1::TASK_KIND_PROFILE) CacheProfile(*known, report);
+  Writes writes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::optional<Task> task =
+        dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
+    if (!task) return Status::Ok();  // a concurrent copy of this report got here first
+    if (task->assignment.kind() == v1::TASK_KIND_PROFILE) {
+      OnProfileExitLocked(*task, report, &writes);
+    } else {
+      OnTrainExitLocked(*task, report, &writes);
+    }
   }
+  ApplyWrites(std::move(writes));
   return Status::Ok();
 }
 
-void Scheduler::OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& report) {
-  const TaskPhase before = task->phase;
-  task->phase = TaskPhase::kEnded;
-  task->outcome = report.outcome();
-  task->checkpoint = report.checkpoint();
-  StatusOr<JobRecord> job = jobs_->Get(task->job_id);
-  if (!job.ok() || IsTerminal(job->state) || job->attempt != task->attempt) return;
-  if (before == TaskPhase::kCancelling) return;
+void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
+                                  Writes* writes) {
+  StatusOr<JobRecord> job = jobs_->Get(task.job_id);
+  if (!job.ok() || IsTerminal(job->state) || job->attempt != task.attempt) return;
+  if (task.phase == TaskPhase::kCancelling) return;
   if (report.outcome() == v1::TASK_OUTCOME_SUCCEEDED) {
     std::string checkpoint;
-    for (const std::string& id : job->task_ids) {
-      auto t = tasks_.find(id);
-      if (t == tasks_.end() || t->second.phase != TaskPhase::kEnded ||
-          t->second.outcome != v1::TASK_OUTCOME_SUCCEEDED) {
-        return;  // others still running
-      }
-      if (!t->second.checkpoint.empty()) checkpoint = t->second.checkpoint;
-    }
-    (void)jobs_->Transition(job->id, JobState::kSucceeded,
-                            "all " + std::to_string(job->devices.size()) + " ranks finished",
-                            [&](JobRecord& r) {
-                              r.checkpoint = checkpoint;
-                              r.progress.iteration = r.spec.iterations;
-                            });
-    ReleaseLocked(job->id);
+    if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint)) return;  // others still running
+    JobWrite write = TransitionWrite(
+        job->id, JobState::kSucceeded,
+        "all " + std::to_string(job->devices.size()) + " ranks finished", /*retry=*/true);
+    write.mutate = [checkpoint](JobRecord& r) {
+      r.checkpoint = checkpoint;
+      r.progress.iteration = r.spec.iterations;
+    };
+    // The devices stay held until SUCCEEDED is stored: until then the job is RUNNING.
+    write.on_written = [this](const JobRecord& stored) { ReleaseLocked(stored.id); };
+    write.on_refused = [this, id = job->id](const Status&) { ReleaseLocked(id); };
+    writes->push_back(std::move(write));
     return;
   }
   if (report.host_ended() && job->spec.role == JobRole::kBg) {
     // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts.
     ReleaseLocked(job->id);
-    (void)jobs_->Transition(
+    writes->push_back(TransitionWrite(
         job->id, JobState::kPending,
         "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
-            "; BG jobs are not checkpointed, it starts again");
+            "; BG jobs are not checkpointed, it starts again",
+        /*retry=*/true));
     return;
   }
-  std::string reason = "task " + task->id + " on " + task->node_id;
+  FailOrRequeueLocked(*job, ExitReason(task, report), writes);
+}
+
+std::string Scheduler::ExitReason(const Task& task, const v1::ReportTaskExitRequest& report) {
+  std::string reason = "task " + task.id + " on " + task.node_id;
   reason +=
       report.outcome() == v1::TASK_OUTCOME_CANCELLED ? " was stopped by its worker" : " failed";
   std::string detail = report.error();
@@ -398,37 +295,42 @@ void Scheduler::OnTrainExitLocked(Task* task, const v1::ReportTaskExitRequest& r
     detail = "last log line: " + report.last_log_lines(report.last_log_lines_size() - 1);
   }
   if (!detail.empty()) reason += ": " + detail;
-  FailOrRequeueLocked(*job, reason);
+  return reason;
 }
 
-void Scheduler::OnProfileExitLocked(Task* task, const v1::ReportTaskExitRequest& report) {
-  task->phase = TaskPhase::kEnded;
-  task->outcome = report.outcome();
+void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
+                                    Writes* writes) {
   auto res = std::find_if(reservations_.begin(), reservations_.end(),
-                          [&](const auto& kv) { return kv.second.profile_task == task->id; });
+                          [&](const auto& kv) { return kv.second.profile_task == task.id; });
   if (res == reservations_.end()) return;  // the job was cancelled meanwhile
-  Reservation reservation = res->second;
-  if (report.outcome() == v1::TASK_OUTCOME_SUCCEEDED && !report.result_json().empty()) {
-    StatusOr<JobRecord> job = jobs_->Get(task->job_id);
-    if (!job.ok()) return;
-    Status saved = jobs_->store()->SaveProfile(planner_->ModelKey(job->spec),
-                                               reservation.shape.device_type, report.result_json());
-    if (!saved.ok()) DP_LOG_WARN("cannot cache profile: {}", saved.ToString());
-    StatusOr<JobRecord> moved = jobs_->Transition(
-        task->job_id, JobState::kPlanning, "profile measured on " + task->node_id + "; planning");
-    if (!moved.ok()) return;
-    reservation.profile_json = report.result_json();
-    reservation.profile_task.clear();
-    reservations_[task->job_id] = reservation;
-    ready_to_plan_.push_back(reservation);
-    work_pending_ = true;
-    work_ready_.notify_all();
+  if (report.outcome() != v1::TASK_OUTCOME_SUCCEEDED || report.result_json().empty()) {
+    std::string reason = "profiling on " + task.node_id + " failed";
+    if (!report.error().empty()) reason += ": " + report.error();
+    ReleaseLocked(task.job_id);
+    writes->push_back(TransitionWrite(task.job_id, JobState::kFailed, reason, /*retry=*/true));
     return;
   }
-  std::string reason = "profiling on " + task->node_id + " failed";
-  if (!report.error().empty()) reason += ": " + report.error();
-  ReleaseLocked(task->job_id);
-  (void)jobs_->Transition(task->job_id, JobState::kFailed, reason);
+  res->second.profile_json = report.result_json();
+  res->second.profile_task.clear();
+  Reservation reservation = res->second;
+  reservations_.erase(res);
+  // Retried until stored: the job holds its devices and the measured profile meanwhile.
+  PlanOnceStoredLocked(std::move(reservation),
+                       TransitionWrite(task.job_id, JobState::kPlanning,
+                                       "profile measured on " + task.node_id + "; planning",
+                                       /*retry=*/true),
+                       writes);
+}
+
+void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report) {
+  if (report.outcome() != v1::TASK_OUTCOME_SUCCEEDED || report.result_json().empty()) return;
+  StatusOr<JobRecord> job = jobs_->Get(task.job_id);
+  if (!job.ok()) return;
+  // The cache saves a measurement next time; a failed save costs that, not the job.
+  Status saved = jobs_->store()->SaveProfile(planner_->ModelKey(job->spec),
+                                             task.assignment.profile().device_type(),
+                                             report.result_json());
+  if (!saved.ok()) DP_LOG_WARN("job {}: cannot cache its profile: {}", job->id, saved.ToString());
 }
 
 }  // namespace deepool::coordinator

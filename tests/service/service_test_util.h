@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -23,6 +24,8 @@ class FakePlanningBackend final : public PlanningBackend {
   Status plan_error = Status::Ok();
   mutable std::atomic<int> foreground_plans{0};
   mutable std::string last_profile_json;
+  // Called as a plan is made (e.g. to fail the store between planning and dispatch).
+  std::function<void()> on_plan;
 
   Status CheckModel(const JobSpec& spec) const override {
     if (!spec.graph_json.empty()) return Status::Ok();
@@ -52,6 +55,7 @@ class FakePlanningBackend final : public PlanningBackend {
                                       const std::string& profile_json) const override {
     ++foreground_plans;
     last_profile_json = profile_json;
+    if (on_plan) on_plan();
     if (!plan_error.ok()) return plan_error;
     return Make(spec, cluster.devices);
   }

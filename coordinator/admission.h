@@ -1,0 +1,82 @@
+// Admission: which pending jobs get devices this round, and why the others wait. A pure step:
+// pending jobs, the nodes and a device ledger in; reservations and pending reasons out. Nothing
+// here reads the store, the clock or a lock, so every rule is tested by calling Admit.
+//
+// Rules:
+// - FG jobs go in priority, then submission order, each onto `gpus` devices of one device type
+//   that no other FG job holds, on schedulable nodes, on as few nodes as possible (the nodes with
+//   the most free devices first; within a node, devices without a BG job first). A FG job that
+//   could fit the cluster but does not fit now blocks the FG jobs behind it, so big jobs do not
+//   starve. A BG job on a device a FG job takes makes way (Admission::displaced).
+// - BG jobs then take one device each, one BG job per device, preferring the device the FG plans
+//   leave idlest (a device no FG job holds is idlest); at equal idleness a device it can use now
+//   (no FG job, or a FG rank already running to train inside) first. A device whose FG rank has
+//   not started yet is not taken: the BG job waits to run inside that rank's executor.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coordinator/device_ledger.h"
+#include "coordinator/job.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/planning.h"
+
+namespace deepool::coordinator {
+
+// Why a job is still PENDING after a round.
+enum class PendingCode {
+  kQueuedBehind,          // a FG job ahead of it in the queue is waiting for devices
+  kWaitingForDevices,     // enough devices exist, not enough are free now
+  kNotEnoughDevices,      // no device type has `gpus` schedulable devices
+  kWaitingForBgSlot,      // every device has a BG job
+  kWaitingForFgRank,      // its device's FG rank has not started (it will run inside it)
+};
+
+struct PendingReason {
+  std::string job_id;
+  PendingCode code = PendingCode::kWaitingForDevices;
+  std::string message;  // a sentence for people, e.g. "waiting for 4 free devices of one type"
+};
+
+struct ForegroundGrant {
+  std::string job_id;
+  std::vector<DeviceKey> devices;  // rank order: node by node
+  ClusterShape shape;
+};
+
+struct BackgroundGrant {
+  std::string job_id;
+  DeviceKey device;
+  double idle_fraction = 1.0;  // predicted idleness of the device when chosen
+};
+
+// A BG job whose device a FG job took: it is stopped and goes back to PENDING.
+struct Displacement {
+  std::string bg_job;
+  std::string fg_job;
+  DeviceKey device;
+};
+
+struct Admission {
+  std::vector<ForegroundGrant> foreground;  // in admission order
+  std::vector<BackgroundGrant> background;
+  std::vector<Displacement> displaced;
+  std::vector<PendingReason> pending;
+};
+
+struct AdmissionInput {
+  std::vector<JobRecord> pending;  // PENDING jobs in submission order
+  std::vector<NodeRecord> nodes;
+  DeviceLedger ledger;
+  // Devices whose FG rank runs (has reported an iteration), so a BG job can run inside it.
+  std::set<DeviceKey> running_fg_ranks;
+};
+
+Admission Admit(AdmissionInput input);
+
+// "37%": an idle fraction as people read it in reasons.
+std::string IdlePercent(double fraction);
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,277 @@
+#include "coordinator/dispatcher.h"
+
+namespace deepool::coordinator {
+namespace {
+
+std::set<std::string> Listed(const std::vector<v1::RunningTask>& running) {
+  std::set<std::string> ids;
+  for (const v1::RunningTask& task : running) ids.insert(task.task_id());
+  return ids;
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(const Clock* clock, Clock::Duration resend_after)
+    : clock_(clock), resend_after_(resend_after) {}
+
+void Dispatcher::Add(std::vector<Task> tasks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Task& task : tasks) {
+    task.sent_at = clock_->Now();
+    Task& stored = tasks_[task.id] = std::move(task);
+    if (stored.phase == TaskPhase::kSent) SendAssignLocked(stored);
+  }
+}
+
+void Dispatcher::Restore(std::vector<Task> tasks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Task& task : tasks) {
+    task.unconfirmed_after_restart = true;
+    task.sent_at = clock_->Now();
+    tasks_[task.id] = std::move(task);
+  }
+}
+
+void Dispatcher::CancelJob(const std::string& job_id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, task] : tasks_) {
+    if (task.job_id != job_id) continue;
+    if (task.phase == TaskPhase::kWaitingForStore) {
+      task.phase = TaskPhase::kEnded;  // never sent
+      continue;
+    }
+    if (!task.live()) continue;
+    task.phase = TaskPhase::kCancelling;
+    task.sent_at = clock_->Now();
+    v1::TaskCommand command;
+    command.mutable_cancel()->set_task_id(id);
+    command.mutable_cancel()->set_reason(reason);
+    SendLocked(task.node_id, std::move(command));
+  }
+}
+
+std::set<std::string> Dispatcher::DropNode(const std::string& node_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> jobs;
+  for (auto& [id, task] : tasks_) {
+    if (task.node_id != node_id || task.phase == TaskPhase::kEnded) continue;
+    if (task.phase != TaskPhase::kCancelling) jobs.insert(task.job_id);
+    task.phase = TaskPhase::kEnded;  // its worker is gone; nothing to cancel there
+  }
+  outbox_.erase(node_id);
+  return jobs;
+}
+
+std::map<std::string, std::string> Dispatcher::UnconfirmedAfterRestart() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::string> jobs;
+  for (const auto& [id, task] : tasks_) {
+    if (task.unconfirmed_after_restart && task.phase != TaskPhase::kEnded) {
+      jobs.emplace(task.job_id, id);
+    }
+  }
+  return jobs;
+}
+
+std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
+                                                     const std::vector<v1::RunningTask>& running,
+                                                     const JobWanted& wanted) {
+  std::vector<std::string> cancel;
+  for (const v1::RunningTask& listed : running) {
+    auto it = tasks_.find(listed.task_id());
+    const bool keep = it != tasks_.end() && it->second.node_id == node_id &&
+                      it->second.live() && wanted(it->second.job_id);
+    if (keep) {
+      it->second.phase = TaskPhase::kConfirmed;
+      it->second.unconfirmed_after_restart = false;
+    } else {
+      cancel.push_back(listed.task_id());
+    }
+  }
+  return cancel;
+}
+
+Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
+                                                const std::vector<v1::RunningTask>& running,
+                                                const JobWanted& wanted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Registration registration;
+  registration.cancel_task_ids = ReconcileLocked(node_id, running, wanted);
+  const std::set<std::string> listed = Listed(running);
+  // Tasks this node should run but does not list: confirmed ones died with the old worker, and
+  // so did a rank-0 task from before a coordinator restart (its store is gone); the others may
+  // never have reached the worker and are sent again.
+  for (auto& [id, task] : tasks_) {
+    if (task.node_id != node_id || listed.count(id)) continue;
+    if (task.phase == TaskPhase::kConfirmed ||
+        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node)) {
+      task.phase = TaskPhase::kEnded;
+      registration.lost_jobs.insert(task.job_id);
+    } else if (task.phase == TaskPhase::kSent) {
+      SendAssignLocked(task);
+    } else if (task.phase == TaskPhase::kCancelling) {
+      task.phase = TaskPhase::kEnded;
+    }
+  }
+  return registration;
+}
+
+std::vector<v1::TaskCommand> Dispatcher::OnHeartbeat(const std::string& node_id,
+                                                     const std::vector<v1::RunningTask>& running,
+                                                     const JobWanted& wanted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::TaskCommand> commands;
+  for (const std::string& id : ReconcileLocked(node_id, running, wanted)) {
+    v1::TaskCommand command;
+    command.mutable_cancel()->set_task_id(id);
+    command.mutable_cancel()->set_reason("the coordinator no longer wants this task");
+    commands.push_back(std::move(command));
+  }
+  const std::set<std::string> listed = Listed(running);
+  const Clock::TimePoint now = clock_->Now();
+  for (auto& [id, task] : tasks_) {
+    if (task.node_id != node_id || listed.count(id)) continue;
+    if (task.phase == TaskPhase::kCancelling) {
+      task.phase = TaskPhase::kEnded;  // the worker no longer runs it
+    } else if (task.phase == TaskPhase::kSent && !task.unconfirmed_after_restart &&
+               now - task.sent_at >= resend_after_) {
+      task.sent_at = now;
+      v1::TaskCommand command;
+      *command.mutable_assign() = task.assignment;
+      commands.push_back(std::move(command));
+    }
+  }
+  return commands;
+}
+
+std::optional<Task> Dispatcher::Find(const std::string& task_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Task> Dispatcher::OnProgress(const std::string& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  if (it->second.phase == TaskPhase::kSent) it->second.phase = TaskPhase::kConfirmed;
+  it->second.unconfirmed_after_restart = false;
+  return it->second;
+}
+
+void Dispatcher::OnStoreReady(const std::string& job_id, int64_t attempt,
+                              const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, task] : tasks_) {
+    if (task.job_id != job_id || task.attempt != attempt ||
+        task.phase != TaskPhase::kWaitingForStore) {
+      continue;
+    }
+    task.assignment.mutable_train()->set_store_address(address);
+    task.phase = TaskPhase::kSent;
+    SendAssignLocked(task);
+  }
+}
+
+std::optional<Task> Dispatcher::OnExit(const std::string& task_id, v1::TaskOutcome outcome,
+                                       const std::string& checkpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second.phase == TaskPhase::kEnded) return std::nullopt;
+  Task before = it->second;
+  it->second.phase = TaskPhase::kEnded;
+  it->second.outcome = outcome;
+  it->second.checkpoint = checkpoint;
+  return before;
+}
+
+bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids,
+                              std::string* checkpoint) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& id : task_ids) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.phase != TaskPhase::kEnded ||
+        it->second.outcome != v1::TASK_OUTCOME_SUCCEEDED) {
+      return false;
+    }
+    if (!it->second.checkpoint.empty()) *checkpoint = it->second.checkpoint;
+  }
+  return true;
+}
+
+std::optional<std::string> Dispatcher::LiveTaskOn(const std::string& job_id, int64_t attempt,
+                                                  const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, task] : tasks_) {
+    if (task.job_id == job_id && task.attempt == attempt && task.node_id == node_id &&
+        task.live()) {
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Dispatcher::TasksOnNode(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, task] : tasks_) {
+    if (task.node_id == node_id && task.phase != TaskPhase::kEnded) ids.push_back(id);
+  }
+  return ids;
+}
+
+size_t Dispatcher::DropEnded(const JobDone& done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t dropped = 0;
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second.phase == TaskPhase::kEnded && done(it->second.job_id, it->second.attempt)) {
+      it = tasks_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+size_t Dispatcher::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.size();
+}
+
+std::vector<v1::TaskCommand> Dispatcher::WaitForCommands(const std::string& node_id,
+                                                         std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  outbox_ready_.wait_for(lock, timeout, [&] {
+    auto it = outbox_.find(node_id);
+    return shutdown_ || (it != outbox_.end() && !it->second.empty());
+  });
+  std::vector<v1::TaskCommand> out;
+  auto it = outbox_.find(node_id);
+  if (it != outbox_.end()) {
+    out.assign(it->second.begin(), it->second.end());
+    it->second.clear();
+  }
+  return out;
+}
+
+void Dispatcher::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  outbox_ready_.notify_all();
+}
+
+void Dispatcher::SendLocked(const std::string& node_id, v1::TaskCommand command) {
+  outbox_[node_id].push_back(std::move(command));
+  outbox_ready_.notify_all();
+}
+
+void Dispatcher::SendAssignLocked(Task& task) {
+  task.sent_at = clock_->Now();
+  v1::TaskCommand command;
+  *command.mutable_assign() = task.assignment;
+  SendLocked(task.node_id, std::move(command));
+}
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,120 @@
+// Admission as a pure step: pending jobs, nodes and a ledger in; grants and reasons out.
+#include "coordinator/admission.h"
+
+#include <catch2/catch.hpp>
+
+namespace deepool::coordinator {
+namespace {
+
+NodeRecord Node(const std::string& id, int devices, const std::string& type = "cpu") {
+  NodeRecord node;
+  node.id = id;
+  node.name = id;
+  for (int i = 0; i < devices; ++i) node.devices.push_back({"d" + std::to_string(i), type, 0});
+  return node;
+}
+
+JobRecord Job(const std::string& id, int gpus, JobRole role = JobRole::kFg, int priority = 0) {
+  JobRecord job;
+  job.id = id;
+  job.state = JobState::kPending;
+  job.spec.gpus = gpus;
+  job.spec.role = role;
+  job.spec.priority = priority;
+  return job;
+}
+
+TEST_CASE("FG jobs take the fewest nodes, in priority then submission order", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {Node("a", 2), Node("b", 4)};
+  input.pending = {Job("first", 3), Job("urgent", 2, JobRole::kFg, /*priority=*/5)};
+  const Admission admission = Admit(input);
+  REQUIRE(admission.foreground.size() == 2);
+  CHECK(admission.foreground[0].job_id == "urgent");
+  // The node with the most free devices first: both of urgent's devices on b.
+  CHECK(admission.foreground[0].devices == std::vector<DeviceKey>{{"b", "d0"}, {"b", "d1"}});
+  CHECK(admission.foreground[0].shape.nodes == 1);
+  // first: 3 devices over a's two and b's remaining two, a first (equal counts keep node order).
+  const ForegroundGrant& first = admission.foreground[1];
+  REQUIRE(first.devices.size() == 3);
+  CHECK(first.shape.devices_per_node == 2);
+  CHECK(first.shape.nodes == 2);
+  CHECK(admission.pending.empty());
+}
+
+TEST_CASE("a FG job that does not fit now blocks the FG jobs behind it", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {Node("a", 4)};
+  input.ledger.HoldForeground({"a", "d0"}, "running");
+  input.pending = {Job("big", 4), Job("small", 1), Job("huge", 8)};
+  const Admission admission = Admit(input);
+  CHECK(admission.foreground.empty());
+  REQUIRE(admission.pending.size() == 3);
+  CHECK(admission.pending[0].job_id == "big");
+  CHECK(admission.pending[0].code == PendingCode::kWaitingForDevices);
+  CHECK(admission.pending[0].message == "waiting for 4 free devices of one type (3 free)");
+  CHECK(admission.pending[1].job_id == "small");
+  CHECK(admission.pending[1].code == PendingCode::kQueuedBehind);
+  CHECK(admission.pending[1].message == "queued behind big");
+  CHECK(admission.pending[2].code == PendingCode::kQueuedBehind);  // "huge" is behind it too
+}
+
+TEST_CASE("a FG job larger than any device type is told so and blocks nobody", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {Node("a", 2), Node("g", 2, "a100")};
+  input.pending = {Job("huge", 3), Job("small", 2)};
+  const Admission admission = Admit(input);
+  REQUIRE(admission.pending.size() == 1);
+  CHECK(admission.pending[0].code == PendingCode::kNotEnoughDevices);
+  REQUIRE(admission.foreground.size() == 1);
+  CHECK(admission.foreground[0].job_id == "small");
+}
+
+TEST_CASE("a BG job takes the idlest device and makes way for a FG job", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {Node("a", 2)};
+  input.ledger.HoldForeground({"a", "d0"}, "fg0");
+  input.ledger.SetIdleFraction({"a", "d0"}, 0.4);
+  input.ledger.HoldBackground({"a", "d1"}, "old-bg");
+  SECTION("the idlest free slot, with its FG rank running") {
+    input.running_fg_ranks = {{"a", "d0"}};
+    input.pending = {Job("bg", 1, JobRole::kBg)};
+    const Admission admission = Admit(input);
+    REQUIRE(admission.background.size() == 1);
+    CHECK(admission.background[0].device == DeviceKey{"a", "d0"});
+    CHECK(admission.background[0].idle_fraction == Approx(0.4));
+  }
+  SECTION("a FG rank not started yet: the BG job waits to run inside it") {
+    input.pending = {Job("bg", 1, JobRole::kBg)};
+    const Admission admission = Admit(input);
+    CHECK(admission.background.empty());
+    REQUIRE(admission.pending.size() == 1);
+    CHECK(admission.pending[0].code == PendingCode::kWaitingForFgRank);
+  }
+  SECTION("a FG job on the BG job's device displaces it") {
+    input.pending = {Job("fg1", 1)};
+    const Admission admission = Admit(input);
+    REQUIRE(admission.foreground.size() == 1);
+    CHECK(admission.foreground[0].devices == std::vector<DeviceKey>{{"a", "d1"}});
+    REQUIRE(admission.displaced.size() == 1);
+    CHECK(admission.displaced[0].bg_job == "old-bg");
+    CHECK(admission.displaced[0].fg_job == "fg1");
+  }
+}
+
+TEST_CASE("drained and down nodes take no work", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {Node("a", 2), Node("b", 2)};
+  input.nodes[0].state = NodeState::kDown;
+  input.nodes[1].state = NodeState::kDraining;
+  input.pending = {Job("fg", 1), Job("bg", 1, JobRole::kBg)};
+  const Admission admission = Admit(input);
+  CHECK(admission.foreground.empty());
+  CHECK(admission.background.empty());
+  REQUIRE(admission.pending.size() == 2);
+  CHECK(admission.pending[0].code == PendingCode::kNotEnoughDevices);
+  CHECK(admission.pending[1].code == PendingCode::kWaitingForBgSlot);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

@@ -1,0 +1,116 @@
+// The dispatcher's task table and outboxes with a FakeClock: sends, re-sends, cancels, the c10d
+// store hand-off, and forgetting ended tasks.
+#include "coordinator/dispatcher.h"
+
+#include <catch2/catch.hpp>
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+Task TrainTask(const std::string& id, const std::string& node, TaskPhase phase,
+               const std::string& job = "job-1") {
+  Task task;
+  task.id = id;
+  task.job_id = job;
+  task.node_id = node;
+  task.attempt = 1;
+  task.phase = phase;
+  task.rank0_node = phase == TaskPhase::kSent;
+  task.assignment.set_task_id(id);
+  task.assignment.set_job_id(job);
+  task.assignment.set_kind(v1::TASK_KIND_TRAIN);
+  return task;
+}
+
+v1::RunningTask Listed(const std::string& id) {
+  v1::RunningTask task;
+  task.set_task_id(id);
+  return task;
+}
+
+const Dispatcher::JobWanted kWanted = [](const std::string&) { return true; };
+
+TEST_CASE("sent tasks reach the outbox; waiting ones go out with the store address",
+          "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent),
+                  TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
+  REQUIRE(dispatcher.WaitForCommands("a", milliseconds(0)).size() == 1);
+  CHECK(dispatcher.WaitForCommands("b", milliseconds(0)).empty());
+  dispatcher.OnStoreReady("job-1", 1, "10.0.0.1:29500");
+  std::vector<v1::TaskCommand> on_b = dispatcher.WaitForCommands("b", milliseconds(0));
+  REQUIRE(on_b.size() == 1);
+  CHECK(on_b[0].assign().train().store_address() == "10.0.0.1:29500");
+}
+
+TEST_CASE("a task the worker does not list is re-sent after resend_after", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent)});
+  CHECK(dispatcher.OnHeartbeat("a", {}, kWanted).empty());
+  clock.Advance(seconds(5));
+  std::vector<v1::TaskCommand> again = dispatcher.OnHeartbeat("a", {}, kWanted);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].assign().task_id() == "t0");
+  // Listed: confirmed, never re-sent.
+  clock.Advance(seconds(5));
+  CHECK(dispatcher.OnHeartbeat("a", {Listed("t0")}, kWanted).empty());
+  clock.Advance(seconds(5));
+  CHECK(dispatcher.OnHeartbeat("a", {Listed("t0")}, kWanted).empty());
+}
+
+TEST_CASE("cancelling ends unsent tasks and sends cancels for the others", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent),
+                  TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
+  dispatcher.WaitForCommands("a", milliseconds(0));
+  dispatcher.CancelJob("job-1", "user");
+  std::vector<v1::TaskCommand> on_a = dispatcher.WaitForCommands("a", milliseconds(0));
+  REQUIRE(on_a.size() == 1);
+  CHECK(on_a[0].cancel().task_id() == "t0");
+  CHECK(dispatcher.WaitForCommands("b", milliseconds(0)).empty());
+  CHECK(dispatcher.TasksOnNode("b").empty());
+  // The worker stops listing it: it has ended.
+  REQUIRE(dispatcher.TasksOnNode("a").size() == 1);
+  dispatcher.OnHeartbeat("a", {}, kWanted);
+  CHECK(dispatcher.TasksOnNode("a").empty());
+}
+
+TEST_CASE("ended tasks are forgotten once their job is done with them", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent, "done-job"),
+                  TrainTask("t1", "a", TaskPhase::kSent, "live-job")});
+  REQUIRE(dispatcher.OnExit("t0", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
+  REQUIRE(dispatcher.OnExit("t1", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
+  CHECK_FALSE(dispatcher.OnExit("t1", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());  // repeated
+  const size_t dropped = dispatcher.DropEnded(
+      [](const std::string& job, int64_t) { return job == "done-job"; });
+  CHECK(dropped == 1);
+  CHECK(dispatcher.size() == 1);
+  CHECK_FALSE(dispatcher.Find("t0").has_value());
+  std::string checkpoint;
+  CHECK(dispatcher.AllSucceeded({"t1"}, &checkpoint));
+}
+
+TEST_CASE("a node that re-registers without its confirmed task lost it", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent)});
+  dispatcher.OnHeartbeat("a", {Listed("t0")}, kWanted);  // confirmed
+  Dispatcher::Registration registration = dispatcher.OnRegister("a", {}, kWanted);
+  CHECK(registration.lost_jobs == std::set<std::string>{"job-1"});
+  // A task of a job nobody wants any more is cancelled at registration.
+  dispatcher.Add({TrainTask("t2", "a", TaskPhase::kSent, "gone")});
+  registration = dispatcher.OnRegister(
+      "a", {Listed("t2")}, [](const std::string& job) { return job != "gone"; });
+  CHECK(registration.cancel_task_ids == std::vector<std::string>{"t2"});
+}
+
+}  // namespace
+}  // namespace deepool::coordinator

@@ -1,0 +1,54 @@
+// FailingJobStore: an in-memory JobStore whose writes fail on demand, as a full disk or a lost
+// database would make them, to test that no store error is dropped.
+#pragma once
+
+#include <atomic>
+
+#include "coordinator/job_store.h"
+
+namespace deepool::coordinator::testing {
+
+class FailingJobStore final : public JobStore {
+ public:
+  // While set, every write (jobs, logs, profiles) fails with UNAVAILABLE; reads work.
+  std::atomic<bool> fail_writes{false};
+  std::atomic<int> failed_writes{0};
+
+  Status SaveJob(const JobRecord& job) override {
+    if (Refuse()) return Failure();
+    return memory_.SaveJob(job);
+  }
+  StatusOr<std::vector<JobRecord>> LoadJobs() override { return memory_.LoadJobs(); }
+  Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
+    if (Refuse()) return Failure();
+    return memory_.AppendLogs(job_id, lines);
+  }
+  StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
+                                            int limit) override {
+    return memory_.ReadLogs(job_id, after_seq, limit);
+  }
+  StatusOr<std::vector<LogRecord>> TailLogs(const std::string& job_id, int count) override {
+    return memory_.TailLogs(job_id, count);
+  }
+  Status SaveProfile(const std::string& model_key, const std::string& device_type,
+                     const std::string& profile_json) override {
+    if (Refuse()) return Failure();
+    return memory_.SaveProfile(model_key, device_type, profile_json);
+  }
+  StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
+                                                   const std::string& device_type) override {
+    return memory_.LoadProfile(model_key, device_type);
+  }
+
+ private:
+  bool Refuse() {
+    if (!fail_writes) return false;
+    ++failed_writes;
+    return true;
+  }
+  static Status Failure() { return UnavailableError("disk full (injected)"); }
+
+  InMemoryJobStore memory_;
+};
+
+}  // namespace deepool::coordinator::testing

@@ -1,0 +1,237 @@
+// No store error is dropped: every job change the scheduler makes is either stored, retried on a
+// later tick until it is, or refused to its caller (a client, or a worker that sends its report
+// again). The store fails on demand (FailingJobStore), as a full disk would make it.
+#include <catch2/catch.hpp>
+
+#include "coordinator/scheduler.h"
+#include "tests/service/failing_job_store.h"
+#include "tests/service/scheduler_harness.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using testing::Fg;
+using testing::FailingJobStore;
+using testing::Harness;
+using testing::Running;
+
+// The one task of a FG job dispatched to node-a.
+std::string DispatchedTask(Harness& h) {
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  REQUIRE(commands[0].has_assign());
+  return commands[0].assign().task_id();
+}
+
+TEST_CASE("a failed admission write leaves the job pending with its devices free",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 2);
+  JobRecord job = h.Submit(Fg(2));
+  store.fail_writes = true;
+  h.scheduler.Tick();
+  CHECK(store.failed_writes > 0);
+  CHECK(h.Get(job.id).state == JobState::kPending);
+  CHECK(h.scheduler.DeviceUses().empty());
+  CHECK(h.Commands("node-a").empty());
+
+  store.fail_writes = false;
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.Commands("node-a").size() == 1);
+}
+
+TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store is back",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 2);
+  JobRecord job = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  const std::string task = DispatchedTask(h);
+
+  store.fail_writes = true;
+  h.Exit("node-a", task, v1::TASK_OUTCOME_FAILED, "boom");
+  // The devices are free at once; the job's new state waits for the store.
+  CHECK(h.scheduler.DeviceUses().empty());
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.scheduler.UnwrittenCount() == 1);
+  h.scheduler.Tick();  // still failing: kept
+  CHECK(h.scheduler.UnwrittenCount() == 1);
+
+  store.fail_writes = false;
+  h.scheduler.Tick();
+  CHECK(h.scheduler.UnwrittenCount() == 0);
+  JobRecord failed = h.Get(job.id);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK_THAT(failed.reason, Catch::Contains("boom"));
+}
+
+TEST_CASE("a success that cannot be stored keeps the devices until it is", "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = DispatchedTask(h);
+
+  store.fail_writes = true;
+  h.Exit("node-a", task, v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.scheduler.DeviceUses().size() == 1);
+  // A second job cannot take the device the first still holds in the store's view.
+  store.fail_writes = false;
+  JobRecord second = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kSucceeded);
+  // The success was written first in the tick, so the freed device went to the next job.
+  CHECK(h.Get(second.id).state == JobState::kRunning);
+}
+
+TEST_CASE("a dispatch that cannot be stored sends nothing and requeues the job",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  // PLANNING is stored, RUNNING is not: fail from the moment the plan exists.
+  h.planner.on_plan = [&] { store.fail_writes = true; };
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kPlanning);
+  CHECK(h.Commands("node-a").empty());
+  CHECK(h.scheduler.DeviceUses().empty());
+
+  h.planner.on_plan = nullptr;
+  store.fail_writes = false;
+  h.scheduler.Tick();  // the requeue is stored; the job is admitted again next round
+  h.scheduler.Tick();
+  JobRecord running = h.Get(job.id);
+  CHECK(running.state == JobState::kRunning);
+  bool requeued = false;
+  for (const auto& entry : running.history) {
+    if (entry.reason.find("dispatch could not be stored") != std::string::npos) requeued = true;
+  }
+  CHECK(requeued);
+  CHECK(h.Commands("node-a").size() == 1);
+}
+
+TEST_CASE("worker reports that cannot be stored are refused, so the worker sends them again",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = DispatchedTask(h);
+
+  v1::ReportProgressRequest progress;
+  progress.set_node_id("node-a");
+  progress.set_task_id(task);
+  v1::IterationEvent* e = progress.add_iterations();
+  e->set_rank(0);
+  e->set_iteration(2);
+  progress.add_logs()->set_line("iteration 2");
+  store.fail_writes = true;
+  StatusOr<bool> refused = h.scheduler.ReportProgress(progress);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(task);
+  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  exit.add_last_log_lines("bye");
+  CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+
+  store.fail_writes = false;
+  REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  CHECK(h.Get(job.id).progress.iteration == 3);
+  REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  CHECK(h.Get(job.id).state == JobState::kSucceeded);
+  StatusOr<std::vector<LogRecord>> logs = h.jobs.ReadLogs(job.id, 0, 0);
+  REQUIRE(logs.ok());
+  REQUIRE(logs->size() == 2);
+  CHECK(logs->at(0).line == "iteration 2");
+  CHECK(logs->at(1).line == "[exit] bye");
+}
+
+TEST_CASE("a cancel that cannot be stored fails for the client and stops nothing",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  DispatchedTask(h);
+  store.fail_writes = true;
+  StatusOr<JobRecord> cancelled = h.scheduler.Cancel(job.id, "");
+  CHECK(cancelled.status().code() == StatusCode::kUnavailable);
+  CHECK(h.Commands("node-a").empty());
+  CHECK(h.scheduler.DeviceUses().size() == 1);
+}
+
+TEST_CASE("a lost node's jobs are failed once the store takes the write", "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  DispatchedTask(h);
+  store.fail_writes = true;
+  h.clock.Advance(std::chrono::seconds(11));
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.scheduler.UnwrittenCount() == 1);
+  store.fail_writes = false;
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kFailed);
+  CHECK_THAT(h.Get(job.id).reason, Catch::Contains("stopped heartbeating"));
+}
+
+TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it is",
+          "[scheduler][store]") {
+  FailingJobStore store;
+  Harness h(&store);
+  h.AddNode("a", 1);
+  JobSpec spec = Fg(1);
+  spec.profile = "measured";
+  JobRecord job = h.Submit(spec);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kProfiling);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const std::string profile_task = commands[0].assign().task_id();
+
+  store.fail_writes = true;
+  h.Exit("node-a", profile_task, v1::TASK_OUTCOME_SUCCEEDED, "", R"({"format":"x"})");
+  CHECK(h.Get(job.id).state == JobState::kProfiling);
+  CHECK(h.scheduler.UnwrittenCount() == 1);
+  store.fail_writes = false;
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.planner.last_profile_json == R"({"format":"x"})");
+}
+
+TEST_CASE("tasks of finished jobs are forgotten", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = DispatchedTask(h);
+  CHECK(h.scheduler.TaskCount() == 1);
+  h.Exit("node-a", task, v1::TASK_OUTCOME_SUCCEEDED);
+  REQUIRE(h.Get(job.id).state == JobState::kSucceeded);
+  h.scheduler.Tick();
+  CHECK(h.scheduler.TaskCount() == 0);
+  // The worker still lists it for a moment: it is told to stop, not resent.
+  StatusOr<std::vector<v1::TaskCommand>> commands =
+      h.scheduler.Heartbeat("node-a", {Running(task, job.id)});
+  REQUIRE(commands.ok());
+  REQUIRE(commands->size() == 1);
+  CHECK(commands->at(0).has_cancel());
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
