@@ -1,0 +1,50 @@
+#include "protocol/executor_commands.h"
+
+#include <nlohmann/json.hpp>
+
+namespace deepool::protocol {
+
+using nlohmann::json;
+
+StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line) {
+  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return InvalidArgumentError("command: not a JSON object");
+  }
+  if (!doc.contains("command") || !doc["command"].is_string()) {
+    return InvalidArgumentError("command: missing or not a string");
+  }
+  const std::string name = doc["command"].get<std::string>();
+  ExecutorCommand command;
+  if (name == "attach_background") {
+    if (!doc.contains("background") || !doc["background"].is_object()) {
+      return InvalidArgumentError("background: missing or not an object");
+    }
+    ASSIGN_OR_RETURN(command.background, ParseBackgroundJson(doc["background"]));
+    command.kind = ExecutorCommand::Kind::kAttachBackground;
+    command.job_id = command.background.job_id;
+    return command;
+  }
+  if (name == "detach_background") {
+    if (!doc.contains("job_id") || !doc["job_id"].is_string()) {
+      return InvalidArgumentError("job_id: missing or not a string");
+    }
+    command.kind = ExecutorCommand::Kind::kDetachBackground;
+    command.job_id = doc["job_id"].get<std::string>();
+    return command;
+  }
+  return InvalidArgumentError("command: unknown command \"" + name + "\"");
+}
+
+std::string ExecutorCommandToJson(const ExecutorCommand& command) {
+  if (command.kind == ExecutorCommand::Kind::kAttachBackground) {
+    return AttachBackgroundCommandJson(BackgroundToJson(command.background));
+  }
+  return json{{"command", "detach_background"}, {"job_id", command.job_id}}.dump();
+}
+
+std::string AttachBackgroundCommandJson(const json& background) {
+  return json{{"command", "attach_background"}, {"background", background}}.dump();
+}
+
+}  // namespace deepool::protocol

@@ -1,0 +1,35 @@
+// Commands an FG executor rank accepts while it trains, one JSON object per line on its stdin
+// (the worker daemon writes them; docs/formats.md, "Executor commands"):
+//   {"command":"attach_background","background":{...the run spec's background object...}}
+//   {"command":"detach_background","job_id":"bg-7"}
+// Threading: plain values and pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "protocol/background_spec.h"
+
+namespace deepool::protocol {
+
+struct ExecutorCommand {
+  enum class Kind { kAttachBackground, kDetachBackground };
+  Kind kind = Kind::kAttachBackground;
+  BackgroundSpec background;  // attach
+  std::string job_id;         // both (attach: background.job_id)
+};
+
+// INVALID_ARGUMENT naming the field for malformed JSON, an unknown command, or a bad background
+// object (the field named as "background.batch_size", ...).
+StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line);
+// One line without its newline. attach writes `background`, detach writes `job_id`.
+std::string ExecutorCommandToJson(const ExecutorCommand& command);
+
+// The attach_background line around a background object that is already JSON: the worker daemon
+// forwards the coordinator's document as it is, and the executor rank validates it when it
+// parses the command (ExecutorCommandToJson writes attach commands through this too).
+std::string AttachBackgroundCommandJson(const nlohmann::json& background);
+
+}  // namespace deepool::protocol

@@ -1,0 +1,203 @@
+#include "protocol/executor_events.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/json_fields.h"
+
+namespace deepool::protocol {
+namespace {
+
+using nlohmann::json;
+
+constexpr BackgroundEnd kBackgroundEnds[] = {BackgroundEnd::kOk, BackgroundEnd::kError,
+                                             BackgroundEnd::kDetached, BackgroundEnd::kHostEnded};
+
+json NullableNumber(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
+}
+
+// Absent or null: nullopt.
+Status ReadNullableNumber(const json& doc, const char* name, std::optional<double>* out) {
+  auto found = doc.find(name);
+  if (found == doc.end() || found->is_null()) return Status::Ok();
+  double value = 0;
+  RETURN_IF_ERROR(ReadOptionalField(doc, name, "", &value));
+  *out = value;
+  return Status::Ok();
+}
+
+json ProgressFields(const BackgroundEvent& e) {
+  return {{"job_id", e.job_id},
+          {"iterations", e.iterations},
+          {"samples_per_s", e.samples_per_s},
+          {"loss", NullableNumber(e.loss)}};
+}
+
+json ToJson(const StoreReadyEvent& e) {
+  return {{"event", "store_ready"}, {"host", e.host}, {"port", e.port}};
+}
+
+json ToJson(const IterationEvent& e) {
+  json doc{{"event", "iteration"},       {"rank", e.rank},
+           {"iteration", e.iteration},   {"loss", NullableNumber(e.loss)},
+           {"iteration_ms", e.iteration_ms}, {"samples_per_s", e.samples_per_s},
+           {"busy_ms", e.busy_ms},       {"idle_ms", e.idle_ms}};
+  if (e.sharing) {
+    doc["fg_busy_ms"] = e.sharing->fg_busy_ms;
+    doc["bg_busy_ms"] = e.sharing->bg_busy_ms;
+    doc["bg_samples_per_s"] = e.sharing->bg_samples_per_s;
+    doc["bg_iterations"] = e.sharing->bg_iterations;
+    doc["bg_loss"] = NullableNumber(e.sharing->bg_loss);
+  }
+  return doc;
+}
+
+json ToJson(const DoneEvent& e) {
+  return {{"event", "done"},
+          {"rank", e.rank},
+          {"iterations", e.iterations},
+          {"checkpoint", e.checkpoint ? json(*e.checkpoint) : json(nullptr)}};
+}
+
+json ToJson(const ErrorEvent& e) {
+  return {{"event", "error"}, {"rank", e.rank}, {"message", e.message}};
+}
+
+json ToJson(const BackgroundEvent& e) {
+  json doc = ProgressFields(e);
+  doc["event"] = "background";
+  return doc;
+}
+
+json ToJson(const BackgroundDoneEvent& e) {
+  json doc = ProgressFields(e.progress);
+  doc["event"] = "background_done";
+  doc["status"] = BackgroundEndName(e.status);
+  doc["message"] = e.message;
+  return doc;
+}
+
+StatusOr<ExecutorEvent> ParseStoreReady(const json& doc) {
+  StoreReadyEvent e;
+  ASSIGN_OR_RETURN(e.host, ReadRequiredField<std::string>(doc, "host", ""));
+  ASSIGN_OR_RETURN(e.port, ReadRequiredField<int>(doc, "port", ""));
+  return ExecutorEvent(std::move(e));
+}
+
+// The BG fields come together (AddSharingFields writes them all); fg_busy_ms says they are there.
+StatusOr<std::optional<IterationSharing>> ParseSharing(const json& doc) {
+  if (!doc.contains("fg_busy_ms")) return std::optional<IterationSharing>();
+  IterationSharing s;
+  ASSIGN_OR_RETURN(s.fg_busy_ms, ReadRequiredField<double>(doc, "fg_busy_ms", ""));
+  ASSIGN_OR_RETURN(s.bg_busy_ms, ReadRequiredField<double>(doc, "bg_busy_ms", ""));
+  ASSIGN_OR_RETURN(s.bg_samples_per_s, ReadRequiredField<double>(doc, "bg_samples_per_s", ""));
+  ASSIGN_OR_RETURN(s.bg_iterations, ReadRequiredField<int64_t>(doc, "bg_iterations", ""));
+  RETURN_IF_ERROR(ReadNullableNumber(doc, "bg_loss", &s.bg_loss));
+  return std::optional<IterationSharing>(s);
+}
+
+StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
+  IterationEvent e;
+  ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
+  ASSIGN_OR_RETURN(e.iteration, ReadRequiredField<int64_t>(doc, "iteration", ""));
+  RETURN_IF_ERROR(ReadNullableNumber(doc, "loss", &e.loss));
+  ASSIGN_OR_RETURN(e.iteration_ms, ReadRequiredField<double>(doc, "iteration_ms", ""));
+  ASSIGN_OR_RETURN(e.samples_per_s, ReadRequiredField<double>(doc, "samples_per_s", ""));
+  ASSIGN_OR_RETURN(e.busy_ms, ReadRequiredField<double>(doc, "busy_ms", ""));
+  ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
+  ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
+  return ExecutorEvent(std::move(e));
+}
+
+StatusOr<ExecutorEvent> ParseDone(const json& doc) {
+  DoneEvent e;
+  ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
+  ASSIGN_OR_RETURN(e.iterations, ReadRequiredField<int64_t>(doc, "iterations", ""));
+  std::string checkpoint;
+  RETURN_IF_ERROR(ReadOptionalField(doc, "checkpoint", "", &checkpoint));
+  if (doc.contains("checkpoint") && !doc["checkpoint"].is_null()) e.checkpoint = checkpoint;
+  return ExecutorEvent(std::move(e));
+}
+
+StatusOr<ExecutorEvent> ParseError(const json& doc) {
+  ErrorEvent e;
+  ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
+  ASSIGN_OR_RETURN(e.message, ReadRequiredField<std::string>(doc, "message", ""));
+  return ExecutorEvent(std::move(e));
+}
+
+StatusOr<BackgroundEvent> ParseProgress(const json& doc) {
+  BackgroundEvent e;
+  ASSIGN_OR_RETURN(e.job_id, ReadRequiredField<std::string>(doc, "job_id", ""));
+  ASSIGN_OR_RETURN(e.iterations, ReadRequiredField<int64_t>(doc, "iterations", ""));
+  ASSIGN_OR_RETURN(e.samples_per_s, ReadRequiredField<double>(doc, "samples_per_s", ""));
+  RETURN_IF_ERROR(ReadNullableNumber(doc, "loss", &e.loss));
+  return e;
+}
+
+StatusOr<ExecutorEvent> ParseBackground(const json& doc) {
+  ASSIGN_OR_RETURN(BackgroundEvent e, ParseProgress(doc));
+  return ExecutorEvent(std::move(e));
+}
+
+StatusOr<ExecutorEvent> ParseBackgroundDone(const json& doc) {
+  BackgroundDoneEvent e;
+  ASSIGN_OR_RETURN(e.progress, ParseProgress(doc));
+  ASSIGN_OR_RETURN(std::string status, ReadRequiredField<std::string>(doc, "status", ""));
+  bool known = false;
+  for (BackgroundEnd end : kBackgroundEnds) {
+    if (status == BackgroundEndName(end)) {
+      e.status = end;
+      known = true;
+    }
+  }
+  if (!known) return InvalidArgumentError("unknown status \"" + status + "\"");
+  RETURN_IF_ERROR(ReadOptionalField(doc, "message", "", &e.message));
+  return ExecutorEvent(std::move(e));
+}
+
+StatusOr<ExecutorEvent> ParseKind(const std::string& kind, const json& doc) {
+  if (kind == "store_ready") return ParseStoreReady(doc);
+  if (kind == "iteration") return ParseIteration(doc);
+  if (kind == "done") return ParseDone(doc);
+  if (kind == "error") return ParseError(doc);
+  if (kind == "background") return ParseBackground(doc);
+  if (kind == "background_done") return ParseBackgroundDone(doc);
+  return InvalidArgumentError("unknown event kind");
+}
+
+}  // namespace
+
+const char* BackgroundEndName(BackgroundEnd end) {
+  switch (end) {
+    case BackgroundEnd::kOk:
+      return "ok";
+    case BackgroundEnd::kError:
+      return "error";
+    case BackgroundEnd::kDetached:
+      return "detached";
+    case BackgroundEnd::kHostEnded:
+      return "host_ended";
+  }
+  return "error";
+}
+
+std::string ExecutorEventToJson(const ExecutorEvent& event) {
+  const json doc = std::visit([](const auto& e) { return ToJson(e); }, event);
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+StatusOr<ExecutorEvent> ParseExecutorEvent(std::string_view line) {
+  json doc = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("event") ||
+      !doc["event"].is_string()) {
+    return InvalidArgumentError("not an executor event: " + std::string(line.substr(0, 200)));
+  }
+  const std::string kind = doc["event"].get<std::string>();
+  StatusOr<ExecutorEvent> event = ParseKind(kind, doc);
+  if (!event.ok()) return event.status().WithContext(kind);
+  return event;
+}
+
+}  // namespace deepool::protocol

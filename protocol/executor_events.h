@@ -1,0 +1,94 @@
+// The executor process's stdout protocol: one JSON object per line (docs/runtime.md, "Executor
+// events"); any other line is a log line. deepool-executor writes these with ExecutorEventToJson;
+// the worker daemon and the launcher read them with ParseExecutorEvent.
+//   {"event":"store_ready","host":H,"port":P}                       (rank 0, first, port 0 only)
+//   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
+//    "samples_per_s":s,"busy_ms":b,"idle_ms":d
+//    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
+//   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null}
+//   {"event":"error","rank":R,"message":"..."}
+// and, from an FG rank hosting a BG job attached by command (executor_commands.h):
+//   {"event":"background","job_id":J,"iterations":K,"samples_per_s":S,"loss":L|null}
+//   {"event":"background_done","job_id":J,"status":"ok"|"error"|"detached"|"host_ended",
+//    "iterations":K,"samples_per_s":S,"loss":L|null,"message":M}
+// Threading: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/status.h"
+
+namespace deepool::protocol {
+
+// Rank 0's c10d store listens (it was started on port 0, so the port is news).
+struct StoreReadyEvent {
+  std::string host;
+  int port = 0;
+};
+
+// An iteration's BG fields, when a BG job shares the rank's device. Then the iteration's
+// idle_ms is the device's idle time (neither FG nor BG computing); busy_ms stays the FG rank's.
+struct IterationSharing {
+  double fg_busy_ms = 0;
+  double bg_busy_ms = 0;
+  double bg_samples_per_s = 0;  // since the BG job started
+  int64_t bg_iterations = 0;
+  std::optional<double> bg_loss;  // the last finished BG iteration's
+};
+
+struct IterationEvent {
+  int rank = 0;
+  int64_t iteration = 0;
+  std::optional<double> loss;  // null on ranks that do not compute the loss (or non-finite)
+  double iteration_ms = 0;
+  double samples_per_s = 0;
+  double busy_ms = 0;
+  double idle_ms = 0;
+  std::optional<IterationSharing> sharing;
+};
+
+struct DoneEvent {
+  int rank = 0;
+  int64_t iterations = 0;
+  std::optional<std::string> checkpoint;  // the file this rank wrote
+};
+
+struct ErrorEvent {
+  int rank = 0;
+  std::string message;
+};
+
+// A hosted BG job's progress so far.
+struct BackgroundEvent {
+  std::string job_id;
+  int64_t iterations = 0;
+  double samples_per_s = 0;
+  std::optional<double> loss;
+};
+
+enum class BackgroundEnd { kOk, kError, kDetached, kHostEnded };
+const char* BackgroundEndName(BackgroundEnd end);  // "ok", "error", "detached", "host_ended"
+
+struct BackgroundDoneEvent {
+  BackgroundEvent progress;
+  BackgroundEnd status = BackgroundEnd::kOk;
+  std::string message;  // why, when not ok
+};
+
+using ExecutorEvent = std::variant<StoreReadyEvent, IterationEvent, DoneEvent, ErrorEvent,
+                                   BackgroundEvent, BackgroundDoneEvent>;
+
+// One line without its newline. Invalid UTF-8 in strings is replaced, never thrown on (error
+// messages may quote arbitrary library text); non-finite losses are written as null.
+std::string ExecutorEventToJson(const ExecutorEvent& event);
+
+// INVALID_ARGUMENT when the line is not an event: not a JSON object with a string "event" of a
+// known kind, or a field of that kind missing or of the wrong type (named, e.g. "iteration:
+// field busy_ms must be a number").
+StatusOr<ExecutorEvent> ParseExecutorEvent(std::string_view line);
+
+}  // namespace deepool::protocol

@@ -1,0 +1,150 @@
+#include "protocol/run_spec.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/json_fields.h"
+
+namespace deepool::protocol {
+namespace {
+
+using nlohmann::json;
+
+// A required sub-document ("graph", "plan") parsed by the planner's own reader, whose errors
+// get the field's name in front.
+template <typename T>
+StatusOr<T> ReadDocument(const json& doc, const char* name,
+                         StatusOr<T> (*parse)(std::string_view)) {
+  if (!doc.contains(name) || !doc[name].is_object()) {
+    return InvalidArgumentError(std::string(name) + " must be a " + name + " document");
+  }
+  StatusOr<T> parsed = parse(doc[name].dump());
+  if (!parsed.ok()) return parsed.status().WithContext(name);
+  return parsed;
+}
+
+Status CheckPlacements(const RunSpec& spec) {
+  std::set<std::string> placed;
+  for (const auto& placement : spec.plan.layers) {
+    if (!spec.graph->FindLayer(placement.layer)) {
+      return InvalidArgumentError("plan places layer " + placement.layer +
+                                  ", which the graph does not have");
+    }
+    if (!placed.insert(placement.layer).second) {
+      return InvalidArgumentError("plan places layer " + placement.layer + " twice");
+    }
+  }
+  for (const auto& layer : spec.graph->layers()) {
+    if (!placed.count(layer.name)) {
+      return InvalidArgumentError("plan has no placement for layer " + layer.name);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadCheckpoint(const json& doc, std::optional<std::string>* path) {
+  auto found = doc.find("checkpoint");
+  if (found == doc.end() || found->is_null()) return Status::Ok();
+  if (!found->is_object() || !found->contains("path") || !(*found)["path"].is_string()) {
+    return InvalidArgumentError("checkpoint.path must be a string");
+  }
+  *path = (*found)["path"].get<std::string>();
+  return Status::Ok();
+}
+
+// The one writer; graph and plan come as documents already.
+json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
+  json doc;
+  doc["format"] = kRunSpecFormat;
+  doc["version"] = kProtocolVersion;
+  doc["job_id"] = spec.job_id;
+  doc["graph"] = std::move(graph);
+  doc["plan"] = std::move(plan);
+  doc["iterations"] = spec.iterations;
+  doc["seed"] = spec.seed;
+  doc["optimizer"] = OptimizerToJson(spec.optimizer);
+  doc["data"] = DataToJson(spec.data);
+  if (spec.checkpoint_path) doc["checkpoint"] = {{"path", *spec.checkpoint_path}};
+  if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
+  return doc;
+}
+
+}  // namespace
+
+Status ValidateRunSpec(const RunSpec& spec) {
+  if (!spec.graph) return InvalidArgumentError("graph is missing");
+  if (spec.iterations < 1) return InvalidArgumentError("iterations must be >= 1");
+  RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer));
+  RETURN_IF_ERROR(ValidateDataSpec(spec.data));
+  RETURN_IF_ERROR(spec.plan.Validate().WithContext("plan"));
+  RETURN_IF_ERROR(CheckPlacements(spec));
+  RETURN_IF_ERROR(
+      planner::CheckBatchNormTraining(*spec.graph, spec.plan.global_batch).WithContext("plan"));
+  if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
+    return InvalidArgumentError("checkpoint.path is empty");
+  }
+  if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
+  return Status::Ok();
+}
+
+StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return InvalidArgumentError("run spec is not a JSON object");
+  }
+  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kRunSpecFormat, kProtocolVersion));
+  RunSpec spec;
+  RETURN_IF_ERROR(ReadOptionalField(doc, "job_id", "", &spec.job_id));
+  ASSIGN_OR_RETURN(planner::Graph graph, ReadDocument(doc, "graph", &planner::ParseGraphJson));
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph));
+  ASSIGN_OR_RETURN(spec.plan, ReadDocument(doc, "plan", &planner::ParsePlanJson));
+  ASSIGN_OR_RETURN(spec.iterations, ReadRequiredField<int64_t>(doc, "iterations", ""));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "seed", "", &spec.seed));
+  if (doc.contains("optimizer")) {
+    ASSIGN_OR_RETURN(spec.optimizer, ParseOptimizerJson(doc["optimizer"], "optimizer."));
+  }
+  if (doc.contains("data")) {
+    ASSIGN_OR_RETURN(spec.data, ParseDataJson(doc["data"], "data."));
+  }
+  RETURN_IF_ERROR(ReadCheckpoint(doc, &spec.checkpoint_path));
+  if (doc.contains("background") && !doc["background"].is_null()) {
+    ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
+  }
+  RETURN_IF_ERROR(ValidateRunSpec(spec));
+  return spec;
+}
+
+std::string RunSpecToJson(const RunSpec& spec, int indent) {
+  return WriteRunSpec(spec, spec.graph ? json::parse(planner::GraphToJson(*spec.graph)) : json(),
+                      json::parse(planner::PlanToJson(spec.plan)))
+      .dump(indent);
+}
+
+std::string RunSpecToJson(const RunSpec& spec, const PlannedDocuments& documents, int indent) {
+  return WriteRunSpec(spec, DocumentOrNull(documents.graph_json),
+                      DocumentOrNull(documents.plan_json))
+      .dump(indent);
+}
+
+StatusOr<RunSpec> ReadRunSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot open run spec " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto spec = ParseRunSpecJson(text.str());
+  if (!spec.ok()) return spec.status().WithContext(path);
+  return spec;
+}
+
+Status WriteRunSpecFile(const RunSpec& spec, const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return UnavailableError("cannot write run spec " + path);
+  out << RunSpecToJson(spec) << '\n';
+  out.close();
+  if (!out) return UnavailableError("cannot write run spec " + path);
+  return Status::Ok();
+}
+
+}  // namespace deepool::protocol

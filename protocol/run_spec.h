@@ -1,0 +1,66 @@
+// The run spec: everything one executor rank needs to train (docs/formats.md, "Run specs").
+//   {"format":"deepool.run","version":kProtocolVersion,"job_id":"...","graph":{graph doc},
+//    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
+//    "checkpoint":{"path":"FILE"},"background":{...}}
+// The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
+// it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
+// and names the field that is wrong.
+// Threading: plain values and pure functions (the file helpers do file I/O).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+#include "protocol/background_spec.h"
+#include "protocol/training_spec.h"
+#include "protocol/version.h"
+
+namespace deepool::protocol {
+
+inline constexpr const char* kRunSpecFormat = "deepool.run";
+
+struct RunSpec {
+  std::string job_id;
+  std::shared_ptr<const planner::Graph> graph;
+  planner::Plan plan;
+  int64_t iterations = 1;
+  uint64_t seed = 0;  // weight initialisation
+  OptimizerSpec optimizer;
+  DataSpec data;
+  std::optional<std::string> checkpoint_path;
+  // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
+  // gets one.
+  std::optional<BackgroundSpec> background;
+};
+
+// Checks the spec's own fields and that the plan places exactly the graph's layers.
+Status ValidateRunSpec(const RunSpec& spec);
+
+// INVALID_ARGUMENT naming the field, for a wrong format or version too.
+StatusOr<RunSpec> ParseRunSpecJson(std::string_view text);
+// Writes the version this build speaks (kProtocolVersion). Does not validate: a spec without a
+// graph is written with "graph": null, which ParseRunSpecJson refuses.
+std::string RunSpecToJson(const RunSpec& spec, int indent = 2);
+
+// The graph and plan as the documents a planner wrote (planner::GraphToJson, PlanToJson). The
+// coordinator holds them so (its planner may run in another process) and forwards them
+// unparsed: the executor ranks parse and check them. Text that is not JSON is written as null.
+struct PlannedDocuments {
+  std::string graph_json;
+  std::string plan_json;
+};
+// The same writer, embedding `documents` in place of spec.graph and spec.plan (not read).
+std::string RunSpecToJson(const RunSpec& spec, const PlannedDocuments& documents,
+                          int indent = -1);
+
+// Reads and parses a run spec file (NOT_FOUND when it cannot be opened).
+StatusOr<RunSpec> ReadRunSpecFile(const std::string& path);
+Status WriteRunSpecFile(const RunSpec& spec, const std::string& path);
+
+}  // namespace deepool::protocol

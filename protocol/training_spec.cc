@@ -1,0 +1,89 @@
+#include "protocol/training_spec.h"
+
+#include "common/json_fields.h"
+
+namespace deepool::protocol {
+namespace {
+
+using nlohmann::json;
+
+// "optimizer." -> "optimizer": the object's own name, for errors about the object itself.
+std::string ObjectName(const std::string& where) { return where.substr(0, where.size() - 1); }
+
+}  // namespace
+
+Status ValidateOptimizer(const OptimizerSpec& spec) {
+  if (spec.name != "sgd" && spec.name != "adam") {
+    return InvalidArgumentError("optimizer.name \"" + spec.name + "\" is not sgd or adam");
+  }
+  if (!(spec.lr > 0)) return InvalidArgumentError("optimizer.lr must be > 0");
+  if (spec.momentum < 0) return InvalidArgumentError("optimizer.momentum must be >= 0");
+  if (spec.weight_decay < 0) return InvalidArgumentError("optimizer.weight_decay must be >= 0");
+  for (double beta : spec.betas) {
+    if (beta < 0 || beta >= 1) return InvalidArgumentError("optimizer.betas must be in [0, 1)");
+  }
+  if (!(spec.eps > 0)) return InvalidArgumentError("optimizer.eps must be > 0");
+  return Status::Ok();
+}
+
+StatusOr<OptimizerSpec> ParseOptimizerJson(const json& doc, const std::string& where) {
+  if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
+  OptimizerSpec spec;
+  RETURN_IF_ERROR(ReadOptionalField(doc, "name", where, &spec.name));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "lr", where, &spec.lr));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "momentum", where, &spec.momentum));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "weight_decay", where, &spec.weight_decay));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "eps", where, &spec.eps));
+  if (doc.contains("betas")) {
+    const json& betas = doc["betas"];
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number()) {
+      return InvalidArgumentError(where + "betas must be two numbers");
+    }
+    spec.betas = {betas[0].get<double>(), betas[1].get<double>()};
+  }
+  return spec;
+}
+
+json OptimizerToJson(const OptimizerSpec& spec) {
+  if (spec.name == "adam") {
+    return {{"name", spec.name},
+            {"lr", spec.lr},
+            {"betas", {spec.betas[0], spec.betas[1]}},
+            {"eps", spec.eps},
+            {"weight_decay", spec.weight_decay}};
+  }
+  return {{"name", spec.name},
+          {"lr", spec.lr},
+          {"momentum", spec.momentum},
+          {"weight_decay", spec.weight_decay}};
+}
+
+Status ValidateDataSpec(const DataSpec& spec) {
+  if (spec.kind == "synthetic") return Status::Ok();
+  if (spec.kind == "cifar10") {
+    if (spec.path.empty()) return InvalidArgumentError("data.path is required for cifar10");
+    return Status::Ok();
+  }
+  return InvalidArgumentError("data.kind \"" + spec.kind + "\" is not synthetic or cifar10");
+}
+
+StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
+  if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
+  DataSpec spec;
+  RETURN_IF_ERROR(ReadOptionalField(doc, "kind", where, &spec.kind));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "seed", where, &spec.seed));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "path", where, &spec.path));
+  return spec;
+}
+
+json DocumentOrNull(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  return doc.is_discarded() ? json() : doc;
+}
+
+json DataToJson(const DataSpec& spec) {
+  if (spec.kind == "cifar10") return {{"kind", spec.kind}, {"path", spec.path}};
+  return {{"kind", spec.kind}, {"seed", spec.seed}};
+}
+
+}  // namespace deepool::protocol

@@ -1,0 +1,61 @@
+// The parts of a training job that both the run spec and its background part carry: the
+// optimizer and the data set (docs/formats.md, "Run specs").
+//   "optimizer": {"name":"sgd","lr":L,"momentum":M,"weight_decay":W}
+//              | {"name":"adam","lr":L,"betas":[B1,B2],"eps":E,"weight_decay":W}
+//   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
+// Readers take `where`, what precedes the field names in errors ("optimizer.",
+// "background.data."); they check types, and the Validate functions check values.
+// Threading: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace deepool::protocol {
+
+struct OptimizerSpec {
+  std::string name = "sgd";  // "sgd" or "adam"
+  double lr = 0.01;
+  double momentum = 0.0;  // sgd
+  double weight_decay = 0.0;
+  std::array<double, 2> betas{0.9, 0.999};  // adam
+  double eps = 1e-8;                        // adam
+  bool operator==(const OptimizerSpec& o) const {
+    return name == o.name && lr == o.lr && momentum == o.momentum &&
+           weight_decay == o.weight_decay && betas == o.betas && eps == o.eps;
+  }
+};
+
+// Names the offending field: "optimizer.lr must be > 0".
+Status ValidateOptimizer(const OptimizerSpec& spec);
+
+// Absent fields keep their defaults. Writes only the fields of the named optimizer.
+StatusOr<OptimizerSpec> ParseOptimizerJson(const nlohmann::json& doc, const std::string& where);
+nlohmann::json OptimizerToJson(const OptimizerSpec& spec);
+
+struct DataSpec {
+  std::string kind = "synthetic";  // "synthetic" or "cifar10"
+  uint64_t seed = 0;               // synthetic
+  std::string path;                // cifar10: a .bin file or a folder of them
+  bool operator==(const DataSpec& o) const {
+    return kind == o.kind && seed == o.seed && path == o.path;
+  }
+};
+
+// Names the offending field: "data.path is required for cifar10".
+Status ValidateDataSpec(const DataSpec& spec);
+
+// Absent fields keep their defaults. Writes only the fields of the named kind.
+StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
+nlohmann::json DataToJson(const DataSpec& spec);
+
+// A document another component wrote (a graph, a plan), to embed unparsed; null when `text` is
+// not JSON, so that the reader refuses it by name instead of the whole line being invalid.
+nlohmann::json DocumentOrNull(std::string_view text);
+
+}  // namespace deepool::protocol

@@ -1,0 +1,280 @@
+// The executor protocol (protocol/): run specs, executor commands and executor events round-trip
+// through their one writer and one reader, and the readers refuse bad input by naming the field.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "planner/zoo/zoo.h"
+#include "protocol/executor_commands.h"
+#include "protocol/executor_events.h"
+#include "protocol/run_spec.h"
+#include "protocol/version.h"
+
+namespace deepool::protocol {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const planner::Graph> Mlp() {
+  planner::zoo::ModelOptions options;
+  options.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", options);
+  REQUIRE(graph.ok());
+  return std::make_shared<const planner::Graph>(std::move(graph).value());
+}
+
+BackgroundSpec Background() {
+  BackgroundSpec bg;
+  bg.job_id = "bg-1";
+  bg.graph = Mlp();
+  bg.batch_size = 4;
+  bg.iterations = 7;
+  bg.seed = 3;
+  bg.data.kind = "cifar10";
+  bg.data.path = "/data/cifar";
+  bg.sharing.mode = SharingMode::kIdleOnly;
+  bg.sharing.cuda_graphs = false;
+  bg.ranks = {1};
+  return bg;
+}
+
+RunSpec Spec() {
+  RunSpec spec;
+  spec.job_id = "job-1";
+  spec.graph = Mlp();
+  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
+  spec.iterations = 5;
+  spec.seed = 42;
+  spec.optimizer.name = "adam";
+  spec.optimizer.lr = 0.003;
+  spec.optimizer.betas = {0.8, 0.99};
+  spec.data.seed = 9;
+  spec.checkpoint_path = "/tmp/model.pt";
+  spec.background = Background();
+  return spec;
+}
+
+std::string ErrorOf(const json& doc) {
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+  return parsed.status().message();
+}
+
+TEST_CASE("run spec: the writer's output parses back to the same spec", "[protocol]") {
+  const RunSpec spec = Spec();
+  const std::string text = RunSpecToJson(spec);
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(text);
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->job_id == "job-1");
+  CHECK(parsed->graph->num_layers() == spec.graph->num_layers());
+  CHECK(parsed->plan.global_batch == 8);
+  CHECK(parsed->iterations == 5);
+  CHECK(parsed->seed == 42);
+  CHECK(parsed->optimizer == spec.optimizer);
+  CHECK(parsed->data == spec.data);
+  CHECK(parsed->checkpoint_path == spec.checkpoint_path);
+  REQUIRE(parsed->background.has_value());
+  CHECK(parsed->background->data == spec.background->data);
+  CHECK(parsed->background->sharing == spec.background->sharing);
+  CHECK(parsed->background->ranks == std::vector<int>{1});
+  CHECK(RunSpecToJson(*parsed) == text);
+  CHECK(json::parse(text)["version"] == kProtocolVersion);
+}
+
+TEST_CASE("run spec: planned documents are embedded as written", "[protocol]") {
+  RunSpec spec = Spec();
+  spec.background.reset();
+  const std::string graph_json = planner::GraphToJson(*spec.graph);
+  const std::string plan_json = planner::PlanToJson(spec.plan);
+  const std::string embedded = RunSpecToJson(spec, PlannedDocuments{graph_json, plan_json}, 2);
+  CHECK(embedded == RunSpecToJson(spec));
+  // Text that is not JSON becomes null, which the reader refuses by name.
+  const json doc = json::parse(RunSpecToJson(spec, PlannedDocuments{"{not json", plan_json}));
+  CHECK(doc["graph"].is_null());
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("graph"));
+  CHECK(BackgroundToJson(Background(), graph_json) == BackgroundToJson(Background()));
+}
+
+TEST_CASE("run spec: errors name the field", "[protocol]") {
+  const json good = json::parse(RunSpecToJson(Spec()));
+  auto error = [&](const std::function<void(json&)>& edit) {
+    json doc = good;
+    edit(doc);
+    return ErrorOf(doc);
+  };
+  CHECK_THAT(error([](json& d) { d["format"] = "deepool.plan"; }), Catch::Contains("format"));
+  CHECK_THAT(error([](json& d) { d.erase("iterations"); }), Catch::Contains("iterations"));
+  CHECK_THAT(error([](json& d) { d["iterations"] = "5"; }), Catch::Contains("iterations"));
+  CHECK_THAT(error([](json& d) { d["seed"] = -1; }), Catch::Contains("seed"));
+  CHECK_THAT(error([](json& d) { d["graph"] = 3; }), Catch::Contains("graph"));
+  CHECK_THAT(error([](json& d) { d["plan"]["layers"] = 3; }), Catch::Contains("plan"));
+  CHECK_THAT(error([](json& d) { d["optimizer"]["lr"] = "x"; }),
+             Catch::Contains("optimizer.lr"));
+  CHECK_THAT(error([](json& d) { d["optimizer"]["betas"] = {0.9}; }),
+             Catch::Contains("optimizer.betas"));
+  CHECK_THAT(error([](json& d) { d["data"]["seed"] = "x"; }), Catch::Contains("data.seed"));
+  CHECK_THAT(error([](json& d) { d["data"] = 1; }), Catch::Contains("data must be an object"));
+  CHECK_THAT(error([](json& d) { d["checkpoint"] = {{"path", 1}}; }),
+             Catch::Contains("checkpoint.path"));
+  CHECK_THAT(error([](json& d) { d["background"]["batch_size"] = 0; }),
+             Catch::Contains("background.batch_size"));
+  CHECK_THAT(error([](json& d) { d["background"]["sharing"]["mode"] = "sometimes"; }),
+             Catch::Contains("background.sharing.mode"));
+  CHECK_THAT(error([](json& d) { d["background"]["ranks"] = {-1}; }),
+             Catch::Contains("background.ranks"));
+  CHECK_THAT(error([](json& d) { d["background"]["data"]["kind"] = "imagenet"; }),
+             Catch::Contains("background") && Catch::Contains("data.kind"));
+  CHECK_FALSE(ParseRunSpecJson("[1, 2]").ok());
+  CHECK_FALSE(ParseRunSpecJson("{").ok());
+}
+
+TEST_CASE("run spec: another protocol version is refused", "[protocol]") {
+  json doc = json::parse(RunSpecToJson(Spec()));
+  doc["version"] = kProtocolVersion + 1;
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
+  doc.erase("version");
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
+}
+
+TEST_CASE("executor commands: attach and detach round-trip", "[protocol]") {
+  ExecutorCommand attach;
+  attach.background = Background();
+  attach.job_id = attach.background.job_id;
+  StatusOr<ExecutorCommand> parsed = ParseExecutorCommand(ExecutorCommandToJson(attach));
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == ExecutorCommand::Kind::kAttachBackground);
+  CHECK(parsed->job_id == "bg-1");
+  CHECK(parsed->background.iterations == 7);
+  CHECK(parsed->background.sharing == attach.background.sharing);
+
+  ExecutorCommand detach;
+  detach.kind = ExecutorCommand::Kind::kDetachBackground;
+  detach.job_id = "bg-1";
+  const std::string line = ExecutorCommandToJson(detach);
+  CHECK(line == R"({"command":"detach_background","job_id":"bg-1"})");
+  parsed = ParseExecutorCommand(line);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == ExecutorCommand::Kind::kDetachBackground);
+  CHECK(parsed->job_id == "bg-1");
+}
+
+TEST_CASE("executor commands: malformed lines are refused naming the field", "[protocol]") {
+  CHECK_THAT(ParseExecutorCommand("nonsense").status().message(), Catch::Contains("command"));
+  CHECK_THAT(ParseExecutorCommand(R"({"command":"reboot"})").status().message(),
+             Catch::Contains("unknown command"));
+  CHECK_THAT(ParseExecutorCommand(R"({"command":"detach_background"})").status().message(),
+             Catch::Contains("job_id"));
+  CHECK_THAT(ParseExecutorCommand(R"({"command":"attach_background"})").status().message(),
+             Catch::Contains("background"));
+  json attach = json::parse(ExecutorCommandToJson(ExecutorCommand{
+      ExecutorCommand::Kind::kAttachBackground, Background(), "bg-1"}));
+  attach["background"]["batch_size"] = 0;
+  CHECK_THAT(ParseExecutorCommand(attach.dump()).status().message(),
+             Catch::Contains("background.batch_size"));
+}
+
+template <typename T>
+T RoundTrip(const T& event) {
+  StatusOr<ExecutorEvent> parsed = ParseExecutorEvent(ExecutorEventToJson(event));
+  INFO(ExecutorEventToJson(event) << ": " << parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  REQUIRE(std::holds_alternative<T>(*parsed));
+  return std::get<T>(*parsed);
+}
+
+TEST_CASE("executor events: every kind round-trips", "[protocol]") {
+  const StoreReadyEvent ready = RoundTrip(StoreReadyEvent{"10.0.0.1", 29500});
+  CHECK(ready.host == "10.0.0.1");
+  CHECK(ready.port == 29500);
+
+  IterationEvent iteration;
+  iteration.rank = 1;
+  iteration.iteration = 7;
+  iteration.loss = 2.5;
+  iteration.iteration_ms = 10;
+  iteration.samples_per_s = 800;
+  iteration.busy_ms = 8;
+  iteration.idle_ms = 2;
+  IterationEvent plain = RoundTrip(iteration);
+  CHECK(plain.rank == 1);
+  CHECK(plain.iteration == 7);
+  CHECK(plain.loss == 2.5);
+  CHECK(plain.samples_per_s == 800);
+  CHECK(plain.idle_ms == 2);
+  CHECK_FALSE(plain.sharing.has_value());
+  iteration.loss = std::nan("");  // a rank without the loss
+  iteration.sharing = IterationSharing{6, 3, 50, 4, std::nullopt};
+  IterationEvent shared = RoundTrip(iteration);
+  CHECK_FALSE(shared.loss.has_value());
+  REQUIRE(shared.sharing.has_value());
+  CHECK(shared.sharing->bg_busy_ms == 3);
+  CHECK(shared.sharing->bg_iterations == 4);
+  CHECK_FALSE(shared.sharing->bg_loss.has_value());
+
+  const DoneEvent done = RoundTrip(DoneEvent{2, 5, std::string("/tmp/m.pt.rank2")});
+  CHECK(done.rank == 2);
+  CHECK(done.iterations == 5);
+  CHECK(done.checkpoint == std::optional<std::string>("/tmp/m.pt.rank2"));
+  CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt}).checkpoint.has_value());
+
+  const ErrorEvent error = RoundTrip(ErrorEvent{3, "plan: bad \xff byte"});
+  CHECK(error.rank == 3);
+  CHECK_THAT(error.message, Catch::StartsWith("plan: bad"));  // invalid UTF-8 replaced
+
+  const BackgroundEvent progress = RoundTrip(BackgroundEvent{"bg-1", 3, 55.5, 1.25});
+  CHECK(progress.job_id == "bg-1");
+  CHECK(progress.iterations == 3);
+  CHECK(progress.loss == 1.25);
+
+  for (BackgroundEnd end : {BackgroundEnd::kOk, BackgroundEnd::kError, BackgroundEnd::kDetached,
+                            BackgroundEnd::kHostEnded}) {
+    const BackgroundDoneEvent ended =
+        RoundTrip(BackgroundDoneEvent{{"bg-1", 9, 60, std::nullopt}, end, "why"});
+    CHECK(ended.status == end);
+    CHECK(ended.progress.iterations == 9);
+    CHECK(ended.message == "why");
+  }
+}
+
+TEST_CASE("executor events: the lines executors print parse", "[protocol]") {
+  // As written by deepool-executor before this library (and by the worker's fake executors).
+  auto event = ParseExecutorEvent(
+      R"({"event":"iteration","rank":0,"iteration":0,"loss":null,"iteration_ms":5,)"
+      R"("samples_per_s":80,"busy_ms":4,"idle_ms":1})");
+  REQUIRE(event.ok());
+  CHECK_FALSE(std::get<IterationEvent>(*event).loss.has_value());
+  event = ParseExecutorEvent(
+      R"({"event":"background_done","job_id":"bg-1","status":"detached","iterations":0,)"
+      R"("samples_per_s":0,"loss":null,"message":""})");
+  REQUIRE(event.ok());
+  CHECK(std::get<BackgroundDoneEvent>(*event).status == BackgroundEnd::kDetached);
+}
+
+TEST_CASE("executor events: malformed lines are refused naming the field", "[protocol]") {
+  auto message = [](std::string_view line) {
+    StatusOr<ExecutorEvent> event = ParseExecutorEvent(line);
+    REQUIRE_FALSE(event.ok());
+    CHECK(event.status().code() == StatusCode::kInvalidArgument);
+    return event.status().message();
+  };
+  CHECK_THAT(message("epoch 3 done"), Catch::Contains("not an executor event"));
+  CHECK_THAT(message(R"({"rank":0})"), Catch::Contains("not an executor event"));
+  CHECK_THAT(message(R"({"event":"reboot"})"), Catch::Contains("unknown event kind"));
+  CHECK_THAT(message(R"({"event":"store_ready","host":"h"})"),
+             Catch::Contains("store_ready") && Catch::Contains("port"));
+  CHECK_THAT(message(R"({"event":"iteration","rank":0,"iteration":"1"})"),
+             Catch::Contains("iteration") && Catch::Contains("field iteration"));
+  CHECK_THAT(message(R"({"event":"done","rank":0,"iterations":3,"checkpoint":7})"),
+             Catch::Contains("checkpoint"));
+  CHECK_THAT(message(R"({"event":"error","rank":0})"), Catch::Contains("message"));
+  CHECK_THAT(message(R"({"event":"background_done","job_id":"b","iterations":1,)"
+                     R"("samples_per_s":1,"status":"paused"})"),
+             Catch::Contains("status"));
+}
+
+}  // namespace
+}  // namespace deepool::protocol
