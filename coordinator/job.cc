@@ -233,23 +233,23 @@ Status ValidateJobSpec(const JobSpec& spec) {
   return Status::Ok();
 }
 
-json OptimizerToRunSpecJson(const OptimizerSpec& opt) {
-  if (opt.name == "adam") {
-    return {{"name", "adam"},
-            {"lr", opt.lr},
-            {"betas", {opt.betas[0], opt.betas[1]}},
-            {"eps", opt.eps},
-            {"weight_decay", opt.weight_decay}};
-  }
-  return {{"name", "sgd"},
-          {"lr", opt.lr},
-          {"momentum", opt.momentum},
-          {"weight_decay", opt.weight_decay}};
+protocol::OptimizerSpec ToRunSpec(const OptimizerSpec& opt) {
+  protocol::OptimizerSpec spec;
+  spec.name = opt.name;
+  spec.lr = opt.lr;
+  spec.momentum = opt.momentum;
+  spec.weight_decay = opt.weight_decay;
+  spec.betas = opt.betas;
+  spec.eps = opt.eps;
+  return spec;
 }
 
-json DataToRunSpecJson(const DataSpec& data) {
-  if (data.kind == "cifar10") return {{"kind", "cifar10"}, {"path", data.path}};
-  return {{"kind", "synthetic"}, {"seed", data.seed}};
+protocol::DataSpec ToRunSpec(const DataSpec& data) {
+  protocol::DataSpec spec;
+  spec.kind = data.kind;
+  spec.seed = static_cast<uint64_t>(data.seed);  // unsigned in the run spec
+  spec.path = data.path;
+  return spec;
 }
 
 json JobSpecToJson(const JobSpec& spec) {

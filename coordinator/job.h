@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "protocol/training_spec.h"
 
 namespace deepool::coordinator {
 
@@ -64,9 +65,9 @@ StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& doc);
 nlohmann::json JobSpecToJson(const JobSpec& spec);
 // Checks ranges and combinations (not whether the model exists). Errors name the field.
 Status ValidateJobSpec(const JobSpec& spec);
-// The optimizer and data objects as the run spec wants them (worker/runtime/run_spec.h).
-nlohmann::json OptimizerToRunSpecJson(const OptimizerSpec& optimizer);
-nlohmann::json DataToRunSpecJson(const DataSpec& data);
+// The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
+protocol::OptimizerSpec ToRunSpec(const OptimizerSpec& optimizer);
+protocol::DataSpec ToRunSpec(const DataSpec& data);
 
 struct StateChange {
   JobState state = JobState::kPending;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/logging.h"
+#include "protocol/run_spec.h"
 
 namespace deepool::coordinator {
 
@@ -227,19 +228,15 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
 
 std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& graph_json,
                                    const std::string& plan_json) const {
-  json spec = {{"format", "deepool.run"},
-               {"version", 1},
-               {"job_id", job.id},
-               {"graph", json::parse(graph_json, nullptr, false)},
-               {"plan", json::parse(plan_json, nullptr, false)},
-               {"iterations", job.spec.iterations},
-               {"seed", job.spec.seed},
-               {"optimizer", OptimizerToRunSpecJson(job.spec.optimizer)},
-               {"data", DataToRunSpecJson(job.spec.data)}};
-  if (!job.spec.checkpoint_path.empty()) {
-    spec["checkpoint"] = {{"path", job.spec.checkpoint_path}};
-  }
-  return spec.dump();
+  protocol::RunSpec spec;
+  spec.job_id = job.id;
+  spec.iterations = job.spec.iterations;
+  spec.seed = static_cast<uint64_t>(job.spec.seed);
+  spec.optimizer = ToRunSpec(job.spec.optimizer);
+  spec.data = ToRunSpec(job.spec.data);
+  if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
+  // The planner's documents go out unparsed; the executor ranks check them.
+  return protocol::RunSpecToJson(spec, protocol::PlannedDocuments{graph_json, plan_json});
 }
 
 std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
@@ -249,17 +246,17 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
   if (host_rank < 0) return "";
   const JobRecord* fg = &fg_job;
   if (std::optional<std::string> id = dispatcher_.LiveTaskOn(fg->id, fg->attempt, where.node_id)) {
-    json background = {{"job_id", bg.id},
-                       {"graph", json::parse(graph_json, nullptr, false)},
-                       {"batch_size", bg.spec.global_batch},
-                       {"iterations", bg.spec.iterations},
-                       {"seed", bg.spec.seed},
-                       {"optimizer", OptimizerToRunSpecJson(bg.spec.optimizer)},
-                       {"data", DataToRunSpecJson(bg.spec.data)}};
+    protocol::BackgroundSpec background;
+    background.job_id = bg.id;
+    background.batch_size = bg.spec.global_batch;
+    background.iterations = bg.spec.iterations;
+    background.seed = static_cast<uint64_t>(bg.spec.seed);
+    background.optimizer = ToRunSpec(bg.spec.optimizer);
+    background.data = ToRunSpec(bg.spec.data);
     v1::TrainTask* train = task->assignment.mutable_train();
     train->set_host_task_id(*id);
     train->set_host_rank(host_rank);
-    train->set_background_json(background.dump());
+    train->set_background_json(protocol::BackgroundToJson(background, graph_json).dump());
     return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + *id + ")";
   }
   return "";

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "common/logging.h"
 
@@ -14,7 +13,6 @@ namespace deepool::worker::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 bool ValidId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
@@ -31,19 +29,31 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-std::optional<json> ParseEvent(const std::string& line) {
+// An executor's stdout line: an event, or (anything the protocol does not read) a log line.
+std::optional<protocol::ExecutorEvent> ParseEvent(const std::string& line) {
   if (line.empty() || line.front() != '{') return std::nullopt;
-  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("event") ||
-      !doc["event"].is_string()) {
-    return std::nullopt;
-  }
-  return doc;
+  StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
+  if (!event.ok()) return std::nullopt;
+  return std::move(event).value();
 }
 
-double NumberOr(const json& doc, const char* key, double fallback) {
-  auto it = doc.find(key);
-  return it != doc.end() && it->is_number() ? it->get<double>() : fallback;
+IterationReport ToReport(int rank, const protocol::IterationEvent& e) {
+  IterationReport report;
+  report.rank = rank;
+  report.iteration = e.iteration;
+  report.loss = e.loss;
+  report.iteration_ms = e.iteration_ms;
+  report.samples_per_s = e.samples_per_s;
+  report.busy_ms = e.busy_ms;
+  report.idle_ms = e.idle_ms;
+  if (e.sharing) {
+    report.fg_busy_ms = e.sharing->fg_busy_ms;
+    report.bg_busy_ms = e.sharing->bg_busy_ms;
+    report.bg_samples_per_s = e.sharing->bg_samples_per_s;
+    report.bg_iterations = e.sharing->bg_iterations;
+    report.bg_loss = e.sharing->bg_loss;
+  }
+  return report;
 }
 
 }  // namespace
@@ -285,7 +295,7 @@ Status ExecutorSupervisor::SetStoreAddress(const std::string& task_id, const std
 
 void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const std::string& line,
                                     bool is_stdout) {
-  std::optional<json> event = is_stdout ? ParseEvent(line) : std::nullopt;
+  std::optional<protocol::ExecutorEvent> event = is_stdout ? ParseEvent(line) : std::nullopt;
   std::shared_ptr<LogTail> tail;
   std::string dir;
   bool start_waiting_ranks = false;
@@ -302,22 +312,16 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     tail = proc->tail;
     dir = task.dir;
     if (event) {
-      const std::string kind = (*event)["event"].get<std::string>();
-      if (kind == "done") {
+      if (const auto* done = std::get_if<protocol::DoneEvent>(&*event)) {
         proc->done_event = true;
-        proc->iterations = static_cast<int64_t>(NumberOr(*event, "iterations", 0));
-        if (event->contains("checkpoint") && (*event)["checkpoint"].is_string()) {
-          proc->checkpoint = (*event)["checkpoint"].get<std::string>();
-        }
-      } else if (kind == "error") {
-        if (event->contains("message") && (*event)["message"].is_string()) {
-          proc->error_event = (*event)["message"].get<std::string>();
-        }
-      } else if (kind == "iteration") {
-        task.last_iteration =
-            std::max(task.last_iteration, static_cast<int64_t>(NumberOr(*event, "iteration", -1)));
-      } else if (kind == "store_ready" && rank == 0 && !task.profile) {
-        start_waiting_ranks = true;
+        proc->iterations = done->iterations;
+        if (done->checkpoint) proc->checkpoint = *done->checkpoint;
+      } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
+        proc->error_event = error->message;
+      } else if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
+        task.last_iteration = std::max(task.last_iteration, iteration->iteration);
+      } else if (std::holds_alternative<protocol::StoreReadyEvent>(*event)) {
+        start_waiting_ranks = rank == 0 && !task.profile;
       }
     }
   }
@@ -330,41 +334,21 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     listener_->OnLogLine(task_id, rank, line);
     return;
   }
-  const std::string kind = (*event)["event"].get<std::string>();
-  if (kind == "iteration") {
-    IterationReport report;
-    report.rank = rank;
-    report.iteration = static_cast<int64_t>(NumberOr(*event, "iteration", 0));
-    if (event->contains("loss") && (*event)["loss"].is_number()) {
-      report.loss = (*event)["loss"].get<double>();
-    }
-    report.iteration_ms = NumberOr(*event, "iteration_ms", 0);
-    report.samples_per_s = NumberOr(*event, "samples_per_s", 0);
-    report.busy_ms = NumberOr(*event, "busy_ms", 0);
-    report.idle_ms = NumberOr(*event, "idle_ms", 0);
-    auto optional_number = [&](const char* key) -> std::optional<double> {
-      if (event->contains(key) && (*event)[key].is_number()) return (*event)[key].get<double>();
-      return std::nullopt;
-    };
-    report.fg_busy_ms = optional_number("fg_busy_ms");
-    report.bg_busy_ms = optional_number("bg_busy_ms");
-    report.bg_samples_per_s = NumberOr(*event, "bg_samples_per_s", 0);
-    report.bg_iterations = static_cast<int64_t>(NumberOr(*event, "bg_iterations", 0));
-    report.bg_loss = optional_number("bg_loss");
-    listener_->OnIteration(task_id, report);
-  } else if (kind == "store_ready" && start_waiting_ranks) {
-    std::string host = event->value("host", std::string());
-    int port = static_cast<int>(NumberOr(*event, "port", 0));
-    DP_LOG_INFO("task {}: store ready at {}:{}", task_id, host, port);
-    listener_->OnStoreReady(task_id, host, port);
-    Status started = SetStoreAddress(task_id, host, port);
+  if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
+    listener_->OnIteration(task_id, ToReport(rank, *iteration));
+  } else if (const auto* ready = std::get_if<protocol::StoreReadyEvent>(&*event)) {
+    if (!start_waiting_ranks) return;
+    DP_LOG_INFO("task {}: store ready at {}:{}", task_id, ready->host, ready->port);
+    listener_->OnStoreReady(task_id, ready->host, ready->port);
+    Status started = SetStoreAddress(task_id, ready->host, ready->port);
     if (!started.ok()) DP_LOG_ERROR("task {}: {}", task_id, started.ToString());
-  } else if (kind == "error") {
-    std::string message = event->value("message", std::string());
-    tail->Add("error: " + message);
-    listener_->OnLogLine(task_id, rank, "error: " + message);
-  } else if (kind == "background" || kind == "background_done") {
-    OnHostedLine(task_id, rank, *event);
+  } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
+    tail->Add("error: " + error->message);
+    listener_->OnLogLine(task_id, rank, "error: " + error->message);
+  } else if (const auto* progress = std::get_if<protocol::BackgroundEvent>(&*event)) {
+    OnHostedLine(task_id, rank, *progress, nullptr);
+  } else if (const auto* ended = std::get_if<protocol::BackgroundDoneEvent>(&*event)) {
+    OnHostedLine(task_id, rank, ended->progress, ended);
   }
 }
 

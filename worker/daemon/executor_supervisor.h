@@ -19,13 +19,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/status.h"
+#include "protocol/executor_events.h"
 #include "worker/daemon/child_process.h"
 
 namespace deepool::worker::daemon {
@@ -207,8 +207,11 @@ class ExecutorSupervisor {
   std::optional<TaskResult> CollectIfDoneLocked(const std::string& task_id);
   void HousekeepingLoop();
   std::string TaskDir(const std::string& task_id) const;
-  // hosted_background.cc. The host's "background" / "background_done" lines, and its exit.
-  void OnHostedLine(const std::string& host_task_id, int host_rank, const nlohmann::json& event);
+  // hosted_background.cc. The host's "background" (ended == nullptr) / "background_done"
+  // lines, and its exit.
+  void OnHostedLine(const std::string& host_task_id, int host_rank,
+                    const protocol::BackgroundEvent& progress,
+                    const protocol::BackgroundDoneEvent* ended);
   void OnHostExit(const std::string& host_task_id, int host_rank);
   // Cancel of a hosted task: a detach_background command. Returns false if `task_id` is not a
   // hosted task. Takes mu_.

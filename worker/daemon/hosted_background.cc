@@ -2,18 +2,16 @@
 // node.proto). The worker attaches them with a command on the host's stdin and turns the host's
 // "background" / "background_done" lines into the BG task's progress and end.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "common/logging.h"
+#include "protocol/executor_commands.h"
 #include "worker/daemon/executor_supervisor.h"
 
 namespace deepool::worker::daemon {
 namespace {
 
 using nlohmann::json;
-
-double Number(const json& doc, const char* key) {
-  return doc.contains(key) && doc[key].is_number() ? doc[key].get<double>() : 0.0;
-}
 
 TaskResult HostedResult(const HostedBackgroundTask& task, bool succeeded, bool cancelled,
                         bool host_ended, int64_t iterations, const std::string& message) {
@@ -46,8 +44,8 @@ Status ExecutorSupervisor::StartHosted(const HostedBackgroundTask& task) {
       !background["job_id"].is_string()) {
     return InvalidArgumentError("background_json: not an object with a string job_id");
   }
-  const std::string command =
-      json{{"command", "attach_background"}, {"background", background}}.dump() + "\n";
+  // Forwarded as the coordinator wrote it: the host rank validates it (ParseExecutorCommand).
+  const std::string command = protocol::AttachBackgroundCommandJson(background) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return UnavailableError("the worker is shutting down");
   if (tasks_.count(task.task_id) || hosted_.count(task.task_id)) {
@@ -73,10 +71,10 @@ Status ExecutorSupervisor::StartHosted(const HostedBackgroundTask& task) {
 }
 
 void ExecutorSupervisor::OnHostedLine(const std::string& host_task_id, int host_rank,
-                                      const json& event) {
-  const std::string kind = event.value("event", std::string());
-  const std::string bg_job = event.value("job_id", std::string());
-  const auto iterations = static_cast<int64_t>(Number(event, "iterations"));
+                                      const protocol::BackgroundEvent& progress,
+                                      const protocol::BackgroundDoneEvent* ended) {
+  const std::string& bg_job = progress.job_id;
+  const int64_t iterations = progress.iterations;
   std::optional<std::pair<std::string, IterationReport>> report;
   std::optional<TaskResult> result;
   {
@@ -90,17 +88,17 @@ void ExecutorSupervisor::OnHostedLine(const std::string& host_task_id, int host_
       IterationReport r;
       r.rank = 0;
       r.iteration = iterations - 1;
-      r.samples_per_s = Number(event, "samples_per_s");
-      if (event.contains("loss") && event["loss"].is_number()) r.loss = event["loss"].get<double>();
+      r.samples_per_s = progress.samples_per_s;
+      r.loss = progress.loss;
       r.in_fg_executor = true;
       report.emplace(it->first, r);
     }
-    if (kind == "background_done") {
-      const std::string status = event.value("status", std::string());
+    if (ended) {
       const Hosted& hosted = it->second;
-      const bool ok = status == "ok";
+      const bool ok = ended->status == protocol::BackgroundEnd::kOk;
       const bool cancelled = !ok && hosted.cancelled;
-      const bool host_ended = !ok && !cancelled && status == "host_ended";
+      const bool host_ended =
+          !ok && !cancelled && ended->status == protocol::BackgroundEnd::kHostEnded;
       std::string message;
       if (cancelled) {
         message = "cancelled";
@@ -108,7 +106,8 @@ void ExecutorSupervisor::OnHostedLine(const std::string& host_task_id, int host_
         message =
             "the FG executor it ran in (" + HostName(hosted.task) + ") finished before the BG job";
       } else if (!ok) {
-        message = "background job " + status + ": " + event.value("message", std::string());
+        message = std::string("background job ") + protocol::BackgroundEndName(ended->status) +
+                  ": " + ended->message;
       }
       result = HostedResult(hosted.task, ok, cancelled, host_ended, iterations, message);
       hosted_.erase(it);
@@ -156,8 +155,10 @@ bool ExecutorSupervisor::CancelHosted(const std::string& task_id) {
     if (host != tasks_.end()) {
       for (auto& p : host->second->ranks) {
         if (p.rank == h.task.host_rank && p.child && !p.exit) {
-          sent = p.child->WriteStdin(
-              json{{"command", "detach_background"}, {"job_id", h.bg_job_id}}.dump() + "\n");
+          protocol::ExecutorCommand detach;
+          detach.kind = protocol::ExecutorCommand::Kind::kDetachBackground;
+          detach.job_id = h.bg_job_id;
+          sent = p.child->WriteStdin(protocol::ExecutorCommandToJson(detach) + "\n");
         }
       }
     }
