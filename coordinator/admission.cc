@@ -64,7 +64,7 @@ class Round {
     for (const JobRecord& job : in_.pending) {
       if (job.spec.role == JobRole::kBg) continue;
       if (!blocker.empty()) {
-        Wait(job, PendingCode::kQueuedBehind, "queued behind " + blocker);
+        Wait(job, ReasonCode::kQueuedBehind, "queued behind " + blocker);
       } else if (!AdmitForeground(job) && CouldEverFit(job)) {
         blocker = job.id;
       }
@@ -99,7 +99,7 @@ class Round {
     int largest = 0;
     for (const auto& [type, count] : capacity_) largest = std::max(largest, count);
     if (largest < job.spec.gpus) {
-      Wait(job, PendingCode::kNotEnoughDevices,
+      Wait(job, ReasonCode::kNotEnoughDevices,
            "needs " + std::to_string(job.spec.gpus) +
                " devices of one type; the largest group of schedulable devices has " +
                std::to_string(largest));
@@ -109,7 +109,7 @@ class Round {
     for (const auto& [type, keys] : free_) {
       most_free = std::max(most_free, static_cast<int>(keys.size()));
     }
-    Wait(job, PendingCode::kWaitingForDevices,
+    Wait(job, ReasonCode::kWaitingForDevices,
          "waiting for " + std::to_string(job.spec.gpus) + " free devices of one type (" +
              std::to_string(most_free) + " free)");
     return true;
@@ -134,13 +134,13 @@ class Round {
       }
     }
     if (!best) {
-      Wait(job, PendingCode::kWaitingForBgSlot, "waiting for a device without a bg job");
+      Wait(job, ReasonCode::kWaitingForBgSlot, "waiting for a device without a bg job");
       return;
     }
     if (!best_ready) {
       // As its own process it would compete with the FG rank for the device; inside the FG
       // executor the gate gives the FG rank priority. So it waits for that executor.
-      Wait(job, PendingCode::kWaitingForFgRank,
+      Wait(job, ReasonCode::kWaitingForFgRank,
            "waiting for FG job " + *in_.ledger.ForegroundOf(*best) + "'s rank on " +
                best->first + "/" + best->second +
                " to start (to run inside it) or to end (predicted idle " + IdlePercent(best_idle) +
@@ -151,7 +151,7 @@ class Round {
     out_.background.push_back({job.id, *best, best_idle});
   }
 
-  void Wait(const JobRecord& job, PendingCode code, std::string message) {
+  void Wait(const JobRecord& job, ReasonCode code, std::string message) {
     out_.pending.push_back({job.id, code, std::move(message)});
   }
 

@@ -25,18 +25,11 @@
 
 namespace deepool::coordinator {
 
-// Why a job is still PENDING after a round.
-enum class PendingCode {
-  kQueuedBehind,          // a FG job ahead of it in the queue is waiting for devices
-  kWaitingForDevices,     // enough devices exist, not enough are free now
-  kNotEnoughDevices,      // no device type has `gpus` schedulable devices
-  kWaitingForBgSlot,      // every device has a BG job
-  kWaitingForFgRank,      // its device's FG rank has not started (it will run inside it)
-};
-
+// Why a job is still PENDING after a round: kQueuedBehind, kWaitingForDevices,
+// kNotEnoughDevices, kWaitingForBgSlot or kWaitingForFgRank.
 struct PendingReason {
   std::string job_id;
-  PendingCode code = PendingCode::kWaitingForDevices;
+  ReasonCode code = ReasonCode::kWaitingForDevices;
   std::string message;  // a sentence for people, e.g. "waiting for 4 free devices of one type"
 };
 

@@ -12,7 +12,18 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   spec.name = p.name();
   spec.model = p.model();
   spec.graph_json = p.graph_json();
-  spec.role = p.role() == v1::JOB_ROLE_BG ? JobRole::kBg : JobRole::kFg;
+  switch (p.role()) {
+    case v1::JOB_ROLE_UNSPECIFIED:  // not given
+    case v1::JOB_ROLE_FG:
+      spec.role = JobRole::kFg;
+      break;
+    case v1::JOB_ROLE_BG:
+      spec.role = JobRole::kBg;
+      break;
+    default:
+      return InvalidArgumentError("role: unknown role " + std::to_string(p.role()) +
+                                  "; must be JOB_ROLE_FG or JOB_ROLE_BG");
+  }
   if (p.has_priority()) spec.priority = p.priority();
   if (!p.has_global_batch()) return InvalidArgumentError("global_batch: is required");
   spec.global_batch = p.global_batch();
@@ -121,12 +132,20 @@ std::optional<JobState> StateFromProto(v1::JobState state) {
   }
 }
 
+v1::ReasonCode ReasonCodeToProto(ReasonCode code) {
+  // The two enums list the same codes in the same order (job.h, job.proto).
+  static_assert(static_cast<int>(ReasonCode::kCancelled) == v1::REASON_CODE_CANCELLED);
+  static_assert(v1::ReasonCode_MAX == v1::REASON_CODE_CANCELLED);
+  return static_cast<v1::ReasonCode>(static_cast<int>(code));
+}
+
 v1::Job JobToProto(const JobRecord& job) {
   v1::Job p;
   p.set_job_id(job.id);
   *p.mutable_spec() = JobSpecToProto(job.spec);
   p.set_state(StateToProto(job.state));
   p.set_reason(job.reason);
+  p.set_reason_code(ReasonCodeToProto(job.reason_code));
   p.set_submitted_ms(job.submitted_ms);
   p.set_updated_ms(job.updated_ms);
   p.set_attempt(job.attempt);
@@ -135,6 +154,7 @@ v1::Job JobToProto(const JobRecord& job) {
     t->set_state(StateToProto(h.state));
     t->set_reason(h.reason);
     t->set_time_ms(h.time_ms);
+    t->set_code(ReasonCodeToProto(h.code));
   }
   v1::JobProgress* progress = p.mutable_progress();
   progress->set_iteration(job.progress.iteration);
@@ -206,9 +226,13 @@ v1::Node NodeToProto(const NodeRecord& node,
     device->set_device(d.device);
     device->set_type(d.type);
     device->set_memory_bytes(d.memory_bytes);
+    v1::DeviceUse* use = p.add_device_uses();
+    use->set_device(d.device);
     auto it = uses.find({node.id, d.device});
-    p.add_fg_job_ids(it == uses.end() ? "" : it->second.fg_job);
-    p.add_bg_job_ids(it == uses.end() ? "" : it->second.bg_job);
+    const DeviceUse now = it == uses.end() ? DeviceUse{} : it->second;
+    use->set_fg_job_id(now.fg_job);
+    use->set_bg_job_id(now.bg_job);
+    use->set_predicted_idle_fraction(now.idle_fraction);
   }
   for (const std::string& id : task_ids) p.add_task_ids(id);
   return p;

@@ -23,6 +23,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec);
 
 v1::JobState StateToProto(JobState state);
 std::optional<JobState> StateFromProto(v1::JobState state);
+v1::ReasonCode ReasonCodeToProto(ReasonCode code);
 v1::Job JobToProto(const JobRecord& job);
 
 std::vector<DeviceInfo> DevicesFromProto(

@@ -11,6 +11,26 @@ using nlohmann::json;
 constexpr std::array<const char*, 7> kStateNames = {"PENDING",   "PROFILING", "PLANNING", "RUNNING",
                                                     "SUCCEEDED", "FAILED",    "CANCELLED"};
 
+constexpr std::array<const char*, 16> kReasonCodeNames = {
+    "unspecified",
+    "submitted",
+    "queued_behind",
+    "waiting_for_devices",
+    "not_enough_devices",
+    "waiting_for_bg_slot",
+    "waiting_for_fg_rank",
+    "requeued",
+    "displaced",
+    "coordinator_restarted",
+    "progress",
+    "task_failed",
+    "node_lost",
+    "planning_failed",
+    "profiling_failed",
+    "cancelled",
+};
+static_assert(static_cast<size_t>(ReasonCode::kCancelled) + 1 == kReasonCodeNames.size());
+
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
 }
@@ -73,6 +93,17 @@ const char* StateName(JobState state) { return kStateNames[static_cast<size_t>(s
 std::optional<JobState> StateFromName(std::string_view name) {
   for (size_t i = 0; i < kStateNames.size(); ++i) {
     if (name == kStateNames[i]) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+const char* ReasonCodeName(ReasonCode code) {
+  return kReasonCodeNames[static_cast<size_t>(code)];
+}
+
+std::optional<ReasonCode> ReasonCodeFromName(std::string_view name) {
+  for (size_t i = 0; i < kReasonCodeNames.size(); ++i) {
+    if (name == kReasonCodeNames[i]) return static_cast<ReasonCode>(i);
   }
   return std::nullopt;
 }
@@ -286,8 +317,10 @@ json JobSpecToJson(const JobSpec& spec) {
 json JobRecordToJson(const JobRecord& job, bool include_plan) {
   json history = json::array();
   for (const StateChange& h : job.history) {
-    history.push_back(
-        {{"state", StateName(h.state)}, {"reason", h.reason}, {"time_ms", h.time_ms}});
+    history.push_back({{"state", StateName(h.state)},
+                       {"reason", h.reason},
+                       {"code", ReasonCodeName(h.code)},
+                       {"time_ms", h.time_ms}});
   }
   json devices = json::array();
   for (const RankPlacement& d : job.devices) {
@@ -327,6 +360,7 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"spec", JobSpecToJson(job.spec)},
           {"state", StateName(job.state)},
           {"reason", job.reason},
+          {"reason_code", ReasonCodeName(job.reason_code)},
           {"submitted_ms", job.submitted_ms},
           {"updated_ms", job.updated_ms},
           {"attempt", job.attempt},
@@ -352,6 +386,9 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     if (!state) return DataLossError("job " + job.id + ": unknown state");
     job.state = *state;
     job.reason = doc.at("reason").get<std::string>();
+    // Records stored before reason codes have none: unspecified.
+    job.reason_code = ReasonCodeFromName(doc.value("reason_code", "unspecified"))
+                          .value_or(ReasonCode::kUnspecified);
     job.submitted_ms = doc.at("submitted_ms").get<int64_t>();
     job.updated_ms = doc.at("updated_ms").get<int64_t>();
     job.attempt = doc.at("attempt").get<int64_t>();
@@ -359,7 +396,8 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
       auto s = StateFromName(h.at("state").get<std::string>());
       if (!s) return DataLossError("job " + job.id + ": unknown state in history");
       job.history.push_back(
-          {*s, h.at("reason").get<std::string>(), h.at("time_ms").get<int64_t>()});
+          {*s, h.at("reason").get<std::string>(), h.at("time_ms").get<int64_t>(),
+           ReasonCodeFromName(h.value("code", "unspecified")).value_or(ReasonCode::kUnspecified)});
     }
     const json& p = doc.at("progress");
     job.progress.iteration = p.at("iteration").get<int64_t>();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -22,6 +23,39 @@ enum class JobState { kPending, kProfiling, kPlanning, kRunning, kSucceeded, kFa
 const char* StateName(JobState state);  // "PENDING", ...
 std::optional<JobState> StateFromName(std::string_view name);
 bool IsTerminal(JobState state);
+
+// Why a job is in its state, for programs; the reason's message says it for people. The order
+// matches deepool.v1.ReasonCode (proto/deepool/v1/job.proto).
+enum class ReasonCode {
+  kUnspecified,
+  kSubmitted,             // PENDING, not yet looked at
+  kQueuedBehind,          // PENDING behind a FG job that waits for devices
+  kWaitingForDevices,     // PENDING: enough devices exist, too few are free now
+  kNotEnoughDevices,      // PENDING: no device type has enough schedulable devices
+  kWaitingForBgSlot,      // PENDING BG job: every device has a BG job
+  kWaitingForFgRank,      // PENDING BG job: waits to run inside a FG rank not started yet
+  kRequeued,              // PENDING again after a failure it may retry
+  kDisplaced,             // PENDING BG job: a FG job took its device
+  kCoordinatorRestarted,  // PENDING: a phase interrupted by a restart is redone
+  kProgress,              // PROFILING, PLANNING, RUNNING, SUCCEEDED: nothing wrong
+  kTaskFailed,            // an executor or its worker failed
+  kNodeLost,              // a node stopped heartbeating or lost the job's task
+  kPlanningFailed,
+  kProfilingFailed,
+  kCancelled,
+};
+const char* ReasonCodeName(ReasonCode code);  // "queued_behind", ...
+std::optional<ReasonCode> ReasonCodeFromName(std::string_view name);
+
+// A state's reason: a code and a sentence. A bare message (tools, tests) has no code.
+struct Reason {
+  Reason(const char* text) : message(text) {}  // NOLINT(google-explicit-constructor)
+  Reason(std::string text) : message(std::move(text)) {}  // NOLINT(google-explicit-constructor)
+  Reason(ReasonCode reason_code, std::string text)
+      : code(reason_code), message(std::move(text)) {}
+  ReasonCode code = ReasonCode::kUnspecified;
+  std::string message;
+};
 
 struct OptimizerSpec {
   std::string name = "sgd";
@@ -73,6 +107,7 @@ struct StateChange {
   JobState state = JobState::kPending;
   std::string reason;
   int64_t time_ms = 0;
+  ReasonCode code = ReasonCode::kUnspecified;
 };
 
 // One device of a running job, from its rank's last iteration line (see DeviceProgress in
@@ -118,6 +153,7 @@ struct JobRecord {
   JobSpec spec;
   JobState state = JobState::kPending;
   std::string reason;
+  ReasonCode reason_code = ReasonCode::kUnspecified;
   int64_t submitted_ms = 0;
   int64_t updated_ms = 0;
   int64_t attempt = 0;

@@ -32,10 +32,11 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec) {
   job.spec = spec;
   job.state = JobState::kPending;
   job.reason = "waiting to be scheduled";
+  job.reason_code = ReasonCode::kSubmitted;
   job.submitted_ms = clock_->WallMillis();
   job.updated_ms = job.submitted_ms;
   job.progress.iterations = spec.iterations;
-  job.history.push_back({JobState::kPending, job.reason, job.submitted_ms});
+  job.history.push_back({JobState::kPending, job.reason, job.submitted_ms, job.reason_code});
   ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(job)));
   ++next_seq_;
   return stored;
@@ -94,7 +95,7 @@ bool JobManager::TransitionAllowed(JobState from, JobState to) {
 }
 
 StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState state,
-                                           const std::string& reason,
+                                           const Reason& reason,
                                            const std::function<void(JobRecord&)>& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
@@ -110,15 +111,16 @@ StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState s
   }
   JobRecord updated = current;
   updated.state = state;
-  updated.reason = reason;
+  updated.reason = reason.message;
+  updated.reason_code = reason.code;
   if (mutate) mutate(updated);
   updated.state = state;  // the mutator may not change the state behind the lifecycle's back
   updated.updated_ms = clock_->WallMillis();
-  updated.history.push_back({state, reason, updated.updated_ms});
+  updated.history.push_back({state, reason.message, updated.updated_ms, reason.code});
   const JobState from = current.state;
   ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(updated)));
   DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(from), StateName(state),
-              reason.empty() ? "" : ": ", reason);
+              reason.message.empty() ? "" : ": ", reason.message);
   return stored;
 }
 

@@ -44,8 +44,7 @@ class JobManager {
   // Moves a job to `state` (validating the transition), applies `mutate` to the record in the
   // same write, and records the change in its history. FAILED_PRECONDITION for a transition the
   // lifecycle forbids (e.g. out of a terminal state).
-  StatusOr<JobRecord> Transition(const std::string& job_id, JobState state,
-                                 const std::string& reason,
+  StatusOr<JobRecord> Transition(const std::string& job_id, JobState state, const Reason& reason,
                                  const std::function<void(JobRecord&)>& mutate = nullptr);
   // Changes fields without changing the state (the reason of a PENDING job, progress, ...).
   // A reason change alone is not recorded in the history.

@@ -16,7 +16,7 @@ bool MayPass(const Status& status) {
   }
 }
 
-JobWrite TransitionWrite(std::string job_id, JobState state, std::string reason, bool retry) {
+JobWrite TransitionWrite(std::string job_id, JobState state, Reason reason, bool retry) {
   JobWrite write;
   write.job_id = std::move(job_id);
   write.state = state;

@@ -28,7 +28,7 @@ namespace deepool::coordinator {
 struct JobWrite {
   std::string job_id;
   std::optional<JobState> state;  // nullopt: update fields, no transition
-  std::string reason;             // the transition's reason
+  Reason reason = Reason("");     // the transition's reason
   std::function<void(JobRecord&)> mutate;  // required for an update
   bool retry = false;  // keep a transiently failed write for the next tick
   std::function<void(const JobRecord&)> on_written;
@@ -36,8 +36,7 @@ struct JobWrite {
 };
 
 // A transition of the job to `state`; `retry`: see JobWrite.
-JobWrite TransitionWrite(std::string job_id, JobState state, std::string reason,
-                         bool retry = false);
+JobWrite TransitionWrite(std::string job_id, JobState state, Reason reason, bool retry = false);
 // A change of fields without a transition.
 JobWrite UpdateWrite(std::string job_id, std::function<void(JobRecord&)> mutate);
 

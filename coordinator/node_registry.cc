@@ -7,6 +7,16 @@
 
 namespace deepool::coordinator {
 
+Status CheckWorkerProtocol(int worker_version, int coordinator_version) {
+  if (worker_version == coordinator_version) return Status::Ok();
+  const std::string older =
+      worker_version < coordinator_version ? "the worker is older" : "the coordinator is older";
+  return FailedPreconditionError(
+      "the worker speaks executor protocol " + std::to_string(worker_version) +
+      " and this coordinator speaks " + std::to_string(coordinator_version) + "; " + older +
+      ": run the same deepool release on both (a worker from before protocol versioning sends 0)");
+}
+
 const char* NodeStateName(NodeState state) {
   switch (state) {
     case NodeState::kUp:

@@ -43,6 +43,10 @@ struct NodeRecord {
   std::string host() const;
 };
 
+// OK when a worker speaks the coordinator's executor protocol (protocol/version.h); else
+// FAILED_PRECONDITION saying which side to upgrade.
+Status CheckWorkerProtocol(int worker_version, int coordinator_version);
+
 class NodeRegistry {
  public:
   NodeRegistry(const Clock* clock, Clock::Duration node_timeout);

@@ -2,6 +2,7 @@
 
 #include "coordinator/convert.h"
 #include "coordinator/services.h"
+#include "protocol/version.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -17,6 +18,8 @@ std::vector<v1::RunningTask> ToVector(
 
 grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
+  Status protocol = CheckWorkerProtocol(req->protocol_version(), protocol::kProtocolVersion);
+  if (!protocol.ok()) return ToGrpcStatus(protocol);
   StatusOr<Scheduler::Registration> registration =
       scheduler_->RegisterNode(req->name(), req->address(), DevicesFromProto(req->devices()),
                                ToVector(req->running_tasks()));

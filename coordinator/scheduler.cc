@@ -75,9 +75,10 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
         DispatchLocked(it->second, *planned, &writes);
       } else {
         ReleaseLocked(reservation.job_id);
-        writes.push_back(TransitionWrite(reservation.job_id, JobState::kFailed,
-                                         "planning failed: " + planned.status().ToString(),
-                                         /*retry=*/true));
+        writes.push_back(TransitionWrite(
+            reservation.job_id, JobState::kFailed,
+            {ReasonCode::kPlanningFailed, "planning failed: " + planned.status().ToString()},
+            /*retry=*/true));
       }
     }
     ApplyWrites(std::move(writes));
@@ -107,10 +108,13 @@ void Scheduler::AdmitLocked(Writes* writes) {
     ReserveBackgroundLocked(grant, writes);
   }
   for (const PendingReason& waiting : admission.pending) {
-    if (by_id.at(waiting.job_id).reason == waiting.message) continue;
+    const JobRecord& job = by_id.at(waiting.job_id);
+    if (job.reason == waiting.message && job.reason_code == waiting.code) continue;
     // A reason is advice, recomputed every round: a failed write is simply made again.
-    writes->push_back(UpdateWrite(waiting.job_id,
-                                  [reason = waiting.message](JobRecord& r) { r.reason = reason; }));
+    writes->push_back(UpdateWrite(waiting.job_id, [waiting](JobRecord& r) {
+      r.reason = waiting.message;
+      r.reason_code = waiting.code;
+    }));
   }
 }
 
@@ -139,7 +143,8 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
   }
   JobWrite write = TransitionWrite(
       job.id, JobState::kPlanning,
-      "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices");
+      {ReasonCode::kProgress,
+       "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices"});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   PlanOnceStoredLocked(std::move(reservation), std::move(write), writes);
 }
@@ -163,9 +168,10 @@ void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* wr
   ledger_.HoldBackground(grant.device, grant.job_id);
   PlanOnceStoredLocked(std::move(reservation),
                        TransitionWrite(grant.job_id, JobState::kPlanning,
-                                       "bg on " + grant.device.first + "/" + grant.device.second +
-                                           " (predicted idle " + IdlePercent(grant.idle_fraction) +
-                                           ")"),
+                                       {ReasonCode::kProgress,
+                                        "bg on " + grant.device.first + "/" +
+                                            grant.device.second + " (predicted idle " +
+                                            IdlePercent(grant.idle_fraction) + ")"}),
                        writes);
 }
 
@@ -178,9 +184,10 @@ void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* 
   ReleaseLocked(bg->id);
   // Not counted against max_attempts: the job did nothing wrong.
   writes->push_back(TransitionWrite(bg->id, JobState::kPending,
-                                    "requeued: " + why +
-                                        "; BG jobs make way for FG jobs and are not "
-                                        "checkpointed, it starts again",
+                                    {ReasonCode::kDisplaced,
+                                     "requeued: " + why +
+                                         "; BG jobs make way for FG jobs and are not "
+                                         "checkpointed, it starts again"},
                                     /*retry=*/true));
 }
 
@@ -194,7 +201,9 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
     ReleaseLocked(job.id);
     writes->push_back(TransitionWrite(
         job.id, JobState::kFailed,
-        "cannot build the graph to profile: " + graph_json.status().message(), /*retry=*/true));
+        {ReasonCode::kProfilingFailed,
+         "cannot build the graph to profile: " + graph_json.status().message()},
+        /*retry=*/true));
     return;
   }
   reservation.profile_task = job.id + ".profile." + std::to_string(++profile_tasks_);
@@ -205,7 +214,6 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   v1::TaskAssignment& assignment = task.assignment;
   assignment.set_task_id(task.id);
   assignment.set_job_id(job.id);
-  assignment.set_kind(v1::TASK_KIND_PROFILE);
   v1::ProfileTask* profile = assignment.mutable_profile();
   profile->set_model(job.spec.model);
   profile->set_graph_json(*std::move(graph_json));
@@ -217,7 +225,8 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   // profile running for a job it believes PENDING.
   JobWrite write =
       TransitionWrite(job.id, JobState::kProfiling,
-                      "measuring the layer profile on " + where.first + "/" + where.second);
+                      {ReasonCode::kProgress,
+                       "measuring the layer profile on " + where.first + "/" + where.second});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   write.on_written = [this, task](const JobRecord&) {
     if (reservations_.count(task.job_id) != 0) dispatcher_.Add({task});
@@ -296,10 +305,11 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   if (planned.world_size < 1 || planned.world_size > static_cast<int>(reservation.devices.size())) {
     ReleaseLocked(job->id);
     writes->push_back(TransitionWrite(job->id, JobState::kFailed,
-                                      "plan needs " + std::to_string(planned.world_size) +
-                                          " ranks; the job holds " +
-                                          std::to_string(reservation.devices.size()) +
-                                          " devices",
+                                      {ReasonCode::kPlanningFailed,
+                                       "plan needs " + std::to_string(planned.world_size) +
+                                           " ranks; the job holds " +
+                                           std::to_string(reservation.devices.size()) +
+                                           " devices"},
                                       /*retry=*/true));
     return;
   }
@@ -318,8 +328,9 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   }
   StatusOr<NodeRecord> rank0_node = nodes_->Get(placements.front().node_id);
   if (!rank0_node.ok()) {
-    FailOrRequeueLocked(*job, "node " + placements.front().node_id + " vanished before dispatch",
-                        writes);
+    FailOrRequeueLocked(
+        *job, {ReasonCode::kNodeLost, "node " + placements.front().node_id + " vanished before dispatch"},
+        writes);
     return;
   }
   std::vector<Task> new_tasks = MakeTrainTasks(
@@ -341,9 +352,11 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   // the job back in the queue.
   JobWrite write = TransitionWrite(
       job->id, JobState::kRunning,
-      hosted_by.empty() ? "dispatched " + std::to_string(planned.world_size) + " ranks to " +
-                              std::to_string(nodes_used.size()) + " node(s)"
-                        : "dispatched inside the executor of " + hosted_by);
+      {ReasonCode::kProgress, hosted_by.empty() ? "dispatched " +
+                                                      std::to_string(planned.world_size) +
+                                                      " ranks to " +
+                                                      std::to_string(nodes_used.size()) + " node(s)"
+                                                : "dispatched inside the executor of " + hosted_by});
   write.mutate = [attempt, placements, task_ids, planned](JobRecord& r) {
     r.attempt = attempt;
     r.devices = placements;
@@ -378,7 +391,8 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
     if (MayPass(status)) {
       unwritten_.push_back(TransitionWrite(
           job_id, JobState::kPending,
-          "requeued: the dispatch could not be stored (" + status.message() + ")",
+          {ReasonCode::kRequeued,
+           "requeued: the dispatch could not be stored (" + status.message() + ")"},
           /*retry=*/true));
     }
   };
@@ -403,7 +417,6 @@ std::vector<Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attemp
       v1::TaskAssignment& a = task.assignment;
       a.set_task_id(task.id);
       a.set_job_id(job.id);
-      a.set_kind(v1::TASK_KIND_TRAIN);
       v1::TrainTask* train = a.mutable_train();
       train->set_run_spec_json(run_spec);
       train->set_world_size(static_cast<int>(placements.size()));

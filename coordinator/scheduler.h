@@ -153,10 +153,11 @@ class Scheduler {
   // Endings (mu_ held). The job's devices are freed and its tasks cancelled at once; its new
   // state is written after the lock is released, retried until stored.
   void ReleaseLocked(const std::string& job_id);
-  void FailOrRequeueLocked(const JobRecord& job, const std::string& reason, Writes* writes);
+  // FAILED with `reason`, or PENDING (kRequeued) where the spec asks and attempts remain.
+  void FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes);
   void ExpireNodesLocked(Writes* writes);
   void SettleReconciliationLocked(Writes* writes);
-  void FailLostJobsLocked(const std::set<std::string>& job_ids, const std::string& reason,
+  void FailLostJobsLocked(const std::set<std::string>& job_ids, const Reason& reason,
                           Writes* writes);
   void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                          Writes* writes);

@@ -13,8 +13,9 @@ Status Scheduler::Recover() {
     if (job.state != JobState::kProfiling && job.state != JobState::kPlanning) continue;
     RETURN_IF_ERROR(jobs_
                         ->Transition(job.id, JobState::kPending,
-                                     std::string("coordinator restarted during ") +
-                                         StateName(job.state) + "; rescheduling")
+                                     {ReasonCode::kCoordinatorRestarted,
+                                      std::string("coordinator restarted during ") +
+                                          StateName(job.state) + "; rescheduling"})
                         .status());
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -56,8 +57,9 @@ void Scheduler::SettleReconciliationLocked(Writes* writes) {
   reconcile_deadline_.reset();
   for (const auto& [job_id, task_id] : dispatcher_.UnconfirmedAfterRestart()) {
     FailLostJobsLocked({job_id},
-                       "no worker reported task " + task_id +
-                           " within the node timeout after the coordinator restarted",
+                       {ReasonCode::kNodeLost,
+                        "no worker reported task " + task_id +
+                            " within the node timeout after the coordinator restarted"},
                        writes);
   }
 }
@@ -69,14 +71,15 @@ void Scheduler::ExpireNodesLocked(Writes* writes) {
     std::set<std::string> affected = ledger_.JobsOnNode(node.id);
     for (const std::string& job : dispatcher_.DropNode(node.id)) affected.insert(job);
     FailLostJobsLocked(affected,
-                       "node " + node.name + " stopped heartbeating (silent for over " +
-                           std::to_string(timeout_ms) + " ms)",
+                       {ReasonCode::kNodeLost, "node " + node.name +
+                                                   " stopped heartbeating (silent for over " +
+                                                   std::to_string(timeout_ms) + " ms)"},
                        writes);
   }
 }
 
-void Scheduler::FailLostJobsLocked(const std::set<std::string>& job_ids,
-                                   const std::string& reason, Writes* writes) {
+void Scheduler::FailLostJobsLocked(const std::set<std::string>& job_ids, const Reason& reason,
+                                   Writes* writes) {
   for (const std::string& job_id : job_ids) {
     StatusOr<JobRecord> job = jobs_->Get(job_id);
     if (!job.ok() || IsTerminal(job->state)) continue;
@@ -93,14 +96,15 @@ void Scheduler::ReleaseLocked(const std::string& job_id) {
   WakeLocked();
 }
 
-void Scheduler::FailOrRequeueLocked(const JobRecord& job, const std::string& reason,
+void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
                                     Writes* writes) {
-  dispatcher_.CancelJob(job.id, reason);
+  dispatcher_.CancelJob(job.id, reason.message);
   ReleaseLocked(job.id);
   // Retried until stored: a job left RUNNING with its devices freed would never end.
   if (job.spec.requeue_on_failure && job.attempt < options_.max_attempts) {
-    writes->push_back(
-        TransitionWrite(job.id, JobState::kPending, "requeued: " + reason, /*retry=*/true));
+    writes->push_back(TransitionWrite(job.id, JobState::kPending,
+                                      {ReasonCode::kRequeued, "requeued: " + reason.message},
+                                      /*retry=*/true));
   } else {
     writes->push_back(TransitionWrite(job.id, JobState::kFailed, reason, /*retry=*/true));
   }
@@ -113,7 +117,8 @@ StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::stri
   }
   const std::string why = reason.empty() ? "cancelled by user" : reason;
   // Stored first, so the client hears of a failed write; then nothing of the job may go out.
-  ASSIGN_OR_RETURN(JobRecord cancelled, jobs_->Transition(job_id, JobState::kCancelled, why));
+  ASSIGN_OR_RETURN(JobRecord cancelled, jobs_->Transition(job_id, JobState::kCancelled,
+                                                          {ReasonCode::kCancelled, why}));
   std::lock_guard<std::mutex> lock(mu_);
   dispatcher_.CancelJob(job_id, why);
   ReleaseLocked(job_id);
@@ -132,9 +137,10 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
     Dispatcher::Registration outcome = dispatcher_.OnRegister(
         node.id, running, [this](const std::string& job_id) { return JobWantsTasks(job_id); });
     registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
-    FailLostJobsLocked(outcome.lost_jobs,
-                       "worker on node " + node.name + " restarted and lost the job's task",
-                       &writes);
+    FailLostJobsLocked(
+        outcome.lost_jobs,
+        {ReasonCode::kNodeLost, "worker on node " + node.name + " restarted and lost the job's task"},
+        &writes);
     WakeLocked();
   }
   ApplyWrites(std::move(writes));
@@ -168,7 +174,7 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     }
     dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
   }
-  if (!report.iterations().empty() && task->assignment.kind() != v1::TASK_KIND_PROFILE) {
+  if (!report.iterations().empty() && !task->assignment.has_profile()) {
     RETURN_IF_ERROR(RecordIterations(*job, report));
   }
   if (!report.logs().empty()) {
@@ -230,14 +236,14 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
     Status appended = jobs_->AppendLogs(known->job_id, std::move(lines));
     if (!appended.ok()) return StoreFailure("the exit's log lines", appended);
   }
-  if (known->assignment.kind() == v1::TASK_KIND_PROFILE) CacheProfile(*known, report);
+  if (known->assignment.has_profile()) CacheProfile(*known, report);
   Writes writes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::optional<Task> task =
         dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
     if (!task) return Status::Ok();  // a concurrent copy of this report got here first
-    if (task->assignment.kind() == v1::TASK_KIND_PROFILE) {
+    if (task->assignment.has_profile()) {
       OnProfileExitLocked(*task, report, &writes);
     } else {
       OnTrainExitLocked(*task, report, &writes);
@@ -257,7 +263,8 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint)) return;  // others still running
     JobWrite write = TransitionWrite(
         job->id, JobState::kSucceeded,
-        "all " + std::to_string(job->devices.size()) + " ranks finished", /*retry=*/true);
+        {ReasonCode::kProgress, "all " + std::to_string(job->devices.size()) + " ranks finished"},
+        /*retry=*/true);
     write.mutate = [checkpoint](JobRecord& r) {
       r.checkpoint = checkpoint;
       r.progress.iteration = r.spec.iterations;
@@ -273,12 +280,13 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     ReleaseLocked(job->id);
     writes->push_back(TransitionWrite(
         job->id, JobState::kPending,
-        "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
-            "; BG jobs are not checkpointed, it starts again",
+        {ReasonCode::kRequeued,
+         "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
+             "; BG jobs are not checkpointed, it starts again"},
         /*retry=*/true));
     return;
   }
-  FailOrRequeueLocked(*job, ExitReason(task, report), writes);
+  FailOrRequeueLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
 }
 
 std::string Scheduler::ExitReason(const Task& task, const v1::ReportTaskExitRequest& report) {
@@ -307,7 +315,8 @@ void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRe
     std::string reason = "profiling on " + task.node_id + " failed";
     if (!report.error().empty()) reason += ": " + report.error();
     ReleaseLocked(task.job_id);
-    writes->push_back(TransitionWrite(task.job_id, JobState::kFailed, reason, /*retry=*/true));
+    writes->push_back(TransitionWrite(task.job_id, JobState::kFailed,
+                                      {ReasonCode::kProfilingFailed, reason}, /*retry=*/true));
     return;
   }
   res->second.profile_json = report.result_json();
@@ -317,7 +326,8 @@ void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRe
   // Retried until stored: the job holds its devices and the measured profile meanwhile.
   PlanOnceStoredLocked(std::move(reservation),
                        TransitionWrite(task.job_id, JobState::kPlanning,
-                                       "profile measured on " + task.node_id + "; planning",
+                                       {ReasonCode::kProgress,
+                                        "profile measured on " + task.node_id + "; planning"},
                                        /*retry=*/true),
                        writes);
 }

@@ -299,8 +299,10 @@ std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms) {
       devices += (devices.empty() ? "" : ",") + std::to_string(n) + "\xC3\x97" + type;
     }
     int fg = 0, bg = 0;
-    for (const auto& j : node.fg_job_ids()) fg += !j.empty();
-    for (const auto& j : node.bg_job_ids()) bg += !j.empty();
+    for (const auto& use : node.device_uses()) {
+      fg += !use.fg_job_id().empty();
+      bg += !use.bg_job_id().empty();
+    }
     std::string state = v1::NodeState_Name(node.state());
     if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
     table.AddRow(

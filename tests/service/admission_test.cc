@@ -51,12 +51,12 @@ TEST_CASE("a FG job that does not fit now blocks the FG jobs behind it", "[admis
   CHECK(admission.foreground.empty());
   REQUIRE(admission.pending.size() == 3);
   CHECK(admission.pending[0].job_id == "big");
-  CHECK(admission.pending[0].code == PendingCode::kWaitingForDevices);
+  CHECK(admission.pending[0].code == ReasonCode::kWaitingForDevices);
   CHECK(admission.pending[0].message == "waiting for 4 free devices of one type (3 free)");
   CHECK(admission.pending[1].job_id == "small");
-  CHECK(admission.pending[1].code == PendingCode::kQueuedBehind);
+  CHECK(admission.pending[1].code == ReasonCode::kQueuedBehind);
   CHECK(admission.pending[1].message == "queued behind big");
-  CHECK(admission.pending[2].code == PendingCode::kQueuedBehind);  // "huge" is behind it too
+  CHECK(admission.pending[2].code == ReasonCode::kQueuedBehind);  // "huge" is behind it too
 }
 
 TEST_CASE("a FG job larger than any device type is told so and blocks nobody", "[admission]") {
@@ -65,7 +65,7 @@ TEST_CASE("a FG job larger than any device type is told so and blocks nobody", "
   input.pending = {Job("huge", 3), Job("small", 2)};
   const Admission admission = Admit(input);
   REQUIRE(admission.pending.size() == 1);
-  CHECK(admission.pending[0].code == PendingCode::kNotEnoughDevices);
+  CHECK(admission.pending[0].code == ReasonCode::kNotEnoughDevices);
   REQUIRE(admission.foreground.size() == 1);
   CHECK(admission.foreground[0].job_id == "small");
 }
@@ -89,7 +89,7 @@ TEST_CASE("a BG job takes the idlest device and makes way for a FG job", "[admis
     const Admission admission = Admit(input);
     CHECK(admission.background.empty());
     REQUIRE(admission.pending.size() == 1);
-    CHECK(admission.pending[0].code == PendingCode::kWaitingForFgRank);
+    CHECK(admission.pending[0].code == ReasonCode::kWaitingForFgRank);
   }
   SECTION("a FG job on the BG job's device displaces it") {
     input.pending = {Job("fg1", 1)};
@@ -112,8 +112,8 @@ TEST_CASE("drained and down nodes take no work", "[admission]") {
   CHECK(admission.foreground.empty());
   CHECK(admission.background.empty());
   REQUIRE(admission.pending.size() == 2);
-  CHECK(admission.pending[0].code == PendingCode::kNotEnoughDevices);
-  CHECK(admission.pending[1].code == PendingCode::kWaitingForBgSlot);
+  CHECK(admission.pending[0].code == ReasonCode::kNotEnoughDevices);
+  CHECK(admission.pending[1].code == ReasonCode::kWaitingForBgSlot);
 }
 
 }  // namespace

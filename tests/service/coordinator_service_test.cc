@@ -12,6 +12,7 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
+#include "protocol/version.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -57,6 +58,7 @@ struct Cluster {
     v1::RegisterNodeRequest req;
     req.set_name(name);
     req.set_address("127.0.0.1");
+    req.set_protocol_version(protocol::kProtocolVersion);
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = req.add_devices();
       d->set_device("cpu:" + std::to_string(i));
@@ -169,6 +171,32 @@ TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field; unknown jobs N
         grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_CASE("an unknown role and a worker of another protocol are refused", "[service]") {
+  Cluster c;
+  v1::SubmitJobRequest odd_role;
+  odd_role.mutable_spec()->set_model("tiny");
+  odd_role.mutable_spec()->set_global_batch(2);
+  odd_role.mutable_spec()->set_iterations(1);
+  odd_role.mutable_spec()->set_role(static_cast<v1::JobRole>(7));
+  v1::SubmitJobResponse resp;
+  grpc::Status status = c.client->SubmitJob(c.Context().get(), odd_role, &resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().rfind("role", 0) == 0);
+
+  v1::RegisterNodeRequest old_worker;
+  old_worker.set_name("old");
+  old_worker.set_address("127.0.0.1");
+  old_worker.add_devices()->set_device("cpu:0");
+  v1::RegisterNodeResponse registered;
+  status = c.worker->RegisterNode(c.Context().get(), old_worker, &registered);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(status.error_message(), Catch::Contains("executor protocol 0"));
+  CHECK_THAT(status.error_message(), Catch::Contains("the worker is older"));
+  v1::ListNodesResponse nodes;
+  REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
+  CHECK(nodes.nodes_size() == 0);
+}
+
 TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds", "[service]") {
   Cluster c;
   const std::string node_id = c.Register("w1", 1);
@@ -225,7 +253,9 @@ TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds",
   v1::ListNodesResponse nodes;
   REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
   REQUIRE(nodes.nodes_size() == 1);
-  CHECK(nodes.nodes(0).fg_job_ids(0) == id);
+  REQUIRE(nodes.nodes(0).device_uses_size() == nodes.nodes(0).devices_size());
+  CHECK(nodes.nodes(0).device_uses(0).device() == nodes.nodes(0).devices(0).device());
+  CHECK(nodes.nodes(0).device_uses(0).fg_job_id() == id);
   CHECK(nodes.nodes(0).task_ids_size() == 1);
 
   v1::GetJobPlanRequest plan_req;

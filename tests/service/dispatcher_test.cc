@@ -21,7 +21,7 @@ Task TrainTask(const std::string& id, const std::string& node, TaskPhase phase,
   task.rank0_node = phase == TaskPhase::kSent;
   task.assignment.set_task_id(id);
   task.assignment.set_job_id(job);
-  task.assignment.set_kind(v1::TASK_KIND_TRAIN);
+  task.assignment.mutable_train();
   return task;
 }
 

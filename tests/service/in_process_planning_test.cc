@@ -35,7 +35,7 @@ SentProfile TakeProfileTask(Harness& h, const std::string& job_id) {
   std::vector<v1::TaskCommand> commands = h.Commands("node-a");
   REQUIRE(commands.size() == 1);
   const v1::TaskAssignment& assign = commands[0].assign();
-  REQUIRE(assign.kind() == v1::TASK_KIND_PROFILE);
+  REQUIRE(assign.has_profile());
   REQUIRE(assign.job_id() == job_id);
   StatusOr<planner::Graph> graph = planner::ParseGraphJson(assign.profile().graph_json());
   INFO(graph.status().ToString());

@@ -94,8 +94,10 @@ TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
   job.spec = *ParseJobSpecJson(Spec(""));
   job.state = JobState::kRunning;
   job.reason = "dispatched";
+  job.reason_code = ReasonCode::kProgress;
   job.attempt = 2;
-  job.history = {{JobState::kPending, "waiting", 1}, {JobState::kRunning, "dispatched", 2}};
+  job.history = {{JobState::kPending, "waiting", 1, ReasonCode::kQueuedBehind},
+                 {JobState::kRunning, "dispatched", 2, ReasonCode::kProgress}};
   job.progress.iteration = 3;
   job.progress.loss = 1.5;
   job.devices = {{0, "node-a", "a", "cpu:0"}, {1, "node-b", "b", "cpu:1"}};
@@ -106,6 +108,17 @@ TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
   CHECK(JobRecordToJson(*back) == JobRecordToJson(job));
   CHECK(back->progress.loss == 1.5);
   CHECK(back->devices[1].node_id == "node-b");
+  CHECK(back->reason_code == ReasonCode::kProgress);
+  CHECK(back->history[0].code == ReasonCode::kQueuedBehind);
+
+  // Records stored before reason codes read back without one.
+  nlohmann::json old = JobRecordToJson(job);
+  old.erase("reason_code");
+  for (nlohmann::json& change : old["history"]) change.erase("code");
+  StatusOr<JobRecord> legacy = JobRecordFromJson(old);
+  REQUIRE(legacy.ok());
+  CHECK(legacy->reason_code == ReasonCode::kUnspecified);
+  CHECK(legacy->history[1].code == ReasonCode::kUnspecified);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
   h.scheduler.Tick();
   CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
   CHECK(h.Get(bg5.id).state == JobState::kPending);
-  CHECK(h.Get(bg5.id).reason.find("without a bg job") != std::string::npos);
+  CHECK(h.Get(bg5.id).reason_code == ReasonCode::kWaitingForBgSlot);
 }
 
 TEST_CASE("device rows of a FG job name the BG job placed on the device", "[scheduler]") {
@@ -84,6 +84,8 @@ TEST_CASE(
   JobRecord bg = h.Submit(Bg());
   h.scheduler.Tick();
   CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(h.Get(bg.id).reason_code == ReasonCode::kWaitingForFgRank);
+  // The sentence names the job, rank, device and predicted idleness.
   CHECK(h.Get(bg.id).reason == "waiting for FG job " + fg.id +
                                    "'s rank on node-a/cpu:1 to start (to run inside it) or "
                                    "to end (predicted idle 20%)");
@@ -133,7 +135,7 @@ TEST_CASE(
   REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
   JobRecord requeued = h.Get(bg.id);
   CHECK(requeued.state == JobState::kPending);
-  CHECK(requeued.reason.find("not checkpointed") != std::string::npos);
+  CHECK(requeued.reason_code == ReasonCode::kRequeued);
   h.scheduler.Tick();
   JobRecord again = h.Get(bg.id);
   CHECK(again.state == JobState::kRunning);
@@ -262,15 +264,14 @@ TEST_CASE("BG jobs never hold FG jobs back; a FG job on a BG job's device makes 
     CHECK(requeued.state == JobState::kPending);
     bool requeue_recorded = false;
     for (const StateChange& change : requeued.history) {
-      if (change.state == JobState::kPending &&
-          change.reason.find("requeued: FG job " + fg.id + " took node-a/cpu:0") !=
-              std::string::npos) {
+      if (change.state == JobState::kPending && change.code == ReasonCode::kDisplaced &&
+          change.reason.find("FG job " + fg.id + " took node-a/cpu:0") != std::string::npos) {
         requeue_recorded = true;
       }
     }
     CHECK(requeue_recorded);
     h.scheduler.Tick();
-    CHECK(h.Get(bg.id).reason.find("waiting for FG job " + fg.id) != std::string::npos);
+    CHECK(h.Get(bg.id).reason_code == ReasonCode::kWaitingForFgRank);
     bool cancelled = false;
     for (const auto& c : h.Commands("node-a")) {
       if (c.has_cancel() && c.cancel().task_id() == bg_task) cancelled = true;

@@ -211,7 +211,6 @@ struct Fixture {
     auto* a = command.mutable_assign();
     a->set_task_id(id);
     a->set_job_id("job-" + id);
-    a->set_kind(v1::TASK_KIND_TRAIN);
     a->mutable_train()->set_run_spec_json(mode);
     a->mutable_train()->set_world_size(world);
     a->mutable_train()->set_store_address(store);

@@ -6,6 +6,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "protocol/version.h"
 
 namespace deepool::worker::daemon {
 namespace {
@@ -150,6 +151,7 @@ bool WorkerDaemon::Register() {
   request.set_name(options_.name);
   request.set_address(options_.address);
   request.set_version(options_.version);
+  request.set_protocol_version(protocol::kProtocolVersion);
   for (const auto& d : options_.devices) {
     auto* device = request.add_devices();
     device->set_device(d.name);
@@ -274,7 +276,7 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
     return nullptr;
   };
 
-  if (assignment.kind() == v1::TASK_KIND_PROFILE) {
+  if (assignment.has_profile()) {
     const auto& p = assignment.profile();
     const LocalDevice* device = find_device(p.device());
     if (!device) {
@@ -293,8 +295,8 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
     if (!status.ok()) QueueStartFailure(assignment, status.ToString());
     return;
   }
-  if (assignment.kind() != v1::TASK_KIND_TRAIN) {
-    QueueStartFailure(assignment, "unknown task kind " + std::to_string(assignment.kind()));
+  if (!assignment.has_train()) {
+    QueueStartFailure(assignment, "the assignment carries no task this worker knows");
     return;
   }
   const auto& t = assignment.train();
