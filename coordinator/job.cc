@@ -1,7 +1,9 @@
 #include "coordinator/job.h"
 
 #include <cmath>
-#include <set>
+
+#include "coordinator/convert.h"
+#include "coordinator/job_spec_json.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -35,55 +37,6 @@ Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
 }
 
-// Rejects keys outside `allowed`, so a misspelt field is an error rather than silently ignored.
-Status CheckKeys(const json& obj, const std::string& prefix, const std::set<std::string>& allowed) {
-  for (const auto& item : obj.items()) {
-    if (allowed.count(item.key()) == 0) {
-      return FieldError(prefix + item.key(), "unknown field");
-    }
-  }
-  return Status::Ok();
-}
-
-Status ReadString(const json& obj, const char* key, const std::string& field, std::string* out) {
-  if (!obj.contains(key)) return Status::Ok();
-  if (!obj[key].is_string()) return FieldError(field, "must be a string");
-  *out = obj[key].get<std::string>();
-  return Status::Ok();
-}
-
-template <typename Int>
-Status ReadInt(const json& obj, const char* key, const std::string& field, Int* out) {
-  if (!obj.contains(key)) return Status::Ok();
-  const json& v = obj[key];
-  if (v.is_number_integer()) {
-    *out = static_cast<Int>(v.get<int64_t>());
-    return Status::Ok();
-  }
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::floor(d) == d && std::abs(d) < 9e15) {
-      *out = static_cast<Int>(d);
-      return Status::Ok();
-    }
-  }
-  return FieldError(field, "must be an integer");
-}
-
-Status ReadDouble(const json& obj, const char* key, const std::string& field, double* out) {
-  if (!obj.contains(key)) return Status::Ok();
-  if (!obj[key].is_number()) return FieldError(field, "must be a number");
-  *out = obj[key].get<double>();
-  return Status::Ok();
-}
-
-Status ReadBool(const json& obj, const char* key, const std::string& field, bool* out) {
-  if (!obj.contains(key)) return Status::Ok();
-  if (!obj[key].is_boolean()) return FieldError(field, "must be true or false");
-  *out = obj[key].get<bool>();
-  return Status::Ok();
-}
-
 }  // namespace
 
 const char* RoleName(JobRole role) { return role == JobRole::kBg ? "bg" : "fg"; }
@@ -114,99 +67,15 @@ bool IsTerminal(JobState state) {
 }
 
 StatusOr<JobSpec> ParseJobSpecJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("job spec: not valid JSON");
-  return JobSpecFromJson(doc);
+  ASSIGN_OR_RETURN(const v1::JobSpec proto, ParseJobSpecProto(text));
+  return JobSpecFromProto(proto);
 }
 
 StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
-  if (!doc.is_object()) return InvalidArgumentError("job spec: must be a JSON object");
-  RETURN_IF_ERROR(
-      CheckKeys(doc, "",
-                {"name", "model", "graph", "role", "priority", "global_batch", "gpus",
-                 "amplification_limit", "iterations", "optimizer", "data", "seed",
-                 "requeue_on_failure", "profile", "checkpoint", "num_classes", "image_size"}));
-  JobSpec spec;
-  RETURN_IF_ERROR(ReadString(doc, "name", "name", &spec.name));
-  RETURN_IF_ERROR(ReadString(doc, "model", "model", &spec.model));
-  if (doc.contains("graph")) {
-    const json& graph = doc["graph"];
-    if (graph.is_object()) {
-      spec.graph_json = graph.dump();
-    } else if (graph.is_string()) {
-      spec.graph_json = graph.get<std::string>();
-    } else {
-      return FieldError("graph", "must be a graph document (object)");
-    }
-  }
-  if (doc.contains("role")) {
-    std::string role;
-    RETURN_IF_ERROR(ReadString(doc, "role", "role", &role));
-    if (role == "fg") {
-      spec.role = JobRole::kFg;
-    } else if (role == "bg") {
-      spec.role = JobRole::kBg;
-    } else {
-      return FieldError("role", "must be \"fg\" or \"bg\", got \"" + role + "\"");
-    }
-  }
-  RETURN_IF_ERROR(ReadInt(doc, "priority", "priority", &spec.priority));
-  RETURN_IF_ERROR(ReadInt(doc, "global_batch", "global_batch", &spec.global_batch));
-  if (!doc.contains("global_batch")) return FieldError("global_batch", "is required");
-  RETURN_IF_ERROR(ReadInt(doc, "gpus", "gpus", &spec.gpus));
-  RETURN_IF_ERROR(
-      ReadDouble(doc, "amplification_limit", "amplification_limit", &spec.amplification_limit));
-  if (!doc.contains("iterations")) return FieldError("iterations", "is required");
-  RETURN_IF_ERROR(ReadInt(doc, "iterations", "iterations", &spec.iterations));
-  if (doc.contains("optimizer")) {
-    const json& opt = doc["optimizer"];
-    if (!opt.is_object()) return FieldError("optimizer", "must be an object");
-    RETURN_IF_ERROR(
-        CheckKeys(opt, "optimizer.", {"name", "lr", "momentum", "weight_decay", "betas", "eps"}));
-    RETURN_IF_ERROR(ReadString(opt, "name", "optimizer.name", &spec.optimizer.name));
-    if (spec.optimizer.name == "adam") spec.optimizer.momentum = 0;
-    RETURN_IF_ERROR(ReadDouble(opt, "lr", "optimizer.lr", &spec.optimizer.lr));
-    RETURN_IF_ERROR(ReadDouble(opt, "momentum", "optimizer.momentum", &spec.optimizer.momentum));
-    RETURN_IF_ERROR(
-        ReadDouble(opt, "weight_decay", "optimizer.weight_decay", &spec.optimizer.weight_decay));
-    RETURN_IF_ERROR(ReadDouble(opt, "eps", "optimizer.eps", &spec.optimizer.eps));
-    if (opt.contains("betas")) {
-      const json& betas = opt["betas"];
-      if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
-          !betas[1].is_number()) {
-        return FieldError("optimizer.betas", "must be an array of two numbers");
-      }
-      spec.optimizer.betas = {betas[0].get<double>(), betas[1].get<double>()};
-    }
-  }
-  if (doc.contains("data")) {
-    const json& data = doc["data"];
-    if (!data.is_object()) return FieldError("data", "must be an object");
-    RETURN_IF_ERROR(CheckKeys(data, "data.", {"kind", "seed", "path"}));
-    RETURN_IF_ERROR(ReadString(data, "kind", "data.kind", &spec.data.kind));
-    RETURN_IF_ERROR(ReadInt(data, "seed", "data.seed", &spec.data.seed));
-    RETURN_IF_ERROR(ReadString(data, "path", "data.path", &spec.data.path));
-  }
-  RETURN_IF_ERROR(ReadInt(doc, "seed", "seed", &spec.seed));
-  RETURN_IF_ERROR(
-      ReadBool(doc, "requeue_on_failure", "requeue_on_failure", &spec.requeue_on_failure));
-  RETURN_IF_ERROR(ReadString(doc, "profile", "profile", &spec.profile));
-  if (doc.contains("checkpoint")) {
-    const json& ckpt = doc["checkpoint"];
-    if (ckpt.is_string()) {
-      spec.checkpoint_path = ckpt.get<std::string>();
-    } else if (ckpt.is_object() && ckpt.contains("path") && ckpt["path"].is_string()) {
-      RETURN_IF_ERROR(CheckKeys(ckpt, "checkpoint.", {"path"}));
-      spec.checkpoint_path = ckpt["path"].get<std::string>();
-    } else {
-      return FieldError("checkpoint", "must be {\"path\": FILE}");
-    }
-  }
-  RETURN_IF_ERROR(ReadInt(doc, "num_classes", "num_classes", &spec.num_classes));
-  RETURN_IF_ERROR(ReadInt(doc, "image_size", "image_size", &spec.image_size));
-  if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
-  return spec;
+  // One reader for both forms: the JSON becomes the API message, and the message gets the one
+  // set of defaults and the one validation.
+  ASSIGN_OR_RETURN(const v1::JobSpec proto, JobSpecProtoFromJson(doc));
+  return JobSpecFromProto(proto);
 }
 
 Status ValidateJobSpec(const JobSpec& spec) {

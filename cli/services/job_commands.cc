@@ -14,6 +14,7 @@
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
 #include "common/status.h"
+#include "coordinator/job_spec_json.h"
 
 namespace deepool::cli {
 namespace {
@@ -90,8 +91,15 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   return doc;
 }
 
+StatusOr<v1::JobSpec> BuildSpecMessage(const SubmitFlags& f) {
+  ASSIGN_OR_RETURN(const json doc, BuildSpec(f));
+  return coordinator::JobSpecProtoFromJson(doc);
+}
+
 int RunSubmit(const SubmitFlags& f) {
-  auto spec = BuildSpec(f);
+  // The JSON spec becomes the API message here: a misspelt or mistyped field is reported before
+  // anything is sent, and the coordinator applies its one set of defaults to the message.
+  StatusOr<v1::JobSpec> spec = BuildSpecMessage(f);
   if (!spec.ok()) {
     std::cerr << "deepool submit: " << spec.status().message() << "\n";
     return kExitInvalidInput;
@@ -99,7 +107,7 @@ int RunSubmit(const SubmitFlags& f) {
   const std::string address = ResolveCoordinatorAddress(f.client.coordinator);
   auto stub = ConnectCoordinator(address);
   v1::SubmitJobRequest request;
-  request.set_spec_json(spec->dump());
+  *request.mutable_spec() = *std::move(spec);
   v1::SubmitJobResponse response;
   auto context = UnaryContext();
   grpc::Status status = stub->SubmitJob(context.get(), request, &response);

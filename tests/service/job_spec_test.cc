@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "coordinator/convert.h"
 #include "coordinator/job.h"
+#include "coordinator/job_spec_json.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -71,20 +73,47 @@ TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
   CHECK(ErrorOf(Spec(R"(,"role":"bg","gpus":2)")).rfind("gpus", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"role":"middle")")).rfind("role", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"amplification_limit":0.5)")).rfind("amplification_limit", 0) == 0);
-  CHECK(ErrorOf(Spec(R"(,"iterations":"ten")")).rfind("iterations", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"iterations":"ten")")) == "field iterations must be an integer");
   CHECK(ErrorOf(Spec(R"(,"optimizer":{"name":"lbfgs"})")).rfind("optimizer.name", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"optimizer":{"lr":-1})")).rfind("optimizer.lr", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"optimizer":{"betas":[0.9]})")).rfind("optimizer.betas", 0) == 0);
-  CHECK(ErrorOf(Spec(R"(,"optimizer":{"learning_rate":1})")).rfind("optimizer.learning_rate", 0) ==
-        0);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"learning_rate":1})")) ==
+        "unknown field optimizer.learning_rate");
   CHECK(ErrorOf(Spec(R"(,"data":{"kind":"cifar10"})")).rfind("data.path", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"data":{"kind":"imagenet"})")).rfind("data.kind", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"profile":"guess")")).rfind("profile", 0) == 0);
   CHECK(ErrorOf(Spec(R"(,"priority":100000)")).rfind("priority", 0) == 0);
-  CHECK(ErrorOf(Spec(R"(,"gpu":2)")).rfind("gpu: unknown field", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gpu":2)")) == "unknown field gpu");
   CHECK(ErrorOf(R"({"model":"a","graph":{},"global_batch":1,"iterations":1})").rfind("model", 0) ==
         0);
   CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
+}
+
+TEST_CASE("the JSON spec becomes the API message with nothing defaulted", "[job_spec]") {
+  StatusOr<v1::JobSpec> minimal = ParseJobSpecProto(Spec(""));
+  REQUIRE(minimal.ok());
+  CHECK(minimal->global_batch() == 32);
+  CHECK_FALSE(minimal->has_gpus());  // absent stays unset: the coordinator's defaults apply
+  CHECK_FALSE(minimal->has_amplification_limit());
+  CHECK(minimal->role() == v1::JOB_ROLE_UNSPECIFIED);
+  CHECK_FALSE(minimal->has_optimizer());
+
+  // JSON and message take the one path: the same spec either way.
+  const std::string full = Spec(
+      R"(,"role":"bg","optimizer":{"name":"adam","betas":[0.8,0.99]},"checkpoint":"/tmp/c.pt")");
+  StatusOr<v1::JobSpec> message = ParseJobSpecProto(full);
+  REQUIRE(message.ok());
+  CHECK(message->role() == v1::JOB_ROLE_BG);
+  CHECK(message->optimizer().betas_size() == 2);
+  StatusOr<JobSpec> from_message = JobSpecFromProto(*message);
+  StatusOr<JobSpec> from_json = ParseJobSpecJson(full);
+  REQUIRE(from_message.ok());
+  REQUIRE(from_json.ok());
+  CHECK(JobSpecToJson(*from_message) == JobSpecToJson(*from_json));
+  CHECK(from_json->checkpoint_path == "/tmp/c.pt");
+
+  CHECK(ParseJobSpecProto(Spec(R"(,"role":"middle")")).status().message().rfind("role", 0) == 0);
+  CHECK(ParseJobSpecProto("[1]").status().code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {

@@ -1,0 +1,142 @@
+#include "coordinator/job_spec_json.h"
+
+#include <string>
+
+#include "common/json_fields.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using nlohmann::json;
+
+// Reads an optional field into a proto setter; absent or null leaves the field unset.
+template <typename T, typename Set>
+Status ReadInto(const json& object, const char* name, const std::string& path, Set set) {
+  auto found = object.find(name);
+  if (found == object.end() || found->is_null()) return Status::Ok();
+  T value{};
+  RETURN_IF_ERROR(ReadOptionalField(object, name, path, &value));
+  set(value);
+  return Status::Ok();
+}
+
+Status ReadRole(const json& doc, v1::JobSpec* spec) {
+  std::string role;
+  if (!doc.contains("role")) return Status::Ok();
+  RETURN_IF_ERROR(ReadOptionalField(doc, "role", "", &role));
+  if (role == "fg") {
+    spec->set_role(v1::JOB_ROLE_FG);
+  } else if (role == "bg") {
+    spec->set_role(v1::JOB_ROLE_BG);
+  } else {
+    return InvalidArgumentError("role: must be \"fg\" or \"bg\", got \"" + role + "\"");
+  }
+  return Status::Ok();
+}
+
+Status ReadGraph(const json& doc, v1::JobSpec* spec) {
+  auto graph = doc.find("graph");
+  if (graph == doc.end() || graph->is_null()) return Status::Ok();
+  if (graph->is_object()) {
+    spec->set_graph_json(graph->dump());
+  } else if (graph->is_string()) {
+    spec->set_graph_json(graph->get<std::string>());
+  } else {
+    return InvalidArgumentError("graph: must be a graph document (object)");
+  }
+  return Status::Ok();
+}
+
+Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
+  if (!doc.is_object()) return InvalidArgumentError("optimizer: must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"name", "lr", "momentum", "weight_decay", "betas", "eps"},
+                                   "optimizer."));
+  const std::string path = "optimizer.";
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", path, [&](auto v) { opt->set_name(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "lr", path, [&](auto v) { opt->set_lr(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "momentum", path, [&](auto v) { opt->set_momentum(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<double>(doc, "weight_decay", path, [&](auto v) { opt->set_weight_decay(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "eps", path, [&](auto v) { opt->set_eps(v); }));
+  if (doc.contains("betas")) {
+    const json& betas = doc["betas"];
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
+        !betas[1].is_number()) {
+      return InvalidArgumentError("optimizer.betas: must be an array of two numbers");
+    }
+    opt->add_betas(betas[0].get<double>());
+    opt->add_betas(betas[1].get<double>());
+  }
+  return Status::Ok();
+}
+
+Status ReadData(const json& doc, v1::DataSpec* data) {
+  if (!doc.is_object()) return InvalidArgumentError("data: must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path"}, "data."));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "kind", "data.", [&](auto v) { data->set_kind(v); }));
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "data.", [&](auto v) { data->set_seed(v); }));
+  return ReadInto<std::string>(doc, "path", "data.", [&](auto v) { data->set_path(v); });
+}
+
+Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
+  auto checkpoint = doc.find("checkpoint");
+  if (checkpoint == doc.end() || checkpoint->is_null()) return Status::Ok();
+  if (checkpoint->is_string()) {
+    spec->set_checkpoint_path(checkpoint->get<std::string>());
+    return Status::Ok();
+  }
+  if (!checkpoint->is_object() || !checkpoint->contains("path") ||
+      !(*checkpoint)["path"].is_string()) {
+    return InvalidArgumentError("checkpoint: must be {\"path\": FILE}");
+  }
+  RETURN_IF_ERROR(CheckKnownFields(*checkpoint, {"path"}, "checkpoint."));
+  spec->set_checkpoint_path((*checkpoint)["path"].get<std::string>());
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
+  if (!doc.is_object()) return InvalidArgumentError("job spec: must be a JSON object");
+  RETURN_IF_ERROR(CheckKnownFields(
+      doc,
+      {"name", "model", "graph", "role", "priority", "global_batch", "gpus", "amplification_limit",
+       "iterations", "optimizer", "data", "seed", "requeue_on_failure", "profile", "checkpoint",
+       "num_classes", "image_size"},
+      ""));
+  v1::JobSpec spec;
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "model", "", [&](auto v) { spec.set_model(v); }));
+  RETURN_IF_ERROR(ReadGraph(doc, &spec));
+  RETURN_IF_ERROR(ReadRole(doc, &spec));
+  RETURN_IF_ERROR(ReadInto<int32_t>(doc, "priority", "", [&](auto v) { spec.set_priority(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<int64_t>(doc, "global_batch", "", [&](auto v) { spec.set_global_batch(v); }));
+  RETURN_IF_ERROR(ReadInto<int32_t>(doc, "gpus", "", [&](auto v) { spec.set_gpus(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "amplification_limit", "",
+                                   [&](auto v) { spec.set_amplification_limit(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<int64_t>(doc, "iterations", "", [&](auto v) { spec.set_iterations(v); }));
+  if (doc.contains("optimizer")) {
+    RETURN_IF_ERROR(ReadOptimizer(doc["optimizer"], spec.mutable_optimizer()));
+  }
+  if (doc.contains("data")) RETURN_IF_ERROR(ReadData(doc["data"], spec.mutable_data()));
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
+  RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
+                                 [&](auto v) { spec.set_requeue_on_failure(v); }));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "profile", "", [&](auto v) { spec.set_profile(v); }));
+  RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
+  RETURN_IF_ERROR(
+      ReadInto<int64_t>(doc, "num_classes", "", [&](auto v) { spec.set_num_classes(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<int64_t>(doc, "image_size", "", [&](auto v) { spec.set_image_size(v); }));
+  return spec;
+}
+
+StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("job spec: not valid JSON");
+  return JobSpecProtoFromJson(doc);
+}
+
+}  // namespace deepool::coordinator
