@@ -110,7 +110,8 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
 }
 
 json BackgroundToJson(const BackgroundSpec& spec) {
-  return WriteBackground(spec, spec.graph ? json::parse(planner::GraphToJson(*spec.graph)) : json());
+  return WriteBackground(spec,
+                         spec.graph ? json::parse(planner::GraphToJson(*spec.graph)) : json());
 }
 
 json BackgroundToJson(const BackgroundSpec& spec, std::string_view graph_json) {

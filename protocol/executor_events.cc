@@ -39,10 +39,10 @@ json ToJson(const StoreReadyEvent& e) {
 }
 
 json ToJson(const IterationEvent& e) {
-  json doc{{"event", "iteration"},       {"rank", e.rank},
-           {"iteration", e.iteration},   {"loss", NullableNumber(e.loss)},
+  json doc{{"event", "iteration"},           {"rank", e.rank},
+           {"iteration", e.iteration},       {"loss", NullableNumber(e.loss)},
            {"iteration_ms", e.iteration_ms}, {"samples_per_s", e.samples_per_s},
-           {"busy_ms", e.busy_ms},       {"idle_ms", e.idle_ms}};
+           {"busy_ms", e.busy_ms},           {"idle_ms", e.idle_ms}};
   if (e.sharing) {
     doc["fg_busy_ms"] = e.sharing->fg_busy_ms;
     doc["bg_busy_ms"] = e.sharing->bg_busy_ms;

@@ -56,8 +56,7 @@ struct PlannedDocuments {
   std::string plan_json;
 };
 // The same writer, embedding `documents` in place of spec.graph and spec.plan (not read).
-std::string RunSpecToJson(const RunSpec& spec, const PlannedDocuments& documents,
-                          int indent = -1);
+std::string RunSpecToJson(const RunSpec& spec, const PlannedDocuments& documents, int indent = -1);
 
 // Reads and parses a run spec file (NOT_FOUND when it cannot be opened).
 StatusOr<RunSpec> ReadRunSpecFile(const std::string& path);

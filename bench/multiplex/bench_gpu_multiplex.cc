@@ -139,16 +139,17 @@ Result Run(Config config, const Options& o, const fs::path& dir) {
   double sum_ms = 0;
   int measured = 0;
   Result result;
-  deepool::Status status = (*ranks)->Wait([&](int, const nlohmann::json& event) {
-    if (event.value("event", "") != "iteration") return;
-    if (event.value("iteration", 0) >= o.warmup) {
-      sum_ms += event.value("iteration_ms", 0.0);
+  deepool::Status status = (*ranks)->Wait([&](int, const deepool::protocol::ExecutorEvent& e) {
+    const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
+    if (!event) return;
+    if (event->iteration >= o.warmup) {
+      sum_ms += event->iteration_ms;
       ++measured;
     }
     if (config == Config::kBgAlone) {
-      result.bg_samples_per_s = event.value("samples_per_s", 0.0);
-    } else if (event.contains("bg_samples_per_s")) {
-      result.bg_samples_per_s = event.value("bg_samples_per_s", 0.0);
+      result.bg_samples_per_s = event->samples_per_s;
+    } else if (event->sharing) {
+      result.bg_samples_per_s = event->sharing->bg_samples_per_s;
     }
   });
   if (!status.ok() || measured == 0) {

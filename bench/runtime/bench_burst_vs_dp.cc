@@ -47,14 +47,15 @@ Summary Run(const dw::RunSpec& spec, const std::string& name, int warmup) {
   }
   std::map<int64_t, double> slowest, busy, idle;
   double loss = 0;
-  auto status = (*ranks)->Wait([&](int, const nlohmann::json& event) {
-    if (event["event"] != "iteration") return;
-    int64_t i = event["iteration"];
-    if (event["loss"].is_number()) loss = event["loss"];
+  auto status = (*ranks)->Wait([&](int, const deepool::protocol::ExecutorEvent& e) {
+    const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
+    if (!event) return;
+    const int64_t i = event->iteration;
+    if (event->loss) loss = *event->loss;
     if (i < warmup) return;
-    slowest[i] = std::max(slowest[i], event["iteration_ms"].get<double>());
-    busy[i] += event["busy_ms"].get<double>();
-    idle[i] += event["idle_ms"].get<double>();
+    slowest[i] = std::max(slowest[i], event->iteration_ms);
+    busy[i] += event->busy_ms;
+    idle[i] += event->idle_ms;
   });
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());

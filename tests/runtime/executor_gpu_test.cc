@@ -67,13 +67,14 @@ planner::Plan Plan(const planner::Graph& graph, int64_t batch, int world,
 
 struct Launched {
   Status status;
-  std::map<int, nlohmann::json> last_iteration;  // by rank
+  std::map<int, protocol::IterationEvent> last_iteration;  // by rank
   std::unique_ptr<RankProcesses> ranks;
 };
 
-Launched Launch(const RunSpec& spec, int world, const fs::path& dir,
-                const std::function<void(RankProcesses&, int, const nlohmann::json&)>& hook = {},
-                int timeout_s = 60) {
+Launched Launch(
+    const RunSpec& spec, int world, const fs::path& dir,
+    const std::function<void(RankProcesses&, int, const protocol::ExecutorEvent&)>& hook = {},
+    int timeout_s = 60) {
   std::string path = (dir / (spec.job_id + ".json")).string();
   REQUIRE(WriteRunSpecFile(spec, path).ok());
   LaunchOptions options;
@@ -90,8 +91,10 @@ Launched Launch(const RunSpec& spec, int world, const fs::path& dir,
   Launched launched;
   launched.ranks = std::move(started).value();
   RankProcesses* ranks = launched.ranks.get();
-  launched.status = ranks->Wait([&](int rank, const nlohmann::json& event) {
-    if (event.value("event", "") == "iteration") launched.last_iteration[rank] = event;
+  launched.status = ranks->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    if (const auto* iteration = std::get_if<protocol::IterationEvent>(&event)) {
+      launched.last_iteration[rank] = *iteration;
+    }
     if (hook) hook(*ranks, rank, event);
   });
   return launched;
@@ -129,10 +132,11 @@ TEST_CASE("one GPU: a FG job with a BG job attached trains both", "[gpu][multipl
   Launched run = Launch(spec, 1, dir);
   INFO(run.status.ToString());
   REQUIRE(run.status.ok());
-  const nlohmann::json& last = run.last_iteration.at(0);
-  INFO(last.dump());
-  REQUIRE(std::isfinite(last.at("loss").get<double>()));
-  REQUIRE(last.at("bg_iterations").get<int64_t>() > 0);
+  const protocol::IterationEvent& last = run.last_iteration.at(0);
+  INFO(protocol::ExecutorEventToJson(last));
+  REQUIRE(last.loss.has_value());
+  REQUIRE(last.sharing.has_value());
+  REQUIRE(last.sharing->bg_iterations > 0);
   fs::remove_all(dir);
 }
 
@@ -192,9 +196,9 @@ TEST_CASE("several GPUs: a killed NCCL rank makes the others fail with an error"
   bool killed = false;
   Launched run = Launch(
       spec, 2, dir,
-      [&](RankProcesses& ranks, int rank, const nlohmann::json& event) {
-        if (!killed && rank == 1 && event.value("event", "") == "iteration" &&
-            event.value("iteration", 0) == 3) {
+      [&](RankProcesses& ranks, int rank, const protocol::ExecutorEvent& event) {
+        const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
+        if (!killed && rank == 1 && iteration && iteration->iteration == 3) {
           ranks.Kill(1);
           killed = true;
         }

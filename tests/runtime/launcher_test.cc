@@ -48,10 +48,10 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
   REQUIRE(ranks.ok());
   std::map<int, int> iterations;
   std::vector<double> rank0_losses;
-  Status status = (*ranks)->Wait([&](int rank, const nlohmann::json& event) {
-    if (event["event"] == "iteration") {
+  Status status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    if (const auto* iteration = std::get_if<protocol::IterationEvent>(&event)) {
       ++iterations[rank];
-      if (rank == 0) rank0_losses.push_back(event["loss"].get<double>());
+      if (rank == 0) rank0_losses.push_back(iteration->loss.value());
     }
   });
   INFO(status.ToString());
@@ -76,8 +76,9 @@ TEST_CASE("a rank killed mid-run makes the others fail with an error", "[launche
   auto ranks = RankProcesses::Start(options);
   REQUIRE(ranks.ok());
   bool killed = false;
-  Status status = (*ranks)->Wait([&](int rank, const nlohmann::json& event) {
-    if (!killed && rank == 1 && event["event"] == "iteration" && event["iteration"] == 3) {
+  Status status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
+    if (!killed && rank == 1 && iteration && iteration->iteration == 3) {
       (*ranks)->Kill(1);
       killed = true;
     }

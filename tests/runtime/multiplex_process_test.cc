@@ -100,18 +100,14 @@ TEST_CASE("executor process with a BG job: iteration lines carry the sharing fie
   int iterations = 0;
   bool done = false;
   while (std::getline(lines, line)) {
-    auto event = ParseExecutorEvent(line);
+    auto event = protocol::ParseExecutorEvent(line);
+    INFO(line);
     REQUIRE(event.ok());
-    if ((*event)["event"] == "iteration") {
+    if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
       ++iterations;
-      for (const char* field :
-           {"fg_busy_ms", "bg_busy_ms", "idle_ms", "bg_samples_per_s", "bg_iterations"}) {
-        INFO(field);
-        REQUIRE((*event)[field].is_number());
-      }
-      REQUIRE((*event)["busy_ms"].is_number());
+      REQUIRE(iteration->sharing.has_value());  // fg_busy_ms, bg_busy_ms, bg_samples_per_s, ...
     }
-    if ((*event)["event"] == "done") done = true;
+    if (std::holds_alternative<protocol::DoneEvent>(*event)) done = true;
   }
   REQUIRE(iterations == 3);
   REQUIRE(done);
@@ -199,24 +195,24 @@ TEST_CASE("executor process: a BG job attached over the command channel mid-run 
   std::istringstream lines(hook.str());
   std::string line;
   int iterations = 0, shared_iterations = 0, progress_lines = 0;
-  std::optional<nlohmann::json> done_bg;
+  std::optional<protocol::BackgroundDoneEvent> done_bg;
   bool first_shared = false, done = false;
   while (std::getline(lines, line)) {
-    auto event = ParseExecutorEvent(line);
+    auto event = protocol::ParseExecutorEvent(line);
+    INFO(line);
     REQUIRE(event.ok());
-    const std::string kind = (*event)["event"];
-    if (kind == "iteration") {
-      if (event->contains("fg_busy_ms")) {
+    if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
+      if (iteration->sharing) {
         first_shared = first_shared || iterations == 0;
         ++shared_iterations;
       }
       ++iterations;
-    } else if (kind == "background") {
-      CHECK((*event)["job_id"] == "bg-late");
+    } else if (const auto* progress = std::get_if<protocol::BackgroundEvent>(&*event)) {
+      CHECK(progress->job_id == "bg-late");
       ++progress_lines;
-    } else if (kind == "background_done") {
-      done_bg = *event;
-    } else if (kind == "done") {
+    } else if (const auto* ended = std::get_if<protocol::BackgroundDoneEvent>(&*event)) {
+      done_bg = *ended;
+    } else if (std::holds_alternative<protocol::DoneEvent>(*event)) {
       done = true;
     }
   }
@@ -225,10 +221,10 @@ TEST_CASE("executor process: a BG job attached over the command channel mid-run 
   CHECK(shared_iterations > 0);
   CHECK(progress_lines == shared_iterations);
   REQUIRE(done_bg.has_value());
-  CHECK((*done_bg)["job_id"] == "bg-late");
-  CHECK((*done_bg)["status"] == "ok");
-  CHECK((*done_bg)["iterations"] == 2);
-  CHECK((*done_bg)["loss"].is_number());
+  CHECK(done_bg->progress.job_id == "bg-late");
+  CHECK(done_bg->status == protocol::BackgroundEnd::kOk);
+  CHECK(done_bg->progress.iterations == 2);
+  CHECK(done_bg->progress.loss.has_value());
   CHECK(done);
   fs::remove_all(dir);
 }

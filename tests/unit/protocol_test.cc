@@ -111,13 +111,14 @@ TEST_CASE("run spec: errors name the field", "[protocol]") {
   CHECK_THAT(error([](json& d) { d["seed"] = -1; }), Catch::Contains("seed"));
   CHECK_THAT(error([](json& d) { d["graph"] = 3; }), Catch::Contains("graph"));
   CHECK_THAT(error([](json& d) { d["plan"]["layers"] = 3; }), Catch::Contains("plan"));
-  CHECK_THAT(error([](json& d) { d["optimizer"]["lr"] = "x"; }),
-             Catch::Contains("optimizer.lr"));
+  CHECK_THAT(error([](json& d) { d["optimizer"]["lr"] = "x"; }), Catch::Contains("optimizer.lr"));
   CHECK_THAT(error([](json& d) { d["optimizer"]["betas"] = {0.9}; }),
              Catch::Contains("optimizer.betas"));
   CHECK_THAT(error([](json& d) { d["data"]["seed"] = "x"; }), Catch::Contains("data.seed"));
   CHECK_THAT(error([](json& d) { d["data"] = 1; }), Catch::Contains("data must be an object"));
-  CHECK_THAT(error([](json& d) { d["checkpoint"] = {{"path", 1}}; }),
+  CHECK_THAT(error([](json& d) {
+               d["checkpoint"] = {{"path", 1}};
+             }),
              Catch::Contains("checkpoint.path"));
   CHECK_THAT(error([](json& d) { d["background"]["batch_size"] = 0; }),
              Catch::Contains("background.batch_size"));
@@ -170,8 +171,8 @@ TEST_CASE("executor commands: malformed lines are refused naming the field", "[p
              Catch::Contains("job_id"));
   CHECK_THAT(ParseExecutorCommand(R"({"command":"attach_background"})").status().message(),
              Catch::Contains("background"));
-  json attach = json::parse(ExecutorCommandToJson(ExecutorCommand{
-      ExecutorCommand::Kind::kAttachBackground, Background(), "bg-1"}));
+  json attach = json::parse(ExecutorCommandToJson(
+      ExecutorCommand{ExecutorCommand::Kind::kAttachBackground, Background(), "bg-1"}));
   attach["background"]["batch_size"] = 0;
   CHECK_THAT(ParseExecutorCommand(attach.dump()).status().message(),
              Catch::Contains("background.batch_size"));

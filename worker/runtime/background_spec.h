@@ -1,70 +1,18 @@
-// The description of a background (BG) job attached to a foreground executor rank: the run
-// spec's optional "background" field (docs/multiplexing.md).
-//   "background": {"job_id":"bg-1","graph":{graph doc},"batch_size":B,"iterations":K,"seed":S,
-//                  "optimizer":{...},"data":{...},"ranks":[R,...],
-//                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
-//                             "cuda_graphs":true,"idle_thread_priority":true}}
-// iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
-// the FG rank it is attached to.
+// The run spec's background part, as the runtime names it: the executor protocol's
+// (protocol/background_spec.h, where its format, parser and writer live; docs/multiplexing.md).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "common/status.h"
-#include "planner/graph.h"
+#include "protocol/background_spec.h"
 #include "worker/runtime/data.h"
 #include "worker/runtime/multiplex_gate.h"
 #include "worker/runtime/optimizer.h"
 
 namespace deepool::worker {
 
-// How the BG job shares the device. Each technique can be switched off for comparison.
-struct SharingOptions {
-  // idle_only on CPU devices; on CUDA the default is concurrent (stream priorities arbitrate).
-  std::optional<SharingMode> mode;
-  bool priority_streams = true;  // CUDA: FG on a high-priority stream, BG on a low-priority one
-  bool cuda_graphs = true;       // CUDA: capture the BG iteration once, then replay it
-  // The BG thread runs under the OS's idle scheduling class (Linux SCHED_IDLE): every other
-  // thread of the FG rank, the communication library's included, preempts it at once.
-  bool idle_thread_priority = true;
-  bool operator==(const SharingOptions& o) const {
-    return mode == o.mode && priority_streams == o.priority_streams &&
-           cuda_graphs == o.cuda_graphs && idle_thread_priority == o.idle_thread_priority;
-  }
-  // The mode to use on a device: the explicit one, else idle_only on CPU, concurrent on CUDA.
-  SharingMode ModeFor(bool cuda) const {
-    return mode ? *mode : (cuda ? SharingMode::kConcurrent : SharingMode::kIdleOnly);
-  }
-};
-
-struct BackgroundSpec {
-  std::string job_id;
-  std::shared_ptr<const planner::Graph> graph;
-  int64_t batch_size = 1;
-  int64_t iterations = 0;  // 0: until the FG job ends
-  uint64_t seed = 0;       // weight initialisation
-  OptimizerSpec optimizer;
-  DataSpec data;
-  SharingOptions sharing;
-  // The FG ranks whose devices run a copy of this BG job; empty: every rank. (All ranks read the
-  // same run spec, so a BG job meant for one device names its rank.)
-  std::vector<int> ranks;
-  bool SharesRank(int rank) const {
-    return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-  }
-};
-
-Status ValidateBackgroundSpec(const BackgroundSpec& spec);
-
-// Parses the "background" object; errors name the field ("background.batch_size must be >= 1").
-StatusOr<BackgroundSpec> ParseBackgroundJson(const nlohmann::json& doc);
-nlohmann::json BackgroundToJson(const BackgroundSpec& spec);
+using protocol::BackgroundSpec;
+using protocol::BackgroundToJson;
+using protocol::ParseBackgroundJson;
+using protocol::SharingOptions;
+using protocol::ValidateBackgroundSpec;
 
 }  // namespace deepool::worker

@@ -290,15 +290,6 @@ std::pair<int64_t, int64_t> RankDataRange(const planner::Graph& graph, const pla
   return {first, last};
 }
 
-Status ValidateDataSpec(const DataSpec& spec) {
-  if (spec.kind == "synthetic") return Status::Ok();
-  if (spec.kind == "cifar10") {
-    if (spec.path.empty()) return InvalidArgumentError("data.path is required for cifar10");
-    return Status::Ok();
-  }
-  return InvalidArgumentError("data.kind \"" + spec.kind + "\" is not synthetic or cifar10");
-}
-
 std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
                                               int64_t num_classes, int64_t global_batch,
                                               uint64_t seed) {

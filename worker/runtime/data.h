@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "protocol/training_spec.h"
 
 namespace deepool::worker {
 
@@ -51,16 +52,9 @@ class DataSource {
   virtual StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) = 0;
 };
 
-struct DataSpec {
-  std::string kind = "synthetic";  // "synthetic" or "cifar10"
-  uint64_t seed = 0;               // synthetic
-  std::string path;                // cifar10: a .bin file or a folder of them
-  bool operator==(const DataSpec& o) const {
-    return kind == o.kind && seed == o.seed && path == o.path;
-  }
-};
-
-Status ValidateDataSpec(const DataSpec& spec);
+// The run spec's data object, from the executor protocol (protocol/training_spec.h).
+using protocol::DataSpec;
+using protocol::ValidateDataSpec;
 
 std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
                                               int64_t num_classes, int64_t global_batch,

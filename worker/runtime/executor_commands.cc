@@ -5,39 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <nlohmann/json.hpp>
 
 namespace deepool::worker {
-
-StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line) {
-  nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return InvalidArgumentError("command: not a JSON object");
-  }
-  if (!doc.contains("command") || !doc["command"].is_string()) {
-    return InvalidArgumentError("command: missing or not a string");
-  }
-  const std::string name = doc["command"].get<std::string>();
-  ExecutorCommand command;
-  if (name == "attach_background") {
-    if (!doc.contains("background") || !doc["background"].is_object()) {
-      return InvalidArgumentError("background: missing or not an object");
-    }
-    ASSIGN_OR_RETURN(command.background, ParseBackgroundJson(doc["background"]));
-    command.kind = ExecutorCommand::Kind::kAttachBackground;
-    command.job_id = command.background.job_id;
-    return command;
-  }
-  if (name == "detach_background") {
-    if (!doc.contains("job_id") || !doc["job_id"].is_string()) {
-      return InvalidArgumentError("job_id: missing or not a string");
-    }
-    command.kind = ExecutorCommand::Kind::kDetachBackground;
-    command.job_id = doc["job_id"].get<std::string>();
-    return command;
-  }
-  return InvalidArgumentError("command: unknown command \"" + name + "\"");
-}
 
 CommandReader::CommandReader(int fd, std::function<void(const std::string&)> handler)
     : fd_(fd), handler_(std::move(handler)), thread_([this] { Loop(); }) {}

@@ -1,12 +1,10 @@
-// Commands an FG executor rank accepts while it trains, one JSON object per line on a file
-// descriptor (the worker daemon's pipe to the executor's stdin; docs/formats.md, "Executor
-// commands"):
-//   {"command":"attach_background","background":{...the run spec's background object...}}
-//   {"command":"detach_background","job_id":"bg-7"}
+// Reading the commands an FG executor rank accepts while it trains, one JSON object per line on
+// a file descriptor (the worker daemon's pipe to the executor's stdin). The commands themselves
+// and their one parser are the executor protocol's (protocol/executor_commands.h).
 //
-// Threading: ParseExecutorCommand is pure. CommandReader owns one thread ("dp-commands") that
-// calls the handler for every line; Stop() and the destructor may be called from any other
-// thread and return once that thread has ended.
+// Threading: CommandReader owns one thread ("dp-commands") that calls the handler for every
+// line; Stop() and the destructor may be called from any other thread and return once that
+// thread has ended.
 #pragma once
 
 #include <atomic>
@@ -15,21 +13,13 @@
 #include <string_view>
 #include <thread>
 
-#include "common/status.h"
+#include "protocol/executor_commands.h"
 #include "worker/runtime/background_spec.h"
 
 namespace deepool::worker {
 
-struct ExecutorCommand {
-  enum class Kind { kAttachBackground, kDetachBackground };
-  Kind kind = Kind::kAttachBackground;
-  BackgroundSpec background;  // attach
-  std::string job_id;         // both (attach: background.job_id)
-};
-
-// INVALID_ARGUMENT naming the field for malformed JSON, an unknown command, or a bad background
-// object (the field named as "background.batch_size", ...).
-StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line);
+using protocol::ExecutorCommand;
+using protocol::ParseExecutorCommand;
 
 class CommandReader {
  public:

@@ -1,18 +1,13 @@
-// The executor process's stdout protocol: one JSON object per line (docs/runtime.md).
-//   {"event":"store_ready","host":H,"port":P}                       (rank 0, first, port 0 only)
-//   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
-//    "samples_per_s":s,"busy_ms":b,"idle_ms":d}
-//   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null}
-//   {"event":"error","rank":R,"message":"..."}
-// Writers here are used by deepool-executor; launchers and the worker daemon parse the lines.
+// The event lines deepool-executor prints on stdout, from the runtime's own values. The events,
+// their one writer and their one parser are the executor protocol's (protocol/executor_events.h;
+// docs/runtime.md); these only fill its structs.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 
-#include "common/status.h"
+#include "protocol/executor_events.h"
 #include "worker/runtime/executor.h"
 
 namespace deepool::worker {
@@ -21,8 +16,5 @@ std::string StoreReadyEvent(const std::string& host, int port);
 std::string IterationEvent(int rank, const IterationStats& stats);
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint);
 std::string ErrorEvent(int rank, const std::string& message);
-
-// A parsed line; INVALID_ARGUMENT when it is not a JSON object with a string "event".
-StatusOr<nlohmann::json> ParseExecutorEvent(std::string_view line);
 
 }  // namespace deepool::worker

@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "worker/runtime/executor_events.h"
 
 namespace deepool::worker {
 namespace {
@@ -137,14 +136,14 @@ StatusOr<std::unique_ptr<RankProcesses>> RankProcesses::Start(const LaunchOption
     while (port < 0 && (newline = buffer.find('\n')) != std::string::npos) {
       std::string line = buffer.substr(0, newline);
       buffer.erase(0, newline + 1);
-      auto event = ParseExecutorEvent(line);
-      if (event.ok() && (*event)["event"] == "store_ready") {
-        port = (*event).value("port", -1);
+      StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
+      const auto* ready = event.ok() ? std::get_if<protocol::StoreReadyEvent>(&*event) : nullptr;
+      if (ready) {
+        port = ready->port;
       } else {
         ranks->early_lines_.push_back(line);
-        if (event.ok() && (*event)["event"] == "error") {
-          return UnavailableError("rank 0 failed: " + (*event).value("message", std::string()));
-        }
+        const auto* error = event.ok() ? std::get_if<protocol::ErrorEvent>(&*event) : nullptr;
+        if (error) return UnavailableError("rank 0 failed: " + error->message);
       }
     }
   }
@@ -161,32 +160,28 @@ void RankProcesses::KillAll() {
   for (size_t r = 0; r < outcomes_.size(); ++r) Kill(static_cast<int>(r), SIGKILL);
 }
 
-void RankProcesses::HandleLine(int rank, const std::string& line,
-                               const std::function<void(int, const nlohmann::json&)>& on_event) {
-  auto parsed = ParseExecutorEvent(line);
-  if (!parsed.ok()) {
-    DP_LOG_WARN("rank {} printed a line that is not an event: {}", rank, line);
+void RankProcesses::HandleLine(int rank, const std::string& line, const EventCallback& on_event) {
+  StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
+  if (!event.ok()) {
+    DP_LOG_WARN("rank {} printed a line that is not an event ({}): {}", rank,
+                event.status().message(), line);
     return;
   }
-  const nlohmann::json& event = *parsed;
   RankOutcome& outcome = outcomes_[static_cast<size_t>(rank)];
-  const std::string kind = event["event"];
-  if (kind == "done") {
+  if (const auto* done = std::get_if<protocol::DoneEvent>(&*event)) {
     outcome.done = true;
-    outcome.iterations = event.value("iterations", int64_t{0});
-    if (event.contains("checkpoint") && event["checkpoint"].is_string()) {
-      outcome.checkpoint = event["checkpoint"].get<std::string>();
-    }
-  } else if (kind == "error") {
-    outcome.error = event.value("message", std::string("(no message)"));
+    outcome.iterations = done->iterations;
+    if (done->checkpoint) outcome.checkpoint = done->checkpoint;
+  } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
+    outcome.error = error->message;
     if (std::find(failure_order_.begin(), failure_order_.end(), rank) == failure_order_.end()) {
       failure_order_.push_back(rank);
     }
   }
-  if (on_event) on_event(rank, event);
+  if (on_event) on_event(rank, *event);
 }
 
-Status RankProcesses::Wait(const std::function<void(int, const nlohmann::json&)>& on_event) {
+Status RankProcesses::Wait(const EventCallback& on_event) {
   for (const std::string& line : early_lines_) HandleLine(0, line, on_event);
   early_lines_.clear();
   const int silence_limit_s =

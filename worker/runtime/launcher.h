@@ -1,4 +1,5 @@
-// Starts one deepool-executor process per rank on this machine and follows their stdout events.
+// Starts one deepool-executor process per rank on this machine and follows their stdout events
+// (protocol/executor_events.h).
 // Rank 0 starts first with store port 0; its store_ready line gives the port the others join.
 // Used by deepool-train and by end-to-end tests; the worker daemon has its own supervisor.
 // Threading: a RankProcesses object is used by one thread; Kill may be called from the
@@ -9,12 +10,12 @@
 
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "protocol/executor_events.h"
 
 namespace deepool::worker {
 
@@ -51,10 +52,12 @@ class RankProcesses {
   // Starts all ranks (rank 0 first, then the rest once its store is listening).
   static StatusOr<std::unique_ptr<RankProcesses>> Start(const LaunchOptions& options);
 
-  // Follows every rank until all exited, calling on_event(rank, event) for each event line.
+  // Follows every rank until all exited, calling on_event(rank, event) for each event line
+  // (other lines are logged).
   // OK when every rank printed "done" and exited 0; otherwise an error naming the first rank
   // that failed and why.
-  Status Wait(const std::function<void(int rank, const nlohmann::json& event)>& on_event = {});
+  using EventCallback = std::function<void(int rank, const protocol::ExecutorEvent& event)>;
+  Status Wait(const EventCallback& on_event = {});
 
   void Kill(int rank, int signal_number = 9);
   const std::vector<RankOutcome>& outcomes() const { return outcomes_; }
@@ -62,8 +65,7 @@ class RankProcesses {
  private:
   explicit RankProcesses(LaunchOptions options) : options_(std::move(options)) {}
   Status Spawn(int rank, int store_port);
-  void HandleLine(int rank, const std::string& line,
-                  const std::function<void(int, const nlohmann::json&)>& on_event);
+  void HandleLine(int rank, const std::string& line, const EventCallback& on_event);
   void KillAll();
 
   LaunchOptions options_;

@@ -9,17 +9,6 @@ double Millis(Clock::Duration d) { return std::chrono::duration<double, std::mil
 
 }  // namespace
 
-StatusOr<SharingMode> ParseSharingMode(std::string_view text) {
-  if (text == "idle_only") return SharingMode::kIdleOnly;
-  if (text == "concurrent") return SharingMode::kConcurrent;
-  return InvalidArgumentError("sharing mode must be idle_only or concurrent, not '" +
-                              std::string(text) + "'");
-}
-
-std::string SharingModeName(SharingMode mode) {
-  return mode == SharingMode::kIdleOnly ? "idle_only" : "concurrent";
-}
-
 std::string GateEventName(GateEventKind kind) {
   switch (kind) {
     case GateEventKind::kFgIdle:

@@ -32,13 +32,14 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "protocol/background_spec.h"
 
 namespace deepool::worker {
 
-enum class SharingMode { kIdleOnly, kConcurrent };
-
-StatusOr<SharingMode> ParseSharingMode(std::string_view text);  // "idle_only", "concurrent"
-std::string SharingModeName(SharingMode mode);
+// The modes, as the run spec names them (protocol/background_spec.h).
+using protocol::ParseSharingMode;
+using protocol::SharingMode;
+using protocol::SharingModeName;
 
 enum class GateEventKind {
   kFgIdle,    // the FG rank starts waiting on communication

@@ -2,25 +2,6 @@
 
 namespace deepool::worker {
 
-bool OptimizerSpec::operator==(const OptimizerSpec& o) const {
-  return name == o.name && lr == o.lr && momentum == o.momentum && weight_decay == o.weight_decay &&
-         betas == o.betas && eps == o.eps;
-}
-
-Status ValidateOptimizer(const OptimizerSpec& spec) {
-  if (spec.name != "sgd" && spec.name != "adam") {
-    return InvalidArgumentError("optimizer.name \"" + spec.name + "\" is not sgd or adam");
-  }
-  if (!(spec.lr > 0)) return InvalidArgumentError("optimizer.lr must be > 0");
-  if (spec.momentum < 0) return InvalidArgumentError("optimizer.momentum must be >= 0");
-  if (spec.weight_decay < 0) return InvalidArgumentError("optimizer.weight_decay must be >= 0");
-  for (double beta : spec.betas) {
-    if (beta < 0 || beta >= 1) return InvalidArgumentError("optimizer.betas must be in [0, 1)");
-  }
-  if (!(spec.eps > 0)) return InvalidArgumentError("optimizer.eps must be > 0");
-  return Status::Ok();
-}
-
 StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
     const OptimizerSpec& spec, std::vector<torch::Tensor> params) {
   RETURN_IF_ERROR(ValidateOptimizer(spec));

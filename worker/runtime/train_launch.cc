@@ -121,18 +121,18 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
         << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12) << "idle ms"
         << "\n";
   }
-  Status status = ranks->Wait([&](int rank, const nlohmann::json& event) {
+  Status status = ranks->Wait([&](int rank, const protocol::ExecutorEvent& event) {
     if (options.json_events) {
-      out << event.dump() << std::endl;
+      out << protocol::ExecutorEventToJson(event) << std::endl;
       return;
     }
-    if (rank != 0 || event["event"] != "iteration") return;
-    out << std::setw(6) << event.value("iteration", 0) << std::setw(12) << std::fixed
-        << std::setprecision(4) << (event["loss"].is_number() ? event["loss"].get<double>() : NAN)
-        << std::setw(12) << std::setprecision(2) << event.value("iteration_ms", 0.0)
-        << std::setw(14) << std::setprecision(1) << event.value("samples_per_s", 0.0)
-        << std::setw(12) << std::setprecision(2) << event.value("busy_ms", 0.0) << std::setw(12)
-        << event.value("idle_ms", 0.0) << std::endl;
+    const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
+    if (rank != 0 || !iteration) return;
+    out << std::setw(6) << iteration->iteration << std::setw(12) << std::fixed
+        << std::setprecision(4) << iteration->loss.value_or(NAN) << std::setw(12)
+        << std::setprecision(2) << iteration->iteration_ms << std::setw(14) << std::setprecision(1)
+        << iteration->samples_per_s << std::setw(12) << std::setprecision(2) << iteration->busy_ms
+        << std::setw(12) << iteration->idle_ms << std::endl;
   });
   if (!status.ok()) return status.WithContext("training failed");
   if (!options.json_events) {
