@@ -313,79 +313,74 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
                                       /*retry=*/true));
     return;
   }
-  const int64_t attempt = job->attempt + 1;
-  // Devices beyond the plan's ranks go back to the pool.
-  std::vector<DeviceKey> used(reservation.devices.begin(),
-                              reservation.devices.begin() + planned.world_size);
-  for (size_t i = used.size(); i < reservation.devices.size(); ++i) {
-    ledger_.ReleaseForeground(reservation.devices[i]);
-  }
-  std::vector<RankPlacement> placements;
-  for (int rank = 0; rank < planned.world_size; ++rank) {
-    const DeviceKey& key = used[static_cast<size_t>(rank)];
-    StatusOr<NodeRecord> node = nodes_->Get(key.first);
-    placements.push_back({rank, key.first, node.ok() ? node->name : key.first, key.second});
-  }
-  StatusOr<NodeRecord> rank0_node = nodes_->Get(placements.front().node_id);
+  Dispatch dispatch;
+  dispatch.planned = planned;
+  dispatch.background = reservation.background;
+  dispatch.attempt = job->attempt + 1;
+  PlaceRanksLocked(reservation, &dispatch);
+  StatusOr<NodeRecord> rank0_node = nodes_->Get(dispatch.placements.front().node_id);
   if (!rank0_node.ok()) {
-    FailOrRequeueLocked(
-        *job, {ReasonCode::kNodeLost, "node " + placements.front().node_id + " vanished before dispatch"},
-        writes);
+    FailOrRequeueLocked(*job,
+                        {ReasonCode::kNodeLost, "node " + dispatch.placements.front().node_id +
+                                                    " vanished before dispatch"},
+                        writes);
     return;
   }
-  std::vector<Task> new_tasks = MakeTrainTasks(
-      *job, attempt, placements, RunSpecJson(*job, planned.graph_json, planned.plan_json),
-      reservation.background);
-  new_tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
-  std::string hosted_by;
+  dispatch.tasks = MakeTrainTasks(*job, dispatch.attempt, dispatch.placements,
+                                  RunSpecJson(*job, planned.graph_json, planned.plan_json),
+                                  reservation.background);
+  dispatch.tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
   if (reservation.background) {
-    hosted_by =
-        HostInFgExecutorLocked(*job, placements.front(), planned.graph_json, &new_tasks.front());
+    dispatch.hosted_by = HostInFgExecutorLocked(*job, dispatch.placements.front(),
+                                                planned.graph_json, &dispatch.tasks.front());
   }
-  std::set<std::string> nodes_used;
-  for (const RankPlacement& p : placements) nodes_used.insert(p.node_id);
-  std::vector<std::string> task_ids;
-  for (const Task& t : new_tasks) task_ids.push_back(t.id);
+  writes->push_back(RunningWrite(job->id, std::move(dispatch)));
+}
 
+void Scheduler::PlaceRanksLocked(const Reservation& reservation, Dispatch* dispatch) {
+  const size_t ranks = static_cast<size_t>(dispatch->planned.world_size);
+  dispatch->devices.assign(reservation.devices.begin(), reservation.devices.begin() + ranks);
+  // Devices beyond the plan's ranks go back to the pool.
+  for (size_t i = ranks; i < reservation.devices.size(); ++i) {
+    ledger_.ReleaseForeground(reservation.devices[i]);
+  }
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    const DeviceKey& key = dispatch->devices[rank];
+    StatusOr<NodeRecord> node = nodes_->Get(key.first);
+    dispatch->placements.push_back(
+        {static_cast<int>(rank), key.first, node.ok() ? node->name : key.first, key.second});
+  }
+}
+
+JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
+  std::set<std::string> nodes_used;
+  for (const RankPlacement& p : dispatch.placements) nodes_used.insert(p.node_id);
+  std::vector<std::string> task_ids;
+  for (const Task& t : dispatch.tasks) task_ids.push_back(t.id);
+  const std::string what =
+      dispatch.hosted_by.empty()
+          ? "dispatched " + std::to_string(dispatch.planned.world_size) + " ranks to " +
+                std::to_string(nodes_used.size()) + " node(s)"
+          : "dispatched inside the executor of " + dispatch.hosted_by;
   // The tasks go out once RUNNING is stored, so a restarted coordinator knows every task a
   // worker may run. A refused write (cancelled meanwhile) frees the devices; a failed one puts
   // the job back in the queue.
-  JobWrite write = TransitionWrite(
-      job->id, JobState::kRunning,
-      {ReasonCode::kProgress, hosted_by.empty() ? "dispatched " +
-                                                      std::to_string(planned.world_size) +
-                                                      " ranks to " +
-                                                      std::to_string(nodes_used.size()) + " node(s)"
-                                                : "dispatched inside the executor of " + hosted_by});
-  write.mutate = [attempt, placements, task_ids, planned](JobRecord& r) {
-    r.attempt = attempt;
-    r.devices = placements;
+  JobWrite write = TransitionWrite(job_id, JobState::kRunning, {ReasonCode::kProgress, what});
+  write.mutate = [task_ids, d = dispatch](JobRecord& r) {
+    r.attempt = d.attempt;
+    r.devices = d.placements;
     r.task_ids = task_ids;
-    r.graph_json = planned.graph_json;
-    r.plan_json = planned.plan_json;
-    r.predicted_iteration_ms = planned.iteration_ms;
+    r.graph_json = d.planned.graph_json;
+    r.plan_json = d.planned.plan_json;
+    r.predicted_iteration_ms = d.planned.iteration_ms;
     r.progress = JobProgress{};
     r.progress.iterations = r.spec.iterations;
     r.store_address.clear();
   };
-  write.on_written = [this, new_tasks, used, planned,
-                      background = reservation.background](const JobRecord& stored) {
-    // Cancelled between the write and now: its devices are free again, nothing goes out.
-    if (reservations_.erase(stored.id) == 0) return;
-    if (!background) {
-      for (int rank = 0; rank < planned.world_size; ++rank) {
-        double idle = 0;
-        if (planned.iteration_ms > 0 && static_cast<size_t>(rank) < planned.rank_busy_ms.size()) {
-          idle = 1.0 - planned.rank_busy_ms[static_cast<size_t>(rank)] / planned.iteration_ms;
-        }
-        ledger_.SetIdleFraction(used[static_cast<size_t>(rank)], idle);
-      }
-      // The predicted idleness is known now: BG jobs may pick another device next round.
-      WakeLocked();
-    }
-    dispatcher_.Add(new_tasks);
+  write.on_written = [this, d = std::move(dispatch)](const JobRecord& stored) {
+    OnDispatchStoredLocked(stored.id, d);
   };
-  write.on_refused = [this, job_id = job->id](const Status& status) {
+  write.on_refused = [this, job_id](const Status& status) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job_id, status.ToString());
     ReleaseLocked(job_id);
     if (MayPass(status)) {
@@ -396,7 +391,25 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
           /*retry=*/true));
     }
   };
-  writes->push_back(std::move(write));
+  return write;
+}
+
+void Scheduler::OnDispatchStoredLocked(const std::string& job_id, const Dispatch& dispatch) {
+  // Cancelled between the write and now: its devices are free again, nothing goes out.
+  if (reservations_.erase(job_id) == 0) return;
+  if (!dispatch.background) {
+    const PlannedJob& planned = dispatch.planned;
+    for (size_t rank = 0; rank < dispatch.devices.size(); ++rank) {
+      double idle = 0;
+      if (planned.iteration_ms > 0 && rank < planned.rank_busy_ms.size()) {
+        idle = 1.0 - planned.rank_busy_ms[rank] / planned.iteration_ms;
+      }
+      ledger_.SetIdleFraction(dispatch.devices[rank], idle);
+    }
+    // The predicted idleness is known now: BG jobs may pick another device next round.
+    WakeLocked();
+  }
+  dispatcher_.Add(dispatch.tasks);
 }
 
 std::vector<Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attempt,

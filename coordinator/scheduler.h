@@ -121,6 +121,16 @@ class Scheduler {
     std::string profile_task;  // set while PROFILING
   };
   using Writes = std::vector<JobWrite>;
+  // A planned job on its way to RUNNING: where its ranks go and the tasks that carry them.
+  struct Dispatch {
+    PlannedJob planned;
+    bool background = false;
+    int64_t attempt = 0;
+    std::vector<DeviceKey> devices;  // rank order
+    std::vector<RankPlacement> placements;
+    std::vector<Task> tasks;
+    std::string hosted_by;  // a BG job inside a FG executor: "job J rank R (task T)"
+  };
 
   // Admission (mu_ held): grants become reservations and PLANNING / PROFILING writes.
   void AdmitLocked(Writes* writes);
@@ -134,6 +144,11 @@ class Scheduler {
   // Planning and dispatch.
   void PlanReserved(const std::vector<Reservation>& to_plan);
   void DispatchLocked(const Reservation& reservation, const PlannedJob& planned, Writes* writes);
+  // The plan's ranks onto the reservation's first world_size devices; the rest are freed.
+  void PlaceRanksLocked(const Reservation& reservation, Dispatch* dispatch);
+  // The move to RUNNING; once stored, OnDispatchStoredLocked sends the tasks.
+  JobWrite RunningWrite(const std::string& job_id, Dispatch dispatch);
+  void OnDispatchStoredLocked(const std::string& job_id, const Dispatch& dispatch);
   std::string RunSpecJson(const JobRecord& job, const std::string& graph_json,
                           const std::string& plan_json) const;
   // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
