@@ -3,7 +3,6 @@
 // same arguments and returns its exit status (deepool-profile --help lists the options).
 #include <unistd.h>
 
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,25 +13,17 @@
 namespace deepool::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr const char* kProfileTool = "deepool-profile";
 
 int RunProfileTool(const std::vector<std::string>& args) {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    std::cerr << "deepool profile: cannot locate this executable: " << ec.message() << "\n";
-    return kExitFailure;
-  }
-  const fs::path tool = self.parent_path() / kProfileTool;
+  const std::string tool = SiblingExecutable(kProfileTool);
   if (access(tool.c_str(), X_OK) != 0) {
-    std::cerr << "deepool profile: " << tool.string()
+    std::cerr << "deepool profile: " << tool
               << " not found; it is built with the training runtime (DEEPOOL_WITH_RUNTIME=ON)\n";
     return kExitUnavailable;
   }
   ProcessSpec spec;
-  spec.executable = tool.string();
+  spec.executable = tool;
   spec.args = args;
   spec.stdout_to = ProcessOutput::Inherit();
   spec.stderr_to = ProcessOutput::Inherit();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -403,6 +404,13 @@ ProcessExit ChildProcess::Wait() {
 std::optional<ProcessExit> ChildProcess::exit() const {
   std::lock_guard<std::mutex> lock(mu_);
   return exit_;
+}
+
+std::string SiblingExecutable(const std::string& name) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return name;
+  return (self.parent_path() / name).string();
 }
 
 void LogTail::Add(std::string line) {

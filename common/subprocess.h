@@ -122,6 +122,10 @@ class ChildProcess {
   std::thread reader_;
 };
 
+// The path of `name` in the folder of this process's own executable (/proc/self/exe), where
+// deepool's programs sit side by side; `name` itself when that folder cannot be found.
+std::string SiblingExecutable(const std::string& name);
+
 // The last `capacity` lines of a log, for error reports. Thread-safe.
 class LogTail {
  public:

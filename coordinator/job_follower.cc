@@ -36,9 +36,9 @@ Status JobFollower::Logs(const std::string& job_id, const LogFollowRequest& requ
   if (request.tail_lines < 0) return InvalidArgumentError("tail_lines: must be >= 0");
   // Before the first read: whatever is appended after it is followed, not lost.
   uint64_t seen = jobs_->JobVersion(job_id);
-  ASSIGN_OR_RETURN(std::vector<LogRecord> lines,
-                   request.tail_lines > 0 ? jobs_->TailLogs(job_id, request.tail_lines)
-                                          : jobs_->ReadLogs(job_id, 0, 0));
+  ASSIGN_OR_RETURN(std::vector<LogRecord> lines, request.tail_lines > 0
+                                                     ? jobs_->TailLogs(job_id, request.tail_lines)
+                                                     : jobs_->ReadLogs(job_id, 0, 0));
   int64_t last_seq = 0;
   for (const LogRecord& line : lines) {
     if (!send(line)) return Status::Ok();

@@ -2,44 +2,26 @@
 // each change; GetJobLogs: its log lines, then new ones as they arrive), kept out of the gRPC
 // handlers so tests drive them directly with an in-memory JobManager.
 //
-// A loop sleeps on JobManager's change notification (a condition variable) and wakes at once
-// when the job changes, its logs grow, or the coordinator shuts down. Its one timed wake-up is
-// the cancel probe: gRPC's synchronous API gives no notification when a client cancels
-// (ServerContext::IsCancelled must be asked), so while nothing changes the loop asks
-// `FollowStop::cancelled` every `cancel_probe`.
+// The loops sleep on JobManager's change notification and wake at once when the job changes,
+// its logs grow, or the coordinator shuts down (see follow_stop.h for the cancel probe).
 //
 // Threading: holds no state besides the JobManager (thread-safe, must outlive it); any number
 // of loops run at once, each on its caller's thread, and `send` runs on that thread too.
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <string>
 
 #include "common/status.h"
+#include "coordinator/follow_stop.h"
 #include "coordinator/job_manager.h"
 
 namespace deepool::coordinator {
-
-// When a follow loop stops early.
-struct FollowStop {
-  std::function<bool()> cancelled = [] { return false; };  // the client went away
-  std::chrono::milliseconds cancel_probe{250};
-};
 
 struct LogFollowRequest {
   int tail_lines = 0;   // the last N lines first; 0: every line; < 0 is INVALID_ARGUMENT
   bool follow = false;  // then new lines until the job ends
 };
-
-// Stops when a gRPC call's client cancels (`context` is a grpc::ServerContext, or any type with
-// IsCancelled(); a template so this header needs no gRPC).
-template <typename Context>
-FollowStop StopWhenCancelled(Context* context) {
-  FollowStop stop;
-  stop.cancelled = [context] { return context->IsCancelled(); };
-  return stop;
-}
 
 class JobFollower {
  public:
@@ -55,8 +37,7 @@ class JobFollower {
   // Calls `send` with the job's log lines in order (see LogFollowRequest). Ends as Watch does;
   // when following, every line stored before the job ended is sent before OK.
   Status Logs(const std::string& job_id, const LogFollowRequest& request,
-              const std::function<bool(const LogRecord&)>& send,
-              const FollowStop& stop = {}) const;
+              const std::function<bool(const LogRecord&)>& send, const FollowStop& stop = {}) const;
 
  private:
   // Blocks until the job's version exceeds `seen` (OK), the client cancels (CANCELLED) or the

@@ -1,13 +1,12 @@
 #include <chrono>
 
+#include "coordinator/command_stream.h"
 #include "coordinator/convert.h"
 #include "coordinator/services.h"
 #include "protocol/version.h"
 
 namespace deepool::coordinator {
 namespace {
-
-constexpr std::chrono::milliseconds kStreamPoll{250};
 
 std::vector<v1::RunningTask> ToVector(
     const google::protobuf::RepeatedPtrField<v1::RunningTask>& tasks) {
@@ -44,19 +43,9 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext*, const v1::Heartbea
 grpc::Status NodeServiceImpl::StreamTasks(grpc::ServerContext* ctx,
                                           const v1::StreamTasksRequest* req,
                                           grpc::ServerWriter<v1::TaskCommand>* writer) {
-  while (!ctx->IsCancelled()) {
-    if (jobs_->shutting_down()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
-    }
-    StatusOr<std::vector<v1::TaskCommand>> commands =
-        scheduler_->WaitForCommands(req->node_id(), kStreamPoll);
-    if (!commands.ok()) return ToGrpcStatus(commands.status());
-    for (const v1::TaskCommand& command : *commands) {
-      // A failed write drops the command here; the next heartbeat re-sends what the worker lacks.
-      if (!writer->Write(command)) return grpc::Status::OK;
-    }
-  }
-  return grpc::Status::CANCELLED;
+  auto send = [writer](const v1::TaskCommand& command) { return writer->Write(command); };
+  return ToGrpcStatus(
+      StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
 }
 
 grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext*,

@@ -126,7 +126,7 @@ Result Run(Config config, const Options& o, const fs::path& dir) {
     std::exit(1);
   }
   dw::LaunchOptions launch;
-  launch.executor_path = dw::SiblingExecutable("deepool-executor");
+  launch.executor_path = deepool::SiblingExecutable("deepool-executor");
   launch.run_spec_path = path;
   launch.world_size = 1;
   launch.device = o.device;

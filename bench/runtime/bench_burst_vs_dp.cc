@@ -36,7 +36,7 @@ Summary Run(const dw::RunSpec& spec, const std::string& name, int warmup) {
     std::exit(1);
   }
   dw::LaunchOptions options;
-  options.executor_path = dw::SiblingExecutable("deepool-executor");
+  options.executor_path = deepool::SiblingExecutable("deepool-executor");
   options.run_spec_path = path;
   options.world_size = spec.plan.num_devices;
   options.timeout_s = 60;

@@ -13,33 +13,101 @@
 
 namespace deepool::cli {
 
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Asks for every job once; keeps the answers in `last`. Returns the last failed call's status
+// (OK when all answered); *all_terminal is true when every job answered and has ended.
+grpc::Status PollJobs(v1::CoordinatorService::Stub& stub, const std::vector<std::string>& job_ids,
+                      std::map<std::string, v1::Job>& last, bool* all_terminal) {
+  *all_terminal = true;
+  grpc::Status failure;
+  for (const auto& id : job_ids) {
+    v1::GetJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    auto context = UnaryContext(std::chrono::seconds(5));
+    grpc::Status status = stub.GetJob(context.get(), request, &job);
+    if (!status.ok()) {
+      failure = status;
+      *all_terminal = false;
+      continue;
+    }
+    last[id] = job;
+    *all_terminal &= IsTerminal(job.state());
+  }
+  return failure;
+}
+
+// Shows the jobs after each poll: on a terminal, one line per job redrawn in place; otherwise a
+// line per job when it changed state, every 2 s while it changes, or (JSON) on every change.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::ostream& out, bool tty, bool json) : out_(out), tty_(tty), json_(json) {}
+
+  void Show(const std::vector<std::string>& job_ids, const std::map<std::string, v1::Job>& last,
+            SteadyTime now) {
+    if (tty_) {
+      DrawFrame(job_ids, last);
+    } else {
+      PrintChanges(job_ids, last, now);
+    }
+  }
+
+ private:
+  void DrawFrame(const std::vector<std::string>& job_ids,
+                 const std::map<std::string, v1::Job>& last) {
+    std::string frame;
+    for (const auto& id : job_ids) {
+      auto it = last.find(id);
+      if (it != last.end()) frame += "\x1b[2K" + JobProgressLine(it->second) + "\n";
+    }
+    if (drawn_lines_ > 0) out_ << "\x1b[" << drawn_lines_ << "A";
+    out_ << frame << std::flush;
+    drawn_lines_ = 0;
+    for (char c : frame) drawn_lines_ += c == '\n';
+  }
+
+  void PrintChanges(const std::vector<std::string>& job_ids,
+                    const std::map<std::string, v1::Job>& last, SteadyTime now) {
+    for (const auto& id : job_ids) {
+      auto it = last.find(id);
+      if (it == last.end()) continue;
+      const v1::Job& job = it->second;
+      std::string line = json_ ? ToJson(job, false) : JobProgressLine(job);
+      bool state_changed =
+          !last_line_.count(id) || last_line_[id].find(StateName(job.state())) == std::string::npos;
+      bool stale = !last_print_.count(id) || now - last_print_[id] >= std::chrono::seconds(2);
+      if (line != last_line_[id] && (state_changed || stale || IsTerminal(job.state()) || json_)) {
+        out_ << line << std::endl;
+        last_line_[id] = line;
+        last_print_[id] = now;
+      }
+    }
+  }
+
+  std::ostream& out_;
+  const bool tty_;
+  const bool json_;
+  std::map<std::string, std::string> last_line_;
+  std::map<std::string, SteadyTime> last_print_;
+  size_t drawn_lines_ = 0;
+};
+
+}  // namespace
+
 int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
                 const std::vector<std::string>& job_ids, const WaitOptions& options,
                 std::ostream& out, std::vector<v1::Job>* final_jobs) {
   const bool tty = &out == &std::cout && isatty(STDOUT_FILENO) && !options.json;
   const auto start = std::chrono::steady_clock::now();
   std::map<std::string, v1::Job> last;
-  std::map<std::string, std::string> last_line;
-  std::map<std::string, std::chrono::steady_clock::time_point> last_print;
-  std::optional<std::chrono::steady_clock::time_point> unreachable_since;
-  size_t drawn_lines = 0;
+  ProgressPrinter printer(out, tty, options.json);
+  std::optional<SteadyTime> unreachable_since;
   while (true) {
     bool all_terminal = true;
-    grpc::Status failure;
-    for (const auto& id : job_ids) {
-      v1::GetJobRequest request;
-      request.set_job_id(id);
-      v1::Job job;
-      auto context = UnaryContext(std::chrono::seconds(5));
-      grpc::Status status = stub.GetJob(context.get(), request, &job);
-      if (!status.ok()) {
-        failure = status;
-        all_terminal = false;
-        continue;
-      }
-      last[id] = job;
-      all_terminal &= IsTerminal(job.state());
-    }
+    grpc::Status failure = PollJobs(stub, job_ids, last, &all_terminal);
     const auto now = std::chrono::steady_clock::now();
     if (!failure.ok()) {
       int code = ExitCodeFor(failure);
@@ -55,33 +123,7 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
       if (unreachable_since) std::cerr << "deepool: coordinator reachable again\n";
       unreachable_since.reset();
     }
-
-    // Show what changed.
-    if (tty) {
-      std::string frame;
-      for (const auto& id : job_ids) {
-        if (last.count(id)) frame += "\x1b[2K" + JobProgressLine(last[id]) + "\n";
-      }
-      if (drawn_lines > 0) out << "\x1b[" << drawn_lines << "A";
-      out << frame << std::flush;
-      drawn_lines = 0;
-      for (char c : frame) drawn_lines += c == '\n';
-    } else {
-      for (const auto& id : job_ids) {
-        if (!last.count(id)) continue;
-        const v1::Job& job = last[id];
-        std::string line = options.json ? ToJson(job, false) : JobProgressLine(job);
-        bool state_changed =
-            !last_line.count(id) || last_line[id].find(StateName(job.state())) == std::string::npos;
-        bool stale = !last_print.count(id) || now - last_print[id] >= std::chrono::seconds(2);
-        if (line != last_line[id] &&
-            (state_changed || stale || IsTerminal(job.state()) || options.json)) {
-          out << line << std::endl;
-          last_line[id] = line;
-          last_print[id] = now;
-        }
-      }
-    }
+    printer.Show(job_ids, last, now);
     if (all_terminal && failure.ok()) break;
     const bool interrupted = options.interrupted && options.interrupted();
     if (interrupted || (options.timeout.count() > 0 && now - start > options.timeout)) {

@@ -20,6 +20,7 @@
 #include "cli/services/job_wait.h"
 #include "common/status.h"
 #include "common/subprocess.h"
+#include "coordinator/job_spec_json.h"
 
 namespace deepool::cli {
 namespace {
@@ -47,12 +48,6 @@ struct UpFlags {
   int timeout_s = 900;
 };
 
-fs::path BinDir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path(".") : self.parent_path();
-}
-
 // A daemon started by `up`: its own process group (a Ctrl-C reaches only us, and we shut the
 // daemons down in order), stderr appended to its log file.
 struct Daemon {
@@ -60,17 +55,17 @@ struct Daemon {
   std::unique_ptr<ChildProcess> process;
 };
 
-StatusOr<Daemon> StartDaemon(const std::string& name, const fs::path& binary,
+StatusOr<Daemon> StartDaemon(const std::string& name, const std::string& binary,
                              const std::vector<std::string>& args, const fs::path& log_file,
                              ChildCallbacks stdout_lines) {
   ProcessSpec spec;
-  spec.executable = binary.string();
+  spec.executable = binary;
   spec.args = args;
   spec.stderr_to = ProcessOutput::AppendTo(log_file.string());
   if (!stdout_lines.on_stdout_line) spec.stdout_to = spec.stderr_to;
   auto process = ChildProcess::Start(spec, std::move(stdout_lines));
   if (process.status().code() == StatusCode::kNotFound) {
-    return NotFoundError(binary.string() + " not found; build it first (scripts/build.sh)");
+    return NotFoundError(binary + " not found; build it first (scripts/build.sh)");
   }
   if (!process.ok()) return process.status();
   return Daemon{name, std::move(*process)};
@@ -149,9 +144,10 @@ Status WaitForNodes(v1::CoordinatorService::Stub& stub, int count, Clock::durati
                                " workers registered in time");
 }
 
+// The spec goes through the same JSON reader as `deepool submit` and is sent as the API message.
 StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann::json& spec) {
   v1::SubmitJobRequest request;
-  request.set_spec_json(spec.dump());
+  ASSIGN_OR_RETURN(*request.mutable_spec(), coordinator::JobSpecProtoFromJson(spec));
   v1::SubmitJobResponse response;
   auto context = UnaryContext();
   grpc::Status status = stub.SubmitJob(context.get(), request, &response);
@@ -161,108 +157,106 @@ StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann:
   return response.job_id();
 }
 
-int RunUp(const UpFlags& f) {
-  if (f.workers < 1 || f.devices_per_worker < 1) {
-    std::cerr << "deepool up: --workers and --devices-per-worker must be >= 1\n";
-    return kExitUsage;
-  }
-  const fs::path bin = BinDir();
+// The programs `up` starts must sit beside `deepool`.
+Status CheckTools() {
   for (const char* tool : {"deepool-coordinator", "deepool-worker", "deepool-executor"}) {
-    if (access((bin / tool).c_str(), X_OK) != 0) {
-      std::cerr << "deepool up: " << (bin / tool).string()
-                << " is missing; build the project first (scripts/build.sh)\n";
-      return kExitFailure;
+    if (access(SiblingExecutable(tool).c_str(), X_OK) != 0) {
+      return NotFoundError(SiblingExecutable(tool) +
+                           " is missing; build the project first (scripts/build.sh)");
     }
   }
-  std::string profile = f.profile;
-  if (profile.empty()) {
-    profile = access((bin / "deepool-profile").c_str(), X_OK) == 0 ? "measured" : "analytical";
-  }
+  return Status::Ok();
+}
 
-  bool temporary = f.data_dir.empty();
+// --data-dir, or a new temporary folder; with its coordinator/ subfolder created.
+StatusOr<fs::path> MakeDataDir(const std::string& data_dir) {
   fs::path dir;
-  if (temporary) {
+  if (data_dir.empty()) {
     std::string pattern = (fs::temp_directory_path() / "deepool-up-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      std::cerr << "deepool up: cannot create a temporary directory\n";
-      return kExitFailure;
-    }
+    if (!mkdtemp(pattern.data())) return InternalError("cannot create a temporary directory");
     dir = pattern;
   } else {
-    dir = fs::absolute(f.data_dir);
+    dir = fs::absolute(data_dir);
   }
   std::error_code ec;
   fs::create_directories(dir / "coordinator", ec);
   if (ec) {
-    std::cerr << "deepool up: cannot create " << (dir / "coordinator").string() << ": "
-              << ec.message() << "\n";
-    return kExitFailure;
+    return InternalError("cannot create " + (dir / "coordinator").string() + ": " + ec.message());
+  }
+  return dir;
+}
+
+Status SeeLogs(const Status& status, const std::string& where) {
+  return Status(status.code(), status.message() + " (see " + where + ")");
+}
+
+// The coordinator and workers `up` runs, stopped in order (workers first) by Shutdown or the
+// destructor. Main thread only.
+class LocalDaemons {
+ public:
+  LocalDaemons(fs::path dir, bool remove_dir) : dir_(std::move(dir)), remove_dir_(remove_dir) {}
+  ~LocalDaemons() { Shutdown(); }
+
+  // Starts the coordinator on a free loopback port; returns its address.
+  StatusOr<std::string> StartCoordinator() {
+    const fs::path log = dir_ / "coordinator.log";
+    ASSIGN_OR_RETURN(coordinator_,
+                     StartDaemon("coordinator", SiblingExecutable("deepool-coordinator"),
+                                 {"--listen", "127.0.0.1:0", "--data-dir",
+                                  (dir_ / "coordinator").string(), "--heartbeat-interval-s", "0.5",
+                                  "--node-timeout-s", "15"},
+                                 log, listening_.Callbacks(log)));
+    StatusOr<std::string> address = listening_.Wait(std::chrono::seconds(60));
+    if (!address.ok()) return SeeLogs(address.status(), log.string());
+    return address;
   }
 
-  std::signal(SIGINT, OnInterrupt);
-  std::signal(SIGTERM, OnInterrupt);
-  std::signal(SIGPIPE, SIG_IGN);
-  // Before the daemons: the coordinator's reader thread reports into it until it is stopped.
-  ListeningAddress listening;
-  std::vector<Daemon> workers;
-  Daemon coordinator;
-  auto shutdown = [&] {
-    std::cout << "shutting down: " << workers.size() << " worker(s), then the coordinator"
+  // Starts `count` workers with `devices` CPU devices each and waits until all are UP.
+  Status StartWorkers(v1::CoordinatorService::Stub& stub, const std::string& address, int count,
+                      int devices) {
+    for (int i = 0; i < count; ++i) {
+      const std::string name = "local-" + std::to_string(i);
+      ASSIGN_OR_RETURN(Daemon worker,
+                       StartDaemon(name, SiblingExecutable("deepool-worker"),
+                                   {"--coordinator", address, "--devices",
+                                    "cpu:" + std::to_string(devices), "--name", name, "--address",
+                                    "127.0.0.1", "--work-dir", (dir_ / name).string()},
+                                   dir_ / (name + ".log"), /*stdout_lines=*/{}));
+      workers_.push_back(std::move(worker));
+    }
+    Status nodes = WaitForNodes(stub, count, std::chrono::seconds(60));
+    if (!nodes.ok()) return SeeLogs(nodes, "the worker logs in " + dir_.string());
+    return Status::Ok();
+  }
+
+  void Shutdown() {
+    if (stopped_) return;
+    stopped_ = true;
+    std::cout << "shutting down: " << workers_.size() << " worker(s), then the coordinator"
               << std::endl;
-    for (auto& w : workers) StopDaemon(w, std::chrono::seconds(15));
-    StopDaemon(coordinator, std::chrono::seconds(10));
-    if (temporary && !f.keep) {
-      fs::remove_all(dir, ec);
+    for (auto& w : workers_) StopDaemon(w, std::chrono::seconds(15));
+    StopDaemon(coordinator_, std::chrono::seconds(10));
+    std::error_code ec;
+    if (remove_dir_) {
+      fs::remove_all(dir_, ec);
     } else {
-      std::cout << "state and logs kept in " << dir.string() << "\n";
+      std::cout << "state and logs kept in " << dir_.string() << "\n";
     }
-  };
+  }
 
-  auto started = StartDaemon(
-      "coordinator", bin / "deepool-coordinator",
-      {"--listen", "127.0.0.1:0", "--data-dir", (dir / "coordinator").string(),
-       "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15"},
-      dir / "coordinator.log", listening.Callbacks(dir / "coordinator.log"));
-  if (!started.ok()) {
-    std::cerr << "deepool up: " << started.status().message() << "\n";
-    return kExitFailure;
-  }
-  coordinator = std::move(*started);
-  auto address = listening.Wait(std::chrono::seconds(60));
-  if (!address.ok()) {
-    std::cerr << "deepool up: " << address.status().message() << " (see "
-              << (dir / "coordinator.log").string() << ")\n";
-    shutdown();
-    return kExitFailure;
-  }
-  std::cout << "coordinator listening on " << *address << ", state in "
-            << (dir / "coordinator").string() << std::endl;
+ private:
+  const fs::path dir_;
+  const bool remove_dir_;
+  bool stopped_ = false;
+  // Before the daemons: the coordinator's reader thread reports into it until it is stopped.
+  ListeningAddress listening_;
+  Daemon coordinator_;
+  std::vector<Daemon> workers_;
+};
 
-  for (int i = 0; i < f.workers; ++i) {
-    std::string name = "local-" + std::to_string(i);
-    auto worker = StartDaemon(
-        name, bin / "deepool-worker",
-        {"--coordinator", *address, "--devices", "cpu:" + std::to_string(f.devices_per_worker),
-         "--name", name, "--address", "127.0.0.1", "--work-dir", (dir / name).string()},
-        dir / (name + ".log"), /*stdout_lines=*/{});
-    if (!worker.ok()) {
-      std::cerr << "deepool up: " << worker.status().message() << "\n";
-      shutdown();
-      return kExitFailure;
-    }
-    workers.push_back(std::move(*worker));
-  }
-  auto stub = ConnectCoordinator(*address);
-  Status nodes = WaitForNodes(*stub, f.workers, std::chrono::seconds(60));
-  if (!nodes.ok()) {
-    std::cerr << "deepool up: " << nodes.message() << " (see the worker logs in " << dir.string()
-              << ")\n";
-    shutdown();
-    return kExitFailure;
-  }
-  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker << " CPU device(s) each"
-            << std::endl;
-
+// The demo's two jobs: a FG burst-parallel job over every rank and a BG job on one device.
+std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profile,
+                                      const fs::path& dir) {
   const int ranks = f.workers * f.devices_per_worker;
   nlohmann::json fg = {{"name", "demo-fg-" + f.fg_model},
                        {"model", f.fg_model},
@@ -284,41 +278,80 @@ int RunUp(const UpFlags& f) {
                        {"profile", profile},
                        {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
                        {"data", {{"kind", "synthetic"}, {"seed", 2}}}};
-  std::vector<std::string> ids;
-  for (const auto* spec : {&fg, &bg}) {
-    auto id = Submit(*stub, *spec);
-    if (!id.ok()) {
-      std::cerr << "deepool up: submitting " << (*spec)["name"]
-                << " failed: " << id.status().ToString() << "\n";
-      shutdown();
-      return kExitFailure;
-    }
-    ids.push_back(*id);
-  }
-  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel plan over "
-            << ranks << " ranks, global batch " << f.fg_batch << ", " << profile << " profile) and "
-            << ids[1] << " (BG " << f.bg_model << " on 1 device)" << std::endl;
+  return {fg, bg};
+}
 
+// Follows the jobs to their end and prints the summary and the FG job's plan.
+int FollowDemo(v1::CoordinatorService::Stub& stub, const std::string& address,
+               const std::vector<std::string>& ids, const UpFlags& f, const fs::path& dir) {
   WaitOptions wait;
   wait.timeout = std::chrono::seconds(f.timeout_s);
   wait.interrupted = [] { return g_interrupted != 0; };
   std::vector<v1::Job> final_jobs;
-  int code = WaitForJobs(*stub, *address, ids, wait, std::cout, &final_jobs);
+  int code = WaitForJobs(stub, address, ids, wait, std::cout, &final_jobs);
 
   std::cout << "\nsummary\n" << JobsSummary(final_jobs);
   v1::GetJobPlanRequest plan_request;
   plan_request.set_job_id(ids[0]);
   v1::GetJobPlanResponse plan;
   auto context = UnaryContext();
-  if (stub->GetJobPlan(context.get(), plan_request, &plan).ok() && !plan.plan_json().empty()) {
+  if (stub.GetJobPlan(context.get(), plan_request, &plan).ok() && !plan.plan_json().empty()) {
     std::cout << "plan of " << ids[0] << "\n" << PlanSummary(plan.plan_json());
   }
   if (code != kExitOk) {
-    std::cout << "logs: deepool logs JOB --coordinator " << *address << " (while up), or "
+    std::cout << "logs: deepool logs JOB --coordinator " << address << " (while up), or "
               << dir.string() << "/*.log\n";
   }
-  shutdown();
   return code;
+}
+
+int ReportFailure(const Status& status) {
+  std::cerr << "deepool up: " << status.message() << "\n";
+  return kExitFailure;
+}
+
+int RunUp(const UpFlags& f) {
+  if (f.workers < 1 || f.devices_per_worker < 1) {
+    std::cerr << "deepool up: --workers and --devices-per-worker must be >= 1\n";
+    return kExitUsage;
+  }
+  if (Status tools = CheckTools(); !tools.ok()) return ReportFailure(tools);
+  std::string profile = f.profile;
+  if (profile.empty()) {
+    profile =
+        access(SiblingExecutable("deepool-profile").c_str(), X_OK) == 0 ? "measured" : "analytical";
+  }
+  StatusOr<fs::path> dir = MakeDataDir(f.data_dir);
+  if (!dir.ok()) return ReportFailure(dir.status());
+
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  std::signal(SIGPIPE, SIG_IGN);
+  LocalDaemons daemons(*dir, /*remove_dir=*/f.data_dir.empty() && !f.keep);
+  StatusOr<std::string> address = daemons.StartCoordinator();
+  if (!address.ok()) return ReportFailure(address.status());
+  std::cout << "coordinator listening on " << *address << ", state in "
+            << (*dir / "coordinator").string() << std::endl;
+  auto stub = ConnectCoordinator(*address);
+  Status workers = daemons.StartWorkers(*stub, *address, f.workers, f.devices_per_worker);
+  if (!workers.ok()) return ReportFailure(workers);
+  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker << " CPU device(s) each"
+            << std::endl;
+
+  std::vector<std::string> ids;
+  for (const nlohmann::json& spec : DemoSpecs(f, profile, *dir)) {
+    StatusOr<std::string> id = Submit(*stub, spec);
+    if (!id.ok()) {
+      const std::string name = spec["name"].get<std::string>();
+      return ReportFailure(id.status().WithContext("submitting " + name));
+    }
+    ids.push_back(*id);
+  }
+  std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel plan over "
+            << f.workers * f.devices_per_worker << " ranks, global batch " << f.fg_batch << ", "
+            << profile << " profile) and " << ids[1] << " (BG " << f.bg_model << " on 1 device)"
+            << std::endl;
+  return FollowDemo(*stub, *address, ids, f, *dir);
 }
 
 RegisterCommand up_command([](CLI::App& app, CommandResult& result) {

@@ -26,16 +26,12 @@
 
 #include "cli/services/client.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
-#include "worker/daemon/child_process.h"
+#include "common/subprocess.h"
 
 namespace deepool::e2e {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-using worker::daemon::ChildCallbacks;
-using worker::daemon::ChildProcess;
-using worker::daemon::ProcessExit;
-using worker::daemon::ProcessSpec;
 
 inline std::string BinDir() { return DEEPOOL_BIN_DIR; }
 

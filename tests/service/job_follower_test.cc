@@ -2,8 +2,8 @@
 // loop wakes on a change, not on a timer.
 #include "coordinator/job_follower.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -47,8 +47,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("Logs sends the tail, or everything, and stops when not following",
-          "[job_follower]") {
+TEST_CASE("Logs sends the tail, or everything, and stops when not following", "[job_follower]") {
   Fixture f;
   for (const char* line : {"a", "b", "c"}) f.Log(line);
   JobFollower follower(&f.jobs);
@@ -113,7 +112,9 @@ TEST_CASE("a follow loop ends on cancel, shutdown, or a closed stream", "[job_fo
   FollowStop stop;
   stop.cancelled = [&] { return cancelled.load(); };
   stop.cancel_probe = 10ms;
-  auto cancel = std::async(std::launch::async, [&] { return follower.Logs(f.id, {0, true}, keep, stop); });
+  auto cancel = std::async(std::launch::async, [&] {
+    return follower.Logs(f.id, {0, true}, keep, stop);
+  });
   CHECK(cancel.wait_for(100ms) == std::future_status::timeout);
   cancelled = true;
   REQUIRE(cancel.wait_for(10s) == std::future_status::ready);
@@ -125,7 +126,8 @@ TEST_CASE("a follow loop ends on cancel, shutdown, or a closed stream", "[job_fo
   CHECK(sent == 1);
 
   auto watch = std::async(std::launch::async, [&] {
-    return follower.Watch(f.id, [](const JobRecord&) { return true; }, SlowProbe());
+    return follower.Watch(
+        f.id, [](const JobRecord&) { return true; }, SlowProbe());
   });
   CHECK(watch.wait_for(100ms) == std::future_status::timeout);
   f.jobs.Shutdown();

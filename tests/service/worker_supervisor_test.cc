@@ -1,4 +1,4 @@
-// ExecutorSupervisor and ChildProcess against a fake executor: a shell script written by the test
+// ExecutorSupervisor against a fake executor: a shell script written by the test
 // that speaks the executor's stdout contract. Real processes, no sleeps for correctness: every
 // wait polls with a deadline.
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "worker/daemon/child_process.h"
+#include "common/subprocess.h"
 #include "worker/daemon/executor_supervisor.h"
 
 namespace fs = std::filesystem;
@@ -429,56 +429,6 @@ TEST_CASE("shutdown stops running tasks", "[worker][supervisor]") {
   CHECK(WaitUntil([&] { return ProcessGone(sleeper); }));
   CHECK(f.supervisor->StartTrain(f.Train("s2", "ok", {0}, 1)).code() ==
         deepool::StatusCode::kUnavailable);
-}
-
-TEST_CASE("ChildProcess splits lines, flushes a last partial line and reports signals",
-          "[worker][child]") {
-  std::mutex mu;
-  std::vector<std::string> out, err;
-  ChildCallbacks callbacks;
-  callbacks.on_stdout_line = [&](const std::string& l) {
-    std::lock_guard<std::mutex> lock(mu);
-    out.push_back(l);
-  };
-  callbacks.on_stderr_line = [&](const std::string& l) {
-    std::lock_guard<std::mutex> lock(mu);
-    err.push_back(l);
-  };
-  ProcessSpec spec;
-  spec.executable = "sh";
-  spec.args = {"-c", "printf 'a\\r\\nbb\\n'; printf 'e1\\n' >&2; printf 'tail'; exit 7"};
-  auto child = ChildProcess::Start(spec, callbacks);
-  REQUIRE(child.ok());
-  auto exit = (*child)->Wait(30s);
-  REQUIRE(exit.has_value());
-  CHECK(exit->exit_code == 7);
-  CHECK(exit->Describe() == "exit code 7");
-  CHECK(out == std::vector<std::string>{"a", "bb", "tail"});
-  CHECK(err == std::vector<std::string>{"e1"});
-
-  spec.args = {"-c", "kill -TERM $$"};
-  auto killed = ChildProcess::Start(spec, {});
-  REQUIRE(killed.ok());
-  exit = (*killed)->Wait(30s);
-  REQUIRE(exit.has_value());
-  CHECK(exit->signal == SIGTERM);
-  CHECK_FALSE(exit->ok());
-
-  spec.extra_env = {"DP_TEST_VALUE=42"};
-  spec.args = {"-c", "echo $DP_TEST_VALUE"};
-  out.clear();
-  auto with_env = ChildProcess::Start(spec, callbacks);
-  REQUIRE(with_env.ok());
-  REQUIRE((*with_env)->Wait(30s).has_value());
-  CHECK(out == std::vector<std::string>{"42"});
-}
-
-TEST_CASE("LogTail keeps only the last lines", "[worker][child]") {
-  LogTail tail(2);
-  tail.Add("1");
-  tail.Add("2");
-  tail.Add("3");
-  CHECK(tail.Lines() == std::vector<std::string>{"2", "3"});
 }
 
 namespace {

@@ -1,4 +1,6 @@
 // ChildProcess against /bin/sh: lines, exits, signals, process groups, outputs, stdin.
+#include "common/subprocess.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-
-#include "common/subprocess.h"
 
 namespace deepool {
 namespace {
@@ -124,9 +124,7 @@ TEST_CASE("environment, working directory and PATH lookup", "[subprocess]") {
 TEST_CASE("outputs can be appended to files; nothing is read then", "[subprocess]") {
   TempDir dir;
   const fs::path log = dir.path / "child.log";
-  {
-    std::ofstream(log) << "before\n";
-  }
+  { std::ofstream(log) << "before\n"; }
   Lines lines;
   ProcessSpec spec = Shell("echo out; echo err >&2");
   spec.stdout_to = ProcessOutput::AppendTo(log.string());
@@ -180,9 +178,8 @@ TEST_CASE("a signal reaches the child's whole process group", "[subprocess]") {
 
 TEST_CASE("Terminate escalates to SIGKILL after the grace period", "[subprocess]") {
   Lines lines;
-  auto stubborn =
-      ChildProcess::Start(Shell("trap '' TERM; echo ready; while :; do sleep 0.05; done"),
-                          lines.Callbacks());
+  auto stubborn = ChildProcess::Start(
+      Shell("trap '' TERM; echo ready; while :; do sleep 0.05; done"), lines.Callbacks());
   REQUIRE(stubborn.ok());
   for (int i = 0; i < 500; ++i) {
     {
@@ -212,6 +209,12 @@ TEST_CASE("on_exit runs once, before Wait returns", "[subprocess]") {
   REQUIRE(child.ok());
   CHECK((*child)->Wait().ok());
   CHECK(calls == 1);
+}
+
+TEST_CASE("SiblingExecutable names a file beside this test binary", "[subprocess]") {
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  CHECK(fs::path(SiblingExecutable("deepool-tool")) == self.parent_path() / "deepool-tool");
+  CHECK(fs::equivalent(SiblingExecutable(self.filename().string()), self));
 }
 
 TEST_CASE("LogTail keeps only the last lines", "[subprocess]") {

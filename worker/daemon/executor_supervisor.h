@@ -26,7 +26,7 @@
 
 #include "common/status.h"
 #include "protocol/executor_events.h"
-#include "worker/daemon/child_process.h"
+#include "common/subprocess.h"
 
 namespace deepool::worker::daemon {
 

@@ -16,6 +16,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/subprocess.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/worker_daemon.h"
 
@@ -64,32 +65,20 @@ std::string LocalAddressToward(const std::string& coordinator) {
   return local;
 }
 
-std::string SiblingBinary(const std::string& name) {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return name;
-  return (self.parent_path() / name).string();
-}
+struct Flags {
+  std::string coordinator;
+  std::string devices;
+  std::string name = Hostname();
+  std::string address;
+  std::string work_dir;
+  std::string executor = deepool::SiblingExecutable("deepool-executor");
+  std::string profiler = deepool::SiblingExecutable("deepool-profile");
+  std::string log_level = "info";
+  int log_tail_lines = 50;
+  double kill_grace_s = 5;
+};
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  struct Flags {
-    std::string coordinator;
-    std::string devices;
-    std::string name = Hostname();
-    std::string address;
-    std::string work_dir;
-    std::string executor = SiblingBinary("deepool-executor");
-    std::string profiler = SiblingBinary("deepool-profile");
-    std::string log_level = "info";
-    int log_tail_lines = 50;
-    double kill_grace_s = 5;
-  } flags;
-  if (const char* env = std::getenv("DEEPOOL_COORDINATOR")) flags.coordinator = env;
-  if (flags.coordinator.empty()) flags.coordinator = "127.0.0.1:7070";
-
-  CLI::App app{"deepool-worker: runs deepool training tasks on this node's devices"};
+void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--coordinator", flags.coordinator,
                  "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR or 127.0.0.1:7070)");
   app.add_option("--devices", flags.devices, "cuda:all | cuda:0,1 | cpu:N")->required();
@@ -106,28 +95,65 @@ int main(int argc, char** argv) {
   app.add_option("--log-tail-lines", flags.log_tail_lines, "log lines kept per rank for errors");
   app.add_option("--kill-grace-s", flags.kill_grace_s, "SIGTERM to SIGKILL delay on cancel");
   app.set_version_flag("--version", "deepool-worker 0.1.0");
-  CLI11_PARSE(app, argc, argv);
+}
 
-  deepool::InitLogging("worker", flags.log_level);
+// Checks the flags and fills in the defaults that depend on others (work dir, address).
+deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
   if (auto coordinator = deepool::ParseHostPort(flags.coordinator); !coordinator.ok()) {
-    std::cerr << "deepool-worker: --coordinator: " << coordinator.status().message() << "\n";
-    return 2;
+    return coordinator.status().WithContext("--coordinator");
   }
   SystemDeviceProbe probe;
-  auto devices = ParseDevices(flags.devices, probe);
-  if (!devices.ok()) {
-    std::cerr << "deepool-worker: " << devices.status().message() << "\n";
-    return 2;
-  }
+  ASSIGN_OR_RETURN(std::vector<LocalDevice> devices, ParseDevices(flags.devices, probe));
   if (flags.work_dir.empty()) flags.work_dir = "/tmp/deepool-worker-" + flags.name;
   std::error_code ec;
   fs::create_directories(flags.work_dir, ec);
   if (ec) {
-    std::cerr << "deepool-worker: cannot create --work-dir " << flags.work_dir << ": "
-              << ec.message() << "\n";
-    return 2;
+    return deepool::InvalidArgumentError("cannot create --work-dir " + flags.work_dir + ": " +
+                                         ec.message());
   }
   if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+  return devices;
+}
+
+std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& coordinator) {
+  grpc::ChannelArguments channel_args;
+  // Reconnect quickly when the coordinator restarts.
+  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  return grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), channel_args);
+}
+
+SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
+                                        const std::vector<LocalDevice>& devices) {
+  SupervisorOptions supervisor;
+  supervisor.executor_path = flags.executor;
+  supervisor.profiler_path = flags.profiler;
+  supervisor.work_dir = flags.work_dir;
+  supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
+  supervisor.kill_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
+  supervisor.cpu_threads_per_device =
+      CpuThreadsPerDevice(devices, static_cast<int>(std::thread::hardware_concurrency()));
+  return supervisor;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (const char* env = std::getenv("DEEPOOL_COORDINATOR")) flags.coordinator = env;
+  if (flags.coordinator.empty()) flags.coordinator = "127.0.0.1:7070";
+  CLI::App app{"deepool-worker: runs deepool training tasks on this node's devices"};
+  AddFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+
+  deepool::InitLogging("worker", flags.log_level);
+  auto devices = ResolveFlags(flags);
+  if (!devices.ok()) {
+    std::cerr << "deepool-worker: " << devices.status().message() << "\n";
+    return 2;
+  }
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -137,29 +163,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  grpc::ChannelArguments channel_args;
-  // Reconnect quickly when the coordinator restarts.
-  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto channel = grpc::CreateCustomChannel(flags.coordinator, grpc::InsecureChannelCredentials(),
-                                           channel_args);
-
   WorkerOptions options;
   options.name = flags.name;
   options.address = flags.address;
   options.devices = *devices;
-  SupervisorOptions supervisor;
-  supervisor.executor_path = flags.executor;
-  supervisor.profiler_path = flags.profiler;
-  supervisor.work_dir = flags.work_dir;
-  supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
-  supervisor.kill_grace =
-      std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
-  supervisor.cpu_threads_per_device =
-      CpuThreadsPerDevice(*devices, static_cast<int>(std::thread::hardware_concurrency()));
-
-  WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(channel), supervisor);
+  WorkerDaemon daemon(options,
+                      deepool::v1::NodeService::NewStub(CoordinatorChannel(flags.coordinator)),
+                      SupervisorOptionsFrom(flags, *devices));
   std::string device_names;
   for (const auto& d : *devices) device_names += (device_names.empty() ? "" : ",") + d.name;
   DP_LOG_INFO("worker {} ({}) with devices {}; coordinator {}; work dir {}", flags.name,

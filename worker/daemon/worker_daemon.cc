@@ -1,11 +1,10 @@
 #include "worker/daemon/worker_daemon.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "protocol/version.h"
 
 namespace deepool::worker::daemon {
@@ -15,8 +14,6 @@ Status FromGrpc(const grpc::Status& status) {
   if (status.ok()) return Status::Ok();
   return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
 }
-
-void NameThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 // deepool-profile's command line for a PROFILE assignment (worker/bin/profile_main.cc):
 //   (--model NAME | --graph FILE) --device D [--device-name TYPE] --batch-sizes a,b --output F
@@ -116,7 +113,7 @@ std::vector<v1::RunningTask> WorkerDaemon::RunningTaskProtos() const {
 // ---- control: register and heartbeat ----
 
 void WorkerDaemon::ControlLoop() {
-  NameThread("dp-worker-ctl");
+  SetCurrentThreadName("dp-worker-ctl");
   int failures = 0;
   while (true) {
     {
@@ -209,7 +206,7 @@ void WorkerDaemon::Heartbeat() {
 // ---- tasks: the command stream ----
 
 void WorkerDaemon::StreamLoop() {
-  NameThread("dp-worker-tasks");
+  SetCurrentThreadName("dp-worker-tasks");
   while (true) {
     std::string node;
     {
@@ -259,68 +256,79 @@ void WorkerDaemon::HandleCommand(const v1::TaskCommand& command) {
 }
 
 void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Commands are delivered at least once; a known id is a no-op.
-    if (!known_tasks_.insert(assignment.task_id()).second) return;
-    known_order_.push_back(assignment.task_id());
-    while (known_order_.size() > 10000) {
-      known_tasks_.erase(known_order_.front());
-      known_order_.pop_front();
-    }
-  }
-  auto find_device = [this](const std::string& name) -> const LocalDevice* {
-    for (const auto& d : options_.devices) {
-      if (d.name == name) return &d;
-    }
-    return nullptr;
-  };
-
+  if (!RememberTask(assignment.task_id())) return;  // a known id is a no-op
   if (assignment.has_profile()) {
-    const auto& p = assignment.profile();
-    const LocalDevice* device = find_device(p.device());
-    if (!device) {
-      QueueStartFailure(assignment, "device '" + p.device() + "' is not one of this node's");
-      return;
-    }
-    ProfileTask task;
-    task.task_id = assignment.task_id();
-    task.job_id = assignment.job_id();
-    task.graph_json = p.graph_json();
-    task.args = ProfileArgs(p, device->ExecutorDevice());
-    DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
-                p.model().empty() ? std::string("an inline graph") : p.model() + "'s graph",
-                p.device());
-    Status status = supervisor_->StartProfile(task);
-    if (!status.ok()) QueueStartFailure(assignment, status.ToString());
-    return;
-  }
-  if (!assignment.has_train()) {
+    StartProfileTask(assignment);
+  } else if (!assignment.has_train()) {
     QueueStartFailure(assignment, "the assignment carries no task this worker knows");
+  } else if (!assignment.train().host_task_id().empty()) {
+    StartHostedTask(assignment);
+  } else {
+    StartTrainTask(assignment);
+  }
+}
+
+bool WorkerDaemon::RememberTask(const std::string& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!known_tasks_.insert(task_id).second) return false;
+  known_order_.push_back(task_id);
+  while (known_order_.size() > 10000) {
+    known_tasks_.erase(known_order_.front());
+    known_order_.pop_front();
+  }
+  return true;
+}
+
+const LocalDevice* WorkerDaemon::FindDevice(const std::string& name) const {
+  for (const auto& d : options_.devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+void WorkerDaemon::StartProfileTask(const v1::TaskAssignment& assignment) {
+  const auto& p = assignment.profile();
+  const LocalDevice* device = FindDevice(p.device());
+  if (!device) {
+    QueueStartFailure(assignment, "device '" + p.device() + "' is not one of this node's");
     return;
   }
+  ProfileTask task;
+  task.task_id = assignment.task_id();
+  task.job_id = assignment.job_id();
+  task.graph_json = p.graph_json();
+  task.args = ProfileArgs(p, device->ExecutorDevice());
+  DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
+              p.model().empty() ? std::string("an inline graph") : p.model() + "'s graph",
+              p.device());
+  Status status = supervisor_->StartProfile(task);
+  if (!status.ok()) QueueStartFailure(assignment, status.ToString());
+}
+
+void WorkerDaemon::StartHostedTask(const v1::TaskAssignment& assignment) {
   const auto& t = assignment.train();
-  if (!t.host_task_id().empty()) {
-    HostedBackgroundTask hosted;
-    hosted.task_id = assignment.task_id();
-    hosted.job_id = assignment.job_id();
-    hosted.host_task_id = t.host_task_id();
-    hosted.host_rank = t.host_rank();
-    hosted.background_json = t.background_json();
-    Status status = supervisor_->StartHosted(hosted);
-    if (status.code() == deepool::StatusCode::kNotFound) {
-      // The FG rank ended meanwhile: the coordinator requeues the BG job.
-      QueueStartFailure(assignment, status.ToString(), /*host_ended=*/true);
-    } else if (!status.ok()) {
-      QueueStartFailure(assignment, status.ToString());
-    } else {
-      AddWorkerLogLine(hosted.task_id, "[worker " + options_.name + "] task " + hosted.task_id +
-                                           ": runs inside the FG executor of task " +
-                                           hosted.host_task_id + " rank " +
-                                           std::to_string(hosted.host_rank));
-    }
-    return;
+  HostedBackgroundTask hosted;
+  hosted.task_id = assignment.task_id();
+  hosted.job_id = assignment.job_id();
+  hosted.host_task_id = t.host_task_id();
+  hosted.host_rank = t.host_rank();
+  hosted.background_json = t.background_json();
+  Status status = supervisor_->StartHosted(hosted);
+  if (status.code() == deepool::StatusCode::kNotFound) {
+    // The FG rank ended meanwhile: the coordinator requeues the BG job.
+    QueueStartFailure(assignment, status.ToString(), /*host_ended=*/true);
+  } else if (!status.ok()) {
+    QueueStartFailure(assignment, status.ToString());
+  } else {
+    AddWorkerLogLine(hosted.task_id, "[worker " + options_.name + "] task " + hosted.task_id +
+                                         ": runs inside the FG executor of task " +
+                                         hosted.host_task_id + " rank " +
+                                         std::to_string(hosted.host_rank));
   }
+}
+
+void WorkerDaemon::StartTrainTask(const v1::TaskAssignment& assignment) {
+  const auto& t = assignment.train();
   StatusOr<HostPort> store = ParseHostPort(t.store_address());
   if (!store.ok()) {
     QueueStartFailure(assignment, "store_address: " + store.status().message());
@@ -336,7 +344,7 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
   task.timeout_s = static_cast<int>(t.timeout_s());
   task.background = t.background();
   for (const auto& rd : t.ranks()) {
-    const LocalDevice* device = find_device(rd.device());
+    const LocalDevice* device = FindDevice(rd.device());
     if (!device) {
       QueueStartFailure(assignment, "rank " + std::to_string(rd.rank()) + ": device '" +
                                         rd.device() + "' is not one of this node's");
@@ -354,8 +362,8 @@ void WorkerDaemon::HandleAssignment(const v1::TaskAssignment& assignment) {
   }
   std::string placement;
   for (const auto& r : t.ranks()) {
-    placement += (placement.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank()) +
-                 " on " + r.device();
+    if (!placement.empty()) placement += ", ";
+    placement.append("rank ").append(std::to_string(r.rank())).append(" on ").append(r.device());
   }
   AddWorkerLogLine(task.task_id, "[worker " + options_.name + "] task " + task.task_id +
                                      ": started " + placement);
@@ -455,7 +463,7 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
 }
 
 void WorkerDaemon::ReportLoop() {
-  NameThread("dp-worker-report");
+  SetCurrentThreadName("dp-worker-report");
   while (SleepFor(options_.report_interval)) {
     FlushProgress();  // only while registered
     FlushExits();     // also under the previous registration's id

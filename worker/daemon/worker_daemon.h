@@ -83,6 +83,12 @@ class WorkerDaemon final : public TaskListener {
   void Heartbeat();
   void HandleCommand(const v1::TaskCommand& command);
   void HandleAssignment(const v1::TaskAssignment& assignment);
+  // False when the task id was seen before (commands are delivered at least once).
+  bool RememberTask(const std::string& task_id);
+  const LocalDevice* FindDevice(const std::string& name) const;
+  void StartProfileTask(const v1::TaskAssignment& assignment);
+  void StartHostedTask(const v1::TaskAssignment& assignment);
+  void StartTrainTask(const v1::TaskAssignment& assignment);
   // Adds one of the worker's own lines (rank -1) to the task's next progress report.
   void AddWorkerLogLine(const std::string& task_id, const std::string& line);
   // Reports a task that could not start as FAILED with `error` (host_ended: a hosted BG task

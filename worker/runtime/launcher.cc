@@ -1,15 +1,10 @@
 #include "worker/runtime/launcher.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <thread>
 
 #include "common/logging.h"
@@ -44,65 +39,72 @@ std::string RankOutcome::Describe() const {
   return text;
 }
 
-std::string SiblingExecutable(const std::string& name) {
-  std::error_code error;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return name;
-  return (self.parent_path() / name).string();
-}
-
-RankProcesses::~RankProcesses() {
-  KillAll();
-  for (auto& outcome : outcomes_) {
-    if (outcome.pid > 0 && !outcome.exited && outcome.signal == 0) {
-      int status = 0;
-      waitpid(outcome.pid, &status, 0);
-    }
-  }
-  for (int fd : stdout_fds_) {
-    if (fd >= 0) close(fd);
-  }
-}
+RankProcesses::~RankProcesses() { KillAll(); }
 
 Status RankProcesses::Spawn(int rank, int store_port) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    return InternalError(std::string("pipe: ") + std::strerror(errno));
-  std::vector<std::string> args{options_.executor_path,
-                                "--run-spec",
-                                options_.run_spec_path,
-                                "--rank",
-                                std::to_string(rank),
-                                "--world-size",
-                                std::to_string(options_.world_size),
-                                "--store",
-                                options_.store_host + ":" + std::to_string(store_port),
-                                "--device",
-                                DeviceFor(options_.device, rank),
-                                "--timeout-s",
-                                std::to_string(options_.timeout_s)};
+  ProcessSpec spec;
+  spec.executable = options_.executor_path;
+  spec.args = {"--run-spec",   options_.run_spec_path,
+               "--rank",       std::to_string(rank),
+               "--world-size", std::to_string(options_.world_size),
+               "--store",      options_.store_host + ":" + std::to_string(store_port),
+               "--device",     DeviceFor(options_.device, rank),
+               "--timeout-s",  std::to_string(options_.timeout_s)};
   if (options_.device == "cpu") {
-    args.push_back("--threads");
-    args.push_back(std::to_string(CpuThreadsPerRank(options_.world_size)));
+    spec.args.push_back("--threads");
+    spec.args.push_back(std::to_string(CpuThreadsPerRank(options_.world_size)));
   }
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return InternalError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  outcomes_[static_cast<size_t>(rank)].pid = pid;
-  stdout_fds_[static_cast<size_t>(rank)] = fds[0];
+  spec.stderr_to = ProcessOutput::Inherit();
+  spec.own_process_group = false;  // a Ctrl-C on deepool-train reaches its ranks too
+  ChildCallbacks callbacks;
+  callbacks.on_stdout_line = [this, rank](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    outputs_.push_back({rank, line, {}});
+    output_cv_.notify_all();
+  };
+  callbacks.on_exit = [this, rank](const ProcessExit& exit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    outputs_.push_back({rank, std::nullopt, exit});
+    output_cv_.notify_all();
+  };
+  ASSIGN_OR_RETURN(children_[static_cast<size_t>(rank)],
+                   ChildProcess::Start(spec, std::move(callbacks)));
+  outcomes_[static_cast<size_t>(rank)].pid = children_[static_cast<size_t>(rank)]->pid();
   return Status::Ok();
+}
+
+std::optional<RankProcesses::Output> RankProcesses::NextOutput(SteadyClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!output_cv_.wait_until(lock, deadline, [&] { return !outputs_.empty(); })) {
+    return std::nullopt;
+  }
+  Output output = std::move(outputs_.front());
+  outputs_.pop_front();
+  return output;
+}
+
+StatusOr<int> RankProcesses::AwaitStorePort() {
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(options_.timeout_s);
+  while (true) {
+    std::optional<Output> output = NextOutput(deadline);
+    if (!output) {
+      return DeadlineExceededError("rank 0 did not report its store port within " +
+                                   std::to_string(options_.timeout_s) + " s");
+    }
+    if (!output->line) {
+      HandleExit(0, output->exit);
+      return UnavailableError("rank 0 exited before its store was ready (" +
+                              output->exit.Describe() + ")");
+    }
+    StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(*output->line);
+    if (const auto* ready = event.ok() ? std::get_if<protocol::StoreReadyEvent>(&*event) : nullptr) {
+      return ready->port;
+    }
+    early_lines_.push_back(*output->line);
+    if (const auto* error = event.ok() ? std::get_if<protocol::ErrorEvent>(&*event) : nullptr) {
+      return UnavailableError("rank 0 failed: " + error->message);
+    }
+  }
 }
 
 StatusOr<std::unique_ptr<RankProcesses>> RankProcesses::Start(const LaunchOptions& options) {
@@ -111,53 +113,29 @@ StatusOr<std::unique_ptr<RankProcesses>> RankProcesses::Start(const LaunchOption
     return NotFoundError("executor binary " + options.executor_path + " is not executable");
   }
   std::unique_ptr<RankProcesses> ranks(new RankProcesses(options));
-  ranks->outcomes_.resize(static_cast<size_t>(options.world_size));
-  ranks->stdout_fds_.assign(static_cast<size_t>(options.world_size), -1);
-  ranks->partial_lines_.resize(static_cast<size_t>(options.world_size));
+  const auto world = static_cast<size_t>(options.world_size);
+  ranks->outcomes_.resize(world);
+  ranks->children_.resize(world);
   for (int r = 0; r < options.world_size; ++r) ranks->outcomes_[static_cast<size_t>(r)].rank = r;
   RETURN_IF_ERROR(ranks->Spawn(0, 0));
-  // Rank 0 prints store_ready before anything else once its store listens.
-  auto deadline = SteadyClock::now() + std::chrono::seconds(options.timeout_s);
-  int port = -1;
-  std::string& buffer = ranks->partial_lines_[0];
-  while (port < 0) {
-    if (SteadyClock::now() > deadline) {
-      return DeadlineExceededError("rank 0 did not report its store port within " +
-                                   std::to_string(options.timeout_s) + " s");
-    }
-    pollfd pfd{ranks->stdout_fds_[0], POLLIN, 0};
-    poll(&pfd, 1, 200);
-    char chunk[4096];
-    ssize_t n = read(ranks->stdout_fds_[0], chunk, sizeof(chunk));
-    if (n == 0) return UnavailableError("rank 0 exited before its store was ready");
-    if (n < 0) continue;
-    buffer.append(chunk, static_cast<size_t>(n));
-    size_t newline;
-    while (port < 0 && (newline = buffer.find('\n')) != std::string::npos) {
-      std::string line = buffer.substr(0, newline);
-      buffer.erase(0, newline + 1);
-      StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
-      const auto* ready = event.ok() ? std::get_if<protocol::StoreReadyEvent>(&*event) : nullptr;
-      if (ready) {
-        port = ready->port;
-      } else {
-        ranks->early_lines_.push_back(line);
-        const auto* error = event.ok() ? std::get_if<protocol::ErrorEvent>(&*event) : nullptr;
-        if (error) return UnavailableError("rank 0 failed: " + error->message);
-      }
-    }
-  }
+  ASSIGN_OR_RETURN(int port, ranks->AwaitStorePort());
   for (int r = 1; r < options.world_size; ++r) RETURN_IF_ERROR(ranks->Spawn(r, port));
   return ranks;
 }
 
 void RankProcesses::Kill(int rank, int signal_number) {
-  const RankOutcome& outcome = outcomes_.at(static_cast<size_t>(rank));
-  if (outcome.pid > 0 && !outcome.exited && outcome.signal == 0) kill(outcome.pid, signal_number);
+  const auto& child = children_.at(static_cast<size_t>(rank));
+  if (child) child->SignalGroup(signal_number);  // no-op once reaped
 }
 
 void RankProcesses::KillAll() {
-  for (size_t r = 0; r < outcomes_.size(); ++r) Kill(static_cast<int>(r), SIGKILL);
+  for (size_t r = 0; r < children_.size(); ++r) Kill(static_cast<int>(r), SIGKILL);
+}
+
+bool RankProcesses::AnyRunning() const {
+  return std::any_of(outcomes_.begin(), outcomes_.end(), [](const RankOutcome& o) {
+    return o.pid > 0 && !o.exited && o.signal == 0;
+  });
 }
 
 void RankProcesses::HandleLine(int rank, const std::string& line, const EventCallback& on_event) {
@@ -181,75 +159,38 @@ void RankProcesses::HandleLine(int rank, const std::string& line, const EventCal
   if (on_event) on_event(rank, *event);
 }
 
+void RankProcesses::HandleExit(int rank, const ProcessExit& exit) {
+  RankOutcome& outcome = outcomes_[static_cast<size_t>(rank)];
+  outcome.signal = exit.signal;
+  outcome.exited = exit.signal == 0;
+  outcome.exit_code = exit.exit_code;
+  const bool failed = !exit.ok() || !outcome.done;
+  if (failed && std::find(failure_order_.begin(), failure_order_.end(), rank) ==
+                    failure_order_.end()) {
+    failure_order_.push_back(rank);
+  }
+}
+
 Status RankProcesses::Wait(const EventCallback& on_event) {
   for (const std::string& line : early_lines_) HandleLine(0, line, on_event);
   early_lines_.clear();
   const int silence_limit_s =
       options_.silence_limit_s > 0 ? options_.silence_limit_s : 3 * options_.timeout_s + 30;
-  auto last_activity = SteadyClock::now();
+  const auto silence_limit = std::chrono::seconds(silence_limit_s);
   bool gave_up = false;
-  auto running = [&] {
-    return std::any_of(outcomes_.begin(), outcomes_.end(), [](const RankOutcome& o) {
-      return o.pid > 0 && !o.exited && o.signal == 0;
-    });
-  };
-  while (running()) {
-    std::vector<pollfd> pfds;
-    std::vector<int> pfd_ranks;
-    for (size_t r = 0; r < stdout_fds_.size(); ++r) {
-      if (stdout_fds_[r] >= 0) {
-        pfds.push_back({stdout_fds_[r], POLLIN, 0});
-        pfd_ranks.push_back(static_cast<int>(r));
-      }
+  while (AnyRunning()) {
+    std::optional<Output> output = NextOutput(SteadyClock::now() + silence_limit);
+    if (!output) {
+      gave_up = true;
+      KillAll();  // their exits still arrive and end the loop
+      continue;
     }
-    if (!pfds.empty())
-      poll(pfds.data(), pfds.size(), 100);
-    else
-      usleep(20000);
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      int rank = pfd_ranks[i];
-      char chunk[8192];
-      ssize_t n = read(pfds[i].fd, chunk, sizeof(chunk));
-      if (n < 0) continue;
-      std::string& buffer = partial_lines_[static_cast<size_t>(rank)];
-      if (n == 0) {
-        if (!buffer.empty()) HandleLine(rank, buffer, on_event);
-        buffer.clear();
-        close(pfds[i].fd);
-        stdout_fds_[static_cast<size_t>(rank)] = -1;
-        continue;
-      }
-      last_activity = SteadyClock::now();
-      buffer.append(chunk, static_cast<size_t>(n));
-      size_t newline;
-      while ((newline = buffer.find('\n')) != std::string::npos) {
-        std::string line = buffer.substr(0, newline);
-        buffer.erase(0, newline + 1);
-        if (!line.empty()) HandleLine(rank, line, on_event);
-      }
-    }
-    for (auto& outcome : outcomes_) {
-      if (outcome.pid <= 0 || outcome.exited || outcome.signal != 0) continue;
-      int status = 0;
-      if (waitpid(outcome.pid, &status, WNOHANG) != outcome.pid) continue;
-      if (WIFSIGNALED(status)) {
-        outcome.signal = WTERMSIG(status);
-      } else {
-        outcome.exited = true;
-        outcome.exit_code = WEXITSTATUS(status);
-      }
-      bool failed = outcome.signal != 0 || outcome.exit_code != 0 || !outcome.done;
-      if (failed && std::find(failure_order_.begin(), failure_order_.end(), outcome.rank) ==
-                        failure_order_.end()) {
-        failure_order_.push_back(outcome.rank);
-      }
+    if (output->line) {
+      if (!output->line->empty()) HandleLine(output->rank, *output->line, on_event);
+    } else {
+      HandleExit(output->rank, output->exit);
     }
     if (options_.stop_on_failure && !failure_order_.empty()) KillAll();
-    if (SteadyClock::now() - last_activity > std::chrono::seconds(silence_limit_s)) {
-      gave_up = true;
-      KillAll();
-    }
   }
   if (gave_up) {
     return DeadlineExceededError("no progress from any rank for " +

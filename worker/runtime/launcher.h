@@ -2,19 +2,28 @@
 // (protocol/executor_events.h).
 // Rank 0 starts first with store port 0; its store_ready line gives the port the others join.
 // Used by deepool-train and by end-to-end tests; the worker daemon has its own supervisor.
+// Ranks are common/subprocess.h children in this process's group (a Ctrl-C reaches them too);
+// their stderr is this process's.
 // Threading: a RankProcesses object is used by one thread; Kill may be called from the
-// on_event callback (same thread).
+// on_event callback (same thread). Each rank's ChildProcess reads its lines on its own thread
+// and queues them; Start and Wait take them off the queue, so every callback runs on the
+// caller's thread.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "protocol/executor_events.h"
 
 namespace deepool::worker {
@@ -63,20 +72,34 @@ class RankProcesses {
   const std::vector<RankOutcome>& outcomes() const { return outcomes_; }
 
  private:
+  // A stdout line of a rank, or (no line) its exit, in the order the ranks' threads saw them.
+  struct Output {
+    int rank = 0;
+    std::optional<std::string> line;
+    ProcessExit exit;
+  };
+
   explicit RankProcesses(LaunchOptions options) : options_(std::move(options)) {}
   Status Spawn(int rank, int store_port);
+  // The next output, or nullopt when none came before `deadline`.
+  std::optional<Output> NextOutput(std::chrono::steady_clock::time_point deadline);
+  // Reads rank 0's lines until its store_ready event; returns the port.
+  StatusOr<int> AwaitStorePort();
   void HandleLine(int rank, const std::string& line, const EventCallback& on_event);
+  void HandleExit(int rank, const ProcessExit& exit);
+  bool AnyRunning() const;
   void KillAll();
 
   LaunchOptions options_;
   std::vector<RankOutcome> outcomes_;
-  std::vector<int> stdout_fds_;
-  std::vector<std::string> partial_lines_;
   std::vector<std::string> early_lines_;  // rank 0's lines read while waiting for store_ready
   std::vector<int> failure_order_;        // ranks in the order their failure was seen
-};
 
-// The path of an executable that sits next to this process's own (/proc/self/exe).
-std::string SiblingExecutable(const std::string& name);
+  std::mutex mu_;
+  std::condition_variable output_cv_;
+  std::deque<Output> outputs_;  // guarded by mu_; filled by the children's reader threads
+  // Last: destroyed first, which kills and joins the children before the queue goes away.
+  std::vector<std::unique_ptr<ChildProcess>> children_;
+};
 
 }  // namespace deepool::worker
