@@ -66,9 +66,8 @@ bool AsInt64(const nlohmann::json& value, int64_t* out) {
 
 namespace {
 
-StatusOr<const nlohmann::json*> ReadRequiredOf(const nlohmann::json& object,
-                                               std::string_view name, const std::string& path,
-                                               bool array) {
+StatusOr<const nlohmann::json*> ReadRequiredOf(const nlohmann::json& object, std::string_view name,
+                                               const std::string& path, bool array) {
   auto found = object.find(name);
   if (found == object.end() || found->is_null()) {
     return InvalidArgumentError("missing field " + path + std::string(name));
@@ -82,14 +81,12 @@ StatusOr<const nlohmann::json*> ReadRequiredOf(const nlohmann::json& object,
 }  // namespace
 
 StatusOr<const nlohmann::json*> ReadRequiredObject(const nlohmann::json& object,
-                                                   std::string_view name,
-                                                   const std::string& path) {
+                                                   std::string_view name, const std::string& path) {
   return ReadRequiredOf(object, name, path, /*array=*/false);
 }
 
 StatusOr<const nlohmann::json*> ReadRequiredArray(const nlohmann::json& object,
-                                                  std::string_view name,
-                                                  const std::string& path) {
+                                                  std::string_view name, const std::string& path) {
   return ReadRequiredOf(object, name, path, /*array=*/true);
 }
 

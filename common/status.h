@@ -125,10 +125,13 @@ class [[nodiscard]] StatusOr {
     if (!status_macro_.ok()) return status_macro_; \
   } while (0)
 
+// tmp is a name and lhs a declaration ("auto x"): neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                           \
   if (!tmp.ok()) return tmp.status();          \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 // ASSIGN_OR_RETURN(auto x, ComputeX()); declares x or returns the error.
 #define ASSIGN_OR_RETURN(lhs, expr) \

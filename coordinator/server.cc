@@ -6,6 +6,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace deepool::coordinator {
 
@@ -69,6 +70,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 }
 
 void CoordinatorServer::ControlLoop() {
+  SetCurrentThreadName("dp-coord-ctl");
   while (!stopping_.load()) {
     scheduler_->Tick();
     scheduler_->WaitForWork(options_.tick_interval);

@@ -51,7 +51,8 @@ StatusOr<Link> LinkField(const json& object, const std::string& key) {
   ASSIGN_OR_RETURN(const json* it, ReadRequiredObject(object, key, ""));
   RETURN_IF_ERROR(CheckKnownFields(*it, {"bandwidth_gbps", "latency_us"}, key + "."));
   Link link;
-  ASSIGN_OR_RETURN(link.bandwidth_gbps, ReadRequiredField<double>(*it, "bandwidth_gbps", key + "."));
+  ASSIGN_OR_RETURN(link.bandwidth_gbps,
+                   ReadRequiredField<double>(*it, "bandwidth_gbps", key + "."));
   ASSIGN_OR_RETURN(link.latency_us, ReadRequiredField<double>(*it, "latency_us", key + "."));
   RETURN_IF_ERROR(CheckLink(link, key));
   return link;

@@ -146,10 +146,11 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
         return LayerError(layer, "groups", "must divide in and out channels");
       }
       r.shape[0] = a.out_channels;
-      const long double approx_flops = 2.0L * (channels / a.groups) * a.kernel_size[0] *
+      const int64_t channels_per_group = channels / a.groups;  // exact: checked above
+      const long double approx_flops = 2.0L * channels_per_group * a.kernel_size[0] *
                                        a.kernel_size[1] * a.out_channels * r.shape[1] * r.shape[2];
       if (approx_flops > 1e18L) return LayerError(layer, "kernel_size", "layer too large");
-      const int64_t per_output = (channels / a.groups) * a.kernel_size[0] * a.kernel_size[1];
+      const int64_t per_output = channels_per_group * a.kernel_size[0] * a.kernel_size[1];
       r.params = a.out_channels * per_output + (a.bias ? a.out_channels : 0);
       const int64_t out_positions = r.shape[1] * r.shape[2];
       r.flops = 2 * per_output * a.out_channels * out_positions +
@@ -330,8 +331,9 @@ bool LayerAttrs::operator==(const LayerAttrs& o) const {
          affine == o.affine && normalized_shape == o.normalized_shape && p == o.p;
 }
 
-StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<Layer> layers,
-                              std::vector<GraphOutput> outputs) {
+namespace {
+
+Status CheckInputShape(const Shape& input_shape) {
   if (input_shape.empty()) {
     return InvalidArgumentError("graph input: field \"shape\": must have at least 1 dimension");
   }
@@ -341,18 +343,18 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
                                   std::to_string(kMaxDim) + "], got " + ShapeToString(input_shape));
     }
   }
-  {
-    int64_t n = 1;
-    for (int64_t d : input_shape) {
-      if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
-        return InvalidArgumentError("graph input: field \"shape\": too large");
-      }
+  int64_t n = 1;
+  for (int64_t d : input_shape) {
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
+      return InvalidArgumentError("graph input: field \"shape\": too large");
     }
   }
-  if (layers.empty()) return InvalidArgumentError("graph: field \"layers\": no layers");
+  return Status::Ok();
+}
 
-  // Names: present, unique, distinct from the graph input's name.
-  std::unordered_map<std::string, int> index_of;
+// Names: present, unique, distinct from the graph input's name. Fills *index_of.
+Status IndexNames(const std::vector<Layer>& layers,
+                  std::unordered_map<std::string, int>* index_of) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& layer = layers[i];
     if (layer.name.empty()) {
@@ -362,11 +364,87 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
     if (layer.name == kGraphInputName) {
       return LayerError(layer, "name", "\"input\" is reserved for the graph input");
     }
-    if (!index_of.emplace(layer.name, static_cast<int>(i)).second) {
+    if (!index_of->emplace(layer.name, static_cast<int>(i)).second) {
       return LayerError(layer, "name", "duplicate name: another layer is also called " +
                                            Quote(layer.name));
     }
   }
+  return Status::Ok();
+}
+
+// Topological order, stable: a min-heap of ready layers by their given position. Counts
+// *pending down; layers left with inputs pending are on (or behind) a cycle.
+std::vector<int> StableTopologicalOrder(const std::vector<std::vector<int>>& given_consumers,
+                                        std::vector<int>* pending) {
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < pending->size(); ++i) {
+    if ((*pending)[i] == 0) ready.push(static_cast<int>(i));
+  }
+  std::vector<int> order;
+  order.reserve(pending->size());
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int consumer : given_consumers[i]) {
+      if (--(*pending)[consumer] == 0) ready.push(consumer);
+    }
+  }
+  return order;
+}
+
+// Names one cycle: walks back along unfinished inputs from any stuck layer until one repeats.
+Status CycleError(const std::vector<Layer>& layers,
+                  const std::vector<std::vector<int>>& given_inputs,
+                  const std::vector<int>& pending) {
+  int at = 0;
+  while (pending[at] == 0) ++at;
+  std::vector<int> path;
+  std::unordered_map<int, size_t> seen;
+  while (!seen.count(at)) {
+    seen[at] = path.size();
+    path.push_back(at);
+    for (int input : given_inputs[at]) {
+      if (input != kGraphInputId && pending[input] != 0) {
+        at = input;
+        break;
+      }
+    }
+  }
+  std::string cycle;
+  for (size_t k = seen[at]; k < path.size(); ++k) {
+    cycle.insert(0, " <- ").insert(0, layers[path[k]].name);
+  }
+  cycle += layers[at].name;
+  return LayerError(layers[at], "inputs", "cycle: " + cycle);
+}
+
+Status CheckOutputs(const Graph& graph, const std::vector<GraphOutput>& outputs) {
+  std::unordered_set<std::string> output_names;
+  for (const GraphOutput& output : outputs) {
+    if (!graph.FindLayer(output.layer)) {
+      return InvalidArgumentError("graph: field \"outputs\": unknown layer " + Quote(output.layer));
+    }
+    if (!output_names.insert(output.layer).second) {
+      return InvalidArgumentError("graph: field \"outputs\": " + Quote(output.layer) +
+                                  " is listed twice");
+    }
+    if (!(output.loss_weight > 0)) {
+      return InvalidArgumentError("graph: field \"outputs\": loss_weight of " +
+                                  Quote(output.layer) + " must be positive");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<Layer> layers,
+                              std::vector<GraphOutput> outputs) {
+  RETURN_IF_ERROR(CheckInputShape(input_shape));
+  if (layers.empty()) return InvalidArgumentError("graph: field \"layers\": no layers");
+  std::unordered_map<std::string, int> index_of;
+  RETURN_IF_ERROR(IndexNames(layers, &index_of));
 
   // Inputs exist; arity matches the op.
   std::vector<std::vector<int>> given_inputs(layers.size());
@@ -393,42 +471,8 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
     }
   }
 
-  // Topological order, stable: a min-heap of ready layers by their given position.
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (pending[i] == 0) ready.push(static_cast<int>(i));
-  }
-  std::vector<int> order;
-  order.reserve(layers.size());
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (int consumer : given_consumers[i]) {
-      if (--pending[consumer] == 0) ready.push(consumer);
-    }
-  }
-  if (order.size() != layers.size()) {
-    // Walk back along unfinished inputs from any stuck layer until a layer repeats.
-    int at = 0;
-    while (pending[at] == 0) ++at;
-    std::vector<int> path;
-    std::unordered_map<int, size_t> seen;
-    while (!seen.count(at)) {
-      seen[at] = path.size();
-      path.push_back(at);
-      for (int input : given_inputs[at]) {
-        if (input != kGraphInputId && pending[input] != 0) {
-          at = input;
-          break;
-        }
-      }
-    }
-    std::string cycle;
-    for (size_t k = seen[at]; k < path.size(); ++k) cycle = layers[path[k]].name + " <- " + cycle;
-    cycle += layers[at].name;
-    return LayerError(layers[at], "inputs", "cycle: " + cycle);
-  }
+  std::vector<int> order = StableTopologicalOrder(given_consumers, &pending);
+  if (order.size() != layers.size()) return CycleError(layers, given_inputs, pending);
 
   Graph graph;
   graph.name_ = std::move(name);
@@ -481,20 +525,7 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
     }
     outputs.push_back({graph.layers_[sinks[0]].name, 1.0});
   }
-  std::unordered_set<std::string> output_names;
-  for (const GraphOutput& output : outputs) {
-    if (!graph.FindLayer(output.layer)) {
-      return InvalidArgumentError("graph: field \"outputs\": unknown layer " + Quote(output.layer));
-    }
-    if (!output_names.insert(output.layer).second) {
-      return InvalidArgumentError("graph: field \"outputs\": " + Quote(output.layer) +
-                                  " is listed twice");
-    }
-    if (!(output.loss_weight > 0)) {
-      return InvalidArgumentError("graph: field \"outputs\": loss_weight of " +
-                                  Quote(output.layer) + " must be positive");
-    }
-  }
+  RETURN_IF_ERROR(CheckOutputs(graph, outputs));
   graph.outputs_ = std::move(outputs);
   return graph;
 }

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "planner/a100_import.h"
 #include "common/json_fields.h"
+#include "planner/a100_import.h"
 
 namespace deepool::planner {
 namespace {

@@ -107,7 +107,7 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   ASSIGN_OR_RETURN(e.busy_ms, ReadRequiredField<double>(doc, "busy_ms", ""));
   ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
-  return ExecutorEvent(std::move(e));
+  return ExecutorEvent(e);  // trivially copyable
 }
 
 StatusOr<ExecutorEvent> ParseDone(const json& doc) {

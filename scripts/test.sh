@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+# Warnings are errors here (and so in CI, which runs this script); a plain build only shows them.
+bash scripts/build.sh -DDEEPOOL_WERROR=ON
 BUILD_DIR=${DEEPOOL_BUILD_DIR:-build}
 # GPU tests carry the "gpu" label and are skipped where no GPU is visible.
 LABEL_ARGS=()

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
@@ -75,6 +76,7 @@ class FakeWorker {
 
  private:
   void ServeTasks() {
+    deepool::SetCurrentThreadName("bench-tasks");
     v1::StreamTasksRequest req;
     req.set_node_id(node_id_);
     auto reader = stub_->StreamTasks(&stream_ctx_, req);
@@ -91,6 +93,7 @@ class FakeWorker {
     }
   }
   void Heartbeat() {
+    deepool::SetCurrentThreadName("bench-beats");
     while (!stop_) {
       v1::HeartbeatRequest req;
       req.set_node_id(node_id_);
@@ -161,6 +164,7 @@ Result Run(const std::string& store, int clients, int jobs_per_client, double qu
     std::vector<std::thread> threads;
     for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
+        deepool::SetCurrentThreadName("bench-submit-" + std::to_string(c));
         auto stub = v1::CoordinatorService::NewStub(NewChannel(server->address(), c));
         for (int j = 0; j < jobs_per_client; ++j) {
           v1::SubmitJobRequest req;
@@ -210,6 +214,7 @@ Result Run(const std::string& store, int clients, int jobs_per_client, double qu
     std::vector<std::thread> threads;
     for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
+        deepool::SetCurrentThreadName("bench-query-" + std::to_string(c));
         auto stub = v1::CoordinatorService::NewStub(NewChannel(server->address(), 1000 + c));
         std::mt19937 rng(static_cast<unsigned>(c));
         while (!stop) {

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "common/host_port.h"
+
+#include <catch2/catch.hpp>
 
 namespace deepool {
 namespace {

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "common/json_fields.h"
+
+#include <catch2/catch.hpp>
 
 namespace deepool {
 namespace {

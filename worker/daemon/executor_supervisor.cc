@@ -1,6 +1,5 @@
 #include "worker/daemon/executor_supervisor.h"
 
-#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <fstream>
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace deepool::worker::daemon {
 namespace {
@@ -501,7 +501,7 @@ bool ExecutorSupervisor::IsRunning(const std::string& task_id) const {
 }
 
 void ExecutorSupervisor::HousekeepingLoop() {
-  pthread_setname_np(pthread_self(), "dp-supervisor");
+  SetCurrentThreadName("dp-supervisor");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     // Escalate overdue stops to SIGKILL.

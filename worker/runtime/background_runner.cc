@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace deepool::worker {
 
@@ -37,6 +38,7 @@ void BackgroundRunner::Join() {
 }
 
 void BackgroundRunner::Loop() {
+  SetCurrentThreadName("dp-bg-runner");
   std::shared_ptr<void> thread_state;
   if (thread_init_) thread_state = thread_init_();
   // Released before thread_state, on this thread (e.g. leaving the BG stream).

@@ -1,7 +1,6 @@
 #include "worker/runtime/data.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -10,6 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include "common/thread_name.h"
 
 namespace deepool::worker {
 namespace {
@@ -191,7 +192,7 @@ class PrefetchingData final : public DataSource {
   }
 
   void Loop() {
-    pthread_setname_np(pthread_self(), "dp-prefetch");
+    SetCurrentThreadName("dp-prefetch");
     // Applies the process's intra-op thread count (deepool-executor --threads) to this thread's
     // OpenMP team too, which would otherwise take one thread per core.
     at::init_num_threads();

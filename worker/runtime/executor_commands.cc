@@ -1,10 +1,11 @@
 #include "worker/runtime/executor_commands.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "common/thread_name.h"
 
 namespace deepool::worker {
 
@@ -19,7 +20,7 @@ void CommandReader::Stop() {
 }
 
 void CommandReader::Loop() {
-  pthread_setname_np(pthread_self(), "dp-commands");
+  SetCurrentThreadName("dp-commands");
   std::string buffer;
   char chunk[4096];
   while (!stop_) {

@@ -17,15 +17,13 @@
 namespace deepool::worker {
 namespace {
 
-Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(RunSpec spec, ReadRunSpecFile(options.run_spec_path));
-  ASSIGN_OR_RETURN(DeviceSpec device, ParseDevice(options.device));
-  ASSIGN_OR_RETURN(auto context, MakeDeviceContext(device));
+// The rank's communicator: NCCL on CUDA, Gloo on CPU. Rank 0 started with store port 0 hosts
+// the store and announces its port on `out` (the launcher's store_ready event).
+StatusOr<std::unique_ptr<Communicator>> Connect(const ExecutorProcessOptions& options,
+                                               const RunSpec& spec, const DeviceSpec& device,
+                                               std::ostream& out) {
   StatusOr<HostPort> store = ParseHostPort(options.store);
   if (!store.ok()) return store.status().WithContext("--store");
-  if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
-  if (options.cpu_threads < 0) return InvalidArgumentError("--threads must be >= 0");
-  if (!device.cuda && options.cpu_threads > 0) at::set_num_threads(options.cpu_threads);
   CommOptions comm_options;
   comm_options.rank = options.rank;
   comm_options.world_size = options.world_size;
@@ -34,34 +32,127 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   comm_options.timeout = std::chrono::seconds(options.timeout_s);
   // The naive collocation baseline (priority_streams off) keeps every stream at the default
   // priority, the FG rank's NCCL streams included.
-  const bool shares_device = spec.background && spec.background->SharesRank(options.rank);
-  if (shares_device) comm_options.high_priority_streams = spec.background->sharing.priority_streams;
+  if (spec.background && spec.background->SharesRank(options.rank)) {
+    comm_options.high_priority_streams = spec.background->sharing.priority_streams;
+  }
   auto on_store_ready = [&](int port) {
     if (store->port == 0) out << StoreReadyEvent(store->host, port) << std::endl;
   };
-  std::unique_ptr<Communicator> comm;
-  if (device.cuda) {
-    ASSIGN_OR_RETURN(comm, ConnectNccl(comm_options, on_store_ready));
-  } else {
-    ASSIGN_OR_RETURN(comm, ConnectGloo(comm_options, on_store_ready));
-  }
-  // A BG job on this rank's device: waits on the communicator become its idle time.
+  if (device.cuda) return ConnectNccl(comm_options, on_store_ready);
+  return ConnectGloo(comm_options, on_store_ready);
+}
+
+// A BG job beside the FG rank: either fixed by the run spec (`sharing`), or attached and
+// detached by commands while the rank trains (`host`, only with a command channel). The
+// communicator is wrapped so that waits on it become the BG job's time.
+struct BackgroundSide {
   std::unique_ptr<DeviceSharing> sharing;
-  if (shares_device) {
-    ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(*spec.background, device.torch_device(), &comm,
-                                                    SystemClock::Get()));
-  }
-  // Otherwise, with a command channel: BG jobs may be attached while the rank trains.
   std::unique_ptr<BackgroundHost> host;
-  if (!sharing && options.command_fd >= 0) {
+  std::unique_ptr<CommandReader> commands;
+};
+
+StatusOr<BackgroundSide> AttachBackground(const ExecutorProcessOptions& options,
+                                          const RunSpec& spec, const DeviceSpec& device,
+                                          std::unique_ptr<Communicator>* comm) {
+  BackgroundSide side;
+  if (spec.background && spec.background->SharesRank(options.rank)) {
+    ASSIGN_OR_RETURN(side.sharing, DeviceSharing::Attach(*spec.background, device.torch_device(),
+                                                         comm, SystemClock::Get()));
+  } else if (options.command_fd >= 0) {
     SharingOptions host_options;
     if (!options.background_sharing.empty()) {
-      ASSIGN_OR_RETURN(SharingMode mode, ParseSharingMode(options.background_sharing));
-      host_options.mode = mode;
+      ASSIGN_OR_RETURN(host_options.mode, ParseSharingMode(options.background_sharing));
     }
-    ASSIGN_OR_RETURN(host, BackgroundHost::Create(device.torch_device(), host_options, &comm,
-                                                  SystemClock::Get()));
+    ASSIGN_OR_RETURN(side.host, BackgroundHost::Create(device.torch_device(), host_options, comm,
+                                                       SystemClock::Get()));
   }
+  return side;
+}
+
+// Applies one executor command to the host: attach or detach a BG job.
+void HandleCommand(BackgroundHost* host, const std::string& line) {
+  StatusOr<ExecutorCommand> command = ParseExecutorCommand(line);
+  if (!command.ok()) {
+    DP_LOG_WARN("ignored executor command: {}", command.status().ToString());
+    return;
+  }
+  if (command->kind == ExecutorCommand::Kind::kAttachBackground) {
+    Status attached = host->Attach(command->background);
+    if (!attached.ok()) host->Reject(command->job_id, attached.ToString());
+  } else {
+    Status detached = host->Detach(command->job_id);
+    if (!detached.ok()) DP_LOG_WARN("detach_background: {}", detached.ToString());
+  }
+}
+
+// Starts reading commands, after the executor is built so that an attached BG job does not
+// compete with that. With a BG job fixed by the run spec, commands are still read, so that a
+// writer never blocks on a full pipe, and refused.
+void StartCommands(int command_fd, BackgroundSide* side) {
+  if (command_fd < 0) return;
+  if (side->host) {
+    side->commands = std::make_unique<CommandReader>(
+        command_fd, [h = side->host.get()](const std::string& line) { HandleCommand(h, line); });
+  } else if (side->sharing) {
+    side->commands = std::make_unique<CommandReader>(command_fd, [](const std::string& line) {
+      DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
+                  line.substr(0, 200));
+    });
+  }
+}
+
+// Runs the iterations, printing each one's event (decorated with the BG job's progress).
+Status TrainLoop(const RunSpec& spec, int rank, Executor& executor, BackgroundSide& side,
+                 std::ostream& out) {
+  if (side.sharing) side.sharing->Start();
+  for (int64_t i = 0; i < spec.iterations; ++i) {
+    ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
+    std::string line = IterationEvent(rank, stats);
+    if (side.host) {
+      for (const std::string& l : side.host->AfterIteration(line)) out << l << '\n';
+      out.flush();
+    } else {
+      out << (side.sharing ? side.sharing->Decorate(line) : line) << std::endl;
+    }
+  }
+  if (side.commands) side.commands->Stop();
+  if (side.sharing) side.sharing->Finish();  // the BG job never outlives the FG rank
+  if (side.host) {
+    for (const std::string& l : side.host->Finish()) out << l << '\n';
+    out.flush();
+  }
+  return Status::Ok();
+}
+
+// Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 writes the
+// path itself when it holds every layer (e.g. data parallelism). Returns the file written.
+StatusOr<std::string> WriteCheckpoint(const RunSpec& spec, int rank, const Executor& executor) {
+  std::vector<std::shared_ptr<LayerModule>> modules(static_cast<size_t>(spec.graph->num_layers()));
+  bool holds_all = true;
+  for (int id = 0; id < spec.graph->num_layers(); ++id) {
+    auto found = executor.modules().find(id);
+    if (found != executor.modules().end()) {
+      modules[static_cast<size_t>(id)] = found->second;
+    } else {
+      holds_all = false;
+    }
+  }
+  ASSIGN_OR_RETURN(auto state, CollectStateDict(*spec.graph, modules));
+  std::string path = holds_all && rank == 0 ? *spec.checkpoint_path
+                                            : *spec.checkpoint_path + ".rank" + std::to_string(rank);
+  RETURN_IF_ERROR(SaveCheckpoint(path, state));
+  return path;
+}
+
+Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
+  ASSIGN_OR_RETURN(RunSpec spec, ReadRunSpecFile(options.run_spec_path));
+  ASSIGN_OR_RETURN(DeviceSpec device, ParseDevice(options.device));
+  ASSIGN_OR_RETURN(auto context, MakeDeviceContext(device));
+  if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
+  if (options.cpu_threads < 0) return InvalidArgumentError("--threads must be >= 0");
+  if (!device.cuda && options.cpu_threads > 0) at::set_num_threads(options.cpu_threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options, spec, device, out));
+  ASSIGN_OR_RETURN(BackgroundSide side, AttachBackground(options, spec, device, &comm));
   ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
   // The next iteration's rows are produced while this one trains.
   std::unique_ptr<DataSource> data = WithPrefetch(std::move(source));
@@ -73,71 +164,11 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
-  if (sharing) sharing->Start();
-  std::unique_ptr<CommandReader> commands;
-  if (sharing && options.command_fd >= 0) {
-    // The run spec attached this rank's BG job. Commands are still read, so that a writer never
-    // blocks on a full pipe, and refused.
-    commands = std::make_unique<CommandReader>(options.command_fd, [](const std::string& line) {
-      DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
-                  line.substr(0, 200));
-    });
-  }
-  if (host) {
-    // Started after the executor is built, so an attached BG job does not compete with that.
-    commands = std::make_unique<CommandReader>(
-        options.command_fd, [h = host.get()](const std::string& line) {
-          StatusOr<ExecutorCommand> command = ParseExecutorCommand(line);
-          if (!command.ok()) {
-            DP_LOG_WARN("ignored executor command: {}", command.status().ToString());
-            return;
-          }
-          if (command->kind == ExecutorCommand::Kind::kAttachBackground) {
-            Status attached = h->Attach(command->background);
-            if (!attached.ok()) h->Reject(command->job_id, attached.ToString());
-          } else {
-            Status detached = h->Detach(command->job_id);
-            if (!detached.ok()) DP_LOG_WARN("detach_background: {}", detached.ToString());
-          }
-        });
-  }
-  for (int64_t i = 0; i < spec.iterations; ++i) {
-    ASSIGN_OR_RETURN(IterationStats stats, executor->Step(i));
-    std::string line = IterationEvent(options.rank, stats);
-    if (host) {
-      for (const std::string& l : host->AfterIteration(line)) out << l << '\n';
-      out.flush();
-    } else {
-      out << (sharing ? sharing->Decorate(line) : line) << std::endl;
-    }
-  }
-  if (commands) commands->Stop();
-  if (sharing) sharing->Finish();  // the BG job never outlives the FG rank
-  if (host) {
-    for (const std::string& l : host->Finish()) out << l << '\n';
-    out.flush();
-  }
+  StartCommands(options.command_fd, &side);
+  RETURN_IF_ERROR(TrainLoop(spec, options.rank, *executor, side, out));
   std::optional<std::string> checkpoint;
   if (spec.checkpoint_path) {
-    // Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 also
-    // writes the path itself when it holds every layer (e.g. data parallelism).
-    std::vector<std::shared_ptr<LayerModule>> modules(
-        static_cast<size_t>(spec.graph->num_layers()));
-    bool holds_all = true;
-    for (int id = 0; id < spec.graph->num_layers(); ++id) {
-      auto found = executor->modules().find(id);
-      if (found != executor->modules().end()) {
-        modules[static_cast<size_t>(id)] = found->second;
-      } else {
-        holds_all = false;
-      }
-    }
-    ASSIGN_OR_RETURN(auto state, CollectStateDict(*spec.graph, modules));
-    std::string path = holds_all && options.rank == 0
-                           ? *spec.checkpoint_path
-                           : *spec.checkpoint_path + ".rank" + std::to_string(options.rank);
-    RETURN_IF_ERROR(SaveCheckpoint(path, state));
-    checkpoint = path;
+    ASSIGN_OR_RETURN(checkpoint, WriteCheckpoint(spec, options.rank, *executor));
   }
   out << DoneEvent(options.rank, spec.iterations, checkpoint) << std::endl;
   return Status::Ok();

@@ -34,12 +34,6 @@ at::Generator MakeGenerator(uint64_t seed) {
   return at::make_generator<at::CPUGeneratorImpl>(folded);
 }
 
-std::vector<int64_t> BatchedShape(int64_t batch, const Shape& per_sample) {
-  std::vector<int64_t> shape{batch};
-  shape.insert(shape.end(), per_sample.begin(), per_sample.end());
-  return shape;
-}
-
 // torch.nn's default init for conv and linear: kaiming_uniform_(a=sqrt(5)) on the weight, which
 // is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias.
 void InitLikeTorchNn(torch::Tensor& weight, torch::Tensor* bias, int64_t fan_in,
