@@ -90,3 +90,31 @@ TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
 }
 
 }  // namespace
+
+TEST_CASE("a mistyped command or flag is named with the closest match", "[cli]") {
+  auto command = RunDeepool("statsu 2>&1");
+  CHECK(command.exit_code == 2);
+  CHECK_THAT(command.out, Catch::Contains("there is no command 'statsu'; did you mean 'status'?"));
+
+  // Help for a command that does not exist is an error, not the main help.
+  auto help = RunDeepool("statsu --help 2>&1");
+  CHECK(help.exit_code == 2);
+  CHECK_THAT(help.out, Catch::Contains("did you mean 'status'?"));
+
+  auto nested = RunDeepool("model shwo small_cnn 2>&1");
+  CHECK(nested.exit_code == 2);
+  CHECK_THAT(nested.out, Catch::Contains("deepool model: there is no command 'shwo'; did you "
+                                         "mean 'show'?"));
+
+  auto flag = RunDeepool("plan --model vgg16 --global-bach 32 --gpus 8 2>&1");
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.out, Catch::Contains("deepool plan: unknown flag --global-bach; did you mean "
+                                       "--global-batch?"));
+
+  auto far = RunDeepool("frobnicate 2>&1");
+  CHECK(far.exit_code == 2);
+  CHECK_THAT(far.out, Catch::Contains("there is no command 'frobnicate'"));
+  CHECK_THAT(far.out, !Catch::Contains("did you mean"));
+
+  CHECK(RunDeepool("plan --help").exit_code == 0);
+}
