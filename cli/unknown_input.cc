@@ -13,7 +13,7 @@ namespace {
 std::string CommandPath(const CLI::App& app) {
   std::string path = app.get_name();
   for (const CLI::App* parent = app.get_parent(); parent; parent = parent->get_parent()) {
-    path = parent->get_name() + " " + path;
+    path.insert(0, parent->get_name() + " ");
   }
   return path;
 }
@@ -88,6 +88,7 @@ std::optional<std::string> UnknownFlagMessage(const CLI::App& app,
   if (command->get_allow_extras()) return std::nullopt;  // passed on (deepool profile)
   const std::vector<std::pair<std::string, bool>> flags = Flags(*command);
   std::vector<std::string> names;
+  names.reserve(flags.size());
   for (const auto& flag : flags) names.push_back(flag.first);
   std::string message;
   bool value_next = false;  // the previous flag takes this argument as its value

@@ -18,7 +18,7 @@ class InProcessPlanningBackend final : public PlanningBackend {
   StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const override;
   bool HasAnalyticalPreset(const std::string& device_type) const override;
   std::vector<int64_t> ProfileBatchSizes(const JobSpec& spec) const override;
-  StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& cluster,
+  StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& shape,
                                       const std::string& profile_json) const override;
   StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override;
 };

@@ -31,7 +31,7 @@ class Table {
 // to [0, 1].
 std::string ProgressBar(double fraction, int width = 20);
 // "850ms", "12.3s", "4m05s", "2h03m".
-std::string FormatDuration(double milliseconds);
+std::string FormatDuration(double ms);
 // "1.23k", "45.6", "0.5": a compact rate without unit.
 std::string FormatRate(double per_second);
 // "3s ago", "5m ago" between two wall-clock times in ms; "-" when `then_ms` is 0.

@@ -53,9 +53,11 @@ StatusOr<Graph> BuildBottleneckResnet(std::string name, const std::array<int, 4>
   for (int stage = 0; stage < 4; ++stage) {
     const int64_t planes = int64_t{64} << stage;
     const int64_t stage_stride = stage == 0 ? 1 : 2;
-    const std::string stage_name = "layer" + std::to_string(stage + 1);
+    const std::string stage_name = "layer" + std::to_string(stage + 1) + ".";
     for (int block = 0; block < blocks[static_cast<size_t>(stage)]; ++block) {
-      x = Bottleneck(b, stage_name + "." + std::to_string(block), x, in_planes, planes,
+      std::string block_name = stage_name;
+      block_name += std::to_string(block);
+      x = Bottleneck(b, block_name, x, in_planes, planes,
                      block == 0 ? stage_stride : 1, width_per_group);
       in_planes = planes * kExpansion;
     }

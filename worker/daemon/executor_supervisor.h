@@ -145,8 +145,8 @@ class ExecutorSupervisor {
 
   // ALREADY_EXISTS for a task id already running, INVALID_ARGUMENT for a malformed task,
   // NOT_FOUND / INTERNAL when the executor cannot be started (nothing is left running then).
-  Status StartTrain(const TrainTask& task);
-  Status StartProfile(const ProfileTask& task);
+  Status StartTrain(const TrainTask& train);
+  Status StartProfile(const ProfileTask& profile);
   // Attaches a BG job to a running FG rank (an attach_background command on its stdin). Its
   // "background" lines become OnIteration(task_id) reports (rank 0) and its "background_done"
   // line, or the host rank's exit, OnTaskFinished(task_id). NOT_FOUND when the host rank is not
