@@ -254,7 +254,10 @@ class LocalDaemons {
   std::vector<Daemon> workers_;
 };
 
-// The demo's two jobs: a FG burst-parallel job over every rank and a BG job on one device.
+// The demo's two jobs: a FG burst-parallel job over every rank and a BG job on one device. Ten
+// classes and these optimizers make the synthetic task learnable within the demo: over 30
+// iterations the BG mlp's loss falls from about 2.3 to 1.5 (at the zoo's 1000 classes it stays
+// near ln 1000 = 6.9), the FG small_cnn's from about 2.5 to 2.2 over 100.
 std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profile,
                                       const fs::path& dir) {
   const int ranks = f.workers * f.devices_per_worker;
@@ -265,8 +268,9 @@ std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profi
                        {"gpus", ranks},
                        {"amplification_limit", f.amplification_limit},
                        {"iterations", f.fg_iterations},
+                       {"num_classes", 10},
                        {"profile", profile},
-                       {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+                       {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}},
                        {"data", {{"kind", "synthetic"}, {"seed", 1}}},
                        {"checkpoint", {{"path", (dir / "demo-fg.ckpt").string()}}}};
   nlohmann::json bg = {{"name", "demo-bg-" + f.bg_model},
@@ -275,8 +279,9 @@ std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profi
                        {"global_batch", 16},
                        {"gpus", 1},
                        {"iterations", f.bg_iterations},
+                       {"num_classes", 10},
                        {"profile", profile},
-                       {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
+                       {"optimizer", {{"name", "adam"}, {"lr", 0.01}}},
                        {"data", {{"kind", "synthetic"}, {"seed", 2}}}};
   return {fg, bg};
 }
