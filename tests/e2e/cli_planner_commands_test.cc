@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -117,4 +119,41 @@ TEST_CASE("a mistyped command or flag is named with the closest match", "[cli]")
   CHECK_THAT(far.out, !Catch::Contains("did you mean"));
 
   CHECK(RunDeepool("plan --help").exit_code == 0);
+}
+
+// What bash offers for the words of `line` (the last word is the one being completed), through
+// the script `deepool completion bash` prints.
+std::string BashCompletes(const std::string& script, const std::string& line) {
+  const std::string command =
+      "bash -c 'source \"$0\"; COMP_WORDS=(" + line + "); "
+      "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _deepool; echo \"${COMPREPLY[*]}\"' " + script;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  REQUIRE(pclose(pipe) == 0);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+TEST_CASE("deepool completion bash completes commands, subcommands and flags", "[cli]") {
+  char dir_template[] = "/tmp/deepool-completion-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string script = std::string(dir_template) + "/deepool.bash";
+  REQUIRE(RunDeepool("completion bash > " + script).exit_code == 0);
+  CHECK(BashCompletes(script, "deepool sta") == "status");
+  CHECK(BashCompletes(script, "deepool s") == "submit status simulate");
+  CHECK(BashCompletes(script, "deepool model s") == "show");
+  CHECK(BashCompletes(script, "deepool plan --global") == "--global-batch");
+  CHECK(BashCompletes(script, "deepool model show --num") == "--num-classes");
+  CHECK(BashCompletes(script, "deepool submit --detach --gpu") == "--gpus");
+
+  auto zsh = RunDeepool("completion zsh");
+  CHECK(zsh.exit_code == 0);
+  CHECK_THAT(zsh.out, Catch::StartsWith("#compdef deepool") && Catch::Contains("bashcompinit"));
+  CHECK(RunDeepool("completion fish 2>/dev/null").exit_code == 2);
+  std::remove(script.c_str());
+  rmdir(dir_template);
 }
