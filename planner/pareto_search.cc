@@ -153,7 +153,8 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
       const size_t left_row = first.offset + static_cast<size_t>(i * first.cols);
       const double* left_weight = &s.weight[left_row];
       for (int j = 0; j < shape.cols; ++j) {
-        const size_t c = static_cast<size_t>(i * shape.cols + j);
+        const size_t c = static_cast<size_t>(i) * static_cast<size_t>(shape.cols) +
+                         static_cast<size_t>(j);
         // A row or column whose own end cannot take that choice is never used: skip it.
         if (std::isinf(from_weight[i]) || std::isinf(to_weight[j])) {
           weight[c] = kInfinity;
@@ -216,7 +217,7 @@ struct ChosenCell {
   int cell;        // within the table
   int first = -1;  // positions of the parts in the list
   int second = -1;
-  CostPoint cost;  // summed on the way back up
+  CostPoint cost{};  // summed on the way back up
 };
 
 // A pass's final solution: every node's choice (0 for the source and sink) and its time and

@@ -143,84 +143,61 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
   return plan;
 }
 
-StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
-                                 const PlanOptions& options) {
-  RETURN_IF_ERROR(CheckRequest(cluster, options));
-  RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  CostModel model(graph, profile, cluster, options.global_batch);
-  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
-  ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
-  // Data parallelism as deepool runs it (synchronised batch norm) is a feasible plan; the
-  // reported baseline is the one a user would run.
-  ASSIGN_OR_RETURN(const PlanTotals data_parallel,
-                   model.Totals(AllOn(graph, most), options.devices));
-  ASSIGN_OR_RETURN(const PlanTotals baseline,
-                   DataParallelBaseline(graph, profile, cluster, options));
+namespace {
 
-  const std::vector<int> counts =
-      CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
-  int num_groups = 0;
-  const std::vector<int> group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
-  auto node_of = [&](int layer_id) { return group_of[static_cast<size_t>(layer_id)] + 2; };
+// The layer groups of the search as nodes of a series-parallel problem: node 0 is the input,
+// node 1 the outputs, group g is node g + 2.
+struct SearchNodes {
+  std::vector<int> group_of;  // per layer
+  size_t count = 2;
+  int of(int layer_id) const { return group_of[static_cast<size_t>(layer_id)] + 2; }
+};
 
-  SeriesParallelProblem problem;
-  const size_t num_nodes = static_cast<size_t>(num_groups) + 2;
-  problem.node_costs.assign(num_nodes, {});
-  problem.node_names.assign(num_nodes, "");
-  problem.node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
-  problem.node_costs[SeriesParallelProblem::kSink] = {CostPoint{}};
-  problem.node_names[SeriesParallelProblem::kSource] = "(input)";
-  problem.node_names[SeriesParallelProblem::kSink] = "(outputs)";
-  for (size_t n = 2; n < num_nodes; ++n) problem.node_costs[n].assign(counts.size(), CostPoint{});
-
-  // Node costs: every member's compute and all-reduces (LayerSyncMs) at each candidate count. A
-  // count the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the measured range) is
-  // excluded.
+// Node costs: every member's compute and all-reduces (LayerSyncMs) at each candidate count. A
+// count the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the measured range) is
+// excluded.
+Status AddNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+                    const SearchNodes& nodes, SeriesParallelProblem* problem) {
+  problem->node_costs.assign(nodes.count, {});
+  problem->node_names.assign(nodes.count, "");
+  problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
+  problem->node_costs[SeriesParallelProblem::kSink] = {CostPoint{}};
+  problem->node_names[SeriesParallelProblem::kSource] = "(input)";
+  problem->node_names[SeriesParallelProblem::kSink] = "(outputs)";
+  for (size_t n = 2; n < nodes.count; ++n) {
+    problem->node_costs[n].assign(counts.size(), CostPoint{});
+  }
   for (int id = 0; id < graph.num_layers(); ++id) {
-    std::vector<CostPoint>& costs = problem.node_costs[static_cast<size_t>(node_of(id))];
-    if (problem.node_names[static_cast<size_t>(node_of(id))].empty()) {
-      problem.node_names[static_cast<size_t>(node_of(id))] = graph.layer(id).name;
-    }
+    const auto node = static_cast<size_t>(nodes.of(id));
+    std::vector<CostPoint>& costs = problem->node_costs[node];
+    if (problem->node_names[node].empty()) problem->node_names[node] = graph.layer(id).name;
     for (size_t k = 0; k < counts.size(); ++k) {
       StatusOr<LayerTime> time = model.Compute(id, counts[k]);
       if (!time.ok()) {
-        if (time.status().code() == StatusCode::kOutOfRange) {
-          costs[k].time_ms = kInfinity;
-          continue;
-        }
-        return time.status();
+        if (time.status().code() != StatusCode::kOutOfRange) return time.status();
+        costs[k].time_ms = kInfinity;
+        continue;
       }
       const double ms = time->total_ms() + model.LayerSyncMs(id, counts[k]);
       costs[k].time_ms += ms;
       costs[k].gpu_ms += ms * counts[k];
     }
   }
+  return Status::Ok();
+}
 
-  // Edges: activation re-splits between groups (several tensors between the same two groups
-  // share one edge, in order of (from, to) nodes), zero-cost edges from the input and to the
-  // outputs.
-  struct Tensor {
-    int from = 0;  // nodes
-    int to = 0;
-    int producer = 0;  // layer
-  };
-  std::vector<Tensor> tensors;
-  std::set<int> reads_input;
-  std::vector<bool> has_consumer(num_nodes, false);
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    for (int input : graph.layer(id).input_ids) {
-      if (input == kGraphInputId) {
-        reads_input.insert(node_of(id));
-      } else if (node_of(input) != node_of(id)) {
-        tensors.push_back(Tensor{node_of(input), node_of(id), input});
-        has_consumer[static_cast<size_t>(node_of(input))] = true;
-      }
-    }
-  }
-  // Stable: the producers of one edge are summed in the order the graph lists them.
-  std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
-    return a.from != b.from ? a.from < b.from : a.to < b.to;
-  });
+// An activation that crosses from one node to another.
+struct CrossingTensor {
+  int from = 0;  // nodes
+  int to = 0;
+  int producer = 0;  // layer
+};
+
+// One edge per pair of nodes that tensors cross between: the re-split of all of them, forward
+// and backward (as CostModel::ResplitMs), nothing between equal counts. `tensors` is sorted by
+// (from, to).
+void AddResplitEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+                     const std::vector<CrossingTensor>& tensors, SeriesParallelProblem* problem) {
   const size_t k_count = counts.size();
   // Re-split costs for every pair of counts, looked up once rather than per tensor and pair.
   std::vector<const ResplitCost*> resplits(k_count * k_count, nullptr);
@@ -242,32 +219,80 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
     for (size_t i = 0; i < k_count; ++i) {
       for (size_t j = 0; j < k_count; ++j) {
         double ms = 0;
-        // As CostModel::ResplitMs: forward and backward, nothing between equal counts.
-        if (i != j) {
-          for (size_t t = first; t < last; ++t) {
-            ms +=
-                2.0 * resplits[i * k_count + j]->Ms(graph.layer(tensors[t].producer).output_bytes);
-          }
+        for (size_t t = first; i != j && t < last; ++t) {
+          ms += 2.0 * resplits[i * k_count + j]->Ms(graph.layer(tensors[t].producer).output_bytes);
         }
         edge.cells[i * k_count + j] = CostPoint{ms, ms * counts[j]};
       }
     }
-    problem.edges.push_back(std::move(edge));
+    problem->edges.push_back(std::move(edge));
     first = last;
   }
+}
+
+// Edges: activation re-splits between groups (several tensors between the same two groups
+// share one edge, in order of (from, to) nodes), zero-cost edges from the input and to the
+// outputs (the graph's outputs and every node nothing reads).
+void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+              const SearchNodes& nodes, SeriesParallelProblem* problem) {
+  std::vector<CrossingTensor> tensors;
+  std::set<int> reads_input;
+  std::vector<bool> has_consumer(nodes.count, false);
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    for (int input : graph.layer(id).input_ids) {
+      if (input == kGraphInputId) {
+        reads_input.insert(nodes.of(id));
+      } else if (nodes.of(input) != nodes.of(id)) {
+        tensors.push_back(CrossingTensor{nodes.of(input), nodes.of(id), input});
+        has_consumer[static_cast<size_t>(nodes.of(input))] = true;
+      }
+    }
+  }
+  // Stable: the producers of one edge are summed in the order the graph lists them.
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const CrossingTensor& a, const CrossingTensor& b) {
+                     return a.from != b.from ? a.from < b.from : a.to < b.to;
+                   });
+  AddResplitEdges(graph, model, counts, tensors, problem);
+  const std::vector<CostPoint> free_edge(counts.size(), CostPoint{});
   for (int node : reads_input) {
-    problem.edges.push_back(
-        {SeriesParallelProblem::kSource, node, std::vector<CostPoint>(k_count, CostPoint{})});
+    problem->edges.push_back({SeriesParallelProblem::kSource, node, free_edge});
   }
   std::set<int> output_nodes;
-  for (int id : graph.output_ids()) output_nodes.insert(node_of(id));
-  for (size_t n = 2; n < num_nodes; ++n) {
+  for (int id : graph.output_ids()) output_nodes.insert(nodes.of(id));
+  for (size_t n = 2; n < nodes.count; ++n) {
     if (!has_consumer[n]) output_nodes.insert(static_cast<int>(n));
   }
   for (int node : output_nodes) {
-    problem.edges.push_back(
-        {node, SeriesParallelProblem::kSink, std::vector<CostPoint>(k_count, CostPoint{})});
+    problem->edges.push_back({node, SeriesParallelProblem::kSink, free_edge});
   }
+}
+
+}  // namespace
+
+StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                                 const PlanOptions& options) {
+  RETURN_IF_ERROR(CheckRequest(cluster, options));
+  RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
+  CostModel model(graph, profile, cluster, options.global_batch);
+  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
+  ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
+  // Data parallelism as deepool runs it (synchronised batch norm) is a feasible plan; the
+  // reported baseline is the one a user would run.
+  ASSIGN_OR_RETURN(const PlanTotals data_parallel,
+                   model.Totals(AllOn(graph, most), options.devices));
+  ASSIGN_OR_RETURN(const PlanTotals baseline,
+                   DataParallelBaseline(graph, profile, cluster, options));
+
+  const std::vector<int> counts =
+      CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
+  SearchNodes nodes;
+  int num_groups = 0;
+  nodes.group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
+  nodes.count = static_cast<size_t>(num_groups) + 2;
+  SeriesParallelProblem problem;
+  RETURN_IF_ERROR(AddNodeCosts(graph, model, counts, nodes, &problem));
+  AddEdges(graph, model, counts, nodes, &problem);
 
   // Known feasible plans bound the search: every layer on one device (always within any limit
   // >= 1) and data parallelism when it fits the limit.
@@ -288,7 +313,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   if (solution->found && solution->cost.time_ms < best_ms) {
     for (int id = 0; id < graph.num_layers(); ++id) {
       best_counts[static_cast<size_t>(id)] =
-          counts[static_cast<size_t>(solution->choices[static_cast<size_t>(node_of(id))])];
+          counts[static_cast<size_t>(solution->choices[static_cast<size_t>(nodes.of(id))])];
     }
   }
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best_counts, options.devices));
