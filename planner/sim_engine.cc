@@ -182,24 +182,9 @@ const char* BgPolicyName(BgPolicy policy) {
   return policy == BgPolicy::kGreedy ? "greedy" : "fit-gaps";
 }
 
-StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
-                                               const std::vector<const BgIteration*>& bg,
-                                               const EngineOptions& options) {
-  const InterferenceModel& interference = options.interference;
-  if (fg.num_devices < 1 || static_cast<int>(bg.size()) != fg.num_devices) {
-    return InvalidArgumentError(
-        "need one BG entry (or none) per FG device: " + std::to_string(bg.size()) + " for " +
-        std::to_string(fg.num_devices) + " devices");
-  }
-  if (fg.global_batch < 1 || !(fg.iteration_ms() > 0)) {
-    return InvalidArgumentError("the FG timeline must have a batch and take time");
-  }
-  if (options.iterations < 1 || options.warmup_iterations < 0) {
-    return InvalidArgumentError("need >= 1 measured and >= 0 warm-up iterations");
-  }
-  if (!(interference.fg_slowdown >= 1.0) || !std::isfinite(interference.fg_slowdown)) {
-    return InvalidArgumentError("FG slowdown must be a finite factor >= 1");
-  }
+namespace {
+
+Status CheckBgJobs(const std::vector<const BgIteration*>& bg) {
   for (const BgIteration* job : bg) {
     if (job == nullptr) continue;
     for (const BgKernel& kernel : job->kernels) {
@@ -213,6 +198,10 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
       return InvalidArgumentError("BG job " + job->model + ": batch must be >= 1");
     }
   }
+  return Status::Ok();
+}
+
+Status CheckFgSteps(const FgTimeline& fg) {
   for (const FgStep& step : fg.steps) {
     if (!(step.duration_ms >= 0) || !std::isfinite(step.duration_ms)) {
       return InvalidArgumentError("FG step '" + step.label + "' must take a finite time >= 0");
@@ -225,9 +214,47 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
       }
     }
   }
+  return Status::Ok();
+}
 
-  std::vector<BgState> states(static_cast<size_t>(fg.num_devices));
-  for (size_t d = 0; d < states.size(); ++d) states[d].job = bg[d];
+Status CheckMultiplexInputs(const FgTimeline& fg, const std::vector<const BgIteration*>& bg,
+                            const EngineOptions& options) {
+  if (fg.num_devices < 1 || static_cast<int>(bg.size()) != fg.num_devices) {
+    return InvalidArgumentError(
+        "need one BG entry (or none) per FG device: " + std::to_string(bg.size()) + " for " +
+        std::to_string(fg.num_devices) + " devices");
+  }
+  if (fg.global_batch < 1 || !(fg.iteration_ms() > 0)) {
+    return InvalidArgumentError("the FG timeline must have a batch and take time");
+  }
+  if (options.iterations < 1 || options.warmup_iterations < 0) {
+    return InvalidArgumentError("need >= 1 measured and >= 0 warm-up iterations");
+  }
+  const double slowdown = options.interference.fg_slowdown;
+  if (!(slowdown >= 1.0) || !std::isfinite(slowdown)) {
+    return InvalidArgumentError("FG slowdown must be a finite factor >= 1");
+  }
+  RETURN_IF_ERROR(CheckBgJobs(bg));
+  return CheckFgSteps(fg);
+}
+
+// What a run of the FG timeline with BG jobs in its idle time leaves behind.
+struct MultiplexRun {
+  std::vector<BgState> states;  // per device
+  std::vector<double> fg_busy;  // per device, summed over the measured iterations
+  double window_start = 0;
+  double window_end = 0;
+};
+
+// Runs the warm-up and measured iterations (and one more, so every device's idle time up to
+// the window's end has been filled with the BG kernels that really run there).
+MultiplexRun RunMultiplexed(const FgTimeline& fg, const std::vector<const BgIteration*>& bg,
+                            const EngineOptions& options) {
+  const InterferenceModel& interference = options.interference;
+  MultiplexRun run;
+  run.states.resize(static_cast<size_t>(fg.num_devices));
+  for (size_t d = 0; d < run.states.size(); ++d) run.states[d].job = bg[d];
+  run.fg_busy.assign(run.states.size(), 0.0);
   // A step stretches when any of its devices hosts a BG job.
   std::vector<double> step_ms(fg.steps.size());
   for (size_t s = 0; s < fg.steps.size(); ++s) {
@@ -235,53 +262,51 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
     for (int d : fg.steps[s].devices) collocated |= bg[static_cast<size_t>(d)] != nullptr;
     step_ms[s] = fg.steps[s].duration_ms * (collocated ? interference.fg_slowdown : 1.0);
   }
-
   const double kNotYet = std::numeric_limits<double>::infinity();
-  double window_start = options.warmup_iterations == 0 ? 0 : kNotYet;
-  double window_end = kNotYet;
-  std::vector<double> fg_busy(states.size(), 0.0);
+  run.window_start = options.warmup_iterations == 0 ? 0 : kNotYet;
+  run.window_end = kNotYet;
   double now = 0;
-  // One extra iteration after the window, so every device's idle time up to the window's end
-  // has been filled with the BG kernels that really run there.
   const int total_iterations = options.warmup_iterations + options.iterations + 1;
   for (int iteration = 0; iteration < total_iterations; ++iteration) {
     const bool measured = iteration >= options.warmup_iterations &&
                           iteration < options.warmup_iterations + options.iterations;
     for (size_t s = 0; s < fg.steps.size(); ++s) {
-      const FgStep& step = fg.steps[s];
       double start = now;
-      for (int d : step.devices) {
-        start = std::max(start, FillIdleTime(states[static_cast<size_t>(d)], now,
-                                             interference.policy, window_start));
+      for (int d : fg.steps[s].devices) {
+        start = std::max(start, FillIdleTime(run.states[static_cast<size_t>(d)], now,
+                                             interference.policy, run.window_start));
       }
       const double end = start + step_ms[s];
-      for (int d : step.devices) {
-        states[static_cast<size_t>(d)].fg_free_at = end;
-        if (measured) fg_busy[static_cast<size_t>(d)] += step_ms[s];
+      for (int d : fg.steps[s].devices) {
+        run.states[static_cast<size_t>(d)].fg_free_at = end;
+        if (measured) run.fg_busy[static_cast<size_t>(d)] += step_ms[s];
       }
       now = end;
     }
-    if (iteration + 1 == options.warmup_iterations) window_start = now;
-    if (iteration + 1 == options.warmup_iterations + options.iterations) window_end = now;
+    if (iteration + 1 == options.warmup_iterations) run.window_start = now;
+    if (iteration + 1 == options.warmup_iterations + options.iterations) run.window_end = now;
   }
   // Devices without FG steps after the window (or none at all) run BG until its end.
-  for (BgState& state : states) {
-    FillIdleTime(state, window_end, BgPolicy::kGreedy, window_start);
+  for (BgState& state : run.states) {
+    FillIdleTime(state, run.window_end, BgPolicy::kGreedy, run.window_start);
   }
+  return run;
+}
 
+MultiplexResult Summarise(const FgTimeline& fg, const MultiplexRun& run, int iterations) {
   MultiplexResult result;
-  result.window_ms = window_end - window_start;
-  result.fg_iteration_ms = result.window_ms / options.iterations;
+  result.window_ms = run.window_end - run.window_start;
+  result.fg_iteration_ms = result.window_ms / iterations;
   result.fg_samples_per_s = static_cast<double>(fg.global_batch) * 1000.0 / result.fg_iteration_ms;
   result.fg_delay_ms = result.fg_iteration_ms - fg.iteration_ms();
-  for (size_t d = 0; d < states.size(); ++d) {
+  for (size_t d = 0; d < run.states.size(); ++d) {
     DeviceUsage usage;
     usage.device = static_cast<int>(d);
-    usage.fg_busy_ms = fg_busy[d] / options.iterations;
-    if (const BgIteration* job = states[d].job) {
-      const double bg_ms = ClippedSum(states[d].kernels, window_start, window_end);
+    usage.fg_busy_ms = run.fg_busy[d] / iterations;
+    if (const BgIteration* job = run.states[d].job) {
+      const double bg_ms = ClippedSum(run.states[d].kernels, run.window_start, run.window_end);
       usage.bg_model = job->model;
-      usage.bg_busy_ms = bg_ms / options.iterations;
+      usage.bg_busy_ms = bg_ms / iterations;
       usage.bg_samples_per_s =
           bg_ms / job->iteration_ms() * static_cast<double>(job->batch) * 1000.0 / result.window_ms;
     }
@@ -290,6 +315,15 @@ StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
     result.devices.push_back(std::move(usage));
   }
   return result;
+}
+
+}  // namespace
+
+StatusOr<MultiplexResult> SimulateMultiplexing(const FgTimeline& fg,
+                                               const std::vector<const BgIteration*>& bg,
+                                               const EngineOptions& options) {
+  RETURN_IF_ERROR(CheckMultiplexInputs(fg, bg, options));
+  return Summarise(fg, RunMultiplexed(fg, bg, options), options.iterations);
 }
 
 }  // namespace deepool::planner
