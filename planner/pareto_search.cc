@@ -619,14 +619,7 @@ struct SolveScratch {
   ParetoWorkspace workspace;
 };
 
-SolveScratch& ThreadSolveScratch() {
-  thread_local SolveScratch scratch;
-  return scratch;
-}
-
-}  // namespace
-
-StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
+Status CheckProblem(const SeriesParallelProblem& problem) {
   const size_t nodes = problem.node_costs.size();
   if (nodes < 2) return InvalidArgumentError("the problem needs a source and a sink");
   for (int terminal : {SeriesParallelProblem::kSource, SeriesParallelProblem::kSink}) {
@@ -642,6 +635,38 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
                                   "' has no usable choice");
     }
   }
+  return Status::Ok();
+}
+
+// The iteration-time targets of the exact Pareto passes, in order. They double from gap / 64
+// above the lower bound up to the incumbent: a pass that fails at a small target is cheap, and
+// the first that succeeds sits at most twice as far above the lower bound as the optimum does
+// (or at gap / 64).
+std::vector<double> ParetoTargets(const Bounds& bounds, double lower_bound, double incumbent) {
+  const double gap = incumbent - lower_bound;
+  std::vector<double> targets;
+  for (double fraction = 1.0 / 64; fraction < 1; fraction *= 2) {
+    targets.push_back(lower_bound + fraction * gap);
+  }
+  targets.push_back(incumbent);
+  // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
+  // hardly more cells alive than the smallest one, a pass costs about the same at either, and
+  // one pass at the incumbent's target replaces the (usually failing) smaller ones.
+  if (bounds.CountAlive(incumbent) <= 2 * bounds.CountAlive(targets.front())) {
+    targets = {incumbent};
+  }
+  return targets;
+}
+
+SolveScratch& ThreadSolveScratch() {
+  thread_local SolveScratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
+  RETURN_IF_ERROR(CheckProblem(problem));
   ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
   const NodeTable node_table(problem);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
@@ -717,22 +742,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   bounds.lambda = best_lambda;
   bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
   ParetoWorkspace& workspace = scratch.workspace;
-  const double gap = incumbent - lower_bound;
-  // Targets double from gap / 64 up to the incumbent: a pass that fails at a small target is
-  // cheap, and the first that succeeds sits at most twice as far above the lower bound as the
-  // optimum does (or at gap / 64).
-  std::vector<double> targets;
-  for (double fraction = 1.0 / 64; fraction < 1; fraction *= 2) {
-    targets.push_back(lower_bound + fraction * gap);
-  }
-  targets.push_back(incumbent);
-  // Small targets pay where the frontiers would grow large. Where the incumbent's target leaves
-  // hardly more cells alive than the smallest one, a pass costs about the same at either, and
-  // one pass at the incumbent's target replaces the (usually failing) smaller ones.
-  if (bounds.CountAlive(incumbent) <= 2 * bounds.CountAlive(targets.front())) {
-    targets = {incumbent};
-  }
-  for (double target : targets) {
+  for (double target : ParetoTargets(bounds, lower_bound, incumbent)) {
     ParetoPass pass(problem, schedule, node_table, bounds, target, &workspace);
     SeriesParallelSolution pareto = pass.Run();
     if (pareto.found && pareto.cost.time_ms < best.cost.time_ms) return finish(pareto);

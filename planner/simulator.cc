@@ -128,6 +128,44 @@ const char* KindName(SimConfigKind kind) {
   return "?";
 }
 
+// BG iterations, as the engine sees them (split into kernels) and alone on a device; each
+// job's summary goes into the report.
+StatusOr<std::vector<BgIteration>> BuildBgIterations(const SimRequest& request,
+                                                     SimReport* report) {
+  std::vector<BgIteration> bg_iterations;
+  for (const SimBgJob& job : request.bg) {
+    ASSIGN_OR_RETURN(BgIteration iteration,
+                     BuildBgIteration(*job.graph, *job.profile, job.batch,
+                                      request.engine.interference.max_bg_kernel_ms));
+    SimBgSummary summary;
+    summary.model = iteration.model;
+    summary.batch = iteration.batch;
+    summary.iteration_ms = iteration.iteration_ms();
+    summary.samples_per_s = static_cast<double>(job.batch) * 1000.0 / summary.iteration_ms;
+    summary.kernels = static_cast<int>(iteration.kernels.size());
+    report->bg.push_back(summary);
+    bg_iterations.push_back(std::move(iteration));
+  }
+  return bg_iterations;
+}
+
+// A device of a static partition outside the FG job: its BG job (`job`, or none) runs alone
+// there for the whole FG iteration.
+void AddBgAloneDevice(int device, const BgIteration* job, SimConfigResult* config) {
+  DeviceUsage usage;
+  usage.device = device;
+  if (job) {
+    usage.bg_model = job->model;
+    usage.bg_busy_ms = config->fg_iteration_ms;
+    usage.bg_samples_per_s = static_cast<double>(job->batch) * 1000.0 / job->iteration_ms();
+    config->bg_samples_per_s += usage.bg_samples_per_s;
+    ++config->bg_devices;
+  } else {
+    usage.idle_ms = config->fg_iteration_ms;
+  }
+  config->devices.push_back(std::move(usage));
+}
+
 }  // namespace
 
 StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
@@ -145,20 +183,8 @@ StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
   report.cluster_name = request.cluster.name;
   report.engine = engine;
 
-  // BG iterations, as the engine sees them (split into kernels) and alone on a device.
-  std::vector<BgIteration> bg_iterations;
-  for (const SimBgJob& job : request.bg) {
-    ASSIGN_OR_RETURN(BgIteration iteration, BuildBgIteration(*job.graph, *job.profile, job.batch,
-                                                             engine.interference.max_bg_kernel_ms));
-    SimBgSummary summary;
-    summary.model = iteration.model;
-    summary.batch = iteration.batch;
-    summary.iteration_ms = iteration.iteration_ms();
-    summary.samples_per_s = static_cast<double>(job.batch) * 1000.0 / summary.iteration_ms;
-    summary.kernels = static_cast<int>(iteration.kernels.size());
-    report.bg.push_back(summary);
-    bg_iterations.push_back(std::move(iteration));
-  }
+  ASSIGN_OR_RETURN(const std::vector<BgIteration> bg_iterations,
+                   BuildBgIterations(request, &report));
   auto bg_on = [&](int device) -> const BgIteration* {
     if (bg_iterations.empty()) return nullptr;
     return &bg_iterations[static_cast<size_t>(device) % bg_iterations.size()];
@@ -199,20 +225,7 @@ StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
       SimConfigResult config = FromMultiplex(PartitionName(k, total, burst),
                                              SimConfigKind::kStaticPartition, run, fg_alone);
       config.fg_parallelism = burst ? "bp" : "dp";
-      for (int d = k; d < total; ++d) {
-        DeviceUsage usage;
-        usage.device = d;
-        if (const BgIteration* job = bg_on(d)) {
-          usage.bg_model = job->model;
-          usage.bg_busy_ms = config.fg_iteration_ms;
-          usage.bg_samples_per_s = static_cast<double>(job->batch) * 1000.0 / job->iteration_ms();
-          config.bg_samples_per_s += usage.bg_samples_per_s;
-          ++config.bg_devices;
-        } else {
-          usage.idle_ms = config.fg_iteration_ms;
-        }
-        config.devices.push_back(std::move(usage));
-      }
+      for (int d = k; d < total; ++d) AddBgAloneDevice(d, bg_on(d), &config);
       report.configs.push_back(std::move(config));
     }
   }
