@@ -16,6 +16,8 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libsqlite3-dev sqlite3
   # tests and benchmarks
   catch2 libbenchmark-dev
+  # fuzzing (scripts/fuzz.sh: clang, libFuzzer) and linting (scripts/clang-tidy.sh)
+  clang libclang-rt-14-dev clang-tidy
   # the virtual environment that holds torch and torchvision
   python3 python3-venv
 )

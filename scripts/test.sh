@@ -12,3 +12,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   LABEL_ARGS=(-LE gpu)
 fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "${LABEL_ARGS[@]}"
+# A short libFuzzer run of every parser of outside input (docs/reliability.md), from the seed
+# corpora; DEEPOOL_TEST_FUZZ_SECONDS=0 skips it.
+FUZZ_SECONDS=${DEEPOOL_TEST_FUZZ_SECONDS:-10}
+if [[ "$FUZZ_SECONDS" != 0 ]]; then
+  bash scripts/fuzz.sh --seconds "$FUZZ_SECONDS"
+fi
