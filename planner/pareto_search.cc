@@ -663,6 +663,121 @@ SolveScratch& ThreadSolveScratch() {
   return scratch;
 }
 
+// What every step of one solve reads: the problem, its schedule and flat node costs, the cell
+// of the final table and the budget with its floating-point slack.
+struct SolveContext {
+  const SeriesParallelProblem& problem;
+  const Schedule& schedule;
+  const NodeTable& nodes;
+  size_t final_cell;
+  double budget;
+};
+
+// A scalar pass at (w_time, w_gpu) into `tables`, and its final solution.
+SeriesParallelSolution SolveScalar(const SolveContext& context, double w_time, double w_gpu,
+                                   bool break_ties_by_gpu, ScalarTables* tables,
+                                   SolveScratch* scratch) {
+  RunScalarPass(context.problem, context.schedule, context.nodes, w_time, w_gpu, break_ties_by_gpu,
+                tables);
+  return ScalarSolution(context.problem, context.schedule, context.nodes, *tables,
+                        &scratch->chosen_cells);
+}
+
+// The state of the Lagrangian relaxation: the best feasible solution so far, the best lower
+// bound on the optimum's time, and the lambda (and its pass's tables) that gave the bound.
+struct Relaxation {
+  SeriesParallelSolution best;
+  double lower_bound = 0;
+  double best_lambda = 0;
+  const ScalarTables* at_best_lambda = nullptr;
+
+  // The bound meets the best solution: it is optimal.
+  bool GapClosed() const {
+    return best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
+  }
+};
+
+// Lagrangian relaxation: the solution of a scalar pass at lambda is optimal for its own
+// GPU-time, so a feasible one is a candidate, and min(time + lambda x gpu) - lambda x budget
+// bounds the optimum below. The best lambda is found by the chord (Newton) method on the lower
+// convex hull of the solutions' (gpu, time): start from the fastest solution (`over` the budget)
+// and the leanest (`relaxation->best`, within it); the lambda at which both weigh the same finds
+// a hull point strictly below their chord, which replaces the end on its side of the budget, or
+// none, and then the two are neighbours on the hull and that lambda maximises the bound.
+void RunChordMethod(const SolveContext& context, CostPoint over, SolveScratch* scratch,
+                    Relaxation* relaxation) {
+  Relaxation& r = *relaxation;
+  CostPoint within = r.best.cost;
+  for (int step = 0; step < kMaxChordSteps && !r.GapClosed() && over.gpu_ms > within.gpu_ms;
+       ++step) {
+    const double lambda = (within.time_ms - over.time_ms) / (over.gpu_ms - within.gpu_ms);
+    if (!(lambda > 0) || std::isinf(lambda)) break;
+    RunScalarPass(context.problem, context.schedule, context.nodes, 1, lambda,
+                  /*break_ties_by_gpu=*/false, &scratch->trial);
+    const double weight = scratch->trial.weight[context.final_cell];
+    if (std::isinf(weight)) break;
+    SeriesParallelSolution solution = ScalarSolution(context.problem, context.schedule,
+                                                     context.nodes, scratch->trial,
+                                                     &scratch->chosen_cells);
+    const CostPoint found = solution.cost;
+    const bool fits = found.gpu_ms <= context.budget;
+    if (fits && found.time_ms < r.best.cost.time_ms) r.best = std::move(solution);
+    const double bound = weight - lambda * context.problem.budget_gpu_ms;
+    if (bound > r.lower_bound) {
+      r.lower_bound = bound;
+      r.best_lambda = lambda;
+      // Kept for the bounds of the Pareto passes; the next trial overwrites the other buffer.
+      std::swap(scratch->trial, scratch->kept_trial);
+      r.at_best_lambda = &scratch->kept_trial;
+    }
+    const double chord = over.time_ms + lambda * over.gpu_ms;
+    if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
+    (fits ? within : over) = found;
+  }
+}
+
+// Exact Pareto passes, pruned with the outside values of the three scalar passes the
+// relaxation kept, for growing targets: the first solution faster than the relaxation's best,
+// or that best.
+SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation relaxation,
+                                       SolveScratch* scratch) {
+  const double incumbent =
+      std::min(relaxation.best.cost.time_ms, context.problem.incumbent_time_ms);
+  Bounds bounds;
+  bounds.lambda = relaxation.best_lambda;
+  bounds.Fill(context.schedule, context.nodes, scratch->fastest, scratch->leanest,
+              *relaxation.at_best_lambda, context.budget);
+  for (double target : ParetoTargets(bounds, relaxation.lower_bound, incumbent)) {
+    ParetoPass pass(context.problem, context.schedule, context.nodes, bounds, target,
+                    &scratch->workspace);
+    SeriesParallelSolution pareto = pass.Run();
+    if (pareto.found && pareto.cost.time_ms < relaxation.best.cost.time_ms) return pareto;
+  }
+  return std::move(relaxation.best);
+}
+
+// The least-time solution within the budget, before the incumbent is taken into account.
+SeriesParallelSolution SolveWithinBudget(const SolveContext& context) {
+  SolveScratch& scratch = ThreadSolveScratch();
+  scratch.chosen_cells.reserve(2 * context.schedule.steps.size() + 1);
+  // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
+  // when it fits the budget.
+  const SeriesParallelSolution fastest =
+      SolveScalar(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch.fastest, &scratch);
+  if (!fastest.found || fastest.cost.gpu_ms <= context.budget) return fastest;
+  // The least GPU-time: when even that does not fit, nothing does.
+  Relaxation relaxation;
+  relaxation.best =
+      SolveScalar(context, 0, 1, /*break_ties_by_gpu=*/false, &scratch.leanest, &scratch);
+  if (!(relaxation.best.cost.gpu_ms <= context.budget)) return SeriesParallelSolution{};
+
+  relaxation.lower_bound = scratch.fastest.weight[context.final_cell];
+  relaxation.at_best_lambda = &scratch.fastest;
+  RunChordMethod(context, fastest.cost, &scratch, &relaxation);
+  if (relaxation.GapClosed()) return std::move(relaxation.best);  // proved optimal
+  return RunParetoPasses(context, std::move(relaxation), &scratch);
+}
+
 }  // namespace
 
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
@@ -670,84 +785,12 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
   const NodeTable node_table(problem);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
-  const double budget = problem.budget_gpu_ms * (1 + kRelativeSlack);
-  auto finish = [&problem](SeriesParallelSolution solution) {
-    solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
-    return solution;
-  };
-
-  // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
-  // when it fits the budget.
-  SolveScratch& scratch = ThreadSolveScratch();
-  ScalarTables& fastest = scratch.fastest;
-  std::vector<ChosenCell>& chosen_cells = scratch.chosen_cells;
-  chosen_cells.reserve(2 * schedule.steps.size() + 1);
-  RunScalarPass(problem, schedule, node_table, 1, 0, /*break_ties_by_gpu=*/true, &fastest);
-  const SeriesParallelSolution fastest_solution =
-      ScalarSolution(problem, schedule, node_table, fastest, &chosen_cells);
-  if (!fastest_solution.found || fastest_solution.cost.gpu_ms <= budget) {
-    return finish(fastest_solution);
-  }
-  // The least GPU-time: when even that does not fit, nothing does.
-  ScalarTables& leanest = scratch.leanest;
-  RunScalarPass(problem, schedule, node_table, 0, 1, /*break_ties_by_gpu=*/false, &leanest);
-  SeriesParallelSolution best =
-      ScalarSolution(problem, schedule, node_table, leanest, &chosen_cells);
-  if (!(best.cost.gpu_ms <= budget)) return finish(SeriesParallelSolution{});
-
-  // Lagrangian relaxation: the solution of a scalar pass at lambda is optimal for its own
-  // GPU-time, so a feasible one is a candidate, and min(time + lambda x gpu) - lambda x budget
-  // bounds the optimum below. The best lambda is found by the chord (Newton) method on the lower
-  // convex hull of the solutions' (gpu, time): start from the fastest solution (over the budget)
-  // and the leanest (within it); the lambda at which both weigh the same finds a hull point
-  // strictly below their chord, which replaces the end on its side of the budget, or none, and
-  // then the two are neighbours on the hull and that lambda maximises the bound.
-  double lower_bound = fastest.weight[final_cell], best_lambda = 0;
-  const ScalarTables* at_best_lambda = &fastest;
-  ScalarTables& trial = scratch.trial;
-  ScalarTables& kept_trial = scratch.kept_trial;
-  auto gap_closed = [&] {
-    return best.cost.time_ms - lower_bound <= kRelativeSlack * best.cost.time_ms;
-  };
-  CostPoint over = fastest_solution.cost, within = best.cost;
-  for (int step = 0; step < kMaxChordSteps && !gap_closed() && over.gpu_ms > within.gpu_ms;
-       ++step) {
-    const double lambda = (within.time_ms - over.time_ms) / (over.gpu_ms - within.gpu_ms);
-    if (!(lambda > 0) || std::isinf(lambda)) break;
-    RunScalarPass(problem, schedule, node_table, 1, lambda, /*break_ties_by_gpu=*/false, &trial);
-    const double weight = trial.weight[final_cell];
-    if (std::isinf(weight)) break;
-    SeriesParallelSolution solution =
-        ScalarSolution(problem, schedule, node_table, trial, &chosen_cells);
-    const CostPoint found = solution.cost;
-    const bool fits = found.gpu_ms <= budget;
-    if (fits && found.time_ms < best.cost.time_ms) best = std::move(solution);
-    const double bound = weight - lambda * problem.budget_gpu_ms;
-    if (bound > lower_bound) {
-      lower_bound = bound;
-      best_lambda = lambda;
-      std::swap(trial, kept_trial);
-      at_best_lambda = &kept_trial;
-    }
-    const double chord = over.time_ms + lambda * over.gpu_ms;
-    if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
-    (fits ? within : over) = found;
-  }
-  if (gap_closed()) return finish(best);  // the relaxation proved it optimal
-  const double incumbent = std::min(best.cost.time_ms, problem.incumbent_time_ms);
-
-  // Exact Pareto passes, pruned with the outside values of the three scalar passes kept above,
-  // for growing targets.
-  Bounds bounds;
-  bounds.lambda = best_lambda;
-  bounds.Fill(schedule, node_table, fastest, leanest, *at_best_lambda, budget);
-  ParetoWorkspace& workspace = scratch.workspace;
-  for (double target : ParetoTargets(bounds, lower_bound, incumbent)) {
-    ParetoPass pass(problem, schedule, node_table, bounds, target, &workspace);
-    SeriesParallelSolution pareto = pass.Run();
-    if (pareto.found && pareto.cost.time_ms < best.cost.time_ms) return finish(pareto);
-  }
-  return finish(best);
+  const SolveContext context{problem, schedule, node_table, final_cell,
+                             problem.budget_gpu_ms * (1 + kRelativeSlack)};
+  SeriesParallelSolution solution = SolveWithinBudget(context);
+  // Only a solution that beats the caller's incumbent counts as found.
+  solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
+  return solution;
 }
 
 }  // namespace deepool::planner

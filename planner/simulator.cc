@@ -166,76 +166,115 @@ void AddBgAloneDevice(int device, const BgIteration* job, SimConfigResult* confi
   config->devices.push_back(std::move(usage));
 }
 
-}  // namespace
-
-StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
-  RETURN_IF_ERROR(CheckRequest(request));
-  const SimFgJob& fg = request.fg;
-  const int total = fg.devices;
-  const EngineOptions& engine = request.engine;
-
+// The report's description of the request, before any configuration is run.
+SimReport ReportHeader(const SimRequest& request) {
   SimReport report;
-  report.fg_model = fg.graph->name();
-  report.profile_source = fg.profile->source();
-  report.global_batch = fg.global_batch;
-  report.devices = total;
-  report.amplification_limit = fg.amplification_limit;
+  report.fg_model = request.fg.graph->name();
+  report.profile_source = request.fg.profile->source();
+  report.global_batch = request.fg.global_batch;
+  report.devices = request.fg.devices;
+  report.amplification_limit = request.fg.amplification_limit;
   report.cluster_name = request.cluster.name;
-  report.engine = engine;
+  report.engine = request.engine;
+  return report;
+}
 
-  ASSIGN_OR_RETURN(const std::vector<BgIteration> bg_iterations,
-                   BuildBgIterations(request, &report));
-  auto bg_on = [&](int device) -> const BgIteration* {
-    if (bg_iterations.empty()) return nullptr;
-    return &bg_iterations[static_cast<size_t>(device) % bg_iterations.size()];
-  };
-  auto run_fg = [&](const FgRun& run, bool with_bg) -> StatusOr<MultiplexResult> {
-    std::vector<const BgIteration*> bg(static_cast<size_t>(run.timeline.num_devices), nullptr);
-    if (with_bg) {
-      for (int d = 0; d < run.timeline.num_devices; ++d) bg[static_cast<size_t>(d)] = bg_on(d);
-    }
-    return SimulateMultiplexing(run.timeline, bg, engine);
-  };
+// Runs FG timelines through the engine, with or without the BG jobs on their devices.
+class FgRunner {
+ public:
+  FgRunner(const EngineOptions& engine, const std::vector<BgIteration>& bg_iterations)
+      : engine_(engine), bg_iterations_(bg_iterations) {}
 
-  // DP and BP on all devices; BP+BG collocates a BG job on every device.
-  ASSIGN_OR_RETURN(const FgRun dp, PlanFg(request, total, /*burst=*/false));
-  report.single_device_ms = dp.plan.single_device_ms;
-  ASSIGN_OR_RETURN(MultiplexResult dp_result, run_fg(dp, false));
-  report.configs.push_back(FromMultiplex("DP", SimConfigKind::kDataParallel, dp, dp_result));
-  report.configs.back().fg_parallelism = "dp";
-
-  ASSIGN_OR_RETURN(const FgRun bp, PlanFg(request, total, /*burst=*/true));
-  ASSIGN_OR_RETURN(MultiplexResult bp_result, run_fg(bp, false));
-  report.configs.push_back(FromMultiplex("BP", SimConfigKind::kBurstParallel, bp, bp_result));
-  report.configs.back().fg_parallelism = "bp";
-  if (!bg_iterations.empty()) {
-    ASSIGN_OR_RETURN(MultiplexResult collocated, run_fg(bp, true));
-    report.configs.push_back(
-        FromMultiplex("BP+BG", SimConfigKind::kBurstParallelWithBg, bp, collocated));
-    report.configs.back().fg_parallelism = "bp";
+  // Device d hosts BG job d % (number of BG jobs), or none when there are none.
+  const BgIteration* BgOn(int device) const {
+    if (bg_iterations_.empty()) return nullptr;
+    return &bg_iterations_[static_cast<size_t>(device) % bg_iterations_.size()];
   }
 
-  // Static partitions: FG alone on ranks 0..k-1, a BG job alone on each of ranks k..G-1.
+  bool HasBg() const { return !bg_iterations_.empty(); }
+
+  StatusOr<MultiplexResult> Run(const FgRun& run, bool with_bg) const {
+    std::vector<const BgIteration*> bg(static_cast<size_t>(run.timeline.num_devices), nullptr);
+    if (with_bg) {
+      for (int d = 0; d < run.timeline.num_devices; ++d) bg[static_cast<size_t>(d)] = BgOn(d);
+    }
+    return SimulateMultiplexing(run.timeline, bg, engine_);
+  }
+
+ private:
+  const EngineOptions& engine_;
+  const std::vector<BgIteration>& bg_iterations_;
+};
+
+SimConfigResult WithParallelism(SimConfigResult config, const char* fg_parallelism) {
+  config.fg_parallelism = fg_parallelism;
+  return config;
+}
+
+// DP and BP on all devices; BP+BG collocates a BG job on every device (only when there are BG
+// jobs).
+Status AddWholeClusterConfigs(const SimRequest& request, const FgRunner& runner,
+                              SimReport* report) {
+  const int total = request.fg.devices;
+  ASSIGN_OR_RETURN(const FgRun dp, PlanFg(request, total, /*burst=*/false));
+  report->single_device_ms = dp.plan.single_device_ms;
+  ASSIGN_OR_RETURN(MultiplexResult dp_result, runner.Run(dp, false));
+  report->configs.push_back(
+      WithParallelism(FromMultiplex("DP", SimConfigKind::kDataParallel, dp, dp_result), "dp"));
+
+  ASSIGN_OR_RETURN(const FgRun bp, PlanFg(request, total, /*burst=*/true));
+  ASSIGN_OR_RETURN(MultiplexResult bp_result, runner.Run(bp, false));
+  report->configs.push_back(
+      WithParallelism(FromMultiplex("BP", SimConfigKind::kBurstParallel, bp, bp_result), "bp"));
+  if (runner.HasBg()) {
+    ASSIGN_OR_RETURN(MultiplexResult collocated, runner.Run(bp, true));
+    report->configs.push_back(WithParallelism(
+        FromMultiplex("BP+BG", SimConfigKind::kBurstParallelWithBg, bp, collocated), "bp"));
+  }
+  return Status::Ok();
+}
+
+// Static partitions: FG alone on ranks 0..k-1, a BG job alone on each of ranks k..G-1.
+Status AddStaticPartitionConfigs(const SimRequest& request, const FgRunner& runner,
+                                 SimReport* report) {
+  const int total = request.fg.devices;
   const std::vector<int> partitions =
       request.partitions.empty() ? DefaultPartitions(total) : request.partitions;
   for (bool burst : {false, true}) {
     for (int k : partitions) {
       ASSIGN_OR_RETURN(const FgRun run, PlanFg(request, k, burst));
-      ASSIGN_OR_RETURN(const MultiplexResult fg_alone, run_fg(run, false));
+      ASSIGN_OR_RETURN(const MultiplexResult fg_alone, runner.Run(run, false));
       SimConfigResult config = FromMultiplex(PartitionName(k, total, burst),
                                              SimConfigKind::kStaticPartition, run, fg_alone);
       config.fg_parallelism = burst ? "bp" : "dp";
-      for (int d = k; d < total; ++d) AddBgAloneDevice(d, bg_on(d), &config);
-      report.configs.push_back(std::move(config));
+      for (int d = k; d < total; ++d) AddBgAloneDevice(d, runner.BgOn(d), &config);
+      report->configs.push_back(std::move(config));
     }
   }
+  return Status::Ok();
+}
 
-  const double dp_total = report.configs.front().fg_samples_per_s;
-  for (SimConfigResult& config : report.configs) {
+// The totals and the ratios against one device and against DP (the first configuration).
+void AddTotals(SimReport* report) {
+  const double dp_total = report->configs.front().fg_samples_per_s;
+  for (SimConfigResult& config : report->configs) {
     config.total_samples_per_s = config.fg_samples_per_s + config.bg_samples_per_s;
-    config.fg_speedup = report.single_device_ms / config.fg_iteration_ms;
+    config.fg_speedup = report->single_device_ms / config.fg_iteration_ms;
     config.ratio_to_dp = config.total_samples_per_s / dp_total;
   }
+}
+
+}  // namespace
+
+StatusOr<SimReport> SimulateCluster(const SimRequest& request) {
+  RETURN_IF_ERROR(CheckRequest(request));
+  SimReport report = ReportHeader(request);
+  ASSIGN_OR_RETURN(const std::vector<BgIteration> bg_iterations,
+                   BuildBgIterations(request, &report));
+  const FgRunner runner(request.engine, bg_iterations);
+  RETURN_IF_ERROR(AddWholeClusterConfigs(request, runner, &report));
+  RETURN_IF_ERROR(AddStaticPartitionConfigs(request, runner, &report));
+  AddTotals(&report);
   return report;
 }
 
