@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "common/status.h"
 
@@ -97,5 +98,19 @@ StatusOr<const nlohmann::json*> ReadRequiredObject(const nlohmann::json& object,
                                                    std::string_view name, const std::string& path);
 StatusOr<const nlohmann::json*> ReadRequiredArray(const nlohmann::json& object,
                                                   std::string_view name, const std::string& path);
+
+// A required array whose elements are all T (as ReadOptionalField's types): "missing field ...",
+// "field <path><name> must be an array", "field <path><name>[i] must be an integer".
+template <typename T>
+StatusOr<std::vector<T>> ReadRequiredList(const nlohmann::json& object, std::string_view name,
+                                          const std::string& path) {
+  ASSIGN_OR_RETURN(const nlohmann::json* array, ReadRequiredArray(object, name, path));
+  std::vector<T> values(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    const std::string element = std::string(name) + "[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(json_fields_internal::Convert((*array)[i], element, path, &values[i]));
+  }
+  return values;
+}
 
 }  // namespace deepool

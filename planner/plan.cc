@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "common/json_fields.h"
 #include "planner/graph.h"
 
 namespace deepool::planner {
@@ -16,69 +17,6 @@ using nlohmann::json;
 
 constexpr std::string_view kPlanFormatName = "deepool.plan";
 
-std::string At(const std::string& path, std::string_view field) {
-  return path.empty() ? std::string(field) : path + "." + std::string(field);
-}
-
-// Typed field readers: every error names the field path, e.g. "layers[3].samples".
-Status Require(const json& object, const std::string& path, std::string_view field) {
-  if (!object.contains(field)) return InvalidArgumentError(At(path, field) + " is missing");
-  return Status::Ok();
-}
-
-StatusOr<double> ReadNumber(const json& object, const std::string& path, std::string_view field,
-                            std::optional<double> fallback = std::nullopt) {
-  if (!object.contains(field)) {
-    if (fallback) return *fallback;
-    return InvalidArgumentError(At(path, field) + " is missing");
-  }
-  const json& value = object.at(std::string(field));
-  if (!value.is_number()) return InvalidArgumentError(At(path, field) + " must be a number");
-  return value.get<double>();
-}
-
-StatusOr<int64_t> ReadInt(const json& object, const std::string& path, std::string_view field,
-                          std::optional<int64_t> fallback = std::nullopt) {
-  if (!object.contains(field)) {
-    if (fallback) return *fallback;
-    return InvalidArgumentError(At(path, field) + " is missing");
-  }
-  const json& value = object.at(std::string(field));
-  if (!value.is_number_integer()) {
-    return InvalidArgumentError(At(path, field) + " must be an integer");
-  }
-  return value.get<int64_t>();
-}
-
-StatusOr<std::string> ReadString(const json& object, const std::string& path,
-                                 std::string_view field,
-                                 std::optional<std::string> fallback = std::nullopt) {
-  if (!object.contains(field)) {
-    if (fallback) return *fallback;
-    return InvalidArgumentError(At(path, field) + " is missing");
-  }
-  const json& value = object.at(std::string(field));
-  if (!value.is_string()) return InvalidArgumentError(At(path, field) + " must be a string");
-  return value.get<std::string>();
-}
-
-StatusOr<std::vector<int64_t>> ReadIntArray(const json& object, const std::string& path,
-                                            std::string_view field) {
-  RETURN_IF_ERROR(Require(object, path, field));
-  const json& value = object.at(std::string(field));
-  if (!value.is_array()) return InvalidArgumentError(At(path, field) + " must be an array");
-  std::vector<int64_t> out;
-  out.reserve(value.size());
-  for (size_t i = 0; i < value.size(); ++i) {
-    if (!value[i].is_number_integer()) {
-      return InvalidArgumentError(At(path, field) + "[" + std::to_string(i) +
-                                  "] must be an integer");
-    }
-    out.push_back(value[i].get<int64_t>());
-  }
-  return out;
-}
-
 json TotalsToJson(const PlanTotals& totals) {
   return json{{"iteration_ms", totals.iteration_ms},
               {"gpu_seconds", totals.gpu_seconds},
@@ -87,15 +25,13 @@ json TotalsToJson(const PlanTotals& totals) {
 }
 
 StatusOr<PlanTotals> TotalsFromJson(const json& doc, const std::string& field) {
-  RETURN_IF_ERROR(Require(doc, "", field));
-  const json& object = doc.at(field);
-  if (!object.is_object()) return InvalidArgumentError(field + " must be an object");
+  ASSIGN_OR_RETURN(const json* object, ReadRequiredObject(doc, field, ""));
+  const std::string path = field + ".";
   PlanTotals totals;
-  ASSIGN_OR_RETURN(totals.iteration_ms, ReadNumber(object, field, "iteration_ms", 0.0));
-  ASSIGN_OR_RETURN(totals.gpu_seconds, ReadNumber(object, field, "gpu_seconds", 0.0));
-  ASSIGN_OR_RETURN(totals.amplification, ReadNumber(object, field, "amplification", 0.0));
-  ASSIGN_OR_RETURN(int64_t used, ReadInt(object, field, "devices_used", 0));
-  totals.devices_used = static_cast<int>(used);
+  RETURN_IF_ERROR(ReadOptionalField(*object, "iteration_ms", path, &totals.iteration_ms));
+  RETURN_IF_ERROR(ReadOptionalField(*object, "gpu_seconds", path, &totals.gpu_seconds));
+  RETURN_IF_ERROR(ReadOptionalField(*object, "amplification", path, &totals.amplification));
+  RETURN_IF_ERROR(ReadOptionalField(*object, "devices_used", path, &totals.devices_used));
   return totals;
 }
 
@@ -226,44 +162,36 @@ StatusOr<Plan> ParsePlanJson(std::string_view text) {
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return InvalidArgumentError("plan: not valid JSON");
   if (!doc.is_object()) return InvalidArgumentError("plan: the document must be a JSON object");
-  ASSIGN_OR_RETURN(std::string format, ReadString(doc, "", "format"));
-  if (format != kPlanFormatName) {
-    return InvalidArgumentError("format must be \"deepool.plan\", not \"" + format + "\"");
-  }
-  ASSIGN_OR_RETURN(int64_t version, ReadInt(doc, "", "version"));
-  if (version != kPlanFormatVersion) {
-    return InvalidArgumentError("version " + std::to_string(version) +
-                                " is not supported (this build reads version " +
-                                std::to_string(kPlanFormatVersion) + ")");
-  }
+  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kPlanFormatName, kPlanFormatVersion));
   Plan plan;
-  ASSIGN_OR_RETURN(plan.model, ReadString(doc, "", "model", std::string()));
-  ASSIGN_OR_RETURN(plan.global_batch, ReadInt(doc, "", "global_batch"));
-  ASSIGN_OR_RETURN(int64_t num_devices, ReadInt(doc, "", "num_devices"));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "model", "", &plan.model));
+  ASSIGN_OR_RETURN(plan.global_batch, ReadRequiredField<int64_t>(doc, "global_batch", ""));
+  ASSIGN_OR_RETURN(int64_t num_devices, ReadRequiredField<int64_t>(doc, "num_devices", ""));
   if (num_devices < 1 || num_devices > (1 << 24)) {
     return InvalidArgumentError("num_devices must be in [1, 2^24]");
   }
   plan.num_devices = static_cast<int>(num_devices);
-  ASSIGN_OR_RETURN(plan.amplification_limit, ReadNumber(doc, "", "amplification_limit", 0.0));
-  ASSIGN_OR_RETURN(plan.profile_source, ReadString(doc, "", "profile_source", std::string()));
-  ASSIGN_OR_RETURN(plan.single_device_ms, ReadNumber(doc, "", "single_device_ms", 0.0));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "amplification_limit", "", &plan.amplification_limit));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "profile_source", "", &plan.profile_source));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "single_device_ms", "", &plan.single_device_ms));
   if (doc.contains("totals")) {
     ASSIGN_OR_RETURN(plan.totals, TotalsFromJson(doc, "totals"));
   }
   if (doc.contains("data_parallel")) {
     ASSIGN_OR_RETURN(plan.data_parallel, TotalsFromJson(doc, "data_parallel"));
   }
-  RETURN_IF_ERROR(Require(doc, "", "layers"));
-  const json& layers = doc.at("layers");
-  if (!layers.is_array()) return InvalidArgumentError("layers must be an array");
+  ASSIGN_OR_RETURN(const json* layers_field, ReadRequiredArray(doc, "layers", ""));
+  const json& layers = *layers_field;
   plan.layers.reserve(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string path = "layers[" + std::to_string(i) + "]";
     const json& entry = layers[i];
     if (!entry.is_object()) return InvalidArgumentError(path + " must be an object");
     LayerPlacement placement;
-    ASSIGN_OR_RETURN(placement.layer, ReadString(entry, path, "layer"));
-    ASSIGN_OR_RETURN(std::vector<int64_t> devices, ReadIntArray(entry, path, "devices"));
+    const std::string fields = path + ".";
+    ASSIGN_OR_RETURN(placement.layer, ReadRequiredField<std::string>(entry, "layer", fields));
+    ASSIGN_OR_RETURN(std::vector<int64_t> devices,
+                     ReadRequiredList<int64_t>(entry, "devices", fields));
     for (int64_t rank : devices) {
       if (rank < 0 || rank >= plan.num_devices) {
         return InvalidArgumentError(path + ".devices: rank " + std::to_string(rank) +
@@ -271,10 +199,10 @@ StatusOr<Plan> ParsePlanJson(std::string_view text) {
       }
       placement.devices.push_back(static_cast<int>(rank));
     }
-    ASSIGN_OR_RETURN(placement.samples, ReadIntArray(entry, path, "samples"));
-    ASSIGN_OR_RETURN(placement.forward_ms, ReadNumber(entry, path, "forward_ms", 0.0));
-    ASSIGN_OR_RETURN(placement.backward_ms, ReadNumber(entry, path, "backward_ms", 0.0));
-    ASSIGN_OR_RETURN(placement.comm_ms, ReadNumber(entry, path, "comm_ms", 0.0));
+    ASSIGN_OR_RETURN(placement.samples, ReadRequiredList<int64_t>(entry, "samples", fields));
+    RETURN_IF_ERROR(ReadOptionalField(entry, "forward_ms", fields, &placement.forward_ms));
+    RETURN_IF_ERROR(ReadOptionalField(entry, "backward_ms", fields, &placement.backward_ms));
+    RETURN_IF_ERROR(ReadOptionalField(entry, "comm_ms", fields, &placement.comm_ms));
     plan.layers.push_back(std::move(placement));
   }
   RETURN_IF_ERROR(plan.Validate());

@@ -109,7 +109,7 @@ TEST_CASE("plan parsing names the offending field", "[plan]") {
   CHECK_THAT(ErrorOf(doc), Catch::Contains("version 2"));
   doc = good;
   doc.erase("global_batch");
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("global_batch is missing"));
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("missing field global_batch"));
   doc = good;
   doc["layers"][1]["samples"] = {9};
   CHECK_THAT(ErrorOf(doc), Catch::Contains("layers[1] (fc): samples sum to 9"));
