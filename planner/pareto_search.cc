@@ -762,7 +762,7 @@ SeriesParallelSolution SolveWithinBudget(const SolveContext& context) {
   scratch.chosen_cells.reserve(2 * context.schedule.steps.size() + 1);
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
   // when it fits the budget.
-  const SeriesParallelSolution fastest =
+  SeriesParallelSolution fastest =
       SolveScalar(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch.fastest, &scratch);
   if (!fastest.found || fastest.cost.gpu_ms <= context.budget) return fastest;
   // The least GPU-time: when even that does not fit, nothing does.
