@@ -13,12 +13,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-FollowStop SlowProbe() {
-  FollowStop stop;
-  stop.cancel_probe = 60s;
-  return stop;
-}
-
 TEST_CASE("a queued command reaches the stream at once", "[command_stream]") {
   Harness h;
   h.AddNode("a", 2);

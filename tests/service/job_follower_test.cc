@@ -9,18 +9,13 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A probe this long would make any timer-driven wake-up show as a stall.
-FollowStop SlowProbe() {
-  FollowStop stop;
-  stop.cancel_probe = 60s;
-  return stop;
-}
+using testing::SlowProbe;
 
 struct Fixture {
   FakeClock clock;

@@ -1,4 +1,5 @@
-// Test helpers for the coordinator: a FakePlanningBackend and a temporary directory.
+// Test helpers for the coordinator: a FakePlanningBackend, a temporary directory and a slow
+// cancel probe for the stream loops.
 #pragma once
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "coordinator/follow_stop.h"
 #include "coordinator/planning.h"
 
 namespace deepool::coordinator::testing {
@@ -91,5 +93,13 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A stream loop (JobFollower, StreamNodeCommands) stopped by this wakes on its 60 s cancel
+// probe only, so a test that gets its answer at once shows the loop woke on a notification.
+inline FollowStop SlowProbe() {
+  FollowStop stop;
+  stop.cancel_probe = std::chrono::seconds(60);
+  return stop;
+}
 
 }  // namespace deepool::coordinator::testing
