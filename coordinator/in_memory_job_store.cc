@@ -67,4 +67,15 @@ StatusOr<std::optional<std::string>> InMemoryJobStore::LoadProfile(const std::st
   return std::optional<std::string>(it->second);
 }
 
+Status InMemoryJobStore::ReserveSeqs(int64_t bound) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seq_reservation_ = bound;
+  return Status::Ok();
+}
+
+StatusOr<int64_t> InMemoryJobStore::LoadSeqReservation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seq_reservation_;
+}
+
 }  // namespace deepool::coordinator

@@ -11,7 +11,10 @@ JobManager::JobManager(JobStore* store, const Clock* clock) : store_(store), clo
 
 Status JobManager::Load() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->LoadJobs());
+  ASSIGN_OR_RETURN(const int64_t reserved, store_->LoadSeqReservation());
   std::lock_guard<std::mutex> lock(mu_);
+  // Ids up to the reservation may have been issued to jobs whose records are gone.
+  next_seq_ = std::max(next_seq_, reserved);
   for (JobRecord& job : jobs) {
     next_seq_ = std::max(next_seq_, job.seq + 1);
     std::string id = job.id;
@@ -21,9 +24,18 @@ Status JobManager::Load() {
   return Status::Ok();
 }
 
+Status JobManager::ReserveSeqLocked() {
+  if (next_seq_ < seq_reserved_) return Status::Ok();
+  const int64_t bound = next_seq_ + kSeqReservationBlock;
+  RETURN_IF_ERROR(store_->ReserveSeqs(bound));
+  seq_reserved_ = bound;
+  return Status::Ok();
+}
+
 StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_) return UnavailableError("coordinator is shutting down");
+  RETURN_IF_ERROR(ReserveSeqLocked());
   JobRecord job;
   job.seq = next_seq_;
   char id[32];
@@ -205,8 +217,16 @@ uint64_t JobManager::WaitForJobChange(const std::string& job_id, uint64_t seen,
 
 void JobManager::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return;
   shutdown_ = true;
   changed_.notify_all();
+  // A clean stop hands the unused part of the reservation back, so the next start goes on from
+  // the next id rather than the next block; after a crash the ids of one block are skipped.
+  if (seq_reserved_ > next_seq_) {
+    if (Status s = store_->ReserveSeqs(next_seq_); !s.ok()) {
+      DP_LOG_WARN("job id reservation kept at {}: {}", seq_reserved_, s.ToString());
+    }
+  }
 }
 
 bool JobManager::shutting_down() const {

@@ -76,6 +76,9 @@ class JobManager {
  private:
   static bool TransitionAllowed(JobState from, JobState to);
   StatusOr<JobRecord> CommitLocked(JobRecord updated);
+  // Makes next_seq_ covered by a durable reservation (JobStore::ReserveSeqs), a block at a time.
+  Status ReserveSeqLocked();
+  static constexpr int64_t kSeqReservationBlock = 100;
 
   JobStore* store_;
   const Clock* clock_;
@@ -83,6 +86,7 @@ class JobManager {
   mutable std::condition_variable changed_;
   std::map<std::string, JobRecord> jobs_;
   int64_t next_seq_ = 1;
+  int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;
   std::map<std::string, uint64_t> job_versions_;
   bool shutdown_ = false;

@@ -39,6 +39,13 @@ class JobStore {
                              const std::string& profile_json) = 0;
   virtual StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
                                                            const std::string& device_type) = 0;
+  // Job ids come from a sequence. ReserveSeqs records durably that no number at or above `bound`
+  // has been issued (the caller reserves before it issues one); LoadSeqReservation returns the
+  // last bound recorded (0: none). A job whose record was later lost still counts, so no id is
+  // issued twice. SQLite keeps the reservation in its main database file, so it outlives a lost
+  // write-ahead log.
+  virtual Status ReserveSeqs(int64_t bound) = 0;
+  virtual StatusOr<int64_t> LoadSeqReservation() = 0;
 };
 
 class InMemoryJobStore final : public JobStore {
@@ -53,16 +60,20 @@ class InMemoryJobStore final : public JobStore {
                      const std::string& profile_json) override;
   StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
                                                    const std::string& device_type) override;
+  Status ReserveSeqs(int64_t bound) override;
+  StatusOr<int64_t> LoadSeqReservation() override;
 
  private:
   std::mutex mu_;
+  int64_t seq_reservation_ = 0;
   std::map<std::string, JobRecord> jobs_;
   std::map<std::string, std::vector<LogRecord>> logs_;
   std::map<std::pair<std::string, std::string>, std::string> profiles_;
 };
 
 // Opens (creating if needed) the SQLite database at `path`, in WAL mode. Every write is one
-// transaction, committed before the call returns.
+// transaction, committed before the call returns. An existing file of 0 bytes is refused (a
+// truncated store must not come back as an empty one).
 StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path);
 
 }  // namespace deepool::coordinator

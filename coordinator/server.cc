@@ -34,7 +34,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->store_ = std::move(store);
   s->planner_ = std::move(planner);
   s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock);
-  RETURN_IF_ERROR(s->jobs_->Load());
+  RETURN_IF_ERROR(s->jobs_->Load().WithContext(
+      "loading the job store (restore it from a backup, or move it aside to start with no jobs)"));
   s->nodes_ = std::make_unique<NodeRegistry>(clock, options.node_timeout);
   SchedulerOptions scheduler_options = options.scheduler;
   if (scheduler_options.resend_after < 2 * options.heartbeat_interval) {
@@ -80,8 +81,9 @@ void CoordinatorServer::ControlLoop() {
 void CoordinatorServer::Shutdown() {
   if (stopping_.exchange(true)) return;
   DP_LOG_INFO("coordinator shutting down");
-  jobs_->Shutdown();
-  scheduler_->Shutdown();
+  // Start may have failed half-way: only what was built is stopped.
+  if (jobs_) jobs_->Shutdown();
+  if (scheduler_) scheduler_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (control_thread_.joinable()) control_thread_.join();
 }

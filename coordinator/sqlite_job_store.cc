@@ -3,9 +3,11 @@
 // Job records are stored as JSON next to the columns queries need; a job's graph and plan
 // documents (large, written once per dispatch) live in their own table and are rewritten only
 // when they change, so the frequent progress updates stay small writes.
+// Job id reservations (see JobStore::ReserveSeqs) are checkpointed into the main file at once.
 // Threading: one connection, guarded by mu_.
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -43,6 +45,10 @@ CREATE TABLE IF NOT EXISTS profiles (
   device_type TEXT NOT NULL,
   profile TEXT NOT NULL,
   PRIMARY KEY (model_key, device_type)
+);
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
 );
 )sql";
 
@@ -100,23 +106,50 @@ class SQLiteJobStore final : public JobStore {
     std::lock_guard<std::mutex> lock(mu_);
     Statement st(
         db_,
-        "SELECT j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
+        "SELECT j.id, j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
         "ORDER BY j.seq");
     if (!st.ok()) return Error("prepare load jobs");
     std::vector<JobRecord> jobs;
     int rc;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-      auto doc = nlohmann::json::parse(st.Text(0), nullptr, false);
-      if (doc.is_discarded()) return DataLossError("stored job record is not JSON");
-      ASSIGN_OR_RETURN(JobRecord job, JobRecordFromJson(doc));
-      job.graph_json = st.Text(1);
-      job.plan_json = st.Text(2);
+      const std::string id = st.Text(0);
+      auto doc = nlohmann::json::parse(st.Text(1), nullptr, false);
+      if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
+      StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
+      if (!loaded.ok()) {
+        return DataLossError("the stored record of " + id + " is damaged: " +
+                             loaded.status().message());
+      }
+      JobRecord job = std::move(*loaded);
+      job.graph_json = st.Text(2);
+      job.plan_json = st.Text(3);
       plan_hashes_[job.id] =
           std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("load jobs");
     return jobs;
+  }
+
+  Status ReserveSeqs(int64_t bound) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement st(db_,
+                 "INSERT OR REPLACE INTO meta(key, value) VALUES('seq_reserved', ?)");
+    if (!st.ok()) return Error("prepare reserve job ids");
+    st.Bind(1, bound);
+    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("reserve job ids");
+    // Into the main file now: a reservation that lived only in the WAL would die with it.
+    return Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+
+  StatusOr<int64_t> LoadSeqReservation() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement st(db_, "SELECT value FROM meta WHERE key = 'seq_reserved'");
+    if (!st.ok()) return Error("prepare load job id reservation");
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_ROW) return st.Int(0);
+    if (rc != SQLITE_DONE) return Error("load job id reservation");
+    return int64_t{0};
   }
 
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
@@ -263,6 +296,13 @@ class SQLiteJobStore final : public JobStore {
 }  // namespace
 
 StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec) {
+    return DataLossError("job store " + path +
+                         " is empty (0 bytes): it was truncated or lost its contents. The "
+                         "coordinator will not start empty over it; restore it from a backup, or "
+                         "move it aside to start with no jobs");
+  }
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,

@@ -13,6 +13,7 @@
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
 #include "protocol/version.h"
+#include "tests/service/failing_job_store.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -79,6 +80,20 @@ struct Cluster {
 
 constexpr const char* kTinyJob =
     R"({"name":"t","model":"tiny","global_batch":8,"gpus":1,"iterations":2,"profile":"analytical"})";
+
+TEST_CASE("a coordinator whose store cannot load says so and stops cleanly", "[service]") {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.control_loop = false;
+  auto store = std::make_unique<testing::FailingJobStore>();
+  store->fail_loads = true;
+  FakeClock clock;
+  auto started = CoordinatorServer::Start(options, std::move(store),
+                                          std::make_unique<testing::FakePlanningBackend>(), &clock);
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.status().code() == StatusCode::kDataLoss);
+  CHECK_THAT(started.status().message(), Catch::Contains("loading the job store"));
+}
 
 TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   Cluster c;

@@ -13,12 +13,17 @@ class FailingJobStore final : public JobStore {
   // While set, every write (jobs, logs, profiles) fails with UNAVAILABLE; reads work.
   std::atomic<bool> fail_writes{false};
   std::atomic<int> failed_writes{0};
+  // While set, loading the jobs fails as a corrupt database would make it.
+  std::atomic<bool> fail_loads{false};
 
   Status SaveJob(const JobRecord& job) override {
     if (Refuse()) return Failure();
     return memory_.SaveJob(job);
   }
-  StatusOr<std::vector<JobRecord>> LoadJobs() override { return memory_.LoadJobs(); }
+  StatusOr<std::vector<JobRecord>> LoadJobs() override {
+    if (fail_loads) return DataLossError("database disk image is malformed (injected)");
+    return memory_.LoadJobs();
+  }
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     if (Refuse()) return Failure();
     return memory_.AppendLogs(job_id, lines);
@@ -39,6 +44,11 @@ class FailingJobStore final : public JobStore {
                                                    const std::string& device_type) override {
     return memory_.LoadProfile(model_key, device_type);
   }
+  Status ReserveSeqs(int64_t bound) override {
+    if (Refuse()) return Failure();
+    return memory_.ReserveSeqs(bound);
+  }
+  StatusOr<int64_t> LoadSeqReservation() override { return memory_.LoadSeqReservation(); }
 
  private:
   bool Refuse() {

@@ -1,5 +1,6 @@
 #include "coordinator/job_manager.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "common/clock.h"
@@ -105,6 +106,7 @@ TEST_CASE("a reloaded manager continues ids and keeps everything (SQLite restart
     REQUIRE(jobs.Transition(id, JobState::kPlanning, "p").ok());
     REQUIRE(jobs.Update(id, [](JobRecord& r) { r.progress.iteration = 2; }).ok());
     REQUIRE(jobs.AppendLogs(id, {{0, 1, "n", 0, "hello"}}).ok());
+    jobs.Shutdown();  // a clean stop
   }
   auto store = OpenSQLiteJobStore(dir.File("c.db"));
   REQUIRE(store.ok());
@@ -117,6 +119,34 @@ TEST_CASE("a reloaded manager continues ids and keeps everything (SQLite restart
   CHECK(job->history.size() == 2);
   CHECK(jobs.ReadLogs(id, 0, 0)->at(0).line == "hello");
   CHECK(jobs.Submit(TinySpec())->id == "job-000002");
+}
+
+TEST_CASE("an id is never issued twice, even after its job's record was lost", "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager before(&store, &clock);
+  REQUIRE(before.Load().ok());
+  std::vector<std::string> issued;
+  for (int i = 0; i < 3; ++i) issued.push_back(before.Submit(TinySpec())->id);
+  CHECK(issued.back() == "job-000003");
+
+  SECTION("a crash keeps the reservation: the next start skips the rest of the block") {
+    // What survived on disk: the first job only, and the reservation.
+    InMemoryJobStore survived;
+    REQUIRE(survived.SaveJob(*before.Get(issued[0])).ok());
+    REQUIRE(survived.ReserveSeqs(*store.LoadSeqReservation()).ok());
+    JobManager after(&survived, &clock);
+    REQUIRE(after.Load().ok());
+    const std::string next = after.Submit(TinySpec())->id;
+    CHECK(std::find(issued.begin(), issued.end(), next) == issued.end());
+    CHECK(next > issued.back());
+  }
+  SECTION("a clean stop hands the block back: the next start goes on from the next id") {
+    before.Shutdown();
+    JobManager after(&store, &clock);
+    REQUIRE(after.Load().ok());
+    CHECK(after.Submit(TinySpec())->id == "job-000004");
+  }
 }
 
 TEST_CASE("WaitForChange returns once something changed", "[job_manager]") {
