@@ -3,6 +3,42 @@
 #include <cmath>
 
 namespace deepool {
+namespace {
+
+bool NestedDeeperThan(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what) {
+  if (NestedDeeperThan(text, kMaxJsonDepth)) {
+    return InvalidArgumentError(std::string(what) + ": nested deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
+  }
+  nlohmann::json doc =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError(std::string(what) + ": not valid JSON");
+  return doc;
+}
 
 Status CheckKnownFields(const nlohmann::json& object, std::initializer_list<const char*> known,
                         const std::string& path) {

@@ -22,6 +22,15 @@
 
 namespace deepool {
 
+// No deepool document nests deeper than about 10 levels. Outside input nested deeper than this is
+// refused before it is parsed: printing or walking it would recurse that deep and overflow the
+// stack.
+inline constexpr int kMaxJsonDepth = 100;
+
+// Parses a document that came from outside. Errors (INVALID_ARGUMENT) read "<what>: not valid
+// JSON" or "<what>: nested deeper than 100 levels".
+StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what);
+
 // Refuses fields a reader would silently ignore (a typo such as "bandwith_gbps").
 Status CheckKnownFields(const nlohmann::json& object, std::initializer_list<const char*> known,
                         const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/json_fields.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_spec_json.h"
 
@@ -174,8 +175,8 @@ json JobSpecToJson(const JobSpec& spec) {
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {
-    json graph = json::parse(spec.graph_json, nullptr, false);
-    doc["graph"] = graph.is_discarded() ? json(spec.graph_json) : graph;
+    StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
+    doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);
   }
   if (!spec.checkpoint_path.empty()) doc["checkpoint"] = {{"path", spec.checkpoint_path}};
   if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;

@@ -134,8 +134,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
 }
 
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("job spec: not valid JSON");
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "job spec"));
   return JobSpecProtoFromJson(doc);
 }
 

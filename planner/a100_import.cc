@@ -10,6 +10,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/json_fields.h"
+
 namespace deepool::planner {
 namespace {
 
@@ -108,8 +110,9 @@ bool IsRelu(const std::string& kind) { return kind == "ReLU2d" || kind == "ReLU1
 
 // Output channels (conv) or features (linear) of a row, or 0.
 int64_t RowOutputWidth(const ProfRow& row) {
-  json params = json::parse(row.params_json, nullptr, false);
-  if (!params.is_object()) return 0;
+  StatusOr<json> parsed = ParseJson(row.params_json, "params");
+  if (!parsed.ok() || !parsed->is_object()) return 0;
+  const json& params = *parsed;
   const char* key = row.kind == "conv2d" ? "out_channels" : "out_features";
   auto it = params.find(key);
   return it != params.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
@@ -184,8 +187,9 @@ std::string BottleneckKey(int64_t inplanes, int64_t planes, int64_t base_width, 
 
 // The key of a row, or "" for kinds the importer does not know.
 std::string RowKey(const ProfRow& row) {
-  json params = json::parse(row.params_json, nullptr, false);
-  if (!params.is_object()) return "";
+  StatusOr<json> parsed = ParseJson(row.params_json, "params");
+  if (!parsed.ok() || !parsed->is_object()) return "";
+  const json& params = *parsed;
   const Shape& shape = row.input_shape;
   if (row.kind == "conv2d") {
     auto in = IntParam(params, "in_channels");

@@ -102,8 +102,7 @@ Status Cluster::Validate() const {
 }
 
 StatusOr<Cluster> ParseClusterJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("cluster: not valid JSON");
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "cluster"));
   if (!doc.is_object()) return InvalidArgumentError("cluster: the document must be an object");
   auto fail = [](const Status& status) { return status.WithContext("cluster"); };
 

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "common/json_fields.h"
 #include "planner/graph.h"
 
 namespace deepool::planner {
@@ -238,8 +239,7 @@ json LayerJson(const Layer& layer) {
 }  // namespace
 
 StatusOr<Graph> ParseGraphJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("graph: not valid JSON");
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "graph"));
   if (!doc.is_object()) return InvalidArgumentError("graph: the document must be a JSON object");
 
   auto format = doc.find("format");

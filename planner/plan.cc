@@ -159,8 +159,7 @@ Status CheckPlanMatchesGraph(const Plan& plan, const Graph& graph) {
 }
 
 StatusOr<Plan> ParsePlanJson(std::string_view text) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("plan: not valid JSON");
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "plan"));
   if (!doc.is_object()) return InvalidArgumentError("plan: the document must be a JSON object");
   RETURN_IF_ERROR(CheckFormatAndVersion(doc, kPlanFormatName, kPlanFormatVersion));
   Plan plan;

@@ -82,9 +82,8 @@ Status CheckLayerData(const LayerProfileData& layer, const std::string& path) {
 // JSON
 
 StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "profile"));
   auto fail = [](const Status& status) { return status.WithContext("profile"); };
-  if (doc.is_discarded()) return fail(InvalidArgumentError("not valid JSON"));
   if (!doc.is_object()) return fail(InvalidArgumentError("the document must be an object"));
   if (Status header = CheckFormatAndVersion(doc, kProfileFormatName, kProfileFormatVersion);
       !header.ok()) {

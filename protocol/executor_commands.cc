@@ -2,13 +2,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
+
 namespace deepool::protocol {
 
 using nlohmann::json;
 
 StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line) {
-  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  ASSIGN_OR_RETURN(const json doc, ParseJson(line, "command"));
+  if (!doc.is_object()) {
     return InvalidArgumentError("command: not a JSON object");
   }
   if (!doc.contains("command") || !doc["command"].is_string()) {

@@ -189,8 +189,9 @@ std::string ExecutorEventToJson(const ExecutorEvent& event) {
 }
 
 StatusOr<ExecutorEvent> ParseExecutorEvent(std::string_view line) {
-  json doc = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("event") ||
+  StatusOr<json> parsed = ParseJson(line, "executor event");
+  const json doc = parsed.ok() ? std::move(*parsed) : json();
+  if (!doc.is_object() || !doc.contains("event") ||
       !doc["event"].is_string()) {
     return InvalidArgumentError("not an executor event: " + std::string(line.substr(0, 200)));
   }

@@ -90,8 +90,8 @@ Status ValidateRunSpec(const RunSpec& spec) {
 }
 
 StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  ASSIGN_OR_RETURN(const json doc, ParseJson(text, "run spec"));
+  if (!doc.is_object()) {
     return InvalidArgumentError("run spec is not a JSON object");
   }
   RETURN_IF_ERROR(CheckFormatAndVersion(doc, kRunSpecFormat, kProtocolVersion));

@@ -77,8 +77,8 @@ StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
 }
 
 json DocumentOrNull(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  return doc.is_discarded() ? json() : doc;
+  StatusOr<json> doc = ParseJson(text, "training spec");
+  return doc.ok() ? std::move(*doc) : json();
 }
 
 json DataToJson(const DataSpec& spec) {

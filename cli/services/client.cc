@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/services/format.h"
+#include "common/json_fields.h"
 
 namespace deepool::cli {
 
@@ -27,7 +28,8 @@ std::string ResolveCoordinatorAddress(const std::string& flag, const char* env_v
   if (!home.empty()) {
     std::ifstream in(home + "/.config/deepool/config.json");
     if (in) {
-      nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      const nlohmann::json config = ParseJson(text, "config").value_or(nlohmann::json());
       if (config.is_object() && config.contains("coordinator") &&
           config["coordinator"].is_string() && !config["coordinator"].get<std::string>().empty()) {
         return config["coordinator"].get<std::string>();
@@ -185,7 +187,7 @@ std::string JobProgressLine(const v1::Job& job) {
 }
 
 std::string PlanSummary(const std::string& plan_json) {
-  nlohmann::json plan = nlohmann::json::parse(plan_json, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json plan = ParseJson(plan_json, "plan").value_or(nlohmann::json());
   if (!plan.is_object()) return "  (plan is not valid JSON)\n";
   std::ostringstream out;
   auto number = [](const nlohmann::json& obj, const char* key) {

@@ -13,6 +13,7 @@
 #include "cli/services/client.h"
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
+#include "common/json_fields.h"
 #include "common/status.h"
 #include "coordinator/job_spec_json.h"
 
@@ -45,19 +46,16 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
       if (!in) return InvalidArgumentError("cannot read job spec file " + f.spec);
       text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
-      return InvalidArgumentError("job spec " + (f.spec.front() == '{' ? "" : f.spec + " ") +
-                                  "is not a JSON object");
-    }
+    const std::string what = f.spec.front() == '{' ? "job spec" : "job spec " + f.spec;
+    ASSIGN_OR_RETURN(doc, ParseJson(text, what));
+    if (!doc.is_object()) return InvalidArgumentError(what + " is not a JSON object");
   }
   if (!f.model.empty()) doc["model"] = f.model;
   if (!f.graph_file.empty()) {
     std::ifstream in(f.graph_file);
     if (!in) return InvalidArgumentError("cannot read graph file " + f.graph_file);
-    json graph = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (graph.is_discarded()) return InvalidArgumentError(f.graph_file + " is not JSON");
-    doc["graph"] = graph;
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    ASSIGN_OR_RETURN(doc["graph"], ParseJson(text, f.graph_file));
   }
   if (!f.name.empty()) doc["name"] = f.name;
   if (f.foreground) doc["role"] = "fg";
@@ -86,7 +84,9 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (!f.checkpoint.empty()) doc["checkpoint"] = {{"path", f.checkpoint}};
   if (f.requeue) doc["requeue_on_failure"] = true;
   if (!doc.contains("model") && !doc.contains("graph")) {
-    return InvalidArgumentError("give a job spec file or --model / --graph");
+    if (f.spec.empty()) return InvalidArgumentError("give a job spec file or --model / --graph");
+    return InvalidArgumentError("the job spec names no \"model\" or \"graph\" (or give --model "
+                                "/ --graph)");
   }
   return doc;
 }

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -136,6 +138,26 @@ std::string BashCompletes(const std::string& script, const std::string& line) {
   REQUIRE(pclose(pipe) == 0);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
+}
+
+TEST_CASE("JSON nested a million deep is refused with a message, not a crash", "[cli]") {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("deepool-deep-json-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  std::ofstream(dir + "/spec.json") << R"({"model": "mlp", "graph": )" << nested << "}";
+  std::ofstream(dir + "/graph.json") << nested;
+
+  // Refused before the coordinator is asked (none listens on port 1).
+  auto submitted = RunDeepool("submit " + dir + "/spec.json --coordinator 127.0.0.1:1 2>&1");
+  CHECK(submitted.exit_code == 3);
+  CHECK_THAT(submitted.out, Catch::Contains("nested deeper than 100 levels"));
+  auto planned = RunDeepool("plan --graph " + dir + "/graph.json --device a100 --gpus 2 " +
+                            "--global-batch 8 2>&1");
+  CHECK(planned.exit_code != 0);
+  CHECK(planned.exit_code != -1);  // -1: killed by a signal
+  CHECK_THAT(planned.out, Catch::Contains("nested deeper than 100 levels"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("deepool completion bash completes commands, subcommands and flags", "[cli]") {

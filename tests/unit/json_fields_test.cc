@@ -13,6 +13,21 @@ const json kDoc = json::parse(R"({
   "optimizer": {"momentum": "high"}, "layers": [1, 2]
 })");
 
+TEST_CASE("outside JSON is parsed up to 100 levels deep and refused deeper", "[json_fields]") {
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  CHECK(ParseJson(nested(100), "doc").ok());
+  StatusOr<json> deep = ParseJson(nested(101), "doc");
+  REQUIRE_FALSE(deep.ok());
+  CHECK(deep.status().code() == StatusCode::kInvalidArgument);
+  CHECK(deep.status().message() == "doc: nested deeper than 100 levels");
+  // Brackets inside strings (escaped quotes too) are text, not nesting.
+  const std::string text = R"({"a": "\"[[[[)" + std::string(200, '[') + R"("})";
+  StatusOr<json> quoted = ParseJson(text, "doc");
+  REQUIRE(quoted.ok());
+  CHECK((*quoted)["a"].get<std::string>().size() == 205);
+  CHECK(ParseJson("{", "doc").status().message() == "doc: not valid JSON");
+}
+
 TEST_CASE("optional fields keep their default when absent or null", "[json_fields]") {
   std::string name = "default";
   REQUIRE(ReadOptionalField(kDoc, "missing", "", &name).ok());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "common/logging.h"
 #include "protocol/executor_commands.h"
 #include "worker/daemon/executor_supervisor.h"
@@ -39,7 +40,7 @@ std::string HostName(const HostedBackgroundTask& task) {
 }  // namespace
 
 Status ExecutorSupervisor::StartHosted(const HostedBackgroundTask& task) {
-  json background = json::parse(task.background_json, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const json background, ParseJson(task.background_json, "background_json"));
   if (!background.is_object() || !background.contains("job_id") ||
       !background["job_id"].is_string()) {
     return InvalidArgumentError("background_json: not an object with a string job_id");
