@@ -143,6 +143,8 @@ v1::Job JobToProto(const JobRecord& job) {
   v1::Job p;
   p.set_job_id(job.id);
   *p.mutable_spec() = JobSpecToProto(job.spec);
+  // Up to kMaxGraphJsonBytes per job: left out so listing many jobs stays one small message.
+  p.mutable_spec()->clear_graph_json();
   p.set_state(StateToProto(job.state));
   p.set_reason(job.reason);
   p.set_reason_code(ReasonCodeToProto(job.reason_code));

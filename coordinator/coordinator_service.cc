@@ -62,6 +62,8 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                               const v1::WatchJobRequest* req,
                                               grpc::ServerWriter<v1::Job>* writer) {
+  StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   std::string last_sent;
   auto send = [&](const JobRecord& job) {
     v1::Job proto = JobToProto(job);
@@ -78,6 +80,8 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
                                                 const v1::GetJobLogsRequest* req,
                                                 grpc::ServerWriter<v1::LogEntry>* writer) {
+  StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   LogFollowRequest request;
   request.tail_lines = req->tail_lines();
   request.follow = req->follow();

@@ -1,8 +1,10 @@
 #include "coordinator/in_process_planning.h"
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 
+#include "common/limits.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -28,6 +30,43 @@ StatusOr<planner::Graph> BuildGraph(const JobSpec& spec) {
   StatusOr<planner::Graph> graph = planner::zoo::BuildModel(spec.model, ModelOptionsOf(spec));
   if (!graph.ok()) return InvalidArgumentError("model: " + graph.status().message());
   return graph;
+}
+
+std::string GiB(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+// Refuses a model no device could hold, whatever the plan: every device of a layer keeps the
+// layer's weights, gradients and optimizer state, and the devices of any plan together keep the
+// activations of the whole global batch for backward, so one of them keeps at least its share.
+Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
+  if (graph.num_layers() > kMaxGraphLayers) {
+    return InvalidArgumentError("graph: has " + std::to_string(graph.num_layers()) +
+                                " layers; at most " + std::to_string(kMaxGraphLayers) +
+                                " are accepted");
+  }
+  const int64_t state_copies = spec.optimizer.name == "adam" ? 4 : 3;  // weights, grads, state
+  const int64_t state_bytes = graph.total_params() * 4 * state_copies;
+  if (graph.total_params() > kMaxDeviceMemoryBytes / 16 || state_bytes > kMaxDeviceMemoryBytes) {
+    return InvalidArgumentError("model: its weights with their gradients and optimizer state "
+                                "need more than " + GiB(kMaxDeviceMemoryBytes) + " per device");
+  }
+  const int64_t per_device_batch = (spec.global_batch + spec.gpus - 1) / spec.gpus;
+  int64_t activation_bytes = 0;
+  for (const planner::Layer& layer : graph.layers()) {
+    const int64_t layer_bytes = layer.output_bytes * per_device_batch;
+    if (layer.output_bytes > kMaxDeviceMemoryBytes / per_device_batch ||
+        activation_bytes > kMaxDeviceMemoryBytes - layer_bytes) {
+      return InvalidArgumentError(
+          "global_batch: the activations of " + std::to_string(per_device_batch) +
+          " samples per device (global_batch / gpus) need more than " +
+          GiB(kMaxDeviceMemoryBytes) + "; use a smaller batch or more gpus");
+    }
+    activation_bytes += layer_bytes;
+  }
+  return Status::Ok();
 }
 
 // The links of a cluster of `device_type` devices: the matching preset's, reshaped.
@@ -68,6 +107,7 @@ PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) 
 
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  RETURN_IF_ERROR(CheckModelFits(graph, spec));
   if (Status bn = planner::CheckBatchNormTraining(graph, spec.global_batch); !bn.ok()) {
     return InvalidArgumentError("global_batch: " + bn.message());
   }

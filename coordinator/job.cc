@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/json_fields.h"
+#include "common/limits.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_spec_json.h"
 
@@ -79,18 +80,64 @@ StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
   return JobSpecFromProto(proto);
 }
 
+namespace {
+
+// Upper bounds far above any real job, so a typo or a hostile spec fails here, not as a huge
+// allocation on a worker.
+constexpr int64_t kMaxGlobalBatch = 1 << 20;
+constexpr int64_t kMaxIterations = 1'000'000'000;
+constexpr int64_t kMaxNumClasses = 1'000'000;
+constexpr int64_t kMaxImageSize = 4096;
+
+Status CheckPath(const char* field, const std::string& path) {
+  if (path.size() > kMaxPathBytes) {
+    return FieldError(field, "must be at most " + std::to_string(kMaxPathBytes) + " bytes");
+  }
+  for (char c : path) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return FieldError(field, "has control characters");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckReason(const std::string& reason) {
+  if (reason.size() > kMaxReasonBytes) {
+    return FieldError("reason", "must be at most " + std::to_string(kMaxReasonBytes) + " bytes");
+  }
+  for (char c : reason) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return FieldError("reason", "has control characters");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
   for (char c : spec.name) {
-    if (static_cast<unsigned char>(c) < 0x20) return FieldError("name", "has control characters");
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return FieldError("name", "has control characters");
+    }
   }
   if (spec.model.empty() == spec.graph_json.empty()) {
     return FieldError("model", "give exactly one of \"model\" (a zoo name) or \"graph\"");
   }
+  if (spec.graph_json.size() > kMaxGraphJsonBytes) {
+    return FieldError("graph", "is " + std::to_string(spec.graph_json.size()) +
+                                   " bytes; at most " + std::to_string(kMaxGraphJsonBytes) +
+                                   " are accepted");
+  }
+  RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
+  RETURN_IF_ERROR(CheckPath("data.path", spec.data.path));
   if (spec.priority < -1000 || spec.priority > 1000) {
     return FieldError("priority", "must be in [-1000, 1000]");
   }
-  if (spec.global_batch < 1) return FieldError("global_batch", "must be >= 1");
+  if (spec.global_batch < 1 || spec.global_batch > kMaxGlobalBatch) {
+    return FieldError("global_batch", "must be in [1, " + std::to_string(kMaxGlobalBatch) + "]");
+  }
   if (spec.gpus < 1 || spec.gpus > 4096) return FieldError("gpus", "must be in [1, 4096]");
   if (spec.gpus > spec.global_batch) {
     return FieldError("gpus",
@@ -103,7 +150,9 @@ Status ValidateJobSpec(const JobSpec& spec) {
       (spec.amplification_limit != 0 && spec.amplification_limit < 1)) {
     return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");
   }
-  if (spec.iterations < 1) return FieldError("iterations", "must be >= 1");
+  if (spec.iterations < 1 || spec.iterations > kMaxIterations) {
+    return FieldError("iterations", "must be in [1, " + std::to_string(kMaxIterations) + "]");
+  }
   const OptimizerSpec& opt = spec.optimizer;
   if (opt.name != "sgd" && opt.name != "adam") {
     return FieldError("optimizer.name", "must be \"sgd\" or \"adam\", got \"" + opt.name + "\"");
@@ -129,8 +178,12 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.profile != "measured" && spec.profile != "analytical") {
     return FieldError("profile", "must be \"measured\" or \"analytical\"");
   }
-  if (spec.num_classes < 0) return FieldError("num_classes", "must be >= 1");
-  if (spec.image_size < 0) return FieldError("image_size", "must be >= 1");
+  if (spec.num_classes < 0 || spec.num_classes > kMaxNumClasses) {
+    return FieldError("num_classes", "must be in [1, " + std::to_string(kMaxNumClasses) + "]");
+  }
+  if (spec.image_size < 0 || spec.image_size > kMaxImageSize) {
+    return FieldError("image_size", "must be in [1, " + std::to_string(kMaxImageSize) + "]");
+  }
   return Status::Ok();
 }
 

@@ -99,6 +99,9 @@ StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& doc);
 nlohmann::json JobSpecToJson(const JobSpec& spec);
 // Checks ranges and combinations (not whether the model exists). Errors name the field.
 Status ValidateJobSpec(const JobSpec& spec);
+// A reason a client gives (cancel, drain): bounded, and no control characters that could paint
+// lines on another user's terminal.
+Status CheckReason(const std::string& reason);
 // The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
 protocol::OptimizerSpec ToRunSpec(const OptimizerSpec& optimizer);
 protocol::DataSpec ToRunSpec(const DataSpec& data);

@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--executor-timeout-s", options.scheduler.executor_timeout_s,
                  "--timeout-s passed to executors (0: none)");
+  app.add_option("--max-client-streams", options.max_client_streams,
+                 "watch and log streams served at once; more are refused")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -111,6 +111,7 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
 }
 
 StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::string& reason) {
+  RETURN_IF_ERROR(CheckReason(reason));
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
   if (IsTerminal(job.state)) {
     return FailedPreconditionError("job " + job_id + " is already " + StateName(job.state));

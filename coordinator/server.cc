@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common/host_port.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -44,8 +45,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->scheduler_ = std::make_unique<Scheduler>(s->jobs_.get(), s->nodes_.get(), s->planner_.get(),
                                               clock, scheduler_options);
   RETURN_IF_ERROR(s->scheduler_->Recover());
-  s->client_service_ = std::make_unique<CoordinatorServiceImpl>(s->jobs_.get(), s->nodes_.get(),
-                                                                s->scheduler_.get());
+  s->client_streams_ = std::make_unique<StreamSlots>(options.max_client_streams);
+  s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
+      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get());
   s->node_service_ = std::make_unique<NodeServiceImpl>(
       s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), options.heartbeat_interval.count());
 
@@ -53,8 +55,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
   // Zoo run specs are < 100 KB, but a large inline graph with its plan may pass gRPC's 4 MiB.
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.SetMaxSendMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxRpcMessageBytes);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->node_service_.get());
   s->server_ = builder.BuildAndStart();

@@ -32,6 +32,8 @@ struct CoordinatorOptions {
   std::chrono::milliseconds tick_interval{200};
   // false: no control-loop thread; the owner calls scheduler()->Tick() (tests with a FakeClock).
   bool control_loop = true;
+  // WatchJob and GetJobLogs calls served at once; more are refused (RESOURCE_EXHAUSTED).
+  int max_client_streams = 256;
   SchedulerOptions scheduler;
 };
 
@@ -65,6 +67,7 @@ class CoordinatorServer {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<NodeRegistry> nodes_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<StreamSlots> client_streams_;
   std::unique_ptr<CoordinatorServiceImpl> client_service_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<grpc::Server> server_;

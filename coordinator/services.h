@@ -9,6 +9,7 @@
 #include "coordinator/job_manager.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/stream_slots.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
 
@@ -16,8 +17,9 @@ namespace deepool::coordinator {
 
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
-  CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler)
-      : jobs_(jobs), nodes_(nodes), scheduler_(scheduler) {}
+  CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
+                         StreamSlots* client_streams)
+      : jobs_(jobs), nodes_(nodes), scheduler_(scheduler), client_streams_(client_streams) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
@@ -46,6 +48,7 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   JobManager* jobs_;
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
+  StreamSlots* client_streams_;
 };
 
 class NodeServiceImpl final : public v1::NodeService::Service {

@@ -11,6 +11,7 @@
 
 #include "cli/services/format.h"
 #include "common/json_fields.h"
+#include "common/limits.h"
 
 namespace deepool::cli {
 
@@ -48,7 +49,8 @@ std::unique_ptr<v1::CoordinatorService::Stub> ConnectCoordinator(const std::stri
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxRpcMessageBytes);
   return v1::CoordinatorService::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }

@@ -258,6 +258,37 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
   CHECK(end.attempt() == before.attempt());  // not restarted from scratch
 }
 
+TEST_CASE("a job whose task is larger than gRPC's default 4 MiB reaches its worker and succeeds",
+          "[e2e]") {
+  LocalCluster cluster({/*workers=*/1, /*devices_per_worker=*/1});
+  // 1,300 layers with 2,000-character names: a 5.4 MB graph, and a larger task with its plan.
+  const std::string pad(2000, 'x');
+  json layers = json::array({{{"name", "fc"},
+                              {"op", "linear"},
+                              {"inputs", {"input"}},
+                              {"in_features", 32},
+                              {"out_features", 10}}});
+  std::string previous = "fc";
+  for (int i = 0; i < 1300; ++i) {
+    std::string name = "relu" + std::to_string(i) + "-" + pad;
+    layers.push_back({{"name", name}, {"op", "relu"}, {"inputs", {previous}}});
+    previous = std::move(name);
+  }
+  json spec = FgJob("large-graph", 2, /*gpus=*/1);
+  spec.erase("model");
+  spec["graph"] = {{"format", "deepool.graph"},
+                   {"version", 1},
+                   {"name", "padded"},
+                   {"input", {{"shape", {32}}}},
+                   {"layers", layers}};
+  REQUIRE(spec["graph"].dump().size() > (5u << 20));
+  std::string id;
+  REQUIRE(cluster.Submit(spec, &id).ok());
+  v1::Job end = cluster.WaitForTerminal(id, 180s);
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_SUCCEEDED);
+}
+
 TEST_CASE("malformed specs are refused with INVALID_ARGUMENT naming the field", "[e2e]") {
   LocalCluster cluster({/*workers=*/1, /*devices_per_worker=*/1});
   struct Case {

@@ -23,8 +23,10 @@ using std::chrono::seconds;
 
 struct Cluster {
   explicit Cluster(
-      std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>()) {
+      std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>(),
+      int max_client_streams = 256) {
     CoordinatorOptions options;
+    options.max_client_streams = max_client_streams;
     options.listen = "127.0.0.1:0";
     options.store = "memory";
     options.control_loop = false;  // the test ticks the scheduler itself
@@ -93,6 +95,55 @@ TEST_CASE("a coordinator whose store cannot load says so and stops cleanly", "[s
   REQUIRE_FALSE(started.ok());
   CHECK(started.status().code() == StatusCode::kDataLoss);
   CHECK_THAT(started.status().message(), Catch::Contains("loading the job store"));
+}
+
+TEST_CASE("watch and log streams past the limit are refused, and their slots come back",
+          "[service]") {
+  Cluster c(std::make_unique<testing::FakePlanningBackend>(), /*max_client_streams=*/2);
+  v1::SubmitJobResponse submitted;
+  REQUIRE(c.Submit(R"({"model":"tiny","global_batch":8,"iterations":1})", &submitted).ok());
+  v1::WatchJobRequest watch;
+  watch.set_job_id(submitted.job_id());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::Job>>> streams;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(c.Context());
+    streams.push_back(c.client->WatchJob(contexts.back().get(), watch));
+    v1::Job first;
+    REQUIRE(streams.back()->Read(&first));  // the server holds the stream open now
+  }
+  v1::GetJobLogsRequest logs;
+  logs.set_job_id(submitted.job_id());
+  logs.set_follow(true);
+  auto refused_context = c.Context();
+  auto refused = c.client->GetJobLogs(refused_context.get(), logs);
+  v1::LogEntry entry;
+  CHECK_FALSE(refused->Read(&entry));
+  grpc::Status status = refused->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(status.error_message(), Catch::Contains("--max-client-streams"));
+
+  // The job ends, so both streams end; a stream's slot is free before its client hears OK.
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(submitted.job_id());
+  v1::Job cancelled;
+  REQUIRE(c.client->CancelJob(c.Context().get(), cancel, &cancelled).ok());
+  for (auto& stream : streams) {
+    v1::Job update;
+    while (stream->Read(&update)) {
+    }
+    REQUIRE(stream->Finish().ok());
+  }
+  REQUIRE(c.Submit(R"({"model":"tiny","global_batch":8,"iterations":1})", &submitted).ok());
+  watch.set_job_id(submitted.job_id());
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(c.Context());
+    streams.push_back(c.client->WatchJob(contexts.back().get(), watch));
+    v1::Job job;
+    REQUIRE(streams.back()->Read(&job));
+    CHECK(job.spec().graph_json().empty());  // Job messages leave an inline graph out
+  }
+  for (auto& context : contexts) context->TryCancel();
 }
 
 TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "common/limits.h"
 #include "planner/graph.h"
 #include "tests/service/scheduler_harness.h"
 
@@ -143,6 +144,54 @@ TEST_CASE("a global batch that leaves batch norm one value per channel is refuse
              Catch::StartsWith("global_batch") && Catch::Contains("'AuxLogits.conv1.bn'"));
   spec.global_batch = 2;
   CHECK(h.scheduler.Submit(spec).ok());
+}
+
+TEST_CASE("a model no device could hold, or too many layers, is refused at submission",
+          "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  auto refusal = [&](const JobSpec& spec) {
+    StatusOr<JobRecord> refused = h.scheduler.Submit(spec);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+    return refused.status().message();
+  };
+  JobSpec spec = Fg(1);
+  spec.model = "resnet50";
+  SECTION("activations of the per-device batch") {
+    spec.global_batch = 1 << 20;
+    CHECK_THAT(refusal(spec), Catch::StartsWith("global_batch") &&
+                                  Catch::Contains("1048576 samples per device"));
+    spec.gpus = 4096;  // 256 samples per device fit
+    CHECK(h.scheduler.Submit(spec).ok());
+  }
+  SECTION("weights with their gradients and optimizer state") {
+    planner::Layer wide;  // 10^12 weights
+    wide.name = "wide";
+    wide.op = planner::Op::kLinear;
+    wide.inputs = {std::string(planner::kGraphInputName)};
+    wide.attrs.out_features = 1'000'000;
+    StatusOr<planner::Graph> graph = planner::Graph::Create("wide", {1'000'000}, {wide});
+    REQUIRE(graph.ok());
+    spec.model.clear();
+    spec.graph_json = planner::GraphToJson(*graph, -1);
+    CHECK_THAT(refusal(spec), Catch::StartsWith("model") && Catch::Contains("optimizer state"));
+  }
+  SECTION("layers") {
+    std::vector<planner::Layer> layers;
+    for (int i = 0; i <= kMaxGraphLayers; ++i) {
+      planner::Layer relu;
+      relu.name = "relu" + std::to_string(i);
+      relu.op = planner::Op::kRelu;
+      relu.inputs = {i == 0 ? std::string(planner::kGraphInputName) : layers.back().name};
+      layers.push_back(relu);
+    }
+    StatusOr<planner::Graph> graph = planner::Graph::Create("chain", {16}, layers);
+    REQUIRE(graph.ok());
+    spec.model.clear();
+    spec.graph_json = planner::GraphToJson(*graph, -1);
+    CHECK_THAT(refusal(spec), Catch::StartsWith("graph") && Catch::Contains("5001 layers"));
+  }
 }
 
 }  // namespace

@@ -89,6 +89,25 @@ TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
   CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
 }
 
+TEST_CASE("a spec's numbers, paths and graph have upper bounds", "[job_spec]") {
+  CHECK(ErrorOf(Spec(R"(,"global_batch":2000000)")) == "global_batch: must be in [1, 1048576]");
+  CHECK(ErrorOf(Spec(R"(,"iterations":2000000000)")).rfind("iterations", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"num_classes":2000000)")).rfind("num_classes", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"image_size":100000)")).rfind("image_size", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"checkpoint":"/tmp/a\nFAILED")")) ==
+        "checkpoint.path: has control characters");
+  CHECK(ErrorOf(Spec(R"(,"name":"\u001b[2Jfake")")) == "name: has control characters");
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"cifar10","path":")" + std::string(5000, 'a') + "\"}"))
+            .rfind("data.path: must be at most", 0) == 0);
+  const std::string padded_graph =
+      R"({"format":"deepool.graph","name":")" + std::string(9 << 20, 'x') + "\"}";
+  CHECK_THAT(ErrorOf(R"({"graph":)" + padded_graph + R"(,"global_batch":4,"iterations":1})"),
+             Catch::StartsWith("graph: is ") && Catch::Contains("at most 8388608"));
+  CHECK(CheckReason("done").ok());
+  CHECK(CheckReason("a\rb").message() == "reason: has control characters");
+  CHECK_FALSE(CheckReason(std::string(2000, 'r')).ok());
+}
+
 TEST_CASE("the JSON spec becomes the API message with nothing defaulted", "[job_spec]") {
   StatusOr<v1::JobSpec> minimal = ParseJobSpecProto(Spec(""));
   REQUIRE(minimal.ok());

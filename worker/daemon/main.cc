@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/host_port.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
 #include "worker/daemon/devices.h"
@@ -121,6 +122,9 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& coordinator
   channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A task carries its job's graph and plan: more than gRPC's default 4 MiB for a large graph.
+  channel_args.SetMaxReceiveMessageSize(deepool::kMaxRpcMessageBytes);
+  channel_args.SetMaxSendMessageSize(deepool::kMaxRpcMessageBytes);
   return grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), channel_args);
 }
 

@@ -1,0 +1,27 @@
+// Sizes every deepool process agrees on, so that what one side may send the other may receive,
+// and a spec that could never run is refused when it is submitted, not after dispatch.
+// Threading: constants only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepool {
+
+// The largest gRPC message any deepool server or channel accepts. A dispatched task carries its
+// job's graph and plan, which the graph limits below keep well inside this.
+inline constexpr int kMaxRpcMessageBytes = 64 << 20;
+
+// An inline layer graph in a job spec: at most this many bytes of JSON and this many layers.
+inline constexpr size_t kMaxGraphJsonBytes = 8 << 20;
+inline constexpr int kMaxGraphLayers = 5000;
+
+// More memory than any one device deepool plans for has (CPU hosts included): a job whose
+// weights, or whose activations at its smallest per-device batch, need more is refused.
+inline constexpr int64_t kMaxDeviceMemoryBytes = int64_t{256} << 30;
+
+// Free-text fields a client sets (job names are shorter: 128) and file paths in a spec.
+inline constexpr size_t kMaxReasonBytes = 1024;
+inline constexpr size_t kMaxPathBytes = 4096;
+
+}  // namespace deepool
