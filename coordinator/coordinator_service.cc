@@ -14,7 +14,7 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
     spec = ParseJobSpecJson(req->spec_json());
   }
   if (!spec.ok()) return ToGrpcStatus(spec.status());
-  StatusOr<JobRecord> job = scheduler_->Submit(*spec);
+  StatusOr<JobRecord> job = scheduler_->Submit(*spec, req->request_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   resp->set_job_id(job->id);
   *resp->mutable_job() = JobToProto(*job);

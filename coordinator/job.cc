@@ -115,6 +115,16 @@ Status CheckReason(const std::string& reason) {
   return Status::Ok();
 }
 
+Status CheckRequestId(const std::string& request_id) {
+  if (request_id.size() > 128) return FieldError("request_id", "must be at most 128 characters");
+  for (char c : request_id) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return FieldError("request_id", "has spaces or control characters");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
   for (char c : spec.name) {
@@ -296,7 +306,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"plan_json", include_plan ? job.plan_json : std::string()},
           {"predicted_iteration_ms", job.predicted_iteration_ms},
           {"checkpoint", job.checkpoint},
-          {"store_address", job.store_address}};
+          {"store_address", job.store_address},
+          {"request_id", job.request_id}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -361,6 +372,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.predicted_iteration_ms = doc.at("predicted_iteration_ms").get<double>();
     job.checkpoint = doc.at("checkpoint").get<std::string>();
     job.store_address = doc.value("store_address", std::string());
+    job.request_id = doc.value("request_id", std::string());
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

@@ -102,6 +102,8 @@ Status ValidateJobSpec(const JobSpec& spec);
 // A reason a client gives (cancel, drain): bounded, and no control characters that could paint
 // lines on another user's terminal.
 Status CheckReason(const std::string& reason);
+// A submission's idempotency key: at most 128 printable characters without spaces.
+Status CheckRequestId(const std::string& request_id);
 // The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
 protocol::OptimizerSpec ToRunSpec(const OptimizerSpec& optimizer);
 protocol::DataSpec ToRunSpec(const DataSpec& data);
@@ -170,6 +172,7 @@ struct JobRecord {
   double predicted_iteration_ms = 0;
   std::string checkpoint;
   std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
+  std::string request_id;     // the client's idempotency key for the submission ("": none)
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -17,6 +17,7 @@ Status JobManager::Load() {
   next_seq_ = std::max(next_seq_, reserved);
   for (JobRecord& job : jobs) {
     next_seq_ = std::max(next_seq_, job.seq + 1);
+    if (!job.request_id.empty()) job_by_request_id_[job.request_id] = job.id;
     std::string id = job.id;
     jobs_[id] = std::move(job);
   }
@@ -32,9 +33,18 @@ Status JobManager::ReserveSeqLocked() {
   return Status::Ok();
 }
 
-StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec) {
+StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& request_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_) return UnavailableError("coordinator is shutting down");
+  if (auto seen = job_by_request_id_.find(request_id);
+      !request_id.empty() && seen != job_by_request_id_.end()) {
+    const JobRecord& first = jobs_.at(seen->second);
+    if (JobSpecToJson(first.spec) != JobSpecToJson(spec)) {
+      return AlreadyExistsError("request_id " + request_id + " was used for " + first.id +
+                                " with another spec");
+    }
+    return first;
+  }
   RETURN_IF_ERROR(ReserveSeqLocked());
   JobRecord job;
   job.seq = next_seq_;
@@ -49,8 +59,10 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec) {
   job.updated_ms = job.submitted_ms;
   job.progress.iterations = spec.iterations;
   job.history.push_back({JobState::kPending, job.reason, job.submitted_ms, job.reason_code});
+  job.request_id = request_id;
   ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(job)));
   ++next_seq_;
+  if (!request_id.empty()) job_by_request_id_[request_id] = stored.id;
   return stored;
 }
 

@@ -32,8 +32,11 @@ class JobManager {
   // Reads every stored job (after a restart).
   Status Load();
 
-  // Stores a new PENDING job; the spec must already be validated.
-  StatusOr<JobRecord> Submit(const JobSpec& spec);
+  // Stores a new PENDING job; the spec must already be validated. With a request_id (the
+  // client's idempotency key), a submission repeated with the same key and spec returns the job
+  // the first one stored (a client that lost the answer may retry without a duplicate); the same
+  // key with another spec is ALREADY_EXISTS.
+  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "");
 
   StatusOr<JobRecord> Get(const std::string& job_id) const;
   // Newest first; empty `states` means all; limit 0 means no limit.
@@ -85,6 +88,7 @@ class JobManager {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::map<std::string, JobRecord> jobs_;
+  std::map<std::string, std::string> job_by_request_id_;
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;

@@ -20,10 +20,11 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
       options_(options),
       dispatcher_(clock, options.resend_after) {}
 
-StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec) {
+StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& request_id) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(CheckRequestId(request_id));
   RETURN_IF_ERROR(planner_->CheckModel(spec));
-  ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec));
+  ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id));
   Wake();
   return job;
 }

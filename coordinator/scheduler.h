@@ -75,7 +75,8 @@ class Scheduler {
   void Tick();
 
   // Client calls.
-  StatusOr<JobRecord> Submit(const JobSpec& spec);
+  // See JobManager::Submit for request_id.
+  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "");
   StatusOr<JobRecord> Cancel(const std::string& job_id, const std::string& reason);
 
   // Worker calls (proto messages of deepool/v1/node.proto). A report whose logs or progress

@@ -12,6 +12,7 @@
 #include "cli/command_registry.h"
 #include "cli/services/client.h"
 #include "cli/services/format.h"
+#include "cli/services/submit_retry.h"
 #include "cli/services/job_wait.h"
 #include "common/json_fields.h"
 #include "common/status.h"
@@ -109,8 +110,11 @@ int RunSubmit(const SubmitFlags& f) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = *std::move(spec);
   v1::SubmitJobResponse response;
-  auto context = UnaryContext();
-  grpc::Status status = stub->SubmitJob(context.get(), request, &response);
+  const SubmitCall call = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* resp) {
+    auto context = UnaryContext();
+    return stub->SubmitJob(context.get(), req, resp);
+  };
+  grpc::Status status = SubmitWithRetry(call, request, &response, SubmitRetry{}, std::cerr);
   if (!status.ok()) return ReportRpcError(status, "submit", address);
   if (f.detach) {
     std::cout << (f.client.json ? ToJson(response.job(), false) : response.job_id()) << "\n";

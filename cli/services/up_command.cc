@@ -18,6 +18,7 @@
 #include "cli/services/client.h"
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
+#include "cli/services/submit_retry.h"
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "coordinator/job_spec_json.h"
@@ -149,8 +150,11 @@ StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann:
   v1::SubmitJobRequest request;
   ASSIGN_OR_RETURN(*request.mutable_spec(), coordinator::JobSpecProtoFromJson(spec));
   v1::SubmitJobResponse response;
-  auto context = UnaryContext();
-  grpc::Status status = stub.SubmitJob(context.get(), request, &response);
+  const SubmitCall call = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* resp) {
+    auto context = UnaryContext();
+    return stub.SubmitJob(context.get(), req, resp);
+  };
+  grpc::Status status = SubmitWithRetry(call, request, &response, SubmitRetry{}, std::cerr);
   if (!status.ok()) {
     return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
   }

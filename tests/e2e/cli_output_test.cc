@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "cli/services/client.h"
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
+#include "cli/services/submit_retry.h"
 
 using namespace deepool;
 using namespace deepool::cli;
@@ -62,6 +64,48 @@ TEST_CASE("the coordinator address comes from flag, then env, then config file, 
   std::ofstream(home + "/.config/deepool/config.json") << "not json";
   CHECK(ResolveCoordinatorAddress("", nullptr, home) == "127.0.0.1:7070");
   fs::remove_all(home);
+}
+
+TEST_CASE("a submission whose answer was lost is retried with the same request id", "[cli]") {
+  std::vector<std::string> ids_seen;
+  std::vector<std::chrono::milliseconds> pauses;
+  SubmitRetry retry;
+  retry.sleep = [&](std::chrono::milliseconds pause) { pauses.push_back(pause); };
+  std::ostringstream notes;
+  v1::SubmitJobResponse response;
+  SECTION("stored, answer lost, retried: one job") {
+    const SubmitCall lost_once = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* r) {
+      ids_seen.push_back(req.request_id());
+      r->set_job_id("job-000007");
+      if (ids_seen.size() == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "lost");
+      return grpc::Status::OK;
+    };
+    grpc::Status status =
+        SubmitWithRetry(lost_once, v1::SubmitJobRequest(), &response, retry, notes);
+    CHECK(status.ok());
+    REQUIRE(ids_seen.size() == 2);
+    CHECK(ids_seen[0].size() == 32);
+    CHECK(ids_seen[0] == ids_seen[1]);
+    CHECK(pauses == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(250)});
+    CHECK_THAT(notes.str(), Catch::Contains("trying again in 250 ms"));
+  }
+  SECTION("a refused spec is not retried; an unreachable coordinator is, a few times") {
+    const SubmitCall refused = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse*) {
+      ids_seen.push_back(req.request_id());
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "gpus: must be in [1, 4096]");
+    };
+    CHECK(SubmitWithRetry(refused, v1::SubmitJobRequest(), &response, retry, notes)
+              .error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(ids_seen.size() == 1);
+    const SubmitCall down = [&](const v1::SubmitJobRequest&, v1::SubmitJobResponse*) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
+    };
+    CHECK(SubmitWithRetry(down, v1::SubmitJobRequest(), &response, retry, notes).error_code() ==
+          grpc::StatusCode::UNAVAILABLE);
+    CHECK(pauses.size() == 3);  // 4 tries
+    CHECK(pauses.back() == std::chrono::milliseconds(1000));
+  }
+  CHECK(NewRequestId() != NewRequestId());
 }
 
 TEST_CASE("gRPC errors map to the documented exit codes", "[cli]") {

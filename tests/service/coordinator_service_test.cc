@@ -146,6 +146,32 @@ TEST_CASE("watch and log streams past the limit are refused, and their slots com
   for (auto& context : contexts) context->TryCancel();
 }
 
+TEST_CASE("a submission repeated with its request_id returns the first job", "[service]") {
+  Cluster c;
+  v1::SubmitJobRequest req;
+  req.set_spec_json(R"({"model":"tiny","global_batch":8,"iterations":1})");
+  req.set_request_id("retry-me-1");
+  v1::SubmitJobResponse first, again, other;
+  REQUIRE(c.client->SubmitJob(c.Context().get(), req, &first).ok());
+  REQUIRE(c.client->SubmitJob(c.Context().get(), req, &again).ok());
+  CHECK(again.job_id() == first.job_id());
+  req.set_request_id("retry-me-2");
+  REQUIRE(c.client->SubmitJob(c.Context().get(), req, &other).ok());
+  CHECK(other.job_id() != first.job_id());
+  v1::ListJobsResponse listed;
+  REQUIRE(c.client->ListJobs(c.Context().get(), v1::ListJobsRequest(), &listed).ok());
+  CHECK(listed.jobs_size() == 2);
+
+  req.set_request_id("retry-me-1");  // the same key with another spec
+  req.set_spec_json(R"({"model":"tiny","global_batch":8,"iterations":2})");
+  grpc::Status reused = c.client->SubmitJob(c.Context().get(), req, &other);
+  CHECK(reused.error_code() == grpc::StatusCode::ALREADY_EXISTS);
+  CHECK_THAT(reused.error_message(), Catch::Contains(first.job_id()));
+  req.set_request_id("has space");
+  CHECK(c.client->SubmitJob(c.Context().get(), req, &other).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   Cluster c;
   v1::SubmitJobResponse submitted;

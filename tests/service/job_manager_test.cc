@@ -121,6 +121,25 @@ TEST_CASE("a reloaded manager continues ids and keeps everything (SQLite restart
   CHECK(jobs.Submit(TinySpec())->id == "job-000002");
 }
 
+TEST_CASE("a request id finds its job again after a restart (SQLite)", "[job_manager]") {
+  testing::TempDir dir;
+  FakeClock clock;
+  std::string id;
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    JobManager jobs(store->get(), &clock);
+    REQUIRE(jobs.Load().ok());
+    id = jobs.Submit(TinySpec(), "key-1")->id;
+  }  // killed: the answer may never have reached the client
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  JobManager jobs(store->get(), &clock);
+  REQUIRE(jobs.Load().ok());
+  CHECK(jobs.Submit(TinySpec(), "key-1")->id == id);
+  CHECK(jobs.List({}, 0).size() == 1);
+}
+
 TEST_CASE("an id is never issued twice, even after its job's record was lost", "[job_manager]") {
   FakeClock clock;
   InMemoryJobStore store;

@@ -1,0 +1,43 @@
+#include "cli/services/submit_retry.h"
+
+#include <cstdio>
+#include <random>
+#include <thread>
+
+namespace deepool::cli {
+
+std::string NewRequestId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) {
+    char word[9];
+    std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(random()));
+    id += word;
+  }
+  return id;
+}
+
+grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest request,
+                             v1::SubmitJobResponse* response, const SubmitRetry& retry,
+                             std::ostream& notes) {
+  if (request.request_id().empty()) request.set_request_id(NewRequestId());
+  std::chrono::milliseconds pause = retry.first_pause;
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    status = call(request, response);
+    const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (status.ok() || !transient || attempt >= retry.attempts) return status;
+    notes << "deepool: submit: " << status.error_message() << "; trying again in "
+          << pause.count() << " ms (request " << request.request_id()
+          << ": a job already stored is not submitted twice)\n";
+    if (retry.sleep) {
+      retry.sleep(pause);
+    } else {
+      std::this_thread::sleep_for(pause);
+    }
+    pause *= 2;
+  }
+}
+
+}  // namespace deepool::cli

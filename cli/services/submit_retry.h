@@ -1,0 +1,38 @@
+// Submitting so that a lost answer costs no duplicate job. Every try carries the same request_id
+// (the coordinator's idempotency key, SubmitJobRequest.request_id), and a try that failed with
+// UNAVAILABLE or DEADLINE_EXCEEDED (the coordinator unreachable or restarting, or its answer
+// lost on the way) is repeated after a growing pause: if the first try was stored, the retry
+// returns that job. Used from the main thread only.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "deepool/v1/coordinator.grpc.pb.h"
+
+namespace deepool::cli {
+
+struct SubmitRetry {
+  int attempts = 4;                            // tries in all
+  std::chrono::milliseconds first_pause{250};  // doubled after every try
+  std::function<void(std::chrono::milliseconds)> sleep;  // empty: the real sleep
+};
+
+using SubmitCall =
+    std::function<grpc::Status(const v1::SubmitJobRequest&, v1::SubmitJobResponse*)>;
+
+// 32 random hexadecimal digits.
+std::string NewRequestId();
+
+// Sets a request_id when the request has none, then calls until a try succeeds, fails with
+// another code, or the attempts are spent; returns the last status. A line on `notes` says each
+// retry.
+grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest request,
+                             v1::SubmitJobResponse* response, const SubmitRetry& retry,
+                             std::ostream& notes);
+
+}  // namespace deepool::cli
