@@ -99,12 +99,13 @@ Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
   registration.cancel_task_ids = ReconcileLocked(node_id, running, wanted);
   const std::set<std::string> listed = Listed(running);
   // Tasks this node should run but does not list: confirmed ones died with the old worker, and
-  // so did a rank-0 task from before a coordinator restart (its store is gone); the others may
-  // never have reached the worker and are sent again.
+  // so did a rank-0 task from before a coordinator restart that had started (its store is
+  // gone); the others may never have reached the worker and are sent again.
   for (auto& [id, task] : tasks_) {
     if (task.node_id != node_id || listed.count(id)) continue;
     if (task.phase == TaskPhase::kConfirmed ||
-        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node)) {
+        (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node &&
+         task.started_before_restart)) {
       task.phase = TaskPhase::kEnded;
       registration.lost_jobs.insert(task.job_id);
     } else if (task.phase == TaskPhase::kSent) {

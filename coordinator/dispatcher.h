@@ -45,6 +45,9 @@ struct Task {
   Clock::TimePoint sent_at{};
   bool rank0_node = false;
   bool unconfirmed_after_restart = false;
+  // Restored after a restart, known to have run: its rank 0 had reported the c10d store. Such a
+  // task missing from its worker died with it; one not known to have run may never have arrived.
+  bool started_before_restart = false;
   v1::TaskOutcome outcome = v1::TASK_OUTCOME_UNSPECIFIED;
   std::string checkpoint;
 

@@ -434,9 +434,11 @@ TEST_CASE("after a restart, a multi-node job's other ranks still get the store a
   CHECK(h.Get(id).state == JobState::kSucceeded);
 }
 
-TEST_CASE("after a restart, a job whose rank-0 task is gone fails", "[scheduler]") {
+TEST_CASE("after a restart, a job whose started rank-0 task is gone fails; one never started is "
+          "sent again", "[scheduler]") {
   testing::TempDir dir;
   std::string id;
+  const bool started = GENERATE(true, false);
   {
     auto store = OpenSQLiteJobStore(dir.File("c.db"));
     REQUIRE(store.ok());
@@ -444,12 +446,26 @@ TEST_CASE("after a restart, a job whose rank-0 task is gone fails", "[scheduler]
     h.AddNode("a", 1);
     id = h.Submit(Fg(1)).id;
     h.scheduler.Tick();
-  }
+    if (started) {
+      v1::ReportProgressRequest ready;
+      ready.set_node_id("node-a");
+      ready.set_task_id(h.Get(id).task_ids.at(0));
+      ready.set_store_ready("10.0.0.a:29501");
+      REQUIRE(h.scheduler.ReportProgress(ready).ok());
+    }
+  }  // killed before the worker confirmed the task, or after it reported its store
   auto store = OpenSQLiteJobStore(dir.File("c.db"));
   REQUIRE(store.ok());
   Harness h(store->get());
   h.AddNode("a", 1);  // lists nothing
-  CHECK(h.Get(id).state == JobState::kFailed);
+  if (started) {
+    CHECK(h.Get(id).state == JobState::kFailed);
+  } else {
+    CHECK(h.Get(id).state == JobState::kRunning);
+    std::vector<v1::TaskCommand> sent = h.Commands("node-a");
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].assign().task_id() == h.Get(id).task_ids.at(0));
+  }
 }
 
 }  // namespace
