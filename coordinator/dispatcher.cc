@@ -187,6 +187,15 @@ std::optional<Task> Dispatcher::OnExit(const std::string& task_id, v1::TaskOutco
   return before;
 }
 
+bool Dispatcher::NoneLive(const std::vector<std::string>& task_ids) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::none_of(task_ids.begin(), task_ids.end(), [&](const std::string& id) {
+    auto it = tasks_.find(id);
+    return it != tasks_.end() &&
+           (it->second.live() || it->second.phase == TaskPhase::kCancelling);
+  });
+}
+
 bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids,
                               std::string* checkpoint) const {
   std::lock_guard<std::mutex> lock(mu_);

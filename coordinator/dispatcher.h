@@ -102,6 +102,8 @@ class Dispatcher {
   std::optional<Task> OnExit(const std::string& task_id, v1::TaskOutcome outcome,
                              const std::string& checkpoint);
 
+  // Whether none of the listed tasks is still running or on its way (sent, confirmed, cancelling).
+  bool NoneLive(const std::vector<std::string>& task_ids) const;
   // Whether every listed task ended successfully; *checkpoint gets a reported checkpoint.
   bool AllSucceeded(const std::vector<std::string>& task_ids, std::string* checkpoint) const;
   // The live TRAIN task of the job's attempt on the node, if any.

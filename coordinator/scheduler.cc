@@ -37,6 +37,7 @@ void Scheduler::Tick() {
     writes.swap(unwritten_);
     ExpireNodesLocked(&writes);
     SettleReconciliationLocked(&writes);
+    SettleFailuresLocked(&writes);
   }
   // Retried and ending writes first: a job freed by them may be admitted in this round.
   ApplyWrites(std::move(writes));

@@ -58,6 +58,9 @@ struct SchedulerOptions {
   int max_attempts = 3;
   // --timeout-s for executors (0: none).
   int64_t executor_timeout_s = 0;
+  // A task failure that reads as the echo of another rank's (a closed connection) waits this
+  // long for the job's other tasks to report, so the job fails with the first cause.
+  Clock::Duration first_cause_window = std::chrono::seconds(10);
 };
 
 class Scheduler {
@@ -180,6 +183,11 @@ class Scheduler {
   void OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                            Writes* writes);
   static std::string ExitReason(const Task& task, const v1::ReportTaskExitRequest& report);
+  // A failed TRAIN task: fails the job now, or waits for the first cause (first_cause_window).
+  void OnTrainFailureLocked(const JobRecord& job, const Reason& cause, Writes* writes);
+  void SettleFailureNowLocked(const JobRecord& job, Writes* writes);
+  // Fails the jobs whose wait for a first cause is over.
+  void SettleFailuresLocked(Writes* writes);
   // Caches a measured profile (before the task's exit is handled; no lock held).
   void CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report);
   // Worker reports: whether a job still wants its tasks; progress of a report's iterations.
@@ -209,6 +217,12 @@ class Scheduler {
   std::vector<Reservation> ready_to_plan_;           // profiled, to plan in the next tick
   Writes unwritten_;                                 // failed writes to retry, in order
   std::optional<Clock::TimePoint> reconcile_deadline_;
+  struct PendingFailure {
+    int64_t attempt = 0;
+    Reason reason{ReasonCode::kTaskFailed, ""};  // the first report's
+    Clock::TimePoint deadline;
+  };
+  std::map<std::string, PendingFailure> pending_failures_;  // by job id
   int64_t profile_tasks_ = 0;
 };
 

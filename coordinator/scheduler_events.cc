@@ -1,5 +1,6 @@
 // Scheduler: worker reports, cancellation, lost nodes, and recovery after a restart.
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "common/logging.h"
@@ -7,6 +8,25 @@
 #include "coordinator/scheduler.h"
 
 namespace deepool::coordinator {
+namespace {
+
+// What a rank reports when another rank of its job died first: its connections closed, or its
+// collectives and store waits timed out (Gloo, NCCL and c10d store wording; the communicator
+// turns these into UNAVAILABLE and DEADLINE_EXCEEDED).
+bool LooksLikePeerFailure(const std::string& reason) {
+  std::string text = reason;
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* marker :
+       {"connection closed", "connection reset", "connection refused", "closed by peer",
+        "broken pipe", "timed out", "timeout", "remote process", "communicator was aborted",
+        "ncclremoteerror", "deadline_exceeded", "unavailable"}) {
+    if (text.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Status Scheduler::Recover() {
   for (const JobRecord& job : jobs_->Active()) {
@@ -265,7 +285,13 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
   if (task.phase == TaskPhase::kCancelling) return;
   if (report.outcome() == v1::TASK_OUTCOME_SUCCEEDED) {
     std::string checkpoint;
-    if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint)) return;  // others still running
+    if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint)) {
+      // Others still running, or one failed with an echo and this was the last to report.
+      if (pending_failures_.count(job->id) && dispatcher_.NoneLive(job->task_ids)) {
+        SettleFailureNowLocked(*job, writes);
+      }
+      return;
+    }
     JobWrite write = TransitionWrite(
         job->id, JobState::kSucceeded,
         {ReasonCode::kProgress, "all " + std::to_string(job->devices.size()) + " ranks finished"},
@@ -291,7 +317,54 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
         /*retry=*/true));
     return;
   }
-  FailOrRequeueLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
+  OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
+}
+
+void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, Writes* writes) {
+  auto pending = pending_failures_.find(job.id);
+  if (pending != pending_failures_.end() && pending->second.attempt != job.attempt) {
+    pending_failures_.erase(pending);
+    pending = pending_failures_.end();
+  }
+  const bool echo = LooksLikePeerFailure(cause.message);
+  if (echo && !dispatcher_.NoneLive(job.task_ids)) {
+    // Another rank may have failed first: wait for its report (or the window) before failing.
+    if (pending == pending_failures_.end()) {
+      pending_failures_.emplace(
+          job.id, PendingFailure{job.attempt, cause, clock_->Now() + options_.first_cause_window});
+      DP_LOG_INFO("job {}: {}; waiting up to {} ms for the first cause", job.id, cause.message,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      options_.first_cause_window).count());
+    }
+    return;
+  }
+  // A cause of its own wins over an echo reported first; of two echoes, the first stands.
+  const Reason chosen = echo && pending != pending_failures_.end() ? pending->second.reason : cause;
+  if (pending != pending_failures_.end()) pending_failures_.erase(pending);
+  FailOrRequeueLocked(job, chosen, writes);
+}
+
+void Scheduler::SettleFailureNowLocked(const JobRecord& job, Writes* writes) {
+  auto pending = pending_failures_.find(job.id);
+  if (pending == pending_failures_.end()) return;
+  const Reason reason = pending->second.reason;
+  const bool current = pending->second.attempt == job.attempt && !IsTerminal(job.state);
+  pending_failures_.erase(pending);
+  if (current) FailOrRequeueLocked(job, reason, writes);
+}
+
+void Scheduler::SettleFailuresLocked(Writes* writes) {
+  const Clock::TimePoint now = clock_->Now();
+  for (auto it = pending_failures_.begin(); it != pending_failures_.end();) {
+    StatusOr<JobRecord> job = jobs_->Get(it->first);
+    const bool current = job.ok() && !IsTerminal(job->state) && job->attempt == it->second.attempt;
+    if (current && now < it->second.deadline) {
+      ++it;
+      continue;
+    }
+    if (current) FailOrRequeueLocked(*job, it->second.reason, writes);
+    it = pending_failures_.erase(it);
+  }
 }
 
 std::string Scheduler::ExitReason(const Task& task, const v1::ReportTaskExitRequest& report) {

@@ -1,6 +1,10 @@
 // End to end on loopback: a real coordinator and two workers with two CPU devices each, real
 // executors. Each test case starts its own cluster in a temporary directory.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "tests/e2e/local_cluster.h"
@@ -226,6 +230,47 @@ TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
   CHECK(cluster.RunCli({"cancel", running}, &out, &err) == cli::kExitFailure);
   CHECK_FALSE(err.empty());
   CHECK(cluster.RunCli({"cancel", "no-such-job"}, &out, &err) == cli::kExitNotFound);
+}
+
+// The pid of the executor running `rank` for a task under `dir` (its run spec lies there), or 0.
+pid_t FindExecutor(const std::string& dir, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+    if (args.empty() || args[0].find("deepool-executor") == std::string::npos) continue;
+    bool in_dir = false, has_rank = false;
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--run-spec" && args[i + 1].rfind(dir, 0) == 0) in_dir = true;
+      if (args[i] == "--rank" && args[i + 1] == std::to_string(rank)) has_rank = true;
+    }
+    if (in_dir && has_rank) return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
+
+TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's closed connection",
+          "[e2e]") {
+  LocalCluster cluster;
+  std::string id;
+  REQUIRE(cluster.Submit(FgJob("victim", 100000), &id).ok());
+  v1::Job running = cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
+  });
+  int victim_rank = -1;
+  for (const v1::DeviceAssignment& d : running.devices()) victim_rank = std::max(victim_rank, d.rank());
+  REQUIRE(victim_rank > 0);
+  const pid_t victim = FindExecutor(cluster.dir(), victim_rank);
+  REQUIRE(victim > 0);
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  v1::Job end = cluster.WaitForTerminal(id);
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_FAILED);
+  CHECK_THAT(end.reason(), Catch::Contains("rank " + std::to_string(victim_rank) +
+                                           ": killed by signal 9"));
+  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
 }
 
 TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing", "[e2e]") {

@@ -128,6 +128,62 @@ TEST_CASE("a multi-node job sends the other nodes their ranks once the store is 
   }
 }
 
+// A multi-node job whose ranks fail one after the other: the echo of a killed rank (a closed
+// connection) reported first must not become the job's reason.
+TEST_CASE("a job fails with the first cause, not with another rank's closed connection",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  h.AddNode("b", 2);
+  JobRecord job = h.Submit(Fg(4));
+  h.scheduler.Tick();
+  const std::string task_a = h.Commands("node-a").at(0).assign().task_id();
+  v1::ReportProgressRequest ready;
+  ready.set_node_id("node-a");
+  ready.set_task_id(task_a);
+  ready.set_store_ready("10.0.0.a:29501");
+  REQUIRE(h.scheduler.ReportProgress(ready).ok());
+  const std::string task_b = h.Commands("node-b").at(0).assign().task_id();
+  auto fail = [&](const std::string& node, const std::string& task, int rank,
+                  const std::string& error) {
+    v1::ReportTaskExitRequest exit;
+    exit.set_node_id(node);
+    exit.set_task_id(task);
+    exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+    exit.set_error(error);
+    exit.add_ranks()->set_rank(rank);
+    REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  };
+  const std::string echo =
+      "rank 0: exit code 1: UNAVAILABLE: all-reduce: Connection closed by peer [10.0.0.b]:4411";
+  fail("node-a", task_a, 0, echo);
+  CHECK(h.Get(job.id).state == JobState::kRunning);  // waiting for the first cause
+
+  SECTION("the killed rank's report arrives next: it is the reason") {
+    fail("node-b", task_b, 3, "rank 3: killed by signal 9 (Killed)");
+    JobRecord failed = h.Get(job.id);
+    CHECK(failed.state == JobState::kFailed);
+    CHECK_THAT(failed.reason, Catch::Contains("rank 3: killed by signal 9"));
+  }
+  SECTION("nothing else comes: the echo is the reason once the window is over") {
+    h.clock.Advance(std::chrono::milliseconds(9900));
+    h.scheduler.Tick();
+    CHECK(h.Get(job.id).state == JobState::kRunning);
+    h.clock.Advance(std::chrono::milliseconds(200));
+    h.scheduler.Tick();
+    JobRecord failed = h.Get(job.id);
+    CHECK(failed.state == JobState::kFailed);
+    CHECK_THAT(failed.reason, Catch::Contains("Connection closed by peer"));
+    CHECK(h.Commands("node-b").at(0).cancel().task_id() == task_b);
+  }
+  SECTION("the other task ends with an echo too: the first report stands, at once") {
+    fail("node-b", task_b, 2, "rank 2: exit code 1: DEADLINE_EXCEEDED: recv timed out");
+    JobRecord failed = h.Get(job.id);
+    CHECK(failed.state == JobState::kFailed);
+    CHECK_THAT(failed.reason, Catch::Contains("Connection closed by peer"));
+  }
+}
+
 TEST_CASE("FG jobs go in priority then submission order; a waiting job blocks those behind",
           "[scheduler]") {
   Harness h;
