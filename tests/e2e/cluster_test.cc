@@ -273,6 +273,46 @@ TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's c
   CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
 }
 
+TEST_CASE("executors end with their worker daemon: killed, or stopped past its lease", "[e2e]") {
+  LocalCluster cluster;  // node timeout 20 s; the workers' executor lease is the default 5 s
+  std::string id;
+  REQUIRE(cluster.Submit(FgJob("orphans", 100000), &id).ok());
+  v1::Job running = cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
+  });
+  std::vector<int> on_node_1;
+  for (const v1::DeviceAssignment& d : running.devices()) {
+    if (d.node_name() == "node-1") on_node_1.push_back(d.rank());
+  }
+  REQUIRE_FALSE(on_node_1.empty());
+  const std::string node_1_dir = cluster.dir() + "/node-1";
+  auto none_left = [&] {
+    for (int rank : on_node_1) {
+      if (FindExecutor(node_1_dir, rank) != 0) return false;
+    }
+    return true;
+  };
+  REQUIRE_FALSE(none_left());
+
+  SECTION("the daemon is killed: its executors end within a poll") {
+    cluster.SignalWorker(1, SIGKILL);
+    CHECK(PollUntil(none_left, 10s));
+  }
+  SECTION("the daemon is stopped: its executors end after the lease, before the node is DOWN") {
+    const auto stopped_at = std::chrono::steady_clock::now();
+    cluster.SignalWorker(1, SIGSTOP);
+    CHECK(PollUntil(none_left, 15s));
+    const auto waited = std::chrono::steady_clock::now() - stopped_at;
+    CHECK(waited >= 5s);
+    CHECK(waited < 20s);
+    cluster.SignalWorker(1, SIGCONT);
+    // Back, the worker finds its executors gone (their reason on stdout) and the job fails.
+    v1::Job end = cluster.WaitForTerminal(id, 60s);
+    INFO(cli::ToJson(end));
+    CHECK(end.state() == v1::JOB_STATE_FAILED);
+  }
+}
+
 TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing", "[e2e]") {
   LocalCluster cluster;
   std::string done_before, fg;

@@ -183,6 +183,9 @@ class LocalCluster {
                            dir_ + "/" + name + ".log"));
   }
 
+  // A signal to worker `index`'s daemon alone (its executors run in process groups of their own).
+  void SignalWorker(size_t index, int sig) { workers_.at(index)->Signal(sig); }
+
   bool WaitForNodesUp(int count, std::chrono::milliseconds timeout = 60s) {
     bool ok = PollUntil(
         [&] {

@@ -2,13 +2,35 @@
 //   deepool-executor --run-spec FILE --rank R --world-size N --store HOST:PORT
 //                    [--device cpu|cuda:K] [--timeout-s S] [--threads N]
 //                    [--commands-on-stdin [--background-sharing idle_only|concurrent]]
+//                    [--worker-lease-s S]
 // stdout carries one JSON event per line; logs go to stderr.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "common/logging.h"
+#include "common/process_watch.h"
+#include "protocol/executor_events.h"
 #include "worker/runtime/executor_process.h"
+
+namespace {
+
+// The worker daemon that started this rank is gone or frozen: its lease on us is over. Say why
+// on stdout (one write, so the line arrives whole if anyone reads it) and end at once.
+[[noreturn]] void EndWithoutWorker(int rank, const std::string& why) {
+  const std::string line =
+      "\n" + deepool::protocol::ExecutorEventToJson(deepool::protocol::ErrorEvent{
+                 rank, "the worker daemon's lease ended (" + why + "); stopping"}) +
+      "\n";
+  DP_LOG_ERROR("{}", line.substr(1, line.size() - 2));
+  const ssize_t written = write(STDOUT_FILENO, line.data(), line.size());
+  std::_Exit(written >= 0 ? 3 : 4);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   deepool::worker::ExecutorProcessOptions options;
@@ -30,9 +52,21 @@ int main(int argc, char** argv) {
                "read attach_background / detach_background commands from stdin");
   app.add_option("--background-sharing", options.background_sharing,
                  "gate mode for BG jobs attached by command: idle_only or concurrent");
+  double worker_lease_s = 0;
+  app.add_option("--worker-lease-s", worker_lease_s,
+                 "end when the parent (the worker daemon) exits, or is stopped for longer than "
+                 "this (0: no watch)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (commands_on_stdin) options.command_fd = 0;
   deepool::InitLogging("executor-" + std::to_string(options.rank), log_level);
+  std::unique_ptr<deepool::ProcessWatch> worker_watch;
+  if (worker_lease_s > 0) {
+    deepool::ProcessWatch::Options watch;
+    watch.stopped_limit = std::chrono::milliseconds(static_cast<int64_t>(worker_lease_s * 1000));
+    worker_watch = std::make_unique<deepool::ProcessWatch>(
+        watch, [rank = options.rank](const std::string& why) { EndWithoutWorker(rank, why); });
+  }
   deepool::Status status = deepool::worker::RunExecutorProcess(options, std::cout);
   std::cout.flush();
   // After a failed transfer c10d's process groups may still hold threads blocked on dead peers;

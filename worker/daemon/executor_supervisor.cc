@@ -235,6 +235,10 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
     spec.args.push_back("--timeout-s");
     spec.args.push_back(std::to_string(task.train.timeout_s));
   }
+  if (options_.executor_lease.count() > 0) {
+    spec.args.push_back("--worker-lease-s");
+    spec.args.push_back(std::to_string(options_.executor_lease.count() / 1000.0));
+  }
   if (options_.cpu_threads_per_device > 0 && (rank.device.empty() || rank.device == "cpu")) {
     spec.args.push_back("--threads");
     spec.args.push_back(std::to_string(options_.cpu_threads_per_device));

@@ -122,6 +122,10 @@ struct SupervisorOptions {
   std::string work_dir;       // tasks/<id>/ is created below it
   size_t log_tail_lines = 50;
   std::chrono::milliseconds kill_grace{3000};  // SIGTERM -> SIGKILL
+  // Executors end themselves when this daemon exits, or is stopped (SIGSTOP) for longer than
+  // this (--worker-lease-s): keep it below the coordinator's node timeout less a heartbeat
+  // interval, so they are gone before the node is declared DOWN and its devices reused. 0: off.
+  std::chrono::milliseconds executor_lease{5000};
   // Intra-op threads of an executor on a CPU device (--threads): the node's cores divided by
   // its CPU devices. 0: the executor's default.
   int cpu_threads_per_device = 0;

@@ -77,6 +77,7 @@ struct Flags {
   std::string log_level = "info";
   int log_tail_lines = 50;
   double kill_grace_s = 5;
+  double executor_lease_s = 5;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -95,6 +96,11 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
   app.add_option("--log-tail-lines", flags.log_tail_lines, "log lines kept per rank for errors");
   app.add_option("--kill-grace-s", flags.kill_grace_s, "SIGTERM to SIGKILL delay on cancel");
+  app.add_option("--executor-lease-s", flags.executor_lease_s,
+                 "executors end when this daemon exits or is stopped longer than this; keep it "
+                 "below the coordinator's node timeout less a heartbeat interval (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.set_version_flag("--version", "deepool-worker 0.1.0");
 }
 
@@ -137,6 +143,8 @@ SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
   supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
   supervisor.kill_grace =
       std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
+  supervisor.executor_lease =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.executor_lease_s * 1000));
   supervisor.cpu_threads_per_device =
       CpuThreadsPerDevice(devices, static_cast<int>(std::thread::hardware_concurrency()));
   return supervisor;
