@@ -56,6 +56,9 @@ struct SchedulerOptions {
   Clock::Duration resend_after = std::chrono::seconds(5);
   // How many dispatches a requeued job gets before it fails.
   int max_attempts = 3;
+  // How many dispatches a BG job gets whose FG host rank keeps ending first (it restarts each
+  // time: BG jobs keep no checkpoint) before it fails.
+  int max_hosted_attempts = 20;
   // --timeout-s for executors (0: none).
   int64_t executor_timeout_s = 0;
   // A task failure that reads as the echo of another rank's (a closed connection) waits this

@@ -307,7 +307,18 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     return;
   }
   if (report.host_ended() && job->spec.role == JobRole::kBg) {
-    // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts.
+    // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts,
+    // up to max_hosted_attempts dispatches.
+    if (job->attempt >= options_.max_hosted_attempts) {
+      FailOrRequeueLocked(*job,
+                          {ReasonCode::kTaskFailed,
+                           "its FG host ended before it finished on each of its " +
+                               std::to_string(job->attempt) +
+                               " dispatches; BG jobs restart from iteration 0, so it was given up "
+                               "(fewer iterations finish inside one FG job)"},
+                          writes);
+      return;
+    }
     ReleaseLocked(job->id);
     writes->push_back(TransitionWrite(
         job->id, JobState::kPending,

@@ -145,6 +145,33 @@ TEST_CASE(
   CHECK(commands[0].assign().train().host_task_id() == fg_task);
 }
 
+TEST_CASE("a BG job whose FG host keeps ending first fails after 20 dispatches, not never",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  h.ReportRanks("node-a", fg.id, {1});
+  JobRecord bg = h.Submit(Bg());
+  for (int dispatch = 1; dispatch <= 20; ++dispatch) {
+    h.scheduler.Tick();
+    REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+    REQUIRE(h.Get(bg.id).attempt == dispatch);
+    std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+    REQUIRE(commands.size() == 1);
+    v1::ReportTaskExitRequest exit;
+    exit.set_node_id("node-a");
+    exit.set_task_id(commands[0].assign().task_id());
+    exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+    exit.set_host_ended(true);
+    REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  }
+  JobRecord failed = h.Get(bg.id);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK_THAT(failed.reason, Catch::Contains("on each of its 20 dispatches"));
+}
+
 TEST_CASE(
     "a BG job waits while the FG job holding every device profiles and plans, then runs inside "
     "the FG rank with the most predicted idle",
