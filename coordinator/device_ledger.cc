@@ -22,6 +22,17 @@ void DeviceLedger::ReleaseForeground(const DeviceKey& key) {
   idle_.erase(key);
 }
 
+std::vector<DeviceKey> DeviceLedger::DevicesOf(const std::string& job_id) const {
+  std::vector<DeviceKey> keys;
+  for (const auto& [key, holder] : fg_) {
+    if (holder == job_id) keys.push_back(key);
+  }
+  for (const auto& [key, holder] : bg_) {
+    if (holder == job_id) keys.push_back(key);
+  }
+  return keys;
+}
+
 void DeviceLedger::Release(const std::string& job_id) {
   for (auto it = fg_.begin(); it != fg_.end();) {
     if (it->second == job_id) {

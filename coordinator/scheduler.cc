@@ -38,6 +38,7 @@ void Scheduler::Tick() {
     ExpireNodesLocked(&writes);
     SettleReconciliationLocked(&writes);
     SettleFailuresLocked(&writes);
+    ReleaseStoppedLocked();
   }
   // Retried and ending writes first: a job freed by them may be admitted in this round.
   ApplyWrites(std::move(writes));

@@ -175,6 +175,10 @@ class Scheduler {
   // Endings (mu_ held). The job's devices are freed and its tasks cancelled at once; its new
   // state is written after the lock is released, retried until stored.
   void ReleaseLocked(const std::string& job_id);
+  // ReleaseLocked, except that the devices the job's still-running executors use stay held (as
+  // "JOB (stopping)") until its tasks have ended: stopped by their workers, or their node lost.
+  void ReleaseAfterStopLocked(const JobRecord& job);
+  void ReleaseStoppedLocked();
   // FAILED with `reason`, or PENDING (kRequeued) where the spec asks and attempts remain.
   void FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes);
   void ExpireNodesLocked(Writes* writes);
@@ -226,6 +230,7 @@ class Scheduler {
     Clock::TimePoint deadline;
   };
   std::map<std::string, PendingFailure> pending_failures_;  // by job id
+  std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
   int64_t profile_tasks_ = 0;
 };
 

@@ -120,10 +120,38 @@ void Scheduler::ReleaseLocked(const std::string& job_id) {
   WakeLocked();
 }
 
+void Scheduler::ReleaseAfterStopLocked(const JobRecord& job) {
+  const std::vector<DeviceKey> held = ledger_.DevicesOf(job.id);
+  ReleaseLocked(job.id);
+  if (dispatcher_.NoneLive(job.task_ids)) return;
+  // Its executors may still run until their workers stop them: the devices they use (those no
+  // other job's FG rank runs on; a hosted BG job used its host's) stay held until then.
+  const std::string holder = job.id + " (stopping)";
+  bool holding = false;
+  for (const DeviceKey& key : held) {
+    if (ledger_.ForegroundOf(key)) continue;
+    ledger_.HoldForeground(key, holder);
+    holding = true;
+  }
+  if (holding) stopping_[holder] = job.task_ids;
+}
+
+void Scheduler::ReleaseStoppedLocked() {
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    if (!dispatcher_.NoneLive(it->second)) {
+      ++it;
+      continue;
+    }
+    ledger_.Release(it->first);
+    it = stopping_.erase(it);
+    WakeLocked();
+  }
+}
+
 void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
                                     Writes* writes) {
   dispatcher_.CancelJob(job.id, reason.message);
-  ReleaseLocked(job.id);
+  ReleaseAfterStopLocked(job);
   // Retried until stored: a job left RUNNING with its devices freed would never end.
   if (job.spec.requeue_on_failure && job.attempt < options_.max_attempts) {
     writes->push_back(TransitionWrite(job.id, JobState::kPending,
@@ -146,7 +174,7 @@ StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::stri
                                                           {ReasonCode::kCancelled, why}));
   std::lock_guard<std::mutex> lock(mu_);
   dispatcher_.CancelJob(job_id, why);
-  ReleaseLocked(job_id);
+  ReleaseAfterStopLocked(cancelled);
   return cancelled;
 }
 
@@ -268,6 +296,7 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
     const std::optional<Task> task =
         dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
     if (!task) return Status::Ok();  // a concurrent copy of this report got here first
+    ReleaseStoppedLocked();           // a stopped task may free a cancelled job's devices
     if (task->assignment.has_profile()) {
       OnProfileExitLocked(*task, report, &writes);
     } else {

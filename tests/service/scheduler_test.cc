@@ -166,7 +166,11 @@ TEST_CASE("a job fails with the first cause, not with another rank's closed conn
     CHECK_THAT(failed.reason, Catch::Contains("rank 3: killed by signal 9"));
   }
   SECTION("nothing else comes: the echo is the reason once the window is over") {
-    h.clock.Advance(std::chrono::milliseconds(9900));
+    for (int i = 0; i < 2; ++i) {  // the nodes stay alive through the 10 s window
+      h.clock.Advance(std::chrono::milliseconds(4950));
+      REQUIRE(h.scheduler.Heartbeat("node-a", {Running(task_a, job.id)}).ok());
+      REQUIRE(h.scheduler.Heartbeat("node-b", {Running(task_b, job.id)}).ok());
+    }
     h.scheduler.Tick();
     CHECK(h.Get(job.id).state == JobState::kRunning);
     h.clock.Advance(std::chrono::milliseconds(200));
@@ -325,6 +329,35 @@ TEST_CASE("a silent node's jobs fail, or are requeued when the spec allows", "[s
   h.scheduler.Tick();
   CHECK(h.Get(second.id).state == JobState::kRunning);
   CHECK(h.Get(second.id).attempt == 2);
+}
+
+TEST_CASE("a cancelled job's devices are given to another job only once its executors stopped",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobRecord first = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = h.ReportRanks("node-a", first.id, {0});
+  h.Commands("node-a");
+  REQUIRE(h.scheduler.Cancel(first.id, "").ok());
+  JobRecord second = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  CHECK(h.Get(second.id).state == JobState::kPending);  // rank 0 may still be running
+  CHECK(h.scheduler.DeviceUses().at({"node-a", "cpu:0"}).fg_job == first.id + " (stopping)");
+
+  SECTION("the worker reports the task stopped") {
+    h.Exit("node-a", task, v1::TASK_OUTCOME_CANCELLED);
+  }
+  SECTION("the worker no longer lists the task") {
+    REQUIRE(h.scheduler.Heartbeat("node-a", {}).ok());
+  }
+  SECTION("the node is lost") {
+    h.clock.Advance(seconds(11));
+    h.scheduler.Tick();
+    h.AddNode("a", 1);
+  }
+  h.scheduler.Tick();
+  CHECK(h.Get(second.id).state == JobState::kRunning);
 }
 
 TEST_CASE("heartbeats re-send missed assignments and cancel unwanted tasks", "[scheduler]") {
