@@ -92,33 +92,42 @@ TEST_CASE("lists are newest first and filter by state", "[job_manager]") {
   CHECK(jobs.Active().front().id == a.id);
 }
 
+// A JobManager over a SQLite file, loaded: one run of a coordinator process.
+struct SqliteRun {
+  SqliteRun(const testing::TempDir& dir, const Clock* clock)
+      : store(Open(dir)), jobs(store.get(), clock) {
+    REQUIRE(jobs.Load().ok());
+  }
+  static std::unique_ptr<JobStore> Open(const testing::TempDir& dir) {
+    auto opened = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(opened.ok());
+    return std::move(*opened);
+  }
+  std::unique_ptr<JobStore> store;
+  JobManager jobs;
+};
+
 TEST_CASE("a reloaded manager continues ids and keeps everything (SQLite restart)",
           "[job_manager]") {
   testing::TempDir dir;
   FakeClock clock;
   std::string id;
   {
-    auto store = OpenSQLiteJobStore(dir.File("c.db"));
-    REQUIRE(store.ok());
-    JobManager jobs(store->get(), &clock);
-    REQUIRE(jobs.Load().ok());
-    id = jobs.Submit(TinySpec())->id;
-    REQUIRE(jobs.Transition(id, JobState::kPlanning, "p").ok());
-    REQUIRE(jobs.Update(id, [](JobRecord& r) { r.progress.iteration = 2; }).ok());
-    REQUIRE(jobs.AppendLogs(id, {{0, 1, "n", 0, "hello"}}).ok());
-    jobs.Shutdown();  // a clean stop
+    SqliteRun run(dir, &clock);
+    id = run.jobs.Submit(TinySpec())->id;
+    REQUIRE(run.jobs.Transition(id, JobState::kPlanning, "p").ok());
+    REQUIRE(run.jobs.Update(id, [](JobRecord& r) { r.progress.iteration = 2; }).ok());
+    REQUIRE(run.jobs.AppendLogs(id, {{0, 1, "n", 0, "hello"}}).ok());
+    run.jobs.Shutdown();  // a clean stop
   }
-  auto store = OpenSQLiteJobStore(dir.File("c.db"));
-  REQUIRE(store.ok());
-  JobManager jobs(store->get(), &clock);
-  REQUIRE(jobs.Load().ok());
-  StatusOr<JobRecord> job = jobs.Get(id);
+  SqliteRun run(dir, &clock);
+  StatusOr<JobRecord> job = run.jobs.Get(id);
   REQUIRE(job.ok());
   CHECK(job->state == JobState::kPlanning);
   CHECK(job->progress.iteration == 2);
   CHECK(job->history.size() == 2);
-  CHECK(jobs.ReadLogs(id, 0, 0)->at(0).line == "hello");
-  CHECK(jobs.Submit(TinySpec())->id == "job-000002");
+  CHECK(run.jobs.ReadLogs(id, 0, 0)->at(0).line == "hello");
+  CHECK(run.jobs.Submit(TinySpec())->id == "job-000002");
 }
 
 TEST_CASE("a request id finds its job again after a restart (SQLite)", "[job_manager]") {
@@ -126,18 +135,12 @@ TEST_CASE("a request id finds its job again after a restart (SQLite)", "[job_man
   FakeClock clock;
   std::string id;
   {
-    auto store = OpenSQLiteJobStore(dir.File("c.db"));
-    REQUIRE(store.ok());
-    JobManager jobs(store->get(), &clock);
-    REQUIRE(jobs.Load().ok());
-    id = jobs.Submit(TinySpec(), "key-1")->id;
+    SqliteRun run(dir, &clock);
+    id = run.jobs.Submit(TinySpec(), "key-1")->id;
   }  // killed: the answer may never have reached the client
-  auto store = OpenSQLiteJobStore(dir.File("c.db"));
-  REQUIRE(store.ok());
-  JobManager jobs(store->get(), &clock);
-  REQUIRE(jobs.Load().ok());
-  CHECK(jobs.Submit(TinySpec(), "key-1")->id == id);
-  CHECK(jobs.List({}, 0).size() == 1);
+  SqliteRun run(dir, &clock);
+  CHECK(run.jobs.Submit(TinySpec(), "key-1")->id == id);
+  CHECK(run.jobs.List({}, 0).size() == 1);
 }
 
 TEST_CASE("an id is never issued twice, even after its job's record was lost", "[job_manager]") {

@@ -76,13 +76,19 @@ TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[schedul
   CHECK(h.scheduler.DeviceUses().empty());
 }
 
-TEST_CASE("a multi-node job sends the other nodes their ranks once the store is up",
-          "[scheduler]") {
-  Harness h;
+// Nodes a and b with 2 devices each, and a 4-rank FG job planned and dispatched over them.
+JobRecord DispatchOnTwoNodes(Harness& h) {
   h.AddNode("a", 2);
   h.AddNode("b", 2);
   JobRecord job = h.Submit(Fg(4));
   h.scheduler.Tick();
+  return job;
+}
+
+TEST_CASE("a multi-node job sends the other nodes their ranks once the store is up",
+          "[scheduler]") {
+  Harness h;
+  JobRecord job = DispatchOnTwoNodes(h);
   REQUIRE(h.Get(job.id).state == JobState::kRunning);
   std::vector<v1::TaskCommand> on_a = h.Commands("node-a");
   REQUIRE(on_a.size() == 1);
@@ -133,10 +139,7 @@ TEST_CASE("a multi-node job sends the other nodes their ranks once the store is 
 TEST_CASE("a job fails with the first cause, not with another rank's closed connection",
           "[scheduler]") {
   Harness h;
-  h.AddNode("a", 2);
-  h.AddNode("b", 2);
-  JobRecord job = h.Submit(Fg(4));
-  h.scheduler.Tick();
+  JobRecord job = DispatchOnTwoNodes(h);
   const std::string task_a = h.Commands("node-a").at(0).assign().task_id();
   v1::ReportProgressRequest ready;
   ready.set_node_id("node-a");
