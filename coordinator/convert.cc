@@ -1,5 +1,9 @@
 #include "coordinator/convert.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
+#include <vector>
+
 namespace deepool::coordinator {
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -7,7 +11,39 @@ grpc::Status ToGrpcStatus(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
 }
 
+namespace {
+
+// Fields a newer (or hostile) client set that this coordinator does not know would be dropped
+// without a word, and could pad a message: they are refused, naming the field number.
+Status CheckNoUnknownFields(const google::protobuf::Message& message, const std::string& path) {
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(message);
+  if (!unknown.empty()) {
+    return InvalidArgumentError("unknown field " + path + "#" +
+                                std::to_string(unknown.field(0).number()) +
+                                " (a newer client than this coordinator?)");
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (field->is_repeated()) {
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        RETURN_IF_ERROR(CheckNoUnknownFields(reflection->GetRepeatedMessage(message, field, i),
+                                             path + field->name() + "."));
+      }
+    } else {
+      RETURN_IF_ERROR(
+          CheckNoUnknownFields(reflection->GetMessage(message, field), path + field->name() + "."));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
+  RETURN_IF_ERROR(CheckNoUnknownFields(p, ""));
   JobSpec spec;
   spec.name = p.name();
   spec.model = p.model();

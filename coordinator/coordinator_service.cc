@@ -1,10 +1,11 @@
+#include "common/logging.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_follower.h"
 #include "coordinator/services.h"
 
 namespace deepool::coordinator {
 
-grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                                const v1::SubmitJobRequest* req,
                                                v1::SubmitJobResponse* resp) {
   StatusOr<JobSpec> spec = InvalidArgumentError("job spec: give spec or spec_json");
@@ -13,9 +14,13 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext*,
   } else if (req->spec_source_case() == v1::SubmitJobRequest::kSpecJson) {
     spec = ParseJobSpecJson(req->spec_json());
   }
-  if (!spec.ok()) return ToGrpcStatus(spec.status());
-  StatusOr<JobRecord> job = scheduler_->Submit(*spec, req->request_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
+  StatusOr<JobRecord> job = spec.ok() ? scheduler_->Submit(*spec, req->request_id())
+                                      : StatusOr<JobRecord>(spec.status());
+  if (!job.ok()) {
+    // Refusals are logged (with the peer) so an operator can see who sends what.
+    DP_LOG_INFO("SubmitJob from {} refused: {}", ctx->peer(), job.status().ToString());
+    return ToGrpcStatus(job.status());
+  }
   resp->set_job_id(job->id);
   *resp->mutable_job() = JobToProto(*job);
   return grpc::Status::OK;

@@ -1,5 +1,6 @@
 #include "coordinator/node_registry.h"
 
+#include <cctype>
 #include <set>
 
 #include "common/host_port.h"
@@ -35,12 +36,26 @@ std::string NodeRecord::host() const {
   return parsed.ok() ? FormatHost(parsed->host) : address;
 }
 
+// No spaces, nothing that could move a terminal's cursor.
+Status CheckPlainName(const std::string& field, const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return InvalidArgumentError(field + ": must be 1 to 64 characters");
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        c != ':') {
+      return InvalidArgumentError(field + ": only letters, digits and . _ - : are allowed");
+    }
+  }
+  return Status::Ok();
+}
+
 NodeRegistry::NodeRegistry(const Clock* clock, Clock::Duration node_timeout)
     : clock_(clock), node_timeout_(node_timeout) {}
 
 StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::string& address,
                                             const std::vector<DeviceInfo>& devices) {
-  if (name.empty()) return InvalidArgumentError("name: must not be empty");
+  RETURN_IF_ERROR(CheckPlainName("name", name));
   if (StatusOr<HostPort> parsed = ParseHostOptionalPort(address); !parsed.ok()) {
     return parsed.status().WithContext("address");
   }
@@ -48,8 +63,8 @@ StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::
   std::set<std::string> seen;
   for (size_t i = 0; i < devices.size(); ++i) {
     const std::string field = "devices[" + std::to_string(i) + "]";
-    if (devices[i].device.empty()) return InvalidArgumentError(field + ".device: must be set");
-    if (devices[i].type.empty()) return InvalidArgumentError(field + ".type: must be set");
+    RETURN_IF_ERROR(CheckPlainName(field + ".device", devices[i].device));
+    RETURN_IF_ERROR(CheckPlainName(field + ".type", devices[i].type));
     if (!seen.insert(devices[i].device).second) {
       return InvalidArgumentError(field + ".device: duplicate \"" + devices[i].device + "\"");
     }

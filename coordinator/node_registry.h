@@ -46,6 +46,9 @@ struct NodeRecord {
 // OK when a worker speaks the coordinator's executor protocol (protocol/version.h); else
 // FAILED_PRECONDITION saying which side to upgrade.
 Status CheckWorkerProtocol(int worker_version, int coordinator_version);
+// A node or device name as shown in tables and logs: 1 to 64 letters, digits and . _ - :
+// (INVALID_ARGUMENT naming `field` otherwise).
+Status CheckPlainName(const std::string& field, const std::string& name);
 
 class NodeRegistry {
  public:

@@ -1,3 +1,5 @@
+#include <google/protobuf/unknown_field_set.h>
+
 #include <catch2/catch.hpp>
 
 #include "coordinator/convert.h"
@@ -87,6 +89,26 @@ TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
   CHECK(ErrorOf(R"({"model":"a","graph":{},"global_batch":1,"iterations":1})").rfind("model", 0) ==
         0);
   CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
+}
+
+TEST_CASE("a binary spec with fields this coordinator does not know is refused", "[job_spec]") {
+  v1::JobSpec spec;
+  spec.set_model("resnet50");
+  spec.set_global_batch(8);
+  spec.set_iterations(1);
+  REQUIRE(JobSpecFromProto(spec).ok());
+  v1::JobSpec padded = spec;
+  padded.GetReflection()->MutableUnknownFields(&padded)->AddLengthDelimited(999,
+                                                                           std::string(1000, 'x'));
+  StatusOr<JobSpec> refused = JobSpecFromProto(padded);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.status().message(), Catch::StartsWith("unknown field #999"));
+  v1::JobSpec nested = spec;
+  v1::OptimizerSpec* optimizer = nested.mutable_optimizer();
+  optimizer->GetReflection()->MutableUnknownFields(optimizer)->AddVarint(77, 1);
+  CHECK_THAT(JobSpecFromProto(nested).status().message(),
+             Catch::StartsWith("unknown field optimizer.#77"));
 }
 
 TEST_CASE("a spec's numbers, paths and graph have upper bounds", "[job_spec]") {

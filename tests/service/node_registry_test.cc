@@ -60,6 +60,15 @@ TEST_CASE("registration refuses malformed nodes naming the field", "[node_regist
   CHECK(nodes.Register("a", "h:1", dup).status().message().rfind("devices[1].device", 0) == 0);
   std::vector<DeviceInfo> untyped = {{"cpu:0", "", 0}};
   CHECK(nodes.Register("a", "h:1", untyped).status().message().rfind("devices[0].type", 0) == 0);
+  // Names land in every table: no spaces, no escape sequences, not too long.
+  CHECK(nodes.Register("gpu 1", "h:1", TwoCpus()).status().message() ==
+        "name: only letters, digits and . _ - : are allowed");
+  CHECK_FALSE(nodes.Register("a\x1b[2J", "h:1", TwoCpus()).ok());
+  CHECK_FALSE(nodes.Register(std::string(65, 'a'), "h:1", TwoCpus()).ok());
+  std::vector<DeviceInfo> painted = {{"cpu:0\r", "cpu", 0}};
+  CHECK(nodes.Register("a", "h:1", painted).status().message().rfind("devices[0].device", 0) ==
+        0);
+  CHECK(nodes.Register("gpu-01.rack_2", "h:1", TwoCpus()).ok());
 }
 
 }  // namespace
