@@ -4,6 +4,7 @@
 //                    [--commands-on-stdin [--background-sharing idle_only|concurrent]]
 //                    [--worker-lease-s S]
 // stdout carries one JSON event per line; logs go to stderr.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,15 +20,18 @@
 namespace {
 
 // The worker daemon that started this rank is gone or frozen: its lease on us is over. Say why
-// on stdout (one write, so the line arrives whole if anyone reads it) and end at once.
+// and end at once. The daemon no longer reads our pipes, so they may be full and the other
+// threads blocked writing to them (holding the logger's lock): write without blocking, past the
+// logger, and leave.
 [[noreturn]] void EndWithoutWorker(int rank, const std::string& why) {
-  const std::string line =
-      "\n" + deepool::protocol::ExecutorEventToJson(deepool::protocol::ErrorEvent{
-                 rank, "the worker daemon's lease ended (" + why + "); stopping"}) +
-      "\n";
-  DP_LOG_ERROR("{}", line.substr(1, line.size() - 2));
-  const ssize_t written = write(STDOUT_FILENO, line.data(), line.size());
-  std::_Exit(written >= 0 ? 3 : 4);
+  const std::string event = deepool::protocol::ExecutorEventToJson(deepool::protocol::ErrorEvent{
+      rank, "the worker daemon's lease ended (" + why + "); stopping"});
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    const std::string line = "\n" + event + "\n";
+    if (write(fd, line.data(), line.size()) < 0) continue;  // full or closed: nobody to tell
+  }
+  std::_Exit(3);
 }
 
 }  // namespace
