@@ -1,5 +1,6 @@
 #include "coordinator/job.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/json_fields.h"
@@ -89,15 +90,19 @@ constexpr int64_t kMaxIterations = 1'000'000'000;
 constexpr int64_t kMaxNumClasses = 1'000'000;
 constexpr int64_t kMaxImageSize = 4096;
 
+// Text a client sets that others see in tables and logs: no character that could move a
+// terminal's cursor or start an escape sequence.
+bool HasControlCharacters(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
 Status CheckPath(const char* field, const std::string& path) {
   if (path.size() > kMaxPathBytes) {
     return FieldError(field, "must be at most " + std::to_string(kMaxPathBytes) + " bytes");
   }
-  for (char c : path) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return FieldError(field, "has control characters");
-    }
-  }
+  if (HasControlCharacters(path)) return FieldError(field, "has control characters");
   return Status::Ok();
 }
 
@@ -107,31 +112,21 @@ Status CheckReason(const std::string& reason) {
   if (reason.size() > kMaxReasonBytes) {
     return FieldError("reason", "must be at most " + std::to_string(kMaxReasonBytes) + " bytes");
   }
-  for (char c : reason) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return FieldError("reason", "has control characters");
-    }
-  }
+  if (HasControlCharacters(reason)) return FieldError("reason", "has control characters");
   return Status::Ok();
 }
 
 Status CheckRequestId(const std::string& request_id) {
   if (request_id.size() > 128) return FieldError("request_id", "must be at most 128 characters");
-  for (char c : request_id) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
-      return FieldError("request_id", "has spaces or control characters");
-    }
+  if (HasControlCharacters(request_id) || request_id.find(' ') != std::string::npos) {
+    return FieldError("request_id", "has spaces or control characters");
   }
   return Status::Ok();
 }
 
 Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
-  for (char c : spec.name) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return FieldError("name", "has control characters");
-    }
-  }
+  if (HasControlCharacters(spec.name)) return FieldError("name", "has control characters");
   if (spec.model.empty() == spec.graph_json.empty()) {
     return FieldError("model", "give exactly one of \"model\" (a zoo name) or \"graph\"");
   }
