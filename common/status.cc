@@ -46,6 +46,10 @@ Status FailedPreconditionError(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
 Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
+Status UnauthenticatedError(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 Status DeadlineExceededError(std::string m) {
   return {StatusCode::kDeadlineExceeded, std::move(m)};

@@ -73,6 +73,8 @@ Status CancelledError(std::string message);
 Status UnimplementedError(std::string message);
 Status DataLossError(std::string message);
 Status ResourceExhaustedError(std::string message);
+Status PermissionDeniedError(std::string message);
+Status UnauthenticatedError(std::string message);
 Status AbortedError(std::string message);
 
 // Either a value or a non-OK Status.

@@ -1,0 +1,53 @@
+// TLS and bearer tokens on gRPC connections, for both ends.
+// Server: with TlsFiles set, the coordinator serves TLS and requires a client certificate signed
+// by the cluster CA (mutual TLS); without, it serves plain TCP. Client: with TlsFiles set, the
+// channel verifies the server against the CA and the name kCoordinatorTlsName and presents its
+// own certificate; a token, when given, goes with every call as "authorization: Bearer ...".
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace deepool::security {
+
+// PEM files: the cluster CA's certificate, this process's certificate and its private key.
+struct TlsFiles {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  // True when any of the three is set (then all three must be).
+  bool configured() const { return !ca.empty() || !cert.empty() || !key.empty(); }
+};
+
+// Plain credentials when none of the files is set; an error naming the file that is missing or
+// unreadable, or when only some are set.
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& files);
+
+struct ClientSecurity {
+  TlsFiles tls;
+  std::string token;  // "" for none
+};
+
+// A channel to address with the security above and the given arguments.
+StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
+                                                     const ClientSecurity& security,
+                                                     grpc::ChannelArguments args);
+
+// A token file's first line, without surrounding white space; refuses an empty file.
+StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// What a server call carries: the peer's certificate (PEM) when it presented one over TLS, and
+// the bearer token of its "authorization" header ("" when none).
+struct PeerCredentials {
+  std::optional<std::string> certificate_pem;
+  std::string bearer_token;
+  bool malformed_authorization = false;  // an authorization header that is not "Bearer <token>"
+};
+PeerCredentials PeerCredentialsOf(const grpc::ServerContext& context);
+
+}  // namespace deepool::security

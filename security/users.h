@@ -1,0 +1,75 @@
+// Bearer tokens and the users they stand for. The coordinator keeps only each token's SHA-256
+// digest, in a users file (JSON, see docs/formats.md):
+//   {"format": "deepool.users", "users": [{"name": "alice", "role": "admin",
+//                                           "token_sha256": "<64 hex digits>"}]}
+// `deepool token create` appends a user and prints the token once; `deepool token revoke`
+// removes it. UserTable is a value; UsersFile re-reads its file when it changes, so tokens are
+// added and revoked without a restart (thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "security/identity.h"
+
+namespace deepool::security {
+
+// A new random token: "dpt_" and 64 hex digits (256 bits from the OS's random source).
+StatusOr<std::string> NewToken();
+// The SHA-256 of the token, 64 lower-case hex digits.
+std::string TokenDigest(const std::string& token);
+
+struct UserEntry {
+  std::string name;
+  Role role = Role::kUser;
+  std::string token_sha256;
+};
+
+class UserTable {
+ public:
+  // Refuses unknown roles, duplicate names or digests, and digests that are not 64 hex digits.
+  static StatusOr<UserTable> Parse(const std::string& text);
+  std::string ToJson() const;
+
+  // The user whose digest matches the token's; nullopt for an unknown token.
+  std::optional<Identity> Authenticate(const std::string& token) const;
+  // Adds a user; refuses a name that is already there (revoke it first to rotate).
+  Status Add(const std::string& name, Role role, const std::string& token_sha256);
+  // Removes the user; NOT_FOUND when there is none.
+  Status Remove(const std::string& name);
+  const std::vector<UserEntry>& users() const { return users_; }
+
+ private:
+  std::vector<UserEntry> users_;
+};
+
+// Reads and writes a users file. Save writes a temporary file and renames it over the old one,
+// with mode 0600 (the digests are not secrets, but a listing of users is nobody else's business).
+StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path);
+Status SaveUserTable(const UserTable& table, const std::filesystem::path& path);
+
+class UsersFile {
+ public:
+  // Loads the file now; an unreadable or invalid file is an error here.
+  static StatusOr<std::unique_ptr<UsersFile>> Open(const std::filesystem::path& path);
+  // Re-reads the file when its modification time or size changed; a file that became invalid
+  // is logged and the last good table kept (a typo must not lock everyone out).
+  std::optional<Identity> Authenticate(const std::string& token);
+
+ private:
+  explicit UsersFile(std::filesystem::path path) : path_(std::move(path)) {}
+  void ReloadIfChangedLocked();
+
+  const std::filesystem::path path_;
+  std::mutex mu_;
+  UserTable table_;
+  std::filesystem::file_time_type mtime_{};
+  std::uintmax_t size_ = 0;
+};
+
+}  // namespace deepool::security
