@@ -178,6 +178,7 @@ v1::ReasonCode ReasonCodeToProto(ReasonCode code) {
 v1::Job JobToProto(const JobRecord& job) {
   v1::Job p;
   p.set_job_id(job.id);
+  p.set_owner(job.owner);
   *p.mutable_spec() = JobSpecToProto(job.spec);
   // Up to kMaxGraphJsonBytes per job: left out so listing many jobs stays one small message.
   p.mutable_spec()->clear_graph_json();

@@ -5,16 +5,43 @@
 
 namespace deepool::coordinator {
 
+StatusOr<security::Identity> CoordinatorServiceImpl::Caller(grpc::ServerContext* ctx,
+                                                            const char* method) const {
+  StatusOr<security::Identity> caller = auth_->Authenticate(security::PeerCredentialsOf(*ctx));
+  if (caller.ok()) {
+    Status allowed = security::RequireClient(*caller);
+    if (allowed.ok()) return caller;
+    caller = allowed;
+  }
+  DP_LOG_WARN("{} from {} refused: {}", method, ctx->peer(), caller.status().ToString());
+  return caller;
+}
+
+StatusOr<JobRecord> CoordinatorServiceImpl::AccessibleJob(grpc::ServerContext* ctx,
+                                                          const char* method,
+                                                          const std::string& job_id) const {
+  ASSIGN_OR_RETURN(const security::Identity caller, Caller(ctx, method));
+  ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
+  if (!security::MayAccessJob(caller, job.owner)) {
+    DP_LOG_WARN("{} of {} by {} refused: not the owner", method, job_id, caller.name);
+    return PermissionDeniedError("job " + job.id + " belongs to another user; user " + caller.name +
+                                 " needs the admin role to see or cancel it");
+  }
+  return job;
+}
+
 grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                                const v1::SubmitJobRequest* req,
                                                v1::SubmitJobResponse* resp) {
+  StatusOr<security::Identity> caller = Caller(ctx, "SubmitJob");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   StatusOr<JobSpec> spec = InvalidArgumentError("job spec: give spec or spec_json");
   if (req->has_spec()) {
     spec = JobSpecFromProto(req->spec());
   } else if (req->spec_source_case() == v1::SubmitJobRequest::kSpecJson) {
     spec = ParseJobSpecJson(req->spec_json());
   }
-  StatusOr<JobRecord> job = spec.ok() ? scheduler_->Submit(*spec, req->request_id())
+  StatusOr<JobRecord> job = spec.ok() ? scheduler_->Submit(*spec, req->request_id(), caller->name)
                                       : StatusOr<JobRecord>(spec.status());
   if (!job.ok()) {
     // Refusals are logged (with the peer) so an operator can see who sends what.
@@ -26,16 +53,19 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                             v1::Job* resp) {
-  StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+  StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJob", req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = JobToProto(*job);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
+grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
+                                              const v1::ListJobsRequest* req,
                                               v1::ListJobsResponse* resp) {
+  StatusOr<security::Identity> caller = Caller(ctx, "ListJobs");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   std::vector<JobState> states;
   for (int s : req->states()) {
     std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
@@ -48,7 +78,10 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::Li
   if (req->limit() < 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit: must be >= 0");
   }
-  for (const JobRecord& job : jobs_->List(states, req->limit())) {
+  // A user lists their own jobs; the cluster summary below still counts everyone's.
+  std::optional<std::string> owner;
+  if (caller->role != security::Role::kAdmin) owner = caller->name;
+  for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
     *resp->add_jobs() = JobToProto(job);
   }
   *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
@@ -56,8 +89,10 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::Li
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                                const v1::CancelJobRequest* req, v1::Job* resp) {
+  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "CancelJob", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
   StatusOr<JobRecord> job = scheduler_->Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = JobToProto(*job);
@@ -67,6 +102,8 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext*,
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                               const v1::WatchJobRequest* req,
                                               grpc::ServerWriter<v1::Job>* writer) {
+  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "WatchJob", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
   StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   std::string last_sent;
@@ -85,6 +122,8 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
                                                 const v1::GetJobLogsRequest* req,
                                                 grpc::ServerWriter<v1::LogEntry>* writer) {
+  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "GetJobLogs", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
   StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   LogFollowRequest request;
@@ -107,8 +146,11 @@ v1::Node CoordinatorServiceImpl::NodeView(const NodeRecord& node) const {
   return NodeToProto(node, scheduler_->DeviceUses(), scheduler_->TasksOnNode(node.id));
 }
 
-grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* ctx,
+                                               const v1::ListNodesRequest*,
                                                v1::ListNodesResponse* resp) {
+  StatusOr<security::Identity> caller = Caller(ctx, "ListNodes");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   auto uses = scheduler_->DeviceUses();
   for (const NodeRecord& node : nodes_->List()) {
     *resp->add_nodes() = NodeToProto(node, uses, scheduler_->TasksOnNode(node.id));
@@ -116,27 +158,35 @@ grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::L
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext* ctx,
                                                const v1::DrainNodeRequest* req, v1::Node* resp) {
+  StatusOr<security::Identity> caller = Caller(ctx, "DrainNode");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  Status admin = security::RequireAdmin(*caller, "drain a node");
+  if (!admin.ok()) return ToGrpcStatus(admin);
   StatusOr<NodeRecord> node = nodes_->Drain(req->node());
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = NodeView(*node);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext* ctx,
                                                  const v1::UndrainNodeRequest* req,
                                                  v1::Node* resp) {
+  StatusOr<security::Identity> caller = Caller(ctx, "UndrainNode");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  Status admin = security::RequireAdmin(*caller, "undrain a node");
+  if (!admin.ok()) return ToGrpcStatus(admin);
   StatusOr<NodeRecord> node = nodes_->Undrain(req->node());
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = NodeView(*node);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext*,
+grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext* ctx,
                                                 const v1::GetJobPlanRequest* req,
                                                 v1::GetJobPlanResponse* resp) {
-  StatusOr<JobRecord> job = jobs_->Get(req->job_id());
+  StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJobPlan", req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   if (job->plan_json.empty()) {
     return grpc::Status(

@@ -302,7 +302,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"predicted_iteration_ms", job.predicted_iteration_ms},
           {"checkpoint", job.checkpoint},
           {"store_address", job.store_address},
-          {"request_id", job.request_id}};
+          {"request_id", job.request_id},
+          {"owner", job.owner}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -368,6 +369,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.checkpoint = doc.at("checkpoint").get<std::string>();
     job.store_address = doc.value("store_address", std::string());
     job.request_id = doc.value("request_id", std::string());
+    job.owner = doc.value("owner", std::string());
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

@@ -173,6 +173,7 @@ struct JobRecord {
   std::string checkpoint;
   std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
   std::string request_id;     // the client's idempotency key for the submission ("": none)
+  std::string owner;          // who submitted it ("": an open coordinator, no authentication)
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

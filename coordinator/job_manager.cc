@@ -33,12 +33,16 @@ Status JobManager::ReserveSeqLocked() {
   return Status::Ok();
 }
 
-StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& request_id) {
+StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& request_id,
+                                       const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_) return UnavailableError("coordinator is shutting down");
   if (auto seen = job_by_request_id_.find(request_id);
       !request_id.empty() && seen != job_by_request_id_.end()) {
     const JobRecord& first = jobs_.at(seen->second);
+    if (first.owner != owner) {
+      return AlreadyExistsError("request_id " + request_id + " was used by another user");
+    }
     if (JobSpecToJson(first.spec) != JobSpecToJson(spec)) {
       return AlreadyExistsError("request_id " + request_id + " was used for " + first.id +
                                 " with another spec");
@@ -60,6 +64,7 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
   job.progress.iterations = spec.iterations;
   job.history.push_back({JobState::kPending, job.reason, job.submitted_ms, job.reason_code});
   job.request_id = request_id;
+  job.owner = owner;
   ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(job)));
   ++next_seq_;
   if (!request_id.empty()) job_by_request_id_[request_id] = stored.id;
@@ -73,10 +78,12 @@ StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
   return it->second;
 }
 
-std::vector<JobRecord> JobManager::List(const std::vector<JobState>& states, int limit) const {
+std::vector<JobRecord> JobManager::List(const std::vector<JobState>& states, int limit,
+                                        const std::optional<std::string>& owner) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<const JobRecord*> selected;
   for (const auto& [id, job] : jobs_) {
+    if (owner && job.owner != *owner) continue;
     if (states.empty() || std::find(states.begin(), states.end(), job.state) != states.end()) {
       selected.push_back(&job);
     }

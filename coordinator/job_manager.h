@@ -35,12 +35,14 @@ class JobManager {
   // Stores a new PENDING job; the spec must already be validated. With a request_id (the
   // client's idempotency key), a submission repeated with the same key and spec returns the job
   // the first one stored (a client that lost the answer may retry without a duplicate); the same
-  // key with another spec is ALREADY_EXISTS.
-  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "");
+  // key with another spec, or by another owner, is ALREADY_EXISTS. owner: the caller's name.
+  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "",
+                             const std::string& owner = "");
 
   StatusOr<JobRecord> Get(const std::string& job_id) const;
-  // Newest first; empty `states` means all; limit 0 means no limit.
-  std::vector<JobRecord> List(const std::vector<JobState>& states, int limit) const;
+  // Newest first; empty `states` means all; limit 0 means no limit; with owner, only their jobs.
+  std::vector<JobRecord> List(const std::vector<JobState>& states, int limit,
+                              const std::optional<std::string>& owner = std::nullopt) const;
   // Non-terminal jobs in submission order.
   std::vector<JobRecord> Active() const;
 

@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   double node_timeout_s = 10;
   double heartbeat_s = 1;
   std::string log_level = "info";
-  app.add_option("--listen", options.listen, "HOST:PORT to serve on (port 0: any free port)")
+  app.add_option("--listen", options.listen,
+                 "HOST:PORT to serve on (port 0: any free port); beyond loopback needs TLS or "
+                 "--insecure")
       ->capture_default_str();
   app.add_option("--data-dir", options.data_dir, "directory for the SQLite job store");
   app.add_option("--store", options.store, "job store: sqlite or memory")
@@ -42,6 +44,21 @@ int main(int argc, char** argv) {
                  "watch and log streams served at once; more are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--tls-ca", options.tls.ca,
+                 "PEM certificate of the cluster CA: clients and workers must present a "
+                 "certificate it signed (mutual TLS; `deepool certs init` makes one)");
+  app.add_option("--tls-cert", options.tls.cert, "PEM certificate of this coordinator");
+  app.add_option("--tls-key", options.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--users", options.users_file,
+                 "users file of hashed bearer tokens (`deepool token create` adds users); "
+                 "re-read when it changes");
+  app.add_option("--path-roots", options.path_roots,
+                 "directories job specs' checkpoint.path and data.path must lie under, after "
+                 "symlinks and '..' are resolved (repeatable; default: anywhere)")
+      ->delimiter(',');
+  app.add_flag("--insecure", options.insecure,
+               "allow serving a non-loopback --listen address without TLS (anyone who reaches "
+               "it controls the cluster)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -1,5 +1,6 @@
 #include <chrono>
 
+#include "common/logging.h"
 #include "coordinator/command_stream.h"
 #include "coordinator/convert.h"
 #include "coordinator/services.h"
@@ -15,8 +16,32 @@ std::vector<v1::RunningTask> ToVector(
 
 }  // namespace
 
-grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+Status NodeServiceImpl::AuthorizeNodeName(grpc::ServerContext* ctx,
+                                          const std::string& node_name) const {
+  StatusOr<security::Identity> caller = auth_->Authenticate(security::PeerCredentialsOf(*ctx));
+  Status allowed =
+      caller.ok() ? security::RequireWorker(*caller, node_name, auth_->open()) : caller.status();
+  if (!allowed.ok())
+    DP_LOG_WARN("worker call from {} refused: {}", ctx->peer(), allowed.ToString());
+  return allowed;
+}
+
+Status NodeServiceImpl::AuthorizeNodeId(grpc::ServerContext* ctx,
+                                        const std::string& node_id) const {
+  if (auth_->open()) return Status::Ok();
+  StatusOr<NodeRecord> node = nodes_->Get(node_id);
+  if (node.ok()) return AuthorizeNodeName(ctx, node->name);
+  // An unknown id is the worker's cue to register again: any worker may learn that.
+  StatusOr<security::Identity> caller = auth_->Authenticate(security::PeerCredentialsOf(*ctx));
+  if (caller.ok() && caller->role == security::Role::kWorker) return node.status();
+  return AuthorizeNodeName(ctx, node_id);  // logs the refusal and says what is missing
+}
+
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
+                                           const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
+  Status allowed = AuthorizeNodeName(ctx, req->name());
+  if (!allowed.ok()) return ToGrpcStatus(allowed);
   Status protocol = CheckWorkerProtocol(req->protocol_version(), protocol::kProtocolVersion);
   if (!protocol.ok()) return ToGrpcStatus(protocol);
   StatusOr<Scheduler::Registration> registration =
@@ -31,8 +56,10 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*, const v1::Regis
   return grpc::Status::OK;
 }
 
-grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                         v1::HeartbeatResponse* resp) {
+  Status allowed = AuthorizeNodeId(ctx, req->node_id());
+  if (!allowed.ok()) return ToGrpcStatus(allowed);
   StatusOr<std::vector<v1::TaskCommand>> commands =
       scheduler_->Heartbeat(req->node_id(), ToVector(req->running_tasks()));
   if (!commands.ok()) return ToGrpcStatus(commands.status());
@@ -43,23 +70,29 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext*, const v1::Heartbea
 grpc::Status NodeServiceImpl::StreamTasks(grpc::ServerContext* ctx,
                                           const v1::StreamTasksRequest* req,
                                           grpc::ServerWriter<v1::TaskCommand>* writer) {
+  Status allowed = AuthorizeNodeId(ctx, req->node_id());
+  if (!allowed.ok()) return ToGrpcStatus(allowed);
   auto send = [writer](const v1::TaskCommand& command) { return writer->Write(command); };
   return ToGrpcStatus(
       StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
 }
 
-grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext*,
+grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                              const v1::ReportProgressRequest* req,
                                              v1::ReportProgressResponse* resp) {
+  Status allowed = AuthorizeNodeId(ctx, req->node_id());
+  if (!allowed.ok()) return ToGrpcStatus(allowed);
   StatusOr<bool> cancel = scheduler_->ReportProgress(*req);
   if (!cancel.ok()) return ToGrpcStatus(cancel.status());
   resp->set_cancel(*cancel);
   return grpc::Status::OK;
 }
 
-grpc::Status NodeServiceImpl::ReportTaskExit(grpc::ServerContext*,
+grpc::Status NodeServiceImpl::ReportTaskExit(grpc::ServerContext* ctx,
                                              const v1::ReportTaskExitRequest* req,
                                              v1::ReportTaskExitResponse*) {
+  Status allowed = AuthorizeNodeId(ctx, req->node_id());
+  if (!allowed.ok()) return ToGrpcStatus(allowed);
   return ToGrpcStatus(scheduler_->ReportTaskExit(*req));
 }
 

@@ -20,11 +20,14 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
       options_(options),
       dispatcher_(clock, options.resend_after) {}
 
-StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& request_id) {
+StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& request_id,
+                                      const std::string& owner) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(CheckRequestId(request_id));
+  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.path", spec.checkpoint_path));
+  RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path));
   RETURN_IF_ERROR(planner_->CheckModel(spec));
-  ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id));
+  ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id, owner));
   Wake();
   return job;
 }

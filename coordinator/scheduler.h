@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/path_roots.h"
 #include "common/status.h"
 #include "coordinator/admission.h"
 #include "coordinator/device_ledger.h"
@@ -64,6 +65,9 @@ struct SchedulerOptions {
   // A task failure that reads as the echo of another rank's (a closed connection) waits this
   // long for the job's other tasks to report, so the job fails with the first cause.
   Clock::Duration first_cause_window = std::chrono::seconds(10);
+  // Where specs' checkpoint.path and data.path may point; checked at submission
+  // (PERMISSION_DENIED). Empty: anywhere.
+  PathRoots path_roots;
 };
 
 class Scheduler {
@@ -82,7 +86,8 @@ class Scheduler {
 
   // Client calls.
   // See JobManager::Submit for request_id.
-  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "");
+  StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "",
+                             const std::string& owner = "");
   StatusOr<JobRecord> Cancel(const std::string& job_id, const std::string& reason);
 
   // Worker calls (proto messages of deepool/v1/node.proto). A report whose logs or progress

@@ -25,11 +25,39 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string());
 }
 
+namespace {
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+Status CheckListenSafety(const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen));
+  if (options.tls.configured() || IsLoopbackHost(listen.host)) return Status::Ok();
+  if (options.insecure) {
+    DP_LOG_WARN(
+        "serving {} without TLS (--insecure): anyone who reaches this port can submit, "
+        "cancel and read every job and register as a worker",
+        options.listen);
+    return Status::Ok();
+  }
+  return InvalidArgumentError(
+      "--listen " + options.listen +
+      ": serving beyond loopback needs TLS (--tls-ca, --tls-cert, --tls-key; `deepool certs` "
+      "makes them), or --insecure to accept that anyone who reaches the port controls the "
+      "cluster");
+}
+
 StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
     std::unique_ptr<PlanningBackend> planner, const Clock* clock) {
   StatusOr<HostPort> listen = ParseHostPort(options.listen);
   if (!listen.ok()) return listen.status().WithContext("--listen");
+  RETURN_IF_ERROR(CheckListenSafety(options));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   security::MakeServerCredentials(options.tls));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->options_ = options;
   s->store_ = std::move(store);
@@ -39,6 +67,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       "loading the job store (restore it from a backup, or move it aside to start with no jobs)"));
   s->nodes_ = std::make_unique<NodeRegistry>(clock, options.node_timeout);
   SchedulerOptions scheduler_options = options.scheduler;
+  StatusOr<PathRoots> roots = PathRoots::Make(options.path_roots);
+  if (!roots.ok()) return roots.status().WithContext("--path-roots");
+  scheduler_options.path_roots = *std::move(roots);
   if (scheduler_options.resend_after < 2 * options.heartbeat_interval) {
     scheduler_options.resend_after = 2 * options.heartbeat_interval;
   }
@@ -46,14 +77,23 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                                               clock, scheduler_options);
   RETURN_IF_ERROR(s->scheduler_->Recover());
   s->client_streams_ = std::make_unique<StreamSlots>(options.max_client_streams);
-  s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
-      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get());
-  s->node_service_ = std::make_unique<NodeServiceImpl>(
-      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), options.heartbeat_interval.count());
+  if (!options.users_file.empty()) {
+    StatusOr<std::unique_ptr<security::UsersFile>> users =
+        security::UsersFile::Open(options.users_file);
+    if (!users.ok()) return users.status().WithContext("--users");
+    s->users_ = *std::move(users);
+  }
+  s->auth_ = std::make_unique<security::Authenticator>(options.tls.configured(), s->users_.get());
+  s->client_service_ =
+      std::make_unique<CoordinatorServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
+                                               s->client_streams_.get(), s->auth_.get());
+  s->node_service_ =
+      std::make_unique<NodeServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
+                                        options.heartbeat_interval.count(), s->auth_.get());
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, credentials, &port);
   // Zoo run specs are < 100 KB, but a large inline graph with its plan may pass gRPC's 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxRpcMessageBytes);
@@ -68,7 +108,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   s->address_ = FormatHostPort(host, port);
   if (options.control_loop) s->control_thread_ = std::thread([p = s.get()] { p->ControlLoop(); });
-  DP_LOG_INFO("coordinator listening on {}", s->address_);
+  DP_LOG_INFO("coordinator listening on {} ({}{})", s->address_,
+              options.tls.configured() ? "mutual TLS" : "no TLS",
+              s->users_ ? ", tokens" : (s->auth_->open() ? ", open: no authentication" : ""));
   return s;
 }
 

@@ -20,11 +20,16 @@
 #include "coordinator/planning.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/services.h"
+#include "security/authenticator.h"
+#include "security/transport.h"
+#include "security/users.h"
 
 namespace deepool::coordinator {
 
 struct CoordinatorOptions {
-  std::string listen = "0.0.0.0:7070";  // port 0: any free port (see address())
+  // Port 0: any free port (see address()). Without TLS only a loopback address is allowed,
+  // unless insecure is set.
+  std::string listen = "127.0.0.1:7070";
   std::string data_dir;                 // required for the sqlite store
   std::string store = "sqlite";         // "sqlite" or "memory"
   std::chrono::milliseconds node_timeout{10'000};
@@ -35,7 +40,19 @@ struct CoordinatorOptions {
   // WatchJob and GetJobLogs calls served at once; more are refused (RESOURCE_EXHAUSTED).
   int max_client_streams = 256;
   SchedulerOptions scheduler;
+  // Mutual TLS: the CA that signs every client's and worker's certificate, and ours.
+  security::TlsFiles tls;
+  // Bearer tokens: a users file (security/users.h); "" accepts no tokens.
+  std::string users_file;
+  // Serve on a non-loopback address without TLS (anyone who reaches the port is an admin).
+  bool insecure = false;
+  // Directories specs' checkpoint and data paths must lie under (scheduler.path_roots, resolved
+  // at start); empty: anywhere.
+  std::vector<std::string> path_roots;
 };
+
+// Whether listen may be served with these options: TLS, a loopback host, or insecure.
+Status CheckListenSafety(const CoordinatorOptions& options);
 
 // Opens the store the options name: <data_dir>/coordinator.db for sqlite.
 StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& options);
@@ -68,6 +85,8 @@ class CoordinatorServer {
   std::unique_ptr<NodeRegistry> nodes_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<StreamSlots> client_streams_;
+  std::unique_ptr<security::UsersFile> users_;
+  std::unique_ptr<security::Authenticator> auth_;
   std::unique_ptr<CoordinatorServiceImpl> client_service_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<grpc::Server> server_;

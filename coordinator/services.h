@@ -1,5 +1,7 @@
-// gRPC adapters: convert proto <-> domain, map Status codes, delegate to the managers.
-// CoordinatorServiceImpl serves clients (the CLI); NodeServiceImpl serves worker daemons.
+// gRPC adapters: authenticate the caller, convert proto <-> domain, map Status codes, delegate
+// to the managers. CoordinatorServiceImpl serves clients (the CLI): users see and cancel their own
+// jobs, admins every job and the node drains. NodeServiceImpl serves worker daemons: a worker
+// acts only for the node its certificate or token names (security/authenticator.h).
 // Threading: gRPC's synchronous server calls these on its thread pool; the managers they hold
 // are thread-safe. Streaming calls end when the client cancels, the job ends, or on shutdown.
 #pragma once
@@ -12,14 +14,19 @@
 #include "coordinator/stream_slots.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
+#include "security/authenticator.h"
 
 namespace deepool::coordinator {
 
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
   CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
-                         StreamSlots* client_streams)
-      : jobs_(jobs), nodes_(nodes), scheduler_(scheduler), client_streams_(client_streams) {}
+                         StreamSlots* client_streams, const security::Authenticator* auth)
+      : jobs_(jobs),
+        nodes_(nodes),
+        scheduler_(scheduler),
+        client_streams_(client_streams),
+        auth_(auth) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
@@ -44,21 +51,28 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
 
  private:
   v1::Node NodeView(const NodeRecord& node) const;
+  // The caller, who must be a user or an admin; refusals are logged with the peer.
+  StatusOr<security::Identity> Caller(grpc::ServerContext* ctx, const char* method) const;
+  // The job, when the caller may see and act on it (its owner, or an admin).
+  StatusOr<JobRecord> AccessibleJob(grpc::ServerContext* ctx, const char* method,
+                                    const std::string& job_id) const;
 
   JobManager* jobs_;
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
   StreamSlots* client_streams_;
+  const security::Authenticator* auth_;
 };
 
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
   NodeServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
-                  int64_t heartbeat_interval_ms)
+                  int64_t heartbeat_interval_ms, const security::Authenticator* auth)
       : jobs_(jobs),
         nodes_(nodes),
         scheduler_(scheduler),
-        heartbeat_interval_ms_(heartbeat_interval_ms) {}
+        heartbeat_interval_ms_(heartbeat_interval_ms),
+        auth_(auth) {}
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::RegisterNodeRequest* req,
                             v1::RegisterNodeResponse* resp) override;
@@ -72,10 +86,15 @@ class NodeServiceImpl final : public v1::NodeService::Service {
                               v1::ReportTaskExitResponse* resp) override;
 
  private:
+  // OK when the caller is the worker of the node named (RegisterNode) or with this id.
+  Status AuthorizeNodeName(grpc::ServerContext* ctx, const std::string& node_name) const;
+  Status AuthorizeNodeId(grpc::ServerContext* ctx, const std::string& node_id) const;
+
   JobManager* jobs_;
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
   int64_t heartbeat_interval_ms_;
+  const security::Authenticator* auth_;
 };
 
 }  // namespace deepool::coordinator

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/json_fields.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -69,6 +70,32 @@ std::string ExecutorSupervisor::TaskDir(const std::string& task_id) const {
   return (fs::path(options_.work_dir) / "tasks" / task_id).string();
 }
 
+Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background) {
+  if (!background.is_object() || !background.contains("data") || !background["data"].is_object()) {
+    return Status::Ok();
+  }
+  const nlohmann::json& data = background["data"];
+  if (data.contains("path") && data["path"].is_string()) {
+    RETURN_IF_ERROR(roots.Check("background.data.path", data["path"].get<std::string>()));
+  }
+  return Status::Ok();
+}
+
+Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json) {
+  if (!roots.restricted()) return Status::Ok();
+  ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJson(run_spec_json, "run spec"));
+  if (!doc.is_object()) return InvalidArgumentError("run spec: not a JSON object");
+  auto string_at = [&doc](const char* object, const char* key) -> std::string {
+    if (!doc.contains(object) || !doc[object].is_object()) return "";
+    const nlohmann::json& inner = doc[object];
+    return inner.contains(key) && inner[key].is_string() ? inner[key].get<std::string>() : "";
+  };
+  RETURN_IF_ERROR(roots.Check("checkpoint.path", string_at("checkpoint", "path")));
+  RETURN_IF_ERROR(roots.Check("data.path", string_at("data", "path")));
+  if (doc.contains("background")) RETURN_IF_ERROR(CheckBackgroundPaths(roots, doc["background"]));
+  return Status::Ok();
+}
+
 Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
   if (!ValidId(train.task_id)) {
     return InvalidArgumentError("task_id must be 1-128 of [A-Za-z0-9._-], got '" + train.task_id +
@@ -96,6 +123,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
 
   // Refuse a running id before touching its directory: the running executors read run.json.
   RETURN_IF_ERROR(CheckNewTask(train.task_id));
+  RETURN_IF_ERROR(CheckRunSpecPaths(options_.path_roots, train.run_spec_json));
   auto task = std::make_unique<Task>();
   task->task_id = train.task_id;
   task->job_id = train.job_id;

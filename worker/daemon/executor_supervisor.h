@@ -19,14 +19,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/path_roots.h"
 #include "common/status.h"
-#include "protocol/executor_events.h"
 #include "common/subprocess.h"
+#include "protocol/executor_events.h"
 
 namespace deepool::worker::daemon {
 
@@ -129,7 +131,16 @@ struct SupervisorOptions {
   // Intra-op threads of an executor on a CPU device (--threads): the node's cores divided by
   // its CPU devices. 0: the executor's default.
   int cpu_threads_per_device = 0;
+  // Where a run spec's checkpoint and data paths may point (--path-roots); a task whose paths
+  // lie elsewhere is refused before any executor starts. Empty: anywhere.
+  PathRoots path_roots;
 };
+
+// PERMISSION_DENIED when a path of the run spec (checkpoint.path, data.path, and the background
+// job's data.path) lies outside the roots; INVALID_ARGUMENT when it is not JSON.
+Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json);
+// The same for a hosted BG job's "background" object.
+Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background);
 
 // A snapshot of a task the supervisor runs, for re-registration after a coordinator restart.
 struct RunningTaskInfo {

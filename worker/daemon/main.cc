@@ -17,7 +17,9 @@
 #include "common/host_port.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/path_roots.h"
 #include "common/subprocess.h"
+#include "security/transport.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/worker_daemon.h"
 
@@ -78,6 +80,10 @@ struct Flags {
   int log_tail_lines = 50;
   double kill_grace_s = 5;
   double executor_lease_s = 5;
+  deepool::security::TlsFiles tls;
+  std::string token_file;
+  std::vector<std::string> path_roots;
+  deepool::PathRoots resolved_roots;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -101,6 +107,21 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "below the coordinator's node timeout less a heartbeat interval (0: off)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--tls-ca", flags.tls.ca,
+                 "PEM certificate of the cluster CA (the coordinator's certificate must be "
+                 "signed by it)");
+  app.add_option(
+      "--tls-cert", flags.tls.cert,
+      "this node's PEM certificate (`deepool certs node NAME`; its name must be --name)");
+  app.add_option("--tls-key", flags.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--token-file", flags.token_file,
+                 "a file holding this node's bearer token (role worker, named like --name), for "
+                 "a coordinator that takes tokens instead of certificates");
+  app.add_option("--path-roots", flags.path_roots,
+                 "directories job specs' checkpoint and data paths must lie under, after "
+                 "symlinks and '..' are resolved; tasks with other paths are refused "
+                 "(repeatable or comma-separated; default: anywhere)")
+      ->delimiter(',');
   app.set_version_flag("--version", "deepool-worker 0.1.0");
 }
 
@@ -119,10 +140,13 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
                                          ec.message());
   }
   if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+  deepool::StatusOr<deepool::PathRoots> roots = deepool::PathRoots::Make(flags.path_roots);
+  if (!roots.ok()) return roots.status().WithContext("--path-roots");
+  flags.resolved_roots = *std::move(roots);
   return devices;
 }
 
-std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& coordinator) {
+deepool::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel(const Flags& flags) {
   grpc::ChannelArguments channel_args;
   // Reconnect quickly when the coordinator restarts.
   channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
@@ -131,7 +155,12 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& coordinator
   // A task carries its job's graph and plan: more than gRPC's default 4 MiB for a large graph.
   channel_args.SetMaxReceiveMessageSize(deepool::kMaxRpcMessageBytes);
   channel_args.SetMaxSendMessageSize(deepool::kMaxRpcMessageBytes);
-  return grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), channel_args);
+  deepool::security::ClientSecurity security;
+  security.tls = flags.tls;
+  if (!flags.token_file.empty()) {
+    ASSIGN_OR_RETURN(security.token, deepool::security::ReadTokenFile(flags.token_file));
+  }
+  return deepool::security::OpenChannel(flags.coordinator, security, channel_args);
 }
 
 SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
@@ -145,6 +174,7 @@ SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
       std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));
   supervisor.executor_lease =
       std::chrono::milliseconds(static_cast<int64_t>(flags.executor_lease_s * 1000));
+  supervisor.path_roots = flags.resolved_roots;
   supervisor.cpu_threads_per_device =
       CpuThreadsPerDevice(devices, static_cast<int>(std::thread::hardware_concurrency()));
   return supervisor;
@@ -175,12 +205,16 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  auto channel = CoordinatorChannel(flags);
+  if (!channel.ok()) {
+    std::cerr << "deepool-worker: " << channel.status().message() << "\n";
+    return 2;
+  }
   WorkerOptions options;
   options.name = flags.name;
   options.address = flags.address;
   options.devices = *devices;
-  WorkerDaemon daemon(options,
-                      deepool::v1::NodeService::NewStub(CoordinatorChannel(flags.coordinator)),
+  WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(*channel),
                       SupervisorOptionsFrom(flags, *devices));
   std::string device_names;
   for (const auto& d : *devices) device_names += (device_names.empty() ? "" : ",") + d.name;

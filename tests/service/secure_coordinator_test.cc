@@ -1,0 +1,382 @@
+// The coordinator with mutual TLS and a users file, in-process on port 0, called through real
+// gRPC channels with each kind of credential: every refusal of issue "security" point 6 that
+// concerns the API (no certificate, another CA's, an expired one, a worker's certificate on the
+// client API, a user's token on the worker API, a user acting on another's job), and what each
+// role may do.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "common/clock.h"
+#include "coordinator/server.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "deepool/v1/node.grpc.pb.h"
+#include "protocol/version.h"
+#include "security/cert_files.h"
+#include "security/certificates.h"
+#include "security/transport.h"
+#include "security/users.h"
+#include "tests/service/service_test_util.h"
+
+namespace deepool::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+using security::ClientSecurity;
+using security::Role;
+using security::TlsFiles;
+using std::chrono::seconds;
+
+constexpr const char* kTinyJob =
+    R"({"name":"t","model":"tiny","global_batch":8,"gpus":1,"iterations":2,"profile":"analytical"})";
+
+fs::path NewTempDir() {
+  std::string pattern = (fs::temp_directory_path() / "dp-secure-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + seconds(10));
+  return ctx;
+}
+
+// A cluster CA with certificates for users alice and bob, admin root, worker node-a; tokens for
+// alice (user), root (admin) and node-b (worker) in the users file; a coordinator serving mTLS.
+struct SecureCluster {
+  SecureCluster() : dir(NewTempDir()) {
+    const seconds day = std::chrono::hours(24);
+    REQUIRE(security::InitClusterCertificates(dir / "pki", {"127.0.0.1"}, day).ok());
+    alice = Issue(Role::kUser, "alice");
+    bob = Issue(Role::kUser, "bob");
+    root = Issue(Role::kAdmin, "root");
+    node_a = Issue(Role::kWorker, "node-a");
+    security::UserTable users;
+    alice_token = AddToken(users, "alice", Role::kUser);
+    root_token = AddToken(users, "root", Role::kAdmin);
+    node_b_token = AddToken(users, "node-b", Role::kWorker);
+    REQUIRE(security::SaveUserTable(users, dir / "users.json").ok());
+
+    CoordinatorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.store = "memory";
+    options.control_loop = false;
+    options.tls = security::CoordinatorTlsFiles(dir / "pki");
+    options.users_file = (dir / "users.json").string();
+    auto started =
+        CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                 std::make_unique<testing::FakePlanningBackend>(), &clock);
+    REQUIRE(started.ok());
+    server = std::move(*started);
+  }
+  ~SecureCluster() {
+    server->Shutdown();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  TlsFiles Issue(Role role, const std::string& name) {
+    auto files = security::IssueClusterCertificate(dir / "pki", role, name, std::chrono::hours(24));
+    REQUIRE(files.ok());
+    return *files;
+  }
+  std::string AddToken(security::UserTable& users, const std::string& name, Role role) {
+    std::string token = security::NewToken().value();
+    REQUIRE(users.Add(name, role, security::TokenDigest(token)).ok());
+    return token;
+  }
+
+  std::shared_ptr<grpc::Channel> Channel(const ClientSecurity& who) {
+    auto channel = security::OpenChannel(server->address(), who, grpc::ChannelArguments());
+    REQUIRE(channel.ok());
+    return *channel;
+  }
+  std::unique_ptr<v1::CoordinatorService::Stub> Client(const ClientSecurity& who) {
+    return v1::CoordinatorService::NewStub(Channel(who));
+  }
+  std::unique_ptr<v1::NodeService::Stub> Worker(const ClientSecurity& who) {
+    return v1::NodeService::NewStub(Channel(who));
+  }
+
+  grpc::Status Submit(const ClientSecurity& who, std::string* job_id) {
+    v1::SubmitJobRequest req;
+    req.set_spec_json(kTinyJob);
+    v1::SubmitJobResponse resp;
+    grpc::Status status = Client(who)->SubmitJob(Context().get(), req, &resp);
+    if (status.ok()) *job_id = resp.job_id();
+    return status;
+  }
+  grpc::Status Cancel(const ClientSecurity& who, const std::string& job_id) {
+    v1::CancelJobRequest req;
+    req.set_job_id(job_id);
+    v1::Job job;
+    return Client(who)->CancelJob(Context().get(), req, &job);
+  }
+  grpc::Status Register(const ClientSecurity& who, const std::string& name,
+                        std::string* node_id = nullptr) {
+    v1::RegisterNodeRequest req;
+    req.set_name(name);
+    req.set_address("127.0.0.1");
+    req.set_protocol_version(protocol::kProtocolVersion);
+    v1::Device* d = req.add_devices();
+    d->set_device("cpu:0");
+    d->set_type("cpu");
+    v1::RegisterNodeResponse resp;
+    grpc::Status status = Worker(who)->RegisterNode(Context().get(), req, &resp);
+    if (node_id) *node_id = resp.node_id();
+    return status;
+  }
+  grpc::Status ListNodes(const ClientSecurity& who) {
+    v1::ListNodesResponse resp;
+    return Client(who)->ListNodes(Context().get(), v1::ListNodesRequest(), &resp);
+  }
+
+  FakeClock clock;
+  fs::path dir;
+  TlsFiles alice, bob, root, node_a;
+  std::string alice_token, root_token, node_b_token;
+  std::unique_ptr<CoordinatorServer> server;
+};
+
+TEST_CASE("mutual TLS: a client without a certificate, or with a stranger's, does not get in",
+          "[service][security]") {
+  SecureCluster c;
+  REQUIRE(c.ListNodes(ClientSecurity{c.alice, ""}).ok());
+
+  SECTION("no client certificate") {
+    grpc::SslCredentialsOptions only_ca;
+    only_ca.pem_root_certs = ReadFile(c.alice.ca);
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(security::kCoordinatorTlsName);
+    auto stub = v1::CoordinatorService::NewStub(
+        grpc::CreateCustomChannel(c.server->address(), grpc::SslCredentials(only_ca), args));
+    v1::ListNodesResponse resp;
+    grpc::Status status = stub->ListNodes(Context().get(), v1::ListNodesRequest(), &resp);
+    CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+  SECTION("plain TCP") {
+    auto stub = v1::CoordinatorService::NewStub(
+        grpc::CreateChannel(c.server->address(), grpc::InsecureChannelCredentials()));
+    v1::ListNodesResponse resp;
+    CHECK(stub->ListNodes(Context().get(), v1::ListNodesRequest(), &resp).error_code() ==
+          grpc::StatusCode::UNAVAILABLE);
+  }
+  SECTION("a certificate from another CA, with a valid token") {
+    const fs::path other = c.dir / "other-pki";
+    REQUIRE(security::InitClusterCertificates(other, {}, std::chrono::hours(24)).ok());
+    auto mallory =
+        security::IssueClusterCertificate(other, Role::kAdmin, "mallory", std::chrono::hours(24));
+    REQUIRE(mallory.ok());
+    TlsFiles stranger = *mallory;
+    stranger.ca = c.alice.ca;  // trusts our coordinator, but our coordinator does not trust it
+    CHECK(c.ListNodes(ClientSecurity{stranger, c.root_token}).error_code() ==
+          grpc::StatusCode::UNAVAILABLE);
+  }
+  SECTION("an expired certificate from the right CA") {
+    security::KeyAndCertificate ca{ReadFile(c.dir / "pki" / "ca.pem"),
+                                   ReadFile(c.dir / "pki" / "ca-key.pem")};
+    security::CertificateRequest request;
+    request.common_name = "alice";
+    request.role = Role::kUser;
+    request.not_before_offset = -std::chrono::hours(48);
+    request.valid_for = std::chrono::hours(24);
+    auto expired = security::IssueCertificate(ca, request);
+    REQUIRE(expired.ok());
+    REQUIRE(security::WriteNewFile(c.dir / "expired.pem", expired->certificate_pem, 0644).ok());
+    REQUIRE(security::WriteNewFile(c.dir / "expired-key.pem", expired->private_key_pem, 0600).ok());
+    const TlsFiles files{c.alice.ca, (c.dir / "expired.pem").string(),
+                         (c.dir / "expired-key.pem").string()};
+    CHECK(c.ListNodes(ClientSecurity{files, ""}).error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+  SECTION("a coordinator that is not ours: the client refuses it") {
+    TlsFiles wrong_ca = c.alice;
+    const fs::path other = c.dir / "other-pki";
+    REQUIRE(security::InitClusterCertificates(other, {}, std::chrono::hours(24)).ok());
+    wrong_ca.ca = (other / "ca.pem").string();
+    CHECK(c.ListNodes(ClientSecurity{wrong_ca, ""}).error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+}
+
+TEST_CASE("daemon certificates and user tokens each stay on their own API", "[service][security]") {
+  SecureCluster c;
+  SECTION("a worker's certificate calling the client API is refused, token or not") {
+    grpc::Status status = c.ListNodes(ClientSecurity{c.node_a, ""});
+    CHECK(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(status.error_message(), Catch::Contains("may not call the client API"));
+    std::string job;
+    CHECK(c.Submit(ClientSecurity{c.node_a, c.root_token}, &job).error_code() ==
+          grpc::StatusCode::PERMISSION_DENIED);
+  }
+  SECTION("a user's token or certificate calling the worker API is refused") {
+    grpc::Status with_token = c.Register(ClientSecurity{c.alice, c.root_token}, "node-a");
+    CHECK(with_token.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(with_token.error_message(), Catch::Contains("needs a worker's certificate"));
+    CHECK(c.Register(ClientSecurity{c.alice, ""}, "node-a").error_code() ==
+          grpc::StatusCode::PERMISSION_DENIED);
+    v1::HeartbeatRequest beat;
+    beat.set_node_id("anything");
+    v1::HeartbeatResponse resp;
+    CHECK(c.Worker(ClientSecurity{c.alice, ""})
+              ->Heartbeat(Context().get(), beat, &resp)
+              .error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  }
+  SECTION("a worker acts only for the node its certificate names") {
+    std::string node_a_id;
+    REQUIRE(c.Register(ClientSecurity{c.node_a, ""}, "node-a", &node_a_id).ok());
+    grpc::Status other = c.Register(ClientSecurity{c.node_a, ""}, "node-z");
+    CHECK(other.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(other.error_message(), Catch::Contains("may not act for node node-z"));
+    // node-b (a worker token over a user's TLS certificate) may not heartbeat for node-a.
+    v1::HeartbeatRequest beat;
+    beat.set_node_id(node_a_id);
+    v1::HeartbeatResponse resp;
+    grpc::Status stolen =
+        c.Worker(ClientSecurity{c.alice, c.node_b_token})->Heartbeat(Context().get(), beat, &resp);
+    CHECK(stolen.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(c.Worker(ClientSecurity{c.node_a, ""})->Heartbeat(Context().get(), beat, &resp).ok());
+    // A worker token names its node, as a worker certificate does.
+    CHECK(c.Register(ClientSecurity{c.alice, c.node_b_token}, "node-b").ok());
+  }
+}
+
+TEST_CASE("users own their jobs; admins may act on every job and on nodes", "[service][security]") {
+  SecureCluster c;
+  const ClientSecurity alice_by_cert{c.alice, ""};
+  const ClientSecurity bob_by_cert{c.bob, ""};
+  const ClientSecurity alice_by_token{c.bob, c.alice_token};  // a token names its user
+  const ClientSecurity root{c.alice, c.root_token};
+  std::string alices, bobs;
+  REQUIRE(c.Submit(alice_by_cert, &alices).ok());
+  REQUIRE(c.Submit(bob_by_cert, &bobs).ok());
+  CHECK(c.server->jobs()->Get(alices)->owner == "alice");
+  CHECK(c.server->jobs()->Get(bobs)->owner == "bob");
+
+  SECTION("a user cancelling another's job is refused, and the job goes on") {
+    grpc::Status status = c.Cancel(bob_by_cert, alices);
+    CHECK(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(status.error_message(), Catch::Contains("needs the admin role"));
+    CHECK(c.server->jobs()->Get(alices)->state == JobState::kPending);
+    CHECK(c.Cancel(alice_by_token, alices).ok());
+    CHECK(c.Cancel(root, bobs).ok());
+  }
+  SECTION("a user reads only their own jobs") {
+    v1::GetJobRequest get;
+    get.set_job_id(alices);
+    v1::Job job;
+    CHECK(c.Client(bob_by_cert)->GetJob(Context().get(), get, &job).error_code() ==
+          grpc::StatusCode::PERMISSION_DENIED);
+    REQUIRE(c.Client(alice_by_token)->GetJob(Context().get(), get, &job).ok());
+    CHECK(job.owner() == "alice");
+    v1::GetJobLogsRequest logs;
+    logs.set_job_id(alices);
+    grpc::ClientContext ctx;
+    auto reader = c.Client(bob_by_cert)->GetJobLogs(&ctx, logs);
+    v1::LogEntry entry;
+    while (reader->Read(&entry)) {
+    }
+    CHECK(reader->Finish().error_code() == grpc::StatusCode::PERMISSION_DENIED);
+
+    v1::ListJobsResponse mine, all;
+    REQUIRE(c.Client(bob_by_cert)->ListJobs(Context().get(), v1::ListJobsRequest(), &mine).ok());
+    REQUIRE(mine.jobs_size() == 1);
+    CHECK(mine.jobs(0).job_id() == bobs);
+    REQUIRE(c.Client(root)->ListJobs(Context().get(), v1::ListJobsRequest(), &all).ok());
+    CHECK(all.jobs_size() == 2);
+  }
+  SECTION("draining a node needs the admin role") {
+    REQUIRE(c.Register(ClientSecurity{c.node_a, ""}, "node-a").ok());
+    v1::DrainNodeRequest drain;
+    drain.set_node("node-a");
+    v1::Node node;
+    grpc::Status refused = c.Client(alice_by_cert)->DrainNode(Context().get(), drain, &node);
+    CHECK(refused.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(refused.error_message(), Catch::Contains("admin role to drain a node"));
+    CHECK(c.Client(ClientSecurity{c.root, ""})->DrainNode(Context().get(), drain, &node).ok());
+  }
+}
+
+TEST_CASE("tokens: unknown ones are refused, and revoking one takes effect without a restart",
+          "[service][security]") {
+  SecureCluster c;
+  const ClientSecurity alice{c.bob, c.alice_token};
+  REQUIRE(c.ListNodes(alice).ok());
+  grpc::Status unknown = c.ListNodes(ClientSecurity{c.bob, "dpt_not-a-token"});
+  CHECK(unknown.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK_THAT(unknown.error_message(), Catch::Contains("unknown or revoked token"));
+
+  auto users = security::LoadUserTable(c.dir / "users.json");
+  REQUIRE(users.ok());
+  REQUIRE(users->Remove("alice").ok());
+  // Another size: the reload does not depend on the file system's timestamp granularity.
+  REQUIRE(security::SaveUserTable(*users, c.dir / "users.json").ok());
+  CHECK(c.ListNodes(alice).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(c.ListNodes(ClientSecurity{c.bob, ""}).ok());  // bob's certificate still names bob
+}
+
+TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused at submission",
+          "[service][security]") {
+  CoordinatorOptions options;
+  options.store = "memory";
+  options.control_loop = false;
+  options.listen = "127.0.0.1:0";
+  options.path_roots = {"/srv/deepool"};
+  FakeClock clock;
+  auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                          std::make_unique<testing::FakePlanningBackend>(), &clock);
+  REQUIRE(started.ok());
+  auto stub = v1::CoordinatorService::NewStub(
+      grpc::CreateChannel((*started)->address(), grpc::InsecureChannelCredentials()));
+  auto submit = [&](const std::string& extra) {
+    v1::SubmitJobRequest req;
+    std::string spec = kTinyJob;
+    spec.insert(spec.size() - 1, "," + extra);
+    req.set_spec_json(spec);
+    v1::SubmitJobResponse resp;
+    return stub->SubmitJob(Context().get(), req, &resp);
+  };
+  CHECK(submit(R"("checkpoint":{"path":"/srv/deepool/ckpt/a.pt"})").ok());
+  grpc::Status outside = submit(R"("checkpoint":{"path":"/srv/deepool/../../etc/a.pt"})");
+  CHECK(outside.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK_THAT(outside.error_message(), Catch::Contains("checkpoint.path"));
+  CHECK_THAT(outside.error_message(), Catch::Contains("outside the allowed roots /srv/deepool"));
+  CHECK(submit(R"("data":{"kind":"cifar10","path":"/home/alice/cifar"})").error_code() ==
+        grpc::StatusCode::PERMISSION_DENIED);
+  (*started)->Shutdown();
+}
+
+TEST_CASE("without TLS the coordinator serves loopback only, unless told --insecure",
+          "[service][security]") {
+  CoordinatorOptions options;
+  options.store = "memory";
+  options.control_loop = false;
+  options.listen = "0.0.0.0:0";
+  FakeClock clock;
+  auto refused = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                          std::make_unique<testing::FakePlanningBackend>(), &clock);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.status().message(), Catch::Contains("--insecure"));
+  CHECK(CheckListenSafety(options).code() == StatusCode::kInvalidArgument);
+  options.listen = "127.0.0.1:0";
+  CHECK(CheckListenSafety(options).ok());
+  options.listen = "10.1.2.3:7070";
+  options.insecure = true;
+  CHECK(CheckListenSafety(options).ok());
+  options.insecure = false;
+  options.tls = TlsFiles{"ca.pem", "cert.pem", "key.pem"};
+  CHECK(CheckListenSafety(options).ok());
+  CHECK(CoordinatorOptions().listen == "127.0.0.1:7070");
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
