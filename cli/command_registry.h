@@ -18,6 +18,7 @@ enum ExitCode : int {
   kExitInvalidInput = 3,  // a file or spec was refused
   kExitUnavailable = 4,   // the coordinator could not be reached
   kExitNotFound = 5,      // no such job, node or model
+  kExitDenied = 6,        // the coordinator did not accept our credentials, or refused the call
 };
 
 struct CommandResult {

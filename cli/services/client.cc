@@ -45,14 +45,83 @@ std::string ResolveCoordinatorAddress(const std::string& flag) {
   return ResolveCoordinatorAddress(flag, std::getenv("DEEPOOL_COORDINATOR"), home ? home : "");
 }
 
-std::unique_ptr<v1::CoordinatorService::Stub> ConnectCoordinator(const std::string& address) {
+namespace {
+
+nlohmann::json ReadClientConfig(const std::string& home) {
+  if (home.empty()) return nlohmann::json();
+  std::ifstream in(home + "/.config/deepool/config.json");
+  if (!in) return nlohmann::json();
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  nlohmann::json config = ParseJson(text, "config").value_or(nlohmann::json());
+  return config.is_object() ? config : nlohmann::json();
+}
+
+std::string ConfigString(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
+  return object[key].get<std::string>();
+}
+
+std::string FirstSet(EnvLookup env, const char* variable, const std::string& fallback) {
+  const char* value = env(variable);
+  return value && *value ? std::string(value) : fallback;
+}
+
+// "~/x" in the config file means the home directory's x.
+std::string ConfigPath(const nlohmann::json& object, const char* key, const std::string& home) {
+  std::string path = ConfigString(object, key);
+  if (path.rfind("~/", 0) == 0 && !home.empty()) path = home + path.substr(1);
+  return path;
+}
+
+}  // namespace
+
+StatusOr<security::ClientSecurity> ResolveClientSecurity(EnvLookup env, const std::string& home) {
+  const nlohmann::json config = ReadClientConfig(home);
+  security::ClientSecurity security;
+  security.token = FirstSet(env, "DEEPOOL_TOKEN", "");
+  if (security.token.empty()) {
+    const std::string file =
+        FirstSet(env, "DEEPOOL_TOKEN_FILE", ConfigPath(config, "token_file", home));
+    if (!file.empty()) {
+      ASSIGN_OR_RETURN(security.token, security::ReadTokenFile(file));
+    }
+  }
+  const nlohmann::json tls =
+      config.is_object() ? config.value("tls", nlohmann::json()) : nlohmann::json();
+  security.tls.ca = FirstSet(env, "DEEPOOL_TLS_CA", ConfigPath(tls, "ca", home));
+  security.tls.cert = FirstSet(env, "DEEPOOL_TLS_CERT", ConfigPath(tls, "cert", home));
+  security.tls.key = FirstSet(env, "DEEPOOL_TLS_KEY", ConfigPath(tls, "key", home));
+  return security;
+}
+
+StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> ConnectCoordinator(
+    const std::string& address, const security::ClientSecurity& security) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxRpcMessageBytes);
-  return v1::CoordinatorService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   security::OpenChannel(address, security, args));
+  return v1::CoordinatorService::NewStub(channel);
+}
+
+StatusOr<CoordinatorConnection> ConnectCoordinator(const ClientOptions& options) {
+  CoordinatorConnection connection;
+  connection.address = ResolveCoordinatorAddress(options.coordinator);
+  const char* home = std::getenv("HOME");
+  ASSIGN_OR_RETURN(
+      const security::ClientSecurity security,
+      ResolveClientSecurity([](const char* name) -> const char* { return std::getenv(name); },
+                            home ? home : ""));
+  ASSIGN_OR_RETURN(connection.stub, ConnectCoordinator(connection.address, security));
+  return connection;
+}
+
+int ReportClientSetupError(const Status& status) {
+  std::cerr << "deepool: client credentials: " << status.message()
+            << "\n(see `deepool --help` and docs/operations.md, Security)\n";
+  return kExitInvalidInput;
 }
 
 std::unique_ptr<grpc::ClientContext> UnaryContext(std::chrono::milliseconds timeout) {
@@ -72,6 +141,9 @@ int ExitCodeFor(const grpc::Status& status) {
       return kExitInvalidInput;
     case grpc::StatusCode::NOT_FOUND:
       return kExitNotFound;
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return kExitDenied;
     default:
       return kExitFailure;
   }
@@ -80,13 +152,27 @@ int ExitCodeFor(const grpc::Status& status) {
 int ReportRpcError(const grpc::Status& status, const std::string& what,
                    const std::string& address) {
   int code = ExitCodeFor(status);
-  if (code == kExitUnavailable) {
+  const std::string message = status.error_message();
+  const bool tls_failure = message.find("SSL") != std::string::npos ||
+                           message.find("ssl") != std::string::npos ||
+                           message.find("handshake") != std::string::npos ||
+                           message.find("certificate") != std::string::npos;
+  if (code == kExitUnavailable && tls_failure) {
+    std::cerr << "deepool: the TLS handshake with the coordinator at " << address << " failed ("
+              << what << ": " << message
+              << ").\nCheck DEEPOOL_TLS_CA/_CERT/_KEY or \"tls\" in ~/.config/deepool/config.json: "
+                 "the certificates must come from the cluster's CA and be unexpired.\n";
+  } else if (code == kExitUnavailable) {
     std::cerr << "deepool: cannot reach the coordinator at " << address << " (" << what << ": "
               << status.error_message()
               << ").\nIs deepool-coordinator running? Set the address with --coordinator, "
                  "DEEPOOL_COORDINATOR or ~/.config/deepool/config.json.\n";
+  } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    std::cerr << "deepool: " << what << ": not authenticated: " << message
+              << "\n(set DEEPOOL_TOKEN or DEEPOOL_TOKEN_FILE, or \"token_file\" in "
+                 "~/.config/deepool/config.json)\n";
   } else {
-    std::cerr << "deepool: " << what << ": " << status.error_message() << "\n";
+    std::cerr << "deepool: " << what << ": " << message << "\n";
   }
   return code;
 }
@@ -129,7 +215,7 @@ std::string StateWithReason(const v1::Job& job, size_t reason_width) {
   std::string s = StateName(job.state());
   if (!job.reason().empty() && job.state() != v1::JOB_STATE_RUNNING &&
       job.state() != v1::JOB_STATE_SUCCEEDED) {
-    s += " (" + Truncate(job.reason(), reason_width) + ")";
+    s += " (" + Truncate(Printable(job.reason()), reason_width) + ")";
   }
   return s;
 }
@@ -176,9 +262,9 @@ std::string JobsTable(const std::vector<v1::Job>& jobs) {
 std::string JobProgressLine(const v1::Job& job) {
   const auto& p = job.progress();
   std::ostringstream out;
-  out << job.job_id() << " " << Truncate(job.spec().name(), 20) << " " << StateWithReason(job, 60)
-      << " " << ProgressBar(Fraction(job), 20) << " it " << p.iteration() << "/"
-      << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
+  out << job.job_id() << " " << Truncate(Printable(job.spec().name()), 20) << " "
+      << StateWithReason(job, 60) << " " << ProgressBar(Fraction(job), 20) << " it "
+      << p.iteration() << "/" << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
   if (p.has_loss()) {
     char loss[32];
     std::snprintf(loss, sizeof(loss), "%.4f", p.loss());
@@ -243,11 +329,12 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   std::ostringstream out;
   const auto& spec = job.spec();
   const auto& p = job.progress();
-  out << "job        " << job.job_id() << "  (" << spec.name() << ")\n";
+  out << "job        " << job.job_id() << "  (" << Printable(spec.name()) << ")\n";
   out << "state      " << StateName(job.state());
-  if (!job.reason().empty()) out << ": " << job.reason();
+  if (!job.reason().empty()) out << ": " << Printable(job.reason());
   out << "\n";
   out << "role       " << RoleName(spec.role()) << ", priority " << spec.priority() << "\n";
+  if (!job.owner().empty()) out << "owner      " << Printable(job.owner()) << "\n";
   out << "model      " << (spec.model().empty() ? std::string("(inline graph)") : spec.model())
       << ", global batch " << spec.global_batch() << ", " << spec.gpus() << " device(s)";
   if (spec.role() != v1::JOB_ROLE_BG && spec.has_amplification_limit()) {
@@ -285,7 +372,7 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
     out << "history\n";
     for (const auto& h : job.history()) {
       out << "  " << FormatWallTime(h.time_ms()) << "  " << StateName(h.state());
-      if (!h.reason().empty()) out << ": " << h.reason();
+      if (!h.reason().empty()) out << ": " << Printable(h.reason());
       out << "\n";
     }
   }

@@ -1,7 +1,9 @@
 // What every coordinator-facing subcommand shares: the coordinator address (flag, then
 // $DEEPOOL_COORDINATOR, then ~/.config/deepool/config.json {"coordinator": "HOST:PORT"}, then
-// 127.0.0.1:7070), the gRPC stub, mapping gRPC errors to exit codes and messages, and rendering
-// jobs and nodes for people. Used from the main thread only.
+// 127.0.0.1:7070), the credentials (a token from $DEEPOOL_TOKEN, $DEEPOOL_TOKEN_FILE or the
+// config's "token_file"; TLS files from $DEEPOOL_TLS_CA/_CERT/_KEY or the config's
+// "tls": {"ca", "cert", "key"}), the gRPC stub, mapping gRPC errors to exit codes and messages,
+// and rendering jobs and nodes for people. Used from the main thread only.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -12,7 +14,9 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "common/status.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
+#include "security/transport.h"
 
 namespace deepool::cli {
 
@@ -31,13 +35,29 @@ std::string ResolveCoordinatorAddress(const std::string& flag, const char* env_v
                                       const std::string& home);
 std::string ResolveCoordinatorAddress(const std::string& flag);
 
-std::unique_ptr<v1::CoordinatorService::Stub> ConnectCoordinator(const std::string& address);
+// The credentials as above; `env` looks up an environment variable (nullptr: unset). An error
+// names the file that cannot be read.
+using EnvLookup = const char* (*)(const char*);
+StatusOr<security::ClientSecurity> ResolveClientSecurity(EnvLookup env, const std::string& home);
+
+struct CoordinatorConnection {
+  std::string address;
+  std::unique_ptr<v1::CoordinatorService::Stub> stub;
+};
+// Resolves the address and credentials as above and opens a channel.
+StatusOr<CoordinatorConnection> ConnectCoordinator(const ClientOptions& options);
+// With the credentials given (deepool up, tests).
+StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> ConnectCoordinator(
+    const std::string& address, const security::ClientSecurity& security);
+// Prints why the client could not be set up (its credentials) and returns kExitInvalidInput.
+int ReportClientSetupError(const Status& status);
 // A context with a deadline, for unary calls.
 std::unique_ptr<grpc::ClientContext> UnaryContext(
     std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // kExitUnavailable for UNAVAILABLE / DEADLINE_EXCEEDED, kExitInvalidInput for INVALID_ARGUMENT,
-// kExitNotFound for NOT_FOUND, kExitFailure otherwise.
+// kExitNotFound for NOT_FOUND, kExitDenied for UNAUTHENTICATED / PERMISSION_DENIED,
+// kExitFailure otherwise.
 int ExitCodeFor(const grpc::Status& status);
 // Prints a one-line explanation to stderr and returns ExitCodeFor(status).
 int ReportRpcError(const grpc::Status& status, const std::string& what, const std::string& address);

@@ -15,6 +15,30 @@ size_t DisplayWidth(const std::string& text) {
   return width;
 }
 
+std::string Printable(const std::string& text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&out](unsigned char byte) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 || byte == 0x7f) {
+      escape(byte);
+    } else if (byte == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      escape(static_cast<unsigned char>(text[++i]));  // U+0080..U+009F, the C1 controls
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string Truncate(const std::string& text, size_t width) {
   if (DisplayWidth(text) <= width) return text;
   if (width == 0) return "";
@@ -33,6 +57,7 @@ std::string Truncate(const std::string& text, size_t width) {
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(header_.size());
+  for (std::string& cell : cells) cell = Printable(cell);
   rows_.push_back(std::move(cells));
 }
 

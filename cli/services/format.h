@@ -42,5 +42,10 @@ std::string FormatWallTime(int64_t ms_since_epoch);
 size_t DisplayWidth(const std::string& text);
 // Cuts `text` to at most `width` code points, ending in "…" when it was cut.
 std::string Truncate(const std::string& text, size_t width);
+// Text from the coordinator made safe for a terminal: control characters (C0, DEL, and C1 such
+// as U+009B, a one-character escape sequence) are written as \xNN, so a job name, reason or log
+// line cannot move the cursor, recolour or rewrite what others see. Table cells get this
+// automatically.
+std::string Printable(const std::string& text);
 
 }  // namespace deepool::cli

@@ -105,8 +105,10 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "deepool submit: " << spec.status().message() << "\n";
     return kExitInvalidInput;
   }
-  const std::string address = ResolveCoordinatorAddress(f.client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(f.client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   v1::SubmitJobRequest request;
   *request.mutable_spec() = *std::move(spec);
   v1::SubmitJobResponse response;
@@ -121,7 +123,8 @@ int RunSubmit(const SubmitFlags& f) {
     return kExitOk;
   }
   if (!f.client.json) {
-    std::cerr << "submitted " << response.job_id() << " (" << response.job().spec().name()
+    std::cerr << "submitted " << response.job_id() << " ("
+              << Printable(response.job().spec().name())
               << "); waiting for it to finish (Ctrl-C stops waiting, the job keeps running)\n";
   }
   WaitOptions wait;
@@ -177,8 +180,10 @@ int StatusOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
 }
 
 int RunStatus(const StatusFlags& f) {
-  const std::string address = ResolveCoordinatorAddress(f.client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(f.client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   if (!f.job.empty()) return StatusOfJob(*stub, address, f);
   while (true) {
     v1::ListJobsRequest request;
@@ -207,8 +212,10 @@ int RunStatus(const StatusFlags& f) {
 }
 
 int RunCancel(const ClientOptions& client, const std::string& job_id, const std::string& reason) {
-  const std::string address = ResolveCoordinatorAddress(client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   request.set_reason(reason);
@@ -220,14 +227,16 @@ int RunCancel(const ClientOptions& client, const std::string& job_id, const std:
     std::cout << ToJson(job) << "\n";
   } else {
     std::cout << job.job_id() << " " << StateName(job.state())
-              << (job.reason().empty() ? "" : ": " + job.reason()) << "\n";
+              << (job.reason().empty() ? "" : ": " + Printable(job.reason())) << "\n";
   }
   return kExitOk;
 }
 
 int RunLogs(const ClientOptions& client, const std::string& job_id, bool follow, int tail) {
-  const std::string address = ResolveCoordinatorAddress(client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   grpc::ClientContext context;
   if (!follow) context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::GetJobLogsRequest request;
@@ -242,7 +251,8 @@ int RunLogs(const ClientOptions& client, const std::string& job_id, bool follow,
     } else {
       std::string who = entry.node_id().empty() ? "coordinator" : entry.node_id();
       if (entry.rank() >= 0) who += " r" + std::to_string(entry.rank());
-      std::cout << FormatWallTime(entry.time_ms()) << " [" << who << "] " << entry.line() << "\n";
+      std::cout << FormatWallTime(entry.time_ms()) << " [" << who << "] " << Printable(entry.line())
+                << "\n";
     }
     std::cout.flush();
   }

@@ -147,7 +147,7 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
       code = kExitFailure;
       if (!options.json) {
         std::cerr << "deepool: " << id << " " << StateName(job.state())
-                  << (job.reason().empty() ? "" : ": " + job.reason()) << "\n";
+                  << (job.reason().empty() ? "" : ": " + Printable(job.reason())) << "\n";
       }
     }
   }

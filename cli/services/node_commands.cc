@@ -3,13 +3,16 @@
 
 #include "cli/command_registry.h"
 #include "cli/services/client.h"
+#include "cli/services/format.h"
 
 namespace deepool::cli {
 namespace {
 
 int RunNodes(const ClientOptions& client) {
-  const std::string address = ResolveCoordinatorAddress(client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   v1::ListNodesResponse response;
   auto context = UnaryContext();
   grpc::Status status = stub->ListNodes(context.get(), v1::ListNodesRequest(), &response);
@@ -24,8 +27,10 @@ int RunNodes(const ClientOptions& client) {
 }
 
 int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
-  const std::string address = ResolveCoordinatorAddress(client.coordinator);
-  auto stub = ConnectCoordinator(address);
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  const std::string& address = coordinator->address;
+  auto& stub = coordinator->stub;
   v1::Node response;
   auto context = UnaryContext();
   grpc::Status status;
@@ -44,7 +49,7 @@ int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
   } else {
     std::string state = v1::NodeState_Name(response.state());
     if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
-    std::cout << response.name() << " (" << response.node_id() << ") " << state;
+    std::cout << Printable(response.name()) << " (" << response.node_id() << ") " << state;
     if (drain && response.task_ids_size() > 0) {
       std::cout << ": " << response.task_ids_size() << " running task(s) will finish first";
     }

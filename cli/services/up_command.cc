@@ -1,7 +1,9 @@
 // deepool up: a whole cluster on this machine. Starts deepool-coordinator (port 0) and workers
 // with CPU devices as child processes, submits a demo foreground burst-parallel job and a
 // background job, shows their progress to the end, prints a summary and shuts everything down
-// (SIGTERM, then SIGKILL after a grace period). Runs on the main thread.
+// (SIGTERM, then SIGKILL after a grace period). The cluster runs secured as a real one should:
+// a CA made on the fly, mutual TLS between every process, and an admin token for the CLI.
+// Runs on the main thread.
 #include <unistd.h>
 
 #include <condition_variable>
@@ -22,6 +24,8 @@
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "coordinator/job_spec_json.h"
+#include "security/cert_files.h"
+#include "security/users.h"
 
 namespace deepool::cli {
 namespace {
@@ -190,6 +194,53 @@ StatusOr<fs::path> MakeDataDir(const std::string& data_dir) {
   return dir;
 }
 
+// The local cluster's credentials, made fresh on every run in DIR/security: the CA, the
+// coordinator's and each worker's certificate, an admin's certificate and token for this CLI,
+// the users file, and client.env to use the cluster from another shell while it is up.
+struct LocalSecurity {
+  fs::path dir;
+  security::ClientSecurity client;
+  std::string users_file;
+};
+
+constexpr const char* kLocalAdmin = "admin";
+
+StatusOr<LocalSecurity> MakeLocalSecurity(const fs::path& data_dir, int workers) {
+  LocalSecurity out;
+  out.dir = data_dir / "security";
+  std::error_code ec;
+  fs::remove_all(out.dir, ec);
+  const std::chrono::seconds valid_for = std::chrono::hours(24 * 7);
+  RETURN_IF_ERROR(
+      security::InitClusterCertificates(out.dir, {"127.0.0.1", "localhost"}, valid_for));
+  for (int i = 0; i < workers; ++i) {
+    RETURN_IF_ERROR(security::IssueClusterCertificate(out.dir, security::Role::kWorker,
+                                                      "local-" + std::to_string(i), valid_for)
+                        .status());
+  }
+  ASSIGN_OR_RETURN(out.client.tls, security::IssueClusterCertificate(
+                                       out.dir, security::Role::kAdmin, kLocalAdmin, valid_for));
+  ASSIGN_OR_RETURN(out.client.token, security::NewToken());
+  security::UserTable users;
+  RETURN_IF_ERROR(
+      users.Add(kLocalAdmin, security::Role::kAdmin, security::TokenDigest(out.client.token)));
+  out.users_file = (out.dir / "users.json").string();
+  RETURN_IF_ERROR(security::SaveUserTable(users, out.users_file));
+  RETURN_IF_ERROR(security::WriteNewFile(out.dir / "admin.token", out.client.token + "\n", 0600));
+  return out;
+}
+
+// DIR/security/client.env: what another shell needs to use the cluster while it is up.
+Status WriteClientEnv(const fs::path& security_dir, const security::ClientSecurity& client,
+                      const std::string& address) {
+  return security::WriteNewFile(
+      security_dir / "client.env",
+      "DEEPOOL_COORDINATOR=" + address + "\nDEEPOOL_TLS_CA=" + client.tls.ca +
+          "\nDEEPOOL_TLS_CERT=" + client.tls.cert + "\nDEEPOOL_TLS_KEY=" + client.tls.key +
+          "\nDEEPOOL_TOKEN_FILE=" + (security_dir / "admin.token").string() + "\n",
+      0600);
+}
+
 Status SeeLogs(const Status& status, const std::string& where) {
   return Status(status.code(), status.message() + " (see " + where + ")");
 }
@@ -198,18 +249,23 @@ Status SeeLogs(const Status& status, const std::string& where) {
 // destructor. Main thread only.
 class LocalDaemons {
  public:
-  LocalDaemons(fs::path dir, bool remove_dir) : dir_(std::move(dir)), remove_dir_(remove_dir) {}
+  LocalDaemons(fs::path dir, bool remove_dir, LocalSecurity security)
+      : dir_(std::move(dir)), remove_dir_(remove_dir), security_(std::move(security)) {}
   ~LocalDaemons() { Shutdown(); }
 
   // Starts the coordinator on a free loopback port; returns its address.
   StatusOr<std::string> StartCoordinator() {
     const fs::path log = dir_ / "coordinator.log";
-    ASSIGN_OR_RETURN(coordinator_,
-                     StartDaemon("coordinator", SiblingExecutable("deepool-coordinator"),
-                                 {"--listen", "127.0.0.1:0", "--data-dir",
-                                  (dir_ / "coordinator").string(), "--heartbeat-interval-s", "0.5",
-                                  "--node-timeout-s", "15"},
-                                 log, listening_.Callbacks(log)));
+    const security::TlsFiles coordinator_tls = security::CoordinatorTlsFiles(security_.dir);
+    ASSIGN_OR_RETURN(
+        coordinator_,
+        StartDaemon(
+            "coordinator", SiblingExecutable("deepool-coordinator"),
+            {"--listen", "127.0.0.1:0", "--data-dir", (dir_ / "coordinator").string(),
+             "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15", "--tls-ca",
+             coordinator_tls.ca, "--tls-cert", coordinator_tls.cert, "--tls-key",
+             coordinator_tls.key, "--users", security_.users_file, "--path-roots", dir_.string()},
+            log, listening_.Callbacks(log)));
     StatusOr<std::string> address = listening_.Wait(std::chrono::seconds(60));
     if (!address.ok()) return SeeLogs(address.status(), log.string());
     return address;
@@ -220,12 +276,16 @@ class LocalDaemons {
                       int devices) {
     for (int i = 0; i < count; ++i) {
       const std::string name = "local-" + std::to_string(i);
-      ASSIGN_OR_RETURN(Daemon worker,
-                       StartDaemon(name, SiblingExecutable("deepool-worker"),
-                                   {"--coordinator", address, "--devices",
-                                    "cpu:" + std::to_string(devices), "--name", name, "--address",
-                                    "127.0.0.1", "--work-dir", (dir_ / name).string()},
-                                   dir_ / (name + ".log"), /*stdout_lines=*/{}));
+      const fs::path nodes = security_.dir / "nodes";
+      ASSIGN_OR_RETURN(
+          Daemon worker,
+          StartDaemon(
+              name, SiblingExecutable("deepool-worker"),
+              {"--coordinator", address, "--devices", "cpu:" + std::to_string(devices), "--name",
+               name, "--address", "127.0.0.1", "--work-dir", (dir_ / name).string(), "--tls-ca",
+               security_.client.tls.ca, "--tls-cert", (nodes / (name + ".pem")).string(),
+               "--tls-key", (nodes / (name + "-key.pem")).string(), "--path-roots", dir_.string()},
+              dir_ / (name + ".log"), /*stdout_lines=*/{}));
       workers_.push_back(std::move(worker));
     }
     Status nodes = WaitForNodes(stub, count, std::chrono::seconds(60));
@@ -251,6 +311,7 @@ class LocalDaemons {
  private:
   const fs::path dir_;
   const bool remove_dir_;
+  const LocalSecurity security_;
   bool stopped_ = false;
   // Before the daemons: the coordinator's reader thread reports into it until it is stopped.
   ListeningAddress listening_;
@@ -308,8 +369,9 @@ int FollowDemo(v1::CoordinatorService::Stub& stub, const std::string& address,
     std::cout << "plan of " << ids[0] << "\n" << PlanSummary(plan.plan_json());
   }
   if (code != kExitOk) {
-    std::cout << "logs: deepool logs JOB --coordinator " << address << " (while up), or "
-              << dir.string() << "/*.log\n";
+    std::cout << "logs: deepool logs JOB (while up, after: set -a; . "
+              << (dir / "security" / "client.env").string() << "; set +a), or " << dir.string()
+              << "/*.log\n";
   }
   return code;
 }
@@ -336,20 +398,29 @@ int RunUp(const UpFlags& f) {
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   std::signal(SIGPIPE, SIG_IGN);
-  LocalDaemons daemons(*dir, /*remove_dir=*/f.data_dir.empty() && !f.keep);
+  StatusOr<LocalSecurity> local_security = MakeLocalSecurity(*dir, f.workers);
+  if (!local_security.ok()) return ReportFailure(local_security.status());
+  const security::ClientSecurity client = local_security->client;
+  LocalDaemons daemons(*dir, /*remove_dir=*/f.data_dir.empty() && !f.keep,
+                       *std::move(local_security));
   StatusOr<std::string> address = daemons.StartCoordinator();
   if (!address.ok()) return ReportFailure(address.status());
-  std::cout << "coordinator listening on " << *address << ", state in "
-            << (*dir / "coordinator").string() << std::endl;
-  auto stub = ConnectCoordinator(*address);
-  Status workers = daemons.StartWorkers(*stub, *address, f.workers, f.devices_per_worker);
+  Status env = WriteClientEnv(*dir / "security", client, *address);
+  if (!env.ok()) return ReportFailure(env);
+  std::cout << "coordinator listening on " << *address << " (mutual TLS, token auth), state in "
+            << (*dir / "coordinator").string() << "\nto use it from another shell: set -a; . "
+            << (*dir / "security" / "client.env").string() << "; set +a" << std::endl;
+  StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
+      ConnectCoordinator(*address, client);
+  if (!stub.ok()) return ReportFailure(stub.status());
+  Status workers = daemons.StartWorkers(**stub, *address, f.workers, f.devices_per_worker);
   if (!workers.ok()) return ReportFailure(workers);
   std::cout << f.workers << " worker(s) up with " << f.devices_per_worker << " CPU device(s) each"
             << std::endl;
 
   std::vector<std::string> ids;
   for (const nlohmann::json& spec : DemoSpecs(f, profile, *dir)) {
-    StatusOr<std::string> id = Submit(*stub, spec);
+    StatusOr<std::string> id = Submit(**stub, spec);
     if (!id.ok()) {
       const std::string name = spec["name"].get<std::string>();
       return ReportFailure(id.status().WithContext("submitting " + name));
@@ -360,7 +431,7 @@ int RunUp(const UpFlags& f) {
             << f.workers * f.devices_per_worker << " ranks, global batch " << f.fg_batch << ", "
             << profile << " profile) and " << ids[1] << " (BG " << f.bg_model << " on 1 device)"
             << std::endl;
-  return FollowDemo(*stub, *address, ids, f, *dir);
+  return FollowDemo(**stub, *address, ids, f, *dir);
 }
 
 RegisterCommand up_command([](CLI::App& app, CommandResult& result) {

@@ -115,6 +115,61 @@ TEST_CASE("gRPC errors map to the documented exit codes", "[cli]") {
   CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "")) == kExitInvalidInput);
   CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::NOT_FOUND, "")) == kExitNotFound);
   CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "")) == kExitFailure);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "")) == kExitDenied);
+  CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "")) == kExitDenied);
+}
+
+TEST_CASE("credentials come from the environment, then the config file", "[cli]") {
+  std::string pattern = (fs::temp_directory_path() / "dp-cli-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string home = pattern;
+  auto no_env = [](const char*) -> const char* { return nullptr; };
+  auto none = ResolveClientSecurity(no_env, home);
+  REQUIRE(none.ok());
+  CHECK(none->token.empty());
+  CHECK_FALSE(none->tls.configured());
+
+  fs::create_directories(home + "/.config/deepool");
+  std::ofstream(home + "/.config/deepool/token") << "  dpt_from_file \n";
+  std::ofstream(home + "/.config/deepool/config.json")
+      << R"({"token_file": "~/.config/deepool/token", "tls": {"ca": "/c/ca.pem",)"
+      << R"( "cert": "~/me.pem", "key": "~/me-key.pem"}})";
+  auto from_config = ResolveClientSecurity(no_env, home);
+  REQUIRE(from_config.ok());
+  CHECK(from_config->token == "dpt_from_file");
+  CHECK(from_config->tls.ca == "/c/ca.pem");
+  CHECK(from_config->tls.cert == home + "/me.pem");
+  auto env = [](const char* name) -> const char* {
+    return std::string(name) == "DEEPOOL_TOKEN" ? "dpt_from_env" : nullptr;
+  };
+  CHECK(ResolveClientSecurity(env, home)->token == "dpt_from_env");
+  auto missing = [](const char* name) -> const char* {
+    return std::string(name) == "DEEPOOL_TOKEN_FILE" ? "/nonexistent/token" : nullptr;
+  };
+  CHECK(ResolveClientSecurity(missing, home).status().code() == StatusCode::kNotFound);
+  fs::remove_all(home);
+}
+
+TEST_CASE("text from the coordinator cannot drive the terminal", "[cli]") {
+  CHECK(Printable("plain name") == "plain name");
+  CHECK(Printable("\x1b[2Jfake\rline\n") == "\\x1b[2Jfake\\x0dline\\x0a");
+  CHECK(Printable("csi\xc2\x9b"
+                  "31m") == "csi\\x9b31m");  // U+009B, the 8-bit CSI
+  CHECK(Printable("caf\xc3\xa9 \xe2\x96\x88") == "caf\xc3\xa9 \xe2\x96\x88");  // UTF-8 stays
+  v1::Job job;
+  job.set_job_id("job-1");
+  job.mutable_spec()->set_name(
+      "\x1b]0;owned\x07"
+      "evil");
+  job.set_state(v1::JOB_STATE_FAILED);
+  job.set_reason("done\n\x1b[1A\x1b[2Kjob-2 SUCCEEDED");
+  const std::string table = JobsTable({job});
+  const std::string detail = JobDetail(job, nullptr, 0);
+  for (const std::string& text : {table, detail}) {
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find('\x07') == std::string::npos);
+  }
+  CHECK_THAT(detail, Catch::Contains("done\\x0a\\x1b[1A"));  // one line, shown as text
 }
 
 TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cli]") {

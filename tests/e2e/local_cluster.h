@@ -2,7 +2,9 @@
 // {"event":"listening"} line read from stdout) and deepool-worker processes with CPU devices, all
 // from build/bin, state in a temporary directory. Waits poll with deadlines; nothing sleeps for
 // correctness. Logs of every process go to files in the directory and are printed when a wait
-// fails, so a failing test explains itself.
+// fails, so a failing test explains itself. With ClusterOptions::secure the cluster runs as
+// `deepool up` runs it: a CA made for the test, mutual TLS everywhere, an admin token for the
+// harness's own calls and CLI runs.
 // Threading: used from the test's thread; child output is read on ChildProcess reader threads.
 #pragma once
 
@@ -25,8 +27,10 @@
 #include <vector>
 
 #include "cli/services/client.h"
-#include "deepool/v1/coordinator.grpc.pb.h"
 #include "common/subprocess.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "security/cert_files.h"
+#include "security/users.h"
 
 namespace deepool::e2e {
 
@@ -119,6 +123,7 @@ struct ClusterOptions {
   int workers = 2;
   int devices_per_worker = 2;
   double node_timeout_s = 20;
+  bool secure = false;
 };
 
 class LocalCluster {
@@ -127,6 +132,7 @@ class LocalCluster {
     std::string pattern = (fs::temp_directory_path() / "dp-e2e-XXXXXX").string();
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     dir_ = pattern;
+    if (options_.secure) MakeSecurity();
     StartCoordinator("127.0.0.1:0");
     for (int i = 0; i < options_.workers; ++i) StartWorker("node-" + std::to_string(i));
     REQUIRE(WaitForNodesUp(options_.workers));
@@ -146,13 +152,36 @@ class LocalCluster {
   const std::string& address() const { return address_; }
   const std::string& dir() const { return dir_; }
   v1::CoordinatorService::Stub& stub() { return *stub_; }
+  // Secure clusters: the certificates' directory (security/cert_files.h layout), the users file
+  // and the admin's credentials the harness uses.
+  std::string security_dir() const { return dir_ + "/security"; }
+  std::string users_file() const { return security_dir() + "/users.json"; }
+  const security::ClientSecurity& admin() const { return admin_; }
+  // A stub that calls with other credentials.
+  std::unique_ptr<v1::CoordinatorService::Stub> ConnectAs(const security::ClientSecurity& who) {
+    auto stub = cli::ConnectCoordinator(address_, who);
+    REQUIRE(stub.ok());
+    return std::move(stub).value();
+  }
 
   void StartCoordinator(const std::string& listen) {
-    coordinator_ = TestProcess::Start(
-        "coordinator", BinDir() + "/deepool-coordinator",
-        {"--listen", listen, "--data-dir", dir_ + "/coordinator", "--heartbeat-interval-s", "0.2",
-         "--node-timeout-s", std::to_string(options_.node_timeout_s), "--log-level", "debug"},
-        dir_ + "/coordinator.log");
+    std::vector<std::string> args = {"--listen",
+                                     listen,
+                                     "--data-dir",
+                                     dir_ + "/coordinator",
+                                     "--heartbeat-interval-s",
+                                     "0.2",
+                                     "--node-timeout-s",
+                                     std::to_string(options_.node_timeout_s),
+                                     "--log-level",
+                                     "debug"};
+    if (options_.secure) {
+      const security::TlsFiles tls = security::CoordinatorTlsFiles(security_dir());
+      args.insert(args.end(), {"--tls-ca", tls.ca, "--tls-cert", tls.cert, "--tls-key", tls.key,
+                               "--users", users_file()});
+    }
+    coordinator_ = TestProcess::Start("coordinator", BinDir() + "/deepool-coordinator", args,
+                                      dir_ + "/coordinator.log");
     std::string line;
     bool listening = coordinator_->WaitForStdout(
         [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
@@ -161,7 +190,7 @@ class LocalCluster {
     REQUIRE(listening);
     auto doc = nlohmann::json::parse(line);
     address_ = doc.at("address").get<std::string>();
-    stub_ = cli::ConnectCoordinator(address_);
+    stub_ = ConnectAs(admin_);
   }
 
   // SIGKILL, as a crash would; the data directory stays.
@@ -174,13 +203,26 @@ class LocalCluster {
   void RestartCoordinator() { StartCoordinator(address_); }
 
   void StartWorker(const std::string& name) {
+    std::vector<std::string> args = {
+        "--coordinator",  address_,
+        "--devices",      "cpu:" + std::to_string(options_.devices_per_worker),
+        "--name",         name,
+        "--address",      "127.0.0.1",
+        "--work-dir",     dir_ + "/" + name,
+        "--log-level",    "debug",
+        "--kill-grace-s", "2"};
+    if (options_.secure) {
+      const std::string cert = security_dir() + "/nodes/" + name + ".pem";
+      if (!fs::exists(cert)) {
+        REQUIRE(security::IssueClusterCertificate(security_dir(), security::Role::kWorker, name,
+                                                  std::chrono::hours(24))
+                    .ok());
+      }
+      args.insert(args.end(), {"--tls-ca", security_dir() + "/ca.pem", "--tls-cert", cert,
+                               "--tls-key", security_dir() + "/nodes/" + name + "-key.pem"});
+    }
     workers_.push_back(
-        TestProcess::Start(name, BinDir() + "/deepool-worker",
-                           {"--coordinator", address_, "--devices",
-                            "cpu:" + std::to_string(options_.devices_per_worker), "--name", name,
-                            "--address", "127.0.0.1", "--work-dir", dir_ + "/" + name,
-                            "--log-level", "debug", "--kill-grace-s", "2"},
-                           dir_ + "/" + name + ".log"));
+        TestProcess::Start(name, BinDir() + "/deepool-worker", args, dir_ + "/" + name + ".log"));
   }
 
   // A signal to worker `index`'s daemon alone (its executors run in process groups of their own).
@@ -254,13 +296,22 @@ class LocalCluster {
   }
 
   // Runs the deepool CLI against this cluster; returns its exit code, output in *out / *err.
-  int RunCli(std::vector<std::string> args, std::string* out, std::string* err) {
+  // env: the CLI's extra environment; by default, on a secure cluster, the admin's credentials.
+  int RunCli(std::vector<std::string> args, std::string* out, std::string* err,
+             const std::vector<std::string>* env = nullptr) {
     args.push_back("--coordinator");
     args.push_back(address_);
     std::mutex mu;
     ProcessSpec spec;
     spec.executable = BinDir() + "/deepool";
     spec.args = args;
+    if (env) {
+      spec.extra_env = *env;
+    } else if (options_.secure) {
+      spec.extra_env = {"DEEPOOL_TLS_CA=" + admin_.tls.ca, "DEEPOOL_TLS_CERT=" + admin_.tls.cert,
+                        "DEEPOOL_TLS_KEY=" + admin_.tls.key,
+                        "DEEPOOL_TOKEN_FILE=" + security_dir() + "/admin.token"};
+    }
     ChildCallbacks callbacks;
     callbacks.on_stdout_line = [&](const std::string& l) {
       std::lock_guard<std::mutex> lock(mu);
@@ -275,6 +326,22 @@ class LocalCluster {
     auto exit = (*child)->Wait(120s);
     REQUIRE(exit.has_value());
     return exit->signal ? 128 + exit->signal : exit->exit_code;
+  }
+
+  // The CA, the coordinator's certificate, an admin "admin" with a certificate and a token.
+  void MakeSecurity() {
+    const std::chrono::seconds day = std::chrono::hours(24);
+    REQUIRE(security::InitClusterCertificates(security_dir(), {"127.0.0.1"}, day).ok());
+    auto admin =
+        security::IssueClusterCertificate(security_dir(), security::Role::kAdmin, "admin", day);
+    REQUIRE(admin.ok());
+    admin_.tls = *admin;
+    admin_.token = security::NewToken().value();
+    security::UserTable users;
+    REQUIRE(users.Add("admin", security::Role::kAdmin, security::TokenDigest(admin_.token)).ok());
+    REQUIRE(security::SaveUserTable(users, users_file()).ok());
+    REQUIRE(
+        security::WriteNewFile(security_dir() + "/admin.token", admin_.token + "\n", 0600).ok());
   }
 
   void DumpLogs() {
@@ -299,6 +366,7 @@ class LocalCluster {
   std::unique_ptr<TestProcess> coordinator_;
   std::vector<std::unique_ptr<TestProcess>> workers_;
   std::unique_ptr<v1::CoordinatorService::Stub> stub_;
+  security::ClientSecurity admin_;  // empty for an open cluster
 };
 
 }  // namespace deepool::e2e
