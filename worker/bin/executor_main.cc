@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--store", options.store, "HOST:PORT of the c10d store (rank 0: port 0 binds)")
       ->required();
   app.add_option("--device", options.device, "cpu or cuda:K");
+  app.add_option("--bind-host", options.bind_host,
+                 "CPU devices: the local address other ranks reach this one at (Gloo); default: "
+                 "loopback for a loopback store, else the address the hostname resolves to");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout in seconds");
   app.add_option("--threads", options.cpu_threads,
                  "CPU device: libtorch intra-op threads (0: one per core; ranks sharing a "

@@ -267,7 +267,12 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
     spec.args.push_back("--worker-lease-s");
     spec.args.push_back(std::to_string(options_.executor_lease.count() / 1000.0));
   }
-  if (options_.cpu_threads_per_device > 0 && (rank.device.empty() || rank.device == "cpu")) {
+  const bool cpu = rank.device.empty() || rank.device == "cpu";
+  if (cpu && !options_.address.empty()) {
+    spec.args.push_back("--bind-host");
+    spec.args.push_back(options_.address);
+  }
+  if (options_.cpu_threads_per_device > 0 && cpu) {
     spec.args.push_back("--threads");
     spec.args.push_back(std::to_string(options_.cpu_threads_per_device));
   }

@@ -122,6 +122,9 @@ struct SupervisorOptions {
   std::string executor_path;  // deepool-executor
   std::string profiler_path;  // deepool-profile
   std::string work_dir;       // tasks/<id>/ is created below it
+  // This node's address (the worker's --address): executors on CPU devices bind Gloo to it, so
+  // ranks on other hosts can connect whatever the hostname resolves to. Empty: their default.
+  std::string address;
   size_t log_tail_lines = 50;
   std::chrono::milliseconds kill_grace{3000};  // SIGTERM -> SIGKILL
   // Executors end themselves when this daemon exits, or is stopped (SIGSTOP) for longer than

@@ -169,6 +169,7 @@ SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
   supervisor.executor_path = flags.executor;
   supervisor.profiler_path = flags.profiler;
   supervisor.work_dir = flags.work_dir;
+  supervisor.address = flags.address;
   supervisor.log_tail_lines = static_cast<size_t>(std::max(1, flags.log_tail_lines));
   supervisor.kill_grace =
       std::chrono::milliseconds(static_cast<int64_t>(flags.kill_grace_s * 1000));

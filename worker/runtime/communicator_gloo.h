@@ -20,8 +20,10 @@ struct CommOptions {
   std::string store_host = "127.0.0.1";
   int store_port = 0;  // rank 0 only may pass 0: it binds a free port
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  // The address Gloo listens on. Empty: loopback when the store host is a loopback name,
-  // otherwise the address this host's name resolves to.
+  // The address Gloo listens on, where the other ranks reach this one: the worker passes its
+  // node's address (--bind-host). Empty: loopback when the store host is a loopback name,
+  // otherwise the address this host's name resolves to (often loopback itself, as on hosts
+  // whose /etc/hosts maps the hostname to 127.0.1.1: then ranks on other hosts cannot connect).
   std::string bind_host;
   // NCCL only: run NCCL's kernels on high-priority CUDA streams. On for a FG job, so that its
   // communication is not queued behind a BG job's low-priority kernels.

@@ -29,6 +29,7 @@ StatusOr<std::unique_ptr<Communicator>> Connect(const ExecutorProcessOptions& op
   comm_options.world_size = options.world_size;
   comm_options.store_host = store->host;
   comm_options.store_port = store->port;
+  comm_options.bind_host = options.bind_host;
   comm_options.timeout = std::chrono::seconds(options.timeout_s);
   // The naive collocation baseline (priority_streams off) keeps every stream at the default
   // priority, the FG rank's NCCL streams included.

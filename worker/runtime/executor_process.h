@@ -18,6 +18,9 @@ struct ExecutorProcessOptions {
   int world_size = 1;
   std::string store = "127.0.0.1:0";  // HOST:PORT; port 0 only for rank 0
   std::string device = "cpu";
+  // Gloo (CPU devices): the local address the other ranks connect to; empty: CommOptions'
+  // default. NCCL picks its own interface (NCCL_SOCKET_IFNAME).
+  std::string bind_host;
   int timeout_s = 60;
   // CPU devices: libtorch's intra-op threads for this rank (0: libtorch's default, one per
   // core). Ranks that share a machine's cores must divide them: libtorch's OpenMP threads spin
