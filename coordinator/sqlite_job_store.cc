@@ -91,13 +91,7 @@ class SQLiteJobStore final : public JobStore {
         std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
     auto written = plan_hashes_.find(job.id);
     const bool write_plan = written == plan_hashes_.end() || written->second != plan_hash;
-    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    Status status = SaveJobLocked(job, write_plan);
-    if (!status.ok()) {
-      (void)Exec("ROLLBACK");
-      return status;
-    }
-    RETURN_IF_ERROR(Exec("COMMIT"));
+    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, write_plan); }));
     plan_hashes_[job.id] = plan_hash;
     return Status::Ok();
   }
@@ -155,13 +149,7 @@ class SQLiteJobStore final : public JobStore {
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (lines->empty()) return Status::Ok();
-    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    Status status = AppendLocked(job_id, lines);
-    if (!status.ok()) {
-      (void)Exec("ROLLBACK");
-      return status;
-    }
-    return Exec("COMMIT");
+    return InTransaction([&] { return AppendLocked(job_id, lines); });
   }
 
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
@@ -219,14 +207,35 @@ class SQLiteJobStore final : public JobStore {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string message = err ? err : "unknown error";
       sqlite3_free(err);
-      return InternalError(std::string("sqlite: ") + message);
+      return DiskFull() ? DiskFullError(message) : InternalError(std::string("sqlite: ") + message);
     }
     return Status::Ok();
   }
 
  private:
+  // One write transaction: `body`'s statements all land, or none does. A failed COMMIT (a full
+  // disk) is rolled back too: SQLite may or may not have done so itself, and a transaction left
+  // open would refuse every later BEGIN.
+  Status InTransaction(const std::function<Status()>& body) {
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status status = body();
+    if (status.ok()) status = Exec("COMMIT");
+    if (!status.ok() && !sqlite3_get_autocommit(db_)) {
+      Status rolled_back = Exec("ROLLBACK");
+      if (!rolled_back.ok()) DP_LOG_ERROR("sqlite: rollback failed: {}", rolled_back.ToString());
+    }
+    return status;
+  }
   Status Error(const std::string& what) {
-    return InternalError("sqlite: " + what + ": " + sqlite3_errmsg(db_));
+    const std::string message = what + ": " + sqlite3_errmsg(db_);
+    return DiskFull() ? DiskFullError(message) : InternalError("sqlite: " + message);
+  }
+  // SQLite could not grow the database or its write-ahead log (ENOSPC, or a quota). The write
+  // is rolled back whole; the caller retries or answers the client.
+  bool DiskFull() const { return (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_FULL; }
+  static Status DiskFullError(const std::string& message) {
+    return ResourceExhaustedError("the coordinator's disk is full (" + message +
+                                  "); nothing was written: free space in its --data-dir");
   }
 
   Status SaveJobLocked(const JobRecord& job, bool write_plan) {
