@@ -46,13 +46,11 @@ std::set<std::string> NodesOf(const v1::Job& job) {
   return nodes;
 }
 
-bool NoTasksLeft(LocalCluster& cluster) {
-  auto nodes = cluster.Nodes();
-  if (nodes.empty()) return false;
-  for (const auto& n : nodes) {
-    if (n.task_ids_size() > 0) return false;
-  }
-  return true;
+ClusterOptions OneDevice() {
+  ClusterOptions options;
+  options.workers = 1;
+  options.devices_per_worker = 1;
+  return options;
 }
 
 // A BG job's progress came from a FG rank's executor, and the worker started no process for it.
@@ -143,7 +141,7 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(cluster.RunCli({"logs", fg}, &out, &err) == 0);
   // The workers' own lines say where the ranks ran.
   CHECK(out.find("started rank 0 on cpu:0") != std::string::npos);
-  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
 TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor and succeeds",
@@ -171,7 +169,7 @@ TEST_CASE("a BG job submitted while a FG job runs runs inside the FG executor an
 
   CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
   CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
-  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
 TEST_CASE("a BG job submitted with a FG job waits for a FG rank and runs inside its executor",
@@ -199,7 +197,7 @@ TEST_CASE("a BG job submitted with a FG job waits for a FG rank and runs inside 
 
   CHECK(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
   CHECK(cluster.WaitForTerminal(fg).state() == v1::JOB_STATE_CANCELLED);
-  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
 TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
@@ -224,31 +222,12 @@ TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
   v1::Job cancelled = cluster.WaitForTerminal(running);
   CHECK(cancelled.state() == v1::JOB_STATE_CANCELLED);
   // The workers killed the executors and reported it: no task is left on any node.
-  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
   // Cancelling a finished job is refused.
   err.clear();
   CHECK(cluster.RunCli({"cancel", running}, &out, &err) == cli::kExitFailure);
   CHECK_FALSE(err.empty());
   CHECK(cluster.RunCli({"cancel", "no-such-job"}, &out, &err) == cli::kExitNotFound);
-}
-
-// The pid of the executor running `rank` for a task under `dir` (its run spec lies there), or 0.
-pid_t FindExecutor(const std::string& dir, int rank) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::vector<std::string> args;
-    for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
-    if (args.empty() || args[0].find("deepool-executor") == std::string::npos) continue;
-    bool in_dir = false, has_rank = false;
-    for (size_t i = 0; i + 1 < args.size(); ++i) {
-      if (args[i] == "--run-spec" && args[i + 1].rfind(dir, 0) == 0) in_dir = true;
-      if (args[i] == "--rank" && args[i + 1] == std::to_string(rank)) has_rank = true;
-    }
-    if (in_dir && has_rank) return static_cast<pid_t>(std::stoi(name));
-  }
-  return 0;
 }
 
 TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's closed connection",
@@ -270,7 +249,7 @@ TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's c
   CHECK(end.state() == v1::JOB_STATE_FAILED);
   CHECK_THAT(end.reason(), Catch::Contains("rank " + std::to_string(victim_rank) +
                                            ": killed by signal 9"));
-  CHECK(PollUntil([&] { return NoTasksLeft(cluster); }));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
 TEST_CASE("executors end with their worker daemon: killed, or stopped past its lease", "[e2e]") {
@@ -345,7 +324,7 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
 
 TEST_CASE("a job whose task is larger than gRPC's default 4 MiB reaches its worker and succeeds",
           "[e2e]") {
-  LocalCluster cluster({/*workers=*/1, /*devices_per_worker=*/1});
+  LocalCluster cluster(OneDevice());
   // 1,300 layers with 2,000-character names: a 5.4 MB graph, and a larger task with its plan.
   const std::string pad(2000, 'x');
   json layers = json::array({{{"name", "fc"},
@@ -375,7 +354,7 @@ TEST_CASE("a job whose task is larger than gRPC's default 4 MiB reaches its work
 }
 
 TEST_CASE("malformed specs are refused with INVALID_ARGUMENT naming the field", "[e2e]") {
-  LocalCluster cluster({/*workers=*/1, /*devices_per_worker=*/1});
+  LocalCluster cluster(OneDevice());
   struct Case {
     json spec;
     std::string field;

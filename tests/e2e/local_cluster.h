@@ -1,10 +1,11 @@
-// A test harness that runs a real cluster on loopback: deepool-coordinator (port 0, its
+// A test harness that runs a real cluster, by default on loopback: deepool-coordinator (port 0, its
 // {"event":"listening"} line read from stdout) and deepool-worker processes with CPU devices, all
 // from build/bin, state in a temporary directory. Waits poll with deadlines; nothing sleeps for
 // correctness. Logs of every process go to files in the directory and are printed when a wait
 // fails, so a failing test explains itself. With ClusterOptions::secure the cluster runs as
 // `deepool up` runs it: a CA made for the test, mutual TLS everywhere, an admin token for the
-// harness's own calls and CLI runs.
+// harness's own calls and CLI runs. With hosts in ClusterOptions each process runs on a host of
+// its own (tests/multihost/virtual_network.h), reached at that host's address.
 // Threading: used from the test's thread; child output is read on ChildProcess reader threads.
 #pragma once
 
@@ -55,11 +56,17 @@ class TestProcess {
  public:
   static std::unique_ptr<TestProcess> Start(const std::string& name, const std::string& binary,
                                             std::vector<std::string> args,
-                                            const std::string& log_path) {
+                                            const std::string& log_path,
+                                            const std::vector<std::string>& enter = {}) {
     auto process = std::unique_ptr<TestProcess>(new TestProcess(name, log_path));
     ProcessSpec spec;
     spec.executable = binary;
     spec.args = std::move(args);
+    if (!enter.empty()) {  // e.g. `ip netns exec NS binary args...`: it execs, the pid stays
+      spec.args.insert(spec.args.begin(), binary);
+      spec.args.insert(spec.args.begin(), enter.begin() + 1, enter.end());
+      spec.executable = enter.front();
+    }
     TestProcess* self = process.get();
     ChildCallbacks callbacks;
     callbacks.on_stdout_line = [self](const std::string& line) { self->OnStdout(line); };
@@ -119,12 +126,44 @@ class TestProcess {
   std::unique_ptr<ChildProcess> child_;
 };
 
+// Where a process runs: this machine's loopback, or a host of a multi-host test.
+struct Host {
+  std::string address = "127.0.0.1";
+  std::vector<std::string> enter;  // the command prefix that runs a process there; empty: here
+  bool loopback() const { return enter.empty(); }
+};
+
 struct ClusterOptions {
   int workers = 2;
   int devices_per_worker = 2;
   double node_timeout_s = 20;
   bool secure = false;
+  Host coordinator_host;
+  std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
+  // Worker i runs on worker_hosts[i]; loopback where there is none. A worker on a host of its
+  // own finds its address itself (toward the coordinator), as a deployed one does.
+  std::vector<Host> worker_hosts;
 };
+
+// The pid of the executor running `rank` for a task under `dir` (its run spec lies there), or 0.
+// Executors on every host of a multi-host test share this machine's process table.
+inline pid_t FindExecutor(const std::string& dir, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+    if (args.empty() || args[0].find("deepool-executor") == std::string::npos) continue;
+    bool in_dir = false, has_rank = false;
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--run-spec" && args[i + 1].rfind(dir, 0) == 0) in_dir = true;
+      if (args[i] == "--rank" && args[i + 1] == std::to_string(rank)) has_rank = true;
+    }
+    if (in_dir && has_rank) return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
 
 class LocalCluster {
  public:
@@ -133,7 +172,7 @@ class LocalCluster {
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     dir_ = pattern;
     if (options_.secure) MakeSecurity();
-    StartCoordinator("127.0.0.1:0");
+    StartCoordinator(options_.coordinator_host.address + ":0");
     for (int i = 0; i < options_.workers; ++i) StartWorker("node-" + std::to_string(i));
     REQUIRE(WaitForNodesUp(options_.workers));
   }
@@ -168,7 +207,9 @@ class LocalCluster {
     std::vector<std::string> args = {"--listen",
                                      listen,
                                      "--data-dir",
-                                     dir_ + "/coordinator",
+                                     options_.coordinator_data_dir.empty()
+                                         ? dir_ + "/coordinator"
+                                         : options_.coordinator_data_dir,
                                      "--heartbeat-interval-s",
                                      "0.2",
                                      "--node-timeout-s",
@@ -179,9 +220,11 @@ class LocalCluster {
       const security::TlsFiles tls = security::CoordinatorTlsFiles(security_dir());
       args.insert(args.end(), {"--tls-ca", tls.ca, "--tls-cert", tls.cert, "--tls-key", tls.key,
                                "--users", users_file()});
+    } else if (!options_.coordinator_host.loopback()) {
+      args.push_back("--insecure");
     }
     coordinator_ = TestProcess::Start("coordinator", BinDir() + "/deepool-coordinator", args,
-                                      dir_ + "/coordinator.log");
+                                      dir_ + "/coordinator.log", options_.coordinator_host.enter);
     std::string line;
     bool listening = coordinator_->WaitForStdout(
         [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
@@ -203,14 +246,16 @@ class LocalCluster {
   void RestartCoordinator() { StartCoordinator(address_); }
 
   void StartWorker(const std::string& name) {
+    const size_t index = workers_.size();
+    const Host host = index < options_.worker_hosts.size() ? options_.worker_hosts[index] : Host();
     std::vector<std::string> args = {
         "--coordinator",  address_,
         "--devices",      "cpu:" + std::to_string(options_.devices_per_worker),
         "--name",         name,
-        "--address",      "127.0.0.1",
         "--work-dir",     dir_ + "/" + name,
         "--log-level",    "debug",
         "--kill-grace-s", "2"};
+    if (host.loopback()) args.insert(args.end(), {"--address", host.address});
     if (options_.secure) {
       const std::string cert = security_dir() + "/nodes/" + name + ".pem";
       if (!fs::exists(cert)) {
@@ -221,8 +266,8 @@ class LocalCluster {
       args.insert(args.end(), {"--tls-ca", security_dir() + "/ca.pem", "--tls-cert", cert,
                                "--tls-key", security_dir() + "/nodes/" + name + "-key.pem"});
     }
-    workers_.push_back(
-        TestProcess::Start(name, BinDir() + "/deepool-worker", args, dir_ + "/" + name + ".log"));
+    workers_.push_back(TestProcess::Start(name, BinDir() + "/deepool-worker", args,
+                                          dir_ + "/" + name + ".log", host.enter));
   }
 
   // A signal to worker `index`'s daemon alone (its executors run in process groups of their own).
@@ -295,6 +340,16 @@ class LocalCluster {
     return {response.nodes().begin(), response.nodes().end()};
   }
 
+  // No node lists a task: every worker reported its executors ended.
+  bool NoTasksLeft() {
+    auto nodes = Nodes();
+    if (nodes.empty()) return false;
+    for (const auto& n : nodes) {
+      if (n.task_ids_size() > 0) return false;
+    }
+    return true;
+  }
+
   // Runs the deepool CLI against this cluster; returns its exit code, output in *out / *err.
   // env: the CLI's extra environment; by default, on a secure cluster, the admin's credentials.
   int RunCli(std::vector<std::string> args, std::string* out, std::string* err,
@@ -331,7 +386,9 @@ class LocalCluster {
   // The CA, the coordinator's certificate, an admin "admin" with a certificate and a token.
   void MakeSecurity() {
     const std::chrono::seconds day = std::chrono::hours(24);
-    REQUIRE(security::InitClusterCertificates(security_dir(), {"127.0.0.1"}, day).ok());
+    REQUIRE(
+        security::InitClusterCertificates(security_dir(), {options_.coordinator_host.address}, day)
+            .ok());
     auto admin =
         security::IssueClusterCertificate(security_dir(), security::Role::kAdmin, "admin", day);
     REQUIRE(admin.ok());
