@@ -252,6 +252,37 @@ TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's c
   CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
+TEST_CASE("an executor stopped (SIGSTOP) mid-job: the job fails within the timeout, none is left",
+          "[e2e]") {
+  ClusterOptions options;
+  options.executor_timeout_s = 6;  // the ranks' communication timeout
+  LocalCluster cluster(options);
+  std::string id;
+  REQUIRE(cluster.Submit(FgJob("frozen", 100000), &id).ok());
+  v1::Job running = cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
+  });
+  int victim_rank = -1;
+  for (const v1::DeviceAssignment& d : running.devices())
+    victim_rank = std::max(victim_rank, d.rank());
+  const pid_t victim = FindExecutor(cluster.dir(), victim_rank);
+  REQUIRE(victim > 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  REQUIRE(kill(victim, SIGSTOP) == 0);
+  v1::Job end = cluster.WaitForTerminal(id, 120s);
+  const auto failed_after = std::chrono::steady_clock::now() - stopped_at;
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_FAILED);
+  CHECK_FALSE(end.reason().empty());
+  // The peers waited for the stopped rank up to their timeout, not forever.
+  CHECK(failed_after < 6s + 30s);
+  WARN("failed " << std::chrono::duration_cast<std::chrono::milliseconds>(failed_after).count()
+                 << " ms after the stop: " << end.reason());
+  // The stopped executor is killed (SIGKILL reaches a stopped process) and the devices freed.
+  CHECK(PollUntil([&] { return FindExecutor(cluster.dir(), victim_rank) == 0; }, 30s));
+  CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
+}
+
 TEST_CASE("executors end with their worker daemon: killed, or stopped past its lease", "[e2e]") {
   LocalCluster cluster;  // node timeout 20 s; the workers' executor lease is the default 5 s
   std::string id;

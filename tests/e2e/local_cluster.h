@@ -140,6 +140,7 @@ struct ClusterOptions {
   bool secure = false;
   Host coordinator_host;
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
+  int executor_timeout_s = 0;        // the coordinator's --executor-timeout-s; 0: its default
   // Worker i runs on worker_hosts[i]; loopback where there is none. A worker on a host of its
   // own finds its address itself (toward the coordinator), as a deployed one does.
   std::vector<Host> worker_hosts;
@@ -216,6 +217,10 @@ class LocalCluster {
                                      std::to_string(options_.node_timeout_s),
                                      "--log-level",
                                      "debug"};
+    if (options_.executor_timeout_s > 0) {
+      args.insert(args.end(),
+                  {"--executor-timeout-s", std::to_string(options_.executor_timeout_s)});
+    }
     if (options_.secure) {
       const security::TlsFiles tls = security::CoordinatorTlsFiles(security_dir());
       args.insert(args.end(), {"--tls-ca", tls.ca, "--tls-cert", tls.cert, "--tls-key", tls.key,
