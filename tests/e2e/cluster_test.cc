@@ -15,31 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-json FgJob(const std::string& name, int64_t iterations, int gpus = 4) {
-  return {{"name", name},
-          {"model", "small_cnn"},
-          {"role", "fg"},
-          {"global_batch", 16},
-          {"gpus", gpus},
-          {"amplification_limit", 0},
-          {"iterations", iterations},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
-}
-
-json BgJob(const std::string& name, int64_t iterations) {
-  return {{"name", name},
-          {"model", "mlp"},
-          {"role", "bg"},
-          {"global_batch", 8},
-          {"gpus", 1},
-          {"iterations", iterations},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 3}}}};
-}
-
 std::set<std::string> NodesOf(const v1::Job& job) {
   std::set<std::string> nodes;
   for (const auto& d : job.devices()) nodes.insert(d.node_id());

@@ -25,18 +25,6 @@ int EnvInt(const char* name, int fallback) {
   return value && *value ? std::atoi(value) : fallback;
 }
 
-json SmallJob(const std::string& name) {
-  return {{"name", name},
-          {"model", "mlp"},
-          {"role", "bg"},
-          {"global_batch", 8},
-          {"gpus", 1},
-          {"iterations", 2},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 1}}}};
-}
-
 // What the submitting client saw.
 struct ClientLog {
   std::mutex mu;
@@ -52,7 +40,7 @@ void SubmitAll(v1::CoordinatorService::Stub* stub, int jobs, ClientLog* log) {
   for (int i = 0; i < jobs; ++i) {
     const std::string name = "chaos-" + std::to_string(i);
     v1::SubmitJobRequest request;
-    request.set_spec_json(SmallJob(name).dump());
+    request.set_spec_json(BgJob(name, 2).dump());
     request.set_request_id("request-" + name);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < give_up) {

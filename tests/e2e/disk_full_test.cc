@@ -56,18 +56,6 @@ class SmallDisk {
   std::string path_;
 };
 
-json SmallJob(const std::string& name) {
-  return {{"name", name},
-          {"model", "mlp"},
-          {"role", "bg"},
-          {"global_batch", 8},
-          {"gpus", 1},
-          {"iterations", 2},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 1}}}};
-}
-
 }  // namespace
 
 TEST_CASE("the coordinator's disk full: writes refused saying so, nothing lost once space returns",
@@ -86,7 +74,7 @@ TEST_CASE("the coordinator's disk full: writes refused saying so, nothing lost o
 
   std::map<std::string, std::string> acknowledged;  // id -> name
   std::string id;
-  REQUIRE(cluster.Submit(SmallJob("before"), &id).ok());
+  REQUIRE(cluster.Submit(BgJob("before", 2), &id).ok());
   acknowledged[id] = "before";
   REQUIRE(cluster.WaitForTerminal(id).state() == v1::JOB_STATE_SUCCEEDED);
 
@@ -95,7 +83,7 @@ TEST_CASE("the coordinator's disk full: writes refused saying so, nothing lost o
   grpc::Status refused;
   for (int i = 0; i < 200 && refused.ok(); ++i) {
     const std::string name = "during-" + std::to_string(i);
-    refused = cluster.Submit(SmallJob(name), &id);
+    refused = cluster.Submit(BgJob(name, 2), &id);
     if (refused.ok()) acknowledged[id] = name;
   }
   INFO(refused.error_message());
@@ -105,7 +93,7 @@ TEST_CASE("the coordinator's disk full: writes refused saying so, nothing lost o
 
   // The CLI says so too, and reads still work.
   const std::string spec_path = cluster.dir() + "/spec.json";
-  std::ofstream(spec_path) << SmallJob("cli-during").dump();
+  std::ofstream(spec_path) << BgJob("cli-during", 2).dump();
   std::string out, err;
   CHECK(cluster.RunCli({"submit", spec_path}, &out, &err) == cli::kExitFailure);
   CHECK_THAT(err, Catch::Contains("disk is full"));
@@ -116,7 +104,7 @@ TEST_CASE("the coordinator's disk full: writes refused saying so, nothing lost o
 
   // Space returns: every acknowledged job finishes, a new one runs.
   disk->Free();
-  REQUIRE(cluster.Submit(SmallJob("after"), &id).ok());
+  REQUIRE(cluster.Submit(BgJob("after", 2), &id).ok());
   acknowledged[id] = "after";
   for (const auto& [job_id, name] : acknowledged) {
     INFO(name);

@@ -146,6 +146,33 @@ struct ClusterOptions {
   std::vector<Host> worker_hosts;
 };
 
+// Job specs the tests share, quick on CPU devices with synthetic data: a small_cnn FG job over
+// `gpus` ranks (global_batch divisible by them), and a one-device mlp BG job.
+inline nlohmann::json FgJob(const std::string& name, int64_t iterations, int gpus = 4,
+                            int global_batch = 16) {
+  return {{"name", name},
+          {"model", "small_cnn"},
+          {"role", "fg"},
+          {"global_batch", global_batch},
+          {"gpus", gpus},
+          {"amplification_limit", 0},
+          {"iterations", iterations},
+          {"profile", "analytical"},
+          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+          {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
+}
+inline nlohmann::json BgJob(const std::string& name, int64_t iterations) {
+  return {{"name", name},
+          {"model", "mlp"},
+          {"role", "bg"},
+          {"global_batch", 8},
+          {"gpus", 1},
+          {"iterations", iterations},
+          {"profile", "analytical"},
+          {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
+          {"data", {{"kind", "synthetic"}, {"seed", 3}}}};
+}
+
 // The pid of the executor running `rank` for a task under `dir` (its run spec lies there), or 0.
 // Executors on every host of a multi-host test share this machine's process table.
 inline pid_t FindExecutor(const std::string& dir, int rank) {

@@ -35,32 +35,6 @@ ClusterOptions OnHosts(const VirtualNetwork& network, double node_timeout_s = 20
   return options;
 }
 
-// Three ranks, one per worker host: every layer's exchange crosses host links.
-json FgJob(const std::string& name, int64_t iterations) {
-  return {{"name", name},
-          {"model", "small_cnn"},
-          {"role", "fg"},
-          {"global_batch", 12},
-          {"gpus", kWorkerHosts},
-          {"amplification_limit", 0},
-          {"iterations", iterations},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
-}
-
-json BgJob(const std::string& name, int64_t iterations) {
-  return {{"name", name},
-          {"model", "mlp"},
-          {"role", "bg"},
-          {"global_batch", 8},
-          {"gpus", 1},
-          {"iterations", iterations},
-          {"profile", "analytical"},
-          {"optimizer", {{"name", "adam"}, {"lr", 0.001}}},
-          {"data", {{"kind", "synthetic"}, {"seed", 3}}}};
-}
-
 std::string HostPart(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 std::optional<v1::Node> NodeNamed(LocalCluster& cluster, const std::string& name) {
@@ -103,7 +77,7 @@ TEST_CASE("a FG burst-parallel job spans three worker hosts beside a BG job and 
   }
 
   std::string fg, bg;
-  REQUIRE(cluster.Submit(FgJob("fg-hosts", 8), &fg).ok());
+  REQUIRE(cluster.Submit(FgJob("fg-hosts", 8, kWorkerHosts, 12), &fg).ok());
   REQUIRE(cluster.Submit(BgJob("bg-hosts", 8), &bg).ok());
   v1::Job fg_job = cluster.WaitForTerminal(fg);
   v1::Job bg_job = cluster.WaitForTerminal(bg);
@@ -131,7 +105,7 @@ TEST_CASE("a worker host cut off mid-job is DOWN within the node timeout and com
   constexpr double kNodeTimeoutS = 5;
   LocalCluster cluster(OnHosts(*network, kNodeTimeoutS));
 
-  json spec = FgJob("cut-off", 100000);
+  json spec = FgJob("cut-off", 100000, kWorkerHosts, 12);
   spec["requeue_on_failure"] = requeue;
   std::string id;
   REQUIRE(cluster.Submit(spec, &id).ok());
@@ -185,7 +159,7 @@ TEST_CASE("a worker host cut off mid-job is DOWN within the node timeout and com
   } else {
     // Every device is free again: a new job over the three hosts runs to the end.
     std::string next;
-    REQUIRE(cluster.Submit(FgJob("after-rejoin", 4), &next).ok());
+    REQUIRE(cluster.Submit(FgJob("after-rejoin", 4, kWorkerHosts, 12), &next).ok());
     CHECK(cluster.WaitForTerminal(next).state() == v1::JOB_STATE_SUCCEEDED);
   }
   CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
