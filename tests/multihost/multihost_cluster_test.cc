@@ -15,6 +15,8 @@ using nlohmann::json;
 namespace {
 
 constexpr int kWorkerHosts = 3;
+// A global batch at which small_cnn's plan over three CPU devices uses all three.
+constexpr int kSpreadBatch = 1536;
 
 std::unique_ptr<VirtualNetwork> NetworkOrSkip() {
   std::string why_not;
@@ -77,7 +79,10 @@ TEST_CASE("a FG burst-parallel job spans three worker hosts beside a BG job and 
   }
 
   std::string fg, bg;
-  REQUIRE(cluster.Submit(FgJob("fg-hosts", 8, kWorkerHosts, 12), &fg).ok());
+  // At this batch the plan runs layers on all three devices, so activations and gradients
+  // cross the links between hosts every iteration (at small batches it keeps every layer on
+  // one device, and only the loss's all-reduce would).
+  REQUIRE(cluster.Submit(FgJob("fg-hosts", 8, kWorkerHosts, kSpreadBatch), &fg).ok());
   REQUIRE(cluster.Submit(BgJob("bg-hosts", 8), &bg).ok());
   v1::Job fg_job = cluster.WaitForTerminal(fg);
   v1::Job bg_job = cluster.WaitForTerminal(bg);
@@ -88,6 +93,11 @@ TEST_CASE("a FG burst-parallel job spans three worker hosts beside a BG job and 
   for (const auto& d : fg_job.devices()) nodes.insert(d.node_name());
   CHECK(nodes.size() == kWorkerHosts);
   CHECK(fg_job.progress().iteration() == 8);
+  REQUIRE(fg_job.progress().devices_size() == kWorkerHosts);
+  for (const auto& device : fg_job.progress().devices()) {
+    INFO("rank " << device.rank());
+    CHECK(device.fg_busy_ms() > 0);  // every rank computed layers
+  }
   CHECK(bg_job.progress().iteration() == 8);
 
   // The CLI, from outside every host, reaches the coordinator over TLS as well.
@@ -163,4 +173,35 @@ TEST_CASE("a worker host cut off mid-job is DOWN within the node timeout and com
     CHECK(cluster.WaitForTerminal(next).state() == v1::JOB_STATE_SUCCEEDED);
   }
   CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
+}
+
+TEST_CASE("a slow link that drops packets under load does not fail a live job", "[multihost]") {
+  auto network = NetworkOrSkip();
+  if (!network) return;
+  LocalCluster cluster(OnHosts(*network));  // node timeout 20 s, heartbeats every 0.2 s
+  std::string error;
+  // node-2's link: 4 Mbit/s each way, and what would queue longer than 5 ms is dropped; the
+  // job's activations (about 150 kB per iteration each way) fill it, and heartbeats queue
+  // behind them.
+  REQUIRE(network->SlowLink(3, "4mbit", "5ms", &error));
+  INFO(error);
+
+  std::string id;
+  REQUIRE(cluster.Submit(FgJob("slow-link", 6, kWorkerHosts, kSpreadBatch), &id).ok());
+  bool went_down = false;  // watched while the job runs
+  v1::Job end = cluster.WaitForJob(
+      id,
+      [&](const v1::Job& j) {
+        went_down = went_down || NodeIs(cluster, "node-2", v1::NODE_STATE_DOWN);
+        return cli::IsTerminal(j.state());
+      },
+      600s);
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK_FALSE(went_down);
+  const uint64_t dropped = network->DroppedPackets(3);
+  CHECK(dropped > 0);  // the link did lose packets: TCP resent them
+  WARN("slow link: " << dropped << " packets dropped; iteration " << end.progress().iteration_ms()
+                     << " ms at the end\n"
+                     << network->LinkStats(3));
 }

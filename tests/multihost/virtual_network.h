@@ -1,7 +1,10 @@
 // Hosts for multi-host tests on one machine: each host is a network namespace with one address,
 // joined to the others by a veth link to a bridge (iproute2). The test process itself stays in
 // its own namespace and reaches every host through the bridge's address, so its gRPC stubs and
-// CLI runs work unchanged. A link can be cut and restored, as a pulled cable would be.
+// CLI runs work unchanged. A link can be cut and restored, as a pulled cable would be, or made
+// slow: a token bucket (tc tbf) in both directions limits its rate, and packets that would wait
+// longer than a bound are dropped, so a loaded slow link also loses packets. (netem, which adds
+// fixed delay and random loss, is not in every kernel: not in the test machines'.)
 //
 // Needs root (CAP_NET_ADMIN) and the `ip` tool; Create() says why not where they are missing,
 // and the tests skip with that message. Names carry the test process's pid, so concurrent test
@@ -67,16 +70,48 @@ class VirtualNetwork {
     return Run({"link", "set", RootSide(i), up ? "up" : "down"}, error);
   }
 
+  // Limits host i's link to `rate` (tc syntax, e.g. "8mbit") both ways, dropping what would
+  // queue longer than `max_queue` (e.g. "50ms").
+  bool SlowLink(int i, const std::string& rate, const std::string& max_queue, std::string* error) {
+    const std::vector<std::string> tbf = {"tbf",    "rate",    rate,     "burst",
+                                          "32kbit", "latency", max_queue};
+    std::vector<std::string> toward_host = {"qdisc", "replace", "dev", RootSide(i), "root"};
+    std::vector<std::string> from_host = {"-n",  Namespace(i), "qdisc", "replace",
+                                          "dev", HostSide(i),  "root"};
+    toward_host.insert(toward_host.end(), tbf.begin(), tbf.end());
+    from_host.insert(from_host.end(), tbf.begin(), tbf.end());
+    return RunTool(tc_, toward_host, error) && RunTool(tc_, from_host, error);
+  }
+
+  // The queues of host i's link, both ways, with their counters (tc -s qdisc show).
+  std::string LinkStats(int i) {
+    std::string out, error;
+    RunTool(tc_, {"-s", "qdisc", "show", "dev", RootSide(i)}, &out, &error);
+    RunTool(tc_, {"-n", Namespace(i), "-s", "qdisc", "show", "dev", HostSide(i)}, &out, &error);
+    return out + error;
+  }
+  // Packets host i's slow link dropped so far, both ways ("dropped N" in LinkStats).
+  uint64_t DroppedPackets(int i) {
+    const std::string stats = LinkStats(i);
+    const std::regex re("dropped ([0-9]+)");
+    uint64_t dropped = 0;
+    for (std::sregex_iterator it(stats.begin(), stats.end(), re), end; it != end; ++it) {
+      dropped += std::stoull((*it)[1]);
+    }
+    return dropped;
+  }
+
  private:
   explicit VirtualNetwork(std::string ip)
-      : ip_(std::move(ip)), prefix_("dp" + std::to_string(getpid())) {}
+      : ip_(std::move(ip)), tc_(FindTool("tc")), prefix_("dp" + std::to_string(getpid())) {}
 
-  static std::string FindIpTool() {
-    for (const char* path : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-      if (access(path, X_OK) == 0) return path;
+  static std::string FindTool(const std::string& name) {
+    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+      if (access((dir + name).c_str(), X_OK) == 0) return dir + name;
     }
     return "";
   }
+  static std::string FindIpTool() { return FindTool("ip"); }
 
   std::string Bridge() const { return prefix_ + "br"; }
   std::string Namespace(int i) const { return prefix_ + "n" + std::to_string(i); }
@@ -152,8 +187,20 @@ class VirtualNetwork {
     return Run(args, &out, error);
   }
   bool Run(const std::vector<std::string>& args, std::string* out, std::string* error) {
+    return RunTool(ip_, args, out, error);
+  }
+  bool RunTool(const std::string& tool, const std::vector<std::string>& args, std::string* error) {
+    std::string out;
+    return RunTool(tool, args, &out, error);
+  }
+  bool RunTool(const std::string& tool, const std::vector<std::string>& args, std::string* out,
+               std::string* error) {
+    if (tool.empty()) {
+      *error = "a tool of iproute2 is not installed";
+      return false;
+    }
     ProcessSpec spec;
-    spec.executable = ip_;
+    spec.executable = tool;
     spec.args = args;
     std::mutex mu;
     std::string err;
@@ -174,13 +221,14 @@ class VirtualNetwork {
     ProcessExit exit = (*child)->Wait();
     child->reset();  // joins the readers before `err` is read
     if (exit.ok()) return true;
-    std::string command = "ip";
+    std::string command = fs::path(tool).filename();
     for (const auto& a : args) command += " " + a;
     *error = command + ": " + exit.Describe() + (err.empty() ? "" : ": " + err);
     return false;
   }
 
   const std::string ip_;
+  const std::string tc_;
   const std::string prefix_;
   std::vector<std::string> addresses_;
 };
