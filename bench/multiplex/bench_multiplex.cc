@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -266,11 +267,25 @@ double RunBgAlone(const Config& config, double seconds) {
 
 int main(int argc, char** argv) {
   Config config;
-  if (argc > 1) config.iterations = std::atoi(argv[1]);
-  if (argc > 2) config.fg_batch = std::atoll(argv[2]);
-  if (argc > 3) config.bg_batch = std::atoll(argv[3]);
-  if (argc > 4) config.image_size = std::atoll(argv[4]);
-  if (argc > 5) config.rounds = std::max(1, std::atoi(argv[5]));
+  CLI::App app{
+      "A BG job sharing a CPU core with a burst-parallel FG rank: FG alone, FG+BG "
+      "idle_only and concurrent (SCHED_IDLE or normal priority), BG alone"};
+  app.add_option("iterations", config.iterations, "measured FG iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("fg_batch", config.fg_batch, "FG global batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("bg_batch", config.bg_batch, "BG batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("image_size", config.image_size, "image side")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("rounds", config.rounds, "rounds of every configuration (median reported)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   std::printf("small_cnn %lldx%lld: FG global batch %lld over 2 CPU ranks (burst plan), "
               "BG batch %lld on rank 1's core; %d measured iterations after %d warm-up\n",
               static_cast<long long>(config.image_size), static_cast<long long>(config.image_size),

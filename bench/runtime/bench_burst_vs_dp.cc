@@ -3,6 +3,7 @@
 // parallelism for small_cnn. The burst plan keeps the convolutional body on all ranks and runs
 // the narrow tail (avgpool, flatten, fc) on rank 0 alone.
 //   build-*/bin/deepool-bench-burst_vs_dp [ranks] [global_batch] [iterations]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -75,9 +76,22 @@ Summary Run(const dw::RunSpec& spec, const std::string& name, int warmup) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
-  int64_t batch = argc > 2 ? std::atoll(argv[2]) : 32;
-  int64_t iterations = argc > 3 ? std::atoll(argv[3]) : 20;
+  int ranks = 4;
+  int64_t batch = 32;
+  int64_t iterations = 20;
+  CLI::App app{
+      "Burst plan vs data parallelism for small_cnn on CPU ranks (one deepool-executor "
+      "process per rank, Gloo on loopback): iteration time and summed busy time"};
+  app.add_option("ranks", ranks, "rank processes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("global_batch", batch, "global batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("iterations", iterations, "measured iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const int warmup = 3;
   setenv("OMP_NUM_THREADS", "1", 1);  // one intra-op thread per rank process
   dp::zoo::ModelOptions model_options;

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -193,8 +194,16 @@ int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int round_trips = argc > 1 ? std::atoi(argv[1]) : 20;
-  int trials = argc > 2 ? std::atoi(argv[2]) : 3;
+  int round_trips = 20;
+  int trials = 3;
+  CLI::App app{
+      "Re-split throughput between two processes: the executor's path (slice, send and "
+      "receive over Gloo, assemble) vs raw c10d ProcessGroupGloo send/recv; MB/s"};
+  app.add_option("round_trips", round_trips, "round trips per trial")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("trials", trials, "trials")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   int port_pipe[2];
   if (pipe(port_pipe) != 0) return 1;
   // Fork before any thread exists; the two ranks meet through stores on free ports.
