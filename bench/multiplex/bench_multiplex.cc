@@ -272,19 +272,19 @@ int main(int argc, char** argv) {
       "idle_only and concurrent (SCHED_IDLE or normal priority), BG alone"};
   app.add_option("iterations", config.iterations, "measured FG iterations")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("fg_batch", config.fg_batch, "FG global batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("bg_batch", config.bg_batch, "BG batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("image_size", config.image_size, "image side")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("rounds", config.rounds, "rounds of every configuration (median reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   std::printf("small_cnn %lldx%lld: FG global batch %lld over 2 CPU ranks (burst plan), "
               "BG batch %lld on rank 1's core; %d measured iterations after %d warm-up\n",

@@ -136,12 +136,12 @@ int main(int argc, char** argv) {
       "chain, with each plan's predicted speed-up; prints a Markdown table"};
   app.add_option("--repeats", repeats, "plans per case (median reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--limit", limit, "amplification limit (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", only_model, "only this zoo model");
-  app.add_option("--gpus", only_devices, "only this device count")->check(CLI::PositiveNumber);
+  app.add_option("--gpus", only_devices, "only this device count")->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   return deepool::planner::Run(repeats, limit, only_model, only_devices);
 }

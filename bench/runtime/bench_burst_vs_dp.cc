@@ -84,13 +84,13 @@ int main(int argc, char** argv) {
       "process per rank, Gloo on loopback): iteration time and summed busy time"};
   app.add_option("ranks", ranks, "rank processes")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("global_batch", batch, "global batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("iterations", iterations, "measured iterations")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   const int warmup = 3;
   setenv("OMP_NUM_THREADS", "1", 1);  // one intra-op thread per rank process

@@ -140,10 +140,10 @@ int main(int argc, char** argv) {
       "over the same modules, data and optimizer; wall and CPU ms per iteration"};
   app.add_option("iterations_per_trial", iterations, "iterations per trial")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   app.add_option("trials", trials, "trials, alternating the two sides")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
   auto comm = Check(dw::ConnectGloo(dw::CommOptions{}));

@@ -201,8 +201,8 @@ int main(int argc, char** argv) {
       "receive over Gloo, assemble) vs raw c10d ProcessGroupGloo send/recv; MB/s"};
   app.add_option("round_trips", round_trips, "round trips per trial")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("trials", trials, "trials")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("trials", trials, "trials")->capture_default_str()->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   int port_pipe[2];
   if (pipe(port_pipe) != 0) return 1;
