@@ -92,6 +92,7 @@ std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
 }
 
 Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
+                                                const std::string& node_host,
                                                 const std::vector<v1::RunningTask>& running,
                                                 const JobWanted& wanted) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -109,6 +110,12 @@ Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
       task.phase = TaskPhase::kEnded;
       registration.lost_jobs.insert(task.job_id);
     } else if (task.phase == TaskPhase::kSent) {
+      // A rank-0 task rebuilt after a coordinator restart has no store address (it is not in
+      // the job's record): rank 0 binds a free port on this node, as at its first dispatch.
+      if (task.rank0_node && task.assignment.has_train() &&
+          task.assignment.train().store_address().empty()) {
+        task.assignment.mutable_train()->set_store_address(node_host + ":0");
+      }
       SendAssignLocked(task);
     } else if (task.phase == TaskPhase::kCancelling) {
       task.phase = TaskPhase::kEnded;

@@ -85,8 +85,9 @@ class Dispatcher {
     // Jobs whose task on this node died with the previous worker process.
     std::set<std::string> lost_jobs;
   };
-  Registration OnRegister(const std::string& node_id, const std::vector<v1::RunningTask>& running,
-                          const JobWanted& wanted);
+  // node_host: where the node's rank 0 binds its store when a rank-0 task is sent again.
+  Registration OnRegister(const std::string& node_id, const std::string& node_host,
+                          const std::vector<v1::RunningTask>& running, const JobWanted& wanted);
   // Cancels for listed tasks nobody wants, and re-sends of SENT tasks not listed in time.
   std::vector<v1::TaskCommand> OnHeartbeat(const std::string& node_id,
                                            const std::vector<v1::RunningTask>& running,

@@ -187,8 +187,9 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
   Writes writes;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Dispatcher::Registration outcome = dispatcher_.OnRegister(
-        node.id, running, [this](const std::string& job_id) { return JobWantsTasks(job_id); });
+    Dispatcher::Registration outcome =
+        dispatcher_.OnRegister(node.id, node.host(), running,
+                               [this](const std::string& job_id) { return JobWantsTasks(job_id); });
     registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
     FailLostJobsLocked(
         outcome.lost_jobs,

@@ -103,12 +103,12 @@ TEST_CASE("a node that re-registers without its confirmed task lost it", "[dispa
   Dispatcher dispatcher(&clock, seconds(5));
   dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent)});
   dispatcher.OnHeartbeat("a", {Listed("t0")}, kWanted);  // confirmed
-  Dispatcher::Registration registration = dispatcher.OnRegister("a", {}, kWanted);
+  Dispatcher::Registration registration = dispatcher.OnRegister("a", "10.0.0.1", {}, kWanted);
   CHECK(registration.lost_jobs == std::set<std::string>{"job-1"});
   // A task of a job nobody wants any more is cancelled at registration.
   dispatcher.Add({TrainTask("t2", "a", TaskPhase::kSent, "gone")});
-  registration = dispatcher.OnRegister(
-      "a", {Listed("t2")}, [](const std::string& job) { return job != "gone"; });
+  registration = dispatcher.OnRegister("a", "10.0.0.1", {Listed("t2")},
+                                       [](const std::string& job) { return job != "gone"; });
   CHECK(registration.cancel_task_ids == std::vector<std::string>{"t2"});
 }
 
