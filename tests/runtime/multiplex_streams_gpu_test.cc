@@ -5,6 +5,7 @@
 // on the same stream afterwards; and a BG job whose replayed graph trains as its eager run does.
 // The CPU tests cover the logic above this adapter with a fake.
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -39,7 +40,10 @@ TEST_CASE("CUDA streams: dedicated, at the device's priorities, current per thre
           "[gpu][multiplex]") {
   if (!HaveGpu()) return;
   auto streams = Streams();
-  const auto [least, greatest] = c10::cuda::CUDAStream::priority_range();
+  // The device's own range: c10's priority_range() is clamped to the priorities PyTorch's
+  // stream pools use (-3 on an H100 whose device range goes to -5), and the adapter asks CUDA.
+  int least = 0, greatest = 0;
+  REQUIRE(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
   auto high = streams->CreateStream(StreamPriority::kHigh);
   auto low = streams->CreateStream(StreamPriority::kLow);
   REQUIRE(high.ok());
