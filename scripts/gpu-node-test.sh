@@ -9,6 +9,8 @@
 #   --no-build     use an existing build (e.g. one copied from a build machine)
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 # Exits non-zero when there is no usable GPU, when a GPU test fails or the benchmark fails.
+# DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
+# node without network, its own torch (docs/results/gpu-node.md shows such a build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -20,7 +22,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0 ;;
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -44,7 +46,7 @@ bench_table="$(mktemp)"
 trap 'rm -f "$log" "$bench_table"' EXIT
 
 # The wheel's CUDA runtime must be supported by the driver.
-"$root/.venv/bin/python" - <<'PY' | tee -a "$log"
+"${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}" - <<'PY' | tee -a "$log"
 import torch
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
       f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
