@@ -84,8 +84,20 @@ std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
     if (keep) {
       it->second.phase = TaskPhase::kConfirmed;
       it->second.unconfirmed_after_restart = false;
-    } else {
-      cancel.push_back(listed.task_id());
+      continue;
+    }
+    cancel.push_back(listed.task_id());
+    if (it == tasks_.end()) {
+      Task stray;
+      stray.id = listed.task_id();
+      stray.job_id = listed.job_id();
+      stray.node_id = node_id;
+      stray.stray = true;
+      it = tasks_.emplace(stray.id, std::move(stray)).first;
+    }
+    if (it->second.node_id == node_id && it->second.phase != TaskPhase::kCancelling) {
+      it->second.phase = TaskPhase::kCancelling;
+      it->second.sent_at = clock_->Now();
     }
   }
   return cancel;

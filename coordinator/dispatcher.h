@@ -50,6 +50,9 @@ struct Task {
   bool started_before_restart = false;
   v1::TaskOutcome outcome = v1::TASK_OUTCOME_UNSPECIFIED;
   std::string checkpoint;
+  // Listed by a worker but not sent by this coordinator (or already given up, e.g. with its
+  // node): tracked in phase CANCELLING only until the worker stops it. No assignment.
+  bool stray = false;
 
   bool live() const { return phase == TaskPhase::kSent || phase == TaskPhase::kConfirmed; }
 };
@@ -79,7 +82,9 @@ class Dispatcher {
   // Jobs with a task no worker has reported since the restart, with one such task each.
   std::map<std::string, std::string> UnconfirmedAfterRestart() const;
 
-  // Worker calls. Each returns the ids of tasks the worker lists that must be cancelled.
+  // Worker calls. Each returns the ids of tasks the worker lists that must be cancelled; those
+  // stay CANCELLING (NoneLive is false for them) until the worker no longer lists them or
+  // reports their exit, so their devices can be kept from other jobs meanwhile.
   struct Registration {
     std::vector<std::string> cancel_task_ids;
     // Jobs whose task on this node died with the previous worker process.

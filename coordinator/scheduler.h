@@ -184,6 +184,8 @@ class Scheduler {
   // "JOB (stopping)") until its tasks have ended: stopped by their workers, or their node lost.
   void ReleaseAfterStopLocked(const JobRecord& job);
   void ReleaseStoppedLocked();
+  // Holds the node's free devices until the listed tasks (cancelled at its registration) stop.
+  void HoldUntilStoppedLocked(const NodeRecord& node, const std::vector<std::string>& task_ids);
   // FAILED with `reason`, or PENDING (kRequeued) where the spec asks and attempts remain.
   void FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes);
   void ExpireNodesLocked(Writes* writes);

@@ -136,6 +136,21 @@ void Scheduler::ReleaseAfterStopLocked(const JobRecord& job) {
   if (holding) stopping_[holder] = job.task_ids;
 }
 
+void Scheduler::HoldUntilStoppedLocked(const NodeRecord& node,
+                                       const std::vector<std::string>& task_ids) {
+  if (task_ids.empty()) return;
+  // Executors the node still runs for jobs that gave it up (it was DOWN, or the coordinator
+  // restarted meanwhile) hold their devices until they are gone; which devices they use is
+  // not known here, so the node's free ones are held.
+  const std::string holder = "node " + node.name + " (stopping tasks it was told to cancel)";
+  for (const DeviceInfo& device : node.devices) {
+    const DeviceKey key{node.id, device.device};
+    if (!ledger_.ForegroundOf(key)) ledger_.HoldForeground(key, holder);
+  }
+  std::vector<std::string>& held = stopping_[holder];
+  held.insert(held.end(), task_ids.begin(), task_ids.end());
+}
+
 void Scheduler::ReleaseStoppedLocked() {
   for (auto it = stopping_.begin(); it != stopping_.end();) {
     if (!dispatcher_.NoneLive(it->second)) {
@@ -191,6 +206,7 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
         dispatcher_.OnRegister(node.id, node.host(), running,
                                [this](const std::string& job_id) { return JobWantsTasks(job_id); });
     registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
+    HoldUntilStoppedLocked(node, registration.cancel_task_ids);
     FailLostJobsLocked(
         outcome.lost_jobs,
         {ReasonCode::kNodeLost, "worker on node " + node.name + " restarted and lost the job's task"},
@@ -281,6 +297,12 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
   std::optional<Task> known = dispatcher_.Find(report.task_id());
   // Unknown, long forgotten, or a repeated report: nothing to do.
   if (!known || known->phase == TaskPhase::kEnded) return Status::Ok();
+  if (known->stray) {  // no job of this coordinator's wants it: only its devices wait for it
+    std::lock_guard<std::mutex> lock(mu_);
+    dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
+    ReleaseStoppedLocked();
+    return Status::Ok();
+  }
   if (!report.last_log_lines().empty()) {
     std::vector<LogRecord> lines;
     for (const std::string& line : report.last_log_lines()) {

@@ -363,6 +363,48 @@ TEST_CASE("a cancelled job's devices are given to another job only once its exec
   CHECK(h.Get(second.id).state == JobState::kRunning);
 }
 
+TEST_CASE("a node that rejoins still running a lost job's task gets no job until it stopped",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobRecord lost = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  const std::string task = h.ReportRanks("node-a", lost.id, {0});
+  h.clock.Advance(seconds(11));  // partitioned: DOWN, the job fails, its executor runs on
+  h.scheduler.Tick();
+  REQUIRE(h.Get(lost.id).state == JobState::kFailed);
+  JobRecord next = h.Submit(Fg(1));
+
+  // The link is back; the worker also runs a task this coordinator never sent.
+  const v1::RunningTask stray = Running("stray.a1.x", "stray");
+  h.AddNode("a", 1, "cpu", {Running(task, lost.id), stray});
+  h.scheduler.Tick();
+  CHECK(h.Get(next.id).state == JobState::kPending);
+  CHECK(h.scheduler.DeviceUses().at({"node-a", "cpu:0"}).fg_job.find("stopping") !=
+        std::string::npos);
+  StatusOr<std::vector<v1::TaskCommand>> beat =
+      h.scheduler.Heartbeat("node-a", {Running(task, lost.id), stray});
+  REQUIRE(beat.ok());
+  REQUIRE(beat->size() == 2);
+  h.scheduler.Tick();
+  CHECK(h.Get(next.id).state == JobState::kPending);  // both still run there
+
+  SECTION("the worker no longer lists them") { REQUIRE(h.scheduler.Heartbeat("node-a", {}).ok()); }
+  SECTION("the worker reports their exits") {
+    h.Exit("node-a", task, v1::TASK_OUTCOME_CANCELLED);
+    h.Exit("node-a", stray.task_id(), v1::TASK_OUTCOME_CANCELLED);
+  }
+  SECTION("one stops, then the other") {
+    REQUIRE(h.scheduler.Heartbeat("node-a", {stray}).ok());
+    h.scheduler.Tick();
+    CHECK(h.Get(next.id).state == JobState::kPending);
+    h.Exit("node-a", stray.task_id(), v1::TASK_OUTCOME_CANCELLED);
+  }
+  h.scheduler.Tick();
+  CHECK(h.Get(next.id).state == JobState::kRunning);
+  CHECK(h.Get(lost.id).state == JobState::kFailed);
+}
+
 TEST_CASE("heartbeats re-send missed assignments and cancel unwanted tasks", "[scheduler]") {
   Harness h;
   h.AddNode("a", 1);
