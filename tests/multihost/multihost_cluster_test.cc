@@ -154,10 +154,20 @@ TEST_CASE("a worker host cut off mid-job is DOWN within the node timeout and com
   CHECK(left_running->code() == (requeue ? v1::REASON_CODE_REQUEUED : v1::REASON_CODE_NODE_LOST));
   CHECK_THAT(left_running->reason(), Catch::Contains("node node-2"));
 
-  // The link returns: the node rejoins, and its executor of the lost dispatch is stopped.
+  // Still cut off, its worker stops the executor once its lease (the node timeout less one
+  // heartbeat interval) runs out: it does not train on beside a rerun of its job. Without the
+  // lease it ran until the link returned.
+  REQUIRE(PollUntil([&] { return FindExecutor(cut_dir, cut_ranks[0]) != cut_executor; }, 30s));
+  const auto stopped_after = std::chrono::steady_clock::now() - cut_at;
+  WARN("node-2's executor gone "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(stopped_after).count()
+       << " ms after the cut, the link still down");
+  // The lease, then up to the worker's 2 s kill grace.
+  CHECK(stopped_after < std::chrono::milliseconds(static_cast<int>(kNodeTimeoutS * 1000) + 2500));
+
+  // The link returns: the node rejoins with nothing left running.
   REQUIRE(network->SetLink(3, true, &error));
   REQUIRE(PollUntil([&] { return NodeIs(cluster, "node-2", v1::NODE_STATE_UP); }, 30s));
-  CHECK(PollUntil([&] { return FindExecutor(cut_dir, cut_ranks[0]) != cut_executor; }, 30s));
 
   if (requeue) {
     // Dispatched again over all three hosts once node-2 is back, it trains again.

@@ -56,12 +56,14 @@ class FakeNodeService final : public v1::NodeService::Service {
     known_ = true;
     response->set_node_id("n-" + request->name());
     response->set_heartbeat_interval_ms(50);
+    response->set_node_timeout_ms(node_timeout_ms_);
     cv_.notify_all();
     return grpc::Status::OK;
   }
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (unreachable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "link down");
     if (!known_)
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
     heartbeats_++;
@@ -119,6 +121,11 @@ class FakeNodeService final : public v1::NodeService::Service {
     known_ = false;
     cv_.notify_all();
   }
+  // Heartbeats fail as across a cut link (other calls still get through).
+  void SetUnreachable(bool unreachable) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unreachable_ = unreachable;
+  }
   void RefuseExits(int n) {
     std::lock_guard<std::mutex> lock(mu_);
     refuse_exits_ = n;
@@ -138,12 +145,14 @@ class FakeNodeService final : public v1::NodeService::Service {
   std::vector<v1::ReportProgressRequest> progress_;
   std::vector<v1::ReportTaskExitRequest> exits_;
   int heartbeats_ = 0;
+  int64_t node_timeout_ms_ = 0;  // sent at registration; set before the daemon starts
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool known_ = false;
   bool shutting_down_ = false;
+  bool unreachable_ = false;
   int refuse_exits_ = 0;
   std::deque<v1::TaskCommand> commands_;
   std::vector<v1::TaskCommand> heartbeat_commands_;
@@ -164,7 +173,10 @@ struct Fixture {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<WorkerDaemon> daemon;
 
-  Fixture() {
+  // node_timeout_ms: what the fake coordinator says at registration (0: nothing, no lease).
+  explicit Fixture(int64_t node_timeout_ms = 0,
+                   std::optional<std::chrono::milliseconds> coordinator_lease = std::nullopt) {
+    service.node_timeout_ms_ = node_timeout_ms;
     std::string pattern = (fs::temp_directory_path() / "dp-daemon-XXXXXX").string();
     dir = mkdtemp(pattern.data());
     std::string executor = dir + "/fake-executor";
@@ -185,6 +197,7 @@ struct Fixture {
                        {"cpu:1", "cpu", 1, "cpu", "cpu", 1 << 30}};
     options.retry_interval = 50ms;
     options.report_interval = 20ms;
+    options.coordinator_lease = coordinator_lease;
     SupervisorOptions supervisor;
     supervisor.executor_path = executor;
     supervisor.profiler_path = dir + "/no-profiler";
@@ -234,6 +247,20 @@ struct Fixture {
       int n = 0;
       for (const auto& e : s.exits_) n += e.task_id() == task_id;
       return n;
+    });
+  }
+  int Heartbeats() {
+    return service.With([](FakeNodeService& s) { return s.heartbeats_; });
+  }
+  // Whether a log line of the task's progress reports contains `text`.
+  bool Logged(const std::string& task_id, const std::string& text) {
+    return service.With([&](FakeNodeService& s) {
+      for (const auto& p : s.progress_) {
+        for (const auto& l : p.logs()) {
+          if (p.task_id() == task_id && l.line().find(text) != std::string::npos) return true;
+        }
+      }
+      return false;
     });
   }
   int Starts(const std::string& task_id) {
@@ -335,4 +362,44 @@ TEST_CASE("task exits are retried until the coordinator takes them", "[worker][d
   REQUIRE(PollUntil([&] { return f.ExitOf("t6").has_value(); }));
   CHECK(f.ExitOf("t6")->outcome() == v1::TASK_OUTCOME_SUCCEEDED);
   CHECK(f.ExitCount("t6") == 1);
+}
+
+TEST_CASE("a worker the coordinator stops answering stops its tasks when its lease runs out",
+          "[worker][daemon]") {
+  // Node timeout 600 ms, heartbeats every 50 ms: the lease is 550 ms.
+  Fixture f(600);
+  f.service.Push(Fixture::Train("t7", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t7"); }));
+  // Answered heartbeats keep it: the task outlives many leases' worth of them.
+  const int beats = f.Heartbeats();
+  REQUIRE(PollUntil([&] { return f.Heartbeats() > beats + 30; }));
+  CHECK(f.daemon->supervisor().IsRunning("t7"));
+
+  const auto cut = std::chrono::steady_clock::now();
+  f.service.SetUnreachable(true);
+  REQUIRE(PollUntil([&] { return f.ExitOf("t7").has_value(); }));
+  const auto stopped_after = std::chrono::steady_clock::now() - cut;
+  CHECK(f.ExitOf("t7")->outcome() == v1::TASK_OUTCOME_CANCELLED);
+  CHECK(stopped_after >= 450ms);  // the lease ran from the last answer, at most 50 ms earlier
+  CHECK(stopped_after < 600ms + 500ms);  // within the lease and the kill grace
+  REQUIRE(PollUntil([&] { return f.Logged("t7", "has not answered for"); }));
+
+  // Answers again: a new task runs, and is not stopped by the outage that is over.
+  f.service.SetUnreachable(false);
+  f.service.Push(Fixture::Train("t8", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t8"); }));
+  const int again = f.Heartbeats();
+  REQUIRE(PollUntil([&] { return f.Heartbeats() > again + 30; }));
+  CHECK(f.daemon->supervisor().IsRunning("t8"));
+}
+
+TEST_CASE("with the lease off, tasks run on through a coordinator outage", "[worker][daemon]") {
+  Fixture f(600, 0ms);
+  f.service.Push(Fixture::Train("t9", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t9"); }));
+  f.service.SetUnreachable(true);
+  // A fixed wait for a thing that must not happen: three times what the default lease would be.
+  std::this_thread::sleep_for(1800ms);
+  CHECK(f.daemon->supervisor().IsRunning("t9"));
+  CHECK_FALSE(f.ExitOf("t9").has_value());
 }

@@ -80,6 +80,7 @@ struct Flags {
   int log_tail_lines = 50;
   double kill_grace_s = 5;
   double executor_lease_s = 5;
+  double coordinator_lease_s = -1;  // -1: from the coordinator's node timeout
   deepool::security::TlsFiles tls;
   std::string token_file;
   std::vector<std::string> path_roots;
@@ -107,6 +108,12 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "below the coordinator's node timeout less a heartbeat interval (0: off)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--coordinator-lease-s", flags.coordinator_lease_s,
+                 "stop this node's tasks when the coordinator has not answered for this long "
+                 "(by then it has declared the node DOWN and failed or requeued their jobs; "
+                 "default: its node timeout less one heartbeat interval; 0: never, so tasks "
+                 "outlive coordinator outages but also run on, cut off, through a partition)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--tls-ca", flags.tls.ca,
                  "PEM certificate of the cluster CA (the coordinator's certificate must be "
                  "signed by it)");
@@ -215,6 +222,10 @@ int main(int argc, char** argv) {
   options.name = flags.name;
   options.address = flags.address;
   options.devices = *devices;
+  if (flags.coordinator_lease_s >= 0) {
+    options.coordinator_lease =
+        std::chrono::milliseconds(static_cast<int64_t>(flags.coordinator_lease_s * 1000));
+  }
   WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(*channel),
                       SupervisorOptionsFrom(flags, *devices));
   std::string device_names;

@@ -78,8 +78,13 @@ std::string WorkerDaemon::node_id() const {
 }
 
 std::unique_ptr<grpc::ClientContext> WorkerDaemon::NewContext() const {
+  return NewContext(options_.rpc_timeout);
+}
+
+std::unique_ptr<grpc::ClientContext> WorkerDaemon::NewContext(
+    std::chrono::milliseconds timeout) const {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
   return context;
 }
 
@@ -127,11 +132,13 @@ void WorkerDaemon::ControlLoop() {
         failures = 0;
       } else {
         ++failures;
+        EnforceLease();
         if (!SleepFor(options_.retry_interval)) return;
       }
       continue;
     }
     Heartbeat();
+    EnforceLease();
     std::chrono::milliseconds interval;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -174,6 +181,7 @@ bool WorkerDaemon::Register() {
       heartbeat_interval_ = std::chrono::milliseconds(response.heartbeat_interval_ms());
     }
   }
+  RenewLease(&response);
   registrations_++;
   cv_.notify_all();
   DP_LOG_INFO("registered as node {} with {} devices and {} running tasks", response.node_id(),
@@ -190,9 +198,10 @@ void WorkerDaemon::Heartbeat() {
   request.set_node_id(node_id());
   for (auto& task : RunningTaskProtos()) *request.add_running_tasks() = std::move(task);
   v1::HeartbeatResponse response;
-  auto context = NewContext();
+  auto context = NewContext(HeartbeatTimeout());
   grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    RenewLease(nullptr);  // an answer: the coordinator is there (it restarted)
     ForgetRegistration("heartbeat: " + status.error_message());
     return;
   }
@@ -200,7 +209,59 @@ void WorkerDaemon::Heartbeat() {
     DP_LOG_DEBUG("heartbeat failed: {}", FromGrpc(status).ToString());
     return;
   }
+  RenewLease(nullptr);
   for (const auto& command : response.commands()) HandleCommand(command);
+}
+
+void WorkerDaemon::RenewLease(const v1::RegisterNodeResponse* registration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (registration) {
+    using std::chrono::milliseconds;
+    if (options_.coordinator_lease) {
+      lease_ = *options_.coordinator_lease;
+    } else if (registration->node_timeout_ms() > 0) {
+      lease_ = std::max(milliseconds(registration->node_timeout_ms()) - heartbeat_interval_,
+                        heartbeat_interval_);
+    } else {
+      lease_ = milliseconds(0);  // a coordinator that does not say: no lease
+    }
+  }
+  last_answer_ = options_.clock->Now();
+  if (lease_lost_) DP_LOG_INFO("the coordinator answers again");
+  lease_lost_ = false;
+}
+
+std::chrono::milliseconds WorkerDaemon::HeartbeatTimeout() const {
+  using std::chrono::milliseconds;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lease_ <= milliseconds(0) || !last_answer_ || lease_lost_) return options_.rpc_timeout;
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(*last_answer_ + lease_ - options_.clock->Now());
+  return std::clamp(left, milliseconds(50), options_.rpc_timeout);
+}
+
+void WorkerDaemon::EnforceLease() {
+  std::chrono::milliseconds lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease_ <= std::chrono::milliseconds(0) || !last_answer_ || lease_lost_) return;
+    if (options_.clock->Now() - *last_answer_ < lease_) return;
+    lease_lost_ = true;
+    lease = lease_;
+  }
+  const std::vector<RunningTaskInfo> tasks = supervisor_->RunningTasks();
+  const std::string why = fmt::format(
+      "the coordinator has not answered for {:.1f} s (this worker's lease, "
+      "--coordinator-lease-s): it has declared this node DOWN by now, so the task is stopped",
+      lease.count() / 1000.0);
+  DP_LOG_WARN("{}; stopping {} task(s)", why, tasks.size());
+  for (const RunningTaskInfo& task : tasks) {
+    AddWorkerLogLine(task.task_id, why);
+    Status cancelled = supervisor_->Cancel(task.task_id);
+    if (!cancelled.ok() && cancelled.code() != StatusCode::kNotFound) {
+      DP_LOG_WARN("task {}: cannot stop it: {}", task.task_id, cancelled.ToString());
+    }
+  }
 }
 
 // ---- tasks: the command stream ----

@@ -8,7 +8,12 @@
 // Threading: Start() launches three threads: "dp-worker-ctl" (register + heartbeat),
 // "dp-worker-tasks" (the StreamTasks stream) and "dp-worker-report" (flushes batched progress
 // and exits). Supervisor callbacks (TaskListener) run on child reader threads and only queue
-// reports. One mutex guards the node id, the report queues and the known-task sets.
+// reports. One mutex guards the node id, the report queues, the known-task sets and the lease.
+//
+// The lease: a worker the coordinator has not answered for `coordinator_lease` stops its tasks
+// (the control thread does it). By then the coordinator has declared the node DOWN and failed or
+// requeued their jobs, so executors cut off by a partition do not train on beside a rerun of
+// their own job. The cost: a coordinator outage longer than the lease also ends every task.
 #pragma once
 
 #include <atomic>
@@ -40,7 +45,11 @@ struct WorkerOptions {
   std::chrono::milliseconds report_interval{200};  // progress batching
   std::chrono::milliseconds rpc_timeout{5000};
   size_t max_pending_log_lines = 2000;      // per task, between flushes; older lines are dropped
-  const Clock* clock = SystemClock::Get();  // wall time on log lines
+  // --coordinator-lease-s. Nullopt: the coordinator's node timeout (sent at registration) less
+  // one heartbeat interval, so the tasks stop before the node is declared DOWN. 0: never stop
+  // them (they run through partitions and coordinator outages alike).
+  std::optional<std::chrono::milliseconds> coordinator_lease;
+  const Clock* clock = SystemClock::Get();  // the lease, and wall time on log lines
 };
 
 class WorkerDaemon final : public TaskListener {
@@ -81,6 +90,12 @@ class WorkerDaemon final : public TaskListener {
   void ReportLoop();
   bool Register();
   void Heartbeat();
+  // The lease: renewed by every answer from the coordinator; when it runs out, the running
+  // tasks are cancelled (once per outage) with a line saying why.
+  void RenewLease(const v1::RegisterNodeResponse* registration);
+  void EnforceLease();
+  // How long the heartbeat may wait: the RPC timeout, cut to what is left of a running lease.
+  std::chrono::milliseconds HeartbeatTimeout() const;
   void HandleCommand(const v1::TaskCommand& command);
   void HandleAssignment(const v1::TaskAssignment& assignment);
   // False when the task id was seen before (commands are delivered at least once).
@@ -103,6 +118,7 @@ class WorkerDaemon final : public TaskListener {
   // Waits on cv_ up to `d`; false when stopping.
   bool SleepFor(std::chrono::milliseconds d);
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
 
   const WorkerOptions options_;
   std::unique_ptr<v1::NodeService::StubInterface> stub_;
@@ -117,6 +133,9 @@ class WorkerDaemon final : public TaskListener {
   // reconciles the new registration's running tasks. Guarded by mu_.
   std::string last_node_id_;
   std::chrono::milliseconds heartbeat_interval_{1000};  // guarded by mu_
+  std::chrono::milliseconds lease_{0};                  // in force; 0: none. Guarded by mu_
+  std::optional<Clock::TimePoint> last_answer_;         // from the coordinator, guarded by mu_
+  bool lease_lost_ = false;  // tasks were stopped for this outage, guarded by mu_
   std::map<std::string, PendingProgress> progress_;     // guarded by mu_
   struct PendingExit {
     v1::ReportTaskExitRequest request;
