@@ -339,6 +339,20 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   if (reservation.background) {
     dispatch.hosted_by = HostInFgExecutorLocked(*job, dispatch.placements.front(),
                                                 planned.graph_json, &dispatch.tasks.front());
+    const DeviceKey& where = dispatch.devices.front();
+    const std::optional<std::string> fg = ledger_.ForegroundOf(where);
+    if (dispatch.hosted_by.empty() && fg) {
+      // Admitted to run inside a FG rank that has since ended (or is ending) while its FG job
+      // still holds the device: as its own process it would run beside that job. It waits again.
+      ReleaseLocked(job->id);
+      writes->push_back(TransitionWrite(
+          job->id, JobState::kPending,
+          {ReasonCode::kWaitingForFgRank, "waiting again: the rank of FG job " + *fg + " on " +
+                                              where.first + "/" + where.second +
+                                              " it was to run inside ended while it was planned"},
+          /*retry=*/true));
+      return;
+    }
   }
   writes->push_back(RunningWrite(job->id, std::move(dispatch)));
 }

@@ -245,6 +245,44 @@ TEST_CASE("a FG rank that completed its iterations hosts no BG job", "[scheduler
   CHECK(commands[0].assign().train().host_task_id().empty());
 }
 
+TEST_CASE("a BG job whose FG host rank ends while it is planned does not run beside the FG job",
+          "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  const std::string fg_task = h.ReportRanks("node-a", fg.id, {0, 1});
+  JobRecord bg = h.Submit(Bg());
+  // Admitted onto the running rank 1 (cpu:1); while it is planned, that rank reports its last
+  // iteration (its executor is ending, the FG job still holds the device).
+  h.planner.on_plan = [&] {
+    v1::ReportProgressRequest progress;
+    progress.set_node_id("node-a");
+    progress.set_task_id(fg_task);
+    v1::IterationEvent* e = progress.add_iterations();
+    e->set_rank(1);
+    e->set_iteration(4);  // the 5th of 5
+    REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  };
+  h.scheduler.Tick();
+  h.planner.on_plan = nullptr;
+  // Not sent as a process of its own onto the FG job's device: it waits again.
+  CHECK(h.Commands("node-a").empty());
+  JobRecord waiting = h.Get(bg.id);
+  CHECK(waiting.state == JobState::kPending);
+  CHECK(waiting.reason_code == ReasonCode::kWaitingForFgRank);
+  CHECK(waiting.attempt == 0);
+  CHECK(h.scheduler.DeviceUses().at({"node-a", "cpu:1"}).bg_job.empty());
+  // The FG job ends: the BG job runs as its own process.
+  h.Exit("node-a", fg_task, v1::TASK_OUTCOME_SUCCEEDED);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].assign().train().host_task_id().empty());
+}
+
 TEST_CASE("a BG job prefers a device no FG job holds over a FG rank's", "[scheduler]") {
   Harness h;
   h.AddNode("a", 3);

@@ -61,7 +61,10 @@ class FakePlanningBackend final : public PlanningBackend {
     if (!plan_error.ok()) return plan_error;
     return Make(spec, cluster.devices);
   }
-  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override { return Make(spec, 1); }
+  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override {
+    if (on_plan) on_plan();
+    return Make(spec, 1);
+  }
 
  private:
   static PlannedJob Make(const JobSpec& spec, int devices) {
