@@ -239,7 +239,7 @@ struct Fixture {
     task.world_size = world;
     task.store_host = "127.0.0.1";
     task.store_port = port;
-    for (int r : ranks) task.ranks.push_back({r, "cpu"});
+    for (int r : ranks) task.ranks.push_back({r, "cpu", "cpu:" + std::to_string(r)});
     return task;
   }
   std::string TaskDir(const std::string& id) { return dir.path() + "/work/tasks/" + id; }
@@ -367,6 +367,27 @@ TEST_CASE("cancel escalates to SIGKILL when an executor ignores SIGTERM", "[work
   CHECK(result.cancelled);
   REQUIRE(result.ranks.size() == 1);
   CHECK(result.ranks[0].signal == SIGKILL);
+}
+
+TEST_CASE("a rank waits for a stopping task's executor to leave its device",
+          "[worker][supervisor]") {
+  // The kill grace is long next to an "ok" run, so a rank that did not wait would finish first.
+  Fixture f(/*grace=*/3000ms);
+  TrainTask displaced = f.Train("t20", "stubborn", {0}, 1);
+  displaced.background = true;
+  REQUIRE(f.supervisor->StartTrain(displaced).ok());
+  REQUIRE(f.listener.WaitForLog("t20", "ignoring SIGTERM"));
+  REQUIRE(f.supervisor->Cancel("t20").ok());  // it lingers until the SIGKILL
+
+  TrainTask other_device = f.Train("t22", "ok", {1}, 2, 29501);
+  REQUIRE(f.supervisor->StartTrain(other_device).ok());
+  REQUIRE(f.supervisor->StartTrain(f.Train("t21", "ok", {0}, 1)).ok());  // on cpu:0 too
+  CHECK(f.listener.WaitFinished("t22").succeeded);  // another device: not held up
+  CHECK(f.listener.FinishedCount("t20") == 0);
+  TaskResult waited = f.listener.WaitFinished("t21");
+  CHECK(waited.succeeded);
+  CHECK(f.listener.FinishedCount("t20") == 1);  // it started only once that one was gone
+  CHECK(f.listener.WaitFinished("t20").ranks.at(0).signal == SIGKILL);
 }
 
 TEST_CASE("a task waiting for its store address is cancelled at once", "[worker][supervisor]") {

@@ -137,6 +137,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
     RankProcess rank;
     rank.rank = r.rank;
     rank.device = r.device;
+    rank.node_device = r.node_device.empty() ? r.device : r.node_device;
     rank.tail = std::make_shared<LogTail>(options_.log_tail_lines);
     task->ranks.push_back(std::move(rank));
   }
@@ -158,7 +159,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
       // With port 0, only rank 0 starts now; the others follow its store_ready line, or the
       // coordinator's SetStoreAddress when rank 0 runs elsewhere.
       if (train.store_port == 0 && rank.rank != 0) continue;
-      status = StartRankLocked(t, rank, store);
+      status = StartOrDeferRankLocked(t, rank, store);
       if (!status.ok()) break;
     }
     if (!has_rank0 && train.store_port == 0) {
@@ -300,6 +301,56 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
   return Status::Ok();
 }
 
+std::string ExecutorSupervisor::StoppingTaskOnLocked(const std::string& node_device) const {
+  for (const auto& [id, other] : tasks_) {
+    if (!other->cancelled && !other->failing) continue;
+    for (const RankProcess& r : other->ranks) {
+      if (r.child && !r.exit && r.node_device == node_device) return id;
+    }
+  }
+  return "";
+}
+
+Status ExecutorSupervisor::StartOrDeferRankLocked(Task& task, RankProcess& rank,
+                                                  const std::string& store) {
+  const std::string stopping = StoppingTaskOnLocked(rank.node_device);
+  if (stopping.empty()) return StartRankLocked(task, rank, store);
+  rank.deferred_store = store;
+  DP_LOG_INFO("task {}: rank {} waits for task {}'s executor on {} to exit", task.task_id,
+              rank.rank, stopping, rank.node_device);
+  return Status::Ok();
+}
+
+std::vector<TaskResult> ExecutorSupervisor::StartDeferredLocked() {
+  std::vector<TaskResult> results;
+  std::vector<std::string> ids;
+  for (const auto& [id, task] : tasks_) ids.push_back(id);
+  for (const std::string& id : ids) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) continue;
+    Task& task = *it->second;
+    for (RankProcess& rank : task.ranks) {
+      if (rank.deferred_store.empty() || rank.child || rank.exit) continue;
+      if (task.cancelled || task.failing) break;
+      if (!StoppingTaskOnLocked(rank.node_device).empty()) continue;
+      const std::string store = std::exchange(rank.deferred_store, "");
+      Status started = StartRankLocked(task, rank, store);
+      if (!started.ok()) {
+        if (auto result = FailStartLocked(task, started)) results.push_back(std::move(*result));
+        break;
+      }
+    }
+  }
+  return results;
+}
+
+std::optional<TaskResult> ExecutorSupervisor::FailStartLocked(Task& task, const Status& status) {
+  task.failing = true;
+  task.failure = status.message();
+  StopTaskLocked(task);
+  return CollectIfDoneLocked(task.task_id);
+}
+
 Status ExecutorSupervisor::SetStoreAddress(const std::string& task_id, const std::string& host,
                                            int port) {
   if (host.empty() || port <= 0 || port > 65535) {
@@ -315,16 +366,11 @@ Status ExecutorSupervisor::SetStoreAddress(const std::string& task_id, const std
     if (task.cancelled || task.failing) return Status::Ok();
     const std::string store = host + ":" + std::to_string(port);
     for (auto& rank : task.ranks) {
-      if (rank.child || rank.exit) continue;
-      status = StartRankLocked(task, rank, store);
+      if (rank.child || rank.exit || !rank.deferred_store.empty()) continue;
+      status = StartOrDeferRankLocked(task, rank, store);
       if (!status.ok()) break;
     }
-    if (!status.ok()) {
-      task.failing = true;
-      task.failure = status.message();
-      StopTaskLocked(task);
-      result = CollectIfDoneLocked(task_id);
-    }
+    if (!status.ok()) result = FailStartLocked(task, status);
   }
   if (result) listener_->OnTaskFinished(*result);
   return status;
@@ -393,6 +439,7 @@ void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank, const 
   // BG tasks it hosted end with it (their background_done lines, if any, came before).
   OnHostExit(task_id, rank);
   std::optional<TaskResult> result;
+  std::vector<TaskResult> started_failures;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tasks_.find(task_id);
@@ -419,8 +466,11 @@ void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank, const 
                 rank < 0 ? std::string("profiler") : "rank " + std::to_string(rank),
                 exit.Describe());
     result = CollectIfDoneLocked(task_id);
-    if (!result) return;
+    // Ranks that waited for this executor to leave their device may start now.
+    started_failures = StartDeferredLocked();
   }
+  for (const TaskResult& failed : started_failures) listener_->OnTaskFinished(failed);
+  if (!result) return;
   cv_.notify_all();
   DP_LOG_INFO("task {}: finished: {}", result->task_id,
               result->succeeded ? "succeeded" : result->message);

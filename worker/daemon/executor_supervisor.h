@@ -35,6 +35,9 @@ namespace deepool::worker::daemon {
 struct RankAssignment {
   int rank = 0;
   std::string device;  // executor --device value: "cpu" or "cuda:K"
+  // The node's device ("cpu:1", "cuda:0"): a rank waits to start while an executor of a task
+  // being stopped still runs on it. Empty: `device`.
+  std::string node_device;
 };
 
 struct TrainTask {
@@ -184,6 +187,10 @@ class ExecutorSupervisor {
   struct RankProcess {
     int rank = -1;
     std::string device;
+    std::string node_device;
+    // Set while the rank waits for a stopping task's executor to leave its device: the store
+    // address it starts with then.
+    std::string deferred_store;
     std::unique_ptr<ChildProcess> child;  // null while waiting for the store address
     std::shared_ptr<LogTail> tail;
     std::optional<ProcessExit> exit;
@@ -216,6 +223,17 @@ class ExecutorSupervisor {
   // UNAVAILABLE when shutting down, ALREADY_EXISTS when the id runs. Takes mu_.
   Status CheckNewTask(const std::string& task_id) const;
   Status StartRankLocked(Task& task, RankProcess& rank, const std::string& store);
+  // Starts the rank, or defers it while another task that is being stopped (cancelled, or
+  // failing) still has an executor on the rank's device: a displaced BG job's process must not
+  // run beside the FG rank that took its device, not even for the kill grace. Requires mu_.
+  Status StartOrDeferRankLocked(Task& task, RankProcess& rank, const std::string& store);
+  // The id of a task being stopped with an executor still alive on `node_device`, or "".
+  std::string StoppingTaskOnLocked(const std::string& node_device) const;
+  // Starts deferred ranks whose devices are clear now; returns the results of tasks that failed
+  // to start one (stopped, and collected if done). Requires mu_.
+  std::vector<TaskResult> StartDeferredLocked();
+  // A task that could not start a rank: fails and stops. Its result when it is done.
+  std::optional<TaskResult> FailStartLocked(Task& task, const Status& status);
   void OnRankLine(const std::string& task_id, int rank, const std::string& line, bool is_stdout);
   void OnRankExit(const std::string& task_id, int rank, const ProcessExit& exit);
   // Sends SIGTERM to every started rank and arms the SIGKILL deadline. Requires mu_.

@@ -411,7 +411,7 @@ void WorkerDaemon::StartTrainTask(const v1::TaskAssignment& assignment) {
                                         rd.device() + "' is not one of this node's");
       return;
     }
-    task.ranks.push_back({rd.rank(), device->ExecutorDevice()});
+    task.ranks.push_back({rd.rank(), device->ExecutorDevice(), device->name});
   }
   DP_LOG_INFO("task {} (job {}): {} rank(s) of {}{}, store {}", task.task_id, task.job_id,
               task.ranks.size(), task.world_size, task.background ? " (background)" : "",
