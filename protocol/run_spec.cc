@@ -67,6 +67,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   doc["optimizer"] = OptimizerToJson(spec.optimizer);
   doc["data"] = DataToJson(spec.data);
   if (spec.checkpoint_path) doc["checkpoint"] = {{"path", *spec.checkpoint_path}};
+  doc["gradient_bucket_mb"] = spec.gradient_bucket_mb;
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   return doc;
 }
@@ -82,6 +83,9 @@ Status ValidateRunSpec(const RunSpec& spec) {
   RETURN_IF_ERROR(CheckPlacements(spec));
   RETURN_IF_ERROR(
       planner::CheckBatchNormTraining(*spec.graph, spec.plan.global_batch).WithContext("plan"));
+  if (!(spec.gradient_bucket_mb >= 0 && spec.gradient_bucket_mb <= 4096)) {
+    return InvalidArgumentError("gradient_bucket_mb must be between 0 and 4096");
+  }
   if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
     return InvalidArgumentError("checkpoint.path is empty");
   }
@@ -109,6 +113,7 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     ASSIGN_OR_RETURN(spec.data, ParseDataJson(doc["data"], "data."));
   }
   RETURN_IF_ERROR(ReadCheckpoint(doc, &spec.checkpoint_path));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "gradient_bucket_mb", "", &spec.gradient_bucket_mb));
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
   }

@@ -1,7 +1,7 @@
 // The run spec: everything one executor rank needs to train (docs/formats.md, "Run specs").
 //   {"format":"deepool.run","version":kProtocolVersion,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
-//    "checkpoint":{"path":"FILE"},"background":{...}}
+//    "checkpoint":{"path":"FILE"},"gradient_bucket_mb":25,"background":{...}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
 // and names the field that is wrong.
@@ -34,6 +34,9 @@ struct RunSpec {
   OptimizerSpec optimizer;
   DataSpec data;
   std::optional<std::string> checkpoint_path;
+  // "gradient_bucket_mb": gradient sums are bucketed to this size, as DDP's (25 MiB, its
+  // default); 0: one sum per layer. Fractions allowed.
+  double gradient_bucket_mb = 25;
   // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
   // gets one.
   std::optional<BackgroundSpec> background;

@@ -20,6 +20,86 @@ TEST_CASE("mlp data parallel over 3 ranks with batch 8 equals single-device trai
   RequireMatchesReference(runs, reference);
 }
 
+// Records the size of every all-reduce a rank starts in *sizes (which outlives it), forwarding
+// them to `inner`.
+class CountingCommunicator final : public Communicator {
+ public:
+  CountingCommunicator(std::unique_ptr<Communicator> inner, std::vector<int64_t>* sizes)
+      : inner_(std::move(inner)), sizes_(sizes) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
+  Status CreateGroups(const std::vector<RankGroup>& groups) override {
+    return inner_->CreateGroups(groups);
+  }
+  StatusOr<std::unique_ptr<CommWork>> Exchange(std::vector<P2POp> ops) override {
+    return inner_->Exchange(std::move(ops));
+  }
+  StatusOr<std::unique_ptr<CommWork>> AllReduceSum(torch::Tensor tensor,
+                                                   const RankGroup& group) override {
+    sizes_->push_back(tensor.numel());
+    return inner_->AllReduceSum(std::move(tensor), group);
+  }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  std::vector<int64_t>* sizes_;
+};
+
+TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", "[executor]") {
+  torch::set_num_threads(1);
+  // Four 128x128 layers (64 KiB of weights each, and a bias) on two ranks.
+  planner::zoo::LayerListBuilder b;
+  std::string x = "input";
+  for (int i = 1; i <= 4; ++i) x = b.Linear("fc" + std::to_string(i), x, 128, 128);
+  auto graph = BuildGraph("four_linear", {128}, std::move(b), x);
+  auto plan = MakePlan(graph, 8, 2, {0, 1});
+  const int64_t layer_values = 128 * 128 + 128;
+
+  struct Case {
+    int64_t bucket_bytes;
+    std::vector<int64_t> sums;  // rank 0's all-reduces in one iteration, the loss sum last
+  };
+  const Case per_layer{0, {layer_values, layer_values, layer_values, layer_values, 1}};
+  // A bucket starts once it holds 160 KiB: fc4, fc3 and fc2 (3 x 64.5 KiB), then fc1 at the end.
+  const Case small{160 << 10, {3 * layer_values, layer_values, 1}};
+  // The default (25 MiB, the first bucket 1 MiB): everything at the end of backward.
+  const Case standard{ExecutorOptions::kDefaultGradientBucketBytes, {4 * layer_values, 1}};
+
+  auto reference = TrainSingleDevice(graph, 8, 3, Sgd(), 5, 9);
+  std::optional<ParamMap> first;
+  for (const Case& c : {per_layer, small, standard}) {
+    INFO("gradient_bucket_bytes " << c.bucket_bytes);
+    auto net = std::make_shared<FakeNetwork>(2, FakeSemantics::kNccl);
+    std::vector<std::vector<int64_t>> sizes(2);
+    RankOptions options;
+    options.gradient_bucket_bytes = c.bucket_bytes;
+    auto runs = RunRanks(
+        graph, plan, 3, Sgd(), 5, 9,
+        [&](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+          auto inner = net->Join(rank, std::chrono::seconds(30));
+          return std::unique_ptr<Communicator>(std::make_unique<CountingCommunicator>(
+              std::move(inner), &sizes[static_cast<size_t>(rank)]));
+        },
+        options);
+    RequireMatchesReference(runs, reference);
+    // Three iterations of the same sums.
+    std::vector<int64_t> want;
+    for (int i = 0; i < 3; ++i) want.insert(want.end(), c.sums.begin(), c.sums.end());
+    CHECK(sizes[0] == want);
+    CHECK(sizes[1] == want);
+    // Bucketing only groups the same sums: the parameters are bit-identical.
+    if (!first) {
+      first = runs[0].result.params;
+    } else {
+      for (const auto& [name, tensor] : runs[0].result.params) {
+        INFO(name);
+        CHECK(torch::equal(tensor, first->at(name)));
+      }
+    }
+  }
+}
+
 TEST_CASE("mlp burst plan on different device sets equals single-device training", "[executor]") {
   torch::set_num_threads(1);
   auto graph = Zoo("mlp");

@@ -242,6 +242,7 @@ using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank
 
 struct RankOptions {
   bool sync_batch_norm = true;  // ExecutorOptions::sync_batch_norm
+  int64_t gradient_bucket_bytes = ExecutorOptions::kDefaultGradientBucketBytes;
   // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
   std::optional<DataSpec> data;
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
@@ -274,6 +275,7 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       options.seed = seed;
       options.optimizer = optimizer;
       options.sync_batch_norm = rank_options.sync_batch_norm;
+      options.gradient_bucket_bytes = rank_options.gradient_bucket_bytes;
       auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule,
                                        options, SystemClock::Get());
       if (!executor.ok()) {

@@ -51,6 +51,7 @@ RunSpec Spec() {
   spec.optimizer.betas = {0.8, 0.99};
   spec.data.seed = 9;
   spec.checkpoint_path = "/tmp/model.pt";
+  spec.gradient_bucket_mb = 2.5;
   spec.background = Background();
   return spec;
 }
@@ -76,6 +77,7 @@ TEST_CASE("run spec: the writer's output parses back to the same spec", "[protoc
   CHECK(parsed->optimizer == spec.optimizer);
   CHECK(parsed->data == spec.data);
   CHECK(parsed->checkpoint_path == spec.checkpoint_path);
+  CHECK(parsed->gradient_bucket_mb == 2.5);
   REQUIRE(parsed->background.has_value());
   CHECK(parsed->background->data == spec.background->data);
   CHECK(parsed->background->sharing == spec.background->sharing);
@@ -109,6 +111,10 @@ TEST_CASE("run spec: errors name the field", "[protocol]") {
   CHECK_THAT(error([](json& d) { d.erase("iterations"); }), Catch::Contains("iterations"));
   CHECK_THAT(error([](json& d) { d["iterations"] = "5"; }), Catch::Contains("iterations"));
   CHECK_THAT(error([](json& d) { d["seed"] = -1; }), Catch::Contains("seed"));
+  CHECK_THAT(error([](json& d) { d["gradient_bucket_mb"] = -1; }),
+             Catch::Contains("gradient_bucket_mb"));
+  CHECK_THAT(error([](json& d) { d["gradient_bucket_mb"] = "25"; }),
+             Catch::Contains("gradient_bucket_mb"));
   CHECK_THAT(error([](json& d) { d["graph"] = 3; }), Catch::Contains("graph"));
   CHECK_THAT(error([](json& d) { d["plan"]["layers"] = 3; }), Catch::Contains("plan"));
   CHECK_THAT(error([](json& d) { d["optimizer"]["lr"] = "x"; }), Catch::Contains("optimizer.lr"));

@@ -104,6 +104,13 @@ Status Executor::Init(const ModuleFactory& factory) {
       state.params.push_back(param);
       all_params.push_back(param);
     }
+    if (state.group.size() > 1) {
+      state.hooked_grads.resize(state.params.size());
+      for (size_t k = 0; k < state.params.size(); ++k) {
+        state.params[k].register_hook(
+            [this, id, k](const torch::Tensor& grad) { OnParamGradient(id, k, grad); });
+      }
+    }
     modules_[id] = std::move(module);
   }
   RETURN_IF_ERROR(comm_->CreateGroups(std::vector<RankGroup>(groups.begin(), groups.end())));
@@ -198,6 +205,12 @@ void Executor::ReleaseIterationTensors() {
   for (PendingGroup& group : forward_groups_) group = PendingGroup();
   for (PendingGroup& group : backward_groups_) group = PendingGroup();
   reduces_.clear();
+  open_buckets_.clear();
+  started_bucket_groups_.clear();
+  bucket_error_ = Status::Ok();
+  for (LayerState& state : layers_) {
+    for (auto& grad : state.hooked_grads) grad = torch::Tensor();
+  }
 }
 
 std::string Executor::SegmentName(int segment) const {
@@ -407,16 +420,73 @@ Status Executor::PostBackwardTransfers(int segment) {
   return Status::Ok();
 }
 
-Status Executor::ReduceGradients(int id) {
+void Executor::OnParamGradient(int id, size_t param, const torch::Tensor& grad) {
   LayerState& state = layers_[static_cast<size_t>(id)];
-  if (state.params.empty() || state.group.size() < 2) return Status::Ok();
-  std::vector<torch::Tensor> grads;
-  for (auto& param : state.params) grads.push_back(param.grad().reshape({-1}));
+  if (state.in_bucket || state.hooked_grads[param].defined()) {
+    if (bucket_error_.ok()) {
+      bucket_error_ = InternalError("a parameter of " + graph_.layer(id).name +
+                                    " received two gradients in one iteration");
+    }
+    return;
+  }
+  state.hooked_grads[param] = grad;
+  if (++state.hooked < state.params.size()) return;
+  Status added = AddToBucket(id);
+  if (!added.ok() && bucket_error_.ok()) bucket_error_ = added;
+}
+
+Status Executor::AddToBucket(int id) {
+  LayerState& state = layers_[static_cast<size_t>(id)];
+  if (state.params.empty() || state.group.size() < 2 || state.in_bucket) return Status::Ok();
+  state.in_bucket = true;
+  GradientBucket& bucket = open_buckets_[state.group];
+  bucket.layers.push_back(id);
+  for (const auto& param : state.params) {
+    bucket.bytes += param.numel() * static_cast<int64_t>(param.element_size());
+  }
+  const int64_t cap =
+      started_bucket_groups_.count(state.group)
+          ? options_.gradient_bucket_bytes
+          : std::min(options_.gradient_bucket_bytes, ExecutorOptions::kFirstGradientBucketBytes);
+  if (bucket.bytes >= cap) return StartBucketSum(state.group);
+  return Status::Ok();
+}
+
+Status Executor::StartBucketSum(const RankGroup& group) {
+  auto it = open_buckets_.find(group);
+  if (it == open_buckets_.end()) return Status::Ok();
   PendingReduce pending;
-  pending.layer = id;
-  pending.flat = torch::cat(grads);
-  ASSIGN_OR_RETURN(pending.work, comm_->AllReduceSum(pending.flat, state.group));
+  pending.layers = std::move(it->second.layers);
+  open_buckets_.erase(it);
+  started_bucket_groups_.insert(group);
+  std::vector<torch::Tensor> grads;
+  for (int id : pending.layers) {
+    const LayerState& state = layers_[static_cast<size_t>(id)];
+    for (size_t k = 0; k < state.params.size(); ++k) {
+      const torch::Tensor& hooked = state.hooked_grads[k];
+      grads.push_back((hooked.defined() ? hooked : state.params[k].grad()).reshape({-1}));
+    }
+  }
+  pending.flat = grads.size() == 1 ? grads[0].clone() : torch::cat(grads);
+  grads.clear();
+  for (int id : pending.layers) {  // copied: autograd's tensors go back to the allocator
+    for (auto& grad : layers_[static_cast<size_t>(id)].hooked_grads) grad = torch::Tensor();
+  }
+  ASSIGN_OR_RETURN(pending.work, comm_->AllReduceSum(pending.flat, group));
   reduces_.push_back(std::move(pending));
+  return Status::Ok();
+}
+
+Status Executor::FlushGradientBuckets() {
+  // Every rank of a device set has the same buckets (the same layers, in autograd's order for
+  // the same graph), so any order derived from them is the same on all: by first layer, last
+  // layers first.
+  std::vector<std::pair<int, RankGroup>> open;
+  for (const auto& [group, bucket] : open_buckets_) open.emplace_back(bucket.layers.front(), group);
+  std::sort(open.begin(), open.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& entry : open) RETURN_IF_ERROR(StartBucketSum(entry.second));
+  started_bucket_groups_.clear();
   return Status::Ok();
 }
 
@@ -436,13 +506,20 @@ GroupSum Executor::MakeGroupSum(int id) {
 
 Status Executor::FinishReductions() {
   for (PendingReduce& pending : reduces_) {
-    RETURN_IF_ERROR(
-        WaitOne(*pending.work).WithContext("gradient sum of " + graph_.layer(pending.layer).name));
+    const std::string& first = graph_.layer(pending.layers.front()).name;
+    RETURN_IF_ERROR(WaitOne(*pending.work)
+                        .WithContext(pending.layers.size() == 1
+                                         ? "gradient sum of " + first
+                                         : "gradient sum of " + first + " and " +
+                                               std::to_string(pending.layers.size() - 1) +
+                                               " more layers"));
     int64_t offset = 0;
-    for (auto& param : layers_[static_cast<size_t>(pending.layer)].params) {
-      int64_t count = param.numel();
-      param.mutable_grad().copy_(pending.flat.narrow(0, offset, count).view_as(param));
-      offset += count;
+    for (int id : pending.layers) {
+      for (auto& param : layers_[static_cast<size_t>(id)].params) {
+        int64_t count = param.numel();
+        param.mutable_grad().copy_(pending.flat.narrow(0, offset, count).view_as(param));
+        offset += count;
+      }
     }
   }
   reduces_.clear();
@@ -456,6 +533,9 @@ void Executor::PrepareIteration(const Batch& batch) {
     if (state.loss_weight > 0) {
       labels_[id] = Rows(batch.labels, batch.first, state.first, state.last);
     }
+    state.hooked = 0;
+    state.in_bucket = false;
+    for (auto& grad : state.hooked_grads) grad = torch::Tensor();
     for (auto& param : state.params) {
       if (param.grad().defined()) {
         param.mutable_grad().detach_();
@@ -492,9 +572,10 @@ Status Executor::RunBackward(torch::Tensor& local_loss) {
     RETURN_IF_ERROR(
         PostBackwardTransfers(s).WithContext("gradient transfers of " + SegmentName(s)));
     if (!runs) continue;
-    for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(ReduceGradients(id));
+    RETURN_IF_ERROR(bucket_error_.WithContext("gradient sums of " + SegmentName(s)));
+    for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(AddToBucket(id));
   }
-  return Status::Ok();
+  return FlushGradientBuckets();
 }
 
 StatusOr<double> Executor::FinishIteration(torch::Tensor local_loss) {

@@ -63,6 +63,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -93,6 +94,15 @@ struct ExecutorOptions {
   // (synchronised batch norm, batch_norm.h). false gives per-rank statistics, as plain data
   // parallelism without SyncBatchNorm does; only tests turn it off, to show what it changes.
   bool sync_batch_norm = true;
+  // Gradient sums go in buckets, as DistributedDataParallel's do: the gradients of consecutive
+  // layers (in backward order) with the same device set share one all-reduce, started once they
+  // reach this many bytes (the first bucket of a device set in an iteration once it reaches
+  // kFirstGradientBucketBytes, so that communication starts early) or when backward ends, and
+  // overlapped with the rest of backward; all are waited on before the optimizer step.
+  // 0: one all-reduce per layer.
+  int64_t gradient_bucket_bytes = kDefaultGradientBucketBytes;
+  static constexpr int64_t kDefaultGradientBucketBytes = 25 << 20;  // DDP's bucket_cap_mb
+  static constexpr int64_t kFirstGradientBucketBytes = 1 << 20;     // DDP's first bucket
 };
 
 struct IterationStats {
@@ -151,6 +161,11 @@ class Executor {
     double loss_weight = 0;  // > 0 for graph outputs
     std::vector<torch::Tensor> params;
     RankGroup group;  // the layer's device set
+    // This iteration's parameter gradients as autograd hands them to the parameters' hooks
+    // (before they are accumulated into .grad); once all are in, the layer joins its bucket.
+    std::vector<torch::Tensor> hooked_grads;
+    size_t hooked = 0;
+    bool in_bucket = false;
     // Per iteration.
     // Inputs from another segment are leaves that require grad (graph inputs do not); inputs
     // from the same segment are the producer's output itself.
@@ -158,8 +173,13 @@ class Executor {
     torch::Tensor output;
     torch::Tensor loss;
   };
+  // A bucket of gradient sums: layers of one device set, in the order backward finished them.
+  struct GradientBucket {
+    std::vector<int> layers;
+    int64_t bytes = 0;
+  };
   struct PendingReduce {
-    int layer = 0;
+    std::vector<int> layers;  // their gradients, flattened in this order
     torch::Tensor flat;
     std::unique_ptr<CommWork> work;
   };
@@ -204,7 +224,19 @@ class Executor {
                             std::vector<std::pair<torch::Tensor, int64_t>>& contributions);
   // Posts this rank's group of the input-gradient transfers of `segment`'s layers.
   Status PostBackwardTransfers(int segment);
-  Status ReduceGradients(int layer_id);
+  // Adds the layer's gradients to its device set's open bucket and starts that bucket's sum once
+  // it is full (ExecutorOptions::gradient_bucket_bytes). Called from the parameters' hooks as
+  // soon as autograd has produced all of them, so sums start during the segment's backward;
+  // and after the segment's backward for layers whose hooks did not all fire. No-op for a layer
+  // already in a bucket this iteration.
+  Status AddToBucket(int layer_id);
+  // A parameter hook (autograd's thread): records the gradient, adds the layer when complete.
+  // An error is kept in bucket_error_ (it cannot cross autograd).
+  void OnParamGradient(int layer_id, size_t param, const torch::Tensor& grad);
+  Status StartBucketSum(const RankGroup& group);
+  // Starts the sums of the buckets still open when backward ends, in the same order on every
+  // rank (by the backward position of their first layer).
+  Status FlushGradientBuckets();
   // The group sum a batch norm layer on several ranks normalises with: an all-reduce over the
   // layer's device set, waited on at once (on CUDA, the stream waits). A failure is kept in
   // layer_error_, since it crosses autograd as an exception.
@@ -253,6 +285,9 @@ class Executor {
   std::vector<PendingGroup> forward_groups_;   // per producer layer
   std::vector<PendingGroup> backward_groups_;  // per consumer segment
   std::vector<PendingReduce> reduces_;
+  std::map<RankGroup, GradientBucket> open_buckets_;  // by device set, this iteration
+  std::set<RankGroup> started_bucket_groups_;         // device sets with a bucket started
+  Status bucket_error_;                               // from a parameter hook, this iteration
   std::map<std::tuple<int, int, int64_t>, torch::Tensor> recv_buffers_;
   Clock::Duration idle_{};
   int64_t iteration_ = 0;
