@@ -464,7 +464,12 @@ Status Executor::StartBucketSum(const RankGroup& group) {
     const LayerState& state = layers_[static_cast<size_t>(id)];
     for (size_t k = 0; k < state.params.size(); ++k) {
       const torch::Tensor& hooked = state.hooked_grads[k];
-      grads.push_back((hooked.defined() ? hooked : state.params[k].grad()).reshape({-1}));
+      const torch::Tensor& param = state.params[k];
+      // A parameter autograd did not reach this iteration contributes zeros.
+      torch::Tensor grad = hooked.defined()         ? hooked
+                           : param.grad().defined() ? param.grad()
+                                                    : torch::zeros_like(param);
+      grads.push_back(grad.reshape({-1}));
     }
   }
   pending.flat = grads.size() == 1 ? grads[0].clone() : torch::cat(grads);
@@ -513,11 +518,13 @@ Status Executor::FinishReductions() {
                                          : "gradient sum of " + first + " and " +
                                                std::to_string(pending.layers.size() - 1) +
                                                " more layers"));
+    // The gradients become views of the summed bucket, as DDP's gradient_as_bucket_view: no
+    // copy back. They live until the next iteration drops them.
     int64_t offset = 0;
     for (int id : pending.layers) {
       for (auto& param : layers_[static_cast<size_t>(id)].params) {
         int64_t count = param.numel();
-        param.mutable_grad().copy_(pending.flat.narrow(0, offset, count).view_as(param));
+        param.mutable_grad() = pending.flat.narrow(0, offset, count).view_as(param);
         offset += count;
       }
     }
@@ -536,14 +543,9 @@ void Executor::PrepareIteration(const Batch& batch) {
     state.hooked = 0;
     state.in_bucket = false;
     for (auto& grad : state.hooked_grads) grad = torch::Tensor();
-    for (auto& param : state.params) {
-      if (param.grad().defined()) {
-        param.mutable_grad().detach_();
-        param.mutable_grad().zero_();
-      } else {
-        param.mutable_grad() = torch::zeros_like(param);
-      }
-    }
+    // As zero_grad(set_to_none): autograd then hands each parameter its gradient tensor
+    // instead of adding it to zeros, and a bucket's sum becomes the gradient in place.
+    for (auto& param : state.params) param.mutable_grad() = torch::Tensor();
   }
 }
 
@@ -579,19 +581,20 @@ Status Executor::RunBackward(torch::Tensor& local_loss) {
 }
 
 StatusOr<double> Executor::FinishIteration(torch::Tensor local_loss) {
-  RETURN_IF_ERROR(FinishReductions());
-  for (auto* groups : {&forward_groups_, &backward_groups_}) {
-    for (PendingGroup& group : *groups) {
-      RETURN_IF_ERROR(AwaitGroup(group).WithContext("sending activations and gradients"));
-    }
-  }
   // The global loss: each rank's parts, summed over the world on the device (the last
-  // collective of the iteration on every rank), overlapping the optimizer step.
+  // collective of the iteration on every rank). Started before the waits for the gradient
+  // sums, right behind them, so it costs no round trip of its own; waited on after the step.
   std::unique_ptr<CommWork> loss_sum;
   if (comm_->world_size() > 1) {
     RankGroup world(static_cast<size_t>(comm_->world_size()));
     for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
     ASSIGN_OR_RETURN(loss_sum, comm_->AllReduceSum(local_loss, world));
+  }
+  RETURN_IF_ERROR(FinishReductions());
+  for (auto* groups : {&forward_groups_, &backward_groups_}) {
+    for (PendingGroup& group : *groups) {
+      RETURN_IF_ERROR(AwaitGroup(group).WithContext("sending activations and gradients"));
+    }
   }
   if (optimizer_) optimizer_->step();
   if (loss_sum) {
