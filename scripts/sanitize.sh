@@ -2,6 +2,8 @@
 # Test sets under sanitizers, each build in a folder of its own:
 #
 #   scripts/sanitize.sh asan          ASan + UBSan (build-asan/): every unit and service test
+#   scripts/sanitize.sh asan-runtime  ASan + UBSan (build-asan-runtime/): the runtime tests, with
+#                                     libtorch (needs .venv)
 #   scripts/sanitize.sh tsan          TSan (build-tsan/): the coordinator's and the worker
 #                                     daemon's tests (scheduler, dispatcher, job manager and
 #                                     follower, node registry, store suite, supervisor, command
@@ -21,9 +23,16 @@ JOBS=${DEEPOOL_JOBS:-$(nproc)}
 RUNTIME=OFF
 TARGETS=()
 case "$KIND" in
-  asan)
+  asan | asan-runtime)
     FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     SELECT=(-L "unit|service")
+    if [[ "$KIND" == asan-runtime ]]; then
+      RUNTIME=ON
+      SELECT=(-L runtime -LE gpu)
+      for f in tests/runtime/*_test.cc; do TARGETS+=("runtime_$(basename "$f" .cc)"); done
+      TARGETS+=(deepool-executor)  # the launcher tests start executor processes
+      export OMP_NUM_THREADS=1
+    fi
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     ;;
@@ -47,10 +56,10 @@ case "$KIND" in
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt}
     ;;
   -h|--help|"")
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     [[ -n "$KIND" ]] && exit 0 || exit 2
     ;;
-  *) echo "sanitize.sh: unknown kind $KIND (asan, tsan or tsan-runtime)" >&2; exit 2 ;;
+  *) echo "sanitize.sh: unknown kind $KIND (asan, asan-runtime, tsan or tsan-runtime)" >&2; exit 2 ;;
 esac
 BUILD_DIR=build-$KIND
 # -O1 -g1: the sanitizers' usual level, and about a third less compile time than -O2 -g.
