@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -23,6 +24,8 @@
 
 namespace deepool::planner {
 namespace {
+
+using deepool::bench::Median;
 
 struct Case {
   std::string name;
@@ -61,11 +64,6 @@ std::string Milliseconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, seconds < 1e-3 ? "%.3f" : "%.1f", seconds * 1e3);
   return text;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices) {

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/runtime/runtime_bench_util.h"
 #include "common/clock.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/communicator_gloo.h"
@@ -40,33 +41,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-template <typename T>
-T Check(deepool::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "error: %s\n", value.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(value).value();
-}
-
-void Check(const deepool::Status& status) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-dw::OptimizerSpec Sgd() {
-  dw::OptimizerSpec spec;
-  spec.lr = 0.01;
-  spec.momentum = 0.9;
-  return spec;
-}
+using deepool::bench::Check;
+using deepool::bench::Median;
+const auto Sgd = deepool::bench::BenchSgd;
 
 // A reusable barrier for the rank threads (C++17 has none).
 class Barrier {

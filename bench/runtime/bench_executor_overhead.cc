@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/runtime/runtime_bench_util.h"
 #include "common/clock.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/communicator_gloo.h"
@@ -32,26 +33,9 @@ using Ms = std::chrono::duration<double, std::milli>;
 
 namespace {
 
-template <typename T>
-T Check(deepool::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "error: %s\n", value.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(value).value();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-dw::OptimizerSpec Sgd() {
-  dw::OptimizerSpec spec;
-  spec.lr = 0.01;
-  spec.momentum = 0.9;
-  return spec;
-}
+using deepool::bench::Check;
+using deepool::bench::Median;
+const auto Sgd = deepool::bench::BenchSgd;
 
 // The reference: an idiomatic libtorch loop over the whole graph (forward, mean loss, one
 // backward(), step) with the same modules, data and optimizer as the executor.

@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/resplit.h"
 
@@ -29,6 +30,8 @@ namespace dw = deepool::worker;
 using Ms = std::chrono::duration<double, std::milli>;
 
 namespace {
+
+using deepool::bench::Median;
 
 void Die(const deepool::Status& status) {
   std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
@@ -125,11 +128,6 @@ void Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, int6
       timed(deepool_round, deepool_ms);
     }
   }
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {

@@ -1,0 +1,38 @@
+// Helpers the benchmark programs share: fail fast on an error, and a median.
+// Threading: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::bench {
+
+// The value, or the error on stderr and exit code 1: a benchmark has nothing to recover.
+template <typename T>
+T Check(StatusOr<T> value) {
+  if (!value.ok()) {
+    std::fprintf(stderr, "error: %s\n", value.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(value).value();
+}
+
+inline void Check(const Status& status) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// The upper median of a non-empty sample.
+inline double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace deepool::bench
