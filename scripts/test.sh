@@ -20,7 +20,7 @@ if [[ "$FUZZ_SECONDS" != 0 ]]; then
 fi
 # The sanitizer sets (docs/reliability.md, "Sanitizers"): the coordinator's and worker daemon's
 # tests under TSan, then every unit and service test under ASan+UBSan, each in a build of its
-# own (about 10 and 15 minutes on two cores). DEEPOOL_TEST_SANITIZERS=0 skips them.
+# own (about 11 and 20 minutes on two cores). DEEPOOL_TEST_SANITIZERS=0 skips them.
 if [[ "${DEEPOOL_TEST_SANITIZERS:-1}" != 0 ]]; then
   bash scripts/sanitize.sh tsan
   bash scripts/sanitize.sh asan
