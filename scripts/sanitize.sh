@@ -2,8 +2,9 @@
 # Test sets under sanitizers, each build in a folder of its own:
 #
 #   scripts/sanitize.sh asan          ASan + UBSan (build-asan/): every unit and service test
-#   scripts/sanitize.sh asan-runtime  ASan + UBSan (build-asan-runtime/): the runtime tests, with
-#                                     libtorch (needs .venv)
+#   scripts/sanitize.sh asan-runtime  ASan + UBSan (build-asan-runtime/): the tests that need
+#                                     libtorch: runtime, e2e and multi-host (needs .venv)
+#   scripts/sanitize.sh asan-all      both ASan sets: the whole non-GPU suite
 #   scripts/sanitize.sh tsan          TSan (build-tsan/): the coordinator's and the worker
 #                                     daemon's tests (scheduler, dispatcher, job manager and
 #                                     follower, node registry, store suite, supervisor, command
@@ -13,7 +14,8 @@
 #                                     main build)
 #
 # Any sanitizer report fails the test it happens in (halt_on_error), so the script exits 1.
-# The e2e tests (real daemons and executors) are not built here. Libtorch, gRPC and Abseil are
+# asan-runtime runs the e2e and multi-host tests with the daemons, CLI and executors it starts
+# built with the sanitizers too; the TSan sets leave them out. Libtorch, gRPC and Abseil are
 # not instrumented: scripts/tsan-suppressions.txt names the reports that arise inside them
 # alone (each with its reason); a report with a deepool frame is never suppressed there.
 set -euo pipefail
@@ -28,9 +30,12 @@ case "$KIND" in
     SELECT=(-L "unit|service")
     if [[ "$KIND" == asan-runtime ]]; then
       RUNTIME=ON
-      SELECT=(-L runtime -LE gpu)
+      SELECT=(-L "runtime|e2e|multihost" -LE gpu)
       for f in tests/runtime/*_test.cc; do TARGETS+=("runtime_$(basename "$f" .cc)"); done
-      TARGETS+=(deepool-executor)  # the launcher tests start executor processes
+      for f in tests/e2e/*_test.cc; do TARGETS+=("e2e_$(basename "$f" .cc)"); done
+      TARGETS+=(multihost_multihost_cluster_test)
+      # The processes those tests start, built with the sanitizers too.
+      TARGETS+=(deepool deepool-coordinator deepool-worker deepool-executor deepool-profile)
       export OMP_NUM_THREADS=1
     fi
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}
@@ -55,11 +60,15 @@ case "$KIND" in
     SELECT=(-R "^${LAYER}/($(IFS='|'; echo "${TESTS[*]}"))_test:" -LE gpu)
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt}
     ;;
+  asan-all)
+    bash "$0" asan
+    exec bash "$0" asan-runtime
+    ;;
   -h|--help|"")
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     [[ -n "$KIND" ]] && exit 0 || exit 2
     ;;
-  *) echo "sanitize.sh: unknown kind $KIND (asan, asan-runtime, tsan or tsan-runtime)" >&2; exit 2 ;;
+  *) echo "sanitize.sh: unknown kind $KIND (asan, asan-runtime, asan-all, tsan or tsan-runtime)" >&2; exit 2 ;;
 esac
 BUILD_DIR=build-$KIND
 # -O1 -g1: the sanitizers' usual level, and about a third less compile time than -O2 -g.
