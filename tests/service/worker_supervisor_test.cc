@@ -67,6 +67,8 @@ case "$mode" in
       case "$line" in
         *attach_background*)
           echo '{"event":"background","job_id":"bg-1","iterations":1,"samples_per_s":50,"loss":2.0}'
+          # The BG job ends only when the test says so, so its checks run while it is attached.
+          while [ ! -e release-bg ]; do sleep 0.02; done
           echo '{"event":"background_done","job_id":"bg-1","status":"ok","iterations":2,"samples_per_s":55,"loss":1.5,"message":""}'
           break;;
       esac
@@ -477,6 +479,7 @@ TEST_CASE("a BG task hosted by a FG rank reports through the host's background l
         deepool::StatusCode::kNotFound);
   REQUIRE(f.supervisor->StartHosted(Hosted("fg", 1)).ok());
   CHECK(f.supervisor->StartHosted(Hosted("fg", 0)).code() == deepool::StatusCode::kAlreadyExists);
+  std::ofstream(f.TaskDir("fg") + "/release-bg").put('\n');
   TaskResult bg = f.listener.WaitFinished("bg-task");
   CHECK(bg.succeeded);
   CHECK(bg.job_id == "bg-1");
