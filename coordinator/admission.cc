@@ -54,10 +54,7 @@ class Round {
   }
 
   Admission Run() {
-    std::stable_sort(in_.pending.begin(), in_.pending.end(),
-                     [](const JobRecord& a, const JobRecord& b) {
-                       return a.spec.priority > b.spec.priority;  // stable: submission order
-                     });
+    SortForAdmission(&in_.pending);
     // FG jobs first: BG jobs never hold FG jobs back, and a BG job placed after them sees the
     // devices they just took as held.
     std::string blocker;
@@ -170,5 +167,23 @@ std::string IdlePercent(double fraction) {
 }
 
 Admission Admit(AdmissionInput input) { return Round(std::move(input)).Run(); }
+
+void SortForAdmission(std::vector<JobRecord>* pending) {
+  std::stable_sort(pending->begin(), pending->end(), [](const JobRecord& a, const JobRecord& b) {
+    return a.spec.priority > b.spec.priority;  // stable: submission order
+  });
+}
+
+std::map<std::string, int> QueuePositions(std::vector<JobRecord> pending) {
+  SortForAdmission(&pending);
+  std::map<std::string, int> positions;
+  int fg = 0;
+  int bg = 0;
+  for (const JobRecord& job : pending) {
+    if (job.state != JobState::kPending) continue;
+    positions[job.id] = job.spec.role == JobRole::kBg ? ++bg : ++fg;
+  }
+  return positions;
+}
 
 }  // namespace deepool::coordinator

@@ -14,6 +14,7 @@
 //   not started yet is not taken: the BG job waits to run inside that rank's executor.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +69,15 @@ struct AdmissionInput {
 };
 
 Admission Admit(AdmissionInput input);
+
+// The order a round looks at PENDING jobs: highest priority first, then submission order.
+// `pending` must come in submission order (JobManager::Active()).
+void SortForAdmission(std::vector<JobRecord>* pending);
+
+// Each PENDING job's place in its role's queue, 1 = looked at first. FG and BG jobs are counted
+// apart: a BG job never waits for a FG job's turn. `pending` as for SortForAdmission; jobs in
+// other states are skipped.
+std::map<std::string, int> QueuePositions(std::vector<JobRecord> pending);
 
 // "37%": an idle fraction as people read it in reasons.
 std::string IdlePercent(double fraction);

@@ -1,9 +1,21 @@
 #include "common/logging.h"
+#include "coordinator/admission.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_follower.h"
 #include "coordinator/services.h"
 
 namespace deepool::coordinator {
+
+v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job) const {
+  v1::Job proto = JobToProto(job);
+  if (job.state == JobState::kPending) {
+    std::map<std::string, int> positions = QueuePositions(jobs_->Active());
+    if (auto it = positions.find(job.id); it != positions.end()) {
+      proto.set_queue_position(it->second);
+    }
+  }
+  return proto;
+}
 
 StatusOr<security::Identity> CoordinatorServiceImpl::Caller(grpc::ServerContext* ctx,
                                                             const char* method) const {
@@ -49,7 +61,7 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
     return ToGrpcStatus(job.status());
   }
   resp->set_job_id(job->id);
-  *resp->mutable_job() = JobToProto(*job);
+  *resp->mutable_job() = ClientView(*job);
   return grpc::Status::OK;
 }
 
@@ -57,7 +69,7 @@ grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::
                                             v1::Job* resp) {
   StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJob", req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
-  *resp = JobToProto(*job);
+  *resp = ClientView(*job);
   return grpc::Status::OK;
 }
 
@@ -81,8 +93,13 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   std::optional<std::string> owner;
   if (caller->role != security::Role::kAdmin) owner = caller->name;
+  const std::map<std::string, int> positions = QueuePositions(jobs_->Active());
   for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
-    *resp->add_jobs() = JobToProto(job);
+    v1::Job* proto = resp->add_jobs();
+    *proto = JobToProto(job);
+    if (auto it = positions.find(job.id); it != positions.end()) {
+      proto->set_queue_position(it->second);
+    }
   }
   *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
       jobs_->List({JobState::kRunning}, 0), nodes_->List(), scheduler_->DeviceUses()));
@@ -108,7 +125,7 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   std::string last_sent;
   auto send = [&](const JobRecord& job) {
-    v1::Job proto = JobToProto(job);
+    v1::Job proto = ClientView(job);
     // A job's log lines change its version too; the client sees a new message only when the
     // job itself changed.
     std::string serialized = proto.SerializeAsString();

@@ -213,6 +213,7 @@ double Fraction(const v1::Job& job) {
 
 std::string StateWithReason(const v1::Job& job, size_t reason_width) {
   std::string s = StateName(job.state());
+  if (job.queue_position() > 0) s += " #" + std::to_string(job.queue_position());
   if (!job.reason().empty() && job.state() != v1::JOB_STATE_RUNNING &&
       job.state() != v1::JOB_STATE_SUCCEEDED) {
     s += " (" + Truncate(Printable(job.reason()), reason_width) + ")";
@@ -333,6 +334,11 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   out << "state      " << StateName(job.state());
   if (!job.reason().empty()) out << ": " << Printable(job.reason());
   out << "\n";
+  if (job.queue_position() > 0) {
+    out << "queue      #" << job.queue_position() << " among the pending "
+        << (spec.role() == v1::JOB_ROLE_BG ? "BG" : "FG") << " jobs (deepool status "
+        << job.job_id() << " --why explains the wait)\n";
+  }
   out << "role       " << RoleName(spec.role()) << ", priority " << spec.priority() << "\n";
   if (!job.owner().empty()) out << "owner      " << Printable(job.owner()) << "\n";
   out << "model      " << (spec.model().empty() ? std::string("(inline graph)") : spec.model())

@@ -12,8 +12,9 @@
 #include "cli/command_registry.h"
 #include "cli/services/client.h"
 #include "cli/services/format.h"
-#include "cli/services/submit_retry.h"
 #include "cli/services/job_wait.h"
+#include "cli/services/submit_retry.h"
+#include "cli/services/why.h"
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "coordinator/job_spec_json.h"
@@ -136,8 +137,33 @@ struct StatusFlags {
   ClientOptions client;
   std::string job;
   bool watch = false;
+  bool why = false;
   int limit = 100;
 };
+
+// status JOB --why: the job, the pending jobs the caller may see, and the nodes, explained.
+int WhyOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
+             const std::string& job_id) {
+  v1::GetJobRequest job_request;
+  job_request.set_job_id(job_id);
+  v1::Job job;
+  auto job_context = UnaryContext();
+  grpc::Status status = stub.GetJob(job_context.get(), job_request, &job);
+  if (!status.ok()) return ReportRpcError(status, "job " + job_id, address);
+  v1::ListJobsRequest jobs_request;
+  jobs_request.add_states(v1::JOB_STATE_PENDING);
+  v1::ListJobsResponse jobs;
+  auto jobs_context = UnaryContext();
+  status = stub.ListJobs(jobs_context.get(), jobs_request, &jobs);
+  if (!status.ok()) return ReportRpcError(status, "list jobs", address);
+  v1::ListNodesResponse nodes;
+  auto nodes_context = UnaryContext();
+  status = stub.ListNodes(nodes_context.get(), v1::ListNodesRequest(), &nodes);
+  if (!status.ok()) return ReportRpcError(status, "list nodes", address);
+  std::cout << WhyText(job, {jobs.jobs().begin(), jobs.jobs().end()},
+                       {nodes.nodes().begin(), nodes.nodes().end()}, NowWallMillis());
+  return kExitOk;
+}
 
 int StatusOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
                 const StatusFlags& f) {
@@ -184,6 +210,13 @@ int RunStatus(const StatusFlags& f) {
   if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
   const std::string& address = coordinator->address;
   auto& stub = coordinator->stub;
+  if (f.why) {
+    if (f.job.empty() || f.watch || f.client.json) {
+      std::cerr << "deepool status: --why needs a job id and goes without --watch and --json\n";
+      return kExitUsage;
+    }
+    return WhyOfJob(*stub, address, f.job);
+  }
   if (!f.job.empty()) return StatusOfJob(*stub, address, f);
   while (true) {
     v1::ListJobsRequest request;
@@ -299,6 +332,9 @@ RegisterCommand status_command([](CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("status", "the jobs table, or one job in detail");
   cmd->add_option("job", flags->job, "a job id: show it in detail with its plan summary");
   cmd->add_flag("--watch,-w", flags->watch, "refresh until the jobs shown are finished");
+  cmd->add_flag("--why", flags->why,
+                "with a job id: why it waits (the scheduler's last decision, its place in the "
+                "queue, free devices against what it needs, nodes taking no work)");
   cmd->add_option("--limit", flags->limit, "most jobs listed, newest first (0: all)");
   AddClientOptions(cmd, &flags->client);
   cmd->callback([flags, &result] { result.exit_code = RunStatus(*flags); });

@@ -184,6 +184,18 @@ TEST_CASE("cancel works on a pending and on a running job", "[e2e]") {
       pending, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_PENDING; });
   CHECK_FALSE(waiting.reason().empty());
   std::string out, err;
+  // --why names the decision and the devices behind it.
+  waiting = cluster.WaitForJob(pending, [](const v1::Job& j) {
+    return j.reason_code() == v1::REASON_CODE_NOT_ENOUGH_DEVICES;
+  });
+  CHECK(waiting.queue_position() == 1);
+  CHECK(cluster.RunCli({"status", pending, "--why"}, &out, &err) == 0);
+  INFO(out);
+  CHECK(out.find("needs 8 device(s)") != std::string::npos);
+  CHECK(out.find("NOT_ENOUGH_DEVICES") != std::string::npos);
+  CHECK(out.find("#1 among the pending FG jobs") != std::string::npos);
+  CHECK(out.find("cpu             4          4") != std::string::npos);
+  CHECK(cluster.RunCli({"status", "--why"}, &out, &err) == cli::kExitUsage);
   CHECK(cluster.RunCli({"cancel", pending}, &out, &err) == 0);
   CHECK(cluster.WaitForTerminal(pending).state() == v1::JOB_STATE_CANCELLED);
 

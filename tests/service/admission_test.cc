@@ -42,6 +42,18 @@ TEST_CASE("FG jobs take the fewest nodes, in priority then submission order", "[
   CHECK(admission.pending.empty());
 }
 
+TEST_CASE("queue positions follow the admission order, FG and BG apart", "[admission]") {
+  JobRecord running = Job("running", 1);
+  running.state = JobState::kRunning;
+  const std::map<std::string, int> positions =
+      QueuePositions({Job("fg-old", 2), Job("bg-old", 1, JobRole::kBg), running,
+                      Job("fg-urgent", 2, JobRole::kFg, /*priority=*/3),
+                      Job("bg-urgent", 1, JobRole::kBg, 1), Job("fg-new", 2)});
+  CHECK(positions ==
+        std::map<std::string, int>{
+            {"fg-urgent", 1}, {"fg-old", 2}, {"fg-new", 3}, {"bg-urgent", 1}, {"bg-old", 2}});
+}
+
 TEST_CASE("a FG job that does not fit now blocks the FG jobs behind it", "[admission]") {
   AdmissionInput input;
   input.nodes = {Node("a", 4)};

@@ -196,6 +196,11 @@ TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   REQUIRE(c.client->ListJobs(c.Context().get(), list, &listed).ok());
   REQUIRE(listed.jobs_size() == 2);
   CHECK(listed.jobs(0).job_id() == second.job_id());  // newest first
+  // Both wait in the FG queue, in submission order (same priority).
+  CHECK(submitted.job().queue_position() == 1);
+  CHECK(listed.jobs(0).queue_position() == 2);
+  CHECK(listed.jobs(1).queue_position() == 1);
+  CHECK(c.Get(second.job_id()).queue_position() == 2);
   // The cluster summary comes along (nothing runs yet).
   CHECK(listed.has_summary());
   CHECK(listed.summary().fg_jobs_running() == 0);
@@ -214,6 +219,8 @@ TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   REQUIRE(c.client->ListJobs(c.Context().get(), list, &listed).ok());
   REQUIRE(listed.jobs_size() == 1);
   CHECK(listed.jobs(0).job_id() == second.job_id());
+  CHECK(listed.jobs(0).queue_position() == 1);  // the cancelled job left the queue
+  CHECK(cancelled.queue_position() == 0);
 }
 
 TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field; unknown jobs NOT_FOUND",
