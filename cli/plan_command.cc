@@ -16,6 +16,7 @@
 #include "planner/device_model.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/plan_explain.h"
 #include "planner/plan_svg.h"
 #include "planner/profile_table.h"
 #include "planner/search.h"
@@ -37,6 +38,7 @@ struct PlanFlags {
   std::string fallback_device;
   std::string cluster;
   bool json = false;
+  bool explain = false;
   std::string svg_path;
   bool exhaustive = false;
   bool allow_extrapolation = false;
@@ -112,6 +114,10 @@ int RunPlan(const PlanFlags& flags) {
     std::cerr << "error: give exactly one of --profile FILE or --device NAME\n";
     return kExitUsage;
   }
+  if (flags.explain && flags.json) {
+    std::cerr << "error: --explain prints sentences; it goes without --json\n";
+    return kExitUsage;
+  }
   if (!flags.fallback_device.empty() && flags.profile_path.empty()) {
     std::cerr << "error: --fallback-device only applies with --profile\n";
     return kExitUsage;
@@ -177,8 +183,14 @@ int RunPlan(const PlanFlags& flags) {
   }
   if (flags.json) {
     std::cout << planner::PlanToJson(*plan) << '\n';
-  } else {
-    PrintPlan(*plan, *graph, fallback_layers, std::cout);
+    return kExitOk;
+  }
+  PrintPlan(*plan, *graph, fallback_layers, std::cout);
+  if (flags.explain) {
+    StatusOr<planner::PlanExplanation> why =
+        planner::ExplainPlan(*graph, *profile, *cluster, options, *plan);
+    if (!why.ok()) return Fail(why.status(), ExitCodeFor(why.status()));
+    std::cout << '\n' << planner::ExplanationText(*why, *plan);
   }
   return kExitOk;
 }
@@ -206,6 +218,9 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                    "Cluster JSON file or preset (default: dgx-a100; dgx-h100 for h100, cpu-G "
                    "for cpu), resized to --gpus devices");
   plan->add_flag("--json", flags->json, "Print the plan JSON (docs/formats.md, \"Plans\")");
+  plan->add_flag("--explain", flags->explain,
+                 "Per group of layers, why its device count: time saved against GPU-time spent "
+                 "and the amplification limit, moving the group alone to the next count");
   plan->add_option("--svg", flags->svg_path, "Also draw the plan into this SVG file");
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");

@@ -70,6 +70,17 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
   CHECK(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::Contains("features.0") && Catch::Contains("data parallelism"));
 
+  auto explained = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100 "
+      "--explain");
+  CHECK(explained.exit_code == 0);
+  CHECK_THAT(explained.out, Catch::Contains("why each device count") &&
+                                Catch::Contains("classifier.0 .. classifier.6 (7 layers) on") &&
+                                Catch::Contains("of limit 2.00"));
+  CHECK(RunDeepool("plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --explain --json "
+                   "2>/dev/null")
+            .exit_code == 2);
+
   auto impossible = RunDeepool(
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 0.5 --device a100 "
       "2>/dev/null");

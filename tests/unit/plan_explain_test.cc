@@ -1,0 +1,112 @@
+// `deepool plan --explain` (planner/plan_explain.h): the groups cover the plan, every alternative
+// is the cost model's plan with that group moved, and for the search's own plans no single group
+// move is faster within the limit.
+#include "planner/plan_explain.h"
+
+#include <catch2/catch.hpp>
+
+#include "planner/cost_model.h"
+#include "planner/device_model.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner {
+namespace {
+
+Cluster EightPerNode() {
+  Cluster cluster;
+  cluster.devices_per_node = 8;
+  cluster.intra_node = Link{300, 2};
+  cluster.inter_node = Link{25, 5};
+  return cluster;
+}
+
+PlanOptions Options(int64_t batch, int devices, double limit) {
+  PlanOptions options;
+  options.global_batch = batch;
+  options.devices = devices;
+  options.amplification_limit = limit;
+  options.pareto_tolerance = 0;  // exact, so no single move may beat the plan within the limit
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("the search's plans: groups cover the layers and no single move beats them",
+          "[explain]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = EightPerNode();
+  for (const char* name : {"resnet50", "vgg16", "mlp"}) {
+    for (double limit : {0.0, 1.5, 2.0}) {
+      INFO(name << " limit " << limit);
+      auto graph = zoo::BuildModel(name);
+      REQUIRE(graph.ok());
+      const PlanOptions options = Options(32, 8, limit);
+      auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+      REQUIRE(plan.ok());
+      auto explained = ExplainPlan(*graph, *profile, cluster, options, *plan);
+      REQUIRE(explained.ok());
+      int layers = 0;
+      size_t next = 0;
+      for (const GroupExplanation& group : explained->groups) {
+        CHECK(group.first_layer == plan->layers[next].layer);
+        next += static_cast<size_t>(group.layers);
+        CHECK(group.last_layer == plan->layers[next - 1].layer);
+        CHECK(static_cast<size_t>(group.devices) == plan->layers[next - 1].devices.size());
+        layers += group.layers;
+        if (group.fewer) {
+          CHECK(group.fewer->devices < group.devices);
+          CHECK(group.fewer->delta_iteration_ms > -1e-6);
+        }
+        if (group.more) {
+          CHECK(group.more->devices > group.devices);
+          CHECK((group.more->delta_iteration_ms > -1e-6 || !group.more->within_limit));
+          if (!group.more->within_limit) CHECK(group.more->amplification > limit);
+        }
+        CHECK_FALSE(group.why.empty());
+      }
+      CHECK(layers == graph->num_layers());
+      // The data parallelism the search compared against is the cost model's own.
+      CostModel model(*graph, *profile, cluster, 32);
+      auto synced = model.Totals(std::vector<int>(graph->num_layers(), 8), 8);
+      REQUIRE(synced.ok());
+      CHECK(explained->data_parallel_synced.iteration_ms == Approx(synced->iteration_ms));
+    }
+  }
+}
+
+TEST_CASE("a plan with a needlessly slow group says which move would beat it", "[explain]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = EightPerNode();
+  auto graph = zoo::BuildModel("vgg16");
+  REQUIRE(graph.ok());
+  const PlanOptions options = Options(64, 8, 0);
+  // Everything on 8 devices but the first layer on one: moving it up must be faster.
+  std::vector<int> counts(graph->num_layers(), 8);
+  counts[0] = 1;
+  CostModel model(*graph, *profile, cluster, 64);
+  auto plan = model.Evaluate(counts, 8);
+  REQUIRE(plan.ok());
+  plan->amplification_limit = 0;
+  auto explained = ExplainPlan(*graph, *profile, cluster, options, *plan);
+  REQUIRE(explained.ok());
+  REQUIRE(explained->groups.size() == 2);
+  const GroupExplanation& first = explained->groups[0];
+  CHECK(first.devices == 1);
+  CHECK_FALSE(first.fewer);
+  REQUIRE(first.more);
+  CHECK(first.more->devices == 2);
+  CHECK(first.more->delta_iteration_ms < 0);
+  CHECK(first.more->within_limit);
+  CHECK_THAT(first.why, Catch::Contains("2 devices would save"));
+  // Moved to 2, the plan's totals are the cost model's for those counts.
+  counts[0] = 2;
+  auto moved = model.Totals(counts, 8);
+  REQUIRE(moved.ok());
+  CHECK(first.more->delta_iteration_ms ==
+        Approx(moved->iteration_ms - plan->totals.iteration_ms).margin(1e-9));
+  const std::string text = ExplanationText(*explained, *plan);
+  CHECK_THAT(text, Catch::Contains("features.0 (1 layer) on 1 device"));
+  CHECK_THAT(text, Catch::Contains("no limit"));
+}
+
+}  // namespace deepool::planner
