@@ -1,10 +1,14 @@
 // deepool: the command-line client. Subcommands register themselves (command_registry.h).
+// Built twice when the coordinator commands are built: `deepool` (the commands that need no
+// coordinator; DEEPOOL_HAND_OFF_TO names the executable it hands every other command line to)
+// and deepool-full (every command). See cli/hand_off.h.
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "cli/hand_off.h"
 #include "cli/unknown_input.h"
 
 namespace deepool::cli {
@@ -22,6 +26,13 @@ int main(int argc, char** argv) {
   CommandResult result;
   for (auto& registrar : Registrars()) registrar(app, result);
   const std::vector<std::string> args(argv + 1, argv + argc);
+#ifdef DEEPOOL_HAND_OFF_TO
+  if (!RunsHere(app, args)) {
+    const deepool::Status failed = ExecSibling(DEEPOOL_HAND_OFF_TO, argv);
+    std::cerr << "deepool: " << failed.message() << "\n";
+    return kExitUnavailable;
+  }
+#endif
   if (args.empty()) {
     std::cerr << app.help();
     return kExitUsage;

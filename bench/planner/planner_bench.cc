@@ -1,16 +1,29 @@
 // Planning time of the burst-parallel search on the zoo models (A100 analytical profile,
 // dgx-a100 nodes) and on a generated 1,000-layer chain on 4,096 devices, with each plan's
-// predicted speed-up over data parallelism. Prints a Markdown table for docs/benchmarks.md.
+// predicted speed-up over data parallelism. Prints a Markdown table for docs/benchmarks.md:
+// the first call of each case (cold for the first case; the process has planned the earlier
+// cases before the others) and the median of the repeats.
+//
+// --processes N times what a user meets instead: whole `deepool ... --json` processes (start,
+// loading shared libraries, graph, plan, printing), N of each, `deepool` (the offline commands
+// only) and `deepool-full` (every command, with gRPC and OpenSSL) alternating.
 //
 //   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
+//   build/bin/deepool-bench-planner --processes N
 //
 // Wall-clock time is measured here, in the benchmark only; the planner itself has no clock.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -80,11 +93,11 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
   cases.push_back(Case{"chain1000", LongChain(1000), 4096, 4096});
 
   std::printf(
-      "| model | layers | G | B | limit | CPU ms (median of %d) | wall ms (median) | "
-      "iteration ms (plan) | iteration ms (DP) | speed-up vs DP | amplification "
-      "(plan / DP) | max devices |\n",
+      "| model | layers | G | B | limit | first call CPU ms | first call wall ms | CPU ms (median "
+      "of %d) | wall ms (median) | iteration ms (plan) | iteration ms (DP) | speed-up vs DP | "
+      "amplification (plan / DP) | max devices |\n",
       repeats);
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     if (!only_model.empty() && c.name != only_model) continue;
     if (only_devices > 0 && c.devices != only_devices) continue;
@@ -108,14 +121,78 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
         return 1;
       }
     }
-    std::printf("| %s | %d | %d | %lld | %s | %s | %s | %.2f | %.2f | %.2fx | %.2f / %.2f | %d |\n",
-                c.name.c_str(), c.graph.num_layers(), c.devices, static_cast<long long>(c.batch),
-                limit > 0 ? std::to_string(limit).substr(0, 4).c_str() : "none",
-                Milliseconds(Median(cpu)).c_str(), Milliseconds(Median(wall)).c_str(),
-                plan->totals.iteration_ms, plan->data_parallel.iteration_ms,
-                plan->data_parallel.iteration_ms / plan->totals.iteration_ms,
-                plan->totals.amplification, plan->data_parallel.amplification,
-                plan->totals.devices_used);
+    std::printf(
+        "| %s | %d | %d | %lld | %s | %s | %s | %s | %s | %.2f | %.2f | %.2fx | %.2f / %.2f | %d "
+        "|\n",
+        c.name.c_str(), c.graph.num_layers(), c.devices, static_cast<long long>(c.batch),
+        limit > 0 ? std::to_string(limit).substr(0, 4).c_str() : "none",
+        Milliseconds(cpu.front()).c_str(), Milliseconds(wall.front()).c_str(),
+        Milliseconds(Median(cpu)).c_str(), Milliseconds(Median(wall)).c_str(),
+        plan->totals.iteration_ms, plan->data_parallel.iteration_ms,
+        plan->data_parallel.iteration_ms / plan->totals.iteration_ms, plan->totals.amplification,
+        plan->data_parallel.amplification, plan->totals.devices_used);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// Wall seconds of one process running `args` with stdout and stderr to /dev/null; exits the
+// benchmark when it cannot start or fails.
+double TimeProcess(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  if (spawned != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "error: %s did not run to exit code 0\n", args[0].c_str());
+    std::exit(1);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int RunProcesses(int runs) {
+  const std::filesystem::path bin = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  const std::string lean = (bin / "deepool").string();
+  const std::string full = (bin / "deepool-full").string();
+  if (!std::filesystem::exists(full)) {
+    std::fprintf(stderr, "error: %s is not built (DEEPOOL_WITH_SERVICES=OFF?)\n", full.c_str());
+    return 1;
+  }
+  std::printf(
+      "| command | deepool wall ms (median of %d) | deepool-full wall ms (median) | "
+      "deepool / deepool-full |\n|---|---|---|---|\n",
+      runs);
+  const std::vector<std::vector<std::string>> commands = {
+      {"model", "list"},
+      {"plan", "--model", "vgg16", "--global-batch", "32", "--gpus", "8", "--device", "a100",
+       "--json"},
+      {"plan", "--model", "resnet50", "--global-batch", "32", "--gpus", "8", "--device", "a100",
+       "--json"},
+      {"plan", "--model", "inception_v3", "--global-batch", "1024", "--gpus", "1024", "--device",
+       "a100", "--json"}};
+  for (const std::vector<std::string>& command : commands) {
+    std::vector<double> lean_s, full_s;
+    for (int r = 0; r < runs; ++r) {
+      std::vector<std::string> args = command;
+      args.insert(args.begin(), lean);
+      lean_s.push_back(TimeProcess(args));
+      args.front() = full;
+      full_s.push_back(TimeProcess(args));
+    }
+    std::string text;
+    for (const std::string& word : command) text += (text.empty() ? "" : " ") + word;
+    std::printf("| `deepool %s` | %s | %s | %.2f |\n", text.c_str(),
+                Milliseconds(Median(lean_s)).c_str(), Milliseconds(Median(full_s)).c_str(),
+                Median(lean_s) / Median(full_s));
     std::fflush(stdout);
   }
   return 0;
@@ -140,6 +217,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", only_model, "only this zoo model");
   app.add_option("--gpus", only_devices, "only this device count")->check(CLI::Range(1, 1000000));
+  int processes = 0;
+  app.add_option("--processes", processes,
+                 "instead: time N whole `deepool plan` processes of each kind, deepool against "
+                 "deepool-full")
+      ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
+  if (processes > 0) return deepool::planner::RunProcesses(processes);
   return deepool::planner::Run(repeats, limit, only_model, only_devices);
 }

@@ -22,8 +22,7 @@ struct CommandOutput {
   std::string out;  // stdout only; stderr goes to the test log
 };
 
-CommandOutput RunDeepool(const std::string& args) {
-  const std::string command = std::string(DEEPOOL_BIN_DIR) + "/deepool " + args;
+CommandOutput RunShell(const std::string& command) {
   CommandOutput result;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -33,6 +32,10 @@ CommandOutput RunDeepool(const std::string& args) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+CommandOutput RunDeepool(const std::string& args) {
+  return RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool " + args);
 }
 
 TEST_CASE("deepool model show --json prints a graph the parser accepts", "[cli]") {
@@ -134,6 +137,30 @@ TEST_CASE("a mistyped command or flag is named with the closest match", "[cli]")
   CHECK(RunDeepool("plan --help").exit_code == 0);
 }
 
+TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands off the rest",
+          "[cli]") {
+  const std::string bin = DEEPOOL_BIN_DIR;
+  if (!std::filesystem::exists(bin + "/deepool-full")) {
+    WARN("built without the coordinator commands: deepool is the only executable");
+    return;
+  }
+  auto libraries = RunShell("ldd " + bin + "/deepool");
+  REQUIRE(libraries.exit_code == 0);
+  CHECK_THAT(libraries.out, Catch::Contains("libc.so"));
+  for (const char* heavy : {"grpc", "libssl", "libcrypto", "protobuf", "absl"}) {
+    INFO(heavy);
+    CHECK_THAT(libraries.out, !Catch::Contains(heavy));
+  }
+  // The full command set answers for the rest: the main help lists the coordinator commands...
+  auto help = RunDeepool("--help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("status") && Catch::Contains("plan"));
+  // ...and a coordinator command runs there (nothing listens on this port).
+  auto status = RunDeepool("status --coordinator 127.0.0.1:1 2>&1");
+  CHECK(status.exit_code == 4);
+  CHECK_THAT(status.out, !Catch::Contains("cannot be run"));
+}
+
 // What bash offers for the words of `line` (the last word is the one being completed), through
 // the script `deepool completion bash` prints.
 std::string BashCompletes(const std::string& script, const std::string& line) {
@@ -177,7 +204,7 @@ TEST_CASE("deepool completion bash completes commands, subcommands and flags", "
   const std::string script = std::string(dir_template) + "/deepool.bash";
   REQUIRE(RunDeepool("completion bash > " + script).exit_code == 0);
   CHECK(BashCompletes(script, "deepool sta") == "status");
-  CHECK(BashCompletes(script, "deepool s") == "submit status simulate");
+  CHECK(BashCompletes(script, "deepool s") == "simulate submit status");  // in registration order
   CHECK(BashCompletes(script, "deepool model s") == "show");
   CHECK(BashCompletes(script, "deepool plan --global") == "--global-batch");
   CHECK(BashCompletes(script, "deepool model show --num") == "--num-classes");

@@ -44,7 +44,8 @@ v1::Node Node(const std::string& name, v1::NodeState state, const std::vector<st
 
 }  // namespace
 
-TEST_CASE("--why: a FG job behind another, devices held, nodes out of service", "[cli]") {
+TEST_CASE("status JOB --why: a FG job behind another, devices held, nodes out of service",
+          "[cli]") {
   v1::Job job = Pending("job-3", 4, 2);
   job.set_reason_code(v1::REASON_CODE_QUEUED_BEHIND);
   job.set_reason("queued behind job-1");
@@ -70,7 +71,7 @@ TEST_CASE("--why: a FG job behind another, devices held, nodes out of service", 
   CHECK(text.find("c DOWN, 2 device(s), last heartbeat 35s ago") != std::string::npos);
 }
 
-TEST_CASE("--why: jobs ahead that the caller cannot see are counted", "[cli]") {
+TEST_CASE("status JOB --why: jobs ahead that the caller cannot see are counted", "[cli]") {
   const v1::Job job = Pending("mine", 1, 3, v1::JOB_ROLE_BG);
   const std::string text = WhyText(job, {job}, {}, 0);
   INFO(text);
@@ -79,7 +80,7 @@ TEST_CASE("--why: jobs ahead that the caller cannot see are counted", "[cli]") {
   CHECK(text.find("devices now    none: no node is UP") != std::string::npos);
 }
 
-TEST_CASE("--why: a job past the queue says so", "[cli]") {
+TEST_CASE("status JOB --why: a job past the queue says so", "[cli]") {
   v1::Job job = Pending("run", 2, 0);
   job.set_state(v1::JOB_STATE_RUNNING);
   v1::DeviceAssignment* d = job.add_devices();
