@@ -9,6 +9,7 @@
 // factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean
 // absolute log error over the first model's layers, and reports the result beside the preset's own.
 // Output is Markdown for docs/benchmarks.md.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -211,49 +212,48 @@ int Run(int argc, char** argv) {
   std::string device_name = "a100";
   bool fit = false;
   std::vector<int64_t> batches = {64, 8, 1};
+  std::vector<std::string> model_files;
+  CLI::App app{
+      "The analytical device model against measured per-layer profiles: per-op and per-layer "
+      "errors, model totals, and with --fit the best global factors on a grid"};
+  app.add_option("--device", device_name, "device preset to validate")->capture_default_str();
+  app.add_flag("--fit", fit, "also search the preset's global factors on a grid");
+  app.add_option("--batches", batches, "batch sizes of the per-layer tables")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("profiles", model_files,
+                 "MODEL=FILE.prof, one or more (the first is the one tuned and tabled)")
+      ->required();
+  CLI11_PARSE(app, argc, argv);
   std::vector<ModelCase> cases;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--device" && i + 1 < argc) {
-      device_name = argv[++i];
-    } else if (arg == "--fit") {
-      fit = true;
-    } else if (arg == "--batches" && i + 1 < argc) {
-      batches.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');) batches.push_back(std::stoll(item));
-    } else if (arg.find('=') != std::string::npos) {
-      const std::string model = arg.substr(0, arg.find('='));
-      const std::string path = arg.substr(arg.find('=') + 1);
-      std::ifstream file(path);
-      if (!file) {
-        std::cerr << "cannot read " << path << "\n";
-        return 2;
-      }
-      std::stringstream text;
-      text << file.rdbuf();
-      auto graph = zoo::BuildModel(model);
-      if (!graph.ok()) {
-        std::cerr << graph.status() << "\n";
-        return 2;
-      }
-      auto imported = ImportA100Profile(text.str(), *graph);
-      auto parsed = ParseProfFile(text.str());
-      if (!imported.ok() || !parsed.ok()) {
-        std::cerr << (imported.ok() ? parsed.status() : imported.status()) << "\n";
-        return 2;
-      }
-      cases.push_back(ModelCase{model, path, std::move(graph).value(), std::move(imported).value(),
-                                std::move(parsed).value()});
-    } else {
-      std::cerr << "usage: " << argv[0]
-                << " [--device a100] [--fit] [--batches 64,8,1] MODEL=FILE.prof...\n";
+  for (const std::string& arg : model_files) {
+    const size_t equals = arg.find('=');
+    if (equals == std::string::npos) {
+      std::cerr << "expected MODEL=FILE.prof, got '" << arg << "'\n";
       return 2;
     }
-  }
-  if (cases.empty()) {
-    std::cerr << "give at least one MODEL=FILE.prof (the first is the one tuned and tabled)\n";
-    return 2;
+    const std::string model = arg.substr(0, equals);
+    const std::string path = arg.substr(equals + 1);
+    std::ifstream file(path);
+    if (!file) {
+      std::cerr << "cannot read " << path << "\n";
+      return 2;
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    auto graph = zoo::BuildModel(model);
+    if (!graph.ok()) {
+      std::cerr << graph.status() << "\n";
+      return 2;
+    }
+    auto imported = ImportA100Profile(text.str(), *graph);
+    auto parsed = ParseProfFile(text.str());
+    if (!imported.ok() || !parsed.ok()) {
+      std::cerr << (imported.ok() ? parsed.status() : imported.status()) << "\n";
+      return 2;
+    }
+    cases.push_back(ModelCase{model, path, std::move(graph).value(), std::move(imported).value(),
+                              std::move(parsed).value()});
   }
   auto device = DevicePreset(device_name);
   if (!device.ok()) {

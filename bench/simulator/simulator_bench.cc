@@ -8,6 +8,7 @@
 // Writes <out>/simulator-a100.md (tables: the configurations, the interference variants of
 // BP+BG, an amplification-limit sweep) and <out>/simulator-a100.svg (total cluster throughput
 // relative to DP against FG speed-up), and prints the Markdown.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -272,16 +273,15 @@ std::string Plot(const std::vector<ModelRun>& runs) {
 int Main(int argc, char** argv) {
   std::string profiles_dir = "../shared/profiles/deeppool-a100";
   std::string out_dir = "docs";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--profiles") == 0 && i + 1 < argc) {
-      profiles_dir = argv[++i];
-    } else if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-      out_dir = argv[++i];
-    } else {
-      std::cerr << "usage: deepool-bench-simulator [--profiles DIR] [--out DIR]\n";
-      return 2;
-    }
-  }
+  CLI::App app{
+      "The published DeepPool experiment simulated on 8 A100s (VGG-16, WideResNet-101-2, "
+      "Inception-v3: DP, DP+BG, BP, BP+BG and the GPU partitions); writes "
+      "simulator-a100.md and simulator-a100.svg into --out and prints the tables"};
+  app.add_option("--profiles", profiles_dir, "directory of the measured A100 profiles")
+      ->capture_default_str();
+  app.add_option("--out", out_dir, "directory the table and the plot are written to")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   StatusOr<DeviceModel> a100 = DevicePreset("a100");
   StatusOr<Cluster> cluster = ClusterPreset("dgx-a100");
   if (!a100.ok() || !cluster.ok()) {
