@@ -149,10 +149,17 @@ StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState s
   updated.updated_ms = clock_->WallMillis();
   updated.history.push_back({state, reason.message, updated.updated_ms, reason.code});
   const JobState from = current.state;
+  const JobRecord before = observer_ ? current : JobRecord();
   ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(updated)));
+  if (observer_) observer_(before, stored);
   DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(from), StateName(state),
               reason.message.empty() ? "" : ": ", reason.message);
   return stored;
+}
+
+void JobManager::SetTransitionObserver(TransitionObserver observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observer_ = std::move(observer);
 }
 
 StatusOr<JobRecord> JobManager::Update(const std::string& job_id,

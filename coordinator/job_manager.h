@@ -78,6 +78,11 @@ class JobManager {
 
   JobStore* store() const { return store_; }
 
+  // Called after every committed transition with the job before and after it (metrics). Runs
+  // under the manager's lock: it must not call back into the manager. Set it before use.
+  using TransitionObserver = std::function<void(const JobRecord& before, const JobRecord& after)>;
+  void SetTransitionObserver(TransitionObserver observer);
+
  private:
   static bool TransitionAllowed(JobState from, JobState to);
   StatusOr<JobRecord> CommitLocked(JobRecord updated);
@@ -96,6 +101,7 @@ class JobManager {
   uint64_t version_ = 0;
   std::map<std::string, uint64_t> job_versions_;
   bool shutdown_ = false;
+  TransitionObserver observer_;
 };
 
 }  // namespace deepool::coordinator

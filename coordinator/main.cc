@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", options.insecure,
                "allow serving a non-loopback --listen address without TLS (anyone who reaches "
                "it controls the cluster)");
+  app.add_option("--metrics-listen", options.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, or any "
+                 "address with --insecure; off when not given)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -86,7 +89,8 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  std::printf("{\"event\":\"listening\",\"address\":\"%s\"}\n", (*server)->address().c_str());
+  std::printf("{\"event\":\"listening\",\"address\":\"%s\",\"metrics\":\"%s\"}\n",
+              (*server)->address().c_str(), (*server)->metrics_address().c_str());
   std::fflush(stdout);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   (*server)->Shutdown();

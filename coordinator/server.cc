@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
+#include "coordinator/cluster_summary.h"
 
 namespace deepool::coordinator {
 
@@ -34,6 +35,16 @@ bool IsLoopbackHost(const std::string& host) {
 }  // namespace
 
 Status CheckListenSafety(const CoordinatorOptions& options) {
+  if (!options.metrics_listen.empty()) {
+    StatusOr<HostPort> metrics = ParseHostPort(options.metrics_listen);
+    if (!metrics.ok()) return metrics.status().WithContext("--metrics-listen");
+    if (!IsLoopbackHost(metrics->host) && !options.insecure) {
+      return InvalidArgumentError(
+          "--metrics-listen " + options.metrics_listen +
+          ": the metrics endpoint has no TLS, so it serves only a loopback address (scrape "
+          "from this host), or any address with --insecure");
+    }
+  }
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen));
   if (options.tls.configured() || IsLoopbackHost(listen.host)) return Status::Ok();
   if (options.insecure) {
@@ -60,11 +71,17 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                    security::MakeServerCredentials(options.tls));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->options_ = options;
+  s->clock_ = clock;
+  s->events_ = std::make_unique<CoordinatorMetrics>();
   s->store_ = std::move(store);
   s->planner_ = std::move(planner);
   s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock);
   RETURN_IF_ERROR(s->jobs_->Load().WithContext(
       "loading the job store (restore it from a backup, or move it aside to start with no jobs)"));
+  s->jobs_->SetTransitionObserver(
+      [events = s->events_.get()](const JobRecord& before, const JobRecord& after) {
+        events->OnTransition(before, after);
+      });
   s->nodes_ = std::make_unique<NodeRegistry>(clock, options.node_timeout);
   SchedulerOptions scheduler_options = options.scheduler;
   StatusOr<PathRoots> roots = PathRoots::Make(options.path_roots);
@@ -99,6 +116,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.SetMaxSendMessageSize(kMaxRpcMessageBytes);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->node_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RpcMetricsInterceptorFactory>(s->events_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || port == 0) {
     return UnavailableError("--listen: cannot listen on " + options.listen);
@@ -107,6 +127,20 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   std::string host = listen->host;
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   s->address_ = FormatHostPort(host, port);
+  if (!options.metrics_listen.empty()) {
+    HttpEndpoint::Routes routes;
+    routes["/metrics"] = [p = s.get()] {
+      HttpResponse response;
+      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.body = p->MetricsText();
+      return response;
+    };
+    StatusOr<std::unique_ptr<HttpEndpoint>> endpoint =
+        HttpEndpoint::Start(options.metrics_listen, std::move(routes), "dp-coord-metric");
+    if (!endpoint.ok()) return endpoint.status().WithContext("--metrics-listen");
+    s->metrics_ = *std::move(endpoint);
+    DP_LOG_INFO("metrics at http://{}/metrics", s->metrics_->address());
+  }
   if (options.control_loop) s->control_thread_ = std::thread([p = s.get()] { p->ControlLoop(); });
   DP_LOG_INFO("coordinator listening on {} ({}{})", s->address_,
               options.tls.configured() ? "mutual TLS" : "no TLS",
@@ -114,10 +148,22 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   return s;
 }
 
+std::string CoordinatorServer::MetricsText() const {
+  ClusterNow now;
+  now.jobs = jobs_->List({}, 0);
+  now.nodes = nodes_->List();
+  now.summary = SummarizeCluster(now.jobs, now.nodes, scheduler_->DeviceUses());
+  now.now_ms = clock_->WallMillis();
+  return RenderCoordinatorMetrics(*events_, now);
+}
+
 void CoordinatorServer::ControlLoop() {
   SetCurrentThreadName("dp-coord-ctl");
   while (!stopping_.load()) {
+    const auto round_start = std::chrono::steady_clock::now();
     scheduler_->Tick();
+    events_->OnSchedulerRound(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
     scheduler_->WaitForWork(options_.tick_interval);
   }
 }
@@ -126,6 +172,7 @@ void CoordinatorServer::Shutdown() {
   if (stopping_.exchange(true)) return;
   DP_LOG_INFO("coordinator shutting down");
   // Start may have failed half-way: only what was built is stopped.
+  if (metrics_) metrics_->Stop();
   if (jobs_) jobs_->Shutdown();
   if (scheduler_) scheduler_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

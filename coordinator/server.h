@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/http_endpoint.h"
 #include "common/status.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
@@ -49,6 +51,9 @@ struct CoordinatorOptions {
   // Directories specs' checkpoint and data paths must lie under (scheduler.path_roots, resolved
   // at start); empty: anywhere.
   std::vector<std::string> path_roots;
+  // Prometheus metrics over HTTP at /metrics ("HOST:PORT"; "" serves none). Loopback only,
+  // unless insecure: the endpoint has no TLS.
+  std::string metrics_listen;
 };
 
 // Whether listen may be served with these options: TLS, a loopback host, or insecure.
@@ -67,6 +72,8 @@ class CoordinatorServer {
 
   // "HOST:PORT" actually bound; a wildcard host is reported as 127.0.0.1.
   const std::string& address() const { return address_; }
+  // "HOST:PORT" of /metrics; "" when not served.
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : ""; }
   // Stops streams, the control loop and the server; idempotent.
   void Shutdown();
 
@@ -77,6 +84,7 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   void ControlLoop();
+  std::string MetricsText() const;
 
   CoordinatorOptions options_;
   std::unique_ptr<JobStore> store_;
@@ -90,6 +98,9 @@ class CoordinatorServer {
   std::unique_ptr<CoordinatorServiceImpl> client_service_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<grpc::Server> server_;
+  const Clock* clock_ = nullptr;
+  std::unique_ptr<CoordinatorMetrics> events_;
+  std::unique_ptr<HttpEndpoint> metrics_;
   std::thread control_thread_;
   std::atomic<bool> stopping_{false};
   std::string address_;

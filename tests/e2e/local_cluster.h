@@ -95,6 +95,7 @@ class TestProcess {
     }) && !found->empty();
   }
   void Signal(int sig) { child_->SignalGroup(sig); }
+  pid_t pid() const { return child_->pid(); }
   std::optional<ProcessExit> Wait(std::chrono::milliseconds timeout) {
     return child_->Wait(timeout);
   }
@@ -141,6 +142,7 @@ struct ClusterOptions {
   Host coordinator_host;
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
   int executor_timeout_s = 0;        // the coordinator's --executor-timeout-s; 0: its default
+  bool metrics = false;              // serve /metrics on a loopback port (metrics_address())
   // Worker i runs on worker_hosts[i]; loopback where there is none. A worker on a host of its
   // own finds its address itself (toward the coordinator), as a deployed one does.
   std::vector<Host> worker_hosts;
@@ -217,6 +219,8 @@ class LocalCluster {
   }
 
   const std::string& address() const { return address_; }
+  // The coordinator's /metrics "HOST:PORT" with ClusterOptions::metrics; "" otherwise.
+  const std::string& metrics_address() const { return metrics_address_; }
   const std::string& dir() const { return dir_; }
   v1::CoordinatorService::Stub& stub() { return *stub_; }
   // Secure clusters: the certificates' directory (security/cert_files.h layout), the users file
@@ -248,6 +252,7 @@ class LocalCluster {
       args.insert(args.end(),
                   {"--executor-timeout-s", std::to_string(options_.executor_timeout_s)});
     }
+    if (options_.metrics) args.insert(args.end(), {"--metrics-listen", "127.0.0.1:0"});
     if (options_.secure) {
       const security::TlsFiles tls = security::CoordinatorTlsFiles(security_dir());
       args.insert(args.end(), {"--tls-ca", tls.ca, "--tls-cert", tls.cert, "--tls-key", tls.key,
@@ -265,6 +270,7 @@ class LocalCluster {
     REQUIRE(listening);
     auto doc = nlohmann::json::parse(line);
     address_ = doc.at("address").get<std::string>();
+    metrics_address_ = doc.value("metrics", std::string());
     stub_ = ConnectAs(admin_);
   }
 
@@ -452,6 +458,7 @@ class LocalCluster {
   ClusterOptions options_;
   std::string dir_;
   std::string address_;
+  std::string metrics_address_;
   std::unique_ptr<TestProcess> coordinator_;
   std::vector<std::unique_ptr<TestProcess>> workers_;
   std::unique_ptr<v1::CoordinatorService::Stub> stub_;

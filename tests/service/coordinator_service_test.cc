@@ -13,6 +13,7 @@
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
 #include "protocol/version.h"
+#include "tests/raw_http.h"
 #include "tests/service/failing_job_store.h"
 #include "tests/service/service_test_util.h"
 
@@ -24,9 +25,10 @@ using std::chrono::seconds;
 struct Cluster {
   explicit Cluster(
       std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>(),
-      int max_client_streams = 256) {
+      int max_client_streams = 256, const std::string& metrics_listen = "") {
     CoordinatorOptions options;
     options.max_client_streams = max_client_streams;
+    options.metrics_listen = metrics_listen;
     options.listen = "127.0.0.1:0";
     options.store = "memory";
     options.control_loop = false;  // the test ticks the scheduler itself
@@ -449,6 +451,83 @@ TEST_CASE("with the real planner, small_cnn is planned over 2 CPU devices", "[se
   grpc::Status status = c.Submit(R"({"model":"resnet51","global_batch":8,"iterations":1})", &bad);
   CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(status.error_message().rfind("model: ", 0) == 0);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
+
+namespace deepool::coordinator {
+namespace {
+
+// promtool's complaints about a /metrics body ("" when it accepts it); nullopt without promtool.
+std::optional<std::string> PromtoolProblems(const std::string& text) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
+  char path[] = "/tmp/dp-metrics-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  close(fd);
+  FILE* pipe = popen(("promtool check metrics < " + std::string(path) + " 2>&1").c_str(), "r");
+  std::string out;
+  char buffer[512];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  unlink(path);
+  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
+}
+
+TEST_CASE("/metrics: jobs, queue wait, nodes and calls, in a form promtool accepts", "[service]") {
+  Cluster c(std::make_unique<testing::FakePlanningBackend>(), 256, "127.0.0.1:0");
+  const std::string metrics = c.server->metrics_address();
+  REQUIRE_FALSE(metrics.empty());
+  c.Register("w1", 1);
+  v1::SubmitJobResponse fits, too_big;
+  REQUIRE(c.Submit(kTinyJob, &fits).ok());
+  REQUIRE(c.Submit(R"({"name":"big","model":"tiny","global_batch":8,"gpus":4,"iterations":2,)"
+                   R"("profile":"analytical"})",
+                   &too_big)
+              .ok());
+  c.clock.Advance(seconds(3));
+  c.server->scheduler()->Tick();
+  const std::string response = deepool::testing::HttpGet(metrics, "/metrics");
+  REQUIRE(response.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK_THAT(response, Catch::Contains("Content-Type: text/plain; version=0.0.4"));
+  const std::string body = deepool::testing::HttpBody(response);
+  INFO(body);
+  // The job that fit left PENDING after 3 s in the queue; the other waits.
+  CHECK_THAT(body, Catch::Contains("deepool_job_state_duration_seconds_sum{state=\"PENDING\","
+                                   "role=\"fg\"} 3\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_job_transitions_total{from=\"PENDING\",to=\"PLANNING\","
+                                   "role=\"fg\"} 1\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_jobs{state=\"PENDING\",role=\"fg\"} 1\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_pending_jobs{reason=\"not_enough_devices\"} 1\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_pending_job_oldest_wait_seconds{role=\"fg\"} 3\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_nodes{state=\"UP\"} 1\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_node_heartbeat_age_seconds{node=\"w1\"} 3\n"));
+  CHECK_THAT(body,
+             Catch::Contains("deepool_rpc_calls_total{service=\"deepool.v1.CoordinatorService\","
+                             "method=\"SubmitJob\",code=\"OK\"} 2\n"));
+  CHECK_THAT(body, Catch::Contains("deepool_rpc_calls_total{service=\"deepool.v1.NodeService\","
+                                   "method=\"RegisterNode\",code=\"OK\"} 1\n"));
+  if (auto problems = PromtoolProblems(body)) {
+    CHECK(*problems == "");
+  } else {
+    WARN("promtool not installed: the text is not checked by it");
+  }
+}
+
+TEST_CASE("/metrics is served on loopback only, unless insecure", "[service]") {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "0.0.0.0:0";
+  Status refused = CheckListenSafety(options);
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("has no TLS"));
+  options.insecure = true;
+  CHECK(CheckListenSafety(options).ok());
+  options.metrics_listen = "nonsense";
+  CHECK(CheckListenSafety(options).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,243 @@
+#include "coordinator/coordinator_metrics.h"
+
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/support/status.h>
+
+#include <chrono>
+#include <set>
+
+namespace deepool::coordinator {
+namespace {
+
+constexpr JobState kAllStates[] = {JobState::kPending,  JobState::kProfiling, JobState::kPlanning,
+                                   JobState::kRunning,  JobState::kSucceeded, JobState::kFailed,
+                                   JobState::kCancelled};
+
+// "/deepool.v1.CoordinatorService/GetJob" for every method of the two services; other names
+// (a client may send any) are "other", so the label set stays bounded.
+const std::set<std::string>& ServedMethods() {
+  static const std::set<std::string> methods = [] {
+    std::set<std::string> names;
+    const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+    for (const char* service : {"deepool.v1.CoordinatorService", "deepool.v1.NodeService"}) {
+      const google::protobuf::ServiceDescriptor* descriptor = pool->FindServiceByName(service);
+      if (descriptor == nullptr) continue;
+      for (int i = 0; i < descriptor->method_count(); ++i) {
+        names.insert("/" + descriptor->full_name() + "/" + descriptor->method(i)->name());
+      }
+    }
+    return names;
+  }();
+  return methods;
+}
+
+const char* GrpcCodeName(int code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
+// When the job entered its current state: the last history entry (its submission otherwise).
+int64_t EnteredMs(const JobRecord& job) {
+  return job.history.empty() ? job.submitted_ms : job.history.back().time_ms;
+}
+
+std::string NodeLabel(const NodeRecord& node) { return node.name.empty() ? node.id : node.name; }
+
+void WriteJobs(const ClusterNow& now, MetricsText* out) {
+  std::map<std::pair<JobState, JobRole>, int> by_state;
+  std::map<ReasonCode, int> pending_by_reason;
+  for (const JobRecord& job : now.jobs) {
+    ++by_state[{job.state, job.spec.role}];
+    if (job.state == JobState::kPending) ++pending_by_reason[job.reason_code];
+  }
+  out->Family("deepool_jobs", "gauge", "Jobs the coordinator holds, by state and role.");
+  for (JobState state : kAllStates) {
+    for (JobRole role : {JobRole::kFg, JobRole::kBg}) {
+      out->Sample("deepool_jobs", {{"state", StateName(state)}, {"role", RoleName(role)}},
+                  by_state[{state, role}]);
+    }
+  }
+  out->Family("deepool_pending_jobs", "gauge",
+              "PENDING jobs by the reason of the scheduler's last decision.");
+  for (const auto& [reason, count] : pending_by_reason) {
+    out->Sample("deepool_pending_jobs", {{"reason", ReasonCodeName(reason)}}, count);
+  }
+  out->Family("deepool_pending_job_oldest_wait_seconds", "gauge",
+              "How long the longest-waiting PENDING job has waited in this stay, by role.");
+  for (JobRole role : {JobRole::kFg, JobRole::kBg}) {
+    double oldest = 0;
+    for (const JobRecord& job : now.jobs) {
+      if (job.state != JobState::kPending || job.spec.role != role) continue;
+      oldest = std::max(oldest, static_cast<double>(now.now_ms - EnteredMs(job)) / 1000.0);
+    }
+    out->Sample("deepool_pending_job_oldest_wait_seconds", {{"role", RoleName(role)}}, oldest);
+  }
+}
+
+void WriteRunningJobs(const ClusterNow& now, MetricsText* out) {
+  std::vector<const JobRecord*> running;
+  for (const JobRecord& job : now.jobs) {
+    if (job.state == JobState::kRunning) running.push_back(&job);
+  }
+  out->Family("deepool_job_samples_per_second", "gauge",
+              "Training throughput of each RUNNING job, from its last reported iteration.");
+  for (const JobRecord* job : running) {
+    out->Sample("deepool_job_samples_per_second",
+                {{"job", job->id}, {"role", RoleName(job->spec.role)}},
+                job->progress.samples_per_s);
+  }
+  out->Family("deepool_job_iteration_seconds", "gauge",
+              "Iteration time of each RUNNING FG job (rank 0's last iteration).");
+  for (const JobRecord* job : running) {
+    if (job->spec.role != JobRole::kFg) continue;
+    out->Sample("deepool_job_iteration_seconds", {{"job", job->id}},
+                job->progress.iteration_ms / 1000.0);
+  }
+  out->Family("deepool_job_iterations_completed", "gauge",
+              "Iterations each RUNNING job has completed.");
+  for (const JobRecord* job : running) {
+    out->Sample("deepool_job_iterations_completed", {{"job", job->id}},
+                static_cast<double>(job->progress.iteration));
+  }
+  out->Family("deepool_rank_last_iteration_seconds", "gauge",
+              "Each rank of a RUNNING FG job: its last iteration's time computing the FG job "
+              "(fg_busy), a BG job beside it (bg_busy), and idle.");
+  for (const JobRecord* job : running) {
+    if (job->spec.role != JobRole::kFg) continue;
+    for (const DeviceProgress& d : job->progress.devices) {
+      const std::pair<const char*, double> kinds[] = {
+          {"fg_busy", d.fg_busy_ms}, {"bg_busy", d.bg_busy_ms}, {"idle", d.idle_ms}};
+      for (const auto& [kind, ms] : kinds) {
+        out->Sample("deepool_rank_last_iteration_seconds",
+                    {{"job", job->id},
+                     {"rank", std::to_string(d.rank)},
+                     {"node", d.node_name.empty() ? d.node_id : d.node_name},
+                     {"device", d.device},
+                     {"kind", kind}},
+                    ms / 1000.0);
+      }
+    }
+  }
+}
+
+void WriteNodes(const ClusterNow& now, MetricsText* out) {
+  std::map<NodeState, int> by_state;
+  for (const NodeRecord& node : now.nodes) ++by_state[node.state];
+  out->Family("deepool_nodes", "gauge", "Worker nodes by state.");
+  for (NodeState state : {NodeState::kUp, NodeState::kDraining, NodeState::kDown}) {
+    out->Sample("deepool_nodes", {{"state", NodeStateName(state)}}, by_state[state]);
+  }
+  out->Family("deepool_node_heartbeat_age_seconds", "gauge",
+              "Time since each node's last heartbeat or registration.");
+  for (const NodeRecord& node : now.nodes) {
+    out->Sample("deepool_node_heartbeat_age_seconds", {{"node", NodeLabel(node)}},
+                static_cast<double>(now.now_ms - node.last_heartbeat_ms) / 1000.0);
+  }
+  out->Family("deepool_devices", "gauge",
+              "Devices on nodes that are not DOWN, by use (shared: a FG and a BG job).");
+  const ClusterSummary& s = now.summary;
+  const std::pair<const char*, int> uses[] = {{"fg_only", s.devices_fg - s.devices_shared},
+                                              {"bg_only", s.devices_bg - s.devices_shared},
+                                              {"shared", s.devices_shared},
+                                              {"idle", s.devices_idle}};
+  for (const auto& [use, count] : uses) out->Sample("deepool_devices", {{"use", use}}, count);
+  out->Family("deepool_cluster_samples_per_second", "gauge",
+              "Summed throughput of the RUNNING jobs, by role.");
+  out->Sample("deepool_cluster_samples_per_second", {{"role", "fg"}}, s.fg_samples_per_s);
+  out->Sample("deepool_cluster_samples_per_second", {{"role", "bg"}}, s.bg_samples_per_s);
+}
+
+// Times one call: created when the call arrives, records at its status.
+class RpcTimer : public grpc::experimental::Interceptor {
+ public:
+  RpcTimer(CoordinatorMetrics* metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)), start_(std::chrono::steady_clock::now()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      metrics_->OnRpc(method_, static_cast<int>(methods->GetSendStatus().error_code()), seconds);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  CoordinatorMetrics* metrics_;
+  std::string method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void CoordinatorMetrics::OnTransition(const JobRecord& before, const JobRecord& after) {
+  const char* role = RoleName(after.spec.role);
+  transitions_.Add(
+      {{"from", StateName(before.state)}, {"to", StateName(after.state)}, {"role", role}});
+  const double seconds = static_cast<double>(after.updated_ms - EnteredMs(before)) / 1000.0;
+  state_seconds_.Observe({{"state", StateName(before.state)}, {"role", role}},
+                         std::max(0.0, seconds));
+}
+
+void CoordinatorMetrics::OnSchedulerRound(double seconds) { round_seconds_.Observe({}, seconds); }
+
+void CoordinatorMetrics::OnRpc(const std::string& method, int grpc_code, double seconds) {
+  // "/deepool.v1.CoordinatorService/GetJob": service "deepool.v1.CoordinatorService", method
+  // "GetJob".
+  std::string service = "other";
+  std::string name = "other";
+  if (ServedMethods().count(method) > 0) {
+    const size_t slash = method.rfind('/');
+    service = method.substr(1, slash - 1);
+    name = method.substr(slash + 1);
+  }
+  rpc_seconds_.Observe({{"service", service}, {"method", name}}, seconds);
+  rpc_calls_.Add({{"service", service}, {"method", name}, {"code", GrpcCodeName(grpc_code)}});
+}
+
+void CoordinatorMetrics::WriteEvents(MetricsText* out) const {
+  transitions_.Write(out, "deepool_job_transitions_total",
+                     "Job state transitions since the coordinator started.");
+  state_seconds_.Write(out, "deepool_job_state_duration_seconds",
+                       "Time a job spent in a state before leaving it: PENDING is the queue "
+                       "wait, PLANNING the planning latency.");
+  round_seconds_.Write(out, "deepool_scheduler_round_duration_seconds",
+                       "Duration of a scheduler round (admission, planning, dispatch).");
+  rpc_seconds_.Write(out, "deepool_rpc_duration_seconds",
+                     "gRPC calls served, by method: from arrival to status (a stream's whole "
+                     "life).");
+  rpc_calls_.Write(out, "deepool_rpc_calls_total", "gRPC calls served, by method and status code.");
+}
+
+std::string RenderCoordinatorMetrics(const CoordinatorMetrics& events, const ClusterNow& now) {
+  MetricsText out;
+  events.WriteEvents(&out);
+  WriteJobs(now, &out);
+  WriteRunningJobs(now, &out);
+  WriteNodes(now, &out);
+  return out.text();
+}
+
+grpc::experimental::Interceptor* RpcMetricsInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new RpcTimer(metrics_, info->method() ? info->method() : "");
+}
+
+}  // namespace deepool::coordinator

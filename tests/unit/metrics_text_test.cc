@@ -1,0 +1,126 @@
+// Prometheus text format (common/metrics_text.h) and the HTTP endpoint that serves it
+// (common/http_endpoint.h), with real sockets on port 0. promtool, where installed, checks the
+// text as Prometheus will read it.
+#include "common/metrics_text.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "common/http_endpoint.h"
+#include "tests/raw_http.h"
+
+namespace deepool {
+namespace {
+
+// promtool's verdict on text ("" when it accepts it), or nullopt without promtool.
+std::optional<std::string> PromtoolProblems(const std::string& text) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
+  char path[] = "/tmp/dp-metrics-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << text;
+  const std::string command = std::string("promtool check metrics < ") + path + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buffer[512];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  unlink(path);
+  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
+}
+
+}  // namespace
+
+TEST_CASE("families, escaped labels and cumulative histogram buckets", "[metrics]") {
+  MetricsText out;
+  out.Family("deepool_jobs", "gauge", "Jobs by state.\nSecond line \\ with a backslash.");
+  out.Sample("deepool_jobs", {{"state", "PENDING"}, {"name", "a \"quoted\"\nname\\"}}, 3);
+  out.Sample("deepool_jobs", {}, 0.25);
+  Histogram histogram({0.1, 1});
+  histogram.Observe({{"role", "fg"}}, 0.05);
+  histogram.Observe({{"role", "fg"}}, 0.5);
+  histogram.Observe({{"role", "fg"}}, 7);
+  histogram.Write(&out, "deepool_wait_seconds", "Waits.");
+  CounterMap counter;
+  counter.Add({{"code", "OK"}});
+  counter.Add({{"code", "OK"}}, 2);
+  counter.Write(&out, "deepool_calls_total", "Calls.");
+  CHECK(out.text() ==
+        "# HELP deepool_jobs Jobs by state.\\nSecond line \\\\ with a backslash.\n"
+        "# TYPE deepool_jobs gauge\n"
+        "deepool_jobs{state=\"PENDING\",name=\"a \\\"quoted\\\"\\nname\\\\\"} 3\n"
+        "deepool_jobs 0.25\n"
+        "# HELP deepool_wait_seconds Waits.\n"
+        "# TYPE deepool_wait_seconds histogram\n"
+        "deepool_wait_seconds_bucket{role=\"fg\",le=\"0.1\"} 1\n"
+        "deepool_wait_seconds_bucket{role=\"fg\",le=\"1\"} 2\n"
+        "deepool_wait_seconds_bucket{role=\"fg\",le=\"+Inf\"} 3\n"
+        "deepool_wait_seconds_sum{role=\"fg\"} 7.55\n"
+        "deepool_wait_seconds_count{role=\"fg\"} 3\n"
+        "# HELP deepool_calls_total Calls.\n"
+        "# TYPE deepool_calls_total counter\n"
+        "deepool_calls_total{code=\"OK\"} 3\n");
+  if (auto problems = PromtoolProblems(out.text())) {
+    CHECK(*problems == "");
+  } else {
+    WARN("promtool not installed: the format is checked against the expected text only");
+  }
+}
+
+TEST_CASE("requests are answered by path and method; malformed ones are refused", "[metrics]") {
+  const HttpEndpoint::Routes routes = {{"/metrics", [] {
+                                          HttpResponse r;
+                                          r.body = "x 1\n";
+                                          return r;
+                                        }}};
+  CHECK(AnswerHttpRequest("GET /metrics HTTP/1.1\r\nHost: a", routes).body == "x 1\n");
+  CHECK(AnswerHttpRequest("GET /metrics?x=1 HTTP/1.0", routes).status == 200);
+  CHECK(AnswerHttpRequest("GET /other HTTP/1.1", routes).status == 404);
+  CHECK(AnswerHttpRequest("POST /metrics HTTP/1.1", routes).status == 405);
+  for (const char* bad : {"", "GET", "GET /metrics", "GET /metrics HTTP/2.0", "GET  HTTP/1.1x",
+                          "\x01\x02\x03 / HTTP/1.1extra"}) {
+    INFO(bad);
+    CHECK(AnswerHttpRequest(bad, routes).status == 400);
+  }
+  CHECK(FormatHttpResponse(AnswerHttpRequest("HEAD /metrics HTTP/1.1", routes), true) ==
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 4\r\n"
+        "Connection: close\r\n\r\n");
+}
+
+TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics]") {
+  int scrapes = 0;
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/metrics",
+                                        [&scrapes] {
+                                          HttpResponse r;
+                                          r.body = "scrapes " + std::to_string(++scrapes) + "\n";
+                                          return r;
+                                        }}},
+                                      "dp-test-http");
+  REQUIRE(endpoint.ok());
+  const std::string address = (*endpoint)->address();
+  const std::string first = testing::HttpGet(address, "/metrics");
+  CHECK(first.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(testing::HttpBody(first) == "scrapes 1\n");
+  CHECK(testing::HttpGet(address, "/").rfind("HTTP/1.1 404", 0) == 0);
+  // A head larger than 8 KiB (small enough that the server reads all of it before answering, so
+  // no reset can swallow the answer), and bytes that are no request: answered, and the next
+  // scrape still works.
+  CHECK(testing::RawHttp(address, "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a'))
+            .rfind("HTTP/1.1 431", 0) == 0);
+  CHECK(testing::RawHttp(address, std::string("\0\xff\r\n\r\n", 6)).rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(testing::HttpBody(testing::HttpGet(address, "/metrics")) == "scrapes 2\n");
+  (*endpoint)->Stop();
+  (*endpoint)->Stop();  // idempotent
+  CHECK(testing::HttpGet(address, "/metrics").empty());
+  CHECK(HttpEndpoint::Start("127.0.0.1:99999", {}, "dp-test-http").status().code() ==
+        StatusCode::kInvalidArgument);
+}
+
+}  // namespace deepool
