@@ -79,4 +79,8 @@ std::string FormatHostPort(std::string_view host, int port) {
   return FormatHost(host) + ":" + std::to_string(port);
 }
 
+bool IsLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 }  // namespace deepool

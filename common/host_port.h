@@ -26,6 +26,9 @@ StatusOr<HostPort> ParseHostPort(std::string_view text);
 // text has none. INVALID_ARGUMENT as ParseHostPort.
 StatusOr<HostPort> ParseHostOptionalPort(std::string_view text);
 
+// Whether a host names this machine's loopback: "localhost", "::1" or any 127.x.y.z.
+bool IsLoopbackHost(std::string_view host);
+
 // The host as written before ":PORT": bracketed when it is an IPv6 address ("[::1]").
 std::string FormatHost(std::string_view host);
 // "host:port", "[v6]:port".

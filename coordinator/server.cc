@@ -26,14 +26,6 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string());
 }
 
-namespace {
-
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
-}  // namespace
-
 Status CheckListenSafety(const CoordinatorOptions& options) {
   if (!options.metrics_listen.empty()) {
     StatusOr<HostPort> metrics = ParseHostPort(options.metrics_listen);

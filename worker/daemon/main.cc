@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/host_port.h"
+#include "common/http_endpoint.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/path_roots.h"
@@ -85,6 +86,7 @@ struct Flags {
   std::string token_file;
   std::vector<std::string> path_roots;
   deepool::PathRoots resolved_roots;
+  std::string metrics_listen;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -129,6 +131,9 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "symlinks and '..' are resolved; tasks with other paths are refused "
                  "(repeatable or comma-separated; default: anywhere)")
       ->delimiter(',');
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics, on a loopback address "
+                 "(the endpoint has no TLS; off when not given)");
   app.set_version_flag("--version", "deepool-worker 0.1.0");
 }
 
@@ -147,6 +152,16 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
                                          ec.message());
   }
   if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+  if (!flags.metrics_listen.empty()) {
+    deepool::StatusOr<deepool::HostPort> metrics = deepool::ParseHostPort(flags.metrics_listen);
+    if (!metrics.ok()) return metrics.status().WithContext("--metrics-listen");
+    if (!deepool::IsLoopbackHost(metrics->host)) {
+      return deepool::InvalidArgumentError(
+          "--metrics-listen " + flags.metrics_listen +
+          ": the metrics endpoint has no TLS, so it serves only a loopback address (scrape "
+          "with a Prometheus agent on this node)");
+    }
+  }
   deepool::StatusOr<deepool::PathRoots> roots = deepool::PathRoots::Make(flags.path_roots);
   if (!roots.ok()) return roots.status().WithContext("--path-roots");
   flags.resolved_roots = *std::move(roots);
@@ -232,10 +247,29 @@ int main(int argc, char** argv) {
   for (const auto& d : *devices) device_names += (device_names.empty() ? "" : ",") + d.name;
   DP_LOG_INFO("worker {} ({}) with devices {}; coordinator {}; work dir {}", flags.name,
               flags.address, device_names, flags.coordinator, flags.work_dir);
+  std::unique_ptr<deepool::HttpEndpoint> metrics;
+  if (!flags.metrics_listen.empty()) {
+    deepool::HttpEndpoint::Routes routes;
+    routes["/metrics"] = [&daemon] {
+      deepool::HttpResponse response;
+      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.body = daemon.MetricsText();
+      return response;
+    };
+    auto endpoint =
+        deepool::HttpEndpoint::Start(flags.metrics_listen, std::move(routes), "dp-work-metric");
+    if (!endpoint.ok()) {
+      std::cerr << "deepool-worker: --metrics-listen: " << endpoint.status().message() << "\n";
+      return 2;
+    }
+    metrics = *std::move(endpoint);
+    DP_LOG_INFO("metrics at http://{}/metrics", metrics->address());
+  }
   daemon.Start();
   int received = 0;
   sigwait(&signals, &received);
   DP_LOG_INFO("signal {}: stopping executors and shutting down", received);
+  if (metrics) metrics->Stop();
   daemon.Stop();
   return 0;
 }

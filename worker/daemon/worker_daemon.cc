@@ -416,8 +416,12 @@ void WorkerDaemon::StartTrainTask(const v1::TaskAssignment& assignment) {
   DP_LOG_INFO("task {} (job {}): {} rank(s) of {}{}, store {}", task.task_id, task.job_id,
               task.ranks.size(), task.world_size, task.background ? " (background)" : "",
               t.store_address());
+  metrics_.OnTrainStarted(task);  // before: its first iteration may come at once
   Status status = supervisor_->StartTrain(task);
   if (!status.ok()) {
+    TaskResult refused;
+    refused.task_id = task.task_id;
+    metrics_.OnTaskFinished(refused);
     QueueStartFailure(assignment, status.ToString());
     return;
   }
@@ -454,6 +458,10 @@ void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment, const
   cv_.notify_all();
 }
 
+std::string WorkerDaemon::MetricsText() const {
+  return metrics_.Render(static_cast<int>(supervisor_->RunningTasks().size()), !node_id().empty());
+}
+
 // ---- reports ----
 
 void WorkerDaemon::OnStoreReady(const std::string& task_id, const std::string& host, int port) {
@@ -465,6 +473,7 @@ void WorkerDaemon::OnStoreReady(const std::string& task_id, const std::string& h
 }
 
 void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport& report) {
+  metrics_.OnIteration(task_id, report);
   v1::IterationEvent event;
   event.set_rank(report.rank);
   event.set_iteration(report.iteration);
@@ -498,6 +507,7 @@ void WorkerDaemon::OnLogLine(const std::string& task_id, int rank, const std::st
 }
 
 void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
+  metrics_.OnTaskFinished(result);
   PendingExit exit;
   auto& r = exit.request;
   r.set_task_id(result.task_id);

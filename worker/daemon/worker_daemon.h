@@ -33,6 +33,7 @@
 #include "deepool/v1/node.grpc.pb.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/executor_supervisor.h"
+#include "worker/daemon/worker_metrics.h"
 
 namespace deepool::worker::daemon {
 
@@ -70,6 +71,8 @@ class WorkerDaemon final : public TaskListener {
   std::string node_id() const;
   int registrations() const { return registrations_.load(); }
   ExecutorSupervisor& supervisor() { return *supervisor_; }
+  // The /metrics document (worker_metrics.h).
+  std::string MetricsText() const;
 
   // TaskListener (called by the supervisor on child reader threads).
   void OnStoreReady(const std::string& task_id, const std::string& host, int port) override;
@@ -122,6 +125,8 @@ class WorkerDaemon final : public TaskListener {
 
   const WorkerOptions options_;
   std::unique_ptr<v1::NodeService::StubInterface> stub_;
+  // Before the supervisor: its reader threads report into it until the supervisor is gone.
+  WorkerMetrics metrics_;
   std::unique_ptr<ExecutorSupervisor> supervisor_;
 
   mutable std::mutex mu_;
