@@ -16,6 +16,9 @@ namespace deepool {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
+// The Content-Type of a /metrics answer in this format.
+inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
 class MetricsText {
  public:
   // Starts a family. type: "counter", "gauge" or "histogram". Names follow Prometheus'

@@ -6,13 +6,17 @@
 
 namespace deepool::coordinator {
 
-v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job) const {
+v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
+                                           const std::map<std::string, int>* positions) const {
   v1::Job proto = JobToProto(job);
-  if (job.state == JobState::kPending) {
-    std::map<std::string, int> positions = QueuePositions(jobs_->Active());
-    if (auto it = positions.find(job.id); it != positions.end()) {
-      proto.set_queue_position(it->second);
-    }
+  if (job.state != JobState::kPending) return proto;
+  std::map<std::string, int> now;
+  if (positions == nullptr) {
+    now = QueuePositions(jobs_->Active());
+    positions = &now;
+  }
+  if (auto it = positions->find(job.id); it != positions->end()) {
+    proto.set_queue_position(it->second);
   }
   return proto;
 }
@@ -95,11 +99,7 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   if (caller->role != security::Role::kAdmin) owner = caller->name;
   const std::map<std::string, int> positions = QueuePositions(jobs_->Active());
   for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
-    v1::Job* proto = resp->add_jobs();
-    *proto = JobToProto(job);
-    if (auto it = positions.find(job.id); it != positions.end()) {
-      proto->set_queue_position(it->second);
-    }
+    *resp->add_jobs() = ClientView(job, &positions);
   }
   *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
       jobs_->List({JobState::kRunning}, 0), nodes_->List(), scheduler_->DeviceUses()));

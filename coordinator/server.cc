@@ -123,7 +123,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     HttpEndpoint::Routes routes;
     routes["/metrics"] = [p = s.get()] {
       HttpResponse response;
-      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.content_type = kMetricsContentType;
       response.body = p->MetricsText();
       return response;
     };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 
 #include "coordinator/job_manager.h"
 #include "coordinator/node_registry.h"
@@ -53,8 +54,10 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   v1::Node NodeView(const NodeRecord& node) const;
   // The caller, who must be a user or an admin; refusals are logged with the peer.
   StatusOr<security::Identity> Caller(grpc::ServerContext* ctx, const char* method) const;
-  // The job as clients see it: the record, and while PENDING its place in the queue.
-  v1::Job ClientView(const JobRecord& job) const;
+  // The job as clients see it: the record, and while PENDING its place in the queue (from
+  // `positions`, QueuePositions of the active jobs; computed here when null).
+  v1::Job ClientView(const JobRecord& job,
+                     const std::map<std::string, int>* positions = nullptr) const;
   // The job, when the caller may see and act on it (its owner, or an admin).
   StatusOr<JobRecord> AccessibleJob(grpc::ServerContext* ctx, const char* method,
                                     const std::string& job_id) const;

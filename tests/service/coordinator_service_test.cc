@@ -13,6 +13,7 @@
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
 #include "protocol/version.h"
+#include "tests/promtool.h"
 #include "tests/raw_http.h"
 #include "tests/service/failing_job_store.h"
 #include "tests/service/service_test_util.h"
@@ -453,30 +454,6 @@ TEST_CASE("with the real planner, small_cnn is planned over 2 CPU devices", "[se
   CHECK(status.error_message().rfind("model: ", 0) == 0);
 }
 
-}  // namespace
-}  // namespace deepool::coordinator
-
-namespace deepool::coordinator {
-namespace {
-
-// promtool's complaints about a /metrics body ("" when it accepts it); nullopt without promtool.
-std::optional<std::string> PromtoolProblems(const std::string& text) {
-  if (system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
-  char path[] = "/tmp/dp-metrics-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  close(fd);
-  FILE* pipe = popen(("promtool check metrics < " + std::string(path) + " 2>&1").c_str(), "r");
-  std::string out;
-  char buffer[512];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  const int status = pclose(pipe);
-  unlink(path);
-  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
-}
-
 TEST_CASE("/metrics: jobs, queue wait, nodes and calls, in a form promtool accepts", "[service]") {
   Cluster c(std::make_unique<testing::FakePlanningBackend>(), 256, "127.0.0.1:0");
   const std::string metrics = c.server->metrics_address();
@@ -510,7 +487,7 @@ TEST_CASE("/metrics: jobs, queue wait, nodes and calls, in a form promtool accep
                              "method=\"SubmitJob\",code=\"OK\"} 2\n"));
   CHECK_THAT(body, Catch::Contains("deepool_rpc_calls_total{service=\"deepool.v1.NodeService\","
                                    "method=\"RegisterNode\",code=\"OK\"} 1\n"));
-  if (auto problems = PromtoolProblems(body)) {
+  if (auto problems = deepool::testing::PromtoolProblems(body)) {
     CHECK(*problems == "");
   } else {
     WARN("promtool not installed: the text is not checked by it");

@@ -3,39 +3,14 @@
 // text as Prometheus will read it.
 #include "common/metrics_text.h"
 
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "common/http_endpoint.h"
+#include "tests/promtool.h"
 #include "tests/raw_http.h"
 
 namespace deepool {
-namespace {
-
-// promtool's verdict on text ("" when it accepts it), or nullopt without promtool.
-std::optional<std::string> PromtoolProblems(const std::string& text) {
-  if (system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
-  char path[] = "/tmp/dp-metrics-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  close(fd);
-  std::ofstream(path) << text;
-  const std::string command = std::string("promtool check metrics < ") + path + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buffer[512];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  const int status = pclose(pipe);
-  unlink(path);
-  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
-}
-
-}  // namespace
 
 TEST_CASE("families, escaped labels and cumulative histogram buckets", "[metrics]") {
   MetricsText out;
@@ -66,7 +41,7 @@ TEST_CASE("families, escaped labels and cumulative histogram buckets", "[metrics
         "# HELP deepool_calls_total Calls.\n"
         "# TYPE deepool_calls_total counter\n"
         "deepool_calls_total{code=\"OK\"} 3\n");
-  if (auto problems = PromtoolProblems(out.text())) {
+  if (auto problems = deepool::testing::PromtoolProblems(out.text())) {
     CHECK(*problems == "");
   } else {
     WARN("promtool not installed: the format is checked against the expected text only");

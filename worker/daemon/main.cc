@@ -18,6 +18,7 @@
 #include "common/http_endpoint.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/metrics_text.h"
 #include "common/path_roots.h"
 #include "common/subprocess.h"
 #include "security/transport.h"
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
     deepool::HttpEndpoint::Routes routes;
     routes["/metrics"] = [&daemon] {
       deepool::HttpResponse response;
-      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.content_type = deepool::kMetricsContentType;
       response.body = daemon.MetricsText();
       return response;
     };
