@@ -87,6 +87,9 @@ class CoordinatorServer {
   std::string MetricsText() const;
 
   CoordinatorOptions options_;
+  // First, so it goes last: the job manager's observer and the gRPC server's interceptors (whose
+  // threads end when server_ is destroyed) record into it.
+  std::unique_ptr<CoordinatorMetrics> events_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<PlanningBackend> planner_;
   std::unique_ptr<JobManager> jobs_;
@@ -99,7 +102,7 @@ class CoordinatorServer {
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<grpc::Server> server_;
   const Clock* clock_ = nullptr;
-  std::unique_ptr<CoordinatorMetrics> events_;
+  // Last, so it goes first: it reads the jobs, nodes and scheduler on its own thread.
   std::unique_ptr<HttpEndpoint> metrics_;
   std::thread control_thread_;
   std::atomic<bool> stopping_{false};
