@@ -20,7 +20,7 @@ namespace deepool {
 namespace {
 
 constexpr size_t kMaxHeadBytes = 8192;
-constexpr int kHeadTimeoutMs = 5000;
+constexpr int kHeadTimeoutMs = 5000;  // to send the head, and to take more of the answer
 
 const char* Reason(int status) {
   switch (status) {
@@ -44,17 +44,6 @@ HttpResponse Error(int status, const std::string& message) {
   response.status = status;
   response.body = message + "\n";
   return response;
-}
-
-// Writes all of data, or gives up when the peer stops reading.
-void SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -163,7 +152,7 @@ void HttpEndpoint::ServeConnection(int fd) {
       std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
   while (head.find("\r\n\r\n") == std::string::npos) {
     if (head.size() > kMaxHeadBytes) {
-      SendAll(fd, FormatHttpResponse(Error(431, "request head over 8 KiB"), false));
+      Send(fd, FormatHttpResponse(Error(431, "request head over 8 KiB"), false));
       return;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -177,7 +166,20 @@ void HttpEndpoint::ServeConnection(int fd) {
     head.append(buffer, static_cast<size_t>(n));
   }
   const bool head_only = head.rfind("HEAD ", 0) == 0;
-  SendAll(fd, FormatHttpResponse(AnswerHttpRequest(head, routes_), head_only));
+  Send(fd, FormatHttpResponse(AnswerHttpRequest(head, routes_), head_only));
+}
+
+void HttpEndpoint::Send(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    // Waits for room, for Stop, or gives up on a client that has read nothing for a while.
+    pollfd fds[2] = {{fd, POLLOUT, 0}, {stop_pipe_[0], POLLIN, 0}};
+    if (poll(fds, 2, kHeadTimeoutMs) <= 0 || fds[1].revents != 0) return;
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
 }
 
 void HttpEndpoint::Stop() {

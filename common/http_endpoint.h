@@ -2,7 +2,8 @@
 // few fixed paths, each answered by a handler that returns a text body; one request per
 // connection (Connection: close); connections served one after another on one named thread.
 // Hostile input is answered, never trusted: a request head over 8 KiB is 431, a head not sent
-// within 5 s is dropped, anything but GET or HEAD is 405, an unknown path 404, a line that is not
+// within 5 s is dropped, an answer the client stops reading for 5 s is dropped (Stop does not
+// wait for it), anything but GET or HEAD is 405, an unknown path 404, a line that is not
 // "METHOD PATH HTTP/1.x" 400.
 // Threading: Start and Stop from the owner; handlers run on the endpoint's thread and must be
 // thread-safe against the rest of the process.
@@ -53,6 +54,8 @@ class HttpEndpoint {
   HttpEndpoint() = default;
   void Serve(const std::string& thread_name);
   void ServeConnection(int fd);
+  // Writes all of data unless Stop is called or the client reads nothing for 5 s.
+  void Send(int fd, const std::string& data);
 
   Routes routes_;
   int listen_fd_ = -1;

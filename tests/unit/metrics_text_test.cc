@@ -4,6 +4,7 @@
 #include "common/metrics_text.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <string>
 
 #include "common/http_endpoint.h"
@@ -96,6 +97,38 @@ TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics
   CHECK(testing::HttpGet(address, "/metrics").empty());
   CHECK(HttpEndpoint::Start("127.0.0.1:99999", {}, "dp-test-http").status().code() ==
         StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a client that stops reading holds the endpoint at most a few seconds", "[metrics]") {
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/big",
+                                        [] {
+                                          HttpResponse r;
+                                          r.body = std::string(64 << 20, 'x');  // > socket buffers
+                                          return r;
+                                        }}},
+                                      "dp-test-http");
+  REQUIRE(endpoint.ok());
+  StatusOr<HostPort> where = ParseHostPort((*endpoint)->address());
+  REQUIRE(where.ok());
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(where->port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  const std::string request = "GET /big HTTP/1.1\r\n\r\n";
+  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  // The answer has begun (so the endpoint is sending it), then the client stops reading: the
+  // endpoint gives up on it, so Stop returns.
+  char first[16];
+  REQUIRE(recv(fd, first, sizeof(first), MSG_WAITALL) == static_cast<ssize_t>(sizeof(first)));
+  CHECK(std::string(first, 9) == "HTTP/1.1 ");
+  const auto start = std::chrono::steady_clock::now();
+  (*endpoint)->Stop();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  close(fd);
 }
 
 }  // namespace deepool
