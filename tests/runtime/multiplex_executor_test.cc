@@ -81,8 +81,10 @@ SharedRun Run(const planner::Graph& graph, const planner::Plan& plan, int iterat
   };
   run.ranks = testing::RunRanks(graph, plan, iterations, optimizer, 21, 4, shared_comms);
   REQUIRE(sharing);
-  run.line = sharing->Decorate(R"({"event":"iteration","rank":1})");
+  // Finish (the BG thread stopped) before decorating: once the FG rank is done the BG job runs
+  // on freely, and a line decorated before Finish could miss its last iteration.
   run.bg = sharing->Finish();
+  run.line = sharing->Decorate(R"({"event":"iteration","rank":1})");
   run.events = sharing->gate().events();
   run.counters = sharing->gate().counters();
   return run;
