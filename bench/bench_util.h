@@ -1,6 +1,8 @@
-// Helpers the benchmark programs share: fail fast on an error, and a median.
+// Helpers the benchmark programs share: fail fast on an error, a median, the process's CPU time.
 // Threading: pure functions.
 #pragma once
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -33,6 +35,15 @@ inline void Check(const Status& status) {
 inline double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
+}
+
+// User + system CPU time of the whole process (every thread) so far, in ms. Unlike wall time it
+// does not grow while other processes hold the cores.
+inline double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
 }  // namespace deepool::bench

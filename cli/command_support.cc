@@ -18,6 +18,14 @@ StatusOr<std::string> ReadTextFile(const std::string& path) {
   return text.str();
 }
 
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return InvalidArgumentError("cannot write " + path);
+  return Status::Ok();
+}
+
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
     case StatusCode::kNotFound:

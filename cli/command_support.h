@@ -13,6 +13,8 @@ namespace deepool::cli {
 
 // The whole file, or INVALID_ARGUMENT naming the path.
 StatusOr<std::string> ReadTextFile(const std::string& path);
+// Writes `text` to `path` (replacing it); INVALID_ARGUMENT naming the path when it cannot.
+Status WriteTextFile(const std::string& path, const std::string& text);
 
 // The deepool exit code for an error: NOT_FOUND → kExitNotFound; refused input
 // (INVALID_ARGUMENT, OUT_OF_RANGE, FAILED_PRECONDITION) → kExitInvalidInput; else kExitFailure.

@@ -1,9 +1,9 @@
 // `deepool plan`: the burst-parallel plan of a model for a global batch, a number of devices and
 // an amplification limit, printed as a per-layer table with a summary against data
-// parallelism, or as plan JSON; --svg draws it (docs/planner.md).
+// parallelism, or as plan JSON; --svg draws it, --trace and --trace-svg write the predicted
+// timeline of one iteration (docs/planner.md).
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -12,12 +12,15 @@
 
 #include "cli/command_registry.h"
 #include "cli/command_support.h"
+#include "common/timeline.h"
 #include "planner/cluster.h"
+#include "planner/cost_model.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "planner/plan_explain.h"
 #include "planner/plan_svg.h"
+#include "planner/plan_trace.h"
 #include "planner/profile_table.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
@@ -40,6 +43,8 @@ struct PlanFlags {
   bool json = false;
   bool explain = false;
   std::string svg_path;
+  std::string trace_path;      // Chrome trace JSON of the predicted iteration
+  std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
   bool allow_extrapolation = false;
 };
@@ -62,6 +67,23 @@ StatusOr<planner::Graph> LoadGraph(const PlanFlags& flags) {
     return graph;
   }
   return planner::zoo::BuildModel(flags.model);
+}
+
+// --trace and --trace-svg: the predicted timeline of one iteration of the plan, which the
+// search evaluated with a cost model over the same graph, profile, cluster and batch.
+Status WritePredictedTimeline(const PlanFlags& flags, const planner::Plan& plan,
+                              const planner::Graph& graph, const planner::Profile& profile,
+                              const planner::Cluster& cluster) {
+  if (flags.trace_path.empty() && flags.trace_svg_path.empty()) return Status::Ok();
+  const planner::CostModel model(graph, profile, cluster, plan.global_batch);
+  ASSIGN_OR_RETURN(const Timeline timeline, planner::PredictedTimeline(plan, model));
+  if (!flags.trace_path.empty()) {
+    RETURN_IF_ERROR(WriteTextFile(flags.trace_path, TimelineToChromeTrace(timeline)));
+  }
+  if (!flags.trace_svg_path.empty()) {
+    RETURN_IF_ERROR(WriteTextFile(flags.trace_svg_path, TimelineToSvg(timeline)));
+  }
+  return Status::Ok();
 }
 
 // "4" for even shares, "5/4" (largest/smallest) for uneven ones.
@@ -174,13 +196,11 @@ int RunPlan(const PlanFlags& flags) {
     return ExitCodeFor(plan.status());
   }
   if (!flags.svg_path.empty()) {
-    std::ofstream svg(flags.svg_path, std::ios::binary);
-    svg << planner::PlanToSvg(*plan);
-    if (!svg.good()) {
-      std::cerr << "error: cannot write " << flags.svg_path << '\n';
-      return kExitFailure;
-    }
+    const Status written = WriteTextFile(flags.svg_path, planner::PlanToSvg(*plan));
+    if (!written.ok()) return Fail(written, kExitFailure);
   }
+  const Status traced = WritePredictedTimeline(flags, *plan, *graph, *profile, *cluster);
+  if (!traced.ok()) return Fail(traced, kExitFailure);
   if (flags.json) {
     std::cout << planner::PlanToJson(*plan) << '\n';
     return kExitOk;
@@ -222,6 +242,11 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                  "Per group of layers, why its device count: time saved against GPU-time spent "
                  "and the amplification limit, moving the group alone to the next count");
   plan->add_option("--svg", flags->svg_path, "Also draw the plan into this SVG file");
+  plan->add_option("--trace", flags->trace_path,
+                   "Also write the predicted timeline of one iteration into this file, in the "
+                   "Chrome trace format (open it in ui.perfetto.dev or chrome://tracing)");
+  plan->add_option("--trace-svg", flags->trace_svg_path,
+                   "Also draw the predicted timeline of one iteration into this SVG file");
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
@@ -231,7 +256,9 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
       "  deepool plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
       "--device a100\n"
       "  deepool plan --model vgg16 --global-batch 32 --gpus 8 --profile A100_vgg.prof \\\n"
-      "      --fallback-device a100 --svg vgg16.svg");
+      "      --fallback-device a100 --svg vgg16.svg\n"
+      "  deepool plan --model resnet50 --global-batch 64 --gpus 8 --device a100 \\\n"
+      "      --trace resnet50.trace.json --trace-svg resnet50.trace.svg");
   plan->callback([&result, flags] { result.exit_code = RunPlan(*flags); });
 }
 

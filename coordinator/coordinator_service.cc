@@ -223,4 +223,20 @@ grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorServiceImpl::TraceJob(grpc::ServerContext* ctx,
+                                              const v1::TraceJobRequest* req,
+                                              v1::TraceJobResponse* resp) {
+  StatusOr<JobRecord> job = AccessibleJob(ctx, "TraceJob", req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  StatusOr<TraceWindow> window =
+      ChooseTraceWindow(*job, req->iterations() == 0 ? 3 : req->iterations());
+  if (!window.ok()) return ToGrpcStatus(window.status());
+  StatusOr<int64_t> request = traces_->Open(job->id, *window);
+  if (!request.ok()) return ToGrpcStatus(request.status());
+  const int timeout_s = req->timeout_s() > 0 ? std::min(req->timeout_s(), 600) : 60;
+  CollectedTrace trace = traces_->Collect(*request, std::chrono::seconds(timeout_s));
+  *resp = TraceResponse(*job, trace);
+  return grpc::Status::OK;
+}
+
 }  // namespace deepool::coordinator

@@ -85,6 +85,13 @@ grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,
   StatusOr<bool> cancel = scheduler_->ReportProgress(*req);
   if (!cancel.ok()) return ToGrpcStatus(cancel.status());
   resp->set_cancel(*cancel);
+  std::optional<std::string> job_id =
+      *cancel ? std::nullopt : scheduler_->JobOfTask(req->task_id());
+  if (job_id) {
+    std::optional<v1::TraceRequest> trace =
+        traces_->OnReport(*job_id, req->task_id(), req->traces());
+    if (trace) *resp->mutable_trace() = *trace;
+  }
   return grpc::Status::OK;
 }
 

@@ -103,6 +103,8 @@ class Scheduler {
                                                    const std::vector<v1::RunningTask>& running);
   // Returns true when the task is no longer wanted (the worker should stop it).
   StatusOr<bool> ReportProgress(const v1::ReportProgressRequest& report);
+  // The job a known task belongs to.
+  std::optional<std::string> JobOfTask(const std::string& task_id) const;
   Status ReportTaskExit(const v1::ReportTaskExitRequest& report);
   // Takes the node's queued commands, waiting up to `timeout` for one. NOT_FOUND for a node that
   // is unknown or DOWN; an empty result on timeout or shutdown.

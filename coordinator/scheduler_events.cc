@@ -259,6 +259,12 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
   return false;
 }
 
+std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) const {
+  std::optional<Task> task = dispatcher_.Find(task_id);
+  if (!task) return std::nullopt;
+  return task->job_id;
+}
+
 Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report) {
   DeviceLedger ledger;
   {

@@ -93,12 +93,13 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     s->users_ = *std::move(users);
   }
   s->auth_ = std::make_unique<security::Authenticator>(options.tls.configured(), s->users_.get());
-  s->client_service_ =
-      std::make_unique<CoordinatorServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
-                                               s->client_streams_.get(), s->auth_.get());
-  s->node_service_ =
-      std::make_unique<NodeServiceImpl>(s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(),
-                                        options.heartbeat_interval.count(), s->auth_.get());
+  s->traces_ = std::make_unique<TraceCollector>();
+  s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
+      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get(),
+      s->traces_.get(), s->auth_.get());
+  s->node_service_ = std::make_unique<NodeServiceImpl>(
+      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->traces_.get(),
+      options.heartbeat_interval.count(), s->auth_.get());
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -167,6 +168,7 @@ void CoordinatorServer::Shutdown() {
   if (metrics_) metrics_->Stop();
   if (jobs_) jobs_->Shutdown();
   if (scheduler_) scheduler_->Shutdown();
+  if (traces_) traces_->Shutdown();  // TraceJob calls stop waiting
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (control_thread_.joinable()) control_thread_.join();
 }

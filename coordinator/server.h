@@ -96,6 +96,7 @@ class CoordinatorServer {
   std::unique_ptr<NodeRegistry> nodes_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<StreamSlots> client_streams_;
+  std::unique_ptr<TraceCollector> traces_;
   std::unique_ptr<security::UsersFile> users_;
   std::unique_ptr<security::Authenticator> auth_;
   std::unique_ptr<CoordinatorServiceImpl> client_service_;

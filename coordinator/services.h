@@ -13,6 +13,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/stream_slots.h"
+#include "coordinator/trace_collector.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
 #include "security/authenticator.h"
@@ -22,11 +23,13 @@ namespace deepool::coordinator {
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
   CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
-                         StreamSlots* client_streams, const security::Authenticator* auth)
+                         StreamSlots* client_streams, TraceCollector* traces,
+                         const security::Authenticator* auth)
       : jobs_(jobs),
         nodes_(nodes),
         scheduler_(scheduler),
         client_streams_(client_streams),
+        traces_(traces),
         auth_(auth) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
@@ -49,6 +52,8 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
                            v1::Node* resp) override;
   grpc::Status GetJobPlan(grpc::ServerContext* ctx, const v1::GetJobPlanRequest* req,
                           v1::GetJobPlanResponse* resp) override;
+  grpc::Status TraceJob(grpc::ServerContext* ctx, const v1::TraceJobRequest* req,
+                        v1::TraceJobResponse* resp) override;
 
  private:
   v1::Node NodeView(const NodeRecord& node) const;
@@ -66,16 +71,19 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
   StreamSlots* client_streams_;
+  TraceCollector* traces_;
   const security::Authenticator* auth_;
 };
 
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
   NodeServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
-                  int64_t heartbeat_interval_ms, const security::Authenticator* auth)
+                  TraceCollector* traces, int64_t heartbeat_interval_ms,
+                  const security::Authenticator* auth)
       : jobs_(jobs),
         nodes_(nodes),
         scheduler_(scheduler),
+        traces_(traces),
         heartbeat_interval_ms_(heartbeat_interval_ms),
         auth_(auth) {}
 
@@ -98,6 +106,7 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   JobManager* jobs_;
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
+  TraceCollector* traces_;
   int64_t heartbeat_interval_ms_;
   const security::Authenticator* auth_;
 };

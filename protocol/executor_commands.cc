@@ -35,12 +35,32 @@ StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line) {
     command.job_id = doc["job_id"].get<std::string>();
     return command;
   }
+  if (name == "trace") {
+    command.kind = ExecutorCommand::Kind::kTrace;
+    TraceCommand& trace = command.trace;
+    ASSIGN_OR_RETURN(trace.request_id, ReadRequiredField<int64_t>(doc, "request_id", ""));
+    ASSIGN_OR_RETURN(trace.first_iteration, ReadRequiredField<int64_t>(doc, "first_iteration", ""));
+    ASSIGN_OR_RETURN(trace.iterations, ReadRequiredField<int>(doc, "iterations", ""));
+    if (trace.first_iteration < 0) return InvalidArgumentError("first_iteration: must be >= 0");
+    if (trace.iterations < 1 || trace.iterations > TraceCommand::kMaxTraceIterations) {
+      return InvalidArgumentError("iterations: must be 1.." +
+                                  std::to_string(TraceCommand::kMaxTraceIterations));
+    }
+    return command;
+  }
   return InvalidArgumentError("command: unknown command \"" + name + "\"");
 }
 
 std::string ExecutorCommandToJson(const ExecutorCommand& command) {
   if (command.kind == ExecutorCommand::Kind::kAttachBackground) {
     return AttachBackgroundCommandJson(BackgroundToJson(command.background));
+  }
+  if (command.kind == ExecutorCommand::Kind::kTrace) {
+    return json{{"command", "trace"},
+                {"request_id", command.trace.request_id},
+                {"first_iteration", command.trace.first_iteration},
+                {"iterations", command.trace.iterations}}
+        .dump();
   }
   return json{{"command", "detach_background"}, {"job_id", command.job_id}}.dump();
 }

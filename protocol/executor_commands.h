@@ -2,6 +2,9 @@
 // (the worker daemon writes them; docs/formats.md, "Executor commands"):
 //   {"command":"attach_background","background":{...the run spec's background object...}}
 //   {"command":"detach_background","job_id":"bg-7"}
+//   {"command":"trace","request_id":R,"first_iteration":F,"iterations":N}
+//     (record a timeline of iterations F..F+N-1, or of the next N when F has passed; the rank
+//     answers with "trace" events, executor_events.h)
 // Threading: plain values and pure functions.
 #pragma once
 
@@ -14,17 +17,26 @@
 
 namespace deepool::protocol {
 
+struct TraceCommand {
+  int64_t request_id = 0;
+  int64_t first_iteration = 0;  // >= 0
+  int iterations = 1;           // 1..kMaxTraceIterations
+  static constexpr int kMaxTraceIterations = 100;
+};
+
 struct ExecutorCommand {
-  enum class Kind { kAttachBackground, kDetachBackground };
+  enum class Kind { kAttachBackground, kDetachBackground, kTrace };
   Kind kind = Kind::kAttachBackground;
   BackgroundSpec background;  // attach
-  std::string job_id;         // both (attach: background.job_id)
+  std::string job_id;         // attach and detach (attach: background.job_id)
+  TraceCommand trace;         // trace
 };
 
 // INVALID_ARGUMENT naming the field for malformed JSON, an unknown command, or a bad background
 // object (the field named as "background.batch_size", ...).
 StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line);
-// One line without its newline. attach writes `background`, detach writes `job_id`.
+// One line without its newline. attach writes `background`, detach writes `job_id`, trace
+// `trace`'s fields.
 std::string ExecutorCommandToJson(const ExecutorCommand& command);
 
 // The attach_background line around a background object that is already JSON: the worker daemon

@@ -78,6 +78,19 @@ json ToJson(const BackgroundDoneEvent& e) {
   return doc;
 }
 
+json ToJson(const TraceEvent& e) {
+  json spans = json::array();
+  for (const TimelineSpan& span : e.spans) {
+    spans.push_back(
+        json::array({SpanKindName(span.kind), span.name.substr(0, TraceEvent::kMaxSpanNameBytes),
+                     span.iteration, span.start_us, span.duration_us}));
+  }
+  return {{"event", "trace"},           {"rank", e.rank},
+          {"request_id", e.request_id}, {"first_iteration", e.first_iteration},
+          {"iterations", e.iterations}, {"last", e.last},
+          {"spans", std::move(spans)}};
+}
+
 StatusOr<ExecutorEvent> ParseStoreReady(const json& doc) {
   StoreReadyEvent e;
   ASSIGN_OR_RETURN(e.host, ReadRequiredField<std::string>(doc, "host", ""));
@@ -157,7 +170,44 @@ StatusOr<ExecutorEvent> ParseBackgroundDone(const json& doc) {
   return ExecutorEvent(std::move(e));
 }
 
+StatusOr<TimelineSpan> ParseSpan(const json& item) {
+  if (!item.is_array() || item.size() != 5 || !item[0].is_string() || !item[1].is_string() ||
+      !item[2].is_number_integer() || !item[3].is_number() || !item[4].is_number()) {
+    return InvalidArgumentError("spans: an entry is not [kind, name, iteration, start, duration]");
+  }
+  TimelineSpan span;
+  ASSIGN_OR_RETURN(span.kind, ParseSpanKind(item[0].get<std::string>()));
+  span.name = item[1].get<std::string>();
+  span.iteration = item[2].get<int64_t>();
+  span.start_us = item[3].get<double>();
+  span.duration_us = item[4].get<double>();
+  if (!std::isfinite(span.start_us) || !(span.duration_us >= 0)) {
+    return InvalidArgumentError("spans: a start or duration is out of range");
+  }
+  return span;
+}
+
+StatusOr<ExecutorEvent> ParseTrace(const json& doc) {
+  TraceEvent e;
+  ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
+  ASSIGN_OR_RETURN(e.request_id, ReadRequiredField<int64_t>(doc, "request_id", ""));
+  ASSIGN_OR_RETURN(e.first_iteration, ReadRequiredField<int64_t>(doc, "first_iteration", ""));
+  ASSIGN_OR_RETURN(e.iterations, ReadRequiredField<int>(doc, "iterations", ""));
+  ASSIGN_OR_RETURN(e.last, ReadRequiredField<bool>(doc, "last", ""));
+  ASSIGN_OR_RETURN(const json* spans, ReadRequiredArray(doc, "spans", ""));
+  if (spans->size() > TraceEvent::kMaxTraceSpansPerEvent) {
+    return InvalidArgumentError("spans: more than " +
+                                std::to_string(TraceEvent::kMaxTraceSpansPerEvent));
+  }
+  for (const json& item : *spans) {
+    ASSIGN_OR_RETURN(TimelineSpan span, ParseSpan(item));
+    e.spans.push_back(std::move(span));
+  }
+  return ExecutorEvent(std::move(e));
+}
+
 StatusOr<ExecutorEvent> ParseKind(const std::string& kind, const json& doc) {
+  if (kind == "trace") return ParseTrace(doc);
   if (kind == "store_ready") return ParseStoreReady(doc);
   if (kind == "iteration") return ParseIteration(doc);
   if (kind == "done") return ParseDone(doc);

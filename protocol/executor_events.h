@@ -11,6 +11,12 @@
 //   {"event":"background","job_id":J,"iterations":K,"samples_per_s":S,"loss":L|null}
 //   {"event":"background_done","job_id":J,"status":"ok"|"error"|"detached"|"host_ended",
 //    "iterations":K,"samples_per_s":S,"loss":L|null,"message":M}
+// and, answering a "trace" command (executor_commands.h), one or more lines per rank, the last
+// with "last":true, each holding at most kMaxTraceSpansPerEvent spans (lines stay far below the
+// worker's line limit):
+//   {"event":"trace","rank":R,"request_id":Q,"first_iteration":F,"iterations":N,"last":b,
+//    "spans":[[kind,name,iteration,start_us,duration_us],...]}
+//   (start_us: wall-clock microseconds since the Unix epoch; kind: common/timeline.h's names)
 // Threading: plain values and pure functions.
 #pragma once
 
@@ -19,8 +25,10 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/status.h"
+#include "common/timeline.h"
 
 namespace deepool::protocol {
 
@@ -79,8 +87,20 @@ struct BackgroundDoneEvent {
   std::string message;  // why, when not ok
 };
 
+// A part of one rank's timeline. Spans' track is unused (0); start_us is wall-clock time.
+struct TraceEvent {
+  int rank = 0;
+  int64_t request_id = 0;
+  int64_t first_iteration = 0;  // the iterations actually recorded
+  int iterations = 0;
+  bool last = false;  // the rank's final part for this request
+  std::vector<TimelineSpan> spans;
+  static constexpr size_t kMaxTraceSpansPerEvent = 200;
+  static constexpr size_t kMaxSpanNameBytes = 120;  // longer names are cut when written
+};
+
 using ExecutorEvent = std::variant<StoreReadyEvent, IterationEvent, DoneEvent, ErrorEvent,
-                                   BackgroundEvent, BackgroundDoneEvent>;
+                                   BackgroundEvent, BackgroundDoneEvent, TraceEvent>;
 
 // One line without its newline. Invalid UTF-8 in strings is replaced, never thrown on (error
 // messages may quote arbitrary library text); non-finite losses are written as null.

@@ -7,7 +7,6 @@
 // the process's (all threads), so it counts any work handed to other threads; unlike wall time
 // it does not grow while other processes hold the cores.
 //   build-*/bin/deepool-bench-executor_overhead [iterations_per_trial] [trials]
-#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +34,7 @@ namespace {
 
 using deepool::bench::Check;
 using deepool::bench::Median;
+using deepool::bench::ProcessCpuMs;
 const auto Sgd = deepool::bench::BenchSgd;
 
 // The reference: an idiomatic libtorch loop over the whole graph (forward, mean loss, one
@@ -89,13 +89,6 @@ class ExecutorLoop {
   std::unique_ptr<dw::DataSource> data_;
   std::unique_ptr<dw::Executor> executor_;
 };
-
-double ProcessCpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
 
 struct Timing {
   double wall_ms = 0;  // per iteration

@@ -236,6 +236,7 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
 struct RankRun {
   Status status;
   TrainResult result;
+  std::vector<protocol::TraceEvent> traces;  // with RankOptions::spans
 };
 
 using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank)>;
@@ -248,6 +249,9 @@ struct RankOptions {
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
   // becomes the rank's status.
   std::function<Status(int rank, Executor& executor)> after;
+  // Per rank, a recorder the executor marks its spans in (ExecutorOptions::spans), told of each
+  // iteration as the executor process does; empty: none.
+  std::vector<SpanRecorder*> spans;
 };
 
 // Runs every rank of `plan` on its own thread, each with its own communicator from make_comm.
@@ -276,6 +280,9 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       options.optimizer = optimizer;
       options.sync_batch_norm = rank_options.sync_batch_norm;
       options.gradient_bucket_bytes = rank_options.gradient_bucket_bytes;
+      SpanRecorder* spans =
+          rank_options.spans.empty() ? nullptr : rank_options.spans[static_cast<size_t>(rank)];
+      options.spans = spans;
       auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule,
                                        options, SystemClock::Get());
       if (!executor.ok()) {
@@ -283,12 +290,19 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
         return;
       }
       for (int i = 0; i < iterations; ++i) {
+        if (spans) spans->BeginIteration(i);
         auto stats = (*executor)->Step(i);
         if (!stats.ok()) {
           run.status = stats.status();
           return;
         }
         run.result.losses.push_back(stats->loss);
+        if (spans) {
+          for (auto& e : spans->TakeFinished(rank)) run.traces.push_back(std::move(e));
+        }
+      }
+      if (spans) {
+        for (auto& e : spans->Finish(rank)) run.traces.push_back(std::move(e));
       }
       for (auto& [name, tensor] : (*executor)->NamedParameters()) {
         run.result.params[name] = tensor.detach().clone();

@@ -178,7 +178,7 @@ TEST_CASE("executor commands: malformed lines are refused naming the field", "[p
   CHECK_THAT(ParseExecutorCommand(R"({"command":"attach_background"})").status().message(),
              Catch::Contains("background"));
   json attach = json::parse(ExecutorCommandToJson(
-      ExecutorCommand{ExecutorCommand::Kind::kAttachBackground, Background(), "bg-1"}));
+      ExecutorCommand{ExecutorCommand::Kind::kAttachBackground, Background(), "bg-1", {}}));
   attach["background"]["batch_size"] = 0;
   CHECK_THAT(ParseExecutorCommand(attach.dump()).status().message(),
              Catch::Contains("background.batch_size"));
@@ -283,5 +283,74 @@ TEST_CASE("executor events: malformed lines are refused naming the field", "[pro
              Catch::Contains("status"));
 }
 
+TEST_CASE("executor commands: trace requests round-trip and bad windows are refused",
+          "[protocol]") {
+  ExecutorCommand command;
+  command.kind = ExecutorCommand::Kind::kTrace;
+  command.trace.request_id = 4;
+  command.trace.first_iteration = 120;
+  command.trace.iterations = 3;
+  const std::string line = ExecutorCommandToJson(command);
+  CHECK(line == R"({"command":"trace","first_iteration":120,"iterations":3,"request_id":4})");
+  StatusOr<ExecutorCommand> parsed = ParseExecutorCommand(line);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == ExecutorCommand::Kind::kTrace);
+  CHECK(parsed->trace.request_id == 4);
+  CHECK(parsed->trace.first_iteration == 120);
+  CHECK(parsed->trace.iterations == 3);
+  CHECK_THAT(ParseExecutorCommand(
+                 R"({"command":"trace","request_id":1,"first_iteration":0,"iterations":0})")
+                 .status()
+                 .message(),
+             Catch::Contains("iterations"));
+  CHECK_THAT(ParseExecutorCommand(
+                 R"({"command":"trace","request_id":1,"first_iteration":-1,"iterations":2})")
+                 .status()
+                 .message(),
+             Catch::Contains("first_iteration"));
+  CHECK_THAT(ParseExecutorCommand(R"({"command":"trace","first_iteration":0,"iterations":2})")
+                 .status()
+                 .message(),
+             Catch::Contains("request_id"));
+}
+
+TEST_CASE("executor events: trace parts round-trip and malformed spans are refused", "[protocol]") {
+  TraceEvent event;
+  event.rank = 2;
+  event.request_id = 9;
+  event.first_iteration = 40;
+  event.iterations = 3;
+  event.last = true;
+  TimelineSpan span;
+  span.kind = SpanKind::kAllReduce;
+  span.name = "gradients of fc1 + 2 more (64 KiB)";
+  span.iteration = 41;
+  span.start_us = 1.7e15 + 0.5;
+  span.duration_us = 12.25;
+  event.spans = {span};
+  const TraceEvent back = RoundTrip(event);
+  CHECK(back.rank == 2);
+  CHECK(back.request_id == 9);
+  CHECK(back.first_iteration == 40);
+  CHECK(back.iterations == 3);
+  CHECK(back.last);
+  REQUIRE(back.spans.size() == 1);
+  CHECK(back.spans[0].kind == SpanKind::kAllReduce);
+  CHECK(back.spans[0].name == span.name);
+  CHECK(back.spans[0].iteration == 41);
+  CHECK(back.spans[0].start_us == span.start_us);
+  CHECK(back.spans[0].duration_us == span.duration_us);
+
+  const std::string head =
+      R"({"event":"trace","rank":0,"request_id":1,"first_iteration":0,"iterations":1,"last":true,"spans":)";
+  CHECK(ParseExecutorEvent(head + R"([["forward","fc1",0,1.0,2.0]]})").ok());
+  CHECK_THAT(ParseExecutorEvent(head + R"([["sleeping","fc1",0,1.0,2.0]]})").status().message(),
+             Catch::Contains("sleeping"));
+  CHECK_THAT(ParseExecutorEvent(head + R"([["forward","fc1",0,1.0,-2.0]]})").status().message(),
+             Catch::Contains("out of range"));
+  CHECK_THAT(ParseExecutorEvent(head + R"([["forward","fc1",0]]})").status().message(),
+             Catch::Contains("spans"));
+  CHECK_THAT(ParseExecutorEvent(head + R"(7})").status().message(), Catch::Contains("spans"));
+}
 }  // namespace
 }  // namespace deepool::protocol

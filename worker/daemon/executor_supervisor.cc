@@ -432,6 +432,8 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     OnHostedLine(task_id, rank, *progress, nullptr);
   } else if (const auto* ended = std::get_if<protocol::BackgroundDoneEvent>(&*event)) {
     OnHostedLine(task_id, rank, ended->progress, ended);
+  } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&*event)) {
+    listener_->OnTrace(task_id, *trace);
   }
 }
 
@@ -537,6 +539,28 @@ void ExecutorSupervisor::StopTaskLocked(Task& task) {
   }
   task.kill_at = std::chrono::steady_clock::now() + options_.kill_grace;
   cv_.notify_all();
+}
+
+Status ExecutorSupervisor::SendTraceRequest(const std::string& task_id,
+                                            const protocol::TraceCommand& command) {
+  protocol::ExecutorCommand trace;
+  trace.kind = protocol::ExecutorCommand::Kind::kTrace;
+  trace.trace = command;
+  const std::string line = protocol::ExecutorCommandToJson(trace) + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second->cancelled) {
+    return NotFoundError("task " + task_id + " is not running");
+  }
+  const Task& task = *it->second;
+  if (task.profile || task.train.background) {
+    return FailedPreconditionError("task " + task_id + " runs no FG executors");
+  }
+  for (const RankProcess& rank : task.ranks) {
+    if (!rank.child || rank.exit) continue;  // not started yet, or gone: it sends nothing
+    RETURN_IF_ERROR(rank.child->WriteStdin(line).WithContext("rank " + std::to_string(rank.rank)));
+  }
+  return Status::Ok();
 }
 
 Status ExecutorSupervisor::Cancel(const std::string& task_id) {

@@ -28,6 +28,7 @@
 #include "common/path_roots.h"
 #include "common/status.h"
 #include "common/subprocess.h"
+#include "protocol/executor_commands.h"
 #include "protocol/executor_events.h"
 
 namespace deepool::worker::daemon {
@@ -119,6 +120,8 @@ class TaskListener {
   // rank is -1 for a profile task.
   virtual void OnLogLine(const std::string& task_id, int rank, const std::string& line) = 0;
   virtual void OnTaskFinished(const TaskResult& result) = 0;
+  // A part of a rank's timeline, answering a trace command (SendTraceRequest).
+  virtual void OnTrace(const std::string& /*task_id*/, const protocol::TraceEvent& /*trace*/) {}
 };
 
 struct SupervisorOptions {
@@ -173,6 +176,10 @@ class ExecutorSupervisor {
   // line, or the host rank's exit, OnTaskFinished(task_id). NOT_FOUND when the host rank is not
   // running; ALREADY_EXISTS for a task id already running; INVALID_ARGUMENT for bad JSON.
   Status StartHosted(const HostedBackgroundTask& task);
+  // Writes a trace command to every running rank of a TRAIN task (FG ranks read commands; a BG
+  // task's executors do not, FAILED_PRECONDITION). Their parts come back through OnTrace.
+  // NOT_FOUND when the task is not running here.
+  Status SendTraceRequest(const std::string& task_id, const protocol::TraceCommand& command);
   // Starts the ranks that were waiting for the store address (rank 0 runs on another node).
   Status SetStoreAddress(const std::string& task_id, const std::string& host, int port);
   // Kills the task's processes (SIGTERM, SIGKILL after the grace); OnTaskFinished follows with

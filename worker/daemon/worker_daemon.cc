@@ -506,6 +506,28 @@ void WorkerDaemon::OnLogLine(const std::string& task_id, int rank, const std::st
   }
 }
 
+void WorkerDaemon::OnTrace(const std::string& task_id, const protocol::TraceEvent& trace) {
+  v1::TraceChunk chunk;
+  chunk.set_request_id(trace.request_id);
+  chunk.set_rank(trace.rank);
+  chunk.set_first_iteration(trace.first_iteration);
+  chunk.set_iterations(trace.iterations);
+  chunk.set_last(trace.last);
+  for (const TimelineSpan& span : trace.spans) {
+    v1::TraceSpan* out = chunk.add_spans();
+    out->set_kind(SpanKindName(span.kind));
+    out->set_name(span.name);
+    out->set_iteration(span.iteration);
+    out->set_start_us(span.start_us);
+    out->set_duration_us(span.duration_us);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& traces = progress_[task_id].traces;
+  // Bounded like the log lines: a trace is a few hundred parts at most, and one the coordinator
+  // cannot take for this long has been given up on there.
+  if (traces.size() < kMaxPendingTraceChunks) traces.push_back(std::move(chunk));
+}
+
 void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
   metrics_.OnTaskFinished(result);
   PendingExit exit;
@@ -552,7 +574,10 @@ void WorkerDaemon::FlushProgress() {
   }
   std::map<std::string, PendingProgress> failed;
   for (auto& [task_id, pending] : batch) {
-    if (pending.iterations.empty() && pending.logs.empty() && pending.store_ready.empty()) continue;
+    if (pending.iterations.empty() && pending.logs.empty() && pending.store_ready.empty() &&
+        pending.traces.empty()) {
+      continue;
+    }
     v1::ReportProgressRequest request;
     request.set_node_id(node);
     request.set_task_id(task_id);
@@ -566,6 +591,7 @@ void WorkerDaemon::FlushProgress() {
     }
     for (auto& log : pending.logs) *request.add_logs() = log;
     request.set_store_ready(pending.store_ready);
+    for (auto& chunk : pending.traces) *request.add_traces() = chunk;
     v1::ReportProgressResponse response;
     auto context = NewContext();
     grpc::Status status = stub_->ReportProgress(context.get(), request, &response);
@@ -574,6 +600,7 @@ void WorkerDaemon::FlushProgress() {
         DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
         (void)supervisor_->Cancel(task_id);
       }
+      if (response.trace().request_id() != 0) ForwardTraceRequest(task_id, response.trace());
       continue;
     }
     if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
@@ -604,6 +631,21 @@ void WorkerDaemon::FlushProgress() {
       now.dropped_logs++;
     }
     if (now.store_ready.empty()) now.store_ready = old.store_ready;
+    old.traces.insert(old.traces.end(), now.traces.begin(), now.traces.end());
+    if (old.traces.size() > kMaxPendingTraceChunks) old.traces.resize(kMaxPendingTraceChunks);
+    now.traces.swap(old.traces);
+  }
+}
+
+void WorkerDaemon::ForwardTraceRequest(const std::string& task_id,
+                                       const v1::TraceRequest& request) {
+  protocol::TraceCommand command;
+  command.request_id = request.request_id();
+  command.first_iteration = request.first_iteration();
+  command.iterations = request.iterations();
+  Status sent = supervisor_->SendTraceRequest(task_id, command);
+  if (!sent.ok()) {
+    DP_LOG_WARN("task {}: trace request {}: {}", task_id, command.request_id, sent.ToString());
   }
 }
 

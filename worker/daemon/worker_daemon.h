@@ -78,6 +78,7 @@ class WorkerDaemon final : public TaskListener {
   void OnStoreReady(const std::string& task_id, const std::string& host, int port) override;
   void OnIteration(const std::string& task_id, const IterationReport& report) override;
   void OnLogLine(const std::string& task_id, int rank, const std::string& line) override;
+  void OnTrace(const std::string& task_id, const protocol::TraceEvent& trace) override;
   void OnTaskFinished(const TaskResult& result) override;
 
  private:
@@ -86,7 +87,12 @@ class WorkerDaemon final : public TaskListener {
     std::deque<v1::LogLine> logs;
     size_t dropped_logs = 0;
     std::string store_ready;
+    std::vector<v1::TraceChunk> traces;
   };
+
+  // Hands the coordinator's trace request to the task's executors (logged when it cannot).
+  void ForwardTraceRequest(const std::string& task_id, const v1::TraceRequest& request);
+  static constexpr size_t kMaxPendingTraceChunks = 1000;
 
   void ControlLoop();
   void StreamLoop();

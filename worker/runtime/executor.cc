@@ -220,17 +220,27 @@ std::string Executor::SegmentName(int segment) const {
   return name;
 }
 
-Status Executor::WaitOne(CommWork& work) {
+std::string Executor::LayersName(const std::vector<int>& layers) const {
+  if (layers.empty()) return "no layers";
+  std::string name = graph_.layer(layers.front()).name;
+  if (layers.size() > 1) name += " + " + std::to_string(layers.size() - 1) + " more";
+  return name;
+}
+
+template <typename Name>
+Status Executor::WaitOne(CommWork& work, Name what) {
+  SpanScope span(options_.spans, SpanKind::kWait, std::move(what));
   auto start = clock_->Now();
   Status status = work.Wait(comm_->timeout());
   idle_ += clock_->Now() - start;
   return status;
 }
 
-Status Executor::AwaitGroup(PendingGroup& group) {
+template <typename Name>
+Status Executor::AwaitGroup(PendingGroup& group, Name what) {
   if (group.waited || !group.work) return Status::Ok();
   group.waited = true;
-  return WaitOne(*group.work);
+  return WaitOne(*group.work, std::move(what));
 }
 
 Status Executor::Forward(int id, const Batch& batch) {
@@ -256,8 +266,9 @@ Status Executor::Forward(int id, const Batch& batch) {
         continue;
       }
       // Posted at the producer's walk point; waited on only now, when the input is needed.
-      RETURN_IF_ERROR(AwaitGroup(forward_groups_[static_cast<size_t>(edge.producer)])
-                          .WithContext("forward of " + layer.name));
+      RETURN_IF_ERROR(AwaitGroup(forward_groups_[static_cast<size_t>(edge.producer)], [&] {
+                        return "inputs of " + layer.name;
+                      }).WithContext("forward of " + layer.name));
       parts[k].push_back(RecvBuffer(ForwardTag(state.input_edges[k]), piece,
                                     graph_.layer(edge.producer).output_shape));
     }
@@ -272,6 +283,7 @@ Status Executor::Forward(int id, const Batch& batch) {
     state.inputs.push_back(input);
   }
   LayerModule& module = *modules_.at(id);
+  SpanScope span(options_.spans, SpanKind::kForward, [&] { return layer.name; });
   module.set_step(StepContext{iteration_, state.first});
   state.output = module.Forward(state.inputs);
   if (state.loss_weight > 0) {
@@ -284,6 +296,8 @@ Status Executor::Forward(int id, const Batch& batch) {
 Status Executor::PostForwardTransfers(int id) {
   const auto& transfers = forward_transfers_[static_cast<size_t>(id)];
   if (transfers.empty()) return Status::Ok();
+  SpanScope span(options_.spans, SpanKind::kTransfer,
+                 [&] { return "output of " + graph_.layer(id).name; });
   const LayerState& producer = layers_[static_cast<size_t>(id)];
   torch::Tensor output = producer.output.defined() ? producer.output.detach() : torch::Tensor();
   std::vector<P2POp> ops;
@@ -351,8 +365,9 @@ Status Executor::Backward(int segment_index) {
       for (const ResplitPiece& piece : edge.pieces) {
         if (piece.src != rank_ || piece.dst == rank_) continue;
         int consumer_segment = layers_[static_cast<size_t>(edge.consumer)].segment;
-        RETURN_IF_ERROR(AwaitGroup(backward_groups_[static_cast<size_t>(consumer_segment)])
-                            .WithContext("backward of " + SegmentName(segment_index)));
+        RETURN_IF_ERROR(AwaitGroup(backward_groups_[static_cast<size_t>(consumer_segment)], [&] {
+                          return "output gradients of " + SegmentName(segment_index);
+                        }).WithContext("backward of " + SegmentName(segment_index)));
       }
     }
   }
@@ -382,7 +397,10 @@ Status Executor::Backward(int segment_index) {
       root_grads.push_back(torch::ones_like(state.loss));
     }
   }
-  if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+  if (!roots.empty()) {
+    SpanScope span(options_.spans, SpanKind::kBackward, [&] { return SegmentName(segment_index); });
+    torch::autograd::backward(roots, root_grads);
+  }
   for (int id = segment.first; id <= segment.last; ++id) {
     layers_[static_cast<size_t>(id)].output = torch::Tensor();
     layers_[static_cast<size_t>(id)].loss = torch::Tensor();
@@ -399,6 +417,8 @@ torch::Tensor Executor::InputGradient(int id, int input_index) {
 Status Executor::PostBackwardTransfers(int segment) {
   const auto& transfers = backward_transfers_[static_cast<size_t>(segment)];
   if (transfers.empty()) return Status::Ok();
+  SpanScope span(options_.spans, SpanKind::kTransfer,
+                 [&] { return "input gradients of " + SegmentName(segment); });
   std::vector<P2POp> ops;
   ops.reserve(transfers.size());
   for (const Transfer& transfer : transfers) {
@@ -457,6 +477,12 @@ Status Executor::StartBucketSum(const RankGroup& group) {
   if (it == open_buckets_.end()) return Status::Ok();
   PendingReduce pending;
   pending.layers = std::move(it->second.layers);
+  // Named now: the bucket is erased and its layers move on before the span ends.
+  const bool tracing = options_.spans && options_.spans->on();
+  SpanScope span(options_.spans, SpanKind::kAllReduce,
+                 tracing ? "gradients of " + LayersName(pending.layers) + " (" +
+                               std::to_string(it->second.bytes >> 10) + " KiB)"
+                         : std::string());
   open_buckets_.erase(it);
   started_bucket_groups_.insert(group);
   std::vector<torch::Tensor> grads;
@@ -498,9 +524,11 @@ Status Executor::FlushGradientBuckets() {
 GroupSum Executor::MakeGroupSum(int id) {
   return [this, id](torch::Tensor& tensor) -> Status {
     Status status = [&]() -> Status {
+      SpanScope span(options_.spans, SpanKind::kAllReduce,
+                     [&] { return "batch norm statistics of " + graph_.layer(id).name; });
       ASSIGN_OR_RETURN(auto work,
                        comm_->AllReduceSum(tensor, layers_[static_cast<size_t>(id)].group));
-      return WaitOne(*work);
+      return WaitOne(*work, [&] { return "batch norm statistics of " + graph_.layer(id).name; });
     }();
     if (status.ok()) return status;
     status = status.WithContext("batch norm statistics of " + graph_.layer(id).name);
@@ -511,13 +539,9 @@ GroupSum Executor::MakeGroupSum(int id) {
 
 Status Executor::FinishReductions() {
   for (PendingReduce& pending : reduces_) {
-    const std::string& first = graph_.layer(pending.layers.front()).name;
-    RETURN_IF_ERROR(WaitOne(*pending.work)
-                        .WithContext(pending.layers.size() == 1
-                                         ? "gradient sum of " + first
-                                         : "gradient sum of " + first + " and " +
-                                               std::to_string(pending.layers.size() - 1) +
-                                               " more layers"));
+    RETURN_IF_ERROR(WaitOne(*pending.work, [&] {
+                      return "gradients of " + LayersName(pending.layers);
+                    }).WithContext("gradient sum of " + LayersName(pending.layers)));
     // The gradients become views of the summed bucket, as DDP's gradient_as_bucket_view: no
     // copy back. They live until the next iteration drops them.
     int64_t offset = 0;
@@ -593,13 +617,19 @@ StatusOr<double> Executor::FinishIteration(torch::Tensor local_loss) {
   RETURN_IF_ERROR(FinishReductions());
   for (auto* groups : {&forward_groups_, &backward_groups_}) {
     for (PendingGroup& group : *groups) {
-      RETURN_IF_ERROR(AwaitGroup(group).WithContext("sending activations and gradients"));
+      RETURN_IF_ERROR(AwaitGroup(group, [] {
+                        return std::string("sends to other ranks");
+                      }).WithContext("sending activations and gradients"));
     }
   }
-  if (optimizer_) optimizer_->step();
+  if (optimizer_) {
+    SpanScope span(options_.spans, SpanKind::kOptimizer, [] { return std::string("step"); });
+    optimizer_->step();
+  }
   if (loss_sum) {
     // The one host wait of the iteration: it also bounds, with the timeout, every operation the
     // device still had queued before it.
+    SpanScope span(options_.spans, SpanKind::kWait, [] { return std::string("loss sum"); });
     auto start = clock_->Now();
     Status summed = loss_sum->WaitHost(comm_->timeout());
     idle_ += clock_->Now() - start;
@@ -616,6 +646,8 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   idle_ = {};
   layer_error_ = Status::Ok();
   ReleaseIterationTensors();  // after a failed iteration
+  std::optional<SpanScope<const char*>> data_span;
+  data_span.emplace(options_.spans, SpanKind::kData, "batch");
   // Only the rows this rank's layers read, sliced on the host before the copy to the device.
   ASSIGN_OR_RETURN(Batch batch, data_->Samples(iteration, data_rows_.first, data_rows_.second));
   double loss = 0;
@@ -625,6 +657,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
                 batch.inputs = batch.inputs.to(options_.device);
                 batch.labels = batch.labels.to(options_.device);
                 PrepareIteration(batch);
+                data_span.reset();
                 RETURN_IF_ERROR(RunForward(batch));
                 ReleaseForwardOnlyTensors();
                 torch::Tensor local_loss = torch::zeros(

@@ -77,6 +77,7 @@
 #include "worker/runtime/layer_module.h"
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/resplit.h"
+#include "worker/runtime/span_recorder.h"
 
 namespace deepool::worker {
 
@@ -103,6 +104,9 @@ struct ExecutorOptions {
   int64_t gradient_bucket_bytes = kDefaultGradientBucketBytes;
   static constexpr int64_t kDefaultGradientBucketBytes = 25 << 20;  // DDP's bucket_cap_mb
   static constexpr int64_t kFirstGradientBucketBytes = 1 << 20;     // DDP's first bucket
+  // Where Step marks its spans while a trace window is recorded (`deepool trace`); null: none.
+  // Must outlive the executor.
+  SpanRecorder* spans = nullptr;
 };
 
 struct IterationStats {
@@ -252,9 +256,12 @@ class Executor {
   // outputs that consumers in other segments send a gradient for. Dropping them layer by layer
   // during forward instead measured 5-10 % slower on CPU (glibc then grows the heap in backward).
   void ReleaseForwardOnlyTensors();
-  // Waits on a posted group (once), counting the time as idle.
-  Status AwaitGroup(PendingGroup& group);
-  Status WaitOne(CommWork& work);
+  // Waits on a posted group (once), counting the time as idle. `what` names the wait's span
+  // (a callable returning the name, called only while tracing).
+  template <typename Name>
+  Status AwaitGroup(PendingGroup& group, Name what);
+  template <typename Name>
+  Status WaitOne(CommWork& work, Name what);
   void Synchronize();
   torch::Tensor NewBuffer(int64_t rows, const planner::Shape& shape);
   // The receive buffer of one transfer (tag, peer, first sample), allocated once.
@@ -264,6 +271,8 @@ class Executor {
   static int ForwardTag(int edge) { return 2 * edge; }
   static int BackwardTag(int edge) { return 2 * edge + 1; }
   std::string SegmentName(int segment) const;
+  // "conv1" or "conv1 + 3 more": a bucket's layers, in messages and trace spans.
+  std::string LayersName(const std::vector<int>& layers) const;
 
   const planner::Graph& graph_;
   const planner::Plan& plan_;

@@ -1,5 +1,7 @@
 #include "worker/runtime/executor_process.h"
 
+#include <chrono>
+
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/logging.h"
@@ -13,9 +15,16 @@
 #include "worker/runtime/executor_events.h"
 #include "worker/runtime/multiplex_attach.h"
 #include "worker/runtime/run_spec.h"
+#include "worker/runtime/span_recorder.h"
 
 namespace deepool::worker {
 namespace {
+
+double WallMicros() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // The rank's communicator: NCCL on CUDA, Gloo on CPU. Rank 0 started with store port 0 hosts
 // the store and announces its port on `out` (the launcher's store_ready event).
@@ -70,11 +79,23 @@ StatusOr<BackgroundSide> AttachBackground(const ExecutorProcessOptions& options,
   return side;
 }
 
-// Applies one executor command to the host: attach or detach a BG job.
-void HandleCommand(BackgroundHost* host, const std::string& line) {
+// Applies one executor command: a trace request goes to the recorder; attach and detach go to
+// the BG host, and are refused without one (the run spec fixed this rank's BG job, if any).
+void HandleCommand(BackgroundHost* host, SpanRecorder* spans, const std::string& line) {
   StatusOr<ExecutorCommand> command = ParseExecutorCommand(line);
   if (!command.ok()) {
     DP_LOG_WARN("ignored executor command: {}", command.status().ToString());
+    return;
+  }
+  if (command->kind == ExecutorCommand::Kind::kTrace) {
+    DP_LOG_INFO("trace request {}: {} iterations from iteration {}", command->trace.request_id,
+                command->trace.iterations, command->trace.first_iteration);
+    spans->Request(command->trace);
+    return;
+  }
+  if (!host) {
+    DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
+                line.substr(0, 200));
     return;
   }
   if (command->kind == ExecutorCommand::Kind::kAttachBackground) {
@@ -87,27 +108,28 @@ void HandleCommand(BackgroundHost* host, const std::string& line) {
 }
 
 // Starts reading commands, after the executor is built so that an attached BG job does not
-// compete with that. With a BG job fixed by the run spec, commands are still read, so that a
-// writer never blocks on a full pipe, and refused.
-void StartCommands(int command_fd, BackgroundSide* side) {
+// compete with that. Commands are read whatever the rank runs, so that a writer never blocks on
+// a full pipe.
+void StartCommands(int command_fd, BackgroundSide* side, SpanRecorder* spans) {
   if (command_fd < 0) return;
-  if (side->host) {
-    side->commands = std::make_unique<CommandReader>(
-        command_fd, [h = side->host.get()](const std::string& line) { HandleCommand(h, line); });
-  } else if (side->sharing) {
-    side->commands = std::make_unique<CommandReader>(command_fd, [](const std::string& line) {
-      DP_LOG_WARN("ignored executor command (the run spec attaches this rank's BG job): {}",
-                  line.substr(0, 200));
-    });
-  }
+  side->commands = std::make_unique<CommandReader>(
+      command_fd,
+      [h = side->host.get(), spans](const std::string& line) { HandleCommand(h, spans, line); });
+}
+
+void PrintTraceEvents(const std::vector<protocol::TraceEvent>& events, std::ostream& out) {
+  for (const protocol::TraceEvent& e : events) out << protocol::ExecutorEventToJson(e) << '\n';
+  if (!events.empty()) out.flush();
 }
 
 // Runs the iterations, printing each one's event (decorated with the BG job's progress).
 Status TrainLoop(const RunSpec& spec, int rank, Executor& executor, BackgroundSide& side,
-                 std::ostream& out) {
+                 SpanRecorder& spans, std::ostream& out) {
   if (side.sharing) side.sharing->Start();
   for (int64_t i = 0; i < spec.iterations; ++i) {
+    spans.BeginIteration(i);
     ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
+    PrintTraceEvents(spans.TakeFinished(rank), out);
     std::string line = IterationEvent(rank, stats);
     if (side.host) {
       for (const std::string& l : side.host->AfterIteration(line)) out << l << '\n';
@@ -117,6 +139,7 @@ Status TrainLoop(const RunSpec& spec, int rank, Executor& executor, BackgroundSi
     }
   }
   if (side.commands) side.commands->Stop();
+  PrintTraceEvents(spans.Finish(rank), out);
   if (side.sharing) side.sharing->Finish();  // the BG job never outlives the FG rank
   if (side.host) {
     for (const std::string& l : side.host->Finish()) out << l << '\n';
@@ -152,6 +175,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   if (options.timeout_s < 1) return InvalidArgumentError("--timeout-s must be >= 1");
   if (options.cpu_threads < 0) return InvalidArgumentError("--threads must be >= 0");
   if (!device.cuda && options.cpu_threads > 0) at::set_num_threads(options.cpu_threads);
+  // Before the command reader (in `side`) that hands it requests, so it outlives that. On CUDA
+  // the spans are the host's: when work was posted and how long the host waited.
+  SpanRecorder spans(SystemClock::Get(), WallMicros());
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options, spec, device, out));
   ASSIGN_OR_RETURN(BackgroundSide side, AttachBackground(options, spec, device, &comm));
   ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
@@ -164,11 +190,12 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
       static_cast<int64_t>(spec.gradient_bucket_mb * (1 << 20));
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
+  executor_options.spans = &spans;
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
-  StartCommands(options.command_fd, &side);
-  RETURN_IF_ERROR(TrainLoop(spec, options.rank, *executor, side, out));
+  StartCommands(options.command_fd, &side, &spans);
+  RETURN_IF_ERROR(TrainLoop(spec, options.rank, *executor, side, spans, out));
   std::optional<std::string> checkpoint;
   if (spec.checkpoint_path) {
     ASSIGN_OR_RETURN(checkpoint, WriteCheckpoint(spec, options.rank, *executor));

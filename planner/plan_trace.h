@@ -1,0 +1,33 @@
+// `deepool plan --trace`: the timeline of one training iteration of a plan as the cost model
+// predicts it, for the Chrome trace and SVG writers in common/timeline.h. It opens beside a
+// measured trace of the same plan (`deepool trace`) with the same tracks ("rank N"), kinds and
+// span names (layer names), so a prediction and a measurement can be compared span by span.
+//
+// The cost model is serial (docs/planner.md): layers run one after another, forward in the
+// plan's (topological) order, then backward in reverse order, and a layer's communication takes
+// its own slot in that sequence. So every span of a layer starts at the same time on each of its
+// ranks, nothing overlaps, and the last span ends at the plan's predicted iteration_ms. A rank
+// outside a layer's devices is idle while that layer runs.
+// Threading: a pure function; the CostModel it reads is not thread-safe (cost_model.h).
+#pragma once
+
+#include "common/status.h"
+#include "common/timeline.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+
+namespace deepool::planner {
+
+// The predicted iteration (iteration 0) of `plan`, which must have been evaluated by `model`'s
+// graph, profile, cluster and global batch (as PlanBurstParallel's plans are): the model splits
+// each layer's comm_ms into its parts. Tracks are ranks 0..num_devices-1. Per layer, on each of
+// its devices, in time order:
+//   forward:  transfer (the forward half of the re-splits into the layer), forward, all-reduce
+//             (synchronised batch norm's forward statistics);
+//   backward: backward, all-reduce (the gradients and batch norm's backward statistics),
+//             transfer (the activation gradients going back: the re-splits' backward half).
+// Forward and backward spans are always there; transfer and all-reduce spans only when they
+// take time. INVALID_ARGUMENT when the plan does not match the model's graph or batch.
+StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model);
+
+}  // namespace deepool::planner
