@@ -47,7 +47,7 @@ int RunTrace(const TraceFlags& f) {
   if (f.client.json) {
     std::cout << ToJson(response) << "\n";
   } else {
-    std::cout << TraceSummary(response, *timeline) << "wrote " << output
+    std::cout << TraceSummary(response) << "wrote " << output
               << " (open it in https://ui.perfetto.dev or chrome://tracing)"
               << (f.svg.empty() ? "" : " and " + f.svg) << "\n";
   }

@@ -19,16 +19,22 @@ StatusOr<Timeline> TimelineOfTrace(const v1::TraceJobResponse& trace) {
     for (const v1::TraceSpan& span : rank.spans()) origin = std::min(origin, span.start_us());
   }
   for (const v1::RankTimeline& rank : trace.ranks()) {
-    const int track = static_cast<int>(timeline.tracks.size());
     std::string name = "rank " + std::to_string(rank.rank());
-    if (!rank.node_name().empty()) name += " (" + rank.node_name() + " " + rank.device() + ")";
-    timeline.tracks.push_back(name);
+    const int track = static_cast<int>(timeline.tracks.size());
+    timeline.tracks.push_back(rank.node_name().empty()
+                                  ? name
+                                  : name + " (" + rank.node_name() + " " + rank.device() + ")");
+    int bg_track = -1;  // BG units run beside the FG rank's work: a track of their own
     for (const v1::TraceSpan& span : rank.spans()) {
       TimelineSpan out;
-      out.track = track;
       StatusOr<SpanKind> kind = ParseSpanKind(span.kind());
-      if (!kind.ok()) return kind.status().WithContext("rank " + std::to_string(rank.rank()));
+      if (!kind.ok()) return kind.status().WithContext(name);
       out.kind = *kind;
+      if (out.kind == SpanKind::kBackground && bg_track < 0) {
+        bg_track = static_cast<int>(timeline.tracks.size());
+        timeline.tracks.push_back(name + " BG");
+      }
+      out.track = out.kind == SpanKind::kBackground ? bg_track : track;
       out.name = span.name();
       out.iteration = span.iteration();
       out.start_us = span.start_us() - origin;
@@ -47,50 +53,54 @@ std::string Percent(double part, double whole) {
   return buffer;
 }
 
+// One rank's line: its time by kind of span. Nested spans (a batch norm all-reduce inside its
+// layer's forward) would count twice, so only outermost spans are summed; BG units, which run
+// beside the FG work, are summed apart.
+void SummarizeRank(const v1::RankTimeline& rank, std::ostream& out) {
+  std::vector<const v1::TraceSpan*> spans;
+  double bg_us = 0;
+  for (const v1::TraceSpan& span : rank.spans()) {
+    if (span.kind() == SpanKindName(SpanKind::kBackground)) {
+      bg_us += span.duration_us();
+    } else {
+      spans.push_back(&span);
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const v1::TraceSpan* a, const v1::TraceSpan* b) {
+    return a->start_us() < b->start_us();
+  });
+  std::map<std::string, double> time_us;
+  double covered_until = -std::numeric_limits<double>::infinity(), summed = 0;
+  const double first = spans.empty() ? 0 : spans.front()->start_us();
+  double end = first;
+  for (const v1::TraceSpan* span : spans) {
+    if (span->start_us() < covered_until) continue;  // inside the previous span
+    time_us[span->kind()] += span->duration_us();
+    summed += span->duration_us();
+    covered_until = span->start_us() + span->duration_us();
+    end = std::max(end, covered_until);
+  }
+  const double total = end - first;
+  out << "rank " << rank.rank() << ": iterations " << rank.first_iteration() << "-"
+      << rank.first_iteration() + rank.iterations() - 1;
+  if (rank.iterations() > 0) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.2f", total / 1000 / rank.iterations());
+    out << ", " << ms << " ms each";
+  }
+  if (!rank.complete()) out << " (incomplete: its last part did not arrive)";
+  out << "\n  ";
+  for (const auto& [kind, us] : time_us) out << kind << " " << Percent(us, total) << ", ";
+  out << "other " << Percent(std::max(0.0, total - summed), total);
+  if (bg_us > 0) out << "; BG units " << Percent(bg_us, total) << " beside them";
+  out << "\n";
+}
+
 }  // namespace
 
-std::string TraceSummary(const v1::TraceJobResponse& trace, const Timeline& timeline) {
+std::string TraceSummary(const v1::TraceJobResponse& trace) {
   std::ostringstream out;
-  // Nested spans (a batch norm all-reduce inside its layer's forward) would count twice: only
-  // top-level spans are summed, taken in start order per track.
-  std::vector<std::vector<const TimelineSpan*>> by_track(timeline.tracks.size());
-  for (const TimelineSpan& span : timeline.spans) {
-    by_track[static_cast<size_t>(span.track)].push_back(&span);
-  }
-  for (size_t t = 0; t < by_track.size(); ++t) {
-    const v1::RankTimeline& rank = trace.ranks(static_cast<int>(t));
-    auto& spans = by_track[t];
-    std::sort(spans.begin(), spans.end(), [](const TimelineSpan* a, const TimelineSpan* b) {
-      return a->start_us < b->start_us;
-    });
-    std::map<SpanKind, double> time_us;
-    double covered_until = -1, first = 0, end = 0;
-    for (const TimelineSpan* span : spans) {
-      if (span->start_us < covered_until) continue;  // inside the previous span
-      time_us[span->kind] += span->duration_us;
-      covered_until = span->start_us + span->duration_us;
-      if (span == spans.front()) first = span->start_us;
-      end = std::max(end, covered_until);
-    }
-    const double total = end - first;
-    out << timeline.tracks[t] << ": iterations " << rank.first_iteration() << "-"
-        << rank.first_iteration() + rank.iterations() - 1;
-    if (rank.iterations() > 0) {
-      char ms[32];
-      std::snprintf(ms, sizeof ms, "%.2f", total / 1000 / rank.iterations());
-      out << ", " << ms << " ms each";
-    }
-    if (!rank.complete()) out << " (incomplete: its last part did not arrive)";
-    out << "\n  ";
-    bool first_kind = true;
-    for (const auto& [kind, us] : time_us) {
-      out << (first_kind ? "" : ", ") << SpanKindName(kind) << " " << Percent(us, total);
-      first_kind = false;
-    }
-    double summed = 0;
-    for (const auto& entry : time_us) summed += entry.second;
-    out << ", other " << Percent(std::max(0.0, total - summed), total) << "\n";
-  }
+  for (const v1::RankTimeline& rank : trace.ranks()) SummarizeRank(rank, out);
   const int answered = trace.ranks_size();
   if (answered < trace.world_size()) {
     out << "warning: " << trace.world_size() - answered << " of " << trace.world_size()

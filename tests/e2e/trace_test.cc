@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "planner/plan.h"
@@ -35,10 +36,16 @@ planner::Plan PlanOf(LocalCluster& cluster, const std::string& job) {
 TEST_CASE("deepool trace records every rank's layers of a running job as its plan places them",
           "[e2e]") {
   LocalCluster cluster;
-  std::string job;
+  std::string job, bg;
   REQUIRE(cluster.Submit(FgJob("traced", 1'000'000), &job).ok());
   cluster.WaitForJob(job, [](const v1::Job& j) {
     return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 3;
+  });
+  // A BG job runs inside one of the FG ranks' executors (every device holds a FG rank): its
+  // units are traced on a track of their own beside that rank's.
+  REQUIRE(cluster.Submit(BgJob("beside", 1'000'000), &bg).ok());
+  cluster.WaitForJob(bg, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 1;
   });
   const std::string trace_path = cluster.dir() + "/traced.json";
   const std::string svg_path = cluster.dir() + "/traced.svg";
@@ -48,7 +55,7 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
   INFO(out << err);
   REQUIRE(code == 0);
   CHECK(out.find("wrote " + trace_path) != std::string::npos);
-  CHECK(out.find("rank 3 (node-") != std::string::npos);
+  CHECK(out.find("rank 3: iterations ") != std::string::npos);
 
   const planner::Plan plan = PlanOf(cluster, job);  // which layers each rank runs
   REQUIRE(plan.num_devices == 4);
@@ -58,12 +65,17 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
   std::map<int, std::set<std::string>> forwards;  // per track, per iteration below
   std::map<int, std::set<int64_t>> iterations;
   std::map<int, std::set<std::string>> kinds;
+  std::set<std::string> bg_units;  // "<track name>: <span name>"
   for (const json& event : trace.at("traceEvents")) {
     if (event.at("ph") == "M" && event.at("name") == "thread_name") {
       track_names[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
     }
     if (event.at("ph") != "X") continue;
     const int track = event.at("tid").get<int>();
+    if (event.at("cat") == "background") {
+      bg_units.insert(track_names.at(track) + ": " + event.at("name").get<std::string>());
+      continue;
+    }
     const int64_t iteration = event.at("args").at("iteration").get<int64_t>();
     iterations[track].insert(iteration);
     kinds[track].insert(event.at("cat").get<std::string>());
@@ -71,9 +83,14 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
     CHECK(event.at("dur").get<double>() >= 0);
     CHECK(event.at("ts").get<double>() >= 0);
   }
-  REQUIRE(track_names.size() == 4);
+  // One BG track, after the track of the rank whose executor hosts the BG job.
+  REQUIRE(track_names.size() == 5);
+  INFO(trace.dump().substr(0, 2000));
+  REQUIRE(bg_units.size() == 1);
+  CHECK(std::regex_match(*bg_units.begin(), std::regex("rank [0-3] BG: unit of " + bg)));
   for (const auto& [track, name] : track_names) {
     INFO(name);
+    if (name.find(" BG") != std::string::npos) continue;
     REQUIRE(name.rfind("rank ", 0) == 0);
     const int rank = std::stoi(name.substr(5));
     // Exactly the layers the plan runs on this rank, forward, in two consecutive iterations.
@@ -95,7 +112,9 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
   CHECK(svg.find("rank 3") != std::string::npos);
 
   REQUIRE(cluster.RunCli({"cancel", job}, &out, &err) == 0);
+  REQUIRE(cluster.RunCli({"cancel", bg}, &out, &err) == 0);
   cluster.WaitForTerminal(job);
+  cluster.WaitForTerminal(bg);
 
   // A finished job cannot be traced, and the CLI says why.
   out.clear();

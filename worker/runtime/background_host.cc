@@ -61,6 +61,11 @@ BackgroundHost::~BackgroundHost() {
   if (job) job->runner->Stop();
 }
 
+void BackgroundHost::TraceUnits(SpanRecorder* spans) {
+  std::lock_guard<std::mutex> lock(mu_);
+  spans_ = spans;
+}
+
 Status BackgroundHost::Attach(const BackgroundSpec& spec) {
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
   {
@@ -83,6 +88,7 @@ Status BackgroundHost::Attach(const BackgroundSpec& spec) {
   job->runner = std::move(thread.runner);
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_ || job_) return FailedPreconditionError("attached or finished meanwhile");
+  job->runner->TraceUnits(spans_, "unit of " + spec.job_id);
   job->runner->Start();
   job_ = std::move(job);
   DP_LOG_INFO("background job {} attached on {} ({})", spec.job_id, device_.str(),

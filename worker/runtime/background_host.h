@@ -40,6 +40,9 @@ class BackgroundHost {
   // Stops an attached job, then leaves the FG stream: destroy it on the FG thread.
   ~BackgroundHost();
 
+  // Marks the units of every job attached from now on in `spans` while it records
+  // (`deepool trace`); `spans` must outlive the host.
+  void TraceUnits(SpanRecorder* spans);
   // Builds the job's trainer and starts its BG thread. FAILED_PRECONDITION when a job is
   // attached or the FG rank has finished; the spec's validation errors otherwise.
   Status Attach(const BackgroundSpec& spec);
@@ -78,6 +81,7 @@ class BackgroundHost {
   std::unique_ptr<DeviceGate> gate_;
   std::shared_ptr<DeviceStreams> streams_;  // null on CPU
   std::unique_ptr<ScopedStream> fg_stream_;
+  SpanRecorder* spans_ = nullptr;  // guarded by mu_
 
   std::mutex mu_;
   std::unique_ptr<Job> job_;             // guarded by mu_

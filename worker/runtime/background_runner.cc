@@ -28,6 +28,11 @@ void BackgroundRunner::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
+void BackgroundRunner::TraceUnits(SpanRecorder* spans, std::string unit_name) {
+  spans_ = spans;
+  unit_name_ = std::move(unit_name);
+}
+
 void BackgroundRunner::Stop() {
   gate_->Stop();
   Join();
@@ -45,7 +50,10 @@ void BackgroundRunner::Loop() {
   std::shared_ptr<void> stepper_state = stepper_->EnterThread();
   Status status;
   while (gate_->BgBegin(stepper_->NextUnitNeedsFgIdle())) {
-    auto unit = stepper_->RunUnit();
+    auto unit = [&] {
+      SpanScope span(spans_, SpanKind::kBackground, [&] { return unit_name_; });
+      return stepper_->RunUnit();
+    }();
     gate_->BgEnd();
     if (!unit.ok()) {
       status = unit.status();

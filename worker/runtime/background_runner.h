@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "worker/runtime/background_trainer.h"
 #include "worker/runtime/multiplex_gate.h"
+#include "worker/runtime/span_recorder.h"
 
 namespace deepool::worker {
 
@@ -42,6 +43,9 @@ class BackgroundRunner {
                    int64_t max_iterations, std::function<std::shared_ptr<void>()> thread_init = {});
   ~BackgroundRunner();  // stops and joins
 
+  // Marks each unit as a "background" span named `unit_name` while `spans` records a window
+  // (`deepool trace`). Call before Start; `spans` must outlive the runner.
+  void TraceUnits(SpanRecorder* spans, std::string unit_name);
   void Start();
   // Stops the gate and joins the thread: ends after the unit in progress.
   void Stop();
@@ -57,6 +61,8 @@ class BackgroundRunner {
   const Clock* clock_;
   const int64_t max_iterations_;
   std::function<std::shared_ptr<void>()> thread_init_;
+  SpanRecorder* spans_ = nullptr;
+  std::string unit_name_;
   Clock::TimePoint start_{};
   mutable std::mutex mu_;
   BackgroundProgress progress_;

@@ -180,6 +180,8 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   SpanRecorder spans(SystemClock::Get(), WallMicros());
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options, spec, device, out));
   ASSIGN_OR_RETURN(BackgroundSide side, AttachBackground(options, spec, device, &comm));
+  if (side.sharing) side.sharing->TraceUnits(&spans);
+  if (side.host) side.host->TraceUnits(&spans);
   ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
   // The next iteration's rows are produced while this one trains.
   std::unique_ptr<DataSource> data = WithPrefetch(std::move(source));

@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(
       BuildBackgroundJobThread(spec, device, sharing->gate_.get(), clock, std::move(streams)));
   sharing->stepper_ = std::move(job.stepper);
   sharing->runner_ = std::move(job.runner);
+  sharing->job_id_ = spec.job_id;
   *comm = std::make_unique<SharingCommunicator>(std::move(*comm), sharing->gate_.get());
   DP_LOG_INFO("background job {} shares {} ({})", spec.job_id, device.str(), SharingModeName(mode));
   return sharing;
@@ -49,6 +50,10 @@ StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(
 
 DeviceSharing::~DeviceSharing() {
   if (runner_) runner_->Stop();
+}
+
+void DeviceSharing::TraceUnits(SpanRecorder* spans) {
+  runner_->TraceUnits(spans, "unit of " + job_id_);
 }
 
 void DeviceSharing::Start() {

@@ -50,6 +50,8 @@ class DeviceSharing {
   // destroy it on the FG thread, after the executor.
   ~DeviceSharing();
 
+  // Marks the BG job's units in `spans` while it records (`deepool trace`). Before Start.
+  void TraceUnits(SpanRecorder* spans);
   // Starts the BG thread (after the executor was built, so that BG does not compete with it).
   void Start();
   // An "iteration" line with the window since the previous call (AddSharingFields).
@@ -67,6 +69,7 @@ class DeviceSharing {
   std::unique_ptr<ScopedStream> fg_stream_;
   std::unique_ptr<BackgroundStepper> stepper_;
   std::unique_ptr<BackgroundRunner> runner_;
+  std::string job_id_;
 };
 
 }  // namespace deepool::worker
