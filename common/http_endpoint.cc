@@ -39,6 +39,28 @@ const char* Reason(int status) {
   }
 }
 
+// Plain TCP on a non-blocking socket.
+class PlainStream final : public HttpStream {
+ public:
+  explicit PlainStream(int fd) : fd_(fd) {}
+  Io Read(char* buffer, size_t size) override {
+    const ssize_t n = recv(fd_, buffer, size, 0);
+    return Result(n, Want::kRead);
+  }
+  Io Write(const char* data, size_t size) override {
+    const ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
+    return Result(n, Want::kWrite);
+  }
+
+ private:
+  static Io Result(ssize_t n, Want blocked) {
+    if (n > 0) return {static_cast<size_t>(n), Want::kNothing};
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return {0, blocked};
+    return {0, Want::kClosed};
+  }
+  int fd_;
+};
+
 HttpResponse Error(int status, const std::string& message) {
   HttpResponse response;
   response.status = status;
@@ -82,7 +104,8 @@ std::string FormatHttpResponse(const HttpResponse& response, bool head_only) {
 
 StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& listen,
                                                             Routes routes,
-                                                            const std::string& thread_name) {
+                                                            const std::string& thread_name,
+                                                            HttpStreamFactory streams) {
   ASSIGN_OR_RETURN(const HostPort where, ParseHostPort(listen));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -124,6 +147,7 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
     return InternalError(std::string("pipe: ") + std::strerror(errno));
   }
   endpoint->routes_ = std::move(routes);
+  endpoint->streams_ = std::move(streams);
   endpoint->thread_ = std::thread([p = endpoint.get(), thread_name] { p->Serve(thread_name); });
   return endpoint;
 }
@@ -146,39 +170,66 @@ void HttpEndpoint::Serve(const std::string& thread_name) {
   }
 }
 
-void HttpEndpoint::ServeConnection(int fd) {
-  std::string head;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
-  while (head.find("\r\n\r\n") == std::string::npos) {
-    if (head.size() > kMaxHeadBytes) {
-      Send(fd, FormatHttpResponse(Error(431, "request head over 8 KiB"), false));
-      return;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    pollfd fds[2] = {{fd, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
-    if (left <= 0 || poll(fds, 2, static_cast<int>(left)) <= 0 || fds[1].revents != 0) return;
-    char buffer[2048];
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) return;
-    head.append(buffer, static_cast<size_t>(n));
-  }
-  const bool head_only = head.rfind("HEAD ", 0) == 0;
-  Send(fd, FormatHttpResponse(AnswerHttpRequest(head, routes_), head_only));
+bool HttpEndpoint::WaitFor(int fd, HttpStream::Want want,
+                           std::chrono::steady_clock::time_point deadline) {
+  if (want == HttpStream::Want::kClosed) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+  const short events = want == HttpStream::Want::kWrite ? POLLOUT : POLLIN;
+  pollfd fds[2] = {{fd, events, 0}, {stop_pipe_[0], POLLIN, 0}};
+  return left > 0 && poll(fds, 2, static_cast<int>(left)) > 0 && fds[1].revents == 0;
 }
 
-void HttpEndpoint::Send(int fd, const std::string& data) {
+void HttpEndpoint::ServeConnection(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return;
+  std::unique_ptr<HttpStream> stream;
+  if (streams_) {
+    StatusOr<std::unique_ptr<HttpStream>> made = streams_(fd);
+    if (!made.ok()) {
+      DP_LOG_WARN("http endpoint {}: {}", address_, made.status().ToString());
+      return;
+    }
+    stream = *std::move(made);
+  } else {
+    stream = std::make_unique<PlainStream>(fd);
+  }
+  // The handshake and the head share one deadline, so a slow client holds the thread 5 s at most.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
+  for (HttpStream::Io io = stream->Handshake(); io.want != HttpStream::Want::kNothing;
+       io = stream->Handshake()) {
+    if (!WaitFor(fd, io.want, deadline)) return;
+  }
+  std::string head;
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    if (head.size() > kMaxHeadBytes) {
+      Send(fd, *stream, FormatHttpResponse(Error(431, "request head over 8 KiB"), false));
+      return;
+    }
+    char buffer[2048];
+    const HttpStream::Io io = stream->Read(buffer, sizeof(buffer));
+    if (io.bytes > 0) {
+      head.append(buffer, io.bytes);
+    } else if (!WaitFor(fd, io.want, deadline)) {
+      return;
+    }
+  }
+  const bool head_only = head.rfind("HEAD ", 0) == 0;
+  Send(fd, *stream, FormatHttpResponse(AnswerHttpRequest(head, routes_), head_only));
+}
+
+void HttpEndpoint::Send(int fd, HttpStream& stream, const std::string& data) {
   size_t sent = 0;
   while (sent < data.size()) {
+    const HttpStream::Io io = stream.Write(data.data() + sent, data.size() - sent);
+    sent += io.bytes;
+    if (io.bytes > 0) continue;
     // Waits for room, for Stop, or gives up on a client that has read nothing for a while.
-    pollfd fds[2] = {{fd, POLLOUT, 0}, {stop_pipe_[0], POLLIN, 0}};
-    if (poll(fds, 2, kHeadTimeoutMs) <= 0 || fds[1].revents != 0) return;
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
+    if (!WaitFor(fd, io.want, deadline)) return;
   }
 }
 

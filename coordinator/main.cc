@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
                "allow serving a non-loopback --listen address without TLS (anyone who reaches "
                "it controls the cluster)");
   app.add_option("--metrics-listen", options.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, or any "
-                 "address with --insecure; off when not given)");
+                 "serve Prometheus metrics at HOST:PORT/metrics: HTTPS with client certificates "
+                 "when the --tls-* files are given (any address), else plain HTTP on loopback "
+                 "(any address with --insecure); off when not given");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "coordinator/cluster_summary.h"
+#include "security/tls_stream.h"
 
 namespace deepool::coordinator {
 
@@ -30,11 +31,12 @@ Status CheckListenSafety(const CoordinatorOptions& options) {
   if (!options.metrics_listen.empty()) {
     StatusOr<HostPort> metrics = ParseHostPort(options.metrics_listen);
     if (!metrics.ok()) return metrics.status().WithContext("--metrics-listen");
-    if (!IsLoopbackHost(metrics->host) && !options.insecure) {
+    if (!IsLoopbackHost(metrics->host) && !options.tls.configured() && !options.insecure) {
       return InvalidArgumentError(
           "--metrics-listen " + options.metrics_listen +
-          ": the metrics endpoint has no TLS, so it serves only a loopback address (scrape "
-          "from this host), or any address with --insecure");
+          ": without TLS files the metrics endpoint serves only a loopback address (scrape "
+          "from this host); give --tls-ca/--tls-cert/--tls-key for HTTPS with client "
+          "certificates, or --insecure for plain HTTP on any address");
     }
   }
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen));
@@ -128,11 +130,19 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       response.body = p->MetricsText();
       return response;
     };
-    StatusOr<std::unique_ptr<HttpEndpoint>> endpoint =
-        HttpEndpoint::Start(options.metrics_listen, std::move(routes), "dp-coord-metric");
+    // With the cluster's TLS files, the same mutual TLS as the gRPC port.
+    HttpStreamFactory streams;
+    if (options.tls.configured()) {
+      StatusOr<HttpStreamFactory> tls = security::MakeTlsHttpStreams(options.tls);
+      if (!tls.ok()) return tls.status().WithContext("--metrics-listen");
+      streams = *std::move(tls);
+    }
+    StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(
+        options.metrics_listen, std::move(routes), "dp-coord-metric", std::move(streams));
     if (!endpoint.ok()) return endpoint.status().WithContext("--metrics-listen");
     s->metrics_ = *std::move(endpoint);
-    DP_LOG_INFO("metrics at http://{}/metrics", s->metrics_->address());
+    DP_LOG_INFO("metrics at {}://{}/metrics", options.tls.configured() ? "https" : "http",
+                s->metrics_->address());
   }
   if (options.control_loop) s->control_thread_ = std::thread([p = s.get()] { p->ControlLoop(); });
   DP_LOG_INFO("coordinator listening on {} ({}{})", s->address_,

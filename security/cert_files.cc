@@ -109,6 +109,9 @@ StatusOr<TlsFiles> IssueClusterCertificate(const fs::path& dir, Role role, const
   request.common_name = name;
   request.role = role;
   request.valid_for = valid_for;
+  // A node's name is also a DNS name of its certificate, so that a scraper of the node's HTTPS
+  // metrics endpoint can verify it by that name (its server_name).
+  if (role == Role::kWorker) request.dns_names.push_back(name);
   ASSIGN_OR_RETURN(const KeyAndCertificate pair, IssueCertificate(ca, request));
   const fs::path folder = dir / (role == Role::kWorker ? "nodes" : "users");
   RETURN_IF_ERROR(MakeDirectory(folder));

@@ -25,8 +25,9 @@ Status InitClusterCertificates(const std::filesystem::path& dir,
                                const std::vector<std::string>& hosts,
                                std::chrono::seconds valid_for);
 
-// Issues a certificate from DIR's CA for a worker node (role kWorker) or a user (kUser, kAdmin);
-// returns the files to pass as --tls-ca/--tls-cert/--tls-key.
+// Issues a certificate from DIR's CA for a worker node (role kWorker; its name is also the
+// certificate's DNS name) or a user (kUser, kAdmin); returns the files to pass as
+// --tls-ca/--tls-cert/--tls-key.
 StatusOr<TlsFiles> IssueClusterCertificate(const std::filesystem::path& dir, Role role,
                                            const std::string& name, std::chrono::seconds valid_for);
 

@@ -53,26 +53,13 @@ std::string QueryValue(const std::string& prometheus, const std::string& encoded
   return result[0]["value"][1].get<std::string>();
 }
 
-}  // namespace
-
-TEST_CASE("Prometheus scrapes the coordinator and answers queries about the cluster", "[e2e]") {
-  if (system("command -v prometheus >/dev/null 2>&1") != 0) {
-    WARN("prometheus is not installed (apt-get install prometheus): test skipped");
-    return;
-  }
-  ClusterOptions options;
-  options.metrics = true;
-  LocalCluster cluster(options);
-  REQUIRE_FALSE(cluster.metrics_address().empty());
-  std::string job;
-  REQUIRE(cluster.Submit(FgJob("scraped", 3), &job).ok());
-  CHECK(cluster.WaitForTerminal(job).state() == v1::JOB_STATE_SUCCEEDED);
-
-  const std::string dir = cluster.dir() + "/prometheus";
+// Starts Prometheus with `scrape_config` (one scrape_configs entry, YAML indented by 2) in
+// `dir`; returns the process and its API's "HOST:PORT" once it serves queries.
+std::unique_ptr<TestProcess> StartPrometheus(const std::string& dir,
+                                             const std::string& scrape_config, std::string* api) {
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/prometheus.yml")
-      << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: deepool\n"
-      << "    static_configs:\n      - targets: ['" << cluster.metrics_address() << "']\n";
+  std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                                         << scrape_config;
   auto prometheus = TestProcess::Start(
       "prometheus", "/usr/bin/prometheus",
       {"--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/data",
@@ -92,7 +79,34 @@ TEST_CASE("Prometheus scrapes the coordinator and answers queries about the clus
         return false;
       },
       60s));
-  const std::string api = "127.0.0.1:" + std::to_string(port);
+  *api = "127.0.0.1:" + std::to_string(port);
+  return prometheus;
+}
+
+bool PrometheusInstalled() {
+  if (system("command -v prometheus >/dev/null 2>&1") == 0) return true;
+  WARN("prometheus is not installed (apt-get install prometheus): test skipped");
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("Prometheus scrapes the coordinator and answers queries about the cluster", "[e2e]") {
+  if (!PrometheusInstalled()) return;
+  ClusterOptions options;
+  options.metrics = true;
+  LocalCluster cluster(options);
+  REQUIRE_FALSE(cluster.metrics_address().empty());
+  std::string job;
+  REQUIRE(cluster.Submit(FgJob("scraped", 3), &job).ok());
+  CHECK(cluster.WaitForTerminal(job).state() == v1::JOB_STATE_SUCCEEDED);
+
+  std::string api;
+  auto prometheus =
+      StartPrometheus(cluster.dir() + "/prometheus",
+                      "  - job_name: deepool\n    static_configs:\n      - targets: ['" +
+                          cluster.metrics_address() + "']\n",
+                      &api);
   // deepool_nodes{state="UP"} and the succeeded job, once the first scrapes are in.
   std::string nodes_up, succeeded;
   CHECK(PollUntil(
@@ -107,6 +121,42 @@ TEST_CASE("Prometheus scrapes the coordinator and answers queries about the clus
   CHECK(QueryValue(api, "up%7Bjob%3D%22deepool%22%7D") == "1");
   // The submission went through the gRPC interceptor.
   CHECK(QueryValue(api, "sum(deepool_rpc_calls_total%7Bmethod%3D%22SubmitJob%22%7D)") == "1");
+  prometheus->Stop();
+}
+
+TEST_CASE("Prometheus scrapes a secured coordinator over HTTPS with a cluster certificate",
+          "[e2e]") {
+  if (!PrometheusInstalled()) return;
+  ClusterOptions options;
+  options.metrics = true;
+  options.secure = true;
+  LocalCluster cluster(options);
+  REQUIRE_FALSE(cluster.metrics_address().empty());
+  // Plain HTTP gets no metrics from the TLS port.
+  CHECK(deepool::testing::HttpGet(cluster.metrics_address(), "/metrics").find("deepool_nodes") ==
+        std::string::npos);
+  // Prometheus gets a certificate of its own from the cluster CA, as an operator would.
+  StatusOr<security::TlsFiles> scraper = security::IssueClusterCertificate(
+      cluster.security_dir(), security::Role::kUser, "prometheus", std::chrono::hours(24));
+  REQUIRE(scraper.ok());
+  std::string api;
+  auto prometheus = StartPrometheus(
+      cluster.dir() + "/prometheus",
+      "  - job_name: deepool\n    scheme: https\n    tls_config:\n      ca_file: " +
+          cluster.security_dir() + "/ca.pem\n      cert_file: " + scraper->cert +
+          "\n      key_file: " + scraper->key +
+          "\n      server_name: deepool-coordinator\n    static_configs:\n      - targets: ['" +
+          cluster.metrics_address() + "']\n",
+      &api);
+  std::string nodes_up;
+  CHECK(PollUntil(
+      [&] {
+        nodes_up = QueryValue(api, "deepool_nodes%7Bstate%3D%22UP%22%7D");
+        return !nodes_up.empty();
+      },
+      60s));
+  CHECK(nodes_up == "2");
+  CHECK(QueryValue(api, "up%7Bjob%3D%22deepool%22%7D") == "1");
   prometheus->Stop();
 }
 

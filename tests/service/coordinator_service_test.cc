@@ -494,13 +494,18 @@ TEST_CASE("/metrics: jobs, queue wait, nodes and calls, in a form promtool accep
   }
 }
 
-TEST_CASE("/metrics is served on loopback only, unless insecure", "[service]") {
+TEST_CASE("/metrics is served on loopback only, unless TLS or insecure", "[service]") {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.metrics_listen = "0.0.0.0:0";
   Status refused = CheckListenSafety(options);
   CHECK(refused.code() == StatusCode::kInvalidArgument);
-  CHECK_THAT(refused.message(), Catch::Contains("has no TLS"));
+  CHECK_THAT(refused.message(), Catch::Contains("without TLS files"));
+  options.tls.ca = "ca.pem";  // with TLS files the endpoint serves HTTPS on any address
+  options.tls.cert = "coordinator.pem";
+  options.tls.key = "coordinator-key.pem";
+  CHECK(CheckListenSafety(options).ok());
+  options.tls = {};
   options.insecure = true;
   CHECK(CheckListenSafety(options).ok());
   options.metrics_listen = "nonsense";

@@ -21,6 +21,7 @@
 #include "common/metrics_text.h"
 #include "common/path_roots.h"
 #include "common/subprocess.h"
+#include "security/tls_stream.h"
 #include "security/transport.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/worker_daemon.h"
@@ -133,8 +134,9 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "(repeatable or comma-separated; default: anywhere)")
       ->delimiter(',');
   app.add_option("--metrics-listen", flags.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics, on a loopback address "
-                 "(the endpoint has no TLS; off when not given)");
+                 "serve Prometheus metrics at HOST:PORT/metrics: HTTPS with client certificates "
+                 "when the --tls-* files are given (any address), else plain HTTP on a loopback "
+                 "address; off when not given");
   app.set_version_flag("--version", "deepool-worker 0.1.0");
 }
 
@@ -156,11 +158,12 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
   if (!flags.metrics_listen.empty()) {
     deepool::StatusOr<deepool::HostPort> metrics = deepool::ParseHostPort(flags.metrics_listen);
     if (!metrics.ok()) return metrics.status().WithContext("--metrics-listen");
-    if (!deepool::IsLoopbackHost(metrics->host)) {
+    if (!deepool::IsLoopbackHost(metrics->host) && !flags.tls.configured()) {
       return deepool::InvalidArgumentError(
           "--metrics-listen " + flags.metrics_listen +
-          ": the metrics endpoint has no TLS, so it serves only a loopback address (scrape "
-          "with a Prometheus agent on this node)");
+          ": without TLS files the metrics endpoint serves only a loopback address (scrape "
+          "with a Prometheus agent on this node); with --tls-ca/--tls-cert/--tls-key it serves "
+          "HTTPS with client certificates on any address");
     }
   }
   deepool::StatusOr<deepool::PathRoots> roots = deepool::PathRoots::Make(flags.path_roots);
@@ -257,14 +260,25 @@ int main(int argc, char** argv) {
       response.body = daemon.MetricsText();
       return response;
     };
-    auto endpoint =
-        deepool::HttpEndpoint::Start(flags.metrics_listen, std::move(routes), "dp-work-metric");
+    // With the node's TLS files, the same mutual TLS as its calls to the coordinator.
+    deepool::HttpStreamFactory streams;
+    if (flags.tls.configured()) {
+      auto tls = deepool::security::MakeTlsHttpStreams(flags.tls);
+      if (!tls.ok()) {
+        std::cerr << "deepool-worker: --metrics-listen: " << tls.status().message() << "\n";
+        return 2;
+      }
+      streams = *std::move(tls);
+    }
+    auto endpoint = deepool::HttpEndpoint::Start(flags.metrics_listen, std::move(routes),
+                                                 "dp-work-metric", std::move(streams));
     if (!endpoint.ok()) {
       std::cerr << "deepool-worker: --metrics-listen: " << endpoint.status().message() << "\n";
       return 2;
     }
     metrics = *std::move(endpoint);
-    DP_LOG_INFO("metrics at http://{}/metrics", metrics->address());
+    DP_LOG_INFO("metrics at {}://{}/metrics", flags.tls.configured() ? "https" : "http",
+                metrics->address());
   }
   daemon.Start();
   int received = 0;

@@ -1,0 +1,18 @@
+// TLS for the metrics endpoints (common/http_endpoint.h) with the cluster's TLS files: the
+// server presents its certificate and, as on the gRPC port, requires a client certificate signed
+// by the cluster CA (mutual TLS; a scraper such as Prometheus gets one from `deepool certs`).
+// Threading: the factory may be called from any thread; each stream belongs to one connection.
+#pragma once
+
+#include "common/http_endpoint.h"
+#include "common/status.h"
+#include "security/transport.h"
+
+namespace deepool::security {
+
+// Reads and checks the files once (an error names the one that fails: missing, unreadable, a
+// key that does not match the certificate); the factory then wraps accepted sockets. TLS 1.2 at
+// least.
+StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files);
+
+}  // namespace deepool::security
