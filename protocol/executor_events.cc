@@ -54,10 +54,12 @@ json ToJson(const IterationEvent& e) {
 }
 
 json ToJson(const DoneEvent& e) {
-  return {{"event", "done"},
-          {"rank", e.rank},
-          {"iterations", e.iterations},
-          {"checkpoint", e.checkpoint ? json(*e.checkpoint) : json(nullptr)}};
+  json doc{{"event", "done"},
+           {"rank", e.rank},
+           {"iterations", e.iterations},
+           {"checkpoint", e.checkpoint ? json(*e.checkpoint) : json(nullptr)}};
+  if (e.checkpoint_ms && std::isfinite(*e.checkpoint_ms)) doc["checkpoint_ms"] = *e.checkpoint_ms;
+  return doc;
 }
 
 json ToJson(const ErrorEvent& e) {
@@ -130,6 +132,7 @@ StatusOr<ExecutorEvent> ParseDone(const json& doc) {
   std::string checkpoint;
   RETURN_IF_ERROR(ReadOptionalField(doc, "checkpoint", "", &checkpoint));
   if (doc.contains("checkpoint") && !doc["checkpoint"].is_null()) e.checkpoint = checkpoint;
+  RETURN_IF_ERROR(ReadNullableNumber(doc, "checkpoint_ms", &e.checkpoint_ms));
   return ExecutorEvent(std::move(e));
 }
 

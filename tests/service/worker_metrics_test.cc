@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/promtool.h"
+
 namespace deepool::worker::daemon {
 namespace {
 
@@ -62,6 +64,29 @@ TEST_CASE("device seconds add up per device and kind; roles and hosted BG apart"
   CHECK_THAT(text, Catch::Contains("deepool_worker_tasks_running 1\n"));
   CHECK_THAT(text, Catch::Contains("deepool_worker_registered 1\n"));
   CHECK_THAT(text, !Catch::Contains("unknown-task"));
+}
+
+TEST_CASE("each rank's checkpoint write time goes into a histogram by role", "[metrics]") {
+  WorkerMetrics metrics;
+  metrics.OnTrainStarted(Task("fg", false, "cpu:0"));
+  metrics.OnTrainStarted(Task("bg", true, "cpu:1"));
+  TaskResult fg;
+  fg.task_id = "fg";
+  fg.succeeded = true;
+  fg.checkpoint_seconds = {0.02, 0.3};  // two ranks wrote one each
+  metrics.OnTaskFinished(fg);
+  TaskResult bg;
+  bg.task_id = "bg";
+  bg.succeeded = true;
+  bg.checkpoint_seconds = {1.5};
+  metrics.OnTaskFinished(bg);
+  const std::string text = metrics.Render(0, true);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("# TYPE deepool_worker_checkpoint_seconds histogram\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_worker_checkpoint_seconds_count{role=\"fg\"} 2\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_worker_checkpoint_seconds_sum{role=\"fg\"} 0.32\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_worker_checkpoint_seconds_count{role=\"bg\"} 1\n"));
+  if (auto problems = deepool::testing::PromtoolProblems(text)) CHECK(*problems == "");
 }
 
 }  // namespace deepool::worker::daemon

@@ -45,7 +45,7 @@ case "$mode" in
     for i in 0 1 2; do
       echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":$i,\"loss\":1.5,\"iteration_ms\":10,\"samples_per_s\":100,\"busy_ms\":8,\"idle_ms\":2}"
     done
-    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":\"/tmp/ckpt-$rank.pt\"}"
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":\"/tmp/ckpt-$rank.pt\",\"checkpoint_ms\":25}"
     exit 0;;
   crash1)
     if [ "$rank" = 1 ]; then
@@ -260,6 +260,7 @@ TEST_CASE("a TRAIN task runs one executor per rank and reports success once",
   CHECK(result.job_id == "job-t1");
   CHECK(result.iterations == 3);
   CHECK(result.checkpoint == "/tmp/ckpt-0.pt");
+  CHECK(result.checkpoint_seconds == std::vector<double>{0.025, 0.025});  // each rank's write
   REQUIRE(result.ranks.size() == 2);
   CHECK(result.ranks[0].exit_code == 0);
   CHECK(result.ranks[1].rank == 1);

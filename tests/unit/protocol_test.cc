@@ -222,11 +222,13 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   CHECK(shared.sharing->bg_iterations == 4);
   CHECK_FALSE(shared.sharing->bg_loss.has_value());
 
-  const DoneEvent done = RoundTrip(DoneEvent{2, 5, std::string("/tmp/m.pt.rank2")});
+  const DoneEvent done = RoundTrip(DoneEvent{2, 5, std::string("/tmp/m.pt.rank2"), std::nullopt});
   CHECK(done.rank == 2);
   CHECK(done.iterations == 5);
   CHECK(done.checkpoint == std::optional<std::string>("/tmp/m.pt.rank2"));
-  CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt}).checkpoint.has_value());
+  CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt, std::nullopt}).checkpoint.has_value());
+  CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt, std::nullopt}).checkpoint_ms.has_value());
+  CHECK(RoundTrip(DoneEvent{1, 5, std::string("/tmp/m.pt"), 12.5}).checkpoint_ms == 12.5);
 
   const ErrorEvent error = RoundTrip(ErrorEvent{3, "plan: bad \xff byte"});
   CHECK(error.rank == 3);

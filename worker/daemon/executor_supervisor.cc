@@ -399,6 +399,7 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
         proc->done_event = true;
         proc->iterations = done->iterations;
         if (done->checkpoint) proc->checkpoint = *done->checkpoint;
+        proc->checkpoint_ms = done->checkpoint_ms;
       } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
         proc->error_event = error->message;
       } else if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
@@ -518,6 +519,7 @@ std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::str
     r.ranks.push_back(std::move(info));
     r.iterations = std::max(r.iterations, p.iterations);
     if (p.rank == 0 && !p.checkpoint.empty()) r.checkpoint = p.checkpoint;
+    if (p.checkpoint_ms) r.checkpoint_seconds.push_back(*p.checkpoint_ms / 1000);
   }
   if (task.profile && r.succeeded) {
     std::ifstream in(task.profile_output_path, std::ios::binary);

@@ -106,6 +106,7 @@ struct TaskResult {
   std::vector<std::string> last_log_lines;  // of the failing rank, else of all ranks merged
   int64_t iterations = 0;                   // from the executors' done events (max over ranks)
   std::string checkpoint;                   // from rank 0's done event, if any
+  std::vector<double> checkpoint_seconds;   // each rank's time to write its checkpoint
   std::string profile_json;                 // a profile task's output
   std::vector<RankExitInfo> ranks;
   bool host_ended = false;  // a hosted BG task whose FG executor ended before the BG job did
@@ -205,6 +206,7 @@ class ExecutorSupervisor {
     std::string error_event;
     int64_t iterations = 0;
     std::string checkpoint;
+    std::optional<double> checkpoint_ms;  // from the done event
   };
   struct Hosted {
     HostedBackgroundTask task;

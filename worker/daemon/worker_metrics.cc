@@ -42,6 +42,10 @@ void WorkerMetrics::OnTaskFinished(const TaskResult& result) {
                           : result.cancelled ? "cancelled"
                                              : "failed"}});
   std::lock_guard<std::mutex> lock(mu_);
+  auto task = tasks_.find(result.task_id);
+  const char* role = task != tasks_.end() && task->second.background ? "bg" : "fg";
+  for (double seconds : result.checkpoint_seconds)
+    checkpoint_seconds_.Observe({{"role", role}}, seconds);
   tasks_.erase(result.task_id);
 }
 
@@ -53,6 +57,8 @@ std::string WorkerMetrics::Render(int running_tasks, bool registered) const {
   iterations_.Write(&out, "deepool_worker_iterations_total",
                     "Iterations reported by this node's executors, by device and role.");
   exits_.Write(&out, "deepool_worker_task_exits_total", "Tasks that ended here, by outcome.");
+  checkpoint_seconds_.Write(&out, "deepool_worker_checkpoint_seconds",
+                            "Time an executor rank took to write its checkpoint, by role.");
   out.Family("deepool_worker_tasks_running", "gauge", "Tasks running on this node.");
   out.Sample("deepool_worker_tasks_running", {}, running_tasks);
   out.Family("deepool_worker_registered", "gauge",

@@ -1,10 +1,10 @@
 // The worker's Prometheus metrics (served at /metrics by deepool-worker --metrics-listen):
 // per device, the seconds its executors reported computing the FG job, computing a BG job and
 // idle, summed over iterations (counters, so rate() gives the share of each); iterations by
-// device and role; task exits by outcome; and, read at each scrape, running tasks and whether
-// the worker is registered. Labels are bounded: devices are this node's, roles and outcomes
-// fixed lists.
-// Threading: thread-safe (one mutex); the daemon calls it from the supervisor's reader threads.
+// device and role; task exits by outcome; the time each rank took to write its checkpoint; and,
+// read at each scrape, running tasks and whether the worker is registered. Labels are bounded:
+// devices are this node's, roles and outcomes fixed lists. Threading: thread-safe (one mutex); the
+// daemon calls it from the supervisor's reader threads.
 #pragma once
 
 #include <map>
@@ -39,6 +39,7 @@ class WorkerMetrics {
   CounterMap device_seconds_;                 // {device, kind}
   CounterMap iterations_;                     // {device, role}
   CounterMap exits_;                          // {outcome}
+  Histogram checkpoint_seconds_;              // {role}: each rank's final checkpoint write
 };
 
 }  // namespace deepool::worker::daemon

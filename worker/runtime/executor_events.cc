@@ -20,8 +20,9 @@ std::string IterationEvent(int rank, const IterationStats& stats) {
   return ExecutorEventToJson(event);
 }
 
-std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint) {
-  return ExecutorEventToJson(protocol::DoneEvent{rank, iterations, checkpoint});
+std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,
+                      std::optional<double> checkpoint_ms) {
+  return ExecutorEventToJson(protocol::DoneEvent{rank, iterations, checkpoint, checkpoint_ms});
 }
 
 std::string ErrorEvent(int rank, const std::string& message) {

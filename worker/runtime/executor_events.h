@@ -14,7 +14,8 @@ namespace deepool::worker {
 
 std::string StoreReadyEvent(const std::string& host, int port);
 std::string IterationEvent(int rank, const IterationStats& stats);
-std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint);
+std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,
+                      std::optional<double> checkpoint_ms = std::nullopt);
 std::string ErrorEvent(int rank, const std::string& message);
 
 }  // namespace deepool::worker

@@ -199,10 +199,14 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   StartCommands(options.command_fd, &side, &spans);
   RETURN_IF_ERROR(TrainLoop(spec, options.rank, *executor, side, spans, out));
   std::optional<std::string> checkpoint;
+  std::optional<double> checkpoint_ms;
   if (spec.checkpoint_path) {
+    const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(checkpoint, WriteCheckpoint(spec, options.rank, *executor));
+    checkpoint_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
-  out << DoneEvent(options.rank, spec.iterations, checkpoint) << std::endl;
+  out << DoneEvent(options.rank, spec.iterations, checkpoint, checkpoint_ms) << std::endl;
   return Status::Ok();
 }
 
