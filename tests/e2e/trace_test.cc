@@ -83,11 +83,8 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
     CHECK(event.at("dur").get<double>() >= 0);
     CHECK(event.at("ts").get<double>() >= 0);
   }
-  // One BG track, after the track of the rank whose executor hosts the BG job.
-  REQUIRE(track_names.size() == 5);
-  INFO(trace.dump().substr(0, 2000));
-  REQUIRE(bg_units.size() == 1);
-  CHECK(std::regex_match(*bg_units.begin(), std::regex("rank [0-3] BG: unit of " + bg)));
+  // A track per rank, and one for the BG job's units when one ran in the window (below).
+  REQUIRE(track_names.size() == 4 + bg_units.size());
   for (const auto& [track, name] : track_names) {
     INFO(name);
     if (name.find(" BG") != std::string::npos) continue;
@@ -110,6 +107,26 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
   const std::string svg = ReadFile(svg_path);
   CHECK(svg.find("<svg") != std::string::npos);
   CHECK(svg.find("rank 3") != std::string::npos);
+
+  // The BG job's units, on a track of their own after the hosting rank's. Its thread runs at
+  // idle priority, so on a loaded machine a short window may see none: longer windows, a few
+  // times.
+  for (int attempt = 0; attempt < 5 && bg_units.empty(); ++attempt) {
+    out.clear();
+    REQUIRE(cluster.RunCli({"trace", job, "-o", trace_path, "--iterations", "20"}, &out, &err) ==
+            0);
+    for (const json& event : json::parse(ReadFile(trace_path)).at("traceEvents")) {
+      if (event.at("ph") == "M" && event.at("name") == "thread_name") {
+        track_names[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
+      }
+      if (event.at("ph") == "X" && event.at("cat") == "background") {
+        bg_units.insert(track_names.at(event.at("tid").get<int>()) + ": " +
+                        event.at("name").get<std::string>());
+      }
+    }
+  }
+  REQUIRE(bg_units.size() == 1);
+  CHECK(std::regex_match(*bg_units.begin(), std::regex("rank [0-3] BG: unit of " + bg)));
 
   REQUIRE(cluster.RunCli({"cancel", job}, &out, &err) == 0);
   REQUIRE(cluster.RunCli({"cancel", bg}, &out, &err) == 0);
