@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/json_fields.h"
+#include "common/xml_text.h"
 
 namespace deepool {
 namespace {
@@ -71,39 +72,6 @@ const char* KindColour(SpanKind kind) {
 // Names drawn on a span: white on the dark colours, dark on the light ones.
 const char* TextColour(SpanKind kind) {
   return kind == SpanKind::kWait || kind == SpanKind::kData ? "#222222" : "#ffffff";
-}
-
-// Text for XML content and attribute values. XML 1.0 forbids most control characters even as
-// references, so they become spaces.
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-          out += ' ';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
 }
 
 // At most `chars` bytes of `text`, ending in ".." when cut; never cuts a UTF-8 sequence apart.

@@ -7,34 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "common/xml_text.h"
+
 namespace deepool::planner {
 namespace {
 
 constexpr int kMaxRows = 128;
 constexpr double kLeft = 70, kTop = 60, kRight = 20, kBottom = 50;
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string Number(double value, int decimals = 2) {
   char buffer[64];
@@ -73,7 +52,7 @@ std::string PlanToSvg(const Plan& plan) {
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Number(width, 0) << "\" height=\""
       << Number(height, 0) << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << Escape(plan.model)
+  svg << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << XmlEscape(plan.model)
       << ": global batch " << plan.global_batch << ", " << plan.num_devices
       << " devices, amplification limit "
       << (plan.amplification_limit > 0 ? Number(plan.amplification_limit) : "none") << "</text>\n";
@@ -88,7 +67,7 @@ std::string PlanToSvg(const Plan& plan) {
     const LayerPlacement& p = plan.layers[static_cast<size_t>(l)];
     const double ms = p.forward_ms + p.backward_ms + p.comm_ms;
     const std::string fill = Shade(longest > 0 ? 0.15 + 0.85 * ms / longest : 1.0);
-    svg << "<g><title>" << Escape(p.layer) << ": " << p.devices.size() << " devices, "
+    svg << "<g><title>" << XmlEscape(p.layer) << ": " << p.devices.size() << " devices, "
         << Number(ms, 3) << " ms (fw " << Number(p.forward_ms, 3) << ", bw "
         << Number(p.backward_ms, 3) << ", comm " << Number(p.comm_ms, 3) << ")</title>";
     std::vector<int> used(static_cast<size_t>(rows), 0);

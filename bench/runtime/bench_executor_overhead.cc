@@ -28,13 +28,13 @@
 
 namespace dw = deepool::worker;
 namespace dp = deepool::planner;
-using Ms = std::chrono::duration<double, std::milli>;
 
 namespace {
 
 using deepool::bench::Check;
 using deepool::bench::Median;
-using deepool::bench::ProcessCpuMs;
+using deepool::bench::StepTiming;
+using deepool::bench::TimeSteps;
 const auto Sgd = deepool::bench::BenchSgd;
 
 // The reference: an idiomatic libtorch loop over the whole graph (forward, mean loss, one
@@ -90,21 +90,9 @@ class ExecutorLoop {
   std::unique_ptr<dw::Executor> executor_;
 };
 
-struct Timing {
-  double wall_ms = 0;  // per iteration
-  double cpu_ms = 0;
-};
-
-// Times `iterations` steps starting at `start`.
 template <typename Loop>
-Timing TimeSteps(Loop& loop, int iterations, int64_t start) {
-  double cpu_begin = ProcessCpuMs();
-  auto begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) loop.Step(start + i);
-  Timing timing;
-  timing.wall_ms = Ms(std::chrono::steady_clock::now() - begin).count() / iterations;
-  timing.cpu_ms = (ProcessCpuMs() - cpu_begin) / iterations;
-  return timing;
+StepTiming TimeLoop(Loop& loop, int iterations, int64_t start) {
+  return TimeSteps(iterations, start, [&](int64_t i) { loop.Step(i); });
 }
 
 }  // namespace
@@ -138,18 +126,18 @@ int main(int argc, char** argv) {
     auto graph = Check(dp::zoo::BuildModel(c.model, model_options));
     PlainLoop plain_loop(graph, c.batch);
     ExecutorLoop executor_loop(graph, c.batch, comm.get());
-    TimeSteps(plain_loop, 5, 0);  // warm-up: allocator pages, weights' gradients, momentum
-    TimeSteps(executor_loop, 5, 0);
+    TimeLoop(plain_loop, 5, 0);  // warm-up: allocator pages, weights' gradients, momentum
+    TimeLoop(executor_loop, 5, 0);
     std::vector<double> plain_wall, executor_wall, wall_ratio, plain_cpu, executor_cpu, cpu_ratio;
     for (int t = 0; t < trials; ++t) {
       int64_t start = 10 + static_cast<int64_t>(t) * iterations;  // same batches on both sides
-      Timing plain, executor;
+      StepTiming plain, executor;
       if (t % 2 == 0) {
-        plain = TimeSteps(plain_loop, iterations, start);
-        executor = TimeSteps(executor_loop, iterations, start);
+        plain = TimeLoop(plain_loop, iterations, start);
+        executor = TimeLoop(executor_loop, iterations, start);
       } else {
-        executor = TimeSteps(executor_loop, iterations, start);
-        plain = TimeSteps(plain_loop, iterations, start);
+        executor = TimeLoop(executor_loop, iterations, start);
+        plain = TimeLoop(plain_loop, iterations, start);
       }
       plain_wall.push_back(plain.wall_ms);
       executor_wall.push_back(executor.wall_ms);

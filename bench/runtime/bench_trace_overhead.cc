@@ -26,13 +26,13 @@
 
 namespace dw = deepool::worker;
 namespace dp = deepool::planner;
-using Ms = std::chrono::duration<double, std::milli>;
 
 namespace {
 
 using deepool::bench::Check;
 using deepool::bench::Median;
-using deepool::bench::ProcessCpuMs;
+using deepool::bench::StepTiming;
+using deepool::bench::TimeSteps;
 
 // One rank on a one-device data-parallel plan; Record() arms a window for the next iterations.
 class Loop {
@@ -108,20 +108,9 @@ double NanosPerMark(bool recording) {
   return ns / (kIterations * kMarksPerIteration);
 }
 
-struct Timing {
-  double wall_ms = 0;  // per iteration
-  double cpu_ms = 0;
-};
-
-Timing TimeSteps(Loop& loop, int iterations, int64_t start, bool traced) {
+StepTiming TimeLoop(Loop& loop, int iterations, int64_t start, bool traced) {
   if (traced) loop.Record(start, iterations);
-  const double cpu_begin = ProcessCpuMs();
-  const auto begin = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) loop.Step(start + i);
-  Timing timing;
-  timing.wall_ms = Ms(std::chrono::steady_clock::now() - begin).count() / iterations;
-  timing.cpu_ms = (ProcessCpuMs() - cpu_begin) / iterations;
-  return timing;
+  return TimeSteps(iterations, start, [&](int64_t i) { loop.Step(i); });
 }
 
 }  // namespace
@@ -161,21 +150,21 @@ int main(int argc, char** argv) {
     model_options.num_classes = 10;
     auto graph = Check(dp::zoo::BuildModel(c.model, model_options));
     Loop loop(graph, c.batch, comm.get());
-    TimeSteps(loop, 5, 0, false);  // warm-up
-    TimeSteps(loop, 5, 5, true);
+    TimeLoop(loop, 5, 0, false);  // warm-up
+    TimeLoop(loop, 5, 5, true);
     const int64_t spans_before = loop.spans_recorded();
     int64_t traced_iterations = 0;
     std::vector<double> plain_wall, traced_wall, wall_ratio, plain_cpu, traced_cpu, cpu_ratio;
     for (int t = 0; t < trials; ++t) {
       // Each trial's two halves run different batches of the same sizes.
       const int64_t start = 10 + static_cast<int64_t>(t) * 2 * iterations;
-      Timing off, on;
+      StepTiming off, on;
       if (t % 2 == 0) {
-        off = TimeSteps(loop, iterations, start, false);
-        on = TimeSteps(loop, iterations, start + iterations, true);
+        off = TimeLoop(loop, iterations, start, false);
+        on = TimeLoop(loop, iterations, start + iterations, true);
       } else {
-        on = TimeSteps(loop, iterations, start, true);
-        off = TimeSteps(loop, iterations, start + iterations, false);
+        on = TimeLoop(loop, iterations, start, true);
+        off = TimeLoop(loop, iterations, start + iterations, false);
       }
       traced_iterations += iterations;
       plain_wall.push_back(off.wall_ms);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/xml_text.h"
+
 namespace deepool::bench {
 namespace {
 
@@ -21,22 +23,6 @@ std::string Num(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.1f", value);
   return buffer;
-}
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '<') {
-      out += "&lt;";
-    } else if (c == '>') {
-      out += "&gt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // A tick step of 1, 2 or 5 x 10^k giving about `count` intervals over `span`.
@@ -90,7 +76,7 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
       << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg << "<text x=\"" << Num(width / 2) << "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">"
-      << Escape(title) << "</text>\n";
+      << XmlEscape(title) << "</text>\n";
 
   for (size_t p = 0; p < panels.size(); ++p) {
     const PlotPanel& panel = panels[p];
@@ -120,8 +106,8 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
     auto sy = [&](double y) { return bottom - (y - y_min) / (y_max - y_min) * (bottom - top); };
 
     svg << "<text x=\"" << Num((left + right) / 2) << "\" y=\"" << Num(top - 12)
-        << "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">" << Escape(panel.title)
-        << "</text>\n";
+        << "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">"
+        << XmlEscape(panel.title) << "</text>\n";
     for (double x = x_min; x <= x_max + 1e-9; x += x_step) {
       svg << "<line x1=\"" << Num(sx(x)) << "\" y1=\"" << Num(top) << "\" x2=\"" << Num(sx(x))
           << "\" y2=\"" << Num(bottom) << "\" stroke=\"#e4e4e4\"/>\n";
@@ -141,9 +127,9 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
     svg << "<rect x=\"" << Num(left) << "\" y=\"" << Num(top) << "\" width=\"" << Num(right - left)
         << "\" height=\"" << Num(bottom - top) << "\" fill=\"none\" stroke=\"black\"/>\n";
     svg << "<text x=\"" << Num((left + right) / 2) << "\" y=\"" << Num(bottom + 32)
-        << "\" text-anchor=\"middle\">" << Escape(x_label) << "</text>\n";
+        << "\" text-anchor=\"middle\">" << XmlEscape(x_label) << "</text>\n";
     svg << "<text transform=\"translate(" << Num(left - 40) << "," << Num((top + bottom) / 2)
-        << ") rotate(-90)\" text-anchor=\"middle\">" << Escape(y_label) << "</text>\n";
+        << ") rotate(-90)\" text-anchor=\"middle\">" << XmlEscape(y_label) << "</text>\n";
 
     for (const PlotSeries& series : panel.series) {
       if (series.joined && series.points.size() > 1) {
@@ -158,7 +144,7 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
         svg << MarkerSvg(series.marker, sx(point.x), sy(point.y), series.color);
         if (!point.label.empty()) {
           svg << "<text x=\"" << Num(sx(point.x) + 7) << "\" y=\"" << Num(sy(point.y) - 6)
-              << "\" font-size=\"9\" fill=\"#333\">" << Escape(point.label) << "</text>\n";
+              << "\" font-size=\"9\" fill=\"#333\">" << XmlEscape(point.label) << "</text>\n";
         }
       }
     }
@@ -175,8 +161,8 @@ std::string RenderSvg(const std::string& title, const std::string& x_label,
         y += 22;
       }
       svg << MarkerSvg(series.marker, x, y, series.color);
-      svg << "<text x=\"" << Num(x + 10) << "\" y=\"" << Num(y + 4) << "\">" << Escape(series.name)
-          << "</text>\n";
+      svg << "<text x=\"" << Num(x + 10) << "\" y=\"" << Num(y + 4) << "\">"
+          << XmlEscape(series.name) << "</text>\n";
       x += entry_width;
     }
   }
