@@ -89,6 +89,11 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
   if (!p.profile().empty()) spec.profile = p.profile();
   spec.checkpoint_path = p.checkpoint_path();
+  spec.checkpoint_dir = p.checkpoint_dir();
+  if (p.has_checkpoint_every_iterations()) {
+    spec.checkpoint_every_iterations = p.checkpoint_every_iterations();
+  }
+  if (p.has_checkpoint_keep()) spec.checkpoint_keep = p.checkpoint_keep();
   if (p.has_num_classes()) spec.num_classes = p.num_classes();
   if (p.has_image_size()) spec.image_size = p.image_size();
   if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
@@ -122,6 +127,11 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_requeue_on_failure(spec.requeue_on_failure);
   p.set_profile(spec.profile);
   p.set_checkpoint_path(spec.checkpoint_path);
+  if (!spec.checkpoint_dir.empty()) {
+    p.set_checkpoint_dir(spec.checkpoint_dir);
+    p.set_checkpoint_every_iterations(spec.checkpoint_every_iterations);
+    p.set_checkpoint_keep(spec.checkpoint_keep);
+  }
   if (spec.num_classes > 0) p.set_num_classes(spec.num_classes);
   if (spec.image_size > 0) p.set_image_size(spec.image_size);
   return p;

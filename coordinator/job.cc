@@ -136,6 +136,17 @@ Status ValidateJobSpec(const JobSpec& spec) {
                                    " are accepted");
   }
   RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
+  RETURN_IF_ERROR(CheckPath("checkpoint.dir", spec.checkpoint_dir));
+  if (spec.checkpoint_dir.empty() &&
+      (spec.checkpoint_every_iterations != 0 || spec.checkpoint_keep != 2)) {
+    return FieldError("checkpoint.every_iterations", "and keep need checkpoint.dir");
+  }
+  if (spec.checkpoint_every_iterations < 0) {
+    return FieldError("checkpoint.every_iterations", "must be >= 0");
+  }
+  if (spec.checkpoint_keep < 1 || spec.checkpoint_keep > 1000) {
+    return FieldError("checkpoint.keep", "must be in [1, 1000]");
+  }
   RETURN_IF_ERROR(CheckPath("data.path", spec.data.path));
   if (spec.priority < -1000 || spec.priority > 1000) {
     return FieldError("priority", "must be in [-1000, 1000]");
@@ -236,7 +247,12 @@ json JobSpecToJson(const JobSpec& spec) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
     doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);
   }
-  if (!spec.checkpoint_path.empty()) doc["checkpoint"] = {{"path", spec.checkpoint_path}};
+  if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
+  if (!spec.checkpoint_dir.empty()) {
+    doc["checkpoint"]["dir"] = spec.checkpoint_dir;
+    doc["checkpoint"]["every_iterations"] = spec.checkpoint_every_iterations;
+    doc["checkpoint"]["keep"] = spec.checkpoint_keep;
+  }
   if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;
   if (spec.image_size > 0) doc["image_size"] = spec.image_size;
   return doc;

@@ -88,7 +88,11 @@ struct JobSpec {
   int64_t seed = 0;
   bool requeue_on_failure = false;
   std::string profile = "measured";  // or "analytical"
-  std::string checkpoint_path;
+  std::string checkpoint_path;       // the final state_dict export
+  // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_iterations = 0;
+  int checkpoint_keep = 2;
   int64_t num_classes = 0;  // 0: the model's default
   int64_t image_size = 0;   // 0: the model's default
 };

@@ -85,13 +85,21 @@ Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
     spec->set_checkpoint_path(checkpoint->get<std::string>());
     return Status::Ok();
   }
-  if (!checkpoint->is_object() || !checkpoint->contains("path") ||
-      !(*checkpoint)["path"].is_string()) {
-    return InvalidArgumentError("checkpoint: must be {\"path\": FILE}");
+  if (!checkpoint->is_object()) {
+    return InvalidArgumentError(
+        "checkpoint: must be {\"path\": FILE, \"dir\": DIR, \"every_iterations\": N, "
+        "\"keep\": K} (each optional)");
   }
-  RETURN_IF_ERROR(CheckKnownFields(*checkpoint, {"path"}, "checkpoint."));
-  spec->set_checkpoint_path((*checkpoint)["path"].get<std::string>());
-  return Status::Ok();
+  RETURN_IF_ERROR(
+      CheckKnownFields(*checkpoint, {"path", "dir", "every_iterations", "keep"}, "checkpoint."));
+  RETURN_IF_ERROR(ReadInto<std::string>(*checkpoint, "path", "checkpoint.",
+                                        [&](auto v) { spec->set_checkpoint_path(v); }));
+  RETURN_IF_ERROR(ReadInto<std::string>(*checkpoint, "dir", "checkpoint.",
+                                        [&](auto v) { spec->set_checkpoint_dir(v); }));
+  RETURN_IF_ERROR(ReadInto<int64_t>(*checkpoint, "every_iterations", "checkpoint.",
+                                    [&](auto v) { spec->set_checkpoint_every_iterations(v); }));
+  return ReadInto<int32_t>(*checkpoint, "keep", "checkpoint.",
+                           [&](auto v) { spec->set_checkpoint_keep(v); });
 }
 
 }  // namespace

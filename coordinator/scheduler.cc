@@ -25,6 +25,7 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(CheckRequestId(request_id));
   RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.path", spec.checkpoint_path));
+  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.dir", spec.checkpoint_dir));
   RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path));
   RETURN_IF_ERROR(planner_->CheckModel(spec));
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id, owner));
@@ -250,6 +251,10 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   spec.optimizer = ToRunSpec(job.spec.optimizer);
   spec.data = ToRunSpec(job.spec.data);
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
+  if (!job.spec.checkpoint_dir.empty()) {
+    spec.checkpoints = protocol::PeriodicCheckpoints{
+        job.spec.checkpoint_dir, job.spec.checkpoint_every_iterations, job.spec.checkpoint_keep};
+  }
   // The planner's documents go out unparsed; the executor ranks check them.
   return protocol::RunSpecToJson(spec, protocol::PlannedDocuments{graph_json, plan_json});
 }

@@ -44,14 +44,39 @@ Status CheckPlacements(const RunSpec& spec) {
   return Status::Ok();
 }
 
-Status ReadCheckpoint(const json& doc, std::optional<std::string>* path) {
+Status ReadCheckpoint(const json& doc, RunSpec* spec) {
   auto found = doc.find("checkpoint");
   if (found == doc.end() || found->is_null()) return Status::Ok();
-  if (!found->is_object() || !found->contains("path") || !(*found)["path"].is_string()) {
-    return InvalidArgumentError("checkpoint.path must be a string");
+  if (!found->is_object()) return InvalidArgumentError("checkpoint must be an object");
+  RETURN_IF_ERROR(
+      CheckKnownFields(*found, {"path", "dir", "every_iterations", "keep"}, "checkpoint."));
+  if (found->contains("path")) {
+    std::string path;
+    RETURN_IF_ERROR(ReadOptionalField(*found, "path", "checkpoint.", &path));
+    spec->checkpoint_path = path;
   }
-  *path = (*found)["path"].get<std::string>();
+  if (found->contains("dir")) {
+    PeriodicCheckpoints periodic;
+    RETURN_IF_ERROR(ReadOptionalField(*found, "dir", "checkpoint.", &periodic.dir));
+    RETURN_IF_ERROR(
+        ReadOptionalField(*found, "every_iterations", "checkpoint.", &periodic.every_iterations));
+    RETURN_IF_ERROR(ReadOptionalField(*found, "keep", "checkpoint.", &periodic.keep));
+    spec->checkpoints = periodic;
+  } else if (found->contains("every_iterations") || found->contains("keep")) {
+    return InvalidArgumentError("checkpoint.every_iterations and keep need checkpoint.dir");
+  }
   return Status::Ok();
+}
+
+json CheckpointToJson(const RunSpec& spec) {
+  json doc = json::object();
+  if (spec.checkpoint_path) doc["path"] = *spec.checkpoint_path;
+  if (spec.checkpoints) {
+    doc["dir"] = spec.checkpoints->dir;
+    doc["every_iterations"] = spec.checkpoints->every_iterations;
+    doc["keep"] = spec.checkpoints->keep;
+  }
+  return doc;
 }
 
 // The one writer; graph and plan come as documents already.
@@ -66,7 +91,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   doc["seed"] = spec.seed;
   doc["optimizer"] = OptimizerToJson(spec.optimizer);
   doc["data"] = DataToJson(spec.data);
-  if (spec.checkpoint_path) doc["checkpoint"] = {{"path", *spec.checkpoint_path}};
+  if (spec.checkpoint_path || spec.checkpoints) doc["checkpoint"] = CheckpointToJson(spec);
   doc["gradient_bucket_mb"] = spec.gradient_bucket_mb;
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   return doc;
@@ -88,6 +113,13 @@ Status ValidateRunSpec(const RunSpec& spec) {
   }
   if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
     return InvalidArgumentError("checkpoint.path is empty");
+  }
+  if (spec.checkpoints) {
+    if (spec.checkpoints->dir.empty()) return InvalidArgumentError("checkpoint.dir is empty");
+    if (spec.checkpoints->every_iterations < 0) {
+      return InvalidArgumentError("checkpoint.every_iterations must be >= 0");
+    }
+    if (spec.checkpoints->keep < 1) return InvalidArgumentError("checkpoint.keep must be >= 1");
   }
   if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
   return Status::Ok();
@@ -112,7 +144,7 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   if (doc.contains("data")) {
     ASSIGN_OR_RETURN(spec.data, ParseDataJson(doc["data"], "data."));
   }
-  RETURN_IF_ERROR(ReadCheckpoint(doc, &spec.checkpoint_path));
+  RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
   RETURN_IF_ERROR(ReadOptionalField(doc, "gradient_bucket_mb", "", &spec.gradient_bucket_mb));
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));

@@ -1,7 +1,8 @@
 // The run spec: everything one executor rank needs to train (docs/formats.md, "Run specs").
 //   {"format":"deepool.run","version":kProtocolVersion,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
-//    "checkpoint":{"path":"FILE"},"gradient_bucket_mb":25,"background":{...}}
+//    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
+//    "gradient_bucket_mb":25,"background":{...}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
 // and names the field that is wrong.
@@ -25,6 +26,18 @@ namespace deepool::protocol {
 
 inline constexpr const char* kRunSpecFormat = "deepool.run";
 
+// Periodic checkpoints (worker/runtime/checkpoint_dir.h): the whole training state in `dir`
+// every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
+// kept. A rank that starts with checkpoints in `dir` resumes from the newest whole one.
+struct PeriodicCheckpoints {
+  std::string dir;
+  int64_t every_iterations = 0;
+  int keep = 2;
+  bool operator==(const PeriodicCheckpoints& o) const {
+    return dir == o.dir && every_iterations == o.every_iterations && keep == o.keep;
+  }
+};
+
 struct RunSpec {
   std::string job_id;
   std::shared_ptr<const planner::Graph> graph;
@@ -33,7 +46,8 @@ struct RunSpec {
   uint64_t seed = 0;  // weight initialisation
   OptimizerSpec optimizer;
   DataSpec data;
-  std::optional<std::string> checkpoint_path;
+  std::optional<std::string> checkpoint_path;  // the final state_dict export
+  std::optional<PeriodicCheckpoints> checkpoints;
   // "gradient_bucket_mb": gradient sums are bucketed to this size, as DDP's (25 MiB, its
   // default); 0: one sum per layer. Fractions allowed.
   double gradient_bucket_mb = 25;

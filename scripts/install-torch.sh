@@ -37,6 +37,17 @@ if installed; then
   exit 0
 fi
 
+# The installed wheels take about 5 GB and pip unpacks them through a temporary directory:
+# stop at once with the reason rather than minutes later with pip's ENOSPC.
+need_gb=8
+mkdir -p "$(dirname "$venv")"
+free_gb=$(($(df -Pk "$(dirname "$venv")" | awk 'NR == 2 {print $4}') / 1024 / 1024))
+if ((free_gb < need_gb)); then
+  echo "install-torch: $free_gb GB free under $(dirname "$venv"); torch needs about $need_gb GB" \
+    "(free some space, or set DEEPOOL_VENV to a larger filesystem)" >&2
+  exit 1
+fi
+
 start=$SECONDS
 if [[ ! -x "$venv/bin/python" ]]; then
   "$python" -m venv "$venv" || {

@@ -24,6 +24,7 @@ RunSpec MlpSpec() {
   spec.optimizer.betas = {0.8, 0.99};
   spec.data.seed = 9;
   spec.checkpoint_path = "/tmp/model.pt";
+  spec.checkpoints = PeriodicCheckpoints{"/tmp/ck", 10, 3};
   return spec;
 }
 
@@ -41,6 +42,7 @@ TEST_CASE("run spec round-trips through JSON", "[run_spec]") {
   REQUIRE(parsed->optimizer == spec.optimizer);
   REQUIRE(parsed->data == spec.data);
   REQUIRE(parsed->checkpoint_path == spec.checkpoint_path);
+  REQUIRE(parsed->checkpoints == spec.checkpoints);
 }
 
 TEST_CASE("run spec errors name the field", "[run_spec]") {
@@ -48,6 +50,16 @@ TEST_CASE("run spec errors name the field", "[run_spec]") {
   SECTION("iterations") {
     doc["iterations"] = 0;
     REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(), Catch::Contains("iterations"));
+  }
+  SECTION("checkpoint keep") {
+    doc["checkpoint"]["keep"] = 0;
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(),
+                 Catch::Contains("checkpoint.keep"));
+  }
+  SECTION("checkpoint fields without a directory") {
+    doc["checkpoint"].erase("dir");
+    REQUIRE_THAT(ParseRunSpecJson(doc.dump()).status().message(),
+                 Catch::Contains("need checkpoint.dir"));
   }
   SECTION("optimizer name") {
     doc["optimizer"]["name"] = "rmsprop";

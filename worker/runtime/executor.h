@@ -138,6 +138,9 @@ class Executor {
   // executor and its communicator: run them in training mode only through Step, and only while
   // the executor lives (eval mode and checkpointing do not use it).
   const std::map<int, std::shared_ptr<LayerModule>>& modules() const { return modules_; }
+  // This rank's optimizer; null when it holds no parameters. For checkpoints: step it only
+  // through Step.
+  torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
   // "<layer>.<parameter>" -> tensor, for this rank's layers.
   std::map<std::string, torch::Tensor> NamedParameters() const;
 

@@ -1,12 +1,14 @@
 #include "worker/runtime/executor_process.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "worker/runtime/background_host.h"
 #include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoint_dir.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/device.h"
@@ -16,6 +18,7 @@
 #include "worker/runtime/multiplex_attach.h"
 #include "worker/runtime/run_spec.h"
 #include "worker/runtime/span_recorder.h"
+#include "worker/runtime/training_state.h"
 
 namespace deepool::worker {
 namespace {
@@ -122,24 +125,151 @@ void PrintTraceEvents(const std::vector<protocol::TraceEvent>& events, std::ostr
   if (!events.empty()) out.flush();
 }
 
+double MillisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The sum of `value` over every rank (a world all-reduce on the rank's device).
+StatusOr<double> SumOverRanks(Communicator& comm, const torch::Device& device, double value) {
+  RankGroup world;
+  for (int r = 0; r < comm.world_size(); ++r) world.push_back(r);
+  torch::Tensor t = torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(device));
+  ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(t, world));
+  RETURN_IF_ERROR(work->Wait(comm.timeout()));
+  return t.item<double>();
+}
+
+// One periodic checkpoint after `done` iterations: each rank writes the layers it leads, every
+// rank says whether it succeeded, and rank 0 then writes the manifest and prunes old ones. Every
+// rank takes part in the sum whatever happened to its own file, so none is left waiting.
+// Fails only when the ranks could not agree (a rank gone: training cannot go on); the outcome
+// says whether the checkpoint was written whole.
+struct CheckpointOutcome {
+  Status written;
+};
+StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
+                                                    Executor& executor, Communicator& comm,
+                                                    const torch::Device& device) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string path = CheckpointPath(spec.checkpoints->dir, done);
+  auto write_own = [&]() -> Status {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return UnavailableError("cannot create " + path + ": " + ec.message());
+    ASSIGN_OR_RETURN(
+        StateDict state,
+        CollectTrainingState(*spec.graph, executor.modules(),
+                             LayersWrittenBy(*spec.graph, spec.plan, rank), executor.optimizer()));
+    RETURN_IF_ERROR(SaveCheckpoint(path + "/" + RankFileName(rank), state));
+    return WriteRankSidecar(path, rank);
+  };
+  Status own = write_own();
+  if (!own.ok()) DP_LOG_WARN("rank {}: checkpoint {}: {}", rank, path, own.ToString());
+  ASSIGN_OR_RETURN(double written, SumOverRanks(comm, device, own.ok() ? 1.0 : 0.0));
+  if (written != comm.world_size()) {
+    return CheckpointOutcome{
+        UnavailableError("checkpoint " + path + ": " +
+                         std::to_string(comm.world_size() - static_cast<int>(written)) +
+                         " rank(s) could not write their part")};
+  }
+  if (rank != 0) return CheckpointOutcome{};
+  CheckpointManifest manifest;
+  manifest.iteration = done;
+  manifest.world_size = comm.world_size();
+  manifest.job_id = spec.job_id;
+  manifest.optimizer = spec.optimizer.name;
+  Status committed = CommitCheckpoint(path, manifest);
+  if (!committed.ok()) return CheckpointOutcome{committed.WithContext("checkpoint " + path)};
+  StatusOr<int> pruned = PruneCheckpoints(spec.checkpoints->dir, spec.checkpoints->keep);
+  if (!pruned.ok())
+    DP_LOG_WARN("pruning {}: {}", spec.checkpoints->dir, pruned.status().ToString());
+  DP_LOG_INFO("checkpoint {} written in {:.0f} ms ({} older removed)", path, MillisSince(start),
+              pruned.ok() ? *pruned : 0);
+  return CheckpointOutcome{};
+}
+
+// Where training starts: iteration 0, or the newest whole checkpoint in spec.checkpoints->dir,
+// whose state is then loaded (the checkpoint may come from another plan and world size). The
+// ranks check that they all found the same one.
+StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
+                                       Communicator& comm, const torch::Device& device) {
+  if (!spec.checkpoints) return int64_t{0};
+  ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found,
+                   FindLatestCheckpoint(spec.checkpoints->dir));
+  const int64_t first = found ? found->manifest.iteration : 0;
+  ASSIGN_OR_RETURN(double sum, SumOverRanks(comm, device, static_cast<double>(first)));
+  if (sum != static_cast<double>(first) * comm.world_size()) {
+    return FailedPreconditionError("the ranks found different checkpoints in " +
+                                   spec.checkpoints->dir + " (rank " + std::to_string(rank) +
+                                   " found iteration " + std::to_string(first) + ")");
+  }
+  if (!found) return int64_t{0};
+  const CheckpointManifest& manifest = found->manifest;
+  if (manifest.iteration > spec.iterations) {
+    return FailedPreconditionError("checkpoint " + found->path + " is past this run's " +
+                                   std::to_string(spec.iterations) + " iterations");
+  }
+  if (manifest.optimizer != spec.optimizer.name) {
+    return FailedPreconditionError("checkpoint " + found->path + " holds " + manifest.optimizer +
+                                   " state; this run uses " + spec.optimizer.name);
+  }
+  StateDict state;
+  for (const CheckpointFile& file : manifest.files) {
+    ASSIGN_OR_RETURN(StateDict part, LoadCheckpoint(found->path + "/" + file.name));
+    for (auto& entry : part) state.push_back(std::move(entry));
+  }
+  RETURN_IF_ERROR(LoadTrainingState(state, *spec.graph, executor.modules(), executor.optimizer())
+                      .WithContext("checkpoint " + found->path));
+  DP_LOG_INFO("rank {}: resumed from {} (iteration {} of {}; written by {} rank(s))", rank,
+              found->path, manifest.iteration, spec.iterations, manifest.world_size);
+  return manifest.iteration;
+}
+
+// What TrainLoop needs beside the executor.
+struct LoopContext {
+  const RunSpec& spec;
+  int rank;
+  Communicator& comm;
+  torch::Device device;
+  int64_t first_iteration;
+};
+
+// A periodic checkpoint after `done` iterations, when one is due. A failed one is logged and
+// training goes on: the previous whole checkpoint still stands.
+Status MaybeCheckpoint(const LoopContext& loop, Executor& executor, int64_t done) {
+  const auto& periodic = loop.spec.checkpoints;
+  if (!periodic) return Status::Ok();
+  const bool last = done == loop.spec.iterations;
+  const bool due = periodic->every_iterations > 0 && done % periodic->every_iterations == 0;
+  if (!last && !due) return Status::Ok();
+  ASSIGN_OR_RETURN(
+      CheckpointOutcome outcome,
+      WriteTrainingCheckpoint(loop.spec, loop.rank, done, executor, loop.comm, loop.device));
+  if (!outcome.written.ok()) DP_LOG_WARN("rank {}: {}", loop.rank, outcome.written.ToString());
+  return Status::Ok();
+}
+
 // Runs the iterations, printing each one's event (decorated with the BG job's progress).
-Status TrainLoop(const RunSpec& spec, int rank, Executor& executor, BackgroundSide& side,
+Status TrainLoop(const LoopContext& loop, Executor& executor, BackgroundSide& side,
                  SpanRecorder& spans, std::ostream& out) {
+  const RunSpec& spec = loop.spec;
   if (side.sharing) side.sharing->Start();
-  for (int64_t i = 0; i < spec.iterations; ++i) {
+  for (int64_t i = loop.first_iteration; i < spec.iterations; ++i) {
     spans.BeginIteration(i);
     ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
-    PrintTraceEvents(spans.TakeFinished(rank), out);
-    std::string line = IterationEvent(rank, stats);
+    PrintTraceEvents(spans.TakeFinished(loop.rank), out);
+    std::string line = IterationEvent(loop.rank, stats);
     if (side.host) {
       for (const std::string& l : side.host->AfterIteration(line)) out << l << '\n';
       out.flush();
     } else {
       out << (side.sharing ? side.sharing->Decorate(line) : line) << std::endl;
     }
+    RETURN_IF_ERROR(MaybeCheckpoint(loop, executor, i + 1));
   }
   if (side.commands) side.commands->Stop();
-  PrintTraceEvents(spans.Finish(rank), out);
+  PrintTraceEvents(spans.Finish(loop.rank), out);
   if (side.sharing) side.sharing->Finish();  // the BG job never outlives the FG rank
   if (side.host) {
     for (const std::string& l : side.host->Finish()) out << l << '\n';
@@ -196,15 +326,17 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
+  ASSIGN_OR_RETURN(int64_t first_iteration, ResumeFromCheckpoint(spec, options.rank, *executor,
+                                                                 *comm, device.torch_device()));
   StartCommands(options.command_fd, &side, &spans);
-  RETURN_IF_ERROR(TrainLoop(spec, options.rank, *executor, side, spans, out));
+  const LoopContext loop{spec, options.rank, *comm, device.torch_device(), first_iteration};
+  RETURN_IF_ERROR(TrainLoop(loop, *executor, side, spans, out));
   std::optional<std::string> checkpoint;
   std::optional<double> checkpoint_ms;
   if (spec.checkpoint_path) {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(checkpoint, WriteCheckpoint(spec, options.rank, *executor));
-    checkpoint_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    checkpoint_ms = MillisSince(start);
   }
   out << DoneEvent(options.rank, spec.iterations, checkpoint, checkpoint_ms) << std::endl;
   return Status::Ok();

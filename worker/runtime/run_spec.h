@@ -8,6 +8,7 @@
 namespace deepool::worker {
 
 using protocol::ParseRunSpecJson;
+using protocol::PeriodicCheckpoints;
 using protocol::ReadRunSpecFile;
 using protocol::RunSpec;
 using protocol::RunSpecToJson;

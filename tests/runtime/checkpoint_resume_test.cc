@@ -1,0 +1,188 @@
+// Periodic checkpoints and exact resume, over real executor processes (Gloo on loopback): a job
+// killed mid-run and started again from its checkpoint directory ends with the parameters and
+// optimizer state of an uninterrupted run, bit for bit on the same plan and within the
+// equivalence tolerance on another plan; partial and corrupt checkpoints are skipped.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "executor_test_util.h"
+#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoint_dir.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ParamMap;
+
+constexpr int64_t kIterations = 6;
+
+fs::path TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "deepool-resume-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+// small_cnn (batch norm, branches) on a burst plan over 3 ranks, or data parallel over 2.
+RunSpec Spec(const fs::path& checkpoints, bool burst) {
+  RunSpec spec;
+  spec.job_id = "resume-test";
+  spec.graph = std::make_shared<const planner::Graph>(testing::Zoo("small_cnn"));
+  spec.plan = burst ? testing::MakePlan(*spec.graph, 8, 3, {0, 1, 2}, testing::SmallCnnBurst())
+                    : testing::MakePlan(*spec.graph, 8, 2, {0, 1});
+  spec.iterations = kIterations;
+  spec.seed = 7;
+  spec.optimizer = testing::Sgd();
+  spec.checkpoints = PeriodicCheckpoints{checkpoints.string(), 2, 2};
+  return spec;
+}
+
+struct Run {
+  Status status;
+  int64_t first_iteration = -1;  // rank 0's first iteration event
+};
+
+// Runs the spec's ranks to the end, or until rank 0 reports iteration `kill_after` (then kills
+// every rank).
+Run Launch(const RunSpec& spec, const fs::path& dir, std::optional<int64_t> kill_after = {}) {
+  const std::string path = (dir / "run.json").string();
+  REQUIRE(WriteRunSpecFile(spec, path).ok());
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = path;
+  options.world_size = spec.plan.num_devices;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  REQUIRE(ranks.ok());
+  Run run;
+  run.status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
+    if (rank != 0 || iteration == nullptr) return;
+    if (run.first_iteration < 0) run.first_iteration = iteration->iteration;
+    if (kill_after && iteration->iteration == *kill_after) (*ranks)->Kill(0);
+  });
+  return run;
+}
+
+// The state of a whole checkpoint: every rank's file merged.
+ParamMap ReadCheckpoint(const std::string& path) {
+  ParamMap merged;
+  for (const auto& entry : fs::directory_iterator(path)) {
+    if (entry.path().extension() != ".pt") continue;
+    auto state = LoadCheckpoint(entry.path().string());
+    REQUIRE(state.ok());
+    for (auto& [key, tensor] : *state) REQUIRE(merged.emplace(key, tensor).second);
+  }
+  return merged;
+}
+
+void RequireSameState(const ParamMap& got, const ParamMap& want, double tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& [key, expected] : want) {
+    INFO(key);
+    REQUIRE(got.count(key) == 1);
+    if (tolerance == 0) {
+      REQUIRE(torch::equal(got.at(key), expected));
+    } else {
+      REQUIRE(torch::allclose(got.at(key).to(torch::kFloat64), expected.to(torch::kFloat64),
+                              tolerance, tolerance));
+    }
+  }
+}
+
+void FlipByte(const fs::path& file, std::streamoff offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  REQUIRE(f);
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(offset);
+  c = static_cast<char>(c ^ 0x5a);
+  f.write(&c, 1);
+}
+
+// One uninterrupted run, shared by the test cases: its final checkpoint.
+const ParamMap& Reference() {
+  static const ParamMap reference = [] {
+    const fs::path dir = TempDir();
+    Run run = Launch(Spec(dir / "ckpt", /*burst=*/true), dir);
+    INFO(run.status.ToString());
+    REQUIRE(run.status.ok());
+    auto found = FindLatestCheckpoint((dir / "ckpt").string());
+    REQUIRE(found.ok());
+    REQUIRE(found->has_value());
+    REQUIRE((*found)->manifest.iteration == kIterations);
+    REQUIRE((*found)->manifest.world_size == 3);
+    ParamMap state = ReadCheckpoint((*found)->path);
+    fs::remove_all(dir);
+    return state;
+  }();
+  return reference;
+}
+
+// A run killed after 5 iterations: whole checkpoints after 2 and 4 iterations remain.
+fs::path Interrupted(const fs::path& dir) {
+  const fs::path checkpoints = dir / "ckpt";
+  Run run = Launch(Spec(checkpoints, true), dir, /*kill_after=*/4);
+  REQUIRE_FALSE(run.status.ok());
+  REQUIRE(fs::exists(CheckpointPath(checkpoints.string(), 4) + "/MANIFEST.json"));
+  REQUIRE(fs::exists(CheckpointPath(checkpoints.string(), 2) + "/MANIFEST.json"));
+  return checkpoints;
+}
+
+TEST_CASE("a killed job resumed on the same plan ends bit-identical to an uninterrupted run",
+          "[checkpoint][resume][process]") {
+  const ParamMap& reference = Reference();
+  // The checkpoint holds the optimizer's momentum beside every parameter.
+  REQUIRE(reference.count("optimizer.fc.weight.momentum_buffer") == 1);
+  REQUIRE(reference.count("stem.bn.running_mean") == 1);
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = Interrupted(dir);
+  Run resumed = Launch(Spec(checkpoints, true), dir);
+  INFO(resumed.status.ToString());
+  REQUIRE(resumed.status.ok());
+  REQUIRE(resumed.first_iteration == 4);
+  RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
+  // keep = 2: the checkpoints after 4 and 6 iterations.
+  REQUIRE_FALSE(fs::exists(CheckpointPath(checkpoints.string(), 2)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a job resumed on another plan and world size ends within the equivalence tolerance",
+          "[checkpoint][resume][process]") {
+  const ParamMap& reference = Reference();
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = Interrupted(dir);
+  Run resumed = Launch(Spec(checkpoints, /*burst=*/false), dir);
+  INFO(resumed.status.ToString());
+  REQUIRE(resumed.status.ok());
+  REQUIRE(resumed.first_iteration == 4);
+  RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference,
+                   1e-4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("partial and corrupt checkpoints are skipped, never loaded",
+          "[checkpoint][resume][process]") {
+  const ParamMap& reference = Reference();
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = Interrupted(dir);
+  const std::string newest = CheckpointPath(checkpoints.string(), 4);
+  SECTION("a checkpoint without its manifest") { fs::remove(newest + "/MANIFEST.json"); }
+  SECTION("a rank file changed after it was written") { FlipByte(newest + "/rank-1.pt", 100); }
+  SECTION("a rank file cut short") {
+    fs::resize_file(newest + "/rank-2.pt", fs::file_size(newest + "/rank-2.pt") / 2);
+  }
+  Run resumed = Launch(Spec(checkpoints, true), dir);
+  INFO(resumed.status.ToString());
+  REQUIRE(resumed.status.ok());
+  REQUIRE(resumed.first_iteration == 2);
+  RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepool::worker

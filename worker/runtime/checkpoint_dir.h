@@ -1,0 +1,68 @@
+// Periodic checkpoints of a training job: a directory of whole-job checkpoints, one
+// subdirectory per checkpointed iteration count:
+//   DIR/iter-000000000120/rank-0.pt     rank 0's training state (training_state.h)
+//                        /rank-0.json   its size and digest, written after it
+//                        /...           one pair per rank
+//                        /MANIFEST.json written last, by rank 0, once every rank's pair exists
+// "iter-K" holds the state after K iterations; training resumes at iteration K. A checkpoint is
+// whole once its manifest exists (written through a rename); FindLatestCheckpoint also checks
+// every listed file's size and digest, and skips, with a log line, checkpoints that are partial
+// or corrupt, newest first. Rank 0 reads the other ranks' sidecars, so every rank's host must
+// see the same directory (a shared filesystem for a multi-host job).
+// Threading: free functions without shared state (file I/O only); one writer per directory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepool::worker {
+
+struct CheckpointFile {
+  std::string name;  // relative to the checkpoint's directory
+  int64_t bytes = 0;
+  uint64_t digest = 0;  // FNV-1a 64 of the contents
+};
+
+struct CheckpointManifest {
+  int64_t iteration = 0;  // iterations trained when it was written
+  int world_size = 0;
+  std::string job_id;
+  std::string optimizer;  // the optimizer whose state the files hold ("sgd", "adam")
+  std::vector<CheckpointFile> files;
+};
+
+// A checkpoint found on disk.
+struct FoundCheckpoint {
+  std::string path;  // its directory
+  CheckpointManifest manifest;
+};
+
+// "DIR/iter-000000000120".
+std::string CheckpointPath(const std::string& dir, int64_t iteration);
+// "rank-3.pt".
+std::string RankFileName(int rank);
+
+// The file's size and digest (NOT_FOUND when it cannot be read).
+StatusOr<CheckpointFile> DescribeFile(const std::string& path, const std::string& name);
+
+// After rank `rank` wrote RankFileName(rank) into `checkpoint_path`: records its size and
+// digest beside it ("rank-R.json").
+Status WriteRankSidecar(const std::string& checkpoint_path, int rank);
+
+// Rank 0, once every rank reported its file written: reads the ranks' sidecars and writes the
+// manifest. Fails, writing nothing, when a sidecar is missing or does not match its file.
+Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest manifest);
+
+// The newest whole checkpoint in `dir`; nullopt when there is none (or no `dir`). Partial or
+// corrupt ones are skipped with a warning naming what is wrong.
+StatusOr<std::optional<FoundCheckpoint>> FindLatestCheckpoint(const std::string& dir);
+
+// Removes every checkpoint older than the `keep` newest whole ones (partial ones included).
+// Returns how many were removed.
+StatusOr<int> PruneCheckpoints(const std::string& dir, int keep);
+
+}  // namespace deepool::worker
