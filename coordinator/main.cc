@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
                  "users file of hashed bearer tokens (`deepool token create` adds users); "
                  "re-read when it changes");
   app.add_option("--path-roots", options.path_roots,
-                 "directories job specs' checkpoint.path and data.path must lie under, after "
+                 "directories job specs' checkpoint.path, checkpoint.dir and data.path must lie "
+                 "under, after "
                  "symlinks and '..' are resolved (repeatable; default: anywhere)")
       ->delimiter(',');
   app.add_flag("--insecure", options.insecure,

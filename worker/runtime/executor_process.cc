@@ -193,7 +193,8 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
 // whose state is then loaded (the checkpoint may come from another plan and world size). The
 // ranks check that they all found the same one.
 StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
-                                       Communicator& comm, const torch::Device& device) {
+                                       Communicator& comm, const torch::Device& device,
+                                       std::ostream& out) {
   if (!spec.checkpoints) return int64_t{0};
   ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found,
                    FindLatestCheckpoint(spec.checkpoints->dir));
@@ -221,8 +222,11 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& 
   }
   RETURN_IF_ERROR(LoadTrainingState(state, *spec.graph, executor.modules(), executor.optimizer())
                       .WithContext("checkpoint " + found->path));
-  DP_LOG_INFO("rank {}: resumed from {} (iteration {} of {}; written by {} rank(s))", rank,
-              found->path, manifest.iteration, spec.iterations, manifest.world_size);
+  // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
+  if (rank == 0) {
+    out << "resumed from " << found->path << " (iteration " << manifest.iteration << " of "
+        << spec.iterations << "; written by " << manifest.world_size << " rank(s))" << std::endl;
+  }
   return manifest.iteration;
 }
 
@@ -326,8 +330,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
-  ASSIGN_OR_RETURN(int64_t first_iteration, ResumeFromCheckpoint(spec, options.rank, *executor,
-                                                                 *comm, device.torch_device()));
+  ASSIGN_OR_RETURN(
+      int64_t first_iteration,
+      ResumeFromCheckpoint(spec, options.rank, *executor, *comm, device.torch_device(), out));
   StartCommands(options.command_fd, &side, &spans);
   const LoopContext loop{spec, options.rank, *comm, device.torch_device(), first_iteration};
   RETURN_IF_ERROR(TrainLoop(loop, *executor, side, spans, out));

@@ -1,0 +1,85 @@
+// Elastic training end to end: real coordinator, workers and executors on loopback. A FG job
+// with periodic checkpoints whose node dies is requeued, resumes from its newest whole
+// checkpoint on the node that remains, and ends with the same bits as an uninterrupted run.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/e2e/local_cluster.h"
+
+using namespace deepool;
+using namespace deepool::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kIterations = 300;
+
+json CheckpointedJob(const std::string& name, const std::string& dir) {
+  json spec = FgJob(name, kIterations, /*gpus=*/2, /*global_batch=*/8);
+  spec["optimizer"] = {{"name", "sgd"}, {"lr", 0.01}, {"momentum", 0.9}};
+  spec["checkpoint"] = {{"dir", dir}, {"every_iterations", 10}, {"keep", 2}};
+  spec["requeue_on_failure"] = true;
+  return spec;
+}
+
+// The final checkpoint's manifest: its rank files' sizes and digests say whether two runs
+// ended with the same bits.
+json FinalManifest(const std::string& dir) {
+  char name[32];
+  std::snprintf(name, sizeof name, "iter-%012lld", static_cast<long long>(kIterations));
+  std::ifstream in(dir + "/" + name + "/MANIFEST.json");
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an uninterrupted run",
+          "[e2e][elastic]") {
+  ClusterOptions options;
+  options.node_timeout_s = 3;
+  LocalCluster cluster(options);
+  REQUIRE(cluster.WaitForNodesUp(2));
+  const std::string victim_dir = cluster.dir() + "/ck-victim";
+  const std::string reference_dir = cluster.dir() + "/ck-reference";
+
+  std::string victim;
+  REQUIRE(cluster.Submit(CheckpointedJob("victim", victim_dir), &victim).ok());
+  v1::Job running = cluster.WaitForJob(victim, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 25;
+  });
+  std::set<std::string> nodes;
+  for (const auto& d : running.devices()) nodes.insert(d.node_name());
+  REQUIRE(nodes.size() == 1);  // two devices of one worker
+  const std::string lost = *nodes.begin();
+  // The same spec on the other worker, never interrupted.
+  std::string reference;
+  REQUIRE(cluster.Submit(CheckpointedJob("reference", reference_dir), &reference).ok());
+  cluster.WaitForJob(reference,
+                     [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; });
+
+  cluster.SignalWorker(lost == "node-0" ? 0 : 1, SIGKILL);
+  v1::Job ended = cluster.WaitForTerminal(victim, 600s);
+  INFO(cli::ToJson(ended));
+  REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
+  bool requeued = false;
+  for (const auto& change : ended.history()) {
+    requeued |= change.code() == v1::REASON_CODE_REQUEUED;
+  }
+  CHECK(requeued);
+  for (const auto& d : ended.devices()) CHECK(d.node_name() != lost);
+  REQUIRE(cluster.WaitForTerminal(reference, 300s).state() == v1::JOB_STATE_SUCCEEDED);
+
+  // The second attempt started from a checkpoint, not from iteration 0.
+  std::string log, err;
+  REQUIRE(cluster.RunCli({"logs", victim}, &log, &err) == 0);
+  INFO(log.substr(0, 4000));
+  CHECK(log.find("resumed from " + victim_dir + "/iter-") != std::string::npos);
+  const json victim_manifest = FinalManifest(victim_dir);
+  const json reference_manifest = FinalManifest(reference_dir);
+  CHECK(victim_manifest["files"] == reference_manifest["files"]);
+  CHECK(victim_manifest["world_size"] == 2);
+}
