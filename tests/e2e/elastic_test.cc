@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -61,15 +62,23 @@ TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an u
   cluster.WaitForJob(reference,
                      [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; });
 
+  const int64_t iteration_at_kill = cluster.GetJob(victim)->progress().iteration();
+  const auto killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   cluster.SignalWorker(lost == "node-0" ? 0 : 1, SIGKILL);
   v1::Job ended = cluster.WaitForTerminal(victim, 600s);
   INFO(cli::ToJson(ended));
   REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
-  bool requeued = false;
+  int64_t requeued_ms = 0, running_again_ms = 0;
   for (const auto& change : ended.history()) {
-    requeued |= change.code() == v1::REASON_CODE_REQUEUED;
+    if (change.code() == v1::REASON_CODE_REQUEUED) requeued_ms = change.time_ms();
+    if (requeued_ms > 0 && running_again_ms == 0 && change.state() == v1::JOB_STATE_RUNNING) {
+      running_again_ms = change.time_ms();
+    }
   }
-  CHECK(requeued);
+  CHECK(requeued_ms > 0);
+  CHECK(running_again_ms >= requeued_ms);
   for (const auto& d : ended.devices()) CHECK(d.node_name() != lost);
   REQUIRE(cluster.WaitForTerminal(reference, 300s).state() == v1::JOB_STATE_SUCCEEDED);
 
@@ -77,7 +86,18 @@ TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an u
   std::string log, err;
   REQUIRE(cluster.RunCli({"logs", victim}, &log, &err) == 0);
   INFO(log.substr(0, 4000));
-  CHECK(log.find("resumed from " + victim_dir + "/iter-") != std::string::npos);
+  const size_t resumed = log.find("resumed from " + victim_dir + "/iter-");
+  REQUIRE(resumed != std::string::npos);
+  const int64_t resumed_at = std::stoll(log.substr(resumed + 19 + victim_dir.size(), 12));
+  CHECK(resumed_at % 10 == 0);
+  CHECK(resumed_at > 0);
+  // Recovery as the coordinator saw it (docs/benchmarks.md, "Elastic recovery").
+  std::printf(
+      "node loss to requeue %lld ms (node timeout %.0f s); requeue to RUNNING %lld ms; "
+      "progress at the kill %lld, resumed at %lld\n",
+      static_cast<long long>(requeued_ms - killed_ms), options.node_timeout_s,
+      static_cast<long long>(running_again_ms - requeued_ms),
+      static_cast<long long>(iteration_at_kill), static_cast<long long>(resumed_at));
   const json victim_manifest = FinalManifest(victim_dir);
   const json reference_manifest = FinalManifest(reference_dir);
   CHECK(victim_manifest["files"] == reference_manifest["files"]);

@@ -1,7 +1,7 @@
 // deepool-train: trains a model on this machine with one deepool-executor process per rank.
 //   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
-//                 [--data synthetic|cifar10:PATH]
+//                 [--data synthetic|cifar10:PATH] [--checkpoint-dir DIR --checkpoint-every N]
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -30,6 +30,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", options.seed, "weights and synthetic data seed");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");
   app.add_option("--checkpoint", options.checkpoint_path, "write the trained model here");
+  app.add_option("--checkpoint-dir", options.checkpoint_dir,
+                 "periodic checkpoints here (optimizer state included); started again with the "
+                 "same folder, training resumes from the newest whole one");
+  app.add_option("--checkpoint-every", options.checkpoint_every,
+                 "iterations between checkpoints (default 0: only at the end)");
+  app.add_option("--checkpoint-keep", options.checkpoint_keep,
+                 "checkpoints kept in --checkpoint-dir (default 2)");
   app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");
   app.add_flag("--json", options.json_events, "print the ranks' raw JSON events");
   CLI11_PARSE(app, argc, argv);

@@ -12,6 +12,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/content_digest.h"
+
 namespace deepool::worker {
 namespace {
 
@@ -44,6 +46,9 @@ std::vector<char> PickleUntagged(const c10::IValue& value) {
   pickler.pushIValue(value);
   pickler.stop();
   std::vector<char> archive;
+  size_t tensor_bytes = 0;
+  for (const at::Tensor& t : pickler.tensorData()) tensor_bytes += t.nbytes();
+  archive.reserve(tensor_bytes + pickled.size() + (1 << 20));  // no regrowth for large models
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
     const char* bytes = static_cast<const char*>(data);
     archive.insert(archive.end(), bytes, bytes + size);
@@ -152,7 +157,8 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
   return Status::Ok();
 }
 
-Status SaveCheckpoint(const std::string& path, const StateDict& state) {
+Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* bytes_out,
+                      uint64_t* digest_out) {
   std::vector<char> bytes;
   try {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
@@ -180,6 +186,12 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return UnavailableError("cannot rename '" + tmp + "' to '" + path + "'");
+  }
+  if (bytes_out) *bytes_out = static_cast<int64_t>(bytes.size());
+  if (digest_out) {
+    ContentDigest digest;
+    digest.Update(bytes.data(), bytes.size());
+    *digest_out = digest.Finish();
   }
   return Status::Ok();
 }

@@ -43,8 +43,10 @@ StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
 Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
                          const std::vector<std::shared_ptr<LayerModule>>& modules);
 
-// Writes `state` to `path` (through a temporary file renamed into place).
-Status SaveCheckpoint(const std::string& path, const StateDict& state);
+// Writes `state` to `path` (through a temporary file renamed into place). When given, *bytes
+// and *digest get the file's size and common/content_digest.h digest.
+Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* bytes = nullptr,
+                      uint64_t* digest = nullptr);
 
 // Reads a state_dict file as written by SaveCheckpoint. Tensors come back on the CPU.
 StatusOr<StateDict> LoadCheckpoint(const std::string& path);

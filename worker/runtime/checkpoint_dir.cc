@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/content_digest.h"
 #include "common/logging.h"
 
 namespace deepool::worker {
@@ -20,14 +21,6 @@ using nlohmann::json;
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kManifestFormat = "deepool.checkpoint";
 constexpr const char* kIterationPrefix = "iter-";
-
-uint64_t Fnv1a(const char* data, size_t size, uint64_t hash) {
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= static_cast<unsigned char>(data[i]);
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 // Writes `text` to `path` through a synced temporary file renamed into place, so that a reader
 // sees the old file, or none, or the whole new one.
@@ -157,22 +150,20 @@ StatusOr<CheckpointFile> DescribeFile(const std::string& path, const std::string
   if (!in) return NotFoundError("cannot read " + path);
   CheckpointFile f;
   f.name = name;
-  uint64_t hash = 0xcbf29ce484222325ULL;
+  ContentDigest digest;
   std::vector<char> buffer(1 << 20);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const auto got = static_cast<size_t>(in.gcount());
-    hash = Fnv1a(buffer.data(), got, hash);
+    digest.Update(buffer.data(), got);
     f.bytes += static_cast<int64_t>(got);
   }
   if (in.bad()) return DataLossError("reading " + path + " failed");
-  f.digest = hash;
+  f.digest = digest.Finish();
   return f;
 }
 
-Status WriteRankSidecar(const std::string& checkpoint_path, int rank) {
-  const std::string name = RankFileName(rank);
-  ASSIGN_OR_RETURN(CheckpointFile f, DescribeFile(checkpoint_path + "/" + name, name));
+Status WriteRankSidecar(const std::string& checkpoint_path, int rank, const CheckpointFile& f) {
   return WriteFileAtomically(checkpoint_path + "/rank-" + std::to_string(rank) + ".json",
                              FileToJson(f).dump());
 }
@@ -187,12 +178,8 @@ Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest m
           "rank " + std::to_string(rank) +
           "'s file is not visible here (every rank's host must share the checkpoint directory)");
     }
+    // Its file is not read again here: FindLatestCheckpoint checks every file when it loads.
     ASSIGN_OR_RETURN(CheckpointFile listed, FileFromJson(*doc));
-    ASSIGN_OR_RETURN(CheckpointFile actual,
-                     DescribeFile(checkpoint_path + "/" + listed.name, listed.name));
-    if (actual.bytes != listed.bytes || actual.digest != listed.digest) {
-      return DataLossError(listed.name + " changed after its rank wrote it");
-    }
     manifest.files.push_back(std::move(listed));
   }
   json files = json::array();

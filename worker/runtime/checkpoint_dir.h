@@ -24,7 +24,7 @@ namespace deepool::worker {
 struct CheckpointFile {
   std::string name;  // relative to the checkpoint's directory
   int64_t bytes = 0;
-  uint64_t digest = 0;  // FNV-1a 64 of the contents
+  uint64_t digest = 0;  // common/content_digest.h of the contents
 };
 
 struct CheckpointManifest {
@@ -50,11 +50,11 @@ std::string RankFileName(int rank);
 StatusOr<CheckpointFile> DescribeFile(const std::string& path, const std::string& name);
 
 // After rank `rank` wrote RankFileName(rank) into `checkpoint_path`: records its size and
-// digest beside it ("rank-R.json").
-Status WriteRankSidecar(const std::string& checkpoint_path, int rank);
+// digest (`file`, as the writer computed them) beside it ("rank-R.json").
+Status WriteRankSidecar(const std::string& checkpoint_path, int rank, const CheckpointFile& file);
 
 // Rank 0, once every rank reported its file written: reads the ranks' sidecars and writes the
-// manifest. Fails, writing nothing, when a sidecar is missing or does not match its file.
+// manifest. Fails, writing nothing, when a sidecar is missing or unreadable.
 Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest manifest);
 
 // The newest whole checkpoint in `dir`; nullopt when there is none (or no `dir`). Partial or

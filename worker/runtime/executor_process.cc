@@ -161,8 +161,10 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
         StateDict state,
         CollectTrainingState(*spec.graph, executor.modules(),
                              LayersWrittenBy(*spec.graph, spec.plan, rank), executor.optimizer()));
-    RETURN_IF_ERROR(SaveCheckpoint(path + "/" + RankFileName(rank), state));
-    return WriteRankSidecar(path, rank);
+    CheckpointFile file;
+    file.name = RankFileName(rank);
+    RETURN_IF_ERROR(SaveCheckpoint(path + "/" + file.name, state, &file.bytes, &file.digest));
+    return WriteRankSidecar(path, rank, file);
   };
   Status own = write_own();
   if (!own.ok()) DP_LOG_WARN("rank {}: checkpoint {}: {}", rank, path, own.ToString());

@@ -141,8 +141,13 @@ bool RankProcesses::AnyRunning() const {
 void RankProcesses::HandleLine(int rank, const std::string& line, const EventCallback& on_event) {
   StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
   if (!event.ok()) {
-    DP_LOG_WARN("rank {} printed a line that is not an event ({}): {}", rank,
-                event.status().message(), line);
+    // The protocol allows log lines (such as a resume's) beside the events.
+    if (line.empty() || line.front() != '{') {
+      DP_LOG_INFO("rank {}: {}", rank, line);
+    } else {
+      DP_LOG_WARN("rank {} printed a line that is not an event ({}): {}", rank,
+                  event.status().message(), line);
+    }
     return;
   }
   RankOutcome& outcome = outcomes_[static_cast<size_t>(rank)];

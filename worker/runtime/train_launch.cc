@@ -87,6 +87,11 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   if (!options.checkpoint_path.empty()) {
     spec.checkpoint_path = std::filesystem::absolute(options.checkpoint_path).string();
   }
+  if (!options.checkpoint_dir.empty()) {
+    spec.checkpoints =
+        PeriodicCheckpoints{std::filesystem::absolute(options.checkpoint_dir).string(),
+                            options.checkpoint_every, options.checkpoint_keep};
+  }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
   return spec;
 }

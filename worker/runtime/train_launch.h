@@ -29,6 +29,10 @@ struct TrainOptions {
   uint64_t seed = 0;
   int timeout_s = 60;
   std::string checkpoint_path;
+  // Periodic checkpoints; a run started again with the same directory resumes from it.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int checkpoint_keep = 2;
   std::string executor_path;  // empty: deepool-executor next to this binary
   std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
   bool json_events = false;   // print the ranks' raw event lines instead of the table

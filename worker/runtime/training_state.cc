@@ -76,8 +76,10 @@ StatusOr<std::unique_ptr<torch::optim::OptimizerParamState>> MakeParamState(
 std::vector<int> LayersWrittenBy(const planner::Graph& graph, const planner::Plan& plan, int rank) {
   std::vector<int> layers;
   for (const planner::LayerPlacement& placement : plan.layers) {
-    if (placement.devices.empty() || placement.devices.front() != rank) continue;
-    if (std::optional<int> id = graph.FindLayer(placement.layer)) layers.push_back(*id);
+    std::optional<int> id = graph.FindLayer(placement.layer);
+    if (!id || placement.devices.empty()) continue;
+    const size_t writer = static_cast<size_t>(*id) % placement.devices.size();
+    if (placement.devices[writer] == rank) layers.push_back(*id);
   }
   return layers;
 }

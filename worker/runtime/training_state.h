@@ -21,8 +21,9 @@
 
 namespace deepool::worker {
 
-// The layers whose state `rank` writes: those whose device set it leads (its lowest rank), so
-// that the ranks' files together hold each layer once.
+// The layers whose state `rank` writes, so that the ranks' files together hold each layer once:
+// layer i is written by member i mod |set| of its device set, which spreads the writes of a
+// data-parallel plan over all its ranks.
 std::vector<int> LayersWrittenBy(const planner::Graph& graph, const planner::Plan& plan, int rank);
 
 // The state of `layers` (each held in `modules`) and their parameters' optimizer state.
