@@ -73,10 +73,21 @@ class Round {
   }
 
  private:
+  // The devices the job's next attempt is planned for: its `gpus`, or, for a job that re-plans
+  // on node loss and ran before, as many as the largest group of schedulable devices has when
+  // that is fewer (the global batch stays).
+  int DevicesWanted(const JobRecord& job) const {
+    if (!ReplansOnNodeLoss(job.spec) || job.attempt < 1) return job.spec.gpus;
+    int largest = 0;
+    for (const auto& [type, count] : capacity_) largest = std::max(largest, count);
+    return largest >= 1 ? std::min(job.spec.gpus, largest) : job.spec.gpus;
+  }
+
   bool AdmitForeground(const JobRecord& job) {
+    const int wanted = DevicesWanted(job);
     for (auto& [type, keys] : free_) {
-      if (static_cast<int>(keys.size()) < job.spec.gpus) continue;
-      ForegroundGrant grant = Pack(job.id, type, keys, job.spec.gpus, in_.ledger);
+      if (static_cast<int>(keys.size()) < wanted) continue;
+      ForegroundGrant grant = Pack(job.id, type, keys, wanted, in_.ledger);
       for (const DeviceKey& key : grant.devices) {
         keys.erase(std::find(keys.begin(), keys.end(), key));
         in_.ledger.HoldForeground(key, job.id);
@@ -95,7 +106,7 @@ class Round {
   bool CouldEverFit(const JobRecord& job) {
     int largest = 0;
     for (const auto& [type, count] : capacity_) largest = std::max(largest, count);
-    if (largest < job.spec.gpus) {
+    if (largest < DevicesWanted(job)) {
       Wait(job, ReasonCode::kNotEnoughDevices,
            "needs " + std::to_string(job.spec.gpus) +
                " devices of one type; the largest group of schedulable devices has " +
@@ -106,9 +117,14 @@ class Round {
     for (const auto& [type, keys] : free_) {
       most_free = std::max(most_free, static_cast<int>(keys.size()));
     }
+    const int wanted = DevicesWanted(job);
     Wait(job, ReasonCode::kWaitingForDevices,
-         "waiting for " + std::to_string(job.spec.gpus) + " free devices of one type (" +
-             std::to_string(most_free) + " free)");
+         "waiting for " + std::to_string(wanted) + " free devices of one type (" +
+             std::to_string(most_free) + " free" +
+             (wanted < job.spec.gpus
+                  ? "; re-planned from " + std::to_string(job.spec.gpus) + " after a node loss"
+                  : "") +
+             ")");
     return true;
   }
 

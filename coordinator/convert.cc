@@ -87,6 +87,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   }
   if (p.has_seed()) spec.seed = p.seed();
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
+  spec.on_node_loss = p.on_node_loss();
   if (!p.profile().empty()) spec.profile = p.profile();
   spec.checkpoint_path = p.checkpoint_path();
   spec.checkpoint_dir = p.checkpoint_dir();
@@ -125,6 +126,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.mutable_data()->set_path(spec.data.path);
   p.set_seed(spec.seed);
   p.set_requeue_on_failure(spec.requeue_on_failure);
+  p.set_on_node_loss(spec.on_node_loss);
   p.set_profile(spec.profile);
   p.set_checkpoint_path(spec.checkpoint_path);
   if (!spec.checkpoint_dir.empty()) {

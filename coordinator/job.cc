@@ -124,6 +124,12 @@ Status CheckRequestId(const std::string& request_id) {
   return Status::Ok();
 }
 
+bool RequeuesOnFailure(const JobSpec& spec) {
+  return spec.requeue_on_failure || spec.on_node_loss == "wait" || spec.on_node_loss == "replan";
+}
+
+bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "replan"; }
+
 Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
   if (HasControlCharacters(spec.name)) return FieldError("name", "has control characters");
@@ -158,6 +164,16 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.gpus > spec.global_batch) {
     return FieldError("gpus",
                       "must be <= global_batch (" + std::to_string(spec.global_batch) + ")");
+  }
+  if (spec.on_node_loss != "" && spec.on_node_loss != "fail" && spec.on_node_loss != "wait" &&
+      spec.on_node_loss != "replan") {
+    return FieldError("on_node_loss", "must be fail, wait or replan");
+  }
+  if (spec.on_node_loss == "fail" && spec.requeue_on_failure) {
+    return FieldError("on_node_loss", "is fail but requeue_on_failure is true");
+  }
+  if (spec.on_node_loss == "replan" && spec.role == JobRole::kBg) {
+    return FieldError("on_node_loss", "replan is for FG jobs (a BG job runs on one device)");
   }
   if (spec.role == JobRole::kBg && spec.gpus != 1) {
     return FieldError("gpus", "a bg job runs on exactly 1 device");
@@ -240,6 +256,7 @@ json JobSpecToJson(const JobSpec& spec) {
               {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
               {"seed", spec.seed},
               {"requeue_on_failure", spec.requeue_on_failure},
+              {"on_node_loss", spec.on_node_loss},
               {"profile", spec.profile}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;

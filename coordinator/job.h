@@ -87,6 +87,7 @@ struct JobSpec {
   DataSpec data;
   int64_t seed = 0;
   bool requeue_on_failure = false;
+  std::string on_node_loss;          // "", "fail", "wait" or "replan" (proto/deepool/v1/job.proto)
   std::string profile = "measured";  // or "analytical"
   std::string checkpoint_path;       // the final state_dict export
   // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
@@ -96,6 +97,11 @@ struct JobSpec {
   int64_t num_classes = 0;  // 0: the model's default
   int64_t image_size = 0;   // 0: the model's default
 };
+
+// Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or
+// requeue_on_failure), and whether its next attempt may be planned for fewer devices.
+bool RequeuesOnFailure(const JobSpec& spec);
+bool ReplansOnNodeLoss(const JobSpec& spec);
 
 // Parses the JSON job spec. Unknown fields and bad values are INVALID_ARGUMENT naming the field.
 StatusOr<JobSpec> ParseJobSpecJson(std::string_view text);

@@ -109,8 +109,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   RETURN_IF_ERROR(CheckKnownFields(
       doc,
       {"name", "model", "graph", "role", "priority", "global_batch", "gpus", "amplification_limit",
-       "iterations", "optimizer", "data", "seed", "requeue_on_failure", "profile", "checkpoint",
-       "num_classes", "image_size"},
+       "iterations", "optimizer", "data", "seed", "requeue_on_failure", "on_node_loss", "profile",
+       "checkpoint", "num_classes", "image_size"},
       ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
@@ -132,6 +132,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
                                  [&](auto v) { spec.set_requeue_on_failure(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<std::string>(doc, "on_node_loss", "", [&](auto v) { spec.set_on_node_loss(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "profile", "", [&](auto v) { spec.set_profile(v); }));
   RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
   RETURN_IF_ERROR(

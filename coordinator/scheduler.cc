@@ -151,7 +151,11 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
   JobWrite write = TransitionWrite(
       job.id, JobState::kPlanning,
       {ReasonCode::kProgress,
-       "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices"});
+       "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices" +
+           (grant.shape.devices < job.spec.gpus
+                ? " (re-planned from " + std::to_string(job.spec.gpus) + ": only " +
+                      std::to_string(grant.shape.devices) + " schedulable after a node loss)"
+                : "")});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   PlanOnceStoredLocked(std::move(reservation), std::move(write), writes);
 }

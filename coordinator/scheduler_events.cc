@@ -168,7 +168,7 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
   dispatcher_.CancelJob(job.id, reason.message);
   ReleaseAfterStopLocked(job);
   // Retried until stored: a job left RUNNING with its devices freed would never end.
-  if (job.spec.requeue_on_failure && job.attempt < options_.max_attempts) {
+  if (RequeuesOnFailure(job.spec) && job.attempt < options_.max_attempts) {
     writes->push_back(TransitionWrite(job.id, JobState::kPending,
                                       {ReasonCode::kRequeued, "requeued: " + reason.message},
                                       /*retry=*/true));

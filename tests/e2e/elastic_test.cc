@@ -103,3 +103,38 @@ TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an u
   CHECK(victim_manifest["files"] == reference_manifest["files"]);
   CHECK(victim_manifest["world_size"] == 2);
 }
+
+TEST_CASE("a FG job that re-plans on node loss goes on from its checkpoint on the devices left",
+          "[e2e][elastic]") {
+  ClusterOptions options;
+  options.node_timeout_s = 3;
+  LocalCluster cluster(options);
+  REQUIRE(cluster.WaitForNodesUp(2));
+  const std::string dir = cluster.dir() + "/ck-elastic";
+  json spec = CheckpointedJob("elastic", dir);
+  spec["gpus"] = 4;  // both workers
+  spec.erase("requeue_on_failure");
+  spec["on_node_loss"] = "replan";
+  std::string id;
+  REQUIRE(cluster.Submit(spec, &id).ok());
+  cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 25;
+  });
+  cluster.SignalWorker(1, SIGKILL);
+  v1::Job ended = cluster.WaitForTerminal(id, 600s);
+  INFO(cli::ToJson(ended));
+  REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(ended.devices_size() == 2);
+  for (const auto& d : ended.devices()) CHECK(d.node_name() == "node-0");
+  bool replanned = false;
+  for (const auto& change : ended.history()) {
+    replanned |= change.reason().find("re-planned from 4: only 2 schedulable") != std::string::npos;
+  }
+  CHECK(replanned);
+  std::string log, err;
+  REQUIRE(cluster.RunCli({"logs", id}, &log, &err) == 0);
+  INFO(log.substr(0, 4000));
+  // Written by 4 ranks, resumed by 2; the last checkpoint is the 2-rank plan's.
+  CHECK(log.find("written by 4 rank(s)") != std::string::npos);
+  CHECK(FinalManifest(dir)["world_size"] == 2);
+}

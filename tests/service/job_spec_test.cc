@@ -188,6 +188,24 @@ TEST_CASE("periodic checkpoints are read checked and carried through the message
         "checkpoint.dir: has control characters");
 }
 
+TEST_CASE("the node-loss policy is read checked and kept", "[job_spec][elastic]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gpus":4,"on_node_loss":"replan")"));
+  REQUIRE(spec.ok());
+  CHECK(spec->on_node_loss == "replan");
+  CHECK(RequeuesOnFailure(*spec));
+  CHECK(ReplansOnNodeLoss(*spec));
+  CHECK(JobSpecFromProto(JobSpecToProto(*spec))->on_node_loss == "replan");
+  CHECK(JobSpecFromJson(JobSpecToJson(*spec))->on_node_loss == "replan");
+  CHECK(RequeuesOnFailure(*ParseJobSpecJson(Spec(R"(,"requeue_on_failure":true)"))));
+  CHECK_FALSE(RequeuesOnFailure(*ParseJobSpecJson(Spec(""))));
+  CHECK(ErrorOf(Spec(R"(,"on_node_loss":"retry")")) ==
+        "on_node_loss: must be fail, wait or replan");
+  CHECK(ErrorOf(Spec(R"(,"on_node_loss":"fail","requeue_on_failure":true)")) ==
+        "on_node_loss: is fail but requeue_on_failure is true");
+  CHECK_THAT(ErrorOf(Spec(R"(,"role":"bg","on_node_loss":"replan")")),
+             Catch::StartsWith("on_node_loss: replan is for FG jobs"));
+}
+
 TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
   JobRecord job;
   job.id = "job-000042";

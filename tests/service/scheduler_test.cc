@@ -334,6 +334,57 @@ TEST_CASE("a silent node's jobs fail, or are requeued when the spec allows", "[s
   CHECK(h.Get(second.id).attempt == 2);
 }
 
+TEST_CASE("on a node loss a FG job fails, waits for its size, or is re-planned for what remains",
+          "[scheduler][elastic]") {
+  Harness h;
+  h.AddNode("a", 2);
+  h.AddNode("b", 2);
+  JobSpec spec = Fg(4);
+  std::string policy = GENERATE(std::string("fail"), std::string("wait"), std::string("replan"));
+  spec.on_node_loss = policy;
+  INFO("on_node_loss " << policy);
+  JobRecord job = h.Submit(spec);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  REQUIRE(h.Get(job.id).devices.size() == 4);
+  std::string task_a;
+  for (const std::string& id : h.Get(job.id).task_ids) {
+    if (id.find("node-a") != std::string::npos) task_a = id;
+  }
+  // Node b goes silent; node a stays.
+  for (int i = 0; i < 3; ++i) {
+    h.clock.Advance(seconds(4));
+    REQUIRE(h.scheduler.Heartbeat("node-a", {Running(task_a, job.id)}).ok());
+    h.scheduler.Tick();
+  }
+  // The first attempt's task on node a is cancelled; once it reports so, its devices are free.
+  h.Exit("node-a", task_a, v1::TASK_OUTCOME_CANCELLED);
+  h.scheduler.Tick();
+  JobRecord after = h.Get(job.id);
+  if (policy == "fail") {
+    CHECK(after.state == JobState::kFailed);
+    CHECK(after.reason_code == ReasonCode::kNodeLost);
+  } else if (policy == "wait") {
+    CHECK(after.state == JobState::kPending);
+    CHECK(after.reason_code == ReasonCode::kNotEnoughDevices);
+    h.AddNode("b", 2);  // back: the job runs at its size again
+    h.scheduler.Tick();
+    CHECK(h.Get(job.id).state == JobState::kRunning);
+    CHECK(h.Get(job.id).devices.size() == 4);
+  } else {
+    CHECK(after.state == JobState::kRunning);
+    CHECK(after.attempt == 2);
+    CHECK(after.devices.size() == 2);
+    bool replanned = false;
+    for (const StateChange& change : after.history) {
+      replanned |= change.state == JobState::kPlanning &&
+                   change.reason.find("re-planned from 4: only 2 schedulable") != std::string::npos;
+    }
+    CHECK(replanned);
+    CHECK(after.spec.gpus == 4);  // the spec stays: a later attempt takes 4 again if it can
+  }
+}
+
 TEST_CASE("a cancelled job's devices are given to another job only once its executors stopped",
           "[scheduler]") {
   Harness h;
