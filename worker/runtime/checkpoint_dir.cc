@@ -107,7 +107,11 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
     const std::string name = entry.path().filename().string();
     if (name.rfind(kIterationPrefix, 0) != 0 || !entry.is_directory(ec)) continue;
     const std::string digits = name.substr(std::string(kIterationPrefix).size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    // At most 18 digits: any such count fits int64 (a longer name is not one of ours).
+    if (digits.empty() || digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
     found.emplace_back(std::stoll(digits), entry.path().string());
   }
   std::sort(found.begin(), found.end(), std::greater<>());

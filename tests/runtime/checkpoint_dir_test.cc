@@ -1,0 +1,86 @@
+// The checkpoint directory's bookkeeping without training: which checkpoint is whole, what is
+// skipped, what pruning removes.
+#include "worker/runtime/checkpoint_dir.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace deepool::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "deepool-ckdir-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+// A whole checkpoint of `ranks` files, as the executor writes one.
+void WriteCheckpoint(const fs::path& dir, int64_t iteration, int ranks) {
+  const std::string path = CheckpointPath(dir.string(), iteration);
+  fs::create_directories(path);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string name = RankFileName(rank);
+    std::ofstream(path + "/" + name) << "state of rank " << rank << " at " << iteration;
+    auto file = DescribeFile(path + "/" + name, name);
+    REQUIRE(file.ok());
+    REQUIRE(WriteRankSidecar(path, rank, *file).ok());
+  }
+  CheckpointManifest manifest;
+  manifest.iteration = iteration;
+  manifest.world_size = ranks;
+  manifest.optimizer = "sgd";
+  REQUIRE(CommitCheckpoint(path, manifest).ok());
+}
+
+int64_t Latest(const fs::path& dir) {
+  auto found = FindLatestCheckpoint(dir.string());
+  REQUIRE(found.ok());
+  return found->has_value() ? (*found)->manifest.iteration : -1;
+}
+
+TEST_CASE("the newest whole checkpoint is found and odd entries are ignored", "[checkpoint]") {
+  const fs::path dir = TempDir();
+  CHECK(Latest(dir / "missing") == -1);
+  CHECK(Latest(dir) == -1);
+  WriteCheckpoint(dir, 10, 2);
+  WriteCheckpoint(dir, 20, 2);
+  // Not checkpoints: a name too long for a count, other names, a file.
+  fs::create_directories(dir / "iter-9999999999999999999999");
+  fs::create_directories(dir / "iter-abc");
+  fs::create_directories(dir / "other");
+  std::ofstream(dir / "iter-000000000099") << "a file, not a directory";
+  CHECK(Latest(dir) == 20);
+  // A newer one without its manifest (a crash before the commit) is skipped.
+  fs::create_directories(CheckpointPath(dir.string(), 30));
+  CHECK(Latest(dir) == 20);
+  // A commit that cannot see every rank's sidecar writes no manifest.
+  CheckpointManifest three;
+  three.iteration = 30;
+  three.world_size = 3;
+  CHECK_THAT(CommitCheckpoint(CheckpointPath(dir.string(), 30), three).message(),
+             Catch::Contains("share the checkpoint directory"));
+  CHECK(Latest(dir) == 20);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("pruning keeps the newest whole checkpoints and a newer partial one", "[checkpoint]") {
+  const fs::path dir = TempDir();
+  for (int64_t i : {5, 10, 15, 20}) WriteCheckpoint(dir, i, 1);
+  fs::create_directories(CheckpointPath(dir.string(), 25));  // being written
+  auto removed = PruneCheckpoints(dir.string(), 2);
+  REQUIRE(removed.ok());
+  CHECK(*removed == 2);
+  CHECK_FALSE(fs::exists(CheckpointPath(dir.string(), 5)));
+  CHECK_FALSE(fs::exists(CheckpointPath(dir.string(), 10)));
+  CHECK(fs::exists(CheckpointPath(dir.string(), 15)));
+  CHECK(fs::exists(CheckpointPath(dir.string(), 20)));
+  CHECK(fs::exists(CheckpointPath(dir.string(), 25)));
+  CHECK_FALSE(PruneCheckpoints(dir.string(), 0).ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepool::worker
