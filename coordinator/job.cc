@@ -256,7 +256,6 @@ json JobSpecToJson(const JobSpec& spec) {
               {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
               {"seed", spec.seed},
               {"requeue_on_failure", spec.requeue_on_failure},
-              {"on_node_loss", spec.on_node_loss},
               {"profile", spec.profile}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
@@ -264,6 +263,7 @@ json JobSpecToJson(const JobSpec& spec) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
     doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);
   }
+  if (!spec.on_node_loss.empty()) doc["on_node_loss"] = spec.on_node_loss;
   if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
   if (!spec.checkpoint_dir.empty()) {
     doc["checkpoint"]["dir"] = spec.checkpoint_dir;

@@ -1,14 +1,12 @@
 #include "worker/runtime/executor_process.h"
 
 #include <chrono>
-#include <filesystem>
 
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "worker/runtime/background_host.h"
 #include "worker/runtime/checkpoint.h"
-#include "worker/runtime/checkpoint_dir.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/device.h"
@@ -16,9 +14,9 @@
 #include "worker/runtime/executor_commands.h"
 #include "worker/runtime/executor_events.h"
 #include "worker/runtime/multiplex_attach.h"
+#include "worker/runtime/periodic_checkpoints.h"
 #include "worker/runtime/run_spec.h"
 #include "worker/runtime/span_recorder.h"
-#include "worker/runtime/training_state.h"
 
 namespace deepool::worker {
 namespace {
@@ -128,108 +126,6 @@ void PrintTraceEvents(const std::vector<protocol::TraceEvent>& events, std::ostr
 double MillisSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
-}
-
-// The sum of `value` over every rank (a world all-reduce on the rank's device).
-StatusOr<double> SumOverRanks(Communicator& comm, const torch::Device& device, double value) {
-  RankGroup world;
-  for (int r = 0; r < comm.world_size(); ++r) world.push_back(r);
-  torch::Tensor t = torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(device));
-  ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(t, world));
-  RETURN_IF_ERROR(work->Wait(comm.timeout()));
-  return t.item<double>();
-}
-
-// One periodic checkpoint after `done` iterations: each rank writes the layers it leads, every
-// rank says whether it succeeded, and rank 0 then writes the manifest and prunes old ones. Every
-// rank takes part in the sum whatever happened to its own file, so none is left waiting.
-// Fails only when the ranks could not agree (a rank gone: training cannot go on); the outcome
-// says whether the checkpoint was written whole.
-struct CheckpointOutcome {
-  Status written;
-};
-StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
-                                                    Executor& executor, Communicator& comm,
-                                                    const torch::Device& device) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string path = CheckpointPath(spec.checkpoints->dir, done);
-  auto write_own = [&]() -> Status {
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    if (ec) return UnavailableError("cannot create " + path + ": " + ec.message());
-    ASSIGN_OR_RETURN(
-        StateDict state,
-        CollectTrainingState(*spec.graph, executor.modules(),
-                             LayersWrittenBy(*spec.graph, spec.plan, rank), executor.optimizer()));
-    CheckpointFile file;
-    file.name = RankFileName(rank);
-    RETURN_IF_ERROR(SaveCheckpoint(path + "/" + file.name, state, &file.bytes, &file.digest));
-    return WriteRankSidecar(path, rank, file);
-  };
-  Status own = write_own();
-  if (!own.ok()) DP_LOG_WARN("rank {}: checkpoint {}: {}", rank, path, own.ToString());
-  ASSIGN_OR_RETURN(double written, SumOverRanks(comm, device, own.ok() ? 1.0 : 0.0));
-  if (written != comm.world_size()) {
-    return CheckpointOutcome{
-        UnavailableError("checkpoint " + path + ": " +
-                         std::to_string(comm.world_size() - static_cast<int>(written)) +
-                         " rank(s) could not write their part")};
-  }
-  if (rank != 0) return CheckpointOutcome{};
-  CheckpointManifest manifest;
-  manifest.iteration = done;
-  manifest.world_size = comm.world_size();
-  manifest.job_id = spec.job_id;
-  manifest.optimizer = spec.optimizer.name;
-  Status committed = CommitCheckpoint(path, manifest);
-  if (!committed.ok()) return CheckpointOutcome{committed.WithContext("checkpoint " + path)};
-  StatusOr<int> pruned = PruneCheckpoints(spec.checkpoints->dir, spec.checkpoints->keep);
-  if (!pruned.ok())
-    DP_LOG_WARN("pruning {}: {}", spec.checkpoints->dir, pruned.status().ToString());
-  DP_LOG_INFO("checkpoint {} written in {:.0f} ms ({} older removed)", path, MillisSince(start),
-              pruned.ok() ? *pruned : 0);
-  return CheckpointOutcome{};
-}
-
-// Where training starts: iteration 0, or the newest whole checkpoint in spec.checkpoints->dir,
-// whose state is then loaded (the checkpoint may come from another plan and world size). The
-// ranks check that they all found the same one.
-StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
-                                       Communicator& comm, const torch::Device& device,
-                                       std::ostream& out) {
-  if (!spec.checkpoints) return int64_t{0};
-  ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found,
-                   FindLatestCheckpoint(spec.checkpoints->dir));
-  const int64_t first = found ? found->manifest.iteration : 0;
-  ASSIGN_OR_RETURN(double sum, SumOverRanks(comm, device, static_cast<double>(first)));
-  if (sum != static_cast<double>(first) * comm.world_size()) {
-    return FailedPreconditionError("the ranks found different checkpoints in " +
-                                   spec.checkpoints->dir + " (rank " + std::to_string(rank) +
-                                   " found iteration " + std::to_string(first) + ")");
-  }
-  if (!found) return int64_t{0};
-  const CheckpointManifest& manifest = found->manifest;
-  if (manifest.iteration > spec.iterations) {
-    return FailedPreconditionError("checkpoint " + found->path + " is past this run's " +
-                                   std::to_string(spec.iterations) + " iterations");
-  }
-  if (manifest.optimizer != spec.optimizer.name) {
-    return FailedPreconditionError("checkpoint " + found->path + " holds " + manifest.optimizer +
-                                   " state; this run uses " + spec.optimizer.name);
-  }
-  StateDict state;
-  for (const CheckpointFile& file : manifest.files) {
-    ASSIGN_OR_RETURN(StateDict part, LoadCheckpoint(found->path + "/" + file.name));
-    for (auto& entry : part) state.push_back(std::move(entry));
-  }
-  RETURN_IF_ERROR(LoadTrainingState(state, *spec.graph, executor.modules(), executor.optimizer())
-                      .WithContext("checkpoint " + found->path));
-  // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
-  if (rank == 0) {
-    out << "resumed from " << found->path << " (iteration " << manifest.iteration << " of "
-        << spec.iterations << "; written by " << manifest.world_size << " rank(s))" << std::endl;
-  }
-  return manifest.iteration;
 }
 
 // What TrainLoop needs beside the executor.

@@ -1,0 +1,40 @@
+// Periodic checkpoints of one executor rank (the run spec's checkpoint.dir, docs/runtime.md
+// "Periodic checkpoints and resume"): writing one after an iteration, and resuming from the
+// newest whole one at start. The directory layout is checkpoint_dir.h's, the state
+// training_state.h's.
+// Threading: the rank's training thread. Both use world collectives, so every rank of the job
+// calls them at the same point (between the same iterations).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <ostream>
+
+#include "common/status.h"
+#include "worker/runtime/communicator.h"
+#include "worker/runtime/executor.h"
+#include "worker/runtime/run_spec.h"
+
+namespace deepool::worker {
+
+// Fails only when the ranks could not agree (a rank gone: training cannot go on); `written`
+// says whether the checkpoint was written whole.
+struct CheckpointOutcome {
+  Status written;
+};
+
+// One checkpoint after `done` iterations into spec.checkpoints->dir: each rank writes its layers,
+// every rank says whether it succeeded, and rank 0 then writes the manifest and prunes old ones.
+StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
+                                                    Executor& executor, Communicator& comm,
+                                                    const torch::Device& device);
+
+// Where training starts: iteration 0, or the newest whole checkpoint's iteration, whose state is
+// then loaded (it may come from another plan and world size). Rank 0 prints the resume as a log
+// line on `out`.
+StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
+                                       Communicator& comm, const torch::Device& device,
+                                       std::ostream& out);
+
+}  // namespace deepool::worker
