@@ -183,7 +183,8 @@ std::optional<JobState> StateFromProto(v1::JobState state) {
 v1::ReasonCode ReasonCodeToProto(ReasonCode code) {
   // The two enums list the same codes in the same order (job.h, job.proto).
   static_assert(static_cast<int>(ReasonCode::kCancelled) == v1::REASON_CODE_CANCELLED);
-  static_assert(v1::ReasonCode_MAX == v1::REASON_CODE_CANCELLED);
+  static_assert(static_cast<int>(ReasonCode::kResized) == v1::REASON_CODE_RESIZED);
+  static_assert(v1::ReasonCode_MAX == v1::REASON_CODE_RESIZED);
   return static_cast<v1::ReasonCode>(static_cast<int>(code));
 }
 
@@ -191,6 +192,7 @@ v1::Job JobToProto(const JobRecord& job) {
   v1::Job p;
   p.set_job_id(job.id);
   p.set_owner(job.owner);
+  p.set_resize_to(job.resize_to);
   *p.mutable_spec() = JobSpecToProto(job.spec);
   // Up to kMaxGraphJsonBytes per job: left out so listing many jobs stays one small message.
   p.mutable_spec()->clear_graph_json();

@@ -116,6 +116,16 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorServiceImpl::ResizeJob(grpc::ServerContext* ctx,
+                                               const v1::ResizeJobRequest* req, v1::Job* resp) {
+  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "ResizeJob", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
+  StatusOr<JobRecord> job = scheduler_->Resize(req->job_id(), req->gpus());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = ClientView(*job);
+  return grpc::Status::OK;
+}
+
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                               const v1::WatchJobRequest* req,
                                               grpc::ServerWriter<v1::Job>* writer) {

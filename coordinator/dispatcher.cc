@@ -195,7 +195,7 @@ void Dispatcher::OnStoreReady(const std::string& job_id, int64_t attempt,
 }
 
 std::optional<Task> Dispatcher::OnExit(const std::string& task_id, v1::TaskOutcome outcome,
-                                       const std::string& checkpoint) {
+                                       const std::string& checkpoint, int64_t stopped_at) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(task_id);
   if (it == tasks_.end() || it->second.phase == TaskPhase::kEnded) return std::nullopt;
@@ -203,6 +203,7 @@ std::optional<Task> Dispatcher::OnExit(const std::string& task_id, v1::TaskOutco
   it->second.phase = TaskPhase::kEnded;
   it->second.outcome = outcome;
   it->second.checkpoint = checkpoint;
+  it->second.stopped_at = stopped_at;
   return before;
 }
 
@@ -215,8 +216,8 @@ bool Dispatcher::NoneLive(const std::vector<std::string>& task_ids) const {
   });
 }
 
-bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids,
-                              std::string* checkpoint) const {
+bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids, std::string* checkpoint,
+                              int64_t* stopped_at) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& id : task_ids) {
     auto it = tasks_.find(id);
@@ -225,6 +226,7 @@ bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids,
       return false;
     }
     if (!it->second.checkpoint.empty()) *checkpoint = it->second.checkpoint;
+    if (stopped_at) *stopped_at = std::max(*stopped_at, it->second.stopped_at);
   }
   return true;
 }

@@ -50,6 +50,7 @@ struct Task {
   bool started_before_restart = false;
   v1::TaskOutcome outcome = v1::TASK_OUTCOME_UNSPECIFIED;
   std::string checkpoint;
+  int64_t stopped_at = 0;  // ended at a checkpoint as asked (resize): its iteration
   // Listed by a worker but not sent by this coordinator (or already given up, e.g. with its
   // node): tracked in phase CANCELLING only until the worker stops it. No assignment.
   bool stray = false;
@@ -104,14 +105,17 @@ class Dispatcher {
   // Rank 0's worker reported the job's c10d store: the attempt's waiting tasks go out.
   void OnStoreReady(const std::string& job_id, int64_t attempt, const std::string& address);
   // A task exited: it ends with its outcome. Returns it as it was before (its phase tells
-  // whether it was being cancelled); nullopt for an unknown or already ended task.
+  // whether it was being cancelled); nullopt for an unknown or already ended task. stopped_at:
+  // the iteration whose checkpoint it stopped at (a resize), 0 when it ran to the end.
   std::optional<Task> OnExit(const std::string& task_id, v1::TaskOutcome outcome,
-                             const std::string& checkpoint);
+                             const std::string& checkpoint, int64_t stopped_at = 0);
 
   // Whether none of the listed tasks is still running or on its way (sent, confirmed, cancelling).
   bool NoneLive(const std::vector<std::string>& task_ids) const;
-  // Whether every listed task ended successfully; *checkpoint gets a reported checkpoint.
-  bool AllSucceeded(const std::vector<std::string>& task_ids, std::string* checkpoint) const;
+  // Whether every listed task ended successfully; *checkpoint gets a reported checkpoint and
+  // *stopped_at the largest iteration a task stopped at (0: none stopped early).
+  bool AllSucceeded(const std::vector<std::string>& task_ids, std::string* checkpoint,
+                    int64_t* stopped_at = nullptr) const;
   // The live TRAIN task of the job's attempt on the node, if any.
   std::optional<std::string> LiveTaskOn(const std::string& job_id, int64_t attempt,
                                         const std::string& node_id) const;

@@ -16,7 +16,7 @@ using nlohmann::json;
 constexpr std::array<const char*, 7> kStateNames = {"PENDING",   "PROFILING", "PLANNING", "RUNNING",
                                                     "SUCCEEDED", "FAILED",    "CANCELLED"};
 
-constexpr std::array<const char*, 16> kReasonCodeNames = {
+constexpr std::array<const char*, 17> kReasonCodeNames = {
     "unspecified",
     "submitted",
     "queued_behind",
@@ -33,8 +33,9 @@ constexpr std::array<const char*, 16> kReasonCodeNames = {
     "planning_failed",
     "profiling_failed",
     "cancelled",
+    "resized",
 };
-static_assert(static_cast<size_t>(ReasonCode::kCancelled) + 1 == kReasonCodeNames.size());
+static_assert(static_cast<size_t>(ReasonCode::kResized) + 1 == kReasonCodeNames.size());
 
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
@@ -316,6 +317,7 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
                            {"updated_ms", d.updated_ms}});
   }
   progress["devices"] = device_rows;
+  progress["earlier_reached"] = p.earlier_reached;
   return {{"id", job.id},
           {"seq", job.seq},
           {"spec", JobSpecToJson(job.spec)},
@@ -336,7 +338,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"checkpoint", job.checkpoint},
           {"store_address", job.store_address},
           {"request_id", job.request_id},
-          {"owner", job.owner}};
+          {"owner", job.owner},
+          {"resize_to", job.resize_to}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -371,6 +374,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.progress.busy_ms = p.at("busy_ms").get<double>();
     job.progress.idle_ms = p.at("idle_ms").get<double>();
     job.progress.updated_ms = p.at("updated_ms").get<int64_t>();
+    job.progress.earlier_reached = p.value("earlier_reached", int64_t{0});
     // Records written before per-device progress existed have no "devices".
     for (const json& d : p.value("devices", json::array())) {
       DeviceProgress row;
@@ -403,6 +407,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.store_address = doc.value("store_address", std::string());
     job.request_id = doc.value("request_id", std::string());
     job.owner = doc.value("owner", std::string());
+    job.resize_to = doc.value("resize_to", 0);
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

@@ -43,6 +43,7 @@ enum class ReasonCode {
   kPlanningFailed,
   kProfilingFailed,
   kCancelled,
+  kResized,  // PENDING: stopped at a checkpoint to run on another number of devices
 };
 const char* ReasonCodeName(ReasonCode code);  // "queued_behind", ...
 std::optional<ReasonCode> ReasonCodeFromName(std::string_view name);
@@ -153,6 +154,10 @@ struct JobProgress {
   double idle_ms = 0;
   int64_t updated_ms = 0;
   std::vector<DeviceProgress> devices;  // by rank
+  // Set at a dispatch after an earlier attempt: the furthest iteration that attempt completed,
+  // until this attempt's first report says where it resumed (a history line with the iterations
+  // lost). 0: nothing to report.
+  int64_t earlier_reached = 0;
 };
 
 struct RankPlacement {
@@ -184,6 +189,9 @@ struct JobRecord {
   std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
   std::string request_id;     // the client's idempotency key for the submission ("": none)
   std::string owner;          // who submitted it ("": an open coordinator, no authentication)
+  // A resize asked for while RUNNING: the device count for the attempt after its next
+  // checkpoint (spec.gpus takes it then). 0: none.
+  int resize_to = 0;
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -91,6 +91,7 @@ grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,
     std::optional<v1::TraceRequest> trace =
         traces_->OnReport(*job_id, req->task_id(), req->traces());
     if (trace) *resp->mutable_trace() = *trace;
+    resp->set_stop_at_checkpoint(scheduler_->StopAtCheckpointWanted(req->task_id()));
   }
   return grpc::Status::OK;
 }

@@ -402,8 +402,10 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
     r.graph_json = d.planned.graph_json;
     r.plan_json = d.planned.plan_json;
     r.predicted_iteration_ms = d.planned.iteration_ms;
+    const int64_t reached = std::max(r.progress.iteration, r.progress.earlier_reached);
     r.progress = JobProgress{};
     r.progress.iterations = r.spec.iterations;
+    r.progress.earlier_reached = reached;
     r.store_address.clear();
   };
   write.on_written = [this, d = std::move(dispatch)](const JobRecord& stored) {

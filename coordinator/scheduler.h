@@ -89,6 +89,13 @@ class Scheduler {
   StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "",
                              const std::string& owner = "");
   StatusOr<JobRecord> Cancel(const std::string& job_id, const std::string& reason);
+  // A FG job's next attempts run on `gpus` devices (the global batch kept). PENDING: spec.gpus
+  // changes now. RUNNING (or PLANNING/PROFILING): resize_to is stored, its ranks are asked to
+  // stop after their next periodic checkpoint (StopAtCheckpointWanted), and when they have, the
+  // job goes back to PENDING (kResized) with spec.gpus = gpus and resumes from that checkpoint.
+  // INVALID_ARGUMENT for gpus out of range; FAILED_PRECONDITION for a BG or terminal job, a
+  // started job without periodic checkpoints, or more devices than any device type has.
+  StatusOr<JobRecord> Resize(const std::string& job_id, int gpus);
 
   // Worker calls (proto messages of deepool/v1/node.proto). A report whose logs or progress
   // cannot be stored returns UNAVAILABLE, and the worker sends it again.
@@ -105,6 +112,9 @@ class Scheduler {
   StatusOr<bool> ReportProgress(const v1::ReportProgressRequest& report);
   // The job a known task belongs to.
   std::optional<std::string> JobOfTask(const std::string& task_id) const;
+  // Whether the task's job waits for a resize: its executors should stop at their next
+  // periodic checkpoint.
+  bool StopAtCheckpointWanted(const std::string& task_id) const;
   Status ReportTaskExit(const v1::ReportTaskExitRequest& report);
   // Takes the node's queued commands, waiting up to `timeout` for one. NOT_FOUND for a node that
   // is unknown or DOWN; an empty result on timeout or shutdown.
@@ -196,6 +206,10 @@ class Scheduler {
                           Writes* writes);
   void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                          Writes* writes);
+  // Every task of a job being resized stopped at a checkpoint: back to PENDING at the new size.
+  void RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes);
+  // The largest number of schedulable devices one device type has (UP nodes).
+  int LargestDeviceGroup() const;
   void OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                            Writes* writes);
   static std::string ExitReason(const Task& task, const v1::ReportTaskExitRequest& report);

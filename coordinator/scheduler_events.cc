@@ -10,6 +10,13 @@
 namespace deepool::coordinator {
 namespace {
 
+// The dispatches a job was given because it was resized: they do not count as retries.
+int64_t Resizes(const JobRecord& job) {
+  return std::count_if(job.history.begin(), job.history.end(), [](const StateChange& change) {
+    return change.state == JobState::kPending && change.code == ReasonCode::kResized;
+  });
+}
+
 // What a rank reports when another rank of its job died first: its connections closed, or its
 // collectives and store waits timed out (Gloo, NCCL and c10d store wording; the communicator
 // turns these into UNAVAILABLE and DEADLINE_EXCEEDED).
@@ -24,6 +31,25 @@ bool LooksLikePeerFailure(const std::string& reason) {
     if (text.find(marker) != std::string::npos) return true;
   }
   return false;
+}
+
+// The first iterations of an attempt after an earlier one: where it resumed (its first
+// iteration's index), recorded once in the history with the iterations lost as far as the
+// coordinator knows (those reported; the last report interval's may be missing).
+void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, JobRecord* job) {
+  if (job->progress.earlier_reached <= 0 || report.iterations().empty()) return;
+  int64_t resumed = report.iterations(0).iteration();
+  for (const v1::IterationEvent& e : report.iterations())
+    resumed = std::min(resumed, e.iteration());
+  const int64_t reached = job->progress.earlier_reached;
+  const int64_t lost = std::max<int64_t>(0, reached - resumed);
+  job->history.push_back({job->state,
+                          "training again from iteration " + std::to_string(resumed) +
+                              ": the previous attempt had reported " + std::to_string(reached) +
+                              " done, " + std::to_string(lost) +
+                              " of them lost (it may have run a few more unreported)",
+                          now_ms, ReasonCode::kProgress});
+  job->progress.earlier_reached = 0;
 }
 
 }  // namespace
@@ -168,10 +194,17 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
   dispatcher_.CancelJob(job.id, reason.message);
   ReleaseAfterStopLocked(job);
   // Retried until stored: a job left RUNNING with its devices freed would never end.
-  if (RequeuesOnFailure(job.spec) && job.attempt < options_.max_attempts) {
-    writes->push_back(TransitionWrite(job.id, JobState::kPending,
-                                      {ReasonCode::kRequeued, "requeued: " + reason.message},
-                                      /*retry=*/true));
+  if (RequeuesOnFailure(job.spec) && job.attempt - Resizes(job) < options_.max_attempts) {
+    JobWrite write = TransitionWrite(job.id, JobState::kPending,
+                                     {ReasonCode::kRequeued, "requeued: " + reason.message},
+                                     /*retry=*/true);
+    if (job.resize_to > 0) {  // the next attempt takes the size asked for
+      write.mutate = [](JobRecord& r) {
+        r.spec.gpus = r.resize_to;
+        r.resize_to = 0;
+      };
+    }
+    writes->push_back(std::move(write));
   } else {
     writes->push_back(TransitionWrite(job.id, JobState::kFailed, reason, /*retry=*/true));
   }
@@ -191,6 +224,63 @@ StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::stri
   dispatcher_.CancelJob(job_id, why);
   ReleaseAfterStopLocked(cancelled);
   return cancelled;
+}
+
+StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
+  ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
+  if (IsTerminal(job.state)) {
+    return FailedPreconditionError("job " + job_id + " is already " + StateName(job.state));
+  }
+  if (job.spec.role == JobRole::kBg) {
+    return FailedPreconditionError("job " + job_id + " is a BG job: it runs on one device");
+  }
+  JobSpec resized = job.spec;
+  resized.gpus = gpus;
+  RETURN_IF_ERROR(ValidateJobSpec(resized));  // names the field: gpus in range, <= global batch
+  const int largest = LargestDeviceGroup();
+  if (gpus > largest) {
+    return FailedPreconditionError("no device type has " + std::to_string(gpus) +
+                                   " schedulable devices (the largest group has " +
+                                   std::to_string(largest) + ")");
+  }
+  const std::string current = std::to_string(job.spec.gpus);
+  if (job.state == JobState::kPending) {
+    return jobs_->Update(job_id, [gpus](JobRecord& r) { r.spec.gpus = gpus; });
+  }
+  if (job.spec.checkpoint_dir.empty() || job.spec.checkpoint_every_iterations < 1) {
+    return FailedPreconditionError(
+        "job " + job_id +
+        " writes no periodic checkpoints (checkpoint.dir and "
+        "checkpoint.every_iterations in its spec): a running job is resized at a checkpoint");
+  }
+  if (gpus == job.spec.gpus && job.resize_to == 0) return job;  // nothing to change
+  const std::string note = "resize to " + std::to_string(gpus) + " devices (from " + current +
+                           ") asked for: it stops at its next checkpoint";
+  ASSIGN_OR_RETURN(JobRecord asked, jobs_->Update(job_id, [&](JobRecord& r) {
+    r.resize_to = gpus;
+    r.history.push_back({r.state, note, clock_->WallMillis(), ReasonCode::kResized});
+  }));
+  DP_LOG_INFO("job {}: {}", job_id, note);
+  Wake();
+  return asked;
+}
+
+int Scheduler::LargestDeviceGroup() const {
+  std::map<std::string, int> per_type;
+  for (const NodeRecord& node : nodes_->List()) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) ++per_type[device.type];
+  }
+  int largest = 0;
+  for (const auto& [type, count] : per_type) largest = std::max(largest, count);
+  return largest;
+}
+
+bool Scheduler::StopAtCheckpointWanted(const std::string& task_id) const {
+  std::optional<Task> task = dispatcher_.Find(task_id);
+  if (!task) return false;
+  StatusOr<JobRecord> job = jobs_->Get(task->job_id);
+  return job.ok() && job->resize_to > 0 && job->attempt == task->attempt;
 }
 
 StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
@@ -280,6 +370,7 @@ Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgres
   };
   const int64_t now_ms = clock_->WallMillis();
   StatusOr<JobRecord> updated = jobs_->Update(job.id, [&](JobRecord& r) {
+    NoteResumeOnce(report, now_ms, &r);
     for (const v1::IterationEvent& e : report.iterations()) {
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
     }
@@ -322,8 +413,8 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
   Writes writes;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::optional<Task> task =
-        dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
+    const std::optional<Task> task = dispatcher_.OnExit(
+        report.task_id(), report.outcome(), report.checkpoint(), report.stopped_at_iteration());
     if (!task) return Status::Ok();  // a concurrent copy of this report got here first
     ReleaseStoppedLocked();           // a stopped task may free a cancelled job's devices
     if (task->assignment.has_profile()) {
@@ -343,11 +434,16 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
   if (task.phase == TaskPhase::kCancelling) return;
   if (report.outcome() == v1::TASK_OUTCOME_SUCCEEDED) {
     std::string checkpoint;
-    if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint)) {
+    int64_t stopped_at = 0;
+    if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint, &stopped_at)) {
       // Others still running, or one failed with an echo and this was the last to report.
       if (pending_failures_.count(job->id) && dispatcher_.NoneLive(job->task_ids)) {
         SettleFailureNowLocked(*job, writes);
       }
+      return;
+    }
+    if (stopped_at > 0) {
+      RequeueResizedLocked(*job, stopped_at, writes);
       return;
     }
     JobWrite write = TransitionWrite(
@@ -387,6 +483,26 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     return;
   }
   OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
+}
+
+void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes) {
+  // Without a pending resize (asked for, then the job was resized meanwhile) it runs again at
+  // its size: the ranks stopped, so the job must go on from their checkpoint either way.
+  const int to = job.resize_to > 0 ? job.resize_to : job.spec.gpus;
+  ReleaseLocked(job.id);
+  JobWrite write = TransitionWrite(
+      job.id, JobState::kPending,
+      {ReasonCode::kResized, "resized from " + std::to_string(job.devices.size()) + " to " +
+                                 std::to_string(to) +
+                                 " devices: stopped at the checkpoint of "
+                                 "iteration " +
+                                 std::to_string(stopped_at) + ", it resumes from there"},
+      /*retry=*/true);
+  write.mutate = [to](JobRecord& r) {
+    r.spec.gpus = to;
+    r.resize_to = 0;
+  };
+  writes->push_back(std::move(write));
 }
 
 void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, Writes* writes) {

@@ -54,6 +54,8 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
                           v1::GetJobPlanResponse* resp) override;
   grpc::Status TraceJob(grpc::ServerContext* ctx, const v1::TraceJobRequest* req,
                         v1::TraceJobResponse* resp) override;
+  grpc::Status ResizeJob(grpc::ServerContext* ctx, const v1::ResizeJobRequest* req,
+                         v1::Job* resp) override;
 
  private:
   v1::Node NodeView(const NodeRecord& node) const;

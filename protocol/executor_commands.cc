@@ -48,6 +48,10 @@ StatusOr<ExecutorCommand> ParseExecutorCommand(std::string_view line) {
     }
     return command;
   }
+  if (name == "stop_at_checkpoint") {
+    command.kind = ExecutorCommand::Kind::kStopAtCheckpoint;
+    return command;
+  }
   return InvalidArgumentError("command: unknown command \"" + name + "\"");
 }
 
@@ -61,6 +65,9 @@ std::string ExecutorCommandToJson(const ExecutorCommand& command) {
                 {"first_iteration", command.trace.first_iteration},
                 {"iterations", command.trace.iterations}}
         .dump();
+  }
+  if (command.kind == ExecutorCommand::Kind::kStopAtCheckpoint) {
+    return json{{"command", "stop_at_checkpoint"}}.dump();
   }
   return json{{"command", "detach_background"}, {"job_id", command.job_id}}.dump();
 }

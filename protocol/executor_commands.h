@@ -5,6 +5,9 @@
 //   {"command":"trace","request_id":R,"first_iteration":F,"iterations":N}
 //     (record a timeline of iterations F..F+N-1, or of the next N when F has passed; the rank
 //     answers with "trace" events, executor_events.h)
+//   {"command":"stop_at_checkpoint"}
+//     (stop after the next periodic checkpoint, to be resized: every rank of the job stops there
+//     once any rank was asked, and ends with a "done" event with "stopped":true)
 // Threading: plain values and pure functions.
 #pragma once
 
@@ -25,7 +28,7 @@ struct TraceCommand {
 };
 
 struct ExecutorCommand {
-  enum class Kind { kAttachBackground, kDetachBackground, kTrace };
+  enum class Kind { kAttachBackground, kDetachBackground, kTrace, kStopAtCheckpoint };
   Kind kind = Kind::kAttachBackground;
   BackgroundSpec background;  // attach
   std::string job_id;         // attach and detach (attach: background.job_id)

@@ -59,6 +59,7 @@ json ToJson(const DoneEvent& e) {
            {"iterations", e.iterations},
            {"checkpoint", e.checkpoint ? json(*e.checkpoint) : json(nullptr)}};
   if (e.checkpoint_ms && std::isfinite(*e.checkpoint_ms)) doc["checkpoint_ms"] = *e.checkpoint_ms;
+  if (e.stopped) doc["stopped"] = true;
   return doc;
 }
 
@@ -133,6 +134,7 @@ StatusOr<ExecutorEvent> ParseDone(const json& doc) {
   RETURN_IF_ERROR(ReadOptionalField(doc, "checkpoint", "", &checkpoint));
   if (doc.contains("checkpoint") && !doc["checkpoint"].is_null()) e.checkpoint = checkpoint;
   RETURN_IF_ERROR(ReadNullableNumber(doc, "checkpoint_ms", &e.checkpoint_ms));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "stopped", "", &e.stopped));
   return ExecutorEvent(std::move(e));
 }
 

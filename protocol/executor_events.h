@@ -5,7 +5,9 @@
 //   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
 //    "samples_per_s":s,"busy_ms":b,"idle_ms":d
 //    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
-//   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null[,"checkpoint_ms":t]}
+//   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null[,"checkpoint_ms":t]
+//    [,"stopped":true]}   (stopped: ended after the periodic checkpoint of iteration K, as a
+//                          "stop_at_checkpoint" command asked; K < the run's iterations)
 //   {"event":"error","rank":R,"message":"..."}
 // and, from an FG rank hosting a BG job attached by command (executor_commands.h):
 //   {"event":"background","job_id":J,"iterations":K,"samples_per_s":S,"loss":L|null}
@@ -64,6 +66,7 @@ struct DoneEvent {
   int64_t iterations = 0;
   std::optional<std::string> checkpoint;  // the file this rank wrote
   std::optional<double> checkpoint_ms;    // how long writing it took
+  bool stopped = false;  // ended early, after the periodic checkpoint of `iterations`
 };
 
 struct ErrorEvent {

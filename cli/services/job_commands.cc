@@ -265,6 +265,30 @@ int RunCancel(const ClientOptions& client, const std::string& job_id, const std:
   return kExitOk;
 }
 
+int RunResize(const ClientOptions& client, const std::string& job_id, int gpus) {
+  StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
+  if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
+  v1::ResizeJobRequest request;
+  request.set_job_id(job_id);
+  request.set_gpus(gpus);
+  v1::Job job;
+  auto context = UnaryContext();
+  grpc::Status status = coordinator->stub->ResizeJob(context.get(), request, &job);
+  if (!status.ok()) return ReportRpcError(status, "resize " + job_id, coordinator->address);
+  if (client.json) {
+    std::cout << ToJson(job) << "\n";
+  } else if (job.resize_to() > 0) {
+    std::cout << job.job_id() << " " << StateName(job.state()) << " on " << job.spec().gpus()
+              << " devices: stops at its next checkpoint (every "
+              << job.spec().checkpoint_every_iterations() << " iterations), then resumes on "
+              << job.resize_to() << "\n";
+  } else {
+    std::cout << job.job_id() << " " << StateName(job.state()) << ": runs on " << job.spec().gpus()
+              << " devices\n";
+  }
+  return kExitOk;
+}
+
 int RunLogs(const ClientOptions& client, const std::string& job_id, bool follow, int tail) {
   StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
   if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
@@ -349,6 +373,23 @@ RegisterCommand cancel_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--reason", *reason, "recorded in the job's history");
   AddClientOptions(cmd, client.get());
   cmd->callback([=, &result] { result.exit_code = RunCancel(*client, *job, *reason); });
+});
+
+RegisterCommand resize_command([](CLI::App& app, CommandResult& result) {
+  auto client = std::make_shared<ClientOptions>();
+  auto job = std::make_shared<std::string>();
+  auto gpus = std::make_shared<int>(0);
+  CLI::App* cmd = app.add_subcommand(
+      "resize",
+      "run a FG job on another number of devices, the global batch kept: a running job stops "
+      "at its next periodic checkpoint and resumes from it on the new count (it needs "
+      "checkpoint.dir and checkpoint.every_iterations); a pending one takes it at once");
+  cmd->add_option("job", *job, "job id")->required();
+  cmd->add_option("--gpus", *gpus, "the device count to run on")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  AddClientOptions(cmd, client.get());
+  cmd->callback([=, &result] { result.exit_code = RunResize(*client, *job, *gpus); });
 });
 
 RegisterCommand logs_command([](CLI::App& app, CommandResult& result) {

@@ -70,15 +70,21 @@ TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an u
   v1::Job ended = cluster.WaitForTerminal(victim, 600s);
   INFO(cli::ToJson(ended));
   REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
-  int64_t requeued_ms = 0, running_again_ms = 0;
+  int64_t requeued_ms = 0, running_again_ms = 0, training_again_ms = 0;
+  std::string training_again;
   for (const auto& change : ended.history()) {
     if (change.code() == v1::REASON_CODE_REQUEUED) requeued_ms = change.time_ms();
     if (requeued_ms > 0 && running_again_ms == 0 && change.state() == v1::JOB_STATE_RUNNING) {
       running_again_ms = change.time_ms();
     }
+    if (change.reason().find("training again from iteration") != std::string::npos) {
+      training_again_ms = change.time_ms();
+      training_again = change.reason();
+    }
   }
   CHECK(requeued_ms > 0);
   CHECK(running_again_ms >= requeued_ms);
+  CHECK(training_again_ms >= running_again_ms);
   for (const auto& d : ended.devices()) CHECK(d.node_name() != lost);
   REQUIRE(cluster.WaitForTerminal(reference, 300s).state() == v1::JOB_STATE_SUCCEEDED);
 
@@ -92,12 +98,17 @@ TEST_CASE("a FG job whose node dies resumes from its checkpoint and ends as an u
   CHECK(resumed_at % 10 == 0);
   CHECK(resumed_at > 0);
   // Recovery as the coordinator saw it (docs/benchmarks.md, "Elastic recovery").
+  CHECK(training_again.find("training again from iteration " + std::to_string(resumed_at) + ": ") !=
+        std::string::npos);
   std::printf(
-      "node loss to requeue %lld ms (node timeout %.0f s); requeue to RUNNING %lld ms; "
-      "progress at the kill %lld, resumed at %lld\n",
+      "node loss to requeue %lld ms (node timeout %.0f s); requeue to RUNNING (re-plan and "
+      "dispatch) %lld ms; RUNNING to the first iteration reported (restart) %lld ms; "
+      "progress at the kill %lld, resumed at %lld; history: %s\n",
       static_cast<long long>(requeued_ms - killed_ms), options.node_timeout_s,
       static_cast<long long>(running_again_ms - requeued_ms),
-      static_cast<long long>(iteration_at_kill), static_cast<long long>(resumed_at));
+      static_cast<long long>(training_again_ms - running_again_ms),
+      static_cast<long long>(iteration_at_kill), static_cast<long long>(resumed_at),
+      training_again.c_str());
   const json victim_manifest = FinalManifest(victim_dir);
   const json reference_manifest = FinalManifest(reference_dir);
   CHECK(victim_manifest["files"] == reference_manifest["files"]);
@@ -137,4 +148,50 @@ TEST_CASE("a FG job that re-plans on node loss goes on from its checkpoint on th
   // Written by 4 ranks, resumed by 2; the last checkpoint is the 2-rank plan's.
   CHECK(log.find("written by 4 rank(s)") != std::string::npos);
   CHECK(FinalManifest(dir)["world_size"] == 2);
+}
+
+TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints",
+          "[e2e][elastic]") {
+  LocalCluster cluster;
+  REQUIRE(cluster.WaitForNodesUp(2));
+  const std::string dir = cluster.dir() + "/ck-resize";
+  json spec = CheckpointedJob("resized", dir);
+  spec["gpus"] = 4;  // both workers
+  std::string id;
+  REQUIRE(cluster.Submit(spec, &id).ok());
+  cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 25;
+  });
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"resize", id, "--gpus", "2"}, &out, &err) == 0);
+  CHECK(out.find("stops at its next checkpoint") != std::string::npos);
+  v1::Job smaller = cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.devices_size() == 2 && j.attempt() == 2 &&
+           j.progress().iteration() >= 5;
+  });
+  CHECK(smaller.spec().gpus() == 2);
+  REQUIRE(cluster.RunCli({"resize", id, "--gpus", "4"}, &out, &err) == 0);
+  v1::Job ended = cluster.WaitForTerminal(id, 600s);
+  INFO(cli::ToJson(ended));
+  REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(ended.devices_size() == 4);
+  CHECK(ended.attempt() == 3);
+  std::vector<std::string> resizes;
+  for (const auto& change : ended.history()) {
+    if (change.state() == v1::JOB_STATE_PENDING && change.code() == v1::REASON_CODE_RESIZED) {
+      resizes.push_back(change.reason());
+    }
+  }
+  REQUIRE(resizes.size() == 2);
+  CHECK(resizes[0].find("resized from 4 to 2 devices: stopped at the checkpoint of iteration") !=
+        std::string::npos);
+  CHECK(resizes[1].find("resized from 2 to 4 devices") != std::string::npos);
+  // Each new attempt went on from the checkpoint the previous one stopped at.
+  std::string log;
+  REQUIRE(cluster.RunCli({"logs", id}, &log, &err) == 0);
+  INFO(log.substr(0, 4000));
+  CHECK(log.find("written by 4 rank(s)") != std::string::npos);
+  CHECK(log.find("written by 2 rank(s)") != std::string::npos);
+  CHECK(log.find("resumed from " + dir + "/iter-000000000000") == std::string::npos);
+  CHECK(FinalManifest(dir)["world_size"] == 4);
 }

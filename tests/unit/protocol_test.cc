@@ -169,6 +169,16 @@ TEST_CASE("executor commands: attach and detach round-trip", "[protocol]") {
   CHECK(parsed->job_id == "bg-1");
 }
 
+TEST_CASE("executor commands: stop_at_checkpoint round-trips", "[protocol]") {
+  ExecutorCommand stop;
+  stop.kind = ExecutorCommand::Kind::kStopAtCheckpoint;
+  const std::string line = ExecutorCommandToJson(stop);
+  CHECK(line == R"({"command":"stop_at_checkpoint"})");
+  StatusOr<ExecutorCommand> parsed = ParseExecutorCommand(line);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == ExecutorCommand::Kind::kStopAtCheckpoint);
+}
+
 TEST_CASE("executor commands: malformed lines are refused naming the field", "[protocol]") {
   CHECK_THAT(ParseExecutorCommand("nonsense").status().message(), Catch::Contains("command"));
   CHECK_THAT(ParseExecutorCommand(R"({"command":"reboot"})").status().message(),
@@ -229,6 +239,12 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt, std::nullopt}).checkpoint.has_value());
   CHECK_FALSE(RoundTrip(DoneEvent{0, 5, std::nullopt, std::nullopt}).checkpoint_ms.has_value());
   CHECK(RoundTrip(DoneEvent{1, 5, std::string("/tmp/m.pt"), 12.5}).checkpoint_ms == 12.5);
+  CHECK_FALSE(done.stopped);
+  DoneEvent stopped{0, 30, std::nullopt, std::nullopt};
+  stopped.stopped = true;
+  CHECK(ExecutorEventToJson(stopped) ==
+        R"({"checkpoint":null,"event":"done","iterations":30,"rank":0,"stopped":true})");
+  CHECK(RoundTrip(stopped).stopped);
 
   const ErrorEvent error = RoundTrip(ErrorEvent{3, "plan: bad \xff byte"});
   CHECK(error.rank == 3);

@@ -298,6 +298,7 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
   ASSIGN_OR_RETURN(rank.child, ChildProcess::Start(spec, std::move(callbacks)));
   DP_LOG_INFO("task {}: rank {} on {} started, pid {}", task_id, r,
               rank.device.empty() ? "default device" : rank.device, rank.child->pid());
+  if (task.stop_asked) RETURN_IF_ERROR(rank.child->WriteStdin(StopCommandLine()));
   return Status::Ok();
 }
 
@@ -400,6 +401,7 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
         proc->iterations = done->iterations;
         if (done->checkpoint) proc->checkpoint = *done->checkpoint;
         proc->checkpoint_ms = done->checkpoint_ms;
+        proc->stopped = done->stopped;
       } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
         proc->error_event = error->message;
       } else if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
@@ -518,6 +520,7 @@ std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::str
     info.error = p.error_event;
     r.ranks.push_back(std::move(info));
     r.iterations = std::max(r.iterations, p.iterations);
+    if (p.stopped) r.stopped_at = std::max(r.stopped_at, p.iterations);
     if (p.rank == 0 && !p.checkpoint.empty()) r.checkpoint = p.checkpoint;
     if (p.checkpoint_ms) r.checkpoint_seconds.push_back(*p.checkpoint_ms / 1000);
   }
@@ -548,18 +551,42 @@ Status ExecutorSupervisor::SendTraceRequest(const std::string& task_id,
   protocol::ExecutorCommand trace;
   trace.kind = protocol::ExecutorCommand::Kind::kTrace;
   trace.trace = command;
-  const std::string line = protocol::ExecutorCommandToJson(trace) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Task * task, ForegroundTrainTaskLocked(task_id));
+  return WriteToRunningRanksLocked(*task, protocol::ExecutorCommandToJson(trace) + "\n");
+}
+
+Status ExecutorSupervisor::StopAtCheckpoint(const std::string& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Task * task, ForegroundTrainTaskLocked(task_id));
+  if (task->stop_asked) return Status::Ok();
+  task->stop_asked = true;
+  DP_LOG_INFO("task {}: asking its ranks to stop at their next checkpoint", task_id);
+  return WriteToRunningRanksLocked(*task, StopCommandLine());
+}
+
+std::string ExecutorSupervisor::StopCommandLine() {
+  protocol::ExecutorCommand stop;
+  stop.kind = protocol::ExecutorCommand::Kind::kStopAtCheckpoint;
+  return protocol::ExecutorCommandToJson(stop) + "\n";
+}
+
+StatusOr<ExecutorSupervisor::Task*> ExecutorSupervisor::ForegroundTrainTaskLocked(
+    const std::string& task_id) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end() || it->second->cancelled) {
     return NotFoundError("task " + task_id + " is not running");
   }
-  const Task& task = *it->second;
-  if (task.profile || task.train.background) {
+  Task* task = it->second.get();
+  if (task->profile || task->train.background) {
     return FailedPreconditionError("task " + task_id + " runs no FG executors");
   }
+  return task;
+}
+
+Status ExecutorSupervisor::WriteToRunningRanksLocked(const Task& task, const std::string& line) {
   for (const RankProcess& rank : task.ranks) {
-    if (!rank.child || rank.exit) continue;  // not started yet, or gone: it sends nothing
+    if (!rank.child || rank.exit) continue;  // not started yet, or gone: it reads nothing
     RETURN_IF_ERROR(rank.child->WriteStdin(line).WithContext("rank " + std::to_string(rank.rank)));
   }
   return Status::Ok();

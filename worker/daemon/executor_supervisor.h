@@ -110,6 +110,9 @@ struct TaskResult {
   std::string profile_json;                 // a profile task's output
   std::vector<RankExitInfo> ranks;
   bool host_ended = false;  // a hosted BG task whose FG executor ended before the BG job did
+  // Every rank stopped after the periodic checkpoint of this iteration, as asked
+  // (StopAtCheckpoint); 0 when the ranks ran to the end.
+  int64_t stopped_at = 0;
 };
 
 class TaskListener {
@@ -181,6 +184,10 @@ class ExecutorSupervisor {
   // task's executors do not, FAILED_PRECONDITION). Their parts come back through OnTrace.
   // NOT_FOUND when the task is not running here.
   Status SendTraceRequest(const std::string& task_id, const protocol::TraceCommand& command);
+  // Asks every rank of a FG TRAIN task to stop after its next periodic checkpoint (a
+  // "stop_at_checkpoint" command; ranks started later get it when they start). Once per task:
+  // repeats do nothing. The task then finishes succeeded with stopped_at set.
+  Status StopAtCheckpoint(const std::string& task_id);
   // Starts the ranks that were waiting for the store address (rank 0 runs on another node).
   Status SetStoreAddress(const std::string& task_id, const std::string& host, int port);
   // Kills the task's processes (SIGTERM, SIGKILL after the grace); OnTaskFinished follows with
@@ -207,6 +214,7 @@ class ExecutorSupervisor {
     int64_t iterations = 0;
     std::string checkpoint;
     std::optional<double> checkpoint_ms;  // from the done event
+    bool stopped = false;                 // its done event said "stopped"
   };
   struct Hosted {
     HostedBackgroundTask task;
@@ -227,8 +235,14 @@ class ExecutorSupervisor {
     std::optional<std::chrono::steady_clock::time_point> kill_at;
     int64_t last_iteration = -1;
     std::string profile_output_path;
+    bool stop_asked = false;  // StopAtCheckpoint was called
   };
 
+  // A running FG TRAIN task (NOT_FOUND, or FAILED_PRECONDITION for a profile or BG task).
+  StatusOr<Task*> ForegroundTrainTaskLocked(const std::string& task_id);
+  // Writes `line` to the stdin of each of the task's ranks that runs.
+  static Status WriteToRunningRanksLocked(const Task& task, const std::string& line);
+  static std::string StopCommandLine();
   // UNAVAILABLE when shutting down, ALREADY_EXISTS when the id runs. Takes mu_.
   Status CheckNewTask(const std::string& task_id) const;
   Status StartRankLocked(Task& task, RankProcess& rank, const std::string& store);

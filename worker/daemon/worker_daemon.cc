@@ -538,6 +538,7 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
                                    : v1::TASK_OUTCOME_FAILED);
   if (!result.succeeded) r.set_error(result.message);
   r.set_host_ended(result.host_ended);
+  r.set_stopped_at_iteration(result.stopped_at);
   for (const auto& rank : result.ranks) {
     auto* proto = r.add_ranks();
     proto->set_rank(rank.rank);
@@ -601,6 +602,10 @@ void WorkerDaemon::FlushProgress() {
         (void)supervisor_->Cancel(task_id);
       }
       if (response.trace().request_id() != 0) ForwardTraceRequest(task_id, response.trace());
+      if (response.stop_at_checkpoint()) {
+        Status asked = supervisor_->StopAtCheckpoint(task_id);
+        if (!asked.ok()) DP_LOG_WARN("task {}: stop at checkpoint: {}", task_id, asked.ToString());
+      }
       continue;
     }
     if (status.error_code() == grpc::StatusCode::NOT_FOUND &&

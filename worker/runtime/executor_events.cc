@@ -25,6 +25,12 @@ std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::str
   return ExecutorEventToJson(protocol::DoneEvent{rank, iterations, checkpoint, checkpoint_ms});
 }
 
+std::string StoppedEvent(int rank, int64_t iteration) {
+  protocol::DoneEvent done{rank, iteration, std::nullopt, std::nullopt};
+  done.stopped = true;
+  return ExecutorEventToJson(done);
+}
+
 std::string ErrorEvent(int rank, const std::string& message) {
   return ExecutorEventToJson(protocol::ErrorEvent{rank, message});
 }

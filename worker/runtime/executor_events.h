@@ -16,6 +16,8 @@ std::string StoreReadyEvent(const std::string& host, int port);
 std::string IterationEvent(int rank, const IterationStats& stats);
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,
                       std::optional<double> checkpoint_ms = std::nullopt);
+// A rank that stopped after the periodic checkpoint of `iteration`, as asked (a resize).
+std::string StoppedEvent(int rank, int64_t iteration);
 std::string ErrorEvent(int rank, const std::string& message);
 
 }  // namespace deepool::worker

@@ -1,5 +1,6 @@
 #include "worker/runtime/executor_process.h"
 
+#include <atomic>
 #include <chrono>
 
 #include "common/clock.h"
@@ -80,12 +81,18 @@ StatusOr<BackgroundSide> AttachBackground(const ExecutorProcessOptions& options,
   return side;
 }
 
-// Applies one executor command: a trace request goes to the recorder; attach and detach go to
-// the BG host, and are refused without one (the run spec fixed this rank's BG job, if any).
-void HandleCommand(BackgroundHost* host, SpanRecorder* spans, const std::string& line) {
+// Applies one executor command: a trace request goes to the recorder, a stop sets
+// `stop_asked` for the next periodic checkpoint; attach and detach go to the BG host, and are
+// refused without one (the run spec fixed this rank's BG job, if any).
+void HandleCommand(BackgroundHost* host, SpanRecorder* spans, std::atomic<bool>* stop_asked,
+                   const std::string& line) {
   StatusOr<ExecutorCommand> command = ParseExecutorCommand(line);
   if (!command.ok()) {
     DP_LOG_WARN("ignored executor command: {}", command.status().ToString());
+    return;
+  }
+  if (command->kind == ExecutorCommand::Kind::kStopAtCheckpoint) {
+    if (!stop_asked->exchange(true)) DP_LOG_INFO("asked to stop at the next periodic checkpoint");
     return;
   }
   if (command->kind == ExecutorCommand::Kind::kTrace) {
@@ -111,11 +118,13 @@ void HandleCommand(BackgroundHost* host, SpanRecorder* spans, const std::string&
 // Starts reading commands, after the executor is built so that an attached BG job does not
 // compete with that. Commands are read whatever the rank runs, so that a writer never blocks on
 // a full pipe.
-void StartCommands(int command_fd, BackgroundSide* side, SpanRecorder* spans) {
+void StartCommands(int command_fd, BackgroundSide* side, SpanRecorder* spans,
+                   std::atomic<bool>* stop_asked) {
   if (command_fd < 0) return;
   side->commands = std::make_unique<CommandReader>(
-      command_fd,
-      [h = side->host.get(), spans](const std::string& line) { HandleCommand(h, spans, line); });
+      command_fd, [h = side->host.get(), spans, stop_asked](const std::string& line) {
+        HandleCommand(h, spans, stop_asked, line);
+      });
 }
 
 void PrintTraceEvents(const std::vector<protocol::TraceEvent>& events, std::ostream& out) {
@@ -135,29 +144,34 @@ struct LoopContext {
   Communicator& comm;
   torch::Device device;
   int64_t first_iteration;
+  const std::atomic<bool>& stop_asked;  // by a "stop_at_checkpoint" command
 };
 
 // A periodic checkpoint after `done` iterations, when one is due. A failed one is logged and
-// training goes on: the previous whole checkpoint still stands.
-Status MaybeCheckpoint(const LoopContext& loop, Executor& executor, int64_t done) {
+// training goes on: the previous whole checkpoint still stands. True when the ranks stop here
+// (a stop was asked of one of them; never after the last iteration, which ends anyway).
+StatusOr<bool> MaybeCheckpoint(const LoopContext& loop, Executor& executor, int64_t done) {
   const auto& periodic = loop.spec.checkpoints;
-  if (!periodic) return Status::Ok();
+  if (!periodic) return false;
   const bool last = done == loop.spec.iterations;
   const bool due = periodic->every_iterations > 0 && done % periodic->every_iterations == 0;
-  if (!last && !due) return Status::Ok();
-  ASSIGN_OR_RETURN(
-      CheckpointOutcome outcome,
-      WriteTrainingCheckpoint(loop.spec, loop.rank, done, executor, loop.comm, loop.device));
+  if (!last && !due) return false;
+  ASSIGN_OR_RETURN(CheckpointOutcome outcome,
+                   WriteTrainingCheckpoint(loop.spec, loop.rank, done, executor, loop.comm,
+                                           loop.device, loop.stop_asked.load()));
   if (!outcome.written.ok()) DP_LOG_WARN("rank {}: {}", loop.rank, outcome.written.ToString());
-  return Status::Ok();
+  return outcome.stop && !last;
 }
 
 // Runs the iterations, printing each one's event (decorated with the BG job's progress).
-Status TrainLoop(const LoopContext& loop, Executor& executor, BackgroundSide& side,
-                 SpanRecorder& spans, std::ostream& out) {
+// Returns the iteration the ranks stopped at when asked to, nullopt when they ran to the end.
+StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& executor,
+                                           BackgroundSide& side, SpanRecorder& spans,
+                                           std::ostream& out) {
   const RunSpec& spec = loop.spec;
+  std::optional<int64_t> stopped;
   if (side.sharing) side.sharing->Start();
-  for (int64_t i = loop.first_iteration; i < spec.iterations; ++i) {
+  for (int64_t i = loop.first_iteration; i < spec.iterations && !stopped; ++i) {
     spans.BeginIteration(i);
     ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
     PrintTraceEvents(spans.TakeFinished(loop.rank), out);
@@ -168,7 +182,8 @@ Status TrainLoop(const LoopContext& loop, Executor& executor, BackgroundSide& si
     } else {
       out << (side.sharing ? side.sharing->Decorate(line) : line) << std::endl;
     }
-    RETURN_IF_ERROR(MaybeCheckpoint(loop, executor, i + 1));
+    ASSIGN_OR_RETURN(bool stop, MaybeCheckpoint(loop, executor, i + 1));
+    if (stop) stopped = i + 1;
   }
   if (side.commands) side.commands->Stop();
   PrintTraceEvents(spans.Finish(loop.rank), out);
@@ -177,7 +192,7 @@ Status TrainLoop(const LoopContext& loop, Executor& executor, BackgroundSide& si
     for (const std::string& l : side.host->Finish()) out << l << '\n';
     out.flush();
   }
-  return Status::Ok();
+  return stopped;
 }
 
 // Each rank holds only its layers; ranks write "<path>.rank<R>" files and rank 0 writes the
@@ -210,6 +225,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   // Before the command reader (in `side`) that hands it requests, so it outlives that. On CUDA
   // the spans are the host's: when work was posted and how long the host waited.
   SpanRecorder spans(SystemClock::Get(), WallMicros());
+  std::atomic<bool> stop_asked{false};  // likewise
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options, spec, device, out));
   ASSIGN_OR_RETURN(BackgroundSide side, AttachBackground(options, spec, device, &comm));
   if (side.sharing) side.sharing->TraceUnits(&spans);
@@ -231,9 +247,14 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(
       int64_t first_iteration,
       ResumeFromCheckpoint(spec, options.rank, *executor, *comm, device.torch_device(), out));
-  StartCommands(options.command_fd, &side, &spans);
-  const LoopContext loop{spec, options.rank, *comm, device.torch_device(), first_iteration};
-  RETURN_IF_ERROR(TrainLoop(loop, *executor, side, spans, out));
+  StartCommands(options.command_fd, &side, &spans, &stop_asked);
+  const LoopContext loop{spec,      options.rank, *comm, device.torch_device(), first_iteration,
+                         stop_asked};
+  ASSIGN_OR_RETURN(std::optional<int64_t> stopped, TrainLoop(loop, *executor, side, spans, out));
+  if (stopped) {  // the job goes on elsewhere from this checkpoint: no final export
+    out << StoppedEvent(options.rank, *stopped) << std::endl;
+    return Status::Ok();
+  }
   std::optional<std::string> checkpoint;
   std::optional<double> checkpoint_ms;
   if (spec.checkpoint_path) {

@@ -16,14 +16,17 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// The sum of `value` over every rank (a world all-reduce on the rank's device).
-StatusOr<double> SumOverRanks(Communicator& comm, const torch::Device& device, double value) {
+// The sums of `values` over every rank (one world all-reduce on the rank's device).
+StatusOr<std::vector<double>> SumOverRanks(Communicator& comm, const torch::Device& device,
+                                           const std::vector<double>& values) {
   RankGroup world;
   for (int r = 0; r < comm.world_size(); ++r) world.push_back(r);
-  torch::Tensor t = torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(device));
+  torch::Tensor t =
+      torch::tensor(values, torch::TensorOptions(torch::kFloat64)).to(device).contiguous();
   ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(t, world));
   RETURN_IF_ERROR(work->Wait(comm.timeout()));
-  return t.item<double>();
+  torch::Tensor host = t.cpu();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
 }
 
 }  // namespace
@@ -31,7 +34,7 @@ StatusOr<double> SumOverRanks(Communicator& comm, const torch::Device& device, d
 // Every rank takes part in the sum whatever happened to its own file, so none is left waiting.
 StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
                                                     Executor& executor, Communicator& comm,
-                                                    const torch::Device& device) {
+                                                    const torch::Device& device, bool stop_asked) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = CheckpointPath(spec.checkpoints->dir, done);
   auto write_own = [&]() -> Status {
@@ -49,27 +52,34 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   };
   Status own = write_own();
   if (!own.ok()) DP_LOG_WARN("rank {}: checkpoint {}: {}", rank, path, own.ToString());
-  ASSIGN_OR_RETURN(double written, SumOverRanks(comm, device, own.ok() ? 1.0 : 0.0));
+  ASSIGN_OR_RETURN(std::vector<double> sums,
+                   SumOverRanks(comm, device, {own.ok() ? 1.0 : 0.0, stop_asked ? 1.0 : 0.0}));
+  const double written = sums[0];
   if (written != comm.world_size()) {
     return CheckpointOutcome{
         UnavailableError("checkpoint " + path + ": " +
                          std::to_string(comm.world_size() - static_cast<int>(written)) +
                          " rank(s) could not write their part")};
   }
-  if (rank != 0) return CheckpointOutcome{};
+  // Every rank takes the same decision from the same sums; rank 0 commits before it stops.
+  const bool stop = sums[1] > 0;
+  if (rank != 0) return CheckpointOutcome{Status::Ok(), stop};
   CheckpointManifest manifest;
   manifest.iteration = done;
   manifest.world_size = comm.world_size();
   manifest.job_id = spec.job_id;
   manifest.optimizer = spec.optimizer.name;
   Status committed = CommitCheckpoint(path, manifest);
-  if (!committed.ok()) return CheckpointOutcome{committed.WithContext("checkpoint " + path)};
+  if (!committed.ok()) {
+    // The other ranks stop all the same; the job then resumes from the previous checkpoint.
+    return CheckpointOutcome{committed.WithContext("checkpoint " + path), stop};
+  }
   StatusOr<int> pruned = PruneCheckpoints(spec.checkpoints->dir, spec.checkpoints->keep);
   if (!pruned.ok())
     DP_LOG_WARN("pruning {}: {}", spec.checkpoints->dir, pruned.status().ToString());
   DP_LOG_INFO("checkpoint {} written in {:.0f} ms ({} older removed)", path, MillisSince(start),
               pruned.ok() ? *pruned : 0);
-  return CheckpointOutcome{};
+  return CheckpointOutcome{Status::Ok(), stop};
 }
 
 // The ranks check with a sum that they all found the same checkpoint.
@@ -80,8 +90,9 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& 
   ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found,
                    FindLatestCheckpoint(spec.checkpoints->dir));
   const int64_t first = found ? found->manifest.iteration : 0;
-  ASSIGN_OR_RETURN(double sum, SumOverRanks(comm, device, static_cast<double>(first)));
-  if (sum != static_cast<double>(first) * comm.world_size()) {
+  ASSIGN_OR_RETURN(std::vector<double> sum,
+                   SumOverRanks(comm, device, {static_cast<double>(first)}));
+  if (sum[0] != static_cast<double>(first) * comm.world_size()) {
     return FailedPreconditionError("the ranks found different checkpoints in " +
                                    spec.checkpoints->dir + " (rank " + std::to_string(rank) +
                                    " found iteration " + std::to_string(first) + ")");

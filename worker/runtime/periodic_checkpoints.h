@@ -19,16 +19,20 @@
 namespace deepool::worker {
 
 // Fails only when the ranks could not agree (a rank gone: training cannot go on); `written`
-// says whether the checkpoint was written whole.
+// says whether the checkpoint was written whole, `stop` whether every rank stops now.
 struct CheckpointOutcome {
   Status written;
+  bool stop = false;  // some rank was asked to stop and the checkpoint is whole
 };
 
 // One checkpoint after `done` iterations into spec.checkpoints->dir: each rank writes its layers,
-// every rank says whether it succeeded, and rank 0 then writes the manifest and prunes old ones.
+// every rank says whether it succeeded (and whether it was asked to stop), and rank 0 then
+// writes the manifest and prunes old ones. A stop asked of any rank stops them all, so that
+// ranks that heard of it at different iterations still agree; it waits for a whole checkpoint.
 StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
                                                     Executor& executor, Communicator& comm,
-                                                    const torch::Device& device);
+                                                    const torch::Device& device,
+                                                    bool stop_asked = false);
 
 // Where training starts: iteration 0, or the newest whole checkpoint's iteration, whose state is
 // then loaded (it may come from another plan and world size). Rank 0 prints the resume as a log
