@@ -95,6 +95,8 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     spec.checkpoint_every_iterations = p.checkpoint_every_iterations();
   }
   if (p.has_checkpoint_keep()) spec.checkpoint_keep = p.checkpoint_keep();
+  if (p.has_checkpoint_every_seconds())
+    spec.checkpoint_every_seconds = p.checkpoint_every_seconds();
   if (p.has_num_classes()) spec.num_classes = p.num_classes();
   if (p.has_image_size()) spec.image_size = p.image_size();
   if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
@@ -133,6 +135,9 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
     p.set_checkpoint_dir(spec.checkpoint_dir);
     p.set_checkpoint_every_iterations(spec.checkpoint_every_iterations);
     p.set_checkpoint_keep(spec.checkpoint_keep);
+    if (spec.checkpoint_every_seconds > 0) {
+      p.set_checkpoint_every_seconds(spec.checkpoint_every_seconds);
+    }
   }
   if (spec.num_classes > 0) p.set_num_classes(spec.num_classes);
   if (spec.image_size > 0) p.set_image_size(spec.image_size);

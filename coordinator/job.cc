@@ -145,8 +145,12 @@ Status ValidateJobSpec(const JobSpec& spec) {
   RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
   RETURN_IF_ERROR(CheckPath("checkpoint.dir", spec.checkpoint_dir));
   if (spec.checkpoint_dir.empty() &&
-      (spec.checkpoint_every_iterations != 0 || spec.checkpoint_keep != 2)) {
-    return FieldError("checkpoint.every_iterations", "and keep need checkpoint.dir");
+      (spec.checkpoint_every_iterations != 0 || spec.checkpoint_every_seconds != 0 ||
+       spec.checkpoint_keep != 2)) {
+    return FieldError("checkpoint", "every_iterations, every_seconds and keep need checkpoint.dir");
+  }
+  if (!(spec.checkpoint_every_seconds >= 0 && spec.checkpoint_every_seconds <= 1e7)) {
+    return FieldError("checkpoint.every_seconds", "must be in [0, 1e7]");
   }
   if (spec.checkpoint_every_iterations < 0) {
     return FieldError("checkpoint.every_iterations", "must be >= 0");
@@ -270,6 +274,9 @@ json JobSpecToJson(const JobSpec& spec) {
     doc["checkpoint"]["dir"] = spec.checkpoint_dir;
     doc["checkpoint"]["every_iterations"] = spec.checkpoint_every_iterations;
     doc["checkpoint"]["keep"] = spec.checkpoint_keep;
+    if (spec.checkpoint_every_seconds > 0) {
+      doc["checkpoint"]["every_seconds"] = spec.checkpoint_every_seconds;
+    }
   }
   if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;
   if (spec.image_size > 0) doc["image_size"] = spec.image_size;

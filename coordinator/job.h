@@ -94,6 +94,7 @@ struct JobSpec {
   // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
   std::string checkpoint_dir;
   int64_t checkpoint_every_iterations = 0;
+  double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;
   int64_t num_classes = 0;  // 0: the model's default
   int64_t image_size = 0;   // 0: the model's default

@@ -88,16 +88,18 @@ Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
   if (!checkpoint->is_object()) {
     return InvalidArgumentError(
         "checkpoint: must be {\"path\": FILE, \"dir\": DIR, \"every_iterations\": N, "
-        "\"keep\": K} (each optional)");
+        "\"every_seconds\": T, \"keep\": K} (each optional)");
   }
-  RETURN_IF_ERROR(
-      CheckKnownFields(*checkpoint, {"path", "dir", "every_iterations", "keep"}, "checkpoint."));
+  RETURN_IF_ERROR(CheckKnownFields(
+      *checkpoint, {"path", "dir", "every_iterations", "every_seconds", "keep"}, "checkpoint."));
   RETURN_IF_ERROR(ReadInto<std::string>(*checkpoint, "path", "checkpoint.",
                                         [&](auto v) { spec->set_checkpoint_path(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(*checkpoint, "dir", "checkpoint.",
                                         [&](auto v) { spec->set_checkpoint_dir(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(*checkpoint, "every_iterations", "checkpoint.",
                                     [&](auto v) { spec->set_checkpoint_every_iterations(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(*checkpoint, "every_seconds", "checkpoint.",
+                                   [&](auto v) { spec->set_checkpoint_every_seconds(v); }));
   return ReadInto<int32_t>(*checkpoint, "keep", "checkpoint.",
                            [&](auto v) { spec->set_checkpoint_keep(v); });
 }

@@ -57,6 +57,14 @@ int main(int argc, char** argv) {
                  "under, after "
                  "symlinks and '..' are resolved (repeatable; default: anywhere)")
       ->delimiter(',');
+  app.add_option("--checkpoint-root", options.scheduler.checkpoint_root,
+                 "FG jobs whose spec has no checkpoint.dir write periodic checkpoints to "
+                 "DIR/JOB_ID (shared by all workers), so they resume after a node loss or a "
+                 "resize (default: none)");
+  app.add_option("--checkpoint-every-seconds", options.scheduler.checkpoint_every_seconds,
+                 "how often those default checkpoints are written")
+      ->check(CLI::Range(1.0, 1e7))
+      ->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "allow serving a non-loopback --listen address without TLS (anyone who reaches "
                "it controls the cluster)");

@@ -255,12 +255,26 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   spec.optimizer = ToRunSpec(job.spec.optimizer);
   spec.data = ToRunSpec(job.spec.data);
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
-  if (!job.spec.checkpoint_dir.empty()) {
-    spec.checkpoints = protocol::PeriodicCheckpoints{
-        job.spec.checkpoint_dir, job.spec.checkpoint_every_iterations, job.spec.checkpoint_keep};
-  }
+  spec.checkpoints = PeriodicCheckpointsOf(job);
   // The planner's documents go out unparsed; the executor ranks check them.
   return protocol::RunSpecToJson(spec, protocol::PlannedDocuments{graph_json, plan_json});
+}
+
+std::optional<protocol::PeriodicCheckpoints> Scheduler::PeriodicCheckpointsOf(
+    const JobRecord& job) const {
+  protocol::PeriodicCheckpoints periodic;
+  if (!job.spec.checkpoint_dir.empty()) {
+    periodic.dir = job.spec.checkpoint_dir;
+    periodic.every_iterations = job.spec.checkpoint_every_iterations;
+    periodic.every_seconds = job.spec.checkpoint_every_seconds;
+    periodic.keep = job.spec.checkpoint_keep;
+    return periodic;
+  }
+  // BG jobs keep none: one hosted in a FG executor could not write them.
+  if (options_.checkpoint_root.empty() || job.spec.role == JobRole::kBg) return std::nullopt;
+  periodic.dir = options_.checkpoint_root + "/" + job.id;
+  periodic.every_seconds = options_.checkpoint_every_seconds;
+  return periodic;
 }
 
 std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,

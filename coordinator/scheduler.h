@@ -49,6 +49,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
 #include "deepool/v1/node.pb.h"
+#include "protocol/run_spec.h"
 
 namespace deepool::coordinator {
 
@@ -68,6 +69,11 @@ struct SchedulerOptions {
   // Where specs' checkpoint.path and data.path may point; checked at submission
   // (PERMISSION_DENIED). Empty: anywhere.
   PathRoots path_roots;
+  // Cluster defaults for FG jobs whose spec asks for no periodic checkpoints (coordinator
+  // --checkpoint-root, --checkpoint-every-seconds): they write them to ROOT/JOB_ID every that
+  // many seconds, and so resume after a node loss or a resize. Empty root: no default.
+  std::string checkpoint_root;
+  double checkpoint_every_seconds = 600;
 };
 
 class Scheduler {
@@ -175,6 +181,8 @@ class Scheduler {
   void OnDispatchStoredLocked(const std::string& job_id, const Dispatch& dispatch);
   std::string RunSpecJson(const JobRecord& job, const std::string& graph_json,
                           const std::string& plan_json) const;
+  // The job's periodic checkpoints: its spec's, else the cluster default for a FG job.
+  std::optional<protocol::PeriodicCheckpoints> PeriodicCheckpointsOf(const JobRecord& job) const;
   // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
   // without store addresses.
   std::vector<Task> MakeTrainTasks(const JobRecord& job, int64_t attempt,

@@ -247,11 +247,13 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
   if (job.state == JobState::kPending) {
     return jobs_->Update(job_id, [gpus](JobRecord& r) { r.spec.gpus = gpus; });
   }
-  if (job.spec.checkpoint_dir.empty() || job.spec.checkpoint_every_iterations < 1) {
+  const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(job);
+  if (!periodic || (periodic->every_iterations < 1 && periodic->every_seconds <= 0)) {
     return FailedPreconditionError(
         "job " + job_id +
-        " writes no periodic checkpoints (checkpoint.dir and "
-        "checkpoint.every_iterations in its spec): a running job is resized at a checkpoint");
+        " writes no periodic checkpoints (checkpoint.dir with "
+        "checkpoint.every_iterations or every_seconds in its spec, or a coordinator "
+        "--checkpoint-root): a running job is resized at a checkpoint");
   }
   if (gpus == job.spec.gpus && job.resize_to == 0) return job;  // nothing to change
   const std::string note = "resize to " + std::to_string(gpus) + " devices (from " + current +

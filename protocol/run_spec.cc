@@ -48,8 +48,8 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
   auto found = doc.find("checkpoint");
   if (found == doc.end() || found->is_null()) return Status::Ok();
   if (!found->is_object()) return InvalidArgumentError("checkpoint must be an object");
-  RETURN_IF_ERROR(
-      CheckKnownFields(*found, {"path", "dir", "every_iterations", "keep"}, "checkpoint."));
+  RETURN_IF_ERROR(CheckKnownFields(
+      *found, {"path", "dir", "every_iterations", "every_seconds", "keep"}, "checkpoint."));
   if (found->contains("path")) {
     std::string path;
     RETURN_IF_ERROR(ReadOptionalField(*found, "path", "checkpoint.", &path));
@@ -60,10 +60,14 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
     RETURN_IF_ERROR(ReadOptionalField(*found, "dir", "checkpoint.", &periodic.dir));
     RETURN_IF_ERROR(
         ReadOptionalField(*found, "every_iterations", "checkpoint.", &periodic.every_iterations));
+    RETURN_IF_ERROR(
+        ReadOptionalField(*found, "every_seconds", "checkpoint.", &periodic.every_seconds));
     RETURN_IF_ERROR(ReadOptionalField(*found, "keep", "checkpoint.", &periodic.keep));
     spec->checkpoints = periodic;
-  } else if (found->contains("every_iterations") || found->contains("keep")) {
-    return InvalidArgumentError("checkpoint.every_iterations and keep need checkpoint.dir");
+  } else if (found->contains("every_iterations") || found->contains("every_seconds") ||
+             found->contains("keep")) {
+    return InvalidArgumentError(
+        "checkpoint.every_iterations, every_seconds and keep need checkpoint.dir");
   }
   return Status::Ok();
 }
@@ -74,6 +78,7 @@ json CheckpointToJson(const RunSpec& spec) {
   if (spec.checkpoints) {
     doc["dir"] = spec.checkpoints->dir;
     doc["every_iterations"] = spec.checkpoints->every_iterations;
+    if (spec.checkpoints->every_seconds > 0) doc["every_seconds"] = spec.checkpoints->every_seconds;
     doc["keep"] = spec.checkpoints->keep;
   }
   return doc;
@@ -118,6 +123,9 @@ Status ValidateRunSpec(const RunSpec& spec) {
     if (spec.checkpoints->dir.empty()) return InvalidArgumentError("checkpoint.dir is empty");
     if (spec.checkpoints->every_iterations < 0) {
       return InvalidArgumentError("checkpoint.every_iterations must be >= 0");
+    }
+    if (!(spec.checkpoints->every_seconds >= 0 && spec.checkpoints->every_seconds <= 1e7)) {
+      return InvalidArgumentError("checkpoint.every_seconds must be between 0 and 1e7");
     }
     if (spec.checkpoints->keep < 1) return InvalidArgumentError("checkpoint.keep must be >= 1");
   }

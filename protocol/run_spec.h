@@ -33,8 +33,10 @@ struct PeriodicCheckpoints {
   std::string dir;
   int64_t every_iterations = 0;
   int keep = 2;
+  double every_seconds = 0;  // 0: none; the ranks agree on when (checkpoint_schedule.h)
   bool operator==(const PeriodicCheckpoints& o) const {
-    return dir == o.dir && every_iterations == o.every_iterations && keep == o.keep;
+    return dir == o.dir && every_iterations == o.every_iterations &&
+           every_seconds == o.every_seconds && keep == o.keep;
   }
 };
 

@@ -278,9 +278,13 @@ int RunResize(const ClientOptions& client, const std::string& job_id, int gpus) 
   if (client.json) {
     std::cout << ToJson(job) << "\n";
   } else if (job.resize_to() > 0) {
+    std::string every;
+    if (job.spec().checkpoint_every_iterations() > 0) {
+      every =
+          " (every " + std::to_string(job.spec().checkpoint_every_iterations()) + " iterations)";
+    }
     std::cout << job.job_id() << " " << StateName(job.state()) << " on " << job.spec().gpus()
-              << " devices: stops at its next checkpoint (every "
-              << job.spec().checkpoint_every_iterations() << " iterations), then resumes on "
+              << " devices: stops at its next checkpoint" << every << ", then resumes on "
               << job.resize_to() << "\n";
   } else {
     std::cout << job.job_id() << " " << StateName(job.state()) << ": runs on " << job.spec().gpus()
@@ -383,7 +387,8 @@ RegisterCommand resize_command([](CLI::App& app, CommandResult& result) {
       "resize",
       "run a FG job on another number of devices, the global batch kept: a running job stops "
       "at its next periodic checkpoint and resumes from it on the new count (it needs "
-      "checkpoint.dir and checkpoint.every_iterations); a pending one takes it at once");
+      "periodic checkpoints: checkpoint.dir with every_iterations or every_seconds, or the "
+      "coordinator's --checkpoint-root); a pending one takes it at once");
   cmd->add_option("job", *job, "job id")->required();
   cmd->add_option("--gpus", *gpus, "the device count to run on")
       ->required()

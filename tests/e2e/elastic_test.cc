@@ -163,8 +163,12 @@ TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints"
     return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 25;
   });
   std::string out, err;
+  const int64_t asked_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   REQUIRE(cluster.RunCli({"resize", id, "--gpus", "2"}, &out, &err) == 0);
-  CHECK(out.find("stops at its next checkpoint") != std::string::npos);
+  CHECK(out.find("stops at its next checkpoint (every 10 iterations), then resumes on 2") !=
+        std::string::npos);
   v1::Job smaller = cluster.WaitForJob(id, [](const v1::Job& j) {
     return j.state() == v1::JOB_STATE_RUNNING && j.devices_size() == 2 && j.attempt() == 2 &&
            j.progress().iteration() >= 5;
@@ -183,6 +187,27 @@ TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints"
     }
   }
   REQUIRE(resizes.size() == 2);
+  // The first resize as the coordinator saw it (docs/benchmarks.md, "Resizing").
+  int64_t stopped_ms = 0, running_ms = 0, training_ms = 0;
+  for (const auto& change : ended.history()) {
+    if (stopped_ms == 0 && change.code() == v1::REASON_CODE_RESIZED &&
+        change.state() == v1::JOB_STATE_PENDING) {
+      stopped_ms = change.time_ms();
+    } else if (stopped_ms > 0 && running_ms == 0 && change.state() == v1::JOB_STATE_RUNNING &&
+               change.code() != v1::REASON_CODE_RESIZED) {
+      running_ms = change.time_ms();
+    }
+    if (running_ms > 0 && training_ms == 0 &&
+        change.reason().find("training again from iteration") != std::string::npos) {
+      training_ms = change.time_ms();
+    }
+  }
+  std::printf(
+      "resize 4 -> 2: asked to stopped at a checkpoint %lld ms; stopped to RUNNING %lld ms; "
+      "RUNNING to the first iteration reported %lld ms; %s\n",
+      static_cast<long long>(stopped_ms - asked_ms),
+      static_cast<long long>(running_ms - stopped_ms),
+      static_cast<long long>(training_ms - running_ms), resizes[0].c_str());
   CHECK(resizes[0].find("resized from 4 to 2 devices: stopped at the checkpoint of iteration") !=
         std::string::npos);
   CHECK(resizes[1].find("resized from 2 to 4 devices") != std::string::npos);

@@ -184,5 +184,29 @@ TEST_CASE("partial and corrupt checkpoints are skipped, never loaded",
   fs::remove_all(dir);
 }
 
+TEST_CASE("checkpoints by time are whole: the ranks agree on when, and the same plan resumes",
+          "[checkpoint][resume][process]") {
+  const ParamMap& reference = Reference();
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = dir / "ckpt";
+  RunSpec spec = Spec(checkpoints, true);
+  spec.checkpoints->every_iterations = 0;
+  spec.checkpoints->every_seconds = 1e-6;  // due at every agreement
+  spec.checkpoints->keep = 100;
+  Run run = Launch(spec, dir);
+  INFO(run.status.ToString());
+  REQUIRE(run.status.ok());
+  // The first agreement comes after 3 iterations, the next as many iterations later; each
+  // checkpoint is whole (rank 0 committed it after every rank wrote its part).
+  for (int64_t done : {3, 6}) {
+    INFO("iteration " << done);
+    CHECK(fs::exists(CheckpointPath(checkpoints.string(), done) + "/MANIFEST.json"));
+  }
+  for (int64_t done : {1, 2, 4, 5})
+    CHECK_FALSE(fs::exists(CheckpointPath(checkpoints.string(), done)));
+  RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace deepool::worker

@@ -159,25 +159,32 @@ TEST_CASE("the JSON spec becomes the API message with nothing defaulted", "[job_
 
 TEST_CASE("periodic checkpoints are read checked and carried through the message and store",
           "[job_spec][checkpoint]") {
-  const std::string text = Spec(
-      R"(,"checkpoint":{"path":"/tmp/final.pt","dir":"/tmp/ck","every_iterations":50,"keep":3})");
+  const std::string text =
+      Spec(R"(,"checkpoint":{"path":"/tmp/final.pt","dir":"/tmp/ck","every_iterations":50,)"
+           R"("every_seconds":900,"keep":3})");
   StatusOr<JobSpec> spec = ParseJobSpecJson(text);
   REQUIRE(spec.ok());
   CHECK(spec->checkpoint_path == "/tmp/final.pt");
   CHECK(spec->checkpoint_dir == "/tmp/ck");
   CHECK(spec->checkpoint_every_iterations == 50);
   CHECK(spec->checkpoint_keep == 3);
+  CHECK(spec->checkpoint_every_seconds == 900);
   StatusOr<JobSpec> again = JobSpecFromJson(JobSpecToJson(*spec));
   REQUIRE(again.ok());
   CHECK(again->checkpoint_dir == "/tmp/ck");
   CHECK(again->checkpoint_every_iterations == 50);
   CHECK(again->checkpoint_keep == 3);
+  CHECK(again->checkpoint_every_seconds == 900);
   StatusOr<JobSpec> through_message = JobSpecFromProto(JobSpecToProto(*spec));
   REQUIRE(through_message.ok());
   CHECK(JobSpecToJson(*through_message) == JobSpecToJson(*spec));
 
   CHECK(ErrorOf(Spec(R"(,"checkpoint":{"every_iterations":5})")) ==
-        "checkpoint.every_iterations: and keep need checkpoint.dir");
+        "checkpoint: every_iterations, every_seconds and keep need checkpoint.dir");
+  CHECK(ErrorOf(Spec(R"(,"checkpoint":{"every_seconds":5})")) ==
+        "checkpoint: every_iterations, every_seconds and keep need checkpoint.dir");
+  CHECK(ErrorOf(Spec(R"(,"checkpoint":{"dir":"/tmp/ck","every_seconds":-1})")) ==
+        "checkpoint.every_seconds: must be in [0, 1e7]");
   CHECK(ErrorOf(Spec(R"(,"checkpoint":{"dir":"/tmp/ck","keep":0})")) ==
         "checkpoint.keep: must be in [1, 1000]");
   CHECK(ErrorOf(Spec(R"(,"checkpoint":{"dir":"/tmp/ck","every_iterations":-1})")) ==

@@ -17,11 +17,12 @@ using std::chrono::seconds;
 
 struct Harness {
   // `backend`: a real PlanningBackend to schedule with instead of `planner` (the fake).
-  explicit Harness(JobStore* external_store = nullptr, PlanningBackend* backend = nullptr)
+  explicit Harness(JobStore* external_store = nullptr, PlanningBackend* backend = nullptr,
+                   SchedulerOptions options = {})
       : store(external_store ? external_store : &memory),
         jobs(store, &clock),
         nodes(&clock, seconds(10)),
-        scheduler(&jobs, &nodes, backend ? backend : &planner, &clock) {
+        scheduler(&jobs, &nodes, backend ? backend : &planner, &clock, std::move(options)) {
     REQUIRE(jobs.Load().ok());
     REQUIRE(scheduler.Recover().ok());
   }

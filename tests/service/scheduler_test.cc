@@ -819,5 +819,33 @@ TEST_CASE("resize refuses what it cannot do and resizes a pending job at once",
   }
 }
 
+TEST_CASE("with a cluster checkpoint root a FG job without checkpoints gets periodic ones",
+          "[scheduler][elastic]") {
+  SchedulerOptions options;
+  options.checkpoint_root = "/shared/ckpt";
+  options.checkpoint_every_seconds = 300;
+  Harness h(nullptr, nullptr, options);
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(1));
+  JobSpec own = Fg(1);
+  own.checkpoint_dir = "/mine";
+  own.checkpoint_every_iterations = 7;
+  JobRecord mine = h.Submit(own);
+  h.scheduler.Tick();
+  std::map<std::string, nlohmann::json> checkpoint_of;  // by job id, from the run specs sent
+  for (const v1::TaskCommand& command : h.Commands("node-a")) {
+    const nlohmann::json run = nlohmann::json::parse(command.assign().train().run_spec_json());
+    checkpoint_of[command.assign().job_id()] = run.value("checkpoint", nlohmann::json());
+  }
+  REQUIRE(checkpoint_of.size() == 2);
+  CHECK(checkpoint_of[fg.id]["dir"] == "/shared/ckpt/" + fg.id);
+  CHECK(checkpoint_of[fg.id]["every_seconds"] == 300);
+  CHECK(checkpoint_of[mine.id]["dir"] == "/mine");  // the spec's own win
+  CHECK(checkpoint_of[mine.id]["every_iterations"] == 7);
+  CHECK_FALSE(checkpoint_of[mine.id].contains("every_seconds"));
+  // And so it can be resized.
+  CHECK(h.scheduler.Resize(fg.id, 2).ok());
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

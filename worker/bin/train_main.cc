@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
                  "same folder, training resumes from the newest whole one");
   app.add_option("--checkpoint-every", options.checkpoint_every,
                  "iterations between checkpoints (default 0: only at the end)");
+  app.add_option("--checkpoint-every-seconds", options.checkpoint_every_seconds,
+                 "seconds between checkpoints (the ranks agree on the iteration; default 0: "
+                 "none by time)");
   app.add_option("--checkpoint-keep", options.checkpoint_keep,
                  "checkpoints kept in --checkpoint-dir (default 2)");
   app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");

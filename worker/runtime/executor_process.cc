@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "worker/runtime/background_host.h"
 #include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoint_schedule.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/device.h"
@@ -147,20 +148,30 @@ struct LoopContext {
   const std::atomic<bool>& stop_asked;  // by a "stop_at_checkpoint" command
 };
 
-// A periodic checkpoint after `done` iterations, when one is due. A failed one is logged and
-// training goes on: the previous whole checkpoint still stands. True when the ranks stop here
-// (a stop was asked of one of them; never after the last iteration, which ends anyway).
-StatusOr<bool> MaybeCheckpoint(const LoopContext& loop, Executor& executor, int64_t done) {
-  const auto& periodic = loop.spec.checkpoints;
-  if (!periodic) return false;
-  const bool last = done == loop.spec.iterations;
-  const bool due = periodic->every_iterations > 0 && done % periodic->every_iterations == 0;
-  if (!last && !due) return false;
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A periodic checkpoint after `done` iterations, when `schedule` calls for one (a time-based
+// one after the ranks agree on the time). A failed one is logged and training goes on: the
+// previous whole checkpoint still stands. True when the ranks stop here (a stop was asked of one
+// of them; never after the last iteration, which ends anyway).
+StatusOr<bool> MaybeCheckpoint(const LoopContext& loop, CheckpointSchedule& schedule,
+                               Executor& executor, int64_t done) {
+  if (!loop.spec.checkpoints) return false;
+  const CheckpointSchedule::Step step = schedule.After(done);
+  if (step == CheckpointSchedule::Step::kNothing) return false;
+  if (step == CheckpointSchedule::Step::kAgree) {
+    ASSIGN_OR_RETURN(double elapsed, MeanOverRanks(loop.comm, loop.device,
+                                                   schedule.SecondsSinceLast(SteadySeconds())));
+    if (!schedule.Agreed(done, elapsed)) return false;
+  }
   ASSIGN_OR_RETURN(CheckpointOutcome outcome,
                    WriteTrainingCheckpoint(loop.spec, loop.rank, done, executor, loop.comm,
                                            loop.device, loop.stop_asked.load()));
+  schedule.Written(done, SteadySeconds());
   if (!outcome.written.ok()) DP_LOG_WARN("rank {}: {}", loop.rank, outcome.written.ToString());
-  return outcome.stop && !last;
+  return outcome.stop && done < loop.spec.iterations;
 }
 
 // Runs the iterations, printing each one's event (decorated with the BG job's progress).
@@ -170,6 +181,9 @@ StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& ex
                                            std::ostream& out) {
   const RunSpec& spec = loop.spec;
   std::optional<int64_t> stopped;
+  CheckpointSchedule schedule(spec.checkpoints ? spec.checkpoints->every_iterations : 0,
+                              spec.checkpoints ? spec.checkpoints->every_seconds : 0,
+                              loop.first_iteration, spec.iterations, SteadySeconds());
   if (side.sharing) side.sharing->Start();
   for (int64_t i = loop.first_iteration; i < spec.iterations && !stopped; ++i) {
     spans.BeginIteration(i);
@@ -182,7 +196,7 @@ StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& ex
     } else {
       out << (side.sharing ? side.sharing->Decorate(line) : line) << std::endl;
     }
-    ASSIGN_OR_RETURN(bool stop, MaybeCheckpoint(loop, executor, i + 1));
+    ASSIGN_OR_RETURN(bool stop, MaybeCheckpoint(loop, schedule, executor, i + 1));
     if (stop) stopped = i + 1;
   }
   if (side.commands) side.commands->Stop();

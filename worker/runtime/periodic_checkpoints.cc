@@ -31,6 +31,11 @@ StatusOr<std::vector<double>> SumOverRanks(Communicator& comm, const torch::Devi
 
 }  // namespace
 
+StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, double value) {
+  ASSIGN_OR_RETURN(std::vector<double> sum, SumOverRanks(comm, device, {value}));
+  return sum[0] / comm.world_size();
+}
+
 // Every rank takes part in the sum whatever happened to its own file, so none is left waiting.
 StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
                                                     Executor& executor, Communicator& comm,

@@ -34,6 +34,9 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
                                                     const torch::Device& device,
                                                     bool stop_asked = false);
 
+// The mean of `value` over every rank (a world all-reduce): the same number on each.
+StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, double value);
+
 // Where training starts: iteration 0, or the newest whole checkpoint's iteration, whose state is
 // then loaded (it may come from another plan and world size). Rank 0 prints the resume as a log
 // line on `out`.

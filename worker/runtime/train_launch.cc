@@ -88,9 +88,12 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
     spec.checkpoint_path = std::filesystem::absolute(options.checkpoint_path).string();
   }
   if (!options.checkpoint_dir.empty()) {
-    spec.checkpoints =
-        PeriodicCheckpoints{std::filesystem::absolute(options.checkpoint_dir).string(),
-                            options.checkpoint_every, options.checkpoint_keep};
+    PeriodicCheckpoints periodic;
+    periodic.dir = std::filesystem::absolute(options.checkpoint_dir).string();
+    periodic.every_iterations = options.checkpoint_every;
+    periodic.every_seconds = options.checkpoint_every_seconds;
+    periodic.keep = options.checkpoint_keep;
+    spec.checkpoints = periodic;
   }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
   return spec;

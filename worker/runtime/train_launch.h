@@ -32,6 +32,7 @@ struct TrainOptions {
   // Periodic checkpoints; a run started again with the same directory resumes from it.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;
   std::string executor_path;  // empty: deepool-executor next to this binary
   std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
