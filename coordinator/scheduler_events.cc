@@ -255,7 +255,16 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
         "checkpoint.every_iterations or every_seconds in its spec, or a coordinator "
         "--checkpoint-root): a running job is resized at a checkpoint");
   }
-  if (gpus == job.spec.gpus && job.resize_to == 0) return job;  // nothing to change
+  if (gpus == job.spec.gpus) {
+    if (job.resize_to == 0) return job;  // nothing to change
+    // Back to its size before it stopped: the resize is withdrawn. Ranks that already heard
+    // of it stop all the same, and the job then runs again at this size.
+    return jobs_->Update(job_id, [&](JobRecord& r) {
+      r.resize_to = 0;
+      r.history.push_back({r.state, "resize to " + std::to_string(job.resize_to) + " withdrawn",
+                           clock_->WallMillis(), ReasonCode::kResized});
+    });
+  }
   const std::string note = "resize to " + std::to_string(gpus) + " devices (from " + current +
                            ") asked for: it stops at its next checkpoint";
   ASSIGN_OR_RETURN(JobRecord asked, jobs_->Update(job_id, [&](JobRecord& r) {

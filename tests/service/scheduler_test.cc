@@ -753,6 +753,16 @@ TEST_CASE("a resized FG job stops at its next checkpoint and runs again on the n
           return c.reason.find("training again") != std::string::npos;
         }) == 1);
 
+  // A resize asked for and withdrawn: nothing stops.
+  REQUIRE(h.scheduler.Resize(job.id, 3).ok());
+  StatusOr<JobRecord> withdrawn = h.scheduler.Resize(job.id, 2);
+  REQUIRE(withdrawn.ok());
+  CHECK(withdrawn->resize_to == 0);
+  CHECK(HistoryHas(*withdrawn, JobState::kRunning, ReasonCode::kResized, "resize to 3 withdrawn"));
+  for (const std::string& task_id : smaller.task_ids) {
+    CHECK_FALSE(h.scheduler.StopAtCheckpointWanted(task_id));
+  }
+
   // Grow back to 4.
   REQUIRE(h.scheduler.Resize(job.id, 4).ok());
   StopAllAt(h, job.id, 20);
