@@ -194,6 +194,11 @@ grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext* ctx,
   StatusOr<NodeRecord> node = nodes_->Drain(req->node());
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = NodeView(*node);
+  if (req->evacuate()) {
+    StatusOr<std::vector<std::string>> evacuations = scheduler_->Evacuate(node->id);
+    if (!evacuations.ok()) return ToGrpcStatus(evacuations.status());
+    for (const std::string& line : *evacuations) resp->add_evacuations(line);
+  }
   return grpc::Status::OK;
 }
 

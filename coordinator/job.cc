@@ -16,7 +16,7 @@ using nlohmann::json;
 constexpr std::array<const char*, 7> kStateNames = {"PENDING",   "PROFILING", "PLANNING", "RUNNING",
                                                     "SUCCEEDED", "FAILED",    "CANCELLED"};
 
-constexpr std::array<const char*, 17> kReasonCodeNames = {
+constexpr std::array<const char*, 18> kReasonCodeNames = {
     "unspecified",
     "submitted",
     "queued_behind",
@@ -34,8 +34,9 @@ constexpr std::array<const char*, 17> kReasonCodeNames = {
     "profiling_failed",
     "cancelled",
     "resized",
+    "evacuated",
 };
-static_assert(static_cast<size_t>(ReasonCode::kResized) + 1 == kReasonCodeNames.size());
+static_assert(static_cast<size_t>(ReasonCode::kEvacuated) + 1 == kReasonCodeNames.size());
 
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
@@ -346,7 +347,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"store_address", job.store_address},
           {"request_id", job.request_id},
           {"owner", job.owner},
-          {"resize_to", job.resize_to}};
+          {"resize_to", job.resize_to},
+          {"evacuate_from", job.evacuate_from}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -415,6 +417,7 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.request_id = doc.value("request_id", std::string());
     job.owner = doc.value("owner", std::string());
     job.resize_to = doc.value("resize_to", 0);
+    job.evacuate_from = doc.value("evacuate_from", std::string());
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

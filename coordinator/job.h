@@ -43,7 +43,8 @@ enum class ReasonCode {
   kPlanningFailed,
   kProfilingFailed,
   kCancelled,
-  kResized,  // PENDING: stopped at a checkpoint to run on another number of devices
+  kResized,    // PENDING: stopped at a checkpoint to run on another number of devices
+  kEvacuated,  // PENDING: stopped at a checkpoint to leave a node drained with evacuate
 };
 const char* ReasonCodeName(ReasonCode code);  // "queued_behind", ...
 std::optional<ReasonCode> ReasonCodeFromName(std::string_view name);
@@ -193,6 +194,8 @@ struct JobRecord {
   // A resize asked for while RUNNING: the device count for the attempt after its next
   // checkpoint (spec.gpus takes it then). 0: none.
   int resize_to = 0;
+  // Set with resize_to by a drain with evacuate: the node it leaves (for the history).
+  std::string evacuate_from;
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -102,6 +102,10 @@ class Scheduler {
   // INVALID_ARGUMENT for gpus out of range; FAILED_PRECONDITION for a BG or terminal job, a
   // started job without periodic checkpoints, or more devices than any device type has.
   StatusOr<JobRecord> Resize(const std::string& job_id, int gpus);
+  // Moves the running FG jobs off a node being drained: each with periodic checkpoints stops at
+  // its next one (as a resize to its own size) and is requeued (kEvacuated) to be placed on
+  // other nodes; the others are left to finish there. One sentence per job, saying which.
+  StatusOr<std::vector<std::string>> Evacuate(const std::string& node_id);
 
   // Worker calls (proto messages of deepool/v1/node.proto). A report whose logs or progress
   // cannot be stored returns UNAVAILABLE, and the worker sends it again.

@@ -10,11 +10,18 @@
 namespace deepool::coordinator {
 namespace {
 
-// The dispatches a job was given because it was resized: they do not count as retries.
+// The dispatches a job was given because it was resized or evacuated: they do not count as
+// retries.
 int64_t Resizes(const JobRecord& job) {
   return std::count_if(job.history.begin(), job.history.end(), [](const StateChange& change) {
-    return change.state == JobState::kPending && change.code == ReasonCode::kResized;
+    return change.state == JobState::kPending &&
+           (change.code == ReasonCode::kResized || change.code == ReasonCode::kEvacuated);
   });
+}
+
+bool RunsOn(const JobRecord& job, const std::string& node_id) {
+  return std::any_of(job.devices.begin(), job.devices.end(),
+                     [&](const RankPlacement& p) { return p.node_id == node_id; });
 }
 
 // What a rank reports when another rank of its job died first: its connections closed, or its
@@ -202,6 +209,7 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
       write.mutate = [](JobRecord& r) {
         r.spec.gpus = r.resize_to;
         r.resize_to = 0;
+        r.evacuate_from.clear();
       };
     }
     writes->push_back(std::move(write));
@@ -261,6 +269,7 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
     // of it stop all the same, and the job then runs again at this size.
     return jobs_->Update(job_id, [&](JobRecord& r) {
       r.resize_to = 0;
+      r.evacuate_from.clear();
       r.history.push_back({r.state, "resize to " + std::to_string(job.resize_to) + " withdrawn",
                            clock_->WallMillis(), ReasonCode::kResized});
     });
@@ -274,6 +283,35 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
   DP_LOG_INFO("job {}: {}", job_id, note);
   Wake();
   return asked;
+}
+
+StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_id) {
+  ASSIGN_OR_RETURN(NodeRecord node, nodes_->Get(node_id));
+  std::vector<std::string> outcomes;
+  for (const JobRecord& job : jobs_->Active()) {
+    if (job.state != JobState::kRunning || !RunsOn(job, node.id)) continue;
+    if (job.spec.role == JobRole::kBg) {
+      outcomes.push_back(job.id + " (BG) is left to finish: BG jobs keep no checkpoints");
+      continue;
+    }
+    const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(job);
+    if (!periodic || (periodic->every_iterations < 1 && periodic->every_seconds <= 0)) {
+      outcomes.push_back(job.id + " is left to finish: it writes no periodic checkpoints");
+      continue;
+    }
+    const std::string note =
+        "evacuating draining node " + node.name + ": it stops at its next checkpoint";
+    StatusOr<JobRecord> asked = jobs_->Update(job.id, [&](JobRecord& r) {
+      if (r.resize_to == 0) r.resize_to = r.spec.gpus;
+      r.evacuate_from = node.name;
+      r.history.push_back({r.state, note, clock_->WallMillis(), ReasonCode::kEvacuated});
+    });
+    if (!asked.ok()) return asked.status().WithContext("job " + job.id);
+    DP_LOG_INFO("job {}: {}", job.id, note);
+    outcomes.push_back(job.id + " stops at its next checkpoint and resumes on other nodes");
+  }
+  Wake();
+  return outcomes;
 }
 
 int Scheduler::LargestDeviceGroup() const {
@@ -500,18 +538,21 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
   // Without a pending resize (asked for, then the job was resized meanwhile) it runs again at
   // its size: the ranks stopped, so the job must go on from their checkpoint either way.
   const int to = job.resize_to > 0 ? job.resize_to : job.spec.gpus;
+  const std::string where =
+      "stopped at the checkpoint of iteration " + std::to_string(stopped_at) + ", it resumes ";
+  const Reason reason =
+      job.evacuate_from.empty()
+          ? Reason{ReasonCode::kResized, "resized from " + std::to_string(job.devices.size()) +
+                                             " to " + std::to_string(to) + " devices: " + where +
+                                             "from there"}
+          : Reason{ReasonCode::kEvacuated, "evacuated from draining node " + job.evacuate_from +
+                                               ": " + where + "on other nodes"};
   ReleaseLocked(job.id);
-  JobWrite write = TransitionWrite(
-      job.id, JobState::kPending,
-      {ReasonCode::kResized, "resized from " + std::to_string(job.devices.size()) + " to " +
-                                 std::to_string(to) +
-                                 " devices: stopped at the checkpoint of "
-                                 "iteration " +
-                                 std::to_string(stopped_at) + ", it resumes from there"},
-      /*retry=*/true);
+  JobWrite write = TransitionWrite(job.id, JobState::kPending, reason, /*retry=*/true);
   write.mutate = [to](JobRecord& r) {
     r.spec.gpus = to;
     r.resize_to = 0;
+    r.evacuate_from.clear();
   };
   writes->push_back(std::move(write));
 }

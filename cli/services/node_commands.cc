@@ -26,7 +26,7 @@ int RunNodes(const ClientOptions& client) {
   return kExitOk;
 }
 
-int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
+int RunDrain(const ClientOptions& client, const std::string& node, bool drain, bool evacuate) {
   StatusOr<CoordinatorConnection> coordinator = ConnectCoordinator(client);
   if (!coordinator.ok()) return ReportClientSetupError(coordinator.status());
   const std::string& address = coordinator->address;
@@ -37,6 +37,7 @@ int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
   if (drain) {
     v1::DrainNodeRequest request;
     request.set_node(node);
+    request.set_evacuate(evacuate);
     status = stub->DrainNode(context.get(), request, &response);
   } else {
     v1::UndrainNodeRequest request;
@@ -50,10 +51,12 @@ int RunDrain(const ClientOptions& client, const std::string& node, bool drain) {
     std::string state = v1::NodeState_Name(response.state());
     if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
     std::cout << Printable(response.name()) << " (" << response.node_id() << ") " << state;
-    if (drain && response.task_ids_size() > 0) {
+    if (drain && response.task_ids_size() > 0 && response.evacuations().empty()) {
       std::cout << ": " << response.task_ids_size() << " running task(s) will finish first";
     }
     std::cout << "\n";
+    for (const std::string& line : response.evacuations())
+      std::cout << "  " << Printable(line) << "\n";
   }
   return kExitOk;
 }
@@ -74,8 +77,14 @@ RegisterCommand drain_command([](CLI::App& app, CommandResult& result) {
                            drain ? "stop giving a node new tasks (its running tasks finish)"
                                  : "let a drained node take tasks again");
     cmd->add_option("node", *node, "node name or id")->required();
+    auto evacuate = std::make_shared<bool>(false);
+    if (drain) {
+      cmd->add_flag("--evacuate", *evacuate,
+                    "also move its FG jobs that write periodic checkpoints: each stops at its "
+                    "next checkpoint and resumes on other nodes (the others finish there)");
+    }
     AddClientOptions(cmd, client.get());
-    cmd->callback([=, &result] { result.exit_code = RunDrain(*client, *node, drain); });
+    cmd->callback([=, &result] { result.exit_code = RunDrain(*client, *node, drain, *evacuate); });
   }
 });
 

@@ -220,3 +220,35 @@ TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints"
   CHECK(log.find("resumed from " + dir + "/iter-000000000000") == std::string::npos);
   CHECK(FinalManifest(dir)["world_size"] == 4);
 }
+
+TEST_CASE("deepool drain --evacuate moves a FG job to the other worker at its next checkpoint",
+          "[e2e][elastic]") {
+  LocalCluster cluster;
+  REQUIRE(cluster.WaitForNodesUp(2));
+  const std::string dir = cluster.dir() + "/ck-evacuate";
+  std::string id;
+  REQUIRE(cluster.Submit(CheckpointedJob("evacuated", dir), &id).ok());
+  v1::Job running = cluster.WaitForJob(id, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 15;
+  });
+  const std::string node = running.devices(0).node_name();
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"drain", node, "--evacuate"}, &out, &err) == 0);
+  INFO(out << err);
+  CHECK(out.find(id + " stops at its next checkpoint and resumes on other nodes") !=
+        std::string::npos);
+  v1::Job ended = cluster.WaitForTerminal(id, 600s);
+  INFO(cli::ToJson(ended));
+  REQUIRE(ended.state() == v1::JOB_STATE_SUCCEEDED);
+  for (const auto& d : ended.devices()) CHECK(d.node_name() != node);
+  bool evacuated = false;
+  for (const auto& change : ended.history()) {
+    evacuated |= change.code() == v1::REASON_CODE_EVACUATED &&
+                 change.state() == v1::JOB_STATE_PENDING &&
+                 change.reason().find("evacuated from draining node " + node) != std::string::npos;
+  }
+  CHECK(evacuated);
+  std::string log;
+  REQUIRE(cluster.RunCli({"logs", id}, &log, &err) == 0);
+  CHECK(log.find("resumed from " + dir + "/iter-") != std::string::npos);
+}

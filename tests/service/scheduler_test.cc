@@ -857,5 +857,51 @@ TEST_CASE("with a cluster checkpoint root a FG job without checkpoints gets peri
   CHECK(h.scheduler.Resize(fg.id, 2).ok());
 }
 
+TEST_CASE("a drain with evacuate moves FG jobs with checkpoints at their next one",
+          "[scheduler][elastic]") {
+  Harness h;
+  h.AddNode("a", 2);
+  h.AddNode("b", 2);
+  JobSpec checkpointed = Fg(2);
+  checkpointed.iterations = 100;
+  checkpointed.checkpoint_dir = "/ckpt/job";
+  checkpointed.checkpoint_every_iterations = 5;
+  JobRecord moving = h.Submit(checkpointed);
+  h.scheduler.Tick();
+  JobRecord staying = h.Submit(Fg(2));  // no checkpoints
+  h.scheduler.Tick();
+  REQUIRE(h.Get(moving.id).devices.at(0).node_id == "node-a");
+  REQUIRE(h.Get(staying.id).devices.at(0).node_id == "node-b");
+  h.AddNode("c", 2);
+  REQUIRE(h.nodes.Drain("a").ok());
+  REQUIRE(h.nodes.Drain("b").ok());
+
+  StatusOr<std::vector<std::string>> a = h.scheduler.Evacuate("node-a");
+  StatusOr<std::vector<std::string>> b = h.scheduler.Evacuate("node-b");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a == std::vector<std::string>{moving.id +
+                                       " stops at its next checkpoint and resumes on other nodes"});
+  CHECK(*b == std::vector<std::string>{staying.id +
+                                       " is left to finish: it writes no periodic checkpoints"});
+  for (const std::string& task_id : h.Get(staying.id).task_ids) {
+    CHECK_FALSE(h.scheduler.StopAtCheckpointWanted(task_id));
+  }
+  StopAllAt(h, moving.id, 15);
+  JobRecord stopped = h.Get(moving.id);
+  CHECK(stopped.state == JobState::kPending);
+  CHECK(stopped.reason_code == ReasonCode::kEvacuated);
+  CHECK(stopped.reason ==
+        "evacuated from draining node a: stopped at the checkpoint of iteration 15, it resumes "
+        "on other nodes");
+  CHECK(stopped.spec.gpus == 2);
+  CHECK(stopped.evacuate_from.empty());
+  h.scheduler.Tick();
+  JobRecord moved = h.Get(moving.id);
+  CHECK(moved.state == JobState::kRunning);
+  for (const RankPlacement& p : moved.devices) CHECK(p.node_id == "node-c");
+  CHECK(h.Get(staying.id).state == JobState::kRunning);
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
