@@ -6,11 +6,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/subprocess.h"
 #include "executor_test_util.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/checkpoint_dir.h"
 #include "worker/runtime/launcher.h"
+#include "worker/runtime/periodic_checkpoints.h"
 #include "worker/runtime/run_spec.h"
+#include "worker/runtime/training_state.h"
 
 namespace deepool::worker {
 namespace {
@@ -205,6 +208,43 @@ TEST_CASE("checkpoints by time are whole: the ranks agree on when, and the same 
   for (int64_t done : {1, 2, 4, 5})
     CHECK_FALSE(fs::exists(CheckpointPath(checkpoints.string(), done)));
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("deepool-export writes a checkpoint's model as one file without the optimizer state",
+          "[checkpoint][export][process]") {
+  const ParamMap& reference = Reference();
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = Interrupted(dir);  // whole checkpoints after 2 and 4 iterations
+  Run resumed = Launch(Spec(checkpoints, true), dir);
+  REQUIRE(resumed.status.ok());
+  ParamMap model;
+  for (const auto& [key, tensor] : reference) {
+    if (key.rfind(kOptimizerKeyPrefix, 0) != 0) model.emplace(key, tensor);
+  }
+  REQUIRE(model.size() < reference.size());
+  const std::string exported = (dir / "model.pt").string();
+  const std::string command = SiblingExecutable("deepool-export") + " --checkpoint-dir " +
+                              checkpoints.string() + " -o " + exported + " > " +
+                              (dir / "export.out").string() + " 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::ifstream out(dir / "export.out");
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  CHECK_THAT(said, Catch::Contains("tensors from " + CheckpointPath(checkpoints.string(), 6) +
+                                   " (iteration 6, written by 3 rank(s))"));
+  // The newest checkpoint's model, every layer once, bit for bit.
+  StatusOr<StateDict> file = LoadCheckpoint(exported);
+  REQUIRE(file.ok());
+  ParamMap got;
+  for (auto& [key, tensor] : *file) REQUIRE(got.emplace(key, tensor).second);
+  RequireSameState(got, model, 0);
+  // An older one by its iteration; one that is not there is refused.
+  StatusOr<FoundCheckpoint> older = OpenCheckpoint(checkpoints.string(), 4);
+  REQUIRE(older.ok());
+  StatusOr<int> written = ExportCheckpointModel(*older, (dir / "model-4.pt").string());
+  REQUIRE(written.ok());
+  CHECK(*written == static_cast<int>(model.size()));
+  CHECK(OpenCheckpoint(checkpoints.string(), 3).status().code() == StatusCode::kNotFound);
   fs::remove_all(dir);
 }
 

@@ -204,6 +204,13 @@ StatusOr<std::optional<FoundCheckpoint>> FindLatestCheckpoint(const std::string&
   return std::optional<FoundCheckpoint>();
 }
 
+StatusOr<FoundCheckpoint> OpenCheckpoint(const std::string& dir, int64_t iteration) {
+  const std::string path = CheckpointPath(dir, iteration);
+  StatusOr<CheckpointManifest> manifest = CheckCheckpoint(path, iteration);
+  if (!manifest.ok()) return manifest.status().WithContext("checkpoint " + path);
+  return FoundCheckpoint{path, *std::move(manifest)};
+}
+
 StatusOr<int> PruneCheckpoints(const std::string& dir, int keep) {
   if (keep < 1) return InvalidArgumentError("keep must be >= 1");
   int whole = 0, removed = 0;

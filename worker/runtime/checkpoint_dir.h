@@ -61,6 +61,9 @@ Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest m
 // corrupt ones are skipped with a warning naming what is wrong.
 StatusOr<std::optional<FoundCheckpoint>> FindLatestCheckpoint(const std::string& dir);
 
+// The checkpoint of `iteration` in `dir` when it is whole (NOT_FOUND, or what is wrong with it).
+StatusOr<FoundCheckpoint> OpenCheckpoint(const std::string& dir, int64_t iteration);
+
 // Removes every checkpoint older than the `keep` newest whole ones (partial ones included).
 // Returns how many were removed.
 StatusOr<int> PruneCheckpoints(const std::string& dir, int keep);

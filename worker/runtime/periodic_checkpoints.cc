@@ -31,6 +31,18 @@ StatusOr<std::vector<double>> SumOverRanks(Communicator& comm, const torch::Devi
 
 }  // namespace
 
+StatusOr<int> ExportCheckpointModel(const FoundCheckpoint& found, const std::string& path) {
+  StateDict model;
+  for (const CheckpointFile& file : found.manifest.files) {
+    ASSIGN_OR_RETURN(StateDict part, LoadCheckpoint(found.path + "/" + file.name));
+    for (auto& [key, tensor] : part) {
+      if (key.rfind(kOptimizerKeyPrefix, 0) != 0) model.emplace_back(key, std::move(tensor));
+    }
+  }
+  RETURN_IF_ERROR(SaveCheckpoint(path, model));
+  return static_cast<int>(model.size());
+}
+
 StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, double value) {
   ASSIGN_OR_RETURN(std::vector<double> sum, SumOverRanks(comm, device, {value}));
   return sum[0] / comm.world_size();

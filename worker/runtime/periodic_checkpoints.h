@@ -12,6 +12,7 @@
 #include <ostream>
 
 #include "common/status.h"
+#include "worker/runtime/checkpoint_dir.h"
 #include "worker/runtime/communicator.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/run_spec.h"
@@ -33,6 +34,11 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
                                                     Executor& executor, Communicator& comm,
                                                     const torch::Device& device,
                                                     bool stop_asked = false);
+
+// The model of a whole checkpoint as one state_dict file at `path` (checkpoint.h's format and
+// keys, so torchvision loads it): every rank's parameters and buffers, without the optimizer
+// state. Each layer is in exactly one rank's file. Returns how many tensors were written.
+StatusOr<int> ExportCheckpointModel(const FoundCheckpoint& found, const std::string& path);
 
 // The mean of `value` over every rank (a world all-reduce): the same number on each.
 StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, double value);

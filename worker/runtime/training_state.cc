@@ -5,8 +5,6 @@
 namespace deepool::worker {
 namespace {
 
-constexpr const char* kOptimizerPrefix = "optimizer.";
-
 std::vector<std::shared_ptr<LayerModule>> ByLayerId(
     const planner::Graph& graph, const std::map<int, std::shared_ptr<LayerModule>>& modules,
     const std::vector<int>& layers) {
@@ -43,7 +41,7 @@ StatusOr<std::unique_ptr<torch::optim::OptimizerParamState>> MakeParamState(
     const std::unordered_map<std::string, const torch::Tensor*>& by_key,
     const torch::Tensor& param) {
   auto field = [&](const char* name) -> torch::Tensor {
-    auto found = by_key.find(kOptimizerPrefix + key + "." + name);
+    auto found = by_key.find(kOptimizerKeyPrefix + key + "." + name);
     if (found == by_key.end()) return {};
     return found->second->to(param.device()).clone();
   };
@@ -98,7 +96,7 @@ StatusOr<StateDict> CollectTrainingState(const planner::Graph& graph,
       if (found == optimizer->state().end()) continue;
       const std::string key = graph.layer(id).name + "." + p.key();
       for (auto& [field, tensor] : StateFields(*found->second)) {
-        state.emplace_back(kOptimizerPrefix + key + "." + field, tensor);
+        state.emplace_back(kOptimizerKeyPrefix + key + "." + field, tensor);
       }
     }
   }
@@ -111,7 +109,7 @@ Status LoadTrainingState(const StateDict& state, const planner::Graph& graph,
   StateDict model;
   std::unordered_map<std::string, const torch::Tensor*> optimizer_state;
   for (const auto& [key, tensor] : state) {
-    if (key.rfind(kOptimizerPrefix, 0) == 0) {
+    if (key.rfind(kOptimizerKeyPrefix, 0) == 0) {
       optimizer_state[key] = &tensor;
     } else {
       model.emplace_back(key, tensor);

@@ -21,6 +21,9 @@
 
 namespace deepool::worker {
 
+// The keys of optimizer state begin with this; the rest are the model's.
+inline constexpr char kOptimizerKeyPrefix[] = "optimizer.";
+
 // The layers whose state `rank` writes, so that the ranks' files together hold each layer once:
 // layer i is written by member i mod |set| of its device set, which spreads the writes of a
 // data-parallel plan over all its ranks.
