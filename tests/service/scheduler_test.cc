@@ -687,6 +687,15 @@ void ReportRank0(Harness& h, const std::string& job_id, int64_t index) {
   }
 }
 
+// A FG job that writes a periodic checkpoint every 5 of its 100 iterations.
+JobSpec Checkpointed(int gpus) {
+  JobSpec spec = Fg(gpus);
+  spec.iterations = 100;
+  spec.checkpoint_dir = "/ckpt/job";
+  spec.checkpoint_every_iterations = 5;
+  return spec;
+}
+
 bool HistoryHas(const JobRecord& job, JobState state, ReasonCode code, const std::string& text) {
   for (const StateChange& change : job.history) {
     if (change.state == state && change.code == code &&
@@ -702,10 +711,7 @@ TEST_CASE("a resized FG job stops at its next checkpoint and runs again on the n
   Harness h;
   h.AddNode("a", 2);
   h.AddNode("b", 2);
-  JobSpec spec = Fg(4);
-  spec.iterations = 100;
-  spec.checkpoint_dir = "/ckpt/job";
-  spec.checkpoint_every_iterations = 5;
+  JobSpec spec = Checkpointed(4);
   spec.requeue_on_failure = true;
   JobRecord job = h.Submit(spec);
   h.scheduler.Tick();
@@ -793,9 +799,7 @@ TEST_CASE("resize refuses what it cannot do and resizes a pending job at once",
   Harness h;
   h.AddNode("a", 2);
   h.AddNode("b", 2);
-  JobSpec spec = Fg(2);
-  spec.checkpoint_dir = "/ckpt/job";
-  spec.checkpoint_every_iterations = 5;
+  JobSpec spec = Checkpointed(2);
   SECTION("a pending job takes the size at once") {
     spec.gpus = 6;  // more than the cluster has: it stays pending
     JobRecord job = h.Submit(spec);
@@ -862,11 +866,7 @@ TEST_CASE("a drain with evacuate moves FG jobs with checkpoints at their next on
   Harness h;
   h.AddNode("a", 2);
   h.AddNode("b", 2);
-  JobSpec checkpointed = Fg(2);
-  checkpointed.iterations = 100;
-  checkpointed.checkpoint_dir = "/ckpt/job";
-  checkpointed.checkpoint_every_iterations = 5;
-  JobRecord moving = h.Submit(checkpointed);
+  JobRecord moving = h.Submit(Checkpointed(2));
   h.scheduler.Tick();
   JobRecord staying = h.Submit(Fg(2));  // no checkpoints
   h.scheduler.Tick();
