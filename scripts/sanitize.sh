@@ -44,8 +44,8 @@ case "$KIND" in
   tsan | tsan-runtime)
     FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
     if [[ "$KIND" == tsan ]]; then
-      TESTS=(scheduler scheduler_background scheduler_store_failure dispatcher job_manager
-             job_follower job_progress node_registry job_store store_crash admission
+      TESTS=(scheduler scheduler_background scheduler_elastic scheduler_store_failure dispatcher
+             job_manager job_follower job_progress node_registry job_store store_crash admission
              worker_supervisor command_stream coordinator_service worker_daemon)
       LAYER=service
     else
