@@ -77,15 +77,6 @@ double ResplitCost::Ms(int64_t bytes_per_sample) const {
   return worst;
 }
 
-double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
-  if (devices <= 1 || bytes <= 0) return 0;
-  // The ring over ranks 0..g-1 leaves the node when g exceeds one node's devices.
-  const Link& link = devices > cluster.devices_per_node ? cluster.inter_node : cluster.intra_node;
-  const double g = devices;
-  return 2.0 * (g - 1.0) / g * static_cast<double>(bytes) * MsPerByte(link) +
-         2.0 * (g - 1.0) * link.latency_us / 1000.0;
-}
-
 CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                      int64_t global_batch, CostModelOptions options)
     : graph_(graph),
@@ -130,8 +121,10 @@ double CostModel::ResplitMs(int producer_id, int from_devices, int to_devices) c
   return 2.0 * Resplit(from_devices, to_devices).Ms(graph_.layer(producer_id).output_bytes);
 }
 
-double CostModel::GradientSyncMs(int layer_id, int devices) const {
-  return AllReduceMs(cluster_, graph_.layer(layer_id).params * 4, devices);
+int64_t CostModel::GradientBytes(int layer_id) const { return graph_.layer(layer_id).params * 4; }
+
+double CostModel::AmortisedGradientSyncMs(int layer_id, int devices) const {
+  return AmortisedAllReduceMs(cluster_, GradientBytes(layer_id), devices, options_.gradient_sync);
 }
 
 double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
@@ -140,11 +133,11 @@ double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
     return 0;
   }
   const int64_t channels = layer.output_shape.front();
-  return AllReduceMs(cluster_, (2 * channels + 1) * 8, devices);
+  return AllReduceMs(cluster_, (2 * channels + 1) * 8, devices, options_.gradient_sync.tree);
 }
 
-double CostModel::LayerSyncMs(int layer_id, int devices) const {
-  return GradientSyncMs(layer_id, devices) + 2.0 * BatchNormSyncMs(layer_id, devices);
+double CostModel::AdditiveSyncMs(int layer_id, int devices) const {
+  return AmortisedGradientSyncMs(layer_id, devices) + 2.0 * BatchNormSyncMs(layer_id, devices);
 }
 
 StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
@@ -155,10 +148,50 @@ StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& coun
   cost.backward_ms = time.backward_ms;
   for (int producer : graph_.layer(layer_id).input_ids) {
     if (producer == kGraphInputId) continue;  // every device loads its own samples
-    cost.comm_ms += ResplitMs(producer, counts.at(static_cast<size_t>(producer)), devices);
+    const int from = counts.at(static_cast<size_t>(producer));
+    const double ms = ResplitMs(producer, from, devices);
+    cost.resplit_ms += ms;
+    cost.resplit_device_ms += ms * std::max(from, devices);
   }
-  cost.comm_ms += LayerSyncMs(layer_id, devices);
+  cost.comm_ms = cost.resplit_ms + 2.0 * BatchNormSyncMs(layer_id, devices);
   return cost;
+}
+
+StatusOr<std::vector<LayerCost>> CostModel::LayerCosts(const std::vector<int>& counts) const {
+  std::vector<LayerCost> costs;
+  costs.reserve(counts.size());
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, counts));
+    costs.push_back(cost);
+  }
+  return costs;
+}
+
+GradientSyncTimeline CostModel::ScheduleSync(const std::vector<int>& counts,
+                                             const std::vector<LayerCost>& costs) const {
+  // The serial forward, then backward in reverse: a layer's gradients are ready when its
+  // backward computation ends, before its batch norm statistics and its re-splits back.
+  double now_ms = 0;
+  for (const LayerCost& cost : costs) now_ms += cost.forward_ms + cost.comm_ms / 2;
+  std::vector<ReadyGradient> gradients;
+  gradients.reserve(costs.size());
+  for (int id = graph_.num_layers() - 1; id >= 0; --id) {
+    const LayerCost& cost = costs[static_cast<size_t>(id)];
+    now_ms += cost.backward_ms;
+    gradients.push_back(
+        ReadyGradient{id, counts[static_cast<size_t>(id)], GradientBytes(id), now_ms});
+    now_ms += cost.comm_ms / 2;
+  }
+  return ScheduleGradientSync(gradients, now_ms, cluster_, options_.gradient_sync);
+}
+
+StatusOr<GradientSyncTimeline> CostModel::GradientSync(const std::vector<int>& counts) const {
+  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
+    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
+                                " device counts, got " + std::to_string(counts.size()));
+  }
+  ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(counts));
+  return ScheduleSync(counts, costs);
 }
 
 StatusOr<double> CostModel::SingleDeviceMs() const {
@@ -198,10 +231,6 @@ StatusOr<PlanTotals> CostModel::Totals(const std::vector<int>& counts, int num_d
 StatusOr<PlanTotals> CostModel::Sum(const std::vector<int>& counts, int num_devices,
                                     std::vector<LayerPlacement>* layers) const {
   const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
-  ASSIGN_OR_RETURN(const double single_device_ms, SingleDeviceMs());
-  PlanTotals totals;
-  double gpu_ms = 0;
-  if (layers != nullptr) layers->reserve(counts.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
     const int devices = counts[static_cast<size_t>(id)];
     if (devices < 1 || devices > max_count) {
@@ -209,25 +238,38 @@ StatusOr<PlanTotals> CostModel::Sum(const std::vector<int>& counts, int num_devi
                                   std::to_string(devices) + " is outside [1, " +
                                   std::to_string(max_count) + "]");
     }
-    ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, counts));
-    if (layers != nullptr) {
-      LayerPlacement placement;
-      placement.layer = graph_.layer(id).name;
-      placement.devices.resize(static_cast<size_t>(devices));
-      for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
-      placement.samples = NearEqualShares(global_batch_, devices);
-      placement.forward_ms = cost.forward_ms;
-      placement.backward_ms = cost.backward_ms;
-      placement.comm_ms = cost.comm_ms;
-      layers->push_back(std::move(placement));
-    }
+  }
+  ASSIGN_OR_RETURN(const double single_device_ms, SingleDeviceMs());
+  ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(counts));
+  const std::vector<double> exposed =
+      ExposedSyncByLayer(ScheduleSync(counts, costs), graph_.num_layers());
+  PlanTotals totals;
+  double gpu_ms = 0;
+  if (layers != nullptr) layers->reserve(counts.size());
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    const int devices = counts[static_cast<size_t>(id)];
+    LayerCost& cost = costs[static_cast<size_t>(id)];
+    cost.comm_ms += exposed[static_cast<size_t>(id)];
+    if (layers != nullptr) layers->push_back(Placement(id, devices, cost));
     totals.iteration_ms += cost.total_ms();
-    gpu_ms += devices * cost.total_ms();
+    gpu_ms += cost.device_ms(devices);
     totals.devices_used = std::max(totals.devices_used, devices);
   }
   totals.gpu_seconds = gpu_ms / 1000.0;
   totals.amplification = single_device_ms > 0 ? gpu_ms / single_device_ms : 0;
   return totals;
+}
+
+LayerPlacement CostModel::Placement(int layer_id, int devices, const LayerCost& cost) const {
+  LayerPlacement placement;
+  placement.layer = graph_.layer(layer_id).name;
+  placement.devices.resize(static_cast<size_t>(devices));
+  for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
+  placement.samples = NearEqualShares(global_batch_, devices);
+  placement.forward_ms = cost.forward_ms;
+  placement.backward_ms = cost.backward_ms;
+  placement.comm_ms = cost.comm_ms;
+  return placement;
 }
 
 }  // namespace deepool::planner

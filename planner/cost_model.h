@@ -10,13 +10,22 @@
 //   pair; a device's time is max(send time, receive time) (links are full duplex), each the sum
 //   over its messages of bytes / bandwidth + latency over Cluster::LinkBetween; the transfer takes
 //   as long as the busiest device. Backward moves the activation gradients back the same way, so
-//   it costs the same again.
-// - Gradient all-reduce for layers with parameters: ring over ranks 0..g-1,
-//   2(g-1)/g x bytes / bandwidth + 2(g-1) x latency on the ring's slowest link; zero at g = 1.
+//   it costs the same again. Its device time is charged on the larger of the two sets (every
+//   device of both takes part; the sets are nested), also when the consumer's is smaller.
 // - Synchronised batch norm on g > 1 devices: one all-reduce of its 2C+1 float64 statistics in
-//   forward and one of their gradients in backward, by the same ring formula.
-// - Iteration time = sum over layers of forward + backward + comm (layers run one after another);
-//   GPU-seconds = sum over layers of g x that layer's time.
+//   forward and one of their gradients in backward (AllReduceMs, gradient_sync.h), each
+//   synchronous: it holds up the layer.
+// - Serial part: layers run one after another, forward in topological order (re-splits in,
+//   compute, batch norm statistics), then backward in reverse (compute, batch norm statistics,
+//   re-splits back).
+// - Gradient all-reduces (layers with parameters on g > 1 devices) are bucketed and overlapped
+//   with backward as the runtime does (gradient_sync.h): only the sync tail after backward is
+//   charged, to the bucket's layers by their gradient bytes.
+// - Iteration time = serial part + exposed sync tail = sum over layers of forward + backward +
+//   comm (comm: re-splits, batch norm statistics, the layer's share of the tail);
+//   GPU-seconds = sum over layers of g x that layer's time, except that re-splits count at
+//   max(g_producer, g_consumer). Hidden all-reduces cost no device time (they run beside
+//   backward, on its devices or on devices the plan leaves idle then).
 // Threading: a CostModel caches lazily and is not thread-safe; use one per thread.
 #pragma once
 
@@ -29,6 +38,7 @@
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "planner/profile.h"
@@ -56,16 +66,19 @@ class ResplitCost {
   std::vector<Line> lines_;
 };
 
-// Ring all-reduce of `bytes` over ranks 0..devices-1; 0 for devices <= 1.
-double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
-
 struct LayerCost {
   double forward_ms = 0;
   double backward_ms = 0;
-  // Re-splits into the layer (forward + backward) + gradient all-reduce + batch norm's
-  // statistics all-reduces.
+  // Re-splits into the layer (forward + backward) + batch norm's statistics all-reduces + (in
+  // Evaluate's placements) the layer's share of the exposed gradient sync tail.
   double comm_ms = 0;
+  double resplit_ms = 0;         // the re-splits' part of comm_ms
+  double resplit_device_ms = 0;  // their device time: each at the larger of its two sets
   double total_ms() const { return forward_ms + backward_ms + comm_ms; }
+  // Device-milliseconds of the layer on `devices` devices (re-splits at their larger set).
+  double device_ms(int devices) const {
+    return devices * (total_ms() - resplit_ms) + resplit_device_ms;
+  }
 };
 
 struct CostModelOptions {
@@ -73,6 +86,9 @@ struct CostModelOptions {
   // every plan trains the one-device model). Off: per-device statistics and no all-reduces, as
   // DistributedDataParallel without SyncBatchNorm runs; only the data-parallel baseline uses it.
   bool sync_batch_norm = true;
+  // Bucket cap, overlap and algorithms of the gradient all-reduces (gradient_sync.h); the
+  // defaults are the runtime's.
+  GradientSyncOptions gradient_sync;
 };
 
 class CostModel {
@@ -92,18 +108,26 @@ class CostModel {
   // One direction of a re-split between the two device counts, for any tensor (cached):
   // ResplitMs(p, f, t) is 2 x Resplit(f, t).Ms(bytes per sample of p's output) when f != t.
   const ResplitCost& Resplit(int from_devices, int to_devices) const;
-  // Gradient all-reduce of the layer's parameters (fp32) over `devices` devices.
-  double GradientSyncMs(int layer_id, int devices) const;
+  // The layer's parameter gradients in bytes (fp32).
+  int64_t GradientBytes(int layer_id) const;
+  // The search's additive stand-in for the layer's gradient all-reduce on `devices` devices
+  // (AmortisedAllReduceMs, gradient_sync.h): its share of full buckets, overlap ignored.
+  double AmortisedGradientSyncMs(int layer_id, int devices) const;
   // One all-reduce of synchronised batch norm's statistics over `devices` devices: 2C+1 float64
   // values (per-channel sums, sums of squares, the count), as worker/runtime/batch_norm.cc sends.
   // Forward does one and backward one more (the same size). Zero for other ops, at one device,
   // and without CostModelOptions::sync_batch_norm.
   double BatchNormSyncMs(int layer_id, int devices) const;
-  // Every all-reduce a layer does over its own devices in an iteration: GradientSyncMs plus
-  // 2 x BatchNormSyncMs.
-  double LayerSyncMs(int layer_id, int devices) const;
-  // A layer's whole cost given every layer's count (counts indexed by layer id).
+  // An additive charge for a layer's all-reduces, as if none were hidden: AmortisedGradientSyncMs
+  // plus 2 x BatchNormSyncMs. Exact when every bucket holds one layer and nothing overlaps
+  // (bucket_bytes 0, overlap off).
+  double AdditiveSyncMs(int layer_id, int devices) const;
+  // A layer's cost given every layer's count (counts indexed by layer id), without its share of
+  // the gradient sync, which depends on the whole plan (GradientSync).
   StatusOr<LayerCost> CostOf(int layer_id, const std::vector<int>& counts) const;
+  // The bucketed, overlapped gradient all-reduces of the plan with these counts (one per
+  // layer, 1 <= count <= B), timed against its serial forward and backward.
+  StatusOr<GradientSyncTimeline> GradientSync(const std::vector<int>& counts) const;
 
   // The single-device iteration time: every layer on one device with the whole batch.
   StatusOr<double> SingleDeviceMs() const;
@@ -119,6 +143,13 @@ class CostModel {
   // Sums the plan's totals and, when `layers` is not null, fills the per-layer placements.
   StatusOr<PlanTotals> Sum(const std::vector<int>& counts, int num_devices,
                            std::vector<LayerPlacement>* layers) const;
+  // The layer's placement on ranks 0..devices-1 with these predictions.
+  LayerPlacement Placement(int layer_id, int devices, const LayerCost& cost) const;
+  // CostOf for every layer; counts must be in range.
+  StatusOr<std::vector<LayerCost>> LayerCosts(const std::vector<int>& counts) const;
+  // The gradient sync of the plan whose layers cost `costs` (LayerCosts).
+  GradientSyncTimeline ScheduleSync(const std::vector<int>& counts,
+                                    const std::vector<LayerCost>& costs) const;
 
   const Graph& graph_;
   const Profile& profile_;

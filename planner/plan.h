@@ -27,7 +27,9 @@ struct LayerPlacement {
   // Predictions (milliseconds), for people and the simulator; the runtime ignores them.
   double forward_ms = 0;
   double backward_ms = 0;
-  double comm_ms = 0;  // activation re-split (forward + backward) into this layer + all-reduce
+  // Re-splits (forward + backward) into this layer, batch norm statistics all-reduces, and its
+  // share of the gradient all-reduces left exposed after backward (cost_model.h).
+  double comm_ms = 0;
 
   // [first, last) samples of the global batch that `rank` holds; {0, 0} if it is not a member.
   std::pair<int64_t, int64_t> SampleRange(int rank) const;

@@ -59,7 +59,9 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
                                       const Cluster& cluster, const PlanOptions& options,
                                       const Plan& plan) {
   RETURN_IF_ERROR(CheckPlanMatchesGraph(plan, graph));
-  CostModel model(graph, profile, cluster, plan.global_batch);
+  CostModelOptions model_options;
+  model_options.gradient_sync = options.gradient_sync;  // the model the search planned with
+  CostModel model(graph, profile, cluster, plan.global_batch, model_options);
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
   std::vector<int> counts(static_cast<size_t>(graph.num_layers()), 1);
   for (const LayerPlacement& layer : plan.layers) {

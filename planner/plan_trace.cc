@@ -10,26 +10,37 @@
 namespace deepool::planner {
 namespace {
 
-// A layer's communication, split as the cost model charges it (CostModel::CostOf).
+// A layer's communication, split as the cost model charges it (CostModel::Sum).
 struct CommParts {
   double transfer_half_ms = 0;  // each direction of the re-splits into the layer
   double forward_sync_ms = 0;   // batch norm's forward statistics
-  double backward_sync_ms = 0;  // gradients and batch norm's backward statistics
+  double backward_sync_ms = 0;  // batch norm's backward statistics
+  double gradient_tail_ms = 0;  // the layer's share of the exposed gradient sync
 };
 
-CommParts SplitComm(const LayerPlacement& placement, const CostModel& model, int layer_id) {
+CommParts SplitComm(const LayerPlacement& placement, const CostModel& model, int layer_id,
+                    double exposed_gradient_ms) {
   const int devices = static_cast<int>(placement.devices.size());
   const double batch_norm_ms = model.BatchNormSyncMs(layer_id, devices);
-  const double sync_ms = model.LayerSyncMs(layer_id, devices);
+  const double sync_ms = 2 * batch_norm_ms + exposed_gradient_ms;
   CommParts parts;
   // comm_ms = re-splits + sync_ms. The plan's own comm_ms is the total that must come out (so
   // the timeline ends at iteration_ms); a rounding-level excess of sync over it is clamped.
   const double comm_ms = std::max(0.0, placement.comm_ms);
   const double scale = sync_ms > comm_ms ? comm_ms / sync_ms : 1.0;
   parts.forward_sync_ms = batch_norm_ms * scale;
-  parts.backward_sync_ms = (sync_ms - batch_norm_ms) * scale;
+  parts.backward_sync_ms = batch_norm_ms * scale;
+  parts.gradient_tail_ms = exposed_gradient_ms * scale;
   parts.transfer_half_ms = (comm_ms - sync_ms * scale) / 2;
   return parts;
+}
+
+std::vector<int> CountsOf(const Plan& plan) {
+  std::vector<int> counts;
+  for (const LayerPlacement& placement : plan.layers) {
+    counts.push_back(static_cast<int>(placement.devices.size()));
+  }
+  return counts;
 }
 
 std::string Title(const Plan& plan) {
@@ -81,6 +92,8 @@ StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model) {
                                 " layers; graph '" + graph.name() + "' has " +
                                 std::to_string(graph.num_layers()));
   }
+  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(CountsOf(plan)));
+  const std::vector<double> exposed = ExposedSyncByLayer(sync, graph.num_layers());
   std::vector<CommParts> comm(plan.layers.size());
   for (size_t id = 0; id < plan.layers.size(); ++id) {
     const LayerPlacement& placement = plan.layers[id];
@@ -89,7 +102,7 @@ StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model) {
                                   "'; graph '" + graph.name() + "' has '" +
                                   graph.layer(static_cast<int>(id)).name + "' there");
     }
-    comm[id] = SplitComm(placement, model, static_cast<int>(id));
+    comm[id] = SplitComm(placement, model, static_cast<int>(id), exposed[id]);
   }
 
   Timeline timeline;
@@ -109,6 +122,14 @@ StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model) {
     writer.Add(placement, SpanKind::kBackward, placement.backward_ms, true);
     writer.Add(placement, SpanKind::kAllReduce, comm[id].backward_sync_ms, false);
     writer.Add(placement, SpanKind::kTransfer, comm[id].transfer_half_ms, false);
+  }
+  // The gradient sync tail, bucket by bucket in the order they run, each layer's share on its
+  // devices (a bucket's layers share one device set).
+  for (const GradientBucketSync& bucket : sync.buckets) {
+    for (int id : bucket.layers) {
+      const size_t layer = static_cast<size_t>(id);
+      writer.Add(plan.layers[layer], SpanKind::kAllReduce, comm[layer].gradient_tail_ms, false);
+    }
   }
   return timeline;
 }

@@ -3,11 +3,13 @@
 // measured trace of the same plan (`deepool trace`) with the same tracks ("rank N"), kinds and
 // span names (layer names), so a prediction and a measurement can be compared span by span.
 //
-// The cost model is serial (docs/planner.md): layers run one after another, forward in the
-// plan's (topological) order, then backward in reverse order, and a layer's communication takes
-// its own slot in that sequence. So every span of a layer starts at the same time on each of its
-// ranks, nothing overlaps, and the last span ends at the plan's predicted iteration_ms. A rank
-// outside a layer's devices is idle while that layer runs.
+// The cost model is serial (docs/planner.md) but for the gradient all-reduces: layers run one
+// after another, forward in the plan's (topological) order, then backward in reverse order, and
+// a layer's re-splits and batch norm statistics take their own slot in that sequence; the
+// gradient all-reduces run in buckets beside backward and only their exposed tail after it is
+// drawn (the hidden part would overlap the backward spans). So every span of a layer starts at
+// the same time on each of its ranks, nothing overlaps, and the last span ends at the plan's
+// predicted iteration_ms. A rank outside a layer's devices is idle while that layer runs.
 // Threading: a pure function; the CostModel it reads is not thread-safe (cost_model.h).
 #pragma once
 
@@ -24,8 +26,10 @@ namespace deepool::planner {
 // its devices, in time order:
 //   forward:  transfer (the forward half of the re-splits into the layer), forward, all-reduce
 //             (synchronised batch norm's forward statistics);
-//   backward: backward, all-reduce (the gradients and batch norm's backward statistics),
-//             transfer (the activation gradients going back: the re-splits' backward half).
+//   backward: backward, all-reduce (batch norm's backward statistics), transfer (the activation
+//             gradients going back: the re-splits' backward half);
+//   then the gradient sync tail: per bucket, in the order they run, an all-reduce span per layer
+//             of the bucket with its share of the bucket's exposed time.
 // Forward and backward spans are always there; transfer and all-reduce spans only when they
 // take time. INVALID_ARGUMENT when the plan does not match the model's graph or batch.
 StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model);

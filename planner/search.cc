@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -120,10 +121,16 @@ namespace {
 // The baseline a user would run instead: every layer on min(G, B) devices with batch norm
 // statistics kept per device (DistributedDataParallel without SyncBatchNorm), so deepool's
 // exact batch norm is charged to deepool, never to the baseline.
+CostModelOptions ModelOptions(const PlanOptions& options, bool sync_batch_norm = true) {
+  CostModelOptions model_options;
+  model_options.sync_batch_norm = sync_batch_norm;
+  model_options.gradient_sync = options.gradient_sync;
+  return model_options;
+}
+
 StatusOr<PlanTotals> DataParallelBaseline(const Graph& graph, const Profile& profile,
                                           const Cluster& cluster, const PlanOptions& options) {
-  CostModelOptions per_device_batch_norm;
-  per_device_batch_norm.sync_batch_norm = false;
+  const CostModelOptions per_device_batch_norm = ModelOptions(options, false);
   CostModel model(graph, profile, cluster, options.global_batch, per_device_batch_norm);
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   return model.Totals(AllOn(graph, most), options.devices);
@@ -135,7 +142,7 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  CostModel model(graph, profile, cluster, options.global_batch);
+  CostModel model(graph, profile, cluster, options.global_batch, ModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
   plan.amplification_limit = options.amplification_limit;
@@ -153,11 +160,19 @@ struct SearchNodes {
   int of(int layer_id) const { return group_of[static_cast<size_t>(layer_id)] + 2; }
 };
 
-// Node costs: every member's compute and all-reduces (LayerSyncMs) at each candidate count. A
-// count the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the measured range) is
-// excluded.
-Status AddNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const SearchNodes& nodes, SeriesParallelProblem* problem) {
+// The additive charge of a layer's own work on `devices` devices: compute, batch norm's
+// statistics, and `sync_weight` x its amortised gradient all-reduce (1: as if nothing were
+// hidden; 0: as if all were).
+double OwnMs(const CostModel& model, int layer_id, int devices, const LayerTime& time,
+             double sync_weight) {
+  return time.total_ms() + 2.0 * model.BatchNormSyncMs(layer_id, devices) +
+         sync_weight * model.AmortisedGradientSyncMs(layer_id, devices);
+}
+
+// Node costs: every member's OwnMs at each candidate count. A count the profile cannot time
+// (OUT_OF_RANGE, e.g. a batch beyond the measured range) is excluded.
+Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+                    const SearchNodes& nodes, double sync_weight, SeriesParallelProblem* problem) {
   problem->node_costs.assign(nodes.count, {});
   problem->node_names.assign(nodes.count, "");
   problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
@@ -178,7 +193,7 @@ Status AddNodeCosts(const Graph& graph, const CostModel& model, const std::vecto
         costs[k].time_ms = kInfinity;
         continue;
       }
-      const double ms = time->total_ms() + model.LayerSyncMs(id, counts[k]);
+      const double ms = OwnMs(model, id, counts[k], *time, sync_weight);
       costs[k].time_ms += ms;
       costs[k].gpu_ms += ms * counts[k];
     }
@@ -194,8 +209,8 @@ struct CrossingTensor {
 };
 
 // One edge per pair of nodes that tensors cross between: the re-split of all of them, forward
-// and backward (as CostModel::ResplitMs), nothing between equal counts. `tensors` is sorted by
-// (from, to).
+// and backward (as CostModel::ResplitMs), nothing between equal counts, its device time on the
+// larger of the two sets. `tensors` is sorted by (from, to).
 void AddResplitEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
                      const std::vector<CrossingTensor>& tensors, SeriesParallelProblem* problem) {
   const size_t k_count = counts.size();
@@ -222,7 +237,7 @@ void AddResplitEdges(const Graph& graph, const CostModel& model, const std::vect
         for (size_t t = first; i != j && t < last; ++t) {
           ms += 2.0 * resplits[i * k_count + j]->Ms(graph.layer(tensors[t].producer).output_bytes);
         }
-        edge.cells[i * k_count + j] = CostPoint{ms, ms * counts[j]};
+        edge.cells[i * k_count + j] = CostPoint{ms, ms * std::max(counts[i], counts[j])};
       }
     }
     problem->edges.push_back(std::move(edge));
@@ -268,55 +283,181 @@ void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>
   }
 }
 
+// A plan by its counts, with the exact model's totals.
+struct Candidate {
+  std::vector<int> counts;
+  PlanTotals totals;
+};
+
+// What the search's additive objective charges for these counts: every layer's OwnMs and
+// re-splits in, device time as the problem's nodes and edges count it.
+StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
+                                 const std::vector<int>& counts, double sync_weight) {
+  CostPoint cost;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const int devices = counts[static_cast<size_t>(id)];
+    ASSIGN_OR_RETURN(const LayerCost layer, model.CostOf(id, counts));
+    const LayerTime time{layer.forward_ms, layer.backward_ms};
+    const double own_ms = OwnMs(model, id, devices, time, sync_weight);
+    cost.time_ms += own_ms + layer.resplit_ms;
+    cost.gpu_ms += own_ms * devices + layer.resplit_device_ms;
+  }
+  return cost;
+}
+
+bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
+  return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
+}
+
+// The search's answer as per-layer counts.
+std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNodes& nodes,
+                          const std::vector<int>& candidates, int num_layers) {
+  std::vector<int> counts(static_cast<size_t>(num_layers), 1);
+  for (int id = 0; id < num_layers; ++id) {
+    counts[static_cast<size_t>(id)] =
+        candidates[static_cast<size_t>(solution.choices[static_cast<size_t>(nodes.of(id))])];
+  }
+  return counts;
+}
+
+// Solves the additive problem and returns its answer with exact totals when the exact model
+// finds it within the limit, or nothing. The additive device time can fall short of the exact
+// one (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
+// answer over the limit is solved again with the budget lowered by its excess, a few times.
+StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const CostModel& model,
+                                                    SeriesParallelProblem problem,
+                                                    const SearchNodes& nodes,
+                                                    const std::vector<int>& candidates,
+                                                    int num_devices) {
+  constexpr int kAttempts = 4;
+  const double budget_gpu_ms = problem.budget_gpu_ms;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem);
+    if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
+    if (!solution->found) break;
+    Candidate found{CountsOf(*solution, nodes, candidates, graph.num_layers()), {}};
+    ASSIGN_OR_RETURN(found.totals, model.Totals(found.counts, num_devices));
+    if (WithinBudget(found.totals, budget_gpu_ms)) return std::optional<Candidate>(found);
+    problem.budget_gpu_ms -= found.totals.gpu_seconds * 1000.0 - budget_gpu_ms;
+  }
+  return std::optional<Candidate>();
+}
+
+// The best single move of a run of consecutive layers on one count (plan_explain's groups) to
+// the neighbouring candidate count, by the exact model, if one is faster within the budget.
+StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candidate& plan,
+                                            const std::vector<int>& candidates,
+                                            double budget_gpu_ms, int num_devices) {
+  std::optional<Candidate> best;
+  const std::vector<int>& counts = plan.counts;
+  for (size_t begin = 0, end = 0; begin < counts.size(); begin = end) {
+    while (end < counts.size() && counts[end] == counts[begin]) ++end;
+    const auto at = std::lower_bound(candidates.begin(), candidates.end(), counts[begin]);
+    for (const auto next : {at - 1, at + 1}) {
+      if (at == candidates.end() || next < candidates.begin() || next >= candidates.end()) continue;
+      Candidate moved{counts, {}};
+      std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
+                moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
+      StatusOr<PlanTotals> totals = model.Totals(moved.counts, num_devices);
+      if (!totals.ok()) continue;  // e.g. a count the profile cannot time
+      moved.totals = *totals;
+      const double to_beat = best ? best->totals.iteration_ms : plan.totals.iteration_ms;
+      if (WithinBudget(moved.totals, budget_gpu_ms) &&
+          moved.totals.iteration_ms < to_beat * (1 - 1e-12)) {
+        best = std::move(moved);
+      }
+    }
+  }
+  return best;
+}
+
+// Steepest descent over BestMove: the exact model's corrections to the additive search (buckets
+// and overlap), bounded so that large graphs stay fast.
+StatusOr<Candidate> Refine(const CostModel& model, Candidate plan,
+                           const std::vector<int>& candidates, double budget_gpu_ms,
+                           int num_devices) {
+  constexpr int kMaxMoves = 32;
+  for (int move = 0; move < kMaxMoves; ++move) {
+    ASSIGN_OR_RETURN(std::optional<Candidate> better,
+                     BestMove(model, plan, candidates, budget_gpu_ms, num_devices));
+    if (!better) break;
+    plan = std::move(*better);
+  }
+  return plan;
+}
+
+// The additive searches' answers that fit the limit by the exact model: gradient all-reduces
+// charged in full (none hidden), at half and not at all (all hidden); the exact model lies
+// between the extremes. Each search is bounded by single-device and data-parallel execution in
+// its own terms. `problem` has its edges, budget and tolerance; node costs are set here.
+StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostModel& model,
+                                                 const SearchNodes& nodes,
+                                                 const std::vector<int>& candidates,
+                                                 const std::vector<int>& data_parallel_counts,
+                                                 double single_device_ms, int num_devices,
+                                                 SeriesParallelProblem problem) {
+  std::vector<Candidate> answers;
+  for (const double sync_weight : {1.0, 0.5, 0.0}) {
+    RETURN_IF_ERROR(SetNodeCosts(graph, model, candidates, nodes, sync_weight, &problem));
+    ASSIGN_OR_RETURN(const CostPoint data_parallel,
+                     AdditiveCost(graph, model, data_parallel_counts, sync_weight));
+    problem.incumbent_time_ms = single_device_ms;
+    if (data_parallel.gpu_ms <= problem.budget_gpu_ms) {
+      problem.incumbent_time_ms = std::min(single_device_ms, data_parallel.time_ms);
+    }
+    ASSIGN_OR_RETURN(std::optional<Candidate> found,
+                     SolveWithinLimit(graph, model, problem, nodes, candidates, num_devices));
+    if (found) answers.push_back(std::move(*found));
+  }
+  return answers;
+}
+
 }  // namespace
 
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  CostModel model(graph, profile, cluster, options.global_batch);
+  CostModel model(graph, profile, cluster, options.global_batch, ModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
-  // Data parallelism as deepool runs it (synchronised batch norm) is a feasible plan; the
-  // reported baseline is the one a user would run.
-  ASSIGN_OR_RETURN(const PlanTotals data_parallel,
-                   model.Totals(AllOn(graph, most), options.devices));
   ASSIGN_OR_RETURN(const PlanTotals baseline,
                    DataParallelBaseline(graph, profile, cluster, options));
 
-  const std::vector<int> counts =
+  const std::vector<int> candidates =
       CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
   SearchNodes nodes;
   int num_groups = 0;
   nodes.group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
   nodes.count = static_cast<size_t>(num_groups) + 2;
   SeriesParallelProblem problem;
-  RETURN_IF_ERROR(AddNodeCosts(graph, model, counts, nodes, &problem));
-  AddEdges(graph, model, counts, nodes, &problem);
-
-  // Known feasible plans bound the search: every layer on one device (always within any limit
-  // >= 1) and data parallelism when it fits the limit.
+  AddEdges(graph, model, candidates, nodes, &problem);
   const bool limited = options.amplification_limit > 0;
-  problem.budget_gpu_ms = limited ? options.amplification_limit * single_device_ms : kInfinity;
-  std::vector<int> best_counts = AllOn(graph, 1);
-  double best_ms = single_device_ms;
-  const double dp_gpu_ms = data_parallel.gpu_seconds * 1000.0;
-  if (data_parallel.iteration_ms < best_ms && (!limited || dp_gpu_ms <= problem.budget_gpu_ms)) {
-    best_counts = AllOn(graph, most);
-    best_ms = data_parallel.iteration_ms;
-  }
-  problem.incumbent_time_ms = best_ms;
+  const double budget_gpu_ms = limited ? options.amplification_limit * single_device_ms : kInfinity;
+  problem.budget_gpu_ms = budget_gpu_ms;
   problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
 
-  StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem);
-  if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
-  if (solution->found && solution->cost.time_ms < best_ms) {
-    for (int id = 0; id < graph.num_layers(); ++id) {
-      best_counts[static_cast<size_t>(id)] =
-          counts[static_cast<size_t>(solution->choices[static_cast<size_t>(nodes.of(id))])];
-    }
+  // Known feasible plans: every layer on one device (within any limit >= 1) and data
+  // parallelism as deepool runs it (synchronised batch norm) when it fits the limit.
+  Candidate best{AllOn(graph, 1), {}};
+  ASSIGN_OR_RETURN(best.totals, model.Totals(best.counts, options.devices));
+  Candidate data_parallel{AllOn(graph, most), {}};
+  ASSIGN_OR_RETURN(data_parallel.totals, model.Totals(data_parallel.counts, options.devices));
+  std::vector<Candidate> starts = {best};
+  if (WithinBudget(data_parallel.totals, budget_gpu_ms)) starts.push_back(data_parallel);
+
+  ASSIGN_OR_RETURN(std::vector<Candidate> answers,
+                   AdditiveAnswers(graph, model, nodes, candidates, data_parallel.counts,
+                                   single_device_ms, options.devices, std::move(problem)));
+  for (Candidate& answer : answers) starts.push_back(std::move(answer));
+  // The exact model's local moves start from every plan found: the additive answers ignore
+  // how much of the sync backward hides.
+  for (Candidate& start : starts) {
+    ASSIGN_OR_RETURN(Candidate refined,
+                     Refine(model, std::move(start), candidates, budget_gpu_ms, options.devices));
+    if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
-  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best_counts, options.devices));
+  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best.counts, options.devices));
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
   return plan;

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "planner/profile.h"
@@ -24,12 +25,22 @@ struct PlanOptions {
   // whose GPU-seconds stay within (limit - pareto_tolerance) x the single-device time, and never
   // exceeds the limit itself. 0: exact (frontiers can grow large on big graphs).
   double pareto_tolerance = 1e-3;
+  // The cost model's gradient all-reduces (bucket cap, overlap, algorithms), for the plan and
+  // the data-parallel baseline alike; the defaults are the runtime's.
+  GradientSyncOptions gradient_sync;
 };
 
 // The device counts the search considers for every layer: all of 1..min(G, B) when exhaustive;
 // otherwise the powers of two, the divisors of B, and min(G, B) itself, all <= min(G, B).
 std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool exhaustive);
 
+// The search minimises additive stand-ins for the cost model (each layer's gradient all-reduce
+// charged as its share of full buckets, in full, at half or not at all, since what backward
+// hides is not additive); the exact model (CostModel::Totals: buckets overlapped with backward)
+// then costs every answer, improves the best by moving runs of layers on one count to the
+// neighbouring candidate counts while that is faster within the limit, and compares them with
+// data parallelism and one device. Every number in the plan is the exact model's; the plan is
+// not guaranteed optimal for it (docs/planner.md, "The search").
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
 // or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason. A global batch
 // under which a batch-norm layer would see one value per channel is refused naming the layer

@@ -127,7 +127,7 @@ StatusOr<FgTimeline> BuildFgTimeline(const Plan& plan, const CostModel& model) {
     AddStep(layer.name + " bn stats fw", devices_of(id), model.BatchNormSyncMs(id, count_of(id)),
             &timeline);
   }
-  // Backward in reverse: compute, gradients back to the producers, then the all-reduce.
+  // Backward in reverse: compute, then the gradients back to the producers.
   for (int id = graph.num_layers() - 1; id >= 0; --id) {
     const Layer& layer = graph.layer(id);
     AddStep(layer.name + " bw", devices_of(id), times[static_cast<size_t>(id)].backward_ms,
@@ -140,8 +140,15 @@ StatusOr<FgTimeline> BuildFgTimeline(const Plan& plan, const CostModel& model) {
               UnionOf(devices_of(producer), devices_of(id)),
               model.ResplitMs(producer, count_of(producer), count_of(id)) / 2.0, &timeline);
     }
-    AddStep(layer.name + " allreduce", devices_of(id), model.GradientSyncMs(id, count_of(id)),
-            &timeline);
+  }
+  // The gradient all-reduces run in buckets beside backward; only their exposed tail after it
+  // holds the devices (cost_model.h), as one step per bucket.
+  std::vector<int> counts;
+  for (int id = 0; id < graph.num_layers(); ++id) counts.push_back(count_of(id));
+  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(counts));
+  for (const GradientBucketSync& bucket : sync.buckets) {
+    AddStep(graph.layer(bucket.layers.front()).name + " allreduce",
+            devices_of(bucket.layers.front()), bucket.exposed_ms, &timeline);
   }
   return timeline;
 }

@@ -7,8 +7,10 @@
 // re-split from each producer on a different device count (on the union of both device sets),
 // then the layer's forward compute and, for batch norm on several devices, its statistics
 // all-reduce (on its devices); then per layer in reverse order its backward compute (and batch
-// norm's gradient-statistics all-reduce), the backward re-split of the activation gradients to
-// each producer, and the gradient all-reduce (on its devices). A step starts when the previous one has ended and every
+// norm's gradient-statistics all-reduce) and the backward re-split of the activation gradients
+// to each producer; then, per gradient bucket in the order they run, the part of its all-reduce
+// that the cost model finds exposed after backward (gradient_sync.h; the part hidden behind
+// backward holds no device in this model). A step starts when the previous one has ended and every
 // device of its set is free; durations come from the cost model, so without BG work the
 // simulated iteration time equals the plan's predicted iteration time exactly.
 //

@@ -281,9 +281,10 @@ TEST_CASE(
   const DataSpec data{"cifar10", 0, file.string()};
 
   auto graph = SmallCnn(10, 32);
-  // The planner's plan: the stem (with stem.bn) and the 1x1 branch on 2 ranks, the 3x3 branch
-  // and the residual block (with res.bn) on 4, the head on 1.
-  auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.01);
+  // The planner's plan: the 3x3 branch on 4 ranks, every other layer (stem.bn and res.bn
+  // included) on 2. With the gradient all-reduces overlapped with backward (docs/planner.md),
+  // burst plans of this graph are rare: at peaks 0.01 and 0.02 every layer gets one count.
+  auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.015);
   REQUIRE(plan.num_devices == 4);
   REQUIRE(SplitBatchNormLayers(graph, plan) >= 1);
 

@@ -112,16 +112,15 @@ TEST_CASE("re-split matches a sample-by-sample reference", "[cost]") {
 
 TEST_CASE("ring all-reduce formula and the slowest link", "[cost]") {
   const Cluster cluster = TwoNodeCluster(4, 100, 10, 2, 20);
-  CHECK(AllReduceMs(cluster, 400'000'000, 1) == 0);
+  CHECK(RingAllReduceMs(cluster, 400'000'000, 1) == 0);
   // g = 4 inside one node: 2 * 3/4 * 4e8 B / 100 GB/s = 6 ms, plus 6 * 2 us.
-  CHECK(AllReduceMs(cluster, 400'000'000, 4) == Approx(6.0 + 0.012));
+  CHECK(RingAllReduceMs(cluster, 400'000'000, 4) == Approx(6.0 + 0.012));
   // g = 8 spans both nodes: the inter-node link bounds the ring.
-  CHECK(AllReduceMs(cluster, 400'000'000, 8) == Approx(2.0 * 7 / 8 * 40.0 + 14 * 0.020));
-  CHECK(AllReduceMs(cluster, 0, 8) == 0);
+  CHECK(RingAllReduceMs(cluster, 400'000'000, 8) == Approx(2.0 * 7 / 8 * 40.0 + 14 * 0.020));
+  CHECK(RingAllReduceMs(cluster, 0, 8) == 0);
 }
 
-TEST_CASE("synchronised batch norm pays two statistics all-reduces on several devices",
-          "[cost]") {
+TEST_CASE("synchronised batch norm pays two statistics all-reduces on several devices", "[cost]") {
   Layer bn;
   bn.name = "bn";
   bn.op = Op::kBatchNorm2d;
@@ -143,8 +142,10 @@ TEST_CASE("synchronised batch norm pays two statistics all-reduces on several de
   CHECK(model.BatchNormSyncMs(0, 3) == Approx(stats));
   CHECK(model.BatchNormSyncMs(0, 1) == 0);
   CHECK(model.BatchNormSyncMs(1, 3) == 0);  // not batch norm
-  CHECK(model.LayerSyncMs(0, 3) == Approx(AllReduceMs(cluster, 8 * 4, 3) + 2 * stats));
-  CHECK(model.CostOf(0, {3, 3}).value().comm_ms == Approx(model.LayerSyncMs(0, 3)));
+  CHECK(model.AdditiveSyncMs(0, 3) ==
+        Approx(AmortisedAllReduceMs(cluster, 8 * 4, 3, GradientSyncOptions{}) + 2 * stats));
+  // The gradient all-reduce depends on the whole plan (GradientSync), so CostOf leaves it out.
+  CHECK(model.CostOf(0, {3, 3}).value().comm_ms == Approx(2 * stats));
   CHECK(model.CostOf(0, {1, 3}).value().comm_ms == 0);
 }
 
@@ -175,8 +176,12 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   const LayerCost cost = model.CostOf(1, counts).value();
   const double resplit = 2 * ResplitCost::Compute(cluster, 10, 2, 3).Ms(1000);
   CHECK(resplit > 0);
-  const double sync = AllReduceMs(cluster, graph->layer(1).params * 4, 3);
-  CHECK(cost.comm_ms == Approx(resplit + sync));
+  CHECK(cost.comm_ms == Approx(resplit));  // the gradient sync is the plan's (below)
+  // Both layers' gradients are under the 1 MiB first bucket of their device sets, so both
+  // buckets close when backward ends and nothing hides them: fc2's (last layer first) runs,
+  // then fc1's.
+  const double fc2_sync = AllReduceMs(cluster, graph->layer(1).params * 4, 3);
+  const double fc1_sync = AllReduceMs(cluster, graph->layer(0).params * 4, 2);
 
   const double single = model.SingleDeviceMs().value();
   CHECK(single == Approx(3 * (0.5 + 0.25 * 10) + 3 * (0.5 + 0.25 * 10 * 2)));
@@ -186,9 +191,11 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   REQUIRE(plan->Validate().ok());
   CHECK(plan->layers[0].devices == std::vector<int>{0, 1});
   CHECK(plan->layers[1].samples == std::vector<int64_t>{4, 3, 3});
+  CHECK(plan->layers[0].comm_ms == Approx(fc1_sync));
+  CHECK(plan->layers[1].comm_ms == Approx(resplit + fc2_sync));
   const double fc1_ms =
       plan->layers[0].forward_ms + plan->layers[0].backward_ms + plan->layers[0].comm_ms;
-  const double fc2_ms = cost.total_ms();
+  const double fc2_ms = cost.total_ms() + fc2_sync;
   CHECK(plan->totals.iteration_ms == Approx(fc1_ms + fc2_ms));
   CHECK(plan->totals.gpu_seconds == Approx((2 * fc1_ms + 3 * fc2_ms) / 1000));
   CHECK(plan->totals.amplification == Approx((2 * fc1_ms + 3 * fc2_ms) / single));
@@ -196,6 +203,38 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   CHECK(plan->single_device_ms == Approx(single));
   CHECK_FALSE(model.Evaluate({2, 5}, 4).ok());  // more devices than the plan has
   CHECK_FALSE(model.Evaluate({2}, 4).ok());
+}
+
+TEST_CASE("a gather onto fewer devices is charged device time on the larger set", "[cost]") {
+  // fc1 on 3 devices feeds fc2 on 2: every one of fc1's 3 devices sends, so the re-split holds 3
+  // devices, although it is charged to the consumer on 2.
+  Layer fc1;
+  fc1.name = "fc1";
+  fc1.op = Op::kLinear;
+  fc1.inputs = {"input"};
+  fc1.attrs.out_features = 250;  // 1000 bytes per sample
+  Layer fc2 = fc1;
+  fc2.name = "fc2";
+  fc2.inputs = {"fc1"};
+  fc2.attrs.out_features = 10;
+  auto graph = Graph::Create("two", {100}, {fc1, fc2});
+  REQUIRE(graph.ok());
+  const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0, 3.0, 3.0);
+  FakeProfile profile;
+  CostModel model(*graph, profile, cluster, 12);
+  for (const std::vector<int>& counts : {std::vector<int>{3, 2}, std::vector<int>{2, 3}}) {
+    INFO(counts[0] << " -> " << counts[1]);
+    const double resplit = model.ResplitMs(0, counts[0], counts[1]);
+    REQUIRE(resplit > 0);
+    auto plan = model.Evaluate(counts, 4);
+    REQUIRE(plan.ok());
+    const LayerPlacement& first = plan->layers[0];
+    const LayerPlacement& second = plan->layers[1];
+    const double others_ms =
+        counts[0] * (first.forward_ms + first.backward_ms + first.comm_ms) +
+        counts[1] * (second.forward_ms + second.backward_ms + second.comm_ms - resplit);
+    CHECK(plan->totals.gpu_seconds * 1000 == Approx(others_ms + 3 * resplit));
+  }
 }
 
 }  // namespace

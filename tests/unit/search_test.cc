@@ -2,6 +2,7 @@
 // series-parallel graphs, monotonicity properties, the data-parallel baseline and errors.
 #include "planner/search.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -179,10 +180,13 @@ struct Best {
 };
 
 // Every assignment of candidate counts to layers, costed from the cost model's parts (compute,
-// gradient all-reduce and re-splits, tabulated once so the enumeration stays fast).
+// gradient all-reduce and re-splits, tabulated once so the enumeration stays fast). Exact for
+// the additive cost model of Additive() below; re-splits hold the larger of their two sets.
 Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& cluster,
                 const PlanOptions& options) {
-  CostModel model(graph, profile, cluster, options.global_batch);
+  CostModelOptions model_options;
+  model_options.gradient_sync = options.gradient_sync;
+  CostModel model(graph, profile, cluster, options.global_batch, model_options);
   const std::vector<int> candidates =
       CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
   const size_t k = candidates.size();
@@ -197,7 +201,7 @@ Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& clust
   for (int id = 0; id < n; ++id) {
     for (size_t a = 0; a < k; ++a) {
       own[static_cast<size_t>(id)].push_back(model.Compute(id, candidates[a]).value().total_ms() +
-                                             model.LayerSyncMs(id, candidates[a]));
+                                             model.AdditiveSyncMs(id, candidates[a]));
       for (size_t b = 0; b < k; ++b) {
         resplit[static_cast<size_t>(id)].push_back(
             model.ResplitMs(id, candidates[a], candidates[b]));
@@ -211,13 +215,16 @@ Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& clust
       double time = 0, gpu = 0;
       for (int id = 0; id < n; ++id) {
         const size_t c = choice[static_cast<size_t>(id)];
-        double ms = own[static_cast<size_t>(id)][c];
+        const double own_ms = own[static_cast<size_t>(id)][c];
+        time += own_ms;
+        gpu += own_ms * candidates[c];
         for (int input : graph.layer(id).input_ids) {
           if (input == kGraphInputId) continue;
-          ms += resplit[static_cast<size_t>(input)][choice[static_cast<size_t>(input)] * k + c];
+          const size_t from = choice[static_cast<size_t>(input)];
+          const double ms = resplit[static_cast<size_t>(input)][from * k + c];
+          time += ms;
+          gpu += ms * std::max(candidates[from], candidates[c]);
         }
-        time += ms;
-        gpu += ms * candidates[c];
       }
       if (gpu <= budget && time < best.iteration_ms) best = Best{time, gpu};
       return;
@@ -231,6 +238,8 @@ Best BruteForce(const Graph& graph, const Profile& profile, const Cluster& clust
   return best;
 }
 
+// Exhaustive counts, no fusion, no frontier bounding, and a cost model the search's additive
+// objective equals exactly: one all-reduce per layer (cap 0), none hidden behind backward.
 PlanOptions Exact(int64_t batch, int devices, double limit) {
   PlanOptions options;
   options.global_batch = batch;
@@ -239,6 +248,8 @@ PlanOptions Exact(int64_t batch, int devices, double limit) {
   options.exhaustive_counts = true;
   options.fuse_elementwise = false;
   options.pareto_tolerance = 0;
+  options.gradient_sync.bucket_bytes = 0;
+  options.gradient_sync.overlap = false;
   return options;
 }
 
@@ -303,6 +314,80 @@ TEST_CASE("search equals brute force on random series-parallel graphs", "[search
   }
 }
 
+// The least exact iteration time (CostModel::Totals: buckets overlapped with backward) over every
+// assignment of candidate counts within the limit.
+double ExactBruteForceMs(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                         const PlanOptions& options) {
+  CostModelOptions model_options;
+  model_options.gradient_sync = options.gradient_sync;
+  CostModel model(graph, profile, cluster, options.global_batch, model_options);
+  const std::vector<int> candidates =
+      CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
+  const double budget_ms = options.amplification_limit > 0
+                               ? options.amplification_limit * model.SingleDeviceMs().value()
+                               : std::numeric_limits<double>::infinity();
+  std::vector<int> counts(static_cast<size_t>(graph.num_layers()), 1);
+  double best = std::numeric_limits<double>::infinity();
+  std::function<void(size_t)> visit = [&](size_t layer) {
+    if (layer == counts.size()) {
+      const PlanTotals totals = model.Totals(counts, options.devices).value();
+      if (totals.gpu_seconds * 1000 <= budget_ms * (1 + 1e-9)) {
+        best = std::min(best, totals.iteration_ms);
+      }
+      return;
+    }
+    for (int count : candidates) {
+      counts[layer] = count;
+      visit(layer + 1);
+    }
+  };
+  visit(0);
+  return best;
+}
+
+TEST_CASE("with buckets overlapped, every number is the exact model's and no plan beats DP",
+          "[search]") {
+  double worst_gap = 0;
+  for (uint32_t seed = 300; seed < 330; ++seed) {
+    GraphGenerator generator(seed);
+    const Graph graph = generator.SeriesParallel(6);
+    const FakeProfile profile = generator.RandomProfile(graph);
+    const Cluster cluster = generator.RandomCluster();
+    for (double limit : {0.0, 1.2, 2.0}) {
+      PlanOptions options = Exact(12, 6, limit);
+      options.exhaustive_counts = false;
+      options.gradient_sync = GradientSyncOptions{};
+      options.gradient_sync.bucket_bytes = 256;  // several buckets on these small layers
+      INFO("seed " << seed << " limit " << limit);
+      auto plan = PlanBurstParallel(graph, profile, cluster, options);
+      REQUIRE(plan.ok());
+      CheckPlanShape(*plan, graph, options);
+      CostModelOptions model_options;
+      model_options.gradient_sync = options.gradient_sync;
+      CostModel model(graph, profile, cluster, options.global_batch, model_options);
+      std::vector<int> counts;
+      for (const LayerPlacement& layer : plan->layers) {
+        counts.push_back(static_cast<int>(layer.devices.size()));
+      }
+      const PlanTotals exact = model.Totals(counts, options.devices).value();
+      CHECK(plan->totals.iteration_ms == Approx(exact.iteration_ms).epsilon(1e-12));
+      CHECK(plan->totals.gpu_seconds == Approx(exact.gpu_seconds).epsilon(1e-12));
+      auto data_parallel = PlanDataParallel(graph, profile, cluster, options);
+      REQUIRE(data_parallel.ok());
+      if (limit == 0 || data_parallel->totals.amplification <= limit) {
+        CHECK(plan->totals.iteration_ms <= data_parallel->totals.iteration_ms * (1 + 1e-12));
+      }
+      const double best_ms = ExactBruteForceMs(graph, profile, cluster, options);
+      CHECK(plan->totals.iteration_ms >= best_ms * (1 - 1e-12));
+      worst_gap = std::max(worst_gap, plan->totals.iteration_ms / best_ms - 1);
+    }
+  }
+  // The additive searches and the exact model's local moves are a heuristic for the overlapped
+  // model: on these graphs most plans are optimal and the worst is 6.7% slower than the optimum
+  // (seed 316, limit 2).
+  CHECK(worst_gap < 0.1);
+}
+
 TEST_CASE("more devices or a looser limit never make the plan slower", "[search]") {
   for (uint32_t seed = 200; seed < 210; ++seed) {
     GraphGenerator generator(seed);
@@ -365,6 +450,10 @@ TEST_CASE("the default frontier bounding stays within its documented tolerance",
     bounded.devices = 32;
     bounded.amplification_limit = 1.5;
     bounded.pareto_tolerance = 0.02;
+    // The tolerance bounds the search's own (additive) objective; with this cost model the
+    // returned plan is costed by that objective exactly.
+    bounded.gradient_sync.bucket_bytes = 0;
+    bounded.gradient_sync.overlap = false;
     PlanOptions exact = bounded;
     exact.pareto_tolerance = 0;
     PlanOptions tighter = exact;
@@ -528,7 +617,13 @@ TEST_CASE("every zoo model plans on the analytical A100 within its limit", "[sea
       CheckPlanShape(*plan, *graph, options);
       if (limit == 1.0) CHECK(plan->totals.amplification <= 1.0 + 1e-9);
       if (limit == 0.0) {
-        CHECK(plan->totals.iteration_ms <= plan->data_parallel.iteration_ms * (1 + 1e-12));
+        // Data parallelism as deepool runs it (synchronised batch norm) is always a candidate.
+        // The baseline beside the plan (statistics per device) can be faster: with the gradient
+        // all-reduces hidden behind backward, batch norm's synchronous statistics all-reduces
+        // can cost deepool more than bursts save (inception_v3 at 16 devices).
+        auto data_parallel = PlanDataParallel(*graph, *profile, cluster, options);
+        REQUIRE(data_parallel.ok());
+        CHECK(plan->totals.iteration_ms <= data_parallel->totals.iteration_ms * (1 + 1e-12));
       }
     }
   }

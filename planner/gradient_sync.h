@@ -1,0 +1,107 @@
+// Gradient synchronisation as deepool's runtime does it (worker/runtime/executor.h, like PyTorch
+// DistributedDataParallel): all-reduce cost formulas, bucket formation, and the timeline of the
+// bucket all-reduces against backward. Formulas and their reasons are in docs/planner.md,
+// "Gradient all-reduce".
+//
+// - All-reduce of `bytes` over ranks 0..g-1 on the slowest link (inter-node once g exceeds one
+//   node), the better of two algorithms, as NCCL picks per call:
+//     ring:  2(g-1)/g x bytes / bandwidth + 2(g-1) x latency
+//     tree:  2 x bytes / bandwidth + 2 x ceil(log2 g) x latency
+//   The tree is NCCL's double binary tree: a reduce up and a broadcast down, each
+//   ceil(log2 g) hops deep, so its latency grows like log g, not g. Its bandwidth term is 2 x
+//   bytes: each rank is an inner node of one of the two trees (each carrying half the data),
+//   where it receives both children's halves and sends its parent one, then the reverse, and a
+//   leaf of the other; that adds up to 2 x bytes each way through every rank, against the
+//   ring's 2(g-1)/g x bytes. So the ring wins for large buckets on few devices, the tree for
+//   small ones on many.
+// - Buckets: per device count (device sets are ranks 0..g-1, one set per count), gradients join
+//   their set's open bucket in backward order (reverse topological order, i.e. descending layer
+//   id); a bucket closes as soon as it holds at least the cap (the first bucket of a set in an
+//   iteration: min(cap, 1 MiB)) or when backward ends. Cap 0: one bucket per layer. Layers on
+//   one device or without parameters have nothing to synchronise.
+// - Timeline: a bucket's all-reduce starts when it closes (the backward of its last layer has
+//   ended) and the previous all-reduce has ended: all device sets share rank 0 (and ranks
+//   0..g-1 share their links), so the model serialises all gradient all-reduces, as one
+//   communicator would. The buckets still open when backward ends start then, by first layer,
+//   last layers first (FlushGradientBuckets' order). Only what runs past the end of backward is
+//   exposed; the rest is hidden behind backward. With overlap off every bucket waits for the
+//   end of backward, so all of it is exposed (the old, serial charge).
+// Approximate: hidden all-reduces share the links with the backward re-splits of the same time
+// and are assumed not to slow them (nor the compute, whose SMs NCCL's kernels share).
+// Threading: pure functions over plain values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/cluster.h"
+
+namespace deepool::planner {
+
+struct GradientSyncOptions {
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // DDP's bucket_cap_mb
+  static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;     // DDP's first bucket
+  // Bucket cap in bytes (>= 0; 0: one all-reduce per layer), as ExecutorOptions'
+  // gradient_bucket_bytes.
+  int64_t bucket_bytes = kDefaultBucketBytes;
+  // Start each bucket's all-reduce as soon as it is full, hidden behind the rest of backward.
+  // false: every all-reduce runs after backward (nothing hidden), for comparisons.
+  bool overlap = true;
+  // Allow the tree algorithm; false: ring only (the old model's all-reduce).
+  bool tree = true;
+};
+
+// The two algorithms' times and the better of them; 0 for devices <= 1 or bytes <= 0.
+double RingAllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
+double TreeAllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
+double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices, bool allow_tree = true);
+
+// A layer's parameter gradients, complete at ready_ms (the end of its backward computation).
+struct ReadyGradient {
+  int layer_id = 0;
+  int devices = 1;
+  int64_t bytes = 0;
+  double ready_ms = 0;
+};
+
+struct GradientBucketSync {
+  int devices = 0;
+  std::vector<int> layers;           // in the order they joined (backward order)
+  std::vector<int64_t> layer_bytes;  // each layer's gradient bytes, same order
+  int64_t bytes = 0;                 // their sum
+  double ready_ms = 0;               // when it closed
+  double start_ms = 0;
+  double end_ms = 0;
+  double exposed_ms = 0;  // the part of [start, end) after the end of backward
+};
+
+struct GradientSyncTimeline {
+  std::vector<GradientBucketSync> buckets;  // in the order their all-reduces run
+  double backward_end_ms = 0;
+  double exposed_ms = 0;     // sum of the buckets' exposed parts: the sync tail after backward
+  double all_reduce_ms = 0;  // sum of the buckets' all-reduce times, hidden or not
+};
+
+// The buckets the runtime forms from `gradients` (given in backward order), in the order their
+// all-reduces start; start, end and exposed are left 0. Gradients of layers on one device or of
+// no bytes are skipped.
+std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradient>& gradients,
+                                                    int64_t bucket_bytes, double backward_end_ms);
+
+// Forms the buckets and times their all-reduces against a backward pass that ends at
+// backward_end_ms (see the file comment).
+GradientSyncTimeline ScheduleGradientSync(const std::vector<ReadyGradient>& gradients,
+                                          double backward_end_ms, const Cluster& cluster,
+                                          const GradientSyncOptions& options);
+
+// Per layer id (num_layers entries), the part of its bucket's exposed time charged to it: the
+// bucket's exposed time shared by gradient bytes. Sums to timeline.exposed_ms.
+std::vector<double> ExposedSyncByLayer(const GradientSyncTimeline& timeline, int num_layers);
+
+// The search's additive stand-in for one layer's share of the bucketed all-reduces, overlap
+// ignored: its bytes at the per-byte cost of a full bucket, AllReduceMs(cap) x bytes / cap, or
+// its own all-reduce when it fills a bucket alone (bytes >= cap, which includes cap 0).
+double AmortisedAllReduceMs(const Cluster& cluster, int64_t bytes, int devices,
+                            const GradientSyncOptions& options);
+
+}  // namespace deepool::planner
