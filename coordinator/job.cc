@@ -348,7 +348,9 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"request_id", job.request_id},
           {"owner", job.owner},
           {"resize_to", job.resize_to},
-          {"evacuate_from", job.evacuate_from}};
+          {"evacuate_from", job.evacuate_from},
+          {"best_reached", job.best_reached},
+          {"hosted_stalls", job.hosted_stalls}};
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -418,6 +420,8 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.owner = doc.value("owner", std::string());
     job.resize_to = doc.value("resize_to", 0);
     job.evacuate_from = doc.value("evacuate_from", std::string());
+    job.best_reached = doc.value("best_reached", int64_t{0});
+    job.hosted_stalls = doc.value("hosted_stalls", 0);
     return job;
   } catch (const json::exception& e) {
     return DataLossError(std::string("stored job record is malformed: ") + e.what());

@@ -196,6 +196,11 @@ struct JobRecord {
   int resize_to = 0;
   // Set with resize_to by a drain with evacuate: the node it leaves (for the history).
   std::string evacuate_from;
+  // A checkpointed BG job whose FG hosts keep ending first: the furthest iteration any of its
+  // dispatches reached, and how many dispatches in a row ended with their host without getting
+  // past it (it is given up after SchedulerOptions::max_hosted_attempts of those).
+  int64_t best_reached = 0;
+  int hosted_stalls = 0;
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -193,13 +193,13 @@ void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* 
                           displaced.device.second;
   dispatcher_.CancelJob(bg->id, why);
   ReleaseLocked(bg->id);
+  const std::string resumes = PeriodicCheckpointsOf(*bg) ? "it resumes from its newest checkpoint"
+                                                         : "it has no checkpoints and starts again";
   // Not counted against max_attempts: the job did nothing wrong.
-  writes->push_back(TransitionWrite(bg->id, JobState::kPending,
-                                    {ReasonCode::kDisplaced,
-                                     "requeued: " + why +
-                                         "; BG jobs make way for FG jobs and are not "
-                                         "checkpointed, it starts again"},
-                                    /*retry=*/true));
+  writes->push_back(TransitionWrite(
+      bg->id, JobState::kPending,
+      {ReasonCode::kDisplaced, "requeued: " + why + "; BG jobs make way for FG jobs, " + resumes},
+      /*retry=*/true));
 }
 
 void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation,
@@ -270,8 +270,7 @@ std::optional<protocol::PeriodicCheckpoints> Scheduler::PeriodicCheckpointsOf(
     periodic.keep = job.spec.checkpoint_keep;
     return periodic;
   }
-  // BG jobs keep none: one hosted in a FG executor could not write them.
-  if (options_.checkpoint_root.empty() || job.spec.role == JobRole::kBg) return std::nullopt;
+  if (options_.checkpoint_root.empty()) return std::nullopt;
   periodic.dir = options_.checkpoint_root + "/" + job.id;
   periodic.every_seconds = options_.checkpoint_every_seconds;
   return periodic;
@@ -291,6 +290,7 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
     background.seed = static_cast<uint64_t>(bg.spec.seed);
     background.optimizer = ToRunSpec(bg.spec.optimizer);
     background.data = ToRunSpec(bg.spec.data);
+    background.checkpoints = PeriodicCheckpointsOf(bg);
     v1::TrainTask* train = task->assignment.mutable_train();
     train->set_host_task_id(*id);
     train->set_host_rank(host_rank);

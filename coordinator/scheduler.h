@@ -58,8 +58,9 @@ struct SchedulerOptions {
   Clock::Duration resend_after = std::chrono::seconds(5);
   // How many dispatches a requeued job gets before it fails.
   int max_attempts = 3;
-  // How many dispatches a BG job gets whose FG host rank keeps ending first (it restarts each
-  // time: BG jobs keep no checkpoint) before it fails.
+  // How many dispatches a BG job gets whose FG host rank keeps ending first before it fails:
+  // in all, for a job without periodic checkpoints (it restarts from iteration 0 each time); in a
+  // row without getting further than before, for one with them (it resumes from its newest).
   int max_hosted_attempts = 20;
   // --timeout-s for executors (0: none).
   int64_t executor_timeout_s = 0;
@@ -218,6 +219,12 @@ class Scheduler {
                           Writes* writes);
   void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                          Writes* writes);
+  // A hosted BG job's FG executor ended first: back to PENDING, or FAILED once it stalls.
+  // Drain with evacuate, for one BG job on the node: requeued when it keeps checkpoints. Returns
+  // the outcome line. Takes mu_.
+  std::string EvacuateBackground(const JobRecord& job, const std::string& node_name,
+                                 Writes* writes);
+  void RequeueHostEndedLocked(const JobRecord& job, const std::string& error, Writes* writes);
   // Every task of a job being resized stopped at a checkpoint: back to PENDING at the new size.
   void RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes);
   // The largest number of schedulable devices one device type has (UP nodes).

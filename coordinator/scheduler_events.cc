@@ -288,10 +288,11 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
 StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_id) {
   ASSIGN_OR_RETURN(NodeRecord node, nodes_->Get(node_id));
   std::vector<std::string> outcomes;
+  Writes writes;
   for (const JobRecord& job : jobs_->Active()) {
     if (job.state != JobState::kRunning || !RunsOn(job, node.id)) continue;
     if (job.spec.role == JobRole::kBg) {
-      outcomes.push_back(job.id + " (BG) is left to finish: BG jobs keep no checkpoints");
+      outcomes.push_back(EvacuateBackground(job, node.name, &writes));
       continue;
     }
     const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(job);
@@ -310,8 +311,29 @@ StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_i
     DP_LOG_INFO("job {}: {}", job.id, note);
     outcomes.push_back(job.id + " stops at its next checkpoint and resumes on other nodes");
   }
+  ApplyWrites(std::move(writes));
   Wake();
   return outcomes;
+}
+
+// A BG job stops at once (it has no checkpoint boundary the coordinator can ask for): with
+// checkpoints it goes back to PENDING and resumes from its newest elsewhere, losing the
+// iterations after it, as when a FG job takes its device.
+std::string Scheduler::EvacuateBackground(const JobRecord& job, const std::string& node_name,
+                                          Writes* writes) {
+  if (!PeriodicCheckpointsOf(job)) {
+    return job.id + " (BG) is left to finish: it keeps no checkpoints";
+  }
+  const std::string why = "evacuated from draining node " + node_name;
+  std::lock_guard<std::mutex> lock(mu_);
+  dispatcher_.CancelJob(job.id, why);
+  ReleaseLocked(job.id);
+  // Not counted against max_attempts, as a displacement by a FG job is not.
+  writes->push_back(TransitionWrite(
+      job.id, JobState::kPending,
+      {ReasonCode::kEvacuated, why + ": it resumes from its newest checkpoint elsewhere"},
+      /*retry=*/true));
+  return job.id + " (BG) stops now and resumes from its newest checkpoint elsewhere";
 }
 
 int Scheduler::LargestDeviceGroup() const {
@@ -510,28 +532,47 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     return;
   }
   if (report.host_ended() && job->spec.role == JobRole::kBg) {
-    // Its FG executor ended first. BG jobs keep no checkpoint: it is placed again and restarts,
-    // up to max_hosted_attempts dispatches.
-    if (job->attempt >= options_.max_hosted_attempts) {
-      FailOrRequeueLocked(*job,
-                          {ReasonCode::kTaskFailed,
-                           "its FG host ended before it finished on each of its " +
-                               std::to_string(job->attempt) +
-                               " dispatches; BG jobs restart from iteration 0, so it was given up "
-                               "(fewer iterations finish inside one FG job)"},
-                          writes);
-      return;
-    }
-    ReleaseLocked(job->id);
-    writes->push_back(TransitionWrite(
-        job->id, JobState::kPending,
-        {ReasonCode::kRequeued,
-         "requeued: " + (report.error().empty() ? "its FG executor ended" : report.error()) +
-             "; BG jobs are not checkpointed, it starts again"},
-        /*retry=*/true));
+    RequeueHostEndedLocked(*job, report.error(), writes);
     return;
   }
   OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
+}
+
+// Its FG executor ended first: the BG job is placed again, from iteration 0 or, with periodic
+// checkpoints, from its newest one, until it stalls (max_hosted_attempts).
+void Scheduler::RequeueHostEndedLocked(const JobRecord& job, const std::string& error,
+                                       Writes* writes) {
+  const bool checkpointed = PeriodicCheckpointsOf(job).has_value();
+  const bool advanced = job.progress.iteration > job.best_reached;
+  const int stalls = advanced ? 0 : job.hosted_stalls + 1;
+  const int64_t best = std::max(job.best_reached, job.progress.iteration);
+  const bool give_up = checkpointed ? stalls >= options_.max_hosted_attempts
+                                    : job.attempt >= options_.max_hosted_attempts;
+  if (give_up) {
+    const std::string why =
+        checkpointed
+            ? "its FG host ended first on " + std::to_string(stalls) +
+                  " dispatches in a row, none of which got past iteration " + std::to_string(best) +
+                  "; it was given up (fewer iterations between its "
+                  "checkpoints would keep more of each dispatch)"
+            : "its FG host ended before it finished on each of its " + std::to_string(job.attempt) +
+                  " dispatches; BG jobs without checkpoints restart from iteration 0, so it was "
+                  "given up (fewer iterations finish inside one FG job)";
+    FailOrRequeueLocked(job, {ReasonCode::kTaskFailed, why}, writes);
+    return;
+  }
+  ReleaseLocked(job.id);
+  JobWrite write = TransitionWrite(
+      job.id, JobState::kPending,
+      {ReasonCode::kRequeued, "requeued: " + (error.empty() ? "its FG executor ended" : error) +
+                                  (checkpointed ? "; it resumes from its newest checkpoint"
+                                                : "; it has no checkpoints and starts again")},
+      /*retry=*/true);
+  write.mutate = [stalls, best](JobRecord& r) {
+    r.hosted_stalls = stalls;
+    r.best_reached = best;
+  };
+  writes->push_back(std::move(write));
 }
 
 void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes) {

@@ -42,6 +42,19 @@ Status ReadSharing(const json& doc, SharingOptions* sharing) {
   return ReadOptionalField(object, "idle_thread_priority", where, &sharing->idle_thread_priority);
 }
 
+Status ReadCheckpoints(const json& doc, std::optional<PeriodicCheckpoints>* checkpoints) {
+  auto found = doc.find("checkpoint");
+  if (found == doc.end() || found->is_null()) return Status::Ok();
+  const std::string where = std::string(kWhere) + "checkpoint.";
+  if (!found->is_object()) return InvalidArgumentError("background.checkpoint must be an object");
+  RETURN_IF_ERROR(
+      CheckKnownFields(*found, {"dir", "every_iterations", "every_seconds", "keep"}, where));
+  PeriodicCheckpoints periodic;
+  RETURN_IF_ERROR(ReadPeriodicCheckpointFields(*found, where, &periodic));
+  *checkpoints = periodic;
+  return Status::Ok();
+}
+
 // The one writer; the graph comes as a document already.
 json WriteBackground(const BackgroundSpec& spec, json graph) {
   json doc;
@@ -58,6 +71,11 @@ json WriteBackground(const BackgroundSpec& spec, json graph) {
   if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
   doc["sharing"] = sharing;
   if (!spec.ranks.empty()) doc["ranks"] = spec.ranks;
+  if (spec.checkpoints) {
+    json checkpoint = json::object();
+    AddPeriodicCheckpointFields(*spec.checkpoints, &checkpoint);
+    doc["checkpoint"] = std::move(checkpoint);
+  }
   return doc;
 }
 
@@ -80,6 +98,9 @@ Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
   if (spec.iterations < 0) return InvalidArgumentError("background.iterations must be >= 0");
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer).WithContext("background"));
   RETURN_IF_ERROR(ValidateDataSpec(spec.data).WithContext("background"));
+  if (spec.checkpoints) {
+    RETURN_IF_ERROR(ValidatePeriodicCheckpoints(*spec.checkpoints, "background.checkpoint."));
+  }
   return Status::Ok();
 }
 
@@ -105,6 +126,7 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
   }
   RETURN_IF_ERROR(ReadRanks(doc, &spec.ranks));
   RETURN_IF_ERROR(ReadSharing(doc, &spec.sharing));
+  RETURN_IF_ERROR(ReadCheckpoints(doc, &spec.checkpoints));
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
   return spec;
 }

@@ -3,9 +3,11 @@
 //   "background": {"job_id":"bg-1","graph":{graph doc},"batch_size":B,"iterations":K,"seed":S,
 //                  "optimizer":{...},"data":{...},"ranks":[R,...],
 //                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
-//                             "cuda_graphs":true,"idle_thread_priority":true}}
+//                             "cuda_graphs":true,"idle_thread_priority":true},
+//                  "checkpoint":{"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}}
 // iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
-// the FG rank it is attached to.
+// the FG rank it is attached to; with "checkpoint" it keeps periodic checkpoints in the format
+// of a one-rank job's, and resumes from the newest one wherever it is placed next.
 // Threading: plain values and pure functions.
 #pragma once
 
@@ -62,6 +64,7 @@ struct BackgroundSpec {
   // The FG ranks whose devices run a copy of this BG job; empty: every rank. (All ranks read the
   // same run spec, so a BG job meant for one device names its rank.)
   std::vector<int> ranks;
+  std::optional<PeriodicCheckpoints> checkpoints;
   bool SharesRank(int rank) const {
     return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
   }

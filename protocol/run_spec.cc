@@ -57,12 +57,7 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
   }
   if (found->contains("dir")) {
     PeriodicCheckpoints periodic;
-    RETURN_IF_ERROR(ReadOptionalField(*found, "dir", "checkpoint.", &periodic.dir));
-    RETURN_IF_ERROR(
-        ReadOptionalField(*found, "every_iterations", "checkpoint.", &periodic.every_iterations));
-    RETURN_IF_ERROR(
-        ReadOptionalField(*found, "every_seconds", "checkpoint.", &periodic.every_seconds));
-    RETURN_IF_ERROR(ReadOptionalField(*found, "keep", "checkpoint.", &periodic.keep));
+    RETURN_IF_ERROR(ReadPeriodicCheckpointFields(*found, "checkpoint.", &periodic));
     spec->checkpoints = periodic;
   } else if (found->contains("every_iterations") || found->contains("every_seconds") ||
              found->contains("keep")) {
@@ -75,12 +70,7 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
 json CheckpointToJson(const RunSpec& spec) {
   json doc = json::object();
   if (spec.checkpoint_path) doc["path"] = *spec.checkpoint_path;
-  if (spec.checkpoints) {
-    doc["dir"] = spec.checkpoints->dir;
-    doc["every_iterations"] = spec.checkpoints->every_iterations;
-    if (spec.checkpoints->every_seconds > 0) doc["every_seconds"] = spec.checkpoints->every_seconds;
-    doc["keep"] = spec.checkpoints->keep;
-  }
+  if (spec.checkpoints) AddPeriodicCheckpointFields(*spec.checkpoints, &doc);
   return doc;
 }
 
@@ -120,14 +110,7 @@ Status ValidateRunSpec(const RunSpec& spec) {
     return InvalidArgumentError("checkpoint.path is empty");
   }
   if (spec.checkpoints) {
-    if (spec.checkpoints->dir.empty()) return InvalidArgumentError("checkpoint.dir is empty");
-    if (spec.checkpoints->every_iterations < 0) {
-      return InvalidArgumentError("checkpoint.every_iterations must be >= 0");
-    }
-    if (!(spec.checkpoints->every_seconds >= 0 && spec.checkpoints->every_seconds <= 1e7)) {
-      return InvalidArgumentError("checkpoint.every_seconds must be between 0 and 1e7");
-    }
-    if (spec.checkpoints->keep < 1) return InvalidArgumentError("checkpoint.keep must be >= 1");
+    RETURN_IF_ERROR(ValidatePeriodicCheckpoints(*spec.checkpoints, "checkpoint."));
   }
   if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
   return Status::Ok();

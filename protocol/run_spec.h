@@ -26,20 +26,6 @@ namespace deepool::protocol {
 
 inline constexpr const char* kRunSpecFormat = "deepool.run";
 
-// Periodic checkpoints (worker/runtime/checkpoint_dir.h): the whole training state in `dir`
-// every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
-// kept. A rank that starts with checkpoints in `dir` resumes from the newest whole one.
-struct PeriodicCheckpoints {
-  std::string dir;
-  int64_t every_iterations = 0;
-  int keep = 2;
-  double every_seconds = 0;  // 0: none; the ranks agree on when (checkpoint_schedule.h)
-  bool operator==(const PeriodicCheckpoints& o) const {
-    return dir == o.dir && every_iterations == o.every_iterations &&
-           every_seconds == o.every_seconds && keep == o.keep;
-  }
-};
-
 struct RunSpec {
   std::string job_id;
   std::shared_ptr<const planner::Graph> graph;

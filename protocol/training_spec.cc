@@ -76,6 +76,33 @@ StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
   return spec;
 }
 
+Status ValidatePeriodicCheckpoints(const PeriodicCheckpoints& spec, const std::string& where) {
+  if (spec.dir.empty()) return InvalidArgumentError(where + "dir is empty");
+  if (spec.every_iterations < 0) {
+    return InvalidArgumentError(where + "every_iterations must be >= 0");
+  }
+  if (!(spec.every_seconds >= 0 && spec.every_seconds <= 1e7)) {
+    return InvalidArgumentError(where + "every_seconds must be between 0 and 1e7");
+  }
+  if (spec.keep < 1) return InvalidArgumentError(where + "keep must be >= 1");
+  return Status::Ok();
+}
+
+Status ReadPeriodicCheckpointFields(const json& doc, const std::string& where,
+                                    PeriodicCheckpoints* spec) {
+  RETURN_IF_ERROR(ReadOptionalField(doc, "dir", where, &spec->dir));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "every_iterations", where, &spec->every_iterations));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "every_seconds", where, &spec->every_seconds));
+  return ReadOptionalField(doc, "keep", where, &spec->keep);
+}
+
+void AddPeriodicCheckpointFields(const PeriodicCheckpoints& spec, json* doc) {
+  (*doc)["dir"] = spec.dir;
+  (*doc)["every_iterations"] = spec.every_iterations;
+  if (spec.every_seconds > 0) (*doc)["every_seconds"] = spec.every_seconds;
+  (*doc)["keep"] = spec.keep;
+}
+
 json DocumentOrNull(std::string_view text) {
   StatusOr<json> doc = ParseJson(text, "training spec");
   return doc.ok() ? std::move(*doc) : json();

@@ -1,8 +1,9 @@
 // The parts of a training job that both the run spec and its background part carry: the
-// optimizer and the data set (docs/formats.md, "Run specs").
+// optimizer, the data set and periodic checkpoints (docs/formats.md, "Run specs").
 //   "optimizer": {"name":"sgd","lr":L,"momentum":M,"weight_decay":W}
 //              | {"name":"adam","lr":L,"betas":[B1,B2],"eps":E,"weight_decay":W}
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
+//   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
 // "background.data."); they check types, and the Validate functions check values.
 // Threading: pure functions.
@@ -53,6 +54,30 @@ Status ValidateDataSpec(const DataSpec& spec);
 // Absent fields keep their defaults. Writes only the fields of the named kind.
 StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json DataToJson(const DataSpec& spec);
+
+// Periodic checkpoints (worker/runtime/checkpoint_dir.h): the whole training state in `dir`
+// every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
+// kept. A job that starts with checkpoints in `dir` resumes from the newest whole one.
+struct PeriodicCheckpoints {
+  std::string dir;
+  int64_t every_iterations = 0;
+  int keep = 2;
+  double every_seconds = 0;  // 0: none; the ranks agree on when (checkpoint_schedule.h)
+  bool operator==(const PeriodicCheckpoints& o) const {
+    return dir == o.dir && every_iterations == o.every_iterations &&
+           every_seconds == o.every_seconds && keep == o.keep;
+  }
+};
+
+// Names the offending field: "checkpoint.keep must be >= 1" (`where` is "checkpoint." or
+// "background.checkpoint.").
+Status ValidatePeriodicCheckpoints(const PeriodicCheckpoints& spec, const std::string& where);
+// Reads dir, every_iterations, every_seconds and keep of a "checkpoint" object (other fields are
+// the caller's to check); absent fields keep their defaults.
+Status ReadPeriodicCheckpointFields(const nlohmann::json& doc, const std::string& where,
+                                    PeriodicCheckpoints* spec);
+// Adds those fields to `doc` (every_seconds only when set).
+void AddPeriodicCheckpointFields(const PeriodicCheckpoints& spec, nlohmann::json* doc);
 
 // A document another component wrote (a graph, a plan), to embed unparsed; null when `text` is
 // not JSON, so that the reader refuses it by name instead of the whole line being invalid.

@@ -80,8 +80,9 @@ RegisterCommand drain_command([](CLI::App& app, CommandResult& result) {
     auto evacuate = std::make_shared<bool>(false);
     if (drain) {
       cmd->add_flag("--evacuate", *evacuate,
-                    "also move its FG jobs that write periodic checkpoints: each stops at its "
-                    "next checkpoint and resumes on other nodes (the others finish there)");
+                    "also move its jobs that write periodic checkpoints: a FG job stops at its "
+                    "next checkpoint, a BG job at once, and each resumes from its checkpoint on "
+                    "other nodes (the others finish there)");
     }
     AddClientOptions(cmd, client.get());
     cmd->callback([=, &result] { result.exit_code = RunDrain(*client, *node, drain, *evacuate); });

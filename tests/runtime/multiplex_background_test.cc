@@ -92,6 +92,7 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   spec.sharing.cuda_graphs = false;
   spec.sharing.idle_thread_priority = false;
   spec.ranks = {1, 3};
+  spec.checkpoints = PeriodicCheckpoints{"/ckpt/bg", 10, 3, 60};
   auto parsed = ParseBackgroundJson(BackgroundToJson(spec));
   REQUIRE(parsed.ok());
   REQUIRE(parsed->job_id == "bg-test");
@@ -103,6 +104,7 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   REQUIRE(parsed->data == spec.data);
   REQUIRE(parsed->sharing == spec.sharing);
   REQUIRE(parsed->ranks == std::vector<int>{1, 3});
+  REQUIRE(parsed->checkpoints == spec.checkpoints);
   REQUIRE(parsed->SharesRank(3));
   REQUIRE_FALSE(parsed->SharesRank(0));
   REQUIRE(BackgroundSpec{}.SharesRank(0));
@@ -133,6 +135,12 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   REQUIRE_THAT(error([](auto& d) { d["sharing"]["idle_thread_priority"] = 1; }),
                Catch::Contains("background.sharing.idle_thread_priority"));
   REQUIRE_THAT(error([](auto& d) { d["ranks"] = {1, -2}; }), Catch::Contains("background.ranks"));
+  REQUIRE_THAT(error([](auto& d) { d["checkpoint"]["keep"] = 0; }),
+               Catch::Contains("background.checkpoint.keep must be >= 1"));
+  REQUIRE_THAT(error([](auto& d) { d["checkpoint"]["path"] = "/x.pt"; }),
+               Catch::Contains("background.checkpoint.path"));
+  REQUIRE_THAT(error([](auto& d) { d["checkpoint"] = "/ckpt"; }),
+               Catch::Contains("background.checkpoint must be an object"));
   REQUIRE_THAT(error([](auto& d) { d["data"]["kind"] = "imagenet"; }),
                Catch::Contains("background"));
 
@@ -160,7 +168,7 @@ TEST_CASE("on a CPU device the BG stepper is the eager trainer and streams are n
   auto streams = MakeSharingStreams(torch::kCPU);
   REQUIRE(streams.ok());
   REQUIRE(*streams == nullptr);
-  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, *streams);
+  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, *streams, SystemClock::Get());
   REQUIRE(stepper.ok());
   REQUIRE(dynamic_cast<BackgroundTrainer*>(stepper->get()) != nullptr);
   REQUIRE((*stepper)->EnterThread() == nullptr);

@@ -135,7 +135,8 @@ struct GpuRun {
   GraphStepper::Mode mode = GraphStepper::Mode::kEager;
 };
 GpuRun TrainOnGpu(const BackgroundSpec& spec, int iterations) {
-  auto stepper = MakeBackgroundStepper(spec, torch::Device(torch::kCUDA, 0), Streams());
+  auto stepper =
+      MakeBackgroundStepper(spec, torch::Device(torch::kCUDA, 0), Streams(), SystemClock::Get());
   INFO(stepper.status().ToString());
   REQUIRE(stepper.ok());
   auto* graph = dynamic_cast<GraphStepper*>(stepper->get());

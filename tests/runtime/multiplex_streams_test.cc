@@ -45,7 +45,7 @@ struct Built {
 
 Built Build(const BackgroundSpec& spec) {
   Built built;
-  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, built.fake);
+  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, built.fake, SystemClock::Get());
   REQUIRE(stepper.ok());
   built.stepper = std::move(stepper).value();
   built.graph = dynamic_cast<GraphStepper*>(built.stepper.get());
@@ -90,7 +90,7 @@ TEST_CASE("FG and BG compute on dedicated streams: FG high, BG low, or both defa
   REQUIRE(fg.ok());
   REQUIRE(*fg != nullptr);
   REQUIRE(fake->CurrentOnThisThread() == FakeDeviceStreams::IdOf((*fg)->stream()));
-  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, fake);
+  auto stepper = MakeBackgroundStepper(spec, torch::kCPU, fake, SystemClock::Get());
   REQUIRE(stepper.ok());
 
   // Every stream was made for its job (never a shared pool stream), one each, at its priority.

@@ -172,6 +172,99 @@ TEST_CASE("a BG job whose FG host keeps ending first fails after 20 dispatches, 
   CHECK_THAT(failed.reason, Catch::Contains("on each of its 20 dispatches"));
 }
 
+// One dispatch of a hosted BG job that reaches `reach` iterations (0: reports none) before its
+// FG host ends. Returns the dispatched task's assignment.
+v1::TaskAssignment HostEndsAfter(Harness& h, const std::string& bg_id, int64_t reach) {
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg_id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::TaskAssignment assignment = commands[0].assign();
+  if (reach > 0) {
+    v1::ReportProgressRequest progress;
+    progress.set_node_id("node-a");
+    progress.set_task_id(assignment.task_id());
+    v1::IterationEvent* e = progress.add_iterations();
+    e->set_iteration(reach - 1);
+    e->set_in_fg_executor(true);
+    REQUIRE(h.scheduler.ReportProgress(progress).ok());
+  }
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(assignment.task_id());
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.set_host_ended(true);
+  REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  return assignment;
+}
+
+TEST_CASE(
+    "a checkpointed BG job whose FG hosts keep ending resumes each time and is given up "
+    "only after 20 dispatches in a row that got no further",
+    "[scheduler][elastic]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  h.ReportRanks("node-a", fg.id, {1});
+  JobSpec spec = Bg();
+  spec.iterations = 10000;
+  spec.checkpoint_dir = "/shared/ckpt/bg";
+  spec.checkpoint_every_iterations = 10;
+  JobRecord bg = h.Submit(spec);
+  // The hosted job's background object carries its checkpoints, so the FG rank writes them.
+  const v1::TaskAssignment first = HostEndsAfter(h, bg.id, 30);
+  const nlohmann::json background = nlohmann::json::parse(first.train().background_json());
+  CHECK(background.at("checkpoint").at("dir") == "/shared/ckpt/bg");
+  CHECK(background.at("checkpoint").at("every_iterations") == 10);
+  CHECK_THAT(h.Get(bg.id).reason, Catch::Contains("it resumes from its newest checkpoint"));
+  // More than 20 dispatches, each getting further: never given up.
+  for (int dispatch = 2; dispatch <= 25; ++dispatch) {
+    HostEndsAfter(h, bg.id, 30 + dispatch * 10);
+    REQUIRE(h.Get(bg.id).state == JobState::kPending);
+  }
+  CHECK(h.Get(bg.id).best_reached == 280);
+  CHECK(h.Get(bg.id).hosted_stalls == 0);
+  // Then 20 in a row that get no further than iteration 280 (the last reports nothing).
+  for (int stall = 1; stall <= 19; ++stall) {
+    HostEndsAfter(h, bg.id, stall % 2 == 0 ? 280 : 270);
+    REQUIRE(h.Get(bg.id).state == JobState::kPending);
+  }
+  HostEndsAfter(h, bg.id, 0);
+  const JobRecord failed = h.Get(bg.id);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK_THAT(failed.reason, Catch::Contains("on 20 dispatches in a row, none of which got past "
+                                            "iteration 280"));
+}
+
+TEST_CASE("a drain with evacuate requeues a checkpointed BG job at once and leaves one without",
+          "[scheduler][elastic]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobSpec kept = Bg();
+  kept.checkpoint_dir = "/shared/ckpt/bg";
+  kept.checkpoint_every_iterations = 10;
+  JobRecord with = h.Submit(kept);
+  JobRecord without = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(with.id).state == JobState::kRunning);
+  REQUIRE(h.Get(without.id).state == JobState::kRunning);
+  h.Commands("node-a");
+  StatusOr<std::vector<std::string>> outcomes = h.scheduler.Evacuate("node-a");
+  REQUIRE(outcomes.ok());
+  REQUIRE(outcomes->size() == 2);
+  const JobRecord moved = h.Get(with.id);
+  CHECK(moved.state == JobState::kPending);
+  CHECK(moved.reason_code == ReasonCode::kEvacuated);
+  CHECK_THAT(moved.reason, Catch::Contains("resumes from its newest checkpoint elsewhere"));
+  CHECK(h.Get(without.id).state == JobState::kRunning);
+  // Its task is cancelled on the worker.
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(commands[0].has_cancel());
+}
+
 TEST_CASE(
     "a BG job waits while the FG job holding every device profiles and plans, then runs inside "
     "the FG rank with the most predicted idle",

@@ -70,28 +70,29 @@ std::string ExecutorSupervisor::TaskDir(const std::string& task_id) const {
   return (fs::path(options_.work_dir) / "tasks" / task_id).string();
 }
 
+namespace {
+
+// object[key] when it is a string, else "" (absent fields are left to the executor's parser).
+std::string StringAt(const nlohmann::json& doc, const char* object, const char* key) {
+  if (!doc.is_object() || !doc.contains(object) || !doc[object].is_object()) return "";
+  const nlohmann::json& inner = doc[object];
+  return inner.contains(key) && inner[key].is_string() ? inner[key].get<std::string>() : "";
+}
+
+}  // namespace
+
 Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background) {
-  if (!background.is_object() || !background.contains("data") || !background["data"].is_object()) {
-    return Status::Ok();
-  }
-  const nlohmann::json& data = background["data"];
-  if (data.contains("path") && data["path"].is_string()) {
-    RETURN_IF_ERROR(roots.Check("background.data.path", data["path"].get<std::string>()));
-  }
-  return Status::Ok();
+  RETURN_IF_ERROR(roots.Check("background.data.path", StringAt(background, "data", "path")));
+  return roots.Check("background.checkpoint.dir", StringAt(background, "checkpoint", "dir"));
 }
 
 Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json) {
   if (!roots.restricted()) return Status::Ok();
   ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJson(run_spec_json, "run spec"));
   if (!doc.is_object()) return InvalidArgumentError("run spec: not a JSON object");
-  auto string_at = [&doc](const char* object, const char* key) -> std::string {
-    if (!doc.contains(object) || !doc[object].is_object()) return "";
-    const nlohmann::json& inner = doc[object];
-    return inner.contains(key) && inner[key].is_string() ? inner[key].get<std::string>() : "";
-  };
-  RETURN_IF_ERROR(roots.Check("checkpoint.path", string_at("checkpoint", "path")));
-  RETURN_IF_ERROR(roots.Check("data.path", string_at("data", "path")));
+  RETURN_IF_ERROR(roots.Check("checkpoint.path", StringAt(doc, "checkpoint", "path")));
+  RETURN_IF_ERROR(roots.Check("checkpoint.dir", StringAt(doc, "checkpoint", "dir")));
+  RETURN_IF_ERROR(roots.Check("data.path", StringAt(doc, "data", "path")));
   if (doc.contains("background")) RETURN_IF_ERROR(CheckBackgroundPaths(roots, doc["background"]));
   return Status::Ok();
 }

@@ -149,8 +149,9 @@ struct SupervisorOptions {
   PathRoots path_roots;
 };
 
-// PERMISSION_DENIED when a path of the run spec (checkpoint.path, data.path, and the background
-// job's data.path) lies outside the roots; INVALID_ARGUMENT when it is not JSON.
+// PERMISSION_DENIED when a path of the run spec (checkpoint.path, checkpoint.dir, data.path, and
+// the background job's data.path and checkpoint.dir) lies outside the roots; INVALID_ARGUMENT when
+// it is not JSON.
 Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json);
 // The same for a hosted BG job's "background" object.
 Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background);

@@ -68,6 +68,7 @@ class GraphStepper final : public BackgroundStepper {
   StatusOr<BgUnitResult> RunUnit() override;
   bool NextUnitNeedsFgIdle() const override;
   int64_t batch_size() const override { return trainer_->batch_size(); }
+  int64_t first_iteration() const override { return trainer_->first_iteration(); }
 
   Mode mode() const { return mode_; }
   int warmups_done() const { return warmups_; }

@@ -19,7 +19,9 @@ BackgroundRunner::BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate,
       gate_(gate),
       clock_(clock),
       max_iterations_(max_iterations),
-      thread_init_(std::move(thread_init)) {}
+      thread_init_(std::move(thread_init)) {
+  progress_.iterations = stepper_->first_iteration();
+}
 
 BackgroundRunner::~BackgroundRunner() { Stop(); }
 
@@ -49,12 +51,18 @@ void BackgroundRunner::Loop() {
   // Released before thread_state, on this thread (e.g. leaving the BG stream).
   std::shared_ptr<void> stepper_state = stepper_->EnterThread();
   Status status;
-  while (gate_->BgBegin(stepper_->NextUnitNeedsFgIdle())) {
+  const auto reached = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_iterations_ > 0 && progress_.iterations >= max_iterations_;
+  };
+  // A job resumed from a checkpoint of its last iteration has nothing left to do.
+  while (!reached() && gate_->BgBegin(stepper_->NextUnitNeedsFgIdle())) {
     auto unit = [&] {
       SpanScope span(spans_, SpanKind::kBackground, [&] { return unit_name_; });
       return stepper_->RunUnit();
     }();
     gate_->BgEnd();
+    if (unit.ok()) stepper_->AfterUnit();
     if (!unit.ok()) {
       status = unit.status();
       DP_LOG_ERROR("background job stopped: {}", status.ToString());
@@ -63,11 +71,10 @@ void BackgroundRunner::Loop() {
     std::lock_guard<std::mutex> lock(mu_);
     ++progress_.units;
     if (unit->iteration_done) {
-      if (progress_.iterations == 0) progress_.first_loss = unit->loss;
+      if (progress_.samples == 0) progress_.first_loss = unit->loss;
       ++progress_.iterations;
       progress_.samples += stepper_->batch_size();
       progress_.last_loss = unit->loss;
-      if (max_iterations_ > 0 && progress_.iterations >= max_iterations_) break;
     }
   }
   stepper_state.reset();  // waits for the stepper's queued device work, if it has any

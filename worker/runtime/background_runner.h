@@ -21,11 +21,11 @@
 namespace deepool::worker {
 
 struct BackgroundProgress {
-  int64_t iterations = 0;  // finished BG iterations
+  int64_t iterations = 0;  // finished BG iterations (from the stepper's first_iteration)
   int64_t units = 0;
-  int64_t samples = 0;  // iterations * batch size
+  int64_t samples = 0;  // trained since Start(): iterations of this run * batch size
   double last_loss = 0;
-  double first_loss = 0;
+  double first_loss = 0;     // of this run's first iteration
   double elapsed_ms = 0;     // since Start()
   double samples_per_s = 0;  // samples / elapsed
   bool finished = false;     // stopped, done or failed
@@ -34,7 +34,9 @@ struct BackgroundProgress {
 
 class BackgroundRunner {
  public:
-  // `stepper`, `gate` and `clock` must outlive the runner. max_iterations 0: no limit.
+  // `stepper`, `gate` and `clock` must outlive the runner. max_iterations 0: no limit; a job
+  // counts its iterations from stepper->first_iteration() (a resumed job), and the limit is on
+  // that count. The stepper's AfterUnit runs after each unit, outside the gate.
   // `thread_init` runs first on the BG thread (e.g. to lower its CPU priority); what it returns
   // is kept alive until the thread ends. Then the thread calls stepper->EnterThread() (e.g. the
   // BG stream becomes current), and asks the gate before each unit whether the stepper's next

@@ -12,6 +12,7 @@ namespace deepool::worker {
 using protocol::BackgroundSpec;
 using protocol::BackgroundToJson;
 using protocol::ParseBackgroundJson;
+using protocol::PeriodicCheckpoints;
 using protocol::SharingOptions;
 using protocol::ValidateBackgroundSpec;
 

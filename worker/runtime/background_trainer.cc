@@ -1,5 +1,6 @@
 #include "worker/runtime/background_trainer.h"
 
+#include "worker/runtime/background_checkpoints.h"
 #include "worker/runtime/loss.h"
 #include "worker/runtime/optimizer.h"
 
@@ -43,6 +44,10 @@ StatusOr<std::unique_ptr<BackgroundTrainer>> BackgroundTrainer::Create(const Bac
                                          " is not a layer");
     trainer->layers_[static_cast<size_t>(*id)].loss_weight += output.loss_weight;
   }
+  if (spec.checkpoints) {
+    ASSIGN_OR_RETURN(trainer->first_iteration_, ResumeBackgroundTrainer(*trainer));
+    trainer->iteration_ = trainer->first_iteration_;
+  }
   return trainer;
 }
 
@@ -54,6 +59,12 @@ std::map<std::string, torch::Tensor> BackgroundTrainer::NamedParameters() const 
     }
   }
   return named;
+}
+
+std::map<int, std::shared_ptr<LayerModule>> BackgroundTrainer::ModulesById() const {
+  std::map<int, std::shared_ptr<LayerModule>> by_id;
+  for (size_t id = 0; id < modules_.size(); ++id) by_id[static_cast<int>(id)] = modules_[id];
+  return by_id;
 }
 
 void BackgroundTrainer::BeginIteration(const Batch& batch) {

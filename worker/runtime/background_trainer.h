@@ -46,18 +46,25 @@ class BackgroundStepper {
   // Whether the next unit may start only while the FG rank is idle, whatever the gate's mode
   // (DeviceGate::BgBegin).
   virtual bool NextUnitNeedsFgIdle() const { return false; }
+  // Work after a unit that needs no device (e.g. writing a checkpoint's files): the driving
+  // thread calls it once the gate has been released, so the FG rank never waits for it.
+  virtual void AfterUnit() {}
   virtual int64_t batch_size() const = 0;
+  // The iteration the job starts at: 0, or the iteration of the checkpoint it resumed from.
+  virtual int64_t first_iteration() const { return 0; }
 };
 
 class BackgroundTrainer final : public BackgroundStepper {
  public:
   // Builds the modules (weights from spec.seed, as in every executor), the optimizer and the
-  // data source, on `device`.
+  // data source, on `device`; with spec.checkpoints, then loads the newest whole checkpoint
+  // there and starts at its iteration (background_checkpoints.h).
   static StatusOr<std::unique_ptr<BackgroundTrainer>> Create(const BackgroundSpec& spec,
                                                              torch::Device device);
 
   StatusOr<BgUnitResult> RunUnit() override;
   int64_t batch_size() const override { return batch_size_; }
+  int64_t first_iteration() const override { return first_iteration_; }
 
   int units_per_iteration() const { return 2 * graph_->num_layers() + 1; }
   int64_t iteration() const { return iteration_; }  // the next iteration to finish
@@ -68,6 +75,9 @@ class BackgroundTrainer final : public BackgroundStepper {
   torch::Device device() const { return device_; }
   // "<layer>.<parameter>" -> tensor.
   std::map<std::string, torch::Tensor> NamedParameters() const;
+  // Every layer's module by layer id, as training_state.h takes them.
+  std::map<int, std::shared_ptr<LayerModule>> ModulesById() const;
+  torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
 
   // Whole-iteration building blocks (the CUDA graph stepper captures them as one sequence).
   // `batch` must already be on the device. Loss accumulates in loss_tensor(), on the device.
@@ -109,6 +119,7 @@ class BackgroundTrainer final : public BackgroundStepper {
   Phase phase_ = Phase::kForward;
   int cursor_ = 0;
   int64_t iteration_ = 0;
+  int64_t first_iteration_ = 0;
 };
 
 }  // namespace deepool::worker

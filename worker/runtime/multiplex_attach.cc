@@ -11,7 +11,7 @@ StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spe
                                                        const Clock* clock,
                                                        std::shared_ptr<DeviceStreams> streams) {
   BackgroundJobThread job;
-  ASSIGN_OR_RETURN(job.stepper, MakeBackgroundStepper(spec, device, std::move(streams)));
+  ASSIGN_OR_RETURN(job.stepper, MakeBackgroundStepper(spec, device, std::move(streams), clock));
   std::function<std::shared_ptr<void>()> thread_init;
   if (spec.sharing.idle_thread_priority) {
     thread_init = []() -> std::shared_ptr<void> {

@@ -3,6 +3,7 @@
 #include "worker/runtime/multiplex_device.h"
 
 #include "common/logging.h"
+#include "worker/runtime/background_checkpoints.h"
 #include "worker/runtime/background_graph_stepper.h"
 
 namespace deepool::worker {
@@ -40,12 +41,11 @@ StatusOr<std::unique_ptr<ScopedStream>> EnterForegroundStream(
   return ScopedStream::Enter(std::move(streams), SharingStreamPriority(true, options));
 }
 
-StatusOr<std::unique_ptr<BackgroundStepper>> MakeBackgroundStepper(
-    const BackgroundSpec& spec, torch::Device device, std::shared_ptr<DeviceStreams> streams) {
-  if (!streams) {
-    ASSIGN_OR_RETURN(auto trainer, BackgroundTrainer::Create(spec, device));
-    return std::unique_ptr<BackgroundStepper>(std::move(trainer));
-  }
+namespace {
+
+StatusOr<std::unique_ptr<GraphStepper>> MakeGraphStepper(const BackgroundSpec& spec,
+                                                         torch::Device device,
+                                                         std::shared_ptr<DeviceStreams> streams) {
   ASSIGN_OR_RETURN(auto stream, streams->CreateStream(SharingStreamPriority(false, spec.sharing)));
   StatusOr<std::unique_ptr<BackgroundTrainer>> trainer = InternalError("not built");
   {
@@ -63,8 +63,29 @@ StatusOr<std::unique_ptr<BackgroundStepper>> MakeBackgroundStepper(
   options.capture = capturable.ok();
   options.eager_reason = capturable.message();
   options.eager_units_wait_for_fg_idle = spec.sharing.mode != SharingMode::kConcurrent;
-  return std::unique_ptr<BackgroundStepper>(std::make_unique<GraphStepper>(
-      std::move(trainer).value(), std::move(streams), std::move(stream), std::move(options)));
+  return std::make_unique<GraphStepper>(std::move(trainer).value(), std::move(streams),
+                                        std::move(stream), std::move(options));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BackgroundStepper>> MakeBackgroundStepper(
+    const BackgroundSpec& spec, torch::Device device, std::shared_ptr<DeviceStreams> streams,
+    const Clock* clock) {
+  std::unique_ptr<BackgroundStepper> stepper;
+  BackgroundTrainer* trainer = nullptr;
+  if (!streams) {
+    ASSIGN_OR_RETURN(auto eager, BackgroundTrainer::Create(spec, device));
+    trainer = eager.get();
+    stepper = std::move(eager);
+  } else {
+    ASSIGN_OR_RETURN(auto graph, MakeGraphStepper(spec, device, std::move(streams)));
+    trainer = &graph->trainer();
+    stepper = std::move(graph);
+  }
+  if (!spec.checkpoints) return stepper;
+  return std::unique_ptr<BackgroundStepper>(
+      std::make_unique<CheckpointingStepper>(std::move(stepper), trainer, clock));
 }
 
 }  // namespace deepool::worker

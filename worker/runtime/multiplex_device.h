@@ -22,6 +22,7 @@
 
 #include <memory>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "worker/runtime/background_spec.h"
 #include "worker/runtime/background_trainer.h"
@@ -43,9 +44,11 @@ StatusOr<std::unique_ptr<ScopedStream>> EnterForegroundStream(
 // The stepper the BG thread drives, with the BG job's trainer (built here). Without streams:
 // the eager trainer itself. With streams: a GraphStepper that owns a new BG stream, with the
 // trainer built while that stream is current; eager from the start (logged) when cuda_graphs
-// is off or CudaGraphCapturable refuses.
+// is off or CudaGraphCapturable refuses. With spec.checkpoints, wrapped in a
+// CheckpointingStepper timed by `clock` (background_checkpoints.h).
 StatusOr<std::unique_ptr<BackgroundStepper>> MakeBackgroundStepper(
-    const BackgroundSpec& spec, torch::Device device, std::shared_ptr<DeviceStreams> streams);
+    const BackgroundSpec& spec, torch::Device device, std::shared_ptr<DeviceStreams> streams,
+    const Clock* clock);
 
 // Whether MakeBackgroundStepper would capture this job as a graph on a device with streams, and
 // if not, why (for logs and docs; pure).

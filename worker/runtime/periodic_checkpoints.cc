@@ -31,6 +31,51 @@ StatusOr<std::vector<double>> SumOverRanks(Communicator& comm, const torch::Devi
 
 }  // namespace
 
+Status WriteRankPart(const std::string& checkpoint_path, int rank, const StateDict& state) {
+  std::error_code ec;
+  std::filesystem::create_directories(checkpoint_path, ec);
+  if (ec) return UnavailableError("cannot create " + checkpoint_path + ": " + ec.message());
+  CheckpointFile file;
+  file.name = RankFileName(rank);
+  RETURN_IF_ERROR(
+      SaveCheckpoint(checkpoint_path + "/" + file.name, state, &file.bytes, &file.digest));
+  return WriteRankSidecar(checkpoint_path, rank, file);
+}
+
+StatusOr<int> CommitAndPrune(const std::string& checkpoint_path, CheckpointManifest manifest,
+                             const protocol::PeriodicCheckpoints& periodic) {
+  RETURN_IF_ERROR(CommitCheckpoint(checkpoint_path, std::move(manifest))
+                      .WithContext("checkpoint " + checkpoint_path));
+  StatusOr<int> pruned = PruneCheckpoints(periodic.dir, periodic.keep);
+  if (!pruned.ok()) {
+    DP_LOG_WARN("pruning {}: {}", periodic.dir, pruned.status().ToString());
+    return 0;
+  }
+  return *pruned;
+}
+
+Status LoadFoundCheckpoint(const FoundCheckpoint& found, int64_t iterations,
+                           const std::string& optimizer_name, const planner::Graph& graph,
+                           const std::map<int, std::shared_ptr<LayerModule>>& modules,
+                           torch::optim::Optimizer* optimizer) {
+  const CheckpointManifest& manifest = found.manifest;
+  if (iterations > 0 && manifest.iteration > iterations) {
+    return FailedPreconditionError("checkpoint " + found.path + " is past this run's " +
+                                   std::to_string(iterations) + " iterations");
+  }
+  if (manifest.optimizer != optimizer_name) {
+    return FailedPreconditionError("checkpoint " + found.path + " holds " + manifest.optimizer +
+                                   " state; this run uses " + optimizer_name);
+  }
+  StateDict state;
+  for (const CheckpointFile& file : manifest.files) {
+    ASSIGN_OR_RETURN(StateDict part, LoadCheckpoint(found.path + "/" + file.name));
+    for (auto& entry : part) state.push_back(std::move(entry));
+  }
+  return LoadTrainingState(state, graph, modules, optimizer)
+      .WithContext("checkpoint " + found.path);
+}
+
 StatusOr<int> ExportCheckpointModel(const FoundCheckpoint& found, const std::string& path) {
   StateDict model;
   for (const CheckpointFile& file : found.manifest.files) {
@@ -55,17 +100,11 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   const auto start = std::chrono::steady_clock::now();
   const std::string path = CheckpointPath(spec.checkpoints->dir, done);
   auto write_own = [&]() -> Status {
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    if (ec) return UnavailableError("cannot create " + path + ": " + ec.message());
     ASSIGN_OR_RETURN(
         StateDict state,
         CollectTrainingState(*spec.graph, executor.modules(),
                              LayersWrittenBy(*spec.graph, spec.plan, rank), executor.optimizer()));
-    CheckpointFile file;
-    file.name = RankFileName(rank);
-    RETURN_IF_ERROR(SaveCheckpoint(path + "/" + file.name, state, &file.bytes, &file.digest));
-    return WriteRankSidecar(path, rank, file);
+    return WriteRankPart(path, rank, state);
   };
   Status own = write_own();
   if (!own.ok()) DP_LOG_WARN("rank {}: checkpoint {}: {}", rank, path, own.ToString());
@@ -86,16 +125,12 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   manifest.world_size = comm.world_size();
   manifest.job_id = spec.job_id;
   manifest.optimizer = spec.optimizer.name;
-  Status committed = CommitCheckpoint(path, manifest);
-  if (!committed.ok()) {
-    // The other ranks stop all the same; the job then resumes from the previous checkpoint.
-    return CheckpointOutcome{committed.WithContext("checkpoint " + path), stop};
-  }
-  StatusOr<int> pruned = PruneCheckpoints(spec.checkpoints->dir, spec.checkpoints->keep);
-  if (!pruned.ok())
-    DP_LOG_WARN("pruning {}: {}", spec.checkpoints->dir, pruned.status().ToString());
+  StatusOr<int> pruned = CommitAndPrune(path, manifest, *spec.checkpoints);
+  // A failed commit stops the other ranks all the same; the job then resumes from the previous
+  // checkpoint.
+  if (!pruned.ok()) return CheckpointOutcome{pruned.status(), stop};
   DP_LOG_INFO("checkpoint {} written in {:.0f} ms ({} older removed)", path, MillisSince(start),
-              pruned.ok() ? *pruned : 0);
+              *pruned);
   return CheckpointOutcome{Status::Ok(), stop};
 }
 
@@ -116,21 +151,8 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& 
   }
   if (!found) return int64_t{0};
   const CheckpointManifest& manifest = found->manifest;
-  if (manifest.iteration > spec.iterations) {
-    return FailedPreconditionError("checkpoint " + found->path + " is past this run's " +
-                                   std::to_string(spec.iterations) + " iterations");
-  }
-  if (manifest.optimizer != spec.optimizer.name) {
-    return FailedPreconditionError("checkpoint " + found->path + " holds " + manifest.optimizer +
-                                   " state; this run uses " + spec.optimizer.name);
-  }
-  StateDict state;
-  for (const CheckpointFile& file : manifest.files) {
-    ASSIGN_OR_RETURN(StateDict part, LoadCheckpoint(found->path + "/" + file.name));
-    for (auto& entry : part) state.push_back(std::move(entry));
-  }
-  RETURN_IF_ERROR(LoadTrainingState(state, *spec.graph, executor.modules(), executor.optimizer())
-                      .WithContext("checkpoint " + found->path));
+  RETURN_IF_ERROR(LoadFoundCheckpoint(*found, spec.iterations, spec.optimizer.name, *spec.graph,
+                                      executor.modules(), executor.optimizer()));
   // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
   if (rank == 0) {
     out << "resumed from " << found->path << " (iteration " << manifest.iteration << " of "

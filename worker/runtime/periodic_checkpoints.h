@@ -2,16 +2,24 @@
 // "Periodic checkpoints and resume"): writing one after an iteration, and resuming from the
 // newest whole one at start. The directory layout is checkpoint_dir.h's, the state
 // training_state.h's.
-// Threading: the rank's training thread. Both use world collectives, so every rank of the job
-// calls them at the same point (between the same iterations).
+// The building blocks below them (one rank's part, the commit, loading a found checkpoint) are
+// shared with BG jobs' checkpoints (background_checkpoints.h), which are one-rank checkpoints
+// of the same format.
+// Threading: the rank's training thread. WriteTrainingCheckpoint and ResumeFromCheckpoint use
+// world collectives, so every rank of the job calls them at the same point (between the same
+// iterations); the building blocks are plain file I/O.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <ostream>
+#include <string>
 
 #include "common/status.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/checkpoint_dir.h"
 #include "worker/runtime/communicator.h"
 #include "worker/runtime/executor.h"
@@ -25,6 +33,24 @@ struct CheckpointOutcome {
   Status written;
   bool stop = false;  // some rank was asked to stop and the checkpoint is whole
 };
+
+// Writes `state` as rank `rank`'s part of the checkpoint at `checkpoint_path` (created if
+// needed): its file, then its sidecar.
+Status WriteRankPart(const std::string& checkpoint_path, int rank, const StateDict& state);
+
+// Rank 0, once every rank's part is written: the manifest, then the pruning of checkpoints older
+// than the `keep` newest (a failed pruning is logged, not returned). Returns how many were
+// removed.
+StatusOr<int> CommitAndPrune(const std::string& checkpoint_path, CheckpointManifest manifest,
+                             const protocol::PeriodicCheckpoints& periodic);
+
+// Loads a whole checkpoint's state (every rank's file, merged) into the held `modules` and
+// `optimizer`, after checking that it is not past `iterations` (0: no limit) and holds
+// `optimizer_name`'s state.
+Status LoadFoundCheckpoint(const FoundCheckpoint& found, int64_t iterations,
+                           const std::string& optimizer_name, const planner::Graph& graph,
+                           const std::map<int, std::shared_ptr<LayerModule>>& modules,
+                           torch::optim::Optimizer* optimizer);
 
 // One checkpoint after `done` iterations into spec.checkpoints->dir: each rank writes its layers,
 // every rank says whether it succeeded (and whether it was asked to stop), and rank 0 then
