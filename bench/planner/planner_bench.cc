@@ -9,6 +9,7 @@
 // only) and `deepool-full` (every command, with gRPC and OpenSSL) alternating.
 //
 //   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
+//                                   [--serial-sync]
 //   build/bin/deepool-bench-planner --processes N
 //
 // Wall-clock time is measured here, in the benchmark only; the planner itself has no clock.
@@ -79,7 +80,18 @@ std::string Milliseconds(double seconds) {
   return text;
 }
 
-int Run(int repeats, double limit, const std::string& only_model, int only_devices) {
+// --serial-sync: the cost model before gradient buckets (gradient_sync.h): one ring all-reduce
+// per layer, after backward, nothing hidden; for side-by-side tables.
+GradientSyncOptions SerialSync() {
+  GradientSyncOptions serial;
+  serial.bucket_bytes = 0;
+  serial.overlap = false;
+  serial.tree = false;
+  return serial;
+}
+
+int Run(int repeats, double limit, const std::string& only_model, int only_devices,
+        bool serial_sync) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
@@ -105,6 +117,7 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     options.global_batch = c.batch;
     options.devices = c.devices;
     options.amplification_limit = limit;
+    if (serial_sync) options.gradient_sync = SerialSync();
     const Cluster cluster = ResizeCluster(node, c.devices);
     std::vector<double> wall, cpu;
     StatusOr<Plan> plan = InternalError("not run");
@@ -217,6 +230,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", only_model, "only this zoo model");
   app.add_option("--gpus", only_devices, "only this device count")->check(CLI::Range(1, 1000000));
+  bool serial_sync = false;
+  app.add_flag("--serial-sync", serial_sync,
+               "plan with the earlier cost model's gradient sync (one ring all-reduce per layer "
+               "after backward, nothing hidden), to compare with the bucketed, overlapped one");
   int processes = 0;
   app.add_option("--processes", processes,
                  "instead: time N whole `deepool plan` processes of each kind, deepool against "
@@ -224,5 +241,5 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
-  return deepool::planner::Run(repeats, limit, only_model, only_devices);
+  return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync);
 }
