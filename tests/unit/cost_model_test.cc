@@ -149,18 +149,23 @@ TEST_CASE("synchronised batch norm pays two statistics all-reduces on several de
   CHECK(model.CostOf(0, {1, 3}).value().comm_ms == 0);
 }
 
-TEST_CASE("layer costs and plan totals", "[cost]") {
-  // fc1 -> fc2 on 2 and 3 devices of a batch of 10.
+// fc1 (250 outputs: 1000 bytes per sample) -> fc2 (10 outputs), on 100 inputs.
+StatusOr<Graph> TwoLinears() {
   Layer fc1;
   fc1.name = "fc1";
   fc1.op = Op::kLinear;
   fc1.inputs = {"input"};
-  fc1.attrs.out_features = 250;  // 1000 bytes per sample
+  fc1.attrs.out_features = 250;
   Layer fc2 = fc1;
   fc2.name = "fc2";
   fc2.inputs = {"fc1"};
   fc2.attrs.out_features = 10;
-  auto graph = Graph::Create("two", {100}, {fc1, fc2});
+  return Graph::Create("two", {100}, {fc1, fc2});
+}
+
+TEST_CASE("layer costs and plan totals", "[cost]") {
+  // fc1 -> fc2 on 2 and 3 devices of a batch of 10.
+  auto graph = TwoLinears();
   REQUIRE(graph.ok());
   const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0);
   FakeProfile profile;
@@ -208,16 +213,7 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
 TEST_CASE("a gather onto fewer devices is charged device time on the larger set", "[cost]") {
   // fc1 on 3 devices feeds fc2 on 2: every one of fc1's 3 devices sends, so the re-split holds 3
   // devices, although it is charged to the consumer on 2.
-  Layer fc1;
-  fc1.name = "fc1";
-  fc1.op = Op::kLinear;
-  fc1.inputs = {"input"};
-  fc1.attrs.out_features = 250;  // 1000 bytes per sample
-  Layer fc2 = fc1;
-  fc2.name = "fc2";
-  fc2.inputs = {"fc1"};
-  fc2.attrs.out_features = 10;
-  auto graph = Graph::Create("two", {100}, {fc1, fc2});
+  auto graph = TwoLinears();
   REQUIRE(graph.ok());
   const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0, 3.0, 3.0);
   FakeProfile profile;
