@@ -9,8 +9,9 @@
 // BG jobs take one device each, one BG job per device, preferring the device the FG plans leave
 // idlest (a device no FG job holds is idlest; otherwise 1 - predicted busy/iteration time). On a
 // device whose FG rank is running, the BG job runs inside that rank's executor (TrainTask.
-// host_task_id); when that rank ends before the BG job, the BG job is requeued and starts again.
-// Elsewhere it runs as its own executor process.
+// host_task_id); when that rank ends before the BG job, the BG job is requeued and resumes from
+// its newest periodic checkpoint (or starts again without them). Elsewhere it runs as its own
+// executor process.
 //
 // Dispatch: plan rank r runs on the job's r-th device (devices fill node by node). Each node gets
 // one TRAIN task with its ranks. The rank-0 node's task goes out first with store "HOST:0"; the
