@@ -97,4 +97,14 @@ StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const st
   return preset;
 }
 
+void WarnOnProfileClusterMismatch(const std::string& profile_device,
+                                  const planner::Cluster& cluster, std::ostream& err) {
+  if (profile_device.empty() || profile_device == cluster.device_type) return;
+  err << "warning: the profile was measured on " << profile_device << " devices but cluster "
+      << cluster.name << " has " << cluster.device_type
+      << " devices: compute times and link speeds come from different machines (give a --cluster "
+         "of "
+      << profile_device << " devices)\n";
+}
+
 }  // namespace deepool::cli

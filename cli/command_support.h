@@ -42,4 +42,11 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows,
 StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const std::string& device,
                                        int devices);
 
+// A profile measured on one kind of device planned on a cluster of another mixes the two (the
+// profile's compute times with the cluster's link speeds): a warning on `err` naming both and
+// the way out, when `profile_device` (a profile file's "device") is not the cluster's
+// device_type. Nothing for an empty profile_device (analytical timing).
+void WarnOnProfileClusterMismatch(const std::string& profile_device,
+                                  const planner::Cluster& cluster, std::ostream& err);
+
 }  // namespace deepool::cli

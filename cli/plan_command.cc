@@ -49,9 +49,10 @@ struct PlanFlags {
   bool allow_extrapolation = false;
 };
 
-// --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape.
-StatusOr<planner::Cluster> LoadPlanCluster(const PlanFlags& flags) {
-  const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
+// --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape. Without
+// --cluster, the preset of `device`: the profile file's device when there is one (a profile
+// measured on CPU devices plans on cpu-G), else --device's.
+StatusOr<planner::Cluster> LoadPlanCluster(const PlanFlags& flags, const std::string& device) {
   ASSIGN_OR_RETURN(planner::Cluster cluster, LoadCluster(flags.cluster, device, flags.gpus));
   if (flags.gpus >= 1 && cluster.total_devices() < flags.gpus) {
     cluster = planner::ResizeCluster(cluster, flags.gpus);
@@ -146,9 +147,6 @@ int RunPlan(const PlanFlags& flags) {
   }
   StatusOr<planner::Graph> graph = LoadGraph(flags);
   if (!graph.ok()) return Fail(graph.status(), ExitCodeFor(graph.status()));
-  StatusOr<planner::Cluster> cluster = LoadPlanCluster(flags);
-  if (!cluster.ok()) return Fail(cluster.status(), kExitInvalidInput);
-
   std::unique_ptr<planner::Profile> analytical;
   const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
   if (!device.empty()) {
@@ -180,6 +178,11 @@ int RunPlan(const PlanFlags& flags) {
     fallback_layers = table->fallback_layers();
     profile = table.get();
   }
+  const std::string profile_device = table ? table->data().device : "";
+  StatusOr<planner::Cluster> cluster =
+      LoadPlanCluster(flags, profile_device.empty() ? device : profile_device);
+  if (!cluster.ok()) return Fail(cluster.status(), kExitInvalidInput);
+  WarnOnProfileClusterMismatch(profile_device, *cluster, std::cerr);
 
   planner::PlanOptions options;
   options.global_batch = flags.global_batch;
@@ -235,8 +238,9 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_option("--fallback-device", flags->fallback_device,
                    "With --profile: analytical device for the layers the file lacks");
   plan->add_option("--cluster", flags->cluster,
-                   "Cluster JSON file or preset (default: dgx-a100; dgx-h100 for h100, cpu-G "
-                   "for cpu), resized to --gpus devices");
+                   "Cluster JSON file or preset (default: by the profile file's device, else "
+                   "--device's: dgx-a100; dgx-h100 for h100, cpu-G for cpu), resized to --gpus "
+                   "devices; a profile of other devices than the cluster's is warned about");
   plan->add_flag("--json", flags->json, "Print the plan JSON (docs/formats.md, \"Plans\")");
   plan->add_flag("--explain", flags->explain,
                  "Per group of layers, why its device count: time saved against GPU-time spent "

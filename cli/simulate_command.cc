@@ -170,12 +170,15 @@ int RunSimulate(const SimulateFlags& flags) {
     if (!device.ok()) return Fail(device.status(), kExitUsage);
     analytical = planner::MakeAnalyticalProfile(*device);
   }
-  StatusOr<planner::Cluster> cluster = LoadCluster(flags.cluster, flags.device, flags.gpus);
-  if (!cluster.ok()) return Fail(cluster.status(), ExitCodeFor(cluster.status()));
-
   StatusOr<TimedModel> fg = LoadTimedModel(flags.fg_model, flags.profile_path, analytical.get(),
                                            flags.allow_extrapolation);
   if (!fg.ok()) return Fail(fg.status(), ExitCodeFor(fg.status()));
+  // Without --cluster, the preset of the FG profile file's device, else of --device.
+  const std::string profile_device = fg->table ? fg->table->data().device : "";
+  StatusOr<planner::Cluster> cluster = LoadCluster(
+      flags.cluster, profile_device.empty() ? flags.device : profile_device, flags.gpus);
+  if (!cluster.ok()) return Fail(cluster.status(), ExitCodeFor(cluster.status()));
+  WarnOnProfileClusterMismatch(profile_device, *cluster, std::cerr);
   // The BG model: the FG model (and its profile) unless another is named; another model is
   // timed by --bg-profile, else by the analytical device.
   const std::string bg_name = flags.bg_model.empty() ? flags.fg_model : flags.bg_model;
@@ -242,8 +245,9 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
                        "Analytical device model (a100, h100, v100, cpu); with --profile it times "
                        "the layers the file lacks");
   simulate->add_option("--cluster", flags->cluster,
-                       "Cluster preset or cluster JSON file (default: dgx-a100; dgx-h100 for "
-                       "--device h100, cpu-G for --device cpu)");
+                       "Cluster preset or cluster JSON file (default: by the FG profile file's "
+                       "device, else --device's: dgx-a100; dgx-h100 for h100, cpu-G for cpu); a "
+                       "profile of other devices than the cluster's is warned about");
   simulate->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                      "Extrapolate profile files beyond their measured batches");
   simulate

@@ -92,6 +92,35 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
   CHECK(impossible.exit_code == 3);
 }
 
+TEST_CASE("a measured profile plans on a cluster of its own devices, and another is warned about",
+          "[cli]") {
+  // A CPU-measured profile without layers: every layer falls back to the analytical a100 model,
+  // but the links must still be the profile's devices' (cpu-G), not the default dgx-a100's.
+  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-profile-XXXXXX";
+  std::string pattern = dir;
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string profile = pattern + "/cpu.json";
+  std::ofstream(profile) << R"({"format":"deepool.profile","version":1,"device":"cpu",)"
+                         << R"("model":"small_cnn","layers":[]})";
+  const std::string base = "plan --model small_cnn --global-batch 32 --gpus 4 --profile " +
+                           profile + " --fallback-device a100";
+  const CommandOutput by_default = RunDeepool(base + " --json 2>&1");
+  const CommandOutput on_cpu = RunDeepool(base + " --cluster cpu-4 --json 2>&1");
+  REQUIRE(by_default.exit_code == 0);
+  CHECK(by_default.out == on_cpu.out);
+  CHECK(by_default.out.find("warning") == std::string::npos);
+  const CommandOutput on_a100 = RunDeepool(base + " --cluster dgx-a100 2>&1");
+  REQUIRE(on_a100.exit_code == 0);
+  CHECK_THAT(on_a100.out, Catch::Contains("warning: the profile was measured on cpu devices but "
+                                          "cluster dgx-a100 has a100 devices"));
+  const CommandOutput simulated = RunDeepool(
+      "simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 "
+      "--profile " +
+      profile + " --cluster dgx-a100 --json 2>&1 >/dev/null");
+  CHECK_THAT(simulated.out, Catch::Contains("measured on cpu devices"));
+  std::filesystem::remove_all(pattern);
+}
+
 TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
   auto simulated =
       RunDeepool("simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 --json");
