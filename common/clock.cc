@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <time.h>
+
 namespace deepool {
 
 Clock::TimePoint SystemClock::Now() const {
@@ -14,6 +16,19 @@ int64_t SystemClock::WallMillis() const {
 
 SystemClock* SystemClock::Get() {
   static SystemClock clock;
+  return &clock;
+}
+
+Clock::TimePoint ThreadCpuClock::Now() const {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return TimePoint(std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec));
+}
+
+int64_t ThreadCpuClock::WallMillis() const { return SystemClock::Get()->WallMillis(); }
+
+ThreadCpuClock* ThreadCpuClock::Get() {
+  static ThreadCpuClock clock;
   return &clock;
 }
 

@@ -27,6 +27,16 @@ class SystemClock final : public Clock {
   static SystemClock* Get();
 };
 
+// The calling thread's CPU time (Linux CLOCK_THREAD_CPUTIME_ID): how long it computed, not how
+// long it was runnable or held back. Readings are per thread: compare only those taken on the
+// same thread. WallMillis is the system's.
+class ThreadCpuClock final : public Clock {
+ public:
+  TimePoint Now() const override;
+  int64_t WallMillis() const override;
+  static ThreadCpuClock* Get();
+};
+
 // A clock that moves only when told to. Safe to share between threads.
 class FakeClock final : public Clock {
  public:

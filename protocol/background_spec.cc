@@ -39,7 +39,12 @@ Status ReadSharing(const json& doc, SharingOptions* sharing) {
   }
   RETURN_IF_ERROR(ReadOptionalField(object, "priority_streams", where, &sharing->priority_streams));
   RETURN_IF_ERROR(ReadOptionalField(object, "cuda_graphs", where, &sharing->cuda_graphs));
-  return ReadOptionalField(object, "idle_thread_priority", where, &sharing->idle_thread_priority);
+  RETURN_IF_ERROR(
+      ReadOptionalField(object, "idle_thread_priority", where, &sharing->idle_thread_priority));
+  RETURN_IF_ERROR(ReadOptionalField(object, "max_fg_wait_ms", where, &sharing->max_fg_wait_ms));
+  RETURN_IF_ERROR(
+      ReadOptionalField(object, "unit_bound_fraction", where, &sharing->unit_bound_fraction));
+  return ReadOptionalField(object, "split_units", where, &sharing->split_units);
 }
 
 Status ReadCheckpoints(const json& doc, std::optional<PeriodicCheckpoints>* checkpoints) {
@@ -67,7 +72,10 @@ json WriteBackground(const BackgroundSpec& spec, json graph) {
   doc["data"] = DataToJson(spec.data);
   json sharing{{"priority_streams", spec.sharing.priority_streams},
                {"cuda_graphs", spec.sharing.cuda_graphs},
-               {"idle_thread_priority", spec.sharing.idle_thread_priority}};
+               {"idle_thread_priority", spec.sharing.idle_thread_priority},
+               {"max_fg_wait_ms", spec.sharing.max_fg_wait_ms},
+               {"unit_bound_fraction", spec.sharing.unit_bound_fraction},
+               {"split_units", spec.sharing.split_units}};
   if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
   doc["sharing"] = sharing;
   if (!spec.ranks.empty()) doc["ranks"] = spec.ranks;
@@ -98,6 +106,13 @@ Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
   if (spec.iterations < 0) return InvalidArgumentError("background.iterations must be >= 0");
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer).WithContext("background"));
   RETURN_IF_ERROR(ValidateDataSpec(spec.data).WithContext("background"));
+  // Written so that NaN fails too.
+  if (!(spec.sharing.max_fg_wait_ms > 0 && spec.sharing.max_fg_wait_ms <= 60'000)) {
+    return InvalidArgumentError("background.sharing.max_fg_wait_ms must be in (0, 60000]");
+  }
+  if (!(spec.sharing.unit_bound_fraction > 0 && spec.sharing.unit_bound_fraction <= 1)) {
+    return InvalidArgumentError("background.sharing.unit_bound_fraction must be in (0, 1]");
+  }
   if (spec.checkpoints) {
     RETURN_IF_ERROR(ValidatePeriodicCheckpoints(*spec.checkpoints, "background.checkpoint."));
   }

@@ -3,7 +3,8 @@
 //   "background": {"job_id":"bg-1","graph":{graph doc},"batch_size":B,"iterations":K,"seed":S,
 //                  "optimizer":{...},"data":{...},"ranks":[R,...],
 //                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
-//                             "cuda_graphs":true,"idle_thread_priority":true},
+//                             "cuda_graphs":true,"idle_thread_priority":true,
+//                             "max_fg_wait_ms":2,"unit_bound_fraction":0.25,"split_units":true},
 //                  "checkpoint":{"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}}
 // iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
 // the FG rank it is attached to; with "checkpoint" it keeps periodic checkpoints in the format
@@ -42,9 +43,20 @@ struct SharingOptions {
   // The BG thread runs under the OS's idle scheduling class (Linux SCHED_IDLE): every other
   // thread of the FG rank, the communication library's included, preempts it at once.
   bool idle_thread_priority = true;
+  // idle_only: the longest an FG rank whose wait ended waits for the BG unit in progress; past
+  // it the FG rank computes beside the unit (which the OS then preempts under SCHED_IDLE).
+  double max_fg_wait_ms = 2;
+  // idle_only: BG units are kept no longer than this share of the FG rank's typical idle gap
+  // (DeviceGate::UnitBoundMs) by splitting the BG batch into micro-batches ...
+  double unit_bound_fraction = 0.25;
+  // ... when this is true and the model has no batch norm (splitting a batch-norm model would
+  // change its statistics, so such a model keeps whole units and relies on max_fg_wait_ms).
+  bool split_units = true;
   bool operator==(const SharingOptions& o) const {
     return mode == o.mode && priority_streams == o.priority_streams &&
-           cuda_graphs == o.cuda_graphs && idle_thread_priority == o.idle_thread_priority;
+           cuda_graphs == o.cuda_graphs && idle_thread_priority == o.idle_thread_priority &&
+           max_fg_wait_ms == o.max_fg_wait_ms && unit_bound_fraction == o.unit_bound_fraction &&
+           split_units == o.split_units;
   }
   // The mode to use on a device: the explicit one, else idle_only on CPU, concurrent on CUDA.
   SharingMode ModeFor(bool cuda) const {

@@ -2,19 +2,24 @@
 //
 // Two FG rank processes (forked; Gloo over loopback; one intra-op thread each; rank r pinned to
 // core r, so a core plays a device) train small_cnn under a burst plan whose residual block and
-// head run on rank 0 alone: rank 1 waits through them every iteration. A BG job (small_cnn, its
-// own batch) shares rank 1's core. Configurations:
+// head run on rank 0 alone: rank 1 waits through them every iteration. A BG job (--bg-model, its
+// own batch) shares rank 1's core, or every rank's core (a copy per rank, as a BG job without
+// "ranks" runs). Configurations:
 //   fg_alone            FG only
-//   fg+bg idle_only     BG units only while rank 1 waits (the CPU path of the multiplexer),
-//                       the BG thread under SCHED_IDLE (default) or at normal priority
+//   fg+bg idle_only     BG units only while the FG rank waits (the CPU path of the
+//                       multiplexer), the BG thread under SCHED_IDLE (default) or at normal
+//                       priority; with the wait limits (timeout, units split to the bound from
+//                       the FG rank's gaps: the default) or without them
 //   fg+bg concurrent    BG thread free-running next to FG, under SCHED_IDLE or at normal
 //                       priority (naive collocation)
 //   bg_alone            the BG job alone on one pinned core
-// Reported: FG iteration time (mean over measured iterations of the slowest rank), its ratio to
-// fg_alone, BG samples/s during the FG measurement and its ratio to bg_alone, and gate counters.
+// Reported: FG iteration time (mean over measured iterations of the slowest rank: the critical
+// path), its ratio to fg_alone and the delay per iteration (both as the median over rounds of the
+// round's own difference to fg_alone), BG samples/s during the FG measurement (summed over the
+// ranks that run it) and its ratio to bg_alone, and gate counters of the most delayed rank.
 // Configurations run round-robin `rounds` times; each row is the median round by FG time.
 //   build-*/bin/deepool-bench-multiplex [fg_iterations=40] [fg_batch=64] [bg_batch=8]
-//                                       [image_size=32] [rounds=5]
+//                                       [image_size=32] [rounds=5] [--bg-model small_cnn]
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +51,7 @@ namespace {
 constexpr int kWarmup = 5;
 
 struct Config {
+  std::string bg_model = "small_cnn";
   int iterations = 40;
   int64_t fg_batch = 64;
   int64_t bg_batch = 8;
@@ -58,8 +64,18 @@ struct RankResult {
   double bg_samples_per_s = 0;
   double bg_busy_share = 0;  // BG busy / window over measured iterations
   double fg_wait_share = 0;
-  int64_t idle_periods = 0, bg_units = 0, delayed_resumes = 0;
+  int64_t idle_periods = 0, bg_units = 0, delayed_resumes = 0, wait_timeouts = 0;
   double overrun_ms_per_iteration = 0;
+  int64_t micro_batches = 1;  // the BG job's split at the end
+  double longest_unit_ms = 0, unit_bound_ms = 0;
+};
+
+// Where the BG job runs and how it shares.
+struct Sharing {
+  dw::SharingMode mode = dw::SharingMode::kIdleOnly;
+  bool idle_priority = true;
+  bool all_ranks = false;  // a copy on every rank's core; else rank 1's only
+  bool limits = true;      // the timeout and the unit bound (the run spec's defaults)
 };
 
 void Die(const std::string& what) {
@@ -74,11 +90,11 @@ void PinToCore(int core) {
   sched_setaffinity(0, sizeof(set), &set);  // the whole process (threads inherit it)
 }
 
-dp::Graph Model(const Config& config) {
+dp::Graph Model(const Config& config, const std::string& name = "small_cnn") {
   dp::zoo::ModelOptions options;
   options.num_classes = 10;
   options.image_size = config.image_size;
-  auto graph = dp::zoo::BuildModel("small_cnn", options);
+  auto graph = dp::zoo::BuildModel(name, options);
   if (!graph.ok()) Die(graph.status().ToString());
   return std::move(graph).value();
 }
@@ -104,7 +120,7 @@ dp::Plan BurstPlan(const dp::Graph& graph, int64_t global_batch) {
 dw::BackgroundSpec BgSpec(const Config& config) {
   dw::BackgroundSpec spec;
   spec.job_id = "bg";
-  spec.graph = std::make_shared<const dp::Graph>(Model(config));
+  spec.graph = std::make_shared<const dp::Graph>(Model(config, config.bg_model));
   spec.batch_size = config.bg_batch;
   spec.seed = 7;
   spec.optimizer.lr = 0.02;
@@ -114,8 +130,8 @@ dw::BackgroundSpec BgSpec(const Config& config) {
 }
 
 // One FG rank (optionally with a BG job on its core); writes its result to `result_fd`.
-void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mode,
-              bool idle_priority, int port_read, int port_write, int result_fd) {
+void RankMain(const Config& config, int rank, std::optional<Sharing> sharing, int port_read,
+              int port_write, int result_fd) {
   PinToCore(rank);
   torch::set_num_threads(1);
   dp::Graph graph = Model(config);
@@ -140,17 +156,23 @@ void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mod
   std::unique_ptr<dw::DeviceGate> gate;
   std::unique_ptr<dw::BackgroundTrainer> trainer;
   std::unique_ptr<dw::BackgroundRunner> runner;
-  if (mode && rank == 1) {
-    gate = std::make_unique<dw::DeviceGate>(*mode, clock);
+  if (sharing && (rank == 1 || sharing->all_ranks)) {
+    const dw::GateLimits limits =
+        sharing->limits ? dw::GateLimits::From(dw::SharingOptions{}) : dw::GateLimits{};
+    gate = std::make_unique<dw::DeviceGate>(sharing->mode, clock, false, limits);
     auto made = dw::BackgroundTrainer::Create(BgSpec(config), torch::kCPU);
     if (!made.ok()) Die(made.status().ToString());
     trainer = std::move(made).value();
     comm = std::make_unique<dw::SharingCommunicator>(std::move(comm), gate.get());
+    const bool idle_priority = sharing->idle_priority;
     runner = std::make_unique<dw::BackgroundRunner>(
         trainer.get(), gate.get(), clock, 0, [idle_priority]() -> std::shared_ptr<void> {
           if (idle_priority && !dw::DemoteCurrentThreadToIdle().ok()) Die("SCHED_IDLE refused");
           return nullptr;
         });
+    // As the worker wires a CPU device's BG job (multiplex_attach.cc).
+    if (sharing->limits && dw::SharingOptions{}.split_units) runner->KeepUnitsUnderBound();
+    runner->TimeUnitsWith(deepool::ThreadCpuClock::Get());
   }
   auto data = dw::MakeDataSource(dw::DataSpec{"synthetic", 1, ""}, graph, plan.global_batch);
   if (!data.ok()) Die(data.status().ToString());
@@ -196,6 +218,11 @@ void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mod
     result.idle_periods = counters.fg_idle_periods;
     result.bg_units = counters.bg_units;
     result.delayed_resumes = counters.fg_resumes_delayed;
+    result.wait_timeouts = counters.fg_wait_timeouts;
+    dw::BackgroundProgress progress = runner->progress();
+    result.micro_batches = progress.micro_batches;
+    result.longest_unit_ms = progress.longest_unit_ms;
+    result.unit_bound_ms = progress.unit_bound_ms;
     result.bg_busy_share = bg_busy_ms / window_ms;
     result.fg_wait_share = fg_wait_ms / window_ms;
     result.overrun_ms_per_iteration = overrun_ms / config.iterations;
@@ -205,8 +232,7 @@ void RankMain(const Config& config, int rank, std::optional<dw::SharingMode> mod
 }
 
 // Runs both FG ranks in forked processes; returns their results.
-std::vector<RankResult> RunFg(const Config& config, std::optional<dw::SharingMode> mode,
-                              bool idle_priority = true) {
+std::vector<RankResult> RunFg(const Config& config, std::optional<Sharing> sharing) {
   int port_pipe[2], result_pipe[2][2];
   if (pipe(port_pipe) != 0 || pipe(result_pipe[0]) != 0 || pipe(result_pipe[1]) != 0) Die("pipe");
   std::vector<pid_t> children;
@@ -214,8 +240,7 @@ std::vector<RankResult> RunFg(const Config& config, std::optional<dw::SharingMod
     pid_t pid = fork();
     if (pid < 0) Die("fork");
     if (pid == 0) {
-      RankMain(config, rank, mode, idle_priority, port_pipe[0], port_pipe[1],
-               result_pipe[rank][1]);
+      RankMain(config, rank, sharing, port_pipe[0], port_pipe[1], result_pipe[rank][1]);
     }
     children.push_back(pid);
   }
@@ -268,8 +293,9 @@ double RunBgAlone(const Config& config, double seconds) {
 int main(int argc, char** argv) {
   Config config;
   CLI::App app{
-      "A BG job sharing a CPU core with a burst-parallel FG rank: FG alone, FG+BG "
-      "idle_only and concurrent (SCHED_IDLE or normal priority), BG alone"};
+      "A BG job sharing CPU cores with a burst-parallel FG job of 2 ranks: FG alone; FG+BG "
+      "idle_only (with and without the wait limits) and concurrent (SCHED_IDLE or normal "
+      "priority), BG on rank 1 or on every rank; BG alone"};
   app.add_option("iterations", config.iterations, "measured FG iterations")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -285,37 +311,61 @@ int main(int argc, char** argv) {
   app.add_option("rounds", config.rounds, "rounds of every configuration (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--bg-model", config.bg_model,
+                 "the BG job's model (a zoo name; e.g. vgg16, whose long conv units the wait "
+                 "limits split)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  std::printf("small_cnn %lldx%lld: FG global batch %lld over 2 CPU ranks (burst plan), "
-              "BG batch %lld on rank 1's core; %d measured iterations after %d warm-up\n",
-              static_cast<long long>(config.image_size), static_cast<long long>(config.image_size),
-              static_cast<long long>(config.fg_batch), static_cast<long long>(config.bg_batch),
-              config.iterations, kWarmup);
+  std::printf(
+      "FG small_cnn %lldx%lld, global batch %lld over 2 CPU ranks (burst plan); BG %s "
+      "batch %lld; %d measured iterations after %d warm-up\n",
+      static_cast<long long>(config.image_size), static_cast<long long>(config.image_size),
+      static_cast<long long>(config.fg_batch), config.bg_model.c_str(),
+      static_cast<long long>(config.bg_batch), config.iterations, kWarmup);
   // The machine is shared: configurations run round-robin, `rounds` times, and each is
   // summarised by its median round (by FG iteration time).
   struct Variant {
     const char* name;
-    std::optional<dw::SharingMode> mode;
-    bool idle_priority;
+    std::optional<Sharing> sharing;
     std::vector<std::vector<RankResult>> rounds;
   };
+  using Mode = dw::SharingMode;
   std::vector<Variant> variants{
-      {"fg_alone", std::nullopt, false, {}},
-      {"fg+bg idle_only, BG thread SCHED_IDLE (default)", dw::SharingMode::kIdleOnly, true, {}},
-      {"fg+bg idle_only, BG thread normal priority", dw::SharingMode::kIdleOnly, false, {}},
-      {"fg+bg concurrent, BG thread SCHED_IDLE", dw::SharingMode::kConcurrent, true, {}},
-      {"fg+bg concurrent, normal priority (naive)", dw::SharingMode::kConcurrent, false, {}},
+      {"fg_alone", std::nullopt, {}},
+      {"rank 1: idle_only, SCHED_IDLE, wait limits (default)",
+       Sharing{Mode::kIdleOnly, true, false, true},
+       {}},
+      {"rank 1: idle_only, SCHED_IDLE, no wait limits",
+       Sharing{Mode::kIdleOnly, true, false, false},
+       {}},
+      {"rank 1: idle_only, normal priority", Sharing{Mode::kIdleOnly, false, false, true}, {}},
+      {"rank 1: concurrent, SCHED_IDLE", Sharing{Mode::kConcurrent, true, false, true}, {}},
+      {"rank 1: concurrent, normal priority (naive)",
+       Sharing{Mode::kConcurrent, false, false, true},
+       {}},
+      {"every rank: idle_only, SCHED_IDLE, wait limits (default)",
+       Sharing{Mode::kIdleOnly, true, true, true},
+       {}},
+      {"every rank: idle_only, SCHED_IDLE, no wait limits",
+       Sharing{Mode::kIdleOnly, true, true, false},
+       {}},
+      {"every rank: concurrent, normal priority (naive)",
+       Sharing{Mode::kConcurrent, false, true, true},
+       {}},
   };
   std::vector<double> bg_alone_rounds;
   for (int round = 0; round < config.rounds; ++round) {
-    for (Variant& variant : variants) {
-      variant.rounds.push_back(RunFg(config, variant.mode, variant.idle_priority));
-    }
+    for (Variant& variant : variants) variant.rounds.push_back(RunFg(config, variant.sharing));
     bg_alone_rounds.push_back(RunBgAlone(config, 3.0));
     std::fprintf(stderr, "round %d of %d done\n", round + 1, config.rounds);
   }
+  // The FG critical path: the slower rank's iteration.
   auto fg_ms = [](const std::vector<RankResult>& r) {
     return std::max(r[0].iteration_ms, r[1].iteration_ms);
+  };
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
   };
   auto median_round = [&](Variant& variant) -> const std::vector<RankResult>& {
     std::vector<size_t> order(variant.rounds.size());
@@ -325,47 +375,58 @@ int main(int argc, char** argv) {
     });
     return variant.rounds[order[order.size() / 2]];
   };
-  std::sort(bg_alone_rounds.begin(), bg_alone_rounds.end());
-  double bg_alone = bg_alone_rounds[bg_alone_rounds.size() / 2];
-  double fg_alone_ms = fg_ms(median_round(variants[0]));
+  const double bg_alone = median(bg_alone_rounds);
 
-  std::printf("\n| configuration | FG iteration ms | FG vs alone | BG samples/s | BG vs alone |"
-              " rank 1 waiting | BG busy | FG resumes delayed by BG | overrun ms/iter |"
-              " FG ms, all rounds | FG vs alone, median of per-round ratios |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| configuration | FG iteration ms | FG vs alone | FG delay ms/iter | BG samples/s |"
+      " BG vs alone | FG waiting | BG busy | FG resumes delayed by BG | timeouts |"
+      " overrun ms/iter | BG micro-batches (longest unit / bound ms) | FG ms, all rounds |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (Variant& variant : variants) {
     const auto& results = median_round(variant);
-    double ms = fg_ms(results);
+    const double ms = fg_ms(results);
     std::string all;
     for (const auto& round : variant.rounds) {
       char buffer[32];
       std::snprintf(buffer, sizeof(buffer), "%s%.1f", all.empty() ? "" : " ", fg_ms(round));
       all += buffer;
     }
-    // Each round's ratio to fg_alone of the same round: robust to load drifting between rounds.
-    std::vector<double> paired;
+    // Each round against fg_alone of the same round: robust to load drifting between rounds.
+    std::vector<double> ratios, delays;
     for (size_t i = 0; i < variant.rounds.size(); ++i) {
-      paired.push_back(fg_ms(variant.rounds[i]) / fg_ms(variants[0].rounds[i]));
+      const double alone = fg_ms(variants[0].rounds[i]);
+      ratios.push_back(fg_ms(variant.rounds[i]) / alone);
+      delays.push_back(fg_ms(variant.rounds[i]) - alone);
     }
-    std::sort(paired.begin(), paired.end());
-    double paired_median = paired[paired.size() / 2];
-    if (!variant.mode) {
-      std::printf("| %s | %.2f | 1.00 | - | - | - | - | - | - | %s | 1.00 |\n", variant.name, ms,
-                  all.c_str());
+    if (!variant.sharing) {
+      std::printf("| %s | %.2f | 1.00 | 0 | - | - | - | - | - | - | - | - | %s |\n", variant.name,
+                  ms, all.c_str());
       continue;
     }
-    const RankResult& r1 = results[1];
-    std::printf("| %s | %.2f | %.3f | %.1f | %.2f | %.0f%% | %.0f%% | %lld of %lld idle periods |"
-                " %.2f | %s | %.3f |\n",
-                variant.name, ms, ms / fg_alone_ms, r1.bg_samples_per_s,
-                r1.bg_samples_per_s / bg_alone, 100 * r1.fg_wait_share, 100 * r1.bg_busy_share,
-                static_cast<long long>(r1.delayed_resumes),
-                static_cast<long long>(r1.idle_periods), r1.overrun_ms_per_iteration,
-                all.c_str(), paired_median);
+    // BG throughput over the ranks that run it; gate figures of the rank waiting most for BG.
+    double samples = 0;
+    const RankResult* worst = nullptr;
+    for (int rank = 0; rank < 2; ++rank) {
+      if (!variant.sharing->all_ranks && rank != 1) continue;
+      const RankResult& r = results[static_cast<size_t>(rank)];
+      samples += r.bg_samples_per_s;
+      if (!worst || r.overrun_ms_per_iteration > worst->overrun_ms_per_iteration) worst = &r;
+    }
+    std::printf(
+        "| %s | %.2f | %.3f | %.2f | %.1f | %.2f | %.0f%% | %.0f%% | %lld of %lld |"
+        " %lld | %.2f | %lld (%.2f / %.2f) | %s |\n",
+        variant.name, ms, median(ratios), median(delays), samples, samples / bg_alone,
+        100 * worst->fg_wait_share, 100 * worst->bg_busy_share,
+        static_cast<long long>(worst->delayed_resumes), static_cast<long long>(worst->idle_periods),
+        static_cast<long long>(worst->wait_timeouts), worst->overrun_ms_per_iteration,
+        static_cast<long long>(worst->micro_batches), worst->longest_unit_ms, worst->unit_bound_ms,
+        all.c_str());
   }
   std::string all;
   for (double rate : bg_alone_rounds) all += (all.empty() ? "" : " ") + std::to_string(int(rate));
-  std::printf("| bg_alone (samples/s, sorted rounds: %s) | - | - | %.1f | 1.00 | - | - | - | - | - | - |\n",
-              all.c_str(), bg_alone);
+  std::printf(
+      "| bg_alone (samples/s, rounds: %s) | - | - | - | %.1f | 1.00 | - | - | - | - | - | - | - "
+      "|\n",
+      all.c_str(), bg_alone);
   return 0;
 }

@@ -92,6 +92,15 @@ fs::path Interrupted(const fs::path& dir) {
   return checkpoints;
 }
 
+TEST_CASE("a checkpointing BG stepper passes micro-batch requests to its trainer", "[multiplex]") {
+  auto stepper = MakeBackgroundStepper(Spec(TempDir()), torch::kCPU, nullptr, SystemClock::Get());
+  REQUIRE(stepper.ok());
+  // The trainer's answer (small_cnn has batch norm), not the default "runs whole batches".
+  REQUIRE((*stepper)->SetMicroBatches(2).code() == StatusCode::kFailedPrecondition);
+  REQUIRE((*stepper)->SetMicroBatches(1).ok());
+  REQUIRE((*stepper)->micro_batches() == 1);
+}
+
 TEST_CASE("a BG job built again resumes from its checkpoint and ends bit-identical",
           "[multiplex][checkpoint]") {
   const fs::path dir = TempDir();

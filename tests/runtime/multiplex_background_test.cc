@@ -91,6 +91,9 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
   spec.sharing.mode = SharingMode::kConcurrent;
   spec.sharing.cuda_graphs = false;
   spec.sharing.idle_thread_priority = false;
+  spec.sharing.max_fg_wait_ms = 7.5;
+  spec.sharing.unit_bound_fraction = 0.5;
+  spec.sharing.split_units = false;
   spec.ranks = {1, 3};
   spec.checkpoints = PeriodicCheckpoints{"/ckpt/bg", 10, 3, 60};
   auto parsed = ParseBackgroundJson(BackgroundToJson(spec));
@@ -134,6 +137,12 @@ TEST_CASE("background field: JSON round trip and errors naming the field", "[mul
                Catch::Contains("background.sharing.cuda_graphs"));
   REQUIRE_THAT(error([](auto& d) { d["sharing"]["idle_thread_priority"] = 1; }),
                Catch::Contains("background.sharing.idle_thread_priority"));
+  REQUIRE_THAT(error([](auto& d) { d["sharing"]["max_fg_wait_ms"] = 0; }),
+               Catch::Contains("background.sharing.max_fg_wait_ms must be in (0, 60000]"));
+  REQUIRE_THAT(error([](auto& d) { d["sharing"]["unit_bound_fraction"] = 1.5; }),
+               Catch::Contains("background.sharing.unit_bound_fraction must be in (0, 1]"));
+  REQUIRE_THAT(error([](auto& d) { d["sharing"]["split_units"] = "no"; }),
+               Catch::Contains("background.sharing.split_units"));
   REQUIRE_THAT(error([](auto& d) { d["ranks"] = {1, -2}; }), Catch::Contains("background.ranks"));
   REQUIRE_THAT(error([](auto& d) { d["checkpoint"]["keep"] = 0; }),
                Catch::Contains("background.checkpoint.keep must be >= 1"));

@@ -1,6 +1,7 @@
 // A BG job sharing rank 1's device with a burst-parallel FG executor over the fake network:
-// BG never runs while the FG rank has work ready (event log), FG results are bit-identical with
-// and without BG, and BG progresses in the FG rank's idle time.
+// BG never runs while the FG rank has work ready (by the gate's event log, and by the executor's
+// own timestamps of its waits), FG results are bit-identical with and without BG, and BG
+// progresses in the FG rank's idle time.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -34,6 +35,8 @@ BackgroundSpec BgSpec() {
   spec.seed = 3;
   spec.optimizer.lr = 0.05;
   spec.data = DataSpec{"synthetic", 9, ""};
+  // These tests check strict exclusion: no timeout lets the FG rank compute beside a unit.
+  spec.sharing.max_fg_wait_ms = 60'000;
   return spec;
 }
 
@@ -50,6 +53,7 @@ planner::Plan BurstPlan(const planner::Graph& graph) {
 
 struct SharedRun {
   std::vector<RankRun> ranks;
+  std::vector<TimelineSpan> rank1_spans;  // with record_spans: the executor's and BG's on rank 1
   std::vector<GateEventKind> events;
   GateCounters counters;
   BackgroundProgress bg;
@@ -58,7 +62,8 @@ struct SharedRun {
 
 // Trains the FG plan for `iterations`; with a BG job on rank 1's device when `mode` is given.
 SharedRun Run(const planner::Graph& graph, const planner::Plan& plan, int iterations,
-              std::optional<SharingMode> mode) {
+              std::optional<SharingMode> mode, bool record_spans = false,
+              BackgroundSpec bg = BgSpec()) {
   OptimizerSpec optimizer;
   optimizer.lr = 0.05;
   optimizer.momentum = 0.9;
@@ -68,18 +73,33 @@ SharedRun Run(const planner::Graph& graph, const planner::Plan& plan, int iterat
     run.ranks = testing::RunRanks(graph, plan, iterations, optimizer, 21, 4, comms);
     return run;
   }
-  BackgroundSpec bg = BgSpec();
   bg.sharing.mode = *mode;
   std::unique_ptr<DeviceSharing> sharing;
+  // Rank 1's recorder, on for every iteration; origin 0 keeps microsecond timestamps exact.
+  SpanRecorder spans(SystemClock::Get(), 0);
+  testing::RankOptions rank_options;
+  if (record_spans) {
+    protocol::TraceCommand all;
+    all.request_id = 1;
+    all.first_iteration = 0;
+    all.iterations = iterations;
+    spans.Request(all);
+    rank_options.spans = {nullptr, &spans};
+  }
   auto shared_comms = [&](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
     ASSIGN_OR_RETURN(auto comm, comms(rank));
     if (rank != 1) return comm;
     ASSIGN_OR_RETURN(sharing, DeviceSharing::Attach(bg, torch::kCPU, &comm, SystemClock::Get(),
                                                     /*record_events=*/true));
+    if (record_spans) sharing->TraceUnits(&spans);
     sharing->Start();
     return comm;
   };
-  run.ranks = testing::RunRanks(graph, plan, iterations, optimizer, 21, 4, shared_comms);
+  run.ranks =
+      testing::RunRanks(graph, plan, iterations, optimizer, 21, 4, shared_comms, rank_options);
+  for (const auto& event : run.ranks[1].traces) {
+    run.rank1_spans.insert(run.rank1_spans.end(), event.spans.begin(), event.spans.end());
+  }
   REQUIRE(sharing);
   // Finish (the BG thread stopped) before decorating: once the FG rank is done the BG job runs
   // on freely, and a line decorated before Finish could miss its last iteration.
@@ -122,6 +142,59 @@ TEST_CASE("idle-only sharing: BG never runs while the FG rank has work, FG is bi
     REQUIRE(line[field].is_number());
   }
   REQUIRE(line["bg_iterations"] == shared.bg.iterations);
+}
+
+// The first BG unit that does not lie within one of the executor's wait spans, by the executor's
+// clock: it started while the FG rank was computing or had work ready, or the FG rank went on
+// computing before it ended. Empty when there is none. (Work spans may enclose waits, e.g. a batch
+// norm all-reduce and its wait, so only the waits say when the FG rank was idle.)
+std::string FirstBgUnitOutsideFgIdle(const std::vector<TimelineSpan>& spans) {
+  std::vector<const TimelineSpan*> waits;
+  for (const TimelineSpan& span : spans) {
+    if (span.kind == SpanKind::kWait) waits.push_back(&span);
+  }
+  const auto end = [](const TimelineSpan& s) { return s.start_us + s.duration_us; };
+  for (const TimelineSpan& unit : spans) {
+    if (unit.kind != SpanKind::kBackground) continue;
+    const bool within = std::any_of(waits.begin(), waits.end(), [&](const TimelineSpan* w) {
+      return w->start_us <= unit.start_us && end(unit) <= end(*w);
+    });
+    if (!within) {
+      return "a BG unit [" + std::to_string(unit.start_us) + ", " + std::to_string(end(unit)) +
+             "] us lies outside every wait of the FG rank";
+    }
+  }
+  return "";
+}
+
+TEST_CASE("idle-only sharing: by the executor's own timestamps, BG runs only while FG waits",
+          "[multiplex]") {
+  planner::Graph graph = Model("small_cnn");
+  // A BG thread at normal priority, so that it runs whenever the gate lets it even on a loaded
+  // machine (under SCHED_IDLE, other tests' threads can starve it of every unit).
+  BackgroundSpec bg = BgSpec();
+  bg.sharing.idle_thread_priority = false;
+  SharedRun shared = Run(graph, BurstPlan(graph), 4, SharingMode::kIdleOnly, true, bg);
+  REQUIRE(shared.ranks[1].status.ok());
+  int units = 0, waits = 0, work = 0;
+  for (const TimelineSpan& span : shared.rank1_spans) {
+    units += span.kind == SpanKind::kBackground;
+    waits += span.kind == SpanKind::kWait;
+    work += span.kind == SpanKind::kForward || span.kind == SpanKind::kBackward;
+  }
+  INFO(units << " BG units, " << waits << " FG waits, " << work << " FG forward/backward spans");
+  REQUIRE(units >= 3);
+  REQUIRE(waits >= 8);
+  REQUIRE(work >= 8);
+  REQUIRE(shared.counters.fg_wait_timeouts == 0);
+  const std::string violation = FirstBgUnitOutsideFgIdle(shared.rank1_spans);
+  INFO(violation);
+  REQUIRE(violation.empty());
+
+  // The check can fail: the same kind of trace from a concurrent gate breaks it.
+  SharedRun free = Run(graph, BurstPlan(graph), 4, SharingMode::kConcurrent, true, bg);
+  REQUIRE(free.ranks[1].status.ok());
+  REQUIRE_FALSE(FirstBgUnitOutsideFgIdle(free.rank1_spans).empty());
 }
 
 TEST_CASE("BG makes progress in the FG rank's idle time and its loss falls", "[multiplex]") {

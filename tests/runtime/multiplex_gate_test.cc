@@ -1,9 +1,11 @@
-// The device gate: FG/BG exclusion on the idle-only path, accounting with a fake clock, and the
-// event-log checker (which must reject logs of a concurrent gate).
+// The device gate: FG/BG exclusion on the idle-only path, accounting with a fake clock, the
+// limits on the FG rank's wait (timeout, unit bound from its idle gaps), and the event-log checker
+// (which must reject logs of a concurrent gate).
 #include "worker/runtime/multiplex_gate.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <future>
 #include <thread>
 
 #include "common/clock.h"
@@ -63,6 +65,106 @@ TEST_CASE("idle-only gate: a returning FG rank waits for the BG unit in progress
            std::vector<K>{K::kFgIdle, K::kBgStart, K::kBgEnd, K::kFgReady, K::kFgResume}));
   REQUIRE(CheckIdleOnlyLog(events).ok());
   REQUIRE(gate.counters().bg_units_in_fg_idle == 2);
+}
+
+TEST_CASE("idle-only gate: the FG rank stops waiting for a BG unit at the timeout", "[multiplex]") {
+  FakeClock clock;
+  GateLimits limits;
+  limits.max_fg_wait_ms = 20;
+  DeviceGate gate(SharingMode::kIdleOnly, &clock, true, limits);
+  gate.FgIdleBegin();
+  REQUIRE(gate.BgBegin());
+  // The unit never ends while the FG rank waits: only the timeout lets it go (bounded here so
+  // that a gate without one fails the test instead of hanging it).
+  auto resumed = std::async(std::launch::async, [&] { gate.FgIdleEnd(); });
+  const bool timed_out = resumed.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  if (!timed_out) gate.BgEnd();  // releases the FG thread, so that the failure is reported
+  REQUIRE(timed_out);
+  GateCounters counters = gate.counters();
+  REQUIRE(counters.fg_resumes_delayed == 1);
+  REQUIRE(counters.fg_wait_timeouts == 1);
+  REQUIRE(gate.TakeWindow().fg_wait_timeouts == 1);
+  // The FG rank computes beside the unit; the next unit waits for its next idle period.
+  gate.BgEnd();
+  std::atomic<bool> started{false};
+  std::thread bg([&] {
+    if (gate.BgBegin()) {
+      started = true;
+      gate.BgEnd();
+    }
+  });
+  gate.FgIdleBegin();
+  bg.join();
+  REQUIRE(started.load());
+  gate.FgIdleEnd();
+  const std::vector<K> expected{K::kFgIdle, K::kBgStart, K::kFgReady, K::kFgTimeout, K::kBgEnd,
+                                K::kFgIdle, K::kBgStart, K::kBgEnd,   K::kFgReady,   K::kFgResume};
+  REQUIRE(gate.events() == expected);
+  REQUIRE(CheckIdleOnlyLog(gate.events()).ok());
+  // A timeout is only legitimate while a unit runs.
+  REQUIRE_FALSE(CheckIdleOnlyLog({K::kFgIdle, K::kFgReady, K::kFgTimeout}).ok());
+}
+
+TEST_CASE("idle-only gate: a returning FG rank whose unit ends in time is not timed out",
+          "[multiplex]") {
+  FakeClock clock;
+  GateLimits limits;
+  limits.max_fg_wait_ms = 60'000;
+  DeviceGate gate(SharingMode::kIdleOnly, &clock, true, limits);
+  gate.FgIdleBegin();
+  REQUIRE(gate.BgBegin());
+  std::thread fg([&] { gate.FgIdleEnd(); });
+  REQUIRE(AwaitCondition([&] { return gate.counters().fg_resumes_delayed == 1; }));
+  gate.BgEnd();
+  fg.join();
+  REQUIRE(gate.counters().fg_wait_timeouts == 0);
+  REQUIRE(gate.events().back() == K::kFgResume);
+}
+
+// Idle periods of the given lengths on the gate's fake clock, no BG unit running.
+void Gaps(DeviceGate& gate, FakeClock& clock, const std::vector<double>& gaps_ms) {
+  for (double gap : gaps_ms) {
+    gate.FgIdleBegin();
+    clock.Advance(std::chrono::microseconds(static_cast<int64_t>(gap * 1000)));
+    gate.FgIdleEnd();
+  }
+}
+
+TEST_CASE("the unit bound is a share of the FG rank's typical idle gap, weighted by length",
+          "[multiplex]") {
+  FakeClock clock;
+  GateLimits limits;
+  limits.unit_bound_fraction = 0.25;
+  DeviceGate gate(SharingMode::kIdleOnly, &clock, false, limits);
+  REQUIRE(gate.UnitBoundMs() == 0);  // no gap seen yet
+  // Ten 1 ms waits and two 10 ms gaps: 20 of the 30 ms idle lie in the long gaps, so those are
+  // typical; a plain median (1 ms) would cut the BG job's units to a tenth for nothing.
+  Gaps(gate, clock, {1, 1, 1, 1, 1, 10, 1, 1, 1, 1, 1, 10});
+  REQUIRE(gate.UnitBoundMs() == Approx(2.5));
+  // Only the last kGapHistory gaps count: after that many 2 ms gaps, the 10 ms ones are gone.
+  Gaps(gate, clock, std::vector<double>(DeviceGate::kGapHistory, 2.0));
+  REQUIRE(gate.UnitBoundMs() == Approx(0.5));
+
+  // The gap is the communication wait, not the FG rank's wait for a BG unit after it.
+  FakeClock other;
+  DeviceGate waited(SharingMode::kIdleOnly, &other, false, limits);
+  Gaps(waited, other, {2});
+  waited.FgIdleBegin();
+  REQUIRE(waited.BgBegin());
+  other.Advance(std::chrono::milliseconds(2));
+  std::thread fg([&] { waited.FgIdleEnd(); });
+  REQUIRE(AwaitCondition([&] { return waited.counters().fg_resumes_delayed == 1; }));
+  other.Advance(std::chrono::milliseconds(100));
+  waited.BgEnd();
+  fg.join();
+  REQUIRE(waited.UnitBoundMs() == Approx(0.5));  // gaps {2, 2}; counting the wait: 25.5
+
+  DeviceGate concurrent(SharingMode::kConcurrent, &other, false, limits);
+  Gaps(concurrent, other, {4, 4});
+  REQUIRE(concurrent.UnitBoundMs() == 0);  // the FG rank never waits for BG there
+  DeviceGate unbounded(SharingMode::kIdleOnly, &other, false, GateLimits{});
+  Gaps(unbounded, other, {4, 4});
+  REQUIRE(unbounded.UnitBoundMs() == 0);
 }
 
 TEST_CASE("idle-only gate: Stop releases a BG thread blocked behind a busy FG rank",

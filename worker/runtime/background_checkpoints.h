@@ -45,6 +45,8 @@ class CheckpointingStepper final : public BackgroundStepper {
   bool NextUnitNeedsFgIdle() const override { return inner_->NextUnitNeedsFgIdle(); }
   int64_t batch_size() const override { return inner_->batch_size(); }
   int64_t first_iteration() const override { return inner_->first_iteration(); }
+  Status SetMicroBatches(int64_t count) override { return inner_->SetMicroBatches(count); }
+  int64_t micro_batches() const override { return inner_->micro_batches(); }
 
   BackgroundStepper& inner() { return *inner_; }
   int64_t checkpoints_written() const { return written_; }

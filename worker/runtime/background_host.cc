@@ -41,7 +41,8 @@ StatusOr<std::unique_ptr<BackgroundHost>> BackgroundHost::Create(
   host->device_ = device;
   host->options_ = options;
   host->clock_ = clock;
-  host->gate_ = std::make_unique<DeviceGate>(options.ModeFor(device.is_cuda()), clock);
+  host->gate_ = std::make_unique<DeviceGate>(options.ModeFor(device.is_cuda()), clock,
+                                             /*record_events=*/false, GateLimits::From(options));
   if (streams) {
     host->streams_ = std::move(streams);
   } else {

@@ -19,7 +19,9 @@ BackgroundRunner::BackgroundRunner(BackgroundStepper* stepper, DeviceGate* gate,
       gate_(gate),
       clock_(clock),
       max_iterations_(max_iterations),
-      thread_init_(std::move(thread_init)) {
+      thread_init_(std::move(thread_init)),
+      unit_clock_(clock),
+      tuner_(stepper->batch_size()) {
   progress_.iterations = stepper_->first_iteration();
 }
 
@@ -56,17 +58,26 @@ void BackgroundRunner::Loop() {
     return max_iterations_ > 0 && progress_.iterations >= max_iterations_;
   };
   // A job resumed from a checkpoint of its last iteration has nothing left to do.
+  double longest_ms = 0;  // of this iteration's splittable units
   while (!reached() && gate_->BgBegin(stepper_->NextUnitNeedsFgIdle())) {
+    const Clock::TimePoint unit_start = unit_clock_->Now();
     auto unit = [&] {
       SpanScope span(spans_, SpanKind::kBackground, [&] { return unit_name_; });
       return stepper_->RunUnit();
     }();
+    const double unit_ms =
+        std::chrono::duration<double, std::milli>(unit_clock_->Now() - unit_start).count();
     gate_->BgEnd();
     if (unit.ok()) stepper_->AfterUnit();
     if (!unit.ok()) {
       status = unit.status();
       DP_LOG_ERROR("background job stopped: {}", status.ToString());
       break;
+    }
+    if (unit->splittable) longest_ms = std::max(longest_ms, unit_ms);
+    if (unit->iteration_done) {
+      AdaptMicroBatches(longest_ms);
+      longest_ms = 0;
     }
     std::lock_guard<std::mutex> lock(mu_);
     ++progress_.units;
@@ -81,6 +92,29 @@ void BackgroundRunner::Loop() {
   std::lock_guard<std::mutex> lock(mu_);
   progress_.finished = true;
   progress_.status = status;
+}
+
+void BackgroundRunner::AdaptMicroBatches(double longest_ms) {
+  const double bound_ms = gate_->UnitBoundMs();
+  const int64_t current = stepper_->micro_batches();
+  if (keep_units_under_bound_) {
+    const int64_t next = tuner_.Next(current, longest_ms, bound_ms);
+    if (next != current) {
+      Status split = stepper_->SetMicroBatches(next);
+      if (split.ok()) {
+        DP_LOG_DEBUG("background job: {} micro-batches (longest unit {:.2f} ms, bound {:.2f} ms)",
+                     next, longest_ms, bound_ms);
+      } else {
+        DP_LOG_WARN("background job keeps whole units of up to {:.2f} ms (bound {:.2f} ms): {}",
+                    longest_ms, bound_ms, split.message());
+        keep_units_under_bound_ = false;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.micro_batches = stepper_->micro_batches();
+  progress_.longest_unit_ms = longest_ms;
+  progress_.unit_bound_ms = bound_ms;
 }
 
 BackgroundProgress BackgroundRunner::progress() const {
@@ -115,6 +149,11 @@ std::string AddSharingFields(const std::string& iteration_line, const SharingWin
   event["idle_ms"] = std::max(0.0, window.window_ms - fg_busy - window.bg_busy_ms);
   event["bg_samples_per_s"] = progress.samples_per_s;
   event["bg_iterations"] = progress.iterations;
+  event["fg_bg_overrun_ms"] = window.bg_overrun_ms;
+  event["fg_wait_timeouts"] = window.fg_wait_timeouts;
+  event["bg_micro_batches"] = progress.micro_batches;
+  event["bg_unit_bound_ms"] = progress.unit_bound_ms;
+  event["bg_longest_unit_ms"] = progress.longest_unit_ms;
   event["bg_loss"] = progress.iterations > 0 && std::isfinite(progress.last_loss)
                          ? nlohmann::json(progress.last_loss)
                          : nlohmann::json(nullptr);

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "worker/runtime/background_trainer.h"
+#include "worker/runtime/micro_batch_tuner.h"
 #include "worker/runtime/multiplex_gate.h"
 #include "worker/runtime/span_recorder.h"
 
@@ -23,6 +24,9 @@ namespace deepool::worker {
 struct BackgroundProgress {
   int64_t iterations = 0;  // finished BG iterations (from the stepper's first_iteration)
   int64_t units = 0;
+  int64_t micro_batches = 1;   // the stepper's split of its batch, for the next iteration
+  double longest_unit_ms = 0;  // the longest forward or backward unit of the last iteration
+  double unit_bound_ms = 0;    // the gate's bound when that iteration ended (0: none)
   int64_t samples = 0;  // trained since Start(): iterations of this run * batch size
   double last_loss = 0;
   double first_loss = 0;     // of this run's first iteration
@@ -48,6 +52,16 @@ class BackgroundRunner {
   // Marks each unit as a "background" span named `unit_name` while `spans` records a window
   // (`deepool trace`). Call before Start; `spans` must outlive the runner.
   void TraceUnits(SpanRecorder* spans, std::string unit_name);
+  // After each iteration, splits the stepper's batch into as many micro-batches as keep its
+  // forward and backward units under the gate's UnitBoundMs() (micro_batch_tuner.h). A stepper
+  // that refuses (batch norm, CUDA graphs) is told once, logged, and left whole. Call before
+  // Start.
+  void KeepUnitsUnderBound() { keep_units_under_bound_ = true; }
+  // The clock units are timed with for the bound; default: the runner's clock. On a CPU device,
+  // ThreadCpuClock: a unit's CPU time is what an FG rank waiting for it waits, whereas its wall
+  // time also counts the FG rank computing while the OS holds the BG thread back. Call before
+  // Start; `unit_clock` must outlive the runner.
+  void TimeUnitsWith(const Clock* unit_clock) { unit_clock_ = unit_clock; }
   void Start();
   // Stops the gate and joins the thread: ends after the unit in progress.
   void Stop();
@@ -57,6 +71,8 @@ class BackgroundRunner {
 
  private:
   void Loop();
+  // After an iteration whose longest splittable unit took `longest_ms`.
+  void AdaptMicroBatches(double longest_ms);
 
   BackgroundStepper* stepper_;
   DeviceGate* gate_;
@@ -65,6 +81,9 @@ class BackgroundRunner {
   std::function<std::shared_ptr<void>()> thread_init_;
   SpanRecorder* spans_ = nullptr;
   std::string unit_name_;
+  bool keep_units_under_bound_ = false;  // BG thread only after Start
+  const Clock* unit_clock_;
+  MicroBatchTuner tuner_;  // BG thread only
   Clock::TimePoint start_{};
   mutable std::mutex mu_;
   BackgroundProgress progress_;
@@ -79,7 +98,9 @@ Status DemoteCurrentThreadToIdle();
 // job shares the rank's device. With a BG job, "idle_ms" becomes the device's idle time (neither
 // FG nor BG computing); "busy_ms" stays the FG rank's.
 //   "fg_busy_ms", "bg_busy_ms", "idle_ms", "bg_samples_per_s" (since the BG job started),
-//   "bg_iterations", "bg_loss" (the last finished BG iteration's, or null)
+//   "bg_iterations", "bg_loss" (the last finished BG iteration's, or null),
+//   "fg_bg_overrun_ms" (the FG rank waiting for BG units), "fg_wait_timeouts",
+//   "bg_micro_batches", "bg_unit_bound_ms", "bg_longest_unit_ms"
 std::string AddSharingFields(const std::string& iteration_line, const SharingWindow& window,
                              const BackgroundProgress& progress);
 

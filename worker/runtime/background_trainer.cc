@@ -1,5 +1,6 @@
 #include "worker/runtime/background_trainer.h"
 
+#include "planner/plan.h"
 #include "worker/runtime/background_checkpoints.h"
 #include "worker/runtime/loss.h"
 #include "worker/runtime/optimizer.h"
@@ -68,12 +69,11 @@ std::map<int, std::shared_ptr<LayerModule>> BackgroundTrainer::ModulesById() con
 }
 
 void BackgroundTrainer::BeginIteration(const Batch& batch) {
-  batch_ = batch;
-  for (auto& layer : layers_) {
-    layer.inputs.clear();
-    layer.output = torch::Tensor();
-    layer.loss = torch::Tensor();
-  }
+  ZeroGradients();
+  UseBatch(batch, 0);
+}
+
+void BackgroundTrainer::ZeroGradients() {
   for (auto& param : params_) {
     if (param.grad().defined()) {
       param.mutable_grad().detach_();
@@ -81,6 +81,16 @@ void BackgroundTrainer::BeginIteration(const Batch& batch) {
     }
   }
   loss_sum_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+}
+
+void BackgroundTrainer::UseBatch(const Batch& batch, int64_t offset) {
+  batch_ = batch;
+  micro_batch_offset_ = offset;
+  for (auto& layer : layers_) {
+    layer.inputs.clear();
+    layer.output = torch::Tensor();
+    layer.loss = torch::Tensor();
+  }
 }
 
 void BackgroundTrainer::ForwardLayer(int id) {
@@ -98,7 +108,8 @@ void BackgroundTrainer::ForwardLayer(int id) {
     }
   }
   LayerModule& module = *modules_[static_cast<size_t>(id)];
-  module.set_step(StepContext{iteration_, 0});
+  // A micro-batch's rows keep their place in the batch (e.g. for dropout's per-sample masks).
+  module.set_step(StepContext{iteration_, micro_batch_offset_});
   state.output = module.Forward(state.inputs);
   if (state.loss_weight > 0) {
     state.loss = LossPart(state.output, batch_.labels, state.loss_weight, batch_size_);
@@ -135,17 +146,49 @@ void BackgroundTrainer::StepOptimizer() {
   if (optimizer_) optimizer_->step();
 }
 
+Status BackgroundTrainer::SetMicroBatches(int64_t count) {
+  if (count < 1 || count > batch_size_) {
+    return InvalidArgumentError("micro-batches must be in [1, " + std::to_string(batch_size_) +
+                                "], not " + std::to_string(count));
+  }
+  if (count > 1) {
+    for (const planner::Layer& layer : graph_->layers()) {
+      if (layer.op == planner::Op::kBatchNorm2d) {
+        return FailedPreconditionError("layer '" + layer.name +
+                                       "' is batch norm: its statistics would be a "
+                                       "micro-batch's, so the BG batch is not split");
+      }
+    }
+  }
+  next_micro_batches_ = count;
+  return Status::Ok();
+}
+
+Status BackgroundTrainer::FetchMicroBatch() {
+  if (micro_batch_ == 0) {
+    micro_batches_ = next_micro_batches_;
+    ZeroGradients();
+  }
+  int64_t offset = 0;
+  const std::vector<int64_t> shares =
+      planner::NearEqualShares(batch_size_, static_cast<int>(micro_batches_));
+  for (int64_t i = 0; i < micro_batch_; ++i) offset += shares[static_cast<size_t>(i)];
+  // The data source gives any range of the iteration's batch the rows the whole batch has.
+  ASSIGN_OR_RETURN(Batch batch, data_->Samples(iteration_, offset,
+                                               offset + shares[static_cast<size_t>(micro_batch_)]));
+  batch.inputs = batch.inputs.to(device_);
+  batch.labels = batch.labels.to(device_);
+  UseBatch(batch, offset);
+  return Status::Ok();
+}
+
 Status BackgroundTrainer::RunUnitUnguarded(BgUnitResult& result) {
   const int n = graph_->num_layers();
   result.iteration = iteration_;
   switch (phase_) {
     case Phase::kForward:
-      if (cursor_ == 0) {
-        ASSIGN_OR_RETURN(Batch batch, data_->GlobalBatch(iteration_));
-        batch.inputs = batch.inputs.to(device_);
-        batch.labels = batch.labels.to(device_);
-        BeginIteration(batch);
-      }
+      result.splittable = true;
+      if (cursor_ == 0) RETURN_IF_ERROR(FetchMicroBatch());
       ForwardLayer(cursor_);
       if (++cursor_ == n) {
         phase_ = Phase::kBackward;
@@ -153,8 +196,16 @@ Status BackgroundTrainer::RunUnitUnguarded(BgUnitResult& result) {
       }
       break;
     case Phase::kBackward:
+      result.splittable = true;
       BackwardLayer(cursor_);
-      if (--cursor_ < 0) phase_ = Phase::kStep;
+      if (--cursor_ >= 0) break;
+      if (++micro_batch_ < micro_batches_) {
+        phase_ = Phase::kForward;
+        cursor_ = 0;
+      } else {
+        micro_batch_ = 0;
+        phase_ = Phase::kStep;
+      }
       break;
     case Phase::kStep:
       StepOptimizer();

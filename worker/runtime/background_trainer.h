@@ -7,6 +7,10 @@
 // reverse order (autograd through that layer alone, from the summed gradients of its consumers'
 // inputs and its loss part), then the optimizer step. The result is plain single-device
 // training (the same arithmetic as ForwardGraph + loss.backward(), up to summation order).
+// Split into k micro-batches (SetMicroBatches), an iteration is k * 2 * num_layers + 1 units,
+// the forward and backward ones shorter: each micro-batch is fetched, run forward and backward in
+// turn, gradients summed, then one step; the same training up to summation order, which is why a
+// model with batch norm is never split.
 //
 // Threading: a stepper is driven by one thread at a time (the BG thread).
 #pragma once
@@ -31,6 +35,7 @@ struct BgUnitResult {
   bool iteration_done = false;  // this unit was the optimizer step
   int64_t iteration = 0;        // the iteration the unit belonged to
   double loss = 0;              // the finished iteration's loss (iteration_done only)
+  bool splittable = false;      // a forward or backward unit, which micro-batches shorten
 };
 
 // A source of BG work in units: the eager trainer below, or a GraphStepper (replayed graphs on a
@@ -52,6 +57,13 @@ class BackgroundStepper {
   virtual int64_t batch_size() const = 0;
   // The iteration the job starts at: 0, or the iteration of the checkpoint it resumed from.
   virtual int64_t first_iteration() const { return 0; }
+  // Runs each later iteration (from the next one to start) as `count` micro-batches, which
+  // shortens its forward and backward units. UNIMPLEMENTED where the stepper cannot split;
+  // FAILED_PRECONDITION where splitting would change the training.
+  virtual Status SetMicroBatches(int64_t count) {
+    return count == 1 ? Status::Ok() : UnimplementedError("this BG stepper runs whole batches");
+  }
+  virtual int64_t micro_batches() const { return 1; }
 };
 
 class BackgroundTrainer final : public BackgroundStepper {
@@ -65,8 +77,14 @@ class BackgroundTrainer final : public BackgroundStepper {
   StatusOr<BgUnitResult> RunUnit() override;
   int64_t batch_size() const override { return batch_size_; }
   int64_t first_iteration() const override { return first_iteration_; }
+  // count in [1, batch_size]; FAILED_PRECONDITION above 1 for a model with batch norm (its
+  // statistics would be a micro-batch's).
+  Status SetMicroBatches(int64_t count) override;
+  int64_t micro_batches() const override { return next_micro_batches_; }
 
-  int units_per_iteration() const { return 2 * graph_->num_layers() + 1; }
+  int units_per_iteration() const {
+    return static_cast<int>(2 * graph_->num_layers() * next_micro_batches_ + 1);
+  }
   int64_t iteration() const { return iteration_; }  // the next iteration to finish
   const planner::Graph& graph() const { return *graph_; }
   const BackgroundSpec& spec() const { return spec_; }
@@ -104,6 +122,13 @@ class BackgroundTrainer final : public BackgroundStepper {
 
   BackgroundTrainer() = default;
   Status RunUnitUnguarded(BgUnitResult& result);
+  // At an iteration's start: zeroes the gradients and the loss.
+  void ZeroGradients();
+  // The layers train on `batch` (rows from `offset` of the iteration's batch) from now on.
+  void UseBatch(const Batch& batch, int64_t offset);
+  // Fetches the current micro-batch (the whole batch when unsplit) to the device and uses it;
+  // the first of an iteration also zeroes the gradients and takes up a new split.
+  Status FetchMicroBatch();
 
   BackgroundSpec spec_;
   std::shared_ptr<const planner::Graph> graph_;
@@ -114,12 +139,16 @@ class BackgroundTrainer final : public BackgroundStepper {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DataSource> data_;
   std::vector<LayerState> layers_;
-  Batch batch_;
+  Batch batch_;  // what the layers train on: the batch, or the current micro-batch of it
   torch::Tensor loss_sum_;
   Phase phase_ = Phase::kForward;
   int cursor_ = 0;
   int64_t iteration_ = 0;
   int64_t first_iteration_ = 0;
+  int64_t micro_batches_ = 1;       // the current iteration's
+  int64_t next_micro_batches_ = 1;  // from the next iteration on
+  int64_t micro_batch_ = 0;         // the current one's index
+  int64_t micro_batch_offset_ = 0;  // its first sample in the batch
 };
 
 }  // namespace deepool::worker

@@ -22,6 +22,8 @@ StatusOr<BackgroundJobThread> BuildBackgroundJobThread(const BackgroundSpec& spe
   }
   job.runner = std::make_unique<BackgroundRunner>(job.stepper.get(), gate, clock, spec.iterations,
                                                   std::move(thread_init));
+  if (spec.sharing.split_units) job.runner->KeepUnitsUnderBound();
+  if (!device.is_cuda()) job.runner->TimeUnitsWith(ThreadCpuClock::Get());
   return job;
 }
 
@@ -35,7 +37,8 @@ StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Attach(
   std::unique_ptr<DeviceSharing> sharing(new DeviceSharing());
   const SharingOptions options = spec.sharing;
   SharingMode mode = options.ModeFor(device.is_cuda());
-  sharing->gate_ = std::make_unique<DeviceGate>(mode, clock, record_events);
+  sharing->gate_ =
+      std::make_unique<DeviceGate>(mode, clock, record_events, GateLimits::From(options));
   ASSIGN_OR_RETURN(sharing->fg_stream_, EnterForegroundStream(streams, options));
   ASSIGN_OR_RETURN(
       BackgroundJobThread job,

@@ -1,6 +1,7 @@
 #include "worker/runtime/multiplex_gate.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace deepool::worker {
 namespace {
@@ -23,12 +24,18 @@ std::string GateEventName(GateEventKind kind) {
       return "bg_start";
     case GateEventKind::kBgEnd:
       return "bg_end";
+    case GateEventKind::kFgTimeout:
+      return "fg_timeout";
   }
   return "unknown";
 }
 
-DeviceGate::DeviceGate(SharingMode mode, const Clock* clock, bool record_events)
-    : mode_(mode), clock_(clock), record_events_(record_events), window_start_(clock->Now()) {}
+DeviceGate::DeviceGate(SharingMode mode, const Clock* clock, bool record_events, GateLimits limits)
+    : mode_(mode),
+      clock_(clock),
+      record_events_(record_events),
+      limits_(limits),
+      window_start_(clock->Now()) {}
 
 void DeviceGate::Record(GateEventKind kind) {
   if (record_events_) events_.push_back(kind);
@@ -58,15 +65,57 @@ void DeviceGate::FgIdleEnd() {
   if (fg_ != FgState::kIdle) return;
   fg_ = FgState::kReady;
   Record(GateEventKind::kFgReady);
+  const auto ready_at = clock_->Now();
+  RecordGap(Millis(ready_at - fg_idle_since_));
+  bool timed_out = false;
   if (FgWaitsForBg()) {
-    auto ready_at = clock_->Now();
     ++counters_.fg_resumes_delayed;
-    cv_.wait(lock, [&] { return !FgWaitsForBg(); });
+    const auto bg_done = [&] { return !FgWaitsForBg(); };
+    // Only in kIdleOnly: a needs_fg_idle unit holds autograd's device thread, which the FG rank
+    // would queue behind anyway.
+    if (limits_.max_fg_wait_ms > 0 && mode_ == SharingMode::kIdleOnly) {
+      timed_out = !cv_.wait_for(
+          lock, std::chrono::duration<double, std::milli>(limits_.max_fg_wait_ms), bg_done);
+    } else {
+      cv_.wait(lock, bg_done);
+    }
     window_.bg_overrun_ms += Millis(clock_->Now() - std::max(ready_at, window_start_));
   }
   fg_ = FgState::kBusy;
   window_.fg_wait_ms += Millis(clock_->Now() - fg_idle_since_);
-  Record(GateEventKind::kFgResume);
+  if (timed_out) {
+    ++counters_.fg_wait_timeouts;
+    ++window_.fg_wait_timeouts;
+  }
+  Record(timed_out ? GateEventKind::kFgTimeout : GateEventKind::kFgResume);
+}
+
+void DeviceGate::RecordGap(double gap_ms) {
+  if (gaps_ms_.size() < kGapHistory) {
+    gaps_ms_.push_back(gap_ms);
+  } else {
+    gaps_ms_[next_gap_] = gap_ms;
+    next_gap_ = (next_gap_ + 1) % kGapHistory;
+  }
+}
+
+double DeviceGate::UnitBoundMs() const {
+  if (mode_ != SharingMode::kIdleOnly || limits_.unit_bound_fraction <= 0) return 0;
+  std::vector<double> gaps;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gaps = gaps_ms_;
+  }
+  double total = 0;
+  for (double gap : gaps) total += gap;
+  if (total <= 0) return 0;
+  std::sort(gaps.begin(), gaps.end(), std::greater<>());
+  double covered = 0;
+  for (double gap : gaps) {
+    covered += gap;
+    if (2 * covered >= total) return limits_.unit_bound_fraction * gap;
+  }
+  return 0;  // not reached: the loop covers the total
 }
 
 void DeviceGate::FgDetach() {
@@ -160,6 +209,11 @@ Status CheckIdleOnlyLog(const std::vector<GateEventKind>& events) {
       case GateEventKind::kFgResume:
         if (fg != Fg::kReady) return fail("the FG rank did not ask for the device");
         if (bg_running) return fail("the FG rank resumed while a BG unit was running");
+        fg = Fg::kBusy;
+        break;
+      case GateEventKind::kFgTimeout:
+        if (fg != Fg::kReady) return fail("the FG rank did not ask for the device");
+        if (!bg_running) return fail("the FG rank timed out with no BG unit running");
         fg = Fg::kBusy;
         break;
       case GateEventKind::kFgDetach:
