@@ -13,6 +13,11 @@ namespace deepool::planner {
 struct Link {
   double bandwidth_gbps = 0;  // GB/s (10^9 bytes per second) per device, each direction
   double latency_us = 0;      // per message
+
+  // Milliseconds per byte at this bandwidth (0 without one).
+  double ms_per_byte() const { return bandwidth_gbps > 0 ? 1.0 / (bandwidth_gbps * 1e6) : 0.0; }
+  // One message of `bytes`: the latency plus the bytes at the bandwidth.
+  double MessageMs(double bytes) const { return latency_us / 1000.0 + bytes * ms_per_byte(); }
 };
 
 struct Cluster {

@@ -5,14 +5,6 @@
 #include <string>
 
 namespace deepool::planner {
-namespace {
-
-// GB/s (10^9 bytes per second) to milliseconds per byte.
-double MsPerByte(const Link& link) {
-  return link.bandwidth_gbps > 0 ? 1.0 / (link.bandwidth_gbps * 1e6) : 0.0;
-}
-
-}  // namespace
 
 int64_t LargestShare(int64_t global_batch, int devices) {
   return (global_batch + devices - 1) / devices;
@@ -35,7 +27,7 @@ ResplitCost ResplitCost::Compute(const Cluster& cluster, int64_t global_batch, i
     const int64_t overlap = end - position;
     if (overlap > 0 && i != j) {
       const Link& link = cluster.LinkBetween(static_cast<int>(i), static_cast<int>(j));
-      const double ms_per_byte = static_cast<double>(overlap) * MsPerByte(link);
+      const double ms_per_byte = static_cast<double>(overlap) * link.ms_per_byte();
       const double latency_ms = link.latency_us / 1000.0;
       send[i].ms_per_byte += ms_per_byte;
       send[i].latency_ms += latency_ms;

@@ -9,11 +9,6 @@
 namespace deepool::planner {
 namespace {
 
-// GB/s (10^9 bytes per second) to milliseconds per byte.
-double MsPerByte(const Link& link) {
-  return link.bandwidth_gbps > 0 ? 1.0 / (link.bandwidth_gbps * 1e6) : 0.0;
-}
-
 // Both algorithms span ranks 0..g-1, so they leave the node once g exceeds one node's devices.
 const Link& SlowestLink(const Cluster& cluster, int devices) {
   return devices > cluster.devices_per_node ? cluster.inter_node : cluster.intra_node;
@@ -39,14 +34,14 @@ double RingAllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
   if (devices <= 1 || bytes <= 0) return 0;
   const Link& link = SlowestLink(cluster, devices);
   const double g = devices;
-  return 2.0 * (g - 1.0) / g * static_cast<double>(bytes) * MsPerByte(link) +
+  return 2.0 * (g - 1.0) / g * static_cast<double>(bytes) * link.ms_per_byte() +
          2.0 * (g - 1.0) * link.latency_us / 1000.0;
 }
 
 double TreeAllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
   if (devices <= 1 || bytes <= 0) return 0;
   const Link& link = SlowestLink(cluster, devices);
-  return 2.0 * static_cast<double>(bytes) * MsPerByte(link) +
+  return 2.0 * static_cast<double>(bytes) * link.ms_per_byte() +
          2.0 * TreeDepth(devices) * link.latency_us / 1000.0;
 }
 

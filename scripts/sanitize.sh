@@ -50,7 +50,7 @@ case "$KIND" in
       LAYER=service
     else
       TESTS=(fake_communicator communicator multiplex_gate multiplex_streams
-             multiplex_background multiplex_executor)
+             multiplex_background multiplex_executor background_units)
       LAYER=runtime
       RUNTIME=ON
       # One intra-op thread: libgomp's barriers are invisible to TSan.

@@ -1,0 +1,88 @@
+// deepool-calibrate with real rank processes (Gloo on loopback): it measures, fits and writes a
+// cluster file the planner reads; the collective timing, in-process over the fake network.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "common/subprocess.h"
+#include "planner/cluster.h"
+#include "tests/runtime/executor_test_util.h"
+#include "worker/runtime/collective_timing.h"
+
+namespace deepool::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_CASE("deepool-calibrate fits a link to this host's collectives and writes a cluster",
+          "[calibration][process]") {
+  std::string pattern = (fs::temp_directory_path() / "deepool-calibrate-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const fs::path dir = pattern;
+  const std::string command =
+      SiblingExecutable("deepool-calibrate") + " --ranks 3 --max-bytes 16384 --repeats 2 -o " +
+      (dir / "cluster.json").string() + " > " + (dir / "out.txt").string() + " 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  const std::string said = ReadFile(dir / "out.txt");
+  INFO(said);
+  // All-reduces over 2 and 3 ranks and messages, at 4 and 16 KiB: six rows.
+  CHECK_THAT(said, Catch::Contains("| all-reduce | 3 | 16384 |"));
+  CHECK_THAT(said, Catch::Contains("| message | 2 | 4096 |"));
+  CHECK_THAT(said, Catch::Contains("fitted link: "));
+  CHECK_THAT(said, Catch::Contains("cpu-3 preset: "));
+  auto cluster = planner::ParseClusterJson(ReadFile(dir / "cluster.json"));
+  REQUIRE(cluster.ok());
+  CHECK(cluster->name == "calibrated-cpu-3");
+  CHECK(cluster->device_type == "cpu");
+  CHECK(cluster->total_devices() == 3);
+  CHECK(cluster->intra_node.bandwidth_gbps > 0);
+  CHECK(cluster->intra_node.latency_us > 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("collective timing: rank 0 gets every all-reduce and message, the others none",
+          "[calibration]") {
+  auto comms = testing::FakeComms(3);
+  std::vector<StatusOr<std::vector<planner::CollectiveSample>>> results(
+      3, std::vector<planner::CollectiveSample>{});
+  CollectiveTimingOptions options;
+  options.min_bytes = 1024;
+  options.max_bytes = 4096;
+  options.repeats = 2;
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto comm = comms(rank);
+      if (!comm.ok()) {
+        results[static_cast<size_t>(rank)] = comm.status();
+        return;
+      }
+      results[static_cast<size_t>(rank)] = TimeCollectives(**comm, options);
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  for (const auto& result : results) REQUIRE(result.ok());
+  const auto& samples = *results[0];
+  REQUIRE(samples.size() == 6);  // all-reduces over 2 and 3 ranks, messages; 1 and 4 KiB each
+  using Kind = planner::CollectiveSample::Kind;
+  CHECK(samples[0].kind == Kind::kAllReduce);
+  CHECK(samples[0].devices == 2);
+  CHECK(samples[0].bytes == 1024);
+  CHECK(samples[3].devices == 3);
+  CHECK(samples[3].bytes == 4096);
+  CHECK(samples[5].kind == Kind::kMessage);
+  for (const auto& sample : samples) CHECK(sample.measured_ms > 0);
+  CHECK(results[1]->empty());
+  CHECK(results[2]->empty());
+}
+
+}  // namespace
+}  // namespace deepool::worker

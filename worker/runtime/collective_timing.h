@@ -1,0 +1,31 @@
+// Timing this host's collectives for link calibration (planner/link_calibration.h): every rank
+// of a communicator calls TimeCollectives together; rank 0 gets the samples.
+//
+// Measured: all-reduces of float tensors over ranks {0..g-1} for g = 2..world size, and messages
+// from rank 0 to rank 1 (half a ping-pong's round trip), at sizes from min_bytes to max_bytes
+// in steps of 4x; each the median of `repeats` runs after two warm-up runs.
+//
+// Threading: one thread per rank, as the communicator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/link_calibration.h"
+#include "worker/runtime/communicator.h"
+
+namespace deepool::worker {
+
+struct CollectiveTimingOptions {
+  int64_t min_bytes = 4 << 10;
+  int64_t max_bytes = 16 << 20;
+  int repeats = 10;
+};
+
+// Rank 0: the samples, all-reduces by device count then size, then the messages by size. Other
+// ranks: empty. Errors (a failed collective) on any rank.
+StatusOr<std::vector<planner::CollectiveSample>> TimeCollectives(
+    Communicator& comm, const CollectiveTimingOptions& options);
+
+}  // namespace deepool::worker
