@@ -283,7 +283,7 @@ void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>
   }
 }
 
-// A plan by its counts, with the exact model's totals.
+// A plan by its counts, with the full model's totals.
 struct Candidate {
   std::vector<int> counts;
   PlanTotals totals;
@@ -320,9 +320,9 @@ std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNo
   return counts;
 }
 
-// Solves the additive problem and returns its answer with exact totals when the exact model
-// finds it within the limit, or nothing. The additive device time can fall short of the exact
-// one (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
+// Solves the additive problem and returns its answer with the full model's totals when it
+// finds it within the limit, or nothing. The additive device time can fall short of the full
+// model's (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
 // answer over the limit is solved again with the budget lowered by its excess, a few times.
 StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const CostModel& model,
                                                     SeriesParallelProblem problem,
@@ -344,7 +344,7 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const Co
 }
 
 // The best single move of a run of consecutive layers on one count (plan_explain's groups) to
-// the neighbouring candidate count, by the exact model, if one is faster within the budget.
+// the neighbouring candidate count, by the full model, if one is faster within the budget.
 StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candidate& plan,
                                             const std::vector<int>& candidates,
                                             double budget_gpu_ms, int num_devices) {
@@ -371,7 +371,7 @@ StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candid
   return best;
 }
 
-// Steepest descent over BestMove: the exact model's corrections to the additive search (buckets
+// Steepest descent over BestMove: the full model's corrections to the additive search (buckets
 // and overlap), bounded so that large graphs stay fast.
 StatusOr<Candidate> Refine(const CostModel& model, Candidate plan,
                            const std::vector<int>& candidates, double budget_gpu_ms,
@@ -386,8 +386,8 @@ StatusOr<Candidate> Refine(const CostModel& model, Candidate plan,
   return plan;
 }
 
-// The additive searches' answers that fit the limit by the exact model: gradient all-reduces
-// charged in full (none hidden), at half and not at all (all hidden); the exact model lies
+// The additive searches' answers that fit the limit by the full model: gradient all-reduces
+// charged in full (none hidden), at half and not at all (all hidden); the full model lies
 // between the extremes. Each search is bounded by single-device and data-parallel execution in
 // its own terms. `problem` has its edges, budget and tolerance; node costs are set here.
 StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostModel& model,
@@ -450,7 +450,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
                    AdditiveAnswers(graph, model, nodes, candidates, data_parallel.counts,
                                    single_device_ms, options.devices, std::move(problem)));
   for (Candidate& answer : answers) starts.push_back(std::move(answer));
-  // The exact model's local moves start from every plan found: the additive answers ignore
+  // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
   for (Candidate& start : starts) {
     ASSIGN_OR_RETURN(Candidate refined,

@@ -36,10 +36,10 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 
 // The search minimises additive stand-ins for the cost model (each layer's gradient all-reduce
 // charged as its share of full buckets, in full, at half or not at all, since what backward
-// hides is not additive); the exact model (CostModel::Totals: buckets overlapped with backward)
+// hides is not additive); the full model (CostModel::Totals: buckets overlapped with backward)
 // then costs every answer, improves the best by moving runs of layers on one count to the
 // neighbouring candidate counts while that is faster within the limit, and compares them with
-// data parallelism and one device. Every number in the plan is the exact model's; the plan is
+// data parallelism and one device. Every number in the plan is the full model's; the plan is
 // not guaranteed optimal for it (docs/planner.md, "The search").
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
 // or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason. A global batch

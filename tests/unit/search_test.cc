@@ -345,7 +345,7 @@ double ExactBruteForceMs(const Graph& graph, const Profile& profile, const Clust
   return best;
 }
 
-TEST_CASE("with buckets overlapped, every number is the exact model's and no plan beats DP",
+TEST_CASE("with buckets overlapped, every number is the full model's and no plan beats DP",
           "[search]") {
   double worst_gap = 0;
   for (uint32_t seed = 300; seed < 330; ++seed) {
@@ -382,7 +382,7 @@ TEST_CASE("with buckets overlapped, every number is the exact model's and no pla
       worst_gap = std::max(worst_gap, plan->totals.iteration_ms / best_ms - 1);
     }
   }
-  // The additive searches and the exact model's local moves are a heuristic for the overlapped
+  // The additive searches and the full model's local moves are a heuristic for the overlapped
   // model: on these graphs most plans are optimal and the worst is 6.7% slower than the optimum
   // (seed 316, limit 2).
   CHECK(worst_gap < 0.1);
