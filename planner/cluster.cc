@@ -36,6 +36,14 @@ Status CheckLink(const Link& link, const std::string& field) {
   if (!std::isfinite(link.latency_us) || link.latency_us < 0) {
     return InvalidArgumentError(field + ".latency_us must be a non-negative number");
   }
+  if (link.collective_bandwidth_gbps &&
+      (!std::isfinite(*link.collective_bandwidth_gbps) || *link.collective_bandwidth_gbps <= 0)) {
+    return InvalidArgumentError(field + ".collective_bandwidth_gbps must be a positive number");
+  }
+  if (link.collective_latency_us &&
+      (!std::isfinite(*link.collective_latency_us) || *link.collective_latency_us < 0)) {
+    return InvalidArgumentError(field + ".collective_latency_us must be a non-negative number");
+  }
   return Status::Ok();
 }
 
@@ -49,17 +57,31 @@ StatusOr<int> IntField(const json& object, const std::string& key) {
 
 StatusOr<Link> LinkField(const json& object, const std::string& key) {
   ASSIGN_OR_RETURN(const json* it, ReadRequiredObject(object, key, ""));
-  RETURN_IF_ERROR(CheckKnownFields(*it, {"bandwidth_gbps", "latency_us"}, key + "."));
+  RETURN_IF_ERROR(CheckKnownFields(
+      *it, {"bandwidth_gbps", "latency_us", "collective_bandwidth_gbps", "collective_latency_us"},
+      key + "."));
   Link link;
   ASSIGN_OR_RETURN(link.bandwidth_gbps,
                    ReadRequiredField<double>(*it, "bandwidth_gbps", key + "."));
   ASSIGN_OR_RETURN(link.latency_us, ReadRequiredField<double>(*it, "latency_us", key + "."));
+  for (auto [name, field] :
+       {std::pair{"collective_bandwidth_gbps", &link.collective_bandwidth_gbps},
+        std::pair{"collective_latency_us", &link.collective_latency_us}}) {
+    auto found = it->find(name);
+    if (found == it->end() || found->is_null()) continue;
+    ASSIGN_OR_RETURN(*field, ReadRequiredField<double>(*it, name, key + "."));
+  }
   RETURN_IF_ERROR(CheckLink(link, key));
   return link;
 }
 
 json LinkToJson(const Link& link) {
-  return json{{"bandwidth_gbps", link.bandwidth_gbps}, {"latency_us", link.latency_us}};
+  json doc{{"bandwidth_gbps", link.bandwidth_gbps}, {"latency_us", link.latency_us}};
+  if (link.collective_bandwidth_gbps) {
+    doc["collective_bandwidth_gbps"] = *link.collective_bandwidth_gbps;
+  }
+  if (link.collective_latency_us) doc["collective_latency_us"] = *link.collective_latency_us;
+  return doc;
 }
 
 // Parses the N of "<prefix>N" (N >= 1), or nullopt if `name` does not have that form.

@@ -2,6 +2,7 @@
 // JSON: {"format": "deepool.cluster", "version": 1, ...} (docs/formats.md), or a preset name.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,9 +12,23 @@
 namespace deepool::planner {
 
 struct Link {
+  Link() = default;
+  constexpr Link(double bandwidth, double latency)
+      : bandwidth_gbps(bandwidth), latency_us(latency) {}
+
   double bandwidth_gbps = 0;  // GB/s (10^9 bytes per second) per device, each direction
   double latency_us = 0;      // per message
 
+  // All-reduces, where they do not run at the messages' speed (a CPU library reducing on the
+  // cores the ranks share, say): deepool-calibrate measures them. Unset: the message figures.
+  std::optional<double> collective_bandwidth_gbps;
+  std::optional<double> collective_latency_us;
+
+  // The figures all-reduces are charged at.
+  Link ForCollectives() const {
+    return Link{collective_bandwidth_gbps.value_or(bandwidth_gbps),
+                collective_latency_us.value_or(latency_us)};
+  }
   // Milliseconds per byte at this bandwidth (0 without one).
   double ms_per_byte() const { return bandwidth_gbps > 0 ? 1.0 / (bandwidth_gbps * 1e6) : 0.0; }
   // One message of `bytes`: the latency plus the bytes at the bandwidth.

@@ -9,9 +9,11 @@
 namespace deepool::planner {
 namespace {
 
-// Both algorithms span ranks 0..g-1, so they leave the node once g exceeds one node's devices.
-const Link& SlowestLink(const Cluster& cluster, int devices) {
-  return devices > cluster.devices_per_node ? cluster.inter_node : cluster.intra_node;
+// Both algorithms span ranks 0..g-1, so they leave the node once g exceeds one node's devices;
+// at the link's figures for collectives.
+Link SlowestLink(const Cluster& cluster, int devices) {
+  return (devices > cluster.devices_per_node ? cluster.inter_node : cluster.intra_node)
+      .ForCollectives();
 }
 
 // ceil(log2 g) for g >= 1, in integers (no rounding at exact powers of two).
@@ -32,7 +34,7 @@ struct OpenBucket {
 
 double RingAllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
   if (devices <= 1 || bytes <= 0) return 0;
-  const Link& link = SlowestLink(cluster, devices);
+  const Link link = SlowestLink(cluster, devices);
   const double g = devices;
   return 2.0 * (g - 1.0) / g * static_cast<double>(bytes) * link.ms_per_byte() +
          2.0 * (g - 1.0) * link.latency_us / 1000.0;
@@ -40,7 +42,7 @@ double RingAllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
 
 double TreeAllReduceMs(const Cluster& cluster, int64_t bytes, int devices) {
   if (devices <= 1 || bytes <= 0) return 0;
-  const Link& link = SlowestLink(cluster, devices);
+  const Link link = SlowestLink(cluster, devices);
   return 2.0 * static_cast<double>(bytes) * link.ms_per_byte() +
          2.0 * TreeDepth(devices) * link.latency_us / 1000.0;
 }

@@ -36,16 +36,10 @@ LinkFit ScoreLink(const Link& link, const std::vector<CollectiveSample>& samples
   return fit;
 }
 
-StatusOr<LinkFit> FitLink(const std::vector<CollectiveSample>& samples) {
-  if (samples.empty()) return InvalidArgumentError("no collective was measured");
-  for (const CollectiveSample& sample : samples) {
-    if (!(sample.measured_ms > 0) || !std::isfinite(sample.measured_ms) || sample.bytes <= 0 ||
-        sample.devices < 2) {
-      return InvalidArgumentError("a " + CollectiveKindName(sample.kind) + " of " +
-                                  std::to_string(sample.bytes) + " bytes over " +
-                                  std::to_string(sample.devices) + " devices has no positive time");
-    }
-  }
+namespace {
+
+// The one latency and bandwidth that best predict `samples` (all of one kind).
+Link FitOne(const std::vector<CollectiveSample>& samples) {
   // Grids in log10 space: latency in us, bandwidth in GB/s; each pass narrows around the best.
   double lat_lo = -2, lat_hi = 6, bw_lo = -4, bw_hi = 4;
   constexpr int kSteps = 64;
@@ -66,7 +60,30 @@ StatusOr<LinkFit> FitLink(const std::vector<CollectiveSample>& samples) {
     bw_lo = bw - 2 * bw_step;
     bw_hi = bw + 2 * bw_step;
   }
-  return best;
+  return best.link;
+}
+
+}  // namespace
+
+StatusOr<LinkFit> FitLink(const std::vector<CollectiveSample>& samples) {
+  if (samples.empty()) return InvalidArgumentError("no collective was measured");
+  std::vector<CollectiveSample> messages, reductions;
+  for (const CollectiveSample& sample : samples) {
+    if (!(sample.measured_ms > 0) || !std::isfinite(sample.measured_ms) || sample.bytes <= 0 ||
+        sample.devices < 2) {
+      return InvalidArgumentError("a " + CollectiveKindName(sample.kind) + " of " +
+                                  std::to_string(sample.bytes) + " bytes over " +
+                                  std::to_string(sample.devices) + " devices has no positive time");
+    }
+    (sample.kind == CollectiveSample::Kind::kMessage ? messages : reductions).push_back(sample);
+  }
+  Link link = FitOne(messages.empty() ? reductions : messages);
+  if (!messages.empty() && !reductions.empty()) {
+    const Link collective = FitOne(reductions);
+    link.collective_bandwidth_gbps = collective.bandwidth_gbps;
+    link.collective_latency_us = collective.latency_us;
+  }
+  return ScoreLink(link, samples);
 }
 
 }  // namespace deepool::planner

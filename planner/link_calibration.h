@@ -28,15 +28,18 @@ std::string CollectiveKindName(CollectiveSample::Kind kind);  // "all-reduce", "
 double PredictCollectiveMs(const Link& link, const CollectiveSample& sample);
 
 struct LinkFit {
+  // Fitted to the messages; with all-reduces too, those are fitted on their own and set as the
+  // link's collective_* figures (one library's messages and all-reduces can differ by 10x).
   Link link;
   // Over the samples, |log(predicted / measured)|: its mean and its largest.
   double mean_abs_log_error = 0;
   double worst_abs_log_error = 0;
 };
 
-// The link (latency 0.01 us .. 1 s, bandwidth 1e-4 .. 1e4 GB/s) whose predictions have the least
-// mean absolute log error over the samples: a log-spaced grid, then finer grids around the best.
-// INVALID_ARGUMENT without samples, or for a sample that is not positive and finite.
+// For each kind of sample, the latency (0.01 us .. 1 s) and bandwidth (1e-4 .. 1e4 GB/s) whose
+// predictions have the least mean absolute log error over that kind: a log-spaced grid, then finer
+// grids around the best. INVALID_ARGUMENT without samples, or for a sample that is not positive
+// and finite.
 StatusOr<LinkFit> FitLink(const std::vector<CollectiveSample>& samples);
 
 // The mean and largest |log(predicted / measured)| of `link` over the samples.

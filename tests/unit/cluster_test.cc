@@ -98,6 +98,18 @@ TEST_CASE("cluster JSON round trips for every preset and a custom cluster") {
   CHECK(custom->total_devices() == 8);
   CHECK(custom->inter_node.bandwidth_gbps == Approx(12.5));
   CHECK(json::parse(ClusterToJson(*custom)) == ValidClusterDoc());
+  CHECK_FALSE(custom->intra_node.collective_bandwidth_gbps.has_value());
+
+  // A calibrated link's separate all-reduce figures round trip too.
+  json calibrated = ValidClusterDoc();
+  calibrated["intra_node"]["collective_bandwidth_gbps"] = 1.25;
+  calibrated["intra_node"]["collective_latency_us"] = 400.0;
+  auto with_collectives = ParseClusterJson(calibrated.dump());
+  REQUIRE(with_collectives.ok());
+  CHECK(with_collectives->intra_node.ForCollectives().bandwidth_gbps == Approx(1.25));
+  CHECK(with_collectives->intra_node.ForCollectives().latency_us == Approx(400.0));
+  CHECK(with_collectives->intra_node.bandwidth_gbps == Approx(150.0));
+  CHECK(json::parse(ClusterToJson(*with_collectives)) == calibrated);
 }
 
 TEST_CASE("cluster JSON errors name the field") {
@@ -126,6 +138,10 @@ TEST_CASE("cluster JSON errors name the field") {
       {"inter bandwidth type", [](json& d) { d["inter_node"]["bandwidth_gbps"] = "fast"; },
        "inter_node.bandwidth_gbps"},
       {"inter missing with 2 nodes", [](json& d) { d.erase("inter_node"); }, "inter_node"},
+      {"collective bandwidth", [](json& d) { d["intra_node"]["collective_bandwidth_gbps"] = 0; },
+       "intra_node.collective_bandwidth_gbps"},
+      {"collective latency", [](json& d) { d["inter_node"]["collective_latency_us"] = "slow"; },
+       "inter_node.collective_latency_us"},
       {"name type", [](json& d) { d["name"] = 3; }, "name"},
       {"unknown top-level field", [](json& d) { d["gpus"] = 8; }, "unknown field gpus"},
       {"unknown link field", [](json& d) { d["intra_node"]["bandwith_gbps"] = 1; },

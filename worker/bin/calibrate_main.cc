@@ -41,11 +41,12 @@ void PrintTable(const std::vector<dp::CollectiveSample>& samples, const dp::Link
                 dp::PredictCollectiveMs(preset.intra_node, s));
   }
   const dp::LinkFit preset_score = dp::ScoreLink(preset.intra_node, samples);
+  const dp::Link reductions = fit.link.ForCollectives();
   std::printf(
-      "\nfitted link: %.4g GB/s, %.4g us per message; prediction error (|log|) mean %.3f, "
-      "worst %.3f\n",
-      fit.link.bandwidth_gbps, fit.link.latency_us, fit.mean_abs_log_error,
-      fit.worst_abs_log_error);
+      "\nfitted link: messages %.4g GB/s, %.4g us; all-reduces %.4g GB/s, %.4g us; prediction "
+      "error (|log|) mean %.3f, worst %.3f\n",
+      fit.link.bandwidth_gbps, fit.link.latency_us, reductions.bandwidth_gbps,
+      reductions.latency_us, fit.mean_abs_log_error, fit.worst_abs_log_error);
   std::printf("%s preset: %.4g GB/s, %.4g us; prediction error mean %.3f, worst %.3f\n",
               preset.name.c_str(), preset.intra_node.bandwidth_gbps, preset.intra_node.latency_us,
               preset_score.mean_abs_log_error, preset_score.worst_abs_log_error);
