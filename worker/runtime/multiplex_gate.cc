@@ -55,6 +55,7 @@ void DeviceGate::FgIdleBegin() {
   if (fg_ == FgState::kDetached) return;
   fg_ = FgState::kIdle;
   fg_idle_since_ = clock_->Now();
+  gap_start_ = fg_idle_since_;
   ++counters_.fg_idle_periods;
   Record(GateEventKind::kFgIdle);
   cv_.notify_all();
@@ -66,7 +67,7 @@ void DeviceGate::FgIdleEnd() {
   fg_ = FgState::kReady;
   Record(GateEventKind::kFgReady);
   const auto ready_at = clock_->Now();
-  RecordGap(Millis(ready_at - fg_idle_since_));
+  RecordGap(Millis(ready_at - gap_start_));
   bool timed_out = false;
   if (FgWaitsForBg()) {
     ++counters_.fg_resumes_delayed;

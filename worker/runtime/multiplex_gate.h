@@ -148,7 +148,8 @@ class DeviceGate {
   bool bg_running_ = false;
   bool bg_needs_fg_idle_ = false;  // the running unit's
   bool stopped_ = false;
-  Clock::TimePoint fg_idle_since_{};
+  Clock::TimePoint fg_idle_since_{};  // or the window's start, if later (TakeWindow)
+  Clock::TimePoint gap_start_{};      // the current idle period's start
   Clock::TimePoint bg_since_{};  // start of the running unit, or of the window if later
   Clock::TimePoint window_start_{};
   SharingWindow window_;
