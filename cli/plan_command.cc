@@ -47,6 +47,18 @@ struct PlanFlags {
   std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
   bool allow_extrapolation = false;
+  // The runtime's gradient all-reduces as the cost model charges them (gradient_sync.h).
+  double bucket_mb = 25;
+  bool no_overlap = false;
+  bool ring_only = false;
+
+  planner::GradientSyncOptions GradientSync() const {
+    planner::GradientSyncOptions sync;
+    sync.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
+    sync.overlap = !no_overlap;
+    sync.tree = !ring_only;
+    return sync;
+  }
 };
 
 // --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape. Without
@@ -76,7 +88,9 @@ Status WritePredictedTimeline(const PlanFlags& flags, const planner::Plan& plan,
                               const planner::Graph& graph, const planner::Profile& profile,
                               const planner::Cluster& cluster) {
   if (flags.trace_path.empty() && flags.trace_svg_path.empty()) return Status::Ok();
-  const planner::CostModel model(graph, profile, cluster, plan.global_batch);
+  planner::CostModelOptions model_options;
+  model_options.gradient_sync = flags.GradientSync();
+  const planner::CostModel model(graph, profile, cluster, plan.global_batch, model_options);
   ASSIGN_OR_RETURN(const Timeline timeline, planner::PredictedTimeline(plan, model));
   if (!flags.trace_path.empty()) {
     RETURN_IF_ERROR(WriteTextFile(flags.trace_path, TimelineToChromeTrace(timeline)));
@@ -189,6 +203,7 @@ int RunPlan(const PlanFlags& flags) {
   options.devices = flags.gpus;
   options.amplification_limit = flags.amplification_limit;
   options.exhaustive_counts = flags.exhaustive;
+  options.gradient_sync = flags.GradientSync();
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -253,6 +268,15 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                    "Also draw the predicted timeline of one iteration into this SVG file");
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
+  plan->add_option("--gradient-bucket-mb", flags->bucket_mb,
+                   "Gradient bucket cap in MiB, as a run spec's gradient_bucket_mb (0: one "
+                   "all-reduce per layer)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 4096.0));
+  plan->add_flag("--no-overlap", flags->no_overlap,
+                 "Charge every gradient all-reduce after backward, none hidden behind it");
+  plan->add_flag("--ring-only", flags->ring_only,
+                 "Charge all-reduces as rings only, not the faster of ring and tree");
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

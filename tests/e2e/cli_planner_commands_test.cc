@@ -92,6 +92,24 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
   CHECK(impossible.exit_code == 3);
 }
 
+TEST_CASE("deepool plan charges gradient all-reduces as its flags say", "[cli]") {
+  const std::string base = "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --json";
+  auto plan_of = [](const std::string& args) {
+    auto run = RunDeepool(args);
+    REQUIRE(run.exit_code == 0);
+    auto plan = deepool::planner::ParsePlanJson(run.out);
+    REQUIRE(plan.ok());
+    return *plan;
+  };
+  const auto bucketed = plan_of(base);
+  // One ring all-reduce per layer after backward (the old model): data parallelism pays every
+  // all-reduce in full, so it is slower, and a burst plan beats it.
+  const auto serial = plan_of(base + " --gradient-bucket-mb 0 --no-overlap --ring-only");
+  CHECK(serial.data_parallel.iteration_ms > 1.1 * bucketed.data_parallel.iteration_ms);
+  CHECK(serial.totals.iteration_ms < serial.data_parallel.iteration_ms);
+  CHECK(RunDeepool(base + " --gradient-bucket-mb -1 2>/dev/null").exit_code == 2);
+}
+
 TEST_CASE("a measured profile plans on a cluster of its own devices, and another is warned about",
           "[cli]") {
   // A CPU-measured profile without layers: every layer falls back to the analytical a100 model,
