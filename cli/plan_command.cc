@@ -51,6 +51,7 @@ struct PlanFlags {
   double bucket_mb = 25;
   bool no_overlap = false;
   bool ring_only = false;
+  double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
 
   planner::GradientSyncOptions GradientSync() const {
     planner::GradientSyncOptions sync;
@@ -204,6 +205,7 @@ int RunPlan(const PlanFlags& flags) {
   options.amplification_limit = flags.amplification_limit;
   options.exhaustive_counts = flags.exhaustive;
   options.gradient_sync = flags.GradientSync();
+  options.pareto_tolerance = flags.pareto_tolerance;
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -224,6 +226,13 @@ int RunPlan(const PlanFlags& flags) {
     return kExitOk;
   }
   PrintPlan(*plan, *graph, fallback_layers, std::cout);
+  // What the search promises, in its own terms (docs/planner.md, "The search").
+  std::cout << "search: Pareto frontiers "
+            << (flags.pareto_tolerance == 0
+                    ? std::string("exact")
+                    : "epsilon-optimal, epsilon " + Fixed(flags.pareto_tolerance, 4) +
+                          " x the single-device time")
+            << "; then local moves by the full model, whose optimum is not guaranteed\n";
   if (flags.explain) {
     StatusOr<planner::PlanExplanation> why =
         planner::ExplainPlan(*graph, *profile, *cluster, options, *plan);
@@ -277,6 +286,11 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                  "Charge every gradient all-reduce after backward, none hidden behind it");
   plan->add_flag("--ring-only", flags->ring_only,
                  "Charge all-reduces as rings only, not the faster of ring and tree");
+  plan->add_option("--pareto-tolerance", flags->pareto_tolerance,
+                   "Epsilon of the Pareto search, times the single-device time (0: exact "
+                   "frontiers, slower on big graphs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

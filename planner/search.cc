@@ -460,7 +460,21 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best.counts, options.devices));
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
+  RETURN_IF_ERROR(CheckPlanWithinLimits(plan, options));
   return plan;
+}
+
+Status CheckPlanWithinLimits(const Plan& plan, const PlanOptions& options) {
+  if (plan.totals.devices_used > options.devices) {
+    return InternalError("the plan uses " + std::to_string(plan.totals.devices_used) +
+                         " devices of " + std::to_string(options.devices));
+  }
+  if (options.amplification_limit > 0 &&
+      plan.totals.amplification > options.amplification_limit * (1 + 1e-9)) {
+    return InternalError("the plan's amplification " + std::to_string(plan.totals.amplification) +
+                         " exceeds the limit " + std::to_string(options.amplification_limit));
+  }
+  return Status::Ok();
 }
 
 }  // namespace deepool::planner

@@ -48,6 +48,12 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options);
 
+// The returned plan checked once more against what it was asked for, by its own totals: at most
+// `options.devices` devices and, with a limit, amplification at most the limit (relative slack
+// 1e-9). INTERNAL naming the excess otherwise: a search bug must not reach a user as a plan over
+// its limit. PlanBurstParallel applies it to every plan it returns.
+Status CheckPlanWithinLimits(const Plan& plan, const PlanOptions& options);
+
 // The data-parallel plan (every layer on all min(G, B) devices) with predictions; refused as
 // PlanBurstParallel refuses.
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,

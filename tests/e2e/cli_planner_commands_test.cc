@@ -72,6 +72,11 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100");
   CHECK(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::Contains("features.0") && Catch::Contains("data parallelism"));
+  CHECK_THAT(table.out, Catch::Contains("Pareto frontiers epsilon-optimal, epsilon 0.0010"));
+  auto exact = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --pareto-tolerance 0");
+  CHECK(exact.exit_code == 0);
+  CHECK_THAT(exact.out, Catch::Contains("Pareto frontiers exact;"));
 
   auto explained = RunDeepool(
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100 "

@@ -414,6 +414,29 @@ TEST_CASE("more devices or a looser limit never make the plan slower", "[search]
   }
 }
 
+TEST_CASE("a plan over its device count or limit is refused, not returned", "[search]") {
+  GraphGenerator generator(77);
+  const Graph graph = generator.SeriesParallel(8);
+  const FakeProfile profile = generator.RandomProfile(graph);
+  const Cluster cluster = generator.RandomCluster();
+  const PlanOptions options = Exact(16, 4, 1.5);
+  auto plan = PlanBurstParallel(graph, profile, cluster, options);
+  REQUIRE(plan.ok());
+  REQUIRE(CheckPlanWithinLimits(*plan, options).ok());
+  Plan over_limit = *plan;
+  over_limit.totals.amplification = 1.5 * 1.01;
+  Status refused = CheckPlanWithinLimits(over_limit, options);
+  CHECK(refused.code() == StatusCode::kInternal);
+  CHECK_THAT(refused.message(), Catch::Contains("exceeds the limit"));
+  PlanOptions unlimited = options;
+  unlimited.amplification_limit = 0;
+  CHECK(CheckPlanWithinLimits(over_limit, unlimited).ok());
+  Plan too_wide = *plan;
+  too_wide.totals.devices_used = 5;
+  CHECK_THAT(CheckPlanWithinLimits(too_wide, options).message(),
+             Catch::Contains("uses 5 devices of 4"));
+}
+
 TEST_CASE("without a limit the plan is never slower than data parallelism", "[search]") {
   for (uint32_t seed = 300; seed < 320; ++seed) {
     GraphGenerator generator(seed);
