@@ -48,7 +48,8 @@ struct PlanFlags {
   bool exhaustive = false;
   bool allow_extrapolation = false;
   // The runtime's gradient all-reduces as the cost model charges them (gradient_sync.h).
-  double bucket_mb = 25;
+  double bucket_mb =
+      static_cast<double>(planner::GradientSyncOptions::kDefaultBucketBytes) / (1 << 20);
   bool no_overlap = false;
   bool ring_only = false;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
@@ -143,6 +144,24 @@ void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
       << dp.devices_used << "; single device " << Fixed(plan.single_device_ms, 2) << " ms\n";
 }
 
+// The profile's work outside the layers, which the cost model adds to the last output layer's
+// forward (docs/planner.md, "Iteration overhead"); nothing when the profile has none.
+void PrintIterationOverhead(const planner::Plan& plan, const planner::Graph& graph,
+                            const planner::Profile& profile, std::ostream& out) {
+  int output = -1;
+  for (int id : graph.output_ids()) output = std::max(output, id);
+  if (output < 0 || static_cast<size_t>(output) >= plan.layers.size()) return;
+  const planner::LayerPlacement& placement = plan.layers[static_cast<size_t>(output)];
+  const int64_t share = planner::LargestShare(
+      plan.global_batch, static_cast<int>(std::max<size_t>(1, placement.devices.size())));
+  const double overhead_ms = profile.IterationOverheadMs(share);
+  if (overhead_ms <= 0) return;
+  out << "iteration overhead: " << Fixed(overhead_ms, 3) << " ms at " << share
+      << " samples per device (loss, data, autograd, optimizer step; measured with the profile), "
+         "included in "
+      << placement.layer << "'s FW MS\n";
+}
+
 int RunPlan(const PlanFlags& flags) {
   if (flags.model.empty() == flags.graph_path.empty()) {
     std::cerr << "error: give exactly one of --model NAME or --graph FILE\n";
@@ -226,6 +245,7 @@ int RunPlan(const PlanFlags& flags) {
     return kExitOk;
   }
   PrintPlan(*plan, *graph, fallback_layers, std::cout);
+  PrintIterationOverhead(*plan, *graph, *profile, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
   std::cout << "search: Pareto frontiers "
             << (flags.pareto_tolerance == 0

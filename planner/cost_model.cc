@@ -75,7 +75,9 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       profile_(profile),
       cluster_(cluster),
       global_batch_(global_batch),
-      options_(options) {}
+      options_(options) {
+  for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
+}
 
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (devices < 1 || devices > global_batch_) {
@@ -91,8 +93,9 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (added) times_.resize(times_.size() + layers);
   std::optional<LayerTime>& cached = times_[slot->second * layers + static_cast<size_t>(layer_id)];
   if (cached) return *cached;
-  ASSIGN_OR_RETURN(const LayerTime time,
-                   profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices)));
+  const int64_t share = LargestShare(global_batch_, devices);
+  ASSIGN_OR_RETURN(LayerTime time, profile_.Time(graph_, layer_id, share));
+  if (layer_id == overhead_layer_) time.forward_ms += profile_.IterationOverheadMs(share);
   cached = time;
   return time;
 }

@@ -5,6 +5,10 @@
 //   (plan.h's sample assignment rule), so layers with equal counts never re-split.
 // - Compute: the profile's forward/backward time at the largest share, ceil(B / g); an uneven
 //   split takes as long as its largest share.
+// - Iteration overhead: the work of an iteration outside the layers (loss, data, autograd, the
+//   optimizer step; Profile::IterationOverheadMs, measured by the profiler) is charged to the
+//   last output layer's forward, at that layer's largest share, so that the search, the totals
+//   and the simulator all see it (and the single-device time includes it at the whole batch).
 // - Re-split: when a producer on g_u devices feeds a consumer on g_v != g_u devices, every sample
 //   moves from its owner under g_u to its owner under g_v. One message per (sender, receiver)
 //   pair; a device's time is max(send time, receive time) (links are full duplex), each the sum
@@ -101,7 +105,8 @@ class CostModel {
   const Cluster& cluster() const { return cluster_; }
   int64_t global_batch() const { return global_batch_; }
 
-  // Forward and backward time of a layer on `devices` devices (1 <= devices <= B).
+  // Forward and backward time of a layer on `devices` devices (1 <= devices <= B); the last
+  // output layer's forward includes the iteration overhead.
   StatusOr<LayerTime> Compute(int layer_id, int devices) const;
   // Forward + backward re-split of `producer_id`'s output between the two device counts.
   double ResplitMs(int producer_id, int from_devices, int to_devices) const;
@@ -156,6 +161,7 @@ class CostModel {
   const Cluster& cluster_;
   int64_t global_batch_;
   CostModelOptions options_;
+  int overhead_layer_ = -1;  // the output layer with the largest id
   mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
   // Profile times by (slot of the device count, layer): the search asks for every candidate
   // count once and Evaluate asks again for the chosen ones.

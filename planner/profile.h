@@ -28,6 +28,9 @@ class Profile {
   // Errors (NOT_FOUND for an unprofiled layer, OUT_OF_RANGE beyond the measured batches)
   // name the layer.
   virtual StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const = 0;
+  // The iteration's work outside the layers (loss, data, autograd, optimizer step) when each
+  // device holds `batch` samples of the output layer; 0 where the source does not measure it.
+  virtual double IterationOverheadMs(int64_t /*batch*/) const { return 0; }
 };
 
 }  // namespace deepool::planner

@@ -76,6 +76,28 @@ Status CheckLayerData(const LayerProfileData& layer, const std::string& path) {
   return Status::Ok();
 }
 
+// The optional "iteration_overhead" array: objects {"batch", "ms"}, batches >= 1 and distinct.
+Status ReadOverhead(const json& doc, std::vector<OverheadPoint>* points) {
+  if (!doc.contains("iteration_overhead")) return Status::Ok();
+  ASSIGN_OR_RETURN(const json* items, ReadRequiredArray(doc, "iteration_overhead", ""));
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const json& item = (*items)[i];
+    const std::string where = "iteration_overhead[" + std::to_string(i) + "]";
+    if (!item.is_object()) return InvalidArgumentError(where + " must be an object");
+    RETURN_IF_ERROR(CheckKnownFields(item, {"batch", "ms"}, where + "."));
+    OverheadPoint point;
+    ASSIGN_OR_RETURN(point.batch, ReadRequiredField<int64_t>(item, "batch", where + "."));
+    if (point.batch < 1) return InvalidArgumentError(where + ".batch must be >= 1");
+    if (!seen.insert(point.batch).second) {
+      return InvalidArgumentError(where + ".batch " + std::to_string(point.batch) + " repeats");
+    }
+    ASSIGN_OR_RETURN(point.ms, TimeField(item, "ms", where));
+    points->push_back(point);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -89,7 +111,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
       !header.ok()) {
     return fail(header);
   }
-  Status known = CheckKnownFields(doc, {"format", "version", "device", "model", "layers"}, "");
+  Status known = CheckKnownFields(
+      doc, {"format", "version", "device", "model", "layers", "iteration_overhead"}, "");
   if (!known.ok()) return fail(known);
   ProfileData data;
   auto device = ReadRequiredField<std::string>(doc, "device", "");
@@ -141,6 +164,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
     if (!valid.ok()) return fail(valid);
     data.layers.push_back(std::move(layer));
   }
+  Status overhead = ReadOverhead(doc, &data.iteration_overhead);
+  if (!overhead.ok()) return fail(overhead);
   return data;
 }
 
@@ -163,6 +188,16 @@ std::string ProfileToJson(const ProfileData& data, int indent) {
               {"device", data.device},
               {"model", data.model},
               {"layers", std::move(layers)}};
+  if (!data.iteration_overhead.empty()) {
+    std::vector<OverheadPoint> sorted = data.iteration_overhead;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const OverheadPoint& a, const OverheadPoint& b) { return a.batch < b.batch; });
+    json points = json::array();
+    for (const OverheadPoint& point : sorted) {
+      points.push_back({{"batch", point.batch}, {"ms", point.ms}});
+    }
+    doc["iteration_overhead"] = std::move(points);
+  }
   return doc.dump(indent);
 }
 
@@ -227,6 +262,17 @@ StatusOr<std::unique_ptr<TableProfile>> TableProfile::Create(const ProfileData& 
       return InvalidArgumentError("profile: layer \"" + layer.name + "\" appears twice");
     }
   }
+  if (!data.iteration_overhead.empty()) {
+    std::vector<BatchTime> points;
+    for (const OverheadPoint& point : data.iteration_overhead) {
+      if (point.batch < 1 || !std::isfinite(point.ms) || point.ms < 0) {
+        return InvalidArgumentError("profile: iteration_overhead at batch " +
+                                    std::to_string(point.batch) + " is not a time >= 0");
+      }
+      points.push_back({point.batch, point.ms, 0});
+    }
+    profile->overhead_.emplace(std::move(points));
+  }
   // A profile of another model (or a stale one) shows as a layer whose op changed.
   for (const LayerProfileData& layer : data.layers) {
     auto id = graph.FindLayer(layer.name);
@@ -288,6 +334,12 @@ StatusOr<LayerTime> TableProfile::Time(const Graph& graph, int layer_id, int64_t
                            "] (extrapolation was not requested)");
   }
   return curve->At(batch);
+}
+
+double TableProfile::IterationOverheadMs(int64_t batch) const {
+  if (!overhead_) return 0;
+  const int64_t clamped = std::clamp(batch, overhead_->min_batch(), overhead_->max_batch());
+  return overhead_->At(clamped).forward_ms;
 }
 
 StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text, const Graph& graph,

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -43,18 +44,32 @@ struct LayerProfileData {
   }
 };
 
+// The work of one training iteration outside every layer's forward and backward, at one
+// per-device batch: loss, data, autograd's bookkeeping, the optimizer step, the step's own
+// synchronisation. Measured by the profiler as a one-rank executor iteration minus the sum of
+// the layers' times at that batch.
+struct OverheadPoint {
+  int64_t batch = 0;
+  double ms = 0;
+  bool operator==(const OverheadPoint& o) const { return batch == o.batch && ms == o.ms; }
+};
+
 // What a profile file holds; the runtime's profiler fills this and calls ProfileToJson.
 struct ProfileData {
   std::string device;  // e.g. "a100", "cpu"
   std::string model;   // the graph's name
   std::vector<LayerProfileData> layers;
+  // Optional ("iteration_overhead" in the file); empty: none measured, charged as 0.
+  std::vector<OverheadPoint> iteration_overhead;
   bool operator==(const ProfileData& o) const {
-    return device == o.device && model == o.model && layers == o.layers;
+    return device == o.device && model == o.model && layers == o.layers &&
+           iteration_overhead == o.iteration_overhead;
   }
 };
 
 inline constexpr int kProfileFormatVersion = 1;
-// {"format": "deepool.profile", "version": 1, "device": ..., "model": ..., "layers": [...]}.
+// {"format": "deepool.profile", "version": 1, "device": ..., "model": ..., "layers": [...],
+//  "iteration_overhead": [{"batch": 8, "ms": 2.5}, ...] (optional)}.
 // Errors name the field (e.g. "layers[3].batches[0].forward_ms must be >= 0").
 StatusOr<ProfileData> ParseProfileJson(std::string_view text);
 std::string ProfileToJson(const ProfileData& data, int indent = 2);
@@ -96,6 +111,9 @@ class TableProfile : public Profile {
 
   std::string source() const override { return source_; }
   StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override;
+  // Interpolated between the measured batches (made non-decreasing like a layer's times), the
+  // nearest measurement's value beyond them; 0 when the data has none.
+  double IterationOverheadMs(int64_t batch) const override;
 
   const ProfileData& data() const { return data_; }
   // Graph layers timed by the fallback profile because the data lacks them, in graph order.
@@ -109,6 +127,7 @@ class TableProfile : public Profile {
   ProfileData data_;
   ProfileOptions options_;
   std::unordered_map<std::string, BatchCurve> curves_;
+  std::optional<BatchCurve> overhead_;  // forward_ms holds the overhead
   // By layer id of the graph given to Create, with the name it had: a fast path for that graph
   // (any other graph falls back to the lookup by name).
   std::vector<std::pair<std::string, const BatchCurve*>> by_layer_id_;

@@ -144,6 +144,31 @@ TEST_CASE("a measured profile plans on a cluster of its own devices, and another
   std::filesystem::remove_all(pattern);
 }
 
+TEST_CASE("deepool plan says what iteration overhead the profile adds, and where", "[cli]") {
+  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-overhead-XXXXXX";
+  std::string pattern = dir;
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string bare = pattern + "/bare.json";
+  const std::string with_overhead = pattern + "/overhead.json";
+  const std::string head = R"({"format":"deepool.profile","version":1,"device":"cpu",)"
+                           R"("model":"small_cnn","layers":[])";
+  std::ofstream(bare) << head << "}";
+  std::ofstream(with_overhead)
+      << head << R"(,"iteration_overhead":[{"batch":1,"ms":3},{"batch":64,"ms":5}]})";
+  const std::string base =
+      "plan --model small_cnn --global-batch 32 --gpus 1 --fallback-device "
+      "a100 --profile ";
+  const CommandOutput without = RunDeepool(base + bare + " 2>&1");
+  const CommandOutput with = RunDeepool(base + with_overhead + " 2>&1");
+  REQUIRE(without.exit_code == 0);
+  REQUIRE(with.exit_code == 0);
+  CHECK(without.out.find("iteration overhead") == std::string::npos);
+  // 3 + 2 x 31 / 63 ms at the whole batch of 32 on one device, in the output layer's forward.
+  CHECK_THAT(with.out, Catch::Contains("iteration overhead: 3.984 ms at 32 samples per device"));
+  CHECK_THAT(with.out, Catch::Contains("included in fc's FW MS"));
+  std::filesystem::remove_all(pattern);
+}
+
 TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
   auto simulated =
       RunDeepool("simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 --json");

@@ -17,6 +17,7 @@
 #include "planner/graph.h"
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
+#include "worker/runtime/iteration_overhead.h"
 
 namespace deepool::worker {
 namespace {
@@ -259,6 +260,17 @@ TEST_CASE("the profile tool writes a file the planner reads", "[profiler]") {
     REQUIRE(data.ok());
     CHECK(data->device == "cpu");
     CHECK(data->layers.size() == static_cast<size_t>(graph.num_layers()));
+    REQUIRE(data->iteration_overhead.size() == 2);
+    CHECK(data->iteration_overhead[0].batch == 1);
+    CHECK(data->iteration_overhead[1].batch == 2);
+  }
+  SECTION("without the iteration overhead") {
+    options.model = "mlp";
+    options.iteration_overhead = false;
+    REQUIRE(RunProfileTool(options, progress).ok());
+    auto data = planner::ParseProfileJson(ReadFile(options.output_path));
+    REQUIRE(data.ok());
+    CHECK(data->iteration_overhead.empty());
   }
   SECTION("an unknown model, a missing file, both or neither") {
     options.model = "no_such_model";
@@ -273,6 +285,43 @@ TEST_CASE("the profile tool writes a file the planner reads", "[profiler]") {
     CHECK(RunProfileTool(options, progress).code() == StatusCode::kInvalidArgument);
     CHECK_FALSE(fs::exists(options.output_path));
   }
+}
+
+// Every layer of `graph` timed `ms` forward and backward at each of `batches`.
+planner::ProfileData UniformProfile(const Graph& graph, const std::vector<int64_t>& batches,
+                                    double ms) {
+  planner::ProfileData data;
+  data.model = graph.name();
+  for (const planner::Layer& layer : graph.layers()) {
+    planner::LayerProfileData entry;
+    entry.name = layer.name;
+    for (int64_t b : batches) entry.batches.push_back({b, ms, ms});
+    data.layers.push_back(entry);
+  }
+  return data;
+}
+
+TEST_CASE("the iteration overhead is a one-rank iteration minus the layers' times", "[profiler]") {
+  const Graph graph = MustBuild("mlp");
+  OverheadOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  // Layers that take no time: the whole iteration is overhead, and it is not free.
+  auto whole = MeasureIterationOverhead(graph, UniformProfile(graph, {4, 8}, 0), {4, 8}, options);
+  INFO(whole.status().ToString());
+  REQUIRE(whole.ok());
+  REQUIRE(whole->size() == 2);
+  CHECK((*whole)[0].batch == 4);
+  CHECK((*whole)[0].ms > 0);
+  CHECK((*whole)[1].ms > 0);
+  // Layers slower than any iteration: the difference is clamped at 0.
+  auto clamped = MeasureIterationOverhead(graph, UniformProfile(graph, {4}, 1e6), {4}, options);
+  REQUIRE(clamped.ok());
+  CHECK((*clamped)[0].ms == 0);
+  // A batch the layer profile does not time.
+  auto missing = MeasureIterationOverhead(graph, UniformProfile(graph, {4}, 0), {2}, options);
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(missing.status().ToString(), Catch::Contains("batch 2"));
 }
 
 }  // namespace

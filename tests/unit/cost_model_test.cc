@@ -210,6 +210,34 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   CHECK_FALSE(model.Evaluate({2}, 4).ok());
 }
 
+// FakeProfile with an iteration overhead of 1 ms + 0.1 ms per sample.
+class OverheadProfile : public FakeProfile {
+ public:
+  double IterationOverheadMs(int64_t batch) const override {
+    return 1 + 0.1 * static_cast<double>(batch);
+  }
+};
+
+TEST_CASE("the iteration overhead is charged once, to the output layer at its share", "[cost]") {
+  auto graph = TwoLinears();
+  REQUIRE(graph.ok());
+  const Cluster cluster = TwoNodeCluster(8, 1.0, 1.0);
+  FakeProfile plain;
+  OverheadProfile with_overhead;
+  CostModel before(*graph, plain, cluster, 10);
+  CostModel after(*graph, with_overhead, cluster, 10);
+  // fc2 (the output) on 3 devices: a share of 4 samples.
+  CHECK(after.Compute(1, 3)->forward_ms == Approx(before.Compute(1, 3)->forward_ms + 1.4));
+  CHECK(after.Compute(1, 3)->backward_ms == Approx(before.Compute(1, 3)->backward_ms));
+  CHECK(after.Compute(0, 3)->forward_ms == Approx(before.Compute(0, 3)->forward_ms));
+  CHECK(*after.SingleDeviceMs() == Approx(*before.SingleDeviceMs() + 2.0));
+  const std::vector<int> counts{2, 3};
+  const PlanTotals old_totals = before.Totals(counts, 4).value();
+  const PlanTotals new_totals = after.Totals(counts, 4).value();
+  CHECK(new_totals.iteration_ms == Approx(old_totals.iteration_ms + 1.4));
+  CHECK(new_totals.gpu_seconds == Approx(old_totals.gpu_seconds + 3 * 1.4 / 1000));
+}
+
 TEST_CASE("a gather onto fewer devices is charged device time on the larger set", "[cost]") {
   // fc1 on 3 devices feeds fc2 on 2: every one of fc1's 3 devices sends, so the re-split holds 3
   // devices, although it is charged to the consumer on 2.

@@ -331,4 +331,39 @@ TEST_CASE("ParseProfile reads profile JSON") {
 }
 
 }  // namespace
+TEST_CASE("the iteration overhead round trips, interpolates and stays flat beyond its batches") {
+  const Graph graph = TinyGraph();
+  ProfileData data = TinyData();
+  CHECK(MakeTable(data, graph)->IterationOverheadMs(4) == 0);  // none measured
+  CHECK(json::parse(ProfileToJson(data)).count("iteration_overhead") == 0);
+  data.iteration_overhead = {{8, 3.0}, {2, 1.0}};
+  auto parsed = ParseProfileJson(ProfileToJson(data));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->iteration_overhead == std::vector<OverheadPoint>{{2, 1.0}, {8, 3.0}});
+  auto table = MakeTable(*parsed, graph);
+  CHECK(table->IterationOverheadMs(2) == Approx(1.0));
+  CHECK(table->IterationOverheadMs(5) == Approx(2.0));
+  CHECK(table->IterationOverheadMs(1) == Approx(1.0));   // the nearest measurement's value,
+  CHECK(table->IterationOverheadMs(64) == Approx(3.0));  // not a proportional extension
+}
+
+TEST_CASE("a malformed iteration overhead is refused naming the entry") {
+  json doc = json::parse(ProfileToJson(TinyData()));
+  auto error_of = [&](json overhead) {
+    doc["iteration_overhead"] = std::move(overhead);
+    auto parsed = ParseProfileJson(doc.dump());
+    REQUIRE_FALSE(parsed.ok());
+    return parsed.status().message();
+  };
+  CHECK_THAT(error_of(json::array({{{"batch", 2}, {"ms", -1.0}}})),
+             Catch::Contains("iteration_overhead[0].ms"));
+  CHECK_THAT(error_of(json::array({{{"batch", 2}, {"ms", 1.0}}, {{"batch", 2}, {"ms", 2.0}}})),
+             Catch::Contains("iteration_overhead[1].batch 2 repeats"));
+  CHECK_THAT(error_of(json::array({{{"batch", 0}, {"ms", 1.0}}})),
+             Catch::Contains("iteration_overhead[0].batch must be >= 1"));
+  CHECK_THAT(error_of(json::array({{{"batch", 2}, {"ms", 1.0}, {"seconds", 1}}})),
+             Catch::Contains("seconds"));
+  CHECK_THAT(error_of(json::object()), Catch::Contains("iteration_overhead"));
+}
+
 }  // namespace deepool::planner

@@ -1,6 +1,7 @@
 // deepool-profile: measures per-layer forward and backward times and writes a profile JSON.
 //   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
 //                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
+//                   [--no-iteration-overhead]
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
 #include <CLI/CLI.hpp>
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
   app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
   app.add_option("--seed", options.seed, "weights and inputs seed");
+  bool no_overhead = false;
+  app.add_flag("--no-iteration-overhead", no_overhead,
+               "CPU: do not measure the iteration's work outside the layers (a one-rank "
+               "training run at each batch; the planner then charges none)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   options.model_options.aux_logits = !no_aux_logits;
+  options.iteration_overhead = !no_overhead;
   deepool::InitLogging("profile", log_level);
   deepool::Status status = deepool::worker::RunProfileTool(options, std::cerr);
   if (status.ok()) return 0;

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/device.h"
+#include "worker/runtime/iteration_overhead.h"
 #include "worker/runtime/layer_module.h"
 
 namespace deepool::worker {
@@ -236,6 +237,17 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
                                     << std::endl;
                          });
   ASSIGN_OR_RETURN(planner::ProfileData data, profiler.Run(graph));
+  if (options.iteration_overhead && !spec.cuda) {
+    progress << "iteration overhead: one-rank training at batches";
+    for (int64_t b : options.batch_sizes) progress << " " << b;
+    progress << std::endl;
+    OverheadOptions overhead;
+    overhead.warmup = options.warmup;
+    overhead.repeats = options.repeats;
+    overhead.seed = options.seed;
+    ASSIGN_OR_RETURN(data.iteration_overhead,
+                     MeasureIterationOverhead(graph, data, options.batch_sizes, overhead));
+  }
 
   const std::string tmp = options.output_path + ".tmp";
   {

@@ -95,6 +95,8 @@ struct ProfileToolOptions {
   int repeats = 5;
   int threads = 0;  // torch intra-op threads on the CPU; 0: libtorch's default
   uint64_t seed = 0;
+  // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h).
+  bool iteration_overhead = true;
   std::string output_path;
 };
 
