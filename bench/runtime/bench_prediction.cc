@@ -1,0 +1,351 @@
+// Benchmark: does the planner predict what the runtime measures? On this host's CPU ranks it
+// calibrates the links (deepool-calibrate), profiles each model (deepool-profile, one intra-op
+// thread as each rank has, with the iteration overhead), builds plans (one device, data
+// parallel, and the planner's burst plans at several amplification limits), predicts each
+// plan's iteration with the cost model, runs it (one deepool-executor process per rank, Gloo on
+// loopback) and compares. Beside the prediction it prints what the model predicted before
+// calibration and overhead (the cpu-N preset's link, no overhead). Output: a Markdown table,
+// the median and worst error, and whether the predicted order of plans matches the measured
+// order for plans more than 20% apart.
+//   build-*/bin/deepool-bench-prediction [--models mlp,small_cnn,resnet50,inception_v3]
+//       [--ranks 2] [--iterations 6] [--keep DIR]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/subprocess.h"
+#include "planner/cluster.h"
+#include "planner/cost_model.h"
+#include "planner/profile_table.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/profiler.h"
+#include "worker/runtime/run_spec.h"
+
+namespace dw = deepool::worker;
+namespace dp = deepool::planner;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ModelCase {
+  std::string model;
+  int64_t image_size = 0;  // 0: the model's default
+  int64_t batch = 0;       // global
+  bool aux_logits = true;  // inception_v3
+};
+
+struct Options {
+  std::vector<std::string> models{"mlp", "small_cnn", "resnet50", "inception_v3"};
+  std::vector<int> ranks{2};
+  int iterations = 6;
+  int warmup = 2;
+  std::vector<double> limits{1.1, 1.3, 1.6, 0};  // 0: no limit
+  std::string dir;
+};
+
+// The image sizes and batches: reduced so a CPU rank trains an iteration in about a second at
+// most; the small models at two batches.
+std::vector<ModelCase> CasesFor(const std::string& model) {
+  if (model == "mlp") return {{model, 0, 64}, {model, 0, 512}};
+  if (model == "small_cnn") return {{model, 0, 32}, {model, 0, 128}};
+  if (model == "resnet50") return {{model, 32, 16}};
+  if (model == "inception_v3") return {{model, 75, 8, false}};  // 75 needs no aux classifier
+  return {{model, 0, 32}};
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "deepool-bench-prediction: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Die("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs a sibling tool to completion; its output goes to DIR/tools.log.
+void RunTool(const std::string& tool, std::vector<std::string> args, const std::string& dir) {
+  deepool::ProcessSpec spec;
+  spec.executable = deepool::SiblingExecutable(tool);
+  spec.args = std::move(args);
+  spec.stdout_to = deepool::ProcessOutput::AppendTo(dir + "/tools.log");
+  spec.stderr_to = deepool::ProcessOutput::AppendTo(dir + "/tools.log");
+  auto child = deepool::ChildProcess::Start(spec);
+  if (!child.ok()) Die(child.status().ToString());
+  const deepool::ProcessExit exit = (*child)->Wait();
+  if (!exit.ok()) Die(tool + " " + exit.Describe() + " (see " + dir + "/tools.log)");
+}
+
+// Every per-device batch a layer can get on 1..max_ranks devices.
+std::string Shares(int64_t batch, int max_ranks) {
+  std::set<int64_t> shares;
+  for (int g = 1; g <= max_ranks; ++g) shares.insert(dp::LargestShare(batch, g));
+  std::string list;
+  for (int64_t s : shares) list += (list.empty() ? "" : ",") + std::to_string(s);
+  return list;
+}
+
+// The median over iterations >= warmup of the slowest rank's iteration time.
+double MeasureMs(const dw::RunSpec& spec, const Options& options) {
+  const std::string path = options.dir + "/run.json";
+  if (auto status = dw::WriteRunSpecFile(spec, path); !status.ok()) Die(status.ToString());
+  dw::LaunchOptions launch;
+  launch.executor_path = deepool::SiblingExecutable("deepool-executor");
+  launch.run_spec_path = path;
+  launch.world_size = spec.plan.num_devices;
+  launch.timeout_s = 600;
+  auto ranks = dw::RankProcesses::Start(launch);
+  if (!ranks.ok()) Die(ranks.status().ToString());
+  std::map<int64_t, double> slowest;
+  auto status = (*ranks)->Wait([&](int, const deepool::protocol::ExecutorEvent& e) {
+    const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
+    if (event == nullptr || event->iteration < options.warmup) return;
+    slowest[event->iteration] = std::max(slowest[event->iteration], event->iteration_ms);
+  });
+  if (!status.ok()) Die(status.ToString());
+  std::vector<double> times;
+  for (const auto& [iteration, ms] : slowest) times.push_back(ms);
+  return dw::Median(times);
+}
+
+struct Row {
+  std::string model;
+  int64_t batch = 0;
+  int ranks = 0;
+  std::string plan;
+  double predicted_ms = 0;
+  double uncalibrated_ms = 0;  // the cpu-N preset's link, no iteration overhead
+  double measured_ms = 0;
+  bool split_batch_norm = false;  // a batch norm layer on several devices (blocking all-reduces)
+  double error() const { return predicted_ms / measured_ms - 1; }
+};
+
+bool SplitsBatchNorm(const dp::Graph& graph, const std::vector<int>& counts) {
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    if (graph.layer(id).op == dp::Op::kBatchNorm2d && counts[static_cast<size_t>(id)] > 1) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct PlanChoice {
+  std::string label;
+  std::vector<int> counts;
+};
+
+// Data parallel but the classifier on one device: the layers after the last one with a spatial
+// output (a [C, H, W] shape), or the last layer when there is none.
+std::vector<int> TailOnOneDevice(const dp::Graph& graph, int ranks) {
+  std::vector<int> counts(static_cast<size_t>(graph.num_layers()), ranks);
+  int first = graph.num_layers() - 1;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    if (graph.layer(id).output_shape.size() == 3) first = id + 1;
+  }
+  for (int id = std::min(first, graph.num_layers() - 1); id < graph.num_layers(); ++id) {
+    counts[static_cast<size_t>(id)] = 1;
+  }
+  return counts;
+}
+
+// One device, data parallel, the classifier on one device, and the planner's plans at the
+// limits; distinct counts only.
+std::vector<PlanChoice> Plans(const dp::Graph& graph, const dp::Profile& profile,
+                              const dp::Cluster& cluster, int64_t batch, int ranks,
+                              const Options& options) {
+  const size_t layers = static_cast<size_t>(graph.num_layers());
+  std::vector<PlanChoice> plans{{"one device", std::vector<int>(layers, 1)},
+                                {"data parallel", std::vector<int>(layers, ranks)},
+                                {"classifier on one device", TailOnOneDevice(graph, ranks)}};
+  for (double limit : options.limits) {
+    dp::PlanOptions plan_options;
+    plan_options.global_batch = batch;
+    plan_options.devices = ranks;
+    plan_options.amplification_limit = limit;
+    auto plan = dp::PlanBurstParallel(graph, profile, cluster, plan_options);
+    if (!plan.ok()) Die(plan.status().ToString());
+    std::vector<int> counts;
+    for (const dp::LayerPlacement& layer : plan->layers) {
+      counts.push_back(static_cast<int>(layer.devices.size()));
+    }
+    const bool seen = std::any_of(plans.begin(), plans.end(),
+                                  [&](const PlanChoice& p) { return p.counts == counts; });
+    if (seen) continue;
+    char label[64];
+    if (limit > 0) {
+      std::snprintf(label, sizeof label, "planner, limit %.1f", limit);
+    } else {
+      std::snprintf(label, sizeof label, "planner, no limit");
+    }
+    plans.push_back({label, std::move(counts)});
+  }
+  return plans;
+}
+
+double PredictMs(const dp::Graph& graph, const dp::Profile& profile, const dp::Cluster& cluster,
+                 int64_t batch, const std::vector<int>& counts, int ranks) {
+  dp::CostModel model(graph, profile, cluster, batch);
+  auto totals = model.Totals(counts, ranks);
+  if (!totals.ok()) Die(totals.status().ToString());
+  return totals->iteration_ms;
+}
+
+void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated, const Options& options,
+              std::vector<Row>* rows) {
+  dp::zoo::ModelOptions model_options;
+  model_options.num_classes = 10;
+  model_options.image_size = c.image_size;
+  model_options.aux_logits = c.aux_logits;
+  auto graph = dp::zoo::BuildModel(c.model, model_options);
+  if (!graph.ok()) Die(graph.status().ToString());
+  const std::string profile_path = options.dir + "/" + c.model + "-" + std::to_string(c.batch) +
+                                   "-" + std::to_string(ranks) + ".json";
+  std::vector<std::string> args{
+      "--model", c.model,         "--device", "cpu",           "--threads",
+      "1",       "--num-classes", "10",       "--batch-sizes", Shares(c.batch, ranks),
+      "-o",      profile_path};
+  if (c.image_size > 0) {
+    args.insert(args.end(), {"--image-size", std::to_string(c.image_size)});
+  }
+  if (!c.aux_logits) args.push_back("--no-aux-logits");
+  RunTool("deepool-profile", args, options.dir);
+  const std::string text = ReadFile(profile_path);
+  auto profile = dp::ParseProfile(text, *graph, {});
+  if (!profile.ok()) Die(profile.status().ToString());
+  auto data = dp::ParseProfileJson(text);
+  if (!data.ok()) Die(data.status().ToString());
+  data->iteration_overhead.clear();
+  auto bare = dp::TableProfile::Create(*data, *graph, {}, "no overhead");
+  if (!bare.ok()) Die(bare.status().ToString());
+  auto preset = dp::ClusterPreset("cpu-" + std::to_string(ranks));
+  if (!preset.ok()) Die(preset.status().ToString());
+
+  dw::RunSpec spec;
+  spec.job_id = "bench-prediction";
+  spec.graph = std::make_shared<const dp::Graph>(*graph);
+  spec.iterations = options.warmup + options.iterations;
+  spec.optimizer.momentum = 0.9;  // as the profiler's iteration overhead was measured
+  for (const PlanChoice& choice : Plans(*graph, **profile, calibrated, c.batch, ranks, options)) {
+    dp::CostModel model(*graph, **profile, calibrated, c.batch);
+    auto plan = model.Evaluate(choice.counts, ranks);
+    if (!plan.ok()) Die(plan.status().ToString());
+    spec.plan = *plan;
+    Row row{c.model, c.batch, ranks, choice.label};
+    row.predicted_ms = plan->totals.iteration_ms;
+    row.uncalibrated_ms = PredictMs(*graph, **bare, *preset, c.batch, choice.counts, ranks);
+    row.measured_ms = MeasureMs(spec, options);
+    row.split_batch_norm = SplitsBatchNorm(*graph, choice.counts);
+    std::fprintf(stderr, "%s batch %lld, %d ranks, %s: predicted %.2f ms, measured %.2f ms\n",
+                 c.model.c_str(), static_cast<long long>(c.batch), ranks, row.plan.c_str(),
+                 row.predicted_ms, row.measured_ms);
+    rows->push_back(row);
+  }
+}
+
+// Pairs of plans of one (model, batch, ranks) whose measured times differ by more than 20%:
+// how many the prediction orders the same way.
+std::pair<int, int> OrderedPairs(const std::vector<Row>& rows) {
+  int right = 0, total = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = i + 1; j < rows.size(); ++j) {
+      const Row& a = rows[i];
+      const Row& b = rows[j];
+      if (a.model != b.model || a.batch != b.batch || a.ranks != b.ranks) continue;
+      const double ratio =
+          std::max(a.measured_ms, b.measured_ms) / std::min(a.measured_ms, b.measured_ms);
+      if (ratio <= 1.2) continue;
+      ++total;
+      if ((a.measured_ms < b.measured_ms) == (a.predicted_ms < b.predicted_ms)) ++right;
+    }
+  }
+  return {right, total};
+}
+
+void Report(const std::vector<Row>& rows) {
+  std::printf(
+      "| model | batch | ranks | plan | predicted ms | measured ms | error | before (preset link, "
+      "no overhead) |\n|---|---|---|---|---|---|---|---|\n");
+  std::vector<double> errors, before, with_bn, without_bn;
+  for (const Row& r : rows) {
+    (r.split_batch_norm ? with_bn : without_bn).push_back(std::fabs(r.error()));
+    std::printf("| %s | %lld | %d | %s | %.2f | %.2f | %+.0f%% | %.2f (%+.0f%%) |\n",
+                r.model.c_str(), static_cast<long long>(r.batch), r.ranks, r.plan.c_str(),
+                r.predicted_ms, r.measured_ms, 100 * r.error(), r.uncalibrated_ms,
+                100 * (r.uncalibrated_ms / r.measured_ms - 1));
+    errors.push_back(std::fabs(r.error()));
+    before.push_back(std::fabs(r.uncalibrated_ms / r.measured_ms - 1));
+  }
+  const auto [right, total] = OrderedPairs(rows);
+  std::printf(
+      "\n%zu plans: |error| median %.1f%%, worst %.1f%% (before: median %.1f%%, worst %.1f%%); "
+      "ordering right for %d of %d pairs of plans more than 20%% apart\n",
+      rows.size(), 100 * dw::Median(errors), 100 * *std::max_element(errors.begin(), errors.end()),
+      100 * dw::Median(before), 100 * *std::max_element(before.begin(), before.end()), right,
+      total);
+  std::printf(
+      "|error| median %.1f%% over the %zu plans with batch norm on several devices, %.1f%% over "
+      "the other %zu; %zu of %zu predictions are below the measurement\n",
+      100 * dw::Median(with_bn), with_bn.size(), 100 * dw::Median(without_bn), without_bn.size(),
+      static_cast<size_t>(std::count_if(
+          rows.begin(), rows.end(), [](const Row& r) { return r.predicted_ms < r.measured_ms; })),
+      rows.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  std::string keep;
+  CLI::App app{
+      "Predicted vs measured iteration times of plans on CPU ranks: calibrates this host's "
+      "links, profiles each model, plans, runs every plan with deepool-executor processes"};
+  app.add_option("--models", options.models, "zoo models (reduced image sizes)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--ranks", options.ranks, "rank counts")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--iterations", options.iterations, "measured iterations per plan")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--keep", keep, "keep profiles, cluster files and the tools' log in this folder");
+  CLI11_PARSE(app, argc, argv);
+  setenv("OMP_NUM_THREADS", "1", 1);  // one intra-op thread per rank process
+  if (keep.empty()) {
+    std::string pattern = (fs::temp_directory_path() / "deepool-bench-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) Die("cannot make a temporary folder");
+    options.dir = pattern;
+  } else {
+    fs::create_directories(keep);
+    options.dir = keep;
+  }
+  std::vector<Row> rows;
+  for (int ranks : options.ranks) {
+    const std::string cluster_path = options.dir + "/cluster-" + std::to_string(ranks) + ".json";
+    RunTool("deepool-calibrate", {"--ranks", std::to_string(ranks), "-o", cluster_path},
+            options.dir);
+    auto cluster = dp::ParseClusterJson(ReadFile(cluster_path));
+    if (!cluster.ok()) Die(cluster.status().ToString());
+    for (const std::string& model : options.models) {
+      for (const ModelCase& c : CasesFor(model)) RunModel(c, ranks, *cluster, options, &rows);
+    }
+  }
+  Report(rows);
+  if (keep.empty()) fs::remove_all(options.dir);
+  return 0;
+}
