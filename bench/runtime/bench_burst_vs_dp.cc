@@ -11,8 +11,8 @@
 #include <map>
 #include <string>
 
+#include "bench/runtime/runtime_bench_util.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 
 namespace dw = deepool::worker;
@@ -31,33 +31,20 @@ struct Summary {
 Summary Run(const dw::RunSpec& spec, const std::string& name, int warmup) {
   std::string pattern = (fs::temp_directory_path() / "deepool-bench-XXXXXX").string();
   if (!mkdtemp(pattern.data())) std::exit(1);
-  std::string path = (fs::path(pattern) / (name + ".json")).string();
-  if (auto status = dw::WriteRunSpecFile(spec, path); !status.ok()) {
-    std::fprintf(stderr, "%s\n", status.ToString().c_str());
-    std::exit(1);
-  }
-  dw::LaunchOptions options;
-  options.executor_path = deepool::SiblingExecutable("deepool-executor");
-  options.run_spec_path = path;
-  options.world_size = spec.plan.num_devices;
-  options.timeout_s = 60;
-  auto ranks = dw::RankProcesses::Start(options);
-  if (!ranks.ok()) {
-    std::fprintf(stderr, "%s\n", ranks.status().ToString().c_str());
-    std::exit(1);
-  }
   std::map<int64_t, double> slowest, busy, idle;
   double loss = 0;
-  auto status = (*ranks)->Wait([&](int, const deepool::protocol::ExecutorEvent& e) {
-    const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
-    if (!event) return;
-    const int64_t i = event->iteration;
-    if (event->loss) loss = *event->loss;
-    if (i < warmup) return;
-    slowest[i] = std::max(slowest[i], event->iteration_ms);
-    busy[i] += event->busy_ms;
-    idle[i] += event->idle_ms;
-  });
+  const deepool::Status status = deepool::bench::RunExecutorRanks(
+      spec, (fs::path(pattern) / (name + ".json")).string(), 60,
+      [&](int, const deepool::protocol::ExecutorEvent& e) {
+        const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
+        if (!event) return;
+        const int64_t i = event->iteration;
+        if (event->loss) loss = *event->loss;
+        if (i < warmup) return;
+        slowest[i] = std::max(slowest[i], event->iteration_ms);
+        busy[i] += event->busy_ms;
+        idle[i] += event->idle_ms;
+      });
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     std::exit(1);

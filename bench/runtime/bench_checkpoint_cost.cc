@@ -15,12 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
+#include "bench/runtime/runtime_bench_util.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/checkpoint_dir.h"
-#include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 
 namespace dw = deepool::worker;
@@ -49,22 +48,15 @@ struct RunTiming {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 RunTiming Launch(const dw::RunSpec& spec, const fs::path& dir) {
-  const std::string path = (dir / "run.json").string();
-  Check(dw::WriteRunSpecFile(spec, path));
-  dw::LaunchOptions options;
-  options.executor_path = deepool::SiblingExecutable("deepool-executor");
-  options.run_spec_path = path;
-  options.world_size = spec.plan.num_devices;
-  options.timeout_s = 300;
   const auto start = Clock::now();
-  auto ranks = dw::RankProcesses::Start(options);
-  Check(ranks.status());
   std::optional<Clock::time_point> first, last;
-  Check((*ranks)->Wait([&](int rank, const deepool::protocol::ExecutorEvent& event) {
-    if (rank != 0 || !std::holds_alternative<deepool::protocol::IterationEvent>(event)) return;
-    last = Clock::now();
-    if (!first) first = last;
-  }));
+  Check(deepool::bench::RunExecutorRanks(
+      spec, (dir / "run.json").string(), 300,
+      [&](int rank, const deepool::protocol::ExecutorEvent& event) {
+        if (rank != 0 || !std::holds_alternative<deepool::protocol::IterationEvent>(event)) return;
+        last = Clock::now();
+        if (!first) first = last;
+      }));
   RunTiming timing;
   timing.first_iteration_s = Seconds(*first - start);
   timing.window_ms = Seconds(*last - *first) * 1e3;

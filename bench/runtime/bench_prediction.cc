@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/runtime/runtime_bench_util.h"
 #include "common/subprocess.h"
 #include "planner/cluster.h"
 #include "planner/cost_model.h"
 #include "planner/profile_table.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/launcher.h"
 #include "worker/runtime/profiler.h"
 #include "worker/runtime/run_spec.h"
 
@@ -101,21 +101,13 @@ std::string Shares(int64_t batch, int max_ranks) {
 
 // The median over iterations >= warmup of the slowest rank's iteration time.
 double MeasureMs(const dw::RunSpec& spec, const Options& options) {
-  const std::string path = options.dir + "/run.json";
-  if (auto status = dw::WriteRunSpecFile(spec, path); !status.ok()) Die(status.ToString());
-  dw::LaunchOptions launch;
-  launch.executor_path = deepool::SiblingExecutable("deepool-executor");
-  launch.run_spec_path = path;
-  launch.world_size = spec.plan.num_devices;
-  launch.timeout_s = 600;
-  auto ranks = dw::RankProcesses::Start(launch);
-  if (!ranks.ok()) Die(ranks.status().ToString());
   std::map<int64_t, double> slowest;
-  auto status = (*ranks)->Wait([&](int, const deepool::protocol::ExecutorEvent& e) {
-    const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
-    if (event == nullptr || event->iteration < options.warmup) return;
-    slowest[event->iteration] = std::max(slowest[event->iteration], event->iteration_ms);
-  });
+  const deepool::Status status = deepool::bench::RunExecutorRanks(
+      spec, options.dir + "/run.json", 600, [&](int, const deepool::protocol::ExecutorEvent& e) {
+        const auto* event = std::get_if<deepool::protocol::IterationEvent>(&e);
+        if (event == nullptr || event->iteration < options.warmup) return;
+        slowest[event->iteration] = std::max(slowest[event->iteration], event->iteration_ms);
+      });
   if (!status.ok()) Die(status.ToString());
   std::vector<double> times;
   for (const auto& [iteration, ms] : slowest) times.push_back(ms);

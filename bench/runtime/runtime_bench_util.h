@@ -1,12 +1,17 @@
 // What the runtime benchmarks share besides bench/bench_util.h: the optimizer both sides of a
-// comparison train with, and timing a run of steps. Threading: pure functions.
+// comparison train with, timing a run of steps, and running a spec with executor processes.
+// Threading: called from one thread (RunExecutorRanks calls back on it).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "bench/bench_util.h"
+#include "common/subprocess.h"
+#include "worker/runtime/launcher.h"
 #include "worker/runtime/optimizer.h"
+#include "worker/runtime/run_spec.h"
 
 namespace deepool::bench {
 
@@ -35,6 +40,20 @@ StepTiming TimeSteps(int steps, int64_t start, Step&& step) {
       steps;
   timing.cpu_ms = (ProcessCpuMs() - cpu_begin) / steps;
   return timing;
+}
+
+// Writes `spec` to `path` and runs it with one deepool-executor process (from this benchmark's
+// folder) per rank of its plan, handing every event to `on_event`; the first failure.
+inline Status RunExecutorRanks(const worker::RunSpec& spec, const std::string& path, int timeout_s,
+                               const worker::RankProcesses::EventCallback& on_event) {
+  RETURN_IF_ERROR(worker::WriteRunSpecFile(spec, path));
+  worker::LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = path;
+  options.world_size = spec.plan.num_devices;
+  options.timeout_s = timeout_s;
+  ASSIGN_OR_RETURN(auto ranks, worker::RankProcesses::Start(options));
+  return ranks->Wait(on_event);
 }
 
 }  // namespace deepool::bench
