@@ -58,13 +58,15 @@ TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", 
 
   struct Case {
     int64_t bucket_bytes;
-    std::vector<int64_t> sums;  // rank 0's all-reduces in one iteration, the loss sum last
+    // Rank 0's all-reduces in one iteration. The loss rides as one more element of the first
+    // bucket over the world: no all-reduce of its own.
+    std::vector<int64_t> sums;
   };
-  const Case per_layer{0, {layer_values, layer_values, layer_values, layer_values, 1}};
+  const Case per_layer{0, {layer_values + 1, layer_values, layer_values, layer_values}};
   // A bucket starts once it holds 160 KiB: fc4, fc3 and fc2 (3 x 64.5 KiB), then fc1 at the end.
-  const Case small{160 << 10, {3 * layer_values, layer_values, 1}};
+  const Case small{160 << 10, {3 * layer_values + 1, layer_values}};
   // The default (25 MiB, the first bucket 1 MiB): everything at the end of backward.
-  const Case standard{ExecutorOptions::kDefaultGradientBucketBytes, {4 * layer_values, 1}};
+  const Case standard{ExecutorOptions::kDefaultGradientBucketBytes, {4 * layer_values + 1}};
 
   auto reference = TrainSingleDevice(graph, 8, 3, Sgd(), 5, 9);
   std::optional<ParamMap> first;
@@ -83,6 +85,12 @@ TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", 
         },
         options);
     RequireMatchesReference(runs, reference);
+    for (const auto& run : runs) {  // the global loss, summed in the bucket
+      REQUIRE(run.result.losses.size() == reference.losses.size());
+      for (size_t i = 0; i < reference.losses.size(); ++i) {
+        CHECK(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-6));
+      }
+    }
     // Three iterations of the same sums.
     std::vector<int64_t> want;
     for (int i = 0; i < 3; ++i) want.insert(want.end(), c.sums.begin(), c.sums.end());
@@ -98,6 +106,35 @@ TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", 
       }
     }
   }
+}
+
+TEST_CASE("with no gradient bucket over the world the loss has its own sum", "[executor]") {
+  torch::set_num_threads(1);
+  planner::zoo::LayerListBuilder b;
+  std::string x = "input";
+  for (int i = 1; i <= 4; ++i) x = b.Linear("fc" + std::to_string(i), x, 16, 16);
+  auto graph = BuildGraph("four_linear", {16}, std::move(b), x);
+  // Every layer on one rank: no gradient sums at all.
+  auto plan =
+      MakePlan(graph, 8, 2, {0, 1}, {{"fc1", {0}}, {"fc2", {1}}, {"fc3", {0}}, {"fc4", {1}}});
+  auto reference = TrainSingleDevice(graph, 8, 3, Sgd(), 5, 9);
+  auto net = std::make_shared<FakeNetwork>(2, FakeSemantics::kNccl);
+  std::vector<std::vector<int64_t>> sizes(2);
+  auto runs = RunRanks(
+      graph, plan, 3, Sgd(), 5, 9, [&](int rank) -> StatusOr<std::unique_ptr<Communicator>> {
+        auto inner = net->Join(rank, std::chrono::seconds(30));
+        return std::unique_ptr<Communicator>(std::make_unique<CountingCommunicator>(
+            std::move(inner), &sizes[static_cast<size_t>(rank)]));
+      });
+  RequireMatchesReference(runs, reference);
+  for (const auto& run : runs) {
+    REQUIRE(run.result.losses.size() == reference.losses.size());
+    for (size_t i = 0; i < reference.losses.size(); ++i) {
+      CHECK(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-6));
+    }
+  }
+  CHECK(sizes[0] == std::vector<int64_t>{1, 1, 1});
+  CHECK(sizes[1] == std::vector<int64_t>{1, 1, 1});
 }
 
 TEST_CASE("mlp burst plan on different device sets equals single-device training", "[executor]") {

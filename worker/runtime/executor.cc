@@ -205,6 +205,8 @@ void Executor::ReleaseIterationTensors() {
   for (PendingGroup& group : forward_groups_) group = PendingGroup();
   for (PendingGroup& group : backward_groups_) group = PendingGroup();
   reduces_.clear();
+  loss_reduce_.reset();
+  iteration_loss_ = torch::Tensor();
   open_buckets_.clear();
   started_bucket_groups_.clear();
   bucket_error_ = Status::Ok();
@@ -486,6 +488,8 @@ Status Executor::StartBucketSum(const RankGroup& group) {
   open_buckets_.erase(it);
   started_bucket_groups_.insert(group);
   std::vector<torch::Tensor> grads;
+  const bool carries_loss = iteration_loss_.defined() && !loss_reduce_ &&
+                            group.size() == static_cast<size_t>(comm_->world_size());
   for (int id : pending.layers) {
     const LayerState& state = layers_[static_cast<size_t>(id)];
     for (size_t k = 0; k < state.params.size(); ++k) {
@@ -497,6 +501,14 @@ Status Executor::StartBucketSum(const RankGroup& group) {
                                                     : torch::zeros_like(param);
       grads.push_back(grad.reshape({-1}));
     }
+  }
+  // The rank's loss rides as one more element of the first world bucket (every rank of the world
+  // starts the same buckets in the same order), so the loss sum costs no collective of its own.
+  // Only in a float32/float64 bucket: a narrower one would round the loss.
+  const auto dtype = grads.front().scalar_type();
+  if (carries_loss && (dtype == torch::kFloat || dtype == torch::kDouble)) {
+    grads.push_back(iteration_loss_.to(dtype));
+    loss_reduce_ = reduces_.size();
   }
   pending.flat = grads.size() == 1 ? grads[0].clone() : torch::cat(grads);
   grads.clear();
@@ -537,11 +549,19 @@ GroupSum Executor::MakeGroupSum(int id) {
   };
 }
 
-Status Executor::FinishReductions() {
-  for (PendingReduce& pending : reduces_) {
+Status Executor::FinishReductions(torch::Tensor& local_loss, std::unique_ptr<CommWork>& loss_sum) {
+  for (size_t k = 0; k < reduces_.size(); ++k) {
+    PendingReduce& pending = reduces_[k];
     RETURN_IF_ERROR(WaitOne(*pending.work, [&] {
                       return "gradients of " + LayersName(pending.layers);
                     }).WithContext("gradient sum of " + LayersName(pending.layers)));
+    if (loss_reduce_ == k) {
+      // Copied: the bucket may be float32, and it becomes the gradients.
+      local_loss = pending.flat.narrow(0, pending.flat.numel() - 1, 1)
+                       .to(torch::kFloat64, false,
+                           /*copy=*/true);
+      loss_sum = std::move(pending.work);  // its host wait comes after the step
+    }
     // The gradients become views of the summed bucket, as DDP's gradient_as_bucket_view: no
     // copy back. They live until the next iteration drops them.
     int64_t offset = 0;
@@ -554,6 +574,7 @@ Status Executor::FinishReductions() {
     }
   }
   reduces_.clear();
+  loss_reduce_.reset();
   return Status::Ok();
 }
 
@@ -584,17 +605,11 @@ Status Executor::RunForward(const Batch& batch) {
 
 // The backward walk: every segment, in reverse, is a walk point on every rank; its input
 // gradients go out before its gradient sums, in the same order everywhere.
-Status Executor::RunBackward(torch::Tensor& local_loss) {
+Status Executor::RunBackward() {
   for (int s = static_cast<int>(segments_.size()) - 1; s >= 0; --s) {
     const Segment& segment = segments_[static_cast<size_t>(s)];
     bool runs = layers_[static_cast<size_t>(segment.first)].runs;
-    if (runs) {
-      for (int id = segment.last; id >= segment.first; --id) {
-        const LayerState& state = layers_[static_cast<size_t>(id)];
-        if (state.loss.defined()) local_loss += state.loss.detach().to(torch::kFloat64);
-      }
-      RETURN_IF_ERROR(Backward(s));
-    }
+    if (runs) RETURN_IF_ERROR(Backward(s));
     RETURN_IF_ERROR(
         PostBackwardTransfers(s).WithContext("gradient transfers of " + SegmentName(s)));
     if (!runs) continue;
@@ -604,17 +619,29 @@ Status Executor::RunBackward(torch::Tensor& local_loss) {
   return FlushGradientBuckets();
 }
 
-StatusOr<double> Executor::FinishIteration(torch::Tensor local_loss) {
-  // The global loss: each rank's parts, summed over the world on the device (the last
-  // collective of the iteration on every rank). Started before the waits for the gradient
-  // sums, right behind them, so it costs no round trip of its own; waited on after the step.
+torch::Tensor Executor::LocalLoss() const {
+  torch::Tensor local_loss =
+      torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(options_.device));
+  for (int id = graph_.num_layers() - 1; id >= 0; --id) {
+    const LayerState& state = layers_[static_cast<size_t>(id)];
+    if (state.runs && state.loss.defined()) local_loss += state.loss.detach().to(torch::kFloat64);
+  }
+  return local_loss;
+}
+
+StatusOr<double> Executor::FinishIteration() {
+  // The global loss: each rank's parts, summed over the world on the device. It rode in the
+  // first world bucket where one started (StartBucketSum); otherwise it is the last collective
+  // of the iteration on every rank, started before the waits for the gradient sums, right
+  // behind them, so it costs no round trip of its own. Waited on after the step either way.
+  torch::Tensor local_loss = std::move(iteration_loss_);
   std::unique_ptr<CommWork> loss_sum;
-  if (comm_->world_size() > 1) {
+  if (comm_->world_size() > 1 && !loss_reduce_) {
     RankGroup world(static_cast<size_t>(comm_->world_size()));
     for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
     ASSIGN_OR_RETURN(loss_sum, comm_->AllReduceSum(local_loss, world));
   }
-  RETURN_IF_ERROR(FinishReductions());
+  RETURN_IF_ERROR(FinishReductions(local_loss, loss_sum));
   for (auto* groups : {&forward_groups_, &backward_groups_}) {
     for (PendingGroup& group : *groups) {
       RETURN_IF_ERROR(AwaitGroup(group, [] {
@@ -660,10 +687,9 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
                 data_span.reset();
                 RETURN_IF_ERROR(RunForward(batch));
                 ReleaseForwardOnlyTensors();
-                torch::Tensor local_loss = torch::zeros(
-                    {1}, torch::TensorOptions().dtype(torch::kFloat64).device(options_.device));
-                RETURN_IF_ERROR(RunBackward(local_loss));
-                ASSIGN_OR_RETURN(loss, FinishIteration(std::move(local_loss)));
+                iteration_loss_ = LocalLoss();  // known before backward starts any bucket
+                RETURN_IF_ERROR(RunBackward());
+                ASSIGN_OR_RETURN(loss, FinishIteration());
                 return Status::Ok();
               });
   ReleaseIterationTensors();

@@ -39,7 +39,10 @@
 //     segment graph), then post one group with the input-gradient transfers of S's layers
 //     (consumers send, producers receive early into buffers), in the same global order, then
 //     S's gradient all-reduces, layer by layer;
-//   - the loss all-reduce over the world last.
+//   - the loss sum over the world: one more element of the first gradient bucket over the world
+//     (every rank of the world starts the same buckets in the same order), or, where no such
+//     bucket starts (no layer on every rank, one rank, a bucket narrower than float32), its own
+//     all-reduce, last.
 // Why this cannot deadlock or mismatch: both sides of a transfer post it at the same walk point,
 // and each rank's groups are posted in walk order, so for every ordered pair the k-th send
 // matches the k-th receive, and each collective sees its members in the same relative order. A
@@ -218,9 +221,11 @@ class Executor {
   // Sets labels and zeroes gradients for the iteration.
   void PrepareIteration(const Batch& batch);
   Status RunForward(const Batch& batch);
-  Status RunBackward(torch::Tensor& local_loss);
+  Status RunBackward();
+  // This rank's loss parts, summed (float64, on the device).
+  torch::Tensor LocalLoss() const;
   // Finishes the gradient sums and the transfers, steps the optimizer and sums the loss.
-  StatusOr<double> FinishIteration(torch::Tensor local_loss);
+  StatusOr<double> FinishIteration();
   Status Forward(int layer_id, const Batch& batch);
   // Posts this rank's group of the transfers of `layer_id`'s output edges.
   Status PostForwardTransfers(int layer_id);
@@ -248,7 +253,9 @@ class Executor {
   // layer's device set, waited on at once (on CUDA, the stream waits). A failure is kept in
   // layer_error_, since it crosses autograd as an exception.
   GroupSum MakeGroupSum(int layer_id);
-  Status FinishReductions();
+  // Waits on the gradient sums and makes the gradients views of them. Where the loss rode in a
+  // bucket, sets `local_loss` to its sum and hands over that bucket's work for the host wait.
+  Status FinishReductions(torch::Tensor& local_loss, std::unique_ptr<CommWork>& loss_sum);
   // Drops the activations, gradients and pending transfers of the iteration, so that its memory
   // goes back to the allocator before the next one starts (as in a plain training loop).
   void ReleaseIterationTensors();
@@ -297,6 +304,8 @@ class Executor {
   std::vector<PendingGroup> forward_groups_;   // per producer layer
   std::vector<PendingGroup> backward_groups_;  // per consumer segment
   std::vector<PendingReduce> reduces_;
+  torch::Tensor iteration_loss_;       // this rank's loss, from forward to the bucket it rides in
+  std::optional<size_t> loss_reduce_;  // the reduce in reduces_ that carries it
   std::map<RankGroup, GradientBucket> open_buckets_;  // by device set, this iteration
   std::set<RankGroup> started_bucket_groups_;         // device sets with a bucket started
   Status bucket_error_;                               // from a parameter hook, this iteration
