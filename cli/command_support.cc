@@ -1,5 +1,6 @@
 #include "cli/command_support.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -105,6 +106,33 @@ void WarnOnProfileClusterMismatch(const std::string& profile_device,
       << " devices: compute times and link speeds come from different machines (give a --cluster "
          "of "
       << profile_device << " devices)\n";
+}
+
+planner::GradientSyncOptions SearchFlags::GradientSync() const {
+  planner::GradientSyncOptions sync;
+  sync.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
+  sync.overlap = !no_overlap;
+  sync.tree = !ring_only;
+  return sync;
+}
+
+void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
+  command
+      ->add_option("--gradient-bucket-mb", flags->bucket_mb,
+                   "Gradient bucket cap in MiB, as a run spec's gradient_bucket_mb (0: one "
+                   "all-reduce per layer)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 4096.0));
+  command->add_flag("--no-overlap", flags->no_overlap,
+                    "Charge every gradient all-reduce after backward, none hidden behind it");
+  command->add_flag("--ring-only", flags->ring_only,
+                    "Charge all-reduces as rings only, not the faster of ring and tree");
+  command
+      ->add_option("--pareto-tolerance", flags->pareto_tolerance,
+                   "Epsilon of the Pareto search, times the single-device time (0: exact "
+                   "frontiers, slower on big graphs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
 }
 
 }  // namespace deepool::cli

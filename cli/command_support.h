@@ -1,5 +1,5 @@
 // Helpers shared by the planner-side commands (plan, simulate): reading files, exit codes for
-// errors, number formatting, plain-text tables and cluster loading.
+// errors, number formatting, plain-text tables, cluster loading and the search's flags.
 #pragma once
 
 #include <ostream>
@@ -8,6 +8,11 @@
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/gradient_sync.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace deepool::cli {
 
@@ -48,5 +53,20 @@ StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const st
 // device_type. Nothing for an empty profile_device (analytical timing).
 void WarnOnProfileClusterMismatch(const std::string& profile_device,
                                   const planner::Cluster& cluster, std::ostream& err);
+
+// How the cost model charges the runtime's gradient all-reduces (gradient_sync.h) and how close
+// the search goes to the optimum: the same flags in `deepool plan` and `deepool simulate`.
+struct SearchFlags {
+  double bucket_mb =
+      static_cast<double>(planner::GradientSyncOptions::kDefaultBucketBytes) / (1 << 20);
+  bool no_overlap = false;
+  bool ring_only = false;
+  double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
+
+  planner::GradientSyncOptions GradientSync() const;
+};
+
+// Adds --gradient-bucket-mb, --no-overlap, --ring-only and --pareto-tolerance.
+void AddSearchFlags(CLI::App* command, SearchFlags* flags);
 
 }  // namespace deepool::cli

@@ -47,20 +47,7 @@ struct PlanFlags {
   std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
   bool allow_extrapolation = false;
-  // The runtime's gradient all-reduces as the cost model charges them (gradient_sync.h).
-  double bucket_mb =
-      static_cast<double>(planner::GradientSyncOptions::kDefaultBucketBytes) / (1 << 20);
-  bool no_overlap = false;
-  bool ring_only = false;
-  double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
-
-  planner::GradientSyncOptions GradientSync() const {
-    planner::GradientSyncOptions sync;
-    sync.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
-    sync.overlap = !no_overlap;
-    sync.tree = !ring_only;
-    return sync;
-  }
+  SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
 };
 
 // --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape. Without
@@ -91,7 +78,7 @@ Status WritePredictedTimeline(const PlanFlags& flags, const planner::Plan& plan,
                               const planner::Cluster& cluster) {
   if (flags.trace_path.empty() && flags.trace_svg_path.empty()) return Status::Ok();
   planner::CostModelOptions model_options;
-  model_options.gradient_sync = flags.GradientSync();
+  model_options.gradient_sync = flags.search.GradientSync();
   const planner::CostModel model(graph, profile, cluster, plan.global_batch, model_options);
   ASSIGN_OR_RETURN(const Timeline timeline, planner::PredictedTimeline(plan, model));
   if (!flags.trace_path.empty()) {
@@ -223,8 +210,8 @@ int RunPlan(const PlanFlags& flags) {
   options.devices = flags.gpus;
   options.amplification_limit = flags.amplification_limit;
   options.exhaustive_counts = flags.exhaustive;
-  options.gradient_sync = flags.GradientSync();
-  options.pareto_tolerance = flags.pareto_tolerance;
+  options.gradient_sync = flags.search.GradientSync();
+  options.pareto_tolerance = flags.search.pareto_tolerance;
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -248,9 +235,9 @@ int RunPlan(const PlanFlags& flags) {
   PrintIterationOverhead(*plan, *graph, *profile, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
   std::cout << "search: Pareto frontiers "
-            << (flags.pareto_tolerance == 0
+            << (flags.search.pareto_tolerance == 0
                     ? std::string("exact")
-                    : "epsilon-optimal, epsilon " + Fixed(flags.pareto_tolerance, 4) +
+                    : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +
                           " x the single-device time")
             << "; then local moves by the full model, whose optimum is not guaranteed\n";
   if (flags.explain) {
@@ -297,20 +284,7 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                    "Also draw the predicted timeline of one iteration into this SVG file");
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
-  plan->add_option("--gradient-bucket-mb", flags->bucket_mb,
-                   "Gradient bucket cap in MiB, as a run spec's gradient_bucket_mb (0: one "
-                   "all-reduce per layer)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 4096.0));
-  plan->add_flag("--no-overlap", flags->no_overlap,
-                 "Charge every gradient all-reduce after backward, none hidden behind it");
-  plan->add_flag("--ring-only", flags->ring_only,
-                 "Charge all-reduces as rings only, not the faster of ring and tree");
-  plan->add_option("--pareto-tolerance", flags->pareto_tolerance,
-                   "Epsilon of the Pareto search, times the single-device time (0: exact "
-                   "frontiers, slower on big graphs)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+  AddSearchFlags(plan, &flags->search);
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

@@ -43,6 +43,7 @@ struct SimulateFlags {
   int warmup = 3;
   std::vector<int> partitions;
   bool json = false;
+  SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
 };
 
 // A loaded model with the profile that times it (and what the profile could not time).
@@ -203,6 +204,8 @@ int RunSimulate(const SimulateFlags& flags) {
         {&bg->graph, bg->profile, flags.bg_batch > 0 ? flags.bg_batch : flags.global_batch}};
   }
   request.partitions = flags.partitions;
+  request.gradient_sync = flags.search.GradientSync();
+  request.pareto_tolerance = flags.search.pareto_tolerance;
   request.engine.iterations = flags.iterations;
   request.engine.warmup_iterations = flags.warmup;
   request.engine.interference = {policy, flags.fg_slowdown, flags.bg_kernel_max_ms};
@@ -248,6 +251,7 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
                        "Cluster preset or cluster JSON file (default: by the FG profile file's "
                        "device, else --device's: dgx-a100; dgx-h100 for h100, cpu-G for cpu); a "
                        "profile of other devices than the cluster's is warned about");
+  AddSearchFlags(simulate, &flags->search);
   simulate->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                      "Extrapolate profile files beyond their measured batches");
   simulate

@@ -67,6 +67,7 @@ StatusOr<FgRun> PlanFg(const SimRequest& request, int devices, bool burst) {
   options.devices = devices;
   options.amplification_limit = fg.amplification_limit;
   options.pareto_tolerance = request.pareto_tolerance;
+  options.gradient_sync = request.gradient_sync;
   FgRun run;
   ASSIGN_OR_RETURN(run.plan, burst ? PlanBurstParallel(*fg.graph, *fg.profile, cluster, options)
                                    : PlanDataParallel(*fg.graph, *fg.profile, cluster, options));
@@ -74,6 +75,7 @@ StatusOr<FgRun> PlanFg(const SimRequest& request, int devices, bool burst) {
   // SyncBatchNorm: plan.data_parallel); BP is deepool's exact plan.
   CostModelOptions cost_options;
   cost_options.sync_batch_norm = burst;
+  cost_options.gradient_sync = request.gradient_sync;
   if (!burst) run.plan.totals = run.plan.data_parallel;
   const CostModel model(*fg.graph, *fg.profile, cluster, fg.global_batch, cost_options);
   ASSIGN_OR_RETURN(run.timeline, BuildFgTimeline(run.plan, model));

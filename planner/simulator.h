@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/profile.h"
 #include "planner/sim_engine.h"
@@ -49,6 +50,9 @@ struct SimRequest {
   std::vector<int> partitions;
   EngineOptions engine;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance for the BP plans
+  // How every plan's and timeline's gradient all-reduces are charged (PlanOptions's, and
+  // CostModelOptions's, gradient_sync).
+  GradientSyncOptions gradient_sync;
 };
 
 enum class SimConfigKind { kDataParallel, kBurstParallel, kBurstParallelWithBg, kStaticPartition };

@@ -186,6 +186,34 @@ TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
   }
 }
 
+TEST_CASE("deepool simulate charges gradient all-reduces as its flags say, as plan does", "[cli]") {
+  const std::string base =
+      "simulate --fg-model vgg16 --global-batch 32 --gpus 8 --device a100 --no-bg --json";
+  auto configs_of = [](const std::string& args) {
+    auto run = RunDeepool(args);
+    REQUIRE(run.exit_code == 0);
+    std::map<std::string, double> fg_ms;
+    const auto doc = nlohmann::json::parse(run.out);
+    for (const auto& config : doc["configs"]) {
+      fg_ms[config["name"]] = config["fg_iteration_ms"].get<double>();
+    }
+    return fg_ms;
+  };
+  auto bucketed = configs_of(base);
+  auto serial = configs_of(base + " --gradient-bucket-mb 0 --no-overlap --ring-only");
+  // The same DP iteration as `deepool plan` with the same flags.
+  auto planned = RunDeepool(
+      "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --json --gradient-bucket-mb 0 "
+      "--no-overlap --ring-only");
+  REQUIRE(planned.exit_code == 0);
+  auto plan = deepool::planner::ParsePlanJson(planned.out);
+  REQUIRE(plan.ok());
+  CHECK(serial["DP"] == Approx(plan->data_parallel.iteration_ms).epsilon(1e-6));
+  CHECK(serial["DP"] > 1.1 * bucketed["DP"]);
+  CHECK(serial["BP"] < serial["DP"]);
+  CHECK(RunDeepool(base + " --pareto-tolerance 2 2>/dev/null").exit_code == 2);
+}
+
 }  // namespace
 
 TEST_CASE("a mistyped command or flag is named with the closest match", "[cli]") {
