@@ -38,6 +38,15 @@ CommandOutput RunDeepool(const std::string& args) {
   return RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool " + args);
 }
 
+// `deepool <args>` (a plan command with --json) succeeds and prints a plan the parser accepts.
+deepool::planner::Plan RunPlanJson(const std::string& args) {
+  auto planned = RunDeepool(args);
+  REQUIRE(planned.exit_code == 0);
+  auto plan = deepool::planner::ParsePlanJson(planned.out);
+  REQUIRE(plan.ok());
+  return *plan;
+}
+
 TEST_CASE("deepool model show --json prints a graph the parser accepts", "[cli]") {
   auto shown = RunDeepool("model show small_cnn --json --num-classes 10");
   REQUIRE(shown.exit_code == 0);
@@ -56,17 +65,14 @@ TEST_CASE("deepool model show --json prints a graph the parser accepts", "[cli]"
 }
 
 TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
-  auto planned = RunDeepool(
+  const auto plan = RunPlanJson(
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100 "
       "--json");
-  REQUIRE(planned.exit_code == 0);
-  auto plan = deepool::planner::ParsePlanJson(planned.out);
-  REQUIRE(plan.ok());
-  CHECK(plan->Validate().ok());
-  CHECK(plan->global_batch == 32);
-  CHECK(plan->totals.devices_used <= 8);
-  CHECK(plan->totals.amplification <= 2.0 * 1.001);
-  CHECK(plan->totals.iteration_ms <= plan->data_parallel.iteration_ms * 1.001);
+  CHECK(plan.Validate().ok());
+  CHECK(plan.global_batch == 32);
+  CHECK(plan.totals.devices_used <= 8);
+  CHECK(plan.totals.amplification <= 2.0 * 1.001);
+  CHECK(plan.totals.iteration_ms <= plan.data_parallel.iteration_ms * 1.001);
 
   auto table = RunDeepool(
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 2.0 --device a100");
@@ -99,17 +105,10 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
 
 TEST_CASE("deepool plan charges gradient all-reduces as its flags say", "[cli]") {
   const std::string base = "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --json";
-  auto plan_of = [](const std::string& args) {
-    auto run = RunDeepool(args);
-    REQUIRE(run.exit_code == 0);
-    auto plan = deepool::planner::ParsePlanJson(run.out);
-    REQUIRE(plan.ok());
-    return *plan;
-  };
-  const auto bucketed = plan_of(base);
+  const auto bucketed = RunPlanJson(base);
   // One ring all-reduce per layer after backward (the old model): data parallelism pays every
   // all-reduce in full, so it is slower, and a burst plan beats it.
-  const auto serial = plan_of(base + " --gradient-bucket-mb 0 --no-overlap --ring-only");
+  const auto serial = RunPlanJson(base + " --gradient-bucket-mb 0 --no-overlap --ring-only");
   CHECK(serial.data_parallel.iteration_ms > 1.1 * bucketed.data_parallel.iteration_ms);
   CHECK(serial.totals.iteration_ms < serial.data_parallel.iteration_ms);
   CHECK(RunDeepool(base + " --gradient-bucket-mb -1 2>/dev/null").exit_code == 2);
@@ -202,13 +201,10 @@ TEST_CASE("deepool simulate charges gradient all-reduces as its flags say, as pl
   auto bucketed = configs_of(base);
   auto serial = configs_of(base + " --gradient-bucket-mb 0 --no-overlap --ring-only");
   // The same DP iteration as `deepool plan` with the same flags.
-  auto planned = RunDeepool(
+  const auto plan = RunPlanJson(
       "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --json --gradient-bucket-mb 0 "
       "--no-overlap --ring-only");
-  REQUIRE(planned.exit_code == 0);
-  auto plan = deepool::planner::ParsePlanJson(planned.out);
-  REQUIRE(plan.ok());
-  CHECK(serial["DP"] == Approx(plan->data_parallel.iteration_ms).epsilon(1e-6));
+  CHECK(serial["DP"] == Approx(plan.data_parallel.iteration_ms).epsilon(1e-6));
   CHECK(serial["DP"] > 1.1 * bucketed["DP"]);
   CHECK(serial["BP"] < serial["DP"]);
   CHECK(RunDeepool(base + " --pareto-tolerance 2 2>/dev/null").exit_code == 2);

@@ -46,6 +46,16 @@ class CountingCommunicator final : public Communicator {
   std::vector<int64_t>* sizes_;
 };
 
+// Every rank reports the global batch's loss of each iteration, as one device computes it.
+void RequireGlobalLossesMatch(const std::vector<RankRun>& runs, const TrainResult& reference) {
+  for (const auto& run : runs) {
+    REQUIRE(run.result.losses.size() == reference.losses.size());
+    for (size_t i = 0; i < reference.losses.size(); ++i) {
+      CHECK(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-6));
+    }
+  }
+}
+
 TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", "[executor]") {
   torch::set_num_threads(1);
   // Four 128x128 layers (64 KiB of weights each, and a bias) on two ranks.
@@ -85,12 +95,7 @@ TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", 
         },
         options);
     RequireMatchesReference(runs, reference);
-    for (const auto& run : runs) {  // the global loss, summed in the bucket
-      REQUIRE(run.result.losses.size() == reference.losses.size());
-      for (size_t i = 0; i < reference.losses.size(); ++i) {
-        CHECK(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-6));
-      }
-    }
+    RequireGlobalLossesMatch(runs, reference);  // summed in the bucket
     // Three iterations of the same sums.
     std::vector<int64_t> want;
     for (int i = 0; i < 3; ++i) want.insert(want.end(), c.sums.begin(), c.sums.end());
@@ -127,12 +132,7 @@ TEST_CASE("with no gradient bucket over the world the loss has its own sum", "[e
             std::move(inner), &sizes[static_cast<size_t>(rank)]));
       });
   RequireMatchesReference(runs, reference);
-  for (const auto& run : runs) {
-    REQUIRE(run.result.losses.size() == reference.losses.size());
-    for (size_t i = 0; i < reference.losses.size(); ++i) {
-      CHECK(run.result.losses[i] == Approx(reference.losses[i]).epsilon(1e-6));
-    }
-  }
+  RequireGlobalLossesMatch(runs, reference);
   CHECK(sizes[0] == std::vector<int64_t>{1, 1, 1});
   CHECK(sizes[1] == std::vector<int64_t>{1, 1, 1});
 }
