@@ -10,29 +10,63 @@ int64_t LargestShare(int64_t global_batch, int devices) {
   return (global_batch + devices - 1) / devices;
 }
 
+std::vector<DeviceRange> PrefixRanges(const std::vector<int>& counts) {
+  std::vector<DeviceRange> ranges;
+  ranges.reserve(counts.size());
+  for (int count : counts) ranges.push_back(DeviceRange{0, count});
+  return ranges;
+}
+
+std::vector<DeviceRange> RangesOf(const Plan& plan) {
+  std::vector<DeviceRange> ranges;
+  ranges.reserve(plan.layers.size());
+  for (const LayerPlacement& placement : plan.layers) {
+    ranges.emplace_back(placement.devices.empty() ? 0 : placement.devices.front(),
+                        static_cast<int>(placement.devices.size()));
+  }
+  return ranges;
+}
+
+bool FromRankZero(const std::vector<DeviceRange>& ranges) {
+  return std::all_of(ranges.begin(), ranges.end(),
+                     [](const DeviceRange& range) { return range.first == 0; });
+}
+
+int UnionSize(DeviceRange a, DeviceRange b) {
+  const int overlap = std::max(0, std::min(a.end(), b.end()) - std::max(a.first, b.first));
+  return a.count + b.count - overlap;
+}
+
 ResplitCost ResplitCost::Compute(const Cluster& cluster, int64_t global_batch, int from_devices,
                                  int to_devices) {
+  return Compute(cluster, global_batch, DeviceRange{0, from_devices}, DeviceRange{0, to_devices});
+}
+
+ResplitCost ResplitCost::Compute(const Cluster& cluster, int64_t global_batch,
+                                 DeviceRange from_range, DeviceRange to_range) {
   ResplitCost cost;
-  if (from_devices == to_devices) return cost;
-  const std::vector<int64_t> from = NearEqualShares(global_batch, from_devices);
-  const std::vector<int64_t> to = NearEqualShares(global_batch, to_devices);
-  const int ranks = std::max(from_devices, to_devices);
+  if (from_range == to_range) return cost;
+  const std::vector<int64_t> from = NearEqualShares(global_batch, from_range.count);
+  const std::vector<int64_t> to = NearEqualShares(global_batch, to_range.count);
+  const int ranks = std::max(from_range.end(), to_range.end());
   std::vector<Line> send(static_cast<size_t>(ranks)), receive(static_cast<size_t>(ranks));
   // Walk both partitions of [0, B) together; every overlap of sender i's range with receiver
-  // j's range (i != j) is one message of `overlap` samples.
+  // j's range (on different ranks) is one message of `overlap` samples.
   size_t i = 0, j = 0;
   int64_t position = 0, from_end = from.empty() ? 0 : from[0], to_end = to.empty() ? 0 : to[0];
   while (i < from.size() && j < to.size()) {
     const int64_t end = std::min(from_end, to_end);
     const int64_t overlap = end - position;
-    if (overlap > 0 && i != j) {
-      const Link& link = cluster.LinkBetween(static_cast<int>(i), static_cast<int>(j));
+    const int sender = from_range.first + static_cast<int>(i);
+    const int receiver = to_range.first + static_cast<int>(j);
+    if (overlap > 0 && sender != receiver) {
+      const Link& link = cluster.LinkBetween(sender, receiver);
       const double ms_per_byte = static_cast<double>(overlap) * link.ms_per_byte();
       const double latency_ms = link.latency_us / 1000.0;
-      send[i].ms_per_byte += ms_per_byte;
-      send[i].latency_ms += latency_ms;
-      receive[j].ms_per_byte += ms_per_byte;
-      receive[j].latency_ms += latency_ms;
+      send[static_cast<size_t>(sender)].ms_per_byte += ms_per_byte;
+      send[static_cast<size_t>(sender)].latency_ms += latency_ms;
+      receive[static_cast<size_t>(receiver)].ms_per_byte += ms_per_byte;
+      receive[static_cast<size_t>(receiver)].latency_ms += latency_ms;
     }
     position = end;
     if (from_end == end && ++i < from.size()) from_end += from[i];
@@ -101,19 +135,26 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
 }
 
 const ResplitCost& CostModel::Resplit(int from_devices, int to_devices) const {
-  const auto key = std::make_pair(from_devices, to_devices);
+  return Resplit(DeviceRange{0, from_devices}, DeviceRange{0, to_devices});
+}
+
+const ResplitCost& CostModel::Resplit(DeviceRange from, DeviceRange to) const {
+  const auto key =
+      std::make_pair(std::make_pair(from.first, from.count), std::make_pair(to.first, to.count));
   auto it = resplits_.find(key);
   if (it == resplits_.end()) {
-    it = resplits_
-             .emplace(key, ResplitCost::Compute(cluster_, global_batch_, from_devices, to_devices))
-             .first;
+    it = resplits_.emplace(key, ResplitCost::Compute(cluster_, global_batch_, from, to)).first;
   }
   return it->second;
 }
 
 double CostModel::ResplitMs(int producer_id, int from_devices, int to_devices) const {
-  if (from_devices == to_devices) return 0;
-  return 2.0 * Resplit(from_devices, to_devices).Ms(graph_.layer(producer_id).output_bytes);
+  return ResplitMs(producer_id, DeviceRange{0, from_devices}, DeviceRange{0, to_devices});
+}
+
+double CostModel::ResplitMs(int producer_id, DeviceRange from, DeviceRange to) const {
+  if (from == to) return 0;
+  return 2.0 * Resplit(from, to).Ms(graph_.layer(producer_id).output_bytes);
 }
 
 int64_t CostModel::GradientBytes(int layer_id) const { return graph_.layer(layer_id).params * 4; }
@@ -136,57 +177,217 @@ double CostModel::AdditiveSyncMs(int layer_id, int devices) const {
 }
 
 StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
-  const int devices = counts.at(static_cast<size_t>(layer_id));
+  return CostOf(layer_id, PrefixRanges(counts));
+}
+
+StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<DeviceRange>& ranges) const {
+  const DeviceRange range = ranges.at(static_cast<size_t>(layer_id));
+  const int devices = range.count;
   ASSIGN_OR_RETURN(LayerTime time, Compute(layer_id, devices));
   LayerCost cost;
   cost.forward_ms = time.forward_ms;
   cost.backward_ms = time.backward_ms;
   for (int producer : graph_.layer(layer_id).input_ids) {
     if (producer == kGraphInputId) continue;  // every device loads its own samples
-    const int from = counts.at(static_cast<size_t>(producer));
-    const double ms = ResplitMs(producer, from, devices);
+    const DeviceRange from = ranges.at(static_cast<size_t>(producer));
+    const double ms = ResplitMs(producer, from, range);
     cost.resplit_ms += ms;
-    cost.resplit_device_ms += ms * std::max(from, devices);
+    cost.resplit_device_ms += ms * UnionSize(from, range);
   }
   cost.comm_ms = cost.resplit_ms + 2.0 * BatchNormSyncMs(layer_id, devices);
   return cost;
 }
 
-StatusOr<std::vector<LayerCost>> CostModel::LayerCosts(const std::vector<int>& counts) const {
+StatusOr<std::vector<LayerCost>> CostModel::LayerCosts(
+    const std::vector<DeviceRange>& ranges) const {
   std::vector<LayerCost> costs;
-  costs.reserve(counts.size());
+  costs.reserve(ranges.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
-    ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, counts));
+    ASSIGN_OR_RETURN(LayerCost cost, CostOf(id, ranges));
     costs.push_back(cost);
   }
   return costs;
 }
 
-GradientSyncTimeline CostModel::ScheduleSync(const std::vector<int>& counts,
-                                             const std::vector<LayerCost>& costs) const {
+CostModel::Passes CostModel::SerialPasses(const std::vector<DeviceRange>& ranges,
+                                          const std::vector<LayerCost>& costs) const {
   // The serial forward, then backward in reverse: a layer's gradients are ready when its
   // backward computation ends, before its batch norm statistics and its re-splits back.
+  Passes passes;
   double now_ms = 0;
   for (const LayerCost& cost : costs) now_ms += cost.forward_ms + cost.comm_ms / 2;
-  std::vector<ReadyGradient> gradients;
-  gradients.reserve(costs.size());
+  passes.gradients.reserve(costs.size());
   for (int id = graph_.num_layers() - 1; id >= 0; --id) {
     const LayerCost& cost = costs[static_cast<size_t>(id)];
+    const DeviceRange range = ranges[static_cast<size_t>(id)];
     now_ms += cost.backward_ms;
-    gradients.push_back(
-        ReadyGradient{id, counts[static_cast<size_t>(id)], GradientBytes(id), now_ms});
+    passes.gradients.push_back(
+        ReadyGradient{id, range.count, GradientBytes(id), now_ms, range.first});
     now_ms += cost.comm_ms / 2;
   }
-  return ScheduleGradientSync(gradients, now_ms, cluster_, options_.gradient_sync);
+  passes.backward_end_ms = now_ms;
+  return passes;
+}
+
+namespace {
+
+// When each rank is next free, over the ranks the ranges touch: the ranges' ends cut the ranks
+// into segments that every range covers whole, so a range's ranks are a run of segments.
+class RankClock {
+ public:
+  explicit RankClock(const std::vector<DeviceRange>& ranges) {
+    for (const DeviceRange& range : ranges) {
+      cuts_.push_back(range.first);
+      cuts_.push_back(range.end());
+    }
+    std::sort(cuts_.begin(), cuts_.end());
+    cuts_.erase(std::unique(cuts_.begin(), cuts_.end()), cuts_.end());
+    free_ms_.assign(cuts_.size(), 0.0);
+  }
+  // The latest free time over the range's ranks.
+  double FreeAt(DeviceRange range) const {
+    double latest = 0;
+    for (size_t s = Segment(range.first); cuts_[s] < range.end(); ++s) {
+      latest = std::max(latest, free_ms_[s]);
+    }
+    return latest;
+  }
+  void Hold(DeviceRange range, double until_ms) {
+    for (size_t s = Segment(range.first); cuts_[s] < range.end(); ++s) free_ms_[s] = until_ms;
+  }
+
+ private:
+  size_t Segment(int rank) const {
+    return static_cast<size_t>(std::lower_bound(cuts_.begin(), cuts_.end(), rank) - cuts_.begin());
+  }
+  std::vector<int> cuts_;
+  std::vector<double> free_ms_;  // of the segment [cuts_[s], cuts_[s + 1])
+};
+
+}  // namespace
+
+CostModel::Passes CostModel::ConcurrentPasses(const std::vector<DeviceRange>& ranges,
+                                              const std::vector<LayerCost>& costs,
+                                              std::vector<ScheduledLayer>* layers) const {
+  const size_t n = costs.size();
+  RankClock ranks(ranges);
+  std::vector<ScheduledLayer> drawn(layers != nullptr ? n : 0);
+  // A re-split holds both ranges from when the producer's side is done and both are free.
+  auto resplit = [&](size_t producer, size_t consumer, double ready_ms,
+                     std::vector<std::pair<double, double>> ScheduledLayer::*windows) {
+    const DeviceRange from = ranges[producer], to = ranges[consumer];
+    const double start_ms = std::max({ready_ms, ranks.FreeAt(from), ranks.FreeAt(to)});
+    const double end_ms = start_ms + ResplitMs(static_cast<int>(producer), from, to) / 2;
+    ranks.Hold(from, end_ms);
+    ranks.Hold(to, end_ms);
+    if (layers != nullptr) (drawn[consumer].*windows).emplace_back(start_ms, end_ms);
+    return end_ms;
+  };
+  auto batch_norm_ms = [&](size_t id) {
+    return BatchNormSyncMs(static_cast<int>(id), ranges[id].count);
+  };
+  std::vector<double> forward_end(n, 0.0);
+  for (size_t id = 0; id < n; ++id) {
+    double ready_ms = 0;
+    for (int input : graph_.layer(static_cast<int>(id)).input_ids) {
+      if (input == kGraphInputId) continue;
+      const size_t producer = static_cast<size_t>(input);
+      ready_ms = std::max(ready_ms, ranges[producer] == ranges[id]
+                                        ? forward_end[producer]
+                                        : resplit(producer, id, forward_end[producer],
+                                                  &ScheduledLayer::resplits_in));
+    }
+    const double start_ms = std::max(ready_ms, ranks.FreeAt(ranges[id]));
+    if (layers != nullptr) drawn[id].forward_start_ms = start_ms;
+    forward_end[id] = start_ms + costs[id].forward_ms + batch_norm_ms(id);
+    ranks.Hold(ranges[id], forward_end[id]);
+  }
+  // When each layer's output gradient is complete: its consumers' backwards and re-splits back
+  // have ended (a layer nothing reads starts from its own forward's end).
+  std::vector<double> gradient_in = forward_end;
+  Passes passes;
+  passes.gradients.reserve(n);
+  for (size_t id = n; id-- > 0;) {
+    const double start_ms = std::max(gradient_in[id], ranks.FreeAt(ranges[id]));
+    if (layers != nullptr) drawn[id].backward_start_ms = start_ms;
+    const double ready_ms = start_ms + costs[id].backward_ms;
+    const double end_ms = ready_ms + batch_norm_ms(id);
+    ranks.Hold(ranges[id], end_ms);
+    passes.backward_end_ms = std::max(passes.backward_end_ms, end_ms);
+    passes.gradients.push_back(ReadyGradient{static_cast<int>(id), ranges[id].count,
+                                             GradientBytes(static_cast<int>(id)), ready_ms,
+                                             ranges[id].first});
+    for (int input : graph_.layer(static_cast<int>(id)).input_ids) {
+      if (input == kGraphInputId) continue;
+      const size_t producer = static_cast<size_t>(input);
+      const double back_ms = ranges[producer] == ranges[id]
+                                 ? end_ms
+                                 : resplit(producer, id, end_ms, &ScheduledLayer::resplits_back);
+      gradient_in[producer] = std::max(gradient_in[producer], back_ms);
+      passes.backward_end_ms = std::max(passes.backward_end_ms, back_ms);
+    }
+  }
+  std::stable_sort(
+      passes.gradients.begin(), passes.gradients.end(),
+      [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready_ms < b.ready_ms; });
+  if (layers != nullptr) *layers = std::move(drawn);
+  return passes;
+}
+
+StatusOr<std::vector<ScheduledLayer>> CostModel::Schedule(
+    const std::vector<DeviceRange>& ranges) const {
+  if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
+    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
+                                " device ranges, got " + std::to_string(ranges.size()));
+  }
+  ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(ranges));
+  std::vector<ScheduledLayer> layers;
+  ConcurrentPasses(ranges, costs, &layers);
+  return layers;
+}
+
+GradientSyncTimeline CostModel::ScheduleSync(const std::vector<DeviceRange>& ranges,
+                                             const std::vector<LayerCost>& costs) const {
+  const Passes passes =
+      FromRankZero(ranges) ? SerialPasses(ranges, costs) : ConcurrentPasses(ranges, costs);
+  return ScheduleGradientSync(passes.gradients, passes.backward_end_ms, cluster_,
+                              options_.gradient_sync);
+}
+
+Status CostModel::CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const {
+  if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
+    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
+                                " device counts, got " + std::to_string(ranges.size()));
+  }
+  const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    const DeviceRange range = ranges[static_cast<size_t>(id)];
+    if (range.count < 1 || range.count > max_count) {
+      return InvalidArgumentError("layer '" + graph_.layer(id).name + "': device count " +
+                                  std::to_string(range.count) + " is outside [1, " +
+                                  std::to_string(max_count) + "]");
+    }
+    if (range.first < 0 || range.end() > num_devices) {
+      return InvalidArgumentError(
+          "layer '" + graph_.layer(id).name + "': ranks " + std::to_string(range.first) + ".." +
+          std::to_string(range.end() - 1) + " are outside 0.." + std::to_string(num_devices - 1));
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<GradientSyncTimeline> CostModel::GradientSync(const std::vector<int>& counts) const {
-  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
+  return GradientSync(PrefixRanges(counts));
+}
+
+StatusOr<GradientSyncTimeline> CostModel::GradientSync(
+    const std::vector<DeviceRange>& ranges) const {
+  if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
     return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
-                                " device counts, got " + std::to_string(counts.size()));
+                                " device counts, got " + std::to_string(ranges.size()));
   }
-  ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(counts));
-  return ScheduleSync(counts, costs);
+  ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(ranges));
+  return ScheduleSync(ranges, costs);
 }
 
 StatusOr<double> CostModel::SingleDeviceMs() const {
@@ -201,66 +402,63 @@ StatusOr<double> CostModel::SingleDeviceMs() const {
 }
 
 StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devices) const {
-  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
-    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
-                                " device counts, got " + std::to_string(counts.size()));
-  }
+  return Evaluate(PrefixRanges(counts), num_devices);
+}
+
+StatusOr<Plan> CostModel::Evaluate(const std::vector<DeviceRange>& ranges, int num_devices) const {
+  RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
   Plan plan;
   plan.model = graph_.name();
   plan.global_batch = global_batch_;
   plan.num_devices = num_devices;
   plan.profile_source = profile_.source();
   ASSIGN_OR_RETURN(plan.single_device_ms, SingleDeviceMs());
-  ASSIGN_OR_RETURN(plan.totals, Sum(counts, num_devices, &plan.layers));
+  ASSIGN_OR_RETURN(plan.totals, Sum(ranges, &plan.layers));
   return plan;
 }
 
 StatusOr<PlanTotals> CostModel::Totals(const std::vector<int>& counts, int num_devices) const {
-  if (static_cast<int>(counts.size()) != graph_.num_layers()) {
-    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
-                                " device counts, got " + std::to_string(counts.size()));
-  }
-  return Sum(counts, num_devices, nullptr);
+  return Totals(PrefixRanges(counts), num_devices);
 }
 
-StatusOr<PlanTotals> CostModel::Sum(const std::vector<int>& counts, int num_devices,
+StatusOr<PlanTotals> CostModel::Totals(const std::vector<DeviceRange>& ranges,
+                                       int num_devices) const {
+  RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  return Sum(ranges, nullptr);
+}
+
+StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges,
                                     std::vector<LayerPlacement>* layers) const {
-  const int64_t max_count = std::min<int64_t>(num_devices, global_batch_);
-  for (int id = 0; id < graph_.num_layers(); ++id) {
-    const int devices = counts[static_cast<size_t>(id)];
-    if (devices < 1 || devices > max_count) {
-      return InvalidArgumentError("layer '" + graph_.layer(id).name + "': device count " +
-                                  std::to_string(devices) + " is outside [1, " +
-                                  std::to_string(max_count) + "]");
-    }
-  }
   ASSIGN_OR_RETURN(const double single_device_ms, SingleDeviceMs());
-  ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(counts));
-  const std::vector<double> exposed =
-      ExposedSyncByLayer(ScheduleSync(counts, costs), graph_.num_layers());
+  ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(ranges));
+  const GradientSyncTimeline sync = ScheduleSync(ranges, costs);
+  const std::vector<double> exposed = ExposedSyncByLayer(sync, graph_.num_layers());
   PlanTotals totals;
   double gpu_ms = 0;
-  if (layers != nullptr) layers->reserve(counts.size());
+  double layers_ms = 0;
+  if (layers != nullptr) layers->reserve(ranges.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
-    const int devices = counts[static_cast<size_t>(id)];
+    const DeviceRange range = ranges[static_cast<size_t>(id)];
     LayerCost& cost = costs[static_cast<size_t>(id)];
     cost.comm_ms += exposed[static_cast<size_t>(id)];
-    if (layers != nullptr) layers->push_back(Placement(id, devices, cost));
-    totals.iteration_ms += cost.total_ms();
-    gpu_ms += cost.device_ms(devices);
-    totals.devices_used = std::max(totals.devices_used, devices);
+    if (layers != nullptr) layers->push_back(Placement(id, range, cost));
+    layers_ms += cost.total_ms();
+    gpu_ms += cost.device_ms(range.count);
+    totals.devices_used = std::max(totals.devices_used, range.end());
   }
+  // Serial: the layers' sum (the same time, summed as the per-layer figures show it).
+  totals.iteration_ms = FromRankZero(ranges) ? layers_ms : sync.backward_end_ms + sync.exposed_ms;
   totals.gpu_seconds = gpu_ms / 1000.0;
   totals.amplification = single_device_ms > 0 ? gpu_ms / single_device_ms : 0;
   return totals;
 }
 
-LayerPlacement CostModel::Placement(int layer_id, int devices, const LayerCost& cost) const {
+LayerPlacement CostModel::Placement(int layer_id, DeviceRange range, const LayerCost& cost) const {
   LayerPlacement placement;
   placement.layer = graph_.layer(layer_id).name;
-  placement.devices.resize(static_cast<size_t>(devices));
-  for (int r = 0; r < devices; ++r) placement.devices[static_cast<size_t>(r)] = r;
-  placement.samples = NearEqualShares(global_batch_, devices);
+  placement.devices.resize(static_cast<size_t>(range.count));
+  for (int r = 0; r < range.count; ++r) placement.devices[static_cast<size_t>(r)] = range.first + r;
+  placement.samples = NearEqualShares(global_batch_, range.count);
   placement.forward_ms = cost.forward_ms;
   placement.backward_ms = cost.backward_ms;
   placement.comm_ms = cost.comm_ms;

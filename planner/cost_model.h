@@ -1,8 +1,10 @@
 // The planner's cost model (formulas in docs/planner.md): what one training iteration costs when
 // every layer runs on a given number of devices.
 //
-// - Device sets: a layer on g devices runs on ranks 0..g-1 with NearEqualShares(B, g) samples
-//   (plan.h's sample assignment rule), so layers with equal counts never re-split.
+// - Device sets: a layer runs on a range of ranks, first..first+g-1 (DeviceRange), with
+//   NearEqualShares(B, g) samples (plan.h's sample assignment rule). The search's counts are
+//   ranges from rank 0 (nested sets, so layers with equal counts never re-split); concurrent
+//   branches (branch_packing.h) move a branch's layers to ranges further up.
 // - Compute: the profile's forward/backward time at the largest share, ceil(B / g); an uneven
 //   split takes as long as its largest share.
 // - Iteration overhead: the work of an iteration outside the layers (loss, data, autograd, the
@@ -14,8 +16,9 @@
 //   pair; a device's time is max(send time, receive time) (links are full duplex), each the sum
 //   over its messages of bytes / bandwidth + latency over Cluster::LinkBetween; the transfer takes
 //   as long as the busiest device. Backward moves the activation gradients back the same way, so
-//   it costs the same again. Its device time is charged on the larger of the two sets (every
-//   device of both takes part; the sets are nested), also when the consumer's is smaller.
+//   it costs the same again. Its device time is charged on the union of the two sets (every
+//   device of both takes part; for nested sets the larger one), also when the consumer's is
+//   smaller.
 // - Synchronised batch norm on g > 1 devices: one all-reduce of its 2C+1 float64 statistics in
 //   forward and one of their gradients in backward (AllReduceMs, gradient_sync.h), each
 //   synchronous: it holds up the layer.
@@ -26,7 +29,16 @@
 //   with backward as the runtime does (gradient_sync.h): only the sync tail after backward is
 //   charged, to the bucket's layers by their gradient bytes.
 // - Iteration time = serial part + exposed sync tail = sum over layers of forward + backward +
-//   comm (comm: re-splits, batch norm statistics, the layer's share of the tail);
+//   comm (comm: re-splits, batch norm statistics, the layer's share of the tail) when every
+//   range starts at rank 0 (every layer then holds rank 0, so nothing can overlap).
+// - Concurrent branches (some range starts above rank 0): a list schedule instead of the sum,
+//   the same as the simulator's FG timeline (sim_engine.h). Forward in topological order: each
+//   re-split into a layer starts when its producer's forward has ended and both ranges are free,
+//   and holds both; the layer's compute and batch norm statistics start when its inputs have
+//   arrived and its range is free. Backward in reverse order: a layer starts when every
+//   consumer's backward and re-split back has ended and its range is free. Iteration time = the
+//   end of the last backward + the exposed sync tail. For nested ranges from rank 0 this is the
+//   serial sum: every step holds rank 0.
 //   GPU-seconds = sum over layers of g x that layer's time, except that re-splits count at
 //   max(g_producer, g_consumer). Hidden all-reduces cost no device time (they run beside
 //   backward, on its devices or on devices the plan leaves idle then).
@@ -52,11 +64,37 @@ namespace deepool::planner {
 // ceil(B / g): the largest of NearEqualShares(B, g).
 int64_t LargestShare(int64_t global_batch, int devices);
 
+// A layer's device set: ranks first..first+count-1.
+struct DeviceRange {
+  // Constructors, not an aggregate: a braced list of counts must not read as a list of ranges.
+  constexpr DeviceRange() = default;
+  constexpr DeviceRange(int first_rank, int devices) : first(first_rank), count(devices) {}
+  int first = 0;
+  int count = 1;
+  int end() const { return first + count; }
+  bool operator==(const DeviceRange& other) const {
+    return first == other.first && count == other.count;
+  }
+  bool operator!=(const DeviceRange& other) const { return !(*this == other); }
+};
+// Ranges from rank 0 with these counts: the search's device sets.
+std::vector<DeviceRange> PrefixRanges(const std::vector<int>& counts);
+// Each layer's ranks in the plan as a range: first device and count (the count of ranks it
+// lists; a plan whose devices are not consecutive is timed as if they were).
+std::vector<DeviceRange> RangesOf(const Plan& plan);
+// Whether every range starts at rank 0 (the search's nested sets).
+bool FromRankZero(const std::vector<DeviceRange>& ranges);
+// The number of ranks in either range.
+int UnionSize(DeviceRange a, DeviceRange b);
+
 // One direction of an activation re-split from g_from to g_to devices, as a function of the
 // bytes per sample: max over devices and directions of (bytes_per_sample x a + b). Only the
 // lines that can be the maximum for some non-negative byte count are kept.
 class ResplitCost {
  public:
+  static ResplitCost Compute(const Cluster& cluster, int64_t global_batch, DeviceRange from,
+                             DeviceRange to);
+  // Between ranges from rank 0.
   static ResplitCost Compute(const Cluster& cluster, int64_t global_batch, int from_devices,
                              int to_devices);
   double Ms(int64_t bytes_per_sample) const;
@@ -95,6 +133,14 @@ struct CostModelOptions {
   GradientSyncOptions gradient_sync;
 };
 
+// When each part of a layer runs in the list schedule (the file comment), for drawing it.
+struct ScheduledLayer {
+  std::vector<std::pair<double, double>> resplits_in;  // [start, end) of each re-split into it
+  double forward_start_ms = 0;   // its forward compute, then batch norm statistics
+  double backward_start_ms = 0;  // its backward compute, then batch norm statistics
+  std::vector<std::pair<double, double>> resplits_back;  // each re-split of gradients back
+};
+
 class CostModel {
  public:
   // The graph, profile and cluster must outlive the model. global_batch >= 1.
@@ -108,11 +154,14 @@ class CostModel {
   // Forward and backward time of a layer on `devices` devices (1 <= devices <= B); the last
   // output layer's forward includes the iteration overhead.
   StatusOr<LayerTime> Compute(int layer_id, int devices) const;
-  // Forward + backward re-split of `producer_id`'s output between the two device counts.
+  // Forward + backward re-split of `producer_id`'s output between the two device sets (counts:
+  // ranges from rank 0).
   double ResplitMs(int producer_id, int from_devices, int to_devices) const;
-  // One direction of a re-split between the two device counts, for any tensor (cached):
+  double ResplitMs(int producer_id, DeviceRange from, DeviceRange to) const;
+  // One direction of a re-split between the two device sets, for any tensor (cached):
   // ResplitMs(p, f, t) is 2 x Resplit(f, t).Ms(bytes per sample of p's output) when f != t.
   const ResplitCost& Resplit(int from_devices, int to_devices) const;
+  const ResplitCost& Resplit(DeviceRange from, DeviceRange to) const;
   // The layer's parameter gradients in bytes (fp32).
   int64_t GradientBytes(int layer_id) const;
   // The search's additive stand-in for the layer's gradient all-reduce on `devices` devices
@@ -130,9 +179,15 @@ class CostModel {
   // A layer's cost given every layer's count (counts indexed by layer id), without its share of
   // the gradient sync, which depends on the whole plan (GradientSync).
   StatusOr<LayerCost> CostOf(int layer_id, const std::vector<int>& counts) const;
-  // The bucketed, overlapped gradient all-reduces of the plan with these counts (one per
-  // layer, 1 <= count <= B), timed against its serial forward and backward.
+  StatusOr<LayerCost> CostOf(int layer_id, const std::vector<DeviceRange>& ranges) const;
+  // The bucketed, overlapped gradient all-reduces of the plan with these counts or ranges (one
+  // per layer, 1 <= count <= B), timed against its forward and backward.
   StatusOr<GradientSyncTimeline> GradientSync(const std::vector<int>& counts) const;
+  StatusOr<GradientSyncTimeline> GradientSync(const std::vector<DeviceRange>& ranges) const;
+
+  // The list schedule of the plan with these ranges (also for ranges from rank 0, where it
+  // comes to the serial sum), per layer; the exposed sync tail follows the last backward.
+  StatusOr<std::vector<ScheduledLayer>> Schedule(const std::vector<DeviceRange>& ranges) const;
 
   // The single-device iteration time: every layer on one device with the whole batch.
   StatusOr<double> SingleDeviceMs() const;
@@ -141,19 +196,37 @@ class CostModel {
   // Fills model, batch, devices, profile source, single_device_ms, layers and totals; the
   // caller fills amplification_limit and data_parallel.
   StatusOr<Plan> Evaluate(const std::vector<int>& counts, int num_devices) const;
+  // The same for a layer per range (ranges within [0, num_devices), counts within [1, B]).
+  StatusOr<Plan> Evaluate(const std::vector<DeviceRange>& ranges, int num_devices) const;
   // Evaluate's totals alone (the same sums), without building the per-layer placements.
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts, int num_devices) const;
+  StatusOr<PlanTotals> Totals(const std::vector<DeviceRange>& ranges, int num_devices) const;
 
  private:
   // Sums the plan's totals and, when `layers` is not null, fills the per-layer placements.
-  StatusOr<PlanTotals> Sum(const std::vector<int>& counts, int num_devices,
+  // The ranges must have passed CheckRanges.
+  StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges,
                            std::vector<LayerPlacement>* layers) const;
-  // The layer's placement on ranks 0..devices-1 with these predictions.
-  LayerPlacement Placement(int layer_id, int devices, const LayerCost& cost) const;
-  // CostOf for every layer; counts must be in range.
-  StatusOr<std::vector<LayerCost>> LayerCosts(const std::vector<int>& counts) const;
+  // INVALID_ARGUMENT unless there is one range per layer, each within the devices and batch.
+  Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
+  // The layer's placement on its range with these predictions.
+  LayerPlacement Placement(int layer_id, DeviceRange range, const LayerCost& cost) const;
+  // CostOf for every layer; ranges must be valid.
+  StatusOr<std::vector<LayerCost>> LayerCosts(const std::vector<DeviceRange>& ranges) const;
+  // The end of backward and the gradients' ready times: the serial sum when every range starts
+  // at rank 0, the list schedule otherwise (file comment).
+  struct Passes {
+    double backward_end_ms = 0;
+    std::vector<ReadyGradient> gradients;  // in the order they become ready
+  };
+  Passes SerialPasses(const std::vector<DeviceRange>& ranges,
+                      const std::vector<LayerCost>& costs) const;
+  // `layers`, when not null, gets each layer's times.
+  Passes ConcurrentPasses(const std::vector<DeviceRange>& ranges,
+                          const std::vector<LayerCost>& costs,
+                          std::vector<ScheduledLayer>* layers = nullptr) const;
   // The gradient sync of the plan whose layers cost `costs` (LayerCosts).
-  GradientSyncTimeline ScheduleSync(const std::vector<int>& counts,
+  GradientSyncTimeline ScheduleSync(const std::vector<DeviceRange>& ranges,
                                     const std::vector<LayerCost>& costs) const;
 
   const Graph& graph_;
@@ -162,7 +235,7 @@ class CostModel {
   int64_t global_batch_;
   CostModelOptions options_;
   int overhead_layer_ = -1;  // the output layer with the largest id
-  mutable std::map<std::pair<int, int>, ResplitCost> resplits_;
+  mutable std::map<std::pair<std::pair<int, int>, std::pair<int, int>>, ResplitCost> resplits_;
   // Profile times by (slot of the device count, layer): the search asks for every candidate
   // count once and Evaluate asks again for the chosen ones.
   mutable std::unordered_map<int, size_t> slot_of_count_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 namespace deepool::planner {
 namespace {
@@ -55,12 +56,13 @@ double AllReduceMs(const Cluster& cluster, int64_t bytes, int devices, bool allo
 std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradient>& gradients,
                                                     int64_t bucket_bytes, double backward_end_ms) {
   std::vector<GradientBucketSync> closed;
-  std::map<int, OpenBucket> by_devices;  // one device set per count
+  std::map<std::pair<int, int>, OpenBucket> by_set;  // by (first device, count)
   for (const ReadyGradient& gradient : gradients) {
     if (gradient.devices < 2 || gradient.bytes <= 0) continue;
-    OpenBucket& set = by_devices[gradient.devices];
+    OpenBucket& set = by_set[{gradient.first_device, gradient.devices}];
     if (!set.open) {
       set.bucket = GradientBucketSync{};
+      set.bucket.first_device = gradient.first_device;
       set.bucket.devices = gradient.devices;
     }
     set.open = true;
@@ -79,7 +81,7 @@ std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradi
   // Backward has ended: the open buckets start by first layer, last layers first, as the
   // runtime's FlushGradientBuckets orders them.
   std::vector<GradientBucketSync> flushed;
-  for (auto& [devices, set] : by_devices) {
+  for (auto& [device_set, set] : by_set) {
     if (!set.open) continue;
     set.bucket.ready_ms = backward_end_ms;
     flushed.push_back(std::move(set.bucket));

@@ -14,18 +14,19 @@
 //   leaf of the other; that adds up to 2 x bytes each way through every rank, against the
 //   ring's 2(g-1)/g x bytes. So the ring wins for large buckets on few devices, the tree for
 //   small ones on many.
-// - Buckets: per device count (device sets are ranks 0..g-1, one set per count), gradients join
-//   their set's open bucket in backward order (reverse topological order, i.e. descending layer
-//   id); a bucket closes as soon as it holds at least the cap (the first bucket of a set in an
-//   iteration: min(cap, 1 MiB)) or when backward ends. Cap 0: one bucket per layer. Layers on
-//   one device or without parameters have nothing to synchronise.
+// - Buckets: per device set (ranks first..first+g-1; the search's sets start at rank 0, one set
+//   per count), gradients join their set's open bucket in backward order (reverse topological
+//   order, i.e. descending layer id); a bucket closes as soon as it holds at least the cap (the
+//   first bucket of a set in an iteration: min(cap, 1 MiB)) or when backward ends. Cap 0: one
+//   bucket per layer. Layers on one device or without parameters have nothing to synchronise.
 // - Timeline: a bucket's all-reduce starts when it closes (the backward of its last layer has
-//   ended) and the previous all-reduce has ended: all device sets share rank 0 (and ranks
-//   0..g-1 share their links), so the model serialises all gradient all-reduces, as one
-//   communicator would. The buckets still open when backward ends start then, by first layer,
-//   last layers first (FlushGradientBuckets' order). Only what runs past the end of backward is
-//   exposed; the rest is hidden behind backward. With overlap off every bucket waits for the
-//   end of backward, so all of it is exposed (the old, serial charge).
+//   ended) and the previous all-reduce has ended: the search's device sets share rank 0 (and
+//   ranks 0..g-1 share their links), so the model serialises all gradient all-reduces, as one
+//   communicator would (conservative for the disjoint sets of concurrent branches). The buckets
+//   still open when backward ends start then, by first layer, last layers first
+//   (FlushGradientBuckets' order). Only what runs past the end of backward is exposed; the rest is
+//   hidden behind backward. With overlap off every bucket waits for the end of backward, so all of
+//   it is exposed (the old, serial charge).
 // Approximate: hidden all-reduces share the links with the backward re-splits of the same time
 // and are assumed not to slow them (nor the compute, whose SMs NCCL's kernels share).
 // Threading: pure functions over plain values.
@@ -62,9 +63,11 @@ struct ReadyGradient {
   int devices = 1;
   int64_t bytes = 0;
   double ready_ms = 0;
+  int first_device = 0;  // the layer's ranks: first_device..first_device+devices-1
 };
 
 struct GradientBucketSync {
+  int first_device = 0;
   int devices = 0;
   std::vector<int> layers;           // in the order they joined (backward order)
   std::vector<int64_t> layer_bytes;  // each layer's gradient bytes, same order

@@ -35,14 +35,6 @@ CommParts SplitComm(const LayerPlacement& placement, const CostModel& model, int
   return parts;
 }
 
-std::vector<int> CountsOf(const Plan& plan) {
-  std::vector<int> counts;
-  for (const LayerPlacement& placement : plan.layers) {
-    counts.push_back(static_cast<int>(placement.devices.size()));
-  }
-  return counts;
-}
-
 std::string Title(const Plan& plan) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.3f", plan.totals.iteration_ms);
@@ -51,13 +43,15 @@ std::string Title(const Plan& plan) {
          plan.profile_source + ")";
 }
 
-// Appends spans to the timeline at a running clock, one per device of the layer.
+// Appends a span per device of the layer.
 class SpanWriter {
  public:
   explicit SpanWriter(Timeline* timeline) : timeline_(timeline) {}
 
-  void Add(const LayerPlacement& placement, SpanKind kind, double duration_ms, bool always) {
-    if (duration_ms <= 0 && !always) return;
+  // Returns the span's end.
+  double Add(const LayerPlacement& placement, SpanKind kind, double start_ms, double duration_ms,
+             bool always) {
+    if (duration_ms <= 0 && !always) return start_ms;
     duration_ms = std::max(0.0, duration_ms);
     for (int rank : placement.devices) {
       TimelineSpan span;
@@ -65,16 +59,22 @@ class SpanWriter {
       span.kind = kind;
       span.name = placement.layer;
       span.iteration = 0;
-      span.start_us = now_ms_ * 1000.0;
+      span.start_us = start_ms * 1000.0;
       span.duration_us = duration_ms * 1000.0;
       timeline_->spans.push_back(std::move(span));
     }
-    now_ms_ += duration_ms;
+    return start_ms + duration_ms;
+  }
+
+  void AddWindows(const LayerPlacement& placement, SpanKind kind,
+                  const std::vector<std::pair<double, double>>& windows) {
+    for (const auto& [start_ms, end_ms] : windows) {
+      Add(placement, kind, start_ms, end_ms - start_ms, false);
+    }
   }
 
  private:
   Timeline* timeline_;
-  double now_ms_ = 0;
 };
 
 }  // namespace
@@ -92,7 +92,7 @@ StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model) {
                                 " layers; graph '" + graph.name() + "' has " +
                                 std::to_string(graph.num_layers()));
   }
-  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(CountsOf(plan)));
+  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(RangesOf(plan)));
   const std::vector<double> exposed = ExposedSyncByLayer(sync, graph.num_layers());
   std::vector<CommParts> comm(plan.layers.size());
   for (size_t id = 0; id < plan.layers.size(); ++id) {
@@ -110,25 +110,32 @@ StatusOr<Timeline> PredictedTimeline(const Plan& plan, const CostModel& model) {
   for (int rank = 0; rank < plan.num_devices; ++rank) {
     timeline.tracks.push_back("rank " + std::to_string(rank));
   }
+  ASSIGN_OR_RETURN(const std::vector<ScheduledLayer> schedule, model.Schedule(RangesOf(plan)));
   SpanWriter writer(&timeline);
   for (size_t id = 0; id < plan.layers.size(); ++id) {
     const LayerPlacement& placement = plan.layers[id];
-    writer.Add(placement, SpanKind::kTransfer, comm[id].transfer_half_ms, false);
-    writer.Add(placement, SpanKind::kForward, placement.forward_ms, true);
-    writer.Add(placement, SpanKind::kAllReduce, comm[id].forward_sync_ms, false);
+    const ScheduledLayer& at = schedule[id];
+    writer.AddWindows(placement, SpanKind::kTransfer, at.resplits_in);
+    const double end_ms =
+        writer.Add(placement, SpanKind::kForward, at.forward_start_ms, placement.forward_ms, true);
+    writer.Add(placement, SpanKind::kAllReduce, end_ms, comm[id].forward_sync_ms, false);
   }
   for (size_t id = plan.layers.size(); id-- > 0;) {
     const LayerPlacement& placement = plan.layers[id];
-    writer.Add(placement, SpanKind::kBackward, placement.backward_ms, true);
-    writer.Add(placement, SpanKind::kAllReduce, comm[id].backward_sync_ms, false);
-    writer.Add(placement, SpanKind::kTransfer, comm[id].transfer_half_ms, false);
+    const ScheduledLayer& at = schedule[id];
+    const double end_ms = writer.Add(placement, SpanKind::kBackward, at.backward_start_ms,
+                                     placement.backward_ms, true);
+    writer.Add(placement, SpanKind::kAllReduce, end_ms, comm[id].backward_sync_ms, false);
+    writer.AddWindows(placement, SpanKind::kTransfer, at.resplits_back);
   }
-  // The gradient sync tail, bucket by bucket in the order they run, each layer's share on its
-  // devices (a bucket's layers share one device set).
+  // The gradient sync tail after backward, bucket by bucket in the order they run, each layer's
+  // share on its devices (a bucket's layers share one device set).
+  double tail_ms = sync.backward_end_ms;
   for (const GradientBucketSync& bucket : sync.buckets) {
     for (int id : bucket.layers) {
       const size_t layer = static_cast<size_t>(id);
-      writer.Add(plan.layers[layer], SpanKind::kAllReduce, comm[layer].gradient_tail_ms, false);
+      tail_ms = writer.Add(plan.layers[layer], SpanKind::kAllReduce, tail_ms,
+                           comm[layer].gradient_tail_ms, false);
     }
   }
   return timeline;

@@ -3,13 +3,14 @@
 // measured trace of the same plan (`deepool trace`) with the same tracks ("rank N"), kinds and
 // span names (layer names), so a prediction and a measurement can be compared span by span.
 //
-// The cost model is serial (docs/planner.md) but for the gradient all-reduces: layers run one
-// after another, forward in the plan's (topological) order, then backward in reverse order, and
-// a layer's re-splits and batch norm statistics take their own slot in that sequence; the
-// gradient all-reduces run in buckets beside backward and only their exposed tail after it is
-// drawn (the hidden part would overlap the backward spans). So every span of a layer starts at
-// the same time on each of its ranks, nothing overlaps, and the last span ends at the plan's
-// predicted iteration_ms. A rank outside a layer's devices is idle while that layer runs.
+// Spans sit where the cost model's list schedule puts them (CostModel::Schedule): layers whose
+// device sets share a rank run one after another, forward in the plan's (topological) order and
+// backward in reverse; concurrent branches on disjoint ranks side by side. A layer's re-splits
+// and batch norm statistics take their own slots; the gradient all-reduces run in buckets beside
+// backward and only their exposed tail after it is drawn (the hidden part would overlap the
+// backward spans). So every span of a layer starts at the same time on each of its ranks, no two
+// spans of a rank overlap, and the last span ends at the plan's predicted iteration_ms. A rank
+// outside a layer's devices is idle or runs another branch while that layer runs.
 // Threading: a pure function; the CostModel it reads is not thread-safe (cost_model.h).
 #pragma once
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/branch_packing.h"
 #include "planner/cost_model.h"
 #include "planner/pareto_search.h"
 
@@ -457,7 +458,13 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
                      Refine(model, std::move(start), candidates, budget_gpu_ms, options.devices));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
-  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(best.counts, options.devices));
+  std::vector<DeviceRange> ranges = PrefixRanges(best.counts);
+  if (options.concurrent_branches) {
+    ranges = PackConcurrentBranches(model, std::move(ranges), best.totals, candidates,
+                                    budget_gpu_ms, options.devices)
+                 .ranges;
+  }
+  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(ranges, options.devices));
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
   RETURN_IF_ERROR(CheckPlanWithinLimits(plan, options));

@@ -28,6 +28,8 @@ struct PlanOptions {
   // The cost model's gradient all-reduces (bucket cap, overlap, algorithms), for the plan and
   // the data-parallel baseline alike; the defaults are the runtime's.
   GradientSyncOptions gradient_sync;
+  // Let parallel branches run side by side on disjoint device ranges (branch_packing.h).
+  bool concurrent_branches = true;
 };
 
 // The device counts the search considers for every layer: all of 1..min(G, B) when exhaustive;
@@ -39,7 +41,9 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 // hides is not additive); the full model (CostModel::Totals: buckets overlapped with backward)
 // then costs every answer, improves the best by moving runs of layers on one count to the
 // neighbouring candidate counts while that is faster within the limit, and compares them with
-// data parallelism and one device. Every number in the plan is the full model's; the plan is
+// data parallelism and one device; with options.concurrent_branches, the best then has its
+// parallel branches packed side by side where that is faster (PackConcurrentBranches). Every
+// number in the plan is the full model's; the plan is
 // not guaranteed optimal for it (docs/planner.md, "The search").
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
 // or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason. A global batch

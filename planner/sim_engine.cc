@@ -23,9 +23,39 @@ std::vector<int> UnionOf(const std::vector<int>& a, const std::vector<int>& b) {
   return std::vector<int>(all.begin(), all.end());
 }
 
-void AddStep(std::string label, std::vector<int> devices, double ms, FgTimeline* timeline) {
-  if (ms <= 0) return;
-  timeline->steps.push_back({std::move(label), std::move(devices), ms});
+// Adds the step after the steps `after` and returns what the next dependent step waits for: the
+// new step, or `after` itself when the step takes no time and is left out.
+std::vector<int> AddStep(std::string label, std::vector<int> devices, double ms,
+                         std::vector<int> after, FgTimeline* timeline) {
+  if (ms <= 0) return after;
+  timeline->steps.push_back({std::move(label), std::move(devices), ms, std::move(after)});
+  return {static_cast<int>(timeline->steps.size()) - 1};
+}
+
+void Append(const std::vector<int>& more, std::vector<int>* steps) {
+  steps->insert(steps->end(), more.begin(), more.end());
+}
+
+// One iteration's steps from `begin_ms` by the FgStep rule: each when the steps it waits for
+// have ended and its devices are free (device_free, updated). `start_on(step, ready)` gives the
+// time a step starts at from that FG-ready time (without BG work: the ready time itself);
+// `ended(s, end)` hears each step's end. Returns when the last step ends (begin_ms without steps).
+template <typename StartOn, typename Ended>
+double ScheduleSteps(const FgTimeline& fg, const std::vector<double>& step_ms, double begin_ms,
+                     std::vector<double>& device_free, StartOn start_on, Ended ended) {
+  std::vector<double> ends(fg.steps.size(), begin_ms);
+  double last = begin_ms;
+  for (size_t s = 0; s < fg.steps.size(); ++s) {
+    const FgStep& step = fg.steps[s];
+    double ready = begin_ms;
+    for (int before : step.after) ready = std::max(ready, ends[static_cast<size_t>(before)]);
+    for (int d : step.devices) ready = std::max(ready, device_free[static_cast<size_t>(d)]);
+    ends[s] = start_on(step, ready) + step_ms[s];
+    for (int d : step.devices) device_free[static_cast<size_t>(d)] = ends[s];
+    ended(s, ends[s]);
+    last = std::max(last, ends[s]);
+  }
+  return last;
 }
 
 void AddKernels(const std::string& label, double ms, double max_kernel_ms, BgIteration* bg) {
@@ -79,9 +109,12 @@ double ClippedSum(const std::vector<std::pair<double, double>>& intervals, doubl
 }  // namespace
 
 double FgTimeline::iteration_ms() const {
-  double total = 0;
-  for (const FgStep& step : steps) total += step.duration_ms;
-  return total;
+  std::vector<double> step_ms;
+  for (const FgStep& step : steps) step_ms.push_back(step.duration_ms);
+  std::vector<double> device_free(static_cast<size_t>(std::max(0, num_devices)), 0.0);
+  return ScheduleSteps(
+      *this, step_ms, 0.0, device_free, [](const FgStep&, double ready) { return ready; },
+      [](size_t, double) {});
 }
 
 double FgTimeline::BusyMs(int device) const {
@@ -113,42 +146,59 @@ StatusOr<FgTimeline> BuildFgTimeline(const Plan& plan, const CostModel& model) {
   for (int id = 0; id < graph.num_layers(); ++id) {
     ASSIGN_OR_RETURN(times[static_cast<size_t>(id)], model.Compute(id, count_of(id)));
   }
+  const std::vector<DeviceRange> ranges = RangesOf(plan);
+  auto range_of = [&](int id) { return ranges[static_cast<size_t>(id)]; };
+  // What each layer's forward output, and each layer's output gradient, waits for.
+  const size_t num_layers = static_cast<size_t>(graph.num_layers());
+  std::vector<std::vector<int>> forward_done(num_layers), gradient_in(num_layers);
   // Forward: re-splits into each layer, then its compute.
   for (int id = 0; id < graph.num_layers(); ++id) {
     const Layer& layer = graph.layer(id);
+    std::vector<int> inputs;
     for (int producer : layer.input_ids) {
       if (producer == kGraphInputId) continue;
-      AddStep(graph.layer(producer).name + " -> " + layer.name + " resplit fw",
-              UnionOf(devices_of(producer), devices_of(id)),
-              model.ResplitMs(producer, count_of(producer), count_of(id)) / 2.0, &timeline);
+      Append(AddStep(graph.layer(producer).name + " -> " + layer.name + " resplit fw",
+                     UnionOf(devices_of(producer), devices_of(id)),
+                     model.ResplitMs(producer, range_of(producer), range_of(id)) / 2.0,
+                     forward_done[static_cast<size_t>(producer)], &timeline),
+             &inputs);
     }
-    AddStep(layer.name + " fw", devices_of(id), times[static_cast<size_t>(id)].forward_ms,
-            &timeline);
-    AddStep(layer.name + " bn stats fw", devices_of(id), model.BatchNormSyncMs(id, count_of(id)),
-            &timeline);
+    std::vector<int> done = AddStep(layer.name + " fw", devices_of(id),
+                                    times[static_cast<size_t>(id)].forward_ms, inputs, &timeline);
+    forward_done[static_cast<size_t>(id)] =
+        AddStep(layer.name + " bn stats fw", devices_of(id),
+                model.BatchNormSyncMs(id, count_of(id)), done, &timeline);
   }
-  // Backward in reverse: compute, then the gradients back to the producers.
+  // Backward in reverse: compute, then the gradients back to the producers. A layer nothing
+  // reads starts backward from its own forward.
+  std::vector<int> backward_done;
   for (int id = graph.num_layers() - 1; id >= 0; --id) {
     const Layer& layer = graph.layer(id);
-    AddStep(layer.name + " bw", devices_of(id), times[static_cast<size_t>(id)].backward_ms,
-            &timeline);
-    AddStep(layer.name + " bn stats bw", devices_of(id), model.BatchNormSyncMs(id, count_of(id)),
-            &timeline);
+    const size_t at = static_cast<size_t>(id);
+    const std::vector<int>& ready =
+        graph.consumers(id).empty() ? forward_done[at] : gradient_in[at];
+    std::vector<int> done =
+        AddStep(layer.name + " bw", devices_of(id), times[at].backward_ms, ready, &timeline);
+    done = AddStep(layer.name + " bn stats bw", devices_of(id),
+                   model.BatchNormSyncMs(id, count_of(id)), done, &timeline);
+    Append(done, &backward_done);
     for (int producer : layer.input_ids) {
       if (producer == kGraphInputId) continue;
-      AddStep(layer.name + " -> " + graph.layer(producer).name + " resplit bw",
-              UnionOf(devices_of(producer), devices_of(id)),
-              model.ResplitMs(producer, count_of(producer), count_of(id)) / 2.0, &timeline);
+      const std::vector<int> back = AddStep(
+          layer.name + " -> " + graph.layer(producer).name + " resplit bw",
+          UnionOf(devices_of(producer), devices_of(id)),
+          model.ResplitMs(producer, range_of(producer), range_of(id)) / 2.0, done, &timeline);
+      Append(back, &gradient_in[static_cast<size_t>(producer)]);
+      Append(back, &backward_done);
     }
   }
   // The gradient all-reduces run in buckets beside backward; only their exposed tail after it
-  // holds the devices (cost_model.h), as one step per bucket.
-  std::vector<int> counts;
-  for (int id = 0; id < graph.num_layers(); ++id) counts.push_back(count_of(id));
-  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(counts));
+  // holds the devices (cost_model.h), as one step per bucket after the whole backward.
+  ASSIGN_OR_RETURN(const GradientSyncTimeline sync, model.GradientSync(ranges));
+  std::vector<int> tail = backward_done;
   for (const GradientBucketSync& bucket : sync.buckets) {
-    AddStep(graph.layer(bucket.layers.front()).name + " allreduce",
-            devices_of(bucket.layers.front()), bucket.exposed_ms, &timeline);
+    tail = AddStep(graph.layer(bucket.layers.front()).name + " allreduce",
+                   devices_of(bucket.layers.front()), bucket.exposed_ms, tail, &timeline);
   }
   return timeline;
 }
@@ -209,7 +259,14 @@ Status CheckBgJobs(const std::vector<const BgIteration*>& bg) {
 }
 
 Status CheckFgSteps(const FgTimeline& fg) {
-  for (const FgStep& step : fg.steps) {
+  for (size_t s = 0; s < fg.steps.size(); ++s) {
+    const FgStep& step = fg.steps[s];
+    for (int before : step.after) {
+      if (before < 0 || static_cast<size_t>(before) >= s) {
+        return InvalidArgumentError("FG step '" + step.label + "' waits for step " +
+                                    std::to_string(before) + ", which is not an earlier step");
+      }
+    }
     if (!(step.duration_ms >= 0) || !std::isfinite(step.duration_ms)) {
       return InvalidArgumentError("FG step '" + step.label + "' must take a finite time >= 0");
     }
@@ -231,6 +288,7 @@ Status CheckMultiplexInputs(const FgTimeline& fg, const std::vector<const BgIter
         "need one BG entry (or none) per FG device: " + std::to_string(bg.size()) + " for " +
         std::to_string(fg.num_devices) + " devices");
   }
+  RETURN_IF_ERROR(CheckFgSteps(fg));
   if (fg.global_batch < 1 || !(fg.iteration_ms() > 0)) {
     return InvalidArgumentError("the FG timeline must have a batch and take time");
   }
@@ -241,8 +299,7 @@ Status CheckMultiplexInputs(const FgTimeline& fg, const std::vector<const BgIter
   if (!(slowdown >= 1.0) || !std::isfinite(slowdown)) {
     return InvalidArgumentError("FG slowdown must be a finite factor >= 1");
   }
-  RETURN_IF_ERROR(CheckBgJobs(bg));
-  return CheckFgSteps(fg);
+  return CheckBgJobs(bg);
 }
 
 // What a run of the FG timeline with BG jobs in its idle time leaves behind.
@@ -273,23 +330,28 @@ MultiplexRun RunMultiplexed(const FgTimeline& fg, const std::vector<const BgIter
   run.window_start = options.warmup_iterations == 0 ? 0 : kNotYet;
   run.window_end = kNotYet;
   double now = 0;
+  std::vector<double> device_free(run.states.size(), 0.0);  // end of each device's last FG step
   const int total_iterations = options.warmup_iterations + options.iterations + 1;
   for (int iteration = 0; iteration < total_iterations; ++iteration) {
     const bool measured = iteration >= options.warmup_iterations &&
                           iteration < options.warmup_iterations + options.iterations;
-    for (size_t s = 0; s < fg.steps.size(); ++s) {
-      double start = now;
-      for (int d : fg.steps[s].devices) {
-        start = std::max(start, FillIdleTime(run.states[static_cast<size_t>(d)], now,
-                                             interference.policy, run.window_start));
-      }
-      const double end = start + step_ms[s];
-      for (int d : fg.steps[s].devices) {
-        run.states[static_cast<size_t>(d)].fg_free_at = end;
-        if (measured) run.fg_busy[static_cast<size_t>(d)] += step_ms[s];
-      }
-      now = end;
-    }
+    // BG kernels fill each device's idle time up to the step's FG-ready time.
+    now = ScheduleSteps(
+        fg, step_ms, now, device_free,
+        [&](const FgStep& step, double ready) {
+          double start = ready;
+          for (int d : step.devices) {
+            start = std::max(start, FillIdleTime(run.states[static_cast<size_t>(d)], ready,
+                                                 interference.policy, run.window_start));
+          }
+          return start;
+        },
+        [&](size_t s, double end) {
+          for (int d : fg.steps[s].devices) {
+            run.states[static_cast<size_t>(d)].fg_free_at = end;
+            if (measured) run.fg_busy[static_cast<size_t>(d)] += step_ms[s];
+          }
+        });
     if (iteration + 1 == options.warmup_iterations) run.window_start = now;
     if (iteration + 1 == options.warmup_iterations + options.iterations) run.window_end = now;
   }

@@ -2,17 +2,19 @@
 // sequence of gang steps over device sets, background (BG) jobs as per-device sequences of
 // non-preemptible kernels, and a model of how the two share a device (docs/simulator.md).
 //
-// FG timeline. The planner's cost model runs layers one after another (cost_model.h), so an FG
-// iteration is a fixed sequence of steps: per layer in topological order, the forward activation
-// re-split from each producer on a different device count (on the union of both device sets),
-// then the layer's forward compute and, for batch norm on several devices, its statistics
-// all-reduce (on its devices); then per layer in reverse order its backward compute (and batch
-// norm's gradient-statistics all-reduce) and the backward re-split of the activation gradients
-// to each producer; then, per gradient bucket in the order they run, the part of its all-reduce
+// FG timeline. An FG iteration is a set of gang steps over device sets, each waiting for the
+// steps it depends on (FgStep::after): per layer in topological order, the forward activation
+// re-split from each producer on a different device set (on the union of both sets), then the
+// layer's forward compute and, for batch norm on several devices, its statistics all-reduce (on
+// its devices); then per layer in reverse order its backward compute (and batch norm's
+// gradient-statistics all-reduce) and the backward re-split of the activation gradients to
+// each producer; then, per gradient bucket in the order they run, the part of its all-reduce
 // that the cost model finds exposed after backward (gradient_sync.h; the part hidden behind
-// backward holds no device in this model). A step starts when the previous one has ended and every
-// device of its set is free; durations come from the cost model, so without BG work the
-// simulated iteration time equals the plan's predicted iteration time exactly.
+// backward holds no device in this model). A step starts when the steps it waits for have
+// ended, every device of its set is free and the iteration has begun (the previous one has
+// ended). The cost model schedules the same steps the same way (cost_model.h), so without BG
+// work the simulated iteration time equals the plan's predicted iteration time; plans whose
+// layers all hold rank 0 run their steps one after another, concurrent branches side by side.
 //
 // Interference model (InterferenceModel):
 //  - FG has priority: a BG kernel never starts while the device has FG work ready.
@@ -48,13 +50,14 @@ struct FgStep {
   std::string label;         // e.g. "conv1 fw", "fc2 resplit bw", "fc1 allreduce"
   std::vector<int> devices;  // ranks, ascending, distinct
   double duration_ms = 0;
+  std::vector<int> after;  // indices of earlier steps of the iteration whose end it waits for
 };
 
 struct FgTimeline {
   int num_devices = 0;        // ranks 0..num_devices-1 exist
   int64_t global_batch = 0;   // samples per FG iteration
-  std::vector<FgStep> steps;  // one iteration, in execution order
-  // Sum of the step durations: the iteration time without BG work.
+  std::vector<FgStep> steps;  // one iteration, in an order that respects `after`
+  // The iteration time without BG work: when the last step ends (the file comment's rule).
   double iteration_ms() const;
   // Summed duration of the steps `device` takes part in.
   double BusyMs(int device) const;

@@ -67,6 +67,7 @@ StatusOr<FgRun> PlanFg(const SimRequest& request, int devices, bool burst) {
   options.devices = devices;
   options.amplification_limit = fg.amplification_limit;
   options.pareto_tolerance = request.pareto_tolerance;
+  options.concurrent_branches = request.concurrent_branches;
   options.gradient_sync = request.gradient_sync;
   FgRun run;
   ASSIGN_OR_RETURN(run.plan, burst ? PlanBurstParallel(*fg.graph, *fg.profile, cluster, options)

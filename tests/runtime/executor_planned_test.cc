@@ -50,7 +50,7 @@ constexpr double kAtol = 1e-6;
 // The planner's plan for `graph`, as `deepool plan --device cpu --cluster cpu-G` makes it, but
 // with the analytical cpu preset's peak lowered to `peak_tflops`: at the preset's 1.28 TFLOPS
 // these tiny graphs are all dispatch and transfer latency, so every plan is one device. Requires
-// a burst plan: layers on at least two distinct device counts.
+// a burst plan: layers on at least two distinct device sets.
 planner::Plan PlannedBurst(const planner::Graph& graph, int64_t global_batch, int devices,
                            double amplification_limit, double peak_tflops) {
   auto device = planner::DevicePreset("cpu");
@@ -66,14 +66,15 @@ planner::Plan PlannedBurst(const planner::Graph& graph, int64_t global_batch, in
   auto plan = planner::PlanBurstParallel(graph, *profile, *cluster, options);
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
-  std::set<size_t> counts;
+  std::set<std::vector<int>> device_sets;
   std::string layout;
   for (const auto& placement : plan->layers) {
-    counts.insert(placement.devices.size());
-    layout += " " + placement.layer + ":" + std::to_string(placement.devices.size());
+    device_sets.insert(placement.devices);
+    layout += " " + placement.layer + ":" + std::to_string(placement.devices.front()) + "+" +
+              std::to_string(placement.devices.size());
   }
-  INFO("plan:" << layout);
-  REQUIRE(counts.size() >= 2);
+  INFO("plan (layer:first rank+count):" << layout);
+  REQUIRE(device_sets.size() >= 2);
   return std::move(plan).value();
 }
 
@@ -281,11 +282,15 @@ TEST_CASE(
   const DataSpec data{"cifar10", 0, file.string()};
 
   auto graph = SmallCnn(10, 32);
-  // The planner's plan: the 3x3 branch on 4 ranks, every other layer (stem.bn and res.bn
-  // included) on 2. With the gradient all-reduces overlapped with backward (docs/planner.md),
-  // burst plans of this graph are rare: at peaks 0.01 and 0.02 every layer gets one count.
+  // The planner's plan: every layer on ranks 0-1 but the 1x1 branch, which runs on ranks 2-3
+  // beside the 3x3 branch (concurrent branches, planner/branch_packing.h); without packing the
+  // 3x3 branch went to 4 ranks. With the gradient all-reduces overlapped with backward
+  // (docs/planner.md), burst plans of this graph are rare: at peaks 0.01 and 0.02 every layer
+  // gets one device set.
   auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.015);
   REQUIRE(plan.num_devices == 4);
+  REQUIRE(plan.Find("branch1x1.conv")->devices == std::vector<int>{2, 3});
+  REQUIRE(plan.Find("branch3x3.conv")->devices == std::vector<int>{0, 1});
   REQUIRE(SplitBatchNormLayers(graph, plan) >= 1);
 
   // Losses agree to 2.2e-6 relative here. Longer runs drift apart by rounding, as one device

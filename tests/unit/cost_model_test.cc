@@ -207,7 +207,7 @@ TEST_CASE("layer costs and plan totals", "[cost]") {
   CHECK(plan->totals.devices_used == 3);
   CHECK(plan->single_device_ms == Approx(single));
   CHECK_FALSE(model.Evaluate({2, 5}, 4).ok());  // more devices than the plan has
-  CHECK_FALSE(model.Evaluate({2}, 4).ok());
+  CHECK_FALSE(model.Evaluate(std::vector<int>{2}, 4).ok());
 }
 
 // FakeProfile with an iteration overhead of 1 ms + 0.1 ms per sample.

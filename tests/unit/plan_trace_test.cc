@@ -146,14 +146,10 @@ TEST_CASE("a layer's spans add up to its predicted time with communication split
       if (span.track == layer->devices.front()) ms[span.name][span.kind] += span.duration_us / 1e3;
     }
     const CostModel model(planned->graph, *planned->profile, planned->cluster, kBatch);
-    std::vector<int> counts;
-    for (const LayerPlacement& layer : planned->plan.layers) {
-      counts.push_back(static_cast<int>(layer.devices.size()));
-    }
     // All-reduces: batch norm's statistics both ways and the layer's share of the exposed
     // gradient sync tail (the hidden part of the bucketed all-reduces is not drawn).
-    const std::vector<double> exposed =
-        ExposedSyncByLayer(model.GradientSync(counts).value(), planned->graph.num_layers());
+    const std::vector<double> exposed = ExposedSyncByLayer(
+        model.GradientSync(RangesOf(planned->plan)).value(), planned->graph.num_layers());
     for (size_t id = 0; id < planned->plan.layers.size(); ++id) {
       const LayerPlacement& layer = planned->plan.layers[id];
       INFO(layer.layer);

@@ -74,8 +74,10 @@ FgTimeline GapTimeline() {
   FgTimeline timeline;
   timeline.num_devices = 2;
   timeline.global_batch = 4;
-  timeline.steps = {
-      {"A fw", {0, 1}, 2.0}, {"B fw", {0}, 4.0}, {"B bw", {0}, 4.0}, {"A bw", {0, 1}, 2.0}};
+  timeline.steps = {{"A fw", {0, 1}, 2.0, {}},
+                    {"B fw", {0}, 4.0, {0}},
+                    {"B bw", {0}, 4.0, {1}},
+                    {"A bw", {0, 1}, 2.0, {2}}};
   return timeline;
 }
 
@@ -282,7 +284,7 @@ TEST_CASE("FG timeline of a batch norm on two devices has its statistics all-red
   const FakeProfile profile({{"bn", {1.0, 0.0}}});
   const Cluster cluster = TestCluster(2, 1.0, 10.0);
   const CostModel model(*graph, profile, cluster, 2);
-  StatusOr<Plan> plan = model.Evaluate({2}, 2);
+  StatusOr<Plan> plan = model.Evaluate(std::vector<int>{2}, 2);
   REQUIRE(plan.ok());
   StatusOr<FgTimeline> timeline = BuildFgTimeline(*plan, model);
   REQUIRE(timeline.ok());

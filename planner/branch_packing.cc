@@ -1,0 +1,164 @@
+// Concurrent branches (branch_packing.h).
+#include "planner/branch_packing.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+namespace deepool::planner {
+namespace {
+
+// The chain that starts at `first` (which reads only the fork): while a layer has one consumer
+// that reads only it, the chain goes on. Ends at the layer whose single consumer is the join;
+// the join is returned with the chain, or -1 when the chain does not end that way.
+std::pair<std::vector<int>, int> ChainFrom(const Graph& graph, int first) {
+  std::vector<int> chain = {first};
+  int at = first;
+  while (true) {
+    const std::vector<int>& consumers = graph.consumers(at);
+    if (consumers.size() != 1) return {chain, -1};
+    const int next = consumers.front();
+    if (graph.layer(next).input_ids.size() != 1) return {chain, next};
+    chain.push_back(next);
+    at = next;
+  }
+}
+
+// The layers that read `fork` (the graph input when kGraphInputId).
+std::vector<int> ReadersOf(const Graph& graph, int fork) {
+  if (fork != kGraphInputId) return graph.consumers(fork);
+  std::vector<int> readers;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const std::vector<int>& inputs = graph.layer(id).input_ids;
+    if (std::find(inputs.begin(), inputs.end(), kGraphInputId) != inputs.end()) {
+      readers.push_back(id);
+    }
+  }
+  return readers;
+}
+
+double SingleDeviceMs(const CostModel& model, const std::vector<int>& branch) {
+  double total = 0;
+  for (int id : branch) {
+    StatusOr<LayerTime> time = model.Compute(id, 1);
+    if (time.ok()) total += time->total_ms();
+  }
+  return total;
+}
+
+// The branches side by side: each starts where the previous ended, or at rank 0 again when it
+// would pass the last device. widths[b] is branch b's count; branches go in `order`.
+std::vector<DeviceRange> LayOut(const BranchBlock& block, const std::vector<size_t>& order,
+                                const std::vector<std::vector<int>>& counts, int num_devices,
+                                std::vector<DeviceRange> ranges) {
+  int next_rank = 0;
+  for (size_t b : order) {
+    const std::vector<int>& branch = block.branches[b];
+    const int width = *std::max_element(counts[b].begin(), counts[b].end());
+    if (next_rank + width > num_devices) next_rank = 0;
+    for (size_t i = 0; i < branch.size(); ++i) {
+      ranges[static_cast<size_t>(branch[i])] = DeviceRange{next_rank, counts[b][i]};
+    }
+    next_rank += width;
+  }
+  return ranges;
+}
+
+// Per branch, per layer: the counts each candidate layout gives the branches.
+std::vector<std::vector<std::vector<int>>> CountChoices(const BranchBlock& block,
+                                                        const std::vector<DeviceRange>& ranges,
+                                                        const std::vector<double>& work,
+                                                        const std::vector<int>& candidate_counts,
+                                                        int most) {
+  std::vector<std::vector<std::vector<int>>> choices;
+  auto uniform = [&](auto count_of_branch) {
+    std::vector<std::vector<int>> counts;
+    for (size_t b = 0; b < block.branches.size(); ++b) {
+      counts.emplace_back(block.branches[b].size(), count_of_branch(b));
+    }
+    return counts;
+  };
+  std::vector<std::vector<int>> current;
+  for (const std::vector<int>& branch : block.branches) {
+    current.emplace_back();
+    for (int id : branch) current.back().push_back(ranges[static_cast<size_t>(id)].count);
+  }
+  choices.push_back(std::move(current));
+  for (int count : candidate_counts) {
+    choices.push_back(uniform([count](size_t) { return count; }));
+  }
+  const double total_work = std::accumulate(work.begin(), work.end(), 0.0);
+  if (total_work > 0) {
+    choices.push_back(uniform([&](size_t b) {
+      const int share = static_cast<int>(most * work[b] / total_work);
+      return std::clamp(share, 1, most);
+    }));
+  }
+  return choices;
+}
+
+}  // namespace
+
+std::vector<BranchBlock> FindBranchBlocks(const Graph& graph) {
+  std::map<std::pair<int, int>, BranchBlock> by_ends;  // (join, fork)
+  std::vector<int> forks = {kGraphInputId};
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    if (graph.consumers(id).size() > 1) forks.push_back(id);
+  }
+  for (int fork : forks) {
+    for (int first : ReadersOf(graph, fork)) {
+      if (graph.layer(first).input_ids.size() != 1) continue;  // a join, not a branch
+      auto [chain, join] = ChainFrom(graph, first);
+      if (join < 0) continue;
+      BranchBlock& block = by_ends[{join, fork}];
+      block.fork = fork;
+      block.join = join;
+      block.branches.push_back(std::move(chain));
+    }
+  }
+  std::vector<BranchBlock> blocks;
+  for (auto& [ends, block] : by_ends) {
+    if (block.branches.size() >= 2) blocks.push_back(std::move(block));
+  }
+  return blocks;
+}
+
+PackedBranches PackConcurrentBranches(const CostModel& model, std::vector<DeviceRange> ranges,
+                                      const PlanTotals& totals,
+                                      const std::vector<int>& candidate_counts,
+                                      double budget_gpu_ms, int num_devices) {
+  PackedBranches best{std::move(ranges), totals, 0};
+  const int most = static_cast<int>(std::min<int64_t>(num_devices, model.global_batch()));
+  if (most < 2) return best;
+  for (const BranchBlock& block : FindBranchBlocks(model.graph())) {
+    std::vector<double> work;
+    for (const std::vector<int>& branch : block.branches) {
+      work.push_back(SingleDeviceMs(model, branch));
+    }
+    std::vector<size_t> order(block.branches.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return work[a] > work[b]; });
+    std::optional<std::pair<std::vector<DeviceRange>, PlanTotals>> better;
+    for (const auto& counts : CountChoices(block, best.ranges, work, candidate_counts, most)) {
+      std::vector<DeviceRange> laid = LayOut(block, order, counts, most, best.ranges);
+      StatusOr<PlanTotals> laid_totals = model.Totals(laid, num_devices);
+      if (!laid_totals.ok()) continue;  // e.g. a count the profile cannot time
+      const double to_beat =
+          better ? better->second.iteration_ms : best.totals.iteration_ms * (1 - 1e-9);
+      if (laid_totals->gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12) &&
+          laid_totals->iteration_ms < to_beat) {
+        better.emplace(std::move(laid), *laid_totals);
+      }
+    }
+    if (!better) continue;
+    best.ranges = std::move(better->first);
+    best.totals = better->second;
+    ++best.blocks_packed;
+  }
+  return best;
+}
+
+}  // namespace deepool::planner
