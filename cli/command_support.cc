@@ -133,9 +133,9 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
                    "frontiers, slower on big graphs)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  command->add_flag("--no-concurrent-branches", flags->no_concurrent_branches,
-                    "Run parallel branches (Inception's towers, residual shortcuts) one after "
-                    "another, never side by side on disjoint devices");
+  command->add_flag("--concurrent-branches", flags->concurrent_branches,
+                    "Let parallel branches (Inception's towers, residual shortcuts) run side by "
+                    "side on disjoint devices where the cost model finds that faster");
 }
 
 }  // namespace deepool::cli

@@ -62,13 +62,13 @@ struct SearchFlags {
   bool no_overlap = false;
   bool ring_only = false;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
-  bool no_concurrent_branches = false;  // !PlanOptions::concurrent_branches
+  bool concurrent_branches = false;  // PlanOptions::concurrent_branches
 
   planner::GradientSyncOptions GradientSync() const;
 };
 
 // Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance and
-// --no-concurrent-branches.
+// --concurrent-branches.
 void AddSearchFlags(CLI::App* command, SearchFlags* flags);
 
 }  // namespace deepool::cli

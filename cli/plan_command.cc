@@ -212,7 +212,7 @@ int RunPlan(const PlanFlags& flags) {
   options.exhaustive_counts = flags.exhaustive;
   options.gradient_sync = flags.search.GradientSync();
   options.pareto_tolerance = flags.search.pareto_tolerance;
-  options.concurrent_branches = !flags.search.no_concurrent_branches;
+  options.concurrent_branches = flags.search.concurrent_branches;
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;

@@ -48,55 +48,75 @@ double SingleDeviceMs(const CostModel& model, const std::vector<int>& branch) {
   return total;
 }
 
-// The branches side by side: each starts where the previous ended, or at rank 0 again when it
-// would pass the last device. widths[b] is branch b's count; branches go in `order`.
-std::vector<DeviceRange> LayOut(const BranchBlock& block, const std::vector<size_t>& order,
-                                const std::vector<std::vector<int>>& counts, int num_devices,
-                                std::vector<DeviceRange> ranges) {
-  int next_rank = 0;
-  for (size_t b : order) {
-    const std::vector<int>& branch = block.branches[b];
-    const int width = *std::max_element(counts[b].begin(), counts[b].end());
-    if (next_rank + width > num_devices) next_rank = 0;
-    for (size_t i = 0; i < branch.size(); ++i) {
-      ranges[static_cast<size_t>(branch[i])] = DeviceRange{next_rank, counts[b][i]};
+// One candidate layout of a block: per branch, its first rank and its layers' counts.
+struct Layout {
+  std::vector<int> first;                // per branch
+  std::vector<std::vector<int>> counts;  // per branch, per layer
+};
+
+std::vector<DeviceRange> Apply(const BranchBlock& block, const Layout& layout,
+                               std::vector<DeviceRange> ranges) {
+  for (size_t b = 0; b < block.branches.size(); ++b) {
+    for (size_t i = 0; i < block.branches[b].size(); ++i) {
+      ranges[static_cast<size_t>(block.branches[b][i])] =
+          DeviceRange{layout.first[b], layout.counts[b][i]};
     }
-    next_rank += width;
   }
   return ranges;
 }
 
-// Per branch, per layer: the counts each candidate layout gives the branches.
-std::vector<std::vector<std::vector<int>>> CountChoices(const BranchBlock& block,
-                                                        const std::vector<DeviceRange>& ranges,
-                                                        const std::vector<double>& work,
-                                                        const std::vector<int>& candidate_counts,
-                                                        int most) {
-  std::vector<std::vector<std::vector<int>>> choices;
-  auto uniform = [&](auto count_of_branch) {
-    std::vector<std::vector<int>> counts;
-    for (size_t b = 0; b < block.branches.size(); ++b) {
-      counts.emplace_back(block.branches[b].size(), count_of_branch(b));
-    }
-    return counts;
-  };
+// The branches side by side in `order`, each where the previous ended, or at rank 0 again when
+// it would pass the last device.
+Layout SideBySide(const std::vector<size_t>& order, std::vector<std::vector<int>> counts,
+                  int num_devices) {
+  Layout layout{std::vector<int>(counts.size(), 0), std::move(counts)};
+  int next_rank = 0;
+  for (size_t b : order) {
+    const int width = *std::max_element(layout.counts[b].begin(), layout.counts[b].end());
+    if (next_rank + width > num_devices) next_rank = 0;
+    layout.first[b] = next_rank;
+    next_rank += width;
+  }
+  return layout;
+}
+
+// Every branch's layers at one count.
+std::vector<std::vector<int>> Uniform(const BranchBlock& block,
+                                      const std::vector<int>& per_branch) {
+  std::vector<std::vector<int>> counts;
+  for (size_t b = 0; b < block.branches.size(); ++b) {
+    counts.emplace_back(block.branches[b].size(), per_branch[b]);
+  }
+  return counts;
+}
+
+// The candidate layouts (branch_packing.h). `order` lists the branches by descending work.
+std::vector<Layout> CandidateLayouts(const BranchBlock& block,
+                                     const std::vector<DeviceRange>& ranges,
+                                     const std::vector<double>& work,
+                                     const std::vector<size_t>& order,
+                                     const std::vector<int>& candidate_counts, int most) {
+  const size_t n = block.branches.size();
+  std::vector<Layout> layouts;
   std::vector<std::vector<int>> current;
   for (const std::vector<int>& branch : block.branches) {
     current.emplace_back();
     for (int id : branch) current.back().push_back(ranges[static_cast<size_t>(id)].count);
   }
-  choices.push_back(std::move(current));
+  layouts.push_back(SideBySide(order, std::move(current), most));
   for (int count : candidate_counts) {
-    choices.push_back(uniform([count](size_t) { return count; }));
+    if (count > most) continue;
+    layouts.push_back(SideBySide(order, Uniform(block, std::vector<int>(n, count)), most));
   }
   const double total_work = std::accumulate(work.begin(), work.end(), 0.0);
   if (total_work > 0) {
-    choices.push_back(uniform([&](size_t b) {
-      const int share = static_cast<int>(most * work[b] / total_work);
-      return std::clamp(share, 1, most);
-    }));
+    std::vector<int> per_branch;
+    for (double w : work) {
+      per_branch.push_back(std::clamp(static_cast<int>(most * w / total_work), 1, most));
+    }
+    layouts.push_back(SideBySide(order, Uniform(block, per_branch), most));
   }
-  return choices;
+  return layouts;
 }
 
 }  // namespace
@@ -142,8 +162,9 @@ PackedBranches PackConcurrentBranches(const CostModel& model, std::vector<Device
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return work[a] > work[b]; });
     std::optional<std::pair<std::vector<DeviceRange>, PlanTotals>> better;
-    for (const auto& counts : CountChoices(block, best.ranges, work, candidate_counts, most)) {
-      std::vector<DeviceRange> laid = LayOut(block, order, counts, most, best.ranges);
+    for (const Layout& layout :
+         CandidateLayouts(block, best.ranges, work, order, candidate_counts, most)) {
+      std::vector<DeviceRange> laid = Apply(block, layout, best.ranges);
       StatusOr<PlanTotals> laid_totals = model.Totals(laid, num_devices);
       if (!laid_totals.ok()) continue;  // e.g. a count the profile cannot time
       const double to_beat =

@@ -176,12 +176,11 @@ double CostModel::AdditiveSyncMs(int layer_id, int devices) const {
   return AmortisedGradientSyncMs(layer_id, devices) + 2.0 * BatchNormSyncMs(layer_id, devices);
 }
 
-StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
-  return CostOf(layer_id, PrefixRanges(counts));
-}
-
-StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<DeviceRange>& ranges) const {
-  const DeviceRange range = ranges.at(static_cast<size_t>(layer_id));
+// CostOf for ranges or counts alike: `range_of(id)` gives layer id's range. A template, so that
+// the search's per-layer calls with counts build no vector of ranges.
+template <typename RangeOf>
+StatusOr<LayerCost> CostModel::CostWith(int layer_id, RangeOf range_of) const {
+  const DeviceRange range = range_of(layer_id);
   const int devices = range.count;
   ASSIGN_OR_RETURN(LayerTime time, Compute(layer_id, devices));
   LayerCost cost;
@@ -189,13 +188,23 @@ StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<DeviceRang
   cost.backward_ms = time.backward_ms;
   for (int producer : graph_.layer(layer_id).input_ids) {
     if (producer == kGraphInputId) continue;  // every device loads its own samples
-    const DeviceRange from = ranges.at(static_cast<size_t>(producer));
+    const DeviceRange from = range_of(producer);
     const double ms = ResplitMs(producer, from, range);
     cost.resplit_ms += ms;
     cost.resplit_device_ms += ms * UnionSize(from, range);
   }
   cost.comm_ms = cost.resplit_ms + 2.0 * BatchNormSyncMs(layer_id, devices);
   return cost;
+}
+
+StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<int>& counts) const {
+  return CostWith(layer_id, [&](int id) {
+    return DeviceRange{0, counts.at(static_cast<size_t>(id))};
+  });
+}
+
+StatusOr<LayerCost> CostModel::CostOf(int layer_id, const std::vector<DeviceRange>& ranges) const {
+  return CostWith(layer_id, [&](int id) { return ranges.at(static_cast<size_t>(id)); });
 }
 
 StatusOr<std::vector<LayerCost>> CostModel::LayerCosts(
@@ -236,12 +245,18 @@ namespace {
 class RankClock {
  public:
   explicit RankClock(const std::vector<DeviceRange>& ranges) {
+    int ranks = 0;
+    for (const DeviceRange& range : ranges) ranks = std::max(ranks, range.end());
+    std::vector<bool> cut(static_cast<size_t>(ranks) + 1, false);
     for (const DeviceRange& range : ranges) {
-      cuts_.push_back(range.first);
-      cuts_.push_back(range.end());
+      cut[static_cast<size_t>(range.first)] = true;
+      cut[static_cast<size_t>(range.end())] = true;
     }
-    std::sort(cuts_.begin(), cuts_.end());
-    cuts_.erase(std::unique(cuts_.begin(), cuts_.end()), cuts_.end());
+    segment_of_.assign(cut.size(), 0);
+    for (size_t rank = 0; rank < cut.size(); ++rank) {
+      if (cut[rank]) cuts_.push_back(static_cast<int>(rank));
+      segment_of_[rank] = cuts_.size() - 1;
+    }
     free_ms_.assign(cuts_.size(), 0.0);
   }
   // The latest free time over the range's ranks.
@@ -257,10 +272,9 @@ class RankClock {
   }
 
  private:
-  size_t Segment(int rank) const {
-    return static_cast<size_t>(std::lower_bound(cuts_.begin(), cuts_.end(), rank) - cuts_.begin());
-  }
-  std::vector<int> cuts_;
+  size_t Segment(int rank) const { return segment_of_[static_cast<size_t>(rank)]; }
+  std::vector<int> cuts_;           // ascending; every range starts and ends on one
+  std::vector<size_t> segment_of_;  // by rank: the segment holding it
   std::vector<double> free_ms_;  // of the segment [cuts_[s], cuts_[s + 1])
 };
 
@@ -283,9 +297,8 @@ CostModel::Passes CostModel::ConcurrentPasses(const std::vector<DeviceRange>& ra
     if (layers != nullptr) (drawn[consumer].*windows).emplace_back(start_ms, end_ms);
     return end_ms;
   };
-  auto batch_norm_ms = [&](size_t id) {
-    return BatchNormSyncMs(static_cast<int>(id), ranges[id].count);
-  };
+  // comm_ms is the re-splits in, both ways, and the statistics all-reduce twice (CostWith).
+  auto batch_norm_ms = [&](size_t id) { return (costs[id].comm_ms - costs[id].resplit_ms) / 2; };
   std::vector<double> forward_end(n, 0.0);
   for (size_t id = 0; id < n; ++id) {
     double ready_ms = 0;
@@ -327,9 +340,11 @@ CostModel::Passes CostModel::ConcurrentPasses(const std::vector<DeviceRange>& ra
       passes.backward_end_ms = std::max(passes.backward_end_ms, back_ms);
     }
   }
-  std::stable_sort(
-      passes.gradients.begin(), passes.gradients.end(),
-      [](const ReadyGradient& a, const ReadyGradient& b) { return a.ready_ms < b.ready_ms; });
+  // Backward order by ready time; among equal times, as pushed (descending layer id).
+  std::sort(passes.gradients.begin(), passes.gradients.end(),
+            [](const ReadyGradient& a, const ReadyGradient& b) {
+              return a.ready_ms != b.ready_ms ? a.ready_ms < b.ready_ms : a.layer_id > b.layer_id;
+            });
   if (layers != nullptr) *layers = std::move(drawn);
   return passes;
 }

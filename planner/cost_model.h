@@ -204,6 +204,8 @@ class CostModel {
 
  private:
   // Sums the plan's totals and, when `layers` is not null, fills the per-layer placements.
+  template <typename RangeOf>
+  StatusOr<LayerCost> CostWith(int layer_id, RangeOf range_of) const;
   // The ranges must have passed CheckRanges.
   StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges,
                            std::vector<LayerPlacement>* layers) const;

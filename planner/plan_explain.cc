@@ -63,26 +63,23 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
   model_options.gradient_sync = options.gradient_sync;  // the model the search planned with
   CostModel model(graph, profile, cluster, plan.global_batch, model_options);
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
-  std::vector<int> counts(static_cast<size_t>(graph.num_layers()), 1);
-  for (const LayerPlacement& layer : plan.layers) {
-    counts[static_cast<size_t>(*graph.FindLayer(layer.layer))] =
-        static_cast<int>(layer.devices.size());
-  }
-  ASSIGN_OR_RETURN(const PlanTotals base, model.Totals(counts, plan.num_devices));
+  // The plan's layers are in the graph's order (CheckPlanMatchesGraph).
+  const std::vector<DeviceRange> ranges = RangesOf(plan);
+  ASSIGN_OR_RETURN(const PlanTotals base, model.Totals(ranges, plan.num_devices));
   const std::vector<int> candidates =
       CandidateDeviceCounts(plan.global_batch, plan.num_devices, options.exhaustive_counts);
   const double limit = options.amplification_limit;
   PlanExplanation explanation;
   const int most = static_cast<int>(std::min<int64_t>(plan.global_batch, plan.num_devices));
   ASSIGN_OR_RETURN(explanation.data_parallel_synced,
-                   model.Totals(std::vector<int>(counts.size(), most), plan.num_devices));
+                   model.Totals(std::vector<int>(ranges.size(), most), plan.num_devices));
 
   std::vector<GroupExplanation>& groups = explanation.groups;
   size_t begin = 0;
   while (begin < plan.layers.size()) {
     const size_t g = plan.layers[begin].devices.size();
     size_t end = begin + 1;
-    while (end < plan.layers.size() && plan.layers[end].devices.size() == g) ++end;
+    while (end < plan.layers.size() && ranges[end] == ranges[begin]) ++end;
     GroupExplanation group;
     group.first_layer = plan.layers[begin].layer;
     group.last_layer = plan.layers[end - 1].layer;
@@ -93,10 +90,10 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
       group.time_ms += p.forward_ms + p.backward_ms + p.comm_ms;
     }
     auto alternative = [&](int devices) -> StatusOr<GroupAlternative> {
-      std::vector<int> moved = counts;
-      for (size_t i = begin; i < end; ++i) {
-        moved[static_cast<size_t>(*graph.FindLayer(plan.layers[i].layer))] = devices;
-      }
+      // The group keeps its first rank where the new count still fits after it.
+      std::vector<DeviceRange> moved = ranges;
+      const int first = std::min(ranges[begin].first, plan.num_devices - devices);
+      for (size_t i = begin; i < end; ++i) moved[i] = DeviceRange{first, devices};
       ASSIGN_OR_RETURN(const PlanTotals totals, model.Totals(moved, plan.num_devices));
       GroupAlternative alt;
       alt.devices = devices;

@@ -28,8 +28,10 @@ struct PlanOptions {
   // The cost model's gradient all-reduces (bucket cap, overlap, algorithms), for the plan and
   // the data-parallel baseline alike; the defaults are the runtime's.
   GradientSyncOptions gradient_sync;
-  // Let parallel branches run side by side on disjoint device ranges (branch_packing.h).
-  bool concurrent_branches = true;
+  // Let parallel branches run side by side on disjoint device ranges (branch_packing.h). Off by
+  // default: under this cost model it rarely pays, costs planning time, and measured on CPU
+  // ranks it was slower than predicted (docs/benchmarks.md, "Concurrent branches").
+  bool concurrent_branches = false;
 };
 
 // The device counts the search considers for every layer: all of 1..min(G, B) when exhaustive;

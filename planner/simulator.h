@@ -50,7 +50,7 @@ struct SimRequest {
   std::vector<int> partitions;
   EngineOptions engine;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance for the BP plans
-  bool concurrent_branches = true;  // PlanOptions::concurrent_branches for the BP plans
+  bool concurrent_branches = false;  // PlanOptions::concurrent_branches for the BP plans
   // How every plan's and timeline's gradient all-reduces are charged (PlanOptions's, and
   // CostModelOptions's, gradient_sync).
   GradientSyncOptions gradient_sync;

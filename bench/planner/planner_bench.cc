@@ -91,7 +91,7 @@ GradientSyncOptions SerialSync() {
 }
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
-        bool serial_sync) {
+        bool serial_sync, bool concurrent_branches) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
@@ -118,6 +118,7 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     options.devices = c.devices;
     options.amplification_limit = limit;
     if (serial_sync) options.gradient_sync = SerialSync();
+    options.concurrent_branches = concurrent_branches;
     const Cluster cluster = ResizeCluster(node, c.devices);
     std::vector<double> wall, cpu;
     StatusOr<Plan> plan = InternalError("not run");
@@ -234,6 +235,10 @@ int main(int argc, char** argv) {
   app.add_flag("--serial-sync", serial_sync,
                "plan with the earlier cost model's gradient sync (one ring all-reduce per layer "
                "after backward, nothing hidden), to compare with the bucketed, overlapped one");
+  bool concurrent_branches = false;
+  app.add_flag("--concurrent-branches", concurrent_branches,
+               "plan with parallel branches packed side by side where faster (PlanOptions::"
+               "concurrent_branches), to compare plans and planning times");
   int processes = 0;
   app.add_option("--processes", processes,
                  "instead: time N whole `deepool plan` processes of each kind, deepool against "
@@ -241,5 +246,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
-  return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync);
+  return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync,
+                               concurrent_branches);
 }

@@ -1,7 +1,8 @@
 // Benchmark: does the planner predict what the runtime measures? On this host's CPU ranks it
 // calibrates the links (deepool-calibrate), profiles each model (deepool-profile, one intra-op
 // thread as each rank has, with the iteration overhead), builds plans (one device, data
-// parallel, and the planner's burst plans at several amplification limits), predicts each
+// parallel, the classifier on one device, one device with parallel branches side by side on
+// the ranks, and the planner's burst plans at several amplification limits), predicts each
 // plan's iteration with the cost model, runs it (one deepool-executor process per rank, Gloo on
 // loopback) and compares. Beside the prediction it prints what the model predicted before
 // calibration and overhead (the cpu-N preset's link, no overhead). Output: a Markdown table,
@@ -24,6 +25,7 @@
 
 #include "bench/runtime/runtime_bench_util.h"
 #include "common/subprocess.h"
+#include "planner/branch_packing.h"
 #include "planner/cluster.h"
 #include "planner/cost_model.h"
 #include "planner/profile_table.h"
@@ -126,9 +128,9 @@ struct Row {
   double error() const { return predicted_ms / measured_ms - 1; }
 };
 
-bool SplitsBatchNorm(const dp::Graph& graph, const std::vector<int>& counts) {
+bool SplitsBatchNorm(const dp::Graph& graph, const std::vector<dp::DeviceRange>& ranges) {
   for (int id = 0; id < graph.num_layers(); ++id) {
-    if (graph.layer(id).op == dp::Op::kBatchNorm2d && counts[static_cast<size_t>(id)] > 1) {
+    if (graph.layer(id).op == dp::Op::kBatchNorm2d && ranges[static_cast<size_t>(id)].count > 1) {
       return true;
     }
   }
@@ -137,7 +139,7 @@ bool SplitsBatchNorm(const dp::Graph& graph, const std::vector<int>& counts) {
 
 struct PlanChoice {
   std::string label;
-  std::vector<int> counts;
+  std::vector<dp::DeviceRange> ranges;
 };
 
 // Data parallel but the classifier on one device: the layers after the last one with a spatial
@@ -154,15 +156,47 @@ std::vector<int> TailOnOneDevice(const dp::Graph& graph, int ranks) {
   return counts;
 }
 
-// One device, data parallel, the classifier on one device, and the planner's plans at the
-// limits; distinct counts only.
+// Every layer on one device but the branches of each branch block (dp::FindBranchBlocks), which
+// go round the ranks one device each, heaviest first: concurrent branches, measured.
+std::vector<dp::DeviceRange> BranchesSideBySide(const dp::Graph& graph, const dp::Profile& profile,
+                                                int ranks) {
+  std::vector<dp::DeviceRange> ranges(static_cast<size_t>(graph.num_layers()),
+                                      dp::DeviceRange{0, 1});
+  for (const dp::BranchBlock& block : dp::FindBranchBlocks(graph)) {
+    std::vector<std::pair<double, size_t>> by_work;
+    for (size_t b = 0; b < block.branches.size(); ++b) {
+      double ms = 0;
+      for (int id : block.branches[b]) {
+        auto time = profile.Time(graph, id, 1);
+        if (time.ok()) ms += time->total_ms();
+      }
+      by_work.emplace_back(-ms, b);
+    }
+    std::sort(by_work.begin(), by_work.end());
+    for (size_t i = 0; i < by_work.size(); ++i) {
+      for (int id : block.branches[by_work[i].second]) {
+        ranges[static_cast<size_t>(id)] = dp::DeviceRange{static_cast<int>(i) % ranks, 1};
+      }
+    }
+  }
+  return ranges;
+}
+
+// One device, data parallel, the classifier on one device, one device with the branches side by
+// side (when the graph has branch blocks), and the planner's plans at the limits; distinct
+// layouts only.
 std::vector<PlanChoice> Plans(const dp::Graph& graph, const dp::Profile& profile,
                               const dp::Cluster& cluster, int64_t batch, int ranks,
                               const Options& options) {
   const size_t layers = static_cast<size_t>(graph.num_layers());
-  std::vector<PlanChoice> plans{{"one device", std::vector<int>(layers, 1)},
-                                {"data parallel", std::vector<int>(layers, ranks)},
-                                {"classifier on one device", TailOnOneDevice(graph, ranks)}};
+  std::vector<PlanChoice> plans{
+      {"one device", dp::PrefixRanges(std::vector<int>(layers, 1))},
+      {"data parallel", dp::PrefixRanges(std::vector<int>(layers, ranks))},
+      {"classifier on one device", dp::PrefixRanges(TailOnOneDevice(graph, ranks))}};
+  if (!dp::FindBranchBlocks(graph).empty()) {
+    plans.push_back(
+        {"one device, branches side by side", BranchesSideBySide(graph, profile, ranks)});
+  }
   for (double limit : options.limits) {
     dp::PlanOptions plan_options;
     plan_options.global_batch = batch;
@@ -170,12 +204,9 @@ std::vector<PlanChoice> Plans(const dp::Graph& graph, const dp::Profile& profile
     plan_options.amplification_limit = limit;
     auto plan = dp::PlanBurstParallel(graph, profile, cluster, plan_options);
     if (!plan.ok()) Die(plan.status().ToString());
-    std::vector<int> counts;
-    for (const dp::LayerPlacement& layer : plan->layers) {
-      counts.push_back(static_cast<int>(layer.devices.size()));
-    }
+    std::vector<dp::DeviceRange> ranges = dp::RangesOf(*plan);
     const bool seen = std::any_of(plans.begin(), plans.end(),
-                                  [&](const PlanChoice& p) { return p.counts == counts; });
+                                  [&](const PlanChoice& p) { return p.ranges == ranges; });
     if (seen) continue;
     char label[64];
     if (limit > 0) {
@@ -183,15 +214,15 @@ std::vector<PlanChoice> Plans(const dp::Graph& graph, const dp::Profile& profile
     } else {
       std::snprintf(label, sizeof label, "planner, no limit");
     }
-    plans.push_back({label, std::move(counts)});
+    plans.push_back({label, std::move(ranges)});
   }
   return plans;
 }
 
 double PredictMs(const dp::Graph& graph, const dp::Profile& profile, const dp::Cluster& cluster,
-                 int64_t batch, const std::vector<int>& counts, int ranks) {
+                 int64_t batch, const std::vector<dp::DeviceRange>& ranges, int ranks) {
   dp::CostModel model(graph, profile, cluster, batch);
-  auto totals = model.Totals(counts, ranks);
+  auto totals = model.Totals(ranges, ranks);
   if (!totals.ok()) Die(totals.status().ToString());
   return totals->iteration_ms;
 }
@@ -233,14 +264,14 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated, cons
   spec.optimizer.momentum = 0.9;  // as the profiler's iteration overhead was measured
   for (const PlanChoice& choice : Plans(*graph, **profile, calibrated, c.batch, ranks, options)) {
     dp::CostModel model(*graph, **profile, calibrated, c.batch);
-    auto plan = model.Evaluate(choice.counts, ranks);
+    auto plan = model.Evaluate(choice.ranges, ranks);
     if (!plan.ok()) Die(plan.status().ToString());
     spec.plan = *plan;
     Row row{c.model, c.batch, ranks, choice.label};
     row.predicted_ms = plan->totals.iteration_ms;
-    row.uncalibrated_ms = PredictMs(*graph, **bare, *preset, c.batch, choice.counts, ranks);
+    row.uncalibrated_ms = PredictMs(*graph, **bare, *preset, c.batch, choice.ranges, ranks);
     row.measured_ms = MeasureMs(spec, options);
-    row.split_batch_norm = SplitsBatchNorm(*graph, choice.counts);
+    row.split_batch_norm = SplitsBatchNorm(*graph, choice.ranges);
     std::fprintf(stderr, "%s batch %lld, %d ranks, %s: predicted %.2f ms, measured %.2f ms\n",
                  c.model.c_str(), static_cast<long long>(c.batch), ranks, row.plan.c_str(),
                  row.predicted_ms, row.measured_ms);

@@ -1,15 +1,16 @@
 // The deepool commands that need no coordinator (model, plan, simulate), run as a user runs them:
 // the real binary from build/bin, its stdout parsed and its exit code checked.
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "planner/graph.h"
@@ -112,6 +113,22 @@ TEST_CASE("deepool plan charges gradient all-reduces as its flags say", "[cli]")
   CHECK(serial.data_parallel.iteration_ms > 1.1 * bucketed.data_parallel.iteration_ms);
   CHECK(serial.totals.iteration_ms < serial.data_parallel.iteration_ms);
   CHECK(RunDeepool(base + " --gradient-bucket-mb -1 2>/dev/null").exit_code == 2);
+}
+
+TEST_CASE("deepool plan --concurrent-branches runs Inception's towers side by side", "[cli]") {
+  const std::string base =
+      "plan --model inception_v3 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
+      "--device a100 --json";
+  auto off_rank_zero = [](const deepool::planner::Plan& plan) {
+    return std::count_if(plan.layers.begin(), plan.layers.end(),
+                         [](const auto& layer) { return layer.devices.front() > 0; });
+  };
+  const auto serial = RunPlanJson(base);
+  CHECK(off_rank_zero(serial) == 0);
+  const auto packed = RunPlanJson(base + " --concurrent-branches");
+  CHECK(off_rank_zero(packed) > 0);
+  CHECK(packed.totals.iteration_ms < serial.totals.iteration_ms);
+  CHECK(packed.totals.amplification <= 2.0 * (1 + 1e-9));
 }
 
 TEST_CASE("a measured profile plans on a cluster of its own devices, and another is warned about",

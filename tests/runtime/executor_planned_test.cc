@@ -52,7 +52,8 @@ constexpr double kAtol = 1e-6;
 // these tiny graphs are all dispatch and transfer latency, so every plan is one device. Requires
 // a burst plan: layers on at least two distinct device sets.
 planner::Plan PlannedBurst(const planner::Graph& graph, int64_t global_batch, int devices,
-                           double amplification_limit, double peak_tflops) {
+                           double amplification_limit, double peak_tflops,
+                           bool concurrent_branches = false) {
   auto device = planner::DevicePreset("cpu");
   REQUIRE(device.ok());
   device->peak_tflops = peak_tflops;
@@ -63,6 +64,7 @@ planner::Plan PlannedBurst(const planner::Graph& graph, int64_t global_batch, in
   options.global_batch = global_batch;
   options.devices = devices;
   options.amplification_limit = amplification_limit;
+  options.concurrent_branches = concurrent_branches;
   auto plan = planner::PlanBurstParallel(graph, *profile, *cluster, options);
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
@@ -287,7 +289,7 @@ TEST_CASE(
   // 3x3 branch went to 4 ranks. With the gradient all-reduces overlapped with backward
   // (docs/planner.md), burst plans of this graph are rare: at peaks 0.01 and 0.02 every layer
   // gets one device set.
-  auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.015);
+  auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.015, /*concurrent_branches=*/true);
   REQUIRE(plan.num_devices == 4);
   REQUIRE(plan.Find("branch1x1.conv")->devices == std::vector<int>{2, 3});
   REQUIRE(plan.Find("branch3x3.conv")->devices == std::vector<int>{0, 1});

@@ -44,6 +44,7 @@ PlanOptions InceptionOptions() {
   options.global_batch = 32;
   options.devices = 8;
   options.amplification_limit = 2.0;
+  options.concurrent_branches = true;
   return options;
 }
 
@@ -136,7 +137,7 @@ TEST_CASE("two towers on disjoint ranks overlap; on the same rank they do not",
   CHECK(apart.devices_used == 8);
 }
 
-TEST_CASE("packed plans are never slower, stay within the limit, and the search can turn it off",
+TEST_CASE("packed plans are never slower, stay within the limit, and packing is asked for",
           "[branch_packing]") {
   const auto a100 = MakeAnalyticalProfile(DevicePreset("a100").value());
   const Profile& profile = *a100;
