@@ -39,7 +39,7 @@ std::vector<int> ReadersOf(const Graph& graph, int fork) {
   return readers;
 }
 
-double SingleDeviceMs(const CostModel& model, const std::vector<int>& branch) {
+double BranchSingleDeviceMs(const CostModel& model, const std::vector<int>& branch) {
   double total = 0;
   for (int id : branch) {
     StatusOr<LayerTime> time = model.Compute(id, 1);
@@ -155,7 +155,7 @@ PackedBranches PackConcurrentBranches(const CostModel& model, std::vector<Device
   for (const BranchBlock& block : FindBranchBlocks(model.graph())) {
     std::vector<double> work;
     for (const std::vector<int>& branch : block.branches) {
-      work.push_back(SingleDeviceMs(model, branch));
+      work.push_back(BranchSingleDeviceMs(model, branch));
     }
     std::vector<size_t> order(block.branches.size());
     std::iota(order.begin(), order.end(), size_t{0});
