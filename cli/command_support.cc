@@ -116,6 +116,20 @@ planner::GradientSyncOptions SearchFlags::GradientSync() const {
   return sync;
 }
 
+std::string SearchFlags::Describe() const {
+  std::ostringstream line;
+  line << "gradient all-reduces ";
+  if (bucket_mb > 0) {
+    line << "in buckets of " << bucket_mb << " MiB";
+  } else {
+    line << "one per layer";
+  }
+  line << (no_overlap ? " after backward" : " overlapped with backward")
+       << (ring_only ? ", ring only" : ", ring or tree") << "; branches "
+       << (concurrent_branches ? "side by side where faster" : "one after another");
+  return line.str();
+}
+
 void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
   command
       ->add_option("--gradient-bucket-mb", flags->bucket_mb,

@@ -65,6 +65,10 @@ struct SearchFlags {
   bool concurrent_branches = false;  // PlanOptions::concurrent_branches
 
   planner::GradientSyncOptions GradientSync() const;
+  // One line for a report: how the gradient all-reduces are charged and whether branches may
+  // run side by side, e.g. "gradient all-reduces in buckets of 25 MiB overlapped with backward,
+  // ring or tree; branches one after another".
+  std::string Describe() const;
 };
 
 // Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance and

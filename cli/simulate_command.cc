@@ -98,13 +98,14 @@ void PrintFallback(const std::string& what, const TimedModel& model, std::ostrea
 }
 
 void PrintReport(const planner::SimReport& report, const TimedModel& fg, const TimedModel* bg,
-                 std::ostream& out) {
+                 const SearchFlags& search, std::ostream& out) {
   out << "FG job: " << report.fg_model << ", global batch " << report.global_batch << ", "
       << report.devices << " devices (" << report.cluster_name << "), amplification limit "
       << (report.amplification_limit > 0 ? Fixed(report.amplification_limit, 2) : "none")
       << "\nprofile: " << report.profile_source << "\n";
   PrintFallback("FG profile", fg, out);
   out << "single-device iteration: " << Fixed(report.single_device_ms, 2) << " ms\n";
+  out << "cost model: " << search.Describe() << '\n';
   for (const planner::SimBgSummary& job : report.bg) {
     out << "BG job: " << job.model << ", batch " << job.batch << " per device, "
         << Fixed(job.iteration_ms, 2) << " ms per iteration alone (" << Fixed(job.samples_per_s, 1)
@@ -215,7 +216,7 @@ int RunSimulate(const SimulateFlags& flags) {
   if (flags.json) {
     std::cout << planner::SimReportToJson(*report) << '\n';
   } else {
-    PrintReport(*report, *fg, bg, std::cout);
+    PrintReport(*report, *fg, bg, flags.search, std::cout);
   }
   return kExitOk;
 }

@@ -225,6 +225,21 @@ TEST_CASE("deepool simulate charges gradient all-reduces as its flags say, as pl
   CHECK(serial["DP"] > 1.1 * bucketed["DP"]);
   CHECK(serial["BP"] < serial["DP"]);
   CHECK(RunDeepool(base + " --pareto-tolerance 2 2>/dev/null").exit_code == 2);
+  // The text report says which charge it made.
+  const std::string text =
+      "simulate --fg-model vgg16 --global-batch 32 --gpus 8 --device a100 --no-bg";
+  auto described = RunDeepool(text);
+  REQUIRE(described.exit_code == 0);
+  CHECK_THAT(described.out, Catch::Contains("cost model: gradient all-reduces in buckets of 25 MiB "
+                                            "overlapped with backward, ring or tree; branches one "
+                                            "after another"));
+  described = RunDeepool(text +
+                         " --gradient-bucket-mb 0 --no-overlap --ring-only "
+                         "--concurrent-branches");
+  REQUIRE(described.exit_code == 0);
+  CHECK_THAT(described.out, Catch::Contains("cost model: gradient all-reduces one per layer after "
+                                            "backward, ring only; branches side by side where "
+                                            "faster"));
 }
 
 }  // namespace
