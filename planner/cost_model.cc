@@ -27,6 +27,12 @@ std::vector<DeviceRange> RangesOf(const Plan& plan) {
   return ranges;
 }
 
+int RanksSpanned(const std::vector<DeviceRange>& ranges) {
+  int ranks = 0;
+  for (const DeviceRange& range : ranges) ranks = std::max(ranks, range.end());
+  return ranks;
+}
+
 bool FromRankZero(const std::vector<DeviceRange>& ranges) {
   return std::all_of(ranges.begin(), ranges.end(),
                      [](const DeviceRange& range) { return range.first == 0; });
@@ -245,9 +251,7 @@ namespace {
 class RankClock {
  public:
   explicit RankClock(const std::vector<DeviceRange>& ranges) {
-    int ranks = 0;
-    for (const DeviceRange& range : ranges) ranks = std::max(ranks, range.end());
-    std::vector<bool> cut(static_cast<size_t>(ranks) + 1, false);
+    std::vector<bool> cut(static_cast<size_t>(RanksSpanned(ranges)) + 1, false);
     for (const DeviceRange& range : ranges) {
       cut[static_cast<size_t>(range.first)] = true;
       cut[static_cast<size_t>(range.end())] = true;
@@ -351,10 +355,7 @@ CostModel::Passes CostModel::ConcurrentPasses(const std::vector<DeviceRange>& ra
 
 StatusOr<std::vector<ScheduledLayer>> CostModel::Schedule(
     const std::vector<DeviceRange>& ranges) const {
-  if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
-    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
-                                " device ranges, got " + std::to_string(ranges.size()));
-  }
+  RETURN_IF_ERROR(CheckRanges(ranges, RanksSpanned(ranges)));
   ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(ranges));
   std::vector<ScheduledLayer> layers;
   ConcurrentPasses(ranges, costs, &layers);
@@ -397,10 +398,7 @@ StatusOr<GradientSyncTimeline> CostModel::GradientSync(const std::vector<int>& c
 
 StatusOr<GradientSyncTimeline> CostModel::GradientSync(
     const std::vector<DeviceRange>& ranges) const {
-  if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
-    return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
-                                " device counts, got " + std::to_string(ranges.size()));
-  }
+  RETURN_IF_ERROR(CheckRanges(ranges, RanksSpanned(ranges)));
   ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(ranges));
   return ScheduleSync(ranges, costs);
 }

@@ -82,6 +82,8 @@ std::vector<DeviceRange> PrefixRanges(const std::vector<int>& counts);
 // Each layer's ranks in the plan as a range: first device and count (the count of ranks it
 // lists; a plan whose devices are not consecutive is timed as if they were).
 std::vector<DeviceRange> RangesOf(const Plan& plan);
+// The ranks 0..n-1 that the ranges reach into: the largest end.
+int RanksSpanned(const std::vector<DeviceRange>& ranges);
 // Whether every range starts at rank 0 (the search's nested sets).
 bool FromRankZero(const std::vector<DeviceRange>& ranges);
 // The number of ranks in either range.

@@ -135,6 +135,13 @@ TEST_CASE("two towers on disjoint ranks overlap; on the same rank they do not",
   CHECK(apart.iteration_ms > together.iteration_ms - compute_ms);
   CHECK(apart.iteration_ms < together.iteration_ms - compute_ms + branch_ms);
   CHECK(apart.devices_used == 8);
+  // A range below rank 0 or a count of 0 is refused, not scheduled.
+  ranges.front() = DeviceRange{-1, 2};
+  CHECK_FALSE(model.Schedule(ranges).ok());
+  CHECK_FALSE(model.GradientSync(ranges).ok());
+  ranges.front() = DeviceRange{0, 0};
+  CHECK_FALSE(model.Schedule(ranges).ok());
+  CHECK_FALSE(model.Totals(ranges, 8).ok());
 }
 
 TEST_CASE("packed plans are never slower, stay within the limit, and packing is asked for",
