@@ -97,6 +97,19 @@ std::string SamplesPerDevice(const planner::LayerPlacement& placement) {
   return *low == *high ? std::to_string(*high) : std::to_string(*high) + "/" + std::to_string(*low);
 }
 
+// The layer's device count, and its ranks when they do not start at 0 (a branch run beside
+// others, --concurrent-branches): "2 (ranks 2-3)".
+std::string DevicesCell(const planner::LayerPlacement& placement) {
+  std::string cell = std::to_string(placement.devices.size());
+  if (!placement.devices.empty() && placement.devices.front() > 0) {
+    cell += " (rank" + std::string(placement.devices.size() > 1 ? "s " : " ") +
+            std::to_string(placement.devices.front());
+    if (placement.devices.size() > 1) cell += "-" + std::to_string(placement.devices.back());
+    cell += ")";
+  }
+  return cell;
+}
+
 void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
                const std::vector<std::string>& fallback_layers, std::ostream& out) {
   out << "model " << plan.model << ", global batch " << plan.global_batch << ", "
@@ -117,7 +130,7 @@ void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
     const planner::LayerPlacement& p = plan.layers[id];
     const auto layer_id = graph.FindLayer(p.layer);
     rows.push_back({p.layer, layer_id ? planner::OpName(graph.layer(*layer_id).op) : "?",
-                    std::to_string(p.devices.size()), SamplesPerDevice(p), Fixed(p.forward_ms, 3),
+                    DevicesCell(p), SamplesPerDevice(p), Fixed(p.forward_ms, 3),
                     Fixed(p.backward_ms, 3), Fixed(p.comm_ms, 3)});
   }
   PrintTable(rows, out);

@@ -129,6 +129,17 @@ TEST_CASE("deepool plan --concurrent-branches runs Inception's towers side by si
   CHECK(off_rank_zero(packed) > 0);
   CHECK(packed.totals.iteration_ms < serial.totals.iteration_ms);
   CHECK(packed.totals.amplification <= 2.0 * (1 + 1e-9));
+  // The table names the ranks of a layer that does not start at rank 0.
+  const auto moved = std::find_if(packed.layers.begin(), packed.layers.end(),
+                                  [](const auto& layer) { return layer.devices.front() > 0; });
+  REQUIRE(moved != packed.layers.end());
+  auto table = RunDeepool(
+      "plan --model inception_v3 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
+      "--device a100 --concurrent-branches");
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("(rank"));
+  CHECK_THAT(table.out, Catch::Contains(std::to_string(moved->devices.front()) + "-" +
+                                        std::to_string(moved->devices.back()) + ")"));
 }
 
 TEST_CASE("a measured profile plans on a cluster of its own devices, and another is warned about",
