@@ -39,9 +39,10 @@
 //   consumer's backward and re-split back has ended and its range is free. Iteration time = the
 //   end of the last backward + the exposed sync tail. For nested ranges from rank 0 this is the
 //   serial sum: every step holds rank 0.
-//   GPU-seconds = sum over layers of g x that layer's time, except that re-splits count at
-//   max(g_producer, g_consumer). Hidden all-reduces cost no device time (they run beside
-//   backward, on its devices or on devices the plan leaves idle then).
+// - GPU-seconds = sum over layers of g x that layer's time, except that re-splits count on the
+//   union of the two ranges (max(g_producer, g_consumer) for nested ones). Hidden all-reduces
+//   cost no device time (they run beside backward, on its devices or on devices the plan leaves
+//   idle then).
 // Threading: a CostModel caches lazily and is not thread-safe; use one per thread.
 #pragma once
 
