@@ -3,6 +3,7 @@
 // move is faster within the limit.
 #include "planner/plan_explain.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "planner/cost_model.h"
@@ -109,4 +110,47 @@ TEST_CASE("a plan with a needlessly slow group says which move would beat it", "
   CHECK_THAT(text, Catch::Contains("no limit"));
 }
 
+}  // namespace deepool::planner
+
+namespace deepool::planner {
+namespace {
+
+TEST_CASE("a plan with branches side by side is explained against its own ranges", "[explain]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = EightPerNode();
+  auto graph = zoo::BuildModel("inception_v3");
+  REQUIRE(graph.ok());
+  PlanOptions options = Options(32, 8, 2.0);
+  options.concurrent_branches = true;
+  auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+  REQUIRE(plan.ok());
+  const std::vector<DeviceRange> ranges = RangesOf(*plan);
+  REQUIRE(std::any_of(ranges.begin(), ranges.end(),
+                      [](const DeviceRange& range) { return range.first > 0; }));
+  auto explained = ExplainPlan(*graph, *profile, cluster, options, *plan);
+  REQUIRE(explained.ok());
+  // Every group is one range, and a move is priced against the packed plan itself: moving a
+  // group keeps its first rank (where the new count fits) and the other layers' ranges.
+  CostModel model(*graph, *profile, cluster, 32);
+  size_t next = 0;
+  int checked = 0;
+  for (const GroupExplanation& group : explained->groups) {
+    const size_t begin = next;
+    next += static_cast<size_t>(group.layers);
+    for (size_t i = begin; i < next; ++i) CHECK(ranges[i] == ranges[begin]);
+    if (!group.fewer) continue;
+    std::vector<DeviceRange> moved = ranges;
+    const int devices = group.fewer->devices;
+    const int first = std::min(ranges[begin].first, plan->num_devices - devices);
+    for (size_t i = begin; i < next; ++i) moved[i] = DeviceRange{first, devices};
+    const PlanTotals totals = model.Totals(moved, plan->num_devices).value();
+    CHECK(group.fewer->delta_iteration_ms ==
+          Approx(totals.iteration_ms - plan->totals.iteration_ms).margin(1e-9));
+    ++checked;
+  }
+  CHECK(next == plan->layers.size());
+  CHECK(checked > 0);
+}
+
+}  // namespace
 }  // namespace deepool::planner
