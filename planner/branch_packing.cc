@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include "planner/search.h"
+
 namespace deepool::planner {
 namespace {
 
@@ -149,7 +151,7 @@ PackedBranches PackConcurrentBranches(const CostModel& model, std::vector<Device
                                       const PlanTotals& totals,
                                       const std::vector<int>& candidate_counts,
                                       double budget_gpu_ms, int num_devices) {
-  PackedBranches best{std::move(ranges), totals, 0};
+  PackedBranches best{std::move(ranges), totals};
   const int most = static_cast<int>(std::min<int64_t>(num_devices, model.global_batch()));
   if (most < 2) return best;
   for (const BranchBlock& block : FindBranchBlocks(model.graph())) {
@@ -169,15 +171,13 @@ PackedBranches PackConcurrentBranches(const CostModel& model, std::vector<Device
       if (!laid_totals.ok()) continue;  // e.g. a count the profile cannot time
       const double to_beat =
           better ? better->second.iteration_ms : best.totals.iteration_ms * (1 - 1e-9);
-      if (laid_totals->gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12) &&
-          laid_totals->iteration_ms < to_beat) {
+      if (WithinBudget(*laid_totals, budget_gpu_ms) && laid_totals->iteration_ms < to_beat) {
         better.emplace(std::move(laid), *laid_totals);
       }
     }
     if (!better) continue;
     best.ranges = std::move(better->first);
     best.totals = better->second;
-    ++best.blocks_packed;
   }
   return best;
 }

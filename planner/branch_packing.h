@@ -33,7 +33,6 @@ std::vector<BranchBlock> FindBranchBlocks(const Graph& graph);
 struct PackedBranches {
   std::vector<DeviceRange> ranges;  // one per layer
   PlanTotals totals;                // the cost model's, for these ranges
-  int blocks_packed = 0;            // blocks whose branches were moved side by side
 };
 
 // Starting from `ranges` (whose totals are `totals`), each block in turn: its branches laid out

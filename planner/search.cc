@@ -306,10 +306,6 @@ StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
   return cost;
 }
 
-bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
-  return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
-}
-
 // The search's answer as per-layer counts.
 std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNodes& nodes,
                           const std::vector<int>& candidates, int num_layers) {
@@ -414,6 +410,10 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostM
 }
 
 }  // namespace
+
+bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
+  return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
+}
 
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options) {

@@ -54,6 +54,10 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options);
 
+// Whether the totals' device time fits a budget in device-milliseconds, with a relative slack of
+// 1e-12 for sums added up in another order.
+bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms);
+
 // The returned plan checked once more against what it was asked for, by its own totals: at most
 // `options.devices` devices and, with a limit, amplification at most the limit (relative slack
 // 1e-9). INTERNAL naming the excess otherwise: a search bug must not reach a user as a plan over
