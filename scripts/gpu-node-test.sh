@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The first thing to run on a GPU node: builds what the node needs, runs every GPU test (CTest
-# label "gpu") and the FG-slowdown benchmark (deepool vs naive collocation on one GPU), and
-# writes what it saw to docs/results/gpu-node.md (the file docs/benchmarks.md points to), so the
-# numbers can be committed as they are.
+# label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
+# profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
+# one-GPU training iteration), runs the FG-slowdown benchmark (deepool vs naive collocation on
+# one GPU), and writes what it saw to docs/results/gpu-node.md (the file docs/benchmarks.md
+# points to), so the numbers can be committed as they are.
 #
 # Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
@@ -43,7 +45,10 @@ mkdir -p "$out_dir"
 report="$out_dir/gpu-node.md"
 log="$(mktemp)"
 bench_table="$(mktemp)"
-trap 'rm -f "$log" "$bench_table"' EXIT
+predict_table="$(mktemp)"
+work="$(mktemp -d)"
+trap 'rm -rf "$log" "$bench_table" "$predict_table" "$work"' EXIT
+bin="$build_dir/bin"
 
 # The wheel's CUDA runtime must be supported by the driver.
 "${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}" - <<'PY' | tee -a "$log"
@@ -55,6 +60,57 @@ PY
 
 status=0
 ctest --test-dir "$build_dir" -L gpu --output-on-failure 2>&1 | tee -a "$log" || status=1
+
+# One-GPU prediction. The analytical column exists only where the planner has a preset for the
+# card (an H200 is not an H100).
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+preset=""
+case "$gpu_name" in
+  *H100*) preset=h100 ;;
+  *A100*) preset=a100 ;;
+  *V100*) preset=v100 ;;
+esac
+median_iteration_ms() {  # deepool-train --json events on stdin; iterations after the warm-up
+  python3 -c '
+import json, statistics, sys
+warmup = int(sys.argv[1])
+times = [e["iteration_ms"] for e in map(json.loads, filter(str.strip, sys.stdin))
+         if e.get("event") == "iteration" and e["iteration"] >= warmup]
+print(f"{statistics.median(times):.2f}" if times else "nan")' "$1"
+}
+single_device_ms() {  # deepool plan --json on stdin
+  python3 -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["single_device_ms"])'
+}
+error_pct() {  # predicted measured
+  python3 -c 'import sys; p, m = map(float, sys.argv[1:3]); print("%+.1f %%" % (100 * (p - m) / m))' "$1" "$2"
+}
+{
+  echo "| model | batch | measured ms | profile sum ms | error | analytical ${preset:-(none)} ms | error |"
+  echo "|---|---|---|---|---|---|---|"
+} > "$predict_table"
+for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
+  read -r model batch <<<"$case_"
+  echo "gpu-node-test: one-GPU prediction, $model batch $batch" | tee -a "$log"
+  if ! "$bin/deepool" profile --model "$model" --device cuda:0 --device-name "${preset:-cuda}" \
+         --batch-sizes "$batch" -o "$work/$model.json" >>"$log" 2>&1 ||
+     ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
+         --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
+         median_iteration_ms 10)" ||
+     ! summed="$("$bin/deepool" plan --model "$model" --profile "$work/$model.json" --gpus 1 \
+         --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
+    echo "| $model | $batch | failed (see the log) | | | | |" >> "$predict_table"
+    status=1
+    continue
+  fi
+  analytical="" analytical_error=""
+  if [[ -n "$preset" ]] && analytical="$("$bin/deepool" plan --model "$model" --device "$preset" \
+       --gpus 1 --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
+    analytical_error="$(error_pct "$analytical" "$measured")"
+  fi
+  echo "| $model | $batch | $measured | $summed | $(error_pct "$summed" "$measured") |" \
+       "$analytical | $analytical_error |" >> "$predict_table"
+done
+cat "$predict_table" | tee -a "$log"
 
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
@@ -78,6 +134,16 @@ bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
   echo '```'
   grep -E "tests passed|tests failed|Test +#|\*\*\*|Skipped|SKIP" "$log" || true
   echo '```'
+  echo
+  echo "## One-GPU iteration: measured against the cost model"
+  echo
+  echo "Measured: \`deepool-train --model M --device cuda --ranks 1 --global-batch B"
+  echo "--iterations 40\`, the median of iterations 10-39. Profile sum: \`deepool profile --device"
+  echo "cuda:0 --batch-sizes B\` on this GPU, then \`deepool plan --profile P --gpus 1\`'s"
+  echo "single_device_ms (the layers' forward and backward, each timed alone). Analytical: \`deepool"
+  echo "plan --device $preset --gpus 1\`. Error: (predicted - measured) / measured."
+  echo
+  cat "$predict_table"
   echo
   echo "## FG slowdown, deepool vs naive collocation (\`$bench_cmd\`)"
   echo
