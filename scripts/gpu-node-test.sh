@@ -6,17 +6,18 @@
 # one GPU), and writes what it saw to docs/results/gpu-node.md (the file docs/benchmarks.md
 # points to), so the numbers can be committed as they are.
 #
-# Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick]
+# Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
 #   --no-build     use an existing build (e.g. one copied from a build machine)
 #   --quick        a shorter benchmark (fewer iterations and rounds)
+#   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
 # Exits non-zero when there is no usable GPU, when a GPU test fails or the benchmark fails.
 # DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
 # node without network, its own torch (docs/results/gpu-node.md shows such a build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-install=1 build=1 quick=0
+install=1 build=1 quick=0 bench=1
 build_dir="${DEEPOOL_BUILD_DIR:-build}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -24,7 +25,8 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0 ;;
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --no-bench) bench=0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -85,20 +87,25 @@ error_pct() {  # predicted measured
   python3 -c 'import sys; p, m = map(float, sys.argv[1:3]); print("%+.1f %%" % (100 * (p - m) / m))' "$1" "$2"
 }
 {
-  echo "| model | batch | measured ms | profile sum ms | error | analytical ${preset:-(none)} ms | error |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| model | batch | measured ms | profile sum, device ms | error |" \
+       "profile sum, with launch ms | error | analytical ${preset:-(none)} ms | error |"
+  echo "|---|---|---|---|---|---|---|---|---|"
 } > "$predict_table"
+profile_sum_ms() {  # model batch timing: profile on this GPU, then the planner's one-GPU time
+  "$bin/deepool" profile --model "$1" --device cuda:0 --device-name "${preset:-cuda}" \
+    --batch-sizes "$2" --cuda-timing "$3" -o "$work/$1-$3.json" >>"$log" 2>&1 &&
+    "$bin/deepool" plan --model "$1" --profile "$work/$1-$3.json" --gpus 1 --global-batch "$2" \
+      --json 2>>"$log" | single_device_ms
+}
 for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
   read -r model batch <<<"$case_"
   echo "gpu-node-test: one-GPU prediction, $model batch $batch" | tee -a "$log"
-  if ! "$bin/deepool" profile --model "$model" --device cuda:0 --device-name "${preset:-cuda}" \
-         --batch-sizes "$batch" -o "$work/$model.json" >>"$log" 2>&1 ||
-     ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
+  if ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
          --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
          median_iteration_ms 10)" ||
-     ! summed="$("$bin/deepool" plan --model "$model" --profile "$work/$model.json" --gpus 1 \
-         --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
-    echo "| $model | $batch | failed (see the log) | | | | |" >> "$predict_table"
+     ! device_sum="$(profile_sum_ms "$model" "$batch" device)" ||
+     ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch)"; then
+    echo "| $model | $batch | failed (see the log) | | | | | | |" >> "$predict_table"
     status=1
     continue
   fi
@@ -107,15 +114,20 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
        --gpus 1 --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
     analytical_error="$(error_pct "$analytical" "$measured")"
   fi
-  echo "| $model | $batch | $measured | $summed | $(error_pct "$summed" "$measured") |" \
-       "$analytical | $analytical_error |" >> "$predict_table"
+  echo "| $model | $batch | $measured | $device_sum | $(error_pct "$device_sum" "$measured") |" \
+       "$launch_sum | $(error_pct "$launch_sum" "$measured") | $analytical | $analytical_error |" \
+       >> "$predict_table"
 done
 cat "$predict_table" | tee -a "$log"
 
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
 bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
-"$build_dir/bin/deepool-bench-gpu_multiplex" "${bench_args[@]}" 2>&1 | tee -a "$log" || status=1
+if [[ $bench -eq 1 ]]; then
+  "$build_dir/bin/deepool-bench-gpu_multiplex" "${bench_args[@]}" 2>&1 | tee -a "$log" || status=1
+else
+  echo "(not run: --no-bench)" > "$bench_table"
+fi
 
 {
   echo "# GPU node run"
@@ -139,9 +151,11 @@ bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
   echo
   echo "Measured: \`deepool-train --model M --device cuda --ranks 1 --global-batch B"
   echo "--iterations 40\`, the median of iterations 10-39. Profile sum: \`deepool profile --device"
-  echo "cuda:0 --batch-sizes B\` on this GPU, then \`deepool plan --profile P --gpus 1\`'s"
-  echo "single_device_ms (the layers' forward and backward, each timed alone). Analytical: \`deepool"
-  echo "plan --device $preset --gpus 1\`. Error: (predicted - measured) / measured."
+  echo "cuda:0 --batch-sizes B --cuda-timing T\` on this GPU, then \`deepool plan --profile P --gpus"
+  echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = device: the"
+  echo "kernels' GPU time, launches queued; with-launch: also each layer's launch latency)."
+  echo "Analytical: \`deepool plan --device $preset --gpus 1\`. Error: (predicted - measured) /"
+  echo "measured."
   echo
   cat "$predict_table"
   echo

@@ -78,7 +78,7 @@ TEST_CASE("CUDA streams: dedicated, at the device's priorities, current per thre
   REQUIRE(c10::cuda::getCurrentCUDAStream(0) == before);
 }
 
-TEST_CASE("CUDA graphs: capture and replay; a failed capture is undone", "[gpu][multiplex]") {
+TEST_CASE("CUDA graphs: capture and replay, and a failed capture is undone", "[gpu][multiplex]") {
   if (!HaveGpu()) return;
   auto streams = Streams();
   auto low = streams->CreateStream(StreamPriority::kLow);

@@ -34,6 +34,13 @@ int main(int argc, char** argv) {
   app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
   app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
   app.add_option("--seed", options.seed, "weights and inputs seed");
+  std::string cuda_timing = "device";
+  app.add_option("--cuda-timing", cuda_timing,
+                 "CUDA: 'device' times the kernels on the GPU, their launches queued behind a "
+                 "spin kernel, as in a busy training iteration; 'with-launch' also counts each "
+                 "layer's host launch latency")
+      ->check(CLI::IsMember({"device", "with-launch"}))
+      ->capture_default_str();
   bool no_overhead = false;
   app.add_flag("--no-iteration-overhead", no_overhead,
                "CPU: do not measure the iteration's work outside the layers (a one-rank "
@@ -46,6 +53,7 @@ int main(int argc, char** argv) {
   }
   options.model_options.aux_logits = !no_aux_logits;
   options.iteration_overhead = !no_overhead;
+  options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
   deepool::InitLogging("profile", log_level);
   deepool::Status status = deepool::worker::RunProfileTool(options, std::cerr);
   if (status.ok()) return 0;

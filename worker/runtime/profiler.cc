@@ -19,7 +19,7 @@ namespace deepool::worker {
 namespace internal {
 // profiler_cuda.cc: CUDA-event timer on the current stream of cuda:index; UNIMPLEMENTED
 // without CUDA.
-StatusOr<std::unique_ptr<DeviceTimer>> MakeCudaEventTimer(int index);
+StatusOr<std::unique_ptr<DeviceTimer>> MakeCudaEventTimer(int index, CudaTiming timing);
 }  // namespace internal
 
 namespace {
@@ -61,11 +61,17 @@ std::unique_ptr<DeviceTimer> MakeCpuTimer(const Clock& clock) {
   return std::make_unique<CpuTimer>(clock);
 }
 
+StatusOr<CudaTiming> ParseCudaTiming(const std::string& name) {
+  if (name == "device") return CudaTiming::kDevice;
+  if (name == "with-launch") return CudaTiming::kWithLaunch;
+  return InvalidArgumentError("CUDA timing '" + name + "': expected device or with-launch");
+}
+
 StatusOr<std::unique_ptr<DeviceTimer>> MakeDeviceTimer(const c10::Device& device,
-                                                       const Clock& clock) {
+                                                       const Clock& clock, CudaTiming cuda_timing) {
   if (device.is_cpu()) return MakeCpuTimer(clock);
   if (device.is_cuda())
-    return internal::MakeCudaEventTimer(device.has_index() ? device.index() : 0);
+    return internal::MakeCudaEventTimer(device.has_index() ? device.index() : 0, cuda_timing);
   return InvalidArgumentError("no timer for device " + device.str());
 }
 
@@ -221,7 +227,8 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
   ASSIGN_OR_RETURN(planner::Graph graph, LoadGraph(options));
   ASSIGN_OR_RETURN(DeviceSpec spec, ParseDevice(options.device));
   ASSIGN_OR_RETURN(auto context, MakeDeviceContext(spec));
-  ASSIGN_OR_RETURN(auto timer, MakeDeviceTimer(context->device(), *SystemClock::Get()));
+  ASSIGN_OR_RETURN(auto timer,
+                   MakeDeviceTimer(context->device(), *SystemClock::Get(), options.cuda_timing));
   if (options.threads > 0) at::set_num_threads(options.threads);
 
   ProfilerOptions profiler_options;
