@@ -130,7 +130,7 @@ class FlushHook : public std::stringbuf {
   std::function<void(const std::string&)> on_flush_;
 };
 
-TEST_CASE("executor commands: attach and detach parse; errors name the field", "[multiplex]") {
+TEST_CASE("executor commands: attach and detach parse, errors name the field", "[multiplex]") {
   BackgroundSpec bg = SpecWithBackground().background.value();
   nlohmann::json attach = {{"command", "attach_background"}, {"background", BackgroundToJson(bg)}};
   auto parsed = ParseExecutorCommand(attach.dump());

@@ -20,7 +20,7 @@ JobRecord Running(const std::string& id, JobRole role) {
 
 }  // namespace
 
-TEST_CASE("running jobs get throughput, iteration and per-rank time; ended jobs only counts",
+TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs only counts",
           "[metrics]") {
   ClusterNow now;
   JobRecord fg = Running("job-1", JobRole::kFg);

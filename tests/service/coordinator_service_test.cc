@@ -226,7 +226,7 @@ TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   CHECK(cancelled.queue_position() == 0);
 }
 
-TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field; unknown jobs NOT_FOUND",
+TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field, unknown jobs NOT_FOUND",
           "[service]") {
   Cluster c;
   v1::SubmitJobResponse resp;

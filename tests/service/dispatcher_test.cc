@@ -33,7 +33,7 @@ v1::RunningTask Listed(const std::string& id) {
 
 const Dispatcher::JobWanted kWanted = [](const std::string&) { return true; };
 
-TEST_CASE("sent tasks reach the outbox; waiting ones go out with the store address",
+TEST_CASE("sent tasks reach the outbox, waiting ones go out with the store address",
           "[dispatcher]") {
   FakeClock clock;
   Dispatcher dispatcher(&clock, seconds(5));

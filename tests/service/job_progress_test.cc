@@ -37,7 +37,7 @@ DeviceJobs BgOnCpu1(const RankPlacement& p) {
   return p.device == "cpu:1" ? DeviceJobs{"fg-1", "bg-1"} : DeviceJobs{"fg-1", ""};
 }
 
-TEST_CASE("every rank's iteration fills its device row; rank 0 sets the job's numbers",
+TEST_CASE("every rank's iteration fills its device row, rank 0 sets the job's numbers",
           "[progress]") {
   JobRecord job = RunningJob("fg-1", JobRole::kFg, 2);
   ApplyIterationEvent(Event(1, 0, 6, 4), BgOnCpu1, 1000, &job);
@@ -113,7 +113,7 @@ TEST_CASE("a BG job's own executor counts as BG time on its device", "[progress]
   CHECK(row.bg_samples_per_s == 100);
 }
 
-TEST_CASE("device rows survive the stored JSON; records without them still load", "[progress]") {
+TEST_CASE("device rows survive the stored JSON, records without them still load", "[progress]") {
   JobRecord job = RunningJob("fg-1", JobRole::kFg, 2);
   v1::IterationEvent e = Event(1, 3, 6, 1);
   e.set_fg_busy_ms(6);

@@ -393,7 +393,7 @@ TEST_CASE("a BG job prefers a device no FG job holds over a FG rank's", "[schedu
   CHECK(h.Get(fg.id).state == JobState::kRunning);
 }
 
-TEST_CASE("BG jobs never hold FG jobs back; a FG job on a BG job's device makes it move",
+TEST_CASE("BG jobs never hold FG jobs back, a FG job on a BG job's device makes it move",
           "[scheduler]") {
   Harness h;
   h.AddNode("a", 2);

@@ -191,7 +191,7 @@ TEST_CASE("a job fails with the first cause, not with another rank's closed conn
   }
 }
 
-TEST_CASE("FG jobs go in priority then submission order; a waiting job blocks those behind",
+TEST_CASE("FG jobs go in priority then submission order, a waiting job blocks those behind",
           "[scheduler]") {
   Harness h;
   h.AddNode("a", 2);
@@ -568,7 +568,7 @@ TEST_CASE("after a restart, a multi-node job's other ranks still get the store a
   CHECK(h.Get(id).state == JobState::kSucceeded);
 }
 
-TEST_CASE("after a restart, a job whose started rank-0 task is gone fails; one never started is "
+TEST_CASE("after a restart, a job whose started rank-0 task is gone fails, one never started is "
           "sent again", "[scheduler]") {
   testing::TempDir dir;
   std::string id;

@@ -249,7 +249,7 @@ TEST_CASE("daemon certificates and user tokens each stay on their own API", "[se
   }
 }
 
-TEST_CASE("users own their jobs; admins may act on every job and on nodes", "[service][security]") {
+TEST_CASE("users own their jobs, admins may act on every job and on nodes", "[service][security]") {
   SecureCluster c;
   const ClientSecurity alice_by_cert{c.alice, ""};
   const ClientSecurity bob_by_cert{c.bob, ""};

@@ -27,7 +27,7 @@ IterationReport Report(double busy_ms, double idle_ms) {
 
 }  // namespace
 
-TEST_CASE("device seconds add up per device and kind; roles and hosted BG apart", "[metrics]") {
+TEST_CASE("device seconds add up per device and kind, roles and hosted BG apart", "[metrics]") {
   WorkerMetrics metrics;
   metrics.OnTrainStarted(Task("fg", false, "cpu:0"));
   metrics.OnTrainStarted(Task("bg", true, "cpu:1"));

@@ -497,7 +497,7 @@ TEST_CASE("a BG task hosted by a FG rank reports through the host's background l
   CHECK(f.listener.WaitFinished("fg").cancelled);
 }
 
-TEST_CASE("a hosted BG task ends with host_ended when its FG rank ends first; cancel detaches",
+TEST_CASE("a hosted BG task ends with host_ended when its FG rank ends first, cancel detaches",
           "[worker][supervisor]") {
   Fixture f;
   REQUIRE(f.supervisor->StartTrain(f.Train("fg", "host_ends", {0}, 1)).ok());

@@ -112,7 +112,7 @@ TEST_CASE("the list schedule of ranges sharing a rank is the serial sum", "[bran
   }
 }
 
-TEST_CASE("two towers on disjoint ranks overlap; on the same rank they do not",
+TEST_CASE("two towers on disjoint ranks overlap, on the same rank they do not",
           "[branch_packing]") {
   const Graph graph = Zoo("inception_v3");
   const auto a100 = MakeAnalyticalProfile(DevicePreset("a100").value());

@@ -241,7 +241,7 @@ TEST_CASE("validation: unknown field and wrong types name the field", "[graph][v
   CHECK_THAT(v.status().message(), Catch::Contains("field \"version\""));
 }
 
-TEST_CASE("outputs: several sinks need explicit outputs; weights are kept", "[graph]") {
+TEST_CASE("outputs: several sinks need explicit outputs, weights are kept", "[graph]") {
   std::vector<Layer> layers = {Linear("main", "input", 3), Linear("aux", "input", 3)};
   auto ambiguous = Graph::Create("two", {4}, layers);
   REQUIRE_FALSE(ambiguous.ok());

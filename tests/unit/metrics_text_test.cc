@@ -49,7 +49,7 @@ TEST_CASE("families, escaped labels and cumulative histogram buckets", "[metrics
   }
 }
 
-TEST_CASE("requests are answered by path and method; malformed ones are refused", "[metrics]") {
+TEST_CASE("requests are answered by path and method, malformed ones are refused", "[metrics]") {
   const HttpEndpoint::Routes routes = {{"/metrics", [] {
                                           HttpResponse r;
                                           r.body = "x 1\n";

@@ -121,7 +121,7 @@ TEST_CASE("environment, working directory and PATH lookup", "[subprocess]") {
   CHECK(fs::equivalent(lines.out[1], dir.path));
 }
 
-TEST_CASE("outputs can be appended to files; nothing is read then", "[subprocess]") {
+TEST_CASE("outputs can be appended to files, nothing is read then", "[subprocess]") {
   TempDir dir;
   const fs::path log = dir.path / "child.log";
   { std::ofstream(log) << "before\n"; }
