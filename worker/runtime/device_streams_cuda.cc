@@ -6,6 +6,7 @@
 #if DEEPOOL_HAVE_CUDA
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -16,6 +17,8 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "common/logging.h"
 #endif
@@ -96,11 +99,33 @@ class CudaEvent final : public DeviceEvent {
   mutable at::cuda::CUDAEvent event;  // block() is non-const in c10
 };
 
+// Whether a CUDA generator state keeps one "capturing" flag for all captures (torch up to 2.11)
+// rather than a state per capture id (2.12 on, which CUDAGraph's reset removes).
+template <typename State, typename = void>
+struct HasCapturingFlag : std::false_type {};
+template <typename State>
+struct HasCapturingFlag<State, std::void_t<decltype(std::declval<State&>().capturing_)>>
+    : std::true_type {};
+
 // at::cuda::CUDAGraph, with the state its failure paths leave behind made readable.
 class RecoverableGraph final : public at::cuda::CUDAGraph {
  public:
   bool capture_ended() const { return capture_ended_; }
   c10::MempoolId_t pool_id() const { return mempool_id_; }
+
+  // capture_begin put the generators it registered in capture mode, and only a successful
+  // capture_end takes them out; with the flag left set, torch 2.11 refuses every later random
+  // number on the device ("Offset increment outside graph capture encountered unexpectedly"),
+  // the FG job's too. Seen on an H100 with torch 2.11; torch 2.12 keeps no such flag.
+  void LeaveGeneratorCapture() {
+    for (auto& entry : captured_generator_states_) ClearCapturingFlag(*entry.first);
+  }
+
+ private:
+  template <typename State>
+  static void ClearCapturingFlag(State& state) {
+    if constexpr (HasCapturingFlag<State>::value) state.capturing_ = false;
+  }
 };
 
 class CudaGraph final : public DeviceGraph {
@@ -136,6 +161,7 @@ class CudaGraph final : public DeviceGraph {
       IgnoreFailure("device pool ref", [&] { releasePool(device, pool); });
       IgnoreFailure("host pool ref", [&] { at::getHostAllocator(at::kCUDA)->release_pool(pool); });
     }
+    if (!impl_->capture_ended()) impl_->LeaveGeneratorCapture();
     // CUDAGraph::reset (in its destructor) drops the graph from the registry of capturing graphs
     // and the random generators' per-capture state.
     impl_.reset();
