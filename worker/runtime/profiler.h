@@ -8,9 +8,9 @@
 // output gradient. The reported time is the median of the `repeats` timed runs.
 //
 // Timing goes through DeviceTimer: on the CPU a clock read around the work, on CUDA a pair of
-// CUDA events on the current stream, by default with the layer's launches queued behind a spin
-// kernel so that only the GPU's time counts (CudaTiming; profiler_cuda.cc, compiled only with
-// DEEPOOL_HAVE_CUDA).
+// CUDA events on the current stream, around the work as issued or, with CudaTiming::kDevice,
+// with the launches queued behind a spin kernel so that only the GPU's time counts
+// (profiler_cuda.cc, compiled only with DEEPOOL_HAVE_CUDA).
 //
 // Threading: a LayerProfiler is used from one thread; it runs its layers one after another.
 #pragma once
@@ -48,14 +48,16 @@ std::unique_ptr<DeviceTimer> MakeCpuTimer(const Clock& clock);
 
 // How a CUDA timer counts a layer's work.
 enum class CudaTiming {
+  // Events around the work as issued: each layer also pays the host's dispatch and launch
+  // latency between the events (on an H100, 0.05-0.1 ms a layer). The default: deepool's
+  // executor on an H100 was measured host-bound (docs/results/gpu-node.md), and this timing
+  // predicted its one-GPU iterations better than the GPU time alone.
+  kWithLaunch,
   // The kernels' time on the GPU: a short spin kernel (about 1 ms) is queued ahead of the start
   // event, so the layer's launches queue up behind it and the host's launch latency falls
-  // outside the events, as it does in a training iteration that keeps the GPU busy. A layer
-  // whose launches take longer than the spin still counts the excess.
+  // outside the events, as in an iteration that keeps the GPU busy. A layer whose launches
+  // take longer than the spin still counts the excess.
   kDevice,
-  // Events around the work as issued: each layer also pays the host's dispatch and launch
-  // latency, which a pipelined iteration hides (on an H100, 0.05-0.1 ms a layer).
-  kWithLaunch,
 };
 // "device" / "with-launch"; INVALID_ARGUMENT otherwise.
 StatusOr<CudaTiming> ParseCudaTiming(const std::string& name);
@@ -63,7 +65,7 @@ StatusOr<CudaTiming> ParseCudaTiming(const std::string& name);
 // The timer for `device`: MakeCpuTimer for the CPU, CUDA events for a CUDA device, counting as
 // `cuda_timing` says (UNIMPLEMENTED when this build has no CUDA).
 StatusOr<std::unique_ptr<DeviceTimer>> MakeDeviceTimer(
-    const c10::Device& device, const Clock& clock, CudaTiming cuda_timing = CudaTiming::kDevice);
+    const c10::Device& device, const Clock& clock, CudaTiming cuda_timing = CudaTiming::kWithLaunch);
 
 struct ProfilerOptions {
   std::vector<int64_t> batch_sizes;  // per-device batches, each >= 1
@@ -110,7 +112,7 @@ struct ProfileToolOptions {
   int warmup = 2;
   int repeats = 5;
   int threads = 0;  // torch intra-op threads on the CPU; 0: libtorch's default
-  CudaTiming cuda_timing = CudaTiming::kDevice;
+  CudaTiming cuda_timing = CudaTiming::kWithLaunch;
   uint64_t seed = 0;
   // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h).
   bool iteration_overhead = true;
