@@ -3,8 +3,8 @@
 # label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
 # profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
 # one-GPU training iteration), runs the FG-slowdown benchmark (deepool vs naive collocation on
-# one GPU), and writes what it saw to docs/results/gpu-node.md (the file docs/benchmarks.md
-# points to), so the numbers can be committed as they are.
+# one GPU), and writes what it saw to docs/results/gpu-node-latest.md, so the numbers can be
+# committed as they are and carried into the record of all GPU runs, docs/results/gpu-node.md.
 #
 # Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
@@ -13,7 +13,7 @@
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
 # Exits non-zero when there is no usable GPU, when a GPU test fails or the benchmark fails.
 # DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
-# node without network, its own torch (docs/results/gpu-node.md shows such a build).
+# node without network, its own torch (docs/results/gpu-node.md says how such a node was built).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -44,7 +44,7 @@ if [[ $build -eq 1 ]]; then DEEPOOL_BUILD_DIR="$build_dir" bash scripts/build.sh
 
 out_dir="$root/docs/results"
 mkdir -p "$out_dir"
-report="$out_dir/gpu-node.md"
+report="$out_dir/gpu-node-latest.md"
 log="$(mktemp)"
 bench_table="$(mktemp)"
 predict_table="$(mktemp)"
@@ -87,8 +87,8 @@ error_pct() {  # predicted measured
   python3 -c 'import sys; p, m = map(float, sys.argv[1:3]); print("%+.1f %%" % (100 * (p - m) / m))' "$1" "$2"
 }
 {
-  echo "| model | batch | measured ms | profile sum, device ms | error |" \
-       "profile sum, with launch ms | error | analytical ${preset:-(none)} ms | error |"
+  echo "| model | batch | measured ms | profile sum, with launch ms | error |" \
+       "profile sum, device ms | error | analytical ${preset:-(none)} ms | error |"
   echo "|---|---|---|---|---|---|---|---|---|"
 } > "$predict_table"
 profile_sum_ms() {  # model batch timing: profile on this GPU, then the planner's one-GPU time
@@ -103,8 +103,8 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
   if ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
          --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
          median_iteration_ms 10)" ||
-     ! device_sum="$(profile_sum_ms "$model" "$batch" device)" ||
-     ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch)"; then
+     ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch)" ||
+     ! device_sum="$(profile_sum_ms "$model" "$batch" device)"; then
     echo "| $model | $batch | failed (see the log) | | | | | | |" >> "$predict_table"
     status=1
     continue
@@ -114,8 +114,8 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
        --gpus 1 --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
     analytical_error="$(error_pct "$analytical" "$measured")"
   fi
-  echo "| $model | $batch | $measured | $device_sum | $(error_pct "$device_sum" "$measured") |" \
-       "$launch_sum | $(error_pct "$launch_sum" "$measured") | $analytical | $analytical_error |" \
+  echo "| $model | $batch | $measured | $launch_sum | $(error_pct "$launch_sum" "$measured") |" \
+       "$device_sum | $(error_pct "$device_sum" "$measured") | $analytical | $analytical_error |" \
        >> "$predict_table"
 done
 cat "$predict_table" | tee -a "$log"
@@ -152,8 +152,9 @@ fi
   echo "Measured: \`deepool-train --model M --device cuda --ranks 1 --global-batch B"
   echo "--iterations 40\`, the median of iterations 10-39. Profile sum: \`deepool profile --device"
   echo "cuda:0 --batch-sizes B --cuda-timing T\` on this GPU, then \`deepool plan --profile P --gpus"
-  echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = device: the"
-  echo "kernels' GPU time, launches queued; with-launch: also each layer's launch latency)."
+  echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = with-launch,"
+  echo "the default: each layer as issued, its launch latency included; device: the kernels' GPU"
+  echo "time, launches queued)."
   echo "Analytical: \`deepool plan --device $preset --gpus 1\`. Error: (predicted - measured) /"
   echo "measured."
   echo
