@@ -568,8 +568,10 @@ TEST_CASE("after a restart, a multi-node job's other ranks still get the store a
   CHECK(h.Get(id).state == JobState::kSucceeded);
 }
 
-TEST_CASE("after a restart, a job whose started rank-0 task is gone fails, one never started is "
-          "sent again", "[scheduler]") {
+TEST_CASE(
+    "after a restart, a job whose started rank-0 task is gone fails, one never started is "
+    "sent again",
+    "[scheduler]") {
   testing::TempDir dir;
   std::string id;
   const bool started = GENERATE(true, false);

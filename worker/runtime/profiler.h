@@ -65,7 +65,8 @@ StatusOr<CudaTiming> ParseCudaTiming(const std::string& name);
 // The timer for `device`: MakeCpuTimer for the CPU, CUDA events for a CUDA device, counting as
 // `cuda_timing` says (UNIMPLEMENTED when this build has no CUDA).
 StatusOr<std::unique_ptr<DeviceTimer>> MakeDeviceTimer(
-    const c10::Device& device, const Clock& clock, CudaTiming cuda_timing = CudaTiming::kWithLaunch);
+    const c10::Device& device, const Clock& clock,
+    CudaTiming cuda_timing = CudaTiming::kWithLaunch);
 
 struct ProfilerOptions {
   std::vector<int64_t> batch_sizes;  // per-device batches, each >= 1
