@@ -1,6 +1,7 @@
 // deepool-calibrate with real rank processes (Gloo on loopback): it measures, fits and writes a
 // cluster file the planner reads; the collective timing, in-process over the fake network.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,41 @@ TEST_CASE("collective timing: rank 0 gets every all-reduce and message, the othe
   for (const auto& sample : samples) CHECK(sample.measured_ms > 0);
   CHECK(results[1]->empty());
   CHECK(results[2]->empty());
+}
+
+TEST_CASE("collective timing: ranks compute before each run, outside the timed part",
+          "[calibration]") {
+  auto comms = testing::FakeComms(2);
+  CollectiveTimingOptions options;
+  options.min_bytes = options.max_bytes = 1024;
+  options.repeats = 1;
+  options.busy_ms = 50;
+  std::vector<StatusOr<std::vector<planner::CollectiveSample>>> results(
+      2, std::vector<planner::CollectiveSample>{});
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto comm = comms(rank);
+      results[static_cast<size_t>(rank)] =
+          comm.ok() ? TimeCollectives(**comm, options) : comm.status();
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& result : results) REQUIRE(result.ok());
+  const auto& samples = *results[0];
+  REQUIRE(samples.size() == 2);  // one all-reduce size, one message size
+  // Three runs each (two warm-ups), each after 50 ms of compute: at least 300 ms in all...
+  CHECK(elapsed_ms >= 300);
+  // ...none of it inside the timed collectives over the in-process network.
+  for (const auto& sample : samples) CHECK(sample.measured_ms < options.busy_ms);
+
+  options.busy_ms = -1;  // checked before any collective
+  auto refused = testing::FakeComms(2)(0);
+  REQUIRE(refused.ok());
+  CHECK(TimeCollectives(**refused, options).status().code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

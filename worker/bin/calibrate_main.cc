@@ -127,6 +127,11 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", options.timing.repeats, "timed runs per size (the median counts)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  app.add_option("--busy-ms", options.timing.busy_ms,
+                 "every rank computes this long before each timed collective, as in training "
+                 "(0: back to back)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
   app.add_option("-o,--output", options.output,
                  "the cluster file to write (cpu-N with the fitted link between its devices)");
   CLI11_PARSE(app, argc, argv);
