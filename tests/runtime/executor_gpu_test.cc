@@ -11,6 +11,7 @@
 #include <map>
 
 #include "planner/zoo/zoo.h"
+#include "tests/runtime/gpu_test_util.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
@@ -20,16 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int VisibleGpus() {
-  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-}
-
-bool HaveGpus(int needed) {
-  int visible = VisibleGpus();
-  if (visible >= needed) return true;
-  WARN("skipped: needs " << needed << " CUDA device(s), " << visible << " visible");
-  return false;
-}
+using testing::HaveGpus;
+using testing::VisibleGpus;
 
 fs::path TempDir() {
   std::string pattern = (fs::temp_directory_path() / "deepool-gpu-XXXXXX").string();

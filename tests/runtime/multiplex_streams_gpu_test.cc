@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "planner/zoo/zoo.h"
+#include "tests/runtime/gpu_test_util.h"
 #include "worker/runtime/background_graph_stepper.h"
 #include "worker/runtime/device_streams.h"
 #include "worker/runtime/multiplex_device.h"
@@ -22,11 +23,7 @@
 namespace deepool::worker {
 namespace {
 
-bool HaveGpu() {
-  if (torch::cuda::is_available() && torch::cuda::device_count() > 0) return true;
-  WARN("skipped: needs a CUDA device");
-  return false;
-}
+bool HaveGpu() { return testing::HaveGpus(1); }
 
 std::shared_ptr<DeviceStreams> Streams() {
   auto streams = MakeSharingStreams(torch::Device(torch::kCUDA, 0));

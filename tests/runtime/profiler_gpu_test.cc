@@ -8,16 +8,13 @@
 #include <functional>
 #include <vector>
 
+#include "tests/runtime/gpu_test_util.h"
 #include "worker/runtime/profiler.h"
 
 namespace deepool::worker {
 namespace {
 
-bool HaveGpu() {
-  if (torch::cuda::is_available() && torch::cuda::device_count() > 0) return true;
-  WARN("skipped: needs a CUDA device");
-  return false;
-}
+bool HaveGpu() { return testing::HaveGpus(1); }
 
 // The median of five timed runs of `work` with a timer of `timing` on cuda:0.
 double TimeMs(CudaTiming timing, const std::function<void()>& work) {
