@@ -285,6 +285,20 @@ TEST_CASE("the profile tool writes a file the planner reads", "[profiler]") {
     CHECK(RunProfileTool(options, progress).code() == StatusCode::kInvalidArgument);
     CHECK_FALSE(fs::exists(options.output_path));
   }
+  SECTION("a CUDA timing for a CPU device") {
+    options.model = "mlp";
+    options.cuda_timing = CudaTiming::kDevice;
+    const Status status = RunProfileTool(options, progress);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(status.ToString(), Catch::Contains("--cuda-timing"));
+    CHECK_FALSE(fs::exists(options.output_path));
+  }
+}
+
+TEST_CASE("CUDA timings parse by name", "[profiler]") {
+  CHECK(ParseCudaTiming("device").value() == CudaTiming::kDevice);
+  CHECK(ParseCudaTiming("with-launch").value() == CudaTiming::kWithLaunch);
+  CHECK(ParseCudaTiming("kernels").status().code() == StatusCode::kInvalidArgument);
 }
 
 // Every layer of `graph` timed `ms` forward and backward at each of `batches`.

@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
   }
   options.model_options.aux_logits = !no_aux_logits;
   options.iteration_overhead = !no_overhead;
-  options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
+  if (app.count("--cuda-timing") > 0) {
+    options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
+  }
   deepool::InitLogging("profile", log_level);
   deepool::Status status = deepool::worker::RunProfileTool(options, std::cerr);
   if (status.ok()) return 0;

@@ -115,8 +115,9 @@ class RecoverableGraph final : public at::cuda::CUDAGraph {
 
   // capture_begin put the generators it registered in capture mode, and only a successful
   // capture_end takes them out; with the flag left set, torch 2.11 refuses every later random
-  // number on the device ("Offset increment outside graph capture encountered unexpectedly"),
-  // the FG job's too. Seen on an H100 with torch 2.11; torch 2.12 keeps no such flag.
+  // number drawn from the device's generator, whoever draws it ("Offset increment outside graph
+  // capture encountered unexpectedly"). Seen on an H100 with torch 2.11; not yet run on a GPU
+  // with this fix. torch 2.12 keeps no such flag, and this compiles to nothing there.
   void LeaveGeneratorCapture() {
     for (auto& entry : captured_generator_states_) ClearCapturingFlag(*entry.first);
   }

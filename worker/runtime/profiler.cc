@@ -227,8 +227,12 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
   ASSIGN_OR_RETURN(planner::Graph graph, LoadGraph(options));
   ASSIGN_OR_RETURN(DeviceSpec spec, ParseDevice(options.device));
   ASSIGN_OR_RETURN(auto context, MakeDeviceContext(spec));
+  if (options.cuda_timing.has_value() && !context->device().is_cuda()) {
+    return InvalidArgumentError("--cuda-timing applies to CUDA devices, not " + options.device);
+  }
   ASSIGN_OR_RETURN(auto timer,
-                   MakeDeviceTimer(context->device(), *SystemClock::Get(), options.cuda_timing));
+                   MakeDeviceTimer(context->device(), *SystemClock::Get(),
+                                   options.cuda_timing.value_or(CudaTiming::kWithLaunch)));
   if (options.threads > 0) at::set_num_threads(options.threads);
 
   ProfilerOptions profiler_options;

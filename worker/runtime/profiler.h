@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -113,7 +114,8 @@ struct ProfileToolOptions {
   int warmup = 2;
   int repeats = 5;
   int threads = 0;  // torch intra-op threads on the CPU; 0: libtorch's default
-  CudaTiming cuda_timing = CudaTiming::kWithLaunch;
+  // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kWithLaunch.
+  std::optional<CudaTiming> cuda_timing;
   uint64_t seed = 0;
   // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h).
   bool iteration_overhead = true;
