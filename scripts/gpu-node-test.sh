@@ -11,7 +11,8 @@
 #   --no-build     use an existing build (e.g. one copied from a build machine)
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
-# Exits non-zero when there is no usable GPU, when a GPU test fails or the benchmark fails.
+# Exits non-zero when there is no usable GPU, or when a GPU test, the prediction check or the
+# benchmark fails.
 # DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
 # node without network, its own torch (docs/results/gpu-node.md says how such a node was built).
 set -euo pipefail
@@ -26,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
