@@ -320,7 +320,8 @@ std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNo
 // Solves the additive problem and returns its answer with the full model's totals when it
 // finds it within the limit, or nothing. The additive device time can fall short of the full
 // model's (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
-// answer over the limit is solved again with the budget lowered by its excess, a few times.
+// answer over the limit is solved again below its own additive device time by its excess
+// (RetryBudgetGpuMs), a few times.
 StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const CostModel& model,
                                                     SeriesParallelProblem problem,
                                                     const SearchNodes& nodes,
@@ -335,7 +336,8 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const Co
     Candidate found{CountsOf(*solution, nodes, candidates, graph.num_layers()), {}};
     ASSIGN_OR_RETURN(found.totals, model.Totals(found.counts, num_devices));
     if (WithinBudget(found.totals, budget_gpu_ms)) return std::optional<Candidate>(found);
-    problem.budget_gpu_ms -= found.totals.gpu_seconds * 1000.0 - budget_gpu_ms;
+    problem.budget_gpu_ms = RetryBudgetGpuMs(problem.budget_gpu_ms, solution->cost.gpu_ms,
+                                             found.totals.gpu_seconds * 1000.0 - budget_gpu_ms);
   }
   return std::optional<Candidate>();
 }
@@ -413,6 +415,10 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostM
 
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
   return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
+}
+
+double RetryBudgetGpuMs(double budget_gpu_ms, double answer_additive_gpu_ms, double excess_gpu_ms) {
+  return std::min(budget_gpu_ms, answer_additive_gpu_ms) - excess_gpu_ms;
 }
 
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,

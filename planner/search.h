@@ -58,6 +58,13 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
 // 1e-12 for sums added up in another order.
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms);
 
+// The additive budget for solving again after the search's answer, whose additive device time
+// was `answer_additive_gpu_ms`, came out `excess_gpu_ms` over the limit by the full model (its
+// buckets and exposed tail cost more than the additive stand-in charges). Below both the
+// current budget and the answer's own additive device time by the excess: lowering only the
+// budget would find the same answer again wherever it had room under the budget.
+double RetryBudgetGpuMs(double budget_gpu_ms, double answer_additive_gpu_ms, double excess_gpu_ms);
+
 // The returned plan checked once more against what it was asked for, by its own totals: at most
 // `options.devices` devices and, with a limit, amplification at most the limit (relative slack
 // 1e-9). INTERNAL naming the excess otherwise: a search bug must not reach a user as a plan over

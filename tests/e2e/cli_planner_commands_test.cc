@@ -116,9 +116,11 @@ TEST_CASE("deepool plan charges gradient all-reduces as its flags say", "[cli]")
 }
 
 TEST_CASE("deepool plan --concurrent-branches runs Inception's towers side by side", "[cli]") {
-  const std::string base =
-      "plan --model inception_v3 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
-      "--device a100 --json";
+  // Inception-v3 at B = 64 on 64 A100s without a limit: packing finds a faster layout.
+  const std::string request =
+      "plan --model inception_v3 --global-batch 64 --gpus 64 --amplification-limit 0 "
+      "--device a100";
+  const std::string base = request + " --json";
   auto off_rank_zero = [](const deepool::planner::Plan& plan) {
     return std::count_if(plan.layers.begin(), plan.layers.end(),
                          [](const auto& layer) { return layer.devices.front() > 0; });
@@ -128,14 +130,12 @@ TEST_CASE("deepool plan --concurrent-branches runs Inception's towers side by si
   const auto packed = RunPlanJson(base + " --concurrent-branches");
   CHECK(off_rank_zero(packed) > 0);
   CHECK(packed.totals.iteration_ms < serial.totals.iteration_ms);
-  CHECK(packed.totals.amplification <= 2.0 * (1 + 1e-9));
+  CHECK(packed.totals.devices_used <= 64);
   // The table names the ranks of a layer that does not start at rank 0.
   const auto moved = std::find_if(packed.layers.begin(), packed.layers.end(),
                                   [](const auto& layer) { return layer.devices.front() > 0; });
   REQUIRE(moved != packed.layers.end());
-  auto table = RunDeepool(
-      "plan --model inception_v3 --global-batch 32 --gpus 8 --amplification-limit 2.0 "
-      "--device a100 --concurrent-branches");
+  auto table = RunDeepool(request + " --concurrent-branches");
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::Contains("(rank"));
   CHECK_THAT(table.out, Catch::Contains(std::to_string(moved->devices.front()) + "-" +
