@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/branch_packing.h"
@@ -290,6 +291,38 @@ struct Candidate {
   PlanTotals totals;
 };
 
+// The full model's totals on `num_devices`, remembered by counts for one plan's search: the
+// additive answers and the local moves from different starts meet the same plans again (a
+// third to a half of the local moves' evaluations on the zoo models at G = 8).
+class FullModel {
+ public:
+  FullModel(const CostModel& model, int num_devices) : model_(model), num_devices_(num_devices) {}
+
+  const CostModel& model() const { return model_; }
+  int num_devices() const { return num_devices_; }
+
+  StatusOr<PlanTotals> Totals(const std::vector<int>& counts) {
+    const auto known = known_.find(counts);
+    if (known != known_.end()) return known->second;
+    StatusOr<PlanTotals> totals = model_.Totals(counts, num_devices_);
+    if (totals.ok()) known_.emplace(counts, *totals);
+    return totals;
+  }
+
+ private:
+  struct CountsHash {
+    size_t operator()(const std::vector<int>& counts) const {
+      size_t hash = counts.size();
+      for (int count : counts) hash = hash * 1099511628211ULL + static_cast<size_t>(count);
+      return hash;
+    }
+  };
+
+  const CostModel& model_;
+  const int num_devices_;
+  std::unordered_map<std::vector<int>, PlanTotals, CountsHash> known_;
+};
+
 // What the search's additive objective charges for these counts: every layer's OwnMs and
 // re-splits in, device time as the problem's nodes and edges count it.
 StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
@@ -322,11 +355,10 @@ std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNo
 // model's (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
 // answer over the limit is solved again below its own additive device time by its excess
 // (RetryBudgetGpuMs), a few times.
-StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const CostModel& model,
+StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullModel& full,
                                                     SeriesParallelProblem problem,
                                                     const SearchNodes& nodes,
-                                                    const std::vector<int>& candidates,
-                                                    int num_devices) {
+                                                    const std::vector<int>& candidates) {
   constexpr int kAttempts = 4;
   const double budget_gpu_ms = problem.budget_gpu_ms;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
@@ -334,7 +366,7 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const Co
     if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
     if (!solution->found) break;
     Candidate found{CountsOf(*solution, nodes, candidates, graph.num_layers()), {}};
-    ASSIGN_OR_RETURN(found.totals, model.Totals(found.counts, num_devices));
+    ASSIGN_OR_RETURN(found.totals, full.Totals(found.counts));
     if (WithinBudget(found.totals, budget_gpu_ms)) return std::optional<Candidate>(found);
     problem.budget_gpu_ms = RetryBudgetGpuMs(problem.budget_gpu_ms, solution->cost.gpu_ms,
                                              found.totals.gpu_seconds * 1000.0 - budget_gpu_ms);
@@ -344,9 +376,9 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, const Co
 
 // The best single move of a run of consecutive layers on one count (plan_explain's groups) to
 // the neighbouring candidate count, by the full model, if one is faster within the budget.
-StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candidate& plan,
+StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& plan,
                                             const std::vector<int>& candidates,
-                                            double budget_gpu_ms, int num_devices) {
+                                            double budget_gpu_ms) {
   std::optional<Candidate> best;
   const std::vector<int>& counts = plan.counts;
   for (size_t begin = 0, end = 0; begin < counts.size(); begin = end) {
@@ -357,7 +389,7 @@ StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candid
       Candidate moved{counts, {}};
       std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
                 moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
-      StatusOr<PlanTotals> totals = model.Totals(moved.counts, num_devices);
+      StatusOr<PlanTotals> totals = full.Totals(moved.counts);
       if (!totals.ok()) continue;  // e.g. a count the profile cannot time
       moved.totals = *totals;
       const double to_beat = best ? best->totals.iteration_ms : plan.totals.iteration_ms;
@@ -372,13 +404,12 @@ StatusOr<std::optional<Candidate>> BestMove(const CostModel& model, const Candid
 
 // Steepest descent over BestMove: the full model's corrections to the additive search (buckets
 // and overlap), bounded so that large graphs stay fast.
-StatusOr<Candidate> Refine(const CostModel& model, Candidate plan,
-                           const std::vector<int>& candidates, double budget_gpu_ms,
-                           int num_devices) {
+StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<int>& candidates,
+                           double budget_gpu_ms) {
   constexpr int kMaxMoves = 32;
   for (int move = 0; move < kMaxMoves; ++move) {
     ASSIGN_OR_RETURN(std::optional<Candidate> better,
-                     BestMove(model, plan, candidates, budget_gpu_ms, num_devices));
+                     BestMove(full, plan, candidates, budget_gpu_ms));
     if (!better) break;
     plan = std::move(*better);
   }
@@ -389,12 +420,13 @@ StatusOr<Candidate> Refine(const CostModel& model, Candidate plan,
 // charged in full (none hidden), at half and not at all (all hidden); the full model lies
 // between the extremes. Each search is bounded by single-device and data-parallel execution in
 // its own terms. `problem` has its edges, budget and tolerance; node costs are set here.
-StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostModel& model,
+StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& full,
                                                  const SearchNodes& nodes,
                                                  const std::vector<int>& candidates,
                                                  const std::vector<int>& data_parallel_counts,
-                                                 double single_device_ms, int num_devices,
+                                                 double single_device_ms,
                                                  SeriesParallelProblem problem) {
+  const CostModel& model = full.model();
   std::vector<Candidate> answers;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
     RETURN_IF_ERROR(SetNodeCosts(graph, model, candidates, nodes, sync_weight, &problem));
@@ -405,7 +437,7 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, const CostM
       problem.incumbent_time_ms = std::min(single_device_ms, data_parallel.time_ms);
     }
     ASSIGN_OR_RETURN(std::optional<Candidate> found,
-                     SolveWithinLimit(graph, model, problem, nodes, candidates, num_devices));
+                     SolveWithinLimit(graph, full, problem, nodes, candidates));
     if (found) answers.push_back(std::move(*found));
   }
   return answers;
@@ -446,22 +478,22 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
 
   // Known feasible plans: every layer on one device (within any limit >= 1) and data
   // parallelism as deepool runs it (synchronised batch norm) when it fits the limit.
+  FullModel full(model, options.devices);
   Candidate best{AllOn(graph, 1), {}};
-  ASSIGN_OR_RETURN(best.totals, model.Totals(best.counts, options.devices));
+  ASSIGN_OR_RETURN(best.totals, full.Totals(best.counts));
   Candidate data_parallel{AllOn(graph, most), {}};
-  ASSIGN_OR_RETURN(data_parallel.totals, model.Totals(data_parallel.counts, options.devices));
+  ASSIGN_OR_RETURN(data_parallel.totals, full.Totals(data_parallel.counts));
   std::vector<Candidate> starts = {best};
   if (WithinBudget(data_parallel.totals, budget_gpu_ms)) starts.push_back(data_parallel);
 
   ASSIGN_OR_RETURN(std::vector<Candidate> answers,
-                   AdditiveAnswers(graph, model, nodes, candidates, data_parallel.counts,
-                                   single_device_ms, options.devices, std::move(problem)));
+                   AdditiveAnswers(graph, full, nodes, candidates, data_parallel.counts,
+                                   single_device_ms, std::move(problem)));
   for (Candidate& answer : answers) starts.push_back(std::move(answer));
   // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
   for (Candidate& start : starts) {
-    ASSIGN_OR_RETURN(Candidate refined,
-                     Refine(model, std::move(start), candidates, budget_gpu_ms, options.devices));
+    ASSIGN_OR_RETURN(Candidate refined, Refine(full, std::move(start), candidates, budget_gpu_ms));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
   std::vector<DeviceRange> ranges = PrefixRanges(best.counts);
