@@ -383,8 +383,7 @@ TEST_CASE("with buckets overlapped, every number is the full model's and no plan
     }
   }
   // The additive searches and the full model's local moves are a heuristic for the overlapped
-  // model: on these graphs most plans are optimal and the worst is 6.7% slower than the optimum
-  // (seed 316, limit 2).
+  // model: on these graphs most plans are optimal and the worst is 6.5% slower than the optimum.
   CHECK(worst_gap < 0.1);
 }
 
