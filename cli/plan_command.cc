@@ -47,6 +47,7 @@ struct PlanFlags {
   std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
   bool allow_extrapolation = false;
+  std::string batch_norm = "synchronized";
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
 };
 
@@ -73,13 +74,12 @@ StatusOr<planner::Graph> LoadGraph(const PlanFlags& flags) {
 
 // --trace and --trace-svg: the predicted timeline of one iteration of the plan, which the
 // search evaluated with a cost model over the same graph, profile, cluster and batch.
-Status WritePredictedTimeline(const PlanFlags& flags, const planner::Plan& plan,
-                              const planner::Graph& graph, const planner::Profile& profile,
-                              const planner::Cluster& cluster) {
+Status WritePredictedTimeline(const PlanFlags& flags, const planner::PlanOptions& options,
+                              const planner::Plan& plan, const planner::Graph& graph,
+                              const planner::Profile& profile, const planner::Cluster& cluster) {
   if (flags.trace_path.empty() && flags.trace_svg_path.empty()) return Status::Ok();
-  planner::CostModelOptions model_options;
-  model_options.gradient_sync = flags.search.GradientSync();
-  const planner::CostModel model(graph, profile, cluster, plan.global_batch, model_options);
+  const planner::CostModel model(graph, profile, cluster, plan.global_batch,
+                                 planner::PlanCostModelOptions(options));
   ASSIGN_OR_RETURN(const Timeline timeline, planner::PredictedTimeline(plan, model));
   if (!flags.trace_path.empty()) {
     RETURN_IF_ERROR(WriteTextFile(flags.trace_path, TimelineToChromeTrace(timeline)));
@@ -226,6 +226,7 @@ int RunPlan(const PlanFlags& flags) {
   options.gradient_sync = flags.search.GradientSync();
   options.pareto_tolerance = flags.search.pareto_tolerance;
   options.concurrent_branches = flags.search.concurrent_branches;
+  options.sync_batch_norm = flags.batch_norm == "synchronized";
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -239,7 +240,7 @@ int RunPlan(const PlanFlags& flags) {
     const Status written = WriteTextFile(flags.svg_path, planner::PlanToSvg(*plan));
     if (!written.ok()) return Fail(written, kExitFailure);
   }
-  const Status traced = WritePredictedTimeline(flags, *plan, *graph, *profile, *cluster);
+  const Status traced = WritePredictedTimeline(flags, options, *plan, *graph, *profile, *cluster);
   if (!traced.ok()) return Fail(traced, kExitFailure);
   if (flags.json) {
     std::cout << planner::PlanToJson(*plan) << '\n';
@@ -254,6 +255,10 @@ int RunPlan(const PlanFlags& flags) {
                     : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +
                           " x the single-device time")
             << "; then local moves by the full model, whose optimum is not guaranteed\n";
+  if (!options.sync_batch_norm) {
+    std::cout << "batch norm: statistics per device (as DDP without SyncBatchNorm), so training "
+                 "differs from one device's; submit and train with the same --batch-norm\n";
+  }
   if (flags.explain) {
     StatusOr<planner::PlanExplanation> why =
         planner::ExplainPlan(*graph, *profile, *cluster, options, *plan);
@@ -299,6 +304,13 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
   AddSearchFlags(plan, &flags->search);
+  plan->add_option("--batch-norm", flags->batch_norm,
+                   "How the job trains batch norm on several devices: synchronized (statistics "
+                   "summed over a layer's devices, training equals one device's) or per_device "
+                   "(each device's own batch, as DDP without SyncBatchNorm: cheaper, and then "
+                   "data parallelism is the baseline's own)")
+      ->check(CLI::IsMember({"synchronized", "per_device"}))
+      ->capture_default_str();
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

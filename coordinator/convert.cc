@@ -89,6 +89,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
   spec.on_node_loss = p.on_node_loss();
   if (!p.profile().empty()) spec.profile = p.profile();
+  if (!p.batch_norm().empty()) spec.batch_norm = p.batch_norm();
   spec.checkpoint_path = p.checkpoint_path();
   spec.checkpoint_dir = p.checkpoint_dir();
   if (p.has_checkpoint_every_iterations()) {
@@ -130,6 +131,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_requeue_on_failure(spec.requeue_on_failure);
   p.set_on_node_loss(spec.on_node_loss);
   p.set_profile(spec.profile);
+  p.set_batch_norm(spec.batch_norm);
   p.set_checkpoint_path(spec.checkpoint_path);
   if (!spec.checkpoint_dir.empty()) {
     p.set_checkpoint_dir(spec.checkpoint_dir);

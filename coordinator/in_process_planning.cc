@@ -164,6 +164,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.global_batch = spec.global_batch;
   options.devices = shape.devices;
   options.amplification_limit = spec.amplification_limit;
+  options.sync_batch_norm = SynchronizesBatchNorm(spec);
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(graph, *profile, ClusterFor(shape), options));
   return ToPlannedJob(graph, plan);

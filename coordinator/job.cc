@@ -132,6 +132,8 @@ bool RequeuesOnFailure(const JobSpec& spec) {
 
 bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "replan"; }
 
+bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
+
 Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
   if (HasControlCharacters(spec.name)) return FieldError("name", "has control characters");
@@ -216,6 +218,9 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.profile != "measured" && spec.profile != "analytical") {
     return FieldError("profile", "must be \"measured\" or \"analytical\"");
   }
+  if (spec.batch_norm != "synchronized" && spec.batch_norm != "per_device") {
+    return FieldError("batch_norm", "must be \"synchronized\" or \"per_device\"");
+  }
   if (spec.num_classes < 0 || spec.num_classes > kMaxNumClasses) {
     return FieldError("num_classes", "must be in [1, " + std::to_string(kMaxNumClasses) + "]");
   }
@@ -262,7 +267,8 @@ json JobSpecToJson(const JobSpec& spec) {
               {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
               {"seed", spec.seed},
               {"requeue_on_failure", spec.requeue_on_failure},
-              {"profile", spec.profile}};
+              {"profile", spec.profile},
+              {"batch_norm", spec.batch_norm}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {

@@ -91,6 +91,7 @@ struct JobSpec {
   bool requeue_on_failure = false;
   std::string on_node_loss;          // "", "fail", "wait" or "replan" (proto/deepool/v1/job.proto)
   std::string profile = "measured";  // or "analytical"
+  std::string batch_norm = "synchronized";  // or "per_device" (proto/deepool/v1/job.proto)
   std::string checkpoint_path;       // the final state_dict export
   // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
   std::string checkpoint_dir;
@@ -105,6 +106,9 @@ struct JobSpec {
 // requeue_on_failure), and whether its next attempt may be planned for fewer devices.
 bool RequeuesOnFailure(const JobSpec& spec);
 bool ReplansOnNodeLoss(const JobSpec& spec);
+// Whether batch norm statistics are summed over each layer's devices (batch_norm
+// "synchronized") rather than kept per device ("per_device").
+bool SynchronizesBatchNorm(const JobSpec& spec);
 
 // Parses the JSON job spec. Unknown fields and bad values are INVALID_ARGUMENT naming the field.
 StatusOr<JobSpec> ParseJobSpecJson(std::string_view text);

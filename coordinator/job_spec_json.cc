@@ -112,7 +112,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
       doc,
       {"name", "model", "graph", "role", "priority", "global_batch", "gpus", "amplification_limit",
        "iterations", "optimizer", "data", "seed", "requeue_on_failure", "on_node_loss", "profile",
-       "checkpoint", "num_classes", "image_size"},
+       "checkpoint", "num_classes", "image_size", "batch_norm"},
       ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
@@ -137,6 +137,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   RETURN_IF_ERROR(
       ReadInto<std::string>(doc, "on_node_loss", "", [&](auto v) { spec.set_on_node_loss(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "profile", "", [&](auto v) { spec.set_profile(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<std::string>(doc, "batch_norm", "", [&](auto v) { spec.set_batch_norm(v); }));
   RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
   RETURN_IF_ERROR(
       ReadInto<int64_t>(doc, "num_classes", "", [&](auto v) { spec.set_num_classes(v); }));

@@ -122,21 +122,53 @@ Status Plan::Validate() const {
   return Status::Ok();
 }
 
+namespace {
+
+// A batch-norm layer's input shape [C, ...], or nothing for other layers.
+std::optional<Shape> BatchNormInput(const Graph& graph, const Layer& layer) {
+  if (layer.op != Op::kBatchNorm2d || layer.input_ids.empty()) return std::nullopt;
+  const int input = layer.input_ids[0];
+  const Shape& shape =
+      input == kGraphInputId ? graph.input_shape() : graph.layer(input).output_shape;
+  if (shape.empty() || shape[0] < 1) return std::nullopt;
+  return shape;
+}
+
+// Values per channel per sample: H x W, 1 for a [C] input.
+int64_t PerSample(const Shape& shape) { return NumElements(shape) / shape[0]; }
+
+std::string MapName(const Shape& shape) {
+  return ShapeToString(Shape(shape.begin() + 1, shape.end()));
+}
+
+}  // namespace
+
 Status CheckBatchNormTraining(const Graph& graph, int64_t global_batch) {
   for (const Layer& layer : graph.layers()) {
-    if (layer.op != Op::kBatchNorm2d || layer.input_ids.empty()) continue;
-    const int input = layer.input_ids[0];
-    const Shape& shape =
-        input == kGraphInputId ? graph.input_shape() : graph.layer(input).output_shape;
-    if (shape.empty() || shape[0] < 1) continue;
-    const int64_t per_sample = NumElements(shape) / shape[0];  // H x W
-    if (global_batch * per_sample != 1) continue;
+    const std::optional<Shape> shape = BatchNormInput(graph, layer);
+    if (!shape || global_batch * PerSample(*shape) != 1) continue;
     return InvalidArgumentError(
         "batch-norm layer '" + layer.name +
         "' would see a single value per channel in training (global batch " +
-        std::to_string(global_batch) + " x its " +
-        ShapeToString(Shape(shape.begin() + 1, shape.end())) +
+        std::to_string(global_batch) + " x its " + MapName(*shape) +
         " map); it needs global_batch x H x W >= 2, so use a global batch of at least 2");
+  }
+  return Status::Ok();
+}
+
+Status CheckPerDeviceBatchNormTraining(const Plan& plan, const Graph& graph) {
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const Layer& layer = graph.layer(id);
+    const std::optional<Shape> shape = BatchNormInput(graph, layer);
+    const std::vector<int64_t>& samples = plan.layers[static_cast<size_t>(id)].samples;
+    if (!shape || samples.empty()) continue;
+    const int64_t fewest = *std::min_element(samples.begin(), samples.end());
+    if (fewest * PerSample(*shape) >= 2) continue;
+    return InvalidArgumentError(
+        "batch-norm layer '" + layer.name + "' would see a single value per channel on a device " +
+        "holding " + std::to_string(fewest) + " sample(s) of its " + MapName(*shape) +
+        " map, with statistics per device; synchronise batch norm or give each of its devices "
+        "at least 2 samples");
   }
   return Status::Ok();
 }

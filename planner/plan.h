@@ -80,4 +80,10 @@ Status CheckPlanMatchesGraph(const Plan& plan, const class Graph& graph);
 // with a global batch of 1): no plan for this batch can train the graph.
 Status CheckBatchNormTraining(const class Graph& graph, int64_t global_batch);
 
+// The same for batch norm statistics kept per device (a run spec's "batch_norm": "per_device"):
+// each device of a batch-norm layer normalises its own samples, so the fewest samples any of
+// its devices holds x H x W must be at least 2. INVALID_ARGUMENT naming the first layer for
+// which it is not. Requires CheckPlanMatchesGraph(plan, graph).
+Status CheckPerDeviceBatchNormTraining(const Plan& plan, const class Graph& graph);
+
 }  // namespace deepool::planner

@@ -59,9 +59,8 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
                                       const Cluster& cluster, const PlanOptions& options,
                                       const Plan& plan) {
   RETURN_IF_ERROR(CheckPlanMatchesGraph(plan, graph));
-  CostModelOptions model_options;
-  model_options.gradient_sync = options.gradient_sync;  // the model the search planned with
-  CostModel model(graph, profile, cluster, plan.global_batch, model_options);
+  // The model the search planned with.
+  CostModel model(graph, profile, cluster, plan.global_batch, PlanCostModelOptions(options));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
   // The plan's layers are in the graph's order (CheckPlanMatchesGraph).
   const std::vector<DeviceRange> ranges = RangesOf(plan);

@@ -120,19 +120,13 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 
 namespace {
 
-// The baseline a user would run instead: every layer on min(G, B) devices with batch norm
-// statistics kept per device (DistributedDataParallel without SyncBatchNorm), so deepool's
-// exact batch norm is charged to deepool, never to the baseline.
-CostModelOptions ModelOptions(const PlanOptions& options, bool sync_batch_norm = true) {
-  CostModelOptions model_options;
-  model_options.sync_batch_norm = sync_batch_norm;
-  model_options.gradient_sync = options.gradient_sync;
-  return model_options;
-}
-
+// The baseline a user would run instead, every layer on min(G, B) devices, always keeps batch
+// norm statistics per device (DistributedDataParallel without SyncBatchNorm), so synchronised
+// batch norm is charged to deepool, never to the baseline.
 StatusOr<PlanTotals> DataParallelBaseline(const Graph& graph, const Profile& profile,
                                           const Cluster& cluster, const PlanOptions& options) {
-  const CostModelOptions per_device_batch_norm = ModelOptions(options, false);
+  CostModelOptions per_device_batch_norm = PlanCostModelOptions(options);
+  per_device_batch_norm.sync_batch_norm = false;
   CostModel model(graph, profile, cluster, options.global_batch, per_device_batch_norm);
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   return model.Totals(AllOn(graph, most), options.devices);
@@ -140,11 +134,18 @@ StatusOr<PlanTotals> DataParallelBaseline(const Graph& graph, const Profile& pro
 
 }  // namespace
 
+CostModelOptions PlanCostModelOptions(const PlanOptions& options) {
+  CostModelOptions model_options;
+  model_options.sync_batch_norm = options.sync_batch_norm;
+  model_options.gradient_sync = options.gradient_sync;
+  return model_options;
+}
+
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  CostModel model(graph, profile, cluster, options.global_batch, ModelOptions(options));
+  CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
   plan.amplification_limit = options.amplification_limit;
@@ -457,7 +458,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
                                  const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  CostModel model(graph, profile, cluster, options.global_batch, ModelOptions(options));
+  CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
   ASSIGN_OR_RETURN(const PlanTotals baseline,
@@ -506,6 +507,8 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
   RETURN_IF_ERROR(CheckPlanWithinLimits(plan, options));
+  // The search does not steer around it: a plan it cannot train is refused, not returned.
+  if (!options.sync_batch_norm) RETURN_IF_ERROR(CheckPerDeviceBatchNormTraining(plan, graph));
   return plan;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/cost_model.h"
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
@@ -32,7 +33,16 @@ struct PlanOptions {
   // default: under this cost model it rarely pays, costs planning time, and measured on CPU
   // ranks it was slower than predicted (docs/benchmarks.md, "Concurrent branches").
   bool concurrent_branches = false;
+  // Batch norm statistics of a layer on several devices summed over its devices, so training
+  // equals one device's (the default), or kept per device as DistributedDataParallel without
+  // SyncBatchNorm does (cheaper; then data parallelism is exactly the baseline's). The runtime
+  // must train the same way (run spec "batch_norm", docs/formats.md).
+  bool sync_batch_norm = true;
 };
+
+// The cost model the search plans with: the options' gradient sync and batch norm. --explain
+// and the predicted timeline cost a plan with the same one.
+CostModelOptions PlanCostModelOptions(const PlanOptions& options);
 
 // The device counts the search considers for every layer: all of 1..min(G, B) when exhaustive;
 // otherwise the powers of two, the divisors of B, and min(G, B) itself, all <= min(G, B).

@@ -88,6 +88,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   doc["data"] = DataToJson(spec.data);
   if (spec.checkpoint_path || spec.checkpoints) doc["checkpoint"] = CheckpointToJson(spec);
   doc["gradient_bucket_mb"] = spec.gradient_bucket_mb;
+  doc["batch_norm"] = spec.sync_batch_norm ? "synchronized" : "per_device";
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   return doc;
 }
@@ -103,6 +104,10 @@ Status ValidateRunSpec(const RunSpec& spec) {
   RETURN_IF_ERROR(CheckPlacements(spec));
   RETURN_IF_ERROR(
       planner::CheckBatchNormTraining(*spec.graph, spec.plan.global_batch).WithContext("plan"));
+  if (!spec.sync_batch_norm) {
+    RETURN_IF_ERROR(planner::CheckPerDeviceBatchNormTraining(spec.plan, *spec.graph)
+                        .WithContext("plan with per-device batch norm"));
+  }
   if (!(spec.gradient_bucket_mb >= 0 && spec.gradient_bucket_mb <= 4096)) {
     return InvalidArgumentError("gradient_bucket_mb must be between 0 and 4096");
   }
@@ -137,6 +142,13 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   }
   RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
   RETURN_IF_ERROR(ReadOptionalField(doc, "gradient_bucket_mb", "", &spec.gradient_bucket_mb));
+  std::string batch_norm = "synchronized";
+  RETURN_IF_ERROR(ReadOptionalField(doc, "batch_norm", "", &batch_norm));
+  if (batch_norm != "synchronized" && batch_norm != "per_device") {
+    return InvalidArgumentError("batch_norm must be \"synchronized\" or \"per_device\", got \"" +
+                                batch_norm + "\"");
+  }
+  spec.sync_batch_norm = batch_norm == "synchronized";
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
   }

@@ -2,7 +2,7 @@
 //   {"format":"deepool.run","version":kProtocolVersion,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
-//    "gradient_bucket_mb":25,"background":{...}}
+//    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
 // and names the field that is wrong.
@@ -39,6 +39,10 @@ struct RunSpec {
   // "gradient_bucket_mb": gradient sums are bucketed to this size, as DDP's (25 MiB, its
   // default); 0: one sum per layer. Fractions allowed.
   double gradient_bucket_mb = 25;
+  // "batch_norm": "synchronized" (true: a layer's statistics summed over its devices, so
+  // training equals one device's) or "per_device" (false: each device's own batch, as DDP
+  // without SyncBatchNorm).
+  bool sync_batch_norm = true;
   // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
   // gets one.
   std::optional<BackgroundSpec> background;

@@ -27,7 +27,7 @@ using nlohmann::json;
 struct SubmitFlags {
   ClientOptions client;
   std::string spec;  // file, "-" for stdin, or inline JSON
-  std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint;
+  std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint, batch_norm;
   std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size;
   std::optional<int> gpus, priority;
   std::optional<double> amplification_limit, lr;
@@ -70,6 +70,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (f.seed) doc["seed"] = *f.seed;
   if (f.num_classes) doc["num_classes"] = *f.num_classes;
   if (f.image_size) doc["image_size"] = *f.image_size;
+  if (!f.batch_norm.empty()) doc["batch_norm"] = f.batch_norm;
   if (!f.optimizer.empty() || f.lr) {
     json& opt = doc["optimizer"];
     if (!opt.is_object()) opt = json::object();
@@ -345,6 +346,11 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--checkpoint", flags->checkpoint, "where rank 0 writes the final checkpoint");
   cmd->add_option("--num-classes", flags->num_classes, "zoo model option");
   cmd->add_option("--image-size", flags->image_size, "zoo model option");
+  cmd->add_option("--batch-norm", flags->batch_norm,
+                  "synchronized (default: statistics summed over a layer's devices, training "
+                  "equals one device's) or per_device (each device's own batch, as DDP without "
+                  "SyncBatchNorm: cheaper, not the same training)")
+      ->check(CLI::IsMember({"synchronized", "per_device"}));
   cmd->add_flag("--requeue-on-failure", flags->requeue, "requeue instead of fail on node loss");
   auto* fg = cmd->add_flag("--foreground,--fg", flags->foreground, "a foreground job (default)");
   auto* bg = cmd->add_flag("--background,--bg", flags->background,

@@ -3,6 +3,7 @@
 #include "worker/runtime/launcher.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -14,12 +15,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir) {
+std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir,
+                      const std::string& model = "mlp", bool sync_batch_norm = true) {
   planner::zoo::ModelOptions options;
   options.num_classes = 4;
-  auto graph = planner::zoo::BuildModel("mlp", options);
+  auto graph = planner::zoo::BuildModel(model, options);
   REQUIRE(graph.ok());
   RunSpec spec;
+  spec.sync_batch_norm = sync_batch_norm;
   spec.job_id = "launcher-test";
   spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
   spec.plan = planner::DataParallelLayout(*spec.graph, 12, ranks);
@@ -62,6 +65,38 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
   }
   REQUIRE(rank0_losses.size() == 4);
   fs::remove_all(dir);
+}
+
+// Rank 0's losses of a two-rank data-parallel run of small_cnn (batch norm on both ranks).
+std::vector<double> TwoRankLosses(bool sync_batch_norm) {
+  auto dir = TempDir();
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = WriteSpec(2, 2, dir, "small_cnn", sync_batch_norm);
+  options.world_size = 2;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  INFO(ranks.status().ToString());
+  REQUIRE(ranks.ok());
+  std::vector<double> losses;
+  Status status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
+    if (rank == 0 && iteration != nullptr) losses.push_back(iteration->loss.value());
+  });
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  fs::remove_all(dir);
+  return losses;
+}
+
+TEST_CASE("a run spec's per-device batch norm reaches the executor ranks", "[launcher][process]") {
+  // Same weights, data and batch: only the statistics differ, each rank's half against the
+  // whole batch's, so the very first loss already differs.
+  const std::vector<double> synced = TwoRankLosses(true);
+  const std::vector<double> per_device = TwoRankLosses(false);
+  REQUIRE(synced.size() == 2);
+  REQUIRE(per_device.size() == 2);
+  CHECK(std::abs(synced[0] - per_device[0]) > 1e-4 * std::abs(synced[0]));
 }
 
 TEST_CASE("a rank killed mid-run makes the others fail with an error", "[launcher][process]") {

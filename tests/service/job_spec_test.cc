@@ -32,6 +32,8 @@ TEST_CASE("a minimal job spec takes the documented defaults", "[job_spec]") {
   CHECK(spec->optimizer.name == "sgd");
   CHECK(spec->data.kind == "synthetic");
   CHECK(spec->profile == "measured");
+  CHECK(spec->batch_norm == "synchronized");
+  CHECK(SynchronizesBatchNorm(*spec));
   CHECK_FALSE(spec->requeue_on_failure);
 }
 
@@ -211,6 +213,18 @@ TEST_CASE("the node-loss policy is read checked and kept", "[job_spec][elastic]"
         "on_node_loss: is fail but requeue_on_failure is true");
   CHECK_THAT(ErrorOf(Spec(R"(,"role":"bg","on_node_loss":"replan")")),
              Catch::StartsWith("on_node_loss: replan is for FG jobs"));
+}
+
+TEST_CASE("per-device batch norm is read checked and kept", "[job_spec]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gpus":4,"batch_norm":"per_device")"));
+  REQUIRE(spec.ok());
+  CHECK(spec->batch_norm == "per_device");
+  CHECK_FALSE(SynchronizesBatchNorm(*spec));
+  CHECK(JobSpecFromProto(JobSpecToProto(*spec))->batch_norm == "per_device");
+  CHECK(JobSpecFromJson(JobSpecToJson(*spec))->batch_norm == "per_device");
+  CHECK(ErrorOf(Spec(R"(,"batch_norm":"sync")")) ==
+        "batch_norm: must be \"synchronized\" or \"per_device\"");
+  CHECK(ErrorOf(Spec(R"(,"batch_norm":1)")) == "field batch_norm must be a string");
 }
 
 TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {

@@ -46,6 +46,7 @@ TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[schedul
   CHECK(spec["iterations"] == 5);
   CHECK(spec["optimizer"]["name"] == "sgd");
   CHECK(spec["plan"]["num_devices"] == 2);
+  CHECK(spec["batch_norm"] == "synchronized");
 
   v1::ReportProgressRequest progress;
   progress.set_node_id("node-a");

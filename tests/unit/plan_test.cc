@@ -211,6 +211,18 @@ TEST_CASE("batch norm with one value per channel in training is refused by layer
   CHECK_THAT(CheckBatchNormTraining(*narrow, 1).message(), Catch::Contains("'bn0'"));
 }
 
+TEST_CASE("per-device batch norm needs two values per channel on every device", "[plan]") {
+  const Graph graph = OneByOneBatchNorm();
+  // Synchronised, one sample on each of two ranks is fine (above); per device it is not.
+  const Status one_each = CheckPerDeviceBatchNormTraining(DataParallelLayout(graph, 2, 2), graph);
+  CHECK(one_each.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(one_each.message(), Catch::Contains("'bn'") && Catch::Contains("1 sample"));
+  // Uneven shares: the device with the fewest samples decides (3 samples on 2 ranks: 2 and 1).
+  CHECK_FALSE(CheckPerDeviceBatchNormTraining(DataParallelLayout(graph, 3, 2), graph).ok());
+  CHECK(CheckPerDeviceBatchNormTraining(DataParallelLayout(graph, 4, 2), graph).ok());
+  CHECK(CheckPerDeviceBatchNormTraining(DataParallelLayout(graph, 2, 1), graph).ok());
+}
+
 TEST_CASE("the SVG draws one cell per layer and device it runs on", "[plan]") {
   Plan plan = TwoLayerPlan();
   plan.model = "toy<1>";

@@ -52,6 +52,7 @@ RunSpec Spec() {
   spec.data.seed = 9;
   spec.checkpoint_path = "/tmp/model.pt";
   spec.gradient_bucket_mb = 2.5;
+  spec.sync_batch_norm = false;
   spec.background = Background();
   return spec;
 }
@@ -78,12 +79,27 @@ TEST_CASE("run spec: the writer's output parses back to the same spec", "[protoc
   CHECK(parsed->data == spec.data);
   CHECK(parsed->checkpoint_path == spec.checkpoint_path);
   CHECK(parsed->gradient_bucket_mb == 2.5);
+  CHECK_FALSE(parsed->sync_batch_norm);
+  CHECK(json::parse(text)["batch_norm"] == "per_device");
   REQUIRE(parsed->background.has_value());
   CHECK(parsed->background->data == spec.background->data);
   CHECK(parsed->background->sharing == spec.background->sharing);
   CHECK(parsed->background->ranks == std::vector<int>{1});
   CHECK(RunSpecToJson(*parsed) == text);
   CHECK(json::parse(text)["version"] == kProtocolVersion);
+}
+
+TEST_CASE("run spec: batch norm is synchronised unless the spec says per_device", "[protocol]") {
+  RunSpec spec = Spec();
+  json doc = json::parse(RunSpecToJson(spec));
+  doc.erase("batch_norm");  // as a coordinator from before the field wrote it
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->sync_batch_norm);
+  doc["batch_norm"] = "per_device";
+  parsed = ParseRunSpecJson(doc.dump());
+  REQUIRE(parsed.ok());
+  CHECK_FALSE(parsed->sync_batch_norm);
 }
 
 TEST_CASE("run spec: planned documents are embedded as written", "[protocol]") {
@@ -115,6 +131,9 @@ TEST_CASE("run spec: errors name the field", "[protocol]") {
              Catch::Contains("gradient_bucket_mb"));
   CHECK_THAT(error([](json& d) { d["gradient_bucket_mb"] = "25"; }),
              Catch::Contains("gradient_bucket_mb"));
+  CHECK_THAT(error([](json& d) { d["batch_norm"] = "sync"; }),
+             Catch::Contains("batch_norm must be \"synchronized\" or \"per_device\""));
+  CHECK_THAT(error([](json& d) { d["batch_norm"] = true; }), Catch::Contains("batch_norm"));
   CHECK_THAT(error([](json& d) { d["graph"] = 3; }), Catch::Contains("graph"));
   CHECK_THAT(error([](json& d) { d["plan"]["layers"] = 3; }), Catch::Contains("plan"));
   CHECK_THAT(error([](json& d) { d["optimizer"]["lr"] = "x"; }), Catch::Contains("optimizer.lr"));

@@ -661,5 +661,35 @@ TEST_CASE("every zoo model plans on the analytical A100 within its limit", "[sea
   }
 }
 
+TEST_CASE("with per-device batch norm the planner can choose the baseline's data parallelism",
+          "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
+  for (const std::string name : {"resnet50", "wide_resnet101_2", "inception_v3"}) {
+    auto graph = zoo::BuildModel(name);
+    REQUIRE(graph.ok());
+    PlanOptions options;
+    options.global_batch = 32;
+    options.devices = 8;
+    options.amplification_limit = 0;
+    INFO(name);
+    // Synchronised batch norm pays two all-reduces per batch norm layer that the baseline
+    // (statistics per device) does not: at G = 8 every plan is slower than the baseline.
+    auto synced = PlanBurstParallel(*graph, *profile, cluster, options);
+    REQUIRE(synced.ok());
+    CHECK(synced->totals.iteration_ms > synced->data_parallel.iteration_ms * 1.05);
+    // Trained per device, data parallelism is the baseline itself: never beaten by it.
+    options.sync_batch_norm = false;
+    auto per_device = PlanBurstParallel(*graph, *profile, cluster, options);
+    REQUIRE(per_device.ok());
+    CHECK(per_device->totals.iteration_ms <= per_device->data_parallel.iteration_ms * (1 + 1e-12));
+    CHECK(per_device->data_parallel.iteration_ms ==
+          Approx(synced->data_parallel.iteration_ms).epsilon(1e-12));
+    // And the plan is costed without the statistics all-reduces: --explain and the predicted
+    // timeline use the same model (PlanCostModelOptions).
+    CHECK_FALSE(PlanCostModelOptions(options).sync_batch_norm);
+  }
+}
+
 }  // namespace
 }  // namespace deepool::planner

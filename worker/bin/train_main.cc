@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
                  "none by time)");
   app.add_option("--checkpoint-keep", options.checkpoint_keep,
                  "checkpoints kept in --checkpoint-dir (default 2)");
+  app.add_option("--batch-norm", options.batch_norm,
+                 "batch norm statistics of a layer on several ranks: synchronized (default: "
+                 "summed over its ranks, training equals one device's) or per_device (each "
+                 "rank's own batch, as DDP without SyncBatchNorm)")
+      ->check(CLI::IsMember({"synchronized", "per_device"}));
   app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");
   app.add_flag("--json", options.json_events, "print the ranks' raw JSON events");
   CLI11_PARSE(app, argc, argv);

@@ -18,7 +18,8 @@
 // batch norm, batch_norm.h; the executor hands each such module a group sum over the layer's
 // RankGroup), and their running statistics, updated from those global statistics, are the same
 // on every rank and equal single-device training's. ExecutorOptions::sync_batch_norm = false
-// (tests only) gives per-device statistics instead.
+// (a run spec's "batch_norm": "per_device") gives per-device statistics instead: cheaper, and
+// no longer single-device training; running statistics then differ between ranks.
 //
 // The canonical order of communication. NCCL matches point-to-point messages first-in first-out
 // per pair (ignoring tags), runs a rank's groups one after another, and blocks a send until its
@@ -96,7 +97,7 @@ struct ExecutorOptions {
   std::function<void()> synchronize;
   // Batch norm layers on several ranks normalise with the statistics of their whole device set
   // (synchronised batch norm, batch_norm.h). false gives per-rank statistics, as plain data
-  // parallelism without SyncBatchNorm does; only tests turn it off, to show what it changes.
+  // parallelism without SyncBatchNorm does: a run spec's "batch_norm": "per_device".
   bool sync_batch_norm = true;
   // Gradient sums go in buckets, as DistributedDataParallel's do: the gradients of consecutive
   // layers (in backward order) with the same device set share one all-reduce, started once they

@@ -42,6 +42,11 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   spec.iterations = options.iterations;
   spec.seed = options.seed;
   spec.optimizer = options.optimizer;
+  if (options.batch_norm != "synchronized" && options.batch_norm != "per_device") {
+    return InvalidArgumentError("--batch-norm must be synchronized or per_device, not " +
+                                options.batch_norm);
+  }
+  spec.sync_batch_norm = options.batch_norm == "synchronized";
   ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, options.seed));
   if (options.model.empty() == options.graph_path.empty()) {
     return InvalidArgumentError("give exactly one of --model and --graph");

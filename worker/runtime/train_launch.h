@@ -34,6 +34,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;
+  std::string batch_norm = "synchronized";  // or "per_device" (a run spec's "batch_norm")
   std::string executor_path;  // empty: deepool-executor next to this binary
   std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
   bool json_events = false;   // print the ranks' raw event lines instead of the table
