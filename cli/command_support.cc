@@ -126,7 +126,9 @@ std::string SearchFlags::Describe() const {
   }
   line << (no_overlap ? " after backward" : " overlapped with backward")
        << (ring_only ? ", ring only" : ", ring or tree") << "; branches "
-       << (concurrent_branches ? "side by side where faster" : "one after another");
+       << (concurrent_branches ? "side by side where faster" : "one after another")
+       << "; batch norm statistics "
+       << (SyncBatchNorm() ? "synchronised over each layer's devices" : "per device");
   return line.str();
 }
 
@@ -150,6 +152,14 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
   command->add_flag("--concurrent-branches", flags->concurrent_branches,
                     "Let parallel branches (Inception's towers, residual shortcuts) run side by "
                     "side on disjoint devices where the cost model finds that faster");
+  command
+      ->add_option("--batch-norm", flags->batch_norm,
+                   "How the job trains batch norm on several devices: synchronized (statistics "
+                   "summed over a layer's devices, training equals one device's) or per_device "
+                   "(each device's own batch, as DDP without SyncBatchNorm: cheaper, and then "
+                   "data parallelism is the baseline's own)")
+      ->check(CLI::IsMember({"synchronized", "per_device"}))
+      ->capture_default_str();
 }
 
 }  // namespace deepool::cli

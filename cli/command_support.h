@@ -63,16 +63,18 @@ struct SearchFlags {
   bool ring_only = false;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
   bool concurrent_branches = false;  // PlanOptions::concurrent_branches
+  std::string batch_norm = "synchronized";  // or "per_device": PlanOptions::sync_batch_norm
 
   planner::GradientSyncOptions GradientSync() const;
+  bool SyncBatchNorm() const { return batch_norm == "synchronized"; }
   // One line for a report: how the gradient all-reduces are charged and whether branches may
   // run side by side, e.g. "gradient all-reduces in buckets of 25 MiB overlapped with backward,
   // ring or tree; branches one after another".
   std::string Describe() const;
 };
 
-// Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance and
-// --concurrent-branches.
+// Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance,
+// --concurrent-branches and --batch-norm.
 void AddSearchFlags(CLI::App* command, SearchFlags* flags);
 
 }  // namespace deepool::cli

@@ -47,7 +47,6 @@ struct PlanFlags {
   std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
   bool allow_extrapolation = false;
-  std::string batch_norm = "synchronized";
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
 };
 
@@ -226,7 +225,7 @@ int RunPlan(const PlanFlags& flags) {
   options.gradient_sync = flags.search.GradientSync();
   options.pareto_tolerance = flags.search.pareto_tolerance;
   options.concurrent_branches = flags.search.concurrent_branches;
-  options.sync_batch_norm = flags.batch_norm == "synchronized";
+  options.sync_batch_norm = flags.search.SyncBatchNorm();
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -304,13 +303,6 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
   AddSearchFlags(plan, &flags->search);
-  plan->add_option("--batch-norm", flags->batch_norm,
-                   "How the job trains batch norm on several devices: synchronized (statistics "
-                   "summed over a layer's devices, training equals one device's) or per_device "
-                   "(each device's own batch, as DDP without SyncBatchNorm: cheaper, and then "
-                   "data parallelism is the baseline's own)")
-      ->check(CLI::IsMember({"synchronized", "per_device"}))
-      ->capture_default_str();
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

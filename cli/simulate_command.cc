@@ -208,6 +208,7 @@ int RunSimulate(const SimulateFlags& flags) {
   request.gradient_sync = flags.search.GradientSync();
   request.pareto_tolerance = flags.search.pareto_tolerance;
   request.concurrent_branches = flags.search.concurrent_branches;
+  request.sync_batch_norm = flags.search.SyncBatchNorm();
   request.engine.iterations = flags.iterations;
   request.engine.warmup_iterations = flags.warmup;
   request.engine.interference = {policy, flags.fg_slowdown, flags.bg_kernel_max_ms};

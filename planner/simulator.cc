@@ -69,14 +69,15 @@ StatusOr<FgRun> PlanFg(const SimRequest& request, int devices, bool burst) {
   options.pareto_tolerance = request.pareto_tolerance;
   options.concurrent_branches = request.concurrent_branches;
   options.gradient_sync = request.gradient_sync;
+  options.sync_batch_norm = request.sync_batch_norm;
   FgRun run;
   ASSIGN_OR_RETURN(run.plan, burst ? PlanBurstParallel(*fg.graph, *fg.profile, cluster, options)
                                    : PlanDataParallel(*fg.graph, *fg.profile, cluster, options));
   // DP is the baseline a user would run (batch norm statistics per device, as DDP without
-  // SyncBatchNorm: plan.data_parallel); BP is deepool's exact plan.
-  CostModelOptions cost_options;
-  cost_options.sync_batch_norm = burst;
-  cost_options.gradient_sync = request.gradient_sync;
+  // SyncBatchNorm: plan.data_parallel); BP is deepool's plan, exact unless the request keeps
+  // statistics per device too.
+  CostModelOptions cost_options = PlanCostModelOptions(options);
+  cost_options.sync_batch_norm = burst && request.sync_batch_norm;
   if (!burst) run.plan.totals = run.plan.data_parallel;
   const CostModel model(*fg.graph, *fg.profile, cluster, fg.global_batch, cost_options);
   ASSIGN_OR_RETURN(run.timeline, BuildFgTimeline(run.plan, model));

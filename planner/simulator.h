@@ -51,6 +51,9 @@ struct SimRequest {
   EngineOptions engine;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance for the BP plans
   bool concurrent_branches = false;  // PlanOptions::concurrent_branches for the BP plans
+  // PlanOptions::sync_batch_norm for the BP plans: false plans and simulates deepool with batch
+  // norm statistics per device, as the DP baseline always runs.
+  bool sync_batch_norm = true;
   // How every plan's and timeline's gradient all-reduces are charged (PlanOptions's, and
   // CostModelOptions's, gradient_sync).
   GradientSyncOptions gradient_sync;
