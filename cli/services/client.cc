@@ -346,6 +346,7 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   if (spec.role() != v1::JOB_ROLE_BG && spec.has_amplification_limit()) {
     out << ", amplification limit " << spec.amplification_limit();
   }
+  if (spec.batch_norm() == "per_device") out << ", batch norm per device";
   out << "\n";
   out << "submitted  " << FormatWallTime(job.submitted_ms()) << " UTC ("
       << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";

@@ -172,6 +172,17 @@ TEST_CASE("text from the coordinator cannot drive the terminal", "[cli]") {
   CHECK_THAT(detail, Catch::Contains("done\\x0a\\x1b[1A"));  // one line, shown as text
 }
 
+TEST_CASE("a job's detail says when its batch norm is per device", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-2");
+  job.mutable_spec()->set_model("resnet50");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  job.mutable_spec()->set_batch_norm("synchronized");
+  CHECK_THAT(JobDetail(job, nullptr, 0), !Catch::Contains("batch norm"));
+  job.mutable_spec()->set_batch_norm("per_device");
+  CHECK_THAT(JobDetail(job, nullptr, 0), Catch::Contains(", batch norm per device\n"));
+}
+
 TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cli]") {
   v1::Job job;
   job.set_job_id("job-7");
