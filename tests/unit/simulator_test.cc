@@ -437,6 +437,25 @@ TEST_CASE("SimulateCluster without BG jobs leaves the BG side empty", "[simulato
   }
 }
 
+// A zoo model as the FG job on 8 A100s at B = 32, limit 2, simulated for 5 iterations with the
+// one partition 8/0, and the plan options that ask the planner for the same.
+SimRequest ZooRequest(const Graph& graph, const Profile* profile, const Cluster& cluster) {
+  SimRequest request;
+  request.cluster = cluster;
+  request.fg = {&graph, profile, 32, 8, 2.0};
+  request.partitions = {8};
+  request.engine.iterations = 5;
+  return request;
+}
+
+PlanOptions ZooOptions() {
+  PlanOptions options;
+  options.global_batch = 32;
+  options.devices = 8;
+  options.amplification_limit = 2.0;
+  return options;
+}
+
 TEST_CASE("Simulated DP and BP equal the plans' predictions on zoo models", "[simulator]") {
   StatusOr<DeviceModel> a100 = DevicePreset("a100");
   REQUIRE(a100.ok());
@@ -447,19 +466,12 @@ TEST_CASE("Simulated DP and BP equal the plans' predictions on zoo models", "[si
     INFO(name);
     StatusOr<Graph> graph = zoo::BuildModel(name);
     REQUIRE(graph.ok());
-    SimRequest request;
-    request.cluster = *cluster;
-    request.fg = {&*graph, profile.get(), 32, 8, 2.0};
+    SimRequest request = ZooRequest(*graph, profile.get(), *cluster);
     request.bg = {{&*graph, profile.get(), 32}};
-    request.partitions = {8};
-    request.engine.iterations = 5;
     StatusOr<SimReport> report = SimulateCluster(request);
     REQUIRE(report.ok());
 
-    PlanOptions options;
-    options.global_batch = 32;
-    options.devices = 8;
-    options.amplification_limit = 2.0;
+    const PlanOptions options = ZooOptions();
     StatusOr<Plan> dp = PlanDataParallel(*graph, *profile, *cluster, options);
     StatusOr<Plan> bp = PlanBurstParallel(*graph, *profile, *cluster, options);
     REQUIRE(dp.ok());
@@ -491,18 +503,11 @@ TEST_CASE("Simulated BP with per-device batch norm is the per-device plan's pred
   const Cluster cluster = ClusterPreset("dgx-a100").value();
   StatusOr<Graph> graph = zoo::BuildModel("inception_v3");
   REQUIRE(graph.ok());
-  SimRequest request;
-  request.cluster = cluster;
-  request.fg = {&*graph, profile.get(), 32, 8, 2.0};
-  request.partitions = {8};
-  request.engine.iterations = 5;
+  SimRequest request = ZooRequest(*graph, profile.get(), cluster);
   request.sync_batch_norm = false;
   StatusOr<SimReport> report = SimulateCluster(request);
   REQUIRE(report.ok());
-  PlanOptions options;
-  options.global_batch = 32;
-  options.devices = 8;
-  options.amplification_limit = 2.0;
+  PlanOptions options = ZooOptions();
   options.sync_batch_norm = false;
   StatusOr<Plan> bp = PlanBurstParallel(*graph, *profile, cluster, options);
   REQUIRE(bp.ok());
