@@ -72,6 +72,7 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
   const int most = static_cast<int>(std::min<int64_t>(plan.global_batch, plan.num_devices));
   ASSIGN_OR_RETURN(explanation.data_parallel_synced,
                    model.Totals(std::vector<int>(ranges.size(), most), plan.num_devices));
+  explanation.sync_batch_norm = options.sync_batch_norm;
 
   std::vector<GroupExplanation>& groups = explanation.groups;
   size_t begin = 0;
@@ -127,8 +128,8 @@ std::string ExplanationText(const PlanExplanation& explanation, const Plan& plan
       "smaller and larger candidate count, the rest of the plan kept):\n");
   const PlanTotals& synced = explanation.data_parallel_synced;
   out += Format(
-      "  data parallelism as deepool runs it (synchronised batch norm): %.3f ms, "
-      "amplification %.2f",
+      "  data parallelism as deepool runs it (%s): %.3f ms, amplification %.2f",
+      explanation.sync_batch_norm ? "synchronised batch norm" : "batch-norm statistics per device",
       synced.iteration_ms, synced.amplification);
   if (synced.iteration_ms <= plan.totals.iteration_ms) {
     out += limit > 0 && synced.amplification > limit

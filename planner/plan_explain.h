@@ -41,9 +41,11 @@ struct GroupExplanation {
 };
 
 struct PlanExplanation {
-  // Data parallelism as deepool runs it (synchronised batch norm, which the search compares
-  // against); plan.data_parallel is the baseline a user would run (statistics per device).
+  // Data parallelism as deepool runs it with the options' batch norm (synchronised by default),
+  // which the search compares against; plan.data_parallel is the baseline a user would run
+  // (statistics per device).
   PlanTotals data_parallel_synced;
+  bool sync_batch_norm = true;  // PlanOptions::sync_batch_norm
   std::vector<GroupExplanation> groups;
 };
 

@@ -478,7 +478,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
 
   // Known feasible plans: every layer on one device (within any limit >= 1) and data
-  // parallelism as deepool runs it (synchronised batch norm) when it fits the limit.
+  // parallelism as deepool runs it (batch norm as the options say) when it fits the limit.
   FullModel full(model, options.devices);
   Candidate best{AllOn(graph, 1), {}};
   ASSIGN_OR_RETURN(best.totals, full.Totals(best.counts));

@@ -115,6 +115,26 @@ TEST_CASE("a plan with a needlessly slow group says which move would beat it", "
 namespace deepool::planner {
 namespace {
 
+TEST_CASE("with per-device batch norm, --explain compares with that data parallelism",
+          "[explain]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = EightPerNode();
+  auto graph = zoo::BuildModel("resnet50");
+  REQUIRE(graph.ok());
+  PlanOptions options = Options(32, 8, 2.0);
+  options.sync_batch_norm = false;
+  auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+  REQUIRE(plan.ok());
+  auto explained = ExplainPlan(*graph, *profile, cluster, options, *plan);
+  REQUIRE(explained.ok());
+  // deepool's own data parallelism is then the baseline's.
+  CHECK(explained->data_parallel_synced.iteration_ms ==
+        Approx(plan->data_parallel.iteration_ms).epsilon(1e-12));
+  const std::string text = ExplanationText(*explained, *plan);
+  CHECK_THAT(text, Catch::Contains("as deepool runs it (batch-norm statistics per device)"));
+  CHECK_THAT(text, !Catch::Contains("synchronised batch norm"));
+}
+
 TEST_CASE("a plan with branches side by side is explained against its own ranges", "[explain]") {
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
   const Cluster cluster = EightPerNode();
