@@ -300,7 +300,6 @@ class FullModel {
   FullModel(const CostModel& model, int num_devices) : model_(model), num_devices_(num_devices) {}
 
   const CostModel& model() const { return model_; }
-  int num_devices() const { return num_devices_; }
 
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts) {
     const auto known = known_.find(counts);
