@@ -156,17 +156,24 @@ Status CheckBatchNormTraining(const Graph& graph, int64_t global_batch) {
   return Status::Ok();
 }
 
+int64_t FewestSamplesPerDevice(const Graph& graph, int layer_id) {
+  const std::optional<Shape> shape = BatchNormInput(graph, graph.layer(layer_id));
+  if (!shape) return 1;
+  const int64_t per_sample = std::max<int64_t>(1, PerSample(*shape));
+  return (2 + per_sample - 1) / per_sample;
+}
+
 Status CheckPerDeviceBatchNormTraining(const Plan& plan, const Graph& graph) {
   for (int id = 0; id < graph.num_layers(); ++id) {
-    const Layer& layer = graph.layer(id);
-    const std::optional<Shape> shape = BatchNormInput(graph, layer);
     const std::vector<int64_t>& samples = plan.layers[static_cast<size_t>(id)].samples;
-    if (!shape || samples.empty()) continue;
+    if (samples.empty()) continue;
     const int64_t fewest = *std::min_element(samples.begin(), samples.end());
-    if (fewest * PerSample(*shape) >= 2) continue;
+    if (fewest >= FewestSamplesPerDevice(graph, id)) continue;
+    const Layer& layer = graph.layer(id);
     return InvalidArgumentError(
         "batch-norm layer '" + layer.name + "' would see a single value per channel on a device " +
-        "holding " + std::to_string(fewest) + " sample(s) of its " + MapName(*shape) +
+        "holding " + std::to_string(fewest) + " sample(s) of its " +
+        MapName(*BatchNormInput(graph, layer)) +
         " map, with statistics per device; synchronise batch norm or give each of its devices "
         "at least 2 samples");
   }

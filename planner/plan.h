@@ -86,4 +86,10 @@ Status CheckBatchNormTraining(const class Graph& graph, int64_t global_batch);
 // which it is not. Requires CheckPlanMatchesGraph(plan, graph).
 Status CheckPerDeviceBatchNormTraining(const Plan& plan, const class Graph& graph);
 
+// The fewest samples each device of layer `layer_id` must hold for the layer to train with
+// batch norm statistics kept per device: ceil(2 / (H x W)) for a batch-norm layer (two values
+// per channel on every device), 1 for any other layer. The search keeps per-device plans to
+// the counts this allows (docs/planner.md, "Batch norm needs two values per channel").
+int64_t FewestSamplesPerDevice(const class Graph& graph, int layer_id);
+
 }  // namespace deepool::planner

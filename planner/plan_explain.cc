@@ -37,6 +37,10 @@ std::string FewerSentence(const GroupAlternative& fewer) {
 
 std::string MoreSentence(const GroupAlternative& more, double limit) {
   const std::string head = Devices(more.devices) + " ";
+  if (!more.cannot_train.empty()) {
+    return head + "would leave a device of batch-norm layer '" + more.cannot_train +
+           "' fewer than 2 values per channel (statistics per device)";
+  }
   if (more.delta_iteration_ms >= -kTieMs) {
     return head + Format(
                       "would not be faster (%+.3f ms: the re-splits and all-reduces cost more "
@@ -101,6 +105,13 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
       alt.delta_gpu_ms = (totals.gpu_seconds - base.gpu_seconds) * 1000.0;
       alt.amplification = totals.gpu_seconds * 1000.0 / single_device_ms;
       alt.within_limit = limit <= 0 || alt.amplification <= limit;
+      for (size_t i = begin; i < end && !options.sync_batch_norm; ++i) {
+        const int id = static_cast<int>(i);
+        if (plan.global_batch / devices < FewestSamplesPerDevice(graph, id)) {
+          alt.cannot_train = graph.layer(id).name;
+          break;
+        }
+      }
       return alt;
     };
     auto at = std::find(candidates.begin(), candidates.end(), group.devices);

@@ -27,6 +27,9 @@ struct GroupAlternative {
   double delta_gpu_ms = 0;        // > 0: more device time than the plan
   double amplification = 0;       // of the whole plan with this change
   bool within_limit = true;
+  // With batch norm statistics per device: a layer of the group that could not train on this
+  // many devices (some device would hold fewer than 2 values per channel), else empty.
+  std::string cannot_train;
 };
 
 struct GroupExplanation {

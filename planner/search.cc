@@ -120,6 +120,28 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 
 namespace {
 
+// Per layer, the most devices the search may put it on: min(G, B), and with batch norm
+// statistics kept per device no more than leave every device of a batch-norm layer two values
+// per channel (FewestSamplesPerDevice; a device holds at least floor(B / g) samples).
+std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& options) {
+  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
+  std::vector<int> most_per_layer(static_cast<size_t>(graph.num_layers()), most);
+  if (options.sync_batch_norm) return most_per_layer;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    most_per_layer[static_cast<size_t>(id)] = static_cast<int>(
+        std::min<int64_t>(most, options.global_batch / FewestSamplesPerDevice(graph, id)));
+  }
+  return most_per_layer;
+}
+
+// Whether every layer's count keeps within MostDevicesPerLayer.
+bool WithinMostDevices(const std::vector<int>& counts, const std::vector<int>& most_per_layer) {
+  for (size_t id = 0; id < counts.size(); ++id) {
+    if (counts[id] > most_per_layer[id]) return false;
+  }
+  return true;
+}
+
 // The baseline a user would run instead, every layer on min(G, B) devices, always keeps batch
 // norm statistics per device (DistributedDataParallel without SyncBatchNorm), so synchronised
 // batch norm is charged to deepool, never to the baseline.
@@ -173,9 +195,11 @@ double OwnMs(const CostModel& model, int layer_id, int devices, const LayerTime&
 }
 
 // Node costs: every member's OwnMs at each candidate count. A count the profile cannot time
-// (OUT_OF_RANGE, e.g. a batch beyond the measured range) is excluded.
+// (OUT_OF_RANGE, e.g. a batch beyond the measured range) or above a member's most devices
+// (MostDevicesPerLayer) is excluded.
 Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const SearchNodes& nodes, double sync_weight, SeriesParallelProblem* problem) {
+                    const std::vector<int>& most_per_layer, const SearchNodes& nodes,
+                    double sync_weight, SeriesParallelProblem* problem) {
   problem->node_costs.assign(nodes.count, {});
   problem->node_names.assign(nodes.count, "");
   problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
@@ -190,6 +214,10 @@ Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vecto
     std::vector<CostPoint>& costs = problem->node_costs[node];
     if (problem->node_names[node].empty()) problem->node_names[node] = graph.layer(id).name;
     for (size_t k = 0; k < counts.size(); ++k) {
+      if (counts[k] > most_per_layer[static_cast<size_t>(id)]) {
+        costs[k].time_ms = kInfinity;
+        continue;
+      }
       StatusOr<LayerTime> time = model.Compute(id, counts[k]);
       if (!time.ok()) {
         if (time.status().code() != StatusCode::kOutOfRange) return time.status();
@@ -378,14 +406,20 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullMode
 // the neighbouring candidate count, by the full model, if one is faster within the budget.
 StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& plan,
                                             const std::vector<int>& candidates,
+                                            const std::vector<int>& most_per_layer,
                                             double budget_gpu_ms) {
   std::optional<Candidate> best;
   const std::vector<int>& counts = plan.counts;
   for (size_t begin = 0, end = 0; begin < counts.size(); begin = end) {
-    while (end < counts.size() && counts[end] == counts[begin]) ++end;
+    int run_most = most_per_layer[begin];
+    while (end < counts.size() && counts[end] == counts[begin]) {
+      run_most = std::min(run_most, most_per_layer[end]);
+      ++end;
+    }
     const auto at = std::lower_bound(candidates.begin(), candidates.end(), counts[begin]);
     for (const auto next : {at - 1, at + 1}) {
       if (at == candidates.end() || next < candidates.begin() || next >= candidates.end()) continue;
+      if (*next > run_most) continue;
       Candidate moved{counts, {}};
       std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
                 moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
@@ -405,11 +439,11 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
 // Steepest descent over BestMove: the full model's corrections to the additive search (buckets
 // and overlap), bounded so that large graphs stay fast.
 StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<int>& candidates,
-                           double budget_gpu_ms) {
+                           const std::vector<int>& most_per_layer, double budget_gpu_ms) {
   constexpr int kMaxMoves = 32;
   for (int move = 0; move < kMaxMoves; ++move) {
     ASSIGN_OR_RETURN(std::optional<Candidate> better,
-                     BestMove(full, plan, candidates, budget_gpu_ms));
+                     BestMove(full, plan, candidates, most_per_layer, budget_gpu_ms));
     if (!better) break;
     plan = std::move(*better);
   }
@@ -418,22 +452,26 @@ StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<in
 
 // The additive searches' answers that fit the limit by the full model: gradient all-reduces
 // charged in full (none hidden), at half and not at all (all hidden); the full model lies
-// between the extremes. Each search is bounded by single-device and data-parallel execution in
-// its own terms. `problem` has its edges, budget and tolerance; node costs are set here.
+// between the extremes. Each search is bounded by single-device and data-parallel execution (when
+// every layer can train on all its devices) in its own terms. `problem` has its edges, budget and
+// tolerance; node costs are set here.
 StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& full,
                                                  const SearchNodes& nodes,
                                                  const std::vector<int>& candidates,
+                                                 const std::vector<int>& most_per_layer,
                                                  const std::vector<int>& data_parallel_counts,
                                                  double single_device_ms,
                                                  SeriesParallelProblem problem) {
   const CostModel& model = full.model();
+  const bool data_parallel_trains = WithinMostDevices(data_parallel_counts, most_per_layer);
   std::vector<Candidate> answers;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
-    RETURN_IF_ERROR(SetNodeCosts(graph, model, candidates, nodes, sync_weight, &problem));
+    RETURN_IF_ERROR(
+        SetNodeCosts(graph, model, candidates, most_per_layer, nodes, sync_weight, &problem));
     ASSIGN_OR_RETURN(const CostPoint data_parallel,
                      AdditiveCost(graph, model, data_parallel_counts, sync_weight));
     problem.incumbent_time_ms = single_device_ms;
-    if (data_parallel.gpu_ms <= problem.budget_gpu_ms) {
+    if (data_parallel_trains && data_parallel.gpu_ms <= problem.budget_gpu_ms) {
       problem.incumbent_time_ms = std::min(single_device_ms, data_parallel.time_ms);
     }
     ASSIGN_OR_RETURN(std::optional<Candidate> found,
@@ -477,36 +515,45 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
 
   // Known feasible plans: every layer on one device (within any limit >= 1) and data
-  // parallelism as deepool runs it (batch norm as the options say) when it fits the limit.
+  // parallelism as deepool runs it (batch norm as the options say) when it fits the limit and
+  // every layer can train on all its devices.
+  const std::vector<int> most_per_layer = MostDevicesPerLayer(graph, options);
   FullModel full(model, options.devices);
   Candidate best{AllOn(graph, 1), {}};
   ASSIGN_OR_RETURN(best.totals, full.Totals(best.counts));
   Candidate data_parallel{AllOn(graph, most), {}};
   ASSIGN_OR_RETURN(data_parallel.totals, full.Totals(data_parallel.counts));
   std::vector<Candidate> starts = {best};
-  if (WithinBudget(data_parallel.totals, budget_gpu_ms)) starts.push_back(data_parallel);
+  if (WithinBudget(data_parallel.totals, budget_gpu_ms) &&
+      WithinMostDevices(data_parallel.counts, most_per_layer)) {
+    starts.push_back(data_parallel);
+  }
 
   ASSIGN_OR_RETURN(std::vector<Candidate> answers,
-                   AdditiveAnswers(graph, full, nodes, candidates, data_parallel.counts,
-                                   single_device_ms, std::move(problem)));
+                   AdditiveAnswers(graph, full, nodes, candidates, most_per_layer,
+                                   data_parallel.counts, single_device_ms, std::move(problem)));
   for (Candidate& answer : answers) starts.push_back(std::move(answer));
   // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
   for (Candidate& start : starts) {
-    ASSIGN_OR_RETURN(Candidate refined, Refine(full, std::move(start), candidates, budget_gpu_ms));
+    ASSIGN_OR_RETURN(Candidate refined,
+                     Refine(full, std::move(start), candidates, most_per_layer, budget_gpu_ms));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
   std::vector<DeviceRange> ranges = PrefixRanges(best.counts);
   if (options.concurrent_branches) {
-    ranges = PackConcurrentBranches(model, std::move(ranges), best.totals, candidates,
-                                    budget_gpu_ms, options.devices)
-                 .ranges;
+    std::vector<DeviceRange> packed = PackConcurrentBranches(model, ranges, best.totals, candidates,
+                                                             budget_gpu_ms, options.devices)
+                                          .ranges;
+    std::vector<int> packed_counts;
+    for (const DeviceRange& range : packed) packed_counts.push_back(range.count);
+    if (WithinMostDevices(packed_counts, most_per_layer)) ranges = std::move(packed);
   }
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(ranges, options.devices));
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
   RETURN_IF_ERROR(CheckPlanWithinLimits(plan, options));
-  // The search does not steer around it: a plan it cannot train is refused, not returned.
+  // The search keeps to MostDevicesPerLayer; checked again, as run-spec validation will.
   if (!options.sync_batch_norm) RETURN_IF_ERROR(CheckPerDeviceBatchNormTraining(plan, graph));
   return plan;
 }

@@ -135,6 +135,32 @@ TEST_CASE("with per-device batch norm, --explain compares with that data paralle
   CHECK_THAT(text, !Catch::Contains("synchronised batch norm"));
 }
 
+TEST_CASE("with per-device batch norm, --explain names the layer a larger count could not train",
+          "[explain]") {
+  // Links nearly free: more devices would be faster everywhere, but with B = G = 4 the auxiliary
+  // head's batch norm on a 1x1 map trains on at most 2 devices when statistics are per device.
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  Cluster cluster = EightPerNode();
+  cluster.intra_node = Link{1e6, 0};
+  cluster.inter_node = Link{1e6, 0};
+  auto graph = zoo::BuildModel("inception_v3");
+  REQUIRE(graph.ok());
+  PlanOptions options = Options(4, 4, 0);
+  options.sync_batch_norm = false;
+  auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+  REQUIRE(plan.ok());
+  auto explained = ExplainPlan(*graph, *profile, cluster, options, *plan);
+  REQUIRE(explained.ok());
+  const std::string text = ExplanationText(*explained, *plan);
+  CHECK_THAT(text, Catch::Contains("4 devices would leave a device of batch-norm layer "
+                                   "'AuxLogits.conv1.bn' fewer than 2 values per channel"));
+  // Synchronised, the same move is only a question of time.
+  options.sync_batch_norm = true;
+  auto synced = ExplainPlan(*graph, *profile, cluster, options, *plan);
+  REQUIRE(synced.ok());
+  CHECK_THAT(ExplanationText(*synced, *plan), !Catch::Contains("fewer than 2 values"));
+}
+
 TEST_CASE("a plan with branches side by side is explained against its own ranges", "[explain]") {
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
   const Cluster cluster = EightPerNode();

@@ -691,5 +691,39 @@ TEST_CASE("with per-device batch norm the planner can choose the baseline's data
   }
 }
 
+TEST_CASE(
+    "with per-device batch norm the search keeps each batch norm layer to counts it trains on",
+    "[search]") {
+  // Links nearly free, so every layer would go on all devices; but with B = G = 4 the auxiliary
+  // head's last batch norm, on a 1x1 map, needs two samples on each of its devices: at most 2.
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  Cluster cluster;
+  cluster.devices_per_node = 8;
+  cluster.intra_node = Link{1e6, 0};
+  cluster.inter_node = Link{1e6, 0};
+  auto graph = zoo::BuildModel("inception_v3");
+  REQUIRE(graph.ok());
+  const std::optional<int> aux_bn_id = graph->FindLayer("AuxLogits.conv1.bn");
+  REQUIRE(aux_bn_id.has_value());
+  const int aux_bn = *aux_bn_id;
+  PlanOptions options;
+  options.global_batch = 4;
+  options.devices = 4;
+  options.sync_batch_norm = false;
+  options.amplification_limit = 0;
+  for (bool packing : {false, true}) {
+    INFO("concurrent branches " << packing);
+    options.concurrent_branches = packing;
+    auto plan = PlanBurstParallel(*graph, *profile, cluster, options);
+    REQUIRE(plan.ok());
+    CHECK(plan->layers[static_cast<size_t>(aux_bn)].devices.size() <= 2);
+    CHECK(CheckPerDeviceBatchNormTraining(*plan, *graph).ok());
+    // The rest of the graph is not held back: the stem runs on all four devices.
+    CHECK(plan->layers[0].devices.size() == 4);
+  }
+  CHECK(FewestSamplesPerDevice(*graph, aux_bn) == 2);
+  CHECK(FewestSamplesPerDevice(*graph, 0) == 1);
+}
+
 }  // namespace
 }  // namespace deepool::planner
