@@ -1,4 +1,4 @@
-// Profile JSON parse/write, monotone batch curves and the table profile.
+// Profile JSON parse/write, batch curves and the table profile.
 #include "planner/profile_table.h"
 
 #include <algorithm>
@@ -15,31 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kProfileFormatName = "deepool.profile";
-
-// Isotonic (non-decreasing) least-squares fit of `values`, equal weights, by pool adjacent
-// violators: a run of points that goes down is replaced by its mean.
-std::vector<double> IsotonicFit(const std::vector<double>& values) {
-  struct Block {
-    double sum;
-    int count;
-    double mean() const { return sum / count; }
-  };
-  std::vector<Block> blocks;
-  for (double value : values) {
-    blocks.push_back({value, 1});
-    while (blocks.size() >= 2 &&
-           blocks[blocks.size() - 1].mean() < blocks[blocks.size() - 2].mean()) {
-      Block top = blocks.back();
-      blocks.pop_back();
-      blocks.back().sum += top.sum;
-      blocks.back().count += top.count;
-    }
-  }
-  std::vector<double> fitted;
-  fitted.reserve(values.size());
-  for (const Block& block : blocks) fitted.insert(fitted.end(), block.count, block.mean());
-  return fitted;
-}
 
 double Lerp(int64_t x0, double y0, int64_t x1, double y1, int64_t x) {
   if (x1 == x0) return y0;
@@ -207,18 +182,23 @@ std::string ProfileToJson(const ProfileData& data, int indent) {
 BatchCurve::BatchCurve(std::vector<BatchTime> points) : points_(std::move(points)) {
   std::sort(points_.begin(), points_.end(),
             [](const BatchTime& a, const BatchTime& b) { return a.batch < b.batch; });
-  std::vector<double> forward, backward;
-  for (const BatchTime& point : points_) {
-    forward.push_back(point.forward_ms);
-    backward.push_back(point.backward_ms);
-  }
-  forward = IsotonicFit(forward);
-  backward = IsotonicFit(backward);
-  for (size_t i = 0; i < points_.size(); ++i) {
-    points_[i].forward_ms = forward[i];
-    points_[i].backward_ms = backward[i];
-  }
 }
+
+namespace {
+
+// One series (forward or backward) beyond the measured range, from the end segment [a, b]
+// (a.batch < b.batch) and the measured point nearest `batch`: the segment extended when the time
+// rises with the batch along it; a falling one (a faster kernel at the larger batch) says
+// nothing about batches further out, so the time then scales with the batch from the nearest
+// point. Never below 0.
+double Outside(const BatchTime& a, const BatchTime& b, double BatchTime::*series,
+               const BatchTime& nearest, int64_t batch) {
+  if (a.*series <= b.*series)
+    return std::max(0.0, Lerp(a.batch, a.*series, b.batch, b.*series, batch));
+  return nearest.*series * static_cast<double>(batch) / static_cast<double>(nearest.batch);
+}
+
+}  // namespace
 
 LayerTime BatchCurve::At(int64_t batch) const {
   const size_t n = points_.size();
@@ -227,21 +207,22 @@ LayerTime BatchCurve::At(int64_t batch) const {
     const double scale = static_cast<double>(batch) / static_cast<double>(points_[0].batch);
     return {points_[0].forward_ms * scale, points_[0].backward_ms * scale};
   }
-  // The segment [lo, lo + 1] that holds `batch`, or the end segment to extend.
-  size_t lo = 0;
-  if (batch >= points_.back().batch) {
-    lo = n - 2;
-  } else if (batch > points_.front().batch) {
-    auto upper = std::upper_bound(points_.begin(), points_.end(), batch,
-                                  [](int64_t b, const BatchTime& p) { return b < p.batch; });
-    lo = static_cast<size_t>(upper - points_.begin()) - 1;
+  if (batch < points_.front().batch || batch > points_.back().batch) {
+    const bool below = batch < points_.front().batch;
+    const BatchTime& a = below ? points_[0] : points_[n - 2];
+    const BatchTime& b = below ? points_[1] : points_[n - 1];
+    const BatchTime& nearest = below ? a : b;
+    return {Outside(a, b, &BatchTime::forward_ms, nearest, batch),
+            Outside(a, b, &BatchTime::backward_ms, nearest, batch)};
   }
+  // The segment [lo, lo + 1] that holds `batch`.
+  auto upper = std::upper_bound(points_.begin(), points_.end(), batch,
+                                [](int64_t b, const BatchTime& p) { return b < p.batch; });
+  const size_t lo = std::min(static_cast<size_t>(upper - points_.begin()), n - 1) - 1;
   const BatchTime& a = points_[lo];
   const BatchTime& b = points_[lo + 1];
-  LayerTime time;
-  time.forward_ms = std::max(0.0, Lerp(a.batch, a.forward_ms, b.batch, b.forward_ms, batch));
-  time.backward_ms = std::max(0.0, Lerp(a.batch, a.backward_ms, b.batch, b.backward_ms, batch));
-  return time;
+  return {Lerp(a.batch, a.forward_ms, b.batch, b.forward_ms, batch),
+          Lerp(a.batch, a.backward_ms, b.batch, b.backward_ms, batch)};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,11 +2,12 @@
 // between measured batch sizes, and ParseProfile, which reads either that JSON or a reference
 // A100 `.prof` file (planner/a100_import.h). Format: docs/formats.md, section "Profiles".
 //
-// Interpolation: per layer, forward and backward times are each made non-decreasing in the batch
-// (isotonic least-squares fit, pool-adjacent-violators, when the measurements are not already
-// monotone), then interpolated piecewise linearly. Beyond the measured range the table refuses
-// (OUT_OF_RANGE) unless allow_extrapolation, which extends the end segments linearly (never
-// below 0; a single measured batch scales proportionally to the batch).
+// Interpolation: per layer, forward and backward times are interpolated piecewise linearly
+// between the measured batches, exactly as measured: a time may fall with the batch (on CPUs
+// the convolution library picks another kernel at another batch; docs/formats.md). Beyond the
+// measured range the table refuses (OUT_OF_RANGE) unless allow_extrapolation, which extends an
+// end segment linearly where it rises (never below 0) and otherwise, as for a single measured
+// batch, scales the nearest measurement proportionally to the batch.
 // Threading: ProfileData is a plain value; a TableProfile is immutable once created and may be
 // shared between threads (its fallback must be too).
 #pragma once
@@ -81,7 +82,7 @@ struct ProfileOptions {
   const Profile* fallback = nullptr;
 };
 
-// Monotone piecewise-linear time of one layer as a function of the batch.
+// Piecewise-linear time of one layer as a function of the batch, through its measurements.
 class BatchCurve {
  public:
   // `points` non-empty with distinct positive batches, any order, times >= 0.
@@ -91,7 +92,7 @@ class BatchCurve {
   bool InRange(int64_t batch) const { return batch >= min_batch() && batch <= max_batch(); }
   // Interpolated (or, outside the range, extrapolated) time; batch >= 1.
   LayerTime At(int64_t batch) const;
-  // The fitted, monotone points (sorted by batch).
+  // The measured points, sorted by batch.
   const std::vector<BatchTime>& points() const { return points_; }
 
  private:
@@ -111,7 +112,7 @@ class TableProfile : public Profile {
 
   std::string source() const override { return source_; }
   StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override;
-  // Interpolated between the measured batches (made non-decreasing like a layer's times), the
+  // Interpolated between the measured batches as measured (like a layer's times), the
   // nearest measurement's value beyond them; 0 when the data has none.
   double IterationOverheadMs(int64_t batch) const override;
 

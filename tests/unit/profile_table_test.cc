@@ -150,29 +150,28 @@ TEST_CASE("table profile is exact at measured batches and linear between them") 
   CHECK(table->source() == "test");
 }
 
-TEST_CASE("non-monotone measurements become a monotone interpolant") {
-  // forward dips at batch 4 and 16; backward is monotone and must stay untouched.
-  BatchCurve curve(
-      {{1, 1.0, 1.0}, {2, 3.0, 2.0}, {4, 2.0, 3.0}, {8, 5.0, 4.0}, {16, 4.0, 8.0}, {32, 9.0, 9.0}});
-  // Pool adjacent violators: (3, 2) -> 2.5, 2.5 and (5, 4) -> 4.5, 4.5.
+TEST_CASE("measurements are kept as measured, also where the time falls with the batch") {
+  // Measured with deepool profile --threads 1 on this project's 2-core VM: ResNet-50's
+  // layer4.0.conv1 at 32x32 images takes 6.6 + 27.0 ms at batch 8 and 2.0 + 4.6 ms at batch 16
+  // (oneDNN picks another kernel), reproducibly. A non-decreasing fit would charge both batches
+  // about 20 ms: too little for data parallelism at 8 per device, too much for one device.
+  BatchCurve curve({{16, 2.0, 4.6}, {4, 3.0, 12.0}, {8, 6.6, 27.0}, {32, 4.1, 9.3}});
   const auto& points = curve.points();
-  REQUIRE(points.size() == 6);
-  CHECK(points[1].forward_ms == Approx(2.5));
-  CHECK(points[2].forward_ms == Approx(2.5));
-  CHECK(points[3].forward_ms == Approx(4.5));
-  CHECK(points[4].forward_ms == Approx(4.5));
-  CHECK(points[4].backward_ms == Approx(8.0));
-  LayerTime previous = curve.At(1);
-  for (int64_t batch = 2; batch <= 32; ++batch) {
-    LayerTime time = curve.At(batch);
-    INFO("batch " << batch);
-    CHECK(time.forward_ms >= previous.forward_ms);
-    CHECK(time.backward_ms >= previous.backward_ms);
-    previous = time;
+  REQUIRE(points.size() == 4);
+  CHECK(points[0].batch == 4);
+  CHECK(points[1].forward_ms == 6.6);
+  CHECK(points[2].backward_ms == 4.6);
+  for (const BatchTime& point : points) {
+    INFO("batch " << point.batch);
+    CHECK(curve.At(point.batch).forward_ms == Approx(point.forward_ms));
+    CHECK(curve.At(point.batch).backward_ms == Approx(point.backward_ms));
   }
+  // Linear between neighbours.
+  CHECK(curve.At(12).forward_ms == Approx(4.3));
+  CHECK(curve.At(12).backward_ms == Approx(15.8));
 }
 
-TEST_CASE("random measurements: the curve is monotone everywhere and keeps monotone data") {
+TEST_CASE("random measurements: exact at each batch, between neighbours in between") {
   std::mt19937 random(12345);
   std::uniform_real_distribution<double> noise(0.0, 1.0);
   for (int trial = 0; trial < 200; ++trial) {
@@ -186,34 +185,36 @@ TEST_CASE("random measurements: the curve is monotone everywhere and keeps monot
     }
     BatchCurve curve(points);
     INFO("trial " << trial);
-    LayerTime previous = curve.At(1);
-    CHECK(previous.forward_ms >= 0);
-    for (int64_t batch = 2; batch <= 80; ++batch) {
-      LayerTime time = curve.At(batch);
-      CHECK(time.forward_ms >= previous.forward_ms - 1e-12);
-      CHECK(time.backward_ms >= previous.backward_ms - 1e-12);
-      previous = time;
+    for (const BatchTime& point : points) {
+      CHECK(curve.At(point.batch).forward_ms == Approx(point.forward_ms));
+      CHECK(curve.At(point.batch).backward_ms == Approx(point.backward_ms));
     }
-    // The fit keeps each series' mean (pooling preserves sums).
-    double measured = 0, fitted = 0;
-    for (size_t i = 0; i < points.size(); ++i) {
-      measured += points[i].forward_ms;
-      fitted += curve.points()[i].forward_ms;
+    const std::vector<BatchTime>& sorted = curve.points();
+    for (size_t i = 0; i + 1 < sorted.size(); ++i) {
+      for (int64_t batch = sorted[i].batch; batch <= sorted[i + 1].batch; ++batch) {
+        const LayerTime time = curve.At(batch);
+        CHECK(time.forward_ms >= std::min(sorted[i].forward_ms, sorted[i + 1].forward_ms) - 1e-12);
+        CHECK(time.forward_ms <= std::max(sorted[i].forward_ms, sorted[i + 1].forward_ms) + 1e-12);
+      }
     }
-    CHECK(fitted == Approx(measured));
-    // Monotone data passes through unchanged.
-    std::vector<BatchTime> sorted = curve.points();
-    BatchCurve again(sorted);
-    for (size_t i = 0; i < sorted.size(); ++i) {
-      CHECK(again.At(sorted[i].batch).forward_ms == Approx(sorted[i].forward_ms));
-      CHECK(again.At(sorted[i].batch).backward_ms == Approx(sorted[i].backward_ms));
+    for (int64_t batch = 1; batch <= 80; ++batch) {
+      CHECK(curve.At(batch).forward_ms >= 0);
+      CHECK(curve.At(batch).backward_ms >= 0);
     }
   }
 }
 
-TEST_CASE("isotonic fit pools a long decreasing run into its mean") {
-  BatchCurve curve({{1, 4.0, 0}, {2, 3.0, 0}, {3, 2.0, 0}, {4, 1.0, 0}});
-  for (const BatchTime& point : curve.points()) CHECK(point.forward_ms == Approx(2.5));
+TEST_CASE("an end segment that falls is not extended: the nearest measurement scales instead") {
+  // 33.6 ms at batch 8, 6.6 ms at 16: a line through them would reach 0 before batch 32.
+  BatchCurve curve({{8, 6.6, 27.0}, {16, 2.0, 4.6}});
+  CHECK(curve.At(32).forward_ms == Approx(4.0));
+  CHECK(curve.At(32).backward_ms == Approx(9.2));
+  CHECK(curve.At(4).forward_ms == Approx(3.3));
+  CHECK(curve.At(4).backward_ms == Approx(13.5));
+  // Each series on its own: here forward rises, backward falls.
+  BatchCurve mixed({{8, 1.0, 27.0}, {16, 2.0, 4.6}});
+  CHECK(mixed.At(32).forward_ms == Approx(4.0));
+  CHECK(mixed.At(32).backward_ms == Approx(9.2));
 }
 
 TEST_CASE("batches outside the measured range are refused unless extrapolation is asked for") {
