@@ -81,6 +81,17 @@ std::string HistoryProblem(const v1::Job& job) {
   return "";
 }
 
+// The history as "state (reason), ...", for a failure's message.
+std::string HistoryText(const v1::Job& job) {
+  std::string text;
+  for (const v1::StateTransition& step : job.history()) {
+    if (!text.empty()) text += ", ";
+    text += v1::JobState_Name(step.state());
+    if (!step.reason().empty()) text += " (" + step.reason() + ")";
+  }
+  return text;
+}
+
 }  // namespace
 
 TEST_CASE("the coordinator killed again and again while jobs are submitted and run loses none",
@@ -120,8 +131,8 @@ TEST_CASE("the coordinator killed again and again while jobs are submitted and r
   int failed_calls = 0;
   for (const auto& [code, count] : log.failures) failed_calls += count;
   for (const auto& [name, id] : log.ids) {
-    INFO(name << " " << id);
     v1::Job job = cluster.WaitForTerminal(id, std::chrono::seconds(300));
+    INFO(name << " " << id << ": " << HistoryText(job));
     CHECK(job.state() == v1::JOB_STATE_SUCCEEDED);
     CHECK(HistoryProblem(job).empty());
     CHECK(job.spec().name() == name);
