@@ -166,14 +166,15 @@ int64_t FewestSamplesPerDevice(const Graph& graph, int layer_id) {
 Status CheckPerDeviceBatchNormTraining(const Plan& plan, const Graph& graph) {
   for (int id = 0; id < graph.num_layers(); ++id) {
     const std::vector<int64_t>& samples = plan.layers[static_cast<size_t>(id)].samples;
-    if (samples.empty()) continue;
+    const Layer& layer = graph.layer(id);
+    const std::optional<Shape> shape = BatchNormInput(graph, layer);
+    if (!shape || samples.empty()) continue;
     const int64_t fewest = *std::min_element(samples.begin(), samples.end());
     if (fewest >= FewestSamplesPerDevice(graph, id)) continue;
-    const Layer& layer = graph.layer(id);
     return InvalidArgumentError(
         "batch-norm layer '" + layer.name + "' would see a single value per channel on a device " +
         "holding " + std::to_string(fewest) + " sample(s) of its " +
-        MapName(*BatchNormInput(graph, layer)) +
+        MapName(*shape) +
         " map, with statistics per device; synchronise batch norm or give each of its devices "
         "at least 2 samples");
   }
