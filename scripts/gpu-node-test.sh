@@ -2,9 +2,11 @@
 # The first thing to run on a GPU node: builds what the node needs, runs every GPU test (CTest
 # label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
 # profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
-# one-GPU training iteration), runs the FG-slowdown benchmark (deepool vs naive collocation on
-# one GPU), and writes what it saw to docs/results/gpu-node-latest.md, so the numbers can be
-# committed as they are and carried into the record of all GPU runs, docs/results/gpu-node.md.
+# one-GPU training iteration), sets deepool's one-GPU training beside plain PyTorch (torchvision's
+# model trained eagerly, and a plain libtorch loop over deepool's own modules), runs the
+# FG-slowdown benchmark (deepool vs naive collocation on one GPU), and writes what it saw to
+# docs/results/gpu-node-latest.md, so the numbers can be committed as they are and carried into
+# the record of all GPU runs, docs/results/gpu-node.md.
 #
 # Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
@@ -27,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -49,12 +51,16 @@ report="$out_dir/gpu-node-latest.md"
 log="$(mktemp)"
 bench_table="$(mktemp)"
 predict_table="$(mktemp)"
+baseline_table="$(mktemp)"
+overhead_table="$(mktemp)"
 work="$(mktemp -d)"
-trap 'rm -rf "$log" "$bench_table" "$predict_table" "$work"' EXIT
+trap 'rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" "$overhead_table" "$work"' EXIT
+python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
+stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 bin="$build_dir/bin"
 
 # The wheel's CUDA runtime must be supported by the driver.
-"${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}" - <<'PY' | tee -a "$log"
+"$python" - <<'PY' | tee -a "$log"
 import torch
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
       f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
@@ -62,6 +68,7 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
 PY
 
 status=0
+stage "GPU tests"
 ctest --test-dir "$build_dir" -L gpu --output-on-failure 2>&1 | tee -a "$log" || status=1
 
 # One-GPU prediction. The analytical column exists only where the planner has a preset for the
@@ -92,6 +99,13 @@ error_pct() {  # predicted measured
        "profile sum, device ms | error | analytical ${preset:-(none)} ms | error |"
   echo "|---|---|---|---|---|---|---|---|---|"
 } > "$predict_table"
+{
+  echo "| model | batch | deepool-train ms | PyTorch eager ms | deepool / PyTorch |"
+  echo "|---|---|---|---|---|"
+} > "$baseline_table"
+ratio() {  # numerator denominator
+  python3 -c 'import sys; a, b = map(float, sys.argv[1:3]); print("%.3f" % (a / b))' "$1" "$2"
+}
 profile_sum_ms() {  # model batch timing: profile on this GPU, then the planner's one-GPU time
   "$bin/deepool" profile --model "$1" --device cuda:0 --device-name "${preset:-cuda}" \
     --batch-sizes "$2" --cuda-timing "$3" -o "$work/$1-$3.json" >>"$log" 2>&1 &&
@@ -100,7 +114,7 @@ profile_sum_ms() {  # model batch timing: profile on this GPU, then the planner'
 }
 for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
   read -r model batch <<<"$case_"
-  echo "gpu-node-test: one-GPU prediction, $model batch $batch" | tee -a "$log"
+  stage "one-GPU prediction, $model batch $batch"
   if ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
          --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
          median_iteration_ms 10)" ||
@@ -118,13 +132,29 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
   echo "| $model | $batch | $measured | $launch_sum | $(error_pct "$launch_sum" "$measured") |" \
        "$device_sum | $(error_pct "$device_sum" "$measured") | $analytical | $analytical_error |" \
        >> "$predict_table"
+  if eager="$("$python" bench/runtime/torch_eager_baseline.py "$model" "$batch" --device cuda \
+         --iterations 40 --warmup 10 2>>"$log")"; then
+    echo "| $model | $batch | $measured | $eager | $(ratio "$measured" "$eager") |" >> "$baseline_table"
+  else
+    echo "| $model | $batch | $measured | failed (see the log) | |" >> "$baseline_table"
+  fi
+  tail -q -n 1 "$predict_table" "$baseline_table"
 done
-cat "$predict_table" | tee -a "$log"
+cat "$predict_table" "$baseline_table" | tee -a "$log"
+
+stage "executor overhead, one GPU"
+overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
+if ! $overhead_cmd > "$overhead_table" 2>>"$log"; then
+  echo "(failed: see the log)" >> "$overhead_table"
+  status=1
+fi
+cat "$overhead_table" | tee -a "$log"
 
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
 bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
 if [[ $bench -eq 1 ]]; then
+  stage "FG-slowdown benchmark"
   "$build_dir/bin/deepool-bench-gpu_multiplex" "${bench_args[@]}" 2>&1 | tee -a "$log" || status=1
 else
   echo "(not run: --no-bench)" > "$bench_table"
@@ -160,6 +190,19 @@ fi
   echo "measured."
   echo
   cat "$predict_table"
+  echo
+  echo "## One GPU: deepool against plain PyTorch"
+  echo
+  echo "PyTorch eager: \`bench/runtime/torch_eager_baseline.py M B --device cuda\` (torchvision's"
+  echo "model, the same SGD, a pinned synthetic batch; median of iterations 10-39), beside the"
+  echo "measured deepool-train iteration above."
+  echo
+  cat "$baseline_table"
+  echo
+  echo "Executor against a plain libtorch loop over the same modules, data and optimizer"
+  echo "(\`$overhead_cmd\`; medians of 6 alternating trials of 10 iterations):"
+  echo
+  cat "$overhead_table"
   echo
   echo "## FG slowdown, deepool vs naive collocation (\`$bench_cmd\`)"
   echo
