@@ -8,8 +8,9 @@
 // it does not grow while other processes hold the cores.
 // With --device cuda the same comparison runs on one GPU (NCCL communicator, as deepool-executor
 // uses there), on larger models: each side's iteration ends when the GPU has finished it (the
-// plain loop reads its loss, the executor synchronises its stream), and the CPU column is the
-// host's work per iteration, which says how close each side is to being host-bound.
+// plain loop reads its loss, the executor synchronises its stream), both sides' batches are
+// made ahead on a prefetch thread (as deepool-executor's are), and the CPU column is the host's
+// work per iteration, all threads counted.
 //   build-*/bin/deepool-bench-executor_overhead [iterations_per_trial] [trials] [--device D]
 //       [--case MODEL:BATCH ...] [--image-size N] [--num-classes N]
 #include <torch/torch.h>
@@ -44,6 +45,14 @@ using deepool::bench::StepTiming;
 using deepool::bench::TimeSteps;
 const auto Sgd = deepool::bench::BenchSgd;
 
+// Synthetic batches; on CUDA made ahead on a prefetch thread, as deepool-executor does, so that
+// neither side waits for the CPU to make them.
+std::unique_ptr<dw::DataSource> MakeData(const dp::Graph& graph, int64_t batch,
+                                         torch::Device device) {
+  auto data = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
+  return device.is_cuda() ? dw::WithPrefetch(std::move(data)) : std::move(data);
+}
+
 // The reference: an idiomatic libtorch loop over the whole graph (forward, the outputs' weighted
 // mean losses, one backward(), step) with the same modules, data and optimizer as the executor.
 // Reading the loss ends the iteration on the device too.
@@ -59,7 +68,7 @@ class PlainLoop {
       for (auto& p : module->parameters()) params.push_back(p);
     }
     optimizer_ = Check(dw::MakeOptimizer(Sgd(), params));
-    data_ = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
+    data_ = MakeData(graph, batch, device);
   }
   void Step(int64_t i) {
     auto b = Check(data_->GlobalBatch(i));
@@ -93,7 +102,7 @@ class ExecutorLoop {
                dw::DeviceContext* device) {
     plan_ = dp::DataParallelLayout(graph, batch, 1);
     plan_.num_devices = 1;
-    data_ = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
+    data_ = MakeData(graph, batch, device->device());
     dw::ExecutorOptions options;
     options.seed = 1;
     options.optimizer = Sgd();

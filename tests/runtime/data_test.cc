@@ -50,6 +50,25 @@ TEST_CASE("synthetic data is deterministic by seed and iteration", "[data]") {
   REQUIRE(a0->labels.max().item<int64_t>() < 10);
 }
 
+TEST_CASE("large synthetic images are drawn at 32x32 and resized, small ones value by value",
+          "[data]") {
+  // Every value replaced by its block's first (blocks of rows x cols).
+  auto blocks = [](const torch::Tensor& images, int64_t rows, int64_t cols) {
+    auto corners = images.index({torch::indexing::Slice(), torch::indexing::Slice(),
+                                 torch::indexing::Slice(0, torch::indexing::None, rows),
+                                 torch::indexing::Slice(0, torch::indexing::None, cols)});
+    return torch::upsample_nearest2d(corners, {images.size(2), images.size(3)});
+  };
+  auto large = MakeSyntheticData({3, 64, 96}, 10, 4, 5)->GlobalBatch(0);
+  REQUIRE(large->inputs.sizes() == std::vector<int64_t>{4, 3, 64, 96});
+  CHECK(torch::equal(large->inputs, blocks(large->inputs, 2, 3)));
+  // One row holds 3 x 32 x 32 drawn values (continuous, so distinct), each in a block.
+  CHECK(std::get<0>(torch::_unique(large->inputs[0].flatten())).size(0) == 3 * 32 * 32);
+  CHECK(std::abs(large->inputs.std().item<double>() - 1.0) < 0.1);
+  auto small = MakeSyntheticData({3, 32, 32}, 10, 4, 5)->GlobalBatch(0);
+  CHECK_FALSE(torch::equal(small->inputs, blocks(small->inputs, 2, 2)));
+}
+
 TEST_CASE("synthetic labels use several classes", "[data]") {
   auto data = MakeSyntheticData({32}, 5, 256, 1);
   auto batch = data->GlobalBatch(0);

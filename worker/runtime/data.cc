@@ -18,6 +18,8 @@ namespace {
 constexpr int64_t kCifarPixels = 3 * 32 * 32;
 constexpr int64_t kCifarRecord = 1 + kCifarPixels;
 constexpr int64_t kTeacherMaxFeatures = 512;
+// Synthetic images larger than this on a side are drawn at this size and resized.
+constexpr int64_t kDrawnImageSide = 32;
 
 std::vector<int64_t> BatchShape(int64_t batch, const planner::Shape& shape) {
   std::vector<int64_t> sizes{batch};
@@ -35,6 +37,13 @@ torch::Tensor TeacherFeatures(const torch::Tensor& inputs) {
   }
   auto flat = inputs.flatten(1);
   return flat.narrow(1, 0, std::min<int64_t>(flat.size(1), kTeacherMaxFeatures));
+}
+
+// Whether synthetic rows of this shape are images too large to draw value by value: drawing
+// every value of a 224x224 image takes about 1 ms of one CPU thread, and a batch of 32 made that
+// way bounded a GPU's training iteration at about 39 ms (docs/results/gpu-node.md, 2026-11-28).
+bool DrawnSmaller(const planner::Shape& shape) {
+  return shape.size() == 3 && (shape[1] > kDrawnImageSide || shape[2] > kDrawnImageSide);
 }
 
 // SplitMix64's finaliser: distinct (seed, iteration, row) get unrelated generator seeds.
@@ -68,20 +77,33 @@ class SyntheticData final : public DataSource {
   int64_t global_batch() const override { return global_batch_; }
 
  protected:
+  // Each row is N(0, 1) values written into its slot of the batch. An image larger than
+  // kDrawnImageSide on a side is drawn at that size (its labels come from the drawn image) and
+  // resized into its slot (nearest), so its values come in blocks.
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
-    std::vector<torch::Tensor> inputs, labels;
+    Batch batch;
+    batch.inputs = torch::empty(BatchShape(last - first, input_shape_), torch::kFloat32);
+    batch.labels = torch::empty({last - first}, torch::kInt64);
+    const bool drawn_smaller = DrawnSmaller(input_shape_);
     for (int64_t row = first; row < last; ++row) {
       const uint64_t row_seed =
           Mix(Mix(seed_ ^ 0x73796e7468657469ULL) ^ static_cast<uint64_t>(iteration)) ^
           static_cast<uint64_t>(row);
       auto generator = at::detail::createCPUGenerator(Mix(row_seed));
-      torch::Tensor input = torch::randn(BatchShape(1, input_shape_), generator, torch::kFloat32);
-      labels.push_back(TeacherFeatures(input).matmul(teacher_).argmax(1).to(torch::kInt64));
-      inputs.push_back(std::move(input));
+      torch::Tensor slot = batch.inputs.narrow(0, row - first, 1);
+      torch::Tensor drawn;
+      if (drawn_smaller) {
+        drawn = torch::randn({1, input_shape_[0], std::min(input_shape_[1], kDrawnImageSide),
+                              std::min(input_shape_[2], kDrawnImageSide)},
+                             generator, torch::kFloat32);
+        at::upsample_nearest2d_out(slot, drawn, {input_shape_[1], input_shape_[2]});
+      } else {
+        drawn = torch::randn(BatchShape(1, input_shape_), generator, torch::kFloat32);
+        slot.copy_(drawn);
+      }
+      batch.labels.narrow(0, row - first, 1)
+          .copy_(TeacherFeatures(drawn).matmul(teacher_).argmax(1));
     }
-    Batch batch;
-    batch.inputs = StackRows(std::move(inputs), BatchShape(0, input_shape_), torch::kFloat32);
-    batch.labels = StackRows(std::move(labels), {0}, torch::kInt64);
     batch.first = first;
     return batch;
   }
