@@ -3,8 +3,8 @@
 
 Trains MODEL (torchvision's, random weights) on one device with SGD (lr 0.01, momentum 0 unless
 --momentum: deepool-train's defaults), on a fixed synthetic batch held in pinned host memory and
-copied to the device each iteration (as a DataLoader with pin_memory does), and prints the median wall time of
-an iteration after the warm-up, in ms. Each iteration ends when the device has finished it, as
+copied to the device each iteration (as a DataLoader with pin_memory does), and prints the
+median wall time of an iteration after the warm-up, in ms. Each iteration ends when the device has finished it, as
 deepool-train's do. inception_v3 keeps its auxiliary classifier (loss weight 0.4, as deepool's
 zoo). cuDNN runs with PyTorch's defaults (no autotuning), as deepool's runtime does.
 

@@ -67,6 +67,9 @@ TEST_CASE("large synthetic images are drawn at 32x32 and resized, small ones val
   CHECK(std::abs(large->inputs.std().item<double>() - 1.0) < 0.1);
   auto small = MakeSyntheticData({3, 32, 32}, 10, 4, 5)->GlobalBatch(0);
   CHECK_FALSE(torch::equal(small->inputs, blocks(small->inputs, 2, 2)));
+  // Labels of large images still follow the teacher over the image: several classes in use.
+  auto labelled = MakeSyntheticData({3, 64, 64}, 5, 128, 1)->GlobalBatch(0);
+  CHECK((torch::bincount(labelled->labels, {}, 5) > 0).sum().item<int64_t>() >= 3);
 }
 
 TEST_CASE("synthetic labels use several classes", "[data]") {
