@@ -20,8 +20,8 @@
 //   device of both takes part; for nested sets the larger one), also when the consumer's is
 //   smaller.
 // - Synchronised batch norm on g > 1 devices: one all-reduce of its 2C+1 float64 statistics in
-//   forward and one of their gradients in backward (AllReduceMs, gradient_sync.h), each
-//   synchronous: it holds up the layer.
+//   forward and one of the sums of dy and dy * x_hat in backward (AllReduceMs, gradient_sync.h),
+//   each synchronous: it holds up the layer.
 // - Serial part: layers run one after another, forward in topological order (re-splits in,
 //   compute, batch norm statistics), then backward in reverse (compute, batch norm statistics,
 //   re-splits back).
@@ -172,8 +172,8 @@ class CostModel {
   double AmortisedGradientSyncMs(int layer_id, int devices) const;
   // One all-reduce of synchronised batch norm's statistics over `devices` devices: 2C+1 float64
   // values (per-channel sums, sums of squares, the count), as worker/runtime/batch_norm.cc sends.
-  // Forward does one and backward one more (the same size). Zero for other ops, at one device,
-  // and without CostModelOptions::sync_batch_norm.
+  // Forward does one and backward one more (2C values, charged as 2C+1). Zero for other ops, at
+  // one device, and without CostModelOptions::sync_batch_norm.
   double BatchNormSyncMs(int layer_id, int devices) const;
   // An additive charge for a layer's all-reduces, as if none were hidden: AmortisedGradientSyncMs
   // plus 2 x BatchNormSyncMs. Exact when every bucket holds one layer and nothing overlaps

@@ -265,8 +265,8 @@ std::vector<ShareResult> RunShares(const torch::Tensor& x, const torch::Tensor& 
       const int64_t first = bounds[static_cast<size_t>(rank)];
       const int64_t rows = bounds[static_cast<size_t>(rank) + 1] - first;
       torch::Tensor xs = x.narrow(0, first, rows).clone().requires_grad_(true);
-      torch::Tensor w = weight.clone().requires_grad_(true);
-      torch::Tensor b = bias.clone().requires_grad_(true);
+      torch::Tensor w = weight.defined() ? weight.clone().requires_grad_(true) : torch::Tensor();
+      torch::Tensor b = bias.defined() ? bias.clone().requires_grad_(true) : torch::Tensor();
       result.running_mean = torch::zeros({x.size(1)});
       result.running_var = torch::ones({x.size(1)});
       try {
@@ -275,8 +275,8 @@ std::vector<ShareResult> RunShares(const torch::Tensor& x, const torch::Tensor& 
         out.backward(dy.narrow(0, first, rows));
         result.out = out.detach();
         result.dx = xs.grad();
-        result.dweight = w.grad();
-        result.dbias = b.grad();
+        if (w.defined()) result.dweight = w.grad();
+        if (b.defined()) result.dbias = b.grad();
       } catch (const std::exception& e) {
         result.error = e.what();
       }
@@ -324,6 +324,39 @@ TEST_CASE("synchronised batch norm on uneven shares equals torch's batch_norm on
     REQUIRE(torch::allclose(dweight, wr.grad(), kRtol, kAtol));
     REQUIRE(torch::allclose(dbias, br.grad(), kRtol, kAtol));
   }
+}
+
+}  // namespace
+}  // namespace deepool::worker::testing
+
+namespace deepool::worker::testing {
+namespace {
+
+TEST_CASE("synchronised batch norm without affine parameters equals torch's on the whole batch",
+          "[batchnorm]") {
+  torch::set_num_threads(1);
+  torch::manual_seed(6);
+  const int64_t channels = 3;
+  torch::Tensor x = torch::randn({7, channels, 2, 5}) * 3 - 1;
+  torch::Tensor dy = torch::randn({7, channels, 2, 5});
+  torch::Tensor xr = x.clone().requires_grad_(true);
+  torch::Tensor running_mean = torch::zeros({channels}), running_var = torch::ones({channels});
+  torch::Tensor expected = torch::batch_norm(xr, {}, {}, running_mean, running_var, true, 0.1, 1e-5,
+                                             /*cudnn_enabled=*/false);
+  expected.backward(dy);
+
+  auto results = RunShares(x, dy, torch::Tensor(), torch::Tensor(), {0, 4, 7});
+  std::vector<torch::Tensor> outs, dxs;
+  for (const ShareResult& result : results) {
+    INFO(result.error);
+    REQUIRE(result.error.empty());
+    REQUIRE_FALSE(result.dweight.defined());
+    REQUIRE(torch::allclose(result.running_var, running_var, kRtol, kAtol));
+    outs.push_back(result.out);
+    dxs.push_back(result.dx);
+  }
+  REQUIRE(torch::allclose(torch::cat(outs), expected.detach(), kRtol, kAtol));
+  REQUIRE(torch::allclose(torch::cat(dxs), xr.grad(), kRtol, kAtol));
 }
 
 }  // namespace

@@ -5,11 +5,12 @@
 // into float64 sums (count * mean, count * (var + mean^2)) beside its count, and sums the packed
 // vector [sum_0..C-1, sum_sq_0..C-1, count] over the group with `group_sum`. The global mean and
 // biased variance follow in float64, exact for uneven shares since the counts are summed too.
-// The output is (x - mean) * rsqrt(var + eps) * weight + bias, built from differentiable ops
-// around one autograd node for the sum, whose backward sums the statistics' gradient over the
-// group in turn (d/dx_i of a sum over ranks is the sum of the ranks' output gradients). So
-// backward needs exactly one more group sum per layer, of the same 2C+1 float64 values, which
-// carries the per-channel sums of dy and dy * x_hat that torch's SyncBatchNorm all-reduces.
+// The output is (x - mean) * rsqrt(var + eps) * weight + bias, computed by torch's fused
+// inference-mode batch norm with the group's statistics. The whole layer is one autograd node:
+// its backward takes this rank's per-channel sums of dy and dy * x_hat from torch's fused
+// inference-mode batch norm backward, sums those 2C float64 values over the group (what torch's
+// SyncBatchNorm all-reduces) and applies the two terms that flow through the statistics. The
+// weight and bias gradients stay this rank's own, as the executor sums parameter gradients.
 // Running statistics move towards the global mean and the unbiased global variance
 // (var * n / (n - 1), as torch does), identically on every rank.
 //
