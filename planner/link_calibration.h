@@ -20,7 +20,7 @@ struct CollectiveSample {
   Kind kind = Kind::kAllReduce;
   int devices = 2;         // the all-reduce's device set (ranks 0..devices-1); 2 for a message
   int64_t bytes = 0;       // the all-reduce's tensor, or the message
-  double measured_ms = 0;  // the median of repeated runs
+  double measured_ms = 0;  // summarised over repeated runs (collective_timing.h's statistic)
 };
 std::string CollectiveKindName(CollectiveSample::Kind kind);  // "all-reduce", "message"
 

@@ -4,12 +4,13 @@
 // parallel, the classifier on one device, one device with parallel branches side by side on
 // the ranks, and the planner's burst plans at several amplification limits), predicts each
 // plan's iteration with the cost model, runs it (one deepool-executor process per rank, Gloo on
-// loopback) and compares. The links are calibrated twice: with every rank computing for
-// --calibration-busy-ms before each timed collective, as ranks do in training (the prediction;
-// deepool-calibrate's default), and back to back (printed beside it). Beside both it prints
-// what the model predicted before calibration and overhead (the cpu-N preset's link, no
-// overhead). Output: a Markdown table, the median and worst error, and whether the predicted
-// order of plans matches the measured order for plans more than 20% apart.
+// loopback) and compares. The links are calibrated three times: with every rank computing for
+// --calibration-busy-ms before each timed collective, as ranks do in training, each size's runs
+// counted by their trimmed mean (the prediction; deepool-calibrate's defaults), and, printed
+// beside it, the same with medians and back to back. Beside those it prints what the model
+// predicted before calibration and overhead (the cpu-N preset's link, no overhead). Output: a
+// Markdown table, the median and worst error, and whether the predicted order of plans matches the
+// measured order for plans more than 20% apart.
 //   build-*/bin/deepool-bench-prediction [--models mlp,small_cnn,resnet50,inception_v3]
 //       [--ranks 2] [--iterations 6] [--calibration-busy-ms 5] [--keep DIR]
 #include <CLI/CLI.hpp>
@@ -125,7 +126,7 @@ struct Row {
   int ranks = 0;
   std::string plan;
   double predicted_ms = 0;
-  double back_to_back_ms = 0;  // calibrated with collectives back to back
+  std::vector<double> alternative_ms;  // with each of the alternative calibrations
   double uncalibrated_ms = 0;  // the cpu-N preset's link, no iteration overhead
   double measured_ms = 0;
   bool split_batch_norm = false;  // a batch norm layer on several devices (blocking all-reduces)
@@ -231,8 +232,17 @@ double PredictMs(const dp::Graph& graph, const dp::Profile& profile, const dp::C
   return totals->iteration_ms;
 }
 
+// A calibration other than the one the predictions use, printed beside them.
+struct AlternativeCluster {
+  std::string label;
+  std::string file_tag;                     // the cluster file is cluster-<ranks>-<tag>.json
+  std::vector<std::string> calibrate_args;  // deepool-calibrate's, beyond --ranks and -o
+  dp::Cluster cluster;
+};
+
 void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
-              const dp::Cluster& back_to_back, const Options& options, std::vector<Row>* rows) {
+              const std::vector<AlternativeCluster>& alternatives, const Options& options,
+              std::vector<Row>* rows) {
   dp::zoo::ModelOptions model_options;
   model_options.num_classes = 10;
   model_options.image_size = c.image_size;
@@ -271,9 +281,16 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
     auto plan = model.Evaluate(choice.ranges, ranks);
     if (!plan.ok()) Die(plan.status().ToString());
     spec.plan = *plan;
-    Row row{c.model, c.batch, ranks, choice.label};
+    Row row;
+    row.model = c.model;
+    row.batch = c.batch;
+    row.ranks = ranks;
+    row.plan = choice.label;
     row.predicted_ms = plan->totals.iteration_ms;
-    row.back_to_back_ms = PredictMs(*graph, **profile, back_to_back, c.batch, choice.ranges, ranks);
+    for (const AlternativeCluster& alternative : alternatives) {
+      row.alternative_ms.push_back(
+          PredictMs(*graph, **profile, alternative.cluster, c.batch, choice.ranges, ranks));
+    }
     row.uncalibrated_ms = PredictMs(*graph, **bare, *preset, c.batch, choice.ranges, ranks);
     row.measured_ms = MeasureMs(spec, options);
     row.split_batch_norm = SplitsBatchNorm(*graph, choice.ranges);
@@ -303,22 +320,29 @@ std::pair<int, int> OrderedPairs(const std::vector<Row>& rows) {
   return {right, total};
 }
 
-void Report(const std::vector<Row>& rows) {
-  std::printf(
-      "| model | batch | ranks | plan | predicted ms | measured ms | error | calibrated back to "
-      "back | "
-      "before (preset link, no overhead) |\n|---|---|---|---|---|---|---|---|---|\n");
-  std::vector<double> errors, back_to_back, before, with_bn, without_bn;
+void Report(const std::vector<Row>& rows, const std::vector<std::string>& alternatives) {
+  std::printf("| model | batch | ranks | plan | predicted ms | measured ms | error |");
+  for (const std::string& label : alternatives) std::printf(" calibrated %s |", label.c_str());
+  std::printf(" before (preset link, no overhead) |\n|---|---|---|---|---|---|---|");
+  for (size_t i = 0; i < alternatives.size(); ++i) std::printf("---|");
+  std::printf("---|\n");
+  std::vector<double> errors, before, with_bn, without_bn;
+  std::vector<std::vector<double>> alternative_errors(alternatives.size());
+  auto cell = [](double predicted, double measured) {
+    std::printf(" %.2f (%+.0f%%) |", predicted, 100 * (predicted / measured - 1));
+  };
   for (const Row& r : rows) {
     (r.split_batch_norm ? with_bn : without_bn).push_back(std::fabs(r.error()));
-    std::printf(
-        "| %s | %lld | %d | %s | %.2f | %.2f | %+.0f%% | %.2f (%+.0f%%) | %.2f (%+.0f%%) |\n",
-        r.model.c_str(), static_cast<long long>(r.batch), r.ranks, r.plan.c_str(), r.predicted_ms,
-        r.measured_ms, 100 * r.error(), r.back_to_back_ms,
-        100 * (r.back_to_back_ms / r.measured_ms - 1), r.uncalibrated_ms,
-        100 * (r.uncalibrated_ms / r.measured_ms - 1));
+    std::printf("| %s | %lld | %d | %s | %.2f | %.2f | %+.0f%% |", r.model.c_str(),
+                static_cast<long long>(r.batch), r.ranks, r.plan.c_str(), r.predicted_ms,
+                r.measured_ms, 100 * r.error());
+    for (size_t i = 0; i < alternatives.size(); ++i) {
+      cell(r.alternative_ms[i], r.measured_ms);
+      alternative_errors[i].push_back(std::fabs(r.alternative_ms[i] / r.measured_ms - 1));
+    }
+    cell(r.uncalibrated_ms, r.measured_ms);
+    std::printf("\n");
     errors.push_back(std::fabs(r.error()));
-    back_to_back.push_back(std::fabs(r.back_to_back_ms / r.measured_ms - 1));
     before.push_back(std::fabs(r.uncalibrated_ms / r.measured_ms - 1));
   }
   const auto [right, total] = OrderedPairs(rows);
@@ -328,9 +352,12 @@ void Report(const std::vector<Row>& rows) {
       rows.size(), 100 * dw::Median(errors), 100 * *std::max_element(errors.begin(), errors.end()),
       100 * dw::Median(before), 100 * *std::max_element(before.begin(), before.end()), right,
       total);
-  std::printf("calibrated back to back instead: |error| median %.1f%%, worst %.1f%%\n",
-              100 * dw::Median(back_to_back),
-              100 * *std::max_element(back_to_back.begin(), back_to_back.end()));
+  for (size_t i = 0; i < alternatives.size(); ++i) {
+    const std::vector<double>& e = alternative_errors[i];
+    std::printf("calibrated %s instead: |error| median %.1f%%, worst %.1f%%\n",
+                alternatives[i].c_str(), 100 * dw::Median(e),
+                100 * *std::max_element(e.begin(), e.end()));
+  }
   std::printf(
       "|error| median %.1f%% over the %zu plans with batch norm on several devices, %.1f%% over "
       "the other %zu; %zu of %zu predictions are below the measurement\n",
@@ -375,28 +402,40 @@ int main(int argc, char** argv) {
     options.dir = keep;
   }
   std::vector<Row> rows;
+  std::vector<std::string> alternative_labels;
   for (int ranks : options.ranks) {
     const std::string cluster_path = options.dir + "/cluster-" + std::to_string(ranks) + ".json";
-    const std::string back_to_back_path =
-        options.dir + "/cluster-" + std::to_string(ranks) + "-back-to-back.json";
     RunTool("deepool-calibrate",
             {"--ranks", std::to_string(ranks), "--busy-ms",
              std::to_string(options.calibration_busy_ms), "-o", cluster_path},
             options.dir);
-    RunTool("deepool-calibrate",
-            {"--ranks", std::to_string(ranks), "--busy-ms", "0", "-o", back_to_back_path},
-            options.dir);
     auto cluster = dp::ParseClusterJson(ReadFile(cluster_path));
     if (!cluster.ok()) Die(cluster.status().ToString());
-    auto back_to_back = dp::ParseClusterJson(ReadFile(back_to_back_path));
-    if (!back_to_back.ok()) Die(back_to_back.status().ToString());
+    std::vector<AlternativeCluster> alternatives{
+        {"with medians",
+         "median",
+         {"--busy-ms", std::to_string(options.calibration_busy_ms), "--statistic", "median"},
+         {}},
+        {"back to back", "back-to-back", {"--busy-ms", "0"}, {}}};
+    alternative_labels.clear();
+    for (AlternativeCluster& alternative : alternatives) {
+      const std::string path =
+          options.dir + "/cluster-" + std::to_string(ranks) + "-" + alternative.file_tag + ".json";
+      std::vector<std::string> args{"--ranks", std::to_string(ranks), "-o", path};
+      args.insert(args.end(), alternative.calibrate_args.begin(), alternative.calibrate_args.end());
+      RunTool("deepool-calibrate", args, options.dir);
+      auto parsed = dp::ParseClusterJson(ReadFile(path));
+      if (!parsed.ok()) Die(parsed.status().ToString());
+      alternative.cluster = *parsed;
+      alternative_labels.push_back(alternative.label);
+    }
     for (const std::string& model : options.models) {
       for (const ModelCase& c : CasesFor(model)) {
-        RunModel(c, ranks, *cluster, *back_to_back, options, &rows);
+        RunModel(c, ranks, *cluster, alternatives, options, &rows);
       }
     }
   }
-  Report(rows);
+  Report(rows, alternative_labels);
   if (keep.empty()) fs::remove_all(options.dir);
   return 0;
 }

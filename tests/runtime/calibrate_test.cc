@@ -49,6 +49,16 @@ TEST_CASE("deepool-calibrate fits a link to this host's collectives and writes a
   fs::remove_all(dir);
 }
 
+TEST_CASE("a size's runs count as their trimmed mean, or their median when asked",
+          "[calibration]") {
+  // Bimodal, as blocking collectives on a busy host are, with one stall of the machine.
+  const std::vector<double> runs{3, 1, 3, 1, 100, 1, 3, 1, 3, 1};
+  CHECK(SummariseMs(runs, CollectiveStatistic::kTrimmedMean) == Approx(2.0));  // 1 and 100 out
+  CHECK(SummariseMs(runs, CollectiveStatistic::kMedian) == 3.0);
+  CHECK(SummariseMs({4, 2}, CollectiveStatistic::kTrimmedMean) == 3.0);  // nothing trimmed
+  CHECK(SummariseMs({7}, CollectiveStatistic::kTrimmedMean) == 7.0);
+}
+
 TEST_CASE("collective timing: rank 0 gets every all-reduce and message, the others none",
           "[calibration]") {
   auto comms = testing::FakeComms(3);

@@ -1,7 +1,8 @@
 // deepool-calibrate: measures this host's collectives between rank processes (Gloo over
 // loopback, as CPU devices train) and fits the cost model's link to them, so that plans for
 // this host predict its communication (docs/planner.md, "Calibrating a cluster").
-//   deepool-calibrate [--ranks 4] [--max-bytes 16777216] [--repeats 10] [-o cluster.json]
+//   deepool-calibrate [--ranks 4] [--max-bytes 16777216] [--repeats 20] [--statistic mean]
+//                     [-o cluster.json]
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "common/logging.h"
 #include "planner/cluster.h"
@@ -124,12 +127,20 @@ int main(int argc, char** argv) {
   app.add_option("--max-bytes", options.timing.max_bytes, "largest (sizes step by 4x)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 30));
-  app.add_option("--repeats", options.timing.repeats, "timed runs per size (the median counts)")
+  app.add_option("--repeats", options.timing.repeats, "timed runs per size")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  const std::map<std::string, dw::CollectiveStatistic> statistics{
+      {"mean", dw::CollectiveStatistic::kTrimmedMean},
+      {"median", dw::CollectiveStatistic::kMedian}};
+  app.add_option("--statistic", options.timing.statistic,
+                 "what a size's runs count as: mean (their mean without the fastest and slowest "
+                 "tenth: what a training rank pays over many collectives) or median")
+      ->transform(CLI::CheckedTransformer(statistics))
+      ->default_str("mean");
   app.add_option("--busy-ms", options.timing.busy_ms,
-                 "every rank computes this long before each timed collective, as in training "
-                 "(0: back to back)")
+                 "every rank does about this long of the same work before each timed "
+                 "collective, as in training (0: back to back)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
   app.add_option("-o,--output", options.output,

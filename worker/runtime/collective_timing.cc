@@ -11,11 +11,6 @@ namespace {
 using planner::CollectiveSample;
 constexpr int kWarmups = 2;
 
-double MedianMs(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 double ElapsedMs(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -25,21 +20,35 @@ torch::Tensor Buffer(int64_t bytes) {
   return torch::ones({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32);
 }
 
-// Keeps this thread computing for `ms`, as a training rank does between collectives.
-void ComputeFor(double ms) {
-  if (ms <= 0) return;
+// Matrix products on this thread: the work a rank does between its collectives.
+void Compute(int64_t products) {
   torch::Tensor a = torch::full({96, 96}, 1.0f / 96);
+  for (int64_t i = 0; i < products; ++i) a = torch::mm(a, a);
+}
+
+// How many products take `busy_ms` here, averaged over `world`, so every rank then does the same
+// work and finishes when its share of the machine lets it, as training ranks do: the late rank's
+// delay is part of what a blocking collective costs the others. 0 when busy_ms is 0.
+StatusOr<int64_t> AgreeOnWork(Communicator& comm, const RankGroup& world, double busy_ms) {
+  if (busy_ms <= 0) return 0;
+  constexpr int64_t kProbe = 50;
+  Compute(kProbe);  // warm-up
   const auto start = std::chrono::steady_clock::now();
-  while (ElapsedMs(start) < ms) a = torch::mm(a, a);
+  Compute(kProbe);
+  const double products = busy_ms * static_cast<double>(kProbe) / ElapsedMs(start);
+  torch::Tensor sum = torch::full({1}, products, torch::kFloat64);
+  ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(sum, world));
+  RETURN_IF_ERROR(work->Wait(comm.timeout()));
+  return std::max<int64_t>(1, std::llround(sum.item<double>() / static_cast<double>(world.size())));
 }
 
 // `runs` all-reduces of `bytes` over `group`, each waited for; their times in ms.
 StatusOr<std::vector<double>> AllReduces(Communicator& comm, const RankGroup& group, int64_t bytes,
-                                         int runs, double busy_ms) {
+                                         int runs, int64_t work) {
   torch::Tensor tensor = Buffer(bytes);
   std::vector<double> times;
   for (int i = 0; i < runs; ++i) {
-    ComputeFor(busy_ms);
+    Compute(work);
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(tensor, group));
     RETURN_IF_ERROR(work->Wait(comm.timeout()));
@@ -49,13 +58,12 @@ StatusOr<std::vector<double>> AllReduces(Communicator& comm, const RankGroup& gr
 }
 
 // `runs` round trips of `bytes` between ranks 0 and 1; rank 0 gets half of each round trip.
-StatusOr<std::vector<double>> PingPongs(Communicator& comm, int64_t bytes, int runs,
-                                        double busy_ms) {
+StatusOr<std::vector<double>> PingPongs(Communicator& comm, int64_t bytes, int runs, int64_t work) {
   torch::Tensor buffer = Buffer(bytes);
   std::vector<double> times;
   const int peer = 1 - comm.rank();
   for (int i = 0; i < runs; ++i) {
-    ComputeFor(busy_ms);
+    Compute(work);
     const auto start = std::chrono::steady_clock::now();
     for (int leg = 0; leg < 2; ++leg) {
       const bool sends = (leg == 0) == (comm.rank() == 0);
@@ -68,6 +76,15 @@ StatusOr<std::vector<double>> PingPongs(Communicator& comm, int64_t bytes, int r
 }
 
 }  // namespace
+
+double SummariseMs(std::vector<double> times_ms, CollectiveStatistic statistic) {
+  std::sort(times_ms.begin(), times_ms.end());
+  if (statistic == CollectiveStatistic::kMedian) return times_ms[times_ms.size() / 2];
+  const size_t trim = times_ms.size() / 10;
+  double sum = 0;
+  for (size_t i = trim; i < times_ms.size() - trim; ++i) sum += times_ms[i];
+  return sum / static_cast<double>(times_ms.size() - 2 * trim);
+}
 
 StatusOr<std::vector<CollectiveSample>> TimeCollectives(Communicator& comm,
                                                         const CollectiveTimingOptions& options) {
@@ -85,28 +102,28 @@ StatusOr<std::vector<CollectiveSample>> TimeCollectives(Communicator& comm,
     groups.push_back(group);
   }
   RETURN_IF_ERROR(comm.CreateGroups(groups));
+  ASSIGN_OR_RETURN(const int64_t work, AgreeOnWork(comm, groups.back(), options.busy_ms));
   std::vector<CollectiveSample> samples;
   const int runs = kWarmups + options.repeats;
   for (const RankGroup& group : groups) {
     if (comm.rank() >= static_cast<int>(group.size())) continue;
     for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4) {
-      ASSIGN_OR_RETURN(std::vector<double> times,
-                       AllReduces(comm, group, bytes, runs, options.busy_ms));
+      ASSIGN_OR_RETURN(std::vector<double> times, AllReduces(comm, group, bytes, runs, work));
       times.erase(times.begin(), times.begin() + kWarmups);
       samples.push_back({CollectiveSample::Kind::kAllReduce, static_cast<int>(group.size()), bytes,
-                         MedianMs(times)});
+                         SummariseMs(times, options.statistic)});
     }
   }
   if (comm.rank() <= 1) {
     for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4) {
-      ASSIGN_OR_RETURN(std::vector<double> times, PingPongs(comm, bytes, runs, options.busy_ms));
+      ASSIGN_OR_RETURN(std::vector<double> times, PingPongs(comm, bytes, runs, work));
       times.erase(times.begin(), times.begin() + kWarmups);
-      samples.push_back({CollectiveSample::Kind::kMessage, 2, bytes, MedianMs(times)});
+      samples.push_back(
+          {CollectiveSample::Kind::kMessage, 2, bytes, SummariseMs(times, options.statistic)});
     }
   }
   // Every rank stays until the messages are done: a rank leaving early closes its connections.
-  RankGroup world_group = groups.back();
-  RETURN_IF_ERROR(AllReduces(comm, world_group, 4, 1, 0).status());
+  RETURN_IF_ERROR(AllReduces(comm, groups.back(), 4, 1, 0).status());
   if (comm.rank() != 0) samples.clear();
   return samples;
 }
