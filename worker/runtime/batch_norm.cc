@@ -69,8 +69,9 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
                                const torch::Tensor& weight, const torch::Tensor& bias,
                                const c10::intrusive_ptr<SyncBatchNormState>& state) {
     GroupMoments moments = SumMoments(input, state->sum);
-    torch::Tensor mean = moments.mean.to(input.scalar_type());
-    torch::Tensor var = moments.var.to(input.scalar_type());
+    // In the parameters' dtype, as torch's kernels take statistics beside a lower-precision input.
+    torch::Tensor mean = moments.mean.to(weight.scalar_type());
+    torch::Tensor var = moments.var.to(weight.scalar_type());
     torch::Tensor output = std::get<0>(at::native_batch_norm(
         input, weight, bias, mean, var, /*training=*/false, /*momentum=*/0.0, state->args.eps));
 
