@@ -4,7 +4,8 @@
 // parallel, the classifier on one device, one device with parallel branches side by side on
 // the ranks, and the planner's burst plans at several amplification limits), predicts each
 // plan's iteration with the cost model, runs it (one deepool-executor process per rank, Gloo on
-// loopback) and compares. The links are calibrated three times: with every rank computing for
+// loopback; --rounds times, the plans in turn, the median counting) and compares. The links are
+// calibrated three times: with every rank computing for
 // --calibration-busy-ms before each timed collective, as ranks do in training, each size's runs
 // counted by their trimmed mean (the prediction; deepool-calibrate's defaults), and, printed
 // beside it, the same with medians and back to back. Beside those it prints what the model
@@ -12,7 +13,7 @@
 // Markdown table, the median and worst error, and whether the predicted order of plans matches the
 // measured order for plans more than 20% apart.
 //   build-*/bin/deepool-bench-prediction [--models mlp,small_cnn,resnet50,inception_v3]
-//       [--ranks 2] [--iterations 6] [--calibration-busy-ms 5] [--keep DIR]
+//       [--ranks 2] [--iterations 6] [--rounds 3] [--calibration-busy-ms 5] [--keep DIR]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -55,6 +56,7 @@ struct Options {
   std::vector<int> ranks{2};
   int iterations = 6;
   int warmup = 2;
+  int rounds = 3;  // each plan is run once per round, the plans in turn
   std::vector<double> limits{1.1, 1.3, 1.6, 0};  // 0: no limit
   double calibration_busy_ms = 5;
   std::string dir;
@@ -276,7 +278,11 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
   spec.graph = std::make_shared<const dp::Graph>(*graph);
   spec.iterations = options.warmup + options.iterations;
   spec.optimizer.momentum = 0.9;  // as the profiler's iteration overhead was measured
-  for (const PlanChoice& choice : Plans(*graph, **profile, calibrated, c.batch, ranks, options)) {
+  const std::vector<PlanChoice> plans =
+      Plans(*graph, **profile, calibrated, c.batch, ranks, options);
+  std::vector<dw::RunSpec> specs;
+  std::vector<Row> model_rows;
+  for (const PlanChoice& choice : plans) {
     dp::CostModel model(*graph, **profile, calibrated, c.batch);
     auto plan = model.Evaluate(choice.ranges, ranks);
     if (!plan.ok()) Die(plan.status().ToString());
@@ -292,8 +298,19 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
           PredictMs(*graph, **profile, alternative.cluster, c.batch, choice.ranges, ranks));
     }
     row.uncalibrated_ms = PredictMs(*graph, **bare, *preset, c.batch, choice.ranges, ranks);
-    row.measured_ms = MeasureMs(spec, options);
     row.split_batch_norm = SplitsBatchNorm(*graph, choice.ranges);
+    specs.push_back(spec);
+    model_rows.push_back(row);
+  }
+  // The plans in turn, round after round, so that a slow spell of the machine falls on every plan
+  // about alike; each plan's figure is the median of its rounds.
+  std::vector<std::vector<double>> rounds(plans.size());
+  for (int round = 0; round < options.rounds; ++round) {
+    for (size_t i = 0; i < plans.size(); ++i) rounds[i].push_back(MeasureMs(specs[i], options));
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Row& row = model_rows[i];
+    row.measured_ms = dw::Median(rounds[i]);
     std::fprintf(stderr, "%s batch %lld, %d ranks, %s: predicted %.2f ms, measured %.2f ms\n",
                  c.model.c_str(), static_cast<long long>(c.batch), ranks, row.plan.c_str(),
                  row.predicted_ms, row.measured_ms);
@@ -358,10 +375,16 @@ void Report(const std::vector<Row>& rows, const std::vector<std::string>& altern
                 alternatives[i].c_str(), 100 * dw::Median(e),
                 100 * *std::max_element(e.begin(), e.end()));
   }
+  auto median_of = [](const std::vector<double>& errors) {
+    if (errors.empty()) return std::string("-");  // a median of nothing
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f%%", 100 * dw::Median(errors));
+    return std::string(text);
+  };
   std::printf(
-      "|error| median %.1f%% over the %zu plans with batch norm on several devices, %.1f%% over "
-      "the other %zu; %zu of %zu predictions are below the measurement\n",
-      100 * dw::Median(with_bn), with_bn.size(), 100 * dw::Median(without_bn), without_bn.size(),
+      "|error| median %s over the %zu plans with batch norm on several devices, %s over the other "
+      "%zu; %zu of %zu predictions are below the measurement\n",
+      median_of(with_bn).c_str(), with_bn.size(), median_of(without_bn).c_str(), without_bn.size(),
       static_cast<size_t>(std::count_if(
           rows.begin(), rows.end(), [](const Row& r) { return r.predicted_ms < r.measured_ms; })),
       rows.size());
@@ -385,6 +408,10 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", options.iterations, "measured iterations per plan")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--rounds", options.rounds,
+                 "runs of each plan, the plans in turn (the median counts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--calibration-busy-ms", options.calibration_busy_ms,
                  "ranks compute this long before each timed collective of the calibration, as "
                  "in training")
