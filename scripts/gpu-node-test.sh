@@ -3,8 +3,9 @@
 # label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
 # profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
 # one-GPU training iteration), sets deepool's one-GPU training beside plain PyTorch (torchvision's
-# model trained eagerly, and a plain libtorch loop over deepool's own modules), runs the
-# FG-slowdown benchmark (deepool vs naive collocation on one GPU), and writes what it saw to
+# model trained eagerly, and a plain libtorch loop over deepool's own modules), times
+# synchronised batch norm's compute against cuDNN's batch norm, runs the FG-slowdown benchmark
+# (deepool vs naive collocation on one GPU), and writes what it saw to
 # docs/results/gpu-node-latest.md, so the numbers can be committed as they are and carried into
 # the record of all GPU runs, docs/results/gpu-node.md.
 #
@@ -29,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -53,8 +54,10 @@ bench_table="$(mktemp)"
 predict_table="$(mktemp)"
 baseline_table="$(mktemp)"
 overhead_table="$(mktemp)"
+batch_norm_table="$(mktemp)"
 work="$(mktemp -d)"
-trap 'rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" "$overhead_table" "$work"' EXIT
+trap 'rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" "$overhead_table" \
+  "$batch_norm_table" "$work"' EXIT
 python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
 stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 bin="$build_dir/bin"
@@ -150,6 +153,14 @@ if ! $overhead_cmd > "$overhead_table" 2>>"$log"; then
 fi
 cat "$overhead_table" | tee -a "$log"
 
+stage "synchronised batch norm's compute, one GPU"
+batch_norm_cmd="$bin/deepool-bench-batch_norm --device cuda --batch 32 --image-size 224"
+if ! $batch_norm_cmd > "$batch_norm_table" 2>>"$log"; then
+  echo "(failed: see the log)" >> "$batch_norm_table"
+  status=1
+fi
+cat "$batch_norm_table" | tee -a "$log"
+
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
 bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
@@ -203,6 +214,13 @@ fi
   echo "(\`$overhead_cmd\`; medians of 6 alternating trials of 10 iterations):"
   echo
   cat "$overhead_table"
+  echo
+  echo "## Synchronised batch norm's compute against cuDNN's batch norm (\`$batch_norm_cmd\`)"
+  echo
+  echo "Forward and backward of one layer at ResNet-50's shapes, the group sum a group of one;"
+  echo "medians of 21 alternating repetitions, ms:"
+  echo
+  cat "$batch_norm_table"
   echo
   echo "## FG slowdown, deepool vs naive collocation (\`$bench_cmd\`)"
   echo

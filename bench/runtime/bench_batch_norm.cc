@@ -3,19 +3,24 @@
 // statistics unchanged), so only compute is timed: what a layer on several ranks costs beyond its
 // all-reduces, which the layer profile (torch's kernel) does not see. Cases alternate, one
 // repetition each in turn, so both see the same machine; prints medians in ms and their ratio.
-//   build-*/bin/deepool-bench-batch_norm [--batch N] [--image-size S] [--reps R]
+// On a GPU (--device cuda) each repetition ends with a device synchronisation, and torch's side
+// is cuDNN's batch norm.
+//   build-*/bin/deepool-bench-batch_norm [--batch N] [--image-size S] [--reps R] [--device D]
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
 #include "worker/runtime/batch_norm.h"
+#include "worker/runtime/device.h"
 
 namespace dw = deepool::worker;
+using deepool::bench::Check;
 using deepool::bench::Median;
 
 namespace {
@@ -24,9 +29,12 @@ namespace {
 double TimeOnce(const std::function<torch::Tensor(const torch::Tensor&)>& norm,
                 const torch::Tensor& x, const torch::Tensor& dy) {
   torch::Tensor input = x.detach().requires_grad_(true);
+  const bool cuda = x.is_cuda();
+  if (cuda) torch::cuda::synchronize();
   const auto begin = std::chrono::steady_clock::now();
   torch::Tensor out = norm(input);
   out.backward(dy);
+  if (cuda) torch::cuda::synchronize();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
       .count();
 }
@@ -38,6 +46,7 @@ int main(int argc, char** argv) {
   int64_t image = 64;
   int reps = 21;
   int threads = 1;
+  std::string device_name = "cpu";
   CLI::App app{
       "Synchronised batch norm (a group of one) against torch's batch_norm, forward + backward, "
       "at ResNet-50's shapes"};
@@ -53,7 +62,13 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "torch intra-op threads (ranks use 1)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--device", device_name, "cpu or cuda[:K]")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const torch::Device device = Check(dw::ParseDevice(device_name)).torch_device();
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "deepool-bench-batch_norm: no CUDA device visible\n");
+    return 1;
+  }
   torch::set_num_threads(threads);
   torch::manual_seed(0);
 
@@ -64,15 +79,16 @@ int main(int argc, char** argv) {
   for (const Shape& s : {Shape{64, 4}, Shape{256, 4}, Shape{128, 8}, Shape{512, 8}, Shape{256, 16},
                          Shape{1024, 16}, Shape{512, 32}, Shape{2048, 32}}) {
     const int64_t side = image / s.divisor;
-    torch::Tensor x = torch::randn({batch, s.channels, side, side});
+    const auto on = torch::TensorOptions().device(device);
+    torch::Tensor x = torch::randn({batch, s.channels, side, side}, on);
     torch::Tensor dy = torch::randn_like(x);
-    torch::Tensor weight = torch::ones({s.channels}).requires_grad_(true);
-    torch::Tensor bias = torch::zeros({s.channels}).requires_grad_(true);
-    torch::Tensor running_mean = torch::zeros({s.channels}),
-                  running_var = torch::ones({s.channels});
+    torch::Tensor weight = torch::ones({s.channels}, on).requires_grad_(true);
+    torch::Tensor bias = torch::zeros({s.channels}, on).requires_grad_(true);
+    torch::Tensor running_mean = torch::zeros({s.channels}, on);
+    torch::Tensor running_var = torch::ones({s.channels}, on);
     auto torch_norm = [&](const torch::Tensor& input) {
       return torch::batch_norm(input, weight, bias, running_mean, running_var, true, 0.1, 1e-5,
-                               false);
+                               /*cudnn_enabled=*/device.is_cuda());
     };
     const dw::GroupSum group_of_one = [](torch::Tensor&) { return deepool::Status::Ok(); };
     auto sync_norm = [&](const torch::Tensor& input) {
