@@ -5,10 +5,10 @@
 // the ranks, and the planner's burst plans at several amplification limits), predicts each
 // plan's iteration with the cost model, runs it (one deepool-executor process per rank, Gloo on
 // loopback; --rounds times, the plans in turn, the median counting) and compares. The links are
-// calibrated three times: with every rank computing for
-// --calibration-busy-ms before each timed collective, as ranks do in training, each size's runs
-// counted by their trimmed mean (the prediction; deepool-calibrate's defaults), and, printed
-// beside it, the same with medians and back to back. Beside those it prints what the model
+// calibrated three times: with every rank doing about --calibration-busy-ms of the same work
+// before each timed collective, as ranks do in training, each size's runs counted by their
+// trimmed mean (the prediction; deepool-calibrate's defaults), and, printed beside it, the same
+// with medians and back to back. Beside those it prints what the model
 // predicted before calibration and overhead (the cpu-N preset's link, no overhead). Output: a
 // Markdown table, the median and worst error, and whether the predicted order of plans matches the
 // measured order for plans more than 20% apart.
@@ -413,8 +413,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app.add_option("--calibration-busy-ms", options.calibration_busy_ms,
-                 "ranks compute this long before each timed collective of the calibration, as "
-                 "in training")
+                 "ranks do about this long of the same work before each timed collective of "
+                 "the calibration, as in training")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
   app.add_option("--keep", keep, "keep profiles, cluster files and the tools' log in this folder");
