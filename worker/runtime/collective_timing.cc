@@ -35,7 +35,7 @@ StatusOr<int64_t> AgreeOnWork(Communicator& comm, const RankGroup& world, double
   Compute(kProbe);  // warm-up
   const auto start = std::chrono::steady_clock::now();
   Compute(kProbe);
-  const double products = busy_ms * static_cast<double>(kProbe) / ElapsedMs(start);
+  const double products = busy_ms * static_cast<double>(kProbe) / std::max(ElapsedMs(start), 1e-3);
   torch::Tensor sum = torch::full({1}, products, torch::kFloat64);
   ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(sum, world));
   RETURN_IF_ERROR(work->Wait(comm.timeout()));
