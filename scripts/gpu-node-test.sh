@@ -145,21 +145,22 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
 done
 cat "$predict_table" "$baseline_table" | tee -a "$log"
 
-stage "executor overhead, one GPU"
-overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
-if ! $overhead_cmd > "$overhead_table" 2>>"$log"; then
-  echo "(failed: see the log)" >> "$overhead_table"
-  status=1
-fi
-cat "$overhead_table" | tee -a "$log"
+# Runs a benchmark command (a string, split on spaces) into a Markdown table file; a failure is
+# noted in the table and fails the run.
+table_stage() {
+  local name="$1" table="$2" cmd="$3"
+  stage "$name"
+  if ! $cmd > "$table" 2>>"$log"; then
+    echo "(failed: see the log)" >> "$table"
+    status=1
+  fi
+  cat "$table" | tee -a "$log"
+}
 
-stage "synchronised batch norm's compute, one GPU"
+overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
+table_stage "executor overhead, one GPU" "$overhead_table" "$overhead_cmd"
 batch_norm_cmd="$bin/deepool-bench-batch_norm --device cuda --batch 32 --image-size 224"
-if ! $batch_norm_cmd > "$batch_norm_table" 2>>"$log"; then
-  echo "(failed: see the log)" >> "$batch_norm_table"
-  status=1
-fi
-cat "$batch_norm_table" | tee -a "$log"
+table_stage "synchronised batch norm's compute, one GPU" "$batch_norm_table" "$batch_norm_cmd"
 
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
