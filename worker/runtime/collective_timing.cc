@@ -44,11 +44,11 @@ StatusOr<int64_t> AgreeOnWork(Communicator& comm, const RankGroup& world, double
 
 // `runs` all-reduces of `bytes` over `group`, each waited for; their times in ms.
 StatusOr<std::vector<double>> AllReduces(Communicator& comm, const RankGroup& group, int64_t bytes,
-                                         int runs, int64_t work) {
+                                         int runs, int64_t products) {
   torch::Tensor tensor = Buffer(bytes);
   std::vector<double> times;
   for (int i = 0; i < runs; ++i) {
-    Compute(work);
+    Compute(products);
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(auto work, comm.AllReduceSum(tensor, group));
     RETURN_IF_ERROR(work->Wait(comm.timeout()));
@@ -58,12 +58,13 @@ StatusOr<std::vector<double>> AllReduces(Communicator& comm, const RankGroup& gr
 }
 
 // `runs` round trips of `bytes` between ranks 0 and 1; rank 0 gets half of each round trip.
-StatusOr<std::vector<double>> PingPongs(Communicator& comm, int64_t bytes, int runs, int64_t work) {
+StatusOr<std::vector<double>> PingPongs(Communicator& comm, int64_t bytes, int runs,
+                                        int64_t products) {
   torch::Tensor buffer = Buffer(bytes);
   std::vector<double> times;
   const int peer = 1 - comm.rank();
   for (int i = 0; i < runs; ++i) {
-    Compute(work);
+    Compute(products);
     const auto start = std::chrono::steady_clock::now();
     for (int leg = 0; leg < 2; ++leg) {
       const bool sends = (leg == 0) == (comm.rank() == 0);
