@@ -90,6 +90,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   spec.on_node_loss = p.on_node_loss();
   if (!p.profile().empty()) spec.profile = p.profile();
   if (!p.batch_norm().empty()) spec.batch_norm = p.batch_norm();
+  if (p.has_concurrent_branches()) spec.concurrent_branches = p.concurrent_branches();
   spec.checkpoint_path = p.checkpoint_path();
   spec.checkpoint_dir = p.checkpoint_dir();
   if (p.has_checkpoint_every_iterations()) {
@@ -132,6 +133,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_on_node_loss(spec.on_node_loss);
   p.set_profile(spec.profile);
   p.set_batch_norm(spec.batch_norm);
+  p.set_concurrent_branches(spec.concurrent_branches);
   p.set_checkpoint_path(spec.checkpoint_path);
   if (!spec.checkpoint_dir.empty()) {
     p.set_checkpoint_dir(spec.checkpoint_dir);

@@ -165,6 +165,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.devices = shape.devices;
   options.amplification_limit = spec.amplification_limit;
   options.sync_batch_norm = SynchronizesBatchNorm(spec);
+  options.concurrent_branches = spec.concurrent_branches;
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(graph, *profile, ClusterFor(shape), options));
   return ToPlannedJob(graph, plan);

@@ -180,6 +180,10 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.on_node_loss == "fail" && spec.requeue_on_failure) {
     return FieldError("on_node_loss", "is fail but requeue_on_failure is true");
   }
+  if (spec.concurrent_branches && spec.role == JobRole::kBg) {
+    return FieldError("concurrent_branches",
+                      "is for FG jobs (a BG job runs data parallel on one device)");
+  }
   if (spec.on_node_loss == "replan" && spec.role == JobRole::kBg) {
     return FieldError("on_node_loss", "replan is for FG jobs (a BG job runs on one device)");
   }
@@ -268,7 +272,8 @@ json JobSpecToJson(const JobSpec& spec) {
               {"seed", spec.seed},
               {"requeue_on_failure", spec.requeue_on_failure},
               {"profile", spec.profile},
-              {"batch_norm", spec.batch_norm}};
+              {"batch_norm", spec.batch_norm},
+              {"concurrent_branches", spec.concurrent_branches}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {

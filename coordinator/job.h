@@ -92,6 +92,7 @@ struct JobSpec {
   std::string on_node_loss;          // "", "fail", "wait" or "replan" (proto/deepool/v1/job.proto)
   std::string profile = "measured";  // or "analytical"
   std::string batch_norm = "synchronized";  // or "per_device" (proto/deepool/v1/job.proto)
+  bool concurrent_branches = false;         // FG: PlanOptions::concurrent_branches
   std::string checkpoint_path;       // the final state_dict export
   // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
   std::string checkpoint_dir;

@@ -108,12 +108,28 @@ Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
 
 StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   if (!doc.is_object()) return InvalidArgumentError("job spec: must be a JSON object");
-  RETURN_IF_ERROR(CheckKnownFields(
-      doc,
-      {"name", "model", "graph", "role", "priority", "global_batch", "gpus", "amplification_limit",
-       "iterations", "optimizer", "data", "seed", "requeue_on_failure", "on_node_loss", "profile",
-       "checkpoint", "num_classes", "image_size", "batch_norm"},
-      ""));
+  RETURN_IF_ERROR(CheckKnownFields(doc,
+                                   {"name",
+                                    "model",
+                                    "graph",
+                                    "role",
+                                    "priority",
+                                    "global_batch",
+                                    "gpus",
+                                    "amplification_limit",
+                                    "iterations",
+                                    "optimizer",
+                                    "data",
+                                    "seed",
+                                    "requeue_on_failure",
+                                    "on_node_loss",
+                                    "profile",
+                                    "checkpoint",
+                                    "num_classes",
+                                    "image_size",
+                                    "batch_norm",
+                                    "concurrent_branches"},
+                                   ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "model", "", [&](auto v) { spec.set_model(v); }));
@@ -139,6 +155,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "profile", "", [&](auto v) { spec.set_profile(v); }));
   RETURN_IF_ERROR(
       ReadInto<std::string>(doc, "batch_norm", "", [&](auto v) { spec.set_batch_norm(v); }));
+  RETURN_IF_ERROR(ReadInto<bool>(doc, "concurrent_branches", "",
+                                 [&](auto v) { spec.set_concurrent_branches(v); }));
   RETURN_IF_ERROR(ReadCheckpoint(doc, &spec));
   RETURN_IF_ERROR(
       ReadInto<int64_t>(doc, "num_classes", "", [&](auto v) { spec.set_num_classes(v); }));

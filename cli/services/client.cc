@@ -347,6 +347,7 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
     out << ", amplification limit " << spec.amplification_limit();
   }
   if (spec.batch_norm() == "per_device") out << ", batch norm per device";
+  if (spec.concurrent_branches()) out << ", concurrent branches";
   out << "\n";
   out << "submitted  " << FormatWallTime(job.submitted_ms()) << " UTC ("
       << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";

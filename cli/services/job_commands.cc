@@ -32,6 +32,7 @@ struct SubmitFlags {
   std::optional<int> gpus, priority;
   std::optional<double> amplification_limit, lr;
   bool foreground = false, background = false, detach = false, requeue = false;
+  bool concurrent_branches = false;
 };
 
 // Reads the spec argument and applies the flags over it. Errors are messages for stderr.
@@ -86,6 +87,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (!f.profile.empty()) doc["profile"] = f.profile;
   if (!f.checkpoint.empty()) doc["checkpoint"] = {{"path", f.checkpoint}};
   if (f.requeue) doc["requeue_on_failure"] = true;
+  if (f.concurrent_branches) doc["concurrent_branches"] = true;
   if (!doc.contains("model") && !doc.contains("graph")) {
     if (f.spec.empty()) return InvalidArgumentError("give a job spec file or --model / --graph");
     return InvalidArgumentError("the job spec names no \"model\" or \"graph\" (or give --model "
@@ -351,6 +353,9 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
                   "equals one device's) or per_device (each device's own batch, as DDP without "
                   "SyncBatchNorm: cheaper, not the same training)")
       ->check(CLI::IsMember({"synchronized", "per_device"}));
+  cmd->add_flag("--concurrent-branches", flags->concurrent_branches,
+                "FG: let parallel branches (Inception's towers, residual shortcuts) run side by "
+                "side on disjoint devices where the planner finds that faster");
   cmd->add_flag("--requeue-on-failure", flags->requeue, "requeue instead of fail on node loss");
   auto* fg = cmd->add_flag("--foreground,--fg", flags->foreground, "a foreground job (default)");
   auto* bg = cmd->add_flag("--background,--bg", flags->background,

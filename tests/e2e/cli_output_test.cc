@@ -183,6 +183,16 @@ TEST_CASE("a job's detail says when its batch norm is per device", "[cli]") {
   CHECK_THAT(JobDetail(job, nullptr, 0), Catch::Contains(", batch norm per device\n"));
 }
 
+TEST_CASE("a job's detail says when its branches may run side by side", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-3");
+  job.mutable_spec()->set_model("inception_v3");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  CHECK_THAT(JobDetail(job, nullptr, 0), !Catch::Contains("concurrent"));
+  job.mutable_spec()->set_concurrent_branches(true);
+  CHECK_THAT(JobDetail(job, nullptr, 0), Catch::Contains(", concurrent branches\n"));
+}
+
 TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cli]") {
   v1::Job job;
   job.set_job_id("job-7");

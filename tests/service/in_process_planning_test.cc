@@ -145,6 +145,34 @@ TEST_CASE("a job's per-device batch norm is planned for and reaches its ranks' r
   CHECK(run["batch_norm"] == "per_device");
 }
 
+TEST_CASE("a job's concurrent branches reach the planner, and its plan runs towers side by side",
+          "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  // Inception-v3, B = 64 on 64 A100s, no limit: the one setting of docs/benchmarks.md
+  // ("Concurrent branches") where packing finds towers side by side faster.
+  JobSpec inception = Fg(64);
+  inception.model = "inception_v3";
+  inception.global_batch = 64;
+  inception.amplification_limit = 0;
+  const ClusterShape a100{"a100", 8, 8, 64};
+  StatusOr<PlannedJob> serial = backend.PlanForeground(inception, a100, "");
+  inception.concurrent_branches = true;
+  StatusOr<PlannedJob> packed = backend.PlanForeground(inception, a100, "");
+  REQUIRE(serial.ok());
+  REQUIRE(packed.ok());
+  CHECK(packed->iteration_ms < serial->iteration_ms * (1 - 1e-3));
+  // Some layer's ranks start above rank 0 only in the packed plan.
+  const auto starts_above_zero = [](const PlannedJob& job) {
+    const auto plan = nlohmann::json::parse(job.plan_json);
+    for (const auto& layer : plan["layers"]) {
+      if (layer["devices"][0].get<int>() > 0) return true;
+    }
+    return false;
+  };
+  CHECK(starts_above_zero(*packed));
+  CHECK_FALSE(starts_above_zero(*serial));
+}
+
 TEST_CASE("an inline graph is profiled as given", "[scheduler][profile]") {
   Harness h;  // the fake backend: ProfileGraphJson returns the spec's graph
   h.AddNode("a", 1);

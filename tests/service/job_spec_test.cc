@@ -34,6 +34,7 @@ TEST_CASE("a minimal job spec takes the documented defaults", "[job_spec]") {
   CHECK(spec->profile == "measured");
   CHECK(spec->batch_norm == "synchronized");
   CHECK(SynchronizesBatchNorm(*spec));
+  CHECK_FALSE(spec->concurrent_branches);
   CHECK_FALSE(spec->requeue_on_failure);
 }
 
@@ -225,6 +226,25 @@ TEST_CASE("per-device batch norm is read checked and kept", "[job_spec]") {
   CHECK(ErrorOf(Spec(R"(,"batch_norm":"sync")")) ==
         "batch_norm: must be \"synchronized\" or \"per_device\"");
   CHECK(ErrorOf(Spec(R"(,"batch_norm":1)")) == "field batch_norm must be a string");
+}
+
+TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[job_spec]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gpus":8,"concurrent_branches":true)"));
+  REQUIRE(spec.ok());
+  CHECK(spec->concurrent_branches);
+  CHECK(JobSpecFromProto(JobSpecToProto(*spec))->concurrent_branches);
+  CHECK(JobSpecFromJson(JobSpecToJson(*spec))->concurrent_branches);
+  CHECK_FALSE(ParseJobSpecJson(Spec(R"(,"concurrent_branches":false)"))->concurrent_branches);
+  CHECK(ErrorOf(Spec(R"(,"concurrent_branches":"yes")")) ==
+        "field concurrent_branches must be true or false");
+  CHECK_THAT(ErrorOf(Spec(R"(,"role":"bg","concurrent_branches":true)")),
+             Catch::StartsWith("concurrent_branches: is for FG jobs"));
+  // A record stored before the field existed reads back without it.
+  nlohmann::json old = JobSpecToJson(ParseJobSpecJson(Spec("")).value());
+  old.erase("concurrent_branches");
+  StatusOr<JobSpec> legacy = JobSpecFromJson(old);
+  REQUIRE(legacy.ok());
+  CHECK_FALSE(legacy->concurrent_branches);
 }
 
 TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
