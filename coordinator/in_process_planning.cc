@@ -103,6 +103,16 @@ PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) 
   return out;
 }
 
+// What a profile's iteration overhead depends on of the job's optimizer: the kind of step it
+// takes. Empty for the default (SGD with momentum, no weight decay), so that keys of profiles
+// measured before the optimizer counted stay the same.
+std::string OptimizerStepKey(const OptimizerSpec& optimizer) {
+  std::string step = optimizer.name;
+  if (optimizer.name == "sgd") step += optimizer.momentum > 0 ? "+momentum" : "";
+  if (optimizer.weight_decay > 0) step += "+weight_decay";
+  return step == "sgd+momentum" ? std::string() : "/optimizer=" + step;
+}
+
 }  // namespace
 
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
@@ -115,12 +125,15 @@ Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
 }
 
 std::string InProcessPlanningBackend::ModelKey(const JobSpec& spec) const {
+  std::string key;
   if (!spec.graph_json.empty()) {
     char hash[32];
     std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>{}(spec.graph_json));
-    return std::string("graph:") + hash;
+    key = std::string("graph:") + hash;
+  } else {
+    key = planner::zoo::ModelKey(spec.model, ModelOptionsOf(spec));
   }
-  return planner::zoo::ModelKey(spec.model, ModelOptionsOf(spec));
+  return key + OptimizerStepKey(spec.optimizer);
 }
 
 StatusOr<std::string> InProcessPlanningBackend::ProfileGraphJson(const JobSpec& spec) const {

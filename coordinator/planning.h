@@ -39,7 +39,8 @@ class PlanningBackend {
   // "graph" or "global_batch" otherwise.
   virtual Status CheckModel(const JobSpec& spec) const = 0;
   // The key profiles of this job's model are cached under (with the device type). It names every
-  // option the graph depends on, so jobs whose graphs differ never share a profile.
+  // option the graph depends on, and the kind of optimizer step (a CPU profile's iteration
+  // overhead includes it), so jobs whose profiles differ never share one.
   virtual std::string ModelKey(const JobSpec& spec) const = 0;
   // The graph document ({"format":"deepool.graph",...}) a PROFILE task measures: the very graph
   // PlanForeground plans for this spec, every model option applied. INVALID_ARGUMENT as

@@ -231,6 +231,9 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   profile->set_device(where.second);
   profile->set_device_type(type);
   for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);
+  profile->mutable_optimizer()->set_name(job.spec.optimizer.name);
+  profile->mutable_optimizer()->set_momentum(job.spec.optimizer.momentum);
+  profile->mutable_optimizer()->set_weight_decay(job.spec.optimizer.weight_decay);
   reservations_[job.id] = std::move(reservation);
   // The task goes out only once PROFILING is stored: a restarted coordinator never finds a
   // profile running for a job it believes PENDING.

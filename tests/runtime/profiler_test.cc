@@ -338,5 +338,32 @@ TEST_CASE("the iteration overhead is a one-rank iteration minus the layers' time
   CHECK_THAT(missing.status().ToString(), Catch::Contains("batch 2"));
 }
 
+TEST_CASE("the iteration overhead includes the step of the optimizer it is given", "[profiler]") {
+  // One wide linear layer at batch 1: 16M parameters, so the step dominates the iteration. Adam
+  // reads and writes two more buffers per parameter than plain SGD, and does several times its
+  // arithmetic.
+  planner::Layer wide;
+  wide.name = "fc";
+  wide.op = planner::Op::kLinear;
+  wide.inputs = {std::string(planner::kGraphInputName)};
+  wide.attrs.out_features = 4096;
+  const Graph graph = Graph::Create("wide", {4096}, {wide}).value();
+  OverheadOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  auto overhead_ms = [&](const std::string& name) {
+    options.optimizer = OptimizerSpec{};
+    options.optimizer.name = name;
+    auto points = MeasureIterationOverhead(graph, UniformProfile(graph, {1}, 0), {1}, options);
+    INFO(points.status().ToString());
+    REQUIRE(points.ok());
+    return points->at(0).ms;
+  };
+  const double sgd = overhead_ms("sgd");
+  const double adam = overhead_ms("adam");
+  INFO("sgd " << sgd << " ms, adam " << adam << " ms");
+  CHECK(adam > 1.5 * sgd);
+}
+
 }  // namespace
 }  // namespace deepool::worker

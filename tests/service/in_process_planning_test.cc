@@ -96,6 +96,41 @@ TEST_CASE("a job's profile is measured on its own graph and cached under its opt
   CHECK_FALSE(WasProfiled(h.Get(explicit_default.id)));
 }
 
+TEST_CASE("a job's optimizer goes to its profile task and keys the profile cache",
+          "[scheduler][profile]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  h.AddNode("a", 1);
+  // The default step (SGD with momentum, no weight decay) keeps the key it always had; any
+  // momentum is the same step.
+  JobSpec sgd = SmallCnn(10);
+  CHECK(backend.ModelKey(sgd) == "small_cnn/classes=10/image=16/aux_logits=1");
+  sgd.optimizer.momentum = 0.5;
+  CHECK(backend.ModelKey(sgd) == "small_cnn/classes=10/image=16/aux_logits=1");
+  // Steps that cost differently are measured and cached apart.
+  JobSpec plain = SmallCnn(10);
+  plain.optimizer.momentum = 0;
+  JobSpec decayed = SmallCnn(10);
+  decayed.optimizer.weight_decay = 1e-4;
+  JobSpec adam = SmallCnn(10);
+  adam.optimizer.name = "adam";
+  adam.optimizer.momentum = 0;
+  CHECK(backend.ModelKey(plain) == "small_cnn/classes=10/image=16/aux_logits=1/optimizer=sgd");
+  CHECK(backend.ModelKey(decayed) ==
+        "small_cnn/classes=10/image=16/aux_logits=1/optimizer=sgd+momentum+weight_decay");
+  CHECK(backend.ModelKey(adam) == "small_cnn/classes=10/image=16/aux_logits=1/optimizer=adam");
+
+  JobRecord job = h.Submit(adam);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kProfiling);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const v1::ProfileTask& sent = commands[0].assign().profile();
+  CHECK(sent.optimizer().name() == "adam");
+  CHECK(sent.optimizer().momentum() == 0);
+  CHECK(sent.optimizer().weight_decay() == 0);
+}
+
 TEST_CASE("cifar10 data means 10 classes for planning, profiling and the cache key alike",
           "[scheduler][profile]") {
   InProcessPlanningBackend backend;

@@ -47,6 +47,18 @@ case "$mode" in
 esac
 )SH";
 
+// A profiler that writes its own command line as the profile: what the daemon asked it for.
+constexpr const char* kFakeProfiler = R"SH(#!/bin/sh
+args="$*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --output) out=$2; shift 2;;
+    *) shift;;
+  esac
+done
+echo "$args" > "$out"
+)SH";
+
 class FakeNodeService final : public v1::NodeService::Service {
  public:
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
@@ -200,7 +212,9 @@ struct Fixture {
     options.coordinator_lease = coordinator_lease;
     SupervisorOptions supervisor;
     supervisor.executor_path = executor;
-    supervisor.profiler_path = dir + "/no-profiler";
+    supervisor.profiler_path = dir + "/fake-profiler";
+    std::ofstream(supervisor.profiler_path) << kFakeProfiler;
+    fs::permissions(supervisor.profiler_path, fs::perms::owner_all);
     supervisor.work_dir = dir + "/work";
     supervisor.kill_grace = 500ms;
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
@@ -313,6 +327,38 @@ TEST_CASE("the daemon registers its devices and runs a TRAIN task to a reported 
   }));
   CHECK(f.Starts("t1") == 2);
   CHECK(f.ExitCount("t1") == 1);
+}
+
+TEST_CASE("a PROFILE task runs the profiler for its device, batches and the job's optimizer",
+          "[worker][daemon]") {
+  Fixture f;
+  v1::TaskCommand command;
+  v1::TaskAssignment* assign = command.mutable_assign();
+  assign->set_task_id("p1");
+  assign->set_job_id("job-p1");
+  v1::ProfileTask* profile = assign->mutable_profile();
+  profile->set_model("mlp");
+  profile->set_device("cpu:1");
+  profile->set_device_type("cpu");
+  profile->add_batch_sizes(4);
+  profile->add_batch_sizes(8);
+  profile->mutable_optimizer()->set_name("adam");
+  profile->mutable_optimizer()->set_momentum(0);
+  profile->mutable_optimizer()->set_weight_decay(0.01);
+  f.service.Push(command);
+  REQUIRE(PollUntil([&] { return f.ExitOf("p1").has_value(); }));
+  const v1::ReportTaskExitRequest exit = *f.ExitOf("p1");
+  CHECK(exit.outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+  const std::string args = exit.result_json();
+  CHECK_THAT(args, Catch::StartsWith("--model mlp --device cpu --device-name cpu"));
+  CHECK_THAT(args, Catch::Contains("--batch-sizes 4,8"));
+  CHECK_THAT(args, Catch::Contains("--optimizer adam --momentum 0 --weight-decay 0.01"));
+  // Without an optimizer (a coordinator from before it was sent) the profiler's default holds.
+  profile->clear_optimizer();
+  assign->set_task_id("p2");
+  f.service.Push(command);
+  REQUIRE(PollUntil([&] { return f.ExitOf("p2").has_value(); }));
+  CHECK_THAT(f.ExitOf("p2")->result_json(), !Catch::Contains("--optimizer"));
 }
 
 TEST_CASE("cancel commands kill the task and report CANCELLED", "[worker][daemon]") {

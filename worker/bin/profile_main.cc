@@ -1,11 +1,13 @@
 // deepool-profile: measures per-layer forward and backward times and writes a profile JSON.
 //   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
 //                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
-//                   [--no-iteration-overhead]
+//                   [--no-iteration-overhead] [--optimizer sgd|adam] [--momentum M]
+//                   [--weight-decay W]
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 
 #include "common/logging.h"
 #include "worker/runtime/profiler.h"
@@ -45,6 +47,15 @@ int main(int argc, char** argv) {
   app.add_flag("--no-iteration-overhead", no_overhead,
                "CPU: do not measure the iteration's work outside the layers (a one-rank "
                "training run at each batch; the planner then charges none)");
+  std::string optimizer = "sgd";
+  std::optional<double> momentum, weight_decay;
+  app.add_option("--optimizer", optimizer,
+                 "CPU: the optimizer whose step the iteration overhead includes: the job's "
+                 "(Adam's step costs more than SGD's)")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  app.add_option("--momentum", momentum, "with --optimizer sgd (default 0.9, as a job's)");
+  app.add_option("--weight-decay", weight_decay, "the optimizer's weight decay (default 0)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
@@ -53,6 +64,14 @@ int main(int argc, char** argv) {
   }
   options.model_options.aux_logits = !no_aux_logits;
   options.iteration_overhead = !no_overhead;
+  options.overhead_optimizer.name = optimizer;
+  options.overhead_optimizer.momentum = momentum.value_or(optimizer == "sgd" ? 0.9 : 0.0);
+  options.overhead_optimizer.weight_decay = weight_decay.value_or(0.0);
+  if (deepool::Status valid = deepool::protocol::ValidateOptimizer(options.overhead_optimizer);
+      !valid.ok()) {
+    std::cerr << "deepool-profile: " << valid.message() << std::endl;
+    return 2;
+  }
   if (app.count("--cuda-timing") > 0) {
     options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
   }

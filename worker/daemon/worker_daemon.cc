@@ -1,6 +1,8 @@
 #include "worker/daemon/worker_daemon.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "common/host_port.h"
 #include "common/logging.h"
@@ -16,7 +18,8 @@ Status FromGrpc(const grpc::Status& status) {
 }
 
 // deepool-profile's command line for a PROFILE assignment (worker/bin/profile_main.cc):
-//   (--model NAME | --graph FILE) --device D [--device-name TYPE] --batch-sizes a,b --output F
+//   (--model NAME | --graph FILE) --device D [--device-name TYPE] --batch-sizes a,b
+//   [--optimizer NAME --momentum M --weight-decay W] --output F
 std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::string& device) {
   std::vector<std::string> args;
   if (!profile.graph_json().empty()) {
@@ -33,6 +36,18 @@ std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::
     std::string sizes;
     for (int64_t b : profile.batch_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
     args.insert(args.end(), {"--batch-sizes", sizes});
+  }
+  // The job's optimizer, whose step the iteration overhead includes.
+  if (profile.has_optimizer() && !profile.optimizer().name().empty()) {
+    const v1::OptimizerSpec& optimizer = profile.optimizer();
+    const auto exact = [](double value) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.17g", value);
+      return std::string(text);
+    };
+    args.insert(args.end(),
+                {"--optimizer", optimizer.name(), "--momentum", exact(optimizer.momentum()),
+                 "--weight-decay", exact(optimizer.weight_decay())});
   }
   args.insert(args.end(), {"--output", "{output}"});
   return args;

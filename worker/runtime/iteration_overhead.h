@@ -24,7 +24,8 @@ struct OverheadOptions {
   int warmup = 2;   // untimed iterations per batch
   int repeats = 5;  // timed iterations per batch; the median is used
   uint64_t seed = 0;
-  // What a training job typically steps with; the step's cost is part of the overhead.
+  // The optimizer whose step is part of the overhead: the job's (Adam's step costs more than
+  // SGD's). The default is the job spec's: SGD with momentum 0.9.
   OptimizerSpec optimizer = [] {
     OptimizerSpec spec;
     spec.momentum = 0.9;

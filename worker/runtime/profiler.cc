@@ -256,6 +256,7 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
     overhead.warmup = options.warmup;
     overhead.repeats = options.repeats;
     overhead.seed = options.seed;
+    overhead.optimizer = options.overhead_optimizer;
     ASSIGN_OR_RETURN(data.iteration_overhead,
                      MeasureIterationOverhead(graph, data, options.batch_sizes, overhead));
   }

@@ -31,6 +31,7 @@
 #include "planner/graph.h"
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
+#include "worker/runtime/iteration_overhead.h"
 
 namespace deepool::worker {
 
@@ -117,8 +118,10 @@ struct ProfileToolOptions {
   // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kWithLaunch.
   std::optional<CudaTiming> cuda_timing;
   uint64_t seed = 0;
-  // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h).
+  // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h), with
+  // this optimizer's step in it.
   bool iteration_overhead = true;
+  OptimizerSpec overhead_optimizer = OverheadOptions().optimizer;
   std::string output_path;
 };
 
