@@ -285,6 +285,15 @@ TEST_CASE("the profile tool writes a file the planner reads", "[profiler]") {
     CHECK(RunProfileTool(options, progress).code() == StatusCode::kInvalidArgument);
     CHECK_FALSE(fs::exists(options.output_path));
   }
+  SECTION("a bad optimizer for the iteration overhead") {
+    options.model = "mlp";
+    options.overhead_optimizer.momentum = -0.5;
+    const Status status = RunProfileTool(options, progress);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(status.ToString(), Catch::Contains("optimizer.momentum must be >= 0"));
+    CHECK(progress.str().empty());  // refused before any layer was timed
+    CHECK_FALSE(fs::exists(options.output_path));
+  }
   SECTION("a CUDA timing for a CPU device") {
     options.model = "mlp";
     options.cuda_timing = CudaTiming::kDevice;

@@ -67,11 +67,6 @@ int main(int argc, char** argv) {
   options.overhead_optimizer.name = optimizer;
   options.overhead_optimizer.momentum = momentum.value_or(optimizer == "sgd" ? 0.9 : 0.0);
   options.overhead_optimizer.weight_decay = weight_decay.value_or(0.0);
-  if (deepool::Status valid = deepool::protocol::ValidateOptimizer(options.overhead_optimizer);
-      !valid.ok()) {
-    std::cerr << "deepool-profile: " << valid.message() << std::endl;
-    return 2;
-  }
   if (app.count("--cuda-timing") > 0) {
     options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
   }

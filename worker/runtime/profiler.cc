@@ -224,6 +224,8 @@ StatusOr<planner::Graph> LoadGraph(const ProfileToolOptions& options) {
 
 Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress) {
   if (options.output_path.empty()) return InvalidArgumentError("no output file (-o)");
+  // Checked before any layer is timed, not after the whole profile.
+  RETURN_IF_ERROR(ValidateOptimizer(options.overhead_optimizer));
   ASSIGN_OR_RETURN(planner::Graph graph, LoadGraph(options));
   ASSIGN_OR_RETURN(DeviceSpec spec, ParseDevice(options.device));
   ASSIGN_OR_RETURN(auto context, MakeDeviceContext(spec));
