@@ -21,7 +21,6 @@
 //   build-*/bin/deepool-bench-multiplex [fg_iterations=40] [fg_batch=64] [bg_batch=8]
 //                                       [image_size=32] [rounds=5] [--bg-model small_cnn]
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +33,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/forked_ranks.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/background_runner.h"
 #include "worker/runtime/background_trainer.h"
@@ -130,8 +130,8 @@ dw::BackgroundSpec BgSpec(const Config& config) {
 }
 
 // One FG rank (optionally with a BG job on its core); writes its result to `result_fd`.
-void RankMain(const Config& config, int rank, std::optional<Sharing> sharing, int port_read,
-              int port_write, int result_fd) {
+void RankMain(const Config& config, int rank, std::optional<Sharing> sharing,
+              const deepool::PortPipe& ports, int result_fd) {
   PinToCore(rank);
   torch::set_num_threads(1);
   dp::Graph graph = Model(config);
@@ -143,12 +143,14 @@ void RankMain(const Config& config, int rank, std::optional<Sharing> sharing, in
   std::unique_ptr<dw::Communicator> comm;
   if (rank == 0) {
     auto connected = dw::ConnectGloo(comm_options, [&](int port) {
-      if (write(port_write, &port, sizeof(port)) != sizeof(port)) Die("port pipe");
+      if (!ports.Publish(port, 1).ok()) Die("port pipe");
     });
     if (!connected.ok()) Die(connected.status().ToString());
     comm = std::move(connected).value();
   } else {
-    if (read(port_read, &comm_options.store_port, sizeof(int)) != sizeof(int)) Die("port pipe");
+    deepool::StatusOr<int> port = ports.Await();
+    if (!port.ok()) Die(port.status().ToString());
+    comm_options.store_port = *port;
     auto connected = dw::ConnectGloo(comm_options);
     if (!connected.ok()) Die(connected.status().ToString());
     comm = std::move(connected).value();
@@ -232,25 +234,26 @@ void RankMain(const Config& config, int rank, std::optional<Sharing> sharing, in
 }
 
 // Runs both FG ranks in forked processes; returns their results.
+// (Each result is one small write, which the pipe holds until the ranks have ended.)
 std::vector<RankResult> RunFg(const Config& config, std::optional<Sharing> sharing) {
-  int port_pipe[2], result_pipe[2][2];
-  if (pipe(port_pipe) != 0 || pipe(result_pipe[0]) != 0 || pipe(result_pipe[1]) != 0) Die("pipe");
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < 2; ++rank) {
-    pid_t pid = fork();
-    if (pid < 0) Die("fork");
-    if (pid == 0) {
-      RankMain(config, rank, sharing, port_pipe[0], port_pipe[1], result_pipe[rank][1]);
-    }
-    children.push_back(pid);
-  }
+  int result_pipe[2][2];
+  if (pipe(result_pipe[0]) != 0 || pipe(result_pipe[1]) != 0) Die("pipe");
+  deepool::StatusOr<deepool::PortPipe> ports = deepool::PortPipe::Create();
+  if (!ports.ok()) Die(ports.status().ToString());
+  const auto codes = deepool::ForkRanks(2, [&](int rank) {
+    RankMain(config, rank, sharing, *ports, result_pipe[rank][1]);
+    return 0;  // not reached: RankMain ends the process
+  });
+  if (!codes.ok()) Die(codes.status().ToString());
   std::vector<RankResult> results(2);
   for (int rank = 0; rank < 2; ++rank) {
+    close(result_pipe[rank][1]);
     if (read(result_pipe[rank][0], &results[rank], sizeof(RankResult)) != sizeof(RankResult)) {
-      Die("rank " + std::to_string(rank) + " failed");
+      Die("rank " + std::to_string(rank) + " failed (exit " +
+          std::to_string((*codes)[static_cast<size_t>(rank)]) + ")");
     }
+    close(result_pipe[rank][0]);
   }
-  for (pid_t pid : children) waitpid(pid, nullptr, 0);
   return results;
 }
 
@@ -258,8 +261,7 @@ std::vector<RankResult> RunFg(const Config& config, std::optional<Sharing> shari
 double RunBgAlone(const Config& config, double seconds) {
   int result_pipe[2];
   if (pipe(result_pipe) != 0) Die("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
+  const auto codes = deepool::ForkRanks(1, [&](int) {
     PinToCore(1);
     torch::set_num_threads(1);
     auto trainer = dw::BackgroundTrainer::Create(BgSpec(config), torch::kCPU);
@@ -280,11 +282,13 @@ double RunBgAlone(const Config& config, double seconds) {
     double elapsed = std::chrono::duration<double>(clock->Now() - start).count();
     double rate = (iterations - 1) * config.bg_batch / elapsed;
     if (write(result_pipe[1], &rate, sizeof(rate)) != sizeof(rate)) Die("pipe");
-    std::_Exit(0);
-  }
+    return 0;
+  });
+  if (!codes.ok()) Die(codes.status().ToString());
+  close(result_pipe[1]);
   double rate = 0;
   if (read(result_pipe[0], &rate, sizeof(rate)) != sizeof(rate)) Die("bg alone failed");
-  waitpid(pid, nullptr, 0);
+  close(result_pipe[0]);
   return rate;
 }
 

@@ -6,9 +6,7 @@
 // hits both alike; every round trip is timed and the medians over all trials are compared.
 // Prints MB/s of each (from the median round trip) and the ratio deepool / raw.
 //   build-*/bin/deepool-bench-resplit_throughput [round_trips] [trials]
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/forked_ranks.h"
 #include "worker/runtime/communicator_gloo.h"
 #include "worker/runtime/resplit.h"
 
@@ -130,32 +129,32 @@ void Measure(int rank, dw::Communicator& comm, c10d::ProcessGroupGloo& raw, int6
   }
 }
 
-int RunRank(int rank, int port_pipe[2], int round_trips, int trials) {
+int RunRank(int rank, const deepool::PortPipe& ports, int round_trips, int trials) {
   dw::CommOptions options;
   options.rank = rank;
   options.world_size = 2;
-  int ports[2] = {0, 0};
   // Rank 0 hands rank 1 each store's port through the pipe as soon as that store listens.
   if (rank == 1) {
-    if (read(port_pipe[0], &ports[0], sizeof(int)) != sizeof(int)) return 1;
-    options.store_port = ports[0];
+    deepool::StatusOr<int> port = ports.Await();
+    if (!port.ok()) Die(port.status());
+    options.store_port = *port;
   }
   auto comm = dw::ConnectGloo(options, [&](int port) {
-    ports[0] = port;
-    if (write(port_pipe[1], &ports[0], sizeof(int)) != sizeof(int)) std::exit(1);
+    if (!ports.Publish(port, 1).ok()) std::exit(1);
   });
   if (!comm.ok()) Die(comm.status());
   c10d::TCPStoreOptions store_options;
   store_options.isServer = rank == 0;
-  if (rank == 1 && read(port_pipe[0], &ports[1], sizeof(int)) != sizeof(int)) return 1;
-  store_options.port = static_cast<uint16_t>(rank == 0 ? 0 : ports[1]);
+  store_options.port = 0;
+  if (rank == 1) {
+    deepool::StatusOr<int> port = ports.Await();
+    if (!port.ok()) Die(port.status());
+    store_options.port = static_cast<uint16_t>(*port);
+  }
   store_options.numWorkers = 2;
   store_options.waitWorkers = false;
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
-  if (rank == 0) {
-    ports[1] = store->getPort();
-    if (write(port_pipe[1], &ports[1], sizeof(int)) != sizeof(int)) return 1;
-  }
+  if (rank == 0 && !ports.Publish(store->getPort(), 1).ok()) return 1;
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
   gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   auto raw = c10::make_intrusive<c10d::ProcessGroupGloo>(
@@ -202,13 +201,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("trials", trials, "trials")->capture_default_str()->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);
-  int port_pipe[2];
-  if (pipe(port_pipe) != 0) return 1;
+  deepool::StatusOr<deepool::PortPipe> ports = deepool::PortPipe::Create();
+  if (!ports.ok()) Die(ports.status());
   // Fork before any thread exists; the two ranks meet through stores on free ports.
-  pid_t child = fork();
-  if (child == 0) _exit(RunRank(1, port_pipe, round_trips, trials));
-  int rc = RunRank(0, port_pipe, round_trips, trials);
-  int status = 0;
-  waitpid(child, &status, 0);
-  return rc != 0 ? rc : (WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+  const deepool::StatusOr<std::vector<int>> codes =
+      deepool::ForkRanks(2, [&](int rank) { return RunRank(rank, *ports, round_trips, trials); });
+  if (!codes.ok()) Die(codes.status());
+  for (int code : *codes) {
+    if (code != 0) return code < 0 ? 1 : code;
+  }
+  return 0;
 }

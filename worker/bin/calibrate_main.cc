@@ -3,9 +3,7 @@
 // this host predict its communication (docs/planner.md, "Calibrating a cluster").
 //   deepool-calibrate [--ranks 4] [--max-bytes 16777216] [--repeats 20] [--statistic mean]
 //                     [-o cluster.json]
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -13,7 +11,9 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "common/forked_ranks.h"
 #include "common/logging.h"
 #include "planner/cluster.h"
 #include "planner/link_calibration.h"
@@ -84,19 +84,21 @@ int Report(const Options& options, const std::vector<dp::CollectiveSample>& samp
 }
 
 // One rank process: connects, measures, and (rank 0) reports. Returns the exit code.
-int RankMain(const Options& options, int rank, int port_read, int port_write) {
+int RankMain(const Options& options, int rank, const deepool::PortPipe& ports) {
   torch::set_num_threads(1);
   dw::CommOptions comm_options;
   comm_options.rank = rank;
   comm_options.world_size = options.ranks;
-  if (rank != 0 && read(port_read, &comm_options.store_port, sizeof(int)) != sizeof(int)) {
-    std::cerr << "deepool-calibrate: rank " << rank << " got no store port\n";
-    return 1;
+  if (rank != 0) {
+    deepool::StatusOr<int> port = ports.Await();
+    if (!port.ok()) {
+      std::cerr << "deepool-calibrate: rank " << rank << ": " << port.status().ToString() << "\n";
+      return 1;
+    }
+    comm_options.store_port = *port;
   }
   auto comm = dw::ConnectGloo(comm_options, [&](int port) {
-    for (int r = 1; r < options.ranks; ++r) {
-      if (write(port_write, &port, sizeof(port)) != sizeof(port)) std::_Exit(1);
-    }
+    if (!ports.Publish(port, options.ranks - 1).ok()) std::_Exit(1);
   });
   if (!comm.ok()) {
     std::cerr << "deepool-calibrate: rank " << rank << ": " << comm.status().ToString() << "\n";
@@ -147,29 +149,19 @@ int main(int argc, char** argv) {
                  "the cluster file to write (cpu-N with the fitted link between its devices)");
   CLI11_PARSE(app, argc, argv);
   deepool::InitLogging("calibrate", "warn");
-  int port_pipe[2];
-  if (pipe(port_pipe) != 0) {
-    std::perror("deepool-calibrate: pipe");
+  deepool::StatusOr<deepool::PortPipe> ports = deepool::PortPipe::Create();
+  if (!ports.ok()) {
+    std::cerr << "deepool-calibrate: " << ports.status().ToString() << "\n";
     return 1;
   }
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < options.ranks; ++rank) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      std::perror("deepool-calibrate: fork");
-      return 1;
-    }
-    if (pid == 0) {
-      const int code = RankMain(options, rank, port_pipe[0], port_pipe[1]);
-      std::fflush(stdout);
-      std::_Exit(code);  // no c10d teardown: the other ranks may still be connected
-    }
-    children.push_back(pid);
+  const deepool::StatusOr<std::vector<int>> codes =
+      deepool::ForkRanks(options.ranks, [&](int rank) { return RankMain(options, rank, *ports); });
+  if (!codes.ok()) {
+    std::cerr << "deepool-calibrate: " << codes.status().ToString() << "\n";
+    return 1;
   }
-  int result = 0;
-  for (pid_t pid : children) {
-    int status = 0;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
+  for (int code : *codes) {
+    if (code != 0) return 1;
   }
-  return result;
+  return 0;
 }
