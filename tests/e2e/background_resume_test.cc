@@ -10,6 +10,21 @@ using namespace deepool;
 using namespace deepool::e2e;
 using nlohmann::json;
 
+namespace {
+
+// The iteration the job's history says an attempt resumed from ("training again from iteration
+// R"), or -1.
+int64_t ResumedFrom(const v1::Job& job) {
+  const std::string again = "training again from iteration ";
+  for (const auto& h : job.history()) {
+    const size_t at = h.reason().find(again);
+    if (at != std::string::npos) return std::stoll(h.reason().substr(at + again.size()));
+  }
+  return -1;
+}
+
+}  // namespace
+
 TEST_CASE("a hosted BG job whose FG host ends resumes from its checkpoint on its own executor",
           "[e2e][elastic]") {
   LocalCluster cluster;
@@ -20,7 +35,9 @@ TEST_CASE("a hosted BG job whose FG host ends resumes from its checkpoint on its
     return j.state() == v1::JOB_STATE_RUNNING && j.progress().devices_size() == 4;
   });
   const std::string dir = cluster.dir() + "/ck-bg";
-  json spec = BgJob("bg-kept", 60);
+  // Far more iterations than the test lets it train, so that the hosted run cannot finish
+  // before its host ends (a short BG job once did, and its second run had nothing to resume).
+  json spec = BgJob("bg-kept", 100000);
   spec["checkpoint"] = {{"dir", dir}, {"every_iterations", 2}, {"keep", 2}};
   REQUIRE(cluster.Submit(spec, &bg).ok());
   // Past iteration 4 inside the FG executor: the checkpoint of iteration 4 (at least) is written
@@ -33,26 +50,40 @@ TEST_CASE("a hosted BG job whose FG host ends resumes from its checkpoint on its
   std::string out, err;
   REQUIRE(cluster.RunCli({"cancel", fg}, &out, &err) == 0);
 
-  v1::Job done = cluster.WaitForTerminal(bg);
-  INFO(cli::ToJson(done));
-  REQUIRE(done.state() == v1::JOB_STATE_SUCCEEDED);
-  CHECK(done.progress().iteration() == 60);
-  bool requeued = false, resumed = false;
-  for (const auto& h : done.history()) {
+  // Requeued, then training again on an executor of its own, from a checkpoint the hosted run
+  // wrote: R >= 4, not 0.
+  v1::Job resumed = cluster.WaitForJob(bg, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && ResumedFrom(j) >= 0 &&
+           j.progress().devices_size() == 1;
+  });
+  INFO(cli::ToJson(resumed));
+  bool requeued = false;
+  for (const auto& h : resumed.history()) {
     requeued |= h.reason().find("it resumes from its newest checkpoint") != std::string::npos;
-    // "training again from iteration R": R >= 4, not 0.
-    const std::string again = "training again from iteration ";
-    const size_t at = h.reason().find(again);
-    if (at != std::string::npos) resumed = std::stoll(h.reason().substr(at + again.size())) >= 4;
   }
   CHECK(requeued);
-  CHECK(resumed);
-  // The second run was an executor of its own, and its rank 0 says where it resumed: a
-  // checkpoint the hosted run wrote (one rank).
-  CHECK(done.progress().devices_size() == 1);
-  CHECK_FALSE(done.progress().devices(0).shared_executor());
-  REQUIRE(cluster.RunCli({"logs", bg}, &out, &err) == 0);
-  CHECK(out.find("written by 1 rank(s)") != std::string::npos);
-  CHECK(std::filesystem::exists(dir + "/iter-000000000060/MANIFEST.json"));
+  CHECK(ResumedFrom(resumed) >= 4);
+  CHECK_FALSE(resumed.progress().devices(0).shared_executor());
+  // Its rank 0 says where it resumed: a checkpoint the hosted run wrote (one rank).
+  CHECK(PollUntil([&] {
+    return cluster.RunCli({"logs", bg}, &out, &err) == 0 &&
+           out.find("written by 1 rank(s)") != std::string::npos;
+  }));
+  // And it goes on checkpointing past where it resumed.
+  const int64_t from = ResumedFrom(resumed);
+  CHECK(PollUntil([&] {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("iter-", 0) == 0 && name.find('.') == std::string::npos &&
+          std::stoll(name.substr(5)) > from &&
+          std::filesystem::exists(entry.path() / "MANIFEST.json", error)) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  REQUIRE(cluster.RunCli({"cancel", bg}, &out, &err) == 0);
+  CHECK(cluster.WaitForTerminal(bg).state() == v1::JOB_STATE_CANCELLED);
   CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
