@@ -10,10 +10,13 @@
 # the record of all GPU runs, docs/results/gpu-node.md.
 #
 # Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
+#                                 [--keep DIR]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
 #   --no-build     use an existing build (e.g. one copied from a build machine)
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
+#   --keep DIR     also leave the whole log and the layer profiles measured on this GPU (the
+#                  material for a device preset) in DIR, even when a stage fails
 # Exits non-zero when there is no usable GPU, or when a GPU test, the prediction check or the
 # benchmark fails.
 # DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
@@ -21,7 +24,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-install=1 build=1 quick=0 bench=1
+install=1 build=1 quick=0 bench=1 keep=""
 build_dir="${DEEPOOL_BUILD_DIR:-build}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -30,7 +33,8 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift ;;
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --keep) keep="$2"; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -56,8 +60,12 @@ baseline_table="$(mktemp)"
 overhead_table="$(mktemp)"
 batch_norm_table="$(mktemp)"
 work="$(mktemp -d)"
-trap 'rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" "$overhead_table" \
-  "$batch_norm_table" "$work"' EXIT
+keep_material() {
+  [[ -n "$keep" ]] || return 0
+  mkdir -p "$keep" && cp "$log" "$keep/gpu-node.log" && cp "$work"/*.json "$keep"/ 2>/dev/null || true
+}
+trap 'keep_material; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
+  "$overhead_table" "$batch_norm_table" "$work"' EXIT
 python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
 stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 bin="$build_dir/bin"

@@ -45,12 +45,13 @@ using deepool::bench::StepTiming;
 using deepool::bench::TimeSteps;
 const auto Sgd = deepool::bench::BenchSgd;
 
-// Synthetic batches; on CUDA made ahead on a prefetch thread, as deepool-executor does, so that
-// neither side waits for the CPU to make them.
+// Synthetic batches; on CUDA made ahead on a prefetch thread, into pinned memory, as
+// deepool-executor does, so that neither side waits for the CPU to make them.
 std::unique_ptr<dw::DataSource> MakeData(const dp::Graph& graph, int64_t batch,
                                          torch::Device device) {
   auto data = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
-  return device.is_cuda() ? dw::WithPrefetch(std::move(data)) : std::move(data);
+  return device.is_cuda() ? dw::WithPrefetch(std::move(data), dw::HostMemory::kPinned)
+                          : std::move(data);
 }
 
 // The reference: an idiomatic libtorch loop over the whole graph (forward, the outputs' weighted
@@ -72,8 +73,8 @@ class PlainLoop {
   }
   void Step(int64_t i) {
     auto b = Check(data_->GlobalBatch(i));
-    auto inputs = b.inputs.to(device_);
-    auto labels = b.labels.to(device_);
+    auto inputs = b.inputs.to(device_, /*non_blocking=*/device_.is_cuda());  // pinned
+    auto labels = b.labels.to(device_, /*non_blocking=*/device_.is_cuda());
     auto outputs = Check(dw::ForwardGraph(graph_, modules_, inputs, dw::StepContext{i, 0}));
     torch::Tensor loss;
     for (size_t o = 0; o < outputs.size(); ++o) {

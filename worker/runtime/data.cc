@@ -198,8 +198,9 @@ class Cifar10Data final : public DataSource {
 // result the prefetch thread produced (result_, for result_key_).
 class PrefetchingData final : public DataSource {
  public:
-  explicit PrefetchingData(std::unique_ptr<DataSource> source)
+  PrefetchingData(std::unique_ptr<DataSource> source, HostMemory memory)
       : source_(std::move(source)),
+        memory_(memory),
         global_batch_(source_->global_batch()),
         thread_([this] { Loop(); }) {}
 
@@ -264,13 +265,19 @@ class PrefetchingData final : public DataSource {
   // Samples() checks the range; a prefetch past the last iteration the owner wants is harmless.
   StatusOr<Batch> Produce(const Key& key) {
     try {
-      return source_->Samples(key.iteration, key.first, key.last);
+      StatusOr<Batch> batch = source_->Samples(key.iteration, key.first, key.last);
+      if (batch.ok() && memory_ == HostMemory::kPinned) {
+        batch->inputs = batch->inputs.pin_memory();
+        batch->labels = batch->labels.pin_memory();
+      }
+      return batch;
     } catch (const std::exception& e) {
       return InternalError("data for iteration " + std::to_string(key.iteration) + ": " + e.what());
     }
   }
 
   std::unique_ptr<DataSource> source_;  // used only by thread_
+  const HostMemory memory_;
   const int64_t global_batch_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -315,8 +322,8 @@ StatusOr<Batch> DataSource::Samples(int64_t iteration, int64_t first, int64_t la
   return ReadSamples(iteration, first, last);
 }
 
-std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source) {
-  return std::make_unique<PrefetchingData>(std::move(source));
+std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source, HostMemory memory) {
+  return std::make_unique<PrefetchingData>(std::move(source), memory);
 }
 
 std::pair<int64_t, int64_t> RankDataRange(const planner::Graph& graph, const planner::Plan& plan,

@@ -88,7 +88,12 @@ StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
 // prefetch thread from now on. Destruction joins that thread. The prefetch thread takes the
 // process's intra-op thread count (at::init_num_threads), so on CPU ranks that divide a machine's
 // cores (deepool-executor --threads) it adds no OpenMP team of its own.
-std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source);
+// HostMemory::kPinned (for a CUDA device; it needs a CUDA driver) has the prefetch thread also
+// copy each batch into page-locked memory, so the executor's copy to the device can be
+// asynchronous, as a PyTorch DataLoader with pin_memory gives it.
+enum class HostMemory { kPageable, kPinned };
+std::unique_ptr<DataSource> WithPrefetch(std::unique_ptr<DataSource> source,
+                                         HostMemory memory = HostMemory::kPageable);
 
 // The rows of the global batch `rank` needs from its DataSource under `plan`: the smallest range
 // holding the samples of every layer it runs that reads the graph input (inputs) and of every

@@ -681,8 +681,10 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   Status status =
       Guarded("iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
               [&]() -> Status {
-                batch.inputs = batch.inputs.to(options_.device);
-                batch.labels = batch.labels.to(options_.device);
+                // From pinned memory the copy is queued on the stream, not waited for.
+                const bool queued = options_.device.is_cuda() && batch.inputs.is_pinned();
+                batch.inputs = batch.inputs.to(options_.device, queued);
+                batch.labels = batch.labels.to(options_.device, queued);
                 PrepareIteration(batch);
                 data_span.reset();
                 RETURN_IF_ERROR(RunForward(batch));

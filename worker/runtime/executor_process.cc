@@ -245,8 +245,9 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   if (side.sharing) side.sharing->TraceUnits(&spans);
   if (side.host) side.host->TraceUnits(&spans);
   ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
-  // The next iteration's rows are produced while this one trains.
-  std::unique_ptr<DataSource> data = WithPrefetch(std::move(source));
+  // The next iteration's rows are produced while this one trains (pinned for a GPU).
+  std::unique_ptr<DataSource> data =
+      WithPrefetch(std::move(source), device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;
