@@ -110,9 +110,12 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     const torch::Tensor count = ctx->saved_data["count"].toTensor();
 
     // The inference backward's weight gradient is sum(dy * x_hat), its bias gradient sum(dy).
+    // Empty (not undefined) saved statistics: the CUDA kernel asserts they are defined and, when
+    // empty, takes the running ones, as it does for cuDNN's inference batch norm.
+    const torch::Tensor none = torch::empty({0}, invstd.options().dtype(weight.scalar_type()));
     auto [unused, dweight, dbias] = at::native_batch_norm_backward(
         dy, input, weight, ctx->saved_data["mean"].toTensor(), ctx->saved_data["var"].toTensor(),
-        /*save_mean=*/{}, /*save_invstd=*/{}, /*train=*/false, state->args.eps,
+        /*save_mean=*/none, /*save_invstd=*/none, /*train=*/false, state->args.eps,
         {false, true, true});
     torch::Tensor sums = torch::cat({dbias.to(torch::kFloat64), dweight.to(torch::kFloat64)});
     SumOrThrow(state->sum, sums);
