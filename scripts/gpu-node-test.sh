@@ -203,9 +203,9 @@ fi
   echo "Measured: \`deepool-train --model M --device cuda --ranks 1 --global-batch B"
   echo "--iterations 40\`, the median of iterations 10-39. Profile sum: \`deepool profile --device"
   echo "cuda:0 --batch-sizes B --cuda-timing T\` on this GPU, then \`deepool plan --profile P --gpus"
-  echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = with-launch,"
-  echo "the default: each layer as issued, its launch latency included; device: the kernels' GPU"
-  echo "time, launches queued)."
+  echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = device,"
+  echo "the default: the kernels' GPU time, launches queued; with-launch: each layer as issued,"
+  echo "its launch latency included)."
   echo "Analytical: \`deepool plan --device $preset --gpus 1\`. Error: (predicted - measured) /"
   echo "measured."
   echo

@@ -36,11 +36,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
   app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
   app.add_option("--seed", options.seed, "weights and inputs seed");
-  std::string cuda_timing = "with-launch";
+  std::string cuda_timing = "device";
   app.add_option("--cuda-timing", cuda_timing,
-                 "CUDA: 'with-launch' times each layer as issued, its host launch latency "
-                 "included (what deepool's executor pays); 'device' only the kernels' GPU "
-                 "time, their launches queued behind a spin kernel")
+                 "CUDA: 'device' times only the kernels' GPU time, their launches queued "
+                 "behind a spin kernel (an executor that keeps the GPU busy); 'with-launch' "
+                 "each layer as issued, its host launch latency included")
       ->check(CLI::IsMember({"device", "with-launch"}))
       ->capture_default_str();
   bool no_overhead = false;

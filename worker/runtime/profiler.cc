@@ -232,9 +232,8 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
   if (options.cuda_timing.has_value() && !context->device().is_cuda()) {
     return InvalidArgumentError("--cuda-timing applies to CUDA devices, not " + options.device);
   }
-  ASSIGN_OR_RETURN(auto timer,
-                   MakeDeviceTimer(context->device(), *SystemClock::Get(),
-                                   options.cuda_timing.value_or(CudaTiming::kWithLaunch)));
+  ASSIGN_OR_RETURN(auto timer, MakeDeviceTimer(context->device(), *SystemClock::Get(),
+                                               options.cuda_timing.value_or(CudaTiming::kDevice)));
   if (options.threads > 0) at::set_num_threads(options.threads);
 
   ProfilerOptions profiler_options;

@@ -51,14 +51,15 @@ std::unique_ptr<DeviceTimer> MakeCpuTimer(const Clock& clock);
 // How a CUDA timer counts a layer's work.
 enum class CudaTiming {
   // Events around the work as issued: each layer also pays the host's dispatch and launch
-  // latency between the events (on an H100, 0.05-0.1 ms a layer). The default: deepool's
-  // executor on an H100 was measured host-bound (docs/results/gpu-node.md), and this timing
-  // predicted its one-GPU iterations better than the GPU time alone.
+  // latency between the events (on an H100, 0.05-0.1 ms a layer): for a runtime that cannot
+  // keep the GPU busy.
   kWithLaunch,
   // The kernels' time on the GPU: a short spin kernel (about 1 ms) is queued ahead of the start
   // event, so the layer's launches queue up behind it and the host's launch latency falls
   // outside the events, as in an iteration that keeps the GPU busy. A layer whose launches
-  // take longer than the spin still counts the excess.
+  // take longer than the spin still counts the excess. The default: deepool's executor keeps an
+  // H200 busy, and this timing predicted its one-GPU iterations far better (docs/results/
+  // gpu-node.md, fourth session).
   kDevice,
 };
 // "device" / "with-launch"; INVALID_ARGUMENT otherwise.
@@ -67,8 +68,7 @@ StatusOr<CudaTiming> ParseCudaTiming(const std::string& name);
 // The timer for `device`: MakeCpuTimer for the CPU, CUDA events for a CUDA device, counting as
 // `cuda_timing` says (UNIMPLEMENTED when this build has no CUDA).
 StatusOr<std::unique_ptr<DeviceTimer>> MakeDeviceTimer(
-    const c10::Device& device, const Clock& clock,
-    CudaTiming cuda_timing = CudaTiming::kWithLaunch);
+    const c10::Device& device, const Clock& clock, CudaTiming cuda_timing = CudaTiming::kDevice);
 
 struct ProfilerOptions {
   std::vector<int64_t> batch_sizes;  // per-device batches, each >= 1
@@ -115,7 +115,7 @@ struct ProfileToolOptions {
   int warmup = 2;
   int repeats = 5;
   int threads = 0;  // torch intra-op threads on the CPU; 0: libtorch's default
-  // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kWithLaunch.
+  // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kDevice.
   std::optional<CudaTiming> cuda_timing;
   uint64_t seed = 0;
   // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h), with
