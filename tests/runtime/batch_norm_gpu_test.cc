@@ -1,9 +1,10 @@
-// Synchronised batch norm's kernels on a real GPU (label "gpu"; skipped without one): with a
-// group of one, SyncBatchNormTrain on cuda:0 must equal torch's training batch norm on the same
-// GPU, forward, backward and running statistics. The group sum itself is the communicator's
-// (tested over NCCL with two GPUs in executor_gpu_test); this covers the statistics, inference
-// forward and backward kernels and the input gradient's correction terms on CUDA, which the CPU
-// tests (executor_batchnorm_test) cover on the CPU.
+// Synchronised batch norm's CUDA path (torch's fused SyncBatchNorm kernels) on a real GPU (label
+// "gpu"; skipped without one): with a group of one, SyncBatchNormTrain on cuda:0 must equal
+// torch's training batch norm on the same GPU, forward, backward and running statistics; with a
+// group of two members holding the same rows (a sum that doubles), torch's batch norm over both
+// copies, so the group's count reaches the statistics, the running variance and the input
+// gradient. The group sum itself is the communicator's (tested over NCCL with two GPUs in
+// executor_gpu_test); the CPU path has its own tests (executor_batchnorm_test).
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -64,6 +65,40 @@ TEST_CASE("synchronised batch norm on a GPU equals torch's batch norm there", "[
   CHECK(torch::allclose(got.dx, want.dx, kRtol, kAtol));
   CHECK(torch::allclose(got.dweight, want.dweight, kRtol, kAtol));
   CHECK(torch::allclose(got.dbias, want.dbias, kRtol, kAtol));
+  CHECK(torch::allclose(got.running_mean, want.running_mean, kRtol, kAtol));
+  CHECK(torch::allclose(got.running_var, want.running_var, kRtol, kAtol));
+}
+
+TEST_CASE("synchronised batch norm on a GPU counts the group's samples", "[gpu][batchnorm]") {
+  if (!testing::HaveGpus(1)) return;
+  torch::manual_seed(8);
+  const auto device = torch::Device(torch::kCUDA, 0);
+  const int64_t channels = 12, rows = 5;
+  torch::Tensor x = (torch::randn({rows, channels, 6, 6}) * 3 - 1).to(device);
+  torch::Tensor dy = torch::randn({rows, channels, 6, 6}).to(device);
+  torch::Tensor weight = (torch::rand({channels}) + 0.5).to(device);
+  torch::Tensor bias = torch::randn({channels}).to(device);
+
+  // A group of two members holding the same rows: the sum doubles this rank's values. Torch's
+  // batch norm over both copies is the reference (its running variance is unbiased over 2n).
+  NormResult want = Run(torch::cat({x, x}), torch::cat({dy, dy}), weight, bias,
+                        [](auto& in, auto& w, auto& b, auto& rm, auto& rv) {
+                          return torch::batch_norm(in, w, b, rm, rv, true, 0.1, 1e-5, true);
+                        });
+  const GroupSum two_alike = [](torch::Tensor& tensor) {
+    tensor.mul_(2);
+    return Status::Ok();
+  };
+  NormResult got = Run(x, dy, weight, bias, [&](auto& in, auto& w, auto& b, auto& rm, auto& rv) {
+    return SyncBatchNormTrain(in, BatchNormArgs{w, b, rm, rv, 0.1, 1e-5}, two_alike);
+  });
+  torch::cuda::synchronize();
+
+  CHECK(torch::allclose(got.out, want.out.narrow(0, 0, rows), kRtol, kAtol));
+  CHECK(torch::allclose(got.dx, want.dx.narrow(0, 0, rows), kRtol, kAtol));
+  // The executor sums parameter gradients over the set: here two equal shares.
+  CHECK(torch::allclose(2 * got.dweight, want.dweight, kRtol, kAtol));
+  CHECK(torch::allclose(2 * got.dbias, want.dbias, kRtol, kAtol));
   CHECK(torch::allclose(got.running_mean, want.running_mean, kRtol, kAtol));
   CHECK(torch::allclose(got.running_var, want.running_var, kRtol, kAtol));
 }
