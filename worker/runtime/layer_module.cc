@@ -199,18 +199,19 @@ class DropoutLayer final : public LayerModule {
     const torch::Tensor& x = inputs[0];
     if (!is_training() || p_ <= 0.0) return x;
     if (p_ >= 1.0) return x * 0.0;
-    const int64_t batch = x.size(0);
-    std::vector<int64_t> sample_shape(x.sizes().begin() + 1, x.sizes().end());
-    std::vector<torch::Tensor> masks;
-    masks.reserve(static_cast<size_t>(batch));
+    // For a GPU the mask is drawn into page-locked memory and its copy queued: a copy from
+    // pageable memory would make the host wait for every kernel queued before it, and the GPU
+    // then idle while the host draws the next mask and issues what follows.
+    const bool queued = x.is_cuda();
+    torch::Tensor mask =
+        torch::empty(x.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(queued));
     const uint64_t step_seed = Mix(layer_seed_, static_cast<uint64_t>(step_.iteration));
-    for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t i = 0; i < x.size(0); ++i) {
       at::Generator gen =
           MakeGenerator(Mix(step_seed, static_cast<uint64_t>(step_.first_sample + i)));
-      masks.push_back(torch::empty(sample_shape).bernoulli_(1.0 - p_, gen));
+      mask[i].bernoulli_(1.0 - p_, gen);
     }
-    torch::Tensor mask = torch::stack(masks).to(x.device(), x.scalar_type());
-    return x * mask * (1.0 / (1.0 - p_));
+    return x * mask.to(x.device(), x.scalar_type(), queued) * (1.0 / (1.0 - p_));
   }
 
  private:
