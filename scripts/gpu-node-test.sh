@@ -219,7 +219,8 @@ fi
   echo
   cat "$baseline_table"
   echo
-  echo "Executor against a plain libtorch loop over the same modules, data and optimizer"
+  echo "Executor against a plain libtorch loop over the same modules, data and optimizer, and"
+  echo "(last two columns) against the executor fed pageable instead of pinned batches"
   echo "(\`$overhead_cmd\`; medians of 6 alternating trials of 10 iterations):"
   echo
   cat "$overhead_table"

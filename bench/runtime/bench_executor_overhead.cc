@@ -9,8 +9,10 @@
 // With --device cuda the same comparison runs on one GPU (NCCL communicator, as deepool-executor
 // uses there), on larger models: each side's iteration ends when the GPU has finished it (the
 // plain loop reads its loss, the executor synchronises its stream), both sides' batches are
-// made ahead on a prefetch thread (as deepool-executor's are), and the CPU column is the host's
-// work per iteration, all threads counted.
+// made ahead on a prefetch thread into pinned memory (as deepool-executor's are), and the CPU
+// column is the host's work per iteration, all threads counted. On CUDA a third side, the
+// executor fed pageable batches (its copy to the device then waits for the queued kernels),
+// alternates with the other two: the last column is pinned / pageable executor wall time.
 //   build-*/bin/deepool-bench-executor_overhead [iterations_per_trial] [trials] [--device D]
 //       [--case MODEL:BATCH ...] [--image-size N] [--num-classes N]
 #include <torch/torch.h>
@@ -20,6 +22,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,13 +49,13 @@ using deepool::bench::StepTiming;
 using deepool::bench::TimeSteps;
 const auto Sgd = deepool::bench::BenchSgd;
 
-// Synthetic batches; on CUDA made ahead on a prefetch thread, into pinned memory, as
-// deepool-executor does, so that neither side waits for the CPU to make them.
+// Synthetic batches; on CUDA made ahead on a prefetch thread, into `memory` (deepool-executor's
+// is pinned), so that no side waits for the CPU to make them.
 std::unique_ptr<dw::DataSource> MakeData(const dp::Graph& graph, int64_t batch,
-                                         torch::Device device) {
+                                         torch::Device device,
+                                         dw::HostMemory memory = dw::HostMemory::kPinned) {
   auto data = Check(dw::MakeDataSource(dw::DataSpec{}, graph, batch));
-  return device.is_cuda() ? dw::WithPrefetch(std::move(data), dw::HostMemory::kPinned)
-                          : std::move(data);
+  return device.is_cuda() ? dw::WithPrefetch(std::move(data), memory) : std::move(data);
 }
 
 // The reference: an idiomatic libtorch loop over the whole graph (forward, the outputs' weighted
@@ -100,10 +104,10 @@ class PlainLoop {
 class ExecutorLoop {
  public:
   ExecutorLoop(const dp::Graph& graph, int64_t batch, dw::Communicator* comm,
-               dw::DeviceContext* device) {
+               dw::DeviceContext* device, dw::HostMemory memory = dw::HostMemory::kPinned) {
     plan_ = dp::DataParallelLayout(graph, batch, 1);
     plan_.num_devices = 1;
-    data_ = MakeData(graph, batch, device->device());
+    data_ = MakeData(graph, batch, device->device(), memory);
     dw::ExecutorOptions options;
     options.seed = 1;
     options.optimizer = Sgd();
@@ -195,8 +199,9 @@ int main(int argc, char** argv) {
   std::printf("device %s\n", device.ToString().c_str());
   std::printf(
       "| model | batch | plain wall ms/iter | executor wall ms/iter | wall ratio | "
-      "plain CPU ms/iter | executor CPU ms/iter | CPU ratio |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "plain CPU ms/iter | executor CPU ms/iter | CPU ratio |%s\n",
+      device.cuda ? " executor, pageable batches, wall ms/iter | pinned / pageable |" : "");
+  std::printf("|---|---|---|---|---|---|---|---|%s\n", device.cuda ? "---|---|" : "");
   for (const Case& c : cases) {
     dp::zoo::ModelOptions model_options;
     model_options.num_classes = num_classes;
@@ -204,18 +209,30 @@ int main(int argc, char** argv) {
     auto graph = Check(dp::zoo::BuildModel(c.model, model_options));
     PlainLoop plain_loop(graph, c.batch, context->device());
     ExecutorLoop executor_loop(graph, c.batch, comm.get(), context.get());
+    std::optional<ExecutorLoop> pageable_loop;
+    if (device.cuda) {
+      pageable_loop.emplace(graph, c.batch, comm.get(), context.get(), dw::HostMemory::kPageable);
+    }
     TimeLoop(plain_loop, 5, 0);  // warm-up: allocator pages, weights' gradients, momentum
     TimeLoop(executor_loop, 5, 0);
+    if (pageable_loop) TimeLoop(*pageable_loop, 5, 0);
     std::vector<double> plain_wall, executor_wall, wall_ratio, plain_cpu, executor_cpu, cpu_ratio;
+    std::vector<double> pageable_wall, pinned_ratio;
     for (int t = 0; t < trials; ++t) {
-      int64_t start = 10 + static_cast<int64_t>(t) * iterations;  // same batches on both sides
-      StepTiming plain, executor;
-      if (t % 2 == 0) {
-        plain = TimeLoop(plain_loop, iterations, start);
-        executor = TimeLoop(executor_loop, iterations, start);
-      } else {
-        executor = TimeLoop(executor_loop, iterations, start);
-        plain = TimeLoop(plain_loop, iterations, start);
+      int64_t start = 10 + static_cast<int64_t>(t) * iterations;  // same batches on every side
+      StepTiming plain, executor, pageable;
+      // Each side takes each place in the order in turn.
+      std::vector<std::function<void()>> sides = {
+          [&] { plain = TimeLoop(plain_loop, iterations, start); },
+          [&] { executor = TimeLoop(executor_loop, iterations, start); }};
+      if (pageable_loop) {
+        sides.push_back([&] { pageable = TimeLoop(*pageable_loop, iterations, start); });
+      }
+      std::rotate(sides.begin(), sides.begin() + t % static_cast<int>(sides.size()), sides.end());
+      for (const auto& side : sides) side();
+      if (pageable_loop) {
+        pageable_wall.push_back(pageable.wall_ms);
+        pinned_ratio.push_back(executor.wall_ms / pageable.wall_ms);
       }
       plain_wall.push_back(plain.wall_ms);
       executor_wall.push_back(executor.wall_ms);
@@ -224,9 +241,11 @@ int main(int argc, char** argv) {
       executor_cpu.push_back(executor.cpu_ms);
       cpu_ratio.push_back(executor.cpu_ms / plain.cpu_ms);
     }
-    std::printf("| %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", c.model.c_str(),
+    std::printf("| %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |", c.model.c_str(),
                 static_cast<long long>(c.batch), Median(plain_wall), Median(executor_wall),
                 Median(wall_ratio), Median(plain_cpu), Median(executor_cpu), Median(cpu_ratio));
+    if (pageable_loop) std::printf(" %.3f | %.3f |", Median(pageable_wall), Median(pinned_ratio));
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;
