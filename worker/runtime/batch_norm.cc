@@ -73,9 +73,10 @@ GroupMoments SumMoments(const torch::Tensor& input, const GroupSum& sum) {
 }
 
 // CUDA: torch's fused kernels of torch.nn.SyncBatchNorm (statistics with the running update,
-// elementwise forward, backward reduction and elementwise backward), a handful of launches where
-// the generic path below issues about fifty small ones; the group's moments are still summed in
-// float64. State saved for FusedBackward: mean and invstd (accumulate type), count (int32).
+// elementwise forward, backward reduction and elementwise backward): about twenty launches a
+// layer where the generic path below issues about fifty small ones; the group's moments are
+// still summed in float64. State saved for FusedBackward: mean and invstd (accumulate type), count
+// (int32).
 torch::Tensor FusedForward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
                            const torch::Tensor& weight, const torch::Tensor& bias,
                            const SyncBatchNormState& state) {

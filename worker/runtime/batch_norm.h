@@ -15,9 +15,10 @@
 // (var * n / (n - 1), as torch does), identically on every rank.
 // On CUDA the same sums feed torch's fused kernels of torch.nn.SyncBatchNorm instead (the running
 // update, the elementwise forward, the backward reduction and the elementwise backward, whose
-// group sum of dy and dy * (x - mean) is in float32 there, as torch's is): about ten launches
-// where the generic path's per-channel float64 bookkeeping issues about fifty, which on an H200
-// made the layer 3-3.7x torch's own batch norm (docs/results/gpu-node.md).
+// group sum of dy and dy * (x - mean) is in float32 there, as torch's is): about twenty
+// launches a layer where the generic path's per-channel float64 bookkeeping issues about fifty;
+// on an H200 that took the layer from 2.8-3.7x torch's own batch norm to 1.5-2.2x
+// (docs/results/gpu-node.md, fourth session).
 //
 // When the sums run: once inside this call (forward) and once inside the autograd backward call
 // that reaches the layer. Every member of the group must make both calls at the same point of
