@@ -106,9 +106,10 @@ error_pct() {  # predicted measured
   python3 -c 'import sys; p, m = map(float, sys.argv[1:3]); print("%+.1f %%" % (100 * (p - m) / m))' "$1" "$2"
 }
 {
-  echo "| model | batch | measured ms | profile sum, with launch ms | error |" \
-       "profile sum, device ms | error | analytical ${preset:-(none)} ms | error |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| model | batch | measured ms | with launch: layers ms | error |" \
+       "device: layers ms | error | device: layers + overhead ms | error |" \
+       "analytical ${preset:-(none)} ms | error |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$predict_table"
 {
   echo "| model | batch | deepool-train ms | PyTorch eager ms | deepool / PyTorch |"
@@ -117,9 +118,18 @@ error_pct() {  # predicted measured
 ratio() {  # numerator denominator
   python3 -c 'import sys; a, b = map(float, sys.argv[1:3]); print("%.3f" % (a / b))' "$1" "$2"
 }
-profile_sum_ms() {  # model batch timing: profile on this GPU, then the planner's one-GPU time
+layer_sum_ms() {  # profile batch: the layers' forward + backward at that batch
+  python3 -c '
+import json, sys
+profile = json.load(open(sys.argv[1]))
+batch = int(sys.argv[2])
+print("%.2f" % sum(p["forward_ms"] + p["backward_ms"] for layer in profile["layers"]
+                   for p in layer["batches"] if p["batch"] == batch))' "$1" "$2"
+}
+# model batch timing [profiler flags]: profile on this GPU, then the planner's one-GPU time
+profile_sum_ms() {
   "$bin/deepool" profile --model "$1" --device cuda:0 --device-name "${preset:-cuda}" \
-    --batch-sizes "$2" --cuda-timing "$3" -o "$work/$1-$3.json" >>"$log" 2>&1 &&
+    --batch-sizes "$2" --cuda-timing "$3" "${@:4}" -o "$work/$1-$3.json" >>"$log" 2>&1 &&
     "$bin/deepool" plan --model "$1" --profile "$work/$1-$3.json" --gpus 1 --global-batch "$2" \
       --json 2>>"$log" | single_device_ms
 }
@@ -129,9 +139,10 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
   if ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
          --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
          median_iteration_ms 10)" ||
-     ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch)" ||
-     ! device_sum="$(profile_sum_ms "$model" "$batch" device)"; then
-    echo "| $model | $batch | failed (see the log) | | | | | | |" >> "$predict_table"
+     ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch --no-iteration-overhead)" ||
+     ! device_total="$(profile_sum_ms "$model" "$batch" device)" ||
+     ! device_sum="$(layer_sum_ms "$work/$model-device.json" "$batch")"; then
+    echo "| $model | $batch | failed (see the log) | | | | | | | | |" >> "$predict_table"
     status=1
     continue
   fi
@@ -141,8 +152,9 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
     analytical_error="$(error_pct "$analytical" "$measured")"
   fi
   echo "| $model | $batch | $measured | $launch_sum | $(error_pct "$launch_sum" "$measured") |" \
-       "$device_sum | $(error_pct "$device_sum" "$measured") | $analytical | $analytical_error |" \
-       >> "$predict_table"
+       "$device_sum | $(error_pct "$device_sum" "$measured") |" \
+       "$device_total | $(error_pct "$device_total" "$measured") |" \
+       "$analytical | $analytical_error |" >> "$predict_table"
   if eager="$("$python" bench/runtime/torch_eager_baseline.py "$model" "$batch" --device cuda \
          --iterations 40 --warmup 10 2>>"$log")"; then
     echo "| $model | $batch | $measured | $eager | $(ratio "$measured" "$eager") |" >> "$baseline_table"
@@ -205,7 +217,10 @@ fi
   echo "cuda:0 --batch-sizes B --cuda-timing T\` on this GPU, then \`deepool plan --profile P --gpus"
   echo "1\`'s single_device_ms (the layers' forward and backward, each timed alone; T = device,"
   echo "the default: the kernels' GPU time, launches queued; with-launch: each layer as issued,"
-  echo "its launch latency included)."
+  echo "its launch latency included). \"layers\" is that sum alone (with launch: profiled with"
+  echo "--no-iteration-overhead); \"layers + overhead\" adds the profile's iteration overhead, a"
+  echo "one-rank executor iteration on this GPU minus the layers, so for one GPU it mostly checks"
+  echo "that the profiler's iteration agrees with deepool-train's."
   echo "Analytical: \`deepool plan --device $preset --gpus 1\`. Error: (predicted - measured) /"
   echo "measured."
   echo

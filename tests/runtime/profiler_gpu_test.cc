@@ -1,14 +1,18 @@
-// The profiler's CUDA timer on a real GPU (label "gpu"; skipped without one): with queued
-// launches (CudaTiming::kDevice) a run of tiny kernels counts the GPU's time, well below the
-// time the host takes to issue them, while a long kernel measures the same in both modes (the
-// spin kernel ahead of the start event is not counted).
+// The profiler on a real GPU (label "gpu"; skipped without one): with queued launches
+// (CudaTiming::kDevice) a run of tiny kernels counts the GPU's time, well below the time the
+// host takes to issue them, while a long kernel measures the same in both modes (the spin kernel
+// ahead of the start event is not counted); the iteration overhead runs a one-rank executor on
+// the GPU (NCCL, pinned batches).
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <functional>
 #include <vector>
 
+#include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
+#include "worker/runtime/device.h"
+#include "worker/runtime/iteration_overhead.h"
 #include "worker/runtime/profiler.h"
 
 namespace deepool::worker {
@@ -51,6 +55,48 @@ TEST_CASE("CUDA timer: queued launches leave the host's launch latency out", "[g
   INFO("4096^3 matrix product: device " << long_device_ms << " ms, with launch "
                                         << long_with_launch_ms << " ms");
   CHECK(long_device_ms == Approx(long_with_launch_ms).epsilon(0.25));
+}
+
+// Every layer of `graph` at `ms` forward and backward for each batch.
+planner::ProfileData UniformProfile(const planner::Graph& graph,
+                                    const std::vector<int64_t>& batches, double ms) {
+  planner::ProfileData data;
+  data.model = graph.name();
+  for (const planner::Layer& layer : graph.layers()) {
+    planner::LayerProfileData entry;
+    entry.name = layer.name;
+    for (int64_t b : batches) entry.batches.push_back({b, ms, ms});
+    data.layers.push_back(entry);
+  }
+  return data;
+}
+
+TEST_CASE("iteration overhead on a GPU: a one-rank NCCL executor's iteration", "[gpu][profiler]") {
+  if (!HaveGpu()) return;
+  auto graph = planner::zoo::BuildModel("small_cnn");
+  REQUIRE(graph.ok());
+  auto device = ParseDevice("cuda:0");
+  REQUIRE(device.ok());
+  auto context = MakeDeviceContext(*device);
+  INFO(context.status().ToString());
+  REQUIRE(context.ok());
+  OverheadOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.device = context->get();
+  // With layers that take no time the overhead is the whole iteration; with layers that take
+  // far longer than it, 0.
+  auto whole =
+      MeasureIterationOverhead(*graph, UniformProfile(*graph, {8, 32}, 0), {8, 32}, options);
+  INFO(whole.status().ToString());
+  REQUIRE(whole.ok());
+  REQUIRE(whole->size() == 2);
+  CHECK((*whole)[0].batch == 8);
+  CHECK((*whole)[0].ms > 0);
+  CHECK((*whole)[1].ms > 0);
+  auto clamped = MeasureIterationOverhead(*graph, UniformProfile(*graph, {8}, 1e6), {8}, options);
+  REQUIRE(clamped.ok());
+  CHECK((*clamped)[0].ms == 0);
 }
 
 }  // namespace

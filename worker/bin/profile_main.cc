@@ -45,12 +45,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool no_overhead = false;
   app.add_flag("--no-iteration-overhead", no_overhead,
-               "CPU: do not measure the iteration's work outside the layers (a one-rank "
+               "do not measure the iteration's work outside the layers (a one-rank "
                "training run at each batch; the planner then charges none)");
   std::string optimizer = "sgd";
   std::optional<double> momentum, weight_decay;
   app.add_option("--optimizer", optimizer,
-                 "CPU: the optimizer whose step the iteration overhead includes: the job's "
+                 "the optimizer whose step the iteration overhead includes: the job's "
                  "(Adam's step costs more than SGD's)")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();

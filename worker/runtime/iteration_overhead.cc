@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "planner/plan.h"
 #include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/data.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/layer_module.h"
@@ -38,13 +39,20 @@ StatusOr<double> LayerSumMs(const planner::ProfileData& layers, int64_t batch) {
 StatusOr<double> MedianIterationMs(const planner::Graph& graph, Communicator* comm, int64_t batch,
                                    const OverheadOptions& options) {
   ASSIGN_OR_RETURN(const int64_t classes, NumClasses(graph));
+  const bool cuda = options.device != nullptr && options.device->device().is_cuda();
   std::unique_ptr<DataSource> data =
-      WithPrefetch(MakeSyntheticData(graph.input_shape(), classes, batch, options.seed));
+      WithPrefetch(MakeSyntheticData(graph.input_shape(), classes, batch, options.seed),
+                   cuda ? HostMemory::kPinned : HostMemory::kPageable);
   planner::Plan plan = planner::DataParallelLayout(graph, batch, 1);
   plan.num_devices = 1;
   ExecutorOptions executor_options;
   executor_options.seed = options.seed;
   executor_options.optimizer = options.optimizer;
+  if (cuda) {
+    DeviceContext* device = options.device;
+    executor_options.device = device->device();
+    executor_options.synchronize = [device] { device->Synchronize(); };
+  }
   ASSIGN_OR_RETURN(auto executor, Executor::Create(graph, plan, comm, data.get(), BuildLayerModule,
                                                    executor_options, SystemClock::Get()));
   std::vector<double> times;
@@ -65,7 +73,9 @@ StatusOr<std::vector<planner::OverheadPoint>> MeasureIterationOverhead(
   }
   CommOptions comm_options;
   comm_options.world_size = 1;
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, ConnectGloo(comm_options));
+  const bool cuda = options.device != nullptr && options.device->device().is_cuda();
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                   cuda ? ConnectNccl(comm_options) : ConnectGloo(comm_options));
   std::vector<planner::OverheadPoint> points;
   for (int64_t batch : batches) {
     const std::string where = "iteration overhead at batch " + std::to_string(batch);

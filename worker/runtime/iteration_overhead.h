@@ -4,9 +4,10 @@
 // it a small model's predicted iteration is a fraction of the measured one.
 //
 // Measured at each per-device batch b as a one-rank executor's iteration (the runtime's own
-// loop: synthetic data with prefetch, the optimizer below, a one-rank Gloo group on loopback),
-// median over the timed iterations, minus the sum of the layers' forward and backward times at
-// b from the layer profile, clamped at 0. CPU devices only.
+// loop: synthetic data with prefetch, the optimizer below, a one-rank group: Gloo on the CPU,
+// NCCL on a GPU, where the batches are pinned and the iteration ends when the device has
+// finished it, as deepool-executor's do), median over the timed iterations, minus the sum of
+// the layers' forward and backward times at b from the layer profile, clamped at 0.
 // Threading: runs on the calling thread (the data prefetch thread besides).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "common/status.h"
 #include "planner/graph.h"
 #include "planner/profile_table.h"
+#include "worker/runtime/device.h"
 #include "worker/runtime/optimizer.h"
 
 namespace deepool::worker {
@@ -31,6 +33,8 @@ struct OverheadOptions {
     spec.momentum = 0.9;
     return spec;
   }();
+  // Where the iteration runs (its device selected); null: the CPU.
+  DeviceContext* device = nullptr;
 };
 
 // One point per batch of `batches` (each >= 1 and measured in `layers`, which must time every

@@ -249,7 +249,7 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
                                     << std::endl;
                          });
   ASSIGN_OR_RETURN(planner::ProfileData data, profiler.Run(graph));
-  if (options.iteration_overhead && !spec.cuda) {
+  if (options.iteration_overhead) {
     progress << "iteration overhead: one-rank training at batches";
     for (int64_t b : options.batch_sizes) progress << " " << b;
     progress << std::endl;
@@ -258,6 +258,7 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
     overhead.repeats = options.repeats;
     overhead.seed = options.seed;
     overhead.optimizer = options.overhead_optimizer;
+    overhead.device = context.get();
     ASSIGN_OR_RETURN(data.iteration_overhead,
                      MeasureIterationOverhead(graph, data, options.batch_sizes, overhead));
   }

@@ -118,8 +118,8 @@ struct ProfileToolOptions {
   // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kDevice.
   std::optional<CudaTiming> cuda_timing;
   uint64_t seed = 0;
-  // CPU only: also measure the iteration overhead at every batch (iteration_overhead.h), with
-  // this optimizer's step in it.
+  // Also measure the iteration overhead at every batch (iteration_overhead.h), with this
+  // optimizer's step in it.
   bool iteration_overhead = true;
   OptimizerSpec overhead_optimizer = OverheadOptions().optimizer;
   std::string output_path;
