@@ -11,12 +11,15 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
+#include "tests/runtime/uniform_profile.h"
 #include "worker/runtime/device.h"
 #include "worker/runtime/iteration_overhead.h"
 #include "worker/runtime/profiler.h"
 
 namespace deepool::worker {
 namespace {
+
+using testing::UniformProfile;
 
 bool HaveGpu() { return testing::HaveGpus(1); }
 
@@ -55,20 +58,6 @@ TEST_CASE("CUDA timer: queued launches leave the host's launch latency out", "[g
   INFO("4096^3 matrix product: device " << long_device_ms << " ms, with launch "
                                         << long_with_launch_ms << " ms");
   CHECK(long_device_ms == Approx(long_with_launch_ms).epsilon(0.25));
-}
-
-// Every layer of `graph` at `ms` forward and backward for each batch.
-planner::ProfileData UniformProfile(const planner::Graph& graph,
-                                    const std::vector<int64_t>& batches, double ms) {
-  planner::ProfileData data;
-  data.model = graph.name();
-  for (const planner::Layer& layer : graph.layers()) {
-    planner::LayerProfileData entry;
-    entry.name = layer.name;
-    for (int64_t b : batches) entry.batches.push_back({b, ms, ms});
-    data.layers.push_back(entry);
-  }
-  return data;
 }
 
 TEST_CASE("iteration overhead on a GPU: a one-rank NCCL executor's iteration", "[gpu][profiler]") {

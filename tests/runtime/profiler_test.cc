@@ -17,6 +17,7 @@
 #include "planner/graph.h"
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
+#include "tests/runtime/uniform_profile.h"
 #include "worker/runtime/iteration_overhead.h"
 
 namespace deepool::worker {
@@ -310,19 +311,7 @@ TEST_CASE("CUDA timings parse by name", "[profiler]") {
   CHECK(ParseCudaTiming("kernels").status().code() == StatusCode::kInvalidArgument);
 }
 
-// Every layer of `graph` timed `ms` forward and backward at each of `batches`.
-planner::ProfileData UniformProfile(const Graph& graph, const std::vector<int64_t>& batches,
-                                    double ms) {
-  planner::ProfileData data;
-  data.model = graph.name();
-  for (const planner::Layer& layer : graph.layers()) {
-    planner::LayerProfileData entry;
-    entry.name = layer.name;
-    for (int64_t b : batches) entry.batches.push_back({b, ms, ms});
-    data.layers.push_back(entry);
-  }
-  return data;
-}
+using testing::UniformProfile;
 
 TEST_CASE("the iteration overhead is a one-rank iteration minus the layers' times", "[profiler]") {
   const Graph graph = MustBuild("mlp");
