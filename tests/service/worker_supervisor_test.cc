@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/process_watch.h"
 #include "common/subprocess.h"
 #include "worker/daemon/executor_supervisor.h"
 
@@ -188,14 +189,9 @@ class RecordingListener : public TaskListener {
   std::map<std::string, int> finished_count_;
 };
 
+// Gone, or a zombie waiting for a reaper: either way it no longer runs.
 bool ProcessGone(pid_t pid) {
-  // Gone, or a zombie waiting for a reaper: either way it no longer runs.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close_paren = content.rfind(')');
-  return close_paren != std::string::npos && content.size() > close_paren + 2 &&
-         content[close_paren + 2] == 'Z';
+  return deepool::ReadProcessRunState(pid) == deepool::ProcessRunState::kGone;
 }
 
 bool WaitUntil(const std::function<bool()>& condition) {
