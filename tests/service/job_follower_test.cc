@@ -83,7 +83,7 @@ TEST_CASE("following wakes on each new line and ends with the job", "[job_follow
     return got.size();
   };
   auto wait_for = [&](size_t n) {
-    for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 3000 && count() < n; ++i) std::this_thread::sleep_for(10ms);
     return count() >= n;
   };
   REQUIRE(wait_for(1));
@@ -150,7 +150,7 @@ TEST_CASE("Watch sends the job after each change until it is terminal", "[job_fo
     return states.empty() ? JobState::kCancelled : states.back();
   };
   auto wait_until = [&](JobState state) {
-    for (int i = 0; i < 500 && last() != state; ++i) std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 3000 && last() != state; ++i) std::this_thread::sleep_for(10ms);
     return last() == state;
   };
   REQUIRE(wait_until(JobState::kPending));
