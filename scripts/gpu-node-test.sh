@@ -10,13 +10,16 @@
 # the record of all GPU runs, docs/results/gpu-node.md.
 #
 # Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
-#                                 [--keep DIR]
+#                                 [--keep DIR] [--commit SHA]
 #   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
 #   --no-build     use an existing build (e.g. one copied from a build machine)
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
 #   --keep DIR     also leave the whole log and the layer profiles measured on this GPU (the
 #                  material for a device preset) in DIR, even when a stage fails
+#   --commit SHA   the commit whose tree this copy is, for the report (a node that was sent a
+#                  working tree may hold a stale .git; without it the report names .git's HEAD
+#                  and says that it was not given)
 # Exits non-zero when there is no usable GPU, or when a GPU test, the prediction check or the
 # benchmark fails.
 # DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
@@ -24,7 +27,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-install=1 build=1 quick=0 bench=1 keep=""
+install=1 build=1 quick=0 bench=1 keep="" commit=""
 build_dir="${DEEPOOL_BUILD_DIR:-build}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -34,7 +37,8 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
     --keep) keep="$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --commit) commit="$2"; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -195,8 +199,14 @@ fi
 {
   echo "# GPU node run"
   echo
-  echo "Written by \`scripts/gpu-node-test.sh\` on $(date -u +%Y-%m-%d) at commit" \
-       "$(git rev-parse --short HEAD 2>/dev/null || echo unknown); exit status $status."
+  if [[ -n "$commit" ]]; then
+    source_line="the tree of commit $commit (--commit)"
+  else
+    source_line="commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (this copy's .git,"
+    source_line+=" which a node sent a working tree may hold stale: pass --commit)"
+  fi
+  echo "Written by \`scripts/gpu-node-test.sh\` on $(date -u +%Y-%m-%d) from $source_line;" \
+       "exit status $status."
   echo
   echo "GPUs (index, name, memory, driver):"
   echo
