@@ -161,6 +161,34 @@ void PrintIterationOverhead(const planner::Plan& plan, const planner::Graph& gra
       << placement.layer << "'s FW MS\n";
 }
 
+// A plan slower than the baseline may be so only because it synchronises batch norm, which the
+// baseline (DDP without SyncBatchNorm) does not: then says so, and what the same search finds
+// with statistics kept per device, so the user sees the price of training as one device does.
+void PrintBatchNormTradeOff(const planner::Plan& plan, const planner::Graph& graph,
+                            const planner::Profile& profile, const planner::Cluster& cluster,
+                            planner::PlanOptions options, std::ostream& out) {
+  const bool has_batch_norm = std::any_of(
+      graph.layers().begin(), graph.layers().end(),
+      [](const planner::Layer& layer) { return layer.op == planner::Op::kBatchNorm2d; });
+  if (!options.sync_batch_norm || !has_batch_norm ||
+      plan.totals.iteration_ms <= plan.data_parallel.iteration_ms) {
+    return;
+  }
+  options.sync_batch_norm = false;
+  StatusOr<planner::Plan> per_device = planner::PlanBurstParallel(graph, profile, cluster, options);
+  out << "batch norm: this plan synchronises its statistics over each layer's devices, so "
+         "training equals one device's; the data-parallel baseline keeps them per device (DDP "
+         "without SyncBatchNorm)";
+  if (!per_device.ok()) {
+    out << "; with --batch-norm per_device no plan: " << per_device.status().message() << '\n';
+    return;
+  }
+  out << ". With --batch-norm per_device: " << Fixed(per_device->totals.iteration_ms, 2)
+      << " ms/iteration, "
+      << Fixed(plan.data_parallel.iteration_ms / per_device->totals.iteration_ms, 2)
+      << "x the speed of data parallelism, and training no longer equal to one device's\n";
+}
+
 int RunPlan(const PlanFlags& flags) {
   if (flags.model.empty() == flags.graph_path.empty()) {
     std::cerr << "error: give exactly one of --model NAME or --graph FILE\n";
@@ -254,6 +282,7 @@ int RunPlan(const PlanFlags& flags) {
                     : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +
                           " x the single-device time")
             << "; then local moves by the full model, whose optimum is not guaranteed\n";
+  PrintBatchNormTradeOff(*plan, *graph, *profile, *cluster, options, std::cout);
   if (!options.sync_batch_norm) {
     std::cout << "batch norm: statistics per device (as DDP without SyncBatchNorm), so training "
                  "differs from one device's; submit and train with the same --batch-norm\n";

@@ -196,6 +196,35 @@ TEST_CASE("deepool plan says what iteration overhead the profile adds, and where
   std::filesystem::remove_all(pattern);
 }
 
+TEST_CASE(
+    "a plan slower than DDP-style data parallelism because of synchronised batch norm says so",
+    "[cli]") {
+  const std::string base = "plan --global-batch 32 --gpus 8 --device a100 --model ";
+  // ResNet-50 at G = 8: synchronised statistics make every plan slower than the baseline, which
+  // keeps them per device (docs/benchmarks.md, "Per-device batch norm").
+  const CommandOutput resnet = RunDeepool(base + "resnet50");
+  REQUIRE(resnet.exit_code == 0);
+  const std::string marker = "With --batch-norm per_device: ";
+  const size_t at = resnet.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  const double per_device_ms = std::stod(resnet.out.substr(at + marker.size()));
+  const deepool::planner::Plan synchronised = RunPlanJson(base + "resnet50 --json");
+  REQUIRE(synchronised.totals.iteration_ms > synchronised.data_parallel.iteration_ms);
+  const deepool::planner::Plan per_device =
+      RunPlanJson(base + "resnet50 --batch-norm per_device --json");
+  CHECK(per_device_ms == Approx(per_device.totals.iteration_ms).epsilon(0.01));
+  CHECK(per_device_ms < synchronised.totals.iteration_ms);
+  // Nothing to say without batch norm, when asked for per-device statistics already, or when the
+  // plan is not slower.
+  for (const std::string& args :
+       {base + "vgg16", base + "resnet50 --batch-norm per_device",
+        std::string("plan --global-batch 64 --gpus 64 --device a100 --model wide_resnet101_2")}) {
+    const CommandOutput other = RunDeepool(args);
+    REQUIRE(other.exit_code == 0);
+    CHECK(other.out.find(marker) == std::string::npos);
+  }
+}
+
 TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
   auto simulated =
       RunDeepool("simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 --json");
