@@ -88,11 +88,7 @@ StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const st
     return parsed;
   }
   std::string name = cluster_flag;
-  if (name.empty()) {
-    name = device == "h100"  ? "dgx-h100"
-           : device == "cpu" ? "cpu-" + std::to_string(std::max(1, devices))
-                             : "dgx-a100";
-  }
+  if (name.empty()) name = planner::DefaultClusterPresetFor(device, devices);
   StatusOr<planner::Cluster> preset = planner::ClusterPreset(name);
   if (!preset.ok()) return preset.status().WithContext("--cluster");
   return preset;

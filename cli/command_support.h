@@ -42,8 +42,7 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows,
                 const std::vector<bool>& right_aligned, std::ostream& out);
 
 // --cluster: a cluster JSON file when one exists at that path, otherwise a preset name; when
-// empty, the preset matching the device ("h100" → dgx-h100, "cpu" → cpu-<devices>, else
-// dgx-a100).
+// empty, the preset matching the device (planner::DefaultClusterPresetFor).
 StatusOr<planner::Cluster> LoadCluster(const std::string& cluster_flag, const std::string& device,
                                        int devices);
 

@@ -312,12 +312,14 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
       ->capture_default_str();
   plan->add_option("--profile", flags->profile_path,
                    "Layer profile: deepool profile JSON or reference A100 .prof file");
-  plan->add_option("--device", flags->device, "Analytical device model (a100, h100, v100, cpu)");
+  plan->add_option("--device", flags->device,
+                   "Analytical device model (a100, h100, h200, v100, cpu)");
   plan->add_option("--fallback-device", flags->fallback_device,
                    "With --profile: analytical device for the layers the file lacks");
   plan->add_option("--cluster", flags->cluster,
                    "Cluster JSON file or preset (default: by the profile file's device, else "
-                   "--device's: dgx-a100; dgx-h100 for h100, cpu-G for cpu), resized to --gpus "
+                   "--device's: dgx-a100; dgx-h100 for h100, dgx-h200 for h200, cpu-G for cpu), "
+                   "resized to --gpus "
                    "devices; a profile of other devices than the cluster's is warned about");
   plan->add_flag("--json", flags->json, "Print the plan JSON (docs/formats.md, \"Plans\")");
   plan->add_flag("--explain", flags->explain,

@@ -247,13 +247,15 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
   simulate->add_option("--bg-profile", flags->bg_profile_path,
                        "BG layer profile (default: the FG profile for the same model, else "
                        "--device)");
-  simulate->add_option("--device", flags->device,
-                       "Analytical device model (a100, h100, v100, cpu); with --profile it times "
-                       "the layers the file lacks");
-  simulate->add_option("--cluster", flags->cluster,
-                       "Cluster preset or cluster JSON file (default: by the FG profile file's "
-                       "device, else --device's: dgx-a100; dgx-h100 for h100, cpu-G for cpu); a "
-                       "profile of other devices than the cluster's is warned about");
+  simulate->add_option(
+      "--device", flags->device,
+      "Analytical device model (a100, h100, h200, v100, cpu); with --profile it times "
+      "the layers the file lacks");
+  simulate->add_option(
+      "--cluster", flags->cluster,
+      "Cluster preset or cluster JSON file (default: by the FG profile file's "
+      "device, else --device's: dgx-a100; dgx-h100 for h100, dgx-h200 for h200, cpu-G for cpu); a "
+      "profile of other devices than the cluster's is warned about");
   AddSearchFlags(simulate, &flags->search);
   simulate->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                      "Extrapolate profile files beyond their measured batches");

@@ -71,10 +71,8 @@ Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
 
 // The links of a cluster of `device_type` devices: the matching preset's, reshaped.
 planner::Cluster ClusterFor(const ClusterShape& shape) {
-  std::string preset = "dgx-a100";
-  if (shape.device_type == "h100") preset = "dgx-h100";
-  if (shape.device_type == "cpu") preset = "cpu-" + std::to_string(shape.devices_per_node);
-  StatusOr<planner::Cluster> base = planner::ClusterPreset(preset);
+  StatusOr<planner::Cluster> base = planner::ClusterPreset(
+      planner::DefaultClusterPresetFor(shape.device_type, shape.devices_per_node));
   planner::Cluster cluster = base.ok() ? *base : planner::Cluster{};
   cluster.name = "coordinator:" + shape.device_type;
   cluster.device_type = shape.device_type;

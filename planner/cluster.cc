@@ -192,11 +192,17 @@ StatusOr<Cluster> ClusterPreset(std::string_view name) {
   if (key == "dgx-h100") {
     return MakeCluster(key, "h100", 1, 8, kNvswitchH100, kInfinibandNdr);
   }
+  if (key == "dgx-h200") {
+    return MakeCluster(key, "h200", 1, 8, kNvswitchH100, kInfinibandNdr);
+  }
   if (auto n = SuffixCount(name, "dgx-a100x")) {
     return MakeCluster(key, "a100", *n, 8, kNvswitchA100, kInfinibandHdr);
   }
   if (auto n = SuffixCount(name, "dgx-h100x")) {
     return MakeCluster(key, "h100", *n, 8, kNvswitchH100, kInfinibandNdr);
+  }
+  if (auto n = SuffixCount(name, "dgx-h200x")) {
+    return MakeCluster(key, "h200", *n, 8, kNvswitchH100, kInfinibandNdr);
   }
   if (auto n = SuffixCount(name, "cpu-")) {
     return MakeCluster(key, "cpu", 1, *n, kCpuLoopback, kCpuEthernet);
@@ -208,7 +214,14 @@ StatusOr<Cluster> ClusterPreset(std::string_view name) {
 }
 
 std::vector<std::string> ClusterPresetNames() {
-  return {"dgx-a100", "dgx-a100xN", "dgx-h100", "dgx-h100xN", "cpu-N"};
+  return {"dgx-a100", "dgx-a100xN", "dgx-h100", "dgx-h100xN", "dgx-h200", "dgx-h200xN", "cpu-N"};
+}
+
+std::string DefaultClusterPresetFor(const std::string& device_type, int devices) {
+  if (device_type == "h100") return "dgx-h100";
+  if (device_type == "h200") return "dgx-h200";
+  if (device_type == "cpu") return "cpu-" + std::to_string(std::max(1, devices));
+  return "dgx-a100";
 }
 
 Cluster ResizeCluster(const Cluster& shape, int devices) {

@@ -56,8 +56,12 @@ inline constexpr int kClusterFormatVersion = 1;
 StatusOr<Cluster> ParseClusterJson(std::string_view text);
 std::string ClusterToJson(const Cluster& cluster, int indent = 2);
 // Presets: "dgx-a100" (one node, 8 GPUs on NVSwitch), "dgx-a100xN" (N such nodes over
-// InfiniBand), "dgx-h100", "dgx-h100xN", and "cpu-N" (one host with N CPU devices).
+// InfiniBand), "dgx-h100", "dgx-h100xN", "dgx-h200", "dgx-h200xN" (the H100's NVLink 4 and NDR
+// links), and "cpu-N" (one host with N CPU devices).
 StatusOr<Cluster> ClusterPreset(std::string_view name);
+// The preset whose links a cluster of `device_type` devices is planned on when none is named:
+// "h100" -> dgx-h100, "h200" -> dgx-h200, "cpu" -> cpu-<devices>, anything else -> dgx-a100.
+std::string DefaultClusterPresetFor(const std::string& device_type, int devices);
 std::vector<std::string> ClusterPresetNames();
 // A cluster of `devices` devices in nodes shaped like `shape`'s (used when --gpus is given).
 // Up to one node's worth it is one node of exactly `devices`; beyond that, whole nodes:

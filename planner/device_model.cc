@@ -16,6 +16,10 @@ constexpr double kBytesPerElement = 4;  // fp32 activations and weights
 //  - a100: A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for
 //    fp32 training by default on Ampere), HBM2 1555 GB/s.
 //  - h100: H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
+//  - h200: H200 SXM 141GB: the H100's GH100 at the same TF32 peak, HBM3e 4800 GB/s. Its factors
+//    were fitted on the four zoo profiles measured on an H200 with device timing
+//    (docs/results/profiles-h200-2026-11-28/, one batch size each; docs/benchmarks.md, "Device
+//    model validation").
 //  - v100: V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2
 //    900 GB/s. cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do.
 //  - cpu: a nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
@@ -34,7 +38,8 @@ struct DevicePresetRow {
 constexpr DevicePresetRow kDevicePresets[] = {
     // name   TFLOPS  GB/s    compute  memory  launch  gemm_half  memory_gb
     {"a100", 156.0, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0},
-    {"h100", 495.0, 3350.0, 0.68, 0.90, 7.0, 750.0, 80.0},
+    {"h100", 495.0, 3350.0, 0.22, 0.80, 5.0, 0.0, 80.0},
+    {"h200", 495.0, 4800.0, 0.22, 0.80, 5.0, 0.0, 141.0},
     {"v100", 15.7, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0},
     {"cpu", 1.28, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0},
 };

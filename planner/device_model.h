@@ -41,7 +41,7 @@ struct DeviceModel {
   Status Validate() const;
 };
 
-// Presets "a100", "h100", "v100", "cpu" (numbers and sources in docs/formats.md).
+// Presets "a100", "h100", "h200", "v100", "cpu" (numbers and sources in docs/formats.md).
 StatusOr<DeviceModel> DevicePreset(std::string_view name);
 std::vector<std::string> DevicePresetNames();
 

@@ -87,11 +87,12 @@ stage "GPU tests"
 ctest --test-dir "$build_dir" -L gpu --output-on-failure 2>&1 | tee -a "$log" || status=1
 
 # One-GPU prediction. The analytical column exists only where the planner has a preset for the
-# card (an H200 is not an H100).
+# card.
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
 preset=""
 case "$gpu_name" in
   *H100*) preset=h100 ;;
+  *H200*) preset=h200 ;;
   *A100*) preset=a100 ;;
   *V100*) preset=v100 ;;
 esac

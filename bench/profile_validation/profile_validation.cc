@@ -1,27 +1,34 @@
 // Validates an analytical device preset against measured reference profiles.
 //
-//   deepool-bench-profile-validation [--device a100] [--fit] [--batches 64,16,1]
+//   deepool-bench-profile-validation [--device a100] [--fit] [--fit-models N] [--batches 64,16,1]
 //       vgg16=PATH/A100_vgg.prof [wide_resnet101_2=PATH/A100_wrn.prof inception_v3=...]
 //
+// A profile is DeepPool's .prof text (the A100 reference files) or a deepool.profile JSON file
+// (`deepool profile`'s output, e.g. docs/results/profiles-h200-2026-11-28/), named by extension.
 // For the first model it prints a per-layer table (measured vs predicted forward and backward
 // at the chosen batches) and, for every model, the whole-model error at every measured batch
 // (sum over the layers the file times). --fit searches a grid of the preset's four global
 // factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean
-// absolute log error over the first model's layers, and reports the result beside the preset's own.
+// absolute log error over the layers of the first N models (--fit-models, default 1; the others
+// are out-of-sample checks), and reports the result beside the preset's own.
 // Output is Markdown for docs/benchmarks.md.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "planner/a100_import.h"
 #include "planner/device_model.h"
+#include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
 
 namespace deepool::planner {
@@ -31,9 +38,47 @@ struct ModelCase {
   std::string model;
   std::string path;
   Graph graph;
-  A100Import imported;
-  ProfFile file;
+  ProfileData data;                           // the measured layers, named by graph layer
+  std::vector<std::string> unmatched_layers;  // graph layers the file does not time
+  std::set<std::string> skipped_ops;          // left out of every comparison (--skip-ops)
 };
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A deepool.profile JSON file's layers must all be the graph's (it was measured on that model).
+StatusOr<ModelCase> LoadJsonCase(ModelCase c, const std::string& text) {
+  ASSIGN_OR_RETURN(c.data, ParseProfileJson(text));
+  std::vector<bool> timed(static_cast<size_t>(c.graph.num_layers()), false);
+  for (const LayerProfileData& layer : c.data.layers) {
+    const std::optional<int> id = c.graph.FindLayer(layer.name);
+    if (!id) {
+      return InvalidArgumentError(c.path + ": layer '" + layer.name + "' is not in model " +
+                                  c.model + " at its default options");
+    }
+    timed[static_cast<size_t>(*id)] = true;
+  }
+  for (int id = 0; id < c.graph.num_layers(); ++id) {
+    if (!timed[static_cast<size_t>(id)]) c.unmatched_layers.push_back(c.graph.layer(id).name);
+  }
+  return c;
+}
+
+StatusOr<ModelCase> LoadCase(const std::string& model, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return NotFoundError("cannot read " + path);
+  std::stringstream text;
+  text << file.rdbuf();
+  ASSIGN_OR_RETURN(Graph graph, zoo::BuildModel(model));
+  ModelCase c{model, path, std::move(graph), {}, {}, {}};
+  if (EndsWith(path, ".json")) return LoadJsonCase(std::move(c), text.str());
+  ASSIGN_OR_RETURN(A100Import imported, ImportA100Profile(text.str(), c.graph));
+  c.data = std::move(imported.data);
+  c.unmatched_layers = std::move(imported.unmatched_layers);
+  return c;
+}
 
 struct Sample {
   int layer_id;
@@ -43,17 +88,18 @@ struct Sample {
 
 std::vector<Sample> Samples(const ModelCase& c) {
   std::vector<Sample> samples;
-  for (const LayerProfileData& layer : c.imported.data.layers) {
+  for (const LayerProfileData& layer : c.data.layers) {
     const int id = *c.graph.FindLayer(layer.name);
+    if (c.skipped_ops.count(OpName(c.graph.layer(id).op)) != 0) continue;
     for (const BatchTime& point : layer.batches) samples.push_back({id, point.batch, point});
   }
   return samples;
 }
 
-// Mean |log(predicted / measured)| over forward and backward times of at least 5 us (smaller
-// ones are timer noise in the files).
-double MeanAbsLogError(const DeviceModel& device, const ModelCase& c,
-                       const std::vector<Sample>& samples) {
+// Sum and count of |log(predicted / measured)| over forward and backward times of at least
+// 5 us (smaller ones are timer noise in the files).
+std::pair<double, int> AbsLogErrors(const DeviceModel& device, const ModelCase& c,
+                                    const std::vector<Sample>& samples) {
   double sum = 0;
   int count = 0;
   for (const Sample& s : samples) {
@@ -65,6 +111,19 @@ double MeanAbsLogError(const DeviceModel& device, const ModelCase& c,
       sum += std::fabs(std::log(pair[0] / pair[1]));
       ++count;
     }
+  }
+  return {sum, count};
+}
+
+// The mean over every time compared of the given models (each with its samples).
+double MeanAbsLogError(const DeviceModel& device, const std::vector<const ModelCase*>& cases,
+                       const std::vector<std::vector<Sample>>& samples) {
+  double sum = 0;
+  int count = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto [case_sum, case_count] = AbsLogErrors(device, *cases[i], samples[i]);
+    sum += case_sum;
+    count += case_count;
   }
   return count ? sum / count : 0;
 }
@@ -93,10 +152,11 @@ std::string Ratio(double predicted, double measured) {
   return text;
 }
 
-DeviceModel Fit(const DeviceModel& start, const ModelCase& c) {
-  const std::vector<Sample> samples = Samples(c);
+DeviceModel Fit(const DeviceModel& start, const std::vector<const ModelCase*>& cases) {
+  std::vector<std::vector<Sample>> samples;
+  for (const ModelCase* c : cases) samples.push_back(Samples(*c));
   DeviceModel best = start;
-  double best_error = MeanAbsLogError(start, c, samples);
+  double best_error = MeanAbsLogError(start, cases, samples);
   for (double half_depth : {0.0, 250.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0}) {
     for (double compute = 0.10; compute <= 1.0001; compute += 0.02) {
       for (double memory = 0.50; memory <= 1.0001; memory += 0.05) {
@@ -106,7 +166,7 @@ DeviceModel Fit(const DeviceModel& start, const ModelCase& c) {
           trial.memory_efficiency = memory;
           trial.launch_us = launch;
           trial.gemm_half_depth = half_depth;
-          const double error = MeanAbsLogError(trial, c, samples);
+          const double error = MeanAbsLogError(trial, cases, samples);
           if (error < best_error) {
             best_error = error;
             best = trial;
@@ -118,10 +178,13 @@ DeviceModel Fit(const DeviceModel& start, const ModelCase& c) {
   return best;
 }
 
-void PrintFactors(const char* label, const DeviceModel& device, const ModelCase& c) {
+void PrintFactors(const char* label, const DeviceModel& device,
+                  const std::vector<const ModelCase*>& cases) {
+  std::vector<std::vector<Sample>> samples;
+  for (const ModelCase* c : cases) samples.push_back(Samples(*c));
   std::printf("| %s | %.2f | %.2f | %.1f | %.0f | %.3f |\n", label, device.compute_efficiency,
               device.memory_efficiency, device.launch_us, device.gemm_half_depth,
-              MeanAbsLogError(device, c, Samples(c)));
+              MeanAbsLogError(device, cases, samples));
 }
 
 void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batch) {
@@ -131,13 +194,13 @@ void PrintLayerTable(const DeviceModel& device, const ModelCase& c, int64_t batc
       "| layer | op | measured fw | predicted fw | ratio fw | measured bw | predicted bw "
       "| ratio bw |\n|---|---|---|---|---|---|---|---|\n");
   double measured_sum = 0, predicted_sum = 0;
-  for (const LayerProfileData& layer : c.imported.data.layers) {
+  for (const LayerProfileData& layer : c.data.layers) {
     const BatchTime* point = nullptr;
     for (const BatchTime& p : layer.batches) {
       if (p.batch == batch) point = &p;
     }
-    if (point == nullptr) continue;
     const int id = *c.graph.FindLayer(layer.name);
+    if (point == nullptr || c.skipped_ops.count(OpName(c.graph.layer(id).op)) != 0) continue;
     LayerTime predicted = RooflineTime(device, EstimateLayerWork(c.graph, id, batch));
     measured_sum += point->forward_ms + point->backward_ms;
     predicted_sum += predicted.total_ms();
@@ -191,8 +254,8 @@ void PrintPerOpSummary(const DeviceModel& device, const ModelCase& c) {
 
 void PrintModelTotals(const DeviceModel& device, const ModelCase& c) {
   std::printf("\nWhole model, %s (%zu of %d layers timed by the file; unmatched: %zu):\n\n",
-              c.model.c_str(), c.imported.data.layers.size(), c.graph.num_layers(),
-              c.imported.unmatched_layers.size());
+              c.model.c_str(), c.data.layers.size(), c.graph.num_layers(),
+              c.unmatched_layers.size());
   std::printf(
       "| batch | measured ms | predicted ms | predicted / measured | error |\n"
       "|---|---|---|---|---|\n");
@@ -211,49 +274,72 @@ void PrintModelTotals(const DeviceModel& device, const ModelCase& c) {
 int Run(int argc, char** argv) {
   std::string device_name = "a100";
   bool fit = false;
-  std::vector<int64_t> batches = {64, 8, 1};
   std::vector<std::string> model_files;
+  size_t fit_models = 1;
   CLI::App app{
       "The analytical device model against measured per-layer profiles: per-op and per-layer "
       "errors, model totals, and with --fit the best global factors on a grid"};
   app.add_option("--device", device_name, "device preset to validate")->capture_default_str();
   app.add_flag("--fit", fit, "also search the preset's global factors on a grid");
-  app.add_option("--batches", batches, "batch sizes of the per-layer tables")
-      ->delimiter(',')
+  app.add_option("--fit-models", fit_models,
+                 "fit on the first N profiles together (the rest are out-of-sample checks)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  // One token, split here: a vector option would also take the profiles after it for batches.
+  std::string batch_list = "64,8,1";
+  std::string skip_list;
+  app.add_option("--skip-ops", skip_list,
+                 "ops left out of the fit and every table, comma-separated (e.g. dropout, where a "
+                 "profile timed something other than the op's kernels)");
+  app.add_option("--batches", batch_list, "batch sizes of the per-layer tables, comma-separated")
       ->capture_default_str();
   app.add_option("profiles", model_files,
-                 "MODEL=FILE.prof, one or more (the first is the one tuned and tabled)")
+                 "MODEL=FILE, one or more: DeepPool's .prof text or a deepool.profile .json "
+                 "(the first is the one tabled per layer)")
       ->required();
   CLI11_PARSE(app, argc, argv);
+  std::vector<int64_t> batches;
+  std::stringstream batch_items(batch_list);
+  for (std::string item; std::getline(batch_items, item, ',');) {
+    char* end = nullptr;
+    const long long batch = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || batch < 1) {
+      std::cerr << "--batches: expected positive integers separated by commas, got '" << batch_list
+                << "'\n";
+      return 2;
+    }
+    batches.push_back(batch);
+  }
+  std::set<std::string> skipped_ops;
+  std::stringstream skip_items(skip_list);
+  for (std::string op; std::getline(skip_items, op, ',');) {
+    if (!op.empty()) skipped_ops.insert(op);
+  }
   std::vector<ModelCase> cases;
   for (const std::string& arg : model_files) {
     const size_t equals = arg.find('=');
     if (equals == std::string::npos) {
-      std::cerr << "expected MODEL=FILE.prof, got '" << arg << "'\n";
+      std::cerr << "expected MODEL=FILE, got '" << arg << "'\n";
       return 2;
     }
-    const std::string model = arg.substr(0, equals);
-    const std::string path = arg.substr(equals + 1);
-    std::ifstream file(path);
-    if (!file) {
-      std::cerr << "cannot read " << path << "\n";
+    StatusOr<ModelCase> loaded = LoadCase(arg.substr(0, equals), arg.substr(equals + 1));
+    if (!loaded.ok()) {
+      std::cerr << loaded.status() << "\n";
       return 2;
     }
-    std::stringstream text;
-    text << file.rdbuf();
-    auto graph = zoo::BuildModel(model);
-    if (!graph.ok()) {
-      std::cerr << graph.status() << "\n";
-      return 2;
-    }
-    auto imported = ImportA100Profile(text.str(), *graph);
-    auto parsed = ParseProfFile(text.str());
-    if (!imported.ok() || !parsed.ok()) {
-      std::cerr << (imported.ok() ? parsed.status() : imported.status()) << "\n";
-      return 2;
-    }
-    cases.push_back(ModelCase{model, path, std::move(graph).value(), std::move(imported).value(),
-                              std::move(parsed).value()});
+    loaded->skipped_ops = skipped_ops;
+    cases.push_back(std::move(loaded).value());
+  }
+  if (fit_models > cases.size()) {
+    std::cerr << "--fit-models " << fit_models << " exceeds the " << cases.size()
+              << " profiles given\n";
+    return 2;
+  }
+  std::vector<const ModelCase*> fitted;
+  std::string fitted_names;
+  for (size_t i = 0; i < fit_models; ++i) {
+    fitted.push_back(&cases[i]);
+    fitted_names += (i ? ", " : "") + cases[i].model;
   }
   auto device = DevicePreset(device_name);
   if (!device.ok()) {
@@ -266,14 +352,17 @@ int Run(int argc, char** argv) {
       device->name.c_str(), device->peak_tflops, device->memory_bandwidth_gbps,
       device->compute_efficiency, device->memory_efficiency, device->launch_us,
       device->gemm_half_depth);
+  if (!skipped_ops.empty()) {
+    std::printf("Left out of every comparison (--skip-ops): %s.\n", skip_list.c_str());
+  }
   if (fit) {
     std::printf(
-        "\nGlobal factors (mean |ln(predicted/measured)| over %s's fw and bw times "
-        ">= 5 us, all batches):\n\n| factors | compute eff | memory eff | launch us | "
+        "\nGlobal factors (mean |ln(predicted/measured)| over the fw and bw times >= 5 us of "
+        "%s, all batches):\n\n| factors | compute eff | memory eff | launch us | "
         "GEMM half depth | mean abs log error |\n|---|---|---|---|---|---|\n",
-        cases[0].model.c_str());
-    PrintFactors("preset", *device, cases[0]);
-    PrintFactors("best on grid", Fit(*device, cases[0]), cases[0]);
+        fitted_names.c_str());
+    PrintFactors("preset", *device, fitted);
+    PrintFactors("best on grid", Fit(*device, fitted), fitted);
   }
   PrintPerOpSummary(*device, cases[0]);
   for (int64_t batch : batches) PrintLayerTable(*device, cases[0], batch);

@@ -7,7 +7,11 @@
 #include <string>
 
 #include "common/limits.h"
+#include "planner/cluster.h"
+#include "planner/device_model.h"
 #include "planner/graph.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
 #include "tests/service/scheduler_harness.h"
 
 namespace deepool::coordinator::testing {
@@ -178,6 +182,33 @@ TEST_CASE("a job's per-device batch norm is planned for and reaches its ranks' r
   REQUIRE(commands.size() == 1);
   const auto run = nlohmann::json::parse(commands[0].assign().train().run_spec_json());
   CHECK(run["batch_norm"] == "per_device");
+}
+
+TEST_CASE("a node of H200s plans on its own preset and links", "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  JobSpec vgg = Fg(8);
+  vgg.model = "vgg16";
+  vgg.global_batch = 32;
+  vgg.profile = "analytical";
+  StatusOr<PlannedJob> planned = backend.PlanForeground(vgg, ClusterShape{"h200", 1, 8, 8}, "");
+  INFO(planned.status().ToString());
+  REQUIRE(planned.ok());
+  // What the planner gives on the h200 preset over dgx-h200's links, and over dgx-a100's.
+  StatusOr<planner::Graph> graph = planner::zoo::BuildModel("vgg16");
+  REQUIRE(graph.ok());
+  auto profile = planner::MakeAnalyticalProfile(*planner::DevicePreset("h200"));
+  planner::PlanOptions options;
+  options.global_batch = vgg.global_batch;
+  options.devices = 8;
+  options.amplification_limit = vgg.amplification_limit;
+  auto plan_on = [&](const char* preset) {
+    StatusOr<planner::Plan> plan =
+        planner::PlanBurstParallel(*graph, *profile, *planner::ClusterPreset(preset), options);
+    REQUIRE(plan.ok());
+    return plan->totals.iteration_ms;
+  };
+  CHECK(planned->iteration_ms == Approx(plan_on("dgx-h200")).epsilon(1e-9));
+  CHECK(planned->iteration_ms != Approx(plan_on("dgx-a100")).epsilon(1e-3));
 }
 
 TEST_CASE("a job's concurrent branches reach the planner, and its plan runs towers side by side",

@@ -54,6 +54,12 @@ TEST_CASE("dgx-h100 and cpu presets") {
   CHECK(h100->device_type == "h100");
   CHECK(h100->total_devices() == 16);
   CHECK(h100->intra_node.bandwidth_gbps > ClusterPreset("dgx-a100")->intra_node.bandwidth_gbps);
+  auto h200 = ClusterPreset("dgx-h200x3");
+  REQUIRE(h200.ok());
+  CHECK(h200->device_type == "h200");
+  CHECK(h200->total_devices() == 24);
+  CHECK(h200->intra_node.bandwidth_gbps == h100->intra_node.bandwidth_gbps);  // NVLink 4
+  CHECK(h200->inter_node.bandwidth_gbps == h100->inter_node.bandwidth_gbps);  // NDR
   auto single = ClusterPreset("dgx-h100");
   REQUIRE(single.ok());
   CHECK(single->total_devices() == 8);
@@ -62,6 +68,20 @@ TEST_CASE("dgx-h100 and cpu presets") {
   CHECK(cpu->device_type == "cpu");
   CHECK(cpu->nodes == 1);
   CHECK(cpu->devices_per_node == 3);
+}
+
+TEST_CASE("each device type plans on its own links when no cluster is named") {
+  CHECK(DefaultClusterPresetFor("h100", 8) == "dgx-h100");
+  CHECK(DefaultClusterPresetFor("h200", 8) == "dgx-h200");
+  CHECK(DefaultClusterPresetFor("cpu", 3) == "cpu-3");
+  CHECK(DefaultClusterPresetFor("cpu", 0) == "cpu-1");
+  CHECK(DefaultClusterPresetFor("a100", 8) == "dgx-a100");
+  CHECK(DefaultClusterPresetFor("t4", 8) == "dgx-a100");
+  for (const char* device : {"a100", "h100", "h200", "cpu"}) {
+    auto cluster = ClusterPreset(DefaultClusterPresetFor(device, 4));
+    REQUIRE(cluster.ok());
+    CHECK(cluster->device_type == device);
+  }
 }
 
 TEST_CASE("unknown or malformed preset names are NOT_FOUND") {
@@ -76,7 +96,8 @@ TEST_CASE("unknown or malformed preset names are NOT_FOUND") {
 }
 
 TEST_CASE("cluster JSON round trips for every preset and a custom cluster") {
-  for (const char* name : {"dgx-a100", "dgx-a100x3", "dgx-h100", "dgx-h100x2", "cpu-5"}) {
+  for (const char* name :
+       {"dgx-a100", "dgx-a100x3", "dgx-h100", "dgx-h100x2", "dgx-h200", "dgx-h200x2", "cpu-5"}) {
     auto preset = ClusterPreset(name);
     REQUIRE(preset.ok());
     auto parsed = ParseClusterJson(ClusterToJson(*preset));

@@ -63,7 +63,7 @@ TEST_CASE("device presets exist and validate") {
   }
   auto unknown = DevicePreset("tpu");
   CHECK(unknown.status().code() == StatusCode::kNotFound);
-  CHECK_THAT(unknown.status().message(), Catch::Contains("a100, h100, v100, cpu"));
+  CHECK_THAT(unknown.status().message(), Catch::Contains("a100, h100, h200, v100, cpu"));
 }
 
 TEST_CASE("Validate names the bad field") {
@@ -143,7 +143,9 @@ TEST_CASE("newer GPUs are faster, and a CPU is much slower") {
   auto ms = [&](const char* device) {
     return ModelMs(*MakeAnalyticalProfile(*DevicePreset(device)), graph, 32);
   };
-  const double h100 = ms("h100"), a100 = ms("a100"), v100 = ms("v100"), cpu = ms("cpu");
+  const double h200 = ms("h200"), h100 = ms("h100"), a100 = ms("a100"), v100 = ms("v100");
+  const double cpu = ms("cpu");
+  CHECK(h200 < h100);  // the same GH100 and factors, faster memory
   CHECK(h100 < a100);
   CHECK(a100 < v100);
   CHECK(v100 * 5 < cpu);
