@@ -10,16 +10,16 @@ namespace {
 constexpr double kBytesPerElement = 4;  // fp32 activations and weights
 
 // Presets. Peaks are public spec-sheet numbers; the efficiency factors and the launch cost are
-// three global numbers per device (not per layer). The A100's were tuned on the measured VGG-16
-// file (bench/profile_validation); the others carry the A100's over, except where noted in
-// docs/formats.md.
+// global numbers per device (not per layer). The A100's were tuned on the measured VGG-16 file
+// (bench/profile_validation), the H100's and H200's on the H200's profiles; v100 and cpu are
+// assumed (docs/formats.md).
 //  - a100: A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for
 //    fp32 training by default on Ampere), HBM2 1555 GB/s.
 //  - h100: H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
-//  - h200: H200 SXM 141GB: the H100's GH100 at the same TF32 peak, HBM3e 4800 GB/s. Its factors
-//    were fitted on the four zoo profiles measured on an H200 with device timing
-//    (docs/results/profiles-h200-2026-11-28/, one batch size each; docs/benchmarks.md, "Device
-//    model validation").
+//  - h200: H200 SXM 141GB: the H100's GH100 at the same TF32 peak, HBM3e 4800 GB/s. The factors
+//    of both were fitted on the four zoo profiles measured on an H200 with device timing
+//    (docs/results/profiles-h200-2026-11-28/, one batch size each; docs/benchmarks.md, "H100
+//    and H200 presets").
 //  - v100: V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2
 //    900 GB/s. cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do.
 //  - cpu: a nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
@@ -33,15 +33,16 @@ struct DevicePresetRow {
   double launch_us;
   double gemm_half_depth;
   double memory_gb;
+  double gemm_half_outputs;
 };
 
 constexpr DevicePresetRow kDevicePresets[] = {
-    // name   TFLOPS  GB/s    compute  memory  launch  gemm_half  memory_gb
-    {"a100", 156.0, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0},
-    {"h100", 495.0, 3350.0, 0.22, 0.80, 5.0, 0.0, 80.0},
-    {"h200", 495.0, 4800.0, 0.22, 0.80, 5.0, 0.0, 141.0},
-    {"v100", 15.7, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0},
-    {"cpu", 1.28, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0},
+    // name   TFLOPS  GB/s    compute  memory  launch  gemm_half_depth  memory_gb  half_outputs
+    {"a100", 156.0, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0, 0.0},
+    {"h100", 495.0, 3350.0, 0.44, 0.90, 5.0, 250.0, 80.0, 1e6},
+    {"h200", 495.0, 4800.0, 0.44, 0.90, 5.0, 250.0, 141.0, 1e6},
+    {"v100", 15.7, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0, 0.0},
+    {"cpu", 1.28, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0, 0.0},
 };
 
 DeviceModel FromPresetRow(const DevicePresetRow& row) {
@@ -53,6 +54,7 @@ DeviceModel FromPresetRow(const DevicePresetRow& row) {
   device.memory_efficiency = row.memory_efficiency;
   device.launch_us = row.launch_us;
   device.gemm_half_depth = row.gemm_half_depth;
+  device.gemm_half_outputs = row.gemm_half_outputs;
   device.memory_gb = row.memory_gb;
   return device;
 }
@@ -115,6 +117,9 @@ Status DeviceModel::Validate() const {
   }
   if (!std::isfinite(gemm_half_depth) || gemm_half_depth < 0) {
     return InvalidArgumentError("device model: gemm_half_depth must be >= 0");
+  }
+  if (!std::isfinite(gemm_half_outputs) || gemm_half_outputs < 0) {
+    return InvalidArgumentError("device model: gemm_half_outputs must be >= 0");
   }
   return Status::Ok();
 }
@@ -261,7 +266,9 @@ LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work) {
     for (const GemmPart& gemm : gemms) {
       if (gemm.flops <= 0) continue;
       const double depth = std::max(gemm.depth, 1.0);
-      ms += gemm.flops / (flops_per_ms * depth / (depth + device.gemm_half_depth));
+      const double outputs = gemm.flops / (2 * depth);
+      ms += gemm.flops / (flops_per_ms * depth / (depth + device.gemm_half_depth) * outputs /
+                          (outputs + device.gemm_half_outputs));
       rest -= gemm.flops;
     }
     return ms + std::max(rest, 0.0) / flops_per_ms;

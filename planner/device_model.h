@@ -6,12 +6,14 @@
 //
 //   time = max(compute, bytes / (memory_bandwidth_gbps * memory_efficiency)) + kernels * launch_us
 //   compute = sum over GEMM-shaped parts (conv, linear) of
-//               flops / (peak_tflops * compute_efficiency * depth / (depth + gemm_half_depth))
+//               flops / (peak_tflops * compute_efficiency * depth / (depth + gemm_half_depth)
+//                        * outputs / (outputs + gemm_half_outputs))
 //             + other flops / (peak_tflops * compute_efficiency)
 // evaluated separately for forward and backward at the per-device batch. `depth` is the GEMM's
 // reduction length (e.g. in_channels x kernel area for a forward convolution): a short reduction
 // cannot amortise a tile's fixed costs (loading and writing its output, pipeline fill), so it
-// runs further from peak.
+// runs further from peak. `outputs` is the GEMM's output elements (flops / (2 x depth)): one with
+// few cannot fill the GPU's SMs with tiles (e.g. Inception-v3's convolutions on 8x8 maps).
 // Threading: DeviceModel is a plain value; the analytical profile is immutable and thread-safe.
 #pragma once
 
@@ -36,6 +38,7 @@ struct DeviceModel {
   double memory_efficiency = 1;      // fraction of the bandwidth that streaming kernels reach
   double launch_us = 0;              // fixed cost of one kernel launch
   double gemm_half_depth = 0;        // reduction length at which a GEMM reaches half efficiency
+  double gemm_half_outputs = 0;      // output elements at which a GEMM reaches half; 0: no term
   double memory_gb = 0;              // capacity; informative
 
   Status Validate() const;

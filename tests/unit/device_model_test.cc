@@ -76,6 +76,9 @@ TEST_CASE("Validate names the bad field") {
   device = *DevicePreset("a100");
   device.gemm_half_depth = -1;
   CHECK_THAT(device.Validate().message(), Catch::Contains("gemm_half_depth"));
+  device = *DevicePreset("a100");
+  device.gemm_half_outputs = -1;
+  CHECK_THAT(device.Validate().message(), Catch::Contains("gemm_half_outputs"));
 }
 
 TEST_CASE("roofline: compute-bound conv and memory-bound relu") {
@@ -106,6 +109,13 @@ TEST_CASE("roofline: compute-bound conv and memory-bound relu") {
   CHECK(elementwise.backward_bytes == Approx(1.5 * bytes));
   LayerTime relu_time = RooflineTime(device, elementwise);
   CHECK(relu_time.forward_ms == Approx(bytes / 500e6 + 0.010));
+
+  // A GEMM with as many output elements as gemm_half_outputs runs at half its efficiency again;
+  // the memory-bound relu does not change.
+  device.gemm_half_outputs = 64.0 * 56 * 56 * 8;  // the forward conv's outputs
+  const LayerTime small_gemm = RooflineTime(device, conv);
+  CHECK(small_gemm.forward_ms == Approx(2 * flops / 25e9 + 0.010));
+  CHECK(RooflineTime(device, elementwise).forward_ms == Approx(relu_time.forward_ms));
 }
 
 TEST_CASE("a layer reading the graph input has no grad-input work") {
