@@ -2,8 +2,9 @@
 # The first thing to run on a GPU node: builds what the node needs, runs every GPU test (CTest
 # label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
 # profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
-# one-GPU training iteration), sets deepool's one-GPU training beside plain PyTorch (torchvision's
-# model trained eagerly, and a plain libtorch loop over deepool's own modules), times
+# one-GPU training iteration; and the preset per op against the profiled layers), sets deepool's
+# one-GPU training beside plain PyTorch (torchvision's model trained eagerly, and a plain
+# libtorch loop over deepool's own modules), times
 # synchronised batch norm's compute against cuDNN's batch norm, runs the FG-slowdown benchmark
 # (deepool vs naive collocation on one GPU), and writes what it saw to
 # docs/results/gpu-node-latest.md, so the numbers can be committed as they are and carried into
@@ -63,13 +64,14 @@ predict_table="$(mktemp)"
 baseline_table="$(mktemp)"
 overhead_table="$(mktemp)"
 batch_norm_table="$(mktemp)"
+preset_table="$(mktemp)"
 work="$(mktemp -d)"
 keep_material() {
   [[ -n "$keep" ]] || return 0
   mkdir -p "$keep" && cp "$log" "$keep/gpu-node.log" && cp "$work"/*.json "$keep"/ 2>/dev/null || true
 }
 trap 'keep_material; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
-  "$overhead_table" "$batch_norm_table" "$work"' EXIT
+  "$overhead_table" "$batch_norm_table" "$preset_table" "$work"' EXIT
 python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
 stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 bin="$build_dir/bin"
@@ -170,6 +172,24 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
 done
 cat "$predict_table" "$baseline_table" | tee -a "$log"
 
+# The analytical preset against this GPU's device-timed layers, per op and per model: material
+# for refitting it (docs/benchmarks.md, "H100 and H200 presets"). Informative: it fails nothing.
+validation_cmd=""
+if [[ -n "$preset" && -x "$bin/deepool-bench-profile-validation" ]]; then
+  validation_cmd="$bin/deepool-bench-profile-validation --device $preset --skip-ops dropout"
+  validation_cmd+=" --batches 32"
+  for case_ in vgg16 resnet50 inception_v3 wide_resnet101_2; do
+    if [[ -s "$work/$case_-device.json" ]]; then
+      validation_cmd+=" $case_=$work/$case_-device.json"
+    fi
+  done
+  stage "the $preset preset against this GPU's layers"
+  $validation_cmd > "$preset_table" 2>>"$log" || echo "(failed: see the log)" >> "$preset_table"
+else
+  echo "(not run: no preset for this GPU, or deepool-bench-profile-validation not built)" \
+    > "$preset_table"
+fi
+
 # Runs a benchmark command (a string, split on spaces) into a Markdown table file; a failure is
 # noted in the table and fails the run.
 table_stage() {
@@ -250,6 +270,12 @@ fi
   echo "(\`$overhead_cmd\`; medians of 6 alternating trials of 10 iterations):"
   echo
   cat "$overhead_table"
+  echo
+  echo "## The analytical preset against this GPU's layers"
+  echo
+  echo "\`${validation_cmd:-deepool-bench-profile-validation}\` on the device-timed profiles above:"
+  echo
+  cat "$preset_table"
   echo
   echo "## Synchronised batch norm's compute against cuDNN's batch norm (\`$batch_norm_cmd\`)"
   echo
