@@ -39,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --no-bench) bench=0 ;;
     --keep) keep="$2"; shift ;;
     --commit) commit="$2"; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;  # the header comment
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift

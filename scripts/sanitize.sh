@@ -65,7 +65,7 @@ case "$KIND" in
     exec bash "$0" asan-runtime
     ;;
   -h|--help|"")
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
     [[ -n "$KIND" ]] && exit 0 || exit 2
     ;;
   *) echo "sanitize.sh: unknown kind $KIND (asan, asan-runtime, asan-all, tsan or tsan-runtime)" >&2; exit 2 ;;
