@@ -1,16 +1,17 @@
 // Validates an analytical device preset against measured reference profiles.
 //
-//   deepool-bench-profile-validation [--device a100] [--fit] [--fit-models N] [--batches 64,16,1]
-//       vgg16=PATH/A100_vgg.prof [wide_resnet101_2=PATH/A100_wrn.prof inception_v3=...]
+//   deepool-bench-profile-validation [--device a100] [--fit] [--fit-models N] [--skip-ops OPS]
+//       [--batches 64,16,1] vgg16=PATH/A100_vgg.prof [wide_resnet101_2=PATH/A100_wrn.prof ...]
 //
 // A profile is DeepPool's .prof text (the A100 reference files) or a deepool.profile JSON file
 // (`deepool profile`'s output, e.g. docs/results/profiles-h200-2026-11-28/), named by extension.
 // For the first model it prints a per-layer table (measured vs predicted forward and backward
 // at the chosen batches) and, for every model, the whole-model error at every measured batch
-// (sum over the layers the file times). --fit searches a grid of the preset's four global
-// factors (compute efficiency, memory efficiency, launch cost, GEMM half depth) for the least mean
-// absolute log error over the layers of the first N models (--fit-models, default 1; the others
-// are out-of-sample checks), and reports the result beside the preset's own.
+// (sum over the layers the file times). --fit searches a grid of the preset's five global
+// factors (compute efficiency, memory efficiency, launch cost, GEMM half depth, GEMM half
+// outputs) for the least mean absolute log error over the layers of the first N models
+// (--fit-models, default 1; the others are out-of-sample checks), and reports the result beside
+// the preset's own. --skip-ops leaves ops out of the fit and every table.
 // Output is Markdown for docs/benchmarks.md.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -157,11 +158,7 @@ DeviceModel Fit(const DeviceModel& start, const std::vector<const ModelCase*>& c
   for (const ModelCase* c : cases) samples.push_back(Samples(*c));
   DeviceModel best = start;
   double best_error = MeanAbsLogError(start, cases, samples);
-  // The output-size term only where the start has it or the fit is over several models: the
-  // A100's single-model fit predates it and stays comparable.
-  std::vector<double> half_outputs_grid = {start.gemm_half_outputs};
-  if (cases.size() > 1) half_outputs_grid = {0.0, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7};
-  for (double half_outputs : half_outputs_grid) {
+  for (double half_outputs : {0.0, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7}) {
     for (double half_depth : {0.0, 250.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0}) {
       for (double compute = 0.10; compute <= 1.0001; compute += 0.02) {
         for (double memory = 0.50; memory <= 1.0001; memory += 0.05) {
@@ -321,7 +318,13 @@ int Run(int argc, char** argv) {
   std::set<std::string> skipped_ops;
   std::stringstream skip_items(skip_list);
   for (std::string op; std::getline(skip_items, op, ',');) {
-    if (!op.empty()) skipped_ops.insert(op);
+    if (op.empty()) continue;
+    if (!OpFromName(op)) {
+      std::cerr << "--skip-ops: unknown op '" << op << "' (ops as `deepool model show` names them, "
+                << "e.g. dropout)\n";
+      return 2;
+    }
+    skipped_ops.insert(op);
   }
   std::vector<ModelCase> cases;
   for (const std::string& arg : model_files) {
