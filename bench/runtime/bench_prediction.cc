@@ -7,7 +7,8 @@
 // loopback; --rounds times, the plans in turn, the median of the runs counting, each run's figure
 // the slowest rank's mean iteration) and compares. The links are
 // calibrated three times: with every rank doing about --calibration-busy-ms of the same work
-// before each timed collective, as ranks do in training, each size's runs counted by their
+// before each timed all-reduce and the sender alone before each message, as ranks do in
+// training (collective_timing.h), each size's runs counted by their
 // trimmed mean (the prediction; deepool-calibrate's defaults), and, printed beside it, the same
 // with medians and back to back. Beside those it prints what the model
 // predicted before calibration and overhead (the cpu-N preset's link, no overhead). Output: a

@@ -1,5 +1,6 @@
 // deepool-calibrate with real rank processes (Gloo on loopback): it measures, fits and writes a
 // cluster file the planner reads; the collective timing, in-process over the fake network.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -130,6 +131,37 @@ TEST_CASE("collective timing: ranks compute before each run, outside the timed p
   auto refused = testing::FakeComms(2)(0);
   REQUIRE(refused.ok());
   CHECK(TimeCollectives(**refused, options).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE(
+    "collective timing: every member works before an all-reduce, only the sender before "
+    "a message",
+    "[calibration]") {
+  auto comms = testing::FakeComms(2);
+  CollectiveTimingOptions options;
+  options.min_bytes = options.max_bytes = 1024;
+  options.repeats = 3;  // and two warm-ups: five runs of each
+  options.busy_ms = 1;
+  std::atomic<int> works[2] = {0, 0};
+  options.work = [&](int rank, int64_t products) {
+    CHECK(products >= 1);
+    ++works[rank];
+  };
+  std::vector<Status> statuses(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto comm = comms(rank);
+      statuses[static_cast<size_t>(rank)] =
+          comm.ok() ? TimeCollectives(**comm, options).status() : comm.status();
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  for (const Status& status : statuses) REQUIRE(status.ok());
+  // Five all-reduces, which both ranks work before, then five messages, which only rank 0 (the
+  // sender) works before: the receiver waits in its receive, as a re-split's receiver does.
+  CHECK(works[0] == 10);
+  CHECK(works[1] == 5);
 }
 
 }  // namespace

@@ -142,7 +142,8 @@ int main(int argc, char** argv) {
       ->default_str("mean");
   app.add_option("--busy-ms", options.timing.busy_ms,
                  "every rank does about this long of the same work before each timed "
-                 "collective, as in training (0: back to back)")
+                 "all-reduce, and the sender alone before each message while the receiver "
+                 "waits, as in training (0: back to back)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
   app.add_option("-o,--output", options.output,

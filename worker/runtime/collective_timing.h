@@ -5,15 +5,18 @@
 // from rank 0 to rank 1 (half a ping-pong's round trip), at sizes from min_bytes to max_bytes
 // in steps of 4x; each summarised over `repeats` runs after two warm-up runs (by default their
 // trimmed mean, CollectiveStatistic). With busy_ms > 0 every rank does the same work before each
-// run (matrix products on its thread, as many as take busy_ms, averaged over the ranks), as
+// all-reduce (matrix products on its thread, as many as take busy_ms, averaged over the ranks), as
 // training ranks do between their collectives, so the time includes waking the waiting rank and
-// its transport threads and waiting for a rank that finished its work late; back to back (0)
-// they stay hot.
+// its transport threads and waiting for a rank that finished its work late; before each message
+// only its sender works while the receiver waits, as a re-split's receiver waits for the layer
+// that produces it, so the time includes waking the receiver but no lag of its own. Back to back
+// (busy_ms 0) they stay hot.
 //
 // Threading: one thread per rank, as the communicator.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -43,6 +46,9 @@ struct CollectiveTimingOptions {
   // 5 ms of equal work, six calibrations fitted latencies of 0.98-1.63 ms (about 2-3.3 ms for a
   // small all-reduce over two ranks), near the 2-3 ms a blocking collective costs in training.
   double busy_ms = 5;
+  // The work `rank` does before a timed run: `products` of busy_ms's size (none when busy_ms is
+  // 0). Empty: matrix products on the calling thread. Tests observe who works before what.
+  std::function<void(int rank, int64_t products)> work;
 };
 
 // Rank 0: the samples, all-reduces by device count then size, then the messages by size. Other
