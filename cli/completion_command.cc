@@ -84,11 +84,13 @@ std::string ZshScript(const CLI::App& root) {
 
 RegisterCommand completion_command([](CLI::App& app, CommandResult& result) {
   auto shell = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "completion",
-      "print a shell completion script for bash or zsh; e.g. in ~/.bashrc: "
-      "source <(deepool completion bash)");
-  cmd->add_option("shell", *shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+  CLI::App* cmd =
+      app.add_subcommand("completion",
+                         "Print a shell completion script for bash or zsh; e.g. in ~/.bashrc: "
+                         "source <(deepool completion bash)");
+  cmd->add_option("shell", *shell, "Bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
   cmd->callback([&app, &result, shell] {
     std::cout << (*shell == "zsh" ? ZshScript(app) : BashScript(app));
     result.exit_code = kExitOk;

@@ -160,7 +160,7 @@ void RegisterModelCommands(CLI::App& app, CommandResult& result) {
                    "Input image height and width (0: model default, 224; 299 for inception_v3; "
                    "16 for small_cnn); for mlp, the number of input features (default 32)");
   show->add_flag("--no-aux-logits", flags->no_aux_logits,
-                 "inception_v3: leave out the auxiliary classifier");
+                 "For inception_v3: leave out the auxiliary classifier");
   show->footer(
       "Examples:\n"
       "  deepool model show resnet50\n"

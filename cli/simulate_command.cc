@@ -261,7 +261,7 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
                      "Extrapolate profile files beyond their measured batches");
   simulate
       ->add_option("--bg-policy", flags->bg_policy,
-                   "greedy: a BG kernel starts whenever the device is FG-idle; fit-gaps: "
+                   "Greedy: a BG kernel starts whenever the device is FG-idle; fit-gaps: "
                    "only if it ends before the device's next FG step")
       ->capture_default_str();
   simulate

@@ -17,9 +17,9 @@ namespace deepool::cli {
 
 void AddClientOptions(CLI::App* command, ClientOptions* options, bool with_json) {
   command->add_option("--coordinator", options->coordinator,
-                      "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR, then "
+                      "Coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR, then "
                       "~/.config/deepool/config.json, then 127.0.0.1:7070)");
-  if (with_json) command->add_flag("--json", options->json, "machine-readable JSON output");
+  if (with_json) command->add_flag("--json", options->json, "Machine-readable JSON output");
 }
 
 std::string ResolveCoordinatorAddress(const std::string& flag, const char* env_value,

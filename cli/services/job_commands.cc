@@ -328,53 +328,53 @@ int RunLogs(const ClientOptions& client, const std::string& job_id, bool follow,
 RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   auto flags = std::make_shared<SubmitFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "submit", "submit a training job (a JSON job spec file, inline JSON, '-', or flags)");
-  cmd->add_option("spec", flags->spec, "job spec: FILE, '-' (stdin) or inline JSON");
-  cmd->add_option("--model", flags->model, "zoo model name (deepool model list)");
-  cmd->add_option("--graph", flags->graph_file, "a layer-graph JSON file instead of --model");
-  cmd->add_option("--name", flags->name, "job name");
-  cmd->add_option("--global-batch,--batch", flags->global_batch, "global batch size");
-  cmd->add_option("--iterations", flags->iterations, "training iterations");
-  cmd->add_option("--gpus", flags->gpus, "devices to plan over (FG); 1 for BG");
+      "submit", "Submit a training job (a JSON job spec file, inline JSON, '-', or flags)");
+  cmd->add_option("spec", flags->spec, "Job spec: FILE, '-' (stdin) or inline JSON");
+  cmd->add_option("--model", flags->model, "Zoo model name (deepool model list)");
+  cmd->add_option("--graph", flags->graph_file, "A layer-graph JSON file instead of --model");
+  cmd->add_option("--name", flags->name, "Job name");
+  cmd->add_option("--global-batch,--batch", flags->global_batch, "Global batch size");
+  cmd->add_option("--iterations", flags->iterations, "Training iterations");
+  cmd->add_option("--gpus", flags->gpus, "Devices to plan over (FG); 1 for BG");
   cmd->add_option("--amplification-limit,--amp", flags->amplification_limit,
                   "FG: GPU-seconds per iteration / single-GPU iteration time (0: unconstrained)");
-  cmd->add_option("--priority", flags->priority, "higher runs first");
-  cmd->add_option("--optimizer", flags->optimizer, "sgd or adam");
-  cmd->add_option("--lr", flags->lr, "learning rate");
-  cmd->add_option("--data", flags->data, "synthetic or cifar10");
-  cmd->add_option("--data-path", flags->data_path, "cifar10 file or directory on every worker");
-  cmd->add_option("--seed", flags->seed, "random seed");
-  cmd->add_option("--profile", flags->profile, "measured (default) or analytical");
-  cmd->add_option("--checkpoint", flags->checkpoint, "where rank 0 writes the final checkpoint");
-  cmd->add_option("--num-classes", flags->num_classes, "zoo model option");
-  cmd->add_option("--image-size", flags->image_size, "zoo model option");
+  cmd->add_option("--priority", flags->priority, "Higher runs first");
+  cmd->add_option("--optimizer", flags->optimizer, "SGD or Adam (sgd, adam)");
+  cmd->add_option("--lr", flags->lr, "Learning rate");
+  cmd->add_option("--data", flags->data, "Synthetic or cifar10");
+  cmd->add_option("--data-path", flags->data_path, "The cifar10 file or directory on every worker");
+  cmd->add_option("--seed", flags->seed, "Random seed");
+  cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
+  cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");
+  cmd->add_option("--num-classes", flags->num_classes, "Zoo model option");
+  cmd->add_option("--image-size", flags->image_size, "Zoo model option");
   cmd->add_option("--batch-norm", flags->batch_norm,
-                  "synchronized (default: statistics summed over a layer's devices, training "
+                  "Synchronized (default: statistics summed over a layer's devices, training "
                   "equals one device's) or per_device (each device's own batch, as DDP without "
                   "SyncBatchNorm: cheaper, not the same training)")
       ->check(CLI::IsMember({"synchronized", "per_device"}));
   cmd->add_flag("--concurrent-branches", flags->concurrent_branches,
                 "FG: let parallel branches (Inception's towers, residual shortcuts) run side by "
                 "side on disjoint devices where the planner finds that faster");
-  cmd->add_flag("--requeue-on-failure", flags->requeue, "requeue instead of fail on node loss");
-  auto* fg = cmd->add_flag("--foreground,--fg", flags->foreground, "a foreground job (default)");
+  cmd->add_flag("--requeue-on-failure", flags->requeue, "Requeue instead of fail on node loss");
+  auto* fg = cmd->add_flag("--foreground,--fg", flags->foreground, "A foreground job (default)");
   auto* bg = cmd->add_flag("--background,--bg", flags->background,
-                           "a background job in the FG jobs' idle device time");
+                           "A background job in the FG jobs' idle device time");
   fg->excludes(bg);
-  cmd->add_flag("--detach,-d", flags->detach, "print the job id and return without waiting");
+  cmd->add_flag("--detach,-d", flags->detach, "Print the job id and return without waiting");
   AddClientOptions(cmd, &flags->client);
   cmd->callback([flags, &result] { result.exit_code = RunSubmit(*flags); });
 });
 
 RegisterCommand status_command([](CLI::App& app, CommandResult& result) {
   auto flags = std::make_shared<StatusFlags>();
-  CLI::App* cmd = app.add_subcommand("status", "the jobs table, or one job in detail");
-  cmd->add_option("job", flags->job, "a job id: show it in detail with its plan summary");
-  cmd->add_flag("--watch,-w", flags->watch, "refresh until the jobs shown are finished");
+  CLI::App* cmd = app.add_subcommand("status", "The jobs table, or one job in detail");
+  cmd->add_option("job", flags->job, "A job id: show it in detail with its plan summary");
+  cmd->add_flag("--watch,-w", flags->watch, "Refresh until the jobs shown are finished");
   cmd->add_flag("--why", flags->why,
-                "with a job id: why it waits (the scheduler's last decision, its place in the "
+                "With a job id: why it waits (the scheduler's last decision, its place in the "
                 "queue, free devices against what it needs, nodes taking no work)");
-  cmd->add_option("--limit", flags->limit, "most jobs listed, newest first (0: all)");
+  cmd->add_option("--limit", flags->limit, "Most jobs listed, newest first (0: all)");
   AddClientOptions(cmd, &flags->client);
   cmd->callback([flags, &result] { result.exit_code = RunStatus(*flags); });
 });
@@ -383,9 +383,9 @@ RegisterCommand cancel_command([](CLI::App& app, CommandResult& result) {
   auto client = std::make_shared<ClientOptions>();
   auto job = std::make_shared<std::string>();
   auto reason = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("cancel", "cancel a job in any non-terminal state");
-  cmd->add_option("job", *job, "job id")->required();
-  cmd->add_option("--reason", *reason, "recorded in the job's history");
+  CLI::App* cmd = app.add_subcommand("cancel", "Cancel a job in any non-terminal state");
+  cmd->add_option("job", *job, "Job id")->required();
+  cmd->add_option("--reason", *reason, "Recorded in the job's history");
   AddClientOptions(cmd, client.get());
   cmd->callback([=, &result] { result.exit_code = RunCancel(*client, *job, *reason); });
 });
@@ -396,12 +396,12 @@ RegisterCommand resize_command([](CLI::App& app, CommandResult& result) {
   auto gpus = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand(
       "resize",
-      "run a FG job on another number of devices, the global batch kept: a running job stops "
+      "Run a FG job on another number of devices, the global batch kept: a running job stops "
       "at its next periodic checkpoint and resumes from it on the new count (it needs "
       "periodic checkpoints: checkpoint.dir with every_iterations or every_seconds, or the "
       "coordinator's --checkpoint-root); a pending one takes it at once");
-  cmd->add_option("job", *job, "job id")->required();
-  cmd->add_option("--gpus", *gpus, "the device count to run on")
+  cmd->add_option("job", *job, "Job id")->required();
+  cmd->add_option("--gpus", *gpus, "The device count to run on")
       ->required()
       ->check(CLI::Range(1, 4096));
   AddClientOptions(cmd, client.get());
@@ -413,10 +413,10 @@ RegisterCommand logs_command([](CLI::App& app, CommandResult& result) {
   auto job = std::make_shared<std::string>();
   auto follow = std::make_shared<bool>(false);
   auto tail = std::make_shared<int>(0);
-  CLI::App* cmd = app.add_subcommand("logs", "a job's executor and worker log lines");
-  cmd->add_option("job", *job, "job id")->required();
-  cmd->add_flag("--follow,-f", *follow, "keep streaming until the job finishes");
-  cmd->add_option("--tail", *tail, "only the last N stored lines (0: all)");
+  CLI::App* cmd = app.add_subcommand("logs", "A job's executor and worker log lines");
+  cmd->add_option("job", *job, "Job id")->required();
+  cmd->add_flag("--follow,-f", *follow, "Keep streaming until the job finishes");
+  cmd->add_option("--tail", *tail, "Only the last N stored lines (0: all)");
   AddClientOptions(cmd, client.get());
   cmd->callback([=, &result] { result.exit_code = RunLogs(*client, *job, *follow, *tail); });
 });

@@ -63,7 +63,7 @@ int RunDrain(const ClientOptions& client, const std::string& node, bool drain, b
 
 RegisterCommand nodes_command([](CLI::App& app, CommandResult& result) {
   auto client = std::make_shared<ClientOptions>();
-  CLI::App* cmd = app.add_subcommand("nodes", "worker nodes, their devices and what runs there");
+  CLI::App* cmd = app.add_subcommand("nodes", "Worker nodes, their devices and what runs there");
   AddClientOptions(cmd, client.get());
   cmd->callback([=, &result] { result.exit_code = RunNodes(*client); });
 });
@@ -74,13 +74,13 @@ RegisterCommand drain_command([](CLI::App& app, CommandResult& result) {
     auto node = std::make_shared<std::string>();
     CLI::App* cmd =
         app.add_subcommand(drain ? "drain" : "undrain",
-                           drain ? "stop giving a node new tasks (its running tasks finish)"
-                                 : "let a drained node take tasks again");
-    cmd->add_option("node", *node, "node name or id")->required();
+                           drain ? "Stop giving a node new tasks (its running tasks finish)"
+                                 : "Let a drained node take tasks again");
+    cmd->add_option("node", *node, "Node name or id")->required();
     auto evacuate = std::make_shared<bool>(false);
     if (drain) {
       cmd->add_flag("--evacuate", *evacuate,
-                    "also move its jobs that write periodic checkpoints: a FG job stops at its "
+                    "Also move its jobs that write periodic checkpoints: a FG job stops at its "
                     "next checkpoint, a BG job at once, and each resumes from its checkpoint on "
                     "other nodes (the others finish there)");
     }

@@ -131,31 +131,31 @@ RegisterCommand certs_command([](CLI::App& app, CommandResult& result) {
   auto f = std::make_shared<CertFlags>();
   CLI::App* certs = app.add_subcommand(
       "certs",
-      "create a cluster's CA and the certificates of its coordinator, nodes and users (mutual "
+      "Create a cluster's CA and the certificates of its coordinator, nodes and users (mutual "
       "TLS)");
   certs->require_subcommand(1);
   auto add_common = [f](CLI::App* cmd) {
-    cmd->add_option("--dir", f->dir, "the certificates' directory")->capture_default_str();
-    cmd->add_option("--valid-days", f->valid_days, "days the certificate is valid")
+    cmd->add_option("--dir", f->dir, "The certificates' directory")->capture_default_str();
+    cmd->add_option("--valid-days", f->valid_days, "Days the certificate is valid")
         ->check(CLI::Range(1, 3650))
         ->capture_default_str();
   };
   CLI::App* init = certs->add_subcommand(
-      "init", "create the CA and the coordinator's certificate (ca.pem, coordinator.pem, keys)");
+      "init", "Create the CA and the coordinator's certificate (ca.pem, coordinator.pem, keys)");
   add_common(init);
   init->add_option("--host", f->hosts,
-                   "a DNS name or IP address of the coordinator to put in its certificate "
+                   "A DNS name or IP address of the coordinator to put in its certificate "
                    "(repeatable; clients check the name deepool-coordinator in any case)");
   init->callback([f, &result] { result.exit_code = RunCertsInit(*f); });
   CLI::App* node = certs->add_subcommand(
-      "node", "a worker node's certificate (nodes/NAME.pem); NAME is the worker's --name");
+      "node", "A worker node's certificate (nodes/NAME.pem); NAME is the worker's --name");
   add_common(node);
-  node->add_option("name", f->name, "the node's name")->required();
+  node->add_option("name", f->name, "The node's name")->required();
   node->callback([f, &result] { result.exit_code = RunCertsIssue(*f, Role::kWorker); });
-  CLI::App* user = certs->add_subcommand("user", "a user's certificate (users/NAME.pem)");
+  CLI::App* user = certs->add_subcommand("user", "A user's certificate (users/NAME.pem)");
   add_common(user);
-  user->add_option("name", f->name, "the user's name")->required();
-  user->add_flag("--admin", f->admin, "the admin role: every job, and node drains");
+  user->add_option("name", f->name, "The user's name")->required();
+  user->add_flag("--admin", f->admin, "The admin role: every job, and node drains");
   user->callback([f, &result] {
     result.exit_code = RunCertsIssue(*f, f->admin ? Role::kAdmin : Role::kUser);
   });
@@ -164,26 +164,26 @@ RegisterCommand certs_command([](CLI::App& app, CommandResult& result) {
 RegisterCommand token_command([](CLI::App& app, CommandResult& result) {
   auto f = std::make_shared<TokenFlags>();
   CLI::App* token = app.add_subcommand(
-      "token", "add, revoke and list users' bearer tokens in the coordinator's users file");
+      "token", "Add, revoke and list users' bearer tokens in the coordinator's users file");
   token->require_subcommand(1);
   auto add_users = [f](CLI::App* cmd) {
-    cmd->add_option("--users", f->users_file, "the users file the coordinator reads (--users)")
+    cmd->add_option("--users", f->users_file, "The users file the coordinator reads (--users)")
         ->required();
   };
   CLI::App* create = token->add_subcommand(
-      "create", "a new token for a user (printed once; the file keeps its SHA-256)");
+      "create", "A new token for a user (printed once; the file keeps its SHA-256)");
   add_users(create);
-  create->add_option("name", f->name, "user name (for role worker: the node's --name)")->required();
-  create->add_option("--role", f->role, "user, admin or worker")->capture_default_str();
-  create->add_option("--out", f->out, "write the token to this new file (mode 0600), not stdout");
+  create->add_option("name", f->name, "User name (for role worker: the node's --name)")->required();
+  create->add_option("--role", f->role, "User, admin or worker")->capture_default_str();
+  create->add_option("--out", f->out, "Write the token to this new file (mode 0600), not stdout");
   create->callback([f, &result] { result.exit_code = RunTokenCreate(*f); });
   CLI::App* revoke = token->add_subcommand("revoke",
-                                           "remove a user's token (to rotate: revoke, "
+                                           "Remove a user's token (to rotate: revoke, "
                                            "then create)");
   add_users(revoke);
-  revoke->add_option("name", f->name, "user name")->required();
+  revoke->add_option("name", f->name, "User name")->required();
   revoke->callback([f, &result] { result.exit_code = RunTokenRevoke(*f); });
-  CLI::App* list = token->add_subcommand("list", "the users and their roles");
+  CLI::App* list = token->add_subcommand("list", "The users and their roles");
   add_users(list);
   list->callback([f, &result] { result.exit_code = RunTokenList(*f); });
 });

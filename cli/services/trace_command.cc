@@ -58,16 +58,16 @@ RegisterCommand trace_command([](CLI::App& app, CommandResult& result) {
   auto flags = std::make_shared<TraceFlags>();
   CLI::App* cmd = app.add_subcommand(
       "trace",
-      "record a few iterations of a running FG job on every rank: each layer's forward and "
+      "Record a few iterations of a running FG job on every rank: each layer's forward and "
       "backward, transfers, all-reduces, waits and the optimizer step, as a trace Perfetto opens");
-  cmd->add_option("job", flags->job, "job id (RUNNING, FG)")->required();
+  cmd->add_option("job", flags->job, "Job id (RUNNING, FG)")->required();
   cmd->add_option("-o,--output", flags->output,
                   "Chrome trace JSON file to write (default: <job>.trace.json)");
-  cmd->add_option("--svg", flags->svg, "also draw the timeline as an SVG picture");
-  cmd->add_option("--iterations,-n", flags->iterations, "iterations to record")
+  cmd->add_option("--svg", flags->svg, "Also draw the timeline as an SVG picture");
+  cmd->add_option("--iterations,-n", flags->iterations, "Iterations to record")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--timeout", flags->timeout_s,
-                  "seconds to wait for every rank's timeline (ranks that have not answered by "
+                  "Seconds to wait for every rank's timeline (ranks that have not answered by "
                   "then are left out, and the exit code is 1)")
       ->check(CLI::Range(1, 600));
   AddClientOptions(cmd, &flags->client);

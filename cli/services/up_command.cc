@@ -438,28 +438,28 @@ RegisterCommand up_command([](CLI::App& app, CommandResult& result) {
   auto flags = std::make_shared<UpFlags>();
   CLI::App* cmd = app.add_subcommand(
       "up",
-      "run a local cluster on this machine's CPUs (a coordinator and workers), train a demo "
+      "Run a local cluster on this machine's CPUs (a coordinator and workers), train a demo "
       "FG burst-parallel job and a BG job to completion, then shut down");
   cmd->add_option("--data-dir", flags->data_dir,
-                  "state and logs (default: a temporary directory, removed unless --keep)");
-  cmd->add_option("--workers", flags->workers, "worker processes")->capture_default_str();
+                  "State and logs (default: a temporary directory, removed unless --keep)");
+  cmd->add_option("--workers", flags->workers, "Worker processes")->capture_default_str();
   cmd->add_option("--devices-per-worker", flags->devices_per_worker, "CPU devices per worker")
       ->capture_default_str();
-  cmd->add_flag("--keep", flags->keep, "keep the temporary directory");
-  cmd->add_option("--model", flags->fg_model, "the FG job's zoo model")->capture_default_str();
-  cmd->add_option("--bg-model", flags->bg_model, "the BG job's zoo model")->capture_default_str();
-  cmd->add_option("--global-batch", flags->fg_batch, "the FG job's global batch")
+  cmd->add_flag("--keep", flags->keep, "Keep the temporary directory");
+  cmd->add_option("--model", flags->fg_model, "The FG job's zoo model")->capture_default_str();
+  cmd->add_option("--bg-model", flags->bg_model, "The BG job's zoo model")->capture_default_str();
+  cmd->add_option("--global-batch", flags->fg_batch, "The FG job's global batch")
       ->capture_default_str();
-  cmd->add_option("--iterations", flags->fg_iterations, "the FG job's iterations")
+  cmd->add_option("--iterations", flags->fg_iterations, "The FG job's iterations")
       ->capture_default_str();
-  cmd->add_option("--bg-iterations", flags->bg_iterations, "the BG job's iterations")
+  cmd->add_option("--bg-iterations", flags->bg_iterations, "The BG job's iterations")
       ->capture_default_str();
   cmd->add_option("--amplification-limit", flags->amplification_limit,
-                  "the FG plan's limit (0: unconstrained)")
+                  "The FG plan's limit (0: unconstrained)")
       ->capture_default_str();
   cmd->add_option("--profile", flags->profile,
-                  "measured or analytical (default: measured when deepool-profile is built)");
-  cmd->add_option("--timeout-s", flags->timeout_s, "give up after this long")
+                  "Measured or analytical (default: measured when deepool-profile is built)");
+  cmd->add_option("--timeout-s", flags->timeout_s, "Give up after this long")
       ->capture_default_str();
   cmd->callback([flags, &result] { result.exit_code = RunUp(*flags); });
 });

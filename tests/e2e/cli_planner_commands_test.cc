@@ -5,13 +5,18 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "planner/graph.h"
 #include "planner/plan.h"
@@ -334,6 +339,70 @@ TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands o
   auto status = RunDeepool("status --coordinator 127.0.0.1:1 2>&1");
   CHECK(status.exit_code == 4);
   CHECK_THAT(status.out, !Catch::Contains("cannot be run"));
+}
+
+namespace {
+
+struct HelpEntry {
+  std::string section;  // "Options", "Subcommands" or "Positionals"
+  std::string name;     // the first word of the entry: a flag, a command or a positional
+  std::string description;
+};
+
+// The entries of `help` in CLI11's layout: under a section heading, a name and then its
+// description after two or more spaces, or on the next line when the name is long.
+std::vector<HelpEntry> HelpEntries(const std::string& help) {
+  std::vector<HelpEntry> entries;
+  std::istringstream lines(help);
+  std::string line, section;
+  std::optional<HelpEntry> pending;  // a long name whose description is on the next line
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != ' ') {
+      section = line.size() > 1 && line.back() == ':' ? line.substr(0, line.size() - 1) : "";
+      continue;
+    }
+    if (section.empty()) continue;
+    const size_t text = line.find_first_not_of(' ');
+    if (pending && text > 4) {
+      pending->description = line.substr(text);
+      entries.push_back(*pending);
+      pending.reset();
+      continue;
+    }
+    HelpEntry entry{section, line.substr(text, line.find(' ', text) - text), ""};
+    const size_t gap = line.find("  ", text);
+    const size_t description = gap == std::string::npos ? gap : line.find_first_not_of(' ', gap);
+    if (description == std::string::npos) {
+      pending = entry;
+    } else {
+      entry.description = line.substr(description);
+      entries.push_back(entry);
+    }
+  }
+  return entries;
+}
+
+}  // namespace
+
+TEST_CASE("every command and option is described in a sentence that starts with a capital",
+          "[cli]") {
+  std::vector<std::string> commands{""};  // grows with each help's subcommands
+  for (size_t i = 0; i < commands.size(); ++i) {
+    auto help = RunDeepool(commands[i] + " --help");
+    INFO("deepool " << commands[i] << " --help");
+    REQUIRE(help.exit_code == 0);
+    const std::vector<HelpEntry> entries = HelpEntries(help.out);
+    CHECK_FALSE(entries.empty());  // at least --help: the layout was read
+    for (const HelpEntry& entry : entries) {
+      INFO(entry.name << ": " << entry.description);
+      REQUIRE_FALSE(entry.description.empty());
+      CHECK_FALSE(std::islower(static_cast<unsigned char>(entry.description[0])));
+      if (entry.section == "Subcommands") {
+        commands.push_back(commands[i].empty() ? entry.name : commands[i] + " " + entry.name);
+      }
+    }
+  }
+  CHECK(commands.size() >= 7);  // deepool, model and its two, plan, profile, simulate...
 }
 
 // What bash offers for the words of `line` (the last word is the one being completed), through

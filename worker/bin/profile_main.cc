@@ -17,25 +17,25 @@ int main(int argc, char** argv) {
   bool no_aux_logits = false;
   std::string log_level = "warn";
   CLI::App app{"deepool-profile: measure per-layer forward and backward times"};
-  app.add_option("--model", options.model, "zoo model name");
-  app.add_option("--graph", options.graph_path, "layer graph JSON file");
-  app.add_option("--device", options.device, "cpu or cuda:K")->capture_default_str();
+  app.add_option("--model", options.model, "Zoo model name");
+  app.add_option("--graph", options.graph_path, "Layer graph JSON file");
+  app.add_option("--device", options.device, "The device: cpu or cuda:K")->capture_default_str();
   app.add_option("--device-name", options.device_name,
-                 "the profile's device field (default: --device), e.g. a100");
-  app.add_option("--batch-sizes", options.batch_sizes, "per-device batch sizes, e.g. 1,2,4,8")
+                 "The profile's device field (default: --device), e.g. a100");
+  app.add_option("--batch-sizes", options.batch_sizes, "Per-device batch sizes, e.g. 1,2,4,8")
       ->required()
       ->delimiter(',');
-  app.add_option("-o,--output", options.output_path, "profile JSON to write")->required();
-  app.add_option("--warmup", options.warmup, "untimed runs per layer and batch")
+  app.add_option("-o,--output", options.output_path, "Profile JSON to write")->required();
+  app.add_option("--warmup", options.warmup, "Untimed runs per layer and batch")
       ->capture_default_str();
-  app.add_option("--repeats", options.repeats, "timed runs per layer and batch (median)")
+  app.add_option("--repeats", options.repeats, "Timed runs per layer and batch (median)")
       ->capture_default_str();
-  app.add_option("--image-size", options.model_options.image_size, "zoo models: input image side");
-  app.add_option("--num-classes", options.model_options.num_classes, "zoo models: classes")
+  app.add_option("--image-size", options.model_options.image_size, "Zoo models: input image side");
+  app.add_option("--num-classes", options.model_options.num_classes, "Zoo models: classes")
       ->capture_default_str();
-  app.add_flag("--no-aux-logits", no_aux_logits, "inception_v3: without the aux classifier");
+  app.add_flag("--no-aux-logits", no_aux_logits, "For inception_v3: without the aux classifier");
   app.add_option("--threads", options.threads, "CPU: torch intra-op threads (0: default)");
-  app.add_option("--seed", options.seed, "weights and inputs seed");
+  app.add_option("--seed", options.seed, "Weights and inputs seed");
   std::string cuda_timing = "device";
   app.add_option("--cuda-timing", cuda_timing,
                  "CUDA: 'device' times only the kernels' GPU time, their launches queued "
@@ -45,18 +45,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool no_overhead = false;
   app.add_flag("--no-iteration-overhead", no_overhead,
-               "do not measure the iteration's work outside the layers (a one-rank "
+               "Do not measure the iteration's work outside the layers (a one-rank "
                "training run at each batch; the planner then charges none)");
   std::string optimizer = "sgd";
   std::optional<double> momentum, weight_decay;
   app.add_option("--optimizer", optimizer,
-                 "the optimizer whose step the iteration overhead includes: the job's "
+                 "The optimizer whose step the iteration overhead includes: the job's "
                  "(Adam's step costs more than SGD's)")
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
-  app.add_option("--momentum", momentum, "with --optimizer sgd (default 0.9, as a job's)");
-  app.add_option("--weight-decay", weight_decay, "the optimizer's weight decay (default 0)");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--momentum", momentum, "With --optimizer sgd (default 0.9, as a job's)");
+  app.add_option("--weight-decay", weight_decay, "The optimizer's weight decay (default 0)");
+  app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
