@@ -4,9 +4,11 @@
 # profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
 # one-GPU training iteration; and the preset per op against the profiled layers), sets deepool's
 # one-GPU training beside plain PyTorch (torchvision's model trained eagerly, and a plain
-# libtorch loop over deepool's own modules), times
-# synchronised batch norm's compute against cuDNN's batch norm, runs the FG-slowdown benchmark
-# (deepool vs naive collocation on one GPU), and writes what it saw to
+# libtorch loop over deepool's own modules), times synchronised batch norm's compute against
+# cuDNN's batch norm, on a node of two or more GPUs sets deepool's data parallelism beside a
+# DDP-style libtorch loop over NCCL on all of them (deepool-bench-dp_vs_ddp --device cuda;
+# skipped, saying so, on one GPU), runs the FG-slowdown benchmark (deepool vs naive
+# collocation on one GPU), and writes what it saw to
 # docs/results/gpu-node-latest.md, so the numbers can be committed as they are and carried into
 # the record of all GPU runs, docs/results/gpu-node.md.
 #
@@ -50,6 +52,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   exit 1
 fi
 gpus="$(nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader)"
+gpu_count="$(nvidia-smi -L | grep -c '^GPU ' || true)"
 echo "gpu-node-test: GPUs:"; echo "$gpus"
 
 if [[ $install -eq 1 ]]; then bash scripts/install-deps.sh; fi
@@ -65,13 +68,14 @@ baseline_table="$(mktemp)"
 overhead_table="$(mktemp)"
 batch_norm_table="$(mktemp)"
 preset_table="$(mktemp)"
+ddp_table="$(mktemp)"
 work="$(mktemp -d)"
 keep_material() {
   [[ -n "$keep" ]] || return 0
   mkdir -p "$keep" && cp "$log" "$keep/gpu-node.log" && cp "$work"/*.json "$keep"/ 2>/dev/null || true
 }
 trap 'keep_material; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
-  "$overhead_table" "$batch_norm_table" "$preset_table" "$work"' EXIT
+  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$work"' EXIT
 python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
 stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 bin="$build_dir/bin"
@@ -206,6 +210,16 @@ overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
 table_stage "executor overhead, one GPU" "$overhead_table" "$overhead_cmd"
 batch_norm_cmd="$bin/deepool-bench-batch_norm --device cuda --batch 32 --image-size 224"
 table_stage "synchronised batch norm's compute, one GPU" "$batch_norm_table" "$batch_norm_cmd"
+# Data parallelism as a user would otherwise run it (DDP's buckets, overlapped with backward)
+# needs two or more GPUs: ResNet-50 at 224x224, 32 samples a GPU.
+if (( gpu_count >= 2 )); then
+  ddp_cmd="$bin/deepool-bench-dp_vs_ddp --device cuda --ranks $gpu_count --model resnet50"
+  ddp_cmd+=" --batch $((32 * gpu_count)) --image-size 224 --classes 1000 --iterations 10 --trials 5"
+  table_stage "data parallelism vs a DDP-style loop, $gpu_count GPUs" "$ddp_table" "$ddp_cmd"
+else
+  ddp_cmd="deepool-bench-dp_vs_ddp --device cuda --ranks G"
+  echo "(not run: it needs two or more GPUs, and this node has $gpu_count)" > "$ddp_table"
+fi
 
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
@@ -283,6 +297,16 @@ fi
   echo "medians of 21 alternating repetitions, ms:"
   echo
   cat "$batch_norm_table"
+  echo
+  echo "## Data parallelism against a DDP-style libtorch loop over NCCL (\`$ddp_cmd\`)"
+  echo
+  echo "Every rank a thread on its own GPU; the loop buckets gradients as DDP does and starts each"
+  echo "bucket's all-reduce from autograd hooks; medians of alternating trials, ms per iteration"
+  echo "and throughput against the loop:"
+  echo
+  echo '```'
+  cat "$ddp_table"
+  echo '```'
   echo
   echo "## FG slowdown, deepool vs naive collocation (\`$bench_cmd\`)"
   echo

@@ -2,15 +2,17 @@
 // a plain libtorch loop with DistributedDataParallel's gradient sync (parameters in buckets of
 // 25 MiB in reverse order, the first 1 MiB, each bucket's all-reduce started from autograd hooks
 // as soon as its last gradient is ready, overlapping the rest of backward, waited on before the
-// step). Both run on the same ranks (threads of this process, one Gloo communicator each over
-// loopback, one intra-op thread), the same modules, data, optimizer and global batch. Trials
+// step). Both run on the same ranks (threads of this process; on CPU one Gloo communicator each
+// over loopback and one intra-op thread, with --device cuda rank R on cuda:R with an NCCL
+// communicator, each iteration ended by waiting for the rank's stream, as the executor's
+// synchronize does), the same modules, data, optimizer and global batch. Trials
 // alternate between the two (each goes first in every other trial); a trial's time per
 // iteration is its slowest rank's. Prints ms per iteration (medians of trials) and the
 // throughput ratio executor / DDP loop (median of the trials' paired ratios).
 //
 // The executor runs with per-rank batch norm statistics (as DDP without SyncBatchNorm) and, as
 // a second executor row, with the synchronised batch norm it uses in production.
-//   build-*/bin/deepool-bench-dp_vs_ddp [--model M] [--ranks N] [--batch B] ...
+//   build-*/bin/deepool-bench-dp_vs_ddp [--model M] [--ranks N] [--batch B] [--device cuda] ...
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -29,7 +31,9 @@
 #include "common/clock.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/communicator_nccl.h"
 #include "worker/runtime/data.h"
+#include "worker/runtime/device.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/layer_module.h"
 #include "worker/runtime/loss.h"
@@ -73,11 +77,12 @@ class Barrier {
 class DdpLoop {
  public:
   DdpLoop(const dp::Graph& graph, int64_t global_batch, dw::Communicator* comm,
-          int64_t bucket_bytes)
-      : graph_(graph), global_batch_(global_batch), comm_(comm) {
+          int64_t bucket_bytes, dw::DeviceContext* device)
+      : graph_(graph), global_batch_(global_batch), comm_(comm), device_(device) {
     modules_ = Check(dw::BuildAllLayerModules(graph, 1));
     std::vector<torch::Tensor> params;
     for (auto& module : modules_) {
+      module->to(device->device());
       module->train();
       for (auto& p : module->parameters()) params.push_back(p);
     }
@@ -103,7 +108,7 @@ class DdpLoop {
     }
     for (size_t b = 0; b < buckets_.size(); ++b) {
       Bucket& bucket = buckets_[b];
-      bucket.flat = torch::zeros({bucket.numel});
+      bucket.flat = torch::zeros({bucket.numel}, torch::TensorOptions().device(device->device()));
       for (size_t i = 0; i < bucket.params.size(); ++i) {
         const int64_t offset = bucket.offsets[i];
         const int64_t n = bucket.params[i].numel();
@@ -122,6 +127,8 @@ class DdpLoop {
     next_launch_ = 0;
     works_.clear();
     dw::Batch batch = Check(data_->Samples(i, first_, last_));
+    batch.inputs = batch.inputs.to(device_->device());
+    batch.labels = batch.labels.to(device_->device());
     auto outputs =
         Check(dw::ForwardGraph(graph_, modules_, batch.inputs, dw::StepContext{i, first_}));
     torch::Tensor loss = dw::LossPart(outputs[0], batch.labels, 1.0, global_batch_);
@@ -143,6 +150,7 @@ class DdpLoop {
       std::exit(1);
     }
     optimizer_->step();
+    device_->Synchronize();
   }
 
  private:
@@ -168,6 +176,7 @@ class DdpLoop {
   const dp::Graph& graph_;
   int64_t global_batch_;
   dw::Communicator* comm_;
+  dw::DeviceContext* device_;
   dw::RankGroup world_;
   int64_t first_ = 0, last_ = 0;
   std::vector<std::shared_ptr<dw::LayerModule>> modules_;
@@ -182,7 +191,7 @@ class DdpLoop {
 class ExecutorLoop {
  public:
   ExecutorLoop(const dp::Graph& graph, int64_t global_batch, dw::Communicator* comm,
-               bool sync_batch_norm, int64_t bucket_bytes) {
+               bool sync_batch_norm, int64_t bucket_bytes, dw::DeviceContext* device) {
     plan_ = dp::DataParallelLayout(graph, global_batch, comm->world_size());
     data_ = Check(dw::MakeDataSource(dw::DataSpec{}, graph, global_batch));
     dw::ExecutorOptions options;
@@ -190,6 +199,8 @@ class ExecutorLoop {
     options.optimizer = Sgd();
     options.sync_batch_norm = sync_batch_norm;
     options.gradient_bucket_bytes = bucket_bytes;
+    options.device = device->device();
+    if (options.device.is_cuda()) options.synchronize = [device] { device->Synchronize(); };
     executor_ = Check(dw::Executor::Create(graph, plan_, comm, data_.get(), dw::BuildLayerModule,
                                            options, deepool::SystemClock::Get()));
   }
@@ -211,6 +222,7 @@ struct Args {
   int trials = 7;
   double bucket_mb = 25;
   bool per_layer_row = true;
+  bool cuda = false;  // rank R on cuda:R, NCCL
 };
 
 constexpr int kSides = 4;  // DDP loop; executor: per-rank BN, synced BN, one sum per layer
@@ -227,18 +239,24 @@ void RunRank(const Args& args, const dp::Graph& graph, int rank, std::shared_fut
   options.rank = rank;
   options.world_size = args.ranks;
   options.timeout = std::chrono::seconds(300);
+  // Selects this thread's CUDA device first: the NCCL communicator takes the current one.
+  const std::unique_ptr<dw::DeviceContext> device =
+      Check(dw::MakeDeviceContext(dw::DeviceSpec{args.cuda, args.cuda ? rank : 0}));
+  const auto connect = args.cuda ? dw::ConnectNccl : dw::ConnectGloo;
   std::unique_ptr<dw::Communicator> comm;
   if (rank == 0) {
-    comm = Check(dw::ConnectGloo(options, [port_out](int p) { port_out->set_value(p); }));
+    comm = Check(connect(options, [port_out](int p) { port_out->set_value(p); }));
   } else {
     options.store_port = port.get();
-    comm = Check(dw::ConnectGloo(options));
+    comm = Check(connect(options, {}));
   }
   const auto bucket = static_cast<int64_t>(args.bucket_mb * (1 << 20));
-  DdpLoop ddp(graph, args.batch, comm.get(), bucket);
-  ExecutorLoop plain(graph, args.batch, comm.get(), /*sync_batch_norm=*/false, bucket);
-  ExecutorLoop synced(graph, args.batch, comm.get(), /*sync_batch_norm=*/true, bucket);
-  ExecutorLoop per_layer(graph, args.batch, comm.get(), /*sync_batch_norm=*/false, 0);
+  DdpLoop ddp(graph, args.batch, comm.get(), bucket, device.get());
+  ExecutorLoop plain(graph, args.batch, comm.get(), /*sync_batch_norm=*/false, bucket,
+                     device.get());
+  ExecutorLoop synced(graph, args.batch, comm.get(), /*sync_batch_norm=*/true, bucket,
+                      device.get());
+  ExecutorLoop per_layer(graph, args.batch, comm.get(), /*sync_batch_norm=*/false, 0, device.get());
   auto step = [&](int side, int64_t i) {
     switch (side) {
       case 0:
@@ -281,7 +299,8 @@ int main(int argc, char** argv) {
   Args args;
   CLI::App app{"Data parallelism in the executor vs a DDP-style libtorch loop on the same ranks"};
   app.add_option("--model", args.model, "zoo model")->capture_default_str();
-  app.add_option("--ranks", args.ranks, "ranks (threads, Gloo on loopback)")
+  app.add_option("--ranks", args.ranks,
+                 "ranks (threads; Gloo on loopback, or NCCL with --device cuda)")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
   app.add_option("--batch", args.batch, "global batch")
@@ -301,7 +320,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("!--no-per-layer", args.per_layer_row,
                "skip the row with one all-reduce per layer (gradient_bucket_mb 0)");
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda: rank R on cuda:R, NCCL between them")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  args.cuda = device == "cuda";
 
   torch::set_num_threads(1);
   dp::zoo::ModelOptions model_options;
@@ -329,9 +353,10 @@ int main(int argc, char** argv) {
       slowest[static_cast<size_t>(side)].push_back(*std::max_element(trial.begin(), trial.end()));
     }
   }
-  std::printf("%s, global batch %lld over %d ranks, buckets %.3g MiB, %d trials x %d iterations\n",
-              args.model.c_str(), static_cast<long long>(args.batch), args.ranks, args.bucket_mb,
-              args.trials, args.iterations);
+  std::printf(
+      "%s, global batch %lld over %d ranks (%s), buckets %.3g MiB, %d trials x %d iterations\n",
+      args.model.c_str(), static_cast<long long>(args.batch), args.ranks,
+      args.cuda ? "CUDA, NCCL" : "CPU, Gloo", args.bucket_mb, args.trials, args.iterations);
   std::printf("%-50s %10s %22s\n", "side", "ms/iter", "throughput vs DDP loop");
   for (int side = 0; side < sides; ++side) {
     std::vector<double> ratios;
