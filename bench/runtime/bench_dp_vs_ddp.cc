@@ -136,7 +136,8 @@ class DdpLoop {
     loss.backward();
     LaunchReadyBuckets();
     for (size_t b = 0; b < works_.size(); ++b) {
-      Check(works_[b]->WaitHost(comm_->timeout()));
+      // As DDP's reducer: on CUDA the stream waits, not the host (on CPU the two are one).
+      Check(works_[b]->Wait(comm_->timeout()));
       Bucket& bucket = buckets_[b];
       for (size_t p = 0; p < bucket.params.size(); ++p) {
         torch::Tensor& param = bucket.params[p];
