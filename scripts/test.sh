@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-# Warnings are errors here (and so in CI, which runs this script); a plain build only shows them.
-bash scripts/build.sh -DDEEPOOL_WERROR=ON
+# The same build as scripts/up.sh's (warnings are errors in both), so after it nothing rebuilds.
+bash scripts/build.sh
 BUILD_DIR=${DEEPOOL_BUILD_DIR:-build}
 # GPU tests carry the "gpu" label and are skipped where no GPU is visible.
 LABEL_ARGS=()
