@@ -217,7 +217,13 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
         /*retry=*/true));
     return;
   }
-  reservation.profile_task = job.id + ".profile." + std::to_string(++profile_tasks_);
+  // Numbered by the job's stored PROFILING steps, not a counter of this process: a worker may
+  // still run a profile sent before a coordinator restart, and its exit must never be taken for
+  // the new task's (it would fail the job "cancelled").
+  const auto profiled = std::count_if(job.history.begin(), job.history.end(), [](const auto& h) {
+    return h.state == JobState::kProfiling;
+  });
+  reservation.profile_task = job.id + ".profile." + std::to_string(profiled + 1);
   Task task;
   task.id = reservation.profile_task;
   task.job_id = job.id;

@@ -274,7 +274,6 @@ class Scheduler {
   };
   std::map<std::string, PendingFailure> pending_failures_;  // by job id
   std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
-  int64_t profile_tasks_ = 0;
 };
 
 }  // namespace deepool::coordinator

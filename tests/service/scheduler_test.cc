@@ -256,6 +256,56 @@ TEST_CASE("a missing profile is measured by a worker, then cached", "[scheduler]
   }
 }
 
+TEST_CASE("a profile cut off by a coordinator restart is measured again, not failed",
+          "[scheduler]") {
+  testing::TempDir dir;
+  JobSpec spec = Fg(1);
+  spec.profile = "measured";
+  std::string job_id, old_task;
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    Harness h(store->get());
+    h.AddNode("a", 1);
+    job_id = h.Submit(spec).id;
+    h.scheduler.Tick();
+    REQUIRE(h.Get(job_id).state == JobState::kProfiling);
+    old_task = h.Commands("node-a").at(0).assign().task_id();
+  }  // the coordinator "crashes" while the worker still measures
+
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  Harness h(store->get());
+  CHECK(h.Get(job_id).state == JobState::kPending);
+  auto new_profile_task = [&] {
+    h.scheduler.Tick();
+    REQUIRE(h.Get(job_id).state == JobState::kProfiling);
+    std::string id;
+    for (const v1::TaskCommand& c : h.Commands("node-a")) {
+      if (c.has_assign()) id = c.assign().task_id();
+    }
+    REQUIRE_FALSE(id.empty());
+    CHECK(id != old_task);
+    return id;
+  };
+  std::string new_task;
+  SECTION("the worker lists the old profile: it is stopped, then measured again") {
+    h.AddNode("a", 1, "cpu", {Running(old_task, job_id)});
+    h.Exit("node-a", old_task, v1::TASK_OUTCOME_CANCELLED, "cancelled");
+    new_task = new_profile_task();
+  }
+  SECTION("the old profile's exit comes after the new one was sent: it is not the new one's") {
+    h.AddNode("a", 1);
+    new_task = new_profile_task();
+    h.Exit("node-a", old_task, v1::TASK_OUTCOME_CANCELLED, "cancelled");
+    CHECK(h.Get(job_id).state == JobState::kProfiling);
+  }
+  h.Exit("node-a", new_task, v1::TASK_OUTCOME_SUCCEEDED, "", "{\"measured\":1}");
+  CHECK(h.Get(job_id).state == JobState::kPlanning);
+  h.scheduler.Tick();
+  CHECK(h.Get(job_id).state == JobState::kRunning);
+}
+
 TEST_CASE("cancel works in every non-terminal state", "[scheduler]") {
   Harness h;
   SECTION("pending") {
@@ -606,6 +656,46 @@ TEST_CASE(
     // "store_address: '' is not HOST:PORT", found by e2e/coordinator_chaos_test).
     CHECK(sent[0].assign().train().store_address() == "10.0.0.a:0");
   }
+}
+
+TEST_CASE("a node reports only its own tasks: another node's reports are refused",
+          "[scheduler][security]") {
+  Harness h;
+  h.AddNode("a", 1);
+  h.AddNode("b", 1);
+  JobRecord job = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_a = h.Commands("node-a");
+  std::vector<v1::TaskCommand> on_b = h.Commands("node-b");
+  REQUIRE(on_a.size() + on_b.size() == 1);
+  const bool runs_on_a = on_a.size() == 1;
+  const std::string task = (runs_on_a ? on_a : on_b)[0].assign().task_id();
+  const std::string other = runs_on_a ? "node-b" : "node-a";
+
+  v1::ReportProgressRequest forged;
+  forged.set_node_id(other);
+  forged.set_task_id(task);
+  v1::IterationEvent* e = forged.add_iterations();
+  e->set_rank(0);
+  e->set_iteration(100000);
+  e->set_samples_per_s(1e9);
+  forged.add_logs()->set_line("a forged line");
+  StatusOr<bool> progress = h.scheduler.ReportProgress(forged);
+  REQUIRE_FALSE(progress.ok());
+  CHECK(progress.status().code() == StatusCode::kPermissionDenied);
+  CHECK(h.Get(job.id).progress.iteration == 0);
+  CHECK(h.store->TailLogs(job.id, 10)->empty());
+
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id(other);
+  exit.set_task_id(task);
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.add_last_log_lines("a made-up reason");
+  Status refused = h.scheduler.ReportTaskExit(exit);
+  CHECK(refused.code() == StatusCode::kPermissionDenied);
+  CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.store->TailLogs(job.id, 10)->empty());
 }
 
 }  // namespace
