@@ -98,7 +98,13 @@ TEST_CASE("the coordinator killed again and again while jobs are submitted and r
           "[e2e][chaos]") {
   const int jobs = EnvInt("DEEPOOL_CHAOS_JOBS", 40);
   const int kills = EnvInt("DEEPOOL_CHAOS_KILLS", 3);
-  LocalCluster cluster;
+  // Plain loopback and mutual TLS (workers reconnect over TLS after each kill).
+  const bool secure = GENERATE(false, true);
+  INFO((secure ? "mutual TLS" : "plain loopback"));
+  ClusterOptions options;
+  options.secure = secure;
+  options.heartbeat_interval_s = 1;  // the coordinator's default
+  LocalCluster cluster(options);
   auto client = cluster.ConnectAs(cluster.admin());
   ClientLog log;
   std::thread submitter([&] { SubmitAll(client.get(), jobs, &log); });

@@ -138,6 +138,7 @@ struct ClusterOptions {
   int workers = 2;
   int devices_per_worker = 2;
   double node_timeout_s = 20;
+  double heartbeat_interval_s = 0.2;  // the coordinator's --heartbeat-interval-s
   bool secure = false;
   Host coordinator_host;
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
@@ -243,7 +244,7 @@ class LocalCluster {
                                          ? dir_ + "/coordinator"
                                          : options_.coordinator_data_dir,
                                      "--heartbeat-interval-s",
-                                     "0.2",
+                                     std::to_string(options_.heartbeat_interval_s),
                                      "--node-timeout-s",
                                      std::to_string(options_.node_timeout_s),
                                      "--log-level",

@@ -16,13 +16,13 @@
 
 #include "common/host_port.h"
 #include "common/http_endpoint.h"
-#include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics_text.h"
 #include "common/path_roots.h"
 #include "common/subprocess.h"
 #include "security/tls_stream.h"
 #include "security/transport.h"
+#include "worker/daemon/coordinator_channel.h"
 #include "worker/daemon/devices.h"
 #include "worker/daemon/worker_daemon.h"
 
@@ -173,20 +173,12 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
 }
 
 deepool::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel(const Flags& flags) {
-  grpc::ChannelArguments channel_args;
-  // Reconnect quickly when the coordinator restarts.
-  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  // A task carries its job's graph and plan: more than gRPC's default 4 MiB for a large graph.
-  channel_args.SetMaxReceiveMessageSize(deepool::kMaxRpcMessageBytes);
-  channel_args.SetMaxSendMessageSize(deepool::kMaxRpcMessageBytes);
   deepool::security::ClientSecurity security;
   security.tls = flags.tls;
   if (!flags.token_file.empty()) {
     ASSIGN_OR_RETURN(security.token, deepool::security::ReadTokenFile(flags.token_file));
   }
-  return deepool::security::OpenChannel(flags.coordinator, security, channel_args);
+  return OpenCoordinatorChannel(flags.coordinator, security);
 }
 
 SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
@@ -245,6 +237,8 @@ int main(int argc, char** argv) {
     options.coordinator_lease =
         std::chrono::milliseconds(static_cast<int64_t>(flags.coordinator_lease_s * 1000));
   }
+  // Keeps the channel connecting while the coordinator is away, and logs what it sees.
+  ChannelWatcher link(*channel, "coordinator " + flags.coordinator);
   WorkerDaemon daemon(options, deepool::v1::NodeService::NewStub(*channel),
                       SupervisorOptionsFrom(flags, *devices));
   std::string device_names;
