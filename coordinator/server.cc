@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "coordinator/cluster_summary.h"
+#include "coordinator/startup_server.h"
 #include "security/tls_stream.h"
 
 namespace deepool::coordinator {
@@ -63,6 +64,16 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(CheckListenSafety(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    security::MakeServerCredentials(options.tls));
+  // The port answers "starting" while the store loads: workers keep their tasks through a
+  // restart however large the store (their lease holds on an answer).
+  ASSIGN_OR_RETURN(std::unique_ptr<StartupServer> startup,
+                   StartupServer::Start(options.listen, credentials));
+  const std::string serve_at = FormatHostPort(listen->host, startup->port());
+  // A wildcard listen address is no address to reach us at; loopback is, from this host.
+  std::string host = listen->host;
+  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  DP_LOG_INFO("coordinator starting on {}: loading the job store", FormatHostPort(host, startup->port()));
+  if (options.on_starting) options.on_starting(FormatHostPort(host, startup->port()));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->options_ = options;
   s->clock_ = clock;
@@ -105,7 +116,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, credentials, &port);
+  builder.AddListeningPort(serve_at, credentials, &port);
   // Zoo run specs are < 100 KB, but a large inline graph with its plan may pass gRPC's 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxRpcMessageBytes);
@@ -116,11 +127,14 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || port == 0) {
-    return UnavailableError("--listen: cannot listen on " + options.listen);
+    return UnavailableError("--listen: cannot listen on " + serve_at);
   }
-  // A wildcard listen address is no address to reach us at; loopback is, from this host.
-  std::string host = listen->host;
-  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  // Both listen now; from here new connections reach the real services only.
+  const int starting_answers = startup->answered();
+  startup->Stop();
+  if (starting_answers > 0) {
+    DP_LOG_INFO("answered {} call(s) with 'starting' while loading", starting_answers);
+  }
   s->address_ = FormatHostPort(host, port);
   if (!options.metrics_listen.empty()) {
     HttpEndpoint::Routes routes;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,6 +55,9 @@ struct CoordinatorOptions {
   // Prometheus metrics over HTTP at /metrics ("HOST:PORT"; "" serves none). Loopback only,
   // unless insecure: the endpoint has no TLS.
   std::string metrics_listen;
+  // Called once the port answers (UNAVAILABLE "starting", before the store loads) with the
+  // address as address() will report it.
+  std::function<void(const std::string& address)> on_starting;
 };
 
 // Whether listen may be served with these options: TLS, a loopback host, or insecure.
@@ -64,7 +68,8 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
 
 class CoordinatorServer {
  public:
-  // Loads the store, recovers running jobs, binds and starts serving.
+  // Opens the port at once (StartupServer answers "starting"), loads the store, recovers
+  // running jobs, then serves on the same port.
   static StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
       std::unique_ptr<PlanningBackend> planner, const Clock* clock);

@@ -12,6 +12,7 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
+#include "protocol/coordinator_status.h"
 #include "protocol/version.h"
 #include "tests/promtool.h"
 #include "tests/raw_http.h"
@@ -98,6 +99,70 @@ TEST_CASE("a coordinator whose store cannot load says so and stops cleanly", "[s
   REQUIRE_FALSE(started.ok());
   CHECK(started.status().code() == StatusCode::kDataLoss);
   CHECK_THAT(started.status().message(), Catch::Contains("loading the job store"));
+}
+
+TEST_CASE("while the store loads, the port answers every call 'starting', then serves",
+          "[service]") {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.control_loop = false;
+  std::promise<std::string> starting_at;
+  options.on_starting = [&](const std::string& address) { starting_at.set_value(address); };
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto store = std::make_unique<testing::FailingJobStore>();
+  store->on_load = [released] { released.wait(); };  // a store that takes long to load
+  FakeClock clock;
+  auto starting = std::async(std::launch::async, [&] {
+    return CoordinatorServer::Start(options, std::move(store),
+                                    std::make_unique<testing::FakePlanningBackend>(), &clock);
+  });
+  struct Release {  // however the test ends, the load ends, so Start returns
+    std::promise<void>* release;
+    ~Release() {
+      try {
+        release->set_value();
+      } catch (const std::future_error&) {  // released already
+      }
+    }
+  } release_at_end{&release};
+  std::future<std::string> answering = starting_at.get_future();
+  REQUIRE(answering.wait_for(seconds(30)) == std::future_status::ready);
+  const std::string address = answering.get();
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto client = v1::CoordinatorService::NewStub(channel);
+  auto node = v1::NodeService::NewStub(channel);
+  auto expect_starting = [](const grpc::ClientContext& context, const grpc::Status& status) {
+    CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(status.error_message(), Catch::Contains("starting"));
+    CHECK(context.GetServerTrailingMetadata().count(protocol::kCoordinatorStartingKey) == 1);
+  };
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    v1::HeartbeatResponse response;
+    v1::HeartbeatRequest request;
+    request.set_node_id("node-a");
+    expect_starting(context, node->Heartbeat(&context, request, &response));
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    v1::ListJobsResponse response;
+    expect_starting(context, client->ListJobs(&context, v1::ListJobsRequest(), &response));
+  }
+  release.set_value();
+  auto started = starting.get();
+  REQUIRE(started.ok());
+  CHECK((*started)->address() == address);  // the same port
+  // A new connection reaches the real services (the starting server has stopped).
+  auto fresh = v1::CoordinatorService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+  v1::ListJobsResponse response;
+  CHECK(fresh->ListJobs(&context, v1::ListJobsRequest(), &response).ok());
+  (*started)->Shutdown();
 }
 
 TEST_CASE("watch and log streams past the limit are refused, and their slots come back",

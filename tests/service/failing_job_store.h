@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "coordinator/job_store.h"
 
@@ -15,12 +16,15 @@ class FailingJobStore final : public JobStore {
   std::atomic<int> failed_writes{0};
   // While set, loading the jobs fails as a corrupt database would make it.
   std::atomic<bool> fail_loads{false};
+  // Runs at the start of LoadJobs (a test holds a load there, as a large store would take long).
+  std::function<void()> on_load;
 
   Status SaveJob(const JobRecord& job) override {
     if (Refuse()) return Failure();
     return memory_.SaveJob(job);
   }
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
+    if (on_load) on_load();
     if (fail_loads) return DataLossError("database disk image is malformed (injected)");
     return memory_.LoadJobs();
   }

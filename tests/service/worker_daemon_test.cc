@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "deepool/v1/node.grpc.pb.h"
+#include "protocol/coordinator_status.h"
 
 namespace fs = std::filesystem;
 using namespace deepool;
@@ -61,9 +62,10 @@ echo "$args" > "$out"
 
 class FakeNodeService final : public v1::NodeService::Service {
  public:
-  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+  grpc::Status RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
                             v1::RegisterNodeResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (starting_) return Starting(context);
     registrations_.push_back(*request);
     known_ = true;
     response->set_node_id("n-" + request->name());
@@ -72,9 +74,10 @@ class FakeNodeService final : public v1::NodeService::Service {
     cv_.notify_all();
     return grpc::Status::OK;
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (starting_) return Starting(context);
     if (unreachable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "link down");
     if (!known_)
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
@@ -138,6 +141,13 @@ class FakeNodeService final : public v1::NodeService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     unreachable_ = unreachable;
   }
+  // Answers registrations and heartbeats as a restarted coordinator still loading its store
+  // does (coordinator/startup_server.h), having forgotten the node.
+  void SetStarting(bool starting) {
+    std::lock_guard<std::mutex> lock(mu_);
+    starting_ = starting;
+    if (starting) known_ = false;
+  }
   void RefuseExits(int n) {
     std::lock_guard<std::mutex> lock(mu_);
     refuse_exits_ = n;
@@ -160,11 +170,17 @@ class FakeNodeService final : public v1::NodeService::Service {
   int64_t node_timeout_ms_ = 0;  // sent at registration; set before the daemon starts
 
  private:
+  static grpc::Status Starting(grpc::ServerContext* context) {
+    context->AddTrailingMetadata(protocol::kCoordinatorStartingKey, "1");
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is starting");
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool known_ = false;
   bool shutting_down_ = false;
   bool unreachable_ = false;
+  bool starting_ = false;
   int refuse_exits_ = 0;
   std::deque<v1::TaskCommand> commands_;
   std::vector<v1::TaskCommand> heartbeat_commands_;
@@ -437,6 +453,30 @@ TEST_CASE("a worker the coordinator stops answering stops its tasks when its lea
   const int again = f.Heartbeats();
   REQUIRE(PollUntil([&] { return f.Heartbeats() > again + 30; }));
   CHECK(f.daemon->supervisor().IsRunning("t8"));
+}
+
+TEST_CASE("a coordinator that answers 'starting' keeps the lease: tasks run on, then re-register",
+          "[worker][daemon]") {
+  // Node timeout 600 ms, heartbeats every 50 ms: the lease is 550 ms.
+  Fixture f(600);
+  f.service.Push(Fixture::Train("t10", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.daemon->supervisor().IsRunning("t10"); }));
+  const size_t registered = f.service.With([](auto& s) { return s.registrations_.size(); });
+  f.service.SetStarting(true);
+  // A fixed wait for a thing that must not happen: about four leases of "starting" answers.
+  const int beats = f.Heartbeats();
+  std::this_thread::sleep_for(2s);
+  CHECK(f.Heartbeats() == beats);  // none reached the (forgetful) coordinator's handler
+  CHECK(f.daemon->supervisor().IsRunning("t10"));
+  CHECK_FALSE(f.ExitOf("t10").has_value());
+  // Started: the worker registers again, listing the task it kept.
+  f.service.SetStarting(false);
+  REQUIRE(PollUntil(
+      [&] { return f.service.With([](auto& s) { return s.registrations_.size(); }) > registered; }));
+  v1::RegisterNodeRequest again = f.service.With([](auto& s) { return s.registrations_.back(); });
+  REQUIRE(again.running_tasks_size() == 1);
+  CHECK(again.running_tasks(0).task_id() == "t10");
+  CHECK(f.daemon->supervisor().IsRunning("t10"));
 }
 
 TEST_CASE("with the lease off, tasks run on through a coordinator outage", "[worker][daemon]") {

@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
+#include "protocol/coordinator_status.h"
 #include "protocol/version.h"
 
 namespace deepool::worker::daemon {
@@ -181,6 +182,7 @@ bool WorkerDaemon::Register() {
   v1::RegisterNodeResponse response;
   auto context = NewContext();
   grpc::Status status = stub_->RegisterNode(context.get(), request, &response);
+  if (OnStartingAnswer(*context, status)) return false;
   if (!status.ok()) {
     static std::atomic<int> logged{0};
     if (logged++ % 20 == 0) {
@@ -215,6 +217,7 @@ void WorkerDaemon::Heartbeat() {
   v1::HeartbeatResponse response;
   auto context = NewContext(HeartbeatTimeout());
   grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
+  if (OnStartingAnswer(*context, status)) return;
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
     RenewLease(nullptr);  // an answer: the coordinator is there (it restarted)
     ForgetRegistration("heartbeat: " + status.error_message());
@@ -226,6 +229,26 @@ void WorkerDaemon::Heartbeat() {
   }
   RenewLease(nullptr);
   for (const auto& command : response.commands()) HandleCommand(command);
+}
+
+bool WorkerDaemon::OnStartingAnswer(const grpc::ClientContext& context,
+                                    const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+      context.GetServerTrailingMetadata().count(protocol::kCoordinatorStartingKey) == 0) {
+    return false;
+  }
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = !coordinator_starting_;
+    coordinator_starting_ = true;
+  }
+  if (first) {
+    DP_LOG_INFO("the coordinator is starting (loading its job store); keeping {} task(s) running",
+                supervisor_->RunningTasks().size());
+  }
+  RenewLease(nullptr);
+  return true;
 }
 
 void WorkerDaemon::RenewLease(const v1::RegisterNodeResponse* registration) {
@@ -242,6 +265,7 @@ void WorkerDaemon::RenewLease(const v1::RegisterNodeResponse* registration) {
     }
   }
   last_answer_ = options_.clock->Now();
+  if (registration) coordinator_starting_ = false;
   if (lease_lost_) DP_LOG_INFO("the coordinator answers again");
   lease_lost_ = false;
 }

@@ -102,6 +102,10 @@ class WorkerDaemon final : public TaskListener {
   // The lease: renewed by every answer from the coordinator; when it runs out, the running
   // tasks are cancelled (once per outage) with a line saying why.
   void RenewLease(const v1::RegisterNodeResponse* registration);
+  // An answer of a coordinator that is still starting (UNAVAILABLE with
+  // protocol::kCoordinatorStartingKey): the coordinator is there, so the lease holds; true when
+  // `status` was one.
+  bool OnStartingAnswer(const grpc::ClientContext& context, const grpc::Status& status);
   void EnforceLease();
   // How long the heartbeat may wait: the RPC timeout, cut to what is left of a running lease.
   std::chrono::milliseconds HeartbeatTimeout() const;
@@ -147,6 +151,7 @@ class WorkerDaemon final : public TaskListener {
   std::chrono::milliseconds lease_{0};                  // in force; 0: none. Guarded by mu_
   std::optional<Clock::TimePoint> last_answer_;         // from the coordinator, guarded by mu_
   bool lease_lost_ = false;  // tasks were stopped for this outage, guarded by mu_
+  bool coordinator_starting_ = false;  // its last answer was "starting", guarded by mu_
   std::map<std::string, PendingProgress> progress_;     // guarded by mu_
   struct PendingExit {
     v1::ReportTaskExitRequest request;
