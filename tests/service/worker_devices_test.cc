@@ -1,5 +1,9 @@
 // --devices parsing against a fake machine description.
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "worker/daemon/devices.h"
 
@@ -86,4 +90,44 @@ TEST_CASE("CPU devices divide the host's cores between their executors", "[worke
   auto gpus = ParseDevices("cuda:all", probe);
   REQUIRE(gpus.ok());
   CHECK(CpuThreadsPerDevice(*gpus, 16) == 0);  // GPU executors keep libtorch's default
+}
+
+// The system probe asks nvidia-smi (found on PATH) for the GPUs: a fake one on a PATH of its own
+// prints what a node with two H200s prints.
+TEST_CASE("the system probe reads nvidia-smi's CSV, and does without a failing one",
+          "[worker][devices]") {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "dp-smi-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const fs::path dir = pattern;
+  const fs::path smi = dir / "nvidia-smi";
+  struct PathFirst {  // PATH with `dir` first, restored however the test ends
+    explicit PathFirst(const fs::path& dir) {
+      const char* old = std::getenv("PATH");
+      saved = old ? old : "";
+      setenv("PATH", (dir.string() + ":" + saved).c_str(), 1);
+    }
+    ~PathFirst() { setenv("PATH", saved.c_str(), 1); }
+    std::string saved;
+  } path_first(dir);
+  SECTION("two GPUs, asked for index, name and memory") {
+    std::ofstream(smi) << "#!/bin/sh\n"
+                          "[ \"$1\" = --query-gpu=index,name,memory.total ] || exit 9\n"
+                          "echo '0, NVIDIA H200, 143771'\n"
+                          "echo '1, NVIDIA H200, 143771'\n";
+    fs::permissions(smi, fs::perms::owner_all);
+    std::vector<GpuInfo> gpus = SystemDeviceProbe().Gpus();
+    REQUIRE(gpus.size() == 2);
+    CHECK(gpus[1].index == 1);
+    CHECK(gpus[1].model == "NVIDIA H200");
+    CHECK(gpus[1].memory_bytes == 143771LL * 1024 * 1024);
+  }
+  SECTION("one that fails lists nothing from it") {
+    std::ofstream(smi) << "#!/bin/sh\necho '0, NVIDIA H200, 143771'\nexit 6\n";
+    fs::permissions(smi, fs::perms::owner_all);
+    // (A machine with a driver still lists its GPUs from /proc.)
+    if (!fs::exists("/proc/driver/nvidia/gpus")) CHECK(SystemDeviceProbe().Gpus().empty());
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }

@@ -1,12 +1,13 @@
 #include "worker/daemon/devices.h"
 
-#include <stdio.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+
+#include "common/subprocess.h"
 
 namespace deepool::worker::daemon {
 namespace {
@@ -35,22 +36,37 @@ bool ParseInt(std::string_view text, int64_t& out) {
   return true;
 }
 
-std::string RunAndRead(const char* command) {
+// nvidia-smi's stdout, or "" when it is missing, fails or hangs (a wedged driver can hold it
+// for minutes: the worker starts without GPUs rather than not at all).
+std::string QueryNvidiaSmi(const std::vector<std::string>& args) {
+  ProcessSpec spec;
+  spec.executable = "nvidia-smi";
+  spec.args = args;
+  std::mutex mu;
   std::string out;
-  FILE* pipe = popen(command, "r");
-  if (!pipe) return out;
-  char buffer[512];
-  while (fgets(buffer, sizeof(buffer), pipe)) out += buffer;
-  pclose(pipe);
-  return out;
+  ChildCallbacks callbacks;
+  callbacks.on_stdout_line = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    out += line + "\n";
+  };
+  callbacks.on_stderr_line = [](const std::string&) {};
+  StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(spec, callbacks);
+  if (!child.ok()) return "";
+  std::optional<ProcessExit> exit = (*child)->Wait(std::chrono::seconds(30));
+  if (!exit) {
+    (*child)->Terminate(std::chrono::seconds(1));
+    return "";
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  return exit->ok() ? out : "";
 }
 
 }  // namespace
 
 std::vector<GpuInfo> SystemDeviceProbe::Gpus() const {
   std::vector<GpuInfo> gpus;
-  std::string csv = RunAndRead(
-      "nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits 2>/dev/null");
+  std::string csv = QueryNvidiaSmi(
+      {"--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"});
   std::istringstream lines(csv);
   std::string line;
   while (std::getline(lines, line)) {
