@@ -278,6 +278,18 @@ TEST_CASE("a TRAIN task runs one executor per rank and reports success once",
   CHECK_FALSE(f.supervisor->IsRunning("t1"));
 }
 
+TEST_CASE("an IPv6 store address reaches the executors bracketed", "[worker][supervisor]") {
+  Fixture f;
+  TrainTask task = f.Train("t6", "ok", {1}, 2);
+  task.store_host = "::1";
+  REQUIRE(f.supervisor->StartTrain(task).ok());
+  CHECK(f.listener.WaitFinished("t6").succeeded);
+  std::ifstream log(f.TaskDir("t6") + "/rank-1.log");
+  std::string line;
+  std::getline(log, line);
+  CHECK(line == "rank 1 of 2 on cpu store [::1]:29500");
+}
+
 TEST_CASE("with store port 0, rank 0 starts first and the others get its port",
           "[worker][supervisor]") {
   Fixture f;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/host_port.h"
 #include "common/json_fields.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -155,7 +156,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
     }
     Task& t = *task;
     tasks_[train.task_id] = std::move(task);
-    std::string store = train.store_host + ":" + std::to_string(train.store_port);
+    const std::string store = FormatHostPort(train.store_host, train.store_port);
     for (auto& rank : t.ranks) {
       // With port 0, only rank 0 starts now; the others follow its store_ready line, or the
       // coordinator's SetStoreAddress when rank 0 runs elsewhere.
@@ -366,7 +367,7 @@ Status ExecutorSupervisor::SetStoreAddress(const std::string& task_id, const std
     if (it == tasks_.end()) return NotFoundError("task " + task_id + " is not running");
     Task& task = *it->second;
     if (task.cancelled || task.failing) return Status::Ok();
-    const std::string store = host + ":" + std::to_string(port);
+    const std::string store = FormatHostPort(host, port);
     for (auto& rank : task.ranks) {
       if (rank.child || rank.exit || !rank.deferred_store.empty()) continue;
       status = StartOrDeferRankLocked(task, rank, store);

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace deepool::worker::internal {
@@ -113,7 +114,7 @@ StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(
     if (options.rank == 0 && on_store_ready) on_store_ready(store->getPort());
     return c10::intrusive_ptr<c10d::Store>(store);
   } catch (const std::exception& e) {
-    return FromException("store " + options.store_host + ":" + std::to_string(options.store_port),
+    return FromException("store " + FormatHostPort(options.store_host, options.store_port),
                          e);
   }
 }

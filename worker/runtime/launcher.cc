@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/host_port.h"
 #include "common/logging.h"
 
 namespace deepool::worker {
@@ -47,7 +48,7 @@ Status RankProcesses::Spawn(int rank, int store_port) {
   spec.args = {"--run-spec",   options_.run_spec_path,
                "--rank",       std::to_string(rank),
                "--world-size", std::to_string(options_.world_size),
-               "--store",      options_.store_host + ":" + std::to_string(store_port),
+               "--store",      FormatHostPort(options_.store_host, store_port),
                "--device",     DeviceFor(options_.device, rank),
                "--timeout-s",  std::to_string(options_.timeout_s)};
   if (options_.device == "cpu") {
