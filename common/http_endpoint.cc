@@ -8,19 +8,35 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/sigpipe.h"
 #include "common/thread_name.h"
 
 namespace deepool {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+using Want = HttpStream::Want;
+
 constexpr size_t kMaxHeadBytes = 8192;
-constexpr int kHeadTimeoutMs = 5000;  // to send the head, and to take more of the answer
+// To finish the handshake and send the head, counted from the accept; and to take more of the
+// answer, counted from the last progress.
+constexpr auto kDeadline = std::chrono::seconds(5);
+// Accepted per turn of the loop, so the open connections keep moving under a flood.
+constexpr size_t kAcceptsPerTurn = 32;
+// One connection's share of a turn, so one fast reader of a big answer does not hold the rest.
+constexpr size_t kWriteBytesPerTurn = 256 << 10;
+// Out of file descriptors or memory, accepting rests this long (a listening socket with a
+// connection waiting would wake poll at once, again and again).
+constexpr auto kAcceptPause = std::chrono::seconds(1);
 
 const char* Reason(int status) {
   switch (status) {
@@ -66,6 +82,142 @@ HttpResponse Error(int status, const std::string& message) {
   response.status = status;
   response.body = message + "\n";
   return response;
+}
+
+// One accepted connection: where its exchange is, what it waits for, and until when.
+struct Connection {
+  enum class Phase { kHandshake, kHead, kAnswer };
+  Connection(int fd_in, std::unique_ptr<HttpStream> stream_in)
+      : fd(fd_in), stream(std::move(stream_in)), deadline(Clock::now() + kDeadline) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() {
+    stream.reset();  // first: a TLS stream says goodbye over the socket
+    close(fd);
+  }
+  int fd;
+  std::unique_ptr<HttpStream> stream;
+  Clock::time_point deadline;
+  Phase phase = Phase::kHandshake;
+  Want want = Want::kRead;  // what poll waits for on fd
+  std::string head;
+  std::string answer;
+  size_t sent = 0;
+};
+using Connections = std::vector<std::unique_ptr<Connection>>;  // oldest first
+
+// The head is complete (or too big): the handler runs now, and the answer's deadline starts.
+void BeginAnswer(Connection& c, const HttpEndpoint::Routes& routes) {
+  if (c.head.find("\r\n\r\n") == std::string::npos) {
+    c.answer = FormatHttpResponse(Error(431, "request head over 8 KiB"), false);
+  } else {
+    const bool head_only = c.head.rfind("HEAD ", 0) == 0;
+    c.answer = FormatHttpResponse(AnswerHttpRequest(c.head, routes), head_only);
+  }
+  c.phase = Connection::Phase::kAnswer;
+  c.deadline = Clock::now() + kDeadline;
+}
+
+// Moves the connection on as far as its socket allows without blocking. True while it waits
+// (c.want says for what); false when it is done with: answered, or closed by the client.
+bool Advance(Connection& c, const HttpEndpoint::Routes& routes) {
+  size_t written = 0;
+  while (true) {
+    HttpStream::Io io;
+    switch (c.phase) {
+      case Connection::Phase::kHandshake:
+        io = c.stream->Handshake();
+        if (io.want == Want::kNothing) {
+          c.phase = Connection::Phase::kHead;
+          continue;
+        }
+        break;
+      case Connection::Phase::kHead: {
+        if (c.head.find("\r\n\r\n") != std::string::npos || c.head.size() > kMaxHeadBytes) {
+          BeginAnswer(c, routes);
+          continue;
+        }
+        char buffer[2048];
+        io = c.stream->Read(buffer, sizeof(buffer));
+        c.head.append(buffer, io.bytes);
+        if (io.bytes > 0) continue;
+        break;
+      }
+      case Connection::Phase::kAnswer:
+        if (c.sent == c.answer.size()) return false;  // all sent; Connection: close
+        if (written >= kWriteBytesPerTurn) {
+          c.want = Want::kWrite;
+          return true;
+        }
+        io = c.stream->Write(c.answer.data() + c.sent, c.answer.size() - c.sent);
+        c.sent += io.bytes;
+        written += io.bytes;
+        if (io.bytes > 0) {
+          c.deadline = Clock::now() + kDeadline;
+          continue;
+        }
+        break;
+    }
+    // Nothing moved: wait for what the stream asks (kNothing here would be a stream that moved
+    // nothing yet claims to be done: dropped rather than polled for ever).
+    if (io.want != Want::kRead && io.want != Want::kWrite) return false;
+    c.want = io.want;
+    return true;
+  }
+}
+
+// Past kMaxConnections: closes the oldest connection still in its handshake or head (there is
+// one: the newest was just accepted). One being answered has shown its certificate, if any, and
+// is about to finish.
+void CloseOldestUnanswered(Connections& open) {
+  auto oldest = std::find_if(open.begin(), open.end(),
+                             [](const auto& c) { return c->phase != Connection::Phase::kAnswer; });
+  if (oldest != open.end()) open.erase(oldest);
+}
+
+// Accepts what waits on the listening socket. False when accepting must pause: the process is
+// out of file descriptors or memory.
+bool AcceptSome(int listen_fd, const HttpStreamFactory& streams, const std::string& address,
+                Connections& open) {
+  for (size_t i = 0; i < kAcceptsPerTurn; ++i) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        DP_LOG_WARN("http endpoint {}: accept: {}; pausing", address, std::strerror(errno));
+        return false;
+      }
+      if (errno == EAGAIN) return true;  // none left (EWOULDBLOCK is the same on Linux)
+      continue;  // a connection that failed before it was taken (ECONNABORTED, EPROTO, ...)
+    }
+    std::unique_ptr<HttpStream> stream;
+    if (streams) {
+      StatusOr<std::unique_ptr<HttpStream>> made = streams(fd);
+      if (!made.ok()) {
+        DP_LOG_WARN("http endpoint {}: {}", address, made.status().ToString());
+        close(fd);
+        continue;
+      }
+      stream = *std::move(made);
+    } else {
+      stream = std::make_unique<PlainStream>(fd);
+    }
+    open.push_back(std::make_unique<Connection>(fd, std::move(stream)));
+    if (open.size() > HttpEndpoint::kMaxConnections) {
+      DP_LOG_DEBUG("http endpoint {}: {} connections open; closing the oldest unanswered", address,
+                   open.size());
+      CloseOldestUnanswered(open);
+    }
+  }
+  return true;
+}
+
+// Milliseconds from now to `wake` for poll (rounded up, so a deadline is past when poll
+// returns); -1 (no limit) for Clock::time_point::max().
+int PollTimeoutMs(Clock::time_point now, Clock::time_point wake) {
+  if (wake == Clock::time_point::max()) return -1;
+  if (wake <= now) return 0;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+  return static_cast<int>(std::min<int64_t>(left, 60'000));
 }
 
 }  // namespace
@@ -119,11 +271,13 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   std::string error = "no address";
   for (addrinfo* a = found; a != nullptr && endpoint->listen_fd_ < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::listen(fd, static_cast<int>(kMaxConnections)) == 0) {
       endpoint->listen_fd_ = fd;
     } else {
       error = std::strerror(errno);
@@ -144,6 +298,7 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
   endpoint->address_ = FormatHostPort(host, bound_port);
   if (pipe2(endpoint->stop_pipe_, O_CLOEXEC) != 0) {
     close(endpoint->listen_fd_);
+    endpoint->listen_fd_ = -1;  // the destructor's Stop would close it again
     return InternalError(std::string("pipe: ") + std::strerror(errno));
   }
   endpoint->routes_ = std::move(routes);
@@ -154,82 +309,39 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
 
 void HttpEndpoint::Serve(const std::string& thread_name) {
   SetCurrentThreadName(thread_name);
+  BlockSigpipeOnThisThread();  // a client gone before its answer must not end the process
+  Connections open;
+  Clock::time_point accept_paused_until;
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    // fds: the stop pipe, the listening socket (-1, ignored by poll, while accepting rests),
+    // then each open connection, in the order of `open`.
+    const Clock::time_point now = Clock::now();
+    const bool accepting = now >= accept_paused_until;
+    fds.assign({{stop_pipe_[0], POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
+    Clock::time_point wake = accepting ? Clock::time_point::max() : accept_paused_until;
+    for (const auto& c : open) {
+      fds.push_back({c->fd, static_cast<short>(c->want == Want::kWrite ? POLLOUT : POLLIN), 0});
+      wake = std::min(wake, c->deadline);
+    }
+    if (poll(fds.data(), fds.size(), PollTimeoutMs(now, wake)) < 0) {
       if (errno == EINTR) continue;
       DP_LOG_ERROR("http endpoint {}: poll: {}", address_, std::strerror(errno));
       return;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    ServeConnection(fd);
-    close(fd);
-  }
-}
-
-bool HttpEndpoint::WaitFor(int fd, HttpStream::Want want,
-                           std::chrono::steady_clock::time_point deadline) {
-  if (want == HttpStream::Want::kClosed) return false;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-  const short events = want == HttpStream::Want::kWrite ? POLLOUT : POLLIN;
-  pollfd fds[2] = {{fd, events, 0}, {stop_pipe_[0], POLLIN, 0}};
-  return left > 0 && poll(fds, 2, static_cast<int>(left)) > 0 && fds[1].revents == 0;
-}
-
-void HttpEndpoint::ServeConnection(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return;
-  std::unique_ptr<HttpStream> stream;
-  if (streams_) {
-    StatusOr<std::unique_ptr<HttpStream>> made = streams_(fd);
-    if (!made.ok()) {
-      DP_LOG_WARN("http endpoint {}: {}", address_, made.status().ToString());
-      return;
+    if (fds[0].revents != 0) return;
+    const Clock::time_point polled = Clock::now();
+    for (size_t i = 0; i < open.size(); ++i) {
+      if (fds[i + 2].revents != 0 && !Advance(*open[i], routes_)) open[i].reset();
     }
-    stream = *std::move(made);
-  } else {
-    stream = std::make_unique<PlainStream>(fd);
-  }
-  // The handshake and the head share one deadline, so a slow client holds the thread 5 s at most.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
-  for (HttpStream::Io io = stream->Handshake(); io.want != HttpStream::Want::kNothing;
-       io = stream->Handshake()) {
-    if (!WaitFor(fd, io.want, deadline)) return;
-  }
-  std::string head;
-  while (head.find("\r\n\r\n") == std::string::npos) {
-    if (head.size() > kMaxHeadBytes) {
-      Send(fd, *stream, FormatHttpResponse(Error(431, "request head over 8 KiB"), false));
-      return;
+    // Deadlines are judged as of the poll, not after the handlers that ran since: a connection
+    // whose deadline passed while a handler was slow gets one more poll to take what came.
+    open.erase(std::remove_if(open.begin(), open.end(),
+                              [polled](const auto& c) { return !c || c->deadline <= polled; }),
+               open.end());
+    if ((fds[1].revents & POLLIN) != 0 && !AcceptSome(listen_fd_, streams_, address_, open)) {
+      accept_paused_until = Clock::now() + kAcceptPause;
     }
-    char buffer[2048];
-    const HttpStream::Io io = stream->Read(buffer, sizeof(buffer));
-    if (io.bytes > 0) {
-      head.append(buffer, io.bytes);
-    } else if (!WaitFor(fd, io.want, deadline)) {
-      return;
-    }
-  }
-  const bool head_only = head.rfind("HEAD ", 0) == 0;
-  Send(fd, *stream, FormatHttpResponse(AnswerHttpRequest(head, routes_), head_only));
-}
-
-void HttpEndpoint::Send(int fd, HttpStream& stream, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const HttpStream::Io io = stream.Write(data.data() + sent, data.size() - sent);
-    sent += io.bytes;
-    if (io.bytes > 0) continue;
-    // Waits for room, for Stop, or gives up on a client that has read nothing for a while.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(kHeadTimeoutMs);
-    if (!WaitFor(fd, io.want, deadline)) return;
   }
 }
 

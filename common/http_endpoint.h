@@ -1,16 +1,25 @@
 // HttpEndpoint: the smallest HTTP/1.1 server that a Prometheus scrape needs. GET (and HEAD) of a
 // few fixed paths, each answered by a handler that returns a text body; one request per
-// connection (Connection: close); connections served one after another on one named thread.
-// Plain TCP, or TLS when Start is given a stream factory (security/tls_stream.h).
+// connection (Connection: close). Plain TCP, or TLS when Start is given a stream factory
+// (security/tls_stream.h).
+// Connections are served concurrently by one named thread: a poll() loop over the listening
+// socket and every open connection, each a small state machine (handshake, request head, answer)
+// over a non-blocking HttpStream, so clients that connect and say nothing delay nobody.
 // Hostile input is answered, never trusted: a request head over 8 KiB is 431, a TLS handshake
-// and head not done within 5 s are dropped, an answer the client stops reading for 5 s is dropped
-// (Stop does not wait for it), anything but GET or HEAD is 405, an unknown path 404, a line that is
-// not "METHOD PATH HTTP/1.x" 400. Threading: Start and Stop from the owner; handlers run on the
-// endpoint's thread and must be thread-safe against the rest of the process.
+// and head not done within 5 s of the accept are dropped, an answer the client stops reading for
+// 5 s is dropped (Stop does not wait for it), anything but GET or HEAD is 405, an unknown path
+// 404, a line that is not "METHOD PATH HTTP/1.x" 400. At most kMaxConnections are open: past
+// that, the oldest connection still in its handshake or head is closed (the new one itself when
+// all others are being answered), so a flood of idle connections can neither exhaust file
+// descriptors nor lock out a scraper, and cannot cut off an answer being written. A client that
+// goes early never ends the process: the thread blocks SIGPIPE (common/sigpipe.h), so a write to
+// it fails with EPIPE whatever the process's disposition.
+// Threading: Start and Stop from the owner; handlers run one at a time on the endpoint's thread
+// (a slow handler delays every connection, and deadlines keep running meanwhile) and must be
+// thread-safe against the rest of the process.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,6 +66,8 @@ using HttpStreamFactory = std::function<StatusOr<std::unique_ptr<HttpStream>>(in
 class HttpEndpoint {
  public:
   using Routes = std::map<std::string, std::function<HttpResponse()>>;
+  // Connections open at once; see the top of this file for what a new one past it does.
+  static constexpr size_t kMaxConnections = 128;
 
   // Binds listen ("HOST:PORT"; port 0 picks a free one) and starts serving on a thread named
   // thread_name (at most 15 characters). `streams` wraps each connection (TLS); empty: plain.
@@ -67,18 +78,14 @@ class HttpEndpoint {
 
   // "HOST:PORT" bound (a wildcard host reported as 127.0.0.1).
   const std::string& address() const { return address_; }
-  // Stops accepting and joins the thread; idempotent.
+  // Stops accepting, closes open connections and joins the thread (after a running handler
+  // returns); idempotent.
   void Stop();
 
  private:
   HttpEndpoint() = default;
+  // The event loop, until Stop; it owns the connections and closes them when it ends.
   void Serve(const std::string& thread_name);
-  void ServeConnection(int fd);
-  // Writes all of data unless Stop is called or the client reads nothing for 5 s.
-  void Send(int fd, HttpStream& stream, const std::string& data);
-  // Waits until fd is ready for what `want` asks, up to `deadline`; false on timeout, Stop, or
-  // a stream that is closed.
-  bool WaitFor(int fd, HttpStream::Want want, std::chrono::steady_clock::time_point deadline);
 
   Routes routes_;
   HttpStreamFactory streams_;

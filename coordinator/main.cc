@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
 
@@ -18,6 +19,7 @@ void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  deepool::IgnoreSigpipe();
   using deepool::coordinator::CoordinatorOptions;
   CLI::App app{"deepool coordinator: job store, scheduler and gRPC API"};
   CoordinatorOptions options;

@@ -21,6 +21,7 @@
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
 #include "cli/services/submit_retry.h"
+#include "common/sigpipe.h"
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "coordinator/job_spec_json.h"
@@ -397,7 +398,7 @@ int RunUp(const UpFlags& f) {
 
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
-  std::signal(SIGPIPE, SIG_IGN);
+  IgnoreSigpipe();
   StatusOr<LocalSecurity> local_security = MakeLocalSecurity(*dir, f.workers);
   if (!local_security.ok()) return ReportFailure(local_security.status());
   const security::ClientSecurity client = local_security->client;

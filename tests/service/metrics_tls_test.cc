@@ -5,13 +5,17 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "common/host_port.h"
 #include "security/cert_files.h"
@@ -159,6 +163,217 @@ TEST_CASE("TLS files that cannot serve are refused naming the file", "[security]
   TlsFiles partial;
   partial.cert = files.cert;
   CHECK(MakeTlsHttpStreams(partial).status().code() == StatusCode::kInvalidArgument);
+}
+
+namespace {
+
+// A client-side TLS context that trusts `ca` and presents `client`.
+std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ClientContext(const std::string& ca,
+                                                                const TlsFiles& client) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> context(SSL_CTX_new(TLS_client_method()),
+                                                            SSL_CTX_free);
+  REQUIRE(SSL_CTX_load_verify_locations(context.get(), ca.c_str(), nullptr) == 1);
+  SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+  REQUIRE(SSL_CTX_use_certificate_chain_file(context.get(), client.cert.c_str()) == 1);
+  REQUIRE(SSL_CTX_use_PrivateKey_file(context.get(), client.key.c_str(), SSL_FILETYPE_PEM) == 1);
+  return context;
+}
+
+// The bytes a client sends first: its ClientHello, taken from an SSL object over memory BIOs.
+std::string ClientHello(SSL_CTX* context) {
+  SSL* ssl = SSL_new(context);
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl, in, out);  // ssl owns both
+  SSL_set_tlsext_host_name(ssl, kCoordinatorTlsName);
+  REQUIRE(SSL_connect(ssl) == -1);  // waits for the server's answer
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(out, &data);
+  std::string hello(data, static_cast<size_t>(size));
+  SSL_free(ssl);
+  ERR_clear_error();
+  return hello;
+}
+
+// Closes fd with a reset (RST), or with an orderly end of stream (FIN): what was received and
+// not read is dropped first (TLS 1.3 session tickets), since closing over unread bytes resets.
+void Leave(int fd, bool reset) {
+  if (reset) {
+    const linger abort{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  } else {
+    char buffer[4096];
+    while (recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT) > 0) {
+    }
+  }
+  close(fd);
+}
+
+// A TLS client whose handshake is done; it owns its socket.
+struct TlsClient {
+  int fd = -1;
+  SSL* ssl = nullptr;
+  ~TlsClient() {
+    if (ssl) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+  }
+};
+
+std::unique_ptr<TlsClient> Handshake(const std::string& host_port, SSL_CTX* context) {
+  auto client = std::make_unique<TlsClient>();
+  client->fd = Connect(host_port);
+  client->ssl = SSL_new(context);
+  SSL_set_fd(client->ssl, client->fd);
+  SSL_set_tlsext_host_name(client->ssl, kCoordinatorTlsName);
+  SSL_set1_host(client->ssl, kCoordinatorTlsName);
+  REQUIRE(SSL_connect(client->ssl) == 1);
+  return client;
+}
+
+// Sends `request` over the client's TLS connection, then leaves without reading the answer.
+void RequestAndLeave(std::unique_ptr<TlsClient> client, const std::string& request, bool reset) {
+  CHECK(SSL_write(client->ssl, request.data(), static_cast<int>(request.size())) ==
+        static_cast<int>(request.size()));
+  Leave(client->fd, reset);
+  client->fd = -1;
+}
+
+// Blocks SIGPIPE on the test's thread while it lives, so the clients' own writes never raise it:
+// only the endpoint's thread (started before, with the default disposition) can die of one.
+// A SIGPIPE left pending here is taken before the mask is restored.
+class ClientSigpipeBlocked {
+ public:
+  ClientSigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ClientSigpipeBlocked() {
+    const timespec now{0, 0};
+    while (sigtimedwait(&pipe_, nullptr, &now) == SIGPIPE) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t pipe_, old_;
+};
+
+// A handler that waits, on the endpoint's thread, until the test lets each call return.
+class Gate {
+ public:
+  HttpResponse Enter() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int me = ++entered_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return released_ >= me; });
+    HttpResponse response;
+    response.body = std::string(1 << 20, 'x');  // over the socket buffers: several writes
+    return response;
+  }
+  // True once `calls` calls have entered (false after 20 s).
+  bool WaitEntered(int calls) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return entered_ >= calls; });
+  }
+  void Release(int calls) {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = calls;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int entered_ = 0;
+  int released_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("idle connections do not hold up an HTTPS scrape", "[security][metrics]") {
+  TempDir dir;
+  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(scraper.ok());
+  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path));
+  // No certificate needed to connect and say nothing; served one after another, each of these
+  // would hold the endpoint for its whole 5 s handshake deadline.
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(Connect(endpoint->address()));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string response = HttpsGet(endpoint->address(), dir.path + "/ca.pem", &*scraper);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK(response.find("deepool_up 1") != std::string::npos);
+  for (int fd : idle) close(fd);
+}
+
+TEST_CASE("half-open and reset TLS clients of a busy endpoint neither kill it nor hold it up",
+          "[security][metrics]") {
+  // The default action, as in a daemon that forgot to ignore SIGPIPE: the endpoint must not rely
+  // on the process's disposition. A SIGPIPE raised on its thread ends this test process (141).
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  struct sigaction before {};
+  sigaction(SIGPIPE, &default_action, &before);
+
+  TempDir dir;
+  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(scraper.ok());
+  StatusOr<HttpStreamFactory> streams = MakeTlsHttpStreams(CoordinatorTlsFiles(dir.path));
+  REQUIRE(streams.ok());
+  Gate gate;
+  HttpEndpoint::Routes routes;
+  routes["/slow"] = [&gate] { return gate.Enter(); };
+  routes["/metrics"] = [] {
+    HttpResponse response;
+    response.body = std::string(1 << 20, 'm');
+    return response;
+  };
+  auto started = HttpEndpoint::Start("127.0.0.1:0", std::move(routes), "test-tls", *streams);
+  REQUIRE(started.ok());
+  const std::string address = (*started)->address();
+  ClientSigpipeBlocked client_side;  // after Start: the endpoint's thread keeps the default
+
+  const std::string ca = dir.path + "/ca.pem";
+  auto context = ClientContext(ca, *scraper);
+  const std::string hello = ClientHello(context.get());
+  const std::string get_slow = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string get_metrics = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  constexpr int kRounds = 4;
+  for (int round = 1; round <= kRounds; ++round) {
+    INFO("round " << round);
+    // Clients whose handshake is done before the endpoint gets busy.
+    std::vector<std::unique_ptr<TlsClient>> ready;
+    for (int i = 0; i < 2; ++i) ready.push_back(Handshake(address, context.get()));
+    // One client's request holds the endpoint's thread in the handler ...
+    std::unique_ptr<TlsClient> busy = Handshake(address, context.get());
+    REQUIRE(SSL_write(busy->ssl, get_slow.data(), static_cast<int>(get_slow.size())) ==
+            static_cast<int>(get_slow.size()));
+    REQUIRE(gate.WaitEntered(round));
+    // ... while strangers send a ClientHello, or half of one, and go (FIN or RST) ...
+    for (int i = 0; i < 6; ++i) {
+      const int fd = Connect(address);
+      const size_t size = i % 3 == 2 ? hello.size() / 2 : hello.size();
+      CHECK(send(fd, hello.data(), size, MSG_NOSIGNAL) == static_cast<ssize_t>(size));
+      Leave(fd, /*reset=*/i % 2 == 1);
+    }
+    // ... the ready clients ask for the metrics and go at once ...
+    RequestAndLeave(std::move(ready[0]), get_metrics, /*reset=*/true);
+    RequestAndLeave(std::move(ready[1]), get_metrics, /*reset=*/false);
+    // ... and the busy client goes before its answer is written.
+    Leave(busy->fd, /*reset=*/round % 2 == 0);
+    busy->fd = -1;
+    busy.reset();
+    gate.Release(round);
+  }
+  // A proper scraper is still answered, by an endpoint in a live process.
+  const std::string response = HttpsGet(address, ca, &*scraper);
+  CHECK(response.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(response.size() > (1 << 20));
+  (*started)->Stop();
+  sigaction(SIGPIPE, &before, nullptr);
 }
 
 }  // namespace deepool::security

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "common/http_endpoint.h"
 #include "tests/promtool.h"
@@ -129,6 +130,88 @@ TEST_CASE("a client that stops reading holds the endpoint at most a few seconds"
   (*endpoint)->Stop();
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
   close(fd);
+}
+
+namespace {
+
+// A TCP connection to HOST:PORT that sends nothing; -1 when connect fails. connect and recv give
+// up after 5 s (SO_SNDTIMEO bounds connect on Linux), so a server that stops accepting fails the
+// test instead of hanging it.
+int ConnectIdle(const std::string& host_port) {
+  StatusOr<HostPort> where = ParseHostPort(host_port);
+  if (!where.ok()) return -1;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(where->port));
+  inet_pton(AF_INET, where->host.c_str(), &address.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::unique_ptr<HttpEndpoint> StartCounting(int& scrapes) {
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/metrics",
+                                        [&scrapes] {
+                                          HttpResponse r;
+                                          r.body = "scrapes " + std::to_string(++scrapes) + "\n";
+                                          return r;
+                                        }}},
+                                      "dp-test-http");
+  REQUIRE(endpoint.ok());
+  return *std::move(endpoint);
+}
+
+}  // namespace
+
+TEST_CASE("idle connections do not hold up a scrape", "[metrics]") {
+  int scrapes = 0;
+  auto endpoint = StartCounting(scrapes);
+  // 16 clients that connect and say nothing: served one after another, each would hold the
+  // endpoint for its whole 5 s head deadline.
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(ConnectIdle(endpoint->address()));
+    REQUIRE(idle.back() >= 0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string response = testing::HttpGet(endpoint->address(), "/metrics");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(testing::HttpBody(response) == "scrapes 1\n");
+  for (int fd : idle) close(fd);
+}
+
+TEST_CASE("past its bound on connections the endpoint closes the oldest unanswered one",
+          "[metrics]") {
+  int scrapes = 0;
+  auto endpoint = StartCounting(scrapes);
+  constexpr size_t kExtra = 8;
+  std::vector<int> idle;
+  for (size_t i = 0; i < HttpEndpoint::kMaxConnections + kExtra; ++i) {
+    idle.push_back(ConnectIdle(endpoint->address()));
+    REQUIRE(idle.back() >= 0);
+  }
+  // Still answered at once: the scrape's connection is accepted after all the idle ones (the
+  // listen queue is FIFO), pushing out one more of them.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(testing::HttpBody(testing::HttpGet(endpoint->address(), "/metrics")) == "scrapes 1\n");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  // The oldest kExtra + 1 were closed (end of stream, long before their 5 s deadline); the
+  // newest is still open.
+  char byte;
+  for (size_t i = 0; i <= kExtra; ++i) {
+    INFO("idle connection " << i);
+    CHECK(recv(idle[i], &byte, 1, 0) == 0);
+  }
+  CHECK(recv(idle.back(), &byte, 1, MSG_DONTWAIT) < 0);
+  CHECK(errno == EAGAIN);
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace deepool

@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/metrics_text.h"
 #include "common/path_roots.h"
+#include "common/sigpipe.h"
 #include "common/subprocess.h"
 #include "security/tls_stream.h"
 #include "security/transport.h"
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  deepool::IgnoreSigpipe();
 
   auto channel = CoordinatorChannel(flags);
   if (!channel.ok()) {
