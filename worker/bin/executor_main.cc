@@ -14,7 +14,6 @@
 
 #include "common/logging.h"
 #include "common/process_watch.h"
-#include "common/sigpipe.h"
 #include "protocol/executor_events.h"
 #include "worker/runtime/executor_process.h"
 
@@ -38,7 +37,6 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
-  deepool::IgnoreSigpipe();
   deepool::worker::ExecutorProcessOptions options;
   std::string log_level = "warn";
   CLI::App app{"deepool-executor: runs one rank of a training plan"};
