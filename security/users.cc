@@ -3,13 +3,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/stat.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 #include "common/logging.h"
+#include "security/cert_files.h"
+#include "security/secret_files.h"
 
 namespace deepool::security {
 namespace {
@@ -137,9 +137,10 @@ Status UserTable::Remove(const std::string& name) {
 }
 
 StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read the users file " + path.string());
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // Readable by others is harmless (digests of 256-bit random tokens cannot be reversed);
+  // writable by others is not: whoever may append a line may make themselves an admin.
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadSecretFile(path.string(), "the users file", FileTrust::kProtected));
   StatusOr<UserTable> table = UserTable::Parse(text);
   if (!table.ok()) return table.status().WithContext(path.string());
   return table;
@@ -147,16 +148,11 @@ StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path) {
 
 Status SaveUserTable(const UserTable& table, const std::filesystem::path& path) {
   const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    if (!out) return UnavailableError("cannot write " + temporary.string());
-    out << table.ToJson();
-    if (!out.flush()) return UnavailableError("cannot write " + temporary.string());
-  }
-  if (::chmod(temporary.c_str(), 0600) != 0) {
-    return UnavailableError("cannot set the mode of " + temporary.string());
-  }
+  // Created with mode 0600 rather than chmod-ed after writing, so that it is never readable by
+  // others, not even for a moment; a temporary left by a crash is replaced.
   std::error_code ec;
+  std::filesystem::remove(temporary, ec);
+  RETURN_IF_ERROR(WriteNewFile(temporary, table.ToJson(), 0600));
   std::filesystem::rename(temporary, path, ec);
   if (ec) return UnavailableError("cannot replace " + path.string() + ": " + ec.message());
   return Status::Ok();

@@ -48,8 +48,11 @@ class UserTable {
   std::vector<UserEntry> users_;
 };
 
-// Reads and writes a users file. Save writes a temporary file and renames it over the old one,
-// with mode 0600 (the digests are not secrets, but a listing of users is nobody else's business).
+// Reads and writes a users file. Load refuses (FAILED_PRECONDITION, naming the fix) a file that
+// group or others may write: whoever can add a line can make themselves an admin. Others may
+// read it (the digests of 256-bit random tokens reveal nothing usable), but Save writes a
+// temporary file of mode 0600 and renames it over the old one (a listing of users is nobody
+// else's business).
 StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path);
 Status SaveUserTable(const UserTable& table, const std::filesystem::path& path);
 
