@@ -254,5 +254,45 @@ TEST_CASE("a token goes in plaintext only to a loopback address", "[service][sec
   CHECK(OpenChannel("127.0.0.1:7070", token_only, grpc::ChannelArguments()).ok());
 }
 
+TEST_CASE("no user or node certificate may bear the coordinator's name", "[service][security]") {
+  auto ca = IssueCertificateAuthority("test", hours(24));
+  REQUIRE(ca.ok());
+  for (Role role : {Role::kUser, Role::kAdmin, Role::kWorker}) {
+    for (const char* name :
+         {"deepool-coordinator", "Deepool-Coordinator", "deepool-coordinator."}) {
+      INFO(RoleName(role) << " " << name);
+      CertificateRequest by_cn;
+      by_cn.common_name = name;
+      by_cn.role = role;
+      const auto refused = IssueCertificate(*ca, by_cn);
+      CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(refused.status().message(), Catch::Contains("belongs to the coordinator"));
+      CertificateRequest by_dns;
+      by_dns.common_name = "n1";
+      by_dns.role = role;
+      by_dns.dns_names = {name};
+      CHECK(IssueCertificate(*ca, by_dns).status().code() == StatusCode::kInvalidArgument);
+    }
+  }
+  CertificateRequest coordinator;
+  coordinator.common_name = kCoordinatorTlsName;
+  coordinator.role = Role::kCoordinator;
+  CHECK(IssueCertificate(*ca, coordinator).ok());
+  CertificateRequest similar;
+  similar.common_name = "deepool-coordinator-2";
+  CHECK(IssueCertificate(*ca, similar).ok());
+
+  // `deepool certs node deepool-coordinator` writes nothing.
+  const fs::path dir = NewTempDir();
+  REQUIRE(InitClusterCertificates(dir, {}, hours(24)).ok());
+  CHECK(
+      IssueClusterCertificate(dir, Role::kWorker, kCoordinatorTlsName, hours(24)).status().code() ==
+      StatusCode::kInvalidArgument);
+  CHECK_FALSE(fs::exists(dir / "nodes" / "deepool-coordinator.pem"));
+  CHECK(IssueClusterCertificate(dir, Role::kUser, kCoordinatorTlsName, hours(24)).status().code() ==
+        StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace deepool::security
