@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
@@ -87,6 +88,24 @@ StatusOr<UserTable> UserTable::Parse(const std::string& text) {
         table.Add(user["name"].get<std::string>(), *role, user["token_sha256"].get<std::string>())
             .WithContext("users file"));
   }
+  if (!doc.contains("revoked")) return table;
+  if (!doc["revoked"].is_array()) {
+    return InvalidArgumentError("users file: \"revoked\" must be a list of names");
+  }
+  for (const nlohmann::json& name : doc["revoked"]) {
+    if (!name.is_string()) {
+      return InvalidArgumentError("users file: \"revoked\" must be a list of names");
+    }
+    RETURN_IF_ERROR(CheckUserName(name.get<std::string>()).WithContext("users file: revoked"));
+    if (table.IsRevoked(name.get<std::string>())) continue;
+    for (const UserEntry& user : table.users_) {
+      if (user.name == name.get<std::string>()) {
+        return InvalidArgumentError("users file: user " + user.name +
+                                    " has a token and is revoked; remove one of the two");
+      }
+    }
+    table.revoked_.push_back(name.get<std::string>());
+  }
   return table;
 }
 
@@ -96,7 +115,9 @@ std::string UserTable::ToJson() const {
     users.push_back(
         {{"name", user.name}, {"role", RoleName(user.role)}, {"token_sha256", user.token_sha256}});
   }
-  return nlohmann::json{{"format", "deepool.users"}, {"users", users}}.dump(2) + "\n";
+  nlohmann::json doc{{"format", "deepool.users"}, {"users", users}};
+  if (!revoked_.empty()) doc["revoked"] = revoked_;
+  return doc.dump(2) + "\n";
 }
 
 std::optional<Identity> UserTable::Authenticate(const std::string& token) const {
@@ -123,7 +144,19 @@ Status UserTable::Add(const std::string& name, Role role, const std::string& tok
     }
   }
   users_.push_back(UserEntry{name, role, token_sha256});
+  revoked_.erase(std::remove(revoked_.begin(), revoked_.end(), name), revoked_.end());
   return Status::Ok();
+}
+
+StatusOr<bool> UserTable::Revoke(const std::string& name) {
+  RETURN_IF_ERROR(CheckUserName(name));
+  const bool had_token = Remove(name).ok();
+  if (!IsRevoked(name)) revoked_.push_back(name);
+  return had_token;
+}
+
+bool UserTable::IsRevoked(const std::string& name) const {
+  return std::find(revoked_.begin(), revoked_.end(), name) != revoked_.end();
 }
 
 Status UserTable::Remove(const std::string& name) {
@@ -188,6 +221,12 @@ std::optional<Identity> UsersFile::Authenticate(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   ReloadIfChangedLocked();
   return table_.Authenticate(token);
+}
+
+bool UsersFile::IsRevoked(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReloadIfChangedLocked();
+  return table_.IsRevoked(name);
 }
 
 }  // namespace deepool::security

@@ -294,5 +294,66 @@ TEST_CASE("no user or node certificate may bear the coordinator's name", "[servi
   fs::remove_all(dir);
 }
 
+TEST_CASE("revoking a user lists their name, and their certificate is refused with it",
+          "[service][security]") {
+  UserTable table;
+  const std::string alice_token = NewToken().value();
+  REQUIRE(table.Add("alice", Role::kUser, TokenDigest(alice_token)).ok());
+  CHECK(*table.Revoke("alice") == true);
+  CHECK(*table.Revoke("bob") == false);  // a certificate-only user can be revoked too
+  CHECK(*table.Revoke("bob") == false);  // idempotent
+  CHECK(table.IsRevoked("alice"));
+  CHECK_FALSE(table.Authenticate(alice_token).has_value());
+  auto parsed = UserTable::Parse(table.ToJson());
+  REQUIRE(parsed.ok());
+  CHECK((parsed->revoked() == std::vector<std::string>{"alice", "bob"}));
+  CHECK(
+      UserTable::Parse(R"({"format":"deepool.users","users":[],"revoked":[1]})").status().code() ==
+      StatusCode::kInvalidArgument);
+  CHECK(UserTable::Parse(R"({"format":"deepool.users","users":[{"name":"x","role":"user",)"
+                         R"("token_sha256":")" +
+                         TokenDigest("t") + R"("}],"revoked":["x"]})")
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+  // A new token re-admits the user.
+  REQUIRE(table.Add("bob", Role::kUser, TokenDigest("bob's new token")).ok());
+  CHECK_FALSE(table.IsRevoked("bob"));
+
+  const fs::path dir = NewTempDir();
+  REQUIRE(InitClusterCertificates(dir / "pki", {}, hours(24)).ok());
+  const auto alice = IssueClusterCertificate(dir / "pki", Role::kUser, "alice", hours(24));
+  const auto node = IssueClusterCertificate(dir / "pki", Role::kWorker, "n1", hours(24));
+  REQUIRE(alice.ok());
+  REQUIRE(node.ok());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  };
+  PeerCredentials alice_cert, node_cert;
+  alice_cert.certificate_pem = read(alice->cert);
+  node_cert.certificate_pem = read(node->cert);
+  UserTable empty;
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  auto users = UsersFile::Open(dir / "users.json");
+  REQUIRE(users.ok());
+  Authenticator auth(true, users->get());
+  REQUIRE(auth.Authenticate(alice_cert).ok());
+  REQUIRE(auth.Authenticate(node_cert).ok());
+  REQUIRE(empty.Revoke("alice").ok());
+  REQUIRE(empty.Revoke("n1").ok());
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  const auto refused = auth.Authenticate(alice_cert);
+  CHECK(refused.status().code() == StatusCode::kUnauthenticated);
+  CHECK_THAT(refused.status().message(), Catch::Contains("alice is revoked"));
+  CHECK(auth.Authenticate(node_cert).status().code() == StatusCode::kUnauthenticated);
+  // Nor does a valid token make a revoked certificate acceptable.
+  const std::string root_token = NewToken().value();
+  REQUIRE(empty.Add("root", Role::kAdmin, TokenDigest(root_token)).ok());
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  alice_cert.bearer_token = root_token;
+  CHECK(auth.Authenticate(alice_cert).status().code() == StatusCode::kUnauthenticated);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace deepool::security
