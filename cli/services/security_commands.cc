@@ -118,10 +118,11 @@ int RunTokenRevoke(const TokenFlags& f) {
   if (!had_token.ok()) return Report("token revoke", had_token.status());
   Status saved = security::SaveUserTable(*table, f.users_file);
   if (!saved.ok()) return Report("token revoke", saved);
-  std::cerr << "revoked " << f.name << (*had_token ? ": their token and" : ": (no token)")
-            << " every certificate named " << f.name
-            << " are refused from the coordinator's next call, and their open streams end "
-               "(it re-reads "
+  std::cerr << "revoked " << f.name
+            << (*had_token ? ": their token and every certificate named " + f.name + " are"
+                           : " (who had no token): every certificate named " + f.name + " is")
+            << " refused from the coordinator's next call, and their open streams end (it "
+               "re-reads "
             << f.users_file << ")\n";
   return kExitOk;
 }
