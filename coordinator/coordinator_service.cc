@@ -5,6 +5,27 @@
 #include "coordinator/services.h"
 
 namespace deepool::coordinator {
+namespace {
+
+// A client stream's stop: the client went away, or its credentials no longer prove anyone (its
+// token or certificate was revoked while the stream was open). Checked at every wake-up of the
+// stream's loop (at least every cancel probe), so a revoked user's watch ends within about
+// that; the reason is left in *refused.
+FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx, const security::Authenticator* auth,
+                                      Status* refused) {
+  FollowStop stop = StopWhenCancelled(ctx);
+  stop.cancelled = [ctx, auth, refused] {
+    if (ctx->IsCancelled()) return true;
+    StatusOr<security::Identity> caller = auth->Authenticate(security::PeerCredentialsOf(*ctx));
+    if (caller.ok()) return false;
+    DP_LOG_WARN("a stream of {} ends: {}", ctx->peer(), caller.status().ToString());
+    *refused = caller.status();
+    return true;
+  };
+  return stop;
+}
+
+}  // namespace
 
 v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
                                            const std::map<std::string, int>* positions) const {
@@ -143,7 +164,10 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
     last_sent = std::move(serialized);
     return writer->Write(proto);
   };
-  return ToGrpcStatus(JobFollower(jobs_).Watch(req->job_id(), send, StopWhenCancelled(ctx)));
+  Status refused;
+  Status watched = JobFollower(jobs_).Watch(req->job_id(), send,
+                                            StopWhenCancelledOrRefused(ctx, auth_, &refused));
+  return ToGrpcStatus(refused.ok() ? watched : refused);
 }
 
 grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
@@ -165,8 +189,10 @@ grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
     entry.set_line(line.line);
     return writer->Write(entry);
   };
-  return ToGrpcStatus(
-      JobFollower(jobs_).Logs(req->job_id(), request, send, StopWhenCancelled(ctx)));
+  Status refused;
+  Status followed = JobFollower(jobs_).Logs(req->job_id(), request, send,
+                                            StopWhenCancelledOrRefused(ctx, auth_, &refused));
+  return ToGrpcStatus(refused.ok() ? followed : refused);
 }
 
 v1::Node CoordinatorServiceImpl::NodeView(const NodeRecord& node) const {

@@ -50,10 +50,12 @@ int main(int argc, char** argv) {
                  "PEM certificate of the cluster CA: clients and workers must present a "
                  "certificate it signed (mutual TLS; `deepool certs init` makes one)");
   app.add_option("--tls-cert", options.tls.cert, "PEM certificate of this coordinator");
-  app.add_option("--tls-key", options.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-key", options.tls.key,
+                 "PEM private key of --tls-cert (refused unless only its owner may read it: "
+                 "chmod 600)");
   app.add_option("--users", options.users_file,
                  "users file of hashed bearer tokens (`deepool token create` adds users); "
-                 "re-read when it changes");
+                 "re-read when it changes; refused when group or others may write it");
   app.add_option("--path-roots", options.path_roots,
                  "directories job specs' checkpoint.path, checkpoint.dir and data.path must lie "
                  "under, after "

@@ -13,6 +13,14 @@ StatusOr<Identity> Authenticator::Authenticate(const PeerCredentials& peer) cons
     ASSIGN_OR_RETURN(const CertificateIdentity cert,
                      ReadCertificateIdentity(*peer.certificate_pem));
     from_certificate = Identity{cert.common_name, cert.role, "certificate"};
+    // A certificate cannot be withdrawn from its holder, so revoking a user (or a node) lists
+    // the name in the users file and every certificate bearing it is refused from then on.
+    if (cert.role != Role::kCoordinator && users_ != nullptr &&
+        users_->IsRevoked(cert.common_name)) {
+      return UnauthenticatedError(std::string(RoleName(cert.role)) + " " + cert.common_name +
+                                  " is revoked (`deepool token revoke`): their certificate is "
+                                  "no longer accepted");
+    }
     if (cert.role == Role::kWorker || cert.role == Role::kCoordinator) return *from_certificate;
   }
   if (!peer.bearer_token.empty()) {

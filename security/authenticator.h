@@ -2,9 +2,10 @@
 // Authentication: a certificate (mutual TLS) or a bearer token proves an Identity. A worker's or
 // the coordinator's certificate is a daemon identity: tokens do not change it. A user's
 // certificate names the user unless a token names another (one client certificate can then serve
-// several people, each with their own token). With neither TLS nor a users file configured the
-// coordinator is "open": every caller is an anonymous admin, which is only allowed on loopback
-// (or with --insecure).
+// several people, each with their own token). A certificate whose name the users file lists as
+// revoked is refused, whatever the token (revocation ends every way in). With neither TLS nor a
+// users file configured the coordinator is "open": every caller is an anonymous admin, which is
+// only allowed on loopback (or with --insecure).
 // Authorization: client RPCs need a user or admin; another user's jobs and node drains need an
 // admin; worker RPCs need a worker identity whose name is the node's.
 // Threading: Authenticate may be called from any thread (UsersFile locks).

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "security/certificates.h"
+#include "security/secret_files.h"
 
 namespace deepool::security {
 namespace {
@@ -99,11 +100,12 @@ StatusOr<TlsFiles> IssueClusterCertificate(const fs::path& dir, Role role, const
   }
   KeyAndCertificate ca;
   ASSIGN_OR_RETURN(ca.certificate_pem, ReadText(dir / "ca.pem"));
-  StatusOr<std::string> ca_key = ReadText(dir / "ca-key.pem");
-  if (!ca_key.ok()) {
+  StatusOr<std::string> ca_key = ReadSecretFile((dir / "ca-key.pem").string(), "the CA's key");
+  if (ca_key.status().code() == StatusCode::kNotFound) {
     return NotFoundError(ca_key.status().message() +
-                         " (the CA's key: issue certificates where `deepool certs init` ran)");
+                         " (issue certificates where `deepool certs init` ran)");
   }
+  RETURN_IF_ERROR(ca_key.status());
   ca.private_key_pem = *ca_key;
   CertificateRequest request;
   request.common_name = name;

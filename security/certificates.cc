@@ -9,6 +9,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <cctype>
 #include <memory>
 
 namespace deepool::security {
@@ -163,6 +164,32 @@ Status CheckPlainValue(const std::string& what, const std::string& value) {
   return Status::Ok();
 }
 
+// Whether a name would pass for kCoordinatorTlsName in a TLS client's host name check, which
+// ignores case and a trailing dot.
+bool IsCoordinatorName(std::string name) {
+  while (!name.empty() && name.back() == '.') name.pop_back();
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name == kCoordinatorTlsName;
+}
+
+// Clients accept any certificate from the cluster CA that bears the coordinator's name (as its
+// DNS name, or as its CN when it has none), whatever its role: a node or a user certificate so
+// named could stand in for the coordinator and collect every client's token.
+Status CheckNotCoordinatorName(const CertificateRequest& request) {
+  if (request.role == Role::kCoordinator) return Status::Ok();
+  std::vector<std::string> names = request.dns_names;
+  names.push_back(request.common_name);
+  for (const std::string& name : names) {
+    if (IsCoordinatorName(name)) {
+      return InvalidArgumentError(std::string("the name ") + kCoordinatorTlsName +
+                                  " belongs to the coordinator: a " + RoleName(request.role) +
+                                  " certificate so named could impersonate it; choose another "
+                                  "name");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string RoleUnit(Role role) { return std::string("deepool-") + RoleName(role); }
@@ -191,6 +218,7 @@ StatusOr<KeyAndCertificate> IssueCertificate(const KeyAndCertificate& ca,
   for (const std::string& ip : request.ip_addresses) {
     RETURN_IF_ERROR(CheckPlainValue("IP address", ip));
   }
+  RETURN_IF_ERROR(CheckNotCoordinatorName(request));
   ASSIGN_OR_RETURN(X509Ptr ca_cert, ParseCertificate(ca.certificate_pem));
   ASSIGN_OR_RETURN(KeyPtr ca_key, ParsePrivateKey(ca.private_key_pem));
   if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1) {

@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "security/secret_files.h"
+
 namespace deepool::security {
 namespace {
 
@@ -60,6 +62,7 @@ StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files) {
   if (SSL_CTX_use_certificate_chain_file(context.get(), files.cert.c_str()) != 1) {
     return InvalidArgumentError("certificate " + files.cert + ": " + OpenSslError());
   }
+  RETURN_IF_ERROR(CheckSecretFileMode(files.key, "the private key (--tls-key)"));
   if (SSL_CTX_use_PrivateKey_file(context.get(), files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
     return InvalidArgumentError("key " + files.key + ": " + OpenSslError());
   }

@@ -11,7 +11,7 @@
 namespace deepool::security {
 
 // Reads and checks the files once (an error names the one that fails: missing, unreadable, a
-// key that does not match the certificate); the factory then wraps accepted sockets. TLS 1.2 at
+// key that does not match the certificate, a key that group or others may read); the factory then wraps accepted sockets. TLS 1.2 at
 // least.
 StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files);
 

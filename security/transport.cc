@@ -3,20 +3,30 @@
 #include <grpcpp/support/client_interceptor.h>
 
 #include <fstream>
+#include <optional>
 
+#include "common/host_port.h"
 #include "security/certificates.h"
+#include "security/secret_files.h"
 
 namespace deepool::security {
 namespace {
 
-StatusOr<std::string> ReadPem(const std::string& what, const std::string& path) {
+// `secret`: the file is a private key, which only its owner may read (secret_files.h).
+StatusOr<std::string> ReadPem(const std::string& what, const std::string& path,
+                              bool secret = false) {
   if (path.empty()) {
     return InvalidArgumentError("TLS needs --tls-ca, --tls-cert and --tls-key together; " + what +
                                 " is missing");
   }
-  std::ifstream in(path);
-  if (!in) return NotFoundError(what + ": cannot read " + path);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text;
+  if (secret) {
+    ASSIGN_OR_RETURN(text, ReadSecretFile(path, what));
+  } else {
+    std::ifstream in(path);
+    if (!in) return NotFoundError(what + ": cannot read " + path);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   if (text.find("-----BEGIN") == std::string::npos) {
     return InvalidArgumentError(what + ": " + path + " is not a PEM file");
   }
@@ -31,7 +41,7 @@ StatusOr<PemFiles> ReadPems(const TlsFiles& files) {
   PemFiles pems;
   ASSIGN_OR_RETURN(pems.ca, ReadPem("the CA certificate (--tls-ca)", files.ca));
   ASSIGN_OR_RETURN(pems.cert, ReadPem("the certificate (--tls-cert)", files.cert));
-  ASSIGN_OR_RETURN(pems.key, ReadPem("the private key (--tls-key)", files.key));
+  ASSIGN_OR_RETURN(pems.key, ReadPem("the private key (--tls-key)", files.key, /*secret=*/true));
   return pems;
 }
 
@@ -63,7 +73,35 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
   const std::string header_;
 };
 
+// The host a gRPC target names: "HOST:PORT", "[V6]:PORT", or either after a "dns:", "dns:///",
+// "ipv4:" or "ipv6:" scheme. nullopt for a Unix socket (it never leaves this machine).
+StatusOr<std::optional<std::string>> TargetHost(std::string target) {
+  if (target.rfind("unix:", 0) == 0 || target.rfind("unix-abstract:", 0) == 0) {
+    return std::optional<std::string>();
+  }
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (target.rfind(scheme, 0) == 0) {
+      target = target.substr(std::string(scheme).size());
+      break;
+    }
+  }
+  ASSIGN_OR_RETURN(const HostPort address, ParseHostOptionalPort(target));
+  return std::optional<std::string>(address.host);
+}
+
 }  // namespace
+
+Status CheckTokenTransport(const std::string& address, const ClientSecurity& security) {
+  if (security.token.empty() || security.tls.configured()) return Status::Ok();
+  StatusOr<std::optional<std::string>> host = TargetHost(address);
+  if (host.ok() && (!host->has_value() || IsLoopbackHost(**host))) return Status::Ok();
+  // An address we cannot read is treated as remote: the token stays here.
+  const std::string shown = host.ok() ? **host : address;
+  return FailedPreconditionError(
+      "refusing to send the token in plaintext to " + shown +
+      ": give --tls-ca/--tls-cert/--tls-key (the CLI: DEEPOOL_TLS_CA/_CERT/_KEY or \"tls\" in "
+      "~/.config/deepool/config.json), or use a loopback address");
+}
 
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& files) {
   if (!files.configured()) return grpc::InsecureServerCredentials();
@@ -78,6 +116,7 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const T
 StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      const ClientSecurity& security,
                                                      grpc::ChannelArguments args) {
+  RETURN_IF_ERROR(CheckTokenTransport(address, security));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (security.tls.configured()) {
     ASSIGN_OR_RETURN(PemFiles pems, ReadPems(security.tls));
@@ -97,10 +136,8 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
 }
 
 StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read the token file " + path);
-  std::string line;
-  std::getline(in, line);
+  ASSIGN_OR_RETURN(const std::string text, ReadSecretFile(path, "the token file"));
+  const std::string line = text.substr(0, text.find('\n'));
   const size_t begin = line.find_first_not_of(" \t\r");
   const size_t end = line.find_last_not_of(" \t\r");
   if (begin == std::string::npos)

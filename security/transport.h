@@ -25,7 +25,8 @@ struct TlsFiles {
 };
 
 // Plain credentials when none of the files is set; an error naming the file that is missing or
-// unreadable, or when only some are set.
+// unreadable, or when only some are set; FAILED_PRECONDITION for a private key that group or
+// others may read (secret_files.h).
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& files);
 
 struct ClientSecurity {
@@ -33,12 +34,20 @@ struct ClientSecurity {
   std::string token;  // "" for none
 };
 
-// A channel to address with the security above and the given arguments.
+// FAILED_PRECONDITION when a token would travel in plaintext beyond this machine: a token
+// without TLS to an address that is not loopback ("localhost", 127.x.y.z, ::1) or a Unix socket.
+// Whoever can watch the network could otherwise replay it. An address it cannot parse counts
+// as remote.
+Status CheckTokenTransport(const std::string& address, const ClientSecurity& security);
+
+// A channel to address with the security above and the given arguments; refuses what
+// CheckTokenTransport refuses, and a private key that group or others may read.
 StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      const ClientSecurity& security,
                                                      grpc::ChannelArguments args);
 
-// A token file's first line, without surrounding white space; refuses an empty file.
+// A token file's first line, without surrounding white space; refuses an empty file, and one
+// that group or others may read (FAILED_PRECONDITION, secret_files.h).
 StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // What a server call carries: the peer's certificate (PEM) when it presented one over TLS, and

@@ -3,13 +3,14 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/stat.h>
 
-#include <fstream>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 #include "common/logging.h"
+#include "security/cert_files.h"
+#include "security/secret_files.h"
 
 namespace deepool::security {
 namespace {
@@ -87,6 +88,24 @@ StatusOr<UserTable> UserTable::Parse(const std::string& text) {
         table.Add(user["name"].get<std::string>(), *role, user["token_sha256"].get<std::string>())
             .WithContext("users file"));
   }
+  if (!doc.contains("revoked")) return table;
+  if (!doc["revoked"].is_array()) {
+    return InvalidArgumentError("users file: \"revoked\" must be a list of names");
+  }
+  for (const nlohmann::json& name : doc["revoked"]) {
+    if (!name.is_string()) {
+      return InvalidArgumentError("users file: \"revoked\" must be a list of names");
+    }
+    RETURN_IF_ERROR(CheckUserName(name.get<std::string>()).WithContext("users file: revoked"));
+    if (table.IsRevoked(name.get<std::string>())) continue;
+    for (const UserEntry& user : table.users_) {
+      if (user.name == name.get<std::string>()) {
+        return InvalidArgumentError("users file: user " + user.name +
+                                    " has a token and is revoked; remove one of the two");
+      }
+    }
+    table.revoked_.push_back(name.get<std::string>());
+  }
   return table;
 }
 
@@ -96,7 +115,9 @@ std::string UserTable::ToJson() const {
     users.push_back(
         {{"name", user.name}, {"role", RoleName(user.role)}, {"token_sha256", user.token_sha256}});
   }
-  return nlohmann::json{{"format", "deepool.users"}, {"users", users}}.dump(2) + "\n";
+  nlohmann::json doc{{"format", "deepool.users"}, {"users", users}};
+  if (!revoked_.empty()) doc["revoked"] = revoked_;
+  return doc.dump(2) + "\n";
 }
 
 std::optional<Identity> UserTable::Authenticate(const std::string& token) const {
@@ -123,7 +144,19 @@ Status UserTable::Add(const std::string& name, Role role, const std::string& tok
     }
   }
   users_.push_back(UserEntry{name, role, token_sha256});
+  revoked_.erase(std::remove(revoked_.begin(), revoked_.end(), name), revoked_.end());
   return Status::Ok();
+}
+
+StatusOr<bool> UserTable::Revoke(const std::string& name) {
+  RETURN_IF_ERROR(CheckUserName(name));
+  const bool had_token = Remove(name).ok();
+  if (!IsRevoked(name)) revoked_.push_back(name);
+  return had_token;
+}
+
+bool UserTable::IsRevoked(const std::string& name) const {
+  return std::find(revoked_.begin(), revoked_.end(), name) != revoked_.end();
 }
 
 Status UserTable::Remove(const std::string& name) {
@@ -137,9 +170,10 @@ Status UserTable::Remove(const std::string& name) {
 }
 
 StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read the users file " + path.string());
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // Readable by others is harmless (digests of 256-bit random tokens cannot be reversed);
+  // writable by others is not: whoever may append a line may make themselves an admin.
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadSecretFile(path.string(), "the users file", FileTrust::kProtected));
   StatusOr<UserTable> table = UserTable::Parse(text);
   if (!table.ok()) return table.status().WithContext(path.string());
   return table;
@@ -147,16 +181,11 @@ StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path) {
 
 Status SaveUserTable(const UserTable& table, const std::filesystem::path& path) {
   const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    if (!out) return UnavailableError("cannot write " + temporary.string());
-    out << table.ToJson();
-    if (!out.flush()) return UnavailableError("cannot write " + temporary.string());
-  }
-  if (::chmod(temporary.c_str(), 0600) != 0) {
-    return UnavailableError("cannot set the mode of " + temporary.string());
-  }
+  // Created with mode 0600 rather than chmod-ed after writing, so that it is never readable by
+  // others, not even for a moment; a temporary left by a crash is replaced.
   std::error_code ec;
+  std::filesystem::remove(temporary, ec);
+  RETURN_IF_ERROR(WriteNewFile(temporary, table.ToJson(), 0600));
   std::filesystem::rename(temporary, path, ec);
   if (ec) return UnavailableError("cannot replace " + path.string() + ": " + ec.message());
   return Status::Ok();
@@ -192,6 +221,12 @@ std::optional<Identity> UsersFile::Authenticate(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   ReloadIfChangedLocked();
   return table_.Authenticate(token);
+}
+
+bool UsersFile::IsRevoked(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReloadIfChangedLocked();
+  return table_.IsRevoked(name);
 }
 
 }  // namespace deepool::security

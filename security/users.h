@@ -1,10 +1,14 @@
 // Bearer tokens and the users they stand for. The coordinator keeps only each token's SHA-256
 // digest, in a users file (JSON, see docs/formats.md):
 //   {"format": "deepool.users", "users": [{"name": "alice", "role": "admin",
-//                                           "token_sha256": "<64 hex digits>"}]}
+//                                           "token_sha256": "<64 hex digits>"}],
+//    "revoked": ["bob"]}
 // `deepool token create` appends a user and prints the token once; `deepool token revoke`
-// removes it. UserTable is a value; UsersFile re-reads its file when it changes, so tokens are
-// added and revoked without a restart (thread-safe).
+// removes the user's token and lists the name under "revoked", so that certificates bearing that
+// name are refused too (security/authenticator.h): a revoked user has no way in left. Creating a
+// token for a revoked name takes it off the list again (the user is back, certificates included).
+// UserTable is a value; UsersFile re-reads its file when it changes, so tokens are added and
+// revoked without a restart (thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -38,18 +42,29 @@ class UserTable {
 
   // The user whose digest matches the token's; nullopt for an unknown token.
   std::optional<Identity> Authenticate(const std::string& token) const;
-  // Adds a user; refuses a name that is already there (revoke it first to rotate).
+  // Adds a user; refuses a name that is already there (revoke it first to rotate). A revoked
+  // name is taken off the revoked list.
   Status Add(const std::string& name, Role role, const std::string& token_sha256);
-  // Removes the user; NOT_FOUND when there is none.
+  // Removes the user's token; NOT_FOUND when there is none. Certificates are unaffected.
   Status Remove(const std::string& name);
+  // Removes the user's token, if any, and lists the name as revoked (idempotent). Returns
+  // whether there was a token.
+  StatusOr<bool> Revoke(const std::string& name);
+  // Whether the name is listed as revoked: certificates bearing it are refused.
+  bool IsRevoked(const std::string& name) const;
   const std::vector<UserEntry>& users() const { return users_; }
+  const std::vector<std::string>& revoked() const { return revoked_; }
 
  private:
   std::vector<UserEntry> users_;
+  std::vector<std::string> revoked_;
 };
 
-// Reads and writes a users file. Save writes a temporary file and renames it over the old one,
-// with mode 0600 (the digests are not secrets, but a listing of users is nobody else's business).
+// Reads and writes a users file. Load refuses (FAILED_PRECONDITION, naming the fix) a file that
+// group or others may write: whoever can add a line can make themselves an admin. Others may
+// read it (the digests of 256-bit random tokens reveal nothing usable), but Save writes a
+// temporary file of mode 0600 and renames it over the old one (a listing of users is nobody
+// else's business).
 StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path);
 Status SaveUserTable(const UserTable& table, const std::filesystem::path& path);
 
@@ -60,6 +75,8 @@ class UsersFile {
   // Re-reads the file when its modification time or size changed; a file that became invalid
   // is logged and the last good table kept (a typo must not lock everyone out).
   std::optional<Identity> Authenticate(const std::string& token);
+  // Whether the name is revoked (re-reading the file as above).
+  bool IsRevoked(const std::string& name);
 
  private:
   explicit UsersFile(std::filesystem::path path) : path_(std::move(path)) {}

@@ -86,6 +86,7 @@ int RunTokenCreate(const TokenFlags& f) {
   }
   StatusOr<std::string> token = security::NewToken();
   if (!token.ok()) return Report("token create", token.status());
+  const bool readmitted = table.IsRevoked(f.name);
   Status added = table.Add(f.name, *role, security::TokenDigest(*token));
   if (!added.ok()) return Report("token create", added);
   // The token file first: if the users file then cannot be written, no token works unseen.
@@ -95,6 +96,10 @@ int RunTokenCreate(const TokenFlags& f) {
   }
   Status saved = security::SaveUserTable(table, f.users_file);
   if (!saved.ok()) return Report("token create", saved);
+  if (readmitted) {
+    std::cerr << f.name << " was revoked and is now re-admitted: certificates named " << f.name
+              << " work again (if one was lost, give the user a new name instead)\n";
+  }
   if (f.out.empty()) {
     std::cout << *token << "\n";
     std::cerr << "token for " << f.role << " " << f.name << " added to " << f.users_file
@@ -109,12 +114,16 @@ int RunTokenCreate(const TokenFlags& f) {
 int RunTokenRevoke(const TokenFlags& f) {
   StatusOr<security::UserTable> table = security::LoadUserTable(f.users_file);
   if (!table.ok()) return Report("token revoke", table.status());
-  Status removed = table->Remove(f.name);
-  if (!removed.ok()) return Report("token revoke", removed);
+  StatusOr<bool> had_token = table->Revoke(f.name);
+  if (!had_token.ok()) return Report("token revoke", had_token.status());
   Status saved = security::SaveUserTable(*table, f.users_file);
   if (!saved.ok()) return Report("token revoke", saved);
-  std::cerr << "revoked " << f.name << "'s token (the coordinator re-reads " << f.users_file
-            << " on the next call)\n";
+  std::cerr << "revoked " << f.name
+            << (*had_token ? ": their token and every certificate named " + f.name + " are"
+                           : " (who had no token): every certificate named " + f.name + " is")
+            << " refused from the coordinator's next call, and their open streams end (it "
+               "re-reads "
+            << f.users_file << ")\n";
   return kExitOk;
 }
 
@@ -124,6 +133,7 @@ int RunTokenList(const TokenFlags& f) {
   for (const security::UserEntry& user : table->users()) {
     std::cout << user.name << "\t" << RoleName(user.role) << "\n";
   }
+  for (const std::string& name : table->revoked()) std::cout << name << "\trevoked\n";
   return kExitOk;
 }
 
@@ -177,9 +187,10 @@ RegisterCommand token_command([](CLI::App& app, CommandResult& result) {
   create->add_option("--role", f->role, "User, admin or worker")->capture_default_str();
   create->add_option("--out", f->out, "Write the token to this new file (mode 0600), not stdout");
   create->callback([f, &result] { result.exit_code = RunTokenCreate(*f); });
-  CLI::App* revoke = token->add_subcommand("revoke",
-                                           "Remove a user's token (to rotate: revoke, "
-                                           "then create)");
+  CLI::App* revoke = token->add_subcommand(
+      "revoke",
+      "Remove a user's token and refuse their certificates too (to rotate the token: revoke, "
+      "then create)");
   add_users(revoke);
   revoke->add_option("name", f->name, "User name")->required();
   revoke->callback([f, &result] { result.exit_code = RunTokenRevoke(*f); });

@@ -130,10 +130,18 @@ TEST_CASE("credentials come from the environment, then the config file", "[cli]"
   CHECK_FALSE(none->tls.configured());
 
   fs::create_directories(home + "/.config/deepool");
-  std::ofstream(home + "/.config/deepool/token") << "  dpt_from_file \n";
+  const std::string token_file = home + "/.config/deepool/token";
+  std::ofstream(token_file) << "  dpt_from_file \n";
   std::ofstream(home + "/.config/deepool/config.json")
       << R"({"token_file": "~/.config/deepool/token", "tls": {"ca": "/c/ca.pem",)"
       << R"( "cert": "~/me.pem", "key": "~/me-key.pem"}})";
+  // A token file others may read is refused, as ssh refuses such a private key.
+  fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write |
+                                  fs::perms::group_read | fs::perms::others_read);
+  const auto loose = ResolveClientSecurity(no_env, home);
+  CHECK(loose.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(loose.status().message(), Catch::Contains("chmod 600 " + token_file));
+  fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write);
   auto from_config = ResolveClientSecurity(no_env, home);
   REQUIRE(from_config.ok());
   CHECK(from_config->token == "dpt_from_file");

@@ -323,6 +323,68 @@ TEST_CASE("tokens: unknown ones are refused, and revoking one takes effect witho
   CHECK(c.ListNodes(ClientSecurity{c.bob, ""}).ok());  // bob's certificate still names bob
 }
 
+TEST_CASE("revoking a user ends every way in: token, certificate and open streams",
+          "[service][security]") {
+  SecureCluster c;
+  const ClientSecurity alice_by_cert{c.alice, ""};
+  const ClientSecurity alice_by_token{c.bob, c.alice_token};
+  std::string job_id;
+  REQUIRE(c.Submit(alice_by_cert, &job_id).ok());  // stays PENDING: no control loop
+
+  // Alice watches her job and follows its logs; both streams are open when she is revoked.
+  grpc::ClientContext watch_ctx, logs_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  logs_ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  v1::WatchJobRequest watch;
+  watch.set_job_id(job_id);
+  auto watcher = c.Client(alice_by_cert)->WatchJob(&watch_ctx, watch);
+  v1::Job seen;
+  REQUIRE(watcher->Read(&seen));
+  v1::GetJobLogsRequest logs;
+  logs.set_job_id(job_id);
+  logs.set_follow(true);
+  // (The log stream has nothing to send: it is refused either when it starts or while it waits.)
+  auto follower = c.Client(alice_by_token)->GetJobLogs(&logs_ctx, logs);
+  REQUIRE(c.ListNodes(alice_by_token).ok());
+
+  auto users = security::LoadUserTable(c.dir / "users.json");
+  REQUIRE(users.ok());
+  REQUIRE(*users->Revoke("alice"));
+  REQUIRE(security::SaveUserTable(*users, c.dir / "users.json").ok());
+
+  grpc::Status refused = c.ListNodes(alice_by_cert);
+  CHECK(refused.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK_THAT(refused.error_message(), Catch::Contains("alice is revoked"));
+  std::string other;
+  CHECK(c.Submit(alice_by_cert, &other).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(c.Cancel(alice_by_cert, job_id).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(c.ListNodes(alice_by_token).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  // Alice's certificate with the admin's token: still alice's certificate.
+  CHECK(c.ListNodes(ClientSecurity{c.alice, c.root_token}).error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(c.ListNodes(ClientSecurity{c.bob, ""}).ok());  // bob is not affected
+
+  // The streams end by themselves, well before their deadline, as refused.
+  while (watcher->Read(&seen)) {
+  }
+  const grpc::Status watch_end = watcher->Finish();
+  CHECK(watch_end.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK_THAT(watch_end.error_message(), Catch::Contains("alice is revoked"));
+  v1::LogEntry entry;
+  while (follower->Read(&entry)) {
+  }
+  const grpc::Status logs_end = follower->Finish();
+  CHECK(logs_end.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK_THAT(logs_end.error_message(), Catch::Contains("unknown or revoked token"));
+  CHECK(c.server->jobs()->Get(job_id)->state == JobState::kPending);
+
+  // A new token re-admits her, certificate included.
+  users = security::LoadUserTable(c.dir / "users.json");
+  REQUIRE(users->Add("alice", Role::kUser, security::TokenDigest("dpt_new")).ok());
+  REQUIRE(security::SaveUserTable(*users, c.dir / "users.json").ok());
+  CHECK(c.ListNodes(alice_by_cert).ok());
+}
+
 TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused at submission",
           "[service][security]") {
   CoordinatorOptions options;

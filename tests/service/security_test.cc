@@ -1,11 +1,17 @@
 // The security library on its own: certificates issued and read back, the users file, and the
 // authenticator's decisions for each kind of caller.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 
 #include "security/authenticator.h"
 #include "security/cert_files.h"
 #include "security/certificates.h"
+#include "security/secret_files.h"
+#include "security/tls_stream.h"
+#include "security/transport.h"
 #include "security/users.h"
 
 namespace deepool::security {
@@ -13,6 +19,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::hours;
+
+fs::path NewTempDir() {
+  std::string pattern = (fs::temp_directory_path() / "dp-security-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+void SetMode(const fs::path& path, mode_t mode) { REQUIRE(::chmod(path.c_str(), mode) == 0); }
 
 TEST_CASE("issued certificates carry their name, role and expiry", "[service][security]") {
   auto ca = IssueCertificateAuthority("test", hours(24));
@@ -127,6 +141,218 @@ TEST_CASE("the authenticator: open, token and certificate callers", "[service][s
     CHECK(MayAccessJob(root, "bob"));
     CHECK_FALSE(MayAccessJob(worker, "n1"));
   }
+}
+
+TEST_CASE("a key or token that group or others may read is refused, naming the fix",
+          "[service][security]") {
+  const fs::path dir = NewTempDir();
+  const fs::path token = dir / "token";
+  REQUIRE(WriteNewFile(token, "dpt_secret\n", 0600).ok());
+  REQUIRE(ReadTokenFile(token.string()).ok());
+  CHECK(*ReadTokenFile(token.string()) == "dpt_secret");
+  for (mode_t loose : {0640, 0604, 0644, 0620, 0660, 0602, 0610}) {
+    SetMode(token, loose);
+    const StatusOr<std::string> refused = ReadTokenFile(token.string());
+    CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(loose));
+    CHECK_THAT(refused.status().message(), Catch::Contains(token.string()) &&
+                                               Catch::Contains(std::string("mode ") + mode) &&
+                                               Catch::Contains("chmod 600 " + token.string()));
+  }
+  SetMode(token, 0400);
+  CHECK(ReadTokenFile(token.string()).ok());
+
+  // The private keys of both ends: the coordinator's (server) and a user's (client), and the
+  // key of the HTTPS metrics endpoint; certificates and the CA may be public.
+  const fs::path pki = dir / "pki";
+  REQUIRE(InitClusterCertificates(pki, {}, hours(24)).ok());
+  const TlsFiles server = CoordinatorTlsFiles(pki);
+  SetMode(server.ca, 0644);
+  SetMode(server.cert, 0644);
+  CHECK(MakeServerCredentials(server).ok());
+  CHECK(MakeTlsHttpStreams(server).ok());
+  SetMode(server.key, 0640);
+  const auto refused = MakeServerCredentials(server);
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(refused.status().message(), Catch::Contains("the private key (--tls-key)") &&
+                                             Catch::Contains("chmod 600 " + server.key));
+  CHECK(MakeTlsHttpStreams(server).status().code() == StatusCode::kFailedPrecondition);
+  const auto user = IssueClusterCertificate(pki, Role::kUser, "alice", hours(24));
+  REQUIRE(user.ok());
+  CHECK(OpenChannel("127.0.0.1:1", ClientSecurity{*user, ""}, grpc::ChannelArguments()).ok());
+  SetMode(user->key, 0644);
+  CHECK(OpenChannel("127.0.0.1:1", ClientSecurity{*user, ""}, grpc::ChannelArguments())
+            .status()
+            .code() == StatusCode::kFailedPrecondition);
+  // The CA's key too, when `deepool certs` issues from it.
+  SetMode(pki / "ca-key.pem", 0644);
+  CHECK(IssueClusterCertificate(pki, Role::kUser, "bob", hours(24)).status().code() ==
+        StatusCode::kFailedPrecondition);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a users file that group or others may write is refused, at start and on reload",
+          "[service][security]") {
+  const fs::path dir = NewTempDir();
+  const fs::path path = dir / "users.json";
+  UserTable table;
+  const std::string admin = NewToken().value();
+  REQUIRE(table.Add("root", Role::kAdmin, TokenDigest(admin)).ok());
+  REQUIRE(SaveUserTable(table, path).ok());
+  CHECK((fs::status(path).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
+        fs::perms::none);
+  SetMode(path, 0644);  // readable: digests only
+  CHECK(LoadUserTable(path).ok());
+  for (mode_t loose : {0664, 0646, 0666, 0624}) {
+    SetMode(path, loose);
+    const auto refused = LoadUserTable(path);
+    CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(refused.status().message(), Catch::Contains("chmod 600 " + path.string()));
+    CHECK(UsersFile::Open(path).status().code() == StatusCode::kFailedPrecondition);
+  }
+
+  // The break-in: someone appends their own admin token to a users file left writable. The
+  // running coordinator keeps the table it had.
+  SetMode(path, 0600);
+  auto users = UsersFile::Open(path);
+  REQUIRE(users.ok());
+  SetMode(path, 0666);
+  const std::string intruder = NewToken().value();
+  REQUIRE(table.Add("mallory", Role::kAdmin, TokenDigest(intruder)).ok());
+  std::ofstream(path, std::ios::trunc) << table.ToJson();
+  CHECK_FALSE((*users)->Authenticate(intruder).has_value());
+  CHECK((*users)->Authenticate(admin).has_value());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a token goes in plaintext only to a loopback address", "[service][security]") {
+  const ClientSecurity token_only{TlsFiles{}, "dpt_x"};
+  for (const char* local : {"127.0.0.1:7070", "localhost:7070", "[::1]:7070", "127.1.2.3:1",
+                            "dns:///localhost:7070", "ipv4:127.0.0.1:7070", "unix:/tmp/s"}) {
+    INFO(local);
+    CHECK(CheckTokenTransport(local, token_only).ok());
+  }
+  for (const char* remote : {"10.0.0.5:7070", "head:7070", "dns:///head.example:7070",
+                             "[2001:db8::1]:7070", "0.0.0.0:7070", "not an address"}) {
+    INFO(remote);
+    const Status refused = CheckTokenTransport(remote, token_only);
+    CHECK(refused.code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(refused.message(), Catch::Contains("refusing to send the token in plaintext") &&
+                                      Catch::Contains("--tls-ca/--tls-cert/--tls-key"));
+  }
+  CHECK_THAT(CheckTokenTransport("10.0.0.5:7070", token_only).message(),
+             Catch::Contains("plaintext to 10.0.0.5:"));
+  // No token, or TLS: nothing to leak.
+  CHECK(CheckTokenTransport("10.0.0.5:7070", ClientSecurity{}).ok());
+  CHECK(CheckTokenTransport("10.0.0.5:7070",
+                            ClientSecurity{TlsFiles{"ca.pem", "c.pem", "k.pem"}, "dpt_x"})
+            .ok());
+  // OpenChannel, which the CLI and the worker use, refuses before dialling.
+  CHECK(OpenChannel("10.0.0.5:7070", token_only, grpc::ChannelArguments()).status().code() ==
+        StatusCode::kFailedPrecondition);
+  CHECK(OpenChannel("127.0.0.1:7070", token_only, grpc::ChannelArguments()).ok());
+}
+
+TEST_CASE("no user or node certificate may bear the coordinator's name", "[service][security]") {
+  auto ca = IssueCertificateAuthority("test", hours(24));
+  REQUIRE(ca.ok());
+  for (Role role : {Role::kUser, Role::kAdmin, Role::kWorker}) {
+    for (const char* name :
+         {"deepool-coordinator", "Deepool-Coordinator", "deepool-coordinator."}) {
+      INFO(RoleName(role) << " " << name);
+      CertificateRequest by_cn;
+      by_cn.common_name = name;
+      by_cn.role = role;
+      const auto refused = IssueCertificate(*ca, by_cn);
+      CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(refused.status().message(), Catch::Contains("belongs to the coordinator"));
+      CertificateRequest by_dns;
+      by_dns.common_name = "n1";
+      by_dns.role = role;
+      by_dns.dns_names = {name};
+      CHECK(IssueCertificate(*ca, by_dns).status().code() == StatusCode::kInvalidArgument);
+    }
+  }
+  CertificateRequest coordinator;
+  coordinator.common_name = kCoordinatorTlsName;
+  coordinator.role = Role::kCoordinator;
+  CHECK(IssueCertificate(*ca, coordinator).ok());
+  CertificateRequest similar;
+  similar.common_name = "deepool-coordinator-2";
+  CHECK(IssueCertificate(*ca, similar).ok());
+
+  // `deepool certs node deepool-coordinator` writes nothing.
+  const fs::path dir = NewTempDir();
+  REQUIRE(InitClusterCertificates(dir, {}, hours(24)).ok());
+  CHECK(
+      IssueClusterCertificate(dir, Role::kWorker, kCoordinatorTlsName, hours(24)).status().code() ==
+      StatusCode::kInvalidArgument);
+  CHECK_FALSE(fs::exists(dir / "nodes" / "deepool-coordinator.pem"));
+  CHECK(IssueClusterCertificate(dir, Role::kUser, kCoordinatorTlsName, hours(24)).status().code() ==
+        StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("revoking a user lists their name, and their certificate is refused with it",
+          "[service][security]") {
+  UserTable table;
+  const std::string alice_token = NewToken().value();
+  REQUIRE(table.Add("alice", Role::kUser, TokenDigest(alice_token)).ok());
+  CHECK(*table.Revoke("alice") == true);
+  CHECK(*table.Revoke("bob") == false);  // a certificate-only user can be revoked too
+  CHECK(*table.Revoke("bob") == false);  // idempotent
+  CHECK(table.IsRevoked("alice"));
+  CHECK_FALSE(table.Authenticate(alice_token).has_value());
+  auto parsed = UserTable::Parse(table.ToJson());
+  REQUIRE(parsed.ok());
+  CHECK((parsed->revoked() == std::vector<std::string>{"alice", "bob"}));
+  CHECK(
+      UserTable::Parse(R"({"format":"deepool.users","users":[],"revoked":[1]})").status().code() ==
+      StatusCode::kInvalidArgument);
+  CHECK(UserTable::Parse(R"({"format":"deepool.users","users":[{"name":"x","role":"user",)"
+                         R"("token_sha256":")" +
+                         TokenDigest("t") + R"("}],"revoked":["x"]})")
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+  // A new token re-admits the user.
+  REQUIRE(table.Add("bob", Role::kUser, TokenDigest("bob's new token")).ok());
+  CHECK_FALSE(table.IsRevoked("bob"));
+
+  const fs::path dir = NewTempDir();
+  REQUIRE(InitClusterCertificates(dir / "pki", {}, hours(24)).ok());
+  const auto alice = IssueClusterCertificate(dir / "pki", Role::kUser, "alice", hours(24));
+  const auto node = IssueClusterCertificate(dir / "pki", Role::kWorker, "n1", hours(24));
+  REQUIRE(alice.ok());
+  REQUIRE(node.ok());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  };
+  PeerCredentials alice_cert, node_cert;
+  alice_cert.certificate_pem = read(alice->cert);
+  node_cert.certificate_pem = read(node->cert);
+  UserTable empty;
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  auto users = UsersFile::Open(dir / "users.json");
+  REQUIRE(users.ok());
+  Authenticator auth(true, users->get());
+  REQUIRE(auth.Authenticate(alice_cert).ok());
+  REQUIRE(auth.Authenticate(node_cert).ok());
+  REQUIRE(empty.Revoke("alice").ok());
+  REQUIRE(empty.Revoke("n1").ok());
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  const auto refused = auth.Authenticate(alice_cert);
+  CHECK(refused.status().code() == StatusCode::kUnauthenticated);
+  CHECK_THAT(refused.status().message(), Catch::Contains("alice is revoked"));
+  CHECK(auth.Authenticate(node_cert).status().code() == StatusCode::kUnauthenticated);
+  // Nor does a valid token make a revoked certificate acceptable.
+  const std::string root_token = NewToken().value();
+  REQUIRE(empty.Add("root", Role::kAdmin, TokenDigest(root_token)).ok());
+  REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
+  alice_cert.bearer_token = root_token;
+  CHECK(auth.Authenticate(alice_cert).status().code() == StatusCode::kUnauthenticated);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -125,10 +125,13 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option(
       "--tls-cert", flags.tls.cert,
       "this node's PEM certificate (`deepool certs node NAME`; its name must be --name)");
-  app.add_option("--tls-key", flags.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-key", flags.tls.key,
+                 "PEM private key of --tls-cert (refused unless only its owner may read it: "
+                 "chmod 600)");
   app.add_option("--token-file", flags.token_file,
                  "a file holding this node's bearer token (role worker, named like --name), for "
-                 "a coordinator that takes tokens instead of certificates");
+                 "a coordinator that takes tokens instead of certificates (mode 0600; sent "
+                 "without TLS only to a loopback coordinator)");
   app.add_option("--path-roots", flags.path_roots,
                  "directories job specs' checkpoint and data paths must lie under, after "
                  "symlinks and '..' are resolved; tasks with other paths are refused "
