@@ -71,9 +71,24 @@ class InMemoryJobStore final : public JobStore {
   std::map<std::pair<std::string, std::string>, std::string> profiles_;
 };
 
+struct SQLiteStoreOptions {
+  // Open even when acknowledged writes are known or suspected to be gone (see below): log what
+  // is lost, loudly, and go on from the database as it is. Off: such a store is refused.
+  bool accept_data_loss = false;
+};
+
 // Opens (creating if needed) the SQLite database at `path`, in WAL mode. Every write is one
 // transaction, committed before the call returns. An existing file of 0 bytes is refused (a
 // truncated store must not come back as an empty one).
-StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path);
+// Lost commits: every write transaction bumps a commit number kept in the database, and the
+// store copies it, after each commit, into a marker file beside it, `<path>.lastcommit`, outside
+// SQLite's files. A database whose commit number is behind its marker lost acknowledged writes
+// (its write-ahead log `<path>-wal` was deleted, truncated or damaged, or an older copy was put
+// in its place): it is refused with DATA_LOSS naming how many writes and which job submissions
+// are gone, unless options.accept_data_loss. So is a database that was not closed cleanly and
+// whose marker is missing or damaged (nothing can tell what it lost). A cleanly closed database
+// needs neither its -wal file nor its marker. One store per file at a time.
+StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
+                                                       const SQLiteStoreOptions& options = {});
 
 }  // namespace deepool::coordinator

@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   app.add_option("--store", options.store, "job store: sqlite or memory")
       ->check(CLI::IsMember({"sqlite", "memory"}))
       ->capture_default_str();
+  app.add_flag("--accept-data-loss", options.accept_data_loss,
+               "start even though the job store lost acknowledged writes (its coordinator.db-wal "
+               "file was deleted, truncated or damaged after a crash, or an older copy of "
+               "coordinator.db was put back): the start is refused with what is gone, and this "
+               "flag goes on without it, logging it; use it once, after restoring what you can");
   app.add_option("--node-timeout-s", node_timeout_s, "a node silent this long is down")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -25,7 +25,10 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   if (ec) {
     return UnavailableError("--data-dir: cannot create " + options.data_dir + ": " + ec.message());
   }
-  return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string());
+  SQLiteStoreOptions store_options;
+  store_options.accept_data_loss = options.accept_data_loss;
+  return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string(),
+                            store_options);
 }
 
 Status CheckListenSafety(const CoordinatorOptions& options) {

@@ -35,6 +35,9 @@ struct CoordinatorOptions {
   std::string listen = "127.0.0.1:7070";
   std::string data_dir;                 // required for the sqlite store
   std::string store = "sqlite";         // "sqlite" or "memory"
+  // Start even when the sqlite store finds acknowledged writes gone (a lost or damaged -wal
+  // file): SQLiteStoreOptions::accept_data_loss. Off: such a store stops the start.
+  bool accept_data_loss = false;
   std::chrono::milliseconds node_timeout{10'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds tick_interval{200};

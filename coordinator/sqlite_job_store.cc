@@ -4,13 +4,27 @@
 // documents (large, written once per dispatch) live in their own table and are rewritten only
 // when they change, so the frequent progress updates stay small writes.
 // Job id reservations (see JobStore::ReserveSeqs) are checkpointed into the main file at once.
+// Lost commits (job_store.h): meta(commit_seq) counts write transactions; after each commit the
+// count, with the newest job saved, is copied into `<db>.lastcommit` (the marker). At open a
+// database behind its marker is refused: SQLite itself replays whatever valid prefix of the
+// write-ahead log it finds and says nothing of a missing or damaged tail. meta(closed_clean) is 1
+// only between a clean close and the next open, so a cleanly closed file may travel alone.
 // Threading: one connection, guarded by mu_.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 
 #include "common/logging.h"
 #include "coordinator/job_store.h"
@@ -52,6 +66,82 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 )sql";
 
+// What the marker file records: the commit number of the last write transaction the store
+// committed, and the newest job (highest seq) it had saved by then.
+struct CommitMark {
+  int64_t commit = 0;
+  int64_t job_seq = 0;
+  std::string job_id;  // "" when no job was saved
+};
+
+// The marker is one fixed-size line of text (readable with cat), so that each commit overwrites
+// it in place with a single pwrite: a process killed mid-call leaves the old line or the new one,
+// never a mix, and it costs one system call instead of the four of write-temp-and-rename.
+constexpr size_t kMarkBytes = 128;
+constexpr size_t kMarkIdChars = 48;  // longer job ids are cut (the id is only for messages)
+constexpr const char* kMarkFormat = "deepool-commit-marker v1 commit=%020" PRId64
+                                    " job_seq=%020" PRId64 " job_id=%s";
+
+std::string FormatMark(const CommitMark& mark) {
+  const std::string id = mark.job_id.empty() ? "-" : mark.job_id.substr(0, kMarkIdChars);
+  char line[kMarkBytes + 1];
+  std::snprintf(line, sizeof(line), kMarkFormat, mark.commit, mark.job_seq, id.c_str());
+  std::string text(line);
+  text.resize(kMarkBytes - 1, ' ');
+  return text + "\n";
+}
+
+// nullopt: there is no marker. DATA_LOSS: there is one, but it is not a whole marker line.
+StatusOr<std::optional<CommitMark>> ReadMark(const std::string& mark_path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(mark_path, ec) && !ec) return std::optional<CommitMark>();
+  std::ifstream in(mark_path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return UnavailableError("cannot read " + mark_path);
+  const std::string line = text.str();
+  CommitMark mark;
+  char id[kMarkIdChars + 1] = {};
+  int consumed = 0;
+  if (line.size() != kMarkBytes || line.back() != '\n' ||
+      std::sscanf(line.c_str(),
+                  "deepool-commit-marker v1 commit=%20" SCNd64 " job_seq=%20" SCNd64
+                  " job_id=%48s%n",
+                  &mark.commit, &mark.job_seq, id, &consumed) != 3 ||
+      line.find_first_not_of(' ', static_cast<size_t>(consumed)) != kMarkBytes - 1) {
+    return DataLossError("its commit marker " + mark_path + " is damaged (" +
+                         std::to_string(line.size()) + " bytes, not one marker line)");
+  }
+  if (std::string(id) != "-") mark.job_id = id;
+  return std::optional<CommitMark>(mark);
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Replaces the marker whole and durably (temp file, fsync, rename, fsync of the directory): used
+// when the store opens, where the marker may be missing, damaged or stale.
+Status WriteMarkAtomically(const std::string& mark_path, const CommitMark& mark) {
+  const std::string tmp = mark_path + ".tmp";
+  const std::string text = FormatMark(mark);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return UnavailableError(Errno("cannot create " + tmp));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool synced = written && ::fsync(fd) == 0;
+  const std::string error = Errno("cannot write " + tmp);
+  ::close(fd);
+  if (!synced) return UnavailableError(error);
+  if (std::rename(tmp.c_str(), mark_path.c_str()) != 0) {
+    return UnavailableError(Errno("cannot rename " + tmp + " to " + mark_path));
+  }
+  const std::string dir = std::filesystem::path(mark_path).parent_path().string();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return Status::Ok();
+}
+
 // A prepared statement that finalizes itself.
 class Statement {
  public:
@@ -82,8 +172,55 @@ class Statement {
 
 class SQLiteJobStore final : public JobStore {
  public:
-  explicit SQLiteJobStore(sqlite3* db) : db_(db) {}
-  ~SQLiteJobStore() override { sqlite3_close_v2(db_); }
+  SQLiteJobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  // A clean close: closed_clean is set, and SQLite checkpoints the log into the main file and
+  // deletes it, so the file alone holds every write.
+  ~SQLiteJobStore() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (mark_fd_ >= 0) {
+        Status closed = InTransaction([&] { return SetMeta("closed_clean", 1); });
+        if (!closed.ok()) DP_LOG_WARN("job store {}: clean close: {}", path_, closed.ToString());
+      }
+    }
+    bump_.reset();  // finalized before the connection closes
+    sqlite3_close_v2(db_);
+    if (mark_fd_ >= 0) ::close(mark_fd_);
+  }
+
+  // Compares the database with its marker (see job_store.h), then marks the file open and
+  // rewrites the marker. Called once, before any other call.
+  Status CheckCommitsAndMarkOpen(const SQLiteStoreOptions& options, bool wal_existed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    StatusOr<std::optional<int64_t>> commit = GetMeta("commit_seq");
+    RETURN_IF_ERROR(Damaged(commit.status()));
+    StatusOr<std::optional<int64_t>> clean = GetMeta("closed_clean");
+    RETURN_IF_ERROR(Damaged(clean.status()));
+    RETURN_IF_ERROR(Damaged(LoadNewestJob()));
+    mark_.commit = commit->value_or(0);
+    const std::string lost =
+        DescribeLostCommits(commit->has_value() && clean->value_or(0) != 1, wal_existed);
+    if (!lost.empty()) {
+      if (!options.accept_data_loss) {
+        // Leave the files as found: closing would checkpoint what SQLite read and delete the
+        // log, damaged tail and all, which someone may still want to look at or put back.
+        sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+        return DataLossError(lost + ". Start with --accept-data-loss to go on without them, or "
+                                    "put back the files that were lost");
+      }
+      DP_LOG_ERROR("job store: {}. Starting from the database as it is (--accept-data-loss); "
+                   "its marker is reset to it",
+                   lost);
+    }
+    // Open from here on, and the main file says so at once: a copy of it alone, taken while the
+    // store runs, must not pass for a cleanly closed one.
+    RETURN_IF_ERROR(InTransaction([&] { return SetMeta("closed_clean", 0); }));
+    RETURN_IF_ERROR(Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
+    RETURN_IF_ERROR(WriteMarkAtomically(MarkPath(), mark_));
+    mark_fd_ = ::open(MarkPath().c_str(), O_WRONLY | O_CLOEXEC);
+    if (mark_fd_ < 0) return UnavailableError(Errno("cannot open " + MarkPath()));
+    return Status::Ok();
+  }
 
   Status SaveJob(const JobRecord& job) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +228,7 @@ class SQLiteJobStore final : public JobStore {
         std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
     auto written = plan_hashes_.find(job.id);
     const bool write_plan = written == plan_hashes_.end() || written->second != plan_hash;
-    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, write_plan); }));
+    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, write_plan); }, &job));
     plan_hashes_[job.id] = plan_hash;
     return Status::Ok();
   }
@@ -127,23 +264,15 @@ class SQLiteJobStore final : public JobStore {
 
   Status ReserveSeqs(int64_t bound) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_,
-                 "INSERT OR REPLACE INTO meta(key, value) VALUES('seq_reserved', ?)");
-    if (!st.ok()) return Error("prepare reserve job ids");
-    st.Bind(1, bound);
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("reserve job ids");
+    RETURN_IF_ERROR(InTransaction([&] { return SetMeta("seq_reserved", bound); }));
     // Into the main file now: a reservation that lived only in the WAL would die with it.
     return Exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
 
   StatusOr<int64_t> LoadSeqReservation() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(db_, "SELECT value FROM meta WHERE key = 'seq_reserved'");
-    if (!st.ok()) return Error("prepare load job id reservation");
-    const int rc = sqlite3_step(st.get());
-    if (rc == SQLITE_ROW) return st.Int(0);
-    if (rc != SQLITE_DONE) return Error("load job id reservation");
-    return int64_t{0};
+    ASSIGN_OR_RETURN(const std::optional<int64_t> reserved, GetMeta("seq_reserved"));
+    return reserved.value_or(0);
   }
 
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
@@ -179,14 +308,16 @@ class SQLiteJobStore final : public JobStore {
   Status SaveProfile(const std::string& model_key, const std::string& device_type,
                      const std::string& profile_json) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(
-        db_, "INSERT OR REPLACE INTO profiles(model_key, device_type, profile) VALUES(?, ?, ?)");
-    if (!st.ok()) return Error("prepare save profile");
-    st.Bind(1, model_key);
-    st.Bind(2, device_type);
-    st.Bind(3, profile_json);
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save profile");
-    return Status::Ok();
+    return InTransaction([&] {
+      Statement st(
+          db_, "INSERT OR REPLACE INTO profiles(model_key, device_type, profile) VALUES(?, ?, ?)");
+      if (!st.ok()) return Error("prepare save profile");
+      st.Bind(1, model_key);
+      st.Bind(2, device_type);
+      st.Bind(3, profile_json);
+      if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save profile");
+      return Status::Ok();
+    });
   }
 
   StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
@@ -213,20 +344,150 @@ class SQLiteJobStore final : public JobStore {
   }
 
  private:
-  // One write transaction: `body`'s statements all land, or none does. A failed COMMIT (a full
-  // disk) is rolled back too: SQLite may or may not have done so itself, and a transaction left
-  // open would refuse every later BEGIN.
-  Status InTransaction(const std::function<Status()>& body) {
+  // One write transaction: `body`'s statements all land, or none does, and the commit number
+  // with them; once committed, the marker is advanced (`saved`: the job this write saved). A
+  // failed COMMIT (a full disk) is rolled back too: SQLite may or may not have done so itself,
+  // and a transaction left open would refuse every later BEGIN.
+  Status InTransaction(const std::function<Status()>& body, const JobRecord* saved = nullptr) {
     RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    int64_t commit = 0;
     Status status = body();
+    if (status.ok()) {
+      StatusOr<int64_t> bumped = BumpCommit();
+      if (bumped.ok()) commit = *bumped;
+      status = bumped.status();
+    }
     if (status.ok()) status = Exec("COMMIT");
     if (!status.ok() && !sqlite3_get_autocommit(db_)) {
       Status rolled_back = Exec("ROLLBACK");
       if (!rolled_back.ok()) DP_LOG_ERROR("sqlite: rollback failed: {}", rolled_back.ToString());
     }
-    return status;
+    if (!status.ok()) return status;
+    mark_.commit = commit;
+    if (saved != nullptr && saved->seq >= mark_.job_seq) {
+      mark_.job_seq = saved->seq;
+      mark_.job_id = saved->id;
+    }
+    AdvanceMark();
+    return Status::Ok();
+  }
+
+  // meta(commit_seq) + 1, in the open transaction; its new value. The statement runs at every
+  // write, so it is prepared once.
+  StatusOr<int64_t> BumpCommit() {
+    if (!bump_) {
+      bump_ = std::make_unique<Statement>(
+          db_,
+          "INSERT INTO meta(key, value) VALUES('commit_seq', 1) ON CONFLICT(key) DO UPDATE SET "
+          "value = value + 1 RETURNING value");
+    }
+    if (!bump_->ok()) return Error("prepare commit number");
+    sqlite3_reset(bump_->get());
+    if (sqlite3_step(bump_->get()) != SQLITE_ROW) return Error("commit number");
+    const int64_t commit = bump_->Int(0);
+    if (sqlite3_step(bump_->get()) != SQLITE_DONE) return Error("commit number");
+    return commit;
+  }
+
+  // Overwrites the marker with mark_ (no fsync: like a commit under synchronous=NORMAL, it is
+  // meant to outlive the process, not a power loss). A failure is logged, not returned: the write
+  // is committed, and a marker left behind the database only weakens the check at the next open.
+  void AdvanceMark() {
+    if (mark_fd_ < 0) return;  // still opening: the marker is written whole at the end
+    const std::string text = FormatMark(mark_);
+    if (::pwrite(mark_fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
+      mark_failing_ = false;
+      return;
+    }
+    if (!mark_failing_) {
+      DP_LOG_ERROR("job store: {}; writes go on, but a lost write-ahead log will not be noticed "
+                   "at the next start",
+                   Errno("cannot update the commit marker " + MarkPath()));
+    }
+    mark_failing_ = true;
+  }
+
+  // Why the database is known or suspected to have lost acknowledged writes ("": it is not).
+  // `unclean`: the database counts commits and was not closed cleanly.
+  std::string DescribeLostCommits(bool unclean, bool wal_existed) {
+    const std::string wal = path_ + "-wal";
+    StatusOr<std::optional<CommitMark>> read = ReadMark(MarkPath());
+    if (!read.ok() || !read->has_value()) {
+      if (!unclean) {
+        // The main file holds every write; the marker is rewritten from it.
+        if (!read.ok()) DP_LOG_WARN("job store: {}; rewritten", read.status().message());
+        return "";
+      }
+      const std::string marker =
+          read.ok() ? "its commit marker " + MarkPath() + " is missing" : read.status().message();
+      return "the job store " + path_ + " was not closed cleanly and " + marker +
+             ": nothing tells whether acknowledged writes were lost with its write-ahead log " +
+             wal + " (was the database copied or restored without its other files?)";
+    }
+    const CommitMark& acknowledged = **read;
+    if (mark_.commit >= acknowledged.commit) return "";
+    std::string message =
+        "the job store " + path_ + " is behind its last acknowledged commit (commit " +
+        std::to_string(acknowledged.commit) + ", found " + std::to_string(mark_.commit) +
+        "): its write-ahead log " + wal +
+        (wal_existed ? " is damaged or truncated" : " is missing") + "; " +
+        std::to_string(acknowledged.commit - mark_.commit) + " acknowledged write(s) are lost";
+    if (acknowledged.job_seq > mark_.job_seq) {
+      message += ", among them the submission of every job " +
+                 (mark_.job_id.empty() ? std::string() : "after " + mark_.job_id + " ") +
+                 "up to " + acknowledged.job_id + " (seq " + std::to_string(mark_.job_seq + 1) +
+                 " to " + std::to_string(acknowledged.job_seq) + ")";
+    } else {
+      message += " (state changes, progress or log lines of stored jobs)";
+    }
+    return message;
+  }
+
+  // The newest stored job into mark_.
+  Status LoadNewestJob() {
+    Statement st(db_, "SELECT seq, id FROM jobs ORDER BY seq DESC LIMIT 1");
+    if (!st.ok()) return Error("prepare newest job");
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_ROW) {
+      mark_.job_seq = st.Int(0);
+      mark_.job_id = st.Text(1);
+    } else if (rc != SQLITE_DONE) {
+      return Error("newest job");
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<std::optional<int64_t>> GetMeta(const std::string& key) {
+    Statement st(db_, "SELECT value FROM meta WHERE key = ?");
+    if (!st.ok()) return Error("prepare read " + key);
+    st.Bind(1, key);
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_ROW) return std::optional<int64_t>(st.Int(0));
+    if (rc != SQLITE_DONE) return Error("read " + key);
+    return std::optional<int64_t>();
+  }
+
+  Status SetMeta(const std::string& key, int64_t value) {
+    Statement st(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+    if (!st.ok()) return Error("prepare write " + key);
+    st.Bind(1, key);
+    st.Bind(2, value);
+    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("write " + key);
+    return Status::Ok();
+  }
+
+  std::string MarkPath() const { return path_ + ".lastcommit"; }
+
+  // A failed read at open: DATA_LOSS when SQLite found the file malformed (as a failed load is).
+  Status Damaged(const Status& read) {
+    if (read.ok()) return read;
+    const int rc = last_error_ & 0xff;
+    if (rc != SQLITE_CORRUPT && rc != SQLITE_NOTADB) return read;
+    return DataLossError("job store " + path_ + " is damaged (" + read.message() +
+                         "): restore it from a backup, or move it aside to start with no jobs");
   }
   Status Error(const std::string& what) {
+    last_error_ = sqlite3_extended_errcode(db_);
     const std::string message = what + ": " + sqlite3_errmsg(db_);
     return DiskFull() ? DiskFullError(message) : InternalError("sqlite: " + message);
   }
@@ -298,14 +559,25 @@ class SQLiteJobStore final : public JobStore {
 
   std::mutex mu_;
   sqlite3* db_;
+  const std::string path_;
+  // The marker: what it says (kept in step with each commit), and the file, open once the store
+  // has checked it (-1 before).
+  CommitMark mark_;
+  int mark_fd_ = -1;
+  bool mark_failing_ = false;
+  int last_error_ = SQLITE_OK;
+  std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use  // SQLite's error code when Error() last made a Status  // the last marker update failed (logged once per run of failures)
   // Per job, a hash of the graph and plan last written, to skip rewriting them.
   std::map<std::string, size_t> plan_hashes_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path) {
+StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
+                                                       const SQLiteStoreOptions& options) {
   std::error_code ec;
+  // Before SQLite opens it: whether the log is there at all, for the message if commits are lost.
+  const bool wal_existed = std::filesystem::exists(path + "-wal", ec);
   if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec) {
     return DataLossError("job store " + path +
                          " is empty (0 bytes): it was truncated or lost its contents. The "
@@ -322,10 +594,11 @@ StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path) 
     return UnavailableError("cannot open job store " + path + ": " + message);
   }
   sqlite3_busy_timeout(db, 5000);
-  auto store = std::make_unique<SQLiteJobStore>(db);
+  auto store = std::make_unique<SQLiteJobStore>(db, path);
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL").WithContext(path));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL").WithContext(path));
   RETURN_IF_ERROR(store->Exec(kSchema).WithContext(path));
+  RETURN_IF_ERROR(store->CheckCommitsAndMarkOpen(options, wal_existed));
   DP_LOG_INFO("job store: sqlite {}", path);
   return std::unique_ptr<JobStore>(std::move(store));
 }

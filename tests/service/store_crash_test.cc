@@ -2,7 +2,17 @@
 // a consistent job, and finishes it. The kill is a store that stops writing after its k-th write
 // (what reaches SQLite before a kill -9 is every committed write, nothing after), for every k
 // over the writes of a whole life; the restart is a new scheduler over the reopened database.
+// The second half: a kill -9 whose write-ahead log is then lost or damaged is refused at the
+// restart, naming what is gone, unless the coordinator is told to accept the loss.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "tests/service/scheduler_harness.h"
 
@@ -160,6 +170,181 @@ TEST_CASE("a coordinator killed between any two writes of a job's life comes bac
       CHECK(h.Submit(Fg(1)).id != before.id);  // and no id is issued twice
     }
   }
+}
+
+JobRecord StoredJob(int64_t seq) {
+  JobRecord job;
+  char id[32];
+  std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(seq));
+  job.id = id;
+  job.seq = seq;
+  job.spec.name = id;
+  job.spec.model = "tiny";
+  job.spec.global_batch = 8;
+  job.spec.iterations = 2;
+  job.state = JobState::kPending;
+  job.history = {{JobState::kPending, "submitted", 100}};
+  return job;
+}
+
+// A coordinator's life that ends in kill -9: a child process opens the store at `db`, reserves
+// ids (which checkpoints everything so far into the main file), saves jobs 1 to `saved`, each
+// acknowledged, and dies without closing anything. The jobs live only in the -wal file.
+void SaveThenKill(const std::string& db, int saved) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto store = OpenSQLiteJobStore(db);
+    if (!store.ok() || !(*store)->ReserveSeqs(101).ok()) _exit(1);
+    for (int seq = 1; seq <= saved; ++seq) {
+      if (!(*store)->SaveJob(StoredJob(seq)).ok()) _exit(1);
+    }
+    _exit(0);  // no destructor runs: the store is never closed
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+StatusOr<std::unique_ptr<JobStore>> Reopen(const std::string& db, bool accept_data_loss = false) {
+  SQLiteStoreOptions options;
+  options.accept_data_loss = accept_data_loss;
+  return OpenSQLiteJobStore(db, options);
+}
+
+// What the default logger prints while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST_CASE("a kill -9 then a lost write-ahead log is refused, naming the lost writes",
+          "[job_store][durability]") {
+  TempDir dir;
+  const std::string db = dir.File("coordinator.db");
+  SaveThenKill(db, 5);
+  REQUIRE(std::filesystem::file_size(db + "-wal") > 0);
+
+  SECTION("the log kept: every acknowledged job is there") {
+    auto store = Reopen(db);
+    REQUIRE(store.ok());
+    CHECK((*store)->LoadJobs()->size() == 5);
+  }
+  SECTION("the log deleted: refused, and nothing is changed") {
+    std::filesystem::remove(db + "-wal");
+    const auto db_bytes = std::filesystem::file_size(db);
+    auto store = Reopen(db);
+    REQUIRE_FALSE(store.ok());
+    CHECK(store.status().code() == StatusCode::kDataLoss);
+    const std::string message = store.status().message();
+    CHECK_THAT(message, Catch::Contains("is behind its last acknowledged commit"));
+    CHECK_THAT(message, Catch::Contains(db + "-wal is missing"));
+    CHECK_THAT(message, Catch::Contains("5 acknowledged write(s) are lost"));
+    CHECK_THAT(message, Catch::Contains("every job up to job-000005 (seq 1 to 5)"));
+    CHECK_THAT(message, Catch::Contains("--accept-data-loss"));
+    UNSCOPED_INFO(message);
+    CHECK(std::filesystem::file_size(db) == db_bytes);
+    CHECK_FALSE(Reopen(db).ok());  // and again: a refusal does not clear itself
+
+    SECTION("with accept_data_loss: opened, the loss logged, and the next start is clean") {
+      {
+        CapturedLog log;
+        auto accepted = Reopen(db, /*accept_data_loss=*/true);
+        REQUIRE(accepted.ok());
+        CHECK((*accepted)->LoadJobs()->empty());
+        CHECK(*(*accepted)->LoadSeqReservation() == 101);  // no id is issued twice
+        CHECK_THAT(log.text(), Catch::Contains("5 acknowledged write(s) are lost"));
+        CHECK_THAT(log.text(), Catch::Contains("Starting from the database as it is"));
+        REQUIRE((*accepted)->SaveJob(StoredJob(101)).ok());
+      }
+      auto next = Reopen(db);
+      REQUIRE(next.ok());
+      CHECK((*next)->LoadJobs()->size() == 1);
+    }
+  }
+}
+
+TEST_CASE("a kill -9 then a damaged write-ahead log is refused", "[job_store][durability]") {
+  TempDir dir;
+  const std::string db = dir.File("coordinator.db");
+  SaveThenKill(db, 5);
+  const std::string wal = db + "-wal";
+  const auto wal_bytes = std::filesystem::file_size(wal);
+  SECTION("truncated to half") { std::filesystem::resize_file(wal, wal_bytes / 2); }
+  SECTION("a byte changed in the middle (SQLite drops every frame from there on)") {
+    std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(wal_bytes / 2));
+    const char byte = static_cast<char>(file.get());
+    file.seekp(static_cast<std::streamoff>(wal_bytes / 2));
+    file.put(static_cast<char>(byte ^ 0x5a));
+  }
+  auto store = Reopen(db);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == StatusCode::kDataLoss);
+  CHECK_THAT(store.status().message(), Catch::Contains(wal + " is damaged or truncated"));
+  CHECK_THAT(store.status().message(), Catch::Contains("up to job-000005"));
+  CHECK(std::filesystem::file_size(wal) > 0);  // left as found
+}
+
+TEST_CASE("a cleanly closed store needs neither its write-ahead log nor its marker",
+          "[job_store][durability]") {
+  TempDir dir;
+  const std::string db = dir.File("coordinator.db");
+  {
+    auto store = Reopen(db);
+    REQUIRE(store.ok());
+    for (int seq = 1; seq <= 5; ++seq) REQUIRE((*store)->SaveJob(StoredJob(seq)).ok());
+  }
+  std::filesystem::remove(db + "-wal");  // SQLite removes it at a clean close; make sure
+  SECTION("the log gone") {
+    auto store = Reopen(db);
+    REQUIRE(store.ok());
+    CHECK((*store)->LoadJobs()->size() == 5);
+  }
+  SECTION("the main file copied alone") {
+    std::filesystem::copy_file(db, dir.File("copy.db"));
+    auto store = Reopen(dir.File("copy.db"));
+    REQUIRE(store.ok());
+    CHECK((*store)->LoadJobs()->size() == 5);
+  }
+}
+
+TEST_CASE("a store copied alone while open is refused: nothing tells what it lost",
+          "[job_store][durability]") {
+  TempDir dir;
+  const std::string db = dir.File("coordinator.db");
+  auto store = Reopen(db);
+  REQUIRE(store.ok());
+  REQUIRE((*store)->ReserveSeqs(101).ok());
+  REQUIRE((*store)->SaveJob(StoredJob(1)).ok());
+  std::filesystem::copy_file(db, dir.File("copy.db"));
+  auto copy = Reopen(dir.File("copy.db"));
+  REQUIRE_FALSE(copy.ok());
+  CHECK(copy.status().code() == StatusCode::kDataLoss);
+  CHECK_THAT(copy.status().message(), Catch::Contains("was not closed cleanly"));
+  CHECK_THAT(copy.status().message(), Catch::Contains("copy.db.lastcommit is missing"));
+  CHECK(Reopen(dir.File("copy.db"), /*accept_data_loss=*/true).ok());
+}
+
+TEST_CASE("a damaged commit marker of a crashed store is refused", "[job_store][durability]") {
+  TempDir dir;
+  const std::string db = dir.File("coordinator.db");
+  SaveThenKill(db, 2);
+  std::ofstream(db + ".lastcommit", std::ios::trunc) << "deepool-commit-marker v1 commit=0";
+  auto store = Reopen(db);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == StatusCode::kDataLoss);
+  CHECK_THAT(store.status().message(), Catch::Contains(".lastcommit is damaged"));
 }
 
 }  // namespace
