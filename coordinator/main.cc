@@ -63,8 +63,9 @@ int main(int argc, char** argv) {
                  "re-read when it changes; refused when group or others may write it");
   app.add_option("--path-roots", options.path_roots,
                  "directories job specs' checkpoint.path, checkpoint.dir and data.path must lie "
-                 "under, after "
-                 "symlinks and '..' are resolved (repeatable; default: anywhere)")
+                 "under, after symlinks and '..' are resolved; a {user} component stands for the "
+                 "submitter, e.g. '/shared/users/{user},/datasets' (repeatable; default: "
+                 "anywhere)")
       ->delimiter(',');
   app.add_option("--checkpoint-root", options.scheduler.checkpoint_root,
                  "FG jobs whose spec has no checkpoint.dir write periodic checkpoints to "

@@ -24,9 +24,9 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
                                       const std::string& owner) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(CheckRequestId(request_id));
-  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.path", spec.checkpoint_path));
-  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.dir", spec.checkpoint_dir));
-  RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path));
+  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.path", spec.checkpoint_path, owner));
+  RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.dir", spec.checkpoint_dir, owner));
+  RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path, owner));
   RETURN_IF_ERROR(planner_->CheckModel(spec));
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id, owner));
   Wake();
@@ -490,6 +490,7 @@ std::vector<Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attemp
       train->set_world_size(static_cast<int>(placements.size()));
       train->set_background(background);
       train->set_timeout_s(options_.executor_timeout_s);
+      train->set_owner(job.owner);  // the worker checks the paths against this user's roots
       it = index_of.emplace(p.node_id, tasks.size()).first;
       tasks.push_back(std::move(task));
     }

@@ -68,8 +68,8 @@ struct SchedulerOptions {
   // A task failure that reads as the echo of another rank's (a closed connection) waits this
   // long for the job's other tasks to report, so the job fails with the first cause.
   Clock::Duration first_cause_window = std::chrono::seconds(10);
-  // Where specs' checkpoint.path and data.path may point; checked at submission
-  // (PERMISSION_DENIED). Empty: anywhere.
+  // Where specs' checkpoint.path, checkpoint.dir and data.path may point, "{user}" standing for
+  // the submitter; checked at submission (PERMISSION_DENIED). Empty: anywhere.
   PathRoots path_roots;
   // Cluster defaults for FG jobs whose spec asks for no periodic checkpoints (coordinator
   // --checkpoint-root, --checkpoint-every-seconds): they write them to ROOT/JOB_ID every that

@@ -53,7 +53,7 @@ struct CoordinatorOptions {
   // Serve on a non-loopback address without TLS (anyone who reaches the port is an admin).
   bool insecure = false;
   // Directories specs' checkpoint and data paths must lie under (scheduler.path_roots, resolved
-  // at start); empty: anywhere.
+  // at start; "{user}" in one stands for the job's owner); empty: anywhere.
   std::vector<std::string> path_roots;
   // Prometheus metrics over HTTP at /metrics ("HOST:PORT"; "" serves none). Loopback only,
   // unless insecure: the endpoint has no TLS.

@@ -21,6 +21,7 @@
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
 #include "cli/services/submit_retry.h"
+#include "cli/services/up_data_dir.h"
 #include "common/sigpipe.h"
 #include "common/status.h"
 #include "common/subprocess.h"
@@ -166,6 +167,9 @@ StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann:
   return response.job_id();
 }
 
+// The user `up`'s CLI calls as: the owner of the demo jobs.
+constexpr const char* kLocalAdmin = "admin";
+
 // The programs `up` starts must sit beside `deepool`.
 Status CheckTools() {
   for (const char* tool : {"deepool-coordinator", "deepool-worker", "deepool-executor"}) {
@@ -177,7 +181,8 @@ Status CheckTools() {
   return Status::Ok();
 }
 
-// --data-dir, or a new temporary folder; with its coordinator/ subfolder created.
+// --data-dir, or a new temporary folder, claimed (up_data_dir.h); with its coordinator/ folder and
+// the admin's in jobs/ (the demo's checkpoint goes there) created.
 StatusOr<fs::path> MakeDataDir(const std::string& data_dir) {
   fs::path dir;
   if (data_dir.empty()) {
@@ -187,10 +192,11 @@ StatusOr<fs::path> MakeDataDir(const std::string& data_dir) {
   } else {
     dir = fs::absolute(data_dir);
   }
-  std::error_code ec;
-  fs::create_directories(dir / "coordinator", ec);
-  if (ec) {
-    return InternalError("cannot create " + (dir / "coordinator").string() + ": " + ec.message());
+  RETURN_IF_ERROR(ClaimUpDataDir(dir));
+  for (const fs::path& sub : {dir / "coordinator", UpJobsDir(dir) / kLocalAdmin}) {
+    std::error_code ec;
+    fs::create_directories(sub, ec);
+    if (ec) return InternalError("cannot create " + sub.string() + ": " + ec.message());
   }
   return dir;
 }
@@ -203,8 +209,6 @@ struct LocalSecurity {
   security::ClientSecurity client;
   std::string users_file;
 };
-
-constexpr const char* kLocalAdmin = "admin";
 
 StatusOr<LocalSecurity> MakeLocalSecurity(const fs::path& data_dir, int workers) {
   LocalSecurity out;
@@ -260,13 +264,13 @@ class LocalDaemons {
     const security::TlsFiles coordinator_tls = security::CoordinatorTlsFiles(security_.dir);
     ASSIGN_OR_RETURN(
         coordinator_,
-        StartDaemon(
-            "coordinator", SiblingExecutable("deepool-coordinator"),
-            {"--listen", "127.0.0.1:0", "--data-dir", (dir_ / "coordinator").string(),
-             "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15", "--tls-ca",
-             coordinator_tls.ca, "--tls-cert", coordinator_tls.cert, "--tls-key",
-             coordinator_tls.key, "--users", security_.users_file, "--path-roots", dir_.string()},
-            log, listening_.Callbacks(log)));
+        StartDaemon("coordinator", SiblingExecutable("deepool-coordinator"),
+                    {"--listen", "127.0.0.1:0", "--data-dir", (dir_ / "coordinator").string(),
+                     "--heartbeat-interval-s", "0.5", "--node-timeout-s", "15", "--tls-ca",
+                     coordinator_tls.ca, "--tls-cert", coordinator_tls.cert, "--tls-key",
+                     coordinator_tls.key, "--users", security_.users_file, "--path-roots",
+                     UpPathRoot(dir_)},
+                    log, listening_.Callbacks(log)));
     StatusOr<std::string> address = listening_.Wait(std::chrono::seconds(60));
     if (!address.ok()) return SeeLogs(address.status(), log.string());
     return address;
@@ -280,13 +284,13 @@ class LocalDaemons {
       const fs::path nodes = security_.dir / "nodes";
       ASSIGN_OR_RETURN(
           Daemon worker,
-          StartDaemon(
-              name, SiblingExecutable("deepool-worker"),
-              {"--coordinator", address, "--devices", "cpu:" + std::to_string(devices), "--name",
-               name, "--address", "127.0.0.1", "--work-dir", (dir_ / name).string(), "--tls-ca",
-               security_.client.tls.ca, "--tls-cert", (nodes / (name + ".pem")).string(),
-               "--tls-key", (nodes / (name + "-key.pem")).string(), "--path-roots", dir_.string()},
-              dir_ / (name + ".log"), /*stdout_lines=*/{}));
+          StartDaemon(name, SiblingExecutable("deepool-worker"),
+                      {"--coordinator", address, "--devices", "cpu:" + std::to_string(devices),
+                       "--name", name, "--address", "127.0.0.1", "--work-dir",
+                       (dir_ / name).string(), "--tls-ca", security_.client.tls.ca, "--tls-cert",
+                       (nodes / (name + ".pem")).string(), "--tls-key",
+                       (nodes / (name + "-key.pem")).string(), "--path-roots", UpPathRoot(dir_)},
+                      dir_ / (name + ".log"), /*stdout_lines=*/{}));
       workers_.push_back(std::move(worker));
     }
     Status nodes = WaitForNodes(stub, count, std::chrono::seconds(60));
@@ -327,18 +331,19 @@ class LocalDaemons {
 std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profile,
                                       const fs::path& dir) {
   const int ranks = f.workers * f.devices_per_worker;
-  nlohmann::json fg = {{"name", "demo-fg-" + f.fg_model},
-                       {"model", f.fg_model},
-                       {"role", "fg"},
-                       {"global_batch", f.fg_batch},
-                       {"gpus", ranks},
-                       {"amplification_limit", f.amplification_limit},
-                       {"iterations", f.fg_iterations},
-                       {"num_classes", 10},
-                       {"profile", profile},
-                       {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}},
-                       {"data", {{"kind", "synthetic"}, {"seed", 1}}},
-                       {"checkpoint", {{"path", (dir / "demo-fg.ckpt").string()}}}};
+  nlohmann::json fg = {
+      {"name", "demo-fg-" + f.fg_model},
+      {"model", f.fg_model},
+      {"role", "fg"},
+      {"global_batch", f.fg_batch},
+      {"gpus", ranks},
+      {"amplification_limit", f.amplification_limit},
+      {"iterations", f.fg_iterations},
+      {"num_classes", 10},
+      {"profile", profile},
+      {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}},
+      {"data", {{"kind", "synthetic"}, {"seed", 1}}},
+      {"checkpoint", {{"path", (UpJobsDir(dir) / kLocalAdmin / "demo-fg.ckpt").string()}}}};
   nlohmann::json bg = {{"name", "demo-bg-" + f.bg_model},
                        {"model", f.bg_model},
                        {"role", "bg"},
@@ -442,11 +447,15 @@ RegisterCommand up_command([](CLI::App& app, CommandResult& result) {
       "Run a local cluster on this machine's CPUs (a coordinator and workers), train a demo "
       "FG burst-parallel job and a BG job to completion, then shut down");
   cmd->add_option("--data-dir", flags->data_dir,
-                  "State and logs (default: a temporary directory, removed unless --keep)");
+                  "State, logs and the jobs' files (DIR/jobs/USER, the only place specs may "
+                  "point): a new or empty folder, or one an earlier `deepool up` made (it remakes "
+                  "DIR/security there); never removed (default: a temporary directory, removed "
+                  "unless --keep)");
   cmd->add_option("--workers", flags->workers, "Worker processes")->capture_default_str();
   cmd->add_option("--devices-per-worker", flags->devices_per_worker, "CPU devices per worker")
       ->capture_default_str();
-  cmd->add_flag("--keep", flags->keep, "Keep the temporary directory");
+  cmd->add_flag("--keep", flags->keep,
+                "Keep the temporary directory (without --data-dir: up removes only that one)");
   cmd->add_option("--model", flags->fg_model, "The FG job's zoo model")->capture_default_str();
   cmd->add_option("--bg-model", flags->bg_model, "The BG job's zoo model")->capture_default_str();
   cmd->add_option("--global-batch", flags->fg_batch, "The FG job's global batch")

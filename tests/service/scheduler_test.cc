@@ -77,6 +77,26 @@ TEST_CASE("a FG job on one node is planned, dispatched, and succeeds", "[schedul
   CHECK(h.scheduler.DeviceUses().empty());
 }
 
+TEST_CASE("a job's tasks name its owner, for the workers' per-user path roots", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  h.AddNode("b", 2);
+  StatusOr<JobRecord> job = h.scheduler.Submit(Fg(4), "", "alice");
+  REQUIRE(job.ok());
+  h.scheduler.Tick();
+  std::vector<v1::TaskCommand> on_a = h.Commands("node-a");
+  REQUIRE(on_a.size() == 1);
+  CHECK(on_a[0].assign().train().owner() == "alice");
+  v1::ReportProgressRequest ready;
+  ready.set_node_id("node-a");
+  ready.set_task_id(on_a[0].assign().task_id());
+  ready.set_store_ready("10.0.0.a:29501");
+  REQUIRE(h.scheduler.ReportProgress(ready).ok());
+  std::vector<v1::TaskCommand> on_b = h.Commands("node-b");
+  REQUIRE(on_b.size() == 1);
+  CHECK(on_b[0].assign().train().owner() == "alice");
+}
+
 // Nodes a and b with 2 devices each, and a 4-rank FG job planned and dispatched over them.
 JobRecord DispatchOnTwoNodes(Harness& h) {
   h.AddNode("a", 2);

@@ -52,9 +52,10 @@ std::unique_ptr<grpc::ClientContext> Context() {
 }
 
 // A cluster CA with certificates for users alice and bob, admin root, worker node-a; tokens for
-// alice (user), root (admin) and node-b (worker) in the users file; a coordinator serving mTLS.
+// alice (user), root (admin) and node-b (worker) in the users file; a coordinator serving mTLS,
+// with `path_roots` (--path-roots).
 struct SecureCluster {
-  SecureCluster() : dir(NewTempDir()) {
+  explicit SecureCluster(std::vector<std::string> path_roots = {}) : dir(NewTempDir()) {
     const seconds day = std::chrono::hours(24);
     REQUIRE(security::InitClusterCertificates(dir / "pki", {"127.0.0.1"}, day).ok());
     alice = Issue(Role::kUser, "alice");
@@ -73,6 +74,7 @@ struct SecureCluster {
     options.control_loop = false;
     options.tls = security::CoordinatorTlsFiles(dir / "pki");
     options.users_file = (dir / "users.json").string();
+    options.path_roots = std::move(path_roots);
     auto started =
         CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                  std::make_unique<testing::FakePlanningBackend>(), &clock);
@@ -108,9 +110,13 @@ struct SecureCluster {
     return v1::NodeService::NewStub(Channel(who));
   }
 
-  grpc::Status Submit(const ClientSecurity& who, std::string* job_id) {
+  // The tiny job, with `extra` fields (`"name":value,...`) when given.
+  grpc::Status Submit(const ClientSecurity& who, std::string* job_id,
+                      const std::string& extra = "") {
     v1::SubmitJobRequest req;
-    req.set_spec_json(kTinyJob);
+    std::string spec = kTinyJob;
+    if (!extra.empty()) spec.insert(spec.size() - 1, "," + extra);
+    req.set_spec_json(spec);
     v1::SubmitJobResponse resp;
     grpc::Status status = Client(who)->SubmitJob(Context().get(), req, &resp);
     if (status.ok()) *job_id = resp.job_id();
@@ -414,6 +420,32 @@ TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused
   CHECK(submit(R"("data":{"kind":"cifar10","path":"/home/alice/cifar"})").error_code() ==
         grpc::StatusCode::PERMISSION_DENIED);
   (*started)->Shutdown();
+}
+
+TEST_CASE("with a per-user path root, a user's job may not point into another user's folder",
+          "[service][security]") {
+  const fs::path users = fs::canonical(NewTempDir());
+  SecureCluster c({(users / "{user}").string()});
+  const ClientSecurity alice{c.alice, ""};
+  const ClientSecurity bob{c.bob, ""};
+  auto checkpoint_dir = [](const fs::path& dir) {
+    return R"("checkpoint":{"dir":")" + dir.string() + R"(","every_iterations":1})";
+  };
+  std::string id;
+  CHECK(c.Submit(alice, &id, checkpoint_dir(users / "alice" / "ckpt")).ok());
+  CHECK(c.Submit(bob, &id, checkpoint_dir(users / "bob" / "ckpt")).ok());
+  const grpc::Status into_bob = c.Submit(alice, &id, checkpoint_dir(users / "bob" / "ckpt"));
+  CHECK(into_bob.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK_THAT(into_bob.error_message(), Catch::Contains("checkpoint.dir"));
+  CHECK_THAT(into_bob.error_message(),
+             Catch::Contains("outside the allowed roots " + (users / "alice").string()));
+  // Her token names her too; an admin's jobs get the admin's own folder.
+  CHECK(c.Submit(ClientSecurity{c.bob, c.alice_token}, &id,
+                 R"("checkpoint":{"path":")" + (users / "bob" / "final.pt").string() + R"("})")
+            .error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(c.Submit(ClientSecurity{c.root, ""}, &id, checkpoint_dir(users / "root" / "ckpt")).ok());
+  std::error_code ec;
+  fs::remove_all(users, ec);
 }
 
 TEST_CASE("without TLS the coordinator serves loopback only, unless told --insecure",

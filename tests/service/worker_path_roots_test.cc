@@ -1,5 +1,7 @@
 // The worker's own check of a run spec's paths, made before any executor starts: the coordinator
 // checked them at submission on its view of the file system, the worker checks on its own.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -14,26 +16,95 @@ TEST_CASE(
     "[service][security]") {
   auto roots = PathRoots::Make({"/srv/deepool"});
   REQUIRE(roots.ok());
-  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"path":"/srv/deepool/a.pt"}})").ok());
-  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"path":"/etc/cron.d/x"}})").code() ==
+  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"path":"/srv/deepool/a.pt"}})", "").ok());
+  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"path":"/etc/cron.d/x"}})", "").code() ==
         StatusCode::kPermissionDenied);
-  CHECK(CheckRunSpecPaths(*roots, R"({"data":{"kind":"cifar10","path":"/root/.ssh"}})").code() ==
-        StatusCode::kPermissionDenied);
+  CHECK(
+      CheckRunSpecPaths(*roots, R"({"data":{"kind":"cifar10","path":"/root/.ssh"}})", "").code() ==
+      StatusCode::kPermissionDenied);
   const Status background = CheckRunSpecPaths(
-      *roots, R"({"background":{"job_id":"j","data":{"kind":"cifar10","path":"/home/x"}}})");
+      *roots, R"({"background":{"job_id":"j","data":{"kind":"cifar10","path":"/home/x"}}})", "");
   CHECK(background.code() == StatusCode::kPermissionDenied);
   CHECK_THAT(background.message(), Catch::Contains("background.data.path"));
   // Periodic checkpoint directories, the job's own and a BG job's: a worker must not create and
   // prune checkpoints wherever a run spec says.
-  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"dir":"/srv/deepool/ckpt"}})").ok());
-  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"dir":"/var/lib/x"}})").code() ==
+  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"dir":"/srv/deepool/ckpt"}})", "").ok());
+  CHECK(CheckRunSpecPaths(*roots, R"({"checkpoint":{"dir":"/var/lib/x"}})", "").code() ==
         StatusCode::kPermissionDenied);
   const Status bg_dir = CheckRunSpecPaths(
-      *roots, R"({"background":{"job_id":"j","checkpoint":{"dir":"/tmp/elsewhere"}}})");
+      *roots, R"({"background":{"job_id":"j","checkpoint":{"dir":"/tmp/elsewhere"}}})", "");
   CHECK(bg_dir.code() == StatusCode::kPermissionDenied);
   CHECK_THAT(bg_dir.message(), Catch::Contains("background.checkpoint.dir"));
-  CHECK(CheckRunSpecPaths(*roots, "not json").code() == StatusCode::kInvalidArgument);
-  CHECK(CheckRunSpecPaths(PathRoots(), R"({"checkpoint":{"path":"/etc/x"}})").ok());
+  CHECK(CheckRunSpecPaths(*roots, "not json", "").code() == StatusCode::kInvalidArgument);
+  CHECK(CheckRunSpecPaths(PathRoots(), R"({"checkpoint":{"path":"/etc/x"}})", "").ok());
+}
+
+// Takes nothing; the tests below never get as far as an executor.
+class NoListener : public TaskListener {
+ public:
+  void OnStoreReady(const std::string&, const std::string&, int) override {}
+  void OnIteration(const std::string&, const IterationReport&) override {}
+  void OnLogLine(const std::string&, int, const std::string&) override {}
+  void OnTaskFinished(const TaskResult&) override {}
+};
+
+TEST_CASE("with per-user roots, a task of alice's that points into bob's folder is refused",
+          "[service][security]") {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "dp-worker-roots-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const fs::path base = fs::canonical(pattern);
+  const std::string users = (base / "users").string();
+  fs::create_directories(users + "/bob/ckpt");
+  auto roots = PathRoots::Make({users + "/{user}", "/datasets"});
+  REQUIRE(roots.ok());
+
+  const std::string into_bob = R"({"checkpoint":{"dir":")" + users + R"(/bob/ckpt"}})";
+  const std::string own = R"({"checkpoint":{"dir":")" + users + R"(/alice/ckpt"}})";
+  CHECK(CheckRunSpecPaths(*roots, own, "alice").ok());
+  CHECK(CheckRunSpecPaths(*roots, into_bob, "bob").ok());
+  const Status refused = CheckRunSpecPaths(*roots, into_bob, "alice");
+  CHECK(refused.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(refused.message(), Catch::Contains("checkpoint.dir"));
+  CHECK_THAT(refused.message(), Catch::Contains(users + "/alice"));
+  // Without an owner (an open coordinator) a per-user root admits nothing; shared ones still do.
+  CHECK(CheckRunSpecPaths(*roots, own, "").code() == StatusCode::kPermissionDenied);
+  CHECK(CheckRunSpecPaths(*roots, R"({"data":{"kind":"cifar10","path":"/datasets/c"}})", "").ok());
+
+  // The supervisor checks with the owner the task names, before it creates anything.
+  SupervisorOptions options;
+  options.executor_path = (base / "no-executor").string();
+  options.work_dir = (base / "work").string();
+  options.path_roots = *roots;
+  NoListener listener;
+  ExecutorSupervisor supervisor(options, &listener);
+  TrainTask train;
+  train.task_id = "j1.a1.n1";
+  train.job_id = "j1";
+  train.run_spec_json = into_bob;
+  train.world_size = 1;
+  train.store_host = "127.0.0.1";
+  train.ranks = {RankAssignment{0, "cpu", "cpu:0"}};
+  train.owner = "alice";
+  const Status train_refused = supervisor.StartTrain(train);
+  CHECK(train_refused.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(train_refused.message(), Catch::Contains("checkpoint.dir"));
+  CHECK_FALSE(fs::exists(base / "work" / "tasks" / train.task_id));
+
+  // A BG job hosted in another job's executor is checked as its own owner's.
+  HostedBackgroundTask hosted;
+  hosted.task_id = "bg1.a1.n1";
+  hosted.job_id = "bg1";
+  hosted.host_task_id = "j2.a1.n1";
+  hosted.background_json = R"({"job_id":"bg1","checkpoint":{"dir":")" + users + R"(/bob/bg"}})";
+  hosted.owner = "alice";
+  const Status hosted_refused = supervisor.StartHosted(hosted);
+  CHECK(hosted_refused.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(hosted_refused.message(), Catch::Contains("background.checkpoint.dir"));
+  hosted.owner = "bob";  // his own folder: past the check, refused only for want of a host
+  CHECK(supervisor.StartHosted(hosted).code() == StatusCode::kNotFound);
+  supervisor.Shutdown();
+  fs::remove_all(base);
 }
 
 }  // namespace

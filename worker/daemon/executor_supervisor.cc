@@ -82,19 +82,25 @@ std::string StringAt(const nlohmann::json& doc, const char* object, const char* 
 
 }  // namespace
 
-Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background) {
-  RETURN_IF_ERROR(roots.Check("background.data.path", StringAt(background, "data", "path")));
-  return roots.Check("background.checkpoint.dir", StringAt(background, "checkpoint", "dir"));
+Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background,
+                            const std::string& owner) {
+  RETURN_IF_ERROR(roots.Check("background.data.path", StringAt(background, "data", "path"), owner));
+  return roots.Check("background.checkpoint.dir", StringAt(background, "checkpoint", "dir"), owner);
 }
 
-Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json) {
+Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json,
+                         const std::string& owner) {
   if (!roots.restricted()) return Status::Ok();
   ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJson(run_spec_json, "run spec"));
   if (!doc.is_object()) return InvalidArgumentError("run spec: not a JSON object");
-  RETURN_IF_ERROR(roots.Check("checkpoint.path", StringAt(doc, "checkpoint", "path")));
-  RETURN_IF_ERROR(roots.Check("checkpoint.dir", StringAt(doc, "checkpoint", "dir")));
-  RETURN_IF_ERROR(roots.Check("data.path", StringAt(doc, "data", "path")));
-  if (doc.contains("background")) RETURN_IF_ERROR(CheckBackgroundPaths(roots, doc["background"]));
+  RETURN_IF_ERROR(roots.Check("checkpoint.path", StringAt(doc, "checkpoint", "path"), owner));
+  RETURN_IF_ERROR(roots.Check("checkpoint.dir", StringAt(doc, "checkpoint", "dir"), owner));
+  RETURN_IF_ERROR(roots.Check("data.path", StringAt(doc, "data", "path"), owner));
+  // The coordinator embeds no other job's BG spec in a run spec: a "background" object here is
+  // checked as this owner's.
+  if (doc.contains("background")) {
+    RETURN_IF_ERROR(CheckBackgroundPaths(roots, doc["background"], owner));
+  }
   return Status::Ok();
 }
 
@@ -125,7 +131,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
 
   // Refuse a running id before touching its directory: the running executors read run.json.
   RETURN_IF_ERROR(CheckNewTask(train.task_id));
-  RETURN_IF_ERROR(CheckRunSpecPaths(options_.path_roots, train.run_spec_json));
+  RETURN_IF_ERROR(CheckRunSpecPaths(options_.path_roots, train.run_spec_json, train.owner));
   auto task = std::make_unique<Task>();
   task->task_id = train.task_id;
   task->job_id = train.job_id;

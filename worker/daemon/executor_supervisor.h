@@ -51,6 +51,7 @@ struct TrainTask {
   std::vector<RankAssignment> ranks;  // the ranks this worker runs
   int timeout_s = 0;                  // passed as --timeout-s when > 0
   bool background = false;  // a BG job: its executors run at a lower CPU priority (nice 10)
+  std::string owner;        // the job's owner: "{user}" in the path roots (TrainTask.owner)
 };
 
 // A BG job run inside rank host_rank of the running FG task host_task_id (docs/formats.md,
@@ -61,6 +62,7 @@ struct HostedBackgroundTask {
   std::string host_task_id;
   int host_rank = 0;
   std::string background_json;  // the run spec's "background" object; its job_id names the job
+  std::string owner;            // the BG job's owner: "{user}" in the path roots
 };
 
 struct ProfileTask {
@@ -144,17 +146,20 @@ struct SupervisorOptions {
   // Intra-op threads of an executor on a CPU device (--threads): the node's cores divided by
   // its CPU devices. 0: the executor's default.
   int cpu_threads_per_device = 0;
-  // Where a run spec's checkpoint and data paths may point (--path-roots); a task whose paths
-  // lie elsewhere is refused before any executor starts. Empty: anywhere.
+  // Where a run spec's checkpoint and data paths may point (--path-roots; "{user}" is the task's
+  // owner); a task whose paths lie elsewhere is refused before any executor starts. Empty:
+  // anywhere.
   PathRoots path_roots;
 };
 
 // PERMISSION_DENIED when a path of the run spec (checkpoint.path, checkpoint.dir, data.path, and
 // the background job's data.path and checkpoint.dir) lies outside the roots; INVALID_ARGUMENT when
-// it is not JSON.
-Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json);
+// it is not JSON. `owner` is the job's owner, for per-user roots ("{user}").
+Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_json,
+                         const std::string& owner);
 // The same for a hosted BG job's "background" object.
-Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background);
+Status CheckBackgroundPaths(const PathRoots& roots, const nlohmann::json& background,
+                            const std::string& owner);
 
 // A snapshot of a task the supervisor runs, for re-registration after a coordinator restart.
 struct RunningTaskInfo {

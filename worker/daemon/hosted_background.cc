@@ -45,7 +45,7 @@ Status ExecutorSupervisor::StartHosted(const HostedBackgroundTask& task) {
       !background["job_id"].is_string()) {
     return InvalidArgumentError("background_json: not an object with a string job_id");
   }
-  RETURN_IF_ERROR(CheckBackgroundPaths(options_.path_roots, background));
+  RETURN_IF_ERROR(CheckBackgroundPaths(options_.path_roots, background, task.owner));
   // Forwarded as the coordinator wrote it: the host rank validates it (ParseExecutorCommand).
   const std::string command = protocol::AttachBackgroundCommandJson(background) + "\n";
   std::lock_guard<std::mutex> lock(mu_);

@@ -134,7 +134,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "without TLS only to a loopback coordinator)");
   app.add_option("--path-roots", flags.path_roots,
                  "directories job specs' checkpoint and data paths must lie under, after "
-                 "symlinks and '..' are resolved; tasks with other paths are refused "
+                 "symlinks and '..' are resolved; a {user} component stands for the job's owner "
+                 "(give the coordinator's roots); tasks with other paths are refused "
                  "(repeatable or comma-separated; default: anywhere)")
       ->delimiter(',');
   app.add_option("--metrics-listen", flags.metrics_listen,

@@ -413,6 +413,7 @@ void WorkerDaemon::StartHostedTask(const v1::TaskAssignment& assignment) {
   hosted.host_task_id = t.host_task_id();
   hosted.host_rank = t.host_rank();
   hosted.background_json = t.background_json();
+  hosted.owner = t.owner();
   Status status = supervisor_->StartHosted(hosted);
   if (status.code() == deepool::StatusCode::kNotFound) {
     // The FG rank ended meanwhile: the coordinator requeues the BG job.
@@ -443,6 +444,7 @@ void WorkerDaemon::StartTrainTask(const v1::TaskAssignment& assignment) {
   task.store_port = store->port;
   task.timeout_s = static_cast<int>(t.timeout_s());
   task.background = t.background();
+  task.owner = t.owner();
   for (const auto& rd : t.ranks()) {
     const LocalDevice* device = FindDevice(rd.device());
     if (!device) {
