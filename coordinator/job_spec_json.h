@@ -16,7 +16,8 @@
 namespace deepool::coordinator {
 
 StatusOr<v1::JobSpec> JobSpecProtoFromJson(const nlohmann::json& doc);
-// Parses the text first; "job spec: not valid JSON" when it is not.
+// Parses the text first (common/json_fields.h ParseJson): "job spec: not valid JSON at line L,
+// column C: ..." when it is not, "job spec: duplicate key ..." when a key repeats in an object.
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text);
 
 }  // namespace deepool::coordinator

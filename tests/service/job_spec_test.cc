@@ -94,6 +94,23 @@ TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
   CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
 }
 
+TEST_CASE("a spec that repeats a key or is not JSON is refused saying where", "[job_spec]") {
+  // The last "gpus" would win silently: 8 devices asked for, 1 planned.
+  CHECK(ErrorOf("{\"model\": \"resnet50\", \"gpus\": 8, \"global_batch\": 32,\n"
+                "  \"iterations\": 10, \"gpus\": 1}") ==
+        "job spec: duplicate key \"gpus\" at line 2, column 21 (keys must be unique within an "
+        "object)");
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"lr":0.1,"lr":0.2})"))
+            .rfind("job spec: duplicate key \"lr\" at line 1, column 91", 0) == 0);
+  CHECK(ErrorOf("{\"model\": \"resnet50\",\n  \"global_batch\": 32\n  \"iterations\": 10}") ==
+        "job spec: not valid JSON at line 3, column 14: syntax error while parsing object - "
+        "unexpected string literal; expected '}'");
+  // The spec that `deepool submit` reads from a file goes through the same reader.
+  StatusOr<v1::JobSpec> message = ParseJobSpecProto(R"({"name":"a","name":"b"})");
+  REQUIRE_FALSE(message.ok());
+  CHECK_THAT(message.status().message(), Catch::StartsWith("job spec: duplicate key \"name\""));
+}
+
 TEST_CASE("a binary spec with fields this coordinator does not know is refused", "[job_spec]") {
   v1::JobSpec spec;
   spec.set_model("resnet50");
