@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "coordinator/job_spec_json.h"
+
 namespace deepool::coordinator {
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -44,6 +46,7 @@ Status CheckNoUnknownFields(const google::protobuf::Message& message, const std:
 
 StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   RETURN_IF_ERROR(CheckNoUnknownFields(p, ""));
+  RETURN_IF_ERROR(CheckStringsAreUtf8(p, ""));
   JobSpec spec;
   spec.name = p.name();
   spec.model = p.model();

@@ -5,6 +5,7 @@
 
 #include "common/json_fields.h"
 #include "common/limits.h"
+#include "common/utf8.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_spec_json.h"
 
@@ -115,6 +116,7 @@ Status CheckReason(const std::string& reason) {
     return FieldError("reason", "must be at most " + std::to_string(kMaxReasonBytes) + " bytes");
   }
   if (HasControlCharacters(reason)) return FieldError("reason", "has control characters");
+  if (!IsValidUtf8(reason)) return FieldError("reason", "is not valid UTF-8");
   return Status::Ok();
 }
 
@@ -123,6 +125,7 @@ Status CheckRequestId(const std::string& request_id) {
   if (HasControlCharacters(request_id) || request_id.find(' ') != std::string::npos) {
     return FieldError("request_id", "has spaces or control characters");
   }
+  if (!IsValidUtf8(request_id)) return FieldError("request_id", "is not valid UTF-8");
   return Status::Ok();
 }
 

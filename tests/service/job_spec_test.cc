@@ -111,6 +111,37 @@ TEST_CASE("a spec that repeats a key or is not JSON is refused saying where", "[
   CHECK_THAT(message.status().message(), Catch::StartsWith("job spec: duplicate key \"name\""));
 }
 
+TEST_CASE("strings that are not UTF-8 are refused naming the field", "[job_spec]") {
+  v1::JobSpec spec;
+  spec.set_model("resnet50");
+  spec.set_global_batch(8);
+  spec.set_iterations(1);
+  REQUIRE(JobSpecFromProto(spec).ok());
+  v1::JobSpec bad_name = spec;
+  bad_name.set_name("caf\xc3");  // a sequence cut short
+  StatusOr<JobSpec> refused = JobSpecFromProto(bad_name);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() == "name: is not valid UTF-8");
+  v1::JobSpec bad_optimizer = spec;
+  bad_optimizer.mutable_optimizer()->set_name("sgd\xff");
+  CHECK(JobSpecFromProto(bad_optimizer).status().message() == "optimizer.name: is not valid UTF-8");
+  v1::JobSpec surrogate = spec;
+  surrogate.mutable_data()->set_path("/data/\xed\xa0\x80");  // U+D800, a UTF-16 surrogate
+  CHECK(JobSpecFromProto(surrogate).status().message() == "data.path: is not valid UTF-8");
+  // UTF-8 names pass (to the other rules).
+  v1::JobSpec accented = spec;
+  accented.set_name("r\xc3\xa9seau \xf0\x9f\x9a\x80");
+  CHECK(JobSpecFromProto(accented).ok());
+  // A JSON document built in memory (`deepool submit --name` from argv) is checked as it
+  // becomes the message, before anything is sent.
+  nlohmann::json doc = {{"model", "resnet50"}, {"global_batch", 8}, {"iterations", 1}};
+  doc["name"] = "\xc0\xaf";  // an overlong '/'
+  CHECK(JobSpecProtoFromJson(doc).status().message() == "name: is not valid UTF-8");
+  CHECK(CheckReason("stop\xfe").message() == "reason: is not valid UTF-8");
+  CHECK(CheckRequestId("req\x80").message() == "request_id: is not valid UTF-8");
+}
+
 TEST_CASE("a binary spec with fields this coordinator does not know is refused", "[job_spec]") {
   v1::JobSpec spec;
   spec.set_model("resnet50");
