@@ -234,6 +234,11 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.image_size < 0 || spec.image_size > kMaxImageSize) {
     return FieldError("image_size", "must be in [1, " + std::to_string(kMaxImageSize) + "]");
   }
+  if (!(spec.gradient_bucket_mb > 0 && spec.gradient_bucket_mb <= planner::kMaxGradientBucketMb)) {
+    return FieldError("gradient_bucket_mb",
+                      "must be > 0 and at most " +
+                          std::to_string(static_cast<int>(planner::kMaxGradientBucketMb)) + " MiB");
+  }
   return Status::Ok();
 }
 
@@ -276,7 +281,8 @@ json JobSpecToJson(const JobSpec& spec) {
               {"requeue_on_failure", spec.requeue_on_failure},
               {"profile", spec.profile},
               {"batch_norm", spec.batch_norm},
-              {"concurrent_branches", spec.concurrent_branches}};
+              {"concurrent_branches", spec.concurrent_branches},
+              {"gradient_bucket_mb", spec.gradient_bucket_mb}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {

@@ -130,7 +130,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "num_classes",
                                     "image_size",
                                     "batch_norm",
-                                    "concurrent_branches"},
+                                    "concurrent_branches",
+                                    "gradient_bucket_mb"},
                                    ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
@@ -164,6 +165,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
       ReadInto<int64_t>(doc, "num_classes", "", [&](auto v) { spec.set_num_classes(v); }));
   RETURN_IF_ERROR(
       ReadInto<int64_t>(doc, "image_size", "", [&](auto v) { spec.set_image_size(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "gradient_bucket_mb", "",
+                                   [&](auto v) { spec.set_gradient_bucket_mb(v); }));
   // Parsed text is UTF-8 already; a document built in memory (`deepool submit --name` from
   // argv) may not be, and would only fail at the coordinator, as an unparsable request.
   RETURN_IF_ERROR(CheckStringsAreUtf8(spec, ""));

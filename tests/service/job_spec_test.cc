@@ -142,6 +142,28 @@ TEST_CASE("strings that are not UTF-8 are refused naming the field", "[job_spec]
   CHECK(CheckRequestId("req\x80").message() == "request_id: is not valid UTF-8");
 }
 
+TEST_CASE("the gradient bucket size is read checked and kept, 25 MiB by default", "[job_spec]") {
+  StatusOr<JobSpec> standard = ParseJobSpecJson(Spec(""));
+  REQUIRE(standard.ok());
+  CHECK(standard->gradient_bucket_mb == 25);
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gradient_bucket_mb":0.5)"));
+  REQUIRE(spec.ok());
+  CHECK(spec->gradient_bucket_mb == 0.5);
+  CHECK(JobSpecFromProto(JobSpecToProto(*spec))->gradient_bucket_mb == 0.5);
+  CHECK(JobSpecFromJson(JobSpecToJson(*spec))->gradient_bucket_mb == 0.5);
+  CHECK(ParseJobSpecProto(Spec(R"(,"gradient_bucket_mb":100)"))->gradient_bucket_mb() == 100);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":0)")) ==
+        "gradient_bucket_mb: must be > 0 and at most 4096 MiB");
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":-1)")).rfind("gradient_bucket_mb", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":5000)")).rfind("gradient_bucket_mb", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":"big")")) ==
+        "field gradient_bucket_mb must be a number");
+  // A record stored before the field existed reads back with the default.
+  nlohmann::json old = JobSpecToJson(*spec);
+  old.erase("gradient_bucket_mb");
+  CHECK(JobSpecFromJson(old)->gradient_bucket_mb == 25);
+}
+
 TEST_CASE("a binary spec with fields this coordinator does not know is refused", "[job_spec]") {
   v1::JobSpec spec;
   spec.set_model("resnet50");
