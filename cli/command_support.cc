@@ -106,7 +106,7 @@ void WarnOnProfileClusterMismatch(const std::string& profile_device,
 
 planner::GradientSyncOptions SearchFlags::GradientSync() const {
   planner::GradientSyncOptions sync;
-  sync.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
+  sync.bucket_bytes = planner::GradientBucketBytes(bucket_mb);
   sync.overlap = !no_overlap;
   sync.tree = !ring_only;
   return sync;
@@ -134,7 +134,7 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
                    "Gradient bucket cap in MiB, as a run spec's gradient_bucket_mb (0: one "
                    "all-reduce per layer)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 4096.0));
+      ->check(CLI::Range(0.0, planner::kMaxGradientBucketMb));
   command->add_flag("--no-overlap", flags->no_overlap,
                     "Charge every gradient all-reduce after backward, none hidden behind it");
   command->add_flag("--ring-only", flags->ring_only,

@@ -56,8 +56,7 @@ void WarnOnProfileClusterMismatch(const std::string& profile_device,
 // How the cost model charges the runtime's gradient all-reduces (gradient_sync.h) and how close
 // the search goes to the optimum: the same flags in `deepool plan` and `deepool simulate`.
 struct SearchFlags {
-  double bucket_mb =
-      static_cast<double>(planner::GradientSyncOptions::kDefaultBucketBytes) / (1 << 20);
+  double bucket_mb = planner::kDefaultGradientBucketMb;
   bool no_overlap = false;
   bool ring_only = false;
   double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers

@@ -9,6 +9,8 @@
 namespace deepool::cli {
 
 bool RunsHere(const CLI::App& app, const std::vector<std::string>& args) {
+  // Both executables print the same version line; loading gRPC only to print it tripled its time.
+  if (args.size() == 1 && args.front() == "--version") return true;
   if (args.empty() || args.front().empty() || args.front()[0] == '-') return false;
   for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (command->check_name(args.front())) return true;

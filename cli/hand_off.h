@@ -13,8 +13,9 @@
 
 namespace deepool::cli {
 
-// Whether `args` (without the program name) start with a command `app` has. No command, a
-// leading flag (--help, --version) or another command: false.
+// Whether `args` (without the program name) start with a command `app` has, or are just
+// "--version". No command, another leading flag (--help lists every command) or another
+// command: false.
 bool RunsHere(const CLI::App& app, const std::vector<std::string>& args);
 
 // Replaces this process with `program` from this executable's directory, with the same

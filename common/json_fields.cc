@@ -1,6 +1,10 @@
 #include "common/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <set>
+#include <vector>
 
 namespace deepool {
 namespace {
@@ -27,6 +31,121 @@ bool NestedDeeperThan(std::string_view text, int limit) {
   return false;
 }
 
+// A pointer into the text that counts the bytes the parser has taken: nlohmann's parser callback
+// is not told where it is, and a duplicate key is only useful to the user with its place.
+struct CountingIterator {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  const char* at;
+  size_t* consumed;  // null on the end iterator, which is never advanced
+
+  reference operator*() const { return *at; }
+  CountingIterator& operator++() {
+    ++at;
+    ++*consumed;
+    return *this;
+  }
+  bool operator==(const CountingIterator& other) const { return at == other.at; }
+  bool operator!=(const CountingIterator& other) const { return at != other.at; }
+};
+
+// "line 3, column 7" of the byte at `offset`; columns count characters (UTF-8 code points), so
+// an editor's column matches. An offset past the end is the end of the text.
+std::string LineColumn(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '\n') {
+      ++line;
+      column = 1;
+    } else if ((byte & 0xC0) != 0x80) {  // continuation bytes belong to the character before
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 6:
+// syntax error ... - unexpected '}'; last read: '...'; expected ...". Keeps the description
+// ("syntax error ..."), without the position (given in our own terms) and without the text it
+// last read, which would echo the user's bytes (control characters too) into the message.
+std::string ParseErrorDetail(std::string_view what) {
+  const size_t column = what.find("column ");
+  if (column == std::string_view::npos) return "";
+  const size_t start = what.find(": ", column);
+  if (start == std::string_view::npos) return "";
+  std::string_view detail = what.substr(start + 2);
+  const size_t last_read = detail.find("; last read");
+  if (last_read != std::string_view::npos) {
+    const size_t expected = detail.find("; expected", last_read);
+    return ": " + std::string(detail.substr(0, last_read)) +
+           (expected == std::string_view::npos ? "" : std::string(detail.substr(expected)));
+  }
+  return ": " + std::string(detail);
+}
+
+// Refuses a key repeated in one object, which nlohmann (and many parsers) would otherwise settle
+// silently by keeping the last value: {"gpus": 8, ..., "gpus": 1} is far more likely an editing
+// slip than intent. Remembers the first repeat and where its opening quote is.
+class DuplicateKeyFinder {
+ public:
+  DuplicateKeyFinder(std::string_view text, const size_t* consumed)
+      : text_(text), consumed_(consumed) {}
+
+  nlohmann::json::parser_callback_t Callback() {
+    return [this](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      using Event = nlohmann::json::parse_event_t;
+      if (event == Event::object_start || event == Event::array_start) {
+        open_.emplace_back();  // arrays get an empty entry too, so ends pair with starts
+      } else if ((event == Event::object_end || event == Event::array_end) && !open_.empty()) {
+        open_.pop_back();
+      } else if (event == Event::key && !open_.empty() && !found_) {
+        if (!open_.back().insert(parsed.get<std::string>()).second) {
+          found_ = true;
+          key_ = parsed.get<std::string>();
+          offset_ = OpeningQuote(*consumed_);
+        }
+      }
+      return true;
+    };
+  }
+
+  bool found() const { return found_; }
+  // The key as JSON with everything outside ASCII escaped, cut to 64 bytes: it goes into a
+  // message that terminals show.
+  std::string key() const {
+    return nlohmann::json(key_.substr(0, 64))
+        .dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  }
+  size_t offset() const { return offset_; }
+
+ private:
+  // When the parser reports a key it has read through the key's closing quote, and no further.
+  // Walks back to the opening quote: the first '"' not escaped by an odd run of backslashes.
+  size_t OpeningQuote(size_t consumed) const {
+    if (consumed < 2 || consumed > text_.size()) return consumed;
+    for (size_t i = consumed - 1; i-- > 0;) {
+      if (text_[i] != '"') continue;
+      size_t backslashes = 0;
+      while (backslashes < i && text_[i - 1 - backslashes] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return i;
+    }
+    return consumed - 1;
+  }
+
+  std::string_view text_;
+  const size_t* consumed_;
+  std::vector<std::set<std::string>> open_;  // keys seen in each open object or array
+  bool found_ = false;
+  std::string key_;
+  size_t offset_ = 0;
+};
+
 }  // namespace
 
 StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what) {
@@ -34,9 +153,28 @@ StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what)
     return InvalidArgumentError(std::string(what) + ": nested deeper than " +
                                 std::to_string(kMaxJsonDepth) + " levels");
   }
-  nlohmann::json doc =
-      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError(std::string(what) + ": not valid JSON");
+  size_t consumed = 0;
+  DuplicateKeyFinder duplicates(text, &consumed);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(CountingIterator{text.data(), &consumed},
+                                CountingIterator{text.data() + text.size(), nullptr},
+                                duplicates.Callback());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte counts the characters the parser read, so the offending one is at e.byte - 1.
+    return InvalidArgumentError(std::string(what) + ": not valid JSON at " +
+                                LineColumn(text, e.byte == 0 ? 0 : e.byte - 1) +
+                                ParseErrorDetail(e.what()));
+  } catch (const nlohmann::json::exception&) {
+    // A number too large for a double ("1e400") is out_of_range, with no position of its own.
+    return InvalidArgumentError(std::string(what) + ": not valid JSON at " +
+                                LineColumn(text, consumed == 0 ? 0 : consumed - 1));
+  }
+  if (duplicates.found()) {
+    return InvalidArgumentError(std::string(what) + ": duplicate key " + duplicates.key() + " at " +
+                                LineColumn(text, duplicates.offset()) +
+                                " (keys must be unique within an object)");
+  }
   return doc;
 }
 

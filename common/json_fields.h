@@ -28,7 +28,9 @@ namespace deepool {
 inline constexpr int kMaxJsonDepth = 100;
 
 // Parses a document that came from outside. Errors (INVALID_ARGUMENT) read "<what>: not valid
-// JSON" or "<what>: nested deeper than 100 levels".
+// JSON at line 3, column 7: syntax error ...", "<what>: duplicate key "gpus" at line 9, column 3
+// (...)" or "<what>: nested deeper than 100 levels". A key repeated in one object is refused
+// rather than settled silently (nlohmann keeps the last). Columns count UTF-8 code points.
 StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view what);
 
 // Refuses fields a reader would silently ignore (a typo such as "bandwith_gbps").

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "coordinator/job_spec_json.h"
+
 namespace deepool::coordinator {
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -44,6 +46,7 @@ Status CheckNoUnknownFields(const google::protobuf::Message& message, const std:
 
 StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   RETURN_IF_ERROR(CheckNoUnknownFields(p, ""));
+  RETURN_IF_ERROR(CheckStringsAreUtf8(p, ""));
   JobSpec spec;
   spec.name = p.name();
   spec.model = p.model();
@@ -101,6 +104,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     spec.checkpoint_every_seconds = p.checkpoint_every_seconds();
   if (p.has_num_classes()) spec.num_classes = p.num_classes();
   if (p.has_image_size()) spec.image_size = p.image_size();
+  if (p.has_gradient_bucket_mb()) spec.gradient_bucket_mb = p.gradient_bucket_mb();
   if (spec.name.empty()) spec.name = spec.model.empty() ? "job" : spec.model;
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   return spec;
@@ -145,6 +149,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   }
   if (spec.num_classes > 0) p.set_num_classes(spec.num_classes);
   if (spec.image_size > 0) p.set_image_size(spec.image_size);
+  p.set_gradient_bucket_mb(spec.gradient_bucket_mb);
   return p;
 }
 

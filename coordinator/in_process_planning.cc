@@ -177,6 +177,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.amplification_limit = spec.amplification_limit;
   options.sync_batch_norm = SynchronizesBatchNorm(spec);
   options.concurrent_branches = spec.concurrent_branches;
+  options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(graph, *profile, ClusterFor(shape), options));
   return ToPlannedJob(graph, plan);

@@ -5,6 +5,7 @@
 
 #include "common/json_fields.h"
 #include "common/limits.h"
+#include "common/utf8.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_spec_json.h"
 
@@ -115,6 +116,7 @@ Status CheckReason(const std::string& reason) {
     return FieldError("reason", "must be at most " + std::to_string(kMaxReasonBytes) + " bytes");
   }
   if (HasControlCharacters(reason)) return FieldError("reason", "has control characters");
+  if (!IsValidUtf8(reason)) return FieldError("reason", "is not valid UTF-8");
   return Status::Ok();
 }
 
@@ -123,6 +125,7 @@ Status CheckRequestId(const std::string& request_id) {
   if (HasControlCharacters(request_id) || request_id.find(' ') != std::string::npos) {
     return FieldError("request_id", "has spaces or control characters");
   }
+  if (!IsValidUtf8(request_id)) return FieldError("request_id", "is not valid UTF-8");
   return Status::Ok();
 }
 
@@ -231,6 +234,11 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.image_size < 0 || spec.image_size > kMaxImageSize) {
     return FieldError("image_size", "must be in [1, " + std::to_string(kMaxImageSize) + "]");
   }
+  if (!(spec.gradient_bucket_mb > 0 && spec.gradient_bucket_mb <= planner::kMaxGradientBucketMb)) {
+    return FieldError("gradient_bucket_mb",
+                      "must be > 0 and at most " +
+                          std::to_string(static_cast<int>(planner::kMaxGradientBucketMb)) + " MiB");
+  }
   return Status::Ok();
 }
 
@@ -273,7 +281,8 @@ json JobSpecToJson(const JobSpec& spec) {
               {"requeue_on_failure", spec.requeue_on_failure},
               {"profile", spec.profile},
               {"batch_norm", spec.batch_norm},
-              {"concurrent_branches", spec.concurrent_branches}};
+              {"concurrent_branches", spec.concurrent_branches},
+              {"gradient_bucket_mb", spec.gradient_bucket_mb}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {

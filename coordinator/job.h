@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "planner/gradient_sync.h"
 #include "protocol/training_spec.h"
 
 namespace deepool::coordinator {
@@ -101,6 +102,8 @@ struct JobSpec {
   int checkpoint_keep = 2;
   int64_t num_classes = 0;  // 0: the model's default
   int64_t image_size = 0;   // 0: the model's default
+  // The executors' gradient bucket cap, which the planner's cost model charges too.
+  double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
 };
 
 // Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or

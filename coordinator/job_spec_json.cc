@@ -1,8 +1,10 @@
 #include "coordinator/job_spec_json.h"
 
 #include <string>
+#include <vector>
 
 #include "common/json_fields.h"
+#include "common/utf8.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -128,7 +130,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "num_classes",
                                     "image_size",
                                     "batch_norm",
-                                    "concurrent_branches"},
+                                    "concurrent_branches",
+                                    "gradient_bucket_mb"},
                                    ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
@@ -162,7 +165,40 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
       ReadInto<int64_t>(doc, "num_classes", "", [&](auto v) { spec.set_num_classes(v); }));
   RETURN_IF_ERROR(
       ReadInto<int64_t>(doc, "image_size", "", [&](auto v) { spec.set_image_size(v); }));
+  RETURN_IF_ERROR(ReadInto<double>(doc, "gradient_bucket_mb", "",
+                                   [&](auto v) { spec.set_gradient_bucket_mb(v); }));
+  // Parsed text is UTF-8 already; a document built in memory (`deepool submit --name` from
+  // argv) may not be, and would only fail at the coordinator, as an unparsable request.
+  RETURN_IF_ERROR(CheckStringsAreUtf8(spec, ""));
   return spec;
+}
+
+Status CheckStringsAreUtf8(const google::protobuf::Message& message, const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string name = path + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      const std::string where = field->is_repeated() ? name + "[" + std::to_string(i) + "]" : name;
+      if (field->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& text =
+            field->is_repeated()
+                ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
+                : reflection->GetStringReference(message, field, &scratch);
+        if (!IsValidUtf8(text)) return InvalidArgumentError(where + ": is not valid UTF-8");
+      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        RETURN_IF_ERROR(CheckStringsAreUtf8(field->is_repeated()
+                                                ? reflection->GetRepeatedMessage(message, field, i)
+                                                : reflection->GetMessage(message, field),
+                                            where + "."));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -16,7 +17,14 @@
 namespace deepool::coordinator {
 
 StatusOr<v1::JobSpec> JobSpecProtoFromJson(const nlohmann::json& doc);
-// Parses the text first; "job spec: not valid JSON" when it is not.
+// Parses the text first (common/json_fields.h ParseJson): "job spec: not valid JSON at line L,
+// column C: ..." when it is not, "job spec: duplicate key ..." when a key repeats in an object.
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text);
+
+// Every string field of `message` (nested messages and repeated fields too) must be UTF-8, as
+// proto3 requires of them: a client that sends other bytes gets INVALID_ARGUMENT naming the field
+// ("optimizer.name: is not valid UTF-8"), not a message that peers fail to parse or display.
+// `path` goes before field names ("" at the top). Bytes fields are not checked.
+Status CheckStringsAreUtf8(const google::protobuf::Message& message, const std::string& path);
 
 }  // namespace deepool::coordinator

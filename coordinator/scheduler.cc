@@ -264,6 +264,7 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   spec.optimizer = ToRunSpec(job.spec.optimizer);
   spec.data = ToRunSpec(job.spec.data);
   spec.sync_batch_norm = SynchronizesBatchNorm(job.spec);
+  spec.gradient_bucket_mb = job.spec.gradient_bucket_mb;
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
   spec.checkpoints = PeriodicCheckpointsOf(job);
   // The planner's documents go out unparsed; the executor ranks check them.

@@ -71,7 +71,7 @@ std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradi
     set.bucket.bytes += gradient.bytes;
     const int64_t cap = set.started_one
                             ? bucket_bytes
-                            : std::min(bucket_bytes, GradientSyncOptions::kFirstBucketBytes);
+                            : std::min(bucket_bytes, kFirstGradientBucketBytes);
     if (set.bucket.bytes < cap) continue;
     set.bucket.ready_ms = gradient.ready_ms;
     closed.push_back(std::move(set.bucket));

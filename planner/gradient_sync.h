@@ -39,12 +39,23 @@
 
 namespace deepool::planner {
 
+// The gradient bucket cap of a job whose spec sets no gradient_bucket_mb: DDP's bucket_cap_mb.
+// The one default: the job spec, the run spec, the executor's options and this cost model (and
+// `deepool plan --gradient-bucket-mb`) all start from it, so the plan charges the buckets the
+// runtime makes.
+inline constexpr double kDefaultGradientBucketMb = 25;
+// Larger caps are refused (job spec, run spec): far past any model's gradients, so a typo.
+inline constexpr double kMaxGradientBucketMb = 4096;
+// The first bucket of a device set in an iteration closes at this size, as DDP's first bucket
+// does, so communication starts early; in the runtime and the cost model alike.
+inline constexpr int64_t kFirstGradientBucketBytes = int64_t{1} << 20;
+// A cap in MiB (fractions allowed) as bytes, the unit the executor and the cost model count in.
+constexpr int64_t GradientBucketBytes(double mb) { return static_cast<int64_t>(mb * (1 << 20)); }
+
 struct GradientSyncOptions {
-  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // DDP's bucket_cap_mb
-  static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;     // DDP's first bucket
   // Bucket cap in bytes (>= 0; 0: one all-reduce per layer), as ExecutorOptions'
   // gradient_bucket_bytes.
-  int64_t bucket_bytes = kDefaultBucketBytes;
+  int64_t bucket_bytes = GradientBucketBytes(kDefaultGradientBucketMb);
   // Start each bucket's all-reduce as soon as it is full, hidden behind the rest of backward.
   // false: every all-reduce runs after backward (nothing hidden), for comparisons.
   bool overlap = true;

@@ -108,8 +108,9 @@ Status ValidateRunSpec(const RunSpec& spec) {
     RETURN_IF_ERROR(planner::CheckPerDeviceBatchNormTraining(spec.plan, *spec.graph)
                         .WithContext("plan with per-device batch norm"));
   }
-  if (!(spec.gradient_bucket_mb >= 0 && spec.gradient_bucket_mb <= 4096)) {
-    return InvalidArgumentError("gradient_bucket_mb must be between 0 and 4096");
+  if (!(spec.gradient_bucket_mb >= 0 && spec.gradient_bucket_mb <= planner::kMaxGradientBucketMb)) {
+    return InvalidArgumentError("gradient_bucket_mb must be between 0 and " +
+                                std::to_string(static_cast<int>(planner::kMaxGradientBucketMb)));
   }
   if (spec.checkpoint_path && spec.checkpoint_path->empty()) {
     return InvalidArgumentError("checkpoint.path is empty");

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "protocol/background_spec.h"
@@ -36,9 +37,9 @@ struct RunSpec {
   DataSpec data;
   std::optional<std::string> checkpoint_path;  // the final state_dict export
   std::optional<PeriodicCheckpoints> checkpoints;
-  // "gradient_bucket_mb": gradient sums are bucketed to this size, as DDP's (25 MiB, its
-  // default); 0: one sum per layer. Fractions allowed.
-  double gradient_bucket_mb = 25;
+  // "gradient_bucket_mb": gradient sums are bucketed to this size, as DDP's (default
+  // planner::kDefaultGradientBucketMb, DDP's too); 0: one sum per layer. Fractions allowed.
+  double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
   // "batch_norm": "synchronized" (true: a layer's statistics summed over its devices, so
   // training equals one device's) or "per_device" (false: each device's own batch, as DDP
   // without SyncBatchNorm).

@@ -94,7 +94,7 @@ class DdpLoop {
     for (int r = 0; r < world; ++r) world_.push_back(r);
     // Buckets over the parameters in reverse order, as DDP assigns them (gradients of the last
     // layers are ready first).
-    int64_t cap = std::min(bucket_bytes, dw::ExecutorOptions::kFirstGradientBucketBytes);
+    int64_t cap = std::min(bucket_bytes, deepool::planner::kFirstGradientBucketBytes);
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       if (buckets_.empty() || buckets_.back().bytes >= cap) {
         if (!buckets_.empty()) cap = bucket_bytes;

@@ -15,6 +15,24 @@ size_t DisplayWidth(const std::string& text) {
   return width;
 }
 
+namespace {
+
+// U+202A..U+202E (embeddings and overrides) and U+2066..U+2069 (isolates): they reorder the text
+// after them, so a job name could make a line read differently from what it is ("Trojan Source").
+// Returns the code point when the UTF-8 sequence at text[i] is one of them, else 0.
+char32_t BidiControlAt(const std::string& text, size_t i) {
+  if (i + 2 >= text.size() || static_cast<unsigned char>(text[i]) != 0xe2) return 0;
+  const auto second = static_cast<unsigned char>(text[i + 1]);
+  const auto third = static_cast<unsigned char>(text[i + 2]);
+  if ((second == 0x80 && third >= 0xaa && third <= 0xae) ||
+      (second == 0x81 && third >= 0xa6 && third <= 0xa9)) {
+    return 0x2000 + ((second & 0x3f) << 6) + (third & 0x3f);
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::string Printable(const std::string& text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -32,6 +50,10 @@ std::string Printable(const std::string& text) {
                static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
       escape(static_cast<unsigned char>(text[++i]));  // U+0080..U+009F, the C1 controls
+    } else if (const char32_t bidi = BidiControlAt(text, i)) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(bidi >> shift) & 15];
+      i += 2;
     } else {
       out += text[i];
     }

@@ -43,9 +43,10 @@ size_t DisplayWidth(const std::string& text);
 // Cuts `text` to at most `width` code points, ending in "…" when it was cut.
 std::string Truncate(const std::string& text, size_t width);
 // Text from the coordinator made safe for a terminal: control characters (C0, DEL, and C1 such
-// as U+009B, a one-character escape sequence) are written as \xNN, so a job name, reason or log
-// line cannot move the cursor, recolour or rewrite what others see. Table cells get this
-// automatically.
+// as U+009B, a one-character escape sequence) are written as \xNN, and the bidirectional
+// overrides and isolates (U+202A..U+202E, U+2066..U+2069) as \uNNNN, so a job name, reason or
+// log line cannot move the cursor, recolour, reorder or rewrite what others see. Table cells get
+// this automatically.
 std::string Printable(const std::string& text);
 
 }  // namespace deepool::cli

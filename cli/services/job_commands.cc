@@ -18,6 +18,7 @@
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "coordinator/job_spec_json.h"
+#include "planner/gradient_sync.h"
 
 namespace deepool::cli {
 namespace {
@@ -28,12 +29,30 @@ struct SubmitFlags {
   ClientOptions client;
   std::string spec;  // file, "-" for stdin, or inline JSON
   std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint, batch_norm;
-  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size;
-  std::optional<int> gpus, priority;
-  std::optional<double> amplification_limit, lr;
+  std::string checkpoint_dir;
+  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every;
+  std::optional<int> gpus, priority, checkpoint_keep;
+  std::optional<double> amplification_limit, lr, checkpoint_every_seconds, gradient_bucket_mb;
   bool foreground = false, background = false, detach = false, requeue = false;
   bool concurrent_branches = false;
 };
+
+// The checkpoint flags set fields of the spec's "checkpoint" object and keep the others a spec
+// file gives (a bare string there is the path, as in docs/formats.md).
+void ApplyCheckpointFlags(const SubmitFlags& f, json* doc) {
+  if (f.checkpoint.empty() && f.checkpoint_dir.empty() && !f.checkpoint_every &&
+      !f.checkpoint_every_seconds && !f.checkpoint_keep) {
+    return;
+  }
+  json& checkpoint = (*doc)["checkpoint"];
+  if (checkpoint.is_string()) checkpoint = json{{"path", checkpoint}};
+  if (!checkpoint.is_object()) checkpoint = json::object();
+  if (!f.checkpoint.empty()) checkpoint["path"] = f.checkpoint;
+  if (!f.checkpoint_dir.empty()) checkpoint["dir"] = f.checkpoint_dir;
+  if (f.checkpoint_every) checkpoint["every_iterations"] = *f.checkpoint_every;
+  if (f.checkpoint_every_seconds) checkpoint["every_seconds"] = *f.checkpoint_every_seconds;
+  if (f.checkpoint_keep) checkpoint["keep"] = *f.checkpoint_keep;
+}
 
 // Reads the spec argument and applies the flags over it. Errors are messages for stderr.
 StatusOr<json> BuildSpec(const SubmitFlags& f) {
@@ -85,7 +104,8 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
     if (!f.data_path.empty()) data["path"] = f.data_path;
   }
   if (!f.profile.empty()) doc["profile"] = f.profile;
-  if (!f.checkpoint.empty()) doc["checkpoint"] = {{"path", f.checkpoint}};
+  if (f.gradient_bucket_mb) doc["gradient_bucket_mb"] = *f.gradient_bucket_mb;
+  ApplyCheckpointFlags(f, &doc);
   if (f.requeue) doc["requeue_on_failure"] = true;
   if (f.concurrent_branches) doc["concurrent_branches"] = true;
   if (!doc.contains("model") && !doc.contains("graph")) {
@@ -346,6 +366,20 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");
+  cmd->add_option("--checkpoint-dir", flags->checkpoint_dir,
+                  "Periodic checkpoints here, on storage every worker sees; a requeued or "
+                  "resized job resumes from the newest whole one");
+  cmd->add_option("--checkpoint-every", flags->checkpoint_every,
+                  "Iterations between checkpoints in --checkpoint-dir (default 0: only at the "
+                  "end)");
+  cmd->add_option("--checkpoint-every-seconds", flags->checkpoint_every_seconds,
+                  "Seconds between checkpoints in --checkpoint-dir (default 0: none by time)");
+  cmd->add_option("--checkpoint-keep", flags->checkpoint_keep,
+                  "Checkpoints kept in --checkpoint-dir (default 2)");
+  std::ostringstream bucket_help;
+  bucket_help << "Gradient bucket cap in MiB, as DDP's bucket_cap_mb (default "
+              << planner::kDefaultGradientBucketMb << ")";
+  cmd->add_option("--gradient-bucket-mb", flags->gradient_bucket_mb, bucket_help.str());
   cmd->add_option("--num-classes", flags->num_classes, "Zoo model option");
   cmd->add_option("--image-size", flags->image_size, "Zoo model option");
   cmd->add_option("--batch-norm", flags->batch_norm,

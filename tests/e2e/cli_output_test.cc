@@ -164,6 +164,12 @@ TEST_CASE("text from the coordinator cannot drive the terminal", "[cli]") {
   CHECK(Printable("csi\xc2\x9b"
                   "31m") == "csi\\x9b31m");  // U+009B, the 8-bit CSI
   CHECK(Printable("caf\xc3\xa9 \xe2\x96\x88") == "caf\xc3\xa9 \xe2\x96\x88");  // UTF-8 stays
+  // Bidirectional overrides and isolates reorder what follows them ("Trojan Source" names).
+  CHECK(Printable("job\xe2\x80\xaegnp.exe") == "job\\u202egnp.exe");             // U+202E RLO
+  CHECK(Printable("\xe2\x80\xaa\xe2\x81\xa6x\xe2\x81\xa9") == "\\u202a\\u2066x\\u2069");  // LRE LRI PDI
+  CHECK(Printable("\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa") ==  // neighbours stay
+        "\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa");
+  CHECK(Printable("cut\xe2\x80") == "cut\xe2\x80");  // a truncated sequence is left as it is
   v1::Job job;
   job.set_job_id("job-1");
   job.mutable_spec()->set_name(

@@ -339,6 +339,17 @@ TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands o
   auto status = RunDeepool("status --coordinator 127.0.0.1:1 2>&1");
   CHECK(status.exit_code == 4);
   CHECK_THAT(status.out, !Catch::Contains("cannot be run"));
+  // --version is answered without it: a copy of deepool alone in a folder still prints it.
+  const std::string alone = std::filesystem::temp_directory_path() /
+                            ("deepool-alone-" + std::to_string(getpid()));
+  std::filesystem::create_directories(alone);
+  std::filesystem::copy_file(bin + "/deepool", alone + "/deepool",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto version = RunShell(alone + "/deepool --version 2>&1");
+  CHECK(version.exit_code == 0);
+  CHECK(version.out == RunShell(bin + "/deepool-full --version").out);
+  CHECK(version.out == "deepool 0.1.0\n");
+  std::filesystem::remove_all(alone);
 }
 
 namespace {

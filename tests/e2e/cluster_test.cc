@@ -448,3 +448,33 @@ TEST_CASE("malformed specs are refused with INVALID_ARGUMENT naming the field", 
   CHECK(out.rfind("no jobs\n\ncluster    FG 0 jobs", 0) == 0);
   CHECK(out.find("0/1 busy (0 FG, 0 BG, 0 shared), 1 idle") != std::string::npos);
 }
+
+TEST_CASE("submit's checkpoint and gradient bucket flags set the spec's fields", "[e2e]") {
+  LocalCluster cluster(OneDevice());
+  const std::string spec_path = cluster.dir() + "/with-path.json";
+  json spec = FgJob("ck", 1);
+  spec["checkpoint"] = cluster.dir() + "/final.pt";  // the string form: the path, kept
+  std::ofstream(spec_path) << spec.dump();
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"submit", spec_path, "--checkpoint-dir", cluster.dir() + "/ck",
+                          "--checkpoint-every", "3", "--checkpoint-keep", "4",
+                          "--checkpoint-every-seconds", "60", "--gradient-bucket-mb", "0.5",
+                          "--detach"},
+                         &out, &err) == 0);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  std::optional<v1::Job> job = cluster.GetJob(out);
+  REQUIRE(job.has_value());
+  CHECK(job->spec().checkpoint_path() == cluster.dir() + "/final.pt");
+  CHECK(job->spec().checkpoint_dir() == cluster.dir() + "/ck");
+  CHECK(job->spec().checkpoint_every_iterations() == 3);
+  CHECK(job->spec().checkpoint_keep() == 4);
+  CHECK(job->spec().checkpoint_every_seconds() == 60);
+  CHECK(job->spec().gradient_bucket_mb() == 0.5);
+  // Without a directory the periodic fields are refused by the coordinator, naming them.
+  out.clear();
+  err.clear();
+  CHECK(cluster.RunCli({"submit", "--model", "small_cnn", "--global-batch", "4", "--iterations",
+                        "2", "--checkpoint-every", "3", "--detach"},
+                       &out, &err) == cli::kExitInvalidInput);
+  CHECK_THAT(err, Catch::Contains("checkpoint"));
+}

@@ -76,7 +76,8 @@ TEST_CASE("gradient sums go in DDP-style buckets and give the same parameters", 
   // A bucket starts once it holds 160 KiB: fc4, fc3 and fc2 (3 x 64.5 KiB), then fc1 at the end.
   const Case small{160 << 10, {3 * layer_values + 1, layer_values}};
   // The default (25 MiB, the first bucket 1 MiB): everything at the end of backward.
-  const Case standard{ExecutorOptions::kDefaultGradientBucketBytes, {4 * layer_values + 1}};
+  const Case standard{planner::GradientBucketBytes(planner::kDefaultGradientBucketMb),
+                      {4 * layer_values + 1}};
 
   auto reference = TrainSingleDevice(graph, 8, 3, Sgd(), 5, 9);
   std::optional<ParamMap> first;

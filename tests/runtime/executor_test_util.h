@@ -243,7 +243,7 @@ using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank
 
 struct RankOptions {
   bool sync_batch_norm = true;  // ExecutorOptions::sync_batch_norm
-  int64_t gradient_bucket_bytes = ExecutorOptions::kDefaultGradientBucketBytes;
+  int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
   // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
   std::optional<DataSpec> data;
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error

@@ -338,6 +338,22 @@ TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field, unknown jobs N
         grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_CASE("a spec whose strings are not UTF-8 is refused and not stored", "[service]") {
+  Cluster c;
+  v1::SubmitJobRequest request;
+  request.mutable_spec()->set_model("tiny");
+  request.mutable_spec()->set_global_batch(2);
+  request.mutable_spec()->set_iterations(1);
+  request.mutable_spec()->set_name("caf\xc3");  // cut short
+  v1::SubmitJobResponse resp;
+  grpc::Status status = c.client->SubmitJob(c.Context().get(), request, &resp);
+  INFO(status.error_code() << ": " << status.error_message());
+  CHECK_FALSE(status.ok());
+  v1::ListJobsResponse jobs;
+  REQUIRE(c.client->ListJobs(c.Context().get(), v1::ListJobsRequest(), &jobs).ok());
+  CHECK(jobs.jobs_size() == 0);
+}
+
 TEST_CASE("an unknown role and a worker of another protocol are refused", "[service]") {
   Cluster c;
   v1::SubmitJobRequest odd_role;

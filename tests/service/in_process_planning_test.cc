@@ -12,6 +12,7 @@
 #include "planner/graph.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
+#include "protocol/run_spec.h"
 #include "tests/service/scheduler_harness.h"
 
 namespace deepool::coordinator::testing {
@@ -182,6 +183,38 @@ TEST_CASE("a job's per-device batch norm is planned for and reaches its ranks' r
   REQUIRE(commands.size() == 1);
   const auto run = nlohmann::json::parse(commands[0].assign().train().run_spec_json());
   CHECK(run["batch_norm"] == "per_device");
+}
+
+TEST_CASE("a job's gradient bucket size is planned for and reaches its ranks' run spec",
+          "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  // VGG-16 on 8 A100s: one bucket as large as all its gradients hides none of their sum behind
+  // backward, so the plan is predicted slower than with DDP's 25 MiB.
+  JobSpec vgg = Fg(8);
+  vgg.model = "vgg16";
+  vgg.global_batch = 64;
+  vgg.profile = "analytical";
+  const ClusterShape a100{"a100", 1, 8, 8};
+  StatusOr<PlannedJob> standard = backend.PlanForeground(vgg, a100, "");
+  vgg.gradient_bucket_mb = 4096;
+  StatusOr<PlannedJob> one_bucket = backend.PlanForeground(vgg, a100, "");
+  REQUIRE(standard.ok());
+  REQUIRE(one_bucket.ok());
+  CHECK(standard->iteration_ms != one_bucket->iteration_ms);
+  // And the dispatched run spec carries the job's size, or the one default.
+  h.AddNode("a", 4);
+  JobSpec spec = Fg(4);
+  spec.model = "small_cnn";
+  spec.gradient_bucket_mb = 0.5;
+  JobRecord job = h.Submit(spec);
+  h.scheduler.Tick();
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  CHECK(nlohmann::json::parse(commands[0].assign().train().run_spec_json())["gradient_bucket_mb"] ==
+        0.5);
+  CHECK(JobSpec().gradient_bucket_mb == planner::kDefaultGradientBucketMb);
+  CHECK(protocol::RunSpec().gradient_bucket_mb == planner::kDefaultGradientBucketMb);
 }
 
 TEST_CASE("a node of H200s plans on its own preset and links", "[scheduler][planner]") {

@@ -94,6 +94,76 @@ TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {
   CHECK(ErrorOf(R"({"global_batch":1,"iterations":1})").rfind("model", 0) == 0);
 }
 
+TEST_CASE("a spec that repeats a key or is not JSON is refused saying where", "[job_spec]") {
+  // The last "gpus" would win silently: 8 devices asked for, 1 planned.
+  CHECK(ErrorOf("{\"model\": \"resnet50\", \"gpus\": 8, \"global_batch\": 32,\n"
+                "  \"iterations\": 10, \"gpus\": 1}") ==
+        "job spec: duplicate key \"gpus\" at line 2, column 21 (keys must be unique within an "
+        "object)");
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"lr":0.1,"lr":0.2})"))
+            .rfind("job spec: duplicate key \"lr\" at line 1, column 91", 0) == 0);
+  CHECK(ErrorOf("{\"model\": \"resnet50\",\n  \"global_batch\": 32\n  \"iterations\": 10}") ==
+        "job spec: not valid JSON at line 3, column 14: syntax error while parsing object - "
+        "unexpected string literal; expected '}'");
+  // The spec that `deepool submit` reads from a file goes through the same reader.
+  StatusOr<v1::JobSpec> message = ParseJobSpecProto(R"({"name":"a","name":"b"})");
+  REQUIRE_FALSE(message.ok());
+  CHECK_THAT(message.status().message(), Catch::StartsWith("job spec: duplicate key \"name\""));
+}
+
+TEST_CASE("strings that are not UTF-8 are refused naming the field", "[job_spec]") {
+  v1::JobSpec spec;
+  spec.set_model("resnet50");
+  spec.set_global_batch(8);
+  spec.set_iterations(1);
+  REQUIRE(JobSpecFromProto(spec).ok());
+  v1::JobSpec bad_name = spec;
+  bad_name.set_name("caf\xc3");  // a sequence cut short
+  StatusOr<JobSpec> refused = JobSpecFromProto(bad_name);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() == "name: is not valid UTF-8");
+  v1::JobSpec bad_optimizer = spec;
+  bad_optimizer.mutable_optimizer()->set_name("sgd\xff");
+  CHECK(JobSpecFromProto(bad_optimizer).status().message() == "optimizer.name: is not valid UTF-8");
+  v1::JobSpec surrogate = spec;
+  surrogate.mutable_data()->set_path("/data/\xed\xa0\x80");  // U+D800, a UTF-16 surrogate
+  CHECK(JobSpecFromProto(surrogate).status().message() == "data.path: is not valid UTF-8");
+  // UTF-8 names pass (to the other rules).
+  v1::JobSpec accented = spec;
+  accented.set_name("r\xc3\xa9seau \xf0\x9f\x9a\x80");
+  CHECK(JobSpecFromProto(accented).ok());
+  // A JSON document built in memory (`deepool submit --name` from argv) is checked as it
+  // becomes the message, before anything is sent.
+  nlohmann::json doc = {{"model", "resnet50"}, {"global_batch", 8}, {"iterations", 1}};
+  doc["name"] = "\xc0\xaf";  // an overlong '/'
+  CHECK(JobSpecProtoFromJson(doc).status().message() == "name: is not valid UTF-8");
+  CHECK(CheckReason("stop\xfe").message() == "reason: is not valid UTF-8");
+  CHECK(CheckRequestId("req\x80").message() == "request_id: is not valid UTF-8");
+}
+
+TEST_CASE("the gradient bucket size is read checked and kept, 25 MiB by default", "[job_spec]") {
+  StatusOr<JobSpec> standard = ParseJobSpecJson(Spec(""));
+  REQUIRE(standard.ok());
+  CHECK(standard->gradient_bucket_mb == 25);
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gradient_bucket_mb":0.5)"));
+  REQUIRE(spec.ok());
+  CHECK(spec->gradient_bucket_mb == 0.5);
+  CHECK(JobSpecFromProto(JobSpecToProto(*spec))->gradient_bucket_mb == 0.5);
+  CHECK(JobSpecFromJson(JobSpecToJson(*spec))->gradient_bucket_mb == 0.5);
+  CHECK(ParseJobSpecProto(Spec(R"(,"gradient_bucket_mb":100)"))->gradient_bucket_mb() == 100);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":0)")) ==
+        "gradient_bucket_mb: must be > 0 and at most 4096 MiB");
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":-1)")).rfind("gradient_bucket_mb", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":5000)")).rfind("gradient_bucket_mb", 0) == 0);
+  CHECK(ErrorOf(Spec(R"(,"gradient_bucket_mb":"big")")) ==
+        "field gradient_bucket_mb must be a number");
+  // A record stored before the field existed reads back with the default.
+  nlohmann::json old = JobSpecToJson(*spec);
+  old.erase("gradient_bucket_mb");
+  CHECK(JobSpecFromJson(old)->gradient_bucket_mb == 25);
+}
+
 TEST_CASE("a binary spec with fields this coordinator does not know is refused", "[job_spec]") {
   v1::JobSpec spec;
   spec.set_model("resnet50");

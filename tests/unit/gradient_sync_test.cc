@@ -87,7 +87,7 @@ TEST_CASE("buckets form per device set in backward order with a 1 MiB first buck
   const std::vector<ReadyGradient> gradients = {{5, 4, 600'000, 1.0}, {4, 2, 300'000, 2.0},
                                                 {3, 4, 600'000, 3.0}, {2, 1, 900'000, 4.0},
                                                 {1, 4, 100'000, 5.0}, {0, 4, 100'000, 6.0}};
-  const auto buckets = FormGradientBuckets(gradients, GradientSyncOptions::kDefaultBucketBytes, 7);
+  const auto buckets = FormGradientBuckets(gradients, GradientBucketBytes(kDefaultGradientBucketMb), 7);
   // 4 devices: 5 and 3 reach 1.2 MB >= 1 MiB at 3.0 ms; 1 and 0 stay under 25 MiB until the end.
   // 2 devices: layer 4 alone, until the end. Flushed by first layer, last layers first.
   REQUIRE(buckets.size() == 3);

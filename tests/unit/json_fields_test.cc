@@ -25,7 +25,47 @@ TEST_CASE("outside JSON is parsed up to 100 levels deep and refused deeper", "[j
   StatusOr<json> quoted = ParseJson(text, "doc");
   REQUIRE(quoted.ok());
   CHECK((*quoted)["a"].get<std::string>().size() == 205);
-  CHECK(ParseJson("{", "doc").status().message() == "doc: not valid JSON");
+  CHECK_THAT(ParseJson("{", "doc").status().message(), Catch::StartsWith("doc: not valid JSON"));
+}
+
+TEST_CASE("malformed JSON is refused naming its line and column", "[json_fields]") {
+  auto error_of = [](const std::string& text) {
+    StatusOr<json> doc = ParseJson(text, "spec");
+    REQUIRE_FALSE(doc.ok());
+    CHECK(doc.status().code() == StatusCode::kInvalidArgument);
+    return doc.status().message();
+  };
+  CHECK(error_of("{\n  \"a\": 1,\n  \"b\" 2\n}") ==
+        "spec: not valid JSON at line 3, column 7: syntax error while parsing object separator - "
+        "unexpected number literal; expected ':'");
+  // The end of the input is the column after the last character.
+  CHECK_THAT(error_of("{\"a\": [1,\n2"), Catch::StartsWith("spec: not valid JSON at line 2, column 2"));
+  // Columns count characters, not bytes: "é" is two bytes, one column.
+  CHECK_THAT(error_of("{\"\xc3\xa9\": x}"),
+             Catch::StartsWith("spec: not valid JSON at line 1, column 7: syntax error"));
+  // What the parser last read is left out of the message: it would echo control characters.
+  CHECK_THAT(error_of("{\"a\": \"\x1b[2J\x01\"}"),
+             Catch::StartsWith("spec: not valid JSON at line 1, column 8: syntax error"));
+  CHECK(error_of("{\"a\": \"\x1b[2J\x01\"}").find('\x1b') == std::string::npos);
+  CHECK_THAT(error_of("[1e400]"), Catch::StartsWith("spec: not valid JSON at line 1, column "));
+}
+
+TEST_CASE("a key repeated in one object is refused, naming the key and where it repeats",
+          "[json_fields]") {
+  StatusOr<json> twice = ParseJson("{\"a\": 1,\n  \"b\": {\"a\": 2, \"c\": 3},\n  \"a\": 4}", "spec");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.status().code() == StatusCode::kInvalidArgument);
+  CHECK(twice.status().message() ==
+        "spec: duplicate key \"a\" at line 3, column 3 (keys must be unique within an object)");
+  // The same key in different objects (nested, or array elements) is fine.
+  CHECK(ParseJson(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"a": {"a": 3}}})", "spec")
+            .ok());
+  // In a nested object, after an escaped quote; the position is the key's opening quote.
+  CHECK(ParseJson(R"({"o": {"x\"y": 1, "x\"y": 2}})", "spec").status().message() ==
+        "spec: duplicate key \"x\\\"y\" at line 1, column 19 (keys must be unique within an object)");
+  // A key that would paint the terminal is written escaped.
+  CHECK(ParseJson(R"({"\u202e\u001b": 1, "\u202e\u001b": 2})", "spec").status().message() ==
+        R"(spec: duplicate key "\u202e\u001b" at line 1, column 21 (keys must be unique within an object))");
 }
 
 TEST_CASE("optional fields keep their default when absent or null", "[json_fields]") {

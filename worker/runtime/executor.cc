@@ -469,7 +469,7 @@ Status Executor::AddToBucket(int id) {
   const int64_t cap =
       started_bucket_groups_.count(state.group)
           ? options_.gradient_bucket_bytes
-          : std::min(options_.gradient_bucket_bytes, ExecutorOptions::kFirstGradientBucketBytes);
+          : std::min(options_.gradient_bucket_bytes, planner::kFirstGradientBucketBytes);
   if (bucket.bytes >= cap) return StartBucketSum(state.group);
   return Status::Ok();
 }

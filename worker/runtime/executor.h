@@ -74,6 +74,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "worker/runtime/communicator.h"
@@ -102,12 +103,10 @@ struct ExecutorOptions {
   // Gradient sums go in buckets, as DistributedDataParallel's do: the gradients of consecutive
   // layers (in backward order) with the same device set share one all-reduce, started once they
   // reach this many bytes (the first bucket of a device set in an iteration once it reaches
-  // kFirstGradientBucketBytes, so that communication starts early) or when backward ends, and
-  // overlapped with the rest of backward; all are waited on before the optimizer step.
-  // 0: one all-reduce per layer.
-  int64_t gradient_bucket_bytes = kDefaultGradientBucketBytes;
-  static constexpr int64_t kDefaultGradientBucketBytes = 25 << 20;  // DDP's bucket_cap_mb
-  static constexpr int64_t kFirstGradientBucketBytes = 1 << 20;     // DDP's first bucket
+  // planner::kFirstGradientBucketBytes, so that communication starts early) or when backward
+  // ends, and overlapped with the rest of backward; all are waited on before the optimizer step.
+  // 0: one all-reduce per layer. The default is the job spec's (planner/gradient_sync.h).
+  int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
   // Where Step marks its spans while a trace window is recorded (`deepool trace`); null: none.
   // Must outlive the executor.
   SpanRecorder* spans = nullptr;

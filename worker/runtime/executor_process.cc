@@ -251,8 +251,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;
-  executor_options.gradient_bucket_bytes =
-      static_cast<int64_t>(spec.gradient_bucket_mb * (1 << 20));
+  executor_options.gradient_bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   executor_options.sync_batch_norm = spec.sync_batch_norm;
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
