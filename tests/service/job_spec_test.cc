@@ -1,6 +1,8 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "coordinator/convert.h"
 #include "coordinator/job.h"
@@ -9,8 +11,20 @@
 namespace deepool::coordinator {
 namespace {
 
+// A minimal spec with `extra` (",\"field\":value,...") added; a field given in `extra` replaces
+// the minimal one, since a key given twice is refused. `extra` is kept as written.
 std::string Spec(const std::string& extra) {
-  return R"({"name":"demo","model":"resnet50","global_batch":32,"iterations":10)" + extra + "}";
+  const nlohmann::json given =
+      extra.empty() ? nlohmann::json::object() : nlohmann::json::parse("{" + extra.substr(1) + "}");
+  std::string text = "{";
+  for (const auto& [key, value] : {std::pair<const char*, const char*>{"name", "\"demo\""},
+                                   {"model", "\"resnet50\""},
+                                   {"global_batch", "32"},
+                                   {"iterations", "10"}}) {
+    if (given.contains(key)) continue;
+    text += std::string(text.size() > 1 ? "," : "") + "\"" + key + "\":" + value;
+  }
+  return text + (text.size() > 1 ? extra : extra.substr(extra.empty() ? 0 : 1)) + "}";
 }
 
 std::string ErrorOf(const std::string& text) {
