@@ -90,6 +90,10 @@ TEST_CASE("with per-user roots, a task of alice's that points into bob's folder 
   CHECK(train_refused.code() == StatusCode::kPermissionDenied);
   CHECK_THAT(train_refused.message(), Catch::Contains("checkpoint.dir"));
   CHECK_FALSE(fs::exists(base / "work" / "tasks" / train.task_id));
+  // Her own folder passes the check (the missing executor is another matter).
+  train.task_id = "j1.a2.n1";
+  train.run_spec_json = own;
+  CHECK(supervisor.StartTrain(train).code() != StatusCode::kPermissionDenied);
 
   // A BG job hosted in another job's executor is checked as its own owner's.
   HostedBackgroundTask hosted;
