@@ -208,7 +208,7 @@ class SQLiteJobStore final : public JobStore {
         return DataLossError(lost + ". Start with --accept-data-loss to go on without them, or "
                                     "put back the files that were lost");
       }
-      DP_LOG_ERROR("job store: {}. Starting from the database as it is (--accept-data-loss); "
+      DP_LOG_ERROR("{}. Starting from the database as it is (--accept-data-loss); "
                    "its marker is reset to it",
                    lost);
     }
@@ -430,7 +430,9 @@ class SQLiteJobStore final : public JobStore {
         "the job store " + path_ + " is behind its last acknowledged commit (commit " +
         std::to_string(acknowledged.commit) + ", found " + std::to_string(mark_.commit) +
         "): its write-ahead log " + wal +
-        (wal_existed ? " is damaged or truncated" : " is missing") + "; " +
+        (wal_existed ? " is damaged or truncated"
+                     : " is missing (or an older copy of the database was put back)") +
+        "; " +
         std::to_string(acknowledged.commit - mark_.commit) + " acknowledged write(s) are lost";
     if (acknowledged.job_seq > mark_.job_seq) {
       message += ", among them the submission of every job " +
