@@ -115,6 +115,7 @@ class FakeNodeService final : public v1::NodeService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     if (refuse_exits_ > 0) {
       refuse_exits_--;
+      refused_exits_++;
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
     }
     exits_.push_back(*request);
@@ -167,6 +168,7 @@ class FakeNodeService final : public v1::NodeService::Service {
   std::vector<v1::ReportProgressRequest> progress_;
   std::vector<v1::ReportTaskExitRequest> exits_;
   int heartbeats_ = 0;
+  int refused_exits_ = 0;
   int64_t node_timeout_ms_ = 0;  // sent at registration; set before the daemon starts
 
  private:
@@ -415,6 +417,24 @@ TEST_CASE("when the coordinator forgets the node, the daemon registers again wit
   CHECK(again.running_tasks(0).job_id() == "job-t5");
   CHECK(again.running_tasks(0).ranks_size() == 2);
   CHECK(f.daemon->supervisor().IsRunning("t5"));  // the executors were left alone
+}
+
+TEST_CASE("a task that ended while its exit could not be reported is listed when the node registers",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.RefuseExits(1000);  // the coordinator is away (restarting) when the task ends
+  f.service.Push(Fixture::Train("t12", "ok", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  // Ended, and its exit tried (and refused).
+  REQUIRE(PollUntil([&] { return f.service.With([](auto& s) { return s.refused_exits_ > 0; }); }));
+  f.service.Forget();  // back, it no longer knows the node: the worker registers again
+  REQUIRE(PollUntil([&] { return f.daemon->registrations() >= 2; }));
+  auto again = f.service.With([](FakeNodeService& s) { return s.registrations_.back(); });
+  REQUIRE(again.running_tasks_size() == 1);  // not running, but not lost: its exit follows
+  CHECK(again.running_tasks(0).task_id() == "t12");
+  CHECK(again.running_tasks(0).ranks_size() == 0);
+  f.service.RefuseExits(0);
+  REQUIRE(PollUntil([&] { return f.ExitOf("t12").has_value(); }));
+  CHECK(f.ExitOf("t12")->outcome() == v1::TASK_OUTCOME_SUCCEEDED);
 }
 
 TEST_CASE("task exits are retried until the coordinator takes them", "[worker][daemon]") {

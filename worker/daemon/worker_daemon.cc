@@ -179,6 +179,16 @@ bool WorkerDaemon::Register() {
     device->set_memory_bytes(d.memory_bytes);
   }
   for (auto& task : RunningTaskProtos()) *request.add_running_tasks() = std::move(task);
+  // A task that ended while the coordinator was away is still this node's until its exit is
+  // taken (which needs a registration first): listed, it is not counted lost.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const PendingExit& exit : exits_) {
+      v1::RunningTask ended;
+      ended.set_task_id(exit.request.task_id());
+      *request.add_running_tasks() = std::move(ended);
+    }
+  }
   v1::RegisterNodeResponse response;
   auto context = NewContext();
   grpc::Status status = stub_->RegisterNode(context.get(), request, &response);
