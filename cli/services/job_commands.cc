@@ -138,6 +138,7 @@ int RunSubmit(const SubmitFlags& f) {
   v1::SubmitJobResponse response;
   const SubmitCall call = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* resp) {
     auto context = UnaryContext();
+    context->set_wait_for_ready(true);  // a reconnecting channel connects during the try
     return stub->SubmitJob(context.get(), req, resp);
   };
   grpc::Status status = SubmitWithRetry(call, request, &response, SubmitRetry{}, std::cerr);

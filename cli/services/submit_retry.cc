@@ -1,5 +1,6 @@
 #include "cli/services/submit_retry.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -20,14 +21,17 @@ std::string NewRequestId() {
 grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest request,
                              v1::SubmitJobResponse* response, const SubmitRetry& retry,
                              std::ostream& notes) {
+  using Clock = std::chrono::steady_clock;
+  const auto now = [&retry] { return retry.now ? retry.now() : Clock::now(); };
   if (request.request_id().empty()) request.set_request_id(NewRequestId());
+  const Clock::time_point give_up = now() + retry.budget;
   std::chrono::milliseconds pause = retry.first_pause;
   grpc::Status status;
-  for (int attempt = 1;; ++attempt) {
+  while (true) {
     status = call(request, response);
     const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (status.ok() || !transient || attempt >= retry.attempts) return status;
+    if (status.ok() || !transient || now() + pause > give_up) return status;
     notes << "deepool: submit: " << status.error_message() << "; trying again in "
           << pause.count() << " ms (request " << request.request_id()
           << ": a job already stored is not submitted twice)\n";
@@ -36,7 +40,7 @@ grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest reques
     } else {
       std::this_thread::sleep_for(pause);
     }
-    pause *= 2;
+    pause = std::min(pause * 2, retry.max_pause);
   }
 }
 

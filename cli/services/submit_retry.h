@@ -1,7 +1,8 @@
 // Submitting so that a lost answer costs no duplicate job. Every try carries the same request_id
 // (the coordinator's idempotency key, SubmitJobRequest.request_id), and a try that failed with
 // UNAVAILABLE or DEADLINE_EXCEEDED (the coordinator unreachable or restarting, or its answer
-// lost on the way) is repeated after a growing pause: if the first try was stored, the retry
+// lost on the way) is repeated after a growing pause until the budget is spent, so a submission
+// outlives a coordinator restart shorter than the budget: if the first try was stored, the retry
 // returns that job. Used from the main thread only.
 #pragma once
 
@@ -17,9 +18,12 @@
 namespace deepool::cli {
 
 struct SubmitRetry {
-  int attempts = 4;                            // tries in all
-  std::chrono::milliseconds first_pause{250};  // doubled after every try
-  std::function<void(std::chrono::milliseconds)> sleep;  // empty: the real sleep
+  // No try starts once this long has passed since the first began (the last may run past it).
+  std::chrono::milliseconds budget{30'000};
+  std::chrono::milliseconds first_pause{250};  // doubled after every try, up to max_pause
+  std::chrono::milliseconds max_pause{2'000};
+  std::function<void(std::chrono::milliseconds)> sleep;        // empty: the real sleep
+  std::function<std::chrono::steady_clock::time_point()> now;  // empty: the steady clock
 };
 
 using SubmitCall =
@@ -29,8 +33,9 @@ using SubmitCall =
 std::string NewRequestId();
 
 // Sets a request_id when the request has none, then calls until a try succeeds, fails with
-// another code, or the attempts are spent; returns the last status. A line on `notes` says each
-// retry.
+// another code, or the budget is spent; returns the last status. A line on `notes` says each
+// retry. A caller's try should wait for the connection (wait_for_ready, with its own deadline):
+// a channel that is reconnecting then finishes its handshake during the try.
 grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest request,
                              v1::SubmitJobResponse* response, const SubmitRetry& retry,
                              std::ostream& notes);

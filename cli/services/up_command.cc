@@ -158,6 +158,7 @@ StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann:
   v1::SubmitJobResponse response;
   const SubmitCall call = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* resp) {
     auto context = UnaryContext();
+    context->set_wait_for_ready(true);  // a reconnecting channel connects during the try
     return stub.SubmitJob(context.get(), req, resp);
   };
   grpc::Status status = SubmitWithRetry(call, request, &response, SubmitRetry{}, std::cerr);

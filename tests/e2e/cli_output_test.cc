@@ -70,7 +70,12 @@ TEST_CASE("a submission whose answer was lost is retried with the same request i
   std::vector<std::string> ids_seen;
   std::vector<std::chrono::milliseconds> pauses;
   SubmitRetry retry;
-  retry.sleep = [&](std::chrono::milliseconds pause) { pauses.push_back(pause); };
+  auto fake_now = std::chrono::steady_clock::time_point();
+  retry.now = [&] { return fake_now; };
+  retry.sleep = [&](std::chrono::milliseconds pause) {
+    pauses.push_back(pause);
+    fake_now += pause;
+  };
   std::ostringstream notes;
   v1::SubmitJobResponse response;
   SECTION("stored, answer lost, retried: one job") {
@@ -89,7 +94,7 @@ TEST_CASE("a submission whose answer was lost is retried with the same request i
     CHECK(pauses == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(250)});
     CHECK_THAT(notes.str(), Catch::Contains("trying again in 250 ms"));
   }
-  SECTION("a refused spec is not retried; an unreachable coordinator is, a few times") {
+  SECTION("a refused spec is not retried; an unreachable coordinator is, for the budget") {
     const SubmitCall refused = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse*) {
       ids_seen.push_back(req.request_id());
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "gpus: must be in [1, 4096]");
@@ -102,8 +107,13 @@ TEST_CASE("a submission whose answer was lost is retried with the same request i
     };
     CHECK(SubmitWithRetry(down, v1::SubmitJobRequest(), &response, retry, notes).error_code() ==
           grpc::StatusCode::UNAVAILABLE);
-    CHECK(pauses.size() == 3);  // 4 tries
-    CHECK(pauses.back() == std::chrono::milliseconds(1000));
+    // 250, 500, 1000, then 2000 ms pauses for as long as the 30 s budget allows.
+    std::chrono::milliseconds waited{0};
+    for (auto pause : pauses) waited += pause;
+    CHECK(waited <= retry.budget);
+    CHECK(waited > retry.budget - retry.max_pause);
+    CHECK(pauses.at(2) == std::chrono::milliseconds(1000));
+    CHECK(pauses.back() == std::chrono::milliseconds(2000));
   }
   CHECK(NewRequestId() != NewRequestId());
 }

@@ -329,10 +329,23 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
   });
 
   cluster.KillCoordinator();
+  // A user submits while the coordinator is down: `deepool submit` keeps trying.
+  const std::string submit_log = cluster.dir() + "/submit-during-restart.log";
+  auto submit =
+      cluster.StartCli({"submit", "--model", "mlp", "--gpus", "1", "--global-batch", "8",
+                        "--iterations", "2", "--bg", "--profile", "analytical", "--detach"},
+                       submit_log);
   // An outage as a supervisor's restart makes (the scenario, not a wait for a condition).
   std::this_thread::sleep_for(1300ms);
   cluster.RestartCoordinator();
   const auto restarted = std::chrono::steady_clock::now();
+  std::optional<ProcessExit> submitted = submit->Wait(60s);
+  REQUIRE(submitted.has_value());
+  {
+    std::ifstream log(submit_log);
+    INFO("deepool submit: " << std::string(std::istreambuf_iterator<char>(log), {}));
+    CHECK(submitted->ok());
+  }
 
   // Everything it knew is back right away.
   auto after_restart = cluster.GetJob(fg);

@@ -389,13 +389,12 @@ class LocalCluster {
     return true;
   }
 
-  // Runs the deepool CLI against this cluster; returns its exit code, output in *out / *err.
-  // env: the CLI's extra environment; by default, on a secure cluster, the admin's credentials.
-  int RunCli(std::vector<std::string> args, std::string* out, std::string* err,
-             const std::vector<std::string>* env = nullptr) {
+  // The deepool CLI run against this cluster: `args` with --coordinator added, and `env` (by
+  // default, on a secure cluster, the admin's credentials).
+  ProcessSpec CliSpec(std::vector<std::string> args,
+                      const std::vector<std::string>* env = nullptr) const {
     args.push_back("--coordinator");
     args.push_back(address_);
-    std::mutex mu;
     ProcessSpec spec;
     spec.executable = BinDir() + "/deepool";
     spec.args = args;
@@ -406,6 +405,25 @@ class LocalCluster {
                         "DEEPOOL_TLS_KEY=" + admin_.tls.key,
                         "DEEPOOL_TOKEN_FILE=" + security_dir() + "/admin.token"};
     }
+    return spec;
+  }
+
+  // Starts the CLI (CliSpec) in the background, its output appended to `log_path`.
+  std::unique_ptr<ChildProcess> StartCli(std::vector<std::string> args,
+                                         const std::string& log_path) const {
+    ProcessSpec spec = CliSpec(std::move(args));
+    spec.stdout_to = ProcessOutput::AppendTo(log_path);
+    spec.stderr_to = ProcessOutput::AppendTo(log_path);
+    auto child = ChildProcess::Start(spec);
+    REQUIRE(child.ok());
+    return std::move(child).value();
+  }
+
+  // Runs the CLI (CliSpec); returns its exit code, output in *out / *err.
+  int RunCli(std::vector<std::string> args, std::string* out, std::string* err,
+             const std::vector<std::string>* env = nullptr) {
+    std::mutex mu;
+    ProcessSpec spec = CliSpec(std::move(args), env);
     ChildCallbacks callbacks;
     callbacks.on_stdout_line = [&](const std::string& l) {
       std::lock_guard<std::mutex> lock(mu);
