@@ -35,11 +35,16 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenCoordinatorChannel(
 
 std::string ChannelStateName(grpc_connectivity_state state) {
   switch (state) {
-    case GRPC_CHANNEL_IDLE: return "idle";
-    case GRPC_CHANNEL_CONNECTING: return "connecting";
-    case GRPC_CHANNEL_READY: return "connected";
-    case GRPC_CHANNEL_TRANSIENT_FAILURE: return "cannot connect (retrying)";
-    case GRPC_CHANNEL_SHUTDOWN: return "shut down";
+    case GRPC_CHANNEL_IDLE:
+      return "idle";
+    case GRPC_CHANNEL_CONNECTING:
+      return "connecting";
+    case GRPC_CHANNEL_READY:
+      return "connected";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "cannot connect (retrying)";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "shut down";
   }
   return "unknown";
 }
