@@ -70,8 +70,10 @@ TEST_CASE("requests are answered by path and method, malformed ones are refused"
         "Connection: close\r\n\r\n");
 }
 
-TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics]") {
-  int scrapes = 0;
+namespace {
+
+// An endpoint whose /metrics answers how many scrapes it has served.
+std::unique_ptr<HttpEndpoint> StartCounting(int& scrapes) {
   auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
                                       {{"/metrics",
                                         [&scrapes] {
@@ -81,7 +83,15 @@ TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics
                                         }}},
                                       "dp-test-http");
   REQUIRE(endpoint.ok());
-  const std::string address = (*endpoint)->address();
+  return *std::move(endpoint);
+}
+
+}  // namespace
+
+TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics]") {
+  int scrapes = 0;
+  auto endpoint = StartCounting(scrapes);
+  const std::string address = endpoint->address();
   const std::string first = testing::HttpGet(address, "/metrics");
   CHECK(first.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(testing::HttpBody(first) == "scrapes 1\n");
@@ -93,8 +103,8 @@ TEST_CASE("the endpoint serves over TCP and survives hostile clients", "[metrics
             .rfind("HTTP/1.1 431", 0) == 0);
   CHECK(testing::RawHttp(address, std::string("\0\xff\r\n\r\n", 6)).rfind("HTTP/1.1 400", 0) == 0);
   CHECK(testing::HttpBody(testing::HttpGet(address, "/metrics")) == "scrapes 2\n");
-  (*endpoint)->Stop();
-  (*endpoint)->Stop();  // idempotent
+  endpoint->Stop();
+  endpoint->Stop();  // idempotent
   CHECK(testing::HttpGet(address, "/metrics").empty());
   CHECK(HttpEndpoint::Start("127.0.0.1:99999", {}, "dp-test-http").status().code() ==
         StatusCode::kInvalidArgument);
@@ -155,18 +165,6 @@ int ConnectIdle(const std::string& host_port) {
   return fd;
 }
 
-std::unique_ptr<HttpEndpoint> StartCounting(int& scrapes) {
-  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
-                                      {{"/metrics",
-                                        [&scrapes] {
-                                          HttpResponse r;
-                                          r.body = "scrapes " + std::to_string(++scrapes) + "\n";
-                                          return r;
-                                        }}},
-                                      "dp-test-http");
-  REQUIRE(endpoint.ok());
-  return *std::move(endpoint);
-}
 
 }  // namespace
 
