@@ -119,7 +119,10 @@ TEST_CASE("deepool trace records every rank's layers of a running job as its pla
     out.clear();
     REQUIRE(cluster.RunCli({"trace", job, "-o", trace_path, "--iterations", "100"}, &out, &err) ==
             0);
-    for (const json& event : json::parse(ReadFile(trace_path)).at("traceEvents")) {
+    // Named: a range-for over a member of a temporary document reads freed memory (before
+    // C++23 only the outermost temporary lives on), which once crashed this test.
+    const json window = json::parse(ReadFile(trace_path));
+    for (const json& event : window.at("traceEvents")) {
       if (event.at("ph") == "M" && event.at("name") == "thread_name") {
         track_names[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
       }
