@@ -171,6 +171,13 @@ std::optional<Task> Dispatcher::Find(const std::string& task_id) const {
   return it->second;
 }
 
+std::optional<std::string> Dispatcher::NodeOf(const std::string& task_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second.node_id;
+}
+
 std::optional<Task> Dispatcher::OnProgress(const std::string& task_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(task_id);

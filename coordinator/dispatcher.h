@@ -100,6 +100,8 @@ class Dispatcher {
                                            const JobWanted& wanted);
   // The task as it is now; nullopt for an unknown (or forgotten) task.
   std::optional<Task> Find(const std::string& task_id) const;
+  // The node the task was sent to, without copying the task (a progress report's check).
+  std::optional<std::string> NodeOf(const std::string& task_id) const;
   // A progress report: the task is confirmed. Nullopt for an unknown task.
   std::optional<Task> OnProgress(const std::string& task_id);
   // Rank 0's worker reported the job's c10d store: the attempt's waiting tasks go out.

@@ -61,9 +61,10 @@ void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, Job
 
 // A report speaks for one task; only the node the task was sent to may make it. The service has
 // already checked that the caller's certificate is that node's, so this closes the rest.
-Status CheckReportingNode(const std::optional<Task>& task, const std::string& node_id) {
-  if (!task || task->node_id == node_id) return Status::Ok();
-  return PermissionDeniedError("task " + task->id + " runs on " + task->node_id + ", not on " +
+Status CheckReportingNode(const std::string& task_id, const std::optional<std::string>& task_node,
+                          const std::string& node_id) {
+  if (!task_node || *task_node == node_id) return Status::Ok();
+  return PermissionDeniedError("task " + task_id + " runs on " + *task_node + ", not on " +
                                node_id + ": a node reports only its own tasks");
 }
 
@@ -399,7 +400,8 @@ StatusOr<std::vector<v1::TaskCommand>> Scheduler::Heartbeat(
 }
 
 StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report) {
-  RETURN_IF_ERROR(CheckReportingNode(dispatcher_.Find(report.task_id()), report.node_id()));
+  RETURN_IF_ERROR(
+      CheckReportingNode(report.task_id(), dispatcher_.NodeOf(report.task_id()), report.node_id()));
   const std::optional<Task> task = dispatcher_.OnProgress(report.task_id());
   if (!task) return true;
   StatusOr<JobRecord> job = jobs_->Get(task->job_id);
@@ -474,7 +476,7 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
   std::optional<Task> known = dispatcher_.Find(report.task_id());
   // Unknown, long forgotten, or a repeated report: nothing to do.
   if (!known || known->phase == TaskPhase::kEnded) return Status::Ok();
-  RETURN_IF_ERROR(CheckReportingNode(known, report.node_id()));
+  RETURN_IF_ERROR(CheckReportingNode(known->id, known->node_id, report.node_id()));
   if (known->stray) {  // no job of this coordinator's wants it: only its devices wait for it
     std::lock_guard<std::mutex> lock(mu_);
     dispatcher_.OnExit(report.task_id(), report.outcome(), report.checkpoint());
