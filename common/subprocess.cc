@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -133,6 +134,7 @@ struct ChildSetup {
   const char* working_dir = nullptr;
   int nice = 0;
   bool own_group = true;
+  pid_t end_with_parent = 0;  // the parent's pid, when the child dies with it
   int stdin_fd = -1;
   int stdout_fd = -1;  // -1: inherit
   int stderr_fd = -1;
@@ -141,6 +143,11 @@ struct ChildSetup {
 
 [[noreturn]] void RunChild(const ChildSetup& setup) {
   if (setup.own_group) setpgid(0, 0);
+  if (setup.end_with_parent != 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl took effect: then nobody would send the signal.
+    if (getppid() != setup.end_with_parent) _exit(127);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -233,6 +240,7 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ProcessSpec& s
   setup.working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   setup.nice = spec.nice;
   setup.own_group = spec.own_process_group;
+  setup.end_with_parent = spec.end_with_parent ? getpid() : 0;
   setup.stdin_fd = in.read.get();
   setup.stdout_fd = out.child.get();
   setup.stderr_fd = err.child.get();

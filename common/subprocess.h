@@ -56,6 +56,10 @@ struct ProcessSpec {
   // the terminal reaches only us. Off for a tool run in the foreground (deepool profile), which
   // should see the terminal's signals itself.
   bool own_process_group = true;
+  // SIGKILL the child when this process ends (PR_SET_PDEATHSIG), so a crashed or killed test
+  // harness leaves no daemons behind. Start such children from a thread that lives as long as
+  // they should (the main thread): the kernel sends the signal when the starting thread ends.
+  bool end_with_parent = false;
 };
 
 struct ProcessExit {

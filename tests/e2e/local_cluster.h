@@ -62,6 +62,7 @@ class TestProcess {
     ProcessSpec spec;
     spec.executable = binary;
     spec.args = std::move(args);
+    spec.end_with_parent = true;  // a crashed test leaves no cluster running
     if (!enter.empty()) {  // e.g. `ip netns exec NS binary args...`: it execs, the pid stays
       spec.args.insert(spec.args.begin(), binary);
       spec.args.insert(spec.args.begin(), enter.begin() + 1, enter.end());

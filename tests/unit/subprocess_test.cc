@@ -2,6 +2,7 @@
 #include "common/subprocess.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -229,5 +230,44 @@ TEST_CASE("LogTail keeps only the last lines", "[subprocess]") {
   CHECK(tail.Lines() == std::vector<std::string>{"b", "c"});
 }
 
+// A test harness that crashes must leave no daemons behind: a process that started children
+// with end_with_parent is killed, and so are they.
+TEST_CASE("end_with_parent kills the children of a process that is killed", "[subprocess]") {
+  auto grandchild_of_killed_parent = [](bool end_with_parent) {
+    int pids[2];
+    REQUIRE(pipe(pids) == 0);
+    const pid_t parent = fork();
+    REQUIRE(parent >= 0);
+    if (parent == 0) {  // the stand-in harness: starts a child, says its pid, waits to be killed
+      ProcessSpec spec = Shell("exec sleep 60");
+      spec.end_with_parent = end_with_parent;
+      auto child = ChildProcess::Start(spec);
+      const pid_t child_pid = child.ok() ? (*child)->pid() : -1;
+      if (write(pids[1], &child_pid, sizeof(child_pid)) != sizeof(child_pid)) _exit(2);
+      pause();
+      _exit(0);
+    }
+    close(pids[1]);
+    pid_t child = -1;
+    REQUIRE(read(pids[0], &child, sizeof(child)) == sizeof(child));
+    close(pids[0]);
+    REQUIRE(child > 0);
+    kill(parent, SIGKILL);
+    waitpid(parent, nullptr, 0);
+    return child;
+  };
+  auto gone_within = [](pid_t pid, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ReadProcessRunState(pid) == ProcessRunState::kGone) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  CHECK(gone_within(grandchild_of_killed_parent(true), 30s));
+  const pid_t orphan = grandchild_of_killed_parent(false);
+  CHECK_FALSE(gone_within(orphan, 300ms));
+  kill(orphan, SIGKILL);
+}
 }  // namespace
 }  // namespace deepool
