@@ -1,11 +1,11 @@
 // Scheduler: worker reports, cancellation, lost nodes, and recovery after a restart.
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "common/logging.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/scheduler.h"
+#include "protocol/executor_events.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -24,20 +24,12 @@ bool RunsOn(const JobRecord& job, const std::string& node_id) {
                      [&](const RankPlacement& p) { return p.node_id == node_id; });
 }
 
-// What a rank reports when another rank of its job died first: its connections closed, or its
-// collectives and store waits timed out (Gloo, NCCL and c10d store wording; the communicator
-// turns these into UNAVAILABLE and DEADLINE_EXCEEDED).
-bool LooksLikePeerFailure(const std::string& reason) {
-  std::string text = reason;
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* marker :
-       {"connection closed", "connection reset", "connection refused", "closed by peer",
-        "broken pipe", "timed out", "timeout", "remote process", "communicator was aborted",
-        "ncclremoteerror", "deadline_exceeded", "unavailable"}) {
-    if (text.find(marker) != std::string::npos) return true;
-  }
-  return false;
+// Whether a failed task's rank only lost its peers or connections (its status code says so),
+// which may be the echo of another rank's failure reported later.
+bool ReportsPeerFailure(const v1::ReportTaskExitRequest& report) {
+  const int32_t code = report.error_code();
+  if (code <= 0 || code > static_cast<int32_t>(StatusCode::kUnauthenticated)) return false;
+  return protocol::IsPeerFailureCode(static_cast<StatusCode>(code));
 }
 
 // The first iterations of an attempt after an earlier one: where it resumed (its first
@@ -547,7 +539,8 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     RequeueHostEndedLocked(*job, report.error(), writes);
     return;
   }
-  OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)}, writes);
+  OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)},
+                       ReportsPeerFailure(report), writes);
 }
 
 // Its FG executor ended first: the BG job is placed again, from iteration 0 or, with periodic
@@ -610,13 +603,13 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
   writes->push_back(std::move(write));
 }
 
-void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, Writes* writes) {
+void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, bool echo,
+                                     Writes* writes) {
   auto pending = pending_failures_.find(job.id);
   if (pending != pending_failures_.end() && pending->second.attempt != job.attempt) {
     pending_failures_.erase(pending);
     pending = pending_failures_.end();
   }
-  const bool echo = LooksLikePeerFailure(cause.message);
   if (echo && !dispatcher_.NoneLive(job.task_ids)) {
     // Another rank may have failed first: wait for its report (or the window) before failing.
     if (pending == pending_failures_.end()) {

@@ -64,7 +64,8 @@ json ToJson(const DoneEvent& e) {
 }
 
 json ToJson(const ErrorEvent& e) {
-  return {{"event", "error"}, {"rank", e.rank}, {"message", e.message}};
+  return {{"event", "error"}, {"rank", e.rank}, {"code", StatusCodeName(e.code)},
+          {"message", e.message}};
 }
 
 json ToJson(const BackgroundEvent& e) {
@@ -142,6 +143,9 @@ StatusOr<ExecutorEvent> ParseError(const json& doc) {
   ErrorEvent e;
   ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
   ASSIGN_OR_RETURN(e.message, ReadRequiredField<std::string>(doc, "message", ""));
+  std::string code;
+  RETURN_IF_ERROR(ReadOptionalField(doc, "code", "", &code));
+  if (!code.empty()) e.code = StatusCodeFromName(code).value_or(StatusCode::kUnknown);
   return ExecutorEvent(std::move(e));
 }
 
@@ -223,6 +227,23 @@ StatusOr<ExecutorEvent> ParseKind(const std::string& kind, const json& doc) {
 }
 
 }  // namespace
+
+ErrorEvent ErrorEvent::FromStatus(int rank, const Status& status) {
+  ErrorEvent e;
+  e.rank = rank;
+  e.code = status.code();
+  std::string text = status.ToString();
+  const size_t newline = text.find('\n');
+  const bool cut = newline != std::string::npos || text.size() > kMaxMessageBytes;
+  text = text.substr(0, std::min(newline, kMaxMessageBytes));
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  e.message = cut ? text + " (more in the rank's log)" : text;
+  return e;
+}
+
+bool IsPeerFailureCode(StatusCode code) {
+  return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
+}
 
 const char* BackgroundEndName(BackgroundEnd end) {
   switch (end) {

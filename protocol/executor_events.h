@@ -8,7 +8,10 @@
 //   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null[,"checkpoint_ms":t]
 //    [,"stopped":true]}   (stopped: ended after the periodic checkpoint of iteration K, as a
 //                          "stop_at_checkpoint" command asked; K < the run's iterations)
-//   {"event":"error","rank":R,"message":"..."}
+//   {"event":"error","rank":R,"code":"UNAVAILABLE","message":"..."}
+//   (code: the failure's status code, common/status.h's names; UNAVAILABLE and DEADLINE_EXCEEDED
+//    mean the rank lost its peers or connections. message: one line; the whole text, a libtorch
+//    stack trace for example, goes to the rank's log instead. Without "code": UNKNOWN.)
 // and, from an FG rank hosting a BG job attached by command (executor_commands.h):
 //   {"event":"background","job_id":J,"iterations":K,"samples_per_s":S,"loss":L|null}
 //   {"event":"background_done","job_id":J,"status":"ok"|"error"|"detached"|"host_ended",
@@ -71,8 +74,19 @@ struct DoneEvent {
 
 struct ErrorEvent {
   int rank = 0;
-  std::string message;
+  std::string message;  // one line
+  StatusCode code = StatusCode::kUnknown;
+
+  // The event for a failed status: its code, and its text cut to the first line (at most
+  // kMaxMessageBytes), saying that the rest is in the rank's log when something was cut.
+  static ErrorEvent FromStatus(int rank, const Status& status);
+  static constexpr size_t kMaxMessageBytes = 400;
 };
+
+// Whether a rank failing with `code` may only be echoing another rank's failure: its
+// connections closed or its collectives timed out (the communicators' UNAVAILABLE and
+// DEADLINE_EXCEEDED).
+bool IsPeerFailureCode(StatusCode code);
 
 // A hosted BG job's progress so far.
 struct BackgroundEvent {

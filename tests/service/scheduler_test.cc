@@ -169,18 +169,19 @@ TEST_CASE("a job fails with the first cause, not with another rank's closed conn
   REQUIRE(h.scheduler.ReportProgress(ready).ok());
   const std::string task_b = h.Commands("node-b").at(0).assign().task_id();
   auto fail = [&](const std::string& node, const std::string& task, int rank,
-                  const std::string& error) {
+                  const std::string& error, StatusCode code = StatusCode::kUnknown) {
     v1::ReportTaskExitRequest exit;
     exit.set_node_id(node);
     exit.set_task_id(task);
     exit.set_outcome(v1::TASK_OUTCOME_FAILED);
     exit.set_error(error);
+    exit.set_error_code(static_cast<int32_t>(code));
     exit.add_ranks()->set_rank(rank);
     REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
   };
   const std::string echo =
       "rank 0: exit code 1: UNAVAILABLE: all-reduce: Connection closed by peer [10.0.0.b]:4411";
-  fail("node-a", task_a, 0, echo);
+  fail("node-a", task_a, 0, echo, StatusCode::kUnavailable);
   CHECK(h.Get(job.id).state == JobState::kRunning);  // waiting for the first cause
 
   SECTION("the killed rank's report arrives next: it is the reason") {
@@ -205,11 +206,31 @@ TEST_CASE("a job fails with the first cause, not with another rank's closed conn
     CHECK(h.Commands("node-b").at(0).cancel().task_id() == task_b);
   }
   SECTION("the other task ends with an echo too: the first report stands, at once") {
-    fail("node-b", task_b, 2, "rank 2: exit code 1: DEADLINE_EXCEEDED: recv timed out");
+    fail("node-b", task_b, 2, "rank 2: exit code 1: DEADLINE_EXCEEDED: recv timed out",
+         StatusCode::kDeadlineExceeded);
     JobRecord failed = h.Get(job.id);
     CHECK(failed.state == JobState::kFailed);
     CHECK_THAT(failed.reason, Catch::Contains("Connection closed by peer"));
   }
+}
+
+// The code, not the wording, tells an echo: a failure of the rank's own whose text happens to
+// mention a closed connection fails the job at once.
+TEST_CASE("a failure is an echo by its status code, not by its text", "[scheduler]") {
+  Harness h;
+  JobRecord job = DispatchOnTwoNodes(h);
+  const std::string task_a = h.Commands("node-a").at(0).assign().task_id();
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(task_a);
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.set_error("rank 0: exit code 1: INVALID_ARGUMENT: no file /data/connection closed.bin");
+  exit.set_error_code(static_cast<int32_t>(StatusCode::kInvalidArgument));
+  exit.add_ranks()->set_rank(0);
+  REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  JobRecord failed = h.Get(job.id);
+  CHECK(failed.state == JobState::kFailed);
+  CHECK_THAT(failed.reason, Catch::Contains("no file /data/connection closed.bin"));
 }
 
 TEST_CASE("FG jobs go in priority then submission order, a waiting job blocks those behind",

@@ -268,6 +268,12 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   const ErrorEvent error = RoundTrip(ErrorEvent{3, "plan: bad \xff byte"});
   CHECK(error.rank == 3);
   CHECK_THAT(error.message, Catch::StartsWith("plan: bad"));  // invalid UTF-8 replaced
+  CHECK(error.code == StatusCode::kUnknown);
+  CHECK(RoundTrip(ErrorEvent{0, "x", StatusCode::kUnavailable}).code == StatusCode::kUnavailable);
+  // An executor of an older release writes no code.
+  auto old = ParseExecutorEvent(R"({"event":"error","rank":1,"message":"m"})");
+  REQUIRE(old.ok());
+  CHECK(std::get<ErrorEvent>(*old).code == StatusCode::kUnknown);
 
   const BackgroundEvent progress = RoundTrip(BackgroundEvent{"bg-1", 3, 55.5, 1.25});
   CHECK(progress.job_id == "bg-1");
@@ -388,6 +394,26 @@ TEST_CASE("executor events: trace parts round-trip and malformed spans are refus
   CHECK_THAT(ParseExecutorEvent(head + R"([["forward","fc1",0]]})").status().message(),
              Catch::Contains("spans"));
   CHECK_THAT(ParseExecutorEvent(head + R"(7})").status().message(), Catch::Contains("spans"));
+}
+
+TEST_CASE("executor events: an error is one line with its code; the rest stays in the log",
+          "[protocol]") {
+  const std::string trace = "CUDA out of memory. Tried to allocate 28.80 GiB\n"
+                            "Exception raised from malloc at c10/cuda/CUDACachingAllocator.cpp\n"
+                            "frame #0: c10::Error::Error(...)";
+  const ErrorEvent oom = ErrorEvent::FromStatus(2, InternalError(trace));
+  CHECK(oom.rank == 2);
+  CHECK(oom.code == StatusCode::kInternal);
+  CHECK(oom.message ==
+        "INTERNAL: CUDA out of memory. Tried to allocate 28.80 GiB (more in the rank's log)");
+  const ErrorEvent long_line = ErrorEvent::FromStatus(0, UnavailableError(std::string(5000, 'x')));
+  CHECK(long_line.message.size() < ErrorEvent::kMaxMessageBytes + 40);
+  CHECK(ErrorEvent::FromStatus(0, UnavailableError("recv: closed")).message ==
+        "UNAVAILABLE: recv: closed");
+  CHECK(IsPeerFailureCode(StatusCode::kUnavailable));
+  CHECK(IsPeerFailureCode(StatusCode::kDeadlineExceeded));
+  CHECK_FALSE(IsPeerFailureCode(StatusCode::kInternal));
+  CHECK_FALSE(IsPeerFailureCode(StatusCode::kUnknown));
 }
 }  // namespace
 }  // namespace deepool::protocol

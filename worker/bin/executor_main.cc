@@ -25,7 +25,8 @@ namespace {
 // logger, and leave.
 [[noreturn]] void EndWithoutWorker(int rank, const std::string& why) {
   const std::string event = deepool::protocol::ExecutorEventToJson(deepool::protocol::ErrorEvent{
-      rank, "the worker daemon's lease ended (" + why + "); stopping"});
+      rank, "the worker daemon's lease ended (" + why + "); stopping",
+      deepool::StatusCode::kAborted});
   for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     const std::string line = "\n" + event + "\n";

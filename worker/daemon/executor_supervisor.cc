@@ -356,6 +356,7 @@ std::vector<TaskResult> ExecutorSupervisor::StartDeferredLocked() {
 std::optional<TaskResult> ExecutorSupervisor::FailStartLocked(Task& task, const Status& status) {
   task.failing = true;
   task.failure = status.message();
+  task.failure_code = status.code();
   StopTaskLocked(task);
   return CollectIfDoneLocked(task.task_id);
 }
@@ -412,6 +413,7 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
         proc->stopped = done->stopped;
       } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&*event)) {
         proc->error_event = error->message;
+        proc->error_code = error->code;
       } else if (const auto* iteration = std::get_if<protocol::IterationEvent>(&*event)) {
         task.last_iteration = std::max(task.last_iteration, iteration->iteration);
       } else if (std::holds_alternative<protocol::StoreReadyEvent>(*event)) {
@@ -471,6 +473,7 @@ void ExecutorSupervisor::OnRankExit(const std::string& task_id, int rank, const 
       if (!proc->error_event.empty()) why += ": " + proc->error_event;
       task.failing = true;
       task.failure = who + ": " + why;
+      task.failure_code = proc->error_event.empty() ? StatusCode::kUnknown : proc->error_code;
       task.failure_tail = proc->tail->Lines();
       DP_LOG_WARN("task {}: {}; stopping its other ranks", task_id, task.failure);
       StopTaskLocked(task);
@@ -506,6 +509,7 @@ std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::str
   r.cancelled = task.cancelled;
   r.succeeded = !task.cancelled && !task.failing;
   r.message = task.cancelled ? "cancelled" : task.failure;
+  if (!r.succeeded && !task.cancelled) r.error_code = task.failure_code;
   if (!r.succeeded && !task.failure_tail.empty()) {
     r.last_log_lines = task.failure_tail;
   } else {
@@ -526,6 +530,7 @@ std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::str
       info.signal = p.exit->signal;
     }
     info.error = p.error_event;
+    info.error_code = p.error_code;
     r.ranks.push_back(std::move(info));
     r.iterations = std::max(r.iterations, p.iterations);
     if (p.stopped) r.stopped_at = std::max(r.stopped_at, p.iterations);

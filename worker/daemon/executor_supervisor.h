@@ -96,6 +96,7 @@ struct RankExitInfo {
   int exit_code = -1;
   int signal = 0;
   std::string error;  // the executor's {"event":"error"} message, if any
+  StatusCode error_code = StatusCode::kUnknown;  // and its code
   bool started = false;
 };
 
@@ -105,6 +106,9 @@ struct TaskResult {
   bool succeeded = false;
   bool cancelled = false;
   std::string message;  // why it failed ("rank 2: exit code 1: out of memory"), or empty
+  // The failing rank's error code (protocol::IsPeerFailureCode tells an echo of another rank's
+  // failure); UNKNOWN when it left none (killed by a signal, say).
+  StatusCode error_code = StatusCode::kUnknown;
   std::vector<std::string> last_log_lines;  // of the failing rank, else of all ranks merged
   int64_t iterations = 0;                   // from the executors' done events (max over ranks)
   std::string checkpoint;                   // from rank 0's done event, if any
@@ -217,6 +221,7 @@ class ExecutorSupervisor {
     std::optional<ProcessExit> exit;
     bool done_event = false;
     std::string error_event;
+    StatusCode error_code = StatusCode::kUnknown;
     int64_t iterations = 0;
     std::string checkpoint;
     std::optional<double> checkpoint_ms;  // from the done event
@@ -237,6 +242,7 @@ class ExecutorSupervisor {
     bool cancelled = false;
     bool failing = false;  // a rank failed; the rest are being stopped
     std::string failure;   // the first failure's message
+    StatusCode failure_code = StatusCode::kUnknown;
     std::vector<std::string> failure_tail;
     std::optional<std::chrono::steady_clock::time_point> kill_at;
     int64_t last_iteration = -1;

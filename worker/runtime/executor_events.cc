@@ -31,8 +31,8 @@ std::string StoppedEvent(int rank, int64_t iteration) {
   return ExecutorEventToJson(done);
 }
 
-std::string ErrorEvent(int rank, const std::string& message) {
-  return ExecutorEventToJson(protocol::ErrorEvent{rank, message});
+std::string ErrorEvent(int rank, const Status& status) {
+  return ExecutorEventToJson(protocol::ErrorEvent::FromStatus(rank, status));
 }
 
 }  // namespace deepool::worker

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/status.h"
 #include "protocol/executor_events.h"
 #include "worker/runtime/executor.h"
 
@@ -18,6 +19,7 @@ std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::str
                       std::optional<double> checkpoint_ms = std::nullopt);
 // A rank that stopped after the periodic checkpoint of `iteration`, as asked (a resize).
 std::string StoppedEvent(int rank, int64_t iteration);
-std::string ErrorEvent(int rank, const std::string& message);
+// A failed rank: the status's code and first line (the caller logs the whole text).
+std::string ErrorEvent(int rank, const Status& status);
 
 }  // namespace deepool::worker

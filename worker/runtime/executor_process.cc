@@ -291,8 +291,10 @@ Status RunExecutorProcess(const ExecutorProcessOptions& options, std::ostream& o
     status = InternalError(std::string("unexpected exception: ") + e.what());
   }
   if (!status.ok()) {
+    // The whole text (a libtorch stack trace, say) goes to the log, the rank's log file; the
+    // event carries its first line and code.
     DP_LOG_ERROR("rank {}: {}", options.rank, status.ToString());
-    out << ErrorEvent(options.rank, status.ToString()) << std::endl;
+    out << ErrorEvent(options.rank, status) << std::endl;
   }
   return status;
 }
