@@ -4,6 +4,7 @@
 #include "coordinator/command_stream.h"
 #include "coordinator/convert.h"
 #include "coordinator/services.h"
+#include "protocol/coordinator_status.h"
 #include "protocol/version.h"
 
 namespace deepool::coordinator {
@@ -37,6 +38,18 @@ Status NodeServiceImpl::AuthorizeNodeId(grpc::ServerContext* ctx,
   return AuthorizeNodeName(ctx, node_id);  // logs the refusal and says what is missing
 }
 
+grpc::Status NodeServiceImpl::Answer(grpc::ServerContext* ctx, const std::string& node_id,
+                                     const Status& status) const {
+  if (!status.ok() && status.code() != StatusCode::kPermissionDenied &&
+      status.code() != StatusCode::kUnauthenticated) {
+    StatusOr<NodeRecord> node = nodes_->Get(node_id);
+    if (!node.ok() || node->state == NodeState::kDown) {
+      ctx->AddTrailingMetadata(protocol::kRegisterAgainKey, "1");
+    }
+  }
+  return ToGrpcStatus(status);
+}
+
 grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
                                            const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
@@ -59,10 +72,10 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
 grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                         v1::HeartbeatResponse* resp) {
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
-  if (!allowed.ok()) return ToGrpcStatus(allowed);
+  if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
   StatusOr<std::vector<v1::TaskCommand>> commands =
       scheduler_->Heartbeat(req->node_id(), ToVector(req->running_tasks()));
-  if (!commands.ok()) return ToGrpcStatus(commands.status());
+  if (!commands.ok()) return Answer(ctx, req->node_id(), commands.status());
   for (v1::TaskCommand& c : *commands) *resp->add_commands() = std::move(c);
   return grpc::Status::OK;
 }
@@ -71,19 +84,19 @@ grpc::Status NodeServiceImpl::StreamTasks(grpc::ServerContext* ctx,
                                           const v1::StreamTasksRequest* req,
                                           grpc::ServerWriter<v1::TaskCommand>* writer) {
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
-  if (!allowed.ok()) return ToGrpcStatus(allowed);
+  if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
   auto send = [writer](const v1::TaskCommand& command) { return writer->Write(command); };
-  return ToGrpcStatus(
-      StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
+  return Answer(ctx, req->node_id(),
+                StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
 }
 
 grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                              const v1::ReportProgressRequest* req,
                                              v1::ReportProgressResponse* resp) {
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
-  if (!allowed.ok()) return ToGrpcStatus(allowed);
+  if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
   StatusOr<bool> cancel = scheduler_->ReportProgress(*req);
-  if (!cancel.ok()) return ToGrpcStatus(cancel.status());
+  if (!cancel.ok()) return Answer(ctx, req->node_id(), cancel.status());
   resp->set_cancel(*cancel);
   std::optional<std::string> job_id =
       *cancel ? std::nullopt : scheduler_->JobOfTask(req->task_id());
@@ -100,8 +113,8 @@ grpc::Status NodeServiceImpl::ReportTaskExit(grpc::ServerContext* ctx,
                                              const v1::ReportTaskExitRequest* req,
                                              v1::ReportTaskExitResponse*) {
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
-  if (!allowed.ok()) return ToGrpcStatus(allowed);
-  return ToGrpcStatus(scheduler_->ReportTaskExit(*req));
+  if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
+  return Answer(ctx, req->node_id(), scheduler_->ReportTaskExit(*req));
 }
 
 }  // namespace deepool::coordinator

@@ -104,6 +104,10 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   // OK when the caller is the worker of the node named (RegisterNode) or with this id.
   Status AuthorizeNodeName(grpc::ServerContext* ctx, const std::string& node_name) const;
   Status AuthorizeNodeId(grpc::ServerContext* ctx, const std::string& node_id) const;
+  // `status` as the answer to a call from node `node_id`; a refusal while the node is unknown
+  // or down says "register again" in its trailing metadata (protocol::kRegisterAgainKey).
+  grpc::Status Answer(grpc::ServerContext* ctx, const std::string& node_id,
+                      const Status& status) const;
 
   JobManager* jobs_;
   NodeRegistry* nodes_;

@@ -9,4 +9,9 @@ namespace deepool::protocol {
 // holds, and a client retries.
 inline constexpr char kCoordinatorStartingKey[] = "deepool-coordinator-starting";
 
+// Trailing metadata of a worker call refused because the coordinator does not know the calling
+// node (it restarted, or marked the node down): the worker registers again. Other refusals of
+// the same code (an unknown task, say) carry no such key.
+inline constexpr char kRegisterAgainKey[] = "deepool-register-again";
+
 }  // namespace deepool::protocol

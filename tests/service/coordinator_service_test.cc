@@ -348,9 +348,12 @@ TEST_CASE("a spec whose strings are not UTF-8 is refused and not stored", "[serv
   v1::SubmitJobResponse resp;
   grpc::Status status = c.client->SubmitJob(c.Context().get(), request, &resp);
   INFO(status.error_code() << ": " << status.error_message());
-  // protobuf's parser in gRPC refuses the request before SubmitJob runs (INTERNAL, no message;
-  // protobuf logs the field); JobSpecFromProto's own check (job_spec_test) covers other callers.
-  CHECK_FALSE(status.ok());
+  // protobuf's parser in gRPC refuses the request before SubmitJob runs; the coordinator says
+  // what was wrong (JobSpecFromProto's own check, job_spec_test, covers other callers).
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(status.error_message(),
+             Catch::StartsWith("SubmitJob: the request is not a valid deepool.v1.SubmitJobRequest"));
+  CHECK_THAT(status.error_message(), Catch::Contains("UTF-8"));
   v1::ListJobsResponse jobs;
   REQUIRE(c.client->ListJobs(c.Context().get(), v1::ListJobsRequest(), &jobs).ok());
   CHECK(jobs.jobs_size() == 0);
@@ -502,10 +505,14 @@ TEST_CASE("a node silent past the timeout is DOWN and must register again", "[se
   v1::HeartbeatRequest beat;
   beat.set_node_id(node_id);
   v1::HeartbeatResponse beat_resp;
-  CHECK(c.worker->Heartbeat(c.Context().get(), beat, &beat_resp).error_code() ==
+  auto down_context = c.Context();
+  CHECK(c.worker->Heartbeat(down_context.get(), beat, &beat_resp).error_code() ==
         grpc::StatusCode::NOT_FOUND);
+  CHECK(down_context->GetServerTrailingMetadata().count(protocol::kRegisterAgainKey) == 1);
   c.Register("w1", 2);
-  REQUIRE(c.worker->Heartbeat(c.Context().get(), beat, &beat_resp).ok());
+  auto known_context = c.Context();
+  REQUIRE(c.worker->Heartbeat(known_context.get(), beat, &beat_resp).ok());
+  CHECK(known_context->GetServerTrailingMetadata().count(protocol::kRegisterAgainKey) == 0);
 }
 
 TEST_CASE("with the real planner, small_cnn is planned over 2 CPU devices", "[service]") {

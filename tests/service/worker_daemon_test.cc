@@ -79,8 +79,7 @@ class FakeNodeService final : public v1::NodeService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     if (starting_) return Starting(context);
     if (unreachable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "link down");
-    if (!known_)
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    if (!known_) return UnknownNode(context, request->node_id());
     heartbeats_++;
     for (auto& c : heartbeat_commands_) *response->add_commands() = c;
     heartbeat_commands_.clear();
@@ -89,8 +88,7 @@ class FakeNodeService final : public v1::NodeService::Service {
   grpc::Status StreamTasks(grpc::ServerContext* context, const v1::StreamTasksRequest* request,
                            grpc::ServerWriter<v1::TaskCommand>* writer) override {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!known_)
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->node_id());
+    if (!known_) return UnknownNode(context, request->node_id());
     while (!context->IsCancelled() && !shutting_down_ && known_) {
       while (!commands_.empty()) {
         v1::TaskCommand command = commands_.front();
@@ -121,6 +119,12 @@ class FakeNodeService final : public v1::NodeService::Service {
     exits_.push_back(*request);
     cv_.notify_all();
     return grpc::Status::OK;
+  }
+
+  // As the coordinator answers a node it does not know: NOT_FOUND, "register again".
+  static grpc::Status UnknownNode(grpc::ServerContext* context, const std::string& node_id) {
+    context->AddTrailingMetadata(protocol::kRegisterAgainKey, "1");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + node_id);
   }
 
   void Push(const v1::TaskCommand& command) {

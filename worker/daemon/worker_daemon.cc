@@ -13,6 +13,13 @@
 namespace deepool::worker::daemon {
 namespace {
 
+// The coordinator refused a call because it does not know this node (it restarted or marked
+// the node down): the node must register again.
+bool AsksToRegisterAgain(const grpc::ClientContext& context, const grpc::Status& status) {
+  return !status.ok() &&
+         context.GetServerTrailingMetadata().count(protocol::kRegisterAgainKey) != 0;
+}
+
 Status FromGrpc(const grpc::Status& status) {
   if (status.ok()) return Status::Ok();
   return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
@@ -228,7 +235,7 @@ void WorkerDaemon::Heartbeat() {
   auto context = NewContext(HeartbeatTimeout());
   grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
   if (OnStartingAnswer(*context, status)) return;
-  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+  if (AsksToRegisterAgain(*context, status)) {
     RenewLease(nullptr);  // an answer: the coordinator is there (it restarted)
     ForgetRegistration("heartbeat: " + status.error_message());
     return;
@@ -341,7 +348,7 @@ void WorkerDaemon::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       stream_context_ = nullptr;
     }
-    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    if (AsksToRegisterAgain(context, status)) {
       if (node_id() == node) ForgetRegistration("task stream: " + status.error_message());
     } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
       DP_LOG_DEBUG("task stream ended: {}", FromGrpc(status).ToString());
@@ -588,6 +595,9 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
                 : result.cancelled ? v1::TASK_OUTCOME_CANCELLED
                                    : v1::TASK_OUTCOME_FAILED);
   if (!result.succeeded) r.set_error(result.message);
+  if (result.error_code != StatusCode::kUnknown) {
+    r.set_error_code(static_cast<int32_t>(result.error_code));
+  }
   r.set_host_ended(result.host_ended);
   r.set_stopped_at_iteration(result.stopped_at);
   for (const auto& rank : result.ranks) {
@@ -596,6 +606,7 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
     proto->set_exit_code(rank.signal != 0 ? -1 : rank.exit_code);
     proto->set_signal(rank.signal);
     proto->set_error(rank.error);
+    if (!rank.error.empty()) proto->set_error_code(static_cast<int32_t>(rank.error_code));
   }
   for (const auto& line : result.last_log_lines) r.add_last_log_lines(line);
   r.set_checkpoint(result.checkpoint);
@@ -659,9 +670,11 @@ void WorkerDaemon::FlushProgress() {
       }
       continue;
     }
-    if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
-        status.error_message().find("node") != std::string::npos) {
+    if (AsksToRegisterAgain(*context, status)) {
+      // Kept for the coordinator that knows this node again after it registered.
       ForgetRegistration("progress: " + status.error_message());
+      failed[task_id] = std::move(pending);
+      continue;
     }
     if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
         status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
@@ -719,13 +732,12 @@ void WorkerDaemon::FlushExits() {
     auto context = NewContext();
     grpc::Status status = stub_->ReportTaskExit(context.get(), exit.request, &response);
     bool drop = status.ok() || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT;
-    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
-      // Unknown node (the coordinator restarted): register again and retry. Unknown task: give
-      // up after a few tries.
-      if (status.error_message().find("node") != std::string::npos) {
-        ForgetRegistration("task exit: " + status.error_message());
-      }
-      drop = ++exit.not_found_replies >= 5;
+    if (AsksToRegisterAgain(*context, status)) {
+      // Unknown node (the coordinator restarted): register again and retry.
+      ForgetRegistration("task exit: " + status.error_message());
+      drop = false;
+    } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      drop = ++exit.not_found_replies >= 5;  // unknown task: give up after a few tries
     }
     if (status.ok()) {
       DP_LOG_INFO("task {}: exit reported ({})", exit.request.task_id(),
