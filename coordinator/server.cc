@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "coordinator/cluster_summary.h"
+#include "coordinator/malformed_request.h"
 #include "coordinator/startup_server.h"
 #include "security/tls_stream.h"
 
@@ -126,6 +127,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->node_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  // First, so the metrics count the INVALID_ARGUMENT it makes of an unparsable request.
+  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
   interceptors.push_back(std::make_unique<RpcMetricsInterceptorFactory>(s->events_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
