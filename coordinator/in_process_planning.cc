@@ -1,6 +1,8 @@
 #include "coordinator/in_process_planning.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <functional>
 #include <memory>
 
@@ -112,6 +114,22 @@ std::string OptimizerStepKey(const OptimizerSpec& optimizer) {
 }
 
 }  // namespace
+
+StatusOr<int64_t> InProcessPlanningBackend::DeviceMemoryFloor(const JobSpec& spec) const {
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  const double state_copies = spec.optimizer.name == "adam" ? 4 : 3;  // weights, grads, state
+  double largest_layer_state = 0;
+  double kept_per_sample = static_cast<double>(graph.input_bytes());
+  for (const planner::Layer& layer : graph.layers()) {
+    largest_layer_state =
+        std::max(largest_layer_state, static_cast<double>(layer.params) * 4 * state_copies);
+    kept_per_sample += static_cast<double>(layer.output_bytes);
+  }
+  const double share = kept_per_sample * static_cast<double>(spec.global_batch) /
+                       static_cast<double>(std::max<int64_t>(spec.gpus, 1));
+  const double floor = std::max(largest_layer_state, share);
+  return floor >= 9.0e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(floor);
+}
 
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));

@@ -14,6 +14,7 @@ namespace deepool::coordinator {
 class InProcessPlanningBackend final : public PlanningBackend {
  public:
   Status CheckModel(const JobSpec& spec) const override;
+  StatusOr<int64_t> DeviceMemoryFloor(const JobSpec& spec) const override;
   std::string ModelKey(const JobSpec& spec) const override;
   StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const override;
   bool HasAnalyticalPreset(const std::string& device_type) const override;

@@ -38,6 +38,12 @@ class PlanningBackend {
   // it (no batch-norm layer left with one value per channel): INVALID_ARGUMENT naming "model",
   // "graph" or "global_batch" otherwise.
   virtual Status CheckModel(const JobSpec& spec) const = 0;
+  // Bytes that one device needs at least under any plan of this job: the largest layer's
+  // weights, gradients and optimizer state (every device of a layer keeps them), and an equal
+  // share of the global batch's inputs and activations kept for backward (the job's devices
+  // together keep them all). A lower bound, not the peak: workspace and the allocator's slack
+  // come on top. INVALID_ARGUMENT as CheckModel.
+  virtual StatusOr<int64_t> DeviceMemoryFloor(const JobSpec& spec) const = 0;
   // The key profiles of this job's model are cached under (with the device type). It names every
   // option the graph depends on, and the kind of optimizer step (a CPU profile's iteration
   // overhead includes it), so jobs whose profiles differ never share one.

@@ -2,6 +2,8 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <set>
 
 #include "common/logging.h"
@@ -28,9 +30,38 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
   RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.dir", spec.checkpoint_dir, owner));
   RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path, owner));
   RETURN_IF_ERROR(planner_->CheckModel(spec));
+  RETURN_IF_ERROR(CheckFitsRegisteredDevices(spec));
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Submit(spec, request_id, owner));
   Wake();
   return job;
+}
+
+Status Scheduler::CheckFitsRegisteredDevices(const JobSpec& spec) const {
+  ASSIGN_OR_RETURN(int64_t floor, planner_->DeviceMemoryFloor(spec));
+  std::optional<DeviceInfo> largest;
+  std::string largest_node;
+  for (const NodeRecord& node : nodes_->List()) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) {
+      if (device.memory_bytes > 0 && (!largest || device.memory_bytes > largest->memory_bytes)) {
+        largest = device;
+        largest_node = node.name;
+      }
+    }
+  }
+  // No device registered yet, or none that says its memory: nothing to hold the job against.
+  if (!largest || floor <= largest->memory_bytes) return Status::Ok();
+  auto gib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+    return std::string(text);
+  };
+  return FailedPreconditionError(
+      "the job needs at least " + gib(floor) +
+      " on each device under any plan (its largest layer's weights, gradients and optimizer "
+      "state, or its share of the global batch's inputs and activations), but the largest "
+      "registered device has " + gib(largest->memory_bytes) + " (" + largest->device + " on " +
+      largest_node + "); use a smaller global_batch or more gpus");
 }
 
 void Scheduler::Tick() {

@@ -228,13 +228,18 @@ class Scheduler {
   void RequeueHostEndedLocked(const JobRecord& job, const std::string& error, Writes* writes);
   // Every task of a job being resized stopped at a checkpoint: back to PENDING at the new size.
   void RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes);
+  // FAILED_PRECONDITION when the job's memory floor (PlanningBackend::DeviceMemoryFloor)
+  // exceeds the memory of every registered device; OK when none says its memory.
+  Status CheckFitsRegisteredDevices(const JobSpec& spec) const;
   // The largest number of schedulable devices one device type has (UP nodes).
   int LargestDeviceGroup() const;
   void OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                            Writes* writes);
   static std::string ExitReason(const Task& task, const v1::ReportTaskExitRequest& report);
   // A failed TRAIN task: fails the job now, or waits for the first cause (first_cause_window).
-  void OnTrainFailureLocked(const JobRecord& job, const Reason& cause, Writes* writes);
+  // `echo`: the failed rank only lost its peers (ReportsPeerFailure); another rank's report,
+  // if one comes within the window, is the job's reason instead.
+  void OnTrainFailureLocked(const JobRecord& job, const Reason& cause, bool echo, Writes* writes);
   void SettleFailureNowLocked(const JobRecord& job, Writes* writes);
   // Fails the jobs whose wait for a first cause is over.
   void SettleFailuresLocked(Writes* writes);

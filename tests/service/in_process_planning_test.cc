@@ -350,5 +350,35 @@ TEST_CASE("a model no device could hold, or too many layers, is refused at submi
   }
 }
 
+// The break-it run's job: an input batch far larger than the registered devices. Refused at
+// submission, naming both sizes, rather than dispatched to fail with a stack trace.
+TEST_CASE("a job whose per-device share cannot fit the registered devices is refused at submit",
+          "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  JobSpec spec = Fg(2);
+  spec.model = "resnet50";
+  spec.global_batch = 1024;  // 512 samples a device: tens of GiB of activations
+  StatusOr<int64_t> floor = backend.DeviceMemoryFloor(spec);
+  REQUIRE(floor.ok());
+  CHECK(*floor > int64_t{20} << 30);
+  CHECK(h.scheduler.Submit(spec).ok());  // no device registered yet: nothing to hold it against
+
+  std::vector<DeviceInfo> small{{"cuda:0", "a100", int64_t{23} << 29},
+                                {"cuda:1", "a100", int64_t{23} << 29}};  // 11.5 GiB each
+  REQUIRE(h.scheduler.RegisterNode("w1", "10.0.0.1:7000", small, {}).ok());
+  StatusOr<JobRecord> refused = h.scheduler.Submit(spec);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(refused.status().message(),
+             Catch::Contains("the largest registered device has 11.5 GiB (cuda:0 on w1)"));
+  spec.global_batch = 64;  // 32 a device: fits
+  CHECK(h.scheduler.Submit(spec).ok());
+  // The floor is a lower bound: it grows with the batch share and never with more devices.
+  JobSpec wide = spec;
+  wide.gpus = 4;
+  CHECK(*backend.DeviceMemoryFloor(wide) <= *backend.DeviceMemoryFloor(spec));
+}
+
 }  // namespace
 }  // namespace deepool::coordinator::testing

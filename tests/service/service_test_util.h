@@ -29,6 +29,10 @@ class FakePlanningBackend final : public PlanningBackend {
   // Called as a plan is made (e.g. to fail the store between planning and dispatch).
   std::function<void()> on_plan;
 
+  int64_t memory_floor_bytes = 0;  // what DeviceMemoryFloor answers
+  StatusOr<int64_t> DeviceMemoryFloor(const JobSpec&) const override {
+    return memory_floor_bytes;
+  }
   Status CheckModel(const JobSpec& spec) const override {
     if (!spec.graph_json.empty()) return Status::Ok();
     if (models.count(spec.model) == 0) {
