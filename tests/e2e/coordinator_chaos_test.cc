@@ -1,5 +1,6 @@
 // Jepsen-style: the coordinator is killed with SIGKILL and restarted, again and again, while a
-// client submits small jobs and the workers run them. Afterwards no job may be lost or
+// client submits small jobs (some of them FG jobs whose profile a worker measures) and the
+// workers run them. Afterwards no job may be lost or
 // duplicated, every job must have finished with an unbroken history, and every client call
 // must have succeeded or failed with an error that says the coordinator was unreachable (the
 // client retries with the same request id, as `deepool submit` does).
@@ -34,13 +35,25 @@ struct ClientLog {
   std::vector<std::string> unclear;          // failures that were not "unreachable"
 };
 
+// Job i: mostly small BG jobs; every 8th a FG job with a measured profile whose model key is
+// its own (its class count), so each is profiled on a worker, and some profiles are cut off
+// by a kill: a PROFILE task interrupted by a restart must be run again, not fail the job.
+nlohmann::json ChaosJob(const std::string& name, int i) {
+  if (i % 8 != 4) return BgJob(name, 2);
+  nlohmann::json fg = FgJob(name, 2, /*gpus=*/1, /*global_batch=*/8);
+  fg["model"] = "mlp";
+  fg["profile"] = "measured";
+  fg["num_classes"] = 10 + i;
+  return fg;
+}
+
 // Submits `jobs` jobs one after another; each call that fails is retried with the same request
 // id until it succeeds (or 120 s pass).
 void SubmitAll(v1::CoordinatorService::Stub* stub, int jobs, ClientLog* log) {
   for (int i = 0; i < jobs; ++i) {
     const std::string name = "chaos-" + std::to_string(i);
     v1::SubmitJobRequest request;
-    request.set_spec_json(BgJob(name, 2).dump());
+    request.set_spec_json(ChaosJob(name, i).dump());
     request.set_request_id("request-" + name);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < give_up) {
