@@ -25,14 +25,6 @@ const char* StatusCodeName(StatusCode code) {
   return "UNKNOWN";
 }
 
-std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(StatusCode::kUnauthenticated); ++i) {
-    const auto code = static_cast<StatusCode>(i);
-    if (name == StatusCodeName(code)) return code;
-  }
-  return std::nullopt;
-}
-
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;

@@ -6,7 +6,6 @@
 #include <optional>
 #include <ostream>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -34,8 +33,6 @@ enum class StatusCode : int {
 
 // Upper-case gRPC spelling, e.g. "INVALID_ARGUMENT".
 const char* StatusCodeName(StatusCode code);
-// The code StatusCodeName spells `name`; nullopt for any other text.
-std::optional<StatusCode> StatusCodeFromName(std::string_view name);
 
 class [[nodiscard]] Status {
  public:

@@ -8,6 +8,15 @@
 namespace deepool::protocol {
 namespace {
 
+// The code StatusCodeName spells `name`; UNKNOWN for any other text.
+StatusCode StatusCodeNamed(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(StatusCode::kUnauthenticated); ++i) {
+    const auto code = static_cast<StatusCode>(i);
+    if (name == StatusCodeName(code)) return code;
+  }
+  return StatusCode::kUnknown;
+}
+
 using nlohmann::json;
 
 constexpr BackgroundEnd kBackgroundEnds[] = {BackgroundEnd::kOk, BackgroundEnd::kError,
@@ -145,7 +154,7 @@ StatusOr<ExecutorEvent> ParseError(const json& doc) {
   ASSIGN_OR_RETURN(e.message, ReadRequiredField<std::string>(doc, "message", ""));
   std::string code;
   RETURN_IF_ERROR(ReadOptionalField(doc, "code", "", &code));
-  if (!code.empty()) e.code = StatusCodeFromName(code).value_or(StatusCode::kUnknown);
+  if (!code.empty()) e.code = StatusCodeNamed(code);
   return ExecutorEvent(std::move(e));
 }
 

@@ -29,11 +29,6 @@ TEST_CASE("status codes have gRPC's numbers and names", "[status]") {
   CHECK(static_cast<int>(StatusCode::kUnavailable) == 14);
   CHECK(static_cast<int>(StatusCode::kUnauthenticated) == 16);
   CHECK(std::string(StatusCodeName(StatusCode::kDeadlineExceeded)) == "DEADLINE_EXCEEDED");
-  for (int i = 0; i <= 16; ++i) {
-    const auto code = static_cast<StatusCode>(i);
-    CHECK(StatusCodeFromName(StatusCodeName(code)) == code);
-  }
-  CHECK_FALSE(StatusCodeFromName("unavailable").has_value());
   CHECK(NotFoundError("job 7").ToString() == "NOT_FOUND: job 7");
   CHECK(Status::Ok().ToString() == "OK");
 }
