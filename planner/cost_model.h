@@ -171,7 +171,7 @@ class CostModel {
   // (AmortisedAllReduceMs, gradient_sync.h): its share of full buckets, overlap ignored.
   double AmortisedGradientSyncMs(int layer_id, int devices) const;
   // One all-reduce of synchronised batch norm's statistics over `devices` devices: 2C+1 float64
-  // values (per-channel sums, sums of squares, the count), as worker/runtime/batch_norm.cc sends.
+  // values (per-channel sums, sums of squares, the count), as worker/runtime/layers/batch_norm.cc sends.
   // Forward does one and backward one more (2C values, charged as 2C+1). Zero for other ops, at
   // one device, and without CostModelOptions::sync_batch_norm.
   double BatchNormSyncMs(int layer_id, int devices) const;

@@ -27,7 +27,7 @@
 
 namespace deepool::protocol {
 
-// How an FG rank and a BG job share a device (worker/runtime/multiplex_gate.h says what each
+// How an FG rank and a BG job share a device (worker/runtime/background/multiplex_gate.h says what each
 // mode does).
 enum class SharingMode { kIdleOnly, kConcurrent };
 

@@ -55,7 +55,7 @@ Status ValidateDataSpec(const DataSpec& spec);
 StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json DataToJson(const DataSpec& spec);
 
-// Periodic checkpoints (worker/runtime/checkpoint_dir.h): the whole training state in `dir`
+// Periodic checkpoints (worker/runtime/checkpoints/checkpoint_dir.h): the whole training state in `dir`
 // every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
 // kept. A job that starts with checkpoints in `dir` resumes from the newest whole one.
 struct PeriodicCheckpoints {

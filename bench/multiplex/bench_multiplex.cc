@@ -35,13 +35,13 @@
 #include "common/clock.h"
 #include "common/forked_ranks.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/background_trainer.h"
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/data.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/background_trainer.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/data/data.h"
 #include "worker/runtime/executor.h"
-#include "worker/runtime/multiplex_communicator.h"
-#include "worker/runtime/multiplex_gate.h"
+#include "worker/runtime/background/multiplex_communicator.h"
+#include "worker/runtime/background/multiplex_gate.h"
 
 namespace dw = deepool::worker;
 namespace dp = deepool::planner;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "worker/runtime/batch_norm.h"
-#include "worker/runtime/device.h"
+#include "worker/runtime/layers/batch_norm.h"
+#include "worker/runtime/devices/device.h"
 
 namespace dw = deepool::worker;
 using deepool::bench::Check;

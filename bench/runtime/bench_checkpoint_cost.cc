@@ -19,7 +19,7 @@
 #include "common/logging.h"
 #include "common/subprocess.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/checkpoint_dir.h"
+#include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/run_spec.h"
 
 namespace dw = deepool::worker;

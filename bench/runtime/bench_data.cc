@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "worker/runtime/data.h"
+#include "worker/runtime/data/data.h"
 
 namespace dw = deepool::worker;
 using deepool::bench::Check;

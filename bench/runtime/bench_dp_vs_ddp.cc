@@ -30,14 +30,14 @@
 #include "bench/runtime/runtime_bench_util.h"
 #include "common/clock.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/communicator_nccl.h"
-#include "worker/runtime/data.h"
-#include "worker/runtime/device.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/communication/communicator_nccl.h"
+#include "worker/runtime/data/data.h"
+#include "worker/runtime/devices/device.h"
 #include "worker/runtime/executor.h"
-#include "worker/runtime/layer_module.h"
-#include "worker/runtime/loss.h"
-#include "worker/runtime/optimizer.h"
+#include "worker/runtime/layers/layer_module.h"
+#include "worker/runtime/layers/loss.h"
+#include "worker/runtime/layers/optimizer.h"
 
 namespace dw = deepool::worker;
 namespace dp = deepool::planner;

@@ -37,7 +37,7 @@
 #include "planner/profile_table.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/profiler.h"
+#include "worker/runtime/profiling/profiler.h"
 #include "worker/runtime/run_spec.h"
 
 namespace dw = deepool::worker;

@@ -22,8 +22,8 @@
 
 #include "bench/bench_util.h"
 #include "common/forked_ranks.h"
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/resplit.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/layers/resplit.h"
 
 namespace dw = deepool::worker;
 using Ms = std::chrono::duration<double, std::milli>;

@@ -19,10 +19,10 @@
 #include "common/clock.h"
 #include "planner/zoo/zoo.h"
 #include "protocol/executor_events.h"
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/data.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/data/data.h"
 #include "worker/runtime/executor.h"
-#include "worker/runtime/span_recorder.h"
+#include "worker/runtime/profiling/span_recorder.h"
 
 namespace dw = deepool::worker;
 namespace dp = deepool::planner;

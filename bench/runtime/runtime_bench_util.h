@@ -10,7 +10,7 @@
 #include "bench/bench_util.h"
 #include "common/subprocess.h"
 #include "worker/runtime/launcher.h"
-#include "worker/runtime/optimizer.h"
+#include "worker/runtime/layers/optimizer.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::bench {

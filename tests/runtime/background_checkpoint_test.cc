@@ -5,11 +5,11 @@
 #include <filesystem>
 
 #include "executor_test_util.h"
-#include "worker/runtime/background_checkpoints.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/checkpoint_dir.h"
+#include "worker/runtime/background/background_checkpoints.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/launcher.h"
-#include "worker/runtime/multiplex_device.h"
+#include "worker/runtime/background/multiplex_device.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {

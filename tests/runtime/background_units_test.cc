@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/background_trainer.h"
-#include "worker/runtime/micro_batch_tuner.h"
-#include "worker/runtime/multiplex_gate.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/background_trainer.h"
+#include "worker/runtime/profiling/micro_batch_tuner.h"
+#include "worker/runtime/background/multiplex_gate.h"
 
 namespace deepool::worker {
 namespace {

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/runtime/gpu_test_util.h"
-#include "worker/runtime/batch_norm.h"
+#include "worker/runtime/layers/batch_norm.h"
 
 namespace deepool::worker {
 namespace {

@@ -12,7 +12,7 @@
 #include "common/subprocess.h"
 #include "planner/cluster.h"
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/collective_timing.h"
+#include "worker/runtime/communication/collective_timing.h"
 
 namespace deepool::worker {
 namespace {

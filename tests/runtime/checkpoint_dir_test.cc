@@ -1,6 +1,6 @@
 // The checkpoint directory's bookkeeping without training: which checkpoint is whole, what is
 // skipped, what pruning removes.
-#include "worker/runtime/checkpoint_dir.h"
+#include "worker/runtime/checkpoints/checkpoint_dir.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>

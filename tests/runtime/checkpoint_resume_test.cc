@@ -8,12 +8,12 @@
 
 #include "common/subprocess.h"
 #include "executor_test_util.h"
-#include "worker/runtime/checkpoint.h"
-#include "worker/runtime/checkpoint_dir.h"
+#include "worker/runtime/checkpoints/checkpoint.h"
+#include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/launcher.h"
-#include "worker/runtime/periodic_checkpoints.h"
+#include "worker/runtime/checkpoints/periodic_checkpoints.h"
 #include "worker/runtime/run_spec.h"
-#include "worker/runtime/training_state.h"
+#include "worker/runtime/checkpoints/training_state.h"
 
 namespace deepool::worker {
 namespace {

@@ -1,7 +1,7 @@
 // When periodic checkpoints are written: by iteration count, by time through agreement points
 // planned from iteration counts alone (so every rank plans the same iteration), and always
 // after the last iteration.
-#include "worker/runtime/checkpoint_schedule.h"
+#include "worker/runtime/checkpoints/checkpoint_schedule.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // Checkpoints: save, load back in C++, refuse mismatched files; and, where Python with torch and
 // torchvision is installed, load in Python into torchvision's model of the same name with
 // strict=True and compare its outputs with ours (tests/runtime/checkpoint_torchvision_check.py).
-#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoints/checkpoint.h"
 
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -17,7 +17,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/source_dir.h"
-#include "worker/runtime/layer_module.h"
+#include "worker/runtime/layers/layer_module.h"
 
 namespace deepool::worker {
 namespace {

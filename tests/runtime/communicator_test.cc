@@ -5,8 +5,8 @@
 #include <future>
 #include <thread>
 
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/communicator_nccl.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/communication/communicator_nccl.h"
 
 namespace deepool::worker {
 namespace {

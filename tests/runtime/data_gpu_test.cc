@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/runtime/gpu_test_util.h"
-#include "worker/runtime/data.h"
+#include "worker/runtime/data/data.h"
 
 namespace deepool::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/runtime/data.h"
+#include "worker/runtime/data/data.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

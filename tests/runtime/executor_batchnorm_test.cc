@@ -14,8 +14,8 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/batch_norm.h"
-#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/layers/batch_norm.h"
+#include "worker/runtime/checkpoints/checkpoint.h"
 
 namespace deepool::worker::testing {
 namespace {

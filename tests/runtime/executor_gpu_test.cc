@@ -12,7 +12,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
-#include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 

@@ -18,11 +18,11 @@
 #include "planner/zoo/layer_list_builder.h"
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/fake_communicator.h"
-#include "worker/runtime/communicator_gloo.h"
-#include "worker/runtime/data.h"
+#include "worker/runtime/communication/communicator_gloo.h"
+#include "worker/runtime/data/data.h"
 #include "worker/runtime/executor.h"
-#include "worker/runtime/layer_module.h"
-#include "worker/runtime/loss.h"
+#include "worker/runtime/layers/layer_module.h"
+#include "worker/runtime/layers/loss.h"
 
 namespace deepool::worker::testing {
 

@@ -1,11 +1,11 @@
-// Timelines for `deepool trace`: the executor's spans (worker/runtime/span_recorder.h) in a
+// Timelines for `deepool trace`: the executor's spans (worker/runtime/profiling/span_recorder.h) in a
 // requested window, matching the plan, and training unchanged by recording them.
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/span_recorder.h"
+#include "worker/runtime/profiling/span_recorder.h"
 
 using namespace deepool;
 using namespace deepool::worker;

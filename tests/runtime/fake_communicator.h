@@ -30,7 +30,7 @@
 #include <tuple>
 #include <vector>
 
-#include "worker/runtime/communicator.h"
+#include "worker/runtime/communication/communicator.h"
 
 namespace deepool::worker::testing {
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "worker/runtime/device_streams.h"
+#include "worker/runtime/devices/device_streams.h"
 
 namespace deepool::worker::testing {
 

@@ -9,7 +9,7 @@
 
 #include "planner/graph.h"
 #include "tests/runtime/gpu_test_util.h"
-#include "worker/runtime/layer_module.h"
+#include "worker/runtime/layers/layer_module.h"
 
 namespace deepool::worker {
 namespace {

@@ -1,7 +1,7 @@
 // Layer modules built from the IR: output shapes agree with the IR's inference for every op and
 // every zoo model layer, parameter counts agree, weights are deterministic in (seed, layer name),
 // and dropout masks do not depend on how the batch is split.
-#include "worker/runtime/layer_module.h"
+#include "worker/runtime/layers/layer_module.h"
 
 #include <torch/torch.h>
 

@@ -6,10 +6,10 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/background_spec.h"
-#include "worker/runtime/background_trainer.h"
-#include "worker/runtime/multiplex_device.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/background_spec.h"
+#include "worker/runtime/background/background_trainer.h"
+#include "worker/runtime/background/multiplex_device.h"
 
 namespace deepool::worker {
 namespace {

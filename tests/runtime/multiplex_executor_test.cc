@@ -10,11 +10,11 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/background_trainer.h"
-#include "worker/runtime/multiplex_attach.h"
-#include "worker/runtime/multiplex_communicator.h"
-#include "worker/runtime/multiplex_gate.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/background_trainer.h"
+#include "worker/runtime/background/multiplex_attach.h"
+#include "worker/runtime/background/multiplex_communicator.h"
+#include "worker/runtime/background/multiplex_gate.h"
 
 namespace deepool::worker {
 namespace {

@@ -1,7 +1,7 @@
 // The device gate: FG/BG exclusion on the idle-only path, accounting with a fake clock, the
 // limits on the FG rank's wait (timeout, unit bound from its idle gaps), and the event-log checker
 // (which must reject logs of a concurrent gate).
-#include "worker/runtime/multiplex_gate.h"
+#include "worker/runtime/background/multiplex_gate.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>

@@ -16,9 +16,9 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
-#include "worker/runtime/background_graph_stepper.h"
-#include "worker/runtime/device_streams.h"
-#include "worker/runtime/multiplex_device.h"
+#include "worker/runtime/background/background_graph_stepper.h"
+#include "worker/runtime/devices/device_streams.h"
+#include "worker/runtime/background/multiplex_device.h"
 
 namespace deepool::worker {
 namespace {

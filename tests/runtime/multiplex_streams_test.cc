@@ -10,10 +10,10 @@
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
 #include "tests/runtime/fake_device_streams.h"
-#include "worker/runtime/background_graph_stepper.h"
-#include "worker/runtime/background_runner.h"
-#include "worker/runtime/multiplex_attach.h"
-#include "worker/runtime/multiplex_device.h"
+#include "worker/runtime/background/background_graph_stepper.h"
+#include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/multiplex_attach.h"
+#include "worker/runtime/background/multiplex_device.h"
 
 namespace deepool::worker {
 namespace {

@@ -12,9 +12,9 @@
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
 #include "tests/runtime/uniform_profile.h"
-#include "worker/runtime/device.h"
-#include "worker/runtime/iteration_overhead.h"
-#include "worker/runtime/profiler.h"
+#include "worker/runtime/devices/device.h"
+#include "worker/runtime/profiling/iteration_overhead.h"
+#include "worker/runtime/profiling/profiler.h"
 
 namespace deepool::worker {
 namespace {

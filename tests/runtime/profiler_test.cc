@@ -1,6 +1,6 @@
 // The layer profiler: warm-up and median bookkeeping against a scripted timer, a real CPU
 // profile of small_cnn that the planner parses back, and the profile tool's file handling.
-#include "worker/runtime/profiler.h"
+#include "worker/runtime/profiling/profiler.h"
 
 #include <torch/torch.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/uniform_profile.h"
-#include "worker/runtime/iteration_overhead.h"
+#include "worker/runtime/profiling/iteration_overhead.h"
 
 namespace deepool::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/runtime/resplit.h"
+#include "worker/runtime/layers/resplit.h"
 
 #include <catch2/catch.hpp>
 

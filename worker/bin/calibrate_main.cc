@@ -17,8 +17,8 @@
 #include "common/logging.h"
 #include "planner/cluster.h"
 #include "planner/link_calibration.h"
-#include "worker/runtime/collective_timing.h"
-#include "worker/runtime/communicator_gloo.h"
+#include "worker/runtime/communication/collective_timing.h"
+#include "worker/runtime/communication/communicator_gloo.h"
 
 namespace {
 

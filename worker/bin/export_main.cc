@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "common/logging.h"
-#include "worker/runtime/checkpoint_dir.h"
-#include "worker/runtime/periodic_checkpoints.h"
+#include "worker/runtime/checkpoints/checkpoint_dir.h"
+#include "worker/runtime/checkpoints/periodic_checkpoints.h"
 
 namespace {
 

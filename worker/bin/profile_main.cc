@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "common/logging.h"
-#include "worker/runtime/profiler.h"
+#include "worker/runtime/profiling/profiler.h"
 
 int main(int argc, char** argv) {
   deepool::worker::ProfileToolOptions options;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/logging.h"
-#include "worker/runtime/loss.h"
+#include "worker/runtime/layers/loss.h"
 
 namespace deepool::worker {
 namespace {

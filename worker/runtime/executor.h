@@ -77,12 +77,12 @@
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
-#include "worker/runtime/communicator.h"
-#include "worker/runtime/data.h"
-#include "worker/runtime/layer_module.h"
-#include "worker/runtime/optimizer.h"
-#include "worker/runtime/resplit.h"
-#include "worker/runtime/span_recorder.h"
+#include "worker/runtime/communication/communicator.h"
+#include "worker/runtime/data/data.h"
+#include "worker/runtime/layers/layer_module.h"
+#include "worker/runtime/layers/optimizer.h"
+#include "worker/runtime/layers/resplit.h"
+#include "worker/runtime/profiling/span_recorder.h"
 
 namespace deepool::worker {
 

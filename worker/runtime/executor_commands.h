@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "protocol/executor_commands.h"
-#include "worker/runtime/background_spec.h"
+#include "worker/runtime/background/background_spec.h"
 
 namespace deepool::worker {
 

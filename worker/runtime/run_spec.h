@@ -3,7 +3,7 @@
 #pragma once
 
 #include "protocol/run_spec.h"
-#include "worker/runtime/background_spec.h"
+#include "worker/runtime/background/background_spec.h"
 
 namespace deepool::worker {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "worker/runtime/optimizer.h"
+#include "worker/runtime/layers/optimizer.h"
 
 namespace deepool::worker {
 

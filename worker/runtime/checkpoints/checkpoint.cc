@@ -1,0 +1,224 @@
+#include "worker/runtime/checkpoints/checkpoint.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <unordered_map>
+
+#include "common/content_digest.h"
+
+namespace deepool::worker {
+namespace {
+
+std::string ShapeOf(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+// A CPU copy that owns exactly its own elements, so the archive holds no unrelated storage.
+at::Tensor ForSaving(const at::Tensor& t) {
+  at::Tensor cpu = t.detach().to(torch::kCPU).contiguous();
+  if (cpu.storage_offset() != 0 ||
+      cpu.storage().nbytes() != static_cast<size_t>(cpu.numel()) * cpu.element_size()) {
+    cpu = cpu.clone();
+  }
+  return cpu;
+}
+
+// The archive torch.save writes for a plain dict, without TorchScript's type tags on the dict
+// (torch::pickle_save adds them): Python's torch.load reads it with weights_only=True, its
+// default since PyTorch 2.6, which refuses the tags' restore function.
+std::vector<char> PickleUntagged(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  size_t tensor_bytes = 0;
+  for (const at::Tensor& t : pickler.tensorData()) tensor_bytes += t.nbytes();
+  archive.reserve(tensor_bytes + pickled.size() + (1 << 20));  // no regrowth for large models
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    archive.insert(archive.end(), bytes, bytes + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
+}  // namespace
+
+StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
+                                     const std::vector<std::shared_ptr<LayerModule>>& modules) {
+  if (modules.size() != static_cast<size_t>(graph.num_layers())) {
+    return InvalidArgumentError("CollectStateDict: " + std::to_string(modules.size()) +
+                                " modules for " + std::to_string(graph.num_layers()) + " layers");
+  }
+  StateDict state;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const auto& module = modules[static_cast<size_t>(id)];
+    if (module == nullptr) continue;
+    const std::string& layer = graph.layer(id).name;
+    for (const auto& p : module->named_parameters(/*recurse=*/false)) {
+      state.emplace_back(layer + "." + p.key(), p.value());
+    }
+    for (const auto& b : module->named_buffers(/*recurse=*/false)) {
+      state.emplace_back(layer + "." + b.key(), b.value());
+    }
+  }
+  return state;
+}
+
+Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
+                         const std::vector<std::shared_ptr<LayerModule>>& modules) {
+  if (modules.size() != static_cast<size_t>(graph.num_layers())) {
+    return InvalidArgumentError("LoadStateDictInto: " + std::to_string(modules.size()) +
+                                " modules for " + std::to_string(graph.num_layers()) + " layers");
+  }
+  std::unordered_map<std::string, const at::Tensor*> by_key;
+  for (const auto& [key, tensor] : state) by_key[key] = &tensor;
+
+  // Every key must belong to some graph layer: the longest layer name that prefixes it.
+  std::set<std::string> layer_names;
+  for (const auto& layer : graph.layers()) layer_names.insert(layer.name);
+  std::vector<std::string> unexpected;
+  for (const auto& [key, tensor] : state) {
+    bool known = false;
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+      if (layer_names.count(key.substr(0, dot)) != 0) {
+        known = true;
+        break;
+      }
+    }
+    if (!known) unexpected.push_back(key);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
+    return InvalidArgumentError("checkpoint has " + std::to_string(unexpected.size()) +
+                                " key(s) of no layer of graph '" + graph.name() + "': " + list +
+                                (unexpected.size() > 5 ? ", ..." : ""));
+  }
+
+  std::vector<std::string> missing;
+  torch::NoGradGuard no_grad;
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const auto& module = modules[static_cast<size_t>(id)];
+    if (module == nullptr) continue;
+    const std::string& layer = graph.layer(id).name;
+    auto load = [&](const std::string& name, at::Tensor& target) -> Status {
+      const std::string key = layer + "." + name;
+      auto it = by_key.find(key);
+      if (it == by_key.end()) {
+        missing.push_back(key);
+        return Status::Ok();
+      }
+      const at::Tensor& source = *it->second;
+      if (!source.defined() || source.sizes() != target.sizes()) {
+        return InvalidArgumentError("checkpoint tensor '" + key + "' has shape " +
+                                    (source.defined() ? ShapeOf(source) : "undefined") +
+                                    ", the model expects " + ShapeOf(target));
+      }
+      try {
+        target.copy_(source);
+      } catch (const std::exception& e) {
+        return InternalError("copying checkpoint tensor '" + key + "': " + e.what());
+      }
+      return Status::Ok();
+    };
+    for (auto& p : module->named_parameters(/*recurse=*/false)) {
+      RETURN_IF_ERROR(load(p.key(), p.value()));
+    }
+    for (auto& b : module->named_buffers(/*recurse=*/false)) {
+      RETURN_IF_ERROR(load(b.key(), b.value()));
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 5; ++i) list += (i ? ", " : "") + missing[i];
+    return InvalidArgumentError("checkpoint lacks " + std::to_string(missing.size()) +
+                                " tensor(s) of graph '" + graph.name() + "': " + list +
+                                (missing.size() > 5 ? ", ..." : ""));
+  }
+  return Status::Ok();
+}
+
+Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* bytes_out,
+                      uint64_t* digest_out) {
+  std::vector<char> bytes;
+  try {
+    c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+    for (const auto& [key, tensor] : state) {
+      if (!tensor.defined())
+        return InvalidArgumentError("checkpoint tensor '" + key + "' is undefined");
+      if (dict.contains(key)) return InvalidArgumentError("duplicate checkpoint key '" + key + "'");
+      dict.insert(key, ForSaving(tensor));
+    }
+    bytes = PickleUntagged(c10::IValue(dict));
+  } catch (const std::exception& e) {
+    return InternalError(std::string("serialising checkpoint: ") + e.what());
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return UnavailableError("cannot open '" + tmp + "' for writing");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return DataLossError("writing checkpoint '" + tmp + "' failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return UnavailableError("cannot rename '" + tmp + "' to '" + path + "'");
+  }
+  if (bytes_out) *bytes_out = static_cast<int64_t>(bytes.size());
+  if (digest_out) {
+    ContentDigest digest;
+    digest.Update(bytes.data(), bytes.size());
+    *digest_out = digest.Finish();
+  }
+  return Status::Ok();
+}
+
+StatusOr<StateDict> LoadCheckpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open checkpoint '" + path + "'");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    return DataLossError("checkpoint '" + path + "' is not a readable torch archive: " + e.what());
+  }
+  if (!value.isGenericDict()) {
+    return InvalidArgumentError("checkpoint '" + path + "' holds a " + value.tagKind() +
+                                ", not a dict of tensors (from Python, save dict(state_dict))");
+  }
+  StateDict state;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      return InvalidArgumentError("checkpoint '" + path +
+                                  "' has an entry that is not str -> Tensor");
+    }
+    state.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return state;
+}
+
+}  // namespace deepool::worker

@@ -1,0 +1,23 @@
+#include "worker/runtime/layers/optimizer.h"
+
+namespace deepool::worker {
+
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
+    const OptimizerSpec& spec, std::vector<torch::Tensor> params) {
+  RETURN_IF_ERROR(ValidateOptimizer(spec));
+  if (params.empty()) return std::unique_ptr<torch::optim::Optimizer>();
+  if (spec.name == "sgd") {
+    auto options =
+        torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weight_decay);
+    return std::unique_ptr<torch::optim::Optimizer>(
+        new torch::optim::SGD(std::move(params), options));
+  }
+  auto options = torch::optim::AdamOptions(spec.lr)
+                     .betas({spec.betas[0], spec.betas[1]})
+                     .eps(spec.eps)
+                     .weight_decay(spec.weight_decay);
+  return std::unique_ptr<torch::optim::Optimizer>(
+      new torch::optim::Adam(std::move(params), options));
+}
+
+}  // namespace deepool::worker
