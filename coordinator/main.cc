@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/open_files.h"
 #include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
@@ -87,6 +88,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("coordinator", log_level);
+  if (auto files = deepool::RaiseOpenFileLimit("deepool-coordinator"); !files.ok()) {
+    std::cerr << files.status().message() << "\n";
+    return 1;
+  }
   options.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(node_timeout_s * 1000));
   options.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_s * 1000));
   if (options.store == "sqlite" && options.data_dir.empty()) {
