@@ -52,6 +52,16 @@ int main(int argc, char** argv) {
                  "watch and log streams served at once; more are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-connections", options.max_connections,
+                 "TCP connections held open at once, from everyone (at most the open-file limit "
+                 "less 256); a new one past it is reset")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-connections-per-peer", options.max_connections_per_peer,
+                 "TCP connections held open at once from one IP address; a new one past it is "
+                 "reset")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--tls-ca", options.tls.ca,
                  "PEM certificate of the cluster CA: clients and workers must present a "
                  "certificate it signed (mutual TLS; `deepool certs init` makes one)");
