@@ -1,8 +1,6 @@
 #include "common/http_endpoint.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/host_port.h"
+#include "common/listen_socket.h"
 #include "common/logging.h"
 #include "common/sigpipe.h"
 #include "common/thread_name.h"
@@ -258,44 +256,11 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
                                                             Routes routes,
                                                             const std::string& thread_name,
                                                             HttpStreamFactory streams) {
-  ASSIGN_OR_RETURN(const HostPort where, ParseHostPort(listen));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(where.port);
-  if (int rc = getaddrinfo(where.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return InvalidArgumentError(listen + ": " + gai_strerror(rc));
-  }
+  ASSIGN_OR_RETURN(const ListeningSocket bound,
+                   ListenTcp(listen, static_cast<int>(kMaxConnections)));
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
-  std::string error = "no address";
-  for (addrinfo* a = found; a != nullptr && endpoint->listen_fd_ < 0; a = a->ai_next) {
-    const int fd =
-        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        ::listen(fd, static_cast<int>(kMaxConnections)) == 0) {
-      endpoint->listen_fd_ = fd;
-    } else {
-      error = std::strerror(errno);
-      close(fd);
-    }
-  }
-  freeaddrinfo(found);
-  if (endpoint->listen_fd_ < 0)
-    return UnavailableError("cannot listen on " + listen + ": " + error);
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(endpoint->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
-  const int bound_port = bound.ss_family == AF_INET6
-                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                             : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  std::string host = where.host;
-  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
-  endpoint->address_ = FormatHostPort(host, bound_port);
+  endpoint->listen_fd_ = bound.fd;
+  endpoint->address_ = bound.address;
   if (pipe2(endpoint->stop_pipe_, O_CLOEXEC) != 0) {
     close(endpoint->listen_fd_);
     endpoint->listen_fd_ = -1;  // the destructor's Stop would close it again

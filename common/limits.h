@@ -20,6 +20,16 @@ inline constexpr int kMaxGraphLayers = 5000;
 // weights, or whose activations at its smallest per-device batch, need more is refused.
 inline constexpr int64_t kMaxDeviceMemoryBytes = int64_t{256} << 30;
 
+// Open files (RLIMIT_NOFILE). deploy/deepool-*.service set LimitNOFILE to kOpenFilesWanted (a
+// unit test reads them); a daemon started elsewhere raises its soft limit toward it, as far as
+// the hard limit allows, and refuses to start below kMinOpenFiles (common/open_files.h).
+inline constexpr uint64_t kOpenFilesWanted = 65536;
+inline constexpr uint64_t kMinOpenFiles = 1024;
+// Descriptors the coordinator keeps out of its connection bound: its store, gRPC's own, the
+// metrics endpoint's connections (at most 128), logs and spares. Its port holds at most the
+// open-file limit less these (so 768 connections at kMinOpenFiles).
+inline constexpr uint64_t kReservedFds = 256;
+
 // Free-text fields a client sets (job names are shorter: 128) and file paths in a spec.
 inline constexpr size_t kMaxReasonBytes = 1024;
 inline constexpr size_t kMaxPathBytes = 4096;

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/open_files.h"
 #include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
@@ -51,6 +52,16 @@ int main(int argc, char** argv) {
                  "watch and log streams served at once; more are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-connections", options.max_connections,
+                 "TCP connections held open at once, from everyone (at most the open-file limit "
+                 "less 256); a new one past it is reset")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-connections-per-peer", options.max_connections_per_peer,
+                 "TCP connections held open at once from one IP address; a new one past it is "
+                 "reset")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--tls-ca", options.tls.ca,
                  "PEM certificate of the cluster CA: clients and workers must present a "
                  "certificate it signed (mutual TLS; `deepool certs init` makes one)");
@@ -87,6 +98,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("coordinator", log_level);
+  if (auto files = deepool::RaiseOpenFileLimit("deepool-coordinator"); !files.ok()) {
+    std::cerr << files.status().message() << "\n";
+    return 1;
+  }
   options.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(node_timeout_s * 1000));
   options.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_s * 1000));
   if (options.store == "sqlite" && options.data_dir.empty()) {

@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/open_files.h"
 #include "common/thread_name.h"
 #include "coordinator/cluster_summary.h"
 #include "coordinator/malformed_request.h"
@@ -68,19 +69,30 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(CheckListenSafety(options));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    security::MakeServerCredentials(options.tls));
-  // The port answers "starting" while the store loads: workers keep their tasks through a
-  // restart however large the store (their lease holds on an answer).
-  ASSIGN_OR_RETURN(std::unique_ptr<StartupServer> startup,
-                   StartupServer::Start(options.listen, credentials));
-  const std::string serve_at = FormatHostPort(listen->host, startup->port());
-  // A wildcard listen address is no address to reach us at; loopback is, from this host.
-  std::string host = listen->host;
-  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
-  DP_LOG_INFO("coordinator starting on {}: loading the job store", FormatHostPort(host, startup->port()));
-  if (options.on_starting) options.on_starting(FormatHostPort(host, startup->port()));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->options_ = options;
   s->clock_ = clock;
+  // The port is ours, not gRPC's (grpc_listener.h): bounded, and never deaf after an EMFILE.
+  ASSIGN_OR_RETURN(const OpenFileLimit files, ReadOpenFileLimit());
+  const ConnectionLimits limits{ConnectionBudget(files.soft, options.max_connections),
+                                options.max_connections_per_peer};
+  // Real time, whatever `clock` is: the listener paces a socket loop.
+  StatusOr<std::unique_ptr<GrpcListener>> listener =
+      GrpcListener::Start(options.listen, limits, SystemClock::Get());
+  if (!listener.ok()) return listener.status().WithContext("--listen");
+  s->listener_ = *std::move(listener);
+  const int port = s->listener_->port();
+  DP_LOG_INFO("at most {} connections at once, {} per peer address (open-file limit {})",
+              limits.max_total, limits.max_per_peer, files.soft);
+  // The port answers "starting" while the store loads: workers keep their tasks through a
+  // restart however large the store (their lease holds on an answer).
+  ASSIGN_OR_RETURN(std::unique_ptr<StartupServer> startup,
+                   StartupServer::Start(s->listener_.get(), credentials));
+  // A wildcard listen address is no address to reach us at; loopback is, from this host.
+  std::string host = listen->host;
+  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  DP_LOG_INFO("coordinator starting on {}: loading the job store", FormatHostPort(host, port));
+  if (options.on_starting) options.on_starting(FormatHostPort(host, port));
   s->events_ = std::make_unique<CoordinatorMetrics>();
   s->store_ = std::move(store);
   s->planner_ = std::move(planner);
@@ -119,8 +131,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       options.heartbeat_interval.count(), s->auth_.get());
 
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(serve_at, credentials, &port);
+  s->acceptor_ = GrpcListener::AddAcceptor(&builder, credentials);
   // Zoo run specs are < 100 KB, but a large inline graph with its plan may pass gRPC's 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxRpcMessageBytes);
@@ -132,10 +143,9 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   interceptors.push_back(std::make_unique<RpcMetricsInterceptorFactory>(s->events_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
-  if (!s->server_ || port == 0) {
-    return UnavailableError("--listen: cannot listen on " + serve_at);
-  }
-  // Both listen now; from here new connections reach the real services only.
+  if (!s->server_) return UnavailableError("cannot start the gRPC server");
+  // From here new connections reach the real services only.
+  s->listener_->ServeWith(s->acceptor_.get());
   const int starting_answers = startup->answered();
   startup->Stop();
   if (starting_answers > 0) {
@@ -199,6 +209,7 @@ void CoordinatorServer::Shutdown() {
   if (jobs_) jobs_->Shutdown();
   if (scheduler_) scheduler_->Shutdown();
   if (traces_) traces_->Shutdown();  // TraceJob calls stop waiting
+  if (listener_) listener_->Stop();  // before the server: gRPC leaks what a stopped one is handed
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (control_thread_.joinable()) control_thread_.join();
 }

@@ -17,6 +17,7 @@
 #include "common/http_endpoint.h"
 #include "common/status.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/grpc_listener.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
@@ -45,6 +46,10 @@ struct CoordinatorOptions {
   bool control_loop = true;
   // WatchJob and GetJobLogs calls served at once; more are refused (RESOURCE_EXHAUSTED).
   int max_client_streams = 256;
+  // Connections held open at once, in all (within the open-file limit less kReservedFds) and
+  // from one peer address; past either a new connection is reset (grpc_listener.h).
+  int max_connections = 4096;
+  int max_connections_per_peer = 100;
   SchedulerOptions scheduler;
   // Mutual TLS: the CA that signs every client's and worker's certificate, and ours.
   security::TlsFiles tls;
@@ -82,6 +87,10 @@ class CoordinatorServer {
   const std::string& address() const { return address_; }
   // "HOST:PORT" of /metrics; "" when not served.
   std::string metrics_address() const { return metrics_ ? metrics_->address() : ""; }
+  // The port's connections: kept, refused, open (grpc_listener.h).
+  ListenerStats connection_stats() const {
+    return listener_ ? listener_->stats() : ListenerStats();
+  }
   // Stops streams, the control loop and the server; idempotent.
   void Shutdown();
 
@@ -110,6 +119,9 @@ class CoordinatorServer {
   std::unique_ptr<CoordinatorServiceImpl> client_service_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<grpc::Server> server_;
+  // After server_, so it goes first (Shutdown stops it before the server in any case).
+  std::unique_ptr<GrpcListener::Acceptor> acceptor_;
+  std::unique_ptr<GrpcListener> listener_;
   const Clock* clock_ = nullptr;
   // Last, so it goes first: it reads the jobs, nodes and scheduler on its own thread.
   std::unique_ptr<HttpEndpoint> metrics_;

@@ -22,17 +22,17 @@ constexpr const char* kStartingMessage =
 }  // namespace
 
 StatusOr<std::unique_ptr<StartupServer>> StartupServer::Start(
-    const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials) {
+    GrpcListener* listener, std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<StartupServer> s(new StartupServer());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, std::move(credentials), &s->port_);
+  s->acceptor_ = GrpcListener::AddAcceptor(&builder, std::move(credentials));
   builder.RegisterAsyncGenericService(&s->service_);
   s->queue_ = builder.AddCompletionQueue();
   s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->port_ == 0) {
-    return UnavailableError("--listen: cannot listen on " + listen);
-  }
+  if (!s->server_) return UnavailableError("cannot start the 'starting' server");
   s->thread_ = std::thread([p = s.get()] { p->Serve(); });
+  s->listener_ = listener;
+  listener->ServeWith(s->acceptor_.get());
   return s;
 }
 
@@ -68,7 +68,8 @@ void StartupServer::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
-  server_->Shutdown(std::chrono::system_clock::now());
+  if (listener_) listener_->Withdraw(acceptor_.get());
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
   queue_->Shutdown();
   if (thread_.joinable()) thread_.join();
 }

@@ -4,8 +4,8 @@
 // with UNAVAILABLE "the coordinator is starting ..." and the trailing metadata
 // protocol::kCoordinatorStartingKey: workers keep their tasks (an answer renews their lease),
 // clients retry. It serves with the coordinator's own credentials (mutual TLS when configured).
-// The coordinator's real server then binds the same port (gRPC sets SO_REUSEPORT) before this
-// one stops, so the port is never closed.
+// It binds no port: the coordinator's GrpcListener hands it connections until the real server
+// takes them over, so the port is never closed.
 // Threading: Start and Stop from the owner; calls are answered on one thread, "dp-coord-start".
 #pragma once
 
@@ -19,22 +19,23 @@
 #include <thread>
 
 #include "common/status.h"
+#include "coordinator/grpc_listener.h"
 
 namespace deepool::coordinator {
 
 class StartupServer {
  public:
-  // Binds `listen` ("HOST:PORT"; port 0: any free one) and starts answering.
+  // Starts answering the connections `listener` (which must outlive this) hands it.
   static StatusOr<std::unique_ptr<StartupServer>> Start(
-      const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials);
+      GrpcListener* listener, std::shared_ptr<grpc::ServerCredentials> credentials);
   ~StartupServer();
   StartupServer(const StartupServer&) = delete;
   StartupServer& operator=(const StartupServer&) = delete;
 
-  int port() const { return port_; }
   // Calls answered so far.
   int answered() const { return answered_; }
-  // Stops answering; connections still open are closed. Idempotent.
+  // Stops answering (withdrawn from the listener first); connections still open are closed.
+  // Idempotent.
   void Stop();
 
  private:
@@ -44,8 +45,9 @@ class StartupServer {
   grpc::AsyncGenericService service_;
   std::unique_ptr<grpc::ServerCompletionQueue> queue_;
   std::unique_ptr<grpc::Server> server_;
+  GrpcListener* listener_ = nullptr;
+  std::unique_ptr<GrpcListener::Acceptor> acceptor_;
   std::thread thread_;
-  int port_ = 0;
   std::atomic<int> answered_{0};
   std::mutex mu_;
   bool stopped_ = false;  // guarded by mu_

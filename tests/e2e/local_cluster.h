@@ -145,6 +145,9 @@ struct ClusterOptions {
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
   int executor_timeout_s = 0;        // the coordinator's --executor-timeout-s; 0: its default
   bool metrics = false;              // serve /metrics on a loopback port (metrics_address())
+  // The coordinator's open-file limit (RLIMIT_NOFILE, soft and hard alike, as `ulimit -n` sets
+  // them in the shell that starts it); 0: inherited.
+  int coordinator_open_files = 0;
   // Worker i runs on worker_hosts[i]; loopback where there is none. A worker on a host of its
   // own finds its address itself (toward the coordinator), as a deployed one does.
   std::vector<Host> worker_hosts;
@@ -224,6 +227,7 @@ class LocalCluster {
   // The coordinator's /metrics "HOST:PORT" with ClusterOptions::metrics; "" otherwise.
   const std::string& metrics_address() const { return metrics_address_; }
   const std::string& dir() const { return dir_; }
+  pid_t coordinator_pid() const { return coordinator_->pid(); }
   v1::CoordinatorService::Stub& stub() { return *stub_; }
   // Secure clusters: the certificates' directory (security/cert_files.h layout), the users file
   // and the admin's credentials the harness uses.
@@ -262,8 +266,14 @@ class LocalCluster {
     } else if (!options_.coordinator_host.loopback()) {
       args.push_back("--insecure");
     }
+    std::vector<std::string> enter = options_.coordinator_host.enter;
+    if (options_.coordinator_open_files > 0) {  // a shell lowers the limit, then becomes it
+      enter.insert(enter.end(), {"/bin/sh", "-c",
+                                 "ulimit -n " + std::to_string(options_.coordinator_open_files) +
+                                     " && exec \"$0\" \"$@\""});
+    }
     coordinator_ = TestProcess::Start("coordinator", BinDir() + "/deepool-coordinator", args,
-                                      dir_ + "/coordinator.log", options_.coordinator_host.enter);
+                                      dir_ + "/coordinator.log", enter);
     std::string line;
     bool listening = coordinator_->WaitForStdout(
         [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,

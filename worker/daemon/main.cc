@@ -18,6 +18,7 @@
 #include "common/http_endpoint.h"
 #include "common/logging.h"
 #include "common/metrics_text.h"
+#include "common/open_files.h"
 #include "common/path_roots.h"
 #include "common/sigpipe.h"
 #include "common/subprocess.h"
@@ -215,6 +216,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("worker", flags.log_level);
+  // Executors' pipes, task files and the coordinator's channel all take descriptors.
+  if (auto files = deepool::RaiseOpenFileLimit("deepool-worker"); !files.ok()) {
+    std::cerr << files.status().message() << "\n";
+    return 1;
+  }
   auto devices = ResolveFlags(flags);
   if (!devices.ok()) {
     std::cerr << "deepool-worker: " << devices.status().message() << "\n";
