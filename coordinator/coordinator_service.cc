@@ -50,7 +50,7 @@ StatusOr<security::Identity> CoordinatorServiceImpl::Caller(grpc::ServerContext*
     if (allowed.ok()) return caller;
     caller = allowed;
   }
-  DP_LOG_WARN("{} from {} refused: {}", method, ctx->peer(), caller.status().ToString());
+  auth_->LogRefusal(method, ctx->peer(), caller.status());
   return caller;
 }
 

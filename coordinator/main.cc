@@ -10,6 +10,7 @@
 #include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
+#include "security/grpc_logs.h"
 
 namespace {
 
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("coordinator", log_level);
+  // gRPC's lines in this log; a flood of refused TLS handshakes rate-limited.
+  const deepool::security::GrpcLogRoute grpc_logs;
   if (auto files = deepool::RaiseOpenFileLimit("deepool-coordinator"); !files.ok()) {
     std::cerr << files.status().message() << "\n";
     return 1;

@@ -22,8 +22,7 @@ Status NodeServiceImpl::AuthorizeNodeName(grpc::ServerContext* ctx,
   StatusOr<security::Identity> caller = auth_->Authenticate(security::PeerCredentialsOf(*ctx));
   Status allowed =
       caller.ok() ? security::RequireWorker(*caller, node_name, auth_->open()) : caller.status();
-  if (!allowed.ok())
-    DP_LOG_WARN("worker call from {} refused: {}", ctx->peer(), allowed.ToString());
+  if (!allowed.ok()) auth_->LogRefusal("worker call", ctx->peer(), allowed);
   return allowed;
 }
 

@@ -121,7 +121,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     if (!users.ok()) return users.status().WithContext("--users");
     s->users_ = *std::move(users);
   }
-  s->auth_ = std::make_unique<security::Authenticator>(options.tls.configured(), s->users_.get());
+  ASSIGN_OR_RETURN(s->auth_, security::Authenticator::ForServer(options.tls, s->users_.get()));
   s->traces_ = std::make_unique<TraceCollector>();
   s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
       s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get(),

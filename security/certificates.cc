@@ -10,6 +10,7 @@
 #include <openssl/x509v3.h>
 
 #include <cctype>
+#include <ctime>
 #include <memory>
 
 namespace deepool::security {
@@ -24,6 +25,12 @@ using KeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
 using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
 using ExtensionPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using BignumPtr = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
+using StorePtr = std::unique_ptr<X509_STORE, Deleter<X509_STORE, X509_STORE_free>>;
+using StoreContextPtr =
+    std::unique_ptr<X509_STORE_CTX, Deleter<X509_STORE_CTX, X509_STORE_CTX_free>>;
+void FreeCertificates(STACK_OF(X509) * stack) { sk_X509_pop_free(stack, X509_free); }
+using CertificateStackPtr =
+    std::unique_ptr<STACK_OF(X509), Deleter<STACK_OF(X509), FreeCertificates>>;
 
 // The last OpenSSL error, for messages ("" when the queue is empty).
 std::string OpenSslError() {
@@ -104,6 +111,33 @@ StatusOr<KeyPtr> ParsePrivateKey(const std::string& pem) {
   KeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!key) return InvalidArgumentError("not a PEM private key: " + OpenSslError());
   return key;
+}
+
+// Every certificate in a PEM text (a bundle); none for text without one.
+CertificateStackPtr ParseCertificates(const std::string& pem) {
+  CertificateStackPtr stack(sk_X509_new_null());
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!stack || !bio) return stack;
+  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    if (sk_X509_push(stack.get(), cert) <= 0) X509_free(cert);
+  }
+  ERR_clear_error();  // the end of the text reads as an error
+  return stack;
+}
+
+// "2025-01-31 12:00:00 UTC".
+std::string TimeText(const ASN1_TIME* time) {
+  struct tm parts {};
+  if (time == nullptr || ASN1_TIME_to_tm(time, &parts) != 1) return "an unreadable time";
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &parts);
+  return text;
+}
+
+std::string NameText(X509_NAME* name) {
+  char text[256];
+  X509_NAME_oneline(name, text, sizeof(text));
+  return text;
 }
 
 // A certificate with its key, subject, serial and validity set, not yet signed.
@@ -269,6 +303,95 @@ StatusOr<CertificateIdentity> ReadCertificateIdentity(const std::string& certifi
   struct tm after {};
   if (ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &after) == 1) {
     identity.not_after_unix_s = static_cast<int64_t>(timegm(&after));
+  }
+  return identity;
+}
+
+StatusOr<CertificateIdentity> VerifyCertificate(const std::string& ca_pem,
+                                                const std::string& certificate_pem,
+                                                CertificateUse use, int64_t now_unix_s,
+                                                const std::string& chain_pem) {
+  ASSIGN_OR_RETURN(X509Ptr cert, ParseCertificate(certificate_pem));
+  CertificateStackPtr authorities = ParseCertificates(ca_pem);
+  if (!authorities || sk_X509_num(authorities.get()) == 0) {
+    return InvalidArgumentError("the CA file holds no PEM certificate");
+  }
+  StorePtr store(X509_STORE_new());
+  if (!store) return Failed("creating a certificate store");
+  for (int i = 0; i < sk_X509_num(authorities.get()); ++i) {
+    if (X509_STORE_add_cert(store.get(), sk_X509_value(authorities.get(), i)) != 1) {
+      return Failed("adding a CA certificate");
+    }
+  }
+  CertificateStackPtr untrusted = ParseCertificates(chain_pem);
+  StoreContextPtr context(X509_STORE_CTX_new());
+  if (!context ||
+      X509_STORE_CTX_init(context.get(), store.get(), cert.get(), untrusted.get()) != 1) {
+    return Failed("preparing to verify a certificate");
+  }
+  X509_STORE_CTX_set_time(context.get(), 0, static_cast<time_t>(now_unix_s));
+  X509_STORE_CTX_set_purpose(context.get(), use == CertificateUse::kServer
+                                                ? X509_PURPOSE_SSL_SERVER
+                                                : X509_PURPOSE_SSL_CLIENT);
+  // Who it names, for the messages below (the subject of a refused certificate is its claim).
+  const std::string holder = NameText(X509_get_subject_name(cert.get()));
+  if (X509_verify_cert(context.get()) != 1) {
+    const int error = X509_STORE_CTX_get_error(context.get());
+    const int depth = X509_STORE_CTX_get_error_depth(context.get());
+    ERR_clear_error();
+    const std::string whose = depth == 0 ? "the certificate " + holder : "its CA's certificate";
+    // The certificate the check failed on: the leaf, or its CA at depth 1.
+    const X509* failed = X509_STORE_CTX_get_current_cert(context.get());
+    if (failed == nullptr) failed = cert.get();
+    switch (error) {
+      case X509_V_ERR_CERT_HAS_EXPIRED:
+        return UnauthenticatedError(whose + " expired at " + TimeText(X509_get0_notAfter(failed)));
+      case X509_V_ERR_CERT_NOT_YET_VALID:
+        return UnauthenticatedError(whose + " is not valid before " +
+                                    TimeText(X509_get0_notBefore(failed)) + " (check the clocks)");
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+      case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+      case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+        return UnauthenticatedError("the certificate " + holder +
+                                    " is not signed by this cluster's CA (its issuer: " +
+                                    NameText(X509_get_issuer_name(cert.get())) + ")");
+      case X509_V_ERR_INVALID_PURPOSE:
+        return UnauthenticatedError("the certificate " + holder + " may not serve as a TLS " +
+                                    (use == CertificateUse::kServer ? "server" : "client") +
+                                    " (its extended key usage)");
+      default:
+        return UnauthenticatedError("the certificate " + holder +
+                                    " is refused: " + X509_verify_cert_error_string(error));
+    }
+  }
+  return ReadCertificateIdentity(certificate_pem);
+}
+
+StatusOr<CertificateIdentity> VerifyCoordinatorCertificate(const std::string& ca_pem,
+                                                           const std::string& certificate_pem,
+                                                           int64_t now_unix_s,
+                                                           const std::string& chain_pem) {
+  StatusOr<CertificateIdentity> identity =
+      VerifyCertificate(ca_pem, certificate_pem, CertificateUse::kServer, now_unix_s, chain_pem);
+  if (!identity.ok()) {
+    return Status(identity.status().code(),
+                  "the server's certificate: " + std::string(identity.status().message()));
+  }
+  if (identity->role != Role::kCoordinator) {
+    return UnauthenticatedError(
+        std::string("the server presents a ") + RoleName(identity->role) + " certificate (" +
+        identity->common_name + ", OU " + RoleUnit(identity->role) +
+        ") from your CA, not the coordinator's (OU " + RoleUnit(Role::kCoordinator) +
+        "): whoever runs it is not your coordinator");
+  }
+  ASSIGN_OR_RETURN(X509Ptr cert, ParseCertificate(certificate_pem));
+  if (X509_check_host(cert.get(), kCoordinatorTlsName, 0, 0, nullptr) != 1) {
+    return UnauthenticatedError(std::string("the server's coordinator certificate does not bear "
+                                            "the name ") +
+                                kCoordinatorTlsName);
   }
   return identity;
 }

@@ -52,4 +52,28 @@ StatusOr<CertificateIdentity> ReadCertificateIdentity(const std::string& certifi
 // The OU text of a role: "deepool-user", "deepool-admin", ...
 std::string RoleUnit(Role role);
 
+// What a certificate is checked for: a TLS client (a user, admin or worker calling the
+// coordinator) or a TLS server (the coordinator, as its clients check it).
+enum class CertificateUse { kClient, kServer };
+
+// Checks that the certificate was signed by a CA in ca_pem (one or more PEM certificates),
+// was valid at now_unix_s and may serve `use`, then reads it as ReadCertificateIdentity does.
+// UNAUTHENTICATED with the reason people need ("is not signed by this cluster's CA (issuer:
+// ...)", "expired at 2025-01-31 12:00:00 UTC", "is not valid before ..."), naming the holder
+// (its CN) when it can; `chain_pem` may add intermediate certificates the peer sent. The time
+// is a parameter so tests need no clock of their own; callers pass the wall clock.
+StatusOr<CertificateIdentity> VerifyCertificate(const std::string& ca_pem,
+                                                const std::string& certificate_pem,
+                                                CertificateUse use, int64_t now_unix_s,
+                                                const std::string& chain_pem = "");
+
+// What a client checks before it trusts a server to be the coordinator: VerifyCertificate for
+// a TLS server, the role kCoordinator (the OU deepool-coordinator, which only `deepool certs
+// init` issues) and the name kCoordinatorTlsName. A user's or node's certificate from the same
+// CA is refused whatever its name: its holder could otherwise collect every client's token.
+StatusOr<CertificateIdentity> VerifyCoordinatorCertificate(const std::string& ca_pem,
+                                                           const std::string& certificate_pem,
+                                                           int64_t now_unix_s,
+                                                           const std::string& chain_pem = "");
+
 }  // namespace deepool::security

@@ -1,7 +1,11 @@
 #include "security/transport.h"
 
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/support/client_interceptor.h>
 
+#include <chrono>
 #include <fstream>
 #include <optional>
 
@@ -73,6 +77,32 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
   const std::string header_;
 };
 
+// The client's check of the server: VerifyCoordinatorCertificate at the time of the handshake.
+// Synchronous; gRPC calls it from its own threads, and it keeps no state but the CA.
+class CoordinatorCertificateCheck final : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  explicit CoordinatorCertificateCheck(std::string ca_pem) : ca_pem_(std::move(ca_pem)) {}
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)> /*callback*/, grpc::Status* sync_status) override {
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const grpc::string_ref cert = request->peer_cert();
+    const grpc::string_ref chain = request->peer_cert_full_chain();
+    const StatusOr<CertificateIdentity> checked =
+        VerifyCoordinatorCertificate(ca_pem_, std::string(cert.data(), cert.size()), now,
+                                     std::string(chain.data(), chain.size()));
+    *sync_status =
+        checked.ok() ? grpc::Status::OK
+                     : grpc::Status(grpc::StatusCode::UNAUTHENTICATED, checked.status().message());
+    return true;  // done: the answer is in sync_status
+  }
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  const std::string ca_pem_;
+};
+
 // The host a gRPC target names: "HOST:PORT", "[V6]:PORT", or either after a "dns:", "dns:///",
 // "ipv4:" or "ipv6:" scheme. nullopt for a Unix socket (it never leaves this machine).
 StatusOr<std::optional<std::string>> TargetHost(std::string target) {
@@ -106,11 +136,16 @@ Status CheckTokenTransport(const std::string& address, const ClientSecurity& sec
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& files) {
   if (!files.configured()) return grpc::InsecureServerCredentials();
   ASSIGN_OR_RETURN(PemFiles pems, ReadPems(files));
-  grpc::SslServerCredentialsOptions options(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  // The Authenticator verifies the certificate on every call (the header says why); a client
+  // without one still completes the handshake, and its calls are refused.
+  grpc::SslServerCredentialsOptions options(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
   options.pem_root_certs = pems.ca;
   options.pem_key_cert_pairs.push_back({pems.key, pems.cert});
   return grpc::SslServerCredentials(options);
+}
+
+StatusOr<std::string> ReadCaCertificates(const TlsFiles& files) {
+  return ReadPem("the CA certificate (--tls-ca)", files.ca);
 }
 
 StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
@@ -120,11 +155,21 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (security.tls.configured()) {
     ASSIGN_OR_RETURN(PemFiles pems, ReadPems(security.tls));
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = pems.ca;
-    options.pem_cert_chain = pems.cert;
-    options.pem_private_key = pems.key;
-    credentials = grpc::SslCredentials(options);
+    grpc::experimental::TlsChannelCredentialsOptions options;
+    options.set_certificate_provider(
+        std::make_shared<grpc::experimental::StaticDataCertificateProvider>(
+            pems.ca, std::vector<grpc::experimental::IdentityKeyCertPair>{{pems.key, pems.cert}}));
+    options.watch_root_certs();
+    options.watch_identity_key_cert_pairs();
+    // CoordinatorCertificateCheck verifies the chain itself, so that a refusal says why (another
+    // CA, expired, not the coordinator's role) instead of OpenSSL's "certificate verify failed",
+    // and checks the name (gRPC's own host check does not run beside a custom verifier).
+    options.set_verify_server_certs(false);
+    options.set_certificate_verifier(
+        grpc::experimental::ExternalCertificateVerifier::Create<CoordinatorCertificateCheck>(
+            pems.ca));
+    options.set_check_call_host(false);
+    credentials = grpc::experimental::TlsCredentials(options);
     // Whatever address is dialled, the server must prove it holds the coordinator's certificate.
     args.SetSslTargetNameOverride(kCoordinatorTlsName);
   }
@@ -133,6 +178,37 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
   interceptors.push_back(std::make_unique<BearerTokenFactory>(security.token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
                                                                  std::move(interceptors));
+}
+
+std::string DescribeTlsRefusal(const std::string& message) {
+  const std::string prefix = "TLS handshake refused: ";
+  // Our own check of the server (CoordinatorCertificateCheck) says exactly what was wrong.
+  const std::string custom = "Custom verification check failed with error: ";
+  if (size_t at = message.find(custom); at != std::string::npos) {
+    std::string cause = message.substr(at + custom.size());
+    const std::string code = "UNAUTHENTICATED: ";
+    if (cause.rfind(code, 0) == 0) cause = cause.substr(code.size());
+    return prefix + cause;
+  }
+  // OpenSSL's reason: "...SSL_ERROR_SSL: error:0A00010B:SSL routines::wrong version number".
+  const bool handshake = message.find("andshake failed") != std::string::npos;
+  if (!handshake) return "";
+  std::string reason = message.substr(message.rfind(':') + 1);
+  if (const size_t end = reason.find(" {"); end != std::string::npos) reason.resize(end);
+  if (message.find("wrong version number") != std::string::npos) {
+    return prefix +
+           "the server does not speak TLS (a coordinator started without --tls-*? then leave "
+           "out the TLS files; else check the address)";
+  }
+  if (message.find("certificate verify failed") != std::string::npos) {
+    return prefix + "the server's certificate is not signed by your CA (DEEPOOL_TLS_CA) or has " +
+           "expired";
+  }
+  if (message.find("alert") != std::string::npos) {
+    return prefix + "the server refused this client's certificate (" + reason +
+           "): it must come from the cluster's CA and be unexpired";
+  }
+  return prefix + reason;
 }
 
 StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -148,10 +224,16 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
 PeerCredentials PeerCredentialsOf(const grpc::ServerContext& context) {
   PeerCredentials peer;
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth && auth->IsPeerAuthenticated()) {
+  // Present whether or not gRPC verified it: the Authenticator verifies it (MakeServerCredentials).
+  if (auth) {
     const std::vector<grpc::string_ref> pems =
         auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
     if (!pems.empty()) peer.certificate_pem = std::string(pems.front().data(), pems.front().size());
+    const std::vector<grpc::string_ref> chains =
+        auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME);
+    if (!chains.empty()) {
+      peer.certificate_chain_pem = std::string(chains.front().data(), chains.front().size());
+    }
   }
   const auto& metadata = context.client_metadata();
   const auto header = metadata.find("authorization");

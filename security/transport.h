@@ -1,8 +1,16 @@
 // TLS and bearer tokens on gRPC connections, for both ends.
-// Server: with TlsFiles set, the coordinator serves TLS and requires a client certificate signed
-// by the cluster CA (mutual TLS); without, it serves plain TCP. Client: with TlsFiles set, the
-// channel verifies the server against the CA and the name kCoordinatorTlsName and presents its
-// own certificate; a token, when given, goes with every call as "authorization: Bearer ...".
+// Server: with TlsFiles set, the coordinator serves TLS and asks every client for its certificate;
+// the handshake proves the client holds the certificate's key, and the Authenticator
+// (authenticator.h) checks the certificate against the cluster CA on every call. Checking it
+// there rather than in the handshake lets a refusal name its reason to the client (another CA,
+// expired) and the client's address in the coordinator's log, which gRPC does not report for a
+// failed handshake; a connection whose certificate expires is refused from then on, too.
+// Without TlsFiles it serves plain TCP.
+// Client: with TlsFiles set, the channel presents its own certificate and accepts only a server
+// whose certificate the CA signed for the coordinator: role kCoordinator and the name
+// kCoordinatorTlsName (VerifyCoordinatorCertificate), so a user's or node's certificate from the
+// same CA cannot pass for the coordinator. A token, when given, goes with every call as
+// "authorization: Bearer ...".
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -26,8 +34,12 @@ struct TlsFiles {
 
 // Plain credentials when none of the files is set; an error naming the file that is missing or
 // unreadable, or when only some are set; FAILED_PRECONDITION for a private key that group or
-// others may read (secret_files.h).
+// others may read (secret_files.h). Client certificates are requested, not verified: the
+// Authenticator does that, with ReadCaCertificates.
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& files);
+
+// The PEM text of files.ca (the cluster CA); an error naming the file when it cannot be read.
+StatusOr<std::string> ReadCaCertificates(const TlsFiles& files);
 
 struct ClientSecurity {
   TlsFiles tls;
@@ -46,14 +58,22 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      const ClientSecurity& security,
                                                      grpc::ChannelArguments args);
 
+// Why a connection failed in its TLS handshake, for people, from a failed call's gRPC message:
+// "TLS handshake refused: " and the cause (the server's certificate is another CA's, expired, or
+// a user's or node's rather than the coordinator's; the server does not speak TLS; the server
+// refused this client's certificate); "" when the message shows no refused handshake.
+std::string DescribeTlsRefusal(const std::string& grpc_message);
+
 // A token file's first line, without surrounding white space; refuses an empty file, and one
 // that group or others may read (FAILED_PRECONDITION, secret_files.h).
 StatusOr<std::string> ReadTokenFile(const std::string& path);
 
-// What a server call carries: the peer's certificate (PEM) when it presented one over TLS, and
-// the bearer token of its "authorization" header ("" when none).
+// What a server call carries: the peer's certificate (PEM) when it presented one over TLS (with
+// the rest of the chain it sent), and the bearer token of its "authorization" header ("" when
+// none).
 struct PeerCredentials {
   std::optional<std::string> certificate_pem;
+  std::string certificate_chain_pem;
   std::string bearer_token;
   bool malformed_authorization = false;  // an authorization header that is not "Bearer <token>"
 };

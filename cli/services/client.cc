@@ -153,24 +153,31 @@ int ReportRpcError(const grpc::Status& status, const std::string& what,
                    const std::string& address) {
   int code = ExitCodeFor(status);
   const std::string message = status.error_message();
-  const bool tls_failure = message.find("SSL") != std::string::npos ||
-                           message.find("ssl") != std::string::npos ||
-                           message.find("handshake") != std::string::npos ||
-                           message.find("certificate") != std::string::npos;
-  if (code == kExitUnavailable && tls_failure) {
-    std::cerr << "deepool: the TLS handshake with the coordinator at " << address << " failed ("
-              << what << ": " << message
-              << ").\nCheck DEEPOOL_TLS_CA/_CERT/_KEY or \"tls\" in ~/.config/deepool/config.json: "
-                 "the certificates must come from the cluster's CA and be unexpired.\n";
+  const std::string refusal = security::DescribeTlsRefusal(message);
+  if (code == kExitUnavailable && !refusal.empty()) {
+    std::cerr << "deepool: cannot reach the coordinator at " << address << " (" << what
+              << "): " << refusal
+              << ".\nCheck DEEPOOL_TLS_CA/_CERT/_KEY or \"tls\" in ~/.config/deepool/config.json "
+                 "(the certificates must come from the cluster's CA and be unexpired), and that "
+              << address << " is your coordinator.\n";
   } else if (code == kExitUnavailable) {
     std::cerr << "deepool: cannot reach the coordinator at " << address << " (" << what << ": "
-              << status.error_message()
+              << message
               << ").\nIs deepool-coordinator running? Set the address with --coordinator, "
                  "DEEPOOL_COORDINATOR or ~/.config/deepool/config.json.\n";
+    // A plaintext client's connection to a TLS coordinator is simply closed.
+    if (message.find("Socket closed") != std::string::npos ||
+        message.find("reset by peer") != std::string::npos) {
+      std::cerr << "If it speaks TLS, so must this client: set DEEPOOL_TLS_CA, DEEPOOL_TLS_CERT "
+                   "and DEEPOOL_TLS_KEY.\n";
+    }
   } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    std::cerr << "deepool: " << what << ": not authenticated: " << message
-              << "\n(set DEEPOOL_TOKEN or DEEPOOL_TOKEN_FILE, or \"token_file\" in "
-                 "~/.config/deepool/config.json)\n";
+    std::cerr << "deepool: " << what << ": not authenticated: " << message << "\n"
+              << (message.find("certificate") != std::string::npos
+                      ? "(check DEEPOOL_TLS_CERT and DEEPOOL_TLS_KEY, or \"tls\" in "
+                        "~/.config/deepool/config.json)\n"
+                      : "(set DEEPOOL_TOKEN or DEEPOOL_TOKEN_FILE, or \"token_file\" in "
+                        "~/.config/deepool/config.json)\n");
   } else {
     std::cerr << "deepool: " << what << ": " << message << "\n";
   }

@@ -5,6 +5,8 @@
 // role may do.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -44,6 +46,36 @@ std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
+
+// The lines the default logger prints while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()), sink_(std::make_shared<Sink>()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink_));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::vector<std::string> Lines() const { return sink_->Lines(); }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    std::vector<std::string> Lines() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return lines_;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      lines_.emplace_back(msg.payload.data(), msg.payload.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::vector<std::string> lines_;
+  };
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<Sink> sink_;
+};
 
 std::unique_ptr<grpc::ClientContext> Context() {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -159,6 +191,8 @@ TEST_CASE("mutual TLS: a client without a certificate, or with a stranger's, doe
   SecureCluster c;
   REQUIRE(c.ListNodes(ClientSecurity{c.alice, ""}).ok());
 
+  // The handshake asks for a certificate and the Authenticator checks it on every call, so each
+  // refusal says why (UNAUTHENTICATED), where a refused handshake would say only UNAVAILABLE.
   SECTION("no client certificate") {
     grpc::SslCredentialsOptions only_ca;
     only_ca.pem_root_certs = ReadFile(c.alice.ca);
@@ -168,7 +202,14 @@ TEST_CASE("mutual TLS: a client without a certificate, or with a stranger's, doe
         grpc::CreateCustomChannel(c.server->address(), grpc::SslCredentials(only_ca), args));
     v1::ListNodesResponse resp;
     grpc::Status status = stub->ListNodes(Context().get(), v1::ListNodesRequest(), &resp);
-    CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_THAT(status.error_message(), Catch::Contains("without a client certificate"));
+    // Nor does a valid token stand in for the certificate.
+    grpc::ClientContext with_token;
+    with_token.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    with_token.AddMetadata("authorization", "Bearer " + c.root_token);
+    CHECK(stub->ListNodes(&with_token, v1::ListNodesRequest(), &resp).error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
   }
   SECTION("plain TCP") {
     auto stub = v1::CoordinatorService::NewStub(
@@ -185,8 +226,9 @@ TEST_CASE("mutual TLS: a client without a certificate, or with a stranger's, doe
     REQUIRE(mallory.ok());
     TlsFiles stranger = *mallory;
     stranger.ca = c.alice.ca;  // trusts our coordinator, but our coordinator does not trust it
-    CHECK(c.ListNodes(ClientSecurity{stranger, c.root_token}).error_code() ==
-          grpc::StatusCode::UNAVAILABLE);
+    grpc::Status status = c.ListNodes(ClientSecurity{stranger, c.root_token});
+    CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_THAT(status.error_message(), Catch::Contains("is not signed by this cluster's CA"));
   }
   SECTION("an expired certificate from the right CA") {
     security::KeyAndCertificate ca{ReadFile(c.dir / "pki" / "ca.pem"),
@@ -202,15 +244,117 @@ TEST_CASE("mutual TLS: a client without a certificate, or with a stranger's, doe
     REQUIRE(security::WriteNewFile(c.dir / "expired-key.pem", expired->private_key_pem, 0600).ok());
     const TlsFiles files{c.alice.ca, (c.dir / "expired.pem").string(),
                          (c.dir / "expired-key.pem").string()};
-    CHECK(c.ListNodes(ClientSecurity{files, ""}).error_code() == grpc::StatusCode::UNAVAILABLE);
+    grpc::Status status = c.ListNodes(ClientSecurity{files, ""});
+    CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_THAT(status.error_message(), Catch::Contains("expired at"));
   }
-  SECTION("a coordinator that is not ours: the client refuses it") {
+  SECTION("a coordinator that is not ours: the client refuses it, and says why") {
     TlsFiles wrong_ca = c.alice;
     const fs::path other = c.dir / "other-pki";
     REQUIRE(security::InitClusterCertificates(other, {}, std::chrono::hours(24)).ok());
     wrong_ca.ca = (other / "ca.pem").string();
-    CHECK(c.ListNodes(ClientSecurity{wrong_ca, ""}).error_code() == grpc::StatusCode::UNAVAILABLE);
+    grpc::Status status = c.ListNodes(ClientSecurity{wrong_ca, ""});
+    CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(security::DescribeTlsRefusal(status.error_message()),
+               Catch::StartsWith("TLS handshake refused: the server's certificate: the "
+                                 "certificate") &&
+                   Catch::Contains("is not signed by this cluster's CA"));
   }
+}
+
+TEST_CASE("a server with a user's or a node's certificate of the same CA is no coordinator",
+          "[service][security]") {
+  SecureCluster c;
+  // Whoever holds a user's or node's certificate could serve with it and collect every client's
+  // token, were clients to check only the CA; they check the coordinator's role too.
+  for (const TlsFiles* held : {&c.node_a, &c.bob}) {
+    CoordinatorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.store = "memory";
+    options.control_loop = false;
+    options.tls = *held;
+    auto impostor =
+        CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                 std::make_unique<testing::FakePlanningBackend>(), &c.clock);
+    REQUIRE(impostor.ok());
+    const std::string role = held == &c.node_a ? "worker" : "user";
+    // The CLI's and the worker's channels (both security::OpenChannel) refuse it at the
+    // handshake, before any token is sent.
+    auto channel = security::OpenChannel(
+        (*impostor)->address(), ClientSecurity{c.alice, c.root_token}, grpc::ChannelArguments());
+    REQUIRE(channel.ok());
+    v1::ListNodesResponse nodes;
+    grpc::Status client = v1::CoordinatorService::NewStub(*channel)->ListNodes(
+        Context().get(), v1::ListNodesRequest(), &nodes);
+    CHECK(client.error_code() == grpc::StatusCode::UNAVAILABLE);
+    const std::string why = security::DescribeTlsRefusal(client.error_message());
+    CHECK_THAT(why, Catch::StartsWith("TLS handshake refused: the server presents a " + role +
+                                      " certificate"));
+    CHECK_THAT(why, Catch::Contains("not your coordinator"));
+    CHECK(c.Register(ClientSecurity{c.node_a, ""}, "node-a").ok());  // the real one still works
+    auto worker_channel = security::OpenChannel(
+        (*impostor)->address(), ClientSecurity{c.node_a, ""}, grpc::ChannelArguments());
+    REQUIRE(worker_channel.ok());
+    v1::RegisterNodeRequest req;
+    req.set_name("node-a");
+    v1::RegisterNodeResponse resp;
+    grpc::Status worker =
+        v1::NodeService::NewStub(*worker_channel)->RegisterNode(Context().get(), req, &resp);
+    CHECK(worker.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(security::DescribeTlsRefusal(worker.error_message()),
+               Catch::Contains("presents a " + role + " certificate"));
+    (*impostor)->Shutdown();
+  }
+}
+
+TEST_CASE("a TLS client of a plaintext server says the server does not speak TLS",
+          "[service][security]") {
+  SecureCluster c;
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.store = "memory";
+  options.control_loop = false;
+  options.insecure = true;
+  auto plain = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
+                                        std::make_unique<testing::FakePlanningBackend>(), &c.clock);
+  REQUIRE(plain.ok());
+  auto channel = security::OpenChannel((*plain)->address(), ClientSecurity{c.alice, ""},
+                                       grpc::ChannelArguments());
+  REQUIRE(channel.ok());
+  v1::ListNodesResponse nodes;
+  grpc::Status status = v1::CoordinatorService::NewStub(*channel)->ListNodes(
+      Context().get(), v1::ListNodesRequest(), &nodes);
+  CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(security::DescribeTlsRefusal(status.error_message()),
+             Catch::Contains("the server does not speak TLS"));
+  (*plain)->Shutdown();
+}
+
+TEST_CASE("refused calls are logged with the caller's address, and a flood of them is not",
+          "[service][security]") {
+  SecureCluster c;
+  CapturedLog log;
+  grpc::SslCredentialsOptions only_ca;
+  only_ca.pem_root_certs = ReadFile(c.alice.ca);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(security::kCoordinatorTlsName);
+  auto stub = v1::CoordinatorService::NewStub(
+      grpc::CreateCustomChannel(c.server->address(), grpc::SslCredentials(only_ca), args));
+  for (int i = 0; i < 200; ++i) {
+    v1::ListNodesResponse resp;
+    REQUIRE(stub->ListNodes(Context().get(), v1::ListNodesRequest(), &resp).error_code() ==
+            grpc::StatusCode::UNAUTHENTICATED);
+  }
+  const std::vector<std::string> lines = log.Lines();
+  int refusals = 0;
+  for (const std::string& line : lines) {
+    if (line.find("ListNodes from ipv4:127.0.0.1:") != std::string::npos &&
+        line.find("without a client certificate") != std::string::npos) {
+      ++refusals;
+    }
+  }
+  CHECK(refusals >= 1);   // who knocked, and from where
+  CHECK(refusals <= 20);  // at most 20 lines a minute, however many calls
 }
 
 TEST_CASE("daemon certificates and user tokens each stay on their own API", "[service][security]") {
@@ -398,6 +542,7 @@ TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused
   options.control_loop = false;
   options.listen = "127.0.0.1:0";
   options.path_roots = {"/srv/deepool"};
+  options.insecure = true;  // anonymous callers (an admin each): the path check is what is tested
   FakeClock clock;
   auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                           std::make_unique<testing::FakePlanningBackend>(), &clock);

@@ -9,6 +9,7 @@
 #include "security/authenticator.h"
 #include "security/cert_files.h"
 #include "security/certificates.h"
+#include "security/grpc_logs.h"
 #include "security/secret_files.h"
 #include "security/tls_stream.h"
 #include "security/transport.h"
@@ -106,10 +107,104 @@ TEST_CASE("the users file keeps digests, not tokens, and refuses what it cannot 
   CHECK(table.Remove("nobody").code() == StatusCode::kNotFound);
 }
 
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A leaf certificate of `ca` for `name` in `role`, valid from `from` (relative to now) for `valid`.
+KeyAndCertificate Leaf(const KeyAndCertificate& ca, const std::string& name, Role role,
+                       std::chrono::seconds from = std::chrono::seconds(-300),
+                       std::chrono::seconds valid = hours(24)) {
+  CertificateRequest request;
+  request.common_name = name;
+  request.role = role;
+  request.not_before_offset = from;
+  request.valid_for = valid;
+  auto leaf = IssueCertificate(ca, request);
+  REQUIRE(leaf.ok());
+  return *leaf;
+}
+
+TEST_CASE("a certificate is verified against the CA and the time, and says why it is refused",
+          "[service][security]") {
+  const KeyAndCertificate ca = IssueCertificateAuthority("test", hours(24)).value();
+  const KeyAndCertificate other_ca = IssueCertificateAuthority("other", hours(24)).value();
+  const KeyAndCertificate alice = Leaf(ca, "alice", Role::kUser);
+  const int64_t now = NowSeconds();
+
+  auto ok =
+      VerifyCertificate(ca.certificate_pem, alice.certificate_pem, CertificateUse::kClient, now);
+  REQUIRE(ok.ok());
+  CHECK(ok->common_name == "alice");
+  CHECK(ok->role == Role::kUser);
+  // A bundle of CAs (a rotation) verifies a certificate of either.
+  CHECK(VerifyCertificate(other_ca.certificate_pem + ca.certificate_pem, alice.certificate_pem,
+                          CertificateUse::kClient, now)
+            .ok());
+
+  auto stranger = VerifyCertificate(other_ca.certificate_pem, alice.certificate_pem,
+                                    CertificateUse::kClient, now);
+  CHECK(stranger.status().code() == StatusCode::kUnauthenticated);
+  CHECK_THAT(stranger.status().message(), Catch::Contains("is not signed by this cluster's CA"));
+  CHECK_THAT(stranger.status().message(), Catch::Contains("deepool CA test"));
+
+  auto expired = VerifyCertificate(ca.certificate_pem, alice.certificate_pem,
+                                   CertificateUse::kClient, now + 2 * 24 * 3600);
+  CHECK(expired.status().code() == StatusCode::kUnauthenticated);
+  CHECK_THAT(expired.status().message(), Catch::Contains("expired at"));
+  CHECK_THAT(expired.status().message(), Catch::Contains("UTC"));
+
+  auto early = VerifyCertificate(ca.certificate_pem, alice.certificate_pem, CertificateUse::kClient,
+                                 now - 3600);
+  CHECK(early.status().code() == StatusCode::kUnauthenticated);
+  CHECK_THAT(early.status().message(), Catch::Contains("is not valid before"));
+
+  // The CA itself is no client.
+  CHECK_FALSE(
+      VerifyCertificate(ca.certificate_pem, ca.certificate_pem, CertificateUse::kClient, now).ok());
+  CHECK(VerifyCertificate("junk", alice.certificate_pem, CertificateUse::kClient, now)
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("only the coordinator's certificate passes a client's check of the server",
+          "[service][security]") {
+  const fs::path dir = NewTempDir();
+  REQUIRE(InitClusterCertificates(dir, {"127.0.0.1"}, hours(24)).ok());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string ca = read((dir / "ca.pem").string());
+  const int64_t now = NowSeconds();
+  auto coordinator =
+      VerifyCoordinatorCertificate(ca, read((dir / "coordinator.pem").string()), now);
+  REQUIRE(coordinator.ok());
+  CHECK(coordinator->role == Role::kCoordinator);
+
+  // A user's and a node's certificate from the same CA, whatever their names, are not it.
+  for (Role role : {Role::kUser, Role::kAdmin, Role::kWorker}) {
+    auto files = IssueClusterCertificate(dir, role, std::string("x-") + RoleName(role), hours(24));
+    REQUIRE(files.ok());
+    auto refused = VerifyCoordinatorCertificate(ca, read(files->cert), now);
+    CHECK(refused.status().code() == StatusCode::kUnauthenticated);
+    CHECK_THAT(refused.status().message(),
+               Catch::Contains(std::string("presents a ") + RoleName(role) + " certificate"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("not your coordinator"));
+  }
+  auto later = VerifyCoordinatorCertificate(ca, read((dir / "coordinator.pem").string()),
+                                            now + 400 * 24 * 3600);
+  CHECK_THAT(later.status().message(), Catch::Contains("the server's certificate: its CA's"));
+  CHECK_THAT(later.status().message(), Catch::Contains("expired at"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the authenticator: open, token and certificate callers", "[service][security]") {
   PeerCredentials nobody;
   SECTION("open: no TLS, no users file -> an anonymous admin") {
-    Authenticator open(false, nullptr);
+    Authenticator open("", nullptr);
     auto caller = open.Authenticate(nobody);
     REQUIRE(caller.ok());
     CHECK(caller->role == Role::kAdmin);
@@ -118,12 +213,38 @@ TEST_CASE("the authenticator: open, token and certificate callers", "[service][s
     with_token.bearer_token = "dpt_x";
     CHECK(open.Authenticate(with_token).status().code() == StatusCode::kUnauthenticated);
   }
-  SECTION("TLS: a caller must prove who it is") {
-    Authenticator tls(true, nullptr);
-    CHECK(tls.Authenticate(nobody).status().code() == StatusCode::kUnauthenticated);
+  SECTION("TLS: a caller must prove who it is, with a certificate of the CA, unexpired") {
+    const KeyAndCertificate ca = IssueCertificateAuthority("test", hours(24)).value();
+    FakeClock clock(NowSeconds() * 1000);
+    Authenticator tls(ca.certificate_pem, nullptr, "", &clock);
+    const auto no_certificate = tls.Authenticate(nobody);
+    CHECK(no_certificate.status().code() == StatusCode::kUnauthenticated);
+    CHECK_THAT(no_certificate.status().message(), Catch::Contains("without a client certificate"));
     PeerCredentials malformed;
     malformed.malformed_authorization = true;
     CHECK(tls.Authenticate(malformed).status().code() == StatusCode::kUnauthenticated);
+
+    PeerCredentials alice;
+    alice.certificate_pem =
+        Leaf(ca, "alice", Role::kUser, std::chrono::seconds(-300), std::chrono::seconds(3600))
+            .certificate_pem;
+    auto caller = tls.Authenticate(alice);
+    REQUIRE(caller.ok());
+    CHECK(caller->name == "alice");
+    CHECK(caller->via == "certificate");
+    // Remembered as verified, but only until it expires: an open connection does not outlive it.
+    clock.Advance(std::chrono::hours(2));
+    auto expired = tls.Authenticate(alice);
+    CHECK(expired.status().code() == StatusCode::kUnauthenticated);
+    CHECK_THAT(expired.status().message(), Catch::Contains("your client certificate"));
+    CHECK_THAT(expired.status().message(), Catch::Contains("expired at"));
+
+    const KeyAndCertificate other_ca = IssueCertificateAuthority("other", hours(24)).value();
+    PeerCredentials mallory;
+    mallory.certificate_pem = Leaf(other_ca, "root", Role::kAdmin).certificate_pem;
+    auto stranger = tls.Authenticate(mallory);
+    CHECK(stranger.status().code() == StatusCode::kUnauthenticated);
+    CHECK_THAT(stranger.status().message(), Catch::Contains("not signed by this cluster's CA"));
   }
   SECTION("roles") {
     const Identity alice{"alice", Role::kUser, "token"};
@@ -336,7 +457,7 @@ TEST_CASE("revoking a user lists their name, and their certificate is refused wi
   REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
   auto users = UsersFile::Open(dir / "users.json");
   REQUIRE(users.ok());
-  Authenticator auth(true, users->get());
+  Authenticator auth(read((dir / "pki" / "ca.pem").string()), users->get());
   REQUIRE(auth.Authenticate(alice_cert).ok());
   REQUIRE(auth.Authenticate(node_cert).ok());
   REQUIRE(empty.Revoke("alice").ok());
@@ -353,6 +474,38 @@ TEST_CASE("revoking a user lists their name, and their certificate is refused wi
   alice_cert.bearer_token = root_token;
   CHECK(auth.Authenticate(alice_cert).status().code() == StatusCode::kUnauthenticated);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a refused TLS handshake is described for people, on both ends", "[service][security]") {
+  // The server's log: gRPC's line for each failed handshake, as 1.51 writes it.
+  CHECK(DescribeRefusedHandshake("Handshake failed with fatal error SSL_ERROR_SSL: "
+                                 "error:0A00010B:SSL routines::wrong version number.") ==
+        "refused a TLS handshake: the client does not speak TLS (a CLI or worker without TLS "
+        "files?)");
+  CHECK_THAT(DescribeRefusedHandshake("Handshake failed with fatal error SSL_ERROR_SSL: "
+                                      "error:0A000418:SSL routines::tlsv1 alert unknown ca.")
+                 .value_or(""),
+             Catch::Contains("the client refused this coordinator's certificate (tlsv1 alert "
+                             "unknown ca)"));
+  CHECK_FALSE(DescribeRefusedHandshake("Synchronous server. Num CQs: 1").has_value());
+
+  // The client's message, from the status of a failed call.
+  CHECK(DescribeTlsRefusal("failed to connect to all addresses; last error: UNKNOWN: "
+                           "ipv4:127.0.0.1:1: Custom verification check failed with error: "
+                           "UNAUTHENTICATED: the server presents a user certificate (bob)") ==
+        "TLS handshake refused: the server presents a user certificate (bob)");
+  CHECK_THAT(DescribeTlsRefusal("failed to connect to all addresses; last error: UNKNOWN: "
+                                "ipv4:127.0.0.1:1: Tls handshake failed: SSL_ERROR_SSL: "
+                                "error:0A00010B:SSL routines::wrong version number"),
+             Catch::StartsWith("TLS handshake refused: the server does not speak TLS"));
+  CHECK_THAT(DescribeTlsRefusal("failed to connect to all addresses; last error: UNKNOWN: "
+                                "ipv4:127.0.0.1:1: Tls handshake failed: SSL_ERROR_SSL: "
+                                "error:0A00045C:SSL routines::tlsv13 alert certificate required"),
+             Catch::Contains("the server refused this client's certificate (tlsv13 alert "
+                             "certificate required)"));
+  CHECK(DescribeTlsRefusal("failed to connect to all addresses; last error: UNAVAILABLE: "
+                           "ipv4:127.0.0.1:1: Connection refused")
+            .empty());
 }
 
 }  // namespace

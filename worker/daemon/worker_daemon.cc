@@ -9,6 +9,7 @@
 #include "common/thread_name.h"
 #include "protocol/coordinator_status.h"
 #include "protocol/version.h"
+#include "security/transport.h"
 
 namespace deepool::worker::daemon {
 namespace {
@@ -203,7 +204,10 @@ bool WorkerDaemon::Register() {
   if (!status.ok()) {
     static std::atomic<int> logged{0};
     if (logged++ % 20 == 0) {
-      DP_LOG_WARN("cannot register with the coordinator: {}", FromGrpc(status).ToString());
+      // A refused TLS handshake is no outage: say what the worker refused, or was refused.
+      const std::string refusal = security::DescribeTlsRefusal(status.error_message());
+      DP_LOG_WARN("cannot register with the coordinator: {}",
+                  refusal.empty() ? FromGrpc(status).ToString() : refusal);
     }
     return false;
   }
