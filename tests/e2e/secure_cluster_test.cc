@@ -2,11 +2,15 @@
 // mutual TLS between the CLI, the coordinator and two workers, an admin token. A FG job's
 // ranks are dispatched over the TLS channels and train; the CLI authenticates from its
 // environment; a user without the admin role is refused another's job with exit code 6.
+// Also: a server holding a user's or node's certificate of the cluster CA is refused by the CLI
+// and by a worker, each saying "TLS handshake refused" and why.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "security/cert_files.h"
 #include "tests/e2e/local_cluster.h"
+#include "tests/service/forged_certificate.h"
 
 using namespace deepool;
 using namespace deepool::e2e;
@@ -57,4 +61,115 @@ TEST_CASE("a cluster with mutual TLS and tokens trains a FG job, and keeps users
   err.clear();
   CHECK(cluster.RunCli({"drain", "node-0"}, &out, &err, &as_bob) == 6);
   CHECK_THAT(err, Catch::Contains("admin role"));
+}
+
+namespace {
+
+// Runs the CLI with `args` and `env` only (added to this process's environment); its exit code.
+int RunCliAt(const std::string& address, std::vector<std::string> args,
+             const std::vector<std::string>& env, std::string* err) {
+  args.insert(args.end(), {"--coordinator", address});
+  ProcessSpec spec;
+  spec.executable = BinDir() + "/deepool";
+  spec.args = args;
+  spec.extra_env = env;
+  std::mutex mu;
+  ChildCallbacks callbacks;
+  callbacks.on_stderr_line = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    *err += line + "\n";
+  };
+  auto child = ChildProcess::Start(spec, callbacks);
+  REQUIRE(child.ok());
+  auto exit = (*child)->Wait(120s);
+  REQUIRE(exit.has_value());
+  return exit->exit_code;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("a server with a user's or node's certificate of the cluster CA is not the coordinator",
+          "[e2e][security]") {
+  std::string pattern = (fs::temp_directory_path() / "dp-e2e-impostor-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string dir = pattern;
+  const std::string pki = dir + "/pki";
+  REQUIRE(security::InitClusterCertificates(pki, {"127.0.0.1"}, std::chrono::hours(1)).ok());
+  auto alice =
+      security::IssueClusterCertificate(pki, security::Role::kUser, "alice", std::chrono::hours(1));
+  auto node = security::IssueClusterCertificate(pki, security::Role::kWorker, "gpu-1",
+                                                std::chrono::hours(1));
+  REQUIRE(alice.ok());
+  REQUIRE(node.ok());
+  const std::vector<std::string> as_alice = {"DEEPOOL_TLS_CA=" + alice->ca,
+                                             "DEEPOOL_TLS_CERT=" + alice->cert,
+                                             "DEEPOOL_TLS_KEY=" + alice->key};
+  // A user's certificate under the coordinator's name, as another tool could issue one.
+  const security::KeyAndCertificate forged = testing::ForgeCoordinatorNamed(
+      {ReadAll(pki + "/ca.pem"), ReadAll(pki + "/ca-key.pem")}, security::Role::kUser);
+  REQUIRE(security::WriteNewFile(dir + "/forged.pem", forged.certificate_pem, 0644).ok());
+  REQUIRE(security::WriteNewFile(dir + "/forged-key.pem", forged.private_key_pem, 0600).ok());
+  security::TlsFiles named_like_coordinator{alice->ca, dir + "/forged.pem",
+                                            dir + "/forged-key.pem"};
+  int round = 0;
+  for (const security::TlsFiles* held : {&*node, &*alice, &named_like_coordinator}) {
+    const std::string role = held == &*node ? "worker" : "user";
+    const std::string tag = std::to_string(++round);
+    INFO("the server holds a " << role << "'s certificate");
+    auto server = TestProcess::Start("impostor", BinDir() + "/deepool-coordinator",
+                                     {"--listen", "127.0.0.1:0", "--store", "memory", "--tls-ca",
+                                      held->ca, "--tls-cert", held->cert, "--tls-key", held->key},
+                                     dir + "/impostor-" + tag + ".log");
+    std::string line;
+    REQUIRE(server->WaitForStdout(
+        [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
+        &line));
+    const std::string address = nlohmann::json::parse(line).at("address").get<std::string>();
+
+    std::string err;
+    CHECK(RunCliAt(address, {"status"}, as_alice, &err) == 4);
+    CHECK_THAT(err, Catch::Contains("cannot reach the coordinator at " + address));
+    CHECK_THAT(err, Catch::Contains("TLS handshake refused: the server presents a " + role +
+                                    " certificate"));
+    CHECK_THAT(err, Catch::Contains("not your coordinator"));
+
+    const std::string worker_log = dir + "/worker-" + tag + ".log";
+    auto worker = TestProcess::Start("worker", BinDir() + "/deepool-worker",
+                                     {"--coordinator", address, "--devices", "cpu:1", "--name",
+                                      "gpu-1", "--work-dir", dir + "/gpu-1-" + tag, "--tls-ca",
+                                      node->ca, "--tls-cert", node->cert, "--tls-key", node->key},
+                                     worker_log);
+    const bool said = PollUntil(
+        [&] {
+          return ReadAll(worker_log)
+                     .find("TLS handshake refused: the server presents a " + role +
+                           " certificate") != std::string::npos;
+        },
+        60s);
+    if (!said) std::cerr << ReadAll(worker_log);
+    CHECK(said);
+    worker->Stop();
+    server->Stop();
+  }
+
+  // And a CLI speaking TLS to a coordinator that does not.
+  auto plain = TestProcess::Start("plain", BinDir() + "/deepool-coordinator",
+                                  {"--listen", "127.0.0.1:0", "--store", "memory", "--insecure"},
+                                  dir + "/plain.log");
+  std::string line;
+  REQUIRE(plain->WaitForStdout(
+      [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
+      &line));
+  std::string err;
+  CHECK(RunCliAt(nlohmann::json::parse(line).at("address").get<std::string>(), {"status"}, as_alice,
+                 &err) == 4);
+  CHECK_THAT(err, Catch::Contains("TLS handshake refused: the server does not speak TLS"));
+  plain->Stop();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }

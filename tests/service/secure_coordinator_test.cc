@@ -22,6 +22,7 @@
 #include "security/certificates.h"
 #include "security/transport.h"
 #include "security/users.h"
+#include "tests/service/forged_certificate.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -266,8 +267,15 @@ TEST_CASE("a server with a user's or a node's certificate of the same CA is no c
           "[service][security]") {
   SecureCluster c;
   // Whoever holds a user's or node's certificate could serve with it and collect every client's
-  // token, were clients to check only the CA; they check the coordinator's role too.
-  for (const TlsFiles* held : {&c.node_a, &c.bob}) {
+  // token, were clients to check only the CA (and the name, which a certificate from another
+  // tool may bear); they check the coordinator's role too.
+  const security::KeyAndCertificate forged = deepool::testing::ForgeCoordinatorNamed(
+      {ReadFile(c.dir / "pki" / "ca.pem"), ReadFile(c.dir / "pki" / "ca-key.pem")}, Role::kUser);
+  REQUIRE(security::WriteNewFile(c.dir / "forged.pem", forged.certificate_pem, 0644).ok());
+  REQUIRE(security::WriteNewFile(c.dir / "forged-key.pem", forged.private_key_pem, 0600).ok());
+  TlsFiles named_like_coordinator{c.alice.ca, (c.dir / "forged.pem").string(),
+                                  (c.dir / "forged-key.pem").string()};
+  for (const TlsFiles* held : {&c.node_a, &c.bob, &named_like_coordinator}) {
     CoordinatorOptions options;
     options.listen = "127.0.0.1:0";
     options.store = "memory";

@@ -14,6 +14,7 @@
 #include "security/tls_stream.h"
 #include "security/transport.h"
 #include "security/users.h"
+#include "tests/service/forged_certificate.h"
 
 namespace deepool::security {
 namespace {
@@ -193,6 +194,18 @@ TEST_CASE("only the coordinator's certificate passes a client's check of the ser
     CHECK_THAT(refused.status().message(),
                Catch::Contains(std::string("presents a ") + RoleName(role) + " certificate"));
     CHECK_THAT(refused.status().message(), Catch::Contains("not your coordinator"));
+  }
+  // Nor under the coordinator's name, should another tool have issued one: the role decides.
+  const KeyAndCertificate ca_pair{ca, read((dir / "ca-key.pem").string())};
+  for (Role role : {Role::kUser, Role::kWorker}) {
+    const KeyAndCertificate forged = testing::ForgeCoordinatorNamed(ca_pair, role);
+    // What the client checked before: the CA (and the name), which the forged one passes.
+    REQUIRE(VerifyCertificate(ca, forged.certificate_pem, CertificateUse::kServer, now).ok());
+    auto refused = VerifyCoordinatorCertificate(ca, forged.certificate_pem, now);
+    CHECK(refused.status().code() == StatusCode::kUnauthenticated);
+    CHECK_THAT(refused.status().message(),
+               Catch::Contains(std::string("presents a ") + RoleName(role) +
+                               " certificate (deepool-coordinator, OU " + RoleUnit(role) + ")"));
   }
   auto later = VerifyCoordinatorCertificate(ca, read((dir / "coordinator.pem").string()),
                                             now + 400 * 24 * 3600);
