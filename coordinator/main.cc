@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
                  "HOST:PORT to serve on (port 0: any free port); beyond loopback needs TLS or "
                  "--insecure")
       ->capture_default_str();
-  app.add_option("--data-dir", options.data_dir, "directory for the SQLite job store");
+  app.add_option("--data-dir", options.data_dir,
+                 "directory for the SQLite job store; without --tls-* files and --users, also "
+                 "for the admin token callers need (admin.token, made at the first start) and "
+                 "its users file");
   app.add_option("--store", options.store, "job store: sqlite or memory")
       ->check(CLI::IsMember({"sqlite", "memory"}))
       ->capture_default_str();
@@ -88,8 +91,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1e7))
       ->capture_default_str();
   app.add_flag("--insecure", options.insecure,
-               "allow serving a non-loopback --listen address without TLS (anyone who reaches "
-               "it controls the cluster)");
+               "without --tls-* files and --users, let every caller in as an admin instead of "
+               "requiring the token kept in --data-dir (admin.token); and allow a non-loopback "
+               "--listen address without TLS: anyone who reaches the port, any user of this "
+               "host included, controls the cluster");
   app.add_option("--metrics-listen", options.metrics_listen,
                  "serve Prometheus metrics at HOST:PORT/metrics: HTTPS with client certificates "
                  "when the --tls-* files are given (any address), else plain HTTP on loopback "

@@ -12,6 +12,7 @@
 #include "coordinator/cluster_summary.h"
 #include "coordinator/malformed_request.h"
 #include "coordinator/startup_server.h"
+#include "security/local_admin.h"
 #include "security/tls_stream.h"
 
 namespace deepool::coordinator {
@@ -67,6 +68,12 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   StatusOr<HostPort> listen = ParseHostPort(options.listen);
   if (!listen.ok()) return listen.status().WithContext("--listen");
   RETURN_IF_ERROR(CheckListenSafety(options));
+  // Neither TLS files nor a users file: callers need the token kept in the data directory,
+  // unless --insecure leaves the coordinator open (security/local_admin.h).
+  security::LocalAccess access{options.users_file, ""};
+  if (!options.tls.configured() && options.users_file.empty()) {
+    ASSIGN_OR_RETURN(access, security::LocalAccessFor(options.data_dir, options.insecure));
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    security::MakeServerCredentials(options.tls));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
@@ -115,13 +122,14 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                                               clock, scheduler_options);
   RETURN_IF_ERROR(s->scheduler_->Recover());
   s->client_streams_ = std::make_unique<StreamSlots>(options.max_client_streams);
-  if (!options.users_file.empty()) {
+  if (!access.users_file.empty()) {
     StatusOr<std::unique_ptr<security::UsersFile>> users =
-        security::UsersFile::Open(options.users_file);
+        security::UsersFile::Open(access.users_file);
     if (!users.ok()) return users.status().WithContext("--users");
     s->users_ = *std::move(users);
   }
-  ASSIGN_OR_RETURN(s->auth_, security::Authenticator::ForServer(options.tls, s->users_.get()));
+  ASSIGN_OR_RETURN(s->auth_, security::Authenticator::ForServer(options.tls, s->users_.get(),
+                                                                access.no_credentials_hint));
   s->traces_ = std::make_unique<TraceCollector>();
   s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
       s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get(),

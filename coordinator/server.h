@@ -53,9 +53,11 @@ struct CoordinatorOptions {
   SchedulerOptions scheduler;
   // Mutual TLS: the CA that signs every client's and worker's certificate, and ours.
   security::TlsFiles tls;
-  // Bearer tokens: a users file (security/users.h); "" accepts no tokens.
+  // Bearer tokens: a users file (security/users.h). "" with no TLS either: the coordinator
+  // keeps a users file and an admin token in data_dir (security/local_admin.h).
   std::string users_file;
-  // Serve on a non-loopback address without TLS (anyone who reaches the port is an admin).
+  // Without TLS files and a users file, let every caller in as an anonymous admin (and serve a
+  // non-loopback address without TLS); logged as a warning.
   bool insecure = false;
   // Directories specs' checkpoint and data paths must lie under (scheduler.path_roots, resolved
   // at start; "{user}" in one stands for the job's owner); empty: anywhere.

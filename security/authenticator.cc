@@ -102,8 +102,7 @@ StatusOr<Identity> Authenticator::Authenticate(const PeerCredentials& peer) cons
   return UnauthenticatedError(
       "no credentials: give a token ($DEEPOOL_TOKEN, $DEEPOOL_TOKEN_FILE, \"token_file\" in "
       "~/.config/deepool/config.json, or ~/.config/deepool/token)" +
-      std::string(tls() ? " or a user's client certificate" : "") +
-      (no_credentials_hint_.empty() ? "" : "; " + no_credentials_hint_));
+      (no_credentials_hint_.empty() ? std::string() : "; " + no_credentials_hint_));
 }
 
 namespace {

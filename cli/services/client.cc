@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -80,8 +81,14 @@ StatusOr<security::ClientSecurity> ResolveClientSecurity(EnvLookup env, const st
   security::ClientSecurity security;
   security.token = FirstSet(env, "DEEPOOL_TOKEN", "");
   if (security.token.empty()) {
-    const std::string file =
-        FirstSet(env, "DEEPOOL_TOKEN_FILE", ConfigPath(config, "token_file", home));
+    std::string file = FirstSet(env, "DEEPOOL_TOKEN_FILE", ConfigPath(config, "token_file", home));
+    // The documented place for one's token, taken when it is there (a copy of a local
+    // coordinator's admin.token, say).
+    std::error_code ec;
+    if (file.empty() && !home.empty() &&
+        std::filesystem::exists(home + "/.config/deepool/token", ec)) {
+      file = home + "/.config/deepool/token";
+    }
     if (!file.empty()) {
       ASSIGN_OR_RETURN(security.token, security::ReadTokenFile(file));
     }

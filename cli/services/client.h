@@ -1,9 +1,9 @@
 // What every coordinator-facing subcommand shares: the coordinator address (flag, then
 // $DEEPOOL_COORDINATOR, then ~/.config/deepool/config.json {"coordinator": "HOST:PORT"}, then
-// 127.0.0.1:7070), the credentials (a token from $DEEPOOL_TOKEN, $DEEPOOL_TOKEN_FILE or the
-// config's "token_file"; TLS files from $DEEPOOL_TLS_CA/_CERT/_KEY or the config's
-// "tls": {"ca", "cert", "key"}), the gRPC stub, mapping gRPC errors to exit codes and messages,
-// and rendering jobs and nodes for people. Used from the main thread only.
+// 127.0.0.1:7070), the credentials (a token from $DEEPOOL_TOKEN, $DEEPOOL_TOKEN_FILE, the
+// config's "token_file" or ~/.config/deepool/token; TLS files from $DEEPOOL_TLS_CA/_CERT/_KEY or
+// the config's "tls": {"ca", "cert", "key"}), the gRPC stub, mapping gRPC errors to exit codes and
+// messages, and rendering jobs and nodes for people. Used from the main thread only.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

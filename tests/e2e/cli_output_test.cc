@@ -99,8 +99,8 @@ TEST_CASE("a submission whose answer was lost is retried with the same request i
       ids_seen.push_back(req.request_id());
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "gpus: must be in [1, 4096]");
     };
-    CHECK(SubmitWithRetry(refused, v1::SubmitJobRequest(), &response, retry, notes)
-              .error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(SubmitWithRetry(refused, v1::SubmitJobRequest(), &response, retry, notes).error_code() ==
+          grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(ids_seen.size() == 1);
     const SubmitCall down = [&](const v1::SubmitJobRequest&, v1::SubmitJobResponse*) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
@@ -129,7 +129,9 @@ TEST_CASE("gRPC errors map to the documented exit codes", "[cli]") {
   CHECK(ExitCodeFor(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "")) == kExitDenied);
 }
 
-TEST_CASE("credentials come from the environment, then the config file", "[cli]") {
+TEST_CASE(
+    "credentials come from the environment, then the config file, then ~/.config/deepool/token",
+    "[cli]") {
   std::string pattern = (fs::temp_directory_path() / "dp-cli-XXXXXX").string();
   REQUIRE(mkdtemp(pattern.data()) != nullptr);
   const std::string home = pattern;
@@ -165,6 +167,11 @@ TEST_CASE("credentials come from the environment, then the config file", "[cli]"
     return std::string(name) == "DEEPOOL_TOKEN_FILE" ? "/nonexistent/token" : nullptr;
   };
   CHECK(ResolveClientSecurity(missing, home).status().code() == StatusCode::kNotFound);
+  // Without a config, ~/.config/deepool/token is the token (a local coordinator's admin.token).
+  fs::remove(home + "/.config/deepool/config.json");
+  auto by_default = ResolveClientSecurity(no_env, home);
+  REQUIRE(by_default.ok());
+  CHECK(by_default->token == "dpt_from_file");
   fs::remove_all(home);
 }
 
@@ -175,8 +182,9 @@ TEST_CASE("text from the coordinator cannot drive the terminal", "[cli]") {
                   "31m") == "csi\\x9b31m");  // U+009B, the 8-bit CSI
   CHECK(Printable("caf\xc3\xa9 \xe2\x96\x88") == "caf\xc3\xa9 \xe2\x96\x88");  // UTF-8 stays
   // Bidirectional overrides and isolates reorder what follows them ("Trojan Source" names).
-  CHECK(Printable("job\xe2\x80\xaegnp.exe") == "job\\u202egnp.exe");             // U+202E RLO
-  CHECK(Printable("\xe2\x80\xaa\xe2\x81\xa6x\xe2\x81\xa9") == "\\u202a\\u2066x\\u2069");  // LRE LRI PDI
+  CHECK(Printable("job\xe2\x80\xaegnp.exe") == "job\\u202egnp.exe");  // U+202E RLO
+  CHECK(Printable("\xe2\x80\xaa\xe2\x81\xa6x\xe2\x81\xa9") ==
+        "\\u202a\\u2066x\\u2069");                                        // LRE LRI PDI
   CHECK(Printable("\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa") ==  // neighbours stay
         "\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa");
   CHECK(Printable("cut\xe2\x80") == "cut\xe2\x80");  // a truncated sequence is left as it is

@@ -4,8 +4,13 @@
 // correctness. Logs of every process go to files in the directory and are printed when a wait
 // fails, so a failing test explains itself. With ClusterOptions::secure the cluster runs as
 // `deepool up` runs it: a CA made for the test, mutual TLS everywhere, an admin token for the
-// harness's own calls and CLI runs. With hosts in ClusterOptions each process runs on a host of
-// its own (tests/multihost/virtual_network.h), reached at that host's address.
+// harness's own calls and CLI runs. Without it the cluster runs as a coordinator started with no
+// credentials does: the coordinator makes an admin token in its data directory, which the
+// harness and its CLI runs use (DEEPOOL_TOKEN_FILE), and each worker gets a node token in its
+// work directory (`deepool token create NAME --role worker --out WORK_DIR/node.token`), which it
+// finds there. With hosts in ClusterOptions each process runs on a host of its own
+// (tests/multihost/virtual_network.h), reached at that host's address; a plain coordinator
+// beyond loopback runs with --insecure (open), as tokens do not travel in plaintext.
 // Threading: used from the test's thread; child output is read on ChildProcess reader threads.
 #pragma once
 
@@ -241,13 +246,19 @@ class LocalCluster {
     return std::move(stub).value();
   }
 
+  // The coordinator's --data-dir; a plain loopback one keeps its admin token there.
+  std::string coordinator_data_dir() const {
+    return options_.coordinator_data_dir.empty() ? dir_ + "/coordinator"
+                                                 : options_.coordinator_data_dir;
+  }
+  // Whether the coordinator keeps its own token (no TLS, loopback, no --insecure).
+  bool local_tokens() const { return !options_.secure && options_.coordinator_host.loopback(); }
+
   void StartCoordinator(const std::string& listen) {
     std::vector<std::string> args = {"--listen",
                                      listen,
                                      "--data-dir",
-                                     options_.coordinator_data_dir.empty()
-                                         ? dir_ + "/coordinator"
-                                         : options_.coordinator_data_dir,
+                                     coordinator_data_dir(),
                                      "--heartbeat-interval-s",
                                      std::to_string(options_.heartbeat_interval_s),
                                      "--node-timeout-s",
@@ -283,6 +294,11 @@ class LocalCluster {
     auto doc = nlohmann::json::parse(line);
     address_ = doc.at("address").get<std::string>();
     metrics_address_ = doc.value("metrics", std::string());
+    if (local_tokens()) {
+      auto token = security::ReadTokenFile(coordinator_data_dir() + "/admin.token");
+      REQUIRE(token.ok());
+      admin_.token = *token;
+    }
     stub_ = ConnectAs(admin_);
   }
 
@@ -306,6 +322,7 @@ class LocalCluster {
         "--log-level",    "debug",
         "--kill-grace-s", "2"};
     if (host.loopback()) args.insert(args.end(), {"--address", host.address});
+    if (local_tokens()) MakeNodeToken(name);
     if (options_.secure) {
       const std::string cert = security_dir() + "/nodes/" + name + ".pem";
       if (!fs::exists(cert)) {
@@ -411,6 +428,8 @@ class LocalCluster {
     spec.args = args;
     if (env) {
       spec.extra_env = *env;
+    } else if (local_tokens()) {
+      spec.extra_env = {"DEEPOOL_TOKEN_FILE=" + coordinator_data_dir() + "/admin.token"};
     } else if (options_.secure) {
       spec.extra_env = {"DEEPOOL_TLS_CA=" + admin_.tls.ca, "DEEPOOL_TLS_CERT=" + admin_.tls.cert,
                         "DEEPOOL_TLS_KEY=" + admin_.tls.key,
@@ -469,6 +488,22 @@ class LocalCluster {
         security::WriteNewFile(security_dir() + "/admin.token", admin_.token + "\n", 0600).ok());
   }
 
+  // A worker's token in the coordinator's users file and in WORK_DIR/node.token, where the worker
+  // finds it, as `deepool token create NAME --role worker --users ... --out ...` makes them.
+  // Kept when the worker starts again.
+  void MakeNodeToken(const std::string& name) {
+    const std::string token_file = dir_ + "/" + name + "/node.token";
+    if (fs::exists(token_file)) return;
+    const std::string users_file = coordinator_data_dir() + "/users.json";
+    auto users = security::LoadUserTable(users_file);
+    REQUIRE(users.ok());
+    const std::string token = security::NewToken().value();
+    REQUIRE(users->Add(name, security::Role::kWorker, security::TokenDigest(token)).ok());
+    REQUIRE(security::SaveUserTable(*users, users_file).ok());
+    fs::create_directories(dir_ + "/" + name);
+    REQUIRE(security::WriteNewFile(token_file, token + "\n", 0600).ok());
+  }
+
   void DumpLogs() {
     std::vector<std::string> files = {dir_ + "/coordinator.log"};
     for (auto& w : workers_) files.push_back(w->log_path());
@@ -492,7 +527,7 @@ class LocalCluster {
   std::unique_ptr<TestProcess> coordinator_;
   std::vector<std::unique_ptr<TestProcess>> workers_;
   std::unique_ptr<v1::CoordinatorService::Stub> stub_;
-  security::ClientSecurity admin_;  // empty for an open cluster
+  security::ClientSecurity admin_;  // empty for an open cluster (--insecure)
 };
 
 }  // namespace deepool::e2e

@@ -2,7 +2,8 @@
 // mutual TLS between the CLI, the coordinator and two workers, an admin token. A FG job's
 // ranks are dispatched over the TLS channels and train; the CLI authenticates from its
 // environment; a user without the admin role is refused another's job with exit code 6.
-// Also: a server holding a user's or node's certificate of the cluster CA is refused by the CLI
+// Also: a coordinator started with no credentials refuses anonymous callers and takes its own
+// token; a server holding a user's or node's certificate of the cluster CA is refused by the CLI
 // and by a worker, each saying "TLS handshake refused" and why.
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -92,6 +93,30 @@ std::string ReadAll(const std::string& path) {
 }
 
 }  // namespace
+
+TEST_CASE("a coordinator started with no credentials refuses anonymous callers",
+          "[e2e][security]") {
+  ClusterOptions options;
+  options.workers = 1;  // registered with the node token beside it (WORK_DIR/node.token)
+  options.devices_per_worker = 1;
+  LocalCluster cluster(options);
+  const std::string home = cluster.dir() + "/home";  // a user with no deepool configuration
+  fs::create_directories(home + "/.config/deepool");
+  const std::string token_file = cluster.dir() + "/coordinator/admin.token";
+
+  std::string err;
+  CHECK(RunCliAt(cluster.address(), {"status"}, {"HOME=" + home}, &err) == 6);
+  CHECK_THAT(err, Catch::Contains("not authenticated"));
+  CHECK_THAT(err, Catch::Contains("DEEPOOL_TOKEN_FILE=" + token_file));
+  err.clear();
+  CHECK(RunCliAt(cluster.address(), {"nodes"}, {"HOME=" + home, "DEEPOOL_TOKEN_FILE=" + token_file},
+                 &err) == 0);
+  // The documented place for one's token: a copy of the admin's, mode 0600.
+  fs::copy_file(token_file, home + "/.config/deepool/token");
+  err.clear();
+  CHECK(RunCliAt(cluster.address(), {"status"}, {"HOME=" + home}, &err) == 0);
+  CHECK(err.empty());
+}
 
 TEST_CASE("a server with a user's or node's certificate of the cluster CA is not the coordinator",
           "[e2e][security]") {

@@ -34,6 +34,9 @@ struct Cluster {
     options.listen = "127.0.0.1:0";
     options.store = "memory";
     options.control_loop = false;  // the test ticks the scheduler itself
+    // Anonymous callers, each an admin: the services are tested here, authentication in
+    // secure_coordinator_test.
+    options.insecure = true;
     auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                             std::move(planner), &clock);
     REQUIRE(started.ok());
@@ -91,6 +94,7 @@ TEST_CASE("a coordinator whose store cannot load says so and stops cleanly", "[s
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.control_loop = false;
+  options.insecure = true;
   auto store = std::make_unique<testing::FailingJobStore>();
   store->fail_loads = true;
   FakeClock clock;
@@ -106,6 +110,7 @@ TEST_CASE("while the store loads, the port answers every call 'starting', then s
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.control_loop = false;
+  options.insecure = true;
   std::promise<std::string> starting_at;
   options.on_starting = [&](const std::string& address) { starting_at.set_value(address); };
   std::promise<void> release;

@@ -132,7 +132,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--token-file", flags.token_file,
                  "a file holding this node's bearer token (role worker, named like --name), for "
                  "a coordinator that takes tokens instead of certificates (mode 0600; sent "
-                 "without TLS only to a loopback coordinator)");
+                 "without TLS only to a loopback coordinator; default: WORK_DIR/node.token when "
+                 "it exists and no --tls-* files are given)");
   app.add_option("--path-roots", flags.path_roots,
                  "directories job specs' checkpoint and data paths must lie under, after "
                  "symlinks and '..' are resolved; a {user} component stands for the job's owner "
@@ -161,6 +162,12 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
                                          ec.message());
   }
   if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+  // A node token beside the worker, for a coordinator on this host that keeps its own users
+  // file (security/local_admin.h): `deepool token create NAME --role worker ... --out` there.
+  if (flags.token_file.empty() && !flags.tls.configured() &&
+      fs::exists(fs::path(flags.work_dir) / "node.token", ec)) {
+    flags.token_file = (fs::path(flags.work_dir) / "node.token").string();
+  }
   if (!flags.metrics_listen.empty()) {
     deepool::StatusOr<deepool::HostPort> metrics = deepool::ParseHostPort(flags.metrics_listen);
     if (!metrics.ok()) return metrics.status().WithContext("--metrics-listen");
@@ -254,8 +261,9 @@ int main(int argc, char** argv) {
                       SupervisorOptionsFrom(flags, *devices));
   std::string device_names;
   for (const auto& d : *devices) device_names += (device_names.empty() ? "" : ",") + d.name;
-  DP_LOG_INFO("worker {} ({}) with devices {}; coordinator {}; work dir {}", flags.name,
-              flags.address, device_names, flags.coordinator, flags.work_dir);
+  DP_LOG_INFO("worker {} ({}) with devices {}; coordinator {}; work dir {}{}", flags.name,
+              flags.address, device_names, flags.coordinator, flags.work_dir,
+              flags.token_file.empty() ? "" : "; token from " + flags.token_file);
   std::unique_ptr<deepool::HttpEndpoint> metrics;
   if (!flags.metrics_listen.empty()) {
     deepool::HttpEndpoint::Routes routes;
