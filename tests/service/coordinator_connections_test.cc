@@ -44,6 +44,7 @@ struct Coordinator {
     options.control_loop = false;
     options.max_connections = max_connections;
     options.max_connections_per_peer = per_peer;
+    options.insecure = true;  // anonymous calls: connections are what is tested
     auto started =
         CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                  std::make_unique<testing::FakePlanningBackend>(), &clock);
