@@ -3,9 +3,10 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/server_context.h>
 
-#include <atomic>
 #include <chrono>
 
+#include "common/clock.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 
 namespace deepool::coordinator {
@@ -13,14 +14,10 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-// True at most once per second across all calls.
-bool MayLogNow() {
-  static std::atomic<int64_t> last_second{0};
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  int64_t last = last_second.load();
-  return last != now && last_second.compare_exchange_strong(last, now);
+// Refusals of unparsable requests share one limit: a flood of them cannot fill the log.
+LogLimiter& RefusalLines() {
+  static LogLimiter limiter(SystemClock::Get(), 20, std::chrono::minutes(1));
+  return limiter;
 }
 
 class MalformedRequest : public grpc::experimental::Interceptor {
@@ -38,8 +35,10 @@ class MalformedRequest : public grpc::experimental::Interceptor {
         methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
       const std::string method = info_->method() ? info_->method() : "";
       const std::string message = MalformedRequestMessage(method);
-      if (MayLogNow()) {
-        DP_LOG_WARN("refused a request from {}: {}", info_->server_context()->peer(), message);
+      int64_t held_back = 0;
+      if (RefusalLines().Allow(&held_back)) {
+        DP_LOG_WARN("refused a request from {}: {} ({} more refusals not logged)",
+                    info_->server_context()->peer(), message, held_back);
       }
       methods->ModifySendStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message));
     }
