@@ -399,7 +399,7 @@ TEST_CASE("executor events: trace parts round-trip and malformed spans are refus
   CHECK_THAT(ParseExecutorEvent(head + R"(7})").status().message(), Catch::Contains("spans"));
 }
 
-TEST_CASE("executor events: an error is one line with its code; the rest stays in the log",
+TEST_CASE("executor events: an error is one line with its code, the rest stays in the log",
           "[protocol]") {
   const std::string trace = "CUDA out of memory. Tried to allocate 28.80 GiB\n"
                             "Exception raised from malloc at c10/cuda/CUDACachingAllocator.cpp\n"
