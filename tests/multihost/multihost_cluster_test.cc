@@ -215,3 +215,33 @@ TEST_CASE("a slow link that drops packets under load does not fail a live job", 
                      << " ms at the end\n"
                      << network->LinkStats(3));
 }
+
+// The restart test of e2e/cluster_test across hosts: workers on other hosts, mutual TLS, the
+// coordinator killed and restarted mid-job. They register again through the bridge, far inside
+// their lease, and the job runs on to its end without a new attempt.
+TEST_CASE("a coordinator killed and restarted mid-job: workers on other hosts come back over TLS",
+          "[multihost]") {
+  auto network = NetworkOrSkip();
+  if (!network) return;
+  ClusterOptions options = OnHosts(*network);
+  options.heartbeat_interval_s = 1;
+  LocalCluster cluster(options);
+  std::string fg;
+  REQUIRE(cluster.Submit(FgJob("survivor-hosts", 60, kWorkerHosts, kSpreadBatch), &fg).ok());
+  v1::Job before =
+      cluster.WaitForJob(fg, [](const v1::Job& j) { return RunningAtLeast(j, 1); });
+
+  cluster.KillCoordinator();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // the outage, not a wait
+  cluster.RestartCoordinator();
+  const auto restarted = std::chrono::steady_clock::now();
+  REQUIRE(cluster.WaitForNodesUp(kWorkerHosts));
+  const auto back_after = std::chrono::steady_clock::now() - restarted;
+  INFO("workers back after " << std::chrono::duration<double>(back_after).count() << " s");
+  CHECK(back_after < std::chrono::seconds(8));
+  v1::Job end = cluster.WaitForTerminal(fg);
+  INFO(cli::ToJson(end));
+  CHECK(end.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(end.progress().iteration() == 60);
+  CHECK(end.attempt() == before.attempt());  // not restarted from scratch
+}
