@@ -2,14 +2,15 @@
 //
 // What one user's large submissions cost everyone else. Starts a coordinator in-process on
 // 127.0.0.1:0 (real gRPC server, control loop and in-process planner) with one fake worker of one
-// CPU device that heartbeats every 100 ms, submits N jobs whose inline graph is G MB (a zoo
-// graph padded with whitespace, within the 8 MiB limit; 2 devices each, so they stay PENDING and
-// in memory), then measures:
+// CPU device running another user's small job (it heartbeats and reports an iteration every
+// 100 ms), submits N jobs whose inline graph is G MB (a zoo graph padded with whitespace, within
+// the 8 MiB limit; 2 devices each, so they stay PENDING and in memory), then measures:
 //   1. per call, alone: wall time and bytes the process allocated (operator new, every thread)
 //      for SubmitJob, ListJobs (no limit, as `deepool status`), GetJob and WatchJob's first
 //      message;
-//   2. under load: C clients calling ListJobs in a closed loop for S seconds while the worker
-//      heartbeats: heartbeat latency (p50, max), heartbeats that failed, ListJobs/s and errors;
+//   2. while submitting, and under load (C clients calling ListJobs in a closed loop for S
+//      seconds): the worker's heartbeat and progress report latency (p50, max) and failures,
+//      ListJobs/s and errors;
 //   3. the process's peak resident memory and thread count.
 #include <grpcpp/create_channel.h>
 #include <sys/resource.h>
@@ -109,10 +110,11 @@ std::string PaddedGraph(size_t bytes) {
   return text;
 }
 
-// One node of one device that heartbeats every 100 ms and records how long each answer took.
-class Heartbeats {
+// One node of one device that runs another user's small job: every 100 ms it heartbeats (listing
+// that job's task) and reports an iteration of it, and records how long each answer took.
+class Worker {
  public:
-  explicit Heartbeats(const std::string& address)
+  explicit Worker(const std::string& address)
       : stub_(v1::NodeService::NewStub(NewChannel(address, 100000))) {
     v1::RegisterNodeRequest req;
     req.set_name("w0");
@@ -128,50 +130,109 @@ class Heartbeats {
       std::exit(1);
     }
     node_id_ = resp.node_id();
-    thread_ = std::thread([this] { Run(); });
+    tasks_ = std::thread([this] { ReadTasks(); });
+    beats_ = std::thread([this] { Beat(); });
   }
-  ~Heartbeats() {
+  ~Worker() {
     stop_ = true;
-    thread_.join();
+    stream_ctx_.TryCancel();
+    tasks_.join();
+    beats_.join();
   }
-  // Latencies (ms) and failures since the last call.
-  std::pair<std::vector<double>, int> Take() {
+  bool HasTask() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::pair<std::vector<double>, int> out{std::move(ms_), failed_};
-    ms_.clear();
-    failed_ = 0;
+    return !task_.task_id().empty();
+  }
+  struct Latencies {
+    std::vector<double> heartbeat_ms, report_ms;
+    int failed = 0;
+  };
+  // What was measured since the last call.
+  Latencies Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Latencies out = std::move(seen_);
+    seen_ = Latencies();
     return out;
   }
 
  private:
-  void Run() {
+  void ReadTasks() {
+    deepool::SetCurrentThreadName("bench-tasks");
+    v1::StreamTasksRequest req;
+    req.set_node_id(node_id_);
+    auto reader = stub_->StreamTasks(&stream_ctx_, req);
+    v1::TaskCommand command;
+    while (reader->Read(&command)) {
+      if (!command.has_assign()) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      task_.set_task_id(command.assign().task_id());
+      task_.set_job_id(command.assign().job_id());
+      task_.add_ranks(0);
+    }
+  }
+  void Beat() {
     deepool::SetCurrentThreadName("bench-beats");
+    int64_t iteration = 0;
     while (!stop_) {
-      v1::HeartbeatRequest req;
-      req.set_node_id(node_id_);
-      v1::HeartbeatResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      const auto start = Clock::now();
-      const bool ok = stub_->Heartbeat(&ctx, req, &resp).ok();
-      const double ms = Ms(start);
+      v1::HeartbeatRequest beat;
+      beat.set_node_id(node_id_);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ms_.push_back(ms);
-        failed_ += !ok;
+        if (!task_.task_id().empty()) *beat.add_running_tasks() = task_;
+      }
+      Call([&](grpc::ClientContext* ctx) {
+        v1::HeartbeatResponse resp;
+        return stub_->Heartbeat(ctx, beat, &resp);
+      }, &Latencies::heartbeat_ms);
+      if (beat.running_tasks_size() > 0) {
+        v1::ReportProgressRequest report;
+        report.set_node_id(node_id_);
+        report.set_task_id(beat.running_tasks(0).task_id());
+        v1::IterationEvent* event = report.add_iterations();
+        event->set_iteration(++iteration);
+        event->set_iteration_ms(100);
+        event->set_samples_per_s(80);
+        Call([&](grpc::ClientContext* ctx) {
+          v1::ReportProgressResponse resp;
+          return stub_->ReportProgress(ctx, report, &resp);
+        }, &Latencies::report_ms);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
+  template <typename F>
+  void Call(F call, std::vector<double> Latencies::*into) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const auto start = Clock::now();
+    const bool ok = call(&ctx).ok();
+    const double ms = Ms(start);
+    std::lock_guard<std::mutex> lock(mu_);
+    (seen_.*into).push_back(ms);
+    seen_.failed += !ok;
+  }
 
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::string node_id_;
-  std::thread thread_;
+  grpc::ClientContext stream_ctx_;
+  std::thread tasks_;
+  std::thread beats_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::vector<double> ms_;
-  int failed_ = 0;
+  v1::RunningTask task_;
+  Latencies seen_;
 };
+
+std::string Summary(const Worker::Latencies& l) {
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                "heartbeats %zu (p50 %.1f ms, max %.1f ms), progress reports %zu (p50 %.1f ms, "
+                "max %.1f ms), failed %d",
+                l.heartbeat_ms.size(), Percentile(l.heartbeat_ms, 0.5),
+                Percentile(l.heartbeat_ms, 1.0), l.report_ms.size(), Percentile(l.report_ms, 0.5),
+                Percentile(l.report_ms, 1.0), l.failed);
+  return text;
+}
 
 struct CallCost {
   double ms = 0;
@@ -234,8 +295,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<CoordinatorServer> server = std::move(*started);
-  auto worker = std::make_unique<Heartbeats>(server->address());
+  auto worker = std::make_unique<Worker>(server->address());
   auto client = v1::CoordinatorService::NewStub(NewChannel(server->address(), 0));
+  {  // the small job the worker runs throughout
+    v1::SubmitJobRequest small;
+    small.set_spec_json(R"({"name":"other","model":"small_cnn","global_batch":8,"gpus":1,)"
+                        R"("iterations":100000000,"profile":"analytical"})");
+    v1::SubmitJobResponse resp;
+    grpc::ClientContext ctx;
+    if (grpc::Status s = client->SubmitJob(&ctx, small, &resp); !s.ok()) {
+      std::fprintf(stderr, "submit: %s\n", s.error_message().c_str());
+      return 1;
+    }
+    const auto waiting = Clock::now();
+    while (!worker->HasTask()) {
+      if (Ms(waiting) > 30e3) {
+        std::fprintf(stderr, "the small job was not dispatched in 30 s\n");
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (void)worker->Take();
+  }
 
   v1::SubmitJobRequest submit;
   v1::JobSpec* spec = submit.mutable_spec();
@@ -258,7 +340,7 @@ int main(int argc, char** argv) {
   const auto submitting = Clock::now();
   const CallCost submit_cost = Measure(jobs, submit_one);
   const double submit_s = Ms(submitting) / 1e3;
-  auto [submit_beats, submit_failed] = worker->Take();
+  const Worker::Latencies while_submitting = worker->Take();
 
   const CallCost list_cost = Measure(reps, [&] {
     v1::ListJobsResponse resp;
@@ -312,7 +394,7 @@ int main(int argc, char** argv) {
   stop = true;
   for (std::thread& t : threads) t.join();
   const double load_s = Ms(loading) / 1e3;
-  auto [load_beats, load_failed] = worker->Take();
+  const Worker::Latencies under_load = worker->Take();
 
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -329,13 +411,11 @@ int main(int argc, char** argv) {
   std::printf("| ListJobs | %.1f | %.1f |\n| GetJob | %.1f | %.1f |\n", list_cost.ms, list_cost.mb,
               get_cost.ms, get_cost.mb);
   std::printf("| WatchJob, first message | %.1f | %.1f |\n", watch_cost.ms, watch_cost.mb);
-  std::printf(
-      "heartbeats while submitting: %zu, p50 %.1f ms, max %.1f ms, failed %d\n"
-      "under load: ListJobs/s %.1f, errors %d; heartbeats %zu, p50 %.1f ms, max %.1f ms, "
-      "failed %d\npeak RSS %.0f MB, peak threads %d\n",
-      submit_beats.size(), Percentile(submit_beats, 0.5), Percentile(submit_beats, 1.0),
-      submit_failed, lists / load_s, errors.load(), load_beats.size(), Percentile(load_beats, 0.5),
-      Percentile(load_beats, 1.0), load_failed, usage.ru_maxrss / 1024.0, peak_threads.load());
+  std::printf("while submitting: %s\n", Summary(while_submitting).c_str());
+  std::printf("under load: ListJobs/s %.1f, errors %d; %s\n", lists / load_s, errors.load(),
+              Summary(under_load).c_str());
+  std::printf("peak RSS %.0f MB, peak threads %d\n", usage.ru_maxrss / 1024.0,
+              peak_threads.load());
   worker.reset();
   server->Shutdown();
   server.reset();
