@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shared_text.h"
 #include "common/status.h"
 #include "planner/gradient_sync.h"
 #include "protocol/training_spec.h"
@@ -78,8 +79,9 @@ struct DataSpec {
 // The job spec (docs/formats.md, "Job specs"). Defaults are the documented ones.
 struct JobSpec {
   std::string name;
-  std::string model;       // a zoo name; or
-  std::string graph_json;  // an inline graph document (exactly one of the two)
+  std::string model;  // a zoo name; or
+  // An inline graph document (exactly one of the two). Shared by every copy of the spec.
+  SharedText graph_json;
   JobRole role = JobRole::kFg;
   int priority = 0;
   int64_t global_batch = 0;
@@ -192,8 +194,9 @@ struct JobRecord {
   std::vector<RankPlacement> devices;  // the current attempt's placement
   std::vector<std::string> task_ids;   // the current attempt's TRAIN tasks
   std::string device_type;
-  std::string graph_json;
-  std::string plan_json;
+  // The planned graph and the plan (large documents: every copy of the record shares them).
+  SharedText graph_json;
+  SharedText plan_json;
   double predicted_iteration_ms = 0;
   std::string checkpoint;
   std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
