@@ -33,7 +33,7 @@ v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
   if (job.state != JobState::kPending) return proto;
   std::map<std::string, int> now;
   if (positions == nullptr) {
-    now = QueuePositions(jobs_->Active());
+    now = QueuePositions(jobs_->Queue());
     positions = &now;
   }
   if (auto it = positions->find(job.id); it != positions->end()) {
@@ -118,7 +118,7 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   std::optional<std::string> owner;
   if (caller->role != security::Role::kAdmin) owner = caller->name;
-  const std::map<std::string, int> positions = QueuePositions(jobs_->Active());
+  const std::map<std::string, int> positions = QueuePositions(jobs_->Queue());
   for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
     *resp->add_jobs() = ClientView(job, &positions);
   }
@@ -244,7 +244,10 @@ grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext* ctx,
                                                 const v1::GetJobPlanRequest* req,
                                                 v1::GetJobPlanResponse* resp) {
-  StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJobPlan", req->job_id());
+  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "GetJobPlan", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
+  // The one view that shows the documents (a finished job's are read from the store).
+  StatusOr<JobRecord> job = jobs_->GetWithDocuments(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   if (job->plan_json.empty()) {
     return grpc::Status(

@@ -108,6 +108,13 @@ struct JobSpec {
   double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
 };
 
+// The bytes a spec holds in memory, for the per-user limit (JobLimits): its inline graph and
+// its strings.
+int64_t SpecBytes(const JobSpec& spec);
+// A digest of the whole spec, its inline graph by its text: a submission repeated under one
+// request id is recognised without keeping (or parsing) the first one's graph.
+uint64_t SpecFingerprint(const JobSpec& spec);
+
 // Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or
 // requeue_on_failure), and whether its next attempt may be planned for fewer devices.
 bool RequeuesOnFailure(const JobSpec& spec);
@@ -212,6 +219,13 @@ struct JobRecord {
   // past it (it is given up after SchedulerOptions::max_hosted_attempts of those).
   int64_t best_reached = 0;
   int hosted_stalls = 0;
+};
+
+// A PENDING job as the queue order reads it (QueuePositions in admission.h).
+struct QueuedJob {
+  std::string id;
+  int priority = 0;
+  JobRole role = JobRole::kFg;
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -235,31 +235,27 @@ class SQLiteJobStore final : public JobStore {
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(
-        db_,
-        "SELECT j.id, j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
-        "ORDER BY j.seq");
+    Statement st(db_, (std::string(kSelectJobs) + " ORDER BY j.seq").c_str());
     if (!st.ok()) return Error("prepare load jobs");
     std::vector<JobRecord> jobs;
     int rc;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-      const std::string id = st.Text(0);
-      auto doc = nlohmann::json::parse(st.Text(1), nullptr, false);
-      if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
-      StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
-      if (!loaded.ok()) {
-        return DataLossError("the stored record of " + id + " is damaged: " +
-                             loaded.status().message());
-      }
-      JobRecord job = std::move(*loaded);
-      job.graph_json = st.Text(2);
-      job.plan_json = st.Text(3);
-      plan_hashes_[job.id] =
-          std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
+      ASSIGN_OR_RETURN(JobRecord job, JobOfRowLocked(&st));
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("load jobs");
     return jobs;
+  }
+
+  StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement st(db_, (std::string(kSelectJobs) + " WHERE j.id = ?").c_str());
+    if (!st.ok()) return Error("prepare load job");
+    st.Bind(1, job_id);
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_DONE) return NotFoundError("job " + job_id + " is not stored");
+    if (rc != SQLITE_ROW) return Error("load job " + job_id);
+    return JobOfRowLocked(&st);
   }
 
   Status ReserveSeqs(int64_t bound) override {
@@ -499,6 +495,26 @@ class SQLiteJobStore final : public JobStore {
   static Status DiskFullError(const std::string& message) {
     return ResourceExhaustedError("the coordinator's disk is full (" + message +
                                   "); nothing was written: free space in its --data-dir");
+  }
+
+  // A job and its documents: the columns of kSelectJobs.
+  static constexpr const char* kSelectJobs =
+      "SELECT j.id, j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id";
+  StatusOr<JobRecord> JobOfRowLocked(Statement* st) {
+    const std::string id = st->Text(0);
+    auto doc = nlohmann::json::parse(st->Text(1), nullptr, false);
+    if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
+    StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
+    if (!loaded.ok()) {
+      return DataLossError("the stored record of " + id +
+                           " is damaged: " + loaded.status().message());
+    }
+    JobRecord job = std::move(*loaded);
+    job.graph_json = st->Text(2);
+    job.plan_json = st->Text(3);
+    plan_hashes_[job.id] =
+        std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
+    return job;
   }
 
   Status SaveJobLocked(const JobRecord& job, bool write_plan) {
