@@ -82,7 +82,7 @@ Status JobManager::CheckLimitsLocked(const JobSpec& spec, const std::string& own
         UserName(owner) + "'s unfinished jobs hold " + Mib(usage.spec_bytes) +
         " of specs; this one (" + Mib(bytes) + ") would pass the " +
         Mib(limits_.max_spec_bytes_per_user) +
-        " one user may hold (--max-spec-bytes-per-user); wait for some to finish, or cancel "
+        " one user may hold (--max-spec-mib-per-user); wait for some to finish, or cancel "
         "some");
   }
   return Status::Ok();

@@ -38,7 +38,8 @@ namespace deepool::coordinator {
 // 0: no limit.
 struct JobLimits {
   int max_pending_jobs_per_user = 0;  // jobs PENDING (queued)
-  // SpecBytes of the user's unfinished jobs (their inline graphs stay in memory until they end).
+  // SpecBytes of the user's unfinished jobs (their inline graphs stay in memory until they end;
+  // the coordinator's flag is in MiB).
   int64_t max_spec_bytes_per_user = 0;
 };
 

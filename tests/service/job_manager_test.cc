@@ -350,7 +350,7 @@ TEST_CASE("per-user limits refuse a user's pending jobs and spec bytes past them
     StatusOr<JobRecord> refused = jobs.Submit(GraphSpec(1 << 20), "", "alice");
     REQUIRE(refused.status().code() == StatusCode::kResourceExhausted);
     CHECK_THAT(refused.status().message(), Catch::Contains("user alice"));
-    CHECK_THAT(refused.status().message(), Catch::Contains("--max-spec-bytes-per-user"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("--max-spec-mib-per-user"));
     CHECK_THAT(refused.status().message(), Catch::Contains("3.0 MiB"));
     CHECK(jobs.Submit(GraphSpec(1 << 20), "", "bob").ok());
     // Running still holds its spec; finished does not.
