@@ -208,9 +208,11 @@ v1::Job JobToProto(const JobRecord& job) {
   p.set_job_id(job.id);
   p.set_owner(job.owner);
   p.set_resize_to(job.resize_to);
-  *p.mutable_spec() = JobSpecToProto(job.spec);
-  // Up to kMaxGraphJsonBytes per job: left out so listing many jobs stays one small message.
-  p.mutable_spec()->clear_graph_json();
+  // The inline graph (up to kMaxGraphJsonBytes per job) is left out, never copied: listing many
+  // jobs stays one small message and costs no copy of their graphs.
+  JobSpec shown = job.spec;  // shares the graph
+  shown.graph_json = SharedText();
+  *p.mutable_spec() = JobSpecToProto(shown);
   p.set_state(StateToProto(job.state));
   p.set_reason(job.reason);
   p.set_reason_code(ReasonCodeToProto(job.reason_code));
