@@ -2,9 +2,10 @@
 //
 // What one user's large submissions cost everyone else. Starts a coordinator in-process on
 // 127.0.0.1:0 (real gRPC server, control loop and in-process planner) with one fake worker of one
-// CPU device running another user's small job (it heartbeats and reports an iteration every
-// 100 ms), submits N jobs whose inline graph is G MB (a zoo graph padded with whitespace, within
-// the 8 MiB limit; 2 devices each, so they stay PENDING and in memory), then measures:
+// CPU device running another user's job (small_cnn, or a padded graph of --running-graph-mb; the
+// worker heartbeats and reports an iteration every 100 ms), submits N jobs whose inline graph is
+// G MB (a zoo graph padded with whitespace, within the 8 MiB limit; 2 devices each, so they stay
+// PENDING and in memory), then measures:
 //   1. per call, alone: wall time and bytes the process allocated (operator new, every thread)
 //      for SubmitJob, ListJobs (no limit, as `deepool status`), GetJob and WatchJob's first
 //      message;
@@ -263,7 +264,9 @@ int main(int argc, char** argv) {
   double load_seconds = 5;
   int reps = 5;
   std::string store = "memory";
-  app.add_option("--jobs", jobs, "PENDING jobs to hold")->capture_default_str();
+  int spec_mib_per_user = -1;
+  double running_graph_mb = 0;
+  app.add_option("--jobs", jobs, "jobs to submit (they stay PENDING)")->capture_default_str();
   app.add_option("--graph-mb", graph_mb, "size of each job's inline graph (MB)")
       ->capture_default_str();
   app.add_option("--clients", clients, "clients calling ListJobs in the load phase")
@@ -271,6 +274,11 @@ int main(int argc, char** argv) {
   app.add_option("--load-seconds", load_seconds, "length of the load phase")->capture_default_str();
   app.add_option("--reps", reps, "calls per measurement of one call")->capture_default_str();
   app.add_option("--store", store, "sqlite or memory")->capture_default_str();
+  app.add_option("--running-graph-mb", running_graph_mb,
+                 "the running job's own inline graph (MB; 0: the zoo's small_cnn)")
+      ->capture_default_str();
+  app.add_option("--max-spec-mib-per-user", spec_mib_per_user,
+                 "the coordinator's limit (0: none; default: the coordinator's default)");
   CLI11_PARSE(app, argc, argv);
   deepool::InitLogging("bench", "warn");
 
@@ -281,6 +289,7 @@ int main(int argc, char** argv) {
   options.listen = "127.0.0.1:0";
   options.store = store;
   options.data_dir = dir.string();
+  if (spec_mib_per_user >= 0) options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
   auto opened = deepool::coordinator::OpenJobStore(options);
   if (!opened.ok()) {
     std::fprintf(stderr, "%s\n", opened.status().ToString().c_str());
@@ -297,10 +306,20 @@ int main(int argc, char** argv) {
   std::unique_ptr<CoordinatorServer> server = std::move(*started);
   auto worker = std::make_unique<Worker>(server->address());
   auto client = v1::CoordinatorService::NewStub(NewChannel(server->address(), 0));
-  {  // the small job the worker runs throughout
+  {  // the job the worker runs throughout
     v1::SubmitJobRequest small;
-    small.set_spec_json(R"({"name":"other","model":"small_cnn","global_batch":8,"gpus":1,)"
-                        R"("iterations":100000000,"profile":"analytical"})");
+    if (running_graph_mb > 0) {
+      v1::JobSpec* other = small.mutable_spec();
+      other->set_name("other");
+      other->set_graph_json(PaddedGraph(static_cast<size_t>(running_graph_mb * 1e6)));
+      other->set_global_batch(8);
+      other->set_gpus(1);
+      other->set_iterations(100000000);
+      other->set_profile("analytical");
+    } else {
+      small.set_spec_json(R"({"name":"other","model":"small_cnn","global_batch":8,"gpus":1,)"
+                          R"("iterations":100000000,"profile":"analytical"})");
+    }
     v1::SubmitJobResponse resp;
     grpc::ClientContext ctx;
     if (grpc::Status s = client->SubmitJob(&ctx, small, &resp); !s.ok()) {
@@ -328,10 +347,17 @@ int main(int argc, char** argv) {
   spec->set_iterations(1);
   spec->set_profile("analytical");
   std::string job_id;
+  int refused = 0;
+  std::string refusal;
   auto submit_one = [&] {
     v1::SubmitJobResponse resp;
     grpc::ClientContext ctx;
-    if (grpc::Status s = client->SubmitJob(&ctx, submit, &resp); !s.ok()) {
+    grpc::Status s = client->SubmitJob(&ctx, submit, &resp);
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {  // a per-user limit
+      if (refused++ == 0) refusal = s.error_message();
+      return;
+    }
+    if (!s.ok()) {
       std::fprintf(stderr, "submit: %s\n", s.error_message().c_str());
       std::exit(1);
     }
@@ -403,14 +429,17 @@ int main(int argc, char** argv) {
     if (std::fscanf(f, "%lf", &loadavg) != 1) loadavg = -1;
     std::fclose(f);
   }
-  std::printf("jobs=%d graph=%.1f MB store=%s clients=%d load=%.1fs reps=%d loadavg=%.1f\n", jobs,
-              graph_mb, store.c_str(), clients, load_seconds, reps, loadavg);
+  std::printf(
+      "jobs=%d graph=%.1f MB running job's graph=%.1f MB store=%s clients=%d load=%.1fs reps=%d "
+      "loadavg=%.1f\n",
+      jobs, graph_mb, running_graph_mb, store.c_str(), clients, load_seconds, reps, loadavg);
   std::printf("| call (alone, median) | ms | MB allocated |\n|---|---|---|\n");
-  std::printf("| SubmitJob (%d in %.1f s) | %.1f | %.1f |\n", jobs, submit_s, submit_cost.ms,
-              submit_cost.mb);
+  std::printf("| SubmitJob (%d in %.1f s, %d refused) | %.1f | %.1f |\n", jobs, submit_s, refused,
+              submit_cost.ms, submit_cost.mb);
   std::printf("| ListJobs | %.1f | %.1f |\n| GetJob | %.1f | %.1f |\n", list_cost.ms, list_cost.mb,
               get_cost.ms, get_cost.mb);
   std::printf("| WatchJob, first message | %.1f | %.1f |\n", watch_cost.ms, watch_cost.mb);
+  if (refused > 0) std::printf("first refusal: %s\n", refusal.c_str());
   std::printf("while submitting: %s\n", Summary(while_submitting).c_str());
   std::printf("under load: ListJobs/s %.1f, errors %d; %s\n", lists / load_s, errors.load(),
               Summary(under_load).c_str());
