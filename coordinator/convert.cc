@@ -2,6 +2,7 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "coordinator/job_spec_json.h"
@@ -258,7 +259,12 @@ v1::Job JobToProto(const JobRecord& job) {
     a->set_node_name(d.node_name);
     a->set_device(d.device);
   }
-  p.set_has_plan(!job.plan_json.empty());
+  // A finished job's plan is no longer in memory (GetJobPlan reads it from the store); it had
+  // one if it was ever dispatched.
+  p.set_has_plan(!job.plan_json.empty() ||
+                 (IsTerminal(job.state) &&
+                  std::any_of(job.history.begin(), job.history.end(),
+                              [](const StateChange& c) { return c.state == JobState::kRunning; })));
   p.set_predicted_iteration_ms(job.predicted_iteration_ms);
   p.set_checkpoint(job.checkpoint);
   return p;

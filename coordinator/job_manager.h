@@ -10,10 +10,11 @@
 // stored; GetWithDocuments reads them back from the store. Per-user limits (JobLimits) bound
 // what one user's unfinished jobs hold.
 //
-// Threading: all methods are safe to call from any thread (one mutex, never held while a new
-// job's record is written, so a large submission does not hold up the worker calls that read
-// jobs); WaitForChange blocks on a condition variable and is woken by every change and by
-// Shutdown.
+// Threading: all methods are safe to call from any thread. One mutex guards the jobs; it is held
+// while a change of an existing job is written (so its writes are stored in order) but never
+// while a new job's record is written, so a large submission does not hold up the worker calls
+// that read jobs. WaitForChange blocks on a condition variable and is woken by every change and
+// by Shutdown.
 #pragma once
 
 #include <chrono>

@@ -496,6 +496,7 @@ TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds",
 
   // Finished: its documents left the coordinator's memory, and GetJobPlan reads them back.
   CHECK(c.server->jobs()->Get(id)->plan_json.empty());
+  CHECK(c.Get(id).has_plan());
   v1::GetJobPlanResponse finished;
   REQUIRE(c.client->GetJobPlan(c.Context().get(), plan_req, &finished).ok());
   CHECK(finished.plan_json() == plan.plan_json());
