@@ -5,7 +5,7 @@
 // a call is refused at once with RESOURCE_EXHAUSTED naming the bound (its flag) and, for the
 // per-user one, the user; the per-user bound keeps one user from taking every slot (another
 // user's `deepool status --watch` still gets one). Worker calls take no slot.
-// The anonymous user of an open coordinator (no authentication: everyone is "") has only the
+// The anonymous user of an open coordinator (--insecure: everyone is "") has only the
 // bound in all: a per-user bound would be the same bound, smaller.
 // Threading: safe from any thread; a Slot is given back by its destructor, on any thread, and
 // must not outlive its CallSlots.

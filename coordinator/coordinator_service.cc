@@ -60,7 +60,7 @@ StatusOr<CoordinatorServiceImpl::Admitted> CoordinatorServiceImpl::Admit(grpc::S
   ASSIGN_OR_RETURN(security::Identity caller, Caller(ctx, method));
   StatusOr<CallSlots::Slot> slot = slots->Acquire(caller.name);
   if (!slot.ok()) {
-    DP_LOG_WARN("{} from {} refused: {}", method, ctx->peer(), slot.status().ToString());
+    auth_->LogRefusal(method, ctx->peer(), slot.status());  // rate-limited: a flood of refusals
     return slot.status();
   }
   return Admitted{std::move(caller), *std::move(slot)};

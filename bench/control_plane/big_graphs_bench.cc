@@ -289,6 +289,7 @@ int main(int argc, char** argv) {
   options.listen = "127.0.0.1:0";
   options.store = store;
   options.data_dir = dir.string();
+  options.insecure = true;  // anonymous callers: the clients and the worker are in-process
   if (spec_mib_per_user >= 0) options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
   auto opened = deepool::coordinator::OpenJobStore(options);
   if (!opened.ok()) {

@@ -60,6 +60,7 @@ TEST_CASE("views of jobs copy none of the large graphs other jobs hold", "[servi
   options.listen = "127.0.0.1:0";
   options.store = "memory";
   options.control_loop = false;  // no node either: the jobs stay PENDING
+  options.insecure = true;       // anonymous callers
   auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                           std::make_unique<testing::FakePlanningBackend>(), &clock);
   REQUIRE(started.ok());
