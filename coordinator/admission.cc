@@ -190,15 +190,14 @@ void SortForAdmission(std::vector<JobRecord>* pending) {
   });
 }
 
-std::map<std::string, int> QueuePositions(std::vector<JobRecord> pending) {
-  SortForAdmission(&pending);
+std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending) {
+  // SortForAdmission's order.
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const QueuedJob& a, const QueuedJob& b) { return a.priority > b.priority; });
   std::map<std::string, int> positions;
   int fg = 0;
   int bg = 0;
-  for (const JobRecord& job : pending) {
-    if (job.state != JobState::kPending) continue;
-    positions[job.id] = job.spec.role == JobRole::kBg ? ++bg : ++fg;
-  }
+  for (const QueuedJob& job : pending) positions[job.id] = job.role == JobRole::kBg ? ++bg : ++fg;
   return positions;
 }
 

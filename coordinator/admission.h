@@ -74,10 +74,10 @@ Admission Admit(AdmissionInput input);
 // `pending` must come in submission order (JobManager::Active()).
 void SortForAdmission(std::vector<JobRecord>* pending);
 
-// Each PENDING job's place in its role's queue, 1 = looked at first. FG and BG jobs are counted
-// apart: a BG job never waits for a FG job's turn. `pending` as for SortForAdmission; jobs in
-// other states are skipped.
-std::map<std::string, int> QueuePositions(std::vector<JobRecord> pending);
+// Each PENDING job's place in its role's queue, 1 = looked at first (the order of
+// SortForAdmission). FG and BG jobs are counted apart: a BG job never waits for a FG job's turn.
+// `pending` in submission order (JobManager::Queue()).
+std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending);
 
 // "37%": an idle fraction as people read it in reasons.
 std::string IdlePercent(double fraction);

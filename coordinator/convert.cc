@@ -2,6 +2,7 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "coordinator/job_spec_json.h"
@@ -208,9 +209,11 @@ v1::Job JobToProto(const JobRecord& job) {
   p.set_job_id(job.id);
   p.set_owner(job.owner);
   p.set_resize_to(job.resize_to);
-  *p.mutable_spec() = JobSpecToProto(job.spec);
-  // Up to kMaxGraphJsonBytes per job: left out so listing many jobs stays one small message.
-  p.mutable_spec()->clear_graph_json();
+  // The inline graph (up to kMaxGraphJsonBytes per job) is left out, never copied: listing many
+  // jobs stays one small message and costs no copy of their graphs.
+  JobSpec shown = job.spec;  // shares the graph
+  shown.graph_json = SharedText();
+  *p.mutable_spec() = JobSpecToProto(shown);
   p.set_state(StateToProto(job.state));
   p.set_reason(job.reason);
   p.set_reason_code(ReasonCodeToProto(job.reason_code));
@@ -256,7 +259,12 @@ v1::Job JobToProto(const JobRecord& job) {
     a->set_node_name(d.node_name);
     a->set_device(d.device);
   }
-  p.set_has_plan(!job.plan_json.empty());
+  // A finished job's plan is no longer in memory (GetJobPlan reads it from the store); it had
+  // one if it was ever dispatched.
+  p.set_has_plan(!job.plan_json.empty() ||
+                 (IsTerminal(job.state) &&
+                  std::any_of(job.history.begin(), job.history.end(),
+                              [](const StateChange& c) { return c.state == JobState::kRunning; })));
   p.set_predicted_iteration_ms(job.predicted_iteration_ms);
   p.set_checkpoint(job.checkpoint);
   return p;

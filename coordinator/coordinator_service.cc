@@ -33,7 +33,7 @@ v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
   if (job.state != JobState::kPending) return proto;
   std::map<std::string, int> now;
   if (positions == nullptr) {
-    now = QueuePositions(jobs_->Active());
+    now = QueuePositions(jobs_->Queue());
     positions = &now;
   }
   if (auto it = positions->find(job.id); it != positions->end()) {
@@ -54,10 +54,21 @@ StatusOr<security::Identity> CoordinatorServiceImpl::Caller(grpc::ServerContext*
   return caller;
 }
 
-StatusOr<JobRecord> CoordinatorServiceImpl::AccessibleJob(grpc::ServerContext* ctx,
+StatusOr<CoordinatorServiceImpl::Admitted> CoordinatorServiceImpl::Admit(grpc::ServerContext* ctx,
+                                                                         const char* method,
+                                                                         CallSlots* slots) const {
+  ASSIGN_OR_RETURN(security::Identity caller, Caller(ctx, method));
+  StatusOr<CallSlots::Slot> slot = slots->Acquire(caller.name);
+  if (!slot.ok()) {
+    auth_->LogRefusal(method, ctx->peer(), slot.status());  // rate-limited: a flood of refusals
+    return slot.status();
+  }
+  return Admitted{std::move(caller), *std::move(slot)};
+}
+
+StatusOr<JobRecord> CoordinatorServiceImpl::AccessibleJob(const security::Identity& caller,
                                                           const char* method,
                                                           const std::string& job_id) const {
-  ASSIGN_OR_RETURN(const security::Identity caller, Caller(ctx, method));
   ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
   if (!security::MayAccessJob(caller, job.owner)) {
     DP_LOG_WARN("{} of {} by {} refused: not the owner", method, job_id, caller.name);
@@ -70,16 +81,17 @@ StatusOr<JobRecord> CoordinatorServiceImpl::AccessibleJob(grpc::ServerContext* c
 grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                                const v1::SubmitJobRequest* req,
                                                v1::SubmitJobResponse* resp) {
-  StatusOr<security::Identity> caller = Caller(ctx, "SubmitJob");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  StatusOr<Admitted> call = Admit(ctx, "SubmitJob", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
   StatusOr<JobSpec> spec = InvalidArgumentError("job spec: give spec or spec_json");
   if (req->has_spec()) {
     spec = JobSpecFromProto(req->spec());
   } else if (req->spec_source_case() == v1::SubmitJobRequest::kSpecJson) {
     spec = ParseJobSpecJson(req->spec_json());
   }
-  StatusOr<JobRecord> job = spec.ok() ? scheduler_->Submit(*spec, req->request_id(), caller->name)
-                                      : StatusOr<JobRecord>(spec.status());
+  StatusOr<JobRecord> job = spec.ok()
+                                ? scheduler_->Submit(*spec, req->request_id(), call->caller.name)
+                                : StatusOr<JobRecord>(spec.status());
   if (!job.ok()) {
     // Refusals are logged (with the peer) so an operator can see who sends what.
     DP_LOG_INFO("SubmitJob from {} refused: {}", ctx->peer(), job.status().ToString());
@@ -92,7 +104,9 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                             v1::Job* resp) {
-  StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJob", req->job_id());
+  StatusOr<Admitted> call = Admit(ctx, "GetJob", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  StatusOr<JobRecord> job = AccessibleJob(call->caller, "GetJob", req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = ClientView(*job);
   return grpc::Status::OK;
@@ -101,8 +115,9 @@ grpc::Status CoordinatorServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::
 grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
                                               const v1::ListJobsRequest* req,
                                               v1::ListJobsResponse* resp) {
-  StatusOr<security::Identity> caller = Caller(ctx, "ListJobs");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  StatusOr<Admitted> call = Admit(ctx, "ListJobs", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  const security::Identity& caller = call->caller;
   std::vector<JobState> states;
   for (int s : req->states()) {
     std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
@@ -117,8 +132,8 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   }
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   std::optional<std::string> owner;
-  if (caller->role != security::Role::kAdmin) owner = caller->name;
-  const std::map<std::string, int> positions = QueuePositions(jobs_->Active());
+  if (caller.role != security::Role::kAdmin) owner = caller.name;
+  const std::map<std::string, int> positions = QueuePositions(jobs_->Queue());
   for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
     *resp->add_jobs() = ClientView(job, &positions);
   }
@@ -129,7 +144,9 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                                const v1::CancelJobRequest* req, v1::Job* resp) {
-  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "CancelJob", req->job_id());
+  StatusOr<Admitted> call = Admit(ctx, "CancelJob", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  StatusOr<JobRecord> accessible = AccessibleJob(call->caller, "CancelJob", req->job_id());
   if (!accessible.ok()) return ToGrpcStatus(accessible.status());
   StatusOr<JobRecord> job = scheduler_->Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -139,7 +156,9 @@ grpc::Status CoordinatorServiceImpl::CancelJob(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorServiceImpl::ResizeJob(grpc::ServerContext* ctx,
                                                const v1::ResizeJobRequest* req, v1::Job* resp) {
-  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "ResizeJob", req->job_id());
+  StatusOr<Admitted> call = Admit(ctx, "ResizeJob", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  StatusOr<JobRecord> accessible = AccessibleJob(call->caller, "ResizeJob", req->job_id());
   if (!accessible.ok()) return ToGrpcStatus(accessible.status());
   StatusOr<JobRecord> job = scheduler_->Resize(req->job_id(), req->gpus());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -150,10 +169,10 @@ grpc::Status CoordinatorServiceImpl::ResizeJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                               const v1::WatchJobRequest* req,
                                               grpc::ServerWriter<v1::Job>* writer) {
-  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "WatchJob", req->job_id());
+  StatusOr<Admitted> stream = Admit(ctx, "WatchJob", client_streams_);
+  if (!stream.ok()) return ToGrpcStatus(stream.status());
+  StatusOr<JobRecord> accessible = AccessibleJob(stream->caller, "WatchJob", req->job_id());
   if (!accessible.ok()) return ToGrpcStatus(accessible.status());
-  StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   std::string last_sent;
   auto send = [&](const JobRecord& job) {
     v1::Job proto = ClientView(job);
@@ -173,10 +192,10 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
                                                 const v1::GetJobLogsRequest* req,
                                                 grpc::ServerWriter<v1::LogEntry>* writer) {
-  StatusOr<JobRecord> accessible = AccessibleJob(ctx, "GetJobLogs", req->job_id());
+  StatusOr<Admitted> stream = Admit(ctx, "GetJobLogs", client_streams_);
+  if (!stream.ok()) return ToGrpcStatus(stream.status());
+  StatusOr<JobRecord> accessible = AccessibleJob(stream->caller, "GetJobLogs", req->job_id());
   if (!accessible.ok()) return ToGrpcStatus(accessible.status());
-  StatusOr<StreamSlots::Slot> slot = client_streams_->Acquire();
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   LogFollowRequest request;
   request.tail_lines = req->tail_lines();
   request.follow = req->follow();
@@ -202,8 +221,8 @@ v1::Node CoordinatorServiceImpl::NodeView(const NodeRecord& node) const {
 grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* ctx,
                                                const v1::ListNodesRequest*,
                                                v1::ListNodesResponse* resp) {
-  StatusOr<security::Identity> caller = Caller(ctx, "ListNodes");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  StatusOr<Admitted> call = Admit(ctx, "ListNodes", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
   auto uses = scheduler_->DeviceUses();
   for (const NodeRecord& node : nodes_->List()) {
     *resp->add_nodes() = NodeToProto(node, uses, scheduler_->TasksOnNode(node.id));
@@ -213,9 +232,9 @@ grpc::Status CoordinatorServiceImpl::ListNodes(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext* ctx,
                                                const v1::DrainNodeRequest* req, v1::Node* resp) {
-  StatusOr<security::Identity> caller = Caller(ctx, "DrainNode");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
-  Status admin = security::RequireAdmin(*caller, "drain a node");
+  StatusOr<Admitted> call = Admit(ctx, "DrainNode", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  Status admin = security::RequireAdmin(call->caller, "drain a node");
   if (!admin.ok()) return ToGrpcStatus(admin);
   StatusOr<NodeRecord> node = nodes_->Drain(req->node());
   if (!node.ok()) return ToGrpcStatus(node.status());
@@ -231,9 +250,9 @@ grpc::Status CoordinatorServiceImpl::DrainNode(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext* ctx,
                                                  const v1::UndrainNodeRequest* req,
                                                  v1::Node* resp) {
-  StatusOr<security::Identity> caller = Caller(ctx, "UndrainNode");
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
-  Status admin = security::RequireAdmin(*caller, "undrain a node");
+  StatusOr<Admitted> call = Admit(ctx, "UndrainNode", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  Status admin = security::RequireAdmin(call->caller, "undrain a node");
   if (!admin.ok()) return ToGrpcStatus(admin);
   StatusOr<NodeRecord> node = nodes_->Undrain(req->node());
   if (!node.ok()) return ToGrpcStatus(node.status());
@@ -244,7 +263,12 @@ grpc::Status CoordinatorServiceImpl::UndrainNode(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext* ctx,
                                                 const v1::GetJobPlanRequest* req,
                                                 v1::GetJobPlanResponse* resp) {
-  StatusOr<JobRecord> job = AccessibleJob(ctx, "GetJobPlan", req->job_id());
+  StatusOr<Admitted> call = Admit(ctx, "GetJobPlan", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  StatusOr<JobRecord> accessible = AccessibleJob(call->caller, "GetJobPlan", req->job_id());
+  if (!accessible.ok()) return ToGrpcStatus(accessible.status());
+  // The one view that shows the documents (a finished job's are read from the store).
+  StatusOr<JobRecord> job = jobs_->GetWithDocuments(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   if (job->plan_json.empty()) {
     return grpc::Status(
@@ -267,7 +291,9 @@ grpc::Status CoordinatorServiceImpl::GetJobPlan(grpc::ServerContext* ctx,
 grpc::Status CoordinatorServiceImpl::TraceJob(grpc::ServerContext* ctx,
                                               const v1::TraceJobRequest* req,
                                               v1::TraceJobResponse* resp) {
-  StatusOr<JobRecord> job = AccessibleJob(ctx, "TraceJob", req->job_id());
+  StatusOr<Admitted> call = Admit(ctx, "TraceJob", client_calls_);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  StatusOr<JobRecord> job = AccessibleJob(call->caller, "TraceJob", req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   StatusOr<TraceWindow> window =
       ChooseTraceWindow(*job, req->iterations() == 0 ? 3 : req->iterations());

@@ -19,6 +19,13 @@ StatusOr<std::vector<JobRecord>> InMemoryJobStore::LoadJobs() {
   return jobs;
 }
 
+StatusOr<JobRecord> InMemoryJobStore::LoadJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return NotFoundError("job " + job_id + " is not stored");
+  return it->second;
+}
+
 Status InMemoryJobStore::AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LogRecord>& log = logs_[job_id];

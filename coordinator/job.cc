@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/content_digest.h"
 #include "common/json_fields.h"
 #include "common/limits.h"
 #include "common/utf8.h"
@@ -127,6 +128,23 @@ Status CheckRequestId(const std::string& request_id) {
   }
   if (!IsValidUtf8(request_id)) return FieldError("request_id", "is not valid UTF-8");
   return Status::Ok();
+}
+
+int64_t SpecBytes(const JobSpec& spec) {
+  return static_cast<int64_t>(sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() +
+                              spec.model.size() + spec.data.path.size() +
+                              spec.checkpoint_path.size() + spec.checkpoint_dir.size());
+}
+
+uint64_t SpecFingerprint(const JobSpec& spec) {
+  JobSpec rest = spec;
+  rest.graph_json = SharedText();
+  const std::string fields = JobSpecToJson(rest).dump();
+  ContentDigest digest;
+  digest.Update(fields.data(), fields.size());
+  digest.Update("\0graph\0", 7);
+  digest.Update(spec.graph_json.str().data(), spec.graph_json.size());
+  return digest.Finish();
 }
 
 bool RequeuesOnFailure(const JobSpec& spec) {
@@ -360,8 +378,8 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
           {"devices", devices},
           {"task_ids", job.task_ids},
           {"device_type", job.device_type},
-          {"graph_json", include_plan ? job.graph_json : std::string()},
-          {"plan_json", include_plan ? job.plan_json : std::string()},
+          {"graph_json", include_plan ? job.graph_json.str() : std::string()},
+          {"plan_json", include_plan ? job.plan_json.str() : std::string()},
           {"predicted_iteration_ms", job.predicted_iteration_ms},
           {"checkpoint", job.checkpoint},
           {"store_address", job.store_address},

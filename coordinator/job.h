@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shared_text.h"
 #include "common/status.h"
 #include "planner/gradient_sync.h"
 #include "protocol/training_spec.h"
@@ -78,8 +79,9 @@ struct DataSpec {
 // The job spec (docs/formats.md, "Job specs"). Defaults are the documented ones.
 struct JobSpec {
   std::string name;
-  std::string model;       // a zoo name; or
-  std::string graph_json;  // an inline graph document (exactly one of the two)
+  std::string model;  // a zoo name; or
+  // An inline graph document (exactly one of the two). Shared by every copy of the spec.
+  SharedText graph_json;
   JobRole role = JobRole::kFg;
   int priority = 0;
   int64_t global_batch = 0;
@@ -105,6 +107,13 @@ struct JobSpec {
   // The executors' gradient bucket cap, which the planner's cost model charges too.
   double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
 };
+
+// The bytes a spec holds in memory, for the per-user limit (JobLimits): its inline graph and
+// its strings.
+int64_t SpecBytes(const JobSpec& spec);
+// A digest of the whole spec, its inline graph by its text: a submission repeated under one
+// request id is recognised without keeping (or parsing) the first one's graph.
+uint64_t SpecFingerprint(const JobSpec& spec);
 
 // Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or
 // requeue_on_failure), and whether its next attempt may be planned for fewer devices.
@@ -192,8 +201,9 @@ struct JobRecord {
   std::vector<RankPlacement> devices;  // the current attempt's placement
   std::vector<std::string> task_ids;   // the current attempt's TRAIN tasks
   std::string device_type;
-  std::string graph_json;
-  std::string plan_json;
+  // The planned graph and the plan (large documents: every copy of the record shares them).
+  SharedText graph_json;
+  SharedText plan_json;
   double predicted_iteration_ms = 0;
   std::string checkpoint;
   std::string store_address;  // the c10d store's "HOST:PORT" once rank 0 reported it
@@ -209,6 +219,13 @@ struct JobRecord {
   // past it (it is given up after SchedulerOptions::max_hosted_attempts of those).
   int64_t best_reached = 0;
   int hosted_stalls = 0;
+};
+
+// A PENDING job as the queue order reads it (QueuePositions in admission.h).
+struct QueuedJob {
+  std::string id;
+  int priority = 0;
+  JobRole role = JobRole::kFg;
 };
 
 // With include_plan false, graph_json and plan_json are written empty (stores keep those large

@@ -7,7 +7,29 @@
 
 namespace deepool::coordinator {
 
-JobManager::JobManager(JobStore* store, const Clock* clock) : store_(store), clock_(clock) {}
+namespace {
+
+// A finished job's large documents: in the store, no longer in memory.
+void DropDocuments(JobRecord* job) {
+  job->spec.graph_json = SharedText();
+  job->graph_json = SharedText();
+  job->plan_json = SharedText();
+}
+
+std::string Mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+std::string UserName(const std::string& owner) {
+  return owner.empty() ? "user (anonymous: the coordinator authenticates no one)" : "user " + owner;
+}
+
+}  // namespace
+
+JobManager::JobManager(JobStore* store, const Clock* clock, JobLimits limits)
+    : store_(store), clock_(clock), limits_(limits) {}
 
 Status JobManager::Load() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->LoadJobs());
@@ -17,7 +39,11 @@ Status JobManager::Load() {
   next_seq_ = std::max(next_seq_, reserved);
   for (JobRecord& job : jobs) {
     next_seq_ = std::max(next_seq_, job.seq + 1);
-    if (!job.request_id.empty()) job_by_request_id_[job.request_id] = job.id;
+    if (!job.request_id.empty()) {
+      requests_[job.request_id] = {job.id, job.owner, SpecFingerprint(job.spec)};
+    }
+    if (IsTerminal(job.state)) DropDocuments(&job);
+    CountLocked(job, +1);
     std::string id = job.id;
     jobs_[id] = std::move(job);
   }
@@ -33,42 +59,93 @@ Status JobManager::ReserveSeqLocked() {
   return Status::Ok();
 }
 
+void JobManager::CountLocked(const JobRecord& job, int sign) {
+  Usage& usage = usage_[job.owner];
+  if (job.state == JobState::kPending) usage.pending += sign;
+  if (!IsTerminal(job.state)) usage.spec_bytes += sign * SpecBytes(job.spec);
+}
+
+Status JobManager::CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const {
+  auto it = usage_.find(owner);
+  const Usage usage = it == usage_.end() ? Usage() : it->second;
+  if (limits_.max_pending_jobs_per_user > 0 && usage.pending >= limits_.max_pending_jobs_per_user) {
+    return ResourceExhaustedError(
+        UserName(owner) + " already has " + std::to_string(usage.pending) +
+        " pending jobs, the most one user may queue (--max-pending-jobs-per-user " +
+        std::to_string(limits_.max_pending_jobs_per_user) +
+        "); wait for some to start, or cancel some");
+  }
+  const int64_t bytes = SpecBytes(spec);
+  if (limits_.max_spec_bytes_per_user > 0 &&
+      usage.spec_bytes + bytes > limits_.max_spec_bytes_per_user) {
+    return ResourceExhaustedError(
+        UserName(owner) + "'s unfinished jobs hold " + Mib(usage.spec_bytes) +
+        " of specs; this one (" + Mib(bytes) + ") would pass the " +
+        Mib(limits_.max_spec_bytes_per_user) +
+        " one user may hold (--max-spec-mib-per-user); wait for some to finish, or cancel "
+        "some");
+  }
+  return Status::Ok();
+}
+
 StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& request_id,
                                        const std::string& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (shutdown_) return UnavailableError("coordinator is shutting down");
-  if (auto seen = job_by_request_id_.find(request_id);
-      !request_id.empty() && seen != job_by_request_id_.end()) {
-    const JobRecord& first = jobs_.at(seen->second);
-    if (first.owner != owner) {
-      return AlreadyExistsError("request_id " + request_id + " was used by another user");
-    }
-    if (JobSpecToJson(first.spec) != JobSpecToJson(spec)) {
-      return AlreadyExistsError("request_id " + request_id + " was used for " + first.id +
-                                " with another spec");
-    }
-    return first;
-  }
-  RETURN_IF_ERROR(ReserveSeqLocked());
+  // Outside the lock: a digest of up to 8 MiB of graph.
+  const uint64_t fingerprint = request_id.empty() ? 0 : SpecFingerprint(spec);
   JobRecord job;
-  job.seq = next_seq_;
-  char id[32];
-  std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(job.seq));
-  job.id = id;
-  job.spec = spec;
-  job.state = JobState::kPending;
-  job.reason = "waiting to be scheduled";
-  job.reason_code = ReasonCode::kSubmitted;
-  job.submitted_ms = clock_->WallMillis();
-  job.updated_ms = job.submitted_ms;
-  job.progress.iterations = spec.iterations;
-  job.history.push_back({JobState::kPending, job.reason, job.submitted_ms, job.reason_code});
-  job.request_id = request_id;
-  job.owner = owner;
-  ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(job)));
-  ++next_seq_;
-  if (!request_id.empty()) job_by_request_id_[request_id] = stored.id;
-  return stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return UnavailableError("coordinator is shutting down");
+    if (auto seen = requests_.find(request_id); !request_id.empty() && seen != requests_.end()) {
+      const Request& first = seen->second;
+      if (first.owner != owner) {
+        return AlreadyExistsError("request_id " + request_id + " was used by another user");
+      }
+      if (first.fingerprint != fingerprint) {
+        return AlreadyExistsError("request_id " + request_id + " was used for " + first.job_id +
+                                  " with another spec");
+      }
+      auto stored = jobs_.find(first.job_id);
+      if (stored == jobs_.end()) {
+        return UnavailableError("the submission with request_id " + request_id +
+                                " is still being stored; send it again");
+      }
+      return stored->second;
+    }
+    RETURN_IF_ERROR(CheckLimitsLocked(spec, owner));
+    RETURN_IF_ERROR(ReserveSeqLocked());
+    job.seq = next_seq_++;
+    char id[32];
+    std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(job.seq));
+    job.id = id;
+    job.spec = spec;
+    job.state = JobState::kPending;
+    job.reason = "waiting to be scheduled";
+    job.reason_code = ReasonCode::kSubmitted;
+    job.submitted_ms = clock_->WallMillis();
+    job.updated_ms = job.submitted_ms;
+    job.progress.iterations = spec.iterations;
+    job.history.push_back({JobState::kPending, job.reason, job.submitted_ms, job.reason_code});
+    job.request_id = request_id;
+    job.owner = owner;
+    // Held for it while it is written, so concurrent submissions count it.
+    CountLocked(job, +1);
+    if (!request_id.empty()) requests_[request_id] = {job.id, owner, fingerprint};
+  }
+  // Without the lock: nobody else knows the new id yet, and writing a spec with a large graph
+  // takes a while that worker calls reading other jobs must not wait for.
+  const Status saved = store_->SaveJob(job);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!saved.ok()) {
+    CountLocked(job, -1);
+    if (!request_id.empty()) requests_.erase(request_id);
+    if (next_seq_ == job.seq + 1) next_seq_ = job.seq;  // unused, unless a later one was issued
+    return saved;
+  }
+  job_versions_[job.id] = ++version_;
+  const JobRecord& slot = jobs_[job.id] = std::move(job);
+  changed_.notify_all();
+  return slot;
 }
 
 StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
@@ -76,6 +153,14 @@ StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
   return it->second;
+}
+
+StatusOr<JobRecord> JobManager::GetWithDocuments(const std::string& job_id) const {
+  ASSIGN_OR_RETURN(JobRecord job, Get(job_id));
+  if (!IsTerminal(job.state)) return job;
+  StatusOr<JobRecord> stored = store_->LoadJob(job_id);
+  if (!stored.ok()) return stored.status().WithContext("reading job " + job_id + " from the store");
+  return stored;
 }
 
 std::vector<JobRecord> JobManager::List(const std::vector<JobState>& states, int limit,
@@ -105,6 +190,24 @@ std::vector<JobRecord> JobManager::Active() const {
   }
   std::sort(out.begin(), out.end(),
             [](const JobRecord& a, const JobRecord& b) { return a.seq < b.seq; });
+  return out;
+}
+
+std::vector<QueuedJob> JobManager::Queue() const {
+  std::vector<std::pair<int64_t, QueuedJob>> by_seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, job] : jobs_) {
+      if (job.state == JobState::kPending) {
+        by_seq.push_back({job.seq, {job.id, job.spec.priority, job.spec.role}});
+      }
+    }
+  }
+  std::sort(by_seq.begin(), by_seq.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<QueuedJob> out;
+  out.reserve(by_seq.size());
+  for (auto& [seq, queued] : by_seq) out.push_back(std::move(queued));
   return out;
 }
 
@@ -167,6 +270,9 @@ StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
+  if (IsTerminal(it->second.state)) {
+    return FailedPreconditionError("job " + job_id + " is already " + StateName(it->second.state));
+  }
   JobRecord updated = it->second;
   JobState state = updated.state;
   mutate(updated);
@@ -179,6 +285,9 @@ StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   RETURN_IF_ERROR(store_->SaveJob(updated));
   JobRecord& slot = jobs_[updated.id];
   job_versions_[updated.id] = ++version_;
+  CountLocked(slot, -1);
+  CountLocked(updated, +1);
+  if (IsTerminal(updated.state)) DropDocuments(&updated);  // they stay in the store
   slot = std::move(updated);
   changed_.notify_all();
   return slot;

@@ -3,8 +3,18 @@
 // Enforces the lifecycle PENDING -> PROFILING -> PLANNING -> RUNNING -> SUCCEEDED | FAILED |
 // CANCELLED (and back to PENDING when a job is requeued or a phase must be redone); every
 // transition is appended to the job's history with the injected clock's wall time.
-// Threading: all methods are safe to call from any thread (one mutex); WaitForChange blocks on a
-// condition variable and is woken by every change and by Shutdown.
+//
+// Memory: records are copied out (Get, List, Active) for every status query and scheduling
+// round, so their large documents (the inline graph, the planned graph and the plan) are
+// SharedText: a copy shares them. A finished job's documents leave memory once its end is
+// stored; GetWithDocuments reads them back from the store. Per-user limits (JobLimits) bound
+// what one user's unfinished jobs hold.
+//
+// Threading: all methods are safe to call from any thread. One mutex guards the jobs; it is held
+// while a change of an existing job is written (so its writes are stored in order) but never
+// while a new job's record is written, so a large submission does not hold up the worker calls
+// that read jobs. WaitForChange blocks on a condition variable and is woken by every change and
+// by Shutdown.
 #pragma once
 
 #include <chrono>
@@ -24,10 +34,20 @@
 
 namespace deepool::coordinator {
 
+// What one user (a job's owner; "" on an open coordinator, where everyone is that one user) may
+// hold, checked at submission (RESOURCE_EXHAUSTED naming the limit, its flag and the user).
+// 0: no limit.
+struct JobLimits {
+  int max_pending_jobs_per_user = 0;  // jobs PENDING (queued)
+  // SpecBytes of the user's unfinished jobs (their inline graphs stay in memory until they end;
+  // the coordinator's flag is in MiB).
+  int64_t max_spec_bytes_per_user = 0;
+};
+
 class JobManager {
  public:
   // `store` and `clock` must outlive the manager. Call Load() once before use.
-  JobManager(JobStore* store, const Clock* clock);
+  JobManager(JobStore* store, const Clock* clock, JobLimits limits = {});
 
   // Reads every stored job (after a restart).
   Status Load();
@@ -35,16 +55,22 @@ class JobManager {
   // Stores a new PENDING job; the spec must already be validated. With a request_id (the
   // client's idempotency key), a submission repeated with the same key and spec returns the job
   // the first one stored (a client that lost the answer may retry without a duplicate); the same
-  // key with another spec, or by another owner, is ALREADY_EXISTS. owner: the caller's name.
+  // key with another spec, or by another owner, is ALREADY_EXISTS (UNAVAILABLE while the first
+  // is still being stored). owner: the caller's name. RESOURCE_EXHAUSTED past a JobLimits.
   StatusOr<JobRecord> Submit(const JobSpec& spec, const std::string& request_id = "",
                              const std::string& owner = "");
 
+  // A finished job comes without its documents (spec.graph_json, graph_json, plan_json).
   StatusOr<JobRecord> Get(const std::string& job_id) const;
+  // The job with its documents; a finished job's are read from the store.
+  StatusOr<JobRecord> GetWithDocuments(const std::string& job_id) const;
   // Newest first; empty `states` means all; limit 0 means no limit; with owner, only their jobs.
   std::vector<JobRecord> List(const std::vector<JobState>& states, int limit,
                               const std::optional<std::string>& owner = std::nullopt) const;
   // Non-terminal jobs in submission order.
   std::vector<JobRecord> Active() const;
+  // The PENDING jobs in submission order, as the queue order reads them (no record copied).
+  std::vector<QueuedJob> Queue() const;
 
   // Moves a job to `state` (validating the transition), applies `mutate` to the record in the
   // same write, and records the change in its history. FAILED_PRECONDITION for a transition the
@@ -52,7 +78,8 @@ class JobManager {
   StatusOr<JobRecord> Transition(const std::string& job_id, JobState state, const Reason& reason,
                                  const std::function<void(JobRecord&)>& mutate = nullptr);
   // Changes fields without changing the state (the reason of a PENDING job, progress, ...).
-  // A reason change alone is not recorded in the history.
+  // A reason change alone is not recorded in the history. FAILED_PRECONDITION for a finished
+  // job: its record is final (and its documents are no longer in memory to write back).
   StatusOr<JobRecord> Update(const std::string& job_id,
                              const std::function<void(JobRecord&)>& mutate);
 
@@ -86,16 +113,31 @@ class JobManager {
  private:
   static bool TransitionAllowed(JobState from, JobState to);
   StatusOr<JobRecord> CommitLocked(JobRecord updated);
+  // What each user's jobs hold, against JobLimits: kept as records are stored and loaded.
+  struct Usage {
+    int pending = 0;
+    int64_t spec_bytes = 0;  // of unfinished jobs
+  };
+  void CountLocked(const JobRecord& job, int sign);
+  Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
+  // A submission's request id: its job, whose it is, and its spec's fingerprint.
+  struct Request {
+    std::string job_id;
+    std::string owner;
+    uint64_t fingerprint = 0;
+  };
   // Makes next_seq_ covered by a durable reservation (JobStore::ReserveSeqs), a block at a time.
   Status ReserveSeqLocked();
   static constexpr int64_t kSeqReservationBlock = 100;
 
   JobStore* store_;
   const Clock* clock_;
+  const JobLimits limits_;
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::map<std::string, JobRecord> jobs_;
-  std::map<std::string, std::string> job_by_request_id_;
+  std::map<std::string, Request> requests_;  // by request id
+  std::map<std::string, Usage> usage_;       // by owner
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;

@@ -27,6 +27,9 @@ class JobStore {
   virtual Status SaveJob(const JobRecord& job) = 0;
   // Every stored job, in submission (seq) order.
   virtual StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
+  // One stored job, whole (the documents of a finished job, which leave the JobManager's
+  // memory); NOT_FOUND when it is not stored.
+  virtual StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
   // Appends lines to a job's log, numbering them from the job's last seq + 1 (sets their seq).
   virtual Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) = 0;
   // Lines with seq > after_seq in order, at most `limit` (0: all).
@@ -52,6 +55,7 @@ class InMemoryJobStore final : public JobStore {
  public:
   Status SaveJob(const JobRecord& job) override;
   StatusOr<std::vector<JobRecord>> LoadJobs() override;
+  StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override;
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
                                             int limit) override;

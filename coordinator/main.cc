@@ -56,6 +56,29 @@ int main(int argc, char** argv) {
                  "watch and log streams served at once; more are refused")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-client-streams-per-user", options.max_client_streams_per_user,
+                 "watch and log streams one user may have open at once (0: no bound)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-client-calls", options.max_client_calls,
+                 "other client calls served at once; more are refused at once, so clients "
+                 "never take every server thread from the workers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-client-calls-per-user", options.max_client_calls_per_user,
+                 "other client calls of one user served at once (0: no bound)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-pending-jobs-per-user", options.job_limits.max_pending_jobs_per_user,
+                 "PENDING jobs one user may have; more submissions are refused (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  int64_t spec_mib_per_user = options.job_limits.max_spec_bytes_per_user >> 20;
+  app.add_option("--max-spec-mib-per-user", spec_mib_per_user,
+                 "MiB of specs (inline graphs) one user's unfinished jobs may hold; more "
+                 "submissions are refused (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-connections", options.max_connections,
                  "TCP connections held open at once, from everyone (at most the open-file limit "
                  "less 256); a new one past it is reset")
@@ -112,6 +135,7 @@ int main(int argc, char** argv) {
   }
   options.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(node_timeout_s * 1000));
   options.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_s * 1000));
+  options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
   if (options.store == "sqlite" && options.data_dir.empty()) {
     std::cerr << "--data-dir is required with --store sqlite\n";
     return 2;

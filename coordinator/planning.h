@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/shared_text.h"
 #include "common/status.h"
 #include "coordinator/job.h"
 
@@ -24,8 +25,8 @@ struct ClusterShape {
 };
 
 struct PlannedJob {
-  std::string graph_json;            // {"format":"deepool.graph",...}
-  std::string plan_json;             // {"format":"deepool.plan",...}
+  SharedText graph_json;             // {"format":"deepool.graph",...}
+  SharedText plan_json;              // {"format":"deepool.plan",...}
   int world_size = 1;                // the plan's num_devices
   double iteration_ms = 0;           // predicted; 0 when unknown
   std::vector<double> rank_busy_ms;  // predicted busy time per rank per iteration

@@ -51,6 +51,12 @@ void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, Job
   job->progress.earlier_reached = 0;
 }
 
+// An update refused because the job ended since it was read (JobManager::Update): the report
+// is for a task no longer wanted.
+bool EndedMeanwhile(const Status& status) {
+  return status.code() == StatusCode::kFailedPrecondition;
+}
+
 // A report speaks for one task; only the node the task was sent to may make it. The service has
 // already checked that the caller's certificate is that node's, so this closes the rest.
 Status CheckReportingNode(const std::string& task_id, const std::optional<std::string>& task_node,
@@ -404,12 +410,15 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     if (job->store_address != report.store_ready()) {
       StatusOr<JobRecord> stored = jobs_->Update(
           task->job_id, [&](JobRecord& r) { r.store_address = report.store_ready(); });
+      if (EndedMeanwhile(stored.status())) return true;
       if (!stored.ok()) return StoreFailure("the c10d store address", stored.status());
     }
     dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
   }
   if (!report.iterations().empty() && !task->assignment.has_profile()) {
-    RETURN_IF_ERROR(RecordIterations(*job, report));
+    const Status recorded = RecordIterations(*job, report);
+    if (EndedMeanwhile(recorded)) return true;
+    RETURN_IF_ERROR(recorded);
   }
   if (!report.logs().empty()) {
     std::vector<LogRecord> lines;
@@ -449,6 +458,7 @@ Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgres
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
     }
   });
+  if (EndedMeanwhile(updated.status())) return updated.status();
   if (!updated.ok()) return StoreFailure("progress", updated.status());
   // A FG rank's first iteration: a BG job may be waiting to run inside its executor.
   if (updated->spec.role != JobRole::kBg &&

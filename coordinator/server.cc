@@ -103,7 +103,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->events_ = std::make_unique<CoordinatorMetrics>();
   s->store_ = std::move(store);
   s->planner_ = std::move(planner);
-  s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock);
+  s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock, options.job_limits);
   RETURN_IF_ERROR(s->jobs_->Load().WithContext(
       "loading the job store (restore it from a backup, or move it aside to start with no jobs)"));
   s->jobs_->SetTransitionObserver(
@@ -121,7 +121,12 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->scheduler_ = std::make_unique<Scheduler>(s->jobs_.get(), s->nodes_.get(), s->planner_.get(),
                                               clock, scheduler_options);
   RETURN_IF_ERROR(s->scheduler_->Recover());
-  s->client_streams_ = std::make_unique<StreamSlots>(options.max_client_streams);
+  s->client_streams_ = std::make_unique<CallSlots>(
+      CallLimits{options.max_client_streams, options.max_client_streams_per_user},
+      "watch and log streams", "--max-client-streams", "--max-client-streams-per-user");
+  s->client_calls_ = std::make_unique<CallSlots>(
+      CallLimits{options.max_client_calls, options.max_client_calls_per_user}, "client calls",
+      "--max-client-calls", "--max-client-calls-per-user");
   if (!access.users_file.empty()) {
     StatusOr<std::unique_ptr<security::UsersFile>> users =
         security::UsersFile::Open(access.users_file);
@@ -132,8 +137,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                                                                 access.no_credentials_hint));
   s->traces_ = std::make_unique<TraceCollector>();
   s->client_service_ = std::make_unique<CoordinatorServiceImpl>(
-      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_streams_.get(),
-      s->traces_.get(), s->auth_.get());
+      s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->client_calls_.get(),
+      s->client_streams_.get(), s->traces_.get(), s->auth_.get());
   s->node_service_ = std::make_unique<NodeServiceImpl>(
       s->jobs_.get(), s->nodes_.get(), s->scheduler_.get(), s->traces_.get(),
       options.heartbeat_interval.count(), s->auth_.get());

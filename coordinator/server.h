@@ -46,6 +46,15 @@ struct CoordinatorOptions {
   bool control_loop = true;
   // WatchJob and GetJobLogs calls served at once; more are refused (RESOURCE_EXHAUSTED).
   int max_client_streams = 256;
+  // ... of one named user, so one user's streams cannot lock out another's `status --watch`.
+  int max_client_streams_per_user = 32;
+  // The other client calls served at once, in all and per named user; more are refused at once
+  // (RESOURCE_EXHAUSTED), so client calls never take every server thread from the workers.
+  int max_client_calls = 64;
+  int max_client_calls_per_user = 16;
+  // Per user: PENDING jobs, and bytes of their unfinished jobs' specs (inline graphs).
+  JobLimits job_limits{/*max_pending_jobs_per_user=*/1000,
+                       /*max_spec_bytes_per_user=*/int64_t{256} << 20};
   // Connections held open at once, in all (within the open-file limit less kReservedFds) and
   // from one peer address; past either a new connection is reset (grpc_listener.h).
   int max_connections = 4096;
@@ -114,7 +123,8 @@ class CoordinatorServer {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<NodeRegistry> nodes_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<StreamSlots> client_streams_;
+  std::unique_ptr<CallSlots> client_streams_;
+  std::unique_ptr<CallSlots> client_calls_;
   std::unique_ptr<TraceCollector> traces_;
   std::unique_ptr<security::UsersFile> users_;
   std::unique_ptr<security::Authenticator> auth_;

@@ -4,15 +4,18 @@
 // acts only for the node its certificate or token names (security/authenticator.h).
 // Threading: gRPC's synchronous server calls these on its thread pool; the managers they hold
 // are thread-safe. Streaming calls end when the client cancels, the job ends, or on shutdown.
+// Every client call holds a CallSlots slot while it runs (streams their own), so clients take
+// a bounded number of the pool's threads; worker calls take none, and none of them waits for a
+// lock a client call holds for long (views copy no job's large documents).
 #pragma once
 
 #include <atomic>
 #include <map>
 
+#include "coordinator/call_slots.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
-#include "coordinator/stream_slots.h"
 #include "coordinator/trace_collector.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
@@ -22,12 +25,14 @@ namespace deepool::coordinator {
 
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
+  // `client_calls` bounds the unary calls, `client_streams` WatchJob and GetJobLogs.
   CoordinatorServiceImpl(JobManager* jobs, NodeRegistry* nodes, Scheduler* scheduler,
-                         StreamSlots* client_streams, TraceCollector* traces,
+                         CallSlots* client_calls, CallSlots* client_streams, TraceCollector* traces,
                          const security::Authenticator* auth)
       : jobs_(jobs),
         nodes_(nodes),
         scheduler_(scheduler),
+        client_calls_(client_calls),
         client_streams_(client_streams),
         traces_(traces),
         auth_(auth) {}
@@ -61,18 +66,26 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   v1::Node NodeView(const NodeRecord& node) const;
   // The caller, who must be a user or an admin; refusals are logged with the peer.
   StatusOr<security::Identity> Caller(grpc::ServerContext* ctx, const char* method) const;
+  // A call admitted: its caller, and the slot it holds until it returns.
+  struct Admitted {
+    security::Identity caller;
+    CallSlots::Slot slot;
+  };
+  // The caller (as Caller) with a slot of `slots`; RESOURCE_EXHAUSTED at once past a bound.
+  StatusOr<Admitted> Admit(grpc::ServerContext* ctx, const char* method, CallSlots* slots) const;
   // The job as clients see it: the record, and while PENDING its place in the queue (from
   // `positions`, QueuePositions of the active jobs; computed here when null).
   v1::Job ClientView(const JobRecord& job,
                      const std::map<std::string, int>* positions = nullptr) const;
   // The job, when the caller may see and act on it (its owner, or an admin).
-  StatusOr<JobRecord> AccessibleJob(grpc::ServerContext* ctx, const char* method,
+  StatusOr<JobRecord> AccessibleJob(const security::Identity& caller, const char* method,
                                     const std::string& job_id) const;
 
   JobManager* jobs_;
   NodeRegistry* nodes_;
   Scheduler* scheduler_;
-  StreamSlots* client_streams_;
+  CallSlots* client_calls_;
+  CallSlots* client_streams_;
   TraceCollector* traces_;
   const security::Authenticator* auth_;
 };

@@ -45,6 +45,10 @@ CREATE TABLE IF NOT EXISTS plans (
   graph TEXT NOT NULL,
   plan TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS spec_graphs (
+  job_id TEXT PRIMARY KEY,
+  graph TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -224,42 +228,47 @@ class SQLiteJobStore final : public JobStore {
 
   Status SaveJob(const JobRecord& job) override {
     std::lock_guard<std::mutex> lock(mu_);
-    const size_t plan_hash =
-        std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
-    auto written = plan_hashes_.find(job.id);
-    const bool write_plan = written == plan_hashes_.end() || written->second != plan_hash;
-    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, write_plan); }, &job));
-    plan_hashes_[job.id] = plan_hash;
+    // The documents are written only when they changed (a progress update must not rewrite
+    // 8 MiB of graph): a copy of the record shares them, so this is most often one comparison
+    // of two pointers.
+    auto last = written_.find(job.id);
+    const bool write_plan = last == written_.end() || last->second.graph != job.graph_json ||
+                            last->second.plan != job.plan_json;
+    const bool write_spec_graph = last == written_.end() || !last->second.spec_graph_stored ||
+                                  last->second.spec_graph != job.spec.graph_json;
+    RETURN_IF_ERROR(
+        InTransaction([&] { return SaveJobLocked(job, write_plan, write_spec_graph); }, &job));
+    if (IsTerminal(job.state)) {
+      written_.erase(job.id);  // no more writes; the JobManager lets go of them too
+    } else {
+      written_[job.id] = {job.spec.graph_json, true, job.graph_json, job.plan_json};
+    }
     return Status::Ok();
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement st(
-        db_,
-        "SELECT j.id, j.record, p.graph, p.plan FROM jobs j LEFT JOIN plans p ON p.job_id = j.id "
-        "ORDER BY j.seq");
+    Statement st(db_, (std::string(kSelectJobs) + " ORDER BY j.seq").c_str());
     if (!st.ok()) return Error("prepare load jobs");
     std::vector<JobRecord> jobs;
     int rc;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-      const std::string id = st.Text(0);
-      auto doc = nlohmann::json::parse(st.Text(1), nullptr, false);
-      if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
-      StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
-      if (!loaded.ok()) {
-        return DataLossError("the stored record of " + id + " is damaged: " +
-                             loaded.status().message());
-      }
-      JobRecord job = std::move(*loaded);
-      job.graph_json = st.Text(2);
-      job.plan_json = st.Text(3);
-      plan_hashes_[job.id] =
-          std::hash<std::string>{}(job.graph_json) * 31 + std::hash<std::string>{}(job.plan_json);
+      ASSIGN_OR_RETURN(JobRecord job, JobOfRowLocked(&st));
       jobs.push_back(std::move(job));
     }
     if (rc != SQLITE_DONE) return Error("load jobs");
     return jobs;
+  }
+
+  StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Statement st(db_, (std::string(kSelectJobs) + " WHERE j.id = ?").c_str());
+    if (!st.ok()) return Error("prepare load job");
+    st.Bind(1, job_id);
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_DONE) return NotFoundError("job " + job_id + " is not stored");
+    if (rc != SQLITE_ROW) return Error("load job " + job_id);
+    return JobOfRowLocked(&st);
   }
 
   Status ReserveSeqs(int64_t bound) override {
@@ -501,14 +510,53 @@ class SQLiteJobStore final : public JobStore {
                                   "); nothing was written: free space in its --data-dir");
   }
 
-  Status SaveJobLocked(const JobRecord& job, bool write_plan) {
+  // A job and its documents: the columns of kSelectJobs.
+  static constexpr const char* kSelectJobs =
+      "SELECT j.id, j.record, p.graph, p.plan, s.graph FROM jobs j "
+      "LEFT JOIN plans p ON p.job_id = j.id LEFT JOIN spec_graphs s ON s.job_id = j.id";
+  StatusOr<JobRecord> JobOfRowLocked(Statement* st) {
+    const std::string id = st->Text(0);
+    auto doc = nlohmann::json::parse(st->Text(1), nullptr, false);
+    if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
+    // The inline graph goes back into the spec as its text. Records written before spec_graphs
+    // hold it themselves.
+    const bool spec_graph_stored = sqlite3_column_type(st->get(), 4) != SQLITE_NULL;
+    if (spec_graph_stored && doc.contains("spec") && doc["spec"].is_object()) {
+      doc["spec"]["graph"] = st->Text(4);
+    }
+    StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
+    if (!loaded.ok()) {
+      return DataLossError("the stored record of " + id +
+                           " is damaged: " + loaded.status().message());
+    }
+    JobRecord job = std::move(*loaded);
+    job.graph_json = st->Text(2);
+    job.plan_json = st->Text(3);
+    if (!IsTerminal(job.state)) {
+      written_[job.id] = {job.spec.graph_json, spec_graph_stored, job.graph_json, job.plan_json};
+    }
+    return job;
+  }
+
+  Status SaveJobLocked(const JobRecord& job, bool write_plan, bool write_spec_graph) {
     Statement st(db_, "INSERT OR REPLACE INTO jobs(id, seq, state, record) VALUES(?, ?, ?, ?)");
     if (!st.ok()) return Error("prepare save job");
+    JobRecord record = job;                 // shares the documents
+    record.spec.graph_json = SharedText();  // kept in spec_graphs
     st.Bind(1, job.id);
     st.Bind(2, job.seq);
     st.Bind(3, std::string(StateName(job.state)));
-    st.Bind(4, JobRecordToJson(job, /*include_plan=*/false).dump());
+    st.Bind(4, JobRecordToJson(record, /*include_plan=*/false).dump());
     if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save job " + job.id);
+    if (write_spec_graph) {
+      Statement graph(db_, job.spec.graph_json.empty()
+                               ? "DELETE FROM spec_graphs WHERE job_id = ?"
+                               : "INSERT OR REPLACE INTO spec_graphs(job_id, graph) VALUES(?, ?)");
+      if (!graph.ok()) return Error("prepare save spec graph");
+      graph.Bind(1, job.id);
+      if (!job.spec.graph_json.empty()) graph.Bind(2, job.spec.graph_json);
+      if (sqlite3_step(graph.get()) != SQLITE_DONE) return Error("save the graph of " + job.id);
+    }
     if (!write_plan) return Status::Ok();
     Statement plan(db_, "INSERT OR REPLACE INTO plans(job_id, graph, plan) VALUES(?, ?, ?)");
     if (!plan.ok()) return Error("prepare save plan");
@@ -569,8 +617,15 @@ class SQLiteJobStore final : public JobStore {
   bool mark_failing_ = false;
   int last_error_ = SQLITE_OK;
   std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use  // SQLite's error code when Error() last made a Status  // the last marker update failed (logged once per run of failures)
-  // Per job, a hash of the graph and plan last written, to skip rewriting them.
-  std::map<std::string, size_t> plan_hashes_;
+  // Per unfinished job, the documents last written (sharing the JobManager's buffers, so they
+  // cost no memory of their own), to skip rewriting unchanged ones.
+  struct Written {
+    SharedText spec_graph;
+    bool spec_graph_stored = false;  // false: the record holds it (written before spec_graphs)
+    SharedText graph;
+    SharedText plan;
+  };
+  std::map<std::string, Written> written_;
 };
 
 }  // namespace

@@ -43,12 +43,11 @@ TEST_CASE("FG jobs take the fewest nodes, in priority then submission order", "[
 }
 
 TEST_CASE("queue positions follow the admission order, FG and BG apart", "[admission]") {
-  JobRecord running = Job("running", 1);
-  running.state = JobState::kRunning;
-  const std::map<std::string, int> positions =
-      QueuePositions({Job("fg-old", 2), Job("bg-old", 1, JobRole::kBg), running,
-                      Job("fg-urgent", 2, JobRole::kFg, /*priority=*/3),
-                      Job("bg-urgent", 1, JobRole::kBg, 1), Job("fg-new", 2)});
+  const std::map<std::string, int> positions = QueuePositions({{"fg-old", 0, JobRole::kFg},
+                                                               {"bg-old", 0, JobRole::kBg},
+                                                               {"fg-urgent", 3, JobRole::kFg},
+                                                               {"bg-urgent", 1, JobRole::kBg},
+                                                               {"fg-new", 0, JobRole::kFg}});
   CHECK(positions ==
         std::map<std::string, int>{
             {"fg-urgent", 1}, {"fg-old", 2}, {"fg-new", 3}, {"bg-urgent", 1}, {"bg-old", 2}});

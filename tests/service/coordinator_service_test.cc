@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "common/clock.h"
@@ -27,18 +30,26 @@ using std::chrono::seconds;
 struct Cluster {
   explicit Cluster(
       std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>(),
-      int max_client_streams = 256, const std::string& metrics_listen = "") {
+      int max_client_streams = 256, const std::string& metrics_listen = "")
+      : Cluster(
+            [&](CoordinatorOptions* options) {
+              options->max_client_streams = max_client_streams;
+              options->metrics_listen = metrics_listen;
+            },
+            std::make_unique<InMemoryJobStore>(), std::move(planner)) {}
+  // A coordinator over `store` with the options `configure` sets.
+  Cluster(
+      const std::function<void(CoordinatorOptions*)>& configure, std::unique_ptr<JobStore> store,
+      std::unique_ptr<PlanningBackend> planner = std::make_unique<testing::FakePlanningBackend>()) {
     CoordinatorOptions options;
-    options.max_client_streams = max_client_streams;
-    options.metrics_listen = metrics_listen;
     options.listen = "127.0.0.1:0";
     options.store = "memory";
     options.control_loop = false;  // the test ticks the scheduler itself
     // Anonymous callers, each an admin: the services are tested here, authentication in
     // secure_coordinator_test.
     options.insecure = true;
-    auto started = CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
-                                            std::move(planner), &clock);
+    configure(&options);
+    auto started = CoordinatorServer::Start(options, std::move(store), std::move(planner), &clock);
     REQUIRE(started.ok());
     server = std::move(*started);
     auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
@@ -483,6 +494,101 @@ TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds",
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "hello from rank 0");
 
+  // Finished: its documents left the coordinator's memory, and GetJobPlan reads them back.
+  CHECK(c.server->jobs()->Get(id)->plan_json.empty());
+  CHECK(c.Get(id).has_plan());
+  v1::GetJobPlanResponse finished;
+  REQUIRE(c.client->GetJobPlan(c.Context().get(), plan_req, &finished).ok());
+  CHECK(finished.plan_json() == plan.plan_json());
+  CHECK(finished.graph_json() == plan.graph_json());
+  CHECK_FALSE(finished.graph_json().empty());
+
+  stream_ctx.TryCancel();
+  v1::TaskCommand ignored;
+  while (stream->Read(&ignored)) {
+  }
+}
+
+TEST_CASE("client calls past --max-client-calls are refused at once, and workers are answered",
+          "[service]") {
+  auto owned = std::make_unique<testing::FailingJobStore>();
+  testing::FailingJobStore* store = owned.get();
+  Cluster c([](CoordinatorOptions* options) { options->max_client_calls = 1; }, std::move(owned));
+  // Another user's job runs on the worker: its heartbeats and reports name it.
+  const std::string node_id = c.Register("w1", 1);
+  grpc::ClientContext stream_ctx;
+  v1::StreamTasksRequest stream_req;
+  stream_req.set_node_id(node_id);
+  auto stream = c.worker->StreamTasks(&stream_ctx, stream_req);
+  v1::SubmitJobResponse running;
+  REQUIRE(c.Submit(kTinyJob, &running).ok());
+  c.server->scheduler()->Tick();
+  v1::TaskCommand command;
+  REQUIRE(stream->Read(&command));
+  REQUIRE(command.has_assign());
+  const std::string task_id = command.assign().task_id();
+
+  // A submission held in its store write, as a large spec on a slow disk would hold it.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_write = false;
+  bool released = false;
+  store->on_save = [&](const JobRecord& job) {
+    if (job.spec.name != "slow") return;
+    std::unique_lock<std::mutex> lock(mu);
+    in_write = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  };
+  auto release = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+    cv.notify_all();
+  };
+  struct Release {  // however the test ends, the writes end, so the server can stop
+    std::function<void()> release;
+    ~Release() { release(); }
+  } release_at_exit{release};
+  auto slow = std::async(std::launch::async, [&c] {
+    v1::SubmitJobResponse resp;
+    return c.Submit(R"({"name":"slow","model":"tiny","global_batch":8,"iterations":1})", &resp);
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return in_write; });
+  }
+  auto soon = [] {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + seconds(10));
+    return ctx;
+  };
+  // A second client call is refused at once instead of waiting behind it.
+  v1::ListJobsResponse listed;
+  grpc::Status refused = c.client->ListJobs(soon().get(), v1::ListJobsRequest(), &listed);
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(refused.error_message(), Catch::Contains("--max-client-calls"));
+  // The worker's calls are answered: before, they waited for the submission's write (it held
+  // the job manager's lock) and timed out here.
+  v1::HeartbeatRequest beat;
+  beat.set_node_id(node_id);
+  v1::RunningTask* listed_task = beat.add_running_tasks();
+  listed_task->set_task_id(task_id);
+  listed_task->set_job_id(running.job_id());
+  listed_task->add_ranks(0);
+  v1::HeartbeatResponse beat_resp;
+  CHECK(c.worker->Heartbeat(soon().get(), beat, &beat_resp).ok());
+  v1::ReportProgressRequest progress;
+  progress.set_node_id(node_id);
+  progress.set_task_id(task_id);
+  progress.add_iterations()->set_iteration(0);
+  v1::ReportProgressResponse progress_resp;
+  CHECK(c.worker->ReportProgress(soon().get(), progress, &progress_resp).ok());
+  CHECK_FALSE(progress_resp.cancel());
+
+  release();
+  CHECK(slow.get().ok());
+  CHECK(c.client->ListJobs(soon().get(), v1::ListJobsRequest(), &listed).ok());  // slot back
+  CHECK(listed.jobs_size() == 2);
   stream_ctx.TryCancel();
   v1::TaskCommand ignored;
   while (stream->Read(&ignored)) {

@@ -18,8 +18,11 @@ class FailingJobStore final : public JobStore {
   std::atomic<bool> fail_loads{false};
   // Runs at the start of LoadJobs (a test holds a load there, as a large store would take long).
   std::function<void()> on_load;
+  // Runs at the start of SaveJob (a test holds a write there, as a large or slow one would).
+  std::function<void(const JobRecord&)> on_save;
 
   Status SaveJob(const JobRecord& job) override {
+    if (on_save) on_save(job);
     if (Refuse()) return Failure();
     return memory_.SaveJob(job);
   }
@@ -27,6 +30,9 @@ class FailingJobStore final : public JobStore {
     if (on_load) on_load();
     if (fail_loads) return DataLossError("database disk image is malformed (injected)");
     return memory_.LoadJobs();
+  }
+  StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
+    return memory_.LoadJob(job_id);
   }
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     if (Refuse()) return Failure();

@@ -262,7 +262,7 @@ TEST_CASE("a job's concurrent branches reach the planner, and its plan runs towe
   CHECK(packed->iteration_ms < serial->iteration_ms * (1 - 1e-3));
   // Some layer's ranks start above rank 0 only in the packed plan.
   const auto starts_above_zero = [](const PlannedJob& job) {
-    const auto plan = nlohmann::json::parse(job.plan_json);
+    const auto plan = nlohmann::json::parse(job.plan_json.str());
     for (const auto& layer : plan["layers"]) {
       if (layer["devices"][0].get<int>() > 0) return true;
     }

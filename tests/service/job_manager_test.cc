@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <future>
+#include <thread>
 
 #include "common/clock.h"
+#include "tests/service/failing_job_store.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
@@ -16,6 +19,26 @@ JobSpec TinySpec() {
   spec.global_batch = 8;
   spec.iterations = 4;
   return spec;
+}
+
+// A spec with an inline graph of `bytes` bytes (the manager does not parse it).
+JobSpec GraphSpec(size_t bytes, const std::string& name = "big") {
+  JobSpec spec = TinySpec();
+  spec.name = name;
+  spec.model.clear();
+  spec.graph_json = std::string(bytes, ' ');
+  return spec;
+}
+
+// Moves a job through planning to RUNNING with a planned graph and plan, as the scheduler does.
+void Run(JobManager* jobs, const std::string& id) {
+  REQUIRE(jobs->Transition(id, JobState::kPlanning, "planning").ok());
+  REQUIRE(jobs->Transition(id, JobState::kRunning, "go",
+                           [](JobRecord& r) {
+                             r.graph_json = R"({"format":"deepool.graph"})";
+                             r.plan_json = R"({"format":"deepool.plan"})";
+                           })
+              .ok());
 }
 
 TEST_CASE("jobs walk the lifecycle with timestamped history", "[job_manager]") {
@@ -190,6 +213,153 @@ TEST_CASE("WaitForChange returns once something changed", "[job_manager]") {
   jobs.Shutdown();
   CHECK(jobs.shutting_down());
   CHECK(jobs.Submit(TinySpec()).status().code() == StatusCode::kUnavailable);
+}
+
+TEST_CASE("copies of a job's record share its documents instead of copying them", "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  const JobRecord big = *jobs.Submit(GraphSpec(1 << 20));
+  Run(&jobs, big.id);
+  const JobRecord got = *jobs.Get(big.id);
+  CHECK(got.spec.graph_json.SharesBufferWith(big.spec.graph_json));
+  CHECK(jobs.List({}, 0).front().spec.graph_json.SharesBufferWith(big.spec.graph_json));
+  CHECK(jobs.Active().front().graph_json.SharesBufferWith(got.graph_json));
+  CHECK(jobs.Active().front().plan_json.SharesBufferWith(got.plan_json));
+}
+
+TEST_CASE("a finished job's documents leave memory and are read back from the store",
+          "[job_manager]") {
+  testing::TempDir dir;
+  FakeClock clock;
+  std::string id;
+  const JobSpec spec = GraphSpec(4096);
+  {
+    SqliteRun run(dir, &clock);
+    id = run.jobs.Submit(spec, "key-big")->id;
+    Run(&run.jobs, id);
+    StatusOr<JobRecord> done = run.jobs.Transition(id, JobState::kSucceeded, "done");
+    REQUIRE(done.ok());
+    for (const JobRecord& job : {*done, *run.jobs.Get(id), run.jobs.List({}, 0).front()}) {
+      CHECK(job.spec.graph_json.empty());
+      CHECK(job.graph_json.empty());
+      CHECK(job.plan_json.empty());
+    }
+    StatusOr<JobRecord> whole = run.jobs.GetWithDocuments(id);
+    REQUIRE(whole.ok());
+    CHECK(whole->spec.graph_json.size() == 4096);
+    CHECK(whole->plan_json == R"({"format":"deepool.plan"})");
+    // Its record is final: an update (a late report) cannot write it back without them.
+    CHECK(run.jobs.Update(id, [](JobRecord& r) { r.progress.iteration = 9; }).status().code() ==
+          StatusCode::kFailedPrecondition);
+    run.jobs.Shutdown();
+  }
+  SqliteRun run(dir, &clock);  // loaded after a restart: the same
+  CHECK(run.jobs.Get(id)->spec.graph_json.empty());
+  StatusOr<JobRecord> whole = run.jobs.GetWithDocuments(id);
+  REQUIRE(whole.ok());
+  CHECK(whole->spec.graph_json.size() == 4096);
+  CHECK(whole->graph_json == R"({"format":"deepool.graph"})");
+  // A retry of the submission still finds it, and another spec under its key is still refused.
+  CHECK(run.jobs.Submit(spec, "key-big")->id == id);
+  CHECK(run.jobs.Submit(GraphSpec(4097), "key-big").status().code() == StatusCode::kAlreadyExists);
+}
+
+TEST_CASE("a submission being written holds up no reader or writer of other jobs",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  const JobRecord other = *jobs.Submit(TinySpec());
+  std::promise<void> in_write;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  store.on_save = [&](const JobRecord& job) {
+    if (job.spec.name != "slow") return;
+    in_write.set_value();
+    released.wait();  // a large spec on a slow disk
+  };
+  auto submitting =
+      std::async(std::launch::async, [&] { return jobs.Submit(GraphSpec(1, "slow")); });
+  in_write.get_future().wait();
+  // What heartbeats and progress reports do (JobWantsTasks, RecordIterations), with a guard
+  // against a hang: before the write moved out of the lock these waited for the release.
+  auto readers = std::async(std::launch::async, [&] {
+    const bool got = jobs.Get(other.id).ok();
+    const bool updated = jobs.Update(other.id, [](JobRecord& r) { r.reason = "x"; }).ok();
+    return got && updated && jobs.Queue().size() == 1 && jobs.List({}, 0).size() == 1;
+  });
+  const bool answered = readers.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  release.set_value();
+  CHECK(answered);
+  CHECK(readers.get());
+  StatusOr<JobRecord> slow = submitting.get();
+  REQUIRE(slow.ok());
+  CHECK(jobs.Get(slow->id).ok());
+  CHECK(jobs.Queue().size() == 2);
+}
+
+TEST_CASE("a submission whose write fails leaves nothing behind, its id and quota included",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobLimits limits;
+  limits.max_pending_jobs_per_user = 1;
+  JobManager jobs(&store, &clock, limits);
+  REQUIRE(jobs.Load().ok());
+  store.fail_writes = true;
+  CHECK(jobs.Submit(TinySpec(), "key-1", "alice").status().code() == StatusCode::kUnavailable);
+  store.fail_writes = false;
+  StatusOr<JobRecord> stored = jobs.Submit(TinySpec(), "key-1", "alice");
+  REQUIRE(stored.ok());
+  CHECK(stored->id == "job-000001");
+  CHECK(jobs.List({}, 0).size() == 1);
+}
+
+TEST_CASE("per-user limits refuse a user's pending jobs and spec bytes past them, not others'",
+          "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  SECTION("pending jobs") {
+    JobLimits limits;
+    limits.max_pending_jobs_per_user = 2;
+    JobManager jobs(&store, &clock, limits);
+    REQUIRE(jobs.Load().ok());
+    const JobRecord first = *jobs.Submit(TinySpec(), "", "alice");
+    REQUIRE(jobs.Submit(TinySpec(), "", "alice").ok());
+    StatusOr<JobRecord> third = jobs.Submit(TinySpec(), "", "alice");
+    REQUIRE(third.status().code() == StatusCode::kResourceExhausted);
+    CHECK_THAT(third.status().message(), Catch::Contains("user alice"));
+    CHECK_THAT(third.status().message(), Catch::Contains("--max-pending-jobs-per-user 2"));
+    CHECK(jobs.Submit(TinySpec(), "", "bob").ok());  // another user's queue is their own
+    // A job that leaves the queue makes room; a retry of a stored submission is no new job.
+    REQUIRE(jobs.Transition(first.id, JobState::kPlanning, "p").ok());
+    REQUIRE(jobs.Submit(TinySpec(), "key-a", "alice").ok());
+    CHECK(jobs.Submit(TinySpec(), "key-a", "alice").ok());
+    CHECK(jobs.Submit(TinySpec(), "", "alice").status().code() == StatusCode::kResourceExhausted);
+  }
+  SECTION("spec bytes of unfinished jobs") {
+    JobLimits limits;
+    limits.max_spec_bytes_per_user = 3 << 20;
+    JobManager jobs(&store, &clock, limits);
+    REQUIRE(jobs.Load().ok());
+    const JobRecord a = *jobs.Submit(GraphSpec(1 << 20), "", "alice");
+    REQUIRE(jobs.Submit(GraphSpec(1 << 20), "", "alice").status().ok());
+    StatusOr<JobRecord> refused = jobs.Submit(GraphSpec(1 << 20), "", "alice");
+    REQUIRE(refused.status().code() == StatusCode::kResourceExhausted);
+    CHECK_THAT(refused.status().message(), Catch::Contains("user alice"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("--max-spec-mib-per-user"));
+    CHECK_THAT(refused.status().message(), Catch::Contains("3.0 MiB"));
+    CHECK(jobs.Submit(GraphSpec(1 << 20), "", "bob").ok());
+    // Running still holds its spec; finished does not.
+    Run(&jobs, a.id);
+    CHECK(jobs.Submit(GraphSpec(1 << 20), "", "alice").status().code() ==
+          StatusCode::kResourceExhausted);
+    REQUIRE(jobs.Transition(a.id, JobState::kSucceeded, "done").ok());
+    CHECK(jobs.Submit(GraphSpec(1 << 20), "", "alice").ok());
+  }
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST_CASE("an inline graph is kept as its JSON text", "[job_spec]") {
       R"({"graph":{"format":"deepool.graph","name":"g"},"global_batch":4,"iterations":1})");
   REQUIRE(spec.ok());
   CHECK(spec->model.empty());
-  CHECK(nlohmann::json::parse(spec->graph_json)["name"] == "g");
+  CHECK(nlohmann::json::parse(spec->graph_json.str())["name"] == "g");
 }
 
 TEST_CASE("malformed job specs are refused naming the field", "[job_spec]") {

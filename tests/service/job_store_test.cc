@@ -58,6 +58,33 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     CHECK((*jobs)[1].progress.iteration == 5);
     CHECK((*jobs)[1].history.size() == 2);
   }
+  SECTION("an inline graph and a plan survive updates and the job's end, and load one by one") {
+    JobRecord job = MakeJob("job-3", 3, JobState::kRunning);
+    job.spec.model.clear();
+    job.spec.graph_json = R"({"format":"deepool.graph",  "name":"inline"})";  // kept as text
+    job.graph_json = R"({"format":"deepool.graph"})";
+    job.plan_json = R"({"format":"deepool.plan"})";
+    REQUIRE(store->SaveJob(job).ok());
+    job.progress.iteration = 7;  // a progress update: the documents are unchanged
+    REQUIRE(store->SaveJob(job).ok());
+    store = reopen();
+    StatusOr<std::vector<JobRecord>> jobs = store->LoadJobs();
+    REQUIRE(jobs.ok());
+    REQUIRE(jobs->size() == 1);
+    CHECK(jobs->front().spec.graph_json == job.spec.graph_json);
+    CHECK(jobs->front().progress.iteration == 7);
+    job.state = JobState::kSucceeded;
+    job.history.push_back({JobState::kSucceeded, "done", 300});
+    REQUIRE(store->SaveJob(job).ok());
+    store = reopen();
+    StatusOr<JobRecord> done = store->LoadJob("job-3");
+    REQUIRE(done.ok());
+    CHECK(done->state == JobState::kSucceeded);
+    CHECK(done->spec.graph_json == job.spec.graph_json);
+    CHECK(done->graph_json == job.graph_json);
+    CHECK(done->plan_json == job.plan_json);
+    CHECK(store->LoadJob("job-none").status().code() == StatusCode::kNotFound);
+  }
   SECTION("log lines are numbered per job and read after a sequence number") {
     std::vector<LogRecord> first = {{0, 1, "node-a", 0, "one"}, {0, 2, "node-a", 1, "two"}};
     REQUIRE(store->AppendLogs("job-1", &first).ok());
@@ -147,6 +174,42 @@ TEST_CASE("SQLite: the id reservation outlives a lost write-ahead log", "[job_st
   auto survived = OpenSQLiteJobStore(dir.File("lost-wal.db"), accept);
   REQUIRE(survived.ok());
   CHECK(*(*survived)->LoadSeqReservation() == 101);
+}
+
+TEST_CASE("SQLite: a record written with its inline graph inside it still loads with it",
+          "[job_store]") {
+  TempDir dir;
+  JobRecord job = MakeJob("job-5", 5, JobState::kPending);
+  job.spec.model.clear();
+  job.spec.graph_json = R"({"format":"deepool.graph","name":"old"})";
+  {
+    auto store = OpenAt(dir, "jobs.db");
+    REQUIRE(store.ok());
+    REQUIRE((*store)->SaveJob(job).ok());
+  }
+  // What a coordinator from before spec_graphs left: the graph inside the record only.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(dir.File("jobs.db").c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "UPDATE jobs SET record = ? WHERE id = 'job-5'", -1, &st,
+                             nullptr) == SQLITE_OK);
+  const std::string record = JobRecordToJson(job, false).dump();
+  sqlite3_bind_text(st, 1, record.c_str(), -1, SQLITE_TRANSIENT);
+  REQUIRE(sqlite3_step(st) == SQLITE_DONE);
+  sqlite3_finalize(st);
+  REQUIRE(sqlite3_exec(db, "DELETE FROM spec_graphs", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+
+  for (int life = 0; life < 2; ++life) {  // as loaded, then after a save by this version
+    auto store = OpenAt(dir, "jobs.db");
+    REQUIRE(store.ok());
+    StatusOr<std::vector<JobRecord>> jobs = (*store)->LoadJobs();
+    REQUIRE(jobs.ok());
+    REQUIRE(jobs->size() == 1);
+    CHECK(nlohmann::json::parse(jobs->front().spec.graph_json.str())["name"] == "old");
+    jobs->front().progress.iteration = 1;
+    REQUIRE((*store)->SaveJob(jobs->front()).ok());
+  }
 }
 
 TEST_CASE("SQLite: a 0-byte store is refused, not started empty", "[job_store]") {

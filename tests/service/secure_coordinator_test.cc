@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "common/clock.h"
 #include "coordinator/server.h"
@@ -86,9 +87,11 @@ std::unique_ptr<grpc::ClientContext> Context() {
 
 // A cluster CA with certificates for users alice and bob, admin root, worker node-a; tokens for
 // alice (user), root (admin) and node-b (worker) in the users file; a coordinator serving mTLS,
-// with `path_roots` (--path-roots).
+// with `path_roots` (--path-roots) and the other options `configure` sets.
 struct SecureCluster {
-  explicit SecureCluster(std::vector<std::string> path_roots = {}) : dir(NewTempDir()) {
+  explicit SecureCluster(std::vector<std::string> path_roots = {},
+                         const std::function<void(CoordinatorOptions*)>& configure = {})
+      : dir(NewTempDir()) {
     const seconds day = std::chrono::hours(24);
     REQUIRE(security::InitClusterCertificates(dir / "pki", {"127.0.0.1"}, day).ok());
     alice = Issue(Role::kUser, "alice");
@@ -108,6 +111,7 @@ struct SecureCluster {
     options.tls = security::CoordinatorTlsFiles(dir / "pki");
     options.users_file = (dir / "users.json").string();
     options.path_roots = std::move(path_roots);
+    if (configure) configure(&options);
     auto started =
         CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                  std::make_unique<testing::FakePlanningBackend>(), &clock);
@@ -541,6 +545,46 @@ TEST_CASE("revoking a user ends every way in: token, certificate and open stream
   REQUIRE(users->Add("alice", Role::kUser, security::TokenDigest("dpt_new")).ok());
   REQUIRE(security::SaveUserTable(*users, c.dir / "users.json").ok());
   CHECK(c.ListNodes(alice_by_cert).ok());
+}
+
+TEST_CASE("one user's open streams stop at their own bound, and another user's watch gets in",
+          "[service][security]") {
+  SecureCluster c({}, [](CoordinatorOptions* options) {
+    options->max_client_streams = 4;
+    options->max_client_streams_per_user = 2;
+  });
+  const ClientSecurity alice{c.alice, ""};
+  const ClientSecurity bob{c.bob, ""};
+  std::string alices, bobs;
+  REQUIRE(c.Submit(alice, &alices).ok());
+  REQUIRE(c.Submit(bob, &bobs).ok());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::Job>>> streams;
+  v1::Job first;
+  // A watch stream; OK once its first message came (the server holds it open).
+  auto watch = [&](const ClientSecurity& who, const std::string& job_id) {
+    contexts.push_back(Context());
+    v1::WatchJobRequest req;
+    req.set_job_id(job_id);
+    streams.push_back(c.Client(who)->WatchJob(contexts.back().get(), req));
+    return streams.back()->Read(&first) ? grpc::Status::OK : streams.back()->Finish();
+  };
+  REQUIRE(watch(alice, alices).ok());
+  REQUIRE(watch(alice, alices).ok());
+  const grpc::Status refused = watch(alice, alices);
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(refused.error_message(), Catch::Contains("user alice already has 2"));
+  CHECK_THAT(refused.error_message(), Catch::Contains("--max-client-streams-per-user 2"));
+  // Bob's `deepool status --watch` is not locked out by alice's streams.
+  CHECK(watch(bob, bobs).ok());
+  CHECK(first.job_id() == bobs);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (i == 2) continue;  // the refused one has finished
+    contexts[i]->TryCancel();
+    while (streams[i]->Read(&first)) {
+    }
+    (void)streams[i]->Finish();
+  }
 }
 
 TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused at submission",

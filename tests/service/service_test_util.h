@@ -46,7 +46,7 @@ class FakePlanningBackend final : public PlanningBackend {
   }
   // Not a real graph: the model and its class count, so tests see what the task carries.
   StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const override {
-    if (!spec.graph_json.empty()) return spec.graph_json;
+    if (!spec.graph_json.empty()) return spec.graph_json.str();
     return nlohmann::json{
         {"format", "deepool.graph"}, {"name", spec.model}, {"num_classes", spec.num_classes}}
         .dump();

@@ -31,6 +31,9 @@ class CutJobStore final : public JobStore {
     return store_->SaveJob(job);
   }
   StatusOr<std::vector<JobRecord>> LoadJobs() override { return store_->LoadJobs(); }
+  StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
+    return store_->LoadJob(job_id);
+  }
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     RETURN_IF_ERROR(Write());
     return store_->AppendLogs(job_id, lines);
