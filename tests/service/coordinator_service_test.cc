@@ -533,13 +533,13 @@ TEST_CASE("client calls past --max-client-calls are refused at once, and workers
   std::condition_variable cv;
   bool in_write = false;
   bool released = false;
-  store->on_save = [&](const JobRecord& job) {
+  store->SetOnSave([&](const JobRecord& job) {
     if (job.spec.name != "slow") return;
     std::unique_lock<std::mutex> lock(mu);
     in_write = true;
     cv.notify_all();
     cv.wait(lock, [&] { return released; });
-  };
+  });
   auto release = [&] {
     std::lock_guard<std::mutex> lock(mu);
     released = true;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 
 #include "coordinator/job_store.h"
 
@@ -18,10 +19,19 @@ class FailingJobStore final : public JobStore {
   std::atomic<bool> fail_loads{false};
   // Runs at the start of LoadJobs (a test holds a load there, as a large store would take long).
   std::function<void()> on_load;
-  // Runs at the start of SaveJob (a test holds a write there, as a large or slow one would).
-  std::function<void(const JobRecord&)> on_save;
+  // Runs at the start of SaveJob (a test holds a write there, as a large or slow one would). Set
+  // while servers run, so it is guarded: their threads read it.
+  void SetOnSave(std::function<void(const JobRecord&)> hook) {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    on_save_ = std::move(hook);
+  }
 
   Status SaveJob(const JobRecord& job) override {
+    std::function<void(const JobRecord&)> on_save;
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      on_save = on_save_;
+    }
     if (on_save) on_save(job);
     if (Refuse()) return Failure();
     return memory_.SaveJob(job);
@@ -61,6 +71,8 @@ class FailingJobStore final : public JobStore {
   StatusOr<int64_t> LoadSeqReservation() override { return memory_.LoadSeqReservation(); }
 
  private:
+  std::mutex hook_mu_;
+  std::function<void(const JobRecord&)> on_save_;  // guarded by hook_mu_
   bool Refuse() {
     if (!fail_writes) return false;
     ++failed_writes;

@@ -276,11 +276,11 @@ TEST_CASE("a submission being written holds up no reader or writer of other jobs
   std::promise<void> in_write;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  store.on_save = [&](const JobRecord& job) {
+  store.SetOnSave([&](const JobRecord& job) {
     if (job.spec.name != "slow") return;
     in_write.set_value();
     released.wait();  // a large spec on a slow disk
-  };
+  });
   auto submitting =
       std::async(std::launch::async, [&] { return jobs.Submit(GraphSpec(1, "slow")); });
   in_write.get_future().wait();
