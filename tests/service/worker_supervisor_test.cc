@@ -454,6 +454,31 @@ TEST_CASE("a PROFILE task returns the file the profiler wrote", "[worker][superv
   CHECK(f.listener.WaitForLog("p1", "-1|measuring"));
 }
 
+TEST_CASE("a CPU profile is measured with the executors' threads, a GPU profile without",
+          "[worker][supervisor]") {
+  TempDir dir;
+  RecordingListener listener;
+  SupervisorOptions options;
+  // Prints its arguments; the output path follows --output, its first two arguments.
+  options.profiler_path = WriteScript(dir.path(), "fake-profile",
+                                      "#!/bin/sh\necho \"args: $*.\" >&2\n"
+                                      "echo '{}' > \"$2\"\n");
+  options.work_dir = dir.path() + "/work";
+  options.cpu_threads_per_device = 3;
+  ExecutorSupervisor supervisor(options, &listener);
+  for (const std::string device : {"cpu", "cuda:0"}) {
+    ProfileTask task;
+    task.task_id = device == "cpu" ? "p-cpu" : "p-gpu";
+    task.job_id = "job-p";
+    task.args = {"--output", "{output}", "--device", device};
+    task.device = device;
+    REQUIRE(supervisor.StartProfile(task).ok());
+    CHECK(listener.WaitFinished(task.task_id).succeeded);
+    const std::string expected = device == "cpu" ? "--device cpu --threads 3." : "--device cuda:0.";
+    CHECK(listener.WaitForLog(task.task_id, expected));
+  }
+}
+
 TEST_CASE("shutdown stops running tasks", "[worker][supervisor]") {
   Fixture f;
   REQUIRE(f.supervisor->StartTrain(f.Train("s1", "hang", {0}, 1)).ok());

@@ -219,6 +219,13 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
     if (at != std::string::npos) arg.replace(at, 7, graph_path);
     spec.args.push_back(std::move(arg));
   }
+  // As an executor on this device would run (StartRank): measured with all the host's cores, a
+  // CPU profile was several times faster than the ranks that share them, and on a loaded host
+  // its OpenMP threads waited on each other (docs/runtime.md, "Profiler").
+  if (options_.cpu_threads_per_device > 0 && profile.device == "cpu") {
+    spec.args.push_back("--threads");
+    spec.args.push_back(std::to_string(options_.cpu_threads_per_device));
+  }
   spec.working_dir = task->dir;
 
   std::lock_guard<std::mutex> lock(mu_);

@@ -72,6 +72,9 @@ struct ProfileTask {
   // "{graph}" by the path graph_json was written to.
   std::vector<std::string> args;
   std::string graph_json;  // optional: written to graph.json in the task directory
+  // The device it measures ("cpu" or "cuda:K"): on a CPU device the profiler gets the
+  // executors' --threads, so that it times the layers as the job's ranks will run them.
+  std::string device = "cpu";
 };
 
 struct IterationReport {

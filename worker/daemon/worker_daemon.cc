@@ -419,6 +419,7 @@ void WorkerDaemon::StartProfileTask(const v1::TaskAssignment& assignment) {
   task.job_id = assignment.job_id();
   task.graph_json = p.graph_json();
   task.args = ProfileArgs(p, device->ExecutorDevice());
+  task.device = device->ExecutorDevice();
   DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
               p.model().empty() ? std::string("an inline graph") : p.model() + "'s graph",
               p.device());
