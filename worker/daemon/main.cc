@@ -76,6 +76,7 @@ std::string LocalAddressToward(const std::string& coordinator) {
 struct Flags {
   std::string coordinator;
   std::string devices;
+  int cpu_cores = 0;  // 0: every core of the host
   std::string name = Hostname();
   std::string address;
   std::string work_dir;
@@ -97,6 +98,10 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--coordinator", flags.coordinator,
                  "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR or 127.0.0.1:7070)");
   app.add_option("--devices", flags.devices, "cuda:all | cuda:0,1 | cpu:N")->required();
+  app.add_option("--cpu-cores", flags.cpu_cores,
+                 "cores this worker's CPU devices divide among their executors (default: all "
+                 "the host's; give each worker its share when several run on one host)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--name", flags.name, "stable node name (default: the hostname)");
   app.add_option("--address", flags.address,
                  "host other nodes reach this one at (default: the local address toward the "
@@ -207,8 +212,9 @@ SupervisorOptions SupervisorOptionsFrom(const Flags& flags,
   supervisor.executor_lease =
       std::chrono::milliseconds(static_cast<int64_t>(flags.executor_lease_s * 1000));
   supervisor.path_roots = flags.resolved_roots;
-  supervisor.cpu_threads_per_device =
-      CpuThreadsPerDevice(devices, static_cast<int>(std::thread::hardware_concurrency()));
+  supervisor.cpu_threads_per_device = CpuThreadsPerDevice(
+      devices, flags.cpu_cores > 0 ? flags.cpu_cores
+                                   : static_cast<int>(std::thread::hardware_concurrency()));
   return supervisor;
 }
 
