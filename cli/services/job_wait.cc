@@ -123,6 +123,7 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
       if (unreachable_since) std::cerr << "deepool: coordinator reachable again\n";
       unreachable_since.reset();
     }
+    if (options.on_poll) options.on_poll(now, last);
     printer.Show(job_ids, last, now);
     if (all_terminal && failure.ok()) break;
     const bool interrupted = options.interrupted && options.interrupted();

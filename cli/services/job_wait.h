@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct WaitOptions {
   std::chrono::seconds timeout{0};
   // Polled between rounds; returning true stops waiting (kExitFailure), e.g. on Ctrl-C.
   std::function<bool()> interrupted;
+  // Called after each round with the jobs' last answers, by id (`up` measures the FG job's pace).
+  std::function<void(std::chrono::steady_clock::time_point,
+                     const std::map<std::string, v1::Job>&)>
+      on_poll;
 };
 
 // Returns kExitOk when every job SUCCEEDED, kExitFailure when one FAILED or was CANCELLED

@@ -6,11 +6,13 @@
 // Runs on the main thread.
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "cli/services/job_wait.h"
 #include "cli/services/submit_retry.h"
 #include "cli/services/up_data_dir.h"
+#include "cli/services/up_demo.h"
 #include "common/sigpipe.h"
 #include "common/status.h"
 #include "common/subprocess.h"
@@ -41,7 +44,7 @@ void OnInterrupt(int) { g_interrupted = 1; }
 struct UpFlags {
   std::string data_dir;
   int workers = 2;
-  int devices_per_worker = 2;
+  int devices_per_worker = 0;  // 0: two, or one where a worker's share of the cores is one
   bool keep = false;
   std::string fg_model = "small_cnn";
   std::string bg_model = "mlp";
@@ -277,9 +280,11 @@ class LocalDaemons {
     return address;
   }
 
-  // Starts `count` workers with `devices` CPU devices each and waits until all are UP.
-  Status StartWorkers(v1::CoordinatorService::Stub& stub, const std::string& address, int count,
-                      int devices) {
+  // Starts the shape's workers with its CPU devices and cores each and waits until all are UP.
+  Status StartWorkers(v1::CoordinatorService::Stub& stub, const std::string& address,
+                      const LocalShape& shape) {
+    const int count = shape.workers;
+    const int devices = shape.devices_per_worker;
     for (int i = 0; i < count; ++i) {
       const std::string name = "local-" + std::to_string(i);
       const fs::path nodes = security_.dir / "nodes";
@@ -287,7 +292,7 @@ class LocalDaemons {
           Daemon worker,
           StartDaemon(name, SiblingExecutable("deepool-worker"),
                       {"--coordinator", address, "--devices", "cpu:" + std::to_string(devices),
-                       "--name", name, "--address", "127.0.0.1", "--work-dir",
+                       "--cpu-cores", std::to_string(shape.cores_per_worker), "--name", name, "--address", "127.0.0.1", "--work-dir",
                        (dir_ / name).string(), "--tls-ca", security_.client.tls.ca, "--tls-cert",
                        (nodes / (name + ".pem")).string(), "--tls-key",
                        (nodes / (name + "-key.pem")).string(), "--path-roots", UpPathRoot(dir_)},
@@ -329,9 +334,9 @@ class LocalDaemons {
 // classes and these optimizers make the synthetic task learnable within the demo: over 30
 // iterations the BG mlp's loss falls from about 2.3 to 1.5 (at the zoo's 1000 classes it stays
 // near ln 1000 = 6.9), the FG small_cnn's from about 2.5 to 2.2 over 100.
-std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const std::string& profile,
-                                      const fs::path& dir) {
-  const int ranks = f.workers * f.devices_per_worker;
+std::vector<nlohmann::json> DemoSpecs(const UpFlags& f, const LocalShape& shape,
+                                      const std::string& profile, const fs::path& dir) {
+  const int ranks = shape.workers * shape.devices_per_worker;
   nlohmann::json fg = {
       {"name", "demo-fg-" + f.fg_model},
       {"model", f.fg_model},
@@ -364,6 +369,17 @@ int FollowDemo(v1::CoordinatorService::Stub& stub, const std::string& address,
   WaitOptions wait;
   wait.timeout = std::chrono::seconds(f.timeout_s);
   wait.interrupted = [] { return g_interrupted != 0; };
+  // Often enough to see the FG job's pace over most of its iterations, not only its end.
+  wait.poll_interval = std::chrono::milliseconds(200);
+  IterationMeter fg_pace;
+  wait.on_poll = [&fg_pace, fg = ids[0]](IterationMeter::TimePoint at,
+                                         const std::map<std::string, v1::Job>& jobs) {
+    auto it = jobs.find(fg);
+    if (it == jobs.end()) return;
+    const v1::Job& job = it->second;
+    fg_pace.Observe(at, job.progress().iteration(), job.progress().iterations(),
+                    job.state() == v1::JOB_STATE_RUNNING, job.progress().iteration_ms());
+  };
   std::vector<v1::Job> final_jobs;
   int code = WaitForJobs(stub, address, ids, wait, std::cout, &final_jobs);
 
@@ -374,6 +390,12 @@ int FollowDemo(v1::CoordinatorService::Stub& stub, const std::string& address,
   auto context = UnaryContext();
   if (stub.GetJobPlan(context.get(), plan_request, &plan).ok() && !plan.plan_json().empty()) {
     std::cout << "plan of " << ids[0] << "\n" << PlanSummary(plan.plan_json());
+    // Beside the prediction, so a plan that misjudges this machine shows at once.
+    const nlohmann::json doc = nlohmann::json::parse(plan.plan_json(), nullptr, false);
+    const double predicted = doc.is_object() ? doc.value("totals", nlohmann::json::object())
+                                                   .value("iteration_ms", 0.0)
+                                             : 0.0;
+    std::cout << MeasuredLine(fg_pace, predicted);
   }
   if (code != kExitOk) {
     std::cout << "logs: deepool logs JOB (while up, after: set -a; . "
@@ -389,10 +411,12 @@ int ReportFailure(const Status& status) {
 }
 
 int RunUp(const UpFlags& f) {
-  if (f.workers < 1 || f.devices_per_worker < 1) {
-    std::cerr << "deepool up: --workers and --devices-per-worker must be >= 1\n";
+  if (f.workers < 1 || f.devices_per_worker < 0) {
+    std::cerr << "deepool up: --workers must be >= 1 and --devices-per-worker >= 0\n";
     return kExitUsage;
   }
+  const int host_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const LocalShape shape = ShapeLocalCluster(host_cores, f.workers, f.devices_per_worker);
   if (Status tools = CheckTools(); !tools.ok()) return ReportFailure(tools);
   std::string profile = f.profile;
   if (profile.empty()) {
@@ -420,13 +444,19 @@ int RunUp(const UpFlags& f) {
   StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
       ConnectCoordinator(*address, client);
   if (!stub.ok()) return ReportFailure(stub.status());
-  Status workers = daemons.StartWorkers(**stub, *address, f.workers, f.devices_per_worker);
+  Status workers = daemons.StartWorkers(**stub, *address, shape);
   if (!workers.ok()) return ReportFailure(workers);
-  std::cout << f.workers << " worker(s) up with " << f.devices_per_worker << " CPU device(s) each"
-            << std::endl;
+  std::cout << shape.workers << " worker(s) up with " << shape.devices_per_worker
+            << " CPU device(s) and " << shape.cores_per_worker << " of this machine's "
+            << host_cores << " cores each" << std::endl;
+  if (shape.oversubscribed) {
+    std::cout << "note: " << shape.workers * shape.devices_per_worker << " CPU devices on "
+              << host_cores << " cores: ranks that share a core wait for each other, which the "
+              << "planner does not model, so its prediction will be low" << std::endl;
+  }
 
   std::vector<std::string> ids;
-  for (const nlohmann::json& spec : DemoSpecs(f, profile, *dir)) {
+  for (const nlohmann::json& spec : DemoSpecs(f, shape, profile, *dir)) {
     StatusOr<std::string> id = Submit(**stub, spec);
     if (!id.ok()) {
       const std::string name = spec["name"].get<std::string>();
@@ -435,7 +465,8 @@ int RunUp(const UpFlags& f) {
     ids.push_back(*id);
   }
   std::cout << "submitted " << ids[0] << " (FG " << f.fg_model << ", burst-parallel plan over "
-            << f.workers * f.devices_per_worker << " ranks, global batch " << f.fg_batch << ", "
+            << shape.workers * shape.devices_per_worker << " ranks, global batch " << f.fg_batch
+            << ", "
             << profile << " profile) and " << ids[1] << " (BG " << f.bg_model << " on 1 device)"
             << std::endl;
   return FollowDemo(**stub, *address, ids, f, *dir);
@@ -453,8 +484,9 @@ RegisterCommand up_command([](CLI::App& app, CommandResult& result) {
                   "DIR/security there); never removed (default: a temporary directory, removed "
                   "unless --keep)");
   cmd->add_option("--workers", flags->workers, "Worker processes")->capture_default_str();
-  cmd->add_option("--devices-per-worker", flags->devices_per_worker, "CPU devices per worker")
-      ->capture_default_str();
+  cmd->add_option("--devices-per-worker", flags->devices_per_worker,
+                  "CPU devices per worker (default: two, or one where a worker's share of "
+                  "this machine's cores is a single core)");
   cmd->add_flag("--keep", flags->keep,
                 "Keep the temporary directory (without --data-dir: up removes only that one)");
   cmd->add_option("--model", flags->fg_model, "The FG job's zoo model")->capture_default_str();
