@@ -10,6 +10,7 @@
 #include "cli/command_registry.h"
 #include "cli/hand_off.h"
 #include "cli/unknown_input.h"
+#include "common/build_info.h"
 
 namespace deepool::cli {
 std::vector<Registrar>& Registrars() {
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   using namespace deepool::cli;
   CLI::App app{"deepool: burst-parallel DNN training on shared GPU clusters", "deepool"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "deepool 0.1.0");
+  app.set_version_flag("--version", deepool::BuildDescription("deepool"));
   CommandResult result;
   for (auto& registrar : Registrars()) registrar(app, result);
   const std::vector<std::string> args(argv + 1, argv + argc);

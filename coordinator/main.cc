@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/open_files.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   deepool::IgnoreSigpipe();
   using deepool::coordinator::CoordinatorOptions;
   CLI::App app{"deepool coordinator: job store, scheduler and gRPC API"};
+  app.set_version_flag("--version", deepool::BuildDescription("deepool-coordinator"));
   CoordinatorOptions options;
   double node_timeout_s = 10;
   double heartbeat_s = 1;

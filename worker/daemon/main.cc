@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/build_info.h"
 #include "common/host_port.h"
 #include "common/http_endpoint.h"
 #include "common/logging.h"
@@ -149,7 +150,7 @@ void AddFlags(CLI::App& app, Flags& flags) {
                  "serve Prometheus metrics at HOST:PORT/metrics: HTTPS with client certificates "
                  "when the --tls-* files are given (any address), else plain HTTP on a loopback "
                  "address; off when not given");
-  app.set_version_flag("--version", "deepool-worker 0.1.0");
+  app.set_version_flag("--version", deepool::BuildDescription("deepool-worker"));
 }
 
 // Checks the flags and fills in the defaults that depend on others (work dir, address).
