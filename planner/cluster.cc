@@ -57,31 +57,7 @@ StatusOr<int> IntField(const json& object, const std::string& key) {
 
 StatusOr<Link> LinkField(const json& object, const std::string& key) {
   ASSIGN_OR_RETURN(const json* it, ReadRequiredObject(object, key, ""));
-  RETURN_IF_ERROR(CheckKnownFields(
-      *it, {"bandwidth_gbps", "latency_us", "collective_bandwidth_gbps", "collective_latency_us"},
-      key + "."));
-  Link link;
-  ASSIGN_OR_RETURN(link.bandwidth_gbps,
-                   ReadRequiredField<double>(*it, "bandwidth_gbps", key + "."));
-  ASSIGN_OR_RETURN(link.latency_us, ReadRequiredField<double>(*it, "latency_us", key + "."));
-  for (auto [name, field] :
-       {std::pair{"collective_bandwidth_gbps", &link.collective_bandwidth_gbps},
-        std::pair{"collective_latency_us", &link.collective_latency_us}}) {
-    auto found = it->find(name);
-    if (found == it->end() || found->is_null()) continue;
-    ASSIGN_OR_RETURN(*field, ReadRequiredField<double>(*it, name, key + "."));
-  }
-  RETURN_IF_ERROR(CheckLink(link, key));
-  return link;
-}
-
-json LinkToJson(const Link& link) {
-  json doc{{"bandwidth_gbps", link.bandwidth_gbps}, {"latency_us", link.latency_us}};
-  if (link.collective_bandwidth_gbps) {
-    doc["collective_bandwidth_gbps"] = *link.collective_bandwidth_gbps;
-  }
-  if (link.collective_latency_us) doc["collective_latency_us"] = *link.collective_latency_us;
-  return doc;
+  return LinkFromJson(*it, key);
 }
 
 // Parses the N of "<prefix>N" (N >= 1), or nullopt if `name` does not have that form.
@@ -109,6 +85,51 @@ Cluster MakeCluster(std::string name, std::string device_type, int nodes, int de
 }
 
 }  // namespace
+
+StatusOr<Link> LinkFromJson(const json& object, const std::string& path) {
+  if (!object.is_object()) return InvalidArgumentError("field " + path + " must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(
+      object,
+      {"bandwidth_gbps", "latency_us", "collective_bandwidth_gbps", "collective_latency_us"},
+      path + "."));
+  Link link;
+  ASSIGN_OR_RETURN(link.bandwidth_gbps,
+                   ReadRequiredField<double>(object, "bandwidth_gbps", path + "."));
+  ASSIGN_OR_RETURN(link.latency_us, ReadRequiredField<double>(object, "latency_us", path + "."));
+  for (auto [name, field] :
+       {std::pair{"collective_bandwidth_gbps", &link.collective_bandwidth_gbps},
+        std::pair{"collective_latency_us", &link.collective_latency_us}}) {
+    auto found = object.find(name);
+    if (found == object.end() || found->is_null()) continue;
+    ASSIGN_OR_RETURN(*field, ReadRequiredField<double>(object, name, path + "."));
+  }
+  RETURN_IF_ERROR(CheckLink(link, path));
+  return link;
+}
+
+json LinkToJson(const Link& link) {
+  json doc{{"bandwidth_gbps", link.bandwidth_gbps}, {"latency_us", link.latency_us}};
+  if (link.collective_bandwidth_gbps) {
+    doc["collective_bandwidth_gbps"] = *link.collective_bandwidth_gbps;
+  }
+  if (link.collective_latency_us) doc["collective_latency_us"] = *link.collective_latency_us;
+  return doc;
+}
+
+Cluster WithMeasuredLink(Cluster cluster, const Link& measured) {
+  cluster.intra_node = measured;
+  const Link own = cluster.inter_node;
+  const Link own_collectives = own.ForCollectives();
+  const Link measured_collectives = measured.ForCollectives();
+  Link slower{std::min(own.bandwidth_gbps, measured.bandwidth_gbps),
+              std::max(own.latency_us, measured.latency_us)};
+  slower.collective_bandwidth_gbps =
+      std::min(own_collectives.bandwidth_gbps, measured_collectives.bandwidth_gbps);
+  slower.collective_latency_us =
+      std::max(own_collectives.latency_us, measured_collectives.latency_us);
+  cluster.inter_node = slower;
+  return cluster;
+}
 
 Status Cluster::Validate() const {
   if (name.empty()) return InvalidArgumentError("name must not be empty");

@@ -2,6 +2,7 @@
 // JSON: {"format": "deepool.cluster", "version": 1, ...} (docs/formats.md), or a preset name.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,11 @@ struct Link {
     return Link{collective_bandwidth_gbps.value_or(bandwidth_gbps),
                 collective_latency_us.value_or(latency_us)};
   }
+  bool operator==(const Link& o) const {
+    return bandwidth_gbps == o.bandwidth_gbps && latency_us == o.latency_us &&
+           collective_bandwidth_gbps == o.collective_bandwidth_gbps &&
+           collective_latency_us == o.collective_latency_us;
+  }
   // Milliseconds per byte at this bandwidth (0 without one).
   double ms_per_byte() const { return bandwidth_gbps > 0 ? 1.0 / (bandwidth_gbps * 1e6) : 0.0; }
   // One message of `bytes`: the latency plus the bytes at the bandwidth.
@@ -51,6 +57,18 @@ struct Cluster {
   }
   Status Validate() const;
 };
+
+// A link as clusters write it ({"bandwidth_gbps": ..., "latency_us": ...,
+// "collective_bandwidth_gbps": ..., "collective_latency_us": ...}, the last two optional);
+// errors name `path` and the field. Profiles carry one too (profile_table.h).
+StatusOr<Link> LinkFromJson(const nlohmann::json& object, const std::string& path);
+nlohmann::json LinkToJson(const Link& link);
+
+// `cluster` with the links a profile measured between two ranks of one host (a CPU profile's
+// "links"): the intra-node link becomes the measured one, and the inter-node link the slower of
+// its own and the measured one in each figure, since ranks on two hosts talk no faster than two
+// on one (and `deepool up` runs its "nodes" on one host).
+Cluster WithMeasuredLink(Cluster cluster, const Link& measured);
 
 inline constexpr int kClusterFormatVersion = 1;
 StatusOr<Cluster> ParseClusterJson(std::string_view text);

@@ -212,6 +212,10 @@ StatusOr<Plan> ParsePlanJson(std::string_view text) {
   plan.num_devices = static_cast<int>(num_devices);
   RETURN_IF_ERROR(ReadOptionalField(doc, "amplification_limit", "", &plan.amplification_limit));
   RETURN_IF_ERROR(ReadOptionalField(doc, "profile_source", "", &plan.profile_source));
+  if (doc.contains("profile_environment")) {
+    ASSIGN_OR_RETURN(plan.profile_environment,
+                     EnvironmentFromJson(doc["profile_environment"], "profile_environment"));
+  }
   RETURN_IF_ERROR(ReadOptionalField(doc, "single_device_ms", "", &plan.single_device_ms));
   if (doc.contains("totals")) {
     ASSIGN_OR_RETURN(plan.totals, TotalsFromJson(doc, "totals"));
@@ -269,6 +273,9 @@ std::string PlanToJson(const Plan& plan, int indent) {
            {"totals", TotalsToJson(plan.totals)},
            {"data_parallel", TotalsToJson(plan.data_parallel)},
            {"layers", std::move(layers)}};
+  if (!plan.profile_environment.empty()) {
+    doc["profile_environment"] = EnvironmentToJson(plan.profile_environment);
+  }
   return doc.dump(indent);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "planner/profile_environment.h"
 
 namespace deepool::planner {
 
@@ -39,7 +40,7 @@ struct LayerPlacement {
 struct PlanTotals {
   double iteration_ms = 0;
   double gpu_seconds = 0;    // summed busy device time per iteration, in seconds
-  double amplification = 0;  // gpu_seconds / single-device iteration time
+  double amplification = 0;  // gpu_seconds / the least device time of one device (cost_model.h)
   int devices_used = 0;
 };
 
@@ -49,6 +50,7 @@ struct Plan {
   int num_devices = 0;                 // ranks 0..num_devices-1 exist; devices_used <= num_devices
   double amplification_limit = 0;      // 0 when unconstrained
   std::string profile_source;          // e.g. "a100 (analytical)", "file:vgg16.json"
+  ProfileEnvironment profile_environment;  // what a measured profile was measured on; may be empty
   std::vector<LayerPlacement> layers;  // in the graph's topological order
   PlanTotals totals;
   PlanTotals data_parallel;     // the data-parallel baseline, computed beside the plan

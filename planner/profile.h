@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "planner/profile_environment.h"
 
 namespace deepool::planner {
 
@@ -31,6 +32,9 @@ class Profile {
   // The iteration's work outside the layers (loss, data, autograd, optimizer step) when each
   // device holds `batch` samples of the output layer; 0 where the source does not measure it.
   virtual double IterationOverheadMs(int64_t /*batch*/) const { return 0; }
+  // What the times were measured on; nullptr where the source does not say (analytical models,
+  // reference files, profiles measured before it was recorded).
+  virtual const ProfileEnvironment* environment() const { return nullptr; }
 };
 
 }  // namespace deepool::planner

@@ -87,7 +87,9 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
     return fail(header);
   }
   Status known = CheckKnownFields(
-      doc, {"format", "version", "device", "model", "layers", "iteration_overhead"}, "");
+      doc,
+      {"format", "version", "device", "model", "layers", "iteration_overhead", "environment", "links"},
+      "");
   if (!known.ok()) return fail(known);
   ProfileData data;
   auto device = ReadRequiredField<std::string>(doc, "device", "");
@@ -141,6 +143,16 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
   }
   Status overhead = ReadOverhead(doc, &data.iteration_overhead);
   if (!overhead.ok()) return fail(overhead);
+  if (doc.contains("environment")) {
+    StatusOr<ProfileEnvironment> environment = EnvironmentFromJson(doc["environment"], "environment");
+    if (!environment.ok()) return fail(environment.status());
+    data.environment = *std::move(environment);
+  }
+  if (doc.contains("links")) {
+    StatusOr<Link> links = LinkFromJson(doc["links"], "links");
+    if (!links.ok()) return fail(links.status());
+    data.links = *links;
+  }
   return data;
 }
 
@@ -173,6 +185,8 @@ std::string ProfileToJson(const ProfileData& data, int indent) {
     }
     doc["iteration_overhead"] = std::move(points);
   }
+  if (!data.environment.empty()) doc["environment"] = EnvironmentToJson(data.environment);
+  if (data.links) doc["links"] = LinkToJson(*data.links);
   return doc.dump(indent);
 }
 

@@ -4,7 +4,8 @@
 //
 // Interpolation: per layer, forward and backward times are interpolated piecewise linearly
 // between the measured batches, exactly as measured: a time may fall with the batch (on CPUs
-// the convolution library picks another kernel at another batch; docs/formats.md). Beyond the
+// the convolution library picks another kernel at another batch), and its time per sample may
+// rise (a CPU's caches spill at a large batch; docs/formats.md). Beyond the
 // measured range the table refuses (OUT_OF_RANGE) unless allow_extrapolation, which extends an
 // end segment linearly where it rises (never below 0) and otherwise, as for a single measured
 // batch, scales the nearest measurement proportionally to the batch.
@@ -21,8 +22,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "planner/cluster.h"
 #include "planner/graph.h"
 #include "planner/profile.h"
+#include "planner/profile_environment.h"
 
 namespace deepool::planner {
 
@@ -62,15 +65,24 @@ struct ProfileData {
   std::vector<LayerProfileData> layers;
   // Optional ("iteration_overhead" in the file); empty: none measured, charged as 0.
   std::vector<OverheadPoint> iteration_overhead;
+  // Optional ("environment"): what the profile was measured on (profile_environment.h).
+  ProfileEnvironment environment;
+  // Optional ("links"): the link between two ranks of the profiling host, fitted to collectives
+  // timed there with the profile (CPU devices: Gloo between processes, which no preset knows).
+  std::optional<Link> links;
   bool operator==(const ProfileData& o) const {
     return device == o.device && model == o.model && layers == o.layers &&
-           iteration_overhead == o.iteration_overhead;
+           iteration_overhead == o.iteration_overhead && environment == o.environment &&
+           links == o.links;
   }
 };
 
+
 inline constexpr int kProfileFormatVersion = 1;
 // {"format": "deepool.profile", "version": 1, "device": ..., "model": ..., "layers": [...],
-//  "iteration_overhead": [{"batch": 8, "ms": 2.5}, ...] (optional)}.
+//  "iteration_overhead": [{"batch": 8, "ms": 2.5}, ...] (optional),
+//  "environment": {"device_model": ..., "torch": ..., ...} (optional),
+//  "links": {"bandwidth_gbps": ..., "latency_us": ..., ...} (optional)}.
 // Errors name the field (e.g. "layers[3].batches[0].forward_ms must be >= 0").
 StatusOr<ProfileData> ParseProfileJson(std::string_view text);
 std::string ProfileToJson(const ProfileData& data, int indent = 2);
@@ -115,6 +127,10 @@ class TableProfile : public Profile {
   // Interpolated between the measured batches as measured (like a layer's times), the
   // nearest measurement's value beyond them; 0 when the data has none.
   double IterationOverheadMs(int64_t batch) const override;
+
+  const ProfileEnvironment* environment() const override {
+    return data_.environment.empty() ? nullptr : &data_.environment;
+  }
 
   const ProfileData& data() const { return data_; }
   // Graph layers timed by the fallback profile because the data lacks them, in graph order.

@@ -221,5 +221,29 @@ TEST_CASE("ResizeCluster keeps the node shape and links") {
   CHECK(ResizeCluster(dgx, 1).total_devices() == 1);
 }
 
+TEST_CASE("the links a profile measured replace a preset's within a node and bound it across") {
+  // As `deepool up`'s cluster: two one-device "nodes" on one host, planned on cpu-1's links.
+  Cluster cluster = *ClusterPreset("cpu-1");
+  cluster.nodes = 2;
+  Link measured{2.6, 1300};
+  measured.collective_bandwidth_gbps = 0.8;
+  measured.collective_latency_us = 1700;
+  const Cluster planned = WithMeasuredLink(cluster, measured);
+  CHECK(planned.intra_node == measured);
+  // Across nodes: the slower figure of the preset's Ethernet (3.125 GB/s, 50 us) and loopback's.
+  CHECK(planned.inter_node.bandwidth_gbps == 2.6);
+  CHECK(planned.inter_node.latency_us == 1300);
+  CHECK(planned.inter_node.ForCollectives().bandwidth_gbps == 0.8);
+  CHECK(planned.inter_node.ForCollectives().latency_us == 1700);
+  // A fast host's link does not make the Ethernet faster.
+  const Cluster fast = WithMeasuredLink(cluster, Link{20, 10});
+  CHECK(fast.inter_node.bandwidth_gbps == 3.125);
+  CHECK(fast.inter_node.latency_us == 50);
+  REQUIRE(planned.Validate().ok());
+  auto parsed = LinkFromJson(LinkToJson(measured), "links");
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == measured);
+}
+
 }  // namespace
 }  // namespace deepool::planner

@@ -96,6 +96,25 @@ TEST_CASE("plan JSON round trip keeps every field", "[plan]") {
   CHECK(parsed->data_parallel.iteration_ms == 20.0);
   CHECK(parsed->data_parallel.devices_used == 4);
   CHECK(PlanToJson(*parsed) == text);
+  // No profile environment (an analytical profile): none written.
+  CHECK_FALSE(doc.contains("profile_environment"));
+}
+
+TEST_CASE("a plan names what its measured profile was measured on", "[plan]") {
+  Plan plan = TwoLayerPlan();
+  plan.profile_environment.device_model = "Intel(R) Xeon(R) CPU @ 2.20GHz";
+  plan.profile_environment.threads = 1;
+  plan.profile_environment.torch = "2.12.1";
+  plan.profile_environment.deepool = "e955cab1f2a3";
+  const std::string text = PlanToJson(plan);
+  CHECK(nlohmann::json::parse(text)["profile_environment"]["threads"] == 1);
+  auto parsed = ParsePlanJson(text);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->profile_environment == plan.profile_environment);
+  auto bad = nlohmann::json::parse(text);
+  bad["profile_environment"]["torch"] = 2;
+  CHECK_THAT(ParsePlanJson(bad.dump()).status().message(),
+             Catch::Contains("profile_environment.torch"));
 }
 
 TEST_CASE("plan parsing names the offending field", "[plan]") {

@@ -1,5 +1,6 @@
 #include "planner/profile_table.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -77,6 +78,60 @@ TEST_CASE("profile JSON round trips") {
   CHECK(doc["format"] == "deepool.profile");
   CHECK(doc["version"] == 1);
   CHECK(doc["layers"][0]["batches"][1]["batch"] == 4);
+}
+
+TEST_CASE("what a profile was measured on round trips, and old profiles without it still read") {
+  ProfileData data = TinyData();
+  data.environment.device_model = "NVIDIA H200";
+  data.environment.driver = "550.54.15";
+  data.environment.torch = "2.12.1";
+  data.environment.cuda = "12.8";
+  data.environment.nccl = "2.27.3";
+  data.environment.deepool = "e955cab1f2a3";
+  auto parsed = ParseProfileJson(ProfileToJson(data));
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == data);
+  CHECK(EnvironmentSummary(parsed->environment) ==
+        "NVIDIA H200, driver 550.54.15, torch 2.12.1, CUDA 12.8, NCCL 2.27.3, deepool "
+        "e955cab1f2a3");
+  ProfileEnvironment cpu;
+  cpu.device_model = "Intel(R) Xeon(R) CPU @ 2.20GHz";
+  cpu.threads = 1;
+  cpu.torch = "2.12.1";
+  CHECK(EnvironmentSummary(cpu) == "Intel(R) Xeon(R) CPU @ 2.20GHz, 1 thread, torch 2.12.1");
+  // A table passes it on; a profile without one (as every profile before it) has none.
+  const Graph graph = TinyGraph();
+  CHECK(MakeTable(data, graph)->environment()->torch == "2.12.1");
+  json old = json::parse(ProfileToJson(TinyData()));
+  CHECK_FALSE(old.contains("environment"));
+  auto old_parsed = ParseProfileJson(old.dump());
+  REQUIRE(old_parsed.ok());
+  CHECK(old_parsed->environment.empty());
+  CHECK(MakeTable(*old_parsed, graph)->environment() == nullptr);
+  // Its fields are checked like the rest of the document.
+  json bad = json::parse(ProfileToJson(data));
+  bad["environment"]["gpu"] = "h200";
+  CHECK_THAT(ParseProfileJson(bad.dump()).status().message(),
+             Catch::Contains("unknown field environment.gpu"));
+  bad = json::parse(ProfileToJson(data));
+  bad["environment"]["threads"] = "one";
+  CHECK_THAT(ParseProfileJson(bad.dump()).status().message(),
+             Catch::Contains("environment.threads"));
+}
+
+TEST_CASE("the links a CPU profile measured round trip, and are checked as a cluster's") {
+  ProfileData data = TinyData();
+  Link link{2.5, 900};
+  link.collective_bandwidth_gbps = 0.8;
+  link.collective_latency_us = 1700;
+  data.links = link;
+  auto parsed = ParseProfileJson(ProfileToJson(data));
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == data);
+  json bad = json::parse(ProfileToJson(data));
+  bad["links"]["latency_us"] = -1;
+  CHECK_THAT(ParseProfileJson(bad.dump()).status().message(), Catch::Contains("links.latency_us"));
+  CHECK_FALSE(ParseProfileJson(ProfileToJson(TinyData()))->links.has_value());
 }
 
 TEST_CASE("profile JSON writer sorts each layer's batches") {
