@@ -2,6 +2,7 @@
 #include "planner/cost_model.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace deepool::planner {
@@ -414,6 +415,31 @@ StatusOr<double> CostModel::SingleDeviceMs() const {
   return total;
 }
 
+StatusOr<double> CostModel::LeastDeviceMs(int devices) const {
+  const int most = static_cast<int>(std::min<int64_t>(std::max(devices, 1), global_batch_));
+  if (auto it = least_device_ms_.find(most); it != least_device_ms_.end()) return it->second;
+  // Each distinct share once, through the smallest count that gives it (at most 2 sqrt(B)).
+  std::vector<int> counts;
+  for (int64_t count = 1; count <= most;) {
+    counts.push_back(static_cast<int>(count));
+    const int64_t share = LargestShare(global_batch_, static_cast<int>(count));
+    count = share > 1 ? (global_batch_ + share - 2) / (share - 1) : global_batch_ + 1;
+  }
+  double total = 0;
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    double least = std::numeric_limits<double>::infinity();
+    for (int count : counts) {
+      ASSIGN_OR_RETURN(const LayerTime time, Compute(id, count));
+      least = std::min(least, static_cast<double>(global_batch_) /
+                                  static_cast<double>(LargestShare(global_batch_, count)) *
+                                  time.total_ms());
+    }
+    total += least;
+  }
+  least_device_ms_[most] = total;
+  return total;
+}
+
 StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devices) const {
   return Evaluate(PrefixRanges(counts), num_devices);
 }
@@ -425,8 +451,11 @@ StatusOr<Plan> CostModel::Evaluate(const std::vector<DeviceRange>& ranges, int n
   plan.global_batch = global_batch_;
   plan.num_devices = num_devices;
   plan.profile_source = profile_.source();
+  if (const ProfileEnvironment* environment = profile_.environment()) {
+    plan.profile_environment = *environment;
+  }
   ASSIGN_OR_RETURN(plan.single_device_ms, SingleDeviceMs());
-  ASSIGN_OR_RETURN(plan.totals, Sum(ranges, &plan.layers));
+  ASSIGN_OR_RETURN(plan.totals, Sum(ranges, num_devices, &plan.layers));
   return plan;
 }
 
@@ -437,12 +466,12 @@ StatusOr<PlanTotals> CostModel::Totals(const std::vector<int>& counts, int num_d
 StatusOr<PlanTotals> CostModel::Totals(const std::vector<DeviceRange>& ranges,
                                        int num_devices) const {
   RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
-  return Sum(ranges, nullptr);
+  return Sum(ranges, num_devices, nullptr);
 }
 
-StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges,
+StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                                     std::vector<LayerPlacement>* layers) const {
-  ASSIGN_OR_RETURN(const double single_device_ms, SingleDeviceMs());
+  ASSIGN_OR_RETURN(const double least_device_ms, LeastDeviceMs(num_devices));
   ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(ranges));
   const GradientSyncTimeline sync = ScheduleSync(ranges, costs);
   const std::vector<double> exposed = ExposedSyncByLayer(sync, graph_.num_layers());
@@ -462,7 +491,7 @@ StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges,
   // Serial: the layers' sum (the same time, summed as the per-layer figures show it).
   totals.iteration_ms = FromRankZero(ranges) ? layers_ms : sync.backward_end_ms + sync.exposed_ms;
   totals.gpu_seconds = gpu_ms / 1000.0;
-  totals.amplification = single_device_ms > 0 ? gpu_ms / single_device_ms : 0;
+  totals.amplification = least_device_ms > 0 ? gpu_ms / least_device_ms : 0;
   return totals;
 }
 

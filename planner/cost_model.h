@@ -194,6 +194,15 @@ class CostModel {
 
   // The single-device iteration time: every layer on one device with the whole batch.
   StatusOr<double> SingleDeviceMs() const;
+  // Amplification's denominator for plans on up to `devices` devices: the least device time one
+  // device needs for the whole batch in at most that many pieces, per layer the least of
+  // g x its time at ceil(B / g) samples over 1 <= g <= min(devices, B) (one device can run a
+  // layer's batch in g pieces). A plan holds g devices for a layer's time at that share, so no
+  // plan spends less (amplification >= 1, whatever the profile). It is SingleDeviceMs() where no
+  // layer's time per sample rises with the batch (GPUs, the analytical model); where it does (a
+  // CPU's caches spilling at a large batch) it is less, and one device with the whole batch then
+  // has an amplification above 1.
+  StatusOr<double> LeastDeviceMs(int devices) const;
 
   // A plan with predictions for the given counts (one per layer, 1 <= count <= min(G, B)).
   // Fills model, batch, devices, profile source, single_device_ms, layers and totals; the
@@ -210,7 +219,7 @@ class CostModel {
   template <typename RangeOf>
   StatusOr<LayerCost> CostWith(int layer_id, RangeOf range_of) const;
   // The ranges must have passed CheckRanges.
-  StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges,
+  StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                            std::vector<LayerPlacement>* layers) const;
   // INVALID_ARGUMENT unless there is one range per layer, each within the devices and batch.
   Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
@@ -246,6 +255,7 @@ class CostModel {
   mutable std::unordered_map<int, size_t> slot_of_count_;
   mutable std::vector<std::optional<LayerTime>> times_;  // [slot x num_layers + layer]
   mutable std::optional<double> single_device_ms_;
+  mutable std::map<int, double> least_device_ms_;  // by device count
 };
 
 }  // namespace deepool::planner

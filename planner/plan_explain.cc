@@ -65,7 +65,8 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
   RETURN_IF_ERROR(CheckPlanMatchesGraph(plan, graph));
   // The model the search planned with.
   CostModel model(graph, profile, cluster, plan.global_batch, PlanCostModelOptions(options));
-  ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
+  // Amplification's denominator, as the plan's totals have it.
+  ASSIGN_OR_RETURN(const double least_device_ms, model.LeastDeviceMs(plan.num_devices));
   // The plan's layers are in the graph's order (CheckPlanMatchesGraph).
   const std::vector<DeviceRange> ranges = RangesOf(plan);
   ASSIGN_OR_RETURN(const PlanTotals base, model.Totals(ranges, plan.num_devices));
@@ -103,7 +104,7 @@ StatusOr<PlanExplanation> ExplainPlan(const Graph& graph, const Profile& profile
       alt.devices = devices;
       alt.delta_iteration_ms = totals.iteration_ms - base.iteration_ms;
       alt.delta_gpu_ms = (totals.gpu_seconds - base.gpu_seconds) * 1000.0;
-      alt.amplification = totals.gpu_seconds * 1000.0 / single_device_ms;
+      alt.amplification = totals.gpu_seconds * 1000.0 / least_device_ms;
       alt.within_limit = limit <= 0 || alt.amplification <= limit;
       for (size_t i = begin; i < end && !options.sync_batch_norm; ++i) {
         const int id = static_cast<int>(i);

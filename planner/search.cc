@@ -461,6 +461,7 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
                                                  const std::vector<int>& most_per_layer,
                                                  const std::vector<int>& data_parallel_counts,
                                                  double single_device_ms,
+                                                 bool single_device_fits,
                                                  SeriesParallelProblem problem) {
   const CostModel& model = full.model();
   const bool data_parallel_trains = WithinMostDevices(data_parallel_counts, most_per_layer);
@@ -470,9 +471,11 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
         SetNodeCosts(graph, model, candidates, most_per_layer, nodes, sync_weight, &problem));
     ASSIGN_OR_RETURN(const CostPoint data_parallel,
                      AdditiveCost(graph, model, data_parallel_counts, sync_weight));
-    problem.incumbent_time_ms = single_device_ms;
+    // One device bounds the search only where it fits the limit: with a profile whose time per
+    // sample rises with the batch it may not (CostModel::LeastDeviceMs).
+    problem.incumbent_time_ms = single_device_fits ? single_device_ms : kInfinity;
     if (data_parallel_trains && data_parallel.gpu_ms <= problem.budget_gpu_ms) {
-      problem.incumbent_time_ms = std::min(single_device_ms, data_parallel.time_ms);
+      problem.incumbent_time_ms = std::min(problem.incumbent_time_ms, data_parallel.time_ms);
     }
     ASSIGN_OR_RETURN(std::optional<Candidate> found,
                      SolveWithinLimit(graph, full, problem, nodes, candidates));
@@ -498,6 +501,8 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
+  // Amplification's denominator: the least device time one device needs for the batch.
+  ASSIGN_OR_RETURN(const double least_device_ms, model.LeastDeviceMs(options.devices));
   ASSIGN_OR_RETURN(const PlanTotals baseline,
                    DataParallelBaseline(graph, profile, cluster, options));
 
@@ -510,20 +515,23 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
   SeriesParallelProblem problem;
   AddEdges(graph, model, candidates, nodes, &problem);
   const bool limited = options.amplification_limit > 0;
-  const double budget_gpu_ms = limited ? options.amplification_limit * single_device_ms : kInfinity;
+  const double budget_gpu_ms = limited ? options.amplification_limit * least_device_ms : kInfinity;
   problem.budget_gpu_ms = budget_gpu_ms;
-  problem.tolerance_gpu_ms = options.pareto_tolerance * single_device_ms;
+  problem.tolerance_gpu_ms = options.pareto_tolerance * least_device_ms;
 
   // Known feasible plans: every layer on one device (within any limit >= 1) and data
   // parallelism as deepool runs it (batch norm as the options say) when it fits the limit and
   // every layer can train on all its devices.
   const std::vector<int> most_per_layer = MostDevicesPerLayer(graph, options);
   FullModel full(model, options.devices);
-  Candidate best{AllOn(graph, 1), {}};
-  ASSIGN_OR_RETURN(best.totals, full.Totals(best.counts));
+  Candidate one_device{AllOn(graph, 1), {}};
+  ASSIGN_OR_RETURN(one_device.totals, full.Totals(one_device.counts));
   Candidate data_parallel{AllOn(graph, most), {}};
   ASSIGN_OR_RETURN(data_parallel.totals, full.Totals(data_parallel.counts));
-  std::vector<Candidate> starts = {best};
+  // One device is within any limit unless its batch runs slower per sample than smaller ones.
+  const bool single_device_fits = WithinBudget(one_device.totals, budget_gpu_ms);
+  std::vector<Candidate> starts;
+  if (single_device_fits) starts.push_back(one_device);
   if (WithinBudget(data_parallel.totals, budget_gpu_ms) &&
       WithinMostDevices(data_parallel.counts, most_per_layer)) {
     starts.push_back(data_parallel);
@@ -531,8 +539,18 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
 
   ASSIGN_OR_RETURN(std::vector<Candidate> answers,
                    AdditiveAnswers(graph, full, nodes, candidates, most_per_layer,
-                                   data_parallel.counts, single_device_ms, std::move(problem)));
+                                   data_parallel.counts, single_device_ms, single_device_fits,
+                                   std::move(problem)));
   for (Candidate& answer : answers) starts.push_back(std::move(answer));
+  if (starts.empty()) {
+    return FailedPreconditionError(
+        "no plan found within the amplification limit " +
+        std::to_string(options.amplification_limit) + ": one device with the whole batch spends " +
+        std::to_string(one_device.totals.amplification) +
+        " times the least device time (its layers run faster per sample at smaller batches); "
+        "raise the limit");
+  }
+  Candidate best = starts.front();
   // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
   for (Candidate& start : starts) {
