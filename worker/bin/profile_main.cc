@@ -2,14 +2,16 @@
 //   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
 //                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
 //                   [--no-iteration-overhead] [--optimizer sgd|adam] [--momentum M]
-//                   [--weight-decay W]
+//                   [--weight-decay W] [--no-links]
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
 
+#include "common/build_info.h"
 #include "common/logging.h"
+#include "common/subprocess.h"
 #include "worker/runtime/profiling/profiler.h"
 
 int main(int argc, char** argv) {
@@ -43,6 +45,10 @@ int main(int argc, char** argv) {
                  "each layer as issued, its host launch latency included")
       ->check(CLI::IsMember({"device", "with-launch"}))
       ->capture_default_str();
+  bool no_links = false;
+  app.add_flag("--no-links", no_links,
+               "CPU devices: do not time collectives between two ranks of this host "
+               "(deepool-calibrate; plans then use the cluster preset's links)");
   bool no_overhead = false;
   app.add_flag("--no-iteration-overhead", no_overhead,
                "Do not measure the iteration's work outside the layers (a one-rank "
@@ -63,6 +69,8 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   options.model_options.aux_logits = !no_aux_logits;
+  options.deepool_commit = deepool::BuildCommit();
+  if (!no_links) options.link_tool = deepool::SiblingExecutable("deepool-calibrate");
   options.iteration_overhead = !no_overhead;
   options.overhead_optimizer.name = optimizer;
   options.overhead_optimizer.momentum = momentum.value_or(optimizer == "sgd" ? 0.9 : 0.0);

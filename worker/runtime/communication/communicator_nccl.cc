@@ -59,6 +59,15 @@ Status CheckLoadedNccl() {
   return Status::Ok();
 }
 
+std::string LoadedNcclVersion() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "";
+  // NCCL_VERSION(X, Y, Z) is X * 10000 + Y * 100 + Z since 2.9 (X * 1000 + Y * 100 + Z before).
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int rest = code >= 10000 ? code % 10000 : code % 1000;
+  return std::to_string(major) + "." + std::to_string(rest / 100) + "." + std::to_string(rest % 100);
+}
+
 StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
     const CommOptions& options, const std::function<void(int port)>& on_store_ready) {
   RETURN_IF_ERROR(CheckLoadedNccl());
@@ -91,6 +100,8 @@ StatusOr<std::unique_ptr<Communicator>> ConnectNccl(
 bool NcclAvailable() { return false; }
 
 Status CheckLoadedNccl() { return UnimplementedError("this build of deepool has no CUDA"); }
+
+std::string LoadedNcclVersion() { return ""; }
 
 StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const CommOptions&,
                                                     const std::function<void(int port)>&) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "worker/runtime/communication/communicator_gloo.h"
 
@@ -18,6 +19,9 @@ bool NcclAvailable();
 // libnccl earlier on the library path would otherwise be used silently); FAILED_PRECONDITION
 // naming both versions otherwise. Needs no GPU. ConnectNccl checks it first.
 Status CheckLoadedNccl();
+
+// The loaded NCCL library's version ("2.27.3"); "" when this build has no CUDA or the call fails.
+std::string LoadedNcclVersion();
 
 // Same rendezvous as ConnectGloo; groups are ProcessGroupNCCL over the rank's current CUDA
 // device (the caller selects it first).

@@ -1,10 +1,13 @@
 // CUDA device context (device.h). The other CUDA code of the runtime: communicator_nccl.cc,
 // profiler_cuda.cc and device_streams_cuda.cc (streams, events and graphs for device sharing).
 #include "worker/runtime/devices/device.h"
+#include "worker/runtime/devices/device_description.h"
 
 #if DEEPOOL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace deepool::worker::internal {
@@ -39,12 +42,25 @@ StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index) {
   return std::unique_ptr<DeviceContext>(new CudaContext(index));
 }
 
+CudaDescription DescribeCudaDevice(int index) {
+  CudaDescription out;
+  if (index < 0 || index >= static_cast<int>(c10::cuda::device_count())) return out;
+  out.device_name = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))->name;
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess && runtime > 0) {
+    out.runtime_version = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+  }
+  return out;
+}
+
 #else
 
 StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index) {
   return UnimplementedError("cuda:" + std::to_string(index) +
                             " requested but this build of deepool has no CUDA support");
 }
+
+CudaDescription DescribeCudaDevice(int) { return {}; }
 
 #endif
 

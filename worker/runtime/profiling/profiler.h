@@ -123,10 +123,17 @@ struct ProfileToolOptions {
   bool iteration_overhead = true;
   OptimizerSpec overhead_optimizer = OverheadOptions().optimizer;
   std::string output_path;
+  // The profile's environment.deepool: the commit of the program that measures (its main passes
+  // BuildCommit(); the runtime library itself does not link the build's commit).
+  std::string deepool_commit;
+  // CPU devices: deepool-calibrate's path, run with two ranks on this host to fit the profile's
+  // "links" (its collectives cost what no preset knows: Gloo between processes sharing the
+  // host's cores); empty: none measured. Its failure is a warning, not the profile's.
+  std::string link_tool;
 };
 
-// Writes progress ("[i/n] layer") to `progress`. INVALID_ARGUMENT / NOT_FOUND for bad options,
-// models or files.
+// Writes progress ("[i/n] layer") to `progress`, and what the profile was measured on
+// (device_description.h) into it. INVALID_ARGUMENT / NOT_FOUND for bad options, models or files.
 Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress);
 
 // The median of `values` (the mean of the two middle ones for an even count); 0 when empty.
