@@ -114,7 +114,11 @@ void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
   out << "model " << plan.model << ", global batch " << plan.global_batch << ", "
       << plan.num_devices << " devices, amplification limit "
       << (plan.amplification_limit > 0 ? Fixed(plan.amplification_limit, 2) : "none")
-      << "\nprofile: " << plan.profile_source << "\n";
+      << "\nprofile: " << plan.profile_source;
+  if (!plan.profile_environment.empty()) {
+    out << " (measured on " << planner::EnvironmentSummary(plan.profile_environment) << ")";
+  }
+  out << "\n";
   if (!fallback_layers.empty()) {
     out << fallback_layers.size() << " of " << graph.num_layers()
         << " layers are not in the profile file and are timed by the fallback device:";
@@ -244,6 +248,10 @@ int RunPlan(const PlanFlags& flags) {
       LoadPlanCluster(flags, profile_device.empty() ? device : profile_device);
   if (!cluster.ok()) return Fail(cluster.status(), kExitInvalidInput);
   WarnOnProfileClusterMismatch(profile_device, *cluster, std::cerr);
+  // Without --cluster, the links the profile measured (as the coordinator plans).
+  if (flags.cluster.empty() && table && table->data().links) {
+    *cluster = planner::WithMeasuredLink(*cluster, *table->data().links);
+  }
 
   planner::PlanOptions options;
   options.global_batch = flags.global_batch;

@@ -176,14 +176,17 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
       preset.ok()) {
     analytical = planner::MakeAnalyticalProfile(*preset);
   }
-  std::unique_ptr<planner::Profile> measured;
+  std::unique_ptr<planner::TableProfile> measured;
   const planner::Profile* profile = analytical.get();
+  planner::Cluster cluster = ClusterFor(shape);
   if (!profile_json.empty()) {
     planner::ProfileOptions options;
     options.allow_extrapolation = true;
     options.fallback = analytical.get();
-    ASSIGN_OR_RETURN(measured, planner::ParseProfile(profile_json, graph, options));
+    ASSIGN_OR_RETURN(measured, planner::ParseProfileTable(profile_json, graph, options));
     profile = measured.get();
+    // Collectives as the profiling host timed them, not a preset's guess (CPU profiles).
+    if (measured->data().links) cluster = planner::WithMeasuredLink(cluster, *measured->data().links);
   }
   if (profile == nullptr) {
     return FailedPreconditionError("no profile for device type " + shape.device_type +
@@ -197,7 +200,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.concurrent_branches = spec.concurrent_branches;
   options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   ASSIGN_OR_RETURN(planner::Plan plan,
-                   planner::PlanBurstParallel(graph, *profile, ClusterFor(shape), options));
+                   planner::PlanBurstParallel(graph, *profile, cluster, options));
   return ToPlannedJob(graph, plan);
 }
 

@@ -13,6 +13,7 @@
 #include "cli/services/format.h"
 #include "common/json_fields.h"
 #include "common/limits.h"
+#include "planner/profile_environment.h"
 
 namespace deepool::cli {
 
@@ -306,6 +307,13 @@ std::string PlanSummary(const std::string& plan_json) {
   if (plan.contains("profile_source") && plan["profile_source"].is_string() &&
       !plan["profile_source"].get<std::string>().empty()) {
     out << ", profile " << plan["profile_source"].get<std::string>();
+  }
+  if (plan.contains("profile_environment")) {
+    StatusOr<planner::ProfileEnvironment> environment =
+        planner::EnvironmentFromJson(plan["profile_environment"], "profile_environment");
+    if (environment.ok() && !environment->empty()) {
+      out << "\n  profile measured on " << planner::EnvironmentSummary(*environment);
+    }
   }
   out << "\n";
   char line[256];

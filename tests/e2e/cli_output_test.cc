@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/services/client.h"
@@ -380,5 +381,13 @@ TEST_CASE("plan summaries count layers per device count", "[cli]") {
         std::string::npos);
   CHECK(summary.find("amplification 1.60 (limit 2.00)") != std::string::npos);
   CHECK(summary.find("1 on 1, 2 on 8") != std::string::npos);
+  CHECK(summary.find("measured on") == std::string::npos);  // an analytical profile
   CHECK(PlanSummary("{").find("not valid JSON") != std::string::npos);
+  // A measured profile's plan names what measured it.
+  auto measured = nlohmann::json::parse(plan);
+  measured["profile_environment"] = {{"device_model", "AMD EPYC"}, {"threads", 1},
+                                     {"torch", "2.12.1"}, {"deepool", "6a012d1c1b2e"}};
+  CHECK(PlanSummary(measured.dump()).find(
+            "\n  profile measured on AMD EPYC, 1 thread, torch 2.12.1, deepool 6a012d1c1b2e\n") !=
+        std::string::npos);
 }

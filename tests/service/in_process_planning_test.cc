@@ -244,6 +244,45 @@ TEST_CASE("a node of H200s plans on its own preset and links", "[scheduler][plan
   CHECK(planned->iteration_ms != Approx(plan_on("dgx-a100")).epsilon(1e-3));
 }
 
+TEST_CASE("a CPU profile's measured links are what its job is planned on", "[scheduler][planner]") {
+  InProcessPlanningBackend backend;
+  JobSpec cnn = SmallCnn(10);
+  cnn.gpus = 2;
+  cnn.global_batch = 1024;
+  const ClusterShape two_workers{"cpu", 2, 1, 2};  // `deepool up` on a 2-core machine
+  StatusOr<PlannedJob> preset = backend.PlanForeground(cnn, two_workers, kEmptyProfile);
+  REQUIRE(preset.ok());
+  // The same profile with the links a loaded 2-core host measured: all-reduces of 1.7 ms.
+  const std::string measured_links =
+      std::string(kEmptyProfile).substr(0, std::string(kEmptyProfile).size() - 1) +
+      R"(,"links":{"bandwidth_gbps":2.6,"latency_us":1300,"collective_bandwidth_gbps":0.8,)"
+      R"("collective_latency_us":1700}})";
+  StatusOr<PlannedJob> measured = backend.PlanForeground(cnn, two_workers, measured_links);
+  INFO(measured.status().ToString());
+  REQUIRE(measured.ok());
+  // What the planner gives on the cluster with those links.
+  StatusOr<planner::Graph> graph = planner::ParseGraphJson(measured->graph_json);
+  REQUIRE(graph.ok());
+  auto profile = planner::MakeAnalyticalProfile(*planner::DevicePreset("cpu"));
+  planner::Cluster cluster = *planner::ClusterPreset("cpu-1");
+  cluster.name = "coordinator:cpu";
+  cluster.nodes = 2;
+  planner::Link link{2.6, 1300};
+  link.collective_bandwidth_gbps = 0.8;
+  link.collective_latency_us = 1700;
+  planner::PlanOptions options;
+  options.global_batch = cnn.global_batch;
+  options.devices = 2;
+  options.amplification_limit = cnn.amplification_limit;
+  StatusOr<planner::Plan> plan = planner::PlanBurstParallel(
+      *graph, *profile, planner::WithMeasuredLink(cluster, link), options);
+  REQUIRE(plan.ok());
+  CHECK(measured->iteration_ms == Approx(plan->totals.iteration_ms).epsilon(1e-9));
+  // On the preset's 30 us links both devices pay; measured, the collectives cost more.
+  CHECK(planner::ParsePlanJson(preset->plan_json)->totals.devices_used == 2);
+  CHECK(measured->iteration_ms > preset->iteration_ms);
+}
+
 TEST_CASE("a job's concurrent branches reach the planner, and its plan runs towers side by side",
           "[scheduler][planner]") {
   InProcessPlanningBackend backend;
