@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "common/build_info.h"
 #include "planner/zoo/zoo.h"
+#include "worker/runtime/device_description.h"
 #include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 
@@ -227,6 +229,10 @@ int main(int argc, char** argv) {
     median[c] = results[results.size() / 2];
   }
   std::string table = Table(median, o);
+  // What ran, in the result file too (after the runs: it starts CUDA in this process).
+  table += "\nmeasured on " +
+           dp::EnvironmentSummary(dw::DescribeDevice(c10::Device(o.device), deepool::BuildCommit())) +
+           "\n";
   std::printf(
       "FG %s batch %lld, BG %s batch %lld, image %lld, %d iterations (%d warm-up), "
       "%d rounds, device %s\n\n%s",

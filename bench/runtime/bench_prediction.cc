@@ -249,9 +249,10 @@ struct AlternativeCluster {
   dp::Cluster cluster;
 };
 
+// `environment` receives what measured the model's profile (the last model's, in the end).
 void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
               const std::vector<AlternativeCluster>& alternatives, const Options& options,
-              std::vector<Row>* rows) {
+              std::vector<Row>* rows, dp::ProfileEnvironment* environment) {
   dp::zoo::ModelOptions model_options;
   model_options.num_classes = 10;
   model_options.image_size = c.image_size;
@@ -263,7 +264,7 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
   std::vector<std::string> args{
       "--model", c.model,         "--device", "cpu",           "--threads",
       "1",       "--num-classes", "10",       "--batch-sizes", Shares(c.batch, ranks),
-      "-o",      profile_path};
+      "-o",      profile_path, "--no-links"};  // the links are calibrated above
   if (c.image_size > 0) {
     args.insert(args.end(), {"--image-size", std::to_string(c.image_size)});
   }
@@ -274,6 +275,7 @@ void RunModel(const ModelCase& c, int ranks, const dp::Cluster& calibrated,
   if (!profile.ok()) Die(profile.status().ToString());
   auto data = dp::ParseProfileJson(text);
   if (!data.ok()) Die(data.status().ToString());
+  *environment = data->environment;
   data->iteration_overhead.clear();
   auto bare = dp::TableProfile::Create(*data, *graph, {}, "no overhead");
   if (!bare.ok()) Die(bare.status().ToString());
@@ -437,6 +439,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Row> rows;
   std::vector<std::string> alternative_labels;
+  dp::ProfileEnvironment environment;
   for (int ranks : options.ranks) {
     const std::string cluster_path = options.dir + "/cluster-" + std::to_string(ranks) + ".json";
     RunTool("deepool-calibrate",
@@ -465,11 +468,13 @@ int main(int argc, char** argv) {
     }
     for (const std::string& model : options.models) {
       for (const ModelCase& c : CasesFor(model)) {
-        RunModel(c, ranks, *cluster, alternatives, options, &rows);
+        RunModel(c, ranks, *cluster, alternatives, options, &rows, &environment);
       }
     }
   }
   Report(rows, alternative_labels);
+  // What ran, so a result can be traced to its machine and code (docs/benchmarks.md).
+  std::printf("measured on %s\n", dp::EnvironmentSummary(environment).c_str());
   if (keep.empty()) fs::remove_all(options.dir);
   return 0;
 }
