@@ -1,0 +1,72 @@
+// `deepool up` as a newcomer runs it: its summary sets the FG job's measured iteration beside
+// the plan's prediction, and they must agree within a factor 2 (issue 46: the demo once predicted
+// 2 ms against 29 ms measured, with an amplification of 0.05). Runs alone (RUN_SERIAL): the
+// profile and the run must see the same machine, which other tests' processes would change
+// between the two; a steadily loaded machine (scripts/test-under-load.sh) slows both alike.
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <utility>
+
+namespace {
+
+struct CommandOutput {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandOutput RunShell(const std::string& command) {
+  CommandOutput result;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// Runs `deepool up` once; the measured / predicted ratio and the plan's amplification it printed.
+std::pair<double, double> RunDemo() {
+  std::string dir = (std::filesystem::temp_directory_path() / "deepool-demo-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const CommandOutput up =
+      RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool up --data-dir " + dir + " 2>&1");
+  INFO(up.out);
+  REQUIRE(up.exit_code == 0);
+  std::smatch match;
+  // "  predicted iteration 14ms (data parallel 14ms, one device 24ms); amplification 1.00 (...)"
+  REQUIRE(std::regex_search(up.out, match, std::regex("amplification ([0-9.]+) \\(")));
+  const double amplification = std::stod(match[1]);
+  // "  measured iteration 17ms (mean of 80 iterations), 1.21x the prediction"
+  REQUIRE(std::regex_search(
+      up.out, match,
+      std::regex("measured iteration [^\\n]*\\(mean of [0-9]+ iterations\\), ([0-9.]+)x the "
+                 "prediction")));
+  std::filesystem::remove_all(dir);
+  return {std::stod(match[1]), amplification};
+}
+
+}  // namespace
+
+TEST_CASE("deepool up's plan predicts its FG job's iteration within a factor 2", "[e2e][demo]") {
+  // A second run only when the first is off: on a shared 2-core machine a burst of other work
+  // during the run (not the profile) once made one run in eleven 3.4x slow, and the next was
+  // within 1.1x. A wrong model (the 14x of issue 46) is off every time.
+  bool within = false;
+  for (int attempt = 0; attempt < 2 && !within; ++attempt) {
+    const auto [ratio, amplification] = RunDemo();
+    std::cout << "demo: measured / predicted iteration " << ratio << ", amplification "
+              << amplification << "\n";
+    CHECK(amplification >= 1.0);
+    within = ratio >= 0.5 && ratio <= 2.0;
+  }
+  CHECK(within);
+}
