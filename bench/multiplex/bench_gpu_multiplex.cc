@@ -30,7 +30,7 @@
 
 #include "common/build_info.h"
 #include "planner/zoo/zoo.h"
-#include "worker/runtime/device_description.h"
+#include "worker/runtime/devices/device_description.h"
 #include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
 
