@@ -57,11 +57,12 @@ std::pair<double, double> RunDemo() {
 }  // namespace
 
 TEST_CASE("deepool up's plan predicts its FG job's iteration within a factor 2", "[e2e][demo]") {
-  // A second run only when the first is off: on a shared 2-core machine a burst of other work
-  // during the run (not the profile) once made one run in eleven 3.4x slow, and the next was
-  // within 1.1x. A wrong model (the 14x of issue 46) is off every time.
+  // Another run only when one is off: on a shared 2-core machine the profile and the run see
+  // different bursts of other work. With two spinning processes and a build beside it, single
+  // runs gave 0.76-2.09x (docs/benchmarks.md, "The demo's prediction"), one in four above 2x;
+  // a wrong model (the 14x of issue 46) is off every time.
   bool within = false;
-  for (int attempt = 0; attempt < 2 && !within; ++attempt) {
+  for (int attempt = 0; attempt < 3 && !within; ++attempt) {
     const auto [ratio, amplification] = RunDemo();
     std::cout << "demo: measured / predicted iteration " << ratio << ", amplification "
               << amplification << "\n";
