@@ -1,30 +1,34 @@
-// The JSON job spec (docs/formats.md, "Job specs") read into the API's JobSpec message: field
-// names and types are checked and unknown fields refused, but nothing is defaulted or validated
-// here. Absent fields stay unset, so the coordinator's JobSpecFromProto (convert.h) applies the
-// one set of defaults and the one validation whether a spec came as JSON or as a message.
-// `deepool submit` converts with it and sends the message; the coordinator uses it for
-// SubmitJob's spec_json and for the specs in stored job records.
+// The JSON form of a job spec (docs/formats.md, "Job specs").
+//
+// Reading goes through the API message: JobSpecProtoFromJson checks field names and types and
+// refuses unknown fields, but defaults and validates nothing (absent fields stay unset), so
+// JobSpecFromProto (job_spec_proto.h) applies the one set of defaults and the one validation
+// whether a spec came as JSON or as a message. `deepool submit` converts with it and sends the
+// message; the coordinator reads SubmitJob's spec_json and the specs in stored job records with
+// JobSpecFromJson, which is the two steps together.
 // Threading: pure functions.
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <string>
 #include <string_view>
 
 #include "common/status.h"
 #include "deepool/v1/job.pb.h"
+#include "jobspec/job_spec.h"
 
-namespace deepool::coordinator {
+namespace deepool::jobspec {
 
+// JSON -> message, nothing defaulted. Errors name the field ("unknown field gpu", "field
+// iterations must be an integer", "name: is not valid UTF-8").
 StatusOr<v1::JobSpec> JobSpecProtoFromJson(const nlohmann::json& doc);
 // Parses the text first (common/json_fields.h ParseJson): "job spec: not valid JSON at line L,
 // column C: ..." when it is not, "job spec: duplicate key ..." when a key repeats in an object.
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text);
 
-// Every string field of `message` (nested messages and repeated fields too) must be UTF-8, as
-// proto3 requires of them: a client that sends other bytes gets INVALID_ARGUMENT naming the field
-// ("optimizer.name: is not valid UTF-8"), not a message that peers fail to parse or display.
-// `path` goes before field names ("" at the top). Bytes fields are not checked.
-Status CheckStringsAreUtf8(const google::protobuf::Message& message, const std::string& path);
+// JSON -> spec, defaulted and validated: JobSpecProtoFromJson, then JobSpecFromProto.
+StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& doc);
+StatusOr<JobSpec> ParseJobSpecJson(std::string_view text);
+// Spec -> JSON (optional fields only when set); JobSpecFromJson reads it back as the same spec.
+nlohmann::json JobSpecToJson(const JobSpec& spec);
 
-}  // namespace deepool::coordinator
+}  // namespace deepool::jobspec

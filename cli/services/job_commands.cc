@@ -17,7 +17,7 @@
 #include "cli/services/why.h"
 #include "common/json_fields.h"
 #include "common/status.h"
-#include "coordinator/job_spec_json.h"
+#include "jobspec/job_spec_json.h"
 #include "planner/gradient_sync.h"
 
 namespace deepool::cli {
@@ -118,7 +118,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
 
 StatusOr<v1::JobSpec> BuildSpecMessage(const SubmitFlags& f) {
   ASSIGN_OR_RETURN(const json doc, BuildSpec(f));
-  return coordinator::JobSpecProtoFromJson(doc);
+  return jobspec::JobSpecProtoFromJson(doc);
 }
 
 int RunSubmit(const SubmitFlags& f) {
