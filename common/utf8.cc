@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include <algorithm>
+
 namespace deepool {
 
 bool IsValidUtf8(std::string_view text) {
@@ -37,6 +39,12 @@ bool IsValidUtf8(std::string_view text) {
     i += length;
   }
   return true;
+}
+
+bool HasControlCharacters(std::string_view text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
 }
 
 }  // namespace deepool

@@ -1,4 +1,5 @@
-// UTF-8 validity of text that came from outside (a client's strings, a user's file).
+// Checks of text that came from outside (a client's strings, a user's file): UTF-8 validity, and
+// no characters that could move a terminal's cursor when others see the text.
 // Threading: pure functions.
 #pragma once
 
@@ -9,5 +10,9 @@ namespace deepool {
 // Whether `text` is well-formed UTF-8 (RFC 3629): no stray continuation bytes, no truncated or
 // overlong sequences, no UTF-16 surrogates (U+D800..U+DFFF), nothing above U+10FFFF.
 bool IsValidUtf8(std::string_view text);
+
+// Whether `text` holds a C0 control character or DEL: text a client sets that others see in
+// tables and logs must not move a terminal's cursor or start an escape sequence.
+bool HasControlCharacters(std::string_view text);
 
 }  // namespace deepool

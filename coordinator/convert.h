@@ -1,5 +1,6 @@
-// Conversions between the coordinator's domain types and the deepool.v1 protos, and between
-// deepool::Status and grpc::Status (same codes, by design of common/status.h).
+// Conversions between the coordinator's records (jobs, nodes, states and reasons, the cluster
+// summary) and the deepool.v1 protos, and between deepool::Status and grpc::Status (same codes,
+// by design of common/status.h). The job spec's own conversion is jobspec/job_spec_proto.h.
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -16,10 +17,6 @@
 namespace deepool::coordinator {
 
 grpc::Status ToGrpcStatus(const Status& status);
-
-// Applies the documented defaults to unset fields, then validates (errors name the field).
-StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& proto);
-v1::JobSpec JobSpecToProto(const JobSpec& spec);
 
 v1::JobState StateToProto(JobState state);
 std::optional<JobState> StateFromProto(v1::JobState state);

@@ -3,6 +3,8 @@
 #include "coordinator/convert.h"
 #include "coordinator/job_follower.h"
 #include "coordinator/services.h"
+#include "jobspec/job_spec_json.h"
+#include "jobspec/job_spec_proto.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -85,9 +87,9 @@ grpc::Status CoordinatorServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   if (!call.ok()) return ToGrpcStatus(call.status());
   StatusOr<JobSpec> spec = InvalidArgumentError("job spec: give spec or spec_json");
   if (req->has_spec()) {
-    spec = JobSpecFromProto(req->spec());
+    spec = jobspec::JobSpecFromProto(req->spec());
   } else if (req->spec_source_case() == v1::SubmitJobRequest::kSpecJson) {
-    spec = ParseJobSpecJson(req->spec_json());
+    spec = jobspec::ParseJobSpecJson(req->spec_json());
   }
   StatusOr<JobRecord> job = spec.ok()
                                 ? scheduler_->Submit(*spec, req->request_id(), call->caller.name)

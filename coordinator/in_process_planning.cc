@@ -106,7 +106,7 @@ PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) 
 // What a profile's iteration overhead depends on of the job's optimizer: the kind of step it
 // takes. Empty for the default (SGD with momentum, no weight decay), so that keys of profiles
 // measured before the optimizer counted stay the same.
-std::string OptimizerStepKey(const OptimizerSpec& optimizer) {
+std::string OptimizerStepKey(const jobspec::OptimizerSpec& optimizer) {
   std::string step = optimizer.name;
   if (optimizer.name == "sgd") step += optimizer.momentum > 0 ? "+momentum" : "";
   if (optimizer.weight_decay > 0) step += "+weight_decay";

@@ -1,8 +1,8 @@
-// Domain types of the coordinator: the job spec a user submits and the job record it keeps.
-// Plain values; the proto conversion lives in the service adapters (coordinator/convert.h).
+// Domain types of the coordinator: the job record it keeps, its states and their reasons. The
+// spec a user submits is jobspec's (jobspec/job_spec.h). Plain values; the proto conversion lives
+// in the service adapters (coordinator/convert.h).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,13 +13,14 @@
 
 #include "common/shared_text.h"
 #include "common/status.h"
-#include "planner/gradient_sync.h"
-#include "protocol/training_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace deepool::coordinator {
 
-enum class JobRole { kFg, kBg };
-const char* RoleName(JobRole role);  // "fg", "bg"
+// The spec's types, by the names the coordinator's code has always used for them (the same
+// types: jobspec/job_spec.h defines them). Its functions are found by argument-dependent lookup.
+using jobspec::JobRole;
+using jobspec::JobSpec;
 
 enum class JobState { kPending, kProfiling, kPlanning, kRunning, kSucceeded, kFailed, kCancelled };
 const char* StateName(JobState state);  // "PENDING", ...
@@ -61,82 +62,11 @@ struct Reason {
   std::string message;
 };
 
-struct OptimizerSpec {
-  std::string name = "sgd";
-  double lr = 0.01;
-  double momentum = 0.9;
-  double weight_decay = 0;
-  std::array<double, 2> betas{0.9, 0.999};
-  double eps = 1e-8;
-};
-
-struct DataSpec {
-  std::string kind = "synthetic";
-  int64_t seed = 0;
-  std::string path;
-};
-
-// The job spec (docs/formats.md, "Job specs"). Defaults are the documented ones.
-struct JobSpec {
-  std::string name;
-  std::string model;  // a zoo name; or
-  // An inline graph document (exactly one of the two). Shared by every copy of the spec.
-  SharedText graph_json;
-  JobRole role = JobRole::kFg;
-  int priority = 0;
-  int64_t global_batch = 0;
-  int gpus = 1;
-  double amplification_limit = 2.0;
-  int64_t iterations = 0;
-  OptimizerSpec optimizer;
-  DataSpec data;
-  int64_t seed = 0;
-  bool requeue_on_failure = false;
-  std::string on_node_loss;          // "", "fail", "wait" or "replan" (proto/deepool/v1/job.proto)
-  std::string profile = "measured";  // or "analytical"
-  std::string batch_norm = "synchronized";  // or "per_device" (proto/deepool/v1/job.proto)
-  bool concurrent_branches = false;         // FG: PlanOptions::concurrent_branches
-  std::string checkpoint_path;       // the final state_dict export
-  // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
-  std::string checkpoint_dir;
-  int64_t checkpoint_every_iterations = 0;
-  double checkpoint_every_seconds = 0;
-  int checkpoint_keep = 2;
-  int64_t num_classes = 0;  // 0: the model's default
-  int64_t image_size = 0;   // 0: the model's default
-  // The executors' gradient bucket cap, which the planner's cost model charges too.
-  double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
-};
-
-// The bytes a spec holds in memory, for the per-user limit (JobLimits): its inline graph and
-// its strings.
-int64_t SpecBytes(const JobSpec& spec);
-// A digest of the whole spec, its inline graph by its text: a submission repeated under one
-// request id is recognised without keeping (or parsing) the first one's graph.
-uint64_t SpecFingerprint(const JobSpec& spec);
-
-// Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or
-// requeue_on_failure), and whether its next attempt may be planned for fewer devices.
-bool RequeuesOnFailure(const JobSpec& spec);
-bool ReplansOnNodeLoss(const JobSpec& spec);
-// Whether batch norm statistics are summed over each layer's devices (batch_norm
-// "synchronized") rather than kept per device ("per_device").
-bool SynchronizesBatchNorm(const JobSpec& spec);
-
-// Parses the JSON job spec. Unknown fields and bad values are INVALID_ARGUMENT naming the field.
-StatusOr<JobSpec> ParseJobSpecJson(std::string_view text);
-StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& doc);
-nlohmann::json JobSpecToJson(const JobSpec& spec);
-// Checks ranges and combinations (not whether the model exists). Errors name the field.
-Status ValidateJobSpec(const JobSpec& spec);
 // A reason a client gives (cancel, drain): bounded, and no control characters that could paint
 // lines on another user's terminal.
 Status CheckReason(const std::string& reason);
 // A submission's idempotency key: at most 128 printable characters without spaces.
 Status CheckRequestId(const std::string& request_id);
-// The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
-protocol::OptimizerSpec ToRunSpec(const OptimizerSpec& optimizer);
-protocol::DataSpec ToRunSpec(const DataSpec& data);
 
 struct StateChange {
   JobState state = JobState::kPending;

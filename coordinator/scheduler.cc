@@ -13,6 +13,30 @@ namespace deepool::coordinator {
 
 using nlohmann::json;
 
+namespace {
+
+// The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
+protocol::OptimizerSpec ToRunSpec(const jobspec::OptimizerSpec& opt) {
+  protocol::OptimizerSpec spec;
+  spec.name = opt.name;
+  spec.lr = opt.lr;
+  spec.momentum = opt.momentum;
+  spec.weight_decay = opt.weight_decay;
+  spec.betas = opt.betas;
+  spec.eps = opt.eps;
+  return spec;
+}
+
+protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
+  protocol::DataSpec spec;
+  spec.kind = data.kind;
+  spec.seed = static_cast<uint64_t>(data.seed);  // unsigned in the run spec
+  spec.path = data.path;
+  return spec;
+}
+
+}  // namespace
+
 Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBackend* planner,
                      const Clock* clock, SchedulerOptions options)
     : jobs_(jobs),

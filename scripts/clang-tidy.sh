@@ -4,18 +4,18 @@
 #
 #   scripts/clang-tidy.sh [build-dir] [file-regex]    (default build dir: $DEEPOOL_BUILD_DIR or build)
 #
-# Covers the code without libtorch: common/, planner/ (and zoo/), protocol/, coordinator/, cli/
-# (and services/) and worker/daemon/, plus the deepool headers they include. The libtorch
-# runtime (worker/runtime/, worker/bin/) and its tests are left out: every such translation unit
-# parses all of <torch/torch.h> (GCC's precompiled header is of no use to clang), about a minute
-# each, which makes a run take most of an hour. Pass a file regex (e.g. 'worker/runtime/') to
+# Covers the code without libtorch: common/, planner/ (and zoo/), protocol/, jobspec/,
+# coordinator/, cli/ (and services/) and worker/daemon/, plus the deepool headers they include.
+# The libtorch runtime (worker/runtime/, worker/bin/) and its tests are left out: every such
+# translation unit parses all of <torch/torch.h> (GCC's precompiled header is of no use to
+# clang), about a minute each, which makes a run take most of an hour. Pass a file regex (e.g. 'worker/runtime/') to
 # lint those on purpose. Exits non-zero when any check fires (WarningsAsErrors in .clang-tidy).
 # Not run in CI; needs Debian's clang-tidy package (clang-tidy, run-clang-tidy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD_DIR=${1:-${DEEPOOL_BUILD_DIR:-build}}
-FILES=${2:-"^${ROOT}/(common|planner|protocol|coordinator|cli|worker/daemon)/.*\.cc$"}
+FILES=${2:-"^${ROOT}/(common|planner|protocol|jobspec|coordinator|cli|worker/daemon)/.*\.cc$"}
 JOBS=${DEEPOOL_JOBS:-$(nproc)}
 if [[ ! -f "$BUILD_DIR/compile_commands.json" ]]; then
   echo "clang-tidy.sh: no $BUILD_DIR/compile_commands.json; configure first (scripts/build.sh)" >&2

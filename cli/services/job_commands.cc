@@ -17,8 +17,8 @@
 #include "cli/services/why.h"
 #include "common/json_fields.h"
 #include "common/status.h"
-#include "coordinator/job_spec_json.h"
-#include "planner/gradient_sync.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/job_spec_json.h"
 
 namespace deepool::cli {
 namespace {
@@ -118,7 +118,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
 
 StatusOr<v1::JobSpec> BuildSpecMessage(const SubmitFlags& f) {
   ASSIGN_OR_RETURN(const json doc, BuildSpec(f));
-  return coordinator::JobSpecProtoFromJson(doc);
+  return jobspec::JobSpecProtoFromJson(doc);
 }
 
 int RunSubmit(const SubmitFlags& f) {
@@ -375,11 +375,14 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
                   "end)");
   cmd->add_option("--checkpoint-every-seconds", flags->checkpoint_every_seconds,
                   "Seconds between checkpoints in --checkpoint-dir (default 0: none by time)");
+  // Defaults shown are the spec's own (jobspec/job_spec.h), which the coordinator applies.
+  const jobspec::JobSpec defaults;
   cmd->add_option("--checkpoint-keep", flags->checkpoint_keep,
-                  "Checkpoints kept in --checkpoint-dir (default 2)");
+                  "Checkpoints kept in --checkpoint-dir (default " +
+                      std::to_string(defaults.checkpoint_keep) + ")");
   std::ostringstream bucket_help;
   bucket_help << "Gradient bucket cap in MiB, as DDP's bucket_cap_mb (default "
-              << planner::kDefaultGradientBucketMb << ")";
+              << defaults.gradient_bucket_mb << ")";
   cmd->add_option("--gradient-bucket-mb", flags->gradient_bucket_mb, bucket_help.str());
   cmd->add_option("--num-classes", flags->num_classes, "Zoo model option");
   cmd->add_option("--image-size", flags->image_size, "Zoo model option");

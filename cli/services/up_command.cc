@@ -28,7 +28,7 @@
 #include "common/sigpipe.h"
 #include "common/status.h"
 #include "common/subprocess.h"
-#include "coordinator/job_spec_json.h"
+#include "jobspec/job_spec_json.h"
 #include "security/cert_files.h"
 #include "security/users.h"
 
@@ -157,7 +157,7 @@ Status WaitForNodes(v1::CoordinatorService::Stub& stub, int count, Clock::durati
 // The spec goes through the same JSON reader as `deepool submit` and is sent as the API message.
 StatusOr<std::string> Submit(v1::CoordinatorService::Stub& stub, const nlohmann::json& spec) {
   v1::SubmitJobRequest request;
-  ASSIGN_OR_RETURN(*request.mutable_spec(), coordinator::JobSpecProtoFromJson(spec));
+  ASSIGN_OR_RETURN(*request.mutable_spec(), jobspec::JobSpecProtoFromJson(spec));
   v1::SubmitJobResponse response;
   const SubmitCall call = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* resp) {
     auto context = UnaryContext();

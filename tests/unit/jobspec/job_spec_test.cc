@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "coordinator/convert.h"
-#include "coordinator/job.h"
-#include "coordinator/job_spec_json.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/job_spec_json.h"
+#include "jobspec/job_spec_proto.h"
 
-namespace deepool::coordinator {
+namespace deepool::jobspec {
 namespace {
 
 // A minimal spec with `extra` (",\"field\":value,...") added; a field given in `extra` replaces
@@ -152,8 +152,6 @@ TEST_CASE("strings that are not UTF-8 are refused naming the field", "[job_spec]
   nlohmann::json doc = {{"model", "resnet50"}, {"global_batch", 8}, {"iterations", 1}};
   doc["name"] = "\xc0\xaf";  // an overlong '/'
   CHECK(JobSpecProtoFromJson(doc).status().message() == "name: is not valid UTF-8");
-  CHECK(CheckReason("stop\xfe").message() == "reason: is not valid UTF-8");
-  CHECK(CheckRequestId("req\x80").message() == "request_id: is not valid UTF-8");
 }
 
 TEST_CASE("the gradient bucket size is read checked and kept, 25 MiB by default", "[job_spec]") {
@@ -212,16 +210,13 @@ TEST_CASE("a spec's numbers, paths and graph have upper bounds", "[job_spec]") {
       R"({"format":"deepool.graph","name":")" + std::string(9 << 20, 'x') + "\"}";
   CHECK_THAT(ErrorOf(R"({"graph":)" + padded_graph + R"(,"global_batch":4,"iterations":1})"),
              Catch::StartsWith("graph: is ") && Catch::Contains("at most 8388608"));
-  CHECK(CheckReason("done").ok());
-  CHECK(CheckReason("a\rb").message() == "reason: has control characters");
-  CHECK_FALSE(CheckReason(std::string(2000, 'r')).ok());
 }
 
 TEST_CASE("the JSON spec becomes the API message with nothing defaulted", "[job_spec]") {
   StatusOr<v1::JobSpec> minimal = ParseJobSpecProto(Spec(""));
   REQUIRE(minimal.ok());
   CHECK(minimal->global_batch() == 32);
-  CHECK_FALSE(minimal->has_gpus());  // absent stays unset: the coordinator's defaults apply
+  CHECK_FALSE(minimal->has_gpus());  // absent stays unset: JobSpecFromProto's defaults apply
   CHECK_FALSE(minimal->has_amplification_limit());
   CHECK(minimal->role() == v1::JOB_ROLE_UNSPECIFIED);
   CHECK_FALSE(minimal->has_optimizer());
@@ -331,39 +326,5 @@ TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[j
   CHECK_FALSE(legacy->concurrent_branches);
 }
 
-TEST_CASE("a job record round-trips through its stored JSON", "[job_spec]") {
-  JobRecord job;
-  job.id = "job-000042";
-  job.seq = 42;
-  job.spec = *ParseJobSpecJson(Spec(""));
-  job.state = JobState::kRunning;
-  job.reason = "dispatched";
-  job.reason_code = ReasonCode::kProgress;
-  job.attempt = 2;
-  job.history = {{JobState::kPending, "waiting", 1, ReasonCode::kQueuedBehind},
-                 {JobState::kRunning, "dispatched", 2, ReasonCode::kProgress}};
-  job.progress.iteration = 3;
-  job.progress.loss = 1.5;
-  job.devices = {{0, "node-a", "a", "cpu:0"}, {1, "node-b", "b", "cpu:1"}};
-  job.task_ids = {"job-000042.a2.node-a"};
-  job.plan_json = "{}";
-  StatusOr<JobRecord> back = JobRecordFromJson(JobRecordToJson(job));
-  REQUIRE(back.ok());
-  CHECK(JobRecordToJson(*back) == JobRecordToJson(job));
-  CHECK(back->progress.loss == 1.5);
-  CHECK(back->devices[1].node_id == "node-b");
-  CHECK(back->reason_code == ReasonCode::kProgress);
-  CHECK(back->history[0].code == ReasonCode::kQueuedBehind);
-
-  // Records stored before reason codes read back without one.
-  nlohmann::json old = JobRecordToJson(job);
-  old.erase("reason_code");
-  for (nlohmann::json& change : old["history"]) change.erase("code");
-  StatusOr<JobRecord> legacy = JobRecordFromJson(old);
-  REQUIRE(legacy.ok());
-  CHECK(legacy->reason_code == ReasonCode::kUnspecified);
-  CHECK(legacy->history[1].code == ReasonCode::kUnspecified);
-}
-
 }  // namespace
-}  // namespace deepool::coordinator
+}  // namespace deepool::jobspec

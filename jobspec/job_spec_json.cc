@@ -1,12 +1,12 @@
-#include "coordinator/job_spec_json.h"
+#include "jobspec/job_spec_json.h"
 
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "common/json_fields.h"
-#include "common/utf8.h"
+#include "jobspec/job_spec_proto.h"
 
-namespace deepool::coordinator {
+namespace deepool::jobspec {
 namespace {
 
 using nlohmann::json;
@@ -173,37 +173,64 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   return spec;
 }
 
-Status CheckStringsAreUtf8(const google::protobuf::Message& message, const std::string& path) {
-  using google::protobuf::FieldDescriptor;
-  const google::protobuf::Reflection* reflection = message.GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  reflection->ListFields(message, &fields);
-  for (const FieldDescriptor* field : fields) {
-    const std::string name = path + field->name();
-    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
-    for (int i = 0; i < count; ++i) {
-      const std::string where = field->is_repeated() ? name + "[" + std::to_string(i) + "]" : name;
-      if (field->type() == FieldDescriptor::TYPE_STRING) {
-        std::string scratch;
-        const std::string& text =
-            field->is_repeated()
-                ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
-                : reflection->GetStringReference(message, field, &scratch);
-        if (!IsValidUtf8(text)) return InvalidArgumentError(where + ": is not valid UTF-8");
-      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        RETURN_IF_ERROR(CheckStringsAreUtf8(field->is_repeated()
-                                                ? reflection->GetRepeatedMessage(message, field, i)
-                                                : reflection->GetMessage(message, field),
-                                            where + "."));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 StatusOr<v1::JobSpec> ParseJobSpecProto(std::string_view text) {
   ASSIGN_OR_RETURN(const json doc, ParseJson(text, "job spec"));
   return JobSpecProtoFromJson(doc);
 }
 
-}  // namespace deepool::coordinator
+StatusOr<JobSpec> JobSpecFromJson(const json& doc) {
+  // One reader for both forms: the JSON becomes the API message, and the message gets the one
+  // set of defaults and the one validation.
+  ASSIGN_OR_RETURN(const v1::JobSpec proto, JobSpecProtoFromJson(doc));
+  return JobSpecFromProto(proto);
+}
+
+StatusOr<JobSpec> ParseJobSpecJson(std::string_view text) {
+  ASSIGN_OR_RETURN(const v1::JobSpec proto, ParseJobSpecProto(text));
+  return JobSpecFromProto(proto);
+}
+
+json JobSpecToJson(const JobSpec& spec) {
+  json doc = {{"name", spec.name},
+              {"role", RoleName(spec.role)},
+              {"priority", spec.priority},
+              {"global_batch", spec.global_batch},
+              {"gpus", spec.gpus},
+              {"amplification_limit", spec.amplification_limit},
+              {"iterations", spec.iterations},
+              {"optimizer",
+               {{"name", spec.optimizer.name},
+                {"lr", spec.optimizer.lr},
+                {"momentum", spec.optimizer.momentum},
+                {"weight_decay", spec.optimizer.weight_decay},
+                {"betas", {spec.optimizer.betas[0], spec.optimizer.betas[1]}},
+                {"eps", spec.optimizer.eps}}},
+              {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
+              {"seed", spec.seed},
+              {"requeue_on_failure", spec.requeue_on_failure},
+              {"profile", spec.profile},
+              {"batch_norm", spec.batch_norm},
+              {"concurrent_branches", spec.concurrent_branches},
+              {"gradient_bucket_mb", spec.gradient_bucket_mb}};
+  if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
+  if (!spec.model.empty()) doc["model"] = spec.model;
+  if (!spec.graph_json.empty()) {
+    StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
+    doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);
+  }
+  if (!spec.on_node_loss.empty()) doc["on_node_loss"] = spec.on_node_loss;
+  if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
+  if (!spec.checkpoint_dir.empty()) {
+    doc["checkpoint"]["dir"] = spec.checkpoint_dir;
+    doc["checkpoint"]["every_iterations"] = spec.checkpoint_every_iterations;
+    doc["checkpoint"]["keep"] = spec.checkpoint_keep;
+    if (spec.checkpoint_every_seconds > 0) {
+      doc["checkpoint"]["every_seconds"] = spec.checkpoint_every_seconds;
+    }
+  }
+  if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;
+  if (spec.image_size > 0) doc["image_size"] = spec.image_size;
+  return doc;
+}
+
+}  // namespace deepool::jobspec

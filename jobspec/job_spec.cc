@@ -1,0 +1,167 @@
+#include "jobspec/job_spec.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/content_digest.h"
+#include "common/limits.h"
+#include "common/utf8.h"
+#include "jobspec/job_spec_json.h"
+
+namespace deepool::jobspec {
+namespace {
+
+// Upper bounds far above any real job, so a typo or a hostile spec fails here, not as a huge
+// allocation on a worker.
+constexpr int64_t kMaxGlobalBatch = 1 << 20;
+constexpr int64_t kMaxIterations = 1'000'000'000;
+constexpr int64_t kMaxNumClasses = 1'000'000;
+constexpr int64_t kMaxImageSize = 4096;
+
+Status FieldError(const std::string& field, const std::string& what) {
+  return InvalidArgumentError(field + ": " + what);
+}
+
+Status CheckPath(const char* field, const std::string& path) {
+  if (path.size() > kMaxPathBytes) {
+    return FieldError(field, "must be at most " + std::to_string(kMaxPathBytes) + " bytes");
+  }
+  if (HasControlCharacters(path)) return FieldError(field, "has control characters");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* RoleName(JobRole role) { return role == JobRole::kBg ? "bg" : "fg"; }
+
+Status ValidateJobSpec(const JobSpec& spec) {
+  if (spec.name.size() > 128) return FieldError("name", "must be at most 128 characters");
+  if (HasControlCharacters(spec.name)) return FieldError("name", "has control characters");
+  if (spec.model.empty() == spec.graph_json.empty()) {
+    return FieldError("model", "give exactly one of \"model\" (a zoo name) or \"graph\"");
+  }
+  if (spec.graph_json.size() > kMaxGraphJsonBytes) {
+    return FieldError("graph", "is " + std::to_string(spec.graph_json.size()) +
+                                   " bytes; at most " + std::to_string(kMaxGraphJsonBytes) +
+                                   " are accepted");
+  }
+  RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
+  RETURN_IF_ERROR(CheckPath("checkpoint.dir", spec.checkpoint_dir));
+  if (spec.checkpoint_dir.empty() &&
+      (spec.checkpoint_every_iterations != 0 || spec.checkpoint_every_seconds != 0 ||
+       spec.checkpoint_keep != 2)) {
+    return FieldError("checkpoint", "every_iterations, every_seconds and keep need checkpoint.dir");
+  }
+  if (!(spec.checkpoint_every_seconds >= 0 && spec.checkpoint_every_seconds <= 1e7)) {
+    return FieldError("checkpoint.every_seconds", "must be in [0, 1e7]");
+  }
+  if (spec.checkpoint_every_iterations < 0) {
+    return FieldError("checkpoint.every_iterations", "must be >= 0");
+  }
+  if (spec.checkpoint_keep < 1 || spec.checkpoint_keep > 1000) {
+    return FieldError("checkpoint.keep", "must be in [1, 1000]");
+  }
+  RETURN_IF_ERROR(CheckPath("data.path", spec.data.path));
+  if (spec.priority < -1000 || spec.priority > 1000) {
+    return FieldError("priority", "must be in [-1000, 1000]");
+  }
+  if (spec.global_batch < 1 || spec.global_batch > kMaxGlobalBatch) {
+    return FieldError("global_batch", "must be in [1, " + std::to_string(kMaxGlobalBatch) + "]");
+  }
+  if (spec.gpus < 1 || spec.gpus > 4096) return FieldError("gpus", "must be in [1, 4096]");
+  if (spec.gpus > spec.global_batch) {
+    return FieldError("gpus",
+                      "must be <= global_batch (" + std::to_string(spec.global_batch) + ")");
+  }
+  if (spec.on_node_loss != "" && spec.on_node_loss != "fail" && spec.on_node_loss != "wait" &&
+      spec.on_node_loss != "replan") {
+    return FieldError("on_node_loss", "must be fail, wait or replan");
+  }
+  if (spec.on_node_loss == "fail" && spec.requeue_on_failure) {
+    return FieldError("on_node_loss", "is fail but requeue_on_failure is true");
+  }
+  if (spec.concurrent_branches && spec.role == JobRole::kBg) {
+    return FieldError("concurrent_branches",
+                      "is for FG jobs (a BG job runs data parallel on one device)");
+  }
+  if (spec.on_node_loss == "replan" && spec.role == JobRole::kBg) {
+    return FieldError("on_node_loss", "replan is for FG jobs (a BG job runs on one device)");
+  }
+  if (spec.role == JobRole::kBg && spec.gpus != 1) {
+    return FieldError("gpus", "a bg job runs on exactly 1 device");
+  }
+  if (!std::isfinite(spec.amplification_limit) ||
+      (spec.amplification_limit != 0 && spec.amplification_limit < 1)) {
+    return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");
+  }
+  if (spec.iterations < 1 || spec.iterations > kMaxIterations) {
+    return FieldError("iterations", "must be in [1, " + std::to_string(kMaxIterations) + "]");
+  }
+  const OptimizerSpec& opt = spec.optimizer;
+  if (opt.name != "sgd" && opt.name != "adam") {
+    return FieldError("optimizer.name", "must be \"sgd\" or \"adam\", got \"" + opt.name + "\"");
+  }
+  if (!(opt.lr > 0) || !std::isfinite(opt.lr)) return FieldError("optimizer.lr", "must be > 0");
+  if (!(opt.momentum >= 0 && opt.momentum < 1)) {
+    return FieldError("optimizer.momentum", "must be in [0, 1)");
+  }
+  if (!(opt.weight_decay >= 0) || !std::isfinite(opt.weight_decay)) {
+    return FieldError("optimizer.weight_decay", "must be >= 0");
+  }
+  for (double b : opt.betas) {
+    if (!(b >= 0 && b < 1)) return FieldError("optimizer.betas", "each must be in [0, 1)");
+  }
+  if (!(opt.eps > 0)) return FieldError("optimizer.eps", "must be > 0");
+  if (spec.data.kind != "synthetic" && spec.data.kind != "cifar10") {
+    return FieldError("data.kind",
+                      "must be \"synthetic\" or \"cifar10\", got \"" + spec.data.kind + "\"");
+  }
+  if (spec.data.kind == "cifar10" && spec.data.path.empty()) {
+    return FieldError("data.path", "is required for cifar10");
+  }
+  if (spec.profile != "measured" && spec.profile != "analytical") {
+    return FieldError("profile", "must be \"measured\" or \"analytical\"");
+  }
+  if (spec.batch_norm != "synchronized" && spec.batch_norm != "per_device") {
+    return FieldError("batch_norm", "must be \"synchronized\" or \"per_device\"");
+  }
+  if (spec.num_classes < 0 || spec.num_classes > kMaxNumClasses) {
+    return FieldError("num_classes", "must be in [1, " + std::to_string(kMaxNumClasses) + "]");
+  }
+  if (spec.image_size < 0 || spec.image_size > kMaxImageSize) {
+    return FieldError("image_size", "must be in [1, " + std::to_string(kMaxImageSize) + "]");
+  }
+  if (!(spec.gradient_bucket_mb > 0 && spec.gradient_bucket_mb <= planner::kMaxGradientBucketMb)) {
+    return FieldError("gradient_bucket_mb",
+                      "must be > 0 and at most " +
+                          std::to_string(static_cast<int>(planner::kMaxGradientBucketMb)) + " MiB");
+  }
+  return Status::Ok();
+}
+
+bool RequeuesOnFailure(const JobSpec& spec) {
+  return spec.requeue_on_failure || spec.on_node_loss == "wait" || spec.on_node_loss == "replan";
+}
+
+bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "replan"; }
+
+bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
+
+int64_t SpecBytes(const JobSpec& spec) {
+  return static_cast<int64_t>(sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() +
+                              spec.model.size() + spec.data.path.size() +
+                              spec.checkpoint_path.size() + spec.checkpoint_dir.size());
+}
+
+uint64_t SpecFingerprint(const JobSpec& spec) {
+  JobSpec rest = spec;
+  rest.graph_json = SharedText();
+  const std::string fields = JobSpecToJson(rest).dump();
+  ContentDigest digest;
+  digest.Update(fields.data(), fields.size());
+  digest.Update("\0graph\0", 7);
+  digest.Update(spec.graph_json.str().data(), spec.graph_json.size());
+  return digest.Finish();
+}
+
+}  // namespace deepool::jobspec

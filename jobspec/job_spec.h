@@ -1,0 +1,88 @@
+// The job spec a user submits (docs/formats.md, "Job specs"): its struct with the one set of
+// defaults, its validation, and what its fields mean to the rest of the system. Its JSON form is
+// jobspec/job_spec_json.h, its API message jobspec/job_spec_proto.h; the CLI and the coordinator
+// both link this library (deepool_job_spec) and nothing else defines a job spec.
+// Threading: plain values and pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "common/shared_text.h"
+#include "common/status.h"
+#include "planner/gradient_sync.h"
+
+namespace deepool::jobspec {
+
+enum class JobRole { kFg, kBg };
+const char* RoleName(JobRole role);  // "fg", "bg"
+
+struct OptimizerSpec {
+  std::string name = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;  // JobSpecFromProto makes it 0 for "adam" unless given
+  double weight_decay = 0;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+};
+
+struct DataSpec {
+  std::string kind = "synthetic";
+  int64_t seed = 0;
+  std::string path;
+};
+
+// Defaults are the documented ones. JobSpecFromProto (job_spec_proto.h) applies them to a
+// message's unset fields, so a JSON spec and a message with the same fields are the same spec.
+struct JobSpec {
+  std::string name;   // JobSpecFromProto: the model's name, or "job", when not given
+  std::string model;  // a zoo name; or
+  // An inline graph document (exactly one of the two). Shared by every copy of the spec.
+  SharedText graph_json;
+  JobRole role = JobRole::kFg;
+  int priority = 0;
+  int64_t global_batch = 0;  // required
+  int gpus = 1;
+  double amplification_limit = 2.0;
+  int64_t iterations = 0;  // required
+  OptimizerSpec optimizer;
+  DataSpec data;
+  int64_t seed = 0;
+  bool requeue_on_failure = false;
+  std::string on_node_loss;          // "", "fail", "wait" or "replan" (proto/deepool/v1/job.proto)
+  std::string profile = "measured";  // or "analytical"
+  std::string batch_norm = "synchronized";  // or "per_device" (proto/deepool/v1/job.proto)
+  bool concurrent_branches = false;         // FG: PlanOptions::concurrent_branches
+  std::string checkpoint_path;              // the final state_dict export
+  // Periodic checkpoints (protocol::PeriodicCheckpoints); none without a directory.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_iterations = 0;
+  double checkpoint_every_seconds = 0;
+  int checkpoint_keep = 2;
+  int64_t num_classes = 0;  // 0: the model's default
+  int64_t image_size = 0;   // 0: the model's default
+  // The executors' gradient bucket cap, which the planner's cost model charges too.
+  double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
+};
+
+// Checks ranges and combinations (not whether the model exists). Errors are INVALID_ARGUMENT
+// and start with the field's name ("gpus: must be in [1, 4096]").
+Status ValidateJobSpec(const JobSpec& spec);
+
+// Whether a failed attempt goes back to the queue (on_node_loss "wait" or "replan", or
+// requeue_on_failure), and whether its next attempt may be planned for fewer devices.
+bool RequeuesOnFailure(const JobSpec& spec);
+bool ReplansOnNodeLoss(const JobSpec& spec);
+// Whether batch norm statistics are summed over each layer's devices (batch_norm
+// "synchronized") rather than kept per device ("per_device").
+bool SynchronizesBatchNorm(const JobSpec& spec);
+
+// The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its
+// inline graph and its strings.
+int64_t SpecBytes(const JobSpec& spec);
+// A digest of the whole spec, its inline graph by its text: a submission repeated under one
+// request id is recognised without keeping (or parsing) the first one's graph.
+uint64_t SpecFingerprint(const JobSpec& spec);
+
+}  // namespace deepool::jobspec
