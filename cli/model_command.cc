@@ -9,6 +9,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/command_support.h"
+#include "common/byte_size.h"
 #include "planner/graph.h"
 #include "planner/zoo/zoo.h"
 
@@ -49,12 +50,6 @@ std::string ShortCount(double value) {
   } else {
     std::snprintf(buffer, sizeof(buffer), "%.2f%s", value, kSuffixes[index]);
   }
-  return buffer;
-}
-
-std::string MiB(int64_t bytes) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
   return buffer;
 }
 
@@ -106,13 +101,14 @@ void PrintGraphTable(const planner::Graph& graph, std::ostream& out) {
   PrintTable(rows, {true, false, false, false, false, true, true}, out);
   out << "\nlayers: " << graph.num_layers() << "\n";
   out << "parameters: " << GroupDigits(graph.total_params()) << " ("
-      << MiB(graph.total_params() * 4) << " as fp32)\n";
+      << FormatBytes(graph.total_params() * 4, ByteUnit::kMiB, 2) << " as fp32)\n";
   char gflops[32];
   std::snprintf(gflops, sizeof(gflops), "%.4g",
                 static_cast<double>(graph.total_forward_flops()) / 1e9);
   out << "forward GFLOPs per sample: " << gflops << "\n";
   out << "activation bytes per sample (sum of layer outputs, fp32): "
-      << GroupDigits(activation_bytes) << " (" << MiB(activation_bytes) << ")\n";
+      << GroupDigits(activation_bytes) << " (" << FormatBytes(activation_bytes, ByteUnit::kMiB, 2)
+      << ")\n";
 }
 
 int RunShow(const ShowFlags& flags) {

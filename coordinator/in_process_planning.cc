@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <memory>
 
+#include "common/byte_size.h"
 #include "common/limits.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
@@ -34,12 +35,6 @@ StatusOr<planner::Graph> BuildGraph(const JobSpec& spec) {
   return graph;
 }
 
-std::string GiB(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-  return text;
-}
-
 // Refuses a model no device could hold, whatever the plan: every device of a layer keeps the
 // layer's weights, gradients and optimizer state, and the devices of any plan together keep the
 // activations of the whole global batch for backward, so one of them keeps at least its share.
@@ -52,8 +47,10 @@ Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
   const int64_t state_copies = spec.optimizer.name == "adam" ? 4 : 3;  // weights, grads, state
   const int64_t state_bytes = graph.total_params() * 4 * state_copies;
   if (graph.total_params() > kMaxDeviceMemoryBytes / 16 || state_bytes > kMaxDeviceMemoryBytes) {
-    return InvalidArgumentError("model: its weights with their gradients and optimizer state "
-                                "need more than " + GiB(kMaxDeviceMemoryBytes) + " per device");
+    return InvalidArgumentError(
+        "model: its weights with their gradients and optimizer state "
+        "need more than " +
+        FormatBytes(kMaxDeviceMemoryBytes, ByteUnit::kGiB) + " per device");
   }
   const int64_t per_device_batch = (spec.global_batch + spec.gpus - 1) / spec.gpus;
   int64_t activation_bytes = 0;
@@ -61,10 +58,11 @@ Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
     const int64_t layer_bytes = layer.output_bytes * per_device_batch;
     if (layer.output_bytes > kMaxDeviceMemoryBytes / per_device_batch ||
         activation_bytes > kMaxDeviceMemoryBytes - layer_bytes) {
-      return InvalidArgumentError(
-          "global_batch: the activations of " + std::to_string(per_device_batch) +
-          " samples per device (global_batch / gpus) need more than " +
-          GiB(kMaxDeviceMemoryBytes) + "; use a smaller batch or more gpus");
+      return InvalidArgumentError("global_batch: the activations of " +
+                                  std::to_string(per_device_batch) +
+                                  " samples per device (global_batch / gpus) need more than " +
+                                  FormatBytes(kMaxDeviceMemoryBytes, ByteUnit::kGiB) +
+                                  "; use a smaller batch or more gpus");
     }
     activation_bytes += layer_bytes;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/byte_size.h"
 #include "common/logging.h"
 
 namespace deepool::coordinator {
@@ -14,12 +15,6 @@ void DropDocuments(JobRecord* job) {
   job->spec.graph_json = SharedText();
   job->graph_json = SharedText();
   job->plan_json = SharedText();
-}
-
-std::string Mib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
 }
 
 std::string UserName(const std::string& owner) {
@@ -79,9 +74,10 @@ Status JobManager::CheckLimitsLocked(const JobSpec& spec, const std::string& own
   if (limits_.max_spec_bytes_per_user > 0 &&
       usage.spec_bytes + bytes > limits_.max_spec_bytes_per_user) {
     return ResourceExhaustedError(
-        UserName(owner) + "'s unfinished jobs hold " + Mib(usage.spec_bytes) +
-        " of specs; this one (" + Mib(bytes) + ") would pass the " +
-        Mib(limits_.max_spec_bytes_per_user) +
+        UserName(owner) + "'s unfinished jobs hold " +
+        FormatBytes(usage.spec_bytes, ByteUnit::kMiB) + " of specs; this one (" +
+        FormatBytes(bytes, ByteUnit::kMiB) + ") would pass the " +
+        FormatBytes(limits_.max_spec_bytes_per_user, ByteUnit::kMiB) +
         " one user may hold (--max-spec-mib-per-user); wait for some to finish, or cancel "
         "some");
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "common/byte_size.h"
 #include "common/logging.h"
 #include "protocol/run_spec.h"
 
@@ -75,16 +76,12 @@ Status Scheduler::CheckFitsRegisteredDevices(const JobSpec& spec) const {
   }
   // No device registered yet, or none that says its memory: nothing to hold the job against.
   if (!largest || floor <= largest->memory_bytes) return Status::Ok();
-  auto gib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-    return std::string(text);
-  };
   return FailedPreconditionError(
-      "the job needs at least " + gib(floor) +
+      "the job needs at least " + FormatBytes(floor, ByteUnit::kGiB) +
       " on each device under any plan (its largest layer's weights, gradients and optimizer "
       "state, or its share of the global batch's inputs and activations), but the largest "
-      "registered device has " + gib(largest->memory_bytes) + " (" + largest->device + " on " +
+      "registered device has " +
+      FormatBytes(largest->memory_bytes, ByteUnit::kGiB) + " (" + largest->device + " on " +
       largest_node + "); use a smaller global_batch or more gpus");
 }
 
