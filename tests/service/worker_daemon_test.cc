@@ -80,6 +80,10 @@ class FakeNodeService final : public v1::NodeService::Service {
     if (starting_) return Starting(context);
     if (unreachable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "link down");
     if (!known_) return UnknownNode(context, request->node_id());
+    if (not_found_without_key_) {
+      not_found_answers_++;
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "node " + request->node_id() + " is fine");
+    }
     heartbeats_++;
     for (auto& c : heartbeat_commands_) *response->add_commands() = c;
     heartbeat_commands_.clear();
@@ -141,6 +145,12 @@ class FakeNodeService final : public v1::NodeService::Service {
     known_ = false;
     cv_.notify_all();
   }
+  // Heartbeats answer NOT_FOUND without the register-again key, as a proxy or another service
+  // might: a status whose text even names the node, but not the coordinator's request.
+  void AnswerNotFoundWithoutKey() {
+    std::lock_guard<std::mutex> lock(mu_);
+    not_found_without_key_ = true;
+  }
   // Heartbeats fail as across a cut link (other calls still get through).
   void SetUnreachable(bool unreachable) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,6 +182,7 @@ class FakeNodeService final : public v1::NodeService::Service {
   std::vector<v1::ReportProgressRequest> progress_;
   std::vector<v1::ReportTaskExitRequest> exits_;
   int heartbeats_ = 0;
+  int not_found_answers_ = 0;
   int refused_exits_ = 0;
   int64_t node_timeout_ms_ = 0;  // sent at registration; set before the daemon starts
 
@@ -187,6 +198,7 @@ class FakeNodeService final : public v1::NodeService::Service {
   bool shutting_down_ = false;
   bool unreachable_ = false;
   bool starting_ = false;
+  bool not_found_without_key_ = false;
   int refuse_exits_ = 0;
   std::deque<v1::TaskCommand> commands_;
   std::vector<v1::TaskCommand> heartbeat_commands_;
@@ -421,6 +433,17 @@ TEST_CASE("when the coordinator forgets the node, the daemon registers again wit
   CHECK(again.running_tasks(0).job_id() == "job-t5");
   CHECK(again.running_tasks(0).ranks_size() == 2);
   CHECK(f.daemon->supervisor().IsRunning("t5"));  // the executors were left alone
+}
+
+TEST_CASE("only the coordinator's register-again key makes the daemon register again",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.AnswerNotFoundWithoutKey();
+  REQUIRE(PollUntil([&] {
+    return f.service.With([](FakeNodeService& s) { return s.not_found_answers_ >= 5; });
+  }));
+  CHECK(f.daemon->registrations() == 1);
+  CHECK(f.service.With([](FakeNodeService& s) { return s.registrations_.size(); }) == 1);
 }
 
 TEST_CASE("a task that ended while its exit could not be reported is listed when the node registers",
