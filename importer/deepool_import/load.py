@@ -64,6 +64,6 @@ def build(module, source, factory_name, kwargs):
     except (Exception, SystemExit) as e:
         raise _raised(f"{factory_name}(**{kwargs})", e) from None
     if not isinstance(model, torch.nn.Module):
-        raise ImportFailure(EXIT_REFUSED, f"{factory_name} returned a {type(model).__name__}, "
+        raise ImportFailure(EXIT_REFUSED, f"{factory_name} returned {type(model).__name__}, "
                             "not a torch.nn.Module")
     return model

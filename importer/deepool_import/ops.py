@@ -43,7 +43,8 @@ class Entry:
 def _pair(value, what, call):
     if isinstance(value, int):
         return [value, value]
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+    if isinstance(value, (tuple, list)) and len(value) == 2 and \
+            all(isinstance(v, int) for v in value):
         return [int(value[0]), int(value[1])]
     if isinstance(value, (tuple, list)) and len(value) == 1 and isinstance(value[0], int):
         return [value[0], value[0]]
