@@ -305,6 +305,12 @@ class Converter:
                                 f"{' at ' + where if where else ''}: {one_line(e)}") from e
         self.graph = graph
         self.gm = fx.GraphModule(tracer.root, graph)
+        inputs = [n for n in graph.nodes if n.op == "placeholder"]
+        needed = [n.target for n in inputs[1:] if not n.args]  # no default value
+        if needed:
+            raise ImportFailure(EXIT_REFUSED, f"forward takes {1 + len(needed)} inputs "
+                                f"({', '.join([inputs[0].target] + needed)}); a deepool graph has "
+                                "one")
         self.info = self._example_run()
         return self._map()
 

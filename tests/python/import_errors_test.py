@@ -86,6 +86,18 @@ class ErrorTest(ImportTestCase):
         self.assertIn("torch.fx cannot trace the module at ", line)
         self.assertIn("unmappable.py:62: TraceError", line)
 
+    def test_an_in_place_op_on_a_value_read_again(self):
+        line = self.import_fails(EXIT_REFUSED, "--file", UNMAPPABLE, "--factory",
+                                 "in_place_hazard", "--input-shape", "16", *self.outputs(),
+                                 here=True)
+        self.assertIn('node "act" in module "act" (call_module torch.nn.ReLU)', line)
+        self.assertIn('works in place on "fc", which node "add" reads afterwards', line)
+
+    def test_more_than_one_input(self):
+        line = self.import_fails(EXIT_REFUSED, "--file", UNMAPPABLE, "--factory", "two_inputs",
+                                 "--input-shape", "16", *self.outputs(), here=True)
+        self.assertIn("forward takes 2 inputs (x, y); a deepool graph has one", line)
+
     def test_usage_errors(self):
         self.import_fails(EXIT_USAGE, "--file", SMALL_NET, "--factory", "build_model",
                           "--kwargs", "{num_classes: 10}", "--input-shape", "3,8,8",

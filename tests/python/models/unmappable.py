@@ -82,3 +82,31 @@ def data_dependent():
 
 def not_a_module():
     return 42
+
+
+class InPlaceHazard(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return self.act(y) + y  # eager: y is the ReLU's output too; a graph would differ
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x, y):
+        return self.fc(x) + self.fc(y)
+
+
+def in_place_hazard():
+    return InPlaceHazard()
+
+
+def two_inputs():
+    return TwoInputs()
