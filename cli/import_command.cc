@@ -64,12 +64,12 @@ void RegisterImportCommand(CLI::App& app, CommandResult& result) {
       "  (--file FILE --factory NAME | --module PKG.MOD:FACTORY) [--kwargs JSON]\n"
       "  --input-shape C,H,W [--input-dtype DTYPE] -o FILE [--weights FILE] [--name NAME]\n"
       "  [--loss-weights W,W] [--force]\n"
-      "Runs importer/deepool-import with $DEEPOOL_PYTHON, else " DEEPOOL_IMPORTER_PYTHON ".\n"
+      "Runs importer/deepool-import with $DEEPOOL_PYTHON, else " DEEPOOL_IMPORTER_PYTHON
+      ".\n"
       "Example:\n"
       "  deepool import --module torchvision.models:resnet50 --input-shape 3,224,224 \\\n"
       "      -o resnet50.graph.json --weights resnet50.pt");
-  command->callback(
-      [command, &result] { result.exit_code = RunImporter(command->remaining()); });
+  command->callback([command, &result] { result.exit_code = RunImporter(command->remaining()); });
 }
 
 const RegisterCommand kRegisterImportCommand(RegisterImportCommand);
