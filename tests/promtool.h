@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+
+#include "tests/shell_command.h"
 
 namespace deepool::testing {
 
@@ -21,15 +22,9 @@ inline std::optional<std::string> PromtoolProblems(const std::string& text) {
   REQUIRE(fd >= 0);
   REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
   close(fd);
-  FILE* pipe = popen(("promtool check metrics < " + std::string(path) + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[512];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  const int status = pclose(pipe);
+  const CommandOutput check = RunShell("promtool check metrics < " + std::string(path) + " 2>&1");
   unlink(path);
-  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
+  return check.exit_code == 0 ? "" : (check.out.empty() ? "promtool failed" : check.out);
 }
 
 }  // namespace deepool::testing

@@ -40,29 +40,30 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser():
-    p = _Parser(prog="deepool import", description=DESCRIPTION, epilog=EPILOG,
+    p = _Parser(prog="deepool import", description=DESCRIPTION, epilog=EPILOG, add_help=False,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-h", "--help", action="help", help="Show this help and exit")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", metavar="FILE", help="Python file that defines the factory")
     source.add_argument("--module", metavar="PKG.MOD:FACTORY",
-                        help="importable module and its factory, e.g. torchvision.models:resnet50")
+                        help="Importable module and its factory, e.g. torchvision.models:resnet50")
     p.add_argument("--factory", metavar="NAME",
-                   help="with --file: the function (or class) that returns the torch.nn.Module")
+                   help="With --file: the function (or class) that returns the torch.nn.Module")
     p.add_argument("--kwargs", metavar="JSON", default="{}",
-                   help="keyword arguments for the factory, a JSON object (default {})")
+                   help="Keyword arguments for the factory, a JSON object (default {})")
     p.add_argument("--input-shape", metavar="C,H,W", required=True,
-                   help="per-sample input shape, without the batch, e.g. 3,224,224")
+                   help="Per-sample input shape, without the batch, e.g. 3,224,224")
     p.add_argument("--input-dtype", choices=_DTYPES, default="float32",
-                   help="dtype of the example input (default float32)")
+                   help="The example input's dtype (default float32)")
     p.add_argument("-o", "--output", metavar="FILE", required=True,
-                   help="where to write the deepool.graph JSON")
+                   help="Where to write the deepool.graph JSON")
     p.add_argument("--weights", metavar="FILE",
-                   help="also write the module's state_dict (parameters and buffers) here")
-    p.add_argument("--name", help="the graph's name (default: the factory's name)")
+                   help="Also write the module's state_dict (parameters and buffers) here")
+    p.add_argument("--name", help="The graph's name (default: the factory's name)")
     p.add_argument("--loss-weights", metavar="W,W,...",
-                   help="one loss weight per output of forward, in order (default 1 each), "
+                   help="One loss weight per output of forward, in order (default 1 each), "
                         "e.g. 1,0.4 for Inception-v3's logits and auxiliary logits")
-    p.add_argument("--force", action="store_true", help="replace outputs that exist")
+    p.add_argument("--force", action="store_true", help="Replace outputs that exist")
     return p
 
 

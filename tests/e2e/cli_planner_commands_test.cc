@@ -1,12 +1,10 @@
 // The deepool commands that need no coordinator (model, plan, simulate), run as a user runs them:
 // the real binary from build/bin, its stdout parsed and its exit code checked.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,25 +18,12 @@
 
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "tests/shell_command.h"
 
 namespace {
 
-struct CommandOutput {
-  int exit_code = -1;
-  std::string out;  // stdout only; stderr goes to the test log
-};
-
-CommandOutput RunShell(const std::string& command) {
-  CommandOutput result;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using deepool::testing::CommandOutput;
+using deepool::testing::RunShell;
 
 CommandOutput RunDeepool(const std::string& args) {
   return RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool " + args);
@@ -361,8 +346,9 @@ struct HelpEntry {
   std::string description;
 };
 
-// The entries of `help` in CLI11's layout: under a section heading, a name and then its
-// description after two or more spaces, or on the next line when the name is long.
+// The entries of `help` in CLI11's layout (and argparse's, for `deepool import`): under a section
+// heading, a name and then its description after two or more spaces, or on the next line when the
+// name is long; a description's further lines are indented deeper than the names.
 std::vector<HelpEntry> HelpEntries(const std::string& help) {
   std::vector<HelpEntry> entries;
   std::istringstream lines(help);
@@ -375,10 +361,12 @@ std::vector<HelpEntry> HelpEntries(const std::string& help) {
     }
     if (section.empty()) continue;
     const size_t text = line.find_first_not_of(' ');
-    if (pending && text > 4) {
-      pending->description = line.substr(text);
-      entries.push_back(*pending);
-      pending.reset();
+    if (text > 4) {  // a description's line: of a long name above, or a wrapped one's next
+      if (pending) {
+        pending->description = line.substr(text);
+        entries.push_back(*pending);
+        pending.reset();
+      }
       continue;
     }
     HelpEntry entry{section, line.substr(text, line.find(' ', text) - text), ""};
@@ -423,13 +411,9 @@ std::string BashCompletes(const std::string& script, const std::string& line) {
   const std::string command =
       "bash -c 'source \"$0\"; COMP_WORDS=(" + line + "); "
       "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _deepool; echo \"${COMPREPLY[*]}\"' " + script;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  REQUIRE(pclose(pipe) == 0);
+  CommandOutput completed = RunShell(command);
+  REQUIRE(completed.exit_code == 0);
+  std::string out = std::move(completed.out);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }

@@ -3,9 +3,6 @@
 // 2 ms against 29 ms measured, with an amplification of 0.05). Runs alone (RUN_SERIAL): the
 // profile and the run must see the same machine, which other tests' processes would change
 // between the two; a steadily loaded machine (scripts/test-under-load.sh) slows both alike.
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -14,24 +11,12 @@
 #include <string>
 #include <utility>
 
+#include "tests/shell_command.h"
+
 namespace {
 
-struct CommandOutput {
-  int exit_code = -1;
-  std::string out;
-};
-
-CommandOutput RunShell(const std::string& command) {
-  CommandOutput result;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using deepool::testing::CommandOutput;
+using deepool::testing::RunShell;
 
 // Runs `deepool up` once; the measured / predicted ratio and the plan's amplification it printed.
 std::pair<double, double> RunDemo() {

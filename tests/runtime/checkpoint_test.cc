@@ -3,12 +3,10 @@
 // strict=True and compare its outputs with ours (tests/runtime/checkpoint_torchvision_check.py).
 #include "worker/runtime/checkpoints/checkpoint.h"
 
-#include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "planner/zoo/zoo.h"
+#include "tests/shell_command.h"
 #include "tests/source_dir.h"
 #include "worker/runtime/layers/layer_module.h"
 
@@ -79,13 +78,9 @@ void RequireSameState(const StateDict& a, const StateDict& b) {
 
 // Runs a command, returning its exit status and, in `output`, what it printed.
 int RunCommand(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  deepool::testing::CommandOutput run = deepool::testing::RunShell(command + " 2>&1");
+  *output += run.out;
+  return run.exit_code;
 }
 
 bool PythonWithTorchvision(std::string* why) {
