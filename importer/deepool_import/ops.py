@@ -107,17 +107,22 @@ def _gelu(call, x, approximate):
     return Layer("gelu", {}, [call.tensor(x)])
 
 
+def _pool_window(call, kernel_size, stride, padding):
+    """A pooling layer's window: kernel, stride (the kernel's when not given) and padding."""
+    kernel = _pair(call.const(kernel_size), "kernel_size", call)
+    stride = call.const(stride)
+    return {"kernel_size": kernel,
+            "stride": kernel if stride is None or stride in ([], ()) else
+            _pair(stride, "stride", call),
+            "padding": _pair(call.const(padding), "padding", call)}
+
+
 def _maxpool2d(call, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     if return_indices:
         call.refuse("return_indices=True: the IR's maxpool2d returns the pooled values only")
-    kernel = _pair(call.const(kernel_size), "kernel_size", call)
-    stride = call.const(stride)
-    attrs = {"kernel_size": kernel,
-             "stride": kernel if stride is None or stride == [] or stride == () else
-             _pair(stride, "stride", call),
-             "padding": _pair(call.const(padding), "padding", call),
-             "dilation": _pair(call.const(dilation), "dilation", call),
-             "ceil_mode": bool(ceil_mode)}
+    attrs = _pool_window(call, kernel_size, stride, padding)
+    attrs.update({"dilation": _pair(call.const(dilation), "dilation", call),
+                  "ceil_mode": bool(ceil_mode)})
     return Layer("maxpool2d", attrs, [call.tensor(x)])
 
 
@@ -125,13 +130,8 @@ def _avgpool2d(call, x, kernel_size, stride, padding, ceil_mode, count_include_p
                divisor_override):
     if divisor_override is not None:
         call.refuse("divisor_override: the IR's avgpool2d divides by the window size")
-    kernel = _pair(call.const(kernel_size), "kernel_size", call)
-    stride = call.const(stride)
-    attrs = {"kernel_size": kernel,
-             "stride": kernel if stride is None or stride == [] or stride == () else
-             _pair(stride, "stride", call),
-             "padding": _pair(call.const(padding), "padding", call),
-             "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}
+    attrs = _pool_window(call, kernel_size, stride, padding)
+    attrs.update({"ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)})
     return Layer("avgpool2d", attrs, [call.tensor(x)])
 
 
