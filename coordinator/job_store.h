@@ -1,8 +1,9 @@
 // Durable state of the coordinator: job records, their log lines, and cached layer profiles.
 // The JobManager writes through the store before it acknowledges a change, so what a client was
-// told survives a crash. Two implementations pass one shared test suite
-// (tests/service/job_store_test.cc): InMemoryJobStore (tests, --store memory) and SQLiteJobStore
-// (the default).
+// told survives a crash. Three implementations pass one shared test suite
+// (tests/service/job_store_test.cc): InMemoryJobStore (tests, --store memory), SQLiteJobStore
+// (the default) and PostgresJobStore (--store postgresql://..., a database that outlives the
+// coordinator's machine). The SQL ones version their schema (stored_job.h).
 // Threading: implementations are safe to call from several threads.
 #pragma once
 
@@ -94,5 +95,16 @@ struct SQLiteStoreOptions {
 // needs neither its -wal file nor its marker. One store per file at a time.
 StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
                                                        const SQLiteStoreOptions& options = {});
+
+// Whether `store` (the coordinator's --store) is a PostgreSQL URI: postgresql://... or
+// postgres://...
+bool IsPostgresUri(const std::string& store);
+
+// Connects to the PostgreSQL database `uri` names (libpq's URI form:
+// postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]; a host that is a
+// directory is a Unix socket's) and brings its schema to this binary's version. UNAVAILABLE
+// when it cannot connect; FAILED_PRECONDITION when a newer coordinator's schema is there.
+// Messages name the database, host and user, never the password.
+StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(const std::string& uri);
 
 }  // namespace deepool::coordinator

@@ -38,8 +38,20 @@ int main(int argc, char** argv) {
                  "directory for the SQLite job store; without --tls-* files and --users, also "
                  "for the admin token callers need (admin.token, made at the first start) and "
                  "its users file");
-  app.add_option("--store", options.store, "job store: sqlite or memory")
-      ->check(CLI::IsMember({"sqlite", "memory"}))
+  app.add_option("--store", options.store,
+                 "job store: sqlite (coordinator.db in --data-dir), memory (gone at exit; for "
+                 "tests), or a PostgreSQL URI, postgresql://[user@]host[:port]/dbname[?...], for "
+                 "a state that outlives this machine (keep a password in ~/.pgpass or "
+                 "PGPASSWORD, not on the command line)")
+      ->check(
+          [](const std::string& store) -> std::string {
+            if (store == "sqlite" || store == "memory" ||
+                deepool::coordinator::IsPostgresUri(store)) {
+              return "";
+            }
+            return "must be sqlite, memory or a postgresql:// URI";
+          },
+          "sqlite|memory|postgresql://...")
       ->capture_default_str();
   app.add_flag("--accept-data-loss", options.accept_data_loss,
                "start even though the job store lost acknowledged writes (its coordinator.db-wal "

@@ -19,8 +19,10 @@ namespace deepool::coordinator {
 
 StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& options) {
   if (options.store == "memory") return std::unique_ptr<JobStore>(new InMemoryJobStore());
+  if (IsPostgresUri(options.store)) return OpenPostgresJobStore(options.store);
   if (options.store != "sqlite") {
-    return InvalidArgumentError("--store: must be sqlite or memory, got " + options.store);
+    return InvalidArgumentError("--store: must be sqlite, memory or a postgresql:// URI, got " +
+                                options.store);
   }
   if (options.data_dir.empty()) return InvalidArgumentError("--data-dir: required for sqlite");
   std::error_code ec;

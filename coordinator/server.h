@@ -35,7 +35,7 @@ struct CoordinatorOptions {
   // unless insecure is set.
   std::string listen = "127.0.0.1:7070";
   std::string data_dir;                 // required for the sqlite store
-  std::string store = "sqlite";         // "sqlite" or "memory"
+  std::string store = "sqlite";         // "sqlite", "memory" or a postgresql:// URI
   // Start even when the sqlite store finds acknowledged writes gone (a lost or damaged -wal
   // file): SQLiteStoreOptions::accept_data_loss. Off: such a store stops the start.
   bool accept_data_loss = false;
@@ -82,7 +82,8 @@ struct CoordinatorOptions {
 // Whether listen may be served with these options: TLS, a loopback host, or insecure.
 Status CheckListenSafety(const CoordinatorOptions& options);
 
-// Opens the store the options name: <data_dir>/coordinator.db for sqlite.
+// Opens the store the options name: <data_dir>/coordinator.db for sqlite, the database a
+// postgresql:// URI names.
 StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& options);
 
 class CoordinatorServer {

@@ -4,6 +4,7 @@
 // documents (large, written once per dispatch) live in their own table and are rewritten only
 // when they change, so the frequent progress updates stay small writes.
 // Job id reservations (see JobStore::ReserveSeqs) are checkpointed into the main file at once.
+// The schema is versioned (stored_job.h): meta(schema_version) is the last step applied.
 // Lost commits (job_store.h): meta(commit_seq) counts write transactions; after each commit the
 // count, with the newest job saved, is copied into `<db>.lastcommit` (the marker). At open a
 // database behind its marker is refused: SQLite itself replays whatever valid prefix of the
@@ -28,11 +29,19 @@
 
 #include "common/logging.h"
 #include "coordinator/job_store.h"
+#include "coordinator/stored_job.h"
 
 namespace deepool::coordinator {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// Created first, outside the versioned steps: it records their number.
+constexpr const char* kMetaTable =
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)";
+
+// The schema, step by step (stored_job.h). Never edit a step that shipped: add one.
+const std::vector<SchemaStep>& SchemaSteps() {
+  static const std::vector<SchemaStep> steps = {
+      {1, "jobs, plans, inline graphs, logs and profiles", R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY,
   seq INTEGER NOT NULL,
@@ -64,11 +73,9 @@ CREATE TABLE IF NOT EXISTS profiles (
   profile TEXT NOT NULL,
   PRIMARY KEY (model_key, device_type)
 );
-CREATE TABLE IF NOT EXISTS meta (
-  key TEXT PRIMARY KEY,
-  value INTEGER NOT NULL
-);
-)sql";
+)sql"}};
+  return steps;
+}
 
 // What the marker file records: the commit number of the last write transaction the store
 // committed, and the newest job (highest seq) it had saved by then.
@@ -83,8 +90,8 @@ struct CommitMark {
 // never a mix, and it costs one system call instead of the four of write-temp-and-rename.
 constexpr size_t kMarkBytes = 128;
 constexpr size_t kMarkIdChars = 48;  // longer job ids are cut (the id is only for messages)
-constexpr const char* kMarkFormat = "deepool-commit-marker v1 commit=%020" PRId64
-                                    " job_seq=%020" PRId64 " job_id=%s";
+constexpr const char* kMarkFormat =
+    "deepool-commit-marker v1 commit=%020" PRId64 " job_seq=%020" PRId64 " job_id=%s";
 
 std::string FormatMark(const CommitMark& mark) {
   const std::string id = mark.job_id.empty() ? "-" : mark.job_id.substr(0, kMarkIdChars);
@@ -192,6 +199,32 @@ class SQLiteJobStore final : public JobStore {
     if (mark_fd_ >= 0) ::close(mark_fd_);
   }
 
+  // Brings the schema to its newest step: the missing steps and their number in one transaction.
+  // Not a counted commit (it acknowledges nothing to a client), so it cannot hide lost ones.
+  Status Migrate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(Exec(kMetaTable));
+    StatusOr<std::optional<int64_t>> current = GetMeta("schema_version");
+    RETURN_IF_ERROR(Damaged(current.status()));
+    ASSIGN_OR_RETURN(const std::vector<SchemaStep> steps,
+                     SchemaStepsToApply("the job store", current->value_or(0), SchemaSteps()));
+    if (steps.empty()) return Status::Ok();
+    RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status status = Status::Ok();
+    for (const SchemaStep& step : steps) {
+      status = Exec(step.sql);
+      if (!status.ok()) break;
+      DP_LOG_INFO("job store {}: schema step {} ({})", path_, step.version, step.what);
+    }
+    if (status.ok()) status = SetMeta("schema_version", steps.back().version);
+    if (status.ok()) status = Exec("COMMIT");
+    if (!status.ok() && !sqlite3_get_autocommit(db_)) {
+      Status rolled_back = Exec("ROLLBACK");
+      if (!rolled_back.ok()) DP_LOG_ERROR("sqlite: rollback failed: {}", rolled_back.ToString());
+    }
+    return status;
+  }
+
   // Compares the database with its marker (see job_store.h), then marks the file open and
   // rewrites the marker. Called once, before any other call.
   Status CheckCommitsAndMarkOpen(const SQLiteStoreOptions& options, bool wal_existed) {
@@ -209,12 +242,14 @@ class SQLiteJobStore final : public JobStore {
         // Leave the files as found: closing would checkpoint what SQLite read and delete the
         // log, damaged tail and all, which someone may still want to look at or put back.
         sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-        return DataLossError(lost + ". Start with --accept-data-loss to go on without them, or "
-                                    "put back the files that were lost");
+        return DataLossError(lost +
+                             ". Start with --accept-data-loss to go on without them, or "
+                             "put back the files that were lost");
       }
-      DP_LOG_ERROR("{}. Starting from the database as it is (--accept-data-loss); "
-                   "its marker is reset to it",
-                   lost);
+      DP_LOG_ERROR(
+          "{}. Starting from the database as it is (--accept-data-loss); "
+          "its marker is reset to it",
+          lost);
     }
     // Open from here on, and the main file says so at once: a copy of it alone, taken while the
     // store runs, must not pass for a cleanly closed one.
@@ -228,21 +263,11 @@ class SQLiteJobStore final : public JobStore {
 
   Status SaveJob(const JobRecord& job) override {
     std::lock_guard<std::mutex> lock(mu_);
-    // The documents are written only when they changed (a progress update must not rewrite
-    // 8 MiB of graph): a copy of the record shares them, so this is most often one comparison
-    // of two pointers.
-    auto last = written_.find(job.id);
-    const bool write_plan = last == written_.end() || last->second.graph != job.graph_json ||
-                            last->second.plan != job.plan_json;
-    const bool write_spec_graph = last == written_.end() || !last->second.spec_graph_stored ||
-                                  last->second.spec_graph != job.spec.graph_json;
-    RETURN_IF_ERROR(
-        InTransaction([&] { return SaveJobLocked(job, write_plan, write_spec_graph); }, &job));
-    if (IsTerminal(job.state)) {
-      written_.erase(job.id);  // no more writes; the JobManager lets go of them too
-    } else {
-      written_[job.id] = {job.spec.graph_json, true, job.graph_json, job.plan_json};
-    }
+    // The documents are written only when they changed: a progress update must not rewrite
+    // 8 MiB of graph.
+    const WrittenDocuments::Needed needed = written_.ForSave(job);
+    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, needed); }, &job));
+    written_.Remember(job);
     return Status::Ok();
   }
 
@@ -409,9 +434,10 @@ class SQLiteJobStore final : public JobStore {
       return;
     }
     if (!mark_failing_) {
-      DP_LOG_ERROR("job store: {}; writes go on, but a lost write-ahead log will not be noticed "
-                   "at the next start",
-                   Errno("cannot update the commit marker " + MarkPath()));
+      DP_LOG_ERROR(
+          "job store: {}; writes go on, but a lost write-ahead log will not be noticed "
+          "at the next start",
+          Errno("cannot update the commit marker " + MarkPath()));
     }
     mark_failing_ = true;
   }
@@ -441,13 +467,13 @@ class SQLiteJobStore final : public JobStore {
         "): its write-ahead log " + wal +
         (wal_existed ? " is damaged or truncated"
                      : " is missing (or an older copy of the database was put back)") +
-        "; " +
-        std::to_string(acknowledged.commit - mark_.commit) + " acknowledged write(s) are lost";
+        "; " + std::to_string(acknowledged.commit - mark_.commit) +
+        " acknowledged write(s) are lost";
     if (acknowledged.job_seq > mark_.job_seq) {
       message += ", among them the submission of every job " +
-                 (mark_.job_id.empty() ? std::string() : "after " + mark_.job_id + " ") +
-                 "up to " + acknowledged.job_id + " (seq " + std::to_string(mark_.job_seq + 1) +
-                 " to " + std::to_string(acknowledged.job_seq) + ")";
+                 (mark_.job_id.empty() ? std::string() : "after " + mark_.job_id + " ") + "up to " +
+                 acknowledged.job_id + " (seq " + std::to_string(mark_.job_seq + 1) + " to " +
+                 std::to_string(acknowledged.job_seq) + ")";
     } else {
       message += " (state changes, progress or log lines of stored jobs)";
     }
@@ -515,40 +541,22 @@ class SQLiteJobStore final : public JobStore {
       "SELECT j.id, j.record, p.graph, p.plan, s.graph FROM jobs j "
       "LEFT JOIN plans p ON p.job_id = j.id LEFT JOIN spec_graphs s ON s.job_id = j.id";
   StatusOr<JobRecord> JobOfRowLocked(Statement* st) {
-    const std::string id = st->Text(0);
-    auto doc = nlohmann::json::parse(st->Text(1), nullptr, false);
-    if (doc.is_discarded()) return DataLossError("the stored record of " + id + " is not JSON");
-    // The inline graph goes back into the spec as its text. Records written before spec_graphs
-    // hold it themselves.
-    const bool spec_graph_stored = sqlite3_column_type(st->get(), 4) != SQLITE_NULL;
-    if (spec_graph_stored && doc.contains("spec") && doc["spec"].is_object()) {
-      doc["spec"]["graph"] = st->Text(4);
-    }
-    StatusOr<JobRecord> loaded = JobRecordFromJson(doc);
-    if (!loaded.ok()) {
-      return DataLossError("the stored record of " + id +
-                           " is damaged: " + loaded.status().message());
-    }
-    JobRecord job = std::move(*loaded);
-    job.graph_json = st->Text(2);
-    job.plan_json = st->Text(3);
-    if (!IsTerminal(job.state)) {
-      written_[job.id] = {job.spec.graph_json, spec_graph_stored, job.graph_json, job.plan_json};
-    }
+    StoredJobRow row{st->Text(0), st->Text(1), st->Text(2), st->Text(3), std::nullopt};
+    if (sqlite3_column_type(st->get(), 4) != SQLITE_NULL) row.spec_graph = st->Text(4);
+    ASSIGN_OR_RETURN(JobRecord job, JobFromStoredRow(row));
+    written_.Remember(job, row.spec_graph.has_value());
     return job;
   }
 
-  Status SaveJobLocked(const JobRecord& job, bool write_plan, bool write_spec_graph) {
+  Status SaveJobLocked(const JobRecord& job, WrittenDocuments::Needed needed) {
     Statement st(db_, "INSERT OR REPLACE INTO jobs(id, seq, state, record) VALUES(?, ?, ?, ?)");
     if (!st.ok()) return Error("prepare save job");
-    JobRecord record = job;                 // shares the documents
-    record.spec.graph_json = SharedText();  // kept in spec_graphs
     st.Bind(1, job.id);
     st.Bind(2, job.seq);
     st.Bind(3, std::string(StateName(job.state)));
-    st.Bind(4, JobRecordToJson(record, /*include_plan=*/false).dump());
+    st.Bind(4, StoredRecordText(job));
     if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save job " + job.id);
-    if (write_spec_graph) {
+    if (needed.spec_graph) {
       Statement graph(db_, job.spec.graph_json.empty()
                                ? "DELETE FROM spec_graphs WHERE job_id = ?"
                                : "INSERT OR REPLACE INTO spec_graphs(job_id, graph) VALUES(?, ?)");
@@ -557,7 +565,7 @@ class SQLiteJobStore final : public JobStore {
       if (!job.spec.graph_json.empty()) graph.Bind(2, job.spec.graph_json);
       if (sqlite3_step(graph.get()) != SQLITE_DONE) return Error("save the graph of " + job.id);
     }
-    if (!write_plan) return Status::Ok();
+    if (!needed.plan) return Status::Ok();
     Statement plan(db_, "INSERT OR REPLACE INTO plans(job_id, graph, plan) VALUES(?, ?, ?)");
     if (!plan.ok()) return Error("prepare save plan");
     plan.Bind(1, job.id);
@@ -616,16 +624,8 @@ class SQLiteJobStore final : public JobStore {
   int mark_fd_ = -1;
   bool mark_failing_ = false;
   int last_error_ = SQLITE_OK;
-  std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use  // SQLite's error code when Error() last made a Status  // the last marker update failed (logged once per run of failures)
-  // Per unfinished job, the documents last written (sharing the JobManager's buffers, so they
-  // cost no memory of their own), to skip rewriting unchanged ones.
-  struct Written {
-    SharedText spec_graph;
-    bool spec_graph_stored = false;  // false: the record holds it (written before spec_graphs)
-    SharedText graph;
-    SharedText plan;
-  };
-  std::map<std::string, Written> written_;
+  std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use
+  WrittenDocuments written_;
 };
 
 }  // namespace
@@ -654,7 +654,7 @@ StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
   auto store = std::make_unique<SQLiteJobStore>(db, path);
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL").WithContext(path));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL").WithContext(path));
-  RETURN_IF_ERROR(store->Exec(kSchema).WithContext(path));
+  RETURN_IF_ERROR(store->Migrate().WithContext(path));
   RETURN_IF_ERROR(store->CheckCommitsAndMarkOpen(options, wal_existed));
   DP_LOG_INFO("job store: sqlite {}", path);
   return std::unique_ptr<JobStore>(std::move(store));

@@ -14,6 +14,8 @@ PACKAGES=(
   libgloo-dev
   # command line, JSON, logging, state store
   libcli11-dev nlohmann-json3-dev libspdlog-dev libsqlite3-dev sqlite3
+  # the PostgreSQL store's client library, and a server the tests start themselves
+  libpq-dev postgresql
   # tests and benchmarks (prometheus: promtool checks /metrics, and a test scrapes a cluster)
   catch2 libbenchmark-dev prometheus
   # fuzzing (scripts/fuzz.sh: clang, libFuzzer) and linting (scripts/clang-tidy.sh)

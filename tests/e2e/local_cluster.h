@@ -148,6 +148,7 @@ struct ClusterOptions {
   bool secure = false;
   Host coordinator_host;
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
+  std::string store;                 // its --store; empty: its default (SQLite in its data dir)
   int executor_timeout_s = 0;        // the coordinator's --executor-timeout-s; 0: its default
   bool metrics = false;              // serve /metrics on a loopback port (metrics_address())
   // The coordinator's open-file limit (RLIMIT_NOFILE, soft and hard alike, as `ulimit -n` sets
@@ -265,6 +266,7 @@ class LocalCluster {
                                      std::to_string(options_.node_timeout_s),
                                      "--log-level",
                                      "debug"};
+    if (!options_.store.empty()) args.insert(args.end(), {"--store", options_.store});
     if (options_.executor_timeout_s > 0) {
       args.insert(args.end(),
                   {"--executor-timeout-s", std::to_string(options_.executor_timeout_s)});

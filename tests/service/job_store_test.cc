@@ -1,5 +1,5 @@
-// One suite, run against both JobStore implementations; the SQLite one also across a reopen of
-// its file (what a restart of the coordinator does).
+// One suite, run against every JobStore implementation; the SQL ones across a reopen (what a
+// restart of the coordinator does), PostgreSQL's on a real server the test starts itself.
 #include "coordinator/job_store.h"
 
 #include <sqlite3.h>
@@ -9,12 +9,22 @@
 #include <fstream>
 #include <functional>
 
+#include "coordinator/stored_job.h"
+#include "tests/postgres_server.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator {
 namespace {
 
+using deepool::testing::PostgresServer;
 using testing::TempDir;
+
+// Skips the calling test (saying why) where no PostgreSQL server can start here.
+#define SKIP_WITHOUT_POSTGRES()                         \
+  if (auto missing = PostgresServer::MissingReason()) { \
+    WARN("skipped: " << *missing);                      \
+    return;                                             \
+  }
 
 JobRecord MakeJob(const std::string& id, int64_t seq, JobState state) {
   JobRecord job;
@@ -154,6 +164,94 @@ TEST_CASE("JobStore suite: SQLite, reopened between steps", "[job_store]") {
   });
 }
 
+TEST_CASE("JobStore suite: PostgreSQL, connected again between steps", "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  server.CreateDatabase("suite");
+  std::unique_ptr<JobStore> store;
+  RunJobStoreSuite([&] {
+    store.reset();
+    StatusOr<std::unique_ptr<JobStore>> opened = OpenPostgresJobStore(server.Uri("suite"));
+    INFO(opened.status().ToString());
+    REQUIRE(opened.ok());
+    store = std::move(*opened);
+    return store.get();
+  });
+}
+
+TEST_CASE("PostgreSQL: while the server is down calls fail UNAVAILABLE; once it is back they go on",
+          "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  auto store = OpenPostgresJobStore(server.Uri());
+  REQUIRE(store.ok());
+  REQUIRE((*store)->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+
+  server.Stop();  // connected clients are cut off, as a restart of the database's host does
+  const Status down = (*store)->SaveJob(MakeJob("job-2", 2, JobState::kPending));
+  CHECK(down.code() == StatusCode::kUnavailable);
+  CHECK_THAT(down.message(), Catch::Contains("PostgreSQL database postgres"));
+  CHECK((*store)->LoadJobs().status().code() == StatusCode::kUnavailable);
+
+  server.Start();
+  REQUIRE((*store)->SaveJob(MakeJob("job-2", 2, JobState::kPending)).ok());  // connects again
+  std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "after the restart"}};
+  REQUIRE((*store)->AppendLogs("job-2", &lines).ok());
+  StatusOr<std::vector<JobRecord>> jobs = (*store)->LoadJobs();
+  REQUIRE(jobs.ok());
+  CHECK(jobs->size() == 2);
+}
+
+TEST_CASE("PostgreSQL: log lines keep bytes that are not UTF-8", "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  auto store = OpenPostgresJobStore(server.Uri());
+  REQUIRE(store.ok());
+  const std::string bytes("progress \xff\xfe\x00 50%", 16);
+  std::vector<LogRecord> lines = {{0, 1, "node-a", 0, bytes}};
+  REQUIRE((*store)->AppendLogs("job-1", &lines).ok());
+  StatusOr<std::vector<LogRecord>> read = (*store)->ReadLogs("job-1", 0, 0);
+  REQUIRE(read.ok());
+  REQUIRE(read->size() == 1);
+  CHECK(read->front().line == bytes);
+}
+
+TEST_CASE("PostgreSQL: an unreachable server is named in the error, its password never",
+          "[job_store][postgres]") {
+  auto store = OpenPostgresJobStore(
+      "postgresql://deepool:hunter2@/jobs?host=/nonexistent-dir-for-deepool&connect_timeout=2");
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(store.status().message(), Catch::Contains("database jobs"));
+  CHECK_THAT(store.status().message(), !Catch::Contains("hunter2"));
+}
+
+TEST_CASE("PostgreSQL: a schema written by a newer coordinator is refused",
+          "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  REQUIRE(OpenPostgresJobStore(server.Uri()).ok());
+  CHECK(server.Sql("postgres", "SELECT value FROM meta WHERE key = 'schema_version'") == "1\n");
+  server.Sql("postgres", "UPDATE meta SET value = 99 WHERE key = 'schema_version'");
+  auto store = OpenPostgresJobStore(server.Uri());
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(store.status().message(), Catch::Contains("schema version 99"));
+}
+
+TEST_CASE("schema steps: the missing ones in order; a newer database refused", "[job_store]") {
+  const std::vector<SchemaStep> steps = {{1, "one", "A"}, {2, "two", "B"}, {3, "three", "C"}};
+  auto from_one = SchemaStepsToApply("store", 1, steps);
+  REQUIRE(from_one.ok());
+  REQUIRE(from_one->size() == 2);
+  CHECK(std::string(from_one->front().sql) == "B");
+  CHECK(SchemaStepsToApply("store", 3, steps)->empty());
+  CHECK(SchemaStepsToApply("store", 0, steps)->size() == 3);
+  CHECK(SchemaStepsToApply("store", 4, steps).status().code() == StatusCode::kFailedPrecondition);
+  const std::vector<SchemaStep> gap = {{1, "one", "A"}, {3, "three", "C"}};
+  CHECK(SchemaStepsToApply("store", 0, gap).status().code() == StatusCode::kInternal);
+}
+
 StatusOr<std::unique_ptr<JobStore>> OpenAt(const TempDir& dir, const std::string& name) {
   return OpenSQLiteJobStore(dir.File(name));
 }
@@ -210,6 +308,38 @@ TEST_CASE("SQLite: a record written with its inline graph inside it still loads 
     jobs->front().progress.iteration = 1;
     REQUIRE((*store)->SaveJob(jobs->front()).ok());
   }
+}
+
+// Runs `sql` on the SQLite file at `path`, outside the store.
+void SqliteExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  INFO(sql);
+  CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_CASE(
+    "SQLite: a store from before schema versions opens, and one from a newer coordinator "
+    "is refused",
+    "[job_store]") {
+  TempDir dir;
+  {
+    auto store = OpenAt(dir, "jobs.db");
+    REQUIRE(store.ok());
+    REQUIRE((*store)->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+  }
+  SqliteExec(dir.File("jobs.db"), "DELETE FROM meta WHERE key = 'schema_version'");
+  {
+    auto store = OpenAt(dir, "jobs.db");
+    REQUIRE(store.ok());
+    CHECK((*store)->LoadJobs()->size() == 1);
+  }
+  SqliteExec(dir.File("jobs.db"), "UPDATE meta SET value = 99 WHERE key = 'schema_version'");
+  auto store = OpenAt(dir, "jobs.db");
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(store.status().message(), Catch::Contains("schema version 99"));
 }
 
 TEST_CASE("SQLite: a 0-byte store is refused, not started empty", "[job_store]") {

@@ -1,17 +1,17 @@
 // No store error is dropped: every job change the scheduler makes is either stored, retried on a
 // later tick until it is, or refused to its caller (a client, or a worker that sends its report
-// again). The store fails on demand (FailingJobStore), as a full disk would make it.
+// again). Each test runs twice (breakable_store.h): on the fake store whose writes fail on demand,
+// as a full disk would make them, and on the PostgreSQL store whose server is stopped.
 #include <catch2/catch.hpp>
 
 #include "coordinator/scheduler.h"
-#include "tests/service/failing_job_store.h"
+#include "tests/service/breakable_store.h"
 #include "tests/service/scheduler_harness.h"
 
 namespace deepool::coordinator {
 namespace {
 
 using testing::Fg;
-using testing::FailingJobStore;
 using testing::Harness;
 using testing::Running;
 
@@ -25,18 +25,17 @@ std::string DispatchedTask(Harness& h) {
 
 TEST_CASE("a failed admission write leaves the job pending with its devices free",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 2);
   JobRecord job = h.Submit(Fg(2));
-  store.fail_writes = true;
+  store->Break();
   h.scheduler.Tick();
-  CHECK(store.failed_writes > 0);
   CHECK(h.Get(job.id).state == JobState::kPending);
   CHECK(h.scheduler.DeviceUses().empty());
   CHECK(h.Commands("node-a").empty());
 
-  store.fail_writes = false;
+  store->Mend();
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.Commands("node-a").size() == 1);
@@ -44,14 +43,14 @@ TEST_CASE("a failed admission write leaves the job pending with its devices free
 
 TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store is back",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 2);
   JobRecord job = h.Submit(Fg(2));
   h.scheduler.Tick();
   const std::string task = DispatchedTask(h);
 
-  store.fail_writes = true;
+  store->Break();
   h.Exit("node-a", task, v1::TASK_OUTCOME_FAILED, "boom");
   // The devices are free at once; the job's new state waits for the store.
   CHECK(h.scheduler.DeviceUses().empty());
@@ -60,7 +59,7 @@ TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store 
   h.scheduler.Tick();  // still failing: kept
   CHECK(h.scheduler.UnwrittenCount() == 1);
 
-  store.fail_writes = false;
+  store->Mend();
   h.scheduler.Tick();
   CHECK(h.scheduler.UnwrittenCount() == 0);
   JobRecord failed = h.Get(job.id);
@@ -69,19 +68,19 @@ TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store 
 }
 
 TEST_CASE("a success that cannot be stored keeps the devices until it is", "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobRecord job = h.Submit(Fg(1));
   h.scheduler.Tick();
   const std::string task = DispatchedTask(h);
 
-  store.fail_writes = true;
+  store->Break();
   h.Exit("node-a", task, v1::TASK_OUTCOME_SUCCEEDED);
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.scheduler.DeviceUses().size() == 1);
   // A second job cannot take the device the first still holds in the store's view.
-  store.fail_writes = false;
+  store->Mend();
   JobRecord second = h.Submit(Fg(1));
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kSucceeded);
@@ -91,19 +90,19 @@ TEST_CASE("a success that cannot be stored keeps the devices until it is", "[sch
 
 TEST_CASE("a dispatch that cannot be stored sends nothing and requeues the job",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobRecord job = h.Submit(Fg(1));
   // PLANNING is stored, RUNNING is not: fail from the moment the plan exists.
-  h.planner.on_plan = [&] { store.fail_writes = true; };
+  h.planner.on_plan = [&] { store->Break(); };
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kPlanning);
   CHECK(h.Commands("node-a").empty());
   CHECK(h.scheduler.DeviceUses().empty());
 
   h.planner.on_plan = nullptr;
-  store.fail_writes = false;
+  store->Mend();
   h.scheduler.Tick();  // the requeue is stored; the job is admitted again next round
   h.scheduler.Tick();
   JobRecord running = h.Get(job.id);
@@ -118,8 +117,8 @@ TEST_CASE("a dispatch that cannot be stored sends nothing and requeues the job",
 
 TEST_CASE("worker reports that cannot be stored are refused, so the worker sends them again",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobRecord job = h.Submit(Fg(1));
   h.scheduler.Tick();
@@ -132,7 +131,7 @@ TEST_CASE("worker reports that cannot be stored are refused, so the worker sends
   e->set_rank(0);
   e->set_iteration(2);
   progress.add_logs()->set_line("iteration 2");
-  store.fail_writes = true;
+  store->Break();
   StatusOr<bool> refused = h.scheduler.ReportProgress(progress);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kUnavailable);
@@ -145,7 +144,7 @@ TEST_CASE("worker reports that cannot be stored are refused, so the worker sends
   CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
   CHECK(h.Get(job.id).state == JobState::kRunning);
 
-  store.fail_writes = false;
+  store->Mend();
   REQUIRE(h.scheduler.ReportProgress(progress).ok());
   CHECK(h.Get(job.id).progress.iteration == 3);
   REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
@@ -159,13 +158,13 @@ TEST_CASE("worker reports that cannot be stored are refused, so the worker sends
 
 TEST_CASE("a cancel that cannot be stored fails for the client and stops nothing",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobRecord job = h.Submit(Fg(1));
   h.scheduler.Tick();
   DispatchedTask(h);
-  store.fail_writes = true;
+  store->Break();
   StatusOr<JobRecord> cancelled = h.scheduler.Cancel(job.id, "");
   CHECK(cancelled.status().code() == StatusCode::kUnavailable);
   CHECK(h.Commands("node-a").empty());
@@ -173,18 +172,18 @@ TEST_CASE("a cancel that cannot be stored fails for the client and stops nothing
 }
 
 TEST_CASE("a lost node's jobs are failed once the store takes the write", "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobRecord job = h.Submit(Fg(1));
   h.scheduler.Tick();
   DispatchedTask(h);
-  store.fail_writes = true;
+  store->Break();
   h.clock.Advance(std::chrono::seconds(11));
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.scheduler.UnwrittenCount() == 1);
-  store.fail_writes = false;
+  store->Mend();
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kFailed);
   CHECK_THAT(h.Get(job.id).reason, Catch::Contains("stopped heartbeating"));
@@ -192,8 +191,8 @@ TEST_CASE("a lost node's jobs are failed once the store takes the write", "[sche
 
 TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it is",
           "[scheduler][store]") {
-  FailingJobStore store;
-  Harness h(&store);
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
   h.AddNode("a", 1);
   JobSpec spec = Fg(1);
   spec.profile = "measured";
@@ -204,11 +203,11 @@ TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it
   REQUIRE(commands.size() == 1);
   const std::string profile_task = commands[0].assign().task_id();
 
-  store.fail_writes = true;
+  store->Break();
   h.Exit("node-a", profile_task, v1::TASK_OUTCOME_SUCCEEDED, "", R"({"format":"x"})");
   CHECK(h.Get(job.id).state == JobState::kProfiling);
   CHECK(h.scheduler.UnwrittenCount() == 1);
-  store.fail_writes = false;
+  store->Mend();
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.planner.last_profile_json == R"({"format":"x"})");
