@@ -229,13 +229,13 @@ void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* wr
   reservation.background = true;
   reservation.devices = {grant.device};
   ledger_.HoldBackground(grant.device, grant.job_id);
-  PlanOnceStoredLocked(std::move(reservation),
-                       TransitionWrite(grant.job_id, JobState::kPlanning,
-                                       {ReasonCode::kProgress,
-                                        "bg on " + grant.device.first + "/" +
-                                            grant.device.second + " (predicted idle " +
-                                            IdlePercent(grant.idle_fraction) + ")"}),
-                       writes);
+  PlanOnceStoredLocked(
+      std::move(reservation),
+      TransitionWrite(grant.job_id, JobState::kPlanning,
+                      {ReasonCode::kProgress, "bg on " + grant.device.first + "/" +
+                                                  grant.device.second + " (predicted idle " +
+                                                  IdlePercent(grant.idle_fraction) + ")"}),
+      writes);
 }
 
 void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes) {
@@ -243,15 +243,16 @@ void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* 
   if (!bg.ok() || IsTerminal(bg->state)) return;
   const std::string why = "FG job " + displaced.fg_job + " took " + displaced.device.first + "/" +
                           displaced.device.second;
-  dispatcher_.CancelJob(bg->id, why);
   ReleaseLocked(bg->id);
   const std::string resumes = PeriodicCheckpointsOf(*bg) ? "it resumes from its newest checkpoint"
                                                          : "it has no checkpoints and starts again";
   // Not counted against max_attempts: the job did nothing wrong.
-  writes->push_back(TransitionWrite(
+  JobWrite write = TransitionWrite(
       bg->id, JobState::kPending,
       {ReasonCode::kDisplaced, "requeued: " + why + "; BG jobs make way for FG jobs, " + resumes},
-      /*retry=*/true));
+      /*retry=*/true);
+  StopTasksOnceStored(&write, why);
+  writes->push_back(std::move(write));
 }
 
 void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservation,
@@ -262,11 +263,11 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   StatusOr<std::string> graph_json = planner_->ProfileGraphJson(job.spec);
   if (!graph_json.ok()) {
     ReleaseLocked(job.id);
-    writes->push_back(TransitionWrite(
-        job.id, JobState::kFailed,
-        {ReasonCode::kProfilingFailed,
-         "cannot build the graph to profile: " + graph_json.status().message()},
-        /*retry=*/true));
+    writes->push_back(
+        TransitionWrite(job.id, JobState::kFailed,
+                        {ReasonCode::kProfilingFailed,
+                         "cannot build the graph to profile: " + graph_json.status().message()},
+                        /*retry=*/true));
     return;
   }
   // Numbered by the job's stored PROFILING steps, not a counter of this process: a worker may
@@ -295,10 +296,9 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   reservations_[job.id] = std::move(reservation);
   // The task goes out only once PROFILING is stored: a restarted coordinator never finds a
   // profile running for a job it believes PENDING.
-  JobWrite write =
-      TransitionWrite(job.id, JobState::kProfiling,
-                      {ReasonCode::kProgress,
-                       "measuring the layer profile on " + where.first + "/" + where.second});
+  JobWrite write = TransitionWrite(job.id, JobState::kProfiling,
+                                   {ReasonCode::kProgress, "measuring the layer profile on " +
+                                                               where.first + "/" + where.second});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   write.on_written = [this, task](const JobRecord&) {
     if (reservations_.count(task.job_id) != 0) dispatcher_.Add({task});
@@ -396,13 +396,12 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   if (!job.ok()) return;
   if (planned.world_size < 1 || planned.world_size > static_cast<int>(reservation.devices.size())) {
     ReleaseLocked(job->id);
-    writes->push_back(TransitionWrite(job->id, JobState::kFailed,
-                                      {ReasonCode::kPlanningFailed,
-                                       "plan needs " + std::to_string(planned.world_size) +
-                                           " ranks; the job holds " +
-                                           std::to_string(reservation.devices.size()) +
-                                           " devices"},
-                                      /*retry=*/true));
+    writes->push_back(TransitionWrite(
+        job->id, JobState::kFailed,
+        {ReasonCode::kPlanningFailed, "plan needs " + std::to_string(planned.world_size) +
+                                          " ranks; the job holds " +
+                                          std::to_string(reservation.devices.size()) + " devices"},
+        /*retry=*/true));
     return;
   }
   Dispatch dispatch;
@@ -463,11 +462,10 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
   for (const RankPlacement& p : dispatch.placements) nodes_used.insert(p.node_id);
   std::vector<std::string> task_ids;
   for (const Task& t : dispatch.tasks) task_ids.push_back(t.id);
-  const std::string what =
-      dispatch.hosted_by.empty()
-          ? "dispatched " + std::to_string(dispatch.planned.world_size) + " ranks to " +
-                std::to_string(nodes_used.size()) + " node(s)"
-          : "dispatched inside the executor of " + dispatch.hosted_by;
+  const std::string what = dispatch.hosted_by.empty()
+                               ? "dispatched " + std::to_string(dispatch.planned.world_size) +
+                                     " ranks to " + std::to_string(nodes_used.size()) + " node(s)"
+                               : "dispatched inside the executor of " + dispatch.hosted_by;
   // The tasks go out once RUNNING is stored, so a restarted coordinator knows every task a
   // worker may run. A refused write (cancelled meanwhile) frees the devices; a failed one puts
   // the job back in the queue.
@@ -492,11 +490,11 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
     DP_LOG_ERROR("job {}: cannot record dispatch: {}", job_id, status.ToString());
     ReleaseLocked(job_id);
     if (MayPass(status)) {
-      unwritten_.push_back(TransitionWrite(
-          job_id, JobState::kPending,
-          {ReasonCode::kRequeued,
-           "requeued: the dispatch could not be stored (" + status.message() + ")"},
-          /*retry=*/true));
+      unwritten_.push_back(
+          TransitionWrite(job_id, JobState::kPending,
+                          {ReasonCode::kRequeued,
+                           "requeued: the dispatch could not be stored (" + status.message() + ")"},
+                          /*retry=*/true));
     }
   };
   return write;

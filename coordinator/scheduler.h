@@ -170,8 +170,7 @@ class Scheduler {
 
   // Admission (mu_ held): grants become reservations and PLANNING / PROFILING writes.
   void AdmitLocked(Writes* writes);
-  void ReserveForegroundLocked(const ForegroundGrant& grant, const JobRecord& job,
-                               Writes* writes);
+  void ReserveForegroundLocked(const ForegroundGrant& grant, const JobRecord& job, Writes* writes);
   void ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* writes);
   // Keeps the reservation and plans the job once `write` (its move to PLANNING) is stored.
   void PlanOnceStoredLocked(Reservation reservation, JobWrite write, Writes* writes);
@@ -214,12 +213,15 @@ class Scheduler {
   void HoldUntilStoppedLocked(const NodeRecord& node, const std::vector<std::string>& task_ids);
   // FAILED with `reason`, or PENDING (kRequeued) where the spec asks and attempts remain.
   void FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes);
+  // Makes `write` stop its job's tasks once it is stored (or refused), never before: a stop sent
+  // ahead of the job's new state would, were the coordinator to crash between the two, end a
+  // task of a job its successor still has RUNNING, and fail that job "cancelled".
+  void StopTasksOnceStored(JobWrite* write, const std::string& why);
   void ExpireNodesLocked(Writes* writes);
   void SettleReconciliationLocked(Writes* writes);
   void FailLostJobsLocked(const std::set<std::string>& job_ids, const Reason& reason,
                           Writes* writes);
-  void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
-                         Writes* writes);
+  void OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report, Writes* writes);
   // A hosted BG job's FG executor ended first: back to PENDING, or FAILED once it stalls.
   // Drain with evacuate, for one BG job on the node: requeued when it keeps checkpoints. Returns
   // the outcome line. Takes mu_.
@@ -277,7 +279,7 @@ class Scheduler {
     Reason reason{ReasonCode::kTaskFailed, ""};  // the first report's
     Clock::TimePoint deadline;
   };
-  std::map<std::string, PendingFailure> pending_failures_;  // by job id
+  std::map<std::string, PendingFailure> pending_failures_;    // by job id
   std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
 };
 

@@ -120,11 +120,11 @@ void Scheduler::SettleReconciliationLocked(Writes* writes) {
   if (!reconcile_deadline_ || clock_->Now() < *reconcile_deadline_) return;
   reconcile_deadline_.reset();
   for (const auto& [job_id, task_id] : dispatcher_.UnconfirmedAfterRestart()) {
-    FailLostJobsLocked({job_id},
-                       {ReasonCode::kNodeLost,
-                        "no worker reported task " + task_id +
-                            " within the node timeout after the coordinator restarted"},
-                       writes);
+    FailLostJobsLocked(
+        {job_id},
+        {ReasonCode::kNodeLost, "no worker reported task " + task_id +
+                                    " within the node timeout after the coordinator restarted"},
+        writes);
   }
 }
 
@@ -134,11 +134,11 @@ void Scheduler::ExpireNodesLocked(Writes* writes) {
   for (const NodeRecord& node : nodes_->ExpireSilent()) {
     std::set<std::string> affected = ledger_.JobsOnNode(node.id);
     for (const std::string& job : dispatcher_.DropNode(node.id)) affected.insert(job);
-    FailLostJobsLocked(affected,
-                       {ReasonCode::kNodeLost, "node " + node.name +
-                                                   " stopped heartbeating (silent for over " +
-                                                   std::to_string(timeout_ms) + " ms)"},
-                       writes);
+    FailLostJobsLocked(
+        affected,
+        {ReasonCode::kNodeLost, "node " + node.name + " stopped heartbeating (silent for over " +
+                                    std::to_string(timeout_ms) + " ms)"},
+        writes);
   }
 }
 
@@ -203,10 +203,21 @@ void Scheduler::ReleaseStoppedLocked() {
   }
 }
 
-void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
-                                    Writes* writes) {
-  dispatcher_.CancelJob(job.id, reason.message);
-  ReleaseAfterStopLocked(job);
+void Scheduler::StopTasksOnceStored(JobWrite* write, const std::string& why) {
+  auto written = std::move(write->on_written);
+  write->on_written = [this, why, written](const JobRecord& stored) {
+    dispatcher_.CancelJob(stored.id, why);
+    if (written) written(stored);
+  };
+  auto refused = std::move(write->on_refused);
+  write->on_refused = [this, id = write->job_id, why, refused](const Status& status) {
+    dispatcher_.CancelJob(id, why);  // refused: the job ended otherwise meanwhile
+    if (refused) refused(status);
+  };
+}
+
+void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes) {
+  ReleaseAfterStopLocked(job);  // its devices stay held until its tasks have stopped
   // Retried until stored: a job left RUNNING with its devices freed would never end.
   if (RequeuesOnFailure(job.spec) && job.attempt - Resizes(job) < options_.max_attempts) {
     JobWrite write = TransitionWrite(job.id, JobState::kPending,
@@ -219,9 +230,12 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason,
         r.evacuate_from.clear();
       };
     }
+    StopTasksOnceStored(&write, reason.message);
     writes->push_back(std::move(write));
   } else {
-    writes->push_back(TransitionWrite(job.id, JobState::kFailed, reason, /*retry=*/true));
+    JobWrite write = TransitionWrite(job.id, JobState::kFailed, reason, /*retry=*/true);
+    StopTasksOnceStored(&write, reason.message);
+    writes->push_back(std::move(write));
   }
 }
 
@@ -233,8 +247,8 @@ StatusOr<JobRecord> Scheduler::Cancel(const std::string& job_id, const std::stri
   }
   const std::string why = reason.empty() ? "cancelled by user" : reason;
   // Stored first, so the client hears of a failed write; then nothing of the job may go out.
-  ASSIGN_OR_RETURN(JobRecord cancelled, jobs_->Transition(job_id, JobState::kCancelled,
-                                                          {ReasonCode::kCancelled, why}));
+  ASSIGN_OR_RETURN(JobRecord cancelled,
+                   jobs_->Transition(job_id, JobState::kCancelled, {ReasonCode::kCancelled, why}));
   std::lock_guard<std::mutex> lock(mu_);
   dispatcher_.CancelJob(job_id, why);
   ReleaseAfterStopLocked(cancelled);
@@ -333,13 +347,14 @@ std::string Scheduler::EvacuateBackground(const JobRecord& job, const std::strin
   }
   const std::string why = "evacuated from draining node " + node_name;
   std::lock_guard<std::mutex> lock(mu_);
-  dispatcher_.CancelJob(job.id, why);
   ReleaseLocked(job.id);
   // Not counted against max_attempts, as a displacement by a FG job is not.
-  writes->push_back(TransitionWrite(
+  JobWrite write = TransitionWrite(
       job.id, JobState::kPending,
       {ReasonCode::kEvacuated, why + ": it resumes from its newest checkpoint elsewhere"},
-      /*retry=*/true));
+      /*retry=*/true);
+  StopTasksOnceStored(&write, why);
+  writes->push_back(std::move(write));
   return job.id + " (BG) stops now and resumes from its newest checkpoint elsewhere";
 }
 
@@ -375,10 +390,10 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
                                [this](const std::string& job_id) { return JobWantsTasks(job_id); });
     registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
     HoldUntilStoppedLocked(node, registration.cancel_task_ids);
-    FailLostJobsLocked(
-        outcome.lost_jobs,
-        {ReasonCode::kNodeLost, "worker on node " + node.name + " restarted and lost the job's task"},
-        &writes);
+    FailLostJobsLocked(outcome.lost_jobs,
+                       {ReasonCode::kNodeLost,
+                        "worker on node " + node.name + " restarted and lost the job's task"},
+                       &writes);
     WakeLocked();
   }
   ApplyWrites(std::move(writes));
@@ -501,7 +516,7 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
     const std::optional<Task> task = dispatcher_.OnExit(
         report.task_id(), report.outcome(), report.checkpoint(), report.stopped_at_iteration());
     if (!task) return Status::Ok();  // a concurrent copy of this report got here first
-    ReleaseStoppedLocked();           // a stopped task may free a cancelled job's devices
+    ReleaseStoppedLocked();          // a stopped task may free a cancelled job's devices
     if (task->assignment.has_profile()) {
       OnProfileExitLocked(*task, report, &writes);
     } else {
@@ -626,8 +641,8 @@ void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, 
       pending_failures_.emplace(
           job.id, PendingFailure{job.attempt, cause, clock_->Now() + options_.first_cause_window});
       DP_LOG_INFO("job {}: {}; waiting up to {} ms for the first cause", job.id, cause.message,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(
-                      options_.first_cause_window).count());
+                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.first_cause_window)
+                      .count());
     }
     return;
   }
@@ -695,12 +710,12 @@ void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRe
   Reservation reservation = res->second;
   reservations_.erase(res);
   // Retried until stored: the job holds its devices and the measured profile meanwhile.
-  PlanOnceStoredLocked(std::move(reservation),
-                       TransitionWrite(task.job_id, JobState::kPlanning,
-                                       {ReasonCode::kProgress,
-                                        "profile measured on " + task.node_id + "; planning"},
-                                       /*retry=*/true),
-                       writes);
+  PlanOnceStoredLocked(
+      std::move(reservation),
+      TransitionWrite(task.job_id, JobState::kPlanning,
+                      {ReasonCode::kProgress, "profile measured on " + task.node_id + "; planning"},
+                      /*retry=*/true),
+      writes);
 }
 
 void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report) {
@@ -708,9 +723,8 @@ void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& 
   StatusOr<JobRecord> job = jobs_->Get(task.job_id);
   if (!job.ok()) return;
   // The cache saves a measurement next time; a failed save costs that, not the job.
-  Status saved = jobs_->store()->SaveProfile(planner_->ModelKey(job->spec),
-                                             task.assignment.profile().device_type(),
-                                             report.result_json());
+  Status saved = jobs_->store()->SaveProfile(
+      planner_->ModelKey(job->spec), task.assignment.profile().device_type(), report.result_json());
   if (!saved.ok()) DP_LOG_WARN("job {}: cannot cache its profile: {}", job->id, saved.ToString());
 }
 

@@ -11,6 +11,7 @@
 namespace deepool::coordinator {
 namespace {
 
+using testing::Bg;
 using testing::Fg;
 using testing::Harness;
 using testing::Running;
@@ -211,6 +212,40 @@ TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.planner.last_profile_json == R"({"format":"x"})");
+}
+
+// Whether node-a was told to stop `task` since its commands were last read.
+bool ToldToStop(Harness& h, const std::string& task) {
+  for (const v1::TaskCommand& command : h.Commands("node-a")) {
+    if (command.has_cancel() && command.cancel().task_id() == task) return true;
+  }
+  return false;
+}
+
+TEST_CASE("a displaced BG job's task is stopped only once its requeue is stored",
+          "[scheduler][store]") {
+  DEEPOOL_BREAKABLE_STORE(store);
+  Harness h(store->get());
+  h.AddNode("a", 2);
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  const std::string bg_task = h.Get(bg.id).task_ids.at(0);
+  h.Commands("node-a");
+
+  JobRecord fg = h.Submit(Fg(2));  // needs the BG job's device
+  store->Break();
+  h.scheduler.Tick();
+  h.scheduler.Tick();
+  // Were the coordinator to crash now, its successor would find the BG job RUNNING: a task
+  // stopped already would end it FAILED "cancelled" there.
+  CHECK_FALSE(ToldToStop(h, bg_task));
+  CHECK(h.Get(bg.id).state == JobState::kRunning);
+
+  store->Mend();
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+  CHECK(ToldToStop(h, bg_task));
 }
 
 TEST_CASE("tasks of finished jobs are forgotten", "[scheduler]") {

@@ -361,12 +361,13 @@ TEST_CASE("cancel kills every rank's process group and reports a cancelled task"
   REQUIRE(f.supervisor->StartTrain(f.Train("t7", "hang", {0, 1}, 2)).ok());
   pid_t sleeper0 = ReadPidFile(f.TaskDir("t7") + "/sleeper-0.pid");
   pid_t sleeper1 = ReadPidFile(f.TaskDir("t7") + "/sleeper-1.pid");
-  REQUIRE(f.supervisor->Cancel("t7").ok());
+  REQUIRE(f.supervisor->Cancel("t7", "the test asked").ok());
   TaskResult result = f.listener.WaitFinished("t7");
   CHECK(result.cancelled);
   CHECK_FALSE(result.succeeded);
+  CHECK(result.message == "cancelled: the test asked");  // who asked reaches the job's history
   CHECK(WaitUntil([&] { return ProcessGone(sleeper0) && ProcessGone(sleeper1); }));
-  CHECK(f.supervisor->Cancel("t7").code() == deepool::StatusCode::kNotFound);
+  CHECK(f.supervisor->Cancel("t7", "the test asked").code() == deepool::StatusCode::kNotFound);
   CHECK(f.listener.FinishedCount("t7") == 1);
 }
 
@@ -374,7 +375,7 @@ TEST_CASE("cancel escalates to SIGKILL when an executor ignores SIGTERM", "[work
   Fixture f(/*grace=*/100ms);
   REQUIRE(f.supervisor->StartTrain(f.Train("t8", "stubborn", {0}, 1)).ok());
   REQUIRE(f.listener.WaitForLog("t8", "ignoring SIGTERM"));
-  REQUIRE(f.supervisor->Cancel("t8").ok());
+  REQUIRE(f.supervisor->Cancel("t8", "the test asked").ok());
   TaskResult result = f.listener.WaitFinished("t8");
   CHECK(result.cancelled);
   REQUIRE(result.ranks.size() == 1);
@@ -390,7 +391,7 @@ TEST_CASE("a rank waits for a stopping task's executor to leave its device",
   REQUIRE(f.supervisor->StartTrain(displaced).ok());
   REQUIRE(f.listener.WaitForLog("t20", "ignoring SIGTERM"));
   const pid_t lingering = ReadPidFile(f.TaskDir("t20") + "/stubborn-0.pid");
-  REQUIRE(f.supervisor->Cancel("t20").ok());  // it lingers until the SIGKILL
+  REQUIRE(f.supervisor->Cancel("t20", "the test asked").ok());  // it lingers until the SIGKILL
 
   TrainTask other_device = f.Train("t22", "ok", {1}, 2, 29501);
   REQUIRE(f.supervisor->StartTrain(other_device).ok());
@@ -406,7 +407,7 @@ TEST_CASE("a rank waits for a stopping task's executor to leave its device",
 TEST_CASE("a task waiting for its store address is cancelled at once", "[worker][supervisor]") {
   Fixture f;
   REQUIRE(f.supervisor->StartTrain(f.Train("t9", "ok", {1}, 2, /*port=*/0)).ok());
-  REQUIRE(f.supervisor->Cancel("t9").ok());
+  REQUIRE(f.supervisor->Cancel("t9", "the test asked").ok());
   TaskResult result = f.listener.WaitFinished("t9");
   CHECK(result.cancelled);
   CHECK_FALSE(f.supervisor->IsRunning("t9"));
@@ -427,7 +428,7 @@ TEST_CASE("malformed tasks, duplicates and missing executables are refused",
   REQUIRE(f.supervisor->StartTrain(f.Train("dup", "hang", {0}, 1)).ok());
   CHECK(f.supervisor->StartTrain(f.Train("dup", "ok", {0}, 1)).code() ==
         deepool::StatusCode::kAlreadyExists);
-  REQUIRE(f.supervisor->Cancel("dup").ok());
+  REQUIRE(f.supervisor->Cancel("dup", "the test asked").ok());
   CHECK(f.listener.WaitFinished("dup").cancelled);
 
   RecordingListener listener;
@@ -526,7 +527,7 @@ TEST_CASE("a BG task hosted by a FG rank reports through the host's background l
   CHECK(progress[1].iteration == 1);
   CHECK(progress[1].samples_per_s == 55);
   // Rank 0 got no command and keeps waiting on its stdin: cancel the FG task.
-  REQUIRE(f.supervisor->Cancel("fg").ok());
+  REQUIRE(f.supervisor->Cancel("fg", "the test asked").ok());
   CHECK(f.listener.WaitFinished("fg").cancelled);
 }
 
@@ -549,7 +550,7 @@ TEST_CASE("a hosted BG task ends with host_ended when its FG rank ends first, ca
   bool listed = false;
   for (const auto& t : g.supervisor->RunningTasks()) listed |= t.task_id == "bg-task";
   CHECK(listed);
-  REQUIRE(g.supervisor->Cancel("bg-task").ok());
+  REQUIRE(g.supervisor->Cancel("bg-task", "the test asked").ok());
   TaskResult detached = g.listener.WaitFinished("bg-task");
   CHECK(detached.cancelled);
   CHECK_FALSE(detached.host_ended);

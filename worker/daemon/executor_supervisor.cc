@@ -515,7 +515,7 @@ std::optional<TaskResult> ExecutorSupervisor::CollectIfDoneLocked(const std::str
   r.job_id = task.job_id;
   r.cancelled = task.cancelled;
   r.succeeded = !task.cancelled && !task.failing;
-  r.message = task.cancelled ? "cancelled" : task.failure;
+  r.message = task.cancelled ? "cancelled: " + task.cancel_reason : task.failure;
   if (!r.succeeded && !task.cancelled) r.error_code = task.failure_code;
   if (!r.succeeded && !task.failure_tail.empty()) {
     r.last_log_lines = task.failure_tail;
@@ -612,8 +612,8 @@ Status ExecutorSupervisor::WriteToRunningRanksLocked(const Task& task, const std
   return Status::Ok();
 }
 
-Status ExecutorSupervisor::Cancel(const std::string& task_id) {
-  if (CancelHosted(task_id)) return Status::Ok();
+Status ExecutorSupervisor::Cancel(const std::string& task_id, const std::string& why) {
+  if (CancelHosted(task_id, why)) return Status::Ok();
   std::optional<TaskResult> result;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -622,7 +622,8 @@ Status ExecutorSupervisor::Cancel(const std::string& task_id) {
     Task& task = *it->second;
     if (task.cancelled) return Status::Ok();
     task.cancelled = true;
-    DP_LOG_INFO("task {}: cancelling", task_id);
+    task.cancel_reason = why;
+    DP_LOG_INFO("task {}: cancelling: {}", task_id, why);
     StopTaskLocked(task);
     // A task whose ranks were all still waiting for the store address ends right here.
     result = CollectIfDoneLocked(task_id);
@@ -704,7 +705,7 @@ void ExecutorSupervisor::Shutdown() {
     shutting_down_ = true;
     for (const auto& [id, task] : tasks_) ids.push_back(id);
   }
-  for (const auto& id : ids) (void)Cancel(id);
+  for (const auto& id : ids) (void)Cancel(id, "the worker is shutting down");
   cv_.notify_all();
   if (housekeeping_.joinable()) housekeeping_.join();
 }

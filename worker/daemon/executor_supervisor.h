@@ -98,7 +98,7 @@ struct RankExitInfo {
   int rank = 0;  // -1: the profiler
   int exit_code = -1;
   int signal = 0;
-  std::string error;  // the executor's {"event":"error"} message, if any
+  std::string error;                             // the executor's {"event":"error"} message, if any
   StatusCode error_code = StatusCode::kUnknown;  // and its code
   bool started = false;
 };
@@ -204,8 +204,9 @@ class ExecutorSupervisor {
   // Starts the ranks that were waiting for the store address (rank 0 runs on another node).
   Status SetStoreAddress(const std::string& task_id, const std::string& host, int port);
   // Kills the task's processes (SIGTERM, SIGKILL after the grace); OnTaskFinished follows with
-  // cancelled = true. NOT_FOUND if it is not running.
-  Status Cancel(const std::string& task_id);
+  // cancelled = true and the message "cancelled: <why>" (who asked, for the job's history).
+  // NOT_FOUND if it is not running.
+  Status Cancel(const std::string& task_id, const std::string& why);
   std::vector<RunningTaskInfo> RunningTasks() const;
   bool IsRunning(const std::string& task_id) const;
   // Cancels everything and waits until all children are reaped.
@@ -234,6 +235,7 @@ class ExecutorSupervisor {
     HostedBackgroundTask task;
     std::string bg_job_id;  // the background object's job_id, as the executor names it
     bool cancelled = false;
+    std::string cancel_reason;  // Cancel's `why`
   };
   struct Task {
     std::string task_id;
@@ -243,8 +245,9 @@ class ExecutorSupervisor {
     TrainTask train;  // for TRAIN tasks
     std::vector<RankProcess> ranks;
     bool cancelled = false;
-    bool failing = false;  // a rank failed; the rest are being stopped
-    std::string failure;   // the first failure's message
+    std::string cancel_reason;  // Cancel's `why`
+    bool failing = false;       // a rank failed; the rest are being stopped
+    std::string failure;        // the first failure's message
     StatusCode failure_code = StatusCode::kUnknown;
     std::vector<std::string> failure_tail;
     std::optional<std::chrono::steady_clock::time_point> kill_at;
@@ -289,7 +292,7 @@ class ExecutorSupervisor {
   void OnHostExit(const std::string& host_task_id, int host_rank);
   // Cancel of a hosted task: a detach_background command. Returns false if `task_id` is not a
   // hosted task. Takes mu_.
-  bool CancelHosted(const std::string& task_id);
+  bool CancelHosted(const std::string& task_id, const std::string& why);
 
   const SupervisorOptions options_;
   TaskListener* const listener_;

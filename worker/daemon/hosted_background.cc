@@ -67,7 +67,7 @@ Status ExecutorSupervisor::StartHosted(const HostedBackgroundTask& task) {
     }
   }
   RETURN_IF_ERROR(rank->child->WriteStdin(command));
-  hosted_[task.task_id] = Hosted{task, background["job_id"].get<std::string>(), false};
+  hosted_[task.task_id] = Hosted{task, background["job_id"].get<std::string>(), false, ""};
   DP_LOG_INFO("task {} (job {}): attached to {}", task.task_id, task.job_id, HostName(task));
   return Status::Ok();
 }
@@ -103,7 +103,7 @@ void ExecutorSupervisor::OnHostedLine(const std::string& host_task_id, int host_
           !ok && !cancelled && ended->status == protocol::BackgroundEnd::kHostEnded;
       std::string message;
       if (cancelled) {
-        message = "cancelled";
+        message = "cancelled: " + hosted.cancel_reason;
       } else if (host_ended) {
         message =
             "the FG executor it ran in (" + HostName(hosted.task) + ") finished before the BG job";
@@ -135,7 +135,7 @@ void ExecutorSupervisor::OnHostExit(const std::string& host_task_id, int host_ra
       }
       results.push_back(HostedResult(
           h.task, false, h.cancelled, !h.cancelled, 0,
-          h.cancelled ? "cancelled"
+          h.cancelled ? "cancelled: " + h.cancel_reason
                       : "the FG executor it ran in (" + HostName(h.task) + ") ended first"));
       it = hosted_.erase(it);
     }
@@ -143,7 +143,7 @@ void ExecutorSupervisor::OnHostExit(const std::string& host_task_id, int host_ra
   for (const TaskResult& r : results) listener_->OnTaskFinished(r);
 }
 
-bool ExecutorSupervisor::CancelHosted(const std::string& task_id) {
+bool ExecutorSupervisor::CancelHosted(const std::string& task_id, const std::string& why) {
   std::optional<TaskResult> result;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -152,6 +152,7 @@ bool ExecutorSupervisor::CancelHosted(const std::string& task_id) {
     Hosted& h = it->second;
     if (h.cancelled) return true;
     h.cancelled = true;
+    h.cancel_reason = why;
     Status sent = NotFoundError("host not running");
     auto host = tasks_.find(h.task.host_task_id);
     if (host != tasks_.end()) {
@@ -168,7 +169,7 @@ bool ExecutorSupervisor::CancelHosted(const std::string& task_id) {
       DP_LOG_INFO("task {}: detaching from {}", task_id, HostName(h.task));
       return true;  // ends with the host's background_done line (or its exit)
     }
-    result = HostedResult(h.task, false, true, false, 0, "cancelled");
+    result = HostedResult(h.task, false, true, false, 0, "cancelled: " + why);
     hosted_.erase(it);
   }
   listener_->OnTaskFinished(*result);

@@ -226,7 +226,7 @@ bool WorkerDaemon::Register() {
               options_.devices.size(), request.running_tasks_size());
   for (const auto& task_id : response.cancel_task_ids()) {
     DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
-    (void)supervisor_->Cancel(task_id);
+    CancelTask(task_id, "the coordinator did not want it when this worker registered again");
   }
   return true;
 }
@@ -317,7 +317,7 @@ void WorkerDaemon::EnforceLease() {
   DP_LOG_WARN("{}; stopping {} task(s)", why, tasks.size());
   for (const RunningTaskInfo& task : tasks) {
     AddWorkerLogLine(task.task_id, why);
-    Status cancelled = supervisor_->Cancel(task.task_id);
+    Status cancelled = supervisor_->Cancel(task.task_id, why);
     if (!cancelled.ok() && cancelled.code() != StatusCode::kNotFound) {
       DP_LOG_WARN("task {}: cannot stop it: {}", task.task_id, cancelled.ToString());
     }
@@ -361,12 +361,18 @@ void WorkerDaemon::StreamLoop() {
   }
 }
 
+void WorkerDaemon::CancelTask(const std::string& task_id, const std::string& why) {
+  const Status cancelled = supervisor_->Cancel(task_id, why);
+  if (!cancelled.ok()) DP_LOG_DEBUG("cancel of task {}: {}", task_id, cancelled.ToString());
+}
+
 void WorkerDaemon::HandleCommand(const v1::TaskCommand& command) {
   if (command.has_assign()) {
     HandleAssignment(command.assign());
   } else if (command.has_cancel()) {
     const auto& cancel = command.cancel();
-    Status status = supervisor_->Cancel(cancel.task_id());
+    Status status = supervisor_->Cancel(
+        cancel.task_id(), cancel.reason().empty() ? "the coordinator asked" : cancel.reason());
     if (status.ok()) {
       DP_LOG_INFO("task {}: cancel requested ({})", cancel.task_id(),
                   cancel.reason().empty() ? "no reason given" : cancel.reason());
@@ -666,7 +672,7 @@ void WorkerDaemon::FlushProgress() {
     if (status.ok()) {
       if (response.cancel() && supervisor_->IsRunning(task_id)) {
         DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
-        (void)supervisor_->Cancel(task_id);
+        CancelTask(task_id, "the coordinator did not want it when it reported progress");
       }
       if (response.trace().request_id() != 0) ForwardTraceRequest(task_id, response.trace());
       if (response.stop_at_checkpoint()) {

@@ -45,7 +45,7 @@ struct WorkerOptions {
   std::chrono::milliseconds retry_interval{500};   // between failed register / stream attempts
   std::chrono::milliseconds report_interval{200};  // progress batching
   std::chrono::milliseconds rpc_timeout{5000};
-  size_t max_pending_log_lines = 2000;      // per task, between flushes; older lines are dropped
+  size_t max_pending_log_lines = 2000;  // per task, between flushes; older lines are dropped
   // --coordinator-lease-s. Nullopt: the coordinator's node timeout (sent at registration) less
   // one heartbeat interval, so the tasks stop before the node is declared DOWN. 0: never stop
   // them (they run through partitions and coordinator outages alike).
@@ -110,6 +110,8 @@ class WorkerDaemon final : public TaskListener {
   // How long the heartbeat may wait: the RPC timeout, cut to what is left of a running lease.
   std::chrono::milliseconds HeartbeatTimeout() const;
   void HandleCommand(const v1::TaskCommand& command);
+  // Cancels a task of this node (a task no longer running is no error), saying why.
+  void CancelTask(const std::string& task_id, const std::string& why);
   void HandleAssignment(const v1::TaskAssignment& assignment);
   // False when the task id was seen before (commands are delivered at least once).
   bool RememberTask(const std::string& task_id);
@@ -150,9 +152,9 @@ class WorkerDaemon final : public TaskListener {
   std::chrono::milliseconds heartbeat_interval_{1000};  // guarded by mu_
   std::chrono::milliseconds lease_{0};                  // in force; 0: none. Guarded by mu_
   std::optional<Clock::TimePoint> last_answer_;         // from the coordinator, guarded by mu_
-  bool lease_lost_ = false;  // tasks were stopped for this outage, guarded by mu_
+  bool lease_lost_ = false;            // tasks were stopped for this outage, guarded by mu_
   bool coordinator_starting_ = false;  // its last answer was "starting", guarded by mu_
-  std::map<std::string, PendingProgress> progress_;     // guarded by mu_
+  std::map<std::string, PendingProgress> progress_;  // guarded by mu_
   struct PendingExit {
     v1::ReportTaskExitRequest request;
     int not_found_replies = 0;  // dropped after a few: the coordinator no longer knows the task
