@@ -15,6 +15,8 @@ struct StartupCall {
   bool answered = false;
 };
 
+constexpr int kCallsRequestedAtOnce = 64;
+
 constexpr const char* kStartingMessage =
     "the coordinator is starting (loading its job store and recovering its jobs); try again "
     "shortly";
@@ -45,7 +47,10 @@ void StartupServer::Serve() {
     auto* call = new StartupCall();
     service_.RequestCall(&call->context, &call->stream, queue_.get(), queue_.get(), call);
   };
-  await_call();
+  // Calls that arrive while none is requested wait in gRPC's queue, and Stop's shutdown ends
+  // those with CANCELLED, which a client cannot tell from its own cancel: so many are requested
+  // at once that a burst of callers finds one each.
+  for (int i = 0; i < kCallsRequestedAtOnce; ++i) await_call();
   void* tag = nullptr;
   bool ok = false;
   while (queue_->Next(&tag, &ok)) {

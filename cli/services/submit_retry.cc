@@ -29,11 +29,18 @@ grpc::Status SubmitWithRetry(const SubmitCall& call, v1::SubmitJobRequest reques
   grpc::Status status;
   while (true) {
     status = call(request, response);
+    if (status.error_code() == grpc::StatusCode::CANCELLED) {
+      // Never this client's doing (it cancels no submit): the coordinator ended the call
+      // unanswered as it stopped, or as its starting server handed the port on.
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the coordinator dropped the call unanswered (it was stopping or "
+                            "starting)");
+    }
     const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     if (status.ok() || !transient || now() + pause > give_up) return status;
-    notes << "deepool: submit: " << status.error_message() << "; trying again in "
-          << pause.count() << " ms (request " << request.request_id()
+    notes << "deepool: submit: " << status.error_message() << "; trying again in " << pause.count()
+          << " ms (request " << request.request_id()
           << ": a job already stored is not submitted twice)\n";
     if (retry.sleep) {
       retry.sleep(pause);

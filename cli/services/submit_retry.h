@@ -1,7 +1,8 @@
 // Submitting so that a lost answer costs no duplicate job. Every try carries the same request_id
 // (the coordinator's idempotency key, SubmitJobRequest.request_id), and a try that failed with
 // UNAVAILABLE or DEADLINE_EXCEEDED (the coordinator unreachable or restarting, or its answer
-// lost on the way) is repeated after a growing pause until the budget is spent, so a submission
+// lost on the way), or with CANCELLED (which this client never causes: gRPC ends calls a stopping
+// server had not taken up so; it is reported as UNAVAILABLE) is repeated after a growing pause until the budget is spent, so a submission
 // outlives a coordinator restart shorter than the budget: if the first try was stored, the retry
 // returns that job. Used from the main thread only.
 #pragma once

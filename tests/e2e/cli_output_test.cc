@@ -95,6 +95,17 @@ TEST_CASE("a submission whose answer was lost is retried with the same request i
     CHECK(pauses == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(250)});
     CHECK_THAT(notes.str(), Catch::Contains("trying again in 250 ms"));
   }
+  SECTION("a call the coordinator dropped unanswered (CANCELLED) is retried, and said so") {
+    const SubmitCall dropped_once = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse* r) {
+      ids_seen.push_back(req.request_id());
+      r->set_job_id("job-000008");
+      if (ids_seen.size() == 1) return grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED");
+      return grpc::Status::OK;
+    };
+    CHECK(SubmitWithRetry(dropped_once, v1::SubmitJobRequest(), &response, retry, notes).ok());
+    CHECK(ids_seen.size() == 2);
+    CHECK_THAT(notes.str(), Catch::Contains("the coordinator dropped the call unanswered"));
+  }
   SECTION("a refused spec is not retried; an unreachable coordinator is, for the budget") {
     const SubmitCall refused = [&](const v1::SubmitJobRequest& req, v1::SubmitJobResponse*) {
       ids_seen.push_back(req.request_id());
@@ -385,9 +396,13 @@ TEST_CASE("plan summaries count layers per device count", "[cli]") {
   CHECK(PlanSummary("{").find("not valid JSON") != std::string::npos);
   // A measured profile's plan names what measured it.
   auto measured = nlohmann::json::parse(plan);
-  measured["profile_environment"] = {{"device_model", "AMD EPYC"}, {"threads", 1},
-                                     {"torch", "2.12.1"}, {"deepool", "6a012d1c1b2e"}};
-  CHECK(PlanSummary(measured.dump()).find(
-            "\n  profile measured on AMD EPYC, 1 thread, torch 2.12.1, deepool 6a012d1c1b2e\n") !=
-        std::string::npos);
+  measured["profile_environment"] = {{"device_model", "AMD EPYC"},
+                                     {"threads", 1},
+                                     {"torch", "2.12.1"},
+                                     {"deepool", "6a012d1c1b2e"}};
+  CHECK(
+      PlanSummary(measured.dump())
+          .find(
+              "\n  profile measured on AMD EPYC, 1 thread, torch 2.12.1, deepool 6a012d1c1b2e\n") !=
+      std::string::npos);
 }
