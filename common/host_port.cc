@@ -83,4 +83,22 @@ bool IsLoopbackHost(std::string_view host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+StatusOr<std::vector<HostPort>> ParseHostPortList(std::string_view text) {
+  std::vector<HostPort> addresses;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    StatusOr<HostPort> address = ParseHostPort(item);
+    if (!address.ok()) {
+      return address.status().WithContext("address " + std::to_string(addresses.size() + 1) +
+                                          " of " + std::string(text));
+    }
+    addresses.push_back(*address);
+    if (comma == std::string_view::npos) return addresses;
+    start = comma + 1;
+  }
+}
+
 }  // namespace deepool

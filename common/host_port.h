@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -25,6 +26,10 @@ StatusOr<HostPort> ParseHostPort(std::string_view text);
 // IPv6 address (two or more colons, no brackets: all of it is the host). `port` is -1 when the
 // text has none. INVALID_ARGUMENT as ParseHostPort.
 StatusOr<HostPort> ParseHostOptionalPort(std::string_view text);
+
+// Parses comma-separated "HOST:PORT"s (the coordinators sharing one store: "a:7070,b:7070"), at
+// least one. INVALID_ARGUMENT as ParseHostPort, naming the item.
+StatusOr<std::vector<HostPort>> ParseHostPortList(std::string_view text);
 
 // Whether a host names this machine's loopback: "localhost", "::1" or any 127.x.y.z.
 bool IsLoopbackHost(std::string_view host);

@@ -21,6 +21,8 @@
 
 namespace deepool::coordinator {
 
+class LeaderLease;
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -50,6 +52,9 @@ class JobStore {
   // write-ahead log.
   virtual Status ReserveSeqs(int64_t bound) = 0;
   virtual StatusOr<int64_t> LoadSeqReservation() = 0;
+  // The lease that decides which coordinator sharing this store leads (leader_lease.h), or
+  // nullptr for a store one coordinator has alone (memory, SQLite).
+  virtual LeaderLease* lease() { return nullptr; }
 };
 
 class InMemoryJobStore final : public JobStore {

@@ -10,6 +10,7 @@
 #include "common/open_files.h"
 #include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
+#include "coordinator/leader_lease.h"
 #include "coordinator/server.h"
 #include "security/grpc_logs.h"
 
@@ -18,6 +19,32 @@ namespace {
 // Signals only set a flag; the main thread polls it and shuts down outside the handler.
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
+
+// Exit status of a leader that lost its lease (deposed, or unable to renew it for a whole lease).
+constexpr int kExitLostLeadership = 3;
+
+// With a store several coordinators share (PostgreSQL), leads first: a standby waits here with
+// its port closed (so clients and workers find the leader), printing one JSON line,
+// {"event":"standby","leader":"..."}. nullptr with *stopped set when stopped while waiting.
+std::unique_ptr<deepool::coordinator::Leadership> Lead(deepool::coordinator::JobStore* store,
+                                                       std::chrono::milliseconds lease,
+                                                       bool* stopped) {
+  using namespace deepool::coordinator;
+  *stopped = false;
+  LeaderLease* leader_lease = store->lease();
+  if (leader_lease == nullptr) return nullptr;
+  auto leadership = std::make_unique<Leadership>(leader_lease, deepool::SystemClock::Get(),
+                                                 LeadershipOptions{LeaseHolderName(), lease});
+  LeaseHolder leader;
+  deepool::StatusOr<bool> leads = leadership->TryToLead(&leader);
+  if (leads.ok() && *leads) return leadership;
+  std::printf("{\"event\":\"standby\",\"leader\":\"%s\"}\n", leader.holder.c_str());
+  std::fflush(stdout);
+  *stopped = !leadership->WaitToLead([] { return g_stop != 0; });
+  if (*stopped) return nullptr;
+  DP_LOG_INFO("leading now: the leader lease is this coordinator's");
+  return leadership;
+}
 
 }  // namespace
 
@@ -29,6 +56,7 @@ int main(int argc, char** argv) {
   CoordinatorOptions options;
   double node_timeout_s = 10;
   double heartbeat_s = 1;
+  double lease_s = 10;
   std::string log_level = "info";
   app.add_option("--listen", options.listen,
                  "HOST:PORT to serve on (port 0: any free port); beyond loopback needs TLS or "
@@ -52,6 +80,13 @@ int main(int argc, char** argv) {
             return "must be sqlite, memory or a postgresql:// URI";
           },
           "sqlite|memory|postgresql://...")
+      ->capture_default_str();
+  app.add_option("--lease-s", lease_s,
+                 "with a PostgreSQL store several coordinators may share: how long the leader's "
+                 "lease lasts (renewed every third of it); a standby takes over this long after "
+                 "the leader stops renewing, and a leader that cannot renew it for this long "
+                 "exits (status 3)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--accept-data-loss", options.accept_data_loss,
                "start even though the job store lost acknowledged writes (its coordinator.db-wal "
@@ -160,6 +195,12 @@ int main(int argc, char** argv) {
     std::cerr << store.status().ToString() << "\n";
     return 1;
   }
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  bool stopped = false;
+  std::unique_ptr<deepool::coordinator::Leadership> leadership =
+      Lead(store->get(), std::chrono::milliseconds(static_cast<int64_t>(lease_s * 1000)), &stopped);
+  if (stopped) return 0;
   auto server = deepool::coordinator::CoordinatorServer::Start(
       options, std::move(*store),
       std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
@@ -168,13 +209,21 @@ int main(int argc, char** argv) {
     std::cerr << server.status().ToString() << "\n";
     return 1;
   }
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+  if (leadership) {
+    leadership->KeepLeading([](const std::string& reason) {
+      // At once: a standby may be leading, and nothing more may be written or sent.
+      DP_LOG_ERROR("{}; stopping now (exit {})", reason, kExitLostLeadership);
+      spdlog::default_logger()->flush();
+      std::_Exit(kExitLostLeadership);
+    });
+  }
   std::printf("{\"event\":\"listening\",\"address\":\"%s\",\"metrics\":\"%s\"}\n",
               (*server)->address().c_str(), (*server)->metrics_address().c_str());
   std::fflush(stdout);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (leadership) leadership->Stop();  // before the store it renews through goes
   (*server)->Shutdown();
+  if (leadership) leadership->Release();  // a standby leads now, not once the lease runs out
   DP_LOG_INFO("coordinator stopped");
   return 0;
 }

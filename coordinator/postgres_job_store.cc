@@ -19,6 +19,7 @@
 
 #include "common/logging.h"
 #include "coordinator/job_store.h"
+#include "coordinator/leader_lease.h"
 #include "coordinator/stored_job.h"
 
 namespace deepool::coordinator {
@@ -67,6 +68,15 @@ CREATE TABLE profiles (
   profile TEXT NOT NULL,
   PRIMARY KEY (model_key, device_type)
 );
+)sql"},
+      {2, "the leader lease (leader_lease.h)", R"sql(
+CREATE TABLE leader (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  holder TEXT NOT NULL,
+  token BIGINT NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL
+);
+INSERT INTO leader(id, holder, token, expires_at) VALUES (1, '', 0, 'epoch');
 )sql"}};
   return steps;
 }
@@ -137,7 +147,7 @@ std::string Describe(const PGconn* conn) {
          (port && *port ? ":" + std::string(port) : "") + " as " + (user ? user : "?");
 }
 
-class PostgresJobStore final : public JobStore {
+class PostgresJobStore final : public JobStore, public LeaderLease {
  public:
   explicit PostgresJobStore(PGconn* conn) : conn_(conn), where_(Describe(conn)) {
     PQsetNoticeProcessor(conn_, &PostgresJobStore::OnNotice, nullptr);
@@ -145,6 +155,58 @@ class PostgresJobStore final : public JobStore {
   ~PostgresJobStore() override { PQfinish(conn_); }
 
   const std::string& where() const { return where_; }
+  LeaderLease* lease() override { return this; }
+
+  StatusOr<LeaseHolder> TryAcquire(const std::string& holder,
+                                   std::chrono::milliseconds duration) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    LeaseHolder after;
+    RETURN_IF_ERROR(Retrying([&]() -> Status {
+      // A new token when it changes hands; the same when the holder extends it.
+      ASSIGN_OR_RETURN(
+          Result taken,
+          Query("UPDATE leader SET token = CASE WHEN holder = $1 THEN token ELSE token + 1 END, "
+                "holder = $1, expires_at = now() + ($2::bigint * interval '1 millisecond') "
+                "WHERE id = 1 AND (holder = $1 OR expires_at <= now()) RETURNING token",
+                std::move(Params().Text(holder).Int(duration.count())), "take the leader lease"));
+      if (PQntuples(taken.get()) == 1) {
+        after = {holder, IntValue(taken.get(), 0, 0), duration};
+        return Status::Ok();
+      }
+      ASSIGN_OR_RETURN(after, ReadLeaderLocked());
+      return Status::Ok();
+    }));
+    if (after.holder == holder) fence_ = after;
+    return after;
+  }
+
+  Status Release() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fence_) return Status::Ok();
+    return Retrying([&] {
+      return Query(
+                 "UPDATE leader SET expires_at = now() WHERE id = 1 AND holder = $1 AND "
+                 "token = $2",
+                 std::move(Params().Text(fence_->holder).Int(fence_->token)),
+                 "release the leader lease")
+          .status();
+    });
+  }
+
+  Status Renew(std::chrono::milliseconds duration) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fence_) return FailedPreconditionError("this coordinator never took the leader lease");
+    return Retrying([&]() -> Status {
+      ASSIGN_OR_RETURN(
+          Result renewed,
+          Query("UPDATE leader SET expires_at = now() + ($3::bigint * interval '1 millisecond') "
+                "WHERE id = 1 AND holder = $1 AND token = $2",
+                std::move(Params().Text(fence_->holder).Int(fence_->token).Int(duration.count())),
+                "renew the leader lease"));
+      if (std::string(PQcmdTuples(renewed.get())) == "1") return Status::Ok();
+      return DeposedLocked();
+    });
+  }
 
   // Brings the schema to its newest step: the missing steps and their number in one transaction,
   // under the schema lock.
@@ -171,8 +233,8 @@ class PostgresJobStore final : public JobStore {
     // 8 MiB of graph, and is then a single statement.
     const WrittenDocuments::Needed needed = written_.ForSave(job);
     RETURN_IF_ERROR(Retrying([&] {
-      if (!needed.plan && !needed.spec_graph) return SaveRecordLocked(job);
-      return InTransaction([&] { return SaveJobLocked(job, needed); });
+      if (!needed.plan && !needed.spec_graph && !fence_) return SaveRecordLocked(job);
+      return InWriteTransaction([&] { return SaveJobLocked(job, needed); });
     }));
     written_.Remember(job);
     return Status::Ok();
@@ -211,7 +273,7 @@ class PostgresJobStore final : public JobStore {
     std::lock_guard<std::mutex> lock(mu_);
     if (lines->empty()) return Status::Ok();
     RETURN_IF_ERROR(Reconnected());
-    return InTransaction([&] { return AppendLocked(job_id, lines); });  // not retried: see top
+    return InWriteTransaction([&] { return AppendLocked(job_id, lines); });  // not retried: see top
   }
 
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
@@ -240,12 +302,14 @@ class PostgresJobStore final : public JobStore {
                      const std::string& profile_json) override {
     std::lock_guard<std::mutex> lock(mu_);
     return Retrying([&] {
-      return Query(
-                 "INSERT INTO profiles(model_key, device_type, profile) VALUES($1, $2, $3) "
-                 "ON CONFLICT (model_key, device_type) DO UPDATE SET profile = EXCLUDED.profile",
-                 std::move(Params().Text(model_key).Text(device_type).Text(profile_json)),
-                 "save profile")
-          .status();
+      return InWriteTransaction([&] {
+        return Query(
+                   "INSERT INTO profiles(model_key, device_type, profile) VALUES($1, $2, $3) "
+                   "ON CONFLICT (model_key, device_type) DO UPDATE SET profile = EXCLUDED.profile",
+                   std::move(Params().Text(model_key).Text(device_type).Text(profile_json)),
+                   "save profile")
+            .status();
+      });
     });
   }
 
@@ -266,7 +330,8 @@ class PostgresJobStore final : public JobStore {
 
   Status ReserveSeqs(int64_t bound) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Retrying([&] { return SetMeta("seq_reserved", bound); });
+    return Retrying(
+        [&] { return InWriteTransaction([&] { return SetMeta("seq_reserved", bound); }); });
   }
 
   StatusOr<int64_t> LoadSeqReservation() override {
@@ -305,6 +370,49 @@ class PostgresJobStore final : public JobStore {
     if (status.ok() || PQstatus(conn_) == CONNECTION_OK) return status;
     RETURN_IF_ERROR(Reconnected());
     return call();
+  }
+
+  // Who holds the lease now.
+  StatusOr<LeaseHolder> ReadLeaderLocked() {
+    ASSIGN_OR_RETURN(Result rows,
+                     Query("SELECT holder, token, (EXTRACT(EPOCH FROM (expires_at - now())) * "
+                           "1000)::bigint FROM leader WHERE id = 1",
+                           Params(), "read the leader lease"));
+    if (PQntuples(rows.get()) != 1) return DataLossError("the leader lease row is missing");
+    return LeaseHolder{Value(rows.get(), 0, 0), IntValue(rows.get(), 0, 1),
+                       std::chrono::milliseconds(IntValue(rows.get(), 0, 2))};
+  }
+
+  // The error of a write or renewal made after another coordinator took the lease.
+  Status DeposedLocked() {
+    StatusOr<LeaseHolder> now = ReadLeaderLocked();
+    const std::string who = now.ok() ? now->holder + " (token " + std::to_string(now->token) + ")"
+                                     : "another coordinator";
+    return FailedPreconditionError("this coordinator (" + fence_->holder + ", token " +
+                                   std::to_string(fence_->token) + ") no longer leads: " + who +
+                                   " took the leader lease; nothing was written");
+  }
+
+  // In a write's transaction, first: the lease is still this store's (FOR SHARE: a takeover
+  // waits for this transaction to end, or this one sees the new holder). Nothing to check for a
+  // store that never took the lease (one coordinator alone).
+  Status CheckFenceLocked() {
+    if (!fence_) return Status::Ok();
+    ASSIGN_OR_RETURN(Result rows,
+                     Query("SELECT 1 FROM leader WHERE id = 1 AND holder = $1 AND token = $2 "
+                           "FOR SHARE",
+                           std::move(Params().Text(fence_->holder).Int(fence_->token)),
+                           "check the leader lease"));
+    if (PQntuples(rows.get()) == 1) return Status::Ok();
+    return DeposedLocked();
+  }
+
+  // A write: `body` in one transaction, after the fence check.
+  Status InWriteTransaction(const std::function<Status()>& body) {
+    return InTransaction([&]() -> Status {
+      RETURN_IF_ERROR(CheckFenceLocked());
+      return body();
+    });
   }
 
   // One transaction: `body`'s statements all land, or none does.
@@ -487,6 +595,7 @@ class PostgresJobStore final : public JobStore {
   PGconn* conn_;
   const std::string where_;
   WrittenDocuments written_;
+  std::optional<LeaseHolder> fence_;  // the lease this store took, checked by every write
 };
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "security/transport.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/support/client_interceptor.h>
+#include <netdb.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <fstream>
@@ -123,6 +126,13 @@ StatusOr<std::optional<std::string>> TargetHost(std::string target) {
 
 Status CheckTokenTransport(const std::string& address, const ClientSecurity& security) {
   if (security.token.empty() || security.tls.configured()) return Status::Ok();
+  if (address.find(',') != std::string::npos) {  // a list: every one of them
+    ASSIGN_OR_RETURN(const std::vector<HostPort> list, ParseHostPortList(address));
+    for (const HostPort& one : list) {
+      RETURN_IF_ERROR(CheckTokenTransport(FormatHostPort(one), security));
+    }
+    return Status::Ok();
+  }
   StatusOr<std::optional<std::string>> host = TargetHost(address);
   if (host.ok() && (!host->has_value() || IsLoopbackHost(**host))) return Status::Ok();
   // An address we cannot read is treated as remote: the token stays here.
@@ -148,10 +158,35 @@ StatusOr<std::string> ReadCaCertificates(const TlsFiles& files) {
   return ReadPem("the CA certificate (--tls-ca)", files.ca);
 }
 
+StatusOr<std::string> CoordinatorTarget(const std::string& address) {
+  if (address.find(',') == std::string::npos) return address;
+  ASSIGN_OR_RETURN(const std::vector<HostPort> list, ParseHostPortList(address));
+  std::string target = "ipv4:";
+  for (const HostPort& one : list) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int error = getaddrinfo(one.host.c_str(), nullptr, &hints, &found);
+    if (error != 0 || found == nullptr) {
+      return UnavailableError("coordinator " + FormatHostPort(one) + ": cannot resolve " +
+                              one.host + " to an IPv4 address (" + gai_strerror(error) +
+                              "); a list of coordinators takes IPv4 hosts");
+    }
+    char ip[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, ip, sizeof(ip));
+    freeaddrinfo(found);
+    if (target.size() > 5) target += ",";
+    target += std::string(ip) + ":" + std::to_string(one.port);
+  }
+  return target;
+}
+
 StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      const ClientSecurity& security,
                                                      grpc::ChannelArguments args) {
   RETURN_IF_ERROR(CheckTokenTransport(address, security));
+  ASSIGN_OR_RETURN(const std::string target, CoordinatorTarget(address));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (security.tls.configured()) {
     ASSIGN_OR_RETURN(PemFiles pems, ReadPems(security.tls));
@@ -173,10 +208,10 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
     // Whatever address is dialled, the server must prove it holds the coordinator's certificate.
     args.SetSslTargetNameOverride(kCoordinatorTlsName);
   }
-  if (security.token.empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  if (security.token.empty()) return grpc::CreateCustomChannel(target, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<BearerTokenFactory>(security.token));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
                                                                  std::move(interceptors));
 }
 

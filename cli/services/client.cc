@@ -19,7 +19,8 @@ namespace deepool::cli {
 
 void AddClientOptions(CLI::App* command, ClientOptions* options, bool with_json) {
   command->add_option("--coordinator", options->coordinator,
-                      "Coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR, then "
+                      "Coordinator HOST:PORT, or several comma-separated (active and standby "
+                      "coordinators: the leader is found) (default: $DEEPOOL_COORDINATOR, then "
                       "~/.config/deepool/config.json, then 127.0.0.1:7070)");
   if (with_json) command->add_flag("--json", options->json, "Machine-readable JSON output");
 }

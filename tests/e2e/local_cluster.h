@@ -68,7 +68,7 @@ class TestProcess {
     spec.executable = binary;
     spec.args = std::move(args);
     spec.end_with_parent = true;  // a crashed test leaves no cluster running
-    if (!enter.empty()) {  // e.g. `ip netns exec NS binary args...`: it execs, the pid stays
+    if (!enter.empty()) {         // e.g. `ip netns exec NS binary args...`: it execs, the pid stays
       spec.args.insert(spec.args.begin(), binary);
       spec.args.insert(spec.args.begin(), enter.begin() + 1, enter.end());
       spec.executable = enter.front();
@@ -149,8 +149,12 @@ struct ClusterOptions {
   Host coordinator_host;
   std::string coordinator_data_dir;  // its --data-dir; empty: DIR/coordinator
   std::string store;                 // its --store; empty: its default (SQLite in its data dir)
-  int executor_timeout_s = 0;        // the coordinator's --executor-timeout-s; 0: its default
-  bool metrics = false;              // serve /metrics on a loopback port (metrics_address())
+  std::vector<std::string> coordinator_args;  // more of its options (--lease-s 2, say)
+  // Put before the coordinator's address in the workers' --coordinator ("HOST:PORT," for each
+  // other coordinator of a list).
+  std::string worker_coordinators_before;
+  int executor_timeout_s = 0;  // the coordinator's --executor-timeout-s; 0: its default
+  bool metrics = false;        // serve /metrics on a loopback port (metrics_address())
   // The coordinator's open-file limit (RLIMIT_NOFILE, soft and hard alike, as `ulimit -n` sets
   // them in the shell that starts it); 0: inherited.
   int coordinator_open_files = 0;
@@ -256,6 +260,32 @@ class LocalCluster {
   bool local_tokens() const { return !options_.secure && options_.coordinator_host.loopback(); }
 
   void StartCoordinator(const std::string& listen) {
+    coordinator_ = LaunchCoordinator("coordinator", listen);
+    AwaitCoordinator(60s);
+  }
+
+  // A second coordinator on the same store and data directory, as a standby while the first
+  // leads (a PostgreSQL store): returns once it says so, {"event":"standby"}. `listen`: the
+  // cluster's own address (it binds no port before it leads), or another.
+  std::unique_ptr<TestProcess> StartStandbyCoordinator(const std::string& listen) {
+    auto standby = LaunchCoordinator("standby", listen);
+    std::string line;
+    const bool waiting = standby->WaitForStdout(
+        [](const std::string& l) { return l.find("\"standby\"") != std::string::npos; }, 60s,
+        &line);
+    if (!waiting) DumpLogs();
+    REQUIRE(waiting);
+    return standby;
+  }
+  // A standby (once the leader is gone) becomes the cluster's coordinator: returns once it
+  // serves, within `timeout`.
+  void AdoptCoordinator(std::unique_ptr<TestProcess> standby, std::chrono::seconds timeout) {
+    coordinator_ = std::move(standby);
+    AwaitCoordinator(timeout);
+  }
+
+  std::unique_ptr<TestProcess> LaunchCoordinator(const std::string& name,
+                                                 const std::string& listen) {
     std::vector<std::string> args = {"--listen",
                                      listen,
                                      "--data-dir",
@@ -267,6 +297,7 @@ class LocalCluster {
                                      "--log-level",
                                      "debug"};
     if (!options_.store.empty()) args.insert(args.end(), {"--store", options_.store});
+    args.insert(args.end(), options_.coordinator_args.begin(), options_.coordinator_args.end());
     if (options_.executor_timeout_s > 0) {
       args.insert(args.end(),
                   {"--executor-timeout-s", std::to_string(options_.executor_timeout_s)});
@@ -285,11 +316,15 @@ class LocalCluster {
                                  "ulimit -n " + std::to_string(options_.coordinator_open_files) +
                                      " && exec \"$0\" \"$@\""});
     }
-    coordinator_ = TestProcess::Start("coordinator", BinDir() + "/deepool-coordinator", args,
-                                      dir_ + "/coordinator.log", enter);
+    return TestProcess::Start(name, BinDir() + "/deepool-coordinator", args,
+                              dir_ + "/" + name + ".log", enter);
+  }
+
+  // The coordinator's "listening" line: its address, and a client for it.
+  void AwaitCoordinator(std::chrono::seconds timeout) {
     std::string line;
     bool listening = coordinator_->WaitForStdout(
-        [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
+        [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, timeout,
         &line);
     if (!listening) DumpLogs();
     REQUIRE(listening);
@@ -304,6 +339,10 @@ class LocalCluster {
     stub_ = ConnectAs(admin_);
   }
 
+  // Hands the coordinator's process to the caller (who may pause, resume or wait for it); the
+  // cluster has none until it adopts one.
+  std::unique_ptr<TestProcess> ReleaseCoordinator() { return std::move(coordinator_); }
+
   // SIGKILL, as a crash would; the data directory stays.
   void KillCoordinator() {
     coordinator_->Signal(SIGKILL);
@@ -317,7 +356,7 @@ class LocalCluster {
     const size_t index = workers_.size();
     const Host host = index < options_.worker_hosts.size() ? options_.worker_hosts[index] : Host();
     std::vector<std::string> args = {
-        "--coordinator",  address_,
+        "--coordinator",  options_.worker_coordinators_before + address_,
         "--devices",      "cpu:" + std::to_string(options_.devices_per_worker),
         "--name",         name,
         "--work-dir",     dir_ + "/" + name,
@@ -508,6 +547,7 @@ class LocalCluster {
 
   void DumpLogs() {
     std::vector<std::string> files = {dir_ + "/coordinator.log"};
+    if (fs::exists(dir_ + "/standby.log")) files.push_back(dir_ + "/standby.log");
     for (auto& w : workers_) files.push_back(w->log_path());
     for (const auto& f : files) {
       std::ifstream in(f);

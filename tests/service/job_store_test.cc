@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 
+#include "coordinator/leader_lease.h"
 #include "coordinator/stored_job.h"
 #include "tests/postgres_server.h"
 #include "tests/service/service_test_util.h"
@@ -231,12 +232,64 @@ TEST_CASE("PostgreSQL: a schema written by a newer coordinator is refused",
   SKIP_WITHOUT_POSTGRES();
   PostgresServer server;
   REQUIRE(OpenPostgresJobStore(server.Uri()).ok());
-  CHECK(server.Sql("postgres", "SELECT value FROM meta WHERE key = 'schema_version'") == "1\n");
+  CHECK(server.Sql("postgres", "SELECT value FROM meta WHERE key = 'schema_version'") == "2\n");
   server.Sql("postgres", "UPDATE meta SET value = 99 WHERE key = 'schema_version'");
   auto store = OpenPostgresJobStore(server.Uri());
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(store.status().message(), Catch::Contains("schema version 99"));
+}
+
+TEST_CASE("PostgreSQL: a leader deposed while paused writes nothing after the takeover",
+          "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  auto a = OpenPostgresJobStore(server.Uri());
+  auto b = OpenPostgresJobStore(server.Uri());
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const std::chrono::milliseconds minute(60'000);
+  StatusOr<LeaseHolder> first = (*a)->lease()->TryAcquire("a", minute);
+  REQUIRE(first.ok());
+  CHECK(first->holder == "a");
+  StatusOr<LeaseHolder> waiting = (*b)->lease()->TryAcquire("b", minute);
+  REQUIRE(waiting.ok());
+  CHECK(waiting->holder == "a");  // a standby while a's lease runs
+  CHECK(waiting->left.count() > 50'000);
+  REQUIRE((*a)->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+
+  // a is paused past its lease (a SIGSTOP, a long GC, a partition): b takes over.
+  server.Sql("postgres", "UPDATE leader SET expires_at = now() - interval '1 second'");
+  StatusOr<LeaseHolder> taken = (*b)->lease()->TryAcquire("b", minute);
+  REQUIRE(taken.ok());
+  CHECK(taken->holder == "b");
+  CHECK(taken->token == first->token + 1);
+
+  // a wakes: every write is refused, saying who leads; so is its renewal.
+  const Status late = (*a)->SaveJob(MakeJob("job-2", 2, JobState::kPending));
+  CHECK(late.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(late.message(), Catch::Contains("no longer leads: b"));
+  std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "late"}};
+  CHECK((*a)->AppendLogs("job-1", &lines).code() == StatusCode::kFailedPrecondition);
+  CHECK((*a)->ReserveSeqs(500).code() == StatusCode::kFailedPrecondition);
+  CHECK((*a)->SaveProfile("m", "cpu", "{}").code() == StatusCode::kFailedPrecondition);
+  CHECK((*a)->lease()->Renew(minute).code() == StatusCode::kFailedPrecondition);
+  CHECK((*a)->lease()->Release().ok());  // a no-op: the lease is b's
+
+  REQUIRE((*b)->SaveJob(MakeJob("job-3", 3, JobState::kPending)).ok());
+  StatusOr<std::vector<JobRecord>> jobs = (*b)->LoadJobs();
+  REQUIRE(jobs.ok());
+  REQUIRE(jobs->size() == 2);
+  CHECK((*jobs)[0].id == "job-1");
+  CHECK((*jobs)[1].id == "job-3");
+  CHECK((*b)->ReadLogs("job-1", 0, 0)->empty());
+  CHECK(*(*b)->LoadSeqReservation() == 0);
+
+  // A clean stop hands the lease over at once.
+  REQUIRE((*b)->lease()->Release().ok());
+  StatusOr<LeaseHolder> next = (*a)->lease()->TryAcquire("c", minute);
+  REQUIRE(next.ok());
+  CHECK(next->holder == "c");
 }
 
 TEST_CASE("schema steps: the missing ones in order; a newer database refused", "[job_store]") {

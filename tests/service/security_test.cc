@@ -360,15 +360,28 @@ TEST_CASE("a users file that group or others may write is refused, at start and 
   fs::remove_all(dir);
 }
 
+TEST_CASE("a list of coordinators is one target gRPC tries in order", "[service][security]") {
+  CHECK(*CoordinatorTarget("head:7070") == "head:7070");  // one: as it is
+  CHECK(*CoordinatorTarget("127.0.0.1:7070,localhost:7071") ==
+        "ipv4:127.0.0.1:7070,127.0.0.1:7071");
+  CHECK(CoordinatorTarget("127.0.0.1:7070,,b:1").status().code() ==
+        StatusCode::kInvalidArgument);
+  const Status unknown = CoordinatorTarget("127.0.0.1:7070,no-such-host.invalid:7070").status();
+  CHECK(unknown.code() == StatusCode::kUnavailable);
+  CHECK_THAT(unknown.message(), Catch::Contains("no-such-host.invalid"));
+}
+
 TEST_CASE("a token goes in plaintext only to a loopback address", "[service][security]") {
   const ClientSecurity token_only{TlsFiles{}, "dpt_x"};
   for (const char* local : {"127.0.0.1:7070", "localhost:7070", "[::1]:7070", "127.1.2.3:1",
-                            "dns:///localhost:7070", "ipv4:127.0.0.1:7070", "unix:/tmp/s"}) {
+                            "dns:///localhost:7070", "ipv4:127.0.0.1:7070", "unix:/tmp/s",
+                            "127.0.0.1:7070,localhost:7071"}) {
     INFO(local);
     CHECK(CheckTokenTransport(local, token_only).ok());
   }
   for (const char* remote : {"10.0.0.5:7070", "head:7070", "dns:///head.example:7070",
-                             "[2001:db8::1]:7070", "0.0.0.0:7070", "not an address"}) {
+                             "[2001:db8::1]:7070", "0.0.0.0:7070", "not an address",
+                             "127.0.0.1:7070,10.0.0.5:7070"}) {
     INFO(remote);
     const Status refused = CheckTokenTransport(remote, token_only);
     CHECK(refused.code() == StatusCode::kFailedPrecondition);

@@ -88,5 +88,19 @@ TEST_CASE("FormatHostPort brackets IPv6 and round-trips through the parser", "[h
   }
 }
 
+TEST_CASE("ParseHostPortList reads the coordinators of one store, naming a bad item",
+          "[host_port]") {
+  auto list = ParseHostPortList("a:7070,[::1]:7071,10.0.0.2:7072");
+  REQUIRE(list.ok());
+  REQUIRE(list->size() == 3);
+  CHECK((*list)[1].host == "::1");
+  CHECK((*list)[2].port == 7072);
+  CHECK(ParseHostPortList("a:7070")->size() == 1);
+  auto bad = ParseHostPortList("a:7070,,b:1");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("address 2 of a:7070,,b:1"));
+  CHECK_FALSE(ParseHostPortList("a:7070,b").ok());
+}
+
 }  // namespace
 }  // namespace deepool

@@ -97,7 +97,9 @@ struct Flags {
 
 void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--coordinator", flags.coordinator,
-                 "coordinator HOST:PORT (default: $DEEPOOL_COORDINATOR or 127.0.0.1:7070)");
+                 "coordinator HOST:PORT, or several comma-separated (active and standby "
+                 "coordinators of one PostgreSQL store: the worker follows the leader) (default: "
+                 "$DEEPOOL_COORDINATOR or 127.0.0.1:7070)");
   app.add_option("--devices", flags.devices, "cuda:all | cuda:0,1 | cpu:N")->required();
   app.add_option("--cpu-cores", flags.cpu_cores,
                  "cores this worker's CPU devices divide among their executors (default: all "
@@ -155,9 +157,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
 
 // Checks the flags and fills in the defaults that depend on others (work dir, address).
 deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
-  if (auto coordinator = deepool::ParseHostPort(flags.coordinator); !coordinator.ok()) {
-    return coordinator.status().WithContext("--coordinator");
-  }
+  auto coordinators = deepool::ParseHostPortList(flags.coordinator);
+  if (!coordinators.ok()) return coordinators.status().WithContext("--coordinator");
   SystemDeviceProbe probe;
   ASSIGN_OR_RETURN(std::vector<LocalDevice> devices, ParseDevices(flags.devices, probe));
   if (flags.work_dir.empty()) flags.work_dir = "/tmp/deepool-worker-" + flags.name;
@@ -167,7 +168,9 @@ deepool::StatusOr<std::vector<LocalDevice>> ResolveFlags(Flags& flags) {
     return deepool::InvalidArgumentError("cannot create --work-dir " + flags.work_dir + ": " +
                                          ec.message());
   }
-  if (flags.address.empty()) flags.address = LocalAddressToward(flags.coordinator);
+  if (flags.address.empty()) {
+    flags.address = LocalAddressToward(deepool::FormatHostPort(coordinators->front()));
+  }
   // A node token beside the worker, for a coordinator on this host that keeps its own users
   // file (security/local_admin.h): `deepool token create NAME --role worker ... --out` there.
   if (flags.token_file.empty() && !flags.tls.configured() &&

@@ -1,0 +1,106 @@
+#include "coordinator/leader_lease.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "common/logging.h"
+#include "common/thread_name.h"
+
+namespace deepool::coordinator {
+
+Leadership::Leadership(LeaderLease* lease, const Clock* clock, LeadershipOptions options)
+    : lease_(lease), clock_(clock), options_(std::move(options)) {}
+
+Leadership::~Leadership() { Stop(); }
+
+StatusOr<bool> Leadership::TryToLead(LeaseHolder* leader) {
+  ASSIGN_OR_RETURN(LeaseHolder holder, lease_->TryAcquire(options_.holder, options_.lease));
+  if (leader) *leader = holder;
+  if (holder.holder != options_.holder) return false;
+  last_renewed_ = clock_->Now();
+  return true;
+}
+
+bool Leadership::WaitToLead(const std::function<bool()>& stop_requested) {
+  std::string waiting_for;
+  while (!stop_requested()) {
+    LeaseHolder leader;
+    StatusOr<bool> leads = TryToLead(&leader);
+    if (leads.ok() && *leads) return true;
+    if (!leads.ok()) {
+      DP_LOG_WARN("standby: cannot read the leader lease: {}", leads.status().ToString());
+    } else if (leader.holder != waiting_for) {
+      waiting_for = leader.holder;
+      DP_LOG_INFO("standby: {} leads (its lease runs {} ms more); taking over when it runs out",
+                  leader.holder, leader.left.count());
+    }
+    if (!SleepThird()) return false;
+  }
+  return false;
+}
+
+std::string Leadership::RenewOnce() {
+  const Status renewed = lease_->Renew(options_.lease);
+  if (renewed.ok()) {
+    last_renewed_ = clock_->Now();
+    return "";
+  }
+  if (renewed.code() == StatusCode::kFailedPrecondition) return renewed.message();
+  const auto since =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - last_renewed_);
+  if (since < options_.lease) {
+    DP_LOG_WARN("leader lease: renewal failed ({}); {} ms left", renewed.ToString(),
+                (options_.lease - since).count());
+    return "";
+  }
+  return "the leader lease was not renewed for " + std::to_string(since.count()) +
+         " ms (last error: " + renewed.message() + "), so a standby may lead by now";
+}
+
+void Leadership::KeepLeading(std::function<void(const std::string&)> on_lost) {
+  renewer_ = std::thread([this, on_lost = std::move(on_lost)] {
+    SetCurrentThreadName("dp-coord-lease");
+    while (SleepThird()) {
+      const std::string lost = RenewOnce();
+      if (!lost.empty()) {
+        on_lost(lost);
+        return;
+      }
+    }
+  });
+}
+
+void Leadership::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable() && renewer_.get_id() != std::this_thread::get_id()) renewer_.join();
+}
+
+void Leadership::Release() {
+  const Status released = lease_->Release();
+  if (!released.ok()) {
+    DP_LOG_WARN("leader lease: not released ({}); a standby takes over once it runs out",
+                released.ToString());
+  }
+}
+
+bool Leadership::SleepThird() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, options_.lease / 3, [this] { return stopped_; });
+}
+
+std::string LeaseHolderName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::random_device random;
+  char suffix[9];
+  std::snprintf(suffix, sizeof(suffix), "%08x", static_cast<unsigned>(random()));
+  return std::string(host[0] ? host : "unknown-host") + "/" + std::to_string(::getpid()) + "/" +
+         suffix;
+}
+
+}  // namespace deepool::coordinator

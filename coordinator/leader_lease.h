@@ -1,0 +1,94 @@
+// Which of the coordinators sharing one database leads: a lease in the database with a fencing
+// token. Only the leader serves; the others wait as standbys and take the lease once it runs
+// out. Every write of a store that holds the lease checks its token in the same transaction, so
+// a former leader that was paused or cut off past its lease cannot write after another took
+// over: its write is refused FAILED_PRECONDITION and it stops. The database's clock times the
+// lease, so the coordinators' clocks need not agree.
+// Leadership drives a LeaderLease: waiting to lead, then renewing until the lease is lost.
+// Threading: a LeaderLease is safe to call from several threads. Leadership's WaitToLead runs on
+// the caller's thread; KeepLeading renews on its own ("dp-coord-lease") until Stop.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace deepool::coordinator {
+
+// Who holds the lease, as the database saw it.
+struct LeaseHolder {
+  std::string holder;                 // "" when nobody ever held it
+  int64_t token = 0;                  // grows by one at every change of leader
+  std::chrono::milliseconds left{0};  // until it runs out (<= 0: it has)
+};
+
+class LeaderLease {
+ public:
+  virtual ~LeaderLease() = default;
+  // Takes the lease for `holder` for `duration` when it is free or has run out (a new token), or
+  // extends it when `holder` holds it already. From then on every write is fenced by the token.
+  // Returns the holder after the call: `holder` itself when taken.
+  virtual StatusOr<LeaseHolder> TryAcquire(const std::string& holder,
+                                           std::chrono::milliseconds duration) = 0;
+  // Extends the lease this store took. FAILED_PRECONDITION when another holds it now (this
+  // coordinator was deposed); UNAVAILABLE when the database cannot be reached.
+  virtual Status Renew(std::chrono::milliseconds duration) = 0;
+  // Ends the lease this store took, if it still holds it, so a standby takes over at once (a
+  // clean stop). The store's writes stay fenced by the token.
+  virtual Status Release() = 0;
+};
+
+struct LeadershipOptions {
+  std::string holder;                       // this coordinator, unique per process
+  std::chrono::milliseconds lease{10'000};  // renewed every third of it
+};
+
+class Leadership {
+ public:
+  Leadership(LeaderLease* lease, const Clock* clock, LeadershipOptions options);
+  ~Leadership();
+  Leadership(const Leadership&) = delete;
+  Leadership& operator=(const Leadership&) = delete;
+
+  // One try to lead: true when this coordinator holds the lease now. `leader` (optional): who
+  // holds it otherwise. Errors are the database's.
+  StatusOr<bool> TryToLead(LeaseHolder* leader = nullptr);
+  // Tries every third of the lease until this coordinator leads (true), or Stop is called or
+  // `stop_requested` says so (false), logging the leader it waits for once per change.
+  bool WaitToLead(const std::function<bool()>& stop_requested = [] { return false; });
+
+  // One renewal: the reason leadership is lost ("" while it is not): deposed, or no renewal
+  // succeeded for a whole lease (the others may take over now, so this one must stop serving).
+  std::string RenewOnce();
+  // Renews every third of the lease on a thread of its own; calls `on_lost` once, with the
+  // reason, when leadership is lost.
+  void KeepLeading(std::function<void(const std::string& reason)> on_lost);
+  // Stops renewing (and waiting).
+  void Stop();
+  // After Stop, at a clean exit: hands the lease over at once instead of letting it run out.
+  void Release();
+
+ private:
+  bool SleepThird();  // false when stopped
+
+  LeaderLease* lease_;
+  const Clock* clock_;
+  const LeadershipOptions options_;
+  Clock::TimePoint last_renewed_{};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;  // guarded by mu_
+  std::thread renewer_;
+};
+
+// A holder name unique to this process: host, pid and a random suffix.
+std::string LeaseHolderName();
+
+}  // namespace deepool::coordinator

@@ -1,0 +1,174 @@
+// Active and standby coordinators on one PostgreSQL database (a server the test starts): the
+// standby binds no port and loads nothing until the leader's lease runs out, then leads. A leader
+// killed is replaced within the lease (here 3 s) with no job lost and the running job training on;
+// a leader paused past its lease wakes deposed, writes nothing and exits (status 3). Workers and
+// clients given several coordinator addresses find the leader.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/e2e/local_cluster.h"
+#include "tests/postgres_server.h"
+
+using namespace deepool;
+using namespace deepool::e2e;
+
+namespace {
+
+// A loopback port that refuses connections while this lives (bound, never listening): where a
+// coordinator that is not leading "listens".
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    socklen_t len = sizeof(addr);
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~RefusingPort() { ::close(fd_); }
+  const std::string& address() const { return address_; }
+
+ private:
+  int fd_ = -1;
+  std::string address_;
+};
+
+// A cluster on a PostgreSQL store with a 3 s leader lease, or nullptr where no server can start
+// here (the test says so). `before`: put before the coordinator in the workers' --coordinator.
+struct StandbySetup {
+  std::unique_ptr<testing::PostgresServer> postgres;
+  std::unique_ptr<LocalCluster> cluster;
+};
+StandbySetup StartOnPostgres(const std::string& before = "") {
+  StandbySetup setup;
+  if (auto missing = testing::PostgresServer::MissingReason()) {
+    WARN("skipped: " << *missing);
+    return setup;
+  }
+  setup.postgres = std::make_unique<testing::PostgresServer>();
+  ClusterOptions options;
+  options.store = setup.postgres->Uri();
+  options.coordinator_args = {"--lease-s", "3"};
+  options.worker_coordinators_before = before;
+  setup.cluster = std::make_unique<LocalCluster>(options);
+  return setup;
+}
+
+}  // namespace
+
+TEST_CASE("a standby takes over from a killed leader within its lease; the running job trains on",
+          "[e2e][postgres]") {
+  // The workers are given a list whose first coordinator does not lead (nothing listens there):
+  // they find the one that does.
+  RefusingPort not_leading;
+  StandbySetup setup = StartOnPostgres(not_leading.address() + ",");
+  if (!setup.cluster) return;
+  LocalCluster& cluster = *setup.cluster;
+  REQUIRE(cluster.WaitForNodesUp(2));
+  // On the leader's own address: it binds the port only once it leads.
+  std::unique_ptr<TestProcess> standby = cluster.StartStandbyCoordinator(cluster.address());
+
+  std::string long_job;
+  REQUIRE(cluster.Submit(FgJob("long", 100000, /*gpus=*/2, /*global_batch=*/8), &long_job).ok());
+  std::vector<std::string> short_jobs(3);
+  for (size_t i = 0; i < short_jobs.size(); ++i) {
+    REQUIRE(cluster.Submit(BgJob("short-" + std::to_string(i), 3), &short_jobs[i]).ok());
+  }
+  cluster.WaitForJob(long_job, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
+  });
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster.KillCoordinator();
+  cluster.AdoptCoordinator(std::move(standby), std::chrono::seconds(30));
+  const auto takeover = std::chrono::steady_clock::now() - killed_at;
+  WARN("the standby served "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(takeover).count()
+       << " ms after the leader's kill -9 (lease 3 s)");
+  CHECK(takeover < std::chrono::seconds(10));
+
+  // The new leader has every job, and the long one trains on in its first attempt.
+  const int64_t at_takeover =
+      cluster
+          .WaitForJob(long_job, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; })
+          .progress()
+          .iteration();
+  v1::Job advanced = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
+    return j.progress().iteration() > at_takeover + 3 || cli::IsTerminal(j.state());
+  });
+  CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
+  int pending_entries = 0;
+  for (const v1::StateTransition& step : advanced.history()) {
+    pending_entries += step.state() == v1::JOB_STATE_PENDING;
+  }
+  CHECK(pending_entries == 1);  // submitted once, never requeued
+  for (const std::string& id : short_jobs) {
+    CHECK(cluster.WaitForTerminal(id).state() == v1::JOB_STATE_SUCCEEDED);
+  }
+  std::string after;
+  REQUIRE(cluster.Submit(BgJob("after", 2), &after).ok());
+  CHECK(cluster.WaitForTerminal(after).state() == v1::JOB_STATE_SUCCEEDED);
+  v1::ListJobsResponse all;
+  auto context = cli::UnaryContext(std::chrono::seconds(10));
+  REQUIRE(cluster.stub().ListJobs(context.get(), v1::ListJobsRequest(), &all).ok());
+  CHECK(all.jobs_size() == 5);
+  // So does a client given the same list.
+  auto listed =
+      cli::ConnectCoordinator(not_leading.address() + "," + cluster.address(), cluster.admin());
+  REQUIRE(listed.ok());
+  v1::ListJobsResponse again;
+  auto list_context = cli::UnaryContext(std::chrono::seconds(10));
+  list_context->set_wait_for_ready(true);
+  REQUIRE((*listed)->ListJobs(list_context.get(), v1::ListJobsRequest(), &again).ok());
+  CHECK(again.jobs_size() == 5);
+}
+
+TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exits",
+          "[e2e][postgres]") {
+  StandbySetup setup = StartOnPostgres();
+  if (!setup.cluster) return;
+  LocalCluster& cluster = *setup.cluster;
+  std::string before;
+  REQUIRE(cluster.Submit(BgJob("before", 2), &before).ok());
+  REQUIRE(cluster.WaitForTerminal(before).state() == v1::JOB_STATE_SUCCEEDED);
+  const std::string old_address = cluster.address();
+  std::unique_ptr<TestProcess> standby = cluster.StartStandbyCoordinator("127.0.0.1:0");
+
+  std::unique_ptr<TestProcess> leader = cluster.ReleaseCoordinator();
+  leader->Signal(SIGSTOP);  // longer than its lease: the standby takes over
+  cluster.AdoptCoordinator(std::move(standby), std::chrono::seconds(30));
+  REQUIRE(cluster.address() != old_address);
+
+  // The old leader wakes: a submission to it must not be stored, and it exits on its own.
+  leader->Signal(SIGCONT);
+  v1::SubmitJobRequest request;
+  request.set_spec_json(BgJob("to-the-deposed", 2).dump());
+  v1::SubmitJobResponse response;
+  auto connected = cli::ConnectCoordinator(old_address, cluster.admin());
+  REQUIRE(connected.ok());
+  auto old_leader = std::move(connected).value();
+  auto context = cli::UnaryContext(std::chrono::seconds(10));
+  const grpc::Status submitted = old_leader->SubmitJob(context.get(), request, &response);
+  WARN("a submission to the deposed leader: " << submitted.error_message());
+  CHECK_FALSE(submitted.ok());
+  std::optional<ProcessExit> exit = leader->Wait(std::chrono::seconds(30));
+  REQUIRE(exit.has_value());
+  CHECK(exit->exit_code == 3);
+  std::ifstream log(leader->log_path());
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK_THAT(logged, Catch::Contains("no longer leads"));
+
+  v1::ListJobsResponse all;
+  auto list = cli::UnaryContext(std::chrono::seconds(10));
+  REQUIRE(cluster.stub().ListJobs(list.get(), v1::ListJobsRequest(), &all).ok());
+  REQUIRE(all.jobs_size() == 1);
+  CHECK(all.jobs(0).job_id() == before);
+}

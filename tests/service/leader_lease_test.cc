@@ -1,0 +1,116 @@
+// Leadership over a fake lease and a FakeClock: when a coordinator leads, and when it must stop.
+// The PostgreSQL lease itself (its token fencing the writes) is tested in job_store_test.cc.
+#include "coordinator/leader_lease.h"
+
+#include <catch2/catch.hpp>
+#include <deque>
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Answers what the test queued; with nothing queued, TryAcquire grants and Renew succeeds.
+class FakeLease final : public LeaderLease {
+ public:
+  std::deque<StatusOr<LeaseHolder>> acquires;
+  std::deque<Status> renewals;
+  int acquire_calls = 0;
+  bool released = false;
+
+  StatusOr<LeaseHolder> TryAcquire(const std::string& holder, milliseconds duration) override {
+    ++acquire_calls;
+    if (acquires.empty()) return LeaseHolder{holder, 1, duration};
+    StatusOr<LeaseHolder> next = acquires.front();
+    acquires.pop_front();
+    return next;
+  }
+  Status Renew(milliseconds) override {
+    if (renewals.empty()) return Status::Ok();
+    Status next = renewals.front();
+    renewals.pop_front();
+    return next;
+  }
+  Status Release() override {
+    released = true;
+    return Status::Ok();
+  }
+};
+
+TEST_CASE("a coordinator leads once the lease is its own, and waits while another's runs",
+          "[leader]") {
+  FakeLease lease;
+  FakeClock clock;
+  Leadership leadership(&lease, &clock, {"me", milliseconds(30)});
+  lease.acquires.push_back(LeaseHolder{"other", 4, milliseconds(20)});
+  LeaseHolder leader;
+  StatusOr<bool> first = leadership.TryToLead(&leader);
+  REQUIRE(first.ok());
+  CHECK_FALSE(*first);
+  CHECK(leader.holder == "other");
+
+  lease.acquires.push_back(LeaseHolder{"other", 4, milliseconds(10)});
+  lease.acquires.push_back(UnavailableError("database restarting"));
+  CHECK(leadership.WaitToLead());  // the third try is granted
+  CHECK(lease.acquire_calls == 4);
+
+  bool asked = false;
+  Leadership stopped(&lease, &clock, {"me", milliseconds(30)});
+  lease.acquires.push_back(LeaseHolder{"other", 4, milliseconds(10)});
+  CHECK_FALSE(stopped.WaitToLead([&] { return std::exchange(asked, true); }));
+}
+
+TEST_CASE("a leader that cannot renew for a whole lease, or was deposed, stops leading",
+          "[leader]") {
+  FakeLease lease;
+  FakeClock clock;
+  Leadership leadership(&lease, &clock, {"me", milliseconds(9000)});
+  REQUIRE(*leadership.TryToLead());
+  CHECK(leadership.RenewOnce().empty());
+
+  SECTION("the database unreachable: it leads on until the lease has run out") {
+    lease.renewals = {UnavailableError("down"), UnavailableError("down"), UnavailableError("down")};
+    clock.Advance(milliseconds(3000));
+    CHECK(leadership.RenewOnce().empty());
+    clock.Advance(milliseconds(5000));
+    CHECK(leadership.RenewOnce().empty());
+    clock.Advance(milliseconds(1000));  // 9 s since the last renewal
+    CHECK_THAT(leadership.RenewOnce(), Catch::Contains("not renewed for 9000 ms"));
+  }
+  SECTION("a renewal between failures starts the lease again") {
+    lease.renewals = {UnavailableError("down"), Status::Ok(), UnavailableError("down")};
+    clock.Advance(milliseconds(6000));
+    CHECK(leadership.RenewOnce().empty());
+    clock.Advance(milliseconds(2000));
+    CHECK(leadership.RenewOnce().empty());
+    clock.Advance(milliseconds(8000));
+    CHECK(leadership.RenewOnce().empty());  // 8 s since the renewal
+  }
+  SECTION("deposed: at once") {
+    lease.renewals = {FailedPreconditionError("b took the leader lease")};
+    CHECK_THAT(leadership.RenewOnce(), Catch::Contains("b took the leader lease"));
+  }
+  SECTION("the renewing thread says so once, and a clean stop releases the lease") {
+    Leadership quick(&lease, &clock, {"me", milliseconds(30)});
+    REQUIRE(*quick.TryToLead());
+    lease.renewals = {FailedPreconditionError("deposed")};
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> lost;
+    quick.KeepLeading([&](const std::string& reason) {
+      std::lock_guard<std::mutex> lock(mu);
+      lost.push_back(reason);
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !lost.empty(); }));
+    lock.unlock();
+    quick.Stop();
+    CHECK(lost == std::vector<std::string>{"deposed"});
+    quick.Release();
+    CHECK(lease.released);
+  }
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
