@@ -25,6 +25,7 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "coordinator/in_process_planning.h"
+#include "coordinator/job_store.h"
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
@@ -277,7 +278,9 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", nodes, "fake workers")->capture_default_str();
   app.add_option("--devices-per-node", devices_per_node, "CPU devices per fake worker")
       ->capture_default_str();
-  app.add_option("--stores", stores, "job stores to compare (sqlite, memory)");
+  app.add_option("--stores", stores,
+                 "job stores to compare: sqlite, memory, a postgresql:// URI (with-postgres.sh "
+                 "starts a server and adds one)");
   CLI11_PARSE(app, argc, argv);
   deepool::InitLogging("bench", "warn");
 
@@ -295,7 +298,8 @@ int main(int argc, char** argv) {
   for (const std::string& store : stores) {
     Result r = Run(store, clients, jobs_per_client, query_seconds, nodes, devices_per_node);
     std::printf(
-        "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %d |\n", store.c_str(),
+        "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %d |\n",
+        deepool::coordinator::IsPostgresUri(store) ? "postgresql" : store.c_str(),
         r.latency_ms.size(), Percentile(r.latency_ms, 0.5), Percentile(r.latency_ms, 0.95),
         Percentile(r.latency_ms, 0.99),
         r.latency_ms.empty() ? 0.0 : *std::max_element(r.latency_ms.begin(), r.latency_ms.end()),

@@ -64,8 +64,9 @@ StandbySetup StartOnPostgres(const std::string& before = "") {
 
 }  // namespace
 
-TEST_CASE("a standby takes over from a killed leader within its lease; the running job trains on",
-          "[e2e][postgres]") {
+TEST_CASE(
+    "a standby takes over from a killed leader within its lease, and the running job trains on",
+    "[e2e][postgres]") {
   // The workers are given a list whose first coordinator does not lead (nothing listens there):
   // they find the one that does.
   RefusingPort not_leading;

@@ -180,8 +180,9 @@ TEST_CASE("JobStore suite: PostgreSQL, connected again between steps", "[job_sto
   });
 }
 
-TEST_CASE("PostgreSQL: while the server is down calls fail UNAVAILABLE; once it is back they go on",
-          "[job_store][postgres]") {
+TEST_CASE(
+    "PostgreSQL: while the server is down calls fail UNAVAILABLE, and once it is back they go on",
+    "[job_store][postgres]") {
   SKIP_WITHOUT_POSTGRES();
   PostgresServer server;
   auto store = OpenPostgresJobStore(server.Uri());
@@ -292,7 +293,7 @@ TEST_CASE("PostgreSQL: a leader deposed while paused writes nothing after the ta
   CHECK(next->holder == "c");
 }
 
-TEST_CASE("schema steps: the missing ones in order; a newer database refused", "[job_store]") {
+TEST_CASE("schema steps: the missing ones in order, and a newer database refused", "[job_store]") {
   const std::vector<SchemaStep> steps = {{1, "one", "A"}, {2, "two", "B"}, {3, "three", "C"}};
   auto from_one = SchemaStepsToApply("store", 1, steps);
   REQUIRE(from_one.ok());
