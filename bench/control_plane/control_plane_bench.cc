@@ -29,6 +29,7 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
+#include "protocol/version.h"
 
 namespace {
 
@@ -51,6 +52,7 @@ class FakeWorker {
     const std::string name = "w" + std::to_string(index);
     v1::RegisterNodeRequest req;
     req.set_name(name);
+    req.set_protocol_version(deepool::protocol::kProtocolVersion);
     req.set_address("127.0.0.1");
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = req.add_devices();
