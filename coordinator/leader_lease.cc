@@ -61,13 +61,14 @@ std::string Leadership::RenewOnce() {
 void Leadership::KeepLeading(std::function<void(const std::string&)> on_lost) {
   renewer_ = std::thread([this, on_lost = std::move(on_lost)] {
     SetCurrentThreadName("dp-coord-lease");
-    while (SleepThird()) {
+    // At once first: loading the store may have taken much of the lease taken before it.
+    do {
       const std::string lost = RenewOnce();
       if (!lost.empty()) {
         on_lost(lost);
         return;
       }
-    }
+    } while (SleepThird());
   });
 }
 

@@ -67,8 +67,8 @@ class Leadership {
   // One renewal: the reason leadership is lost ("" while it is not): deposed, or no renewal
   // succeeded for a whole lease (the others may take over now, so this one must stop serving).
   std::string RenewOnce();
-  // Renews every third of the lease on a thread of its own; calls `on_lost` once, with the
-  // reason, when leadership is lost.
+  // Renews at once and then every third of the lease on a thread of its own; calls `on_lost`
+  // once, with the reason, when leadership is lost.
   void KeepLeading(std::function<void(const std::string& reason)> on_lost);
   // Stops renewing (and waiting).
   void Stop();

@@ -2,8 +2,9 @@
 // so that it outlives the coordinator's machine. The rows are SQLite's (stored_job.h); log lines
 // are BYTEA, since a training process may print bytes that are not UTF-8. Every write is one
 // transaction, committed before the call returns (as durable as the server's synchronous_commit
-// makes it). Several stores may share one database only one at a time (the schema step runner
-// takes an advisory lock; nothing else is arbitrated here).
+// makes it). Several coordinators may share one database: the leader lease (leader_lease.h, a
+// row of it) decides which one serves, and every write of a store that took the lease checks its
+// token in the same transaction. The schema steps run under an advisory lock.
 // A lost connection (the server restarted, a network cut) fails the call UNAVAILABLE, after one
 // more try on a fresh connection for the calls that may safely run twice: the JobManager retries
 // its writes, so the coordinator waits for the database and goes on. A COMMIT cut off by the
