@@ -47,7 +47,7 @@ struct StandbySetup {
   std::unique_ptr<testing::PostgresServer> postgres;
   std::unique_ptr<LocalCluster> cluster;
 };
-StandbySetup StartOnPostgres(const std::string& before = "") {
+StandbySetup StartOnPostgres(bool secure, const std::string& before = "") {
   StandbySetup setup;
   if (auto missing = testing::PostgresServer::MissingReason()) {
     WARN("skipped: " << *missing);
@@ -55,6 +55,7 @@ StandbySetup StartOnPostgres(const std::string& before = "") {
   }
   setup.postgres = std::make_unique<testing::PostgresServer>();
   ClusterOptions options;
+  options.secure = secure;  // mutual TLS: every coordinator, worker and client a CA certificate
   options.store = setup.postgres->Uri();
   options.coordinator_args = {"--lease-s", "3"};
   options.worker_coordinators_before = before;
@@ -70,7 +71,9 @@ TEST_CASE(
   // The workers are given a list whose first coordinator does not lead (nothing listens there):
   // they find the one that does.
   RefusingPort not_leading;
-  StandbySetup setup = StartOnPostgres(not_leading.address() + ",");
+  const bool secure = GENERATE(false, true);
+  INFO((secure ? "mutual TLS" : "plain loopback"));
+  StandbySetup setup = StartOnPostgres(secure, not_leading.address() + ",");
   if (!setup.cluster) return;
   LocalCluster& cluster = *setup.cluster;
   REQUIRE(cluster.WaitForNodesUp(2));
@@ -134,7 +137,9 @@ TEST_CASE(
 
 TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exits",
           "[e2e][postgres]") {
-  StandbySetup setup = StartOnPostgres();
+  const bool secure = GENERATE(false, true);
+  INFO((secure ? "mutual TLS" : "plain loopback"));
+  StandbySetup setup = StartOnPostgres(secure);
   if (!setup.cluster) return;
   LocalCluster& cluster = *setup.cluster;
   std::string before;
