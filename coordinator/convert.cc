@@ -1,6 +1,7 @@
 #include "coordinator/convert.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 #include "jobspec/job_spec_proto.h"
@@ -190,6 +191,45 @@ v1::ClusterSummary ClusterSummaryToProto(const ClusterSummary& s) {
   p.set_bg_busy_ms(s.bg_busy_ms);
   p.set_idle_ms(s.idle_ms);
   return p;
+}
+
+namespace {
+// Page tokens name the seq the next page starts below, behind a prefix so that a token from
+// elsewhere (or a job id) is refused rather than misread.
+constexpr std::string_view kPageTokenPrefix = "before-seq-";
+}  // namespace
+
+StatusOr<JobQuery> JobQueryFromRequest(const v1::ListJobsRequest& request) {
+  JobQuery query;
+  for (int s : request.states()) {
+    std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
+    if (!state) return InvalidArgumentError("states: unknown state " + std::to_string(s));
+    query.states.push_back(*state);
+  }
+  if (request.limit() < 0) return InvalidArgumentError("limit: must be >= 0");
+  query.limit = request.limit() == 0 ? kMaxJobsPerPage : std::min(request.limit(), kMaxJobsPerPage);
+  const std::string& token = request.page_token();
+  if (!token.empty()) {
+    const std::string_view digits =
+        std::string_view(token).substr(std::min(token.size(), kPageTokenPrefix.size()));
+    int64_t seq = 0;
+    const bool parsed =
+        token.rfind(kPageTokenPrefix, 0) == 0 && !digits.empty() && digits.size() <= 18 &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (parsed) seq = std::stoll(std::string(digits));
+    if (!parsed || seq <= 0) {
+      return InvalidArgumentError(
+          "page_token: not a token this coordinator wrote (send back next_page_token as it "
+          "came)");
+    }
+    query.before_seq = seq;
+  }
+  return query;
+}
+
+std::string NextPageToken(const JobPage& page) {
+  if (page.next_before_seq <= 0) return "";
+  return std::string(kPageTokenPrefix) + std::to_string(page.next_before_seq);
 }
 
 }  // namespace deepool::coordinator

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "coordinator/cluster_summary.h"
 #include "coordinator/job.h"
+#include "coordinator/job_manager.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
 #include "deepool/v1/coordinator.pb.h"
@@ -22,6 +23,16 @@ v1::JobState StateToProto(JobState state);
 std::optional<JobState> StateFromProto(v1::JobState state);
 v1::ReasonCode ReasonCodeToProto(ReasonCode code);
 v1::Job JobToProto(const JobRecord& job);
+
+// The most jobs one ListJobs page holds (also what limit 0 asks for): a page stays far below
+// gRPC's message limit and the time one listing holds the job table.
+inline constexpr int kMaxJobsPerPage = 1000;
+// A ListJobs request's states, page size and page token as a query (its owner is the caller's
+// to set); INVALID_ARGUMENT naming the field for an unknown state, a negative limit or a token
+// this coordinator did not write.
+StatusOr<JobQuery> JobQueryFromRequest(const v1::ListJobsRequest& request);
+// The token for the page after `page`; "" when it ended the list.
+std::string NextPageToken(const JobPage& page);
 
 std::vector<DeviceInfo> DevicesFromProto(
     const google::protobuf::RepeatedPtrField<v1::Device>& devices);

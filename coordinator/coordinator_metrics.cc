@@ -68,17 +68,16 @@ int64_t EnteredMs(const JobRecord& job) {
 std::string NodeLabel(const NodeRecord& node) { return node.name.empty() ? node.id : node.name; }
 
 void WriteJobs(const ClusterNow& now, MetricsText* out) {
-  std::map<std::pair<JobState, JobRole>, int> by_state;
   std::map<ReasonCode, int> pending_by_reason;
   for (const JobRecord& job : now.jobs) {
-    ++by_state[{job.state, job.spec.role}];
     if (job.state == JobState::kPending) ++pending_by_reason[job.reason_code];
   }
   out->Family("deepool_jobs", "gauge", "Jobs the coordinator holds, by state and role.");
   for (JobState state : kAllStates) {
     for (JobRole role : {JobRole::kFg, JobRole::kBg}) {
+      auto count = now.counts.find({state, role});
       out->Sample("deepool_jobs", {{"state", StateName(state)}, {"role", RoleName(role)}},
-                  by_state[{state, role}]);
+                  count == now.counts.end() ? 0 : count->second);
     }
   }
   out->Family("deepool_pending_jobs", "gauge",

@@ -48,7 +48,10 @@ class CoordinatorMetrics {
 };
 
 struct ClusterNow {
-  std::vector<JobRecord> jobs;  // every job (terminal ones count in deepool_jobs only)
+  // The unfinished jobs (JobManager::Active): finished ones are only counted, in `counts`, so a
+  // scrape costs the same with 100 or 100,000 jobs in the history.
+  std::vector<JobRecord> jobs;
+  JobCounts counts;  // every job, finished ones included (deepool_jobs)
   std::vector<NodeRecord> nodes;
   ClusterSummary summary;
   int64_t now_ms = 0;  // wall clock, for heartbeat ages

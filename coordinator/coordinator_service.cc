@@ -120,25 +120,14 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   StatusOr<Admitted> call = Admit(ctx, "ListJobs", client_calls_);
   if (!call.ok()) return ToGrpcStatus(call.status());
   const security::Identity& caller = call->caller;
-  std::vector<JobState> states;
-  for (int s : req->states()) {
-    std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
-    if (!state) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "states: unknown state " + std::to_string(s));
-    }
-    states.push_back(*state);
-  }
-  if (req->limit() < 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "limit: must be >= 0");
-  }
+  StatusOr<JobQuery> query = JobQueryFromRequest(*req);
+  if (!query.ok()) return ToGrpcStatus(query.status());
   // A user lists their own jobs; the cluster summary below still counts everyone's.
-  std::optional<std::string> owner;
-  if (caller.role != security::Role::kAdmin) owner = caller.name;
+  if (caller.role != security::Role::kAdmin) query->owner = caller.name;
   const std::map<std::string, int> positions = QueuePositions(jobs_->Queue());
-  for (const JobRecord& job : jobs_->List(states, req->limit(), owner)) {
-    *resp->add_jobs() = ClientView(job, &positions);
-  }
+  JobPage page = jobs_->ListPage(*query);
+  for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job, &positions);
+  resp->set_next_page_token(NextPageToken(page));
   *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
       jobs_->List({JobState::kRunning}, 0), nodes_->List(), scheduler_->DeviceUses()));
   return grpc::Status::OK;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -54,10 +55,9 @@ std::optional<ReasonCode> ReasonCodeFromName(std::string_view name);
 
 // A state's reason: a code and a sentence. A bare message (tools, tests) has no code.
 struct Reason {
-  Reason(const char* text) : message(text) {}  // NOLINT(google-explicit-constructor)
+  Reason(const char* text) : message(text) {}             // NOLINT(google-explicit-constructor)
   Reason(std::string text) : message(std::move(text)) {}  // NOLINT(google-explicit-constructor)
-  Reason(ReasonCode reason_code, std::string text)
-      : code(reason_code), message(std::move(text)) {}
+  Reason(ReasonCode reason_code, std::string text) : code(reason_code), message(std::move(text)) {}
   ReasonCode code = ReasonCode::kUnspecified;
   std::string message;
 };
@@ -152,6 +152,9 @@ struct JobRecord {
 };
 
 // A PENDING job as the queue order reads it (QueuePositions in admission.h).
+// Jobs by (state, role), every job held counted once (JobManager::Counts).
+using JobCounts = std::map<std::pair<JobState, JobRole>, int64_t>;
+
 struct QueuedJob {
   std::string id;
   int priority = 0;

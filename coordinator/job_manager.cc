@@ -40,7 +40,7 @@ Status JobManager::Load() {
     if (IsTerminal(job.state)) DropDocuments(&job);
     CountLocked(job, +1);
     std::string id = job.id;
-    jobs_[id] = std::move(job);
+    IndexLocked(jobs_[id] = std::move(job));
   }
   ++version_;
   return Status::Ok();
@@ -55,9 +55,19 @@ Status JobManager::ReserveSeqLocked() {
 }
 
 void JobManager::CountLocked(const JobRecord& job, int sign) {
+  counts_[{job.state, job.spec.role}] += sign;
   Usage& usage = usage_[job.owner];
   if (job.state == JobState::kPending) usage.pending += sign;
   if (!IsTerminal(job.state)) usage.spec_bytes += sign * SpecBytes(job.spec);
+}
+
+void JobManager::IndexLocked(const JobRecord& slot) {
+  by_seq_[slot.seq] = &slot;
+  if (IsTerminal(slot.state)) {
+    unfinished_.erase(slot.seq);
+  } else {
+    unfinished_[slot.seq] = &slot;
+  }
 }
 
 Status JobManager::CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const {
@@ -140,6 +150,7 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
   }
   job_versions_[job.id] = ++version_;
   const JobRecord& slot = jobs_[job.id] = std::move(job);
+  IndexLocked(slot);
   changed_.notify_all();
   return slot;
 }
@@ -161,49 +172,59 @@ StatusOr<JobRecord> JobManager::GetWithDocuments(const std::string& job_id) cons
 
 std::vector<JobRecord> JobManager::List(const std::vector<JobState>& states, int limit,
                                         const std::optional<std::string>& owner) const {
+  return ListPage({states, limit, owner, 0}).jobs;
+}
+
+JobPage JobManager::ListPage(const JobQuery& query) const {
+  const bool live_only =
+      !query.states.empty() && std::none_of(query.states.begin(), query.states.end(), IsTerminal);
+  auto wanted = [&](const JobRecord& job) {
+    return (!query.owner || job.owner == *query.owner) &&
+           (query.states.empty() ||
+            std::find(query.states.begin(), query.states.end(), job.state) != query.states.end());
+  };
+  JobPage page;
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<const JobRecord*> selected;
-  for (const auto& [id, job] : jobs_) {
-    if (owner && job.owner != *owner) continue;
-    if (states.empty() || std::find(states.begin(), states.end(), job.state) != states.end()) {
-      selected.push_back(&job);
+  const std::map<int64_t, const JobRecord*>& index = live_only ? unfinished_ : by_seq_;
+  // Newest first: walk down from the first seq below the page's start.
+  auto it = query.before_seq > 0 ? index.lower_bound(query.before_seq) : index.end();
+  while (it != index.begin()) {
+    --it;
+    const JobRecord& job = *it->second;
+    if (!wanted(job)) continue;
+    if (query.limit > 0 && page.jobs.size() == static_cast<size_t>(query.limit)) {
+      page.next_before_seq = page.jobs.back().seq;
+      break;
     }
+    page.jobs.push_back(job);
   }
-  std::sort(selected.begin(), selected.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->seq > b->seq; });
-  if (limit > 0 && selected.size() > static_cast<size_t>(limit)) selected.resize(limit);
-  std::vector<JobRecord> out;
-  out.reserve(selected.size());
-  for (const JobRecord* job : selected) out.push_back(*job);
-  return out;
+  return page;
+}
+
+JobCounts JobManager::Counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobCounts counts;
+  for (const auto& [key, count] : counts_) {
+    if (count != 0) counts.emplace(key, count);
+  }
+  return counts;
 }
 
 std::vector<JobRecord> JobManager::Active() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobRecord> out;
-  for (const auto& [id, job] : jobs_) {
-    if (!IsTerminal(job.state)) out.push_back(job);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const JobRecord& a, const JobRecord& b) { return a.seq < b.seq; });
+  out.reserve(unfinished_.size());
+  for (const auto& [seq, job] : unfinished_) out.push_back(*job);
   return out;
 }
 
 std::vector<QueuedJob> JobManager::Queue() const {
-  std::vector<std::pair<int64_t, QueuedJob>> by_seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, job] : jobs_) {
-      if (job.state == JobState::kPending) {
-        by_seq.push_back({job.seq, {job.id, job.spec.priority, job.spec.role}});
-      }
-    }
-  }
-  std::sort(by_seq.begin(), by_seq.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<QueuedJob> out;
-  out.reserve(by_seq.size());
-  for (auto& [seq, queued] : by_seq) out.push_back(std::move(queued));
+  for (const auto& [seq, job] : unfinished_) {
+    if (job->state == JobState::kPending)
+      out.push_back({job->id, job->spec.priority, job->spec.role});
+  }
   return out;
 }
 
@@ -285,6 +306,7 @@ StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   CountLocked(updated, +1);
   if (IsTerminal(updated.state)) DropDocuments(&updated);  // they stay in the store
   slot = std::move(updated);
+  IndexLocked(slot);
   changed_.notify_all();
   return slot;
 }

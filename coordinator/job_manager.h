@@ -4,6 +4,12 @@
 // CANCELLED (and back to PENDING when a job is requeued or a phase must be redone); every
 // transition is appended to the job's history with the injected clock's wall time.
 //
+// Scale: the history may hold 100,000s of finished jobs. Two indexes keep every hot path
+// independent of it: all jobs by submission order (a page of List starts where the last one
+// ended, newest first) and the unfinished jobs (Active, Queue, and List of live states only
+// look at those); counts by state and role are kept as jobs change (Counts), so a metrics
+// scrape copies no finished record.
+//
 // Memory: records are copied out (Get, List, Active) for every status query and scheduling
 // round, so their large documents (the inline graph, the planned graph and the plan) are
 // SharedText: a copy shares them. A finished job's documents leave memory once its end is
@@ -37,6 +43,19 @@ namespace deepool::coordinator {
 // What one user (a job's owner; "" on an open coordinator, where everyone is that one user) may
 // hold, checked at submission (RESOURCE_EXHAUSTED naming the limit, its flag and the user).
 // 0: no limit.
+// One page of List: `limit` jobs at most, newest first, older than `before_seq` when set.
+struct JobQuery {
+  std::vector<JobState> states;  // empty: all
+  int limit = 0;                 // 0: no limit
+  std::optional<std::string> owner;
+  int64_t before_seq = 0;  // 0: from the newest job
+};
+struct JobPage {
+  std::vector<JobRecord> jobs;
+  // The seq to pass as before_seq for the next page; 0 when this page ended the list.
+  int64_t next_before_seq = 0;
+};
+
 struct JobLimits {
   int max_pending_jobs_per_user = 0;  // jobs PENDING (queued)
   // SpecBytes of the user's unfinished jobs (their inline graphs stay in memory until they end;
@@ -67,6 +86,9 @@ class JobManager {
   // Newest first; empty `states` means all; limit 0 means no limit; with owner, only their jobs.
   std::vector<JobRecord> List(const std::vector<JobState>& states, int limit,
                               const std::optional<std::string>& owner = std::nullopt) const;
+  // The same, a page at a time; a page of live states reads only the unfinished jobs.
+  JobPage ListPage(const JobQuery& query) const;
+  JobCounts Counts() const;
   // Non-terminal jobs in submission order.
   std::vector<JobRecord> Active() const;
   // The PENDING jobs in submission order, as the queue order reads them (no record copied).
@@ -118,7 +140,10 @@ class JobManager {
     int pending = 0;
     int64_t spec_bytes = 0;  // of unfinished jobs
   };
+  // Keeps usage_ and counts_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
+  // Indexes the record in its slot of jobs_ (by_seq_, unfinished_).
+  void IndexLocked(const JobRecord& slot);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
   // A submission's request id: its job, whose it is, and its spec's fingerprint.
   struct Request {
@@ -138,6 +163,10 @@ class JobManager {
   std::map<std::string, JobRecord> jobs_;
   std::map<std::string, Request> requests_;  // by request id
   std::map<std::string, Usage> usage_;       // by owner
+  // Pointers into jobs_ (whose nodes never move): every stored job, and the unfinished ones.
+  std::map<int64_t, const JobRecord*> by_seq_;
+  std::map<int64_t, const JobRecord*> unfinished_;
+  JobCounts counts_;
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;

@@ -198,7 +198,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
 std::string CoordinatorServer::MetricsText() const {
   ClusterNow now;
-  now.jobs = jobs_->List({}, 0);
+  now.jobs = jobs_->Active();
+  now.counts = jobs_->Counts();
   now.nodes = nodes_->List();
   now.summary = SummarizeCluster(now.jobs, now.nodes, scheduler_->DeviceUses());
   now.now_ms = clock_->WallMillis();

@@ -110,8 +110,9 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (f.concurrent_branches) doc["concurrent_branches"] = true;
   if (!doc.contains("model") && !doc.contains("graph")) {
     if (f.spec.empty()) return InvalidArgumentError("give a job spec file or --model / --graph");
-    return InvalidArgumentError("the job spec names no \"model\" or \"graph\" (or give --model "
-                                "/ --graph)");
+    return InvalidArgumentError(
+        "the job spec names no \"model\" or \"graph\" (or give --model "
+        "/ --graph)");
   }
   return doc;
 }
@@ -163,7 +164,29 @@ struct StatusFlags {
   bool watch = false;
   bool why = false;
   int limit = 100;
+  std::string page;  // a next_page_token: list from there
 };
+
+// ListJobs page after page, into one response, until `want` jobs (0: all) or the list's end;
+// the response's next_page_token continues from where it stopped ("": the list ended).
+grpc::Status ListJobsPaged(v1::CoordinatorService::Stub& stub, v1::ListJobsRequest request,
+                           int want, v1::ListJobsResponse* all) {
+  all->Clear();
+  while (true) {
+    if (want > 0) request.set_limit(want - all->jobs_size());
+    v1::ListJobsResponse page;
+    auto context = UnaryContext();
+    grpc::Status status = stub.ListJobs(context.get(), request, &page);
+    if (!status.ok()) return status;
+    for (v1::Job& job : *page.mutable_jobs()) *all->add_jobs() = std::move(job);
+    *all->mutable_summary() = page.summary();
+    all->set_next_page_token(page.next_page_token());
+    if (page.next_page_token().empty() || (want > 0 && all->jobs_size() >= want)) {
+      return grpc::Status::OK;
+    }
+    request.set_page_token(page.next_page_token());
+  }
+}
 
 // status JOB --why: the job, the pending jobs the caller may see, and the nodes, explained.
 int WhyOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
@@ -177,8 +200,7 @@ int WhyOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
   v1::ListJobsRequest jobs_request;
   jobs_request.add_states(v1::JOB_STATE_PENDING);
   v1::ListJobsResponse jobs;
-  auto jobs_context = UnaryContext();
-  status = stub.ListJobs(jobs_context.get(), jobs_request, &jobs);
+  status = ListJobsPaged(stub, jobs_request, /*want=*/0, &jobs);
   if (!status.ok()) return ReportRpcError(status, "list jobs", address);
   v1::ListNodesResponse nodes;
   auto nodes_context = UnaryContext();
@@ -244,10 +266,9 @@ int RunStatus(const StatusFlags& f) {
   if (!f.job.empty()) return StatusOfJob(*stub, address, f);
   while (true) {
     v1::ListJobsRequest request;
-    request.set_limit(f.limit);
+    request.set_page_token(f.page);
     v1::ListJobsResponse response;
-    auto context = UnaryContext();
-    grpc::Status status = stub->ListJobs(context.get(), request, &response);
+    grpc::Status status = ListJobsPaged(*stub, request, f.limit, &response);
     if (!status.ok()) return ReportRpcError(status, "list jobs", address);
     std::vector<v1::Job> jobs(response.jobs().begin(), response.jobs().end());
     if (f.client.json) {
@@ -257,6 +278,9 @@ int RunStatus(const StatusFlags& f) {
       std::cout << JobsTable(jobs);
       if (response.has_summary()) std::cout << "\n" << ClusterSummaryText(response.summary());
       std::cout << std::flush;
+      if (!f.watch && !response.next_page_token().empty()) {
+        std::cerr << "older jobs: deepool status --page " << response.next_page_token() << "\n";
+      }
       if (f.watch && !isatty(STDOUT_FILENO)) std::cout << "\n";
     }
     if (!f.watch) return kExitOk;
@@ -412,7 +436,12 @@ RegisterCommand status_command([](CLI::App& app, CommandResult& result) {
   cmd->add_flag("--why", flags->why,
                 "With a job id: why it waits (the scheduler's last decision, its place in the "
                 "queue, free devices against what it needs, nodes taking no work)");
-  cmd->add_option("--limit", flags->limit, "Most jobs listed, newest first (0: all)");
+  cmd->add_option("--limit", flags->limit,
+                  "Most jobs listed, newest first (0: all, fetched 1,000 at a time)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--page", flags->page,
+                  "Start below the jobs already seen: the token the last listing printed");
   AddClientOptions(cmd, &flags->client);
   cmd->callback([flags, &result] { result.exit_code = RunStatus(*flags); });
 });

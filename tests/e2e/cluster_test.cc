@@ -109,6 +109,19 @@ TEST_CASE("a FG burst-parallel job over 4 ranks on 2 workers and a BG job run to
   CHECK(listed.at("jobs").size() == 2);
   CHECK(listed.at("summary").at("devices") == 4);
   out.clear();
+  // One job a page: the listing says how to go on, and the next page holds the other job.
+  CHECK(cluster.RunCli({"status", "--limit", "1"}, &out, &err) == 0);
+  std::smatch token;
+  REQUIRE(std::regex_search(err, token, std::regex("deepool status --page (\\S+)")));
+  const bool newest_is_bg = out.find(bg) != std::string::npos;
+  CHECK(out.find(newest_is_bg ? fg : bg) == std::string::npos);
+  out.clear();
+  err.clear();
+  CHECK(cluster.RunCli({"status", "--page", token[1].str()}, &out, &err) == 0);
+  CHECK(out.find(newest_is_bg ? fg : bg) != std::string::npos);
+  CHECK(out.find(newest_is_bg ? bg : fg) == std::string::npos);
+  CHECK(err.find("--page") == std::string::npos);  // the list ended
+  out.clear();
   CHECK(cluster.RunCli({"nodes"}, &out, &err) == 0);
   CHECK(out.find("node-0") != std::string::npos);
   CHECK(out.find("node-1") != std::string::npos);
@@ -226,7 +239,8 @@ TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's c
     return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
   });
   int victim_rank = -1;
-  for (const v1::DeviceAssignment& d : running.devices()) victim_rank = std::max(victim_rank, d.rank());
+  for (const v1::DeviceAssignment& d : running.devices())
+    victim_rank = std::max(victim_rank, d.rank());
   REQUIRE(victim_rank > 0);
   const pid_t victim = FindExecutor(cluster.dir(), victim_rank);
   REQUIRE(victim > 0);
@@ -234,8 +248,8 @@ TEST_CASE("a job whose executor is killed fails naming that rank, not a peer's c
   v1::Job end = cluster.WaitForTerminal(id);
   INFO(cli::ToJson(end));
   CHECK(end.state() == v1::JOB_STATE_FAILED);
-  CHECK_THAT(end.reason(), Catch::Contains("rank " + std::to_string(victim_rank) +
-                                           ": killed by signal 9"));
+  CHECK_THAT(end.reason(),
+             Catch::Contains("rank " + std::to_string(victim_rank) + ": killed by signal 9"));
   CHECK(PollUntil([&] { return cluster.NoTasksLeft(); }));
 }
 
@@ -469,11 +483,11 @@ TEST_CASE("submit's checkpoint and gradient bucket flags set the spec's fields",
   spec["checkpoint"] = cluster.dir() + "/final.pt";  // the string form: the path, kept
   std::ofstream(spec_path) << spec.dump();
   std::string out, err;
-  REQUIRE(cluster.RunCli({"submit", spec_path, "--checkpoint-dir", cluster.dir() + "/ck",
-                          "--checkpoint-every", "3", "--checkpoint-keep", "4",
-                          "--checkpoint-every-seconds", "60", "--gradient-bucket-mb", "0.5",
-                          "--detach"},
-                         &out, &err) == 0);
+  REQUIRE(cluster.RunCli(
+              {"submit", spec_path, "--checkpoint-dir", cluster.dir() + "/ck", "--checkpoint-every",
+               "3", "--checkpoint-keep", "4", "--checkpoint-every-seconds", "60",
+               "--gradient-bucket-mb", "0.5", "--detach"},
+              &out, &err) == 0);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   std::optional<v1::Job> job = cluster.GetJob(out);
   REQUIRE(job.has_value());

@@ -256,6 +256,46 @@ TEST_CASE("a submission repeated with its request_id returns the first job", "[s
         grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_CASE("ListJobs pages: a token continues where the last page ended, a foreign one is refused",
+          "[service]") {
+  Cluster c;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    v1::SubmitJobResponse submitted;
+    REQUIRE(c.Submit(kTinyJob, &submitted).ok());
+    ids.insert(ids.begin(), submitted.job_id());  // newest first
+  }
+  v1::ListJobsRequest list;
+  list.set_limit(2);
+  std::vector<std::string> seen;
+  int pages = 0;
+  while (true) {
+    v1::ListJobsResponse page;
+    REQUIRE(c.client->ListJobs(c.Context().get(), list, &page).ok());
+    CHECK(page.jobs_size() <= 2);
+    for (const v1::Job& job : page.jobs()) seen.push_back(job.job_id());
+    ++pages;
+    if (page.next_page_token().empty()) break;
+    list.set_page_token(page.next_page_token());
+  }
+  CHECK(seen == ids);
+  CHECK(pages == 3);
+
+  v1::ListJobsResponse ignored;
+  for (const std::string& bad : {std::string("job-000002"), std::string("before-seq-x"),
+                                 std::string("before-seq-"), std::string("before-seq-0")}) {
+    list.set_page_token(bad);
+    CHECK(c.client->ListJobs(c.Context().get(), list, &ignored).error_code() ==
+          grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // A page is at most 1,000 jobs whatever the limit asks (0 included).
+  v1::ListJobsRequest big;
+  big.set_limit(1'000'000);
+  REQUIRE(c.client->ListJobs(c.Context().get(), big, &ignored).ok());
+  CHECK(ignored.jobs_size() == 5);
+  CHECK(ignored.next_page_token().empty());
+}
+
 TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   Cluster c;
   v1::SubmitJobResponse submitted;
@@ -367,8 +407,9 @@ TEST_CASE("a spec whose strings are not UTF-8 is refused and not stored", "[serv
   // protobuf's parser in gRPC refuses the request before SubmitJob runs; the coordinator says
   // what was wrong (JobSpecFromProto's own check, job_spec_test, covers other callers).
   CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-  CHECK_THAT(status.error_message(),
-             Catch::StartsWith("SubmitJob: the request is not a valid deepool.v1.SubmitJobRequest"));
+  CHECK_THAT(
+      status.error_message(),
+      Catch::StartsWith("SubmitJob: the request is not a valid deepool.v1.SubmitJobRequest"));
   CHECK_THAT(status.error_message(), Catch::Contains("UTF-8"));
   v1::ListJobsResponse jobs;
   REQUIRE(c.client->ListJobs(c.Context().get(), v1::ListJobsRequest(), &jobs).ok());

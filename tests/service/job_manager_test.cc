@@ -115,6 +115,60 @@ TEST_CASE("lists are newest first and filter by state", "[job_manager]") {
   CHECK(jobs.Active().front().id == a.id);
 }
 
+TEST_CASE("pages of a long history join up to the whole list, and counts follow every change",
+          "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  std::vector<std::string> ids;  // oldest first
+  {
+    JobManager jobs(&store, &clock);
+    REQUIRE(jobs.Load().ok());
+    for (int i = 0; i < 25; ++i) {
+      StatusOr<JobRecord> job = jobs.Submit(TinySpec());
+      REQUIRE(job.ok());
+      ids.push_back(job->id);
+      // Every third job ends; the others stay PENDING among them.
+      if (i % 3 == 0) REQUIRE(jobs.Transition(job->id, JobState::kCancelled, "").ok());
+    }
+  }
+  // A reloaded manager indexes what it reads as one that saw the jobs arrive.
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  for (const std::vector<JobState>& states :
+       {std::vector<JobState>{}, {JobState::kPending}, {JobState::kCancelled}}) {
+    std::vector<JobRecord> whole = jobs.List(states, 0);
+    std::vector<std::string> paged;
+    JobQuery query{states, 4, std::nullopt, 0};
+    int pages = 0;
+    while (true) {
+      JobPage page = jobs.ListPage(query);
+      CHECK(page.jobs.size() <= 4);
+      for (const JobRecord& job : page.jobs) paged.push_back(job.id);
+      ++pages;
+      if (page.next_before_seq == 0) break;
+      query.before_seq = page.next_before_seq;
+    }
+    REQUIRE(paged.size() == whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) CHECK(paged[i] == whole[i].id);
+    CHECK(pages == static_cast<int>((whole.size() + 3) / 4));  // no empty last page
+  }
+  CHECK(jobs.List({}, 0).size() == 25);
+  CHECK(jobs.List({}, 0).front().id == ids.back());
+  CHECK(jobs.List({JobState::kCancelled}, 0).size() == 9);
+  CHECK(jobs.Active().size() == 16);
+  CHECK(jobs.Queue().size() == 16);
+  CHECK(jobs.Counts() == JobCounts{{{JobState::kPending, JobRole::kFg}, 16},
+                                   {{JobState::kCancelled, JobRole::kFg}, 9}});
+  REQUIRE(jobs.Transition(ids[1], JobState::kPlanning, "").ok());
+  REQUIRE(jobs.Transition(ids[1], JobState::kFailed, "").ok());
+  CHECK(jobs.Active().size() == 15);
+  CHECK(jobs.Active().front().id == ids[2]);  // submission order
+  CHECK(jobs.List({JobState::kPending}, 0).size() == 15);
+  CHECK(jobs.Counts() == JobCounts{{{JobState::kPending, JobRole::kFg}, 15},
+                                   {{JobState::kCancelled, JobRole::kFg}, 9},
+                                   {{JobState::kFailed, JobRole::kFg}, 1}});
+}
+
 // A JobManager over a SQLite file, loaded: one run of a coordinator process.
 struct SqliteRun {
   SqliteRun(const testing::TempDir& dir, const Clock* clock)
