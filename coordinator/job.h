@@ -151,10 +151,10 @@ struct JobRecord {
   int hosted_stalls = 0;
 };
 
-// A PENDING job as the queue order reads it (QueuePositions in admission.h).
 // Jobs by (state, role), every job held counted once (JobManager::Counts).
 using JobCounts = std::map<std::pair<JobState, JobRole>, int64_t>;
 
+// A PENDING job as the queue order reads it (QueuePositions in admission.h).
 struct QueuedJob {
   std::string id;
   int priority = 0;
