@@ -79,8 +79,8 @@ std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
   std::vector<std::string> cancel;
   for (const v1::RunningTask& listed : running) {
     auto it = tasks_.find(listed.task_id());
-    const bool keep = it != tasks_.end() && it->second.node_id == node_id &&
-                      it->second.live() && wanted(it->second.job_id);
+    const bool keep = it != tasks_.end() && it->second.node_id == node_id && it->second.live() &&
+                      wanted(it->second.job_id);
     if (keep) {
       it->second.phase = TaskPhase::kConfirmed;
       it->second.unconfirmed_after_restart = false;
@@ -218,8 +218,7 @@ bool Dispatcher::NoneLive(const std::vector<std::string>& task_ids) const {
   std::lock_guard<std::mutex> lock(mu_);
   return std::none_of(task_ids.begin(), task_ids.end(), [&](const std::string& id) {
     auto it = tasks_.find(id);
-    return it != tasks_.end() &&
-           (it->second.live() || it->second.phase == TaskPhase::kCancelling);
+    return it != tasks_.end() && (it->second.live() || it->second.phase == TaskPhase::kCancelling);
   });
 }
 
@@ -281,7 +280,7 @@ size_t Dispatcher::size() const {
 std::vector<v1::TaskCommand> Dispatcher::WaitForCommands(const std::string& node_id,
                                                          std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  outbox_ready_.wait_for(lock, timeout, [&] {
+  outbox_ready_.WaitFor(lock, node_id, timeout, [&] {
     auto it = outbox_.find(node_id);
     return shutdown_ || (it != outbox_.end() && !it->second.empty());
   });
@@ -297,12 +296,12 @@ std::vector<v1::TaskCommand> Dispatcher::WaitForCommands(const std::string& node
 void Dispatcher::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
-  outbox_ready_.notify_all();
+  outbox_ready_.NotifyAll();
 }
 
 void Dispatcher::SendLocked(const std::string& node_id, v1::TaskCommand command) {
   outbox_[node_id].push_back(std::move(command));
-  outbox_ready_.notify_all();
+  outbox_ready_.Notify(node_id);
 }
 
 void Dispatcher::SendAssignLocked(Task& task) {

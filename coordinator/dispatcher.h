@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/keyed_condition.h"
 #include "common/status.h"
 #include "deepool/v1/node.pb.h"
 
@@ -144,7 +145,7 @@ class Dispatcher {
   const Clock* clock_;
   const Clock::Duration resend_after_;
   mutable std::mutex mu_;
-  std::condition_variable outbox_ready_;
+  KeyedCondition outbox_ready_;  // by node id: a node's stream wakes for its own commands
   bool shutdown_ = false;
   std::map<std::string, Task> tasks_;
   std::map<std::string, std::deque<v1::TaskCommand>> outbox_;  // by node id

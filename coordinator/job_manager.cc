@@ -151,8 +151,13 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
   job_versions_[job.id] = ++version_;
   const JobRecord& slot = jobs_[job.id] = std::move(job);
   IndexLocked(slot);
-  changed_.notify_all();
+  NotifyChangeLocked(slot.id);
   return slot;
+}
+
+void JobManager::NotifyChangeLocked(const std::string& job_id) {
+  changed_.notify_all();
+  job_changed_.Notify(job_id);
 }
 
 StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
@@ -307,7 +312,7 @@ StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   if (IsTerminal(updated.state)) DropDocuments(&updated);  // they stay in the store
   slot = std::move(updated);
   IndexLocked(slot);
-  changed_.notify_all();
+  NotifyChangeLocked(slot.id);
   return slot;
 }
 
@@ -319,7 +324,7 @@ Status JobManager::AppendLogs(const std::string& job_id, std::vector<LogRecord> 
   RETURN_IF_ERROR(store_->AppendLogs(job_id, &lines));
   std::lock_guard<std::mutex> lock(mu_);
   job_versions_[job_id] = ++version_;
-  changed_.notify_all();
+  NotifyChangeLocked(job_id);
   return Status::Ok();
 }
 
@@ -364,7 +369,7 @@ uint64_t JobManager::WaitForJobChange(const std::string& job_id, uint64_t seen,
     auto it = job_versions_.find(job_id);
     return it == job_versions_.end() ? uint64_t{0} : it->second;
   };
-  changed_.wait_for(lock, timeout, [&] { return version() > seen || shutdown_; });
+  job_changed_.WaitFor(lock, job_id, timeout, [&] { return version() > seen || shutdown_; });
   return version();
 }
 
@@ -373,6 +378,7 @@ void JobManager::Shutdown() {
   if (shutdown_) return;
   shutdown_ = true;
   changed_.notify_all();
+  job_changed_.NotifyAll();
   // A clean stop hands the unused part of the reservation back, so the next start goes on from
   // the next id rather than the next block; after a crash the ids of one block are skipped.
   if (seq_reserved_ > next_seq_) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/keyed_condition.h"
 #include "common/status.h"
 #include "coordinator/job.h"
 #include "coordinator/job_store.h"
@@ -118,7 +119,7 @@ class JobManager {
   // The version of one job's last change (state, progress or logs); 0 for an unknown job.
   uint64_t JobVersion(const std::string& job_id) const;
   // Blocks until that job's version exceeds `seen`, the timeout passes, or Shutdown(); returns
-  // the job's version. Waiters on other jobs are woken too but go back to sleep cheaply.
+  // the job's version. Only this job's changes wake it.
   uint64_t WaitForJobChange(const std::string& job_id, uint64_t seen,
                             std::chrono::milliseconds timeout) const;
   // Wakes every waiter; later waits return at once.
@@ -142,6 +143,8 @@ class JobManager {
   };
   // Keeps usage_ and counts_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
+  // Wakes the waiters for any change and those for this job's.
+  void NotifyChangeLocked(const std::string& job_id);
   // Indexes the record in its slot of jobs_ (by_seq_, unfinished_).
   void IndexLocked(const JobRecord& slot);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
@@ -159,7 +162,8 @@ class JobManager {
   const Clock* clock_;
   const JobLimits limits_;
   mutable std::mutex mu_;
-  mutable std::condition_variable changed_;
+  mutable std::condition_variable changed_;  // any change (WaitForChange)
+  mutable KeyedCondition job_changed_;       // by job id (WaitForJobChange: watchers)
   std::map<std::string, JobRecord> jobs_;
   std::map<std::string, Request> requests_;  // by request id
   std::map<std::string, Usage> usage_;       // by owner

@@ -1,0 +1,846 @@
+// Capacity benchmark (docs/operations.md, "Capacity"; docs/benchmarks.md, "Capacity").
+//
+// Plays a large pool against one real coordinator process (deepool-coordinator, started here
+// on 127.0.0.1:0 with the chosen store) and measures what it carries:
+//   0. history: `--history` finished jobs are written into the store first, through the
+//      coordinator's own JobStore, so the coordinator loads them at start as after months of use;
+//   1. nodes: `--nodes` fake workers with `--devices-per-node` devices each register through the
+//      real NodeService API, keep a StreamTasks stream open, and heartbeat every
+//      `--heartbeat-s` with their running tasks; measured alone first;
+//   2. running: one FG job per node fills every device; each task reports progress (an
+//      iteration and, every tenth report, a log line) every `--report-s`, and `--watchers`
+//      clients watch those jobs (WatchJob streams);
+//   3. pending: `--pending` more jobs are submitted by `--clients` clients at once; they wait,
+//      and every scheduling round looks at all of them;
+//   4. status: pages of ListJobs through the whole history, GetJob, and /metrics scrapes, while
+//      the pool goes on.
+// In every phase: the heartbeat and report rates sustained and their latency, the scheduling
+// round time (from the coordinator's /metrics), and the coordinator process's CPU (utime +
+// stime over wall time: 1.0 = one core busy) and memory (RSS), read from /proc.
+//
+// The fake workers and clients run in this process on gRPC's callback API (a few threads for
+// all of them), beside the coordinator on the same cores: on a 2-core machine they compete, so
+// latencies are upper bounds. Calls are anonymous (--insecure): every client is one user to the
+// coordinator.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/client_callback.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/host_port.h"
+#include "common/logging.h"
+#include "common/subprocess.h"
+#include "common/thread_name.h"
+#include "coordinator/job_store.h"
+#include "coordinator/server.h"
+#include "deepool/v1/coordinator.grpc.pb.h"
+#include "deepool/v1/node.grpc.pb.h"
+#include "protocol/version.h"
+
+namespace {
+
+namespace v1 = deepool::v1;
+namespace fs = std::filesystem;
+using deepool::coordinator::JobRecord;
+using deepool::coordinator::JobState;
+using SteadyClock = std::chrono::steady_clock;
+
+double MsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "capacity bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int id) {
+  grpc::ChannelArguments args;
+  args.SetInt("deepool.bench.connection", id);  // a distinct argument: a connection of its own
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// Latencies and counts of one kind of call, for one phase.
+class CallStats {
+ public:
+  void Record(double ms, bool ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) {
+      ms_.push_back(ms);
+    } else {
+      ++errors_;
+    }
+  }
+  struct Summary {
+    size_t ok = 0;
+    int errors = 0;
+    double p50 = 0, p99 = 0, max = 0;
+  };
+  Summary TakeSummary() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Summary s{ms_.size(), errors_, Percentile(ms_, 0.5), Percentile(ms_, 0.99),
+              ms_.empty() ? 0 : *std::max_element(ms_.begin(), ms_.end())};
+    ms_.clear();
+    errors_ = 0;
+    return s;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<double> ms_;
+  int errors_ = 0;
+};
+
+struct PoolStats {
+  CallStats heartbeats;
+  CallStats reports;
+  CallStats exits;
+  std::atomic<int64_t> assignments{0};
+  std::atomic<int64_t> watch_updates{0};
+};
+
+// One fake worker node: registration, a task stream, heartbeats and progress reports, all
+// asynchronous. Its running tasks are guarded by mu_ (stream callbacks and the ticker touch them).
+class FakeNode : public grpc::ClientReadReactor<v1::TaskCommand> {
+ public:
+  FakeNode(std::shared_ptr<grpc::Channel> channel, int index, int devices, PoolStats* stats)
+      : stub_(v1::NodeService::NewStub(std::move(channel))),
+        index_(index),
+        devices_(devices),
+        stats_(stats) {}
+
+  void Register() {
+    v1::RegisterNodeRequest req;
+    req.set_name("node-" + std::to_string(index_));
+    req.set_address("127.0.0." + std::to_string(2 + index_ % 250));
+    req.set_protocol_version(deepool::protocol::kProtocolVersion);
+    for (int i = 0; i < devices_; ++i) {
+      v1::Device* d = req.add_devices();
+      d->set_device("cpu:" + std::to_string(i));
+      d->set_type("cpu");
+    }
+    v1::RegisterNodeResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status status = stub_->RegisterNode(&ctx, req, &resp);
+    if (!status.ok()) Die("register: " + status.error_message());
+    node_id_ = resp.node_id();
+    stream_req_.set_node_id(node_id_);
+    stub_->async()->StreamTasks(&stream_ctx_, &stream_req_, this);
+    StartRead(&command_);
+    StartCall();
+  }
+
+  void Close() {
+    stream_ctx_.TryCancel();
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return stream_done_; });
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (command_.has_assign() && command_.assign().has_train()) {
+      const v1::TaskAssignment& a = command_.assign();
+      ++stats_->assignments;
+      std::lock_guard<std::mutex> lock(mu_);
+      Task& task = tasks_[a.task_id()];
+      task.job_id = a.job_id();
+      for (const v1::RankDevice& r : a.train().ranks()) task.ranks.push_back(r.rank());
+      task.rank0 = std::find(task.ranks.begin(), task.ranks.end(), 0) != task.ranks.end();
+      task.next_report = SteadyClock::now();
+    } else if (command_.has_cancel()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (tasks_.erase(command_.cancel().task_id()) > 0) {
+        SendExit(command_.cancel().task_id(), v1::TASK_OUTCOME_CANCELLED);
+      }
+    }
+    StartRead(&command_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_done_ = true;
+    done_cv_.notify_all();
+  }
+
+  // Called by the ticker: sends what is due at `now`.
+  void Tick(SteadyClock::time_point now, std::chrono::milliseconds heartbeat,
+            std::chrono::milliseconds report, bool finish_all) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // As a real worker's loops: one heartbeat and one report per task in flight at a time; a
+    // slow answer delays the next one.
+    if (now >= next_beat_ && !beat_in_flight_->load()) {
+      next_beat_ = now + heartbeat;
+      SendHeartbeat();
+    }
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (finish_all) {
+        SendExit(it->first, v1::TASK_OUTCOME_SUCCEEDED);
+        it = tasks_.erase(it);
+        continue;
+      }
+      if (now >= it->second.next_report && !it->second.report_in_flight->load()) {
+        it->second.next_report = now + report;
+        SendReport(it->first, &it->second);
+      }
+      ++it;
+    }
+  }
+  // Spreads the heartbeats of many nodes over the interval.
+  void SetFirstBeat(SteadyClock::time_point when) {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_beat_ = when;
+  }
+
+ private:
+  struct Task {
+    std::string job_id;
+    std::vector<int> ranks;
+    bool rank0 = false;
+    int64_t iteration = 0;
+    SteadyClock::time_point next_report;
+    // Shared with the call's callback, which may run after the task is gone.
+    std::shared_ptr<std::atomic<bool>> report_in_flight = std::make_shared<std::atomic<bool>>();
+  };
+  template <typename Request, typename Response>
+  struct Call {
+    grpc::ClientContext ctx;
+    Request req;
+    Response resp;
+    SteadyClock::time_point start = SteadyClock::now();
+  };
+
+  void SendHeartbeat() {
+    auto* call = new Call<v1::HeartbeatRequest, v1::HeartbeatResponse>();
+    call->req.set_node_id(node_id_);
+    for (const auto& [id, task] : tasks_) {
+      v1::RunningTask* running = call->req.add_running_tasks();
+      running->set_task_id(id);
+      running->set_job_id(task.job_id);
+      for (int r : task.ranks) running->add_ranks(r);
+    }
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    *beat_in_flight_ = true;
+    stub_->async()->Heartbeat(
+        &call->ctx, &call->req, &call->resp,
+        [call, stats = stats_, in_flight = beat_in_flight_](grpc::Status status) {
+          stats->heartbeats.Record(MsSince(call->start), status.ok());
+          delete call;
+          *in_flight = false;
+        });
+  }
+  void SendReport(const std::string& task_id, Task* task) {
+    auto* call = new Call<v1::ReportProgressRequest, v1::ReportProgressResponse>();
+    call->req.set_node_id(node_id_);
+    call->req.set_task_id(task_id);
+    if (task->rank0 && task->iteration == 0) call->req.set_store_ready("127.0.0.1:29500");
+    ++task->iteration;
+    for (int rank : task->ranks) {
+      v1::IterationEvent* e = call->req.add_iterations();
+      e->set_rank(rank);
+      e->set_iteration(task->iteration);
+      e->set_loss(2.0 / static_cast<double>(task->iteration));
+      e->set_iteration_ms(120);
+      e->set_samples_per_s(266);
+      e->set_busy_ms(110);
+      e->set_idle_ms(10);
+    }
+    if (task->iteration % 10 == 0) {
+      v1::LogLine* line = call->req.add_logs();
+      line->set_rank(0);
+      line->set_line("iteration " + std::to_string(task->iteration) + " loss 0.1");
+      line->set_time_ms(WallMs());
+    }
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    *task->report_in_flight = true;
+    stub_->async()->ReportProgress(
+        &call->ctx, &call->req, &call->resp,
+        [call, stats = stats_, in_flight = task->report_in_flight](grpc::Status status) {
+          stats->reports.Record(MsSince(call->start), status.ok());
+          delete call;
+          *in_flight = false;
+        });
+  }
+  void SendExit(const std::string& task_id, v1::TaskOutcome outcome) {
+    auto* call = new Call<v1::ReportTaskExitRequest, v1::ReportTaskExitResponse>();
+    call->req.set_node_id(node_id_);
+    call->req.set_task_id(task_id);
+    call->req.set_outcome(outcome);
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stub_->async()->ReportTaskExit(&call->ctx, &call->req, &call->resp,
+                                   [call, stats = stats_](grpc::Status status) {
+                                     stats->exits.Record(MsSince(call->start), status.ok());
+                                     delete call;
+                                   });
+  }
+
+  std::unique_ptr<v1::NodeService::Stub> stub_;
+  const int index_;
+  const int devices_;
+  PoolStats* stats_;
+  std::string node_id_;
+  grpc::ClientContext stream_ctx_;
+  v1::StreamTasksRequest stream_req_;
+  v1::TaskCommand command_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool stream_done_ = false;
+  std::map<std::string, Task> tasks_;
+  SteadyClock::time_point next_beat_;
+  std::shared_ptr<std::atomic<bool>> beat_in_flight_ = std::make_shared<std::atomic<bool>>();
+};
+
+// A client watching one job (WatchJob), counting the updates it receives.
+class Watcher : public grpc::ClientReadReactor<v1::Job> {
+ public:
+  Watcher(v1::CoordinatorService::Stub* stub, const std::string& job_id, PoolStats* stats)
+      : stats_(stats) {
+    req_.set_job_id(job_id);
+    stub->async()->WatchJob(&ctx_, &req_, this);
+    StartRead(&job_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    ++stats_->watch_updates;
+    StartRead(&job_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    status_ = status;
+    cv_.notify_all();
+  }
+  grpc::Status Close() {
+    ctx_.TryCancel();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+
+ private:
+  PoolStats* stats_;
+  grpc::ClientContext ctx_;
+  v1::WatchJobRequest req_;
+  v1::Job job_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
+// The coordinator process's CPU seconds (user + system) and resident memory, from /proc.
+struct ProcessUse {
+  double cpu_s = 0;
+  double rss_mib = 0;
+  int threads = 0;
+};
+ProcessUse ReadProcessUse(pid_t pid) {
+  ProcessUse use;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream rest(text.substr(close + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    use.cpu_s = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) use.rss_mib = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("Threads:", 0) == 0) use.threads = std::stoi(line.substr(8));
+  }
+  return use;
+}
+
+// GET http://address/metrics, the body; "" on failure.
+std::string Scrape(const std::string& address) {
+  deepool::StatusOr<deepool::HostPort> hp = deepool::ParseHostPort(address);
+  if (!hp.ok()) return "";
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(hp->port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  const size_t body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+// The value of a metrics line that starts with `name` followed by a space.
+double MetricValue(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+struct Rounds {
+  double sum_s = 0;
+  double count = 0;
+};
+Rounds ReadRounds(const std::string& metrics_address) {
+  const std::string text = Scrape(metrics_address);
+  return {MetricValue(text, "deepool_scheduler_round_duration_seconds_sum"),
+          MetricValue(text, "deepool_scheduler_round_duration_seconds_count")};
+}
+
+// A finished job as the coordinator would have stored it.
+JobRecord FinishedJob(int64_t seq, int64_t now_ms) {
+  JobRecord job;
+  char id[32];
+  std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(seq));
+  job.id = id;
+  job.seq = seq;
+  job.spec.name = "history";
+  job.spec.model = "small_cnn";
+  job.spec.global_batch = 32;
+  job.spec.gpus = 8;
+  job.spec.iterations = 1000;
+  job.spec.profile = "analytical";
+  job.submitted_ms = now_ms - 3'600'000;
+  job.updated_ms = now_ms - 60'000;
+  job.state = JobState::kSucceeded;
+  job.reason = "all ranks finished";
+  job.attempt = 1;
+  job.device_type = "cpu";
+  using deepool::coordinator::ReasonCode;
+  job.history = {
+      {JobState::kPending, "waiting to be scheduled", job.submitted_ms, ReasonCode::kSubmitted},
+      {JobState::kPlanning, "planning", job.submitted_ms + 10, ReasonCode::kUnspecified},
+      {JobState::kRunning, "running", job.submitted_ms + 20, ReasonCode::kUnspecified},
+      {JobState::kSucceeded, job.reason, job.updated_ms, ReasonCode::kUnspecified}};
+  job.progress.iteration = 1000;
+  job.progress.iterations = 1000;
+  job.progress.loss = 0.1;
+  return job;
+}
+
+deepool::coordinator::CoordinatorOptions StoreOptions(const std::string& store,
+                                                      const std::string& dir) {
+  deepool::coordinator::CoordinatorOptions options;
+  options.store = store;
+  options.data_dir = dir;
+  return options;
+}
+
+// Writes `count` finished jobs into the store, `writers` connections at once (one for SQLite,
+// whose writes serialise anyway).
+double Preload(const std::string& store, const std::string& dir, int64_t count) {
+  const auto start = SteadyClock::now();
+  const int writers = deepool::coordinator::IsPostgresUri(store) ? 8 : 1;
+  const int64_t now_ms = WallMs();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      auto opened = deepool::coordinator::OpenJobStore(StoreOptions(store, dir));
+      if (!opened.ok()) Die(opened.status().ToString());
+      for (int64_t seq = 1 + w; seq <= count; seq += writers) {
+        deepool::Status saved = (*opened)->SaveJob(FinishedJob(seq, now_ms));
+        if (!saved.ok()) Die("preload: " + saved.ToString());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return MsSince(start) / 1000.0;
+}
+
+struct Options {
+  int nodes = 1000;
+  int devices_per_node = 8;
+  double heartbeat_s = 2;
+  double report_s = 1;
+  int watchers = 1000;
+  int pending = 10000;
+  int64_t history = 100000;
+  int clients = 16;
+  double phase_s = 20;
+  std::string coordinator;  // the deepool-coordinator binary
+};
+
+// Runs the phases against one store and prints the table's rows for it.
+class Run {
+ public:
+  Run(const Options& o, std::string store) : o_(o), store_(std::move(store)) {}
+
+  void Go() {
+    dir_ = fs::temp_directory_path() / ("deepool-bench-capacity-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const std::string store_arg =
+        deepool::coordinator::IsPostgresUri(store_) ? store_ : std::string("sqlite");
+    if (o_.history > 0) {
+      const double s = Preload(store_arg, dir_.string(), o_.history);
+      Row("history written", std::to_string(o_.history) + " finished jobs in " + Fixed(s, 1) +
+                                 " s (the bench's own writes, before the coordinator starts)");
+    }
+    StartCoordinator(store_arg);
+    StartNodes();
+    Measure("1 nodes heartbeating", o_.phase_s);
+    FillNodes();
+    Measure("2 + a FG job on every device, reports, watchers", o_.phase_s);
+    SubmitPending();
+    Measure("3 + pending jobs", o_.phase_s);
+    StatusQueries();
+    Stop();
+  }
+
+ private:
+  static std::string Fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+    return buf;
+  }
+  void Row(const std::string& what, const std::string& value) {
+    std::printf("| %s | %s | %s |\n", StoreName().c_str(), what.c_str(), value.c_str());
+    std::fflush(stdout);
+  }
+  std::string StoreName() const {
+    return deepool::coordinator::IsPostgresUri(store_) ? "postgresql" : store_;
+  }
+
+  void StartCoordinator(const std::string& store_arg) {
+    deepool::ProcessSpec spec;
+    spec.executable = o_.coordinator;
+    spec.args = {"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--insecure",
+                 "--store", store_arg, "--data-dir", dir_.string(), "--heartbeat-interval-s",
+                 Fixed(o_.heartbeat_s, 1), "--max-client-streams", std::to_string(o_.watchers + 64),
+                 "--max-client-streams-per-user", std::to_string(o_.watchers + 64),
+                 "--max-client-calls", "256", "--max-client-calls-per-user", "256",
+                 // Every fake node connects from 127.0.0.1, where real ones come from an address
+                 // each: one peer holds them all.
+                 "--max-connections-per-peer", std::to_string(o_.nodes + o_.clients + 64),
+                 "--log-level", "warn"};
+    spec.stderr_to = deepool::ProcessOutput::AppendTo((dir_ / "coordinator.log").string());
+    spec.end_with_parent = true;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string listening;
+    deepool::ChildCallbacks callbacks;
+    callbacks.on_stdout_line = [&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (line.find("\"listening\"") != std::string::npos) listening = line;
+      cv.notify_all();
+    };
+    const auto start = SteadyClock::now();
+    auto child = deepool::ChildProcess::Start(spec, callbacks);
+    if (!child.ok()) Die(child.status().ToString());
+    coordinator_ = std::move(*child);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::minutes(10), [&] { return !listening.empty(); })) {
+        Die("the coordinator did not start; see " + (dir_ / "coordinator.log").string());
+      }
+    }
+    auto doc = nlohmann::json::parse(listening);
+    address_ = doc.at("address").get<std::string>();
+    metrics_ = doc.at("metrics").get<std::string>();
+    const ProcessUse use = ReadProcessUse(coordinator_->pid());
+    Row("coordinator start", Fixed(MsSince(start) / 1000.0, 2) +
+                                 " s to serving (history loaded), " + Fixed(use.rss_mib, 0) +
+                                 " MiB RSS");
+    stub_ = v1::CoordinatorService::NewStub(NewChannel(address_, -1));
+  }
+
+  void StartNodes() {
+    const auto start = SteadyClock::now();
+    for (int n = 0; n < o_.nodes; ++n) {
+      nodes_.push_back(
+          std::make_unique<FakeNode>(NewChannel(address_, n), n, o_.devices_per_node, &stats_));
+    }
+    // Registration from a few threads, as nodes booting together.
+    std::vector<std::thread> threads;
+    std::atomic<int> next{0};
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        for (int n = next++; n < o_.nodes; n = next++) nodes_[n]->Register();
+      });
+    }
+    for (auto& t : threads) t.join();
+    Row("nodes registered", std::to_string(o_.nodes) + " x " + std::to_string(o_.devices_per_node) +
+                                " devices in " + Fixed(MsSince(start) / 1000.0, 1) + " s");
+    const auto now = SteadyClock::now();
+    const auto spread = std::chrono::duration<double>(o_.heartbeat_s);
+    for (int n = 0; n < o_.nodes; ++n) {
+      nodes_[n]->SetFirstBeat(now + std::chrono::duration_cast<SteadyClock::duration>(
+                                        spread * (static_cast<double>(n) / o_.nodes)));
+    }
+    ticker_ = std::thread([this] { Tick(); });
+  }
+
+  void Tick() {
+    deepool::SetCurrentThreadName("bench-ticker");
+    const auto heartbeat = std::chrono::milliseconds(static_cast<int64_t>(o_.heartbeat_s * 1000));
+    const auto report = std::chrono::milliseconds(static_cast<int64_t>(o_.report_s * 1000));
+    while (!stop_ticker_) {
+      const auto now = SteadyClock::now();
+      for (auto& node : nodes_) node->Tick(now, heartbeat, report, finish_all_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  std::string JobSpecJson(const std::string& name) const {
+    return R"({"name":")" + name + R"(","model":"small_cnn","global_batch":)" +
+           std::to_string(4 * o_.devices_per_node) + R"(,"gpus":)" +
+           std::to_string(o_.devices_per_node) + R"(,"iterations":1000000,"profile":"analytical"})";
+  }
+
+  // Submits `count` jobs from o_.clients threads; their SubmitJob latencies.
+  std::vector<double> Submit(int count, const std::string& name, std::vector<std::string>* ids) {
+    std::vector<double> ms;
+    std::mutex mu;
+    std::atomic<int> next{0};
+    std::vector<std::thread> threads;
+    for (int c = 0; c < o_.clients; ++c) {
+      threads.emplace_back([&, c] {
+        auto stub = v1::CoordinatorService::NewStub(NewChannel(address_, 100000 + c));
+        for (int i = next++; i < count; i = next++) {
+          v1::SubmitJobRequest req;
+          req.set_spec_json(JobSpecJson(name));
+          v1::SubmitJobResponse resp;
+          grpc::ClientContext ctx;
+          const auto start = SteadyClock::now();
+          grpc::Status status = stub->SubmitJob(&ctx, req, &resp);
+          const double took = MsSince(start);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!status.ok()) {
+            Die("submit: " + status.error_message());
+          }
+          ms.push_back(took);
+          if (ids) ids->push_back(resp.job_id());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return ms;
+  }
+
+  void FillNodes() {
+    const auto start = SteadyClock::now();
+    std::vector<double> ms = Submit(o_.nodes, "fill", &running_);
+    // Wait until every job has its devices and every node its task.
+    while (stats_.assignments < o_.nodes && MsSince(start) < 300'000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    Row("fill: submit p50 / p99 / max ms", Fixed(Percentile(ms, 0.5), 1) + " / " +
+                                               Fixed(Percentile(ms, 0.99), 1) + " / " +
+                                               Fixed(*std::max_element(ms.begin(), ms.end()), 1) +
+                                               " (" + std::to_string(ms.size()) + " jobs)");
+    Row("fill: all jobs dispatched", std::to_string(stats_.assignments.load()) + " tasks in " +
+                                         Fixed(MsSince(start) / 1000.0, 1) + " s");
+    const int watchers = std::min<int>(o_.watchers, static_cast<int>(running_.size()));
+    for (int w = 0; w < watchers; ++w) {
+      watchers_.push_back(std::make_unique<Watcher>(stub_.get(), running_[w], &stats_));
+    }
+  }
+
+  void SubmitPending() {
+    const auto start = SteadyClock::now();
+    std::vector<double> ms = Submit(o_.pending, "pending", nullptr);
+    Row("pending: submit p50 / p99 / max ms",
+        Fixed(Percentile(ms, 0.5), 1) + " / " + Fixed(Percentile(ms, 0.99), 1) + " / " +
+            Fixed(ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()), 1) + " (" +
+            std::to_string(ms.size()) + " jobs by " + std::to_string(o_.clients) + " clients, " +
+            Fixed(ms.size() / (MsSince(start) / 1000.0), 0) + " /s)");
+  }
+
+  // A phase: `seconds` of the pool as it is, then its rates, latencies and the coordinator's use.
+  void Measure(const std::string& phase, double seconds) {
+    stats_.heartbeats.TakeSummary();
+    stats_.reports.TakeSummary();
+    const int64_t updates0 = stats_.watch_updates;
+    const Rounds rounds0 = ReadRounds(metrics_);
+    const ProcessUse use0 = ReadProcessUse(coordinator_->pid());
+    const auto start = SteadyClock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    const double wall = MsSince(start) / 1000.0;
+    const ProcessUse use1 = ReadProcessUse(coordinator_->pid());
+    const Rounds rounds1 = ReadRounds(metrics_);
+    const CallStats::Summary beats = stats_.heartbeats.TakeSummary();
+    const CallStats::Summary reports = stats_.reports.TakeSummary();
+    const double round_count = rounds1.count - rounds0.count;
+    std::printf(
+        "| %s | %s | heartbeats %.0f/s (p50 %.1f, p99 %.1f ms, %d failed); reports %.0f/s (p50 "
+        "%.1f, p99 %.1f ms, %d failed); watch updates %.0f/s; rounds %.0f, mean %.1f ms; "
+        "coordinator CPU %.2f cores, RSS %.0f MiB, %d threads |\n",
+        StoreName().c_str(), phase.c_str(), beats.ok / wall, beats.p50, beats.p99, beats.errors,
+        reports.ok / wall, reports.p50, reports.p99, reports.errors,
+        (stats_.watch_updates - updates0) / wall, round_count,
+        round_count > 0 ? 1000.0 * (rounds1.sum_s - rounds0.sum_s) / round_count : 0.0,
+        (use1.cpu_s - use0.cpu_s) / wall, use1.rss_mib, use1.threads);
+    std::fflush(stdout);
+  }
+
+  void StatusQueries() {
+    // Every page of the whole history, 100 jobs a page, newest first.
+    const Rounds rounds0 = ReadRounds(metrics_);
+    const ProcessUse use0 = ReadProcessUse(coordinator_->pid());
+    const auto start = SteadyClock::now();
+    std::vector<double> page_ms;
+    v1::ListJobsRequest list;
+    list.set_limit(100);
+    int64_t listed = 0;
+    while (true) {
+      v1::ListJobsResponse page;
+      grpc::ClientContext ctx;
+      const auto t = SteadyClock::now();
+      grpc::Status status = stub_->ListJobs(&ctx, list, &page);
+      if (!status.ok()) Die("ListJobs: " + status.error_message());
+      page_ms.push_back(MsSince(t));
+      listed += page.jobs_size();
+      if (page.next_page_token().empty()) break;
+      list.set_page_token(page.next_page_token());
+    }
+    const double wall = MsSince(start) / 1000.0;
+    const ProcessUse use1 = ReadProcessUse(coordinator_->pid());
+    const Rounds rounds1 = ReadRounds(metrics_);
+    const double round_count = rounds1.count - rounds0.count;
+    Row("4 status: ListJobs pages of 100 through all",
+        std::to_string(listed) + " jobs in " + std::to_string(page_ms.size()) + " pages, p50 " +
+            Fixed(Percentile(page_ms, 0.5), 2) + ", p99 " + Fixed(Percentile(page_ms, 0.99), 2) +
+            " ms a page; meanwhile rounds " + Fixed(round_count, 0) + ", mean " +
+            Fixed(round_count > 0 ? 1000.0 * (rounds1.sum_s - rounds0.sum_s) / round_count : 0, 1) +
+            " ms; coordinator CPU " + Fixed((use1.cpu_s - use0.cpu_s) / wall, 2) + " cores");
+    std::vector<double> get_ms;
+    for (int i = 0; i < 2000; ++i) {
+      v1::GetJobRequest req;
+      char id[32];
+      std::snprintf(id, sizeof(id), "job-%06lld",
+                    static_cast<long long>(1 + (i * 7919LL) % std::max<int64_t>(1, o_.history)));
+      req.set_job_id(o_.history > 0 ? id : running_[0]);
+      v1::Job job;
+      grpc::ClientContext ctx;
+      const auto t = SteadyClock::now();
+      grpc::Status status = stub_->GetJob(&ctx, req, &job);
+      if (!status.ok()) Die("GetJob: " + status.error_message());
+      get_ms.push_back(MsSince(t));
+    }
+    Row("4 status: GetJob of a finished job", "p50 " + Fixed(Percentile(get_ms, 0.5), 2) +
+                                                  ", p99 " + Fixed(Percentile(get_ms, 0.99), 2) +
+                                                  " ms (2,000 calls)");
+    std::vector<double> scrape_ms;
+    size_t bytes = 0;
+    for (int i = 0; i < 20; ++i) {
+      const auto t = SteadyClock::now();
+      bytes = Scrape(metrics_).size();
+      scrape_ms.push_back(MsSince(t));
+    }
+    Row("4 status: /metrics scrape",
+        "p50 " + Fixed(Percentile(scrape_ms, 0.5), 1) + ", max " +
+            Fixed(*std::max_element(scrape_ms.begin(), scrape_ms.end()), 1) + " ms, " +
+            std::to_string(bytes / 1024) + " KiB");
+  }
+
+  void Stop() {
+    for (auto& w : watchers_) (void)w->Close();  // CANCELLED: ours
+    watchers_.clear();
+    finish_all_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    stop_ticker_ = true;
+    ticker_.join();
+    for (auto& node : nodes_) node->Close();
+    coordinator_->Terminate(std::chrono::seconds(20));
+    nodes_.clear();
+    fs::remove_all(dir_);
+  }
+
+  const Options o_;
+  const std::string store_;
+  fs::path dir_;
+  std::unique_ptr<deepool::ChildProcess> coordinator_;
+  std::string address_, metrics_;
+  std::unique_ptr<v1::CoordinatorService::Stub> stub_;
+  PoolStats stats_;
+  std::vector<std::unique_ptr<FakeNode>> nodes_;
+  std::vector<std::unique_ptr<Watcher>> watchers_;
+  std::vector<std::string> running_;
+  std::thread ticker_;
+  std::atomic<bool> stop_ticker_{false};
+  std::atomic<bool> finish_all_{false};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "deepool capacity benchmark: a pool of fake worker nodes and clients against one "
+      "deepool-coordinator process (docs/operations.md, \"Capacity\")"};
+  Options o;
+  std::vector<std::string> stores = {"sqlite"};
+  o.coordinator = deepool::SiblingExecutable("deepool-coordinator");
+  app.add_option("--nodes", o.nodes, "fake worker nodes")->capture_default_str();
+  app.add_option("--devices-per-node", o.devices_per_node, "devices per node")
+      ->capture_default_str();
+  app.add_option("--heartbeat-s", o.heartbeat_s, "heartbeat interval")->capture_default_str();
+  app.add_option("--report-s", o.report_s, "progress report interval of each running task")
+      ->capture_default_str();
+  app.add_option("--watchers", o.watchers, "WatchJob streams on running jobs")
+      ->capture_default_str();
+  app.add_option("--pending", o.pending, "jobs submitted to wait once every device is busy")
+      ->capture_default_str();
+  app.add_option("--history", o.history, "finished jobs in the store before the coordinator starts")
+      ->capture_default_str();
+  app.add_option("--clients", o.clients, "concurrent submitting clients")->capture_default_str();
+  app.add_option("--phase-s", o.phase_s, "seconds each measured phase lasts")
+      ->capture_default_str();
+  app.add_option("--coordinator", o.coordinator, "the deepool-coordinator binary")
+      ->capture_default_str();
+  app.add_option("--stores", stores,
+                 "stores to compare: sqlite, a postgresql:// URI (run.sh starts a server and "
+                 "adds one)");
+  CLI11_PARSE(app, argc, argv);
+  deepool::InitLogging("bench", "warn");
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf(
+      "nodes=%dx%d heartbeat=%.1fs report=%.1fs watchers=%d pending=%d history=%lld "
+      "clients=%d phase=%.0fs cores=%u loadavg=%.1f %.1f %.1f\n\n| store | phase | measured "
+      "|\n|---|---|---|\n",
+      o.nodes, o.devices_per_node, o.heartbeat_s, o.report_s, o.watchers, o.pending,
+      static_cast<long long>(o.history), o.clients, o.phase_s, std::thread::hardware_concurrency(),
+      load[0], load[1], load[2]);
+  for (const std::string& store : stores) Run(o, store).Go();
+  return 0;
+}
