@@ -454,17 +454,21 @@ std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) cons
 }
 
 Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report) {
-  DeviceLedger ledger;
+  // Who holds the job's own devices, read once: a copy of the whole ledger per report would
+  // cost every report the pool's size.
+  std::map<DeviceKey, DeviceJobs> held;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ledger = ledger_;
+    for (const RankPlacement& p : job.devices) {
+      const DeviceKey key{p.node_id, p.device};
+      held[key] = {ledger_.ForegroundOf(key).value_or(""), ledger_.BackgroundOf(key).value_or("")};
+    }
   }
-  auto jobs_on_device = [&ledger](const RankPlacement& p) {
-    const DeviceKey key{p.node_id, p.device};
-    DeviceJobs on_device;
-    on_device.fg_job = ledger.ForegroundOf(key).value_or("");
-    on_device.bg_job = ledger.BackgroundOf(key).value_or("");
-    return on_device;
+  // Runs under the job table's lock, which mu_ may not be taken under: a placement that changed
+  // since `job` was read (a new attempt) finds no holders, until the next report.
+  auto jobs_on_device = [&held](const RankPlacement& p) {
+    auto it = held.find(DeviceKey{p.node_id, p.device});
+    return it == held.end() ? DeviceJobs{} : it->second;
   };
   const int64_t now_ms = clock_->WallMillis();
   StatusOr<JobRecord> updated = jobs_->Update(job.id, [&](JobRecord& r) {
