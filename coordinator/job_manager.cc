@@ -23,8 +23,12 @@ std::string UserName(const std::string& owner) {
 
 }  // namespace
 
-JobManager::JobManager(JobStore* store, const Clock* clock, JobLimits limits)
-    : store_(store), clock_(clock), limits_(limits) {}
+JobManager::JobManager(JobStore* store, const Clock* clock, JobLimits limits,
+                       std::chrono::milliseconds progress_store_interval)
+    : store_(store),
+      clock_(clock),
+      limits_(limits),
+      progress_store_interval_(progress_store_interval) {}
 
 Status JobManager::Load() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->LoadJobs());
@@ -290,6 +294,21 @@ void JobManager::SetTransitionObserver(TransitionObserver observer) {
 StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
                                        const std::function<void(JobRecord&)>& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
+  return ChangeLocked(job_id, mutate, /*write=*/true);
+}
+
+StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
+                                               const std::function<void(JobRecord&)>& mutate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto stored = stored_ms_.find(job_id);
+  const bool due = stored == stored_ms_.end() ||
+                   clock_->WallMillis() - stored->second >= progress_store_interval_.count();
+  return ChangeLocked(job_id, mutate, due);
+}
+
+StatusOr<JobRecord> JobManager::ChangeLocked(const std::string& job_id,
+                                             const std::function<void(JobRecord&)>& mutate,
+                                             bool write) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
   if (IsTerminal(it->second.state)) {
@@ -300,11 +319,56 @@ StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
   mutate(updated);
   updated.state = state;
   updated.updated_ms = clock_->WallMillis();
-  return CommitLocked(std::move(updated));
+  if (write) return CommitLocked(std::move(updated));
+  // Held back: the same record for every reader, the store's copy older until it is written.
+  unstored_since_ms_.emplace(job_id, updated.updated_ms);
+  CountLocked(it->second, -1);
+  CountLocked(updated, +1);
+  it->second = std::move(updated);
+  job_versions_[job_id] = ++version_;
+  NotifyChangeLocked(job_id);
+  return it->second;
+}
+
+Status JobManager::FlushProgress(bool all) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FlushProgressLocked(all);
+}
+
+Status JobManager::FlushProgressLocked(bool all) {
+  const int64_t now_ms = clock_->WallMillis();
+  Status first_failure = Status::Ok();
+  for (auto it = unstored_since_ms_.begin(); it != unstored_since_ms_.end();) {
+    auto stored = stored_ms_.find(it->first);
+    const bool due = all || stored == stored_ms_.end() ||
+                     now_ms - stored->second >= progress_store_interval_.count();
+    auto job = jobs_.find(it->first);
+    if (!due || job == jobs_.end()) {
+      it = job == jobs_.end() ? unstored_since_ms_.erase(it) : std::next(it);
+      continue;
+    }
+    Status saved = store_->SaveJob(job->second);
+    if (!saved.ok()) {
+      if (first_failure.ok())
+        first_failure = saved.WithContext("storing progress of " + job->first);
+      ++it;
+      continue;
+    }
+    stored_ms_[job->first] = now_ms;
+    it = unstored_since_ms_.erase(it);
+  }
+  return first_failure;
 }
 
 StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   RETURN_IF_ERROR(store_->SaveJob(updated));
+  // The whole record went: any progress held back with it.
+  unstored_since_ms_.erase(updated.id);
+  if (IsTerminal(updated.state)) {
+    stored_ms_.erase(updated.id);
+  } else {
+    stored_ms_[updated.id] = clock_->WallMillis();
+  }
   JobRecord& slot = jobs_[updated.id];
   job_versions_[updated.id] = ++version_;
   CountLocked(slot, -1);
@@ -379,6 +443,9 @@ void JobManager::Shutdown() {
   shutdown_ = true;
   changed_.notify_all();
   job_changed_.NotifyAll();
+  if (Status s = FlushProgressLocked(/*all=*/true); !s.ok()) {
+    DP_LOG_WARN("progress held back is lost: {}", s.ToString());
+  }
   // A clean stop hands the unused part of the reservation back, so the next start goes on from
   // the next id rather than the next block; after a crash the ids of one block are skipped.
   if (seq_reserved_ > next_seq_) {

@@ -67,7 +67,10 @@ struct JobLimits {
 class JobManager {
  public:
   // `store` and `clock` must outlive the manager. Call Load() once before use.
-  JobManager(JobStore* store, const Clock* clock, JobLimits limits = {});
+  JobManager(JobStore* store, const Clock* clock, JobLimits limits = {},
+             std::chrono::milliseconds progress_store_interval = kProgressStoreInterval);
+  // How often at most one job's progress alone is written to the store (UpdateProgress).
+  static constexpr std::chrono::milliseconds kProgressStoreInterval{5000};
 
   // Reads every stored job (after a restart).
   Status Load();
@@ -106,6 +109,18 @@ class JobManager {
   StatusOr<JobRecord> Update(const std::string& job_id,
                              const std::function<void(JobRecord&)>& mutate);
 
+  // Update for progress (iteration reports: many a second per job). The change is in memory at
+  // once, for every reader and watcher; it is written to the store with the job's next other
+  // change, or by FlushProgress once progress_store_interval has passed since the job was last
+  // written, or at Shutdown. So a thousand reporting tasks do not make a thousand store writes a
+  // second, and a crash loses at most that interval of progress shown; states, placements and
+  // checkpoints are always written through.
+  StatusOr<JobRecord> UpdateProgress(const std::string& job_id,
+                                     const std::function<void(JobRecord&)>& mutate);
+  // Writes the progress held back longer than the interval (all of it with `all`). The control
+  // loop calls it every round. A failed write is kept to be tried again.
+  Status FlushProgress(bool all = false);
+
   // Log lines of a job (seq is set on the stored copies).
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord> lines);
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
@@ -143,6 +158,10 @@ class JobManager {
   };
   // Keeps usage_ and counts_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
+  // Update's and UpdateProgress's change; `write`: through the store now, else held back.
+  StatusOr<JobRecord> ChangeLocked(const std::string& job_id,
+                                   const std::function<void(JobRecord&)>& mutate, bool write);
+  Status FlushProgressLocked(bool all);
   // Wakes the waiters for any change and those for this job's.
   void NotifyChangeLocked(const std::string& job_id);
   // Indexes the record in its slot of jobs_ (by_seq_, unfinished_).
@@ -161,6 +180,7 @@ class JobManager {
   JobStore* store_;
   const Clock* clock_;
   const JobLimits limits_;
+  const std::chrono::milliseconds progress_store_interval_;
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;  // any change (WaitForChange)
   mutable KeyedCondition job_changed_;       // by job id (WaitForJobChange: watchers)
@@ -171,6 +191,10 @@ class JobManager {
   std::map<int64_t, const JobRecord*> by_seq_;
   std::map<int64_t, const JobRecord*> unfinished_;
   JobCounts counts_;
+  // Jobs whose record in memory is newer than the stored one (UpdateProgress), and when each
+  // job was last written.
+  std::map<std::string, int64_t> unstored_since_ms_;
+  std::map<std::string, int64_t> stored_ms_;
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;

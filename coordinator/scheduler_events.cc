@@ -471,7 +471,7 @@ Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgres
     return it == held.end() ? DeviceJobs{} : it->second;
   };
   const int64_t now_ms = clock_->WallMillis();
-  StatusOr<JobRecord> updated = jobs_->Update(job.id, [&](JobRecord& r) {
+  StatusOr<JobRecord> updated = jobs_->UpdateProgress(job.id, [&](JobRecord& r) {
     NoteResumeOnce(report, now_ms, &r);
     for (const v1::IterationEvent& e : report.iterations()) {
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);

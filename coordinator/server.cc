@@ -211,6 +211,9 @@ void CoordinatorServer::ControlLoop() {
   while (!stopping_.load()) {
     const auto round_start = std::chrono::steady_clock::now();
     scheduler_->Tick();
+    if (Status flushed = jobs_->FlushProgress(); !flushed.ok()) {
+      DP_LOG_WARN("{} (tried again next round)", flushed.ToString());
+    }
     events_->OnSchedulerRound(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
     scheduler_->WaitForWork(options_.tick_interval);

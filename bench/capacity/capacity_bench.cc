@@ -549,7 +549,8 @@ class Run {
                  // Every fake node connects from 127.0.0.1, where real ones come from an address
                  // each: one peer holds them all.
                  "--max-connections-per-peer", std::to_string(o_.nodes + o_.clients + 64),
-                 "--log-level", "warn"};
+                 // Open calls are all one user's: the per-user queue bound would stop the pool.
+                 "--max-pending-jobs-per-user", "0", "--log-level", "warn"};
     spec.stderr_to = deepool::ProcessOutput::AppendTo((dir_ / "coordinator.log").string());
     spec.end_with_parent = true;
     std::mutex mu;

@@ -169,6 +169,50 @@ TEST_CASE("pages of a long history join up to the whole list, and counts follow 
                                    {{JobState::kFailed, JobRole::kFg}, 1}});
 }
 
+TEST_CASE("progress is stored at most once an interval per job, and with every other change",
+          "[job_manager]") {
+  FakeClock clock(1'000'000);
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock, {}, std::chrono::seconds(5));
+  REQUIRE(jobs.Load().ok());
+  const std::string id = jobs.Submit(TinySpec())->id;
+  Run(&jobs, id);
+  auto stored_iteration = [&] { return store.LoadJob(id)->progress.iteration; };
+  auto report = [&](int64_t iteration) {
+    const uint64_t before = jobs.JobVersion(id);
+    StatusOr<JobRecord> updated =
+        jobs.UpdateProgress(id, [&](JobRecord& r) { r.progress.iteration = iteration; });
+    REQUIRE(updated.ok());
+    CHECK(updated->progress.iteration == iteration);
+    CHECK(jobs.Get(id)->progress.iteration == iteration);  // readers see it at once
+    CHECK(jobs.JobVersion(id) > before);                   // and watchers wake
+  };
+  report(1);  // the job's first progress after RUNNING was stored: within the interval
+  CHECK(stored_iteration() == 0);
+  clock.Advance(std::chrono::seconds(2));
+  report(2);
+  REQUIRE(jobs.FlushProgress().ok());
+  CHECK(stored_iteration() == 0);  // 2 s since the job was last written
+  clock.Advance(std::chrono::seconds(3));
+  REQUIRE(jobs.FlushProgress().ok());
+  CHECK(stored_iteration() == 2);
+  report(3);  // just written: held back again
+  CHECK(stored_iteration() == 2);
+  clock.Advance(std::chrono::seconds(5));
+  report(4);  // due: written through
+  CHECK(stored_iteration() == 4);
+  // Another change of the job writes what was held back with it.
+  report(5);
+  REQUIRE(jobs.Update(id, [](JobRecord& r) { r.store_address = "h:1"; }).ok());
+  CHECK(stored_iteration() == 5);
+  // So does a clean stop.
+  report(6);
+  jobs.Shutdown();
+  CHECK(stored_iteration() == 6);
+  CHECK(jobs.UpdateProgress("job-none", [](JobRecord&) {}).status().code() ==
+        StatusCode::kNotFound);
+}
+
 // A JobManager over a SQLite file, loaded: one run of a coordinator process.
 struct SqliteRun {
   SqliteRun(const testing::TempDir& dir, const Clock* clock)
