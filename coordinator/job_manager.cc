@@ -294,7 +294,7 @@ void JobManager::SetTransitionObserver(TransitionObserver observer) {
 StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
                                        const std::function<void(JobRecord&)>& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
-  return ChangeLocked(job_id, mutate, /*write=*/true);
+  return ChangeLocked(job_id, mutate, Store::kNow);
 }
 
 StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
@@ -303,12 +303,18 @@ StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
   auto stored = stored_ms_.find(job_id);
   const bool due = stored == stored_ms_.end() ||
                    clock_->WallMillis() - stored->second >= progress_store_interval_.count();
-  return ChangeLocked(job_id, mutate, due);
+  return ChangeLocked(job_id, mutate, due ? Store::kNow : Store::kHeldBack);
+}
+
+StatusOr<JobRecord> JobManager::UpdateAdvice(const std::string& job_id,
+                                             const std::function<void(JobRecord&)>& mutate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ChangeLocked(job_id, mutate, Store::kWithNextWrite);
 }
 
 StatusOr<JobRecord> JobManager::ChangeLocked(const std::string& job_id,
                                              const std::function<void(JobRecord&)>& mutate,
-                                             bool write) {
+                                             Store store) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
   if (IsTerminal(it->second.state)) {
@@ -319,9 +325,9 @@ StatusOr<JobRecord> JobManager::ChangeLocked(const std::string& job_id,
   mutate(updated);
   updated.state = state;
   updated.updated_ms = clock_->WallMillis();
-  if (write) return CommitLocked(std::move(updated));
-  // Held back: the same record for every reader, the store's copy older until it is written.
-  unstored_since_ms_.emplace(job_id, updated.updated_ms);
+  if (store == Store::kNow) return CommitLocked(std::move(updated));
+  // The same record for every reader; the store's copy older until it is written.
+  if (store == Store::kHeldBack) unstored_since_ms_.emplace(job_id, updated.updated_ms);
   CountLocked(it->second, -1);
   CountLocked(updated, +1);
   it->second = std::move(updated);
@@ -331,33 +337,47 @@ StatusOr<JobRecord> JobManager::ChangeLocked(const std::string& job_id,
 }
 
 Status JobManager::FlushProgress(bool all) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return FlushProgressLocked(all);
-}
-
-Status JobManager::FlushProgressLocked(bool all) {
-  const int64_t now_ms = clock_->WallMillis();
+  std::vector<std::string> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    due = DueProgressLocked(all, clock_->WallMillis(), kMaxProgressWritesPerFlush);
+  }
   Status first_failure = Status::Ok();
-  for (auto it = unstored_since_ms_.begin(); it != unstored_since_ms_.end();) {
-    auto stored = stored_ms_.find(it->first);
-    const bool due = all || stored == stored_ms_.end() ||
-                     now_ms - stored->second >= progress_store_interval_.count();
-    auto job = jobs_.find(it->first);
-    if (!due || job == jobs_.end()) {
-      it = job == jobs_.end() ? unstored_since_ms_.erase(it) : std::next(it);
-      continue;
-    }
-    Status saved = store_->SaveJob(job->second);
-    if (!saved.ok()) {
-      if (first_failure.ok())
-        first_failure = saved.WithContext("storing progress of " + job->first);
-      ++it;
-      continue;
-    }
-    stored_ms_[job->first] = now_ms;
-    it = unstored_since_ms_.erase(it);
+  for (const std::string& job_id : due) {
+    // One write per lock hold: heartbeats and reports get the table between them.
+    std::lock_guard<std::mutex> lock(mu_);
+    Status saved = StoreHeldBackLocked(job_id, clock_->WallMillis());
+    if (!saved.ok() && first_failure.ok()) first_failure = saved;
   }
   return first_failure;
+}
+
+std::vector<std::string> JobManager::DueProgressLocked(bool all, int64_t now_ms,
+                                                       size_t limit) const {
+  std::vector<std::string> due;
+  for (const auto& [job_id, since_ms] : unstored_since_ms_) {
+    if (due.size() >= limit) break;
+    auto stored = stored_ms_.find(job_id);
+    if (all || stored == stored_ms_.end() ||
+        now_ms - stored->second >= progress_store_interval_.count()) {
+      due.push_back(job_id);
+    }
+  }
+  return due;
+}
+
+Status JobManager::StoreHeldBackLocked(const std::string& job_id, int64_t now_ms) {
+  if (unstored_since_ms_.count(job_id) == 0) return Status::Ok();  // written meanwhile
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end()) {
+    unstored_since_ms_.erase(job_id);
+    return Status::Ok();
+  }
+  Status saved = store_->SaveJob(job->second);
+  if (!saved.ok()) return saved.WithContext("storing progress of " + job_id);
+  stored_ms_[job_id] = now_ms;
+  unstored_since_ms_.erase(job_id);
+  return Status::Ok();
 }
 
 StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
@@ -443,8 +463,12 @@ void JobManager::Shutdown() {
   shutdown_ = true;
   changed_.notify_all();
   job_changed_.NotifyAll();
-  if (Status s = FlushProgressLocked(/*all=*/true); !s.ok()) {
-    DP_LOG_WARN("progress held back is lost: {}", s.ToString());
+  const int64_t now_ms = clock_->WallMillis();
+  for (const std::string& job_id :
+       DueProgressLocked(/*all=*/true, now_ms, unstored_since_ms_.size())) {
+    if (Status s = StoreHeldBackLocked(job_id, now_ms); !s.ok()) {
+      DP_LOG_WARN("progress held back is lost: {}", s.ToString());
+    }
   }
   // A clean stop hands the unused part of the reservation back, so the next start goes on from
   // the next id rather than the next block; after a crash the ids of one block are skipped.

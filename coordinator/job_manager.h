@@ -117,9 +117,16 @@ class JobManager {
   // checkpoints are always written through.
   StatusOr<JobRecord> UpdateProgress(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate);
-  // Writes the progress held back longer than the interval (all of it with `all`). The control
+  // Update for advice the scheduler recomputes every round (a PENDING job's reason): in memory
+  // at once, stored only with the job's next written change. A restarted coordinator recomputes
+  // it in its first round, so 10,000 queued jobs whose reason changed cost no store writes.
+  StatusOr<JobRecord> UpdateAdvice(const std::string& job_id,
+                                   const std::function<void(JobRecord&)>& mutate);
+  // Writes progress held back longer than the interval (all of it with `all`), at most
+  // kMaxProgressWritesPerFlush jobs a call, taking the lock for one write at a time. The control
   // loop calls it every round. A failed write is kept to be tried again.
   Status FlushProgress(bool all = false);
+  static constexpr int kMaxProgressWritesPerFlush = 256;
 
   // Log lines of a job (seq is set on the stored copies).
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord> lines);
@@ -158,10 +165,13 @@ class JobManager {
   };
   // Keeps usage_ and counts_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
-  // Update's and UpdateProgress's change; `write`: through the store now, else held back.
+  // How a change reaches the store: now, held back (FlushProgress), or with the next write.
+  enum class Store { kNow, kHeldBack, kWithNextWrite };
   StatusOr<JobRecord> ChangeLocked(const std::string& job_id,
-                                   const std::function<void(JobRecord&)>& mutate, bool write);
-  Status FlushProgressLocked(bool all);
+                                   const std::function<void(JobRecord&)>& mutate, Store store);
+  // The held-back jobs due for a write at now_ms (all of them with `all`), at most `limit`.
+  std::vector<std::string> DueProgressLocked(bool all, int64_t now_ms, size_t limit) const;
+  Status StoreHeldBackLocked(const std::string& job_id, int64_t now_ms);
   // Wakes the waiters for any change and those for this job's.
   void NotifyChangeLocked(const std::string& job_id);
   // Indexes the record in its slot of jobs_ (by_seq_, unfinished_).

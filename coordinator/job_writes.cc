@@ -32,6 +32,12 @@ JobWrite UpdateWrite(std::string job_id, std::function<void(JobRecord&)> mutate)
   return write;
 }
 
+JobWrite AdviceWrite(std::string job_id, std::function<void(JobRecord&)> mutate) {
+  JobWrite write = UpdateWrite(std::move(job_id), std::move(mutate));
+  write.advice = true;
+  return write;
+}
+
 std::vector<JobWriteResult> ApplyJobWrites(JobManager* jobs, std::vector<JobWrite> writes) {
   std::vector<JobWriteResult> results;
   results.reserve(writes.size());
@@ -42,8 +48,9 @@ std::vector<JobWriteResult> ApplyJobWrites(JobManager* jobs, std::vector<JobWrit
       continue;
     }
     StatusOr<JobRecord> stored =
-        write.state ? jobs->Transition(write.job_id, *write.state, write.reason, write.mutate)
-                    : jobs->Update(write.job_id, write.mutate);
+        write.state    ? jobs->Transition(write.job_id, *write.state, write.reason, write.mutate)
+        : write.advice ? jobs->UpdateAdvice(write.job_id, write.mutate)
+                       : jobs->Update(write.job_id, write.mutate);
     const bool later = !stored.ok() && write.retry && MayPass(stored.status());
     if (later) held_back.insert(write.job_id);
     results.push_back({std::move(write), std::move(stored), later});

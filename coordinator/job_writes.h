@@ -27,10 +27,13 @@ namespace deepool::coordinator {
 
 struct JobWrite {
   std::string job_id;
-  std::optional<JobState> state;  // nullopt: update fields, no transition
-  Reason reason = Reason("");     // the transition's reason
+  std::optional<JobState> state;           // nullopt: update fields, no transition
+  Reason reason = Reason("");              // the transition's reason
   std::function<void(JobRecord&)> mutate;  // required for an update
-  bool retry = false;  // keep a transiently failed write for the next tick
+  bool retry = false;                      // keep a transiently failed write for the next tick
+  // An update of advice recomputed every round (JobManager::UpdateAdvice): in memory only,
+  // stored with the job's next written change.
+  bool advice = false;
   std::function<void(const JobRecord&)> on_written;
   std::function<void(const Status&)> on_refused;
 };
@@ -39,6 +42,8 @@ struct JobWrite {
 JobWrite TransitionWrite(std::string job_id, JobState state, Reason reason, bool retry = false);
 // A change of fields without a transition.
 JobWrite UpdateWrite(std::string job_id, std::function<void(JobRecord&)> mutate);
+// A change of advice fields (a PENDING job's reason): see JobWrite::advice.
+JobWrite AdviceWrite(std::string job_id, std::function<void(JobRecord&)> mutate);
 
 // A write's result, with the follow-up to run under the scheduler's lock.
 struct JobWriteResult {

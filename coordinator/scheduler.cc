@@ -169,8 +169,9 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const PendingReason& waiting : admission.pending) {
     const JobRecord& job = by_id.at(waiting.job_id);
     if (job.reason == waiting.message && job.reason_code == waiting.code) continue;
-    // A reason is advice, recomputed every round: a failed write is simply made again.
-    writes->push_back(UpdateWrite(waiting.job_id, [waiting](JobRecord& r) {
+    // A reason is advice, recomputed every round: kept in memory, stored with the job's next
+    // change (10,000 queued jobs' new reasons cost no store writes).
+    writes->push_back(AdviceWrite(waiting.job_id, [waiting](JobRecord& r) {
       r.reason = waiting.message;
       r.reason_code = waiting.code;
     }));

@@ -213,6 +213,22 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
         StatusCode::kNotFound);
 }
 
+TEST_CASE("advice is in memory at once and stored only with the job's next written change",
+          "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  const std::string id = jobs.Submit(TinySpec())->id;
+  REQUIRE(jobs.UpdateAdvice(id, [](JobRecord& r) { r.reason = "queued behind job-000009"; }).ok());
+  CHECK(jobs.Get(id)->reason == "queued behind job-000009");
+  clock.Advance(std::chrono::minutes(1));
+  REQUIRE(jobs.FlushProgress(/*all=*/true).ok());
+  CHECK(store.LoadJob(id)->reason != "queued behind job-000009");  // never on its own
+  REQUIRE(jobs.Update(id, [](JobRecord& r) { r.store_address = "h:1"; }).ok());
+  CHECK(store.LoadJob(id)->reason == "queued behind job-000009");
+}
+
 // A JobManager over a SQLite file, loaded: one run of a coordinator process.
 struct SqliteRun {
   SqliteRun(const testing::TempDir& dir, const Clock* clock)
