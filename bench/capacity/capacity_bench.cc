@@ -30,6 +30,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -41,6 +42,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
@@ -53,27 +55,19 @@
 
 namespace {
 
+using deepool::bench::MsSince;
+using deepool::bench::Percentile;
+
 namespace v1 = deepool::v1;
 namespace fs = std::filesystem;
 using deepool::coordinator::JobRecord;
 using deepool::coordinator::JobState;
 using SteadyClock = std::chrono::steady_clock;
 
-double MsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-}
-
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 [[noreturn]] void Die(const std::string& what) {
@@ -830,11 +824,7 @@ int main(int argc, char** argv) {
                  "adds one)");
   CLI11_PARSE(app, argc, argv);
   deepool::InitLogging("bench", "warn");
-  double load[3] = {0, 0, 0};
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
-    std::fclose(f);
-  }
+  const std::array<double, 3> load = deepool::bench::LoadAverage();
   std::printf(
       "nodes=%dx%d heartbeat=%.1fs report=%.1fs watchers=%d pending=%d history=%lld "
       "clients=%d phase=%.0fs cores=%u loadavg=%.1f %.1f %.1f\n\n| store | phase | measured "

@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -45,6 +47,8 @@
 // GCC sees the replaced new and delete inlined as malloc and free pairs it does not expect.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
+
+using deepool::bench::Percentile;
 std::atomic<uint64_t> g_allocated{0};
 }  // namespace
 
@@ -75,12 +79,6 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int id) {
@@ -181,10 +179,12 @@ class Worker {
         std::lock_guard<std::mutex> lock(mu_);
         if (!task_.task_id().empty()) *beat.add_running_tasks() = task_;
       }
-      Call([&](grpc::ClientContext* ctx) {
-        v1::HeartbeatResponse resp;
-        return stub_->Heartbeat(ctx, beat, &resp);
-      }, &Latencies::heartbeat_ms);
+      Call(
+          [&](grpc::ClientContext* ctx) {
+            v1::HeartbeatResponse resp;
+            return stub_->Heartbeat(ctx, beat, &resp);
+          },
+          &Latencies::heartbeat_ms);
       if (beat.running_tasks_size() > 0) {
         v1::ReportProgressRequest report;
         report.set_node_id(node_id_);
@@ -193,10 +193,12 @@ class Worker {
         event->set_iteration(++iteration);
         event->set_iteration_ms(100);
         event->set_samples_per_s(80);
-        Call([&](grpc::ClientContext* ctx) {
-          v1::ReportProgressResponse resp;
-          return stub_->ReportProgress(ctx, report, &resp);
-        }, &Latencies::report_ms);
+        Call(
+            [&](grpc::ClientContext* ctx) {
+              v1::ReportProgressResponse resp;
+              return stub_->ReportProgress(ctx, report, &resp);
+            },
+            &Latencies::report_ms);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -425,11 +427,7 @@ int main(int argc, char** argv) {
 
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  double loadavg = -1;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &loadavg) != 1) loadavg = -1;
-    std::fclose(f);
-  }
+  const double loadavg = deepool::bench::LoadAverage()[0];
   std::printf(
       "jobs=%d graph=%.1f MB running job's graph=%.1f MB store=%s clients=%d load=%.1fs reps=%d "
       "loadavg=%.1f\n",
@@ -444,8 +442,7 @@ int main(int argc, char** argv) {
   std::printf("while submitting: %s\n", Summary(while_submitting).c_str());
   std::printf("under load: ListJobs/s %.1f, errors %d; %s\n", lists / load_s, errors.load(),
               Summary(under_load).c_str());
-  std::printf("peak RSS %.0f MB, peak threads %d\n", usage.ru_maxrss / 1024.0,
-              peak_threads.load());
+  std::printf("peak RSS %.0f MB, peak threads %d\n", usage.ru_maxrss / 1024.0, peak_threads.load());
   worker.reset();
   server->Shutdown();
   server.reset();

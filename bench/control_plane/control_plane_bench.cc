@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -32,6 +34,8 @@
 #include "protocol/version.h"
 
 namespace {
+
+using deepool::bench::Percentile;
 
 using deepool::coordinator::CoordinatorOptions;
 using deepool::coordinator::CoordinatorServer;
@@ -115,13 +119,6 @@ class FakeWorker {
   std::thread beats_;
   std::atomic<bool> stop_{false};
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
 
 struct Result {
   std::vector<double> latency_ms;
@@ -286,11 +283,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   deepool::InitLogging("bench", "warn");
 
-  double load[3] = {0, 0, 0};
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
-    std::fclose(f);
-  }
+  const std::array<double, 3> load = deepool::bench::LoadAverage();
   std::printf("clients=%d jobs/client=%d nodes=%dx%d query_seconds=%.1f loadavg=%.1f %.1f %.1f\n",
               clients, jobs_per_client, nodes, devices_per_node, query_seconds, load[0], load[1],
               load[2]);
