@@ -99,6 +99,13 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-interval-s", heartbeat_s, "heartbeat interval told to workers")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  double progress_store_s = std::chrono::duration<double>(options.progress_store_interval).count();
+  app.add_option("--progress-store-interval-s", progress_store_s,
+                 "a running job's progress alone is stored at most this often (states always at "
+                 "once); after a crash its progress shown may step back this much; 0: store "
+                 "every report, a store write each")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--executor-timeout-s", options.scheduler.executor_timeout_s,
                  "--timeout-s passed to executors (0: none)");
   app.add_option("--max-client-streams", options.max_client_streams,
@@ -184,6 +191,8 @@ int main(int argc, char** argv) {
   }
   options.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(node_timeout_s * 1000));
   options.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_s * 1000));
+  options.progress_store_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(progress_store_s * 1000));
   options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
   if (options.store == "sqlite" && options.data_dir.empty()) {
     std::cerr << "--data-dir is required with --store sqlite\n";

@@ -471,12 +471,17 @@ Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgres
     return it == held.end() ? DeviceJobs{} : it->second;
   };
   const int64_t now_ms = clock_->WallMillis();
-  StatusOr<JobRecord> updated = jobs_->UpdateProgress(job.id, [&](JobRecord& r) {
+  auto apply = [&](JobRecord& r) {
     NoteResumeOnce(report, now_ms, &r);
     for (const v1::IterationEvent& e : report.iterations()) {
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
     }
-  });
+  };
+  // Progress alone may wait for the store; a report that adds to the history (the first after a
+  // resume) is stored at once, as every history entry is.
+  StatusOr<JobRecord> updated = job.progress.earlier_reached > 0
+                                    ? jobs_->Update(job.id, apply)
+                                    : jobs_->UpdateProgress(job.id, apply);
   if (EndedMeanwhile(updated.status())) return updated.status();
   if (!updated.ok()) return StoreFailure("progress", updated.status());
   // A FG rank's first iteration: a BG job may be waiting to run inside its executor.

@@ -105,7 +105,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->events_ = std::make_unique<CoordinatorMetrics>();
   s->store_ = std::move(store);
   s->planner_ = std::move(planner);
-  s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock, options.job_limits);
+  s->jobs_ = std::make_unique<JobManager>(s->store_.get(), clock, options.job_limits,
+                                          options.progress_store_interval);
   RETURN_IF_ERROR(s->jobs_->Load().WithContext(
       "loading the job store (restore it from a backup, or move it aside to start with no jobs)"));
   s->jobs_->SetTransitionObserver(

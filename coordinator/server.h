@@ -34,8 +34,8 @@ struct CoordinatorOptions {
   // Port 0: any free port (see address()). Without TLS only a loopback address is allowed,
   // unless insecure is set.
   std::string listen = "127.0.0.1:7070";
-  std::string data_dir;                 // required for the sqlite store
-  std::string store = "sqlite";         // "sqlite", "memory" or a postgresql:// URI
+  std::string data_dir;          // required for the sqlite store
+  std::string store = "sqlite";  // "sqlite", "memory" or a postgresql:// URI
   // Start even when the sqlite store finds acknowledged writes gone (a lost or damaged -wal
   // file): SQLiteStoreOptions::accept_data_loss. Off: such a store stops the start.
   bool accept_data_loss = false;
@@ -52,6 +52,9 @@ struct CoordinatorOptions {
   // (RESOURCE_EXHAUSTED), so client calls never take every server thread from the workers.
   int max_client_calls = 64;
   int max_client_calls_per_user = 16;
+  // How often at most a running job's progress alone is written to the store
+  // (JobManager::UpdateProgress); 0: every report, at a store write each.
+  std::chrono::milliseconds progress_store_interval = JobManager::kProgressStoreInterval;
   // Per user: PENDING jobs, and bytes of their unfinished jobs' specs (inline graphs).
   JobLimits job_limits{/*max_pending_jobs_per_user=*/1000,
                        /*max_spec_bytes_per_user=*/int64_t{256} << 20};

@@ -112,7 +112,26 @@ class CallStats {
   int errors_ = 0;
 };
 
+// The largest value seen since the last Take (atomic: many threads record).
+class MaxGauge {
+ public:
+  void Record(double v) {
+    double seen = max_.load();
+    while (v > seen && !max_.compare_exchange_weak(seen, v)) {
+    }
+  }
+  double Take() { return max_.exchange(0); }
+
+ private:
+  std::atomic<double> max_{0};
+};
+
 struct PoolStats {
+  // The longest time between two heartbeats a node sent (what the coordinator's node timeout
+  // sees; a slow answer delays the next, as in a real worker), and the longest pass of the
+  // ticker over all nodes (the load generator's own lateness).
+  MaxGauge heartbeat_gap_ms;
+  MaxGauge ticker_pass_ms;
   CallStats heartbeats;
   CallStats reports;
   CallStats exits;
@@ -190,6 +209,11 @@ class FakeNode : public grpc::ClientReadReactor<v1::TaskCommand> {
     // slow answer delays the next one.
     if (now >= next_beat_ && !beat_in_flight_->load()) {
       next_beat_ = now + heartbeat;
+      if (last_beat_ != SteadyClock::time_point()) {
+        stats_->heartbeat_gap_ms.Record(
+            std::chrono::duration<double, std::milli>(now - last_beat_).count());
+      }
+      last_beat_ = now;
       SendHeartbeat();
     }
     for (auto it = tasks_.begin(); it != tasks_.end();) {
@@ -306,6 +330,7 @@ class FakeNode : public grpc::ClientReadReactor<v1::TaskCommand> {
   bool stream_done_ = false;
   std::map<std::string, Task> tasks_;
   SteadyClock::time_point next_beat_;
+  SteadyClock::time_point last_beat_;
   std::shared_ptr<std::atomic<bool>> beat_in_flight_ = std::make_shared<std::atomic<bool>>();
 };
 
@@ -609,6 +634,7 @@ class Run {
     while (!stop_ticker_) {
       const auto now = SteadyClock::now();
       for (auto& node : nodes_) node->Tick(now, heartbeat, report, finish_all_);
+      stats_.ticker_pass_ms.Record(MsSince(now));
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -669,19 +695,26 @@ class Run {
   }
 
   void SubmitPending() {
+    stats_.heartbeat_gap_ms.Take();
+    stats_.ticker_pass_ms.Take();
     const auto start = SteadyClock::now();
     std::vector<double> ms = Submit(o_.pending, "pending", nullptr);
     Row("pending: submit p50 / p99 / max ms",
         Fixed(Percentile(ms, 0.5), 1) + " / " + Fixed(Percentile(ms, 0.99), 1) + " / " +
             Fixed(ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()), 1) + " (" +
             std::to_string(ms.size()) + " jobs by " + std::to_string(o_.clients) + " clients, " +
-            Fixed(ms.size() / (MsSince(start) / 1000.0), 0) + " /s)");
+            Fixed(ms.size() / (MsSince(start) / 1000.0), 0) +
+            " /s); meanwhile longest heartbeat gap " +
+            Fixed(stats_.heartbeat_gap_ms.Take() / 1000.0, 1) + " s, ticker pass " +
+            Fixed(stats_.ticker_pass_ms.Take(), 0) + " ms");
   }
 
   // A phase: `seconds` of the pool as it is, then its rates, latencies and the coordinator's use.
   void Measure(const std::string& phase, double seconds) {
     stats_.heartbeats.TakeSummary();
     stats_.reports.TakeSummary();
+    stats_.heartbeat_gap_ms.Take();
+    stats_.ticker_pass_ms.Take();
     const int64_t updates0 = stats_.watch_updates;
     const Rounds rounds0 = ReadRounds(metrics_);
     const ProcessUse use0 = ReadProcessUse(coordinator_->pid());
@@ -696,12 +729,14 @@ class Run {
     std::printf(
         "| %s | %s | heartbeats %.0f/s (p50 %.1f, p99 %.1f ms, %d failed); reports %.0f/s (p50 "
         "%.1f, p99 %.1f ms, %d failed); watch updates %.0f/s; rounds %.0f, mean %.1f ms; "
-        "coordinator CPU %.2f cores, RSS %.0f MiB, %d threads |\n",
+        "coordinator CPU %.2f cores, RSS %.0f MiB, %d threads; longest heartbeat gap %.1f s, "
+        "ticker pass %.0f ms |\n",
         StoreName().c_str(), phase.c_str(), beats.ok / wall, beats.p50, beats.p99, beats.errors,
         reports.ok / wall, reports.p50, reports.p99, reports.errors,
         (stats_.watch_updates - updates0) / wall, round_count,
         round_count > 0 ? 1000.0 * (rounds1.sum_s - rounds0.sum_s) / round_count : 0.0,
-        (use1.cpu_s - use0.cpu_s) / wall, use1.rss_mib, use1.threads);
+        (use1.cpu_s - use0.cpu_s) / wall, use1.rss_mib, use1.threads,
+        stats_.heartbeat_gap_ms.Take() / 1000.0, stats_.ticker_pass_ms.Take());
     std::fflush(stdout);
   }
 

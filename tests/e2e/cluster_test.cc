@@ -333,6 +333,10 @@ TEST_CASE("a coordinator killed with SIGKILL and restarted mid-run loses nothing
   // The coordinator's default heartbeat: between a worker's calls its channel sits unpolled, and
   // a TLS handshake left unattended there never finished (the worker never came back).
   options.heartbeat_interval_s = 1;
+  // Every report stored, so all the progress a client saw survives the kill. By default progress
+  // reaches the store at most every 5 s and may step back that much (JobManager::UpdateProgress,
+  // tested in service/job_manager_test); states, history and placements are stored at once.
+  options.coordinator_args = {"--progress-store-interval-s", "0"};
   LocalCluster cluster(options);
   std::string done_before, fg;
   REQUIRE(cluster.Submit(BgJob("finished-before", 2), &done_before).ok());
