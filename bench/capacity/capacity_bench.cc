@@ -57,11 +57,11 @@
 namespace {
 
 using deepool::bench::MsSince;
+using deepool::bench::NewChannel;
 using deepool::bench::Percentile;
 using deepool::bench::capacity::CallStats;
 using deepool::bench::capacity::Die;
 using deepool::bench::capacity::FakeNode;
-using deepool::bench::capacity::NewChannel;
 using deepool::bench::capacity::PoolStats;
 using deepool::bench::capacity::WallMs;
 using deepool::bench::capacity::Watcher;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_channel.h"
 #include "bench/bench_stats.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
@@ -28,6 +29,7 @@
 namespace deepool::bench::capacity {
 
 namespace v1 = deepool::v1;
+using deepool::bench::NewChannel;
 using SteadyClock = std::chrono::steady_clock;
 
 inline int64_t WallMs() {
@@ -40,12 +42,6 @@ inline int64_t WallMs() {
   std::fprintf(stderr, "capacity bench: %s\n", what.c_str());
   std::exit(1);
 }
-inline std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int id) {
-  grpc::ChannelArguments args;
-  args.SetInt("deepool.bench.connection", id);  // a distinct argument: a connection of its own
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
 // Latencies and counts of one kind of call, for one phase.
 class CallStats {
  public:

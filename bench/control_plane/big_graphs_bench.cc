@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_channel.h"
 #include "bench/bench_stats.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -48,6 +49,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
 
+using deepool::bench::NewChannel;
 using deepool::bench::Percentile;
 std::atomic<uint64_t> g_allocated{0};
 }  // namespace
@@ -81,13 +83,6 @@ double Ms(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int id) {
-  grpc::ChannelArguments args;
-  args.SetInt("deepool.bench.client", id);  // a connection of its own
-  args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
 int Threads() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -114,7 +109,7 @@ std::string PaddedGraph(size_t bytes) {
 class Worker {
  public:
   explicit Worker(const std::string& address)
-      : stub_(v1::NodeService::NewStub(NewChannel(address, 100000))) {
+      : stub_(v1::NodeService::NewStub(NewChannel(address, 100000, /*unlimited_messages=*/true))) {
     v1::RegisterNodeRequest req;
     req.set_name("w0");
     req.set_address("127.0.0.1");
@@ -308,7 +303,8 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<CoordinatorServer> server = std::move(*started);
   auto worker = std::make_unique<Worker>(server->address());
-  auto client = v1::CoordinatorService::NewStub(NewChannel(server->address(), 0));
+  auto client = v1::CoordinatorService::NewStub(
+      NewChannel(server->address(), 0, /*unlimited_messages=*/true));
   {  // the job the worker runs throughout
     v1::SubmitJobRequest small;
     if (running_graph_mb > 0) {
@@ -403,7 +399,8 @@ int main(int argc, char** argv) {
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       deepool::SetCurrentThreadName("bench-list-" + std::to_string(c));
-      auto stub = v1::CoordinatorService::NewStub(NewChannel(server->address(), 1 + c));
+      auto stub = v1::CoordinatorService::NewStub(
+          NewChannel(server->address(), 1 + c, /*unlimited_messages=*/true));
       while (!stop) {
         v1::ListJobsResponse resp;
         grpc::ClientContext ctx;

@@ -22,6 +22,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_channel.h"
 #include "bench/bench_stats.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -35,18 +36,13 @@
 
 namespace {
 
+using deepool::bench::NewChannel;
 using deepool::bench::Percentile;
 
 using deepool::coordinator::CoordinatorOptions;
 using deepool::coordinator::CoordinatorServer;
 namespace v1 = deepool::v1;
 using Clock = std::chrono::steady_clock;
-
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int id) {
-  grpc::ChannelArguments args;
-  args.SetInt("deepool.bench.client", id);  // a distinct argument: a connection of its own
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
 
 // A worker that registers, heartbeats, and finishes every task the moment it gets it.
 class FakeWorker {
