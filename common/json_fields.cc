@@ -189,6 +189,11 @@ Status CheckKnownFields(const nlohmann::json& object, std::initializer_list<cons
 }
 
 Status CheckFormatAndVersion(const nlohmann::json& doc, std::string_view format_name, int version) {
+  return CheckFormatAndVersionRange(doc, format_name, version, version).status();
+}
+
+StatusOr<int> CheckFormatAndVersionRange(const nlohmann::json& doc, std::string_view format_name,
+                                         int oldest, int newest) {
   auto format = doc.find("format");
   if (format == doc.end() || !format->is_string() || *format != format_name) {
     return InvalidArgumentError("field format must be \"" + std::string(format_name) + "\"");
@@ -197,11 +202,15 @@ Status CheckFormatAndVersion(const nlohmann::json& doc, std::string_view format_
   if (found_version == doc.end() || !found_version->is_number_integer()) {
     return InvalidArgumentError("missing integer field version");
   }
-  if (found_version->get<int64_t>() != version) {
+  const int64_t version = found_version->get<int64_t>();
+  if (version < oldest || version > newest) {
+    const std::string reads =
+        oldest == newest ? "version " + std::to_string(oldest)
+                         : "versions " + std::to_string(oldest) + " to " + std::to_string(newest);
     return InvalidArgumentError("unsupported version " + found_version->dump() +
-                                " (this build reads version " + std::to_string(version) + ")");
+                                " (this build reads " + reads + ")");
   }
-  return Status::Ok();
+  return static_cast<int>(version);
 }
 
 namespace json_fields_internal {

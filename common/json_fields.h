@@ -40,6 +40,10 @@ Status CheckKnownFields(const nlohmann::json& object, std::initializer_list<cons
 // Checks a document's "format" (must equal format_name) and integer "version" (must equal
 // version): the first thing every versioned deepool document carries.
 Status CheckFormatAndVersion(const nlohmann::json& doc, std::string_view format_name, int version);
+// The same for a reader of several versions: the version must be in [oldest, newest]. Returns
+// the document's version.
+StatusOr<int> CheckFormatAndVersionRange(const nlohmann::json& doc, std::string_view format_name,
+                                         int oldest, int newest);
 
 namespace json_fields_internal {
 

@@ -1,5 +1,6 @@
 #include "protocol/run_spec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -67,6 +68,21 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
   return Status::Ok();
 }
 
+// A spec read at `version` must not use a feature of a later one: such a document was written
+// by a writer that broke the rule in version.h, and an executor of that version would refuse it.
+Status CheckExpressibleAt(const RunSpec& spec, int version) {
+  auto check = [version](const OptimizerSpec& optimizer, const std::string& where) -> Status {
+    const int needed = OptimizerProtocolVersion(optimizer.name);
+    if (needed <= version) return Status::Ok();
+    return InvalidArgumentError(where + "name \"" + optimizer.name +
+                                "\" needs executor protocol version " + std::to_string(needed) +
+                                "; this run spec is version " + std::to_string(version));
+  };
+  RETURN_IF_ERROR(check(spec.optimizer, "optimizer."));
+  if (spec.background) RETURN_IF_ERROR(check(spec.background->optimizer, "background.optimizer."));
+  return Status::Ok();
+}
+
 json CheckpointToJson(const RunSpec& spec) {
   json doc = json::object();
   if (spec.checkpoint_path) doc["path"] = *spec.checkpoint_path;
@@ -78,7 +94,7 @@ json CheckpointToJson(const RunSpec& spec) {
 json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   json doc;
   doc["format"] = kRunSpecFormat;
-  doc["version"] = kProtocolVersion;
+  doc["version"] = RequiredProtocolVersion(spec);
   doc["job_id"] = spec.job_id;
   doc["graph"] = std::move(graph);
   doc["plan"] = std::move(plan);
@@ -122,12 +138,22 @@ Status ValidateRunSpec(const RunSpec& spec) {
   return Status::Ok();
 }
 
+int RequiredProtocolVersion(const RunSpec& spec) {
+  int version = OptimizerProtocolVersion(spec.optimizer.name);
+  if (spec.background) {
+    version = std::max(version, OptimizerProtocolVersion(spec.background->optimizer.name));
+  }
+  return version;
+}
+
 StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   ASSIGN_OR_RETURN(const json doc, ParseJson(text, "run spec"));
   if (!doc.is_object()) {
     return InvalidArgumentError("run spec is not a JSON object");
   }
-  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kRunSpecFormat, kProtocolVersion));
+  ASSIGN_OR_RETURN(
+      const int version,
+      CheckFormatAndVersionRange(doc, kRunSpecFormat, kOldestProtocolVersion, kProtocolVersion));
   RunSpec spec;
   RETURN_IF_ERROR(ReadOptionalField(doc, "job_id", "", &spec.job_id));
   ASSIGN_OR_RETURN(planner::Graph graph, ReadDocument(doc, "graph", &planner::ParseGraphJson));
@@ -154,6 +180,7 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
   }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
+  RETURN_IF_ERROR(CheckExpressibleAt(spec, version));
   return spec;
 }
 

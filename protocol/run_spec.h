@@ -1,11 +1,12 @@
 // The run spec: everything one executor rank needs to train (docs/formats.md, "Run specs").
-//   {"format":"deepool.run","version":kProtocolVersion,"job_id":"...","graph":{graph doc},
+//   {"format":"deepool.run","version":V,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
 //    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
-// and names the field that is wrong.
+// and names the field that is wrong. V is the executor protocol's version (protocol/version.h):
+// written as RequiredProtocolVersion, read in [kOldestProtocolVersion, kProtocolVersion].
 // Threading: plain values and pure functions (the file helpers do file I/O).
 #pragma once
 
@@ -52,10 +53,18 @@ struct RunSpec {
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
 Status ValidateRunSpec(const RunSpec& spec);
 
-// INVALID_ARGUMENT naming the field, for a wrong format or version too.
+// The oldest executor protocol that can express the spec, the version RunSpecToJson writes:
+// kAdamWProtocolVersion when its optimizer or its background job's is adamw, else
+// kOldestProtocolVersion. Pure.
+int RequiredProtocolVersion(const RunSpec& spec);
+
+// INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside
+// [kOldestProtocolVersion, kProtocolVersion], or one older than the spec's features need
+// ("optimizer.name \"adamw\" needs executor protocol version 2; this run spec is version 1").
 StatusOr<RunSpec> ParseRunSpecJson(std::string_view text);
-// Writes the version this build speaks (kProtocolVersion). Does not validate: a spec without a
-// graph is written with "graph": null, which ParseRunSpecJson refuses.
+// Writes RequiredProtocolVersion(spec), so an executor of an older build reads every spec that
+// needs nothing newer. Does not validate: a spec without a graph is written with "graph": null,
+// which ParseRunSpecJson refuses.
 std::string RunSpecToJson(const RunSpec& spec, int indent = 2);
 
 // The graph and plan as the documents a planner wrote (planner::GraphToJson, PlanToJson). The

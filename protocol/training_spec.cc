@@ -1,6 +1,7 @@
 #include "protocol/training_spec.h"
 
 #include "common/json_fields.h"
+#include "protocol/version.h"
 
 namespace deepool::protocol {
 namespace {
@@ -13,8 +14,8 @@ std::string ObjectName(const std::string& where) { return where.substr(0, where.
 }  // namespace
 
 Status ValidateOptimizer(const OptimizerSpec& spec) {
-  if (spec.name != "sgd" && spec.name != "adam") {
-    return InvalidArgumentError("optimizer.name \"" + spec.name + "\" is not sgd or adam");
+  if (spec.name != "sgd" && spec.name != "adam" && spec.name != "adamw") {
+    return InvalidArgumentError("optimizer.name \"" + spec.name + "\" is not sgd, adam or adamw");
   }
   if (!(spec.lr > 0)) return InvalidArgumentError("optimizer.lr must be > 0");
   if (spec.momentum < 0) return InvalidArgumentError("optimizer.momentum must be >= 0");
@@ -30,6 +31,7 @@ StatusOr<OptimizerSpec> ParseOptimizerJson(const json& doc, const std::string& w
   if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
   OptimizerSpec spec;
   RETURN_IF_ERROR(ReadOptionalField(doc, "name", where, &spec.name));
+  if (spec.name == "adamw") spec.weight_decay = kAdamWDefaultWeightDecay;
   RETURN_IF_ERROR(ReadOptionalField(doc, "lr", where, &spec.lr));
   RETURN_IF_ERROR(ReadOptionalField(doc, "momentum", where, &spec.momentum));
   RETURN_IF_ERROR(ReadOptionalField(doc, "weight_decay", where, &spec.weight_decay));
@@ -44,8 +46,12 @@ StatusOr<OptimizerSpec> ParseOptimizerJson(const json& doc, const std::string& w
   return spec;
 }
 
+int OptimizerProtocolVersion(std::string_view name) {
+  return name == "adamw" ? kAdamWProtocolVersion : kOldestProtocolVersion;
+}
+
 json OptimizerToJson(const OptimizerSpec& spec) {
-  if (spec.name == "adam") {
+  if (spec.name == "adam" || spec.name == "adamw") {
     return {{"name", spec.name},
             {"lr", spec.lr},
             {"betas", {spec.betas[0], spec.betas[1]}},

@@ -2,6 +2,7 @@
 // optimizer, the data set and periodic checkpoints (docs/formats.md, "Run specs").
 //   "optimizer": {"name":"sgd","lr":L,"momentum":M,"weight_decay":W}
 //              | {"name":"adam","lr":L,"betas":[B1,B2],"eps":E,"weight_decay":W}
+//              | {"name":"adamw",...as adam}  (decoupled weight decay; executor protocol 2)
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
 //   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
@@ -20,20 +21,31 @@
 namespace deepool::protocol {
 
 struct OptimizerSpec {
-  std::string name = "sgd";  // "sgd" or "adam"
+  // "sgd", "adam" (weight decay added to the gradient, as torch.optim.Adam) or "adamw" (weight
+  // decay applied to the weights apart from the adaptive step, as torch.optim.AdamW).
+  std::string name = "sgd";
   double lr = 0.01;
   double momentum = 0.0;  // sgd
+  // ParseOptimizerJson defaults it to kAdamWDefaultWeightDecay for adamw, as torch does.
   double weight_decay = 0.0;
-  std::array<double, 2> betas{0.9, 0.999};  // adam
-  double eps = 1e-8;                        // adam
+  std::array<double, 2> betas{0.9, 0.999};  // adam, adamw
+  double eps = 1e-8;                        // adam, adamw
   bool operator==(const OptimizerSpec& o) const {
     return name == o.name && lr == o.lr && momentum == o.momentum &&
            weight_decay == o.weight_decay && betas == o.betas && eps == o.eps;
   }
 };
 
+// torch.optim.AdamW's default weight decay, which an adamw optimizer without one gets.
+inline constexpr double kAdamWDefaultWeightDecay = 0.01;
+
 // Names the offending field: "optimizer.lr must be > 0".
 Status ValidateOptimizer(const OptimizerSpec& spec);
+
+// The oldest executor protocol (protocol/version.h) that can express an optimizer of this name:
+// kAdamWProtocolVersion for "adamw", else kOldestProtocolVersion. The one rule for both the run
+// spec's version (RequiredProtocolVersion) and where the coordinator may place a job.
+int OptimizerProtocolVersion(std::string_view name);
 
 // Absent fields keep their defaults. Writes only the fields of the named optimizer.
 StatusOr<OptimizerSpec> ParseOptimizerJson(const nlohmann::json& doc, const std::string& where);

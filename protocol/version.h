@@ -1,11 +1,31 @@
-// The executor protocol's one version: the contract between the coordinator, the worker daemon,
+// The executor protocol's versions: the contract between the coordinator, the worker daemon,
 // the launcher and deepool-executor (run specs, executor commands, executor events;
-// docs/formats.md). Run specs carry it in their "version" field and executors refuse any other;
-// it goes up whenever one side would misread a document or a line the other writes.
+// docs/formats.md). Run specs carry a version in their "version" field; it goes up whenever one
+// side would misread a document or a line the other writes, or a document gains a feature an
+// older reader does not know.
+//
+// A build speaks a range of versions, so that a coordinator and workers one version apart keep
+// working while a pool is upgraded node by node:
+// - Writers write a document at the oldest version that can express it
+//   (RequiredProtocolVersion in protocol/run_spec.h), never older than kOldestProtocolVersion:
+//   a run spec that needs nothing newer reaches an old executor as the version it reads.
+// - Readers accept [kOldestProtocolVersion, kProtocolVersion]; a document that uses a feature
+//   newer than its own version (version 1 naming the adamw optimizer) is refused, naming the
+//   field and the version it needs.
+//
+// Versions:
+//   1: sgd and adam.
+//   2: adds the adamw optimizer (decoupled weight decay).
 #pragma once
 
 namespace deepool::protocol {
 
-inline constexpr int kProtocolVersion = 1;
+// The newest version this build speaks.
+inline constexpr int kProtocolVersion = 2;
+// The oldest version this build still reads and writes.
+inline constexpr int kOldestProtocolVersion = 1;
+
+// The version that introduced the adamw optimizer.
+inline constexpr int kAdamWProtocolVersion = 2;
 
 }  // namespace deepool::protocol

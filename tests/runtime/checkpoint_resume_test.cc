@@ -30,7 +30,8 @@ fs::path TempDir() {
 }
 
 // small_cnn (batch norm, branches) on a burst plan over 3 ranks, or data parallel over 2.
-RunSpec Spec(const fs::path& checkpoints, bool burst) {
+RunSpec Spec(const fs::path& checkpoints, bool burst,
+             const OptimizerSpec& optimizer = testing::Sgd()) {
   RunSpec spec;
   spec.job_id = "resume-test";
   spec.graph = std::make_shared<const planner::Graph>(testing::Zoo("small_cnn"));
@@ -38,7 +39,7 @@ RunSpec Spec(const fs::path& checkpoints, bool burst) {
                     : testing::MakePlan(*spec.graph, 8, 2, {0, 1});
   spec.iterations = kIterations;
   spec.seed = 7;
-  spec.optimizer = testing::Sgd();
+  spec.optimizer = optimizer;
   spec.checkpoints = PeriodicCheckpoints{checkpoints.string(), 2, 2};
   return spec;
 }
@@ -107,29 +108,32 @@ void FlipByte(const fs::path& file, std::streamoff offset) {
   f.write(&c, 1);
 }
 
-// One uninterrupted run, shared by the test cases: its final checkpoint.
+// The final checkpoint of an uninterrupted run on the burst plan.
+ParamMap Uninterrupted(const OptimizerSpec& optimizer) {
+  const fs::path dir = TempDir();
+  Run run = Launch(Spec(dir / "ckpt", /*burst=*/true, optimizer), dir);
+  INFO(run.status.ToString());
+  REQUIRE(run.status.ok());
+  auto found = FindLatestCheckpoint((dir / "ckpt").string());
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  REQUIRE((*found)->manifest.iteration == kIterations);
+  REQUIRE((*found)->manifest.world_size == 3);
+  ParamMap state = ReadCheckpoint((*found)->path);
+  fs::remove_all(dir);
+  return state;
+}
+
+// One uninterrupted run with SGD, shared by the test cases.
 const ParamMap& Reference() {
-  static const ParamMap reference = [] {
-    const fs::path dir = TempDir();
-    Run run = Launch(Spec(dir / "ckpt", /*burst=*/true), dir);
-    INFO(run.status.ToString());
-    REQUIRE(run.status.ok());
-    auto found = FindLatestCheckpoint((dir / "ckpt").string());
-    REQUIRE(found.ok());
-    REQUIRE(found->has_value());
-    REQUIRE((*found)->manifest.iteration == kIterations);
-    REQUIRE((*found)->manifest.world_size == 3);
-    ParamMap state = ReadCheckpoint((*found)->path);
-    fs::remove_all(dir);
-    return state;
-  }();
+  static const ParamMap reference = Uninterrupted(testing::Sgd());
   return reference;
 }
 
 // A run killed after 5 iterations: whole checkpoints after 2 and 4 iterations remain.
-fs::path Interrupted(const fs::path& dir) {
+fs::path Interrupted(const fs::path& dir, const OptimizerSpec& optimizer = testing::Sgd()) {
   const fs::path checkpoints = dir / "ckpt";
-  Run run = Launch(Spec(checkpoints, true), dir, /*kill_after=*/4);
+  Run run = Launch(Spec(checkpoints, true, optimizer), dir, /*kill_after=*/4);
   REQUIRE_FALSE(run.status.ok());
   REQUIRE(fs::exists(CheckpointPath(checkpoints.string(), 4) + "/MANIFEST.json"));
   REQUIRE(fs::exists(CheckpointPath(checkpoints.string(), 2) + "/MANIFEST.json"));
@@ -151,6 +155,21 @@ TEST_CASE("a killed job resumed on the same plan ends bit-identical to an uninte
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
   // keep = 2: the checkpoints after 4 and 6 iterations.
   REQUIRE_FALSE(fs::exists(CheckpointPath(checkpoints.string(), 2)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an adamw job resumed on the same plan ends bit-identical, its moments restored",
+          "[checkpoint][resume][process]") {
+  const ParamMap reference = Uninterrupted(testing::AdamW());
+  REQUIRE(reference.count("optimizer.fc.weight.exp_avg_sq") == 1);
+  REQUIRE(reference.count("optimizer.fc.weight.step") == 1);
+  const fs::path dir = TempDir();
+  const fs::path checkpoints = Interrupted(dir, testing::AdamW());
+  Run resumed = Launch(Spec(checkpoints, true, testing::AdamW()), dir);
+  INFO(resumed.status.ToString());
+  REQUIRE(resumed.status.ok());
+  REQUIRE(resumed.first_iteration == 4);
+  RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
   fs::remove_all(dir);
 }
 

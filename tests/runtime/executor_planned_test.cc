@@ -234,7 +234,8 @@ TEST_CASE("an MLP with dropout under a 3-rank burst plan equals one device",
                         {"relu2", {0, 1}},
                         {"drop2", {1, 2}},
                         {"fc3", {0, 2}}});
-  for (const OptimizerSpec& optimizer : {Sgd(), Adam()}) {
+  for (const OptimizerSpec& optimizer : {Sgd(), Adam(), AdamW()}) {
+    INFO(optimizer.name);
     auto reference = TrainSingleDevice(graph, 10, 5, optimizer, 21, 22);
     auto runs = RunRanks(graph, plan, 5, optimizer, 21, 22, FakeComms(3));
     RequireMatchesReference(runs, reference, kRtol, kAtol);

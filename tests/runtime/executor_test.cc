@@ -179,6 +179,16 @@ TEST_CASE("mlp burst plan over 4 Gloo ranks with Adam equals single device", "[e
   RequireMatchesReference(runs, reference);
 }
 
+TEST_CASE("mlp burst plan over 4 Gloo ranks with AdamW equals single device", "[executor][gloo]") {
+  torch::set_num_threads(1);
+  auto graph = Zoo("mlp");
+  auto plan =
+      MakePlan(graph, 10, 4, {0, 1, 2, 3}, {{"fc2", {1, 3}}, {"relu2", {3}}, {"fc3", {0, 2}}});
+  auto reference = TrainSingleDevice(graph, 10, 3, AdamW(), 21, 22);
+  auto runs = RunRanks(graph, plan, 3, AdamW(), 21, 22, GlooComms(4));
+  RequireMatchesReference(runs, reference);
+}
+
 TEST_CASE("two weighted outputs on different device sets equal single device", "[executor]") {
   torch::set_num_threads(1);
   std::vector<planner::Layer> layers(4);

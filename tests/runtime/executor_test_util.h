@@ -43,6 +43,14 @@ inline OptimizerSpec Adam() {
   return spec;
 }
 
+// AdamW with a weight decay large enough that decoupling it shows (torch's default is 0.01).
+inline OptimizerSpec AdamW() {
+  OptimizerSpec spec = Adam();
+  spec.name = "adamw";
+  spec.weight_decay = 0.05;
+  return spec;
+}
+
 // Equivalence tests that check batch norm train with synchronised statistics unless
 // DEEPOOL_TEST_BN_SYNC_OFF is set, which shows that they fail without it.
 inline bool SyncInEquivalenceRuns() { return std::getenv("DEEPOOL_TEST_BN_SYNC_OFF") == nullptr; }

@@ -86,7 +86,7 @@ TEST_CASE("run spec: the writer's output parses back to the same spec", "[protoc
   CHECK(parsed->background->sharing == spec.background->sharing);
   CHECK(parsed->background->ranks == std::vector<int>{1});
   CHECK(RunSpecToJson(*parsed) == text);
-  CHECK(json::parse(text)["version"] == kProtocolVersion);
+  CHECK(json::parse(text)["version"] == 1);  // adam needs nothing newer
 }
 
 TEST_CASE("run spec: batch norm is synchronised unless the spec says per_device", "[protocol]") {
@@ -163,6 +163,92 @@ TEST_CASE("run spec: another protocol version is refused", "[protocol]") {
   CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
   doc.erase("version");
   CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
+}
+
+TEST_CASE("run spec: written at the oldest version that can express it", "[protocol][version]") {
+  auto written = [](const RunSpec& spec) { return json::parse(RunSpecToJson(spec))["version"]; };
+  RunSpec spec = Spec();
+  spec.optimizer.name = "sgd";
+  CHECK(RequiredProtocolVersion(spec) == 1);
+  CHECK(written(spec) == 1);
+  spec.optimizer.name = "adam";
+  CHECK(written(spec) == 1);
+  spec.optimizer.name = "adamw";
+  CHECK(RequiredProtocolVersion(spec) == 2);
+  CHECK(written(spec) == 2);
+  spec.optimizer.name = "sgd";
+  spec.background->optimizer.name = "adamw";  // the BG job's optimizer counts too
+  CHECK(RequiredProtocolVersion(spec) == 2);
+  CHECK(written(spec) == 2);
+  spec.background.reset();
+  CHECK(written(spec) == 1);
+  // Both versions are ones this build reads.
+  CHECK(kOldestProtocolVersion == 1);
+  CHECK(kProtocolVersion == 2);
+}
+
+TEST_CASE("run spec: adamw round-trips and defaults its weight decay as torch does",
+          "[protocol][version]") {
+  RunSpec spec = Spec();
+  spec.optimizer.name = "adamw";
+  spec.optimizer.weight_decay = 0.05;
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(RunSpecToJson(spec));
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->optimizer == spec.optimizer);
+  json doc = json::parse(RunSpecToJson(spec));
+  CHECK(doc["optimizer"]["betas"] == json({0.8, 0.99}));
+  CHECK_FALSE(doc["optimizer"].contains("momentum"));
+  doc["optimizer"] = {{"name", "adamw"}};
+  parsed = ParseRunSpecJson(doc.dump());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->optimizer.weight_decay == kAdamWDefaultWeightDecay);
+  CHECK(kAdamWDefaultWeightDecay == 0.01);
+  doc["optimizer"] = {{"name", "adam"}};
+  parsed = ParseRunSpecJson(doc.dump());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->optimizer.weight_decay == 0);
+}
+
+TEST_CASE("run spec: a version 1 document, as a coordinator of protocol 1 writes it, is read",
+          "[protocol][version]") {
+  json doc = json::parse(RunSpecToJson(Spec()));
+  doc["version"] = 1;
+  doc["optimizer"] = {
+      {"name", "adam"}, {"lr", 0.003}, {"betas", {0.8, 0.99}}, {"eps", 1e-8}, {"weight_decay", 0}};
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->optimizer.name == "adam");
+  doc["optimizer"] = {{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0}};
+  REQUIRE(ParseRunSpecJson(doc.dump()).ok());
+}
+
+TEST_CASE("run spec: a version 1 document that uses adamw is refused, naming field and version",
+          "[protocol][version]") {
+  RunSpec spec = Spec();
+  spec.optimizer.name = "adamw";
+  json doc = json::parse(RunSpecToJson(spec));
+  doc["version"] = 1;
+  CHECK(ErrorOf(doc) ==
+        "optimizer.name \"adamw\" needs executor protocol version 2; this run spec is version 1");
+  spec.optimizer.name = "sgd";
+  spec.background->optimizer.name = "adamw";
+  doc = json::parse(RunSpecToJson(spec));
+  doc["version"] = 1;
+  CHECK_THAT(ErrorOf(doc), Catch::StartsWith("background.optimizer.name \"adamw\" needs executor "
+                                             "protocol version 2"));
+}
+
+TEST_CASE("run spec: versions outside the range this build reads are refused",
+          "[protocol][version]") {
+  json doc = json::parse(RunSpecToJson(Spec()));
+  doc["version"] = kOldestProtocolVersion - 1;
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 2)");
+  doc["version"] = kProtocolVersion + 1;
+  CHECK(ErrorOf(doc) == "unsupported version 3 (this build reads versions 1 to 2)");
+  doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
+  CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
 
 TEST_CASE("executor commands: attach and detach round-trip", "[protocol]") {

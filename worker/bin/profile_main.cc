@@ -1,7 +1,7 @@
 // deepool-profile: measures per-layer forward and backward times and writes a profile JSON.
 //   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
 //                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
-//                   [--no-iteration-overhead] [--optimizer sgd|adam] [--momentum M]
+//                   [--no-iteration-overhead] [--optimizer sgd|adam|adamw] [--momentum M]
 //                   [--weight-decay W] [--no-links]
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
@@ -12,6 +12,7 @@
 #include "common/build_info.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
+#include "protocol/training_spec.h"
 #include "worker/runtime/profiling/profiler.h"
 
 int main(int argc, char** argv) {
@@ -58,10 +59,11 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer", optimizer,
                  "The optimizer whose step the iteration overhead includes: the job's "
                  "(Adam's step costs more than SGD's)")
-      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
   app.add_option("--momentum", momentum, "With --optimizer sgd (default 0.9, as a job's)");
-  app.add_option("--weight-decay", weight_decay, "The optimizer's weight decay (default 0)");
+  app.add_option("--weight-decay", weight_decay,
+                 "The optimizer's weight decay (default 0; adamw: 0.01, as torch's)");
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
@@ -74,7 +76,8 @@ int main(int argc, char** argv) {
   options.iteration_overhead = !no_overhead;
   options.overhead_optimizer.name = optimizer;
   options.overhead_optimizer.momentum = momentum.value_or(optimizer == "sgd" ? 0.9 : 0.0);
-  options.overhead_optimizer.weight_decay = weight_decay.value_or(0.0);
+  options.overhead_optimizer.weight_decay = weight_decay.value_or(
+      optimizer == "adamw" ? deepool::protocol::kAdamWDefaultWeightDecay : 0.0);
   if (app.count("--cuda-timing") > 0) {
     options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
   }

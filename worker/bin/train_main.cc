@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/logging.h"
+#include "protocol/training_spec.h"
 #include "worker/runtime/train_launch.h"
 
 int main(int argc, char** argv) {
@@ -21,11 +22,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--iterations", options.iterations, "training iterations");
   app.add_option("--global-batch", options.global_batch, "global batch (default: the plan's)");
-  app.add_option("--optimizer", options.optimizer.name, "sgd or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--optimizer", options.optimizer.name, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", options.optimizer.lr, "learning rate");
   app.add_option("--momentum", options.optimizer.momentum, "SGD momentum");
-  app.add_option("--weight-decay", options.optimizer.weight_decay, "weight decay");
+  app.add_option("--weight-decay", options.optimizer.weight_decay,
+                 "weight decay (default 0; adamw: 0.01, as torch's)");
   app.add_option("--data", options.data, "synthetic or cifar10:PATH");
   app.add_option("--seed", options.seed, "weights and synthetic data seed");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");
@@ -48,6 +50,9 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");
   app.add_flag("--json", options.json_events, "print the ranks' raw JSON events");
   CLI11_PARSE(app, argc, argv);
+  if (options.optimizer.name == "adamw" && app.count("--weight-decay") == 0) {
+    options.optimizer.weight_decay = deepool::protocol::kAdamWDefaultWeightDecay;
+  }
   deepool::InitLogging("train", "warn");
   deepool::Status status = deepool::worker::RunTraining(options, std::cout);
   if (!status.ok()) {

@@ -12,7 +12,7 @@ Status CudaGraphCapturable(const BackgroundSpec& spec) {
   if (!spec.sharing.cuda_graphs) return FailedPreconditionError("cuda_graphs is off");
   if (spec.optimizer.name != "sgd") {
     return FailedPreconditionError(
-        "only SGD steps can be captured (Adam counts steps on the host)");
+        "only SGD steps can be captured (Adam and AdamW count steps on the host)");
   }
   if (spec.graph) {
     for (const auto& layer : spec.graph->layers()) {

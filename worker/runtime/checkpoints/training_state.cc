@@ -1,5 +1,6 @@
 #include "worker/runtime/checkpoints/training_state.h"
 
+#include <functional>
 #include <unordered_map>
 
 namespace deepool::worker {
@@ -16,22 +17,50 @@ std::vector<std::shared_ptr<LayerModule>> ByLayerId(
   return by_id;
 }
 
+// Adam and AdamW keep the same per-parameter state in types of their own.
+template <typename AdamState>
+void AddAdamFields(const AdamState& adam, std::vector<std::pair<std::string, torch::Tensor>>* out) {
+  out->emplace_back("step", torch::tensor(adam.step(), torch::kInt64));
+  if (adam.exp_avg().defined()) out->emplace_back("exp_avg", adam.exp_avg());
+  if (adam.exp_avg_sq().defined()) out->emplace_back("exp_avg_sq", adam.exp_avg_sq());
+  if (adam.max_exp_avg_sq().defined()) out->emplace_back("max_exp_avg_sq", adam.max_exp_avg_sq());
+}
+
 // The optimizer's state fields of one parameter, by field name; empty before its first step.
 std::vector<std::pair<std::string, torch::Tensor>> StateFields(
     const torch::optim::OptimizerParamState& state) {
   std::vector<std::pair<std::string, torch::Tensor>> fields;
-  auto add = [&](const char* name, const torch::Tensor& t) {
-    if (t.defined()) fields.emplace_back(name, t);
-  };
   if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state)) {
-    add("momentum_buffer", sgd->momentum_buffer());
+    if (sgd->momentum_buffer().defined()) {
+      fields.emplace_back("momentum_buffer", sgd->momentum_buffer());
+    }
   } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(&state)) {
-    fields.emplace_back("step", torch::tensor(adam->step(), torch::kInt64));
-    add("exp_avg", adam->exp_avg());
-    add("exp_avg_sq", adam->exp_avg_sq());
-    add("max_exp_avg_sq", adam->max_exp_avg_sq());
+    AddAdamFields(*adam, &fields);
+  } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(&state)) {
+    AddAdamFields(*adamw, &fields);
   }
   return fields;
+}
+
+using Field = std::function<torch::Tensor(const char* name)>;
+
+// Adam's or AdamW's state of the parameter `key` from its fields; nullptr when it has none.
+template <typename AdamState>
+StatusOr<std::unique_ptr<torch::optim::OptimizerParamState>> MakeAdamState(const Field& field,
+                                                                           const std::string& key,
+                                                                           const char* optimizer) {
+  torch::Tensor step = field("step");
+  if (!step.defined()) return std::unique_ptr<torch::optim::OptimizerParamState>();
+  auto state = std::make_unique<AdamState>();
+  state->step(step.item<int64_t>());
+  state->exp_avg(field("exp_avg"));
+  state->exp_avg_sq(field("exp_avg_sq"));
+  if (torch::Tensor m = field("max_exp_avg_sq"); m.defined()) state->max_exp_avg_sq(m);
+  if (!state->exp_avg().defined() || !state->exp_avg_sq().defined()) {
+    return InvalidArgumentError("checkpoint has " + std::string(optimizer) + "'s step for '" + key +
+                                "' but not its moments");
+  }
+  return std::unique_ptr<torch::optim::OptimizerParamState>(std::move(state));
 }
 
 // A parameter's optimizer state from its fields in the checkpoint (tensors on the CPU), moved
@@ -40,7 +69,7 @@ StatusOr<std::unique_ptr<torch::optim::OptimizerParamState>> MakeParamState(
     const torch::optim::Optimizer& optimizer, const std::string& key,
     const std::unordered_map<std::string, const torch::Tensor*>& by_key,
     const torch::Tensor& param) {
-  auto field = [&](const char* name) -> torch::Tensor {
+  const Field field = [&](const char* name) -> torch::Tensor {
     auto found = by_key.find(kOptimizerKeyPrefix + key + "." + name);
     if (found == by_key.end()) return {};
     return found->second->to(param.device()).clone();
@@ -53,18 +82,10 @@ StatusOr<std::unique_ptr<torch::optim::OptimizerParamState>> MakeParamState(
     return std::unique_ptr<torch::optim::OptimizerParamState>(std::move(state));
   }
   if (dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr) {
-    torch::Tensor step = field("step");
-    if (!step.defined()) return std::unique_ptr<torch::optim::OptimizerParamState>();
-    auto state = std::make_unique<torch::optim::AdamParamState>();
-    state->step(step.item<int64_t>());
-    state->exp_avg(field("exp_avg"));
-    state->exp_avg_sq(field("exp_avg_sq"));
-    if (torch::Tensor m = field("max_exp_avg_sq"); m.defined()) state->max_exp_avg_sq(m);
-    if (!state->exp_avg().defined() || !state->exp_avg_sq().defined()) {
-      return InvalidArgumentError("checkpoint has Adam's step for '" + key +
-                                  "' but not its moments");
-    }
-    return std::unique_ptr<torch::optim::OptimizerParamState>(std::move(state));
+    return MakeAdamState<torch::optim::AdamParamState>(field, key, "Adam");
+  }
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) {
+    return MakeAdamState<torch::optim::AdamWParamState>(field, key, "AdamW");
   }
   return UnimplementedError("checkpoints of this optimizer's state");
 }

@@ -1,7 +1,7 @@
 // What a rank must save so that training can go on exactly where it stopped, on the same plan
 // or on another one: the parameters and buffers of its layers under their state_dict keys
 // (checkpoint.h) and the optimizer's per-parameter state under
-// "optimizer.<layer>.<parameter>.<field>" (SGD: momentum_buffer; Adam: step, exp_avg,
+// "optimizer.<layer>.<parameter>.<field>" (SGD: momentum_buffer; Adam and AdamW: step, exp_avg,
 // exp_avg_sq, max_exp_avg_sq). The iteration, the data position and every random draw follow
 // from the iteration count and the seed (data.h, layer_module.h), so the count in the
 // checkpoint's manifest (checkpoint_dir.h) completes the state.

@@ -1,4 +1,4 @@
-// Optimizers from the run spec: SGD (momentum, weight decay) and Adam, via torch::optim.
+// Optimizers from the run spec: SGD (momentum, weight decay), Adam and AdamW, via torch::optim.
 // Threading: an optimizer belongs to its executor's thread.
 #pragma once
 
