@@ -44,7 +44,8 @@ Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
                                 " layers; at most " + std::to_string(kMaxGraphLayers) +
                                 " are accepted");
   }
-  const int64_t state_copies = spec.optimizer.name == "adam" ? 4 : 3;  // weights, grads, state
+  // Weights, gradients and the optimizer's state: SGD's momentum, or Adam's (AdamW's) two moments.
+  const int64_t state_copies = spec.optimizer.name == "sgd" ? 3 : 4;
   const int64_t state_bytes = graph.total_params() * 4 * state_copies;
   if (graph.total_params() > kMaxDeviceMemoryBytes / 16 || state_bytes > kMaxDeviceMemoryBytes) {
     return InvalidArgumentError(
@@ -115,7 +116,8 @@ std::string OptimizerStepKey(const jobspec::OptimizerSpec& optimizer) {
 
 StatusOr<int64_t> InProcessPlanningBackend::DeviceMemoryFloor(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
-  const double state_copies = spec.optimizer.name == "adam" ? 4 : 3;  // weights, grads, state
+  // Weights, gradients and the optimizer's state: SGD's momentum, or Adam's (AdamW's) two moments.
+  const double state_copies = spec.optimizer.name == "sgd" ? 3 : 4;
   double largest_layer_state = 0;
   double kept_per_sample = static_cast<double>(graph.input_bytes());
   for (const planner::Layer& layer : graph.layers()) {

@@ -98,8 +98,9 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return FieldError("iterations", "must be in [1, " + std::to_string(kMaxIterations) + "]");
   }
   const OptimizerSpec& opt = spec.optimizer;
-  if (opt.name != "sgd" && opt.name != "adam") {
-    return FieldError("optimizer.name", "must be \"sgd\" or \"adam\", got \"" + opt.name + "\"");
+  if (opt.name != "sgd" && opt.name != "adam" && opt.name != "adamw") {
+    return FieldError("optimizer.name",
+                      "must be \"sgd\", \"adam\" or \"adamw\", got \"" + opt.name + "\"");
   }
   if (!(opt.lr > 0) || !std::isfinite(opt.lr)) return FieldError("optimizer.lr", "must be > 0");
   if (!(opt.momentum >= 0 && opt.momentum < 1)) {
@@ -146,6 +147,10 @@ bool RequeuesOnFailure(const JobSpec& spec) {
 bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "replan"; }
 
 bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
+
+int RequiredProtocolVersion(const JobSpec& spec) {
+  return protocol::OptimizerProtocolVersion(spec.optimizer.name);
+}
 
 int64_t SpecBytes(const JobSpec& spec) {
   return static_cast<int64_t>(sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() +

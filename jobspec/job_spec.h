@@ -12,6 +12,7 @@
 #include "common/shared_text.h"
 #include "common/status.h"
 #include "planner/gradient_sync.h"
+#include "protocol/training_spec.h"
 
 namespace deepool::jobspec {
 
@@ -19,12 +20,16 @@ enum class JobRole { kFg, kBg };
 const char* RoleName(JobRole role);  // "fg", "bg"
 
 struct OptimizerSpec {
+  // "sgd", "adam" or "adamw" (decoupled weight decay, as torch.optim.AdamW; its run spec needs
+  // executor protocol 2, so the coordinator places it only on workers that speak it).
   std::string name = "sgd";
   double lr = 0.01;
-  double momentum = 0.9;  // JobSpecFromProto makes it 0 for "adam" unless given
+  double momentum = 0.9;  // JobSpecFromProto makes it 0 for "adam" and "adamw" unless given
+  // JobSpecFromProto makes it protocol::kAdamWDefaultWeightDecay (0.01, as torch's) for
+  // "adamw" unless given.
   double weight_decay = 0;
-  std::array<double, 2> betas{0.9, 0.999};
-  double eps = 1e-8;
+  std::array<double, 2> betas{0.9, 0.999};  // adam, adamw
+  double eps = 1e-8;                        // adam, adamw
 };
 
 struct DataSpec {
@@ -77,6 +82,10 @@ bool ReplansOnNodeLoss(const JobSpec& spec);
 // Whether batch norm statistics are summed over each layer's devices (batch_norm
 // "synchronized") rather than kept per device ("per_device").
 bool SynchronizesBatchNorm(const JobSpec& spec);
+// The executor protocol version (protocol/version.h) of the job's run spec: the one the
+// coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
+// protocol::OptimizerProtocolVersion) and that every node the job is placed on must read.
+int RequiredProtocolVersion(const JobSpec& spec);
 
 // The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its
 // inline graph and its strings.

@@ -95,7 +95,12 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
-    if (spec.optimizer.name == "adam") spec.optimizer.momentum = 0;
+    if (spec.optimizer.name == "adam" || spec.optimizer.name == "adamw") {
+      spec.optimizer.momentum = 0;
+    }
+    if (spec.optimizer.name == "adamw") {
+      spec.optimizer.weight_decay = protocol::kAdamWDefaultWeightDecay;
+    }
     if (o.has_lr()) spec.optimizer.lr = o.lr();
     if (o.has_momentum()) spec.optimizer.momentum = o.momentum();
     if (o.has_weight_decay()) spec.optimizer.weight_decay = o.weight_decay();

@@ -384,7 +384,7 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--amplification-limit,--amp", flags->amplification_limit,
                   "FG: GPU-seconds per iteration / single-GPU iteration time (0: unconstrained)");
   cmd->add_option("--priority", flags->priority, "Higher runs first");
-  cmd->add_option("--optimizer", flags->optimizer, "SGD or Adam (sgd, adam)");
+  cmd->add_option("--optimizer", flags->optimizer, "SGD, Adam or AdamW (sgd, adam, adamw)");
   cmd->add_option("--lr", flags->lr, "Learning rate");
   cmd->add_option("--data", flags->data, "Synthetic or cifar10");
   cmd->add_option("--data-path", flags->data_path, "The cifar10 file or directory on every worker");

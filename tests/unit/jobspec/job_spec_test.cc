@@ -75,6 +75,36 @@ TEST_CASE("a full job spec is read field by field and round-trips", "[job_spec]"
   CHECK(JobSpecToJson(*again) == JobSpecToJson(*spec));
 }
 
+TEST_CASE("adamw takes torch's defaults and needs executor protocol 2", "[job_spec][version]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"optimizer":{"name":"adamw","lr":0.001})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  CHECK(spec->optimizer.name == "adamw");
+  CHECK(spec->optimizer.momentum == 0);
+  CHECK(spec->optimizer.weight_decay == 0.01);  // torch.optim.AdamW's
+  CHECK(spec->optimizer.betas == std::array<double, 2>{0.9, 0.999});
+  CHECK(spec->optimizer.eps == 1e-8);
+  CHECK(RequiredProtocolVersion(*spec) == 2);
+  // Given, it is kept (0 too); adam's stays 0.
+  spec = ParseJobSpecJson(
+      Spec(R"(,"optimizer":{"name":"adamw","weight_decay":0,"betas":[0.8,0.99],"eps":1e-6})"));
+  REQUIRE(spec.ok());
+  CHECK(spec->optimizer.weight_decay == 0);
+  CHECK(spec->optimizer.betas[0] == 0.8);
+  StatusOr<JobSpec> again = JobSpecFromJson(JobSpecToJson(*spec));
+  REQUIRE(again.ok());
+  CHECK(JobSpecToJson(*again) == JobSpecToJson(*spec));
+  spec = ParseJobSpecJson(Spec(R"(,"optimizer":{"name":"adam"})"));
+  REQUIRE(spec.ok());
+  CHECK(spec->optimizer.weight_decay == 0);
+  CHECK(RequiredProtocolVersion(*spec) == 1);
+  spec = ParseJobSpecJson(Spec(""));
+  REQUIRE(spec.ok());
+  CHECK(RequiredProtocolVersion(*spec) == 1);
+  CHECK(ErrorOf(Spec(R"(,"optimizer":{"name":"AdamW"})")) ==
+        "optimizer.name: must be \"sgd\", \"adam\" or \"adamw\", got \"AdamW\"");
+}
+
 TEST_CASE("an inline graph is kept as its JSON text", "[job_spec]") {
   StatusOr<JobSpec> spec = ParseJobSpecJson(
       R"({"graph":{"format":"deepool.graph","name":"g"},"global_batch":4,"iterations":1})");
