@@ -156,6 +156,7 @@ v1::Node NodeToProto(const NodeRecord& node,
   }
   p.set_registered_ms(node.registered_ms);
   p.set_last_heartbeat_ms(node.last_heartbeat_ms);
+  p.set_protocol_version(node.protocol.newest);
   for (const DeviceInfo& d : node.devices) {
     v1::Device* device = p.add_devices();
     device->set_device(d.device);

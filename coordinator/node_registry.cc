@@ -1,5 +1,6 @@
 #include "coordinator/node_registry.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -8,14 +9,39 @@
 
 namespace deepool::coordinator {
 
-Status CheckWorkerProtocol(int worker_version, int coordinator_version) {
-  if (worker_version == coordinator_version) return Status::Ok();
-  const std::string older =
-      worker_version < coordinator_version ? "the worker is older" : "the coordinator is older";
-  return FailedPreconditionError(
-      "the worker speaks executor protocol " + std::to_string(worker_version) +
-      " and this coordinator speaks " + std::to_string(coordinator_version) + "; " + older +
-      ": run the same deepool release on both (a worker from before protocol versioning sends 0)");
+namespace {
+
+// "1", or "1 to 2".
+std::string Versions(int oldest, int newest) {
+  return oldest == newest ? std::to_string(newest)
+                          : std::to_string(oldest) + " to " + std::to_string(newest);
+}
+
+}  // namespace
+
+StatusOr<protocol::ProtocolRange> NegotiateWorkerProtocol(int worker_newest, int worker_oldest,
+                                                          protocol::ProtocolRange coordinator) {
+  if (worker_oldest == 0) worker_oldest = worker_newest;  // a worker from before ranges
+  if (worker_oldest > worker_newest) {
+    return InvalidArgumentError("oldest_protocol_version " + std::to_string(worker_oldest) +
+                                " is above protocol_version " + std::to_string(worker_newest));
+  }
+  const std::string speaks =
+      "the worker speaks executor protocol " + Versions(worker_oldest, worker_newest) +
+      " and this coordinator speaks " + Versions(coordinator.oldest, coordinator.newest) + "; ";
+  if (worker_newest < coordinator.oldest) {
+    return FailedPreconditionError(
+        speaks + "the worker is older: upgrade it to a deepool release that speaks protocol " +
+        std::to_string(coordinator.oldest) +
+        " or newer (a worker from before protocol versioning sends 0)");
+  }
+  if (worker_oldest > coordinator.newest) {
+    return FailedPreconditionError(
+        speaks + "the coordinator is older: upgrade it to a deepool release that speaks protocol " +
+        std::to_string(worker_oldest) + " or newer");
+  }
+  return protocol::ProtocolRange{std::max(worker_oldest, coordinator.oldest),
+                                 std::min(worker_newest, coordinator.newest)};
 }
 
 const char* NodeStateName(NodeState state) {
@@ -54,7 +80,8 @@ NodeRegistry::NodeRegistry(const Clock* clock, Clock::Duration node_timeout)
     : clock_(clock), node_timeout_(node_timeout) {}
 
 StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::string& address,
-                                            const std::vector<DeviceInfo>& devices) {
+                                            const std::vector<DeviceInfo>& devices,
+                                            protocol::ProtocolRange protocol) {
   RETURN_IF_ERROR(CheckPlainName("name", name));
   if (StatusOr<HostPort> parsed = ParseHostOptionalPort(address); !parsed.ok()) {
     return parsed.status().WithContext("address");
@@ -77,12 +104,13 @@ StatusOr<NodeRecord> NodeRegistry::Register(const std::string& name, const std::
   node.name = name;
   node.address = address;
   node.devices = devices;
+  node.protocol = protocol;
   node.state = node.drained ? NodeState::kDraining : NodeState::kUp;
   node.registered_ms = clock_->WallMillis();
   node.last_heartbeat_ms = node.registered_ms;
   node.last_seen = clock_->Now();
-  DP_LOG_INFO("node {} {} at {} with {} devices", id, fresh ? "registered" : "re-registered",
-              address, devices.size());
+  DP_LOG_INFO("node {} {} at {} with {} devices, executor protocol {}", id,
+              fresh ? "registered" : "re-registered", address, devices.size(), protocol.newest);
   return node;
 }
 

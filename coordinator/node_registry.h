@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "protocol/version.h"
 
 namespace deepool::coordinator {
 
@@ -31,6 +32,10 @@ struct NodeRecord {
   std::string name;
   std::string address;
   std::vector<DeviceInfo> devices;
+  // The executor protocol versions its worker and this coordinator have in common
+  // (NegotiateWorkerProtocol): a run spec of version v may go to the node when it Contains(v);
+  // protocol.newest is the version the coordinator uses with it.
+  protocol::ProtocolRange protocol;
   NodeState state = NodeState::kUp;
   bool drained = false;  // kept across re-registration and DOWN
   int64_t registered_ms = 0;
@@ -43,9 +48,15 @@ struct NodeRecord {
   std::string host() const;
 };
 
-// OK when a worker speaks the coordinator's executor protocol (protocol/version.h); else
-// FAILED_PRECONDITION saying which side to upgrade.
-Status CheckWorkerProtocol(int worker_version, int coordinator_version);
+// The executor protocol versions (protocol/version.h) a worker and the coordinator have in
+// common: the overlap of the worker's [worker_oldest, worker_newest] (RegisterNodeRequest's
+// oldest_protocol_version and protocol_version) and the coordinator's range. Its newest is the
+// version they use: the newest both speak. A worker from before version ranges sends
+// worker_oldest 0, meaning it speaks worker_newest only; one from before versioning sends
+// worker_newest 0 too. FAILED_PRECONDITION when the ranges do not overlap, saying which side is
+// older and what to upgrade; INVALID_ARGUMENT when worker_oldest > worker_newest.
+StatusOr<protocol::ProtocolRange> NegotiateWorkerProtocol(int worker_newest, int worker_oldest,
+                                                          protocol::ProtocolRange coordinator);
 // A node or device name as shown in tables and logs: 1 to 64 letters, digits and . _ - :
 // (INVALID_ARGUMENT naming `field` otherwise).
 Status CheckPlainName(const std::string& field, const std::string& name);
@@ -54,10 +65,12 @@ class NodeRegistry {
  public:
   NodeRegistry(const Clock* clock, Clock::Duration node_timeout);
 
-  // Registers (or re-registers) a node. INVALID_ARGUMENT naming the field for an empty name,
-  // no devices, or duplicate device names.
+  // Registers (or re-registers) a node whose worker has `protocol` in common with this
+  // coordinator (NegotiateWorkerProtocol; by default this build's whole range).
+  // INVALID_ARGUMENT naming the field for an empty name, no devices, or duplicate device names.
   StatusOr<NodeRecord> Register(const std::string& name, const std::string& address,
-                                const std::vector<DeviceInfo>& devices);
+                                const std::vector<DeviceInfo>& devices,
+                                protocol::ProtocolRange protocol = {});
   // NOT_FOUND for an unknown node or one marked DOWN (it must register again).
   Status Heartbeat(const std::string& node_id);
   // Accepts an id or a name. NOT_FOUND when neither matches.

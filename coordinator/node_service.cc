@@ -54,13 +54,15 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
                                            v1::RegisterNodeResponse* resp) {
   Status allowed = AuthorizeNodeName(ctx, req->name());
   if (!allowed.ok()) return ToGrpcStatus(allowed);
-  Status protocol = CheckWorkerProtocol(req->protocol_version(), protocol::kProtocolVersion);
-  if (!protocol.ok()) return ToGrpcStatus(protocol);
+  StatusOr<protocol::ProtocolRange> common = NegotiateWorkerProtocol(
+      req->protocol_version(), req->oldest_protocol_version(), protocol::ProtocolRange{});
+  if (!common.ok()) return ToGrpcStatus(common.status());
   StatusOr<Scheduler::Registration> registration =
       scheduler_->RegisterNode(req->name(), req->address(), DevicesFromProto(req->devices()),
-                               ToVector(req->running_tasks()));
+                               ToVector(req->running_tasks()), *common);
   if (!registration.ok()) return ToGrpcStatus(registration.status());
   resp->set_node_id(registration->node.id);
+  resp->set_protocol_version(common->newest);
   resp->set_heartbeat_interval_ms(heartbeat_interval_ms_);
   resp->set_node_timeout_ms(
       std::chrono::duration_cast<std::chrono::milliseconds>(nodes_->node_timeout()).count());

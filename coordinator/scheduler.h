@@ -115,9 +115,12 @@ class Scheduler {
     NodeRecord node;
     std::vector<std::string> cancel_task_ids;
   };
+  // `protocol`: the executor protocol versions the node's worker shares with this coordinator
+  // (NegotiateWorkerProtocol; by default all this build speaks).
   StatusOr<Registration> RegisterNode(const std::string& name, const std::string& address,
                                       const std::vector<DeviceInfo>& devices,
-                                      const std::vector<v1::RunningTask>& running);
+                                      const std::vector<v1::RunningTask>& running,
+                                      protocol::ProtocolRange protocol = {});
   StatusOr<std::vector<v1::TaskCommand>> Heartbeat(const std::string& node_id,
                                                    const std::vector<v1::RunningTask>& running);
   // Returns true when the task is no longer wanted (the worker should stop it).

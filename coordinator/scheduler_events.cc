@@ -378,8 +378,8 @@ bool Scheduler::StopAtCheckpointWanted(const std::string& task_id) const {
 
 StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
     const std::string& name, const std::string& address, const std::vector<DeviceInfo>& devices,
-    const std::vector<v1::RunningTask>& running) {
-  ASSIGN_OR_RETURN(NodeRecord node, nodes_->Register(name, address, devices));
+    const std::vector<v1::RunningTask>& running, protocol::ProtocolRange protocol) {
+  ASSIGN_OR_RETURN(NodeRecord node, nodes_->Register(name, address, devices, protocol));
   Registration registration;
   registration.node = node;
   Writes writes;

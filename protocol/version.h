@@ -12,6 +12,8 @@
 // - Readers accept [kOldestProtocolVersion, kProtocolVersion]; a document that uses a feature
 //   newer than its own version (version 1 naming the adamw optimizer) is refused, naming the
 //   field and the version it needs.
+// - At registration the worker sends its range and the coordinator uses the newest version both
+//   speak with it (coordinator/node_registry.h, NegotiateWorkerProtocol).
 //
 // Versions:
 //   1: sgd and adam.
@@ -27,5 +29,14 @@ inline constexpr int kOldestProtocolVersion = 1;
 
 // The version that introduced the adamw optimizer.
 inline constexpr int kAdamWProtocolVersion = 2;
+
+// Versions oldest..newest, both included: what a build speaks, or what a worker and the
+// coordinator have in common (newest is then the version they use with each other).
+struct ProtocolRange {
+  int oldest = kOldestProtocolVersion;
+  int newest = kProtocolVersion;
+  bool Contains(int version) const { return oldest <= version && version <= newest; }
+  bool operator==(const ProtocolRange& o) const { return oldest == o.oldest && newest == o.newest; }
+};
 
 }  // namespace deepool::protocol

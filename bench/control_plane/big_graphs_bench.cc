@@ -114,6 +114,7 @@ class Worker {
     req.set_name("w0");
     req.set_address("127.0.0.1");
     req.set_protocol_version(deepool::protocol::kProtocolVersion);
+    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
     v1::Device* d = req.add_devices();
     d->set_device("cpu:0");
     d->set_type("cpu");

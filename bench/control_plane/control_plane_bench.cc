@@ -53,6 +53,7 @@ class FakeWorker {
     v1::RegisterNodeRequest req;
     req.set_name(name);
     req.set_protocol_version(deepool::protocol::kProtocolVersion);
+    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
     req.set_address("127.0.0.1");
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = req.add_devices();

@@ -412,7 +412,8 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
 
 std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms) {
   if (nodes.empty()) return "no nodes\n";
-  Table table({"NAME", "ID", "STATE", "ADDRESS", "DEVICES", "FG", "BG", "TASKS", "HEARTBEAT"});
+  Table table(
+      {"NAME", "ID", "STATE", "ADDRESS", "DEVICES", "FG", "BG", "TASKS", "PROTOCOL", "HEARTBEAT"});
   for (const auto& node : nodes) {
     std::map<std::string, int> types;
     for (const auto& d : node.devices()) types[d.type()]++;
@@ -427,11 +428,14 @@ std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms) {
     }
     std::string state = v1::NodeState_Name(node.state());
     if (state.rfind("NODE_STATE_", 0) == 0) state = state.substr(11);
-    table.AddRow(
-        {node.name(), node.node_id(), state, node.address(), devices.empty() ? "-" : devices,
-         std::to_string(fg) + "/" + std::to_string(node.devices_size()),
-         std::to_string(bg) + "/" + std::to_string(node.devices_size()),
-         std::to_string(node.task_ids_size()), FormatAgo(node.last_heartbeat_ms(), now_ms)});
+    table.AddRow({node.name(), node.node_id(), state, node.address(),
+                  devices.empty() ? "-" : devices,
+                  std::to_string(fg) + "/" + std::to_string(node.devices_size()),
+                  std::to_string(bg) + "/" + std::to_string(node.devices_size()),
+                  std::to_string(node.task_ids_size()),
+                  // 0: a coordinator from before it said.
+                  node.protocol_version() > 0 ? std::to_string(node.protocol_version()) : "-",
+                  FormatAgo(node.last_heartbeat_ms(), now_ms)});
   }
   return table.Render();
 }

@@ -75,21 +75,30 @@ struct Cluster {
     REQUIRE(client->GetJob(Context().get(), req, &job).ok());
     return job;
   }
-  std::string Register(const std::string& name, int devices) {
+  // What a worker of this build sends.
+  static v1::RegisterNodeRequest NodeRequest(const std::string& name, int devices) {
     v1::RegisterNodeRequest req;
     req.set_name(name);
     req.set_address("127.0.0.1");
     req.set_protocol_version(protocol::kProtocolVersion);
+    req.set_oldest_protocol_version(protocol::kOldestProtocolVersion);
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = req.add_devices();
       d->set_device("cpu:" + std::to_string(i));
       d->set_type("cpu");
     }
+    return req;
+  }
+  v1::RegisterNodeResponse Register(const v1::RegisterNodeRequest& req) {
     v1::RegisterNodeResponse resp;
     grpc::Status status = worker->RegisterNode(Context().get(), req, &resp);
+    INFO(status.error_message());
     REQUIRE(status.ok());
     CHECK(resp.heartbeat_interval_ms() > 0);
-    return resp.node_id();
+    return resp;
+  }
+  std::string Register(const std::string& name, int devices) {
+    return Register(NodeRequest(name, devices)).node_id();
   }
 
   FakeClock clock;

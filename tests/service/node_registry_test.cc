@@ -71,5 +71,76 @@ TEST_CASE("registration refuses malformed nodes naming the field", "[node_regist
   CHECK(nodes.Register("gpu-01.rack_2", "h:1", TwoCpus()).ok());
 }
 
+using protocol::ProtocolRange;
+
+// This coordinator's range in the tests below, written out: the rule, not the constants.
+constexpr ProtocolRange kCoordinator{1, 2};
+
+TEST_CASE("negotiation: overlapping ranges use the newest version both speak",
+          "[node_registry][version]") {
+  CHECK(*NegotiateWorkerProtocol(2, 1, kCoordinator) == ProtocolRange{1, 2});
+  CHECK(NegotiateWorkerProtocol(2, 1, kCoordinator)->newest == 2);
+  // A worker one version ahead (it reads 2 and 3): version 2, and it reads nothing older.
+  CHECK(*NegotiateWorkerProtocol(3, 2, kCoordinator) == ProtocolRange{2, 2});
+  // A worker that speaks only 1, sending its range.
+  CHECK(*NegotiateWorkerProtocol(1, 1, kCoordinator) == ProtocolRange{1, 1});
+  // This build's own worker and coordinator.
+  CHECK(*NegotiateWorkerProtocol(protocol::kProtocolVersion, protocol::kOldestProtocolVersion,
+                                 ProtocolRange{}) == ProtocolRange{});
+}
+
+TEST_CASE("negotiation: a worker from before version ranges sends oldest 0 and speaks only one",
+          "[node_registry][version]") {
+  StatusOr<ProtocolRange> old = NegotiateWorkerProtocol(1, 0, kCoordinator);
+  REQUIRE(old.ok());
+  CHECK(*old == ProtocolRange{1, 1});
+  CHECK_FALSE(old->Contains(2));
+  CHECK(NegotiateWorkerProtocol(2, 0, kCoordinator)->oldest == 2);
+}
+
+TEST_CASE("negotiation: a worker too old is refused saying to upgrade it",
+          "[node_registry][version]") {
+  StatusOr<ProtocolRange> refused = NegotiateWorkerProtocol(1, 1, ProtocolRange{2, 3});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message() ==
+        "the worker speaks executor protocol 1 and this coordinator speaks 2 to 3; the worker is "
+        "older: upgrade it to a deepool release that speaks protocol 2 or newer (a worker from "
+        "before protocol versioning sends 0)");
+  // From before versioning: nothing at all.
+  refused = NegotiateWorkerProtocol(0, 0, kCoordinator);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(refused.status().message(), Catch::Contains("the worker is older"));
+}
+
+TEST_CASE("negotiation: a worker too new is refused saying to upgrade the coordinator",
+          "[node_registry][version]") {
+  StatusOr<ProtocolRange> refused = NegotiateWorkerProtocol(4, 3, kCoordinator);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message() ==
+        "the worker speaks executor protocol 3 to 4 and this coordinator speaks 1 to 2; the "
+        "coordinator is older: upgrade it to a deepool release that speaks protocol 3 or newer");
+  // Only protocol 3, sent as a worker from before ranges would.
+  CHECK(NegotiateWorkerProtocol(3, 0, kCoordinator).status().code() ==
+        StatusCode::kFailedPrecondition);
+  // A range upside down is a malformed request.
+  CHECK(NegotiateWorkerProtocol(1, 2, kCoordinator).status().code() ==
+        StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a node keeps the protocol it registered with, and a new one when it re-registers",
+          "[node_registry][version]") {
+  FakeClock clock;
+  NodeRegistry nodes(&clock, seconds(10));
+  REQUIRE(nodes.Register("a", "h:1", TwoCpus(), ProtocolRange{1, 1}).ok());
+  CHECK(nodes.Get("node-a")->protocol == ProtocolRange{1, 1});
+  // Upgraded in place.
+  REQUIRE(nodes.Register("a", "h:1", TwoCpus(), ProtocolRange{1, 2}).ok());
+  CHECK(nodes.Get("node-a")->protocol == ProtocolRange{1, 2});
+  CHECK(nodes.List()[0].protocol.newest == 2);
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

@@ -27,11 +27,12 @@ struct Harness {
     REQUIRE(scheduler.Recover().ok());
   }
 
+  // `protocol`: the executor protocol versions its worker shares with the coordinator.
   void AddNode(const std::string& name, int devices, const std::string& type = "cpu",
-               std::vector<v1::RunningTask> running = {}) {
+               std::vector<v1::RunningTask> running = {}, protocol::ProtocolRange protocol = {}) {
     std::vector<DeviceInfo> list;
     for (int i = 0; i < devices; ++i) list.push_back({"cpu:" + std::to_string(i), type, 0});
-    REQUIRE(scheduler.RegisterNode(name, "10.0.0." + name + ":7000", list, running).ok());
+    REQUIRE(scheduler.RegisterNode(name, "10.0.0." + name + ":7000", list, running, protocol).ok());
   }
   std::vector<v1::TaskCommand> Commands(const std::string& node_id) {
     auto commands = scheduler.WaitForCommands(node_id, milliseconds(0));

@@ -180,6 +180,7 @@ bool WorkerDaemon::Register() {
   request.set_address(options_.address);
   request.set_version(options_.version);
   request.set_protocol_version(protocol::kProtocolVersion);
+  request.set_oldest_protocol_version(protocol::kOldestProtocolVersion);
   for (const auto& d : options_.devices) {
     auto* device = request.add_devices();
     device->set_device(d.name);
@@ -222,8 +223,9 @@ bool WorkerDaemon::Register() {
   RenewLease(&response);
   registrations_++;
   cv_.notify_all();
-  DP_LOG_INFO("registered as node {} with {} devices and {} running tasks", response.node_id(),
-              options_.devices.size(), request.running_tasks_size());
+  DP_LOG_INFO("registered as node {} with {} devices and {} running tasks, executor protocol {}",
+              response.node_id(), options_.devices.size(), request.running_tasks_size(),
+              response.protocol_version());
   for (const auto& task_id : response.cancel_task_ids()) {
     DP_LOG_INFO("task {}: the coordinator no longer wants it; cancelling", task_id);
     CancelTask(task_id, "the coordinator did not want it when this worker registered again");
