@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace deepool::coordinator {
 namespace {
@@ -40,13 +41,45 @@ ForegroundGrant Pack(const std::string& job_id, const std::string& type,
   return grant;
 }
 
+// "needs workers that speak executor protocol 2 (adamw); 3 of 4 nodes speak only 1: upgrade
+// them": why no schedulable node reads the version a job's run spec is written at.
+std::string ProtocolReason(const JobRecord& job, int version,
+                           const std::vector<NodeRecord>& nodes) {
+  int schedulable = 0;
+  int older = 0;  // speak only versions before it: the workers need upgrading
+  int newer = 0;  // read only versions after it: the coordinator does
+  std::set<int> older_newest;
+  for (const NodeRecord& node : nodes) {
+    if (!node.schedulable()) continue;
+    ++schedulable;
+    if (node.protocol.newest < version) {
+      ++older;
+      older_newest.insert(node.protocol.newest);
+    } else if (node.protocol.oldest > version) {
+      ++newer;
+    }
+  }
+  std::string reason = "needs workers that speak executor protocol " + std::to_string(version) +
+                       " (" + job.spec.optimizer.name + ")";
+  const std::string of = " of " + std::to_string(schedulable) + " nodes ";
+  if (older > 0) {
+    reason += "; " + std::to_string(older) + of + "speak only " +
+              (older_newest.size() == 1 ? "" : "up to ") + std::to_string(*older_newest.rbegin()) +
+              ": upgrade them";
+  }
+  if (newer > 0) {
+    reason += "; " + std::to_string(newer) + of + "no longer read it: upgrade the coordinator";
+  }
+  return reason;
+}
+
 class Round {
  public:
   explicit Round(AdmissionInput input) : in_(std::move(input)) {
     for (const NodeRecord& node : in_.nodes) {
       if (!node.schedulable()) continue;
+      protocol_[node.id] = node.protocol;
       for (const DeviceInfo& device : node.devices) {
-        ++capacity_[device.type];
         DeviceKey key{node.id, device.device};
         if (!in_.ledger.ForegroundOf(key)) free_[device.type].push_back(key);
       }
@@ -73,23 +106,67 @@ class Round {
   }
 
  private:
+  // Whether the device's node reads run specs of `version` (NodeRecord::protocol).
+  bool Reads(const DeviceKey& key, int version) const {
+    auto found = protocol_.find(key.first);
+    return found != protocol_.end() && found->second.Contains(version);
+  }
+
+  // The devices of `keys` on nodes that read `version`: all of them in a pool of one release,
+  // the common case, which costs no copy.
+  const std::vector<DeviceKey>& Readable(const std::vector<DeviceKey>& keys, int version,
+                                         std::vector<DeviceKey>* filtered) const {
+    auto all_read = all_read_.find(version);
+    if (all_read == all_read_.end()) {
+      const bool all = std::all_of(protocol_.begin(), protocol_.end(), [version](const auto& node) {
+        return node.second.Contains(version);
+      });
+      all_read = all_read_.emplace(version, all).first;
+    }
+    if (all_read->second) return keys;
+    for (const DeviceKey& key : keys) {
+      if (Reads(key, version)) filtered->push_back(key);
+    }
+    return *filtered;
+  }
+
+  // The most schedulable devices of one type, counting only nodes that read `version` or, with
+  // any_version, every node. Computed once a round per version.
+  int LargestGroup(int version, bool any_version = false) const {
+    const int key = any_version ? kAnyVersion : version;
+    auto cached = largest_group_.find(key);
+    if (cached != largest_group_.end()) return cached->second;
+    std::map<std::string, int> capacity;
+    for (const NodeRecord& node : in_.nodes) {
+      if (!node.schedulable() || (!any_version && !node.protocol.Contains(version))) continue;
+      for (const DeviceInfo& device : node.devices) ++capacity[device.type];
+    }
+    int largest = 0;
+    for (const auto& [type, count] : capacity) largest = std::max(largest, count);
+    largest_group_[key] = largest;
+    return largest;
+  }
+
   // The devices the job's next attempt is planned for: its `gpus`, or, for a job that re-plans
-  // on node loss and ran before, as many as the largest group of schedulable devices has when
-  // that is fewer (the global batch stays).
+  // on node loss and ran before, as many as the largest group of schedulable devices it can run
+  // on has when that is fewer (the global batch stays).
   int DevicesWanted(const JobRecord& job) const {
     if (!ReplansOnNodeLoss(job.spec) || job.attempt < 1) return job.spec.gpus;
-    int largest = 0;
-    for (const auto& [type, count] : capacity_) largest = std::max(largest, count);
+    const int largest = LargestGroup(jobspec::RequiredProtocolVersion(job.spec));
     return largest >= 1 ? std::min(job.spec.gpus, largest) : job.spec.gpus;
   }
 
   bool AdmitForeground(const JobRecord& job) {
     const int wanted = DevicesWanted(job);
-    for (auto& [type, keys] : free_) {
+    const int version = jobspec::RequiredProtocolVersion(job.spec);
+    for (auto& [type, all_keys] : free_) {
+      if (static_cast<int>(all_keys.size()) < wanted) continue;
+      std::vector<DeviceKey> filtered;
+      const std::vector<DeviceKey>& keys = Readable(all_keys, version, &filtered);
       if (static_cast<int>(keys.size()) < wanted) continue;
       ForegroundGrant grant = Pack(job.id, type, keys, wanted, in_.ledger);
       for (const DeviceKey& key : grant.devices) {
-        keys.erase(std::find(keys.begin(), keys.end(), key));
+        all_keys.erase(std::find(all_keys.begin(), all_keys.end(), key));
         in_.ledger.HoldForeground(key, job.id);
         if (std::optional<std::string> bg = in_.ledger.BackgroundOf(key)) {
           out_.displaced.push_back({*bg, job.id, key});
@@ -104,8 +181,8 @@ class Round {
 
   // Sets the reason of a FG job that did not fit; true when it would fit an idle cluster.
   bool CouldEverFit(const JobRecord& job) {
-    int largest = 0;
-    for (const auto& [type, count] : capacity_) largest = std::max(largest, count);
+    const int version = jobspec::RequiredProtocolVersion(job.spec);
+    const int largest = LargestGroup(version, /*any_version=*/true);
     if (largest < DevicesWanted(job)) {
       Wait(job, ReasonCode::kNotEnoughDevices,
            "needs " + std::to_string(job.spec.gpus) +
@@ -113,9 +190,16 @@ class Round {
                std::to_string(largest));
       return false;
     }
+    // Enough devices, but too few on nodes that read the job's run spec: not the job's turn to
+    // block others, as no device freed will change that.
+    if (LargestGroup(version) < DevicesWanted(job)) {
+      Wait(job, ReasonCode::kWorkerProtocol, ProtocolReason(job, version, in_.nodes));
+      return false;
+    }
     int most_free = 0;
     for (const auto& [type, keys] : free_) {
-      most_free = std::max(most_free, static_cast<int>(keys.size()));
+      std::vector<DeviceKey> filtered;
+      most_free = std::max(most_free, static_cast<int>(Readable(keys, version, &filtered).size()));
     }
     const int wanted = DevicesWanted(job);
     Wait(job, ReasonCode::kWaitingForDevices,
@@ -129,11 +213,14 @@ class Round {
   }
 
   void AdmitBackground(const JobRecord& job) {
+    const int version = jobspec::RequiredProtocolVersion(job.spec);
     std::optional<DeviceKey> best;
     double best_idle = -1;
     bool best_ready = false;
+    bool any_readable = false;
     for (const NodeRecord& node : in_.nodes) {
-      if (!node.schedulable()) continue;
+      if (!node.schedulable() || !node.protocol.Contains(version)) continue;
+      any_readable = true;
       for (const DeviceInfo& device : node.devices) {
         DeviceKey key{node.id, device.device};
         if (in_.ledger.BackgroundOf(key)) continue;
@@ -145,6 +232,10 @@ class Round {
           best_ready = ready;
         }
       }
+    }
+    if (!best && !any_readable && LargestGroup(version, /*any_version=*/true) > 0) {
+      Wait(job, ReasonCode::kWorkerProtocol, ProtocolReason(job, version, in_.nodes));
+      return;
     }
     if (!best) {
       Wait(job, ReasonCode::kWaitingForBgSlot, "waiting for a device without a bg job");
@@ -168,9 +259,13 @@ class Round {
     out_.pending.push_back({job.id, code, std::move(message)});
   }
 
+  static constexpr int kAnyVersion = -1;
+
   AdmissionInput in_;
   FreeDevices free_;
-  std::map<std::string, int> capacity_;
+  std::map<std::string, protocol::ProtocolRange> protocol_;  // of schedulable nodes, by id
+  mutable std::map<int, int> largest_group_;                 // LargestGroup by version
+  mutable std::map<int, bool> all_read_;  // by version: whether every schedulable node reads it
   Admission out_;
 };
 

@@ -12,6 +12,10 @@
 //   leave idlest (a device no FG job holds is idlest); at equal idleness a device it can use now
 //   (no FG job, or a FG rank already running to train inside) first. A device whose FG rank has
 //   not started yet is not taken: the BG job waits to run inside that rank's executor.
+// - Every job goes only onto nodes that read the executor protocol version its run spec is
+//   written at (jobspec::RequiredProtocolVersion; NodeRecord::protocol): an adamw job needs
+//   workers that speak protocol 2. When too few do, it waits with kWorkerProtocol, saying how
+//   many nodes are too old, and blocks nobody.
 #pragma once
 
 #include <map>
@@ -27,7 +31,7 @@
 namespace deepool::coordinator {
 
 // Why a job is still PENDING after a round: kQueuedBehind, kWaitingForDevices,
-// kNotEnoughDevices, kWaitingForBgSlot or kWaitingForFgRank.
+// kNotEnoughDevices, kWorkerProtocol, kWaitingForBgSlot or kWaitingForFgRank.
 struct PendingReason {
   std::string job_id;
   ReasonCode code = ReasonCode::kWaitingForDevices;

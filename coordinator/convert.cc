@@ -59,7 +59,8 @@ v1::ReasonCode ReasonCodeToProto(ReasonCode code) {
   static_assert(static_cast<int>(ReasonCode::kCancelled) == v1::REASON_CODE_CANCELLED);
   static_assert(static_cast<int>(ReasonCode::kResized) == v1::REASON_CODE_RESIZED);
   static_assert(static_cast<int>(ReasonCode::kEvacuated) == v1::REASON_CODE_EVACUATED);
-  static_assert(v1::ReasonCode_MAX == v1::REASON_CODE_EVACUATED);
+  static_assert(static_cast<int>(ReasonCode::kWorkerProtocol) == v1::REASON_CODE_WORKER_PROTOCOL);
+  static_assert(v1::ReasonCode_MAX == v1::REASON_CODE_WORKER_PROTOCOL);
   return static_cast<v1::ReasonCode>(static_cast<int>(code));
 }
 

@@ -14,7 +14,7 @@ using nlohmann::json;
 constexpr std::array<const char*, 7> kStateNames = {"PENDING",   "PROFILING", "PLANNING", "RUNNING",
                                                     "SUCCEEDED", "FAILED",    "CANCELLED"};
 
-constexpr std::array<const char*, 18> kReasonCodeNames = {
+constexpr std::array<const char*, 19> kReasonCodeNames = {
     "unspecified",
     "submitted",
     "queued_behind",
@@ -33,8 +33,9 @@ constexpr std::array<const char*, 18> kReasonCodeNames = {
     "cancelled",
     "resized",
     "evacuated",
+    "worker_protocol",
 };
-static_assert(static_cast<size_t>(ReasonCode::kEvacuated) + 1 == kReasonCodeNames.size());
+static_assert(static_cast<size_t>(ReasonCode::kWorkerProtocol) + 1 == kReasonCodeNames.size());
 
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);

@@ -47,8 +47,9 @@ enum class ReasonCode {
   kPlanningFailed,
   kProfilingFailed,
   kCancelled,
-  kResized,    // PENDING: stopped at a checkpoint to run on another number of devices
-  kEvacuated,  // PENDING: stopped at a checkpoint to leave a node drained with evacuate
+  kResized,         // PENDING: stopped at a checkpoint to run on another number of devices
+  kEvacuated,       // PENDING: stopped at a checkpoint to leave a node drained with evacuate
+  kWorkerProtocol,  // PENDING: too few devices on workers that speak its run spec's protocol
 };
 const char* ReasonCodeName(ReasonCode code);  // "queued_behind", ...
 std::optional<ReasonCode> ReasonCodeFromName(std::string_view name);

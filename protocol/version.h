@@ -5,7 +5,7 @@
 // older reader does not know.
 //
 // A build speaks a range of versions, so that a coordinator and workers one version apart keep
-// working while a pool is upgraded node by node:
+// working while a pool is upgraded node by node (docs/operations.md, "Upgrading a pool"):
 // - Writers write a document at the oldest version that can express it
 //   (RequiredProtocolVersion in protocol/run_spec.h), never older than kOldestProtocolVersion:
 //   a run spec that needs nothing newer reaches an old executor as the version it reads.
@@ -13,7 +13,8 @@
 //   newer than its own version (version 1 naming the adamw optimizer) is refused, naming the
 //   field and the version it needs.
 // - At registration the worker sends its range and the coordinator uses the newest version both
-//   speak with it (coordinator/node_registry.h, NegotiateWorkerProtocol).
+//   speak with it (coordinator/node_registry.h, NegotiateWorkerProtocol); a job whose run spec
+//   needs a version is placed only on nodes that read it (coordinator/admission.h).
 //
 // Versions:
 //   1: sgd and adam.

@@ -127,5 +127,102 @@ TEST_CASE("drained and down nodes take no work", "[admission]") {
   CHECK(admission.pending[1].code == ReasonCode::kWaitingForBgSlot);
 }
 
+// A node whose worker shares versions [oldest, newest] of the executor protocol with the
+// coordinator.
+NodeRecord NodeSpeaking(const std::string& id, int devices, int oldest, int newest) {
+  NodeRecord node = Node(id, devices);
+  node.protocol = {oldest, newest};
+  return node;
+}
+
+JobRecord AdamW(JobRecord job) {
+  job.spec.optimizer.name = "adamw";
+  return job;
+}
+
+TEST_CASE("an adamw job goes only onto nodes that speak executor protocol 2", "[admission]") {
+  AdmissionInput input;
+  // a has the most free devices, so a job that any node can run goes there first.
+  input.nodes = {NodeSpeaking("a", 3, 1, 1), NodeSpeaking("b", 2, 1, 2)};
+  SECTION("FG") {
+    input.pending = {AdamW(Job("adamw", 2)), Job("sgd", 3)};
+    const Admission admission = Admit(input);
+    REQUIRE(admission.foreground.size() == 2);
+    CHECK(admission.foreground[0].job_id == "adamw");
+    CHECK(admission.foreground[0].devices == std::vector<DeviceKey>{{"b", "d0"}, {"b", "d1"}});
+    CHECK(admission.foreground[1].job_id == "sgd");  // version 1: the old node runs it
+    CHECK(admission.foreground[1].devices.front().first == "a");
+    CHECK(admission.pending.empty());
+  }
+  SECTION("BG: the idlest device it can run on, not the idlest one") {
+    input.ledger.HoldForeground({"b", "d0"}, "fg");
+    input.ledger.SetIdleFraction({"b", "d0"}, 0.5);
+    input.running_fg_ranks = {{"b", "d0"}};
+    input.ledger.HoldBackground({"b", "d1"}, "other-bg");
+    input.pending = {AdamW(Job("bg", 1, JobRole::kBg))};
+    const Admission admission = Admit(input);
+    REQUIRE(admission.background.size() == 1);
+    CHECK(admission.background[0].device == DeviceKey{"b", "d0"});
+  }
+}
+
+TEST_CASE("an adamw job no node can run waits saying which nodes to upgrade, blocking nobody",
+          "[admission]") {
+  AdmissionInput input;
+  input.nodes = {NodeSpeaking("a", 2, 1, 1), NodeSpeaking("b", 2, 1, 1), NodeSpeaking("c", 2, 1, 1),
+                 NodeSpeaking("d", 1, 1, 2)};
+  input.pending = {AdamW(Job("adamw", 2)), Job("sgd", 2), AdamW(Job("bg", 1, JobRole::kBg))};
+  input.ledger.HoldBackground({"d", "d0"}, "other-bg");
+  const Admission admission = Admit(input);
+  REQUIRE(admission.foreground.size() == 1);
+  CHECK(admission.foreground[0].job_id == "sgd");  // not queued behind the adamw job
+  REQUIRE(admission.pending.size() == 2);
+  CHECK(admission.pending[0].job_id == "adamw");
+  CHECK(admission.pending[0].code == ReasonCode::kWorkerProtocol);
+  CHECK(admission.pending[0].message ==
+        "needs workers that speak executor protocol 2 (adamw); 3 of 4 nodes speak only 1: "
+        "upgrade them");
+  // The BG job has a node that speaks 2, whose one device has a BG job already.
+  CHECK(admission.pending[1].job_id == "bg");
+  CHECK(admission.pending[1].code == ReasonCode::kWaitingForBgSlot);
+
+  input.nodes.pop_back();  // no node speaks 2 at all
+  input.ledger = DeviceLedger();
+  input.pending = {AdamW(Job("bg", 1, JobRole::kBg))};
+  const Admission bg_only = Admit(input);
+  CHECK(bg_only.background.empty());
+  REQUIRE(bg_only.pending.size() == 1);
+  CHECK(bg_only.pending[0].code == ReasonCode::kWorkerProtocol);
+  CHECK(bg_only.pending[0].message ==
+        "needs workers that speak executor protocol 2 (adamw); 3 of 3 nodes speak only 1: "
+        "upgrade them");
+}
+
+TEST_CASE("a job that fits nowhere by size is told so whatever the protocol", "[admission]") {
+  AdmissionInput input;
+  input.nodes = {NodeSpeaking("a", 2, 1, 1)};
+  input.pending = {AdamW(Job("adamw", 3))};
+  const Admission admission = Admit(input);
+  REQUIRE(admission.pending.size() == 1);
+  CHECK(admission.pending[0].code == ReasonCode::kNotEnoughDevices);
+}
+
+TEST_CASE("nodes that no longer read a job's version take none of it", "[admission]") {
+  AdmissionInput input;
+  // A worker of a later release that reads only protocol 2 and newer: this coordinator writes an
+  // SGD job's run spec at version 1, which it would refuse.
+  input.nodes = {NodeSpeaking("new", 4, 2, 2), NodeSpeaking("old", 1, 1, 2)};
+  input.pending = {Job("sgd", 2), Job("sgd-small", 1)};
+  const Admission admission = Admit(input);
+  REQUIRE(admission.foreground.size() == 1);
+  CHECK(admission.foreground[0].job_id == "sgd-small");
+  CHECK(admission.foreground[0].devices == std::vector<DeviceKey>{{"old", "d0"}});
+  REQUIRE(admission.pending.size() == 1);
+  CHECK(admission.pending[0].code == ReasonCode::kWorkerProtocol);
+  CHECK(admission.pending[0].message ==
+        "needs workers that speak executor protocol 1 (sgd); 1 of 2 nodes no longer read it: "
+        "upgrade the coordinator");
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

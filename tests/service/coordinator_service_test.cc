@@ -451,6 +451,86 @@ TEST_CASE("an unknown role and a worker of another protocol are refused", "[serv
   CHECK(nodes.nodes_size() == 0);
 }
 
+TEST_CASE("a protocol 1 worker runs SGD jobs at version 1 and adamw jobs wait for a newer one",
+          "[service][version]") {
+  Cluster c;
+  // A worker of the release before version ranges: protocol 1 only, no oldest.
+  v1::RegisterNodeRequest old_worker = Cluster::NodeRequest("old", 1);
+  old_worker.set_protocol_version(1);
+  old_worker.clear_oldest_protocol_version();
+  const v1::RegisterNodeResponse old_registered = c.Register(old_worker);
+  REQUIRE(old_registered.protocol_version() == 1);
+  grpc::ClientContext old_ctx;
+  // A task that never comes ends the read at the deadline, failing the test instead of hanging.
+  old_ctx.set_deadline(std::chrono::system_clock::now() + seconds(60));
+  v1::StreamTasksRequest old_req;
+  old_req.set_node_id(old_registered.node_id());
+  auto old_stream = c.worker->StreamTasks(&old_ctx, old_req);
+
+  v1::SubmitJobResponse sgd;
+  REQUIRE(c.Submit(kTinyJob, &sgd).ok());
+  c.server->scheduler()->Tick();
+  v1::TaskCommand command;
+  REQUIRE(old_stream->Read(&command));
+  REQUIRE(command.assign().job_id() == sgd.job_id());
+  const auto sgd_spec = nlohmann::json::parse(command.assign().train().run_spec_json());
+  CHECK(sgd_spec["version"] == 1);  // what an executor of protocol 1 reads
+  CHECK(sgd_spec["optimizer"]["name"] == "sgd");
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id(old_registered.node_id());
+  exit.set_task_id(command.assign().task_id());
+  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  v1::ReportTaskExitResponse exit_resp;
+  REQUIRE(c.worker->ReportTaskExit(c.Context().get(), exit, &exit_resp).ok());
+  REQUIRE(c.Get(sgd.job_id()).state() == v1::JOB_STATE_SUCCEEDED);
+
+  // The old node is free, but cannot read an adamw run spec.
+  v1::SubmitJobResponse adamw;
+  REQUIRE(c.Submit(R"({"name":"w","model":"tiny","global_batch":8,"gpus":1,"iterations":2,
+                       "profile":"analytical","optimizer":{"name":"adamw","lr":0.001}})",
+                   &adamw)
+              .ok());
+  c.server->scheduler()->Tick();
+  v1::Job waiting = c.Get(adamw.job_id());
+  REQUIRE(waiting.state() == v1::JOB_STATE_PENDING);
+  CHECK(waiting.reason_code() == v1::REASON_CODE_WORKER_PROTOCOL);
+  CHECK(waiting.reason() ==
+        "needs workers that speak executor protocol 2 (adamw); 1 of 1 nodes speak only 1: "
+        "upgrade them");
+
+  // A worker that speaks 1 and 2 joins: the adamw job goes there, at version 2.
+  const v1::RegisterNodeResponse new_registered = c.Register(Cluster::NodeRequest("new", 1));
+  REQUIRE(new_registered.protocol_version() == 2);
+  grpc::ClientContext new_ctx;
+  new_ctx.set_deadline(std::chrono::system_clock::now() + seconds(60));
+  v1::StreamTasksRequest new_req;
+  new_req.set_node_id(new_registered.node_id());
+  auto new_stream = c.worker->StreamTasks(&new_ctx, new_req);
+  c.server->scheduler()->Tick();
+  REQUIRE(new_stream->Read(&command));
+  REQUIRE(command.assign().job_id() == adamw.job_id());
+  const auto adamw_spec = nlohmann::json::parse(command.assign().train().run_spec_json());
+  CHECK(adamw_spec["version"] == 2);
+  CHECK(adamw_spec["optimizer"]["name"] == "adamw");
+  CHECK(adamw_spec["optimizer"]["weight_decay"] == 0.01);  // torch's default, as documented
+  CHECK(c.Get(adamw.job_id()).state() == v1::JOB_STATE_RUNNING);
+
+  v1::ListNodesResponse nodes;
+  REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
+  REQUIRE(nodes.nodes_size() == 2);
+  CHECK(nodes.nodes(0).name() == "new");
+  CHECK(nodes.nodes(0).protocol_version() == 2);
+  CHECK(nodes.nodes(1).protocol_version() == 1);
+  CHECK(nodes.nodes(1).task_ids_size() == 0);  // nothing of the adamw job on the old node
+
+  for (grpc::ClientContext* ctx : {&old_ctx, &new_ctx}) ctx->TryCancel();
+  v1::TaskCommand ignored;
+  while (old_stream->Read(&ignored)) {
+  }
+  while (new_stream->Read(&ignored)) {
+  }
+}
+
 TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds", "[service]") {
   Cluster c;
   const std::string node_id = c.Register("w1", 1);

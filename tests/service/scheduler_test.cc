@@ -739,5 +739,38 @@ TEST_CASE("a node reports only its own tasks: another node's reports are refused
   CHECK(h.store->TailLogs(job.id, 10)->empty());
 }
 
+TEST_CASE("run specs go out at the version each job needs, onto nodes that read it",
+          "[scheduler][version]") {
+  Harness h;
+  h.AddNode("old", 1, "cpu", {}, protocol::ProtocolRange{1, 1});
+  JobSpec adamw = Fg(1);
+  adamw.optimizer.name = "adamw";
+  JobRecord waiting = h.Submit(adamw);
+  h.scheduler.Tick();
+  CHECK(h.Get(waiting.id).state == JobState::kPending);
+  CHECK(h.Get(waiting.id).reason_code == ReasonCode::kWorkerProtocol);
+  CHECK(h.Get(waiting.id).reason ==
+        "needs workers that speak executor protocol 2 (adamw); 1 of 1 nodes speak only 1: "
+        "upgrade them");
+  JobRecord sgd = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(sgd.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_old = h.Commands("node-old");
+  REQUIRE(on_old.size() == 1);
+  CHECK(nlohmann::json::parse(on_old[0].assign().train().run_spec_json())["version"] == 1);
+
+  h.AddNode("new", 1);  // this build's whole range
+  h.scheduler.Tick();
+  REQUIRE(h.Get(waiting.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_new = h.Commands("node-new");
+  REQUIRE(on_new.size() == 1);
+  const auto spec = nlohmann::json::parse(on_new[0].assign().train().run_spec_json());
+  CHECK(spec["version"] == 2);
+  CHECK(spec["optimizer"]["name"] == "adamw");
+  // The version placement asked for is the one the run spec is written at.
+  CHECK(spec["version"] == jobspec::RequiredProtocolVersion(adamw));
+  CHECK(jobspec::RequiredProtocolVersion(Fg(1)) == 1);
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
