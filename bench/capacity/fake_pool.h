@@ -115,6 +115,7 @@ class FakeNode : public grpc::ClientReadReactor<v1::TaskCommand> {
     req.set_name("node-" + std::to_string(index_));
     req.set_address("127.0.0." + std::to_string(2 + index_ % 250));
     req.set_protocol_version(deepool::protocol::kProtocolVersion);
+    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
     for (int i = 0; i < devices_; ++i) {
       v1::Device* d = req.add_devices();
       d->set_device("cpu:" + std::to_string(i));
