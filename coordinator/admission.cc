@@ -75,32 +75,39 @@ std::string ProtocolReason(const JobRecord& job, int version,
 
 class Round {
  public:
-  explicit Round(AdmissionInput input) : in_(std::move(input)) {
+  explicit Round(const AdmissionInput& input) : in_(input), ledger_(input.ledger) {
     for (const NodeRecord& node : in_.nodes) {
       if (!node.schedulable()) continue;
       protocol_[node.id] = node.protocol;
       for (const DeviceInfo& device : node.devices) {
         DeviceKey key{node.id, device.device};
-        if (!in_.ledger.ForegroundOf(key)) free_[device.type].push_back(key);
+        if (!ledger_.ForegroundOf(key)) free_[device.type].push_back(key);
       }
     }
   }
 
   Admission Run() {
-    SortForAdmission(&in_.pending);
+    // Highest priority first, then submission order (the order `pending` comes in); the jobs
+    // are looked at through pointers, as a round with 10,000 waiting copies none of them.
+    std::vector<const JobRecord*> order;
+    order.reserve(in_.pending.size());
+    for (const JobRecord& job : in_.pending) order.push_back(&job);
+    std::stable_sort(order.begin(), order.end(), [](const JobRecord* a, const JobRecord* b) {
+      return a->spec.priority > b->spec.priority;
+    });
     // FG jobs first: BG jobs never hold FG jobs back, and a BG job placed after them sees the
     // devices they just took as held.
     std::string blocker;
-    for (const JobRecord& job : in_.pending) {
-      if (job.spec.role == JobRole::kBg) continue;
+    for (const JobRecord* job : order) {
+      if (job->spec.role == JobRole::kBg) continue;
       if (!blocker.empty()) {
-        Wait(job, ReasonCode::kQueuedBehind, "queued behind " + blocker);
-      } else if (!AdmitForeground(job) && CouldEverFit(job)) {
-        blocker = job.id;
+        Wait(*job, ReasonCode::kQueuedBehind, "queued behind " + blocker);
+      } else if (!AdmitForeground(*job) && CouldEverFit(*job)) {
+        blocker = job->id;
       }
     }
-    for (const JobRecord& job : in_.pending) {
-      if (job.spec.role == JobRole::kBg) AdmitBackground(job);
+    for (const JobRecord* job : order) {
+      if (job->spec.role == JobRole::kBg) AdmitBackground(*job);
     }
     return std::move(out_);
   }
@@ -164,13 +171,13 @@ class Round {
       std::vector<DeviceKey> filtered;
       const std::vector<DeviceKey>& keys = Readable(all_keys, version, &filtered);
       if (static_cast<int>(keys.size()) < wanted) continue;
-      ForegroundGrant grant = Pack(job.id, type, keys, wanted, in_.ledger);
+      ForegroundGrant grant = Pack(job.id, type, keys, wanted, ledger_);
       for (const DeviceKey& key : grant.devices) {
         all_keys.erase(std::find(all_keys.begin(), all_keys.end(), key));
-        in_.ledger.HoldForeground(key, job.id);
-        if (std::optional<std::string> bg = in_.ledger.BackgroundOf(key)) {
+        ledger_.HoldForeground(key, job.id);
+        if (std::optional<std::string> bg = ledger_.BackgroundOf(key)) {
           out_.displaced.push_back({*bg, job.id, key});
-          in_.ledger.Release(*bg);
+          ledger_.Release(*bg);
         }
       }
       out_.foreground.push_back(std::move(grant));
@@ -223,9 +230,9 @@ class Round {
       any_readable = true;
       for (const DeviceInfo& device : node.devices) {
         DeviceKey key{node.id, device.device};
-        if (in_.ledger.BackgroundOf(key)) continue;
-        const double idle = in_.ledger.IdleFraction(key);
-        const bool ready = !in_.ledger.ForegroundOf(key) || in_.running_fg_ranks.count(key) > 0;
+        if (ledger_.BackgroundOf(key)) continue;
+        const double idle = ledger_.IdleFraction(key);
+        const bool ready = !ledger_.ForegroundOf(key) || in_.running_fg_ranks.count(key) > 0;
         if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
           best_idle = idle;
           best = key;
@@ -245,13 +252,12 @@ class Round {
       // As its own process it would compete with the FG rank for the device; inside the FG
       // executor the gate gives the FG rank priority. So it waits for that executor.
       Wait(job, ReasonCode::kWaitingForFgRank,
-           "waiting for FG job " + *in_.ledger.ForegroundOf(*best) + "'s rank on " +
-               best->first + "/" + best->second +
-               " to start (to run inside it) or to end (predicted idle " + IdlePercent(best_idle) +
-               ")");
+           "waiting for FG job " + *ledger_.ForegroundOf(*best) + "'s rank on " + best->first +
+               "/" + best->second + " to start (to run inside it) or to end (predicted idle " +
+               IdlePercent(best_idle) + ")");
       return;
     }
-    in_.ledger.HoldBackground(*best, job.id);
+    ledger_.HoldBackground(*best, job.id);
     out_.background.push_back({job.id, *best, best_idle});
   }
 
@@ -261,7 +267,8 @@ class Round {
 
   static constexpr int kAnyVersion = -1;
 
-  AdmissionInput in_;
+  const AdmissionInput& in_;
+  DeviceLedger ledger_;  // the input's, with this round's grants
   FreeDevices free_;
   std::map<std::string, protocol::ProtocolRange> protocol_;  // of schedulable nodes, by id
   mutable std::map<int, int> largest_group_;                 // LargestGroup by version
@@ -277,16 +284,10 @@ std::string IdlePercent(double fraction) {
   return text;
 }
 
-Admission Admit(AdmissionInput input) { return Round(std::move(input)).Run(); }
-
-void SortForAdmission(std::vector<JobRecord>* pending) {
-  std::stable_sort(pending->begin(), pending->end(), [](const JobRecord& a, const JobRecord& b) {
-    return a.spec.priority > b.spec.priority;  // stable: submission order
-  });
-}
+Admission Admit(const AdmissionInput& input) { return Round(input).Run(); }
 
 std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending) {
-  // SortForAdmission's order.
+  // Admit's order.
   std::stable_sort(pending.begin(), pending.end(),
                    [](const QueuedJob& a, const QueuedJob& b) { return a.priority > b.priority; });
   std::map<std::string, int> positions;

@@ -72,15 +72,12 @@ struct AdmissionInput {
   std::set<DeviceKey> running_fg_ranks;
 };
 
-Admission Admit(AdmissionInput input);
+// A round looks at PENDING jobs highest priority first, then in submission order.
+Admission Admit(const AdmissionInput& input);
 
-// The order a round looks at PENDING jobs: highest priority first, then submission order.
-// `pending` must come in submission order (JobManager::Active()).
-void SortForAdmission(std::vector<JobRecord>* pending);
-
-// Each PENDING job's place in its role's queue, 1 = looked at first (the order of
-// SortForAdmission). FG and BG jobs are counted apart: a BG job never waits for a FG job's turn.
-// `pending` in submission order (JobManager::Queue()).
+// Each PENDING job's place in its role's queue, 1 = looked at first (Admit's order). FG and BG jobs
+// are counted apart: a BG job never waits for a FG job's turn. `pending` in submission order
+// (JobManager::Queue()).
 std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending);
 
 // "37%": an idle fraction as people read it in reasons.

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "common/logging.h"
 #include "coordinator/admission.h"
 #include "coordinator/convert.h"
@@ -33,12 +35,11 @@ v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
                                            const std::map<std::string, int>* positions) const {
   v1::Job proto = JobToProto(job);
   if (job.state != JobState::kPending) return proto;
-  std::map<std::string, int> now;
   if (positions == nullptr) {
-    now = QueuePositions(jobs_->Queue());
-    positions = &now;
-  }
-  if (auto it = positions->find(job.id); it != positions->end()) {
+    if (std::optional<int> position = jobs_->QueuePosition(job.id)) {
+      proto.set_queue_position(*position);
+    }
+  } else if (auto it = positions->find(job.id); it != positions->end()) {
     proto.set_queue_position(it->second);
   }
   return proto;
@@ -124,8 +125,13 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   if (!query.ok()) return ToGrpcStatus(query.status());
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   if (caller.role != security::Role::kAdmin) query->owner = caller.name;
-  const std::map<std::string, int> positions = QueuePositions(jobs_->Queue());
   JobPage page = jobs_->ListPage(*query);
+  // The whole queue is read once for a page with PENDING jobs, and not at all for one without.
+  const bool lists_pending =
+      std::any_of(page.jobs.begin(), page.jobs.end(),
+                  [](const JobRecord& j) { return j.state == JobState::kPending; });
+  const std::map<std::string, int> positions =
+      lists_pending ? QueuePositions(jobs_->Queue()) : std::map<std::string, int>{};
   for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job, &positions);
   resp->set_next_page_token(NextPageToken(page));
   *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(

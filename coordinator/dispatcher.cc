@@ -3,6 +3,10 @@
 namespace deepool::coordinator {
 namespace {
 
+TaskBrief BriefOf(const Task& task) {
+  return {task.job_id, task.attempt, task.phase, task.rank0_node, task.assignment.has_profile()};
+}
+
 std::set<std::string> Listed(const std::vector<v1::RunningTask>& running) {
   std::set<std::string> ids;
   for (const v1::RunningTask& task : running) ids.insert(task.task_id());
@@ -18,7 +22,7 @@ void Dispatcher::Add(std::vector<Task> tasks) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Task& task : tasks) {
     task.sent_at = clock_->Now();
-    Task& stored = tasks_[task.id] = std::move(task);
+    Task& stored = InsertLocked(std::move(task));
     if (stored.phase == TaskPhase::kSent) SendAssignLocked(stored);
   }
 }
@@ -28,7 +32,7 @@ void Dispatcher::Restore(std::vector<Task> tasks) {
   for (Task& task : tasks) {
     task.unconfirmed_after_restart = true;
     task.sent_at = clock_->Now();
-    tasks_[task.id] = std::move(task);
+    InsertLocked(std::move(task));
   }
 }
 
@@ -53,10 +57,10 @@ void Dispatcher::CancelJob(const std::string& job_id, const std::string& reason)
 std::set<std::string> Dispatcher::DropNode(const std::string& node_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> jobs;
-  for (auto& [id, task] : tasks_) {
-    if (task.node_id != node_id || task.phase == TaskPhase::kEnded) continue;
-    if (task.phase != TaskPhase::kCancelling) jobs.insert(task.job_id);
-    task.phase = TaskPhase::kEnded;  // its worker is gone; nothing to cancel there
+  for (Task* task : OnNodeLocked(node_id)) {
+    if (task->phase == TaskPhase::kEnded) continue;
+    if (task->phase != TaskPhase::kCancelling) jobs.insert(task->job_id);
+    task->phase = TaskPhase::kEnded;  // its worker is gone; nothing to cancel there
   }
   outbox_.erase(node_id);
   return jobs;
@@ -73,14 +77,31 @@ std::map<std::string, std::string> Dispatcher::UnconfirmedAfterRestart() const {
   return jobs;
 }
 
+std::map<std::string, bool> Dispatcher::AskWanted(const std::vector<v1::RunningTask>& running,
+                                                  const JobWanted& wanted) const {
+  std::set<std::string> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const v1::RunningTask& listed : running) {
+      auto it = tasks_.find(listed.task_id());
+      if (it != tasks_.end()) jobs.insert(it->second.job_id);
+    }
+  }
+  std::map<std::string, bool> answers;
+  for (const std::string& job_id : jobs) answers.emplace(job_id, wanted(job_id));
+  return answers;
+}
+
 std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
                                                      const std::vector<v1::RunningTask>& running,
-                                                     const JobWanted& wanted) {
+                                                     const std::map<std::string, bool>& wanted) {
   std::vector<std::string> cancel;
   for (const v1::RunningTask& listed : running) {
     auto it = tasks_.find(listed.task_id());
+    // A job not asked about is one whose task arrived since AskWanted: wanted, as it is new.
+    auto answer = it == tasks_.end() ? wanted.end() : wanted.find(it->second.job_id);
     const bool keep = it != tasks_.end() && it->second.node_id == node_id && it->second.live() &&
-                      wanted(it->second.job_id);
+                      (answer == wanted.end() || answer->second);
     if (keep) {
       it->second.phase = TaskPhase::kConfirmed;
       it->second.unconfirmed_after_restart = false;
@@ -93,7 +114,7 @@ std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
       stray.job_id = listed.job_id();
       stray.node_id = node_id;
       stray.stray = true;
-      it = tasks_.emplace(stray.id, std::move(stray)).first;
+      it = tasks_.find(InsertLocked(std::move(stray)).id);
     }
     if (it->second.node_id == node_id && it->second.phase != TaskPhase::kCancelling) {
       it->second.phase = TaskPhase::kCancelling;
@@ -107,15 +128,17 @@ Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
                                                 const std::string& node_host,
                                                 const std::vector<v1::RunningTask>& running,
                                                 const JobWanted& wanted) {
+  const std::map<std::string, bool> answers = AskWanted(running, wanted);
   std::lock_guard<std::mutex> lock(mu_);
   Registration registration;
-  registration.cancel_task_ids = ReconcileLocked(node_id, running, wanted);
+  registration.cancel_task_ids = ReconcileLocked(node_id, running, answers);
   const std::set<std::string> listed = Listed(running);
   // Tasks this node should run but does not list: confirmed ones died with the old worker, and
   // so did a rank-0 task from before a coordinator restart that had started (its store is
   // gone); the others may never have reached the worker and are sent again.
-  for (auto& [id, task] : tasks_) {
-    if (task.node_id != node_id || listed.count(id)) continue;
+  for (Task* node_task : OnNodeLocked(node_id)) {
+    Task& task = *node_task;
+    if (listed.count(task.id)) continue;
     if (task.phase == TaskPhase::kConfirmed ||
         (task.phase == TaskPhase::kSent && task.unconfirmed_after_restart && task.rank0_node &&
          task.started_before_restart)) {
@@ -139,9 +162,10 @@ Dispatcher::Registration Dispatcher::OnRegister(const std::string& node_id,
 std::vector<v1::TaskCommand> Dispatcher::OnHeartbeat(const std::string& node_id,
                                                      const std::vector<v1::RunningTask>& running,
                                                      const JobWanted& wanted) {
+  const std::map<std::string, bool> answers = AskWanted(running, wanted);
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::TaskCommand> commands;
-  for (const std::string& id : ReconcileLocked(node_id, running, wanted)) {
+  for (const std::string& id : ReconcileLocked(node_id, running, answers)) {
     v1::TaskCommand command;
     command.mutable_cancel()->set_task_id(id);
     command.mutable_cancel()->set_reason("the coordinator no longer wants this task");
@@ -149,8 +173,9 @@ std::vector<v1::TaskCommand> Dispatcher::OnHeartbeat(const std::string& node_id,
   }
   const std::set<std::string> listed = Listed(running);
   const Clock::TimePoint now = clock_->Now();
-  for (auto& [id, task] : tasks_) {
-    if (task.node_id != node_id || listed.count(id)) continue;
+  for (Task* node_task : OnNodeLocked(node_id)) {
+    Task& task = *node_task;
+    if (listed.count(task.id)) continue;
     if (task.phase == TaskPhase::kCancelling) {
       task.phase = TaskPhase::kEnded;  // the worker no longer runs it
     } else if (task.phase == TaskPhase::kSent && !task.unconfirmed_after_restart &&
@@ -178,13 +203,20 @@ std::optional<std::string> Dispatcher::NodeOf(const std::string& task_id) const 
   return it->second.node_id;
 }
 
-std::optional<Task> Dispatcher::OnProgress(const std::string& task_id) {
+std::optional<TaskBrief> Dispatcher::Brief(const std::string& task_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;
+  return BriefOf(it->second);
+}
+
+std::optional<TaskBrief> Dispatcher::OnProgress(const std::string& task_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return std::nullopt;
   if (it->second.phase == TaskPhase::kSent) it->second.phase = TaskPhase::kConfirmed;
   it->second.unconfirmed_after_restart = false;
-  return it->second;
+  return BriefOf(it->second);
 }
 
 void Dispatcher::OnStoreReady(const std::string& job_id, int64_t attempt,
@@ -240,11 +272,8 @@ bool Dispatcher::AllSucceeded(const std::vector<std::string>& task_ids, std::str
 std::optional<std::string> Dispatcher::LiveTaskOn(const std::string& job_id, int64_t attempt,
                                                   const std::string& node_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, task] : tasks_) {
-    if (task.job_id == job_id && task.attempt == attempt && task.node_id == node_id &&
-        task.live()) {
-      return id;
-    }
+  for (const Task* task : OnNodeLocked(node_id)) {
+    if (task->job_id == job_id && task->attempt == attempt && task->live()) return task->id;
   }
   return std::nullopt;
 }
@@ -252,17 +281,34 @@ std::optional<std::string> Dispatcher::LiveTaskOn(const std::string& job_id, int
 std::vector<std::string> Dispatcher::TasksOnNode(const std::string& node_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> ids;
-  for (const auto& [id, task] : tasks_) {
-    if (task.node_id == node_id && task.phase != TaskPhase::kEnded) ids.push_back(id);
+  for (const Task* task : OnNodeLocked(node_id)) {
+    if (task->phase != TaskPhase::kEnded) ids.push_back(task->id);
   }
   return ids;
 }
 
 size_t Dispatcher::DropEnded(const JobDone& done) {
+  // Asked without mu_ held, as AskWanted: `done` reads the job table.
+  std::set<std::pair<std::string, int64_t>> ended;  // (job, attempt)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, task] : tasks_) {
+      if (task.phase == TaskPhase::kEnded) ended.emplace(task.job_id, task.attempt);
+    }
+  }
+  if (ended.empty()) return 0;
+  std::set<std::pair<std::string, int64_t>> finished;
+  for (const auto& [job_id, attempt] : ended) {
+    if (done(job_id, attempt)) finished.emplace(job_id, attempt);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   size_t dropped = 0;
   for (auto it = tasks_.begin(); it != tasks_.end();) {
-    if (it->second.phase == TaskPhase::kEnded && done(it->second.job_id, it->second.attempt)) {
+    const Task& task = it->second;
+    if (task.phase == TaskPhase::kEnded && finished.count({task.job_id, task.attempt}) > 0) {
+      auto on_node = node_tasks_.find(task.node_id);
+      on_node->second.erase(task.id);
+      if (on_node->second.empty()) node_tasks_.erase(on_node);
       it = tasks_.erase(it);
       ++dropped;
     } else {
@@ -297,6 +343,32 @@ void Dispatcher::Shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_ = true;
   outbox_ready_.NotifyAll();
+}
+
+Task& Dispatcher::InsertLocked(Task task) {
+  auto [it, inserted] = tasks_.try_emplace(task.id);
+  if (!inserted && it->second.node_id != task.node_id) {
+    node_tasks_[it->second.node_id].erase(task.id);
+  }
+  node_tasks_[task.node_id].insert(task.id);
+  it->second = std::move(task);
+  return it->second;
+}
+
+std::vector<Task*> Dispatcher::OnNodeLocked(const std::string& node_id) {
+  std::vector<Task*> found;
+  auto ids = node_tasks_.find(node_id);
+  if (ids == node_tasks_.end()) return found;
+  for (const std::string& id : ids->second) found.push_back(&tasks_.at(id));
+  return found;
+}
+
+std::vector<const Task*> Dispatcher::OnNodeLocked(const std::string& node_id) const {
+  std::vector<const Task*> found;
+  auto ids = node_tasks_.find(node_id);
+  if (ids == node_tasks_.end()) return found;
+  for (const std::string& id : ids->second) found.push_back(&tasks_.at(id));
+  return found;
 }
 
 void Dispatcher::SendLocked(const std::string& node_id, v1::TaskCommand command) {

@@ -10,9 +10,12 @@
 //
 // The dispatcher decides nothing about jobs: callers pass whether a job still wants its tasks
 // and act on the jobs it names (lost, ended).
-// Threading: every method is safe from any thread (one mutex, never held while calling out
-// except into the `wanted` predicate, which must not call back). WaitForCommands blocks on a
-// condition variable, woken by new commands and Shutdown.
+// Scale: a node's tasks are indexed, so a heartbeat costs the tasks its node runs, not the pool's.
+// Threading: every method is safe from any thread (one mutex, never held while calling out: the
+// `wanted` and `done` predicates read the job table, whose lock a heartbeat must not wait for
+// while holding every other worker call up; they are asked first, and a job whose task arrived
+// meanwhile counts as wanted). WaitForCommands blocks on a condition variable, woken by new
+// commands and Shutdown.
 #pragma once
 
 #include <chrono>
@@ -59,6 +62,17 @@ struct Task {
   bool live() const { return phase == TaskPhase::kSent || phase == TaskPhase::kConfirmed; }
 };
 
+// What the per-report paths need of a task: no assignment, which carries the whole run spec.
+struct TaskBrief {
+  std::string job_id;
+  int64_t attempt = 0;
+  TaskPhase phase = TaskPhase::kSent;
+  bool rank0_node = false;
+  bool profile = false;  // a PROFILE task
+
+  bool live() const { return phase == TaskPhase::kSent || phase == TaskPhase::kConfirmed; }
+};
+
 class Dispatcher {
  public:
   // Whether a job still wants its tasks to run (it is not terminal).
@@ -101,10 +115,12 @@ class Dispatcher {
                                            const JobWanted& wanted);
   // The task as it is now; nullopt for an unknown (or forgotten) task.
   std::optional<Task> Find(const std::string& task_id) const;
+  // The same, without the assignment (each progress report asks).
+  std::optional<TaskBrief> Brief(const std::string& task_id) const;
   // The node the task was sent to, without copying the task (a progress report's check).
   std::optional<std::string> NodeOf(const std::string& task_id) const;
   // A progress report: the task is confirmed. Nullopt for an unknown task.
-  std::optional<Task> OnProgress(const std::string& task_id);
+  std::optional<TaskBrief> OnProgress(const std::string& task_id);
   // Rank 0's worker reported the job's c10d store: the attempt's waiting tasks go out.
   void OnStoreReady(const std::string& job_id, int64_t attempt, const std::string& address);
   // A task exited: it ends with its outcome. Returns it as it was before (its phase tells
@@ -137,10 +153,18 @@ class Dispatcher {
  private:
   void SendLocked(const std::string& node_id, v1::TaskCommand command);
   void SendAssignLocked(Task& task);
+  // Whether each listed task's job still wants its tasks, by job id (mu_ not held).
+  std::map<std::string, bool> AskWanted(const std::vector<v1::RunningTask>& running,
+                                        const JobWanted& wanted) const;
   // Confirms listed tasks that are wanted; returns the listed ones to cancel.
   std::vector<std::string> ReconcileLocked(const std::string& node_id,
                                            const std::vector<v1::RunningTask>& running,
-                                           const JobWanted& wanted);
+                                           const std::map<std::string, bool>& wanted);
+  // Adds (or replaces) a task in tasks_ and node_tasks_.
+  Task& InsertLocked(Task task);
+  // The node's tasks, ended ones included.
+  std::vector<Task*> OnNodeLocked(const std::string& node_id);
+  std::vector<const Task*> OnNodeLocked(const std::string& node_id) const;
 
   const Clock* clock_;
   const Clock::Duration resend_after_;
@@ -148,6 +172,7 @@ class Dispatcher {
   KeyedCondition outbox_ready_;  // by node id: a node's stream wakes for its own commands
   bool shutdown_ = false;
   std::map<std::string, Task> tasks_;
+  std::map<std::string, std::set<std::string>> node_tasks_;    // task ids by node id
   std::map<std::string, std::deque<v1::TaskCommand>> outbox_;  // by node id
 };
 

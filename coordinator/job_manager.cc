@@ -171,6 +171,13 @@ StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
   return it->second;
 }
 
+std::optional<JobBrief> JobManager::Brief(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return std::nullopt;
+  return JobBrief{it->second.state, it->second.attempt, it->second.resize_to};
+}
+
 StatusOr<JobRecord> JobManager::GetWithDocuments(const std::string& job_id) const {
   ASSIGN_OR_RETURN(JobRecord job, Get(job_id));
   if (!IsTerminal(job.state)) return job;
@@ -225,6 +232,23 @@ std::vector<JobRecord> JobManager::Active() const {
   out.reserve(unfinished_.size());
   for (const auto& [seq, job] : unfinished_) out.push_back(*job);
   return out;
+}
+
+std::optional<int> JobManager::QueuePosition(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.state != JobState::kPending) return std::nullopt;
+  const JobRecord& job = it->second;
+  // Admit's order within the job's role: higher priority, then earlier submission.
+  int ahead = 0;
+  for (const auto& [seq, other] : unfinished_) {
+    if (other->state != JobState::kPending || other->spec.role != job.spec.role) continue;
+    if (other->spec.priority > job.spec.priority ||
+        (other->spec.priority == job.spec.priority && seq < job.seq)) {
+      ++ahead;
+    }
+  }
+  return ahead + 1;
 }
 
 std::vector<QueuedJob> JobManager::Queue() const {
@@ -479,9 +503,6 @@ void JobManager::Shutdown() {
   }
 }
 
-bool JobManager::shutting_down() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return shutdown_;
-}
+bool JobManager::shutting_down() const { return shutdown_.load(); }
 
 }  // namespace deepool::coordinator

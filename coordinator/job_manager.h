@@ -23,6 +23,7 @@
 // by Shutdown.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -57,6 +58,13 @@ struct JobPage {
   int64_t next_before_seq = 0;
 };
 
+// What the per-heartbeat and per-report paths need of a job, without its record.
+struct JobBrief {
+  JobState state = JobState::kPending;
+  int64_t attempt = 0;
+  int resize_to = 0;
+};
+
 struct JobLimits {
   int max_pending_jobs_per_user = 0;  // jobs PENDING (queued)
   // SpecBytes of the user's unfinished jobs (their inline graphs stay in memory until they end;
@@ -85,6 +93,9 @@ class JobManager {
 
   // A finished job comes without its documents (spec.graph_json, graph_json, plan_json).
   StatusOr<JobRecord> Get(const std::string& job_id) const;
+  // A job's JobBrief without copying its record (every heartbeat asks); nullopt for an unknown
+  // job.
+  std::optional<JobBrief> Brief(const std::string& job_id) const;
   // The job with its documents; a finished job's are read from the store.
   StatusOr<JobRecord> GetWithDocuments(const std::string& job_id) const;
   // Newest first; empty `states` means all; limit 0 means no limit; with owner, only their jobs.
@@ -97,6 +108,10 @@ class JobManager {
   std::vector<JobRecord> Active() const;
   // The PENDING jobs in submission order, as the queue order reads them (no record copied).
   std::vector<QueuedJob> Queue() const;
+  // A PENDING job's place in its role's queue, as QueuePositions(Queue()) gives it, counted
+  // without copying the queue (every submission's answer carries it); nullopt for a job that is
+  // not PENDING.
+  std::optional<int> QueuePosition(const std::string& job_id) const;
 
   // Moves a job to `state` (validating the transition), applies `mutate` to the record in the
   // same write, and records the change in its history. FAILED_PRECONDITION for a transition the
@@ -209,7 +224,9 @@ class JobManager {
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;
   std::map<std::string, uint64_t> job_versions_;
-  bool shutdown_ = false;
+  // Set under mu_ (the waits' predicates read it there); read without it by shutting_down(),
+  // which every node stream asks each time it wakes.
+  std::atomic<bool> shutdown_{false};
   TransitionObserver observer_;
 };
 

@@ -177,6 +177,23 @@ StatusOr<NodeRecord> NodeRegistry::Get(const std::string& node_id) const {
   return it->second;
 }
 
+std::optional<NodeRegistry::LargestDevice> NodeRegistry::LargestSchedulableDevice() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const NodeRecord* largest_node = nullptr;
+  const DeviceInfo* largest = nullptr;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) {
+      if (device.memory_bytes > 0 && (!largest || device.memory_bytes > largest->memory_bytes)) {
+        largest = &device;
+        largest_node = &node;
+      }
+    }
+  }
+  if (!largest) return std::nullopt;
+  return LargestDevice{largest_node->name, *largest};
+}
+
 std::vector<NodeRecord> NodeRegistry::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<NodeRecord> out;

@@ -81,6 +81,13 @@ class NodeRegistry {
 
   StatusOr<NodeRecord> Get(const std::string& node_id) const;
   std::vector<NodeRecord> List() const;  // by name
+  // The schedulable device with the most memory (of those that report it) and its node's name,
+  // found without copying the registry (every submission asks); nullopt when there is none.
+  struct LargestDevice {
+    std::string node_name;
+    DeviceInfo device;
+  };
+  std::optional<LargestDevice> LargestSchedulableDevice() const;
   Clock::Duration node_timeout() const { return node_timeout_; }
 
  private:

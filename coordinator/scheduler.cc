@@ -63,33 +63,26 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
 
 Status Scheduler::CheckFitsRegisteredDevices(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(int64_t floor, planner_->DeviceMemoryFloor(spec));
-  std::optional<DeviceInfo> largest;
-  std::string largest_node;
-  for (const NodeRecord& node : nodes_->List()) {
-    if (!node.schedulable()) continue;
-    for (const DeviceInfo& device : node.devices) {
-      if (device.memory_bytes > 0 && (!largest || device.memory_bytes > largest->memory_bytes)) {
-        largest = device;
-        largest_node = node.name;
-      }
-    }
-  }
+  const std::optional<NodeRegistry::LargestDevice> largest = nodes_->LargestSchedulableDevice();
   // No device registered yet, or none that says its memory: nothing to hold the job against.
-  if (!largest || floor <= largest->memory_bytes) return Status::Ok();
+  if (!largest || floor <= largest->device.memory_bytes) return Status::Ok();
   return FailedPreconditionError(
       "the job needs at least " + FormatBytes(floor, ByteUnit::kGiB) +
       " on each device under any plan (its largest layer's weights, gradients and optimizer "
       "state, or its share of the global batch's inputs and activations), but the largest "
       "registered device has " +
-      FormatBytes(largest->memory_bytes, ByteUnit::kGiB) + " (" + largest->device + " on " +
-      largest_node + "); use a smaller global_batch or more gpus");
+      FormatBytes(largest->device.memory_bytes, ByteUnit::kGiB) + " (" + largest->device.device +
+      " on " + largest->node_name + "); use a smaller global_batch or more gpus");
 }
 
 void Scheduler::Tick() {
   Writes writes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(wake_mu_);
     work_pending_ = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     writes.swap(unwritten_);
     ExpireNodesLocked(&writes);
     SettleReconciliationLocked(&writes);
@@ -110,8 +103,8 @@ void Scheduler::Tick() {
   }
   PlanReserved(to_plan);
   dispatcher_.DropEnded([this](const std::string& job_id, int64_t attempt) {
-    StatusOr<JobRecord> job = jobs_->Get(job_id);
-    return !job.ok() || IsTerminal(job->state) || attempt < job->attempt;
+    std::optional<JobBrief> job = jobs_->Brief(job_id);
+    return !job || IsTerminal(job->state) || attempt < job->attempt;
   });
 }
 
@@ -152,22 +145,26 @@ void Scheduler::AdmitLocked(Writes* writes) {
   if (input.pending.empty()) return;
   input.nodes = nodes_->List();
   input.ledger = ledger_;
-  input.running_fg_ranks = RunningFgRanksLocked();
-  std::map<std::string, JobRecord> by_id;
-  for (const JobRecord& job : input.pending) by_id.emplace(job.id, job);
+  // Only BG jobs ask where FG ranks run (every FG job's record read): skipped when none waits.
+  if (std::any_of(input.pending.begin(), input.pending.end(),
+                  [](const JobRecord& job) { return job.spec.role == JobRole::kBg; })) {
+    input.running_fg_ranks = RunningFgRanksLocked();
+  }
+  std::map<std::string, const JobRecord*> by_id;
+  for (const JobRecord& job : input.pending) by_id.emplace(job.id, &job);
 
-  const Admission admission = Admit(std::move(input));
+  const Admission admission = Admit(input);
   for (const Displacement& displaced : admission.displaced) {
     DisplaceBackgroundLocked(displaced, writes);
   }
   for (const ForegroundGrant& grant : admission.foreground) {
-    ReserveForegroundLocked(grant, by_id.at(grant.job_id), writes);
+    ReserveForegroundLocked(grant, *by_id.at(grant.job_id), writes);
   }
   for (const BackgroundGrant& grant : admission.background) {
     ReserveBackgroundLocked(grant, writes);
   }
   for (const PendingReason& waiting : admission.pending) {
-    const JobRecord& job = by_id.at(waiting.job_id);
+    const JobRecord& job = *by_id.at(waiting.job_id);
     if (job.reason == waiting.message && job.reason_code == waiting.code) continue;
     // A reason is advice, recomputed every round: kept in memory, stored with the job's next
     // change (10,000 queued jobs' new reasons cost no store writes).
@@ -369,24 +366,38 @@ int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) cons
   if (!owner) return -1;
   StatusOr<JobRecord> fg = jobs_->Get(*owner);
   if (!fg.ok() || fg->state != JobState::kRunning) return -1;
-  // Only a rank that has reported an iteration surely has a running executor to attach to; one
-  // that completed all its iterations is ending (its job waits for the other ranks), and a BG
-  // job sent there would only be told that its host ended.
-  int rank = -1;
-  for (const DeviceProgress& row : fg->progress.devices) {
-    if (row.node_id == key.first && row.device == key.second &&
-        row.iteration < fg->spec.iterations) {
-      rank = row.rank;
-    }
-  }
+  const int rank = RunningRankOn(*fg, key);
   if (rank >= 0 && fg_out) *fg_out = *fg;
   return rank;
 }
 
+int Scheduler::RunningRankOn(const JobRecord& fg, const DeviceKey& key) {
+  // Only a rank that has reported an iteration surely has a running executor to attach to; one
+  // that completed all its iterations is ending (its job waits for the other ranks), and a BG
+  // job sent there would only be told that its host ended.
+  int rank = -1;
+  for (const DeviceProgress& row : fg.progress.devices) {
+    if (row.node_id == key.first && row.device == key.second &&
+        row.iteration < fg.spec.iterations) {
+      rank = row.rank;
+    }
+  }
+  return rank;
+}
+
 std::set<DeviceKey> Scheduler::RunningFgRanksLocked() const {
-  std::set<DeviceKey> running;
+  // Each FG job's record read once, not once per device it holds.
+  std::map<std::string, std::vector<DeviceKey>> by_job;
   for (const auto& [key, use] : ledger_.Uses()) {
-    if (!use.fg_job.empty() && RunningFgRankLocked(key) >= 0) running.insert(key);
+    if (!use.fg_job.empty()) by_job[use.fg_job].push_back(key);
+  }
+  std::set<DeviceKey> running;
+  for (const auto& [job_id, keys] : by_job) {
+    StatusOr<JobRecord> fg = jobs_->Get(job_id);
+    if (!fg.ok() || fg->state != JobState::kRunning) continue;
+    for (const DeviceKey& key : keys) {
+      if (RunningRankOn(*fg, key) >= 0) running.insert(key);
+    }
   }
   return running;
 }
@@ -514,7 +525,7 @@ void Scheduler::OnDispatchStoredLocked(const std::string& job_id, const Dispatch
       ledger_.SetIdleFraction(dispatch.devices[rank], idle);
     }
     // The predicted idleness is known now: BG jobs may pick another device next round.
-    WakeLocked();
+    Wake();
   }
   dispatcher_.Add(dispatch.tasks);
 }
@@ -574,7 +585,7 @@ void Scheduler::ApplyWrites(Writes writes) {
       if (write.on_refused) write.on_refused(result.stored.status());
     }
   }
-  WakeLocked();
+  Wake();
 }
 
 size_t Scheduler::UnwrittenCount() const {
@@ -582,24 +593,20 @@ size_t Scheduler::UnwrittenCount() const {
   return unwritten_.size();
 }
 
-void Scheduler::WakeLocked() {
+void Scheduler::Wake() {
+  std::lock_guard<std::mutex> lock(wake_mu_);
   work_pending_ = true;
   work_ready_.notify_all();
 }
 
-void Scheduler::Wake() {
-  std::lock_guard<std::mutex> lock(mu_);
-  WakeLocked();
-}
-
 void Scheduler::WaitForWork(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(wake_mu_);
   work_ready_.wait_for(lock, timeout, [&] { return work_pending_ || shutdown_; });
 }
 
 void Scheduler::Shutdown() {
   dispatcher_.Shutdown();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(wake_mu_);
   shutdown_ = true;
   work_ready_.notify_all();
 }

@@ -25,9 +25,10 @@
 //
 // Threading: worker and client calls may come from any thread; the ledger, reservations and the
 // write queue are guarded by mu_ (taken before the Dispatcher's and JobManager's own locks, never
-// after). No store write happens under mu_: changes are decided under it and written after it is
-// released (ApplyWrites). Tick() must be called from one thread at a time (the coordinator's
-// control loop; tests call it directly); it plans without holding mu_.
+// after; the Dispatcher never holds its lock while it asks the JobManager). No store write happens
+// under mu_: changes are decided under it and written after it is released (ApplyWrites). Tick()
+// must be called from one thread at a time (the coordinator's control loop; tests call it
+// directly); it plans without holding mu_.
 #pragma once
 
 #include <chrono>
@@ -204,6 +205,8 @@ class Scheduler {
   // The rank of the FG job holding `key` when that job is RUNNING and the rank has reported an
   // iteration (its executor runs); -1 otherwise. Fills *fg with the FG job when found.
   int RunningFgRankLocked(const DeviceKey& key, JobRecord* fg = nullptr) const;
+  // The same, of a RUNNING FG job already read.
+  static int RunningRankOn(const JobRecord& fg, const DeviceKey& key);
   std::set<DeviceKey> RunningFgRanksLocked() const;
   // Endings (mu_ held). The job's devices are freed and its tasks cancelled at once; its new
   // state is written after the lock is released, retried until stored.
@@ -258,7 +261,7 @@ class Scheduler {
   // Store writes, without mu_: each write's follow-up runs under mu_ again; writes that may pass
   // later are queued for the next tick.
   void ApplyWrites(Writes writes);
-  void WakeLocked();
+  // Wakes the control loop; takes only wake_mu_, so a submission does not wait for a round.
   void Wake();
 
   JobManager* jobs_;
@@ -269,6 +272,9 @@ class Scheduler {
   Dispatcher dispatcher_;
 
   mutable std::mutex mu_;
+  // The control loop's wake-up, apart from mu_ (which a round holds while it admits): taken
+  // after mu_ when both are, never before.
+  std::mutex wake_mu_;
   std::condition_variable work_ready_;
   bool work_pending_ = true;
   bool shutdown_ = false;

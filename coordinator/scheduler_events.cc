@@ -157,7 +157,7 @@ void Scheduler::ReleaseLocked(const std::string& job_id) {
   ready_to_plan_.erase(std::remove_if(ready_to_plan_.begin(), ready_to_plan_.end(),
                                       [&](const Reservation& r) { return r.job_id == job_id; }),
                        ready_to_plan_.end());
-  WakeLocked();
+  Wake();
 }
 
 void Scheduler::ReleaseAfterStopLocked(const JobRecord& job) {
@@ -199,7 +199,7 @@ void Scheduler::ReleaseStoppedLocked() {
     }
     ledger_.Release(it->first);
     it = stopping_.erase(it);
-    WakeLocked();
+    Wake();
   }
 }
 
@@ -370,10 +370,10 @@ int Scheduler::LargestDeviceGroup() const {
 }
 
 bool Scheduler::StopAtCheckpointWanted(const std::string& task_id) const {
-  std::optional<Task> task = dispatcher_.Find(task_id);
+  std::optional<TaskBrief> task = dispatcher_.Brief(task_id);
   if (!task) return false;
-  StatusOr<JobRecord> job = jobs_->Get(task->job_id);
-  return job.ok() && job->resize_to > 0 && job->attempt == task->attempt;
+  std::optional<JobBrief> job = jobs_->Brief(task->job_id);
+  return job && job->resize_to > 0 && job->attempt == task->attempt;
 }
 
 StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
@@ -394,15 +394,15 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
                        {ReasonCode::kNodeLost,
                         "worker on node " + node.name + " restarted and lost the job's task"},
                        &writes);
-    WakeLocked();
+    Wake();
   }
   ApplyWrites(std::move(writes));
   return registration;
 }
 
 bool Scheduler::JobWantsTasks(const std::string& job_id) const {
-  StatusOr<JobRecord> job = jobs_->Get(job_id);
-  return job.ok() && !IsTerminal(job->state);
+  std::optional<JobBrief> job = jobs_->Brief(job_id);
+  return job && !IsTerminal(job->state);
 }
 
 StatusOr<std::vector<v1::TaskCommand>> Scheduler::Heartbeat(
@@ -415,7 +415,7 @@ StatusOr<std::vector<v1::TaskCommand>> Scheduler::Heartbeat(
 StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report) {
   RETURN_IF_ERROR(
       CheckReportingNode(report.task_id(), dispatcher_.NodeOf(report.task_id()), report.node_id()));
-  const std::optional<Task> task = dispatcher_.OnProgress(report.task_id());
+  const std::optional<TaskBrief> task = dispatcher_.OnProgress(report.task_id());
   if (!task) return true;
   StatusOr<JobRecord> job = jobs_->Get(task->job_id);
   if (!job.ok() || IsTerminal(job->state) || !task->live()) return true;
@@ -430,7 +430,7 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     }
     dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
   }
-  if (!report.iterations().empty() && !task->assignment.has_profile()) {
+  if (!report.iterations().empty() && !task->profile) {
     const Status recorded = RecordIterations(*job, report);
     if (EndedMeanwhile(recorded)) return true;
     RETURN_IF_ERROR(recorded);
@@ -448,7 +448,7 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
 }
 
 std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) const {
-  std::optional<Task> task = dispatcher_.Find(task_id);
+  std::optional<TaskBrief> task = dispatcher_.Brief(task_id);
   if (!task) return std::nullopt;
   return task->job_id;
 }

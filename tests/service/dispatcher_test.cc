@@ -3,6 +3,7 @@
 #include "coordinator/dispatcher.h"
 
 #include <catch2/catch.hpp>
+#include <future>
 
 namespace deepool::coordinator {
 namespace {
@@ -37,8 +38,8 @@ TEST_CASE("sent tasks reach the outbox, waiting ones go out with the store addre
           "[dispatcher]") {
   FakeClock clock;
   Dispatcher dispatcher(&clock, seconds(5));
-  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent),
-                  TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
+  dispatcher.Add(
+      {TrainTask("t0", "a", TaskPhase::kSent), TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
   REQUIRE(dispatcher.WaitForCommands("a", milliseconds(0)).size() == 1);
   CHECK(dispatcher.WaitForCommands("b", milliseconds(0)).empty());
   dispatcher.OnStoreReady("job-1", 1, "10.0.0.1:29500");
@@ -66,8 +67,8 @@ TEST_CASE("a task the worker does not list is re-sent after resend_after", "[dis
 TEST_CASE("cancelling ends unsent tasks and sends cancels for the others", "[dispatcher]") {
   FakeClock clock;
   Dispatcher dispatcher(&clock, seconds(5));
-  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent),
-                  TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
+  dispatcher.Add(
+      {TrainTask("t0", "a", TaskPhase::kSent), TrainTask("t1", "b", TaskPhase::kWaitingForStore)});
   dispatcher.WaitForCommands("a", milliseconds(0));
   dispatcher.CancelJob("job-1", "user");
   std::vector<v1::TaskCommand> on_a = dispatcher.WaitForCommands("a", milliseconds(0));
@@ -89,8 +90,8 @@ TEST_CASE("ended tasks are forgotten once their job is done with them", "[dispat
   REQUIRE(dispatcher.OnExit("t0", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
   REQUIRE(dispatcher.OnExit("t1", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
   CHECK_FALSE(dispatcher.OnExit("t1", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());  // repeated
-  const size_t dropped = dispatcher.DropEnded(
-      [](const std::string& job, int64_t) { return job == "done-job"; });
+  const size_t dropped =
+      dispatcher.DropEnded([](const std::string& job, int64_t) { return job == "done-job"; });
   CHECK(dropped == 1);
   CHECK(dispatcher.size() == 1);
   CHECK_FALSE(dispatcher.Find("t0").has_value());
@@ -110,6 +111,54 @@ TEST_CASE("a node that re-registers without its confirmed task lost it", "[dispa
   registration = dispatcher.OnRegister("a", "10.0.0.1", {Listed("t2")},
                                        [](const std::string& job) { return job != "gone"; });
   CHECK(registration.cancel_task_ids == std::vector<std::string>{"t2"});
+}
+
+TEST_CASE("the job table is asked without the dispatcher's lock held", "[dispatcher]") {
+  // A heartbeat that waited for the job table under the dispatcher's lock held every other
+  // worker call up with it. Here the predicate asks the dispatcher from another thread; that
+  // call gets through only if the lock is free.
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  dispatcher.Add({TrainTask("t0", "a", TaskPhase::kSent), TrainTask("t1", "b", TaskPhase::kSent)});
+  bool answered = true;
+  // Kept past each call: a future's destructor waits for its call, which a held lock blocks.
+  std::vector<std::future<size_t>> other_calls;
+  auto asks_dispatcher = [&](const std::string&) {
+    other_calls.push_back(std::async(std::launch::async, [&] { return dispatcher.size(); }));
+    answered = answered && other_calls.back().wait_for(seconds(2)) == std::future_status::ready;
+    return true;
+  };
+  CHECK(dispatcher.OnHeartbeat("a", {Listed("t0")}, asks_dispatcher).empty());
+  CHECK(answered);
+  dispatcher.OnRegister("b", "10.0.0.2", {Listed("t1")}, asks_dispatcher);
+  CHECK(answered);
+  REQUIRE(dispatcher.OnExit("t0", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
+  CHECK(dispatcher.DropEnded(
+            [&](const std::string& job, int64_t) { return asks_dispatcher(job); }) == 1);
+  CHECK(answered);
+}
+
+TEST_CASE("a heartbeat sees only its own node's tasks among many", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  std::vector<Task> tasks;
+  for (int n = 0; n < 50; ++n) {
+    tasks.push_back(TrainTask("t" + std::to_string(n), "node-" + std::to_string(n),
+                              TaskPhase::kSent, "job-" + std::to_string(n)));
+  }
+  dispatcher.Add(std::move(tasks));
+  clock.Advance(seconds(5));
+  // Node 7 lists nothing: only its own task is re-sent.
+  std::vector<v1::TaskCommand> resent = dispatcher.OnHeartbeat("node-7", {}, kWanted);
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].assign().task_id() == "t7");
+  CHECK(dispatcher.TasksOnNode("node-7") == std::vector<std::string>{"t7"});
+  // A task ended and forgotten leaves its node's index too.
+  REQUIRE(dispatcher.OnExit("t7", v1::TASK_OUTCOME_SUCCEEDED, "").has_value());
+  CHECK(dispatcher.DropEnded([](const std::string&, int64_t) { return true; }) == 1);
+  CHECK(dispatcher.TasksOnNode("node-7").empty());
+  CHECK(dispatcher.OnHeartbeat("node-7", {}, kWanted).empty());
+  CHECK(dispatcher.size() == 49);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "coordinator/admission.h"
 #include "tests/service/failing_job_store.h"
 #include "tests/service/service_test_util.h"
 
@@ -113,6 +114,35 @@ TEST_CASE("lists are newest first and filter by state", "[job_manager]") {
   std::vector<JobRecord> pending = jobs.List({JobState::kPending}, 0);
   REQUIRE(pending.size() == 2);
   CHECK(jobs.Active().front().id == a.id);
+}
+
+TEST_CASE("a job's queue position is the one the admission order gives it", "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 24; ++i) {
+    JobSpec spec = TinySpec();
+    spec.priority = (i * 7) % 3;  // priorities out of submission order
+    spec.role = i % 4 == 0 ? JobRole::kBg : JobRole::kFg;
+    ids.push_back(jobs.Submit(spec)->id);
+  }
+  // Some leave the queue: they are counted by nobody.
+  REQUIRE(jobs.Transition(ids[3], JobState::kPlanning, "planning").ok());
+  REQUIRE(jobs.Transition(ids[8], JobState::kCancelled, "").ok());
+  const std::map<std::string, int> positions = QueuePositions(jobs.Queue());
+  REQUIRE(positions.size() == 22);
+  for (const std::string& id : ids) {
+    auto expected = positions.find(id);
+    const std::optional<int> position = jobs.QueuePosition(id);
+    if (expected == positions.end()) {
+      CHECK_FALSE(position.has_value());
+    } else {
+      CHECK(position == expected->second);
+    }
+  }
+  CHECK_FALSE(jobs.QueuePosition("no-such-job").has_value());
 }
 
 TEST_CASE("pages of a long history join up to the whole list, and counts follow every change",
