@@ -397,7 +397,7 @@ Status JobManager::StoreHeldBackLocked(const std::string& job_id, int64_t now_ms
     unstored_since_ms_.erase(job_id);
     return Status::Ok();
   }
-  Status saved = store_->SaveJob(job->second);
+  Status saved = store_->SaveProgress(job->second);
   if (!saved.ok()) return saved.WithContext("storing progress of " + job_id);
   stored_ms_[job_id] = now_ms;
   unstored_since_ms_.erase(job_id);

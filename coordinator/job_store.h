@@ -28,6 +28,12 @@ class JobStore {
   virtual ~JobStore() = default;
   // Inserts or replaces the whole record (keyed by id).
   virtual Status SaveJob(const JobRecord& job) = 0;
+  // SaveJob for a record whose change is progress alone (JobManager::FlushProgress), which may
+  // return before the write is flushed to disk: a crash of the store's server may then lose
+  // the last such writes (under a second on PostgreSQL, whose asynchronous commit this is),
+  // never a later write's, as the store applies its writes in order. Progress is already held
+  // back for seconds before it is written, and the executors keep the truth.
+  virtual Status SaveProgress(const JobRecord& job) { return SaveJob(job); }
   // Every stored job, in submission (seq) order.
   virtual StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
   // One stored job, whole (the documents of a finished job, which leave the JobManager's

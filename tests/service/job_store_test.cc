@@ -69,6 +69,21 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     CHECK((*jobs)[1].progress.iteration == 5);
     CHECK((*jobs)[1].history.size() == 2);
   }
+  SECTION("a progress save lands as a whole save does, documents included") {
+    JobRecord job = MakeJob("job-5", 5, JobState::kRunning);
+    job.graph_json = R"({"format":"deepool.graph"})";
+    job.plan_json = R"({"format":"deepool.plan"})";
+    REQUIRE(store->SaveProgress(job).ok());  // new documents: written as SaveJob would
+    job.progress.iteration = 9;
+    REQUIRE(store->SaveProgress(job).ok());
+
+    store = reopen();
+    StatusOr<JobRecord> loaded = store->LoadJob("job-5");
+    REQUIRE(loaded.ok());
+    CHECK(loaded->progress.iteration == 9);
+    CHECK(loaded->graph_json == job.graph_json);
+    CHECK(loaded->plan_json == job.plan_json);
+  }
   SECTION("an inline graph and a plan survive updates and the job's end, and load one by one") {
     JobRecord job = MakeJob("job-3", 3, JobState::kRunning);
     job.spec.model.clear();
@@ -270,6 +285,8 @@ TEST_CASE("PostgreSQL: a leader deposed while paused writes nothing after the ta
   const Status late = (*a)->SaveJob(MakeJob("job-2", 2, JobState::kPending));
   CHECK(late.code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(late.message(), Catch::Contains("no longer leads: b"));
+  CHECK((*a)->SaveProgress(MakeJob("job-1", 1, JobState::kRunning)).code() ==
+        StatusCode::kFailedPrecondition);
   std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "late"}};
   CHECK((*a)->AppendLogs("job-1", &lines).code() == StatusCode::kFailedPrecondition);
   CHECK((*a)->ReserveSeqs(500).code() == StatusCode::kFailedPrecondition);
