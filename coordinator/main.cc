@@ -12,6 +12,7 @@
 #include "coordinator/in_process_planning.h"
 #include "coordinator/leader_lease.h"
 #include "coordinator/server.h"
+#include "security/grpc_locks.h"
 #include "security/grpc_logs.h"
 
 namespace {
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
   deepool::InitLogging("coordinator", log_level);
   // gRPC's lines in this log; a flood of refused TLS handshakes rate-limited.
   const deepool::security::GrpcLogRoute grpc_logs;
+  deepool::security::TurnOffAbslDeadlockDetection();
   if (auto files = deepool::RaiseOpenFileLimit("deepool-coordinator"); !files.ok()) {
     std::cerr << files.status().message() << "\n";
     return 1;

@@ -23,6 +23,7 @@
 #include "common/path_roots.h"
 #include "common/sigpipe.h"
 #include "common/subprocess.h"
+#include "security/grpc_locks.h"
 #include "security/tls_stream.h"
 #include "security/transport.h"
 #include "worker/daemon/coordinator_channel.h"
@@ -233,6 +234,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   deepool::InitLogging("worker", flags.log_level);
+  deepool::security::TurnOffAbslDeadlockDetection();
   // Executors' pipes, task files and the coordinator's channel all take descriptors.
   if (auto files = deepool::RaiseOpenFileLimit("deepool-worker"); !files.ok()) {
     std::cerr << files.status().message() << "\n";
