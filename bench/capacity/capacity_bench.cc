@@ -11,7 +11,8 @@
 //      iteration and, every tenth report, a log line) every `--report-s`, and `--watchers`
 //      clients watch those jobs (WatchJob streams);
 //   3. pending: `--pending` more jobs are submitted by `--clients` clients at once; they wait,
-//      and every scheduling round looks at all of them;
+//      and every scheduling round looks at all of them; then `--submit-per-s` more a second for
+//      a phase, at that steady rate, for the latency a user sees in the busy pool;
 //   4. status: pages of ListJobs through the whole history, GetJob, and /metrics scrapes, while
 //      the pool goes on.
 // In every phase: the heartbeat and report rates sustained and their latency, the scheduling
@@ -210,6 +211,7 @@ struct Options {
   int pending = 10000;
   int64_t history = 100000;
   int clients = 16;
+  double submit_per_s = 50;
   double phase_s = 20;
   std::string coordinator;  // the deepool-coordinator binary
 };
@@ -237,6 +239,7 @@ class Run {
     Measure("2 + a FG job on every device, reports, watchers", o_.phase_s);
     SubmitPending();
     Measure("3 + pending jobs", o_.phase_s);
+    SubmitSteadily();
     StatusQueries();
     Stop();
   }
@@ -343,12 +346,17 @@ class Run {
            std::to_string(o_.devices_per_node) + R"(,"iterations":1000000,"profile":"analytical"})";
   }
 
-  // Submits `count` jobs from o_.clients threads; their SubmitJob latencies.
-  std::vector<double> Submit(int count, const std::string& name, std::vector<std::string>* ids) {
+  // Submits `count` jobs from o_.clients threads; their SubmitJob latencies. With `per_s` 0 each
+  // client sends its next job as soon as the last is answered (the most the coordinator takes);
+  // else job i is due at i / per_s seconds and its latency counts from then, so a slow answer
+  // that delays the submissions behind it is counted in theirs too.
+  std::vector<double> Submit(int count, const std::string& name, std::vector<std::string>* ids,
+                             double per_s = 0) {
     std::vector<double> ms;
     std::mutex mu;
     std::atomic<int> next{0};
     std::vector<std::thread> threads;
+    const auto begin = SteadyClock::now();
     for (int c = 0; c < o_.clients; ++c) {
       threads.emplace_back([&, c] {
         auto stub = v1::CoordinatorService::NewStub(NewChannel(address_, 100000 + c));
@@ -357,7 +365,12 @@ class Run {
           req.set_spec_json(JobSpecJson(name));
           v1::SubmitJobResponse resp;
           grpc::ClientContext ctx;
-          const auto start = SteadyClock::now();
+          auto start = SteadyClock::now();
+          if (per_s > 0) {
+            start = begin + std::chrono::duration_cast<SteadyClock::duration>(
+                                std::chrono::duration<double>(i / per_s));
+            std::this_thread::sleep_until(start);
+          }
           grpc::Status status = stub->SubmitJob(&ctx, req, &resp);
           const double took = MsSince(start);
           std::lock_guard<std::mutex> lock(mu);
@@ -405,6 +418,20 @@ class Run {
             " /s); meanwhile longest heartbeat gap " +
             Fixed(stats_.heartbeat_gap_ms.Take() / 1000.0, 1) + " s, ticker pass " +
             Fixed(stats_.ticker_pass_ms.Take(), 0) + " ms");
+  }
+
+  // Submissions at a steady rate into the busy pool with its queue, as users send them (not as
+  // fast as the coordinator answers): the latency a user sees.
+  void SubmitSteadily() {
+    if (o_.submit_per_s <= 0) return;
+    const int count = static_cast<int>(o_.submit_per_s * o_.phase_s);
+    std::vector<double> ms = Submit(count, "steady", nullptr, o_.submit_per_s);
+    Row("3 steady submits: p50 / p99 / max ms",
+        Fixed(Percentile(ms, 0.5), 1) + " / " + Fixed(Percentile(ms, 0.99), 1) + " / " +
+            Fixed(ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()), 1) + " (" +
+            std::to_string(ms.size()) + " jobs at " + Fixed(o_.submit_per_s, 0) +
+            " /s, while every device is busy and the queue holds " + std::to_string(o_.pending) +
+            ")");
   }
 
   // A phase: `seconds` of the pool as it is, then its rates, latencies and the coordinator's use.
@@ -548,6 +575,9 @@ int main(int argc, char** argv) {
   app.add_option("--history", o.history, "finished jobs in the store before the coordinator starts")
       ->capture_default_str();
   app.add_option("--clients", o.clients, "concurrent submitting clients")->capture_default_str();
+  app.add_option("--submit-per-s", o.submit_per_s,
+                 "steady submissions a second after phase 3, by the same clients (0: none)")
+      ->capture_default_str();
   app.add_option("--phase-s", o.phase_s, "seconds each measured phase lasts")
       ->capture_default_str();
   app.add_option("--coordinator", o.coordinator, "the deepool-coordinator binary")
