@@ -75,7 +75,9 @@ std::string ProtocolReason(const JobRecord& job, int version,
 
 class Round {
  public:
-  explicit Round(const AdmissionInput& input) : in_(input), ledger_(input.ledger) {
+  // The round changes its own ledger: the input's, moved in (a pool's ledger is thousands of
+  // devices, copied once by the caller already).
+  explicit Round(AdmissionInput input) : in_(std::move(input)), ledger_(std::move(in_.ledger)) {
     for (const NodeRecord& node : in_.nodes) {
       if (!node.schedulable()) continue;
       protocol_[node.id] = node.protocol;
@@ -91,7 +93,7 @@ class Round {
     // are looked at through pointers, as a round with 10,000 waiting copies none of them.
     std::vector<const JobRecord*> order;
     order.reserve(in_.pending.size());
-    for (const JobRecord& job : in_.pending) order.push_back(&job);
+    for (const JobSnapshot& job : in_.pending) order.push_back(job.get());
     std::stable_sort(order.begin(), order.end(), [](const JobRecord* a, const JobRecord* b) {
       return a->spec.priority > b->spec.priority;
     });
@@ -267,8 +269,8 @@ class Round {
 
   static constexpr int kAnyVersion = -1;
 
-  const AdmissionInput& in_;
-  DeviceLedger ledger_;  // the input's, with this round's grants
+  const AdmissionInput in_;  // its ledger moved to ledger_
+  DeviceLedger ledger_;      // the input's, with this round's grants
   FreeDevices free_;
   std::map<std::string, protocol::ProtocolRange> protocol_;  // of schedulable nodes, by id
   mutable std::map<int, int> largest_group_;                 // LargestGroup by version
@@ -284,7 +286,7 @@ std::string IdlePercent(double fraction) {
   return text;
 }
 
-Admission Admit(const AdmissionInput& input) { return Round(input).Run(); }
+Admission Admit(AdmissionInput input) { return Round(std::move(input)).Run(); }
 
 std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending) {
   // Admit's order.

@@ -65,15 +65,16 @@ struct Admission {
 };
 
 struct AdmissionInput {
-  std::vector<JobRecord> pending;  // PENDING jobs in submission order
+  std::vector<JobSnapshot> pending;  // PENDING jobs in submission order
   std::vector<NodeRecord> nodes;
   DeviceLedger ledger;
   // Devices whose FG rank runs (has reported an iteration), so a BG job can run inside it.
   std::set<DeviceKey> running_fg_ranks;
 };
 
-// A round looks at PENDING jobs highest priority first, then in submission order.
-Admission Admit(const AdmissionInput& input);
+// A round looks at PENDING jobs highest priority first, then in submission order. By value: move
+// the input in when it is not needed afterwards.
+Admission Admit(AdmissionInput input);
 
 // Each PENDING job's place in its role's queue, 1 = looked at first (Admit's order). FG and BG jobs
 // are counted apart: a BG job never waits for a FG job's turn. `pending` in submission order

@@ -3,12 +3,13 @@
 namespace deepool::coordinator {
 
 ClusterSummary SummarizeCluster(
-    const std::vector<JobRecord>& jobs, const std::vector<NodeRecord>& nodes,
+    const std::vector<JobSnapshot>& jobs, const std::vector<NodeRecord>& nodes,
     const std::map<std::pair<std::string, std::string>, DeviceUse>& uses) {
   ClusterSummary s;
   int fg_reported = 0;
   double fg_iteration_sum = 0;
-  for (const JobRecord& job : jobs) {
+  for (const JobSnapshot& snapshot : jobs) {
+    const JobRecord& job = *snapshot;
     if (job.state != JobState::kRunning) continue;
     if (job.spec.role == JobRole::kBg) {
       ++s.bg_jobs_running;

@@ -35,10 +35,11 @@ struct ClusterSummary {
   double idle_ms = 0;
 };
 
-// `jobs` may hold jobs in any state: only RUNNING ones count. `uses` is Scheduler::DeviceUses().
-// A device in `uses` that no listed node has (or whose node is DOWN) is not counted.
+// `jobs` may hold jobs in any state (JobManager::Active): only RUNNING ones count. `uses` is
+// Scheduler::DeviceUses(). A device in `uses` that no listed node has (or whose node is DOWN) is
+// not counted.
 ClusterSummary SummarizeCluster(
-    const std::vector<JobRecord>& jobs, const std::vector<NodeRecord>& nodes,
+    const std::vector<JobSnapshot>& jobs, const std::vector<NodeRecord>& nodes,
     const std::map<std::pair<std::string, std::string>, DeviceUse>& uses);
 
 }  // namespace deepool::coordinator

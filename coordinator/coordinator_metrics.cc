@@ -69,8 +69,8 @@ std::string NodeLabel(const NodeRecord& node) { return node.name.empty() ? node.
 
 void WriteJobs(const ClusterNow& now, MetricsText* out) {
   std::map<ReasonCode, int> pending_by_reason;
-  for (const JobRecord& job : now.jobs) {
-    if (job.state == JobState::kPending) ++pending_by_reason[job.reason_code];
+  for (const JobSnapshot& job : now.jobs) {
+    if (job->state == JobState::kPending) ++pending_by_reason[job->reason_code];
   }
   out->Family("deepool_jobs", "gauge", "Jobs the coordinator holds, by state and role.");
   for (JobState state : kAllStates) {
@@ -89,9 +89,9 @@ void WriteJobs(const ClusterNow& now, MetricsText* out) {
               "How long the longest-waiting PENDING job has waited in this stay, by role.");
   for (JobRole role : {JobRole::kFg, JobRole::kBg}) {
     double oldest = 0;
-    for (const JobRecord& job : now.jobs) {
-      if (job.state != JobState::kPending || job.spec.role != role) continue;
-      oldest = std::max(oldest, static_cast<double>(now.now_ms - EnteredMs(job)) / 1000.0);
+    for (const JobSnapshot& job : now.jobs) {
+      if (job->state != JobState::kPending || job->spec.role != role) continue;
+      oldest = std::max(oldest, static_cast<double>(now.now_ms - EnteredMs(*job)) / 1000.0);
     }
     out->Sample("deepool_pending_job_oldest_wait_seconds", {{"role", RoleName(role)}}, oldest);
   }
@@ -99,8 +99,8 @@ void WriteJobs(const ClusterNow& now, MetricsText* out) {
 
 void WriteRunningJobs(const ClusterNow& now, MetricsText* out) {
   std::vector<const JobRecord*> running;
-  for (const JobRecord& job : now.jobs) {
-    if (job.state == JobState::kRunning) running.push_back(&job);
+  for (const JobSnapshot& job : now.jobs) {
+    if (job->state == JobState::kRunning) running.push_back(job.get());
   }
   out->Family("deepool_job_samples_per_second", "gauge",
               "Training throughput of each RUNNING job, from its last reported iteration.");

@@ -50,7 +50,7 @@ class CoordinatorMetrics {
 struct ClusterNow {
   // The unfinished jobs (JobManager::Active): finished ones are only counted, in `counts`, so a
   // scrape costs the same with 100 or 100,000 jobs in the history.
-  std::vector<JobRecord> jobs;
+  std::vector<JobSnapshot> jobs;
   JobCounts counts;  // every job, finished ones included (deepool_jobs)
   std::vector<NodeRecord> nodes;
   ClusterSummary summary;

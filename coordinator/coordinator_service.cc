@@ -1,7 +1,6 @@
 #include <algorithm>
 
 #include "common/logging.h"
-#include "coordinator/admission.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_follower.h"
 #include "coordinator/services.h"
@@ -31,16 +30,11 @@ FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx, const security::
 
 }  // namespace
 
-v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
-                                           const std::map<std::string, int>* positions) const {
+v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job) const {
   v1::Job proto = JobToProto(job);
   if (job.state != JobState::kPending) return proto;
-  if (positions == nullptr) {
-    if (std::optional<int> position = jobs_->QueuePosition(job.id)) {
-      proto.set_queue_position(*position);
-    }
-  } else if (auto it = positions->find(job.id); it != positions->end()) {
-    proto.set_queue_position(it->second);
+  if (std::optional<int> position = jobs_->QueuePosition(job.id)) {
+    proto.set_queue_position(*position);
   }
   return proto;
 }
@@ -126,16 +120,10 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   if (caller.role != security::Role::kAdmin) query->owner = caller.name;
   JobPage page = jobs_->ListPage(*query);
-  // The whole queue is read once for a page with PENDING jobs, and not at all for one without.
-  const bool lists_pending =
-      std::any_of(page.jobs.begin(), page.jobs.end(),
-                  [](const JobRecord& j) { return j.state == JobState::kPending; });
-  const std::map<std::string, int> positions =
-      lists_pending ? QueuePositions(jobs_->Queue()) : std::map<std::string, int>{};
-  for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job, &positions);
+  for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job);
   resp->set_next_page_token(NextPageToken(page));
-  *resp->mutable_summary() = ClusterSummaryToProto(SummarizeCluster(
-      jobs_->List({JobState::kRunning}, 0), nodes_->List(), scheduler_->DeviceUses()));
+  *resp->mutable_summary() = ClusterSummaryToProto(
+      SummarizeCluster(jobs_->Active(), nodes_->List(), scheduler_->DeviceUses()));
   return grpc::Status::OK;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -151,6 +152,21 @@ struct JobRecord {
   int64_t best_reached = 0;
   int hosted_stalls = 0;
 };
+
+// A job's record as one change left it. Never modified: a change makes a new record, so a reader
+// keeps a snapshot without the job table's lock, and a scheduling round reads 10,000 jobs without
+// copying one (JobManager::Active).
+using JobSnapshot = std::shared_ptr<const JobRecord>;
+inline JobSnapshot Snapshot(JobRecord job) {
+  return std::make_shared<const JobRecord>(std::move(job));
+}
+// Records built by hand (tests, tools) as snapshots, in order.
+inline std::vector<JobSnapshot> Snapshots(std::vector<JobRecord> jobs) {
+  std::vector<JobSnapshot> out;
+  out.reserve(jobs.size());
+  for (JobRecord& job : jobs) out.push_back(Snapshot(std::move(job)));
+  return out;
+}
 
 // Jobs by (state, role), every job held counted once (JobManager::Counts).
 using JobCounts = std::map<std::pair<JobState, JobRole>, int64_t>;

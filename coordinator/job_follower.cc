@@ -23,9 +23,10 @@ Status JobFollower::Watch(const std::string& job_id,
   while (true) {
     // The version first: a change after it is read wakes the wait below.
     const uint64_t seen = jobs_->JobVersion(job_id);
-    ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
-    if (!send(job)) return Status::Ok();
-    if (IsTerminal(job.state)) return Status::Ok();
+    const JobSnapshot job = jobs_->Find(job_id);  // no copy of the record per update
+    if (!job) return NotFoundError("job " + job_id + " not found");
+    if (!send(*job)) return Status::Ok();
+    if (IsTerminal(job->state)) return Status::Ok();
     RETURN_IF_ERROR(WaitForChange(job_id, seen, stop));
   }
 }

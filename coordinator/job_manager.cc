@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+#include <utility>
 
 #include "common/byte_size.h"
 #include "common/logging.h"
@@ -23,12 +26,28 @@ std::string UserName(const std::string& owner) {
 
 }  // namespace
 
+// A tree that knows each key's rank (libstdc++'s policy-based order statistics). Keys sort as
+// Admit looks at jobs: higher priority first, then earlier submission.
+struct JobManager::QueueOrders {
+  using Key = std::pair<int, int64_t>;  // (-priority, seq)
+  using Order =
+      __gnu_pbds::tree<Key, __gnu_pbds::null_type, std::less<Key>, __gnu_pbds::rb_tree_tag,
+                       __gnu_pbds::tree_order_statistics_node_update>;
+  static Key KeyOf(const JobRecord& job) { return {-job.spec.priority, job.seq}; }
+  Order fg;
+  Order bg;
+  Order& of(JobRole role) { return role == JobRole::kBg ? bg : fg; }
+};
+
 JobManager::JobManager(JobStore* store, const Clock* clock, JobLimits limits,
                        std::chrono::milliseconds progress_store_interval)
     : store_(store),
       clock_(clock),
       limits_(limits),
-      progress_store_interval_(progress_store_interval) {}
+      progress_store_interval_(progress_store_interval),
+      queues_(std::make_unique<QueueOrders>()) {}
+
+JobManager::~JobManager() = default;
 
 Status JobManager::Load() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->LoadJobs());
@@ -44,7 +63,7 @@ Status JobManager::Load() {
     if (IsTerminal(job.state)) DropDocuments(&job);
     CountLocked(job, +1);
     std::string id = job.id;
-    IndexLocked(jobs_[id] = std::move(job));
+    IndexLocked(jobs_[id] = Snapshot(std::move(job)));
   }
   ++version_;
   return Status::Ok();
@@ -61,16 +80,24 @@ Status JobManager::ReserveSeqLocked() {
 void JobManager::CountLocked(const JobRecord& job, int sign) {
   counts_[{job.state, job.spec.role}] += sign;
   Usage& usage = usage_[job.owner];
-  if (job.state == JobState::kPending) usage.pending += sign;
+  if (job.state == JobState::kPending) {
+    usage.pending += sign;
+    QueueOrders::Order& queue = queues_->of(job.spec.role);
+    if (sign > 0) {
+      queue.insert(QueueOrders::KeyOf(job));
+    } else {
+      queue.erase(QueueOrders::KeyOf(job));
+    }
+  }
   if (!IsTerminal(job.state)) usage.spec_bytes += sign * SpecBytes(job.spec);
 }
 
-void JobManager::IndexLocked(const JobRecord& slot) {
-  by_seq_[slot.seq] = &slot;
-  if (IsTerminal(slot.state)) {
-    unfinished_.erase(slot.seq);
+void JobManager::IndexLocked(const JobSnapshot& slot) {
+  by_seq_[slot->seq] = &slot;
+  if (IsTerminal(slot->state)) {
+    unfinished_.erase(slot->seq);
   } else {
-    unfinished_[slot.seq] = &slot;
+    unfinished_[slot->seq] = &slot;
   }
 }
 
@@ -120,7 +147,7 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
         return UnavailableError("the submission with request_id " + request_id +
                                 " is still being stored; send it again");
       }
-      return stored->second;
+      return *stored->second;
     }
     RETURN_IF_ERROR(CheckLimitsLocked(spec, owner));
     RETURN_IF_ERROR(ReserveSeqLocked());
@@ -153,10 +180,11 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
     return saved;
   }
   job_versions_[job.id] = ++version_;
-  const JobRecord& slot = jobs_[job.id] = std::move(job);
+  JobSnapshot& slot = jobs_[job.id];  // before the move below empties job.id
+  slot = Snapshot(std::move(job));
   IndexLocked(slot);
-  NotifyChangeLocked(slot.id);
-  return slot;
+  NotifyChangeLocked(slot->id);
+  return *slot;
 }
 
 void JobManager::NotifyChangeLocked(const std::string& job_id) {
@@ -165,17 +193,23 @@ void JobManager::NotifyChangeLocked(const std::string& job_id) {
 }
 
 StatusOr<JobRecord> JobManager::Get(const std::string& job_id) const {
+  JobSnapshot job = Find(job_id);
+  if (!job) return NotFoundError("job " + job_id + " not found");
+  return *job;  // copied without the lock
+}
+
+JobSnapshot JobManager::Find(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
-  return it->second;
+  return it == jobs_.end() ? nullptr : it->second;
 }
 
 std::optional<JobBrief> JobManager::Brief(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return std::nullopt;
-  return JobBrief{it->second.state, it->second.attempt, it->second.resize_to};
+  const JobRecord& job = *it->second;
+  return JobBrief{job.state, job.attempt, job.resize_to};
 }
 
 StatusOr<JobRecord> JobManager::GetWithDocuments(const std::string& job_id) const {
@@ -200,20 +234,26 @@ JobPage JobManager::ListPage(const JobQuery& query) const {
             std::find(query.states.begin(), query.states.end(), job.state) != query.states.end());
   };
   JobPage page;
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::map<int64_t, const JobRecord*>& index = live_only ? unfinished_ : by_seq_;
-  // Newest first: walk down from the first seq below the page's start.
-  auto it = query.before_seq > 0 ? index.lower_bound(query.before_seq) : index.end();
-  while (it != index.begin()) {
-    --it;
-    const JobRecord& job = *it->second;
-    if (!wanted(job)) continue;
-    if (query.limit > 0 && page.jobs.size() == static_cast<size_t>(query.limit)) {
-      page.next_before_seq = page.jobs.back().seq;
-      break;
+  std::vector<JobSnapshot> found;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::map<int64_t, const JobSnapshot*>& index = live_only ? unfinished_ : by_seq_;
+    // Newest first: walk down from the first seq below the page's start.
+    auto it = query.before_seq > 0 ? index.lower_bound(query.before_seq) : index.end();
+    while (it != index.begin()) {
+      --it;
+      const JobSnapshot& job = *it->second;
+      if (!wanted(*job)) continue;
+      if (query.limit > 0 && found.size() == static_cast<size_t>(query.limit)) {
+        page.next_before_seq = found.back()->seq;
+        break;
+      }
+      found.push_back(job);
     }
-    page.jobs.push_back(job);
   }
+  // Copied without the lock.
+  page.jobs.reserve(found.size());
+  for (const JobSnapshot& job : found) page.jobs.push_back(*job);
   return page;
 }
 
@@ -226,9 +266,9 @@ JobCounts JobManager::Counts() const {
   return counts;
 }
 
-std::vector<JobRecord> JobManager::Active() const {
+std::vector<JobSnapshot> JobManager::Active() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<JobRecord> out;
+  std::vector<JobSnapshot> out;
   out.reserve(unfinished_.size());
   for (const auto& [seq, job] : unfinished_) out.push_back(*job);
   return out;
@@ -237,26 +277,17 @@ std::vector<JobRecord> JobManager::Active() const {
 std::optional<int> JobManager::QueuePosition(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || it->second.state != JobState::kPending) return std::nullopt;
-  const JobRecord& job = it->second;
-  // Admit's order within the job's role: higher priority, then earlier submission.
-  int ahead = 0;
-  for (const auto& [seq, other] : unfinished_) {
-    if (other->state != JobState::kPending || other->spec.role != job.spec.role) continue;
-    if (other->spec.priority > job.spec.priority ||
-        (other->spec.priority == job.spec.priority && seq < job.seq)) {
-      ++ahead;
-    }
-  }
-  return ahead + 1;
+  if (it == jobs_.end() || it->second->state != JobState::kPending) return std::nullopt;
+  const JobRecord& job = *it->second;
+  return static_cast<int>(queues_->of(job.spec.role).order_of_key(QueueOrders::KeyOf(job))) + 1;
 }
 
 std::vector<QueuedJob> JobManager::Queue() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<QueuedJob> out;
-  for (const auto& [seq, job] : unfinished_) {
-    if (job->state == JobState::kPending)
-      out.push_back({job->id, job->spec.priority, job->spec.role});
+  for (const auto& [seq, slot] : unfinished_) {
+    const JobRecord& job = **slot;
+    if (job.state == JobState::kPending) out.push_back({job.id, job.spec.priority, job.spec.role});
   }
   return out;
 }
@@ -281,33 +312,35 @@ bool JobManager::TransitionAllowed(JobState from, JobState to) {
 StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState state,
                                            const Reason& reason,
                                            const std::function<void(JobRecord&)>& mutate) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
-  const JobRecord& current = it->second;
-  if (state == JobState::kSucceeded && current.state != JobState::kRunning) {
-    return FailedPreconditionError("job " + job_id + " is " + StateName(current.state) +
-                                   ", not RUNNING");
+  JobSnapshot before;
+  JobSnapshot stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
+    before = it->second;
+    if (state == JobState::kSucceeded && before->state != JobState::kRunning) {
+      return FailedPreconditionError("job " + job_id + " is " + StateName(before->state) +
+                                     ", not RUNNING");
+    }
+    if (!TransitionAllowed(before->state, state)) {
+      return FailedPreconditionError("job " + job_id + " is " + StateName(before->state) +
+                                     "; cannot move to " + StateName(state));
+    }
+    JobRecord updated = *before;
+    updated.state = state;
+    updated.reason = reason.message;
+    updated.reason_code = reason.code;
+    if (mutate) mutate(updated);
+    updated.state = state;  // the mutator may not change the state behind the lifecycle's back
+    updated.updated_ms = clock_->WallMillis();
+    updated.history.push_back({state, reason.message, updated.updated_ms, reason.code});
+    ASSIGN_OR_RETURN(stored, CommitLocked(std::move(updated)));
+    if (observer_) observer_(*before, *stored);
   }
-  if (!TransitionAllowed(current.state, state)) {
-    return FailedPreconditionError("job " + job_id + " is " + StateName(current.state) +
-                                   "; cannot move to " + StateName(state));
-  }
-  JobRecord updated = current;
-  updated.state = state;
-  updated.reason = reason.message;
-  updated.reason_code = reason.code;
-  if (mutate) mutate(updated);
-  updated.state = state;  // the mutator may not change the state behind the lifecycle's back
-  updated.updated_ms = clock_->WallMillis();
-  updated.history.push_back({state, reason.message, updated.updated_ms, reason.code});
-  const JobState from = current.state;
-  const JobRecord before = observer_ ? current : JobRecord();
-  ASSIGN_OR_RETURN(JobRecord stored, CommitLocked(std::move(updated)));
-  if (observer_) observer_(before, stored);
-  DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(from), StateName(state),
+  DP_LOG_INFO("job {}: {} -> {}{}{}", job_id, StateName(before->state), StateName(state),
               reason.message.empty() ? "" : ": ", reason.message);
-  return stored;
+  return *stored;  // copied without the lock
 }
 
 void JobManager::SetTransitionObserver(TransitionObserver observer) {
@@ -317,46 +350,81 @@ void JobManager::SetTransitionObserver(TransitionObserver observer) {
 
 StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
                                        const std::function<void(JobRecord&)>& mutate) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ChangeLocked(job_id, mutate, Store::kNow);
+  JobSnapshot stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(stored, ChangeLocked(job_id, mutate, Store::kNow));
+  }
+  return *stored;
 }
 
 StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
                                                const std::function<void(JobRecord&)>& mutate) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto stored = stored_ms_.find(job_id);
-  const bool due = stored == stored_ms_.end() ||
-                   clock_->WallMillis() - stored->second >= progress_store_interval_.count();
-  return ChangeLocked(job_id, mutate, due ? Store::kNow : Store::kHeldBack);
+  // A thousand reports a second share the job table's lock with every other call: the record is
+  // copied and changed without it, and put in place under it only if nobody changed the job
+  // meanwhile (else again, from the newer record).
+  while (true) {
+    const JobSnapshot base = Find(job_id);
+    if (!base) return NotFoundError("job " + job_id + " not found");
+    if (IsTerminal(base->state)) {
+      return FailedPreconditionError("job " + job_id + " is already " + StateName(base->state));
+    }
+    JobRecord updated = *base;
+    mutate(updated);
+    updated.state = base->state;
+    JobSnapshot stored;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = jobs_.find(job_id);
+      if (it == jobs_.end() || it->second != base) continue;
+      auto written = stored_ms_.find(job_id);
+      const int64_t now_ms = clock_->WallMillis();
+      const bool due = written == stored_ms_.end() ||
+                       now_ms - written->second >= progress_store_interval_.count();
+      updated.updated_ms = now_ms;
+      ASSIGN_OR_RETURN(stored,
+                       ReplaceLocked(it, std::move(updated), due ? Store::kNow : Store::kHeldBack));
+    }
+    return *stored;
+  }
 }
 
 StatusOr<JobRecord> JobManager::UpdateAdvice(const std::string& job_id,
                                              const std::function<void(JobRecord&)>& mutate) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ChangeLocked(job_id, mutate, Store::kWithNextWrite);
+  JobSnapshot stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(stored, ChangeLocked(job_id, mutate, Store::kWithNextWrite));
+  }
+  return *stored;
 }
 
-StatusOr<JobRecord> JobManager::ChangeLocked(const std::string& job_id,
-                                             const std::function<void(JobRecord&)>& mutate,
-                                             Store store) {
+StatusOr<JobSnapshot> JobManager::ChangeLocked(const std::string& job_id,
+                                               const std::function<void(JobRecord&)>& mutate,
+                                               Store store) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
-  if (IsTerminal(it->second.state)) {
-    return FailedPreconditionError("job " + job_id + " is already " + StateName(it->second.state));
+  if (IsTerminal(it->second->state)) {
+    return FailedPreconditionError("job " + job_id + " is already " + StateName(it->second->state));
   }
-  JobRecord updated = it->second;
+  JobRecord updated = *it->second;
   JobState state = updated.state;
   mutate(updated);
   updated.state = state;
   updated.updated_ms = clock_->WallMillis();
+  return ReplaceLocked(it, std::move(updated), store);
+}
+
+StatusOr<JobSnapshot> JobManager::ReplaceLocked(std::map<std::string, JobSnapshot>::iterator it,
+                                                JobRecord updated, Store store) {
   if (store == Store::kNow) return CommitLocked(std::move(updated));
   // The same record for every reader; the store's copy older until it is written.
-  if (store == Store::kHeldBack) unstored_since_ms_.emplace(job_id, updated.updated_ms);
-  CountLocked(it->second, -1);
+  if (store == Store::kHeldBack) unstored_since_ms_.emplace(it->first, updated.updated_ms);
+  CountLocked(*it->second, -1);
   CountLocked(updated, +1);
-  it->second = std::move(updated);
-  job_versions_[job_id] = ++version_;
-  NotifyChangeLocked(job_id);
+  it->second = Snapshot(std::move(updated));
+  job_versions_[it->first] = ++version_;
+  NotifyChangeLocked(it->first);
   return it->second;
 }
 
@@ -397,14 +465,14 @@ Status JobManager::StoreHeldBackLocked(const std::string& job_id, int64_t now_ms
     unstored_since_ms_.erase(job_id);
     return Status::Ok();
   }
-  Status saved = store_->SaveProgress(job->second);
+  Status saved = store_->SaveProgress(*job->second);
   if (!saved.ok()) return saved.WithContext("storing progress of " + job_id);
   stored_ms_[job_id] = now_ms;
   unstored_since_ms_.erase(job_id);
   return Status::Ok();
 }
 
-StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
+StatusOr<JobSnapshot> JobManager::CommitLocked(JobRecord updated) {
   RETURN_IF_ERROR(store_->SaveJob(updated));
   // The whole record went: any progress held back with it.
   unstored_since_ms_.erase(updated.id);
@@ -413,14 +481,14 @@ StatusOr<JobRecord> JobManager::CommitLocked(JobRecord updated) {
   } else {
     stored_ms_[updated.id] = clock_->WallMillis();
   }
-  JobRecord& slot = jobs_[updated.id];
+  JobSnapshot& slot = jobs_[updated.id];
   job_versions_[updated.id] = ++version_;
-  CountLocked(slot, -1);
+  if (slot) CountLocked(*slot, -1);
   CountLocked(updated, +1);
   if (IsTerminal(updated.state)) DropDocuments(&updated);  // they stay in the store
-  slot = std::move(updated);
+  slot = Snapshot(std::move(updated));
   IndexLocked(slot);
-  NotifyChangeLocked(slot.id);
+  NotifyChangeLocked(slot->id);
   return slot;
 }
 

@@ -10,15 +10,17 @@
 // look at those); counts by state and role are kept as jobs change (Counts), so a metrics
 // scrape copies no finished record.
 //
-// Memory: records are copied out (Get, List, Active) for every status query and scheduling
-// round, so their large documents (the inline graph, the planned graph and the plan) are
-// SharedText: a copy shares them. A finished job's documents leave memory once its end is
-// stored; GetWithDocuments reads them back from the store. Per-user limits (JobLimits) bound
+// Memory: each job's record is a JobSnapshot that a change replaces, never modifies; Active
+// hands out the snapshots themselves (a scheduling round or a scrape copies no record), Get and
+// List copy records out, and their large documents (the inline graph, the planned graph and the
+// plan) are SharedText, so a copy shares them. A finished job's documents leave memory once its end
+// is stored; GetWithDocuments reads them back from the store. Per-user limits (JobLimits) bound
 // what one user's unfinished jobs hold.
 //
 // Threading: all methods are safe to call from any thread. One mutex guards the jobs; it is held
 // while a change of an existing job is written (so its writes are stored in order) but never
-// while a new job's record is written, so a large submission does not hold up the worker calls
+// while a record is copied out, a progress report's change is made (UpdateProgress), or a new
+// job's record is written, so a large submission does not hold up the worker calls
 // that read jobs. WaitForChange blocks on a condition variable and is woken by every change and
 // by Shutdown.
 #pragma once
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -77,6 +80,7 @@ class JobManager {
   // `store` and `clock` must outlive the manager. Call Load() once before use.
   JobManager(JobStore* store, const Clock* clock, JobLimits limits = {},
              std::chrono::milliseconds progress_store_interval = kProgressStoreInterval);
+  ~JobManager();
   // How often at most one job's progress alone is written to the store (UpdateProgress).
   static constexpr std::chrono::milliseconds kProgressStoreInterval{5000};
 
@@ -93,6 +97,8 @@ class JobManager {
 
   // A finished job comes without its documents (spec.graph_json, graph_json, plan_json).
   StatusOr<JobRecord> Get(const std::string& job_id) const;
+  // The job as it is now, without copying its record; null for an unknown job.
+  JobSnapshot Find(const std::string& job_id) const;
   // A job's JobBrief without copying its record (every heartbeat asks); nullopt for an unknown
   // job.
   std::optional<JobBrief> Brief(const std::string& job_id) const;
@@ -104,13 +110,13 @@ class JobManager {
   // The same, a page at a time; a page of live states reads only the unfinished jobs.
   JobPage ListPage(const JobQuery& query) const;
   JobCounts Counts() const;
-  // Non-terminal jobs in submission order.
-  std::vector<JobRecord> Active() const;
+  // Non-terminal jobs in submission order, as they are now (no record copied).
+  std::vector<JobSnapshot> Active() const;
   // The PENDING jobs in submission order, as the queue order reads them (no record copied).
   std::vector<QueuedJob> Queue() const;
-  // A PENDING job's place in its role's queue, as QueuePositions(Queue()) gives it, counted
-  // without copying the queue (every submission's answer carries it); nullopt for a job that is
-  // not PENDING.
+  // A PENDING job's place in its role's queue, as QueuePositions(Queue()) gives it, read from an
+  // order kept as jobs change (every submission's answer carries it: O(log n), not a walk of
+  // 10,000 queued jobs); nullopt for a job that is not PENDING.
   std::optional<int> QueuePosition(const std::string& job_id) const;
 
   // Moves a job to `state` (validating the transition), applies `mutate` to the record in the
@@ -129,7 +135,8 @@ class JobManager {
   // change, or by FlushProgress once progress_store_interval has passed since the job was last
   // written, or at Shutdown. So a thousand reporting tasks do not make a thousand store writes a
   // second, and a crash loses at most that interval of progress shown; states, placements and
-  // checkpoints are always written through.
+  // checkpoints are always written through. `mutate` runs without the job table's lock, and again
+  // on the newer record when the job changed meanwhile: it must change only the record.
   StatusOr<JobRecord> UpdateProgress(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate);
   // Update for advice the scheduler recomputes every round (a PENDING job's reason): in memory
@@ -172,25 +179,28 @@ class JobManager {
 
  private:
   static bool TransitionAllowed(JobState from, JobState to);
-  StatusOr<JobRecord> CommitLocked(JobRecord updated);
+  StatusOr<JobSnapshot> CommitLocked(JobRecord updated);
   // What each user's jobs hold, against JobLimits: kept as records are stored and loaded.
   struct Usage {
     int pending = 0;
     int64_t spec_bytes = 0;  // of unfinished jobs
   };
-  // Keeps usage_ and counts_ in step with a record entering (+1) or leaving (-1).
+  // Keeps usage_, counts_ and queues_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
   // How a change reaches the store: now, held back (FlushProgress), or with the next write.
   enum class Store { kNow, kHeldBack, kWithNextWrite };
-  StatusOr<JobRecord> ChangeLocked(const std::string& job_id,
-                                   const std::function<void(JobRecord&)>& mutate, Store store);
+  StatusOr<JobSnapshot> ChangeLocked(const std::string& job_id,
+                                     const std::function<void(JobRecord&)>& mutate, Store store);
+  // Puts a changed record in the job's place, reaching the store as `store` says.
+  StatusOr<JobSnapshot> ReplaceLocked(std::map<std::string, JobSnapshot>::iterator it,
+                                      JobRecord updated, Store store);
   // The held-back jobs due for a write at now_ms (all of them with `all`), at most `limit`.
   std::vector<std::string> DueProgressLocked(bool all, int64_t now_ms, size_t limit) const;
   Status StoreHeldBackLocked(const std::string& job_id, int64_t now_ms);
   // Wakes the waiters for any change and those for this job's.
   void NotifyChangeLocked(const std::string& job_id);
-  // Indexes the record in its slot of jobs_ (by_seq_, unfinished_).
-  void IndexLocked(const JobRecord& slot);
+  // Indexes the job in its slot of jobs_ (by_seq_, unfinished_).
+  void IndexLocked(const JobSnapshot& slot);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
   // A submission's request id: its job, whose it is, and its spec's fingerprint.
   struct Request {
@@ -209,13 +219,17 @@ class JobManager {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;  // any change (WaitForChange)
   mutable KeyedCondition job_changed_;       // by job id (WaitForJobChange: watchers)
-  std::map<std::string, JobRecord> jobs_;
+  std::map<std::string, JobSnapshot> jobs_;  // never null
   std::map<std::string, Request> requests_;  // by request id
   std::map<std::string, Usage> usage_;       // by owner
-  // Pointers into jobs_ (whose nodes never move): every stored job, and the unfinished ones.
-  std::map<int64_t, const JobRecord*> by_seq_;
-  std::map<int64_t, const JobRecord*> unfinished_;
+  // Pointers to slots of jobs_ (whose nodes never move): every stored job, and the unfinished
+  // ones.
+  std::map<int64_t, const JobSnapshot*> by_seq_;
+  std::map<int64_t, const JobSnapshot*> unfinished_;
   JobCounts counts_;
+  // The PENDING jobs of each role in Admit's order, each one's rank at hand (job_manager.cc).
+  struct QueueOrders;
+  std::unique_ptr<QueueOrders> queues_;
   // Jobs whose record in memory is newer than the stored one (UpdateProgress), and when each
   // job was last written.
   std::map<std::string, int64_t> unstored_since_ms_;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "common/byte_size.h"
 #include "common/logging.h"
@@ -138,22 +140,26 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
 }
 
 void Scheduler::AdmitLocked(Writes* writes) {
-  AdmissionInput input;
-  for (JobRecord& job : jobs_->Active()) {
-    if (job.state == JobState::kPending) input.pending.push_back(std::move(job));
+  // Held here while the grants and reasons are applied: by_id points into them.
+  std::vector<JobSnapshot> pending;
+  for (JobSnapshot& job : jobs_->Active()) {
+    if (job->state == JobState::kPending) pending.push_back(std::move(job));
   }
-  if (input.pending.empty()) return;
+  if (pending.empty()) return;
+  AdmissionInput input;
+  input.pending = pending;
   input.nodes = nodes_->List();
   input.ledger = ledger_;
   // Only BG jobs ask where FG ranks run (every FG job's record read): skipped when none waits.
-  if (std::any_of(input.pending.begin(), input.pending.end(),
-                  [](const JobRecord& job) { return job.spec.role == JobRole::kBg; })) {
+  if (std::any_of(pending.begin(), pending.end(),
+                  [](const JobSnapshot& job) { return job->spec.role == JobRole::kBg; })) {
     input.running_fg_ranks = RunningFgRanksLocked();
   }
-  std::map<std::string, const JobRecord*> by_id;
-  for (const JobRecord& job : input.pending) by_id.emplace(job.id, &job);
+  std::unordered_map<std::string_view, const JobRecord*> by_id;
+  by_id.reserve(pending.size());
+  for (const JobSnapshot& job : pending) by_id.emplace(job->id, job.get());
 
-  const Admission admission = Admit(input);
+  const Admission admission = Admit(std::move(input));
   for (const Displacement& displaced : admission.displaced) {
     DisplaceBackgroundLocked(displaced, writes);
   }

@@ -69,7 +69,8 @@ Status CheckReportingNode(const std::string& task_id, const std::optional<std::s
 }  // namespace
 
 Status Scheduler::Recover() {
-  for (const JobRecord& job : jobs_->Active()) {
+  for (const JobSnapshot& snapshot : jobs_->Active()) {
+    const JobRecord& job = *snapshot;
     if (job.state != JobState::kProfiling && job.state != JobState::kPlanning) continue;
     RETURN_IF_ERROR(jobs_
                         ->Transition(job.id, JobState::kPending,
@@ -80,7 +81,8 @@ Status Scheduler::Recover() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   bool any_running = false;
-  for (const JobRecord& job : jobs_->Active()) {
+  for (const JobSnapshot& snapshot : jobs_->Active()) {
+    const JobRecord& job = *snapshot;
     if (job.state != JobState::kRunning) continue;
     any_running = true;
     for (const RankPlacement& p : job.devices) {
@@ -310,7 +312,8 @@ StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_i
   ASSIGN_OR_RETURN(NodeRecord node, nodes_->Get(node_id));
   std::vector<std::string> outcomes;
   Writes writes;
-  for (const JobRecord& job : jobs_->Active()) {
+  for (const JobSnapshot& snapshot : jobs_->Active()) {
+    const JobRecord& job = *snapshot;
     if (job.state != JobState::kRunning || !RunsOn(job, node.id)) continue;
     if (job.spec.role == JobRole::kBg) {
       outcomes.push_back(EvacuateBackground(job, node.name, &writes));
@@ -417,8 +420,8 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
       CheckReportingNode(report.task_id(), dispatcher_.NodeOf(report.task_id()), report.node_id()));
   const std::optional<TaskBrief> task = dispatcher_.OnProgress(report.task_id());
   if (!task) return true;
-  StatusOr<JobRecord> job = jobs_->Get(task->job_id);
-  if (!job.ok() || IsTerminal(job->state) || !task->live()) return true;
+  const JobSnapshot job = jobs_->Find(task->job_id);
+  if (!job || IsTerminal(job->state) || !task->live()) return true;
   // Each part is idempotent, so a report that failed half way is sent again whole by the worker.
   if (!report.store_ready().empty() && task->rank0_node) {
     // Stored first, so a restarted coordinator can still send the other nodes their ranks.

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <atomic>
-#include <map>
 
 #include "coordinator/call_slots.h"
 #include "coordinator/job_manager.h"
@@ -73,10 +72,8 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   };
   // The caller (as Caller) with a slot of `slots`; RESOURCE_EXHAUSTED at once past a bound.
   StatusOr<Admitted> Admit(grpc::ServerContext* ctx, const char* method, CallSlots* slots) const;
-  // The job as clients see it: the record, and while PENDING its place in the queue (from
-  // `positions`, QueuePositions of the active jobs; computed here when null).
-  v1::Job ClientView(const JobRecord& job,
-                     const std::map<std::string, int>* positions = nullptr) const;
+  // The job as clients see it: the record, and while PENDING its place in the queue.
+  v1::Job ClientView(const JobRecord& job) const;
   // The job, when the caller may see and act on it (its owner, or an admin).
   StatusOr<JobRecord> AccessibleJob(const security::Identity& caller, const char* method,
                                     const std::string& job_id) const;

@@ -27,7 +27,7 @@ JobRecord Job(const std::string& id, int gpus, JobRole role = JobRole::kFg, int 
 TEST_CASE("FG jobs take the fewest nodes, in priority then submission order", "[admission]") {
   AdmissionInput input;
   input.nodes = {Node("a", 2), Node("b", 4)};
-  input.pending = {Job("first", 3), Job("urgent", 2, JobRole::kFg, /*priority=*/5)};
+  input.pending = Snapshots({Job("first", 3), Job("urgent", 2, JobRole::kFg, /*priority=*/5)});
   const Admission admission = Admit(input);
   REQUIRE(admission.foreground.size() == 2);
   CHECK(admission.foreground[0].job_id == "urgent");
@@ -57,7 +57,7 @@ TEST_CASE("a FG job that does not fit now blocks the FG jobs behind it", "[admis
   AdmissionInput input;
   input.nodes = {Node("a", 4)};
   input.ledger.HoldForeground({"a", "d0"}, "running");
-  input.pending = {Job("big", 4), Job("small", 1), Job("huge", 8)};
+  input.pending = Snapshots({Job("big", 4), Job("small", 1), Job("huge", 8)});
   const Admission admission = Admit(input);
   CHECK(admission.foreground.empty());
   REQUIRE(admission.pending.size() == 3);
@@ -73,7 +73,7 @@ TEST_CASE("a FG job that does not fit now blocks the FG jobs behind it", "[admis
 TEST_CASE("a FG job larger than any device type is told so and blocks nobody", "[admission]") {
   AdmissionInput input;
   input.nodes = {Node("a", 2), Node("g", 2, "a100")};
-  input.pending = {Job("huge", 3), Job("small", 2)};
+  input.pending = Snapshots({Job("huge", 3), Job("small", 2)});
   const Admission admission = Admit(input);
   REQUIRE(admission.pending.size() == 1);
   CHECK(admission.pending[0].code == ReasonCode::kNotEnoughDevices);
@@ -89,21 +89,21 @@ TEST_CASE("a BG job takes the idlest device and makes way for a FG job", "[admis
   input.ledger.HoldBackground({"a", "d1"}, "old-bg");
   SECTION("the idlest free slot, with its FG rank running") {
     input.running_fg_ranks = {{"a", "d0"}};
-    input.pending = {Job("bg", 1, JobRole::kBg)};
+    input.pending = Snapshots({Job("bg", 1, JobRole::kBg)});
     const Admission admission = Admit(input);
     REQUIRE(admission.background.size() == 1);
     CHECK(admission.background[0].device == DeviceKey{"a", "d0"});
     CHECK(admission.background[0].idle_fraction == Approx(0.4));
   }
   SECTION("a FG rank not started yet: the BG job waits to run inside it") {
-    input.pending = {Job("bg", 1, JobRole::kBg)};
+    input.pending = Snapshots({Job("bg", 1, JobRole::kBg)});
     const Admission admission = Admit(input);
     CHECK(admission.background.empty());
     REQUIRE(admission.pending.size() == 1);
     CHECK(admission.pending[0].code == ReasonCode::kWaitingForFgRank);
   }
   SECTION("a FG job on the BG job's device displaces it") {
-    input.pending = {Job("fg1", 1)};
+    input.pending = Snapshots({Job("fg1", 1)});
     const Admission admission = Admit(input);
     REQUIRE(admission.foreground.size() == 1);
     CHECK(admission.foreground[0].devices == std::vector<DeviceKey>{{"a", "d1"}});
@@ -118,7 +118,7 @@ TEST_CASE("drained and down nodes take no work", "[admission]") {
   input.nodes = {Node("a", 2), Node("b", 2)};
   input.nodes[0].state = NodeState::kDown;
   input.nodes[1].state = NodeState::kDraining;
-  input.pending = {Job("fg", 1), Job("bg", 1, JobRole::kBg)};
+  input.pending = Snapshots({Job("fg", 1), Job("bg", 1, JobRole::kBg)});
   const Admission admission = Admit(input);
   CHECK(admission.foreground.empty());
   CHECK(admission.background.empty());
@@ -145,7 +145,7 @@ TEST_CASE("an adamw job goes only onto nodes that speak executor protocol 2", "[
   // a has the most free devices, so a job that any node can run goes there first.
   input.nodes = {NodeSpeaking("a", 3, 1, 1), NodeSpeaking("b", 2, 1, 2)};
   SECTION("FG") {
-    input.pending = {AdamW(Job("adamw", 2)), Job("sgd", 3)};
+    input.pending = Snapshots({AdamW(Job("adamw", 2)), Job("sgd", 3)});
     const Admission admission = Admit(input);
     REQUIRE(admission.foreground.size() == 2);
     CHECK(admission.foreground[0].job_id == "adamw");
@@ -159,7 +159,7 @@ TEST_CASE("an adamw job goes only onto nodes that speak executor protocol 2", "[
     input.ledger.SetIdleFraction({"b", "d0"}, 0.5);
     input.running_fg_ranks = {{"b", "d0"}};
     input.ledger.HoldBackground({"b", "d1"}, "other-bg");
-    input.pending = {AdamW(Job("bg", 1, JobRole::kBg))};
+    input.pending = Snapshots({AdamW(Job("bg", 1, JobRole::kBg))});
     const Admission admission = Admit(input);
     REQUIRE(admission.background.size() == 1);
     CHECK(admission.background[0].device == DeviceKey{"b", "d0"});
@@ -171,7 +171,8 @@ TEST_CASE("an adamw job no node can run waits saying which nodes to upgrade, blo
   AdmissionInput input;
   input.nodes = {NodeSpeaking("a", 2, 1, 1), NodeSpeaking("b", 2, 1, 1), NodeSpeaking("c", 2, 1, 1),
                  NodeSpeaking("d", 1, 1, 2)};
-  input.pending = {AdamW(Job("adamw", 2)), Job("sgd", 2), AdamW(Job("bg", 1, JobRole::kBg))};
+  input.pending =
+      Snapshots({AdamW(Job("adamw", 2)), Job("sgd", 2), AdamW(Job("bg", 1, JobRole::kBg))});
   input.ledger.HoldBackground({"d", "d0"}, "other-bg");
   const Admission admission = Admit(input);
   REQUIRE(admission.foreground.size() == 1);
@@ -188,7 +189,7 @@ TEST_CASE("an adamw job no node can run waits saying which nodes to upgrade, blo
 
   input.nodes.pop_back();  // no node speaks 2 at all
   input.ledger = DeviceLedger();
-  input.pending = {AdamW(Job("bg", 1, JobRole::kBg))};
+  input.pending = Snapshots({AdamW(Job("bg", 1, JobRole::kBg))});
   const Admission bg_only = Admit(input);
   CHECK(bg_only.background.empty());
   REQUIRE(bg_only.pending.size() == 1);
@@ -201,7 +202,7 @@ TEST_CASE("an adamw job no node can run waits saying which nodes to upgrade, blo
 TEST_CASE("a job that fits nowhere by size is told so whatever the protocol", "[admission]") {
   AdmissionInput input;
   input.nodes = {NodeSpeaking("a", 2, 1, 1)};
-  input.pending = {AdamW(Job("adamw", 3))};
+  input.pending = Snapshots({AdamW(Job("adamw", 3))});
   const Admission admission = Admit(input);
   REQUIRE(admission.pending.size() == 1);
   CHECK(admission.pending[0].code == ReasonCode::kNotEnoughDevices);
@@ -212,7 +213,7 @@ TEST_CASE("nodes that no longer read a job's version take none of it", "[admissi
   // A worker of a later release that reads only protocol 2 and newer: this coordinator writes an
   // SGD job's run spec at version 1, which it would refuse.
   input.nodes = {NodeSpeaking("new", 4, 2, 2), NodeSpeaking("old", 1, 1, 2)};
-  input.pending = {Job("sgd", 2), Job("sgd-small", 1)};
+  input.pending = Snapshots({Job("sgd", 2), Job("sgd-small", 1)});
   const Admission admission = Admit(input);
   REQUIRE(admission.foreground.size() == 1);
   CHECK(admission.foreground[0].job_id == "sgd-small");

@@ -34,7 +34,7 @@ TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs 
   fg.progress.devices.push_back(rank);
   JobRecord done = Running("job-2", JobRole::kFg);
   done.state = JobState::kSucceeded;
-  now.jobs = {fg, Running("job-3", JobRole::kBg), done};
+  now.jobs = Snapshots({fg, Running("job-3", JobRole::kBg), done});
   now.counts = {{{JobState::kRunning, JobRole::kFg}, 1},
                 {{JobState::kRunning, JobRole::kBg}, 1},
                 {{JobState::kSucceeded, JobRole::kFg}, 1}};

@@ -113,7 +113,7 @@ TEST_CASE("lists are newest first and filter by state", "[job_manager]") {
   CHECK(jobs.List({}, 2).size() == 2);
   std::vector<JobRecord> pending = jobs.List({JobState::kPending}, 0);
   REQUIRE(pending.size() == 2);
-  CHECK(jobs.Active().front().id == a.id);
+  CHECK(jobs.Active().front()->id == a.id);
 }
 
 TEST_CASE("a job's queue position is the one the admission order gives it", "[job_manager]") {
@@ -128,20 +128,28 @@ TEST_CASE("a job's queue position is the one the admission order gives it", "[jo
     spec.role = i % 4 == 0 ? JobRole::kBg : JobRole::kFg;
     ids.push_back(jobs.Submit(spec)->id);
   }
+  auto check_positions = [&](size_t queued) {
+    const std::map<std::string, int> positions = QueuePositions(jobs.Queue());
+    REQUIRE(positions.size() == queued);
+    for (const std::string& id : ids) {
+      auto expected = positions.find(id);
+      const std::optional<int> position = jobs.QueuePosition(id);
+      if (expected == positions.end()) {
+        CHECK_FALSE(position.has_value());
+      } else {
+        CHECK(position == expected->second);
+      }
+    }
+  };
+  check_positions(24);
   // Some leave the queue: they are counted by nobody.
   REQUIRE(jobs.Transition(ids[3], JobState::kPlanning, "planning").ok());
   REQUIRE(jobs.Transition(ids[8], JobState::kCancelled, "").ok());
-  const std::map<std::string, int> positions = QueuePositions(jobs.Queue());
-  REQUIRE(positions.size() == 22);
-  for (const std::string& id : ids) {
-    auto expected = positions.find(id);
-    const std::optional<int> position = jobs.QueuePosition(id);
-    if (expected == positions.end()) {
-      CHECK_FALSE(position.has_value());
-    } else {
-      CHECK(position == expected->second);
-    }
-  }
+  REQUIRE(jobs.Transition(ids[13], JobState::kPlanning, "planning").ok());
+  check_positions(21);
+  // One comes back (requeued), and keeps its place by submission order.
+  REQUIRE(jobs.Transition(ids[13], JobState::kPending, "requeued").ok());
+  check_positions(22);
   CHECK_FALSE(jobs.QueuePosition("no-such-job").has_value());
 }
 
@@ -192,7 +200,7 @@ TEST_CASE("pages of a long history join up to the whole list, and counts follow 
   REQUIRE(jobs.Transition(ids[1], JobState::kPlanning, "").ok());
   REQUIRE(jobs.Transition(ids[1], JobState::kFailed, "").ok());
   CHECK(jobs.Active().size() == 15);
-  CHECK(jobs.Active().front().id == ids[2]);  // submission order
+  CHECK(jobs.Active().front()->id == ids[2]);  // submission order
   CHECK(jobs.List({JobState::kPending}, 0).size() == 15);
   CHECK(jobs.Counts() == JobCounts{{{JobState::kPending, JobRole::kFg}, 15},
                                    {{JobState::kCancelled, JobRole::kFg}, 9},
@@ -241,6 +249,37 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
   CHECK(stored_iteration() == 6);
   CHECK(jobs.UpdateProgress("job-none", [](JobRecord&) {}).status().code() ==
         StatusCode::kNotFound);
+}
+
+TEST_CASE("a progress change made while the job changed is made again on the newer record",
+          "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  const std::string id = jobs.Submit(TinySpec())->id;
+  Run(&jobs, id);
+  int runs = 0;
+  StatusOr<JobRecord> updated = jobs.UpdateProgress(id, [&](JobRecord& r) {
+    // UpdateProgress builds the change without the lock: a checkpoint stored meanwhile must not
+    // be overwritten by the older record the change started from.
+    if (runs++ == 0) {
+      REQUIRE(jobs.Update(id, [](JobRecord& c) { c.checkpoint = "ckpt-1"; }).ok());
+    }
+    r.progress.iteration = 7;
+  });
+  REQUIRE(updated.ok());
+  CHECK(runs == 2);
+  CHECK(updated->checkpoint == "ckpt-1");
+  CHECK(jobs.Get(id)->checkpoint == "ckpt-1");
+  CHECK(jobs.Get(id)->progress.iteration == 7);
+  // A job that ended meanwhile is not changed.
+  StatusOr<JobRecord> ended = jobs.UpdateProgress(id, [&](JobRecord& r) {
+    if (r.progress.iteration == 7) REQUIRE(jobs.Transition(id, JobState::kCancelled, "").ok());
+    r.progress.iteration = 8;
+  });
+  CHECK(ended.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(jobs.Get(id)->progress.iteration == 7);
 }
 
 TEST_CASE("advice is in memory at once and stored only with the job's next written change",
@@ -369,8 +408,8 @@ TEST_CASE("copies of a job's record share its documents instead of copying them"
   const JobRecord got = *jobs.Get(big.id);
   CHECK(got.spec.graph_json.SharesBufferWith(big.spec.graph_json));
   CHECK(jobs.List({}, 0).front().spec.graph_json.SharesBufferWith(big.spec.graph_json));
-  CHECK(jobs.Active().front().graph_json.SharesBufferWith(got.graph_json));
-  CHECK(jobs.Active().front().plan_json.SharesBufferWith(got.plan_json));
+  CHECK(jobs.Active().front()->graph_json.SharesBufferWith(got.graph_json));
+  CHECK(jobs.Active().front()->plan_json.SharesBufferWith(got.plan_json));
 }
 
 TEST_CASE("a finished job's documents leave memory and are read back from the store",

@@ -162,7 +162,7 @@ TEST_CASE("the cluster summary adds up running jobs' rates and counts device use
   uses[{"node-a", "cpu:2"}] = {"", "bg-2", 1.0};
   uses[{"node-b", "cpu:0"}] = {"fg-9", "", 0.0};
 
-  ClusterSummary s = SummarizeCluster({fg, shared_bg, alone_bg, done}, {a, down}, uses);
+  ClusterSummary s = SummarizeCluster(Snapshots({fg, shared_bg, alone_bg, done}), {a, down}, uses);
   CHECK(s.fg_jobs_running == 1);
   CHECK(s.bg_jobs_running == 2);
   CHECK(s.fg_samples_per_s == 200);
