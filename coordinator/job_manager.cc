@@ -382,8 +382,8 @@ StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
       const bool due = written == stored_ms_.end() ||
                        now_ms - written->second >= progress_store_interval_.count();
       updated.updated_ms = now_ms;
-      ASSIGN_OR_RETURN(stored,
-                       ReplaceLocked(it, std::move(updated), due ? Store::kNow : Store::kHeldBack));
+      ASSIGN_OR_RETURN(stored, ReplaceLocked(it, std::move(updated),
+                                             due ? Store::kProgressNow : Store::kHeldBack));
     }
     return *stored;
   }
@@ -417,7 +417,9 @@ StatusOr<JobSnapshot> JobManager::ChangeLocked(const std::string& job_id,
 
 StatusOr<JobSnapshot> JobManager::ReplaceLocked(std::map<std::string, JobSnapshot>::iterator it,
                                                 JobRecord updated, Store store) {
-  if (store == Store::kNow) return CommitLocked(std::move(updated));
+  if (store == Store::kNow || store == Store::kProgressNow) {
+    return CommitLocked(std::move(updated), store == Store::kProgressNow);
+  }
   // The same record for every reader; the store's copy older until it is written.
   if (store == Store::kHeldBack) unstored_since_ms_.emplace(it->first, updated.updated_ms);
   CountLocked(*it->second, -1);
@@ -472,8 +474,8 @@ Status JobManager::StoreHeldBackLocked(const std::string& job_id, int64_t now_ms
   return Status::Ok();
 }
 
-StatusOr<JobSnapshot> JobManager::CommitLocked(JobRecord updated) {
-  RETURN_IF_ERROR(store_->SaveJob(updated));
+StatusOr<JobSnapshot> JobManager::CommitLocked(JobRecord updated, bool progress_only) {
+  RETURN_IF_ERROR(progress_only ? store_->SaveProgress(updated) : store_->SaveJob(updated));
   // The whole record went: any progress held back with it.
   unstored_since_ms_.erase(updated.id);
   if (IsTerminal(updated.state)) {

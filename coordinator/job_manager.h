@@ -133,10 +133,12 @@ class JobManager {
   // Update for progress (iteration reports: many a second per job). The change is in memory at
   // once, for every reader and watcher; it is written to the store with the job's next other
   // change, or by FlushProgress once progress_store_interval has passed since the job was last
-  // written, or at Shutdown. So a thousand reporting tasks do not make a thousand store writes a
-  // second, and a crash loses at most that interval of progress shown; states, placements and
-  // checkpoints are always written through. `mutate` runs without the job table's lock, and again
-  // on the newer record when the job changed meanwhile: it must change only the record.
+  // written, or at Shutdown (each such write as JobStore::SaveProgress: on PostgreSQL it does
+  // not wait for the disk under the job table's lock). So a thousand reporting tasks do not make a
+  // thousand store writes a second, and a crash loses at most that interval of progress shown;
+  // states, placements and checkpoints are always written through. `mutate` runs without the job
+  // table's lock, and again on the newer record when the job changed meanwhile: it must change only
+  // the record.
   StatusOr<JobRecord> UpdateProgress(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate);
   // Update for advice the scheduler recomputes every round (a PENDING job's reason): in memory
@@ -179,7 +181,7 @@ class JobManager {
 
  private:
   static bool TransitionAllowed(JobState from, JobState to);
-  StatusOr<JobSnapshot> CommitLocked(JobRecord updated);
+  StatusOr<JobSnapshot> CommitLocked(JobRecord updated, bool progress_only = false);
   // What each user's jobs hold, against JobLimits: kept as records are stored and loaded.
   struct Usage {
     int pending = 0;
@@ -187,8 +189,9 @@ class JobManager {
   };
   // Keeps usage_, counts_ and queues_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
-  // How a change reaches the store: now, held back (FlushProgress), or with the next write.
-  enum class Store { kNow, kHeldBack, kWithNextWrite };
+  // How a change reaches the store: now; now as progress alone (JobStore::SaveProgress, which
+  // need not wait for the disk); held back (FlushProgress); or with the next write.
+  enum class Store { kNow, kProgressNow, kHeldBack, kWithNextWrite };
   StatusOr<JobSnapshot> ChangeLocked(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate, Store store);
   // Puts a changed record in the job's place, reaching the store as `store` says.

@@ -36,6 +36,13 @@ class FailingJobStore final : public JobStore {
     if (Refuse()) return Failure();
     return memory_.SaveJob(job);
   }
+  // A save of progress alone (which a real store may commit without waiting for the disk):
+  // counted, then as SaveJob.
+  std::atomic<int> progress_saves{0};
+  Status SaveProgress(const JobRecord& job) override {
+    ++progress_saves;
+    return SaveJob(job);
+  }
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
     if (on_load) on_load();
     if (fail_loads) return DataLossError("database disk image is malformed (injected)");

@@ -251,6 +251,30 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
         StatusCode::kNotFound);
 }
 
+TEST_CASE("progress alone is written as progress, whether due at a report or at a flush",
+          "[job_manager]") {
+  FakeClock clock(1'000'000);
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock, {}, std::chrono::seconds(5));
+  REQUIRE(jobs.Load().ok());
+  const std::string id = jobs.Submit(TinySpec())->id;
+  Run(&jobs, id);
+  auto report = [&](int64_t iteration) {
+    REQUIRE(jobs.UpdateProgress(id, [&](JobRecord& r) { r.progress.iteration = iteration; }).ok());
+  };
+  CHECK(store.progress_saves == 0);  // states are written as whole records
+  clock.Advance(std::chrono::seconds(5));
+  report(1);  // due at the report
+  CHECK(store.progress_saves == 1);
+  report(2);  // held back
+  clock.Advance(std::chrono::seconds(5));
+  REQUIRE(jobs.FlushProgress().ok());  // due at the flush
+  CHECK(store.progress_saves == 2);
+  REQUIRE(jobs.Update(id, [](JobRecord& r) { r.store_address = "h:1"; }).ok());
+  CHECK(store.progress_saves == 2);  // any other change is a whole record's write
+  CHECK(store.LoadJob(id)->progress.iteration == 2);
+}
+
 TEST_CASE("a progress change made while the job changed is made again on the newer record",
           "[job_manager]") {
   FakeClock clock;
