@@ -315,7 +315,8 @@ StatusOr<JobRecord> JobManager::Transition(const std::string& job_id, JobState s
   JobSnapshot before;
   JobSnapshot stored;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    AwaitProgressWriteLocked(lock, job_id);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return NotFoundError("job " + job_id + " not found");
     before = it->second;
@@ -352,7 +353,8 @@ StatusOr<JobRecord> JobManager::Update(const std::string& job_id,
                                        const std::function<void(JobRecord&)>& mutate) {
   JobSnapshot stored;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    AwaitProgressWriteLocked(lock, job_id);
     ASSIGN_OR_RETURN(stored, ChangeLocked(job_id, mutate, Store::kNow));
   }
   return *stored;
@@ -374,16 +376,16 @@ StatusOr<JobRecord> JobManager::UpdateProgress(const std::string& job_id,
     updated.state = base->state;
     JobSnapshot stored;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      // With no interval every report is stored before it is answered, in order.
+      const bool write_through = progress_store_interval_.count() == 0;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (write_through) AwaitProgressWriteLocked(lock, job_id);
       auto it = jobs_.find(job_id);
       if (it == jobs_.end() || it->second != base) continue;
-      auto written = stored_ms_.find(job_id);
-      const int64_t now_ms = clock_->WallMillis();
-      const bool due = written == stored_ms_.end() ||
-                       now_ms - written->second >= progress_store_interval_.count();
-      updated.updated_ms = now_ms;
-      ASSIGN_OR_RETURN(stored, ReplaceLocked(it, std::move(updated),
-                                             due ? Store::kProgressNow : Store::kHeldBack));
+      updated.updated_ms = clock_->WallMillis();
+      ASSIGN_OR_RETURN(stored,
+                       ReplaceLocked(it, std::move(updated),
+                                     write_through ? Store::kProgressNow : Store::kHeldBack));
     }
     return *stored;
   }
@@ -438,12 +440,40 @@ Status JobManager::FlushProgress(bool all) {
   }
   Status first_failure = Status::Ok();
   for (const std::string& job_id : due) {
-    // One write per lock hold: heartbeats and reports get the table between them.
+    JobSnapshot record;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (unstored_since_ms_.count(job_id) == 0) continue;  // written meanwhile
+      auto it = jobs_.find(job_id);
+      if (it == jobs_.end()) {
+        unstored_since_ms_.erase(job_id);
+        continue;
+      }
+      record = it->second;
+      writing_progress_.insert(job_id);
+    }
+    // Without the lock: on PostgreSQL a write is a round trip, and a thousand reports and
+    // heartbeats a second need the table meanwhile. A store write of this job's next change
+    // waits for this one (AwaitProgressWriteLocked), so the store never goes back to it.
+    Status saved = store_->SaveProgress(*record);
     std::lock_guard<std::mutex> lock(mu_);
-    Status saved = StoreHeldBackLocked(job_id, clock_->WallMillis());
-    if (!saved.ok() && first_failure.ok()) first_failure = saved;
+    writing_progress_.erase(job_id);
+    progress_written_.notify_all();
+    if (!saved.ok()) {
+      if (first_failure.ok()) first_failure = saved.WithContext("storing progress of " + job_id);
+      continue;
+    }
+    stored_ms_[job_id] = clock_->WallMillis();
+    // Progress that came after `record` stays held back, for the next flush.
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || it->second == record) unstored_since_ms_.erase(job_id);
   }
   return first_failure;
+}
+
+void JobManager::AwaitProgressWriteLocked(std::unique_lock<std::mutex>& lock,
+                                          const std::string& job_id) const {
+  progress_written_.wait(lock, [&] { return writing_progress_.count(job_id) == 0; });
 }
 
 std::vector<std::string> JobManager::DueProgressLocked(bool all, int64_t now_ms,
@@ -552,8 +582,9 @@ uint64_t JobManager::WaitForJobChange(const std::string& job_id, uint64_t seen,
 }
 
 void JobManager::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (shutdown_) return;
+  progress_written_.wait(lock, [&] { return writing_progress_.empty(); });
   shutdown_ = true;
   changed_.notify_all();
   job_changed_.NotifyAll();

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,12 +134,12 @@ class JobManager {
   // Update for progress (iteration reports: many a second per job). The change is in memory at
   // once, for every reader and watcher; it is written to the store with the job's next other
   // change, or by FlushProgress once progress_store_interval has passed since the job was last
-  // written, or at Shutdown (each such write as JobStore::SaveProgress: on PostgreSQL it does
-  // not wait for the disk under the job table's lock). So a thousand reporting tasks do not make a
-  // thousand store writes a second, and a crash loses at most that interval of progress shown;
-  // states, placements and checkpoints are always written through. `mutate` runs without the job
-  // table's lock, and again on the newer record when the job changed meanwhile: it must change only
-  // the record.
+  // written, or at Shutdown. So a thousand reporting tasks make no store write on their way, and
+  // a crash loses about that interval of progress shown (the interval and the control loop's
+  // next round); with an interval of 0 each change is stored before UpdateProgress returns; states,
+  // placements and checkpoints are always written through. `mutate` runs without the job table's
+  // lock, and again on the newer record when the job changed meanwhile: it must change only the
+  // record.
   StatusOr<JobRecord> UpdateProgress(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate);
   // Update for advice the scheduler recomputes every round (a PENDING job's reason): in memory
@@ -147,8 +148,10 @@ class JobManager {
   StatusOr<JobRecord> UpdateAdvice(const std::string& job_id,
                                    const std::function<void(JobRecord&)>& mutate);
   // Writes progress held back longer than the interval (all of it with `all`), at most
-  // kMaxProgressWritesPerFlush jobs a call, taking the lock for one write at a time. The control
-  // loop calls it every round. A failed write is kept to be tried again.
+  // kMaxProgressWritesPerFlush jobs a call, each as JobStore::SaveProgress and without the lock
+  // (a store write of the job's next change waits for it, so none is overtaken by an older
+  // record). The control loop calls it every round; one caller at a time. A failed write is kept
+  // to be tried again.
   Status FlushProgress(bool all = false);
   static constexpr int kMaxProgressWritesPerFlush = 256;
 
@@ -189,9 +192,13 @@ class JobManager {
   };
   // Keeps usage_, counts_ and queues_ in step with a record entering (+1) or leaving (-1).
   void CountLocked(const JobRecord& job, int sign);
-  // How a change reaches the store: now; now as progress alone (JobStore::SaveProgress, which
-  // need not wait for the disk); held back (FlushProgress); or with the next write.
+  // How a change reaches the store: now; now as progress alone (JobStore::SaveProgress); held
+  // back (FlushProgress); or with the next write.
   enum class Store { kNow, kProgressNow, kHeldBack, kWithNextWrite };
+  // Waits (releasing `lock`) until no progress write of the job is in flight: a write of its
+  // record under the lock must not be overtaken by an older one.
+  void AwaitProgressWriteLocked(std::unique_lock<std::mutex>& lock,
+                                const std::string& job_id) const;
   StatusOr<JobSnapshot> ChangeLocked(const std::string& job_id,
                                      const std::function<void(JobRecord&)>& mutate, Store store);
   // Puts a changed record in the job's place, reaching the store as `store` says.
@@ -237,6 +244,10 @@ class JobManager {
   // job was last written.
   std::map<std::string, int64_t> unstored_since_ms_;
   std::map<std::string, int64_t> stored_ms_;
+  // Jobs whose held-back progress FlushProgress is writing without the lock, and the condition
+  // their end is signalled on.
+  std::set<std::string> writing_progress_;
+  mutable std::condition_variable progress_written_;
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
   uint64_t version_ = 0;

@@ -237,7 +237,9 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
   report(3);  // just written: held back again
   CHECK(stored_iteration() == 2);
   clock.Advance(std::chrono::seconds(5));
-  report(4);  // due: written through
+  report(4);  // due: a report writes nothing, the next flush does
+  CHECK(stored_iteration() == 2);
+  REQUIRE(jobs.FlushProgress().ok());
   CHECK(stored_iteration() == 4);
   // Another change of the job writes what was held back with it.
   report(5);
@@ -251,7 +253,7 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
         StatusCode::kNotFound);
 }
 
-TEST_CASE("progress alone is written as progress, whether due at a report or at a flush",
+TEST_CASE("held-back progress is written as progress, without the lock, and never overtakes",
           "[job_manager]") {
   FakeClock clock(1'000'000);
   testing::FailingJobStore store;
@@ -264,15 +266,51 @@ TEST_CASE("progress alone is written as progress, whether due at a report or at 
   };
   CHECK(store.progress_saves == 0);  // states are written as whole records
   clock.Advance(std::chrono::seconds(5));
-  report(1);  // due at the report
+  report(1);  // due, but a report writes nothing: the flush does
+  CHECK(store.progress_saves == 0);
+  // The flush's write holds no lock: readers and reports go on meanwhile, and a state change
+  // of the job waits for it, so the store ends with the newer record.
+  std::promise<void> writing;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  store.SetOnSave([&, released](const JobRecord& job) {
+    if (job.progress.iteration == 1 && job.state == JobState::kRunning) {
+      writing.set_value();
+      released.wait();
+    }
+  });
+  std::thread flusher([&] { CHECK(jobs.FlushProgress().ok()); });
+  writing.get_future().wait();
+  CHECK(jobs.Get(id)->progress.iteration == 1);  // the lock is free
+  report(2);
+  auto changed = std::async(std::launch::async, [&] {
+    return jobs.Update(id, [](JobRecord& r) { r.store_address = "h:1"; }).ok();
+  });
+  CHECK(changed.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+  release.set_value();
+  flusher.join();
+  CHECK(changed.get());
+  store.SetOnSave(nullptr);
   CHECK(store.progress_saves == 1);
-  report(2);  // held back
-  clock.Advance(std::chrono::seconds(5));
-  REQUIRE(jobs.FlushProgress().ok());  // due at the flush
-  CHECK(store.progress_saves == 2);
-  REQUIRE(jobs.Update(id, [](JobRecord& r) { r.store_address = "h:1"; }).ok());
-  CHECK(store.progress_saves == 2);  // any other change is a whole record's write
-  CHECK(store.LoadJob(id)->progress.iteration == 2);
+  const StatusOr<JobRecord> stored = store.LoadJob(id);
+  REQUIRE(stored.ok());
+  CHECK(stored->store_address == "h:1");
+  CHECK(stored->progress.iteration == 2);
+}
+
+TEST_CASE("with no interval every progress change is stored before it is answered",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock, {}, std::chrono::milliseconds(0));
+  REQUIRE(jobs.Load().ok());
+  const std::string id = jobs.Submit(TinySpec())->id;
+  Run(&jobs, id);
+  for (int64_t iteration = 1; iteration <= 3; ++iteration) {
+    REQUIRE(jobs.UpdateProgress(id, [&](JobRecord& r) { r.progress.iteration = iteration; }).ok());
+    CHECK(store.LoadJob(id)->progress.iteration == iteration);
+  }
+  CHECK(store.progress_saves == 3);
 }
 
 TEST_CASE("a progress change made while the job changed is made again on the newer record",
