@@ -42,6 +42,21 @@ void Run(JobManager* jobs, const std::string& id) {
               .ok());
 }
 
+// A manager over a fake store (which counts progress saves and can hold a write) with one
+// RUNNING job.
+struct OneRunningJob {
+  explicit OneRunningJob(std::chrono::milliseconds interval = JobManager::kProgressStoreInterval)
+      : jobs(&store, &clock, {}, interval) {
+    REQUIRE(jobs.Load().ok());
+    id = jobs.Submit(TinySpec())->id;
+    Run(&jobs, id);
+  }
+  FakeClock clock{1'000'000};
+  testing::FailingJobStore store;
+  JobManager jobs;
+  std::string id;
+};
+
 TEST_CASE("jobs walk the lifecycle with timestamped history", "[job_manager]") {
   FakeClock clock(5'000);
   InMemoryJobStore store;
@@ -255,12 +270,11 @@ TEST_CASE("progress is stored at most once an interval per job, and with every o
 
 TEST_CASE("held-back progress is written as progress, without the lock, and never overtakes",
           "[job_manager]") {
-  FakeClock clock(1'000'000);
-  testing::FailingJobStore store;
-  JobManager jobs(&store, &clock, {}, std::chrono::seconds(5));
-  REQUIRE(jobs.Load().ok());
-  const std::string id = jobs.Submit(TinySpec())->id;
-  Run(&jobs, id);
+  OneRunningJob one(std::chrono::seconds(5));
+  FakeClock& clock = one.clock;
+  testing::FailingJobStore& store = one.store;
+  JobManager& jobs = one.jobs;
+  const std::string& id = one.id;
   auto report = [&](int64_t iteration) {
     REQUIRE(jobs.UpdateProgress(id, [&](JobRecord& r) { r.progress.iteration = iteration; }).ok());
   };
@@ -300,12 +314,10 @@ TEST_CASE("held-back progress is written as progress, without the lock, and neve
 
 TEST_CASE("with no interval every progress change is stored before it is answered",
           "[job_manager]") {
-  FakeClock clock;
-  testing::FailingJobStore store;
-  JobManager jobs(&store, &clock, {}, std::chrono::milliseconds(0));
-  REQUIRE(jobs.Load().ok());
-  const std::string id = jobs.Submit(TinySpec())->id;
-  Run(&jobs, id);
+  OneRunningJob one(std::chrono::milliseconds(0));
+  testing::FailingJobStore& store = one.store;
+  JobManager& jobs = one.jobs;
+  const std::string& id = one.id;
   for (int64_t iteration = 1; iteration <= 3; ++iteration) {
     REQUIRE(jobs.UpdateProgress(id, [&](JobRecord& r) { r.progress.iteration = iteration; }).ok());
     CHECK(store.LoadJob(id)->progress.iteration == iteration);
@@ -315,12 +327,9 @@ TEST_CASE("with no interval every progress change is stored before it is answere
 
 TEST_CASE("a progress change made while the job changed is made again on the newer record",
           "[job_manager]") {
-  FakeClock clock;
-  InMemoryJobStore store;
-  JobManager jobs(&store, &clock);
-  REQUIRE(jobs.Load().ok());
-  const std::string id = jobs.Submit(TinySpec())->id;
-  Run(&jobs, id);
+  OneRunningJob one;
+  JobManager& jobs = one.jobs;
+  const std::string& id = one.id;
   int runs = 0;
   StatusOr<JobRecord> updated = jobs.UpdateProgress(id, [&](JobRecord& r) {
     // UpdateProgress builds the change without the lock: a checkpoint stored meanwhile must not
