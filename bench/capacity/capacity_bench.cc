@@ -34,9 +34,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -140,6 +142,50 @@ Rounds ReadRounds(const std::string& metrics_address) {
   const std::string text = Scrape(metrics_address);
   return {MetricValue(text, "deepool_scheduler_round_duration_seconds_sum"),
           MetricValue(text, "deepool_scheduler_round_duration_seconds_count")};
+}
+
+// One method's cumulative buckets of deepool_rpc_duration_seconds: (upper bound in seconds,
+// calls at or under it), +Inf last.
+using Buckets = std::vector<std::pair<double, double>>;
+Buckets ReadRpcBuckets(const std::string& metrics_address, const std::string& method) {
+  const std::string text = Scrape(metrics_address);
+  const std::string prefix = "deepool_rpc_duration_seconds_bucket{";
+  const std::string tag = "method=\"" + method + "\",le=\"";
+  Buckets out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t at = line.find(tag);
+    if (at == std::string::npos) continue;
+    const size_t le = at + tag.size();
+    const std::string bound = line.substr(le, line.find('"', le) - le);
+    out.emplace_back(bound == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(bound),
+                     std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  return out;
+}
+
+// The q-quantile in ms of the calls between two readings, interpolated within its bucket as
+// Prometheus' histogram_quantile does; -1 when no call was served in between.
+double BucketQuantileMs(const Buckets& before, const Buckets& after, double q) {
+  if (after.empty()) return -1;
+  auto count = [&](size_t i) { return after[i].second - (i < before.size() ? before[i].second : 0); };
+  const double total = count(after.size() - 1);
+  if (total <= 0) return -1;
+  const double rank = q * total;
+  double lower_bound = 0, lower_count = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    const double upto = count(i);
+    if (upto >= rank) {
+      if (std::isinf(after[i].first)) return 1000.0 * lower_bound;
+      const double width = after[i].first - lower_bound;
+      const double in_bucket = upto - lower_count;
+      return 1000.0 * (lower_bound + width * (in_bucket > 0 ? (rank - lower_count) / in_bucket : 1));
+    }
+    lower_bound = after[i].first;
+    lower_count = upto;
+  }
+  return -1;
 }
 
 // A finished job as the coordinator would have stored it.
@@ -409,13 +455,15 @@ class Run {
     stats_.heartbeat_gap_ms.Take();
     stats_.ticker_pass_ms.Take();
     const auto start = SteadyClock::now();
+    const Buckets served0 = ReadRpcBuckets(metrics_, "SubmitJob");
     std::vector<double> ms = Submit(o_.pending, "pending", nullptr);
     Row("pending: submit p50 / p99 / max ms",
         Fixed(Percentile(ms, 0.5), 1) + " / " + Fixed(Percentile(ms, 0.99), 1) + " / " +
             Fixed(ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()), 1) + " (" +
             std::to_string(ms.size()) + " jobs by " + std::to_string(o_.clients) + " clients, " +
-            Fixed(ms.size() / (MsSince(start) / 1000.0), 0) +
-            " /s); meanwhile longest heartbeat gap " +
+            Fixed(ms.size() / (MsSince(start) / 1000.0), 0) + " /s; " +
+            ServedLatency(served0, ReadRpcBuckets(metrics_, "SubmitJob")) +
+            "); meanwhile longest heartbeat gap " +
             Fixed(stats_.heartbeat_gap_ms.Take() / 1000.0, 1) + " s, ticker pass " +
             Fixed(stats_.ticker_pass_ms.Take(), 0) + " ms");
   }
@@ -425,13 +473,22 @@ class Run {
   void SubmitSteadily() {
     if (o_.submit_per_s <= 0) return;
     const int count = static_cast<int>(o_.submit_per_s * o_.phase_s);
+    const Buckets served0 = ReadRpcBuckets(metrics_, "SubmitJob");
     std::vector<double> ms = Submit(count, "steady", nullptr, o_.submit_per_s);
     Row("3 steady submits: p50 / p99 / max ms",
         Fixed(Percentile(ms, 0.5), 1) + " / " + Fixed(Percentile(ms, 0.99), 1) + " / " +
             Fixed(ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()), 1) + " (" +
             std::to_string(ms.size()) + " jobs at " + Fixed(o_.submit_per_s, 0) +
             " /s, while every device is busy and the queue holds " + std::to_string(o_.pending) +
-            ")");
+            "; " + ServedLatency(served0, ReadRpcBuckets(metrics_, "SubmitJob")) + ")");
+  }
+
+  // The coordinator's own time for the calls between two readings of its histogram (arrival
+  // to status, without the client's side and the network): what a client on another machine
+  // would see, where the benchmark's clients share the coordinator's cores.
+  static std::string ServedLatency(const Buckets& before, const Buckets& after) {
+    return "in the coordinator p50 " + Fixed(BucketQuantileMs(before, after, 0.5), 1) + ", p99 " +
+           Fixed(BucketQuantileMs(before, after, 0.99), 1) + " ms";
   }
 
   // A phase: `seconds` of the pool as it is, then its rates, latencies and the coordinator's use.
