@@ -69,12 +69,30 @@ Status JobManager::Load() {
   return Status::Ok();
 }
 
-Status JobManager::ReserveSeqLocked() {
-  if (next_seq_ < seq_reserved_) return Status::Ok();
-  const int64_t bound = next_seq_ + kSeqReservationBlock;
-  RETURN_IF_ERROR(store_->ReserveSeqs(bound));
-  seq_reserved_ = bound;
+Status JobManager::ReserveIdsLocked(std::unique_lock<std::mutex>& lock, int64_t left, bool wait) {
+  while (seq_reserved_ - next_seq_ < left) {
+    if (shutdown_) return UnavailableError("coordinator is shutting down");
+    if (reserving_) {
+      if (!wait) return Status::Ok();
+      ids_reserved_.wait(lock);
+      continue;
+    }
+    const int64_t bound = std::max(seq_reserved_, next_seq_) + kSeqReservationBlock;
+    reserving_ = true;
+    lock.unlock();
+    const Status reserved = store_->ReserveSeqs(bound);
+    lock.lock();
+    reserving_ = false;
+    ids_reserved_.notify_all();
+    RETURN_IF_ERROR(reserved);
+    seq_reserved_ = bound;
+  }
   return Status::Ok();
+}
+
+Status JobManager::ReserveIdsAhead() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return ReserveIdsLocked(lock, kSeqReservationBlock / 2, /*wait=*/false);
 }
 
 void JobManager::CountLocked(const JobRecord& job, int sign) {
@@ -131,7 +149,9 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
   const uint64_t fingerprint = request_id.empty() ? 0 : SpecFingerprint(spec);
   JobRecord job;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // First, as it may release the lock: what follows is decided under one holding of it.
+    RETURN_IF_ERROR(ReserveIdsLocked(lock, 1, /*wait=*/true));
     if (shutdown_) return UnavailableError("coordinator is shutting down");
     if (auto seen = requests_.find(request_id); !request_id.empty() && seen != requests_.end()) {
       const Request& first = seen->second;
@@ -150,7 +170,6 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
       return *stored->second;
     }
     RETURN_IF_ERROR(CheckLimitsLocked(spec, owner));
-    RETURN_IF_ERROR(ReserveSeqLocked());
     job.seq = next_seq_++;
     char id[32];
     std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(job.seq));
@@ -585,6 +604,7 @@ void JobManager::Shutdown() {
   std::unique_lock<std::mutex> lock(mu_);
   if (shutdown_) return;
   progress_written_.wait(lock, [&] { return writing_progress_.empty(); });
+  ids_reserved_.wait(lock, [&] { return !reserving_; });  // its bound is not overtaken below
   shutdown_ = true;
   changed_.notify_all();
   job_changed_.NotifyAll();

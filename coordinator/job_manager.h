@@ -154,6 +154,12 @@ class JobManager {
   // to be tried again.
   Status FlushProgress(bool all = false);
   static constexpr int kMaxProgressWritesPerFlush = 256;
+  // Reserves the next block of job ids once fewer than half a block are left, so that
+  // submissions rarely wait for the store's reservation. The control loop calls it every round.
+  Status ReserveIdsAhead();
+  // Ids are reserved a block at a time: a crash skips the unused ids of one block. Submissions
+  // find ids reserved ahead unless they come faster than half a block a round.
+  static constexpr int64_t kSeqReservationBlock = 1000;
 
   // Log lines of a job (seq is set on the stored copies).
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord> lines);
@@ -218,9 +224,11 @@ class JobManager {
     std::string owner;
     uint64_t fingerprint = 0;
   };
-  // Makes next_seq_ covered by a durable reservation (JobStore::ReserveSeqs), a block at a time.
-  Status ReserveSeqLocked();
-  static constexpr int64_t kSeqReservationBlock = 100;
+  // Until at least `left` ids from next_seq_ on are covered by a durable reservation
+  // (JobStore::ReserveSeqs), reserves the next block. The store call runs without the lock (on
+  // SQLite it syncs the main file); one at a time: with `wait`, a call finding another in flight
+  // waits for it, else it returns.
+  Status ReserveIdsLocked(std::unique_lock<std::mutex>& lock, int64_t left, bool wait);
 
   JobStore* store_;
   const Clock* clock_;
@@ -250,6 +258,8 @@ class JobManager {
   mutable std::condition_variable progress_written_;
   int64_t next_seq_ = 1;
   int64_t seq_reserved_ = 0;  // ids below this are durably reserved
+  bool reserving_ = false;    // a ReserveSeqs call is in flight, without the lock
+  mutable std::condition_variable ids_reserved_;  // its end
   uint64_t version_ = 0;
   std::map<std::string, uint64_t> job_versions_;
   // Set under mu_ (the waits' predicates read it there); read without it by shutting_down(),

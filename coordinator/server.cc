@@ -215,6 +215,9 @@ void CoordinatorServer::ControlLoop() {
     if (Status flushed = jobs_->FlushProgress(); !flushed.ok()) {
       DP_LOG_WARN("{} (tried again next round)", flushed.ToString());
     }
+    if (Status reserved = jobs_->ReserveIdsAhead(); !reserved.ok()) {
+      DP_LOG_WARN("reserving job ids: {} (tried again next round)", reserved.ToString());
+    }
     events_->OnSchedulerRound(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
     scheduler_->WaitForWork(options_.tick_interval);

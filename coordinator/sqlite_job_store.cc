@@ -10,7 +10,9 @@
 // database behind its marker is refused: SQLite itself replays whatever valid prefix of the
 // write-ahead log it finds and says nothing of a missing or damaged tail. meta(closed_clean) is 1
 // only between a clean close and the next open, so a cleanly closed file may travel alone.
-// Threading: one connection, guarded by mu_.
+// Checkpoints (copying the log into the main file, which syncs it) run on a second connection
+// and thread (SQLiteCheckpointer), never inside a writer's commit.
+// Threading: one connection for reads and writes, guarded by mu_; the checkpointer's own.
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 
 #include "common/logging.h"
 #include "coordinator/job_store.h"
+#include "coordinator/sqlite_checkpointer.h"
 #include "coordinator/stored_job.h"
 
 namespace deepool::coordinator {
@@ -194,6 +197,8 @@ class SQLiteJobStore final : public JobStore {
         if (!closed.ok()) DP_LOG_WARN("job store {}: clean close: {}", path_, closed.ToString());
       }
     }
+    // Closed first: the writer's connection, closing last, checkpoints and removes the log.
+    checkpointer_.reset();
     bump_.reset();  // finalized before the connection closes
     sqlite3_close_v2(db_);
     if (mark_fd_ >= 0) ::close(mark_fd_);
@@ -297,10 +302,22 @@ class SQLiteJobStore final : public JobStore {
   }
 
   Status ReserveSeqs(int64_t bound) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      RETURN_IF_ERROR(InTransaction([&] { return SetMeta("seq_reserved", bound); }));
+    }
+    // Into the main file now: a reservation that lived only in the WAL would die with it. Other
+    // writes go on meanwhile.
+    return checkpointer_->CheckpointAll();
+  }
+
+  // Hands checkpoints to their own connection and thread; the last step of opening the store
+  // (after it, nothing may touch the files as found: see CheckCommitsAndMarkOpen).
+  Status StartCheckpointer() {
+    ASSIGN_OR_RETURN(checkpointer_, SQLiteCheckpointer::Start(path_));
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(InTransaction([&] { return SetMeta("seq_reserved", bound); }));
-    // Into the main file now: a reservation that lived only in the WAL would die with it.
-    return Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    checkpointer_->Attach(db_);
+    return Status::Ok();
   }
 
   StatusOr<int64_t> LoadSeqReservation() override {
@@ -626,6 +643,7 @@ class SQLiteJobStore final : public JobStore {
   int last_error_ = SQLITE_OK;
   std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use
   WrittenDocuments written_;
+  std::unique_ptr<SQLiteCheckpointer> checkpointer_;  // set once the store is open
 };
 
 }  // namespace
@@ -656,6 +674,7 @@ StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL").WithContext(path));
   RETURN_IF_ERROR(store->Migrate().WithContext(path));
   RETURN_IF_ERROR(store->CheckCommitsAndMarkOpen(options, wal_existed));
+  RETURN_IF_ERROR(store->StartCheckpointer().WithContext(path));
   DP_LOG_INFO("job store: sqlite {}", path);
   return std::unique_ptr<JobStore>(std::move(store));
 }

@@ -71,7 +71,20 @@ class FailingJobStore final : public JobStore {
                                                    const std::string& device_type) override {
     return memory_.LoadProfile(model_key, device_type);
   }
+  // Runs at the start of ReserveSeqs (a test holds a reservation there, as a slow disk would).
+  void SetOnReserve(std::function<void(int64_t bound)> hook) {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    on_reserve_ = std::move(hook);
+  }
+  std::atomic<int> reservations{0};
   Status ReserveSeqs(int64_t bound) override {
+    std::function<void(int64_t)> on_reserve;
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      on_reserve = on_reserve_;
+    }
+    if (on_reserve) on_reserve(bound);
+    ++reservations;
     if (Refuse()) return Failure();
     return memory_.ReserveSeqs(bound);
   }
@@ -79,7 +92,8 @@ class FailingJobStore final : public JobStore {
 
  private:
   std::mutex hook_mu_;
-  std::function<void(const JobRecord&)> on_save_;  // guarded by hook_mu_
+  std::function<void(const JobRecord&)> on_save_;
+  std::function<void(int64_t)> on_reserve_;  // guarded by hook_mu_
   bool Refuse() {
     if (!fail_writes) return false;
     ++failed_writes;

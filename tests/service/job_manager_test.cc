@@ -555,6 +555,49 @@ TEST_CASE("a submission being written holds up no reader or writer of other jobs
   CHECK(jobs.Queue().size() == 2);
 }
 
+TEST_CASE("job ids are reserved ahead, and a reservation holds up no reader or submission",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  const int64_t block = JobManager::kSeqReservationBlock;
+  const JobRecord first = *jobs.Submit(TinySpec());
+  CHECK(store.reservations == 1);
+  CHECK(*store.LoadSeqReservation() == 1 + block);
+  REQUIRE(jobs.ReserveIdsAhead().ok());
+  CHECK(store.reservations == 1);  // most of the block is left
+  for (int64_t i = 0; i < block / 2; ++i) REQUIRE(jobs.Submit(TinySpec()).ok());
+  REQUIRE(jobs.ReserveIdsAhead().ok());
+  CHECK(store.reservations == 2);  // under half left: the next block, before it is needed
+  CHECK(*store.LoadSeqReservation() == 1 + 2 * block);
+  for (int64_t i = 0; i < block; ++i) REQUIRE(jobs.Submit(TinySpec()).ok());
+  CHECK(store.reservations == 2);  // no submission reserved: under half a block is left again
+
+  std::promise<void> in_reserve;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  store.SetOnReserve([&](int64_t) {
+    in_reserve.set_value();
+    released.wait();  // a checkpoint on a slow disk
+  });
+  auto reserving = std::async(std::launch::async, [&] { return jobs.ReserveIdsAhead(); });
+  in_reserve.get_future().wait();
+  // Before the store call moved out of the lock, each of these waited for the release.
+  auto others = std::async(std::launch::async, [&] {
+    const bool got = jobs.Get(first.id).ok();
+    const bool submitted = jobs.Submit(TinySpec()).ok();
+    return got && submitted;
+  });
+  const bool answered = others.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  release.set_value();
+  CHECK(answered);
+  CHECK(others.get());
+  CHECK(reserving.get().ok());
+  CHECK(store.reservations == 3);
+  CHECK(*store.LoadSeqReservation() == 1 + 3 * block);
+}
+
 TEST_CASE("a submission whose write fails leaves nothing behind, its id and quota included",
           "[job_manager]") {
   FakeClock clock;
