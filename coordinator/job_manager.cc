@@ -452,42 +452,41 @@ StatusOr<JobSnapshot> JobManager::ReplaceLocked(std::map<std::string, JobSnapsho
 }
 
 Status JobManager::FlushProgress(bool all) {
-  std::vector<std::string> due;
+  std::vector<JobSnapshot> records;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    due = DueProgressLocked(all, clock_->WallMillis(), kMaxProgressWritesPerFlush);
-  }
-  Status first_failure = Status::Ok();
-  for (const std::string& job_id : due) {
-    JobSnapshot record;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (unstored_since_ms_.count(job_id) == 0) continue;  // written meanwhile
+    for (const std::string& job_id :
+         DueProgressLocked(all, clock_->WallMillis(), kMaxProgressWritesPerFlush)) {
       auto it = jobs_.find(job_id);
       if (it == jobs_.end()) {
         unstored_since_ms_.erase(job_id);
         continue;
       }
-      record = it->second;
+      records.push_back(it->second);
       writing_progress_.insert(job_id);
     }
-    // Without the lock: on PostgreSQL a write is a round trip, and a thousand reports and
-    // heartbeats a second need the table meanwhile. A store write of this job's next change
-    // waits for this one (AwaitProgressWriteLocked), so the store never goes back to it.
-    Status saved = store_->SaveProgress(*record);
-    std::lock_guard<std::mutex> lock(mu_);
-    writing_progress_.erase(job_id);
-    progress_written_.notify_all();
-    if (!saved.ok()) {
-      if (first_failure.ok()) first_failure = saved.WithContext("storing progress of " + job_id);
-      continue;
-    }
-    stored_ms_[job_id] = clock_->WallMillis();
-    // Progress that came after `record` stays held back, for the next flush.
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end() || it->second == record) unstored_since_ms_.erase(job_id);
   }
-  return first_failure;
+  if (records.empty()) return Status::Ok();
+  // Without the lock, in one store call: on PostgreSQL a write is a round trip, and a thousand
+  // reports and heartbeats a second need the table meanwhile. A store write of one of these
+  // jobs' next change waits for this one (AwaitProgressWriteLocked), so the store never goes
+  // back to it.
+  const Status saved = store_->SaveProgress(records);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const JobSnapshot& record : records) writing_progress_.erase(record->id);
+  progress_written_.notify_all();
+  if (!saved.ok()) {
+    return saved.WithContext("storing the progress of " + std::to_string(records.size()) +
+                             " jobs");
+  }
+  const int64_t now_ms = clock_->WallMillis();
+  for (const JobSnapshot& record : records) {
+    stored_ms_[record->id] = now_ms;
+    // Progress that came after `record` stays held back, for the next flush.
+    auto it = jobs_.find(record->id);
+    if (it == jobs_.end() || it->second == record) unstored_since_ms_.erase(record->id);
+  }
+  return Status::Ok();
 }
 
 void JobManager::AwaitProgressWriteLocked(std::unique_lock<std::mutex>& lock,

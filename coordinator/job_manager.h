@@ -148,10 +148,10 @@ class JobManager {
   StatusOr<JobRecord> UpdateAdvice(const std::string& job_id,
                                    const std::function<void(JobRecord&)>& mutate);
   // Writes progress held back longer than the interval (all of it with `all`), at most
-  // kMaxProgressWritesPerFlush jobs a call, each as JobStore::SaveProgress and without the lock
-  // (a store write of the job's next change waits for it, so none is overtaken by an older
-  // record). The control loop calls it every round; one caller at a time. A failed write is kept
-  // to be tried again.
+  // kMaxProgressWritesPerFlush jobs a call, in one JobStore::SaveProgress (one transaction) and
+  // without the lock (a store write of one of the jobs' next change waits for it, so none is
+  // overtaken by an older record). The control loop calls it every round; one caller at a time.
+  // A failed write is kept to be tried again.
   Status FlushProgress(bool all = false);
   static constexpr int kMaxProgressWritesPerFlush = 256;
   // Reserves the next block of job ids once fewer than half a block are left, so that

@@ -34,6 +34,14 @@ class JobStore {
   // never a later write's, as the store applies its writes in order. Progress is already held
   // back for seconds before it is written, and the executors keep the truth.
   virtual Status SaveProgress(const JobRecord& job) { return SaveJob(job); }
+  // SaveProgress of several jobs, a few dozen to a transaction where the store has them (a
+  // flush of held-back progress writes hundreds a round, which one by one kept PostgreSQL's
+  // connection busy; all in one would hold other writes up for the whole batch). On an error
+  // some of them may have been saved.
+  virtual Status SaveProgress(const std::vector<JobSnapshot>& jobs) {
+    for (const JobSnapshot& job : jobs) RETURN_IF_ERROR(SaveProgress(*job));
+    return Status::Ok();
+  }
   // Every stored job, in submission (seq) order.
   virtual StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
   // One stored job, whole (the documents of a finished job, which leave the JobManager's

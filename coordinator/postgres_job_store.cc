@@ -13,6 +13,7 @@
 // Threading: one connection, guarded by mu_.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -84,6 +85,9 @@ INSERT INTO leader(id, holder, token, expires_at) VALUES (1, '', 0, 'epoch');
 
 // Log lines per INSERT (six parameters each; PostgreSQL takes at most 65,535 per statement).
 constexpr size_t kLinesPerInsert = 1000;
+// Progress records per write transaction (JobStore::SaveProgress of many), in one upsert: a
+// submission waits for one such transaction at most.
+constexpr size_t kJobsPerTransaction = 32;
 
 struct ResultDeleter {
   void operator()(PGresult* result) const { PQclear(result); }
@@ -229,13 +233,51 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
   Status SaveJob(const JobRecord& job) override {
+    const std::string text = StoredRecordText(job);  // without the lock
     std::lock_guard<std::mutex> lock(mu_);
-    return SaveLocked(job, /*flushed=*/true);
+    return SaveLocked(job, text, /*flushed=*/true);
   }
 
   Status SaveProgress(const JobRecord& job) override {
+    const std::string text = StoredRecordText(job);
     std::lock_guard<std::mutex> lock(mu_);
-    return SaveLocked(job, /*flushed=*/false);
+    return SaveLocked(job, text, /*flushed=*/false);
+  }
+
+  // The records are serialized without the lock, then written kJobsPerTransaction to a
+  // transaction of a handful of round trips (the records in one statement; the few with new
+  // documents whole, and then the commit is flushed), the lock released in between.
+  Status SaveProgress(const std::vector<JobSnapshot>& jobs) override {
+    std::vector<std::string> texts;
+    texts.reserve(jobs.size());
+    for (const JobSnapshot& job : jobs) texts.push_back(StoredRecordText(*job));
+    for (size_t begin = 0; begin < jobs.size(); begin += kJobsPerTransaction) {
+      const size_t end = std::min(jobs.size(), begin + kJobsPerTransaction);
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<size_t> records;
+      std::vector<std::pair<size_t, WrittenDocuments::Needed>> with_documents;
+      for (size_t i = begin; i < end; ++i) {
+        const WrittenDocuments::Needed needed = written_.ForSave(*jobs[i]);
+        if (needed.plan || needed.spec_graph) {
+          with_documents.emplace_back(i, needed);
+        } else {
+          records.push_back(i);
+        }
+      }
+      RETURN_IF_ERROR(Retrying([&] {
+        return InWriteTransaction([&]() -> Status {
+          if (with_documents.empty()) {
+            RETURN_IF_ERROR(Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
+          }
+          for (const auto& [i, needed] : with_documents) {
+            RETURN_IF_ERROR(SaveJobLocked(*jobs[i], texts[i], needed));
+          }
+          return SaveRecordsLocked(jobs, texts, records);
+        });
+      }));
+      for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
+    }
+    return Status::Ok();
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
@@ -498,7 +540,33 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
     return job;
   }
 
-  Status SaveRecordLocked(const JobRecord& job) {
+  // The records of jobs[i] for each i of `which` (texts[i]: StoredRecordText of it), in one
+  // upsert.
+  Status SaveRecordsLocked(const std::vector<JobSnapshot>& jobs,
+                           const std::vector<std::string>& texts, const std::vector<size_t>& which) {
+    if (which.empty()) return Status::Ok();
+    std::string sql = "INSERT INTO jobs(id, seq, state, record) VALUES ";
+    Params params;
+    for (size_t i : which) {
+      const int first = params.size() + 1;
+      if (first > 1) sql += ", ";
+      sql += "($" + std::to_string(first) + ", $" + std::to_string(first + 1) + ", $" +
+             std::to_string(first + 2) + ", $" + std::to_string(first + 3) + ")";
+      params.Text(jobs[i]->id)
+          .Int(jobs[i]->seq)
+          .Text(std::string(StateName(jobs[i]->state)))
+          .Text(texts[i]);
+    }
+    sql +=
+        " ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, record = "
+        "EXCLUDED.record";
+    return Query(sql, std::move(params),
+                 "save the progress of " + std::to_string(which.size()) + " jobs")
+        .status();
+  }
+
+  // `text`: StoredRecordText(job).
+  Status SaveRecordLocked(const JobRecord& job, const std::string& text) {
     return Query(
                "INSERT INTO jobs(id, seq, state, record) VALUES($1, $2, $3, $4) ON CONFLICT (id) "
                "DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, record = "
@@ -507,7 +575,7 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
                              .Text(job.id)
                              .Int(job.seq)
                              .Text(std::string(StateName(job.state)))
-                             .Text(StoredRecordText(job))),
+                             .Text(text)),
                "save job " + job.id)
         .status();
   }
@@ -516,26 +584,29 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   // fsync; at a thousand running jobs those waits were most of the job table's lock time). A
   // save that writes documents is always flushed: written_ must not count documents whose
   // commit a server crash could still lose.
-  Status SaveLocked(const JobRecord& job, bool flushed) {
+  Status SaveLocked(const JobRecord& job, const std::string& text, bool flushed) {
     // The documents are written only when they changed: a progress update must not rewrite
     // 8 MiB of graph, and is then a single statement.
     const WrittenDocuments::Needed needed = written_.ForSave(job);
     if (needed.plan || needed.spec_graph) flushed = true;
     RETURN_IF_ERROR(Retrying([&] {
-      if (flushed && !needed.plan && !needed.spec_graph && !fence_) return SaveRecordLocked(job);
+      if (flushed && !needed.plan && !needed.spec_graph && !fence_) {
+        return SaveRecordLocked(job, text);
+      }
       return InWriteTransaction([&] {
         if (!flushed) {
           RETURN_IF_ERROR(Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
         }
-        return SaveJobLocked(job, needed);
+        return SaveJobLocked(job, text, needed);
       });
     }));
     written_.Remember(job);
     return Status::Ok();
   }
 
-  Status SaveJobLocked(const JobRecord& job, WrittenDocuments::Needed needed) {
-    RETURN_IF_ERROR(SaveRecordLocked(job));
+  Status SaveJobLocked(const JobRecord& job, const std::string& text,
+                       WrittenDocuments::Needed needed) {
+    RETURN_IF_ERROR(SaveRecordLocked(job, text));
     if (needed.spec_graph) {
       if (job.spec.graph_json.empty()) {
         RETURN_IF_ERROR(Query("DELETE FROM spec_graphs WHERE job_id = $1",

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -36,6 +37,10 @@
 
 namespace deepool::coordinator {
 namespace {
+
+// Progress records per write transaction (JobStore::SaveProgress of many): a submission waits
+// for one such transaction at most.
+constexpr size_t kJobsPerTransaction = 32;
 
 // Created first, outside the versioned steps: it records their number.
 constexpr const char* kMetaTable =
@@ -267,12 +272,40 @@ class SQLiteJobStore final : public JobStore {
   }
 
   Status SaveJob(const JobRecord& job) override {
+    const std::string text = StoredRecordText(job);  // without the lock
     std::lock_guard<std::mutex> lock(mu_);
     // The documents are written only when they changed: a progress update must not rewrite
     // 8 MiB of graph.
     const WrittenDocuments::Needed needed = written_.ForSave(job);
-    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, needed); }, &job));
+    RETURN_IF_ERROR(InTransaction([&] { return SaveJobLocked(job, text, needed); }, &job));
     written_.Remember(job);
+    return Status::Ok();
+  }
+
+  using JobStore::SaveProgress;
+  // The records are serialized without the lock, then written kJobsPerTransaction to a
+  // transaction, the lock released in between.
+  Status SaveProgress(const std::vector<JobSnapshot>& jobs) override {
+    std::vector<std::string> texts;
+    texts.reserve(jobs.size());
+    for (const JobSnapshot& job : jobs) texts.push_back(StoredRecordText(*job));
+    for (size_t begin = 0; begin < jobs.size(); begin += kJobsPerTransaction) {
+      const size_t end = std::min(jobs.size(), begin + kJobsPerTransaction);
+      std::lock_guard<std::mutex> lock(mu_);
+      const JobRecord* newest = nullptr;
+      for (size_t i = begin; i < end; ++i) {
+        if (!newest || jobs[i]->seq > newest->seq) newest = jobs[i].get();
+      }
+      RETURN_IF_ERROR(InTransaction(
+          [&]() -> Status {
+            for (size_t i = begin; i < end; ++i) {
+              RETURN_IF_ERROR(SaveJobLocked(*jobs[i], texts[i], written_.ForSave(*jobs[i])));
+            }
+            return Status::Ok();
+          },
+          newest));
+      for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
+    }
     return Status::Ok();
   }
 
@@ -565,13 +598,15 @@ class SQLiteJobStore final : public JobStore {
     return job;
   }
 
-  Status SaveJobLocked(const JobRecord& job, WrittenDocuments::Needed needed) {
+  // `text`: StoredRecordText(job).
+  Status SaveJobLocked(const JobRecord& job, const std::string& text,
+                       WrittenDocuments::Needed needed) {
     Statement st(db_, "INSERT OR REPLACE INTO jobs(id, seq, state, record) VALUES(?, ?, ?, ?)");
     if (!st.ok()) return Error("prepare save job");
     st.Bind(1, job.id);
     st.Bind(2, job.seq);
     st.Bind(3, std::string(StateName(job.state)));
-    st.Bind(4, StoredRecordText(job));
+    st.Bind(4, text);
     if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("save job " + job.id);
     if (needed.spec_graph) {
       Statement graph(db_, job.spec.graph_json.empty()

@@ -39,6 +39,7 @@ class FailingJobStore final : public JobStore {
   // A save of progress alone (which a real store may commit without waiting for the disk):
   // counted, then as SaveJob.
   std::atomic<int> progress_saves{0};
+  using JobStore::SaveProgress;  // of several jobs: each as below
   Status SaveProgress(const JobRecord& job) override {
     ++progress_saves;
     return SaveJob(job);

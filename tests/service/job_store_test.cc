@@ -84,6 +84,33 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     CHECK(loaded->graph_json == job.graph_json);
     CHECK(loaded->plan_json == job.plan_json);
   }
+  SECTION("the progress of several jobs lands in one call, a job's new documents with it") {
+    JobRecord with_plan = MakeJob("job-71", 71, JobState::kRunning);
+    with_plan.graph_json = R"({"format":"deepool.graph"})";
+    with_plan.plan_json = R"({"format":"deepool.plan"})";
+    std::vector<JobSnapshot> batch;
+    for (int seq = 1; seq <= 70; ++seq) {  // more than a store writes in one transaction
+      JobRecord job = MakeJob("job-" + std::to_string(seq), seq, JobState::kRunning);
+      job.progress.iteration = seq * 10;
+      batch.push_back(Snapshot(std::move(job)));
+    }
+    batch.push_back(Snapshot(with_plan));
+    REQUIRE(store->SaveProgress(batch).ok());
+    with_plan.progress.iteration = 3;  // the documents are written: now a record alone
+    REQUIRE(store->SaveProgress(std::vector<JobSnapshot>{Snapshot(with_plan)}).ok());
+    REQUIRE(store->SaveProgress(std::vector<JobSnapshot>{}).ok());
+
+    store = reopen();
+    StatusOr<std::vector<JobRecord>> jobs = store->LoadJobs();
+    REQUIRE(jobs.ok());
+    REQUIRE(jobs->size() == 71);
+    for (int seq = 1; seq <= 70; ++seq) CHECK((*jobs)[seq - 1].progress.iteration == seq * 10);
+    StatusOr<JobRecord> loaded = store->LoadJob("job-71");
+    REQUIRE(loaded.ok());
+    CHECK(loaded->progress.iteration == 3);
+    CHECK(loaded->graph_json == with_plan.graph_json);
+    CHECK(loaded->plan_json == with_plan.plan_json);
+  }
   SECTION("an inline graph and a plan survive updates and the job's end, and load one by one") {
     JobRecord job = MakeJob("job-3", 3, JobState::kRunning);
     job.spec.model.clear();
@@ -287,6 +314,8 @@ TEST_CASE("PostgreSQL: a leader deposed while paused writes nothing after the ta
   CHECK_THAT(late.message(), Catch::Contains("no longer leads: b"));
   CHECK((*a)->SaveProgress(MakeJob("job-1", 1, JobState::kRunning)).code() ==
         StatusCode::kFailedPrecondition);
+  CHECK((*a)->SaveProgress({Snapshot(MakeJob("job-1", 1, JobState::kRunning))}).code() ==
+        StatusCode::kFailedPrecondition);
   std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "late"}};
   CHECK((*a)->AppendLogs("job-1", &lines).code() == StatusCode::kFailedPrecondition);
   CHECK((*a)->ReserveSeqs(500).code() == StatusCode::kFailedPrecondition);
@@ -299,6 +328,7 @@ TEST_CASE("PostgreSQL: a leader deposed while paused writes nothing after the ta
   REQUIRE(jobs.ok());
   REQUIRE(jobs->size() == 2);
   CHECK((*jobs)[0].id == "job-1");
+  CHECK((*jobs)[0].state == JobState::kPending);  // as a left it: its progress saves were refused
   CHECK((*jobs)[1].id == "job-3");
   CHECK((*b)->ReadLogs("job-1", 0, 0)->empty());
   CHECK(*(*b)->LoadSeqReservation() == 0);
