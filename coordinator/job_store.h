@@ -48,6 +48,7 @@ class JobStore {
   // memory); NOT_FOUND when it is not stored.
   virtual StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
   // Appends lines to a job's log, numbering them from the job's last seq + 1 (sets their seq).
+  // Like SaveProgress, it may return before the lines are flushed to disk (PostgreSQL).
   virtual Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) = 0;
   // Lines with seq > after_seq in order, at most `limit` (0: all).
   virtual StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
