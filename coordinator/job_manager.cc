@@ -476,8 +476,7 @@ Status JobManager::FlushProgress(bool all) {
   for (const JobSnapshot& record : records) writing_progress_.erase(record->id);
   progress_written_.notify_all();
   if (!saved.ok()) {
-    return saved.WithContext("storing the progress of " + std::to_string(records.size()) +
-                             " jobs");
+    return saved.WithContext("storing the progress of " + std::to_string(records.size()) + " jobs");
   }
   const int64_t now_ms = clock_->WallMillis();
   for (const JobSnapshot& record : records) {

@@ -3,15 +3,14 @@
 // are BYTEA, since a training process may print bytes that are not UTF-8. Every write is one
 // transaction, committed before the call returns (as durable as the server's synchronous_commit
 // makes it), except progress (SaveProgress) and log lines, whose commits do not wait for the
-// server's WAL flush. Several coordinators may share one database: the leader lease (leader_lease.h, a
-// row of it) decides which one serves, and every write of a store that took the lease checks its
-// token in the same transaction. The schema steps run under an advisory lock.
-// A lost connection (the server restarted, a network cut) fails the call UNAVAILABLE, after one
-// more try on a fresh connection for the calls that may safely run twice: the JobManager retries
-// its writes, so the coordinator waits for the database and goes on. A COMMIT cut off by the
-// connection may have landed; every write is an upsert of whole rows except a log append, which
-// may then store its lines twice.
-// Threading: one connection, guarded by mu_.
+// server's WAL flush. Several coordinators may share one database: the leader lease
+// (leader_lease.h, a row of it) decides which one serves, and every write of a store that took the
+// lease checks its token in the same transaction. The schema steps run under an advisory lock. A
+// lost connection (the server restarted, a network cut) fails the call UNAVAILABLE, after one more
+// try on a fresh connection for the calls that may safely run twice: the JobManager retries its
+// writes, so the coordinator waits for the database and goes on. A COMMIT cut off by the connection
+// may have landed; every write is an upsert of whole rows except a log append, which may then store
+// its lines twice. Threading: one connection, guarded by mu_.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -86,9 +85,6 @@ INSERT INTO leader(id, holder, token, expires_at) VALUES (1, '', 0, 'epoch');
 
 // Log lines per INSERT (six parameters each; PostgreSQL takes at most 65,535 per statement).
 constexpr size_t kLinesPerInsert = 1000;
-// Progress records per write transaction (JobStore::SaveProgress of many), in one upsert: a
-// submission waits for one such transaction at most.
-constexpr size_t kJobsPerTransaction = 32;
 
 struct ResultDeleter {
   void operator()(PGresult* result) const { PQclear(result); }
@@ -245,15 +241,11 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
     return SaveLocked(job, text, /*flushed=*/false);
   }
 
-  // The records are serialized without the lock, then written kJobsPerTransaction to a
-  // transaction of a handful of round trips (the records in one statement; the few with new
-  // documents whole, and then the commit is flushed), the lock released in between.
+  // In batches (stored_job.h), each a transaction of a handful of round trips: the records in
+  // one statement; the few with new documents whole, and then the commit is flushed.
   Status SaveProgress(const std::vector<JobSnapshot>& jobs) override {
-    std::vector<std::string> texts;
-    texts.reserve(jobs.size());
-    for (const JobSnapshot& job : jobs) texts.push_back(StoredRecordText(*job));
-    for (size_t begin = 0; begin < jobs.size(); begin += kJobsPerTransaction) {
-      const size_t end = std::min(jobs.size(), begin + kJobsPerTransaction);
+    const std::vector<std::string> texts = StoredRecordTexts(jobs);  // without the lock
+    return InBatches(jobs.size(), kProgressJobsPerTransaction, [&](size_t begin, size_t end) {
       std::lock_guard<std::mutex> lock(mu_);
       std::vector<size_t> records;
       std::vector<std::pair<size_t, WrittenDocuments::Needed>> with_documents;
@@ -277,8 +269,8 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
         });
       }));
       for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
-    }
-    return Status::Ok();
+      return Status::Ok();
+    });
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
@@ -550,7 +542,8 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   // The records of jobs[i] for each i of `which` (texts[i]: StoredRecordText of it), in one
   // upsert.
   Status SaveRecordsLocked(const std::vector<JobSnapshot>& jobs,
-                           const std::vector<std::string>& texts, const std::vector<size_t>& which) {
+                           const std::vector<std::string>& texts,
+                           const std::vector<size_t>& which) {
     if (which.empty()) return Status::Ok();
     std::string sql = "INSERT INTO jobs(id, seq, state, record) VALUES ";
     Params params;

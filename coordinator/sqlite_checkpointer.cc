@@ -8,10 +8,10 @@
 namespace deepool::coordinator {
 
 StatusOr<std::unique_ptr<SQLiteCheckpointer>> SQLiteCheckpointer::Start(const std::string& path,
-                                                                      int threshold_frames) {
+                                                                        int threshold_frames) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);
@@ -78,8 +78,8 @@ void SQLiteCheckpointer::Run() {
     lock.lock();
     ++passes_;
     if (!done.ok() && !failing_) {
-      DP_LOG_WARN("job store {}: {} (the write-ahead log grows until a checkpoint succeeds)",
-                  path_, done.status().ToString());
+      DP_LOG_WARN("job store {}: {} (the write-ahead log grows until a checkpoint succeeds)", path_,
+                  done.status().ToString());
     }
     failing_ = !done.ok();
     cv_.notify_all();
@@ -95,7 +95,8 @@ StatusOr<bool> SQLiteCheckpointer::CheckpointLocked(int mode) {
   if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
     return UnavailableError(std::string("checkpoint: ") + sqlite3_errmsg(db_));
   }
-  if (log_frames < 0) return FailedPreconditionError("checkpoint: " + path_ + " is not in WAL mode");
+  if (log_frames < 0)
+    return FailedPreconditionError("checkpoint: " + path_ + " is not in WAL mode");
   return rc == SQLITE_OK && copied_frames == log_frames;
 }
 

@@ -38,10 +38,6 @@
 namespace deepool::coordinator {
 namespace {
 
-// Progress records per write transaction (JobStore::SaveProgress of many): a submission waits
-// for one such transaction at most.
-constexpr size_t kJobsPerTransaction = 32;
-
 // Created first, outside the versioned steps: it records their number.
 constexpr const char* kMetaTable =
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)";
@@ -283,14 +279,10 @@ class SQLiteJobStore final : public JobStore {
   }
 
   using JobStore::SaveProgress;
-  // The records are serialized without the lock, then written kJobsPerTransaction to a
-  // transaction, the lock released in between.
+  // In batches (stored_job.h).
   Status SaveProgress(const std::vector<JobSnapshot>& jobs) override {
-    std::vector<std::string> texts;
-    texts.reserve(jobs.size());
-    for (const JobSnapshot& job : jobs) texts.push_back(StoredRecordText(*job));
-    for (size_t begin = 0; begin < jobs.size(); begin += kJobsPerTransaction) {
-      const size_t end = std::min(jobs.size(), begin + kJobsPerTransaction);
+    const std::vector<std::string> texts = StoredRecordTexts(jobs);  // without the lock
+    return InBatches(jobs.size(), kProgressJobsPerTransaction, [&](size_t begin, size_t end) {
       std::lock_guard<std::mutex> lock(mu_);
       const JobRecord* newest = nullptr;
       for (size_t i = begin; i < end; ++i) {
@@ -305,8 +297,8 @@ class SQLiteJobStore final : public JobStore {
           },
           newest));
       for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
-    }
-    return Status::Ok();
+      return Status::Ok();
+    });
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {

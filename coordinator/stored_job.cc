@@ -1,11 +1,27 @@
 #include "coordinator/stored_job.h"
 
+#include <algorithm>
+
 namespace deepool::coordinator {
 
 std::string StoredRecordText(const JobRecord& job) {
   JobRecord record = job;                 // shares the documents
   record.spec.graph_json = SharedText();  // kept in its own table
   return JobRecordToJson(record, /*include_plan=*/false).dump();
+}
+
+std::vector<std::string> StoredRecordTexts(const std::vector<JobSnapshot>& jobs) {
+  std::vector<std::string> texts;
+  texts.reserve(jobs.size());
+  for (const JobSnapshot& job : jobs) texts.push_back(StoredRecordText(*job));
+  return texts;
+}
+
+Status InBatches(size_t count, size_t batch, const std::function<Status(size_t, size_t)>& write) {
+  for (size_t begin = 0; begin < count; begin += batch) {
+    RETURN_IF_ERROR(write(begin, std::min(count, begin + batch)));
+  }
+  return Status::Ok();
 }
 
 StatusOr<JobRecord> JobFromStoredRow(const StoredJobRow& row) {

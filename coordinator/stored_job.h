@@ -5,6 +5,7 @@
 // Threading: WrittenDocuments is not synchronised (each store guards it with its own lock).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,6 +18,15 @@ namespace deepool::coordinator {
 
 // The `record` column: the job without its plan and without its inline graph.
 std::string StoredRecordText(const JobRecord& job);
+
+// How the stores write a batch of progress (JobStore::SaveProgress of many jobs): the records
+// serialized first, without the store's lock, then kProgressJobsPerTransaction to a transaction,
+// the lock released in between, so that another write waits for one such transaction at most.
+constexpr size_t kProgressJobsPerTransaction = 32;
+std::vector<std::string> StoredRecordTexts(const std::vector<JobSnapshot>& jobs);
+// Calls write(begin, end) for consecutive ranges of [0, count) of at most `batch` each, in
+// order, until one fails; its error.
+Status InBatches(size_t count, size_t batch, const std::function<Status(size_t, size_t)>& write);
 
 // A job's row and its documents as read back. `spec_graph` is nullopt when the job has no row
 // in the inline graph table (records written before that table hold it themselves).

@@ -169,7 +169,9 @@ Buckets ReadRpcBuckets(const std::string& metrics_address, const std::string& me
 // Prometheus' histogram_quantile does; -1 when no call was served in between.
 double BucketQuantileMs(const Buckets& before, const Buckets& after, double q) {
   if (after.empty()) return -1;
-  auto count = [&](size_t i) { return after[i].second - (i < before.size() ? before[i].second : 0); };
+  auto count = [&](size_t i) {
+    return after[i].second - (i < before.size() ? before[i].second : 0);
+  };
   const double total = count(after.size() - 1);
   if (total <= 0) return -1;
   const double rank = q * total;
@@ -180,7 +182,8 @@ double BucketQuantileMs(const Buckets& before, const Buckets& after, double q) {
       if (std::isinf(after[i].first)) return 1000.0 * lower_bound;
       const double width = after[i].first - lower_bound;
       const double in_bucket = upto - lower_count;
-      return 1000.0 * (lower_bound + width * (in_bucket > 0 ? (rank - lower_count) / in_bucket : 1));
+      return 1000.0 *
+             (lower_bound + width * (in_bucket > 0 ? (rank - lower_count) / in_bucket : 1));
     }
     lower_bound = after[i].first;
     lower_count = upto;

@@ -43,15 +43,15 @@ class Connection {
 // The rows a copy of the main file alone holds: what outlives a lost write-ahead log.
 int64_t RowsInMainFile(const testing::TempDir& dir, const std::string& name) {
   const std::string copy = dir.File(name + ".copy");
-  std::filesystem::copy_file(dir.File(name), copy, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(dir.File(name), copy,
+                             std::filesystem::copy_options::overwrite_existing);
   Connection reader(copy);
   return reader.Rows();
 }
 
 // A WAL database with table t, its writer, and a checkpointer attached to it.
 struct Database {
-  explicit Database(const testing::TempDir& dir, int threshold_frames)
-      : writer(dir.File("db")) {
+  explicit Database(const testing::TempDir& dir, int threshold_frames) : writer(dir.File("db")) {
     REQUIRE(writer.Exec("PRAGMA journal_mode=WAL"));
     REQUIRE(writer.Exec("PRAGMA synchronous=NORMAL"));
     REQUIRE(writer.Exec("PRAGMA wal_autocheckpoint=0"));  // nothing but the checkpointer copies
@@ -77,7 +77,7 @@ TEST_CASE("the checkpointer copies the log into the main file once it passes its
   testing::TempDir dir;
   Database db(dir, /*threshold_frames=*/50);
   db.Insert(2);
-  CHECK(db.checkpointer->passes() == 0);  // under the threshold: the commits only signal it
+  CHECK(db.checkpointer->passes() == 0);   // under the threshold: the commits only signal it
   CHECK(RowsInMainFile(dir, "db") == -1);  // not even the table is there yet
   db.Insert(100);
   REQUIRE(db.checkpointer->WaitForPasses(1, std::chrono::seconds(30)));
