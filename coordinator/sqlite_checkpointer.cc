@@ -55,6 +55,15 @@ int SQLiteCheckpointer::OnCommit(void* self, sqlite3* /*writer*/, const char* /*
                                  int frames) {
   auto* checkpointer = static_cast<SQLiteCheckpointer*>(self);
   if (frames < checkpointer->threshold_frames_) return SQLITE_OK;
+  if (frames >= kBackstopFactor * checkpointer->threshold_frames_) {
+    // The writer never paused long enough for the thread's checkpoint to catch up with it, and
+    // the log restarts only once a checkpoint has copied all of it: this commit waits for the
+    // thread's pass and checkpoints itself, as SQLite's automatic checkpoint would (nothing is
+    // written meanwhile, so it copies the whole log).
+    std::lock_guard<std::mutex> run(checkpointer->run_mu_);
+    StatusOr<bool> done = checkpointer->CheckpointLocked(SQLITE_CHECKPOINT_PASSIVE);
+    if (!done.ok()) DP_LOG_WARN("job store {}: {}", checkpointer->path_, done.status().ToString());
+  }
   {
     std::lock_guard<std::mutex> lock(checkpointer->mu_);
     checkpointer->due_ = true;
@@ -90,14 +99,15 @@ StatusOr<bool> SQLiteCheckpointer::CheckpointLocked(int mode) {
   int log_frames = 0;
   int copied_frames = 0;
   const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log_frames, &copied_frames);
-  // BUSY: readers or writers kept a passive checkpoint from some frames, or a full one waited
-  // for them past its timeout; what it copied stays copied.
-  if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-    return UnavailableError(std::string("checkpoint: ") + sqlite3_errmsg(db_));
-  }
-  if (log_frames < 0)
+  // BUSY: readers or writers kept a passive checkpoint from some frames, a full one waited for
+  // them past its timeout, or a checkpoint could not start at all (the frame counts are then
+  // -1); what one copied stays copied. Either way not done yet, and tried again.
+  if (rc == SQLITE_BUSY) return false;
+  if (rc != SQLITE_OK) return UnavailableError(std::string("checkpoint: ") + sqlite3_errmsg(db_));
+  if (log_frames < 0) {
     return FailedPreconditionError("checkpoint: " + path_ + " is not in WAL mode");
-  return rc == SQLITE_OK && copied_frames == log_frames;
+  }
+  return copied_frames == log_frames;
 }
 
 Status SQLiteCheckpointer::CheckpointAll() {

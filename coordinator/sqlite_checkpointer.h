@@ -9,7 +9,8 @@
 // Attach() turns the automatic one off and hands its work to the thread here.
 //
 // Threading: the thread "dp-sqlite-ckpt" checkpoints whenever a commit leaves the log at or over
-// `threshold_frames` (the writer's commit hook only signals it). CheckpointAll() may be called
+// `threshold_frames` (the writer's commit hook signals it; only past kBackstopFactor times that
+// does the commit checkpoint itself). CheckpointAll() may be called
 // from any thread; checkpoints are serialized on this object's connection.
 #pragma once
 
@@ -31,6 +32,10 @@ class SQLiteCheckpointer {
  public:
   // SQLite's own default for its automatic checkpoint.
   static constexpr int kDefaultThresholdFrames = 1000;
+  // A commit that leaves this many thresholds of frames in the log checkpoints it itself: a
+  // writer that never pauses would otherwise stay ahead of the thread, and the log, which
+  // restarts only once wholly copied, would grow without bound.
+  static constexpr int kBackstopFactor = 8;
 
   // Opens a second connection to the WAL database at `path` and starts the thread. Attach() the
   // writer's connection afterwards.

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -83,6 +84,20 @@ TEST_CASE("the checkpointer copies the log into the main file once it passes its
   REQUIRE(db.checkpointer->WaitForPasses(1, std::chrono::seconds(30)));
   db.checkpointer.reset();  // stopped, so that the copy below catches no checkpoint half-way
   CHECK(RowsInMainFile(dir, "db") >= 1);  // what the log held when the first pass began, or more
+}
+
+TEST_CASE("the log stays bounded while its writer never pauses", "[job_store]") {
+  testing::TempDir dir;
+  const int threshold = 20;
+  Database db(dir, threshold);
+  uintmax_t largest = 0;
+  for (int i = 0; i < 1500; ++i) {
+    db.Insert(1);
+    largest = std::max(largest, std::filesystem::file_size(dir.File("db-wal")));
+  }
+  // Frames of one page (4 KiB by default) and its header; a commit adds a few.
+  const uintmax_t frame = 4096 + 24;
+  CHECK(largest <= (SQLiteCheckpointer::kBackstopFactor * threshold + 10) * frame);
 }
 
 TEST_CASE("CheckpointAll puts every committed write into the main file", "[job_store]") {
