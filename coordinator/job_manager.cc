@@ -601,8 +601,16 @@ uint64_t JobManager::WaitForJobChange(const std::string& job_id, uint64_t seen,
 void JobManager::Shutdown() {
   std::unique_lock<std::mutex> lock(mu_);
   if (shutdown_) return;
-  progress_written_.wait(lock, [&] { return writing_progress_.empty(); });
-  ids_reserved_.wait(lock, [&] { return !reserving_; });  // its bound is not overtaken below
+  // No write of a job's progress, and no id reservation (whose bound the one below must not
+  // be overtaken by), may be in flight; either wait lets the other start, so both are checked
+  // after each.
+  while (!writing_progress_.empty() || reserving_) {
+    if (!writing_progress_.empty()) {
+      progress_written_.wait(lock);
+    } else {
+      ids_reserved_.wait(lock);
+    }
+  }
   shutdown_ = true;
   changed_.notify_all();
   job_changed_.NotifyAll();

@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -596,6 +597,54 @@ TEST_CASE("job ids are reserved ahead, and a reservation holds up no reader or s
   CHECK(reserving.get().ok());
   CHECK(store.reservations == 3);
   CHECK(*store.LoadSeqReservation() == 1 + 3 * block);
+}
+
+TEST_CASE("a stop waits for the id reservation and for a progress write begun while it waited",
+          "[job_manager]") {
+  OneRunningJob one(std::chrono::seconds(5));
+  JobManager& jobs = one.jobs;
+  testing::FailingJobStore& store = one.store;
+  for (int64_t i = 0; i < JobManager::kSeqReservationBlock / 2; ++i) {
+    REQUIRE(jobs.Submit(TinySpec()).ok());  // under half a block of ids left
+  }
+  std::promise<void> in_reserve;
+  std::promise<void> release_reserve;
+  std::shared_future<void> reserve_released = release_reserve.get_future().share();
+  store.SetOnReserve([&](int64_t) {
+    in_reserve.set_value();
+    reserve_released.wait();
+  });
+  auto reserving = std::async(std::launch::async, [&] { return jobs.ReserveIdsAhead(); });
+  in_reserve.get_future().wait();
+  store.SetOnReserve(nullptr);
+  auto stopping = std::async(std::launch::async, [&] { jobs.Shutdown(); });
+  CHECK(stopping.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+
+  // While the stop waits for the reservation, a flush starts writing the job's progress.
+  one.clock.Advance(std::chrono::seconds(5));
+  REQUIRE(jobs.UpdateProgress(one.id, [](JobRecord& r) { r.progress.iteration = 7; }).ok());
+  std::promise<void> writing;
+  std::promise<void> release_write;
+  std::shared_future<void> write_released = release_write.get_future().share();
+  std::atomic<bool> first{true};
+  store.SetOnSave([&](const JobRecord& job) {
+    if (job.progress.iteration == 7 && first.exchange(false)) {
+      writing.set_value();
+      write_released.wait();
+    }
+  });
+  std::thread flusher([&] { CHECK(jobs.FlushProgress().ok()); });
+  writing.get_future().wait();
+  release_reserve.set_value();
+  CHECK(reserving.get().ok());
+  // Before the stop checked both after each wait, it went on here and stored the job while the
+  // flush's write was still in flight.
+  CHECK(stopping.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  release_write.set_value();
+  flusher.join();
+  stopping.get();
+  store.SetOnSave(nullptr);
+  CHECK(store.LoadJob(one.id)->progress.iteration == 7);
 }
 
 TEST_CASE("a submission whose write fails leaves nothing behind, its id and quota included",
