@@ -153,6 +153,7 @@ TEST_CASE("executor commands: attach and detach parse, errors name the field", "
 
 TEST_CASE("executor process: a BG job attached over the command channel mid-run trains",
           "[multiplex]") {
+  constexpr int kFgIterations = 10000;
   fs::path dir = fs::temp_directory_path() /
                  ("deepool-mux-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
   fs::create_directories(dir);
@@ -160,7 +161,9 @@ TEST_CASE("executor process: a BG job attached over the command channel mid-run 
   RunSpec spec = SpecWithBackground();
   BackgroundSpec bg = *spec.background;
   spec.background.reset();  // no BG job at start
-  spec.iterations = 400;
+  // Enough FG iterations (about 0.2 ms each on a CPU) that the BG job's two finish first even on
+  // a loaded machine: with 400 its first iteration once took 0.8 s, and the host ended first.
+  spec.iterations = kFgIterations;
   REQUIRE(WriteRunSpecFile(spec, path).ok());
   bg.job_id = "bg-late";
   // One FG rank never waits, so an idle-only gate would never let BG run: concurrent here, and
@@ -216,7 +219,7 @@ TEST_CASE("executor process: a BG job attached over the command channel mid-run 
       done = true;
     }
   }
-  CHECK(iterations == 400);
+  CHECK(iterations == kFgIterations);
   CHECK_FALSE(first_shared);  // the first iteration ran before the job was attached
   CHECK(shared_iterations > 0);
   CHECK(progress_lines == shared_iterations);
