@@ -1,17 +1,18 @@
 // SQLiteCheckpointer: copies a WAL database's write-ahead log into its main file from its own
-// connection and its own thread, so that the store's writers never wait for a checkpoint.
+// connection and its own thread, so that the store's writers do not wait for a checkpoint (unless
+// they never pause: see kBackstopFactor).
 //
 // Why: SQLite's automatic checkpoint runs inside the commit that takes the log past 1,000 pages,
 // and a checkpoint syncs the main file to disk. The store commits under its one lock, so every
-// other write (a submission, a state change) queued behind that fsync: 100 to 400 ms on the
-// development machine's disk, several times a minute under 1,000 progress reports a second. A
+// other write (a submission, a state change) queued behind that fsync: a dozen submissions
+// at a time waited 60 to 360 ms under bench/capacity on the development machine's disk. A
 // passive checkpoint from a second connection runs alongside writers (WAL mode lets it), so
 // Attach() turns the automatic one off and hands its work to the thread here.
 //
 // Threading: the thread "dp-sqlite-ckpt" checkpoints whenever a commit leaves the log at or over
 // `threshold_frames` (the writer's commit hook signals it; only past kBackstopFactor times that
-// does the commit checkpoint itself). CheckpointAll() may be called
-// from any thread; checkpoints are serialized on this object's connection.
+// does the commit checkpoint itself). CheckpointAll() may be called from any thread;
+// checkpoints are serialized on this object's connection.
 #pragma once
 
 #include <sqlite3.h>
