@@ -10,7 +10,8 @@
 // try on a fresh connection for the calls that may safely run twice: the JobManager retries its
 // writes, so the coordinator waits for the database and goes on. A COMMIT cut off by the connection
 // may have landed; every write is an upsert of whole rows except a log append, which may then store
-// its lines twice. Threading: one connection, guarded by mu_.
+// its lines twice.
+// Threading: one connection, guarded by mu_.
 #include <libpq-fe.h>
 
 #include <algorithm>

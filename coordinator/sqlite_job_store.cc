@@ -11,7 +11,8 @@
 // write-ahead log it finds and says nothing of a missing or damaged tail. meta(closed_clean) is 1
 // only between a clean close and the next open, so a cleanly closed file may travel alone.
 // Checkpoints (copying the log into the main file, which syncs it) run on a second connection
-// and thread (SQLiteCheckpointer), never inside a writer's commit.
+// and thread (SQLiteCheckpointer), not inside a writer's commit unless the writers have not
+// paused for 8,000 pages (sqlite_checkpointer.h).
 // Threading: one connection for reads and writes, guarded by mu_; the checkpointer's own.
 #include <fcntl.h>
 #include <sqlite3.h>
