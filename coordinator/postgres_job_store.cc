@@ -10,10 +10,12 @@
 // try on a fresh connection for the calls that may safely run twice: the JobManager retries its
 // writes, so the coordinator waits for the database and goes on. A COMMIT cut off by the connection
 // may have landed; every write is an upsert of whole rows except a log append, which may then store
-// its lines twice.
-// Threading: one connection, guarded by mu_.
-#include <libpq-fe.h>
-
+// its lines twice, and so is tried again only when the connection was lost before its COMMIT.
+// Threading: calls run side by side, each on a connection of its own from a pool
+// (postgres_connection.h), so a submission does not queue behind a progress batch or a log
+// append. Log appends share one further connection, one at a time: a job's next line number is
+// read from its log, so two appends to one log must not interleave. The JobManager orders the
+// writes of each job (one store write of a job at a time), which the pool keeps.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "common/logging.h"
 #include "coordinator/job_store.h"
 #include "coordinator/leader_lease.h"
+#include "coordinator/postgres_connection.h"
 #include "coordinator/stored_job.h"
 
 namespace deepool::coordinator {
@@ -87,202 +90,156 @@ INSERT INTO leader(id, holder, token, expires_at) VALUES (1, '', 0, 'epoch');
 // Log lines per INSERT (six parameters each; PostgreSQL takes at most 65,535 per statement).
 constexpr size_t kLinesPerInsert = 1000;
 
-struct ResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
+// Connections for everything but log appends: enough that a submission finds one free while a
+// progress batch, a state change and a read are in flight (with one, submissions waited
+// 50-170 ms for it under bench/capacity while each call held it 0.5-5 ms); few enough that
+// a standby coordinator or two stay far below the server's default 100 connections.
+constexpr int kPooledConnections = 4;
 
-// A statement's parameters, sent as text except BYTEA ones (binary: any bytes pass).
-class Params {
- public:
-  Params& Text(std::string value) { return Add(std::move(value), 0); }
-  Params& Int(int64_t value) { return Add(std::to_string(value), 0); }
-  Params& Bytes(std::string value) { return Add(std::move(value), 1); }
-  Params& Null() {
-    Add("", 0);
-    null_.back() = true;
-    return *this;
-  }
-  int size() const { return static_cast<int>(values_.size()); }
-  // The arrays libpq reads; valid while this object lives unchanged.
-  const char* const* values() {
-    pointers_.clear();
-    for (size_t i = 0; i < values_.size(); ++i) {
-      pointers_.push_back(null_[i] ? nullptr : values_[i].c_str());
-    }
-    return pointers_.data();
-  }
-  const int* lengths() {
-    lengths_.clear();
-    for (const std::string& v : values_) lengths_.push_back(static_cast<int>(v.size()));
-    return lengths_.data();
-  }
-  const int* formats() const { return formats_.data(); }
-
- private:
-  Params& Add(std::string value, int format) {
-    values_.push_back(std::move(value));
-    formats_.push_back(format);
-    null_.push_back(false);
-    return *this;
-  }
-  std::vector<std::string> values_;
-  std::vector<int> formats_;
-  std::vector<bool> null_;
-  std::vector<const char*> pointers_;
-  std::vector<int> lengths_;
-};
-
-std::string FirstLine(const char* text) {
-  std::string line = text ? text : "";
-  line = line.substr(0, line.find('\n'));
-  return line.empty() ? "unknown error" : line;
-}
-
-// "database D on H:P as U" (never the password).
-std::string Describe(const PGconn* conn) {
-  const char* host = PQhost(conn);
-  const char* port = PQport(conn);
-  const char* db = PQdb(conn);
-  const char* user = PQuser(conn);
-  return std::string("PostgreSQL database ") + (db ? db : "?") + " on " +
-         (host && *host ? host : "the default host") +
-         (port && *port ? ":" + std::string(port) : "") + " as " + (user ? user : "?");
-}
+using postgres::Connection;
+using postgres::ConnectionPool;
+using postgres::IntValue;
+using postgres::Params;
+using postgres::Result;
+using postgres::Value;
 
 class PostgresJobStore final : public JobStore, public LeaderLease {
  public:
-  explicit PostgresJobStore(PGconn* conn) : conn_(conn), where_(Describe(conn)) {
-    PQsetNoticeProcessor(conn_, &PostgresJobStore::OnNotice, nullptr);
-  }
-  ~PostgresJobStore() override { PQfinish(conn_); }
+  PostgresJobStore(std::vector<std::unique_ptr<Connection>> pooled,
+                   std::unique_ptr<Connection> for_logs)
+      : where_(for_logs->where()), pool_(std::move(pooled)), logs_(Alone(std::move(for_logs))) {}
 
   const std::string& where() const { return where_; }
   LeaderLease* lease() override { return this; }
 
   StatusOr<LeaseHolder> TryAcquire(const std::string& holder,
                                    std::chrono::milliseconds duration) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     LeaseHolder after;
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
       // A new token when it changes hands; the same when the holder extends it.
       ASSIGN_OR_RETURN(
           Result taken,
-          Query("UPDATE leader SET token = CASE WHEN holder = $1 THEN token ELSE token + 1 END, "
-                "holder = $1, expires_at = now() + ($2::bigint * interval '1 millisecond') "
-                "WHERE id = 1 AND (holder = $1 OR expires_at <= now()) RETURNING token",
-                std::move(Params().Text(holder).Int(duration.count())), "take the leader lease"));
+          c->Query("UPDATE leader SET token = CASE WHEN holder = $1 THEN token ELSE token + 1 END, "
+                   "holder = $1, expires_at = now() + ($2::bigint * interval '1 millisecond') "
+                   "WHERE id = 1 AND (holder = $1 OR expires_at <= now()) RETURNING token",
+                   std::move(Params().Text(holder).Int(duration.count())),
+                   "take the leader lease"));
       if (PQntuples(taken.get()) == 1) {
         after = {holder, IntValue(taken.get(), 0, 0), duration};
         return Status::Ok();
       }
-      ASSIGN_OR_RETURN(after, ReadLeaderLocked());
+      ASSIGN_OR_RETURN(after, ReadLeader(*c));
       return Status::Ok();
     }));
-    if (after.holder == holder) fence_ = after;
+    if (after.holder == holder) {
+      std::lock_guard<std::mutex> lock(fence_mu_);
+      fence_ = after;
+    }
     return after;
   }
 
   Status Release() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!fence_) return Status::Ok();
-    return Retrying([&] {
-      return Query(
-                 "UPDATE leader SET expires_at = now() WHERE id = 1 AND holder = $1 AND "
-                 "token = $2",
-                 std::move(Params().Text(fence_->holder).Int(fence_->token)),
-                 "release the leader lease")
+    const std::optional<LeaseHolder> fence = Fence();
+    if (!fence) return Status::Ok();
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->Retrying([&] {
+      return c
+          ->Query(
+              "UPDATE leader SET expires_at = now() WHERE id = 1 AND holder = $1 AND token = $2",
+              std::move(Params().Text(fence->holder).Int(fence->token)), "release the leader lease")
           .status();
     });
   }
 
   Status Renew(std::chrono::milliseconds duration) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!fence_) return FailedPreconditionError("this coordinator never took the leader lease");
-    return Retrying([&]() -> Status {
+    const std::optional<LeaseHolder> fence = Fence();
+    if (!fence) return FailedPreconditionError("this coordinator never took the leader lease");
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->Retrying([&]() -> Status {
       ASSIGN_OR_RETURN(
           Result renewed,
-          Query("UPDATE leader SET expires_at = now() + ($3::bigint * interval '1 millisecond') "
-                "WHERE id = 1 AND holder = $1 AND token = $2",
-                std::move(Params().Text(fence_->holder).Int(fence_->token).Int(duration.count())),
-                "renew the leader lease"));
+          c->Query("UPDATE leader SET expires_at = now() + ($3::bigint * interval '1 millisecond') "
+                   "WHERE id = 1 AND holder = $1 AND token = $2",
+                   std::move(Params().Text(fence->holder).Int(fence->token).Int(duration.count())),
+                   "renew the leader lease"));
       if (std::string(PQcmdTuples(renewed.get())) == "1") return Status::Ok();
-      return DeposedLocked();
+      return Deposed(*c, *fence);
     });
   }
 
   // Brings the schema to its newest step: the missing steps and their number in one transaction,
   // under the schema lock.
   Status Migrate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return InTransaction([&]() -> Status {
-      RETURN_IF_ERROR(Exec(kSchemaLock, "lock the schema"));
-      RETURN_IF_ERROR(Exec(kMetaTable, "create the meta table"));
-      ASSIGN_OR_RETURN(const std::optional<int64_t> current, GetMeta("schema_version"));
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->InTransaction([&]() -> Status {
+      RETURN_IF_ERROR(c->Exec(kSchemaLock, "lock the schema"));
+      RETURN_IF_ERROR(c->Exec(kMetaTable, "create the meta table"));
+      ASSIGN_OR_RETURN(const std::optional<int64_t> current, c->GetMeta("schema_version"));
       ASSIGN_OR_RETURN(const std::vector<SchemaStep> steps,
                        SchemaStepsToApply("the job store", current.value_or(0), SchemaSteps()));
       for (const SchemaStep& step : steps) {
-        RETURN_IF_ERROR(Exec(step.sql, "schema step " + std::to_string(step.version)));
+        RETURN_IF_ERROR(c->Exec(step.sql, "schema step " + std::to_string(step.version)));
         DP_LOG_INFO("job store: schema step {} ({})", step.version, step.what);
       }
       if (steps.empty()) return Status::Ok();
-      return SetMeta("schema_version", steps.back().version);
+      return c->SetMeta("schema_version", steps.back().version);
     });
   }
 
   Status SaveJob(const JobRecord& job) override {
-    const std::string text = StoredRecordText(job);  // without the lock
-    std::lock_guard<std::mutex> lock(mu_);
-    return SaveLocked(job, text, /*flushed=*/true);
+    return Save(job, StoredRecordText(job), /*flushed=*/true);
   }
 
   Status SaveProgress(const JobRecord& job) override {
-    const std::string text = StoredRecordText(job);
-    std::lock_guard<std::mutex> lock(mu_);
-    return SaveLocked(job, text, /*flushed=*/false);
+    return Save(job, StoredRecordText(job), /*flushed=*/false);
   }
 
   // In batches (stored_job.h), each a transaction of a handful of round trips: the records in
   // one statement; the few with new documents whole, and then the commit is flushed.
   Status SaveProgress(const std::vector<JobSnapshot>& jobs) override {
-    const std::vector<std::string> texts = StoredRecordTexts(jobs);  // without the lock
+    const std::vector<std::string> texts = StoredRecordTexts(jobs);
     return InBatches(jobs.size(), kProgressJobsPerTransaction, [&](size_t begin, size_t end) {
-      std::lock_guard<std::mutex> lock(mu_);
       std::vector<size_t> records;
       std::vector<std::pair<size_t, WrittenDocuments::Needed>> with_documents;
-      for (size_t i = begin; i < end; ++i) {
-        const WrittenDocuments::Needed needed = written_.ForSave(*jobs[i]);
-        if (needed.plan || needed.spec_graph) {
-          with_documents.emplace_back(i, needed);
-        } else {
-          records.push_back(i);
+      {
+        std::lock_guard<std::mutex> lock(written_mu_);
+        for (size_t i = begin; i < end; ++i) {
+          const WrittenDocuments::Needed needed = written_.ForSave(*jobs[i]);
+          if (needed.plan || needed.spec_graph) {
+            with_documents.emplace_back(i, needed);
+          } else {
+            records.push_back(i);
+          }
         }
       }
-      RETURN_IF_ERROR(Retrying([&] {
-        return InWriteTransaction([&]() -> Status {
+      ConnectionPool::Handle c = pool_.Acquire();
+      RETURN_IF_ERROR(c->Retrying([&] {
+        return InWriteTransaction(*c, [&]() -> Status {
           if (with_documents.empty()) {
-            RETURN_IF_ERROR(Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
+            RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
           }
           for (const auto& [i, needed] : with_documents) {
-            RETURN_IF_ERROR(SaveJobLocked(*jobs[i], texts[i], needed));
+            RETURN_IF_ERROR(SaveJobRows(*c, *jobs[i], texts[i], needed));
           }
-          return SaveRecordsLocked(jobs, texts, records);
+          return SaveRecords(*c, jobs, texts, records);
         });
       }));
+      std::lock_guard<std::mutex> lock(written_mu_);
       for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
       return Status::Ok();
     });
   }
 
   StatusOr<std::vector<JobRecord>> LoadJobs() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     std::vector<JobRecord> jobs;
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
       jobs.clear();
-      ASSIGN_OR_RETURN(Result rows,
-                       Query(std::string(kSelectJobs) + " ORDER BY j.seq", Params(), "load jobs"));
+      ASSIGN_OR_RETURN(Result rows, c->Query(std::string(kSelectJobs) + " ORDER BY j.seq", Params(),
+                                             "load jobs"));
       for (int i = 0; i < PQntuples(rows.get()); ++i) {
-        ASSIGN_OR_RETURN(JobRecord job, JobOfRowLocked(rows.get(), i));
+        ASSIGN_OR_RETURN(JobRecord job, JobOfRow(rows.get(), i));
         jobs.push_back(std::move(job));
       }
       return Status::Ok();
@@ -291,29 +248,42 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
   StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     StatusOr<JobRecord> job = NotFoundError("job " + job_id + " is not stored");
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
-      ASSIGN_OR_RETURN(Result rows, Query(std::string(kSelectJobs) + " WHERE j.id = $1",
-                                          std::move(Params().Text(job_id)), "load job " + job_id));
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
+      ASSIGN_OR_RETURN(Result rows,
+                       c->Query(std::string(kSelectJobs) + " WHERE j.id = $1",
+                                std::move(Params().Text(job_id)), "load job " + job_id));
       if (PQntuples(rows.get()) == 0) return Status::Ok();
-      job = JobOfRowLocked(rows.get(), 0);
+      job = JobOfRow(rows.get(), 0);
       return Status::Ok();
     }));
     return job;
   }
 
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
-    std::lock_guard<std::mutex> lock(mu_);
     if (lines->empty()) return Status::Ok();
-    RETURN_IF_ERROR(Reconnected());
+    ConnectionPool::Handle c = logs_.Acquire();
+    RETURN_IF_ERROR(c->Reconnected());
     // Committed asynchronously, as progress is: at a hundred appends a second each waited for the
-    // server's WAL flush on the one connection, and submissions behind them (holds of up to 1 s
-    // measured under bench/capacity).
-    return InWriteTransaction([&]() -> Status {  // not retried: see top
-      RETURN_IF_ERROR(Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
-      return AppendLocked(job_id, lines);
-    });
+    // server's WAL flush, and submissions behind them (holds of up to 1 s measured under
+    // bench/capacity when one connection served every call).
+    bool committing = false;
+    const auto append = [&] {
+      return InWriteTransaction(*c, [&]() -> Status {
+        RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
+        RETURN_IF_ERROR(AppendRows(*c, job_id, lines));
+        committing = true;
+        return Status::Ok();
+      });
+    };
+    // Tried again on a fresh connection only when the connection was lost before the COMMIT was
+    // sent (nothing of it can have landed: see top). A connection the server closed while it
+    // waited in the pool, as a restart of the server does, fails at BEGIN.
+    const Status appended = append();
+    if (appended.ok() || committing || !c->lost()) return appended;
+    RETURN_IF_ERROR(c->Reconnected());
+    return append();
   }
 
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
@@ -340,14 +310,16 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
 
   Status SaveProfile(const std::string& model_key, const std::string& device_type,
                      const std::string& profile_json) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Retrying([&] {
-      return InWriteTransaction([&] {
-        return Query(
-                   "INSERT INTO profiles(model_key, device_type, profile) VALUES($1, $2, $3) "
-                   "ON CONFLICT (model_key, device_type) DO UPDATE SET profile = EXCLUDED.profile",
-                   std::move(Params().Text(model_key).Text(device_type).Text(profile_json)),
-                   "save profile")
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->Retrying([&] {
+      return InWriteTransaction(*c, [&] {
+        return c
+            ->Query(
+                "INSERT INTO profiles(model_key, device_type, profile) VALUES($1, $2, $3) "
+                "ON CONFLICT (model_key, device_type) DO UPDATE SET profile = "
+                "EXCLUDED.profile",
+                std::move(Params().Text(model_key).Text(device_type).Text(profile_json)),
+                "save profile")
             .status();
       });
     });
@@ -355,13 +327,13 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
 
   StatusOr<std::optional<std::string>> LoadProfile(const std::string& model_key,
                                                    const std::string& device_type) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     std::optional<std::string> profile;
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
       ASSIGN_OR_RETURN(
           Result rows,
-          Query("SELECT profile FROM profiles WHERE model_key = $1 AND device_type = $2",
-                std::move(Params().Text(model_key).Text(device_type)), "load profile"));
+          c->Query("SELECT profile FROM profiles WHERE model_key = $1 AND device_type = $2",
+                   std::move(Params().Text(model_key).Text(device_type)), "load profile"));
       if (PQntuples(rows.get()) > 0) profile = Value(rows.get(), 0, 0);
       return Status::Ok();
     }));
@@ -369,16 +341,16 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
   Status ReserveSeqs(int64_t bound) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Retrying(
-        [&] { return InWriteTransaction([&] { return SetMeta("seq_reserved", bound); }); });
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->Retrying(
+        [&] { return InWriteTransaction(*c, [&] { return c->SetMeta("seq_reserved", bound); }); });
   }
 
   StatusOr<int64_t> LoadSeqReservation() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     int64_t reserved = 0;
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
-      ASSIGN_OR_RETURN(const std::optional<int64_t> value, GetMeta("seq_reserved"));
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
+      ASSIGN_OR_RETURN(const std::optional<int64_t> value, c->GetMeta("seq_reserved"));
       reserved = value.value_or(0);
       return Status::Ok();
     }));
@@ -386,165 +358,81 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
  private:
-  static void OnNotice(void*, const char* message) {
-    DP_LOG_DEBUG("job store: postgresql: {}", FirstLine(message));
+  static std::vector<std::unique_ptr<Connection>> Alone(std::unique_ptr<Connection> connection) {
+    std::vector<std::unique_ptr<Connection>> one;
+    one.push_back(std::move(connection));
+    return one;
   }
 
-  // A connection lost since the last call is made again (once per call).
-  Status Reconnected() {
-    if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
-    PQreset(conn_);
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      return UnavailableError("the job store's " + where_ +
-                              " is unreachable: " + FirstLine(PQerrorMessage(conn_)));
-    }
-    DP_LOG_WARN("job store: connected again to {}", where_);
-    return Status::Ok();
-  }
-
-  // `call`, and once more on a fresh connection when the connection was lost under it. Only for
-  // calls that may run twice.
-  Status Retrying(const std::function<Status()>& call) {
-    RETURN_IF_ERROR(Reconnected());
-    Status status = call();
-    if (status.ok() || PQstatus(conn_) == CONNECTION_OK) return status;
-    RETURN_IF_ERROR(Reconnected());
-    return call();
+  // The lease this store took, if it took one.
+  std::optional<LeaseHolder> Fence() const {
+    std::lock_guard<std::mutex> lock(fence_mu_);
+    return fence_;
   }
 
   // Who holds the lease now.
-  StatusOr<LeaseHolder> ReadLeaderLocked() {
+  static StatusOr<LeaseHolder> ReadLeader(Connection& c) {
     ASSIGN_OR_RETURN(Result rows,
-                     Query("SELECT holder, token, (EXTRACT(EPOCH FROM (expires_at - now())) * "
-                           "1000)::bigint FROM leader WHERE id = 1",
-                           Params(), "read the leader lease"));
+                     c.Query("SELECT holder, token, (EXTRACT(EPOCH FROM (expires_at - now())) * "
+                             "1000)::bigint FROM leader WHERE id = 1",
+                             Params(), "read the leader lease"));
     if (PQntuples(rows.get()) != 1) return DataLossError("the leader lease row is missing");
     return LeaseHolder{Value(rows.get(), 0, 0), IntValue(rows.get(), 0, 1),
                        std::chrono::milliseconds(IntValue(rows.get(), 0, 2))};
   }
 
-  // The error of a write or renewal made after another coordinator took the lease.
-  Status DeposedLocked() {
-    StatusOr<LeaseHolder> now = ReadLeaderLocked();
+  // The error of a write or renewal made under `fence` after another coordinator took the lease.
+  static Status Deposed(Connection& c, const LeaseHolder& fence) {
+    StatusOr<LeaseHolder> now = ReadLeader(c);
     const std::string who = now.ok() ? now->holder + " (token " + std::to_string(now->token) + ")"
                                      : "another coordinator";
-    return FailedPreconditionError("this coordinator (" + fence_->holder + ", token " +
-                                   std::to_string(fence_->token) + ") no longer leads: " + who +
+    return FailedPreconditionError("this coordinator (" + fence.holder + ", token " +
+                                   std::to_string(fence.token) + ") no longer leads: " + who +
                                    " took the leader lease; nothing was written");
   }
 
   // In a write's transaction, first: the lease is still this store's (FOR SHARE: a takeover
   // waits for this transaction to end, or this one sees the new holder). Nothing to check for a
   // store that never took the lease (one coordinator alone).
-  Status CheckFenceLocked() {
-    if (!fence_) return Status::Ok();
+  Status CheckFence(Connection& c) {
+    const std::optional<LeaseHolder> fence = Fence();
+    if (!fence) return Status::Ok();
     ASSIGN_OR_RETURN(Result rows,
-                     Query("SELECT 1 FROM leader WHERE id = 1 AND holder = $1 AND token = $2 "
-                           "FOR SHARE",
-                           std::move(Params().Text(fence_->holder).Int(fence_->token)),
-                           "check the leader lease"));
+                     c.Query("SELECT 1 FROM leader WHERE id = 1 AND holder = $1 AND token = $2 "
+                             "FOR SHARE",
+                             std::move(Params().Text(fence->holder).Int(fence->token)),
+                             "check the leader lease"));
     if (PQntuples(rows.get()) == 1) return Status::Ok();
-    return DeposedLocked();
+    return Deposed(c, *fence);
   }
 
   // A write: `body` in one transaction, after the fence check.
-  Status InWriteTransaction(const std::function<Status()>& body) {
-    return InTransaction([&]() -> Status {
-      RETURN_IF_ERROR(CheckFenceLocked());
+  Status InWriteTransaction(Connection& c, const std::function<Status()>& body) {
+    return c.InTransaction([&]() -> Status {
+      RETURN_IF_ERROR(CheckFence(c));
       return body();
     });
-  }
-
-  // One transaction: `body`'s statements all land, or none does.
-  Status InTransaction(const std::function<Status()>& body) {
-    RETURN_IF_ERROR(Exec("BEGIN", "begin"));
-    Status status = body();
-    if (status.ok()) status = Exec("COMMIT", "commit");
-    if (!status.ok() && PQstatus(conn_) == CONNECTION_OK &&
-        PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      Result rolled_back(PQexec(conn_, "ROLLBACK"));
-      if (PQresultStatus(rolled_back.get()) != PGRES_COMMAND_OK) {
-        DP_LOG_ERROR("job store: rollback failed: {}", FirstLine(PQerrorMessage(conn_)));
-      }
-    }
-    return status;
-  }
-
-  // Statements without parameters (several may be in `sql`).
-  Status Exec(const char* sql, const std::string& what) {
-    Result result(PQexec(conn_, sql));
-    return Check(result.get(), what);
-  }
-
-  StatusOr<Result> Query(const std::string& sql, Params params, const std::string& what) {
-    Result result(PQexecParams(conn_, sql.c_str(), params.size(), /*paramTypes=*/nullptr,
-                               params.values(), params.lengths(), params.formats(),
-                               /*resultFormat=text*/ 0));
-    RETURN_IF_ERROR(Check(result.get(), what));
-    return result;
-  }
-
-  Status Check(const PGresult* result, const std::string& what) {
-    const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Status::Ok();
-    const char* code = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
-    const std::string sqlstate = code ? code : "";
-    const std::string message =
-        what + ": " + FirstLine(result ? PQresultErrorMessage(result) : PQerrorMessage(conn_));
-    if (PQstatus(conn_) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 ||
-        sqlstate.rfind("57P", 0) == 0) {
-      return UnavailableError("the job store's " + where_ + " is unreachable (" + message +
-                              "); the coordinator tries again");
-    }
-    if (sqlstate == "53100") {
-      return ResourceExhaustedError("the job store's PostgreSQL server is out of disk (" + message +
-                                    "); nothing was written");
-    }
-    if (sqlstate == "40001" || sqlstate == "40P01") return UnavailableError(message);
-    return InternalError("postgresql: " + message);
-  }
-
-  static std::string Value(const PGresult* rows, int row, int col) {
-    return std::string(PQgetvalue(rows, row, col),
-                       static_cast<size_t>(PQgetlength(rows, row, col)));
-  }
-  static int64_t IntValue(const PGresult* rows, int row, int col) {
-    return std::strtoll(PQgetvalue(rows, row, col), nullptr, 10);
-  }
-
-  StatusOr<std::optional<int64_t>> GetMeta(const std::string& key) {
-    ASSIGN_OR_RETURN(Result rows, Query("SELECT value FROM meta WHERE key = $1",
-                                        std::move(Params().Text(key)), "read " + key));
-    if (PQntuples(rows.get()) == 0) return std::optional<int64_t>();
-    return std::optional<int64_t>(IntValue(rows.get(), 0, 0));
-  }
-
-  Status SetMeta(const std::string& key, int64_t value) {
-    return Query(
-               "INSERT INTO meta(key, value) VALUES($1, $2) ON CONFLICT (key) DO UPDATE SET value "
-               "= EXCLUDED.value",
-               std::move(Params().Text(key).Int(value)), "write " + key)
-        .status();
   }
 
   // A job and its documents: the columns of kSelectJobs.
   static constexpr const char* kSelectJobs =
       "SELECT j.id, j.record, p.graph, p.plan, s.graph FROM jobs j "
       "LEFT JOIN plans p ON p.job_id = j.id LEFT JOIN spec_graphs s ON s.job_id = j.id";
-  StatusOr<JobRecord> JobOfRowLocked(const PGresult* rows, int i) {
+  StatusOr<JobRecord> JobOfRow(const PGresult* rows, int i) {
     StoredJobRow row{Value(rows, i, 0), Value(rows, i, 1), Value(rows, i, 2), Value(rows, i, 3),
                      std::nullopt};
     if (!PQgetisnull(rows, i, 4)) row.spec_graph = Value(rows, i, 4);
     ASSIGN_OR_RETURN(JobRecord job, JobFromStoredRow(row));
+    std::lock_guard<std::mutex> lock(written_mu_);
     written_.Remember(job, row.spec_graph.has_value());
     return job;
   }
 
   // The records of jobs[i] for each i of `which` (texts[i]: StoredRecordText of it), in one
   // upsert.
-  Status SaveRecordsLocked(const std::vector<JobSnapshot>& jobs,
-                           const std::vector<std::string>& texts,
-                           const std::vector<size_t>& which) {
+  static Status SaveRecords(Connection& c, const std::vector<JobSnapshot>& jobs,
+                            const std::vector<std::string>& texts,
+                            const std::vector<size_t>& which) {
     if (which.empty()) return Status::Ok();
     std::string sql = "INSERT INTO jobs(id, seq, state, record) VALUES ";
     Params params;
@@ -561,23 +449,24 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
     sql +=
         " ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, record = "
         "EXCLUDED.record";
-    return Query(sql, std::move(params),
-                 "save the progress of " + std::to_string(which.size()) + " jobs")
+    return c
+        .Query(sql, std::move(params),
+               "save the progress of " + std::to_string(which.size()) + " jobs")
         .status();
   }
 
   // `text`: StoredRecordText(job).
-  Status SaveRecordLocked(const JobRecord& job, const std::string& text) {
-    return Query(
-               "INSERT INTO jobs(id, seq, state, record) VALUES($1, $2, $3, $4) ON CONFLICT (id) "
-               "DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, record = "
-               "EXCLUDED.record",
-               std::move(Params()
-                             .Text(job.id)
-                             .Int(job.seq)
-                             .Text(std::string(StateName(job.state)))
-                             .Text(text)),
-               "save job " + job.id)
+  static Status SaveRecord(Connection& c, const JobRecord& job, const std::string& text) {
+    return c
+        .Query(
+            "INSERT INTO jobs(id, seq, state, record) VALUES($1, $2, $3, $4) ON CONFLICT (id) "
+            "DO UPDATE SET seq = EXCLUDED.seq, state = EXCLUDED.state, record = EXCLUDED.record",
+            std::move(Params()
+                          .Text(job.id)
+                          .Int(job.seq)
+                          .Text(std::string(StateName(job.state)))
+                          .Text(text)),
+            "save job " + job.id)
         .status();
   }
 
@@ -585,54 +474,64 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   // fsync; at a thousand running jobs those waits were most of the job table's lock time). A
   // save that writes documents is always flushed: written_ must not count documents whose
   // commit a server crash could still lose.
-  Status SaveLocked(const JobRecord& job, const std::string& text, bool flushed) {
+  Status Save(const JobRecord& job, const std::string& text, bool flushed) {
     // The documents are written only when they changed: a progress update must not rewrite
     // 8 MiB of graph, and is then a single statement.
-    const WrittenDocuments::Needed needed = written_.ForSave(job);
+    WrittenDocuments::Needed needed;
+    {
+      std::lock_guard<std::mutex> lock(written_mu_);
+      needed = written_.ForSave(job);
+    }
     if (needed.plan || needed.spec_graph) flushed = true;
-    RETURN_IF_ERROR(Retrying([&] {
-      if (flushed && !needed.plan && !needed.spec_graph && !fence_) {
-        return SaveRecordLocked(job, text);
+    const bool fenced = Fence().has_value();
+    ConnectionPool::Handle c = pool_.Acquire();
+    RETURN_IF_ERROR(c->Retrying([&] {
+      if (flushed && !needed.plan && !needed.spec_graph && !fenced) {
+        return SaveRecord(*c, job, text);
       }
-      return InWriteTransaction([&] {
+      return InWriteTransaction(*c, [&] {
         if (!flushed) {
-          RETURN_IF_ERROR(Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
+          RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
         }
-        return SaveJobLocked(job, text, needed);
+        return SaveJobRows(*c, job, text, needed);
       });
     }));
+    std::lock_guard<std::mutex> lock(written_mu_);
     written_.Remember(job);
     return Status::Ok();
   }
 
-  Status SaveJobLocked(const JobRecord& job, const std::string& text,
-                       WrittenDocuments::Needed needed) {
-    RETURN_IF_ERROR(SaveRecordLocked(job, text));
+  static Status SaveJobRows(Connection& c, const JobRecord& job, const std::string& text,
+                            WrittenDocuments::Needed needed) {
+    RETURN_IF_ERROR(SaveRecord(c, job, text));
     if (needed.spec_graph) {
       if (job.spec.graph_json.empty()) {
-        RETURN_IF_ERROR(Query("DELETE FROM spec_graphs WHERE job_id = $1",
-                              std::move(Params().Text(job.id)), "save the graph of " + job.id)
+        RETURN_IF_ERROR(c.Query("DELETE FROM spec_graphs WHERE job_id = $1",
+                                std::move(Params().Text(job.id)), "save the graph of " + job.id)
                             .status());
       } else {
-        RETURN_IF_ERROR(Query("INSERT INTO spec_graphs(job_id, graph) VALUES($1, $2) ON "
-                              "CONFLICT (job_id) DO UPDATE SET graph = EXCLUDED.graph",
-                              std::move(Params().Text(job.id).Text(job.spec.graph_json)),
-                              "save the graph of " + job.id)
+        RETURN_IF_ERROR(c.Query("INSERT INTO spec_graphs(job_id, graph) VALUES($1, $2) ON "
+                                "CONFLICT (job_id) DO UPDATE SET graph = EXCLUDED.graph",
+                                std::move(Params().Text(job.id).Text(job.spec.graph_json)),
+                                "save the graph of " + job.id)
                             .status());
       }
     }
     if (!needed.plan) return Status::Ok();
-    return Query(
-               "INSERT INTO plans(job_id, graph, plan) VALUES($1, $2, $3) ON CONFLICT (job_id) DO "
-               "UPDATE SET graph = EXCLUDED.graph, plan = EXCLUDED.plan",
-               std::move(Params().Text(job.id).Text(job.graph_json).Text(job.plan_json)),
-               "save plan of " + job.id)
+    return c
+        .Query(
+            "INSERT INTO plans(job_id, graph, plan) VALUES($1, $2, $3) ON CONFLICT (job_id) DO "
+            "UPDATE SET graph = EXCLUDED.graph, plan = EXCLUDED.plan",
+            std::move(Params().Text(job.id).Text(job.graph_json).Text(job.plan_json)),
+            "save plan of " + job.id)
         .status();
   }
 
-  Status AppendLocked(const std::string& job_id, std::vector<LogRecord>* lines) {
-    ASSIGN_OR_RETURN(Result last, Query("SELECT COALESCE(MAX(seq), 0) FROM logs WHERE job_id = $1",
-                                        std::move(Params().Text(job_id)), "log seq"));
+  static Status AppendRows(Connection& c, const std::string& job_id,
+                           std::vector<LogRecord>* lines) {
+    ASSIGN_OR_RETURN(Result last,
+                     c.Query("SELECT COALESCE(MAX(seq), 0) FROM logs WHERE job_id = $1",
+                             std::move(Params().Text(job_id)), "log seq"));
     int64_t seq = IntValue(last.get(), 0, 0);
     for (size_t begin = 0; begin < lines->size(); begin += kLinesPerInsert) {
       const size_t end = std::min(lines->size(), begin + kLinesPerInsert);
@@ -653,17 +552,17 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
             .Int(line.rank)
             .Bytes(line.line);
       }
-      RETURN_IF_ERROR(Query(sql, std::move(params), "append log").status());
+      RETURN_IF_ERROR(c.Query(sql, std::move(params), "append log").status());
     }
     return Status::Ok();
   }
 
   StatusOr<std::vector<LogRecord>> LogQuery(const std::string& sql, Params params) {
-    std::lock_guard<std::mutex> lock(mu_);
+    ConnectionPool::Handle c = pool_.Acquire();
     std::vector<LogRecord> out;
-    RETURN_IF_ERROR(Retrying([&]() -> Status {
+    RETURN_IF_ERROR(c->Retrying([&]() -> Status {
       out.clear();
-      ASSIGN_OR_RETURN(Result rows, Query(sql, params, "read logs"));
+      ASSIGN_OR_RETURN(Result rows, c->Query(sql, params, "read logs"));
       for (int i = 0; i < PQntuples(rows.get()); ++i) {
         LogRecord r;
         r.seq = IntValue(rows.get(), i, 0);
@@ -683,10 +582,12 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
     return out;
   }
 
-  std::mutex mu_;
-  PGconn* conn_;
   const std::string where_;
-  WrittenDocuments written_;
+  ConnectionPool pool_;  // every call but log appends
+  ConnectionPool logs_;  // log appends, one at a time
+  std::mutex written_mu_;
+  WrittenDocuments written_;  // guarded by written_mu_
+  mutable std::mutex fence_mu_;
   std::optional<LeaseHolder> fence_;  // the lease this store took, checked by every write
 };
 
@@ -697,21 +598,15 @@ bool IsPostgresUri(const std::string& store) {
 }
 
 StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(const std::string& uri) {
-  // Defaults first: what the URI says overrides them. A bounded connect, so that a call made
-  // while the server is unreachable cannot hold the store for minutes.
-  const char* keywords[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {"10", "deepool-coordinator", uri.c_str(), nullptr};
-  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
-  if (conn == nullptr) return UnavailableError("job store: out of memory connecting to PostgreSQL");
-  if (PQstatus(conn) != CONNECTION_OK) {
-    const std::string message = "cannot connect to the job store's " + Describe(conn) + ": " +
-                                FirstLine(PQerrorMessage(conn));
-    PQfinish(conn);
-    return UnavailableError(message);
+  ASSIGN_OR_RETURN(std::unique_ptr<Connection> for_logs, Connection::Open(uri));
+  std::vector<std::unique_ptr<Connection>> pooled;
+  for (int i = 0; i < kPooledConnections; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Connection> connection, Connection::Open(uri));
+    pooled.push_back(std::move(connection));
   }
-  auto store = std::make_unique<PostgresJobStore>(conn);
+  auto store = std::make_unique<PostgresJobStore>(std::move(pooled), std::move(for_logs));
   RETURN_IF_ERROR(store->Migrate().WithContext(store->where()));
-  DP_LOG_INFO("job store: {}", store->where());
+  DP_LOG_INFO("job store: {} ({} connections)", store->where(), kPooledConnections + 1);
   return std::unique_ptr<JobStore>(std::move(store));
 }
 

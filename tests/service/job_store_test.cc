@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <thread>
 
 #include "coordinator/leader_lease.h"
+#include "coordinator/postgres_connection.h"
 #include "coordinator/stored_job.h"
 #include "tests/postgres_server.h"
 #include "tests/service/service_test_util.h"
@@ -240,7 +243,10 @@ TEST_CASE(
   server.Start();
   REQUIRE((*store)->SaveJob(MakeJob("job-2", 2, JobState::kPending)).ok());  // connects again
   std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "after the restart"}};
-  REQUIRE((*store)->AppendLogs("job-2", &lines).ok());
+  // The log's connection sat idle through the restart: found closed at BEGIN, and made again.
+  const Status appended = (*store)->AppendLogs("job-2", &lines);
+  INFO(appended.ToString());
+  REQUIRE(appended.ok());
   StatusOr<std::vector<JobRecord>> jobs = (*store)->LoadJobs();
   REQUIRE(jobs.ok());
   CHECK(jobs->size() == 2);
@@ -258,6 +264,55 @@ TEST_CASE("PostgreSQL: log lines keep bytes that are not UTF-8", "[job_store][po
   REQUIRE(read.ok());
   REQUIRE(read->size() == 1);
   CHECK(read->front().line == bytes);
+}
+
+TEST_CASE("PostgreSQL: calls held up in the database hold up no other call",
+          "[job_store][postgres]") {
+  SKIP_WITHOUT_POSTGRES();
+  PostgresServer server;
+  auto store = OpenPostgresJobStore(server.Uri());
+  REQUIRE(store.ok());
+  JobStore* jobs = store->get();
+  REQUIRE(jobs->SaveJob(MakeJob("job-1", 1, JobState::kRunning)).ok());
+
+  // Another session locks the log and profile tables, so a log append and a profile write wait
+  // in the database, as they would behind a slow disk or a long query.
+  StatusOr<std::unique_ptr<postgres::Connection>> holder = postgres::Connection::Open(server.Uri());
+  REQUIRE(holder.ok());
+  REQUIRE((*holder)->Exec("BEGIN", "begin").ok());
+  REQUIRE((*holder)->Exec("LOCK TABLE logs, profiles IN ACCESS EXCLUSIVE MODE", "lock").ok());
+  auto release = [&] { REQUIRE((*holder)->Exec("COMMIT", "commit").ok()); };
+  std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "held up"}};
+  auto append = std::async(std::launch::async, [&] { return jobs->AppendLogs("job-1", &lines); });
+  auto profile =
+      std::async(std::launch::async, [&] { return jobs->SaveProfile("m", "cpu", "{}"); });
+  const auto waiting = [&] {
+    StatusOr<postgres::Result> rows = (*holder)->Query(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted", postgres::Params(), "read locks");
+    return rows.ok() ? postgres::IntValue(rows->get(), 0, 0) : -1;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waiting() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls a condition
+  }
+  const int64_t waiters = waiting();
+  if (waiters != 2) release();  // so that the calls end
+  REQUIRE(waiters == 2);
+
+  // Submissions, progress and reads go on meanwhile.
+  auto others = std::async(std::launch::async, [&]() -> Status {
+    RETURN_IF_ERROR(jobs->SaveJob(MakeJob("job-2", 2, JobState::kPending)));
+    RETURN_IF_ERROR(jobs->SaveProgress({Snapshot(MakeJob("job-1", 1, JobState::kRunning))}));
+    RETURN_IF_ERROR(jobs->LoadJob("job-2").status());
+    return jobs->LoadJobs().status();
+  });
+  const bool went_on = others.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  release();  // whatever happened, so that the calls end
+  REQUIRE(went_on);
+  CHECK(others.get().ok());
+  CHECK(append.get().ok());
+  CHECK(profile.get().ok());
+  CHECK(lines.front().seq == 1);
 }
 
 TEST_CASE("PostgreSQL: an unreachable server is named in the error, its password never",
