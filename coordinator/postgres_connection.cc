@@ -108,8 +108,11 @@ Status Connection::Retrying(const std::function<Status()>& call) {
   return call();
 }
 
-Status Connection::InTransaction(const std::function<Status()>& body) {
-  RETURN_IF_ERROR(Exec("BEGIN", "begin"));
+Status Connection::InTransaction(const std::function<Status()>& body, Commit commit) {
+  // Both in one round trip when asynchronous.
+  RETURN_IF_ERROR(
+      Exec(commit == Commit::kFlushed ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit TO OFF",
+           "begin"));
   Status status = body();
   if (status.ok()) status = Exec("COMMIT", "commit");
   if (!status.ok() && PQstatus(conn_) == CONNECTION_OK &&

@@ -75,8 +75,12 @@ class Connection {
   // `call`, and once more on a fresh connection when the connection was lost under it. Only for
   // calls that may run twice.
   Status Retrying(const std::function<Status()>& call);
+  // How a transaction commits: kFlushed waits for the server's WAL flush (durable, as the
+  // server's synchronous_commit makes it); kAsynchronous does not (a crash of the server may lose
+  // the last such commits, under a second's worth; a later flushed commit flushes them too).
+  enum class Commit { kFlushed, kAsynchronous };
   // One transaction: `body`'s statements all land, or none does.
-  Status InTransaction(const std::function<Status()>& body);
+  Status InTransaction(const std::function<Status()>& body, Commit commit = Commit::kFlushed);
   // Statements without parameters (several may be in `sql`).
   Status Exec(const char* sql, const std::string& what);
   StatusOr<Result> Query(const std::string& sql, Params params, const std::string& what);

@@ -13,9 +13,10 @@
 // its lines twice, and so is tried again only when the connection was lost before its COMMIT.
 // Threading: calls run side by side, each on a connection of its own from a pool
 // (postgres_connection.h), so a submission does not queue behind a progress batch or a log
-// append. Log appends share one further connection, one at a time: a job's next line number is
-// read from its log, so two appends to one log must not interleave. The JobManager orders the
-// writes of each job (one store write of a job at a time), which the pool keeps.
+// append. Log appends have two further connections, one append at a time on each, a job's always
+// on the same one: its next line number is read from its log, so two appends to one log must not
+// interleave. The JobManager orders the writes of each job (one store write of a job at a time),
+// which the pool keeps.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -95,6 +96,10 @@ constexpr size_t kLinesPerInsert = 1000;
 // 50-170 ms for it under bench/capacity while each call held it 0.5-5 ms); few enough that
 // a standby coordinator or two stay far below the server's default 100 connections.
 constexpr int kPooledConnections = 4;
+// Connections for log appends, each one append at a time, a job's always on the same one (its
+// next line number is read from its log). A hundred appends a second of six round trips each
+// kept one busy when the server was short of CPU.
+constexpr int kLogConnections = 2;
 
 using postgres::Connection;
 using postgres::ConnectionPool;
@@ -106,8 +111,14 @@ using postgres::Value;
 class PostgresJobStore final : public JobStore, public LeaderLease {
  public:
   PostgresJobStore(std::vector<std::unique_ptr<Connection>> pooled,
-                   std::unique_ptr<Connection> for_logs)
-      : where_(for_logs->where()), pool_(std::move(pooled)), logs_(Alone(std::move(for_logs))) {}
+                   std::vector<std::unique_ptr<Connection>> for_logs)
+      : where_(pooled.front()->where()), pool_(std::move(pooled)) {
+    for (std::unique_ptr<Connection>& connection : for_logs) {
+      std::vector<std::unique_ptr<Connection>> one;
+      one.push_back(std::move(connection));
+      logs_.push_back(std::make_unique<ConnectionPool>(std::move(one)));
+    }
+  }
 
   const std::string& where() const { return where_; }
   LeaderLease* lease() override { return this; }
@@ -215,15 +226,16 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
       }
       ConnectionPool::Handle c = pool_.Acquire();
       RETURN_IF_ERROR(c->Retrying([&] {
-        return InWriteTransaction(*c, [&]() -> Status {
-          if (with_documents.empty()) {
-            RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
-          }
-          for (const auto& [i, needed] : with_documents) {
-            RETURN_IF_ERROR(SaveJobRows(*c, *jobs[i], texts[i], needed));
-          }
-          return SaveRecords(*c, jobs, texts, records);
-        });
+        return InWriteTransaction(
+            *c,
+            [&]() -> Status {
+              for (const auto& [i, needed] : with_documents) {
+                RETURN_IF_ERROR(SaveJobRows(*c, *jobs[i], texts[i], needed));
+              }
+              return SaveRecords(*c, jobs, texts, records);
+            },
+            with_documents.empty() ? Connection::Commit::kAsynchronous
+                                   : Connection::Commit::kFlushed);
       }));
       std::lock_guard<std::mutex> lock(written_mu_);
       for (size_t i = begin; i < end; ++i) written_.Remember(*jobs[i]);
@@ -263,19 +275,21 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
 
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     if (lines->empty()) return Status::Ok();
-    ConnectionPool::Handle c = logs_.Acquire();
+    ConnectionPool::Handle c = logs_[std::hash<std::string>()(job_id) % logs_.size()]->Acquire();
     RETURN_IF_ERROR(c->Reconnected());
     // Committed asynchronously, as progress is: at a hundred appends a second each waited for the
     // server's WAL flush, and submissions behind them (holds of up to 1 s measured under
     // bench/capacity when one connection served every call).
     bool committing = false;
     const auto append = [&] {
-      return InWriteTransaction(*c, [&]() -> Status {
-        RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
-        RETURN_IF_ERROR(AppendRows(*c, job_id, lines));
-        committing = true;
-        return Status::Ok();
-      });
+      return InWriteTransaction(
+          *c,
+          [&]() -> Status {
+            RETURN_IF_ERROR(AppendRows(*c, job_id, lines));
+            committing = true;
+            return Status::Ok();
+          },
+          Connection::Commit::kAsynchronous);
     };
     // Tried again on a fresh connection only when the connection was lost before the COMMIT was
     // sent (nothing of it can have landed: see top). A connection the server closed while it
@@ -358,12 +372,6 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
  private:
-  static std::vector<std::unique_ptr<Connection>> Alone(std::unique_ptr<Connection> connection) {
-    std::vector<std::unique_ptr<Connection>> one;
-    one.push_back(std::move(connection));
-    return one;
-  }
-
   // The lease this store took, if it took one.
   std::optional<LeaseHolder> Fence() const {
     std::lock_guard<std::mutex> lock(fence_mu_);
@@ -407,11 +415,14 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
   // A write: `body` in one transaction, after the fence check.
-  Status InWriteTransaction(Connection& c, const std::function<Status()>& body) {
-    return c.InTransaction([&]() -> Status {
-      RETURN_IF_ERROR(CheckFence(c));
-      return body();
-    });
+  Status InWriteTransaction(Connection& c, const std::function<Status()>& body,
+                            Connection::Commit commit = Connection::Commit::kFlushed) {
+    return c.InTransaction(
+        [&]() -> Status {
+          RETURN_IF_ERROR(CheckFence(c));
+          return body();
+        },
+        commit);
   }
 
   // A job and its documents: the columns of kSelectJobs.
@@ -489,12 +500,9 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
       if (flushed && !needed.plan && !needed.spec_graph && !fenced) {
         return SaveRecord(*c, job, text);
       }
-      return InWriteTransaction(*c, [&] {
-        if (!flushed) {
-          RETURN_IF_ERROR(c->Exec("SET LOCAL synchronous_commit TO OFF", "relax the commit"));
-        }
-        return SaveJobRows(*c, job, text, needed);
-      });
+      return InWriteTransaction(
+          *c, [&] { return SaveJobRows(*c, job, text, needed); },
+          flushed ? Connection::Commit::kFlushed : Connection::Commit::kAsynchronous);
     }));
     std::lock_guard<std::mutex> lock(written_mu_);
     written_.Remember(job);
@@ -583,8 +591,8 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
   }
 
   const std::string where_;
-  ConnectionPool pool_;  // every call but log appends
-  ConnectionPool logs_;  // log appends, one at a time
+  ConnectionPool pool_;                                // every call but log appends
+  std::vector<std::unique_ptr<ConnectionPool>> logs_;  // log appends, one of each at a time
   std::mutex written_mu_;
   WrittenDocuments written_;  // guarded by written_mu_
   mutable std::mutex fence_mu_;
@@ -598,15 +606,20 @@ bool IsPostgresUri(const std::string& store) {
 }
 
 StatusOr<std::unique_ptr<JobStore>> OpenPostgresJobStore(const std::string& uri) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Connection> for_logs, Connection::Open(uri));
-  std::vector<std::unique_ptr<Connection>> pooled;
-  for (int i = 0; i < kPooledConnections; ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Connection> connection, Connection::Open(uri));
-    pooled.push_back(std::move(connection));
-  }
+  const auto open = [&](int count) -> StatusOr<std::vector<std::unique_ptr<Connection>>> {
+    std::vector<std::unique_ptr<Connection>> connections;
+    for (int i = 0; i < count; ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Connection> connection, Connection::Open(uri));
+      connections.push_back(std::move(connection));
+    }
+    return connections;
+  };
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Connection>> pooled, open(kPooledConnections));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Connection>> for_logs, open(kLogConnections));
   auto store = std::make_unique<PostgresJobStore>(std::move(pooled), std::move(for_logs));
   RETURN_IF_ERROR(store->Migrate().WithContext(store->where()));
-  DP_LOG_INFO("job store: {} ({} connections)", store->where(), kPooledConnections + 1);
+  DP_LOG_INFO("job store: {} ({} connections)", store->where(),
+              kPooledConnections + kLogConnections);
   return std::unique_ptr<JobStore>(std::move(store));
 }
 
