@@ -46,7 +46,7 @@ case "$KIND" in
     if [[ "$KIND" == tsan ]]; then
       TESTS=(scheduler scheduler_background scheduler_elastic scheduler_store_failure dispatcher
              job_manager job_follower job_progress node_registry job_store store_crash admission
-             worker_supervisor command_stream coordinator_service worker_daemon)
+             worker_supervisor command_stream coordinator_service node_service worker_daemon)
       LAYER=service
     else
       TESTS=(fake_communicator communicator multiplex_gate multiplex_streams
