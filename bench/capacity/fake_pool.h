@@ -24,7 +24,7 @@
 #include "bench/bench_stats.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
-#include "protocol/version.h"
+#include "tests/node_registration.h"
 
 namespace deepool::bench::capacity {
 
@@ -111,16 +111,8 @@ class FakeNode : public grpc::ClientReadReactor<v1::TaskCommand> {
         stats_(stats) {}
 
   void Register() {
-    v1::RegisterNodeRequest req;
-    req.set_name("node-" + std::to_string(index_));
-    req.set_address("127.0.0." + std::to_string(2 + index_ % 250));
-    req.set_protocol_version(deepool::protocol::kProtocolVersion);
-    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
-    for (int i = 0; i < devices_; ++i) {
-      v1::Device* d = req.add_devices();
-      d->set_device("cpu:" + std::to_string(i));
-      d->set_type("cpu");
-    }
+    const v1::RegisterNodeRequest req = deepool::testing::CpuNodeRegistration(
+        "node-" + std::to_string(index_), "127.0.0." + std::to_string(2 + index_ % 250), devices_);
     v1::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     grpc::Status status = stub_->RegisterNode(&ctx, req, &resp);

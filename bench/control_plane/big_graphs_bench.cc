@@ -42,7 +42,7 @@
 #include "deepool/v1/node.grpc.pb.h"
 #include "planner/graph.h"
 #include "planner/zoo/zoo.h"
-#include "protocol/version.h"
+#include "tests/node_registration.h"
 
 // Every operator new of the process is counted: copies of job records and graphs show up here.
 // GCC sees the replaced new and delete inlined as malloc and free pairs it does not expect.
@@ -110,14 +110,7 @@ class Worker {
  public:
   explicit Worker(const std::string& address)
       : stub_(v1::NodeService::NewStub(NewChannel(address, 100000, /*unlimited_messages=*/true))) {
-    v1::RegisterNodeRequest req;
-    req.set_name("w0");
-    req.set_address("127.0.0.1");
-    req.set_protocol_version(deepool::protocol::kProtocolVersion);
-    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
-    v1::Device* d = req.add_devices();
-    d->set_device("cpu:0");
-    d->set_type("cpu");
+    const v1::RegisterNodeRequest req = deepool::testing::CpuNodeRegistration("w0", "127.0.0.1", 1);
     v1::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     if (grpc::Status s = stub_->RegisterNode(&ctx, req, &resp); !s.ok()) {

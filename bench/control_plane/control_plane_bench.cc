@@ -32,7 +32,7 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
-#include "protocol/version.h"
+#include "tests/node_registration.h"
 
 namespace {
 
@@ -49,17 +49,8 @@ class FakeWorker {
  public:
   FakeWorker(const std::string& address, int index, int devices)
       : stub_(v1::NodeService::NewStub(NewChannel(address, 100000 + index))) {
-    const std::string name = "w" + std::to_string(index);
-    v1::RegisterNodeRequest req;
-    req.set_name(name);
-    req.set_protocol_version(deepool::protocol::kProtocolVersion);
-    req.set_oldest_protocol_version(deepool::protocol::kOldestProtocolVersion);
-    req.set_address("127.0.0.1");
-    for (int i = 0; i < devices; ++i) {
-      v1::Device* d = req.add_devices();
-      d->set_device("cpu:" + std::to_string(i));
-      d->set_type("cpu");
-    }
+    const v1::RegisterNodeRequest req =
+        deepool::testing::CpuNodeRegistration("w" + std::to_string(index), "127.0.0.1", devices);
     v1::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     grpc::Status status = stub_->RegisterNode(&ctx, req, &resp);

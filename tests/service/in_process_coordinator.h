@@ -17,7 +17,7 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
-#include "protocol/version.h"
+#include "tests/node_registration.h"
 #include "tests/service/service_test_util.h"
 
 namespace deepool::coordinator::testing {
@@ -72,17 +72,7 @@ struct InProcessCoordinator {
   }
   // What a worker of this build sends.
   static v1::RegisterNodeRequest NodeRequest(const std::string& name, int devices) {
-    v1::RegisterNodeRequest req;
-    req.set_name(name);
-    req.set_address("127.0.0.1");
-    req.set_protocol_version(protocol::kProtocolVersion);
-    req.set_oldest_protocol_version(protocol::kOldestProtocolVersion);
-    for (int i = 0; i < devices; ++i) {
-      v1::Device* d = req.add_devices();
-      d->set_device("cpu:" + std::to_string(i));
-      d->set_type("cpu");
-    }
-    return req;
+    return deepool::testing::CpuNodeRegistration(name, "127.0.0.1", devices);
   }
   v1::RegisterNodeResponse Register(const v1::RegisterNodeRequest& req) {
     v1::RegisterNodeResponse resp;

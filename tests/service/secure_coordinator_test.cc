@@ -18,11 +18,11 @@
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
 #include "deepool/v1/node.grpc.pb.h"
-#include "protocol/version.h"
 #include "security/cert_files.h"
 #include "security/certificates.h"
 #include "security/transport.h"
 #include "security/users.h"
+#include "tests/node_registration.h"
 #include "tests/service/forged_certificate.h"
 #include "tests/service/service_test_util.h"
 
@@ -167,13 +167,7 @@ struct SecureCluster {
   }
   grpc::Status Register(const ClientSecurity& who, const std::string& name,
                         std::string* node_id = nullptr) {
-    v1::RegisterNodeRequest req;
-    req.set_name(name);
-    req.set_address("127.0.0.1");
-    req.set_protocol_version(protocol::kProtocolVersion);
-    v1::Device* d = req.add_devices();
-    d->set_device("cpu:0");
-    d->set_type("cpu");
+    const v1::RegisterNodeRequest req = deepool::testing::CpuNodeRegistration(name, "127.0.0.1", 1);
     v1::RegisterNodeResponse resp;
     grpc::Status status = Worker(who)->RegisterNode(Context().get(), req, &resp);
     if (node_id) *node_id = resp.node_id();
@@ -672,13 +666,7 @@ grpc::Status RegisterAt(const std::string& address, const std::string& token,
   auto channel =
       security::OpenChannel(address, ClientSecurity{TlsFiles{}, token}, grpc::ChannelArguments());
   REQUIRE(channel.ok());
-  v1::RegisterNodeRequest req;
-  req.set_name(name);
-  req.set_address("127.0.0.1");
-  req.set_protocol_version(protocol::kProtocolVersion);
-  v1::Device* d = req.add_devices();
-  d->set_device("cpu:0");
-  d->set_type("cpu");
+  const v1::RegisterNodeRequest req = deepool::testing::CpuNodeRegistration(name, "127.0.0.1", 1);
   v1::RegisterNodeResponse resp;
   return v1::NodeService::NewStub(*channel)->RegisterNode(Context().get(), req, &resp);
 }
