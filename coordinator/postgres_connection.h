@@ -120,7 +120,6 @@ class ConnectionPool {
     Connection* connection_;
   };
   Handle Acquire();
-  size_t size() const { return connections_.size(); }
 
  private:
   void Return(Connection* connection);

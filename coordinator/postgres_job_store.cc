@@ -18,7 +18,6 @@
 // interleave. The JobManager orders the writes of each job (one store write of a job at a time),
 // which the pool keeps.
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
