@@ -59,8 +59,12 @@ std::string ProtocolReason(const JobRecord& job, int version,
       ++newer;
     }
   }
+  // The feature that needs the version: the optimizer, or else the data set's kind.
+  const std::string feature = protocol::OptimizerProtocolVersion(job.spec.optimizer.name) == version
+                                  ? job.spec.optimizer.name
+                                  : job.spec.data.kind + " data";
   std::string reason = "needs workers that speak executor protocol " + std::to_string(version) +
-                       " (" + job.spec.optimizer.name + ")";
+                       " (" + feature + ")";
   const std::string of = " of " + std::to_string(schedulable) + " nodes ";
   if (older > 0) {
     reason += "; " + std::to_string(older) + of + "speak only " +

@@ -35,6 +35,7 @@ protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
   spec.kind = data.kind;
   spec.seed = static_cast<uint64_t>(data.seed);  // unsigned in the run spec
   spec.path = data.path;
+  spec.skip_bad = data.skip_bad;
   return spec;
 }
 

@@ -1,5 +1,6 @@
 #include "jobspec/job_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -41,9 +42,8 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return FieldError("model", "give exactly one of \"model\" (a zoo name) or \"graph\"");
   }
   if (spec.graph_json.size() > kMaxGraphJsonBytes) {
-    return FieldError("graph", "is " + std::to_string(spec.graph_json.size()) +
-                                   " bytes; at most " + std::to_string(kMaxGraphJsonBytes) +
-                                   " are accepted");
+    return FieldError("graph", "is " + std::to_string(spec.graph_json.size()) + " bytes; at most " +
+                                   std::to_string(kMaxGraphJsonBytes) + " are accepted");
   }
   RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
   RETURN_IF_ERROR(CheckPath("checkpoint.dir", spec.checkpoint_dir));
@@ -113,13 +113,16 @@ Status ValidateJobSpec(const JobSpec& spec) {
     if (!(b >= 0 && b < 1)) return FieldError("optimizer.betas", "each must be in [0, 1)");
   }
   if (!(opt.eps > 0)) return FieldError("optimizer.eps", "must be > 0");
-  if (spec.data.kind != "synthetic" && spec.data.kind != "cifar10") {
-    return FieldError("data.kind",
-                      "must be \"synthetic\" or \"cifar10\", got \"" + spec.data.kind + "\"");
+  if (spec.data.kind != "synthetic" && spec.data.kind != "cifar10" &&
+      spec.data.kind != "image_folder") {
+    return FieldError(
+        "data.kind",
+        "must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"" + spec.data.kind + "\"");
   }
-  if (spec.data.kind == "cifar10" && spec.data.path.empty()) {
-    return FieldError("data.path", "is required for cifar10");
+  if (spec.data.kind != "synthetic" && spec.data.path.empty()) {
+    return FieldError("data.path", "is required for " + spec.data.kind);
   }
+  if (spec.data.skip_bad < 0) return FieldError("data.skip_bad", "must be >= 0");
   if (spec.profile != "measured" && spec.profile != "analytical") {
     return FieldError("profile", "must be \"measured\" or \"analytical\"");
   }
@@ -149,7 +152,8 @@ bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "repla
 bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
 
 int RequiredProtocolVersion(const JobSpec& spec) {
-  return protocol::OptimizerProtocolVersion(spec.optimizer.name);
+  return std::max(protocol::OptimizerProtocolVersion(spec.optimizer.name),
+                  protocol::DataProtocolVersion(spec.data.kind));
 }
 
 int64_t SpecBytes(const JobSpec& spec) {

@@ -33,9 +33,10 @@ struct OptimizerSpec {
 };
 
 struct DataSpec {
-  std::string kind = "synthetic";
+  std::string kind = "synthetic";  // "synthetic", "cifar10" or "image_folder"
   int64_t seed = 0;
   std::string path;
+  int64_t skip_bad = 0;  // image_folder
 };
 
 // Defaults are the documented ones. JobSpecFromProto (job_spec_proto.h) applies them to a
@@ -84,7 +85,8 @@ bool ReplansOnNodeLoss(const JobSpec& spec);
 bool SynchronizesBatchNorm(const JobSpec& spec);
 // The executor protocol version (protocol/version.h) of the job's run spec: the one the
 // coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
-// protocol::OptimizerProtocolVersion) and that every node the job is placed on must read.
+// protocol::OptimizerProtocolVersion and DataProtocolVersion) and that every node the job is
+// placed on must read.
 int RequiredProtocolVersion(const JobSpec& spec);
 
 // The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its

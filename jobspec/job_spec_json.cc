@@ -62,8 +62,7 @@ Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
   RETURN_IF_ERROR(ReadInto<double>(doc, "eps", path, [&](auto v) { opt->set_eps(v); }));
   if (doc.contains("betas")) {
     const json& betas = doc["betas"];
-    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() ||
-        !betas[1].is_number()) {
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number()) {
       return InvalidArgumentError("optimizer.betas: must be an array of two numbers");
     }
     opt->add_betas(betas[0].get<double>());
@@ -74,10 +73,11 @@ Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
 
 Status ReadData(const json& doc, v1::DataSpec* data) {
   if (!doc.is_object()) return InvalidArgumentError("data: must be an object");
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path"}, "data."));
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path", "skip_bad"}, "data."));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "kind", "data.", [&](auto v) { data->set_kind(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "data.", [&](auto v) { data->set_seed(v); }));
-  return ReadInto<std::string>(doc, "path", "data.", [&](auto v) { data->set_path(v); });
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "path", "data.", [&](auto v) { data->set_path(v); }));
+  return ReadInto<int64_t>(doc, "skip_bad", "data.", [&](auto v) { data->set_skip_bad(v); });
 }
 
 Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
@@ -213,6 +213,7 @@ json JobSpecToJson(const JobSpec& spec) {
               {"concurrent_branches", spec.concurrent_branches},
               {"gradient_bucket_mb", spec.gradient_bucket_mb}};
   if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
+  if (spec.data.skip_bad != 0) doc["data"]["skip_bad"] = spec.data.skip_bad;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");

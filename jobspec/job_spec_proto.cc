@@ -114,6 +114,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     if (!p.data().kind().empty()) spec.data.kind = p.data().kind();
     if (p.data().has_seed()) spec.data.seed = p.data().seed();
     spec.data.path = p.data().path();
+    if (p.data().has_skip_bad()) spec.data.skip_bad = p.data().skip_bad();
   }
   if (p.has_seed()) spec.seed = p.seed();
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
@@ -159,6 +160,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.mutable_data()->set_kind(spec.data.kind);
   p.mutable_data()->set_seed(spec.data.seed);
   p.mutable_data()->set_path(spec.data.path);
+  if (spec.data.skip_bad != 0) p.mutable_data()->set_skip_bad(spec.data.skip_bad);
   p.set_seed(spec.seed);
   p.set_requeue_on_failure(spec.requeue_on_failure);
   p.set_on_node_loss(spec.on_node_loss);

@@ -52,6 +52,7 @@ json ToJson(const IterationEvent& e) {
            {"iteration", e.iteration},       {"loss", NullableNumber(e.loss)},
            {"iteration_ms", e.iteration_ms}, {"samples_per_s", e.samples_per_s},
            {"busy_ms", e.busy_ms},           {"idle_ms", e.idle_ms}};
+  if (e.data_ms > 0) doc["data_ms"] = e.data_ms;
   if (e.sharing) {
     doc["fg_busy_ms"] = e.sharing->fg_busy_ms;
     doc["bg_busy_ms"] = e.sharing->bg_busy_ms;
@@ -73,7 +74,9 @@ json ToJson(const DoneEvent& e) {
 }
 
 json ToJson(const ErrorEvent& e) {
-  return {{"event", "error"}, {"rank", e.rank}, {"code", StatusCodeName(e.code)},
+  return {{"event", "error"},
+          {"rank", e.rank},
+          {"code", StatusCodeName(e.code)},
           {"message", e.message}};
 }
 
@@ -132,6 +135,7 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   ASSIGN_OR_RETURN(e.samples_per_s, ReadRequiredField<double>(doc, "samples_per_s", ""));
   ASSIGN_OR_RETURN(e.busy_ms, ReadRequiredField<double>(doc, "busy_ms", ""));
   ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "data_ms", "", &e.data_ms));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
   return ExecutorEvent(e);  // trivially copyable
 }
@@ -276,8 +280,7 @@ std::string ExecutorEventToJson(const ExecutorEvent& event) {
 StatusOr<ExecutorEvent> ParseExecutorEvent(std::string_view line) {
   StatusOr<json> parsed = ParseJson(line, "executor event");
   const json doc = parsed.ok() ? std::move(*parsed) : json();
-  if (!doc.is_object() || !doc.contains("event") ||
-      !doc["event"].is_string()) {
+  if (!doc.is_object() || !doc.contains("event") || !doc["event"].is_string()) {
     return InvalidArgumentError("not an executor event: " + std::string(line.substr(0, 200)));
   }
   const std::string kind = doc["event"].get<std::string>();

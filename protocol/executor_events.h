@@ -3,7 +3,7 @@
 // the worker daemon and the launcher read them with ParseExecutorEvent.
 //   {"event":"store_ready","host":H,"port":P}                       (rank 0, first, port 0 only)
 //   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
-//    "samples_per_s":s,"busy_ms":b,"idle_ms":d
+//    "samples_per_s":s,"busy_ms":b,"idle_ms":d[,"data_ms":w]
 //    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
 //   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null[,"checkpoint_ms":t]
 //    [,"stopped":true]}   (stopped: ended after the periodic checkpoint of iteration K, as a
@@ -61,6 +61,9 @@ struct IterationEvent {
   double samples_per_s = 0;
   double busy_ms = 0;
   double idle_ms = 0;
+  // Of busy_ms: waiting for the iteration's batch from the data source. Written when above 0;
+  // absent from executors older than the field (read as 0).
+  double data_ms = 0;
   std::optional<IterationSharing> sharing;
 };
 

@@ -78,8 +78,19 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
                                 "\" needs executor protocol version " + std::to_string(needed) +
                                 "; this run spec is version " + std::to_string(version));
   };
+  auto check_data = [version](const DataSpec& data, const std::string& where) -> Status {
+    const int needed = DataProtocolVersion(data.kind);
+    if (needed <= version) return Status::Ok();
+    return InvalidArgumentError(where + "kind \"" + data.kind +
+                                "\" needs executor protocol version " + std::to_string(needed) +
+                                "; this run spec is version " + std::to_string(version));
+  };
   RETURN_IF_ERROR(check(spec.optimizer, "optimizer."));
-  if (spec.background) RETURN_IF_ERROR(check(spec.background->optimizer, "background.optimizer."));
+  RETURN_IF_ERROR(check_data(spec.data, "data."));
+  if (spec.background) {
+    RETURN_IF_ERROR(check(spec.background->optimizer, "background.optimizer."));
+    RETURN_IF_ERROR(check_data(spec.background->data, "background.data."));
+  }
   return Status::Ok();
 }
 
@@ -139,9 +150,11 @@ Status ValidateRunSpec(const RunSpec& spec) {
 }
 
 int RequiredProtocolVersion(const RunSpec& spec) {
-  int version = OptimizerProtocolVersion(spec.optimizer.name);
+  int version =
+      std::max(OptimizerProtocolVersion(spec.optimizer.name), DataProtocolVersion(spec.data.kind));
   if (spec.background) {
-    version = std::max(version, OptimizerProtocolVersion(spec.background->optimizer.name));
+    version = std::max({version, OptimizerProtocolVersion(spec.background->optimizer.name),
+                        DataProtocolVersion(spec.background->data.kind)});
   }
   return version;
 }

@@ -53,9 +53,9 @@ struct RunSpec {
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
 Status ValidateRunSpec(const RunSpec& spec);
 
-// The oldest executor protocol that can express the spec, the version RunSpecToJson writes:
-// kAdamWProtocolVersion when its optimizer or its background job's is adamw, else
-// kOldestProtocolVersion. Pure.
+// The oldest executor protocol that can express the spec, the version RunSpecToJson writes: the
+// newest that its optimizers and data sets (its background job's too) need
+// (OptimizerProtocolVersion, DataProtocolVersion). Pure.
 int RequiredProtocolVersion(const RunSpec& spec);
 
 // INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside

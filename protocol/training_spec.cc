@@ -50,6 +50,10 @@ int OptimizerProtocolVersion(std::string_view name) {
   return name == "adamw" ? kAdamWProtocolVersion : kOldestProtocolVersion;
 }
 
+int DataProtocolVersion(std::string_view kind) {
+  return kind == "image_folder" ? kImageFolderProtocolVersion : kOldestProtocolVersion;
+}
+
 json OptimizerToJson(const OptimizerSpec& spec) {
   if (spec.name == "adam" || spec.name == "adamw") {
     return {{"name", spec.name},
@@ -66,11 +70,13 @@ json OptimizerToJson(const OptimizerSpec& spec) {
 
 Status ValidateDataSpec(const DataSpec& spec) {
   if (spec.kind == "synthetic") return Status::Ok();
-  if (spec.kind == "cifar10") {
-    if (spec.path.empty()) return InvalidArgumentError("data.path is required for cifar10");
+  if (spec.kind == "cifar10" || spec.kind == "image_folder") {
+    if (spec.path.empty()) return InvalidArgumentError("data.path is required for " + spec.kind);
+    if (spec.skip_bad < 0) return InvalidArgumentError("data.skip_bad must be >= 0");
     return Status::Ok();
   }
-  return InvalidArgumentError("data.kind \"" + spec.kind + "\" is not synthetic or cifar10");
+  return InvalidArgumentError("data.kind \"" + spec.kind +
+                              "\" is not synthetic, cifar10 or image_folder");
 }
 
 StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
@@ -79,6 +85,7 @@ StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
   RETURN_IF_ERROR(ReadOptionalField(doc, "kind", where, &spec.kind));
   RETURN_IF_ERROR(ReadOptionalField(doc, "seed", where, &spec.seed));
   RETURN_IF_ERROR(ReadOptionalField(doc, "path", where, &spec.path));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "skip_bad", where, &spec.skip_bad));
   return spec;
 }
 
@@ -116,6 +123,10 @@ json DocumentOrNull(std::string_view text) {
 
 json DataToJson(const DataSpec& spec) {
   if (spec.kind == "cifar10") return {{"kind", spec.kind}, {"path", spec.path}};
+  if (spec.kind == "image_folder") {
+    return {
+        {"kind", spec.kind}, {"path", spec.path}, {"seed", spec.seed}, {"skip_bad", spec.skip_bad}};
+  }
   return {{"kind", spec.kind}, {"seed", spec.seed}};
 }
 

@@ -4,6 +4,7 @@
 //              | {"name":"adam","lr":L,"betas":[B1,B2],"eps":E,"weight_decay":W}
 //              | {"name":"adamw",...as adam}  (decoupled weight decay; executor protocol 2)
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
+//              | {"kind":"image_folder","path":P,"seed":S,"skip_bad":N}
 //   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
 // "background.data."); they check types, and the Validate functions check values.
@@ -52,13 +53,21 @@ StatusOr<OptimizerSpec> ParseOptimizerJson(const nlohmann::json& doc, const std:
 nlohmann::json OptimizerToJson(const OptimizerSpec& spec);
 
 struct DataSpec {
-  std::string kind = "synthetic";  // "synthetic" or "cifar10"
-  uint64_t seed = 0;               // synthetic
-  std::string path;                // cifar10: a .bin file or a folder of them
+  std::string kind = "synthetic";  // "synthetic", "cifar10" or "image_folder"
+  uint64_t seed = 0;               // synthetic; image_folder: shuffling and augmentation
+  // cifar10: a .bin file or a folder of them; image_folder: a folder of class folders or a list
+  // file (worker/runtime/data/image_folder.h)
+  std::string path;
+  int64_t skip_bad = 0;  // image_folder: unreadable samples skipped before the job fails
   bool operator==(const DataSpec& o) const {
-    return kind == o.kind && seed == o.seed && path == o.path;
+    return kind == o.kind && seed == o.seed && path == o.path && skip_bad == o.skip_bad;
   }
 };
+
+// The oldest executor protocol that can read data of this kind: kImageFolderProtocolVersion for
+// "image_folder", else kOldestProtocolVersion (with OptimizerProtocolVersion, the rule for
+// RequiredProtocolVersion and for placement).
+int DataProtocolVersion(std::string_view kind);
 
 // Names the offending field: "data.path is required for cifar10".
 Status ValidateDataSpec(const DataSpec& spec);
@@ -67,8 +76,8 @@ Status ValidateDataSpec(const DataSpec& spec);
 StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json DataToJson(const DataSpec& spec);
 
-// Periodic checkpoints (worker/runtime/checkpoints/checkpoint_dir.h): the whole training state in `dir`
-// every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
+// Periodic checkpoints (worker/runtime/checkpoints/checkpoint_dir.h): the whole training state in
+// `dir` every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
 // kept. A job that starts with checkpoints in `dir` resumes from the newest whole one.
 struct PeriodicCheckpoints {
   std::string dir;

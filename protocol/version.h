@@ -19,17 +19,20 @@
 // Versions:
 //   1: sgd and adam.
 //   2: adds the adamw optimizer (decoupled weight decay).
+//   3: adds image_folder data (data.kind "image_folder", data.skip_bad).
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 2;
+inline constexpr int kProtocolVersion = 3;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
 // The version that introduced the adamw optimizer.
 inline constexpr int kAdamWProtocolVersion = 2;
+// The version that introduced image_folder data.
+inline constexpr int kImageFolderProtocolVersion = 3;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

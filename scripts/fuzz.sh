@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
 done
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
   TARGETS=(graph_json profile_json prof_file cluster_json plan_json run_spec executor_event
-           executor_command job_spec_json job_spec_proto http_request)
+           executor_command job_spec_json job_spec_proto http_request image_decode)
 fi
 for target in "${TARGETS[@]}"; do
   [[ -d "fuzz/corpus/$target" ]] || { echo "fuzz.sh: no target $target (fuzz/corpus/$target)" >&2; exit 2; }

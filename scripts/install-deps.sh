@@ -16,6 +16,8 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libsqlite3-dev sqlite3
   # the PostgreSQL store's client library, and a server the tests start themselves
   libpq-dev postgresql
+  # image data sets: JPEG (libjpeg-turbo) and PNG decoding
+  libjpeg62-turbo-dev libpng-dev
   # tests and benchmarks (prometheus: promtool checks /metrics, and a test scrapes a cluster)
   catch2 libbenchmark-dev prometheus
   # fuzzing (scripts/fuzz.sh: clang, libFuzzer) and linting (scripts/clang-tidy.sh)

@@ -30,7 +30,8 @@ struct SubmitFlags {
   std::string spec;  // file, "-" for stdin, or inline JSON
   std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint, batch_norm;
   std::string checkpoint_dir;
-  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every;
+  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every,
+      data_skip_bad;
   std::optional<int> gpus, priority, checkpoint_keep;
   std::optional<double> amplification_limit, lr, checkpoint_every_seconds, gradient_bucket_mb;
   bool foreground = false, background = false, detach = false, requeue = false;
@@ -97,11 +98,12 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
     if (!f.optimizer.empty()) opt["name"] = f.optimizer;
     if (f.lr) opt["lr"] = *f.lr;
   }
-  if (!f.data.empty() || !f.data_path.empty()) {
+  if (!f.data.empty() || !f.data_path.empty() || f.data_skip_bad) {
     json& data = doc["data"];
     if (!data.is_object()) data = json::object();
     if (!f.data.empty()) data["kind"] = f.data;
     if (!f.data_path.empty()) data["path"] = f.data_path;
+    if (f.data_skip_bad) data["skip_bad"] = *f.data_skip_bad;
   }
   if (!f.profile.empty()) doc["profile"] = f.profile;
   if (f.gradient_bucket_mb) doc["gradient_bucket_mb"] = *f.gradient_bucket_mb;
@@ -386,8 +388,12 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--priority", flags->priority, "Higher runs first");
   cmd->add_option("--optimizer", flags->optimizer, "SGD, Adam or AdamW (sgd, adam, adamw)");
   cmd->add_option("--lr", flags->lr, "Learning rate");
-  cmd->add_option("--data", flags->data, "Synthetic or cifar10");
-  cmd->add_option("--data-path", flags->data_path, "The cifar10 file or directory on every worker");
+  cmd->add_option("--data", flags->data, "Synthetic, cifar10 or image_folder");
+  cmd->add_option("--data-path", flags->data_path,
+                  "On every worker: cifar10's file or folder; image_folder's folder of class "
+                  "folders or path<TAB>label list file");
+  cmd->add_option("--data-skip-bad", flags->data_skip_bad,
+                  "Image_folder: unreadable images skipped before the job fails (default 0)");
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");

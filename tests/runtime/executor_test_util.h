@@ -208,7 +208,7 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   for (int i = 0; i < iterations; ++i) {
     auto batch = (*data)->GlobalBatch(i);
     REQUIRE(batch.ok());
-    auto outputs = ForwardGraph(graph, *modules, batch->inputs, StepContext{i, 0});
+    auto outputs = ForwardGraph(graph, *modules, ModelInputs(batch->inputs), StepContext{i, 0});
     REQUIRE(outputs.ok());
     torch::Tensor loss;
     for (size_t o = 0; o < outputs->size(); ++o) {

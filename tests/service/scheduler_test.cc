@@ -772,5 +772,28 @@ TEST_CASE("run specs go out at the version each job needs, onto nodes that read 
   CHECK(jobspec::RequiredProtocolVersion(Fg(1)) == 1);
 }
 
+TEST_CASE("an image_folder job waits for workers that read protocol 3", "[scheduler][version]") {
+  Harness h;
+  h.AddNode("two", 1, "cpu", {}, protocol::ProtocolRange{1, 2});
+  JobSpec images = Fg(1);
+  images.data.kind = "image_folder";
+  images.data.path = "/data/train";
+  JobRecord job = h.Submit(images);
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kPending);
+  CHECK(h.Get(job.id).reason ==
+        "needs workers that speak executor protocol 3 (image_folder data); 1 of 1 nodes speak "
+        "only 2: upgrade them");
+  h.AddNode("new", 1);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_new = h.Commands("node-new");
+  REQUIRE(on_new.size() == 1);
+  const auto spec = nlohmann::json::parse(on_new[0].assign().train().run_spec_json());
+  CHECK(spec["version"] == 3);
+  CHECK(spec["data"]["kind"] == "image_folder");
+  CHECK(spec["data"]["path"] == "/data/train");
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

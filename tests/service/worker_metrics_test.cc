@@ -31,7 +31,9 @@ TEST_CASE("device seconds add up per device and kind, roles and hosted BG apart"
   WorkerMetrics metrics;
   metrics.OnTrainStarted(Task("fg", false, "cpu:0"));
   metrics.OnTrainStarted(Task("bg", true, "cpu:1"));
-  metrics.OnIteration("fg", Report(300, 100));
+  IterationReport waited = Report(300, 100);  // of its 300 ms busy, 50 waiting for the batch
+  waited.data_ms = 50;
+  metrics.OnIteration("fg", waited);
   IterationReport shared = Report(500, 50);  // an executor beside a BG job splits its busy time
   shared.fg_busy_ms = 350;
   shared.bg_busy_ms = 150;
@@ -49,7 +51,9 @@ TEST_CASE("device seconds add up per device and kind, roles and hosted BG apart"
   const std::string text = metrics.Render(1, true);
   INFO(text);
   CHECK_THAT(text, Catch::Contains("deepool_worker_device_seconds_total{device=\"cpu:0\","
-                                   "kind=\"fg_busy\"} 0.65\n"));
+                                   "kind=\"fg_busy\"} 0.6\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_worker_device_seconds_total{device=\"cpu:0\","
+                                   "kind=\"data_wait\"} 0.05\n"));
   CHECK_THAT(text, Catch::Contains("deepool_worker_device_seconds_total{device=\"cpu:0\","
                                    "kind=\"bg_busy\"} 0.15\n"));
   CHECK_THAT(text, Catch::Contains("deepool_worker_device_seconds_total{device=\"cpu:0\","

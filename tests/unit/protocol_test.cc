@@ -77,6 +77,11 @@ TEST_CASE("run spec: the writer's output parses back to the same spec", "[protoc
   CHECK(parsed->seed == 42);
   CHECK(parsed->optimizer == spec.optimizer);
   CHECK(parsed->data == spec.data);
+  RunSpec images = spec;
+  images.data = DataSpec{"image_folder", 4, "/data/train", 3};
+  StatusOr<RunSpec> parsed_images = ParseRunSpecJson(RunSpecToJson(images));
+  REQUIRE(parsed_images.ok());
+  CHECK(parsed_images->data == images.data);
   CHECK(parsed->checkpoint_path == spec.checkpoint_path);
   CHECK(parsed->gradient_bucket_mb == 2.5);
   CHECK_FALSE(parsed->sync_batch_norm);
@@ -180,11 +185,17 @@ TEST_CASE("run spec: written at the oldest version that can express it", "[proto
   spec.background->optimizer.name = "adamw";  // the BG job's optimizer counts too
   CHECK(RequiredProtocolVersion(spec) == 2);
   CHECK(written(spec) == 2);
+  spec.background->optimizer.name = "sgd";
+  spec.background->data = DataSpec{"image_folder", 0, "/data/bg", 0};  // BG data counts too
+  CHECK(RequiredProtocolVersion(spec) == 3);
   spec.background.reset();
   CHECK(written(spec) == 1);
-  // Both versions are ones this build reads.
+  spec.data = DataSpec{"image_folder", 1, "/data/train", 0};
+  CHECK(RequiredProtocolVersion(spec) == 3);
+  CHECK(written(spec) == 3);
+  // The versions are ones this build reads.
   CHECK(kOldestProtocolVersion == 1);
-  CHECK(kProtocolVersion == 2);
+  CHECK(kProtocolVersion == 3);
 }
 
 TEST_CASE("run spec: adamw round-trips and defaults its weight decay as torch does",
@@ -224,6 +235,23 @@ TEST_CASE("run spec: a version 1 document, as a coordinator of protocol 1 writes
   REQUIRE(ParseRunSpecJson(doc.dump()).ok());
 }
 
+TEST_CASE(
+    "run spec: a version 2 document with image_folder data is refused, naming field and "
+    "version",
+    "[protocol][version]") {
+  RunSpec spec = Spec();
+  spec.data = DataSpec{"image_folder", 1, "/data/train", 0};
+  json doc = json::parse(RunSpecToJson(spec));
+  doc["version"] = 2;
+  CHECK(ErrorOf(doc) ==
+        "data.kind \"image_folder\" needs executor protocol version 3; this run spec is version 2");
+  spec.data = DataSpec{};
+  spec.background->data = DataSpec{"image_folder", 1, "/data/bg", 0};
+  doc = json::parse(RunSpecToJson(spec));
+  doc["version"] = 2;
+  CHECK_THAT(ErrorOf(doc), Catch::StartsWith("background.data.kind \"image_folder\" needs"));
+}
+
 TEST_CASE("run spec: a version 1 document that uses adamw is refused, naming field and version",
           "[protocol][version]") {
   RunSpec spec = Spec();
@@ -244,9 +272,9 @@ TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 2)");
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 3)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 3 (this build reads versions 1 to 2)");
+  CHECK(ErrorOf(doc) == "unsupported version 4 (this build reads versions 1 to 3)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
@@ -327,7 +355,10 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   CHECK(plain.loss == 2.5);
   CHECK(plain.samples_per_s == 800);
   CHECK(plain.idle_ms == 2);
+  CHECK(plain.data_ms == 0);
   CHECK_FALSE(plain.sharing.has_value());
+  iteration.data_ms = 1.5;  // waiting for the batch
+  CHECK(RoundTrip(iteration).data_ms == 1.5);
   iteration.loss = std::nan("");  // a rank without the loss
   iteration.sharing = IterationSharing{6, 3, 50, 4, std::nullopt};
   IterationEvent shared = RoundTrip(iteration);
@@ -487,9 +518,10 @@ TEST_CASE("executor events: trace parts round-trip and malformed spans are refus
 
 TEST_CASE("executor events: an error is one line with its code, the rest stays in the log",
           "[protocol]") {
-  const std::string trace = "CUDA out of memory. Tried to allocate 28.80 GiB\n"
-                            "Exception raised from malloc at c10/cuda/CUDACachingAllocator.cpp\n"
-                            "frame #0: c10::Error::Error(...)";
+  const std::string trace =
+      "CUDA out of memory. Tried to allocate 28.80 GiB\n"
+      "Exception raised from malloc at c10/cuda/CUDACachingAllocator.cpp\n"
+      "frame #0: c10::Error::Error(...)";
   const ErrorEvent oom = ErrorEvent::FromStatus(2, InternalError(trace));
   CHECK(oom.rank == 2);
   CHECK(oom.code == StatusCode::kInternal);

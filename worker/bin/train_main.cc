@@ -1,7 +1,8 @@
 // deepool-train: trains a model on this machine with one deepool-executor process per rank.
 //   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
-//                 [--data synthetic|cifar10:PATH] [--checkpoint-dir DIR --checkpoint-every N]
+//                 [--data synthetic|cifar10:PATH|image_folder:PATH] [--checkpoint-dir DIR
+//                 --checkpoint-every N]
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -28,8 +29,11 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", options.optimizer.momentum, "SGD momentum");
   app.add_option("--weight-decay", options.optimizer.weight_decay,
                  "weight decay (default 0; adamw: 0.01, as torch's)");
-  app.add_option("--data", options.data, "synthetic or cifar10:PATH");
-  app.add_option("--seed", options.seed, "weights and synthetic data seed");
+  app.add_option("--data", options.data,
+                 "synthetic, cifar10:PATH or image_folder:PATH (a folder of class folders or a "
+                 "path<TAB>label list)");
+  app.add_option("--seed", options.seed,
+                 "weights, synthetic data, and image_folder's shuffling and augmentation");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");
   app.add_option("--checkpoint", options.checkpoint_path, "write the trained model here");
   app.add_option("--checkpoint-dir", options.checkpoint_dir,

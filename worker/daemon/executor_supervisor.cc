@@ -48,6 +48,7 @@ IterationReport ToReport(int rank, const protocol::IterationEvent& e) {
   report.samples_per_s = e.samples_per_s;
   report.busy_ms = e.busy_ms;
   report.idle_ms = e.idle_ms;
+  report.data_ms = e.data_ms;
   if (e.sharing) {
     report.fg_busy_ms = e.sharing->fg_busy_ms;
     report.bg_busy_ms = e.sharing->bg_busy_ms;

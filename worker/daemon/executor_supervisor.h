@@ -85,6 +85,7 @@ struct IterationReport {
   double samples_per_s = 0;
   double busy_ms = 0;
   double idle_ms = 0;
+  double data_ms = 0;  // of busy_ms: waiting for the batch from the data source
   // Set when the executor shares its device with a BG job (docs/multiplexing.md, "Metrics").
   std::optional<double> fg_busy_ms;
   std::optional<double> bg_busy_ms;

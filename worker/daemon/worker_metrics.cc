@@ -1,5 +1,7 @@
 #include "worker/daemon/worker_metrics.h"
 
+#include <algorithm>
+
 namespace deepool::worker::daemon {
 
 void WorkerMetrics::OnTrainStarted(const TrainTask& task) {
@@ -28,10 +30,14 @@ void WorkerMetrics::OnIteration(const std::string& task_id, const IterationRepor
     background = task->second.background;
   }
   // An executor beside a BG job splits its busy time; one alone is all FG (or, for a BG job in
-  // its own process, all BG).
+  // its own process, all BG). An FG executor's wait for its batch is its own kind, data_wait, so
+  // an input pipeline that cannot keep up shows apart from computing.
+  const double data_ms = background ? 0 : std::max(0.0, report.data_ms);
   const double fg_ms = report.fg_busy_ms ? *report.fg_busy_ms : (background ? 0 : report.busy_ms);
   const double bg_ms = report.bg_busy_ms ? *report.bg_busy_ms : (background ? report.busy_ms : 0);
-  device_seconds_.Add({{"device", device}, {"kind", "fg_busy"}}, fg_ms / 1000.0);
+  device_seconds_.Add({{"device", device}, {"kind", "fg_busy"}},
+                      std::max(0.0, fg_ms - data_ms) / 1000.0);
+  device_seconds_.Add({{"device", device}, {"kind", "data_wait"}}, data_ms / 1000.0);
   device_seconds_.Add({{"device", device}, {"kind", "bg_busy"}}, bg_ms / 1000.0);
   device_seconds_.Add({{"device", device}, {"kind", "idle"}}, report.idle_ms / 1000.0);
   iterations_.Add({{"device", device}, {"role", background ? "bg" : "fg"}});

@@ -677,6 +677,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   data_span.emplace(options_.spans, SpanKind::kData, "batch");
   // Only the rows this rank's layers read, sliced on the host before the copy to the device.
   ASSIGN_OR_RETURN(Batch batch, data_->Samples(iteration, data_rows_.first, data_rows_.second));
+  const double data_ms = Millis(clock_->Now() - start);
   double loss = 0;
   Status status =
       Guarded("iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
@@ -685,6 +686,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
                 const bool queued = options_.device.is_cuda() && batch.inputs.is_pinned();
                 batch.inputs = batch.inputs.to(options_.device, queued);
                 batch.labels = batch.labels.to(options_.device, queued);
+                batch.inputs = ModelInputs(batch.inputs);
                 PrepareIteration(batch);
                 data_span.reset();
                 RETURN_IF_ERROR(RunForward(batch));
@@ -708,6 +710,7 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   stats.iteration_ms = Millis(elapsed);
   stats.idle_ms = Millis(idle_);
   stats.busy_ms = std::max(0.0, stats.iteration_ms - stats.idle_ms);
+  stats.data_ms = std::min(data_ms, stats.busy_ms);
   stats.samples_per_s =
       stats.iteration_ms > 0 ? plan_.global_batch * 1000.0 / stats.iteration_ms : 0;
   return stats;

@@ -122,6 +122,9 @@ struct IterationStats {
   // is not seen from the host).
   double busy_ms = 0;  // computing
   double idle_ms = 0;  // waiting for transfers and reductions
+  // Of busy_ms: waiting for this iteration's rows from the data source (for what the prefetch
+  // thread had not finished, or for the whole batch without prefetch).
+  double data_ms = 0;
 };
 
 class Executor {

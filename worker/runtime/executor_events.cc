@@ -17,6 +17,7 @@ std::string IterationEvent(int rank, const IterationStats& stats) {
   event.samples_per_s = stats.samples_per_s;
   event.busy_ms = stats.busy_ms;
   event.idle_ms = stats.idle_ms;
+  event.data_ms = stats.data_ms;
   return ExecutorEventToJson(event);
 }
 

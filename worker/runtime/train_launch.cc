@@ -27,13 +27,17 @@ StatusOr<DataSpec> ParseDataFlag(const std::string& flag, uint64_t seed) {
     data.seed = seed;
     return data;
   }
-  const std::string prefix = "cifar10:";
-  if (flag.rfind(prefix, 0) == 0 && flag.size() > prefix.size()) {
-    data.kind = "cifar10";
-    data.path = std::filesystem::absolute(flag.substr(prefix.size())).string();
-    return data;
+  for (const char* kind : {"cifar10", "image_folder"}) {
+    const std::string prefix = std::string(kind) + ":";
+    if (flag.rfind(prefix, 0) == 0 && flag.size() > prefix.size()) {
+      data.kind = kind;
+      data.seed = seed;
+      data.path = std::filesystem::absolute(flag.substr(prefix.size())).string();
+      return data;
+    }
   }
-  return InvalidArgumentError("--data must be synthetic or cifar10:PATH, not " + flag);
+  return InvalidArgumentError("--data must be synthetic, cifar10:PATH or image_folder:PATH, not " +
+                              flag);
 }
 
 StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {

@@ -25,7 +25,7 @@ struct TrainOptions {
   int64_t iterations = 20;
   int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
   OptimizerSpec optimizer;
-  std::string data = "synthetic";  // "synthetic" or "cifar10:PATH"
+  std::string data = "synthetic";  // "synthetic", "cifar10:PATH" or "image_folder:PATH"
   uint64_t seed = 0;
   int timeout_s = 60;
   std::string checkpoint_path;
@@ -35,9 +35,9 @@ struct TrainOptions {
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;
   std::string batch_norm = "synchronized";  // or "per_device" (a run spec's "batch_norm")
-  std::string executor_path;  // empty: deepool-executor next to this binary
-  std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
-  bool json_events = false;   // print the ranks' raw event lines instead of the table
+  std::string executor_path;                // empty: deepool-executor next to this binary
+  std::string work_dir;      // where the run spec goes; empty: a fresh temporary folder
+  bool json_events = false;  // print the ranks' raw event lines instead of the table
 };
 
 Status RunTraining(const TrainOptions& options, std::ostream& out);

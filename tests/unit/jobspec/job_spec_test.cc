@@ -1,10 +1,11 @@
+#include "jobspec/job_spec.h"
+
 #include <google/protobuf/unknown_field_set.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "jobspec/job_spec.h"
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
 
@@ -214,7 +215,7 @@ TEST_CASE("a binary spec with fields this coordinator does not know is refused",
   REQUIRE(JobSpecFromProto(spec).ok());
   v1::JobSpec padded = spec;
   padded.GetReflection()->MutableUnknownFields(&padded)->AddLengthDelimited(999,
-                                                                           std::string(1000, 'x'));
+                                                                            std::string(1000, 'x'));
   StatusOr<JobSpec> refused = JobSpecFromProto(padded);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kInvalidArgument);
@@ -335,6 +336,28 @@ TEST_CASE("per-device batch norm is read checked and kept", "[job_spec]") {
   CHECK(ErrorOf(Spec(R"(,"batch_norm":"sync")")) ==
         "batch_norm: must be \"synchronized\" or \"per_device\"");
   CHECK(ErrorOf(Spec(R"(,"batch_norm":1)")) == "field batch_norm must be a string");
+}
+
+TEST_CASE("image folder data is read checked and kept, skip_bad too", "[job_spec]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(
+      Spec(R"(,"data":{"kind":"image_folder","path":"/data/train","seed":3,"skip_bad":5})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  CHECK(spec->data.kind == "image_folder");
+  CHECK(spec->data.path == "/data/train");
+  CHECK(spec->data.seed == 3);
+  CHECK(spec->data.skip_bad == 5);
+  for (const StatusOr<JobSpec>& copy :
+       {JobSpecFromProto(JobSpecToProto(*spec)), JobSpecFromJson(JobSpecToJson(*spec))}) {
+    REQUIRE(copy.ok());
+    CHECK(copy->data.kind == "image_folder");
+    CHECK(copy->data.path == "/data/train");
+    CHECK(copy->data.skip_bad == 5);
+  }
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"image_folder"})")) ==
+        "data.path: is required for image_folder");
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"image_folder","path":"/d","skip_bad":-1})")) ==
+        "data.skip_bad: must be >= 0");
 }
 
 TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[job_spec]") {

@@ -41,8 +41,8 @@ StatusOr<std::unique_ptr<BackgroundTrainer>> BackgroundTrainer::Create(const Bac
   }
   for (const auto& output : graph.outputs()) {
     auto id = graph.FindLayer(output.layer);
-    if (!id) return InvalidArgumentError("background graph output " + output.layer +
-                                         " is not a layer");
+    if (!id)
+      return InvalidArgumentError("background graph output " + output.layer + " is not a layer");
     trainer->layers_[static_cast<size_t>(*id)].loss_weight += output.loss_weight;
   }
   if (spec.checkpoints) {
@@ -85,6 +85,7 @@ void BackgroundTrainer::ZeroGradients() {
 
 void BackgroundTrainer::UseBatch(const Batch& batch, int64_t offset) {
   batch_ = batch;
+  batch_.inputs = ModelInputs(batch.inputs);  // on the device already
   micro_batch_offset_ = offset;
   for (auto& layer : layers_) {
     layer.inputs.clear();
@@ -120,8 +121,8 @@ void BackgroundTrainer::BackwardLayer(int id) {
   LayerState& state = layers_[static_cast<size_t>(id)];
   torch::Tensor grad;
   for (const Consumer& consumer : state.consumers) {
-    const torch::Tensor& input =
-        layers_[static_cast<size_t>(consumer.layer)].inputs[static_cast<size_t>(consumer.input_index)];
+    const torch::Tensor& input = layers_[static_cast<size_t>(consumer.layer)]
+                                     .inputs[static_cast<size_t>(consumer.input_index)];
     if (!input.grad().defined()) continue;
     grad = grad.defined() ? grad + input.grad() : input.grad();
   }

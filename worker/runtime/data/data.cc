@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "common/thread_name.h"
+#include "worker/runtime/data/image_folder.h"
+#include "worker/runtime/data/seed_mix.h"
 
 namespace deepool::worker {
 namespace {
@@ -47,14 +49,6 @@ torch::Tensor TeacherFeatures(const torch::Tensor& inputs) {
 // way bounded a GPU's training iteration at about 39 ms (docs/results/gpu-node.md, 2026-11-28).
 bool DrawnSmaller(const planner::Shape& shape) {
   return shape.size() == 3 && (shape[1] > kDrawnImageSide || shape[2] > kDrawnImageSide);
-}
-
-// SplitMix64's finaliser: distinct (seed, iteration, row) get unrelated generator seeds.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // Stacks one-row results [1, ...] into a batch; an empty range gives [0, shape...].
@@ -426,7 +420,19 @@ StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
   if (spec.kind == "synthetic") {
     return MakeSyntheticData(graph.input_shape(), classes, global_batch, spec.seed);
   }
+  if (spec.kind == "image_folder") {
+    return OpenImageFolder(spec.path, graph.input_shape(), classes, global_batch,
+                           ImageDataOptions{spec.seed, spec.skip_bad});
+  }
   return OpenCifar10(spec.path, graph.input_shape(), classes, global_batch);
+}
+
+torch::Tensor ModelInputs(const torch::Tensor& inputs) {
+  if (inputs.scalar_type() != torch::kUInt8) return inputs;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(inputs.device());
+  const torch::Tensor mean = torch::tensor({0.485f, 0.456f, 0.406f}, options).view({1, 3, 1, 1});
+  const torch::Tensor std = torch::tensor({0.229f, 0.224f, 0.225f}, options).view({1, 3, 1, 1});
+  return inputs.to(torch::kFloat32).div_(255).sub_(mean).div_(std);
 }
 
 }  // namespace deepool::worker

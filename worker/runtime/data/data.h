@@ -14,6 +14,8 @@
 //              r of iteration i is record (i*B + r) modulo the record count, normalised with the
 //              usual per-channel mean/std, and resized if the graph wants another image size,
 //              when it is fetched.
+//   image_folder: JPEG and PNG files, shuffled per epoch, decoded and augmented as torchvision's
+//              ImageNet recipe does (image_folder.h).
 // Threading: a DataSource is used by one thread at a time (an executor's; or, wrapped by
 // WithPrefetch, its prefetch thread, which then owns it).
 #pragma once
@@ -33,7 +35,9 @@
 namespace deepool::worker {
 
 struct Batch {
-  torch::Tensor inputs;  // [last - first, input_shape...], float32, CPU
+  // [last - first, input_shape...], CPU: float32, or uint8 images (image_folder), which
+  // ModelInputs turns into the graph's input once they are on the device.
+  torch::Tensor inputs;
   torch::Tensor labels;  // [last - first], int64, CPU
   int64_t first = 0;     // the global batch row that row 0 holds
 };
@@ -70,6 +74,12 @@ std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
 StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
                                                   const planner::Shape& input_shape,
                                                   int64_t num_classes, int64_t global_batch);
+
+// The graph's input from a batch's inputs, on their device: float32 inputs as they are; uint8
+// images scaled to [0, 1] and normalised with ImageNet's per-channel mean and standard deviation,
+// the float operations of torchvision's ToTensor and Normalize. Applied after the copy to the
+// device, so the copy moves a quarter of the bytes.
+torch::Tensor ModelInputs(const torch::Tensor& inputs);
 
 // The number of classes the graph predicts: the width of its outputs (all must agree).
 StatusOr<int64_t> NumClasses(const planner::Graph& graph);

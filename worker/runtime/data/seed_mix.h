@@ -1,0 +1,20 @@
+// Seeds for the data sources' generators: distinct inputs give unrelated seeds.
+// Threading: pure functions.
+#pragma once
+
+#include <cstdint>
+
+namespace deepool::worker {
+
+// SplitMix64's finaliser.
+inline uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A seed for the pair (a, b): Mix of a's mix and b, so (a, b) and (b, a) differ.
+inline uint64_t SeedMix(uint64_t a, uint64_t b) { return Mix(Mix(a) ^ b); }
+
+}  // namespace deepool::worker
