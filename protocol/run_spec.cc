@@ -71,25 +71,22 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
 // A spec read at `version` must not use a feature of a later one: such a document was written
 // by a writer that broke the rule in version.h, and an executor of that version would refuse it.
 Status CheckExpressibleAt(const RunSpec& spec, int version) {
-  auto check = [version](const OptimizerSpec& optimizer, const std::string& where) -> Status {
-    const int needed = OptimizerProtocolVersion(optimizer.name);
+  // `field` (its value `value`) needs protocol `needed`.
+  auto check = [version](int needed, const std::string& field, const std::string& value) {
     if (needed <= version) return Status::Ok();
-    return InvalidArgumentError(where + "name \"" + optimizer.name +
-                                "\" needs executor protocol version " + std::to_string(needed) +
-                                "; this run spec is version " + std::to_string(version));
+    return InvalidArgumentError(field + " \"" + value + "\" needs executor protocol version " +
+                                std::to_string(needed) + "; this run spec is version " +
+                                std::to_string(version));
   };
-  auto check_data = [version](const DataSpec& data, const std::string& where) -> Status {
-    const int needed = DataProtocolVersion(data.kind);
-    if (needed <= version) return Status::Ok();
-    return InvalidArgumentError(where + "kind \"" + data.kind +
-                                "\" needs executor protocol version " + std::to_string(needed) +
-                                "; this run spec is version " + std::to_string(version));
+  auto check_job = [&](const OptimizerSpec& optimizer, const DataSpec& data,
+                       const std::string& where) -> Status {
+    RETURN_IF_ERROR(
+        check(OptimizerProtocolVersion(optimizer.name), where + "optimizer.name", optimizer.name));
+    return check(DataProtocolVersion(data.kind), where + "data.kind", data.kind);
   };
-  RETURN_IF_ERROR(check(spec.optimizer, "optimizer."));
-  RETURN_IF_ERROR(check_data(spec.data, "data."));
+  RETURN_IF_ERROR(check_job(spec.optimizer, spec.data, ""));
   if (spec.background) {
-    RETURN_IF_ERROR(check(spec.background->optimizer, "background.optimizer."));
-    RETURN_IF_ERROR(check_data(spec.background->data, "background.data."));
+    RETURN_IF_ERROR(check_job(spec.background->optimizer, spec.background->data, "background."));
   }
   return Status::Ok();
 }
