@@ -45,7 +45,8 @@ def main():
     batches = iter(loader)
     for _ in range(args.warmup):  # also waits for the workers to start
         next(batches)
-    # With N a multiple of the workers the rate is the steady state's: they deliver in rounds.
+    # The workers started together, so batches come in rounds of T; with N a multiple of T the
+    # span timed is whole rounds, the steady state's rate.
     start = time.perf_counter()
     for _ in range(args.batches):
         next(batches)
