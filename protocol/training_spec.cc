@@ -68,14 +68,14 @@ json OptimizerToJson(const OptimizerSpec& spec) {
           {"weight_decay", spec.weight_decay}};
 }
 
-Status ValidateDataSpec(const DataSpec& spec) {
+Status ValidateDataSpec(const DataSpec& spec, const std::string& where) {
   if (spec.kind == "synthetic") return Status::Ok();
   if (spec.kind == "cifar10" || spec.kind == "image_folder") {
-    if (spec.path.empty()) return InvalidArgumentError("data.path is required for " + spec.kind);
-    if (spec.skip_bad < 0) return InvalidArgumentError("data.skip_bad must be >= 0");
+    if (spec.path.empty()) return InvalidArgumentError(where + "path is required for " + spec.kind);
+    if (spec.skip_bad < 0) return InvalidArgumentError(where + "skip_bad must be >= 0");
     return Status::Ok();
   }
-  return InvalidArgumentError("data.kind \"" + spec.kind +
+  return InvalidArgumentError(where + "kind \"" + spec.kind +
                               "\" is not synthetic, cifar10 or image_folder");
 }
 
@@ -87,6 +87,28 @@ StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
   RETURN_IF_ERROR(ReadOptionalField(doc, "path", where, &spec.path));
   RETURN_IF_ERROR(ReadOptionalField(doc, "skip_bad", where, &spec.skip_bad));
   return spec;
+}
+
+Status ValidateEvalSpec(const EvalSpec& spec, const std::string& where) {
+  RETURN_IF_ERROR(ValidateDataSpec(spec.data, where + "data."));
+  if (spec.every_iterations < 0) {
+    return InvalidArgumentError(where + "every_iterations must be >= 0");
+  }
+  return Status::Ok();
+}
+
+StatusOr<EvalSpec> ParseEvalJson(const json& doc, const std::string& where) {
+  if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations"}, where));
+  EvalSpec spec;
+  ASSIGN_OR_RETURN(const json* data, ReadRequiredObject(doc, "data", where));
+  ASSIGN_OR_RETURN(spec.data, ParseDataJson(*data, where + "data."));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "every_iterations", where, &spec.every_iterations));
+  return spec;
+}
+
+json EvalToJson(const EvalSpec& spec) {
+  return {{"data", DataToJson(spec.data)}, {"every_iterations", spec.every_iterations}};
 }
 
 Status ValidatePeriodicCheckpoints(const PeriodicCheckpoints& spec, const std::string& where) {

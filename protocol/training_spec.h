@@ -6,6 +6,7 @@
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
 //              | {"kind":"image_folder","path":P,"seed":S,"skip_bad":N}
 //   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
+//   "eval":      {"data":{...as "data"},"every_iterations":N}  (executor protocol 4)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
 // "background.data."); they check types, and the Validate functions check values.
 // Threading: pure functions.
@@ -69,12 +70,32 @@ struct DataSpec {
 // RequiredProtocolVersion and for placement).
 int DataProtocolVersion(std::string_view kind);
 
-// Names the offending field: "data.path is required for cifar10".
-Status ValidateDataSpec(const DataSpec& spec);
+// Names the offending field: "data.path is required for cifar10" (`where` is "data." or
+// "eval.data.").
+Status ValidateDataSpec(const DataSpec& spec, const std::string& where = "data.");
 
 // Absent fields keep their defaults. Writes only the fields of the named kind.
 StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json DataToJson(const DataSpec& spec);
+
+// The run spec's and job spec's "eval" object: a held-out data set that the job's plan runs
+// through, in passes of the job's global batch, every `every_iterations` iterations (0: only at
+// the end) and after the last iteration. Evaluation needs executor protocol
+// kEvaluationProtocolVersion (and the data kind's DataProtocolVersion).
+struct EvalSpec {
+  DataSpec data;                 // kind "image_folder", "cifar10" or "synthetic"
+  int64_t every_iterations = 0;  // >= 0
+  bool operator==(const EvalSpec& o) const {
+    return data == o.data && every_iterations == o.every_iterations;
+  }
+};
+
+// Names the offending field after `where` ("eval."): "eval.every_iterations must be >= 0",
+// "eval.data.path is required for cifar10".
+Status ValidateEvalSpec(const EvalSpec& spec, const std::string& where);
+// "data" is required; every_iterations defaults to 0; other fields are refused by name.
+StatusOr<EvalSpec> ParseEvalJson(const nlohmann::json& doc, const std::string& where);
+nlohmann::json EvalToJson(const EvalSpec& spec);
 
 // Periodic checkpoints (worker/runtime/checkpoints/checkpoint_dir.h): the whole training state in
 // `dir` every `every_iterations` iterations (0: only at the end) and at the end, the `keep` newest
