@@ -63,6 +63,16 @@ json ToJson(const IterationEvent& e) {
   return doc;
 }
 
+json ToJson(const EvaluationEvent& e) {
+  return {{"event", "evaluation"},
+          {"rank", e.rank},
+          {"iteration", e.iteration},
+          {"samples", e.samples},
+          {"loss", NullableNumber(e.loss)},
+          {"top1", e.top1},
+          {"top5", e.top5}};
+}
+
 json ToJson(const DoneEvent& e) {
   json doc{{"event", "done"},
            {"rank", e.rank},
@@ -137,6 +147,17 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
   RETURN_IF_ERROR(ReadOptionalField(doc, "data_ms", "", &e.data_ms));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
+  return ExecutorEvent(e);  // trivially copyable
+}
+
+StatusOr<ExecutorEvent> ParseEvaluation(const json& doc) {
+  EvaluationEvent e;
+  ASSIGN_OR_RETURN(e.rank, ReadRequiredField<int>(doc, "rank", ""));
+  ASSIGN_OR_RETURN(e.iteration, ReadRequiredField<int64_t>(doc, "iteration", ""));
+  ASSIGN_OR_RETURN(e.samples, ReadRequiredField<int64_t>(doc, "samples", ""));
+  RETURN_IF_ERROR(ReadNullableNumber(doc, "loss", &e.loss));
+  ASSIGN_OR_RETURN(e.top1, ReadRequiredField<double>(doc, "top1", ""));
+  ASSIGN_OR_RETURN(e.top5, ReadRequiredField<double>(doc, "top5", ""));
   return ExecutorEvent(e);  // trivially copyable
 }
 
@@ -232,6 +253,7 @@ StatusOr<ExecutorEvent> ParseKind(const std::string& kind, const json& doc) {
   if (kind == "trace") return ParseTrace(doc);
   if (kind == "store_ready") return ParseStoreReady(doc);
   if (kind == "iteration") return ParseIteration(doc);
+  if (kind == "evaluation") return ParseEvaluation(doc);
   if (kind == "done") return ParseDone(doc);
   if (kind == "error") return ParseError(doc);
   if (kind == "background") return ParseBackground(doc);

@@ -5,6 +5,8 @@
 //   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
 //    "samples_per_s":s,"busy_ms":b,"idle_ms":d[,"data_ms":w]
 //    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
+//   {"event":"evaluation","rank":R,"iteration":i,"samples":n,"loss":x|null,"top1":a,"top5":b}
+//   (rank 0, after each evaluation on the held-out set)
 //   {"event":"done","rank":R,"iterations":K,"checkpoint":PATH|null[,"checkpoint_ms":t]
 //    [,"stopped":true]}   (stopped: ended after the periodic checkpoint of iteration K, as a
 //                          "stop_at_checkpoint" command asked; K < the run's iterations)
@@ -67,6 +69,17 @@ struct IterationEvent {
   std::optional<IterationSharing> sharing;
 };
 
+// Written by rank 0 after each evaluation: the held-out set's mean loss and top-1/top-5
+// accuracy (fractions in [0,1]) after `iteration` iterations, over `samples` samples.
+struct EvaluationEvent {
+  int rank = 0;
+  int64_t iteration = 0;
+  int64_t samples = 0;
+  std::optional<double> loss;  // null when not finite
+  double top1 = 0;
+  double top5 = 0;
+};
+
 struct DoneEvent {
   int rank = 0;
   int64_t iterations = 0;
@@ -120,8 +133,9 @@ struct TraceEvent {
   static constexpr size_t kMaxSpanNameBytes = 120;  // longer names are cut when written
 };
 
-using ExecutorEvent = std::variant<StoreReadyEvent, IterationEvent, DoneEvent, ErrorEvent,
-                                   BackgroundEvent, BackgroundDoneEvent, TraceEvent>;
+using ExecutorEvent =
+    std::variant<StoreReadyEvent, IterationEvent, DoneEvent, ErrorEvent, BackgroundEvent,
+                 BackgroundDoneEvent, TraceEvent, EvaluationEvent>;
 
 // One line without its newline. Invalid UTF-8 in strings is replaced, never thrown on (error
 // messages may quote arbitrary library text); non-finite losses are written as null.

@@ -408,6 +408,17 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
     CHECK(ended.progress.iterations == 9);
     CHECK(ended.message == "why");
   }
+
+  const EvaluationEvent evaluation = RoundTrip(EvaluationEvent{0, 200, 800, 0.52, 0.812, 0.99});
+  CHECK(evaluation.iteration == 200);
+  CHECK(evaluation.samples == 800);
+  CHECK(evaluation.loss == 0.52);
+  CHECK(evaluation.top1 == 0.812);
+  CHECK(evaluation.top5 == 0.99);
+  CHECK(ExecutorEventToJson(EvaluationEvent{0, 10, 64, std::nan(""), 0.5, 1}) ==
+        R"({"event":"evaluation","iteration":10,"loss":null,"rank":0,"samples":64,"top1":0.5,)"
+        R"("top5":1.0})");
+  CHECK_FALSE(RoundTrip(EvaluationEvent{0, 10, 64, std::nan(""), 0.5, 1}).loss.has_value());
 }
 
 TEST_CASE("executor events: the lines executors print parse", "[protocol]") {
@@ -441,6 +452,8 @@ TEST_CASE("executor events: malformed lines are refused naming the field", "[pro
   CHECK_THAT(message(R"({"event":"done","rank":0,"iterations":3,"checkpoint":7})"),
              Catch::Contains("checkpoint"));
   CHECK_THAT(message(R"({"event":"error","rank":0})"), Catch::Contains("message"));
+  CHECK_THAT(message(R"({"event":"evaluation","rank":0,"iteration":5,"samples":8,"top1":1})"),
+             Catch::Contains("evaluation") && Catch::Contains("top5"));
   CHECK_THAT(message(R"({"event":"background_done","job_id":"b","iterations":1,)"
                      R"("samples_per_s":1,"status":"paused"})"),
              Catch::Contains("status"));
