@@ -71,10 +71,11 @@ Status ReadCheckpoint(const json& doc, RunSpec* spec) {
 // A spec read at `version` must not use a feature of a later one: such a document was written
 // by a writer that broke the rule in version.h, and an executor of that version would refuse it.
 Status CheckExpressibleAt(const RunSpec& spec, int version) {
-  // `field` (its value `value`) needs protocol `needed`.
+  // `field` (with its value `value`, unless empty) needs protocol `needed`.
   auto check = [version](int needed, const std::string& field, const std::string& value) {
     if (needed <= version) return Status::Ok();
-    return InvalidArgumentError(field + " \"" + value + "\" needs executor protocol version " +
+    const std::string named = value.empty() ? field : field + " \"" + value + "\"";
+    return InvalidArgumentError(named + " needs executor protocol version " +
                                 std::to_string(needed) + "; this run spec is version " +
                                 std::to_string(version));
   };
@@ -87,6 +88,11 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
   RETURN_IF_ERROR(check_job(spec.optimizer, spec.data, ""));
   if (spec.background) {
     RETURN_IF_ERROR(check_job(spec.background->optimizer, spec.background->data, "background."));
+  }
+  if (spec.eval) {
+    RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
+    RETURN_IF_ERROR(
+        check(DataProtocolVersion(spec.eval->data.kind), "eval.data.kind", spec.eval->data.kind));
   }
   return Status::Ok();
 }
@@ -114,6 +120,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   doc["gradient_bucket_mb"] = spec.gradient_bucket_mb;
   doc["batch_norm"] = spec.sync_batch_norm ? "synchronized" : "per_device";
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
+  if (spec.eval) doc["eval"] = EvalToJson(*spec.eval);
   return doc;
 }
 
@@ -143,6 +150,7 @@ Status ValidateRunSpec(const RunSpec& spec) {
     RETURN_IF_ERROR(ValidatePeriodicCheckpoints(*spec.checkpoints, "checkpoint."));
   }
   if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
+  if (spec.eval) RETURN_IF_ERROR(ValidateEvalSpec(*spec.eval, "eval."));
   return Status::Ok();
 }
 
@@ -152,6 +160,10 @@ int RequiredProtocolVersion(const RunSpec& spec) {
   if (spec.background) {
     version = std::max({version, OptimizerProtocolVersion(spec.background->optimizer.name),
                         DataProtocolVersion(spec.background->data.kind)});
+  }
+  if (spec.eval) {
+    version =
+        std::max({version, kEvaluationProtocolVersion, DataProtocolVersion(spec.eval->data.kind)});
   }
   return version;
 }
@@ -188,6 +200,9 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   spec.sync_batch_norm = batch_norm == "synchronized";
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
+  }
+  if (doc.contains("eval") && !doc["eval"].is_null()) {
+    ASSIGN_OR_RETURN(spec.eval, ParseEvalJson(doc["eval"], "eval."));
   }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
   RETURN_IF_ERROR(CheckExpressibleAt(spec, version));

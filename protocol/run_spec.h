@@ -2,7 +2,8 @@
 //   {"format":"deepool.run","version":V,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
-//    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...}}
+//    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...},
+//    "eval":{"data":{...},"every_iterations":N}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
 // and names the field that is wrong. V is the executor protocol's version (protocol/version.h):
@@ -48,19 +49,24 @@ struct RunSpec {
   // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
   // gets one.
   std::optional<BackgroundSpec> background;
+  // "eval": a held-out data set evaluated every eval->every_iterations iterations and after the
+  // last (training_spec.h); absent: no evaluation.
+  std::optional<EvalSpec> eval;
 };
 
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
 Status ValidateRunSpec(const RunSpec& spec);
 
 // The oldest executor protocol that can express the spec, the version RunSpecToJson writes: the
-// newest that its optimizers and data sets (its background job's too) need
-// (OptimizerProtocolVersion, DataProtocolVersion). Pure.
+// newest that its optimizers and data sets (its background job's and its eval data too) need
+// (OptimizerProtocolVersion, DataProtocolVersion), and at least kEvaluationProtocolVersion when
+// eval is set. Pure.
 int RequiredProtocolVersion(const RunSpec& spec);
 
 // INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside
 // [kOldestProtocolVersion, kProtocolVersion], or one older than the spec's features need
-// ("optimizer.name \"adamw\" needs executor protocol version 2; this run spec is version 1").
+// ("optimizer.name \"adamw\" needs executor protocol version 2; this run spec is version 1";
+// "eval needs executor protocol version 4; this run spec is version 3").
 StatusOr<RunSpec> ParseRunSpecJson(std::string_view text);
 // Writes RequiredProtocolVersion(spec), so an executor of an older build reads every spec that
 // needs nothing newer. Does not validate: a spec without a graph is written with "graph": null,

@@ -20,12 +20,13 @@
 //   1: sgd and adam.
 //   2: adds the adamw optimizer (decoupled weight decay).
 //   3: adds image_folder data (data.kind "image_folder", data.skip_bad).
+//   4: adds evaluation (eval: a held-out data set run every N iterations).
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 3;
+inline constexpr int kProtocolVersion = 4;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -33,6 +34,8 @@ inline constexpr int kOldestProtocolVersion = 1;
 inline constexpr int kAdamWProtocolVersion = 2;
 // The version that introduced image_folder data.
 inline constexpr int kImageFolderProtocolVersion = 3;
+// The version that introduced evaluation (the run spec's "eval").
+inline constexpr int kEvaluationProtocolVersion = 4;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

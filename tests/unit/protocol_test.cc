@@ -193,9 +193,14 @@ TEST_CASE("run spec: written at the oldest version that can express it", "[proto
   spec.data = DataSpec{"image_folder", 1, "/data/train", 0};
   CHECK(RequiredProtocolVersion(spec) == 3);
   CHECK(written(spec) == 3);
+  spec.data = DataSpec{};
+  spec.eval = EvalSpec{DataSpec{"cifar10", 0, "/data/test", 0}, 10};  // evaluation needs 4
+  CHECK(RequiredProtocolVersion(spec) == 4);
+  CHECK(written(spec) == 4);
   // The versions are ones this build reads.
   CHECK(kOldestProtocolVersion == 1);
-  CHECK(kProtocolVersion == 3);
+  CHECK(kProtocolVersion == 4);
+  CHECK(kEvaluationProtocolVersion == 4);
 }
 
 TEST_CASE("run spec: adamw round-trips and defaults its weight decay as torch does",
@@ -268,13 +273,77 @@ TEST_CASE("run spec: a version 1 document that uses adamw is refused, naming fie
                                              "protocol version 2"));
 }
 
+TEST_CASE("run spec: eval round-trips and is absent unless set", "[protocol][eval]") {
+  RunSpec spec = Spec();
+  CHECK_FALSE(json::parse(RunSpecToJson(spec)).contains("eval"));
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(RunSpecToJson(spec));
+  REQUIRE(parsed.ok());
+  CHECK_FALSE(parsed->eval.has_value());
+  spec.eval = EvalSpec{DataSpec{"image_folder", 5, "/data/val", 2}, 100};
+  const std::string text = RunSpecToJson(spec);
+  parsed = ParseRunSpecJson(text);
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->eval.has_value());
+  CHECK(*parsed->eval == *spec.eval);
+  CHECK(RunSpecToJson(*parsed) == text);
+  const json doc = json::parse(text);
+  CHECK(doc["eval"] == json::parse(R"({"data": {"kind": "image_folder", "path": "/data/val",
+      "seed": 5, "skip_bad": 2}, "every_iterations": 100})"));
+  json defaults = doc;
+  defaults["eval"] = {{"data", {{"kind", "synthetic"}}}};  // every_iterations defaults to 0
+  parsed = ParseRunSpecJson(defaults.dump());
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->eval.has_value());
+  CHECK(parsed->eval->every_iterations == 0);
+  CHECK(parsed->eval->data == DataSpec{});
+}
+
+TEST_CASE("run spec: a bad eval is refused naming the field", "[protocol][eval]") {
+  RunSpec spec = Spec();
+  spec.eval = EvalSpec{DataSpec{"cifar10", 0, "/data/test", 0}, 10};
+  const json good = json::parse(RunSpecToJson(spec));
+  auto error = [&good](const std::function<void(json&)>& edit) {
+    json doc = good;
+    edit(doc);
+    return ErrorOf(doc);
+  };
+  CHECK(error([](json& d) { d["eval"]["every_iterations"] = -1; }) ==
+        "eval.every_iterations must be >= 0");
+  CHECK(error([](json& d) { d["eval"]["data"].erase("path"); }) ==
+        "eval.data.path is required for cifar10");
+  CHECK(error([](json& d) { d["eval"]["data"]["kind"] = "imagenet"; }) ==
+        "eval.data.kind \"imagenet\" is not synthetic, cifar10 or image_folder");
+  CHECK(error([](json& d) { d["eval"].erase("data"); }) == "missing field eval.data");
+  CHECK_THAT(error([](json& d) { d["eval"]["every"] = 3; }), Catch::Contains("eval.every"));
+  CHECK_THAT(error([](json& d) { d["eval"]["every_iterations"] = "often"; }),
+             Catch::Contains("eval.every_iterations"));
+  CHECK(error([](json& d) { d["eval"] = 3; }) == "eval must be an object");
+  // The plain data's messages keep their prefix.
+  CHECK(error([](json& d) {
+          d["data"] = {{"kind", "cifar10"}};
+        }) == "data.path is required for cifar10");
+}
+
+TEST_CASE("run spec: a version 3 document with eval is refused, naming field and version",
+          "[protocol][version][eval]") {
+  RunSpec spec = Spec();
+  spec.eval = EvalSpec{DataSpec{"synthetic", 1, "", 0}, 0};
+  json doc = json::parse(RunSpecToJson(spec));
+  CHECK(doc["version"] == 4);
+  doc["version"] = 3;
+  CHECK(ErrorOf(doc) == "eval needs executor protocol version 4; this run spec is version 3");
+  doc.erase("eval");  // the same document without eval is a version 3 one
+  CHECK(ParseRunSpecJson(doc.dump()).ok());
+}
+
 TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 3)");
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 4)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 4 (this build reads versions 1 to 3)");
+  CHECK(ErrorOf(doc) == "unsupported version 5 (this build reads versions 1 to 4)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
