@@ -46,6 +46,9 @@ case "$mode" in
     for i in 0 1 2; do
       echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":$i,\"loss\":1.5,\"iteration_ms\":10,\"samples_per_s\":100,\"busy_ms\":8,\"idle_ms\":2}"
     done
+    if [ "$rank" = 0 ]; then
+      echo '{"event":"evaluation","rank":0,"iteration":3,"samples":800,"loss":0.52,"top1":0.812,"top5":0.99}'
+    fi
     echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":3,\"checkpoint\":\"/tmp/ckpt-$rank.pt\",\"checkpoint_ms\":25}"
     exit 0;;
   crash1)
@@ -135,6 +138,12 @@ class RecordingListener : public TaskListener {
     iterations_[task_id].push_back(report);
     cv_.notify_all();
   }
+  void OnEvaluation(const std::string& task_id,
+                    const deepool::protocol::EvaluationEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    evaluations_[task_id].push_back(event);
+    cv_.notify_all();
+  }
   void OnLogLine(const std::string& task_id, int rank, const std::string& line) override {
     std::lock_guard<std::mutex> lock(mu_);
     logs_[task_id].push_back(std::to_string(rank) + "|" + line);
@@ -156,6 +165,10 @@ class RecordingListener : public TaskListener {
   std::vector<IterationReport> Iterations(const std::string& task_id) {
     std::lock_guard<std::mutex> lock(mu_);
     return iterations_[task_id];
+  }
+  std::vector<deepool::protocol::EvaluationEvent> Evaluations(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return evaluations_[task_id];
   }
   std::vector<std::string> Logs(const std::string& task_id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,6 +197,7 @@ class RecordingListener : public TaskListener {
   std::condition_variable cv_;
   std::map<std::string, std::string> store_ready_;
   std::map<std::string, std::vector<IterationReport>> iterations_;
+  std::map<std::string, std::vector<deepool::protocol::EvaluationEvent>> evaluations_;
   std::map<std::string, std::vector<std::string>> logs_;
   std::map<std::string, TaskResult> results_;
   std::map<std::string, int> finished_count_;
@@ -266,6 +280,17 @@ TEST_CASE("a TRAIN task runs one executor per rank and reports success once",
   CHECK(iterations[0].loss.has_value());
   CHECK(iterations[0].samples_per_s == 100);
   CHECK(iterations[0].idle_ms == 2);
+  // Rank 0's evaluation line is an event, not a log line.
+  auto evaluations = f.listener.Evaluations("t1");
+  REQUIRE(evaluations.size() == 1);
+  CHECK(evaluations[0].iteration == 3);
+  CHECK(evaluations[0].samples == 800);
+  CHECK(evaluations[0].loss == 0.52);
+  CHECK(evaluations[0].top1 == 0.812);
+  CHECK(evaluations[0].top5 == 0.99);
+  for (const std::string& log : f.listener.Logs("t1")) {
+    CHECK(log.find("evaluation") == std::string::npos);
+  }
   // The run spec was written for the executors, and each rank's log kept in its own file.
   std::ifstream spec(f.TaskDir("t1") + "/run.json");
   std::string text((std::istreambuf_iterator<char>(spec)), std::istreambuf_iterator<char>());

@@ -455,6 +455,8 @@ void ExecutorSupervisor::OnRankLine(const std::string& task_id, int rank, const 
     OnHostedLine(task_id, rank, ended->progress, ended);
   } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&*event)) {
     listener_->OnTrace(task_id, *trace);
+  } else if (const auto* evaluation = std::get_if<protocol::EvaluationEvent>(&*event)) {
+    listener_->OnEvaluation(task_id, *evaluation);
   }
 }
 

@@ -136,6 +136,9 @@ class TaskListener {
   virtual void OnTaskFinished(const TaskResult& result) = 0;
   // A part of a rank's timeline, answering a trace command (SendTraceRequest).
   virtual void OnTrace(const std::string& /*task_id*/, const protocol::TraceEvent& /*trace*/) {}
+  // A rank's (rank 0's) evaluation on the held-out set: its "evaluation" line.
+  virtual void OnEvaluation(const std::string& /*task_id*/,
+                            const protocol::EvaluationEvent& /*event*/) {}
 };
 
 struct SupervisorOptions {

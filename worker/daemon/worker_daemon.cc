@@ -599,6 +599,21 @@ void WorkerDaemon::OnTrace(const std::string& task_id, const protocol::TraceEven
   if (traces.size() < kMaxPendingTraceChunks) traces.push_back(std::move(chunk));
 }
 
+void WorkerDaemon::OnEvaluation(const std::string& task_id,
+                                const protocol::EvaluationEvent& event) {
+  v1::Evaluation evaluation;
+  evaluation.set_iteration(event.iteration);
+  evaluation.set_samples(event.samples);
+  if (event.loss) evaluation.set_loss(*event.loss);
+  evaluation.set_top1(event.top1);
+  evaluation.set_top5(event.top5);
+  evaluation.set_time_ms(options_.clock->WallMillis());
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& evaluations = progress_[task_id].evaluations;
+  evaluations.push_back(std::move(evaluation));
+  if (evaluations.size() > kMaxPendingEvaluations) evaluations.erase(evaluations.begin());
+}
+
 void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
   metrics_.OnTaskFinished(result);
   PendingExit exit;
@@ -651,7 +666,7 @@ void WorkerDaemon::FlushProgress() {
   std::map<std::string, PendingProgress> failed;
   for (auto& [task_id, pending] : batch) {
     if (pending.iterations.empty() && pending.logs.empty() && pending.store_ready.empty() &&
-        pending.traces.empty()) {
+        pending.traces.empty() && pending.evaluations.empty()) {
       continue;
     }
     v1::ReportProgressRequest request;
@@ -668,6 +683,7 @@ void WorkerDaemon::FlushProgress() {
     for (auto& log : pending.logs) *request.add_logs() = log;
     request.set_store_ready(pending.store_ready);
     for (auto& chunk : pending.traces) *request.add_traces() = chunk;
+    for (auto& evaluation : pending.evaluations) *request.add_evaluations() = evaluation;
     v1::ReportProgressResponse response;
     auto context = NewContext();
     grpc::Status status = stub_->ReportProgress(context.get(), request, &response);
@@ -716,6 +732,12 @@ void WorkerDaemon::FlushProgress() {
     old.traces.insert(old.traces.end(), now.traces.begin(), now.traces.end());
     if (old.traces.size() > kMaxPendingTraceChunks) old.traces.resize(kMaxPendingTraceChunks);
     now.traces.swap(old.traces);
+    old.evaluations.insert(old.evaluations.end(), now.evaluations.begin(), now.evaluations.end());
+    if (old.evaluations.size() > kMaxPendingEvaluations) {
+      old.evaluations.erase(old.evaluations.begin(),
+                            old.evaluations.end() - kMaxPendingEvaluations);
+    }
+    now.evaluations.swap(old.evaluations);
   }
 }
 

@@ -79,6 +79,7 @@ class WorkerDaemon final : public TaskListener {
   void OnIteration(const std::string& task_id, const IterationReport& report) override;
   void OnLogLine(const std::string& task_id, int rank, const std::string& line) override;
   void OnTrace(const std::string& task_id, const protocol::TraceEvent& trace) override;
+  void OnEvaluation(const std::string& task_id, const protocol::EvaluationEvent& event) override;
   void OnTaskFinished(const TaskResult& result) override;
 
  private:
@@ -88,11 +89,13 @@ class WorkerDaemon final : public TaskListener {
     size_t dropped_logs = 0;
     std::string store_ready;
     std::vector<v1::TraceChunk> traces;
+    std::vector<v1::Evaluation> evaluations;  // at most kMaxPendingEvaluations, the newest
   };
 
   // Hands the coordinator's trace request to the task's executors (logged when it cannot).
   void ForwardTraceRequest(const std::string& task_id, const v1::TraceRequest& request);
   static constexpr size_t kMaxPendingTraceChunks = 1000;
+  static constexpr size_t kMaxPendingEvaluations = 100;  // the coordinator keeps no more
 
   void ControlLoop();
   void StreamLoop();

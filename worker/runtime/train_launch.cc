@@ -143,6 +143,14 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
       out << protocol::ExecutorEventToJson(event) << std::endl;
       return;
     }
+    if (const auto* evaluation = std::get_if<protocol::EvaluationEvent>(&event)) {
+      out << "evaluation after iteration " << evaluation->iteration << ": top-1 " << std::fixed
+          << std::setprecision(1) << 100 * evaluation->top1 << " %, top-5 "
+          << 100 * evaluation->top5 << " %";
+      if (evaluation->loss) out << ", loss " << std::setprecision(4) << *evaluation->loss;
+      out << " (" << evaluation->samples << " samples)" << std::endl;
+      return;
+    }
     const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
     if (rank != 0 || !iteration) return;
     out << std::setw(6) << iteration->iteration << std::setw(12) << std::fixed
