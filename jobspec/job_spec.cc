@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/utf8.h"
 #include "jobspec/job_spec_json.h"
+#include "protocol/version.h"
 
 namespace deepool::jobspec {
 namespace {
@@ -23,12 +24,33 @@ Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgumentError(field + ": " + what);
 }
 
-Status CheckPath(const char* field, const std::string& path) {
+Status CheckPath(const std::string& field, const std::string& path) {
   if (path.size() > kMaxPathBytes) {
     return FieldError(field, "must be at most " + std::to_string(kMaxPathBytes) + " bytes");
   }
   if (HasControlCharacters(path)) return FieldError(field, "has control characters");
   return Status::Ok();
+}
+
+// `where` is "data." or "eval.data.".
+Status CheckData(const DataSpec& data, const std::string& where) {
+  RETURN_IF_ERROR(CheckPath(where + "path", data.path));
+  if (data.kind != "synthetic" && data.kind != "cifar10" && data.kind != "image_folder") {
+    return FieldError(
+        where + "kind",
+        "must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"" + data.kind + "\"");
+  }
+  if (data.kind != "synthetic" && data.path.empty()) {
+    return FieldError(where + "path", "is required for " + data.kind);
+  }
+  if (data.skip_bad < 0) return FieldError(where + "skip_bad", "must be >= 0");
+  return Status::Ok();
+}
+
+Status CheckEval(const JobSpec& spec) {
+  if (spec.role == JobRole::kBg) return FieldError("eval", "only foreground jobs are evaluated");
+  if (spec.eval->every_iterations < 0) return FieldError("eval.every_iterations", "must be >= 0");
+  return CheckData(spec.eval->data, "eval.data.");
 }
 
 }  // namespace
@@ -61,7 +83,6 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.checkpoint_keep < 1 || spec.checkpoint_keep > 1000) {
     return FieldError("checkpoint.keep", "must be in [1, 1000]");
   }
-  RETURN_IF_ERROR(CheckPath("data.path", spec.data.path));
   if (spec.priority < -1000 || spec.priority > 1000) {
     return FieldError("priority", "must be in [-1000, 1000]");
   }
@@ -113,16 +134,8 @@ Status ValidateJobSpec(const JobSpec& spec) {
     if (!(b >= 0 && b < 1)) return FieldError("optimizer.betas", "each must be in [0, 1)");
   }
   if (!(opt.eps > 0)) return FieldError("optimizer.eps", "must be > 0");
-  if (spec.data.kind != "synthetic" && spec.data.kind != "cifar10" &&
-      spec.data.kind != "image_folder") {
-    return FieldError(
-        "data.kind",
-        "must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"" + spec.data.kind + "\"");
-  }
-  if (spec.data.kind != "synthetic" && spec.data.path.empty()) {
-    return FieldError("data.path", "is required for " + spec.data.kind);
-  }
-  if (spec.data.skip_bad < 0) return FieldError("data.skip_bad", "must be >= 0");
+  RETURN_IF_ERROR(CheckData(spec.data, "data."));
+  if (spec.eval) RETURN_IF_ERROR(CheckEval(spec));
   if (spec.profile != "measured" && spec.profile != "analytical") {
     return FieldError("profile", "must be \"measured\" or \"analytical\"");
   }
@@ -152,14 +165,20 @@ bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "repla
 bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
 
 int RequiredProtocolVersion(const JobSpec& spec) {
-  return std::max(protocol::OptimizerProtocolVersion(spec.optimizer.name),
-                  protocol::DataProtocolVersion(spec.data.kind));
+  int version = std::max(protocol::OptimizerProtocolVersion(spec.optimizer.name),
+                         protocol::DataProtocolVersion(spec.data.kind));
+  if (spec.eval) {
+    version = std::max({version, protocol::kEvaluationProtocolVersion,
+                        protocol::DataProtocolVersion(spec.eval->data.kind)});
+  }
+  return version;
 }
 
 int64_t SpecBytes(const JobSpec& spec) {
   return static_cast<int64_t>(sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() +
                               spec.model.size() + spec.data.path.size() +
-                              spec.checkpoint_path.size() + spec.checkpoint_dir.size());
+                              spec.checkpoint_path.size() + spec.checkpoint_dir.size() +
+                              (spec.eval ? spec.eval->data.path.size() : 0));
 }
 
 uint64_t SpecFingerprint(const JobSpec& spec) {

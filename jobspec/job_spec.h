@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/shared_text.h"
@@ -37,6 +38,13 @@ struct DataSpec {
   int64_t seed = 0;
   std::string path;
   int64_t skip_bad = 0;  // image_folder
+};
+
+// Periodic evaluation on a held-out data set (protocol::EvalSpec, which the coordinator copies
+// it into): every `every_iterations` iterations (0: only at the end) and after the last.
+struct EvalSpec {
+  DataSpec data;  // kind and path as the job's data
+  int64_t every_iterations = 0;
 };
 
 // Defaults are the documented ones. JobSpecFromProto (job_spec_proto.h) applies them to a
@@ -70,6 +78,7 @@ struct JobSpec {
   int64_t image_size = 0;   // 0: the model's default
   // The executors' gradient bucket cap, which the planner's cost model charges too.
   double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
+  std::optional<EvalSpec> eval;  // FG only; absent: no evaluation
 };
 
 // Checks ranges and combinations (not whether the model exists). Errors are INVALID_ARGUMENT
@@ -85,8 +94,9 @@ bool ReplansOnNodeLoss(const JobSpec& spec);
 bool SynchronizesBatchNorm(const JobSpec& spec);
 // The executor protocol version (protocol/version.h) of the job's run spec: the one the
 // coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
-// protocol::OptimizerProtocolVersion and DataProtocolVersion) and that every node the job is
-// placed on must read.
+// protocol::OptimizerProtocolVersion and DataProtocolVersion, of the eval data too, and
+// protocol::kEvaluationProtocolVersion with eval) and that every node the job is placed on must
+// read.
 int RequiredProtocolVersion(const JobSpec& spec);
 
 // The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its

@@ -71,13 +71,34 @@ Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
   return Status::Ok();
 }
 
-Status ReadData(const json& doc, v1::DataSpec* data) {
-  if (!doc.is_object()) return InvalidArgumentError("data: must be an object");
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path", "skip_bad"}, "data."));
-  RETURN_IF_ERROR(ReadInto<std::string>(doc, "kind", "data.", [&](auto v) { data->set_kind(v); }));
-  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "data.", [&](auto v) { data->set_seed(v); }));
-  RETURN_IF_ERROR(ReadInto<std::string>(doc, "path", "data.", [&](auto v) { data->set_path(v); }));
-  return ReadInto<int64_t>(doc, "skip_bad", "data.", [&](auto v) { data->set_skip_bad(v); });
+// `where` is "data." or "eval.data.".
+Status ReadData(const json& doc, const std::string& where, v1::DataSpec* data) {
+  if (!doc.is_object()) {
+    return InvalidArgumentError(where.substr(0, where.size() - 1) + ": must be an object");
+  }
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path", "skip_bad"}, where));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "kind", where, [&](auto v) { data->set_kind(v); }));
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", where, [&](auto v) { data->set_seed(v); }));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "path", where, [&](auto v) { data->set_path(v); }));
+  return ReadInto<int64_t>(doc, "skip_bad", where, [&](auto v) { data->set_skip_bad(v); });
+}
+
+// {"data": {...}, "every_iterations": N}; JobSpecFromProto requires the data.
+Status ReadEval(const json& doc, v1::EvalSpec* eval) {
+  if (!doc.is_object()) return InvalidArgumentError("eval: must be an object");
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations"}, "eval."));
+  if (doc.contains("data") && !doc["data"].is_null()) {
+    RETURN_IF_ERROR(ReadData(doc["data"], "eval.data.", eval->mutable_data()));
+  }
+  return ReadInto<int64_t>(doc, "every_iterations", "eval.",
+                           [&](auto v) { eval->set_every_iterations(v); });
+}
+
+json DataToJson(const DataSpec& data) {
+  json doc = {{"kind", data.kind}, {"seed", data.seed}};
+  if (!data.path.empty()) doc["path"] = data.path;
+  if (data.skip_bad != 0) doc["skip_bad"] = data.skip_bad;
+  return doc;
 }
 
 Status ReadCheckpoint(const json& doc, v1::JobSpec* spec) {
@@ -131,7 +152,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "image_size",
                                     "batch_norm",
                                     "concurrent_branches",
-                                    "gradient_bucket_mb"},
+                                    "gradient_bucket_mb",
+                                    "eval"},
                                    ""));
   v1::JobSpec spec;
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", "", [&](auto v) { spec.set_name(v); }));
@@ -149,7 +171,10 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   if (doc.contains("optimizer")) {
     RETURN_IF_ERROR(ReadOptimizer(doc["optimizer"], spec.mutable_optimizer()));
   }
-  if (doc.contains("data")) RETURN_IF_ERROR(ReadData(doc["data"], spec.mutable_data()));
+  if (doc.contains("data")) RETURN_IF_ERROR(ReadData(doc["data"], "data.", spec.mutable_data()));
+  if (doc.contains("eval") && !doc["eval"].is_null()) {
+    RETURN_IF_ERROR(ReadEval(doc["eval"], spec.mutable_eval()));
+  }
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
                                  [&](auto v) { spec.set_requeue_on_failure(v); }));
@@ -205,15 +230,13 @@ json JobSpecToJson(const JobSpec& spec) {
                 {"weight_decay", spec.optimizer.weight_decay},
                 {"betas", {spec.optimizer.betas[0], spec.optimizer.betas[1]}},
                 {"eps", spec.optimizer.eps}}},
-              {"data", {{"kind", spec.data.kind}, {"seed", spec.data.seed}}},
+              {"data", DataToJson(spec.data)},
               {"seed", spec.seed},
               {"requeue_on_failure", spec.requeue_on_failure},
               {"profile", spec.profile},
               {"batch_norm", spec.batch_norm},
               {"concurrent_branches", spec.concurrent_branches},
               {"gradient_bucket_mb", spec.gradient_bucket_mb}};
-  if (!spec.data.path.empty()) doc["data"]["path"] = spec.data.path;
-  if (spec.data.skip_bad != 0) doc["data"]["skip_bad"] = spec.data.skip_bad;
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
@@ -231,6 +254,10 @@ json JobSpecToJson(const JobSpec& spec) {
   }
   if (spec.num_classes > 0) doc["num_classes"] = spec.num_classes;
   if (spec.image_size > 0) doc["image_size"] = spec.image_size;
+  if (spec.eval) {
+    doc["eval"] = {{"data", DataToJson(spec.eval->data)},
+                   {"every_iterations", spec.eval->every_iterations}};
+  }
   return doc;
 }
 

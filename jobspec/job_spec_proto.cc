@@ -36,6 +36,23 @@ Status CheckNoUnknownFields(const google::protobuf::Message& message, const std:
   return Status::Ok();
 }
 
+// Unset fields keep DataSpec's defaults.
+DataSpec DataFromProto(const v1::DataSpec& p) {
+  DataSpec data;
+  if (!p.kind().empty()) data.kind = p.kind();
+  if (p.has_seed()) data.seed = p.seed();
+  data.path = p.path();
+  if (p.has_skip_bad()) data.skip_bad = p.skip_bad();
+  return data;
+}
+
+void DataToProto(const DataSpec& data, v1::DataSpec* p) {
+  p->set_kind(data.kind);
+  p->set_seed(data.seed);
+  p->set_path(data.path);
+  if (data.skip_bad != 0) p->set_skip_bad(data.skip_bad);
+}
+
 }  // namespace
 
 Status CheckStringsAreUtf8(const google::protobuf::Message& message, const std::string& path) {
@@ -110,11 +127,10 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
       spec.optimizer.betas = {o.betas(0), o.betas(1)};
     }
   }
-  if (p.has_data()) {
-    if (!p.data().kind().empty()) spec.data.kind = p.data().kind();
-    if (p.data().has_seed()) spec.data.seed = p.data().seed();
-    spec.data.path = p.data().path();
-    if (p.data().has_skip_bad()) spec.data.skip_bad = p.data().skip_bad();
+  if (p.has_data()) spec.data = DataFromProto(p.data());
+  if (p.has_eval()) {
+    if (!p.eval().has_data()) return InvalidArgumentError("eval.data: is required");
+    spec.eval = EvalSpec{DataFromProto(p.eval().data()), p.eval().every_iterations()};
   }
   if (p.has_seed()) spec.seed = p.seed();
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
@@ -157,10 +173,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   o->add_betas(spec.optimizer.betas[0]);
   o->add_betas(spec.optimizer.betas[1]);
   o->set_eps(spec.optimizer.eps);
-  p.mutable_data()->set_kind(spec.data.kind);
-  p.mutable_data()->set_seed(spec.data.seed);
-  p.mutable_data()->set_path(spec.data.path);
-  if (spec.data.skip_bad != 0) p.mutable_data()->set_skip_bad(spec.data.skip_bad);
+  DataToProto(spec.data, p.mutable_data());
   p.set_seed(spec.seed);
   p.set_requeue_on_failure(spec.requeue_on_failure);
   p.set_on_node_loss(spec.on_node_loss);
@@ -179,6 +192,10 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   if (spec.num_classes > 0) p.set_num_classes(spec.num_classes);
   if (spec.image_size > 0) p.set_image_size(spec.image_size);
   p.set_gradient_bucket_mb(spec.gradient_bucket_mb);
+  if (spec.eval) {
+    DataToProto(spec.eval->data, p.mutable_eval()->mutable_data());
+    p.mutable_eval()->set_every_iterations(spec.eval->every_iterations);
+  }
   return p;
 }
 

@@ -8,6 +8,7 @@
 
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
+#include "protocol/version.h"
 
 namespace deepool::jobspec {
 namespace {
@@ -358,6 +359,85 @@ TEST_CASE("image folder data is read checked and kept, skip_bad too", "[job_spec
         "data.path: is required for image_folder");
   CHECK(ErrorOf(Spec(R"(,"data":{"kind":"image_folder","path":"/d","skip_bad":-1})")) ==
         "data.skip_bad: must be >= 0");
+}
+
+TEST_CASE("eval is read checked and kept through the message and the store", "[job_spec][eval]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(
+      Spec(R"(,"eval":{"data":{"kind":"image_folder","path":"/data/val","seed":2,"skip_bad":1},)"
+           R"("every_iterations":100})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  REQUIRE(spec->eval.has_value());
+  CHECK(spec->eval->data.kind == "image_folder");
+  CHECK(spec->eval->data.path == "/data/val");
+  CHECK(spec->eval->data.seed == 2);
+  CHECK(spec->eval->data.skip_bad == 1);
+  CHECK(spec->eval->every_iterations == 100);
+  const nlohmann::json written = JobSpecToJson(*spec);
+  CHECK(written["eval"] == nlohmann::json::parse(R"({"data": {"kind": "image_folder",
+      "path": "/data/val", "seed": 2, "skip_bad": 1}, "every_iterations": 100})"));
+  for (const StatusOr<JobSpec>& copy :
+       {JobSpecFromProto(JobSpecToProto(*spec)), JobSpecFromJson(written)}) {
+    REQUIRE(copy.ok());
+    CHECK(JobSpecToJson(*copy) == written);
+  }
+  // Absent: no evaluation, and nothing written.
+  StatusOr<JobSpec> plain = ParseJobSpecJson(Spec(""));
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->eval.has_value());
+  CHECK_FALSE(JobSpecToJson(*plain).contains("eval"));
+  CHECK_FALSE(JobSpecToProto(*plain).has_eval());
+  CHECK_FALSE(JobSpecFromProto(JobSpecToProto(*plain))->eval.has_value());
+  // every_iterations defaults to 0: only at the end.
+  StatusOr<JobSpec> at_end = ParseJobSpecJson(Spec(R"(,"eval":{"data":{"kind":"synthetic"}})"));
+  REQUIRE(at_end.ok());
+  REQUIRE(at_end->eval.has_value());
+  CHECK(at_end->eval->every_iterations == 0);
+  CHECK(at_end->eval->data.kind == "synthetic");
+}
+
+TEST_CASE("a bad eval is refused naming the field", "[job_spec][eval]") {
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic"},"every_iterations":-1})")) ==
+        "eval.every_iterations: must be >= 0");
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"cifar10"}})")) ==
+        "eval.data.path: is required for cifar10");
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"imagenet","path":"/d"}})")) ==
+        "eval.data.kind: must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"imagenet\"");
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"image_folder","path":"/d","skip_bad":-2}})")) ==
+        "eval.data.skip_bad: must be >= 0");
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"cifar10","path":"/a\nb"}})")) ==
+        "eval.data.path: has control characters");
+  CHECK(ErrorOf(Spec(R"(,"eval":{"every_iterations":5})")) == "eval.data: is required");
+  CHECK_THAT(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic"},"every":5})")),
+             Catch::Contains("eval.every"));
+  CHECK_THAT(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic","pth":"/d"}})")),
+             Catch::Contains("eval.data.pth"));
+  CHECK(ErrorOf(Spec(R"(,"eval":{"data":3})")) == "eval.data: must be an object");
+  CHECK(ErrorOf(Spec(R"(,"eval":5)")) == "eval: must be an object");
+  CHECK(ErrorOf(Spec(R"(,"role":"bg","eval":{"data":{"kind":"synthetic"}})")) ==
+        "eval: only foreground jobs are evaluated");
+  // The job's own data keeps its messages.
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"cifar10"})")) == "data.path: is required for cifar10");
+}
+
+TEST_CASE("eval needs executor protocol 4 and counts in the fingerprint and the bytes",
+          "[job_spec][eval][version]") {
+  StatusOr<JobSpec> plain = ParseJobSpecJson(Spec(""));
+  REQUIRE(plain.ok());
+  CHECK(RequiredProtocolVersion(*plain) == 1);
+  JobSpec evaluated = *plain;
+  evaluated.eval = EvalSpec{DataSpec{"cifar10", 0, "/data/cifar-test", 0}, 10};
+  REQUIRE(ValidateJobSpec(evaluated).ok());
+  CHECK(RequiredProtocolVersion(evaluated) == 4);
+  CHECK(RequiredProtocolVersion(evaluated) == protocol::kEvaluationProtocolVersion);
+  CHECK(SpecFingerprint(evaluated) != SpecFingerprint(*plain));
+  JobSpec other_every = evaluated;
+  other_every.eval->every_iterations = 20;
+  CHECK(SpecFingerprint(other_every) != SpecFingerprint(evaluated));
+  JobSpec other_path = evaluated;
+  other_path.eval->data.path = "/data/cifar-val";
+  CHECK(SpecFingerprint(other_path) != SpecFingerprint(evaluated));
+  CHECK(SpecBytes(evaluated) == SpecBytes(*plain) + 16);  // "/data/cifar-test"
 }
 
 TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[job_spec]") {
