@@ -6,6 +6,9 @@
 #include <optional>
 #include <set>
 
+#include "protocol/training_spec.h"
+#include "protocol/version.h"
+
 namespace deepool::coordinator {
 namespace {
 
@@ -41,6 +44,20 @@ ForegroundGrant Pack(const std::string& job_id, const std::string& type,
   return grant;
 }
 
+// The feature of `spec` that needs executor protocol `version` (jobspec::RequiredProtocolVersion):
+// "adamw", "image_folder data", "evaluation" or "image_folder eval data".
+std::string ProtocolFeature(const jobspec::JobSpec& spec, int version) {
+  if (protocol::OptimizerProtocolVersion(spec.optimizer.name) == version) {
+    return spec.optimizer.name;
+  }
+  if (protocol::DataProtocolVersion(spec.data.kind) == version) return spec.data.kind + " data";
+  if (spec.eval && protocol::kEvaluationProtocolVersion == version) return "evaluation";
+  if (spec.eval && protocol::DataProtocolVersion(spec.eval->data.kind) == version) {
+    return spec.eval->data.kind + " eval data";
+  }
+  return spec.data.kind + " data";
+}
+
 // "needs workers that speak executor protocol 2 (adamw); 3 of 4 nodes speak only 1: upgrade
 // them": why no schedulable node reads the version a job's run spec is written at.
 std::string ProtocolReason(const JobRecord& job, int version,
@@ -59,12 +76,8 @@ std::string ProtocolReason(const JobRecord& job, int version,
       ++newer;
     }
   }
-  // The feature that needs the version: the optimizer, or else the data set's kind.
-  const std::string feature = protocol::OptimizerProtocolVersion(job.spec.optimizer.name) == version
-                                  ? job.spec.optimizer.name
-                                  : job.spec.data.kind + " data";
   std::string reason = "needs workers that speak executor protocol " + std::to_string(version) +
-                       " (" + feature + ")";
+                       " (" + ProtocolFeature(job.spec, version) + ")";
   const std::string of = " of " + std::to_string(schedulable) + " nodes ";
   if (older > 0) {
     reason += "; " + std::to_string(older) + of + "speak only " +

@@ -18,7 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-// The optimizer and data of a job as its run spec carries them (protocol/training_spec.h).
+// The optimizer, data and eval of a job as its run spec carries them (protocol/training_spec.h).
 protocol::OptimizerSpec ToRunSpec(const jobspec::OptimizerSpec& opt) {
   protocol::OptimizerSpec spec;
   spec.name = opt.name;
@@ -37,6 +37,10 @@ protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
   spec.path = data.path;
   spec.skip_bad = data.skip_bad;
   return spec;
+}
+
+protocol::EvalSpec ToRunSpec(const jobspec::EvalSpec& eval) {
+  return protocol::EvalSpec{ToRunSpec(eval.data), eval.every_iterations};
 }
 
 }  // namespace
@@ -324,6 +328,7 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   spec.gradient_bucket_mb = job.spec.gradient_bucket_mb;
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
   spec.checkpoints = PeriodicCheckpointsOf(job);
+  if (job.spec.eval) spec.eval = ToRunSpec(*job.spec.eval);
   // The planner's documents go out unparsed; the executor ranks check them.
   return protocol::RunSpecToJson(spec, protocol::PlannedDocuments{graph_json, plan_json});
 }

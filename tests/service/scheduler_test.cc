@@ -795,5 +795,43 @@ TEST_CASE("an image_folder job waits for workers that read protocol 3", "[schedu
   CHECK(spec["data"]["path"] == "/data/train");
 }
 
+TEST_CASE("an evaluated job waits for workers that read protocol 4 and gets eval in its run spec",
+          "[scheduler][version][eval]") {
+  Harness h;
+  h.AddNode("three", 1, "cpu", {}, protocol::ProtocolRange{1, 3});
+  JobSpec evaluated = Fg(1);
+  evaluated.data.kind = "image_folder";  // needs 3; the eval needs 4
+  evaluated.data.path = "/data/train";
+  evaluated.eval = jobspec::EvalSpec{{"image_folder", 5, "/data/val", 2}, 50};
+  JobRecord job = h.Submit(evaluated);
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kPending);
+  CHECK(h.Get(job.id).reason_code == ReasonCode::kWorkerProtocol);
+  CHECK(h.Get(job.id).reason ==
+        "needs workers that speak executor protocol 4 (evaluation); 1 of 1 nodes speak only 3: "
+        "upgrade them");
+  h.AddNode("new", 1);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_new = h.Commands("node-new");
+  REQUIRE(on_new.size() == 1);
+  const std::string text = on_new[0].assign().train().run_spec_json();
+  const auto spec = nlohmann::json::parse(text);
+  CHECK(spec["version"] == 4);
+  CHECK(spec["version"] == jobspec::RequiredProtocolVersion(evaluated));
+  CHECK(spec["eval"]["every_iterations"] == 50);
+  CHECK(spec["eval"]["data"]["kind"] == "image_folder");
+  CHECK(spec["eval"]["data"]["path"] == "/data/val");
+  CHECK(spec["eval"]["data"]["seed"] == 5);
+  CHECK(spec["eval"]["data"]["skip_bad"] == 2);
+  // A job without eval gets none, and runs on the older node.
+  JobRecord plain = h.Submit(Fg(1));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(plain.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_three = h.Commands("node-three");
+  REQUIRE(on_three.size() == 1);
+  CHECK_FALSE(nlohmann::json::parse(on_three[0].assign().train().run_spec_json()).contains("eval"));
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
