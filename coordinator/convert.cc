@@ -112,6 +112,15 @@ v1::Job JobToProto(const JobRecord& job) {
     row->set_bg_samples_per_s(d.bg_samples_per_s);
     row->set_updated_ms(d.updated_ms);
   }
+  for (const Evaluation& e : job.progress.evaluations) {
+    v1::Evaluation* row = progress->add_evaluations();
+    row->set_iteration(e.iteration);
+    row->set_samples(e.samples);
+    if (e.loss) row->set_loss(*e.loss);
+    row->set_top1(e.top1);
+    row->set_top5(e.top5);
+    row->set_time_ms(e.time_ms);
+  }
   for (const RankPlacement& d : job.devices) {
     v1::DeviceAssignment* a = p.add_devices();
     a->set_rank(d.rank);

@@ -97,6 +97,29 @@ void WriteJobs(const ClusterNow& now, MetricsText* out) {
   }
 }
 
+// The last evaluation of each RUNNING job that has one (the loss only where it was finite).
+void WriteEvaluations(const std::vector<const JobRecord*>& running, MetricsText* out) {
+  out->Family("deepool_job_eval_top1", "gauge",
+              "Top-1 accuracy (0-1) of each RUNNING job's last evaluation on its held-out set.");
+  for (const JobRecord* job : running) {
+    if (job->progress.evaluations.empty()) continue;
+    out->Sample("deepool_job_eval_top1", {{"job", job->id}}, job->progress.evaluations.back().top1);
+  }
+  out->Family("deepool_job_eval_top5", "gauge",
+              "Top-5 accuracy (0-1) of each RUNNING job's last evaluation on its held-out set.");
+  for (const JobRecord* job : running) {
+    if (job->progress.evaluations.empty()) continue;
+    out->Sample("deepool_job_eval_top5", {{"job", job->id}}, job->progress.evaluations.back().top5);
+  }
+  out->Family("deepool_job_eval_loss", "gauge",
+              "Mean loss of each RUNNING job's last evaluation on its held-out set.");
+  for (const JobRecord* job : running) {
+    if (job->progress.evaluations.empty() || !job->progress.evaluations.back().loss) continue;
+    out->Sample("deepool_job_eval_loss", {{"job", job->id}},
+                *job->progress.evaluations.back().loss);
+  }
+}
+
 void WriteRunningJobs(const ClusterNow& now, MetricsText* out) {
   std::vector<const JobRecord*> running;
   for (const JobSnapshot& job : now.jobs) {
@@ -122,6 +145,7 @@ void WriteRunningJobs(const ClusterNow& now, MetricsText* out) {
     out->Sample("deepool_job_iterations_completed", {{"job", job->id}},
                 static_cast<double>(job->progress.iteration));
   }
+  WriteEvaluations(running, out);
   out->Family("deepool_rank_last_iteration_seconds", "gauge",
               "Each rank of a RUNNING FG job: its last iteration's time computing the FG job "
               "(fg_busy), a BG job beside it (bg_busy), and idle.");

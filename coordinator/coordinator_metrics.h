@@ -5,7 +5,8 @@
 //   by method and status code (RpcMetricsInterceptorFactory);
 // - the cluster now, read at each scrape: jobs by state and role, pending jobs by reason, nodes
 //   by state and their heartbeat age, devices by use, and per running job its samples/s,
-//   iteration time and each rank's last-iteration FG busy, BG busy and idle time.
+//   iteration time, its last evaluation's top-1/top-5 accuracy and loss, and each rank's
+//   last-iteration FG busy, BG busy and idle time.
 // Label sets are bounded: states, roles, reasons and gRPC methods are fixed lists; node, device
 // and job labels name only what exists now (jobs only while PENDING to RUNNING).
 // Threading: the recorders are thread-safe; RenderCoordinatorMetrics is a pure function.

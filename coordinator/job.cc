@@ -128,6 +128,16 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
   }
   progress["devices"] = device_rows;
   progress["earlier_reached"] = p.earlier_reached;
+  json evaluations = json::array();
+  for (const Evaluation& e : p.evaluations) {
+    evaluations.push_back({{"iteration", e.iteration},
+                           {"samples", e.samples},
+                           {"loss", e.loss ? json(*e.loss) : json(nullptr)},
+                           {"top1", e.top1},
+                           {"top5", e.top5},
+                           {"time_ms", e.time_ms}});
+  }
+  progress["evaluations"] = evaluations;
   return {{"id", job.id},
           {"seq", job.seq},
           {"spec", jobspec::JobSpecToJson(job.spec)},
@@ -205,6 +215,17 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
       row.bg_samples_per_s = d.at("bg_samples_per_s").get<double>();
       row.updated_ms = d.at("updated_ms").get<int64_t>();
       job.progress.devices.push_back(std::move(row));
+    }
+    // Records written before evaluations existed have no "evaluations".
+    for (const json& e : p.value("evaluations", json::array())) {
+      Evaluation evaluation;
+      evaluation.iteration = e.at("iteration").get<int64_t>();
+      evaluation.samples = e.at("samples").get<int64_t>();
+      if (!e.at("loss").is_null()) evaluation.loss = e.at("loss").get<double>();
+      evaluation.top1 = e.at("top1").get<double>();
+      evaluation.top5 = e.at("top5").get<double>();
+      evaluation.time_ms = e.at("time_ms").get<int64_t>();
+      job.progress.evaluations.push_back(evaluation);
     }
     for (const json& d : doc.at("devices")) {
       job.devices.push_back({d.at("rank").get<int>(), d.at("node_id").get<std::string>(),

@@ -95,7 +95,21 @@ struct DeviceProgress {
   int64_t updated_ms = 0;
 };
 
+// One evaluation on the job's held-out set: rank 0's "evaluation" line (job.proto's
+// Evaluation). top1/top5 are fractions in [0,1]; loss is absent when it was not finite.
+struct Evaluation {
+  int64_t iteration = 0;  // after this many iterations
+  int64_t samples = 0;
+  std::optional<double> loss;
+  double top1 = 0;
+  double top5 = 0;
+  int64_t time_ms = 0;  // when the worker read it
+};
+
 struct JobProgress {
+  // The evaluations kept, by iteration: the newest this many.
+  static constexpr size_t kMaxEvaluations = 100;
+
   int64_t iteration = 0;  // iterations completed
   int64_t iterations = 0;
   std::optional<double> loss;
@@ -109,6 +123,8 @@ struct JobProgress {
   // until this attempt's first report says where it resumed (a history line with the iterations
   // lost). 0: nothing to report.
   int64_t earlier_reached = 0;
+  // At most kMaxEvaluations, by iteration, one per iteration; kept across attempts.
+  std::vector<Evaluation> evaluations;
 };
 
 struct RankPlacement {

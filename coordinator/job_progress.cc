@@ -1,6 +1,8 @@
 #include "coordinator/job_progress.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace deepool::coordinator {
 namespace {
@@ -70,6 +72,48 @@ void ApplyIterationEvent(const v1::IterationEvent& e, const DeviceJobsLookup& jo
   row->fg_busy_ms = row->shared_executor ? e.fg_busy_ms() : e.busy_ms();
   row->bg_busy_ms = e.has_bg_busy_ms() ? e.bg_busy_ms() : 0;
   row->bg_samples_per_s = e.bg_samples_per_s();
+}
+
+bool ApplyEvaluation(const v1::Evaluation& e, int64_t now_ms, JobRecord* job) {
+  auto fraction = [](double x) { return x >= 0 && x <= 1; };  // false for NaN
+  if (e.iteration() < 0 || e.samples() < 0 || !fraction(e.top1()) || !fraction(e.top5())) {
+    return false;
+  }
+  Evaluation evaluation;
+  evaluation.iteration = e.iteration();
+  evaluation.samples = e.samples();
+  if (e.has_loss() && std::isfinite(e.loss())) evaluation.loss = e.loss();
+  evaluation.top1 = e.top1();
+  evaluation.top5 = e.top5();
+  evaluation.time_ms = e.time_ms() > 0 ? e.time_ms() : now_ms;
+  std::vector<Evaluation>& kept = job->progress.evaluations;
+  auto it = std::lower_bound(kept.begin(), kept.end(), evaluation.iteration,
+                             [](const Evaluation& k, int64_t i) { return k.iteration < i; });
+  if (it != kept.end() && it->iteration == evaluation.iteration) {
+    const bool same = it->samples == evaluation.samples && it->loss == evaluation.loss &&
+                      it->top1 == evaluation.top1 && it->top5 == evaluation.top5;
+    if (same) return false;
+    *it = evaluation;
+    return true;
+  }
+  if (kept.size() >= JobProgress::kMaxEvaluations && it == kept.begin()) return false;  // older
+  kept.insert(it, evaluation);
+  if (kept.size() > JobProgress::kMaxEvaluations) {
+    kept.erase(kept.begin(), kept.end() - JobProgress::kMaxEvaluations);
+  }
+  return true;
+}
+
+std::string DescribeEvaluation(const Evaluation& e) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "evaluation after iteration %lld: top-1 %.1f %%, top-5 %.1f %%",
+                static_cast<long long>(e.iteration), 100 * e.top1, 100 * e.top5);
+  std::string line = text;
+  if (e.loss) {
+    std::snprintf(text, sizeof(text), ", loss %.3f", *e.loss);
+    line += text;
+  }
+  return line + " (" + std::to_string(e.samples) + " samples)";
 }
 
 }  // namespace deepool::coordinator

@@ -31,4 +31,15 @@ using DeviceJobsLookup = std::function<DeviceJobs(const RankPlacement& placement
 void ApplyIterationEvent(const v1::IterationEvent& event, const DeviceJobsLookup& jobs_on_device,
                          int64_t now_ms, JobRecord* job);
 
+// Records one evaluation in job->progress.evaluations (by iteration; one of the same iteration,
+// from an earlier attempt, is replaced; the oldest beyond JobProgress::kMaxEvaluations dropped).
+// A non-finite loss is recorded as none. Returns whether it changed anything: false for one
+// already recorded as it is (a worker sending a report again), and for a malformed one (an
+// accuracy not in [0,1], a negative iteration or sample count), which is ignored.
+bool ApplyEvaluation(const v1::Evaluation& event, int64_t now_ms, JobRecord* job);
+
+// "evaluation after iteration 200: top-1 81.2 %, top-5 99.0 %, loss 0.520 (800 samples)"
+// (without the loss when there is none): the job log's line for it.
+std::string DescribeEvaluation(const Evaluation& evaluation);
+
 }  // namespace deepool::coordinator

@@ -502,9 +502,11 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
     r.plan_json = d.planned.plan_json;
     r.predicted_iteration_ms = d.planned.iteration_ms;
     const int64_t reached = std::max(r.progress.iteration, r.progress.earlier_reached);
+    std::vector<Evaluation> evaluations = std::move(r.progress.evaluations);  // still true
     r.progress = JobProgress{};
     r.progress.iterations = r.spec.iterations;
     r.progress.earlier_reached = reached;
+    r.progress.evaluations = std::move(evaluations);
     r.store_address.clear();
   };
   write.on_written = [this, d = std::move(dispatch)](const JobRecord& stored) {

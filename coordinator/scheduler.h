@@ -253,9 +253,11 @@ class Scheduler {
   void SettleFailuresLocked(Writes* writes);
   // Caches a measured profile (before the task's exit is handled; no lock held).
   void CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report);
-  // Worker reports: whether a job still wants its tasks; progress of a report's iterations.
+  // Worker reports: whether a job still wants its tasks; progress of a report's iterations and
+  // evaluations (`evaluated`: those new to the job, for its log).
   bool JobWantsTasks(const std::string& job_id) const;
-  Status RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report);
+  Status RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report,
+                          std::vector<Evaluation>* evaluated);
   // UNAVAILABLE for a worker report whose `what` could not be stored; the worker resends it.
   static Status StoreFailure(const std::string& what, const Status& status);
   // Store writes, without mu_: each write's follow-up runs under mu_ again; writes that may pass

@@ -433,16 +433,21 @@ StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report
     }
     dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
   }
-  if (!report.iterations().empty() && !task->profile) {
-    const Status recorded = RecordIterations(*job, report);
+  std::vector<Evaluation> evaluated;
+  if ((!report.iterations().empty() || !report.evaluations().empty()) && !task->profile) {
+    const Status recorded = RecordIterations(*job, report, &evaluated);
     if (EndedMeanwhile(recorded)) return true;
     RETURN_IF_ERROR(recorded);
   }
-  if (!report.logs().empty()) {
+  if (!report.logs().empty() || !evaluated.empty()) {
     std::vector<LogRecord> lines;
     for (const v1::LogLine& l : report.logs()) {
       lines.push_back({0, l.time_ms() > 0 ? l.time_ms() : clock_->WallMillis(), report.node_id(),
                        l.rank(), l.line()});
+    }
+    // The coordinator's own line per new evaluation (rank -1, as the worker's notes).
+    for (const Evaluation& e : evaluated) {
+      lines.push_back({0, e.time_ms, report.node_id(), -1, DescribeEvaluation(e)});
     }
     Status appended = jobs_->AppendLogs(task->job_id, std::move(lines));
     if (!appended.ok()) return StoreFailure("log lines", appended);
@@ -456,7 +461,8 @@ std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) cons
   return task->job_id;
 }
 
-Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report) {
+Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report,
+                                   std::vector<Evaluation>* evaluated) {
   // Who holds the job's own devices, read once: a copy of the whole ledger per report would
   // cost every report the pool's size.
   std::map<DeviceKey, DeviceJobs> held;
@@ -479,10 +485,18 @@ Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgres
     for (const v1::IterationEvent& e : report.iterations()) {
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
     }
+    evaluated->clear();
+    for (const v1::Evaluation& e : report.evaluations()) {
+      if (!ApplyEvaluation(e, now_ms, &r)) continue;
+      for (const Evaluation& kept : r.progress.evaluations) {
+        if (kept.iteration == e.iteration()) evaluated->push_back(kept);
+      }
+    }
   };
   // Progress alone may wait for the store; a report that adds to the history (the first after a
-  // resume) is stored at once, as every history entry is.
-  StatusOr<JobRecord> updated = job.progress.earlier_reached > 0
+  // resume) is stored at once, as every history entry is, and so are evaluations (a few per job,
+  // each in the job's log at once).
+  StatusOr<JobRecord> updated = job.progress.earlier_reached > 0 || !report.evaluations().empty()
                                     ? jobs_->Update(job.id, apply)
                                     : jobs_->UpdateProgress(job.id, apply);
   if (EndedMeanwhile(updated.status())) return updated.status();

@@ -1,5 +1,6 @@
 // The coordinator's metrics as a pure rendering (coordinator/coordinator_metrics.h): per-job
-// gauges only for running jobs, every rank's last iteration split three ways, bounded labels.
+// gauges only for running jobs (their last evaluation too), every rank's last iteration split
+// three ways, bounded labels.
 #include "coordinator/coordinator_metrics.h"
 
 #include <catch2/catch.hpp>
@@ -32,9 +33,14 @@ TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs 
   rank.bg_busy_ms = 40;
   rank.idle_ms = 60;
   fg.progress.devices.push_back(rank);
+  fg.progress.evaluations.push_back({100, 800, 0.75, 0.5, 0.875, 0});
+  fg.progress.evaluations.push_back({200, 800, 0.5, 0.75, 1, 0});  // the last one is shown
+  JobRecord bg = Running("job-3", JobRole::kBg);
+  bg.progress.evaluations.push_back({100, 800, std::nullopt, 0.25, 0.5, 0});  // no loss
   JobRecord done = Running("job-2", JobRole::kFg);
   done.state = JobState::kSucceeded;
-  now.jobs = Snapshots({fg, Running("job-3", JobRole::kBg), done});
+  done.progress.evaluations = fg.progress.evaluations;
+  now.jobs = Snapshots({fg, bg, done});
   now.counts = {{{JobState::kRunning, JobRole::kFg}, 1},
                 {{JobState::kRunning, JobRole::kBg}, 1},
                 {{JobState::kSucceeded, JobRole::kFg}, 1}};
@@ -57,6 +63,11 @@ TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs 
   CHECK_THAT(text, Catch::Contains("deepool_job_iteration_seconds{job=\"job-1\"} 0.25\n"));
   CHECK_THAT(text, !Catch::Contains("job=\"job-2\""));
   CHECK_THAT(text, !Catch::Contains("deepool_job_iteration_seconds{job=\"job-3\""));
+  CHECK_THAT(text, Catch::Contains("deepool_job_eval_top1{job=\"job-1\"} 0.75\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_job_eval_top5{job=\"job-1\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_job_eval_loss{job=\"job-1\"} 0.5\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_job_eval_top1{job=\"job-3\"} 0.25\n"));
+  CHECK_THAT(text, !Catch::Contains("deepool_job_eval_loss{job=\"job-3\""));
   CHECK_THAT(text, Catch::Contains("deepool_rank_last_iteration_seconds{job=\"job-1\",rank=\"1\","
                                    "node=\"n1\",device=\"cpu:0\",kind=\"bg_busy\"} 0.04\n"));
   CHECK_THAT(text, Catch::Contains("deepool_jobs{state=\"SUCCEEDED\",role=\"fg\"} 1\n"));

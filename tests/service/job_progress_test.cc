@@ -2,6 +2,8 @@
 #include "coordinator/job_progress.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <optional>
 
 #include "coordinator/cluster_summary.h"
 
@@ -131,6 +133,74 @@ TEST_CASE("device rows survive the stored JSON, records without them still load"
   StatusOr<JobRecord> older = JobRecordFromJson(old);
   REQUIRE(older.ok());
   CHECK(older->progress.devices.empty());
+}
+
+v1::Evaluation Eval(int64_t iteration, double top1, std::optional<double> loss = 0.5) {
+  v1::Evaluation e;
+  e.set_iteration(iteration);
+  e.set_samples(800);
+  if (loss) e.set_loss(*loss);
+  e.set_top1(top1);
+  e.set_top5(0.99);
+  e.set_time_ms(5000);
+  return e;
+}
+
+TEST_CASE("evaluations are kept by iteration, once each, the newest 100", "[progress]") {
+  JobRecord job = RunningJob("fg-1", JobRole::kFg, 1);
+  CHECK(ApplyEvaluation(Eval(200, 0.812), 1000, &job));
+  CHECK(ApplyEvaluation(Eval(100, 0.5, std::nan("")), 1000, &job));  // an older one, out of order
+  CHECK_FALSE(ApplyEvaluation(Eval(200, 0.812), 1000, &job));        // a report sent again
+  REQUIRE(job.progress.evaluations.size() == 2);
+  CHECK(job.progress.evaluations[0].iteration == 100);
+  CHECK_FALSE(job.progress.evaluations[0].loss.has_value());
+  const Evaluation& last = job.progress.evaluations[1];
+  CHECK(last.iteration == 200);
+  CHECK(last.samples == 800);
+  CHECK(last.loss == 0.5);
+  CHECK(last.top1 == 0.812);
+  CHECK(last.top5 == 0.99);
+  CHECK(last.time_ms == 5000);
+  CHECK(DescribeEvaluation(last) ==
+        "evaluation after iteration 200: top-1 81.2 %, top-5 99.0 %, loss 0.500 (800 samples)");
+  CHECK(DescribeEvaluation(job.progress.evaluations[0]) ==
+        "evaluation after iteration 100: top-1 50.0 %, top-5 99.0 % (800 samples)");
+  // A later attempt evaluating the same iteration again replaces it.
+  CHECK(ApplyEvaluation(Eval(200, 0.9), 1000, &job));
+  REQUIRE(job.progress.evaluations.size() == 2);
+  CHECK(job.progress.evaluations[1].top1 == 0.9);
+  // Malformed ones are ignored.
+  CHECK_FALSE(ApplyEvaluation(Eval(300, 1.5), 1000, &job));
+  CHECK_FALSE(ApplyEvaluation(Eval(300, std::nan("")), 1000, &job));
+  CHECK_FALSE(ApplyEvaluation(Eval(-1, 0.5), 1000, &job));
+  CHECK(job.progress.evaluations.size() == 2);
+  for (int64_t i = 1; i <= 150; ++i) ApplyEvaluation(Eval(1000 + i, 0.5), 1000, &job);
+  REQUIRE(job.progress.evaluations.size() == JobProgress::kMaxEvaluations);
+  CHECK(job.progress.evaluations.front().iteration == 1051);
+  CHECK(job.progress.evaluations.back().iteration == 1150);
+  CHECK_FALSE(ApplyEvaluation(Eval(50, 0.5), 1000, &job));  // older than all kept
+  CHECK(job.progress.evaluations.front().iteration == 1051);
+}
+
+TEST_CASE("evaluations survive the stored JSON, records without them still load", "[progress]") {
+  JobRecord job = RunningJob("fg-1", JobRole::kFg, 1);
+  ApplyEvaluation(Eval(200, 0.812), 1000, &job);
+  ApplyEvaluation(Eval(400, 0.9, std::nullopt), 1000, &job);
+  StatusOr<JobRecord> back = JobRecordFromJson(JobRecordToJson(job));
+  INFO(back.status().ToString());
+  REQUIRE(back.ok());
+  REQUIRE(back->progress.evaluations.size() == 2);
+  CHECK(back->progress.evaluations[0].iteration == 200);
+  CHECK(back->progress.evaluations[0].loss == 0.5);
+  CHECK(back->progress.evaluations[0].top1 == 0.812);
+  CHECK(back->progress.evaluations[0].samples == 800);
+  CHECK(back->progress.evaluations[0].time_ms == 5000);
+  CHECK_FALSE(back->progress.evaluations[1].loss.has_value());
+  nlohmann::json old = JobRecordToJson(job);
+  old["progress"].erase("evaluations");
+  StatusOr<JobRecord> older = JobRecordFromJson(old);
+  REQUIRE(older.ok());
+  CHECK(older->progress.evaluations.empty());
 }
 
 TEST_CASE("the cluster summary adds up running jobs' rates and counts device use", "[progress]") {

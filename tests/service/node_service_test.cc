@@ -185,11 +185,23 @@ TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds",
   e->set_iteration(0);
   e->set_samples_per_s(42);
   progress.add_logs()->set_line("hello from rank 0");
+  v1::Evaluation* evaluation = progress.add_evaluations();
+  evaluation->set_iteration(1);
+  evaluation->set_samples(800);
+  evaluation->set_loss(0.52);
+  evaluation->set_top1(0.812);
+  evaluation->set_top5(0.99);
   v1::ReportProgressResponse progress_resp;
   REQUIRE(c.worker->ReportProgress(c.Context().get(), progress, &progress_resp).ok());
   CHECK_FALSE(progress_resp.cancel());
   CHECK(c.Get(id).progress().iteration() == 1);
   CHECK(c.Get(id).progress().samples_per_s() == 42);
+  REQUIRE(c.Get(id).progress().evaluations_size() == 1);
+  CHECK(c.Get(id).progress().evaluations(0).top1() == 0.812);
+  CHECK(c.Get(id).progress().evaluations(0).loss() == 0.52);
+  // Sent again (a worker retrying a report): kept once, logged once.
+  REQUIRE(c.worker->ReportProgress(c.Context().get(), progress, &progress_resp).ok());
+  CHECK(c.Get(id).progress().evaluations_size() == 1);
 
   v1::ListNodesResponse nodes;
   REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
@@ -228,8 +240,11 @@ TEST_CASE("a worker gets its task on the stream, reports, and the job succeeds",
   std::vector<std::string> lines;
   while (logs->Read(&entry)) lines.push_back(entry.line());
   CHECK(logs->Finish().ok());
-  REQUIRE(lines.size() == 1);
+  REQUIRE(lines.size() == 3);  // the retried report's log line came twice
   CHECK(lines[0] == "hello from rank 0");
+  CHECK(lines[1] ==
+        "evaluation after iteration 1: top-1 81.2 %, top-5 99.0 %, loss 0.520 (800 samples)");
+  CHECK(lines[2] == "hello from rank 0");
 
   // Finished: its documents left the coordinator's memory, and GetJobPlan reads them back.
   CHECK(c.server->jobs()->Get(id)->plan_json.empty());
