@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -276,6 +277,18 @@ std::string JobsTable(const std::vector<v1::Job>& jobs) {
   return table.Render();
 }
 
+std::string EvaluationText(const v1::Evaluation& e) {
+  char text[128];
+  std::snprintf(text, sizeof(text), "iteration %lld: top-1 %.1f %%  top-5 %.1f %%",
+                static_cast<long long>(e.iteration()), 100 * e.top1(), 100 * e.top5());
+  std::string out = text;
+  if (e.has_loss()) {
+    std::snprintf(text, sizeof(text), "  loss %.3f", e.loss());
+    out += text;
+  }
+  return out + "  (" + std::to_string(e.samples()) + " samples)";
+}
+
 std::string JobProgressLine(const v1::Job& job) {
   const auto& p = job.progress();
   std::ostringstream out;
@@ -288,6 +301,13 @@ std::string JobProgressLine(const v1::Job& job) {
     out << " loss " << loss;
   }
   if (p.samples_per_s() > 0) out << " " << FormatRate(p.samples_per_s()) << " samples/s";
+  if (p.evaluations_size() > 0) {
+    const v1::Evaluation& last = p.evaluations(p.evaluations_size() - 1);
+    char eval[64];
+    std::snprintf(eval, sizeof(eval), " eval top-1 %.1f %% top-5 %.1f %%", 100 * last.top1(),
+                  100 * last.top5());
+    out << eval;
+  }
   return out.str();
 }
 
@@ -391,6 +411,14 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   }
   if (job.predicted_iteration_ms() > 0) {
     out << "predicted  iteration " << FormatDuration(job.predicted_iteration_ms()) << "\n";
+  }
+  const int evaluations = p.evaluations_size();
+  const int shown_from = std::max(0, evaluations - kDetailEvaluations);
+  if (shown_from > 0) {
+    out << "evaluation " << shown_from << " earlier not shown (--json lists them)\n";
+  }
+  for (int i = shown_from; i < evaluations; ++i) {
+    out << (i == 0 ? "evaluation " : "           ") << EvaluationText(p.evaluations(i)) << "\n";
   }
   if (!job.checkpoint().empty()) out << "checkpoint " << job.checkpoint() << "\n";
   if (job.devices_size() > 0) {

@@ -77,10 +77,16 @@ std::string ClusterSummaryText(const v1::ClusterSummary& summary);
 // One row per rank of the job: node, device, iterations, FG busy, BG busy, idle, and the job it
 // shares the device with (usage_view.cc).
 std::string DeviceUsageTable(const v1::Job& job);
-// One job in detail; plan (may be null) adds the plan summary.
+// One job in detail; plan (may be null) adds the plan summary. Of its evaluations, the last
+// kDetailEvaluations are shown (--json has them all).
+constexpr int kDetailEvaluations = 5;
 std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, int64_t now_ms);
-// A one-line progress summary for `submit` and `up`: "job-3 RUNNING [###...] 40% it 8/20 ...".
+// A one-line progress summary for `submit` and `up`: "job-3 RUNNING [###...] 40% it 8/20 ...",
+// ending with the last evaluation's accuracy when there is one ("eval top-1 81.2 % top-5 99.0 %").
 std::string JobProgressLine(const v1::Job& job);
+// One evaluation on the held-out set:
+// "iteration 200: top-1 81.2 %  top-5 99.0 %  loss 0.520  (800 samples)" (no loss when absent).
+std::string EvaluationText(const v1::Evaluation& evaluation);
 // The nodes table: NAME, ID, STATE, ADDRESS, DEVICES, IN USE, TASKS, HEARTBEAT.
 std::string NodesTable(const std::vector<v1::Node>& nodes, int64_t now_ms);
 // Summary of a plan document: layers, device counts, predicted times, amplification.

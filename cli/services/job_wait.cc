@@ -200,6 +200,11 @@ std::string JobsSummary(const std::vector<v1::Job>& jobs) {
     }
     if (!where.empty()) out += job.job_id() + " (BG) " + where + "\n";
   }
+  for (const auto& job : jobs) {
+    const auto& evaluations = job.progress().evaluations();
+    if (evaluations.empty()) continue;
+    out += job.job_id() + " last evaluation, " + EvaluationText(*evaluations.rbegin()) + "\n";
+  }
   return out;
 }
 

@@ -24,8 +24,7 @@ struct WaitOptions {
   // Polled between rounds; returning true stops waiting (kExitFailure), e.g. on Ctrl-C.
   std::function<bool()> interrupted;
   // Called after each round with the jobs' last answers, by id (`up` measures the FG job's pace).
-  std::function<void(std::chrono::steady_clock::time_point,
-                     const std::map<std::string, v1::Job>&)>
+  std::function<void(std::chrono::steady_clock::time_point, const std::map<std::string, v1::Job>&)>
       on_poll;
 };
 
@@ -37,7 +36,8 @@ int WaitForJobs(v1::CoordinatorService::Stub& stub, const std::string& address,
                 std::ostream& out, std::vector<v1::Job>* final_jobs = nullptr);
 
 // "job  state  iterations  samples/s  wall time  devices" for finished jobs, then one line per
-// BG job saying where each of its dispatches ran: inside a FG executor or as its own process.
+// BG job saying where each of its dispatches ran: inside a FG executor or as its own process,
+// then one line per job with evaluations: its last one (EvaluationText).
 std::string JobsSummary(const std::vector<v1::Job>& jobs);
 
 }  // namespace deepool::cli

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/services/client.h"
@@ -377,6 +378,57 @@ TEST_CASE("the jobs summary says where each BG job ran", "[cli]") {
   CHECK(summary.find("job-3 (BG) ran as its own executor process\n") != std::string::npos);
   CHECK(summary.find("job-4 (BG)") == std::string::npos);  // never ran
   CHECK(summary.find("job-1 (") == std::string::npos);
+}
+
+namespace {
+
+v1::Evaluation Evaluation(int64_t iteration, double top1, double top5, std::optional<double> loss) {
+  v1::Evaluation e;
+  e.set_iteration(iteration);
+  e.set_samples(800);
+  e.set_top1(top1);
+  e.set_top5(top5);
+  if (loss) e.set_loss(*loss);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("status, progress lines and the summary show the job's evaluations", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-1");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.mutable_progress()->set_iteration(200);
+  job.mutable_progress()->set_iterations(200);
+  CHECK_THAT(JobDetail(job, nullptr, 0), !Catch::Contains("evaluation"));
+  CHECK_THAT(JobProgressLine(job), !Catch::Contains("eval"));
+  CHECK_THAT(JobsSummary({job}), !Catch::Contains("evaluation"));
+
+  *job.mutable_progress()->add_evaluations() = Evaluation(100, 0.5, 0.875, std::nullopt);
+  *job.mutable_progress()->add_evaluations() = Evaluation(200, 0.8125, 0.99, 0.52);
+  CHECK(EvaluationText(job.progress().evaluations(1)) ==
+        "iteration 200: top-1 81.2 %  top-5 99.0 %  loss 0.520  (800 samples)");
+  const std::string detail = JobDetail(job, nullptr, 0);
+  CHECK_THAT(detail, Catch::Contains(
+                         "\nevaluation iteration 100: top-1 50.0 %  top-5 87.5 %  (800 samples)\n"
+                         "           iteration 200: top-1 81.2 %  top-5 99.0 %  loss 0.520  "
+                         "(800 samples)\n"));
+  CHECK_THAT(JobProgressLine(job), Catch::EndsWith(" eval top-1 81.2 % top-5 99.0 %"));
+  CHECK_THAT(JobsSummary({job}),
+             Catch::Contains("job-1 last evaluation, iteration 200: top-1 81.2 %  top-5 99.0 %  "
+                             "loss 0.520  (800 samples)\n"));
+  CHECK_THAT(ToJson(job, false), Catch::Contains("\"evaluations\":[{\"iteration\":\"100\""));
+
+  // Only the last few in the detail.
+  for (int i = 3; i <= 9; ++i) {
+    *job.mutable_progress()->add_evaluations() = Evaluation(100 * i, 0.25, 0.5, 1.0);
+  }
+  const std::string many = JobDetail(job, nullptr, 0);
+  CHECK_THAT(many, Catch::Contains("\nevaluation 4 earlier not shown (--json lists them)\n"
+                                   "           iteration 500: "));
+  CHECK_THAT(many, Catch::Contains("           iteration 900: "));
+  CHECK_THAT(many, !Catch::Contains("iteration 400:"));
 }
 
 TEST_CASE("plan summaries count layers per device count", "[cli]") {
