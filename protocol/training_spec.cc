@@ -79,6 +79,22 @@ Status ValidateDataSpec(const DataSpec& spec, const std::string& where) {
                               "\" is not synthetic, cifar10 or image_folder");
 }
 
+StatusOr<DataSpec> ParseDataFlag(std::string_view text, std::string_view flag) {
+  DataSpec data;
+  if (text == "synthetic") return data;
+  for (const char* kind : {"cifar10", "image_folder"}) {
+    const std::string prefix = std::string(kind) + ":";
+    if (text.substr(0, prefix.size()) == prefix && text.size() > prefix.size()) {
+      data.kind = kind;
+      data.path = std::string(text.substr(prefix.size()));
+      return data;
+    }
+  }
+  return InvalidArgumentError(std::string(flag) +
+                              " must be synthetic, cifar10:PATH or image_folder:PATH, not " +
+                              std::string(text));
+}
+
 StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
   if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
   DataSpec spec;

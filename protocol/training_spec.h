@@ -74,6 +74,12 @@ int DataProtocolVersion(std::string_view kind);
 // "eval.data.").
 Status ValidateDataSpec(const DataSpec& spec, const std::string& where = "data.");
 
+// The command-line form of a data set, which deepool-train's --data and --eval-data and
+// `deepool submit`'s --eval-data take: "synthetic", "cifar10:PATH" or "image_folder:PATH". The
+// path is kept as given and seed and skip_bad keep their defaults (the caller's to set). Errors
+// name `flag`: "--eval-data must be synthetic, cifar10:PATH or image_folder:PATH, not imagenet".
+StatusOr<DataSpec> ParseDataFlag(std::string_view text, std::string_view flag);
+
 // Absent fields keep their defaults. Writes only the fields of the named kind.
 StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json DataToJson(const DataSpec& spec);

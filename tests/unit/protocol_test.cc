@@ -337,6 +337,26 @@ TEST_CASE("run spec: a version 3 document with eval is refused, naming field and
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
 
+TEST_CASE("data flags: synthetic, cifar10:PATH and image_folder:PATH", "[protocol][eval]") {
+  StatusOr<DataSpec> data = ParseDataFlag("synthetic", "--data");
+  REQUIRE(data.ok());
+  CHECK(*data == DataSpec{});
+  data = ParseDataFlag("cifar10:/data/cifar:test", "--data");
+  REQUIRE(data.ok());
+  CHECK(*data == DataSpec{"cifar10", 0, "/data/cifar:test", 0});  // the first colon splits
+  data = ParseDataFlag("image_folder:val", "--eval-data");
+  REQUIRE(data.ok());
+  CHECK(*data == DataSpec{"image_folder", 0, "val", 0});
+  for (const char* bad : {"imagenet:/d", "cifar10:", "cifar10", "image_folder", "", "Synthetic"}) {
+    INFO(bad);
+    StatusOr<DataSpec> refused = ParseDataFlag(bad, "--eval-data");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().message() ==
+          "--eval-data must be synthetic, cifar10:PATH or image_folder:PATH, not " +
+              std::string(bad));
+  }
+}
+
 TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));

@@ -2,7 +2,7 @@
 //   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
 //                 [--data synthetic|cifar10:PATH|image_folder:PATH] [--checkpoint-dir DIR
-//                 --checkpoint-every N]
+//                 --checkpoint-every N] [--eval-data KIND:PATH [--eval-every N]]
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
   app.add_option("--data", options.data,
                  "synthetic, cifar10:PATH or image_folder:PATH (a folder of class folders or a "
                  "path<TAB>label list)");
+  app.add_option("--eval-data", options.eval_data,
+                 "evaluate on this held-out set (synthetic, cifar10:PATH or image_folder:PATH) "
+                 "every --eval-every iterations and after the last; default: no evaluation");
+  app.add_option("--eval-every", options.eval_every,
+                 "iterations between evaluations (default 0: only after the last)");
   app.add_option("--seed", options.seed,
                  "weights, synthetic data, and image_folder's shuffling and augmentation");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");

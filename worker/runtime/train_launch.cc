@@ -21,23 +21,22 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
-StatusOr<DataSpec> ParseDataFlag(const std::string& flag, uint64_t seed) {
-  DataSpec data;
-  if (flag == "synthetic") {
-    data.seed = seed;
-    return data;
+// A --data or --eval-data flag (protocol::ParseDataFlag), its path made absolute for the ranks.
+StatusOr<DataSpec> ParseDataFlag(const std::string& text, const char* flag, uint64_t seed) {
+  ASSIGN_OR_RETURN(DataSpec data, protocol::ParseDataFlag(text, flag));
+  data.seed = seed;
+  if (!data.path.empty()) data.path = std::filesystem::absolute(data.path).string();
+  return data;
+}
+
+// --eval-data and --eval-every: the run spec's eval, none without --eval-data.
+StatusOr<std::optional<protocol::EvalSpec>> EvalOf(const TrainOptions& options) {
+  if (options.eval_data.empty()) {
+    if (options.eval_every != 0) return InvalidArgumentError("--eval-every needs --eval-data");
+    return std::optional<protocol::EvalSpec>();
   }
-  for (const char* kind : {"cifar10", "image_folder"}) {
-    const std::string prefix = std::string(kind) + ":";
-    if (flag.rfind(prefix, 0) == 0 && flag.size() > prefix.size()) {
-      data.kind = kind;
-      data.seed = seed;
-      data.path = std::filesystem::absolute(flag.substr(prefix.size())).string();
-      return data;
-    }
-  }
-  return InvalidArgumentError("--data must be synthetic, cifar10:PATH or image_folder:PATH, not " +
-                              flag);
+  ASSIGN_OR_RETURN(DataSpec data, ParseDataFlag(options.eval_data, "--eval-data", options.seed));
+  return std::optional<protocol::EvalSpec>(protocol::EvalSpec{data, options.eval_every});
 }
 
 StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
@@ -51,7 +50,8 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
                                 options.batch_norm);
   }
   spec.sync_batch_norm = options.batch_norm == "synchronized";
-  ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, options.seed));
+  ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, "--data", options.seed));
+  ASSIGN_OR_RETURN(spec.eval, EvalOf(options));
   if (options.model.empty() == options.graph_path.empty()) {
     return InvalidArgumentError("give exactly one of --model and --graph");
   }

@@ -26,6 +26,10 @@ struct TrainOptions {
   int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
   OptimizerSpec optimizer;
   std::string data = "synthetic";  // "synthetic", "cifar10:PATH" or "image_folder:PATH"
+  // Evaluation (the run spec's "eval"): a held-out set in --data's form; empty: none. Every
+  // eval_every iterations (0: only at the end) and after the last.
+  std::string eval_data;
+  int64_t eval_every = 0;
   uint64_t seed = 0;
   int timeout_s = 60;
   std::string checkpoint_path;
