@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/job_spec_json.h"
+#include "protocol/training_spec.h"
 
 namespace deepool::cli {
 namespace {
@@ -30,8 +31,9 @@ struct SubmitFlags {
   std::string spec;  // file, "-" for stdin, or inline JSON
   std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint, batch_norm;
   std::string checkpoint_dir;
+  std::string eval_data;  // "synthetic", "cifar10:PATH" or "image_folder:PATH"
   std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every,
-      data_skip_bad;
+      data_skip_bad, eval_every;
   std::optional<int> gpus, priority, checkpoint_keep;
   std::optional<double> amplification_limit, lr, checkpoint_every_seconds, gradient_bucket_mb;
   bool foreground = false, background = false, detach = false, requeue = false;
@@ -53,6 +55,23 @@ void ApplyCheckpointFlags(const SubmitFlags& f, json* doc) {
   if (f.checkpoint_every) checkpoint["every_iterations"] = *f.checkpoint_every;
   if (f.checkpoint_every_seconds) checkpoint["every_seconds"] = *f.checkpoint_every_seconds;
   if (f.checkpoint_keep) checkpoint["keep"] = *f.checkpoint_keep;
+}
+
+// --eval-data and --eval-every set the spec's "eval" object: --eval-data replaces its data (seed
+// and skip_bad then keep their defaults), --eval-every its every_iterations; the rest of an
+// "eval" a spec file gives stays.
+Status ApplyEvalFlags(const SubmitFlags& f, json* doc) {
+  if (f.eval_data.empty() && !f.eval_every) return Status::Ok();
+  json& eval = (*doc)["eval"];
+  if (!eval.is_object()) eval = json::object();
+  if (!f.eval_data.empty()) {
+    ASSIGN_OR_RETURN(const protocol::DataSpec data,
+                     protocol::ParseDataFlag(f.eval_data, "--eval-data"));
+    eval["data"] = {{"kind", data.kind}};
+    if (!data.path.empty()) eval["data"]["path"] = data.path;
+  }
+  if (f.eval_every) eval["every_iterations"] = *f.eval_every;
+  return Status::Ok();
 }
 
 // Reads the spec argument and applies the flags over it. Errors are messages for stderr.
@@ -108,6 +127,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (!f.profile.empty()) doc["profile"] = f.profile;
   if (f.gradient_bucket_mb) doc["gradient_bucket_mb"] = *f.gradient_bucket_mb;
   ApplyCheckpointFlags(f, &doc);
+  RETURN_IF_ERROR(ApplyEvalFlags(f, &doc));
   if (f.requeue) doc["requeue_on_failure"] = true;
   if (f.concurrent_branches) doc["concurrent_branches"] = true;
   if (!doc.contains("model") && !doc.contains("graph")) {
@@ -394,6 +414,12 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
                   "folders or path<TAB>label list file");
   cmd->add_option("--data-skip-bad", flags->data_skip_bad,
                   "Image_folder: unreadable images skipped before the job fails (default 0)");
+  cmd->add_option("--eval-data", flags->eval_data,
+                  "FG: evaluate on this held-out set, on every worker: synthetic, cifar10:PATH "
+                  "or image_folder:PATH (default: no evaluation; needs executor protocol 4)");
+  cmd->add_option("--eval-every", flags->eval_every,
+                  "Iterations between evaluations on --eval-data (default 0: only after the "
+                  "last)");
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");

@@ -509,3 +509,32 @@ TEST_CASE("submit's checkpoint and gradient bucket flags set the spec's fields",
                        &out, &err) == cli::kExitInvalidInput);
   CHECK_THAT(err, Catch::Contains("checkpoint"));
 }
+
+TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
+  LocalCluster cluster(OneDevice());
+  const std::string spec_path = cluster.dir() + "/job.json";
+  std::ofstream(spec_path) << FgJob("evaluated", 1).dump();
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"submit", spec_path, "--eval-data", "cifar10:" + cluster.dir() + "/val",
+                          "--eval-every", "5", "--detach"},
+                         &out, &err) == 0);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  std::optional<v1::Job> job = cluster.GetJob(out);
+  REQUIRE(job.has_value());
+  REQUIRE(job->spec().has_eval());
+  CHECK(job->spec().eval().data().kind() == "cifar10");
+  CHECK(job->spec().eval().data().path() == cluster.dir() + "/val");
+  CHECK(job->spec().eval().every_iterations() == 5);
+  // A data flag in another form is refused before anything is sent, naming the flag.
+  out.clear();
+  err.clear();
+  CHECK(cluster.RunCli({"submit", spec_path, "--eval-data", "imagenet", "--detach"}, &out, &err) ==
+        cli::kExitInvalidInput);
+  CHECK_THAT(err, Catch::Contains("--eval-data must be synthetic, cifar10:PATH or "
+                                  "image_folder:PATH, not imagenet"));
+  // --eval-every without a data set: the coordinator refuses the eval, naming its data.
+  err.clear();
+  CHECK(cluster.RunCli({"submit", spec_path, "--eval-every", "5", "--detach"}, &out, &err) ==
+        cli::kExitInvalidInput);
+  CHECK_THAT(err, Catch::Contains("eval.data: is required"));
+}
