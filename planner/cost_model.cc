@@ -116,7 +116,9 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       profile_(profile),
       cluster_(cluster),
       global_batch_(global_batch),
-      options_(options) {
+      options_(options),
+      activation_bytes_per_element_(
+          ActivationBytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
 }
 
@@ -161,7 +163,11 @@ double CostModel::ResplitMs(int producer_id, int from_devices, int to_devices) c
 
 double CostModel::ResplitMs(int producer_id, DeviceRange from, DeviceRange to) const {
   if (from == to) return 0;
-  return 2.0 * Resplit(from, to).Ms(graph_.layer(producer_id).output_bytes);
+  return 2.0 * Resplit(from, to).Ms(ActivationBytes(producer_id));
+}
+
+int64_t CostModel::ActivationBytes(int layer_id) const {
+  return NumElements(graph_.layer(layer_id).output_shape) * activation_bytes_per_element_;
 }
 
 int64_t CostModel::GradientBytes(int layer_id) const { return graph_.layer(layer_id).params * 4; }
@@ -280,7 +286,7 @@ class RankClock {
   size_t Segment(int rank) const { return segment_of_[static_cast<size_t>(rank)]; }
   std::vector<int> cuts_;           // ascending; every range starts and ends on one
   std::vector<size_t> segment_of_;  // by rank: the segment holding it
-  std::vector<double> free_ms_;  // of the segment [cuts_[s], cuts_[s + 1])
+  std::vector<double> free_ms_;     // of the segment [cuts_[s], cuts_[s + 1])
 };
 
 }  // namespace

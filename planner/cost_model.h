@@ -16,7 +16,9 @@
 //   pair; a device's time is max(send time, receive time) (links are full duplex), each the sum
 //   over its messages of bytes / bandwidth + latency over Cluster::LinkBetween; the transfer takes
 //   as long as the busiest device. Backward moves the activation gradients back the same way, so
-//   it costs the same again. Its device time is charged on the union of the two sets (every
+//   it costs the same again. Activations and their gradients have the profile's precision's
+//   width (Profile::precision(); 4 bytes per element where it records none, 2 for bf16 and
+//   fp16). Its device time is charged on the union of the two sets (every
 //   device of both takes part; for nested sets the larger one), also when the consumer's is
 //   smaller.
 // - Synchronised batch norm on g > 1 devices: one all-reduce of its 2C+1 float64 statistics in
@@ -162,18 +164,21 @@ class CostModel {
   double ResplitMs(int producer_id, int from_devices, int to_devices) const;
   double ResplitMs(int producer_id, DeviceRange from, DeviceRange to) const;
   // One direction of a re-split between the two device sets, for any tensor (cached):
-  // ResplitMs(p, f, t) is 2 x Resplit(f, t).Ms(bytes per sample of p's output) when f != t.
+  // ResplitMs(p, f, t) is 2 x Resplit(f, t).Ms(ActivationBytes(p)) when f != t.
   const ResplitCost& Resplit(int from_devices, int to_devices) const;
   const ResplitCost& Resplit(DeviceRange from, DeviceRange to) const;
-  // The layer's parameter gradients in bytes (fp32).
+  // Bytes per sample of the layer's output, and of its gradient, at the profile's precision:
+  // what a re-split moves per sample in each direction.
+  int64_t ActivationBytes(int layer_id) const;
+  // The layer's parameter gradients in bytes (fp32, whatever the precision).
   int64_t GradientBytes(int layer_id) const;
   // The search's additive stand-in for the layer's gradient all-reduce on `devices` devices
   // (AmortisedAllReduceMs, gradient_sync.h): its share of full buckets, overlap ignored.
   double AmortisedGradientSyncMs(int layer_id, int devices) const;
   // One all-reduce of synchronised batch norm's statistics over `devices` devices: 2C+1 float64
-  // values (per-channel sums, sums of squares, the count), as worker/runtime/layers/batch_norm.cc sends.
-  // Forward does one and backward one more (2C values, charged as 2C+1). Zero for other ops, at
-  // one device, and without CostModelOptions::sync_batch_norm.
+  // values (per-channel sums, sums of squares, the count), as worker/runtime/layers/batch_norm.cc
+  // sends. Forward does one and backward one more (2C values, charged as 2C+1). Zero for other ops,
+  // at one device, and without CostModelOptions::sync_batch_norm.
   double BatchNormSyncMs(int layer_id, int devices) const;
   // An additive charge for a layer's all-reduces, as if none were hidden: AmortisedGradientSyncMs
   // plus 2 x BatchNormSyncMs. Exact when every bucket holds one layer and nothing overlaps
@@ -248,7 +253,8 @@ class CostModel {
   const Cluster& cluster_;
   int64_t global_batch_;
   CostModelOptions options_;
-  int overhead_layer_ = -1;  // the output layer with the largest id
+  int64_t activation_bytes_per_element_ = 4;  // by the profile's precision
+  int overhead_layer_ = -1;                   // the output layer with the largest id
   mutable std::map<std::pair<std::pair<int, int>, std::pair<int, int>>, ResplitCost> resplits_;
   // Profile times by (slot of the device count, layer): the search asks for every candidate
   // count once and Evaluate asks again for the chosen ones.

@@ -7,26 +7,35 @@
 namespace deepool::planner {
 namespace {
 
-constexpr double kBytesPerElement = 4;  // fp32 activations and weights
+constexpr double kWeightBytesPerElement = 4;  // weights and their gradients stay fp32
+constexpr double kIndexBytesPerElement = 8;   // max pooling's int64 argmax indices
 
-// Presets. Peaks are public spec-sheet numbers; the efficiency factors and the launch cost are
-// global numbers per device (not per layer). The A100's were tuned on the measured VGG-16 file
-// (bench/profile_validation), the H100's and H200's on the H200's profiles; v100 and cpu are
-// assumed (docs/formats.md).
-//  - a100: A100 SXM4 40GB: TF32 tensor-core dense peak 156 TFLOPS (cuDNN/cuBLAS use TF32 for
-//    fp32 training by default on Ampere), HBM2 1555 GB/s.
-//  - h100: H100 SXM5 80GB: TF32 dense peak 495 TFLOPS, HBM3 3350 GB/s.
-//  - h200: H200 SXM 141GB: the H100's GH100 at the same TF32 peak, HBM3e 4800 GB/s. The factors
+// Presets. Peaks are public spec-sheet numbers, dense (the sheets' tensor-core figures marked
+// "with sparsity" halved); 0: the device has no such math. The efficiency factors and the launch
+// cost are global numbers per device (not per layer), fitted at the default precision. The
+// A100's were tuned on the measured VGG-16 file (bench/profile_validation), the H100's and
+// H200's on the H200's profiles; v100 and cpu are assumed (docs/formats.md). Other precisions
+// use the same factors (not validated).
+//  - a100: A100 SXM4 40GB: fp32 19.5, TF32 tensor-core 156 (cuDNN/cuBLAS use TF32 for fp32
+//    training by default on Ampere: the default), bf16 and fp16 312 TFLOPS; HBM2 1555 GB/s.
+//  - h100: H100 SXM5 80GB: fp32 67, TF32 495 (the default), bf16 and fp16 989 TFLOPS; HBM3
+//    3350 GB/s.
+//  - h200: H200 SXM 141GB: the H100's GH100 at the same peaks, HBM3e 4800 GB/s. The factors
 //    of both were fitted on the four zoo profiles measured on an H200 with device timing
 //    (docs/results/profiles-h200-2026-11-28/, one batch size each; docs/benchmarks.md, "H100
 //    and H200 presets").
-//  - v100: V100 SXM2 32GB: no TF32, so fp32 training runs on the FP32 units: 15.7 TFLOPS; HBM2
-//    900 GB/s. cuDNN's fp32 kernels get closer to their (much lower) peak than TF32 ones do.
+//  - v100: V100 SXM2 32GB: no TF32 and no bf16, so fp32 training runs on the FP32 units: 15.7
+//    TFLOPS (the default); fp16 on its tensor cores 125; HBM2 900 GB/s. cuDNN's fp32 kernels get
+//    closer to their (much lower) peak than TF32 ones do.
 //  - cpu: a nominal server socket: 16 cores x 2 AVX-512 FMA units x 16 fp32 lanes x 2 x 2.5 GHz
-//    = 1.28 TFLOPS; 8 channels of DDR4-3200 = 204.8 GB/s. Per-op dispatch ~10 us in libtorch.
+//    = 1.28 TFLOPS for fp32 (the default), tf32 (no such math on CPUs: it runs fp32) and fp16
+//    (converted, computed in fp32); bf16 twice that (AVX-512 BF16 dot products: two bf16
+//    products per fp32 lane); 8 channels of DDR4-3200 = 204.8 GB/s. Per-op dispatch ~10 us in
+//    libtorch.
 struct DevicePresetRow {
   const char* name;
-  double peak_tflops;
+  double peak_tflops[4];  // by Precision: fp32, tf32, bf16, fp16; 0: not supported
+  Precision default_precision;
   double memory_bandwidth_gbps;
   double compute_efficiency;
   double memory_efficiency;
@@ -36,19 +45,58 @@ struct DevicePresetRow {
   double gemm_half_outputs;
 };
 
+constexpr Precision kTf32 = Precision::kTf32;
+constexpr Precision kFp32 = Precision::kFp32;
 constexpr DevicePresetRow kDevicePresets[] = {
-    // name   TFLOPS  GB/s    compute  memory  launch  gemm_half_depth  memory_gb  half_outputs
-    {"a100", 156.0, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0, 0.0},
-    {"h100", 495.0, 3350.0, 0.44, 0.90, 5.0, 250.0, 80.0, 1e6},
-    {"h200", 495.0, 4800.0, 0.44, 0.90, 5.0, 250.0, 141.0, 1e6},
-    {"v100", 15.7, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0, 0.0},
-    {"cpu", 1.28, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0, 0.0},
+    // name  TFLOPS fp32 tf32 bf16 fp16  default  GB/s  compute  memory  launch  gemm_half_depth
+    //                                                                   memory_gb  half_outputs
+    {"a100", {19.5, 156.0, 312.0, 312.0}, kTf32, 1555.0, 0.68, 0.90, 7.0, 750.0, 40.0, 0.0},
+    {"h100", {67.0, 495.0, 989.0, 989.0}, kTf32, 3350.0, 0.44, 0.90, 5.0, 250.0, 80.0, 1e6},
+    {"h200", {67.0, 495.0, 989.0, 989.0}, kTf32, 4800.0, 0.44, 0.90, 5.0, 250.0, 141.0, 1e6},
+    {"v100", {15.7, 0.0, 0.0, 125.0}, kFp32, 900.0, 0.90, 0.90, 7.0, 250.0, 32.0, 0.0},
+    {"cpu", {1.28, 1.28, 2.56, 1.28}, kFp32, 204.8, 0.70, 0.60, 10.0, 64.0, 256.0, 0.0},
 };
 
-DeviceModel FromPresetRow(const DevicePresetRow& row) {
+const DevicePresetRow* FindPresetRow(std::string_view name) {
+  for (const DevicePresetRow& row : kDevicePresets) {
+    if (name == row.name) return &row;
+  }
+  return nullptr;
+}
+
+Status UnknownPreset(std::string_view name) {
+  std::string known;
+  for (const std::string& preset : DevicePresetNames())
+    known += (known.empty() ? "" : ", ") + preset;
+  return NotFoundError("unknown device preset \"" + std::string(name) + "\" (known: " + known +
+                       ")");
+}
+
+double PeakOf(const DevicePresetRow& row, Precision precision) {
+  return row.peak_tflops[static_cast<int>(precision)];
+}
+
+std::string PrecisionList(const std::vector<Precision>& precisions) {
+  std::string list;
+  for (Precision precision : precisions) {
+    list += (list.empty() ? "" : ", ") + std::string(PrecisionName(precision));
+  }
+  return list;
+}
+
+std::vector<Precision> SupportedBy(const DevicePresetRow& row) {
+  std::vector<Precision> supported;
+  for (Precision precision : AllPrecisions()) {
+    if (PeakOf(row, precision) > 0) supported.push_back(precision);
+  }
+  return supported;
+}
+
+DeviceModel FromPresetRow(const DevicePresetRow& row, Precision precision) {
   DeviceModel device;
   device.name = row.name;
-  device.peak_tflops = row.peak_tflops;
+  device.precision = precision;
+  device.peak_tflops = PeakOf(row, precision);
   device.memory_bandwidth_gbps = row.memory_bandwidth_gbps;
   device.compute_efficiency = row.compute_efficiency;
   device.memory_efficiency = row.memory_efficiency;
@@ -64,12 +112,12 @@ const Shape& InputShapeOf(const Graph& graph, const Layer& layer, size_t index) 
   return id == kGraphInputId ? graph.input_shape() : graph.layer(id).output_shape;
 }
 
-double InputBytesPerSample(const Graph& graph, const Layer& layer) {
-  double bytes = 0;
+double InputElementsPerSample(const Graph& graph, const Layer& layer) {
+  double elements = 0;
   for (size_t i = 0; i < layer.input_ids.size(); ++i) {
-    bytes += static_cast<double>(NumElements(InputShapeOf(graph, layer, i))) * kBytesPerElement;
+    elements += static_cast<double>(NumElements(InputShapeOf(graph, layer, i)));
   }
-  return bytes;
+  return elements;
 }
 
 bool ReadsGraphInputOnly(const Layer& layer) {
@@ -80,7 +128,14 @@ bool ReadsGraphInputOnly(const Layer& layer) {
 class AnalyticalProfile : public Profile {
  public:
   explicit AnalyticalProfile(DeviceModel device) : device_(std::move(device)) {}
-  std::string source() const override { return "analytical:" + device_.name; }
+  std::string source() const override {
+    const StatusOr<Precision> preset_default = DefaultPrecision(device_.name);
+    if (preset_default.ok() && *preset_default == device_.precision) {
+      return "analytical:" + device_.name;
+    }
+    return "analytical:" + device_.name + " (" + PrecisionName(device_.precision) + ")";
+  }
+  std::optional<Precision> precision() const override { return device_.precision; }
   StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override {
     if (layer_id < 0 || layer_id >= graph.num_layers()) {
       return InvalidArgumentError("layer id " + std::to_string(layer_id) + " is not in graph " +
@@ -90,7 +145,7 @@ class AnalyticalProfile : public Profile {
       return InvalidArgumentError("layer " + graph.layer(layer_id).name +
                                   ": batch must be >= 1, got " + std::to_string(batch));
     }
-    return RooflineTime(device_, EstimateLayerWork(graph, layer_id, batch));
+    return RooflineTime(device_, EstimateLayerWork(graph, layer_id, batch, device_.precision));
   }
 
  private:
@@ -125,14 +180,32 @@ Status DeviceModel::Validate() const {
 }
 
 StatusOr<DeviceModel> DevicePreset(std::string_view name) {
-  for (const DevicePresetRow& row : kDevicePresets) {
-    if (name == row.name) return FromPresetRow(row);
+  const DevicePresetRow* row = FindPresetRow(name);
+  if (row == nullptr) return UnknownPreset(name);
+  return FromPresetRow(*row, row->default_precision);
+}
+
+StatusOr<DeviceModel> DevicePreset(std::string_view name, Precision precision) {
+  const DevicePresetRow* row = FindPresetRow(name);
+  if (row == nullptr) return UnknownPreset(name);
+  if (PeakOf(*row, precision) <= 0) {
+    return InvalidArgumentError("device preset \"" + std::string(name) + "\" has no " +
+                                PrecisionName(precision) + " math (it supports " +
+                                PrecisionList(SupportedBy(*row)) + ")");
   }
-  std::string known;
-  for (const std::string& preset : DevicePresetNames())
-    known += (known.empty() ? "" : ", ") + preset;
-  return NotFoundError("unknown device preset \"" + std::string(name) + "\" (known: " + known +
-                       ")");
+  return FromPresetRow(*row, precision);
+}
+
+StatusOr<Precision> DefaultPrecision(std::string_view name) {
+  const DevicePresetRow* row = FindPresetRow(name);
+  if (row == nullptr) return UnknownPreset(name);
+  return row->default_precision;
+}
+
+StatusOr<std::vector<Precision>> SupportedPrecisions(std::string_view name) {
+  const DevicePresetRow* row = FindPresetRow(name);
+  if (row == nullptr) return UnknownPreset(name);
+  return SupportedBy(*row);
 }
 
 std::vector<std::string> DevicePresetNames() {
@@ -141,13 +214,16 @@ std::vector<std::string> DevicePresetNames() {
   return names;
 }
 
-LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size) {
+LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size,
+                            Precision precision) {
   const Layer& layer = graph.layer(layer_id);
   const double batch = static_cast<double>(batch_size);
   const double flops = static_cast<double>(layer.forward_flops) * batch;
-  const double in = InputBytesPerSample(graph, layer) * batch;
-  const double out = static_cast<double>(layer.output_bytes) * batch;
-  const double weights = static_cast<double>(layer.params) * kBytesPerElement;
+  const double element_bytes = ActivationBytesPerElement(precision);
+  const double in = InputElementsPerSample(graph, layer) * batch * element_bytes;
+  const double out_elements = static_cast<double>(NumElements(layer.output_shape)) * batch;
+  const double out = out_elements * element_bytes;
+  const double weights = static_cast<double>(layer.params) * kWeightBytesPerElement;
   LayerWork work;
   switch (layer.op) {
     case Op::kConv2d:
@@ -218,16 +294,18 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       work.forward_kernels = 1;
       work.backward_kernels = 1;
       break;
-    case Op::kMaxPool2d:
-      // Forward also writes int64 argmax indices (2x the output's bytes); backward zero-fills the
-      // input gradient, then reads gradient and indices and scatters into it.
+    case Op::kMaxPool2d: {
+      // Forward also writes int64 argmax indices (2x the output's bytes at fp32); backward
+      // zero-fills the input gradient, then reads gradient and indices and scatters into it.
+      const double indices = out_elements * kIndexBytesPerElement;
       work.forward_flops = flops;
       work.backward_flops = flops;
-      work.forward_bytes = in + 3 * out;
-      work.backward_bytes = 2 * in + 3 * out;
+      work.forward_bytes = in + out + indices;
+      work.backward_bytes = 2 * in + out + indices;
       work.forward_kernels = 1;
       work.backward_kernels = 2;
       break;
+    }
     case Op::kAvgPool2d:
     case Op::kAdaptiveAvgPool2d:
       work.forward_flops = flops;

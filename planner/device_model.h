@@ -14,6 +14,9 @@
 // cannot amortise a tile's fixed costs (loading and writing its output, pipeline fill), so it
 // runs further from peak. `outputs` is the GEMM's output elements (flops / (2 x depth)): one with
 // few cannot fill the GPU's SMs with tiles (e.g. Inception-v3's convolutions on 8x8 maps).
+// Precision (precision.h): a preset has a dense peak per precision it supports; the model is
+// evaluated at one, whose peak is peak_tflops and whose element width sizes the activations and
+// their gradients in the bytes moved (weights, their gradients and the optimizer stay fp32).
 // Threading: DeviceModel is a plain value; the analytical profile is immutable and thread-safe.
 #pragma once
 
@@ -26,13 +29,16 @@
 
 #include "common/status.h"
 #include "planner/graph.h"
+#include "planner/precision.h"
 #include "planner/profile.h"
 
 namespace deepool::planner {
 
 struct DeviceModel {
-  std::string name;                  // "a100", ...
-  double peak_tflops = 0;            // dense peak of the math training uses (TF32 on A100/H100)
+  std::string name;  // "a100", ...
+  // The precision the model times: its math (peak_tflops) and its activations' width.
+  Precision precision = Precision::kFp32;
+  double peak_tflops = 0;            // dense peak at `precision`
   double memory_bandwidth_gbps = 0;  // GB/s of device memory
   double compute_efficiency = 1;     // fraction of peak_tflops that large conv/linear reach
   double memory_efficiency = 1;      // fraction of the bandwidth that streaming kernels reach
@@ -44,9 +50,20 @@ struct DeviceModel {
   Status Validate() const;
 };
 
-// Presets "a100", "h100", "h200", "v100", "cpu" (numbers and sources in docs/formats.md).
+// Presets "a100", "h100", "h200", "v100", "cpu" (numbers and sources in docs/formats.md), at
+// the preset's default precision: what deepool's runtime trains at (fp32 tensors, TF32
+// convolutions on Ampere and later): tf32 on a100, h100 and h200, fp32 on v100 and cpu.
+// NOT_FOUND naming the known presets for another name.
 StatusOr<DeviceModel> DevicePreset(std::string_view name);
+// The preset at `precision`, with that precision's peak; INVALID_ARGUMENT naming the preset,
+// the precision and the ones it supports when the device has no such math (V100: no TF32, no
+// bf16).
+StatusOr<DeviceModel> DevicePreset(std::string_view name, Precision precision);
 std::vector<std::string> DevicePresetNames();
+// The preset's default precision (the one DevicePreset(name) uses); NOT_FOUND as DevicePreset.
+StatusOr<Precision> DefaultPrecision(std::string_view name);
+// The precisions the preset supports, in Precision's order; NOT_FOUND as DevicePreset.
+StatusOr<std::vector<Precision>> SupportedPrecisions(std::string_view name);
 
 // A matrix-multiply-shaped part of a layer's work.
 struct GemmPart {
@@ -68,12 +85,17 @@ struct LayerWork {
   int backward_kernels = 0;
 };
 
-// Work of graph layer `layer_id` at `batch` samples, by the per-op rules.
-LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch);
+// Work of graph layer `layer_id` at `batch` samples, by the per-op rules, with activations and
+// their gradients of ActivationBytesPerElement(precision) bytes per element (weights, their
+// gradients and max pooling's int64 indices keep their widths).
+LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch,
+                            Precision precision = Precision::kFp32);
 // The roofline time of `work` on `device`.
 LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work);
 
-// A Profile answering every layer at every batch >= 1 from the model. Source: "analytical:<name>".
+// A Profile answering every layer at every batch >= 1 from the model, at device.precision
+// (Profile::precision()). Source: "analytical:<name>", followed by " (<precision>)" unless the
+// precision is the preset's default (a model not named after a preset always names it).
 std::unique_ptr<Profile> MakeAnalyticalProfile(const DeviceModel& device);
 
 }  // namespace deepool::planner

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "planner/precision.h"
 #include "planner/profile_environment.h"
 
 namespace deepool::planner {
@@ -35,6 +37,26 @@ class Profile {
   // What the times were measured on; nullptr where the source does not say (analytical models,
   // reference files, profiles measured before it was recorded).
   virtual const ProfileEnvironment* environment() const { return nullptr; }
+  // The precision the times are for (precision.h): an analytical model's, a profile file's
+  // "precision". nullopt where the source does not record it (reference files, profiles
+  // measured before it was recorded): those were measured as deepool's runtime trains, fp32
+  // activations with fp32 or TF32 math (MayBeUnrecordedPrecision). The cost model sizes
+  // activation re-splits by it (4 bytes per element when nullopt).
+  virtual std::optional<Precision> precision() const { return std::nullopt; }
 };
+
+// What a profile that does not record its precision may stand for: fp32 and tf32 (both keep
+// fp32 activations; the math depends on the library: cuDNN's convolutions use TF32 by default,
+// libtorch's matrix multiplies not).
+bool MayBeUnrecordedPrecision(Precision precision);
+
+// OK when `profile` is for `wanted`: it records `wanted`, or records nothing and `wanted` is
+// one MayBeUnrecordedPrecision allows. FAILED_PRECONDITION naming the profile's source, its
+// precision and `wanted` otherwise: planning at one precision with the times of another would
+// mix the two (the other's compute with this one's transfer sizes), so it is refused.
+Status CheckProfilePrecision(const Profile& profile, Precision wanted);
+// Whether two profiles' precisions can be mixed (a table and the fallback that times the
+// layers it lacks): equal, or one unrecorded and the other one MayBeUnrecordedPrecision allows.
+bool CompatiblePrecisions(std::optional<Precision> a, std::optional<Precision> b);
 
 }  // namespace deepool::planner

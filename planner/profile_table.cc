@@ -73,6 +73,16 @@ Status ReadOverhead(const json& doc, std::vector<OverheadPoint>* points) {
   return Status::Ok();
 }
 
+// "bf16", or what an unrecorded precision stands for.
+std::string PrecisionLabel(std::optional<Precision> precision) {
+  return precision ? PrecisionName(*precision) : "an unrecorded precision (fp32 or tf32)";
+}
+
+bool IsJsonText(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{';
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -86,10 +96,10 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
       !header.ok()) {
     return fail(header);
   }
-  Status known = CheckKnownFields(
-      doc,
-      {"format", "version", "device", "model", "layers", "iteration_overhead", "environment", "links"},
-      "");
+  Status known = CheckKnownFields(doc,
+                                  {"format", "version", "device", "model", "precision", "layers",
+                                   "iteration_overhead", "environment", "links"},
+                                  "");
   if (!known.ok()) return fail(known);
   ProfileData data;
   auto device = ReadRequiredField<std::string>(doc, "device", "");
@@ -98,6 +108,14 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
   auto model = ReadRequiredField<std::string>(doc, "model", "");
   if (!model.ok()) return fail(model.status());
   data.model = *model;
+  if (doc.contains("precision")) {
+    std::string name;
+    Status read = ReadOptionalField(doc, "precision", "", &name);
+    if (!read.ok()) return fail(read);
+    StatusOr<Precision> precision = ParsePrecision(name);
+    if (!precision.ok()) return fail(precision.status().WithContext("field precision"));
+    data.precision = *precision;
+  }
 
   auto layers = ReadRequiredArray(doc, "layers", "");
   if (!layers.ok()) return fail(layers.status());
@@ -144,7 +162,8 @@ StatusOr<ProfileData> ParseProfileJson(std::string_view text) {
   Status overhead = ReadOverhead(doc, &data.iteration_overhead);
   if (!overhead.ok()) return fail(overhead);
   if (doc.contains("environment")) {
-    StatusOr<ProfileEnvironment> environment = EnvironmentFromJson(doc["environment"], "environment");
+    StatusOr<ProfileEnvironment> environment =
+        EnvironmentFromJson(doc["environment"], "environment");
     if (!environment.ok()) return fail(environment.status());
     data.environment = *std::move(environment);
   }
@@ -175,6 +194,7 @@ std::string ProfileToJson(const ProfileData& data, int indent) {
               {"device", data.device},
               {"model", data.model},
               {"layers", std::move(layers)}};
+  if (data.precision) doc["precision"] = PrecisionName(*data.precision);
   if (!data.iteration_overhead.empty()) {
     std::vector<OverheadPoint> sorted = data.iteration_overhead;
     std::sort(sorted.begin(), sorted.end(),
@@ -292,6 +312,13 @@ StatusOr<std::unique_ptr<TableProfile>> TableProfile::Create(const ProfileData& 
                            std::to_string(graph.num_layers()) + " layers of " + graph.name() +
                            ": " + names);
     }
+    if (!CompatiblePrecisions(data.precision, options.fallback->precision())) {
+      return FailedPreconditionError(
+          "profile " + profile->source_ + " is for " + PrecisionLabel(data.precision) +
+          " but its fallback " + options.fallback->source() + " is for " +
+          PrecisionLabel(options.fallback->precision()) +
+          ": the layers it lacks must be timed at the profile's precision");
+    }
     profile->fallback_layers_ = std::move(missing);
     profile->source_ += " + " + options.fallback->source() + " for " +
                         std::to_string(profile->fallback_layers_.size()) + " layers";
@@ -339,14 +366,20 @@ double TableProfile::IterationOverheadMs(int64_t batch) const {
 
 StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text, const Graph& graph,
                                                           const ProfileOptions& options) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && text[first] == '{') {
+  if (IsJsonText(text)) {
     ASSIGN_OR_RETURN(ProfileData data, ParseProfileJson(text));
     std::string source = "profile:" + data.device + "/" + data.model;
+    if (data.precision) source += std::string(" (") + PrecisionName(*data.precision) + ")";
     return TableProfile::Create(data, graph, options, std::move(source));
   }
   ASSIGN_OR_RETURN(A100Import imported, ImportA100Profile(text, graph));
   return TableProfile::Create(imported.data, graph, options, "a100-reference:" + graph.name());
+}
+
+StatusOr<std::optional<Precision>> RecordedProfilePrecision(std::string_view text) {
+  if (!IsJsonText(text)) return std::optional<Precision>();
+  ASSIGN_OR_RETURN(ProfileData data, ParseProfileJson(text));
+  return data.precision;
 }
 
 StatusOr<std::unique_ptr<Profile>> ParseProfile(std::string_view text, const Graph& graph,

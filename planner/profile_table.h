@@ -62,6 +62,10 @@ struct OverheadPoint {
 struct ProfileData {
   std::string device;  // e.g. "a100", "cpu"
   std::string model;   // the graph's name
+  // Optional ("precision"): what the times were measured at (precision.h). Absent: not
+  // recorded, which stands for fp32 activations with fp32 or TF32 math, as deepool's runtime
+  // trains (Profile::precision()).
+  std::optional<Precision> precision;
   std::vector<LayerProfileData> layers;
   // Optional ("iteration_overhead" in the file); empty: none measured, charged as 0.
   std::vector<OverheadPoint> iteration_overhead;
@@ -71,15 +75,15 @@ struct ProfileData {
   // timed there with the profile (CPU devices: Gloo between processes, which no preset knows).
   std::optional<Link> links;
   bool operator==(const ProfileData& o) const {
-    return device == o.device && model == o.model && layers == o.layers &&
-           iteration_overhead == o.iteration_overhead && environment == o.environment &&
-           links == o.links;
+    return device == o.device && model == o.model && precision == o.precision &&
+           layers == o.layers && iteration_overhead == o.iteration_overhead &&
+           environment == o.environment && links == o.links;
   }
 };
 
-
 inline constexpr int kProfileFormatVersion = 1;
-// {"format": "deepool.profile", "version": 1, "device": ..., "model": ..., "layers": [...],
+// {"format": "deepool.profile", "version": 1, "device": ..., "model": ...,
+//  "precision": "bf16" (optional), "layers": [...],
 //  "iteration_overhead": [{"batch": 8, "ms": 2.5}, ...] (optional),
 //  "environment": {"device_model": ..., "torch": ..., ...} (optional),
 //  "links": {"bandwidth_gbps": ..., "latency_us": ..., ...} (optional)}.
@@ -90,7 +94,8 @@ std::string ProfileToJson(const ProfileData& data, int indent = 2);
 struct ProfileOptions {
   bool allow_extrapolation = false;
   // Used for graph layers the profile lacks (and only for those); nullptr: such layers are an
-  // error. Must outlive the profile.
+  // error. Must outlive the profile, and be for the profile's precision where it is used
+  // (CompatiblePrecisions, profile.h; else FAILED_PRECONDITION naming both).
   const Profile* fallback = nullptr;
 };
 
@@ -132,6 +137,8 @@ class TableProfile : public Profile {
     return data_.environment.empty() ? nullptr : &data_.environment;
   }
 
+  std::optional<Precision> precision() const override { return data_.precision; }
+
   const ProfileData& data() const { return data_; }
   // Graph layers timed by the fallback profile because the data lacks them, in graph order.
   const std::vector<std::string>& fallback_layers() const { return fallback_layers_; }
@@ -152,9 +159,15 @@ class TableProfile : public Profile {
 };
 
 // Reads a deepool profile JSON document or a reference A100 `.prof` text (auto-detected: JSON
-// starts with '{') and builds a TableProfile for `graph`.
+// starts with '{') and builds a TableProfile for `graph`. The source is
+// "profile:<device>/<model>", followed by " (<precision>)" when the file records one, or
+// "a100-reference:<model>".
 StatusOr<std::unique_ptr<TableProfile>> ParseProfileTable(std::string_view text, const Graph& graph,
                                                           const ProfileOptions& options);
+// The precision a profile text records (a deepool profile's "precision"); nullopt for one
+// without it and for a reference A100 file. Errors as ParseProfileJson's. For choosing the
+// fallback's precision before ParseProfileTable.
+StatusOr<std::optional<Precision>> RecordedProfilePrecision(std::string_view text);
 StatusOr<std::unique_ptr<Profile>> ParseProfile(std::string_view text, const Graph& graph,
                                                 const ProfileOptions& options);
 

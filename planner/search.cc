@@ -167,6 +167,7 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
+  if (options.precision) RETURN_IF_ERROR(CheckProfilePrecision(profile, *options.precision));
   CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
@@ -242,7 +243,7 @@ struct CrossingTensor {
 // One edge per pair of nodes that tensors cross between: the re-split of all of them, forward
 // and backward (as CostModel::ResplitMs), nothing between equal counts, its device time on the
 // larger of the two sets. `tensors` is sorted by (from, to).
-void AddResplitEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+void AddResplitEdges(const CostModel& model, const std::vector<int>& counts,
                      const std::vector<CrossingTensor>& tensors, SeriesParallelProblem* problem) {
   const size_t k_count = counts.size();
   // Re-split costs for every pair of counts, looked up once rather than per tensor and pair.
@@ -266,7 +267,7 @@ void AddResplitEdges(const Graph& graph, const CostModel& model, const std::vect
       for (size_t j = 0; j < k_count; ++j) {
         double ms = 0;
         for (size_t t = first; i != j && t < last; ++t) {
-          ms += 2.0 * resplits[i * k_count + j]->Ms(graph.layer(tensors[t].producer).output_bytes);
+          ms += 2.0 * resplits[i * k_count + j]->Ms(model.ActivationBytes(tensors[t].producer));
         }
         edge.cells[i * k_count + j] = CostPoint{ms, ms * std::max(counts[i], counts[j])};
       }
@@ -299,7 +300,7 @@ void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>
                    [](const CrossingTensor& a, const CrossingTensor& b) {
                      return a.from != b.from ? a.from < b.from : a.to < b.to;
                    });
-  AddResplitEdges(graph, model, counts, tensors, problem);
+  AddResplitEdges(model, counts, tensors, problem);
   const std::vector<CostPoint> free_edge(counts.size(), CostPoint{});
   for (int node : reads_input) {
     problem->edges.push_back({SeriesParallelProblem::kSource, node, free_edge});
@@ -460,8 +461,7 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
                                                  const std::vector<int>& candidates,
                                                  const std::vector<int>& most_per_layer,
                                                  const std::vector<int>& data_parallel_counts,
-                                                 double single_device_ms,
-                                                 bool single_device_fits,
+                                                 double single_device_ms, bool single_device_fits,
                                                  SeriesParallelProblem problem) {
   const CostModel& model = full.model();
   const bool data_parallel_trains = WithinMostDevices(data_parallel_counts, most_per_layer);
@@ -498,6 +498,7 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
                                  const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
+  if (options.precision) RETURN_IF_ERROR(CheckProfilePrecision(profile, *options.precision));
   CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
@@ -537,10 +538,10 @@ StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, con
     starts.push_back(data_parallel);
   }
 
-  ASSIGN_OR_RETURN(std::vector<Candidate> answers,
-                   AdditiveAnswers(graph, full, nodes, candidates, most_per_layer,
-                                   data_parallel.counts, single_device_ms, single_device_fits,
-                                   std::move(problem)));
+  ASSIGN_OR_RETURN(
+      std::vector<Candidate> answers,
+      AdditiveAnswers(graph, full, nodes, candidates, most_per_layer, data_parallel.counts,
+                      single_device_ms, single_device_fits, std::move(problem)));
   for (Candidate& answer : answers) starts.push_back(std::move(answer));
   if (starts.empty()) {
     return FailedPreconditionError(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -12,6 +13,7 @@
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/precision.h"
 #include "planner/profile.h"
 
 namespace deepool::planner {
@@ -38,6 +40,11 @@ struct PlanOptions {
   // SyncBatchNorm does (cheaper; then data parallelism is exactly the baseline's). The runtime
   // must train the same way (run spec "batch_norm", docs/formats.md).
   bool sync_batch_norm = true;
+  // The precision to plan at (precision.h). The profile times the layers at its own precision
+  // and the cost model sizes the activation re-splits by it, so this only checks that they
+  // agree: a profile for another precision (CheckProfilePrecision, profile.h) is refused with
+  // FAILED_PRECONDITION. Unset: the profile's, unchecked.
+  std::optional<Precision> precision;
 };
 
 // The cost model the search plans with: the options' gradient sync and batch norm. --explain
@@ -60,7 +67,8 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 // Returns the burst-parallel plan, with the data-parallel baseline's totals filled in beside it,
 // or INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND with a clear reason. A global batch
 // under which a batch-norm layer would see one value per channel is refused naming the layer
-// (CheckBatchNormTraining, plan.h).
+// (CheckBatchNormTraining, plan.h); a profile for another precision than options.precision is
+// refused (FAILED_PRECONDITION).
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options);
 
