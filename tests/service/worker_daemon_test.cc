@@ -41,6 +41,9 @@ echo "rank $rank store $store" >&2
 case "$mode" in
   ok)
     echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":0,\"loss\":2.5,\"iteration_ms\":5,\"samples_per_s\":80,\"busy_ms\":4,\"idle_ms\":1}"
+    if [ "$rank" = 0 ]; then
+      echo '{"event":"evaluation","rank":0,"iteration":1,"samples":64,"loss":null,"top1":0.5,"top5":0.75}'
+    fi
     echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":1,\"checkpoint\":null}"
     exit 0;;
   hang)
@@ -340,19 +343,32 @@ TEST_CASE("the daemon registers its devices and runs a TRAIN task to a reported 
   CHECK(exit.node_id() == "n-w1");
   CHECK(exit.ranks_size() == 2);
   CHECK(f.Starts("t1") == 2);
-  // Progress: the store address, both ranks' iterations, and log lines.
+  // Progress: the store address, both ranks' iterations, log lines and rank 0's evaluation.
   REQUIRE(PollUntil([&] {
     return f.service.With([](FakeNodeService& s) {
       bool store = false;
-      int iterations = 0, logs = 0;
+      int iterations = 0, logs = 0, evaluations = 0;
       for (const auto& p : s.progress_) {
         store |= p.store_ready() == "127.0.0.1:45678";
         iterations += p.iterations_size();
         logs += p.logs_size();
+        evaluations += p.evaluations_size();
       }
-      return store && iterations == 2 && logs >= 2;
+      return store && iterations == 2 && logs >= 2 && evaluations == 1;
     });
   }));
+  const v1::Evaluation evaluation = f.service.With([](FakeNodeService& s) {
+    for (const auto& p : s.progress_) {
+      if (p.evaluations_size() > 0) return p.evaluations(0);
+    }
+    return v1::Evaluation();
+  });
+  CHECK(evaluation.iteration() == 1);
+  CHECK(evaluation.samples() == 64);
+  CHECK_FALSE(evaluation.has_loss());
+  CHECK(evaluation.top1() == 0.5);
+  CHECK(evaluation.top5() == 0.75);
+  CHECK(evaluation.time_ms() > 0);
   // Heartbeats keep going; a repeat in a heartbeat reply is a no-op too.
   f.service.PushInHeartbeat(command);
   int beats = f.service.With([](FakeNodeService& s) { return s.heartbeats_; });
@@ -446,8 +462,9 @@ TEST_CASE("only the coordinator's register-again key makes the daemon register a
   CHECK(f.service.With([](FakeNodeService& s) { return s.registrations_.size(); }) == 1);
 }
 
-TEST_CASE("a task that ended while its exit could not be reported is listed when the node registers",
-          "[worker][daemon]") {
+TEST_CASE(
+    "a task that ended while its exit could not be reported is listed when the node registers",
+    "[worker][daemon]") {
   Fixture f;
   f.service.RefuseExits(1000);  // the coordinator is away (restarting) when the task ends
   f.service.Push(Fixture::Train("t12", "ok", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
@@ -518,8 +535,9 @@ TEST_CASE("a coordinator that answers 'starting' keeps the lease: tasks run on, 
   CHECK_FALSE(f.ExitOf("t10").has_value());
   // Started: the worker registers again, listing the task it kept.
   f.service.SetStarting(false);
-  REQUIRE(PollUntil(
-      [&] { return f.service.With([](auto& s) { return s.registrations_.size(); }) > registered; }));
+  REQUIRE(PollUntil([&] {
+    return f.service.With([](auto& s) { return s.registrations_.size(); }) > registered;
+  }));
   v1::RegisterNodeRequest again = f.service.With([](auto& s) { return s.registrations_.back(); });
   REQUIRE(again.running_tasks_size() == 1);
   CHECK(again.running_tasks(0).task_id() == "t10");
