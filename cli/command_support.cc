@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "planner/profile.h"
 
 namespace deepool::cli {
 
@@ -156,6 +157,42 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
                    "data parallelism is the baseline's own)")
       ->check(CLI::IsMember({"synchronized", "per_device"}))
       ->capture_default_str();
+}
+
+StatusOr<std::optional<planner::Precision>> PrecisionFlag::Parse() const {
+  if (name.empty()) return std::optional<planner::Precision>();
+  ASSIGN_OR_RETURN(const planner::Precision precision, planner::ParsePrecision(name));
+  return std::optional<planner::Precision>(precision);
+}
+
+void AddPrecisionFlag(CLI::App* command, PrecisionFlag* flag) {
+  command->add_option(
+      "--precision", flag->name,
+      "Precision to plan at: fp32, tf32, bf16 or fp16 (math and activation width; gradient "
+      "all-reduces stay fp32). Default: the profile file's, else the device's (tf32 on a100, "
+      "h100, h200; fp32 on v100, cpu). A profile file of another precision is refused");
+}
+
+StatusOr<planner::DeviceModel> AnalyticalDeviceAt(const std::string& device,
+                                                  std::optional<planner::Precision> requested,
+                                                  bool fallback,
+                                                  std::optional<planner::Precision> recorded) {
+  if (fallback && recorded) return planner::DevicePreset(device, *recorded);
+  if (requested && (!fallback || planner::MayBeUnrecordedPrecision(*requested))) {
+    return planner::DevicePreset(device, *requested);
+  }
+  return planner::DevicePreset(device);
+}
+
+std::string DescribePrecision(std::optional<planner::Precision> precision) {
+  if (!precision) {
+    return "precision: not recorded by the profile (measured as deepool's runtime trains: fp32 "
+           "activations, fp32 or tf32 math)";
+  }
+  const int bytes = planner::ActivationBytesPerElement(*precision);
+  return std::string("precision: ") + planner::PrecisionName(*precision) +
+         " (activations and their gradients " + std::to_string(bytes) +
+         " bytes per element; weights, gradient all-reduces and the optimizer fp32)";
 }
 
 }  // namespace deepool::cli

@@ -2,13 +2,16 @@
 // errors, number formatting, plain-text tables, cluster loading and the search's flags.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "planner/cluster.h"
+#include "planner/device_model.h"
 #include "planner/gradient_sync.h"
+#include "planner/precision.h"
 
 namespace CLI {
 class App;
@@ -59,8 +62,8 @@ struct SearchFlags {
   double bucket_mb = planner::kDefaultGradientBucketMb;
   bool no_overlap = false;
   bool ring_only = false;
-  double pareto_tolerance = 1e-3;  // PlanOptions::pareto_tolerance; 0: exact frontiers
-  bool concurrent_branches = false;  // PlanOptions::concurrent_branches
+  double pareto_tolerance = 1e-3;           // PlanOptions::pareto_tolerance; 0: exact frontiers
+  bool concurrent_branches = false;         // PlanOptions::concurrent_branches
   std::string batch_norm = "synchronized";  // or "per_device": PlanOptions::sync_batch_norm
 
   planner::GradientSyncOptions GradientSync() const;
@@ -70,6 +73,32 @@ struct SearchFlags {
   // ring or tree; branches one after another".
   std::string Describe() const;
 };
+
+// --precision: the precision to plan at, as deepool plan and deepool simulate take it.
+struct PrecisionFlag {
+  std::string name;  // empty: not given
+  // The parsed flag; nullopt when not given. INVALID_ARGUMENT for an unknown name.
+  StatusOr<std::optional<planner::Precision>> Parse() const;
+};
+// Adds --precision to the command.
+void AddPrecisionFlag(CLI::App* command, PrecisionFlag* flag);
+
+// The analytical device for `device` (a preset name) at `requested` (--precision) when given,
+// else at the preset's default. As the fallback of a profile file (`fallback`), it times the
+// layers the file lacks at the file's precision instead: `recorded` when the file records one;
+// for a file that records none, `requested` when it may be the file's (fp32, tf32), else the
+// default. So a --precision the file is not for is refused by the plan's check, naming the
+// file, not by the fallback. INVALID_ARGUMENT where the preset lacks that precision, NOT_FOUND
+// for an unknown preset.
+StatusOr<planner::DeviceModel> AnalyticalDeviceAt(const std::string& device,
+                                                  std::optional<planner::Precision> requested,
+                                                  bool fallback,
+                                                  std::optional<planner::Precision> recorded);
+
+// One line for a report: "precision: bf16 (activations and their gradients 2 bytes per element;
+// weights, gradient all-reduces and the optimizer fp32)"; for an unrecorded one (nullopt), what
+// it stands for.
+std::string DescribePrecision(std::optional<planner::Precision> precision);
 
 // Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance,
 // --concurrent-branches and --batch-norm.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ struct PlanFlags {
   bool exhaustive = false;
   bool allow_extrapolation = false;
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
+  PrecisionFlag precision;
 };
 
 // --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape. Without
@@ -110,7 +112,8 @@ std::string DevicesCell(const planner::LayerPlacement& placement) {
 }
 
 void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
-               const std::vector<std::string>& fallback_layers, std::ostream& out) {
+               const std::vector<std::string>& fallback_layers,
+               std::optional<planner::Precision> precision, std::ostream& out) {
   out << "model " << plan.model << ", global batch " << plan.global_batch << ", "
       << plan.num_devices << " devices, amplification limit "
       << (plan.amplification_limit > 0 ? Fixed(plan.amplification_limit, 2) : "none")
@@ -118,7 +121,7 @@ void PrintPlan(const planner::Plan& plan, const planner::Graph& graph,
   if (!plan.profile_environment.empty()) {
     out << " (measured on " << planner::EnvironmentSummary(plan.profile_environment) << ")";
   }
-  out << "\n";
+  out << "\n" << DescribePrecision(precision) << "\n";
   if (!fallback_layers.empty()) {
     out << fallback_layers.size() << " of " << graph.num_layers()
         << " layers are not in the profile file and are timed by the fallback device:";
@@ -210,12 +213,25 @@ int RunPlan(const PlanFlags& flags) {
     std::cerr << "error: --fallback-device only applies with --profile\n";
     return kExitUsage;
   }
+  const StatusOr<std::optional<planner::Precision>> precision = flags.precision.Parse();
+  if (!precision.ok()) return Fail(precision.status(), kExitUsage);
   StatusOr<planner::Graph> graph = LoadGraph(flags);
   if (!graph.ok()) return Fail(graph.status(), ExitCodeFor(graph.status()));
+  StatusOr<std::string> text = std::string();
+  std::optional<planner::Precision> recorded;  // the profile file's precision
+  if (!flags.profile_path.empty()) {
+    text = ReadTextFile(flags.profile_path);
+    if (!text.ok()) return Fail(text.status(), kExitInvalidInput);
+    StatusOr<std::optional<planner::Precision>> in_file = planner::RecordedProfilePrecision(*text);
+    if (!in_file.ok())
+      return Fail(in_file.status().WithContext(flags.profile_path), kExitInvalidInput);
+    recorded = *in_file;
+  }
   std::unique_ptr<planner::Profile> analytical;
   const std::string device = flags.device.empty() ? flags.fallback_device : flags.device;
   if (!device.empty()) {
-    StatusOr<planner::DeviceModel> model = planner::DevicePreset(device);
+    StatusOr<planner::DeviceModel> model =
+        AnalyticalDeviceAt(device, *precision, !flags.profile_path.empty(), recorded);
     if (!model.ok()) return Fail(model.status(), kExitUsage);
     analytical = planner::MakeAnalyticalProfile(*model);
   }
@@ -223,8 +239,6 @@ int RunPlan(const PlanFlags& flags) {
   std::vector<std::string> fallback_layers;
   const planner::Profile* profile = analytical.get();
   if (!flags.profile_path.empty()) {
-    StatusOr<std::string> text = ReadTextFile(flags.profile_path);
-    if (!text.ok()) return Fail(text.status(), kExitInvalidInput);
     planner::ProfileOptions options;
     options.allow_extrapolation = flags.allow_extrapolation;
     options.fallback = analytical.get();
@@ -262,6 +276,7 @@ int RunPlan(const PlanFlags& flags) {
   options.pareto_tolerance = flags.search.pareto_tolerance;
   options.concurrent_branches = flags.search.concurrent_branches;
   options.sync_batch_norm = flags.search.SyncBatchNorm();
+  options.precision = *precision;
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -281,7 +296,8 @@ int RunPlan(const PlanFlags& flags) {
     std::cout << planner::PlanToJson(*plan) << '\n';
     return kExitOk;
   }
-  PrintPlan(*plan, *graph, fallback_layers, std::cout);
+  PrintPlan(*plan, *graph, fallback_layers,
+            options.precision ? options.precision : profile->precision(), std::cout);
   PrintIterationOverhead(*plan, *graph, *profile, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
   std::cout << "search: Pareto frontiers "
@@ -342,6 +358,7 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
   AddSearchFlags(plan, &flags->search);
+  AddPrecisionFlag(plan, &flags->precision);
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(
@@ -351,7 +368,8 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
       "  deepool plan --model vgg16 --global-batch 32 --gpus 8 --profile A100_vgg.prof \\\n"
       "      --fallback-device a100 --svg vgg16.svg\n"
       "  deepool plan --model resnet50 --global-batch 64 --gpus 8 --device a100 \\\n"
-      "      --trace resnet50.trace.json --trace-svg resnet50.trace.svg");
+      "      --trace resnet50.trace.json --trace-svg resnet50.trace.svg\n"
+      "  deepool plan --model resnet50 --global-batch 64 --gpus 8 --device h100 --precision bf16");
   plan->callback([&result, flags] { result.exit_code = RunPlan(*flags); });
 }
 

@@ -44,6 +44,7 @@ struct SimulateFlags {
   std::vector<int> partitions;
   bool json = false;
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
+  PrecisionFlag precision;
 };
 
 // A loaded model with the profile that times it (and what the profile could not time).
@@ -102,7 +103,8 @@ void PrintReport(const planner::SimReport& report, const TimedModel& fg, const T
   out << "FG job: " << report.fg_model << ", global batch " << report.global_batch << ", "
       << report.devices << " devices (" << report.cluster_name << "), amplification limit "
       << (report.amplification_limit > 0 ? Fixed(report.amplification_limit, 2) : "none")
-      << "\nprofile: " << report.profile_source << "\n";
+      << "\nprofile: " << report.profile_source << "\n"
+      << DescribePrecision(fg.profile->precision()) << "\n";
   PrintFallback("FG profile", fg, out);
   out << "single-device iteration: " << Fixed(report.single_device_ms, 2) << " ms\n";
   out << "cost model: " << search.Describe() << '\n';
@@ -166,9 +168,23 @@ int RunSimulate(const SimulateFlags& flags) {
     std::cerr << "error: --bg-policy must be greedy or fit-gaps, got " << flags.bg_policy << '\n';
     return kExitUsage;
   }
+  const StatusOr<std::optional<planner::Precision>> precision = flags.precision.Parse();
+  if (!precision.ok()) return Fail(precision.status(), kExitUsage);
+  // The analytical device at --precision, else at the FG profile file's, else its default.
+  std::optional<planner::Precision> recorded;
+  if (!flags.profile_path.empty()) {
+    StatusOr<std::string> text = ReadTextFile(flags.profile_path);
+    if (!text.ok()) return Fail(text.status(), kExitInvalidInput);
+    StatusOr<std::optional<planner::Precision>> in_file = planner::RecordedProfilePrecision(*text);
+    if (!in_file.ok()) {
+      return Fail(in_file.status().WithContext(flags.profile_path), kExitInvalidInput);
+    }
+    recorded = *in_file;
+  }
   std::unique_ptr<planner::Profile> analytical;
   if (!flags.device.empty()) {
-    StatusOr<planner::DeviceModel> device = planner::DevicePreset(flags.device);
+    StatusOr<planner::DeviceModel> device =
+        AnalyticalDeviceAt(flags.device, *precision, !flags.profile_path.empty(), recorded);
     if (!device.ok()) return Fail(device.status(), kExitUsage);
     analytical = planner::MakeAnalyticalProfile(*device);
   }
@@ -195,6 +211,15 @@ int RunSimulate(const SimulateFlags& flags) {
       if (!other_bg.ok()) return Fail(other_bg.status(), ExitCodeFor(other_bg.status()));
       bg = &*other_bg;
     }
+  }
+
+  // Every profile at one precision: --precision's when given, else the FG profile's.
+  const std::optional<planner::Precision> wanted =
+      *precision ? *precision : fg->profile->precision();
+  for (const TimedModel* model : {static_cast<const TimedModel*>(&*fg), bg}) {
+    if (model == nullptr || !wanted) continue;
+    const Status same = planner::CheckProfilePrecision(*model->profile, *wanted);
+    if (!same.ok()) return Fail(same, ExitCodeFor(same));
   }
 
   planner::SimRequest request;
@@ -257,6 +282,7 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
       "device, else --device's: dgx-a100; dgx-h100 for h100, dgx-h200 for h200, cpu-G for cpu); a "
       "profile of other devices than the cluster's is warned about");
   AddSearchFlags(simulate, &flags->search);
+  AddPrecisionFlag(simulate, &flags->precision);
   simulate->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                      "Extrapolate profile files beyond their measured batches");
   simulate
