@@ -36,6 +36,7 @@ protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
   spec.seed = static_cast<uint64_t>(data.seed);  // unsigned in the run spec
   spec.path = data.path;
   spec.skip_bad = data.skip_bad;
+  spec.dtype = data.dtype;
   return spec;
 }
 

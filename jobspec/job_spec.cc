@@ -35,15 +35,20 @@ Status CheckPath(const std::string& field, const std::string& path) {
 // `where` is "data." or "eval.data.".
 Status CheckData(const DataSpec& data, const std::string& where) {
   RETURN_IF_ERROR(CheckPath(where + "path", data.path));
-  if (data.kind != "synthetic" && data.kind != "cifar10" && data.kind != "image_folder") {
-    return FieldError(
-        where + "kind",
-        "must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"" + data.kind + "\"");
+  if (data.kind != "synthetic" && data.kind != "cifar10" && data.kind != "image_folder" &&
+      data.kind != "tokens") {
+    return FieldError(where + "kind",
+                      "must be \"synthetic\", \"cifar10\", \"image_folder\" or \"tokens\", got \"" +
+                          data.kind + "\"");
   }
   if (data.kind != "synthetic" && data.path.empty()) {
     return FieldError(where + "path", "is required for " + data.kind);
   }
   if (data.skip_bad < 0) return FieldError(where + "skip_bad", "must be >= 0");
+  if (protocol::TokenBytes(data.dtype) == 0) {
+    return FieldError(where + "dtype",
+                      "must be \"uint16\" or \"uint32\", got \"" + data.dtype + "\"");
+  }
   return Status::Ok();
 }
 

@@ -37,7 +37,8 @@ struct DataSpec {
   std::string kind = "synthetic";  // "synthetic", "cifar10" or "image_folder"
   int64_t seed = 0;
   std::string path;
-  int64_t skip_bad = 0;  // image_folder
+  int64_t skip_bad = 0;          // image_folder
+  std::string dtype = "uint16";  // tokens: "uint16" or "uint32" ids
 };
 
 // Periodic evaluation on a held-out data set (protocol::EvalSpec, which the coordinator copies

@@ -76,11 +76,13 @@ Status ReadData(const json& doc, const std::string& where, v1::DataSpec* data) {
   if (!doc.is_object()) {
     return InvalidArgumentError(where.substr(0, where.size() - 1) + ": must be an object");
   }
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path", "skip_bad"}, where));
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"kind", "seed", "path", "skip_bad", "dtype"}, where));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "kind", where, [&](auto v) { data->set_kind(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", where, [&](auto v) { data->set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "path", where, [&](auto v) { data->set_path(v); }));
-  return ReadInto<int64_t>(doc, "skip_bad", where, [&](auto v) { data->set_skip_bad(v); });
+  RETURN_IF_ERROR(
+      ReadInto<int64_t>(doc, "skip_bad", where, [&](auto v) { data->set_skip_bad(v); }));
+  return ReadInto<std::string>(doc, "dtype", where, [&](auto v) { data->set_dtype(v); });
 }
 
 // {"data": {...}, "every_iterations": N}; JobSpecFromProto requires the data.
@@ -98,6 +100,7 @@ json DataToJson(const DataSpec& data) {
   json doc = {{"kind", data.kind}, {"seed", data.seed}};
   if (!data.path.empty()) doc["path"] = data.path;
   if (data.skip_bad != 0) doc["skip_bad"] = data.skip_bad;
+  if (data.kind == "tokens") doc["dtype"] = data.dtype;
   return doc;
 }
 

@@ -43,6 +43,7 @@ DataSpec DataFromProto(const v1::DataSpec& p) {
   if (p.has_seed()) data.seed = p.seed();
   data.path = p.path();
   if (p.has_skip_bad()) data.skip_bad = p.skip_bad();
+  if (p.has_dtype()) data.dtype = p.dtype();
   return data;
 }
 
@@ -51,6 +52,7 @@ void DataToProto(const DataSpec& data, v1::DataSpec* p) {
   p->set_seed(data.seed);
   p->set_path(data.path);
   if (data.skip_bad != 0) p->set_skip_bad(data.skip_bad);
+  if (data.kind == "tokens") p->set_dtype(data.dtype);
 }
 
 }  // namespace

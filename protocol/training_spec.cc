@@ -51,7 +51,15 @@ int OptimizerProtocolVersion(std::string_view name) {
 }
 
 int DataProtocolVersion(std::string_view kind) {
-  return kind == "image_folder" ? kImageFolderProtocolVersion : kOldestProtocolVersion;
+  if (kind == "image_folder") return kImageFolderProtocolVersion;
+  if (kind == "tokens") return kTokensProtocolVersion;
+  return kOldestProtocolVersion;
+}
+
+int TokenBytes(std::string_view dtype) {
+  if (dtype == "uint16") return 2;
+  if (dtype == "uint32") return 4;
+  return 0;
 }
 
 json OptimizerToJson(const OptimizerSpec& spec) {
@@ -70,19 +78,22 @@ json OptimizerToJson(const OptimizerSpec& spec) {
 
 Status ValidateDataSpec(const DataSpec& spec, const std::string& where) {
   if (spec.kind == "synthetic") return Status::Ok();
-  if (spec.kind == "cifar10" || spec.kind == "image_folder") {
+  if (spec.kind == "cifar10" || spec.kind == "image_folder" || spec.kind == "tokens") {
     if (spec.path.empty()) return InvalidArgumentError(where + "path is required for " + spec.kind);
     if (spec.skip_bad < 0) return InvalidArgumentError(where + "skip_bad must be >= 0");
+    if (TokenBytes(spec.dtype) == 0) {
+      return InvalidArgumentError(where + "dtype must be uint16 or uint32, not " + spec.dtype);
+    }
     return Status::Ok();
   }
   return InvalidArgumentError(where + "kind \"" + spec.kind +
-                              "\" is not synthetic, cifar10 or image_folder");
+                              "\" is not synthetic, cifar10, image_folder or tokens");
 }
 
 StatusOr<DataSpec> ParseDataFlag(std::string_view text, std::string_view flag) {
   DataSpec data;
   if (text == "synthetic") return data;
-  for (const char* kind : {"cifar10", "image_folder"}) {
+  for (const char* kind : {"cifar10", "image_folder", "tokens"}) {
     const std::string prefix = std::string(kind) + ":";
     if (text.substr(0, prefix.size()) == prefix && text.size() > prefix.size()) {
       data.kind = kind;
@@ -91,7 +102,8 @@ StatusOr<DataSpec> ParseDataFlag(std::string_view text, std::string_view flag) {
     }
   }
   return InvalidArgumentError(std::string(flag) +
-                              " must be synthetic, cifar10:PATH or image_folder:PATH, not " +
+                              " must be synthetic, cifar10:PATH, image_folder:PATH or tokens:PATH, "
+                              "not " +
                               std::string(text));
 }
 
@@ -102,6 +114,7 @@ StatusOr<DataSpec> ParseDataJson(const json& doc, const std::string& where) {
   RETURN_IF_ERROR(ReadOptionalField(doc, "seed", where, &spec.seed));
   RETURN_IF_ERROR(ReadOptionalField(doc, "path", where, &spec.path));
   RETURN_IF_ERROR(ReadOptionalField(doc, "skip_bad", where, &spec.skip_bad));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "dtype", where, &spec.dtype));
   return spec;
 }
 
@@ -164,6 +177,9 @@ json DataToJson(const DataSpec& spec) {
   if (spec.kind == "image_folder") {
     return {
         {"kind", spec.kind}, {"path", spec.path}, {"seed", spec.seed}, {"skip_bad", spec.skip_bad}};
+  }
+  if (spec.kind == "tokens") {
+    return {{"kind", spec.kind}, {"path", spec.path}, {"seed", spec.seed}, {"dtype", spec.dtype}};
   }
   return {{"kind", spec.kind}, {"seed", spec.seed}};
 }

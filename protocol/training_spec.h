@@ -5,6 +5,7 @@
 //              | {"name":"adamw",...as adam}  (decoupled weight decay; executor protocol 2)
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
 //              | {"kind":"image_folder","path":P,"seed":S,"skip_bad":N}
+//              | {"kind":"tokens","path":P,"seed":S,"dtype":"uint16"|"uint32"}  (protocol 4)
 //   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
 //   "eval":      {"data":{...as "data"},"every_iterations":N}  (executor protocol 4)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
@@ -54,20 +55,27 @@ StatusOr<OptimizerSpec> ParseOptimizerJson(const nlohmann::json& doc, const std:
 nlohmann::json OptimizerToJson(const OptimizerSpec& spec);
 
 struct DataSpec {
-  std::string kind = "synthetic";  // "synthetic", "cifar10" or "image_folder"
-  uint64_t seed = 0;               // synthetic; image_folder: shuffling and augmentation
+  std::string kind = "synthetic";  // "synthetic", "cifar10", "image_folder" or "tokens"
+  // synthetic; image_folder: shuffling and augmentation; tokens: the windows' offsets
+  uint64_t seed = 0;
   // cifar10: a .bin file or a folder of them; image_folder: a folder of class folders or a list
-  // file (worker/runtime/data/image_folder.h)
+  // file (worker/runtime/data/image_folder.h); tokens: a flat file of token ids
+  // (worker/runtime/data/token_file.h)
   std::string path;
-  int64_t skip_bad = 0;  // image_folder: unreadable samples skipped before the job fails
+  int64_t skip_bad = 0;          // image_folder: unreadable samples skipped before the job fails
+  std::string dtype = "uint16";  // tokens: the ids' type, "uint16" or "uint32"
   bool operator==(const DataSpec& o) const {
-    return kind == o.kind && seed == o.seed && path == o.path && skip_bad == o.skip_bad;
+    return kind == o.kind && seed == o.seed && path == o.path && skip_bad == o.skip_bad &&
+           dtype == o.dtype;
   }
 };
 
+// The bytes of one token id of `dtype` ("uint16": 2, "uint32": 4); 0 for another name.
+int TokenBytes(std::string_view dtype);
+
 // The oldest executor protocol that can read data of this kind: kImageFolderProtocolVersion for
-// "image_folder", else kOldestProtocolVersion (with OptimizerProtocolVersion, the rule for
-// RequiredProtocolVersion and for placement).
+// "image_folder", kTokensProtocolVersion for "tokens", else kOldestProtocolVersion (with
+// OptimizerProtocolVersion, the rule for RequiredProtocolVersion and for placement).
 int DataProtocolVersion(std::string_view kind);
 
 // Names the offending field: "data.path is required for cifar10" (`where` is "data." or
@@ -75,9 +83,10 @@ int DataProtocolVersion(std::string_view kind);
 Status ValidateDataSpec(const DataSpec& spec, const std::string& where = "data.");
 
 // The command-line form of a data set, which deepool-train's --data and --eval-data and
-// `deepool submit`'s --eval-data take: "synthetic", "cifar10:PATH" or "image_folder:PATH". The
-// path is kept as given and seed and skip_bad keep their defaults (the caller's to set). Errors
-// name `flag`: "--eval-data must be synthetic, cifar10:PATH or image_folder:PATH, not imagenet".
+// `deepool submit`'s --eval-data take: "synthetic", "cifar10:PATH", "image_folder:PATH" or
+// "tokens:PATH" (uint16 ids). The path is kept as given and seed, skip_bad and dtype keep their
+// defaults (the caller's to set). Errors name `flag`: "--eval-data must be synthetic,
+// cifar10:PATH, image_folder:PATH or tokens:PATH, not imagenet".
 StatusOr<DataSpec> ParseDataFlag(std::string_view text, std::string_view flag);
 
 // Absent fields keep their defaults. Writes only the fields of the named kind.

@@ -20,7 +20,8 @@
 //   1: sgd and adam.
 //   2: adds the adamw optimizer (decoupled weight decay).
 //   3: adds image_folder data (data.kind "image_folder", data.skip_bad).
-//   4: adds evaluation (eval: a held-out data set run every N iterations).
+//   4: adds evaluation (eval: a held-out data set run every N iterations) and tokens data
+//      (data.kind "tokens", data.dtype).
 #pragma once
 
 namespace deepool::protocol {
@@ -36,6 +37,8 @@ inline constexpr int kAdamWProtocolVersion = 2;
 inline constexpr int kImageFolderProtocolVersion = 3;
 // The version that introduced evaluation (the run spec's "eval").
 inline constexpr int kEvaluationProtocolVersion = 4;
+// The version that introduced tokens data.
+inline constexpr int kTokensProtocolVersion = 4;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

@@ -29,9 +29,10 @@ using nlohmann::json;
 struct SubmitFlags {
   ClientOptions client;
   std::string spec;  // file, "-" for stdin, or inline JSON
-  std::string model, graph_file, name, optimizer, data, data_path, profile, checkpoint, batch_norm;
+  std::string model, graph_file, name, optimizer, data, data_path, data_dtype, profile, checkpoint,
+      batch_norm;
   std::string checkpoint_dir;
-  std::string eval_data;  // "synthetic", "cifar10:PATH" or "image_folder:PATH"
+  std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every,
       data_skip_bad, eval_every;
   std::optional<int> gpus, priority, checkpoint_keep;
@@ -117,12 +118,13 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
     if (!f.optimizer.empty()) opt["name"] = f.optimizer;
     if (f.lr) opt["lr"] = *f.lr;
   }
-  if (!f.data.empty() || !f.data_path.empty() || f.data_skip_bad) {
+  if (!f.data.empty() || !f.data_path.empty() || f.data_skip_bad || !f.data_dtype.empty()) {
     json& data = doc["data"];
     if (!data.is_object()) data = json::object();
     if (!f.data.empty()) data["kind"] = f.data;
     if (!f.data_path.empty()) data["path"] = f.data_path;
     if (f.data_skip_bad) data["skip_bad"] = *f.data_skip_bad;
+    if (!f.data_dtype.empty()) data["dtype"] = f.data_dtype;
   }
   if (!f.profile.empty()) doc["profile"] = f.profile;
   if (f.gradient_bucket_mb) doc["gradient_bucket_mb"] = *f.gradient_bucket_mb;
@@ -408,15 +410,18 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--priority", flags->priority, "Higher runs first");
   cmd->add_option("--optimizer", flags->optimizer, "SGD, Adam or AdamW (sgd, adam, adamw)");
   cmd->add_option("--lr", flags->lr, "Learning rate");
-  cmd->add_option("--data", flags->data, "Synthetic, cifar10 or image_folder");
+  cmd->add_option("--data", flags->data, "Synthetic, cifar10, image_folder or tokens");
   cmd->add_option("--data-path", flags->data_path,
                   "On every worker: cifar10's file or folder; image_folder's folder of class "
-                  "folders or path<TAB>label list file");
+                  "folders or path<TAB>label list file; tokens' file of token ids");
+  cmd->add_option("--data-dtype", flags->data_dtype,
+                  "Tokens: the ids' type, uint16 (default) or uint32");
   cmd->add_option("--data-skip-bad", flags->data_skip_bad,
                   "Image_folder: unreadable images skipped before the job fails (default 0)");
   cmd->add_option("--eval-data", flags->eval_data,
-                  "FG: evaluate on this held-out set, on every worker: synthetic, cifar10:PATH "
-                  "or image_folder:PATH (default: no evaluation; needs executor protocol 4)");
+                  "FG: evaluate on this held-out set, on every worker: synthetic, cifar10:PATH, "
+                  "image_folder:PATH or tokens:PATH (default: no evaluation; needs executor "
+                  "protocol 4)");
   cmd->add_option("--eval-every", flags->eval_every,
                   "Iterations between evaluations on --eval-data (default 0: only after the "
                   "last)");

@@ -530,8 +530,8 @@ TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
   err.clear();
   CHECK(cluster.RunCli({"submit", spec_path, "--eval-data", "imagenet", "--detach"}, &out, &err) ==
         cli::kExitInvalidInput);
-  CHECK_THAT(err, Catch::Contains("--eval-data must be synthetic, cifar10:PATH or "
-                                  "image_folder:PATH, not imagenet"));
+  CHECK_THAT(err, Catch::Contains("--eval-data must be synthetic, cifar10:PATH, "
+                                  "image_folder:PATH or tokens:PATH, not imagenet"));
   // --eval-every without a data set: the coordinator refuses the eval, naming its data.
   err.clear();
   CHECK(cluster.RunCli({"submit", spec_path, "--eval-every", "5", "--detach"}, &out, &err) ==

@@ -225,6 +225,7 @@ class RecordingSource final : public DataSource {
   };
   explicit RecordingSource(std::unique_ptr<DataSource> inner) : inner_(std::move(inner)) {}
   int64_t global_batch() const override { return inner_->global_batch(); }
+  int64_t num_samples() const override { return inner_->num_samples(); }
   std::vector<Call> calls() {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;

@@ -111,6 +111,36 @@ TEST_CASE("an image folder serves every image once per epoch, as uint8 rows with
   fs::remove_all(root);
 }
 
+TEST_CASE("a held-out image folder is read in file order through the evaluation transform",
+          "[data][images]") {
+  auto root = TempDir();
+  WriteFolder(root, 3, 4);  // 12 images, ids 0..11 in listing order
+  auto data = Open(root, 5, {7, 0, DataUse::kEvaluation});
+  REQUIRE(data.ok());
+  REQUIRE((*data)->num_samples() == 12);
+  // Rows i*5 + r are samples 0..11, then the set again from the start: passes 0-2 cover every
+  // sample once, whatever the seed (nothing is shuffled).
+  for (int64_t iteration = 0; iteration < 3; ++iteration) {
+    auto batch = (*data)->GlobalBatch(iteration);
+    REQUIRE(batch.ok());
+    for (int64_t row = 0; row < 5; ++row) {
+      const int expected = static_cast<int>((iteration * 5 + row) % 12);
+      REQUIRE(SampleIdOf(*batch, row) == expected);
+      REQUIRE(batch->labels[row].item<int64_t>() == expected / 4);
+      REQUIRE(batch->inputs[row][0].eq(expected % 256).all().item<bool>());
+    }
+  }
+  // The evaluation transform draws nothing: the same rows for another seed. Training shuffles.
+  auto other_seed = Open(root, 5, {8, 0, DataUse::kEvaluation});
+  REQUIRE((*other_seed)->GlobalBatch(1)->inputs.equal((*data)->GlobalBatch(1)->inputs));
+  auto training = Open(root, 5, {7, 0});
+  const bool same_order =
+      (*training)->GlobalBatch(0)->labels.equal((*data)->GlobalBatch(0)->labels) &&
+      (*training)->GlobalBatch(1)->labels.equal((*data)->GlobalBatch(1)->labels);
+  REQUIRE_FALSE(same_order);
+  fs::remove_all(root);
+}
+
 TEST_CASE("image rows depend on the seed, not on how ranks split the batch", "[data][images]") {
   auto root = TempDir();
   WriteFolder(root, 2, 5);

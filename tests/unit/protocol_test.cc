@@ -313,7 +313,7 @@ TEST_CASE("run spec: a bad eval is refused naming the field", "[protocol][eval]"
   CHECK(error([](json& d) { d["eval"]["data"].erase("path"); }) ==
         "eval.data.path is required for cifar10");
   CHECK(error([](json& d) { d["eval"]["data"]["kind"] = "imagenet"; }) ==
-        "eval.data.kind \"imagenet\" is not synthetic, cifar10 or image_folder");
+        "eval.data.kind \"imagenet\" is not synthetic, cifar10, image_folder or tokens");
   CHECK(error([](json& d) { d["eval"].erase("data"); }) == "missing field eval.data");
   CHECK_THAT(error([](json& d) { d["eval"]["every"] = 3; }), Catch::Contains("eval.every"));
   CHECK_THAT(error([](json& d) { d["eval"]["every_iterations"] = "often"; }),
@@ -337,7 +337,24 @@ TEST_CASE("run spec: a version 3 document with eval is refused, naming field and
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
 
-TEST_CASE("data flags: synthetic, cifar10:PATH and image_folder:PATH", "[protocol][eval]") {
+TEST_CASE("tokens data: its JSON, its id type and the version it needs", "[protocol][tokens]") {
+  StatusOr<DataSpec> data = ParseDataJson(
+      nlohmann::json::parse(R"({"kind":"tokens","path":"/c/train.bin","seed":3,"dtype":"uint32"})"),
+      "data.");
+  REQUIRE(data.ok());
+  CHECK(*data == DataSpec{"tokens", 3, "/c/train.bin", 0, "uint32"});
+  CHECK(ValidateDataSpec(*data).ok());
+  CHECK(*ParseDataJson(DataToJson(*data), "data.") == *data);
+  CHECK(TokenBytes("uint16") == 2);
+  CHECK(TokenBytes("uint32") == 4);
+  CHECK(TokenBytes("int64") == 0);
+  CHECK(DataProtocolVersion("tokens") == kTokensProtocolVersion);
+  data->dtype = "int64";
+  CHECK(ValidateDataSpec(*data).message() == "data.dtype must be uint16 or uint32, not int64");
+}
+
+TEST_CASE("data flags: synthetic and cifar10 and image_folder and tokens with a path",
+          "[protocol][eval]") {
   StatusOr<DataSpec> data = ParseDataFlag("synthetic", "--data");
   REQUIRE(data.ok());
   CHECK(*data == DataSpec{});
@@ -347,12 +364,15 @@ TEST_CASE("data flags: synthetic, cifar10:PATH and image_folder:PATH", "[protoco
   data = ParseDataFlag("image_folder:val", "--eval-data");
   REQUIRE(data.ok());
   CHECK(*data == DataSpec{"image_folder", 0, "val", 0});
+  data = ParseDataFlag("tokens:/corpus/val.bin", "--eval-data");
+  REQUIRE(data.ok());
+  CHECK(*data == DataSpec{"tokens", 0, "/corpus/val.bin", 0, "uint16"});
   for (const char* bad : {"imagenet:/d", "cifar10:", "cifar10", "image_folder", "", "Synthetic"}) {
     INFO(bad);
     StatusOr<DataSpec> refused = ParseDataFlag(bad, "--eval-data");
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().message() ==
-          "--eval-data must be synthetic, cifar10:PATH or image_folder:PATH, not " +
+          "--eval-data must be synthetic, cifar10:PATH, image_folder:PATH or tokens:PATH, not " +
               std::string(bad));
   }
 }

@@ -1,7 +1,8 @@
 // deepool-train: trains a model on this machine with one deepool-executor process per rank.
 //   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
-//                 [--data synthetic|cifar10:PATH|image_folder:PATH] [--checkpoint-dir DIR
+//                 [--data synthetic|cifar10:PATH|image_folder:PATH|tokens:PATH] [--checkpoint-dir
+//                 DIR
 //                 --checkpoint-every N] [--eval-data KIND:PATH [--eval-every N]]
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -30,10 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", options.optimizer.weight_decay,
                  "weight decay (default 0; adamw: 0.01, as torch's)");
   app.add_option("--data", options.data,
-                 "synthetic, cifar10:PATH or image_folder:PATH (a folder of class folders or a "
-                 "path<TAB>label list)");
+                 "synthetic, cifar10:PATH, image_folder:PATH (a folder of class folders or a "
+                 "path<TAB>label list) or tokens:PATH (a flat file of uint16 token ids)");
   app.add_option("--eval-data", options.eval_data,
-                 "evaluate on this held-out set (synthetic, cifar10:PATH or image_folder:PATH) "
+                 "evaluate on this held-out set (synthetic, cifar10:PATH, image_folder:PATH or "
+                 "tokens:PATH) "
                  "every --eval-every iterations and after the last; default: no evaluation");
   app.add_option("--eval-every", options.eval_every,
                  "iterations between evaluations (default 0: only after the last)");

@@ -127,6 +127,19 @@ struct IterationStats {
   double data_ms = 0;
 };
 
+// A held-out set's results (Executor::Evaluate), the same on every rank.
+// Classification counts one prediction per sample; a sequence output ([T, V] per sample, labels
+// [T]) one per token, so its loss is the mean over tokens (exp(loss): the perplexity) and its
+// accuracies are the tokens'.
+struct EvaluationStats {
+  int64_t samples = 0;
+  int64_t predictions = 0;  // samples, or samples x tokens
+  double loss = 0;          // mean cross-entropy of the evaluated output per prediction
+  double top1 = 0;          // fraction of predictions whose label is the highest logit
+  double top5 = 0;          // ... among the five highest (all of them with fewer classes)
+  double evaluation_ms = 0;
+};
+
 class Executor {
  public:
   // Builds this rank's layers and optimizer and creates the communication groups. The graph,
@@ -139,6 +152,17 @@ class Executor {
 
   // One training iteration (forward, backward, gradient sums, optimizer step).
   StatusOr<IterationStats> Step(int64_t iteration);
+
+  // Evaluates the current parameters on the first `samples` samples of `data` (a held-out set
+  // read with DataUse::kEvaluation, of the plan's global batch): the forward walk of Step, in
+  // passes of the global batch (pass k is data's iteration k; rows past `samples` in the last
+  // pass are computed and not counted), with every layer in eval mode (batch norm normalises
+  // with its running statistics, dropout is off) and no autograd. Counts come from the graph
+  // output with the largest loss weight, on the ranks that compute it, and are summed over the
+  // world (one all-reduce), so every rank must call Evaluate at the same point between Steps.
+  // The result equals one device's evaluation of the same parameters (up to the float32
+  // rounding of a split batch).
+  StatusOr<EvaluationStats> Evaluate(DataSource* data, int64_t samples);
 
   // This rank's layers, by layer id. Split batch norm layers hold a group sum bound to this
   // executor and its communicator: run them in training mode only through Step, and only while
@@ -223,6 +247,16 @@ class Executor {
   void BuildTransfers();
   // Sets labels and zeroes gradients for the iteration.
   void PrepareIteration(const Batch& batch);
+  // The labels of the graph outputs this rank computes, from the batch.
+  void SetLabels(const Batch& batch);
+  // Evaluate's pass `pass`: adds this rank's loss sum, top-1 and top-5 counts, predictions and
+  // rows of the evaluated output's samples below `samples` to `totals` (float64 [5], on the
+  // device).
+  Status EvaluatePass(DataSource* data, int64_t pass, int64_t samples, torch::Tensor& totals);
+  // Train or eval mode for every module of this rank.
+  void SetTraining(bool training);
+  // Waits on every posted transfer group of the iteration.
+  Status AwaitTransfers();
   Status RunForward(const Batch& batch);
   Status RunBackward();
   // This rank's loss parts, summed (float64, on the device).
@@ -292,6 +326,7 @@ class Executor {
   Communicator* comm_;
   DataSource* data_;
   std::pair<int64_t, int64_t> data_rows_{0, 0};  // the global batch rows this rank reads
+  int evaluated_output_ = 0;                     // the layer Evaluate counts from
   ExecutorOptions options_;
   const Clock* clock_;
   int rank_ = 0;

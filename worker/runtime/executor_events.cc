@@ -21,6 +21,17 @@ std::string IterationEvent(int rank, const IterationStats& stats) {
   return ExecutorEventToJson(event);
 }
 
+std::string EvaluationEvent(int rank, int64_t iteration, const EvaluationStats& stats) {
+  protocol::EvaluationEvent event;
+  event.rank = rank;
+  event.iteration = iteration;
+  event.samples = stats.samples;
+  event.loss = stats.loss;  // written as null when not finite
+  event.top1 = stats.top1;
+  event.top5 = stats.top5;
+  return ExecutorEventToJson(event);
+}
+
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,
                       std::optional<double> checkpoint_ms) {
   return ExecutorEventToJson(protocol::DoneEvent{rank, iterations, checkpoint, checkpoint_ms});

@@ -15,6 +15,8 @@ namespace deepool::worker {
 
 std::string StoreReadyEvent(const std::string& host, int port);
 std::string IterationEvent(int rank, const IterationStats& stats);
+// The held-out set's results after `iteration` iterations (written by rank 0).
+std::string EvaluationEvent(int rank, int64_t iteration, const EvaluationStats& stats);
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,
                       std::optional<double> checkpoint_ms = std::nullopt);
 // A rank that stopped after the periodic checkpoint of `iteration`, as asked (a resize).

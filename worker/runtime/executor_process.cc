@@ -2,23 +2,24 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "worker/runtime/background/background_host.h"
+#include "worker/runtime/background/multiplex_attach.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/checkpoints/checkpoint_schedule.h"
+#include "worker/runtime/checkpoints/periodic_checkpoints.h"
 #include "worker/runtime/communication/communicator_gloo.h"
 #include "worker/runtime/communication/communicator_nccl.h"
 #include "worker/runtime/devices/device.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/executor_commands.h"
 #include "worker/runtime/executor_events.h"
-#include "worker/runtime/background/multiplex_attach.h"
-#include "worker/runtime/checkpoints/periodic_checkpoints.h"
-#include "worker/runtime/run_spec.h"
 #include "worker/runtime/profiling/span_recorder.h"
+#include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
 namespace {
@@ -32,8 +33,8 @@ double WallMicros() {
 // The rank's communicator: NCCL on CUDA, Gloo on CPU. Rank 0 started with store port 0 hosts
 // the store and announces its port on `out` (the launcher's store_ready event).
 StatusOr<std::unique_ptr<Communicator>> Connect(const ExecutorProcessOptions& options,
-                                               const RunSpec& spec, const DeviceSpec& device,
-                                               std::ostream& out) {
+                                                const RunSpec& spec, const DeviceSpec& device,
+                                                std::ostream& out) {
   StatusOr<HostPort> store = ParseHostPort(options.store);
   if (!store.ok()) return store.status().WithContext("--store");
   CommOptions comm_options;
@@ -146,6 +147,7 @@ struct LoopContext {
   torch::Device device;
   int64_t first_iteration;
   const std::atomic<bool>& stop_asked;  // by a "stop_at_checkpoint" command
+  DataSource* eval_data;                // the run spec's held-out set; null without "eval"
 };
 
 double SteadySeconds() {
@@ -174,6 +176,27 @@ StatusOr<bool> MaybeCheckpoint(const LoopContext& loop, CheckpointSchedule& sche
   return outcome.stop && done < loop.spec.iterations;
 }
 
+// Evaluates the held-out set after `done` iterations when the run spec asks for it then: every
+// eval.every_iterations iterations and after the last. Rank 0 prints the result, as an event and
+// as a log line.
+Status MaybeEvaluate(const LoopContext& loop, Executor& executor, int64_t done, std::ostream& out) {
+  if (loop.eval_data == nullptr) return Status::Ok();
+  const int64_t every = loop.spec.eval->every_iterations;
+  if (done != loop.spec.iterations && (every == 0 || done % every != 0)) return Status::Ok();
+  ASSIGN_OR_RETURN(EvaluationStats stats,
+                   executor.Evaluate(loop.eval_data, loop.eval_data->num_samples()));
+  if (loop.rank != 0) return Status::Ok();
+  const bool tokens = stats.predictions > stats.samples;  // a sequence output: per token
+  DP_LOG_INFO(
+      "evaluation after iteration {}: top-1 {:.2f} %, top-5 {:.2f} %{}, loss {:.4f}{} ({} "
+      "samples, {:.0f} ms)",
+      done, 100 * stats.top1, 100 * stats.top5, tokens ? " of tokens" : "", stats.loss,
+      tokens ? fmt::format(", perplexity {:.2f}", std::exp(stats.loss)) : "", stats.samples,
+      stats.evaluation_ms);
+  out << EvaluationEvent(loop.rank, done, stats) << std::endl;
+  return Status::Ok();
+}
+
 // Runs the iterations, printing each one's event (decorated with the BG job's progress).
 // Returns the iteration the ranks stopped at when asked to, nullopt when they ran to the end.
 StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& executor,
@@ -196,6 +219,7 @@ StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& ex
     } else {
       out << (side.sharing ? side.sharing->Decorate(line) : line) << std::endl;
     }
+    RETURN_IF_ERROR(MaybeEvaluate(loop, executor, i + 1, out));
     ASSIGN_OR_RETURN(bool stop, MaybeCheckpoint(loop, schedule, executor, i + 1));
     if (stop) stopped = i + 1;
   }
@@ -223,8 +247,9 @@ StatusOr<std::string> WriteCheckpoint(const RunSpec& spec, int rank, const Execu
     }
   }
   ASSIGN_OR_RETURN(auto state, CollectStateDict(*spec.graph, modules));
-  std::string path = holds_all && rank == 0 ? *spec.checkpoint_path
-                                            : *spec.checkpoint_path + ".rank" + std::to_string(rank);
+  std::string path = holds_all && rank == 0
+                         ? *spec.checkpoint_path
+                         : *spec.checkpoint_path + ".rank" + std::to_string(rank);
   RETURN_IF_ERROR(SaveCheckpoint(path, state));
   return path;
 }
@@ -248,6 +273,14 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   // The next iteration's rows are produced while this one trains (pinned for a GPU).
   std::unique_ptr<DataSource> data =
       WithPrefetch(std::move(source), device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
+  std::unique_ptr<DataSource> eval_data;
+  if (spec.eval) {
+    auto eval_source =
+        MakeDataSource(spec.eval->data, *spec.graph, spec.plan.global_batch, DataUse::kEvaluation);
+    if (!eval_source.ok()) return eval_source.status().WithContext("eval.data");
+    eval_data = WithPrefetch(std::move(*eval_source),
+                             device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
+  }
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;
@@ -263,8 +296,8 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
       int64_t first_iteration,
       ResumeFromCheckpoint(spec, options.rank, *executor, *comm, device.torch_device(), out));
   StartCommands(options.command_fd, &side, &spans, &stop_asked);
-  const LoopContext loop{spec,      options.rank, *comm, device.torch_device(), first_iteration,
-                         stop_asked};
+  const LoopContext loop{spec,       options.rank,   *comm, device.torch_device(), first_iteration,
+                         stop_asked, eval_data.get()};
   ASSIGN_OR_RETURN(std::optional<int64_t> stopped, TrainLoop(loop, *executor, side, spans, out));
   if (stopped) {  // the job goes on elsewhere from this checkpoint: no final export
     out << StoppedEvent(options.rank, *stopped) << std::endl;

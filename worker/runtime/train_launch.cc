@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <sstream>
 
 #include "planner/zoo/zoo.h"
@@ -113,11 +114,17 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
 Status RunTraining(const TrainOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(RunSpec spec, PrepareSpec(options));
   std::string work_dir = options.work_dir;
+  // A folder made here holds only the run spec: removed when training ends, however it ends.
+  std::unique_ptr<const std::string, void (*)(const std::string*)> made_dir(nullptr, nullptr);
   if (work_dir.empty()) {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "deepool-train-XXXXXX").string();
     if (!mkdtemp(pattern.data())) return InternalError("cannot create a temporary folder");
     work_dir = pattern;
+    made_dir = decltype(made_dir)(&work_dir, [](const std::string* dir) {
+      std::error_code ignored;  // a leftover temporary folder is harmless
+      std::filesystem::remove_all(*dir, ignored);
+    });
   }
   std::string spec_path = (std::filesystem::path(work_dir) / "run.json").string();
   RETURN_IF_ERROR(WriteRunSpecFile(spec, spec_path));

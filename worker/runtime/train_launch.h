@@ -25,7 +25,7 @@ struct TrainOptions {
   int64_t iterations = 20;
   int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
   OptimizerSpec optimizer;
-  std::string data = "synthetic";  // "synthetic", "cifar10:PATH" or "image_folder:PATH"
+  std::string data = "synthetic";  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   // Evaluation (the run spec's "eval"): a held-out set in --data's form; empty: none. Every
   // eval_every iterations (0: only at the end) and after the last.
   std::string eval_data;

@@ -361,6 +361,30 @@ TEST_CASE("image folder data is read checked and kept, skip_bad too", "[job_spec
         "data.skip_bad: must be >= 0");
 }
 
+TEST_CASE("token data is read checked and kept with its id type", "[job_spec][tokens]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(
+      Spec(R"(,"data":{"kind":"tokens","path":"/corpus/train.bin","seed":4,"dtype":"uint32"})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  CHECK(spec->data.kind == "tokens");
+  CHECK(spec->data.dtype == "uint32");
+  CHECK(RequiredProtocolVersion(*spec) == protocol::kTokensProtocolVersion);
+  for (const StatusOr<JobSpec>& copy :
+       {JobSpecFromProto(JobSpecToProto(*spec)), JobSpecFromJson(JobSpecToJson(*spec))}) {
+    REQUIRE(copy.ok());
+    CHECK(copy->data.dtype == "uint32");
+    CHECK(copy->data.path == "/corpus/train.bin");
+  }
+  // uint16 by default, as nanoGPT writes them.
+  StatusOr<JobSpec> plain =
+      ParseJobSpecJson(Spec(R"(,"data":{"kind":"tokens","path":"/corpus/train.bin"})"));
+  REQUIRE(plain.ok());
+  CHECK(plain->data.dtype == "uint16");
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"tokens","path":"/c","dtype":"int8"})")) ==
+        "data.dtype: must be \"uint16\" or \"uint32\", got \"int8\"");
+  CHECK(ErrorOf(Spec(R"(,"data":{"kind":"tokens"})")) == "data.path: is required for tokens");
+}
+
 TEST_CASE("eval is read checked and kept through the message and the store", "[job_spec][eval]") {
   StatusOr<JobSpec> spec = ParseJobSpecJson(
       Spec(R"(,"eval":{"data":{"kind":"image_folder","path":"/data/val","seed":2,"skip_bad":1},)"
@@ -402,7 +426,8 @@ TEST_CASE("a bad eval is refused naming the field", "[job_spec][eval]") {
   CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"cifar10"}})")) ==
         "eval.data.path: is required for cifar10");
   CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"imagenet","path":"/d"}})")) ==
-        "eval.data.kind: must be \"synthetic\", \"cifar10\" or \"image_folder\", got \"imagenet\"");
+        "eval.data.kind: must be \"synthetic\", \"cifar10\", \"image_folder\" or \"tokens\", got "
+        "\"imagenet\"");
   CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"image_folder","path":"/d","skip_bad":-2}})")) ==
         "eval.data.skip_bad: must be >= 0");
   CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"cifar10","path":"/a\nb"}})")) ==

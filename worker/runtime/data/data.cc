@@ -13,6 +13,7 @@
 #include "common/thread_name.h"
 #include "worker/runtime/data/image_folder.h"
 #include "worker/runtime/data/seed_mix.h"
+#include "worker/runtime/data/token_file.h"
 
 namespace deepool::worker {
 namespace {
@@ -105,6 +106,7 @@ class SyntheticData final : public DataSource {
   }
 
   int64_t global_batch() const override { return global_batch_; }
+  int64_t num_samples() const override { return samples_.size(0); }
 
  protected:
   // The rows' samples copied out; large images resized (nearest) to the input's size, so their
@@ -151,6 +153,7 @@ class Cifar10Data final : public DataSource {
         std_(torch::tensor({0.2470f, 0.2435f, 0.2616f}).view({1, 3, 1, 1})) {}
 
   int64_t global_batch() const override { return global_batch_; }
+  int64_t num_samples() const override { return labels_.size(0); }
 
  protected:
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
@@ -196,6 +199,7 @@ class PrefetchingData final : public DataSource {
       : source_(std::move(source)),
         memory_(memory),
         global_batch_(source_->global_batch()),
+        num_samples_(source_->num_samples()),
         thread_([this] { Loop(); }) {}
 
   ~PrefetchingData() override {
@@ -208,6 +212,7 @@ class PrefetchingData final : public DataSource {
   }
 
   int64_t global_batch() const override { return global_batch_; }
+  int64_t num_samples() const override { return num_samples_; }
 
  protected:
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
@@ -273,6 +278,7 @@ class PrefetchingData final : public DataSource {
   std::unique_ptr<DataSource> source_;  // used only by thread_
   const HostMemory memory_;
   const int64_t global_batch_;
+  const int64_t num_samples_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Key> wanted_;
@@ -282,7 +288,9 @@ class PrefetchingData final : public DataSource {
   std::thread thread_;  // last: started once everything above exists
 };
 
-StatusOr<std::vector<std::string>> CifarFiles(const std::string& path) {
+// A folder's training batches, or its test batch for evaluation (either, when the folder has only
+// the other).
+StatusOr<std::vector<std::string>> CifarFiles(const std::string& path, DataUse use) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (fs::is_regular_file(path, error)) return std::vector<std::string>{path};
@@ -299,6 +307,7 @@ StatusOr<std::vector<std::string>> CifarFiles(const std::string& path) {
     }
   }
   std::sort(train.begin(), train.end());
+  if (use == DataUse::kEvaluation && !test.empty()) return test;
   if (!train.empty()) return train;
   if (!test.empty()) return test;
   return NotFoundError("no data_batch_N.bin or test_batch.bin in " + path);
@@ -360,7 +369,8 @@ std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
 
 StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
                                                   const planner::Shape& input_shape,
-                                                  int64_t num_classes, int64_t global_batch) {
+                                                  int64_t num_classes, int64_t global_batch,
+                                                  DataUse use) {
   if (input_shape.size() != 3 || input_shape[0] != 3) {
     return InvalidArgumentError("cifar10 needs a graph input of shape [3,H,W], not " +
                                 planner::ShapeToString(input_shape));
@@ -369,7 +379,7 @@ StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
     return InvalidArgumentError("cifar10 has 10 classes but the graph predicts " +
                                 std::to_string(num_classes));
   }
-  ASSIGN_OR_RETURN(auto files, CifarFiles(path));
+  ASSIGN_OR_RETURN(auto files, CifarFiles(path, use));
   std::vector<uint8_t> bytes;
   for (const std::string& file : files) {
     std::ifstream in(file, std::ios::binary);
@@ -398,15 +408,15 @@ StatusOr<int64_t> NumClasses(const planner::Graph& graph) {
   int64_t classes = 0;
   for (int id : graph.output_ids()) {
     const planner::Shape& shape = graph.layer(id).output_shape;
-    if (shape.size() != 1) {
+    if (shape.size() != 1 && shape.size() != 2) {
       return InvalidArgumentError("output layer " + graph.layer(id).name + " has shape " +
                                   planner::ShapeToString(shape) +
-                                  "; cross-entropy needs [classes]");
+                                  "; cross-entropy needs [classes] or [tokens, vocabulary]");
     }
-    if (classes != 0 && shape[0] != classes) {
+    if (classes != 0 && shape.back() != classes) {
       return InvalidArgumentError("graph outputs disagree on the number of classes");
     }
-    classes = shape[0];
+    classes = shape.back();
   }
   if (classes == 0) return InvalidArgumentError("graph has no output layer");
   return classes;
@@ -414,7 +424,7 @@ StatusOr<int64_t> NumClasses(const planner::Graph& graph) {
 
 StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
                                                      const planner::Graph& graph,
-                                                     int64_t global_batch) {
+                                                     int64_t global_batch, DataUse use) {
   RETURN_IF_ERROR(ValidateDataSpec(spec));
   ASSIGN_OR_RETURN(int64_t classes, NumClasses(graph));
   if (spec.kind == "synthetic") {
@@ -422,9 +432,13 @@ StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
   }
   if (spec.kind == "image_folder") {
     return OpenImageFolder(spec.path, graph.input_shape(), classes, global_batch,
-                           ImageDataOptions{spec.seed, spec.skip_bad});
+                           ImageDataOptions{spec.seed, spec.skip_bad, use});
   }
-  return OpenCifar10(spec.path, graph.input_shape(), classes, global_batch);
+  if (spec.kind == "tokens") {
+    return OpenTokenFile(spec.path, graph.input_shape(), classes, global_batch,
+                         TokenDataOptions{spec.seed, protocol::TokenBytes(spec.dtype), use});
+  }
+  return OpenCifar10(spec.path, graph.input_shape(), classes, global_batch, use);
 }
 
 torch::Tensor ModelInputs(const torch::Tensor& inputs) {

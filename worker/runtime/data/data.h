@@ -16,6 +16,9 @@
 //              when it is fetched.
 //   image_folder: JPEG and PNG files, shuffled per epoch, decoded and augmented as torchvision's
 //              ImageNet recipe does (image_folder.h).
+//   tokens:    a flat file of token ids, windows of the graph's sequence length plus one at
+//              offsets drawn from (seed, i, r) (token_file.h).
+// Held-out sets for evaluation are read in order (DataUse::kEvaluation).
 // Threading: a DataSource is used by one thread at a time (an executor's; or, wrapped by
 // WithPrefetch, its prefetch thread, which then owns it).
 #pragma once
@@ -47,6 +50,8 @@ class DataSource {
   virtual ~DataSource() = default;
   // The rows every iteration's global batch has.
   virtual int64_t global_batch() const = 0;
+  // The samples the data set holds (one epoch); rows past them wrap around.
+  virtual int64_t num_samples() const = 0;
   // Rows [first, last) of iteration's global batch (first == last: an empty batch): CPU tensors
   // holding only those samples, not views into a global batch. INVALID_ARGUMENT unless
   // iteration >= 0 and 0 <= first <= last <= global_batch().
@@ -63,6 +68,13 @@ class DataSource {
 using protocol::DataSpec;
 using protocol::ValidateDataSpec;
 
+// What a data source is read for. kEvaluation reads the held-out set in its own order, without
+// shuffling or augmentation: row r of iteration i is sample (i*B + r) modulo the sample count,
+// so the first passes of the global batch cover every sample once (an executor's Evaluate);
+// image_folder then applies images::EvalImage (resize and centre crop), and a cifar10 folder
+// gives its test_batch.bin.
+enum class DataUse { kTraining, kEvaluation };
+
 // The synthetic dataset's sample count for inputs of `input_shape`: 1024, fewer where the samples
 // as drawn (large images at 32x32) would pass 64 MiB, at least 1.
 int64_t SyntheticDatasetSize(const planner::Shape& input_shape);
@@ -73,7 +85,8 @@ std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
                                               uint64_t seed);
 StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
                                                   const planner::Shape& input_shape,
-                                                  int64_t num_classes, int64_t global_batch);
+                                                  int64_t num_classes, int64_t global_batch,
+                                                  DataUse use = DataUse::kTraining);
 
 // The graph's input from a batch's inputs, on their device: float32 inputs as they are; uint8
 // images scaled to [0, 1] and normalised with ImageNet's per-channel mean and standard deviation,
@@ -81,13 +94,15 @@ StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
 // device, so the copy moves a quarter of the bytes.
 torch::Tensor ModelInputs(const torch::Tensor& inputs);
 
-// The number of classes the graph predicts: the width of its outputs (all must agree).
+// The number of classes the graph predicts: the width of its outputs, [classes] or, for a
+// sequence, [tokens, vocabulary] (all must agree).
 StatusOr<int64_t> NumClasses(const planner::Graph& graph);
 
 // The data source a run spec names, shaped for `graph`.
 StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
                                                      const planner::Graph& graph,
-                                                     int64_t global_batch);
+                                                     int64_t global_batch,
+                                                     DataUse use = DataUse::kTraining);
 
 // `source` with the next batch prefetched: once Samples(i, first, last) has returned, a
 // background thread named "dp-prefetch" produces Samples(i + 1, first, last), so the next call

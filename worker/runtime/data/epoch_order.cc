@@ -41,14 +41,8 @@ std::vector<int64_t> EpochOrder::Permutation(int64_t samples, uint64_t seed, int
   // Fisher-Yates with our own bounded draws: std::shuffle's use of the generator is not fixed by
   // the standard, and the order must be the same wherever the job runs.
   for (int64_t i = samples - 1; i > 0; --i) {
-    const uint64_t bound = static_cast<uint64_t>(i) + 1;
-    // Lemire's rejection keeps the draw uniform.
-    uint64_t draw;
-    const uint64_t limit = (0 - bound) % bound;
-    do {
-      draw = random();
-    } while (draw < limit);
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(draw % bound)]);
+    const uint64_t draw = UniformBelow(random, static_cast<uint64_t>(i) + 1);
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(draw)]);
   }
   return order;
 }

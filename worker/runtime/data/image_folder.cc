@@ -137,6 +137,7 @@ class ImageFolderData final : public DataSource {
         order_(static_cast<int64_t>(files_.paths.size()), global_batch, options.seed) {}
 
   int64_t global_batch() const override { return global_batch_; }
+  int64_t num_samples() const override { return order_.samples(); }
 
  protected:
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
@@ -152,7 +153,7 @@ class ImageFolderData final : public DataSource {
     std::vector<int64_t> samples;
     for (int64_t row = first; row < last; ++row) {
       positions.push_back(order_.Position(iteration, row));
-      samples.push_back(order_.Sample(positions.back()));
+      samples.push_back(SampleAt(positions.back()));
     }
     std::vector<Status> results(static_cast<size_t>(rows), Status::Ok());
     ForEachRow(rows, [&](int64_t i) {
@@ -193,18 +194,26 @@ class ImageFolderData final : public DataSource {
     for (std::thread& thread : threads) thread.join();
   }
 
+  // Training shuffles each epoch; evaluation reads the files in order.
+  int64_t SampleAt(EpochPosition position) {
+    return options_.use == DataUse::kEvaluation ? position.offset : order_.Sample(position);
+  }
+
   uint64_t RowSeed(int64_t iteration, int64_t row) const {
     return SeedMix(SeedMix(options_.seed, static_cast<uint64_t>(iteration)),
                    static_cast<uint64_t>(row));
   }
 
-  // Sample `sample` through the training transform into `out` (3 * side * side bytes).
+  // Sample `sample` through the training (or evaluation) transform into `out` (3 * side * side
+  // bytes).
   Status Decode(int64_t sample, uint64_t seed, uint8_t* out, int64_t* label) const {
     const std::string& path = files_.paths[static_cast<size_t>(sample)];
     StatusOr<std::string> bytes = ReadFile(path);
     if (!bytes.ok()) return Named(bytes.status(), sample);
     std::mt19937_64 random(seed);
-    StatusOr<images::Image> image = images::TrainImage(*bytes, side_, random);
+    StatusOr<images::Image> image = options_.use == DataUse::kEvaluation
+                                        ? images::EvalImage(*bytes, side_)
+                                        : images::TrainImage(*bytes, side_, random);
     if (!image.ok()) return Named(image.status(), sample);
     images::ToChannelsFirst(*image, out);
     *label = files_.labels[static_cast<size_t>(sample)];
@@ -231,7 +240,7 @@ class ImageFolderData final : public DataSource {
                                           std::to_string(options_.skip_bad) + ")");
       }
       position.offset = (position.offset + 1) % count;
-      sample = order_.Sample(position);
+      sample = SampleAt(position);
       if (bad_.count(sample) != 0) continue;
       failure = Decode(sample, seed, out, label);
       if (failure.ok()) return failure;

@@ -7,8 +7,9 @@
 //           folder; blank lines and lines starting with '#' are skipped).
 // Row r of iteration i is sample EpochOrder(N, B, seed).Sample(i, r) (epoch_order.h), put
 // through the training transform (images::TrainImage: random resized crop and flip, drawn from
-// (seed, i, r)) at the graph's input size. Rows are decoded in parallel on as many threads as
-// libtorch's intra-op thread count (the rank's --threads on CPU devices; the node's cores on a
+// (seed, i, r)) at the graph's input size; for evaluation (ImageDataOptions::use), sample
+// (i*B + r) mod N through the evaluation transform. Rows are decoded in parallel on as many threads
+// as libtorch's intra-op thread count (the rank's --threads on CPU devices; the node's cores on a
 // CUDA device), the calling thread and helpers named "dp-decode". Inputs come back as uint8
 // [n, 3, S, S];
 // ModelInputs (data.h) normalises them on the device after the copy.
@@ -43,6 +44,9 @@ StatusOr<ImageFileList> FindImageFiles(const std::string& path);
 struct ImageDataOptions {
   uint64_t seed = 0;
   int64_t skip_bad = 0;
+  // kEvaluation: row r of iteration i is sample (i*B + r) modulo N, in file order, through the
+  // evaluation transform (images::EvalImage: resize and centre crop); no seed is drawn from.
+  DataUse use = DataUse::kTraining;
 };
 
 // The graph's input must be [3, S, S]; the graph must predict at least the data set's classes.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 
 namespace deepool::worker {
 
@@ -16,5 +17,17 @@ inline uint64_t Mix(uint64_t x) {
 
 // A seed for the pair (a, b): Mix of a's mix and b, so (a, b) and (b, a) differ.
 inline uint64_t SeedMix(uint64_t a, uint64_t b) { return Mix(Mix(a) ^ b); }
+
+// A uniform draw from [0, bound) (bound >= 1), the same on every platform (std's distributions
+// are not fixed by the standard): draws below 2^64 mod bound are rejected, so the rest cover
+// every residue equally often.
+inline uint64_t UniformBelow(std::mt19937_64& random, uint64_t bound) {
+  const uint64_t limit = (0 - bound) % bound;
+  uint64_t draw;
+  do {
+    draw = random();
+  } while (draw < limit);
+  return draw % bound;
+}
 
 }  // namespace deepool::worker

@@ -1,0 +1,176 @@
+// Executor::Evaluate: a held-out set evaluated under a plan equals one device's evaluation of the
+// same parameters, computed here directly from the modules.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <mutex>
+
+#include "tests/runtime/executor_test_util.h"
+#include "tests/runtime/image_files.h"
+
+namespace deepool::worker::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kIterations = 8;
+constexpr int64_t kBatch = 16;
+constexpr uint64_t kSeed = 31;
+
+struct Folders {
+  fs::path root;
+  DataSpec train;
+  DataSpec held_out;
+  int64_t held_out_samples = 0;
+};
+
+// A learnable training folder and a held-out folder of other images of the same classes, 45 of
+// them: three passes of the batch of 16, the last one 13 rows.
+Folders MakeFolders() {
+  std::string pattern = (fs::temp_directory_path() / "deepool_eval_XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  Folders folders;
+  folders.root = pattern;
+  WriteLearnableFolder(folders.root / "train", 3, 32, 36, 5);
+  WriteLearnableFolder(folders.root / "val", 3, 15, 36, 6);
+  folders.train = DataSpec{"image_folder", 9, (folders.root / "train").string()};
+  folders.held_out = DataSpec{"image_folder", 0, (folders.root / "val").string()};
+  folders.held_out_samples = 45;
+  return folders;
+}
+
+planner::Graph SmallCnn() {
+  planner::zoo::ModelOptions options;
+  options.num_classes = 10;
+  options.image_size = 32;
+  auto graph = planner::zoo::BuildModel("small_cnn", options);
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+// One device: the trained parameters and buffers loaded into fresh modules in eval mode, the
+// whole held-out set in one forward pass, the counts taken from a full sort of the logits.
+EvaluationStats EvaluateOnOneDevice(const planner::Graph& graph, const TrainResult& trained,
+                                    const Folders& folders) {
+  auto modules = BuildAllLayerModules(graph, 0);
+  REQUIRE(modules.ok());
+  torch::NoGradGuard no_grad;
+  for (size_t id = 0; id < modules->size(); ++id) {
+    const std::string layer = graph.layer(static_cast<int>(id)).name;
+    auto& module = *(*modules)[id];
+    for (auto& item : module.named_parameters()) {
+      item.value().copy_(trained.params.at(layer + "." + item.key()));
+    }
+    for (auto& item : module.named_buffers()) {
+      item.value().copy_(trained.buffers.at(layer + "." + item.key()));
+    }
+    module.eval();
+  }
+  const int64_t n = folders.held_out_samples;
+  auto data = MakeDataSource(folders.held_out, graph, n, DataUse::kEvaluation);
+  REQUIRE(data.ok());
+  REQUIRE((*data)->num_samples() == n);
+  auto batch = (*data)->GlobalBatch(0);
+  REQUIRE(batch.ok());
+  auto outputs = ForwardGraph(graph, *modules, ModelInputs(batch->inputs), StepContext{0, 0});
+  REQUIRE(outputs.ok());
+  const torch::Tensor logits = (*outputs)[0].to(torch::kFloat64);
+  const torch::Tensor order = logits.argsort(1, /*descending=*/true);
+  EvaluationStats stats;
+  stats.samples = n;
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t label = batch->labels[row].item<int64_t>();
+    for (int64_t k = 0; k < 5; ++k) {
+      if (order[row][k].item<int64_t>() != label) continue;
+      stats.top1 += k == 0 ? 1.0 / n : 0;
+      stats.top5 += 1.0 / n;
+    }
+  }
+  stats.loss = torch::nn::functional::cross_entropy(logits, batch->labels).item<double>();
+  return stats;
+}
+
+// Trains `plan` for kIterations and evaluates the held-out set on every rank.
+std::vector<EvaluationStats> EvaluateUnderPlan(const planner::Graph& graph,
+                                               const planner::Plan& plan, const Folders& folders,
+                                               std::vector<RankRun>* runs) {
+  std::vector<EvaluationStats> results(static_cast<size_t>(plan.num_devices));
+  RankOptions options;
+  options.sync_batch_norm = SyncInEquivalenceRuns();
+  options.data = folders.train;
+  options.after = [&](int rank, Executor& executor) -> Status {
+    ASSIGN_OR_RETURN(auto held_out, MakeDataSource(folders.held_out, graph, plan.global_batch,
+                                                   DataUse::kEvaluation));
+    ASSIGN_OR_RETURN(results[static_cast<size_t>(rank)],
+                     executor.Evaluate(held_out.get(), folders.held_out_samples));
+    return Status::Ok();
+  };
+  *runs = RunRanks(graph, plan, kIterations, Sgd(), kSeed, 0, FakeComms(plan.num_devices), options);
+  for (size_t r = 0; r < runs->size(); ++r) {
+    INFO("rank " << r << ": " << (*runs)[r].status.ToString());
+    REQUIRE((*runs)[r].status.ok());
+  }
+  return results;
+}
+
+void RequireEvaluationMatchesOneDevice(const planner::Plan& plan) {
+  torch::set_num_threads(1);
+  const Folders folders = MakeFolders();
+  const planner::Graph graph = SmallCnn();
+  const TrainResult trained =
+      TrainSingleDevice(graph, kBatch, kIterations, Sgd(), kSeed, folders.train);
+  const EvaluationStats expected = EvaluateOnOneDevice(graph, trained, folders);
+  std::vector<RankRun> runs;
+  const std::vector<EvaluationStats> results = EvaluateUnderPlan(graph, plan, folders, &runs);
+  // The training followed one device's, so the parameters evaluated are the same.
+  RequireMatchesReference(runs, trained, 1e-4);
+  INFO("one device: top-1 " << expected.top1 << ", top-5 " << expected.top5 << ", loss "
+                            << expected.loss);
+  // The colours separate the classes: well above chance (1/3) after a few steps.
+  REQUIRE(expected.top1 > 0.6);
+  for (size_t r = 0; r < results.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(results[r].samples == expected.samples);
+    CHECK(results[r].top1 == Approx(expected.top1).epsilon(1e-12));
+    CHECK(results[r].top5 == Approx(expected.top5).epsilon(1e-12));
+    CHECK(results[r].loss == Approx(expected.loss).epsilon(1e-5));
+  }
+  fs::remove_all(folders.root);
+}
+
+TEST_CASE("evaluation under data parallelism over 3 ranks equals one device's",
+          "[executor][evaluation]") {
+  // Every batch norm layer on three ranks: in training their statistics are synchronised, in
+  // evaluation the running statistics (the same on every rank) are used.
+  const planner::Graph graph = SmallCnn();
+  RequireEvaluationMatchesOneDevice(MakePlan(graph, kBatch, 3, {0, 1, 2}));
+}
+
+TEST_CASE("evaluation under a hand-made burst plan equals one device's", "[executor][evaluation]") {
+  // The output layer on ranks 0 and 2 only: the counts come from them and reach rank 1 through
+  // the all-reduce.
+  const planner::Graph graph = SmallCnn();
+  RequireEvaluationMatchesOneDevice(MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst()));
+}
+
+TEST_CASE("evaluation refuses a data source of another global batch", "[executor][evaluation]") {
+  torch::set_num_threads(1);
+  const planner::Graph graph = SmallCnn();
+  const planner::Plan plan = MakePlan(graph, kBatch, 1, {0});
+  auto data = MakeDataSource(DataSpec{"synthetic", 1, ""}, graph, kBatch);
+  REQUIRE(data.ok());
+  auto comm = FakeComms(1)(0);
+  REQUIRE(comm.ok());
+  ExecutorOptions options;
+  auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule, options,
+                                   SystemClock::Get());
+  REQUIRE(executor.ok());
+  auto other =
+      MakeDataSource(DataSpec{"synthetic", 1, ""}, graph, kBatch + 1, DataUse::kEvaluation);
+  REQUIRE(other.ok());
+  auto result = (*executor)->Evaluate(other->get(), 10);
+  REQUIRE(result.status().code() == StatusCode::kInvalidArgument);
+  REQUIRE_THAT(result.status().message(), Catch::Contains("global batch of 17"));
+}
+
+}  // namespace
+}  // namespace deepool::worker::testing
