@@ -538,3 +538,32 @@ TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
         cli::kExitInvalidInput);
   CHECK_THAT(err, Catch::Contains("eval.data: is required"));
 }
+
+TEST_CASE("an evaluated job's results reach its progress, status and logs", "[e2e][eval]") {
+  // Four ranks on two workers evaluate the held-out set after iterations 3 and 6; rank 0's
+  // results travel through its worker to the coordinator and the CLI.
+  LocalCluster cluster;
+  json spec = FgJob("evaluated", 6);
+  spec["eval"] = {{"data", {{"kind", "synthetic"}, {"seed", 8}}}, {"every_iterations", 3}};
+  std::string id;
+  REQUIRE(cluster.Submit(spec, &id).ok());
+  v1::Job job = cluster.WaitForTerminal(id);
+  INFO(cli::ToJson(job));
+  REQUIRE(job.state() == v1::JOB_STATE_SUCCEEDED);
+  REQUIRE(job.progress().evaluations_size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    const v1::Evaluation& evaluation = job.progress().evaluations(k);
+    CHECK(evaluation.iteration() == 3 * (k + 1));
+    CHECK(evaluation.samples() == 1024);  // the synthetic set, once
+    CHECK(evaluation.has_loss());
+    CHECK(evaluation.top1() >= 0);
+    CHECK(evaluation.top5() >= evaluation.top1());
+    CHECK(evaluation.top5() <= 1);
+  }
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"status", id}, &out, &err) == 0);
+  CHECK_THAT(out, Catch::Contains("iteration 6: top-1"));
+  out.clear();
+  REQUIRE(cluster.RunCli({"logs", id}, &out, &err) == 0);
+  CHECK_THAT(out, Catch::Contains("evaluation after iteration 3"));
+}
