@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/transformer_work.h"
+
 namespace deepool::planner {
 namespace {
 
@@ -326,6 +328,10 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       work.forward_kernels = 1;
       work.backward_kernels = 1;
       break;
+    case Op::kEmbedding:
+    case Op::kPositionEmbedding:
+    case Op::kMultiheadAttention:
+      return TransformerLayerWork(graph, layer_id, batch_size, element_bytes);
     case Op::kFlatten:
       // A view: no data moves, but the framework still dispatches an op each way.
       work.forward_kernels = 1;

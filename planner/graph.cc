@@ -33,6 +33,9 @@ constexpr OpInfo kOps[] = {
     {Op::kAdd, "add"},
     {Op::kLayerNorm, "layernorm"},
     {Op::kGelu, "gelu"},
+    {Op::kEmbedding, "embedding"},
+    {Op::kPositionEmbedding, "position_embedding"},
+    {Op::kMultiheadAttention, "multihead_attention"},
 };
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
@@ -115,8 +118,8 @@ StatusOr<Inferred> InferWindow2d(const Layer& layer, const Shape& in, bool is_co
   }
   Shape out(3);
   for (int i = 0; i < 2; ++i) {
-    out[1 + i] = WindowOutput(in[1 + i], a.kernel_size[i], a.stride[i], a.padding[i],
-                              a.dilation[i], !is_conv && a.ceil_mode);
+    out[1 + i] = WindowOutput(in[1 + i], a.kernel_size[i], a.stride[i], a.padding[i], a.dilation[i],
+                              !is_conv && a.ceil_mode);
     if (out[1 + i] <= 0) {
       return LayerError(layer, "kernel_size",
                         "window larger than the padded input " + ShapeToString(in));
@@ -124,6 +127,87 @@ StatusOr<Inferred> InferWindow2d(const Layer& layer, const Shape& in, bool is_co
   }
   out[0] = in[0];
   return Inferred{out, 0, 0};
+}
+
+// A parameter tensor of rows x cols elements, or an error naming `field` if it is too large.
+StatusOr<int64_t> TableSize(const Layer& layer, const std::string& field, int64_t rows,
+                            int64_t cols) {
+  int64_t n = 0;
+  if (__builtin_mul_overflow(rows, cols, &n) || n > kMaxElements) {
+    return LayerError(layer, field, "parameter table too large");
+  }
+  return n;
+}
+
+// nn.Embedding: token ids of any shape -> that shape + [embedding_dim]; a gather, no math.
+StatusOr<Inferred> InferEmbedding(const Layer& layer, const Shape& in) {
+  const LayerAttrs& a = layer.attrs;
+  RETURN_IF_ERROR(CheckPositive(layer, "num_embeddings", a.num_embeddings));
+  RETURN_IF_ERROR(CheckPositive(layer, "embedding_dim", a.embedding_dim));
+  Inferred r;
+  r.shape = in;
+  r.shape.push_back(a.embedding_dim);
+  ASSIGN_OR_RETURN(r.params, TableSize(layer, "num_embeddings", a.num_embeddings, a.embedding_dim));
+  return r;
+}
+
+// GPT-2's wpe added to its input: [T, D] + weight[:T], so T <= max_positions.
+StatusOr<Inferred> InferPositionEmbedding(const Layer& layer, const Shape& in) {
+  const LayerAttrs& a = layer.attrs;
+  RETURN_IF_ERROR(RequireRank(layer, in, 2, "a [tokens, features] input"));
+  RETURN_IF_ERROR(CheckPositive(layer, "max_positions", a.max_positions));
+  if (a.embedding_dim < 0) return LayerError(layer, "embedding_dim", "must not be negative");
+  if (a.embedding_dim != 0 && a.embedding_dim != in[1]) {
+    return LayerError(layer, "embedding_dim",
+                      "is " + std::to_string(a.embedding_dim) + " but the input " +
+                          ShapeToString(in) + " has " + std::to_string(in[1]) + " features");
+  }
+  if (in[0] > a.max_positions) {
+    return LayerError(layer, "max_positions",
+                      "is " + std::to_string(a.max_positions) + " but the input " +
+                          ShapeToString(in) + " has " + std::to_string(in[0]) + " tokens");
+  }
+  Inferred r;
+  r.shape = in;
+  ASSIGN_OR_RETURN(r.params, TableSize(layer, "max_positions", a.max_positions, in[1]));
+  r.flops = NumElements(in);
+  return r;
+}
+
+// nn.MultiheadAttention(embed_dim, num_heads, dropout, bias, batch_first=True) as self-attention
+// on [T, D]. FLOPs per sample: the in-projection 2*T*D*3D, QK^T and AV 2*T*T*D each (all of
+// T x T even when causal: the mask is applied, not skipped), scale and softmax 4*H*T*T, the
+// out-projection 2*T*D*D, and the biases 3*T*D + T*D.
+StatusOr<Inferred> InferMultiheadAttention(const Layer& layer, const Shape& in) {
+  const LayerAttrs& a = layer.attrs;
+  RETURN_IF_ERROR(RequireRank(layer, in, 2, "a [tokens, embed_dim] input"));
+  const int64_t tokens = in[0];
+  const int64_t dim = in[1];
+  if (a.embed_dim < 0) return LayerError(layer, "embed_dim", "must not be negative");
+  if (a.embed_dim != 0 && a.embed_dim != dim) {
+    return LayerError(layer, "embed_dim",
+                      "is " + std::to_string(a.embed_dim) + " but the input " + ShapeToString(in) +
+                          " has " + std::to_string(dim) + " features");
+  }
+  RETURN_IF_ERROR(CheckPositive(layer, "num_heads", a.num_heads));
+  if (dim % a.num_heads != 0) {
+    return LayerError(
+        layer, "num_heads",
+        std::to_string(a.num_heads) + " does not divide embed_dim " + std::to_string(dim));
+  }
+  if (!(a.dropout >= 0 && a.dropout < 1)) return LayerError(layer, "dropout", "must be in [0, 1)");
+  const long double t = static_cast<long double>(tokens), d = static_cast<long double>(dim);
+  if (8.0L * t * d * d + 4.0L * t * t * d + 4.0L * a.num_heads * t * t > 1e18L) {
+    return LayerError(layer, "inputs", "attention over " + ShapeToString(in) + " is too large");
+  }
+  ASSIGN_OR_RETURN(const int64_t square, TableSize(layer, "embed_dim", dim, dim));
+  if (square > kMaxElements / 4) return LayerError(layer, "embed_dim", "weights too large");
+  Inferred r;
+  r.shape = in;
+  r.params = 4 * square + (a.bias ? 4 * dim : 0);
+  r.flops = 8 * tokens * square + 4 * tokens * tokens * dim + 4 * a.num_heads * tokens * tokens +
+            (a.bias ? 4 * tokens * dim : 0);
+  return r;
 }
 
 StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*>& inputs) {
@@ -195,9 +279,9 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
       int64_t normalized = 1;
       for (size_t i = 0; i < a.normalized_shape.size(); ++i) {
         if (a.normalized_shape[i] != in[offset + i]) {
-          return LayerError(layer, "normalized_shape",
-                            "does not match the trailing dimensions of the input " +
-                                ShapeToString(in));
+          return LayerError(
+              layer, "normalized_shape",
+              "does not match the trailing dimensions of the input " + ShapeToString(in));
         }
         normalized *= in[offset + i];
       }
@@ -234,9 +318,19 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
       r.flops = NumElements(in);
       break;
     case Op::kGelu:
+      if (a.approximate != "none" && a.approximate != "tanh") {
+        return LayerError(layer, "approximate",
+                          "must be \"none\" or \"tanh\", got " + Quote(a.approximate));
+      }
       r.shape = in;
       r.flops = 8 * NumElements(in);
       break;
+    case Op::kEmbedding:
+      return InferEmbedding(layer, in);
+    case Op::kPositionEmbedding:
+      return InferPositionEmbedding(layer, in);
+    case Op::kMultiheadAttention:
+      return InferMultiheadAttention(layer, in);
     case Op::kDropout:
       if (!(a.p >= 0 && a.p < 1)) return LayerError(layer, "p", "must be in [0, 1)");
       r.shape = in;
@@ -246,8 +340,8 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
       r.shape = in;
       r.shape[0] = 0;
       for (const Shape* s : inputs) {
-        bool same_rest = s->size() == in.size() && std::equal(s->begin() + 1, s->end(),
-                                                              in.begin() + 1);
+        bool same_rest =
+            s->size() == in.size() && std::equal(s->begin() + 1, s->end(), in.begin() + 1);
         if (!same_rest) {
           return LayerError(layer, "inputs",
                             "concat needs inputs equal in all but the channel dimension, got " +
@@ -321,6 +415,24 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  if (name == "float32") return DType::kFloat32;
+  if (name == "int64") return DType::kInt64;
+  return std::nullopt;
+}
+
+int64_t DTypeBytes(DType dtype) { return dtype == DType::kInt64 ? 8 : 4; }
+
 bool LayerAttrs::operator==(const LayerAttrs& o) const {
   return in_channels == o.in_channels && out_channels == o.out_channels &&
          kernel_size == o.kernel_size && stride == o.stride && padding == o.padding &&
@@ -328,7 +440,11 @@ bool LayerAttrs::operator==(const LayerAttrs& o) const {
          ceil_mode == o.ceil_mode && count_include_pad == o.count_include_pad &&
          output_size == o.output_size && in_features == o.in_features &&
          out_features == o.out_features && eps == o.eps && momentum == o.momentum &&
-         affine == o.affine && normalized_shape == o.normalized_shape && p == o.p;
+         affine == o.affine && normalized_shape == o.normalized_shape && p == o.p &&
+         approximate == o.approximate && num_embeddings == o.num_embeddings &&
+         embedding_dim == o.embedding_dim && max_positions == o.max_positions &&
+         embed_dim == o.embed_dim && num_heads == o.num_heads && causal == o.causal &&
+         dropout == o.dropout;
 }
 
 namespace {
@@ -365,8 +481,8 @@ Status IndexNames(const std::vector<Layer>& layers,
       return LayerError(layer, "name", "\"input\" is reserved for the graph input");
     }
     if (!index_of->emplace(layer.name, static_cast<int>(i)).second) {
-      return LayerError(layer, "name", "duplicate name: another layer is also called " +
-                                           Quote(layer.name));
+      return LayerError(layer, "name",
+                        "duplicate name: another layer is also called " + Quote(layer.name));
     }
   }
   return Status::Ok();
@@ -419,6 +535,23 @@ Status CycleError(const std::vector<Layer>& layers,
   return LayerError(layers[at], "inputs", "cycle: " + cycle);
 }
 
+// Token ids (an int64 input) go to embeddings only, and embeddings read nothing else.
+Status CheckInputDtype(const Layer& layer, const std::vector<int>& input_ids, DType input_dtype) {
+  const bool reads_input =
+      std::find(input_ids.begin(), input_ids.end(), kGraphInputId) != input_ids.end();
+  if (layer.op == Op::kEmbedding) {
+    if (!reads_input || input_dtype != DType::kInt64) {
+      return LayerError(layer, "inputs",
+                        "an embedding reads int64 token ids: its input must be the graph input "
+                        "with input_dtype int64");
+    }
+  } else if (reads_input && input_dtype == DType::kInt64) {
+    return LayerError(layer, "inputs",
+                      "reads the graph's int64 token ids, which only embedding layers take");
+  }
+  return Status::Ok();
+}
+
 Status CheckOutputs(const Graph& graph, const std::vector<GraphOutput>& outputs) {
   std::unordered_set<std::string> output_names;
   for (const GraphOutput& output : outputs) {
@@ -440,7 +573,7 @@ Status CheckOutputs(const Graph& graph, const std::vector<GraphOutput>& outputs)
 }  // namespace
 
 StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<Layer> layers,
-                              std::vector<GraphOutput> outputs) {
+                              std::vector<GraphOutput> outputs, DType input_dtype) {
   RETURN_IF_ERROR(CheckInputShape(input_shape));
   if (layers.empty()) return InvalidArgumentError("graph: field \"layers\": no layers");
   std::unordered_map<std::string, int> index_of;
@@ -477,6 +610,7 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
   Graph graph;
   graph.name_ = std::move(name);
   graph.input_shape_ = std::move(input_shape);
+  graph.input_dtype_ = input_dtype;
   std::vector<int> new_id(layers.size());
   for (size_t k = 0; k < order.size(); ++k) new_id[order[k]] = static_cast<int>(k);
   graph.layers_.reserve(layers.size());
@@ -491,6 +625,7 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
 
   // Shapes and costs, in topological order.
   for (Layer& layer : graph.layers_) {
+    RETURN_IF_ERROR(CheckInputDtype(layer, layer.input_ids, input_dtype));
     std::vector<const Shape*> input_shapes;
     for (int id : layer.input_ids) {
       input_shapes.push_back(id == kGraphInputId ? &graph.input_shape_

@@ -33,6 +33,11 @@ enum class Op {
   kAdd,     // elementwise sum of equal shapes (residual)
   kLayerNorm,
   kGelu,
+  // Token models (docs/formats.md): [T] int64 ids -> [T, D]; adds a learned [max_positions, D]
+  // table's first T rows to [T, D]; multi-head self-attention over [T, D].
+  kEmbedding,
+  kPositionEmbedding,
+  kMultiheadAttention,
 };
 
 // The JSON spelling, e.g. "conv2d", "adaptive_avgpool2d".
@@ -43,6 +48,13 @@ std::vector<Op> AllOps();
 using Shape = std::vector<int64_t>;  // per sample, no batch dimension
 std::string ShapeToString(const Shape& shape);
 int64_t NumElements(const Shape& shape);
+
+// The element type of the graph's input. Every layer's output is float32; an int64 input holds
+// token ids and may be read only by embedding layers, which are the only layers that read int64.
+enum class DType { kFloat32, kInt64 };
+const char* DTypeName(DType dtype);  // "float32", "int64": the JSON spelling
+std::optional<DType> DTypeFromName(std::string_view name);
+int64_t DTypeBytes(DType dtype);  // 4, 8
 
 // The name by which layers refer to the graph's input tensor.
 inline constexpr std::string_view kGraphInputName = "input";
@@ -57,23 +69,34 @@ struct LayerAttrs {
   std::array<int64_t, 2> kernel_size{1, 1};  // conv2d, maxpool2d, avgpool2d
   std::array<int64_t, 2> stride{1, 1};       // pools default to kernel_size when absent
   std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};     // conv2d, maxpool2d
+  std::array<int64_t, 2> dilation{1, 1};  // conv2d, maxpool2d
   int64_t groups = 1;
-  bool bias = true;  // conv2d, linear
+  bool bias = true;  // conv2d, linear, multihead_attention
   // pools
   bool ceil_mode = false;
-  bool count_include_pad = true;         // avgpool2d
+  bool count_include_pad = true;             // avgpool2d
   std::array<int64_t, 2> output_size{1, 1};  // adaptive_avgpool2d
   // linear
   int64_t in_features = 0;  // 0: taken from the input; otherwise must match it
   int64_t out_features = 0;
   // batchnorm2d, layernorm
   double eps = 1e-5;
-  double momentum = 0.1;  // batchnorm2d
-  bool affine = true;     // batchnorm2d affine, layernorm elementwise_affine
+  double momentum = 0.1;                  // batchnorm2d
+  bool affine = true;                     // batchnorm2d affine, layernorm elementwise_affine
   std::vector<int64_t> normalized_shape;  // layernorm: trailing dims of the input
   // dropout
   double p = 0.5;
+  // gelu: "none" (the exact erf form) or "tanh" (GPT-2's approximation)
+  std::string approximate = "none";
+  // embedding (nn.Embedding), position_embedding (GPT-2's wpe: a [max_positions, D] table)
+  int64_t num_embeddings = 0;
+  int64_t embedding_dim = 0;
+  int64_t max_positions = 0;  // position_embedding: the longest sequence it takes
+  // multihead_attention (nn.MultiheadAttention, batch_first; self-attention; `bias` as above)
+  int64_t embed_dim = 0;  // 0: taken from the input; otherwise must match it
+  int64_t num_heads = 1;  // must divide embed_dim
+  bool causal = false;    // a token attends only to itself and earlier tokens
+  double dropout = 0.0;   // on the attention weights, in training
 
   bool operator==(const LayerAttrs& o) const;
 };
@@ -106,13 +129,17 @@ class Graph {
  public:
   // Validates and builds. Layers may come in any order; the result is topologically sorted
   // (a stable order: among ready layers, the one given first comes first). Empty outputs
-  // means "the one layer nothing consumes". Errors name the layer and the field.
+  // means "the one layer nothing consumes". Errors name the layer and the field. An int64
+  // input must be read by embedding layers only, and an embedding must read an int64 input.
   static StatusOr<Graph> Create(std::string name, Shape input_shape, std::vector<Layer> layers,
-                                std::vector<GraphOutput> outputs = {});
+                                std::vector<GraphOutput> outputs = {},
+                                DType input_dtype = DType::kFloat32);
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
-  int64_t input_bytes() const { return NumElements(input_shape_) * 4; }
+  DType input_dtype() const { return input_dtype_; }
+  // Per sample, in the input's dtype (8 bytes per token id).
+  int64_t input_bytes() const { return NumElements(input_shape_) * DTypeBytes(input_dtype_); }
   const std::vector<Layer>& layers() const { return layers_; }
   const Layer& layer(int id) const { return layers_.at(static_cast<size_t>(id)); }
   int num_layers() const { return static_cast<int>(layers_.size()); }
@@ -129,6 +156,7 @@ class Graph {
   Graph() = default;
   std::string name_;
   Shape input_shape_;
+  DType input_dtype_ = DType::kFloat32;
   std::vector<Layer> layers_;
   std::vector<std::vector<int>> consumers_;
   std::vector<GraphOutput> outputs_;

@@ -2,7 +2,9 @@
 // malformed document becomes an INVALID_ARGUMENT naming the layer and the field.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "common/json_fields.h"
 #include "planner/graph.h"
@@ -56,6 +58,12 @@ StatusOr<std::array<int64_t, 2>> ReadPair(const json& j, const std::string& laye
   return std::array<int64_t, 2>{h, w};
 }
 
+StatusOr<std::string> ReadString(const json& j, const std::string& layer,
+                                 const std::string& field) {
+  if (!j.is_string()) return FieldError(layer, field, "must be a string");
+  return j.get<std::string>();
+}
+
 StatusOr<std::vector<int64_t>> ReadIntList(const json& j, const std::string& layer,
                                            const std::string& field) {
   if (!j.is_array()) return FieldError(layer, field, "must be a list of integers");
@@ -81,6 +89,11 @@ const std::set<std::string>& AllowedFields(Op op) {
   static const std::set<std::string> kLinear = {"in_features", "out_features", "bias"};
   static const std::set<std::string> kDropout = {"p"};
   static const std::set<std::string> kLayerNorm = {"normalized_shape", "eps", "affine"};
+  static const std::set<std::string> kGelu = {"approximate"};
+  static const std::set<std::string> kEmbedding = {"num_embeddings", "embedding_dim"};
+  static const std::set<std::string> kPositionEmbedding = {"max_positions", "embedding_dim"};
+  static const std::set<std::string> kAttention = {"embed_dim", "num_heads", "causal", "dropout",
+                                                   "bias"};
   static const std::set<std::string> kNone = {};
   switch (op) {
     case Op::kConv2d: return kConv;
@@ -91,8 +104,24 @@ const std::set<std::string>& AllowedFields(Op op) {
     case Op::kLinear: return kLinear;
     case Op::kDropout: return kDropout;
     case Op::kLayerNorm: return kLayerNorm;
+    case Op::kGelu: return kGelu;
+    case Op::kEmbedding: return kEmbedding;
+    case Op::kPositionEmbedding: return kPositionEmbedding;
+    case Op::kMultiheadAttention: return kAttention;
     default: return kNone;
   }
+}
+
+// The token ops' fields without a usable default.
+Status RequireFields(const json& j, const Layer& layer) {
+  std::vector<const char*> required;
+  if (layer.op == Op::kEmbedding) required = {"num_embeddings", "embedding_dim"};
+  if (layer.op == Op::kPositionEmbedding) required = {"max_positions"};
+  if (layer.op == Op::kMultiheadAttention) required = {"num_heads"};
+  for (const char* field : required) {
+    if (!j.contains(field)) return FieldError(layer.name, field, "missing");
+  }
+  return Status::Ok();
 }
 
 StatusOr<Layer> ParseLayer(const json& j, size_t position) {
@@ -155,6 +184,14 @@ StatusOr<Layer> ParseLayer(const json& j, size_t position) {
     else if (key == "affine") { ASSIGN_OR_RETURN(a.affine, ReadBool(v, n, key)); }
     else if (key == "normalized_shape") { ASSIGN_OR_RETURN(a.normalized_shape, ReadIntList(v, n, key)); }
     else if (key == "p") { ASSIGN_OR_RETURN(a.p, ReadDouble(v, n, key)); }
+    else if (key == "approximate") { ASSIGN_OR_RETURN(a.approximate, ReadString(v, n, key)); }
+    else if (key == "num_embeddings") { ASSIGN_OR_RETURN(a.num_embeddings, ReadInt(v, n, key)); }
+    else if (key == "embedding_dim") { ASSIGN_OR_RETURN(a.embedding_dim, ReadInt(v, n, key)); }
+    else if (key == "max_positions") { ASSIGN_OR_RETURN(a.max_positions, ReadInt(v, n, key)); }
+    else if (key == "embed_dim") { ASSIGN_OR_RETURN(a.embed_dim, ReadInt(v, n, key)); }
+    else if (key == "num_heads") { ASSIGN_OR_RETURN(a.num_heads, ReadInt(v, n, key)); }
+    else if (key == "causal") { ASSIGN_OR_RETURN(a.causal, ReadBool(v, n, key)); }
+    else if (key == "dropout") { ASSIGN_OR_RETURN(a.dropout, ReadDouble(v, n, key)); }
   }
   // As in torch.nn, a pool's stride defaults to its kernel size.
   if ((layer.op == Op::kMaxPool2d || layer.op == Op::kAvgPool2d) && !stride_given) {
@@ -173,6 +210,7 @@ StatusOr<Layer> ParseLayer(const json& j, size_t position) {
   if (layer.op == Op::kLayerNorm && !j.contains("normalized_shape")) {
     return FieldError(n, "normalized_shape", "missing");
   }
+  RETURN_IF_ERROR(RequireFields(j, layer));
   return layer;
 }
 
@@ -230,6 +268,24 @@ json LayerJson(const Layer& layer) {
       j["eps"] = a.eps;
       j["affine"] = a.affine;
       break;
+    case Op::kGelu:
+      j["approximate"] = a.approximate;
+      break;
+    case Op::kEmbedding:
+      j["num_embeddings"] = a.num_embeddings;
+      j["embedding_dim"] = a.embedding_dim;
+      break;
+    case Op::kPositionEmbedding:
+      j["max_positions"] = a.max_positions;
+      if (a.embedding_dim) j["embedding_dim"] = a.embedding_dim;
+      break;
+    case Op::kMultiheadAttention:
+      if (a.embed_dim) j["embed_dim"] = a.embed_dim;
+      j["num_heads"] = a.num_heads;
+      j["causal"] = a.causal;
+      j["dropout"] = a.dropout;
+      j["bias"] = a.bias;
+      break;
     default:
       break;
   }
@@ -266,6 +322,13 @@ StatusOr<Graph> ParseGraphJson(std::string_view text) {
   }
   auto input_shape_or = ReadIntList((*input)["shape"], "", "input.shape");
   if (!input_shape_or.ok()) return input_shape_or.status();
+  DType input_dtype = DType::kFloat32;
+  if (auto it = doc.find("input_dtype"); it != doc.end()) {
+    std::optional<DType> dtype = it->is_string() ? DTypeFromName(it->get<std::string>())
+                                                 : std::nullopt;
+    if (!dtype) return FieldError("", "input_dtype", "must be \"float32\" or \"int64\"");
+    input_dtype = *dtype;
+  }
 
   auto layers_it = doc.find("layers");
   if (layers_it == doc.end() || !layers_it->is_array()) {
@@ -298,7 +361,7 @@ StatusOr<Graph> ParseGraphJson(std::string_view text) {
     }
   }
   return Graph::Create(std::move(name), std::move(*input_shape_or), std::move(layers),
-                       std::move(outputs));
+                       std::move(outputs), input_dtype);
 }
 
 std::string GraphToJson(const Graph& graph, int indent) {
@@ -307,6 +370,8 @@ std::string GraphToJson(const Graph& graph, int indent) {
   doc["version"] = kGraphFormatVersion;
   doc["name"] = graph.name();
   doc["input"] = {{"shape", graph.input_shape()}};
+  // Written only for token inputs, so float32 documents read as they always did.
+  if (graph.input_dtype() != DType::kFloat32) doc["input_dtype"] = DTypeName(graph.input_dtype());
   json layers = json::array();
   for (const Layer& layer : graph.layers()) layers.push_back(LayerJson(layer));
   doc["layers"] = std::move(layers);

@@ -74,10 +74,11 @@ std::string LayerListBuilder::Dropout(std::string name, std::string input, doubl
 }
 
 std::string LayerListBuilder::Linear(std::string name, std::string input, int64_t in_features,
-                                     int64_t out_features) {
+                                     int64_t out_features, bool bias) {
   LayerAttrs attrs;
   attrs.in_features = in_features;
   attrs.out_features = out_features;
+  attrs.bias = bias;
   return Append(std::move(name), Op::kLinear, {std::move(input)}, attrs);
 }
 
@@ -87,6 +88,46 @@ std::string LayerListBuilder::Concat(std::string name, std::vector<std::string> 
 
 std::string LayerListBuilder::Add(std::string name, std::vector<std::string> inputs) {
   return Append(std::move(name), Op::kAdd, std::move(inputs), LayerAttrs{});
+}
+
+std::string LayerListBuilder::LayerNorm(std::string name, std::string input, int64_t features,
+                                        double eps) {
+  LayerAttrs attrs;
+  attrs.normalized_shape = {features};
+  attrs.eps = eps;
+  return Append(std::move(name), Op::kLayerNorm, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::Gelu(std::string name, std::string input, std::string approximate) {
+  LayerAttrs attrs;
+  attrs.approximate = std::move(approximate);
+  return Append(std::move(name), Op::kGelu, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::Embedding(std::string name, std::string input, int64_t num_embeddings,
+                                        int64_t embedding_dim) {
+  LayerAttrs attrs;
+  attrs.num_embeddings = num_embeddings;
+  attrs.embedding_dim = embedding_dim;
+  return Append(std::move(name), Op::kEmbedding, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::PositionEmbedding(std::string name, std::string input,
+                                                int64_t max_positions) {
+  LayerAttrs attrs;
+  attrs.max_positions = max_positions;
+  return Append(std::move(name), Op::kPositionEmbedding, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::MultiheadAttention(std::string name, std::string input,
+                                                 int64_t embed_dim, int64_t num_heads, bool causal,
+                                                 double dropout) {
+  LayerAttrs attrs;
+  attrs.embed_dim = embed_dim;
+  attrs.num_heads = num_heads;
+  attrs.causal = causal;
+  attrs.dropout = dropout;
+  return Append(std::move(name), Op::kMultiheadAttention, {std::move(input)}, attrs);
 }
 
 }  // namespace deepool::planner::zoo

@@ -67,12 +67,24 @@ class LayerListBuilder {
   std::string AdaptiveAvgPool2d(std::string name, std::string input, Pair output_size);
   std::string Flatten(std::string name, std::string input);
   std::string Dropout(std::string name, std::string input, double p);
-  std::string Linear(std::string name, std::string input, int64_t in_features,
-                     int64_t out_features);
+  std::string Linear(std::string name, std::string input, int64_t in_features, int64_t out_features,
+                     bool bias = true);
   // Concatenation along channels, in the order given (torch.cat(inputs, 1)).
   std::string Concat(std::string name, std::vector<std::string> inputs);
   // Elementwise sum (a residual add).
   std::string Add(std::string name, std::vector<std::string> inputs);
+  // Over the last dimension of size `features` (nn.LayerNorm(features)).
+  std::string LayerNorm(std::string name, std::string input, int64_t features, double eps = 1e-5);
+  // approximate: "none" or "tanh".
+  std::string Gelu(std::string name, std::string input, std::string approximate = "none");
+  // Token ids -> [.., embedding_dim] (nn.Embedding(num_embeddings, embedding_dim)).
+  std::string Embedding(std::string name, std::string input, int64_t num_embeddings,
+                        int64_t embedding_dim);
+  // [T, D] + a learned [max_positions, D] table's first T rows.
+  std::string PositionEmbedding(std::string name, std::string input, int64_t max_positions);
+  // Self-attention over [T, embed_dim] with biases (nn.MultiheadAttention).
+  std::string MultiheadAttention(std::string name, std::string input, int64_t embed_dim,
+                                 int64_t num_heads, bool causal, double dropout = 0.0);
 
   std::vector<Layer> Take() && { return std::move(layers_); }
 

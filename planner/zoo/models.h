@@ -21,5 +21,7 @@ StatusOr<Graph> BuildBottleneckResnet(std::string name, const std::array<int, 4>
 StatusOr<Graph> BuildInceptionV3(int64_t image_size, int64_t num_classes, bool aux_logits);
 StatusOr<Graph> BuildMlp(int64_t input_features, int64_t num_classes);
 StatusOr<Graph> BuildSmallCnn(int64_t image_size, int64_t num_classes);
+// A 2-block pre-LN GPT over `context` byte tokens (at most 64); its vocabulary is fixed at 256.
+StatusOr<Graph> BuildGptTiny(int64_t context);
 
 }  // namespace deepool::planner::zoo::internal

@@ -55,6 +55,11 @@ const std::vector<ModelEntry>& Entries() {
        [](int64_t size, const ModelOptions& o) {
          return internal::BuildSmallCnn(size, o.num_classes);
        }},
+      {"gpt_tiny",
+       "Tiny GPT for tests: 256 byte tokens, context 64 (image_size), 2 pre-LN blocks of causal "
+       "4-head attention and a GELU MLP, D=64, untied lm_head; num_classes is ignored",
+       64, [](const ModelOptions&) -> int64_t { return 1; },
+       [](int64_t context, const ModelOptions&) { return internal::BuildGptTiny(context); }},
   };
   return entries;
 }

@@ -1,4 +1,5 @@
-// The model zoo: layer graphs of torchvision 0.14 architectures and two tiny test models.
+// The model zoo: layer graphs of torchvision 0.14 architectures and three tiny test models
+// (gpt_tiny's names follow Hugging Face's GPT-2 instead).
 //
 // Layer names follow torchvision's module paths, so "<layer>.<param>" is exactly torchvision's
 // state_dict key for every parameter and buffer (weight, bias, running_mean, running_var,
@@ -22,7 +23,8 @@ namespace deepool::planner::zoo {
 struct ModelOptions {
   int64_t num_classes = 1000;
   // Height and width of the square input image; 0 means the model's default (224, 299 for
-  // inception_v3, 16 for small_cnn). For mlp it is the number of input features (default 32).
+  // inception_v3, 16 for small_cnn). For mlp it is the number of input features (default 32),
+  // for gpt_tiny the number of tokens per sample (default and most 64).
   int64_t image_size = 0;
   // inception_v3 only: add the auxiliary classifier as a second graph output (loss weight 0.4).
   bool aux_logits = true;

@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -188,10 +190,13 @@ inline void CollectBuffers(const planner::Graph& graph,
   }
 }
 
+// A fresh data source for one rank (or the single-device reference); each call makes its own.
+using DataMaker = std::function<StatusOr<std::unique_ptr<DataSource>>()>;
+
 // Plain single-device training of the whole graph on the whole batch: the ground truth.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
                                      int iterations, const OptimizerSpec& optimizer, uint64_t seed,
-                                     const DataSpec& data_spec) {
+                                     const DataMaker& make_data) {
   auto modules = BuildAllLayerModules(graph, seed);
   REQUIRE(modules.ok());
   std::vector<torch::Tensor> params;
@@ -201,7 +206,7 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   }
   auto opt = MakeOptimizer(optimizer, params);
   REQUIRE(opt.ok());
-  auto data = MakeDataSource(data_spec, graph, global_batch);
+  auto data = make_data();
   INFO(data.status().ToString());
   REQUIRE(data.ok());
   TrainResult result;
@@ -233,6 +238,14 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   return result;
 }
 
+// The same on the data source a run spec names.
+inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
+                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
+                                     const DataSpec& data_spec) {
+  return TrainSingleDevice(graph, global_batch, iterations, optimizer, seed,
+                           [&] { return MakeDataSource(data_spec, graph, global_batch); });
+}
+
 // The same on synthetic data seeded with data_seed.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
                                      int iterations, const OptimizerSpec& optimizer, uint64_t seed,
@@ -254,6 +267,8 @@ struct RankOptions {
   int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
   // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
   std::optional<DataSpec> data;
+  // Makes each rank's data source instead of `data` when set (test-only sources, e.g. tokens).
+  DataMaker make_data;
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
   // becomes the rank's status.
   std::function<Status(int rank, Executor& executor)> after;
@@ -277,8 +292,11 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
         run.status = comm.status();
         return;
       }
-      auto data = MakeDataSource(rank_options.data.value_or(DataSpec{"synthetic", data_seed, ""}),
-                                 graph, plan.global_batch);
+      auto data =
+          rank_options.make_data
+              ? rank_options.make_data()
+              : MakeDataSource(rank_options.data.value_or(DataSpec{"synthetic", data_seed, ""}),
+                               graph, plan.global_batch);
       if (!data.ok()) {
         run.status = data.status();
         return;

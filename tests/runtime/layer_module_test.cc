@@ -61,7 +61,10 @@ void CheckEveryLayerAgainstIr(const Graph& graph, int64_t batch, bool training) 
   REQUIRE(modules.ok());
   torch::manual_seed(0);
   std::vector<torch::Tensor> outputs(static_cast<size_t>(graph.num_layers()));
-  torch::Tensor input = torch::randn(Batched(batch, graph.input_shape()));
+  torch::Tensor input =
+      graph.input_dtype() == planner::DType::kInt64
+          ? torch::randint(0, 4, Batched(batch, graph.input_shape()), torch::kLong)
+          : torch::randn(Batched(batch, graph.input_shape()));
   for (int id = 0; id < graph.num_layers(); ++id) {
     const Layer& layer = graph.layer(id);
     INFO("layer " << layer.name << " (" << planner::OpName(layer.op) << ")");
@@ -148,14 +151,41 @@ TEST_CASE("every op builds a module whose output shape and parameters match the 
           MakeLayer("linear_3d", Op::kLinear, {"avgpool"}, linear),  // last dim
       },
       {{"linear_nobias", 1.0}, {"linear_3d", 1.0}, {"maxpool", 1.0}});
+
+  // The token ops read int64 ids [7] and [7, D] sequences.
+  LayerAttrs embedding;
+  embedding.num_embeddings = 4;
+  embedding.embedding_dim = 6;
+  LayerAttrs position;
+  position.max_positions = 9;
+  LayerAttrs attention;
+  attention.num_heads = 3;
+  attention.causal = true;
+  attention.dropout = 0.2;
+  LayerAttrs gelu_tanh;
+  gelu_tanh.approximate = "tanh";
+  auto tokens = Graph::Create("tokens", {7},
+                              {MakeLayer("wte", Op::kEmbedding, {"input"}, embedding),
+                               MakeLayer("wpe", Op::kPositionEmbedding, {"wte"}, position),
+                               MakeLayer("attn", Op::kMultiheadAttention, {"wpe"}, attention),
+                               MakeLayer("act", Op::kGelu, {"attn"}, gelu_tanh),
+                               MakeLayer("head", Op::kLinear, {"act"}, linear)},
+                              {}, planner::DType::kInt64);
+  INFO(tokens.status().ToString());
+  REQUIRE(tokens.ok());
+
   std::map<Op, int> seen;
-  for (const auto& layer : graph.layers()) seen[layer.op]++;
+  for (const Graph* g : {&graph, &*tokens}) {
+    for (const auto& layer : g->layers()) seen[layer.op]++;
+  }
   for (Op op : planner::AllOps()) {
     INFO(planner::OpName(op));
     CHECK(seen.count(op) == 1);
   }
-  CheckEveryLayerAgainstIr(graph, 3, /*training=*/true);
-  CheckEveryLayerAgainstIr(graph, 2, /*training=*/false);
+  for (const Graph* g : {&graph, &*tokens}) {
+    CheckEveryLayerAgainstIr(*g, 3, /*training=*/true);
+    CheckEveryLayerAgainstIr(*g, 2, /*training=*/false);
+  }
 }
 
 TEST_CASE("parameter and buffer names follow torch.nn", "[layers]") {
@@ -191,10 +221,14 @@ TEST_CASE("every zoo model layer matches the IR's shapes and parameter counts", 
     bool aux_logits;
   };
   // Small images keep this fast on a CPU; inception_v3 needs 75 px, 299 with its aux head.
-  std::vector<Case> cases = {
-      {"mlp", 0, true},           {"small_cnn", 0, true},         {"vgg16", 32, true},
-      {"resnet50", 64, true},     {"wide_resnet101_2", 32, true}, {"inception_v3", 75, false},
-      {"inception_v3", 299, true}};
+  std::vector<Case> cases = {{"mlp", 0, true},
+                             {"small_cnn", 0, true},
+                             {"vgg16", 32, true},
+                             {"resnet50", 64, true},
+                             {"wide_resnet101_2", 32, true},
+                             {"inception_v3", 75, false},
+                             {"inception_v3", 299, true},
+                             {"gpt_tiny", 0, true}};
   std::vector<std::string> covered;
   for (const auto& c : cases) {
     SECTION(c.model + " at " + std::to_string(c.image_size) +

@@ -1,6 +1,7 @@
-#include <catch2/catch.hpp>
-
 #include "planner/graph.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
 
 namespace deepool::planner {
 namespace {
@@ -184,8 +185,8 @@ TEST_CASE("validation: cycle", "[graph][validation]") {
   layers.push_back(Simple("c", Op::kRelu, {"b"}));
   auto message = ErrorOf(layers, {4});
   CHECK_THAT(message, Catch::Contains("cycle") && Catch::Contains("field \"inputs\""));
-  CHECK_THAT(message, Catch::Contains("\"a\"") || Catch::Contains("\"b\"") ||
-                          Catch::Contains("\"c\""));
+  CHECK_THAT(message,
+             Catch::Contains("\"a\"") || Catch::Contains("\"b\"") || Catch::Contains("\"c\""));
   std::vector<Layer> self = {Simple("s", Op::kRelu, {"s"})};
   CHECK_THAT(ErrorOf(self, {4}), Catch::Contains("layer \"s\"") && Catch::Contains("cycle"));
 }
@@ -198,8 +199,8 @@ TEST_CASE("validation: shape mismatch", "[graph][validation]") {
                                   Catch::Contains("[4, 4, 4]"));
   auto fc = BranchyLayers();
   fc[8].attrs.in_features = 7;
-  CHECK_THAT(ErrorOf(fc), Catch::Contains("layer \"fc\"") &&
-                              Catch::Contains("field \"in_features\""));
+  CHECK_THAT(ErrorOf(fc),
+             Catch::Contains("layer \"fc\"") && Catch::Contains("field \"in_features\""));
   std::vector<Layer> conv_on_vector = {Conv("c", "input", 4, 1)};
   CHECK_THAT(ErrorOf(conv_on_vector, {16}), Catch::Contains("layer \"c\""));
 }
@@ -212,8 +213,8 @@ TEST_CASE("validation: non-positive size", "[graph][validation]") {
                                   Catch::Contains("positive"));
   auto kernel = BranchyLayers();
   kernel[3].attrs.kernel_size = {3, -1};
-  CHECK_THAT(ErrorOf(kernel), Catch::Contains("layer \"b\"") &&
-                                  Catch::Contains("field \"kernel_size\""));
+  CHECK_THAT(ErrorOf(kernel),
+             Catch::Contains("layer \"b\"") && Catch::Contains("field \"kernel_size\""));
   auto r = Graph::Create("g", {3, 0, 8}, BranchyLayers());
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains("input") && Catch::Contains("shape"));
@@ -234,8 +235,8 @@ TEST_CASE("validation: unknown field and wrong types name the field", "[graph][v
   auto t = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},
       "layers":[{"name":"fc","op":"linear","inputs":["input"],"out_features":"two"}]})");
   REQUIRE_FALSE(t.ok());
-  CHECK_THAT(t.status().message(), Catch::Contains("layer \"fc\"") &&
-                                       Catch::Contains("field \"out_features\""));
+  CHECK_THAT(t.status().message(),
+             Catch::Contains("layer \"fc\"") && Catch::Contains("field \"out_features\""));
   auto v = ParseGraphJson(R"({"version":7,"input":{"shape":[4]},"layers":[]})");
   REQUIRE_FALSE(v.ok());
   CHECK_THAT(v.status().message(), Catch::Contains("field \"version\""));
@@ -253,6 +254,151 @@ TEST_CASE("outputs: several sinks need explicit outputs, weights are kept", "[gr
   auto bad = Graph::Create("two", {4}, layers, {{"main", 1.0}, {"ghost", 1.0}});
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.status().message(), Catch::Contains("ghost"));
+}
+
+// Token ids [T] -> wte -> wpe -> pre-LN attention with a residual add -> gelu(tanh) -> lm head.
+std::vector<Layer> TokenLayers(int64_t max_positions = 8) {
+  std::vector<Layer> layers;
+  Layer wte = Simple("wte", Op::kEmbedding, {"input"});
+  wte.attrs.num_embeddings = 50;
+  wte.attrs.embedding_dim = 16;
+  layers.push_back(wte);
+  Layer wpe = Simple("wpe", Op::kPositionEmbedding, {"wte"});
+  wpe.attrs.max_positions = max_positions;
+  layers.push_back(wpe);
+  Layer ln = Simple("ln", Op::kLayerNorm, {"wpe"});
+  ln.attrs.normalized_shape = {16};
+  layers.push_back(ln);
+  Layer attn = Simple("attn", Op::kMultiheadAttention, {"ln"});
+  attn.attrs.num_heads = 4;
+  attn.attrs.causal = true;
+  attn.attrs.dropout = 0.1;
+  layers.push_back(attn);
+  layers.push_back(Simple("add", Op::kAdd, {"attn", "wpe"}));
+  Layer act = Simple("act", Op::kGelu, {"add"});
+  act.attrs.approximate = "tanh";
+  layers.push_back(act);
+  Layer head = Linear("head", "act", 50);
+  head.attrs.bias = false;
+  layers.push_back(head);
+  return layers;
+}
+
+StatusOr<Graph> TokenGraph(Shape input = {8}, int64_t max_positions = 8) {
+  return Graph::Create("tokens", std::move(input), TokenLayers(max_positions), {}, DType::kInt64);
+}
+
+TEST_CASE("token ops: shapes and parameters and FLOPs", "[graph][tokens]") {
+  auto g = TokenGraph();
+  INFO(g.status().ToString());
+  REQUIRE(g.ok());
+  CHECK(g->input_dtype() == DType::kInt64);
+  CHECK(g->input_bytes() == 8 * 8);  // int64 ids
+  const int64_t T = 8, D = 16, H = 4, V = 50;
+  CHECK(g->layer(0).output_shape == Shape{T, D});
+  CHECK(g->layer(0).params == V * D);
+  CHECK(g->layer(0).forward_flops == 0);  // a gather
+  CHECK(g->layer(1).output_shape == Shape{T, D});
+  CHECK(g->layer(1).params == 8 * D);
+  CHECK(g->layer(1).forward_flops == T * D);
+  const Layer& attn = g->layer(3);
+  CHECK(attn.output_shape == Shape{T, D});
+  CHECK(attn.params == 3 * D * D + 3 * D + D * D + D);
+  CHECK(attn.forward_flops == 2 * T * D * 3 * D + 2 * T * T * D + 4 * H * T * T + 2 * T * T * D +
+                                  2 * T * D * D + 4 * T * D);
+  CHECK(g->layer(6).output_shape == Shape{T, V});
+  CHECK(g->layer(6).params == D * V);
+  CHECK(g->layer(6).forward_flops == 2 * T * D * V);  // a GEMM with T rows
+}
+
+TEST_CASE("position_embedding refuses more tokens than max_positions", "[graph][tokens]") {
+  CHECK(TokenGraph({8}, 8).ok());
+  auto g = TokenGraph({9}, 8);
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(g.status().message(), Catch::Contains("layer \"wpe\"") &&
+                                       Catch::Contains("field \"max_positions\"") &&
+                                       Catch::Contains("9 tokens"));
+}
+
+TEST_CASE("int64 ids are read by embeddings only and embeddings read only ids", "[graph][tokens]") {
+  // A float input into an embedding.
+  auto float_input = Graph::Create("tokens", {8}, TokenLayers());
+  REQUIRE_FALSE(float_input.ok());
+  CHECK_THAT(float_input.status().message(),
+             Catch::Contains("layer \"wte\"") && Catch::Contains("int64"));
+  // Token ids into a linear layer.
+  auto ids_to_linear = Graph::Create("tokens", {8}, {Linear("fc", "input", 3)}, {}, DType::kInt64);
+  REQUIRE_FALSE(ids_to_linear.ok());
+  CHECK_THAT(ids_to_linear.status().message(),
+             Catch::Contains("layer \"fc\"") && Catch::Contains("only embedding"));
+  // An embedding reading another layer's (float) output.
+  auto layers = TokenLayers();
+  Layer again = Simple("again", Op::kEmbedding, {"wte"});
+  again.attrs.num_embeddings = 4;
+  again.attrs.embedding_dim = 2;
+  layers.push_back(again);
+  auto nested = Graph::Create("tokens", {8}, layers, {{"head", 1.0}}, DType::kInt64);
+  REQUIRE_FALSE(nested.ok());
+  CHECK_THAT(nested.status().message(), Catch::Contains("layer \"again\""));
+}
+
+TEST_CASE("token op attributes are validated", "[graph][tokens][validation]") {
+  auto with = [](const std::function<void(std::vector<Layer>&)>& edit) {
+    auto layers = TokenLayers();
+    edit(layers);
+    auto g = Graph::Create("tokens", {8}, layers, {}, DType::kInt64);
+    REQUIRE_FALSE(g.ok());
+    return g.status().message();
+  };
+  CHECK_THAT(with([](auto& l) { l[3].attrs.num_heads = 5; }),
+             Catch::Contains("field \"num_heads\"") && Catch::Contains("does not divide"));
+  CHECK_THAT(with([](auto& l) { l[3].attrs.embed_dim = 32; }), Catch::Contains("embed_dim"));
+  CHECK_THAT(with([](auto& l) { l[3].attrs.dropout = 1.0; }), Catch::Contains("dropout"));
+  CHECK_THAT(with([](auto& l) { l[5].attrs.approximate = "erf"; }),
+             Catch::Contains("field \"approximate\""));
+  CHECK_THAT(with([](auto& l) { l[0].attrs.num_embeddings = 0; }),
+             Catch::Contains("num_embeddings"));
+  CHECK_THAT(with([](auto& l) { l[1].attrs.embedding_dim = 15; }),
+             Catch::Contains("embedding_dim"));
+  CHECK_THAT(with([](auto& l) { l[3].inputs = {"wte", "wpe"}; }), Catch::Contains("exactly 1"));
+}
+
+TEST_CASE("token graph JSON round trip keeps input_dtype and attributes", "[graph][json][tokens]") {
+  auto g = TokenGraph();
+  REQUIRE(g.ok());
+  const std::string text = GraphToJson(*g);
+  CHECK_THAT(text, Catch::Contains("\"input_dtype\": \"int64\""));
+  auto back = ParseGraphJson(text);
+  INFO(back.status().ToString());
+  REQUIRE(back.ok());
+  CHECK(back->input_dtype() == DType::kInt64);
+  REQUIRE(back->num_layers() == g->num_layers());
+  for (int i = 0; i < g->num_layers(); ++i) {
+    CHECK(back->layer(i).op == g->layer(i).op);
+    CHECK(back->layer(i).attrs == g->layer(i).attrs);
+    CHECK(back->layer(i).params == g->layer(i).params);
+  }
+  CHECK(back->layer(3).attrs.causal);
+  CHECK(back->layer(3).attrs.dropout == 0.1);
+  CHECK(back->layer(5).attrs.approximate == "tanh");
+  CHECK(GraphToJson(*back) == text);
+  // float32 stays implicit; anything else is refused naming the field.
+  auto float_graph = Graph::Create("f", {4}, {Linear("fc", "input", 2)});
+  REQUIRE(float_graph.ok());
+  CHECK_THAT(GraphToJson(*float_graph), !Catch::Contains("input_dtype"));
+  auto bad = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},"input_dtype":"int8",
+      "layers":[{"name":"fc","op":"linear","inputs":["input"],"out_features":2}]})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("field \"input_dtype\""));
+  auto missing = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},"input_dtype":"int64",
+      "layers":[{"name":"e","op":"embedding","inputs":["input"],"embedding_dim":2}]})");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("field \"num_embeddings\""));
+  auto stray = ParseGraphJson(R"({"version":1,"input":{"shape":[4]},"input_dtype":"int64",
+      "layers":[{"name":"e","op":"embedding","inputs":["input"],"num_embeddings":3,
+      "embedding_dim":2,"num_heads":2}]})");
+  REQUIRE_FALSE(stray.ok());
+  CHECK_THAT(stray.status().message(), Catch::Contains("field \"num_heads\""));
 }
 
 }  // namespace

@@ -83,6 +83,20 @@ std::map<std::string, StateEntry> StateDict(const Graph& graph) {
           state[layer.name + ".bias"] = {a.normalized_shape};
         }
         break;
+      case Op::kEmbedding:
+        state[layer.name + ".weight"] = {{a.num_embeddings, a.embedding_dim}};
+        break;
+      case Op::kPositionEmbedding:
+        state[layer.name + ".weight"] = {{a.max_positions, in.back()}};
+        break;
+      case Op::kMultiheadAttention:  // nn.MultiheadAttention's keys
+        state[layer.name + ".in_proj_weight"] = {{3 * in.back(), in.back()}};
+        state[layer.name + ".out_proj.weight"] = {{in.back(), in.back()}};
+        if (a.bias) {
+          state[layer.name + ".in_proj_bias"] = {{3 * in.back()}};
+          state[layer.name + ".out_proj.bias"] = {{in.back()}};
+        }
+        break;
       default:
         break;
     }
@@ -136,8 +150,8 @@ const std::vector<ReferenceCase>& TorchvisionReferences() {
 }
 
 TEST_CASE("zoo lists its models, each with a description", "[zoo]") {
-  const std::vector<std::string> expected = {"vgg16",        "resnet50", "wide_resnet101_2",
-                                             "inception_v3", "mlp",      "small_cnn"};
+  const std::vector<std::string> expected = {
+      "vgg16", "resnet50", "wide_resnet101_2", "inception_v3", "mlp", "small_cnn", "gpt_tiny"};
   CHECK(ModelNames() == expected);
   for (const std::string& name : ModelNames()) {
     INFO(name);
@@ -207,8 +221,11 @@ TEST_CASE("every parameterised layer's state_dict tensors hold its parameters", 
       int64_t from_state = 0;
       for (const auto& [key, entry] : state) {
         if (!entry.trainable || key.rfind(layer.name + ".", 0) != 0) continue;
-        // Keys of this layer only, not of a layer whose name extends it ("fc" vs "fc1").
-        if (key.find('.', layer.name.size() + 1) != std::string::npos) continue;
+        // Keys of this layer only, not of a layer whose name extends it ("fc" vs "fc1", "mlp.c_fc"
+        // vs "mlp"): the rest of the key is a parameter name, which may be a submodule's
+        // ("out_proj.weight") but never names another layer.
+        const std::string owner = key.substr(0, key.rfind('.'));
+        if (owner != layer.name && graph.FindLayer(owner).has_value()) continue;
         from_state += NumElements(entry.shape);
       }
       INFO(name << " layer " << layer.name);
@@ -458,6 +475,55 @@ TEST_CASE("one rule for a job's model options, and a key naming every option", "
   no_aux.aux_logits = false;
   CHECK(ModelKey("inception_v3", no_aux) != ModelKey("inception_v3", defaults));
   CHECK(ModelKey("inception_v3", defaults) == "inception_v3/classes=1000/image=299/aux_logits=1");
+}
+
+TEST_CASE("gpt_tiny is a 2-block pre-LN GPT over 64 byte tokens", "[zoo][tokens]") {
+  const Graph gpt = Build("gpt_tiny");
+  CHECK(gpt.input_shape() == Shape{64});
+  CHECK(gpt.input_dtype() == DType::kInt64);
+  CHECK(gpt.outputs() == std::vector<GraphOutput>{{"lm_head", 1.0}});
+  CHECK(LayerNamed(gpt, "lm_head").output_shape == Shape{64, 256});
+  CHECK(LayerNamed(gpt, "transformer.wte").output_shape == Shape{64, 64});
+  // Parameters by hand, D = 64, V = 256, 64 positions:
+  //   wte 256 x 64 = 16384; wpe 64 x 64 = 4096;
+  //   per block: ln_1 128, attn 4 D^2 + 4 D = 16640, ln_2 128, c_fc 64 x 256 + 256 = 16640,
+  //   c_proj 256 x 64 + 64 = 16448: 49984, two blocks 99968;
+  //   ln_f 128; lm_head 64 x 256 = 16384 (no bias).
+  CHECK(LayerNamed(gpt, "transformer.h.0.attn").params == 16640);
+  CHECK(LayerNamed(gpt, "transformer.h.1.mlp.c_fc").params == 16640);
+  CHECK(gpt.total_params() == 16384 + 4096 + 2 * 49984 + 128 + 16384);
+  CHECK(gpt.num_layers() == 2 + 2 * 8 + 2);
+  const std::vector<std::string> block = {"transformer.h.0.ln_1",       "transformer.h.0.attn",
+                                          "transformer.h.0.add_attn",   "transformer.h.0.ln_2",
+                                          "transformer.h.0.mlp.c_fc",   "transformer.h.0.mlp.act",
+                                          "transformer.h.0.mlp.c_proj", "transformer.h.0.add_mlp"};
+  for (size_t i = 0; i < block.size(); ++i)
+    CHECK(gpt.layer(static_cast<int>(2 + i)).name == block[i]);
+  const Layer& attn = LayerNamed(gpt, "transformer.h.1.attn");
+  CHECK(attn.attrs.causal);
+  CHECK(attn.attrs.num_heads == 4);
+  CHECK(attn.attrs.dropout == 0.0);
+  CHECK(LayerNamed(gpt, "transformer.h.0.mlp.act").attrs.approximate == "tanh");
+  CHECK(LayerNamed(gpt, "transformer.h.0.add_attn").inputs ==
+        std::vector<std::string>{"transformer.wpe", "transformer.h.0.attn"});
+  CHECK_FALSE(LayerNamed(gpt, "lm_head").attrs.bias);
+  const auto state = StateDict(gpt);
+  for (const char* key :
+       {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.attn.in_proj_weight",
+        "transformer.h.1.attn.out_proj.bias", "transformer.ln_f.weight", "lm_head.weight"}) {
+    CHECK(state.count(key) == 1);
+  }
+  CHECK(state.count("lm_head.bias") == 0);
+
+  // image_size is the context: shorter is fine, longer than the 64 positions is refused.
+  ModelOptions context;
+  context.image_size = 16;
+  CHECK(Build("gpt_tiny", context).input_shape() == Shape{16});
+  context.image_size = 65;
+  StatusOr<Graph> too_long = BuildModel("gpt_tiny", context);
+  REQUIRE_FALSE(too_long.ok());
+  CHECK_THAT(too_long.status().message(),
+             Catch::Contains("transformer.wpe") && Catch::Contains("max_positions"));
 }
 
 }  // namespace

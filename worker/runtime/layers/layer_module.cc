@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -116,10 +117,14 @@ class ReluLayer final : public LayerModule {
 
 class GeluLayer final : public LayerModule {
  public:
+  explicit GeluLayer(std::string approximate) : approximate_(std::move(approximate)) {}
   torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
     CheckInputs(inputs, 1, "gelu");
-    return torch::gelu(inputs[0]);
+    return torch::gelu(inputs[0], approximate_);
   }
+
+ private:
+  std::string approximate_;  // "none" or "tanh"
 };
 
 class MaxPool2dLayer final : public LayerModule {
@@ -187,6 +192,24 @@ class FlattenLayer final : public LayerModule {
   }
 };
 
+// A keep-mask of x's shape (1 with probability keep) on x's device and dtype, whose rows depend
+// only on (layer seed, iteration, global sample index), never on the batch split. For a GPU the
+// mask is drawn into page-locked memory and its copy queued: a copy from pageable memory would
+// make the host wait for every kernel queued before it, and the GPU then idle while the host
+// draws the next mask and issues what follows.
+torch::Tensor SampleKeepMask(const torch::Tensor& x, double keep, uint64_t layer_seed,
+                             const StepContext& step) {
+  const bool queued = x.is_cuda();
+  torch::Tensor mask =
+      torch::empty(x.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(queued));
+  const uint64_t step_seed = Mix(layer_seed, static_cast<uint64_t>(step.iteration));
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    at::Generator gen = MakeGenerator(Mix(step_seed, static_cast<uint64_t>(step.first_sample + i)));
+    mask[i].bernoulli_(keep, gen);
+  }
+  return mask.to(x.device(), x.scalar_type(), queued);
+}
+
 // Inverted dropout (scaled by 1/(1-p) in training, identity in eval) whose mask for a sample
 // depends only on (seed, layer, iteration, global sample index), never on the batch split.
 class DropoutLayer final : public LayerModule {
@@ -199,19 +222,7 @@ class DropoutLayer final : public LayerModule {
     const torch::Tensor& x = inputs[0];
     if (!is_training() || p_ <= 0.0) return x;
     if (p_ >= 1.0) return x * 0.0;
-    // For a GPU the mask is drawn into page-locked memory and its copy queued: a copy from
-    // pageable memory would make the host wait for every kernel queued before it, and the GPU
-    // then idle while the host draws the next mask and issues what follows.
-    const bool queued = x.is_cuda();
-    torch::Tensor mask =
-        torch::empty(x.sizes(), torch::TensorOptions().dtype(torch::kFloat).pinned_memory(queued));
-    const uint64_t step_seed = Mix(layer_seed_, static_cast<uint64_t>(step_.iteration));
-    for (int64_t i = 0; i < x.size(0); ++i) {
-      at::Generator gen =
-          MakeGenerator(Mix(step_seed, static_cast<uint64_t>(step_.first_sample + i)));
-      mask[i].bernoulli_(1.0 - p_, gen);
-    }
-    return x * mask.to(x.device(), x.scalar_type(), queued) * (1.0 / (1.0 - p_));
+    return x * SampleKeepMask(x, 1.0 - p_, layer_seed_, step_) * (1.0 / (1.0 - p_));
   }
 
  private:
@@ -258,6 +269,117 @@ class LayerNormLayer final : public LayerModule {
   torch::Tensor weight_, bias_;
 };
 
+// nn.Embedding: weight [num_embeddings, embedding_dim] ~ N(0, 1) (torch.nn's default; GPT-2's
+// own N(0, 0.02) is not applied). Reads int64 ids of any shape.
+class EmbeddingLayer final : public LayerModule {
+ public:
+  EmbeddingLayer(const LayerAttrs& attrs, uint64_t seed) {
+    weight_ =
+        register_parameter("weight", torch::empty({attrs.num_embeddings, attrs.embedding_dim}));
+    at::Generator gen = MakeGenerator(seed);
+    torch::NoGradGuard no_grad;
+    weight_.normal_(0.0, 1.0, gen);
+  }
+
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "embedding");
+    TORCH_CHECK(inputs[0].scalar_type() == torch::kLong, "embedding expects int64 token ids, got ",
+                inputs[0].scalar_type());
+    return torch::embedding(weight_, inputs[0]);
+  }
+
+ private:
+  torch::Tensor weight_;
+};
+
+// GPT-2's wpe added to the token embeddings: x [n, T, D] + weight[:T], weight [max_positions, D]
+// ~ N(0, 1) as nn.Embedding's.
+class PositionEmbeddingLayer final : public LayerModule {
+ public:
+  PositionEmbeddingLayer(int64_t max_positions, int64_t dim, uint64_t seed) {
+    weight_ = register_parameter("weight", torch::empty({max_positions, dim}));
+    at::Generator gen = MakeGenerator(seed);
+    torch::NoGradGuard no_grad;
+    weight_.normal_(0.0, 1.0, gen);
+  }
+
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "position_embedding");
+    const int64_t tokens = inputs[0].size(1);
+    TORCH_CHECK(tokens <= weight_.size(0), "position_embedding: ", tokens,
+                " tokens, more than max_positions ", weight_.size(0));
+    return inputs[0] + weight_.narrow(0, 0, tokens);
+  }
+
+ private:
+  torch::Tensor weight_;
+};
+
+// nn.MultiheadAttention(D, H, dropout, bias, batch_first=True) as self-attention, need_weights
+// False: its parameters, names and init (in_proj_weight xavier_uniform_, in_proj_bias and
+// out_proj.bias zero, out_proj.weight as nn.Linear's). Without dropout (or in eval) it runs
+// at::scaled_dot_product_attention (is_causal for causal); with dropout in training it computes
+// the attention weights itself and drops them with a mask per sample drawn as the dropout
+// layer's, so that the result does not depend on the batch split (SDPA's dropout draws from the
+// global generator).
+class MultiheadAttentionLayer final : public LayerModule {
+ public:
+  MultiheadAttentionLayer(const LayerAttrs& attrs, int64_t dim, uint64_t seed)
+      : heads_(attrs.num_heads), causal_(attrs.causal), dropout_(attrs.dropout), layer_seed_(seed) {
+    in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({3 * dim, dim}));
+    if (attrs.bias) in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * dim}));
+    auto out_proj = register_module("out_proj", std::make_shared<torch::nn::Module>("Linear"));
+    out_weight_ = out_proj->register_parameter("weight", torch::empty({dim, dim}));
+    if (attrs.bias) out_bias_ = out_proj->register_parameter("bias", torch::zeros({dim}));
+    at::Generator gen = MakeGenerator(seed);
+    torch::NoGradGuard no_grad;
+    const double xavier = std::sqrt(6.0 / static_cast<double>(dim + 3 * dim));
+    in_proj_weight_.uniform_(-xavier, xavier, gen);
+    InitLikeTorchNn(out_weight_, nullptr, dim, gen);
+  }
+
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "multihead_attention");
+    const torch::Tensor& x = inputs[0];
+    TORCH_CHECK(x.dim() == 3, "multihead_attention expects [batch, tokens, embed_dim], got ",
+                x.sizes());
+    const int64_t n = x.size(0), tokens = x.size(1), dim = x.size(2);
+    auto split_heads = [&](const torch::Tensor& t) {
+      return t.reshape({n, tokens, heads_, dim / heads_}).transpose(1, 2);
+    };
+    std::vector<torch::Tensor> qkv = torch::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
+    torch::Tensor q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);
+    torch::Tensor attended = is_training() && dropout_ > 0
+                                 ? AttendWithDropout(q, k, v)
+                                 : at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal_);
+    return torch::linear(attended.transpose(1, 2).reshape({n, tokens, dim}), out_weight_,
+                         out_bias_);
+  }
+
+ private:
+  // softmax(q k^T / sqrt(d) + causal mask), dropped per sample, times v.
+  torch::Tensor AttendWithDropout(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v) {
+    const int64_t tokens = q.size(2);
+    torch::Tensor scores =
+        torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(3))));
+    if (causal_) {
+      torch::Tensor future = torch::ones({tokens, tokens}, q.options().dtype(torch::kBool)).triu(1);
+      scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    }
+    torch::Tensor weights = torch::softmax(scores, -1);
+    weights = weights * SampleKeepMask(weights, 1.0 - dropout_, layer_seed_, step_) *
+              (1.0 / (1.0 - dropout_));
+    return torch::matmul(weights, v);
+  }
+
+  int64_t heads_;
+  bool causal_;
+  double dropout_;
+  uint64_t layer_seed_;
+  torch::Tensor in_proj_weight_, in_proj_bias_, out_weight_, out_bias_;
+};
+
 const Shape& InputShape(const Graph& graph, const Layer& layer, size_t index) {
   int id = layer.input_ids.at(index);
   return id == planner::kGraphInputId ? graph.input_shape() : graph.layer(id).output_shape;
@@ -294,7 +416,7 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
     case Op::kRelu:
       return std::shared_ptr<LayerModule>(std::make_shared<ReluLayer>());
     case Op::kGelu:
-      return std::shared_ptr<LayerModule>(std::make_shared<GeluLayer>());
+      return std::shared_ptr<LayerModule>(std::make_shared<GeluLayer>(a.approximate));
     case Op::kMaxPool2d:
       return std::shared_ptr<LayerModule>(std::make_shared<MaxPool2dLayer>(a));
     case Op::kAvgPool2d:
@@ -317,6 +439,21 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
         return InvalidArgumentError("layer '" + layer.name + "': layernorm needs normalized_shape");
       }
       return std::shared_ptr<LayerModule>(std::make_shared<LayerNormLayer>(a, a.normalized_shape));
+    case Op::kEmbedding:
+      return std::shared_ptr<LayerModule>(std::make_shared<EmbeddingLayer>(a, layer_seed));
+    case Op::kPositionEmbedding:
+      RETURN_IF_ERROR(need_rank(2));
+      return std::shared_ptr<LayerModule>(
+          std::make_shared<PositionEmbeddingLayer>(a.max_positions, in.back(), layer_seed));
+    case Op::kMultiheadAttention:
+      RETURN_IF_ERROR(need_rank(2));
+      if (a.num_heads < 1 || in.back() % a.num_heads != 0) {
+        return InvalidArgumentError("layer '" + layer.name + "': num_heads " +
+                                    std::to_string(a.num_heads) + " does not divide embed_dim " +
+                                    std::to_string(in.back()));
+      }
+      return std::shared_ptr<LayerModule>(
+          std::make_shared<MultiheadAttentionLayer>(a, in.back(), layer_seed));
   }
   return UnimplementedError("layer '" + layer.name + "': no runtime module for op " +
                             std::to_string(static_cast<int>(layer.op)));

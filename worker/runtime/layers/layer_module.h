@@ -1,14 +1,17 @@
 // libtorch modules built from IR layers: one module per graph layer.
 //
 // Parameter and buffer names inside a module follow torch.nn ("weight", "bias",
-// "running_mean", "running_var", "num_batches_tracked"), so "<layer name>.<param name>" is the
+// "running_mean", "running_var", "num_batches_tracked"; multihead_attention's "in_proj_weight",
+// "in_proj_bias", "out_proj.weight", "out_proj.bias"), so "<layer name>.<param name>" is the
 // torchvision state_dict key for zoo models. Weights are initialised deterministically from
-// (seed, layer name) with torch.nn's default distributions: every plan, on every rank, and in
+// (seed, layer name) with torch.nn's default distributions (embeddings N(0, 1) as nn.Embedding;
+// attention as nn.MultiheadAttention's _reset_parameters): every plan, on every rank, and in
 // any build order, starts from the same weights. Modules are built on the CPU; move them with
-// module->to(device).
+// module->to(device). An embedding reads int64 token ids; every other module reads float.
 //
-// Dropout draws its mask from (seed, layer name, iteration, global sample index), so a sample
-// gets the same mask whichever rank holds it: set the step with set_step() before Forward.
+// Dropout, and multihead attention's dropout on its attention weights, draw their masks from
+// (seed, layer name, iteration, global sample index), so a sample gets the same mask whichever
+// rank holds it: set the step with set_step() before Forward.
 //
 // Batch norm in training normalises with the statistics of every sample its device set holds
 // when it is given a group sum (set_group_sum; the executor does so for layers on several ranks):
@@ -34,7 +37,7 @@
 namespace deepool::worker {
 
 // Which training step a forward pass belongs to and which slice of the global batch it sees.
-// Only layers with randomness (dropout) read it.
+// Only layers with randomness (dropout, attention dropout) read it.
 struct StepContext {
   int64_t iteration = 0;
   int64_t first_sample = 0;  // global index of the local batch's first sample

@@ -127,7 +127,12 @@ planner::BatchTime TimeModule(const planner::Graph& graph, const planner::Layer&
   for (int in : layer.input_ids) {
     const planner::Shape& shape =
         in == planner::kGraphInputId ? graph.input_shape() : graph.layer(in).output_shape;
-    torch::Tensor t = torch::randn(Batched(batch, shape), gen).to(device);
+    // Token ids for an embedding reading an int64 graph input; normal floats otherwise.
+    const bool ids = in == planner::kGraphInputId && graph.input_dtype() == planner::DType::kInt64;
+    torch::Tensor t = (ids ? torch::randint(0, std::max<int64_t>(layer.attrs.num_embeddings, 1),
+                                            Batched(batch, shape), gen, torch::dtype(torch::kLong))
+                           : torch::randn(Batched(batch, shape), gen))
+                          .to(device);
     // Activations from other layers need their gradient in training; the graph input does not.
     if (in != planner::kGraphInputId) t.requires_grad_(true);
     inputs.push_back(t);
