@@ -215,6 +215,48 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("deepool plan --precision plans at it and refuses what the device or profile lacks",
+          "[cli]") {
+  const std::string base = "plan --model resnet50 --global-batch 64 --gpus 8 --device h100";
+  const auto tf32 = RunPlanJson(base + " --json");
+  const auto named = RunPlanJson(base + " --precision tf32 --json");
+  const auto bf16 = RunPlanJson(base + " --precision bf16 --json");
+  // The device's default is tf32: naming it changes nothing; bf16 is faster and says so.
+  CHECK(named.totals.iteration_ms == tf32.totals.iteration_ms);
+  CHECK(tf32.profile_source == "analytical:h100");
+  CHECK(bf16.profile_source == "analytical:h100 (bf16)");
+  CHECK(bf16.single_device_ms < tf32.single_device_ms);
+  const CommandOutput table = RunDeepool(base + " --precision bf16");
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out,
+             Catch::Contains("precision: bf16 (activations and their gradients 2 bytes"));
+
+  const CommandOutput v100 = RunDeepool(
+      "plan --model resnet50 --global-batch 64 --gpus 8 --device v100 --precision bf16 2>&1");
+  CHECK(v100.exit_code == 2);
+  CHECK_THAT(v100.out, Catch::Contains("device preset \"v100\" has no bf16 math"));
+  const CommandOutput unknown = RunDeepool(base + " --precision half 2>&1");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.out, Catch::Contains("unknown precision \"half\""));
+
+  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-precision-XXXXXX";
+  std::string pattern = dir;
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  const std::string profile = pattern + "/bf16.json";
+  std::ofstream(profile) << R"({"format":"deepool.profile","version":1,"device":"a100",)"
+                         << R"("model":"small_cnn","precision":"bf16","layers":[]})";
+  const std::string with_file = "plan --model small_cnn --global-batch 32 --gpus 4 --profile " +
+                                profile + " --fallback-device a100";
+  const CommandOutput at_file = RunDeepool(with_file);
+  REQUIRE(at_file.exit_code == 0);
+  CHECK_THAT(at_file.out, Catch::Contains("analytical:a100 (bf16)"));
+  CHECK_THAT(at_file.out, Catch::Contains("precision: bf16"));
+  const CommandOutput other = RunDeepool(with_file + " --precision tf32 2>&1");
+  CHECK(other.exit_code == 3);
+  CHECK_THAT(other.out, Catch::Contains("is for bf16: cannot plan at tf32"));
+  std::filesystem::remove_all(pattern);
+}
+
 TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
   auto simulated =
       RunDeepool("simulate --fg-model small_cnn --global-batch 32 --gpus 4 --device a100 --json");
@@ -325,8 +367,8 @@ TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands o
   CHECK(status.exit_code == 4);
   CHECK_THAT(status.out, !Catch::Contains("cannot be run"));
   // --version is answered without it: a copy of deepool alone in a folder still prints it.
-  const std::string alone = std::filesystem::temp_directory_path() /
-                            ("deepool-alone-" + std::to_string(getpid()));
+  const std::string alone =
+      std::filesystem::temp_directory_path() / ("deepool-alone-" + std::to_string(getpid()));
   std::filesystem::create_directories(alone);
   std::filesystem::copy_file(bin + "/deepool", alone + "/deepool",
                              std::filesystem::copy_options::overwrite_existing);
@@ -409,8 +451,10 @@ TEST_CASE("every command and option is described in a sentence that starts with 
 // the script `deepool completion bash` prints.
 std::string BashCompletes(const std::string& script, const std::string& line) {
   const std::string command =
-      "bash -c 'source \"$0\"; COMP_WORDS=(" + line + "); "
-      "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _deepool; echo \"${COMPREPLY[*]}\"' " + script;
+      "bash -c 'source \"$0\"; COMP_WORDS=(" + line +
+      "); "
+      "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _deepool; echo \"${COMPREPLY[*]}\"' " +
+      script;
   CommandOutput completed = RunShell(command);
   REQUIRE(completed.exit_code == 0);
   std::string out = std::move(completed.out);
@@ -419,8 +463,8 @@ std::string BashCompletes(const std::string& script, const std::string& line) {
 }
 
 TEST_CASE("JSON nested a million deep is refused with a message, not a crash", "[cli]") {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("deepool-deep-json-" + std::to_string(getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("deepool-deep-json-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
   std::ofstream(dir + "/spec.json") << R"({"model": "mlp", "graph": )" << nested << "}";
