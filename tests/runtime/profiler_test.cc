@@ -213,6 +213,22 @@ TEST_CASE("batch norm on one value per channel is timed instead of failing", "[p
   CHECK(data.ok());
 }
 
+TEST_CASE("gpt_tiny's layers are timed with token ids fed to its embedding", "[profiler][tokens]") {
+  Graph graph = MustBuild("gpt_tiny");
+  FakeClock clock;
+  auto timer = MakeCpuTimer(clock);
+  ProfilerOptions options;
+  options.batch_sizes = {1};
+  options.warmup = 0;
+  options.repeats = 1;
+  LayerProfiler profiler(torch::kCPU, timer.get(), options);
+  auto data = profiler.Run(graph);
+  INFO(data.status().ToString());
+  REQUIRE(data.ok());
+  CHECK(data->layers.size() == static_cast<size_t>(graph.num_layers()));
+  CHECK(data->layers.front().op == "embedding");
+}
+
 TEST_CASE("bad profiler options are refused", "[profiler]") {
   Graph graph = MustBuild("mlp");
   FakeClock clock;
