@@ -1,5 +1,6 @@
 #include "worker/runtime/train_launch.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,9 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
         << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12) << "idle ms"
         << "\n";
   }
+  // A [tokens, vocabulary] output is evaluated per token (Executor::Evaluate).
+  const bool sequence_output =
+      spec.graph->layer(spec.graph->output_ids().front()).output_shape.size() == 2;
   Status status = ranks->Wait([&](int rank, const protocol::ExecutorEvent& event) {
     if (options.json_events) {
       out << protocol::ExecutorEventToJson(event) << std::endl;
@@ -155,6 +159,9 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
           << std::setprecision(1) << 100 * evaluation->top1 << " %, top-5 "
           << 100 * evaluation->top5 << " %";
       if (evaluation->loss) out << ", loss " << std::setprecision(4) << *evaluation->loss;
+      if (evaluation->loss && sequence_output) {  // per token: the perplexity
+        out << ", perplexity " << std::setprecision(2) << std::exp(*evaluation->loss);
+      }
       out << " (" << evaluation->samples << " samples)" << std::endl;
       return;
     }
