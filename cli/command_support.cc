@@ -110,12 +110,17 @@ planner::GradientSyncOptions SearchFlags::GradientSync() const {
   sync.bucket_bytes = planner::GradientBucketBytes(bucket_mb);
   sync.overlap = !no_overlap;
   sync.tree = !ring_only;
+  // AddSearchFlags admits only names ParsePrecision knows; anything else keeps the default.
+  if (const auto precision = planner::ParsePrecision(gradient_precision); precision.ok()) {
+    sync.precision = *precision;
+  }
   return sync;
 }
 
 std::string SearchFlags::Describe() const {
   std::ostringstream line;
   line << "gradient all-reduces ";
+  if (gradient_precision != "fp32") line << "in " << gradient_precision << ", ";
   if (bucket_mb > 0) {
     line << "in buckets of " << bucket_mb << " MiB";
   } else {
@@ -136,6 +141,13 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
                    "all-reduce per layer)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, planner::kMaxGradientBucketMb));
+  command
+      ->add_option("--gradient-precision", flags->gradient_precision,
+                   "Width of the all-reduced gradients: fp32 (as DDP, whatever --precision) or "
+                   "bf16 / fp16 (as a compression hook such as DDP's bf16_compress_hook sends "
+                   "them; buckets still by their fp32 bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   command->add_flag("--no-overlap", flags->no_overlap,
                     "Charge every gradient all-reduce after backward, none hidden behind it");
   command->add_flag("--ring-only", flags->ring_only,
@@ -189,7 +201,7 @@ std::string DescribePrecision(std::optional<planner::Precision> precision) {
     return "precision: not recorded by the profile (measured as deepool's runtime trains: fp32 "
            "activations, fp32 or tf32 math)";
   }
-  const int bytes = planner::ActivationBytesPerElement(*precision);
+  const int bytes = planner::BytesPerElement(*precision);
   return std::string("precision: ") + planner::PrecisionName(*precision) +
          " (activations and their gradients " + std::to_string(bytes) +
          " bytes per element; weights, gradient all-reduces and the optimizer fp32)";

@@ -65,6 +65,7 @@ struct SearchFlags {
   double pareto_tolerance = 1e-3;           // PlanOptions::pareto_tolerance; 0: exact frontiers
   bool concurrent_branches = false;         // PlanOptions::concurrent_branches
   std::string batch_norm = "synchronized";  // or "per_device": PlanOptions::sync_batch_norm
+  std::string gradient_precision = "fp32";  // or "bf16", "fp16": GradientSyncOptions::precision
 
   planner::GradientSyncOptions GradientSync() const;
   bool SyncBatchNorm() const { return batch_norm == "synchronized"; }
@@ -100,8 +101,8 @@ StatusOr<planner::DeviceModel> AnalyticalDeviceAt(const std::string& device,
 // it stands for.
 std::string DescribePrecision(std::optional<planner::Precision> precision);
 
-// Adds --gradient-bucket-mb, --no-overlap, --ring-only, --pareto-tolerance,
-// --concurrent-branches and --batch-norm.
+// Adds --gradient-bucket-mb, --gradient-precision, --no-overlap, --ring-only,
+// --pareto-tolerance, --concurrent-branches and --batch-norm.
 void AddSearchFlags(CLI::App* command, SearchFlags* flags);
 
 }  // namespace deepool::cli

@@ -118,7 +118,7 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       global_batch_(global_batch),
       options_(options),
       activation_bytes_per_element_(
-          ActivationBytesPerElement(profile.precision().value_or(Precision::kFp32))) {
+          BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
 }
 

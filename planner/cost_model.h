@@ -170,7 +170,8 @@ class CostModel {
   // Bytes per sample of the layer's output, and of its gradient, at the profile's precision:
   // what a re-split moves per sample in each direction.
   int64_t ActivationBytes(int layer_id) const;
-  // The layer's parameter gradients in bytes (fp32, whatever the precision).
+  // The layer's parameter gradients in bytes (fp32, whatever the precision; an all-reduce moves
+  // AllReducedBytes of them, gradient_sync.h).
   int64_t GradientBytes(int layer_id) const;
   // The search's additive stand-in for the layer's gradient all-reduce on `devices` devices
   // (AmortisedAllReduceMs, gradient_sync.h): its share of full buckets, overlap ignored.

@@ -221,7 +221,7 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
   const Layer& layer = graph.layer(layer_id);
   const double batch = static_cast<double>(batch_size);
   const double flops = static_cast<double>(layer.forward_flops) * batch;
-  const double element_bytes = ActivationBytesPerElement(precision);
+  const double element_bytes = BytesPerElement(precision);
   const double in = InputElementsPerSample(graph, layer) * batch * element_bytes;
   const double out_elements = static_cast<double>(NumElements(layer.output_shape)) * batch;
   const double out = out_elements * element_bytes;

@@ -86,7 +86,7 @@ struct LayerWork {
 };
 
 // Work of graph layer `layer_id` at `batch` samples, by the per-op rules, with activations and
-// their gradients of ActivationBytesPerElement(precision) bytes per element (weights, their
+// their gradients of BytesPerElement(precision) bytes per element (weights, their
 // gradients and max pooling's int64 indices keep their widths).
 LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch,
                             Precision precision = Precision::kFp32);

@@ -69,9 +69,8 @@ std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradi
     set.bucket.layers.push_back(gradient.layer_id);
     set.bucket.layer_bytes.push_back(gradient.bytes);
     set.bucket.bytes += gradient.bytes;
-    const int64_t cap = set.started_one
-                            ? bucket_bytes
-                            : std::min(bucket_bytes, kFirstGradientBucketBytes);
+    const int64_t cap =
+        set.started_one ? bucket_bytes : std::min(bucket_bytes, kFirstGradientBucketBytes);
     if (set.bucket.bytes < cap) continue;
     set.bucket.ready_ms = gradient.ready_ms;
     closed.push_back(std::move(set.bucket));
@@ -101,7 +100,8 @@ GradientSyncTimeline ScheduleGradientSync(const std::vector<ReadyGradient>& grad
   double communicator_free_ms = 0;
   for (GradientBucketSync& bucket : timeline.buckets) {
     const double ready_ms = options.overlap ? bucket.ready_ms : backward_end_ms;
-    const double ms = AllReduceMs(cluster, bucket.bytes, bucket.devices, options.tree);
+    const double ms =
+        AllReduceMs(cluster, AllReducedBytes(bucket.bytes, options), bucket.devices, options.tree);
     bucket.start_ms = std::max(ready_ms, communicator_free_ms);
     bucket.end_ms = bucket.start_ms + ms;
     bucket.exposed_ms = std::max(0.0, bucket.end_ms - std::max(bucket.start_ms, backward_end_ms));
@@ -128,10 +128,16 @@ std::vector<double> ExposedSyncByLayer(const GradientSyncTimeline& timeline, int
 double AmortisedAllReduceMs(const Cluster& cluster, int64_t bytes, int devices,
                             const GradientSyncOptions& options) {
   if (bytes <= 0 || devices <= 1) return 0;
-  if (bytes >= options.bucket_bytes) return AllReduceMs(cluster, bytes, devices, options.tree);
+  if (bytes >= options.bucket_bytes) {
+    return AllReduceMs(cluster, AllReducedBytes(bytes, options), devices, options.tree);
+  }
   const int64_t cap = options.bucket_bytes;
-  return AllReduceMs(cluster, cap, devices, options.tree) * static_cast<double>(bytes) /
-         static_cast<double>(cap);
+  return AllReduceMs(cluster, AllReducedBytes(cap, options), devices, options.tree) *
+         static_cast<double>(bytes) / static_cast<double>(cap);
+}
+
+int64_t AllReducedBytes(int64_t fp32_bytes, const GradientSyncOptions& options) {
+  return fp32_bytes * BytesPerElement(options.precision) / 4;
 }
 
 }  // namespace deepool::planner

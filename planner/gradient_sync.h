@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "planner/cluster.h"
+#include "planner/precision.h"
 
 namespace deepool::planner {
 
@@ -61,7 +62,16 @@ struct GradientSyncOptions {
   bool overlap = true;
   // Allow the tree algorithm; false: ring only (the old model's all-reduce).
   bool tree = true;
+  // The width the gradients are all-reduced at. fp32 (the default, tf32 the same): DDP
+  // all-reduces the fp32 gradients whatever the compute precision. bf16 or fp16: as a
+  // compression hook (DDP's bf16_compress_hook) sends them. Buckets are still formed by the
+  // fp32 bytes (ReadyGradient::bytes, bucket_bytes); each all-reduce moves BytesPerElement / 4 of
+  // them.
+  Precision precision = Precision::kFp32;
 };
+
+// The bytes an all-reduce of `fp32_bytes` of gradients moves at options.precision.
+int64_t AllReducedBytes(int64_t fp32_bytes, const GradientSyncOptions& options);
 
 // The two algorithms' times and the better of them; 0 for devices <= 1 or bytes <= 0.
 double RingAllReduceMs(const Cluster& cluster, int64_t bytes, int devices);
@@ -114,7 +124,8 @@ std::vector<double> ExposedSyncByLayer(const GradientSyncTimeline& timeline, int
 
 // The search's additive stand-in for one layer's share of the bucketed all-reduces, overlap
 // ignored: its bytes at the per-byte cost of a full bucket, AllReduceMs(cap) x bytes / cap, or
-// its own all-reduce when it fills a bucket alone (bytes >= cap, which includes cap 0).
+// its own all-reduce when it fills a bucket alone (bytes >= cap, which includes cap 0); `bytes`
+// and the cap in fp32 bytes, each all-reduce at options.precision's (AllReducedBytes).
 double AmortisedAllReduceMs(const Cluster& cluster, int64_t bytes, int devices,
                             const GradientSyncOptions& options);
 

@@ -31,7 +31,7 @@ StatusOr<Precision> ParsePrecision(std::string_view name) {
                               ")");
 }
 
-int ActivationBytesPerElement(Precision precision) {
+int BytesPerElement(Precision precision) {
   return precision == Precision::kBf16 || precision == Precision::kFp16 ? 2 : 4;
 }
 

@@ -8,7 +8,8 @@
 //   bf16, fp16: 16-bit activations and math (autocast mixed precision); weights, their
 //         gradients and the optimizer keep an fp32 master copy
 //
-// Gradient all-reduces stay fp32 whatever the precision (the master copy's gradients).
+// Gradient all-reduces stay fp32 whatever the precision (the master copy's gradients), unless a
+// compression hook sends them narrower (GradientSyncOptions::precision, gradient_sync.h).
 // Threading: plain values and pure functions.
 #pragma once
 
@@ -29,8 +30,8 @@ StatusOr<Precision> ParsePrecision(std::string_view name);
 // Every precision, in the enum's order.
 std::vector<Precision> AllPrecisions();
 
-// Bytes of one activation (or activation gradient) element: 4 for fp32 and tf32, 2 for bf16 and
-// fp16.
-int ActivationBytesPerElement(Precision precision);
+// Bytes of one element stored at the precision (an activation, its gradient, an all-reduced
+// gradient): 4 for fp32 and tf32 (TF32 is a math mode on fp32 storage), 2 for bf16 and fp16.
+int BytesPerElement(Precision precision);
 
 }  // namespace deepool::planner
