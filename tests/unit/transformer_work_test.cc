@@ -102,7 +102,7 @@ TEST_CASE("attention dropout materialises the T x T scores and the fused kernel 
         Work(TokenGraph(64), "attn", 2).forward_kernels);
 }
 
-TEST_CASE("an embedding is a gather: bytes and no GEMM; its backward fills the table",
+TEST_CASE("an embedding is a gather: bytes and no GEMM, and its backward fills the table",
           "[device_model][tokens]") {
   const Graph graph = TokenGraph(64);
   const LayerWork one = Work(graph, "wte", 1);
