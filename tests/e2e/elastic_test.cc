@@ -28,9 +28,9 @@ json CheckpointedJob(const std::string& name, const std::string& dir) {
 
 // The final checkpoint's manifest: its rank files' sizes and digests say whether two runs
 // ended with the same bits.
-json FinalManifest(const std::string& dir) {
+json FinalManifest(const std::string& dir, int64_t iterations = kIterations) {
   char name[32];
-  std::snprintf(name, sizeof name, "iter-%012lld", static_cast<long long>(kIterations));
+  std::snprintf(name, sizeof name, "iter-%012lld", static_cast<long long>(iterations));
   std::ifstream in(dir + "/" + name + "/MANIFEST.json");
   REQUIRE(in);
   return json::parse(in);
@@ -157,6 +157,10 @@ TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints"
   const std::string dir = cluster.dir() + "/ck-resize";
   json spec = CheckpointedJob("resized", dir);
   spec["gpus"] = 4;  // both workers
+  // Each resize takes effect about a progress report (1 s) after it is asked for: the job must
+  // still be running by then, with iterations of a few ms on an idle machine.
+  constexpr int64_t kResizedIterations = 1000;
+  spec["iterations"] = kResizedIterations;
   std::string id;
   REQUIRE(cluster.Submit(spec, &id).ok());
   cluster.WaitForJob(id, [](const v1::Job& j) {
@@ -218,7 +222,7 @@ TEST_CASE("deepool resize shrinks and grows a running FG job at its checkpoints"
   CHECK(log.find("written by 4 rank(s)") != std::string::npos);
   CHECK(log.find("written by 2 rank(s)") != std::string::npos);
   CHECK(log.find("resumed from " + dir + "/iter-000000000000") == std::string::npos);
-  CHECK(FinalManifest(dir)["world_size"] == 4);
+  CHECK(FinalManifest(dir, kResizedIterations)["world_size"] == 4);
 }
 
 TEST_CASE("deepool drain --evacuate moves a FG job to the other worker at its next checkpoint",
