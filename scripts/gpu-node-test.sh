@@ -1,66 +1,88 @@
 #!/usr/bin/env bash
-# The first thing to run on a GPU node: builds what the node needs, runs every GPU test (CTest
-# label "gpu"), checks the one-GPU cost model against measurement (each model's per-layer
-# profile on this GPU, summed by `deepool plan`, and the analytical preset, against a measured
-# one-GPU training iteration; and the preset per op against the profiled layers), sets deepool's
-# one-GPU training beside plain PyTorch (torchvision's model trained eagerly, and a plain
-# libtorch loop over deepool's own modules), times synchronised batch norm's compute against
-# cuDNN's batch norm, on a node of two or more GPUs sets deepool's data parallelism beside a
-# DDP-style libtorch loop over NCCL on all of them (deepool-bench-dp_vs_ddp --device cuda;
-# skipped, saying so, on one GPU), runs the FG-slowdown benchmark (deepool vs naive
-# collocation on one GPU), and writes what it saw to
-# docs/results/gpu-node-latest.md, so the numbers can be committed as they are and carried into
-# the record of all GPU runs, docs/results/gpu-node.md.
+# The first thing to run on a GPU node: builds the GPU targets (from the node's own headers, or
+# from the pack scripts/pack-gpu-node.sh made on a machine with network, against the node's own
+# torch when the pinned wheel is absent), runs every GPU test (CTest label "gpu"), checks the
+# one-GPU cost model against measurement (each model's per-layer profile on this GPU, summed by
+# `deepool plan`, and the analytical preset, against a measured one-GPU training iteration; and
+# the preset per op against the profiled layers), sets deepool's one-GPU training beside plain
+# PyTorch (torchvision's model trained eagerly, and a plain libtorch loop over deepool's own
+# modules), times synchronised batch norm's compute against cuDNN's batch norm, on a node of two
+# or more GPUs sets deepool's data parallelism beside a DDP-style libtorch loop over NCCL on all
+# of them (deepool-bench-dp_vs_ddp --device cuda; skipped, saying so, on one GPU), works out how
+# many of the node's cores the image pipeline needs to feed this GPU at the training speeds it
+# measured (ResNet-50, and ViT-B/16 where the zoo has it; fp32, and bf16 where deepool-train
+# has --precision), runs the FG-slowdown benchmark (deepool vs naive collocation on one GPU), and
+# writes what it saw, with the node's GPU, driver, CUDA, torch and NCCL versions and the tree it
+# ran (HEAD and a hash of the files), to docs/results/gpu-node-latest.md (and $OUT/ when OUT is
+# set), so the numbers can be committed as they are and carried into the record of all GPU
+# runs, docs/results/gpu-node.md.
 #
-# Usage: scripts/gpu-node-test.sh [--no-install] [--no-build] [--build-dir DIR] [--quick] [--no-bench]
-#                                 [--keep DIR] [--commit SHA]
-#   --no-install   skip scripts/install-deps.sh (a node without network, dependencies present)
-#   --no-build     use an existing build (e.g. one copied from a build machine)
+# Usage: scripts/gpu-node-test.sh [--install] [--no-build] [--build-dir DIR] [--pack FILE]
+#                                 [--deps-prefix DIR] [--unpack-all] [--no-gpu] [--targets "T ..."]
+#                                 [--quick] [--no-bench] [--keep DIR] [--commit SHA]
+#                                 [--report FILE] [--source-identity]
+#   --install      first run scripts/install-deps.sh (a node with network, as root)
+#   --no-build     use an existing build in --build-dir
+#   --build-dir    where to build (default build-gpu)
+#   --pack FILE    the dependency pack (default gpu-node-pack/gpu-node-deps.tar.gz, used when
+#                  present): the groups the node lacks are unpacked into --deps-prefix (default
+#                  BUILD_DIR/deps) and the build is configured with it
+#   --unpack-all   unpack every group of the pack, also those the node has (to check the pack)
+#   --no-gpu       prepare and build only, then write the report: no GPU needed (checks the
+#                  build path on a machine without one)
+#   --targets      build these instead of the GPU targets
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
 #   --keep DIR     also leave the whole log and the layer profiles measured on this GPU (the
 #                  material for a device preset) in DIR, even when a stage fails
-#   --commit SHA   the commit whose tree this copy is, for the report (a node that was sent a
-#                  working tree may hold a stale .git; without it the report names .git's HEAD
-#                  and says that it was not given)
-# Exits non-zero when there is no usable GPU, or when a GPU test, the prediction check or the
-# benchmark fails.
-# DEEPOOL_TORCH_PYTHON: the Python whose torch the build used (default .venv/bin/python); on a
-# node without network, its own torch (docs/results/gpu-node.md says how such a node was built).
+#   --commit SHA   the commit the sender says this tree is, for the report (the report always
+#                  names the copied .git's HEAD and the hash of the files, which settle it)
+#   --report FILE  write the report there (default docs/results/gpu-node-latest.md)
+#   --source-identity  print HEAD, the tree hash of the files and the count of files that differ
+#                  from HEAD, then exit: run it on the sending machine to match a report's tree
+# Exits non-zero when there is no usable GPU (unless --no-gpu), when a dependency is missing
+# with no pack to supply it (the message names it), when the build fails, or when a GPU test,
+# the prediction check or the benchmark fails.
+# DEEPOOL_TORCH_PYTHON: the Python whose torch to build against (default: .venv/bin/python when
+# it imports torch, else the node's python3). GPU_NODE_SYSTEM_ROOT (tests of this script): the
+# root under which the node's own headers are looked for (default /).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-install=1 build=1 quick=0 bench=1 keep="" commit=""
-build_dir="${DEEPOOL_BUILD_DIR:-build}"
+# shellcheck source=scripts/gpu-node-prepare.sh
+source scripts/gpu-node-prepare.sh
+install=0 build=1 quick=0 bench=1 keep="" commit="" no_gpu=0 unpack_all=0 targets=gpu
+build_dir="${DEEPOOL_BUILD_DIR:-build-gpu}"
+pack="gpu-node-pack/gpu-node-deps.tar.gz" deps_prefix="" report=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --no-install) install=0 ;;
+    --install) install=1 ;;
+    --no-install) ;;  # the default since the pack; kept for old command lines
     --no-build) build=0 ;;
     --build-dir) build_dir="$2"; shift ;;
+    --pack) pack="$2"; shift ;;
+    --deps-prefix) deps_prefix="$2"; shift ;;
+    --unpack-all) unpack_all=1 ;;
+    --no-gpu) no_gpu=1 ;;
+    --targets) targets="$2"; shift ;;
     --quick) quick=1 ;;
     --no-bench) bench=0 ;;
     --keep) keep="$2"; shift ;;
     --commit) commit="$2"; shift ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;  # the header comment
+    --report) report="$2"; shift ;;
+    --source-identity)
+      gpu_node_source_identity || true
+      echo "head $gpu_node_head tree $gpu_node_tree files_differing_from_head $gpu_node_changed"
+      exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "gpu-node-test: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
+deps_prefix="$(realpath -m "${deps_prefix:-$build_dir/deps}")"
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-node-test: no GPU visible (nvidia-smi -L fails); this script is for GPU nodes" >&2
-  exit 1
-fi
-gpus="$(nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader)"
-gpu_count="$(nvidia-smi -L | grep -c '^GPU ' || true)"
-echo "gpu-node-test: GPUs:"; echo "$gpus"
-
-if [[ $install -eq 1 ]]; then bash scripts/install-deps.sh; fi
-if [[ $build -eq 1 ]]; then DEEPOOL_BUILD_DIR="$build_dir" bash scripts/build.sh; fi
-
-out_dir="$root/docs/results"
-mkdir -p "$out_dir"
-report="$out_dir/gpu-node-latest.md"
+report="${report:-docs/results/gpu-node-latest.md}"
+mkdir -p "$(dirname "$report")"
 log="$(mktemp)"
 bench_table="$(mktemp)"
 predict_table="$(mktemp)"
@@ -69,28 +91,169 @@ overhead_table="$(mktemp)"
 batch_norm_table="$(mktemp)"
 preset_table="$(mktemp)"
 ddp_table="$(mktemp)"
+cores_table="$(mktemp)"
 work="$(mktemp -d)"
 keep_material() {
   [[ -n "$keep" ]] || return 0
   mkdir -p "$keep" && cp "$log" "$keep/gpu-node.log" && cp "$work"/*.json "$keep"/ 2>/dev/null || true
 }
-trap 'keep_material; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
-  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$work"' EXIT
-python="${DEEPOOL_TORCH_PYTHON:-$root/.venv/bin/python}"
-stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+# Where the device tool runs a command, what it writes under $OUT comes back: the log too.
+copy_to_out() { [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && cp "$log" "$OUT/gpu-node.log" || true; }
+trap 'keep_material; copy_to_out; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
+  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$cores_table" "$work"' EXIT
+# Everything the script and its commands print goes to the console and to the log.
+exec > >(tee -a "$log") 2>&1
+stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*"; }
 bin="$build_dir/bin"
 
-# The wheel's CUDA runtime must be supported by the driver.
-"$python" - <<'PY' | tee -a "$log"
+gpus="(none: --no-gpu)" gpu_count=0
+if [[ $no_gpu -eq 0 ]]; then
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-node-test: no GPU visible (nvidia-smi -L fails); this script is for GPU nodes" \
+         "(--no-gpu checks the build path without one)" >&2
+    exit 1
+  fi
+  gpus="$(nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader)"
+  gpu_count="$(nvidia-smi -L | grep -c '^GPU ' || true)"
+fi
+echo "gpu-node-test: GPUs:"; echo "$gpus"
+
+# Before anything writes into the tree (the report, a build folder is ignored anyway).
+gpu_node_source_identity || echo "gpu-node-test: could not hash the tree (no git?)"
+echo "gpu-node-test: HEAD $gpu_node_head, tree $gpu_node_tree," \
+     "$gpu_node_changed files differ from HEAD"
+commit_label="${commit:-${gpu_node_head:0:12}}"
+if [[ "$gpu_node_changed" != 0 ]]; then commit_label+="+tree-${gpu_node_tree:0:12}"; fi
+
+if [[ $install -eq 1 ]]; then bash scripts/install-deps.sh; fi
+gpu_node_choose_torch
+python="$gpu_node_python"
+gpu_node_prefix="" gpu_node_from_pack="" gpu_node_from_system="" gpu_node_build_s=""
+if [[ $build -eq 1 ]]; then
+  gpu_node_prepare_deps "$pack" "$deps_prefix" "$unpack_all"
+  gpu_node_configure_and_build "$build_dir" "$commit_label" "$targets"
+fi
+
+# The versions every run records (docs/results/gpu-node.md keeps them for each run). The
+# wheel's CUDA runtime must be supported by the driver: cuda.is_available() says whether it is.
+versions="$("$python" - <<'PY'
 import torch
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
-      f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+nccl = "none"
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version()))
+except Exception:
+    pass
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}, NCCL {nccl}, "
       f"cuda.is_available() = {torch.cuda.is_available()}, devices = {torch.cuda.device_count()}")
 PY
+)"
+echo "$versions"
+nvcc_version="$( (nvcc --version 2>/dev/null || true) | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+environment_section() {
+  echo "Written by \`scripts/gpu-node-test.sh\` on $(date -u '+%F %H:%M UTC'); exit status $status."
+  echo
+  echo "| | |"
+  echo "|---|---|"
+  echo "| tree | HEAD $gpu_node_head of the copied .git; files hashed: tree $gpu_node_tree," \
+       "$gpu_node_changed files differ from HEAD (on the sender, the commit whose tree this is:" \
+       "the one \`git log --format='%h %T'\` lists beside it) |"
+  echo "| commit the sender named (--commit) | ${commit:-(not given)} |"
+  echo "| GPUs (index, name, memory, driver) | $(paste -sd ';' <<<"$gpus") |"
+  echo "| torch, CUDA, NCCL | $versions |"
+  echo "| built against | $gpu_node_torch_note |"
+  echo "| nvcc | ${nvcc_version:-(none)} |"
+  echo "| CPU | $(nproc) cores, $cpu_model |"
+  echo "| build | ${gpu_node_build_s:-(not built: --no-build)} s in $build_dir; dependencies from" \
+       "the pack: ${gpu_node_from_pack:-nothing}; from the node: ${gpu_node_from_system:-nothing} |"
+  echo
+}
+publish_report() {
+  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then cp "$report" "$OUT/$(basename "$report")"; fi
+  echo "gpu-node-test: wrote $report (exit status $status)"
+}
+# Cores per GPU (issue 42): how many of this node's cores the image pipeline
+# (deepool-bench-image-pipeline: ResNet-50's training transforms on generated ImageNet-like
+# JPEGs, docs/benchmarks.md section (i)) needs to keep up with this GPU's training rate. An
+# estimate from two measurements taken apart on the same node: the pipeline does not feed the
+# GPU while it trains. The rate per core is the all-core rate / the cores (the lower of the two
+# readings: threads scale less than linearly); one core's rate is shown beside it.
+# Rows of "model precision batch ms" (ms: the median training iteration, or a reason it is
+# missing) are collected in gpu_rates, then cores_per_gpu_table turns them into a table.
+gpu_rates=()
+pipeline_rate() {  # threads: median images/s of 3 runs on cores 0..threads-1
+  local threads="$1" round rates=() pin=()
+  if command -v taskset >/dev/null; then pin=(taskset -c "0-$((threads - 1))"); fi
+  for round in 1 2 3; do
+    rates+=("$("${pin[@]}" "$bin/deepool-bench-image-pipeline" "$work/images" --threads "$threads" \
+      --batch 64 --batches $((8 * threads)) --warmup 1 --seed "$round" 2>>"$log" |
+      sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p')")
+  done
+  printf '%s\n' "${rates[@]}" | sort -g | sed -n 2p
+}
+cores_per_gpu_table() {
+  local cores one all per_core row model precision batch ms
+  cores="$(nproc)"
+  echo "| model | precision | batch | GPU ms / iteration | GPU images/s |" \
+       "cores needed at $cores cores' rate | cores needed at one core's rate |"
+  echo "|---|---|---|---|---|---|---|"
+  if [[ ! -x "$bin/deepool-bench-image-pipeline" ]] ||
+     ! "$python" bench/data/make_photo_images.py "$work/images" >>"$log" 2>&1 ||
+     ! one="$(pipeline_rate 1)" || ! all="$(pipeline_rate "$cores")" || [[ -z "$one" || -z "$all" ]]; then
+    echo "| (the image pipeline's rate was not measured: see the log) | | | | | | |"
+    return 1
+  fi
+  per_core="$(python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) / int(sys.argv[2])))" "$all" "$cores")"
+  pipeline_line="image pipeline on this node: $one images/s on 1 core, $all on $cores"
+  pipeline_line+=" ($per_core per core)"
+  for row in "${gpu_rates[@]}"; do
+    read -r model precision batch ms <<<"$row"
+    if [[ ! "$ms" =~ ^[0-9.]+$ ]]; then
+      echo "| $model | $precision | $batch | $ms | | | |"
+      continue
+    fi
+    python3 - "$model" "$precision" "$batch" "$ms" "$per_core" "$one" <<'PY'
+import sys
+model, precision, batch, ms, per_core, one = sys.argv[1:]
+rate = int(batch) * 1000 / float(ms)
+print(f"| {model} | {precision} | {batch} | {float(ms):.2f} | {rate:,.0f} | "
+      f"{rate / float(per_core):.1f} | {rate / float(one):.1f} |")
+PY
+  done
+}
 
 status=0
+cores_section() {
+  echo "## Cores per GPU: the image pipeline against this GPU's training rate"
+  echo
+  echo "GPU: \`deepool-train --model M --device cuda --ranks 1 --global-batch B --iterations 40\`"
+  echo "(median of iterations 10-39; bf16 with --precision bf16). Pipeline:"
+  echo "\`deepool-bench-image-pipeline IMAGES --threads T --batch 64 --batches 8T\` on cores"
+  echo "0..T-1 (taskset), median of 3 runs, on 512 JPEGs of \`bench/data/make_photo_images.py\`."
+  echo "Cores needed = GPU images/s / the pipeline's images/s per core: an estimate from two"
+  echo "measurements on this node, not a run of the pipeline feeding the GPU. ${pipeline_line:-}"
+  echo
+  cat "$cores_table"
+  echo
+}
+if [[ $no_gpu -eq 1 ]]; then
+  if [[ -x "$bin/deepool-bench-image-pipeline" ]]; then
+    stage "image pipeline per core (cores per GPU; no GPU rate: --no-gpu)"
+    gpu_rates=("resnet50 fp32 32 (not measured: --no-gpu)")
+    cores_per_gpu_table > "$cores_table" || status=1
+  fi
+  {
+    echo "# GPU node run (--no-gpu: build path only)"
+    echo
+    environment_section
+    if [[ -s "$cores_table" ]]; then cores_section; fi
+  } > "$report"
+  publish_report
+  exit $status
+fi
+
 stage "GPU tests"
-ctest --test-dir "$build_dir" -L gpu --output-on-failure 2>&1 | tee -a "$log" || status=1
+ctest --test-dir "$build_dir" -L gpu --output-on-failure 2>&1 || status=1
 
 # One-GPU prediction. The analytical column exists only where the planner has a preset for the
 # card.
@@ -144,6 +307,7 @@ profile_sum_ms() {
     "$bin/deepool" plan --model "$1" --profile "$work/$1-$3.json" --gpus 1 --global-batch "$2" \
       --json 2>>"$log" | single_device_ms
 }
+resnet50_fp32_ms="(failed: see the log)"
 for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
   read -r model batch <<<"$case_"
   stage "one-GPU prediction, $model batch $batch"
@@ -157,6 +321,7 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
     status=1
     continue
   fi
+  if [[ "$model $batch" == "resnet50 32" ]]; then resnet50_fp32_ms="$measured"; fi
   analytical="" analytical_error=""
   if [[ -n "$preset" ]] && analytical="$("$bin/deepool" plan --model "$model" --device "$preset" \
        --gpus 1 --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
@@ -174,7 +339,7 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
   fi
   tail -q -n 1 "$predict_table" "$baseline_table"
 done
-cat "$predict_table" "$baseline_table" | tee -a "$log"
+cat "$predict_table" "$baseline_table"
 
 # The analytical preset against this GPU's device-timed layers, per op and per model: material
 # for refitting it (docs/benchmarks.md, "H100 and H200 presets"). Informative: it fails nothing.
@@ -203,7 +368,7 @@ table_stage() {
     echo "(failed: see the log)" >> "$table"
     status=1
   fi
-  cat "$table" | tee -a "$log"
+  cat "$table"
 }
 
 overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
@@ -221,12 +386,47 @@ else
   echo "(not run: it needs two or more GPUs, and this node has $gpu_count)" > "$ddp_table"
 fi
 
+# The GPU's training rates for cores per GPU: ResNet-50 fp32 from the prediction check above;
+# ViT-B/16 where the zoo has it; bf16 where deepool-train has --precision.
+train_median_ms() {  # model batch [flags]: the median iteration, or why there is none
+  local ms
+  if ! grep -q "^$1 " <<<"$("$bin/deepool" model list 2>/dev/null || true)"; then
+    echo "not available (the zoo has no $1)"
+  elif ms="$("$bin/deepool-train" --model "$1" --num-classes 1000 --device cuda --ranks 1 \
+         --global-batch "$2" --iterations 40 --json "${@:3}" 2>>"$log" | median_iteration_ms 10)" &&
+       [[ "$ms" =~ ^[0-9.]+$ ]]; then
+    echo "$ms"
+  else
+    echo "failed: see the log"
+  fi
+}
+has_precision=0
+if grep -q -- --precision <<<"$("$bin/deepool-train" --help 2>/dev/null || true)"; then
+  has_precision=1
+fi
+for model in resnet50 vit_b_16; do
+  stage "GPU training rate, $model"
+  if [[ $model == resnet50 ]]; then
+    gpu_rates+=("resnet50 fp32 32 $resnet50_fp32_ms")
+  else
+    gpu_rates+=("$model fp32 32 $(train_median_ms "$model" 32)")
+  fi
+  if [[ $has_precision -eq 1 ]]; then
+    gpu_rates+=("$model bf16 32 $(train_median_ms "$model" 32 --precision bf16)")
+  else
+    gpu_rates+=("$model bf16 32 not available (deepool-train has no --precision)")
+  fi
+done
+stage "image pipeline per core (cores per GPU)"
+cores_per_gpu_table > "$cores_table" || status=1
+cat "$cores_table"
+
 bench_args=(--device cuda --markdown "$bench_table")
 if [[ $quick -eq 1 ]]; then bench_args+=(--iterations 30 --warmup 5 --rounds 1); fi
 bench_cmd="$build_dir/bin/deepool-bench-gpu_multiplex ${bench_args[*]}"
 if [[ $bench -eq 1 ]]; then
   stage "FG-slowdown benchmark"
-  "$build_dir/bin/deepool-bench-gpu_multiplex" "${bench_args[@]}" 2>&1 | tee -a "$log" || status=1
+  "$build_dir/bin/deepool-bench-gpu_multiplex" "${bench_args[@]}" 2>&1 || status=1
 else
   echo "(not run: --no-bench)" > "$bench_table"
 fi
@@ -234,21 +434,7 @@ fi
 {
   echo "# GPU node run"
   echo
-  if [[ -n "$commit" ]]; then
-    source_line="the tree of commit $commit (--commit)"
-  else
-    source_line="commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (this copy's .git,"
-    source_line+=" which a node sent a working tree may hold stale: pass --commit)"
-  fi
-  echo "Written by \`scripts/gpu-node-test.sh\` on $(date -u +%Y-%m-%d) from $source_line;" \
-       "exit status $status."
-  echo
-  echo "GPUs (index, name, memory, driver):"
-  echo
-  echo '```'
-  echo "$gpus"
-  echo '```'
-  echo
+  environment_section
   echo "## GPU tests (\`ctest --test-dir $build_dir -L gpu\`)"
   echo
   echo '```'
@@ -308,9 +494,10 @@ fi
   cat "$ddp_table"
   echo '```'
   echo
+  cores_section
   echo "## FG slowdown, deepool vs naive collocation (\`$bench_cmd\`)"
   echo
   cat "$bench_table" 2>/dev/null || echo "(the benchmark did not finish)"
 } > "$report"
-echo "gpu-node-test: wrote $report (exit status $status)"
+publish_report
 exit $status
