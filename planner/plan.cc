@@ -173,8 +173,7 @@ Status CheckPerDeviceBatchNormTraining(const Plan& plan, const Graph& graph) {
     if (fewest >= FewestSamplesPerDevice(graph, id)) continue;
     return InvalidArgumentError(
         "batch-norm layer '" + layer.name + "' would see a single value per channel on a device " +
-        "holding " + std::to_string(fewest) + " sample(s) of its " +
-        MapName(*shape) +
+        "holding " + std::to_string(fewest) + " sample(s) of its " + MapName(*shape) +
         " map, with statistics per device; synchronise batch norm or give each of its devices "
         "at least 2 samples");
   }
@@ -277,6 +276,44 @@ std::string PlanToJson(const Plan& plan, int indent) {
     doc["profile_environment"] = EnvironmentToJson(plan.profile_environment);
   }
   return doc.dump(indent);
+}
+
+namespace {
+
+// shares scaled from sum(shares) to `batch` by the largest-remainder rule (ScalePlan).
+std::vector<int64_t> ScaleShares(const std::vector<int64_t>& shares, int64_t from, int64_t batch) {
+  __extension__ using Wide = __int128;  // share x batch may pass int64 for huge batches
+  std::vector<int64_t> scaled(shares.size());
+  std::vector<int64_t> remainders(shares.size());
+  int64_t left = batch;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const Wide product = static_cast<Wide>(shares[i]) * batch;
+    scaled[i] = static_cast<int64_t>(product / from);
+    remainders[i] = static_cast<int64_t>(product % from);
+    left -= scaled[i];
+  }
+  // 0 <= left < shares.size(): the floors lose less than one sample per device.
+  std::vector<size_t> order(shares.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return remainders[a] > remainders[b]; });
+  for (int64_t k = 0; k < left; ++k) ++scaled[order[static_cast<size_t>(k)]];
+  return scaled;
+}
+
+}  // namespace
+
+Plan ScalePlan(const Plan& plan, int64_t batch) {
+  Plan scaled = plan;
+  scaled.global_batch = batch;
+  scaled.totals = PlanTotals{};
+  scaled.data_parallel = PlanTotals{};
+  scaled.single_device_ms = 0;
+  for (LayerPlacement& placement : scaled.layers) {
+    placement.samples = ScaleShares(placement.samples, plan.global_batch, batch);
+    placement.forward_ms = placement.backward_ms = placement.comm_ms = 0;
+  }
+  return scaled;
 }
 
 Plan DataParallelLayout(const Graph& graph, int64_t global_batch, int devices) {

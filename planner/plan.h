@@ -47,11 +47,11 @@ struct PlanTotals {
 struct Plan {
   std::string model;
   int64_t global_batch = 0;
-  int num_devices = 0;                 // ranks 0..num_devices-1 exist; devices_used <= num_devices
-  double amplification_limit = 0;      // 0 when unconstrained
-  std::string profile_source;          // e.g. "a100 (analytical)", "file:vgg16.json"
+  int num_devices = 0;             // ranks 0..num_devices-1 exist; devices_used <= num_devices
+  double amplification_limit = 0;  // 0 when unconstrained
+  std::string profile_source;      // e.g. "a100 (analytical)", "file:vgg16.json"
   ProfileEnvironment profile_environment;  // what a measured profile was measured on; may be empty
-  std::vector<LayerPlacement> layers;  // in the graph's topological order
+  std::vector<LayerPlacement> layers;      // in the graph's topological order
   PlanTotals totals;
   PlanTotals data_parallel;     // the data-parallel baseline, computed beside the plan
   double single_device_ms = 0;  // iteration time on one device
@@ -65,6 +65,19 @@ struct Plan {
 inline constexpr int kPlanFormatVersion = 1;
 StatusOr<Plan> ParsePlanJson(std::string_view text);
 std::string PlanToJson(const Plan& plan, int indent = 2);
+
+// The plan for passes of `batch` samples instead of plan.global_batch (evaluation at another
+// batch, Executor::Evaluate): every layer keeps its devices, and each device's samples are scaled
+// from the global batch to `batch`, proportionally with largest-remainder rounding so that they
+// sum to `batch` (the fractional parts decide who gets the samples left over; ties go to the
+// earlier device, so every rank computes the same plan). A device may get 0 samples (when `batch`
+// is smaller than a layer's device count, or its share was small): such a plan fails
+// Plan::Validate(), and only evaluation runs it (a device then computes nothing for that layer;
+// without gradients or batch statistics nothing else needs its samples). The predictions
+// (per-layer times, totals, single_device_ms) are for the global batch, so they are cleared.
+// With batch == plan.global_batch the shares are unchanged. Requires plan.Validate() and
+// batch >= 1.
+Plan ScalePlan(const Plan& plan, int64_t batch);
 
 // A plan that runs every layer on all of min(devices, global_batch) ranks with near-equal shares,
 // without predictions. Useful for the runtime's tests and as the data-parallel layout.

@@ -96,19 +96,25 @@ EvaluationStats EvaluateOnOneDevice(const planner::Graph& graph, const TrainResu
   return stats;
 }
 
-// Trains `plan` for kIterations and evaluates the held-out set on every rank.
-std::vector<EvaluationStats> EvaluateUnderPlan(const planner::Graph& graph,
-                                               const planner::Plan& plan, const Folders& folders,
-                                               std::vector<RankRun>* runs) {
-  std::vector<EvaluationStats> results(static_cast<size_t>(plan.num_devices));
+// Trains `plan` for kIterations and evaluates the held-out set on every rank, in passes of each
+// of `batches` in turn: results[b][rank].
+std::vector<std::vector<EvaluationStats>> EvaluateUnderPlan(const planner::Graph& graph,
+                                                            const planner::Plan& plan,
+                                                            const Folders& folders,
+                                                            const std::vector<int64_t>& batches,
+                                                            std::vector<RankRun>* runs) {
+  std::vector<std::vector<EvaluationStats>> results(
+      batches.size(), std::vector<EvaluationStats>(static_cast<size_t>(plan.num_devices)));
   RankOptions options;
   options.sync_batch_norm = SyncInEquivalenceRuns();
   options.data = folders.train;
   options.after = [&](int rank, Executor& executor) -> Status {
-    ASSIGN_OR_RETURN(auto held_out, MakeDataSource(folders.held_out, graph, plan.global_batch,
-                                                   DataUse::kEvaluation));
-    ASSIGN_OR_RETURN(results[static_cast<size_t>(rank)],
-                     executor.Evaluate(held_out.get(), folders.held_out_samples));
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ASSIGN_OR_RETURN(auto held_out,
+                       MakeDataSource(folders.held_out, graph, batches[b], DataUse::kEvaluation));
+      ASSIGN_OR_RETURN(results[b][static_cast<size_t>(rank)],
+                       executor.Evaluate(held_out.get(), folders.held_out_samples));
+    }
     return Status::Ok();
   };
   *runs = RunRanks(graph, plan, kIterations, Sgd(), kSeed, 0, FakeComms(plan.num_devices), options);
@@ -119,28 +125,33 @@ std::vector<EvaluationStats> EvaluateUnderPlan(const planner::Graph& graph,
   return results;
 }
 
-// Trains `graph` under `plan` and on one device, and requires every rank's evaluation to equal
-// one device's; its top-1 must pass `min_top1` (the model learned something).
+// Trains `graph` under `plan` and on one device, and requires every rank's evaluation, in passes
+// of each of `batches` (default: the global batch), to equal one device's; its top-1 must pass
+// `min_top1` (the model learned something).
 void RequireEvaluationMatchesOneDevice(const planner::Graph& graph, const planner::Plan& plan,
-                                       const Folders& folders, double min_top1) {
+                                       const Folders& folders, double min_top1,
+                                       std::vector<int64_t> batches = {}) {
+  if (batches.empty()) batches = {plan.global_batch};
   torch::set_num_threads(1);
   const TrainResult trained =
       TrainSingleDevice(graph, plan.global_batch, kIterations, Sgd(), kSeed, folders.train);
   const EvaluationStats expected = EvaluateOnOneDevice(graph, trained, folders);
   std::vector<RankRun> runs;
-  const std::vector<EvaluationStats> results = EvaluateUnderPlan(graph, plan, folders, &runs);
+  const auto results = EvaluateUnderPlan(graph, plan, folders, batches, &runs);
   // The training followed one device's, so the parameters evaluated are the same.
   RequireMatchesReference(runs, trained, 1e-4, 1e-5);
   INFO("one device: top-1 " << expected.top1 << ", top-5 " << expected.top5 << ", loss "
                             << expected.loss);
   REQUIRE(expected.top1 > min_top1);
-  for (size_t r = 0; r < results.size(); ++r) {
-    INFO("rank " << r);
-    CHECK(results[r].samples == expected.samples);
-    CHECK(results[r].predictions == expected.predictions);
-    CHECK(results[r].top1 == Approx(expected.top1).epsilon(1e-12));
-    CHECK(results[r].top5 == Approx(expected.top5).epsilon(1e-12));
-    CHECK(results[r].loss == Approx(expected.loss).epsilon(1e-5));
+  for (size_t b = 0; b < batches.size(); ++b) {
+    for (size_t r = 0; r < results[b].size(); ++r) {
+      INFO("passes of " << batches[b] << ", rank " << r);
+      CHECK(results[b][r].samples == expected.samples);
+      CHECK(results[b][r].predictions == expected.predictions);
+      CHECK(results[b][r].top1 == Approx(expected.top1).epsilon(1e-12));
+      CHECK(results[b][r].top5 == Approx(expected.top5).epsilon(1e-12));
+      CHECK(results[b][r].loss == Approx(expected.loss).epsilon(1e-5));
+    }
   }
 }
 
@@ -197,28 +208,78 @@ TEST_CASE("a GPT's evaluation on a token file under an uneven plan equals one de
       MakePlan(*graph, 8, 3, {0, 1, 2},
                {{"lm_head", {0, 2}}, {"transformer.h.0.attn", {1}}, {"transformer.h.1.attn", {1}}});
   // The sequence repeats: after a few steps most next tokens are right (chance: 1/256).
-  RequireEvaluationMatchesOneDevice(*graph, plan, files, 0.2);
+  // In passes of 8 (the global batch), 24 (one pass) and 5 (three, shares {2, 2, 1} and {3, 2}).
+  RequireEvaluationMatchesOneDevice(*graph, plan, files, 0.2, {8, 24, 5});
   fs::remove_all(files.root);
 }
 
-TEST_CASE("evaluation refuses a data source of another global batch", "[executor][evaluation]") {
-  torch::set_num_threads(1);
+// Passes of another batch than training's (ScalePlan): 48 (three times the global batch, one
+// pass of 45 rows), 7 (uneven shares, seven passes, the last of 3 rows) and 2 (fewer samples
+// than the three devices of a layer: one device gets none).
+const std::vector<int64_t> kOtherBatches{3 * kBatch, 7, 2};
+
+TEST_CASE("evaluation under data parallelism in passes of other batches equals one device's",
+          "[executor][evaluation][batch]") {
+  const Folders folders = MakeFolders();
   const planner::Graph graph = SmallCnn();
-  const planner::Plan plan = MakePlan(graph, kBatch, 1, {0});
-  auto data = MakeDataSource(DataSpec{"synthetic", 1, ""}, graph, kBatch);
-  REQUIRE(data.ok());
-  auto comm = FakeComms(1)(0);
-  REQUIRE(comm.ok());
-  ExecutorOptions options;
-  auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule, options,
-                                   SystemClock::Get());
-  REQUIRE(executor.ok());
-  auto other =
-      MakeDataSource(DataSpec{"synthetic", 1, ""}, graph, kBatch + 1, DataUse::kEvaluation);
-  REQUIRE(other.ok());
-  auto result = (*executor)->Evaluate(other->get(), 10);
-  REQUIRE(result.status().code() == StatusCode::kInvalidArgument);
-  REQUIRE_THAT(result.status().message(), Catch::Contains("global batch of 17"));
+  RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}), folders,
+                                    kImageTop1, kOtherBatches);
+  fs::remove_all(folders.root);
+}
+
+TEST_CASE("evaluation under a burst plan in passes of other batches equals one device's",
+          "[executor][evaluation][batch]") {
+  const Folders folders = MakeFolders();
+  const planner::Graph graph = SmallCnn();
+  RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst()),
+                                    folders, kImageTop1, kOtherBatches);
+  fs::remove_all(folders.root);
+}
+
+// Every parameter and buffer of every rank, and the losses, exactly equal.
+void RequireIdenticalRuns(const std::vector<RankRun>& a, const std::vector<RankRun>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t r = 0; r < a.size(); ++r) {
+    INFO("rank " << r << ": " << a[r].status.ToString() << " / " << b[r].status.ToString());
+    REQUIRE(a[r].status.ok());
+    REQUIRE(b[r].status.ok());
+    CHECK(a[r].result.losses == b[r].result.losses);
+    for (const ParamMap TrainResult::*tensors : {&TrainResult::params, &TrainResult::buffers}) {
+      const ParamMap& want = a[r].result.*tensors;
+      const ParamMap& got = b[r].result.*tensors;
+      REQUIRE(want.size() == got.size());
+      for (const auto& [name, tensor] : want) {
+        INFO(name);
+        CHECK(torch::equal(tensor, got.at(name)));
+      }
+    }
+  }
+}
+
+TEST_CASE("evaluating between steps in passes of other batches leaves training unchanged",
+          "[executor][evaluation][batch]") {
+  // The evaluation executors share the training executor's modules: training with evaluations
+  // after every step (at the global batch, 7 and 2) is bitwise the training without them.
+  torch::set_num_threads(1);
+  const Folders folders = MakeFolders();
+  const planner::Graph graph = SmallCnn();
+  const planner::Plan plan = MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst());
+  RankOptions options;
+  options.data = folders.train;
+  const std::vector<RankRun> plain =
+      RunRanks(graph, plan, kIterations, Sgd(), kSeed, 0, FakeComms(3), options);
+  options.after_step = [&](int, int, Executor& executor) -> Status {
+    for (int64_t batch : {kBatch, int64_t{7}, int64_t{2}}) {
+      ASSIGN_OR_RETURN(auto held_out,
+                       MakeDataSource(folders.held_out, graph, batch, DataUse::kEvaluation));
+      RETURN_IF_ERROR(executor.Evaluate(held_out.get(), folders.held_out_samples).status());
+    }
+    return Status::Ok();
+  };
+  const std::vector<RankRun> evaluated =
+      RunRanks(graph, plan, kIterations, Sgd(), kSeed, 0, FakeComms(3), options);
+  RequireIdenticalRuns(plain, evaluated);
+  fs::remove_all(folders.root);
 }
 
 }  // namespace

@@ -272,6 +272,9 @@ struct RankOptions {
   // Runs on each rank's thread after its last step (e.g. to write a checkpoint); an error
   // becomes the rank's status.
   std::function<Status(int rank, Executor& executor)> after;
+  // Runs on each rank's thread after each step, with the number of steps done (e.g. to
+  // evaluate between steps); an error becomes the rank's status.
+  std::function<Status(int rank, int done, Executor& executor)> after_step;
   // Per rank, a recorder the executor marks its spans in (ExecutorOptions::spans), told of each
   // iteration as the executor process does; empty: none.
   std::vector<SpanRecorder*> spans;
@@ -323,6 +326,10 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
           return;
         }
         run.result.losses.push_back(stats->loss);
+        if (rank_options.after_step) {
+          run.status = rank_options.after_step(rank, i + 1, **executor);
+          if (!run.status.ok()) return;
+        }
         if (spans) {
           for (auto& e : spans->TakeFinished(rank)) run.traces.push_back(std::move(e));
         }

@@ -67,6 +67,63 @@ TEST_CASE("sample ranges follow the devices' order", "[plan]") {
   CHECK(plan.Find("missing") == nullptr);
 }
 
+// The shares of a one-layer plan with `shares` on devices 0..n-1, scaled to `batch`.
+std::vector<int64_t> Scaled(std::vector<int64_t> shares, int64_t batch) {
+  Plan plan;
+  plan.num_devices = static_cast<int>(shares.size());
+  plan.global_batch = 0;
+  LayerPlacement placement;
+  placement.layer = "layer";
+  for (size_t i = 0; i < shares.size(); ++i) {
+    placement.devices.push_back(static_cast<int>(i));
+    plan.global_batch += shares[i];
+  }
+  placement.samples = std::move(shares);
+  plan.layers = {placement};
+  REQUIRE(plan.Validate().ok());
+  const Plan scaled = ScalePlan(plan, batch);
+  CHECK(scaled.global_batch == batch);
+  CHECK(scaled.layers[0].devices == plan.layers[0].devices);
+  return scaled.layers[0].samples;
+}
+
+TEST_CASE("a plan scaled to another batch keeps its devices and rounds by largest remainder",
+          "[plan]") {
+  // Exact multiples scale exactly; the same batch changes nothing.
+  CHECK(Scaled({4, 3, 3}, 30) == std::vector<int64_t>{12, 9, 9});
+  CHECK(Scaled({4, 3, 3}, 10) == std::vector<int64_t>{4, 3, 3});
+  CHECK(Scaled({2, 14}, 16) == std::vector<int64_t>{2, 14});
+  // 11 x {4,3,3}/10 = {4.4, 3.3, 3.3}: floors {4,3,3}, one left for the largest fraction.
+  CHECK(Scaled({4, 3, 3}, 11) == std::vector<int64_t>{5, 3, 3});
+  // 8 x {4,3,3}/10 = {3.2, 2.4, 2.4}: floors {3,2,2}, one left; the fractions tie, the earlier
+  // device of the tie gets it.
+  CHECK(Scaled({4, 3, 3}, 8) == std::vector<int64_t>{3, 3, 2});
+  // 7 x {5,6,5}/16 = {2.1875, 2.625, 2.1875}: the largest fraction is the middle device's.
+  CHECK(Scaled({5, 6, 5}, 7) == std::vector<int64_t>{2, 3, 2});
+  // Fewer samples than devices, or a small share: devices with 0 samples.
+  CHECK(Scaled({4, 3, 3}, 2) == std::vector<int64_t>{1, 1, 0});
+  CHECK(Scaled({4, 3, 3}, 1) == std::vector<int64_t>{1, 0, 0});
+  CHECK(Scaled({1, 15}, 4) == std::vector<int64_t>{0, 4});
+  // Huge batches do not overflow share x batch.
+  CHECK(Scaled({1, 2}, int64_t{3} << 61) ==
+        std::vector<int64_t>{int64_t{1} << 61, int64_t{1} << 62});
+}
+
+TEST_CASE("a scaled plan keeps every layer and drops the predictions", "[plan]") {
+  const Plan plan = TwoLayerPlan();
+  const Plan scaled = ScalePlan(plan, 25);
+  REQUIRE(scaled.layers.size() == 2);
+  CHECK(scaled.layers[0].layer == "conv");
+  CHECK(scaled.layers[0].samples == std::vector<int64_t>{10, 8, 7});  // {10, 7.5, 7.5}
+  CHECK(scaled.layers[1].samples == std::vector<int64_t>{25});
+  CHECK(scaled.layers[0].forward_ms == 0);
+  CHECK(scaled.totals.iteration_ms == 0);
+  CHECK(scaled.single_device_ms == 0);
+  CHECK(scaled.num_devices == plan.num_devices);
+  CHECK(scaled.model == plan.model);
+  CHECK(scaled.Validate().ok());
+}
+
 TEST_CASE("plan JSON round trip keeps every field", "[plan]") {
   const Plan plan = TwoLayerPlan();
   REQUIRE(plan.Validate().ok());

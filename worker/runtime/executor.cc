@@ -41,7 +41,68 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
   return executor;
 }
 
+StatusOr<std::unique_ptr<Executor>> Executor::CreateForEvaluation(const Executor& training,
+                                                                  int64_t batch) {
+  // On the heap, so that plan_ (a reference) stays valid when the executor owns it.
+  auto plan = std::make_unique<const planner::Plan>(planner::ScalePlan(training.plan_, batch));
+  std::unique_ptr<Executor> executor(new Executor(training.graph_, *plan, training.comm_,
+                                                  /*data=*/nullptr, training.options_,
+                                                  training.clock_));
+  executor->owned_plan_ = std::move(plan);
+  RETURN_IF_ERROR(executor->BuildLayout());
+  // Every device of a layer holds samples in training (Plan::Validate), so the training executor
+  // built every module that the scaled plan runs on this rank; the scaled plan may run fewer.
+  for (int id = 0; id < training.graph_.num_layers(); ++id) {
+    if (!executor->layers_[static_cast<size_t>(id)].runs) continue;
+    auto module = training.modules_.find(id);
+    if (module == training.modules_.end()) {
+      return InternalError("evaluation at batch " + std::to_string(batch) + " runs " +
+                           training.graph_.layer(id).name + " on rank " +
+                           std::to_string(training.rank_) + ", which does not hold it");
+    }
+    executor->modules_[id] = module->second;
+  }
+  executor->data_rows_ =
+      RankDataRange(training.graph_, *executor->owned_plan_, training.comm_->rank());
+  return executor;
+}
+
 Status Executor::Init(const ModuleFactory& factory) {
+  RETURN_IF_ERROR(BuildLayout());
+  // One group per distinct device set with parameters, in one global order on every rank.
+  std::set<RankGroup> groups;
+  std::vector<torch::Tensor> all_params;
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    LayerState& state = layers_[static_cast<size_t>(id)];
+    // Batch norm sums its statistics over its set, even without affine parameters.
+    const bool sync_stats = graph_.layer(id).op == planner::Op::kBatchNorm2d &&
+                            options_.sync_batch_norm && state.group.size() > 1;
+    if (graph_.layer(id).params > 0 || sync_stats) groups.insert(state.group);
+    if (!state.runs) continue;
+    ASSIGN_OR_RETURN(auto module, factory(graph_, id, options_.seed));
+    module->to(options_.device);
+    module->train();
+    if (sync_stats) module->set_group_sum(MakeGroupSum(id));
+    for (auto& param : module->parameters()) {
+      if (!param.requires_grad()) continue;
+      state.params.push_back(param);
+      all_params.push_back(param);
+    }
+    if (state.group.size() > 1) {
+      state.hooked_grads.resize(state.params.size());
+      for (size_t k = 0; k < state.params.size(); ++k) {
+        state.params[k].register_hook(
+            [this, id, k](const torch::Tensor& grad) { OnParamGradient(id, k, grad); });
+      }
+    }
+    modules_[id] = std::move(module);
+  }
+  RETURN_IF_ERROR(comm_->CreateGroups(std::vector<RankGroup>(groups.begin(), groups.end())));
+  ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(options_.optimizer, std::move(all_params)));
+  return Status::Ok();
+}
+
+Status Executor::BuildLayout() {
   rank_ = comm_->rank();
   const int n = graph_.num_layers();
   layers_.resize(static_cast<size_t>(n));
@@ -77,36 +138,6 @@ Status Executor::Init(const ModuleFactory& factory) {
   }
   RETURN_IF_ERROR(BuildEdges());
   BuildTransfers();
-  // One group per distinct device set with parameters, in one global order on every rank.
-  std::set<RankGroup> groups;
-  std::vector<torch::Tensor> all_params;
-  for (int id = 0; id < n; ++id) {
-    LayerState& state = layers_[static_cast<size_t>(id)];
-    // Batch norm sums its statistics over its set, even without affine parameters.
-    const bool sync_stats = graph_.layer(id).op == planner::Op::kBatchNorm2d &&
-                            options_.sync_batch_norm && state.group.size() > 1;
-    if (graph_.layer(id).params > 0 || sync_stats) groups.insert(state.group);
-    if (!state.runs) continue;
-    ASSIGN_OR_RETURN(auto module, factory(graph_, id, options_.seed));
-    module->to(options_.device);
-    module->train();
-    if (sync_stats) module->set_group_sum(MakeGroupSum(id));
-    for (auto& param : module->parameters()) {
-      if (!param.requires_grad()) continue;
-      state.params.push_back(param);
-      all_params.push_back(param);
-    }
-    if (state.group.size() > 1) {
-      state.hooked_grads.resize(state.params.size());
-      for (size_t k = 0; k < state.params.size(); ++k) {
-        state.params[k].register_hook(
-            [this, id, k](const torch::Tensor& grad) { OnParamGradient(id, k, grad); });
-      }
-    }
-    modules_[id] = std::move(module);
-  }
-  RETURN_IF_ERROR(comm_->CreateGroups(std::vector<RankGroup>(groups.begin(), groups.end())));
-  ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(options_.optimizer, std::move(all_params)));
   return Status::Ok();
 }
 

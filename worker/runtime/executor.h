@@ -154,14 +154,18 @@ class Executor {
   StatusOr<IterationStats> Step(int64_t iteration);
 
   // Evaluates the current parameters on the first `samples` samples of `data` (a held-out set
-  // read with DataUse::kEvaluation, of the plan's global batch): the forward walk of Step, in
-  // passes of the global batch (pass k is data's iteration k; rows past `samples` in the last
+  // read with DataUse::kEvaluation): the forward walk of Step, in passes of B =
+  // data->global_batch() samples (pass k is data's iteration k; rows past `samples` in the last
   // pass are computed and not counted), with every layer in eval mode (batch norm normalises
-  // with its running statistics, dropout is off) and no autograd. Counts come from the graph
+  // with its running statistics, dropout is off) and no autograd. B is the plan's global batch,
+  // or any other: then the passes run under planner::ScalePlan(plan, B) (every layer on its
+  // devices, their shares scaled to B; a device may get none) by an evaluation executor built
+  // for the call that shares this executor's modules (the same parameter tensors) and nothing
+  // else, so training goes on exactly as without the evaluation. Counts come from the graph
   // output with the largest loss weight, on the ranks that compute it, and are summed over the
-  // world (one all-reduce), so every rank must call Evaluate at the same point between Steps.
-  // The result equals one device's evaluation of the same parameters (up to the float32
-  // rounding of a split batch).
+  // world (one all-reduce), so every rank must call Evaluate at the same point between Steps,
+  // with the same B. The result equals one device's evaluation of the same parameters (up to
+  // the float32 rounding of a split batch).
   StatusOr<EvaluationStats> Evaluate(DataSource* data, int64_t samples);
 
   // This rank's layers, by layer id. Split batch norm layers hold a group sum bound to this
@@ -240,7 +244,19 @@ class Executor {
         data_(data),
         options_(std::move(options)),
         clock_(clock) {}
+  // An executor for evaluation only, in passes of `batch` samples: it runs ScalePlan(training's
+  // plan, batch), which it owns, on training's graph, communicator, options and modules (shared,
+  // not copied). It has no optimizer, no parameter hooks (they would fire in training's
+  // backward), no batch norm group sums and no gradient groups; only Evaluate runs it, through
+  // EvaluateOnOwnPlan. Training must outlive it.
+  static StatusOr<std::unique_ptr<Executor>> CreateForEvaluation(const Executor& training,
+                                                                 int64_t batch);
+  // Builds the layers' modules, hooks, communication groups and optimizer on BuildLayout.
   Status Init(const ModuleFactory& factory);
+  // This rank's view of the plan: layer states, segments, edges and transfers.
+  Status BuildLayout();
+  // Evaluate in passes of this executor's plan's global batch (data's must be that).
+  StatusOr<EvaluationStats> EvaluateOnOwnPlan(DataSource* data, int64_t samples);
   Status BuildEdges();
   // This rank's transfers, per producer layer (forward) and per consumer segment (backward), in
   // the canonical order (edge id, then piece).
@@ -323,6 +339,7 @@ class Executor {
 
   const planner::Graph& graph_;
   const planner::Plan& plan_;
+  std::unique_ptr<const planner::Plan> owned_plan_;  // plan_, for an evaluation executor
   Communicator* comm_;
   DataSource* data_;
   std::pair<int64_t, int64_t> data_rows_{0, 0};  // the global batch rows this rank reads

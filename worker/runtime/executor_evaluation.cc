@@ -43,11 +43,16 @@ Status Executor::EvaluatePass(DataSource* data, int64_t pass, int64_t samples,
 }
 
 StatusOr<EvaluationStats> Executor::Evaluate(DataSource* data, int64_t samples) {
-  if (data->global_batch() != plan_.global_batch) {
-    return InvalidArgumentError("evaluation data has a global batch of " +
-                                std::to_string(data->global_batch()) + ", the plan " +
-                                std::to_string(plan_.global_batch));
-  }
+  const int64_t batch = data->global_batch();
+  if (batch < 1) return InvalidArgumentError("evaluation needs passes of at least one sample");
+  if (batch == plan_.global_batch) return EvaluateOnOwnPlan(data, samples);
+  // Built for this call and dropped after it: its receive buffers are the size of the
+  // evaluation's passes, memory that training should have back.
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> evaluator, CreateForEvaluation(*this, batch));
+  return evaluator->EvaluateOnOwnPlan(data, samples);
+}
+
+StatusOr<EvaluationStats> Executor::EvaluateOnOwnPlan(DataSource* data, int64_t samples) {
   if (samples < 1) return InvalidArgumentError("evaluation needs at least one sample");
   const auto start = clock_->Now();
   const std::string where = "evaluation on rank " + std::to_string(rank_);
