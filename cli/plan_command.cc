@@ -1,11 +1,12 @@
 // `deepool plan`: the burst-parallel plan of a model for a global batch, a number of devices and
 // an amplification limit, printed as a per-layer table with a summary against data
 // parallelism, or as plan JSON; --svg draws it, --trace and --trace-svg write the predicted
-// timeline of one iteration (docs/planner.md).
+// timeline of one iteration (docs/planner.md); --curve prints the speed-up curve over 1..G.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -24,6 +25,7 @@
 #include "planner/plan_trace.h"
 #include "planner/profile_table.h"
 #include "planner/search.h"
+#include "planner/speedup_curve.h"
 #include "planner/zoo/zoo.h"
 
 namespace deepool::cli {
@@ -43,6 +45,7 @@ struct PlanFlags {
   std::string cluster;
   bool json = false;
   bool explain = false;
+  bool curve = false;  // the speed-up curve over 1..G instead of one plan
   std::string svg_path;
   std::string trace_path;      // Chrome trace JSON of the predicted iteration
   std::string trace_svg_path;  // the same timeline drawn
@@ -196,6 +199,48 @@ void PrintBatchNormTradeOff(const planner::Plan& plan, const planner::Graph& gra
       << "x the speed of data parallelism, and training no longer equal to one device's\n";
 }
 
+// --curve: the plan's iteration time at every device count 1..G, as a table or JSON.
+int PrintSpeedupCurve(const planner::Graph& graph, const planner::Profile& profile,
+                      const planner::Cluster& cluster, const planner::PlanOptions& options,
+                      bool json) {
+  StatusOr<planner::SpeedupCurve> curve = planner::PlanSpeedupCurve(
+      graph, profile, cluster, options, planner::DeviceCountsUpTo(options.devices));
+  if (!curve.ok()) return Fail(curve.status(), ExitCodeFor(curve.status()));
+  if (json) {
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    for (const planner::SpeedupPoint& point : curve->points) {
+      const planner::PlanTotals& totals = point.plan.totals;
+      points.push_back({{"devices", point.devices},
+                        {"iteration_ms", totals.iteration_ms},
+                        {"speedup", point.speedup()},
+                        {"amplification", totals.amplification},
+                        {"devices_used", totals.devices_used},
+                        {"data_parallel_iteration_ms", point.plan.data_parallel.iteration_ms}});
+    }
+    nlohmann::ordered_json doc = {{"model", graph.name()},
+                                  {"global_batch", options.global_batch},
+                                  {"amplification_limit", options.amplification_limit},
+                                  {"single_device_ms", curve->points.front().plan.single_device_ms},
+                                  {"points", points}};
+    std::cout << doc.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::cout << "speed-up curve of " << graph.name() << ", global batch " << options.global_batch
+            << ", amplification limit "
+            << (options.amplification_limit > 0 ? Fixed(options.amplification_limit, 2) : "none")
+            << " (single device " << Fixed(curve->points.front().plan.single_device_ms, 2)
+            << " ms)\n";
+  std::cout << "devices  iteration ms  speed-up  amplification  devices used  DP iteration ms\n";
+  for (const planner::SpeedupPoint& point : curve->points) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%7d  %12.2f  %7.2fx  %13.2f  %12d  %15.2f\n", point.devices,
+                  point.plan.totals.iteration_ms, point.speedup(), point.plan.totals.amplification,
+                  point.plan.totals.devices_used, point.plan.data_parallel.iteration_ms);
+    std::cout << line;
+  }
+  return kExitOk;
+}
+
 int RunPlan(const PlanFlags& flags) {
   if (flags.model.empty() == flags.graph_path.empty()) {
     std::cerr << "error: give exactly one of --model NAME or --graph FILE\n";
@@ -207,6 +252,12 @@ int RunPlan(const PlanFlags& flags) {
   }
   if (flags.explain && flags.json) {
     std::cerr << "error: --explain prints sentences; it goes without --json\n";
+    return kExitUsage;
+  }
+  if (flags.curve && (flags.explain || !flags.svg_path.empty() || !flags.trace_path.empty() ||
+                      !flags.trace_svg_path.empty())) {
+    std::cerr << "error: --curve prints one line per device count; it goes without --explain, "
+                 "--svg, --trace and --trace-svg\n";
     return kExitUsage;
   }
   if (!flags.fallback_device.empty() && flags.profile_path.empty()) {
@@ -277,6 +328,7 @@ int RunPlan(const PlanFlags& flags) {
   options.concurrent_branches = flags.search.concurrent_branches;
   options.sync_batch_norm = flags.search.SyncBatchNorm();
   options.precision = *precision;
+  if (flags.curve) return PrintSpeedupCurve(*graph, *profile, *cluster, options, flags.json);
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
     std::string hint;
@@ -349,6 +401,9 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_flag("--explain", flags->explain,
                  "Per group of layers, why its device count: time saved against GPU-time spent "
                  "and the amplification limit, moving the group alone to the next count");
+  plan->add_flag("--curve", flags->curve,
+                 "Instead of one plan: the speed-up curve, the plan's iteration time and speed-up "
+                 "over one device at every device count 1..G (with --json as JSON)");
   plan->add_option("--svg", flags->svg_path, "Also draw the plan into this SVG file");
   plan->add_option("--trace", flags->trace_path,
                    "Also write the predicted timeline of one iteration into this file, in the "

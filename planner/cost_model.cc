@@ -120,6 +120,13 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       activation_bytes_per_element_(
           BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
+  profile_times_ = std::make_shared<ProfileTimes>();
+}
+
+CostModel::CostModel(const CostModel& same_inputs, CostModelOptions options)
+    : CostModel(same_inputs.graph_, same_inputs.profile_, same_inputs.cluster_,
+                same_inputs.global_batch_, options) {
+  profile_times_ = same_inputs.profile_times_;
 }
 
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
@@ -131,10 +138,12 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (layer_id < 0 || layer_id >= graph_.num_layers()) {
     return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));  // its error
   }
-  const auto [slot, added] = slot_of_count_.try_emplace(devices, slot_of_count_.size());
+  ProfileTimes& known = *profile_times_;
+  const auto [slot, added] = known.slot_of_count.try_emplace(devices, known.slot_of_count.size());
   const size_t layers = static_cast<size_t>(graph_.num_layers());
-  if (added) times_.resize(times_.size() + layers);
-  std::optional<LayerTime>& cached = times_[slot->second * layers + static_cast<size_t>(layer_id)];
+  if (added) known.times.resize(known.times.size() + layers);
+  std::optional<LayerTime>& cached =
+      known.times[slot->second * layers + static_cast<size_t>(layer_id)];
   if (cached) return *cached;
   const int64_t share = LargestShare(global_batch_, devices);
   ASSIGN_OR_RETURN(LayerTime time, profile_.Time(graph_, layer_id, share));
@@ -411,19 +420,20 @@ StatusOr<GradientSyncTimeline> CostModel::GradientSync(
 }
 
 StatusOr<double> CostModel::SingleDeviceMs() const {
-  if (single_device_ms_) return *single_device_ms_;
+  if (profile_times_->single_device_ms) return *profile_times_->single_device_ms;
   double total = 0;
   for (int id = 0; id < graph_.num_layers(); ++id) {
     ASSIGN_OR_RETURN(LayerTime time, Compute(id, 1));
     total += time.total_ms();
   }
-  single_device_ms_ = total;
+  profile_times_->single_device_ms = total;
   return total;
 }
 
 StatusOr<double> CostModel::LeastDeviceMs(int devices) const {
   const int most = static_cast<int>(std::min<int64_t>(std::max(devices, 1), global_batch_));
-  if (auto it = least_device_ms_.find(most); it != least_device_ms_.end()) return it->second;
+  std::map<int, double>& least_device_ms = profile_times_->least_device_ms;
+  if (auto it = least_device_ms.find(most); it != least_device_ms.end()) return it->second;
   // Each distinct share once, through the smallest count that gives it (at most 2 sqrt(B)).
   std::vector<int> counts;
   for (int64_t count = 1; count <= most;) {
@@ -442,7 +452,7 @@ StatusOr<double> CostModel::LeastDeviceMs(int devices) const {
     }
     total += least;
   }
-  least_device_ms_[most] = total;
+  least_device_ms[most] = total;
   return total;
 }
 

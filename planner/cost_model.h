@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -151,9 +152,15 @@ class CostModel {
   // The graph, profile and cluster must outlive the model. global_batch >= 1.
   CostModel(const Graph& graph, const Profile& profile, const Cluster& cluster,
             int64_t global_batch, CostModelOptions options = {});
+  // A model of `same_inputs`'s graph, profile, cluster and batch with other options, sharing its
+  // cache of profile times (which the options do not change): a plan and its baseline ask the
+  // profile once. Both must then be used from one thread at a time.
+  CostModel(const CostModel& same_inputs, CostModelOptions options);
 
   const Graph& graph() const { return graph_; }
   const Cluster& cluster() const { return cluster_; }
+  const Profile& profile() const { return profile_; }
+  const CostModelOptions& options() const { return options_; }
   int64_t global_batch() const { return global_batch_; }
 
   // Forward and backward time of a layer on `devices` devices (1 <= devices <= B); the last
@@ -257,12 +264,16 @@ class CostModel {
   int64_t activation_bytes_per_element_ = 4;  // by the profile's precision
   int overhead_layer_ = -1;                   // the output layer with the largest id
   mutable std::map<std::pair<std::pair<int, int>, std::pair<int, int>>, ResplitCost> resplits_;
-  // Profile times by (slot of the device count, layer): the search asks for every candidate
-  // count once and Evaluate asks again for the chosen ones.
-  mutable std::unordered_map<int, size_t> slot_of_count_;
-  mutable std::vector<std::optional<LayerTime>> times_;  // [slot x num_layers + layer]
-  mutable std::optional<double> single_device_ms_;
-  mutable std::map<int, double> least_device_ms_;  // by device count
+  // What the profile says, whatever the options: shared by models built one from another.
+  struct ProfileTimes {
+    // Profile times by (slot of the device count, layer): the search asks for every candidate
+    // count once and Evaluate asks again for the chosen ones.
+    std::unordered_map<int, size_t> slot_of_count;
+    std::vector<std::optional<LayerTime>> times;  // [slot x num_layers + layer]
+    std::optional<double> single_device_ms;
+    std::map<int, double> least_device_ms;  // by device count
+  };
+  std::shared_ptr<ProfileTimes> profile_times_;
 };
 
 }  // namespace deepool::planner

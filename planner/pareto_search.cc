@@ -153,8 +153,8 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
       const size_t left_row = first.offset + static_cast<size_t>(i * first.cols);
       const double* left_weight = &s.weight[left_row];
       for (int j = 0; j < shape.cols; ++j) {
-        const size_t c = static_cast<size_t>(i) * static_cast<size_t>(shape.cols) +
-                         static_cast<size_t>(j);
+        const size_t c =
+            static_cast<size_t>(i) * static_cast<size_t>(shape.cols) + static_cast<size_t>(j);
         // A row or column whose own end cannot take that choice is never used: skip it.
         if (std::isinf(from_weight[i]) || std::isinf(to_weight[j])) {
           weight[c] = kInfinity;
@@ -716,9 +716,8 @@ void RunChordMethod(const SolveContext& context, CostPoint over, SolveScratch* s
                   /*break_ties_by_gpu=*/false, &scratch->trial);
     const double weight = scratch->trial.weight[context.final_cell];
     if (std::isinf(weight)) break;
-    SeriesParallelSolution solution = ScalarSolution(context.problem, context.schedule,
-                                                     context.nodes, scratch->trial,
-                                                     &scratch->chosen_cells);
+    SeriesParallelSolution solution = ScalarSolution(
+        context.problem, context.schedule, context.nodes, scratch->trial, &scratch->chosen_cells);
     const CostPoint found = solution.cost;
     const bool fits = found.gpu_ms <= context.budget;
     if (fits && found.time_ms < r.best.cost.time_ms) r.best = std::move(solution);
@@ -778,11 +777,9 @@ SeriesParallelSolution SolveWithinBudget(const SolveContext& context) {
   return RunParetoPasses(context, std::move(relaxation), &scratch);
 }
 
-}  // namespace
-
-StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
-  RETURN_IF_ERROR(CheckProblem(problem));
-  ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
+// SolveSeriesParallel once the problem is checked and its schedule made.
+SeriesParallelSolution SolveChecked(const SeriesParallelProblem& problem,
+                                    const Schedule& schedule) {
   const NodeTable node_table(problem);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
   const SolveContext context{problem, schedule, node_table, final_cell,
@@ -791,6 +788,29 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
   // Only a solution that beats the caller's incumbent counts as found.
   solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
   return solution;
+}
+
+}  // namespace
+
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
+  RETURN_IF_ERROR(CheckProblem(problem));
+  ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
+  return SolveChecked(problem, schedule);
+}
+
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
+                                                     const Schedule& schedule) {
+  RETURN_IF_ERROR(CheckProblem(problem));
+  const auto leaves = std::count_if(schedule.steps.begin(), schedule.steps.end(),
+                                    [](const Step& step) { return step.kind == Step::kLeaf; });
+  const auto series = std::count_if(schedule.steps.begin(), schedule.steps.end(),
+                                    [](const Step& step) { return step.kind == Step::kSeries; });
+  // Every node but the source and sink is reduced in series once.
+  if (static_cast<size_t>(leaves) != problem.edges.size() ||
+      static_cast<size_t>(series) + 2 != problem.node_costs.size() || schedule.final_table < 0) {
+    return InvalidArgumentError("the schedule was made for a problem of another shape");
+  }
+  return SolveChecked(problem, schedule);
 }
 
 }  // namespace deepool::planner

@@ -16,6 +16,9 @@
 #include "common/status.h"
 
 namespace deepool::planner {
+namespace series_parallel {
+struct Schedule;
+}  // namespace series_parallel
 
 struct CostPoint {
   double time_ms = 0;
@@ -58,5 +61,12 @@ struct SeriesParallelSolution {
 // FAILED_PRECONDITION naming a node when the graph does not reduce to a single source-sink edge
 // (not series-parallel, or a node unreachable from the source or not reaching the sink).
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem);
+
+// The same on `schedule`, which series_parallel::BuildSchedule made for a problem of the same
+// nodes, choice counts and edges (only costs, budget, incumbent and tolerance may differ): a
+// caller that solves one shape several times works its schedule out once. INVALID_ARGUMENT when
+// the schedule's edges or nodes do not match the problem's in number.
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
+                                                     const series_parallel::Schedule& schedule);
 
 }  // namespace deepool::planner

@@ -16,6 +16,7 @@
 #include "planner/branch_packing.h"
 #include "planner/cost_model.h"
 #include "planner/pareto_search.h"
+#include "planner/series_parallel_schedule.h"
 
 namespace deepool::planner {
 namespace {
@@ -142,16 +143,34 @@ bool WithinMostDevices(const std::vector<int>& counts, const std::vector<int>& m
   return true;
 }
 
-// The baseline a user would run instead, every layer on min(G, B) devices, always keeps batch
-// norm statistics per device (DistributedDataParallel without SyncBatchNorm), so synchronised
-// batch norm is charged to deepool, never to the baseline.
-StatusOr<PlanTotals> DataParallelBaseline(const Graph& graph, const Profile& profile,
-                                          const Cluster& cluster, const PlanOptions& options) {
+// The baseline a user would run instead, every layer on min(G, B) devices, on the baseline's
+// model (PlanningModels::baseline: batch norm statistics per device).
+StatusOr<PlanTotals> DataParallelBaseline(const CostModel& baseline, const PlanOptions& options) {
+  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
+  return baseline.Totals(AllOn(baseline.graph(), most), options.devices);
+}
+
+// The baseline always keeps batch norm statistics per device (DistributedDataParallel without
+// SyncBatchNorm), so synchronised batch norm is charged to deepool, never to the baseline.
+CostModelOptions BaselineCostModelOptions(const PlanOptions& options) {
   CostModelOptions per_device_batch_norm = PlanCostModelOptions(options);
   per_device_batch_norm.sync_batch_norm = false;
-  CostModel model(graph, profile, cluster, options.global_batch, per_device_batch_norm);
-  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
-  return model.Totals(AllOn(graph, most), options.devices);
+  return per_device_batch_norm;
+}
+
+// Whether the models price plans as `options` asks: the same batch, batch norm and gradient
+// sync (the devices may differ).
+bool BuiltFor(const PlanningModels& models, const PlanOptions& options) {
+  const CostModelOptions wanted = PlanCostModelOptions(options);
+  const CostModelOptions& built = models.plan.options();
+  const GradientSyncOptions& a = wanted.gradient_sync;
+  const GradientSyncOptions& b = built.gradient_sync;
+  const bool same_sync = a.bucket_bytes == b.bucket_bytes && a.overlap == b.overlap &&
+                         a.tree == b.tree && a.precision == b.precision;
+  return same_sync && built.sync_batch_norm == wanted.sync_batch_norm &&
+         !models.baseline.options().sync_batch_norm &&
+         models.plan.global_batch() == options.global_batch &&
+         models.baseline.global_batch() == options.global_batch;
 }
 
 }  // namespace
@@ -163,6 +182,11 @@ CostModelOptions PlanCostModelOptions(const PlanOptions& options) {
   return model_options;
 }
 
+PlanningModels::PlanningModels(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                               const PlanOptions& options)
+    : plan(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options)),
+      baseline(plan, BaselineCostModelOptions(options)) {}
+
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
@@ -172,7 +196,8 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(AllOn(graph, most), options.devices));
   plan.amplification_limit = options.amplification_limit;
-  ASSIGN_OR_RETURN(plan.data_parallel, DataParallelBaseline(graph, profile, cluster, options));
+  const CostModel baseline(model, BaselineCostModelOptions(options));
+  ASSIGN_OR_RETURN(plan.data_parallel, DataParallelBaseline(baseline, options));
   return plan;
 }
 
@@ -386,12 +411,13 @@ std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNo
 // (RetryBudgetGpuMs), a few times.
 StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullModel& full,
                                                     SeriesParallelProblem problem,
+                                                    const series_parallel::Schedule& schedule,
                                                     const SearchNodes& nodes,
                                                     const std::vector<int>& candidates) {
   constexpr int kAttempts = 4;
   const double budget_gpu_ms = problem.budget_gpu_ms;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem);
+    StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem, schedule);
     if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
     if (!solution->found) break;
     Candidate found{CountsOf(*solution, nodes, candidates, graph.num_layers()), {}};
@@ -466,9 +492,16 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
   const CostModel& model = full.model();
   const bool data_parallel_trains = WithinMostDevices(data_parallel_counts, most_per_layer);
   std::vector<Candidate> answers;
+  // The three problems differ only in their node costs: one schedule serves them all.
+  std::optional<series_parallel::Schedule> schedule;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
     RETURN_IF_ERROR(
         SetNodeCosts(graph, model, candidates, most_per_layer, nodes, sync_weight, &problem));
+    if (!schedule) {
+      StatusOr<series_parallel::Schedule> built = series_parallel::BuildSchedule(problem);
+      if (!built.ok()) return built.status().WithContext("graph '" + graph.name() + "'");
+      schedule = std::move(*built);
+    }
     ASSIGN_OR_RETURN(const CostPoint data_parallel,
                      AdditiveCost(graph, model, data_parallel_counts, sync_weight));
     // One device bounds the search only where it fits the limit: with a profile whose time per
@@ -478,7 +511,7 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
       problem.incumbent_time_ms = std::min(problem.incumbent_time_ms, data_parallel.time_ms);
     }
     ASSIGN_OR_RETURN(std::optional<Candidate> found,
-                     SolveWithinLimit(graph, full, problem, nodes, candidates));
+                     SolveWithinLimit(graph, full, problem, *schedule, nodes, candidates));
     if (found) answers.push_back(std::move(*found));
   }
   return answers;
@@ -496,16 +529,30 @@ double RetryBudgetGpuMs(double budget_gpu_ms, double answer_additive_gpu_ms, dou
 
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options) {
+  // Checked before the models are built: a batch below 1 is not a model's to take.
   RETURN_IF_ERROR(CheckRequest(cluster, options));
+  const PlanningModels models(graph, profile, cluster, options);
+  return PlanBurstParallelWith(models, options);
+}
+
+StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOptions& options) {
+  const CostModel& model = models.plan;
+  const Graph& graph = model.graph();
+  RETURN_IF_ERROR(CheckRequest(model.cluster(), options));
+  if (!BuiltFor(models, options)) {
+    return InvalidArgumentError(
+        "the planning models were built for another global batch, batch norm or gradient sync "
+        "than the options ask for");
+  }
   RETURN_IF_ERROR(CheckBatchNormTraining(graph, options.global_batch));
-  if (options.precision) RETURN_IF_ERROR(CheckProfilePrecision(profile, *options.precision));
-  CostModel model(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options));
+  if (options.precision) {
+    RETURN_IF_ERROR(CheckProfilePrecision(model.profile(), *options.precision));
+  }
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   ASSIGN_OR_RETURN(const double single_device_ms, model.SingleDeviceMs());
   // Amplification's denominator: the least device time one device needs for the batch.
   ASSIGN_OR_RETURN(const double least_device_ms, model.LeastDeviceMs(options.devices));
-  ASSIGN_OR_RETURN(const PlanTotals baseline,
-                   DataParallelBaseline(graph, profile, cluster, options));
+  ASSIGN_OR_RETURN(const PlanTotals baseline, DataParallelBaseline(models.baseline, options));
 
   const std::vector<int> candidates =
       CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);

@@ -72,6 +72,26 @@ std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool e
 StatusOr<Plan> PlanBurstParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                  const PlanOptions& options);
 
+// The two cost models a plan is priced with: the plan's own (the options' batch norm and
+// gradient sync) and the data-parallel baseline's (batch norm statistics per device). Their
+// caches (profile times per layer and count, re-splits, least device times) depend on the
+// graph, profile, links and batch, not on G, so plans of one job at several device counts share
+// one pair (PlanSpeedupCurve, speedup_curve.h). The graph, profile and cluster must outlive it.
+// Threading: as CostModel's, one thread at a time.
+struct PlanningModels {
+  PlanningModels(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                 const PlanOptions& options);
+  CostModel plan;
+  CostModel baseline;
+};
+
+// PlanBurstParallel on models built beforehand: PlanBurstParallel(graph, profile, cluster,
+// options) is PlanBurstParallelWith(PlanningModels(graph, profile, cluster, options), options).
+// The models may have been built with other options' devices (and another cluster of the same
+// links and node shape over the first options.devices ranks); INVALID_ARGUMENT when they were
+// built for another global batch, batch norm or gradient sync.
+StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOptions& options);
+
 // Whether the totals' device time fits a budget in device-milliseconds, with a relative slack of
 // 1e-12 for sums added up in another order.
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms);

@@ -12,6 +12,11 @@
 //                                   [--serial-sync]
 //   build/bin/deepool-bench-planner --processes N
 //
+// --curve G times speed-up curves instead: PlanSpeedupCurve over 1..G devices (first call and
+// median) beside the G plans made one by one with PlanBurstParallel (median), for the zoo models.
+//
+//   build/bin/deepool-bench-planner --curve 8 [--repeats N] [--limit X] [--model NAME]
+//
 // Wall-clock time is measured here, in the benchmark only; the planner itself has no clock.
 #include <fcntl.h>
 #include <spawn.h>
@@ -34,6 +39,7 @@
 #include "planner/device_model.h"
 #include "planner/graph.h"
 #include "planner/search.h"
+#include "planner/speedup_curve.h"
 #include "planner/zoo/zoo.h"
 
 namespace deepool::planner {
@@ -150,6 +156,61 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
   return 0;
 }
 
+// Speed-up curves over 1..max_devices on the zoo models at B = 32, against the same plans one by
+// one; prints a Markdown table.
+int RunCurves(int repeats, double limit, const std::string& only_model, int max_devices) {
+  const DeviceModel a100 = DevicePreset("a100").value();
+  const auto profile = MakeAnalyticalProfile(a100);
+  const Cluster node = ClusterPreset("dgx-a100").value();
+  const std::vector<int> counts = DeviceCountsUpTo(max_devices);
+  std::printf(
+      "| model | layers | G | B | limit | curve first call CPU ms | curve CPU ms (median of %d) | "
+      "plans one by one CPU ms (median) | one by one / curve | speed-up at 1..G |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      repeats);
+  for (const char* model : {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"}) {
+    if (!only_model.empty() && only_model != model) continue;
+    const Graph graph = zoo::BuildModel(model).value();
+    PlanOptions options;
+    options.global_batch = 32;
+    options.amplification_limit = limit;
+    std::vector<double> curve_cpu, alone_cpu;
+    StatusOr<SpeedupCurve> curve = InternalError("not run");
+    for (int r = 0; r < repeats; ++r) {
+      double start = CpuSeconds();
+      curve = PlanSpeedupCurve(graph, *profile, node, options, counts);
+      curve_cpu.push_back(CpuSeconds() - start);
+      if (!curve.ok()) {
+        std::fprintf(stderr, "%s: %s\n", model, curve.status().ToString().c_str());
+        return 1;
+      }
+      start = CpuSeconds();
+      for (int devices : counts) {
+        PlanOptions alone = options;
+        alone.devices = devices;
+        if (!PlanBurstParallel(graph, *profile, ResizeCluster(node, devices), alone).ok()) {
+          return 1;
+        }
+      }
+      alone_cpu.push_back(CpuSeconds() - start);
+    }
+    std::string speedups;
+    for (const SpeedupPoint& point : curve->points) {
+      char text[16];
+      std::snprintf(text, sizeof text, "%.2f", point.speedup());
+      speedups += (speedups.empty() ? "" : " ") + std::string(text);
+    }
+    std::printf("| %s | %d | 1..%d | 32 | %s | %s | %s | %s | %.2f | %s |\n", model,
+                graph.num_layers(), max_devices,
+                limit > 0 ? std::to_string(limit).substr(0, 4).c_str() : "none",
+                Milliseconds(curve_cpu.front()).c_str(), Milliseconds(Median(curve_cpu)).c_str(),
+                Milliseconds(Median(alone_cpu)).c_str(), Median(alone_cpu) / Median(curve_cpu),
+                speedups.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 // Wall seconds of one process running `args` with stdout and stderr to /dev/null; exits the
 // benchmark when it cannot start or fails.
 double TimeProcess(const std::vector<std::string>& args) {
@@ -244,7 +305,12 @@ int main(int argc, char** argv) {
                  "instead: time N whole `deepool plan` processes of each kind, deepool against "
                  "deepool-full")
       ->check(CLI::Range(1, 1000000));
+  int curve = 0;
+  app.add_option("--curve", curve,
+                 "instead: time speed-up curves over 1..G devices against the G plans one by one")
+      ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
+  if (curve > 0) return deepool::planner::RunCurves(repeats, limit, only_model, curve);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
   return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync,
                                concurrent_branches);
