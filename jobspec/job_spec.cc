@@ -55,6 +55,11 @@ Status CheckData(const DataSpec& data, const std::string& where) {
 Status CheckEval(const JobSpec& spec) {
   if (spec.role == JobRole::kBg) return FieldError("eval", "only foreground jobs are evaluated");
   if (spec.eval->every_iterations < 0) return FieldError("eval.every_iterations", "must be >= 0");
+  if (spec.eval->batch && *spec.eval->batch < 1) {
+    return FieldError("eval.batch",
+                      "must be >= 1 (the samples of one evaluation pass; leave it out for the "
+                      "global batch)");
+  }
   return CheckData(spec.eval->data, "eval.data.");
 }
 

@@ -46,6 +46,8 @@ struct DataSpec {
 struct EvalSpec {
   DataSpec data;  // kind and path as the job's data
   int64_t every_iterations = 0;
+  // Samples per evaluation pass, >= 1; absent: the global batch.
+  std::optional<int64_t> batch = std::nullopt;
 };
 
 // Defaults are the documented ones. JobSpecFromProto (job_spec_proto.h) applies them to a

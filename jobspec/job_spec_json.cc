@@ -85,13 +85,14 @@ Status ReadData(const json& doc, const std::string& where, v1::DataSpec* data) {
   return ReadInto<std::string>(doc, "dtype", where, [&](auto v) { data->set_dtype(v); });
 }
 
-// {"data": {...}, "every_iterations": N}; JobSpecFromProto requires the data.
+// {"data": {...}, "every_iterations": N, "batch": B}; JobSpecFromProto requires the data.
 Status ReadEval(const json& doc, v1::EvalSpec* eval) {
   if (!doc.is_object()) return InvalidArgumentError("eval: must be an object");
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations"}, "eval."));
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations", "batch"}, "eval."));
   if (doc.contains("data") && !doc["data"].is_null()) {
     RETURN_IF_ERROR(ReadData(doc["data"], "eval.data.", eval->mutable_data()));
   }
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "batch", "eval.", [&](auto v) { eval->set_batch(v); }));
   return ReadInto<int64_t>(doc, "every_iterations", "eval.",
                            [&](auto v) { eval->set_every_iterations(v); });
 }
@@ -260,6 +261,7 @@ json JobSpecToJson(const JobSpec& spec) {
   if (spec.eval) {
     doc["eval"] = {{"data", DataToJson(spec.eval->data)},
                    {"every_iterations", spec.eval->every_iterations}};
+    if (spec.eval->batch) doc["eval"]["batch"] = *spec.eval->batch;
   }
   return doc;
 }

@@ -133,6 +133,7 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   if (p.has_eval()) {
     if (!p.eval().has_data()) return InvalidArgumentError("eval.data: is required");
     spec.eval = EvalSpec{DataFromProto(p.eval().data()), p.eval().every_iterations()};
+    if (p.eval().has_batch()) spec.eval->batch = p.eval().batch();
   }
   if (p.has_seed()) spec.seed = p.seed();
   if (p.has_requeue_on_failure()) spec.requeue_on_failure = p.requeue_on_failure();
@@ -197,6 +198,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   if (spec.eval) {
     DataToProto(spec.eval->data, p.mutable_eval()->mutable_data());
     p.mutable_eval()->set_every_iterations(spec.eval->every_iterations);
+    if (spec.eval->batch) p.mutable_eval()->set_batch(*spec.eval->batch);
   }
   return p;
 }

@@ -123,21 +123,33 @@ Status ValidateEvalSpec(const EvalSpec& spec, const std::string& where) {
   if (spec.every_iterations < 0) {
     return InvalidArgumentError(where + "every_iterations must be >= 0");
   }
+  if (spec.batch && *spec.batch < 1) {
+    return InvalidArgumentError(where +
+                                "batch must be >= 1 (the samples of one evaluation pass; leave it "
+                                "out for the job's global batch)");
+  }
   return Status::Ok();
 }
 
 StatusOr<EvalSpec> ParseEvalJson(const json& doc, const std::string& where) {
   if (!doc.is_object()) return InvalidArgumentError(ObjectName(where) + " must be an object");
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations"}, where));
+  RETURN_IF_ERROR(CheckKnownFields(doc, {"data", "every_iterations", "batch"}, where));
   EvalSpec spec;
   ASSIGN_OR_RETURN(const json* data, ReadRequiredObject(doc, "data", where));
   ASSIGN_OR_RETURN(spec.data, ParseDataJson(*data, where + "data."));
   RETURN_IF_ERROR(ReadOptionalField(doc, "every_iterations", where, &spec.every_iterations));
+  if (doc.contains("batch") && !doc["batch"].is_null()) {
+    int64_t batch = 0;
+    RETURN_IF_ERROR(ReadOptionalField(doc, "batch", where, &batch));
+    spec.batch = batch;
+  }
   return spec;
 }
 
 json EvalToJson(const EvalSpec& spec) {
-  return {{"data", DataToJson(spec.data)}, {"every_iterations", spec.every_iterations}};
+  json doc{{"data", DataToJson(spec.data)}, {"every_iterations", spec.every_iterations}};
+  if (spec.batch) doc["batch"] = *spec.batch;
+  return doc;
 }
 
 Status ValidatePeriodicCheckpoints(const PeriodicCheckpoints& spec, const std::string& where) {

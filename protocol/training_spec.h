@@ -7,7 +7,7 @@
 //              | {"kind":"image_folder","path":P,"seed":S,"skip_bad":N}
 //              | {"kind":"tokens","path":P,"seed":S,"dtype":"uint16"|"uint32"}  (protocol 4)
 //   "checkpoint": {"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}  (periodic part)
-//   "eval":      {"data":{...as "data"},"every_iterations":N}  (executor protocol 4)
+//   "eval":      {"data":{...as "data"},"every_iterations":N,"batch":B}  (executor protocol 4)
 // Readers take `where`, what precedes the field names in errors ("optimizer.",
 // "background.data."); they check types, and the Validate functions check values.
 // Threading: pure functions.
@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -94,21 +95,28 @@ StatusOr<DataSpec> ParseDataJson(const nlohmann::json& doc, const std::string& w
 nlohmann::json DataToJson(const DataSpec& spec);
 
 // The run spec's and job spec's "eval" object: a held-out data set that the job's plan runs
-// through, in passes of the job's global batch, every `every_iterations` iterations (0: only at
-// the end) and after the last iteration. Evaluation needs executor protocol
-// kEvaluationProtocolVersion (and the data kind's DataProtocolVersion).
+// through, in passes of `batch` samples (default: the job's global batch), every
+// `every_iterations` iterations (0: only at the end) and after the last iteration. Evaluation
+// needs executor protocol kEvaluationProtocolVersion (and the data kind's DataProtocolVersion).
 struct EvalSpec {
   DataSpec data;                 // kind "image_folder", "cifar10" or "synthetic"
   int64_t every_iterations = 0;  // >= 0
+  // Samples per pass, >= 1; absent: the plan's global batch. Other batches run under the plan
+  // scaled to them (planner::ScalePlan); without autograd a pass holds no activations for
+  // backward, so a batch larger than training's usually evaluates faster.
+  std::optional<int64_t> batch = std::nullopt;
+  // The samples of one pass under a plan for `global_batch`.
+  int64_t PassBatch(int64_t global_batch) const { return batch.value_or(global_batch); }
   bool operator==(const EvalSpec& o) const {
-    return data == o.data && every_iterations == o.every_iterations;
+    return data == o.data && every_iterations == o.every_iterations && batch == o.batch;
   }
 };
 
 // Names the offending field after `where` ("eval."): "eval.every_iterations must be >= 0",
-// "eval.data.path is required for cifar10".
+// "eval.data.path is required for cifar10", "eval.batch must be >= 1 ...".
 Status ValidateEvalSpec(const EvalSpec& spec, const std::string& where);
-// "data" is required; every_iterations defaults to 0; other fields are refused by name.
+// "data" is required; every_iterations defaults to 0; batch is optional; other fields are
+// refused by name.
 StatusOr<EvalSpec> ParseEvalJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json EvalToJson(const EvalSpec& spec);
 

@@ -33,6 +33,7 @@ struct SubmitFlags {
       batch_norm;
   std::string checkpoint_dir;
   std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
+  std::optional<int64_t> eval_batch;
   std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every,
       data_skip_bad, eval_every;
   std::optional<int> gpus, priority, checkpoint_keep;
@@ -58,11 +59,11 @@ void ApplyCheckpointFlags(const SubmitFlags& f, json* doc) {
   if (f.checkpoint_keep) checkpoint["keep"] = *f.checkpoint_keep;
 }
 
-// --eval-data and --eval-every set the spec's "eval" object: --eval-data replaces its data (seed
-// and skip_bad then keep their defaults), --eval-every its every_iterations; the rest of an
-// "eval" a spec file gives stays.
+// --eval-data, --eval-every and --eval-batch set the spec's "eval" object: --eval-data replaces
+// its data (seed and skip_bad then keep their defaults), --eval-every its every_iterations,
+// --eval-batch its batch; the rest of an "eval" a spec file gives stays.
 Status ApplyEvalFlags(const SubmitFlags& f, json* doc) {
-  if (f.eval_data.empty() && !f.eval_every) return Status::Ok();
+  if (f.eval_data.empty() && !f.eval_every && !f.eval_batch) return Status::Ok();
   json& eval = (*doc)["eval"];
   if (!eval.is_object()) eval = json::object();
   if (!f.eval_data.empty()) {
@@ -72,6 +73,7 @@ Status ApplyEvalFlags(const SubmitFlags& f, json* doc) {
     if (!data.path.empty()) eval["data"]["path"] = data.path;
   }
   if (f.eval_every) eval["every_iterations"] = *f.eval_every;
+  if (f.eval_batch) eval["batch"] = *f.eval_batch;
   return Status::Ok();
 }
 
@@ -425,6 +427,9 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--eval-every", flags->eval_every,
                   "Iterations between evaluations on --eval-data (default 0: only after the "
                   "last)");
+  cmd->add_option("--eval-batch", flags->eval_batch,
+                  "Samples per evaluation pass (default: the global batch); evaluation keeps no "
+                  "activations for backward, so a larger batch usually evaluates faster");
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");

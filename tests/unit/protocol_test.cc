@@ -299,6 +299,38 @@ TEST_CASE("run spec: eval round-trips and is absent unless set", "[protocol][eva
   CHECK(parsed->eval->data == DataSpec{});
 }
 
+TEST_CASE("run spec: eval batch round-trips at version 4 and must be at least 1",
+          "[protocol][eval]") {
+  RunSpec spec = Spec();
+  spec.eval = EvalSpec{DataSpec{"synthetic", 1, "", 0}, 10};
+  CHECK_FALSE(json::parse(RunSpecToJson(spec))["eval"].contains("batch"));  // the global batch
+  CHECK(spec.eval->PassBatch(32) == 32);
+  spec.eval->batch = 96;
+  CHECK(spec.eval->PassBatch(32) == 96);
+  const std::string text = RunSpecToJson(spec);
+  json doc = json::parse(text);
+  CHECK(doc["eval"]["batch"] == 96);
+  CHECK(doc["version"] == 4);  // batch is part of evaluation's version
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(text);
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->eval.has_value());
+  CHECK(parsed->eval->batch == 96);
+  CHECK(*parsed->eval == *spec.eval);
+  CHECK(RunSpecToJson(*parsed) == text);
+  const std::string message =
+      "eval.batch must be >= 1 (the samples of one evaluation pass; leave it out for the job's "
+      "global batch)";
+  for (int64_t bad : {0, -4}) {
+    doc["eval"]["batch"] = bad;
+    CHECK(ErrorOf(doc) == message);
+  }
+  doc["eval"]["batch"] = "large";
+  CHECK_THAT(ErrorOf(doc), Catch::Contains("eval.batch"));
+  spec.eval->batch = 0;
+  CHECK(ValidateEvalSpec(*spec.eval, "eval.").message() == message);
+}
+
 TEST_CASE("run spec: a bad eval is refused naming the field", "[protocol][eval]") {
   RunSpec spec = Spec();
   spec.eval = EvalSpec{DataSpec{"cifar10", 0, "/data/test", 0}, 10};

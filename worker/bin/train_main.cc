@@ -3,7 +3,8 @@
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
 //                 [--data synthetic|cifar10:PATH|image_folder:PATH|tokens:PATH] [--checkpoint-dir
 //                 DIR
-//                 --checkpoint-every N] [--eval-data KIND:PATH [--eval-every N]]
+//                 --checkpoint-every N] [--eval-data KIND:PATH [--eval-every N]
+//                 [--eval-batch B]]
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
                  "every --eval-every iterations and after the last; default: no evaluation");
   app.add_option("--eval-every", options.eval_every,
                  "iterations between evaluations (default 0: only after the last)");
+  app.add_option("--eval-batch", options.eval_batch,
+                 "samples per evaluation pass (default: the global batch; the plan's shares are "
+                 "scaled to it, and without backward a larger batch usually evaluates faster)");
   app.add_option("--seed", options.seed,
                  "weights, synthetic data, and image_folder's shuffling and augmentation");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");

@@ -275,8 +275,10 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
       WithPrefetch(std::move(source), device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
   std::unique_ptr<DataSource> eval_data;
   if (spec.eval) {
+    // Rows per pass: eval.batch, or the global batch (Executor::Evaluate scales the plan to it).
     auto eval_source =
-        MakeDataSource(spec.eval->data, *spec.graph, spec.plan.global_batch, DataUse::kEvaluation);
+        MakeDataSource(spec.eval->data, *spec.graph, spec.eval->PassBatch(spec.plan.global_batch),
+                       DataUse::kEvaluation);
     if (!eval_source.ok()) return eval_source.status().WithContext("eval.data");
     eval_data = WithPrefetch(std::move(*eval_source),
                              device.cuda ? HostMemory::kPinned : HostMemory::kPageable);

@@ -31,14 +31,18 @@ StatusOr<DataSpec> ParseDataFlag(const std::string& text, const char* flag, uint
   return data;
 }
 
-// --eval-data and --eval-every: the run spec's eval, none without --eval-data.
+// --eval-data, --eval-every and --eval-batch: the run spec's eval, none without --eval-data.
 StatusOr<std::optional<protocol::EvalSpec>> EvalOf(const TrainOptions& options) {
   if (options.eval_data.empty()) {
     if (options.eval_every != 0) return InvalidArgumentError("--eval-every needs --eval-data");
+    if (options.eval_batch) return InvalidArgumentError("--eval-batch needs --eval-data");
     return std::optional<protocol::EvalSpec>();
   }
   ASSIGN_OR_RETURN(DataSpec data, ParseDataFlag(options.eval_data, "--eval-data", options.seed));
-  return std::optional<protocol::EvalSpec>(protocol::EvalSpec{data, options.eval_every});
+  protocol::EvalSpec eval{data, options.eval_every};
+  eval.batch = options.eval_batch;
+  if (eval.batch && *eval.batch < 1) return InvalidArgumentError("--eval-batch must be >= 1");
+  return std::optional<protocol::EvalSpec>(eval);
 }
 
 StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {

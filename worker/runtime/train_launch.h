@@ -4,6 +4,7 @@
 // Threading: runs on the calling thread.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -30,6 +31,7 @@ struct TrainOptions {
   // eval_every iterations (0: only at the end) and after the last.
   std::string eval_data;
   int64_t eval_every = 0;
+  std::optional<int64_t> eval_batch;  // samples per evaluation pass; absent: the global batch
   uint64_t seed = 0;
   int timeout_s = 60;
   std::string checkpoint_path;

@@ -418,6 +418,34 @@ TEST_CASE("eval is read checked and kept through the message and the store", "[j
   REQUIRE(at_end->eval.has_value());
   CHECK(at_end->eval->every_iterations == 0);
   CHECK(at_end->eval->data.kind == "synthetic");
+  CHECK_FALSE(at_end->eval->batch.has_value());  // passes of the global batch
+}
+
+TEST_CASE("eval batch is kept through the message and the store", "[job_spec][eval]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(
+      Spec(R"(,"eval":{"data":{"kind":"synthetic"},"every_iterations":10,"batch":96})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  REQUIRE(spec->eval.has_value());
+  CHECK(spec->eval->batch == 96);
+  const nlohmann::json written = JobSpecToJson(*spec);
+  CHECK(written["eval"]["batch"] == 96);
+  const v1::JobSpec message = JobSpecToProto(*spec);
+  CHECK(message.eval().has_batch());
+  CHECK(message.eval().batch() == 96);
+  for (const StatusOr<JobSpec>& copy : {JobSpecFromProto(message), JobSpecFromJson(written)}) {
+    REQUIRE(copy.ok());
+    REQUIRE(copy->eval.has_value());
+    CHECK(copy->eval->batch == 96);
+    CHECK(JobSpecToJson(*copy) == written);
+  }
+  // Unset in the message: the global batch, and nothing written.
+  v1::JobSpec unset = message;
+  unset.mutable_eval()->clear_batch();
+  StatusOr<JobSpec> from_unset = JobSpecFromProto(unset);
+  REQUIRE(from_unset.ok());
+  CHECK_FALSE(from_unset->eval->batch.has_value());
+  CHECK_FALSE(JobSpecToJson(*from_unset)["eval"].contains("batch"));
 }
 
 TEST_CASE("a bad eval is refused naming the field", "[job_spec][eval]") {
@@ -433,6 +461,14 @@ TEST_CASE("a bad eval is refused naming the field", "[job_spec][eval]") {
   CHECK(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"cifar10","path":"/a\nb"}})")) ==
         "eval.data.path: has control characters");
   CHECK(ErrorOf(Spec(R"(,"eval":{"every_iterations":5})")) == "eval.data: is required");
+  for (const char* batch : {"0", "-3"}) {
+    CHECK(ErrorOf(Spec(std::string(R"(,"eval":{"data":{"kind":"synthetic"},"batch":)") + batch +
+                       "}")) ==
+          "eval.batch: must be >= 1 (the samples of one evaluation pass; leave it out for the "
+          "global batch)");
+  }
+  CHECK_THAT(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic"},"batch":"big"})")),
+             Catch::Contains("eval.batch"));
   CHECK_THAT(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic"},"every":5})")),
              Catch::Contains("eval.every"));
   CHECK_THAT(ErrorOf(Spec(R"(,"eval":{"data":{"kind":"synthetic","pth":"/d"}})")),
