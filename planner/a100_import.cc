@@ -280,6 +280,7 @@ std::string LayerKey(const Graph& graph, const Layer& layer) {
     case Op::kRelu:
       return "relu|" + Join(shape);
     case Op::kFlatten:
+      if (a.start_dim != 1 || a.end_dim != -1) return "";  // the files time whole flattens only
       return "flatten|" + Join(shape);
     case Op::kMaxPool2d:
       if (a.dilation[0] != 1 || a.dilation[1] != 1) return "";

@@ -287,6 +287,8 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
     case Op::kRelu:
     case Op::kGelu:
     case Op::kDropout:
+      // Dropout with p = 0 (torchvision ViT's) hands its input on: no work at all.
+      if (layer.op == Op::kDropout && layer.attrs.p <= 0) break;
       // Elementwise: forward reads and writes once; backward reads gradient and saved tensor and
       // writes the input gradient (1.5x the forward's traffic).
       work.forward_flops = flops;
@@ -331,6 +333,10 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
     case Op::kEmbedding:
     case Op::kPositionEmbedding:
     case Op::kMultiheadAttention:
+    case Op::kTranspose:
+    case Op::kClassToken:
+    case Op::kSelect:
+    case Op::kMean:
       return TransformerLayerWork(graph, layer_id, batch_size, element_bytes);
     case Op::kFlatten:
       // A view: no data moves, but the framework still dispatches an op each way.

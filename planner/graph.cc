@@ -36,6 +36,10 @@ constexpr OpInfo kOps[] = {
     {Op::kEmbedding, "embedding"},
     {Op::kPositionEmbedding, "position_embedding"},
     {Op::kMultiheadAttention, "multihead_attention"},
+    {Op::kTranspose, "transpose"},
+    {Op::kClassToken, "class_token"},
+    {Op::kSelect, "select"},
+    {Op::kMean, "mean"},
 };
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
@@ -162,15 +166,95 @@ StatusOr<Inferred> InferPositionEmbedding(const Layer& layer, const Shape& in) {
                       "is " + std::to_string(a.embedding_dim) + " but the input " +
                           ShapeToString(in) + " has " + std::to_string(in[1]) + " features");
   }
-  if (in[0] > a.max_positions) {
+  if (in[0] > a.max_positions || (a.bare_parameter && in[0] != a.max_positions)) {
     return LayerError(layer, "max_positions",
                       "is " + std::to_string(a.max_positions) + " but the input " +
-                          ShapeToString(in) + " has " + std::to_string(in[0]) + " tokens");
+                          ShapeToString(in) + " has " + std::to_string(in[0]) + " tokens" +
+                          (a.bare_parameter ? " (a bare parameter is added whole)" : ""));
   }
   Inferred r;
   r.shape = in;
   ASSIGN_OR_RETURN(r.params, TableSize(layer, "max_positions", a.max_positions, in[1]));
   r.flops = NumElements(in);
+  return r;
+}
+
+// A dimension as torch numbers it (the batch is 0; negative counts from the end) of a tensor with
+// per-sample shape `in`, as an index into `in`; the batch and dimensions past the end are refused.
+StatusOr<size_t> PerSampleDim(const Layer& layer, const std::string& field, int64_t dim,
+                              const Shape& in) {
+  const int64_t rank = static_cast<int64_t>(in.size()) + 1;  // with the batch
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 1 || d >= rank) {
+    return LayerError(layer, field,
+                      std::to_string(dim) + " does not name a dimension after the batch of a " +
+                          "tensor of per-sample shape " + ShapeToString(in) +
+                          " (dimensions count the batch as 0)");
+  }
+  return static_cast<size_t>(d - 1);
+}
+
+// torch.flatten(x, start_dim, end_dim): a view, no work.
+StatusOr<Inferred> InferFlatten(const Layer& layer, const Shape& in) {
+  ASSIGN_OR_RETURN(const size_t first, PerSampleDim(layer, "start_dim", layer.attrs.start_dim, in));
+  ASSIGN_OR_RETURN(const size_t last, PerSampleDim(layer, "end_dim", layer.attrs.end_dim, in));
+  if (first > last) return LayerError(layer, "end_dim", "comes before start_dim");
+  Inferred r;
+  r.shape.assign(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(first));
+  int64_t joined = 1;
+  for (size_t i = first; i <= last; ++i) joined *= in[i];
+  r.shape.push_back(joined);
+  r.shape.insert(r.shape.end(), in.begin() + static_cast<std::ptrdiff_t>(last) + 1, in.end());
+  return r;
+}
+
+// torch.transpose(x, dim0, dim1) (materialised: the runtime makes it contiguous).
+StatusOr<Inferred> InferTranspose(const Layer& layer, const Shape& in) {
+  ASSIGN_OR_RETURN(const size_t d0, PerSampleDim(layer, "dim0", layer.attrs.dim0, in));
+  ASSIGN_OR_RETURN(const size_t d1, PerSampleDim(layer, "dim1", layer.attrs.dim1, in));
+  Inferred r;
+  r.shape = in;
+  std::swap(r.shape[d0], r.shape[d1]);
+  return r;
+}
+
+// torch.select(x, dim, index) and torch.mean(x, dim): the dimension goes away. The input keeps at
+// least one other dimension, so the output is never a per-sample scalar.
+StatusOr<Inferred> InferReduceDim(const Layer& layer, const Shape& in) {
+  if (in.size() < 2) {
+    return LayerError(layer, "inputs",
+                      "expects at least 2 dimensions per sample, got " + ShapeToString(in));
+  }
+  ASSIGN_OR_RETURN(const size_t d, PerSampleDim(layer, "dim", layer.attrs.dim, in));
+  Inferred r;
+  r.shape = in;
+  r.shape.erase(r.shape.begin() + static_cast<std::ptrdiff_t>(d));
+  if (layer.op == Op::kSelect) {
+    const int64_t size = in[d];
+    if (layer.attrs.index < -size || layer.attrs.index >= size) {
+      return LayerError(layer, "index",
+                        std::to_string(layer.attrs.index) + " is outside a dimension of size " +
+                            std::to_string(size));
+    }
+  } else {
+    r.flops = NumElements(in);
+  }
+  return r;
+}
+
+// torchvision ViT's class token: a learned [1, 1, D] prepended to [T, D] -> [T + 1, D].
+StatusOr<Inferred> InferClassToken(const Layer& layer, const Shape& in) {
+  RETURN_IF_ERROR(RequireRank(layer, in, 2, "a [tokens, embed_dim] input"));
+  const int64_t embed_dim = layer.attrs.embed_dim;
+  if (embed_dim < 0) return LayerError(layer, "embed_dim", "must not be negative");
+  if (embed_dim != 0 && embed_dim != in[1]) {
+    return LayerError(layer, "embed_dim",
+                      "is " + std::to_string(embed_dim) + " but the input " + ShapeToString(in) +
+                          " has " + std::to_string(in[1]) + " features");
+  }
+  Inferred r;
+  r.shape = {in[0] + 1, in[1]};
+  r.params = in[1];
   return r;
 }
 
@@ -311,8 +395,14 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
       break;
     }
     case Op::kFlatten:
-      r.shape = {NumElements(in)};
-      break;
+      return InferFlatten(layer, in);
+    case Op::kTranspose:
+      return InferTranspose(layer, in);
+    case Op::kSelect:
+    case Op::kMean:
+      return InferReduceDim(layer, in);
+    case Op::kClassToken:
+      return InferClassToken(layer, in);
     case Op::kRelu:
       r.shape = in;
       r.flops = NumElements(in);
@@ -334,7 +424,7 @@ StatusOr<Inferred> InferLayer(const Layer& layer, const std::vector<const Shape*
     case Op::kDropout:
       if (!(a.p >= 0 && a.p < 1)) return LayerError(layer, "p", "must be in [0, 1)");
       r.shape = in;
-      r.flops = NumElements(in);
+      r.flops = a.p > 0 ? NumElements(in) : 0;  // p = 0 hands the input on
       break;
     case Op::kConcat: {
       r.shape = in;
@@ -444,7 +534,9 @@ bool LayerAttrs::operator==(const LayerAttrs& o) const {
          approximate == o.approximate && num_embeddings == o.num_embeddings &&
          embedding_dim == o.embedding_dim && max_positions == o.max_positions &&
          embed_dim == o.embed_dim && num_heads == o.num_heads && causal == o.causal &&
-         dropout == o.dropout;
+         dropout == o.dropout && start_dim == o.start_dim && end_dim == o.end_dim &&
+         dim0 == o.dim0 && dim1 == o.dim1 && dim == o.dim && index == o.index &&
+         bare_parameter == o.bare_parameter;
 }
 
 namespace {

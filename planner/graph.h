@@ -38,6 +38,14 @@ enum class Op {
   kEmbedding,
   kPositionEmbedding,
   kMultiheadAttention,
+  // Vision transformers (docs/formats.md): torch.transpose of two per-sample dimensions; a
+  // learned [1, 1, D] token prepended to [T, D]; torch.select of one index of a dimension;
+  // torch.mean over a dimension. (The patch tokens are conv2d, flatten from dimension 2 and a
+  // transpose of dimensions 1 and 2, as torchvision's ViT reshapes and permutes.)
+  kTranspose,
+  kClassToken,
+  kSelect,
+  kMean,
 };
 
 // The JSON spelling, e.g. "conv2d", "adaptive_avgpool2d".
@@ -84,6 +92,18 @@ struct LayerAttrs {
   double momentum = 0.1;                  // batchnorm2d
   bool affine = true;                     // batchnorm2d affine, layernorm elementwise_affine
   std::vector<int64_t> normalized_shape;  // layernorm: trailing dims of the input
+  // flatten: torch.flatten's start_dim and end_dim, which count the batch as dimension 0 (so
+  // start_dim is at least 1); negative ones count from the end. The defaults join every
+  // dimension after the batch, as nn.Flatten does.
+  int64_t start_dim = 1;
+  int64_t end_dim = -1;
+  // transpose (dim0, dim1), select (dim, index), mean (dim): dimensions counted as torch counts
+  // them, the batch being 0, which they may not name; negative ones count from the end. A
+  // negative index counts from the end of its dimension.
+  int64_t dim0 = 1;
+  int64_t dim1 = 2;
+  int64_t dim = 1;
+  int64_t index = 0;
   // dropout
   double p = 0.5;
   // gelu: "none" (the exact erf form) or "tanh" (GPT-2's approximation)
@@ -92,8 +112,13 @@ struct LayerAttrs {
   int64_t num_embeddings = 0;
   int64_t embedding_dim = 0;
   int64_t max_positions = 0;  // position_embedding: the longest sequence it takes
+  // position_embedding: false, GPT-2's wpe (an nn.Embedding: state_dict key "<layer>.weight",
+  // [max_positions, D], its first T rows added); true, torchvision ViT's pos_embedding (a bare
+  // nn.Parameter: key "<layer>", [1, max_positions, D], added whole, so T must equal
+  // max_positions). class_token's parameter is always bare: key "<layer>", [1, 1, D].
+  bool bare_parameter = false;
   // multihead_attention (nn.MultiheadAttention, batch_first; self-attention; `bias` as above)
-  int64_t embed_dim = 0;  // 0: taken from the input; otherwise must match it
+  int64_t embed_dim = 0;  // also class_token's; 0: taken from the input; otherwise must match it
   int64_t num_heads = 1;  // must divide embed_dim
   bool causal = false;    // a token attends only to itself and earlier tokens
   double dropout = 0.0;   // on the attention weights, in training

@@ -91,7 +91,13 @@ const std::set<std::string>& AllowedFields(Op op) {
   static const std::set<std::string> kLayerNorm = {"normalized_shape", "eps", "affine"};
   static const std::set<std::string> kGelu = {"approximate"};
   static const std::set<std::string> kEmbedding = {"num_embeddings", "embedding_dim"};
-  static const std::set<std::string> kPositionEmbedding = {"max_positions", "embedding_dim"};
+  static const std::set<std::string> kPositionEmbedding = {"max_positions", "embedding_dim",
+                                                           "bare_parameter"};
+  static const std::set<std::string> kFlatten = {"start_dim", "end_dim"};
+  static const std::set<std::string> kTranspose = {"dim0", "dim1"};
+  static const std::set<std::string> kClassToken = {"embed_dim"};
+  static const std::set<std::string> kSelect = {"dim", "index"};
+  static const std::set<std::string> kMean = {"dim"};
   static const std::set<std::string> kAttention = {"embed_dim", "num_heads", "causal", "dropout",
                                                    "bias"};
   static const std::set<std::string> kNone = {};
@@ -108,16 +114,24 @@ const std::set<std::string>& AllowedFields(Op op) {
     case Op::kEmbedding: return kEmbedding;
     case Op::kPositionEmbedding: return kPositionEmbedding;
     case Op::kMultiheadAttention: return kAttention;
+    case Op::kFlatten: return kFlatten;
+    case Op::kTranspose: return kTranspose;
+    case Op::kClassToken: return kClassToken;
+    case Op::kSelect: return kSelect;
+    case Op::kMean: return kMean;
     default: return kNone;
   }
 }
 
-// The token ops' fields without a usable default.
+// The token and tensor ops' fields without a usable default.
 Status RequireFields(const json& j, const Layer& layer) {
   std::vector<const char*> required;
   if (layer.op == Op::kEmbedding) required = {"num_embeddings", "embedding_dim"};
   if (layer.op == Op::kPositionEmbedding) required = {"max_positions"};
   if (layer.op == Op::kMultiheadAttention) required = {"num_heads"};
+  if (layer.op == Op::kTranspose) required = {"dim0", "dim1"};
+  if (layer.op == Op::kSelect) required = {"dim", "index"};
+  if (layer.op == Op::kMean) required = {"dim"};
   for (const char* field : required) {
     if (!j.contains(field)) return FieldError(layer.name, field, "missing");
   }
@@ -192,6 +206,13 @@ StatusOr<Layer> ParseLayer(const json& j, size_t position) {
     else if (key == "num_heads") { ASSIGN_OR_RETURN(a.num_heads, ReadInt(v, n, key)); }
     else if (key == "causal") { ASSIGN_OR_RETURN(a.causal, ReadBool(v, n, key)); }
     else if (key == "dropout") { ASSIGN_OR_RETURN(a.dropout, ReadDouble(v, n, key)); }
+    else if (key == "start_dim") { ASSIGN_OR_RETURN(a.start_dim, ReadInt(v, n, key)); }
+    else if (key == "end_dim") { ASSIGN_OR_RETURN(a.end_dim, ReadInt(v, n, key)); }
+    else if (key == "dim0") { ASSIGN_OR_RETURN(a.dim0, ReadInt(v, n, key)); }
+    else if (key == "dim1") { ASSIGN_OR_RETURN(a.dim1, ReadInt(v, n, key)); }
+    else if (key == "dim") { ASSIGN_OR_RETURN(a.dim, ReadInt(v, n, key)); }
+    else if (key == "index") { ASSIGN_OR_RETURN(a.index, ReadInt(v, n, key)); }
+    else if (key == "bare_parameter") { ASSIGN_OR_RETURN(a.bare_parameter, ReadBool(v, n, key)); }
   }
   // As in torch.nn, a pool's stride defaults to its kernel size.
   if ((layer.op == Op::kMaxPool2d || layer.op == Op::kAvgPool2d) && !stride_given) {
@@ -278,6 +299,28 @@ json LayerJson(const Layer& layer) {
     case Op::kPositionEmbedding:
       j["max_positions"] = a.max_positions;
       if (a.embedding_dim) j["embedding_dim"] = a.embedding_dim;
+      if (a.bare_parameter) j["bare_parameter"] = true;
+      break;
+    case Op::kFlatten:
+      // Written only when not nn.Flatten's defaults, so older documents read and write as before.
+      if (a.start_dim != 1 || a.end_dim != -1) {
+        j["start_dim"] = a.start_dim;
+        j["end_dim"] = a.end_dim;
+      }
+      break;
+    case Op::kTranspose:
+      j["dim0"] = a.dim0;
+      j["dim1"] = a.dim1;
+      break;
+    case Op::kClassToken:
+      if (a.embed_dim) j["embed_dim"] = a.embed_dim;
+      break;
+    case Op::kSelect:
+      j["dim"] = a.dim;
+      j["index"] = a.index;
+      break;
+    case Op::kMean:
+      j["dim"] = a.dim;
       break;
     case Op::kMultiheadAttention:
       if (a.embed_dim) j["embed_dim"] = a.embed_dim;

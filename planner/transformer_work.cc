@@ -53,6 +53,45 @@ LayerWork PositionEmbeddingWork(const Layer& layer, double batch, double bytes) 
   return work;
 }
 
+// The bytes of `elements` per-sample elements at `batch` samples.
+double Bytes(double elements, double batch, double bytes) { return elements * batch * bytes; }
+
+LayerWork TensorOpWork(const Graph& graph, const Layer& layer, double batch, double bytes) {
+  const double in =
+      Bytes(static_cast<double>(NumElements(FirstInputShape(graph, layer))), batch, bytes);
+  const double out = Bytes(static_cast<double>(NumElements(layer.output_shape)), batch, bytes);
+  const double weights = static_cast<double>(layer.params) * kWeightBytes;
+  LayerWork work;
+  work.forward_kernels = 1;
+  work.backward_kernels = 1;
+  switch (layer.op) {
+    case Op::kTranspose:
+      work.forward_bytes = in + out;
+      work.backward_bytes = in + out;
+      break;
+    case Op::kClassToken:
+      work.forward_bytes = in + out + weights;
+      work.backward_bytes =
+          out + in + Bytes(static_cast<double>(layer.params), batch, bytes) + 3 * weights;
+      work.backward_flops = static_cast<double>(layer.params) * batch;
+      work.backward_kernels = 3;
+      break;
+    case Op::kSelect:
+      work.backward_bytes = in + out;
+      work.backward_kernels = 2;
+      break;
+    case Op::kMean:
+      work.forward_flops = static_cast<double>(layer.forward_flops) * batch;
+      work.backward_flops = work.forward_flops;
+      work.forward_bytes = in + out;
+      work.backward_bytes = in + out;
+      break;
+    default:
+      return LayerWork{};
+  }
+  return work;
+}
+
 LayerWork AttentionWork(const Layer& layer, double batch, double bytes) {
   const LayerAttrs& a = layer.attrs;
   const double tokens = static_cast<double>(layer.output_shape.at(0));
@@ -105,6 +144,11 @@ LayerWork TransformerLayerWork(const Graph& graph, int layer_id, int64_t batch,
       return PositionEmbeddingWork(layer, n, activation_bytes);
     case Op::kMultiheadAttention:
       return AttentionWork(layer, n, activation_bytes);
+    case Op::kTranspose:
+    case Op::kClassToken:
+    case Op::kSelect:
+    case Op::kMean:
+      return TensorOpWork(graph, layer, n, activation_bytes);
     default:
       return LayerWork{};
   }

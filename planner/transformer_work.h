@@ -1,5 +1,6 @@
-// Roofline work of the token ops (embedding, position_embedding, multihead_attention) for the
-// analytical device model (device_model.h calls these from EstimateLayerWork). Per-op rules, at
+// Roofline work of the token ops (embedding, position_embedding, multihead_attention) and the
+// vision transformer's tensor ops (transpose, class_token, select, mean) for the analytical
+// device model (device_model.h calls these from EstimateLayerWork). Per-op rules, at
 // fp32 activations (other widths scale the activation bytes), with T tokens, D features, H heads, d
 // = D / H, V rows of an embedding table, n samples:
 //   embedding:  a gather. Forward reads n*T ids (8 bytes) and n*T rows of D, writes n*T*D; no
@@ -18,6 +19,14 @@
 //               bytes. With dropout > 0 the runtime materialises scores and probabilities
 //               (matmul, softmax, dropout, matmul), modelled as 4 forward and 6 backward passes
 //               over H*T*T floats. Either way the flops grow with T*T.
+//   transpose:  a copy (the runtime makes it contiguous): reads and writes the tensor each way.
+//   class_token: a concatenation: forward writes [T+1, D] from the tokens and the [1, 1, D]
+//               parameter; backward copies the tokens' slice of the gradient and sums the first
+//               row over the batch into the parameter's gradient (accumulated into .grad).
+//   select:     a view forward (one dispatch, no bytes); backward zero-fills the input's
+//               gradient and copies the selected slice into it.
+//   mean:       a reduction: reads the input, writes the output; backward broadcasts the scaled
+//               gradient into the input's shape. One flop per input element each way.
 // Threading: pure functions.
 #pragma once
 

@@ -67,6 +67,40 @@ std::string LayerListBuilder::Flatten(std::string name, std::string input) {
   return Append(std::move(name), Op::kFlatten, {std::move(input)}, LayerAttrs{});
 }
 
+std::string LayerListBuilder::Flatten(std::string name, std::string input, int64_t start_dim,
+                                      int64_t end_dim) {
+  LayerAttrs attrs;
+  attrs.start_dim = start_dim;
+  attrs.end_dim = end_dim;
+  return Append(std::move(name), Op::kFlatten, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::Transpose(std::string name, std::string input, int64_t dim0,
+                                        int64_t dim1) {
+  LayerAttrs attrs;
+  attrs.dim0 = dim0;
+  attrs.dim1 = dim1;
+  return Append(std::move(name), Op::kTranspose, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::ClassToken(std::string name, std::string input) {
+  return Append(std::move(name), Op::kClassToken, {std::move(input)}, LayerAttrs{});
+}
+
+std::string LayerListBuilder::Select(std::string name, std::string input, int64_t dim,
+                                     int64_t index) {
+  LayerAttrs attrs;
+  attrs.dim = dim;
+  attrs.index = index;
+  return Append(std::move(name), Op::kSelect, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::Mean(std::string name, std::string input, int64_t dim) {
+  LayerAttrs attrs;
+  attrs.dim = dim;
+  return Append(std::move(name), Op::kMean, {std::move(input)}, attrs);
+}
+
 std::string LayerListBuilder::Dropout(std::string name, std::string input, double p) {
   LayerAttrs attrs;
   attrs.p = p;
@@ -116,6 +150,14 @@ std::string LayerListBuilder::PositionEmbedding(std::string name, std::string in
                                                 int64_t max_positions) {
   LayerAttrs attrs;
   attrs.max_positions = max_positions;
+  return Append(std::move(name), Op::kPositionEmbedding, {std::move(input)}, attrs);
+}
+
+std::string LayerListBuilder::BarePositionEmbedding(std::string name, std::string input,
+                                                    int64_t tokens) {
+  LayerAttrs attrs;
+  attrs.max_positions = tokens;
+  attrs.bare_parameter = true;
   return Append(std::move(name), Op::kPositionEmbedding, {std::move(input)}, attrs);
 }
 

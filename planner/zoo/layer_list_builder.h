@@ -66,6 +66,16 @@ class LayerListBuilder {
                         Pair padding = Sq(0));
   std::string AdaptiveAvgPool2d(std::string name, std::string input, Pair output_size);
   std::string Flatten(std::string name, std::string input);
+  // torch.flatten(x, start_dim, end_dim), dimensions counting the batch as 0.
+  std::string Flatten(std::string name, std::string input, int64_t start_dim, int64_t end_dim);
+  // torch.transpose(x, dim0, dim1), dimensions counting the batch as 0.
+  std::string Transpose(std::string name, std::string input, int64_t dim0, int64_t dim1);
+  // A learned [1, 1, D] token prepended to [T, D] (torchvision ViT's class_token).
+  std::string ClassToken(std::string name, std::string input);
+  // torch.select(x, dim, index) (x[:, 0] is dim 1, index 0).
+  std::string Select(std::string name, std::string input, int64_t dim, int64_t index);
+  // torch.mean(x, dim).
+  std::string Mean(std::string name, std::string input, int64_t dim);
   std::string Dropout(std::string name, std::string input, double p);
   std::string Linear(std::string name, std::string input, int64_t in_features, int64_t out_features,
                      bool bias = true);
@@ -82,6 +92,8 @@ class LayerListBuilder {
                         int64_t embedding_dim);
   // [T, D] + a learned [max_positions, D] table's first T rows.
   std::string PositionEmbedding(std::string name, std::string input, int64_t max_positions);
+  // [T, D] + a learned bare [1, T, D] parameter (torchvision ViT's encoder.pos_embedding).
+  std::string BarePositionEmbedding(std::string name, std::string input, int64_t tokens);
   // Self-attention over [T, embed_dim] with biases (nn.MultiheadAttention).
   std::string MultiheadAttention(std::string name, std::string input, int64_t embed_dim,
                                  int64_t num_heads, bool causal, double dropout = 0.0);

@@ -24,4 +24,20 @@ StatusOr<Graph> BuildSmallCnn(int64_t image_size, int64_t num_classes);
 // A 2-block pre-LN GPT over `context` byte tokens (at most 64); its vocabulary is fixed at 256.
 StatusOr<Graph> BuildGptTiny(int64_t context);
 
+// torchvision's VisionTransformer (vit.cc): 3-channel square images cut into patch_size
+// patches, a class token, num_layers encoder blocks, the class token's output classified.
+struct VitConfig {
+  const char* name;
+  int64_t patch_size;
+  int num_layers;
+  int64_t num_heads;
+  int64_t hidden_dim;
+  int64_t mlp_dim;
+};
+inline constexpr VitConfig kVitB16{"vit_b_16", 16, 12, 12, 768, 3072};
+inline constexpr VitConfig kVitTiny{"vit_tiny", 8, 2, 2, 32, 64};
+// INVALID_ARGUMENT when image_size is not a multiple of the patch size.
+StatusOr<Graph> BuildVisionTransformer(const VitConfig& config, int64_t image_size,
+                                       int64_t num_classes);
+
 }  // namespace deepool::planner::zoo::internal

@@ -60,6 +60,20 @@ const std::vector<ModelEntry>& Entries() {
        "4-head attention and a GELU MLP, D=64, untied lm_head; num_classes is ignored",
        64, [](const ModelOptions&) -> int64_t { return 1; },
        [](int64_t context, const ModelOptions&) { return internal::BuildGptTiny(context); }},
+      {"vit_b_16",
+       "ViT-B/16 (torchvision vit_b_16): 16x16 patches, class token, 12 blocks of 12-head "
+       "attention, D=768, MLP 3072; image_size a multiple of 16",
+       224, [](const ModelOptions&) -> int64_t { return 16; },
+       [](int64_t size, const ModelOptions& o) {
+         return internal::BuildVisionTransformer(internal::kVitB16, size, o.num_classes);
+       }},
+      {"vit_tiny",
+       "Tiny ViT for tests (3x32x32 input): 8x8 patches, class token, 2 blocks of 2-head "
+       "attention, D=32, MLP 64; torchvision's VisionTransformer layout",
+       32, [](const ModelOptions&) -> int64_t { return 8; },
+       [](int64_t size, const ModelOptions& o) {
+         return internal::BuildVisionTransformer(internal::kVitTiny, size, o.num_classes);
+       }},
   };
   return entries;
 }

@@ -1,5 +1,5 @@
-// The model zoo: layer graphs of torchvision 0.14 architectures and three tiny test models
-// (gpt_tiny's names follow Hugging Face's GPT-2 instead).
+// The model zoo: layer graphs of torchvision 0.14 architectures (vit_b_16 as torchvision 0.27
+// builds it) and four tiny test models (gpt_tiny's names follow Hugging Face's GPT-2 instead).
 //
 // Layer names follow torchvision's module paths, so "<layer>.<param>" is exactly torchvision's
 // state_dict key for every parameter and buffer (weight, bias, running_mean, running_var,

@@ -224,7 +224,8 @@ void CheckAgainstTorchvision(const std::string& name, const planner::zoo::ModelO
     WARN("skipping the torchvision check of " << name << ": " << why);
     return;
   }
-  const fs::path script = fs::path(DEEPOOL_SOURCE_DIR) / "tests/runtime/checkpoint_torchvision_check.py";
+  const fs::path script =
+      fs::path(DEEPOOL_SOURCE_DIR) / "tests/runtime/checkpoint_torchvision_check.py";
   REQUIRE(fs::exists(script));
   std::string command = std::string(kPython) + " " + script.string() + " " + checkpoint + " " +
                         name + " --num-classes " + std::to_string(options.num_classes) + " --io " +
@@ -281,6 +282,12 @@ TEST_CASE("inception_v3 checkpoints load into torchvision and compute the same o
   SECTION("with aux logits") {
     CheckAgainstTorchvision("inception_v3", Options(299, 10, true), /*reverse=*/true);
   }
+}
+
+TEST_CASE("vit_b_16 checkpoints load into torchvision and compute the same outputs",
+          "[checkpoint][torchvision][vit]") {
+  // Bare parameters (class_token, encoder.pos_embedding) are keys of their own.
+  CheckAgainstTorchvision("vit_b_16", Options(224, 10, true), /*reverse=*/true);
 }
 
 }  // namespace

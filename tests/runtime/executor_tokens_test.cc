@@ -2,7 +2,9 @@
 // ids in, embeddings, causal multi-head attention, pre-LN blocks, an lm head scored on every
 // token) under a hand-made uneven 3-rank plan equals single-device training for 5 SGD steps, and
 // so does a variant with dropout on the attention weights, whose masks must not depend on which
-// rank holds a sample.
+// rank holds a sample. vit_tiny (torchvision's VisionTransformer layout: patch conv, flatten and
+// transpose, class token, bare position embedding, the class token's output classified) does the
+// same on synthetic images.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <catch2/catch.hpp>
@@ -116,6 +118,39 @@ TEST_CASE("gpt_tiny under an uneven 3-rank plan equals one device for 5 SGD step
 TEST_CASE("gpt_tiny with attention dropout under an uneven 3-rank plan equals one device",
           "[executor][tokens][dropout]") {
   RequirePlanMatchesOneDevice(GptTinyWithAttentionDropout(0.2));
+}
+
+// vit_tiny's layers on uneven sets; the class token, the position embedding and the token
+// select sit on device sets of their own, so their bare parameters' gradients are averaged over
+// sets other than their neighbours'.
+std::map<std::string, std::vector<int>> UnevenVitPlan() {
+  return {{"conv_proj", {0, 1, 2}},
+          {"reshape", {0, 1, 2}},
+          {"permute", {1}},
+          {"class_token", {0, 2}},
+          {"encoder.pos_embedding", {2}},
+          {"encoder.layers.encoder_layer_0.self_attention", {0, 1}},
+          {"encoder.layers.encoder_layer_0.mlp.0", {2}},
+          {"encoder.layers.encoder_layer_1.ln_1", {1, 2}},
+          {"encoder.layers.encoder_layer_1.self_attention", {0}},
+          {"encoder.ln", {0, 2}},
+          {"getitem", {1}},
+          {"heads.head", {0, 1, 2}}};
+}
+
+TEST_CASE("vit_tiny under an uneven 3-rank plan equals one device for 5 SGD steps",
+          "[executor][vit]") {
+  torch::set_num_threads(1);
+  planner::zoo::ModelOptions options;
+  options.num_classes = 10;
+  auto graph = planner::zoo::BuildModel("vit_tiny", options);
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  const planner::Plan plan = MakePlan(*graph, kBatch, 3, {0, 1, 2}, UnevenVitPlan());
+  const TrainResult reference = TrainSingleDevice(*graph, kBatch, kIterations, Sgd(), 17, 3);
+  REQUIRE(reference.losses.size() == kIterations);
+  auto runs = RunRanks(*graph, plan, kIterations, Sgd(), 17, 3, FakeComms(3));
+  RequireMatchesReference(runs, reference, 1e-4, 1e-5);
 }
 
 }  // namespace

@@ -174,15 +174,40 @@ TEST_CASE("every op builds a module whose output shape and parameters match the 
   INFO(tokens.status().ToString());
   REQUIRE(tokens.ok());
 
+  // A vision transformer's reshapes: [4, 3, 6] -> flatten from 2 [4, 18] -> transpose [18, 4] ->
+  // class token [19, 4] -> a bare position embedding -> its token 0 and its mean over tokens.
+  LayerAttrs flatten_2;
+  flatten_2.start_dim = 2;
+  LayerAttrs transpose;
+  transpose.dim0 = 1;
+  transpose.dim1 = 2;
+  LayerAttrs bare_position;
+  bare_position.max_positions = 19;
+  bare_position.bare_parameter = true;
+  LayerAttrs token_0;
+  token_0.dim = 1;
+  token_0.index = 0;
+  LayerAttrs over_tokens;
+  over_tokens.dim = 1;
+  Graph vision = MustCreate(
+      {4, 3, 6},
+      {MakeLayer("reshape", Op::kFlatten, {"input"}, flatten_2),
+       MakeLayer("permute", Op::kTranspose, {"reshape"}, transpose),
+       MakeLayer("class_token", Op::kClassToken, {"permute"}),
+       MakeLayer("pos_embedding", Op::kPositionEmbedding, {"class_token"}, bare_position),
+       MakeLayer("getitem", Op::kSelect, {"pos_embedding"}, token_0),
+       MakeLayer("mean", Op::kMean, {"pos_embedding"}, over_tokens)},
+      {{"getitem", 1.0}, {"mean", 1.0}});
+
   std::map<Op, int> seen;
-  for (const Graph* g : {&graph, &*tokens}) {
+  for (const Graph* g : {&graph, &*tokens, &vision}) {
     for (const auto& layer : g->layers()) seen[layer.op]++;
   }
   for (Op op : planner::AllOps()) {
     INFO(planner::OpName(op));
     CHECK(seen.count(op) == 1);
   }
-  for (const Graph* g : {&graph, &*tokens}) {
+  for (const Graph* g : {&graph, &*tokens, &vision}) {
     CheckEveryLayerAgainstIr(*g, 3, /*training=*/true);
     CheckEveryLayerAgainstIr(*g, 2, /*training=*/false);
   }
@@ -228,7 +253,9 @@ TEST_CASE("every zoo model layer matches the IR's shapes and parameter counts", 
                              {"wide_resnet101_2", 32, true},
                              {"inception_v3", 75, false},
                              {"inception_v3", 299, true},
-                             {"gpt_tiny", 0, true}};
+                             {"gpt_tiny", 0, true},
+                             {"vit_b_16", 32, true},
+                             {"vit_tiny", 0, true}};
   std::vector<std::string> covered;
   for (const auto& c : cases) {
     SECTION(c.model + " at " + std::to_string(c.image_size) +

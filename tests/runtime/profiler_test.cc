@@ -9,6 +9,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -227,6 +228,26 @@ TEST_CASE("gpt_tiny's layers are timed with token ids fed to its embedding", "[p
   REQUIRE(data.ok());
   CHECK(data->layers.size() == static_cast<size_t>(graph.num_layers()));
   CHECK(data->layers.front().op == "embedding");
+}
+
+TEST_CASE("vit_tiny's layers are timed, its class token and selects included", "[profiler][vit]") {
+  Graph graph = MustBuild("vit_tiny");
+  FakeClock clock;
+  auto timer = MakeCpuTimer(clock);
+  ProfilerOptions options;
+  options.batch_sizes = {2};
+  options.warmup = 0;
+  options.repeats = 1;
+  LayerProfiler profiler(torch::kCPU, timer.get(), options);
+  auto data = profiler.Run(graph);
+  INFO(data.status().ToString());
+  REQUIRE(data.ok());
+  REQUIRE(data->layers.size() == static_cast<size_t>(graph.num_layers()));
+  std::set<std::string> ops;
+  for (const auto& layer : data->layers) ops.insert(layer.op);
+  for (const char* op : {"transpose", "class_token", "position_embedding", "select"}) {
+    CHECK(ops.count(op) == 1);
+  }
 }
 
 TEST_CASE("bad profiler options are refused", "[profiler]") {

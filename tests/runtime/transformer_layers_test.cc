@@ -2,7 +2,10 @@
 // embedding vs nn::Embedding, position_embedding vs x + weight[:T], multihead_attention vs
 // nn::MultiheadAttention (batch_first via transposes, need_weights false, a causal attn_mask),
 // layernorm, linear and gelu (both approximations) over [n, T, D]; attention dropout that does
-// not depend on the batch split; and the sequence loss (mean over every token).
+// not depend on the batch split; and the sequence loss (mean over every token). The vision
+// transformer's ops against plain libtorch: flatten from dimension 2 and transpose (torchvision's
+// reshape and permute), class_token (cat of the expanded token), the bare position embedding,
+// select (x[:, 0]) and mean over tokens, with their bare parameters' state_dict keys.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -311,6 +314,111 @@ TEST_CASE("the sequence loss is the mean over every token and its parts add up",
   CHECK(LossPart(flat, flat_labels, 1.0, batch).item<double>() ==
         Approx(F::cross_entropy(flat, flat_labels).item<double>()).epsilon(1e-6));
   CHECK_THROWS_WITH(LossPart(flat, labels, 1.0, batch), Catch::Contains("labels [n, T]"));
+}
+
+// The module of a one-layer graph over a float input of per-sample shape `input`.
+std::shared_ptr<LayerModule> OneLayerOver(const Layer& layer, const Shape& input) {
+  auto graph = Graph::Create("one", input, {layer});
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  auto module = BuildLayerModule(*graph, 0, 5);
+  INFO(module.status().ToString());
+  REQUIRE(module.ok());
+  return *module;
+}
+
+TEST_CASE("flatten from dimension 2 and transpose are torchvision's reshape and permute",
+          "[layers][vit]") {
+  LayerAttrs flatten;
+  flatten.start_dim = 2;
+  LayerAttrs transpose;
+  transpose.dim0 = 1;
+  transpose.dim1 = -1;
+  auto reshape = OneLayerOver(MakeLayer("reshape", Op::kFlatten, {"input"}, flatten), {kDim, 2, 3});
+  auto permute =
+      OneLayerOver(MakeLayer("permute", Op::kTranspose, {"input"}, transpose), {kDim, 6});
+  torch::manual_seed(7);
+  torch::Tensor x = torch::randn({3, kDim, 2, 3}, torch::requires_grad());
+  torch::Tensor out = permute->Forward({reshape->Forward({x})});
+  torch::Tensor want = x.reshape({3, kDim, 6}).permute({0, 2, 1});
+  RequireClose(out, want, 0);
+  CHECK(out.is_contiguous());
+  torch::Tensor grad = torch::randn(out.sizes());
+  out.backward(grad);
+  RequireClose(x.grad(), grad.permute({0, 2, 1}).reshape({3, kDim, 2, 3}), 0);
+}
+
+TEST_CASE("class_token prepends one learned token to every sample", "[layers][vit]") {
+  auto ours = OneLayer(MakeLayer("class_token", Op::kClassToken, {"input"}));
+  // One bare parameter, zeros as torchvision initialises it; its state_dict key is the layer's.
+  REQUIRE(Params(*ours).size() == 1);
+  torch::Tensor token = Params(*ours).at(kBareParameterName);
+  CHECK(token.sizes() == torch::IntArrayRef({1, 1, kDim}));
+  CHECK(token.abs().max().item<double>() == 0.0);
+  CHECK(StateKey("class_token", kBareParameterName) == "class_token");
+  CHECK(StateKey("conv_proj", "weight") == "conv_proj.weight");
+  {
+    torch::NoGradGuard no_grad;
+    token.copy_(torch::randn({1, 1, kDim}));
+  }
+  torch::manual_seed(3);
+  torch::Tensor x = torch::randn({4, kTokens, kDim}, torch::requires_grad());
+  torch::Tensor out = ours->Forward({x});
+  RequireClose(out, torch::cat({token.expand({4, -1, -1}), x}, 1), 0);
+  torch::Tensor grad = torch::randn(out.sizes());
+  out.backward(grad);
+  RequireClose(x.grad(), grad.narrow(1, 1, kTokens), 0);
+  RequireClose(token.grad(), grad.narrow(1, 0, 1).sum(0, /*keepdim=*/true));
+}
+
+TEST_CASE("a bare position embedding is torchvision's pos_embedding added whole", "[layers][vit]") {
+  LayerAttrs attrs;
+  attrs.max_positions = kTokens;
+  attrs.bare_parameter = true;
+  auto ours =
+      OneLayer(MakeLayer("encoder.pos_embedding", Op::kPositionEmbedding, {"input"}, attrs));
+  REQUIRE(Params(*ours).size() == 1);
+  torch::Tensor weight = Params(*ours).at(kBareParameterName);
+  CHECK(weight.sizes() == torch::IntArrayRef({1, kTokens, kDim}));
+  CHECK(std::abs(weight.std().item<double>() - 0.02) < 0.01);  // torchvision's normal_(std=0.02)
+  torch::manual_seed(4);
+  torch::Tensor x = torch::randn({3, kTokens, kDim}, torch::requires_grad());
+  torch::Tensor out = ours->Forward({x});
+  RequireClose(out, x + weight, 0);
+  torch::Tensor grad = torch::randn(out.sizes());
+  out.backward(grad);
+  RequireClose(x.grad(), grad, 0);
+  RequireClose(weight.grad(), grad.sum(0, /*keepdim=*/true));
+}
+
+TEST_CASE("select and mean are x[:, i] and x.mean(dim)", "[layers][vit]") {
+  LayerAttrs token_0;
+  token_0.dim = 1;
+  token_0.index = 0;
+  LayerAttrs last_feature;
+  last_feature.dim = -1;
+  last_feature.index = -1;
+  LayerAttrs over_tokens;
+  over_tokens.dim = 1;
+  auto first = OneLayer(MakeLayer("getitem", Op::kSelect, {"input"}, token_0));
+  auto last = OneLayer(MakeLayer("getitem", Op::kSelect, {"input"}, last_feature));
+  auto mean = OneLayer(MakeLayer("mean", Op::kMean, {"input"}, over_tokens));
+  CHECK(Params(*first).empty());
+  CHECK(Params(*mean).empty());
+  torch::manual_seed(5);
+  torch::Tensor x = torch::randn({3, kTokens, kDim}, torch::requires_grad());
+  torch::Tensor a = first->Forward({x});
+  torch::Tensor b = last->Forward({x});
+  torch::Tensor c = mean->Forward({x});
+  RequireClose(a, x.select(1, 0), 0);
+  RequireClose(b, x.select(2, kDim - 1), 0);
+  RequireClose(c, x.mean(1));
+  torch::Tensor ga = torch::randn(a.sizes()), gc = torch::randn(c.sizes());
+  (a * ga).sum().add((c * gc).sum()).backward();
+  torch::Tensor want =
+      (gc / static_cast<double>(kTokens)).unsqueeze(1).expand({3, kTokens, kDim}).clone();
+  want.select(1, 0).add_(ga);
+  RequireClose(x.grad(), want);
 }
 
 }  // namespace

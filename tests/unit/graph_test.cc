@@ -401,5 +401,123 @@ TEST_CASE("token graph JSON round trip keeps input_dtype and attributes", "[grap
   CHECK_THAT(stray.status().message(), Catch::Contains("field \"num_heads\""));
 }
 
+// A vision transformer's reshapes, as JSON: conv2d patches [6, 2, 2], flatten from dimension 2
+// [6, 4], transpose [4, 6], class token [5, 6], a bare position embedding, attention, then the
+// class token (select) and the mean over tokens, added.
+constexpr const char* kVitJson = R"({"version": 1, "name": "vit", "input": {"shape": [3, 8, 8]},
+  "layers": [
+    {"name": "conv_proj", "op": "conv2d", "inputs": ["input"], "out_channels": 6,
+     "kernel_size": 4, "stride": 4},
+    {"name": "reshape", "op": "flatten", "inputs": ["conv_proj"], "start_dim": 2, "end_dim": -1},
+    {"name": "permute", "op": "transpose", "inputs": ["reshape"], "dim0": 1, "dim1": -1},
+    {"name": "class_token", "op": "class_token", "inputs": ["permute"]},
+    {"name": "encoder.pos_embedding", "op": "position_embedding", "inputs": ["class_token"],
+     "max_positions": 5, "bare_parameter": true},
+    {"name": "attn", "op": "multihead_attention", "inputs": ["encoder.pos_embedding"],
+     "num_heads": 2},
+    {"name": "getitem", "op": "select", "inputs": ["attn"], "dim": 1, "index": 0},
+    {"name": "pool", "op": "mean", "inputs": ["attn"], "dim": -2},
+    {"name": "both", "op": "add", "inputs": ["getitem", "pool"]},
+    {"name": "head", "op": "linear", "inputs": ["both"], "out_features": 3}
+  ]})";
+
+TEST_CASE("vision transformer ops: shapes and parameters and FLOPs", "[graph][vit]") {
+  auto g = ParseGraphJson(kVitJson);
+  INFO(g.status().ToString());
+  REQUIRE(g.ok());
+  auto layer = [&](const char* name) -> const Layer& { return g->layer(*g->FindLayer(name)); };
+  CHECK(layer("conv_proj").output_shape == Shape{6, 2, 2});
+  CHECK(layer("reshape").output_shape == Shape{6, 4});
+  CHECK(layer("reshape").forward_flops == 0);
+  CHECK(layer("permute").output_shape == Shape{4, 6});
+  CHECK(layer("permute").forward_flops == 0);
+  CHECK(layer("class_token").output_shape == Shape{5, 6});
+  CHECK(layer("class_token").params == 6);
+  CHECK(layer("encoder.pos_embedding").output_shape == Shape{5, 6});
+  CHECK(layer("encoder.pos_embedding").params == 5 * 6);
+  CHECK(layer("getitem").output_shape == Shape{6});
+  CHECK(layer("getitem").forward_flops == 0);
+  CHECK(layer("pool").output_shape == Shape{6});
+  CHECK(layer("pool").forward_flops == 5 * 6);
+  CHECK(layer("head").output_shape == Shape{3});
+  // nn.Flatten's defaults are still the whole flatten.
+  auto whole = Graph::Create("f", {2, 3, 4}, {Simple("flat", Op::kFlatten, {"input"})});
+  REQUIRE(whole.ok());
+  CHECK(whole->layer(0).output_shape == Shape{24});
+  Layer middle = Simple("flat", Op::kFlatten, {"input"});
+  middle.attrs.start_dim = 1;
+  middle.attrs.end_dim = 2;
+  auto part = Graph::Create("f", {2, 3, 4}, {middle});
+  REQUIRE(part.ok());
+  CHECK(part->layer(0).output_shape == Shape{6, 4});
+  // Dropout with p = 0 hands its input on: no FLOPs.
+  Layer none = Simple("drop", Op::kDropout, {"input"});
+  none.attrs.p = 0;
+  CHECK(Graph::Create("d", {4}, {none})->layer(0).forward_flops == 0);
+}
+
+TEST_CASE("vision transformer op attributes are validated", "[graph][vit][validation]") {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string text = kVitJson;
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    auto g = ParseGraphJson(text);
+    REQUIRE_FALSE(g.ok());
+    return g.status().message();
+  };
+  // The batch is dimension 0 and may not be named; dimensions past the end neither.
+  CHECK_THAT(with("\"dim0\": 1", "\"dim0\": 0"),
+             Catch::Contains("layer \"permute\"") && Catch::Contains("field \"dim0\""));
+  CHECK_THAT(with("\"dim1\": -1", "\"dim1\": 3"), Catch::Contains("field \"dim1\""));
+  CHECK_THAT(with("\"start_dim\": 2", "\"start_dim\": 0"), Catch::Contains("field \"start_dim\""));
+  CHECK_THAT(with("\"start_dim\": 2, \"end_dim\": -1", "\"start_dim\": 3, \"end_dim\": 2"),
+             Catch::Contains("field \"end_dim\""));
+  CHECK_THAT(with("\"dim\": 1, \"index\": 0", "\"dim\": 1, \"index\": 5"),
+             Catch::Contains("layer \"getitem\"") && Catch::Contains("field \"index\""));
+  CHECK_THAT(with("\"dim\": -2", "\"dim\": -3"),
+             Catch::Contains("layer \"pool\"") && Catch::Contains("field \"dim\""));
+  // A bare position embedding is added whole: its length is the tokens'.
+  CHECK_THAT(with("\"max_positions\": 5", "\"max_positions\": 6"),
+             Catch::Contains("field \"max_positions\"") && Catch::Contains("added whole"));
+  CHECK_THAT(with("\"op\": \"class_token\", \"inputs\": [\"permute\"]",
+                  "\"op\": \"class_token\", \"inputs\": [\"conv_proj\"]"),
+             Catch::Contains("layer \"class_token\""));
+  // Required fields, and fields of other ops.
+  CHECK_THAT(with(", \"dim0\": 1", ""), Catch::Contains("field \"dim0\": missing"));
+  CHECK_THAT(with(", \"index\": 0", ""), Catch::Contains("field \"index\": missing"));
+  CHECK_THAT(with("\"op\": \"mean\", \"inputs\": [\"attn\"], \"dim\": -2",
+                  "\"op\": \"mean\", \"inputs\": [\"attn\"]"),
+             Catch::Contains("field \"dim\": missing"));
+  CHECK_THAT(with("\"op\": \"class_token\", \"inputs\": [\"permute\"]",
+                  "\"op\": \"class_token\", \"inputs\": [\"permute\"], \"index\": 1"),
+             Catch::Contains("field \"index\""));
+}
+
+TEST_CASE("vision transformer graph JSON round trip keeps every attribute", "[graph][json][vit]") {
+  auto g = ParseGraphJson(kVitJson);
+  REQUIRE(g.ok());
+  const std::string text = GraphToJson(*g);
+  auto back = ParseGraphJson(text);
+  INFO(back.status().ToString());
+  REQUIRE(back.ok());
+  REQUIRE(back->num_layers() == g->num_layers());
+  for (int i = 0; i < g->num_layers(); ++i) {
+    CHECK(back->layer(i).op == g->layer(i).op);
+    CHECK(back->layer(i).attrs == g->layer(i).attrs);
+    CHECK(back->layer(i).output_shape == g->layer(i).output_shape);
+  }
+  CHECK(back->layer(*back->FindLayer("encoder.pos_embedding")).attrs.bare_parameter);
+  CHECK(back->layer(*back->FindLayer("reshape")).attrs.start_dim == 2);
+  CHECK(back->layer(*back->FindLayer("permute")).attrs.dim1 == -1);
+  CHECK(back->layer(*back->FindLayer("getitem")).attrs.index == 0);
+  CHECK(back->layer(*back->FindLayer("pool")).attrs.dim == -2);
+  CHECK(GraphToJson(*back) == text);
+  // A whole flatten is written as before, without dimensions.
+  auto whole = Graph::Create("f", {2, 3}, {Simple("flat", Op::kFlatten, {"input"})});
+  REQUIRE(whole.ok());
+  CHECK_THAT(GraphToJson(*whole), !Catch::Contains("start_dim"));
+}
+
 }  // namespace
 }  // namespace deepool::planner

@@ -1,7 +1,9 @@
 // The analytical work of the token ops (planner/transformer_work.h), reached through the device
 // model's per-op rules: attention FLOPs grow with the square of the sequence, an embedding is a
 // gather with no GEMM, dropout on attention weights materialises T x T scores, and a linear
-// layer over [T, D] is one GEMM with T rows per sample.
+// layer over [T, D] is one GEMM with T rows per sample. The vision transformer's tensor ops:
+// a transpose is a copy, select is a view forward, the class token's gradient is a batch sum,
+// dropout with p = 0 costs nothing.
 #include "planner/transformer_work.h"
 
 #include <catch2/catch.hpp>
@@ -135,6 +137,41 @@ TEST_CASE("TransformerLayerWork leaves other ops to the device model", "[device_
   const LayerWork work = TransformerLayerWork(TokenGraph(8), 3, 2);  // the linear head
   CHECK(work.forward_flops == 0);
   CHECK(work.forward_kernels == 0);
+}
+
+TEST_CASE("the vision transformer's tensor ops: copies, views and batch sums",
+          "[device_model][vit]") {
+  auto graph = ParseGraphJson(R"({"version": 1, "input": {"shape": [8, 4, 4]}, "layers": [
+    {"name": "reshape", "op": "flatten", "inputs": ["input"], "start_dim": 2},
+    {"name": "permute", "op": "transpose", "inputs": ["reshape"], "dim0": 1, "dim1": 2},
+    {"name": "class_token", "op": "class_token", "inputs": ["permute"]},
+    {"name": "drop", "op": "dropout", "inputs": ["class_token"], "p": 0.0},
+    {"name": "mean", "op": "mean", "inputs": ["drop"], "dim": 1},
+    {"name": "getitem", "op": "select", "inputs": ["drop"], "dim": 1, "index": 0},
+    {"name": "sum", "op": "add", "inputs": ["mean", "getitem"]}]})");
+  INFO(graph.status().ToString());
+  REQUIRE(graph.ok());
+  const int64_t n = 3;
+  const double tokens = 16, dim = 8;
+  const LayerWork transpose = Work(*graph, "permute", n);
+  CHECK(transpose.forward_bytes == Approx(2 * n * tokens * dim * 4));
+  CHECK(transpose.backward_bytes == Approx(2 * n * tokens * dim * 4));
+  CHECK(transpose.forward_flops == 0);
+  const LayerWork token = Work(*graph, "class_token", n);
+  CHECK(token.forward_bytes == Approx(n * (2 * tokens + 1) * dim * 4 + dim * 4));
+  CHECK(token.backward_flops == Approx(n * dim));  // the token's gradient: a sum over the batch
+  const LayerWork select = Work(*graph, "getitem", n);
+  CHECK(select.forward_bytes == 0);  // a view
+  CHECK(select.forward_kernels == 1);
+  CHECK(select.backward_bytes == Approx(n * (tokens + 2) * dim * 4));
+  const LayerWork mean = Work(*graph, "mean", n);
+  CHECK(mean.forward_flops == Approx(n * (tokens + 1) * dim));
+  CHECK(mean.backward_flops == mean.forward_flops);
+  const LayerWork drop = Work(*graph, "drop", n);
+  CHECK(drop.forward_flops == 0);
+  CHECK(drop.forward_bytes == 0);
+  CHECK(drop.forward_kernels == 0);
+  CHECK(drop.backward_kernels == 0);
 }
 
 }  // namespace

@@ -87,7 +87,14 @@ std::map<std::string, StateEntry> StateDict(const Graph& graph) {
         state[layer.name + ".weight"] = {{a.num_embeddings, a.embedding_dim}};
         break;
       case Op::kPositionEmbedding:
-        state[layer.name + ".weight"] = {{a.max_positions, in.back()}};
+        if (a.bare_parameter) {  // torchvision ViT's encoder.pos_embedding: the key is the layer
+          state[layer.name] = {{1, a.max_positions, in.back()}};
+        } else {
+          state[layer.name + ".weight"] = {{a.max_positions, in.back()}};
+        }
+        break;
+      case Op::kClassToken:  // a bare nn.Parameter: the key is the layer's name
+        state[layer.name] = {{1, 1, in.back()}};
         break;
       case Op::kMultiheadAttention:  // nn.MultiheadAttention's keys
         state[layer.name + ".in_proj_weight"] = {{3 * in.back(), in.back()}};
@@ -145,13 +152,19 @@ const std::vector<ReferenceCase>& TorchvisionReferences() {
       // The small models against the torch modules written out in torchvision_keys_check.py.
       {"mlp num_classes=10", "mlp", Classes(10), 6922, 6, 0x9435254d86f9aa05ull},
       {"small_cnn num_classes=10", "small_cnn", Classes(10), 4266, 18, 0x9b0f910e21d54a65ull},
+      // torchvision 0.27's vit_b_16, and VisionTransformer(image_size=32, patch_size=8,
+      // num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10) for vit_tiny.
+      {"vit_b_16", "vit_b_16", {}, 86567656, 152, 0x157457b1fbd56b8cull},
+      {"vit_b_16 num_classes=10", "vit_b_16", Classes(10), 85806346, 152, 0x762a3206538d63ecull},
+      {"vit_tiny num_classes=10", "vit_tiny", Classes(10), 24234, 32, 0x448fd18227211a33ull},
   };
   return cases;
 }
 
 TEST_CASE("zoo lists its models, each with a description", "[zoo]") {
-  const std::vector<std::string> expected = {
-      "vgg16", "resnet50", "wide_resnet101_2", "inception_v3", "mlp", "small_cnn", "gpt_tiny"};
+  const std::vector<std::string> expected = {"vgg16",        "resnet50", "wide_resnet101_2",
+                                             "inception_v3", "mlp",      "small_cnn",
+                                             "gpt_tiny",     "vit_b_16", "vit_tiny"};
   CHECK(ModelNames() == expected);
   for (const std::string& name : ModelNames()) {
     INFO(name);
@@ -220,7 +233,9 @@ TEST_CASE("every parameterised layer's state_dict tensors hold its parameters", 
     for (const Layer& layer : graph.layers()) {
       int64_t from_state = 0;
       for (const auto& [key, entry] : state) {
-        if (!entry.trainable || key.rfind(layer.name + ".", 0) != 0) continue;
+        // A bare parameter's key is its layer's name (class_token, encoder.pos_embedding).
+        const bool owned = key == layer.name || key.rfind(layer.name + ".", 0) == 0;
+        if (!entry.trainable || !owned) continue;
         // Keys of this layer only, not of a layer whose name extends it ("fc" vs "fc1", "mlp.c_fc"
         // vs "mlp"): the rest of the key is a parameter name, which may be a submodule's
         // ("out_proj.weight") but never names another layer.
@@ -342,9 +357,11 @@ TEST_CASE("batch norm eps and conv bias follow torchvision", "[zoo]") {
         CHECK(layer.attrs.momentum == 0.1);
       }
       if (layer.op == Op::kConv2d) {
-        // small_cnn's two branch convs have a bias (they have no batch norm after them).
-        const bool has_bias =
-            name == "vgg16" || (name == "small_cnn" && layer.name.rfind("branch", 0) == 0);
+        // small_cnn's two branch convs have a bias (they have no batch norm after them), and so
+        // has a ViT's patch embedding.
+        const bool has_bias = name == "vgg16" ||
+                              (name == "small_cnn" && layer.name.rfind("branch", 0) == 0) ||
+                              layer.name == "conv_proj";
         CHECK(layer.attrs.bias == has_bias);
       }
     }
@@ -524,6 +541,59 @@ TEST_CASE("gpt_tiny is a 2-block pre-LN GPT over 64 byte tokens", "[zoo][tokens]
   REQUIRE_FALSE(too_long.ok());
   CHECK_THAT(too_long.status().message(),
              Catch::Contains("transformer.wpe") && Catch::Contains("max_positions"));
+}
+
+TEST_CASE("vit_b_16 is torchvision's VisionTransformer with its module paths", "[zoo][vit]") {
+  const Graph vit = Build("vit_b_16");
+  CHECK(vit.input_shape() == Shape{3, 224, 224});
+  CHECK(vit.outputs() == std::vector<GraphOutput>{{"heads.head", 1.0}});
+  CHECK(LayerNamed(vit, "conv_proj").output_shape == Shape{768, 14, 14});
+  CHECK(LayerNamed(vit, "reshape").output_shape == Shape{768, 196});
+  CHECK(LayerNamed(vit, "permute").output_shape == Shape{196, 768});
+  CHECK(LayerNamed(vit, "class_token").output_shape == Shape{197, 768});
+  CHECK(LayerNamed(vit, "encoder.pos_embedding").attrs.bare_parameter);
+  CHECK(LayerNamed(vit, "encoder.ln").output_shape == Shape{197, 768});
+  CHECK(LayerNamed(vit, "getitem").output_shape == Shape{768});
+  CHECK(LayerNamed(vit, "heads.head").output_shape == Shape{1000});
+  // Per block, in torchvision's order: ln_1, self_attention, dropout, add, ln_2, mlp.0-4, add_1.
+  const std::string p = "encoder.layers.encoder_layer_11.";
+  const std::vector<std::string> block = {
+      p + "ln_1",  p + "self_attention", p + "dropout", p + "add",   p + "ln_2", p + "mlp.0",
+      p + "mlp.1", p + "mlp.2",          p + "mlp.3",   p + "mlp.4", p + "add_1"};
+  const int first = *vit.FindLayer(block[0]);
+  for (size_t i = 0; i < block.size(); ++i) {
+    CHECK(vit.layer(first + static_cast<int>(i)).name == block[i]);
+  }
+  CHECK(vit.num_layers() == 6 + 12 * 11 + 3);
+  const Layer& attn = LayerNamed(vit, p + "self_attention");
+  CHECK_FALSE(attn.attrs.causal);
+  CHECK(attn.attrs.num_heads == 12);
+  CHECK(LayerNamed(vit, p + "ln_1").attrs.eps == 1e-6);
+  CHECK(LayerNamed(vit, p + "mlp.1").attrs.approximate == "none");
+  CHECK(LayerNamed(vit, p + "mlp.2").attrs.p == 0.0);
+  CHECK(LayerNamed(vit, p + "add").inputs ==
+        std::vector<std::string>{p + "dropout", "encoder.layers.encoder_layer_10.add_1"});
+  const auto state = StateDict(vit);
+  CHECK(state.at("class_token").shape == Shape{1, 1, 768});
+  CHECK(state.at("encoder.pos_embedding").shape == Shape{1, 197, 768});
+  CHECK(state.at(p + "self_attention.in_proj_weight").shape == Shape{2304, 768});
+  CHECK(state.at(p + "mlp.3.weight").shape == Shape{768, 3072});
+  // Forward FLOPs per image, a multiply-add counting 2: about 35.2e9, twice torchvision's listed
+  // 17.56 "GFLOPS" (which count a multiply-add once) up to the softmax, norms and biases.
+  CHECK(vit.total_forward_flops() > 35.0e9);
+  CHECK(vit.total_forward_flops() < 35.5e9);
+
+  // Other image sizes: a multiple of the patch, the position embedding grows with the tokens.
+  ModelOptions larger;
+  larger.image_size = 384;
+  CHECK(LayerNamed(Build("vit_b_16", larger), "encoder.pos_embedding").output_shape ==
+        Shape{577, 768});
+  larger.image_size = 200;
+  StatusOr<Graph> uneven = BuildModel("vit_b_16", larger);
+  REQUIRE_FALSE(uneven.ok());
+  CHECK_THAT(uneven.status().message(), Catch::Contains("multiple of the patch size 16"));
+  larger.image_size = 8;
+  CHECK_FALSE(BuildModel("vit_b_16", larger).ok());
 }
 
 }  // namespace

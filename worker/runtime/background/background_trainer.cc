@@ -56,7 +56,7 @@ std::map<std::string, torch::Tensor> BackgroundTrainer::NamedParameters() const 
   std::map<std::string, torch::Tensor> named;
   for (size_t id = 0; id < modules_.size(); ++id) {
     for (const auto& item : modules_[id]->named_parameters()) {
-      named[graph_->layer(static_cast<int>(id)).name + "." + item.key()] = item.value();
+      named[StateKey(graph_->layer(static_cast<int>(id)).name, item.key())] = item.value();
     }
   }
   return named;

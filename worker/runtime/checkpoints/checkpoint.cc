@@ -73,11 +73,11 @@ StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
     const auto& module = modules[static_cast<size_t>(id)];
     if (module == nullptr) continue;
     const std::string& layer = graph.layer(id).name;
-    for (const auto& p : module->named_parameters(/*recurse=*/false)) {
-      state.emplace_back(layer + "." + p.key(), p.value());
+    for (const auto& p : module->named_parameters(/*recurse=*/true)) {
+      state.emplace_back(StateKey(layer, p.key()), p.value());
     }
-    for (const auto& b : module->named_buffers(/*recurse=*/false)) {
-      state.emplace_back(layer + "." + b.key(), b.value());
+    for (const auto& b : module->named_buffers(/*recurse=*/true)) {
+      state.emplace_back(StateKey(layer, b.key()), b.value());
     }
   }
   return state;
@@ -92,12 +92,13 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
   std::unordered_map<std::string, const at::Tensor*> by_key;
   for (const auto& [key, tensor] : state) by_key[key] = &tensor;
 
-  // Every key must belong to some graph layer: the longest layer name that prefixes it.
+  // Every key must belong to some graph layer: a layer name that prefixes it, or is it (a bare
+  // parameter's key).
   std::set<std::string> layer_names;
   for (const auto& layer : graph.layers()) layer_names.insert(layer.name);
   std::vector<std::string> unexpected;
   for (const auto& [key, tensor] : state) {
-    bool known = false;
+    bool known = layer_names.count(key) != 0;
     for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
       if (layer_names.count(key.substr(0, dot)) != 0) {
         known = true;
@@ -121,7 +122,7 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
     if (module == nullptr) continue;
     const std::string& layer = graph.layer(id).name;
     auto load = [&](const std::string& name, at::Tensor& target) -> Status {
-      const std::string key = layer + "." + name;
+      const std::string key = StateKey(layer, name);
       auto it = by_key.find(key);
       if (it == by_key.end()) {
         missing.push_back(key);
@@ -140,10 +141,10 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
       }
       return Status::Ok();
     };
-    for (auto& p : module->named_parameters(/*recurse=*/false)) {
+    for (auto& p : module->named_parameters(/*recurse=*/true)) {
       RETURN_IF_ERROR(load(p.key(), p.value()));
     }
-    for (auto& b : module->named_buffers(/*recurse=*/false)) {
+    for (auto& b : module->named_buffers(/*recurse=*/true)) {
       RETURN_IF_ERROR(load(b.key(), b.value()));
     }
   }

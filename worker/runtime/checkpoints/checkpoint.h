@@ -30,7 +30,8 @@ namespace deepool::worker {
 // registration order).
 using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 
-// The parameters and buffers of the modules. modules[i] is graph layer i's module, or nullptr
+// The parameters and buffers of the modules, their submodules' included (multihead_attention's
+// out_proj.weight and out_proj.bias). modules[i] is graph layer i's module, or nullptr
 // for a layer this process does not hold (its keys are left out). The tensors alias the
 // modules' storage; SaveCheckpoint copies them to the CPU as it writes.
 StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,

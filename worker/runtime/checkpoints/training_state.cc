@@ -112,10 +112,10 @@ StatusOr<StateDict> CollectTrainingState(const planner::Graph& graph,
   for (int id : layers) {
     auto module = modules.find(id);
     if (module == modules.end()) continue;
-    for (const auto& p : module->second->named_parameters(/*recurse=*/false)) {
+    for (const auto& p : module->second->named_parameters(/*recurse=*/true)) {
       auto found = optimizer->state().find(p.value().unsafeGetTensorImpl());
       if (found == optimizer->state().end()) continue;
-      const std::string key = graph.layer(id).name + "." + p.key();
+      const std::string key = StateKey(graph.layer(id).name, p.key());
       for (auto& [field, tensor] : StateFields(*found->second)) {
         state.emplace_back(kOptimizerKeyPrefix + key + "." + field, tensor);
       }
@@ -141,8 +141,8 @@ Status LoadTrainingState(const StateDict& state, const planner::Graph& graph,
   RETURN_IF_ERROR(LoadStateDictInto(model, graph, ByLayerId(graph, modules, held)));
   if (optimizer == nullptr || optimizer_state.empty()) return Status::Ok();
   for (const auto& [id, module] : modules) {
-    for (const auto& p : module->named_parameters(/*recurse=*/false)) {
-      const std::string key = graph.layer(id).name + "." + p.key();
+    for (const auto& p : module->named_parameters(/*recurse=*/true)) {
+      const std::string key = StateKey(graph.layer(id).name, p.key());
       ASSIGN_OR_RETURN(auto param_state,
                        MakeParamState(*optimizer, key, optimizer_state, p.value()));
       if (param_state == nullptr) {

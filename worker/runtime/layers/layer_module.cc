@@ -186,10 +186,68 @@ class LinearLayer final : public LayerModule {
 
 class FlattenLayer final : public LayerModule {
  public:
+  explicit FlattenLayer(const LayerAttrs& attrs) : start_(attrs.start_dim), end_(attrs.end_dim) {}
   torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
     CheckInputs(inputs, 1, "flatten");
-    return inputs[0].flatten(1);
+    return inputs[0].flatten(start_, end_);
   }
+
+ private:
+  int64_t start_, end_;
+};
+
+// Contiguous, so the cost model's copy is what runs and later layers read rows in order.
+class TransposeLayer final : public LayerModule {
+ public:
+  explicit TransposeLayer(const LayerAttrs& attrs) : dim0_(attrs.dim0), dim1_(attrs.dim1) {}
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "transpose");
+    return inputs[0].transpose(dim0_, dim1_).contiguous();
+  }
+
+ private:
+  int64_t dim0_, dim1_;
+};
+
+class SelectLayer final : public LayerModule {
+ public:
+  explicit SelectLayer(const LayerAttrs& attrs) : dim_(attrs.dim), index_(attrs.index) {}
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "select");
+    return inputs[0].select(dim_, index_);
+  }
+
+ private:
+  int64_t dim_, index_;
+};
+
+class MeanLayer final : public LayerModule {
+ public:
+  explicit MeanLayer(const LayerAttrs& attrs) : dim_(attrs.dim) {}
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "mean");
+    return inputs[0].mean(dim_);
+  }
+
+ private:
+  int64_t dim_;
+};
+
+// torchvision ViT's class_token: a bare [1, 1, D] parameter, zeros as torchvision initialises
+// it, expanded over the batch and prepended to the tokens: [n, T, D] -> [n, T + 1, D].
+class ClassTokenLayer final : public LayerModule {
+ public:
+  explicit ClassTokenLayer(int64_t dim) {
+    token_ = register_parameter(kBareParameterName, torch::zeros({1, 1, dim}));
+  }
+  torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
+    CheckInputs(inputs, 1, "class_token");
+    const torch::Tensor& x = inputs[0];
+    return torch::cat({token_.expand({x.size(0), -1, -1}), x}, 1);
+  }
+
+ private:
+  torch::Tensor token_;
 };
 
 // A keep-mask of x's shape (1 with probability keep) on x's device and dtype, whose rows depend
@@ -293,25 +351,30 @@ class EmbeddingLayer final : public LayerModule {
 };
 
 // GPT-2's wpe added to the token embeddings: x [n, T, D] + weight[:T], weight [max_positions, D]
-// ~ N(0, 1) as nn.Embedding's.
+// ~ N(0, 1) as nn.Embedding's. With bare_parameter, torchvision ViT's pos_embedding instead: a
+// bare [1, max_positions, D] parameter ~ N(0, 0.02) as torchvision draws it, added whole.
 class PositionEmbeddingLayer final : public LayerModule {
  public:
-  PositionEmbeddingLayer(int64_t max_positions, int64_t dim, uint64_t seed) {
-    weight_ = register_parameter("weight", torch::empty({max_positions, dim}));
+  PositionEmbeddingLayer(int64_t max_positions, int64_t dim, bool bare, uint64_t seed)
+      : bare_(bare) {
+    weight_ = bare ? register_parameter(kBareParameterName, torch::empty({1, max_positions, dim}))
+                   : register_parameter("weight", torch::empty({max_positions, dim}));
     at::Generator gen = MakeGenerator(seed);
     torch::NoGradGuard no_grad;
-    weight_.normal_(0.0, 1.0, gen);
+    weight_.normal_(0.0, bare ? 0.02 : 1.0, gen);
   }
 
   torch::Tensor Forward(const std::vector<torch::Tensor>& inputs) override {
     CheckInputs(inputs, 1, "position_embedding");
     const int64_t tokens = inputs[0].size(1);
-    TORCH_CHECK(tokens <= weight_.size(0), "position_embedding: ", tokens,
-                " tokens, more than max_positions ", weight_.size(0));
-    return inputs[0] + weight_.narrow(0, 0, tokens);
+    const int64_t positions = weight_.size(bare_ ? 1 : 0);
+    TORCH_CHECK(bare_ ? tokens == positions : tokens <= positions, "position_embedding: ", tokens,
+                " tokens for max_positions ", positions);
+    return inputs[0] + (bare_ ? weight_ : weight_.narrow(0, 0, tokens));
   }
 
  private:
+  bool bare_;
   torch::Tensor weight_;
 };
 
@@ -427,7 +490,16 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
       RETURN_IF_ERROR(need_rank(1));
       return std::shared_ptr<LayerModule>(std::make_shared<LinearLayer>(a, in.back(), layer_seed));
     case Op::kFlatten:
-      return std::shared_ptr<LayerModule>(std::make_shared<FlattenLayer>());
+      return std::shared_ptr<LayerModule>(std::make_shared<FlattenLayer>(a));
+    case Op::kTranspose:
+      return std::shared_ptr<LayerModule>(std::make_shared<TransposeLayer>(a));
+    case Op::kSelect:
+      return std::shared_ptr<LayerModule>(std::make_shared<SelectLayer>(a));
+    case Op::kMean:
+      return std::shared_ptr<LayerModule>(std::make_shared<MeanLayer>(a));
+    case Op::kClassToken:
+      RETURN_IF_ERROR(need_rank(2));
+      return std::shared_ptr<LayerModule>(std::make_shared<ClassTokenLayer>(in.back()));
     case Op::kDropout:
       return std::shared_ptr<LayerModule>(std::make_shared<DropoutLayer>(a, layer_seed));
     case Op::kConcat:
@@ -443,8 +515,8 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
       return std::shared_ptr<LayerModule>(std::make_shared<EmbeddingLayer>(a, layer_seed));
     case Op::kPositionEmbedding:
       RETURN_IF_ERROR(need_rank(2));
-      return std::shared_ptr<LayerModule>(
-          std::make_shared<PositionEmbeddingLayer>(a.max_positions, in.back(), layer_seed));
+      return std::shared_ptr<LayerModule>(std::make_shared<PositionEmbeddingLayer>(
+          a.max_positions, in.back(), a.bare_parameter, layer_seed));
     case Op::kMultiheadAttention:
       RETURN_IF_ERROR(need_rank(2));
       if (a.num_heads < 1 || in.back() % a.num_heads != 0) {
@@ -460,6 +532,10 @@ StatusOr<std::shared_ptr<LayerModule>> MakeModule(const Graph& graph, const Laye
 }
 
 }  // namespace
+
+std::string StateKey(const std::string& layer_name, const std::string& tensor_name) {
+  return tensor_name == kBareParameterName ? layer_name : layer_name + "." + tensor_name;
+}
 
 uint64_t LayerSeed(uint64_t seed, std::string_view layer_name) {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the name's bytes

@@ -3,7 +3,10 @@
 // Parameter and buffer names inside a module follow torch.nn ("weight", "bias",
 // "running_mean", "running_var", "num_batches_tracked"; multihead_attention's "in_proj_weight",
 // "in_proj_bias", "out_proj.weight", "out_proj.bias"), so "<layer name>.<param name>" is the
-// torchvision state_dict key for zoo models. Weights are initialised deterministically from
+// torchvision state_dict key for zoo models; a layer that is a bare nn.Parameter in PyTorch
+// (class_token; position_embedding with bare_parameter, torchvision's encoder.pos_embedding)
+// registers its one parameter as kBareParameterName, whose key is the layer's name alone
+// (StateKey). Weights are initialised deterministically from
 // (seed, layer name) with torch.nn's default distributions (embeddings N(0, 1) as nn.Embedding;
 // attention as nn.MultiheadAttention's _reset_parameters): every plan, on every rank, and in
 // any build order, starts from the same weights. Modules are built on the CPU; move them with
@@ -71,6 +74,13 @@ StatusOr<std::shared_ptr<LayerModule>> BuildLayerModule(const planner::Graph& gr
 // Every layer of the graph, indexed by layer id.
 StatusOr<std::vector<std::shared_ptr<LayerModule>>> BuildAllLayerModules(
     const planner::Graph& graph, uint64_t seed);
+
+// The module parameter name of a layer that is one bare nn.Parameter in PyTorch.
+inline constexpr char kBareParameterName[] = "bare_parameter";
+
+// The state_dict key of a layer module's parameter or buffer `tensor_name`: "<layer>.<name>",
+// or the layer's name for kBareParameterName. Checkpoints and optimizer state use it.
+std::string StateKey(const std::string& layer_name, const std::string& tensor_name);
 
 // The seed a layer's weights are drawn from: a stable 64-bit mix of `seed` and the layer name
 // (the same on every platform and in every process).
