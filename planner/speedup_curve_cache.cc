@@ -25,14 +25,23 @@ std::string LinkKey(const Link& link) {
 
 }  // namespace
 
-std::string SpeedupCurveKey(const Graph& graph, const Profile& profile, const Cluster& cluster,
-                            const PlanOptions& options, const std::vector<int>& device_counts) {
+std::string SpeedupCurveGraphKey(const Graph& graph) {
   const std::string graph_json = GraphToJson(graph, -1);
   ContentDigest digest;
   digest.Update(graph_json.data(), graph_json.size());
+  return std::to_string(digest.Finish()) + ";" + std::to_string(graph_json.size());
+}
+
+std::string SpeedupCurveKey(const Graph& graph, const Profile& profile, const Cluster& cluster,
+                            const PlanOptions& options, const std::vector<int>& device_counts) {
+  return SpeedupCurveKey(SpeedupCurveGraphKey(graph), profile, cluster, options, device_counts);
+}
+
+std::string SpeedupCurveKey(const std::string& graph_key, const Profile& profile,
+                            const Cluster& cluster, const PlanOptions& options,
+                            const std::vector<int>& device_counts) {
   const std::optional<Precision> profile_precision = profile.precision();
-  std::string key = "graph=" + std::to_string(digest.Finish()) + ";" +
-                    std::to_string(graph_json.size()) + ";profile=" + profile.source() + ";" +
+  std::string key = "graph=" + graph_key + ";profile=" + profile.source() + ";" +
                     (profile_precision ? PrecisionName(*profile_precision) : "-") +
                     ";device=" + cluster.device_type + ";intra=" + LinkKey(cluster.intra_node) +
                     ";inter=" + LinkKey(cluster.inter_node) +
@@ -58,7 +67,13 @@ SpeedupCurveCache::SpeedupCurveCache(size_t capacity) : capacity_(std::max<size_
 StatusOr<std::shared_ptr<const SpeedupCurve>> SpeedupCurveCache::GetOrPlan(
     const Graph& graph, const Profile& profile, const Cluster& cluster, const PlanOptions& options,
     const std::vector<int>& device_counts) {
-  const std::string key = SpeedupCurveKey(graph, profile, cluster, options, device_counts);
+  return GetOrPlan(graph, SpeedupCurveGraphKey(graph), profile, cluster, options, device_counts);
+}
+
+StatusOr<std::shared_ptr<const SpeedupCurve>> SpeedupCurveCache::GetOrPlan(
+    const Graph& graph, const std::string& graph_key, const Profile& profile,
+    const Cluster& cluster, const PlanOptions& options, const std::vector<int>& device_counts) {
+  const std::string key = SpeedupCurveKey(graph_key, profile, cluster, options, device_counts);
   if (std::shared_ptr<const SpeedupCurve> known = Find(key)) return known;
   ASSIGN_OR_RETURN(SpeedupCurve curve,
                    PlanSpeedupCurve(graph, profile, cluster, options, device_counts));

@@ -126,8 +126,10 @@ TEST_CASE("The curve cache hits on the same inputs and plans again on others") {
   SpeedupCurveCache cache(4);
   const auto first =
       cache.GetOrPlan(graph, *in.profile, in.node, Options(32, 2), DeviceCountsUpTo(4)).value();
-  const auto again =
-      cache.GetOrPlan(graph, *in.profile, in.node, Options(32, 2), DeviceCountsUpTo(4)).value();
+  const auto again = cache
+                         .GetOrPlan(graph, SpeedupCurveGraphKey(graph), *in.profile, in.node,
+                                    Options(32, 2), DeviceCountsUpTo(4))
+                         .value();
   CHECK(first.get() == again.get());
   const auto other =
       cache.GetOrPlan(graph, *in.profile, in.node, Options(64, 2), DeviceCountsUpTo(4)).value();
@@ -217,6 +219,13 @@ TEST_CASE("The curve key changes with every input a curve depends on") {
   small_nodes.devices_per_node = 4;
   CHECK(key != SpeedupCurveKey(graph, *in.profile, small_nodes, base, counts));
   CHECK(key != SpeedupCurveKey(graph, *in.profile, in.node, base, {1, 2, 4}));
+  CHECK(key == SpeedupCurveKey(SpeedupCurveGraphKey(graph), *in.profile, in.node, base, counts));
+  // The same graph built again, and one whose last layer differs in its width only.
+  CHECK(SpeedupCurveGraphKey(zoo::BuildModel("mlp").value()) == SpeedupCurveGraphKey(graph));
+  zoo::ModelOptions ten_classes;
+  ten_classes.num_classes = 10;
+  CHECK(SpeedupCurveGraphKey(zoo::BuildModel("mlp", ten_classes).value()) !=
+        SpeedupCurveGraphKey(graph));
 }
 
 TEST_CASE("The curve cache serves several threads at once") {
