@@ -516,7 +516,7 @@ TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
   std::ofstream(spec_path) << FgJob("evaluated", 1).dump();
   std::string out, err;
   REQUIRE(cluster.RunCli({"submit", spec_path, "--eval-data", "cifar10:" + cluster.dir() + "/val",
-                          "--eval-every", "5", "--detach"},
+                          "--eval-every", "5", "--eval-batch", "96", "--detach"},
                          &out, &err) == 0);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   std::optional<v1::Job> job = cluster.GetJob(out);
@@ -525,6 +525,7 @@ TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
   CHECK(job->spec().eval().data().kind() == "cifar10");
   CHECK(job->spec().eval().data().path() == cluster.dir() + "/val");
   CHECK(job->spec().eval().every_iterations() == 5);
+  CHECK(job->spec().eval().batch() == 96);
   // A data flag in another form is refused before anything is sent, naming the flag.
   out.clear();
   err.clear();
