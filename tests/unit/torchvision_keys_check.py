@@ -79,11 +79,17 @@ CASES = [
      lambda: M.inception_v3(aux_logits=False, init_weights=False)),
     ("mlp_10", ["mlp", "--num-classes", "10"], lambda: Mlp(10)),
     ("small_cnn_10", ["small_cnn", "--num-classes", "10"], lambda: SmallCnn(10)),
+    ("vit_b_16", ["vit_b_16"], lambda: M.vit_b_16()),
+    ("vit_tiny_10", ["vit_tiny", "--num-classes", "10"],
+     lambda: M.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                 hidden_dim=32, mlp_dim=64, num_classes=10)),
 ]
 
 
-def deepool_state_dict_shapes(doc):
-    """Maps "<layer>.<param>" to its shape, from a deepool.graph JSON document."""
+def deepool_state_dict_shapes(doc, out_shapes):
+    """Maps "<layer>.<param>" to its shape, from a deepool.graph JSON document and the layers'
+    per-sample output shapes (deepool_output_shapes). A bare parameter's key is its layer's
+    name (class_token, a bare_parameter position_embedding)."""
     channels = {"input": doc["input"]["shape"][0]}
     features = {"input": doc["input"]["shape"][-1]}
     shapes = {}
@@ -116,6 +122,22 @@ def deepool_state_dict_shapes(doc):
             if layer["affine"]:
                 shapes[name + ".weight"] = list(layer["normalized_shape"])
                 shapes[name + ".bias"] = list(layer["normalized_shape"])
+        elif op in ("class_token", "position_embedding", "multihead_attention"):
+            d = out_shapes[name][-1]
+            if op == "class_token":
+                shapes[name] = [1, 1, d]
+            elif op == "position_embedding":
+                p = layer["max_positions"]
+                if layer.get("bare_parameter", False):
+                    shapes[name] = [1, p, d]
+                else:
+                    shapes[name + ".weight"] = [p, d]
+            else:
+                shapes[name + ".in_proj_weight"] = [3 * d, d]
+                shapes[name + ".out_proj.weight"] = [d, d]
+                if layer["bias"]:
+                    shapes[name + ".in_proj_bias"] = [3 * d]
+                    shapes[name + ".out_proj.bias"] = [d]
         elif op == "concat":
             c_out = sum(channels[i] for i in inputs)
         elif op == "flatten":
@@ -186,7 +208,10 @@ def main():
         out = subprocess.run([args.deepool, "model", "show", *show_args, "--json"],
                              check=True, capture_output=True, text=True).stdout
         doc = json.loads(out)
-        got = deepool_state_dict_shapes(doc)
+        table = subprocess.run([args.deepool, "model", "show", *show_args], check=True,
+                               capture_output=True, text=True).stdout
+        got_shapes = deepool_output_shapes(table)
+        got = deepool_state_dict_shapes(doc, got_shapes)
         problems = []
         for key in sorted(want.keys() - got.keys()):
             problems.append(f"missing in deepool: {key} {want[key]}")
@@ -199,9 +224,6 @@ def main():
             problems.append(f"total_params: deepool {doc['total_params']}, "
                             f"torchvision {want_params}")
         compared = 0
-        table = subprocess.run([args.deepool, "model", "show", *show_args], check=True,
-                               capture_output=True, text=True).stdout
-        got_shapes = deepool_output_shapes(table)
         for name, shape in torch_output_shapes(reference, doc["input"]["shape"]).items():
             if name not in got_shapes:
                 problems.append(f"module {name} is no layer in deepool")
