@@ -94,6 +94,26 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
   CHECK(impossible.exit_code == 3);
 }
 
+TEST_CASE("deepool plan --curve prints the plan at every device count", "[cli]") {
+  // Inception-v3: its plans differ from data parallelism at these counts.
+  const std::string base = "plan --model inception_v3 --global-batch 32 --device a100 --gpus ";
+  auto listed = RunDeepool(base + "4 --curve --json");
+  REQUIRE(listed.exit_code == 0);
+  const nlohmann::json curve = nlohmann::json::parse(listed.out);
+  REQUIRE(curve.at("points").size() == 4);
+  CHECK(curve.at("points")[0].at("speedup").get<double>() == Approx(1.0));
+  for (int devices = 1; devices <= 4; ++devices) {
+    const nlohmann::json& point = curve.at("points")[static_cast<size_t>(devices - 1)];
+    CHECK(point.at("devices").get<int>() == devices);
+    const auto plan = RunPlanJson(base + std::to_string(devices) + " --json");
+    CHECK(point.at("iteration_ms").get<double>() == Approx(plan.totals.iteration_ms));
+  }
+  auto table = RunDeepool(base + "4 --curve");
+  CHECK(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("speed-up curve of inception_v3"));
+  CHECK(RunDeepool(base + "4 --curve --explain 2>/dev/null").exit_code == 2);
+}
+
 TEST_CASE("deepool plan charges gradient all-reduces as its flags say", "[cli]") {
   const std::string base = "plan --model vgg16 --global-batch 32 --gpus 8 --device a100 --json";
   const auto bucketed = RunPlanJson(base);
