@@ -45,7 +45,8 @@
 //   union of the two ranges (max(g_producer, g_consumer) for nested ones). Hidden all-reduces
 //   cost no device time (they run beside backward, on its devices or on devices the plan leaves
 //   idle then).
-// Threading: a CostModel caches lazily and is not thread-safe; use one per thread.
+// Threading: a CostModel caches lazily and is not thread-safe; use one per thread. Copies, and
+// models built one from another, share their cache of profile times: build each thread's own.
 #pragma once
 
 #include <cstdint>
