@@ -45,12 +45,13 @@ ForegroundGrant Pack(const std::string& job_id, const std::string& type,
 }
 
 // The feature of `spec` that needs executor protocol `version` (jobspec::RequiredProtocolVersion):
-// "adamw", "image_folder data", "evaluation" or "image_folder eval data".
+// "adamw", "image_folder data", "epochs", "evaluation" or "image_folder eval data".
 std::string ProtocolFeature(const jobspec::JobSpec& spec, int version) {
   if (protocol::OptimizerProtocolVersion(spec.optimizer.name) == version) {
     return spec.optimizer.name;
   }
   if (protocol::DataProtocolVersion(spec.data.kind) == version) return spec.data.kind + " data";
+  if (spec.epochs > 0 && protocol::kEpochsProtocolVersion == version) return "epochs";
   if (spec.eval && protocol::kEvaluationProtocolVersion == version) return "evaluation";
   if (spec.eval && protocol::DataProtocolVersion(spec.eval->data.kind) == version) {
     return spec.eval->data.kind + " eval data";

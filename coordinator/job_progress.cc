@@ -31,8 +31,12 @@ DeviceProgress* RowFor(JobProgress* progress, int rank) {
 void ApplyIterationEvent(const v1::IterationEvent& e, const DeviceJobsLookup& jobs_on_device,
                          int64_t now_ms, JobRecord* job) {
   JobProgress& progress = job->progress;
+  // An epochs job's executors count its iterations from the data set: the total is news.
+  if (e.total_iterations() > 0) progress.iterations = e.total_iterations();
   // Executors number iterations from 0: iteration i done means i + 1 completed.
-  const int64_t done = std::min<int64_t>(e.iteration() + 1, job->spec.iterations);
+  int64_t done = e.iteration() + 1;
+  const int64_t total = progress.iterations > 0 ? progress.iterations : job->spec.iterations;
+  if (total > 0) done = std::min(done, total);
   if (done >= progress.iteration) {
     progress.iteration = done;
     if (e.has_loss()) progress.loss = e.loss();

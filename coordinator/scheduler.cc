@@ -41,7 +41,7 @@ protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
 }
 
 protocol::EvalSpec ToRunSpec(const jobspec::EvalSpec& eval) {
-  return protocol::EvalSpec{ToRunSpec(eval.data), eval.every_iterations};
+  return protocol::EvalSpec{ToRunSpec(eval.data), eval.every_iterations, eval.batch};
 }
 
 }  // namespace
@@ -322,6 +322,7 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   protocol::RunSpec spec;
   spec.job_id = job.id;
   spec.iterations = job.spec.iterations;
+  spec.epochs = job.spec.epochs;
   spec.seed = static_cast<uint64_t>(job.spec.seed);
   spec.optimizer = ToRunSpec(job.spec.optimizer);
   spec.data = ToRunSpec(job.spec.data);
@@ -391,7 +392,7 @@ int Scheduler::RunningRankOn(const JobRecord& fg, const DeviceKey& key) {
   int rank = -1;
   for (const DeviceProgress& row : fg.progress.devices) {
     if (row.node_id == key.first && row.device == key.second &&
-        row.iteration < fg.spec.iterations) {
+        (fg.progress.iterations == 0 || row.iteration < fg.progress.iterations)) {
       rank = row.rank;
     }
   }
@@ -504,8 +505,10 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
     r.predicted_iteration_ms = d.planned.iteration_ms;
     const int64_t reached = std::max(r.progress.iteration, r.progress.earlier_reached);
     std::vector<Evaluation> evaluations = std::move(r.progress.evaluations);  // still true
+    // An epochs job's total, once an earlier attempt counted it (0 until then).
+    const int64_t total = r.spec.epochs > 0 ? r.progress.iterations : r.spec.iterations;
     r.progress = JobProgress{};
-    r.progress.iterations = r.spec.iterations;
+    r.progress.iterations = total;
     r.progress.earlier_reached = reached;
     r.progress.evaluations = std::move(evaluations);
     r.store_address.clear();

@@ -578,7 +578,8 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
         /*retry=*/true);
     write.mutate = [checkpoint](JobRecord& r) {
       r.checkpoint = checkpoint;
-      r.progress.iteration = r.spec.iterations;
+      // The total: an epochs job's as its executors counted it (0 if none ever reported).
+      if (r.progress.iterations > 0) r.progress.iteration = r.progress.iterations;
     };
     // The devices stay held until SUCCEEDED is stored: until then the job is RUNNING.
     write.on_written = [this](const JobRecord& stored) { ReleaseLocked(stored.id); };

@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/utf8.h"
 #include "jobspec/job_spec_json.h"
+#include "protocol/run_spec.h"
 #include "protocol/version.h"
 
 namespace deepool::jobspec {
@@ -16,7 +17,7 @@ namespace {
 // Upper bounds far above any real job, so a typo or a hostile spec fails here, not as a huge
 // allocation on a worker.
 constexpr int64_t kMaxGlobalBatch = 1 << 20;
-constexpr int64_t kMaxIterations = 1'000'000'000;
+constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxNumClasses = 1'000'000;
 constexpr int64_t kMaxImageSize = 4096;
 
@@ -48,6 +49,28 @@ Status CheckData(const DataSpec& data, const std::string& where) {
   if (protocol::TokenBytes(data.dtype) == 0) {
     return FieldError(where + "dtype",
                       "must be \"uint16\" or \"uint32\", got \"" + data.dtype + "\"");
+  }
+  return Status::Ok();
+}
+
+// Exactly one of iterations and epochs; epochs only for FG jobs, whose executors count their
+// training set (a BG job trains a number of iterations, or until its FG job ends).
+Status CheckLength(const JobSpec& spec) {
+  if ((spec.iterations != 0) == (spec.epochs != 0)) {
+    return FieldError("iterations", "give exactly one of \"iterations\" and \"epochs\"");
+  }
+  if (spec.epochs != 0) {
+    if (spec.role == JobRole::kBg) {
+      return FieldError("epochs", "are for foreground jobs (give a bg job iterations)");
+    }
+    if (spec.epochs < 1 || spec.epochs > kMaxEpochs) {
+      return FieldError("epochs", "must be in [1, " + std::to_string(kMaxEpochs) + "]");
+    }
+    return Status::Ok();
+  }
+  if (spec.iterations < 1 || spec.iterations > protocol::kMaxRunIterations) {
+    return FieldError("iterations",
+                      "must be in [1, " + std::to_string(protocol::kMaxRunIterations) + "]");
   }
   return Status::Ok();
 }
@@ -125,9 +148,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
       (spec.amplification_limit != 0 && spec.amplification_limit < 1)) {
     return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");
   }
-  if (spec.iterations < 1 || spec.iterations > kMaxIterations) {
-    return FieldError("iterations", "must be in [1, " + std::to_string(kMaxIterations) + "]");
-  }
+  RETURN_IF_ERROR(CheckLength(spec));
   const OptimizerSpec& opt = spec.optimizer;
   if (opt.name != "sgd" && opt.name != "adam" && opt.name != "adamw") {
     return FieldError("optimizer.name",
@@ -181,6 +202,7 @@ int RequiredProtocolVersion(const JobSpec& spec) {
     version = std::max({version, protocol::kEvaluationProtocolVersion,
                         protocol::DataProtocolVersion(spec.eval->data.kind)});
   }
+  if (spec.epochs > 0) version = std::max(version, protocol::kEpochsProtocolVersion);
   return version;
 }
 

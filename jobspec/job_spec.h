@@ -62,7 +62,10 @@ struct JobSpec {
   int64_t global_batch = 0;  // required
   int gpus = 1;
   double amplification_limit = 2.0;
-  int64_t iterations = 0;  // required
+  // How long to train: exactly one of the two. epochs (FG only): passes over the training set,
+  // which the executors turn into iterations once they know its size (protocol::RunSpec).
+  int64_t iterations = 0;
+  int64_t epochs = 0;
   OptimizerSpec optimizer;
   DataSpec data;
   int64_t seed = 0;
@@ -98,8 +101,8 @@ bool SynchronizesBatchNorm(const JobSpec& spec);
 // The executor protocol version (protocol/version.h) of the job's run spec: the one the
 // coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
 // protocol::OptimizerProtocolVersion and DataProtocolVersion, of the eval data too, and
-// protocol::kEvaluationProtocolVersion with eval) and that every node the job is placed on must
-// read.
+// protocol::kEvaluationProtocolVersion with eval, kEpochsProtocolVersion with epochs) and that
+// every node the job is placed on must read.
 int RequiredProtocolVersion(const JobSpec& spec);
 
 // The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its

@@ -145,6 +145,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "gpus",
                                     "amplification_limit",
                                     "iterations",
+                                    "epochs",
                                     "optimizer",
                                     "data",
                                     "seed",
@@ -172,6 +173,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                    [&](auto v) { spec.set_amplification_limit(v); }));
   RETURN_IF_ERROR(
       ReadInto<int64_t>(doc, "iterations", "", [&](auto v) { spec.set_iterations(v); }));
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "epochs", "", [&](auto v) { spec.set_epochs(v); }));
   if (doc.contains("optimizer")) {
     RETURN_IF_ERROR(ReadOptimizer(doc["optimizer"], spec.mutable_optimizer()));
   }
@@ -226,7 +228,6 @@ json JobSpecToJson(const JobSpec& spec) {
               {"global_batch", spec.global_batch},
               {"gpus", spec.gpus},
               {"amplification_limit", spec.amplification_limit},
-              {"iterations", spec.iterations},
               {"optimizer",
                {{"name", spec.optimizer.name},
                 {"lr", spec.optimizer.lr},
@@ -241,6 +242,11 @@ json JobSpecToJson(const JobSpec& spec) {
               {"batch_norm", spec.batch_norm},
               {"concurrent_branches", spec.concurrent_branches},
               {"gradient_bucket_mb", spec.gradient_bucket_mb}};
+  if (spec.epochs > 0) {
+    doc["epochs"] = spec.epochs;
+  } else {
+    doc["iterations"] = spec.iterations;
+  }
   if (!spec.model.empty()) doc["model"] = spec.model;
   if (!spec.graph_json.empty()) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");

@@ -109,8 +109,9 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   spec.global_batch = p.global_batch();
   if (p.has_gpus()) spec.gpus = p.gpus();
   if (p.has_amplification_limit()) spec.amplification_limit = p.amplification_limit();
-  if (!p.has_iterations()) return InvalidArgumentError("iterations: is required");
-  spec.iterations = p.iterations();
+  // Neither, or both: ValidateJobSpec names the two.
+  if (p.has_iterations()) spec.iterations = p.iterations();
+  if (p.has_epochs()) spec.epochs = p.epochs();
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
@@ -167,7 +168,11 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_global_batch(spec.global_batch);
   p.set_gpus(spec.gpus);
   p.set_amplification_limit(spec.amplification_limit);
-  p.set_iterations(spec.iterations);
+  if (spec.epochs > 0) {
+    p.set_epochs(spec.epochs);
+  } else {
+    p.set_iterations(spec.iterations);
+  }
   v1::OptimizerSpec* o = p.mutable_optimizer();
   o->set_name(spec.optimizer.name);
   o->set_lr(spec.optimizer.lr);

@@ -53,6 +53,7 @@ json ToJson(const IterationEvent& e) {
            {"iteration_ms", e.iteration_ms}, {"samples_per_s", e.samples_per_s},
            {"busy_ms", e.busy_ms},           {"idle_ms", e.idle_ms}};
   if (e.data_ms > 0) doc["data_ms"] = e.data_ms;
+  if (e.total_iterations > 0) doc["total_iterations"] = e.total_iterations;
   if (e.sharing) {
     doc["fg_busy_ms"] = e.sharing->fg_busy_ms;
     doc["bg_busy_ms"] = e.sharing->bg_busy_ms;
@@ -146,6 +147,7 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   ASSIGN_OR_RETURN(e.busy_ms, ReadRequiredField<double>(doc, "busy_ms", ""));
   ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
   RETURN_IF_ERROR(ReadOptionalField(doc, "data_ms", "", &e.data_ms));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "total_iterations", "", &e.total_iterations));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
   return ExecutorEvent(e);  // trivially copyable
 }

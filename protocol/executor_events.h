@@ -3,7 +3,7 @@
 // the worker daemon and the launcher read them with ParseExecutorEvent.
 //   {"event":"store_ready","host":H,"port":P}                       (rank 0, first, port 0 only)
 //   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
-//    "samples_per_s":s,"busy_ms":b,"idle_ms":d[,"data_ms":w]
+//    "samples_per_s":s,"busy_ms":b,"idle_ms":d[,"data_ms":w][,"total_iterations":K]
 //    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
 //   {"event":"evaluation","rank":R,"iteration":i,"samples":n,"loss":x|null,"top1":a,"top5":b}
 //   (rank 0, after each evaluation on the held-out set)
@@ -66,6 +66,9 @@ struct IterationEvent {
   // Of busy_ms: waiting for the iteration's batch from the data source. Written when above 0;
   // absent from executors older than the field (read as 0).
   double data_ms = 0;
+  // The run's iterations in all, which an epochs run's executor counts from its data set
+  // (protocol 5; absent from older executors: read as 0).
+  int64_t total_iterations = 0;
   std::optional<IterationSharing> sharing;
 };
 

@@ -89,6 +89,7 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
   if (spec.background) {
     RETURN_IF_ERROR(check_job(spec.background->optimizer, spec.background->data, "background."));
   }
+  if (spec.epochs > 0) RETURN_IF_ERROR(check(kEpochsProtocolVersion, "epochs", ""));
   if (spec.eval) {
     RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
     RETURN_IF_ERROR(
@@ -112,7 +113,11 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   doc["job_id"] = spec.job_id;
   doc["graph"] = std::move(graph);
   doc["plan"] = std::move(plan);
-  doc["iterations"] = spec.iterations;
+  if (spec.epochs > 0) {
+    doc["epochs"] = spec.epochs;
+  } else {
+    doc["iterations"] = spec.iterations;
+  }
   doc["seed"] = spec.seed;
   doc["optimizer"] = OptimizerToJson(spec.optimizer);
   doc["data"] = DataToJson(spec.data);
@@ -129,6 +134,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
 Status ValidateRunSpec(const RunSpec& spec) {
   if (!spec.graph) return InvalidArgumentError("graph is missing");
   if (spec.iterations < 1) return InvalidArgumentError("iterations must be >= 1");
+  if (spec.epochs < 0) return InvalidArgumentError("epochs must be >= 1");
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer));
   RETURN_IF_ERROR(ValidateDataSpec(spec.data));
   RETURN_IF_ERROR(spec.plan.Validate().WithContext("plan"));
@@ -165,7 +171,25 @@ int RequiredProtocolVersion(const RunSpec& spec) {
     version =
         std::max({version, kEvaluationProtocolVersion, DataProtocolVersion(spec.eval->data.kind)});
   }
+  if (spec.epochs > 0) version = std::max(version, kEpochsProtocolVersion);
   return version;
+}
+
+StatusOr<int64_t> IterationsForEpochs(int64_t epochs, int64_t samples, int64_t global_batch) {
+  if (epochs < 1 || samples < 1 || global_batch < 1) {
+    return InvalidArgumentError("epochs, samples and global batch must be >= 1");
+  }
+  // epochs * samples may overflow 64 bits long before the count is unreasonable: in 128.
+  __extension__ using Wide = __int128;
+  const Wide rows = static_cast<Wide>(epochs) * samples;
+  const Wide iterations = (rows + global_batch - 1) / global_batch;
+  if (iterations > kMaxRunIterations) {
+    return InvalidArgumentError("epochs: " + std::to_string(epochs) + " epochs of " +
+                                std::to_string(samples) + " samples at a global batch of " +
+                                std::to_string(global_batch) + " are more than " +
+                                std::to_string(kMaxRunIterations) + " iterations");
+  }
+  return static_cast<int64_t>(iterations);
 }
 
 StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
@@ -181,7 +205,15 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   ASSIGN_OR_RETURN(planner::Graph graph, ReadDocument(doc, "graph", &planner::ParseGraphJson));
   spec.graph = std::make_shared<const planner::Graph>(std::move(graph));
   ASSIGN_OR_RETURN(spec.plan, ReadDocument(doc, "plan", &planner::ParsePlanJson));
-  ASSIGN_OR_RETURN(spec.iterations, ReadRequiredField<int64_t>(doc, "iterations", ""));
+  if (doc.contains("epochs")) {
+    if (doc.contains("iterations")) {
+      return InvalidArgumentError("iterations and epochs: give one of the two");
+    }
+    ASSIGN_OR_RETURN(spec.epochs, ReadRequiredField<int64_t>(doc, "epochs", ""));
+    if (spec.epochs < 1) return InvalidArgumentError("epochs must be >= 1");
+  } else {
+    ASSIGN_OR_RETURN(spec.iterations, ReadRequiredField<int64_t>(doc, "iterations", ""));
+  }
   RETURN_IF_ERROR(ReadOptionalField(doc, "seed", "", &spec.seed));
   if (doc.contains("optimizer")) {
     ASSIGN_OR_RETURN(spec.optimizer, ParseOptimizerJson(doc["optimizer"], "optimizer."));

@@ -1,6 +1,6 @@
 // The run spec: everything one executor rank needs to train (docs/formats.md, "Run specs").
 //   {"format":"deepool.run","version":V,"job_id":"...","graph":{graph doc},
-//    "plan":{plan doc},"iterations":K,"seed":S,"optimizer":{...},"data":{...},
+//    "plan":{plan doc},"iterations":K (or "epochs":E),"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
 //    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...},
 //    "eval":{"data":{...},"every_iterations":N}}
@@ -33,7 +33,11 @@ struct RunSpec {
   std::string job_id;
   std::shared_ptr<const planner::Graph> graph;
   planner::Plan plan;
+  // How long to train: `iterations`, or, when `epochs` is above 0 ("epochs" in the document, in
+  // place of "iterations"; protocol 5), that many passes over the training set: the executor
+  // sets `iterations` to IterationsForEpochs of its data set's size once it has opened it.
   int64_t iterations = 1;
+  int64_t epochs = 0;
   uint64_t seed = 0;  // weight initialisation
   OptimizerSpec optimizer;
   DataSpec data;
@@ -53,6 +57,17 @@ struct RunSpec {
   // last (training_spec.h); absent: no evaluation.
   std::optional<EvalSpec> eval;
 };
+
+// The iterations that `epochs` passes over `samples` samples take at `global_batch` samples an
+// iteration: ceil(epochs * samples / global_batch). The last iteration of an epoch may reach
+// into the next one's samples (data.h: rows are numbered across iterations), so every sample is
+// seen `epochs` times, and at most global_batch - 1 of them once more. INVALID_ARGUMENT when the
+// count exceeds kMaxRunIterations ("epochs: 100000 epochs of 1281167 samples at a global batch
+// of 32 are more than 1000000000 iterations").
+StatusOr<int64_t> IterationsForEpochs(int64_t epochs, int64_t samples, int64_t global_batch);
+// The most iterations a job may train (the job spec's bound too): far above any real job, so
+// that a typo fails early.
+inline constexpr int64_t kMaxRunIterations = 1'000'000'000;
 
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
 Status ValidateRunSpec(const RunSpec& spec);

@@ -22,12 +22,14 @@
 //   3: adds image_folder data (data.kind "image_folder", data.skip_bad).
 //   4: adds evaluation (eval: a held-out data set run every N iterations) and tokens data
 //      (data.kind "tokens", data.dtype).
+//   5: adds epochs (the run spec's "epochs" instead of "iterations": the executor counts the
+//      iterations from its training set's size) and iteration events' "total_iterations".
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 4;
+inline constexpr int kProtocolVersion = 5;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -39,6 +41,8 @@ inline constexpr int kImageFolderProtocolVersion = 3;
 inline constexpr int kEvaluationProtocolVersion = 4;
 // The version that introduced tokens data.
 inline constexpr int kTokensProtocolVersion = 4;
+// The version that introduced epochs (the run spec's "epochs").
+inline constexpr int kEpochsProtocolVersion = 5;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

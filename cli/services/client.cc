@@ -289,12 +289,25 @@ std::string EvaluationText(const v1::Evaluation& e) {
   return out + "  (" + std::to_string(e.samples()) + " samples)";
 }
 
+std::string IterationsDone(const v1::Job& job) {
+  const auto& p = job.progress();
+  const int64_t total = p.iterations() > 0 ? p.iterations() : job.spec().iterations();
+  const int64_t epochs = job.spec().epochs();
+  std::string text = std::to_string(p.iteration()) + "/";
+  if (epochs <= 0) return text + std::to_string(total);
+  if (total <= 0) return text + "? (" + std::to_string(epochs) + " epochs)";
+  // The epoch the next iteration starts in (iterations split the epochs evenly up to rounding).
+  const int64_t epoch = std::min<int64_t>(epochs, p.iteration() * epochs / total + 1);
+  return text + std::to_string(total) + " (epoch " + std::to_string(epoch) + " of " +
+         std::to_string(epochs) + ")";
+}
+
 std::string JobProgressLine(const v1::Job& job) {
   const auto& p = job.progress();
   std::ostringstream out;
   out << job.job_id() << " " << Truncate(Printable(job.spec().name()), 20) << " "
       << StateWithReason(job, 60) << " " << ProgressBar(Fraction(job), 20) << " it "
-      << p.iteration() << "/" << (p.iterations() > 0 ? p.iterations() : job.spec().iterations());
+      << IterationsDone(job);
   if (p.has_loss()) {
     char loss[32];
     std::snprintf(loss, sizeof(loss), "%.4f", p.loss());
@@ -394,8 +407,8 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   out << "\n";
   out << "submitted  " << FormatWallTime(job.submitted_ms()) << " UTC ("
       << FormatAgo(job.submitted_ms(), now_ms) << "), attempt " << job.attempt() << "\n";
-  out << "progress   " << ProgressBar(Fraction(job), 30) << "  iteration " << p.iteration() << "/"
-      << (p.iterations() > 0 ? p.iterations() : spec.iterations()) << "\n";
+  out << "progress   " << ProgressBar(Fraction(job), 30) << "  iteration " << IterationsDone(job)
+      << "\n";
   if (p.updated_ms() > 0 && p.iteration_ms() <= 0) {
     // A BG job inside a FG executor reports only its rate (its times are the FG job's).
     out << "           " << FormatRate(p.samples_per_s()) << " samples/s"

@@ -84,6 +84,9 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
 // A one-line progress summary for `submit` and `up`: "job-3 RUNNING [###...] 40% it 8/20 ...",
 // ending with the last evaluation's accuracy when there is one ("eval top-1 81.2 % top-5 99.0 %").
 std::string JobProgressLine(const v1::Job& job);
+// "12/100"; for a job given epochs, "12/300 (epoch 1 of 3)" once its executors counted the
+// iterations, "12/? (3 epochs)" until then.
+std::string IterationsDone(const v1::Job& job);
 // One evaluation on the held-out set:
 // "iteration 200: top-1 81.2 %  top-5 99.0 %  loss 0.520  (800 samples)" (no loss when absent).
 std::string EvaluationText(const v1::Evaluation& evaluation);

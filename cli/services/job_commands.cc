@@ -34,8 +34,8 @@ struct SubmitFlags {
   std::string checkpoint_dir;
   std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   std::optional<int64_t> eval_batch;
-  std::optional<int64_t> global_batch, iterations, seed, num_classes, image_size, checkpoint_every,
-      data_skip_bad, eval_every;
+  std::optional<int64_t> global_batch, iterations, epochs, seed, num_classes, image_size,
+      checkpoint_every, data_skip_bad, eval_every;
   std::optional<int> gpus, priority, checkpoint_keep;
   std::optional<double> amplification_limit, lr, checkpoint_every_seconds, gradient_bucket_mb;
   bool foreground = false, background = false, detach = false, requeue = false;
@@ -106,7 +106,15 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (f.foreground) doc["role"] = "fg";
   if (f.background) doc["role"] = "bg";
   if (f.global_batch) doc["global_batch"] = *f.global_batch;
-  if (f.iterations) doc["iterations"] = *f.iterations;
+  // Either flag replaces a spec file's length, in iterations or in epochs.
+  if (f.iterations) {
+    doc.erase("epochs");
+    doc["iterations"] = *f.iterations;
+  }
+  if (f.epochs) {
+    doc.erase("iterations");
+    doc["epochs"] = *f.epochs;
+  }
   if (f.gpus) doc["gpus"] = *f.gpus;
   if (f.priority) doc["priority"] = *f.priority;
   if (f.amplification_limit) doc["amplification_limit"] = *f.amplification_limit;
@@ -406,6 +414,9 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--name", flags->name, "Job name");
   cmd->add_option("--global-batch,--batch", flags->global_batch, "Global batch size");
   cmd->add_option("--iterations", flags->iterations, "Training iterations");
+  cmd->add_option("--epochs", flags->epochs,
+                  "FG, instead of --iterations: passes over the training set (the executors "
+                  "count the iterations from its size; needs executor protocol 5)");
   cmd->add_option("--gpus", flags->gpus, "Devices to plan over (FG); 1 for BG");
   cmd->add_option("--amplification-limit,--amp", flags->amplification_limit,
                   "FG: GPU-seconds per iteration / single-GPU iteration time (0: unconstrained)");

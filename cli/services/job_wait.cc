@@ -177,8 +177,7 @@ std::string JobsSummary(const std::vector<v1::Job>& jobs) {
       state += " (" + Truncate(job.reason(), 60) + ")";
     }
     table.AddRow(
-        {job.job_id(), job.spec().name(), RoleName(job.spec().role()), state,
-         std::to_string(job.progress().iteration()) + "/" + std::to_string(job.spec().iterations()),
+        {job.job_id(), job.spec().name(), RoleName(job.spec().role()), state, IterationsDone(job),
          job.progress().samples_per_s() > 0 ? FormatRate(job.progress().samples_per_s()) : "-",
          FormatDuration(static_cast<double>(job.updated_ms() - started)),
          devices.empty() ? "-" : devices});

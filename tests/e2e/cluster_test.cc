@@ -540,6 +540,27 @@ TEST_CASE("submit's eval flags set the spec's eval", "[e2e][eval]") {
   CHECK_THAT(err, Catch::Contains("eval.data: is required"));
 }
 
+TEST_CASE("an epochs job trains the iterations its executors count and shows them",
+          "[e2e][epochs]") {
+  // Two epochs of the synthetic set's 1,024 samples at a global batch of 512: 4 iterations,
+  // which only the executors can count; the coordinator learns the total from their events.
+  LocalCluster cluster;
+  json spec = FgJob("epochs", 0, 4, 512);
+  spec.erase("iterations");
+  spec["epochs"] = 2;
+  std::string id;
+  REQUIRE(cluster.Submit(spec, &id).ok());
+  v1::Job job = cluster.WaitForTerminal(id);
+  INFO(cli::ToJson(job));
+  REQUIRE(job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(job.spec().epochs() == 2);
+  CHECK(job.progress().iterations() == 4);
+  CHECK(job.progress().iteration() == 4);
+  std::string out, err;
+  REQUIRE(cluster.RunCli({"status", id}, &out, &err) == 0);
+  CHECK_THAT(out, Catch::Contains("iteration 4/4 (epoch 2 of 2)"));
+}
+
 TEST_CASE("an evaluated job's results reach its progress, status and logs", "[e2e][eval]") {
   // Four ranks on two workers evaluate the held-out set after iterations 3 and 6; rank 0's
   // results travel through its worker to the coordinator and the CLI.

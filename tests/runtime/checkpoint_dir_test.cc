@@ -41,6 +41,34 @@ int64_t Latest(const fs::path& dir) {
   return found->has_value() ? (*found)->manifest.iteration : -1;
 }
 
+TEST_CASE("a manifest keeps its data position and reads one without it", "[checkpoint][epochs]") {
+  const fs::path dir = TempDir();
+  WriteCheckpoint(dir, 10, 1);  // no position: as BG jobs and older executors write them
+  auto found = FindLatestCheckpoint(dir.string());
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  CHECK_FALSE((*found)->manifest.data.has_value());
+
+  const std::string path = CheckpointPath(dir.string(), 20);
+  fs::create_directories(path);
+  std::ofstream(path + "/rank-0.pt") << "state";
+  auto file = DescribeFile(path + "/rank-0.pt", "rank-0.pt");
+  REQUIRE(file.ok());
+  REQUIRE(WriteRankSidecar(path, 0, *file).ok());
+  CheckpointManifest manifest;
+  manifest.iteration = 20;
+  manifest.world_size = 1;
+  manifest.optimizer = "sgd";
+  manifest.data = DataPosition{1000, 96, 1, 920};  // 20 x 96 = 1920 rows: epoch 1, row 920
+  REQUIRE(CommitCheckpoint(path, manifest).ok());
+  found = FindLatestCheckpoint(dir.string());
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  REQUIRE((*found)->manifest.data.has_value());
+  CHECK(*(*found)->manifest.data == DataPosition{1000, 96, 1, 920});
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the newest whole checkpoint is found and odd entries are ignored", "[checkpoint]") {
   const fs::path dir = TempDir();
   CHECK(Latest(dir / "missing") == -1);

@@ -141,6 +141,38 @@ TEST_CASE("a held-out image folder is read in file order through the evaluation 
   fs::remove_all(root);
 }
 
+TEST_CASE("a source opened again at a mid-epoch iteration continues at the exact sample",
+          "[data][images][epochs]") {
+  // What a resumed job does: a new process opens the set and starts at the checkpoint's
+  // iteration, here 7 of a 10-image set at 4 rows (row 28: epoch 2, sample offset 8), with more
+  // ranks than the first run had. Its rows, pixels included, are the uninterrupted run's.
+  auto root = TempDir();
+  WriteFolder(root, 2, 5);
+  auto uninterrupted = Open(root, 4, {9, 0});
+  REQUIRE(uninterrupted.ok());
+  std::vector<Batch> expected;
+  for (int64_t iteration = 0; iteration < 10; ++iteration) {
+    auto batch = (*uninterrupted)->GlobalBatch(iteration);
+    REQUIRE(batch.ok());
+    expected.push_back(*batch);
+  }
+  const std::vector<int64_t> shares = planner::NearEqualShares(4, 3);
+  for (int64_t iteration = 7; iteration < 10; ++iteration) {
+    int64_t first = 0;
+    for (int64_t share : shares) {
+      auto resumed = Open(root, 4, {9, 0});
+      REQUIRE(resumed.ok());
+      auto part = (*resumed)->Samples(iteration, first, first + share);
+      REQUIRE(part.ok());
+      const Batch& whole = expected[static_cast<size_t>(iteration)];
+      REQUIRE(part->inputs.equal(whole.inputs.narrow(0, first, share)));
+      REQUIRE(part->labels.equal(whole.labels.narrow(0, first, share)));
+      first += share;
+    }
+  }
+  fs::remove_all(root);
+}
+
 TEST_CASE("image rows depend on the seed, not on how ranks split the batch", "[data][images]") {
   auto root = TempDir();
   WriteFolder(root, 2, 5);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/run_spec.h"
@@ -64,6 +65,46 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
     REQUIRE((*ranks)->outcomes()[static_cast<size_t>(rank)].done);
   }
   REQUIRE(rank0_losses.size() == 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on every rank",
+          "[launcher][process][epochs]") {
+  auto dir = TempDir();
+  planner::zoo::ModelOptions model;
+  model.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", model);
+  REQUIRE(graph.ok());
+  RunSpec spec;
+  spec.job_id = "launcher-epochs";
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  spec.plan = planner::DataParallelLayout(*spec.graph, 96, 2);
+  spec.plan.num_devices = 2;
+  spec.epochs = 2;  // of the synthetic set's 1,024 samples: 2048 / 96 = 21.3 iterations
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = (dir / "run.json").string();
+  REQUIRE(WriteRunSpecFile(spec, options.run_spec_path).ok());
+  options.world_size = 2;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  INFO(ranks.status().ToString());
+  REQUIRE(ranks.ok());
+  std::map<int, int> iterations;
+  std::set<int64_t> totals;
+  Status status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+    if (const auto* iteration = std::get_if<protocol::IterationEvent>(&event)) {
+      ++iterations[rank];
+      totals.insert(iteration->total_iterations);
+    }
+  });
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  CHECK(totals == std::set<int64_t>{22});
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(iterations[rank] == 22);
+    CHECK((*ranks)->outcomes()[static_cast<size_t>(rank)].iterations == 22);
+  }
   fs::remove_all(dir);
 }
 

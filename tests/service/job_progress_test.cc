@@ -39,6 +39,25 @@ DeviceJobs BgOnCpu1(const RankPlacement& p) {
   return p.device == "cpu:1" ? DeviceJobs{"fg-1", "bg-1"} : DeviceJobs{"fg-1", ""};
 }
 
+TEST_CASE("an epochs job's total iterations come from its executors' events", "[progress]") {
+  JobRecord job = RunningJob("fg-1", JobRole::kFg, 1);
+  job.spec.iterations = 0;
+  job.spec.epochs = 2;
+  v1::IterationEvent first = Event(0, 0, 9, 1);
+  ApplyIterationEvent(first, nullptr, 1000, &job);
+  CHECK(job.progress.iterations == 0);  // not counted yet: an older executor sends none
+  CHECK(job.progress.iteration == 1);   // and nothing caps the count meanwhile
+  first.set_iteration(1);
+  first.set_total_iterations(172);
+  ApplyIterationEvent(first, nullptr, 2000, &job);
+  CHECK(job.progress.iterations == 172);
+  CHECK(job.progress.iteration == 2);
+  v1::IterationEvent past = Event(0, 500, 9, 1);  // capped at the total, as for iterations jobs
+  past.set_total_iterations(172);
+  ApplyIterationEvent(past, nullptr, 3000, &job);
+  CHECK(job.progress.iteration == 172);
+}
+
 TEST_CASE("every rank's iteration fills its device row, rank 0 sets the job's numbers",
           "[progress]") {
   JobRecord job = RunningJob("fg-1", JobRole::kFg, 2);

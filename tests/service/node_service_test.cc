@@ -105,9 +105,9 @@ TEST_CASE("a protocol 1 worker runs SGD jobs at version 1 and adamw jobs wait fo
         "needs workers that speak executor protocol 2 (adamw); 1 of 1 nodes speak only 1: "
         "upgrade them");
 
-  // A worker of this build (it speaks 1 to 4) joins: the adamw job goes there, at version 2.
+  // A worker of this build (it speaks 1 to 5) joins: the adamw job goes there, at version 2.
   const v1::RegisterNodeResponse new_registered = c.Register(Cluster::NodeRequest("new", 1));
-  REQUIRE(new_registered.protocol_version() == 4);
+  REQUIRE(new_registered.protocol_version() == protocol::kProtocolVersion);
   grpc::ClientContext new_ctx;
   new_ctx.set_deadline(std::chrono::system_clock::now() + seconds(60));
   v1::StreamTasksRequest new_req;
@@ -126,7 +126,7 @@ TEST_CASE("a protocol 1 worker runs SGD jobs at version 1 and adamw jobs wait fo
   REQUIRE(c.client->ListNodes(c.Context().get(), v1::ListNodesRequest(), &nodes).ok());
   REQUIRE(nodes.nodes_size() == 2);
   CHECK(nodes.nodes(0).name() == "new");
-  CHECK(nodes.nodes(0).protocol_version() == 4);
+  CHECK(nodes.nodes(0).protocol_version() == protocol::kProtocolVersion);
   CHECK(nodes.nodes(1).protocol_version() == 1);
   CHECK(nodes.nodes(1).task_ids_size() == 0);  // nothing of the adamw job on the old node
 

@@ -833,5 +833,30 @@ TEST_CASE("an evaluated job waits for workers that read protocol 4 and gets eval
   CHECK_FALSE(nlohmann::json::parse(on_three[0].assign().train().run_spec_json()).contains("eval"));
 }
 
+TEST_CASE("an epochs job waits for workers that read protocol 5 and gets epochs in its run spec",
+          "[scheduler][version][epochs]") {
+  Harness h;
+  h.AddNode("four", 1, "cpu", {}, protocol::ProtocolRange{1, 4});
+  JobSpec by_epochs = Fg(1);
+  by_epochs.iterations = 0;
+  by_epochs.epochs = 3;
+  JobRecord job = h.Submit(by_epochs);
+  CHECK(h.Get(job.id).progress.iterations == 0);  // the executors will count them
+  h.scheduler.Tick();
+  CHECK(h.Get(job.id).state == JobState::kPending);
+  CHECK(h.Get(job.id).reason ==
+        "needs workers that speak executor protocol 5 (epochs); 1 of 1 nodes speak only 4: "
+        "upgrade them");
+  h.AddNode("new", 1);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> on_new = h.Commands("node-new");
+  REQUIRE(on_new.size() == 1);
+  const auto spec = nlohmann::json::parse(on_new[0].assign().train().run_spec_json());
+  CHECK(spec["version"] == 5);
+  CHECK(spec["epochs"] == 3);
+  CHECK_FALSE(spec.contains("iterations"));
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

@@ -199,7 +199,7 @@ TEST_CASE("run spec: written at the oldest version that can express it", "[proto
   CHECK(written(spec) == 4);
   // The versions are ones this build reads.
   CHECK(kOldestProtocolVersion == 1);
-  CHECK(kProtocolVersion == 4);
+  CHECK(kProtocolVersion == 5);
   CHECK(kEvaluationProtocolVersion == 4);
 }
 
@@ -369,6 +369,44 @@ TEST_CASE("run spec: a version 3 document with eval is refused, naming field and
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
 
+TEST_CASE("run spec: epochs replace iterations at version 5", "[protocol][version][epochs]") {
+  RunSpec spec = Spec();
+  spec.epochs = 3;
+  json doc = json::parse(RunSpecToJson(spec));
+  CHECK(doc["version"] == 5);
+  CHECK(doc["epochs"] == 3);
+  CHECK_FALSE(doc.contains("iterations"));
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->epochs == 3);
+  doc["version"] = 4;
+  CHECK(ErrorOf(doc) == "epochs needs executor protocol version 5; this run spec is version 4");
+  doc["version"] = 5;
+  doc["iterations"] = 10;
+  CHECK(ErrorOf(doc) == "iterations and epochs: give one of the two");
+  doc.erase("iterations");
+  doc["epochs"] = 0;
+  CHECK(ErrorOf(doc) == "epochs must be >= 1");
+  // An iterations spec writes no epochs and stays at the oldest version.
+  CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("epochs"));
+}
+
+TEST_CASE("epochs become iterations: ceil(epochs x samples / global batch)", "[protocol][epochs]") {
+  CHECK(*IterationsForEpochs(1, 1024, 12) == 86);  // 85 whole batches and 4 samples
+  CHECK(*IterationsForEpochs(3, 1024, 12) == 256);
+  CHECK(*IterationsForEpochs(2, 100, 50) == 4);
+  CHECK(*IterationsForEpochs(1, 5, 64) == 1);  // a set smaller than the batch: one iteration
+  // 1e6 epochs of ImageNet at batch 1 overflow 1e9 iterations, not 64 bits.
+  StatusOr<int64_t> huge = IterationsForEpochs(1'000'000, 1'281'167, 1);
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.status().message() ==
+        "epochs: 1000000 epochs of 1281167 samples at a global batch of 1 are more than "
+        "1000000000 iterations");
+  CHECK_FALSE(IterationsForEpochs(int64_t{1} << 40, int64_t{1} << 40, 1).ok());
+  CHECK_FALSE(IterationsForEpochs(0, 10, 1).ok());
+}
+
 TEST_CASE("tokens data: its JSON, its id type and the version it needs", "[protocol][tokens]") {
   StatusOr<DataSpec> data = ParseDataJson(
       nlohmann::json::parse(R"({"kind":"tokens","path":"/c/train.bin","seed":3,"dtype":"uint32"})"),
@@ -413,9 +451,9 @@ TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 4)");
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 5)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 5 (this build reads versions 1 to 4)");
+  CHECK(ErrorOf(doc) == "unsupported version 6 (this build reads versions 1 to 5)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
@@ -500,6 +538,10 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   CHECK_FALSE(plain.sharing.has_value());
   iteration.data_ms = 1.5;  // waiting for the batch
   CHECK(RoundTrip(iteration).data_ms == 1.5);
+  CHECK(plain.total_iterations == 0);
+  iteration.total_iterations = 86;  // an epochs run's count
+  CHECK(RoundTrip(iteration).total_iterations == 86);
+  iteration.total_iterations = 0;
   iteration.loss = std::nan("");  // a rank without the loss
   iteration.sharing = IterationSharing{6, 3, 50, 4, std::nullopt};
   IterationEvent shared = RoundTrip(iteration);

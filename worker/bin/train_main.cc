@@ -23,7 +23,11 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", options.ranks, "number of ranks (default: the plan's)");
   app.add_option("--device", options.device, "cpu or cuda (rank R uses cuda:R)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--iterations", options.iterations, "training iterations");
+  app.add_option("--iterations", options.iterations, "training iterations (default 20)");
+  app.add_option("--epochs", options.epochs,
+                 "instead of --iterations: passes over the training set (the ranks count the "
+                 "iterations: ceil(epochs * samples / global batch))")
+      ->excludes(app.get_option("--iterations"));
   app.add_option("--global-batch", options.global_batch, "global batch (default: the plan's)");
   app.add_option("--optimizer", options.optimizer.name, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));

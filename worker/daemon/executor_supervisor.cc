@@ -49,6 +49,7 @@ IterationReport ToReport(int rank, const protocol::IterationEvent& e) {
   report.busy_ms = e.busy_ms;
   report.idle_ms = e.idle_ms;
   report.data_ms = e.data_ms;
+  report.total_iterations = e.total_iterations;
   if (e.sharing) {
     report.fg_busy_ms = e.sharing->fg_busy_ms;
     report.bg_busy_ms = e.sharing->bg_busy_ms;

@@ -85,7 +85,8 @@ struct IterationReport {
   double samples_per_s = 0;
   double busy_ms = 0;
   double idle_ms = 0;
-  double data_ms = 0;  // of busy_ms: waiting for the batch from the data source
+  double data_ms = 0;            // of busy_ms: waiting for the batch from the data source
+  int64_t total_iterations = 0;  // the run's, as the executor counted them (0: not sent)
   // Set when the executor shares its device with a BG job (docs/multiplexing.md, "Metrics").
   std::optional<double> fg_busy_ms;
   std::optional<double> bg_busy_ms;

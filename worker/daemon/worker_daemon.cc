@@ -559,6 +559,7 @@ void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport
   event.set_bg_iterations(report.bg_iterations);
   if (report.bg_loss) event.set_bg_loss(*report.bg_loss);
   event.set_in_fg_executor(report.in_fg_executor);
+  event.set_total_iterations(report.total_iterations);
   std::lock_guard<std::mutex> lock(mu_);
   progress_[task_id].iterations.push_back(std::move(event));
 }

@@ -8,7 +8,7 @@ std::string StoreReadyEvent(const std::string& host, int port) {
   return ExecutorEventToJson(protocol::StoreReadyEvent{host, port});
 }
 
-std::string IterationEvent(int rank, const IterationStats& stats) {
+std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations) {
   protocol::IterationEvent event;
   event.rank = rank;
   event.iteration = stats.iteration;
@@ -18,6 +18,7 @@ std::string IterationEvent(int rank, const IterationStats& stats) {
   event.busy_ms = stats.busy_ms;
   event.idle_ms = stats.idle_ms;
   event.data_ms = stats.data_ms;
+  event.total_iterations = total_iterations;
   return ExecutorEventToJson(event);
 }
 

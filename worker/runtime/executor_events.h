@@ -14,7 +14,8 @@
 namespace deepool::worker {
 
 std::string StoreReadyEvent(const std::string& host, int port);
-std::string IterationEvent(int rank, const IterationStats& stats);
+// total_iterations: the run's iterations in all (written when above 0).
+std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations);
 // The held-out set's results after `iteration` iterations (written by rank 0).
 std::string EvaluationEvent(int rank, int64_t iteration, const EvaluationStats& stats);
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,

@@ -148,6 +148,7 @@ struct LoopContext {
   int64_t first_iteration;
   const std::atomic<bool>& stop_asked;  // by a "stop_at_checkpoint" command
   DataSource* eval_data;                // the run spec's held-out set; null without "eval"
+  int64_t data_samples;                 // the training set's size
 };
 
 double SteadySeconds() {
@@ -169,11 +170,34 @@ StatusOr<bool> MaybeCheckpoint(const LoopContext& loop, CheckpointSchedule& sche
     if (!schedule.Agreed(done, elapsed)) return false;
   }
   ASSIGN_OR_RETURN(CheckpointOutcome outcome,
-                   WriteTrainingCheckpoint(loop.spec, loop.rank, done, executor, loop.comm,
-                                           loop.device, loop.stop_asked.load()));
+                   WriteTrainingCheckpoint(loop.spec, loop.rank, done, loop.data_samples, executor,
+                                           loop.comm, loop.device, loop.stop_asked.load()));
   schedule.Written(done, SteadySeconds());
   if (!outcome.written.ok()) DP_LOG_WARN("rank {}: {}", loop.rank, outcome.written.ToString());
   return outcome.stop && done < loop.spec.iterations;
+}
+
+// An epochs run's iterations, from its training set's size. The ranks must agree on it, or
+// some would stop while others wait for them: a rank whose set differs in size from the mean
+// of all ranks' fails, and so then does every rank (a second sum), naming the sizes.
+StatusOr<int64_t> CountEpochIterations(const RunSpec& spec, int64_t samples, Communicator& comm,
+                                       const torch::Device& device) {
+  ASSIGN_OR_RETURN(const double mean, MeanOverRanks(comm, device, static_cast<double>(samples)));
+  ASSIGN_OR_RETURN(const double differing,
+                   MeanOverRanks(comm, device, mean == static_cast<double>(samples) ? 0.0 : 1.0));
+  if (differing > 0) {
+    return FailedPreconditionError(fmt::format(
+        "epochs: the ranks' training sets differ in size (this rank's has {} samples, the "
+        "ranks' mean is {}): every node must hold the same data set",
+        samples, mean));
+  }
+  ASSIGN_OR_RETURN(const int64_t iterations,
+                   protocol::IterationsForEpochs(spec.epochs, samples, spec.plan.global_batch));
+  if (comm.rank() == 0) {
+    DP_LOG_INFO("{} epochs of {} samples at a global batch of {}: {} iterations", spec.epochs,
+                samples, spec.plan.global_batch, iterations);
+  }
+  return iterations;
 }
 
 // Evaluates the held-out set after `done` iterations when the run spec asks for it then: every
@@ -212,7 +236,7 @@ StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& ex
     spans.BeginIteration(i);
     ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
     PrintTraceEvents(spans.TakeFinished(loop.rank), out);
-    std::string line = IterationEvent(loop.rank, stats);
+    std::string line = IterationEvent(loop.rank, stats, spec.iterations);
     if (side.host) {
       for (const std::string& l : side.host->AfterIteration(line)) out << l << '\n';
       out.flush();
@@ -270,6 +294,10 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   if (side.sharing) side.sharing->TraceUnits(&spans);
   if (side.host) side.host->TraceUnits(&spans);
   ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  if (spec.epochs > 0) {
+    ASSIGN_OR_RETURN(spec.iterations, CountEpochIterations(spec, source->num_samples(), *comm,
+                                                           device.torch_device()));
+  }
   // The next iteration's rows are produced while this one trains (pinned for a GPU).
   std::unique_ptr<DataSource> data =
       WithPrefetch(std::move(source), device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
@@ -294,12 +322,18 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
-  ASSIGN_OR_RETURN(
-      int64_t first_iteration,
-      ResumeFromCheckpoint(spec, options.rank, *executor, *comm, device.torch_device(), out));
+  ASSIGN_OR_RETURN(int64_t first_iteration,
+                   ResumeFromCheckpoint(spec, options.rank, data->num_samples(), *executor, *comm,
+                                        device.torch_device(), out));
   StartCommands(options.command_fd, &side, &spans, &stop_asked);
-  const LoopContext loop{spec,       options.rank,   *comm, device.torch_device(), first_iteration,
-                         stop_asked, eval_data.get()};
+  const LoopContext loop{spec,
+                         options.rank,
+                         *comm,
+                         device.torch_device(),
+                         first_iteration,
+                         stop_asked,
+                         eval_data.get(),
+                         data->num_samples()};
   ASSIGN_OR_RETURN(std::optional<int64_t> stopped, TrainLoop(loop, *executor, side, spans, out));
   if (stopped) {  // the job goes on elsewhere from this checkpoint: no final export
     out << StoppedEvent(options.rank, *stopped) << std::endl;

@@ -49,6 +49,8 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   RunSpec spec;
   spec.job_id = "train";
   spec.iterations = options.iterations;
+  if (options.epochs < 0) return InvalidArgumentError("--epochs must be >= 1");
+  spec.epochs = options.epochs;
   spec.seed = options.seed;
   spec.optimizer = options.optimizer;
   if (options.batch_norm != "synchronized" && options.batch_norm != "per_device") {
@@ -144,8 +146,10 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto ranks, RankProcesses::Start(launch));
   if (!options.json_events) {
     out << "model " << spec.graph->name() << ", " << spec.plan.num_devices << " ranks on "
-        << options.device << ", global batch " << spec.plan.global_batch << ", " << spec.iterations
-        << " iterations\n";
+        << options.device << ", global batch " << spec.plan.global_batch << ", "
+        << (spec.epochs > 0 ? std::to_string(spec.epochs) + " epochs"
+                            : std::to_string(spec.iterations) + " iterations")
+        << "\n";
     out << std::setw(6) << "iter" << std::setw(12) << "loss" << std::setw(12) << "ms"
         << std::setw(14) << "samples/s" << std::setw(12) << "busy ms" << std::setw(12) << "idle ms"
         << "\n";
@@ -183,8 +187,9 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
       if (outcome.checkpoint)
         out << "rank " << outcome.rank << " checkpoint " << *outcome.checkpoint << "\n";
     }
-    out << "done: " << spec.plan.num_devices << " ranks finished " << spec.iterations
-        << " iterations\n";
+    // The ranks' count: an epochs run's iterations are the executors' to count.
+    out << "done: " << spec.plan.num_devices << " ranks finished "
+        << ranks->outcomes().front().iterations << " iterations\n";
   }
   return Status::Ok();
 }

@@ -24,9 +24,11 @@ struct TrainOptions {
   int ranks = 0;  // 0: the plan's device count (1 without a plan)
   std::string device = "cpu";
   int64_t iterations = 20;
+  int64_t epochs = 0;        // above 0: passes over the training set, in place of iterations
   int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
   OptimizerSpec optimizer;
-  std::string data = "synthetic";  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
+  std::string data =
+      "synthetic";  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   // Evaluation (the run spec's "eval"): a held-out set in --data's form; empty: none. Every
   // eval_every iterations (0: only at the end) and after the last.
   std::string eval_data;

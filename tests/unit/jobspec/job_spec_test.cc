@@ -501,6 +501,46 @@ TEST_CASE("eval needs executor protocol 4 and counts in the fingerprint and the 
   CHECK(SpecBytes(evaluated) == SpecBytes(*plain) + 16);  // "/data/cifar-test"
 }
 
+TEST_CASE("epochs replace iterations for FG jobs and need executor protocol 5",
+          "[job_spec][epochs][version]") {
+  const std::string text = R"({"name":"demo","model":"resnet50","global_batch":32,"epochs":3})";
+  StatusOr<JobSpec> spec = ParseJobSpecJson(text);
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  CHECK(spec->epochs == 3);
+  CHECK(spec->iterations == 0);
+  CHECK(RequiredProtocolVersion(*spec) == protocol::kEpochsProtocolVersion);
+  CHECK(protocol::kEpochsProtocolVersion == 5);
+  const nlohmann::json written = JobSpecToJson(*spec);
+  CHECK(written["epochs"] == 3);
+  CHECK_FALSE(written.contains("iterations"));
+  const v1::JobSpec message = JobSpecToProto(*spec);
+  CHECK(message.epochs() == 3);
+  CHECK_FALSE(message.has_iterations());
+  for (const StatusOr<JobSpec>& copy : {JobSpecFromProto(message), JobSpecFromJson(written)}) {
+    REQUIRE(copy.ok());
+    CHECK(JobSpecToJson(*copy) == written);
+  }
+  // An iterations job writes no epochs, and a different length is a different spec.
+  StatusOr<JobSpec> counted = ParseJobSpecJson(Spec(""));
+  REQUIRE(counted.ok());
+  CHECK_FALSE(JobSpecToJson(*counted).contains("epochs"));
+  CHECK_FALSE(JobSpecToProto(*counted).has_epochs());
+  CHECK(RequiredProtocolVersion(*counted) == 1);
+  CHECK(SpecFingerprint(*counted) != SpecFingerprint(*spec));
+
+  CHECK(ErrorOf(Spec(R"(,"epochs":2)")) ==
+        "iterations: give exactly one of \"iterations\" and \"epochs\"");
+  CHECK(ErrorOf(R"({"name":"demo","model":"resnet50","global_batch":32})") ==
+        "iterations: give exactly one of \"iterations\" and \"epochs\"");
+  CHECK(ErrorOf(R"({"name":"d","model":"resnet50","global_batch":32,"epochs":-1})") ==
+        "epochs: must be in [1, 1000000]");
+  CHECK(ErrorOf(R"({"name":"d","model":"resnet50","global_batch":32,"epochs":1000001})") ==
+        "epochs: must be in [1, 1000000]");
+  CHECK(ErrorOf(R"({"name":"d","model":"resnet50","global_batch":32,"epochs":1,"role":"bg"})") ==
+        "epochs: are for foreground jobs (give a bg job iterations)");
+}
+
 TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[job_spec]") {
   StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gpus":8,"concurrent_branches":true)"));
   REQUIRE(spec.ok());

@@ -89,6 +89,11 @@ StatusOr<CheckpointManifest> ManifestFromJson(const json& doc) {
       ASSIGN_OR_RETURN(CheckpointFile file, FileFromJson(f));
       m.files.push_back(std::move(file));
     }
+    if (doc.contains("data")) {
+      const json& d = doc.at("data");
+      m.data = DataPosition{d.at("samples").get<int64_t>(), d.at("global_batch").get<int64_t>(),
+                            d.at("epoch").get<int64_t>(), d.at("offset").get<int64_t>()};
+    }
   } catch (const json::exception& e) {
     return DataLossError(std::string("manifest: ") + e.what());
   }
@@ -191,6 +196,13 @@ Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest m
   json doc = {{"format", kManifestFormat},         {"iteration", manifest.iteration},
               {"world_size", manifest.world_size}, {"job_id", manifest.job_id},
               {"optimizer", manifest.optimizer},   {"files", files}};
+  if (manifest.data) {
+    const DataPosition& d = *manifest.data;
+    doc["data"] = {{"samples", d.samples},
+                   {"global_batch", d.global_batch},
+                   {"epoch", d.epoch},
+                   {"offset", d.offset}};
+  }
   return WriteFileAtomically(checkpoint_path + "/" + kManifestName, doc.dump(2) + "\n");
 }
 

@@ -27,12 +27,29 @@ struct CheckpointFile {
   uint64_t digest = 0;  // common/content_digest.h of the contents
 };
 
+// Where in the training set a checkpoint stands (data/epoch_order.h): the next row to train is
+// row `offset` of epoch `epoch`'s order, in a set of `samples` samples read `global_batch` rows
+// an iteration. It follows from the iteration; it is recorded so that a resumed run can tell
+// when its data set is no longer the one the checkpoint was trained on.
+struct DataPosition {
+  int64_t samples = 0;
+  int64_t global_batch = 0;
+  int64_t epoch = 0;
+  int64_t offset = 0;
+  bool operator==(const DataPosition& o) const {
+    return samples == o.samples && global_batch == o.global_batch && epoch == o.epoch &&
+           offset == o.offset;
+  }
+};
+
 struct CheckpointManifest {
   int64_t iteration = 0;  // iterations trained when it was written
   int world_size = 0;
   std::string job_id;
   std::string optimizer;  // the optimizer whose state the files hold ("sgd", "adam")
   std::vector<CheckpointFile> files;
+  // FG runs' checkpoints ("data" in the manifest); absent from BG jobs' and older ones.
+  std::optional<DataPosition> data;
 };
 
 // A checkpoint found on disk.

@@ -7,6 +7,7 @@
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/checkpoints/training_state.h"
+#include "worker/runtime/data/epoch_order.h"
 
 namespace deepool::worker {
 namespace {
@@ -27,6 +28,13 @@ StatusOr<std::vector<double>> SumOverRanks(Communicator& comm, const torch::Devi
   RETURN_IF_ERROR(work->Wait(comm.timeout()));
   torch::Tensor host = t.cpu();
   return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+}
+
+// The position of the first row after `iterations` iterations (EpochOrder's numbering).
+DataPosition PositionAfter(int64_t iterations, int64_t samples, int64_t global_batch) {
+  const EpochPosition p =
+      EpochOrder(std::max<int64_t>(samples, 1), global_batch, 0).Position(iterations, 0);
+  return DataPosition{samples, global_batch, p.epoch, p.offset};
 }
 
 }  // namespace
@@ -95,8 +103,9 @@ StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, 
 
 // Every rank takes part in the sum whatever happened to its own file, so none is left waiting.
 StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
-                                                    Executor& executor, Communicator& comm,
-                                                    const torch::Device& device, bool stop_asked) {
+                                                    int64_t data_samples, Executor& executor,
+                                                    Communicator& comm, const torch::Device& device,
+                                                    bool stop_asked) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = CheckpointPath(spec.checkpoints->dir, done);
   auto write_own = [&]() -> Status {
@@ -125,6 +134,7 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   manifest.world_size = comm.world_size();
   manifest.job_id = spec.job_id;
   manifest.optimizer = spec.optimizer.name;
+  manifest.data = PositionAfter(done, data_samples, spec.plan.global_batch);
   StatusOr<int> pruned = CommitAndPrune(path, manifest, *spec.checkpoints);
   // A failed commit stops the other ranks all the same; the job then resumes from the previous
   // checkpoint.
@@ -135,9 +145,9 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
 }
 
 // The ranks check with a sum that they all found the same checkpoint.
-StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
-                                       Communicator& comm, const torch::Device& device,
-                                       std::ostream& out) {
+StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, int64_t data_samples,
+                                       Executor& executor, Communicator& comm,
+                                       const torch::Device& device, std::ostream& out) {
   if (!spec.checkpoints) return int64_t{0};
   ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found,
                    FindLatestCheckpoint(spec.checkpoints->dir));
@@ -155,8 +165,18 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& 
                                       executor.modules(), executor.optimizer()));
   // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
   if (rank == 0) {
+    const DataPosition now =
+        PositionAfter(manifest.iteration, data_samples, spec.plan.global_batch);
     out << "resumed from " << found->path << " (iteration " << manifest.iteration << " of "
-        << spec.iterations << "; written by " << manifest.world_size << " rank(s))" << std::endl;
+        << spec.iterations << ", epoch " << now.epoch << " at sample " << now.offset
+        << "; written by " << manifest.world_size << " rank(s))" << std::endl;
+    if (manifest.data && !(*manifest.data == now)) {
+      out << "warning: the checkpoint was trained on " << manifest.data->samples
+          << " samples at a global batch of " << manifest.data->global_batch << " (epoch "
+          << manifest.data->epoch << " at sample " << manifest.data->offset << "); this run has "
+          << now.samples << " at " << now.global_batch
+          << ": it goes on from the same iteration, not from the same sample" << std::endl;
+    }
   }
   return manifest.iteration;
 }

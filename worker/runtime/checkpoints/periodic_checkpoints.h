@@ -56,9 +56,11 @@ Status LoadFoundCheckpoint(const FoundCheckpoint& found, int64_t iterations,
 // every rank says whether it succeeded (and whether it was asked to stop), and rank 0 then
 // writes the manifest and prunes old ones. A stop asked of any rank stops them all, so that
 // ranks that heard of it at different iterations still agree; it waits for a whole checkpoint.
+// The manifest records the data position after `done` iterations in a training set of
+// `data_samples` samples.
 StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int rank, int64_t done,
-                                                    Executor& executor, Communicator& comm,
-                                                    const torch::Device& device,
+                                                    int64_t data_samples, Executor& executor,
+                                                    Communicator& comm, const torch::Device& device,
                                                     bool stop_asked = false);
 
 // The model of a whole checkpoint as one state_dict file at `path` (checkpoint.h's format and
@@ -71,9 +73,11 @@ StatusOr<double> MeanOverRanks(Communicator& comm, const torch::Device& device, 
 
 // Where training starts: iteration 0, or the newest whole checkpoint's iteration, whose state is
 // then loaded (it may come from another plan and world size). Rank 0 prints the resume as a log
-// line on `out`.
-StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, Executor& executor,
-                                       Communicator& comm, const torch::Device& device,
-                                       std::ostream& out);
+// line on `out`, with the data position (epoch and offset); when the checkpoint's training set
+// or global batch differ from this run's (`data_samples`, the plan's), the line says that the
+// run goes on from the same iteration but not at the same sample.
+StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, int64_t data_samples,
+                                       Executor& executor, Communicator& comm,
+                                       const torch::Device& device, std::ostream& out);
 
 }  // namespace deepool::worker
