@@ -566,7 +566,9 @@ TEST_CASE("an evaluated job's results reach its progress, status and logs", "[e2
   // results travel through its worker to the coordinator and the CLI.
   LocalCluster cluster;
   json spec = FgJob("evaluated", 6);
-  spec["eval"] = {{"data", {{"kind", "synthetic"}, {"seed", 8}}}, {"every_iterations", 3}};
+  // In passes of 48 samples, three times the global batch: the plan scaled to it.
+  spec["eval"] = {
+      {"data", {{"kind", "synthetic"}, {"seed", 8}}}, {"every_iterations", 3}, {"batch", 48}};
   std::string id;
   REQUIRE(cluster.Submit(spec, &id).ok());
   v1::Job job = cluster.WaitForTerminal(id);

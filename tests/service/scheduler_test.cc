@@ -803,6 +803,7 @@ TEST_CASE("an evaluated job waits for workers that read protocol 4 and gets eval
   evaluated.data.kind = "image_folder";  // needs 3; the eval needs 4
   evaluated.data.path = "/data/train";
   evaluated.eval = jobspec::EvalSpec{{"image_folder", 5, "/data/val", 2}, 50};
+  evaluated.eval->batch = 96;
   JobRecord job = h.Submit(evaluated);
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kPending);
@@ -824,6 +825,7 @@ TEST_CASE("an evaluated job waits for workers that read protocol 4 and gets eval
   CHECK(spec["eval"]["data"]["path"] == "/data/val");
   CHECK(spec["eval"]["data"]["seed"] == 5);
   CHECK(spec["eval"]["data"]["skip_bad"] == 2);
+  CHECK(spec["eval"]["batch"] == 96);
   // A job without eval gets none, and runs on the older node.
   JobRecord plain = h.Submit(Fg(1));
   h.scheduler.Tick();
