@@ -3,7 +3,8 @@
 // standard, but the std::*_distribution classes are not (libstdc++ and libc++ turn the same
 // engine output into different values), so every draw here is an explicit inverse CDF of one
 // 53-bit uniform. The only remaining platform dependence is std::log/std::pow rounding in the
-// last bit; the generator rounds what it writes to milliseconds, so files match byte for byte.
+// last bit; the generator rounds what it writes to milliseconds, so files match byte for byte
+// unless a value lands within an ulp of a rounding boundary (about one value in 10^7).
 // Threading: one owner (an engine has state).
 #pragma once
 
