@@ -90,6 +90,10 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
     RETURN_IF_ERROR(check_job(spec.background->optimizer, spec.background->data, "background."));
   }
   if (spec.epochs > 0) RETURN_IF_ERROR(check(kEpochsProtocolVersion, "epochs", ""));
+  if (spec.precision != planner::Precision::kFp32) {
+    RETURN_IF_ERROR(
+        check(kPrecisionProtocolVersion, "precision", planner::PrecisionName(spec.precision)));
+  }
   if (spec.eval) {
     RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
     RETURN_IF_ERROR(
@@ -124,6 +128,9 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   if (spec.checkpoint_path || spec.checkpoints) doc["checkpoint"] = CheckpointToJson(spec);
   doc["gradient_bucket_mb"] = spec.gradient_bucket_mb;
   doc["batch_norm"] = spec.sync_batch_norm ? "synchronized" : "per_device";
+  if (spec.precision != planner::Precision::kFp32) {
+    doc["precision"] = planner::PrecisionName(spec.precision);
+  }
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   if (spec.eval) doc["eval"] = EvalToJson(*spec.eval);
   return doc;
@@ -172,6 +179,9 @@ int RequiredProtocolVersion(const RunSpec& spec) {
         std::max({version, kEvaluationProtocolVersion, DataProtocolVersion(spec.eval->data.kind)});
   }
   if (spec.epochs > 0) version = std::max(version, kEpochsProtocolVersion);
+  if (spec.precision != planner::Precision::kFp32) {
+    version = std::max(version, kPrecisionProtocolVersion);
+  }
   return version;
 }
 
@@ -230,6 +240,12 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
                                 batch_norm + "\"");
   }
   spec.sync_batch_norm = batch_norm == "synchronized";
+  if (doc.contains("precision")) {
+    std::string precision;
+    RETURN_IF_ERROR(ReadOptionalField(doc, "precision", "", &precision));
+    // ParsePrecision's message names the field ("unknown precision ...").
+    ASSIGN_OR_RETURN(spec.precision, planner::ParsePrecision(precision));
+  }
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));
   }

@@ -2,7 +2,7 @@
 //   {"format":"deepool.run","version":V,"job_id":"...","graph":{graph doc},
 //    "plan":{plan doc},"iterations":K (or "epochs":E),"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
-//    "gradient_bucket_mb":25,"batch_norm":"synchronized","background":{...},
+//    "gradient_bucket_mb":25,"batch_norm":"synchronized","precision":"bf16","background":{...},
 //    "eval":{"data":{...},"every_iterations":N}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
@@ -21,6 +21,7 @@
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/precision.h"
 #include "protocol/background_spec.h"
 #include "protocol/training_spec.h"
 #include "protocol/version.h"
@@ -50,6 +51,10 @@ struct RunSpec {
   // training equals one device's) or "per_device" (false: each device's own batch, as DDP
   // without SyncBatchNorm).
   bool sync_batch_norm = true;
+  // "precision": the math and activation width the job trains at (planner/precision.h;
+  // docs/runtime.md, "Precision"): weights, their gradients and the optimizer stay fp32 whatever
+  // it is. Written only when not fp32 (protocol 6); absent: fp32, as executors before it train.
+  planner::Precision precision = planner::Precision::kFp32;
   // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
   // gets one.
   std::optional<BackgroundSpec> background;
@@ -75,7 +80,8 @@ Status ValidateRunSpec(const RunSpec& spec);
 // The oldest executor protocol that can express the spec, the version RunSpecToJson writes: the
 // newest that its optimizers and data sets (its background job's and its eval data too) need
 // (OptimizerProtocolVersion, DataProtocolVersion), and at least kEvaluationProtocolVersion when
-// eval is set. Pure.
+// eval is set, kEpochsProtocolVersion with epochs, kPrecisionProtocolVersion with a precision
+// other than fp32. Pure.
 int RequiredProtocolVersion(const RunSpec& spec);
 
 // INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside

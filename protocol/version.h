@@ -24,12 +24,13 @@
 //      (data.kind "tokens", data.dtype).
 //   5: adds epochs (the run spec's "epochs" instead of "iterations": the executor counts the
 //      iterations from its training set's size) and iteration events' "total_iterations".
+//   6: adds precision (the run spec's "precision": "tf32", "bf16" or "fp16"; absent: fp32).
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 5;
+inline constexpr int kProtocolVersion = 6;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -43,6 +44,8 @@ inline constexpr int kEvaluationProtocolVersion = 4;
 inline constexpr int kTokensProtocolVersion = 4;
 // The version that introduced epochs (the run spec's "epochs").
 inline constexpr int kEpochsProtocolVersion = 5;
+// The version that introduced precision (the run spec's "precision").
+inline constexpr int kPrecisionProtocolVersion = 6;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

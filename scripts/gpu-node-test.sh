@@ -307,12 +307,19 @@ profile_sum_ms() {
     "$bin/deepool" plan --model "$1" --profile "$work/$1-$3.json" --gpus 1 --global-batch "$2" \
       --json 2>>"$log" | single_device_ms
 }
+# deepool-train's default on cuda is bf16 where it has --precision: the fp32 measurements ask for
+# tf32, the closest to what it ran before (cuDNN's TF32 convolutions, PyTorch's default, which
+# the profiles below also run under).
+fp32_flags=() fp32_name=fp32
+if grep -q -- --precision <<<"$("$bin/deepool-train" --help 2>/dev/null || true)"; then
+  fp32_flags=(--precision tf32) fp32_name=tf32
+fi
 resnet50_fp32_ms="(failed: see the log)"
 for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
   read -r model batch <<<"$case_"
   stage "one-GPU prediction, $model batch $batch"
   if ! measured="$("$bin/deepool-train" --model "$model" --num-classes 1000 --device cuda \
-         --ranks 1 --global-batch "$batch" --iterations 40 --json 2>>"$log" |
+         --ranks 1 --global-batch "$batch" --iterations 40 --json "${fp32_flags[@]}" 2>>"$log" |
          median_iteration_ms 10)" ||
      ! launch_sum="$(profile_sum_ms "$model" "$batch" with-launch --no-iteration-overhead)" ||
      ! device_total="$(profile_sum_ms "$model" "$batch" device)" ||
@@ -407,9 +414,9 @@ fi
 for model in resnet50 vit_b_16; do
   stage "GPU training rate, $model"
   if [[ $model == resnet50 ]]; then
-    gpu_rates+=("resnet50 fp32 32 $resnet50_fp32_ms")
+    gpu_rates+=("resnet50 $fp32_name 32 $resnet50_fp32_ms")
   else
-    gpu_rates+=("$model fp32 32 $(train_median_ms "$model" 32)")
+    gpu_rates+=("$model $fp32_name 32 $(train_median_ms "$model" 32 "${fp32_flags[@]}")")
   fi
   if [[ $has_precision -eq 1 ]]; then
     gpu_rates+=("$model bf16 32 $(train_median_ms "$model" 32 --precision bf16)")

@@ -263,7 +263,8 @@ struct RankRun {
 using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank)>;
 
 struct RankOptions {
-  bool sync_batch_norm = true;  // ExecutorOptions::sync_batch_norm
+  bool sync_batch_norm = true;                               // ExecutorOptions::sync_batch_norm
+  planner::Precision precision = planner::Precision::kFp32;  // ExecutorOptions::precision
   int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
   // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
   std::optional<DataSpec> data;
@@ -308,6 +309,7 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       options.seed = seed;
       options.optimizer = optimizer;
       options.sync_batch_norm = rank_options.sync_batch_norm;
+      options.precision = rank_options.precision;
       options.gradient_bucket_bytes = rank_options.gradient_bucket_bytes;
       SpanRecorder* spans =
           rank_options.spans.empty() ? nullptr : rank_options.spans[static_cast<size_t>(rank)];

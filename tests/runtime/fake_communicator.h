@@ -57,6 +57,15 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
     std::lock_guard<std::mutex> lock(mu_);
     return messages_sent_;
   }
+  // Bytes of every point-to-point send, and of the 16-bit ones (bf16, fp16) among them.
+  int64_t bytes_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_sent_;
+  }
+  int64_t half_bytes_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return half_bytes_sent_;
+  }
 
  private:
   friend class FakeCommunicator;
@@ -124,7 +133,13 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
       op->tag = p2p.tag;
       bool send = p2p.kind == P2POp::Kind::kSend;
       op->data = send ? p2p.tensor.detach().clone() : p2p.tensor;
-      if (send) ++messages_sent_;
+      if (send) {
+        ++messages_sent_;
+        const int64_t bytes = p2p.tensor.numel() * static_cast<int64_t>(p2p.tensor.element_size());
+        bytes_sent_ += bytes;
+        const auto dtype = p2p.tensor.scalar_type();
+        if (dtype == torch::kBFloat16 || dtype == torch::kHalf) half_bytes_sent_ += bytes;
+      }
       if (send && !nccl()) op->done = true;  // buffered at once
       entry->what += (entry->ops.empty() ? "" : ", ") + Describe(*op);
       Match(op, send ? MatchKey{rank, p2p.peer, nccl() ? 0 : p2p.tag}
@@ -374,6 +389,8 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
   Status broken_;  // a deadlock or a collective order mismatch: every later wait fails with it
   int64_t serial_ = 0;
   int64_t messages_sent_ = 0;
+  int64_t bytes_sent_ = 0;
+  int64_t half_bytes_sent_ = 0;
 };
 
 class FakeWork final : public CommWork {

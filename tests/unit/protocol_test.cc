@@ -199,7 +199,7 @@ TEST_CASE("run spec: written at the oldest version that can express it", "[proto
   CHECK(written(spec) == 4);
   // The versions are ones this build reads.
   CHECK(kOldestProtocolVersion == 1);
-  CHECK(kProtocolVersion == 5);
+  CHECK(kProtocolVersion == 6);
   CHECK(kEvaluationProtocolVersion == 4);
 }
 
@@ -392,6 +392,41 @@ TEST_CASE("run spec: epochs replace iterations at version 5", "[protocol][versio
   CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("epochs"));
 }
 
+TEST_CASE("run spec: a precision other than fp32 is written at version 6",
+          "[protocol][version][precision]") {
+  // fp32 writes no field and needs no newer version: old executors train fp32.
+  CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("precision"));
+  CHECK(RequiredProtocolVersion(Spec()) == 1);
+  for (planner::Precision precision :
+       {planner::Precision::kTf32, planner::Precision::kBf16, planner::Precision::kFp16}) {
+    RunSpec spec = Spec();
+    spec.precision = precision;
+    CHECK(RequiredProtocolVersion(spec) == 6);
+    json doc = json::parse(RunSpecToJson(spec));
+    CHECK(doc["version"] == 6);
+    CHECK(doc["precision"] == planner::PrecisionName(precision));
+    StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+    INFO(parsed.status().ToString());
+    REQUIRE(parsed.ok());
+    CHECK(parsed->precision == precision);
+  }
+  RunSpec spec = Spec();
+  spec.precision = planner::Precision::kBf16;
+  json doc = json::parse(RunSpecToJson(spec));
+  doc["version"] = 5;
+  CHECK(ErrorOf(doc) ==
+        "precision \"bf16\" needs executor protocol version 6; this run spec is version 5");
+  doc["version"] = 6;
+  doc["precision"] = "fp8";
+  CHECK(ErrorOf(doc) == "unknown precision \"fp8\" (known: fp32, tf32, bf16, fp16)");
+  doc["precision"] = "fp32";  // explicit fp32 reads at any version
+  doc["version"] = 1;
+  StatusOr<RunSpec> fp32 = ParseRunSpecJson(doc.dump());
+  INFO(fp32.status().ToString());
+  REQUIRE(fp32.ok());
+  CHECK(fp32->precision == planner::Precision::kFp32);
+}
+
 TEST_CASE("epochs become iterations: ceil(epochs x samples / global batch)", "[protocol][epochs]") {
   CHECK(*IterationsForEpochs(1, 1024, 12) == 86);  // 85 whole batches and 4 samples
   CHECK(*IterationsForEpochs(3, 1024, 12) == 256);
@@ -451,9 +486,9 @@ TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 5)");
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 6)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 6 (this build reads versions 1 to 5)");
+  CHECK(ErrorOf(doc) == "unsupported version 7 (this build reads versions 1 to 6)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }

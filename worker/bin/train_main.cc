@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", options.ranks, "number of ranks (default: the plan's)");
   app.add_option("--device", options.device, "cpu or cuda (rank R uses cuda:R)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", options.precision,
+                 "fp32, tf32, bf16 or fp16: autocast mixed precision with fp32 weights and "
+                 "optimizer (default: bf16 on cuda, fp32 on cpu)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   app.add_option("--iterations", options.iterations, "training iterations (default 20)");
   app.add_option("--epochs", options.epochs,
                  "instead of --iterations: passes over the training set (the ranks count the "

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "worker/runtime/executor_guard.h"
 #include "worker/runtime/layers/loss.h"
+#include "worker/runtime/layers/precision_scope.h"
 
 namespace deepool::worker {
 namespace {
@@ -32,6 +33,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
                                 " ranks");
   }
   RETURN_IF_ERROR(plan.Validate().WithContext("plan"));
+  SetMathMode(options.precision, options.device);
   std::unique_ptr<Executor> executor(
       new Executor(graph, plan, comm, data, std::move(options), clock));
   RETURN_IF_ERROR(Guarded("building rank " + std::to_string(comm->rank()),
@@ -205,7 +207,14 @@ void Executor::Synchronize() {
 torch::Tensor Executor::NewBuffer(int64_t rows, const planner::Shape& shape) {
   std::vector<int64_t> sizes{rows};
   sizes.insert(sizes.end(), shape.begin(), shape.end());
-  return torch::empty(sizes, torch::TensorOptions().dtype(torch::kFloat32).device(options_.device));
+  return torch::empty(
+      sizes,
+      torch::TensorOptions().dtype(ComputeDtype(options_.precision)).device(options_.device));
+}
+
+torch::Tensor Executor::ToTransferDtype(const torch::Tensor& tensor) const {
+  const auto dtype = ComputeDtype(options_.precision);
+  return tensor.scalar_type() == dtype ? tensor : tensor.to(dtype);
 }
 
 torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
@@ -287,7 +296,8 @@ Status Executor::Forward(int id, const Batch& batch) {
     for (const ResplitPiece& piece : edge.pieces) {
       if (piece.dst != rank_) continue;
       if (piece.src == rank_) {
-        parts[k].push_back(Rows(producer.output, producer.first, piece.first, piece.last));
+        parts[k].push_back(
+            ToTransferDtype(Rows(producer.output, producer.first, piece.first, piece.last)));
         continue;
       }
       // Posted at the producer's walk point; waited on only now, when the input is needed.
@@ -310,10 +320,13 @@ Status Executor::Forward(int id, const Batch& batch) {
   LayerModule& module = *modules_.at(id);
   SpanScope span(options_.spans, SpanKind::kForward, [&] { return layer.name; });
   module.set_step(StepContext{iteration_, state.first});
-  state.output = module.Forward(state.inputs);
-  if (state.loss_weight > 0) {
-    state.loss = LossPart(state.output, labels_[static_cast<size_t>(id)], state.loss_weight,
-                          plan_.global_batch);
+  {
+    AutocastScope autocast(options_.precision, options_.device);
+    state.output = module.Forward(state.inputs);
+  }
+  if (state.loss_weight > 0) {  // in fp32 whatever the precision
+    state.loss = LossPart(ToFloatIfHalf(state.output), labels_[static_cast<size_t>(id)],
+                          state.loss_weight, plan_.global_batch);
   }
   return Status::Ok();
 }
@@ -333,8 +346,9 @@ Status Executor::PostForwardTransfers(int id) {
     int tag = ForwardTag(transfer.edge);
     if (transfer.send) {
       // A narrow along the batch of a contiguous output is contiguous: no copy.
-      ops.push_back(P2POp::Send(Rows(output, producer.first, piece.first, piece.last).contiguous(),
-                                piece.dst, tag));
+      ops.push_back(P2POp::Send(
+          ToTransferDtype(Rows(output, producer.first, piece.first, piece.last)).contiguous(),
+          piece.dst, tag));
     } else {
       ops.push_back(
           P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(id).output_shape), piece.src, tag));
@@ -415,7 +429,8 @@ Status Executor::Backward(int segment_index) {
     }
     if (grad.defined() && state.output.requires_grad()) {
       roots.push_back(state.output);
-      root_grads.push_back(grad);
+      // Pieces arrive in the transfer dtype; autograd wants the output's own.
+      root_grads.push_back(grad.to(state.output.scalar_type()));
     }
     if (state.loss.defined() && state.loss.requires_grad()) {
       roots.push_back(state.loss);
@@ -453,8 +468,9 @@ Status Executor::PostBackwardTransfers(int segment) {
     if (transfer.send) {
       const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
       torch::Tensor grad = InputGradient(edge.consumer, edge.input_index);
-      ops.push_back(P2POp::Send(Rows(grad, consumer.first, piece.first, piece.last).contiguous(),
-                                piece.src, tag));
+      ops.push_back(P2POp::Send(
+          ToTransferDtype(Rows(grad, consumer.first, piece.first, piece.last)).contiguous(),
+          piece.src, tag));
     } else {
       ops.push_back(P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(edge.producer).output_shape),
                                 piece.dst, tag));

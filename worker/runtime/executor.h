@@ -77,6 +77,7 @@
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
 #include "planner/plan.h"
+#include "planner/precision.h"
 #include "worker/runtime/communication/communicator.h"
 #include "worker/runtime/data/data.h"
 #include "worker/runtime/layers/layer_module.h"
@@ -107,6 +108,12 @@ struct ExecutorOptions {
   // ends, and overlapped with the rest of backward; all are waited on before the optimizer step.
   // 0: one all-reduce per layer. The default is the job spec's (planner/gradient_sync.h).
   int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
+  // The math and activation width (docs/runtime.md, "Precision"): bf16 and fp16 run each
+  // layer's forward under autocast (layers/precision_scope.h) with the parameters, their
+  // gradients, their all-reduces and the optimizer in fp32, batch norm statistics and the loss in
+  // fp32; activations and their gradients cross between device sets in the compute dtype (bf16:
+  // half the bytes). tf32 sets the CUDA math mode (process-wide) and computes like fp32 on CPU.
+  planner::Precision precision = planner::Precision::kFp32;
   // Where Step marks its spans while a trace window is recorded (`deepool trace`); null: none.
   // Must outlive the executor.
   SpanRecorder* spans = nullptr;
@@ -326,7 +333,12 @@ class Executor {
   template <typename Name>
   Status WaitOne(CommWork& work, Name what);
   void Synchronize();
+  // A receive buffer in the dtype activations cross in (ComputeDtype of the precision).
   torch::Tensor NewBuffer(int64_t rows, const planner::Shape& shape);
+  // An activation or gradient piece as it crosses between device sets: in the compute dtype,
+  // whatever dtype the op that made it left it in, so that both sides agree on the bytes and a
+  // consumer's input does not depend on which of its pieces were local.
+  torch::Tensor ToTransferDtype(const torch::Tensor& tensor) const;
   // The receive buffer of one transfer (tag, peer, first sample), allocated once.
   torch::Tensor RecvBuffer(int tag, const ResplitPiece& piece, const planner::Shape& shape);
   // The gradient of a layer's input from another segment (zeros when autograd left none).

@@ -316,6 +316,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   executor_options.optimizer = spec.optimizer;
   executor_options.gradient_bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   executor_options.sync_batch_norm = spec.sync_batch_norm;
+  executor_options.precision = spec.precision;
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
   executor_options.spans = &spans;

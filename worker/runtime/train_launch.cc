@@ -45,6 +45,14 @@ StatusOr<std::optional<protocol::EvalSpec>> EvalOf(const TrainOptions& options) 
   return std::optional<protocol::EvalSpec>(eval);
 }
 
+}  // namespace
+
+const char* DefaultPrecision(const std::string& device) {
+  return device == "cuda" ? "bf16" : "fp32";
+}
+
+namespace {
+
 StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   RunSpec spec;
   spec.job_id = "train";
@@ -58,6 +66,11 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
                                 options.batch_norm);
   }
   spec.sync_batch_norm = options.batch_norm == "synchronized";
+  const std::string precision =
+      options.precision.empty() ? DefaultPrecision(options.device) : options.precision;
+  auto parsed_precision = planner::ParsePrecision(precision);
+  if (!parsed_precision.ok()) return parsed_precision.status().WithContext("--precision");
+  spec.precision = *parsed_precision;
   ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, "--data", options.seed));
   ASSIGN_OR_RETURN(spec.eval, EvalOf(options));
   if (options.model.empty() == options.graph_path.empty()) {
@@ -146,7 +159,8 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto ranks, RankProcesses::Start(launch));
   if (!options.json_events) {
     out << "model " << spec.graph->name() << ", " << spec.plan.num_devices << " ranks on "
-        << options.device << ", global batch " << spec.plan.global_batch << ", "
+        << options.device << " in " << planner::PrecisionName(spec.precision) << ", global batch "
+        << spec.plan.global_batch << ", "
         << (spec.epochs > 0 ? std::to_string(spec.epochs) + " epochs"
                             : std::to_string(spec.iterations) + " iterations")
         << "\n";

@@ -43,10 +43,18 @@ struct TrainOptions {
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 2;
   std::string batch_norm = "synchronized";  // or "per_device" (a run spec's "batch_norm")
-  std::string executor_path;                // empty: deepool-executor next to this binary
-  std::string work_dir;      // where the run spec goes; empty: a fresh temporary folder
-  bool json_events = false;  // print the ranks' raw event lines instead of the table
+  // "fp32", "tf32", "bf16" or "fp16" (a run spec's "precision"); empty: bf16 on cuda, fp32 on
+  // cpu (DefaultPrecision).
+  std::string precision;
+  std::string executor_path;  // empty: deepool-executor next to this binary
+  std::string work_dir;       // where the run spec goes; empty: a fresh temporary folder
+  bool json_events = false;   // print the ranks' raw event lines instead of the table
 };
+
+// The precision a run gets when none is asked for: bf16 on "cuda" (every GPU deepool targets,
+// Ampere and later, runs it on tensor cores), fp32 on "cpu" (bf16 there is emulated on most
+// CPUs and slower).
+const char* DefaultPrecision(const std::string& device);
 
 Status RunTraining(const TrainOptions& options, std::ostream& out);
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "worker/runtime/layers/batch_norm.h"
+#include "worker/runtime/layers/precision_scope.h"
 
 namespace deepool::worker {
 namespace {
@@ -92,14 +93,22 @@ class BatchNorm2dLayer final : public LayerModule {
       torch::NoGradGuard no_grad;
       num_batches_tracked_.add_(1);
     }
+    // Statistics (and their group sums) in fp32 whatever the precision; the output goes on in
+    // the input's dtype, as a 16-bit activation under autocast (precision_scope.h).
+    const torch::Tensor input = ToFloatIfHalf(inputs[0]);
+    torch::Tensor output;
     if (is_training() && group_sum_) {
-      return SyncBatchNormTrain(
-          inputs[0],
+      output = SyncBatchNormTrain(
+          input,
           BatchNormArgs{weight_, bias_, running_mean_, running_var_, attrs_.momentum, attrs_.eps},
           group_sum_);
+    } else {
+      output =
+          torch::batch_norm(input, weight_, bias_, running_mean_, running_var_, is_training(),
+                            attrs_.momentum, attrs_.eps, at::globalContext().userEnabledCuDNN());
     }
-    return torch::batch_norm(inputs[0], weight_, bias_, running_mean_, running_var_, is_training(),
-                             attrs_.momentum, attrs_.eps, at::globalContext().userEnabledCuDNN());
+    return output.scalar_type() == inputs[0].scalar_type() ? output
+                                                           : output.to(inputs[0].scalar_type());
   }
 
  private:
