@@ -131,7 +131,8 @@ def run(argv):
 
     def write_weights(path):
         state = model.state_dict()
-        torch.save({key: state[key].detach().cpu() for key in result.state_keys}, path)
+        torch.save({key: state[module_key].detach().cpu() for key, module_key in result.weights},
+                   path)
 
     outputs = [("-o", args.output, write_graph)]
     if args.weights:
@@ -141,7 +142,7 @@ def run(argv):
     params = sum(p.numel() for p in model.parameters())
     print(f"imported {args.name or args.factory_name}: {len(result.layers)} layers, "
           f"{params:,} parameters -> {args.output}" +
-          (f"; {len(result.state_keys)} state_dict tensors -> {args.weights}" if args.weights
+          (f"; {len(result.weights)} state_dict tensors -> {args.weights}" if args.weights
            else ""))
     return EXIT_OK
 

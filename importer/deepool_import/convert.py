@@ -20,7 +20,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from . import ir, ops
+from . import ir, ops, patterns
 from .errors import EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, ImportFailure, one_line
 
 EXAMPLE_BATCH = 2  # batch norm in training mode needs more than one value per channel
@@ -116,13 +116,15 @@ class Info:
     kind: str  # "tensor", "value" (no tensors inside: ints, sizes, None) or "other"
     shape: tuple = ()  # with the batch dimension, for tensors
     value: object = None  # for values
+    parts: tuple = ()  # for a tuple of results (nn.MultiheadAttention's), each one's Info
 
 
 def _describe(result):
     if isinstance(result, torch.Tensor):
         return Info("tensor", tuple(result.shape))
     if _holds_tensor(result):
-        return Info("other")
+        parts = tuple(_describe(r) for r in result) if isinstance(result, tuple) else ()
+        return Info("other", parts=parts)
     return Info("value", value=result)
 
 
@@ -205,9 +207,10 @@ class Call:
         return self.tensor(self.node.args[0])
 
     def resolved(self, value):
-        """Tensor nodes stay nodes; every other argument becomes its value from the example run."""
+        """Nodes with tensors stay nodes (a tensor, or a tuple such as nn.MultiheadAttention's
+        results); every other argument becomes its value from the example run."""
         if isinstance(value, fx.Node):
-            return value if self.is_tensor(value) else self.const(value)
+            return value if self._info[value].kind != "value" else self.const(value)
         if isinstance(value, (tuple, list)):
             return type(value)(self.resolved(v) for v in value)
         return value
@@ -239,6 +242,7 @@ class Call:
 class _Namer:
     def __init__(self, module_paths):
         self._taken = set(module_paths) | {ir.INPUT_NAME}
+        self._exact = set()
         self._module_calls = Counter()
         self._local = Counter()
 
@@ -249,6 +253,15 @@ class _Namer:
         if index == 0:
             return path, 0
         return self._unique(f"{path}_{index}"), index
+
+    def exact(self, name, own_modules):
+        """The name itself (a bare parameter's key, a pattern's module path), or None if another
+        layer has it; a module the pattern stands for (wpe) leaves its path free."""
+        if name in self._exact or (name in self._taken and name not in own_modules):
+            return None
+        self._taken.add(name)
+        self._exact.add(name)
+        return name
 
     def functional(self, scope, scope_cls, base):
         count = self._local[(scope, base)]
@@ -281,7 +294,9 @@ def _base_name(node):
 class Result:
     text: str  # the deepool.graph document
     layers: list  # the layer dicts written
-    state_keys: list  # the module's state_dict keys, all owned by layers
+    # (deepool key, module state_dict key) for every state_dict entry: equal but for the GPT
+    # attention pattern's projections (patterns.py), which take nn.MultiheadAttention's names.
+    weights: list
 
 
 class Converter:
@@ -312,6 +327,8 @@ class Converter:
                                 f"({', '.join([inputs[0].target] + needed)}); a deepool graph has "
                                 "one")
         self.info = self._example_run()
+        self.groups, self.attention_reasons = patterns.Finder(
+            self.gm, list(graph.nodes), self.info, lambda node: _scope(node)[0]).find()
         return self._map()
 
     def _example(self):
@@ -331,10 +348,15 @@ class Converter:
             with torch.no_grad():
                 recorder.run(example)
         except _RunFailed as failed:
+            hint = ""
+            if failed.node.op == "call_module" and example.is_floating_point() and isinstance(
+                    self.gm.get_submodule(failed.node.target), nn.Embedding):
+                hint = " (an embedding reads token ids: import with --input-dtype int64)"
             raise ImportFailure(
                 EXIT_FAILED,
                 f"running the module on an example input of shape {list(example.shape)} failed at "
-                f"{self._where(failed.node, failed.cause)}: {one_line(failed.cause)}") from None
+                f"{self._where(failed.node, failed.cause)}: {one_line(failed.cause)}{hint}"
+            ) from None
         finally:
             with torch.no_grad():
                 for k, b in self.root.named_buffers():
@@ -397,10 +419,16 @@ class Converter:
         if ir.INPUT_NAME in called:
             self._refuse(next(n for n in nodes if n.target == ir.INPUT_NAME),
                          f'a module named "{ir.INPUT_NAME}" clashes with the graph input\'s name')
+        for node in nodes:  # the attention's cause first, not the view before it that has no op
+            if node in self.attention_reasons:
+                self._refuse(node, "F.scaled_dot_product_attention maps only in the GPT form "
+                             f"(docs/models.md, Transformers): {self.attention_reasons[node]}")
         namer = _Namer(called)
+        group_of = {node: group for group in self.groups for node in group.nodes}
         layer_of = {}  # fx node -> layer name ("input" for the graph input)
+        element_of = {}  # fx node whose value is a tuple -> the element its layer is
         shapes = {ir.INPUT_NAME: self.input_shape}  # layer name -> IR per-sample shape
-        layers, owned_keys = [], []
+        layers, weights = [], []
         outputs = None
         for node in nodes:
             info = self.info.get(node)
@@ -414,10 +442,20 @@ class Converter:
             if node.op == "output":
                 outputs = self._outputs(node, layer_of)
                 continue
+            group = group_of.get(node)
+            if group is not None:
+                if node is group.output:
+                    name, shape, layer = self._group_layer(node, group, namer, layer_of, shapes)
+                    weights += group.keys
+                    shapes[name] = shape
+                    layer_of[node] = name
+                    layers.append(layer)
+                continue  # the group's layer stands for it
             if node.op == "get_attr":
                 self._refuse(node, f"reads the tensor attribute {node.target} directly (a "
                              "parameter, buffer or constant used outside a module call); only "
-                             "module calls in the op table may own tensors")
+                             "module calls in the op table, a class token and a position table "
+                             "(docs/models.md) may own tensors")
             if info.kind == "value":
                 continue  # x.size(0) and the like: read as numbers by the layers that use them
             if node.op == "call_function" and isinstance(node.target, type) and issubclass(
@@ -427,6 +465,12 @@ class Converter:
             call = Call(node, module, self.info)
             try:
                 mapped = self._lookup(node, call)
+                if isinstance(mapped, ops.TupleElement):
+                    if element_of.get(mapped.container) != mapped.index:
+                        call.refuse(f"element {mapped.index} of {mapped.container.name}'s results "
+                                    "is not computed by a layer (nn.MultiheadAttention's first "
+                                    "result, the attention output, is; its weights are not)")
+                    mapped = ops.PassThrough(mapped.container)
                 if isinstance(mapped, ops.PassThrough):
                     source = layer_of[mapped.input]
                     self._check_shape(node, "pass-through", shapes[source])
@@ -443,25 +487,64 @@ class Converter:
                     scope, scope_cls = _scope(node)
                     name = namer.functional(scope, scope_cls, _base_name(node))
                 inputs = [layer_of[n] for n in mapped.inputs]
+                self._check_dtype(node, mapped.op, inputs)
                 try:
                     shape = ir.infer_shape(mapped.op, mapped.attrs, [shapes[i] for i in inputs])
                 except ir.ShapeError as e:
                     self._refuse(node, f"deepool's {mapped.op} refuses it: {e}")
-                self._check_shape(node, mapped.op, shape)
+                self._check_shape(node, mapped.op, shape, mapped.value_index)
+                if mapped.value_index is not None:
+                    element_of[node] = mapped.value_index
                 if module is not None:
-                    owned_keys += self._owned_keys(node, module, mapped)
+                    weights += self._owned_keys(node, module, mapped, name)
             except Refused as refused:
                 self._refuse(node, str(refused))
             shapes[name] = shape
             layer_of[node] = name
             layers.append(ir.layer_json(name, mapped.op, inputs, mapped.attrs))
-        state_keys = list(self.root.state_dict().keys())
-        self._check_state(state_keys, owned_keys)
-        text = ir.graph_text(self.name, self.input_shape, layers, outputs)
-        return Result(text, layers, state_keys)
+        self._check_state(weights)
+        position = {key: i for i, key in enumerate(self.root.state_dict())}
+        weights.sort(key=lambda pair: position[pair[1]])  # the module's order
+        text = ir.graph_text(self.name, self.input_shape, layers, outputs,
+                             "int64" if self.input_dtype == torch.int64 else "float32")
+        return Result(text, layers, weights)
 
-    def _check_shape(self, node, op, ir_shape):
+    def _group_layer(self, node, group, namer, layer_of, shapes):
+        """(name, shape, layer dict) of a pattern's layer (patterns.py), checked as any other."""
+        name = namer.exact(group.name,
+                           {n.target for n in group.nodes if n.op == "call_module"})
+        if name is None:
+            self._refuse(node, f'the {group.op} layer this pattern makes would be named '
+                         f'"{group.name}", a name another layer has')
+        inputs = [layer_of[n] for n in group.inputs]
+        self._check_dtype(node, group.op, inputs)
+        try:
+            shape = ir.infer_shape(group.op, group.attrs, [shapes[i] for i in inputs])
+        except ir.ShapeError as e:
+            self._refuse(node, f"deepool's {group.op} refuses it: {e}")
+        self._check_shape(node, group.op, shape)
+        state = self.root.state_dict()
+        missing = [module_key for _, module_key in group.keys if module_key not in state]
+        if missing:
+            self._refuse(node, f"{group.op} needs the state_dict entries {missing}, which the "
+                         "module does not have")
+        return name, shape, ir.layer_json(name, group.op, inputs, group.attrs)
+
+    def _check_dtype(self, node, op, inputs):
+        """Token ids are read by embeddings only, and embeddings read only token ids."""
+        reads_input = ir.INPUT_NAME in inputs
+        tokens = self.input_dtype == torch.int64
+        if op == "embedding" and not tokens:
+            self._refuse(node, "an embedding reads token ids: import with --input-dtype int64")
+        if reads_input and tokens and op != "embedding":
+            self._refuse(node, f"deepool's {op} reads float32; int64 token ids are read by "
+                         "embeddings only")
+
+    def _check_shape(self, node, op, ir_shape, value_index=None):
         real = self.info[node].shape
+        if value_index is not None:
+            parts = self.info[node].parts
+            real = parts[value_index].shape if value_index < len(parts) else ()
         if not real or real[0] != EXAMPLE_BATCH:
             self._refuse(node, f"the result has shape {list(real)}: the batch dimension "
                          f"({EXAMPLE_BATCH} in the example run) is not its first")
@@ -476,16 +559,20 @@ class Converter:
                              f'"{user.name}" reads afterwards; the traced graph would give it the '
                              "value from before the in-place op")
 
-    def _owned_keys(self, node, module, mapped):
+    def _owned_keys(self, node, module, mapped, name):
+        """(deepool key, module key) pairs of a module layer's entries: the same key, since the
+        layer is named by the module's path."""
         expected = ir.state_entries(mapped.op, mapped.attrs)
         actual = list(module.state_dict().keys())
         if sorted(actual) != sorted(expected):
             self._refuse(node, f"the module's state_dict has {actual}; deepool's {mapped.op} "
                          f"layer holds {expected}")
-        return [f"{node.target}.{key}" for key in actual]
+        return [(f"{name}.{key}", f"{node.target}.{key}") for key in actual]
 
-    def _check_state(self, state_keys, owned_keys):
-        unowned = [k for k in state_keys if k not in set(owned_keys)]
+    def _check_state(self, weights):
+        state_keys = list(self.root.state_dict().keys())
+        owned = {module_key for _, module_key in weights}
+        unowned = [k for k in state_keys if k not in owned]
         if unowned:
             modules = sorted({k.rsplit(".", 1)[0] if "." in k else "(top level)" for k in unowned})
             shown = ", ".join(modules[:5]) + (f" and {len(modules) - 5} more" if len(modules) > 5

@@ -14,12 +14,14 @@ VERSION = 1
 INPUT_NAME = "input"
 
 # The ops of the IR (planner/graph.h), with the attribute fields GraphToJson writes for each.
+# OPTIONAL_FIELDS: those it writes only when set (not the defaults), so a layer carries them only
+# when the mapper set them.
 OP_FIELDS = {
     "conv2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
                "groups", "bias"),
     "batchnorm2d": ("eps", "momentum", "affine"),
     "relu": (),
-    "gelu": (),
+    "gelu": ("approximate",),
     "maxpool2d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
     "avgpool2d": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
     "adaptive_avgpool2d": ("output_size",),
@@ -29,6 +31,17 @@ OP_FIELDS = {
     "concat": (),
     "add": (),
     "layernorm": ("normalized_shape", "eps", "affine"),
+    "embedding": ("num_embeddings", "embedding_dim"),
+    "position_embedding": ("max_positions",),
+    "transpose": ("dim0", "dim1"),
+    "class_token": (),
+    "select": ("dim", "index"),
+    "mean": ("dim",),
+    "multihead_attention": ("embed_dim", "num_heads", "causal", "dropout", "bias"),
+}
+OPTIONAL_FIELDS = {
+    "flatten": ("start_dim", "end_dim"),
+    "position_embedding": ("bare_parameter",),
 }
 
 # The state_dict entries each op's layer owns ("<layer>.<entry>"), by its attributes.
@@ -40,7 +53,24 @@ def state_entries(op, attrs):
         return affine + ["running_mean", "running_var", "num_batches_tracked"]
     if op == "layernorm":
         return ["weight", "bias"] if attrs["affine"] else []
+    if op == "embedding":
+        return ["weight"]
+    if op == "position_embedding":
+        return [] if attrs.get("bare_parameter") else ["weight"]
+    if op == "multihead_attention":
+        if attrs["bias"]:
+            return ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+        return ["in_proj_weight", "out_proj.weight"]
     return []
+
+
+# Ops whose one parameter is bare: its state_dict key is the layer's own name.
+BARE_PARAMETER_OPS = ("class_token",)
+
+
+def owns_bare_parameter(op, attrs):
+    return op in BARE_PARAMETER_OPS or (op == "position_embedding" and
+                                        bool(attrs.get("bare_parameter")))
 
 
 class ShapeError(ValueError):
@@ -117,9 +147,11 @@ def infer_shape(op, attrs, inputs):
                              f"{first[-1]}")
         return first[:-1] + [attrs["out_features"]]
     if op == "flatten":
-        return [math.prod(first)]
+        return _flatten(attrs, first)
     if op in ("relu", "gelu", "dropout"):
         return first
+    if op in _TOKEN_OPS:
+        return _TOKEN_OPS[op](attrs, first)
     if op == "concat":
         for shape in inputs[1:]:
             if len(shape) != len(first) or list(shape[1:]) != first[1:]:
@@ -134,22 +166,105 @@ def infer_shape(op, attrs, inputs):
     raise ShapeError(f"unknown op {op}")
 
 
+def _dim(value, rank, what):
+    """A torch dimension of a tensor of `rank` dims with the batch (negative counts from the end),
+    as a positive index; the batch (0) and dims past the last are refused."""
+    dim = value + rank if value < 0 else value
+    if not 1 <= dim < rank:
+        raise ShapeError(f"{what} {value} is the batch or past the last of {rank} dimensions")
+    return dim
+
+
+def _flatten(attrs, shape):
+    rank = len(shape) + 1
+    start = _dim(attrs.get("start_dim", 1), rank, "start_dim")
+    end = _dim(attrs.get("end_dim", -1), rank, "end_dim")
+    if end < start:
+        raise ShapeError(f"end_dim {attrs.get('end_dim')} is before start_dim "
+                         f"{attrs.get('start_dim')}")
+    return shape[:start - 1] + [math.prod(shape[start - 1:end])] + shape[end:]
+
+
+def _need_sequence(shape, op):
+    if len(shape) != 2:
+        raise ShapeError(f"{op} expects a [tokens, features] input, got {list(shape)}")
+
+
+def _embedding(attrs, shape):
+    return shape + [attrs["embedding_dim"]]
+
+
+def _position_embedding(attrs, shape):
+    _need_sequence(shape, "position_embedding")
+    positions = attrs["max_positions"]
+    if attrs.get("bare_parameter") and shape[0] != positions:
+        raise ShapeError(f"a bare position embedding of {positions} positions added to "
+                         f"{shape[0]} tokens")
+    if shape[0] > positions:
+        raise ShapeError(f"{shape[0]} tokens, more than max_positions {positions}")
+    return shape
+
+
+def _transpose(attrs, shape):
+    rank = len(shape) + 1
+    a, b = _dim(attrs["dim0"], rank, "dim0") - 1, _dim(attrs["dim1"], rank, "dim1") - 1
+    out = list(shape)
+    out[a], out[b] = out[b], out[a]
+    return out
+
+
+def _class_token(attrs, shape):
+    _need_sequence(shape, "class_token")
+    return [shape[0] + 1, shape[1]]
+
+
+def _select(attrs, shape):
+    dim = _dim(attrs["dim"], len(shape) + 1, "dim") - 1
+    if not -shape[dim] <= attrs["index"] < shape[dim]:
+        raise ShapeError(f"index {attrs['index']} is outside dimension {dim + 1} of size "
+                         f"{shape[dim]}")
+    return shape[:dim] + shape[dim + 1:]
+
+
+def _mean(attrs, shape):
+    dim = _dim(attrs["dim"], len(shape) + 1, "dim") - 1
+    return shape[:dim] + shape[dim + 1:]
+
+
+def _attention(attrs, shape):
+    _need_sequence(shape, "multihead_attention")
+    if attrs["embed_dim"] != shape[1]:
+        raise ShapeError(f"embed_dim is {attrs['embed_dim']} but the input {shape} has {shape[1]}")
+    if shape[1] % attrs["num_heads"]:
+        raise ShapeError(f"{attrs['num_heads']} heads do not divide {shape[1]} features")
+    return shape
+
+
+_TOKEN_OPS = {"embedding": _embedding, "position_embedding": _position_embedding,
+              "transpose": _transpose, "class_token": _class_token, "select": _select,
+              "mean": _mean, "multihead_attention": _attention}
+
+
 def layer_json(name, op, inputs, attrs):
     """One layer as GraphToJson writes it: name, op, inputs, then the op's fields."""
     fields = OP_FIELDS[op]
-    unknown = set(attrs) - set(fields)
-    if unknown or len(attrs) != len(fields):
+    optional = OPTIONAL_FIELDS.get(op, ())
+    unknown = set(attrs) - set(fields) - set(optional)
+    if unknown or any(field not in attrs for field in fields):
         raise ValueError(f"layer {name} ({op}): attributes {sorted(attrs)}, expected {fields}")
     layer = {"name": name, "op": op, "inputs": list(inputs)}
-    for field in fields:
+    for field in fields + tuple(f for f in optional if f in attrs):
         layer[field] = attrs[field]
     return layer
 
 
-def graph_text(name, input_shape, layers, outputs):
-    """The deepool.graph document: one layer per line, so diffs read layer by layer."""
+def graph_text(name, input_shape, layers, outputs, input_dtype="float32"):
+    """The deepool.graph document: one layer per line, so diffs read layer by layer. Token ids
+    (int64) are the only input dtype besides float32 the IR has; float32 is left out."""
     head = {"format": FORMAT, "version": VERSION, "name": name,
             "input": {"shape": list(input_shape)}}
+    if input_dtype == "int64":
+        head["input_dtype"] = "int64"
     lines = ["{"]
     for key, value in head.items():
         lines.append(f"  {json.dumps(key)}: {json.dumps(value)},")

@@ -26,6 +26,13 @@ class Layer:
     attrs: dict
     inputs: list  # fx nodes whose values are tensors
     inplace: bool = False  # overwrites inputs[0] (checked: nothing reads it afterwards)
+    value_index: int = None  # the node returns a tuple; the layer is this element of it
+
+
+@dataclass
+class TupleElement:
+    container: object  # an fx node whose value is a tuple (nn.MultiheadAttention's)
+    index: int
 
 
 @dataclass
@@ -102,9 +109,52 @@ def _relu(call, x, inplace=False):
 
 
 def _gelu(call, x, approximate):
-    if approximate != "none":
-        call.refuse(f"approximate={approximate!r}: the IR's gelu is the exact (erf) form")
-    return Layer("gelu", {}, [call.tensor(x)])
+    if approximate not in ("none", "tanh"):
+        call.refuse(f"approximate={approximate!r}: the IR's gelu is the exact (erf) form or "
+                    "'tanh'")
+    return Layer("gelu", {"approximate": approximate}, [call.tensor(x)])
+
+
+def _embedding(call, m):
+    for setting, value, default in (("padding_idx", m.padding_idx, None),
+                                    ("max_norm", m.max_norm, None),
+                                    ("scale_grad_by_freq", m.scale_grad_by_freq, False),
+                                    ("sparse", m.sparse, False)):
+        if value != default:
+            call.refuse(f"{setting}={value!r}: the IR's embedding is a plain table lookup")
+    x = call.module_input()
+    if x.op != "placeholder":
+        call.refuse("the embedding reads something other than the graph input; deepool's "
+                    "embedding reads the int64 token ids (positions from torch.arange map only "
+                    "when added to a token embedding: wte(idx) + wpe(arange(T)))")
+    return Layer("embedding", {"num_embeddings": m.num_embeddings,
+                               "embedding_dim": m.embedding_dim}, [x])
+
+
+_MHA_CALL = (("query", REQUIRED), ("key", REQUIRED), ("value", REQUIRED),
+             ("key_padding_mask", None), ("need_weights", True), ("attn_mask", None),
+             ("average_attn_weights", True), ("is_causal", False))
+
+
+def _multihead_attention(call, m):
+    query, key, value, key_padding_mask, _, attn_mask, _, is_causal = call.bind(
+        Entry(_MHA_CALL, None))
+    if not (query is key and key is value):
+        call.refuse("query, key and value differ: the IR's multihead_attention is "
+                    "self-attention (attn(x, x, x))")
+    if not m.batch_first:
+        call.refuse("batch_first=False: the IR's tensors have the batch first "
+                    "(nn.MultiheadAttention(..., batch_first=True))")
+    if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        call.refuse("kdim/vdim, add_bias_kv or add_zero_attn: the IR's multihead_attention has "
+                    "one in-projection [3D, D] and no extra key/value rows")
+    if attn_mask is not None or key_padding_mask is not None or is_causal:
+        call.refuse("an attention or padding mask: the IR's multihead_attention is unmasked or "
+                    "causal, and causal attention maps from F.scaled_dot_product_attention("
+                    "is_causal=True)")
+    attrs = {"embed_dim": m.embed_dim, "num_heads": m.num_heads, "causal": False,
+             "dropout": float(m.dropout), "bias": m.in_proj_bias is not None}
+    return Layer("multihead_attention", attrs, [call.tensor(query)], value_index=0)
 
 
 def _pool_window(call, kernel_size, stride, padding):
@@ -155,22 +205,45 @@ def _dropout(call, x, p, training=True, inplace=False):
 
 def _flatten(call, x, start_dim, end_dim):
     rank = len(call.shape(x)) + 1  # with the batch dimension
-    if start_dim % rank != 1 or end_dim % rank != rank - 1:
+    start, end = start_dim % rank, end_dim % rank
+    if start == 0 or end < start:
         call.refuse(f"flatten(start_dim={start_dim}, end_dim={end_dim}) of a rank-{rank} tensor: "
-                    "the IR's flatten joins every dimension after the batch (start_dim=1, "
-                    "end_dim=-1)")
-    return Layer("flatten", {}, [call.tensor(x)])
+                    "the IR's flatten keeps the batch (start_dim >= 1)")
+    attrs = {} if (start, end) == (1, rank - 1) else {"start_dim": start, "end_dim": end}
+    return Layer("flatten", attrs, [call.tensor(x)])
 
 
 def _view_as_flatten(call, x, *shape):
-    # x.view(x.size(0), -1) and x.reshape(N, -1): a flatten when the result has exactly one
-    # dimension after the batch; any other reshape has no IR op yet.
+    # x.view(x.size(0), -1), x.reshape(N, -1), and a reshape that joins neighbouring dimensions
+    # (ViT's x.reshape(n, D, h * w)): a flatten; any other reshape has no IR op yet.
     per_sample = call.shape(x)
     result = call.result_shape()
-    if result is None or len(result) != 1 or result[0] != _prod(per_sample):
-        call.refuse(f"{call.node.target} to {result} per sample: only a reshape to "
-                    "[batch, -1] (a flatten) has an IR op")
-    return Layer("flatten", {}, [call.tensor(x)])
+    joined = _joined_range(per_sample, result)
+    if joined is None:
+        call.refuse(f"{call.node.target} of {per_sample} to {result} per sample: only a reshape "
+                    "that joins neighbouring dimensions (a flatten) has an IR op")
+    start, end = joined
+    attrs = {} if (start, end) == (1, len(per_sample)) else {"start_dim": start, "end_dim": end}
+    return Layer("flatten", attrs, [call.tensor(x)])
+
+
+def _joined_range(shape, result):
+    """(start_dim, end_dim), counting the batch as 0, when `result` is `shape` with the dims
+    start_dim..end_dim joined into one; None otherwise."""
+    if result is None or not result:
+        return None
+    if len(result) == 1:
+        return (1, len(shape)) if result[0] == _prod(shape) else None
+    same = 0
+    while same < min(len(shape), len(result)) - 1 and shape[same] == result[same]:
+        same += 1
+    tail = len(result) - same - 1
+    if tail < 0 or len(shape) - tail <= same:
+        return None
+    end = len(shape) - tail
+    if shape[end:] != result[same + 1:] or result[same] != _prod(shape[same:end]):
+        return None
+    return same + 1, end
 
 
 def _prod(values):
@@ -201,6 +274,51 @@ def _add(call, x, other, alpha=1, inplace=False):
     return Layer("add", {}, [call.tensor(x), call.tensor(other)], inplace=inplace)
 
 
+def _transpose(call, x, dim0, dim1):
+    rank = len(call.shape(x)) + 1
+    dim0, dim1 = call.const(dim0) % rank, call.const(dim1) % rank
+    if 0 in (dim0, dim1) or dim0 == dim1:
+        call.refuse(f"transpose({dim0}, {dim1}): the IR's transpose swaps two dimensions after "
+                    "the batch")
+    return Layer("transpose", {"dim0": min(dim0, dim1), "dim1": max(dim0, dim1)},
+                 [call.tensor(x)])
+
+
+def _permute(call, x, *dims):
+    if len(dims) == 1 and isinstance(call.const(dims[0]), (tuple, list)):
+        dims = call.const(dims[0])
+    dims = [d % len(dims) for d in call.const(list(dims))]
+    moved = [i for i, d in enumerate(dims) if d != i]
+    if len(moved) != 2 or 0 in moved:
+        call.refuse(f"permute{tuple(dims)}: only a swap of two dimensions after the batch (a "
+                    "transpose) has an IR op")
+    return Layer("transpose", {"dim0": moved[0], "dim1": moved[1]}, [call.tensor(x)])
+
+
+def _getitem(call, container, index):
+    if not call.is_tensor(container):
+        if not isinstance(index, int):
+            call.refuse(f"takes {index!r} of a tuple; only single elements map")
+        return TupleElement(container, index)
+    parts = index if isinstance(index, tuple) else (index,)
+    ints = [i for i, part in enumerate(parts) if isinstance(part, int)]
+    full = all(part == slice(None) for i, part in enumerate(parts) if i not in ints)
+    if len(ints) != 1 or not full or ints[0] == 0:
+        call.refuse(f"indexes with {index!r}: only one integer index after the batch with full "
+                    "slices elsewhere (x[:, 0]: a select) has an IR op")
+    return Layer("select", {"dim": ints[0], "index": parts[ints[0]]}, [call.tensor(container)])
+
+
+def _mean(call, x, dim, keepdim=False, dtype=None):
+    dim = call.const(dim)
+    if isinstance(dim, (tuple, list)) and len(dim) == 1:
+        dim = dim[0]
+    if not isinstance(dim, int) or keepdim or dtype is not None:
+        call.refuse(f"mean(dim={dim!r}, keepdim={keepdim}, dtype={dtype}): the IR's mean "
+                    "averages one dimension away")
+    return Layer("mean", {"dim": dim}, [call.tensor(x)])
+
+
 # ---- the tables ----
 
 MODULES = {
@@ -221,6 +339,8 @@ MODULES = {
     nn.Flatten: lambda call, m: _flatten(call, call.module_input(), m.start_dim, m.end_dim),
     nn.Dropout: lambda call, m: _dropout(call, call.module_input(), m.p, True, m.inplace),
     nn.Identity: lambda call, m: PassThrough(call.module_input()),
+    nn.Embedding: _embedding,
+    nn.MultiheadAttention: _multihead_attention,
 }
 
 _INPUT = ("input", REQUIRED)
@@ -247,6 +367,10 @@ FUNCTIONS = {
     operator.iadd: Entry((("a", REQUIRED), ("b", REQUIRED)),
                          lambda call, a, b: _add(call, a, b, inplace=True)),
     torch.add: Entry((_INPUT, ("other", REQUIRED), ("alpha", 1)), _add),
+    operator.getitem: Entry((("a", REQUIRED), ("b", REQUIRED)), _getitem),
+    torch.transpose: Entry((_INPUT, ("dim0", REQUIRED), ("dim1", REQUIRED)), _transpose),
+    torch.permute: Entry((_INPUT, ("dims", REQUIRED)), _permute),
+    torch.mean: Entry((_INPUT, ("dim", REQUIRED), ("keepdim", False), ("dtype", None)), _mean),
 }
 
 _SELF = ("self", REQUIRED)
@@ -261,20 +385,22 @@ METHODS = {
     "view": Entry((_SELF, ("*", REQUIRED)), _view_as_flatten),
     "reshape": Entry((_SELF, ("*", REQUIRED)), _view_as_flatten),
     "contiguous": Entry((_SELF,), lambda call, x: PassThrough(call.tensor(x))),
+    "transpose": Entry((_SELF, ("dim0", REQUIRED), ("dim1", REQUIRED)), _transpose),
+    "permute": Entry((_SELF, ("*", REQUIRED)), _permute),
+    "mean": Entry((_SELF, ("dim", REQUIRED), ("keepdim", False), ("dtype", None)), _mean),
 }
 
-# Well-known things the IR has no op for yet, with what they wait for.
-_ATTENTION = "attention (the transformer ops ViT and GPT need are not in the graph IR yet)"
+# Well-known things the IR has no op for as they are, with what maps instead.
+_LAYERS = ("write the block from nn.MultiheadAttention (batch_first=True), nn.LayerNorm and "
+           "nn.Linear, or with F.scaled_dot_product_attention in the GPT form (docs/models.md, "
+           "Transformers)")
 NOT_YET = {
-    F.scaled_dot_product_attention: _ATTENTION,
-    F.multi_head_attention_forward: _ATTENTION,
-    nn.MultiheadAttention: _ATTENTION,
-    nn.TransformerEncoderLayer: _ATTENTION,
-    nn.TransformerDecoderLayer: _ATTENTION,
-    nn.Embedding: "embedding (token inputs are not in the graph IR yet)",
-    F.embedding: "embedding (token inputs are not in the graph IR yet)",
-    operator.getitem: "indexing and slicing (not in the graph IR yet)",
+    F.multi_head_attention_forward: "attention as a function: " + _LAYERS,
+    nn.TransformerEncoderLayer: "a whole transformer layer as one module: " + _LAYERS,
+    nn.TransformerDecoderLayer: "a whole transformer layer as one module: " + _LAYERS,
+    F.embedding: "an embedding as a function of a weight tensor: use nn.Embedding",
 }
 
 IR_OPS = "conv2d, batchnorm2d, relu, gelu, maxpool2d, avgpool2d, adaptive_avgpool2d, " \
-                 "linear, flatten, dropout, concat, add, layernorm"  # planner/graph.h
+         "linear, flatten, dropout, concat, add, layernorm, embedding, position_embedding, " \
+         "multihead_attention, transpose, class_token, select, mean"  # planner/graph.h

@@ -60,16 +60,18 @@ class ErrorTest(ImportTestCase):
                                  "--input-shape", "4,16", *self.outputs())
         self.assertIn('node "scaled_dot_product_attention" in module "blocks.0.attn" '
                       "(call_function torch.nn.functional.scaled_dot_product_attention) at ", line)
-        self.assertIn("unmappable.py:15: no deepool op for "
-                      "torch.nn.functional.scaled_dot_product_attention: attention", line)
+        self.assertIn("unmappable.py:15: F.scaled_dot_product_attention maps only in the GPT "
+                      "form (docs/models.md, Transformers): the query is not one third of a split",
+                      line)
         self.assertNothingWritten()
 
-    def test_multihead_attention_is_refused_by_name(self):
+    def test_sequence_first_multihead_attention_is_refused_by_name(self):
         line = self.import_fails(EXIT_REFUSED, "--file", UNMAPPABLE, "--factory",
                                  "multihead_attention", "--input-shape", "4,16", *self.outputs(),
                                  here=True)
         self.assertIn('node "mha" in module "mha" (call_module torch.nn.MultiheadAttention)', line)
-        self.assertIn("unmappable.py:43: no deepool op for torch.nn.MultiheadAttention", line)
+        self.assertIn("unmappable.py:43: batch_first=False: the IR's tensors have the batch first",
+                      line)
         self.assertNothingWritten()
 
     def test_parameters_no_layer_owns(self):

@@ -1,4 +1,4 @@
-"""Modules the importer cannot map yet, and other ways an import fails."""
+"""Modules the importer cannot map (attention not in the GPT form), and other ways imports fail."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,7 +37,7 @@ class UsesSdpa(nn.Module):
 class UsesMultiheadAttention(nn.Module):
     def __init__(self):
         super().__init__()
-        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.mha = nn.MultiheadAttention(16, 2)  # sequence first: the batch is dimension 1
 
     def forward(self, x):
         return self.mha(x, x, x)[0]
