@@ -263,7 +263,10 @@ void AddGenerateOptions(CLI::App* generate, GenerateFlags& flags) {
       ->capture_default_str();
   generate->add_option("--reference-device", o.reference_device, "Durations are timed on this")
       ->capture_default_str();
-  generate->add_option("--durations", flags.durations, "gavel or pareto")->capture_default_str();
+  generate
+      ->add_option("--durations", flags.durations,
+                   "Duration distribution: gavel (Gavel's two log-uniform ranges) or pareto")
+      ->capture_default_str();
   generate->add_option("--pareto-alpha", o.pareto_alpha, "Pareto shape")->capture_default_str();
   generate->add_option("--pareto-min-minutes", o.pareto_min_minutes, "Pareto's shortest")
       ->capture_default_str();
