@@ -8,7 +8,9 @@ names repeated calls); a functional call is named after the module whose forward
 `<module path>.<name>` with the function's name as torch.fx writes it (`relu`, `add`, `flatten`,
 `cat`, `avg_pool2d`) and `_1`, `_2` for repeats within that module. ZOO_NAMES keeps the model
 zoo's names for torchvision's Inception blocks (docs/models.md, "Layer names"), so an imported
-inception_v3 equals the zoo's graph and matches profiles measured on it.
+inception_v3 equals the zoo's graph and matches profiles measured on it. A pattern of several
+nodes (patterns.py: ViT's class token and position table, GPT's positions and attention) is one
+layer named by the parameter or module it stands for.
 """
 import os
 import re

@@ -4,9 +4,10 @@ Three tables, one entry per thing torch.fx can record:
   MODULES    type of a leaf module (call_module) -> mapper(call, module)
   FUNCTIONS  the function object (call_function) -> (parameters, mapper(call, args))
   METHODS    tensor method name (call_method)    -> (parameters, mapper(call, args))
-A mapper returns a `Layer` (an IR op with its attributes and tensor inputs) or a `PassThrough`
-(the value is its input: nn.Identity, .contiguous()), or calls `call.refuse(why)` for settings the
-IR cannot express. Anything not in a table is refused by the tracer, naming it; NOT_YET says
+A mapper returns a `Layer` (an IR op with its attributes and tensor inputs), a `PassThrough`
+(the value is its input: nn.Identity, .contiguous()) or a `TupleElement` (`attn(x, x, x)[0]`),
+or calls `call.refuse(why)` for settings the IR cannot express. Patterns of several nodes that
+make one layer (GPT attention, ViT's class token) are in patterns.py, found before this table. Anything not in a table is refused by the tracer, naming it; NOT_YET says
 what a few well-known ones wait for. Adding an op later is one entry here (and, for a new IR
 op, its shape rule in ir.py).
 """

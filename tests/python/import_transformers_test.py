@@ -18,13 +18,18 @@ VIT_TINY = '{"image_size": 32, "patch_size": 8, "num_layers": 2, "num_heads": 2,
            '"hidden_dim": 32, "mlp_dim": 64, "num_classes": 10}'
 
 
-def load_gpt(factory):
+def load_module(file_name, factory):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpt_for_test", GPT)
+    spec = importlib.util.spec_from_file_location(f"{file_name[:-3]}_for_test",
+                                                  os.path.join(MODELS, file_name))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, factory)
+
+
+def load_gpt(factory):
+    return load_module("gpt.py", factory)
 
 
 class VisionTransformerTest(ImportTestCase):
@@ -57,6 +62,37 @@ class VisionTransformerTest(ImportTestCase):
             expected = module(x)
         (actual,) = run_graph(graph, state, x)
         torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+class HandWrittenTokenModelTest(ImportTestCase):
+    def check(self, factory, pooling):
+        out, weights = self.path("pool.graph.json"), self.path("pool.pt")
+        self.import_ok("--file", os.path.join(MODELS, "token_pool.py"), "--factory", factory,
+                       "--input-shape", "3,16,16", "-o", out, "--weights", weights)
+        with open(out, encoding="utf-8") as f:
+            graph = json.load(f)
+        ops = [(layer["name"], layer["op"]) for layer in graph["layers"]]
+        self.assertEqual(ops, [("patch", "conv2d"), ("flatten", "flatten"),
+                               ("permute", "transpose"), ("norm", "layernorm"),
+                               ("attn", "multihead_attention"), ("add", "add"), pooling,
+                               ("head", "linear")])
+        state = torch.load(weights)
+        module = load_module("token_pool.py", factory)()
+        module.load_state_dict(state, strict=True)
+        module.eval()
+        x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+        with torch.no_grad():
+            expected = module(x)
+        (actual,) = run_graph(graph, state, x)
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+        subprocess.run([DEEPOOL, "plan", "--graph", out, "--global-batch", "8", "--gpus", "2",
+                        "--device", "a100"], check=True, capture_output=True)
+
+    def test_mean_over_tokens(self):
+        self.check("build_mean", ("mean", "mean"))
+
+    def test_the_last_token(self):
+        self.check("build_last", ("getitem", "select"))
 
 
 class GptTest(ImportTestCase):
