@@ -573,6 +573,14 @@ class Converter:
 
     def _check_state(self, weights):
         state_keys = list(self.root.state_dict().keys())
+        first_key = {}  # one tensor under two keys: tied weights (GPT-2's lm_head and wte)
+        for key, tensor in self.root.state_dict(keep_vars=True).items():
+            other = first_key.setdefault(id(tensor), key)
+            if other != key:
+                raise ImportFailure(
+                    EXIT_REFUSED, f'state_dict entries "{other}" and "{key}" are one tensor '
+                    "(tied weights); deepool's layers each own their weights, so the two would "
+                    "train as separate copies: untie them (issue 41, point 3)")
         owned = {module_key for _, module_key in weights}
         unowned = [k for k in state_keys if k not in owned]
         if unowned:

@@ -175,6 +175,15 @@ class GptTest(ImportTestCase):
         self.assertIn("separate q, k and v projections have no IR op yet", error)
         self.assertFalse(os.path.exists(out))
 
+    def test_tied_weights_are_refused(self):
+        out = self.path("gpt.graph.json")
+        error = self.import_fails(3, "--file", GPT, "--factory", "build_gpt", "--kwargs",
+                                  '{"tie_weights": true}', "--input-shape", "32",
+                                  "--input-dtype", "int64", "-o", out, here=True)
+        self.assertIn('"transformer.wte.weight" and "lm_head.weight" are one tensor (tied '
+                      "weights)", error)
+        self.assertFalse(os.path.exists(out))
+
     def test_token_embeddings_need_int64_input(self):
         # The module itself refuses float ids in the example run (exit 1), named at the embedding.
         error = self.import_fails(1, "--file", GPT, "--factory", "build_gpt", "--input-shape",

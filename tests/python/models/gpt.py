@@ -83,7 +83,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab_size=256, block_size=32, n_layer=2, n_head=4, n_embd=32,
-                 dropout=0.0, attention=CausalSelfAttention):
+                 dropout=0.0, attention=CausalSelfAttention, tie_weights=False):
         super().__init__()
         self.block_size = block_size
         self.transformer = nn.ModuleDict(dict(
@@ -94,6 +94,8 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(n_embd),
         ))
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        if tie_weights:  # GPT-2's: the output layer is the token embedding
+            self.lm_head.weight = self.transformer.wte.weight
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
