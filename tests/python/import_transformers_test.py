@@ -163,6 +163,25 @@ class GptTest(ImportTestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("finished 2 iterations", result.stdout)
 
+    def test_chunk_reshape_and_permute_spell_the_same_attention(self):
+        out, weights = self.path("spellings.graph.json"), self.path("spellings.pt")
+        self.import_ok("--file", os.path.join(MODELS, "attention_spellings.py"), "--factory",
+                       "build", "--input-shape", "8,32", "-o", out, "--weights", weights)
+        with open(out, encoding="utf-8") as f:
+            graph = json.load(f)
+        self.assertEqual([(layer["name"], layer["op"]) for layer in graph["layers"]],
+                         [("attn", "multihead_attention"), ("mean", "mean"), ("out", "linear")])
+        self.assertFalse(graph["layers"][0]["causal"])
+        state = torch.load(weights)
+        module = load_module("attention_spellings.py", "build")()
+        module.load_state_dict({k.replace("attn.in_proj_", "attn.qkv.").replace(
+            "attn.out_proj.", "attn.proj."): v for k, v in state.items()}, strict=True)
+        x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(5))
+        with torch.no_grad():
+            expected = module(x)
+        (actual,) = run_graph(graph, state, x)
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
     def test_separate_q_k_v_projections_are_refused_at_the_attention(self):
         out = self.path("gpt.graph.json")
         error = self.import_fails(3, "--file", GPT, "--factory", "build_gpt_separate_qkv",
