@@ -94,6 +94,7 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
     RETURN_IF_ERROR(
         check(kPrecisionProtocolVersion, "precision", planner::PrecisionName(spec.precision)));
   }
+  if (spec.init_path) RETURN_IF_ERROR(check(kInitProtocolVersion, "init", ""));
   if (spec.eval) {
     RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
     RETURN_IF_ERROR(
@@ -133,6 +134,7 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   }
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   if (spec.eval) doc["eval"] = EvalToJson(*spec.eval);
+  if (spec.init_path) doc["init"] = {{"path", *spec.init_path}};
   return doc;
 }
 
@@ -142,6 +144,7 @@ Status ValidateRunSpec(const RunSpec& spec) {
   if (!spec.graph) return InvalidArgumentError("graph is missing");
   if (spec.iterations < 1) return InvalidArgumentError("iterations must be >= 1");
   if (spec.epochs < 0) return InvalidArgumentError("epochs must be >= 1");
+  if (spec.init_path && spec.init_path->empty()) return InvalidArgumentError("init.path is empty");
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer));
   RETURN_IF_ERROR(ValidateDataSpec(spec.data));
   RETURN_IF_ERROR(spec.plan.Validate().WithContext("plan"));
@@ -182,6 +185,7 @@ int RequiredProtocolVersion(const RunSpec& spec) {
   if (spec.precision != planner::Precision::kFp32) {
     version = std::max(version, kPrecisionProtocolVersion);
   }
+  if (spec.init_path) version = std::max(version, kInitProtocolVersion);
   return version;
 }
 
@@ -251,6 +255,13 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
   }
   if (doc.contains("eval") && !doc["eval"].is_null()) {
     ASSIGN_OR_RETURN(spec.eval, ParseEvalJson(doc["eval"], "eval."));
+  }
+  if (doc.contains("init") && !doc["init"].is_null()) {
+    const json& init = doc["init"];
+    if (!init.is_object() || !init.contains("path") || !init["path"].is_string()) {
+      return InvalidArgumentError("init must be {\"path\": FILE}");
+    }
+    spec.init_path = init["path"].get<std::string>();
   }
   RETURN_IF_ERROR(ValidateRunSpec(spec));
   RETURN_IF_ERROR(CheckExpressibleAt(spec, version));

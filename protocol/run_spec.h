@@ -3,7 +3,7 @@
 //    "plan":{plan doc},"iterations":K (or "epochs":E),"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
 //    "gradient_bucket_mb":25,"batch_norm":"synchronized","precision":"bf16","background":{...},
-//    "eval":{"data":{...},"every_iterations":N}}
+//    "eval":{"data":{...},"every_iterations":N},"init":{"path":"FILE"}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
 // and names the field that is wrong. V is the executor protocol's version (protocol/version.h):
@@ -61,6 +61,10 @@ struct RunSpec {
   // "eval": a held-out data set evaluated every eval->every_iterations iterations and after the
   // last (training_spec.h); absent: no evaluation.
   std::optional<EvalSpec> eval;
+  // "init": {"path": P}: a weights file (a torch state_dict archive or safetensors) every rank
+  // loads its layers from before the first iteration, strictly (protocol 6); absent: the seed's
+  // initialisation.
+  std::optional<std::string> init_path;
 };
 
 // The iterations that `epochs` passes over `samples` samples take at `global_batch` samples an

@@ -24,7 +24,8 @@
 //      (data.kind "tokens", data.dtype).
 //   5: adds epochs (the run spec's "epochs" instead of "iterations": the executor counts the
 //      iterations from its training set's size) and iteration events' "total_iterations".
-//   6: adds precision (the run spec's "precision": "tf32", "bf16" or "fp16"; absent: fp32).
+//   6: adds precision (the run spec's "precision": "tf32", "bf16" or "fp16"; absent: fp32) and
+//      init (the run spec's "init": {"path": P}, weights to start from).
 #pragma once
 
 namespace deepool::protocol {
@@ -46,6 +47,8 @@ inline constexpr int kTokensProtocolVersion = 4;
 inline constexpr int kEpochsProtocolVersion = 5;
 // The version that introduced precision (the run spec's "precision").
 inline constexpr int kPrecisionProtocolVersion = 6;
+// The version that introduced starting from weights (the run spec's "init").
+inline constexpr int kInitProtocolVersion = 6;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

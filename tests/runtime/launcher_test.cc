@@ -9,6 +9,8 @@
 #include <set>
 
 #include "planner/zoo/zoo.h"
+#include "worker/runtime/checkpoints/checkpoint.h"
+#include "worker/runtime/layers/layer_module.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
@@ -105,6 +107,81 @@ TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on eve
     CHECK(iterations[rank] == 22);
     CHECK((*ranks)->outcomes()[static_cast<size_t>(rank)].iterations == 22);
   }
+  fs::remove_all(dir);
+}
+
+// Two mlp ranks (data parallel) train one iteration from `init` at a learning rate too small to
+// move any weight, exporting the model to DIR/out.pt. Returns the run's status.
+Status TrainFromInit(const fs::path& dir, const std::string& init) {
+  planner::zoo::ModelOptions model;
+  model.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", model);
+  REQUIRE(graph.ok());
+  RunSpec spec;
+  spec.job_id = "launcher-init";
+  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
+  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
+  spec.plan.num_devices = 2;
+  spec.iterations = 1;
+  spec.optimizer.lr = 1e-30;
+  spec.init_path = init;
+  spec.checkpoint_path = (dir / "out.pt").string();
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = (dir / "run.json").string();
+  REQUIRE(WriteRunSpecFile(spec, options.run_spec_path).ok());
+  options.world_size = 2;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  REQUIRE(ranks.ok());
+  return (*ranks)->Wait([](int, const protocol::ExecutorEvent&) {});
+}
+
+// The mlp's state with every tensor set to values no initialisation draws.
+StateDict DistinctMlpState() {
+  planner::zoo::ModelOptions model;
+  model.num_classes = 4;
+  auto graph = planner::zoo::BuildModel("mlp", model);
+  REQUIRE(graph.ok());
+  std::vector<std::shared_ptr<LayerModule>> modules;
+  for (int id = 0; id < graph->num_layers(); ++id) {
+    auto module = BuildLayerModule(*graph, id, 0);
+    REQUIRE(module.ok());
+    modules.push_back(*module);
+  }
+  auto state = CollectStateDict(*graph, modules);
+  REQUIRE(state.ok());
+  StateDict distinct;
+  float base = 0.25f;
+  for (const auto& [key, tensor] : *state) {
+    distinct.emplace_back(key, torch::full_like(tensor, base));
+    base += 0.125f;
+  }
+  return distinct;
+}
+
+TEST_CASE("a run starts from the weights of its init file and refuses one that lacks a key",
+          "[launcher][process][init]") {
+  auto dir = TempDir();
+  const StateDict init = DistinctMlpState();
+  REQUIRE(SaveCheckpoint((dir / "init.pt").string(), init).ok());
+  Status status = TrainFromInit(dir, (dir / "init.pt").string());
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  auto trained = LoadCheckpoint((dir / "out.pt").string());
+  REQUIRE(trained.ok());
+  REQUIRE(trained->size() == init.size());
+  for (size_t k = 0; k < init.size(); ++k) {
+    INFO(init[k].first);
+    CHECK((*trained)[k].first == init[k].first);
+    CHECK((*trained)[k].second.equal(init[k].second));
+  }
+  StateDict lacking(init.begin() + 1, init.end());
+  REQUIRE(SaveCheckpoint((dir / "lacking.pt").string(), lacking).ok());
+  status = TrainFromInit(dir, (dir / "lacking.pt").string());
+  REQUIRE_FALSE(status.ok());
+  CHECK_THAT(status.ToString(), Catch::Contains(init[0].first));
+  CHECK_THAT(status.ToString(), Catch::Contains("lacking.pt"));
   fs::remove_all(dir);
 }
 

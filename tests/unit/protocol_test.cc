@@ -427,6 +427,26 @@ TEST_CASE("run spec: a precision other than fp32 is written at version 6",
   CHECK(fp32->precision == planner::Precision::kFp32);
 }
 
+TEST_CASE("run spec: init names a weights file at version 6", "[protocol][version][init]") {
+  RunSpec spec = Spec();
+  spec.init_path = "/weights/resnet50.safetensors";
+  json doc = json::parse(RunSpecToJson(spec));
+  CHECK(doc["version"] == kInitProtocolVersion);
+  CHECK(doc["init"] == json{{"path", "/weights/resnet50.safetensors"}});
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->init_path == spec.init_path);
+  doc["version"] = 5;
+  CHECK(ErrorOf(doc) == "init needs executor protocol version 6; this run spec is version 5");
+  doc["version"] = 6;
+  doc["init"] = "/weights/w.pt";
+  CHECK(ErrorOf(doc) == "init must be {\"path\": FILE}");
+  doc["init"] = {{"path", ""}};
+  CHECK(ErrorOf(doc) == "init.path is empty");
+  CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("init"));
+}
+
 TEST_CASE("epochs become iterations: ceil(epochs x samples / global batch)", "[protocol][epochs]") {
   CHECK(*IterationsForEpochs(1, 1024, 12) == 86);  // 85 whole batches and 4 samples
   CHECK(*IterationsForEpochs(3, 1024, 12) == 256);

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
                  "weights, synthetic data, and image_folder's shuffling and augmentation");
   app.add_option("--timeout-s", options.timeout_s, "communication timeout per rank");
   app.add_option("--checkpoint", options.checkpoint_path, "write the trained model here");
+  app.add_option("--init", options.init_path,
+                 "start from these weights: a state_dict file (torch.save of a dict, a deepool "
+                 "checkpoint or the importer's --weights) or a safetensors file; every parameter "
+                 "and buffer must be there with its shape");
   app.add_option("--checkpoint-dir", options.checkpoint_dir,
                  "periodic checkpoints here (optimizer state included); started again with the "
                  "same folder, training resumes from the newest whole one");

@@ -11,6 +11,7 @@
 #include "worker/runtime/background/multiplex_attach.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/checkpoints/checkpoint_schedule.h"
+#include "worker/runtime/checkpoints/initial_weights.h"
 #include "worker/runtime/checkpoints/periodic_checkpoints.h"
 #include "worker/runtime/communication/communicator_gloo.h"
 #include "worker/runtime/communication/communicator_nccl.h"
@@ -323,6 +324,14 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(auto executor,
                    Executor::Create(*spec.graph, spec.plan, comm.get(), data.get(),
                                     BuildLayerModule, executor_options, SystemClock::Get()));
+  if (spec.init_path) {
+    ASSIGN_OR_RETURN(const int tensors,
+                     LoadInitialWeights(*spec.init_path, *spec.graph, *executor));
+    // A log line on stdout, so that it reaches the job's logs.
+    if (options.rank == 0) {
+      out << "initialised from " << *spec.init_path << " (" << tensors << " tensors)" << std::endl;
+    }
+  }
   ASSIGN_OR_RETURN(int64_t first_iteration,
                    ResumeFromCheckpoint(spec, options.rank, data->num_samples(), *executor, *comm,
                                         device.torch_device(), out));

@@ -114,6 +114,9 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
     spec.plan = planner::DataParallelLayout(*spec.graph, batch, ranks);
     spec.plan.num_devices = ranks;
   }
+  if (!options.init_path.empty()) {
+    spec.init_path = std::filesystem::absolute(options.init_path).string();
+  }
   if (!options.checkpoint_path.empty()) {
     spec.checkpoint_path = std::filesystem::absolute(options.checkpoint_path).string();
   }

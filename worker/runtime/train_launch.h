@@ -37,6 +37,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   int timeout_s = 60;
   std::string checkpoint_path;
+  std::string init_path;  // weights to start from (a state_dict file or safetensors); empty: none
   // Periodic checkpoints; a run started again with the same directory resumes from it.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
