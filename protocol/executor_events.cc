@@ -54,6 +54,10 @@ json ToJson(const IterationEvent& e) {
            {"busy_ms", e.busy_ms},           {"idle_ms", e.idle_ms}};
   if (e.data_ms > 0) doc["data_ms"] = e.data_ms;
   if (e.total_iterations > 0) doc["total_iterations"] = e.total_iterations;
+  if (e.loss_scale > 0) {
+    doc["loss_scale"] = e.loss_scale;
+    doc["skipped_steps"] = e.skipped_steps;
+  }
   if (e.sharing) {
     doc["fg_busy_ms"] = e.sharing->fg_busy_ms;
     doc["bg_busy_ms"] = e.sharing->bg_busy_ms;
@@ -148,6 +152,8 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   ASSIGN_OR_RETURN(e.idle_ms, ReadRequiredField<double>(doc, "idle_ms", ""));
   RETURN_IF_ERROR(ReadOptionalField(doc, "data_ms", "", &e.data_ms));
   RETURN_IF_ERROR(ReadOptionalField(doc, "total_iterations", "", &e.total_iterations));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "loss_scale", "", &e.loss_scale));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "skipped_steps", "", &e.skipped_steps));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
   return ExecutorEvent(e);  // trivially copyable
 }

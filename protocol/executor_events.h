@@ -4,6 +4,7 @@
 //   {"event":"store_ready","host":H,"port":P}                       (rank 0, first, port 0 only)
 //   {"event":"iteration","rank":R,"iteration":i,"loss":x|null,"iteration_ms":t,
 //    "samples_per_s":s,"busy_ms":b,"idle_ms":d[,"data_ms":w][,"total_iterations":K]
+//    [,"loss_scale":S,"skipped_steps":N]
 //    [,"fg_busy_ms":f,"bg_busy_ms":g,"bg_samples_per_s":s,"bg_iterations":k,"bg_loss":l|null]}
 //   {"event":"evaluation","rank":R,"iteration":i,"samples":n,"loss":x|null,"top1":a,"top5":b}
 //   (rank 0, after each evaluation on the held-out set)
@@ -69,6 +70,10 @@ struct IterationEvent {
   // The run's iterations in all, which an epochs run's executor counts from its data set
   // (protocol 5; absent from older executors: read as 0).
   int64_t total_iterations = 0;
+  // fp16 runs (protocol 6): the loss scale the next iteration uses and the steps skipped so far
+  // for inf or nan gradients; written when loss_scale is above 0 (absent: read as 0 and 0).
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
   std::optional<IterationSharing> sharing;
 };
 

@@ -265,6 +265,8 @@ using CommMaker = std::function<StatusOr<std::unique_ptr<Communicator>>(int rank
 struct RankOptions {
   bool sync_batch_norm = true;                               // ExecutorOptions::sync_batch_norm
   planner::Precision precision = planner::Precision::kFp32;  // ExecutorOptions::precision
+  // Runs on each rank's options last, before the executor is made (e.g. to set a test hook).
+  std::function<void(int rank, ExecutorOptions& options)> configure;
   int64_t gradient_bucket_bytes = planner::GradientBucketBytes(planner::kDefaultGradientBucketMb);
   // The ranks' data; unset: synthetic data seeded with RunRanks' data_seed.
   std::optional<DataSpec> data;
@@ -310,6 +312,7 @@ inline std::vector<RankRun> RunRanks(const planner::Graph& graph, const planner:
       options.optimizer = optimizer;
       options.sync_batch_norm = rank_options.sync_batch_norm;
       options.precision = rank_options.precision;
+      if (rank_options.configure) rank_options.configure(rank, options);
       options.gradient_bucket_bytes = rank_options.gradient_bucket_bytes;
       SpanRecorder* spans =
           rank_options.spans.empty() ? nullptr : rank_options.spans[static_cast<size_t>(rank)];

@@ -597,6 +597,15 @@ TEST_CASE("executor events: every kind round-trips", "[protocol]") {
   iteration.total_iterations = 86;  // an epochs run's count
   CHECK(RoundTrip(iteration).total_iterations == 86);
   iteration.total_iterations = 0;
+  iteration.loss_scale = 32768;  // an fp16 run that skipped two steps
+  iteration.skipped_steps = 2;
+  IterationEvent scaled = RoundTrip(iteration);
+  CHECK(scaled.loss_scale == 32768);
+  CHECK(scaled.skipped_steps == 2);
+  CHECK(plain.loss_scale == 0);
+  CHECK(plain.skipped_steps == 0);
+  iteration.loss_scale = 0;
+  iteration.skipped_steps = 0;
   iteration.loss = std::nan("");  // a rank without the loss
   iteration.sharing = IterationSharing{6, 3, 50, 4, std::nullopt};
   IterationEvent shared = RoundTrip(iteration);

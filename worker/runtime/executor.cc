@@ -38,6 +38,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
       new Executor(graph, plan, comm, data, std::move(options), clock));
   RETURN_IF_ERROR(Guarded("building rank " + std::to_string(comm->rank()),
                           [&] { return executor->Init(factory); }));
+  if (executor->options_.precision == planner::Precision::kFp16) {
+    executor->loss_scaler_.emplace(executor->options_.loss_scaling);
+  }
   // Init checked that the plan places every layer, which RankDataRange needs.
   executor->data_rows_ = RankDataRange(graph, plan, comm->rank());
   return executor;
@@ -434,7 +437,9 @@ Status Executor::Backward(int segment_index) {
     }
     if (state.loss.defined() && state.loss.requires_grad()) {
       roots.push_back(state.loss);
-      root_grads.push_back(torch::ones_like(state.loss));
+      // fp16: the scaled loss's gradient (LossScaler), so that small gradients stay normal.
+      root_grads.push_back(loss_scaler_ ? torch::full_like(state.loss, loss_scaler_->scale())
+                                        : torch::ones_like(state.loss));
     }
   }
   if (!roots.empty()) {
@@ -700,7 +705,11 @@ StatusOr<double> Executor::FinishIteration() {
   }
   RETURN_IF_ERROR(FinishReductions(local_loss, loss_sum));
   RETURN_IF_ERROR(AwaitTransfers());
-  if (optimizer_) {
+  bool step = true;
+  if (loss_scaler_) {
+    ASSIGN_OR_RETURN(step, UnscaleGradients());
+  }
+  if (optimizer_ && step) {
     SpanScope span(options_.spans, SpanKind::kOptimizer, [] { return std::string("step"); });
     optimizer_->step();
   }
@@ -762,6 +771,10 @@ StatusOr<IterationStats> Executor::Step(int64_t iteration) {
   stats.idle_ms = Millis(idle_);
   stats.busy_ms = std::max(0.0, stats.iteration_ms - stats.idle_ms);
   stats.data_ms = std::min(data_ms, stats.busy_ms);
+  if (loss_scaler_) {
+    stats.skipped_steps = loss_scaler_->skipped_steps();
+    stats.loss_scale = loss_scaler_->scale();
+  }
   stats.samples_per_s =
       stats.iteration_ms > 0 ? plan_.global_batch * 1000.0 / stats.iteration_ms : 0;
   return stats;

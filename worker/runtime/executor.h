@@ -81,6 +81,7 @@
 #include "worker/runtime/communication/communicator.h"
 #include "worker/runtime/data/data.h"
 #include "worker/runtime/layers/layer_module.h"
+#include "worker/runtime/layers/loss_scaler.h"
 #include "worker/runtime/layers/optimizer.h"
 #include "worker/runtime/layers/resplit.h"
 #include "worker/runtime/profiling/span_recorder.h"
@@ -114,6 +115,14 @@ struct ExecutorOptions {
   // fp32; activations and their gradients cross between device sets in the compute dtype (bf16:
   // half the bytes). tf32 sets the CUDA math mode (process-wide) and computes like fp32 on CPU.
   planner::Precision precision = planner::Precision::kFp32;
+  // fp16 only: dynamic loss scaling (loss_scaler.h). The loss's gradient is scaled; after the
+  // gradient sums, one all-reduce over the world tells every rank whether any rank's gradients
+  // hold an inf or nan (a host wait, fp16 only): then every rank skips the step and halves the
+  // scale, else every rank divides its gradients by the scale and steps.
+  LossScalerOptions loss_scaling;
+  // Test hook (fp16): sees, and may change, this rank's parameter gradients (scaled) before the
+  // overflow check. Empty: none.
+  std::function<void(int64_t iteration, std::vector<torch::Tensor>& grads)> before_unscale;
   // Where Step marks its spans while a trace window is recorded (`deepool trace`); null: none.
   // Must outlive the executor.
   SpanRecorder* spans = nullptr;
@@ -132,6 +141,10 @@ struct IterationStats {
   // Of busy_ms: waiting for this iteration's rows from the data source (for what the prefetch
   // thread had not finished, or for the whole batch without prefetch).
   double data_ms = 0;
+  // fp16: the steps skipped so far for inf or nan gradients, and the loss scale the next
+  // iteration uses; 0 and 0 at other precisions.
+  int64_t skipped_steps = 0;
+  double loss_scale = 0;
 };
 
 // A held-out set's results (Executor::Evaluate), the same on every rank.
@@ -184,6 +197,8 @@ class Executor {
   torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
   // "<layer>.<parameter>" -> tensor, for this rank's layers.
   std::map<std::string, torch::Tensor> NamedParameters() const;
+  // The loss scaler of an fp16 run (the same on every rank); null at other precisions.
+  const LossScaler* loss_scaler() const { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
 
  private:
   struct Edge {
@@ -286,6 +301,9 @@ class Executor {
   torch::Tensor LocalLoss() const;
   // Finishes the gradient sums and the transfers, steps the optimizer and sums the loss.
   StatusOr<double> FinishIteration();
+  // fp16: agrees over the world whether any gradient is inf or nan, updates the scaler, and
+  // unscales this rank's gradients when the step goes ahead. Returns whether it does.
+  StatusOr<bool> UnscaleGradients();
   Status Forward(int layer_id, const Batch& batch);
   // Posts this rank's group of the transfers of `layer_id`'s output edges.
   Status PostForwardTransfers(int layer_id);
@@ -382,6 +400,7 @@ class Executor {
   // The first failed group sum of the iteration, with its code (it reaches Step as an
   // exception from inside a module or autograd, which would lose the code).
   Status layer_error_;
+  std::optional<LossScaler> loss_scaler_;  // fp16 only
 };
 
 }  // namespace deepool::worker

@@ -19,6 +19,8 @@ std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_
   event.idle_ms = stats.idle_ms;
   event.data_ms = stats.data_ms;
   event.total_iterations = total_iterations;
+  event.loss_scale = stats.loss_scale;
+  event.skipped_steps = stats.skipped_steps;
   return ExecutorEventToJson(event);
 }
 
