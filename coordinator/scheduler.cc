@@ -323,6 +323,7 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& grap
   spec.job_id = job.id;
   spec.iterations = job.spec.iterations;
   spec.epochs = job.spec.epochs;
+  if (!job.spec.init_path.empty()) spec.init_path = job.spec.init_path;
   spec.seed = static_cast<uint64_t>(job.spec.seed);
   spec.optimizer = ToRunSpec(job.spec.optimizer);
   spec.data = ToRunSpec(job.spec.data);

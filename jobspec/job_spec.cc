@@ -102,6 +102,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
   }
   RETURN_IF_ERROR(CheckPath("checkpoint.path", spec.checkpoint_path));
   RETURN_IF_ERROR(CheckPath("checkpoint.dir", spec.checkpoint_dir));
+  RETURN_IF_ERROR(CheckPath("init.path", spec.init_path));
   if (spec.checkpoint_dir.empty() &&
       (spec.checkpoint_every_iterations != 0 || spec.checkpoint_every_seconds != 0 ||
        spec.checkpoint_keep != 2)) {
@@ -203,14 +204,15 @@ int RequiredProtocolVersion(const JobSpec& spec) {
                         protocol::DataProtocolVersion(spec.eval->data.kind)});
   }
   if (spec.epochs > 0) version = std::max(version, protocol::kEpochsProtocolVersion);
+  if (!spec.init_path.empty()) version = std::max(version, protocol::kInitProtocolVersion);
   return version;
 }
 
 int64_t SpecBytes(const JobSpec& spec) {
-  return static_cast<int64_t>(sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() +
-                              spec.model.size() + spec.data.path.size() +
-                              spec.checkpoint_path.size() + spec.checkpoint_dir.size() +
-                              (spec.eval ? spec.eval->data.path.size() : 0));
+  return static_cast<int64_t>(
+      sizeof(JobSpec) + spec.graph_json.size() + spec.name.size() + spec.model.size() +
+      spec.data.path.size() + spec.checkpoint_path.size() + spec.checkpoint_dir.size() +
+      spec.init_path.size() + (spec.eval ? spec.eval->data.path.size() : 0));
 }
 
 uint64_t SpecFingerprint(const JobSpec& spec) {

@@ -85,6 +85,8 @@ struct JobSpec {
   // The executors' gradient bucket cap, which the planner's cost model charges too.
   double gradient_bucket_mb = planner::kDefaultGradientBucketMb;
   std::optional<EvalSpec> eval;  // FG only; absent: no evaluation
+  // "init": {"path": P}: weights on every worker that the job starts from; empty: none.
+  std::string init_path;
 };
 
 // Checks ranges and combinations (not whether the model exists). Errors are INVALID_ARGUMENT

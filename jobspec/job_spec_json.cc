@@ -146,6 +146,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "amplification_limit",
                                     "iterations",
                                     "epochs",
+                                    "init",
                                     "optimizer",
                                     "data",
                                     "seed",
@@ -180,6 +181,14 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   if (doc.contains("data")) RETURN_IF_ERROR(ReadData(doc["data"], "data.", spec.mutable_data()));
   if (doc.contains("eval") && !doc["eval"].is_null()) {
     RETURN_IF_ERROR(ReadEval(doc["eval"], spec.mutable_eval()));
+  }
+  if (doc.contains("init") && !doc["init"].is_null()) {
+    const json& init = doc["init"];
+    if (!init.is_object()) return InvalidArgumentError("init: must be {\"path\": FILE}");
+    RETURN_IF_ERROR(CheckKnownFields(init, {"path"}, "init."));
+    spec.mutable_init();  // present, so that a missing path is named
+    RETURN_IF_ERROR(ReadInto<std::string>(init, "path", "init.",
+                                          [&](auto v) { spec.mutable_init()->set_path(v); }));
   }
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
@@ -253,6 +262,7 @@ json JobSpecToJson(const JobSpec& spec) {
     doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);
   }
   if (!spec.on_node_loss.empty()) doc["on_node_loss"] = spec.on_node_loss;
+  if (!spec.init_path.empty()) doc["init"] = {{"path", spec.init_path}};
   if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
   if (!spec.checkpoint_dir.empty()) {
     doc["checkpoint"]["dir"] = spec.checkpoint_dir;

@@ -112,6 +112,10 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
   // Neither, or both: ValidateJobSpec names the two.
   if (p.has_iterations()) spec.iterations = p.iterations();
   if (p.has_epochs()) spec.epochs = p.epochs();
+  if (p.has_init()) {
+    if (p.init().path().empty()) return InvalidArgumentError("init.path: is required");
+    spec.init_path = p.init().path();
+  }
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
@@ -168,6 +172,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_global_batch(spec.global_batch);
   p.set_gpus(spec.gpus);
   p.set_amplification_limit(spec.amplification_limit);
+  if (!spec.init_path.empty()) p.mutable_init()->set_path(spec.init_path);
   if (spec.epochs > 0) {
     p.set_epochs(spec.epochs);
   } else {

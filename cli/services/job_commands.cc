@@ -33,6 +33,7 @@ struct SubmitFlags {
       batch_norm;
   std::string checkpoint_dir;
   std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
+  std::string init;       // weights to start from, on every worker
   std::optional<int64_t> eval_batch;
   std::optional<int64_t> global_batch, iterations, epochs, seed, num_classes, image_size,
       checkpoint_every, data_skip_bad, eval_every;
@@ -115,6 +116,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
     doc.erase("iterations");
     doc["epochs"] = *f.epochs;
   }
+  if (!f.init.empty()) doc["init"] = {{"path", f.init}};
   if (f.gpus) doc["gpus"] = *f.gpus;
   if (f.priority) doc["priority"] = *f.priority;
   if (f.amplification_limit) doc["amplification_limit"] = *f.amplification_limit;
@@ -441,6 +443,9 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--eval-batch", flags->eval_batch,
                   "Samples per evaluation pass (default: the global batch); evaluation keeps no "
                   "activations for backward, so a larger batch usually evaluates faster");
+  cmd->add_option("--init", flags->init,
+                  "Start from these weights, a path on every worker: a state_dict file (torch.save "
+                  "of a dict) or a safetensors file, loaded strictly (needs executor protocol 6)");
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");

@@ -860,5 +860,20 @@ TEST_CASE("an epochs job waits for workers that read protocol 5 and gets epochs 
   CHECK_FALSE(spec.contains("iterations"));
 }
 
+TEST_CASE("a job's init reaches its run spec at protocol 6", "[scheduler][version][init]") {
+  Harness h;
+  h.AddNode("a", 1);
+  JobSpec from_weights = Fg(1);
+  from_weights.init_path = "/weights/small.safetensors";
+  JobRecord job = h.Submit(from_weights);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(job.id).state == JobState::kRunning);
+  std::vector<v1::TaskCommand> commands = h.Commands("node-a");
+  REQUIRE(commands.size() == 1);
+  const auto spec = nlohmann::json::parse(commands[0].assign().train().run_spec_json());
+  CHECK(spec["version"] == 6);
+  CHECK(spec["init"]["path"] == "/weights/small.safetensors");
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

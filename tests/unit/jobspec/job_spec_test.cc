@@ -541,6 +541,30 @@ TEST_CASE("epochs replace iterations for FG jobs and need executor protocol 5",
         "epochs: are for foreground jobs (give a bg job iterations)");
 }
 
+TEST_CASE("init is read checked and kept and needs executor protocol 6", "[job_spec][init]") {
+  StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"init":{"path":"/weights/vit.safetensors"})"));
+  INFO(spec.status().ToString());
+  REQUIRE(spec.ok());
+  CHECK(spec->init_path == "/weights/vit.safetensors");
+  CHECK(RequiredProtocolVersion(*spec) == protocol::kInitProtocolVersion);
+  const nlohmann::json written = JobSpecToJson(*spec);
+  CHECK(written["init"] == nlohmann::json{{"path", "/weights/vit.safetensors"}});
+  for (const StatusOr<JobSpec>& copy :
+       {JobSpecFromProto(JobSpecToProto(*spec)), JobSpecFromJson(written)}) {
+    REQUIRE(copy.ok());
+    CHECK(JobSpecToJson(*copy) == written);
+  }
+  StatusOr<JobSpec> plain = ParseJobSpecJson(Spec(""));
+  REQUIRE(plain.ok());
+  CHECK_FALSE(JobSpecToJson(*plain).contains("init"));
+  CHECK_FALSE(JobSpecToProto(*plain).has_init());
+  CHECK(SpecFingerprint(*plain) != SpecFingerprint(*spec));
+  CHECK(ErrorOf(Spec(R"(,"init":"/w.pt")")) == "init: must be {\"path\": FILE}");
+  CHECK(ErrorOf(Spec(R"(,"init":{})")) == "init.path: is required");
+  CHECK(ErrorOf(Spec(R"(,"init":{"path":"/a\nb"})")) == "init.path: has control characters");
+  CHECK_THAT(ErrorOf(Spec(R"(,"init":{"file":"/w.pt"})")), Catch::Contains("init.file"));
+}
+
 TEST_CASE("concurrent branches are read checked and kept, for FG jobs only", "[job_spec]") {
   StatusOr<JobSpec> spec = ParseJobSpecJson(Spec(R"(,"gpus":8,"concurrent_branches":true)"));
   REQUIRE(spec.ok());
