@@ -66,6 +66,35 @@ TEST_CASE("a manifest keeps its data position and reads one without it", "[check
   REQUIRE(found->has_value());
   REQUIRE((*found)->manifest.data.has_value());
   CHECK(*(*found)->manifest.data == DataPosition{1000, 96, 1, 920});
+  CHECK_FALSE((*found)->manifest.loss_scaling.has_value());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a manifest keeps an fp16 run's loss scaler", "[checkpoint][precision]") {
+  const fs::path dir = TempDir();
+  const std::string path = CheckpointPath(dir.string(), 30);
+  fs::create_directories(path);
+  std::ofstream(path + "/rank-0.pt") << "state";
+  auto file = DescribeFile(path + "/rank-0.pt", "rank-0.pt");
+  REQUIRE(file.ok());
+  REQUIRE(WriteRankSidecar(path, 0, *file).ok());
+  CheckpointManifest manifest;
+  manifest.iteration = 30;
+  manifest.world_size = 1;
+  manifest.optimizer = "sgd";
+  manifest.loss_scaling = LossScalerState{16384, 27, 3};
+  REQUIRE(CommitCheckpoint(path, manifest).ok());
+  auto found = FindLatestCheckpoint(dir.string());
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  REQUIRE((*found)->manifest.loss_scaling.has_value());
+  CHECK(*(*found)->manifest.loss_scaling == LossScalerState{16384, 27, 3});
+  // A scaler restored from it goes on where the run stopped.
+  LossScaler scaler;
+  scaler.Restore(*(*found)->manifest.loss_scaling);
+  CHECK(scaler.scale() == 16384);
+  CHECK(scaler.skipped_steps() == 3);
+  CHECK(scaler.state() == LossScalerState{16384, 27, 3});
   fs::remove_all(dir);
 }
 

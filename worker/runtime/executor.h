@@ -199,6 +199,11 @@ class Executor {
   std::map<std::string, torch::Tensor> NamedParameters() const;
   // The loss scaler of an fp16 run (the same on every rank); null at other precisions.
   const LossScaler* loss_scaler() const { return loss_scaler_ ? &*loss_scaler_ : nullptr; }
+  // Resuming an fp16 run: the scaler goes on from a checkpoint's state (no-op at other
+  // precisions). Every rank restores the same state (the checkpoint's manifest).
+  void RestoreLossScaler(const LossScalerState& state) {
+    if (loss_scaler_) loss_scaler_->Restore(state);
+  }
 
  private:
   struct Edge {

@@ -94,6 +94,12 @@ StatusOr<CheckpointManifest> ManifestFromJson(const json& doc) {
       m.data = DataPosition{d.at("samples").get<int64_t>(), d.at("global_batch").get<int64_t>(),
                             d.at("epoch").get<int64_t>(), d.at("offset").get<int64_t>()};
     }
+    if (doc.contains("loss_scaling")) {
+      const json& l = doc.at("loss_scaling");
+      m.loss_scaling =
+          LossScalerState{l.at("scale").get<double>(), l.at("good_steps").get<int64_t>(),
+                          l.at("skipped_steps").get<int64_t>()};
+    }
   } catch (const json::exception& e) {
     return DataLossError(std::string("manifest: ") + e.what());
   }
@@ -202,6 +208,11 @@ Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest m
                    {"global_batch", d.global_batch},
                    {"epoch", d.epoch},
                    {"offset", d.offset}};
+  }
+  if (manifest.loss_scaling) {
+    const LossScalerState& l = *manifest.loss_scaling;
+    doc["loss_scaling"] = {
+        {"scale", l.scale}, {"good_steps", l.good_steps}, {"skipped_steps", l.skipped_steps}};
   }
   return WriteFileAtomically(checkpoint_path + "/" + kManifestName, doc.dump(2) + "\n");
 }

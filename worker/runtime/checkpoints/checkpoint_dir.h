@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/runtime/layers/loss_scaler.h"
 
 namespace deepool::worker {
 
@@ -50,6 +51,9 @@ struct CheckpointManifest {
   std::vector<CheckpointFile> files;
   // FG runs' checkpoints ("data" in the manifest); absent from BG jobs' and older ones.
   std::optional<DataPosition> data;
+  // fp16 runs' loss scaler ("loss_scaling": {"scale","good_steps","skipped_steps"}); absent
+  // from other runs' checkpoints.
+  std::optional<LossScalerState> loss_scaling;
 };
 
 // A checkpoint found on disk.

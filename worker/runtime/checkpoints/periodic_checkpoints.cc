@@ -135,6 +135,7 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   manifest.job_id = spec.job_id;
   manifest.optimizer = spec.optimizer.name;
   manifest.data = PositionAfter(done, data_samples, spec.plan.global_batch);
+  if (executor.loss_scaler()) manifest.loss_scaling = executor.loss_scaler()->state();
   StatusOr<int> pruned = CommitAndPrune(path, manifest, *spec.checkpoints);
   // A failed commit stops the other ranks all the same; the job then resumes from the previous
   // checkpoint.
@@ -163,6 +164,8 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, int64_t da
   const CheckpointManifest& manifest = found->manifest;
   RETURN_IF_ERROR(LoadFoundCheckpoint(*found, spec.iterations, spec.optimizer.name, *spec.graph,
                                       executor.modules(), executor.optimizer()));
+  // Every rank read the same manifest, so every rank's scaler goes on alike.
+  if (manifest.loss_scaling) executor.RestoreLossScaler(*manifest.loss_scaling);
   // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
   if (rank == 0) {
     const DataPosition now =

@@ -18,6 +18,17 @@ struct LossScalerOptions {
   int64_t growth_interval = 2000;
 };
 
+// What a checkpoint keeps of a scaler (its manifest's "loss_scaling"), so that a resumed fp16
+// run goes on with the scale it had.
+struct LossScalerState {
+  double scale = 0;
+  int64_t good_steps = 0;
+  int64_t skipped_steps = 0;
+  bool operator==(const LossScalerState& o) const {
+    return scale == o.scale && good_steps == o.good_steps && skipped_steps == o.skipped_steps;
+  }
+};
+
 class LossScaler {
  public:
   explicit LossScaler(LossScalerOptions options = {})
@@ -29,6 +40,13 @@ class LossScaler {
   // After a step's gradients are known (and agreed over the world): true when the optimizer
   // steps (no inf or nan), false when the step is skipped. Updates the scale for the next step.
   bool Update(bool found_inf);
+  LossScalerState state() const { return {scale_, good_steps_, skipped_}; }
+  // Goes on from a checkpoint's state (its scale above 0).
+  void Restore(const LossScalerState& state) {
+    scale_ = state.scale;
+    good_steps_ = state.good_steps;
+    skipped_ = state.skipped_steps;
+  }
 
  private:
   LossScalerOptions options_;
