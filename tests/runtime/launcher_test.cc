@@ -18,18 +18,38 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir,
-                      const std::string& model = "mlp", bool sync_batch_norm = true) {
+// Data parallelism of zoo model `model` (4 classes) over `ranks` at `global_batch`.
+RunSpec DataParallelSpec(const std::string& model, int ranks, int64_t global_batch) {
   planner::zoo::ModelOptions options;
   options.num_classes = 4;
   auto graph = planner::zoo::BuildModel(model, options);
   REQUIRE(graph.ok());
   RunSpec spec;
-  spec.sync_batch_norm = sync_batch_norm;
   spec.job_id = "launcher-test";
   spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
-  spec.plan = planner::DataParallelLayout(*spec.graph, 12, ranks);
+  spec.plan = planner::DataParallelLayout(*spec.graph, global_batch, ranks);
   spec.plan.num_devices = ranks;
+  return spec;
+}
+
+// Writes `spec` to DIR/run.json and starts its ranks.
+std::unique_ptr<RankProcesses> StartRanks(const RunSpec& spec, const fs::path& dir) {
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = (dir / "run.json").string();
+  REQUIRE(WriteRunSpecFile(spec, options.run_spec_path).ok());
+  options.world_size = spec.plan.num_devices;
+  options.timeout_s = 30;
+  auto ranks = RankProcesses::Start(options);
+  INFO(ranks.status().ToString());
+  REQUIRE(ranks.ok());
+  return std::move(ranks).value();
+}
+
+std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir,
+                      const std::string& model = "mlp", bool sync_batch_norm = true) {
+  RunSpec spec = DataParallelSpec(model, ranks, 12);
+  spec.sync_batch_norm = sync_batch_norm;
   spec.iterations = iterations;
   std::string path = (dir / "run.json").string();
   REQUIRE(WriteRunSpecFile(spec, path).ok());
@@ -73,28 +93,12 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
 TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on every rank",
           "[launcher][process][epochs]") {
   auto dir = TempDir();
-  planner::zoo::ModelOptions model;
-  model.num_classes = 4;
-  auto graph = planner::zoo::BuildModel("mlp", model);
-  REQUIRE(graph.ok());
-  RunSpec spec;
-  spec.job_id = "launcher-epochs";
-  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
-  spec.plan = planner::DataParallelLayout(*spec.graph, 96, 2);
-  spec.plan.num_devices = 2;
+  RunSpec spec = DataParallelSpec("mlp", 2, 96);
   spec.epochs = 2;  // of the synthetic set's 1,024 samples: 2048 / 96 = 21.3 iterations
-  LaunchOptions options;
-  options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = (dir / "run.json").string();
-  REQUIRE(WriteRunSpecFile(spec, options.run_spec_path).ok());
-  options.world_size = 2;
-  options.timeout_s = 30;
-  auto ranks = RankProcesses::Start(options);
-  INFO(ranks.status().ToString());
-  REQUIRE(ranks.ok());
+  std::unique_ptr<RankProcesses> ranks = StartRanks(spec, dir);
   std::map<int, int> iterations;
   std::set<int64_t> totals;
-  Status status = (*ranks)->Wait([&](int rank, const protocol::ExecutorEvent& event) {
+  Status status = ranks->Wait([&](int rank, const protocol::ExecutorEvent& event) {
     if (const auto* iteration = std::get_if<protocol::IterationEvent>(&event)) {
       ++iterations[rank];
       totals.insert(iteration->total_iterations);
@@ -105,7 +109,7 @@ TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on eve
   CHECK(totals == std::set<int64_t>{22});
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(iterations[rank] == 22);
-    CHECK((*ranks)->outcomes()[static_cast<size_t>(rank)].iterations == 22);
+    CHECK(ranks->outcomes()[static_cast<size_t>(rank)].iterations == 22);
   }
   fs::remove_all(dir);
 }
@@ -113,28 +117,12 @@ TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on eve
 // Two mlp ranks (data parallel) train one iteration from `init` at a learning rate too small to
 // move any weight, exporting the model to DIR/out.pt. Returns the run's status.
 Status TrainFromInit(const fs::path& dir, const std::string& init) {
-  planner::zoo::ModelOptions model;
-  model.num_classes = 4;
-  auto graph = planner::zoo::BuildModel("mlp", model);
-  REQUIRE(graph.ok());
-  RunSpec spec;
-  spec.job_id = "launcher-init";
-  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
-  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
-  spec.plan.num_devices = 2;
+  RunSpec spec = DataParallelSpec("mlp", 2, 8);
   spec.iterations = 1;
   spec.optimizer.lr = 1e-30;
   spec.init_path = init;
   spec.checkpoint_path = (dir / "out.pt").string();
-  LaunchOptions options;
-  options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = (dir / "run.json").string();
-  REQUIRE(WriteRunSpecFile(spec, options.run_spec_path).ok());
-  options.world_size = 2;
-  options.timeout_s = 30;
-  auto ranks = RankProcesses::Start(options);
-  REQUIRE(ranks.ok());
-  return (*ranks)->Wait([](int, const protocol::ExecutorEvent&) {});
+  return StartRanks(spec, dir)->Wait([](int, const protocol::ExecutorEvent&) {});
 }
 
 // The mlp's state with every tensor set to values no initialisation draws.
