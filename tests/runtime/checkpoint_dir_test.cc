@@ -17,8 +17,10 @@ fs::path TempDir() {
   return pattern;
 }
 
-// A whole checkpoint of `ranks` files, as the executor writes one.
-void WriteCheckpoint(const fs::path& dir, int64_t iteration, int ranks) {
+// A whole checkpoint of `ranks` files, as the executor writes one; its manifest is `manifest`
+// with the iteration, world size and optimizer filled in.
+void WriteCheckpoint(const fs::path& dir, int64_t iteration, int ranks,
+                     CheckpointManifest manifest = {}) {
   const std::string path = CheckpointPath(dir.string(), iteration);
   fs::create_directories(path);
   for (int rank = 0; rank < ranks; ++rank) {
@@ -28,11 +30,18 @@ void WriteCheckpoint(const fs::path& dir, int64_t iteration, int ranks) {
     REQUIRE(file.ok());
     REQUIRE(WriteRankSidecar(path, rank, *file).ok());
   }
-  CheckpointManifest manifest;
   manifest.iteration = iteration;
   manifest.world_size = ranks;
   manifest.optimizer = "sgd";
   REQUIRE(CommitCheckpoint(path, manifest).ok());
+}
+
+// The manifest FindLatestCheckpoint reads back from `dir`'s newest checkpoint.
+CheckpointManifest LatestManifest(const fs::path& dir) {
+  auto found = FindLatestCheckpoint(dir.string());
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  return (*found)->manifest;
 }
 
 int64_t Latest(const fs::path& dir) {
@@ -44,54 +53,28 @@ int64_t Latest(const fs::path& dir) {
 TEST_CASE("a manifest keeps its data position and reads one without it", "[checkpoint][epochs]") {
   const fs::path dir = TempDir();
   WriteCheckpoint(dir, 10, 1);  // no position: as BG jobs and older executors write them
-  auto found = FindLatestCheckpoint(dir.string());
-  REQUIRE(found.ok());
-  REQUIRE(found->has_value());
-  CHECK_FALSE((*found)->manifest.data.has_value());
-
-  const std::string path = CheckpointPath(dir.string(), 20);
-  fs::create_directories(path);
-  std::ofstream(path + "/rank-0.pt") << "state";
-  auto file = DescribeFile(path + "/rank-0.pt", "rank-0.pt");
-  REQUIRE(file.ok());
-  REQUIRE(WriteRankSidecar(path, 0, *file).ok());
-  CheckpointManifest manifest;
-  manifest.iteration = 20;
-  manifest.world_size = 1;
-  manifest.optimizer = "sgd";
-  manifest.data = DataPosition{1000, 96, 1, 920};  // 20 x 96 = 1920 rows: epoch 1, row 920
-  REQUIRE(CommitCheckpoint(path, manifest).ok());
-  found = FindLatestCheckpoint(dir.string());
-  REQUIRE(found.ok());
-  REQUIRE(found->has_value());
-  REQUIRE((*found)->manifest.data.has_value());
-  CHECK(*(*found)->manifest.data == DataPosition{1000, 96, 1, 920});
-  CHECK_FALSE((*found)->manifest.loss_scaling.has_value());
+  CHECK_FALSE(LatestManifest(dir).data.has_value());
+  CheckpointManifest positioned;
+  positioned.data = DataPosition{1000, 96, 1, 920};  // 20 x 96 = 1920 rows: epoch 1, row 920
+  WriteCheckpoint(dir, 20, 1, positioned);
+  const CheckpointManifest read = LatestManifest(dir);
+  REQUIRE(read.data.has_value());
+  CHECK(*read.data == DataPosition{1000, 96, 1, 920});
+  CHECK_FALSE(read.loss_scaling.has_value());
   fs::remove_all(dir);
 }
 
 TEST_CASE("a manifest keeps an fp16 run's loss scaler", "[checkpoint][precision]") {
   const fs::path dir = TempDir();
-  const std::string path = CheckpointPath(dir.string(), 30);
-  fs::create_directories(path);
-  std::ofstream(path + "/rank-0.pt") << "state";
-  auto file = DescribeFile(path + "/rank-0.pt", "rank-0.pt");
-  REQUIRE(file.ok());
-  REQUIRE(WriteRankSidecar(path, 0, *file).ok());
-  CheckpointManifest manifest;
-  manifest.iteration = 30;
-  manifest.world_size = 1;
-  manifest.optimizer = "sgd";
-  manifest.loss_scaling = LossScalerState{16384, 27, 3};
-  REQUIRE(CommitCheckpoint(path, manifest).ok());
-  auto found = FindLatestCheckpoint(dir.string());
-  REQUIRE(found.ok());
-  REQUIRE(found->has_value());
-  REQUIRE((*found)->manifest.loss_scaling.has_value());
-  CHECK(*(*found)->manifest.loss_scaling == LossScalerState{16384, 27, 3});
+  CheckpointManifest scaled;
+  scaled.loss_scaling = LossScalerState{16384, 27, 3};
+  WriteCheckpoint(dir, 30, 1, scaled);
+  const CheckpointManifest read = LatestManifest(dir);
+  REQUIRE(read.loss_scaling.has_value());
+  CHECK(*read.loss_scaling == LossScalerState{16384, 27, 3});
   // A scaler restored from it goes on where the run stopped.
   LossScaler scaler;
-  scaler.Restore(*(*found)->manifest.loss_scaling);
+  scaler.Restore(*read.loss_scaling);
   CHECK(scaler.scale() == 16384);
   CHECK(scaler.skipped_steps() == 3);
   CHECK(scaler.state() == LossScalerState{16384, 27, 3});
