@@ -1,6 +1,7 @@
 // End to end with security on, as `deepool up` and a real deployment run: a CA made for the test,
 // mutual TLS between the CLI, the coordinator and two workers, an admin token. A FG job's
-// ranks are dispatched over the TLS channels and train; the CLI authenticates from its
+// ranks are dispatched over the TLS channels and train for an epoch, reporting its iteration
+// count and their evaluations back; the CLI authenticates from its
 // environment; a user without the admin role is refused another's job with exit code 6.
 // Also: a coordinator started with no credentials refuses anonymous callers and takes its own
 // token; a server holding a user's or node's certificate of the cluster CA is refused by the CLI
@@ -21,20 +22,28 @@ TEST_CASE("a cluster with mutual TLS and tokens trains a FG job, and keeps users
   ClusterOptions options;
   options.secure = true;
   LocalCluster cluster(options);
-  const nlohmann::json spec = {{"name", "secure-fg"},
-                               {"model", "small_cnn"},
-                               {"role", "fg"},
-                               {"global_batch", 16},
-                               {"gpus", 4},
-                               {"amplification_limit", 0},
-                               {"iterations", 3},
-                               {"profile", "analytical"},
-                               {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-                               {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
+  const nlohmann::json spec = {
+      {"name", "secure-fg"},
+      {"model", "small_cnn"},
+      {"role", "fg"},
+      {"global_batch", 128},
+      {"gpus", 4},
+      {"amplification_limit", 0},
+      // One epoch of the synthetic set's 1,024 samples: 8 iterations,
+      // counted by the executors and reported over TLS, as are the
+      // evaluations (in passes of 64).
+      {"epochs", 1},
+      {"eval",
+       {{"data", {{"kind", "synthetic"}, {"seed", 8}}}, {"every_iterations", 4}, {"batch", 64}}},
+      {"profile", "analytical"},
+      {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+      {"data", {{"kind", "synthetic"}, {"seed", 7}}}};
   std::string id;
   REQUIRE(cluster.Submit(spec, &id).ok());
   const v1::Job job = cluster.WaitForTerminal(id);
   CHECK(job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(job.progress().iterations() == 8);
+  CHECK(job.progress().evaluations_size() == 2);
   CHECK(job.owner() == "admin");  // the token's user
   CHECK(job.devices_size() == 4);
 
