@@ -1,0 +1,27 @@
+#include "coordinator/policy/policy.h"
+
+namespace deepool::coordinator::policy {
+
+double SpeedCurve::IterationS(int g) const {
+  if (g < 1 || g > MaxDevices()) return 0;
+  const double seconds = iteration_s[static_cast<size_t>(g - 1)];
+  return seconds > 0 ? seconds : 0;
+}
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"fifo", "max-min", "deepool"};
+  return names;
+}
+
+StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name, PolicyOptions options) {
+  (void)options;
+  for (const std::string& known : PolicyNames()) {
+    if (name == known) {
+      return Status(StatusCode::kUnimplemented, "policy " + known + " is not built yet");
+    }
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "policy: must be fifo, max-min or deepool, not \"" + std::string(name) + "\"");
+}
+
+}  // namespace deepool::coordinator::policy
