@@ -105,6 +105,12 @@ Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
   if (spec.batch_size < 1) return InvalidArgumentError("background.batch_size must be >= 1");
   if (spec.iterations < 0) return InvalidArgumentError("background.iterations must be >= 0");
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer).WithContext("background"));
+  // The BG trainer (worker/runtime/background) steps without the executor's recipes; decay_1d
+  // is the optimizer's own and applies.
+  if (spec.optimizer.clip_grad_norm != 0 || !(spec.optimizer.schedule == LrScheduleSpec{})) {
+    return InvalidArgumentError(
+        "background.optimizer.schedule and clip_grad_norm are not supported for BG jobs");
+  }
   RETURN_IF_ERROR(ValidateDataSpec(spec.data).WithContext("background"));
   // Written so that NaN fails too.
   if (!(spec.sharing.max_fg_wait_ms > 0 && spec.sharing.max_fg_wait_ms <= 60'000)) {

@@ -83,6 +83,10 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
                        const std::string& where) -> Status {
     RETURN_IF_ERROR(
         check(OptimizerProtocolVersion(optimizer.name), where + "optimizer.name", optimizer.name));
+    if (optimizer.UsesRecipes()) {
+      RETURN_IF_ERROR(check(kRecipesProtocolVersion,
+                            where + "optimizer's decay_1d, schedule or clip_grad_norm", ""));
+    }
     return check(DataProtocolVersion(data.kind), where + "data.kind", data.kind);
   };
   RETURN_IF_ERROR(check_job(spec.optimizer, spec.data, ""));
@@ -172,9 +176,9 @@ Status ValidateRunSpec(const RunSpec& spec) {
 
 int RequiredProtocolVersion(const RunSpec& spec) {
   int version =
-      std::max(OptimizerProtocolVersion(spec.optimizer.name), DataProtocolVersion(spec.data.kind));
+      std::max(OptimizerProtocolVersion(spec.optimizer), DataProtocolVersion(spec.data.kind));
   if (spec.background) {
-    version = std::max({version, OptimizerProtocolVersion(spec.background->optimizer.name),
+    version = std::max({version, OptimizerProtocolVersion(spec.background->optimizer),
                         DataProtocolVersion(spec.background->data.kind)});
   }
   if (spec.eval) {

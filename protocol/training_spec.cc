@@ -1,5 +1,7 @@
 #include "protocol/training_spec.h"
 
+#include <algorithm>
+
 #include "common/json_fields.h"
 #include "protocol/version.h"
 
@@ -24,6 +26,20 @@ Status ValidateOptimizer(const OptimizerSpec& spec) {
     if (beta < 0 || beta >= 1) return InvalidArgumentError("optimizer.betas must be in [0, 1)");
   }
   if (!(spec.eps > 0)) return InvalidArgumentError("optimizer.eps must be > 0");
+  const LrScheduleSpec& schedule = spec.schedule;
+  if (schedule.kind != "constant" && schedule.kind != "cosine" && schedule.kind != "linear") {
+    return InvalidArgumentError("optimizer.schedule.kind \"" + schedule.kind +
+                                "\" is not constant, cosine or linear");
+  }
+  if (schedule.warmup_iterations < 0) {
+    return InvalidArgumentError("optimizer.schedule.warmup_iterations must be >= 0");
+  }
+  if (!(schedule.min_lr >= 0 && schedule.min_lr <= spec.lr)) {
+    return InvalidArgumentError("optimizer.schedule.min_lr must be in [0, optimizer.lr]");
+  }
+  if (!(spec.clip_grad_norm >= 0)) {
+    return InvalidArgumentError("optimizer.clip_grad_norm must be >= 0 (0: no clipping)");
+  }
   return Status::Ok();
 }
 
@@ -43,11 +59,27 @@ StatusOr<OptimizerSpec> ParseOptimizerJson(const json& doc, const std::string& w
     }
     spec.betas = {betas[0].get<double>(), betas[1].get<double>()};
   }
+  RETURN_IF_ERROR(ReadOptionalField(doc, "decay_1d", where, &spec.decay_1d));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "clip_grad_norm", where, &spec.clip_grad_norm));
+  if (doc.contains("schedule")) {
+    const json& schedule = doc["schedule"];
+    const std::string schedule_where = where + "schedule.";
+    if (!schedule.is_object()) return InvalidArgumentError(where + "schedule must be an object");
+    RETURN_IF_ERROR(ReadOptionalField(schedule, "kind", schedule_where, &spec.schedule.kind));
+    RETURN_IF_ERROR(ReadOptionalField(schedule, "warmup_iterations", schedule_where,
+                                      &spec.schedule.warmup_iterations));
+    RETURN_IF_ERROR(ReadOptionalField(schedule, "min_lr", schedule_where, &spec.schedule.min_lr));
+  }
   return spec;
 }
 
 int OptimizerProtocolVersion(std::string_view name) {
   return name == "adamw" ? kAdamWProtocolVersion : kOldestProtocolVersion;
+}
+
+int OptimizerProtocolVersion(const OptimizerSpec& spec) {
+  const int version = OptimizerProtocolVersion(spec.name);
+  return spec.UsesRecipes() ? std::max(version, kRecipesProtocolVersion) : version;
 }
 
 int DataProtocolVersion(std::string_view kind) {
@@ -63,17 +95,27 @@ int TokenBytes(std::string_view dtype) {
 }
 
 json OptimizerToJson(const OptimizerSpec& spec) {
+  json doc;
   if (spec.name == "adam" || spec.name == "adamw") {
-    return {{"name", spec.name},
-            {"lr", spec.lr},
-            {"betas", {spec.betas[0], spec.betas[1]}},
-            {"eps", spec.eps},
-            {"weight_decay", spec.weight_decay}};
+    doc = {{"name", spec.name},
+           {"lr", spec.lr},
+           {"betas", {spec.betas[0], spec.betas[1]}},
+           {"eps", spec.eps},
+           {"weight_decay", spec.weight_decay}};
+  } else {
+    doc = {{"name", spec.name},
+           {"lr", spec.lr},
+           {"momentum", spec.momentum},
+           {"weight_decay", spec.weight_decay}};
   }
-  return {{"name", spec.name},
-          {"lr", spec.lr},
-          {"momentum", spec.momentum},
-          {"weight_decay", spec.weight_decay}};
+  if (!spec.decay_1d) doc["decay_1d"] = false;
+  if (spec.clip_grad_norm != 0) doc["clip_grad_norm"] = spec.clip_grad_norm;
+  if (!(spec.schedule == LrScheduleSpec{})) {
+    doc["schedule"] = {{"kind", spec.schedule.kind},
+                       {"warmup_iterations", spec.schedule.warmup_iterations},
+                       {"min_lr", spec.schedule.min_lr}};
+  }
+  return doc;
 }
 
 Status ValidateDataSpec(const DataSpec& spec, const std::string& where) {

@@ -3,6 +3,9 @@
 //   "optimizer": {"name":"sgd","lr":L,"momentum":M,"weight_decay":W}
 //              | {"name":"adam","lr":L,"betas":[B1,B2],"eps":E,"weight_decay":W}
 //              | {"name":"adamw",...as adam}  (decoupled weight decay; executor protocol 2)
+//                any of them with the training recipes (executor protocol 7):
+//                "decay_1d":false, "clip_grad_norm":C,
+//                "schedule":{"kind":"constant"|"cosine"|"linear","warmup_iterations":W,"min_lr":M}
 //   "data":      {"kind":"synthetic","seed":S} | {"kind":"cifar10","path":P}
 //              | {"kind":"image_folder","path":P,"seed":S,"skip_bad":N}
 //              | {"kind":"tokens","path":P,"seed":S,"dtype":"uint16"|"uint32"}  (protocol 4)
@@ -24,6 +27,18 @@
 
 namespace deepool::protocol {
 
+// The learning rate over a run (worker/runtime/layers/lr_schedule.h has the formula): linear
+// warm-up over `warmup_iterations`, then constant, or a cosine or linear decay to `min_lr` at the
+// run's last iteration.
+struct LrScheduleSpec {
+  std::string kind = "constant";  // "constant", "cosine" or "linear"
+  int64_t warmup_iterations = 0;  // >= 0
+  double min_lr = 0;              // cosine, linear: in [0, lr]
+  bool operator==(const LrScheduleSpec& o) const {
+    return kind == o.kind && warmup_iterations == o.warmup_iterations && min_lr == o.min_lr;
+  }
+};
+
 struct OptimizerSpec {
   // "sgd", "adam" (weight decay added to the gradient, as torch.optim.Adam) or "adamw" (weight
   // decay applied to the weights apart from the adaptive step, as torch.optim.AdamW).
@@ -34,9 +49,22 @@ struct OptimizerSpec {
   double weight_decay = 0.0;
   std::array<double, 2> betas{0.9, 0.999};  // adam, adamw
   double eps = 1e-8;                        // adam, adamw
+  // The training recipes (executor protocol kRecipesProtocolVersion; docs/runtime.md, "Training
+  // recipes"). false: parameters of at most one dimension (biases, norm weights) go in a second
+  // param group without weight decay, as timm's and nanoGPT's recipes (`p.ndim <= 1`).
+  bool decay_1d = true;
+  LrScheduleSpec schedule;
+  // > 0: the gradients of all the job's parameters are scaled so that their global L2 norm is
+  // at most this, as torch.nn.utils.clip_grad_norm_; 0: no clipping.
+  double clip_grad_norm = 0;
+  // Whether any recipe field differs from its default (the spec then needs protocol 7).
+  bool UsesRecipes() const {
+    return !decay_1d || !(schedule == LrScheduleSpec{}) || clip_grad_norm != 0;
+  }
   bool operator==(const OptimizerSpec& o) const {
     return name == o.name && lr == o.lr && momentum == o.momentum &&
-           weight_decay == o.weight_decay && betas == o.betas && eps == o.eps;
+           weight_decay == o.weight_decay && betas == o.betas && eps == o.eps &&
+           decay_1d == o.decay_1d && schedule == o.schedule && clip_grad_norm == o.clip_grad_norm;
   }
 };
 
@@ -50,8 +78,12 @@ Status ValidateOptimizer(const OptimizerSpec& spec);
 // kAdamWProtocolVersion for "adamw", else kOldestProtocolVersion. The one rule for both the run
 // spec's version (RequiredProtocolVersion) and where the coordinator may place a job.
 int OptimizerProtocolVersion(std::string_view name);
+// The oldest executor protocol that can express the whole optimizer object: its name's, and
+// kRecipesProtocolVersion when it uses a training recipe (OptimizerSpec::UsesRecipes).
+int OptimizerProtocolVersion(const OptimizerSpec& spec);
 
-// Absent fields keep their defaults. Writes only the fields of the named optimizer.
+// Absent fields keep their defaults. Writes only the fields of the named optimizer, and the
+// recipe fields only when they differ from their defaults (so older readers see what they know).
 StatusOr<OptimizerSpec> ParseOptimizerJson(const nlohmann::json& doc, const std::string& where);
 nlohmann::json OptimizerToJson(const OptimizerSpec& spec);
 

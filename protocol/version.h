@@ -26,12 +26,14 @@
 //      iterations from its training set's size) and iteration events' "total_iterations".
 //   6: adds precision (the run spec's "precision": "tf32", "bf16" or "fp16"; absent: fp32) and
 //      init (the run spec's "init": {"path": P}, weights to start from).
+//   7: adds the training recipes in the optimizer object: "decay_1d", "schedule" (learning-rate
+//      warm-up and decay) and "clip_grad_norm".
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 6;
+inline constexpr int kProtocolVersion = 7;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -49,6 +51,9 @@ inline constexpr int kEpochsProtocolVersion = 5;
 inline constexpr int kPrecisionProtocolVersion = 6;
 // The version that introduced starting from weights (the run spec's "init").
 inline constexpr int kInitProtocolVersion = 6;
+// The version that introduced the optimizer's training recipes (decay_1d, schedule,
+// clip_grad_norm).
+inline constexpr int kRecipesProtocolVersion = 7;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

@@ -709,6 +709,7 @@ StatusOr<double> Executor::FinishIteration() {
   if (loss_scaler_) {
     ASSIGN_OR_RETURN(step, UnscaleGradients());
   }
+  if (step) RETURN_IF_ERROR(ApplyRecipes());
   if (optimizer_ && step) {
     SpanScope span(options_.spans, SpanKind::kOptimizer, [] { return std::string("step"); });
     optimizer_->step();

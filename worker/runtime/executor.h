@@ -94,6 +94,8 @@ using ModuleFactory = std::function<StatusOr<std::shared_ptr<LayerModule>>(
 struct ExecutorOptions {
   uint64_t seed = 0;  // weight initialisation, passed to the module factory
   OptimizerSpec optimizer;
+  // The run's iterations: the T over which optimizer.schedule decays (layers/lr_schedule.h).
+  int64_t total_iterations = 1;
   torch::Device device = torch::kCPU;
   // Runs once at the end of each iteration, so that the iteration time covers the device's work
   // on asynchronous devices. Empty on CPU.
@@ -309,6 +311,12 @@ class Executor {
   // fp16: agrees over the world whether any gradient is inf or nan, updates the scaler, and
   // unscales this rank's gradients when the step goes ahead. Returns whether it does.
   StatusOr<bool> UnscaleGradients();
+  // The optimizer's training recipes before a step (executor_recipes.cc): sets the schedule's
+  // learning rate of the iteration, and with clip_grad_norm clips the gradients by the global
+  // norm over all the job's parameters: the lowest rank of each layer's device set adds the
+  // squares of the layer's (already summed) gradients, one all-reduce over the world adds those
+  // up, and every rank scales its gradients by the same coefficient. Every rank calls it.
+  Status ApplyRecipes();
   Status Forward(int layer_id, const Batch& batch);
   // Posts this rank's group of the transfers of `layer_id`'s output edges.
   Status PostForwardTransfers(int layer_id);

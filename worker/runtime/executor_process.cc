@@ -315,6 +315,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ExecutorOptions executor_options;
   executor_options.seed = spec.seed;
   executor_options.optimizer = spec.optimizer;
+  executor_options.total_iterations = spec.iterations;
   executor_options.gradient_bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   executor_options.sync_batch_norm = spec.sync_batch_norm;
   executor_options.precision = spec.precision;

@@ -1,4 +1,5 @@
-// Optimizers from the run spec: SGD (momentum, weight decay), Adam and AdamW, via torch::optim.
+// Optimizers from the run spec: SGD (momentum, weight decay), Adam and AdamW, via torch::optim,
+// with torch.optim's param groups when spec.decay_1d is false (optimizer.cc).
 // Threading: an optimizer belongs to its executor's thread.
 #pragma once
 
@@ -20,5 +21,8 @@ using protocol::ValidateOptimizer;
 // An optimizer over `params`; nullptr when there are none (a rank that holds no parameters).
 StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const OptimizerSpec& spec,
                                                                  std::vector<torch::Tensor> params);
+
+// Sets every param group's learning rate (the schedule's lr of an iteration, lr_schedule.h).
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
 
 }  // namespace deepool::worker
