@@ -1,5 +1,9 @@
 #include "coordinator/policy/policy.h"
 
+#include "coordinator/policy/deepool_policy.h"
+#include "coordinator/policy/fifo_policy.h"
+#include "coordinator/policy/max_min_policy.h"
+
 namespace deepool::coordinator::policy {
 
 double SpeedCurve::IterationS(int g) const {
@@ -14,12 +18,9 @@ const std::vector<std::string>& PolicyNames() {
 }
 
 StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name, PolicyOptions options) {
-  (void)options;
-  for (const std::string& known : PolicyNames()) {
-    if (name == known) {
-      return Status(StatusCode::kUnimplemented, "policy " + known + " is not built yet");
-    }
-  }
+  if (name == "fifo") return std::unique_ptr<Policy>(std::make_unique<FifoPolicy>());
+  if (name == "max-min") return std::unique_ptr<Policy>(std::make_unique<MaxMinPolicy>(options));
+  if (name == "deepool") return std::unique_ptr<Policy>(std::make_unique<DeepoolPolicy>());
   return Status(StatusCode::kInvalidArgument,
                 "policy: must be fifo, max-min or deepool, not \"" + std::string(name) + "\"");
 }

@@ -83,6 +83,9 @@ struct PolicyJob {
   std::vector<DeviceKey> devices;
   std::string device_type;  // of `devices`
   double placed_at_s = 0;   // when the current placement began
+  // Seconds it has held devices over all its placements, the current one included: max-min
+  // serves first, among users of equal share, the user whose jobs have run least.
+  double attained_s = 0;
 
   // Speed-up curve per device type. A job without one for a type is taken to scale perfectly
   // there, at the same speed as on every other type (a policy then cannot tell types apart).

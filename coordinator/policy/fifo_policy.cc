@@ -1,0 +1,112 @@
+#include "coordinator/policy/fifo_policy.h"
+
+#include <algorithm>
+
+namespace deepool::coordinator::policy {
+namespace {
+
+class FifoRound {
+ public:
+  explicit FifoRound(const PolicySnapshot& snapshot) : snapshot_(snapshot), pool_(snapshot) {}
+
+  Decisions Run() {
+    const std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
+    std::string blocker;
+    for (const PolicyJob* job : order) {
+      if (job->role != Role::kFg || job->placed()) continue;
+      if (!blocker.empty()) {
+        Wait(*job, WaitCode::kQueuedBehind, "queued behind " + blocker);
+      } else if (!AdmitForeground(*job) && CouldEverFit(*job)) {
+        blocker = job->id;
+      }
+    }
+    PlaceBackgroundJobs(order, &pool_, &out_);
+    std::map<std::string, std::pair<std::string, int>> held;
+    for (const PolicyJob& job : snapshot_.jobs) {
+      if (job.placed()) held[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
+    }
+    for (const Grant& grant : out_.grants) {
+      held[grant.job_id] = {grant.device_type, static_cast<int>(grant.devices.size())};
+    }
+    out_.shares = SharesOf(snapshot_, held, pool_.Types());
+    return std::move(out_);
+  }
+
+ private:
+  bool AdmitForeground(const PolicyJob& job) {
+    const int wanted = DevicesWanted(job, pool_);
+    for (const std::string& type : pool_.Types()) {
+      if (!RunsOn(job, type) || pool_.FreeCount(type, job.protocol_version) < wanted) continue;
+      std::vector<DeviceKey> devices = pool_.Pack(pool_.FreeOf(type, job.protocol_version), wanted);
+      pool_.HoldForeground(job.id, devices, &out_.preemptions);
+      out_.grants.push_back({job.id, type, std::move(devices), 0});
+      return true;
+    }
+    return false;
+  }
+
+  // Sets the reason of a FG job that did not fit; true when it would fit an idle pool.
+  bool CouldEverFit(const PolicyJob& job) {
+    const int wanted = DevicesWanted(job, pool_);
+    const int largest = pool_.LargestGroup(0);
+    if (largest < wanted) {
+      Wait(job, WaitCode::kNotEnoughDevices,
+           "needs " + std::to_string(job.requested_devices) +
+               " devices of one type; the largest group of schedulable devices has " +
+               std::to_string(largest));
+      return false;
+    }
+    // Enough devices, but too few on nodes that read the job's run spec: not the job's turn to
+    // block others, as no device freed will change that.
+    if (pool_.LargestGroup(job.protocol_version) < wanted) {
+      Wait(job, WaitCode::kWorkerProtocol,
+           "needs workers that speak executor protocol " + std::to_string(job.protocol_version));
+      return false;
+    }
+    int most_free = 0;
+    for (const std::string& type : pool_.Types()) {
+      most_free = std::max(most_free, pool_.FreeCount(type, job.protocol_version));
+    }
+    Wait(job, WaitCode::kWaitingForDevices,
+         "waiting for " + std::to_string(wanted) + " free devices of one type (" +
+             std::to_string(most_free) + " free" +
+             (wanted < job.requested_devices
+                  ? "; re-planned from " + std::to_string(job.requested_devices) +
+                        " after a node loss"
+                  : "") +
+             ")");
+    return true;
+  }
+
+  void Wait(const PolicyJob& job, WaitCode code, std::string message) {
+    out_.waits.push_back({job.id, code, std::move(message)});
+  }
+
+  const PolicySnapshot& snapshot_;
+  PoolState pool_;
+  Decisions out_;
+};
+
+}  // namespace
+
+int DevicesWanted(const PolicyJob& job, const PoolState& pool) {
+  if (!job.shrinks_to_fit) return job.requested_devices;
+  const int largest = pool.LargestGroup(job.protocol_version);
+  return largest >= 1 ? std::min(job.requested_devices, largest) : job.requested_devices;
+}
+
+void PlaceBackgroundJobs(const std::vector<const PolicyJob*>& order, PoolState* pool,
+                         Decisions* out) {
+  for (const PolicyJob* job : order) {
+    if (job->role != Role::kBg || job->placed()) continue;
+    PoolState::BackgroundChoice choice = pool->PlaceBackground(*job);
+    if (choice.grant) out->grants.push_back(std::move(*choice.grant));
+    if (choice.wait) out->waits.push_back(std::move(*choice.wait));
+  }
+}
+
+Decisions FifoPolicy::Decide(const PolicySnapshot& snapshot) const {
+  return FifoRound(snapshot).Run();
+}
+
+}  // namespace deepool::coordinator::policy

@@ -1,0 +1,28 @@
+// The "fifo" policy: today's admission (coordinator/admission.h's rules, which Admit runs through
+// this policy): FG jobs in priority then submission order, each onto its requested count of one
+// device type, packed on as few nodes as possible; a FG job that could fit the pool but does not
+// fit now blocks the FG jobs behind it; then BG jobs on the idlest devices. Placed jobs keep their
+// devices; it preempts only BG jobs on devices a FG job takes.
+// Threading: immutable; Decide may run on any thread.
+#pragma once
+
+#include "coordinator/policy/policy.h"
+#include "coordinator/policy/pool_state.h"
+
+namespace deepool::coordinator::policy {
+
+class FifoPolicy : public Policy {
+ public:
+  std::string_view Name() const override { return "fifo"; }
+  Decisions Decide(const PolicySnapshot& snapshot) const override;
+};
+
+// The devices a FG job's next attempt asks for: its request, or the largest group of devices of
+// one type that read its protocol when it shrinks to fit and that group is smaller.
+int DevicesWanted(const PolicyJob& job, const PoolState& pool);
+
+// BG jobs waiting, in admission order, placed on the idlest devices left (fifo's and deepool's).
+void PlaceBackgroundJobs(const std::vector<const PolicyJob*>& order, PoolState* pool,
+                         Decisions* out);
+
+}  // namespace deepool::coordinator::policy

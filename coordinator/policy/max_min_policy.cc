@@ -1,0 +1,229 @@
+#include "coordinator/policy/max_min_policy.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+
+#include "coordinator/policy/fifo_policy.h"
+#include "coordinator/policy/pool_state.h"
+
+namespace deepool::coordinator::policy {
+namespace {
+
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
+class MaxMinRound {
+ public:
+  MaxMinRound(const PolicySnapshot& snapshot, const PolicyOptions& options)
+      : snapshot_(snapshot), options_(options), pool_(snapshot), types_(pool_.Types()) {}
+
+  Decisions Run() {
+    MeasureDemand();
+    ProtectAndQueue();
+    WaterFill();
+    Realise();
+    PlaceBackgroundJobs(AdmissionOrder(snapshot_), &pool_, &out_);
+    out_.shares = SharesOf(snapshot_, held_, types_);
+    return std::move(out_);
+  }
+
+ private:
+  struct UserQueue {
+    double share = 0;
+    double attained_s = 0;
+    std::deque<const PolicyJob*> jobs;  // its placed jobs first, then admission order
+  };
+
+  // Placed FG jobs within their slice (or without checkpoints) keep their devices and count
+  // toward their users' shares first; every other FG job competes in the water-fill.
+  void ProtectAndQueue() {
+    for (const std::string& type : types_) capacity_[type] = pool_.DevicesOfType(type);
+    std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
+    std::stable_partition(order.begin(), order.end(),
+                          [](const PolicyJob* job) { return job->placed(); });
+    for (const PolicyJob* job : order) {
+      if (job->role != Role::kFg) continue;
+      UserQueue& user = users_[job->user];
+      user.attained_s += job->attained_s;
+      if (job->placed() && !Preemptible(*job)) {
+        Assign(*job, job->device_type, static_cast<int>(job->devices.size()));
+        continue;
+      }
+      user.jobs.push_back(job);
+    }
+  }
+
+  bool Preemptible(const PolicyJob& job) const {
+    return job.preemptible && snapshot_.now_s - job.placed_at_s >= options_.min_slice_s;
+  }
+
+  // The job's throughput on `type` over its throughput on its fastest type (requested count).
+  double Normalised(const PolicyJob& job, const std::string& type) const {
+    return Throughput(job, type, job.requested_devices) / BestThroughput(job, types_);
+  }
+
+  // Each type's demand: the mean normalised throughput of the round's FG jobs there. A job goes
+  // where it runs fastest relative to the others (Gavel's heterogeneity-awareness): a job that
+  // runs alike everywhere leaves the fast type to a job that gains more from it.
+  void MeasureDemand() {
+    for (const std::string& type : types_) {
+      double sum = 0;
+      int count = 0;
+      for (const PolicyJob& job : snapshot_.jobs) {
+        if (job.role != Role::kFg || !RunsOn(job, type)) continue;
+        sum += Normalised(job, type);
+        ++count;
+      }
+      demand_[type] = count > 0 && sum > 0 ? sum / count : 1;
+    }
+  }
+
+  void Assign(const PolicyJob& job, const std::string& type, int devices) {
+    target_[job.id] = type;
+    capacity_[type] -= devices;
+    users_[job.user].share += Throughput(job, type, devices) / BestThroughput(job, types_);
+  }
+
+  // The user that comes next: least share, then least attained time, then earliest next job.
+  UserQueue* NextUser() {
+    UserQueue* next = nullptr;
+    for (auto& [name, user] : users_) {
+      if (user.jobs.empty()) continue;
+      if (next == nullptr || user.share < next->share ||
+          (user.share == next->share && (user.attained_s < next->attained_s ||
+                                         (user.attained_s == next->attained_s &&
+                                          user.jobs.front()->seq < next->jobs.front()->seq)))) {
+        next = &user;
+      }
+    }
+    return next;
+  }
+
+  void WaterFill() {
+    while (UserQueue* user = NextUser()) {
+      const PolicyJob& job = *user->jobs.front();
+      user->jobs.pop_front();
+      std::string best_type;
+      double best_score = -1;
+      for (const std::string& type : types_) {
+        if (!RunsOn(job, type) || capacity_[type] < job.requested_devices) continue;
+        const double score = Normalised(job, type) / demand_[type];
+        const bool better = score > best_score ||
+                            (score == best_score &&
+                             (type == job.device_type || (best_type != job.device_type &&
+                                                          capacity_[type] > capacity_[best_type])));
+        if (better) {
+          best_score = score;
+          best_type = type;
+        }
+      }
+      if (!best_type.empty()) Assign(job, best_type, job.requested_devices);
+    }
+  }
+
+  // Kept jobs hold their devices; the others placed are preempted; assigned waiting jobs are
+  // packed onto the devices left.
+  void Realise() {
+    for (const PolicyJob& job : snapshot_.jobs) {
+      if (job.role != Role::kFg || !job.placed()) continue;
+      auto target = target_.find(job.id);
+      if (target != target_.end() && target->second == job.device_type) {
+        held_[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
+        continue;
+      }
+      pool_.Release(job.id);
+      preempted_.push_back(&job);
+    }
+    for (const PolicyJob* job : AdmissionOrder(snapshot_)) {
+      if (job->role != Role::kFg || job->placed()) continue;
+      auto target = target_.find(job->id);
+      if (target == target_.end()) {
+        WaitForShare(*job);
+        continue;
+      }
+      const std::vector<DeviceKey> free = pool_.FreeOf(target->second, job->protocol_version);
+      if (static_cast<int>(free.size()) < job->requested_devices) {
+        out_.waits.push_back({job->id, WaitCode::kWorkerProtocol,
+                              "needs workers that speak executor protocol " +
+                                  std::to_string(job->protocol_version)});
+        continue;
+      }
+      std::vector<DeviceKey> devices = pool_.Pack(free, job->requested_devices);
+      pool_.HoldForeground(job->id, devices, &out_.preemptions);
+      held_[job->id] = {target->second, job->requested_devices};
+      out_.grants.push_back({job->id, target->second, std::move(devices), 0});
+    }
+    for (const PolicyJob* job : preempted_) {
+      out_.preemptions.push_back({job->id, TakerOf(*job), PreemptionMessage(*job)});
+    }
+  }
+
+  // The first job granted one of the preempted job's devices.
+  std::string TakerOf(const PolicyJob& job) const {
+    for (const Grant& grant : out_.grants) {
+      for (const DeviceKey& key : grant.devices) {
+        if (std::find(job.devices.begin(), job.devices.end(), key) != job.devices.end()) {
+          return grant.job_id;
+        }
+      }
+    }
+    return "";
+  }
+
+  std::string PreemptionMessage(const PolicyJob& job) const {
+    return "user " + UserName(job.user) + " is above its fair share (share " +
+           Fixed(users_.at(job.user).share, 2) + ") after " +
+           Fixed(snapshot_.now_s - job.placed_at_s, 0) + " s on " +
+           std::to_string(job.devices.size()) + " " + job.device_type + " devices (minimum slice " +
+           Fixed(options_.min_slice_s, 0) + " s)";
+  }
+
+  void WaitForShare(const PolicyJob& job) {
+    int largest = 0;
+    for (const std::string& type : types_) {
+      if (RunsOn(job, type)) largest = std::max(largest, pool_.DevicesOfType(type));
+    }
+    if (largest < job.requested_devices) {
+      out_.waits.push_back({job.id, WaitCode::kNotEnoughDevices,
+                            "needs " + std::to_string(job.requested_devices) +
+                                " devices of one type; the largest group of schedulable "
+                                "devices has " +
+                                std::to_string(largest)});
+      return;
+    }
+    out_.waits.push_back(
+        {job.id, WaitCode::kFairShare,
+         "user " + UserName(job.user) + " has share " + Fixed(users_.at(job.user).share, 2) +
+             "; the pool's devices go to users with less first, and a placed job keeps its "
+             "devices for at least " +
+             Fixed(options_.min_slice_s, 0) + " s"});
+  }
+
+  static std::string UserName(const std::string& user) {
+    return user.empty() ? "(anonymous)" : user;
+  }
+
+  const PolicySnapshot& snapshot_;
+  const PolicyOptions options_;
+  PoolState pool_;
+  const std::vector<std::string> types_;
+  std::map<std::string, int> capacity_;        // devices of each type not yet assigned
+  std::map<std::string, double> demand_;       // MeasureDemand's, by type
+  std::map<std::string, UserQueue> users_;     // by name
+  std::map<std::string, std::string> target_;  // job id -> device type it is assigned
+  std::map<std::string, std::pair<std::string, int>> held_;  // after the round
+  std::vector<const PolicyJob*> preempted_;
+  Decisions out_;
+};
+
+}  // namespace
+
+Decisions MaxMinPolicy::Decide(const PolicySnapshot& snapshot) const {
+  return MaxMinRound(snapshot, options_).Run();
+}
+
+}  // namespace deepool::coordinator::policy

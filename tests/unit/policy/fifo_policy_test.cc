@@ -1,0 +1,85 @@
+// The "fifo" policy on its own (Admit runs through it: tests/service/admission_test.cc holds the
+// coordinator's rules; these check the policy's own snapshot semantics).
+#include <catch2/catch.hpp>
+
+#include "coordinator/policy/policy.h"
+#include "tests/unit/policy/pool_harness.h"
+
+namespace deepool::coordinator::policy::testing {
+namespace {
+
+std::unique_ptr<Policy> Fifo() {
+  StatusOr<std::unique_ptr<Policy>> policy = MakePolicy("fifo");
+  REQUIRE(policy.ok());
+  return std::move(*policy);
+}
+
+TEST_CASE("fifo: priority then submission order and a job that does not fit blocks the rest",
+          "[policy]") {
+  PoolHarness pool;
+  pool.AddNode("n1", 4);
+  pool.Submit("a", "alice", 2);
+  pool.Submit("b", "bob", 4);
+  pool.Submit("c", "carol", 1);
+  pool.Submit("urgent", "dave", 1).priority = 5;
+  const Decisions decisions = pool.Round(*Fifo());
+  REQUIRE(decisions.grants.size() == 2);
+  CHECK(decisions.grants[0].job_id == "urgent");
+  CHECK(decisions.grants[1].job_id == "a");
+  REQUIRE(WaitOf(decisions, "b") != nullptr);
+  CHECK(WaitOf(decisions, "b")->code == WaitCode::kWaitingForDevices);
+  REQUIRE(WaitOf(decisions, "c") != nullptr);
+  CHECK(WaitOf(decisions, "c")->code == WaitCode::kQueuedBehind);
+  CHECK(decisions.preemptions.empty());
+}
+
+TEST_CASE("fifo: a job larger than any device type waits and blocks nobody", "[policy]") {
+  PoolHarness pool;
+  pool.AddNode("n1", 2, "a100");
+  pool.AddNode("n2", 2, "v100");
+  pool.Submit("huge", "alice", 3);
+  pool.Submit("small", "bob", 2);
+  const Decisions decisions = pool.Round(*Fifo());
+  REQUIRE(WaitOf(decisions, "huge") != nullptr);
+  CHECK(WaitOf(decisions, "huge")->code == WaitCode::kNotEnoughDevices);
+  REQUIRE(GrantOf(decisions, "small") != nullptr);
+  CHECK(GrantOf(decisions, "small")->devices.size() == 2);
+}
+
+TEST_CASE("fifo: BG jobs take the idlest device and make way for a FG job", "[policy]") {
+  PoolHarness pool;
+  pool.AddNode("n1", 2);
+  pool.snapshot.devices[0].idle_fraction = 0.2;
+  pool.snapshot.devices[0].fg_rank_running = true;
+  pool.snapshot.devices[1].idle_fraction = 0.6;
+  pool.snapshot.devices[1].fg_rank_running = true;
+  PolicyJob& fg = pool.Submit("fg", "alice", 2);
+  fg.devices = {pool.snapshot.devices[0].key, pool.snapshot.devices[1].key};
+  pool.Submit("bg", "bob", 1, Role::kBg);
+  Decisions decisions = pool.Round(*Fifo());
+  REQUIRE(GrantOf(decisions, "bg") != nullptr);
+  CHECK(GrantOf(decisions, "bg")->devices.front() == pool.snapshot.devices[1].key);
+  CHECK(GrantOf(decisions, "bg")->idle_fraction == Approx(0.6));
+
+  // The FG job ends; another takes both devices and the BG job makes way.
+  pool.snapshot.jobs.erase(pool.snapshot.jobs.begin());
+  pool.Submit("fg2", "carol", 2);
+  decisions = pool.Round(*Fifo());
+  REQUIRE(decisions.preemptions.size() == 1);
+  CHECK(decisions.preemptions[0].job_id == "bg");
+  CHECK(decisions.preemptions[0].for_job == "fg2");
+}
+
+TEST_CASE("policies: MakePolicy names the choices", "[policy]") {
+  for (const std::string& name : PolicyNames()) {
+    StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
+    REQUIRE(policy.ok());
+    CHECK((*policy)->Name() == name);
+  }
+  StatusOr<std::unique_ptr<Policy>> unknown = MakePolicy("lottery");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message() == "policy: must be fifo, max-min or deepool, not \"lottery\"");
+}
+
+}  // namespace
+}  // namespace deepool::coordinator::policy::testing
