@@ -53,6 +53,9 @@ std::string ProtocolFeature(const jobspec::JobSpec& spec, int version) {
   if (protocol::DataProtocolVersion(spec.data.kind) == version) return spec.data.kind + " data";
   if (spec.epochs > 0 && protocol::kEpochsProtocolVersion == version) return "epochs";
   if (!spec.init_path.empty() && protocol::kInitProtocolVersion == version) return "init";
+  if (spec.precision && protocol::kPrecisionProtocolVersion == version) {
+    return planner::PrecisionName(*spec.precision);
+  }
   if (spec.eval && protocol::kEvaluationProtocolVersion == version) return "evaluation";
   if (spec.eval && protocol::DataProtocolVersion(spec.eval->data.kind) == version) {
     return spec.eval->data.kind + " eval data";

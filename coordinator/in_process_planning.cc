@@ -112,6 +112,26 @@ std::string OptimizerStepKey(const jobspec::OptimizerSpec& optimizer) {
   return step == "sgd+momentum" ? std::string() : "/optimizer=" + step;
 }
 
+// Whether a measured profile (the cache's, or a PROFILE task's: `profile_json`, empty for none)
+// times the job at `precision`: recorded at it, or unrecorded and fp32 or tf32 (what a
+// PROFILE task measures). One for another precision is passed over for the analytical model
+// at the job's (the plan's profile_source then names it: "analytical:cpu (bf16)"), and
+// refused only when there is no such model (FAILED_PRECONDITION naming both precisions).
+StatusOr<bool> UsesMeasuredProfile(const std::string& profile_json,
+                                   std::optional<planner::Precision> precision,
+                                   bool analytical_at_precision) {
+  if (profile_json.empty()) return false;
+  if (!precision) return true;
+  ASSIGN_OR_RETURN(const std::optional<planner::Precision> recorded,
+                   planner::RecordedProfilePrecision(profile_json));
+  if (planner::CompatiblePrecisions(recorded, *precision)) return true;
+  if (analytical_at_precision) return false;
+  return FailedPreconditionError(std::string("the measured profile is for ") +
+                                 (recorded ? planner::PrecisionName(*recorded) : "fp32") +
+                                 ", the job trains at " + planner::PrecisionName(*precision) +
+                                 " and no analytical model times it");
+}
+
 }  // namespace
 
 StatusOr<int64_t> InProcessPlanningBackend::DeviceMemoryFloor(const JobSpec& spec) const {
@@ -171,24 +191,38 @@ std::vector<int64_t> InProcessPlanningBackend::ProfileBatchSizes(const JobSpec& 
 StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
     const JobSpec& spec, const ClusterShape& shape, const std::string& profile_json) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  const std::optional<planner::Precision> precision = spec.precision;
   std::unique_ptr<planner::Profile> analytical;
-  if (StatusOr<planner::DeviceModel> preset = planner::DevicePreset(shape.device_type);
+  Status no_analytical = Status::Ok();  // why there is none at the precision, when there is none
+  if (StatusOr<planner::DeviceModel> preset =
+          precision ? planner::DevicePreset(shape.device_type, *precision)
+                    : planner::DevicePreset(shape.device_type);
       preset.ok()) {
     analytical = planner::MakeAnalyticalProfile(*preset);
+  } else {
+    no_analytical = preset.status();
   }
   std::unique_ptr<planner::TableProfile> measured;
   const planner::Profile* profile = analytical.get();
   planner::Cluster cluster = ClusterFor(shape);
-  if (!profile_json.empty()) {
+  ASSIGN_OR_RETURN(const bool use_measured,
+                   UsesMeasuredProfile(profile_json, precision, analytical != nullptr));
+  if (use_measured) {
     planner::ProfileOptions options;
     options.allow_extrapolation = true;
     options.fallback = analytical.get();
     ASSIGN_OR_RETURN(measured, planner::ParseProfileTable(profile_json, graph, options));
     profile = measured.get();
     // Collectives as the profiling host timed them, not a preset's guess (CPU profiles).
-    if (measured->data().links) cluster = planner::WithMeasuredLink(cluster, *measured->data().links);
+    if (measured->data().links)
+      cluster = planner::WithMeasuredLink(cluster, *measured->data().links);
   }
   if (profile == nullptr) {
+    if (precision && !no_analytical.ok() && no_analytical.code() != StatusCode::kNotFound) {
+      return FailedPreconditionError(
+          "no profile at " + std::string(planner::PrecisionName(*precision)) + " for device type " +
+          shape.device_type + ": " + no_analytical.message());
+    }
     return FailedPreconditionError("no profile for device type " + shape.device_type +
                                    " and no analytical preset for it");
   }
@@ -199,6 +233,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.sync_batch_norm = SynchronizesBatchNorm(spec);
   options.concurrent_branches = spec.concurrent_branches;
   options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
+  options.precision = precision;
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(graph, *profile, cluster, options));
   return ToPlannedJob(graph, plan);

@@ -52,9 +52,7 @@ std::optional<JobState> StateFromName(std::string_view name) {
   return std::nullopt;
 }
 
-const char* ReasonCodeName(ReasonCode code) {
-  return kReasonCodeNames[static_cast<size_t>(code)];
-}
+const char* ReasonCodeName(ReasonCode code) { return kReasonCodeNames[static_cast<size_t>(code)]; }
 
 std::optional<ReasonCode> ReasonCodeFromName(std::string_view name) {
   for (size_t i = 0; i < kReasonCodeNames.size(); ++i) {
@@ -138,31 +136,35 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
                            {"time_ms", e.time_ms}});
   }
   progress["evaluations"] = evaluations;
-  return {{"id", job.id},
-          {"seq", job.seq},
-          {"spec", jobspec::JobSpecToJson(job.spec)},
-          {"state", StateName(job.state)},
-          {"reason", job.reason},
-          {"reason_code", ReasonCodeName(job.reason_code)},
-          {"submitted_ms", job.submitted_ms},
-          {"updated_ms", job.updated_ms},
-          {"attempt", job.attempt},
-          {"history", history},
-          {"progress", progress},
-          {"devices", devices},
-          {"task_ids", job.task_ids},
-          {"device_type", job.device_type},
-          {"graph_json", include_plan ? job.graph_json.str() : std::string()},
-          {"plan_json", include_plan ? job.plan_json.str() : std::string()},
-          {"predicted_iteration_ms", job.predicted_iteration_ms},
-          {"checkpoint", job.checkpoint},
-          {"store_address", job.store_address},
-          {"request_id", job.request_id},
-          {"owner", job.owner},
-          {"resize_to", job.resize_to},
-          {"evacuate_from", job.evacuate_from},
-          {"best_reached", job.best_reached},
-          {"hosted_stalls", job.hosted_stalls}};
+  json doc = {{"id", job.id},
+              {"seq", job.seq},
+              {"spec", jobspec::JobSpecToJson(job.spec)},
+              {"state", StateName(job.state)},
+              {"reason", job.reason},
+              {"reason_code", ReasonCodeName(job.reason_code)},
+              {"submitted_ms", job.submitted_ms},
+              {"updated_ms", job.updated_ms},
+              {"attempt", job.attempt},
+              {"history", history},
+              {"progress", progress},
+              {"devices", devices},
+              {"task_ids", job.task_ids},
+              {"device_type", job.device_type},
+              {"graph_json", include_plan ? job.graph_json.str() : std::string()},
+              {"plan_json", include_plan ? job.plan_json.str() : std::string()},
+              {"predicted_iteration_ms", job.predicted_iteration_ms},
+              {"checkpoint", job.checkpoint},
+              {"store_address", job.store_address},
+              {"request_id", job.request_id},
+              {"owner", job.owner},
+              {"resize_to", job.resize_to},
+              {"evacuate_from", job.evacuate_from},
+              {"best_reached", job.best_reached},
+              {"hosted_stalls", job.hosted_stalls}};
+  if (job.precision != planner::Precision::kFp32) {
+    doc["precision"] = planner::PrecisionName(job.precision);
+  }
+  return doc;
 }
 
 StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
@@ -234,6 +236,10 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     }
     job.task_ids = doc.at("task_ids").get<std::vector<std::string>>();
     job.device_type = doc.at("device_type").get<std::string>();
+    if (doc.contains("precision")) {  // absent: fp32 (and records from before precisions)
+      ASSIGN_OR_RETURN(job.precision,
+                       planner::ParsePrecision(doc.at("precision").get<std::string>()));
+    }
     job.graph_json = doc.at("graph_json").get<std::string>();
     job.plan_json = doc.at("plan_json").get<std::string>();
     job.predicted_iteration_ms = doc.at("predicted_iteration_ms").get<double>();

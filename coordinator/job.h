@@ -149,6 +149,9 @@ struct JobRecord {
   std::vector<RankPlacement> devices;  // the current attempt's placement
   std::vector<std::string> task_ids;   // the current attempt's TRAIN tasks
   std::string device_type;
+  // What the current attempt trains at (jobspec::TrainingPrecision on its devices), kept so
+  // that a restarted coordinator rebuilds the same run spec.
+  planner::Precision precision = planner::Precision::kFp32;
   // The planned graph and the plan (large documents: every copy of the record shares them).
   SharedText graph_json;
   SharedText plan_json;

@@ -10,6 +10,7 @@
 
 #include "common/byte_size.h"
 #include "common/logging.h"
+#include "planner/profile.h"
 #include "protocol/run_spec.h"
 
 namespace deepool::coordinator {
@@ -122,10 +123,17 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
   for (const Reservation& reservation : to_plan) {
     StatusOr<JobRecord> job = jobs_->Get(reservation.job_id);
     if (!job.ok() || job->state != JobState::kPlanning) continue;
+    // Planned at the precision chosen for these devices, which a default spec leaves open; a
+    // default that comes to fp32 plans as before (the device type's preset at its default
+    // precision: TF32 math on Ampere and later, what workers before protocol 6 train at).
+    JobSpec spec = job->spec;
+    if (spec.precision || reservation.precision != planner::Precision::kFp32) {
+      spec.precision = reservation.precision;
+    }
     StatusOr<PlannedJob> planned =
         reservation.background
-            ? planner_->PlanBackground(job->spec)
-            : planner_->PlanForeground(job->spec, reservation.shape, reservation.profile_json);
+            ? planner_->PlanBackground(spec)
+            : planner_->PlanForeground(spec, reservation.shape, reservation.profile_json);
     Writes writes;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -173,7 +181,7 @@ void Scheduler::AdmitLocked(Writes* writes) {
     ReserveForegroundLocked(grant, *by_id.at(grant.job_id), writes);
   }
   for (const BackgroundGrant& grant : admission.background) {
-    ReserveBackgroundLocked(grant, writes);
+    ReserveBackgroundLocked(grant, *by_id.at(grant.job_id), writes);
   }
   for (const PendingReason& waiting : admission.pending) {
     const JobRecord& job = *by_id.at(waiting.job_id);
@@ -195,6 +203,12 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
   reservation.shape = grant.shape;
   for (const DeviceKey& key : grant.devices) ledger_.HoldForeground(key, job.id);
   const std::string& type = grant.shape.device_type;
+  reservation.precision = PrecisionOnLocked(job, grant.devices);
+  const char* precision = planner::PrecisionName(reservation.precision);
+  // A PROFILE task measures fp32: a 16-bit job is planned with a cached profile recorded at its
+  // precision or, lacking one, the device type's analytical model at it (PlanForeground).
+  const bool measurable = planner::MayBeUnrecordedPrecision(reservation.precision) ||
+                          !planner_->HasAnalyticalPreset(type);
 
   // The profile: analytical when asked and available, else cached, else measured.
   if (job.spec.profile != "analytical" || !planner_->HasAnalyticalPreset(type)) {
@@ -204,16 +218,17 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
       DP_LOG_WARN("job {}: cannot read the profile cache ({}); measuring", job.id,
                   cached.status().ToString());
     }
-    if (!cached.ok() || !cached->has_value()) {
+    if (measurable && (!cached.ok() || !cached->has_value())) {
       StartProfilingLocked(job, std::move(reservation), writes);
       return;
     }
-    reservation.profile_json = **cached;
+    if (cached.ok() && cached->has_value()) reservation.profile_json = **cached;
   }
   JobWrite write = TransitionWrite(
       job.id, JobState::kPlanning,
       {ReasonCode::kProgress,
-       "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices" +
+       "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices at " +
+           precision +
            (grant.shape.devices < job.spec.gpus
                 ? " (re-planned from " + std::to_string(job.spec.gpus) + ": only " +
                       std::to_string(grant.shape.devices) + " schedulable after a node loss)"
@@ -233,11 +248,13 @@ void Scheduler::PlanOnceStoredLocked(Reservation reservation, JobWrite write, Wr
   writes->push_back(std::move(write));
 }
 
-void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* writes) {
+void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, const JobRecord& job,
+                                        Writes* writes) {
   Reservation reservation;
   reservation.job_id = grant.job_id;
   reservation.background = true;
   reservation.devices = {grant.device};
+  reservation.precision = PrecisionOnLocked(job, {grant.device});
   ledger_.HoldBackground(grant.device, grant.job_id);
   PlanOnceStoredLocked(
       std::move(reservation),
@@ -317,9 +334,27 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   writes->push_back(std::move(write));
 }
 
-std::string Scheduler::RunSpecJson(const JobRecord& job, const std::string& graph_json,
+planner::Precision Scheduler::PrecisionOnLocked(const JobRecord& job,
+                                                const std::vector<DeviceKey>& devices) const {
+  std::string device_type;  // a job's devices are all of one type
+  bool read_precision = !devices.empty();
+  for (const DeviceKey& key : devices) {
+    StatusOr<NodeRecord> node = nodes_->Get(key.first);
+    read_precision =
+        read_precision && node.ok() && node->protocol.Contains(protocol::kPrecisionProtocolVersion);
+    if (!node.ok()) continue;
+    for (const DeviceInfo& device : node->devices) {
+      if (device.device == key.second) device_type = device.type;
+    }
+  }
+  return jobspec::TrainingPrecision(job.spec, device_type, read_precision);
+}
+
+std::string Scheduler::RunSpecJson(const JobRecord& job, planner::Precision precision,
+                                   const std::string& graph_json,
                                    const std::string& plan_json) const {
   protocol::RunSpec spec;
+  spec.precision = precision;
   spec.job_id = job.id;
   spec.iterations = job.spec.iterations;
   spec.epochs = job.spec.epochs;
@@ -352,7 +387,8 @@ std::optional<protocol::PeriodicCheckpoints> Scheduler::PeriodicCheckpointsOf(
   return periodic;
 }
 
-std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
+std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, planner::Precision precision,
+                                              const RankPlacement& where,
                                               const std::string& graph_json, Task* task) const {
   JobRecord fg_job;
   const int host_rank = RunningFgRankLocked({where.node_id, where.device}, &fg_job);
@@ -364,6 +400,7 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, const RankPla
     background.batch_size = bg.spec.global_batch;
     background.iterations = bg.spec.iterations;
     background.seed = static_cast<uint64_t>(bg.spec.seed);
+    background.precision = precision;
     background.optimizer = ToRunSpec(bg.spec.optimizer);
     background.data = ToRunSpec(bg.spec.data);
     background.checkpoints = PeriodicCheckpointsOf(bg);
@@ -435,6 +472,7 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
   dispatch.planned = planned;
   dispatch.background = reservation.background;
   dispatch.attempt = job->attempt + 1;
+  dispatch.precision = reservation.precision;
   PlaceRanksLocked(reservation, &dispatch);
   StatusOr<NodeRecord> rank0_node = nodes_->Get(dispatch.placements.front().node_id);
   if (!rank0_node.ok()) {
@@ -444,13 +482,15 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
                         writes);
     return;
   }
-  dispatch.tasks = MakeTrainTasks(*job, dispatch.attempt, dispatch.placements,
-                                  RunSpecJson(*job, planned.graph_json, planned.plan_json),
-                                  reservation.background);
+  dispatch.tasks = MakeTrainTasks(
+      *job, dispatch.attempt, dispatch.placements,
+      RunSpecJson(*job, reservation.precision, planned.graph_json, planned.plan_json),
+      reservation.background);
   dispatch.tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
   if (reservation.background) {
-    dispatch.hosted_by = HostInFgExecutorLocked(*job, dispatch.placements.front(),
-                                                planned.graph_json, &dispatch.tasks.front());
+    dispatch.hosted_by =
+        HostInFgExecutorLocked(*job, reservation.precision, dispatch.placements.front(),
+                               planned.graph_json, &dispatch.tasks.front());
     const DeviceKey& where = dispatch.devices.front();
     const std::optional<std::string> fg = ledger_.ForegroundOf(where);
     if (dispatch.hosted_by.empty() && fg) {
@@ -504,6 +544,7 @@ JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
     r.graph_json = d.planned.graph_json;
     r.plan_json = d.planned.plan_json;
     r.predicted_iteration_ms = d.planned.iteration_ms;
+    r.precision = d.precision;
     const int64_t reached = std::max(r.progress.iteration, r.progress.earlier_reached);
     std::vector<Evaluation> evaluations = std::move(r.progress.evaluations);  // still true
     // An epochs job's total, once an earlier attempt counted it (0 until then).

@@ -159,6 +159,9 @@ class Scheduler {
     bool background = false;
     std::string profile_json;  // empty: analytical
     std::string profile_task;  // set while PROFILING
+    // What the job trains at on these devices (jobspec::TrainingPrecision): planned at it and
+    // written into its run spec.
+    planner::Precision precision = planner::Precision::kFp32;
   };
   using Writes = std::vector<JobWrite>;
   // A planned job on its way to RUNNING: where its ranks go and the tasks that carry them.
@@ -170,12 +173,13 @@ class Scheduler {
     std::vector<RankPlacement> placements;
     std::vector<Task> tasks;
     std::string hosted_by;  // a BG job inside a FG executor: "job J rank R (task T)"
+    planner::Precision precision = planner::Precision::kFp32;
   };
 
   // Admission (mu_ held): grants become reservations and PLANNING / PROFILING writes.
   void AdmitLocked(Writes* writes);
   void ReserveForegroundLocked(const ForegroundGrant& grant, const JobRecord& job, Writes* writes);
-  void ReserveBackgroundLocked(const BackgroundGrant& grant, Writes* writes);
+  void ReserveBackgroundLocked(const BackgroundGrant& grant, const JobRecord& job, Writes* writes);
   // Keeps the reservation and plans the job once `write` (its move to PLANNING) is stored.
   void PlanOnceStoredLocked(Reservation reservation, JobWrite write, Writes* writes);
   void StartProfilingLocked(const JobRecord& job, Reservation reservation, Writes* writes);
@@ -188,8 +192,12 @@ class Scheduler {
   // The move to RUNNING; once stored, OnDispatchStoredLocked sends the tasks.
   JobWrite RunningWrite(const std::string& job_id, Dispatch dispatch);
   void OnDispatchStoredLocked(const std::string& job_id, const Dispatch& dispatch);
-  std::string RunSpecJson(const JobRecord& job, const std::string& graph_json,
-                          const std::string& plan_json) const;
+  // The precision `job` trains at on `devices` (jobspec::TrainingPrecision): whether every
+  // node among them reads executor protocol 6 decides a default.
+  planner::Precision PrecisionOnLocked(const JobRecord& job,
+                                       const std::vector<DeviceKey>& devices) const;
+  std::string RunSpecJson(const JobRecord& job, planner::Precision precision,
+                          const std::string& graph_json, const std::string& plan_json) const;
   // The job's periodic checkpoints: its spec's, else the cluster default for a FG job.
   std::optional<protocol::PeriodicCheckpoints> PeriodicCheckpointsOf(const JobRecord& job) const;
   // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
@@ -200,8 +208,9 @@ class Scheduler {
   // A BG job placed on a device whose FG rank is running (it has reported an iteration) runs
   // inside that rank's executor: sets the task's host_task_id, host_rank and background_json
   // and returns "job J rank R (task T)"; "" when it must run as its own process.
-  std::string HostInFgExecutorLocked(const JobRecord& bg, const RankPlacement& where,
-                                     const std::string& graph_json, Task* task) const;
+  std::string HostInFgExecutorLocked(const JobRecord& bg, planner::Precision precision,
+                                     const RankPlacement& where, const std::string& graph_json,
+                                     Task* task) const;
   // The rank of the FG job holding `key` when that job is RUNNING and the rank has reported an
   // iteration (its executor runs); -1 otherwise. Fills *fg with the FG job when found.
   int RunningFgRankLocked(const DeviceKey& key, JobRecord* fg = nullptr) const;

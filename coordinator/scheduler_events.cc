@@ -97,9 +97,10 @@ Status Scheduler::Recover() {
     // worker once it had started (reported the store); before that it may never have arrived
     // and is sent again. The others are sent again if the store address is known (their worker
     // may never have received them), or wait for the rank-0 worker to report the store.
-    std::vector<Task> tasks = MakeTrainTasks(job, job.attempt, job.devices,
-                                             RunSpecJson(job, job.graph_json, job.plan_json),
-                                             job.spec.role == JobRole::kBg);
+    std::vector<Task> tasks =
+        MakeTrainTasks(job, job.attempt, job.devices,
+                       RunSpecJson(job, job.precision, job.graph_json, job.plan_json),
+                       job.spec.role == JobRole::kBg);
     for (Task& task : tasks) {
       if (task.rank0_node) {
         task.started_before_restart = !job.store_address.empty();

@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/utf8.h"
 #include "jobspec/job_spec_json.h"
+#include "planner/device_model.h"
 #include "protocol/run_spec.h"
 #include "protocol/version.h"
 
@@ -205,7 +206,21 @@ int RequiredProtocolVersion(const JobSpec& spec) {
   }
   if (spec.epochs > 0) version = std::max(version, protocol::kEpochsProtocolVersion);
   if (!spec.init_path.empty()) version = std::max(version, protocol::kInitProtocolVersion);
+  if (spec.precision && *spec.precision != planner::Precision::kFp32) {
+    version = std::max(version, protocol::kPrecisionProtocolVersion);
+  }
   return version;
+}
+
+planner::Precision TrainingPrecision(const JobSpec& spec, const std::string& device_type,
+                                     bool nodes_read_precision) {
+  if (spec.precision) return *spec.precision;
+  if (device_type == "cpu" || !nodes_read_precision) return planner::Precision::kFp32;
+  const StatusOr<std::vector<planner::Precision>> supported =
+      planner::SupportedPrecisions(device_type);
+  const bool bf16 = supported.ok() && std::find(supported->begin(), supported->end(),
+                                                planner::Precision::kBf16) != supported->end();
+  return bf16 ? planner::Precision::kBf16 : planner::Precision::kFp32;
 }
 
 int64_t SpecBytes(const JobSpec& spec) {

@@ -13,6 +13,7 @@
 #include "common/shared_text.h"
 #include "common/status.h"
 #include "planner/gradient_sync.h"
+#include "planner/precision.h"
 #include "protocol/training_spec.h"
 
 namespace deepool::jobspec {
@@ -87,6 +88,9 @@ struct JobSpec {
   std::optional<EvalSpec> eval;  // FG only; absent: no evaluation
   // "init": {"path": P}: weights on every worker that the job starts from; empty: none.
   std::string init_path;
+  // "precision" (planner/precision.h): what the job trains at. Absent: the coordinator picks
+  // one for the devices it places the job on (TrainingPrecision).
+  std::optional<planner::Precision> precision;
 };
 
 // Checks ranges and combinations (not whether the model exists). Errors are INVALID_ARGUMENT
@@ -103,9 +107,18 @@ bool SynchronizesBatchNorm(const JobSpec& spec);
 // The executor protocol version (protocol/version.h) of the job's run spec: the one the
 // coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
 // protocol::OptimizerProtocolVersion and DataProtocolVersion, of the eval data too, and
-// protocol::kEvaluationProtocolVersion with eval, kEpochsProtocolVersion with epochs) and that
+// protocol::kEvaluationProtocolVersion with eval, kEpochsProtocolVersion with epochs,
+// kPrecisionProtocolVersion with a precision other than fp32 asked for) and that
 // every node the job is placed on must read.
 int RequiredProtocolVersion(const JobSpec& spec);
+
+// The precision a job trains at on devices of `device_type` (a device preset name,
+// planner/device_model.h): the spec's when it names one; else bf16 where the type's preset has
+// bf16 math and is not "cpu" and `nodes_read_precision` (every node the job is placed on reads
+// executor protocol 6, so old workers still get fp32 jobs); else fp32 (CPUs, V100s, device
+// types without a preset).
+planner::Precision TrainingPrecision(const JobSpec& spec, const std::string& device_type,
+                                     bool nodes_read_precision);
 
 // The bytes a spec holds in memory, for the coordinator's per-user limit (JobLimits): its
 // inline graph and its strings.

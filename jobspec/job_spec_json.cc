@@ -147,6 +147,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "iterations",
                                     "epochs",
                                     "init",
+                                    "precision",
                                     "optimizer",
                                     "data",
                                     "seed",
@@ -190,6 +191,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
     RETURN_IF_ERROR(ReadInto<std::string>(init, "path", "init.",
                                           [&](auto v) { spec.mutable_init()->set_path(v); }));
   }
+  RETURN_IF_ERROR(
+      ReadInto<std::string>(doc, "precision", "", [&](auto v) { spec.set_precision(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
                                  [&](auto v) { spec.set_requeue_on_failure(v); }));
@@ -263,6 +266,7 @@ json JobSpecToJson(const JobSpec& spec) {
   }
   if (!spec.on_node_loss.empty()) doc["on_node_loss"] = spec.on_node_loss;
   if (!spec.init_path.empty()) doc["init"] = {{"path", spec.init_path}};
+  if (spec.precision) doc["precision"] = planner::PrecisionName(*spec.precision);
   if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
   if (!spec.checkpoint_dir.empty()) {
     doc["checkpoint"]["dir"] = spec.checkpoint_dir;

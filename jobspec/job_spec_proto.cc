@@ -116,6 +116,11 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     if (p.init().path().empty()) return InvalidArgumentError("init.path: is required");
     spec.init_path = p.init().path();
   }
+  if (!p.precision().empty()) {
+    StatusOr<planner::Precision> precision = planner::ParsePrecision(p.precision());
+    if (!precision.ok()) return precision.status().WithContext("precision");
+    spec.precision = *precision;
+  }
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
@@ -173,6 +178,7 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_gpus(spec.gpus);
   p.set_amplification_limit(spec.amplification_limit);
   if (!spec.init_path.empty()) p.mutable_init()->set_path(spec.init_path);
+  if (spec.precision) p.set_precision(planner::PrecisionName(*spec.precision));
   if (spec.epochs > 0) {
     p.set_epochs(spec.epochs);
   } else {

@@ -79,6 +79,9 @@ json WriteBackground(const BackgroundSpec& spec, json graph) {
   if (spec.sharing.mode) sharing["mode"] = SharingModeName(*spec.sharing.mode);
   doc["sharing"] = sharing;
   if (!spec.ranks.empty()) doc["ranks"] = spec.ranks;
+  if (spec.precision != planner::Precision::kFp32) {
+    doc["precision"] = planner::PrecisionName(spec.precision);
+  }
   if (spec.checkpoints) {
     json checkpoint = json::object();
     AddPeriodicCheckpointFields(*spec.checkpoints, &checkpoint);
@@ -148,6 +151,13 @@ StatusOr<BackgroundSpec> ParseBackgroundJson(const json& doc) {
   RETURN_IF_ERROR(ReadRanks(doc, &spec.ranks));
   RETURN_IF_ERROR(ReadSharing(doc, &spec.sharing));
   RETURN_IF_ERROR(ReadCheckpoints(doc, &spec.checkpoints));
+  if (doc.contains("precision")) {
+    std::string precision;
+    RETURN_IF_ERROR(ReadOptionalField(doc, "precision", kWhere, &precision));
+    StatusOr<planner::Precision> parsed = planner::ParsePrecision(precision);
+    if (!parsed.ok()) return parsed.status().WithContext("background.precision");
+    spec.precision = *parsed;
+  }
   RETURN_IF_ERROR(ValidateBackgroundSpec(spec));
   return spec;
 }

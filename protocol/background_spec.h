@@ -5,7 +5,8 @@
 //                  "sharing":{"mode":"idle_only"|"concurrent","priority_streams":true,
 //                             "cuda_graphs":true,"idle_thread_priority":true,
 //                             "max_fg_wait_ms":2,"unit_bound_fraction":0.25,"split_units":true},
-//                  "checkpoint":{"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K}}
+//                  "checkpoint":{"dir":"DIR","every_iterations":N,"every_seconds":T,"keep":K},
+//                  "precision":"bf16"}
 // iterations 0 (the default) means: train until the FG job finishes. The BG job never outlives
 // the FG rank it is attached to; with "checkpoint" it keeps periodic checkpoints in the format
 // of a one-rank job's, and resumes from the newest one wherever it is placed next.
@@ -23,12 +24,13 @@
 
 #include "common/status.h"
 #include "planner/graph.h"
+#include "planner/precision.h"
 #include "protocol/training_spec.h"
 
 namespace deepool::protocol {
 
-// How an FG rank and a BG job share a device (worker/runtime/background/multiplex_gate.h says what each
-// mode does).
+// How an FG rank and a BG job share a device (worker/runtime/background/multiplex_gate.h says what
+// each mode does).
 enum class SharingMode { kIdleOnly, kConcurrent };
 
 StatusOr<SharingMode> ParseSharingMode(std::string_view text);  // "idle_only", "concurrent"
@@ -77,6 +79,9 @@ struct BackgroundSpec {
   // same run spec, so a BG job meant for one device names its rank.)
   std::vector<int> ranks;
   std::optional<PeriodicCheckpoints> checkpoints;
+  // "precision": what the BG job trains at, its own whatever its host's (planner/precision.h;
+  // docs/runtime.md, "Precision"); written only when not fp32, as the run spec's.
+  planner::Precision precision = planner::Precision::kFp32;
   bool SharesRank(int rank) const {
     return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
   }

@@ -34,6 +34,7 @@ struct SubmitFlags {
   std::string checkpoint_dir;
   std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   std::string init;       // weights to start from, on every worker
+  std::string precision;  // "fp32", "tf32", "bf16" or "fp16"; empty: the coordinator's default
   std::optional<int64_t> eval_batch;
   std::optional<int64_t> global_batch, iterations, epochs, seed, num_classes, image_size,
       checkpoint_every, data_skip_bad, eval_every;
@@ -124,6 +125,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (f.num_classes) doc["num_classes"] = *f.num_classes;
   if (f.image_size) doc["image_size"] = *f.image_size;
   if (!f.batch_norm.empty()) doc["batch_norm"] = f.batch_norm;
+  if (!f.precision.empty()) doc["precision"] = f.precision;
   if (!f.optimizer.empty() || f.lr) {
     json& opt = doc["optimizer"];
     if (!opt.is_object()) opt = json::object();
@@ -446,6 +448,11 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
   cmd->add_option("--init", flags->init,
                   "Start from these weights, a path on every worker: a state_dict file (torch.save "
                   "of a dict) or a safetensors file, loaded strictly (needs executor protocol 6)");
+  cmd->add_option("--precision", flags->precision,
+                  "What the job trains at: fp32, tf32, bf16 (autocast, fp32 master weights) or "
+                  "fp16 (also loss scaling); anything but fp32 needs executor protocol 6 "
+                  "(default: bf16 on devices with bf16 math, fp32 on CPUs)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");
