@@ -1,6 +1,8 @@
 // deepool-train: trains a model on this machine with one deepool-executor process per rank.
 //   deepool-train --plan plan.json (--model NAME | --graph FILE) --ranks 4 --device cpu
 //                 --iterations 20 [--global-batch B] [--optimizer sgd --lr 0.01]
+//                 [--lr-schedule cosine --warmup-iterations W --min-lr M] [--clip-grad-norm C]
+//                 [--no-decay-1d]
 //                 [--data synthetic|cifar10:PATH|image_folder:PATH|tokens:PATH] [--checkpoint-dir
 //                 DIR
 //                 --checkpoint-every N] [--eval-data KIND:PATH [--eval-every N]
@@ -39,6 +41,20 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", options.optimizer.momentum, "SGD momentum");
   app.add_option("--weight-decay", options.optimizer.weight_decay,
                  "weight decay (default 0; adamw: 0.01, as torch's)");
+  app.add_flag("--no-decay-1d",
+               "no weight decay for parameters of at most one dimension "
+               "(biases, norm weights), as the param groups of timm's and nanoGPT's recipes");
+  app.add_option("--lr-schedule", options.optimizer.schedule.kind,
+                 "constant (default), cosine or linear: the lr after the warm-up, decaying to "
+                 "--min-lr at the last iteration")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}));
+  app.add_option("--warmup-iterations", options.optimizer.schedule.warmup_iterations,
+                 "iterations of linear warm-up from 0 to --lr (default 0)");
+  app.add_option("--min-lr", options.optimizer.schedule.min_lr,
+                 "the lr a cosine or linear schedule ends at (default 0)");
+  app.add_option("--clip-grad-norm", options.optimizer.clip_grad_norm,
+                 "clip the gradients to this global L2 norm over all parameters, as torch's "
+                 "clip_grad_norm_ (default 0: no clipping)");
   app.add_option("--data", options.data,
                  "synthetic, cifar10:PATH, image_folder:PATH (a folder of class folders or a "
                  "path<TAB>label list) or tokens:PATH (a flat file of uint16 token ids)");
@@ -77,6 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", options.work_dir, "folder for the run spec (default: temporary)");
   app.add_flag("--json", options.json_events, "print the ranks' raw JSON events");
   CLI11_PARSE(app, argc, argv);
+  options.optimizer.decay_1d = app.count("--no-decay-1d") == 0;
   if (options.optimizer.name == "adamw" && app.count("--weight-decay") == 0) {
     options.optimizer.weight_decay = deepool::protocol::kAdamWDefaultWeightDecay;
   }
