@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "worker/runtime/layers/torch_optim_adam.h"
+
 namespace deepool::worker {
 namespace {
 
@@ -45,13 +47,13 @@ StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
                        .betas({spec.betas[0], spec.betas[1]})
                        .eps(spec.eps)
                        .weight_decay(spec.weight_decay);
-    return Grouped<torch::optim::AdamW>(spec, std::move(params), options);
+    return Grouped<TorchOptimAdamW>(spec, std::move(params), options);
   }
   auto options = torch::optim::AdamOptions(spec.lr)
                      .betas({spec.betas[0], spec.betas[1]})
                      .eps(spec.eps)
                      .weight_decay(spec.weight_decay);
-  return Grouped<torch::optim::Adam>(spec, std::move(params), options);
+  return Grouped<TorchOptimAdam>(spec, std::move(params), options);
 }
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
