@@ -50,6 +50,9 @@ std::string ProtocolFeature(const jobspec::JobSpec& spec, int version) {
   if (protocol::OptimizerProtocolVersion(spec.optimizer.name) == version) {
     return spec.optimizer.name;
   }
+  if (protocol::OptimizerProtocolVersion(jobspec::RunSpecOptimizer(spec.optimizer)) == version) {
+    return "training recipes";
+  }
   if (protocol::DataProtocolVersion(spec.data.kind) == version) return spec.data.kind + " data";
   if (spec.epochs > 0 && protocol::kEpochsProtocolVersion == version) return "epochs";
   if (!spec.init_path.empty() && protocol::kInitProtocolVersion == version) return "init";

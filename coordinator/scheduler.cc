@@ -21,14 +21,7 @@ namespace {
 
 // The optimizer, data and eval of a job as its run spec carries them (protocol/training_spec.h).
 protocol::OptimizerSpec ToRunSpec(const jobspec::OptimizerSpec& opt) {
-  protocol::OptimizerSpec spec;
-  spec.name = opt.name;
-  spec.lr = opt.lr;
-  spec.momentum = opt.momentum;
-  spec.weight_decay = opt.weight_decay;
-  spec.betas = opt.betas;
-  spec.eps = opt.eps;
-  return spec;
+  return jobspec::RunSpecOptimizer(opt);
 }
 
 protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {

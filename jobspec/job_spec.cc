@@ -87,6 +87,31 @@ Status CheckEval(const JobSpec& spec) {
   return CheckData(spec.eval->data, "eval.data.");
 }
 
+// The optimizer's training recipes (protocol::ValidateOptimizer's rules, in this file's form).
+Status CheckRecipes(const JobSpec& spec) {
+  const OptimizerSpec& opt = spec.optimizer;
+  const protocol::LrScheduleSpec& schedule = opt.schedule;
+  if (schedule.kind != "constant" && schedule.kind != "cosine" && schedule.kind != "linear") {
+    return FieldError(
+        "optimizer.schedule.kind",
+        "must be \"constant\", \"cosine\" or \"linear\", got \"" + schedule.kind + "\"");
+  }
+  if (schedule.warmup_iterations < 0) {
+    return FieldError("optimizer.schedule.warmup_iterations", "must be >= 0");
+  }
+  if (!(schedule.min_lr >= 0 && schedule.min_lr <= opt.lr)) {
+    return FieldError("optimizer.schedule.min_lr", "must be in [0, optimizer.lr]");
+  }
+  if (!(opt.clip_grad_norm >= 0) || !std::isfinite(opt.clip_grad_norm)) {
+    return FieldError("optimizer.clip_grad_norm", "must be >= 0 (0: no clipping)");
+  }
+  if (spec.role == JobRole::kBg &&
+      (opt.clip_grad_norm != 0 || !(schedule == protocol::LrScheduleSpec{}))) {
+    return FieldError("optimizer", "schedule and clip_grad_norm are for foreground jobs only");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* RoleName(JobRole role) { return role == JobRole::kBg ? "bg" : "fg"; }
@@ -167,6 +192,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
     if (!(b >= 0 && b < 1)) return FieldError("optimizer.betas", "each must be in [0, 1)");
   }
   if (!(opt.eps > 0)) return FieldError("optimizer.eps", "must be > 0");
+  RETURN_IF_ERROR(CheckRecipes(spec));
   RETURN_IF_ERROR(CheckData(spec.data, "data."));
   if (spec.eval) RETURN_IF_ERROR(CheckEval(spec));
   if (spec.profile != "measured" && spec.profile != "analytical") {
@@ -197,8 +223,22 @@ bool ReplansOnNodeLoss(const JobSpec& spec) { return spec.on_node_loss == "repla
 
 bool SynchronizesBatchNorm(const JobSpec& spec) { return spec.batch_norm != "per_device"; }
 
+protocol::OptimizerSpec RunSpecOptimizer(const OptimizerSpec& opt) {
+  protocol::OptimizerSpec spec;
+  spec.name = opt.name;
+  spec.lr = opt.lr;
+  spec.momentum = opt.momentum;
+  spec.weight_decay = opt.weight_decay;
+  spec.betas = opt.betas;
+  spec.eps = opt.eps;
+  spec.decay_1d = opt.decay_1d;
+  spec.schedule = opt.schedule;
+  spec.clip_grad_norm = opt.clip_grad_norm;
+  return spec;
+}
+
 int RequiredProtocolVersion(const JobSpec& spec) {
-  int version = std::max(protocol::OptimizerProtocolVersion(spec.optimizer.name),
+  int version = std::max(protocol::OptimizerProtocolVersion(RunSpecOptimizer(spec.optimizer)),
                          protocol::DataProtocolVersion(spec.data.kind));
   if (spec.eval) {
     version = std::max({version, protocol::kEvaluationProtocolVersion,

@@ -32,7 +32,16 @@ struct OptimizerSpec {
   double weight_decay = 0;
   std::array<double, 2> betas{0.9, 0.999};  // adam, adamw
   double eps = 1e-8;                        // adam, adamw
+  // The training recipes, as the run spec's (protocol::OptimizerSpec; FG jobs only for schedule
+  // and clip_grad_norm).
+  bool decay_1d = true;
+  protocol::LrScheduleSpec schedule;
+  double clip_grad_norm = 0;
 };
+
+// The optimizer as the run spec carries it (the coordinator's copy, and the protocol version
+// rule's input).
+protocol::OptimizerSpec RunSpecOptimizer(const OptimizerSpec& opt);
 
 struct DataSpec {
   std::string kind = "synthetic";  // "synthetic", "cifar10" or "image_folder"

@@ -51,7 +51,9 @@ Status ReadGraph(const json& doc, v1::JobSpec* spec) {
 
 Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
   if (!doc.is_object()) return InvalidArgumentError("optimizer: must be an object");
-  RETURN_IF_ERROR(CheckKnownFields(doc, {"name", "lr", "momentum", "weight_decay", "betas", "eps"},
+  RETURN_IF_ERROR(CheckKnownFields(doc,
+                                   {"name", "lr", "momentum", "weight_decay", "betas", "eps",
+                                    "decay_1d", "schedule", "clip_grad_norm"},
                                    "optimizer."));
   const std::string path = "optimizer.";
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "name", path, [&](auto v) { opt->set_name(v); }));
@@ -67,6 +69,21 @@ Status ReadOptimizer(const json& doc, v1::OptimizerSpec* opt) {
     }
     opt->add_betas(betas[0].get<double>());
     opt->add_betas(betas[1].get<double>());
+  }
+  RETURN_IF_ERROR(ReadInto<bool>(doc, "decay_1d", path, [&](auto v) { opt->set_decay_1d(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<double>(doc, "clip_grad_norm", path, [&](auto v) { opt->set_clip_grad_norm(v); }));
+  if (doc.contains("schedule")) {
+    const json& schedule = doc["schedule"];
+    if (!schedule.is_object()) return InvalidArgumentError("optimizer.schedule: must be an object");
+    const std::string where = "optimizer.schedule.";
+    RETURN_IF_ERROR(CheckKnownFields(schedule, {"kind", "warmup_iterations", "min_lr"}, where));
+    v1::LrSchedule* s = opt->mutable_schedule();
+    RETURN_IF_ERROR(
+        ReadInto<std::string>(schedule, "kind", where, [&](auto v) { s->set_kind(v); }));
+    RETURN_IF_ERROR(ReadInto<int64_t>(schedule, "warmup_iterations", where,
+                                      [&](auto v) { s->set_warmup_iterations(v); }));
+    RETURN_IF_ERROR(ReadInto<double>(schedule, "min_lr", where, [&](auto v) { s->set_min_lr(v); }));
   }
   return Status::Ok();
 }
@@ -260,6 +277,17 @@ json JobSpecToJson(const JobSpec& spec) {
     doc["iterations"] = spec.iterations;
   }
   if (!spec.model.empty()) doc["model"] = spec.model;
+  // The training recipes only when set, as the run spec writes them.
+  json& optimizer = doc["optimizer"];
+  if (!spec.optimizer.decay_1d) optimizer["decay_1d"] = false;
+  if (spec.optimizer.clip_grad_norm != 0) {
+    optimizer["clip_grad_norm"] = spec.optimizer.clip_grad_norm;
+  }
+  if (!(spec.optimizer.schedule == protocol::LrScheduleSpec{})) {
+    optimizer["schedule"] = {{"kind", spec.optimizer.schedule.kind},
+                             {"warmup_iterations", spec.optimizer.schedule.warmup_iterations},
+                             {"min_lr", spec.optimizer.schedule.min_lr}};
+  }
   if (!spec.graph_json.empty()) {
     StatusOr<json> graph = ParseJson(spec.graph_json, "graph");
     doc["graph"] = graph.ok() ? std::move(*graph) : json(spec.graph_json);

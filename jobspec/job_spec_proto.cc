@@ -138,6 +138,16 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
       if (o.betas_size() != 2) return InvalidArgumentError("optimizer.betas: must be two numbers");
       spec.optimizer.betas = {o.betas(0), o.betas(1)};
     }
+    if (o.has_decay_1d()) spec.optimizer.decay_1d = o.decay_1d();
+    if (o.has_clip_grad_norm()) spec.optimizer.clip_grad_norm = o.clip_grad_norm();
+    if (o.has_schedule()) {
+      const v1::LrSchedule& s = o.schedule();
+      if (!s.kind().empty()) spec.optimizer.schedule.kind = s.kind();
+      if (s.has_warmup_iterations()) {
+        spec.optimizer.schedule.warmup_iterations = s.warmup_iterations();
+      }
+      if (s.has_min_lr()) spec.optimizer.schedule.min_lr = s.min_lr();
+    }
   }
   if (p.has_data()) spec.data = DataFromProto(p.data());
   if (p.has_eval()) {
@@ -192,6 +202,14 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   o->add_betas(spec.optimizer.betas[0]);
   o->add_betas(spec.optimizer.betas[1]);
   o->set_eps(spec.optimizer.eps);
+  o->set_decay_1d(spec.optimizer.decay_1d);
+  o->set_clip_grad_norm(spec.optimizer.clip_grad_norm);
+  if (!(spec.optimizer.schedule == protocol::LrScheduleSpec{})) {
+    v1::LrSchedule* s = o->mutable_schedule();
+    s->set_kind(spec.optimizer.schedule.kind);
+    s->set_warmup_iterations(spec.optimizer.schedule.warmup_iterations);
+    s->set_min_lr(spec.optimizer.schedule.min_lr);
+  }
   DataToProto(spec.data, p.mutable_data());
   p.set_seed(spec.seed);
   p.set_requeue_on_failure(spec.requeue_on_failure);
