@@ -171,6 +171,9 @@ Status ValidateJobSpec(const JobSpec& spec) {
   if (spec.role == JobRole::kBg && spec.gpus != 1) {
     return FieldError("gpus", "a bg job runs on exactly 1 device");
   }
+  if (spec.role == JobRole::kBg && spec.precision == planner::Precision::kFp16) {
+    return FieldError("precision", "fp16 needs loss scaling, which BG jobs lack: use bf16");
+  }
   if (!std::isfinite(spec.amplification_limit) ||
       (spec.amplification_limit != 0 && spec.amplification_limit < 1)) {
     return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");

@@ -115,6 +115,9 @@ Status ValidateBackgroundSpec(const BackgroundSpec& spec) {
         "background.optimizer.schedule and clip_grad_norm are not supported for BG jobs");
   }
   RETURN_IF_ERROR(ValidateDataSpec(spec.data).WithContext("background"));
+  if (spec.precision == planner::Precision::kFp16) {  // the BG trainer has no loss scaler
+    return InvalidArgumentError("background.precision fp16 needs loss scaling: use bf16");
+  }
   // Written so that NaN fails too.
   if (!(spec.sharing.max_fg_wait_ms > 0 && spec.sharing.max_fg_wait_ms <= 60'000)) {
     return InvalidArgumentError("background.sharing.max_fg_wait_ms must be in (0, 60000]");

@@ -189,17 +189,17 @@ TEST_CASE("a BG job inside a FG executor trains at its own precision", "[schedul
   h.scheduler.Tick();
   h.Commands("node-a");
   h.ReportRanks("node-a", fg.id, {1});
-  JobSpec fp16 = Bg();
-  fp16.precision = Precision::kFp16;
-  JobRecord bg = h.Submit(fp16);
+  JobSpec bf16 = Bg();
+  bf16.precision = Precision::kBf16;
+  JobRecord bg = h.Submit(bf16);
   h.scheduler.Tick();
   REQUIRE(h.Get(bg.id).state == JobState::kRunning);
-  CHECK(h.Get(bg.id).precision == Precision::kFp16);
+  CHECK(h.Get(bg.id).precision == Precision::kBf16);
   std::vector<v1::TaskCommand> commands = h.Commands("node-a");
   REQUIRE(commands.size() == 1);
   const v1::TrainTask& train = commands[0].assign().train();
   REQUIRE(train.background());
-  CHECK(nlohmann::json::parse(train.background_json())["precision"] == "fp16");
+  CHECK(nlohmann::json::parse(train.background_json())["precision"] == "bf16");
   // Its host's run spec says nothing of it: the FG job is a default one on CPUs, fp32.
   CHECK(h.Get(fg.id).precision == Precision::kFp32);
 }

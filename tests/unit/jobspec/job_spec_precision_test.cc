@@ -56,6 +56,12 @@ TEST_CASE("a job's precision is read kept and needs executor protocol 6 unless f
   CHECK(unknown.status().code() == StatusCode::kInvalidArgument);
   CHECK(unknown.status().message() ==
         "precision: unknown precision \"fp8\" (known: fp32, tf32, bf16, fp16)");
+  // The BG trainer has no loss scaler.
+  StatusOr<JobSpec> bg_fp16 = WithPrecision(R"(,"role":"bg","precision":"fp16")");
+  REQUIRE_FALSE(bg_fp16.ok());
+  CHECK(bg_fp16.status().message() ==
+        "precision: fp16 needs loss scaling, which BG jobs lack: use bf16");
+  CHECK(WithPrecision(R"(,"role":"bg","precision":"bf16")").ok());
   StatusOr<JobSpec> number = WithPrecision(R"(,"precision":16)");
   REQUIRE_FALSE(number.ok());
   CHECK(number.status().message() == "field precision must be a string");

@@ -4,6 +4,7 @@
 #include "worker/runtime/background/background_checkpoints.h"
 #include "worker/runtime/layers/loss.h"
 #include "worker/runtime/layers/optimizer.h"
+#include "worker/runtime/layers/precision_scope.h"
 
 namespace deepool::worker {
 
@@ -111,9 +112,14 @@ void BackgroundTrainer::ForwardLayer(int id) {
   LayerModule& module = *modules_[static_cast<size_t>(id)];
   // A micro-batch's rows keep their place in the batch (e.g. for dropout's per-sample masks).
   module.set_step(StepContext{iteration_, micro_batch_offset_});
-  state.output = module.Forward(state.inputs);
-  if (state.loss_weight > 0) {
-    state.loss = LossPart(state.output, batch_.labels, state.loss_weight, batch_size_);
+  {
+    // The BG job's own precision (docs/runtime.md, "Precision"), whatever its host's.
+    AutocastScope autocast(spec_.precision, device_);
+    state.output = module.Forward(state.inputs);
+  }
+  if (state.loss_weight > 0) {  // in fp32 whatever the precision
+    state.loss =
+        LossPart(ToFloatIfHalf(state.output), batch_.labels, state.loss_weight, batch_size_);
   }
 }
 
