@@ -14,6 +14,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/command_support.h"
+#include "cli/plan_memory.h"
 #include "common/timeline.h"
 #include "planner/cluster.h"
 #include "planner/cost_model.h"
@@ -53,6 +54,8 @@ struct PlanFlags {
   bool allow_extrapolation = false;
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
   PrecisionFlag precision;
+  double device_memory_gb = -1;  // < 0: the cluster's or the device preset's
+  std::string optimizer = "sgd";
 };
 
 // --cluster and --gpus: the cluster, resized to --gpus devices in nodes of its shape. Without
@@ -266,6 +269,8 @@ int RunPlan(const PlanFlags& flags) {
   }
   const StatusOr<std::optional<planner::Precision>> precision = flags.precision.Parse();
   if (!precision.ok()) return Fail(precision.status(), kExitUsage);
+  const StatusOr<planner::OptimizerMemory> optimizer = OptimizerMemoryFlag(flags.optimizer);
+  if (!optimizer.ok()) return Fail(optimizer.status(), kExitUsage);
   StatusOr<planner::Graph> graph = LoadGraph(flags);
   if (!graph.ok()) return Fail(graph.status(), ExitCodeFor(graph.status()));
   StatusOr<std::string> text = std::string();
@@ -328,6 +333,9 @@ int RunPlan(const PlanFlags& flags) {
   options.concurrent_branches = flags.search.concurrent_branches;
   options.sync_batch_norm = flags.search.SyncBatchNorm();
   options.precision = *precision;
+  const double memory_gb = DeviceMemoryGb(flags.device_memory_gb, *cluster);
+  options.device_memory_bytes = planner::DeviceCapacityBytes(memory_gb);
+  options.optimizer_memory = *optimizer;
   if (flags.curve) return PrintSpeedupCurve(*graph, *profile, *cluster, options, flags.json);
   StatusOr<planner::Plan> plan = planner::PlanBurstParallel(*graph, *profile, *cluster, options);
   if (!plan.ok()) {
@@ -351,6 +359,7 @@ int RunPlan(const PlanFlags& flags) {
   PrintPlan(*plan, *graph, fallback_layers,
             options.precision ? options.precision : profile->precision(), std::cout);
   PrintIterationOverhead(*plan, *graph, *profile, std::cout);
+  PrintDeviceMemory(*plan, *graph, *profile, options, memory_gb, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
   std::cout << "search: Pareto frontiers "
             << (flags.search.pareto_tolerance == 0
@@ -414,6 +423,15 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                  "Consider every device count 1..min(G, B), not only the candidate set");
   AddSearchFlags(plan, &flags->search);
   AddPrecisionFlag(plan, &flags->precision);
+  plan->add_option("--device-memory-gb", flags->device_memory_gb,
+                   "GiB of memory per device the plan must fit in, by the memory model "
+                   "(default: the cluster file's device_memory_gb, else the device preset's; 0: "
+                   "unchecked)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--optimizer", flags->optimizer,
+                   "Optimizer whose state the memory model counts: sgd (momentum 0.9, one copy "
+                   "of the weights), adam or adamw (two)")
+      ->capture_default_str();
   plan->add_flag("--allow-extrapolation", flags->allow_extrapolation,
                  "Extrapolate profile files beyond their measured batches");
   plan->footer(

@@ -136,6 +136,9 @@ Status Cluster::Validate() const {
   if (device_type.empty()) return InvalidArgumentError("device_type must not be empty");
   if (nodes < 1) return InvalidArgumentError("nodes must be >= 1");
   if (devices_per_node < 1) return InvalidArgumentError("devices_per_node must be >= 1");
+  if (std::isnan(device_memory_gb) || device_memory_gb < 0) {
+    return InvalidArgumentError("device_memory_gb must be >= 0 (0: the device preset's)");
+  }
   if (static_cast<int64_t>(nodes) * devices_per_node > (int64_t{1} << 24)) {
     return InvalidArgumentError("nodes x devices_per_node must be at most 16777216");
   }
@@ -154,10 +157,11 @@ StatusOr<Cluster> ParseClusterJson(std::string_view text) {
     return fail(header);
   }
 
-  Status known = CheckKnownFields(doc,
-                                  {"format", "version", "name", "device_type", "nodes",
-                                   "devices_per_node", "intra_node", "inter_node"},
-                                  "");
+  Status known =
+      CheckKnownFields(doc,
+                       {"format", "version", "name", "device_type", "nodes", "devices_per_node",
+                        "intra_node", "inter_node", "device_memory_gb"},
+                       "");
   if (!known.ok()) return fail(known);
 
   Cluster cluster;
@@ -175,6 +179,10 @@ StatusOr<Cluster> ParseClusterJson(std::string_view text) {
   auto per_node = IntField(doc, "devices_per_node");
   if (!per_node.ok()) return fail(per_node.status());
   cluster.devices_per_node = *per_node;
+  if (Status memory = ReadOptionalField(doc, "device_memory_gb", "", &cluster.device_memory_gb);
+      !memory.ok()) {
+    return fail(memory);
+  }
 
   auto intra = LinkField(doc, "intra_node");
   if (!intra.ok()) return fail(intra.status());
@@ -202,6 +210,7 @@ std::string ClusterToJson(const Cluster& cluster, int indent) {
               {"devices_per_node", cluster.devices_per_node},
               {"intra_node", LinkToJson(cluster.intra_node)},
               {"inter_node", LinkToJson(cluster.inter_node)}};
+  if (cluster.device_memory_gb > 0) doc["device_memory_gb"] = cluster.device_memory_gb;
   return doc.dump(indent);
 }
 

@@ -48,6 +48,9 @@ struct Cluster {
   int devices_per_node = 8;
   Link intra_node;  // e.g. NVSwitch
   Link inter_node;  // e.g. InfiniBand
+  // Memory of one device in GiB, for the planner's memory check (memory_model.h); 0: the
+  // device preset's memory_gb. JSON "device_memory_gb", optional.
+  double device_memory_gb = 0;
 
   int total_devices() const { return nodes * devices_per_node; }
   int NodeOf(int rank) const { return rank / devices_per_node; }

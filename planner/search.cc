@@ -15,6 +15,7 @@
 
 #include "planner/branch_packing.h"
 #include "planner/cost_model.h"
+#include "planner/memory_fit.h"
 #include "planner/pareto_search.h"
 #include "planner/series_parallel_schedule.h"
 
@@ -220,12 +221,23 @@ double OwnMs(const CostModel& model, int layer_id, int devices, const LayerTime&
          sync_weight * model.AmortisedGradientSyncMs(layer_id, devices);
 }
 
+// The counts each layer may take: at most MostDevicesPerLayer, at least the fewest on which it
+// fits in device memory alone (MemoryFit::FewestDevicesPerLayer).
+struct CountBounds {
+  std::vector<int> most;
+  std::vector<int> fewest;
+  bool Allows(int layer_id, int count) const {
+    const auto id = static_cast<size_t>(layer_id);
+    return count <= most[id] && count >= fewest[id];
+  }
+};
+
 // Node costs: every member's OwnMs at each candidate count. A count the profile cannot time
-// (OUT_OF_RANGE, e.g. a batch beyond the measured range) or above a member's most devices
-// (MostDevicesPerLayer) is excluded.
+// (OUT_OF_RANGE, e.g. a batch beyond the measured range) or outside a member's bounds is
+// excluded.
 Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const std::vector<int>& most_per_layer, const SearchNodes& nodes,
-                    double sync_weight, SeriesParallelProblem* problem) {
+                    const CountBounds& bounds, const SearchNodes& nodes, double sync_weight,
+                    SeriesParallelProblem* problem) {
   problem->node_costs.assign(nodes.count, {});
   problem->node_names.assign(nodes.count, "");
   problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
@@ -240,7 +252,7 @@ Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vecto
     std::vector<CostPoint>& costs = problem->node_costs[node];
     if (problem->node_names[node].empty()) problem->node_names[node] = graph.layer(id).name;
     for (size_t k = 0; k < counts.size(); ++k) {
-      if (counts[k] > most_per_layer[static_cast<size_t>(id)]) {
+      if (!bounds.Allows(id, counts[k])) {
         costs[k].time_ms = kInfinity;
         continue;
       }
@@ -434,7 +446,7 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullMode
 StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& plan,
                                             const std::vector<int>& candidates,
                                             const std::vector<int>& most_per_layer,
-                                            double budget_gpu_ms) {
+                                            const MemoryFit& memory, double budget_gpu_ms) {
   std::optional<Candidate> best;
   const std::vector<int>& counts = plan.counts;
   for (size_t begin = 0, end = 0; begin < counts.size(); begin = end) {
@@ -450,6 +462,7 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
       Candidate moved{counts, {}};
       std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
                 moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
+      if (*next < counts[begin] && !memory.Fits(moved.counts)) continue;
       StatusOr<PlanTotals> totals = full.Totals(moved.counts);
       if (!totals.ok()) continue;  // e.g. a count the profile cannot time
       moved.totals = *totals;
@@ -466,11 +479,12 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
 // Steepest descent over BestMove: the full model's corrections to the additive search (buckets
 // and overlap), bounded so that large graphs stay fast.
 StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<int>& candidates,
-                           const std::vector<int>& most_per_layer, double budget_gpu_ms) {
+                           const std::vector<int>& most_per_layer, const MemoryFit& memory,
+                           double budget_gpu_ms) {
   constexpr int kMaxMoves = 32;
   for (int move = 0; move < kMaxMoves; ++move) {
     ASSIGN_OR_RETURN(std::optional<Candidate> better,
-                     BestMove(full, plan, candidates, most_per_layer, budget_gpu_ms));
+                     BestMove(full, plan, candidates, most_per_layer, memory, budget_gpu_ms));
     if (!better) break;
     plan = std::move(*better);
   }
@@ -482,21 +496,19 @@ StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<in
 // between the extremes. Each search is bounded by single-device and data-parallel execution (when
 // every layer can train on all its devices) in its own terms. `problem` has its edges, budget and
 // tolerance; node costs are set here.
-StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& full,
-                                                 const SearchNodes& nodes,
-                                                 const std::vector<int>& candidates,
-                                                 const std::vector<int>& most_per_layer,
-                                                 const std::vector<int>& data_parallel_counts,
-                                                 double single_device_ms, bool single_device_fits,
-                                                 SeriesParallelProblem problem) {
+StatusOr<std::vector<Candidate>> AdditiveAnswers(
+    const Graph& graph, FullModel& full, const SearchNodes& nodes,
+    const std::vector<int>& candidates, const CountBounds& bounds,
+    const std::vector<int>& data_parallel_counts, bool data_parallel_fits, double single_device_ms,
+    bool single_device_fits, SeriesParallelProblem problem) {
   const CostModel& model = full.model();
-  const bool data_parallel_trains = WithinMostDevices(data_parallel_counts, most_per_layer);
+  const bool data_parallel_trains =
+      data_parallel_fits && WithinMostDevices(data_parallel_counts, bounds.most);
   std::vector<Candidate> answers;
   // The three problems differ only in their node costs: one schedule serves them all.
   std::optional<series_parallel::Schedule> schedule;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
-    RETURN_IF_ERROR(
-        SetNodeCosts(graph, model, candidates, most_per_layer, nodes, sync_weight, &problem));
+    RETURN_IF_ERROR(SetNodeCosts(graph, model, candidates, bounds, nodes, sync_weight, &problem));
     if (!schedule) {
       StatusOr<series_parallel::Schedule> built = series_parallel::BuildSchedule(problem);
       if (!built.ok()) return built.status().WithContext("graph '" + graph.name() + "'");
@@ -517,7 +529,67 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(const Graph& graph, FullModel& 
   return answers;
 }
 
+// A layer's compute on a count times the count, for MemoryFit::Repair; infinity where the
+// profile cannot time it.
+MemoryFit::DeviceMs LayerDeviceMs(const CostModel& model) {
+  return [&model](int layer_id, int devices) {
+    StatusOr<LayerTime> time = model.Compute(layer_id, devices);
+    return time.ok() ? time->total_ms() * devices : kInfinity;
+  };
+}
+
+// The additive answers made to fit in device memory (MemoryFit::Repair): those that fit the
+// limit by the full model, and, when a repair went over the limit, the bounds that keep the
+// layers it widened at least that wide, for solving again (the search can then narrow others).
+struct FittedAnswers {
+  std::vector<Candidate> fitting;
+  std::optional<std::vector<int>> raised_fewest;
+};
+
+StatusOr<FittedAnswers> FitAnswers(FullModel& full, std::vector<Candidate> answers,
+                                   const std::vector<int>& candidates, const CountBounds& bounds,
+                                   const MemoryFit& memory, double budget_gpu_ms) {
+  FittedAnswers fitted;
+  for (Candidate& answer : answers) {
+    if (memory.Fits(answer.counts)) {
+      fitted.fitting.push_back(std::move(answer));
+      continue;
+    }
+    std::optional<std::vector<int>> repaired =
+        memory.Repair(answer.counts, candidates, bounds.most, LayerDeviceMs(full.model()));
+    if (!repaired) continue;
+    StatusOr<PlanTotals> totals = full.Totals(*repaired);
+    if (totals.ok() && WithinBudget(*totals, budget_gpu_ms)) {
+      fitted.fitting.push_back(Candidate{std::move(*repaired), *totals});
+    } else if (!fitted.raised_fewest) {
+      std::vector<int> fewest = bounds.fewest;
+      for (size_t id = 0; id < fewest.size(); ++id) {
+        if ((*repaired)[id] != answer.counts[id])
+          fewest[id] = std::max(fewest[id], (*repaired)[id]);
+      }
+      fitted.raised_fewest = std::move(fewest);
+    }
+  }
+  return fitted;
+}
+
+// Whether every device of an evaluated plan fits (plans of packed branches are not prefixes).
+bool FitsOnEveryDevice(const MemoryFit& memory, const Plan& plan) {
+  for (const DeviceMemory& device : memory.model().PerDevice(plan)) {
+    if (device.total() > memory.capacity_bytes()) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+MemoryModelOptions PlanMemoryModelOptions(const PlanOptions& options, const Profile& profile) {
+  MemoryModelOptions memory;
+  memory.precision = options.precision.value_or(profile.precision().value_or(Precision::kFp32));
+  memory.optimizer = options.optimizer_memory;
+  memory.gradient_bucket_bytes = options.gradient_sync.bucket_bytes;
+  return memory;
+}
 
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
   return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
@@ -571,25 +643,54 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
   // parallelism as deepool runs it (batch norm as the options say) when it fits the limit and
   // every layer can train on all its devices.
   const std::vector<int> most_per_layer = MostDevicesPerLayer(graph, options);
+  // Device memory: each layer's fewest counts, and every plan kept only if it fits.
+  const MemoryModel memory_model(graph, options.global_batch,
+                                 PlanMemoryModelOptions(options, model.profile()));
+  const MemoryFit memory(memory_model, options.device_memory_bytes);
+  ASSIGN_OR_RETURN(std::vector<int> fewest_per_layer,
+                   memory.FewestDevicesPerLayer(candidates, most_per_layer));
+  CountBounds bounds{most_per_layer, std::move(fewest_per_layer)};
   FullModel full(model, options.devices);
   Candidate one_device{AllOn(graph, 1), {}};
   ASSIGN_OR_RETURN(one_device.totals, full.Totals(one_device.counts));
   Candidate data_parallel{AllOn(graph, most), {}};
   ASSIGN_OR_RETURN(data_parallel.totals, full.Totals(data_parallel.counts));
   // One device is within any limit unless its batch runs slower per sample than smaller ones.
-  const bool single_device_fits = WithinBudget(one_device.totals, budget_gpu_ms);
+  const bool single_device_fits =
+      WithinBudget(one_device.totals, budget_gpu_ms) && memory.Fits(one_device.counts);
   std::vector<Candidate> starts;
   if (single_device_fits) starts.push_back(one_device);
-  if (WithinBudget(data_parallel.totals, budget_gpu_ms) &&
+  const bool data_parallel_fits = memory.Fits(data_parallel.counts);
+  if (WithinBudget(data_parallel.totals, budget_gpu_ms) && data_parallel_fits &&
       WithinMostDevices(data_parallel.counts, most_per_layer)) {
     starts.push_back(data_parallel);
   }
 
-  ASSIGN_OR_RETURN(
-      std::vector<Candidate> answers,
-      AdditiveAnswers(graph, full, nodes, candidates, most_per_layer, data_parallel.counts,
-                      single_device_ms, single_device_fits, std::move(problem)));
-  for (Candidate& answer : answers) starts.push_back(std::move(answer));
+  // The additive search does not sum memory over layers: answers over it are repaired, and
+  // when the repairs go over the limit, solved again with the widened layers kept wide.
+  constexpr int kMemoryRounds = 4;
+  for (int round = 0; round < kMemoryRounds; ++round) {
+    ASSIGN_OR_RETURN(
+        std::vector<Candidate> answers,
+        AdditiveAnswers(graph, full, nodes, candidates, bounds, data_parallel.counts,
+                        data_parallel_fits, single_device_ms, single_device_fits, problem));
+    ASSIGN_OR_RETURN(FittedAnswers fitted, FitAnswers(full, std::move(answers), candidates, bounds,
+                                                      memory, budget_gpu_ms));
+    for (Candidate& answer : fitted.fitting) starts.push_back(std::move(answer));
+    if (!fitted.fitting.empty() || !fitted.raised_fewest) break;
+    bounds.fewest = std::move(*fitted.raised_fewest);
+  }
+  if (starts.empty() && memory.checked()) {
+    std::vector<int> widest = most_per_layer;
+    if (!memory.Fits(widest)) return memory.NothingFitsError(widest);
+    return ResourceExhaustedError(
+        "no plan found that fits in device memory (" + GiBString(memory.capacity_bytes()) +
+        " per device for a plan) within the amplification limit " +
+        std::to_string(options.amplification_limit) + ": data parallelism fits (" +
+        GiBString(memory.model().PeakOfCounts(data_parallel.counts).total()) +
+        ") at amplification " + std::to_string(data_parallel.totals.amplification) +
+        "; raise the limit or use devices with more memory");
+  }
   if (starts.empty()) {
     return FailedPreconditionError(
         "no plan found within the amplification limit " +
@@ -602,8 +703,8 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
   // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
   for (Candidate& start : starts) {
-    ASSIGN_OR_RETURN(Candidate refined,
-                     Refine(full, std::move(start), candidates, most_per_layer, budget_gpu_ms));
+    ASSIGN_OR_RETURN(Candidate refined, Refine(full, std::move(start), candidates, most_per_layer,
+                                               memory, budget_gpu_ms));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
   std::vector<DeviceRange> ranges = PrefixRanges(best.counts);
@@ -616,6 +717,9 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
     if (WithinMostDevices(packed_counts, most_per_layer)) ranges = std::move(packed);
   }
   ASSIGN_OR_RETURN(Plan plan, model.Evaluate(ranges, options.devices));
+  if (options.concurrent_branches && memory.checked() && !FitsOnEveryDevice(memory, plan)) {
+    ASSIGN_OR_RETURN(plan, model.Evaluate(PrefixRanges(best.counts), options.devices));
+  }
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;
   RETURN_IF_ERROR(CheckPlanWithinLimits(plan, options));

@@ -12,6 +12,7 @@
 #include "planner/cost_model.h"
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
+#include "planner/memory_model.h"
 #include "planner/plan.h"
 #include "planner/precision.h"
 #include "planner/profile.h"
@@ -45,7 +46,18 @@ struct PlanOptions {
   // agree: a profile for another precision (CheckProfilePrecision, profile.h) is refused with
   // FAILED_PRECONDITION. Unset: the profile's, unchecked.
   std::optional<Precision> precision;
+  // Device memory (memory_model.h, docs/planner.md "Memory"): with a capacity, every plan the
+  // search returns fits it on every device by the memory model (at the profile's precision and
+  // options.gradient_sync's bucket cap), a fitting plan wins over a faster one that does not,
+  // and a request nothing fits is RESOURCE_EXHAUSTED naming the layer, its bytes and its device
+  // count. 0: unchecked.
+  int64_t device_memory_bytes = 0;
+  OptimizerMemory optimizer_memory = OptimizerMemory::kSgdMomentum;
 };
+
+// The memory model options.devices' plans are checked with: the profile's precision (or
+// options.precision), the options' optimizer and gradient bucket cap.
+MemoryModelOptions PlanMemoryModelOptions(const PlanOptions& options, const Profile& profile);
 
 // The cost model the search plans with: the options' gradient sync and batch norm. --explain
 // and the predicted timeline cost a plan with the same one.

@@ -9,7 +9,7 @@
 // only) and `deepool-full` (every command, with gRPC and OpenSSL) alternating.
 //
 //   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
-//                                   [--serial-sync]
+//                                   [--serial-sync] [--memory-gb GB]
 //   build/bin/deepool-bench-planner --processes N
 //
 // --curve G times speed-up curves instead: PlanSpeedupCurve over 1..G devices (first call and
@@ -38,6 +38,7 @@
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
+#include "planner/memory_model.h"
 #include "planner/search.h"
 #include "planner/speedup_curve.h"
 #include "planner/speedup_curve_cache.h"
@@ -98,7 +99,7 @@ GradientSyncOptions SerialSync() {
 }
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
-        bool serial_sync, bool concurrent_branches) {
+        bool serial_sync, bool concurrent_branches, double memory_gb) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
@@ -126,6 +127,7 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     options.amplification_limit = limit;
     if (serial_sync) options.gradient_sync = SerialSync();
     options.concurrent_branches = concurrent_branches;
+    options.device_memory_bytes = DeviceCapacityBytes(memory_gb);
     const Cluster cluster = ResizeCluster(node, c.devices);
     std::vector<double> wall, cpu;
     StatusOr<Plan> plan = InternalError("not run");
@@ -313,6 +315,11 @@ int main(int argc, char** argv) {
   app.add_flag("--concurrent-branches", concurrent_branches,
                "plan with parallel branches packed side by side where faster (PlanOptions::"
                "concurrent_branches), to compare plans and planning times");
+  double memory_gb = 0;
+  app.add_option("--memory-gb", memory_gb,
+                 "plan within this much device memory (PlanOptions::device_memory_bytes, from "
+                 "DeviceCapacityBytes; 0: unchecked), to time the memory check")
+      ->check(CLI::NonNegativeNumber);
   int processes = 0;
   app.add_option("--processes", processes,
                  "instead: time N whole `deepool plan` processes of each kind, deepool against "
@@ -326,5 +333,5 @@ int main(int argc, char** argv) {
   if (curve > 0) return deepool::planner::RunCurves(repeats, limit, only_model, curve);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
   return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync,
-                               concurrent_branches);
+                               concurrent_branches, memory_gb);
 }

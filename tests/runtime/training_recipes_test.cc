@@ -5,7 +5,8 @@
 //   - clipping equals libtorch's torch::nn::utils::clip_grad_norm_;
 //   - under a burst plan and an uneven plan over 3 ranks, training with clipping and a cosine
 //     schedule equals one device doing the same with clip_grad_norm_, every parameter: each
-//     layer's gradient enters the global norm once, though several ranks hold it.
+//     layer's gradient enters the global norm once, though several ranks hold it;
+//   - a run resumed from its training state goes on with the schedule where it stopped.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "tests/runtime/executor_test_util.h"
+#include "worker/runtime/checkpoints/training_state.h"
 #include "worker/runtime/layers/gradient_clipping.h"
 #include "worker/runtime/layers/lr_schedule.h"
 
@@ -222,6 +224,61 @@ TEST_CASE("residual block uneven plan over 3 ranks with clipping equals one devi
   RequireClippedPlanMatchesOneDevice(
       graph, MakePlan(graph, kBatch, 3, {0, 1, 2},
                       {{"block.conv2", {1, 2}}, {"block.bn2", {1, 2}}, {"fc", {2}}}));
+}
+
+// One rank training small_cnn from iteration `first` to `last` (exclusive) with the recipes,
+// after loading `state` when given; returns its parameters and, in `saved`, its training state.
+ParamMap TrainOneRank(const OptimizerSpec& optimizer, uint64_t seed, int first, int last,
+                      const StateDict* state, StateDict* saved) {
+  auto graph = Zoo("small_cnn");
+  auto plan = MakePlan(graph, kBatch, 1, {0});
+  auto comm = FakeComms(1)(0);
+  REQUIRE(comm.ok());
+  auto data = MakeDataSource(DataSpec{"synthetic", 57, ""}, graph, kBatch);
+  REQUIRE(data.ok());
+  ExecutorOptions options;
+  options.seed = seed;
+  options.optimizer = optimizer;
+  options.total_iterations = 6;
+  auto executor = Executor::Create(graph, plan, comm->get(), data->get(), BuildLayerModule, options,
+                                   SystemClock::Get());
+  REQUIRE(executor.ok());
+  if (state) {
+    Status loaded =
+        LoadTrainingState(*state, graph, (*executor)->modules(), (*executor)->optimizer());
+    INFO(loaded.ToString());
+    REQUIRE(loaded.ok());
+  }
+  for (int i = first; i < last; ++i) REQUIRE((*executor)->Step(i).ok());
+  if (saved) {
+    auto collected = CollectTrainingState(
+        graph, (*executor)->modules(), LayersWrittenBy(graph, plan, 0), (*executor)->optimizer());
+    REQUIRE(collected.ok());
+    *saved = std::move(*collected);
+  }
+  ParamMap params;
+  for (auto& [name, tensor] : (*executor)->NamedParameters())
+    params[name] = tensor.detach().clone();
+  return params;
+}
+
+TEST_CASE("a run resumed from its training state goes on with the schedule where it stopped",
+          "[recipes][checkpoint]") {
+  torch::set_num_threads(1);
+  OptimizerSpec optimizer = AdamW();
+  optimizer.decay_1d = false;
+  optimizer.clip_grad_norm = kMaxNorm;
+  optimizer.schedule = protocol::LrScheduleSpec{"cosine", 2, 0.001};
+  const ParamMap uninterrupted = TrainOneRank(optimizer, 7, 0, 6, nullptr, nullptr);
+  StateDict saved;
+  TrainOneRank(optimizer, 7, 0, 3, nullptr, &saved);
+  // Another seed: everything the resumed run ends with comes from the state and the schedule.
+  const ParamMap resumed = TrainOneRank(optimizer, 99, 3, 6, &saved, nullptr);
+  REQUIRE(resumed.size() == uninterrupted.size());
+  for (const auto& [name, want] : uninterrupted) {
+    INFO(name);
+    CHECK(torch::equal(resumed.at(name), want));
+  }
 }
 
 }  // namespace
