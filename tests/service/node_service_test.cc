@@ -105,7 +105,8 @@ TEST_CASE("a protocol 1 worker runs SGD jobs at version 1 and adamw jobs wait fo
         "needs workers that speak executor protocol 2 (adamw); 1 of 1 nodes speak only 1: "
         "upgrade them");
 
-  // A worker of this build (it speaks 1 to 6) joins: the adamw job goes there, at version 2.
+  // A worker of this build (it speaks 1 to kProtocolVersion) joins: the adamw job goes there, at
+  // version 2.
   const v1::RegisterNodeResponse new_registered = c.Register(Cluster::NodeRequest("new", 1));
   REQUIRE(new_registered.protocol_version() == protocol::kProtocolVersion);
   grpc::ClientContext new_ctx;
