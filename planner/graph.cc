@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "planner/tied_parameters.h"
+
 namespace deepool::planner {
 namespace {
 
@@ -731,6 +733,7 @@ StatusOr<Graph> Graph::Create(std::string name, Shape input_shape, std::vector<L
     layer.output_bytes = elements * 4;
   }
 
+  RETURN_IF_ERROR(ResolveTiedParameters(graph.layers_, graph.input_shape_));
   for (size_t i = 0; i < graph.layers_.size(); ++i) {
     graph.index_.emplace(graph.layers_[i].name, static_cast<int>(i));
   }
@@ -771,7 +774,10 @@ std::vector<int> Graph::output_ids() const {
 
 int64_t Graph::total_params() const {
   int64_t total = 0;
-  for (const Layer& layer : layers_) total += layer.params;
+  for (const Layer& layer : layers_) {
+    total += layer.params;
+    for (const TiedParameter& tie : layer.tied) total -= tie.elements;
+  }
   return total;
 }
 

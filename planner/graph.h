@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -126,16 +127,35 @@ struct LayerAttrs {
   bool operator==(const LayerAttrs& o) const;
 };
 
+// A parameter a layer shares with another layer (GPT-2's lm_head.weight is transformer.wte.weight):
+// one tensor that both layers use, trained with the sum of both uses' gradients
+// (docs/formats.md, "Tied parameters"; planner/tied_parameters.h).
+struct TiedParameter {
+  TiedParameter() = default;
+  TiedParameter(std::string parameter_name, std::string source_key)
+      : parameter(std::move(parameter_name)), source(std::move(source_key)) {}
+  std::string parameter;  // this layer's parameter, as torch.nn names it: "weight"
+  std::string source;     // the state_dict key of the parameter it is: "transformer.wte.weight"
+  // Filled in by Graph::Create: the source's layer id, its parameter name, the elements shared.
+  int source_layer = -1;
+  std::string source_parameter;
+  int64_t elements = 0;
+  bool operator==(const TiedParameter& o) const {
+    return parameter == o.parameter && source == o.source;
+  }
+};
+
 struct Layer {
   std::string name;
   Op op = Op::kRelu;
   std::vector<std::string> inputs;  // layer names, or kGraphInputName
   LayerAttrs attrs;
+  std::vector<TiedParameter> tied;  // parameters this layer shares with others; most have none
 
   // Filled in by Graph::Create.
   std::vector<int> input_ids;  // index into Graph::layers(), or kGraphInputId
   Shape output_shape;
-  int64_t params = 0;         // trainable parameters
+  int64_t params = 0;         // trainable parameters, tied ones included
   int64_t forward_flops = 0;  // per sample
   int64_t output_bytes = 0;   // per sample, fp32
 };
@@ -156,6 +176,7 @@ class Graph {
   // (a stable order: among ready layers, the one given first comes first). Empty outputs
   // means "the one layer nothing consumes". Errors name the layer and the field. An int64
   // input must be read by embedding layers only, and an embedding must read an int64 input.
+  // Layers' ties are resolved and checked (tied_parameters.h).
   static StatusOr<Graph> Create(std::string name, Shape input_shape, std::vector<Layer> layers,
                                 std::vector<GraphOutput> outputs = {},
                                 DType input_dtype = DType::kFloat32);
@@ -174,7 +195,7 @@ class Graph {
   const std::vector<GraphOutput>& outputs() const { return outputs_; }
   std::vector<int> output_ids() const;
 
-  int64_t total_params() const;
+  int64_t total_params() const;  // each tied parameter counted once, as torch's parameters() do
   int64_t total_forward_flops() const;  // per sample
 
  private:

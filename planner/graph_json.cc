@@ -138,6 +138,21 @@ Status RequireFields(const json& j, const Layer& layer) {
   return Status::Ok();
 }
 
+// "tied": {"weight": "transformer.wte.weight"}: own parameter name -> the source's state_dict key.
+StatusOr<std::vector<TiedParameter>> ReadTied(const json& j, const std::string& layer) {
+  if (!j.is_object()) {
+    return FieldError(layer, "tied", "must map parameter names to state_dict keys");
+  }
+  std::vector<TiedParameter> tied;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_string()) {
+      return FieldError(layer, "tied", "must map parameter names to state_dict keys");
+    }
+    tied.emplace_back(it.key(), it.value().get<std::string>());
+  }
+  return tied;
+}
+
 StatusOr<Layer> ParseLayer(const json& j, size_t position) {
   if (!j.is_object()) {
     return InvalidArgumentError("layers[" + std::to_string(position) + "]: must be an object");
@@ -170,12 +185,15 @@ StatusOr<Layer> ParseLayer(const json& j, size_t position) {
     layer.inputs.push_back(input.get<std::string>());
   }
 
+  if (auto tied_it = j.find("tied"); tied_it != j.end()) {
+    ASSIGN_OR_RETURN(layer.tied, ReadTied(*tied_it, n));
+  }
   const auto& allowed = AllowedFields(layer.op);
   LayerAttrs& a = layer.attrs;
   bool stride_given = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
-    if (key == "name" || key == "op" || key == "inputs") continue;
+    if (key == "name" || key == "op" || key == "inputs" || key == "tied") continue;
     if (!allowed.count(key)) {
       return FieldError(n, key, std::string("unknown field for op ") + OpName(layer.op));
     }
@@ -242,6 +260,11 @@ json LayerJson(const Layer& layer) {
   j["name"] = layer.name;
   j["op"] = OpName(layer.op);
   j["inputs"] = layer.inputs;
+  if (!layer.tied.empty()) {
+    json tied = json::object();
+    for (const TiedParameter& tie : layer.tied) tied[tie.parameter] = tie.source;
+    j["tied"] = std::move(tied);
+  }
   const LayerAttrs& a = layer.attrs;
   switch (layer.op) {
     case Op::kConv2d:

@@ -704,6 +704,7 @@ StatusOr<double> Executor::FinishIteration() {
     ASSIGN_OR_RETURN(loss_sum, comm_->AllReduceSum(local_loss, world));
   }
   RETURN_IF_ERROR(FinishReductions(local_loss, loss_sum));
+  RETURN_IF_ERROR(SumTiedGradients());
   RETURN_IF_ERROR(AwaitTransfers());
   bool step = true;
   if (loss_scaler_) {

@@ -43,7 +43,9 @@
 //   - the loss sum over the world: one more element of the first gradient bucket over the world
 //     (every rank of the world starts the same buckets in the same order), or, where no such
 //     bucket starts (no layer on every rank, one rank, a bucket narrower than float32), its own
-//     all-reduce, last.
+//     all-reduce, after the buckets;
+//   - tied parameters (executor_tied.cc), where the graph has any: after waiting for the
+//     gradient sums, one all-reduce over the world of both uses' gradients of every tie.
 // Why this cannot deadlock or mismatch: both sides of a transfer post it at the same walk point,
 // and each rank's groups are posted in walk order, so for every ordered pair the k-th send
 // matches the k-th receive, and each collective sees its members in the same relative order. A
@@ -311,6 +313,11 @@ class Executor {
   // fp16: agrees over the world whether any gradient is inf or nan, updates the scaler, and
   // unscales this rank's gradients when the step goes ahead. Returns whether it does.
   StatusOr<bool> UnscaleGradients();
+  // Tied parameters (executor_tied.cc): sums both uses' gradients of every tie over the world
+  // and gives each copy this rank holds the sum. Every rank calls it, after FinishReductions.
+  Status SumTiedGradients();
+  // Layer `id`'s parameter `name` when this rank runs the layer; undefined otherwise.
+  torch::Tensor HeldParameter(int id, const std::string& name) const;
   // The optimizer's training recipes before a step (executor_recipes.cc): sets the schedule's
   // learning rate of the iteration, and with clip_grad_norm clips the gradients by the global
   // norm over all the job's parameters: the lowest rank of each layer's device set adds the

@@ -563,7 +563,18 @@ StatusOr<std::shared_ptr<LayerModule>> BuildLayerModule(const planner::Graph& gr
   }
   const Layer& layer = graph.layer(layer_id);
   try {
-    return MakeModule(graph, layer, LayerSeed(seed, layer.name));
+    ASSIGN_OR_RETURN(auto module, MakeModule(graph, layer, LayerSeed(seed, layer.name)));
+    // A tied parameter starts as its source does, drawn as the source layer draws it, so the
+    // copies on every rank start equal (the executor keeps them equal: executor_tied.cc).
+    for (const planner::TiedParameter& tie : layer.tied) {
+      const Layer& source_layer = graph.layer(tie.source_layer);
+      ASSIGN_OR_RETURN(auto source,
+                       MakeModule(graph, source_layer, LayerSeed(seed, source_layer.name)));
+      torch::NoGradGuard no_grad;
+      module->named_parameters()[tie.parameter].copy_(
+          source->named_parameters()[tie.source_parameter]);
+    }
+    return module;
   } catch (const std::exception& e) {
     return InternalError("building layer '" + layer.name + "': " + e.what());
   }
