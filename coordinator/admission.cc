@@ -1,48 +1,17 @@
 #include "coordinator/admission.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "coordinator/policy/fifo_policy.h"
+#include "coordinator/policy/pool_state.h"
 #include "protocol/training_spec.h"
 #include "protocol/version.h"
 
 namespace deepool::coordinator {
 namespace {
-
-using FreeDevices = std::map<std::string, std::vector<DeviceKey>>;  // by device type
-
-// `gpus` devices of `keys` (one type) on as few nodes as possible: the nodes with the most free
-// devices first, and within a node the devices without a BG job first (fewer BG jobs make way).
-ForegroundGrant Pack(const std::string& job_id, const std::string& type,
-                     const std::vector<DeviceKey>& keys, int gpus, const DeviceLedger& ledger) {
-  std::map<std::string, std::vector<DeviceKey>> by_node;
-  for (const DeviceKey& key : keys) by_node[key.first].push_back(key);
-  std::vector<std::vector<DeviceKey>> groups;
-  for (auto& [node, node_keys] : by_node) {
-    std::stable_sort(node_keys.begin(), node_keys.end(), [&](const auto& a, const auto& b) {
-      return ledger.BackgroundOf(a).has_value() < ledger.BackgroundOf(b).has_value();
-    });
-    groups.push_back(std::move(node_keys));
-  }
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  ForegroundGrant grant;
-  grant.job_id = job_id;
-  grant.shape.device_type = type;
-  grant.shape.devices = gpus;
-  for (const auto& group : groups) {
-    const int held = static_cast<int>(grant.devices.size());
-    if (held == gpus) break;
-    const int take = std::min<int>(static_cast<int>(group.size()), gpus - held);
-    grant.shape.devices_per_node = std::max(grant.shape.devices_per_node, take);
-    grant.devices.insert(grant.devices.end(), group.begin(), group.begin() + take);
-  }
-  grant.shape.nodes = (gpus + grant.shape.devices_per_node - 1) / grant.shape.devices_per_node;
-  return grant;
-}
 
 // The feature of `spec` that needs executor protocol `version` (jobspec::RequiredProtocolVersion):
 // "adamw", "image_folder data", "epochs", "evaluation" or "image_folder eval data".
@@ -98,220 +67,173 @@ std::string ProtocolReason(const JobRecord& job, int version,
   return reason;
 }
 
-class Round {
- public:
-  // The round changes its own ledger: the input's, moved in (a pool's ledger is thousands of
-  // devices, copied once by the caller already).
-  explicit Round(AdmissionInput input) : in_(std::move(input)), ledger_(std::move(in_.ledger)) {
-    for (const NodeRecord& node : in_.nodes) {
-      if (!node.schedulable()) continue;
-      protocol_[node.id] = node.protocol;
-      for (const DeviceInfo& device : node.devices) {
-        DeviceKey key{node.id, device.device};
-        if (!ledger_.ForegroundOf(key)) free_[device.type].push_back(key);
-      }
+// Seconds the job has been RUNNING over all its attempts, up to `now_ms` (from its history).
+double AttainedSeconds(const JobRecord& record, int64_t now_ms) {
+  int64_t running_since = -1;
+  double attained_ms = 0;
+  for (const StateChange& change : record.history) {
+    if (running_since >= 0) attained_ms += static_cast<double>(change.time_ms - running_since);
+    running_since = change.state == JobState::kRunning ? change.time_ms : -1;
+  }
+  if (running_since >= 0) attained_ms += static_cast<double>(now_ms - running_since);
+  return attained_ms / 1000;
+}
+
+// What a policy weighs of a placed job: its user, request, since when it holds its devices and
+// how long it has run in all (from its history), and whether it may be preempted.
+void DescribePlaced(const JobRecord& record, const AdmissionInput& input, policy::PolicyJob* job) {
+  job->user = record.owner;
+  job->priority = record.spec.priority;
+  job->requested_devices = record.spec.gpus;
+  job->amplification_limit = record.spec.amplification_limit;
+  job->global_batch = record.spec.global_batch;
+  job->preemptible = input.preemptible.count(record.id) > 0;
+  int64_t placed_at = record.submitted_ms;
+  for (const StateChange& change : record.history) {
+    if (change.state == JobState::kPending) placed_at = -1;
+    if (change.state != JobState::kPending && placed_at < 0) placed_at = change.time_ms;
+  }
+  job->placed_at_s = static_cast<double>(std::max<int64_t>(placed_at, 0)) / 1000;
+  job->attained_s = AttainedSeconds(record, input.now_ms);
+}
+
+// The snapshot a policy sees of an admission input: the pending jobs (by pointer into `input`)
+// and, as placed jobs, the holders of the ledger's devices.
+policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
+  policy::PolicySnapshot snapshot;
+  for (const NodeRecord& node : input.nodes) {
+    if (!node.schedulable()) continue;
+    for (const DeviceInfo& device : node.devices) {
+      policy::PolicyDevice entry;
+      entry.key = {node.id, device.device};
+      entry.type = device.type;
+      entry.protocol_oldest = node.protocol.oldest;
+      entry.protocol_newest = node.protocol.newest;
+      entry.idle_fraction = input.ledger.IdleFraction(entry.key);
+      entry.fg_rank_running = input.running_fg_ranks.count(entry.key) > 0;
+      snapshot.devices.push_back(std::move(entry));
     }
   }
-
-  Admission Run() {
-    // Highest priority first, then submission order (the order `pending` comes in); the jobs
-    // are looked at through pointers, as a round with 10,000 waiting copies none of them.
-    std::vector<const JobRecord*> order;
-    order.reserve(in_.pending.size());
-    for (const JobSnapshot& job : in_.pending) order.push_back(job.get());
-    std::stable_sort(order.begin(), order.end(), [](const JobRecord* a, const JobRecord* b) {
-      return a->spec.priority > b->spec.priority;
-    });
-    // FG jobs first: BG jobs never hold FG jobs back, and a BG job placed after them sees the
-    // devices they just took as held.
-    std::string blocker;
-    for (const JobRecord* job : order) {
-      if (job->spec.role == JobRole::kBg) continue;
-      if (!blocker.empty()) {
-        Wait(*job, ReasonCode::kQueuedBehind, "queued behind " + blocker);
-      } else if (!AdmitForeground(*job) && CouldEverFit(*job)) {
-        blocker = job->id;
-      }
+  std::map<DeviceKey, std::string> type_of;
+  for (const policy::PolicyDevice& device : snapshot.devices) type_of[device.key] = device.type;
+  snapshot.now_s = static_cast<double>(input.now_ms) / 1000;
+  // Holders first (in the order of their ids), then the pending jobs in submission order.
+  std::map<std::string, policy::PolicyJob> holders;
+  for (const auto& [key, use] : input.ledger.Uses()) {
+    for (const auto& [holder, role] :
+         {std::pair{use.fg_job, policy::Role::kFg}, std::pair{use.bg_job, policy::Role::kBg}}) {
+      if (holder.empty()) continue;
+      policy::PolicyJob& job = holders[holder];
+      job.id = holder;
+      job.role = role;
+      job.devices.push_back(key);
     }
-    for (const JobRecord* job : order) {
-      if (job->spec.role == JobRole::kBg) AdmitBackground(*job);
-    }
-    return std::move(out_);
   }
-
- private:
-  // Whether the device's node reads run specs of `version` (NodeRecord::protocol).
-  bool Reads(const DeviceKey& key, int version) const {
-    auto found = protocol_.find(key.first);
-    return found != protocol_.end() && found->second.Contains(version);
+  std::map<std::string, const JobRecord*> placed;
+  for (const JobSnapshot& job : input.placed) placed.emplace(job->id, job.get());
+  for (auto& [id, job] : holders) {
+    auto record = placed.find(id);
+    if (record != placed.end()) DescribePlaced(*record->second, input, &job);
+    job.device_type = type_of[job.devices.front()];
+    job.seq = static_cast<int64_t>(snapshot.jobs.size());
+    snapshot.jobs.push_back(std::move(job));
   }
-
-  // The devices of `keys` on nodes that read `version`: all of them in a pool of one release,
-  // the common case, which costs no copy.
-  const std::vector<DeviceKey>& Readable(const std::vector<DeviceKey>& keys, int version,
-                                         std::vector<DeviceKey>* filtered) const {
-    auto all_read = all_read_.find(version);
-    if (all_read == all_read_.end()) {
-      const bool all = std::all_of(protocol_.begin(), protocol_.end(), [version](const auto& node) {
-        return node.second.Contains(version);
-      });
-      all_read = all_read_.emplace(version, all).first;
-    }
-    if (all_read->second) return keys;
-    for (const DeviceKey& key : keys) {
-      if (Reads(key, version)) filtered->push_back(key);
-    }
-    return *filtered;
+  for (const JobSnapshot& record : input.pending) {
+    const JobRecord& job = *record;
+    policy::PolicyJob entry;
+    entry.id = job.id;
+    entry.user = job.owner;
+    entry.role = job.spec.role == JobRole::kBg ? policy::Role::kBg : policy::Role::kFg;
+    entry.priority = job.spec.priority;
+    entry.seq = static_cast<int64_t>(snapshot.jobs.size());  // submission order, as given
+    entry.requested_devices = job.spec.gpus;
+    entry.amplification_limit = job.spec.amplification_limit;
+    entry.global_batch = job.spec.global_batch;
+    entry.protocol_version = jobspec::RequiredProtocolVersion(job.spec);
+    entry.shrinks_to_fit = ReplansOnNodeLoss(job.spec) && job.attempt >= 1;
+    if (input.now_ms > 0) entry.attained_s = AttainedSeconds(job, input.now_ms);
+    snapshot.jobs.push_back(std::move(entry));
   }
+  return snapshot;
+}
 
-  // The most schedulable devices of one type, counting only nodes that read `version` or, with
-  // any_version, every node. Computed once a round per version.
-  int LargestGroup(int version, bool any_version = false) const {
-    const int key = any_version ? kAnyVersion : version;
-    auto cached = largest_group_.find(key);
-    if (cached != largest_group_.end()) return cached->second;
-    std::map<std::string, int> capacity;
-    for (const NodeRecord& node : in_.nodes) {
-      if (!node.schedulable() || (!any_version && !node.protocol.Contains(version))) continue;
-      for (const DeviceInfo& device : node.devices) ++capacity[device.type];
-    }
-    int largest = 0;
-    for (const auto& [type, count] : capacity) largest = std::max(largest, count);
-    largest_group_[key] = largest;
-    return largest;
+ReasonCode ReasonCodeOf(policy::WaitCode code) {
+  switch (code) {
+    case policy::WaitCode::kQueuedBehind:
+      return ReasonCode::kQueuedBehind;
+    case policy::WaitCode::kNotEnoughDevices:
+      return ReasonCode::kNotEnoughDevices;
+    case policy::WaitCode::kWorkerProtocol:
+      return ReasonCode::kWorkerProtocol;
+    case policy::WaitCode::kWaitingForBgSlot:
+      return ReasonCode::kWaitingForBgSlot;
+    case policy::WaitCode::kWaitingForFgRank:
+      return ReasonCode::kWaitingForFgRank;
+    case policy::WaitCode::kWaitingForDevices:
+    case policy::WaitCode::kFairShare:
+      break;
   }
+  return ReasonCode::kWaitingForDevices;
+}
 
-  // The devices the job's next attempt is planned for: its `gpus`, or, for a job that re-plans
-  // on node loss and ran before, as many as the largest group of schedulable devices it can run
-  // on has when that is fewer (the global batch stays).
-  int DevicesWanted(const JobRecord& job) const {
-    if (!ReplansOnNodeLoss(job.spec) || job.attempt < 1) return job.spec.gpus;
-    const int largest = LargestGroup(jobspec::RequiredProtocolVersion(job.spec));
-    return largest >= 1 ? std::min(job.spec.gpus, largest) : job.spec.gpus;
+// The shape of a FG grant's devices: as many per node as its fullest node holds.
+ClusterShape ShapeOf(const policy::Grant& grant) {
+  std::map<std::string, int> per_node;
+  for (const DeviceKey& key : grant.devices) ++per_node[key.first];
+  ClusterShape shape;
+  shape.device_type = grant.device_type;
+  shape.devices = static_cast<int>(grant.devices.size());
+  for (const auto& [node, count] : per_node) {
+    shape.devices_per_node = std::max(shape.devices_per_node, count);
   }
-
-  bool AdmitForeground(const JobRecord& job) {
-    const int wanted = DevicesWanted(job);
-    const int version = jobspec::RequiredProtocolVersion(job.spec);
-    for (auto& [type, all_keys] : free_) {
-      if (static_cast<int>(all_keys.size()) < wanted) continue;
-      std::vector<DeviceKey> filtered;
-      const std::vector<DeviceKey>& keys = Readable(all_keys, version, &filtered);
-      if (static_cast<int>(keys.size()) < wanted) continue;
-      ForegroundGrant grant = Pack(job.id, type, keys, wanted, ledger_);
-      for (const DeviceKey& key : grant.devices) {
-        all_keys.erase(std::find(all_keys.begin(), all_keys.end(), key));
-        ledger_.HoldForeground(key, job.id);
-        if (std::optional<std::string> bg = ledger_.BackgroundOf(key)) {
-          out_.displaced.push_back({*bg, job.id, key});
-          ledger_.Release(*bg);
-        }
-      }
-      out_.foreground.push_back(std::move(grant));
-      return true;
-    }
-    return false;
-  }
-
-  // Sets the reason of a FG job that did not fit; true when it would fit an idle cluster.
-  bool CouldEverFit(const JobRecord& job) {
-    const int version = jobspec::RequiredProtocolVersion(job.spec);
-    const int largest = LargestGroup(version, /*any_version=*/true);
-    if (largest < DevicesWanted(job)) {
-      Wait(job, ReasonCode::kNotEnoughDevices,
-           "needs " + std::to_string(job.spec.gpus) +
-               " devices of one type; the largest group of schedulable devices has " +
-               std::to_string(largest));
-      return false;
-    }
-    // Enough devices, but too few on nodes that read the job's run spec: not the job's turn to
-    // block others, as no device freed will change that.
-    if (LargestGroup(version) < DevicesWanted(job)) {
-      Wait(job, ReasonCode::kWorkerProtocol, ProtocolReason(job, version, in_.nodes));
-      return false;
-    }
-    int most_free = 0;
-    for (const auto& [type, keys] : free_) {
-      std::vector<DeviceKey> filtered;
-      most_free = std::max(most_free, static_cast<int>(Readable(keys, version, &filtered).size()));
-    }
-    const int wanted = DevicesWanted(job);
-    Wait(job, ReasonCode::kWaitingForDevices,
-         "waiting for " + std::to_string(wanted) + " free devices of one type (" +
-             std::to_string(most_free) + " free" +
-             (wanted < job.spec.gpus
-                  ? "; re-planned from " + std::to_string(job.spec.gpus) + " after a node loss"
-                  : "") +
-             ")");
-    return true;
-  }
-
-  void AdmitBackground(const JobRecord& job) {
-    const int version = jobspec::RequiredProtocolVersion(job.spec);
-    std::optional<DeviceKey> best;
-    double best_idle = -1;
-    bool best_ready = false;
-    bool any_readable = false;
-    for (const NodeRecord& node : in_.nodes) {
-      if (!node.schedulable() || !node.protocol.Contains(version)) continue;
-      any_readable = true;
-      for (const DeviceInfo& device : node.devices) {
-        DeviceKey key{node.id, device.device};
-        if (ledger_.BackgroundOf(key)) continue;
-        const double idle = ledger_.IdleFraction(key);
-        const bool ready = !ledger_.ForegroundOf(key) || in_.running_fg_ranks.count(key) > 0;
-        if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
-          best_idle = idle;
-          best = key;
-          best_ready = ready;
-        }
-      }
-    }
-    if (!best && !any_readable && LargestGroup(version, /*any_version=*/true) > 0) {
-      Wait(job, ReasonCode::kWorkerProtocol, ProtocolReason(job, version, in_.nodes));
-      return;
-    }
-    if (!best) {
-      Wait(job, ReasonCode::kWaitingForBgSlot, "waiting for a device without a bg job");
-      return;
-    }
-    if (!best_ready) {
-      // As its own process it would compete with the FG rank for the device; inside the FG
-      // executor the gate gives the FG rank priority. So it waits for that executor.
-      Wait(job, ReasonCode::kWaitingForFgRank,
-           "waiting for FG job " + *ledger_.ForegroundOf(*best) + "'s rank on " + best->first +
-               "/" + best->second + " to start (to run inside it) or to end (predicted idle " +
-               IdlePercent(best_idle) + ")");
-      return;
-    }
-    ledger_.HoldBackground(*best, job.id);
-    out_.background.push_back({job.id, *best, best_idle});
-  }
-
-  void Wait(const JobRecord& job, ReasonCode code, std::string message) {
-    out_.pending.push_back({job.id, code, std::move(message)});
-  }
-
-  static constexpr int kAnyVersion = -1;
-
-  const AdmissionInput in_;  // its ledger moved to ledger_
-  DeviceLedger ledger_;      // the input's, with this round's grants
-  FreeDevices free_;
-  std::map<std::string, protocol::ProtocolRange> protocol_;  // of schedulable nodes, by id
-  mutable std::map<int, int> largest_group_;                 // LargestGroup by version
-  mutable std::map<int, bool> all_read_;  // by version: whether every schedulable node reads it
-  Admission out_;
-};
+  shape.nodes = shape.devices_per_node > 0
+                    ? (shape.devices + shape.devices_per_node - 1) / shape.devices_per_node
+                    : 0;
+  return shape;
+}
 
 }  // namespace
 
-std::string IdlePercent(double fraction) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.0f%%", fraction * 100);
-  return text;
-}
+std::string IdlePercent(double fraction) { return policy::Percent(fraction); }
 
-Admission Admit(AdmissionInput input) { return Round(std::move(input)).Run(); }
+Admission Admit(AdmissionInput input) { return Admit(input, policy::FifoPolicy()); }
+
+Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
+  const policy::PolicySnapshot snapshot = SnapshotOf(input);
+  policy::Decisions decisions = policy.Decide(snapshot);
+  std::map<std::string, const JobRecord*> pending;
+  for (const JobSnapshot& job : input.pending) pending.emplace(job->id, job.get());
+  std::map<std::string, DeviceKey> bg_device;  // the device each BG holder holds
+  for (const auto& [key, use] : input.ledger.Uses()) {
+    if (!use.bg_job.empty()) bg_device.emplace(use.bg_job, key);
+  }
+  Admission out;
+  for (policy::Grant& grant : decisions.grants) {
+    if (pending.at(grant.job_id)->spec.role == JobRole::kBg) {
+      out.background.push_back({grant.job_id, grant.devices.front(), grant.idle_fraction});
+      continue;
+    }
+    ClusterShape shape = ShapeOf(grant);
+    out.foreground.push_back({grant.job_id, std::move(grant.devices), std::move(shape)});
+  }
+  for (const policy::Preemption& preempted : decisions.preemptions) {
+    auto bg = bg_device.find(preempted.job_id);
+    if (bg != bg_device.end()) {
+      out.displaced.push_back({preempted.job_id, preempted.for_job, bg->second});
+    } else {
+      out.preempted.push_back({preempted.job_id, preempted.for_job, preempted.message});
+    }
+  }
+  for (policy::Wait& wait : decisions.waits) {
+    const JobRecord& job = *pending.at(wait.job_id);
+    if (wait.code == policy::WaitCode::kWorkerProtocol) {
+      wait.message = ProtocolReason(job, jobspec::RequiredProtocolVersion(job.spec), input.nodes);
+    }
+    out.pending.push_back({wait.job_id, ReasonCodeOf(wait.code), std::move(wait.message)});
+  }
+  out.shares = std::move(decisions.shares);
+  return out;
+}
 
 std::map<std::string, int> QueuePositions(std::vector<QueuedJob> pending) {
   // Admit's order.

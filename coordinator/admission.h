@@ -1,6 +1,8 @@
 // Admission: which pending jobs get devices this round, and why the others wait. A pure step:
 // pending jobs, the nodes and a device ledger in; reservations and pending reasons out. Nothing
-// here reads the store, the clock or a lock, so every rule is tested by calling Admit.
+// here reads the store, the clock or a lock, so every rule is tested by calling Admit. Admit turns
+// its input into a policy snapshot (coordinator/policy/policy.h) and the policy's decisions back;
+// the rules below are the "fifo" policy's (policy/fifo_policy.h), the coordinator's default.
 //
 // Rules:
 // - FG jobs go in priority, then submission order, each onto `gpus` devices of one device type
@@ -27,6 +29,7 @@
 #include "coordinator/job.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
+#include "coordinator/policy/policy.h"
 
 namespace deepool::coordinator {
 
@@ -57,11 +60,20 @@ struct Displacement {
   DeviceKey device;
 };
 
+// A placed FG job a policy preempts ("max-min"): it stops at its next checkpoint and waits again.
+struct FgPreemption {
+  std::string job_id;
+  std::string for_job;  // the job that takes its devices ("" : none in particular)
+  std::string message;  // the policy's reason, for the job's history
+};
+
 struct Admission {
   std::vector<ForegroundGrant> foreground;  // in admission order
   std::vector<BackgroundGrant> background;
   std::vector<Displacement> displaced;
+  std::vector<FgPreemption> preempted;
   std::vector<PendingReason> pending;
+  std::vector<policy::UserShare> shares;  // each user's share after the round
 };
 
 struct AdmissionInput {
@@ -70,11 +82,21 @@ struct AdmissionInput {
   DeviceLedger ledger;
   // Devices whose FG rank runs (has reported an iteration), so a BG job can run inside it.
   std::set<DeviceKey> running_fg_ranks;
+  // For policies that weigh placed jobs ("max-min"): the jobs holding devices (their users,
+  // since when, how long they have run), those that keep periodic checkpoints (only they may be
+  // preempted), and the time now on the scheduler's clock (wall ms; 0: not given, and then the
+  // policy sees no job's time run).
+  std::vector<JobSnapshot> placed;
+  std::set<std::string> preemptible;
+  int64_t now_ms = 0;
 };
 
 // A round looks at PENDING jobs highest priority first, then in submission order. By value: move
 // the input in when it is not needed afterwards.
 Admission Admit(AdmissionInput input);
+// The same round decided by `policy` (MakePolicy's). Placed jobs the policy preempts come back in
+// Admission::preempted; shares in Admission::shares.
+Admission Admit(const AdmissionInput& input, const policy::Policy& policy);
 
 // Each PENDING job's place in its role's queue, 1 = looked at first (Admit's order). FG and BG jobs
 // are counted apart: a BG job never waits for a FG job's turn. `pending` in submission order

@@ -11,6 +11,7 @@
 #include "common/sigpipe.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/leader_lease.h"
+#include "coordinator/policy/policy.h"
 #include "coordinator/server.h"
 #include "security/grpc_locks.h"
 #include "security/grpc_logs.h"
@@ -170,6 +171,22 @@ int main(int argc, char** argv) {
                  "how often those default checkpoints are written")
       ->check(CLI::Range(1.0, 1e7))
       ->capture_default_str();
+  std::string policy_name = "fifo";
+  app.add_option("--policy", policy_name,
+                 "who gets devices (docs/coordinator.md, \"Scheduling policies\"): fifo "
+                 "(priority, then submission order; a FG job that does not fit blocks those "
+                 "behind it), max-min (fair shares across users, by each job's throughput on "
+                 "each device type; a running FG job with periodic checkpoints is preempted at "
+                 "its next one) or deepool (FG jobs sized by their speed-up curves within their "
+                 "amplification limits, BG jobs in the idle time)")
+      ->check(CLI::IsMember(deepool::coordinator::policy::PolicyNames()))
+      ->capture_default_str();
+  deepool::coordinator::policy::PolicyOptions policy_options;
+  app.add_option("--min-slice-s", policy_options.min_slice_s,
+                 "max-min: a placed job keeps its devices at least this long before it may be "
+                 "preempted, so jobs are not moved back and forth")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "without --tls-* files and --users, let every caller in as an admin instead of "
                "requiring the token kept in --data-dir (admin.token); and allow a non-loopback "
@@ -196,6 +213,14 @@ int main(int argc, char** argv) {
   options.progress_store_interval =
       std::chrono::milliseconds(static_cast<int64_t>(progress_store_s * 1000));
   options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
+  if (policy_name != "fifo") {  // fifo: Admit's own order, no policy object
+    auto policy = deepool::coordinator::policy::MakePolicy(policy_name, policy_options);
+    if (!policy.ok()) {
+      std::cerr << policy.status().message() << "\n";
+      return 2;
+    }
+    options.scheduler.policy = std::move(*policy);
+  }
   if (options.store == "sqlite" && options.data_dir.empty()) {
     std::cerr << "--data-dir is required with --store sqlite\n";
     return 2;

@@ -148,9 +148,10 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
 
 void Scheduler::AdmitLocked(Writes* writes) {
   // Held here while the grants and reasons are applied: by_id points into them.
+  std::vector<JobSnapshot> active = jobs_->Active();
   std::vector<JobSnapshot> pending;
-  for (JobSnapshot& job : jobs_->Active()) {
-    if (job->state == JobState::kPending) pending.push_back(std::move(job));
+  for (const JobSnapshot& job : active) {
+    if (job->state == JobState::kPending) pending.push_back(job);
   }
   if (pending.empty()) return;
   AdmissionInput input;
@@ -166,12 +167,21 @@ void Scheduler::AdmitLocked(Writes* writes) {
   by_id.reserve(pending.size());
   for (const JobSnapshot& job : pending) by_id.emplace(job->id, job.get());
 
-  const Admission admission = Admit(std::move(input));
+  if (options_.policy) DescribePlacedLocked(active, &input);
+  const Admission admission =
+      options_.policy ? Admit(input, *options_.policy) : Admit(std::move(input));
+  for (const FgPreemption& preempted : admission.preempted) PreemptLocked(preempted, writes);
+  // A grant of devices a preempted job still holds waits for it to stop, and displaces nobody.
+  std::set<std::string> granted;
+  for (const ForegroundGrant& grant : admission.foreground) {
+    if (GrantFreeLocked(grant, writes)) granted.insert(grant.job_id);
+  }
   for (const Displacement& displaced : admission.displaced) {
-    DisplaceBackgroundLocked(displaced, writes);
+    if (granted.count(displaced.fg_job)) DisplaceBackgroundLocked(displaced, writes);
   }
   for (const ForegroundGrant& grant : admission.foreground) {
-    ReserveForegroundLocked(grant, *by_id.at(grant.job_id), writes);
+    if (granted.count(grant.job_id))
+      ReserveForegroundLocked(grant, *by_id.at(grant.job_id), writes);
   }
   for (const BackgroundGrant& grant : admission.background) {
     ReserveBackgroundLocked(grant, *by_id.at(grant.job_id), writes);
@@ -222,10 +232,13 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
       {ReasonCode::kProgress,
        "planning on " + std::to_string(grant.shape.devices) + " " + type + " devices at " +
            precision +
-           (grant.shape.devices < job.spec.gpus
-                ? " (re-planned from " + std::to_string(job.spec.gpus) + ": only " +
-                      std::to_string(grant.shape.devices) + " schedulable after a node loss)"
-                : "")});
+           (grant.shape.devices >= job.spec.gpus ? ""
+            : options_.policy
+                ? " (" + std::to_string(grant.shape.devices) + " of the " +
+                      std::to_string(job.spec.gpus) + " asked for: the " +
+                      std::string(options_.policy->Name()) + " policy's size)"
+                : " (re-planned from " + std::to_string(job.spec.gpus) + ": only " +
+                      std::to_string(grant.shape.devices) + " schedulable after a node loss)")});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   PlanOnceStoredLocked(std::move(reservation), std::move(write), writes);
 }

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -77,6 +78,10 @@ struct SchedulerOptions {
   // many seconds, and so resume after a node loss or a resize. Empty root: no default.
   std::string checkpoint_root;
   double checkpoint_every_seconds = 600;
+  // Who gets devices (coordinator --policy; coordinator/policy/policy.h): null for "fifo",
+  // today's admission. Under "max-min" a running FG job with periodic checkpoints may be asked to
+  // stop at its next one and wait again (a preemption), as a resize to its own size.
+  std::shared_ptr<const policy::Policy> policy;
 };
 
 class Scheduler {
@@ -184,6 +189,14 @@ class Scheduler {
   void PlanOnceStoredLocked(Reservation reservation, JobWrite write, Writes* writes);
   void StartProfilingLocked(const JobRecord& job, Reservation reservation, Writes* writes);
   void DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes);
+  // What a policy other than fifo weighs (scheduler_policy.cc): the placed jobs, which of them
+  // may be preempted, the time now.
+  void DescribePlacedLocked(const std::vector<JobSnapshot>& active, AdmissionInput* input) const;
+  // A policy's preemption of a running FG job: it stops at its next checkpoint, then waits again.
+  void PreemptLocked(const FgPreemption& preempted, Writes* writes);
+  // Whether a grant's devices are free in the ledger: a preempted job holds its devices until it
+  // has stopped, and the job granted them waits until then.
+  bool GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const;
   // Planning and dispatch.
   void PlanReserved(const std::vector<Reservation>& to_plan);
   void DispatchLocked(const Reservation& reservation, const PlannedJob& planned, Writes* writes);

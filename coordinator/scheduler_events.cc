@@ -639,13 +639,18 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
   const int to = job.resize_to > 0 ? job.resize_to : job.spec.gpus;
   const std::string where =
       "stopped at the checkpoint of iteration " + std::to_string(stopped_at) + ", it resumes ";
+  const bool preempted = job.evacuate_from.empty() && to == job.spec.gpus &&
+                         static_cast<size_t>(to) == job.devices.size();
   const Reason reason =
-      job.evacuate_from.empty()
-          ? Reason{ReasonCode::kResized, "resized from " + std::to_string(job.devices.size()) +
+      !job.evacuate_from.empty()
+          ? Reason{ReasonCode::kEvacuated, "evacuated from draining node " + job.evacuate_from +
+                                               ": " + where + "on other nodes"}
+      : preempted  // by the scheduling policy (PreemptLocked): it waits for its turn again
+          ? Reason{ReasonCode::kResized, "preempted to make way for other jobs: " + where +
+                                             "from there when the policy places it again"}
+          : Reason{ReasonCode::kResized, "resized from " + std::to_string(job.devices.size()) +
                                              " to " + std::to_string(to) + " devices: " + where +
-                                             "from there"}
-          : Reason{ReasonCode::kEvacuated, "evacuated from draining node " + job.evacuate_from +
-                                               ": " + where + "on other nodes"};
+                                             "from there"};
   ReleaseLocked(job.id);
   JobWrite write = TransitionWrite(job.id, JobState::kPending, reason, /*retry=*/true);
   write.mutate = [to](JobRecord& r) {

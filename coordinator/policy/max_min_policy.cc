@@ -175,11 +175,10 @@ class MaxMinRound {
   }
 
   std::string PreemptionMessage(const PolicyJob& job) const {
-    return "user " + UserName(job.user) + " is above its fair share (share " +
-           Fixed(users_.at(job.user).share, 2) + ") after " +
-           Fixed(snapshot_.now_s - job.placed_at_s, 0) + " s on " +
+    return "user " + UserName(job.user) +
+           " has had its turn: " + Fixed(snapshot_.now_s - job.placed_at_s, 0) + " s on " +
            std::to_string(job.devices.size()) + " " + job.device_type + " devices (minimum slice " +
-           Fixed(options_.min_slice_s, 0) + " s)";
+           Fixed(options_.min_slice_s, 0) + " s); the devices go to users with a smaller share";
   }
 
   void WaitForShare(const PolicyJob& job) {

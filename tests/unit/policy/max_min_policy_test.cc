@@ -76,8 +76,8 @@ TEST_CASE("max-min: a user below its share preempts a job only after the minimum
   CHECK(decisions.preemptions[0].job_id == "a");
   CHECK(decisions.preemptions[0].for_job == "b");
   CHECK(decisions.preemptions[0].message ==
-        "user alice is above its fair share (share 0.00) after 300 s on 4 cpu devices "
-        "(minimum slice 300 s)");
+        "user alice has had its turn: 300 s on 4 cpu devices (minimum slice 300 s); the "
+        "devices go to users with a smaller share");
   CHECK(pool.Job("b").placed());
   CHECK(pool.DoublyHeld() == 0);
 }

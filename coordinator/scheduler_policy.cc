@@ -1,0 +1,56 @@
+// The Scheduler's side of a scheduling policy other than fifo (SchedulerOptions::policy): what the
+// policy sees of placed jobs, and its preemptions carried out through checkpoints.
+#include "common/logging.h"
+#include "coordinator/scheduler.h"
+
+namespace deepool::coordinator {
+
+void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
+                                     AdmissionInput* input) const {
+  input->now_ms = clock_->WallMillis();
+  for (const JobSnapshot& job : active) {
+    if (job->state == JobState::kPending || job->spec.role == JobRole::kBg) continue;
+    input->placed.push_back(job);
+    // Only a running job can stop at a checkpoint, and one already stopping is left to stop.
+    if (job->state != JobState::kRunning || job->resize_to > 0) continue;
+    const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(*job);
+    if (periodic && (periodic->every_iterations >= 1 || periodic->every_seconds > 0)) {
+      input->preemptible.insert(job->id);
+    }
+  }
+}
+
+void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
+  const std::string note = "preempted by the " + std::string(options_.policy->Name()) +
+                           " policy: " + preempted.message +
+                           (preempted.for_job.empty() ? "" : ", for job " + preempted.for_job) +
+                           "; it stops at its next checkpoint";
+  const int64_t now = clock_->WallMillis();
+  // As a resize to its own size: its ranks stop at their next checkpoint (StopAtCheckpointWanted)
+  // and it goes back to PENDING (RequeueResizedLocked) to resume from there.
+  JobWrite write = UpdateWrite(preempted.job_id, [note, now](JobRecord& r) {
+    if (r.state != JobState::kRunning || r.resize_to > 0) return;
+    r.resize_to = r.spec.gpus;
+    r.history.push_back({r.state, note, now, ReasonCode::kResized});
+  });
+  write.retry = true;
+  writes->push_back(std::move(write));
+  DP_LOG_INFO("job {}: {}", preempted.job_id, note);
+}
+
+bool Scheduler::GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const {
+  for (const DeviceKey& key : grant.devices) {
+    const std::optional<std::string> holder = ledger_.ForegroundOf(key);
+    if (!holder) continue;
+    const std::string message =
+        "waiting for job " + *holder + " to stop at its next checkpoint (preempted for this job)";
+    writes->push_back(AdviceWrite(grant.job_id, [message](JobRecord& r) {
+      r.reason = message;
+      r.reason_code = ReasonCode::kWaitingForDevices;
+    }));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace deepool::coordinator

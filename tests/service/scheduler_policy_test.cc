@@ -1,0 +1,150 @@
+// The Scheduler under the max-min and deepool policies (SchedulerOptions::policy), with a
+// FakeClock, a FakePlanningBackend and fake workers: preemption through checkpoints, the minimum
+// slice, and jobs sized by the policy. fifo is the Scheduler's default and every other scheduler
+// test's.
+#include <catch2/catch.hpp>
+
+#include "coordinator/policy/policy.h"
+#include "coordinator/scheduler.h"
+#include "tests/service/scheduler_harness.h"
+
+namespace deepool::coordinator {
+namespace {
+
+using std::chrono::seconds;
+using testing::Fg;
+using testing::Harness;
+using testing::Running;
+
+SchedulerOptions WithPolicy(const std::string& name, double min_slice_s = 300) {
+  policy::PolicyOptions policy_options;
+  policy_options.min_slice_s = min_slice_s;
+  StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy(name, policy_options);
+  REQUIRE(made.ok());
+  SchedulerOptions options;
+  options.policy = std::move(*made);
+  return options;
+}
+
+// A FG job that writes a periodic checkpoint every 5 of its 1000 iterations.
+JobSpec Checkpointed(int gpus) {
+  JobSpec spec = Fg(gpus);
+  spec.iterations = 1000;
+  spec.checkpoint_dir = "/ckpt/job";
+  spec.checkpoint_every_iterations = 5;
+  return spec;
+}
+
+JobRecord SubmitAs(Harness& h, const JobSpec& spec, const std::string& user) {
+  StatusOr<JobRecord> job = h.scheduler.Submit(spec, "", user);
+  REQUIRE(job.ok());
+  return *job;
+}
+
+// Time passes in steps of 5 s, node a heartbeating with the tasks of the jobs running on it.
+void Pass(Harness& h, int seconds_to_pass, const std::vector<std::string>& job_ids) {
+  for (int passed = 0; passed < seconds_to_pass; passed += 5) {
+    h.clock.Advance(seconds(5));
+    std::vector<v1::RunningTask> running;
+    for (const std::string& id : job_ids) {
+      const JobRecord job = h.Get(id);
+      if (job.state != JobState::kRunning) continue;
+      for (const std::string& task_id : job.task_ids) running.push_back(Running(task_id, id));
+    }
+    REQUIRE(h.scheduler.Heartbeat("node-a", running).ok());
+  }
+}
+
+// The job's ranks stop at a checkpoint when asked to (as executors do); returns whether asked.
+bool StopIfAsked(Harness& h, const std::string& job_id) {
+  const JobRecord job = h.Get(job_id);
+  if (job.state != JobState::kRunning) return false;
+  bool asked = false;
+  for (const std::string& task_id : job.task_ids) {
+    if (!h.scheduler.StopAtCheckpointWanted(task_id)) continue;
+    asked = true;
+    v1::ReportTaskExitRequest exit;
+    exit.set_node_id("node-a");
+    exit.set_task_id(task_id);
+    exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+    exit.set_stopped_at_iteration(5);
+    REQUIRE(h.scheduler.ReportTaskExit(exit).ok());
+  }
+  return asked;
+}
+
+TEST_CASE("max-min: another user's job preempts a running one at a checkpoint after the slice",
+          "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("max-min"));
+  h.AddNode("a", 4);
+  const JobRecord alice = SubmitAs(h, Checkpointed(4), "alice");
+  h.scheduler.Tick();
+  REQUIRE(h.Get(alice.id).state == JobState::kRunning);
+
+  Pass(h, 100, {alice.id});
+  const JobRecord bob = SubmitAs(h, Checkpointed(4), "bob");
+  h.scheduler.Tick();
+  CHECK(h.Get(bob.id).state == JobState::kPending);
+  CHECK(h.Get(bob.id).reason.find("user bob has share 0.00") == 0);
+  CHECK_FALSE(StopIfAsked(h, alice.id));
+
+  Pass(h, 200, {alice.id, bob.id});  // alice's job has held its devices for 300 s
+  h.scheduler.Tick();
+  CHECK(h.Get(bob.id).state == JobState::kPending);
+  CHECK(h.Get(bob.id).reason ==
+        "waiting for job " + alice.id + " to stop at its next checkpoint (preempted for this job)");
+  REQUIRE(StopIfAsked(h, alice.id));
+  const JobRecord preempted = h.Get(alice.id);
+  CHECK(preempted.state == JobState::kPending);
+  CHECK(preempted.reason.find("preempted to make way for other jobs: stopped at the checkpoint "
+                              "of iteration 5") == 0);
+  CHECK(preempted.spec.gpus == 4);
+  h.scheduler.Tick();
+  CHECK(h.Get(bob.id).state == JobState::kRunning);
+  CHECK(h.Get(alice.id).state == JobState::kPending);
+}
+
+// Two users share one node for an hour, a round every 10 s, their executors stopping at once
+// when asked: a job keeps its devices for the minimum slice, so there are a few preemptions per
+// hour, not one every other round.
+TEST_CASE("max-min: no thrashing through the scheduler", "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("max-min", /*min_slice_s=*/300));
+  h.AddNode("a", 4);
+  const JobRecord alice = SubmitAs(h, Checkpointed(4), "alice");
+  const JobRecord bob = SubmitAs(h, Checkpointed(4), "bob");
+  int preemptions = 0;
+  int alice_rounds = 0;
+  int bob_rounds = 0;
+  for (int round = 0; round < 360; ++round) {
+    h.scheduler.Tick();
+    alice_rounds += h.Get(alice.id).state == JobState::kRunning;
+    bob_rounds += h.Get(bob.id).state == JobState::kRunning;
+    preemptions += StopIfAsked(h, alice.id);
+    preemptions += StopIfAsked(h, bob.id);
+    Pass(h, 10, {alice.id, bob.id});
+  }
+  CHECK(preemptions >= 5);
+  CHECK(preemptions <= 12);
+  // Each user ran about half the hour.
+  CHECK(alice_rounds >= 130);
+  CHECK(bob_rounds >= 130);
+}
+
+TEST_CASE("deepool: a FG job is sized to the devices that are free", "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool"));
+  h.AddNode("a", 4);
+  const JobRecord job = h.Submit(Fg(8));
+  h.scheduler.Tick();
+  const JobRecord running = h.Get(job.id);
+  CHECK(running.state == JobState::kRunning);
+  CHECK(running.devices.size() == 4);
+  bool sized = false;
+  for (const StateChange& change : running.history) {
+    sized |= change.reason.find("(4 of the 8 asked for: the deepool policy's size)") !=
+             std::string::npos;
+  }
+  CHECK(sized);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
