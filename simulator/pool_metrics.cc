@@ -56,6 +56,11 @@ PoolMetrics ComputePoolMetrics(const PoolRun& run) {
     metrics.allocated_utilisation = run.allocated_device_s / capacity;
     metrics.busy_utilisation = run.busy_device_s / capacity;
   }
+  if (run.window_s > 0) {
+    metrics.window_busy_utilisation =
+        run.window_busy_device_s / (static_cast<double>(run.total_devices) * run.window_s);
+    metrics.window_samples_per_s = run.window_samples / run.window_s;
+  }
   if (run.end_s > 0) metrics.throughput_samples_per_s = samples / run.end_s;
   return metrics;
 }

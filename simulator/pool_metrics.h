@@ -24,8 +24,13 @@ struct PoolMetrics {
   double busy_utilisation = 0;
   // Samples trained (iterations x global batch, summed over jobs) per second of makespan.
   double throughput_samples_per_s = 0;
+  // While jobs arrive (PoolRun::window_s; 0 when they all arrive at once): devices computing
+  // over devices, and samples trained per second.
+  double window_busy_utilisation = 0;
+  double window_samples_per_s = 0;
   // A FG job's slowdown: its completion time over its isolated time (alone, data parallel on the
-  // devices it asked for, of the reference type); mean and p99 over FG jobs.
+  // devices it asked for, of its fastest allowed type: PoolJobInput::isolated_s); mean and p99 over
+  // FG jobs.
   double fg_mean_slowdown = 0;
   double fg_p99_slowdown = 0;
   int64_t moves = 0;        // allocation changes of running jobs, preemptions included

@@ -86,6 +86,7 @@ void PoolEngine::Advance(double until_s) {
   const double slack = 1e-9 * std::max(1.0, until_s);
   for (ActiveJob& job : active_) {
     if (!job.view.allocation.running()) continue;
+    const double restore_before = job.restore_left_s;
     const double productive = std::max(0.0, dt - job.restore_left_s);
     const double total = static_cast<double>(job.view.total_iterations);
     if (job.rate > 0 &&
@@ -102,6 +103,12 @@ void PoolEngine::Advance(double until_s) {
     run_.jobs[job.input].device_s += job.held_devices * dt;
     run_.allocated_device_s += job.held_devices * dt;
     run_.busy_device_s += job.busy_devices * productive;
+    // The part of this step inside the arrival window, after the restore.
+    const double in_window = std::min(until_s, run_.window_s) - now_s_;
+    const double productive_in_window = std::max(0.0, in_window - restore_before);
+    run_.window_busy_device_s += job.busy_devices * productive_in_window;
+    run_.window_samples +=
+        job.rate * productive_in_window * static_cast<double>(job.view.job->global_batch);
   }
   now_s_ = until_s;
 }
@@ -325,6 +332,7 @@ StatusOr<PoolRun> PoolEngine::Run() {
     record.global_batch = input.job->global_batch;
     run_.jobs.push_back(record);
   }
+  if (!inputs_.empty()) run_.window_s = inputs_.back().job->arrival_s;
   double next_round_s = options_.round_s;
   while (next_arrival_ < inputs_.size() || !active_.empty()) {
     const double arrival_s =

@@ -48,8 +48,8 @@ struct PoolJobInput {
   const WorkloadJob* job = nullptr;
   std::shared_ptr<const JobCurves> curves;
   int64_t iterations = 0;  // what it trains (IterationsFor)
-  // Seconds it takes alone, data parallel on its `gpus` devices of the reference type: the
-  // yardstick of its slowdown.
+  // Seconds it takes alone, data parallel on its `gpus` devices of the fastest type it may use:
+  // the yardstick of its slowdown.
   double isolated_s = 0;
 };
 
@@ -77,6 +77,11 @@ struct PoolRun {
   // own-device BG jobs' whole device, multiplexed BG jobs' share of their host's idle time.
   double busy_device_s = 0;
   int total_devices = 0;
+  // The same while jobs still arrive, [0, the last arrival]: the pool's steady state, before the
+  // trace's tail of long jobs drains (what a cluster that never stops receiving jobs sees).
+  double window_s = 0;
+  double window_busy_device_s = 0;
+  double window_samples = 0;  // iterations x global batch trained in the window
 };
 
 // Replays `inputs` (in arrival order, as the workload lists them) under `policy`.

@@ -112,6 +112,21 @@ TEST_CASE("Jobs queued on one device finish one after the other", "[pool]") {
   CHECK(metrics.allocated_utilisation == Approx(1));
 }
 
+TEST_CASE("The window metrics count only what is trained while jobs arrive", "[pool]") {
+  const std::vector<WorkloadJob> jobs = {Job(0, 0), Job(1, 50)};
+  const auto curves = Curves({Point(1, 1.0, 0.5)});
+  const std::vector<PoolJobInput> inputs = {{&jobs[0], curves, 100, 100},
+                                            {&jobs[1], curves, 100, 100}};
+  ScriptedPolicy policy(OneDeviceEach);
+  StatusOr<PoolRun> run = SimulatePool(inputs, Pool(1), policy);
+  REQUIRE(run.ok());
+  CHECK(run->window_s == 50);
+  const PoolMetrics metrics = ComputePoolMetrics(*run);
+  CHECK(metrics.window_samples_per_s == Approx(10));  // 50 iterations of 10 samples in 50 s
+  CHECK(metrics.window_busy_utilisation == Approx(0.5));
+  CHECK(metrics.makespan_s == Approx(200));
+}
+
 TEST_CASE("A move costs the checkpoint restore and then runs at the new rate", "[pool]") {
   const std::vector<WorkloadJob> jobs = {Job(0, 0)};
   const std::vector<PoolJobInput> inputs = {

@@ -1,0 +1,196 @@
+// A coordinator policy as the pool simulator's policy (pool_policy_adapter.h).
+#include "simulator/pool_policy_adapter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace deepool::simulator {
+namespace cp = coordinator::policy;
+namespace {
+
+std::string JobKey(int64_t id) { return std::to_string(id); }
+
+double BusyFraction(const PoolCurvePoint& point, Parallelism parallelism) {
+  return parallelism == Parallelism::kBurst ? point.burst_busy_fraction : point.dp_busy_fraction;
+}
+
+}  // namespace
+
+PolicyAdapter::PolicyAdapter(std::unique_ptr<cp::Policy> policy,
+                             const std::vector<PoolDeviceType>& pool, PolicyAdapterOptions options)
+    : policy_(std::move(policy)), options_(std::move(options)) {
+  const int per_node = std::max(1, options_.devices_per_node);
+  for (const PoolDeviceType& type : pool) {
+    for (int i = 0; i < type.devices; ++i) {
+      cp::PolicyDevice device;
+      char node[64];
+      std::snprintf(node, sizeof node, "%s-n%04d", type.name.c_str(), i / per_node);
+      device.key = {node, std::to_string(i % per_node)};
+      device.type = type.name;
+      device_index_[device.key.first][device.key.second] = devices_.size();
+      devices_.push_back(Device{type.name});
+      snapshot_.devices.push_back(std::move(device));
+    }
+  }
+}
+
+cp::PolicyJob PolicyAdapter::MakeJob(const PoolJobView& view) const {
+  const WorkloadJob& row = *view.job;
+  cp::PolicyJob job;
+  job.id = JobKey(row.id);
+  job.user = row.user;
+  job.role = row.role == WorkloadRole::kFg ? cp::Role::kFg : cp::Role::kBg;
+  job.priority = row.priority;
+  job.seq = row.id;
+  job.arrival_s = row.arrival_s;
+  job.requested_devices = row.gpus;
+  job.amplification_limit = row.amplification_limit;
+  job.global_batch = row.global_batch;
+  job.required_device_type = row.device_type;
+  job.preemptible = true;  // the simulator checkpoints every job it stops
+  for (const PoolCurve& curve : view.curves->per_type) {
+    cp::SpeedCurve speed;
+    for (const PoolCurvePoint& point : curve.points) {
+      if (point.devices < 1) continue;
+      if (speed.iteration_s.size() < static_cast<size_t>(point.devices)) {
+        speed.iteration_s.resize(static_cast<size_t>(point.devices), 0);
+      }
+      speed.iteration_s[static_cast<size_t>(point.devices - 1)] =
+          options_.parallelism == Parallelism::kBurst ? point.burst_iteration_s
+                                                      : point.dp_iteration_s;
+    }
+    job.curves[curve.device_type] = std::move(speed);
+  }
+  return job;
+}
+
+void PolicyAdapter::Release(int64_t job) {
+  const auto found = held_.find(job);
+  if (found == held_.end()) return;
+  for (size_t index : found->second) {
+    if (devices_[index].fg == job) devices_[index].fg = -1;
+    if (devices_[index].bg == job) devices_[index].bg = -1;
+  }
+  held_.erase(found);
+}
+
+Status PolicyAdapter::Hold(int64_t job, bool foreground, const std::vector<cp::DeviceKey>& keys) {
+  std::vector<size_t>& held = held_[job];
+  for (const cp::DeviceKey& key : keys) {
+    const auto node = device_index_.find(key.first);
+    const auto device = node == device_index_.end() ? decltype(node->second.end()){}
+                                                    : node->second.find(key.second);
+    if (node == device_index_.end() || device == node->second.end()) {
+      return InternalError("the policy granted job " + JobKey(job) + " an unknown device " +
+                           key.first + "/" + key.second);
+    }
+    Device& slot = devices_[device->second];
+    int64_t& holder = foreground ? slot.fg : slot.bg;
+    if (holder >= 0 && holder != job) {
+      return InternalError("the policy granted job " + JobKey(job) + " device " + key.first + "/" +
+                           key.second + ", which job " + JobKey(holder) + " holds");
+    }
+    holder = job;
+    held.push_back(device->second);
+  }
+  return Status::Ok();
+}
+
+void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
+  views_.clear();
+  for (const PoolJobView& view : snapshot.jobs) views_[view.job->id] = &view;
+  // Both lists are in arrival order: keep the jobs still in the pool, add the new ones.
+  std::vector<cp::PolicyJob> jobs;
+  jobs.reserve(snapshot.jobs.size());
+  size_t kept = 0;
+  for (const PoolJobView& view : snapshot.jobs) {
+    const std::string key = JobKey(view.job->id);
+    while (kept < snapshot_.jobs.size() && snapshot_.jobs[kept].id != key) {
+      Release(std::stoll(snapshot_.jobs[kept].id));  // finished
+      ++kept;
+    }
+    if (kept < snapshot_.jobs.size()) {
+      jobs.push_back(std::move(snapshot_.jobs[kept++]));
+    } else {
+      jobs.push_back(MakeJob(view));
+    }
+    if (!view.allocation.running()) Release(view.job->id);  // stopped by the simulator
+    cp::PolicyJob& job = jobs.back();
+    job.remaining_iterations = static_cast<int64_t>(
+        std::ceil(static_cast<double>(view.total_iterations) - view.done_iterations));
+    job.devices.clear();
+    job.device_type.clear();
+    if (const auto found = held_.find(view.job->id); found != held_.end()) {
+      for (size_t index : found->second) job.devices.push_back(snapshot_.devices[index].key);
+      if (!found->second.empty()) job.device_type = devices_[found->second.front()].type;
+    }
+    job.placed_at_s = view.allocated_since_s;
+  }
+  for (; kept < snapshot_.jobs.size(); ++kept) Release(std::stoll(snapshot_.jobs[kept].id));
+  snapshot_.jobs = std::move(jobs);
+}
+
+void PolicyAdapter::RefreshDevices() {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    cp::PolicyDevice& device = snapshot_.devices[i];
+    const int64_t fg = devices_[i].fg;
+    if (fg < 0) {
+      device.idle_fraction = 1;
+      device.fg_rank_running = false;
+      continue;
+    }
+    device.fg_rank_running = options_.multiplex;
+    device.idle_fraction = 0;
+    if (!options_.multiplex) continue;
+    const PoolJobView& view = *views_.at(fg);
+    const PoolCurve* curve = view.curves->For(devices_[i].type);
+    const PoolCurvePoint* point =
+        curve ? curve->At(static_cast<int>(held_.at(fg).size())) : nullptr;
+    if (point) device.idle_fraction = 1 - BusyFraction(*point, options_.parallelism);
+  }
+}
+
+PoolDecisions PolicyAdapter::Allocations() const {
+  PoolDecisions decisions;
+  decisions.run.reserve(held_.size());
+  for (const auto& [job, indices] : held_) {
+    if (indices.empty()) continue;
+    const Device& first = devices_[indices.front()];
+    PoolAllocation allocation;
+    allocation.device_type = first.type;
+    allocation.parallelism = options_.parallelism;
+    if (first.bg == job) {
+      allocation.host_job = first.fg;
+      allocation.devices = first.fg >= 0 ? 0 : 1;
+    } else {
+      allocation.devices = static_cast<int>(indices.size());
+    }
+    decisions.run.push_back({job, allocation});
+  }
+  return decisions;
+}
+
+StatusOr<PoolDecisions> PolicyAdapter::Decide(const PoolSnapshot& snapshot) {
+  SyncJobs(snapshot);
+  RefreshDevices();
+  snapshot_.now_s = snapshot.now_s;
+  const cp::Decisions decisions = policy_->Decide(snapshot_);
+  for (const cp::Preemption& preemption : decisions.preemptions) {
+    Release(std::stoll(preemption.job_id));
+  }
+  for (const cp::Grant& grant : decisions.grants) {
+    const int64_t job = std::stoll(grant.job_id);
+    const auto view = views_.find(job);
+    if (view == views_.end()) {
+      return InternalError("the policy granted devices to job " + grant.job_id +
+                           ", which is not in the pool");
+    }
+    Release(job);  // a FG job granted again is resized
+    RETURN_IF_ERROR(Hold(job, view->second->job->role == WorkloadRole::kFg, grant.devices));
+  }
+  return Allocations();
+}
+
+}  // namespace deepool::simulator
