@@ -80,6 +80,9 @@ TrainResult TrainTiedReference(const planner::Graph& graph, const OptimizerSpec&
     tied.mutable_grad() = torch::Tensor();
     loss.backward();
     source.mutable_grad().add_(tied.grad());
+    // The shared tensor counts once in the norm, as in torch (params holds it once).
+    if (optimizer.clip_grad_norm > 0)
+      torch::nn::utils::clip_grad_norm_(params, optimizer.clip_grad_norm);
     (*opt)->step();
     result.losses.push_back(loss.item<double>());
   }
@@ -143,13 +146,23 @@ TEST_CASE("A tied gpt_tiny under an uneven 3-rank plan trains as one shared tens
   RequireTiedTrainingMatches(plan, Sgd());
 }
 
-TEST_CASE("A tied gpt_tiny in a burst plan trains as one shared tensor",
-          "[executor][tied]") {
+TEST_CASE("A tied gpt_tiny in a burst plan trains as one shared tensor", "[executor][tied]") {
   const planner::Graph graph = TiedGptTiny();
   // The burst: wte on all three ranks, lm_head on two of them; the rest on rank 0.
   const planner::Plan plan =
       MakePlan(graph, kBatch, 3, {0}, {{"transformer.wte", {0, 1, 2}}, {"lm_head", {1, 2}}});
   RequireTiedTrainingMatches(plan, Sgd());
+}
+
+TEST_CASE("A tied gpt_tiny under an uneven 3-rank plan with clipping counts the tie once",
+          "[executor][tied][recipes]") {
+  const planner::Graph graph = TiedGptTiny();
+  const planner::Plan plan =
+      MakePlan(graph, kBatch, 3, {0, 1, 2},
+               {{"transformer.wte", {0}}, {"transformer.h.0.attn", {2}}, {"lm_head", {1, 2}}});
+  OptimizerSpec clipped = Sgd();
+  clipped.clip_grad_norm = 0.05;
+  RequireTiedTrainingMatches(plan, clipped);
 }
 
 TEST_CASE("A tied gpt_tiny on one rank trains as one shared tensor", "[executor][tied]") {
