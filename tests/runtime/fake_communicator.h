@@ -66,6 +66,15 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
     std::lock_guard<std::mutex> lock(mu_);
     return half_bytes_sent_;
   }
+  // Bytes every rank posted to all-reduces (summed over ranks), and of the bf16 ones among them.
+  int64_t bytes_all_reduced() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_all_reduced_;
+  }
+  int64_t bf16_bytes_all_reduced() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bf16_bytes_all_reduced_;
+  }
 
  private:
   friend class FakeCommunicator;
@@ -174,6 +183,9 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
   StatusOr<std::shared_ptr<Entry>> PostAllReduce(int rank, const torch::Tensor& tensor,
                                                  const RankGroup& group, int64_t seq) {
     if (nccl()) RETURN_IF_ERROR(CheckCollectiveOrder(rank, group, seq));
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    bytes_all_reduced_ += bytes;
+    if (tensor.scalar_type() == torch::kBFloat16) bf16_bytes_all_reduced_ += bytes;
     auto& collective = collectives_[{group, seq}];
     if (!collective) {
       collective = std::make_shared<Collective>();
@@ -391,6 +403,8 @@ class FakeNetwork : public std::enable_shared_from_this<FakeNetwork> {
   int64_t messages_sent_ = 0;
   int64_t bytes_sent_ = 0;
   int64_t half_bytes_sent_ = 0;
+  int64_t bytes_all_reduced_ = 0;
+  int64_t bf16_bytes_all_reduced_ = 0;
 };
 
 class FakeWork final : public CommWork {

@@ -33,6 +33,12 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
                                 " ranks");
   }
   RETURN_IF_ERROR(plan.Validate().WithContext("plan"));
+  if (options.gradient_precision != planner::Precision::kFp32 &&
+      options.gradient_precision != planner::Precision::kBf16) {
+    return InvalidArgumentError(std::string("gradient precision ") +
+                                planner::PrecisionName(options.gradient_precision) +
+                                " is not supported (fp32 or bf16)");
+  }
   SetMathMode(options.precision, options.device);
   std::unique_ptr<Executor> executor(
       new Executor(graph, plan, comm, data, std::move(options), clock));
@@ -548,13 +554,15 @@ Status Executor::StartBucketSum(const RankGroup& group) {
   }
   // The rank's loss rides as one more element of the first world bucket (every rank of the world
   // starts the same buckets in the same order), so the loss sum costs no collective of its own.
-  // Only in a float32/float64 bucket: a narrower one would round the loss.
+  // Only in a float32/float64 bucket: a narrower one (bf16 gradient sums) would round the loss.
+  const bool narrowed = options_.gradient_precision == planner::Precision::kBf16;
   const auto dtype = grads.front().scalar_type();
-  if (carries_loss && (dtype == torch::kFloat || dtype == torch::kDouble)) {
+  if (carries_loss && !narrowed && (dtype == torch::kFloat || dtype == torch::kDouble)) {
     grads.push_back(iteration_loss_.to(dtype));
     loss_reduce_ = reduces_.size();
   }
   pending.flat = grads.size() == 1 ? grads[0].clone() : torch::cat(grads);
+  if (narrowed) pending.flat = pending.flat.to(torch::kBFloat16);  // summed in bf16
   grads.clear();
   for (int id : pending.layers) {  // copied: autograd's tensors go back to the allocator
     for (auto& grad : layers_[static_cast<size_t>(id)].hooked_grads) grad = torch::Tensor();
@@ -605,6 +613,11 @@ Status Executor::FinishReductions(torch::Tensor& local_loss, std::unique_ptr<Com
                        .to(torch::kFloat64, false,
                            /*copy=*/true);
       loss_sum = std::move(pending.work);  // its host wait comes after the step
+    }
+    // A bf16 sum comes back to the parameters' dtype (fp32: the master gradients).
+    if (pending.flat.scalar_type() == torch::kBFloat16 &&
+        options_.gradient_precision == planner::Precision::kBf16) {
+      pending.flat = pending.flat.to(torch::kFloat);
     }
     // The gradients become views of the summed bucket, as DDP's gradient_as_bucket_view: no
     // copy back. They live until the next iteration drops them.

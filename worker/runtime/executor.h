@@ -119,6 +119,13 @@ struct ExecutorOptions {
   // fp32; activations and their gradients cross between device sets in the compute dtype (bf16:
   // half the bytes). tf32 sets the CUDA math mode (process-wide) and computes like fp32 on CPU.
   planner::Precision precision = planner::Precision::kFp32;
+  // What gradient all-reduces move (docs/runtime.md, "Precision"): fp32 (the default) or bf16,
+  // for which each bucket is cast to bf16 for its sum and back to fp32 after it (the gradients
+  // the optimizer steps stay fp32: the master copy), moving half the bytes at the cost of
+  // rounding each rank's gradients and their sum to bf16's 8 bits of mantissa. The loss then
+  // takes its own all-reduce instead of riding in a bucket. GradientSyncOptions::precision
+  // (planner/gradient_sync.h) charges the same halving.
+  planner::Precision gradient_precision = planner::Precision::kFp32;
   // fp16 only: dynamic loss scaling (loss_scaler.h). The loss's gradient is scaled; after the
   // gradient sums, one all-reduce over the world tells every rank whether any rank's gradients
   // hold an inf or nan (a host wait, fp16 only): then every rank skips the step and halves the
