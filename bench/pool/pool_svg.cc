@@ -27,7 +27,8 @@ std::string BarChartSvg(const std::string& title, const std::vector<std::string>
                         const std::vector<BarGroup>& groups, bool normalise) {
   const double bar = 14, gap = 18, left = 50, top = 40, height = 220;
   const double group_width = bar * static_cast<double>(series.size()) + gap;
-  const double width = left + group_width * static_cast<double>(groups.size()) + 20;
+  const double width = std::max(left + group_width * static_cast<double>(groups.size()) + 20,
+                                left + 150 * static_cast<double>(series.size()));
   double top_value = 0;
   for (const BarGroup& group : groups) {
     for (double value : group.values) top_value = std::max(top_value, value);
