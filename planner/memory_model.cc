@@ -39,59 +39,75 @@ bool CastsWeights(Op op) {
   return op == Op::kConv2d || op == Op::kLinear || op == Op::kMultiheadAttention;
 }
 
-// Bytes per sample autograd keeps from the layer's forward for its backward, at `width` bytes
-// per activation element.
-int64_t SavedPerSample(const Graph& graph, const Layer& layer, int64_t width) {
-  const int64_t in = InputElements(graph, layer);
-  const int64_t out = NumElements(layer.output_shape);
-  const LayerAttrs& a = layer.attrs;
-  switch (layer.op) {
+// Whether the op's backward needs its input (so autograd keeps the tensor it read).
+bool SavesInput(Op op) {
+  switch (op) {
     case Op::kConv2d:
     case Op::kLinear:
     case Op::kBatchNorm2d:
     case Op::kAvgPool2d:
     case Op::kAdaptiveAvgPool2d:
     case Op::kGelu:
-      return in * width;  // the input
-    case Op::kRelu:
-      return out * width;  // the result
     case Op::kMaxPool2d:
-      return in * width + out * kIndexBytes;
+    case Op::kLayerNorm:
+    case Op::kMultiheadAttention:
+      return true;
+    default:
+      return false;  // relu keeps its result; views, sums, copies and selects keep nothing
+  }
+}
+
+// Whether layer `id`'s output is kept for backward: relu keeps its own result, and any consumer
+// that saves its input keeps it. One tensor, counted once, however many keep it.
+bool OutputKept(const Graph& graph, int id) {
+  if (graph.layer(id).op == Op::kRelu) return true;
+  for (int consumer : graph.consumers(id)) {
+    if (SavesInput(graph.layer(consumer).op)) return true;
+  }
+  return false;
+}
+
+// Bytes per sample autograd keeps for backward that are charged to this layer, at `width` bytes
+// per activation element: its output when kept (OutputKept), the graph input when it reads
+// and keeps it, and what the op keeps besides its input and output.
+int64_t SavedPerSample(const Graph& graph, int id, int64_t width) {
+  const Layer& layer = graph.layer(id);
+  const int64_t out = NumElements(layer.output_shape);
+  const LayerAttrs& a = layer.attrs;
+  int64_t saved = OutputKept(graph, id) ? out * width : 0;
+  for (int input : layer.input_ids) {
+    if (input != kGraphInputId) continue;
+    if (layer.op == Op::kEmbedding) {
+      saved += NumElements(graph.input_shape()) * kIndexBytes;  // the ids
+    } else if (SavesInput(layer.op)) {
+      saved += NumElements(graph.input_shape()) * width;
+    }
+  }
+  switch (layer.op) {
+    case Op::kMaxPool2d:
+      return saved + out * kIndexBytes;
     case Op::kDropout:
-      return a.p > 0 ? out * kMaskBytes : 0;
+      return saved + (a.p > 0 ? out * kMaskBytes : 0);
     case Op::kLayerNorm: {
       int64_t normalized = 1;
       for (int64_t d : a.normalized_shape) normalized *= d;
-      const int64_t rows = normalized > 0 ? in / normalized : 0;
-      return in * width + rows * 2 * kFp32Bytes;  // input, mean and rstd per row
+      return saved + (normalized > 0 ? out / normalized : 0) * 2 * kFp32Bytes;  // mean, rstd
     }
-    case Op::kEmbedding:
-      return in * kIndexBytes;  // the ids
     case Op::kMultiheadAttention: {
       const int64_t tokens = layer.output_shape.empty() ? 0 : layer.output_shape.front();
       const int64_t dim = out / std::max<int64_t>(tokens, 1);
       const int64_t heads = std::max<int64_t>(a.num_heads, 1);
-      // in_proj's input, q/k/v, the attended values and out_proj's input.
-      int64_t saved = (1 + 3 + 1 + 1) * tokens * dim * width;
+      // q, k, v, the attended values and out_proj's input (the layer's input is kept above).
+      saved += (3 + 1 + 1) * tokens * dim * width;
       if (a.dropout > 0) {
         // Computed weights: softmax's result, the mask and the dropped weights, each H x T x T.
-        saved += heads * tokens * tokens * (2 * width + kMaskBytes);
-      } else {
-        saved += heads * tokens * kFp32Bytes;  // the fused kernel's log-sum-exp
+        return saved + heads * tokens * tokens * (2 * width + kMaskBytes);
       }
-      return saved;
+      return saved + heads * tokens * kFp32Bytes;  // the fused kernel's log-sum-exp
     }
-    case Op::kFlatten:
-    case Op::kConcat:
-    case Op::kAdd:
-    case Op::kPositionEmbedding:
-    case Op::kTranspose:
-    case Op::kClassToken:
-    case Op::kSelect:
-    case Op::kMean:
-      return 0;  // views, sums and copies: backward needs only shapes
+    default:
+      return saved;
   }
-  return 0;
 }
 
 // Transient bytes per sample while the layer's backward runs: the gradients of its output and
@@ -128,7 +144,7 @@ LayerMemory EstimateLayerMemory(const Graph& graph, int layer_id,
   memory.gradient_bytes = layer.params * kFp32Bytes;
   memory.optimizer_bytes = layer.params * kFp32Bytes * static_cast<int64_t>(options.optimizer);
   if (width < kFp32Bytes && CastsWeights(layer.op)) memory.fixed_saved_bytes = layer.params * width;
-  memory.saved_bytes_per_sample = SavedPerSample(graph, layer, width);
+  memory.saved_bytes_per_sample = SavedPerSample(graph, layer_id, width);
   // The loss keeps log-softmax's fp32 result of every output it reads.
   for (int output : graph.output_ids()) {
     if (output == layer_id) memory.saved_bytes_per_sample += layer.output_bytes;

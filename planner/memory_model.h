@@ -5,8 +5,9 @@
 // A device that runs layer l on g devices with a share of s samples holds, for that layer:
 //   state:       weights (fp32 master), their gradients (fp32) and the optimizer's state (SGD
 //                with momentum: one fp32 copy; Adam and AdamW: two), independent of s;
-//   activations: what autograd keeps from l's forward for its backward, per sample x s, at the
-//                precision's activation width (BytesPerElement), per op (memory_model.cc). At
+//   activations: what autograd keeps for backward, per sample x s, at the precision's
+//                activation width (BytesPerElement), per op (memory_model.cc); each tensor once,
+//                charged to the layer that made it, however many layers keep it. At
 //                bf16/fp16 the 16-bit copy of a conv/linear/attention weight that autocast makes
 //                is kept for backward too (2 bytes per parameter). Attention keeps its H x T x T
 //                weights only when it has dropout (the runtime then computes them itself);
