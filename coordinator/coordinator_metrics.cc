@@ -257,12 +257,31 @@ void CoordinatorMetrics::WriteEvents(MetricsText* out) const {
   rpc_calls_.Write(out, "deepool_rpc_calls_total", "gRPC calls served, by method and status code.");
 }
 
+// Users' shares under the scheduling policy, and its preemptions.
+void WritePolicy(const ClusterNow& now, MetricsText* out) {
+  out->Family("deepool_user_share", "gauge",
+              "Each user's share after the scheduling policy's last round: the sum over its FG "
+              "jobs of their throughput over what they would get on their fastest device type.");
+  for (const policy::UserShare& share : now.shares) {
+    out->Sample("deepool_user_share", {{"user", share.user}}, share.share);
+  }
+  out->Family("deepool_user_devices", "gauge",
+              "Devices each user's FG jobs hold after the scheduling policy's last round.");
+  for (const policy::UserShare& share : now.shares) {
+    out->Sample("deepool_user_devices", {{"user", share.user}}, share.devices);
+  }
+  out->Family("deepool_policy_preemptions_total", "counter",
+              "Running FG jobs the scheduling policy asked to stop at a checkpoint to make way.");
+  out->Sample("deepool_policy_preemptions_total", {}, static_cast<double>(now.preemptions));
+}
+
 std::string RenderCoordinatorMetrics(const CoordinatorMetrics& events, const ClusterNow& now) {
   MetricsText out;
   events.WriteEvents(&out);
   WriteJobs(now, &out);
   WriteRunningJobs(now, &out);
   WriteNodes(now, &out);
+  WritePolicy(now, &out);
   return out.text();
 }
 

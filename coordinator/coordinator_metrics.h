@@ -25,6 +25,7 @@
 #include "coordinator/cluster_summary.h"
 #include "coordinator/job.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/policy/policy.h"
 
 namespace deepool::coordinator {
 
@@ -56,6 +57,10 @@ struct ClusterNow {
   std::vector<NodeRecord> nodes;
   ClusterSummary summary;
   int64_t now_ms = 0;  // wall clock, for heartbeat ages
+  // The scheduling policy's view (Scheduler::LastPolicyView): users' shares and devices after its
+  // last round, and the FG jobs it has preempted.
+  std::vector<policy::UserShare> shares;
+  int64_t preemptions = 0;
 };
 
 // The whole /metrics document: events, then the cluster now.

@@ -170,6 +170,7 @@ void Scheduler::AdmitLocked(Writes* writes) {
   if (options_.policy) DescribePlacedLocked(active, &input);
   const Admission admission =
       options_.policy ? Admit(input, *options_.policy) : Admit(std::move(input));
+  policy_view_.shares = admission.shares;
   for (const FgPreemption& preempted : admission.preempted) PreemptLocked(preempted, writes);
   // A grant of devices a preempted job still holds waits for it to stop, and displaces nobody.
   std::set<std::string> granted;

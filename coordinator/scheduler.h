@@ -149,6 +149,13 @@ class Scheduler {
   size_t TaskCount() const { return dispatcher_.size(); }
   // Job changes waiting to be written again (the store failed them).
   size_t UnwrittenCount() const;
+  // What the policy decided last: each user's share after the last round with waiting jobs, and
+  // the FG jobs it has preempted since the coordinator started (for the metrics).
+  struct PolicyView {
+    std::vector<policy::UserShare> shares;
+    int64_t preemptions = 0;
+  };
+  PolicyView LastPolicyView() const;
 
   // The control loop sleeps here between ticks; woken early by submissions and worker reports.
   void WaitForWork(std::chrono::milliseconds timeout);
@@ -314,6 +321,7 @@ class Scheduler {
   };
   std::map<std::string, PendingFailure> pending_failures_;    // by job id
   std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
+  PolicyView policy_view_;
 };
 
 }  // namespace deepool::coordinator

@@ -35,7 +35,13 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   });
   write.retry = true;
   writes->push_back(std::move(write));
+  ++policy_view_.preemptions;
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
+}
+
+Scheduler::PolicyView Scheduler::LastPolicyView() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_view_;
 }
 
 bool Scheduler::GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const {

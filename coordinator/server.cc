@@ -204,6 +204,9 @@ std::string CoordinatorServer::MetricsText() const {
   now.nodes = nodes_->List();
   now.summary = SummarizeCluster(now.jobs, now.nodes, scheduler_->DeviceUses());
   now.now_ms = clock_->WallMillis();
+  Scheduler::PolicyView policy = scheduler_->LastPolicyView();
+  now.shares = std::move(policy.shares);
+  now.preemptions = policy.preemptions;
   return RenderCoordinatorMetrics(*events_, now);
 }
 

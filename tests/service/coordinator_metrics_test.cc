@@ -54,8 +54,14 @@ TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs 
   CoordinatorMetrics events;
   events.OnRpc("/deepool.v1.CoordinatorService/GetJob", 5, 0.002);
   events.OnRpc("/evil/method-name-" + std::string(100, 'x'), 12, 0.001);
+  now.shares = {{"alice", 0.75, 4}, {"bob", 0, 0}};
+  now.preemptions = 3;
   const std::string text = RenderCoordinatorMetrics(events, now);
   INFO(text);
+  CHECK_THAT(text, Catch::Contains("deepool_user_share{user=\"alice\"} 0.75\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_user_devices{user=\"alice\"} 4\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_user_share{user=\"bob\"} 0\n"));
+  CHECK_THAT(text, Catch::Contains("deepool_policy_preemptions_total 3\n"));
   CHECK_THAT(text,
              Catch::Contains("deepool_job_samples_per_second{job=\"job-1\",role=\"fg\"} 120.5\n"));
   CHECK_THAT(text,

@@ -93,6 +93,12 @@ TEST_CASE("max-min: another user's job preempts a running one at a checkpoint af
   CHECK(h.Get(bob.id).state == JobState::kPending);
   CHECK(h.Get(bob.id).reason ==
         "waiting for job " + alice.id + " to stop at its next checkpoint (preempted for this job)");
+  const Scheduler::PolicyView view = h.scheduler.LastPolicyView();
+  CHECK(view.preemptions == 1);
+  REQUIRE(view.shares.size() == 2);
+  CHECK(view.shares[0].user == "alice");
+  CHECK(view.shares[1].user == "bob");
+  CHECK(view.shares[1].devices == 4);  // decided; granted once alice's job has stopped
   REQUIRE(StopIfAsked(h, alice.id));
   const JobRecord preempted = h.Get(alice.id);
   CHECK(preempted.state == JobState::kPending);
