@@ -23,6 +23,7 @@ StatusOr<Graph> BuildMlp(int64_t input_features, int64_t num_classes);
 StatusOr<Graph> BuildSmallCnn(int64_t image_size, int64_t num_classes);
 // A 2-block pre-LN GPT over `context` byte tokens (at most 64); its vocabulary is fixed at 256.
 StatusOr<Graph> BuildGptTiny(int64_t context);
+StatusOr<Graph> BuildGpt2(int64_t context);  // GPT-2 small, lm_head tied to wte
 
 // torchvision's VisionTransformer (vit.cc): 3-channel square images cut into patch_size
 // patches, a class token, num_layers encoder blocks, the class token's output classified.

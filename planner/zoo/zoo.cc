@@ -60,6 +60,12 @@ const std::vector<ModelEntry>& Entries() {
        "4-head attention and a GELU MLP, D=64, untied lm_head; num_classes is ignored",
        64, [](const ModelOptions&) -> int64_t { return 1; },
        [](int64_t context, const ModelOptions&) { return internal::BuildGptTiny(context); }},
+      {"gpt2",
+       "GPT-2 small: vocabulary 50,257, context 1,024 (image_size; at most 1,024), 12 pre-LN "
+       "blocks of causal 12-head attention and a GELU-tanh MLP, D=768, lm_head tied to wte; "
+       "num_classes is ignored",
+       1024, [](const ModelOptions&) -> int64_t { return 1; },
+       [](int64_t context, const ModelOptions&) { return internal::BuildGpt2(context); }},
       {"vit_b_16",
        "ViT-B/16 (torchvision vit_b_16): 16x16 patches, class token, 12 blocks of 12-head "
        "attention, D=768, MLP 3072; image_size a multiple of 16",

@@ -254,6 +254,7 @@ TEST_CASE("every zoo model layer matches the IR's shapes and parameter counts", 
                              {"inception_v3", 75, false},
                              {"inception_v3", 299, true},
                              {"gpt_tiny", 0, true},
+                             {"gpt2", 8, true},
                              {"vit_b_16", 32, true},
                              {"vit_tiny", 0, true}};
   std::vector<std::string> covered;

@@ -164,7 +164,8 @@ const std::vector<ReferenceCase>& TorchvisionReferences() {
 TEST_CASE("zoo lists its models, each with a description", "[zoo]") {
   const std::vector<std::string> expected = {"vgg16",        "resnet50", "wide_resnet101_2",
                                              "inception_v3", "mlp",      "small_cnn",
-                                             "gpt_tiny",     "vit_b_16", "vit_tiny"};
+                                             "gpt_tiny",     "gpt2",     "vit_b_16",
+                                             "vit_tiny"};
   CHECK(ModelNames() == expected);
   for (const std::string& name : ModelNames()) {
     INFO(name);

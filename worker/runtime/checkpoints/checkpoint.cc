@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -60,6 +61,21 @@ std::vector<char> PickleUntagged(const c10::IValue& value) {
   return archive;
 }
 
+// A tied parameter's tensor (planner/tied_parameters.h) is its source's when this process holds
+// the source too: the copies are equal, and one tensor under both keys is written once, as
+// torch.save writes a tied state_dict.
+at::Tensor TiedOrOwn(const planner::Graph& graph,
+                     const std::vector<std::shared_ptr<LayerModule>>& modules, int id,
+                     const std::string& name, const at::Tensor& own) {
+  for (const planner::TiedParameter& tie : graph.layer(id).tied) {
+    const auto& source = modules[static_cast<size_t>(tie.source_layer)];
+    if (tie.parameter != name || source == nullptr) continue;
+    const auto params = source->named_parameters(/*recurse=*/true);
+    if (const at::Tensor* tensor = params.find(tie.source_parameter)) return *tensor;
+  }
+  return own;
+}
+
 }  // namespace
 
 StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
@@ -74,7 +90,8 @@ StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
     if (module == nullptr) continue;
     const std::string& layer = graph.layer(id).name;
     for (const auto& p : module->named_parameters(/*recurse=*/true)) {
-      state.emplace_back(StateKey(layer, p.key()), p.value());
+      state.emplace_back(StateKey(layer, p.key()),
+                         TiedOrOwn(graph, modules, id, p.key(), p.value()));
     }
     for (const auto& b : module->named_buffers(/*recurse=*/true)) {
       state.emplace_back(StateKey(layer, b.key()), b.value());
@@ -163,11 +180,15 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* 
   std::vector<char> bytes;
   try {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+    // One tensor under two keys (a tied parameter) is copied once, so the archive stores it once.
+    std::map<std::pair<const void*, std::vector<int64_t>>, at::Tensor> saved;
     for (const auto& [key, tensor] : state) {
       if (!tensor.defined())
         return InvalidArgumentError("checkpoint tensor '" + key + "' is undefined");
       if (dict.contains(key)) return InvalidArgumentError("duplicate checkpoint key '" + key + "'");
-      dict.insert(key, ForSaving(tensor));
+      auto [it, fresh] = saved.try_emplace({tensor.data_ptr(), tensor.sizes().vec()});
+      if (fresh) it->second = ForSaving(tensor);
+      dict.insert(key, it->second);
     }
     bytes = PickleUntagged(c10::IValue(dict));
   } catch (const std::exception& e) {
