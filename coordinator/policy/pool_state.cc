@@ -10,7 +10,9 @@ PoolState::PoolState(const PolicySnapshot& snapshot) : snapshot_(snapshot) {
     const PolicyDevice& device = snapshot.devices[i];
     device_[device.key] = &device;
     index_[device.key] = static_cast<int>(i);
+    ++devices_of_type_[device.type];
   }
+  for (const auto& [type, count] : devices_of_type_) types_.push_back(type);
   for (const PolicyJob& job : snapshot.jobs) {
     for (const DeviceKey& key : job.devices) {
       (job.role == Role::kFg ? fg_ : bg_)[key] = job.id;
@@ -20,12 +22,6 @@ PoolState::PoolState(const PolicySnapshot& snapshot) : snapshot_(snapshot) {
     const PolicyDevice& device = snapshot.devices[i];
     if (!fg_.count(device.key)) free_[device.type].insert(static_cast<int>(i));
   }
-}
-
-std::vector<std::string> PoolState::Types() const {
-  std::set<std::string> types;
-  for (const PolicyDevice& device : snapshot_.devices) types.insert(device.type);
-  return {types.begin(), types.end()};
 }
 
 std::vector<DeviceKey> PoolState::FreeOf(const std::string& type, int version) const {
@@ -62,9 +58,8 @@ int PoolState::LargestGroup(int version) const {
 }
 
 int PoolState::DevicesOfType(const std::string& type) const {
-  int count = 0;
-  for (const PolicyDevice& device : snapshot_.devices) count += device.type == type;
-  return count;
+  auto found = devices_of_type_.find(type);
+  return found == devices_of_type_.end() ? 0 : found->second;
 }
 
 std::vector<DeviceKey> PoolState::Pack(const std::vector<DeviceKey>& free, int count) const {

@@ -20,8 +20,8 @@ class PoolState {
   // Holders from the snapshot's placed jobs; free devices are those no FG job holds.
   explicit PoolState(const PolicySnapshot& snapshot);
 
-  // Device types with devices in the pool, in name order.
-  std::vector<std::string> Types() const;
+  // Device types with devices in the pool, in name order (computed once: a round asks per job).
+  const std::vector<std::string>& Types() const { return types_; }
   // Free devices of `type` on nodes that read `version`, in snapshot order.
   std::vector<DeviceKey> FreeOf(const std::string& type, int version) const;
   int FreeCount(const std::string& type, int version) const;
@@ -56,6 +56,8 @@ class PoolState {
   std::map<DeviceKey, const PolicyDevice*> device_;
   std::map<DeviceKey, std::string> fg_;
   std::map<DeviceKey, std::string> bg_;
+  std::vector<std::string> types_;
+  std::map<std::string, int> devices_of_type_;
   std::map<DeviceKey, int> index_;             // position in snapshot_.devices
   std::map<std::string, std::set<int>> free_;  // by type: indices of devices no FG job holds
   std::set<DeviceKey> taken_this_round_;       // FG-held from this round: idleness unknown (0)
