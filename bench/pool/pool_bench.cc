@@ -9,6 +9,9 @@
 // Configurations (docs/simulator.md, "Pool simulation"):
 //   fifo-dp        fifo, every job data parallel on the devices it asks for, BG jobs on free
 //                  devices only: what users would run without deepool
+//   static-partitions  the pool split into up to 4 fixed partitions (each type's devices split
+//                  evenly, at least 8 of each type per partition), users assigned round-robin,
+//                  fifo-dp inside each
 //   max-min        max-min fairness across users (heterogeneity-aware), data parallel, no
 //                  multiplexing (Gavel's setting)
 //   deeppool-bp-bg fifo on the devices each job asks for, burst-parallel plans, BG jobs inside
@@ -16,6 +19,7 @@
 //   deepool        the deepool policy: FG jobs sized by their speed-up curves, burst parallel,
 //                  BG multiplexed
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -28,6 +32,7 @@
 #include "coordinator/policy/policy.h"
 #include "simulator/pool_curves.h"
 #include "simulator/pool_metrics.h"
+#include "simulator/pool_partitions.h"
 #include "simulator/pool_policy_adapter.h"
 #include "simulator/workload_generator.h"
 
@@ -39,11 +44,13 @@ struct Configuration {
   std::string policy;
   Parallelism parallelism;
   bool multiplex;
+  bool partitioned = false;
 };
 
 const std::vector<Configuration>& Configurations() {
   static const std::vector<Configuration> configurations = {
       {"fifo-dp", "fifo", Parallelism::kDataParallel, false},
+      {"static-partitions", "fifo", Parallelism::kDataParallel, false, true},
       {"max-min", "max-min", Parallelism::kDataParallel, false},
       {"deeppool-bp-bg", "fifo", Parallelism::kBurst, true},
       {"deepool", "deepool", Parallelism::kBurst, true},
@@ -66,6 +73,13 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Static partitions: up to 4, each with at least 8 devices of every type (the largest job).
+int Partitions(const std::vector<PoolDeviceType>& pool) {
+  int fewest = pool.empty() ? 0 : pool.front().devices;
+  for (const PoolDeviceType& type : pool) fewest = std::min(fewest, type.devices);
+  return std::clamp(fewest / 8, 1, 4);
+}
+
 Row RunOne(const Configuration& configuration, const std::vector<PoolJobInput>& inputs,
            const PoolOptions& options) {
   Row row;
@@ -76,11 +90,24 @@ Row RunOne(const Configuration& configuration, const std::vector<PoolJobInput>& 
     row.error = policy.status().message();
     return row;
   }
-  PolicyAdapter adapter(std::move(*policy), options.device_types,
-                        {configuration.name, configuration.parallelism, configuration.multiplex});
+  const PolicyAdapterOptions adapter_options{configuration.name, configuration.parallelism,
+                                             configuration.multiplex};
+  std::unique_ptr<PoolPolicy> pool_policy;
+  if (configuration.partitioned) {
+    pool_policy = std::make_unique<PartitionedPolicy>(
+        configuration.name, options.device_types, Partitions(options.device_types),
+        [&](const std::vector<PoolDeviceType>& devices, int) {
+          return std::make_unique<PolicyAdapter>(
+              bench::Check(coordinator::policy::MakePolicy(configuration.policy)), devices,
+              adapter_options);
+        });
+  } else {
+    pool_policy =
+        std::make_unique<PolicyAdapter>(std::move(*policy), options.device_types, adapter_options);
+  }
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = bench::ProcessCpuMs();
-  StatusOr<PoolRun> run = SimulatePool(inputs, options, adapter);
+  StatusOr<PoolRun> run = SimulatePool(inputs, options, *pool_policy);
   row.wall_s = SecondsSince(start);
   row.cpu_s = (bench::ProcessCpuMs() - cpu_start) / 1000;
   if (!run.ok()) {
