@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "planner/tied_parameters.h"
+
 namespace deepool::planner {
 
 int64_t LargestShare(int64_t global_batch, int devices) {
@@ -382,8 +384,17 @@ GradientSyncTimeline CostModel::ScheduleSync(const std::vector<DeviceRange>& ran
                                              const std::vector<LayerCost>& costs) const {
   const Passes passes =
       FromRankZero(ranges) ? SerialPasses(ranges, costs) : ConcurrentPasses(ranges, costs);
-  return ScheduleGradientSync(passes.gradients, passes.backward_end_ms, cluster_,
-                              options_.gradient_sync);
+  GradientSyncTimeline timeline = ScheduleGradientSync(passes.gradients, passes.backward_end_ms,
+                                                       cluster_, options_.gradient_sync);
+  std::vector<int> tied_layers;
+  std::vector<int64_t> tied_bytes;
+  for (const auto& [id, k] : AllTies(graph_)) {
+    tied_layers.push_back(id);
+    tied_bytes.push_back(graph_.layer(id).tied[k].elements * 4);
+  }
+  AppendTiedParameterSync(timeline, tied_layers, tied_bytes, RanksSpanned(ranges), cluster_,
+                          options_.gradient_sync);
+  return timeline;
 }
 
 Status CostModel::CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const {

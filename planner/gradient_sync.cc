@@ -112,6 +112,28 @@ GradientSyncTimeline ScheduleGradientSync(const std::vector<ReadyGradient>& grad
   return timeline;
 }
 
+void AppendTiedParameterSync(GradientSyncTimeline& timeline, const std::vector<int>& layers,
+                             const std::vector<int64_t>& layer_bytes, int world,
+                             const Cluster& cluster, const GradientSyncOptions& options) {
+  GradientBucketSync sync;
+  sync.first_device = 0;
+  sync.devices = world;
+  sync.layers = layers;
+  sync.layer_bytes = layer_bytes;
+  for (int64_t bytes : layer_bytes) sync.bytes += bytes;
+  if (sync.bytes <= 0 || world <= 1) return;
+  double after_ms = timeline.backward_end_ms;
+  for (const GradientBucketSync& bucket : timeline.buckets)
+    after_ms = std::max(after_ms, bucket.end_ms);
+  const double ms = AllReduceMs(cluster, sync.bytes, world, options.tree);  // fp32: not narrowed
+  sync.ready_ms = sync.start_ms = after_ms;
+  sync.end_ms = after_ms + ms;
+  sync.exposed_ms = ms;
+  timeline.exposed_ms += ms;
+  timeline.all_reduce_ms += ms;
+  timeline.buckets.push_back(std::move(sync));
+}
+
 std::vector<double> ExposedSyncByLayer(const GradientSyncTimeline& timeline, int num_layers) {
   std::vector<double> exposed(static_cast<size_t>(std::max(0, num_layers)), 0.0);
   for (const GradientBucketSync& bucket : timeline.buckets) {

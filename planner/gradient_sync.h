@@ -118,6 +118,16 @@ GradientSyncTimeline ScheduleGradientSync(const std::vector<ReadyGradient>& grad
                                           double backward_end_ms, const Cluster& cluster,
                                           const GradientSyncOptions& options);
 
+// Tied parameters (planner/tied_parameters.h): after every bucket's all-reduce has ended, the
+// runtime sums both uses' gradients of every tie in one fp32 all-reduce over the whole world
+// (worker/runtime/executor_tied.cc), which the step waits for. Appends it to `timeline` as one
+// more bucket over ranks 0..world-1 of `tied_bytes` (fp32 bytes, whatever options.precision),
+// charged to `layers` (the tied layers) by `layer_bytes`, all of it exposed. Nothing for
+// tied_bytes <= 0 or world <= 1.
+void AppendTiedParameterSync(GradientSyncTimeline& timeline, const std::vector<int>& layers,
+                             const std::vector<int64_t>& layer_bytes, int world,
+                             const Cluster& cluster, const GradientSyncOptions& options);
+
 // Per layer id (num_layers entries), the part of its bucket's exposed time charged to it: the
 // bucket's exposed time shared by gradient bytes. Sums to timeline.exposed_ms.
 std::vector<double> ExposedSyncByLayer(const GradientSyncTimeline& timeline, int num_layers);
