@@ -54,6 +54,7 @@ json ToJson(const IterationEvent& e) {
            {"busy_ms", e.busy_ms},           {"idle_ms", e.idle_ms}};
   if (e.data_ms > 0) doc["data_ms"] = e.data_ms;
   if (e.total_iterations > 0) doc["total_iterations"] = e.total_iterations;
+  if (e.peak_memory_bytes > 0) doc["peak_memory_bytes"] = e.peak_memory_bytes;
   if (e.loss_scale > 0) {
     doc["loss_scale"] = e.loss_scale;
     doc["skipped_steps"] = e.skipped_steps;
@@ -154,6 +155,7 @@ StatusOr<ExecutorEvent> ParseIteration(const json& doc) {
   RETURN_IF_ERROR(ReadOptionalField(doc, "total_iterations", "", &e.total_iterations));
   RETURN_IF_ERROR(ReadOptionalField(doc, "loss_scale", "", &e.loss_scale));
   RETURN_IF_ERROR(ReadOptionalField(doc, "skipped_steps", "", &e.skipped_steps));
+  RETURN_IF_ERROR(ReadOptionalField(doc, "peak_memory_bytes", "", &e.peak_memory_bytes));
   ASSIGN_OR_RETURN(e.sharing, ParseSharing(doc));
   return ExecutorEvent(e);  // trivially copyable
 }

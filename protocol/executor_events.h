@@ -74,6 +74,10 @@ struct IterationEvent {
   // for inf or nan gradients; written when loss_scale is above 0 (absent: read as 0 and 0).
   double loss_scale = 0;
   int64_t skipped_steps = 0;
+  // The rank's peak memory so far in bytes (worker::PeakMemoryBytes: the CUDA allocator's peak
+  // on a GPU, the process's peak resident set on CPU); written when above 0, absent from older
+  // executors (read as 0).
+  int64_t peak_memory_bytes = 0;
   std::optional<IterationSharing> sharing;
 };
 

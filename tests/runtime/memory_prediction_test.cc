@@ -9,6 +9,7 @@
 
 #include "planner/memory_model.h"
 #include "tests/runtime/executor_test_util.h"
+#include "worker/runtime/devices/device.h"
 
 namespace deepool::worker::testing {
 namespace {
@@ -25,6 +26,12 @@ int64_t ProcStatusBytes(const std::string& key) {
   return -1;
 }
 
+// Resets VmHWM to the current resident set.
+void ResetPeakResident() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+}
+
 struct Footprint {
   int64_t predicted = 0;
   int64_t measured = 0;
@@ -38,10 +45,7 @@ Footprint TrainOneRank(const planner::Graph& graph, int64_t batch) {
   const planner::MemoryModel model(graph, batch, options);
   Footprint footprint;
   footprint.predicted = model.PerDevice(plan).front().total();
-  {
-    std::ofstream clear("/proc/self/clear_refs");
-    clear << "5";  // resets VmHWM to the current resident set
-  }
+  ResetPeakResident();
   const int64_t before = ProcStatusBytes("VmRSS");
   const std::vector<RankRun> runs = RunRanks(graph, plan, 2, Sgd(), 1, 2, FakeComms(1));
   const int64_t peak = ProcStatusBytes("VmHWM");
@@ -92,6 +96,20 @@ TEST_CASE("The memory model predicts a CPU rank's peak memory") {
   CHECK(mlp.ratio() < 1.7);
   CHECK(conv.ratio() > 0.7);
   CHECK(conv.ratio() < 1.7);
+}
+
+// After the prediction case, whose measurement its 64 MiB would disturb (glibc keeps freed
+// memory).
+TEST_CASE("A CPU rank's peak memory is the process's peak resident set") {
+  ResetPeakResident();
+  const int64_t before = PeakMemoryBytes(torch::kCPU);
+  REQUIRE(before > 0);
+  CHECK(before == ProcStatusBytes("VmHWM"));
+  {
+    torch::Tensor touched = torch::ones({64 << 20}, torch::kUInt8);  // 64 MiB, written
+    CHECK(PeakMemoryBytes(torch::kCPU) >= ProcStatusBytes("VmRSS"));
+  }
+  CHECK(PeakMemoryBytes(torch::kCPU) >= before + (64 << 20) / 2);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ std::string StoreReadyEvent(const std::string& host, int port) {
   return ExecutorEventToJson(protocol::StoreReadyEvent{host, port});
 }
 
-std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations) {
+std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations,
+                           int64_t peak_memory_bytes) {
   protocol::IterationEvent event;
   event.rank = rank;
   event.iteration = stats.iteration;
@@ -21,6 +22,7 @@ std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_
   event.total_iterations = total_iterations;
   event.loss_scale = stats.loss_scale;
   event.skipped_steps = stats.skipped_steps;
+  event.peak_memory_bytes = peak_memory_bytes;
   return ExecutorEventToJson(event);
 }
 

@@ -15,7 +15,9 @@ namespace deepool::worker {
 
 std::string StoreReadyEvent(const std::string& host, int port);
 // total_iterations: the run's iterations in all (written when above 0).
-std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations);
+// peak_memory_bytes: PeakMemoryBytes of the rank's device (0: not written).
+std::string IterationEvent(int rank, const IterationStats& stats, int64_t total_iterations,
+                           int64_t peak_memory_bytes = 0);
 // The held-out set's results after `iteration` iterations (written by rank 0).
 std::string EvaluationEvent(int rank, int64_t iteration, const EvaluationStats& stats);
 std::string DoneEvent(int rank, int64_t iterations, const std::optional<std::string>& checkpoint,

@@ -237,7 +237,8 @@ StatusOr<std::optional<int64_t>> TrainLoop(const LoopContext& loop, Executor& ex
     spans.BeginIteration(i);
     ASSIGN_OR_RETURN(IterationStats stats, executor.Step(i));
     PrintTraceEvents(spans.TakeFinished(loop.rank), out);
-    std::string line = IterationEvent(loop.rank, stats, spec.iterations);
+    std::string line =
+        IterationEvent(loop.rank, stats, spec.iterations, PeakMemoryBytes(loop.device));
     if (side.host) {
       for (const std::string& l : side.host->AfterIteration(line)) out << l << '\n';
       out.flush();

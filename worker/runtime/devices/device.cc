@@ -1,9 +1,31 @@
 #include "worker/runtime/devices/device.h"
 
+#include <sys/resource.h>
+
 #include <charconv>
+#include <fstream>
 
 namespace deepool::worker {
 namespace {
+
+// VmHWM of /proc/self/status in bytes, or getrusage's ru_maxrss (KiB on Linux) without it.
+int64_t ProcessPeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  constexpr std::string_view kKey = "VmHWM:";
+  while (std::getline(status, line)) {
+    if (line.compare(0, kKey.size(), kKey) != 0) continue;
+    int64_t kib = 0;
+    const char* first = line.data() + kKey.size();
+    while (*first == ' ' || *first == '\t') ++first;
+    if (std::from_chars(first, line.data() + line.size(), kib).ec == std::errc()) {
+      return kib * 1024;
+    }
+  }
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  return 0;
+}
 
 class CpuContext final : public DeviceContext {
  public:
@@ -39,6 +61,11 @@ StatusOr<DeviceSpec> ParseDevice(std::string_view text) {
 StatusOr<std::unique_ptr<DeviceContext>> MakeDeviceContext(const DeviceSpec& spec) {
   if (!spec.cuda) return std::unique_ptr<DeviceContext>(new CpuContext());
   return internal::MakeCudaContext(spec.index);
+}
+
+int64_t PeakMemoryBytes(const torch::Device& device) {
+  if (device.is_cuda()) return internal::CudaPeakAllocatedBytes(device.index());
+  return ProcessPeakResidentBytes();
 }
 
 }  // namespace deepool::worker

@@ -37,9 +37,18 @@ class DeviceContext {
 // Fails when the device is CUDA and this build or machine has none.
 StatusOr<std::unique_ptr<DeviceContext>> MakeDeviceContext(const DeviceSpec& spec);
 
+// The most memory this process has held on `device` so far, what the planner's memory model
+// predicts (iteration lines' peak_memory_bytes, docs/runtime.md): on a GPU the CUDA caching
+// allocator's peak of allocated bytes (torch.cuda.max_memory_allocated); on CPU the process's peak
+// resident set (VmHWM of /proc/self/status, getrusage's ru_maxrss where there is none), which
+// includes libtorch and the data. 0 when unknown.
+int64_t PeakMemoryBytes(const torch::Device& device);
+
 namespace internal {
 // device_cuda.cc: selects the CUDA device and returns its context; UNIMPLEMENTED without CUDA.
 StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index);
+// device_cuda.cc: the caching allocator's peak allocated bytes on cuda:index; 0 without CUDA.
+int64_t CudaPeakAllocatedBytes(int index);
 }  // namespace internal
 
 }  // namespace deepool::worker

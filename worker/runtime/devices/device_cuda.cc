@@ -5,6 +5,7 @@
 
 #if DEEPOOL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -42,18 +43,29 @@ StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index) {
   return std::unique_ptr<DeviceContext>(new CudaContext(index));
 }
 
+int64_t CudaPeakAllocatedBytes(int index) {
+  if (index < 0 || index >= static_cast<int>(c10::cuda::device_count())) return 0;
+  const c10::CachingDeviceAllocator::DeviceStats stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+      .peak;
+}
+
 CudaDescription DescribeCudaDevice(int index) {
   CudaDescription out;
   if (index < 0 || index >= static_cast<int>(c10::cuda::device_count())) return out;
   out.device_name = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))->name;
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess && runtime > 0) {
-    out.runtime_version = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+    out.runtime_version =
+        std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
   }
   return out;
 }
 
 #else
+
+int64_t CudaPeakAllocatedBytes(int /*index*/) { return 0; }
 
 StatusOr<std::unique_ptr<DeviceContext>> MakeCudaContext(int index) {
   return UnimplementedError("cuda:" + std::to_string(index) +
