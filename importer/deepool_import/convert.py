@@ -504,7 +504,7 @@ class Converter:
             shapes[name] = shape
             layer_of[node] = name
             layers.append(ir.layer_json(name, mapped.op, inputs, mapped.attrs))
-        self._check_state(weights)
+        self._tie(layers, weights, self._check_state(weights))
         position = {key: i for i, key in enumerate(self.root.state_dict())}
         weights.sort(key=lambda pair: position[pair[1]])  # the module's order
         text = ir.graph_text(self.name, self.input_shape, layers, outputs,
@@ -574,13 +574,11 @@ class Converter:
     def _check_state(self, weights):
         state_keys = list(self.root.state_dict().keys())
         first_key = {}  # one tensor under two keys: tied weights (GPT-2's lm_head and wte)
+        ties = {}  # module key -> the module key the same tensor came under first
         for key, tensor in self.root.state_dict(keep_vars=True).items():
             other = first_key.setdefault(id(tensor), key)
             if other != key:
-                raise ImportFailure(
-                    EXIT_REFUSED, f'state_dict entries "{other}" and "{key}" are one tensor '
-                    "(tied weights); deepool's layers each own their weights, so the two would "
-                    "train as separate copies: untie them (issue 41, point 3)")
+                ties[key] = other
         owned = {module_key for _, module_key in weights}
         unowned = [k for k in state_keys if k not in owned]
         if unowned:
@@ -592,6 +590,22 @@ class Converter:
                 f"{len(unowned)} state_dict entries belong to no layer (modules never called by "
                 f"forward on the example input, or tensors it reads directly): {shown}; the "
                 f"weights would not match the graph (first: {unowned[0]})")
+        return ties
+
+    @staticmethod
+    def _tie(layers, weights, ties):
+        """Tied weights become the IR's ties (docs/formats.md, "Tied parameters"): the layer of
+        the later key gets "tied": {param: the first key}, both as deepool keys."""
+        deepool_key = {module_key: key for key, module_key in weights}
+        by_name = {layer["name"]: layer for layer in layers}
+        for module_key, first in ties.items():
+            key = deepool_key[module_key]
+            layer_name, param = key.rsplit(".", 1)
+            if layer_name not in by_name:
+                raise ImportFailure(EXIT_REFUSED, f'state_dict entries "{first}" and '
+                                    f'"{module_key}" are one tensor, but "{key}" is not a '
+                                    "layer's parameter that deepool can tie")
+            by_name[layer_name].setdefault("tied", {})[param] = deepool_key[first]
 
     def _outputs(self, node, layer_of):
         flat = []
