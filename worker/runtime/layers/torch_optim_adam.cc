@@ -45,47 +45,50 @@ void AdamUpdate(torch::Tensor& param, const torch::Tensor& grad, State& state,
   param.addcdiv_(state.exp_avg(), denom, -(options.lr() / bias_correction1));
 }
 
-}  // namespace
-
-torch::Tensor TorchOptimAdam::step(LossClosure closure) {
+// torch.optim's step around the update: the closure with gradients on, then every parameter
+// that has a gradient, group by group, handed to `update` with its group's options.
+template <typename Options, typename Update>
+torch::Tensor StepEachParameter(std::vector<torch::optim::OptimizerParamGroup>& groups,
+                                torch::optim::Optimizer::LossClosure closure, const char* name,
+                                Update update) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure != nullptr) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+  for (auto& group : groups) {
+    const auto& options = static_cast<const Options&>(group.options());
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
-      TORCH_CHECK(!param.grad().is_sparse(), "Adam does not support sparse gradients");
-      torch::Tensor grad = param.grad();
-      if (options.weight_decay() != 0) grad = grad.add(param, options.weight_decay());
-      auto& state = StateOf<torch::optim::AdamParamState>(param, options.amsgrad(), state_);
-      AdamUpdate(param, grad, state, options);
+      TORCH_CHECK(!param.grad().is_sparse(), name, " does not support sparse gradients");
+      update(param, options);
     }
   }
   return loss;
 }
 
+}  // namespace
+
+torch::Tensor TorchOptimAdam::step(LossClosure closure) {
+  return StepEachParameter<torch::optim::AdamOptions>(
+      param_groups_, std::move(closure), "Adam",
+      [this](torch::Tensor& param, const torch::optim::AdamOptions& options) {
+        torch::Tensor grad = param.grad();
+        if (options.weight_decay() != 0) grad = grad.add(param, options.weight_decay());
+        auto& state = StateOf<torch::optim::AdamParamState>(param, options.amsgrad(), state_);
+        AdamUpdate(param, grad, state, options);
+      });
+}
+
 torch::Tensor TorchOptimAdamW::step(LossClosure closure) {
-  torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    for (auto& param : group.params()) {
-      if (!param.grad().defined()) continue;
-      TORCH_CHECK(!param.grad().is_sparse(), "AdamW does not support sparse gradients");
-      if (options.weight_decay() != 0) param.mul_(1 - options.lr() * options.weight_decay());
-      auto& state = StateOf<torch::optim::AdamWParamState>(param, options.amsgrad(), state_);
-      AdamUpdate(param, param.grad(), state, options);
-    }
-  }
-  return loss;
+  return StepEachParameter<torch::optim::AdamWOptions>(
+      param_groups_, std::move(closure), "AdamW",
+      [this](torch::Tensor& param, const torch::optim::AdamWOptions& options) {
+        if (options.weight_decay() != 0) param.mul_(1 - options.lr() * options.weight_decay());
+        auto& state = StateOf<torch::optim::AdamWParamState>(param, options.amsgrad(), state_);
+        AdamUpdate(param, param.grad(), state, options);
+      });
 }
 
 }  // namespace deepool::worker
