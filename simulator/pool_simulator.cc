@@ -287,8 +287,10 @@ void PoolEngine::SetRates(const std::unordered_map<int64_t, size_t>& index) {
     job.rate = job.busy_devices = job.held_devices = 0;
     if (!allocation.running()) continue;
     const PoolCurve& curve = *job.view.curves->For(allocation.device_type);
-    const PoolCurvePoint& one = *curve.At(1);
     if (allocation.host_job >= 0) {
+      // A guest runs at its own one-device speed (Check made sure its curve has that point;
+      // a FG job's curve may start above one device).
+      const PoolCurvePoint& one = *curve.At(1);
       const ActiveJob& host = active_[index.at(allocation.host_job)];
       const PoolAllocation& at = host.view.allocation;
       const PoolCurvePoint& point = *host.view.curves->For(at.device_type)->At(at.devices);
