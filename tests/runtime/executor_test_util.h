@@ -193,10 +193,16 @@ inline void CollectBuffers(const planner::Graph& graph,
 // A fresh data source for one rank (or the single-device reference); each call makes its own.
 using DataMaker = std::function<StatusOr<std::unique_ptr<DataSource>>()>;
 
+// Runs between a reference iteration's backward and its optimizer step (gradient clipping, a
+// scheduled learning rate), as a user's PyTorch loop would.
+using BeforeStep = std::function<void(int iteration, std::vector<torch::Tensor>& params,
+                                      torch::optim::Optimizer&)>;
+
 // Plain single-device training of the whole graph on the whole batch: the ground truth.
 inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
                                      int iterations, const OptimizerSpec& optimizer, uint64_t seed,
-                                     const DataMaker& make_data) {
+                                     const DataMaker& make_data,
+                                     const BeforeStep& before_step = nullptr) {
   auto modules = BuildAllLayerModules(graph, seed);
   REQUIRE(modules.ok());
   std::vector<torch::Tensor> params;
@@ -223,6 +229,7 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
     }
     (*opt)->zero_grad();
     loss.backward();
+    if (before_step) before_step(i, params, **opt);
     (*opt)->step();
     result.losses.push_back(loss.item<double>());
   }

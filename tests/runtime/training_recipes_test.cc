@@ -139,37 +139,16 @@ OptimizerSpec ClippedCosine() {
 // total norm of each iteration before clipping (torch's return value) in `norms`.
 TrainResult TrainClippedReference(const planner::Graph& graph, const OptimizerSpec& optimizer,
                                   uint64_t seed, uint64_t data_seed, std::vector<double>& norms) {
-  auto modules = BuildAllLayerModules(graph, seed);
-  REQUIRE(modules.ok());
-  std::vector<torch::Tensor> params;
-  for (auto& module : *modules) {
-    module->train();
-    for (auto& p : module->parameters()) params.push_back(p);
-  }
-  auto opt = MakeOptimizer(optimizer, params);
-  REQUIRE(opt.ok());
-  auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, kBatch);
-  REQUIRE(data.ok());
-  TrainResult result;
-  for (int i = 0; i < kIterations; ++i) {
-    auto batch = (*data)->GlobalBatch(i);
-    REQUIRE(batch.ok());
-    auto outputs = ForwardGraph(graph, *modules, ModelInputs(batch->inputs), StepContext{i, 0});
-    REQUIRE(outputs.ok());
-    torch::Tensor loss = LossPart((*outputs)[0], batch->labels, 1.0, kBatch);
-    (*opt)->zero_grad();
-    loss.backward();
-    norms.push_back(torch::nn::utils::clip_grad_norm_(params, optimizer.clip_grad_norm));
-    SetLearningRate(**opt, ScheduledLr(optimizer, i, kIterations));
-    (*opt)->step();
-    result.losses.push_back(loss.item<double>());
-  }
-  for (size_t id = 0; id < modules->size(); ++id) {
-    for (const auto& item : (*modules)[id]->named_parameters()) {
-      result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
-          item.value().detach().clone();
-    }
-  }
+  TrainResult result = TrainSingleDevice(
+      graph, kBatch, kIterations, optimizer, seed,
+      [&] {
+        return MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, kBatch);
+      },
+      [&](int i, std::vector<torch::Tensor>& params, torch::optim::Optimizer& opt) {
+        norms.push_back(torch::nn::utils::clip_grad_norm_(params, optimizer.clip_grad_norm));
+        SetLearningRate(opt, ScheduledLr(optimizer, i, kIterations));
+      });
+  result.buffers.clear();  // these plans' runs are compared by their parameters only
   return result;
 }
 
