@@ -212,17 +212,17 @@ def planner_plan(graph, global_batch, devices, path, *flags):
     return json.loads(text)
 
 
-def uneven_plan(graph, path):
+def uneven_plan(graph, path, first=((0, 1, 2), (1, 2, 3))):
     """A hand-made plan over 3 ranks at a global batch of 6: the first third of the layers on
-    ranks 0-2 with shares 1, 2, 3, the middle third on ranks 1 and 2 with shares 4 and 2, the rest
-    on rank 2 alone; written to `path`."""
+    `first`'s ranks with its shares (by default ranks 0-2 with 1, 2, 3), the middle third on
+    ranks 1 and 2 with shares 4 and 2, the rest on rank 2 alone; written to `path`."""
     with open(graph, encoding="utf-8") as f:
         names = [layer["name"] for layer in json.load(f)["layers"]]
     third = max(1, len(names) // 3)
     layers = []
     for i, name in enumerate(names):
         if i < third:
-            layers.append({"layer": name, "devices": [0, 1, 2], "samples": [1, 2, 3]})
+            layers.append({"layer": name, "devices": list(first[0]), "samples": list(first[1])})
         elif i < 2 * third:
             layers.append({"layer": name, "devices": [1, 2], "samples": [4, 2]})
         else:

@@ -1,10 +1,12 @@
 """deepool trains a user's nn.Module as PyTorch's own eager loop does (issue 41, point 8): an
 imported CNN with batch norm (models/bn_cnn.py), torchvision's VisionTransformer at vit_tiny's
-sizes and the plain-PyTorch GPT (models/gpt.py), each built from a fixed seed (models/seeded.py)
+sizes and the plain-PyTorch GPT with GPT-2's tied lm_head and token embedding (models/gpt.py),
+each built from a fixed seed (models/seeded.py)
 and started from the module's own weights (--init of the importer's --weights) on the same
 batches (exact_harness.py): 5 steps of SGD with momentum, and of AdamW as nanoGPT trains (no decay
 of biases and norms, warm-up, cosine decay, clipping by the global norm), on one rank, under data
-parallelism over 3 ranks, under the plan `deepool plan` makes and under a hand-made uneven plan.
+parallelism over 3 ranks, under the plan `deepool plan` makes and under a hand-made uneven plan
+(the GPT's puts the embedding and lm_head, the tied matrix's two uses, on disjoint ranks).
 
 Every parameter and buffer of deepool's checkpoint must be within 1e-5 of PyTorch's, relative to
 the largest entry of its layer's tensors (a bias that starts at zero is judged at its layer's
@@ -160,15 +162,16 @@ class ExactTrainingCase:
     def test_planner_plan_adamw(self):
         self.check(ADAMW, self.PLANNER_BATCH, plan=self.planner_plan())
 
-    def test_uneven_plan_sgd(self):
+    def uneven_plan(self):
         plan_file = self.path("uneven.json")
         harness.uneven_plan(self.graph, plan_file)
-        self.check(SGD, plan=plan_file)
+        return plan_file
+
+    def test_uneven_plan_sgd(self):
+        self.check(SGD, plan=self.uneven_plan())
 
     def test_uneven_plan_adamw(self):
-        plan_file = self.path("uneven.json")
-        harness.uneven_plan(self.graph, plan_file)
-        self.check(ADAMW, plan=plan_file)
+        self.check(ADAMW, plan=self.uneven_plan())
 
     def test_a_broken_mapping_is_seen(self):
         with open(self.graph, encoding="utf-8") as f:
@@ -230,12 +233,16 @@ class VisionTransformerTest(CifarData, ExactTrainingCase, unittest.TestCase):
         return False
 
 
-GPT_SIZES = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16}
+# GPT-2's tie: lm_head.weight is transformer.wte.weight, one tensor trained with both uses'
+# gradients, which the importer maps to lm_head's "tied" (docs/models.md, "Tied weights").
+GPT_SIZES = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16,
+             "tie_weights": True}
 
 
 class GptTest(ExactTrainingCase, unittest.TestCase):
     IMPORT_ARGS = ["--file", SEEDED, "--factory", "seeded_gpt", "--kwargs", json.dumps(GPT_SIZES),
                    "--input-shape", "16", "--input-dtype", "int64"]
+    PLANNER_BATCH = 96  # the tie's all-reduce keeps the tied GPT on one device at 48
 
     @classmethod
     def write_data(cls, path):
@@ -249,6 +256,22 @@ class GptTest(ExactTrainingCase, unittest.TestCase):
 
     def make_module(self):
         return load_factory("gpt.py", "build_gpt")(**GPT_SIZES)
+
+    def test_the_weights_are_tied(self):
+        with open(self.graph, encoding="utf-8") as f:
+            head = [layer for layer in json.load(f)["layers"] if layer["name"] == "lm_head"][0]
+        self.assertEqual(head.get("tied"), {"weight": "transformer.wte.weight"})
+        module = self.make_module()
+        self.assertIs(module.lm_head.weight, module.transformer.wte.weight)
+
+    def uneven_plan(self):
+        """The embedding on ranks 0 and 1 (shares 2 and 4) and lm_head on rank 2 alone: the tied
+        matrix's two uses on disjoint ranks, whose gradients the tie must sum across them."""
+        plan_file = self.path("uneven.json")
+        plan = harness.uneven_plan(self.graph, plan_file, first=((0, 1), (2, 4)))
+        devices = {layer["layer"]: set(layer["devices"]) for layer in plan["layers"]}
+        self.assertEqual(devices["transformer.wte"] & devices["lm_head"], set())
+        return plan_file
 
     def break_mapping(self, graph):
         # Attention that may look ahead: the mapping without is_causal.
