@@ -1,4 +1,4 @@
-"""The zoo's gpt2 against a plain-PyTorch GPT-2 small (models/gpt2_small.py, written with
+"""The zoo's gpt2 against a plain-PyTorch GPT-2 small (bench/runtime/gpt2_small.py, written with
 nn.MultiheadAttention; docs/models.md, "GPT-2"): the same parameter count, 124,439,808, the same
 state_dict keys and shapes, lm_head.weight tied to transformer.wte.weight, and a checkpoint that
 deepool-train writes for it loads into the reference with strict=True, the tied tensor stored
@@ -15,7 +15,9 @@ import torch
 
 from importer_harness import DEEPOOL
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+# The one copy, beside bench/runtime/pytorch_loop.py that trains it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                                "runtime"))
 import gpt2_small  # noqa: E402
 
 TRAIN = os.path.join(os.path.dirname(DEEPOOL), "deepool-train")

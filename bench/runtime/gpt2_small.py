@@ -6,7 +6,11 @@ weights' names and shapes, not the model: attention is nn.MultiheadAttention's (
 [3D, D], in_proj_bias, out_proj.weight [D, D], out_proj.bias) where Hugging Face has c_attn and
 c_proj Conv1D layers ([D, 3D] and [D, D], transposed against nn.Linear), and the MLP's c_fc and
 c_proj are nn.Linear (Hugging Face's are Conv1D, so their weights are the transposes). No
-dropout (GPT-2's 0.1 is for pre-training; deepool's gpt2 has none). Parameters: 124,439,808."""
+dropout (GPT-2's 0.1 is for pre-training; deepool's gpt2 has none). Parameters: 124,439,808.
+
+build_gpt_tiny is the zoo's gpt_tiny in the same code (vocabulary 256, context 64, D=64, 4 heads,
+2 blocks, lm_head untied): 136,960 parameters. tests/python/gpt2_zoo_test.py checks GPT-2 small
+against the zoo; bench/runtime/pytorch_loop.py trains both as a PyTorch user would."""
 import torch
 import torch.nn as nn
 
@@ -45,7 +49,8 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, vocab=VOCAB, context=CONTEXT, dim=DIM, heads=HEADS, blocks=BLOCKS):
+    def __init__(self, vocab=VOCAB, context=CONTEXT, dim=DIM, heads=HEADS, blocks=BLOCKS,
+                 tied=True):
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab, dim),
@@ -54,7 +59,8 @@ class GPT2(nn.Module):
             ln_f=nn.LayerNorm(dim),
         ))
         self.lm_head = nn.Linear(dim, vocab, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight  # tied, as GPT-2's
+        if tied:  # as GPT-2's
+            self.lm_head.weight = self.transformer.wte.weight
 
     def forward(self, ids):
         positions = torch.arange(ids.size(1), device=ids.device)
@@ -66,3 +72,7 @@ class GPT2(nn.Module):
 
 def build_gpt2():
     return GPT2()
+
+
+def build_gpt_tiny():
+    return GPT2(vocab=256, context=64, dim=64, heads=4, blocks=2, tied=False)
