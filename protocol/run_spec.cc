@@ -99,6 +99,13 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
         check(kPrecisionProtocolVersion, "precision", planner::PrecisionName(spec.precision)));
   }
   if (spec.init_path) RETURN_IF_ERROR(check(kInitProtocolVersion, "init", ""));
+  if (spec.accumulation_steps != 1) {
+    RETURN_IF_ERROR(check(kAccumulationProtocolVersion, "accumulation_steps", ""));
+  }
+  if (spec.gradient_precision != planner::Precision::kFp32) {
+    RETURN_IF_ERROR(check(kAccumulationProtocolVersion, "gradient_precision",
+                          planner::PrecisionName(spec.gradient_precision)));
+  }
   if (spec.eval) {
     RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
     RETURN_IF_ERROR(
@@ -136,6 +143,10 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   if (spec.precision != planner::Precision::kFp32) {
     doc["precision"] = planner::PrecisionName(spec.precision);
   }
+  if (spec.accumulation_steps != 1) doc["accumulation_steps"] = spec.accumulation_steps;
+  if (spec.gradient_precision != planner::Precision::kFp32) {
+    doc["gradient_precision"] = planner::PrecisionName(spec.gradient_precision);
+  }
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   if (spec.eval) doc["eval"] = EvalToJson(*spec.eval);
   if (spec.init_path) doc["init"] = {{"path", *spec.init_path}};
@@ -171,6 +182,15 @@ Status ValidateRunSpec(const RunSpec& spec) {
   }
   if (spec.background) RETURN_IF_ERROR(ValidateBackgroundSpec(*spec.background));
   if (spec.eval) RETURN_IF_ERROR(ValidateEvalSpec(*spec.eval, "eval."));
+  if (spec.accumulation_steps < 1 || spec.accumulation_steps > kMaxAccumulationSteps) {
+    return InvalidArgumentError("accumulation_steps must be in [1, " +
+                                std::to_string(kMaxAccumulationSteps) + "]");
+  }
+  if (spec.gradient_precision != planner::Precision::kFp32 &&
+      spec.gradient_precision != planner::Precision::kBf16) {
+    return InvalidArgumentError(std::string("gradient_precision must be fp32 or bf16, not ") +
+                                planner::PrecisionName(spec.gradient_precision));
+  }
   return Status::Ok();
 }
 
@@ -190,6 +210,9 @@ int RequiredProtocolVersion(const RunSpec& spec) {
     version = std::max(version, kPrecisionProtocolVersion);
   }
   if (spec.init_path) version = std::max(version, kInitProtocolVersion);
+  if (spec.accumulation_steps != 1 || spec.gradient_precision != planner::Precision::kFp32) {
+    version = std::max(version, kAccumulationProtocolVersion);
+  }
   return version;
 }
 
@@ -253,6 +276,14 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     RETURN_IF_ERROR(ReadOptionalField(doc, "precision", "", &precision));
     // ParsePrecision's message names the field ("unknown precision ...").
     ASSIGN_OR_RETURN(spec.precision, planner::ParsePrecision(precision));
+  }
+  RETURN_IF_ERROR(ReadOptionalField(doc, "accumulation_steps", "", &spec.accumulation_steps));
+  if (doc.contains("gradient_precision")) {
+    std::string precision;
+    RETURN_IF_ERROR(ReadOptionalField(doc, "gradient_precision", "", &precision));
+    auto parsed = planner::ParsePrecision(precision);
+    if (!parsed.ok()) return parsed.status().WithContext("gradient_precision");
+    spec.gradient_precision = *parsed;
   }
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));

@@ -3,6 +3,7 @@
 //    "plan":{plan doc},"iterations":K (or "epochs":E),"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
 //    "gradient_bucket_mb":25,"batch_norm":"synchronized","precision":"bf16","background":{...},
+//    "accumulation_steps":N,"gradient_precision":"bf16",
 //    "eval":{"data":{...},"every_iterations":N},"init":{"path":"FILE"}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
@@ -55,6 +56,17 @@ struct RunSpec {
   // docs/runtime.md, "Precision"): weights, their gradients and the optimizer stay fp32 whatever
   // it is. Written only when not fp32 (protocol 6); absent: fp32, as executors before it train.
   planner::Precision precision = planner::Precision::kFp32;
+  // "accumulation_steps" (protocol 8; absent: 1): each iteration is this many forward and
+  // backward passes of the plan's batch (plan.global_batch samples, the micro-batch), their
+  // gradients accumulated, then one gradient sum and one optimizer step (docs/runtime.md,
+  // "Gradient accumulation"). An iteration consumes IterationBatch() samples.
+  int64_t accumulation_steps = 1;
+  // "gradient_precision" (protocol 8; absent: fp32): the width gradient all-reduces move, fp32 or
+  // bf16 (worker::ExecutorOptions::gradient_precision; the gradients stay fp32).
+  planner::Precision gradient_precision = planner::Precision::kFp32;
+  // The samples one iteration consumes from the data set: the plan's batch times the
+  // accumulation steps (what epochs, checkpoints' data positions and samples/s count).
+  int64_t IterationBatch() const { return plan.global_batch * accumulation_steps; }
   // A BG job sharing this rank's device (docs/multiplexing.md); the same for every rank that
   // gets one.
   std::optional<BackgroundSpec> background;
@@ -77,6 +89,8 @@ StatusOr<int64_t> IterationsForEpochs(int64_t epochs, int64_t samples, int64_t g
 // The most iterations a job may train (the job spec's bound too): far above any real job, so
 // that a typo fails early.
 inline constexpr int64_t kMaxRunIterations = 1'000'000'000;
+// The most accumulation steps a run spec (and a job spec) may ask for.
+inline constexpr int64_t kMaxAccumulationSteps = 4096;
 
 // Checks the spec's own fields and that the plan places exactly the graph's layers.
 Status ValidateRunSpec(const RunSpec& spec);
@@ -85,7 +99,8 @@ Status ValidateRunSpec(const RunSpec& spec);
 // newest that its optimizers and data sets (its background job's and its eval data too) need
 // (OptimizerProtocolVersion, DataProtocolVersion), and at least kEvaluationProtocolVersion when
 // eval is set, kEpochsProtocolVersion with epochs, kPrecisionProtocolVersion with a precision
-// other than fp32. Pure.
+// other than fp32, kAccumulationProtocolVersion with accumulation_steps above 1 or a
+// gradient_precision other than fp32. Pure.
 int RequiredProtocolVersion(const RunSpec& spec);
 
 // INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside

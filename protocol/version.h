@@ -28,12 +28,15 @@
 //      init (the run spec's "init": {"path": P}, weights to start from).
 //   7: adds the training recipes in the optimizer object: "decay_1d", "schedule" (learning-rate
 //      warm-up and decay) and "clip_grad_norm".
+//   8: adds gradient accumulation (the run spec's "accumulation_steps": an iteration of N passes
+//      of the plan's batch, one optimizer step) and the gradient all-reduces' width (the run
+//      spec's "gradient_precision": "bf16"; absent: fp32).
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 7;
+inline constexpr int kProtocolVersion = 8;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -54,6 +57,10 @@ inline constexpr int kInitProtocolVersion = 6;
 // The version that introduced the optimizer's training recipes (decay_1d, schedule,
 // clip_grad_norm).
 inline constexpr int kRecipesProtocolVersion = 7;
+// The version that introduced gradient accumulation (the run spec's "accumulation_steps") and
+// bf16 gradient all-reduces (its "gradient_precision"): how an iteration's gradients are made
+// and summed.
+inline constexpr int kAccumulationProtocolVersion = 8;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).
