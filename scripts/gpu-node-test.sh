@@ -6,12 +6,12 @@
 # `deepool plan`, and the analytical preset, against a measured one-GPU training iteration; and
 # the preset per op against the profiled layers), sets deepool's one-GPU training beside plain
 # PyTorch (torchvision's model trained eagerly, and a plain libtorch loop over deepool's own
-# modules), times synchronised batch norm's compute against cuDNN's batch norm, on a node of two
+# modules; ResNet-50, ViT-B/16 and GPT-2 small at tf32 and bf16 against bench/runtime/
+# pytorch_loop.py, with both peaks of memory and the memory model's prediction), times synchronised batch norm's compute against cuDNN's batch norm, on a node of two
 # or more GPUs sets deepool's data parallelism beside a DDP-style libtorch loop over NCCL on all
 # of them (deepool-bench-dp_vs_ddp --device cuda; skipped, saying so, on one GPU), works out how
 # many of the node's cores the image pipeline needs to feed this GPU at the training speeds it
-# measured (ResNet-50, and ViT-B/16 where the zoo has it; fp32, and bf16 where deepool-train
-# has --precision), runs the FG-slowdown benchmark (deepool vs naive collocation on one GPU), and
+# measured (ResNet-50 and ViT-B/16 at tf32 and bf16), runs the FG-slowdown benchmark (deepool vs naive collocation on one GPU), and
 # writes what it saw, with the node's GPU, driver, CUDA, torch and NCCL versions and the tree it
 # ran (HEAD and a hash of the files), to docs/results/gpu-node-latest.md (and $OUT/ when OUT is
 # set), so the numbers can be committed as they are and carried into the record of all GPU
@@ -51,6 +51,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 # shellcheck source=scripts/gpu-node-prepare.sh
 source scripts/gpu-node-prepare.sh
+# shellcheck source=scripts/gpu-node-compare.sh
+source scripts/gpu-node-compare.sh
 install=0 build=1 quick=0 bench=1 keep="" commit="" no_gpu=0 unpack_all=0 targets=gpu
 build_dir="${DEEPOOL_BUILD_DIR:-build-gpu}"
 pack="gpu-node-pack/gpu-node-deps.tar.gz" deps_prefix="" report=""
@@ -92,6 +94,7 @@ batch_norm_table="$(mktemp)"
 preset_table="$(mktemp)"
 ddp_table="$(mktemp)"
 cores_table="$(mktemp)"
+compare_table="$(mktemp)"
 work="$(mktemp -d)"
 keep_material() {
   [[ -n "$keep" ]] || return 0
@@ -100,7 +103,8 @@ keep_material() {
 # Where the device tool runs a command, what it writes under $OUT comes back: the log too.
 copy_to_out() { [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && cp "$log" "$OUT/gpu-node.log" || true; }
 trap 'keep_material; copy_to_out; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
-  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$cores_table" "$work"' EXIT
+  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$cores_table" \
+  "$compare_table" "$work"' EXIT
 # Everything the script and its commands print goes to the console and to the log.
 exec > >(tee -a "$log") 2>&1
 stage() { echo "gpu-node-test: $(date -u +%H:%M:%S) $*"; }
@@ -226,8 +230,8 @@ status=0
 cores_section() {
   echo "## Cores per GPU: the image pipeline against this GPU's training rate"
   echo
-  echo "GPU: \`deepool-train --model M --device cuda --ranks 1 --global-batch B --iterations 40\`"
-  echo "(median of iterations 10-39; bf16 with --precision bf16). Pipeline:"
+  echo "GPU: deepool-train's rows of the comparison with plain PyTorch (median of iterations"
+  echo "10-39; tf32 and bf16). Pipeline:"
   echo "\`deepool-bench-image-pipeline IMAGES --threads T --batch 64 --batches 8T\` on cores"
   echo "0..T-1 (taskset), median of 3 runs, on 512 JPEGs of \`bench/data/make_photo_images.py\`."
   echo "Cores needed = GPU images/s / the pipeline's images/s per core: an estimate from two"
@@ -242,10 +246,22 @@ if [[ $no_gpu -eq 1 ]]; then
     gpu_rates=("resnet50 fp32 32 (not measured: --no-gpu)")
     cores_per_gpu_table > "$cores_table" || status=1
   fi
+  if [[ -x "$bin/deepool-train" && -x "$bin/deepool" ]]; then
+    stage "deepool-train against the plain PyTorch loop, on CPU with tiny models (--no-gpu)"
+    gpu_node_compare_table cpu cpu 4 1 "vit_tiny fp32 4" "gpt_tiny bf16 2" > "$compare_table" ||
+      status=1
+    cat "$compare_table"
+  fi
   {
     echo "# GPU node run (--no-gpu: build path only)"
     echo
     environment_section
+    if [[ -s "$compare_table" ]]; then
+      echo "## deepool-train against a plain PyTorch loop, on CPU (checks the stage only)"
+      echo
+      cat "$compare_table"
+      echo
+    fi
     if [[ -s "$cores_table" ]]; then cores_section; fi
   } > "$report"
   publish_report
@@ -314,7 +330,6 @@ fp32_flags=() fp32_name=fp32
 if grep -q -- --precision <<<"$("$bin/deepool-train" --help 2>/dev/null || true)"; then
   fp32_flags=(--precision tf32) fp32_name=tf32
 fi
-resnet50_fp32_ms="(failed: see the log)"
 for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; do
   read -r model batch <<<"$case_"
   stage "one-GPU prediction, $model batch $batch"
@@ -328,7 +343,6 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
     status=1
     continue
   fi
-  if [[ "$model $batch" == "resnet50 32" ]]; then resnet50_fp32_ms="$measured"; fi
   analytical="" analytical_error=""
   if [[ -n "$preset" ]] && analytical="$("$bin/deepool" plan --model "$model" --device "$preset" \
        --gpus 1 --global-batch "$batch" --json 2>>"$log" | single_device_ms)"; then
@@ -338,8 +352,10 @@ for case_ in "vgg16 32" "resnet50 32" "inception_v3 32" "wide_resnet101_2 16"; d
        "$device_sum | $(error_pct "$device_sum" "$measured") |" \
        "$device_total | $(error_pct "$device_total" "$measured") |" \
        "$analytical | $analytical_error |" >> "$predict_table"
-  if eager="$("$python" bench/runtime/torch_eager_baseline.py "$model" "$batch" --device cuda \
-         --iterations 40 --warmup 10 2>>"$log")"; then
+  if eager="$("$python" bench/runtime/pytorch_loop.py --model "$model" --batch "$batch" \
+         --device cuda --precision "$fp32_name" --iterations 40 --warmup 10 2>>"$log" |
+         "$python" -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["median_iteration_ms"])')"
+  then
     echo "| $model | $batch | $measured | $eager | $(ratio "$measured" "$eager") |" >> "$baseline_table"
   else
     echo "| $model | $batch | $measured | failed (see the log) | |" >> "$baseline_table"
@@ -393,37 +409,16 @@ else
   echo "(not run: it needs two or more GPUs, and this node has $gpu_count)" > "$ddp_table"
 fi
 
-# The GPU's training rates for cores per GPU: ResNet-50 fp32 from the prediction check above;
-# ViT-B/16 where the zoo has it; bf16 where deepool-train has --precision.
-train_median_ms() {  # model batch [flags]: the median iteration, or why there is none
-  local ms
-  if ! grep -q "^$1 " <<<"$("$bin/deepool" model list 2>/dev/null || true)"; then
-    echo "not available (the zoo has no $1)"
-  elif ms="$("$bin/deepool-train" --model "$1" --num-classes 1000 --device cuda --ranks 1 \
-         --global-batch "$2" --iterations 40 --json "${@:3}" 2>>"$log" | median_iteration_ms 10)" &&
-       [[ "$ms" =~ ^[0-9.]+$ ]]; then
-    echo "$ms"
-  else
-    echo "failed: see the log"
-  fi
-}
-has_precision=0
-if grep -q -- --precision <<<"$("$bin/deepool-train" --help 2>/dev/null || true)"; then
-  has_precision=1
-fi
-for model in resnet50 vit_b_16; do
-  stage "GPU training rate, $model"
-  if [[ $model == resnet50 ]]; then
-    gpu_rates+=("resnet50 $fp32_name 32 $resnet50_fp32_ms")
-  else
-    gpu_rates+=("$model $fp32_name 32 $(train_median_ms "$model" 32 "${fp32_flags[@]}")")
-  fi
-  if [[ $has_precision -eq 1 ]]; then
-    gpu_rates+=("$model bf16 32 $(train_median_ms "$model" 32 --precision bf16)")
-  else
-    gpu_rates+=("$model bf16 32 not available (deepool-train has no --precision)")
-  fi
-done
+# deepool-train against the plain PyTorch loop (bench/runtime/pytorch_loop.py, the same
+# settings; scripts/gpu-node-compare.sh), with both peaks of memory and the memory model's
+# prediction; its image models' rates feed cores per GPU below.
+compare_rows=("resnet50 tf32 32" "resnet50 bf16 32" "vit_b_16 tf32 32" "vit_b_16 bf16 32"
+              "gpt2 tf32 8" "gpt2 bf16 8")
+stage "deepool-train against the plain PyTorch loop"
+gpu_node_compare_rates=()
+gpu_node_compare_table cuda "$preset" 40 10 "${compare_rows[@]}" > "$compare_table" || status=1
+cat "$compare_table"
+gpu_rates+=("${gpu_node_compare_rates[@]}")
 stage "image pipeline per core (cores per GPU)"
 cores_per_gpu_table > "$cores_table" || status=1
 cat "$cores_table"
@@ -466,11 +461,23 @@ fi
   echo
   echo "## One GPU: deepool against plain PyTorch"
   echo
-  echo "PyTorch eager: \`bench/runtime/torch_eager_baseline.py M B --device cuda\` (torchvision's"
-  echo "model, the same SGD, a pinned synthetic batch; median of iterations 10-39), beside the"
-  echo "measured deepool-train iteration above."
+  echo "PyTorch eager: \`bench/runtime/pytorch_loop.py --model M --batch B --device cuda"
+  echo "--precision $fp32_name\` (torchvision's model, the same SGD, a pinned synthetic batch; median"
+  echo "of iterations 10-39), beside the measured deepool-train iteration above."
   echo
   cat "$baseline_table"
+  echo
+  echo "At tf32 and bf16, ResNet-50, ViT-B/16 (batch 32) and GPT-2 small (batch 8 of 1,024"
+  echo "tokens): \`deepool-train --model M --device cuda --ranks 1 --global-batch B --iterations"
+  echo "40 --precision P --optimizer sgd --lr 0.01 --momentum 0.9 --json\` (synthetic images; GPT-2"
+  echo "a file of random token ids) against \`bench/runtime/pytorch_loop.py --model M --batch B"
+  echo "--precision P --optimizer sgd --lr 0.01 --momentum 0.9\` (random ids for GPT-2), medians"
+  echo "of iterations 10-39. PyTorch / deepool: PyTorch's ms over deepool's (issue 43's target:"
+  echo "at least 0.95). Peaks: deepool's iteration events' peak_memory_bytes, the loop's"
+  echo "torch.cuda.max_memory_allocated; predicted: rank 0 of \`deepool plan --model M --gpus 1"
+  echo "--global-batch B --precision P --device ${preset:-PRESET} --optimizer sgd\`."
+  echo
+  cat "$compare_table"
   echo
   echo "Executor against a plain libtorch loop over the same modules, data and optimizer, and"
   echo "(last two columns) against the executor fed pageable instead of pinned batches"

@@ -84,8 +84,10 @@ def torchvision_models():
 def known_models():
     models = torchvision_models()
     names = sorted(GPTS) + ["vit_tiny"]
-    if models is not None:
-        names += ["torchvision's: " + ", ".join(sorted(models.list_models(module=models)))]
+    if models is None:
+        names.append("torchvision's models (torchvision is not installed for this Python)")
+    else:
+        names.append("torchvision's: " + ", ".join(sorted(models.list_models(module=models))))
     return names
 
 
@@ -104,7 +106,7 @@ def make_workload(args):
         return Workload(module, window[:, :-1].contiguous(), window[:, 1:].contiguous(),
                         mean_cross_entropy, tokens=length)
     models = torchvision_models()
-    if args.model == "vit_tiny":
+    if args.model == "vit_tiny" and models is not None:
         from torchvision.models.vision_transformer import VisionTransformer
 
         module, size = VisionTransformer(num_classes=args.num_classes, **VIT_TINY), 32
