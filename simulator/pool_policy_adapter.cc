@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "coordinator/policy/device_index.h"
+
 namespace deepool::simulator {
 namespace cp = coordinator::policy;
 namespace {
@@ -34,6 +36,7 @@ PolicyAdapter::PolicyAdapter(std::unique_ptr<cp::Policy> policy,
       snapshot_.devices.push_back(std::move(device));
     }
   }
+  snapshot_.device_index = std::make_shared<const cp::DeviceIndex>(snapshot_.devices);
 }
 
 cp::PolicyJob PolicyAdapter::MakeJob(const PoolJobView& view) const {
@@ -74,10 +77,12 @@ void PolicyAdapter::Release(int64_t job) {
     if (devices_[index].bg == job) devices_[index].bg = -1;
   }
   held_.erase(found);
+  moved_.insert(job);
 }
 
 Status PolicyAdapter::Hold(int64_t job, bool foreground, const std::vector<cp::DeviceKey>& keys) {
   std::vector<size_t>& held = held_[job];
+  moved_.insert(job);
   for (const cp::DeviceKey& key : keys) {
     const auto node = device_index_.find(key.first);
     const auto device = node == device_index_.end() ? decltype(node->second.end()){}
@@ -111,7 +116,8 @@ void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
       Release(std::stoll(snapshot_.jobs[kept].id));  // finished
       ++kept;
     }
-    if (kept < snapshot_.jobs.size()) {
+    const bool known = kept < snapshot_.jobs.size();
+    if (known) {
       jobs.push_back(std::move(snapshot_.jobs[kept++]));
     } else {
       jobs.push_back(MakeJob(view));
@@ -120,35 +126,39 @@ void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
     cp::PolicyJob& job = jobs.back();
     job.remaining_iterations = static_cast<int64_t>(
         std::ceil(static_cast<double>(view.total_iterations) - view.done_iterations));
-    job.devices.clear();
-    job.device_type.clear();
-    if (const auto found = held_.find(view.job->id); found != held_.end()) {
-      for (size_t index : found->second) job.devices.push_back(snapshot_.devices[index].key);
-      if (!found->second.empty()) job.device_type = devices_[found->second.front()].type;
+    if (!known || moved_.count(view.job->id)) {
+      job.devices.clear();
+      job.device_type.clear();
+      if (const auto found = held_.find(view.job->id); found != held_.end()) {
+        for (size_t index : found->second) job.devices.push_back(snapshot_.devices[index].key);
+        if (!found->second.empty()) job.device_type = devices_[found->second.front()].type;
+      }
     }
     job.placed_at_s = view.allocated_since_s;
   }
   for (; kept < snapshot_.jobs.size(); ++kept) Release(std::stoll(snapshot_.jobs[kept].id));
   snapshot_.jobs = std::move(jobs);
+  moved_.clear();
 }
 
 void PolicyAdapter::RefreshDevices() {
   for (size_t i = 0; i < devices_.size(); ++i) {
     cp::PolicyDevice& device = snapshot_.devices[i];
-    const int64_t fg = devices_[i].fg;
-    if (fg < 0) {
-      device.idle_fraction = 1;
-      device.fg_rank_running = false;
-      continue;
+    const bool held = devices_[i].fg >= 0;
+    device.idle_fraction = held ? 0 : 1;
+    device.fg_rank_running = held && options_.multiplex;
+  }
+  if (!options_.multiplex) return;
+  // A FG job's plan leaves the same idle fraction on each of its devices: one look-up per job.
+  for (const auto& [job, indices] : held_) {
+    if (indices.empty() || devices_[indices.front()].fg != job) continue;  // not a FG holder
+    const PoolJobView& view = *views_.at(job);
+    const PoolCurve* curve = view.curves->For(devices_[indices.front()].type);
+    const PoolCurvePoint* point = curve ? curve->At(static_cast<int>(indices.size())) : nullptr;
+    if (!point) continue;
+    for (size_t index : indices) {
+      snapshot_.devices[index].idle_fraction = 1 - BusyFraction(*point, options_.parallelism);
     }
-    device.fg_rank_running = options_.multiplex;
-    device.idle_fraction = 0;
-    if (!options_.multiplex) continue;
-    const PoolJobView& view = *views_.at(fg);
-    const PoolCurve* curve = view.curves->For(devices_[i].type);
-    const PoolCurvePoint* point =
-        curve ? curve->At(static_cast<int>(held_.at(fg).size())) : nullptr;
-    if (point) device.idle_fraction = 1 - BusyFraction(*point, options_.parallelism);
   }
 }
 

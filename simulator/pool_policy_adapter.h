@@ -6,8 +6,9 @@
 //
 // The pool is laid out in nodes of devices_per_node devices of one type ("a100-n0003", device
 // "5"). The adapter keeps which device each job holds between decisions, as the coordinator's
-// device ledger does, and the snapshot's jobs from one decision to the next (updating what
-// changes), so a decision costs the policy's work plus a pass over the jobs and devices.
+// device ledger does, the snapshot's jobs from one decision to the next (updating what
+// changes), and one DeviceIndex of its fixed devices for every round, so a decision costs the
+// policy's work plus a pass over the jobs and devices.
 //
 // What the adapter decides, not the policy: which curve the policy sees and the jobs run at
 // (burst-parallel plans or data parallelism), and whether a BG job may run inside a FG job's
@@ -20,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "coordinator/policy/policy.h"
@@ -62,6 +64,10 @@ class PolicyAdapter : public PoolPolicy {
   std::vector<Device> devices_;  // in the snapshot's device order
   std::unordered_map<std::string, std::unordered_map<std::string, size_t>> device_index_;
   std::unordered_map<int64_t, std::vector<size_t>> held_;  // job -> devices
+  // Jobs whose devices changed since the snapshot's jobs last listed them: the others keep their
+  // PolicyJob::devices from the previous decision (a decision copies no (node, device) keys for
+  // jobs that stay where they are).
+  std::unordered_set<int64_t> moved_;
   std::unordered_map<int64_t, const PoolJobView*> views_;  // this decision's views
   coordinator::policy::PolicySnapshot snapshot_;           // kept between decisions
 };

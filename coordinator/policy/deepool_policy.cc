@@ -93,7 +93,7 @@ class DeepoolRound {
 
   void Realise() {
     for (const Sized& sized : sized_) {
-      const std::vector<DeviceKey> free = pool_.FreeOf(sized.type, sized.job->protocol_version);
+      const std::vector<int> free = pool_.FreeOf(sized.type, sized.job->protocol_version);
       const int count = std::min<int>(sized.devices, static_cast<int>(free.size()));
       if (count < 1) {
         out_.waits.push_back({sized.job->id, WaitCode::kWorkerProtocol,
@@ -101,10 +101,10 @@ class DeepoolRound {
                                   std::to_string(sized.job->protocol_version)});
         continue;
       }
-      std::vector<DeviceKey> devices = pool_.Pack(free, count);
-      pool_.HoldForeground(sized.job->id, devices, &out_.preemptions);
+      const std::vector<int> devices = pool_.Pack(free, count);
+      pool_.HoldForeground(*sized.job, devices, &out_.preemptions);
       held_[sized.job->id] = {sized.type, count};
-      out_.grants.push_back({sized.job->id, sized.type, std::move(devices), 0});
+      out_.grants.push_back({sized.job->id, sized.type, pool_.Keys(devices), 0});
     }
   }
 

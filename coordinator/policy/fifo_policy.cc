@@ -37,9 +37,9 @@ class FifoRound {
     const int wanted = DevicesWanted(job, pool_);
     for (const std::string& type : pool_.Types()) {
       if (!RunsOn(job, type) || pool_.FreeCount(type, job.protocol_version) < wanted) continue;
-      std::vector<DeviceKey> devices = pool_.Pack(pool_.FreeOf(type, job.protocol_version), wanted);
-      pool_.HoldForeground(job.id, devices, &out_.preemptions);
-      out_.grants.push_back({job.id, type, std::move(devices), 0});
+      const std::vector<int> devices = pool_.Pack(pool_.FreeOf(type, job.protocol_version), wanted);
+      pool_.HoldForeground(job, devices, &out_.preemptions);
+      out_.grants.push_back({job.id, type, pool_.Keys(devices), 0});
       return true;
     }
     return false;

@@ -135,7 +135,7 @@ class MaxMinRound {
         held_[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
         continue;
       }
-      pool_.Release(job.id);
+      pool_.Release(job);
       preempted_.push_back(&job);
     }
     for (const PolicyJob* job : AdmissionOrder(snapshot_)) {
@@ -145,17 +145,17 @@ class MaxMinRound {
         WaitForShare(*job);
         continue;
       }
-      const std::vector<DeviceKey> free = pool_.FreeOf(target->second, job->protocol_version);
+      const std::vector<int> free = pool_.FreeOf(target->second, job->protocol_version);
       if (static_cast<int>(free.size()) < job->requested_devices) {
         out_.waits.push_back({job->id, WaitCode::kWorkerProtocol,
                               "needs workers that speak executor protocol " +
                                   std::to_string(job->protocol_version)});
         continue;
       }
-      std::vector<DeviceKey> devices = pool_.Pack(free, job->requested_devices);
-      pool_.HoldForeground(job->id, devices, &out_.preemptions);
+      const std::vector<int> devices = pool_.Pack(free, job->requested_devices);
+      pool_.HoldForeground(*job, devices, &out_.preemptions);
       held_[job->id] = {target->second, job->requested_devices};
-      out_.grants.push_back({job->id, target->second, std::move(devices), 0});
+      out_.grants.push_back({job->id, target->second, pool_.Keys(devices), 0});
     }
     for (const PolicyJob* job : preempted_) {
       out_.preemptions.push_back({job->id, TakerOf(*job), PreemptionMessage(*job)});

@@ -43,6 +43,8 @@ using DeviceKey = std::pair<std::string, std::string>;  // (node id, device): De
 
 enum class Role { kFg, kBg };
 
+class DeviceIndex;  // device_index.h
+
 // A job's planned iteration time against the device count on one device type: the planner's
 // speed-up curve (planner/speedup_curve.h) reduced to what a policy needs.
 struct SpeedCurve {
@@ -115,6 +117,11 @@ struct PolicySnapshot {
   double now_s = 0;
   std::vector<PolicyDevice> devices;  // schedulable devices only, node by node
   std::vector<PolicyJob> jobs;        // pending and placed jobs, in submission order
+  // Optional: an index of `devices` (device_index.h) that the caller keeps from round to round
+  // while its devices (their keys, types and order) do not change, so that a round need not
+  // build one. The caller vouches that it indexes `devices`; a round builds its own when it is
+  // null or indexes a different number of devices.
+  std::shared_ptr<const DeviceIndex> device_index;
 };
 
 // Why a job waits after a round; mirrors the coordinator's ReasonCode names.

@@ -6,174 +6,208 @@
 namespace deepool::coordinator::policy {
 
 PoolState::PoolState(const PolicySnapshot& snapshot) : snapshot_(snapshot) {
-  for (size_t i = 0; i < snapshot.devices.size(); ++i) {
-    const PolicyDevice& device = snapshot.devices[i];
-    device_[device.key] = &device;
-    index_[device.key] = static_cast<int>(i);
-    ++devices_of_type_[device.type];
+  const size_t count = snapshot.devices.size();
+  if (snapshot.device_index && snapshot.device_index->size() == static_cast<int>(count)) {
+    index_ = snapshot.device_index.get();
+  } else {
+    own_index_ = std::make_shared<const DeviceIndex>(snapshot.devices);
+    index_ = own_index_.get();
   }
-  for (const auto& [type, count] : devices_of_type_) types_.push_back(type);
-  for (const PolicyJob& job : snapshot.jobs) {
+  fg_.assign(count, -1);
+  bg_.assign(count, -1);
+  taken_this_round_.assign(count, 0);
+  for (size_t j = 0; j < snapshot.jobs.size(); ++j) {
+    const PolicyJob& job = snapshot.jobs[j];
     for (const DeviceKey& key : job.devices) {
-      (job.role == Role::kFg ? fg_ : bg_)[key] = job.id;
+      const int device = index_->Find(key);
+      if (device < 0) continue;
+      (job.role == Role::kFg ? fg_ : bg_)[static_cast<size_t>(device)] = static_cast<int>(j);
     }
   }
-  for (size_t i = 0; i < snapshot.devices.size(); ++i) {
-    const PolicyDevice& device = snapshot.devices[i];
-    if (!fg_.count(device.key)) free_[device.type].insert(static_cast<int>(i));
+  free_of_type_.assign(index_->Types().size(), 0);
+  for (size_t i = 0; i < count; ++i) {
+    if (fg_[i] < 0) ++free_of_type_[static_cast<size_t>(index_->TypeOf(static_cast<int>(i)))];
   }
 }
 
-std::vector<DeviceKey> PoolState::FreeOf(const std::string& type, int version) const {
-  std::vector<DeviceKey> keys;
-  auto found = free_.find(type);
-  if (found == free_.end()) return keys;
-  for (int i : found->second) {
-    const PolicyDevice& device = snapshot_.devices[static_cast<size_t>(i)];
-    if (device.Reads(version)) keys.push_back(device.key);
+const std::vector<std::string>& PoolState::Types() const { return index_->Types(); }
+
+int PoolState::JobOf(const PolicyJob& job) const {
+  return static_cast<int>(&job - snapshot_.jobs.data());
+}
+
+std::vector<int> PoolState::FreeOf(const std::string& type, int version) const {
+  std::vector<int> devices;
+  const int type_id = index_->TypeId(type);
+  if (type_id < 0) return devices;
+  for (int i : index_->OfType(type_id)) {
+    const size_t at = static_cast<size_t>(i);
+    if (fg_[at] < 0 && snapshot_.devices[at].Reads(version)) devices.push_back(i);
   }
-  return keys;
+  return devices;
 }
 
 int PoolState::FreeCount(const std::string& type, int version) const {
-  auto found = free_.find(type);
-  if (found == free_.end()) return 0;
-  if (version <= 0) return static_cast<int>(found->second.size());
+  const int type_id = index_->TypeId(type);
+  if (type_id < 0) return 0;
+  if (version <= 0) return free_of_type_[static_cast<size_t>(type_id)];
   int count = 0;
-  for (int i : found->second) count += snapshot_.devices[static_cast<size_t>(i)].Reads(version);
+  for (int i : index_->OfType(type_id)) {
+    const size_t at = static_cast<size_t>(i);
+    count += fg_[at] < 0 && snapshot_.devices[at].Reads(version);
+  }
   return count;
 }
 
 int PoolState::LargestGroup(int version) const {
   auto cached = largest_group_.find(version);
   if (cached != largest_group_.end()) return cached->second;
-  std::map<std::string, int> capacity;
-  for (const PolicyDevice& device : snapshot_.devices) {
-    if (device.Reads(version)) ++capacity[device.type];
-  }
   int largest = 0;
-  for (const auto& [type, count] : capacity) largest = std::max(largest, count);
+  for (size_t type = 0; type < index_->Types().size(); ++type) {
+    int capacity = 0;
+    for (int i : index_->OfType(static_cast<int>(type))) {
+      capacity += snapshot_.devices[static_cast<size_t>(i)].Reads(version);
+    }
+    largest = std::max(largest, capacity);
+  }
   largest_group_[version] = largest;
   return largest;
 }
 
 int PoolState::DevicesOfType(const std::string& type) const {
-  auto found = devices_of_type_.find(type);
-  return found == devices_of_type_.end() ? 0 : found->second;
+  const int type_id = index_->TypeId(type);
+  return type_id < 0 ? 0 : static_cast<int>(index_->OfType(type_id).size());
 }
 
-std::vector<DeviceKey> PoolState::Pack(const std::vector<DeviceKey>& free, int count) const {
-  std::map<std::string, std::vector<DeviceKey>> by_node;
-  for (const DeviceKey& key : free) by_node[key.first].push_back(key);
-  std::vector<std::vector<DeviceKey>> groups;
-  for (auto& [node, node_keys] : by_node) {
-    std::stable_sort(node_keys.begin(), node_keys.end(),
-                     [&](const auto& a, const auto& b) { return bg_.count(a) < bg_.count(b); });
-    groups.push_back(std::move(node_keys));
+std::vector<DeviceKey> PoolState::Keys(const std::vector<int>& devices) const {
+  std::vector<DeviceKey> keys;
+  keys.reserve(devices.size());
+  for (int i : devices) keys.push_back(snapshot_.devices[static_cast<size_t>(i)].key);
+  return keys;
+}
+
+std::vector<int> PoolState::Pack(const std::vector<int>& free, int count) const {
+  // Group by node (node id order), each group keeping `free`'s order.
+  std::vector<int> sorted = free;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [&](int a, int b) { return index_->NodeRankOf(a) < index_->NodeRankOf(b); });
+  struct Group {
+    size_t begin, end;
+  };
+  std::vector<Group> groups;
+  for (size_t begin = 0; begin < sorted.size();) {
+    size_t end = begin + 1;
+    const int node = index_->NodeRankOf(sorted[begin]);
+    while (end < sorted.size() && index_->NodeRankOf(sorted[end]) == node) ++end;
+    std::stable_partition(sorted.begin() + static_cast<std::ptrdiff_t>(begin),
+                          sorted.begin() + static_cast<std::ptrdiff_t>(end),
+                          [&](int device) { return bg_[static_cast<size_t>(device)] < 0; });
+    groups.push_back({begin, end});
+    begin = end;
   }
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  std::vector<DeviceKey> taken;
-  for (const auto& group : groups) {
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.end - a.begin > b.end - b.begin;
+  });
+  std::vector<int> taken;
+  for (const Group& group : groups) {
     const int held = static_cast<int>(taken.size());
     if (held == count) break;
-    const int take = std::min<int>(static_cast<int>(group.size()), count - held);
-    taken.insert(taken.end(), group.begin(), group.begin() + take);
+    const int take = std::min<int>(static_cast<int>(group.end - group.begin), count - held);
+    taken.insert(taken.end(), sorted.begin() + static_cast<std::ptrdiff_t>(group.begin),
+                 sorted.begin() + static_cast<std::ptrdiff_t>(group.begin) + take);
   }
   return taken;
 }
 
-void PoolState::HoldForeground(const std::string& job_id, const std::vector<DeviceKey>& devices,
+void PoolState::HoldForeground(const PolicyJob& job, const std::vector<int>& devices,
                                std::vector<Preemption>* preempted) {
-  for (const DeviceKey& key : devices) {
-    const PolicyDevice& device = *device_.at(key);
-    free_[device.type].erase(index_.at(key));
-    fg_[key] = job_id;
-    taken_this_round_.insert(key);
-    auto bg = bg_.find(key);
-    if (bg != bg_.end()) {
-      const std::string bg_job = bg->second;
+  Changed();
+  const int holder = JobOf(job);
+  for (int device : devices) {
+    const size_t at = static_cast<size_t>(device);
+    if (fg_[at] < 0) --free_of_type_[static_cast<size_t>(index_->TypeOf(device))];
+    fg_[at] = holder;
+    taken_this_round_[at] = 1;
+    if (bg_[at] >= 0) {
+      const PolicyJob& bg_job = snapshot_.jobs[static_cast<size_t>(bg_[at])];
+      const DeviceKey& key = snapshot_.devices[at].key;
       preempted->push_back(
-          {bg_job, job_id, "FG job " + job_id + " takes " + key.first + "/" + key.second});
+          {bg_job.id, job.id, "FG job " + job.id + " takes " + key.first + "/" + key.second});
       Release(bg_job);
     }
   }
 }
 
-void PoolState::Release(const std::string& job_id) {
-  for (auto it = fg_.begin(); it != fg_.end();) {
-    if (it->second == job_id) {
-      free_[device_.at(it->first)->type].insert(index_.at(it->first));
-      taken_this_round_.erase(it->first);
-      it = fg_.erase(it);
-    } else {
-      ++it;
+void PoolState::Release(const PolicyJob& job) {
+  Changed();
+  const int holder = JobOf(job);
+  for (size_t at = 0; at < fg_.size(); ++at) {
+    if (fg_[at] == holder) {
+      ++free_of_type_[static_cast<size_t>(index_->TypeOf(static_cast<int>(at)))];
+      taken_this_round_[at] = 0;
+      fg_[at] = -1;
     }
-  }
-  for (auto it = bg_.begin(); it != bg_.end();) {
-    it = it->second == job_id ? bg_.erase(it) : std::next(it);
+    if (bg_[at] == holder) bg_[at] = -1;
   }
 }
 
 PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
-  const PolicyDevice* best = nullptr;
+  BackgroundChoice choice;
+  const std::pair<int, std::string> needs{job.protocol_version, job.required_device_type};
+  if (const auto known = waits_.find(needs); known != waits_.end()) {
+    choice.wait = known->second;
+    choice.wait->job_id = job.id;
+    return choice;
+  }
+  const int required_type =
+      job.required_device_type.empty() ? -1 : index_->TypeId(job.required_device_type);
+  int best = -1;
   double best_idle = -1;
   bool best_ready = false;
   bool any_readable = false;
-  for (const PolicyDevice& device : snapshot_.devices) {
+  for (size_t at = 0; at < fg_.size(); ++at) {
+    const PolicyDevice& device = snapshot_.devices[at];
     if (!device.Reads(job.protocol_version)) continue;
-    if (!job.required_device_type.empty() && device.type != job.required_device_type) continue;
+    if (!job.required_device_type.empty() && index_->TypeOf(static_cast<int>(at)) != required_type)
+      continue;
     any_readable = true;
-    if (bg_.count(device.key)) continue;
-    const bool held = fg_.count(device.key) > 0;
-    const bool new_holder = taken_this_round_.count(device.key) > 0;
+    if (bg_[at] >= 0) continue;
+    const bool held = fg_[at] >= 0;
+    const bool new_holder = taken_this_round_[at] != 0;
     const double idle = !held ? 1.0 : new_holder ? 0.0 : device.idle_fraction;
     const bool ready = !held || (device.fg_rank_running && !new_holder);
     if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
       best_idle = idle;
-      best = &device;
+      best = static_cast<int>(at);
       best_ready = ready;
     }
   }
-  BackgroundChoice choice;
-  if (!best && !any_readable && LargestGroup(0) > 0) {
+  if (best < 0 && !any_readable && LargestGroup(0) > 0) {
     choice.wait =
         Wait{job.id, WaitCode::kWorkerProtocol,
              "needs workers that speak executor protocol " + std::to_string(job.protocol_version)};
-  } else if (!best) {
+  } else if (best < 0) {
     choice.wait =
         Wait{job.id, WaitCode::kWaitingForBgSlot, "waiting for a device without a bg job"};
   } else if (!best_ready) {
     // As its own process it would compete with the FG rank for the device; inside the FG
     // executor the gate gives the FG rank priority. So it waits for that executor.
-    choice.wait =
-        Wait{job.id, WaitCode::kWaitingForFgRank,
-             "waiting for FG job " + fg_.at(best->key) + "'s rank on " + best->key.first + "/" +
-                 best->key.second + " to start (to run inside it) or to end (predicted idle " +
-                 Percent(best_idle) + ")"};
+    const size_t at = static_cast<size_t>(best);
+    const DeviceKey& key = snapshot_.devices[at].key;
+    choice.wait = Wait{job.id, WaitCode::kWaitingForFgRank,
+                       "waiting for FG job " + snapshot_.jobs[static_cast<size_t>(fg_[at])].id +
+                           "'s rank on " + key.first + "/" + key.second +
+                           " to start (to run inside it) or to end (predicted idle " +
+                           Percent(best_idle) + ")"};
   } else {
-    bg_[best->key] = job.id;
-    choice.grant = Grant{job.id, best->type, {best->key}, best_idle};
+    const PolicyDevice& device = snapshot_.devices[static_cast<size_t>(best)];
+    Changed();
+    bg_[static_cast<size_t>(best)] = JobOf(job);
+    choice.grant = Grant{job.id, device.type, {device.key}, best_idle};
+    return choice;
   }
+  waits_[needs] = *choice.wait;
   return choice;
-}
-
-std::optional<std::string> PoolState::ForegroundOf(const DeviceKey& key) const {
-  auto found = fg_.find(key);
-  if (found == fg_.end()) return std::nullopt;
-  return found->second;
-}
-
-std::optional<std::string> PoolState::BackgroundOf(const DeviceKey& key) const {
-  auto found = bg_.find(key);
-  if (found == bg_.end()) return std::nullopt;
-  return found->second;
-}
-
-int PoolState::HeldBy(const std::string& job_id) const {
-  int count = 0;
-  for (const auto& [key, holder] : fg_) count += holder == job_id;
-  return count;
 }
 
 bool RunsOn(const PolicyJob& job, const std::string& type) {

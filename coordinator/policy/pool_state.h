@@ -6,37 +6,43 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "coordinator/policy/device_index.h"
 #include "coordinator/policy/policy.h"
 
 namespace deepool::coordinator::policy {
 
 class PoolState {
  public:
-  // Holders from the snapshot's placed jobs; free devices are those no FG job holds.
+  // Holders from the snapshot's placed jobs; free devices are those no FG job holds. A placed
+  // job's device that the snapshot does not list is ignored. Devices are named by their position
+  // in snapshot.devices throughout; jobs are references into snapshot.jobs.
   explicit PoolState(const PolicySnapshot& snapshot);
 
   // Device types with devices in the pool, in name order (computed once: a round asks per job).
-  const std::vector<std::string>& Types() const { return types_; }
+  const std::vector<std::string>& Types() const;
   // Free devices of `type` on nodes that read `version`, in snapshot order.
-  std::vector<DeviceKey> FreeOf(const std::string& type, int version) const;
+  std::vector<int> FreeOf(const std::string& type, int version) const;
   int FreeCount(const std::string& type, int version) const;
   // The most schedulable devices of one type on nodes that read `version` (0: any).
   int LargestGroup(int version) const;
   int DevicesOfType(const std::string& type) const;
+  // The devices' keys, for a Grant.
+  std::vector<DeviceKey> Keys(const std::vector<int>& devices) const;
 
   // `count` of `free` (devices of one type) on as few nodes as possible: the nodes with the most
-  // free devices first, within a node the devices without a BG job first. Admit's packing.
-  std::vector<DeviceKey> Pack(const std::vector<DeviceKey>& free, int count) const;
+  // free devices first (ties in node id order), within a node the devices without a BG job
+  // first, each group in the order `free` gives. Admit's packing.
+  std::vector<int> Pack(const std::vector<int>& free, int count) const;
   // The FG job takes the devices: BG jobs on them make way (appended to *preempted).
-  void HoldForeground(const std::string& job_id, const std::vector<DeviceKey>& devices,
+  void HoldForeground(const PolicyJob& job, const std::vector<int>& devices,
                       std::vector<Preemption>* preempted);
   // Frees every device the job holds (a preempted job).
-  void Release(const std::string& job_id);
+  void Release(const PolicyJob& job);
 
   // A BG job's place: the idlest device without a BG job on a node reading its version, or why
   // it waits. Holds the device when one is granted.
@@ -46,22 +52,24 @@ class PoolState {
   };
   BackgroundChoice PlaceBackground(const PolicyJob& job);
 
-  std::optional<std::string> ForegroundOf(const DeviceKey& key) const;
-  std::optional<std::string> BackgroundOf(const DeviceKey& key) const;
-  // Devices the FG job holds after the round's changes so far.
-  int HeldBy(const std::string& job_id) const;
-
  private:
+  int JobOf(const PolicyJob& job) const;
+  void Changed() { waits_.clear(); }
+
   const PolicySnapshot& snapshot_;
-  std::map<DeviceKey, const PolicyDevice*> device_;
-  std::map<DeviceKey, std::string> fg_;
-  std::map<DeviceKey, std::string> bg_;
-  std::vector<std::string> types_;
-  std::map<std::string, int> devices_of_type_;
-  std::map<DeviceKey, int> index_;             // position in snapshot_.devices
-  std::map<std::string, std::set<int>> free_;  // by type: indices of devices no FG job holds
-  std::set<DeviceKey> taken_this_round_;       // FG-held from this round: idleness unknown (0)
-  mutable std::map<int, int> largest_group_;   // LargestGroup by version
+  std::shared_ptr<const DeviceIndex> own_index_;  // when the snapshot brings none that fits
+  const DeviceIndex* index_;
+  // By device position: the position in snapshot_.jobs of the FG (BG) job on it, or -1. A device
+  // is free when no FG job holds it.
+  std::vector<int> fg_;
+  std::vector<int> bg_;
+  std::vector<char> taken_this_round_;        // FG-held from this round: idleness unknown (0)
+  std::vector<int> free_of_type_;             // free devices by DeviceIndex type id
+  mutable std::map<int, int> largest_group_;  // LargestGroup by version
+  // PlaceBackground's answer for a BG job that waits, by (protocol version, required type):
+  // every BG job with the same needs waits for the same reason until the pool changes, so a long
+  // queue of them costs one scan of the devices, not one each.
+  std::map<std::pair<int, std::string>, Wait> waits_;
 };
 
 // A job's iteration time on `g` devices of `type`: its curve's, else 1 / g (perfect scaling).
