@@ -11,7 +11,8 @@
 # or more GPUs sets deepool's data parallelism beside a DDP-style libtorch loop over NCCL on all
 # of them (deepool-bench-dp_vs_ddp --device cuda; skipped, saying so, on one GPU), works out how
 # many of the node's cores the image pipeline needs to feed this GPU at the training speeds it
-# measured (ResNet-50 and ViT-B/16 at tf32 and bf16), runs the FG-slowdown benchmark (deepool vs naive collocation on one GPU), and
+# measured (ResNet-50 and ViT-B/16 at tf32 and bf16), runs the FG-slowdown benchmark (deepool
+# vs naive collocation on one GPU), and
 # writes what it saw, with the node's GPU, driver, CUDA, torch and NCCL versions and the tree it
 # ran (HEAD and a hash of the files), to docs/results/gpu-node-latest.md (and $OUT/ when OUT is
 # set), so the numbers can be committed as they are and carried into the record of all GPU
@@ -29,7 +30,8 @@
 #                  BUILD_DIR/deps) and the build is configured with it
 #   --unpack-all   unpack every group of the pack, also those the node has (to check the pack)
 #   --no-gpu       prepare and build only, then write the report: no GPU needed (checks the
-#                  build path on a machine without one)
+#                  build path on a machine without one; the comparison with plain PyTorch runs
+#                  on CPU with tiny models, to check that stage)
 #   --targets      build these instead of the GPU targets
 #   --quick        a shorter benchmark (fewer iterations and rounds)
 #   --no-bench     skip the FG-slowdown benchmark (GPU tests and the prediction check only)
