@@ -13,9 +13,7 @@ namespace planner = deepool::planner;
 
 double DeviceMemoryGb(double flag_gb, const planner::Cluster& cluster) {
   if (flag_gb >= 0) return flag_gb;
-  if (cluster.device_memory_gb > 0) return cluster.device_memory_gb;
-  StatusOr<planner::DeviceModel> preset = planner::DevicePreset(cluster.device_type);
-  return preset.ok() ? preset->memory_gb : 0;
+  return planner::DeviceMemoryGbOr(cluster.device_memory_gb, cluster.device_type);
 }
 
 StatusOr<planner::OptimizerMemory> OptimizerMemoryFlag(const std::string& name) {

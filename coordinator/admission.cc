@@ -4,7 +4,9 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
+#include "coordinator/device_memory.h"
 #include "coordinator/policy/fifo_policy.h"
 #include "coordinator/policy/pool_state.h"
 #include "protocol/training_spec.h"
@@ -176,13 +178,25 @@ ReasonCode ReasonCodeOf(policy::WaitCode code) {
   return ReasonCode::kWaitingForDevices;
 }
 
-// The shape of a FG grant's devices: as many per node as its fullest node holds.
-ClusterShape ShapeOf(const policy::Grant& grant) {
+// The shape of a grant's devices: as many per node as its fullest node holds, and the least
+// memory among them (DeviceMemoryBytes; of those whose memory is known).
+ClusterShape ShapeOf(const policy::Grant& grant,
+                     const std::map<std::string_view, const NodeRecord*>& nodes) {
   std::map<std::string, int> per_node;
   for (const DeviceKey& key : grant.devices) ++per_node[key.first];
   ClusterShape shape;
   shape.device_type = grant.device_type;
   shape.devices = static_cast<int>(grant.devices.size());
+  for (const DeviceKey& key : grant.devices) {
+    auto node = nodes.find(key.first);
+    if (node == nodes.end()) continue;
+    for (const DeviceInfo& device : node->second->devices) {
+      const int64_t memory = device.device == key.second ? DeviceMemoryBytes(device) : 0;
+      if (memory > 0 && (shape.device_memory_bytes == 0 || memory < shape.device_memory_bytes)) {
+        shape.device_memory_bytes = memory;
+      }
+    }
+  }
   for (const auto& [node, count] : per_node) {
     shape.devices_per_node = std::max(shape.devices_per_node, count);
   }
@@ -207,13 +221,18 @@ Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
   for (const auto& [key, use] : input.ledger.Uses()) {
     if (!use.bg_job.empty()) bg_device.emplace(use.bg_job, key);
   }
+  std::map<std::string_view, const NodeRecord*> node_by_id;
+  if (!decisions.grants.empty()) {
+    for (const NodeRecord& node : input.nodes) node_by_id.emplace(node.id, &node);
+  }
   Admission out;
   for (policy::Grant& grant : decisions.grants) {
+    ClusterShape shape = ShapeOf(grant, node_by_id);
     if (pending.at(grant.job_id)->spec.role == JobRole::kBg) {
-      out.background.push_back({grant.job_id, grant.devices.front(), grant.idle_fraction});
+      out.background.push_back(
+          {grant.job_id, grant.devices.front(), grant.idle_fraction, std::move(shape)});
       continue;
     }
-    ClusterShape shape = ShapeOf(grant);
     out.foreground.push_back({grant.job_id, std::move(grant.devices), std::move(shape)});
   }
   for (const policy::Preemption& preempted : decisions.preemptions) {

@@ -51,6 +51,7 @@ struct BackgroundGrant {
   std::string job_id;
   DeviceKey device;
   double idle_fraction = 1.0;  // predicted idleness of the device when chosen
+  ClusterShape shape;          // the one device, for its type and memory
 };
 
 // A BG job whose device a FG job took: it is stopped and goes back to PENDING.

@@ -8,6 +8,7 @@
 
 #include "common/byte_size.h"
 #include "common/limits.h"
+#include "coordinator/device_memory.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -132,23 +133,26 @@ StatusOr<bool> UsesMeasuredProfile(const std::string& profile_json,
                                  " and no analytical model times it");
 }
 
+// The search options planner::CheckMemoryCanFit reads for a plan of `spec` on `shape`: the
+// options PlanForeground searches with that bear on memory.
+StatusOr<planner::PlanOptions> MemoryCheckOptions(const JobSpec& spec, const ClusterShape& shape) {
+  planner::PlanOptions options;
+  options.global_batch = spec.global_batch;
+  options.devices = shape.devices;
+  options.sync_batch_norm = SynchronizesBatchNorm(spec);
+  options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
+  options.precision = spec.precision;
+  RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &options));
+  return options;
+}
+
 }  // namespace
 
-StatusOr<int64_t> InProcessPlanningBackend::DeviceMemoryFloor(const JobSpec& spec) const {
+Status InProcessPlanningBackend::CheckMemoryCanFit(const JobSpec& spec,
+                                                   const ClusterShape& shape) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
-  // Weights, gradients and the optimizer's state: SGD's momentum, or Adam's (AdamW's) two moments.
-  const double state_copies = spec.optimizer.name == "sgd" ? 3 : 4;
-  double largest_layer_state = 0;
-  double kept_per_sample = static_cast<double>(graph.input_bytes());
-  for (const planner::Layer& layer : graph.layers()) {
-    largest_layer_state =
-        std::max(largest_layer_state, static_cast<double>(layer.params) * 4 * state_copies);
-    kept_per_sample += static_cast<double>(layer.output_bytes);
-  }
-  const double share = kept_per_sample * static_cast<double>(spec.global_batch) /
-                       static_cast<double>(std::max<int64_t>(spec.gpus, 1));
-  const double floor = std::max(largest_layer_state, share);
-  return floor >= 9.0e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(floor);
+  ASSIGN_OR_RETURN(const planner::PlanOptions options, MemoryCheckOptions(spec, shape));
+  return planner::CheckMemoryCanFit(graph, options);
 }
 
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
@@ -234,13 +238,20 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   options.concurrent_branches = spec.concurrent_branches;
   options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   options.precision = precision;
+  RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &options));
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(graph, *profile, cluster, options));
   return ToPlannedJob(graph, plan);
 }
 
-StatusOr<PlannedJob> InProcessPlanningBackend::PlanBackground(const JobSpec& spec) const {
+StatusOr<PlannedJob> InProcessPlanningBackend::PlanBackground(const JobSpec& spec,
+                                                              const ClusterShape& device) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  ClusterShape one = device;
+  one.nodes = one.devices_per_node = one.devices = 1;
+  ASSIGN_OR_RETURN(const planner::PlanOptions options, MemoryCheckOptions(spec, one));
+  // The one-device plan is the widest there is: it fits exactly when the check passes.
+  RETURN_IF_ERROR(planner::CheckMemoryCanFit(graph, options));
   planner::Plan plan = planner::DataParallelLayout(graph, spec.global_batch, 1);
   return ToPlannedJob(graph, plan);
 }

@@ -14,14 +14,15 @@ namespace deepool::coordinator {
 class InProcessPlanningBackend final : public PlanningBackend {
  public:
   Status CheckModel(const JobSpec& spec) const override;
-  StatusOr<int64_t> DeviceMemoryFloor(const JobSpec& spec) const override;
+  Status CheckMemoryCanFit(const JobSpec& spec, const ClusterShape& shape) const override;
   std::string ModelKey(const JobSpec& spec) const override;
   StatusOr<std::string> ProfileGraphJson(const JobSpec& spec) const override;
   bool HasAnalyticalPreset(const std::string& device_type) const override;
   std::vector<int64_t> ProfileBatchSizes(const JobSpec& spec) const override;
   StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& shape,
                                       const std::string& profile_json) const override;
-  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override;
+  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec,
+                                      const ClusterShape& device) const override;
 };
 
 }  // namespace deepool::coordinator

@@ -6,6 +6,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "coordinator/device_memory.h"
 
 namespace deepool::coordinator {
 
@@ -181,17 +182,20 @@ std::optional<NodeRegistry::LargestDevice> NodeRegistry::LargestSchedulableDevic
   std::lock_guard<std::mutex> lock(mu_);
   const NodeRecord* largest_node = nullptr;
   const DeviceInfo* largest = nullptr;
+  int64_t largest_bytes = 0;
   for (const auto& [id, node] : nodes_) {
     if (!node.schedulable()) continue;
     for (const DeviceInfo& device : node.devices) {
-      if (device.memory_bytes > 0 && (!largest || device.memory_bytes > largest->memory_bytes)) {
+      const int64_t bytes = DeviceMemoryBytes(device);
+      if (bytes > largest_bytes) {
         largest = &device;
         largest_node = &node;
+        largest_bytes = bytes;
       }
     }
   }
   if (!largest) return std::nullopt;
-  return LargestDevice{largest_node->name, *largest};
+  return LargestDevice{largest_node->name, *largest, largest_bytes};
 }
 
 std::vector<NodeRecord> NodeRegistry::List() const {

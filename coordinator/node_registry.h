@@ -81,11 +81,13 @@ class NodeRegistry {
 
   StatusOr<NodeRecord> Get(const std::string& node_id) const;
   std::vector<NodeRecord> List() const;  // by name
-  // The schedulable device with the most memory (of those that report it) and its node's name,
-  // found without copying the registry (every submission asks); nullopt when there is none.
+  // The schedulable device with the most memory (DeviceMemoryBytes, device_memory.h: reported,
+  // else its type preset's) and its node's name, found without copying the registry (every
+  // submission asks); nullopt when there is none whose memory is known.
   struct LargestDevice {
     std::string node_name;
     DeviceInfo device;
+    int64_t memory_bytes = 0;  // DeviceMemoryBytes(device)
   };
   std::optional<LargestDevice> LargestSchedulableDevice() const;
   Clock::Duration node_timeout() const { return node_timeout_; }

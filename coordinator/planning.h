@@ -15,13 +15,16 @@
 
 namespace deepool::coordinator {
 
-// The devices a FG plan is made for: `nodes` nodes of `devices_per_node` devices each
-// (ranks fill node 0 first, then node 1, ...), `devices` of them used.
+// The devices a plan is made for: `nodes` nodes of `devices_per_node` devices each (ranks fill
+// node 0 first, then node 1, ...), `devices` of them used (a BG plan: one).
 struct ClusterShape {
   std::string device_type;
   int nodes = 1;
   int devices_per_node = 1;
   int devices = 1;
+  // The least memory among those devices (DeviceMemoryBytes, device_memory.h: what each device
+  // reports, else its type preset's memory_gb); plans must fit it. 0: unknown, unchecked.
+  int64_t device_memory_bytes = 0;
 };
 
 struct PlannedJob {
@@ -39,12 +42,11 @@ class PlanningBackend {
   // it (no batch-norm layer left with one value per channel): INVALID_ARGUMENT naming "model",
   // "graph" or "global_batch" otherwise.
   virtual Status CheckModel(const JobSpec& spec) const = 0;
-  // Bytes that one device needs at least under any plan of this job: the largest layer's
-  // weights, gradients and optimizer state (every device of a layer keeps them), and an equal
-  // share of the global batch's inputs and activations kept for backward (the job's devices
-  // together keep them all). A lower bound, not the peak: workspace and the allocator's slack
-  // come on top. INVALID_ARGUMENT as CheckModel.
-  virtual StatusOr<int64_t> DeviceMemoryFloor(const JobSpec& spec) const = 0;
+  // Whether some plan of this job on `shape` (its devices and their memory) may fit, by the
+  // planner's memory model (planner::CheckMemoryCanFit, at the spec's precision: fp32 when
+  // unset): OK when it may (or the memory is unknown), else the planner's RESOURCE_EXHAUSTED
+  // naming the layer, its bytes by part and its device count. INVALID_ARGUMENT as CheckModel.
+  virtual Status CheckMemoryCanFit(const JobSpec& spec, const ClusterShape& shape) const = 0;
   // The key profiles of this job's model are cached under (with the device type). It names every
   // option the graph depends on, and the kind of optimizer step (a CPU profile's iteration
   // overhead includes it), so jobs whose profiles differ never share one.
@@ -57,12 +59,15 @@ class PlanningBackend {
   virtual bool HasAnalyticalPreset(const std::string& device_type) const = 0;
   // Per-device batch sizes a PROFILE task should measure for this job.
   virtual std::vector<int64_t> ProfileBatchSizes(const JobSpec& spec) const = 0;
-  // A burst-parallel plan. `profile_json` is a measured profile document, or empty to use the
-  // device type's analytical preset.
+  // A burst-parallel plan that fits the shape's device memory (RESOURCE_EXHAUSTED, the
+  // planner's message, when none does). `profile_json` is a measured profile document, or empty
+  // to use the device type's analytical preset.
   virtual StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& cluster,
                                               const std::string& profile_json) const = 0;
-  // A one-device plan for a BG job.
-  virtual StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const = 0;
+  // A one-device plan for a BG job on `device` (a one-device shape); RESOURCE_EXHAUSTED as
+  // PlanForeground when the job does not fit the device's memory.
+  virtual StatusOr<PlannedJob> PlanBackground(const JobSpec& spec,
+                                              const ClusterShape& device) const = 0;
 };
 
 }  // namespace deepool::coordinator

@@ -64,17 +64,25 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
 }
 
 Status Scheduler::CheckFitsRegisteredDevices(const JobSpec& spec) const {
-  ASSIGN_OR_RETURN(int64_t floor, planner_->DeviceMemoryFloor(spec));
   const std::optional<NodeRegistry::LargestDevice> largest = nodes_->LargestSchedulableDevice();
-  // No device registered yet, or none that says its memory: nothing to hold the job against.
-  if (!largest || floor <= largest->device.memory_bytes) return Status::Ok();
-  return FailedPreconditionError(
-      "the job needs at least " + FormatBytes(floor, ByteUnit::kGiB) +
-      " on each device under any plan (its largest layer's weights, gradients and optimizer "
-      "state, or its share of the global batch's inputs and activations), but the largest "
-      "registered device has " +
-      FormatBytes(largest->device.memory_bytes, ByteUnit::kGiB) + " (" + largest->device.device +
-      " on " + largest->node_name + "); use a smaller global_batch or more gpus");
+  // No device registered yet, or none whose memory is known: nothing to hold the job against.
+  if (!largest) return Status::Ok();
+  // The job's most devices (a policy may give it fewer, never more), each of the largest memory,
+  // at the precision that needs the least of it there (16 bits where the type has them): if no
+  // plan fits even so, none will wherever the job is placed.
+  ClusterShape shape;
+  shape.device_type = largest->device.type;
+  shape.devices = shape.devices_per_node = spec.gpus;
+  shape.device_memory_bytes = largest->memory_bytes;
+  JobSpec at_least = spec;
+  at_least.precision = jobspec::TrainingPrecision(spec, shape.device_type, true);
+  Status fits = planner_->CheckMemoryCanFit(at_least, shape);
+  if (fits.code() != StatusCode::kResourceExhausted) return fits;
+  return Status(fits.code(),
+                "the job cannot fit even the largest registered device, " + largest->device.device +
+                    " on " + largest->node_name + " (" + shape.device_type + ", " +
+                    FormatBytes(shape.device_memory_bytes, ByteUnit::kGiB) + "), on its " +
+                    std::to_string(spec.gpus) + " gpus: " + fits.message());
 }
 
 void Scheduler::Tick() {
@@ -125,7 +133,7 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
     }
     StatusOr<PlannedJob> planned =
         reservation.background
-            ? planner_->PlanBackground(spec)
+            ? planner_->PlanBackground(spec, reservation.shape)
             : planner_->PlanForeground(spec, reservation.shape, reservation.profile_json);
     Writes writes;
     {
@@ -261,6 +269,7 @@ void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, const JobR
   reservation.job_id = grant.job_id;
   reservation.background = true;
   reservation.devices = {grant.device};
+  reservation.shape = grant.shape;
   reservation.precision = PrecisionOnLocked(job, {grant.device});
   ledger_.HoldBackground(grant.device, grant.job_id);
   PlanOnceStoredLocked(

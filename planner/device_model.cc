@@ -198,6 +198,12 @@ StatusOr<DeviceModel> DevicePreset(std::string_view name, Precision precision) {
   return FromPresetRow(*row, precision);
 }
 
+double DeviceMemoryGbOr(double known_gb, std::string_view device_type) {
+  if (known_gb > 0) return known_gb;
+  const DevicePresetRow* row = FindPresetRow(device_type);
+  return row == nullptr ? 0 : row->memory_gb;
+}
+
 StatusOr<Precision> DefaultPrecision(std::string_view name) {
   const DevicePresetRow* row = FindPresetRow(name);
   if (row == nullptr) return UnknownPreset(name);

@@ -45,7 +45,7 @@ struct DeviceModel {
   double launch_us = 0;              // fixed cost of one kernel launch
   double gemm_half_depth = 0;        // reduction length at which a GEMM reaches half efficiency
   double gemm_half_outputs = 0;      // output elements at which a GEMM reaches half; 0: no term
-  double memory_gb = 0;              // capacity; informative
+  double memory_gb = 0;              // capacity (DeviceMemoryGbOr's default)
 
   Status Validate() const;
 };
@@ -60,6 +60,11 @@ StatusOr<DeviceModel> DevicePreset(std::string_view name);
 // bf16).
 StatusOr<DeviceModel> DevicePreset(std::string_view name, Precision precision);
 std::vector<std::string> DevicePresetNames();
+// The GiB of memory of one device of `device_type`: `known_gb` when > 0 (a cluster file's
+// device_memory_gb, the memory a worker reports for its device), else the type's preset's
+// memory_gb; 0 (unknown) for a type that is no preset. `deepool plan` and the coordinator both
+// size plans by it (docs/planner.md, "Memory").
+double DeviceMemoryGbOr(double known_gb, std::string_view device_type);
 // The preset's default precision (the one DevicePreset(name) uses); NOT_FOUND as DevicePreset.
 StatusOr<Precision> DefaultPrecision(std::string_view name);
 // The precisions the preset supports, in Precision's order; NOT_FOUND as DevicePreset.

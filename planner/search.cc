@@ -583,12 +583,21 @@ bool FitsOnEveryDevice(const MemoryFit& memory, const Plan& plan) {
 
 }  // namespace
 
-MemoryModelOptions PlanMemoryModelOptions(const PlanOptions& options, const Profile& profile) {
+namespace {
+
+MemoryModelOptions MemoryModelOptionsAt(const PlanOptions& options, Precision precision) {
   MemoryModelOptions memory;
-  memory.precision = options.precision.value_or(profile.precision().value_or(Precision::kFp32));
+  memory.precision = precision;
   memory.optimizer = options.optimizer_memory;
   memory.gradient_bucket_bytes = options.gradient_sync.bucket_bytes;
   return memory;
+}
+
+}  // namespace
+
+MemoryModelOptions PlanMemoryModelOptions(const PlanOptions& options, const Profile& profile) {
+  return MemoryModelOptionsAt(
+      options, options.precision.value_or(profile.precision().value_or(Precision::kFp32)));
 }
 
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
@@ -726,6 +735,27 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
   // The search keeps to MostDevicesPerLayer; checked again, as run-spec validation will.
   if (!options.sync_batch_norm) RETURN_IF_ERROR(CheckPerDeviceBatchNormTraining(plan, graph));
   return plan;
+}
+
+Status CheckMemoryCanFit(const Graph& graph, const PlanOptions& options) {
+  if (options.global_batch < 1 || options.devices < 1) {
+    return InvalidArgumentError("global batch and devices must be at least 1");
+  }
+  if (options.device_memory_bytes <= 0) return Status::Ok();
+  const MemoryModel memory_model(
+      graph, options.global_batch,
+      MemoryModelOptionsAt(options, options.precision.value_or(Precision::kFp32)));
+  const MemoryFit memory(memory_model, options.device_memory_bytes);
+  const std::vector<int> widest = MostDevicesPerLayer(graph, options);
+  // The search's own refusals: a layer that fits on none of its counts, then the widest plan.
+  RETURN_IF_ERROR(
+      memory
+          .FewestDevicesPerLayer(CandidateDeviceCounts(options.global_batch, options.devices,
+                                                       options.exhaustive_counts),
+                                 widest)
+          .status());
+  if (!memory.Fits(widest)) return memory.NothingFitsError(widest);
+  return Status::Ok();
 }
 
 Status CheckPlanWithinLimits(const Plan& plan, const PlanOptions& options) {

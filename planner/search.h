@@ -121,6 +121,15 @@ double RetryBudgetGpuMs(double budget_gpu_ms, double answer_additive_gpu_ms, dou
 // its limit. PlanBurstParallel applies it to every plan it returns.
 Status CheckPlanWithinLimits(const Plan& plan, const PlanOptions& options);
 
+// Whether some plan of `graph` on options.devices devices may fit options.device_memory_bytes,
+// decided by the memory model alone (no profile): every layer alone on the most devices it may
+// use, and all of them together so. OK when unchecked (capacity 0) or when they fit; otherwise
+// the RESOURCE_EXHAUSTED PlanBurstParallel returns for the request, naming the layer, its bytes
+// by part and its device count. Memory at options.precision (fp32 when unset). Necessary, not
+// sufficient: the search may still refuse within a tight amplification limit. INVALID_ARGUMENT
+// for a global batch or device count below 1.
+Status CheckMemoryCanFit(const Graph& graph, const PlanOptions& options);
+
 // The data-parallel plan (every layer on all min(G, B) devices) with predictions; refused as
 // PlanBurstParallel refuses.
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -29,9 +30,17 @@ class FakePlanningBackend final : public PlanningBackend {
   // Called as a plan is made (e.g. to fail the store between planning and dispatch).
   std::function<void()> on_plan;
 
-  int64_t memory_floor_bytes = 0;  // what DeviceMemoryFloor answers
-  StatusOr<int64_t> DeviceMemoryFloor(const JobSpec&) const override {
-    return memory_floor_bytes;
+  // Every job needs this much on each device (0: nothing): a shape of less known memory is
+  // refused as the planner refuses, RESOURCE_EXHAUSTED naming layer 'fc', by CheckMemoryCanFit,
+  // PlanForeground and PlanBackground alike.
+  int64_t memory_needed_bytes = 0;
+  Status CheckMemoryCanFit(const JobSpec&, const ClusterShape& shape) const override {
+    return MemoryFits(shape);
+  }
+  // The shape of the last plan made or refused (PlanForeground or PlanBackground).
+  ClusterShape last_shape() const {
+    std::lock_guard<std::mutex> lock(shape_mu_);
+    return last_shape_;
   }
   Status CheckModel(const JobSpec& spec) const override {
     if (!spec.graph_json.empty()) return Status::Ok();
@@ -63,14 +72,36 @@ class FakePlanningBackend final : public PlanningBackend {
     last_profile_json = profile_json;
     if (on_plan) on_plan();
     if (!plan_error.ok()) return plan_error;
+    RETURN_IF_ERROR(Planned(cluster));
     return Make(spec, cluster.devices);
   }
-  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec) const override {
+  StatusOr<PlannedJob> PlanBackground(const JobSpec& spec,
+                                      const ClusterShape& device) const override {
     if (on_plan) on_plan();
+    RETURN_IF_ERROR(Planned(device));
     return Make(spec, 1);
   }
 
  private:
+  Status MemoryFits(const ClusterShape& shape) const {
+    if (memory_needed_bytes == 0 || shape.device_memory_bytes == 0 ||
+        memory_needed_bytes <= shape.device_memory_bytes) {
+      return Status::Ok();
+    }
+    return ResourceExhaustedError("layer 'fc' does not fit in device memory: on " +
+                                  std::to_string(shape.devices) + " devices it needs " +
+                                  std::to_string(memory_needed_bytes) + " bytes on each");
+  }
+  Status Planned(const ClusterShape& shape) const {
+    {
+      std::lock_guard<std::mutex> lock(shape_mu_);
+      last_shape_ = shape;
+    }
+    return MemoryFits(shape);
+  }
+  mutable std::mutex shape_mu_;
+  mutable ClusterShape last_shape_;
+
   static PlannedJob Make(const JobSpec& spec, int devices) {
     PlannedJob planned;
     planned.world_size = devices;
