@@ -26,7 +26,7 @@ double P99(std::vector<double> values) {
 
 PoolMetrics ComputePoolMetrics(const PoolRun& run) {
   PoolMetrics metrics;
-  std::vector<double> jct, fg_jct, bg_jct, fg_slowdown;
+  std::vector<double> jct, fg_jct, bg_jct, fg_slowdown, wait;
   double samples = 0;
   for (const PoolJobRecord& job : run.jobs) {
     ++metrics.jobs;
@@ -35,6 +35,7 @@ PoolMetrics ComputePoolMetrics(const PoolRun& run) {
     samples += static_cast<double>(job.iterations) * static_cast<double>(job.global_batch);
     const double completion = job.finish_s - job.arrival_s;
     jct.push_back(completion);
+    wait.push_back(job.start_s - job.arrival_s);
     if (job.role == WorkloadRole::kFg) {
       ++metrics.fg_jobs;
       fg_jct.push_back(completion);
@@ -49,6 +50,7 @@ PoolMetrics ComputePoolMetrics(const PoolRun& run) {
   metrics.bg_mean_jct_s = Mean(bg_jct);
   metrics.fg_mean_slowdown = Mean(fg_slowdown);
   metrics.fg_p99_slowdown = P99(fg_slowdown);
+  metrics.mean_wait_s = Mean(wait);
   metrics.makespan_s = run.end_s;
   metrics.decisions = run.decisions;
   const double capacity = static_cast<double>(run.total_devices) * run.end_s;
@@ -59,6 +61,8 @@ PoolMetrics ComputePoolMetrics(const PoolRun& run) {
   if (run.window_s > 0) {
     metrics.window_busy_utilisation =
         run.window_busy_device_s / (static_cast<double>(run.total_devices) * run.window_s);
+    metrics.window_allocated_utilisation =
+        run.window_allocated_device_s / (static_cast<double>(run.total_devices) * run.window_s);
     metrics.window_samples_per_s = run.window_samples / run.window_s;
   }
   if (run.end_s > 0) metrics.throughput_samples_per_s = samples / run.end_s;

@@ -107,6 +107,7 @@ void PoolEngine::Advance(double until_s) {
     const double in_window = std::min(until_s, run_.window_s) - now_s_;
     const double productive_in_window = std::max(0.0, in_window - restore_before);
     run_.window_busy_device_s += job.busy_devices * productive_in_window;
+    run_.window_allocated_device_s += job.held_devices * std::max(0.0, in_window);
     run_.window_samples +=
         job.rate * productive_in_window * static_cast<double>(job.view.job->global_batch);
   }

@@ -81,7 +81,8 @@ struct PoolRun {
   // trace's tail of long jobs drains (what a cluster that never stops receiving jobs sees).
   double window_s = 0;
   double window_busy_device_s = 0;
-  double window_samples = 0;  // iterations x global batch trained in the window
+  double window_allocated_device_s = 0;  // devices held x seconds in the window, restores included
+  double window_samples = 0;             // iterations x global batch trained in the window
 };
 
 // Replays `inputs` (in arrival order, as the workload lists them) under `policy`.

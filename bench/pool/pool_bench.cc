@@ -6,18 +6,8 @@
 //   deepool-bench-pool [--devices 64,512,4096] [--loads 1,2,4] [--jobs-per-device 2.5]
 //                      [--seed 1] [--svg-dir docs]
 //
-// Configurations (docs/simulator.md, "Pool simulation"):
-//   fifo-dp        fifo, every job data parallel on the devices it asks for, BG jobs on free
-//                  devices only: what users would run without deepool
-//   static-partitions  the pool split into up to 4 fixed partitions (each type's devices split
-//                  evenly, at least 8 of each type per partition), users assigned round-robin,
-//                  fifo-dp inside each
-//   max-min        max-min fairness across users (heterogeneity-aware), data parallel, no
-//                  multiplexing (Gavel's setting)
-//   deeppool-bp-bg fifo on the devices each job asks for, burst-parallel plans, BG jobs inside
-//                  FG devices' idle time: DeepPool as published
-//   deepool        the deepool policy: FG jobs sized by their speed-up curves, burst parallel,
-//                  BG multiplexed
+// Configurations: simulator/pool_configurations.h (fifo-dp, static-partitions, max-min,
+// deeppool-bp-bg, deepool).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -29,34 +19,13 @@
 
 #include "bench/bench_util.h"
 #include "bench/pool/pool_svg.h"
-#include "coordinator/policy/policy.h"
+#include "simulator/pool_configurations.h"
 #include "simulator/pool_curves.h"
 #include "simulator/pool_metrics.h"
-#include "simulator/pool_partitions.h"
-#include "simulator/pool_policy_adapter.h"
 #include "simulator/workload_generator.h"
 
 namespace deepool::simulator {
 namespace {
-
-struct Configuration {
-  std::string name;
-  std::string policy;
-  Parallelism parallelism;
-  bool multiplex;
-  bool partitioned = false;
-};
-
-const std::vector<Configuration>& Configurations() {
-  static const std::vector<Configuration> configurations = {
-      {"fifo-dp", "fifo", Parallelism::kDataParallel, false},
-      {"static-partitions", "fifo", Parallelism::kDataParallel, false, true},
-      {"max-min", "max-min", Parallelism::kDataParallel, false},
-      {"deeppool-bp-bg", "fifo", Parallelism::kBurst, true},
-      {"deepool", "deepool", Parallelism::kBurst, true},
-  };
-  return configurations;
-}
 
 struct Row {
   int devices = 0;
@@ -73,41 +42,19 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Static partitions: up to 4, each with at least 8 devices of every type (the largest job).
-int Partitions(const std::vector<PoolDeviceType>& pool) {
-  int fewest = pool.empty() ? 0 : pool.front().devices;
-  for (const PoolDeviceType& type : pool) fewest = std::min(fewest, type.devices);
-  return std::clamp(fewest / 8, 1, 4);
-}
-
-Row RunOne(const Configuration& configuration, const std::vector<PoolJobInput>& inputs,
+Row RunOne(const PoolConfiguration& configuration, const std::vector<PoolJobInput>& inputs,
            const PoolOptions& options) {
   Row row;
   row.configuration = configuration.name;
-  StatusOr<std::unique_ptr<coordinator::policy::Policy>> policy =
-      coordinator::policy::MakePolicy(configuration.policy);
+  StatusOr<std::unique_ptr<PoolPolicy>> policy =
+      MakePoolPolicy(configuration, options.device_types);
   if (!policy.ok()) {
     row.error = policy.status().message();
     return row;
   }
-  const PolicyAdapterOptions adapter_options{configuration.name, configuration.parallelism,
-                                             configuration.multiplex};
-  std::unique_ptr<PoolPolicy> pool_policy;
-  if (configuration.partitioned) {
-    pool_policy = std::make_unique<PartitionedPolicy>(
-        configuration.name, options.device_types, Partitions(options.device_types),
-        [&](const std::vector<PoolDeviceType>& devices, int) {
-          return std::make_unique<PolicyAdapter>(
-              bench::Check(coordinator::policy::MakePolicy(configuration.policy)), devices,
-              adapter_options);
-        });
-  } else {
-    pool_policy =
-        std::make_unique<PolicyAdapter>(std::move(*policy), options.device_types, adapter_options);
-  }
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = bench::ProcessCpuMs();
-  StatusOr<PoolRun> run = SimulatePool(inputs, options, *pool_policy);
+  StatusOr<PoolRun> run = SimulatePool(inputs, options, **policy);
   row.wall_s = SecondsSince(start);
   row.cpu_s = (bench::ProcessCpuMs() - cpu_start) / 1000;
   if (!run.ok()) {
@@ -120,23 +67,25 @@ Row RunOne(const Configuration& configuration, const std::vector<PoolJobInput>& 
 
 void PrintRow(const Row& row) {
   if (!row.error.empty()) {
-    std::printf("| %d | %.1f | %lld | %s | not run: %s |||||||||\n", row.devices, row.load,
+    std::printf("| %d | %.1f | %lld | %s | not run: %s ||||||||||\n", row.devices, row.load,
                 static_cast<long long>(row.jobs), row.configuration.c_str(), row.error.c_str());
     return;
   }
   const PoolMetrics& m = row.metrics;
   std::printf(
-      "| %d | %.1f | %lld | %s | %.2f | %.1f | %.2f | %.1f | %.2f | %.0f | %lld | %lld | %.1f |\n",
+      "| %d | %.1f | %lld | %s | %.2f | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f | %.0f | %lld | "
+      "%lld | %.1f |\n",
       row.devices, row.load, static_cast<long long>(row.jobs), row.configuration.c_str(),
-      m.mean_jct_s / 3600, m.p99_jct_s / 3600, m.fg_mean_slowdown, m.makespan_s / 3600,
-      m.window_busy_utilisation, m.window_samples_per_s, static_cast<long long>(m.moves),
+      m.mean_jct_s / 3600, m.p99_jct_s / 3600, m.mean_wait_s / 3600, m.fg_mean_slowdown,
+      m.makespan_s / 3600, m.window_allocated_utilisation, m.window_busy_utilisation,
+      m.window_samples_per_s, static_cast<long long>(m.moves),
       static_cast<long long>(m.preemptions), row.wall_s);
   std::fflush(stdout);
 }
 
 void WriteCharts(const std::vector<Row>& rows, const std::string& dir) {
   std::vector<std::string> series;
-  for (const Configuration& configuration : Configurations()) {
+  for (const PoolConfiguration& configuration : PoolConfigurations()) {
     series.push_back(configuration.name);
   }
   struct Chart {
@@ -188,9 +137,10 @@ int Main(int argc, char** argv) {
   planner::SpeedupCurveCache cache(256);
   std::vector<Row> rows;
   std::printf(
-      "| devices | load | jobs | configuration | mean JCT (h) | p99 JCT (h) | FG slowdown | "
-      "makespan (h) | busy util | samples/s | moves | preemptions | sim wall (s) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| devices | load | jobs | configuration | mean JCT (h) | p99 JCT (h) | mean wait (h) | "
+      "FG slowdown | makespan (h) | alloc util | busy util | samples/s | moves | preemptions | "
+      "sim wall (s) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const int devices : device_counts) {
     for (const double load : loads) {
       WorkloadOptions workload_options;
@@ -204,7 +154,7 @@ int Main(int argc, char** argv) {
           bench::Check(PlanPoolInputs(workload, curve_options, cache));
       PoolOptions options;
       options.device_types = EvenPool(curve_options.device_types, devices);
-      for (const Configuration& configuration : Configurations()) {
+      for (const PoolConfiguration& configuration : PoolConfigurations()) {
         Row row = RunOne(configuration, inputs, options);
         row.devices = devices;
         row.load = load;

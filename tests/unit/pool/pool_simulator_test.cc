@@ -108,6 +108,7 @@ TEST_CASE("Jobs queued on one device finish one after the other", "[pool]") {
   const PoolMetrics metrics = ComputePoolMetrics(*run);
   CHECK(metrics.mean_jct_s == Approx(150));
   CHECK(metrics.p99_jct_s == Approx(200));
+  CHECK(metrics.mean_wait_s == Approx(50));  // the second waits 100 s for the device
   CHECK(metrics.makespan_s == Approx(200));
   CHECK(metrics.allocated_utilisation == Approx(1));
 }
@@ -124,6 +125,7 @@ TEST_CASE("The window metrics count only what is trained while jobs arrive", "[p
   const PoolMetrics metrics = ComputePoolMetrics(*run);
   CHECK(metrics.window_samples_per_s == Approx(10));  // 50 iterations of 10 samples in 50 s
   CHECK(metrics.window_busy_utilisation == Approx(0.5));
+  CHECK(metrics.window_allocated_utilisation == Approx(1));  // held all along, busy half of it
   CHECK(metrics.makespan_s == Approx(200));
 }
 
