@@ -1,6 +1,7 @@
 // `deepool workload generate` and `deepool workload show`: workload traces for the pool
 // simulator (simulator/workload_generator.h, simulator/workload_file.h; docs/simulator.md,
-// "Workload traces"). Neither needs a coordinator, so both run in the light `deepool`.
+// "Workload traces"), and `simulate` (workload_simulate.h). None needs a coordinator, so all run
+// in the light `deepool`.
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -12,6 +13,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/command_support.h"
+#include "cli/workload_simulate.h"
 #include "common/closest_match.h"
 #include "planner/device_model.h"
 #include "planner/zoo/zoo.h"
@@ -279,8 +281,8 @@ void AddGenerateOptions(CLI::App* generate, GenerateFlags& flags) {
 }
 
 void RegisterWorkloadCommands(CLI::App& app, CommandResult& result) {
-  CLI::App* workload =
-      app.add_subcommand("workload", "Generate and inspect workload traces for the pool simulator");
+  CLI::App* workload = app.add_subcommand(
+      "workload", "Generate, inspect and simulate workload traces for the pool simulator");
   workload->require_subcommand(1);
 
   auto flags = std::make_shared<GenerateFlags>();
@@ -299,6 +301,8 @@ void RegisterWorkloadCommands(CLI::App& app, CommandResult& result) {
       "show", "Summarise a trace: jobs, users, model mix, durations, offered load");
   show->add_option("file", *path, "A deepool.workload file")->required();
   show->callback([&result, path] { result.exit_code = RunShow(*path); });
+
+  AddWorkloadSimulate(workload, result);
 }
 
 const RegisterCommand kRegisterWorkloadCommands(RegisterWorkloadCommands);

@@ -1,4 +1,4 @@
-// `deepool workload generate` and `deepool workload show` as a user runs them: the light
+// `deepool workload generate`, `show` and `simulate` as a user runs them: the light
 // `deepool` executable, files in a temporary directory, exit codes (docs/cli.md).
 #include <unistd.h>
 
@@ -74,6 +74,43 @@ TEST_CASE("deepool workload refuses unknown models and bad files with the right 
   const CommandOutput shown = RunDeepool("workload show " + bad + " 2>&1");
   CHECK(shown.exit_code == 3);
   CHECK(shown.out == "error: " + bad + ": line 2: gpus: must be in [1, 4096]\n");
+}
+
+TEST_CASE("deepool workload simulate replays a trace under each configuration asked for", "[cli]") {
+  TempDir dir;
+  const std::string trace = dir.path + "/trace.jsonl";
+  REQUIRE(RunDeepool("workload generate --jobs 60 --load 4 --devices 24 --seed 2 --models "
+                     "resnet50,gpt_tiny -o " +
+                     trace)
+              .exit_code == 0);
+  const CommandOutput simulated =
+      RunDeepool("workload simulate --trace " + trace + " --policy fifo-dp,deepool");
+  REQUIRE(simulated.exit_code == 0);
+  CHECK_THAT(simulated.out,
+             Catch::StartsWith("60 jobs on 24 devices (8 a100, 8 h100, 8 v100); modelled"));
+  CHECK_THAT(simulated.out, Catch::Contains("CONFIGURATION") && Catch::Contains("MEAN JCT (h)"));
+  // One row per configuration, in the order asked, each with its metrics.
+  const size_t fifo = simulated.out.find("\nfifo-dp ");
+  const size_t deepool = simulated.out.find("\ndeepool ");
+  REQUIRE(fifo != std::string::npos);
+  REQUIRE(deepool != std::string::npos);
+  CHECK(fifo < deepool);
+  CHECK(simulated.out.find("max-min") == std::string::npos);
+  // The same trace, the same table.
+  CHECK(RunDeepool("workload simulate --trace " + trace + " --policy fifo-dp,deepool").out ==
+        simulated.out);
+  // --devices overrides the trace's pool.
+  CHECK_THAT(
+      RunDeepool("workload simulate --trace " + trace + " --policy deepool --devices 48").out,
+      Catch::StartsWith("60 jobs on 48 devices (16 a100"));
+
+  const CommandOutput unknown =
+      RunDeepool("workload simulate --trace " + trace + " --policy fifo 2>&1");
+  CHECK(unknown.exit_code == 5);
+  CHECK_THAT(unknown.out, Catch::Contains("no scheduling configuration named \"fifo\" (choices: "
+                                          "fifo-dp, static-partitions"));
+  CHECK(RunDeepool("workload simulate --trace " + dir.path + "/none.jsonl 2>/dev/null").exit_code !=
+        0);
 }
 
 }  // namespace
