@@ -1,0 +1,77 @@
+"""Writes the small weights files tests/unit/weights/ read (run from anywhere with the project's
+Python: .venv/bin/python tests/data/weights/make_weights.py). The files are committed, so the
+tests need no Python; rerun this only to change them.
+
+- tiny_cnn_ordered.pt: torch.save(module.state_dict()) of a conv + batchnorm + linear module,
+  an OrderedDict with _metadata (what torchvision's and most users' files are);
+- tiny_cnn_dict.pt: torch.save(dict(...)) of the same, a plain dict;
+- tied.pt: one tensor under two keys (a tied embedding and head), stored once;
+- dtypes.pt: one tensor of each dtype the ranks load, a scalar, a non-contiguous view (its
+  strides BININT2s) and an empty tensor whose stride needs a BININT;
+- tiny_cnn.safetensors: the same tensors as tiny_cnn_dict.pt, written by hand in safetensors'
+  layout (the safetensors package is not installed here).
+"""
+import collections
+import json
+import os
+import struct
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def tiny_cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(collections.OrderedDict([
+        ("conv", torch.nn.Conv2d(3, 4, 3)),
+        ("bn", torch.nn.BatchNorm2d(4)),
+        ("fc", torch.nn.Linear(4, 2)),
+    ]))
+
+
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.int64: "I64"}
+
+
+def write_safetensors(state, path):
+    header, data = {}, b""
+    for key, tensor in state.items():
+        raw = tensor.contiguous().numpy().tobytes()
+        header[key] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                       "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as out:
+        out.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def main():
+    state = tiny_cnn().state_dict()
+    torch.save(state, os.path.join(HERE, "tiny_cnn_ordered.pt"))
+    torch.save(dict(state), os.path.join(HERE, "tiny_cnn_dict.pt"))
+    write_safetensors(state, os.path.join(HERE, "tiny_cnn.safetensors"))
+
+    table = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    torch.save({"wte.weight": table, "lm_head.weight": table}, os.path.join(HERE, "tied.pt"))
+
+    wide = torch.zeros(2, 300)
+    dtypes = {
+        "f64": torch.zeros(2, dtype=torch.float64),
+        "f16": torch.zeros(2, dtype=torch.float16),
+        "bf16": torch.zeros(2, dtype=torch.bfloat16),
+        "i32": torch.zeros(2, dtype=torch.int32),
+        "i16": torch.zeros(2, dtype=torch.int16),
+        "i8": torch.zeros(2, dtype=torch.int8),
+        "u8": torch.zeros(2, dtype=torch.uint8),
+        "flag": torch.zeros(2, dtype=torch.bool),
+        "count": torch.tensor(7),
+        "view": wide.t()[:5],
+        "empty": torch.zeros(0, 70000, dtype=torch.int8),  # stride 70000: a BININT
+    }
+    torch.save(dtypes, os.path.join(HERE, "dtypes.pt"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#include "weights/weights_index.h"
+
+#include <unordered_map>
+
+#include "weights/byte_source.h"
+#include "weights/safetensors_header.h"
+#include "weights/torch_pickle.h"
+#include "weights/zip_directory.h"
+
+namespace deepool::weights {
+namespace {
+
+// A state_dict's pickle is a few hundred bytes per tensor; far more is not one.
+constexpr uint64_t kMaxPickleBytes = uint64_t{64} << 20;
+
+// The torch archive's name: the folder of its <archive>/data.pkl record.
+const ZipEntry* FindPickle(const std::vector<ZipEntry>& entries, std::string* archive) {
+  for (const ZipEntry& entry : entries) {
+    const size_t slash = entry.name.find('/');
+    if (slash != std::string::npos &&
+        entry.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+      *archive = entry.name.substr(0, slash);
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+StatusOr<WeightsIndex> IndexTorchArchive(ByteSource& source) {
+  ASSIGN_OR_RETURN(const std::vector<ZipEntry> entries, ReadZipDirectory(source));
+  std::string archive;
+  const ZipEntry* pickle = FindPickle(entries, &archive);
+  if (pickle == nullptr) return DataLossError("a zip archive without a <name>/data.pkl record");
+  ASSIGN_OR_RETURN(const std::string pickled, ReadStoredZipEntry(source, *pickle, kMaxPickleBytes));
+  ASSIGN_OR_RETURN(const std::vector<PickledTensor> tensors, ReadStateDictPickle(pickled));
+  std::unordered_map<std::string, const ZipEntry*> records;
+  for (const ZipEntry& entry : entries) records[entry.name] = &entry;
+  WeightsIndex index;
+  for (const PickledTensor& tensor : tensors) {
+    const std::string record = archive + "/data/" + tensor.storage_key;
+    auto it = records.find(record);
+    if (it == records.end()) {
+      return DataLossError("tensor '" + tensor.key + "': its storage record " + record +
+                           " is missing");
+    }
+    const uint64_t element_bytes = static_cast<uint64_t>(DtypeBytes(tensor.dtype));
+    if (static_cast<uint64_t>(tensor.storage_elements) > it->second->size / element_bytes) {
+      return DataLossError("tensor '" + tensor.key + "': its storage of " +
+                           std::to_string(tensor.storage_elements) + " " + tensor.dtype +
+                           " elements does not fit the " + std::to_string(it->second->size) +
+                           " bytes of " + record);
+    }
+    index.push_back({tensor.key, tensor.dtype, tensor.shape});
+  }
+  return index;
+}
+
+StatusOr<WeightsIndex> IndexSafetensors(ByteSource& source) {
+  std::string first;
+  if (source.size() < 8) return DataLossError("shorter than the 8-byte header length");
+  RETURN_IF_ERROR(source.Read(0, 8, &first));
+  ASSIGN_OR_RETURN(const uint64_t header_bytes, SafetensorsHeaderBytes(first, source.size()));
+  std::string header;
+  RETURN_IF_ERROR(source.Read(8, header_bytes, &header));
+  ASSIGN_OR_RETURN(const std::vector<SafetensorsEntry> entries,
+                   ParseSafetensorsHeader(header, source.size() - 8 - header_bytes));
+  WeightsIndex index;
+  for (const SafetensorsEntry& entry : entries)
+    index.push_back({entry.name, entry.dtype, entry.shape});
+  return index;
+}
+
+StatusOr<WeightsIndex> Index(ByteSource& source) {
+  std::string magic;
+  // A torch archive is a zip: its first local file header starts "PK\3\4".
+  if (source.size() >= 4) {
+    RETURN_IF_ERROR(source.Read(0, 4, &magic));
+    if (magic == std::string("PK\3\4", 4)) return IndexTorchArchive(source);
+  }
+  return IndexSafetensors(source);
+}
+
+}  // namespace
+
+int DtypeBytes(std::string_view dtype) {
+  static const std::pair<const char*, int> kBytes[] = {
+      {"float64", 8}, {"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"int64", 8},
+      {"int32", 4},   {"int16", 2},   {"int8", 1},    {"uint8", 1},    {"bool", 1}};
+  for (const auto& [name, bytes] : kBytes) {
+    if (dtype == name) return bytes;
+  }
+  return 0;
+}
+
+StatusOr<WeightsIndex> ReadWeightsIndex(const std::string& path) {
+  ASSIGN_OR_RETURN(FileByteSource source, FileByteSource::Open(path));
+  StatusOr<WeightsIndex> index = Index(source);
+  if (!index.ok()) return index.status().WithContext("weights file '" + path + "'");
+  return index;
+}
+
+StatusOr<WeightsIndex> IndexWeightsBytes(std::string_view bytes) {
+  MemoryByteSource source(bytes);
+  return Index(source);
+}
+
+}  // namespace deepool::weights
