@@ -4,7 +4,7 @@
 // Markdown table for docs/benchmarks.md and writes SVG bar charts.
 //
 //   deepool-bench-pool [--devices 64,512,4096] [--loads 1,2,4] [--jobs-per-device 2.5]
-//                      [--seed 1] [--svg-dir docs]
+//                      [--seed 1] [--svg-dir docs] [--configurations fifo-dp,deepool]
 //
 // Configurations: simulator/pool_configurations.h (fifo-dp, static-partitions, max-min,
 // deeppool-bp-bg, deepool).
@@ -83,9 +83,10 @@ void PrintRow(const Row& row) {
   std::fflush(stdout);
 }
 
-void WriteCharts(const std::vector<Row>& rows, const std::string& dir) {
+void WriteCharts(const std::vector<Row>& rows, const std::vector<PoolConfiguration>& configurations,
+                 const std::string& dir) {
   std::vector<std::string> series;
-  for (const PoolConfiguration& configuration : PoolConfigurations()) {
+  for (const PoolConfiguration& configuration : configurations) {
     series.push_back(configuration.name);
   }
   struct Chart {
@@ -132,8 +133,18 @@ int Main(int argc, char** argv) {
   app.add_option("--jobs-per-device", jobs_per_device, "Trace length per pool device");
   app.add_option("--seed", seed, "Trace seed");
   app.add_option("--svg-dir", svg_dir, "Where to write the SVG charts (none when empty)");
+  std::vector<std::string> names;
+  app.add_option("--configurations", names, "Only these configurations (default: all)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
+  std::vector<PoolConfiguration> configurations = PoolConfigurations();
+  if (!names.empty()) {
+    configurations.clear();
+    for (const std::string& name : names) {
+      configurations.push_back(bench::Check(FindPoolConfiguration(name)));
+    }
+  }
   planner::SpeedupCurveCache cache(256);
   std::vector<Row> rows;
   std::printf(
@@ -154,7 +165,7 @@ int Main(int argc, char** argv) {
           bench::Check(PlanPoolInputs(workload, curve_options, cache));
       PoolOptions options;
       options.device_types = EvenPool(curve_options.device_types, devices);
-      for (const PoolConfiguration& configuration : PoolConfigurations()) {
+      for (const PoolConfiguration& configuration : configurations) {
         Row row = RunOne(configuration, inputs, options);
         row.devices = devices;
         row.load = load;
@@ -164,7 +175,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  if (!svg_dir.empty()) WriteCharts(rows, svg_dir);
+  if (!svg_dir.empty()) WriteCharts(rows, configurations, svg_dir);
   return 0;
 }
 
