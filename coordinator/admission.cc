@@ -133,9 +133,14 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
   }
   std::map<std::string, const JobRecord*> placed;
   for (const JobSnapshot& job : input.placed) placed.emplace(job->id, job.get());
+  auto add_curves = [&input](policy::PolicyJob& job) {
+    auto curves = input.curves.find(job.id);
+    if (curves != input.curves.end() && job.role == policy::Role::kFg) job.curves = *curves->second;
+  };
   for (auto& [id, job] : holders) {
     auto record = placed.find(id);
     if (record != placed.end()) DescribePlaced(*record->second, input, &job);
+    add_curves(job);
     job.device_type = type_of[job.devices.front()];
     job.seq = static_cast<int64_t>(snapshot.jobs.size());
     snapshot.jobs.push_back(std::move(job));
@@ -154,6 +159,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
     entry.protocol_version = jobspec::RequiredProtocolVersion(job.spec);
     entry.shrinks_to_fit = ReplansOnNodeLoss(job.spec) && job.attempt >= 1;
     if (input.now_ms > 0) entry.attained_s = AttainedSeconds(job, input.now_ms);
+    add_curves(entry);
     snapshot.jobs.push_back(std::move(entry));
   }
   return snapshot;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct Admission {
   std::vector<policy::UserShare> shares;  // each user's share after the round
 };
 
+// A job's speed-up curves by device type (policy::PolicyJob::curves).
+using CurvesByType = std::map<std::string, policy::SpeedCurve>;
+
 struct AdmissionInput {
   std::vector<JobSnapshot> pending;  // PENDING jobs in submission order
   std::vector<NodeRecord> nodes;
@@ -90,6 +94,9 @@ struct AdmissionInput {
   std::vector<JobSnapshot> placed;
   std::set<std::string> preemptible;
   int64_t now_ms = 0;
+  // FG jobs' speed-up curves by job id (SpeedCurveBook), for the policy's snapshot: a job absent
+  // here, or without a curve on a type, is seen to scale perfectly, alike on every type.
+  std::map<std::string, std::shared_ptr<const CurvesByType>> curves;
 };
 
 // A round looks at PENDING jobs highest priority first, then in submission order. By value: move

@@ -15,6 +15,8 @@
 #include "planner/plan.h"
 #include "planner/profile_table.h"
 #include "planner/search.h"
+#include "planner/speedup_curve.h"
+#include "planner/speedup_curve_cache.h"
 #include "planner/zoo/zoo.h"
 
 namespace deepool::coordinator {
@@ -133,6 +135,67 @@ StatusOr<bool> UsesMeasuredProfile(const std::string& profile_json,
                                  " and no analytical model times it");
 }
 
+// What a FG plan of `spec` on `shape` is searched over: the job's graph, its profile (measured
+// or the analytical preset's, both kept here for `profile` to point at), the cluster's links and
+// the search options (devices left for the caller). PlanForeground and SpeedupCurve both start
+// here, so a job's curve is made from the inputs its plan will be made from.
+struct ForegroundInputs {
+  explicit ForegroundInputs(planner::Graph g) : graph(std::move(g)) {}
+  planner::Graph graph;  // a TableProfile reads it: never moved once parsed against
+  std::unique_ptr<planner::Profile> analytical;
+  std::unique_ptr<planner::TableProfile> measured;
+  const planner::Profile* profile = nullptr;
+  planner::Cluster cluster;
+  planner::PlanOptions options;
+};
+
+StatusOr<std::unique_ptr<ForegroundInputs>> ForegroundInputsFor(const JobSpec& spec,
+                                                                const ClusterShape& shape,
+                                                                const std::string& profile_json) {
+  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
+  auto in = std::make_unique<ForegroundInputs>(std::move(graph));
+  const std::optional<planner::Precision> precision = spec.precision;
+  Status no_analytical = Status::Ok();  // why there is none at the precision, when there is none
+  if (StatusOr<planner::DeviceModel> preset =
+          precision ? planner::DevicePreset(shape.device_type, *precision)
+                    : planner::DevicePreset(shape.device_type);
+      preset.ok()) {
+    in->analytical = planner::MakeAnalyticalProfile(*preset);
+  } else {
+    no_analytical = preset.status();
+  }
+  in->profile = in->analytical.get();
+  in->cluster = ClusterFor(shape);
+  ASSIGN_OR_RETURN(const bool use_measured,
+                   UsesMeasuredProfile(profile_json, precision, in->analytical != nullptr));
+  if (use_measured) {
+    planner::ProfileOptions options;
+    options.allow_extrapolation = true;
+    options.fallback = in->analytical.get();
+    ASSIGN_OR_RETURN(in->measured, planner::ParseProfileTable(profile_json, in->graph, options));
+    in->profile = in->measured.get();
+    // Collectives as the profiling host timed them, not a preset's guess (CPU profiles).
+    if (in->measured->data().links)
+      in->cluster = planner::WithMeasuredLink(in->cluster, *in->measured->data().links);
+  }
+  if (in->profile == nullptr) {
+    if (precision && !no_analytical.ok() && no_analytical.code() != StatusCode::kNotFound) {
+      return FailedPreconditionError(
+          "no profile at " + std::string(planner::PrecisionName(*precision)) + " for device type " +
+          shape.device_type + ": " + no_analytical.message());
+    }
+    return FailedPreconditionError("no profile for device type " + shape.device_type +
+                                   " and no analytical preset for it");
+  }
+  in->options.global_batch = spec.global_batch;
+  in->options.amplification_limit = spec.amplification_limit;
+  in->options.sync_batch_norm = SynchronizesBatchNorm(spec);
+  in->options.concurrent_branches = spec.concurrent_branches;
+  in->options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
+  in->options.precision = precision;
+  return in;
+}
+
 // The search options planner::CheckMemoryCanFit reads for a plan of `spec` on `shape`: the
 // options PlanForeground searches with that bear on memory.
 StatusOr<planner::PlanOptions> MemoryCheckOptions(const JobSpec& spec, const ClusterShape& shape) {
@@ -147,6 +210,11 @@ StatusOr<planner::PlanOptions> MemoryCheckOptions(const JobSpec& spec, const Clu
 }
 
 }  // namespace
+
+InProcessPlanningBackend::InProcessPlanningBackend(size_t curve_cache_capacity)
+    : curves_(std::make_unique<planner::SpeedupCurveCache>(curve_cache_capacity)) {}
+
+InProcessPlanningBackend::~InProcessPlanningBackend() = default;
 
 Status InProcessPlanningBackend::CheckMemoryCanFit(const JobSpec& spec,
                                                    const ClusterShape& shape) const {
@@ -194,54 +262,34 @@ std::vector<int64_t> InProcessPlanningBackend::ProfileBatchSizes(const JobSpec& 
 
 StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
     const JobSpec& spec, const ClusterShape& shape, const std::string& profile_json) const {
-  ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
-  const std::optional<planner::Precision> precision = spec.precision;
-  std::unique_ptr<planner::Profile> analytical;
-  Status no_analytical = Status::Ok();  // why there is none at the precision, when there is none
-  if (StatusOr<planner::DeviceModel> preset =
-          precision ? planner::DevicePreset(shape.device_type, *precision)
-                    : planner::DevicePreset(shape.device_type);
-      preset.ok()) {
-    analytical = planner::MakeAnalyticalProfile(*preset);
-  } else {
-    no_analytical = preset.status();
-  }
-  std::unique_ptr<planner::TableProfile> measured;
-  const planner::Profile* profile = analytical.get();
-  planner::Cluster cluster = ClusterFor(shape);
-  ASSIGN_OR_RETURN(const bool use_measured,
-                   UsesMeasuredProfile(profile_json, precision, analytical != nullptr));
-  if (use_measured) {
-    planner::ProfileOptions options;
-    options.allow_extrapolation = true;
-    options.fallback = analytical.get();
-    ASSIGN_OR_RETURN(measured, planner::ParseProfileTable(profile_json, graph, options));
-    profile = measured.get();
-    // Collectives as the profiling host timed them, not a preset's guess (CPU profiles).
-    if (measured->data().links)
-      cluster = planner::WithMeasuredLink(cluster, *measured->data().links);
-  }
-  if (profile == nullptr) {
-    if (precision && !no_analytical.ok() && no_analytical.code() != StatusCode::kNotFound) {
-      return FailedPreconditionError(
-          "no profile at " + std::string(planner::PrecisionName(*precision)) + " for device type " +
-          shape.device_type + ": " + no_analytical.message());
-    }
-    return FailedPreconditionError("no profile for device type " + shape.device_type +
-                                   " and no analytical preset for it");
-  }
-  planner::PlanOptions options;
-  options.global_batch = spec.global_batch;
-  options.devices = shape.devices;
-  options.amplification_limit = spec.amplification_limit;
-  options.sync_batch_norm = SynchronizesBatchNorm(spec);
-  options.concurrent_branches = spec.concurrent_branches;
-  options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
-  options.precision = precision;
-  RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &options));
+  ASSIGN_OR_RETURN(std::unique_ptr<ForegroundInputs> in,
+                   ForegroundInputsFor(spec, shape, profile_json));
+  in->options.devices = shape.devices;
+  RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &in->options));
   ASSIGN_OR_RETURN(planner::Plan plan,
-                   planner::PlanBurstParallel(graph, *profile, cluster, options));
-  return ToPlannedJob(graph, plan);
+                   planner::PlanBurstParallel(in->graph, *in->profile, in->cluster, in->options));
+  return ToPlannedJob(in->graph, plan);
+}
+
+StatusOr<policy::SpeedCurve> InProcessPlanningBackend::SpeedupCurve(
+    const JobSpec& spec, const ClusterShape& pool, const std::string& profile_json) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<ForegroundInputs> in,
+                   ForegroundInputsFor(spec, pool, profile_json));
+  // Past one sample per device no plan fits.
+  const int top = static_cast<int>(std::min<int64_t>(pool.devices, spec.global_batch));
+  if (top < 1) return InvalidArgumentError("a speed-up curve needs at least one device");
+  ASSIGN_OR_RETURN(std::shared_ptr<const planner::SpeedupCurve> curve,
+                   curves_->GetOrPlan(in->graph, *in->profile, in->cluster, in->options,
+                                      planner::DeviceCountsUpTo(top)));
+  policy::SpeedCurve speed;
+  speed.iteration_s.assign(static_cast<size_t>(top), 0.0);
+  for (const planner::SpeedupPoint& point : curve->points) {
+    if (point.devices >= 1 && point.devices <= top) {
+      speed.iteration_s[static_cast<size_t>(point.devices - 1)] =
+          point.plan.totals.iteration_ms / 1000;
+    }
+  }
+  return speed;
 }
 
 StatusOr<PlannedJob> InProcessPlanningBackend::PlanBackground(const JobSpec& spec,

@@ -12,6 +12,7 @@
 #include "common/shared_text.h"
 #include "common/status.h"
 #include "coordinator/job.h"
+#include "coordinator/policy/policy.h"
 
 namespace deepool::coordinator {
 
@@ -64,6 +65,14 @@ class PlanningBackend {
   // to use the device type's analytical preset.
   virtual StatusOr<PlannedJob> PlanForeground(const JobSpec& spec, const ClusterShape& cluster,
                                               const std::string& profile_json) const = 0;
+  // The job's speed-up curve on `pool`'s device type, for scheduling policies
+  // (policy::PolicyJob::curves): seconds per iteration of the plan PlanForeground would make on
+  // g = 1 .. min(pool.devices, global batch) devices in nodes of pool.devices_per_node, from the
+  // same inputs (`profile_json` measured, or empty for the analytical preset; the spec's
+  // precision). It may take tens of ms when not cached: callers keep it, off any scheduling lock.
+  // Errors as PlanForeground's.
+  virtual StatusOr<policy::SpeedCurve> SpeedupCurve(const JobSpec& spec, const ClusterShape& pool,
+                                                    const std::string& profile_json) const = 0;
   // A one-device plan for a BG job on `device` (a one-device shape); RESOURCE_EXHAUSTED as
   // PlanForeground when the job does not fit the device's memory.
   virtual StatusOr<PlannedJob> PlanBackground(const JobSpec& spec,

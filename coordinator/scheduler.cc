@@ -47,7 +47,13 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
       planner_(planner),
       clock_(clock),
       options_(options),
-      dispatcher_(clock, options.resend_after) {}
+      dispatcher_(clock, options.resend_after),
+      curves_(
+          planner,
+          [jobs](const std::string& model_key, const std::string& device_type) {
+            return jobs->store()->LoadProfile(model_key, device_type);
+          },
+          clock, options.curve_planning_budget) {}
 
 StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& request_id,
                                       const std::string& owner) {
@@ -101,6 +107,7 @@ void Scheduler::Tick() {
   }
   // Retried and ending writes first: a job freed by them may be admitted in this round.
   ApplyWrites(std::move(writes));
+  RefreshCurves();
   {
     std::lock_guard<std::mutex> lock(mu_);
     AdmitLocked(&writes);

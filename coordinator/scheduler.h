@@ -51,6 +51,7 @@
 #include "coordinator/job_writes.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
+#include "coordinator/speed_curve_book.h"
 #include "deepool/v1/node.pb.h"
 #include "protocol/run_spec.h"
 
@@ -82,6 +83,9 @@ struct SchedulerOptions {
   // today's admission. Under "max-min" a running FG job with periodic checkpoints may be asked to
   // stop at its next one and wait again (a preemption), as a resize to its own size.
   std::shared_ptr<const policy::Policy> policy;
+  // With a policy: how long one round may spend planning FG jobs' speed-up curves
+  // (SpeedCurveBook) before admitting; curves not planned by then are planned in later rounds.
+  Clock::Duration curve_planning_budget = std::chrono::milliseconds(200);
 };
 
 class Scheduler {
@@ -197,8 +201,11 @@ class Scheduler {
   void StartProfilingLocked(const JobRecord& job, Reservation reservation, Writes* writes);
   void DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes);
   // What a policy other than fifo weighs (scheduler_policy.cc): the placed jobs, which of them
-  // may be preempted, the time now.
+  // may be preempted, the time now, the FG jobs' speed-up curves known.
   void DescribePlacedLocked(const std::vector<JobSnapshot>& active, AdmissionInput* input) const;
+  // With a policy: plans the speed-up curves the active FG jobs miss (scheduler_policy.cc), without
+  // mu_, before the round that uses them.
+  void RefreshCurves();
   // A policy's preemption of a running FG job: it stops at its next checkpoint, then waits again.
   void PreemptLocked(const FgPreemption& preempted, Writes* writes);
   // Whether a grant's devices are free in the ledger: a preempted job holds its devices until it
@@ -322,6 +329,7 @@ class Scheduler {
   std::map<std::string, PendingFailure> pending_failures_;    // by job id
   std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
   PolicyView policy_view_;
+  SpeedCurveBook curves_;  // FG jobs' speed-up curves for the policy (its own lock)
 };
 
 }  // namespace deepool::coordinator

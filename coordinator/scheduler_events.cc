@@ -756,9 +756,12 @@ void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& 
   StatusOr<JobRecord> job = jobs_->Get(task.job_id);
   if (!job.ok()) return;
   // The cache saves a measurement next time; a failed save costs that, not the job.
-  Status saved = jobs_->store()->SaveProfile(
-      planner_->ModelKey(job->spec), task.assignment.profile().device_type(), report.result_json());
+  const std::string model_key = planner_->ModelKey(job->spec);
+  const std::string& device_type = task.assignment.profile().device_type();
+  Status saved = jobs_->store()->SaveProfile(model_key, device_type, report.result_json());
   if (!saved.ok()) DP_LOG_WARN("job {}: cannot cache its profile: {}", job->id, saved.ToString());
+  // Curves of the model on this type were made without it (the preset's, or an older profile).
+  if (saved.ok()) curves_.ProfileChanged(model_key, device_type);
 }
 
 }  // namespace deepool::coordinator

@@ -8,6 +8,7 @@ namespace deepool::coordinator {
 void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
                                      AdmissionInput* input) const {
   input->now_ms = clock_->WallMillis();
+  input->curves = curves_.Curves();
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending || job->spec.role == JobRole::kBg) continue;
     input->placed.push_back(job);
@@ -18,6 +19,11 @@ void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
       input->preemptible.insert(job->id);
     }
   }
+}
+
+void Scheduler::RefreshCurves() {
+  if (!options_.policy) return;  // fifo weighs no curves
+  curves_.Refresh(jobs_->Active(), PoolDeviceTypes(nodes_->List()));
 }
 
 void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {

@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coordinator/follow_stop.h"
 #include "coordinator/planning.h"
@@ -74,6 +77,30 @@ class FakePlanningBackend final : public PlanningBackend {
     if (!plan_error.ok()) return plan_error;
     RETURN_IF_ERROR(Planned(cluster));
     return Make(spec, cluster.devices);
+  }
+  // What SpeedupCurve answers, by (model, device type): seconds per iteration on 1, 2, ...
+  // devices, cut at the pool's count. A pair not listed: NOT_FOUND, and the job has no curve there.
+  std::map<std::pair<std::string, std::string>, std::vector<double>> curves;
+  mutable std::atomic<int> curve_plans{0};
+  mutable std::string last_curve_profile_json;
+  mutable ClusterShape last_curve_pool;
+  std::function<void()> on_curve;  // called as a curve is planned (e.g. to advance a clock)
+  StatusOr<policy::SpeedCurve> SpeedupCurve(const JobSpec& spec, const ClusterShape& pool,
+                                            const std::string& profile_json) const override {
+    ++curve_plans;
+    last_curve_profile_json = profile_json;
+    last_curve_pool = pool;
+    if (on_curve) on_curve();
+    auto found = curves.find({spec.model, pool.device_type});
+    if (found == curves.end()) {
+      return NotFoundError("no curve of " + spec.model + " on " + pool.device_type);
+    }
+    policy::SpeedCurve curve;
+    curve.iteration_s = found->second;
+    if (static_cast<int>(curve.iteration_s.size()) > pool.devices) {
+      curve.iteration_s.resize(static_cast<size_t>(std::max(pool.devices, 0)));
+    }
+    return curve;
   }
   StatusOr<PlannedJob> PlanBackground(const JobSpec& spec,
                                       const ClusterShape& device) const override {
