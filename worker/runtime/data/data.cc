@@ -13,6 +13,7 @@
 #include "common/thread_name.h"
 #include "worker/runtime/data/image_folder.h"
 #include "worker/runtime/data/seed_mix.h"
+#include "worker/runtime/data/synthetic_tokens.h"
 #include "worker/runtime/data/token_file.h"
 
 namespace deepool::worker {
@@ -367,6 +368,15 @@ std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
   return std::make_unique<SyntheticData>(input_shape, num_classes, global_batch, seed);
 }
 
+StatusOr<std::unique_ptr<DataSource>> MakeSyntheticDataFor(const planner::Graph& graph,
+                                                           int64_t global_batch, uint64_t seed) {
+  ASSIGN_OR_RETURN(const int64_t classes, NumClasses(graph));
+  if (graph.input_dtype() == planner::DType::kInt64) {
+    return MakeSyntheticTokens(graph.input_shape(), classes, global_batch, seed);
+  }
+  return MakeSyntheticData(graph.input_shape(), classes, global_batch, seed);
+}
+
 StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
                                                   const planner::Shape& input_shape,
                                                   int64_t num_classes, int64_t global_batch,
@@ -427,9 +437,7 @@ StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSpec& spec,
                                                      int64_t global_batch, DataUse use) {
   RETURN_IF_ERROR(ValidateDataSpec(spec));
   ASSIGN_OR_RETURN(int64_t classes, NumClasses(graph));
-  if (spec.kind == "synthetic") {
-    return MakeSyntheticData(graph.input_shape(), classes, global_batch, spec.seed);
-  }
+  if (spec.kind == "synthetic") return MakeSyntheticDataFor(graph, global_batch, spec.seed);
   if (spec.kind == "image_folder") {
     return OpenImageFolder(spec.path, graph.input_shape(), classes, global_batch,
                            ImageDataOptions{spec.seed, spec.skip_bad, use});

@@ -16,6 +16,7 @@
 //              when it is fetched.
 //   image_folder: JPEG and PNG files, shuffled per epoch, decoded and augmented as torchvision's
 //              ImageNet recipe does (image_folder.h).
+//              A graph of token input gets token windows instead (synthetic_tokens.h).
 //   tokens:    a flat file of token ids, windows of the graph's sequence length plus one at
 //              offsets drawn from (seed, i, r) (token_file.h).
 // Held-out sets for evaluation are read in order (DataUse::kEvaluation).
@@ -83,6 +84,10 @@ int64_t SyntheticDatasetSize(const planner::Shape& input_shape);
 std::unique_ptr<DataSource> MakeSyntheticData(const planner::Shape& input_shape,
                                               int64_t num_classes, int64_t global_batch,
                                               uint64_t seed);
+// The synthetic data a graph reads: token windows (synthetic_tokens.h) when its input is int64
+// token ids, MakeSyntheticData's samples otherwise. INVALID_ARGUMENT as NumClasses.
+StatusOr<std::unique_ptr<DataSource>> MakeSyntheticDataFor(const planner::Graph& graph,
+                                                           int64_t global_batch, uint64_t seed);
 StatusOr<std::unique_ptr<DataSource>> OpenCifar10(const std::string& path,
                                                   const planner::Shape& input_shape,
                                                   int64_t num_classes, int64_t global_batch,

@@ -38,16 +38,17 @@ StatusOr<double> LayerSumMs(const planner::ProfileData& layers, int64_t batch) {
 // The median iteration time of a one-rank executor at global batch `batch`.
 StatusOr<double> MedianIterationMs(const planner::Graph& graph, Communicator* comm, int64_t batch,
                                    const OverheadOptions& options) {
-  ASSIGN_OR_RETURN(const int64_t classes, NumClasses(graph));
   const bool cuda = options.device != nullptr && options.device->device().is_cuda();
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> synthetic,
+                   MakeSyntheticDataFor(graph, batch, options.seed));
   std::unique_ptr<DataSource> data =
-      WithPrefetch(MakeSyntheticData(graph.input_shape(), classes, batch, options.seed),
-                   cuda ? HostMemory::kPinned : HostMemory::kPageable);
+      WithPrefetch(std::move(synthetic), cuda ? HostMemory::kPinned : HostMemory::kPageable);
   planner::Plan plan = planner::DataParallelLayout(graph, batch, 1);
   plan.num_devices = 1;
   ExecutorOptions executor_options;
   executor_options.seed = options.seed;
   executor_options.optimizer = options.optimizer;
+  executor_options.precision = options.precision;
   if (cuda) {
     DeviceContext* device = options.device;
     executor_options.device = device->device();
