@@ -53,7 +53,7 @@ void RegisterProfileCommand(CLI::App& app, CommandResult& result) {
       "Options (see `deepool profile --help`):\n"
       "  (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8 -o FILE\n"
       "  [--warmup N] [--repeats N] [--image-size S] [--num-classes N] [--no-aux-logits]\n"
-      "  [--device-name NAME] [--threads N] [--seed S]\n"
+      "  [--device-name NAME] [--threads N] [--seed S] [--precision fp32|tf32|bf16|fp16]\n"
       "Example:\n"
       "  deepool profile --model vgg16 --device cuda:0 --batch-sizes 1,2,4,8,16,32 -o vgg16.json");
   profile->callback(

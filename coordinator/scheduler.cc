@@ -10,6 +10,7 @@
 
 #include "common/byte_size.h"
 #include "common/logging.h"
+#include "coordinator/profile_cache_key.h"
 #include "planner/profile.h"
 #include "protocol/run_spec.h"
 
@@ -224,15 +225,19 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
   const std::string& type = grant.shape.device_type;
   reservation.precision = PrecisionOnLocked(job, grant.devices);
   const char* precision = planner::PrecisionName(reservation.precision);
-  // A PROFILE task measures fp32: a 16-bit job is planned with a cached profile recorded at its
-  // precision or, lacking one, the device type's analytical model at it (PlanForeground).
-  const bool measurable = planner::MayBeUnrecordedPrecision(reservation.precision) ||
-                          !planner_->HasAnalyticalPreset(type);
+  // A PROFILE task measures a 16-bit job at its precision where the worker of its first device
+  // can (ProfilePrecisionOn), elsewhere fp32: there a 16-bit job is planned with a cached profile
+  // recorded at its precision or, lacking one, the device type's analytical model at it.
+  StatusOr<NodeRecord> first_node = nodes_->Get(grant.devices.front().first);
+  const bool measurable =
+      planner::MayBeUnrecordedPrecision(reservation.precision) ||
+      (first_node.ok() && ProfilePrecisionOn(*first_node, reservation.precision).has_value()) ||
+      !planner_->HasAnalyticalPreset(type);
 
   // The profile: analytical when asked and available, else cached, else measured.
   if (job.spec.profile != "analytical" || !planner_->HasAnalyticalPreset(type)) {
-    StatusOr<std::optional<std::string>> cached =
-        jobs_->store()->LoadProfile(planner_->ModelKey(job.spec), type);
+    StatusOr<std::optional<std::string>> cached = jobs_->store()->LoadProfile(
+        ProfileCacheKey(*planner_, job.spec, reservation.precision), type);
     if (!cached.ok()) {
       DP_LOG_WARN("job {}: cannot read the profile cache ({}); measuring", job.id,
                   cached.status().ToString());
@@ -343,12 +348,20 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
   profile->mutable_optimizer()->set_name(job.spec.optimizer.name);
   profile->mutable_optimizer()->set_momentum(job.spec.optimizer.momentum);
   profile->mutable_optimizer()->set_weight_decay(job.spec.optimizer.weight_decay);
+  StatusOr<NodeRecord> node = nodes_->Get(where.first);
+  const std::optional<planner::Precision> measured_at =
+      node.ok() ? ProfilePrecisionOn(*node, reservation.precision) : std::nullopt;
+  if (measured_at) profile->set_precision(planner::PrecisionName(*measured_at));
   reservations_[job.id] = std::move(reservation);
   // The task goes out only once PROFILING is stored: a restarted coordinator never finds a
   // profile running for a job it believes PENDING.
   JobWrite write = TransitionWrite(job.id, JobState::kProfiling,
-                                   {ReasonCode::kProgress, "measuring the layer profile on " +
-                                                               where.first + "/" + where.second});
+                                   {ReasonCode::kProgress,
+                                    "measuring the layer profile on " + where.first + "/" +
+                                        where.second +
+                                        (measured_at ? std::string(" at ") +
+                                                           planner::PrecisionName(*measured_at)
+                                                     : std::string())});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   write.on_written = [this, task](const JobRecord&) {
     if (reservations_.count(task.job_id) != 0) dispatcher_.Add({task});

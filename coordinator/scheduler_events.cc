@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "coordinator/job_progress.h"
+#include "coordinator/profile_cache_key.h"
 #include "coordinator/scheduler.h"
 #include "protocol/executor_events.h"
 
@@ -756,7 +757,11 @@ void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& 
   StatusOr<JobRecord> job = jobs_->Get(task.job_id);
   if (!job.ok()) return;
   // The cache saves a measurement next time; a failed save costs that, not the job.
-  const std::string model_key = planner_->ModelKey(job->spec);
+  // Under the precision the task measured at (fp32 when it names none).
+  const StatusOr<planner::Precision> measured_at =
+      planner::ParsePrecision(task.assignment.profile().precision());
+  const std::string model_key = ProfileCacheKey(
+      *planner_, job->spec, measured_at.ok() ? *measured_at : planner::Precision::kFp32);
   const std::string& device_type = task.assignment.profile().device_type();
   Status saved = jobs_->store()->SaveProfile(model_key, device_type, report.result_json());
   if (!saved.ok()) DP_LOG_WARN("job {}: cannot cache its profile: {}", job->id, saved.ToString());

@@ -30,7 +30,8 @@
 //      warm-up and decay) and "clip_grad_norm".
 //   8: adds gradient accumulation (the run spec's "accumulation_steps": an iteration of N passes
 //      of the plan's batch, one optimizer step) and the gradient all-reduces' width (the run
-//      spec's "gradient_precision": "bf16"; absent: fp32).
+//      spec's "gradient_precision": "bf16"; absent: fp32), and PROFILE tasks at a precision
+//      (the ProfileTask's "precision": deepool-profile --precision; node.proto).
 #pragma once
 
 namespace deepool::protocol {
@@ -61,6 +62,9 @@ inline constexpr int kRecipesProtocolVersion = 7;
 // bf16 gradient all-reduces (its "gradient_precision"): how an iteration's gradients are made
 // and summed.
 inline constexpr int kAccumulationProtocolVersion = 8;
+// The version whose workers profile at the ProfileTask's precision (16-bit profiles); an older
+// worker ignores the field and measures fp32.
+inline constexpr int kPrecisionProfileProtocolVersion = 8;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "coordinator/in_process_planning.h"
+#include "coordinator/profile_cache_key.h"
 #include "tests/service/scheduler_harness.h"
 
 namespace deepool::coordinator::testing {
@@ -107,7 +108,9 @@ TEST_CASE("a 16-bit job is planned with a profile recorded at its precision, els
           "[scheduler][precision][profile]") {
   InProcessPlanningBackend backend;
   Harness h(nullptr, &backend);
-  h.AddNode("a", 2);
+  // Workers before protocol 8 profile fp32 only (on newer ones a 16-bit job is profiled at its
+  // precision: scheduler_profile_precision_test).
+  h.AddNode("a", 2, "cpu", {}, protocol::ProtocolRange{1, 7});
   JobSpec measured = SmallCnn(2);
   measured.profile = "measured";
   measured.precision = Precision::kBf16;
@@ -122,6 +125,7 @@ TEST_CASE("a 16-bit job is planned with a profile recorded at its precision, els
 
   // A cached fp32 profile is passed over for the analytical model at bf16 ...
   const std::string key = backend.ModelKey(measured);
+  REQUIRE(ProfileCacheKey(backend, measured, Precision::kBf16) == key + "/precision=bf16");
   const std::string fp32_profile =
       R"({"format":"deepool.profile","version":1,"device":"cpu","model":"small_cnn","layers":[]})";
   REQUIRE(h.store->SaveProfile(key, "cpu", fp32_profile).ok());
@@ -137,7 +141,7 @@ TEST_CASE("a 16-bit job is planned with a profile recorded at its precision, els
   const std::string bf16_profile =
       R"({"format":"deepool.profile","version":1,"device":"cpu","model":"small_cnn",)"
       R"("precision":"bf16","layers":[]})";
-  REQUIRE(h.store->SaveProfile(key, "cpu", bf16_profile).ok());
+  REQUIRE(h.store->SaveProfile(key + "/precision=bf16", "cpu", bf16_profile).ok());
   JobRecord third = h.Submit(measured);
   h.scheduler.Tick();
   REQUIRE(h.Get(third.id).state == JobState::kRunning);

@@ -409,6 +409,13 @@ TEST_CASE("a PROFILE task runs the profiler for its device, batches and the job'
   f.service.Push(command);
   REQUIRE(PollUntil([&] { return f.ExitOf("p2").has_value(); }));
   CHECK_THAT(f.ExitOf("p2")->result_json(), !Catch::Contains("--optimizer"));
+  CHECK_THAT(f.ExitOf("p2")->result_json(), !Catch::Contains("--precision"));
+  // A 16-bit job's profile is measured at its precision.
+  profile->set_precision("bf16");
+  assign->set_task_id("p3");
+  f.service.Push(command);
+  REQUIRE(PollUntil([&] { return f.ExitOf("p3").has_value(); }));
+  CHECK_THAT(f.ExitOf("p3")->result_json(), Catch::Contains("--precision bf16 --output"));
 }
 
 TEST_CASE("cancel commands kill the task and report CANCELLED", "[worker][daemon]") {

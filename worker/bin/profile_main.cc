@@ -2,7 +2,7 @@
 //   deepool-profile (--model NAME | --graph FILE) --device cpu|cuda:K --batch-sizes 1,2,4,8
 //                   -o FILE [--warmup N] [--repeats N] [--image-size S] [--num-classes N]
 //                   [--no-iteration-overhead] [--optimizer sgd|adam|adamw] [--momentum M]
-//                   [--weight-decay W] [--no-links]
+//                   [--weight-decay W] [--no-links] [--precision fp32|tf32|bf16|fp16]
 // Progress ("[i/n] layer") goes to stderr. Exit status: 0 ok, 2 usage, 3 invalid input,
 // 5 unknown model or missing file, 1 other failures (as the deepool command's codes).
 #include <CLI/CLI.hpp>
@@ -64,6 +64,12 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", momentum, "With --optimizer sgd (default 0.9, as a job's)");
   app.add_option("--weight-decay", weight_decay,
                  "The optimizer's weight decay (default 0; adamw: 0.01, as torch's)");
+  std::string precision;
+  app.add_option("--precision", precision,
+                 "Time every layer (and the iteration overhead) as the runtime trains at this "
+                 "precision: fp32, tf32, bf16 or fp16 (bf16 and fp16 under autocast, activations "
+                 "16-bit), and record it in the profile; default: fp32, unrecorded")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
@@ -78,6 +84,9 @@ int main(int argc, char** argv) {
   options.overhead_optimizer.momentum = momentum.value_or(optimizer == "sgd" ? 0.9 : 0.0);
   options.overhead_optimizer.weight_decay = weight_decay.value_or(
       optimizer == "adamw" ? deepool::protocol::kAdamWDefaultWeightDecay : 0.0);
+  if (!precision.empty()) {
+    options.precision = deepool::planner::ParsePrecision(precision).value();  // checked above
+  }
   if (app.count("--cuda-timing") > 0) {
     options.cuda_timing = deepool::worker::ParseCudaTiming(cuda_timing).value();  // checked above
   }

@@ -28,7 +28,7 @@ Status FromGrpc(const grpc::Status& status) {
 
 // deepool-profile's command line for a PROFILE assignment (worker/bin/profile_main.cc):
 //   (--model NAME | --graph FILE) --device D [--device-name TYPE] --batch-sizes a,b
-//   [--optimizer NAME --momentum M --weight-decay W] --output F
+//   [--optimizer NAME --momentum M --weight-decay W] [--precision P] --output F
 std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::string& device) {
   std::vector<std::string> args;
   if (!profile.graph_json().empty()) {
@@ -58,6 +58,8 @@ std::vector<std::string> ProfileArgs(const v1::ProfileTask& profile, const std::
                 {"--optimizer", optimizer.name(), "--momentum", exact(optimizer.momentum()),
                  "--weight-decay", exact(optimizer.weight_decay())});
   }
+  // The job's precision, the profile's to time and record.
+  if (!profile.precision().empty()) args.insert(args.end(), {"--precision", profile.precision()});
   args.insert(args.end(), {"--output", "{output}"});
   return args;
 }

@@ -33,6 +33,8 @@ struct OverheadOptions {
     spec.momentum = 0.9;
     return spec;
   }();
+  // The precision the iteration trains at (ExecutorOptions::precision): the layers' profile's.
+  planner::Precision precision = planner::Precision::kFp32;
   // Where the iteration runs (its device selected); null: the CPU.
   DeviceContext* device = nullptr;
 };

@@ -16,6 +16,7 @@
 #include "worker/runtime/devices/device.h"
 #include "worker/runtime/devices/device_description.h"
 #include "worker/runtime/layers/layer_module.h"
+#include "worker/runtime/layers/precision_scope.h"
 #include "worker/runtime/profiling/iteration_overhead.h"
 
 namespace deepool::worker {
@@ -122,6 +123,7 @@ planner::BatchTime TimeModule(const planner::Graph& graph, const planner::Layer&
   }
   module.train(!eval);
   module.set_step({0, 0});
+  const planner::Precision precision = options.precision.value_or(planner::Precision::kFp32);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   std::vector<torch::Tensor> inputs;
   for (int in : layer.input_ids) {
@@ -133,19 +135,31 @@ planner::BatchTime TimeModule(const planner::Graph& graph, const planner::Layer&
                                             Batched(batch, shape), gen, torch::dtype(torch::kLong))
                            : torch::randn(Batched(batch, shape), gen))
                           .to(device);
-    // Activations from other layers need their gradient in training; the graph input does not.
-    if (in != planner::kGraphInputId) t.requires_grad_(true);
+    // Activations from other layers arrive in the compute dtype, as the executor's re-splits
+    // move them, and need their gradient in training; the graph input does neither.
+    if (in != planner::kGraphInputId) {
+      t = t.to(ComputeDtype(precision));
+      t.requires_grad_(true);
+    }
     inputs.push_back(t);
   }
   torch::Tensor grad_output;
   std::vector<double> forward_ms, backward_ms;
   for (int run = 0; run < options.warmup + options.repeats; ++run) {
-    timer.Start();
-    torch::Tensor output = module.Forward(inputs);
-    const double fw = timer.StopMs();
+    torch::Tensor output;
+    double fw = 0;
+    {
+      // The executor's forward scope; its backward runs after it, outside autocast.
+      AutocastScope autocast(precision, device);
+      timer.Start();
+      output = module.Forward(inputs);
+      fw = timer.StopMs();
+    }
     double bw = 0;
     if (output.requires_grad()) {
-      if (!grad_output.defined()) grad_output = torch::randn(output.sizes(), gen).to(device);
+      if (!grad_output.defined()) {
+        grad_output = torch::randn(output.sizes(), gen).to(device, output.scalar_type());
+      }
       timer.Start();
       output.backward(grad_output);
       bw = timer.StopMs();
@@ -185,6 +199,8 @@ StatusOr<planner::ProfileData> LayerProfiler::Run(const planner::Graph& graph) {
   planner::ProfileData data;
   data.device = options_.device_name.empty() ? device_.str() : options_.device_name;
   data.model = graph.name();
+  data.precision = options_.precision;
+  if (options_.precision) SetMathMode(*options_.precision, device_);
   std::vector<int64_t> batches = options_.batch_sizes;
   std::sort(batches.begin(), batches.end());
   for (int id = 0; id < graph.num_layers(); ++id) {
@@ -236,8 +252,8 @@ constexpr int kOverheadRepeatsPerRepeat = 4;
 StatusOr<planner::Link> MeasureHostLink(const std::string& tool, const std::string& scratch) {
   ProcessSpec spec;
   spec.executable = tool;
-  spec.args = {"--ranks", "2", "--max-bytes", std::to_string(4 << 20), "--repeats", "10", "-o",
-               scratch};
+  spec.args = {"--ranks",   "2",  "--max-bytes", std::to_string(4 << 20),
+               "--repeats", "10", "-o",          scratch};
   std::vector<std::string> lines;
   ChildCallbacks callbacks;
   callbacks.on_stdout_line = [&lines](const std::string& line) { lines.push_back(line); };
@@ -278,6 +294,7 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
   profiler_options.warmup = options.warmup;
   profiler_options.repeats = options.repeats;
   profiler_options.seed = options.seed;
+  profiler_options.precision = options.precision;
   profiler_options.device_name =
       options.device_name.empty() ? spec.ToString() : options.device_name;
   LayerProfiler profiler(context->device(), timer.get(), profiler_options,
@@ -299,6 +316,7 @@ Status RunProfileTool(const ProfileToolOptions& options, std::ostream& progress)
     overhead.repeats = kOverheadRepeatsPerRepeat * options.repeats;
     overhead.seed = options.seed;
     overhead.optimizer = options.overhead_optimizer;
+    overhead.precision = options.precision.value_or(planner::Precision::kFp32);
     overhead.device = context.get();
     ASSIGN_OR_RETURN(data.iteration_overhead,
                      MeasureIterationOverhead(graph, data, options.batch_sizes, overhead));

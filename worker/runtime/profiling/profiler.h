@@ -7,6 +7,13 @@
 // as in training), and timed `warmup + repeats` times: forward, then backward from a random
 // output gradient. The reported time is the median of the `repeats` timed runs.
 //
+// At a precision (ProfilerOptions::precision) the layers run as the executor trains at it
+// (layers/precision_scope.h): the device's math mode set for it, inputs from other layers (the
+// activations that cross between layers and device sets) in its compute dtype, the graph input
+// as the data gives it, the forward under autocast (bf16, fp16) and the backward after it,
+// outside autocast, from an output gradient of the output's dtype; the profile records the
+// precision. Unset: fp32 tensors in the device's default math mode, unrecorded, as before.
+//
 // Timing goes through DeviceTimer: on the CPU a clock read around the work, on CUDA a pair of
 // CUDA events on the current stream, around the work as issued or, with CudaTiming::kDevice,
 // with the launches queued behind a spin kernel so that only the GPU's time counts
@@ -29,6 +36,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "planner/graph.h"
+#include "planner/precision.h"
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/profiling/iteration_overhead.h"
@@ -76,6 +84,9 @@ struct ProfilerOptions {
   int repeats = 5;                   // timed runs per (layer, batch); the median is reported
   uint64_t seed = 0;                 // weights and random inputs
   std::string device_name;           // the profile's "device" field, e.g. "cpu", "h100"
+  // The precision to time the layers at and to record (see the file comment); unset: fp32,
+  // unrecorded.
+  std::optional<planner::Precision> precision;
 };
 
 // Called before each layer is measured: index in [0, count), the layer's name.
@@ -115,6 +126,9 @@ struct ProfileToolOptions {
   int warmup = 2;
   int repeats = 5;
   int threads = 0;  // torch intra-op threads on the CPU; 0: libtorch's default
+  // The precision the layers and the iteration overhead are timed at, recorded in the profile
+  // (ProfilerOptions::precision); unset: fp32, unrecorded.
+  std::optional<planner::Precision> precision;
   // CUDA devices only (INVALID_ARGUMENT on the CPU); unset: CudaTiming::kDevice.
   std::optional<CudaTiming> cuda_timing;
   uint64_t seed = 0;
