@@ -272,8 +272,9 @@ class Scheduler {
   void RequeueHostEndedLocked(const JobRecord& job, const std::string& error, Writes* writes);
   // Every task of a job being resized stopped at a checkpoint: back to PENDING at the new size.
   void RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, Writes* writes);
-  // FAILED_PRECONDITION when the job's memory floor (PlanningBackend::DeviceMemoryFloor)
-  // exceeds the memory of every registered device; OK when none says its memory.
+  // RESOURCE_EXHAUSTED (the planner's message, naming the device) when no plan of the job on
+  // its gpus devices of the largest registered device's memory fits
+  // (PlanningBackend::CheckMemoryCanFit); OK when no device's memory is known.
   Status CheckFitsRegisteredDevices(const JobSpec& spec) const;
   // The largest number of schedulable devices one device type has (UP nodes).
   int LargestDeviceGroup() const;
