@@ -232,6 +232,8 @@ Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
     for (const NodeRecord& node : input.nodes) node_by_id.emplace(node.id, &node);
   }
   Admission out;
+  out.round =
+      std::make_shared<const PolicyRound>(SummarizeRound(policy.Name(), snapshot, decisions));
   for (policy::Grant& grant : decisions.grants) {
     ClusterShape shape = ShapeOf(grant, node_by_id);
     if (pending.at(grant.job_id)->spec.role == JobRole::kBg) {

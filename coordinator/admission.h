@@ -31,6 +31,7 @@
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
 #include "coordinator/policy/policy.h"
+#include "coordinator/policy_standing.h"
 
 namespace deepool::coordinator {
 
@@ -76,6 +77,8 @@ struct Admission {
   std::vector<FgPreemption> preempted;
   std::vector<PendingReason> pending;
   std::vector<policy::UserShare> shares;  // each user's share after the round
+  // What `deepool status` shows of the round (policy_standing.h): waits, holders, shares.
+  std::shared_ptr<const PolicyRound> round;
 };
 
 // A job's speed-up curves by device type (policy::PolicyJob::curves).

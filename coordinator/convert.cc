@@ -69,6 +69,7 @@ v1::Job JobToProto(const JobRecord& job) {
   p.set_job_id(job.id);
   p.set_owner(job.owner);
   p.set_resize_to(job.resize_to);
+  p.set_device_type(job.device_type);
   // The inline graph (up to kMaxGraphJsonBytes per job) is left out, never copied: listing many
   // jobs stays one small message and costs no copy of their graphs.
   JobSpec shown = job.spec;  // shares the graph

@@ -273,6 +273,15 @@ void WritePolicy(const ClusterNow& now, MetricsText* out) {
   out->Family("deepool_policy_preemptions_total", "counter",
               "Running FG jobs the scheduling policy asked to stop at a checkpoint to make way.");
   out->Sample("deepool_policy_preemptions_total", {}, static_cast<double>(now.preemptions));
+  out->Family("deepool_policy_decisions_total", "counter",
+              "The scheduling policy's decisions in every round since the coordinator started: "
+              "grants and preemptions by role (code fg or bg), and a waiting job's wait once per "
+              "round by its wait code.");
+  for (const auto& [key, count] : now.decisions) {
+    out->Sample("deepool_policy_decisions_total",
+                {{"policy", now.policy}, {"kind", key.first}, {"code", key.second}},
+                static_cast<double>(count));
+  }
 }
 
 std::string RenderCoordinatorMetrics(const CoordinatorMetrics& events, const ClusterNow& now) {

@@ -61,6 +61,10 @@ struct ClusterNow {
   // last round, and the FG jobs it has preempted.
   std::vector<policy::UserShare> shares;
   int64_t preemptions = 0;
+  // The policy's name, and its decisions of every round since start by (kind, code)
+  // (Scheduler::PolicyView::decisions).
+  std::string policy = "fifo";
+  std::map<std::pair<std::string, std::string>, int64_t> decisions;
 };
 
 // The whole /metrics document: events, then the cluster now.

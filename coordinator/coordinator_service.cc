@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "coordinator/convert.h"
 #include "coordinator/job_follower.h"
+#include "coordinator/policy_status.h"
 #include "coordinator/services.h"
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
@@ -31,7 +32,13 @@ FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx, const security::
 }  // namespace
 
 v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job) const {
+  return ClientView(job, scheduler_->LastPolicyView());
+}
+
+v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job,
+                                           const Scheduler::PolicyView& policy) const {
   v1::Job proto = JobToProto(job);
+  SetPolicyStanding(policy, job, &proto);
   if (job.state != JobState::kPending) return proto;
   if (std::optional<int> position = jobs_->QueuePosition(job.id)) {
     proto.set_queue_position(*position);
@@ -120,10 +127,12 @@ grpc::Status CoordinatorServiceImpl::ListJobs(grpc::ServerContext* ctx,
   // A user lists their own jobs; the cluster summary below still counts everyone's.
   if (caller.role != security::Role::kAdmin) query->owner = caller.name;
   JobPage page = jobs_->ListPage(*query);
-  for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job);
+  const Scheduler::PolicyView policy = scheduler_->LastPolicyView();
+  for (const JobRecord& job : page.jobs) *resp->add_jobs() = ClientView(job, policy);
   resp->set_next_page_token(NextPageToken(page));
   *resp->mutable_summary() = ClusterSummaryToProto(
       SummarizeCluster(jobs_->Active(), nodes_->List(), scheduler_->DeviceUses()));
+  SetPolicyShares(policy, resp->mutable_summary());
   return grpc::Status::OK;
 }
 

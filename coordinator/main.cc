@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.scheduler.policy = std::move(*policy);
+    options.scheduler.policy_options = policy_options;
   }
   if (options.store == "sqlite" && options.data_dir.empty()) {
     std::cerr << "--data-dir is required with --store sqlite\n";

@@ -193,6 +193,7 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const ForegroundGrant& grant : admission.foreground) {
     if (GrantFreeLocked(grant, writes)) granted.insert(grant.job_id);
   }
+  RecordRoundLocked(admission, static_cast<int64_t>(granted.size()));
   for (const Displacement& displaced : admission.displaced) {
     if (granted.count(displaced.fg_job)) DisplaceBackgroundLocked(displaced, writes);
   }

@@ -39,6 +39,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -51,6 +52,7 @@
 #include "coordinator/job_writes.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
+#include "coordinator/policy_standing.h"
 #include "coordinator/speed_curve_book.h"
 #include "deepool/v1/node.pb.h"
 #include "protocol/run_spec.h"
@@ -86,6 +88,8 @@ struct SchedulerOptions {
   // With a policy: how long one round may spend planning FG jobs' speed-up curves
   // (SpeedCurveBook) before admitting; curves not planned by then are planned in later rounds.
   Clock::Duration curve_planning_budget = std::chrono::milliseconds(200);
+  // The options `policy` was made with: status shows when a max-min minimum slice ends.
+  policy::PolicyOptions policy_options;
 };
 
 class Scheduler {
@@ -158,6 +162,15 @@ class Scheduler {
   struct PolicyView {
     std::vector<policy::UserShare> shares;
     int64_t preemptions = 0;
+    // For `deepool status` (policy_standing.h): the policy's name and minimum slice, its last
+    // round with waiting jobs (null before one), and each job's last preemption since start.
+    std::string policy = "fifo";
+    double min_slice_s = 0;
+    std::shared_ptr<const PolicyRound> round;
+    std::shared_ptr<const std::map<std::string, PreemptionNote>> preempted;
+    // Decisions of every round since start, by (kind, code) as deepool_policy_decisions_total
+    // labels them: ("grant", "fg"|"bg"), ("preemption", "fg"|"bg"), ("wait", WaitCodeName).
+    std::map<std::pair<std::string, std::string>, int64_t> decisions;
   };
   PolicyView LastPolicyView() const;
 
@@ -208,6 +221,9 @@ class Scheduler {
   void RefreshCurves();
   // A policy's preemption of a running FG job: it stops at its next checkpoint, then waits again.
   void PreemptLocked(const FgPreemption& preempted, Writes* writes);
+  // Keeps what status and the metrics show of a round (PolicyView): its summary and its counts.
+  // fg_granted: the FG grants carried out (a grant of devices a preempted job still holds waits).
+  void RecordRoundLocked(const Admission& admission, int64_t fg_granted);
   // Whether a grant's devices are free in the ledger: a preempted job holds its devices until it
   // has stopped, and the job granted them waits until then.
   bool GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const;

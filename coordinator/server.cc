@@ -207,6 +207,8 @@ std::string CoordinatorServer::MetricsText() const {
   Scheduler::PolicyView policy = scheduler_->LastPolicyView();
   now.shares = std::move(policy.shares);
   now.preemptions = policy.preemptions;
+  now.policy = std::move(policy.policy);
+  now.decisions = std::move(policy.decisions);
   return RenderCoordinatorMetrics(*events_, now);
 }
 

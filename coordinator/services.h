@@ -74,6 +74,8 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   StatusOr<Admitted> Admit(grpc::ServerContext* ctx, const char* method, CallSlots* slots) const;
   // The job as clients see it: the record, and while PENDING its place in the queue.
   v1::Job ClientView(const JobRecord& job) const;
+  // With the scheduling policy's view read once for many jobs (ListJobs).
+  v1::Job ClientView(const JobRecord& job, const Scheduler::PolicyView& policy) const;
   // The job, when the caller may see and act on it (its owner, or an admin).
   StatusOr<JobRecord> AccessibleJob(const security::Identity& caller, const char* method,
                                     const std::string& job_id) const;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/services/format.h"
+#include "cli/services/why_policy.h"
 #include "common/json_fields.h"
 #include "common/limits.h"
 #include "planner/profile_environment.h"
@@ -259,7 +260,8 @@ std::string DevicesSummary(const v1::Job& job) {
 }  // namespace
 
 std::string JobsTable(const std::vector<v1::Job>& jobs) {
-  Table table({"ID", "NAME", "ROLE", "STATE", "PROGRESS", "SAMPLES/S", "ITERATION", "DEVICES"});
+  Table table({"ID", "NAME", "ROLE", "STATE", "PROGRESS", "SAMPLES/S", "ITERATION", "DEVICES",
+               "TYPE", "USER SHARE"});
   table.AlignRight(5);
   table.AlignRight(6);
   for (const auto& job : jobs) {
@@ -269,9 +271,18 @@ std::string JobsTable(const std::vector<v1::Job>& jobs) {
     std::string iteration = job.spec().role() != v1::JOB_ROLE_BG && p.iteration_ms() > 0
                                 ? FormatDuration(p.iteration_ms())
                                 : "-";
-    table.AddRow({job.job_id(), Truncate(job.spec().name(), 24), RoleName(job.spec().role()),
-                  StateWithReason(job, 48), ProgressBar(Fraction(job), 20), rate, iteration,
-                  DevicesSummary(job)});
+    // A placed job's device type and, for a FG job, its user's share and devices under the
+    // scheduling policy (Job.policy; absent from a coordinator that predates it; not under fifo,
+    // which weighs no users).
+    const bool placed = job.devices_size() > 0 && !job.device_type().empty();
+    const bool shared = placed && job.spec().role() != v1::JOB_ROLE_BG && job.has_policy() &&
+                        !job.policy().policy().empty() && job.policy().policy() != "fifo";
+    table.AddRow(
+        {job.job_id(), Truncate(job.spec().name(), 24), RoleName(job.spec().role()),
+         StateWithReason(job, 48), ProgressBar(Fraction(job), 20), rate, iteration,
+         DevicesSummary(job), placed ? Printable(job.device_type()) : "-",
+         shared ? ShareText(job.owner(), job.policy().user_share(), job.policy().user_devices())
+                : "-"});
   }
   if (jobs.empty()) return "no jobs\n";
   return table.Render();

@@ -245,7 +245,8 @@ int WhyOfJob(v1::CoordinatorService::Stub& stub, const std::string& address,
   status = stub.ListNodes(nodes_context.get(), v1::ListNodesRequest(), &nodes);
   if (!status.ok()) return ReportRpcError(status, "list nodes", address);
   std::cout << WhyText(job, {jobs.jobs().begin(), jobs.jobs().end()},
-                       {nodes.nodes().begin(), nodes.nodes().end()}, NowWallMillis());
+                       {nodes.nodes().begin(), nodes.nodes().end()}, NowWallMillis(),
+                       jobs.summary());
   return kExitOk;
 }
 

@@ -5,6 +5,7 @@
 
 #include "cli/services/client.h"
 #include "cli/services/format.h"
+#include "cli/services/why_policy.h"
 
 namespace deepool::cli {
 namespace {
@@ -83,6 +84,16 @@ std::string ClusterSummaryText(const v1::ClusterSummary& s) {
         << Percent(s.bg_busy_ms(), window) << ", idle " << Percent(s.idle_ms(), window);
   }
   out << "\n";
+  if (!s.policy().empty()) {
+    out << "policy     " << Printable(s.policy());
+    // Each user's share and devices after the policy's last round with waiting jobs.
+    for (int i = 0; i < s.user_shares_size(); ++i) {
+      const v1::UserShare& share = s.user_shares(i);
+      out << (i == 0 ? "; user shares " : ", ")
+          << ShareText(share.user(), share.share(), share.devices());
+    }
+    out << "\n";
+  }
   return out.str();
 }
 

@@ -5,6 +5,7 @@
 
 #include "cli/services/client.h"
 #include "cli/services/format.h"
+#include "cli/services/why_policy.h"
 
 namespace deepool::cli {
 namespace {
@@ -165,8 +166,9 @@ std::string Placement(const v1::Job& job) {
 }  // namespace
 
 std::string WhyText(const v1::Job& job, const std::vector<v1::Job>& pending,
-                    const std::vector<v1::Node>& nodes, int64_t now_ms) {
-  std::string out = Header(job);
+                    const std::vector<v1::Node>& nodes, int64_t now_ms,
+                    const v1::ClusterSummary& summary) {
+  std::string out = Header(job) + PolicyWhyText(job, summary, now_ms);
   if (job.state() != v1::JOB_STATE_PENDING) {
     if (IsTerminal(job.state())) return out + "nothing holds it back: it has ended\n";
     return out + Placement(job) + "it has left the queue: its state above says what it does now\n";

@@ -15,8 +15,11 @@
 namespace deepool::cli {
 
 // `pending`: the PENDING jobs the caller may see (a user sees only their own; the job's queue
-// position still counts everyone's). `nodes`: ListNodes. now_ms: for heartbeat ages.
+// position still counts everyone's). `nodes`: ListNodes. now_ms: for heartbeat ages. `summary`
+// (ListJobs'): every user's share under the scheduling policy, beside the job's own standing
+// (why_policy.h).
 std::string WhyText(const v1::Job& job, const std::vector<v1::Job>& pending,
-                    const std::vector<v1::Node>& nodes, int64_t now_ms);
+                    const std::vector<v1::Node>& nodes, int64_t now_ms,
+                    const v1::ClusterSummary& summary = v1::ClusterSummary());
 
 }  // namespace deepool::cli

@@ -56,12 +56,20 @@ TEST_CASE("running jobs get throughput, iteration and per-rank time, ended jobs 
   events.OnRpc("/evil/method-name-" + std::string(100, 'x'), 12, 0.001);
   now.shares = {{"alice", 0.75, 4}, {"bob", 0, 0}};
   now.preemptions = 3;
+  now.policy = "max-min";
+  now.decisions = {{{"grant", "fg"}, 2}, {{"wait", "fair_share"}, 7}};
   const std::string text = RenderCoordinatorMetrics(events, now);
   INFO(text);
   CHECK_THAT(text, Catch::Contains("deepool_user_share{user=\"alice\"} 0.75\n"));
   CHECK_THAT(text, Catch::Contains("deepool_user_devices{user=\"alice\"} 4\n"));
   CHECK_THAT(text, Catch::Contains("deepool_user_share{user=\"bob\"} 0\n"));
   CHECK_THAT(text, Catch::Contains("deepool_policy_preemptions_total 3\n"));
+  CHECK_THAT(text,
+             Catch::Contains("deepool_policy_decisions_total{policy=\"max-min\",kind=\"wait\","
+                             "code=\"fair_share\"} 7\n"));
+  CHECK_THAT(text,
+             Catch::Contains("deepool_policy_decisions_total{policy=\"max-min\",kind=\"grant\","
+                             "code=\"fg\"} 2\n"));
   CHECK_THAT(text,
              Catch::Contains("deepool_job_samples_per_second{job=\"job-1\",role=\"fg\"} 120.5\n"));
   CHECK_THAT(text,
