@@ -275,12 +275,20 @@ StatusOr<policy::SpeedCurve> InProcessPlanningBackend::SpeedupCurve(
     const JobSpec& spec, const ClusterShape& pool, const std::string& profile_json) const {
   ASSIGN_OR_RETURN(std::unique_ptr<ForegroundInputs> in,
                    ForegroundInputsFor(spec, pool, profile_json));
+  RETURN_IF_ERROR(HoldToDeviceMemory(spec, pool, &in->options));
   // Past one sample per device no plan fits.
   const int top = static_cast<int>(std::min<int64_t>(pool.devices, spec.global_batch));
   if (top < 1) return InvalidArgumentError("a speed-up curve needs at least one device");
-  ASSIGN_OR_RETURN(std::shared_ptr<const planner::SpeedupCurve> curve,
-                   curves_->GetOrPlan(in->graph, *in->profile, in->cluster, in->options,
-                                      planner::DeviceCountsUpTo(top)));
+  // Too few devices may not hold the job: the curve starts at the fewest that do, and is 0 (no
+  // plan) below them.
+  StatusOr<std::shared_ptr<const planner::SpeedupCurve>> planned = InternalError("not planned");
+  for (int fewest = 1; fewest <= top; ++fewest) {
+    std::vector<int> counts;
+    for (int g = fewest; g <= top; ++g) counts.push_back(g);
+    planned = curves_->GetOrPlan(in->graph, *in->profile, in->cluster, in->options, counts);
+    if (planned.ok() || planned.status().code() != StatusCode::kResourceExhausted) break;
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const planner::SpeedupCurve> curve, std::move(planned));
   policy::SpeedCurve speed;
   speed.iteration_s.assign(static_cast<size_t>(top), 0.0);
   for (const planner::SpeedupPoint& point : curve->points) {

@@ -69,8 +69,9 @@ class PlanningBackend {
   // (policy::PolicyJob::curves): seconds per iteration of the plan PlanForeground would make on
   // g = 1 .. min(pool.devices, global batch) devices in nodes of pool.devices_per_node, from the
   // same inputs (`profile_json` measured, or empty for the analytical preset; the spec's
-  // precision). It may take tens of ms when not cached: callers keep it, off any scheduling lock.
-  // Errors as PlanForeground's.
+  // precision; plans held to pool.device_memory_bytes, and 0 on counts too few to hold the job).
+  // It may take tens of ms when not cached: callers keep it, off any scheduling lock. Errors as
+  // PlanForeground's.
   virtual StatusOr<policy::SpeedCurve> SpeedupCurve(const JobSpec& spec, const ClusterShape& pool,
                                                     const std::string& profile_json) const = 0;
   // A one-device plan for a BG job on `device` (a one-device shape); RESOURCE_EXHAUSTED as

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "coordinator/device_memory.h"
 #include "jobspec/job_spec.h"
 #include "protocol/version.h"
 
@@ -21,6 +22,13 @@ std::vector<PoolDeviceType> PoolDeviceTypes(const std::vector<NodeRecord>& nodes
       entry.devices_per_node = std::max(entry.devices_per_node, count);
       entry.reads_precision =
           entry.reads_precision && node.protocol.Contains(protocol::kPrecisionProtocolVersion);
+    }
+    for (const DeviceInfo& device : node.devices) {
+      PoolDeviceType& entry = by_type[device.type];
+      const int64_t memory = DeviceMemoryBytes(device);
+      if (memory > 0 && (entry.device_memory_bytes == 0 || memory < entry.device_memory_bytes)) {
+        entry.device_memory_bytes = memory;
+      }
     }
   }
   std::vector<PoolDeviceType> types;
@@ -54,6 +62,7 @@ bool SpeedCurveBook::NeedsPlanLocked(const std::string& job_id, const std::strin
   const Planned& was = planned->second;
   if (was.profile_generation != GenerationLocked(model_key, type.type)) return true;
   if (was.devices_per_node != type.devices_per_node) return true;
+  if (was.device_memory_bytes != type.device_memory_bytes) return true;
   // A longer curve than the pool needs now serves as well (a node lost and back costs nothing);
   // a failed one is retried when asked for another length.
   return was.ok ? was.devices < wanted : was.devices != wanted;
@@ -128,6 +137,7 @@ void SpeedCurveBook::PlanOne(const JobRecord& job, const std::string& model_key,
   Planned planned;
   planned.devices = wanted;
   planned.devices_per_node = type.devices_per_node;
+  planned.device_memory_bytes = type.device_memory_bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     planned.profile_generation = GenerationLocked(model_key, type.type);
@@ -144,6 +154,7 @@ void SpeedCurveBook::PlanOne(const JobRecord& job, const std::string& model_key,
     pool.devices_per_node = std::max(1, std::min(type.devices_per_node, wanted));
     pool.nodes = (wanted + pool.devices_per_node - 1) / pool.devices_per_node;
     pool.devices = wanted;
+    pool.device_memory_bytes = type.device_memory_bytes;
     curve = planner_->SpeedupCurve(spec, pool, *profile);
   }
   if (!curve.ok()) {

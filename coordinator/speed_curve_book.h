@@ -4,13 +4,15 @@
 //
 // A curve is planned (PlanningBackend::SpeedupCurve) from the inputs the job's plan would be made
 // from on that type: its spec at the precision it would train at there, devices up to its request
-// (at most the type's count), nodes the size of the type's largest, and the profile it would be
+// (at most the type's count), nodes the size of the type's largest holding the least memory of
+// the type's devices (device_memory.h), and the profile it would be
 // planned with (ProfileFor: the analytical preset when the spec asks for it, else the measured
 // profile the store caches for its model and the type, else the preset until one is measured).
 // Planning can take tens of ms on a miss of the backend's curve cache, so Refresh runs off the
 // scheduler's lock, on the control loop before each round, and plans a (job, type) only when it
 // has no curve there yet, when the pool's type grew past the devices its curve covers or its node
-// size changed, or when a profile of the job's model arrived for the type (ProfileChanged).
+// size or least device memory changed, or when a profile of the job's model arrived for the type
+// (ProfileChanged). Points on too few devices to hold the job in that memory are 0 (no plan).
 // Curves live in memory only: a restarted coordinator plans them again. A job without a curve on
 // a type (not planned yet, or its planning failed) has none in the snapshot there, and a policy
 // treats it as it did before curves: scaling perfectly, alike on every type.
@@ -48,6 +50,8 @@ struct PoolDeviceType {
   int devices = 0;
   int devices_per_node = 0;
   bool reads_precision = true;
+  // The least memory among its devices (DeviceMemoryBytes); 0 when none is known.
+  int64_t device_memory_bytes = 0;
 };
 
 // The device types of the schedulable nodes, by name.
@@ -81,6 +85,7 @@ class SpeedCurveBook {
   struct Planned {
     int devices = 0;  // the most devices the curve covers
     int devices_per_node = 0;
+    int64_t device_memory_bytes = 0;
     int64_t profile_generation = 0;
     bool ok = false;  // whether planning succeeded (a failure is not retried until inputs change)
   };

@@ -232,7 +232,7 @@ TEST_CASE("the pool's device types as curves are planned for them", "[policy][cu
   a.devices = {{"cuda:0", "a100", 0}, {"cuda:1", "a100", 0}, {"cpu:0", "cpu", 0}};
   NodeRecord b = a;
   b.id = "b";
-  b.devices = {{"cuda:0", "a100", 0}};
+  b.devices = {{"cuda:0", "a100", int64_t{16} << 30}};  // reports less than the preset's
   b.protocol = {1, protocol::kPrecisionProtocolVersion - 1};
   NodeRecord down = a;
   down.id = "down";
@@ -243,6 +243,7 @@ TEST_CASE("the pool's device types as curves are planned for them", "[policy][cu
   CHECK(types[0].devices == 3);
   CHECK(types[0].devices_per_node == 2);
   CHECK_FALSE(types[0].reads_precision);
+  CHECK(types[0].device_memory_bytes == int64_t{16} << 30);  // the least of the type's
   CHECK(types[1].type == "cpu");
   CHECK(types[1].devices == 1);
   CHECK(types[1].reads_precision);
@@ -284,6 +285,38 @@ TEST_CASE("the in-process planner's curves reach the policy's snapshot",
   const policy::SpeedCurve& r = FindJob(recording->last, big.id)->curves.at("a100");
   const policy::SpeedCurve& s = FindJob(recording->last, little.id)->curves.at("a100");
   CHECK(r.IterationS(1) / r.IterationS(2) > s.IterationS(1) / s.IterationS(2));
+}
+
+// A curve holds the job to the type's device memory as its plans are: on too few devices to
+// hold vgg16 at B = 64 it has no point (0), above them each point is PlanForeground's.
+TEST_CASE("the in-process planner's curve starts at the fewest devices that hold the job",
+          "[policy][curves][memory]") {
+  InProcessPlanningBackend backend;
+  JobSpec spec = FgOf("vgg16", 4);
+  spec.global_batch = 64;
+  spec.precision = planner::Precision::kTf32;
+  const int64_t memory = int64_t{6} << 30;
+  ClusterShape pool{"a100", 1, 4, 4};
+  pool.device_memory_bytes = memory;
+  const StatusOr<policy::SpeedCurve> curve = backend.SpeedupCurve(spec, pool, "");
+  REQUIRE(curve.ok());
+  REQUIRE(curve->MaxDevices() == 4);
+  int fewest = 0;
+  for (int g = 1; g <= 4; ++g) {
+    ClusterShape shape{"a100", 1, g, g};
+    shape.device_memory_bytes = memory;
+    const StatusOr<PlannedJob> plan = backend.PlanForeground(spec, shape, "");
+    INFO(g);
+    if (!plan.ok()) {
+      CHECK(plan.status().code() == StatusCode::kResourceExhausted);
+      CHECK(curve->IterationS(g) == 0);
+      continue;
+    }
+    if (fewest == 0) fewest = g;
+    CHECK(curve->IterationS(g) == Approx(plan->iteration_ms / 1000).epsilon(1e-9));
+  }
+  CHECK(fewest > 1);  // one device does not hold it
+  CHECK(fewest <= 4);
 }
 
 }  // namespace
