@@ -117,7 +117,8 @@ void AddWorkloadSimulate(CLI::App* workload, CommandResult& result) {
   simulate
       ->add_option("--policy", flags->policies,
                    "Configurations, comma-separated: fifo-dp, static-partitions, max-min, "
-                   "deeppool-bp-bg, deepool, or all")
+                   "deeppool-bp-bg, deepool, or all; the ablations fifo-bp, fifo-dp-bg, "
+                   "deepool-dp")
       ->delimiter(',')
       ->capture_default_str();
   simulate->add_option("--devices", flags->devices,

@@ -21,11 +21,22 @@ const std::vector<PoolConfiguration>& PoolConfigurations() {
   return configurations;
 }
 
+const std::vector<PoolConfiguration>& AblationConfigurations() {
+  static const std::vector<PoolConfiguration> configurations = {
+      {"fifo-bp", "fifo", Parallelism::kBurst, false},
+      {"fifo-dp-bg", "fifo", Parallelism::kDataParallel, true},
+      {"deepool-dp", "deepool", Parallelism::kDataParallel, false},
+  };
+  return configurations;
+}
+
 StatusOr<PoolConfiguration> FindPoolConfiguration(const std::string& name) {
   std::string names;
-  for (const PoolConfiguration& configuration : PoolConfigurations()) {
-    if (configuration.name == name) return configuration;
-    names += (names.empty() ? "" : ", ") + configuration.name;
+  for (const auto* list : {&PoolConfigurations(), &AblationConfigurations()}) {
+    for (const PoolConfiguration& configuration : *list) {
+      if (configuration.name == name) return configuration;
+      names += (names.empty() ? "" : ", ") + configuration.name;
+    }
   }
   return NotFoundError("no scheduling configuration named \"" + name + "\" (choices: " + names +
                        ")");

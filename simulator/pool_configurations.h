@@ -13,6 +13,11 @@
 //                      inside FG devices' idle time: DeepPool as published
 //   deepool            the deepool policy: FG jobs sized by their speed-up curves, burst
 //                      parallel, BG multiplexed
+// and three ablations, each one setting away from a configuration above, so that a result says
+// which setting it comes from (run by name only):
+//   fifo-bp            fifo-dp with burst-parallel plans (deeppool-bp-bg without multiplexing)
+//   fifo-dp-bg         fifo-dp with BG jobs multiplexed in the FG plans' idle time
+//   deepool-dp         the deepool policy on data-parallel curves, without multiplexing
 // Threading: pure functions; each PoolPolicy built is used by one thread at a time.
 #pragma once
 
@@ -36,7 +41,10 @@ struct PoolConfiguration {
 // The configurations above, in that order.
 const std::vector<PoolConfiguration>& PoolConfigurations();
 
-// The configuration named `name`; NOT_FOUND naming the choices otherwise.
+// The ablations above, in that order.
+const std::vector<PoolConfiguration>& AblationConfigurations();
+
+// The configuration or ablation named `name`; NOT_FOUND naming the choices otherwise.
 StatusOr<PoolConfiguration> FindPoolConfiguration(const std::string& name);
 
 // The static partitions of `pool`: up to 4, each with at least 8 devices of every type.
