@@ -39,6 +39,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
                                 planner::PrecisionName(options.gradient_precision) +
                                 " is not supported (fp32 or bf16)");
   }
+  if (options.accumulation_steps < 1) {
+    return InvalidArgumentError("accumulation steps must be >= 1, not " +
+                                std::to_string(options.accumulation_steps));
+  }
   SetMathMode(options.precision, options.device);
   std::unique_ptr<Executor> executor(
       new Executor(graph, plan, comm, data, std::move(options), clock));
@@ -236,26 +240,6 @@ torch::Tensor Executor::RecvBuffer(int tag, const ResplitPiece& piece,
   return buffer;
 }
 
-void Executor::ReleaseIterationTensors() {
-  for (LayerState& state : layers_) {
-    state.inputs.clear();
-    state.output = torch::Tensor();
-    state.loss = torch::Tensor();
-  }
-  for (torch::Tensor& labels : labels_) labels = torch::Tensor();
-  for (PendingGroup& group : forward_groups_) group = PendingGroup();
-  for (PendingGroup& group : backward_groups_) group = PendingGroup();
-  reduces_.clear();
-  loss_reduce_.reset();
-  iteration_loss_ = torch::Tensor();
-  open_buckets_.clear();
-  started_bucket_groups_.clear();
-  bucket_error_ = Status::Ok();
-  for (LayerState& state : layers_) {
-    for (auto& grad : state.hooked_grads) grad = torch::Tensor();
-  }
-}
-
 std::string Executor::SegmentName(int segment) const {
   const Segment& s = segments_[static_cast<size_t>(segment)];
   std::string name = graph_.layer(s.first).name;
@@ -328,14 +312,15 @@ Status Executor::Forward(int id, const Batch& batch) {
   }
   LayerModule& module = *modules_.at(id);
   SpanScope span(options_.spans, SpanKind::kForward, [&] { return layer.name; });
-  module.set_step(StepContext{iteration_, state.first});
+  // The sample's index in the iteration batch, so a dropout mask does not depend on the pass.
+  module.set_step(StepContext{iteration_, pass_ * plan_.global_batch + state.first});
   {
     AutocastScope autocast(options_.precision, options_.device);
     state.output = module.Forward(state.inputs);
   }
   if (state.loss_weight > 0) {  // in fp32 whatever the precision
     state.loss = LossPart(ToFloatIfHalf(state.output), labels_[static_cast<size_t>(id)],
-                          state.loss_weight, plan_.global_batch);
+                          state.loss_weight, plan_.global_batch * options_.accumulation_steps);
   }
   return Status::Ok();
 }
@@ -493,6 +478,7 @@ Status Executor::PostBackwardTransfers(int segment) {
 }
 
 void Executor::OnParamGradient(int id, size_t param, const torch::Tensor& grad) {
+  if (!SumsGradients()) return;  // autograd accumulates it in .grad for the last pass's sum
   LayerState& state = layers_[static_cast<size_t>(id)];
   if (state.in_bucket || state.hooked_grads[param].defined()) {
     if (bucket_error_.ok()) {
@@ -501,7 +487,10 @@ void Executor::OnParamGradient(int id, size_t param, const torch::Tensor& grad) 
     }
     return;
   }
-  state.hooked_grads[param] = grad;
+  // The earlier passes' gradients (accumulation) are in .grad: the hook runs before autograd
+  // adds this one to them.
+  const torch::Tensor& earlier = state.params[param].grad();
+  state.hooked_grads[param] = earlier.defined() ? grad + earlier : grad;
   if (++state.hooked < state.params.size()) return;
   Status added = AddToBucket(id);
   if (!added.ok() && bucket_error_.ok()) bucket_error_ = added;
@@ -509,6 +498,7 @@ void Executor::OnParamGradient(int id, size_t param, const torch::Tensor& grad) 
 
 Status Executor::AddToBucket(int id) {
   LayerState& state = layers_[static_cast<size_t>(id)];
+  if (!SumsGradients()) return Status::Ok();  // an earlier pass: the gradients accumulate
   if (state.params.empty() || state.group.size() < 2 || state.in_bucket) return Status::Ok();
   state.in_bucket = true;
   GradientBucket& bucket = open_buckets_[state.group];
@@ -655,20 +645,6 @@ void Executor::SetLabels(const Batch& batch) {
   }
 }
 
-void Executor::PrepareIteration(const Batch& batch) {
-  SetLabels(batch);
-  for (size_t id = 0; id < layers_.size(); ++id) {
-    LayerState& state = layers_[id];
-    if (!state.runs) continue;
-    state.hooked = 0;
-    state.in_bucket = false;
-    for (auto& grad : state.hooked_grads) grad = torch::Tensor();
-    // As zero_grad(set_to_none): autograd then hands each parameter its gradient tensor
-    // instead of adding it to zeros, and a bucket's sum becomes the gradient in place.
-    for (auto& param : state.params) param.mutable_grad() = torch::Tensor();
-  }
-}
-
 // The forward walk: every layer is a walk point on every rank (executor.h).
 Status Executor::RunForward(const Batch& batch) {
   for (int id = 0; id < graph_.num_layers(); ++id) {
@@ -692,107 +668,6 @@ Status Executor::RunBackward() {
     for (int id = segment.last; id >= segment.first; --id) RETURN_IF_ERROR(AddToBucket(id));
   }
   return FlushGradientBuckets();
-}
-
-torch::Tensor Executor::LocalLoss() const {
-  torch::Tensor local_loss =
-      torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(options_.device));
-  for (int id = graph_.num_layers() - 1; id >= 0; --id) {
-    const LayerState& state = layers_[static_cast<size_t>(id)];
-    if (state.runs && state.loss.defined()) local_loss += state.loss.detach().to(torch::kFloat64);
-  }
-  return local_loss;
-}
-
-StatusOr<double> Executor::FinishIteration() {
-  // The global loss: each rank's parts, summed over the world on the device. It rode in the
-  // first world bucket where one started (StartBucketSum); otherwise it is the last collective
-  // of the iteration on every rank, started before the waits for the gradient sums, right
-  // behind them, so it costs no round trip of its own. Waited on after the step either way.
-  torch::Tensor local_loss = std::move(iteration_loss_);
-  std::unique_ptr<CommWork> loss_sum;
-  if (comm_->world_size() > 1 && !loss_reduce_) {
-    RankGroup world(static_cast<size_t>(comm_->world_size()));
-    for (int r = 0; r < comm_->world_size(); ++r) world[static_cast<size_t>(r)] = r;
-    ASSIGN_OR_RETURN(loss_sum, comm_->AllReduceSum(local_loss, world));
-  }
-  RETURN_IF_ERROR(FinishReductions(local_loss, loss_sum));
-  RETURN_IF_ERROR(SumTiedGradients());
-  RETURN_IF_ERROR(AwaitTransfers());
-  bool step = true;
-  if (loss_scaler_) {
-    ASSIGN_OR_RETURN(step, UnscaleGradients());
-  }
-  if (step) RETURN_IF_ERROR(ApplyRecipes());
-  if (optimizer_ && step) {
-    SpanScope span(options_.spans, SpanKind::kOptimizer, [] { return std::string("step"); });
-    optimizer_->step();
-  }
-  if (loss_sum) {
-    // The one host wait of the iteration: it also bounds, with the timeout, every operation the
-    // device still had queued before it.
-    SpanScope span(options_.spans, SpanKind::kWait, [] { return std::string("loss sum"); });
-    auto start = clock_->Now();
-    Status summed = loss_sum->WaitHost(comm_->timeout());
-    idle_ += clock_->Now() - start;
-    RETURN_IF_ERROR(summed.WithContext("summing the loss"));
-  }
-  double loss = local_loss.item<double>();
-  Synchronize();
-  return loss;
-}
-
-StatusOr<IterationStats> Executor::Step(int64_t iteration) {
-  auto start = clock_->Now();
-  iteration_ = iteration;
-  idle_ = {};
-  layer_error_ = Status::Ok();
-  ReleaseIterationTensors();  // after a failed iteration
-  std::optional<SpanScope<const char*>> data_span;
-  data_span.emplace(options_.spans, SpanKind::kData, "batch");
-  // Only the rows this rank's layers read, sliced on the host before the copy to the device.
-  ASSIGN_OR_RETURN(Batch batch, data_->Samples(iteration, data_rows_.first, data_rows_.second));
-  const double data_ms = Millis(clock_->Now() - start);
-  double loss = 0;
-  Status status =
-      Guarded("iteration " + std::to_string(iteration) + " on rank " + std::to_string(rank_),
-              [&]() -> Status {
-                // From pinned memory the copy is queued on the stream, not waited for.
-                const bool queued = options_.device.is_cuda() && batch.inputs.is_pinned();
-                batch.inputs = batch.inputs.to(options_.device, queued);
-                batch.labels = batch.labels.to(options_.device, queued);
-                batch.inputs = ModelInputs(batch.inputs);
-                PrepareIteration(batch);
-                data_span.reset();
-                RETURN_IF_ERROR(RunForward(batch));
-                ReleaseForwardOnlyTensors();
-                iteration_loss_ = LocalLoss();  // known before backward starts any bucket
-                RETURN_IF_ERROR(RunBackward());
-                ASSIGN_OR_RETURN(loss, FinishIteration());
-                return Status::Ok();
-              });
-  ReleaseIterationTensors();
-  if (!status.ok() && !layer_error_.ok()) {
-    // A group sum failed inside a layer or autograd: report its own code (UNAVAILABLE, ...).
-    status = layer_error_.WithContext("iteration " + std::to_string(iteration) + " on rank " +
-                                      std::to_string(rank_));
-  }
-  if (!status.ok()) return status;
-  IterationStats stats;
-  stats.iteration = iteration;
-  stats.loss = loss;
-  auto elapsed = clock_->Now() - start;
-  stats.iteration_ms = Millis(elapsed);
-  stats.idle_ms = Millis(idle_);
-  stats.busy_ms = std::max(0.0, stats.iteration_ms - stats.idle_ms);
-  stats.data_ms = std::min(data_ms, stats.busy_ms);
-  if (loss_scaler_) {
-    stats.skipped_steps = loss_scaler_->skipped_steps();
-    stats.loss_scale = loss_scaler_->scale();
-  }
-  stats.samples_per_s =
-      stats.iteration_ms > 0 ? plan_.global_batch * 1000.0 / stats.iteration_ms : 0;
-  return stats;
 }
 
 }  // namespace deepool::worker

@@ -126,6 +126,15 @@ struct ExecutorOptions {
   // takes its own all-reduce instead of riding in a bucket. GradientSyncOptions::precision
   // (planner/gradient_sync.h) charges the same halving.
   planner::Precision gradient_precision = planner::Precision::kFp32;
+  // Gradient accumulation (docs/runtime.md, "Gradient accumulation"; executor_step.cc): each
+  // iteration is this many forward and backward passes of the plan's global batch (the
+  // micro-batch), each pass's loss divided by the iteration's samples (N times the plan's batch)
+  // so that the accumulated gradient is the mean-loss gradient of the whole iteration batch; the
+  // gradient sums, the tied parameters' sum, clipping and the optimizer step run once, after the
+  // last pass. The data source must present micro-batches: pass m of iteration i reads its
+  // iteration i * N + m (data/micro_batches.h gives that view of an iteration-batch source).
+  // 1: no accumulation.
+  int64_t accumulation_steps = 1;
   // fp16 only: dynamic loss scaling (loss_scaler.h). The loss's gradient is scaled; after the
   // gradient sums, one all-reduce over the world tells every rank whether any rank's gradients
   // hold an inf or nan (a host wait, fp16 only): then every rank skips the step and halves the
@@ -141,7 +150,9 @@ struct ExecutorOptions {
 
 struct IterationStats {
   int64_t iteration = 0;
-  double loss = 0;  // the global batch's loss (summed over ranks)
+  // The iteration's loss (summed over ranks): with accumulation, the mean over its passes of each
+  // pass's mean loss.
+  double loss = 0;
   double iteration_ms = 0;
   double samples_per_s = 0;
   // The host's view: time in communication waits is idle, the rest busy. Exact on CPU; on CUDA,
@@ -299,8 +310,15 @@ class Executor {
   // This rank's transfers, per producer layer (forward) and per consumer segment (backward), in
   // the canonical order (edge id, then piece).
   void BuildTransfers();
-  // Sets labels and zeroes gradients for the iteration.
+  // Sets labels for the pass, and zeroes gradients on an iteration's first pass.
   void PrepareIteration(const Batch& batch);
+  // Pass `pass` of the iteration (executor_step.cc): its data, forward and backward walks, and
+  // after the last pass FinishIteration, whose loss it returns (0 before). Adds the time spent
+  // waiting for the data to `data_ms`.
+  StatusOr<double> RunPass(int64_t iteration, int64_t pass, double* data_ms);
+  // Whether this pass's backward sums gradients: the iteration's last pass. Before it, parameter
+  // hooks and AddToBucket leave the gradients to accumulate in .grad.
+  bool SumsGradients() const { return pass_ + 1 == options_.accumulation_steps; }
   // The labels of the graph outputs this rank computes, from the batch.
   void SetLabels(const Batch& batch);
   // Evaluate's pass `pass`: adds this rank's loss sum, top-1 and top-5 counts, predictions and
@@ -361,6 +379,9 @@ class Executor {
   // Waits on the gradient sums and makes the gradients views of them. Where the loss rode in a
   // bucket, sets `local_loss` to its sum and hands over that bucket's work for the host wait.
   Status FinishReductions(torch::Tensor& local_loss, std::unique_ptr<CommWork>& loss_sum);
+  // Drops a pass's activations, labels and transfer groups (the accumulated gradients and loss
+  // stay for the next pass).
+  void ReleasePassTensors();
   // Drops the activations, gradients and pending transfers of the iteration, so that its memory
   // goes back to the allocator before the next one starts (as in a plain training loop).
   void ReleaseIterationTensors();
@@ -424,6 +445,7 @@ class Executor {
   std::map<std::tuple<int, int, int64_t>, torch::Tensor> recv_buffers_;
   Clock::Duration idle_{};
   int64_t iteration_ = 0;
+  int64_t pass_ = 0;  // the accumulation pass within the iteration; 0 outside Step
   // The first failed group sum of the iteration, with its code (it reaches Step as an
   // exception from inside a module or autograd, which would lose the code).
   Status layer_error_;

@@ -15,6 +15,7 @@
 #include "worker/runtime/checkpoints/periodic_checkpoints.h"
 #include "worker/runtime/communication/communicator_gloo.h"
 #include "worker/runtime/communication/communicator_nccl.h"
+#include "worker/runtime/data/micro_batches.h"
 #include "worker/runtime/devices/device.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/executor_commands.h"
@@ -193,10 +194,10 @@ StatusOr<int64_t> CountEpochIterations(const RunSpec& spec, int64_t samples, Com
         samples, mean));
   }
   ASSIGN_OR_RETURN(const int64_t iterations,
-                   protocol::IterationsForEpochs(spec.epochs, samples, spec.plan.global_batch));
+                   protocol::IterationsForEpochs(spec.epochs, samples, spec.IterationBatch()));
   if (comm.rank() == 0) {
     DP_LOG_INFO("{} epochs of {} samples at a global batch of {}: {} iterations", spec.epochs,
-                samples, spec.plan.global_batch, iterations);
+                samples, spec.IterationBatch(), iterations);
   }
   return iterations;
 }
@@ -295,12 +296,15 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(BackgroundSide side, AttachBackground(options, spec, device, &comm));
   if (side.sharing) side.sharing->TraceUnits(&spans);
   if (side.host) side.host->TraceUnits(&spans);
-  ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.plan.global_batch));
+  // An iteration's rows, all its accumulation passes' (RunSpec::IterationBatch).
+  ASSIGN_OR_RETURN(auto source, MakeDataSource(spec.data, *spec.graph, spec.IterationBatch()));
   if (spec.epochs > 0) {
     ASSIGN_OR_RETURN(spec.iterations, CountEpochIterations(spec, source->num_samples(), *comm,
                                                            device.torch_device()));
   }
-  // The next iteration's rows are produced while this one trains (pinned for a GPU).
+  // Each pass reads its micro-batch (steps 1: the source itself); the next pass's rows are
+  // produced while this one trains (pinned for a GPU).
+  ASSIGN_OR_RETURN(source, MicroBatches(std::move(source), spec.accumulation_steps));
   std::unique_ptr<DataSource> data =
       WithPrefetch(std::move(source), device.cuda ? HostMemory::kPinned : HostMemory::kPageable);
   std::unique_ptr<DataSource> eval_data;
@@ -320,6 +324,8 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   executor_options.gradient_bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
   executor_options.sync_batch_norm = spec.sync_batch_norm;
   executor_options.precision = spec.precision;
+  executor_options.gradient_precision = spec.gradient_precision;
+  executor_options.accumulation_steps = spec.accumulation_steps;
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
   executor_options.spans = &spans;

@@ -134,7 +134,7 @@ StatusOr<CheckpointOutcome> WriteTrainingCheckpoint(const RunSpec& spec, int ran
   manifest.world_size = comm.world_size();
   manifest.job_id = spec.job_id;
   manifest.optimizer = spec.optimizer.name;
-  manifest.data = PositionAfter(done, data_samples, spec.plan.global_batch);
+  manifest.data = PositionAfter(done, data_samples, spec.IterationBatch());
   if (executor.loss_scaler()) manifest.loss_scaling = executor.loss_scaler()->state();
   StatusOr<int> pruned = CommitAndPrune(path, manifest, *spec.checkpoints);
   // A failed commit stops the other ranks all the same; the job then resumes from the previous
@@ -168,8 +168,7 @@ StatusOr<int64_t> ResumeFromCheckpoint(const RunSpec& spec, int rank, int64_t da
   if (manifest.loss_scaling) executor.RestoreLossScaler(*manifest.loss_scaling);
   // A log line on stdout, so that it reaches the job's logs (`deepool logs`).
   if (rank == 0) {
-    const DataPosition now =
-        PositionAfter(manifest.iteration, data_samples, spec.plan.global_batch);
+    const DataPosition now = PositionAfter(manifest.iteration, data_samples, spec.IterationBatch());
     out << "resumed from " << found->path << " (iteration " << manifest.iteration << " of "
         << spec.iterations << ", epoch " << now.epoch << " at sample " << now.offset
         << "; written by " << manifest.world_size << " rank(s))" << std::endl;
