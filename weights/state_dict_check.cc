@@ -68,4 +68,18 @@ Status CheckStateDict(const WeightsIndex& file, const planner::Graph& graph,
   return Status::Ok();
 }
 
+StatusOr<WeightsFileCheck> CheckWeightsFile(const std::string& path, const planner::Graph& graph) {
+  StatusOr<WeightsIndex> index = ReadWeightsIndex(path);
+  if (!index.ok()) {
+    const StatusCode code = index.status().code();
+    if (code == StatusCode::kNotFound || code == StatusCode::kPermissionDenied ||
+        code == StatusCode::kUnimplemented) {
+      return WeightsFileCheck{false, index.status().message()};
+    }
+    return index.status();
+  }
+  RETURN_IF_ERROR(CheckStateDict(*index, graph));
+  return WeightsFileCheck{true, ""};
+}
+
 }  // namespace deepool::weights

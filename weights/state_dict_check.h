@@ -15,6 +15,7 @@
 // Threading: free functions without shared state.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -27,6 +28,19 @@ namespace deepool::weights {
 // of the layers it holds (the others' keys must still be the graph's); without it, every layer.
 Status CheckStateDict(const WeightsIndex& file, const planner::Graph& graph,
                       const std::vector<bool>* held = nullptr);
+
+// The check before a run starts: the coordinator's at submission, deepool-train's before it
+// starts ranks. A file that cannot be judged here is not an error: one that cannot be opened
+// (NOT_FOUND, PERMISSION_DENIED: it may be on the workers only) or that uses something the index
+// does not read (UNIMPLEMENTED; libtorch in the ranks may read it) comes back unchecked, with
+// the reason, and the ranks' own check is the safety net. A damaged file is its read error
+// (DATA_LOSS naming the file); a mismatch CheckStateDict's error, which callers prefix with the
+// file's name.
+struct WeightsFileCheck {
+  bool checked = false;
+  std::string why_unchecked;
+};
+StatusOr<WeightsFileCheck> CheckWeightsFile(const std::string& path, const planner::Graph& graph);
 
 // "[10,16]", "[]" for a scalar: how the errors above write a shape.
 std::string ShapeText(const std::vector<int64_t>& shape);

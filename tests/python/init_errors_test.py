@@ -1,8 +1,9 @@
-"""Bad weights to start from (issue 41, point 9): `deepool-train --init` with a file that lacks a
-key of the graph, has a key of no layer, holds a tensor of another shape, or is not there. Each
-run exits 1 with one error naming the file and the key (the ranks check the file where it is
-read, before the first iteration; docs/cli.md, "Weights to start from"), and writes no
-checkpoint. The importer's own errors (a model file that raises, a missing factory, an input
+"""Bad weights to start from (issue 41, points 5 and 9): `deepool-train --init` with a file that
+lacks a key of the graph, has a key the graph does not have, holds a tensor of another shape, or
+is not there. Each run exits 1 with one error naming the file and the key, and writes no
+checkpoint: deepool-train checks the file's index before it starts any rank (the coordinator's
+check at submission, weights/state_dict_check.h), and a file not there is the ranks' error as
+they load it (docs/cli.md, "Weights to start from"). The importer's own errors (a model file that raises, a missing factory, an input
 shape the module rejects, an op it does not know) are import_errors_test.py's."""
 import glob
 import os
@@ -69,8 +70,16 @@ class InitErrorsTest(unittest.TestCase):
         init = self.weights_with("extra.pt",
                                  lambda state: state.update({"extra.weight": torch.zeros(3)}))
         output = self.train_fails(init)
-        self.assertIn(f"init {init}: checkpoint has 1 key(s) of no layer of graph "
-                      "'seeded_bn_cnn': extra.weight", output)
+        self.assertIn(f"init {init}: checkpoint has 1 key(s) that graph 'seeded_bn_cnn' does "
+                      "not have: extra.weight", output)
+
+    def test_a_key_under_a_layer_it_does_not_have(self):
+        init = self.weights_with("under_layer.pt",
+                                 lambda state: state.update({"head.extra": torch.zeros(3)}))
+        output = self.train_fails(init)
+        self.assertIn(f"init {init}: checkpoint has 1 key(s) that graph 'seeded_bn_cnn' does "
+                      "not have: head.extra", output)
+        self.assertNotIn("rank 0 failed", output, "checked only when the ranks loaded it")
 
     def test_a_wrong_shape(self):
         init = self.weights_with("shape.pt",

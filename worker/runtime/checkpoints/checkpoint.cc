@@ -10,19 +10,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "common/content_digest.h"
+#include "weights/state_dict_check.h"
 
 namespace deepool::worker {
 namespace {
-
-std::string ShapeOf(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
-  return s + "]";
-}
 
 // A CPU copy that owns exactly its own elements, so the archive holds no unrelated storage.
 at::Tensor ForSaving(const at::Tensor& t) {
@@ -106,33 +100,19 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
     return InvalidArgumentError("LoadStateDictInto: " + std::to_string(modules.size()) +
                                 " modules for " + std::to_string(graph.num_layers()) + " layers");
   }
+  // The coordinator's check at submission, on the tensors' shapes (weights/state_dict_check.h).
+  weights::WeightsIndex index;
   std::unordered_map<std::string, const at::Tensor*> by_key;
-  for (const auto& [key, tensor] : state) by_key[key] = &tensor;
-
-  // Every key must belong to some graph layer: a layer name that prefixes it, or is it (a bare
-  // parameter's key).
-  std::set<std::string> layer_names;
-  for (const auto& layer : graph.layers()) layer_names.insert(layer.name);
-  std::vector<std::string> unexpected;
   for (const auto& [key, tensor] : state) {
-    bool known = layer_names.count(key) != 0;
-    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
-      if (layer_names.count(key.substr(0, dot)) != 0) {
-        known = true;
-        break;
-      }
-    }
-    if (!known) unexpected.push_back(key);
+    if (!tensor.defined())
+      return InvalidArgumentError("checkpoint tensor '" + key + "' is undefined");
+    index.push_back({key, "", tensor.sizes().vec()});
+    by_key[key] = &tensor;
   }
-  if (!unexpected.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
-    return InvalidArgumentError("checkpoint has " + std::to_string(unexpected.size()) +
-                                " key(s) of no layer of graph '" + graph.name() + "': " + list +
-                                (unexpected.size() > 5 ? ", ..." : ""));
-  }
+  std::vector<bool> held;
+  for (const auto& module : modules) held.push_back(module != nullptr);
+  RETURN_IF_ERROR(weights::CheckStateDict(index, graph, &held));
 
-  std::vector<std::string> missing;
   torch::NoGradGuard no_grad;
   for (int id = 0; id < graph.num_layers(); ++id) {
     const auto& module = modules[static_cast<size_t>(id)];
@@ -141,18 +121,14 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
     auto load = [&](const std::string& name, at::Tensor& target) -> Status {
       const std::string key = StateKey(layer, name);
       auto it = by_key.find(key);
-      if (it == by_key.end()) {
-        missing.push_back(key);
-        return Status::Ok();
-      }
-      const at::Tensor& source = *it->second;
-      if (!source.defined() || source.sizes() != target.sizes()) {
-        return InvalidArgumentError("checkpoint tensor '" + key + "' has shape " +
-                                    (source.defined() ? ShapeOf(source) : "undefined") +
-                                    ", the model expects " + ShapeOf(target));
+      // The check above found every tensor with its shape, as the modules registered them
+      // (tests/runtime/state_dict_shapes_test.cc); this guards a module that disagrees.
+      if (it == by_key.end() || it->second->sizes() != target.sizes()) {
+        return InternalError("layer module '" + layer + "' holds '" + name +
+                             "', not as planner::LayerStateShapes lists it");
       }
       try {
-        target.copy_(source);
+        target.copy_(*it->second);
       } catch (const std::exception& e) {
         return InternalError("copying checkpoint tensor '" + key + "': " + e.what());
       }
@@ -164,13 +140,6 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
     for (auto& b : module->named_buffers(/*recurse=*/true)) {
       RETURN_IF_ERROR(load(b.key(), b.value()));
     }
-  }
-  if (!missing.empty()) {
-    std::string list;
-    for (size_t i = 0; i < missing.size() && i < 5; ++i) list += (i ? ", " : "") + missing[i];
-    return InvalidArgumentError("checkpoint lacks " + std::to_string(missing.size()) +
-                                " tensor(s) of graph '" + graph.name() + "': " + list +
-                                (missing.size() > 5 ? ", ..." : ""));
   }
   return Status::Ok();
 }

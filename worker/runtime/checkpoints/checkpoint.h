@@ -37,10 +37,12 @@ using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 StatusOr<StateDict> CollectStateDict(const planner::Graph& graph,
                                      const std::vector<std::shared_ptr<LayerModule>>& modules);
 
-// Copies `state` into the modules (on whatever device they are). Every parameter and buffer of
-// every held module must be present with its shape; a key of a layer the graph does not have
-// is an error (a checkpoint of another model); keys of graph layers that are not held here
-// (nullptr) are skipped, so each rank of a burst plan can load the whole-model file.
+// Copies `state` into the modules (on whatever device they are) after the strict check the
+// coordinator runs at submission (weights/state_dict_check.h, CheckStateDict): every parameter
+// and buffer of every held module must be present with its shape, and every key must be one of
+// the graph's state_dict (a checkpoint of another model is refused); keys of graph layers that
+// are not held here (nullptr) are skipped, so each rank of a burst plan can load the
+// whole-model file.
 Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
                          const std::vector<std::shared_ptr<LayerModule>>& modules);
 

@@ -4,7 +4,8 @@
 // "__metadata__": {..}}, then the tensors' bytes, little-endian, offsets relative to the end of
 // the header), and, through LoadStateDictFile, torch state_dict archives too (checkpoint.h).
 //
-// Every entry is checked before any tensor is made: a known dtype, a shape of non-negative
+// Every entry is checked before any tensor is made (weights/safetensors_header.h, which the
+// coordinator's weights index reads headers with too): a known dtype, a shape of non-negative
 // sizes, offsets inside the data whose length is exactly the shape's bytes, no two entries
 // overlapping. A bad file is DATA_LOSS naming the file and the entry; nothing is half-read.
 // Threading: free functions without shared state.
