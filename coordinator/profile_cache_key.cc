@@ -8,9 +8,12 @@ namespace deepool::coordinator {
 
 std::string ProfileCacheKey(const PlanningBackend& planner, const JobSpec& spec,
                             planner::Precision profiled_at) {
-  const std::string key = planner.ModelKey(spec);
-  if (planner::MayBeUnrecordedPrecision(profiled_at)) return key;
-  return key + "/precision=" + planner::PrecisionName(profiled_at);
+  return ProfileCacheKey(planner.ModelKey(spec), profiled_at);
+}
+
+std::string ProfileCacheKey(const std::string& model_key, planner::Precision profiled_at) {
+  if (planner::MayBeUnrecordedPrecision(profiled_at)) return model_key;
+  return model_key + "/precision=" + planner::PrecisionName(profiled_at);
 }
 
 std::optional<planner::Precision> ProfilePrecisionOn(const NodeRecord& node,

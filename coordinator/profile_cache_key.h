@@ -18,6 +18,8 @@ namespace deepool::coordinator {
 // tf32 profiles keep the key they always had: PROFILE tasks measured both alike, unrecorded.
 std::string ProfileCacheKey(const PlanningBackend& planner, const JobSpec& spec,
                             planner::Precision profiled_at);
+// The same from the backend's ModelKey(spec), computed beforehand.
+std::string ProfileCacheKey(const std::string& model_key, planner::Precision profiled_at);
 
 // The precision a PROFILE task on `node` for a job at `precision` measures at: the job's when
 // it is 16-bit and the node's worker profiles at a precision

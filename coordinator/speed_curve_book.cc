@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "coordinator/device_memory.h"
+#include "coordinator/profile_cache_key.h"
 #include "jobspec/job_spec.h"
 #include "protocol/version.h"
 
@@ -47,20 +48,20 @@ int SpeedCurveBook::WantedDevices(const JobSpec& spec, const PoolDeviceType& typ
   return std::max(1, std::min(spec.gpus, type.devices));
 }
 
-int64_t SpeedCurveBook::GenerationLocked(const std::string& model_key,
+int64_t SpeedCurveBook::GenerationLocked(const std::string& profile_key,
                                          const std::string& type) const {
-  auto found = generations_.find({model_key, type});
+  auto found = generations_.find({profile_key, type});
   return found == generations_.end() ? 0 : found->second;
 }
 
-bool SpeedCurveBook::NeedsPlanLocked(const std::string& job_id, const std::string& model_key,
+bool SpeedCurveBook::NeedsPlanLocked(const std::string& job_id, const std::string& profile_key,
                                      const PoolDeviceType& type, int wanted) const {
   auto job = jobs_.find(job_id);
   if (job == jobs_.end()) return true;
   auto planned = job->second.planned.find(type.type);
   if (planned == job->second.planned.end()) return true;
   const Planned& was = planned->second;
-  if (was.profile_generation != GenerationLocked(model_key, type.type)) return true;
+  if (was.profile_generation != GenerationLocked(profile_key, type.type)) return true;
   if (was.devices_per_node != type.devices_per_node) return true;
   if (was.device_memory_bytes != type.device_memory_bytes) return true;
   // A longer curve than the pool needs now serves as well (a node lost and back costs nothing);
@@ -80,6 +81,7 @@ int SpeedCurveBook::Refresh(const std::vector<JobSnapshot>& jobs,
   struct Wanted {
     const JobRecord* job;
     std::string model_key;
+    std::string profile_key;  // ProfileCacheKey at the precision it would train at on `type`
     const PoolDeviceType* type;
     int devices;
   };
@@ -99,8 +101,10 @@ int SpeedCurveBook::Refresh(const std::vector<JobSnapshot>& jobs,
           known != jobs_.end() ? known->second.model_key : planner_->ModelKey(job->spec);
       for (const PoolDeviceType& type : types) {
         const int wanted = WantedDevices(job->spec, type);
-        if (NeedsPlanLocked(job->id, model_key, type, wanted)) {
-          to_plan.push_back({job, model_key, &type, wanted});
+        std::string profile_key = ProfileCacheKey(
+            model_key, jobspec::TrainingPrecision(job->spec, type.type, type.reads_precision));
+        if (NeedsPlanLocked(job->id, profile_key, type, wanted)) {
+          to_plan.push_back({job, model_key, std::move(profile_key), &type, wanted});
         }
       }
     }
@@ -109,20 +113,20 @@ int SpeedCurveBook::Refresh(const std::vector<JobSnapshot>& jobs,
   int planned = 0;
   for (const Wanted& wanted : to_plan) {
     if (planned > 0 && clock_->Now() >= deadline) break;  // the rest at the next Refresh
-    PlanOne(*wanted.job, wanted.model_key, *wanted.type, wanted.devices);
+    PlanOne(*wanted.job, wanted.model_key, wanted.profile_key, *wanted.type, wanted.devices);
     ++planned;
   }
   return planned;
 }
 
 std::optional<std::string> SpeedCurveBook::ProfileFor(const JobRecord& job,
-                                                      const std::string& model_key,
+                                                      const std::string& profile_key,
                                                       const std::string& type) const {
   // As Scheduler::ReserveForegroundLocked chooses, except that a job not measured yet is
   // curved on the preset meanwhile rather than waiting for its PROFILE task.
   const bool analytical = planner_->HasAnalyticalPreset(type);
   if (job.spec.profile == "analytical" && analytical) return std::string();
-  StatusOr<std::optional<std::string>> cached = profiles_(model_key, type);
+  StatusOr<std::optional<std::string>> cached = profiles_(profile_key, type);
   if (cached.ok() && cached->has_value()) return **cached;
   if (!cached.ok()) {
     DP_LOG_WARN("job {}: cannot read the profile cache for its speed-up curve on {}: {}", job.id,
@@ -133,17 +137,18 @@ std::optional<std::string> SpeedCurveBook::ProfileFor(const JobRecord& job,
 }
 
 void SpeedCurveBook::PlanOne(const JobRecord& job, const std::string& model_key,
-                             const PoolDeviceType& type, int wanted) {
+                             const std::string& profile_key, const PoolDeviceType& type,
+                             int wanted) {
   Planned planned;
   planned.devices = wanted;
   planned.devices_per_node = type.devices_per_node;
   planned.device_memory_bytes = type.device_memory_bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    planned.profile_generation = GenerationLocked(model_key, type.type);
+    planned.profile_generation = GenerationLocked(profile_key, type.type);
   }
   StatusOr<policy::SpeedCurve> curve = NotFoundError("no profile and no analytical preset");
-  if (const std::optional<std::string> profile = ProfileFor(job, model_key, type.type)) {
+  if (const std::optional<std::string> profile = ProfileFor(job, profile_key, type.type)) {
     // At the precision its plan on this type would take (as Scheduler::PlanReserved does).
     JobSpec spec = job.spec;
     const planner::Precision precision =
@@ -175,9 +180,10 @@ void SpeedCurveBook::PlanOne(const JobRecord& job, const std::string& model_key,
   entry.curves = std::move(curves);
 }
 
-void SpeedCurveBook::ProfileChanged(const std::string& model_key, const std::string& device_type) {
+void SpeedCurveBook::ProfileChanged(const std::string& profile_key,
+                                    const std::string& device_type) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++generations_[{model_key, device_type}];
+  ++generations_[{profile_key, device_type}];
 }
 
 std::map<std::string, std::shared_ptr<const CurvesByType>> SpeedCurveBook::Curves() const {

@@ -7,7 +7,8 @@
 // (at most the type's count), nodes the size of the type's largest holding the least memory of
 // the type's devices (device_memory.h), and the profile it would be
 // planned with (ProfileFor: the analytical preset when the spec asks for it, else the measured
-// profile the store caches for its model and the type, else the preset until one is measured).
+// profile the store caches for its model, the type and that precision (ProfileCacheKey: a bf16
+// job's curve uses a bf16 profile), else the preset until one is measured).
 // Planning can take tens of ms on a miss of the backend's curve cache, so Refresh runs off the
 // scheduler's lock, on the control loop before each round, and plans a (job, type) only when it
 // has no curve there yet, when the pool's type grew past the devices its curve covers or its node
@@ -59,7 +60,8 @@ std::vector<PoolDeviceType> PoolDeviceTypes(const std::vector<NodeRecord>& nodes
 
 class SpeedCurveBook {
  public:
-  // The cached measured profile of (model key, device type): the store's LoadProfile.
+  // The cached measured profile of (profile key: ProfileCacheKey, device type): the store's
+  // LoadProfile.
   using ProfileLookup = std::function<StatusOr<std::optional<std::string>>(
       const std::string& model_key, const std::string& device_type)>;
 
@@ -73,9 +75,9 @@ class SpeedCurveBook {
   // included).
   int Refresh(const std::vector<JobSnapshot>& jobs, const std::vector<PoolDeviceType>& types);
 
-  // A measured profile of (model key, device type) was cached: curves of that model on that type
-  // are planned again with it at the next Refresh.
-  void ProfileChanged(const std::string& model_key, const std::string& device_type);
+  // A measured profile of (profile key: ProfileCacheKey, device type) was cached: curves of that
+  // model at that precision on that type are planned again with it at the next Refresh.
+  void ProfileChanged(const std::string& profile_key, const std::string& device_type);
 
   // The known curves, by job id; jobs with none are absent.
   std::map<std::string, std::shared_ptr<const CurvesByType>> Curves() const;
@@ -98,16 +100,17 @@ class SpeedCurveBook {
   // Devices a curve of `spec` on `type` should cover.
   static int WantedDevices(const JobSpec& spec, const PoolDeviceType& type);
   // Whether (job, type) needs planning now (mu_ held).
-  bool NeedsPlanLocked(const std::string& job_id, const std::string& model_key,
+  bool NeedsPlanLocked(const std::string& job_id, const std::string& profile_key,
                        const PoolDeviceType& type, int wanted) const;
-  int64_t GenerationLocked(const std::string& model_key, const std::string& type) const;
+  int64_t GenerationLocked(const std::string& profile_key, const std::string& type) const;
   // The profile the job's plan on `type` would use: "" for the analytical preset; nullopt when
   // there is none (no preset, nothing measured yet).
-  std::optional<std::string> ProfileFor(const JobRecord& job, const std::string& model_key,
+  std::optional<std::string> ProfileFor(const JobRecord& job, const std::string& profile_key,
                                         const std::string& type) const;
-  // Plans one (job, type) without mu_ and records the outcome.
-  void PlanOne(const JobRecord& job, const std::string& model_key, const PoolDeviceType& type,
-               int wanted);
+  // Plans one (job, type) without mu_ and records the outcome; `model_key` is ModelKey(spec),
+  // `profile_key` the key of its profile at the precision it would train at on `type`.
+  void PlanOne(const JobRecord& job, const std::string& model_key, const std::string& profile_key,
+               const PoolDeviceType& type, int wanted);
 
   const PlanningBackend* planner_;
   const ProfileLookup profiles_;
@@ -116,7 +119,7 @@ class SpeedCurveBook {
 
   mutable std::mutex mu_;
   std::map<std::string, JobEntry> jobs_;  // by job id; guarded by mu_
-  // Bumped by ProfileChanged, by (model key, type); guarded by mu_.
+  // Bumped by ProfileChanged, by (profile key, type); guarded by mu_.
   std::map<std::pair<std::string, std::string>, int64_t> generations_;
 };
 

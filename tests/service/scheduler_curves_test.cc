@@ -11,6 +11,7 @@
 
 #include "coordinator/in_process_planning.h"
 #include "coordinator/policy/policy.h"
+#include "coordinator/profile_cache_key.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/speed_curve_book.h"
 #include "jobspec/job_spec.h"
@@ -206,6 +207,29 @@ TEST_CASE("a measured profile that arrives replaces the preset in the curves of 
   // A job that ends is forgotten.
   CHECK(f.book.Refresh({}, pool) == 0);
   CHECK(f.book.Curves().empty());
+}
+
+TEST_CASE("a 16-bit job's curves use its model's profile at that precision", "[policy][curves]") {
+  BookFixture f;
+  f.planner.analytical_types = {};  // only a measured profile makes a curve
+  f.planner.curves[{"tiny", "gpu"}] = {1.0, 0.5};
+  JobSpec bf16 = Fg(2);
+  bf16.profile = "measured";
+  bf16.precision = planner::Precision::kBf16;
+  const std::vector<JobSnapshot> jobs = {BookFixture::Job("j1", bf16)};
+  const std::vector<PoolDeviceType> pool = {{"gpu", 2, 2, true}};
+  const std::string fp32_key = f.planner.ModelKey(bf16);
+  const std::string bf16_key = ProfileCacheKey(fp32_key, planner::Precision::kBf16);
+  REQUIRE(bf16_key != fp32_key);
+  f.profiles[{fp32_key, "gpu"}] = R"({"format":"deepool.profile","precision":"fp32"})";
+  f.profiles[{bf16_key, "gpu"}] = R"({"format":"deepool.profile","precision":"bf16"})";
+  CHECK(f.book.Refresh(jobs, pool) == 1);
+  CHECK(f.planner.last_curve_profile_json == f.profiles[{bf16_key, "gpu"}]);
+  // A new bf16 profile plans it again; a new fp32 one does not concern it.
+  f.book.ProfileChanged(fp32_key, "gpu");
+  CHECK(f.book.Refresh(jobs, pool) == 0);
+  f.book.ProfileChanged(bf16_key, "gpu");
+  CHECK(f.book.Refresh(jobs, pool) == 1);
 }
 
 TEST_CASE("one refresh plans curves for its budget and leaves the rest to the next",
