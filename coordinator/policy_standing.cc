@@ -25,7 +25,12 @@ PolicyRound SummarizeRound(std::string_view policy_name, const policy::PolicySna
   round.policy = std::string(policy_name);
   round.now_s = snapshot.now_s;
   round.shares = decisions.shares;
-  for (const policy::Wait& wait : decisions.waits) round.waits[wait.job_id] = wait.code;
+  round.waits.reserve(decisions.waits.size());
+  bool queued_behind = false;  // only then is the queue's head asked for
+  for (const policy::Wait& wait : decisions.waits) {
+    round.waits.emplace(wait.job_id, wait.code);
+    queued_behind |= wait.code == policy::WaitCode::kQueuedBehind;
+  }
   for (const policy::Preemption& preempted : decisions.preemptions) {
     round.preempted_for[preempted.job_id] = preempted.for_job;
   }
@@ -39,6 +44,7 @@ PolicyRound SummarizeRound(std::string_view policy_name, const policy::PolicySna
       round.required_types[job.id] = job.required_device_type;
     }
   }
+  if (!queued_behind) return round;
   for (const policy::PolicyJob* job : policy::AdmissionOrder(snapshot)) {
     if (job->role != policy::Role::kFg || job->placed()) continue;
     auto wait = round.waits.find(job->id);

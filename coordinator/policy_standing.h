@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "coordinator/policy/policy.h"
@@ -34,11 +35,11 @@ struct PolicyRound {
   double now_s = 0;
   std::vector<policy::UserShare> shares;  // by user name
   std::vector<PolicyHolderView> holders;  // placed FG jobs, in the snapshot's order
-  std::map<std::string, policy::WaitCode> waits;
+  std::unordered_map<std::string, policy::WaitCode> waits;
   // Waiting jobs that may use only one device type (PolicyJob::required_device_type).
   std::map<std::string, std::string> required_types;
   // The first FG job in queue order (priority, then submission) that waits for devices: the one
-  // that fifo's kQueuedBehind jobs queue behind. "" when none.
+  // that fifo's kQueuedBehind jobs queue behind. "" when none, or when no job queues behind.
   std::string queue_head;
   // Preempted job -> the job it makes way for (Preemption::for_job), this round.
   std::map<std::string, std::string> preempted_for;
