@@ -6,12 +6,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/layers/layer_module.h"
 #include "worker/runtime/run_spec.h"
+#include "worker/runtime/train_launch.h"
 
 namespace deepool::worker {
 namespace {
@@ -269,6 +272,64 @@ TEST_CASE("an invalid run spec becomes an error event and a failed launch", "[la
   }
   fs::remove_all(dir);
 }
+
+namespace accumulation {
+
+// deepool-train's body (RunTraining) on 2 mlp ranks, data parallel, 3 iterations of 32 samples;
+// rank 0's iteration losses from its event lines.
+std::vector<double> TrainLosses(int64_t accumulation_steps, const std::string& gradient_precision) {
+  TrainOptions options;
+  options.model = "mlp";
+  options.ranks = 2;
+  options.iterations = 3;
+  options.global_batch = 32;
+  options.accumulation_steps = accumulation_steps;
+  options.gradient_precision = gradient_precision;
+  options.json_events = true;
+  options.timeout_s = 30;
+  std::ostringstream out;
+  Status status = RunTraining(options, out);
+  INFO(status.ToString() << "\n" << out.str());
+  REQUIRE(status.ok());
+  std::vector<double> losses;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", "") == "iteration" && event["rank"] == 0) {
+      losses.push_back(event["loss"].get<double>());
+    }
+  }
+  return losses;
+}
+
+TEST_CASE(
+    "deepool-train with --accumulation-steps 4 and --gradient-precision bf16 trains the "
+    "same batches",
+    "[launcher][process][accumulation]") {
+  const std::vector<double> plain = TrainLosses(1, "fp32");
+  const std::vector<double> accumulated = TrainLosses(4, "bf16");
+  REQUIRE(plain.size() == 3);
+  REQUIRE(accumulated.size() == 3);
+  // The first loss is before any step: the same 32 samples' mean loss, in 4 passes of 8.
+  CHECK(accumulated[0] == Approx(plain[0]).epsilon(1e-5));
+  // After steps whose gradients were summed in bf16: close, not equal.
+  for (size_t i = 1; i < 3; ++i) CHECK(accumulated[i] == Approx(plain[i]).epsilon(1e-2));
+}
+
+TEST_CASE("deepool-train refuses a global batch that the accumulation steps do not divide",
+          "[launcher][accumulation]") {
+  TrainOptions options;
+  options.model = "mlp";
+  options.global_batch = 30;
+  options.accumulation_steps = 4;
+  std::ostringstream out;
+  Status status = RunTraining(options, out);
+  CHECK(status.message() ==
+        "--global-batch 30 does not split into --accumulation-steps 4 micro-batches of equal "
+        "size");
+}
+
+}  // namespace accumulation
 
 }  // namespace
 }  // namespace deepool::worker

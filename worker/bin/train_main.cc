@@ -34,7 +34,13 @@ int main(int argc, char** argv) {
                  "instead of --iterations: passes over the training set (the ranks count the "
                  "iterations: ceil(epochs * samples / global batch))")
       ->excludes(app.get_option("--iterations"));
-  app.add_option("--global-batch", options.global_batch, "global batch (default: the plan's)");
+  app.add_option("--global-batch", options.global_batch,
+                 "samples per iteration (default: the plan's, times --accumulation-steps)");
+  app.add_option("--accumulation-steps", options.accumulation_steps,
+                 "gradient accumulation: passes of global-batch / N samples per iteration, one "
+                 "gradient sum and optimizer step after the last (default 1)");
+  app.add_option("--gradient-precision", options.gradient_precision,
+                 "fp32 or bf16: the width gradient all-reduces move (default fp32)");
   app.add_option("--optimizer", options.optimizer.name, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", options.optimizer.lr, "learning rate");

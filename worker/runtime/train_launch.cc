@@ -72,6 +72,14 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   auto parsed_precision = planner::ParsePrecision(precision);
   if (!parsed_precision.ok()) return parsed_precision.status().WithContext("--precision");
   spec.precision = *parsed_precision;
+  auto gradient_precision = planner::ParsePrecision(options.gradient_precision);
+  if (!gradient_precision.ok())
+    return gradient_precision.status().WithContext("--gradient-precision");
+  spec.gradient_precision = *gradient_precision;
+  if (options.accumulation_steps < 1) {
+    return InvalidArgumentError("--accumulation-steps must be >= 1");
+  }
+  spec.accumulation_steps = options.accumulation_steps;
   ASSIGN_OR_RETURN(spec.data, ParseDataFlag(options.data, "--data", options.seed));
   ASSIGN_OR_RETURN(spec.eval, EvalOf(options));
   if (options.model.empty() == options.graph_path.empty()) {
@@ -100,14 +108,22 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
                                   " but the plan is for " + std::to_string(spec.plan.num_devices) +
                                   " devices");
     }
-    if (options.global_batch > 0 && options.global_batch != spec.plan.global_batch) {
+    if (options.global_batch > 0 && options.global_batch != spec.IterationBatch()) {
       return InvalidArgumentError("--global-batch " + std::to_string(options.global_batch) +
                                   " but the plan is for a batch of " +
-                                  std::to_string(spec.plan.global_batch));
+                                  std::to_string(spec.plan.global_batch) + " per pass, " +
+                                  std::to_string(spec.IterationBatch()) + " an iteration");
     }
   } else {
     int ranks = options.ranks > 0 ? options.ranks : 1;
     int64_t batch = options.global_batch > 0 ? options.global_batch : 32;
+    // The layout is for one pass: the micro-batch.
+    if (batch % options.accumulation_steps != 0) {
+      return InvalidArgumentError(
+          "--global-batch " + std::to_string(batch) + " does not split into --accumulation-steps " +
+          std::to_string(options.accumulation_steps) + " micro-batches of equal size");
+    }
+    batch /= options.accumulation_steps;
     if (batch < ranks) {
       return InvalidArgumentError("--global-batch " + std::to_string(batch) +
                                   " is smaller than --ranks " + std::to_string(ranks));
@@ -168,7 +184,12 @@ Status RunTraining(const TrainOptions& options, std::ostream& out) {
   if (!options.json_events) {
     out << "model " << spec.graph->name() << ", " << spec.plan.num_devices << " ranks on "
         << options.device << " in " << planner::PrecisionName(spec.precision) << ", global batch "
-        << spec.plan.global_batch << ", "
+        << spec.IterationBatch()
+        << (spec.accumulation_steps > 1
+                ? " (" + std::to_string(spec.accumulation_steps) + " passes of " +
+                      std::to_string(spec.plan.global_batch) + ")"
+                : std::string())
+        << ", "
         << (spec.epochs > 0 ? std::to_string(spec.epochs) + " epochs"
                             : std::to_string(spec.iterations) + " iterations")
         << "\n";

@@ -25,7 +25,12 @@ struct TrainOptions {
   std::string device = "cpu";
   int64_t iterations = 20;
   int64_t epochs = 0;        // above 0: passes over the training set, in place of iterations
-  int64_t global_batch = 0;  // 0: the plan's (32 without a plan)
+  int64_t global_batch = 0;  // 0: the plan's (32 without a plan), times accumulation_steps
+  // Gradient accumulation (the run spec's "accumulation_steps"): each iteration is this many
+  // passes of global_batch / accumulation_steps samples, which the plan (or the data-parallel
+  // layout) is for; global_batch must divide evenly.
+  int64_t accumulation_steps = 1;
+  std::string gradient_precision = "fp32";  // or "bf16": the gradient all-reduces' width
   OptimizerSpec optimizer;
   std::string data =
       "synthetic";  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
