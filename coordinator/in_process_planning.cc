@@ -9,6 +9,7 @@
 #include "common/byte_size.h"
 #include "common/limits.h"
 #include "coordinator/device_memory.h"
+#include "coordinator/initial_weights_check.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -226,6 +227,7 @@ Status InProcessPlanningBackend::CheckMemoryCanFit(const JobSpec& spec,
 Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
   RETURN_IF_ERROR(CheckModelFits(graph, spec));
+  RETURN_IF_ERROR(CheckInitialWeightsAtSubmission(spec.init_path, graph));
   if (Status bn = planner::CheckBatchNormTraining(graph, spec.global_batch); !bn.ok()) {
     return InvalidArgumentError("global_batch: " + bn.message());
   }
