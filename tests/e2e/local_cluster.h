@@ -43,7 +43,12 @@ namespace deepool::e2e {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-inline std::string BinDir() { return DEEPOOL_BIN_DIR; }
+// The deepool binaries: build/bin, or DEEPOOL_E2E_BIN_DIR when set (a benchmark that runs for
+// minutes copies them aside, so a build relinking build/bin meanwhile cannot break its cluster).
+inline std::string BinDir() {
+  const char* dir = std::getenv("DEEPOOL_E2E_BIN_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : DEEPOOL_BIN_DIR;
+}
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes.
 inline bool PollUntil(const std::function<bool()>& condition,

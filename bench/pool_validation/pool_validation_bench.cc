@@ -1,0 +1,154 @@
+// The pool simulator against the real daemons (issue 44, point 6; docs/benchmarks.md, "Pool
+// simulator against the real daemons"). A small trace of short jobs from several users is
+// replayed on a real local cluster (tests/e2e/local_cluster.h: deepool-coordinator with its fifo
+// policy and one deepool-worker with two CPU devices, one core each) and through the pool
+// simulator with the coordinator's fifo policy on two "cpu" devices, every job kind's speed and
+// per-job overhead measured alone on the same cluster first; the table compares completion
+// times and makespans.
+//
+//   build/bin/deepool-bench-pool-validation "[full]"    # 40 jobs, about 7 minutes
+//   build/bin/deepool-bench-pool-validation             # the quick check (6 short jobs)
+//
+// The quick check is registered with CTest (label e2e): it shows the harness works end to end,
+// not the 20 % claim, which a shared 2-core machine makes noisy.
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "bench/pool_validation/validation_replay.h"
+#include "bench/pool_validation/validation_report.h"
+#include "bench/pool_validation/validation_sim.h"
+#include "bench/pool_validation/validation_trace.h"
+#include "tests/e2e/local_cluster.h"
+
+namespace deepool::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Stubs that call as trace users: each user gets a token in the coordinator's users file (as
+// `deepool token create USER --role user` makes one), so jobs carry their owners.
+class UserStubs {
+ public:
+  explicit UserStubs(e2e::LocalCluster& cluster) : cluster_(cluster) {}
+
+  v1::CoordinatorService::Stub& For(const std::string& user) {
+    auto found = stubs_.find(user);
+    if (found != stubs_.end()) return *found->second;
+    const std::string users_file = cluster_.coordinator_data_dir() + "/users.json";
+    auto users = security::LoadUserTable(users_file);
+    REQUIRE(users.ok());
+    const std::string token = security::NewToken().value();
+    REQUIRE(users->Add(user, security::Role::kUser, security::TokenDigest(token)).ok());
+    REQUIRE(security::SaveUserTable(*users, users_file).ok());
+    security::ClientSecurity who;
+    who.token = token;
+    return *stubs_.emplace(user, cluster_.ConnectAs(who)).first->second;
+  }
+
+ private:
+  e2e::LocalCluster& cluster_;
+  std::map<std::string, std::unique_ptr<v1::CoordinatorService::Stub>> stubs_;
+};
+
+struct ValidationResult {
+  std::vector<RealJobRecord> real;
+  simulator::PoolRun simulated;
+  ValidationComparison comparison;
+};
+
+// Copies the daemons' binaries into a directory of their own and points the harness there
+// (DEEPOOL_E2E_BIN_DIR): the machine's one build directory is shared, and a build that relinks
+// build/bin/deepool-executor while the replay runs would make the worker's next start fail.
+std::string PrivateBinaries() {
+  std::string pattern = (fs::temp_directory_path() / "dp-pool-validation-bin-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  for (const char* tool :
+       {"deepool", "deepool-coordinator", "deepool-worker", "deepool-executor"}) {
+    fs::copy_file(fs::path(DEEPOOL_BIN_DIR) / tool, fs::path(pattern) / tool);
+  }
+  REQUIRE(setenv("DEEPOOL_E2E_BIN_DIR", pattern.c_str(), 1) == 0);
+  return pattern;
+}
+
+ValidationResult RunValidation(const ValidationTraceOptions& trace_options, double timeout_s) {
+  const simulator::Workload workload = MakeValidationTrace(trace_options);
+  const std::string binaries = PrivateBinaries();
+  struct RemoveAtEnd {
+    std::string dir;
+    ~RemoveAtEnd() {
+      std::error_code ignored;  // a temporary directory left behind is harmless
+      fs::remove_all(dir, ignored);
+    }
+  } remove_binaries{binaries};
+  e2e::ClusterOptions cluster_options;
+  cluster_options.workers = 1;
+  cluster_options.devices_per_worker = 2;  // one thread each on this 2-core machine
+  e2e::LocalCluster cluster(cluster_options);
+  UserStubs stubs(cluster);
+  ReplayTarget target;
+  target.stub_for = [&](const std::string& user) -> v1::CoordinatorService::Stub& {
+    return stubs.For(user);
+  };
+  target.checkpoint_root = cluster.dir() + "/checkpoints";
+  target.timeout_s = timeout_s;
+
+  auto kinds = CalibrateKinds(OneJobPerKind(workload, trace_options.iteration_scale), target);
+  if (!kinds.ok()) cluster.DumpLogs();
+  REQUIRE(kinds.status().message() == "");
+  double overhead_sum = 0;
+  std::cout << "calibration (each kind alone):\n";
+  for (const auto& [key, calibration] : *kinds) {
+    std::cout << "  " << key << ": " << calibration.iteration_s * 1000
+              << " ms per iteration (last reported " << calibration.reported_iteration_s * 1000
+              << " ms), busy " << calibration.busy_fraction << ", overhead "
+              << calibration.overhead_s << " s\n";
+    overhead_sum += calibration.overhead_s;
+  }
+
+  ValidationResult result;
+  auto real = ReplayOnCluster(workload.jobs, target);
+  if (!real.ok()) cluster.DumpLogs();
+  REQUIRE(real.status().message() == "");
+  result.real = std::move(real).value();
+
+  ValidationSimOptions sim_options;
+  sim_options.devices = cluster_options.workers * cluster_options.devices_per_worker;
+  sim_options.restore_s = overhead_sum / static_cast<double>(kinds->size());
+  auto simulated = SimulateValidation(workload, *kinds, sim_options);
+  REQUIRE(simulated.status().message() == "");
+  result.simulated = std::move(simulated).value();
+  auto comparison = CompareRuns(result.real, result.simulated);
+  REQUIRE(comparison.status().message() == "");
+  result.comparison = *comparison;
+  std::cout << FormatComparison(workload.jobs, result.real, result.simulated, result.comparison);
+  return result;
+}
+
+TEST_CASE("a short trace runs on the real daemons and through the simulator", "[e2e]") {
+  ValidationTraceOptions options;
+  options.jobs = 6;
+  options.arrival_window_s = 20;
+  options.iteration_scale = 0.25;
+  const ValidationResult result = RunValidation(options, 300);
+  REQUIRE(result.real.size() == 6);
+  for (size_t i = 0; i < result.real.size(); ++i) {
+    const RealJobRecord& real = result.real[i];
+    CHECK(real.start_s >= real.submit_s);
+    CHECK(real.finish_s > real.start_s);
+    CHECK(result.simulated.jobs[i].finish_s > result.simulated.jobs[i].arrival_s);
+  }
+  // Both sides ran the same work: neither makespan is off by a factor of two or more.
+  CHECK(std::abs(result.comparison.makespan_error) < 1.0);
+}
+
+TEST_CASE("40 jobs from 4 users on the real daemons and through the simulator", "[.full]") {
+  ValidationTraceOptions options;  // 40 jobs over 180 s, seed 1
+  const ValidationResult result = RunValidation(options, 1200);
+  CHECK(std::abs(result.comparison.mean_jct_error) <= 0.2);
+  CHECK(std::abs(result.comparison.makespan_error) <= 0.2);
+}
+
+}  // namespace
+}  // namespace deepool::bench
