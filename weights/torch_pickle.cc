@@ -254,6 +254,7 @@ Status Machine::Reduce() {
     if (!args.empty()) return Unsupported("OrderedDict called with arguments");
     Node dict;
     dict.kind = Kind::kDict;
+    dict.text = kOrderedDict;  // the ranks' libtorch cannot load one as the whole file
     ASSIGN_OR_RETURN(result, Add(std::move(dict)));
   } else if (function == kRebuildTensor) {
     ASSIGN_OR_RETURN(result, RebuildTensor(args));
@@ -515,6 +516,11 @@ StatusOr<std::vector<PickledTensor>> ReadStateDictPickle(std::string_view pickle
     return InvalidArgumentError(
         "data.pkl holds no dict of tensors (from Python, save a "
         "model's state_dict())");
+  }
+  if (dict.text == kOrderedDict) {
+    return InvalidArgumentError(
+        "data.pkl holds a collections.OrderedDict, which the ranks' "
+        "libtorch cannot load: save dict(model.state_dict())");
   }
   std::vector<PickledTensor> tensors;
   for (size_t k = 0; k + 1 < dict.items.size(); k += 2) {

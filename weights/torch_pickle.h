@@ -29,8 +29,10 @@ struct PickledTensor {
   int64_t elements_reached = 0;  // storage offset + the furthest element the strides reach
 };
 
-// The pickled dict's entries in insertion order. A value that is not a tensor, or a key that is
-// not a str, is INVALID_ARGUMENT naming it (the ranks' loader refuses such files too).
+// The pickled dict's entries in insertion order. A value that is not a tensor, a key that is not
+// a str, or a collections.OrderedDict as the whole file (torch.save(model.state_dict()), whose
+// _metadata libtorch's unpickler cannot rebuild) is INVALID_ARGUMENT saying so: the ranks'
+// loader (worker/runtime/checkpoints/checkpoint.h) refuses such files too.
 StatusOr<std::vector<PickledTensor>> ReadStateDictPickle(std::string_view pickle);
 
 }  // namespace deepool::weights

@@ -13,9 +13,11 @@
 #include <string>
 
 #include "planner/zoo/zoo.h"
+#include "tests/source_dir.h"
 #include "weights/state_dict_check.h"
 #include "weights/weights_index.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
+#include "worker/runtime/checkpoints/safetensors.h"
 #include "worker/runtime/layers/layer_module.h"
 
 namespace deepool::worker {
@@ -105,6 +107,29 @@ TEST_CASE("A rank refuses a key under a layer's name that the layer does not hav
   CHECK(status.code() == StatusCode::kInvalidArgument);
   CHECK(status.message() == "checkpoint has 1 key(s) that graph 'mlp' does not have: " +
                                 graph->layer(0).name + ".extra");
+}
+
+}  // namespace
+}  // namespace deepool::worker
+
+namespace deepool::worker {
+namespace {
+
+TEST_CASE("The ranks load the files the index reads and refuse the OrderedDict it refuses") {
+  const std::string ordered =
+      std::string(DEEPOOL_SOURCE_DIR) + "/tests/data/weights/tiny_cnn_ordered.pt";
+  CHECK_FALSE(LoadStateDictFile(ordered).ok());
+  CHECK_FALSE(weights::ReadWeightsIndex(ordered).ok());
+  for (const char* name : {"tiny_cnn_dict.pt", "tiny_cnn.safetensors"}) {
+    INFO(name);
+    const std::string path = std::string(DEEPOOL_SOURCE_DIR) + "/tests/data/weights/" + name;
+    auto state = LoadStateDictFile(path);
+    INFO(state.status().ToString());
+    REQUIRE(state.ok());
+    auto index = weights::ReadWeightsIndex(path);
+    REQUIRE(index.ok());
+    CHECK(Listed(*state) == Listed(*index));
+  }
 }
 
 }  // namespace

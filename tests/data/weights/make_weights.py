@@ -3,7 +3,8 @@ Python: .venv/bin/python tests/data/weights/make_weights.py). The files are comm
 tests need no Python; rerun this only to change them.
 
 - tiny_cnn_ordered.pt: torch.save(module.state_dict()) of a conv + batchnorm + linear module,
-  an OrderedDict with _metadata (what torchvision's and most users' files are);
+  an OrderedDict with _metadata (what torchvision's and most users' files are), which the
+  ranks' libtorch cannot load and the index refuses;
 - tiny_cnn_dict.pt: torch.save(dict(...)) of the same, a plain dict;
 - tied.pt: one tensor under two keys (a tied embedding and head), stored once;
 - dtypes.pt: one tensor of each dtype the ranks load, a scalar, a non-contiguous view (its

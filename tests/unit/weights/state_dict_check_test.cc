@@ -31,7 +31,7 @@ planner::Graph TinyCnn() {
 
 WeightsIndex TinyCnnFile() {
   auto index =
-      ReadWeightsIndex(std::string(DEEPOOL_SOURCE_DIR) + "/tests/data/weights/tiny_cnn_ordered.pt");
+      ReadWeightsIndex(std::string(DEEPOOL_SOURCE_DIR) + "/tests/data/weights/tiny_cnn_dict.pt");
   REQUIRE(index.ok());
   return *index;
 }
