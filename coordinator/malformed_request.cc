@@ -30,8 +30,7 @@ class MalformedRequest : public grpc::experimental::Interceptor {
         methods->GetRecvMessage() == nullptr) {
       unparsed_ = true;
     }
-    if (unparsed_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+    if (unparsed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
       const std::string method = info_->method() ? info_->method() : "";
       const std::string message = MalformedRequestMessage(method);
@@ -56,7 +55,8 @@ std::string MalformedRequestMessage(const std::string& method) {
   // "/deepool.v1.CoordinatorService/SubmitJob" -> "deepool.v1.CoordinatorService.SubmitJob".
   std::string full_name = method.empty() ? "" : method.substr(1);
   const size_t slash = full_name.rfind('/');
-  const std::string short_name = slash == std::string::npos ? full_name : full_name.substr(slash + 1);
+  const std::string short_name =
+      slash == std::string::npos ? full_name : full_name.substr(slash + 1);
   if (slash != std::string::npos) full_name[slash] = '.';
   const google::protobuf::MethodDescriptor* descriptor =
       google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name);

@@ -87,8 +87,9 @@ grpc::Status NodeServiceImpl::StreamTasks(grpc::ServerContext* ctx,
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
   if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
   auto send = [writer](const v1::TaskCommand& command) { return writer->Write(command); };
-  return Answer(ctx, req->node_id(),
-                StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
+  return Answer(
+      ctx, req->node_id(),
+      StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
 }
 
 grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,

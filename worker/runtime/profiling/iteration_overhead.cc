@@ -49,7 +49,6 @@ StatusOr<double> MedianIterationMs(const planner::Graph& graph, Communicator* co
   executor_options.seed = options.seed;
   executor_options.optimizer = options.optimizer;
   executor_options.precision = options.precision;
-  executor_options.precision = options.precision;
   if (cuda) {
     DeviceContext* device = options.device;
     executor_options.device = device->device();
