@@ -57,17 +57,19 @@ Status CheckModelFits(const planner::Graph& graph, const JobSpec& spec) {
         "need more than " +
         FormatBytes(kMaxDeviceMemoryBytes, ByteUnit::kGiB) + " per device");
   }
-  const int64_t per_device_batch = (spec.global_batch + spec.gpus - 1) / spec.gpus;
+  // One pass's samples are what the activations hold (accumulation runs the passes one by one).
+  const int64_t per_device_batch = (PassBatch(spec) + spec.gpus - 1) / spec.gpus;
   int64_t activation_bytes = 0;
   for (const planner::Layer& layer : graph.layers()) {
     const int64_t layer_bytes = layer.output_bytes * per_device_batch;
     if (layer.output_bytes > kMaxDeviceMemoryBytes / per_device_batch ||
         activation_bytes > kMaxDeviceMemoryBytes - layer_bytes) {
-      return InvalidArgumentError("global_batch: the activations of " +
-                                  std::to_string(per_device_batch) +
-                                  " samples per device (global_batch / gpus) need more than " +
-                                  FormatBytes(kMaxDeviceMemoryBytes, ByteUnit::kGiB) +
-                                  "; use a smaller batch or more gpus");
+      return InvalidArgumentError(
+          "global_batch: the activations of " + std::to_string(per_device_batch) +
+          " samples per device (global_batch / accumulation_steps / gpus) need "
+          "more than " +
+          FormatBytes(kMaxDeviceMemoryBytes, ByteUnit::kGiB) +
+          "; use a smaller batch or more gpus");
     }
     activation_bytes += layer_bytes;
   }
@@ -89,17 +91,23 @@ planner::Cluster ClusterFor(const ClusterShape& shape) {
   return cluster;
 }
 
-PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan) {
+// The plan is for one pass of the job's PassBatch; an iteration of `accumulation_steps` passes is
+// predicted to take that many times as long (an upper bound: the gradient all-reduces and the
+// optimizer step run once per iteration, not once per pass), and so is each rank's busy time.
+PlannedJob ToPlannedJob(const planner::Graph& graph, const planner::Plan& plan,
+                        int64_t accumulation_steps) {
+  const double passes = static_cast<double>(accumulation_steps);
   PlannedJob out;
   out.graph_json = planner::GraphToJson(graph, -1);
   out.plan_json = planner::PlanToJson(plan, -1);
   out.world_size = plan.num_devices;
-  out.iteration_ms = plan.totals.iteration_ms;
+  out.iteration_ms = plan.totals.iteration_ms * passes;
   out.rank_busy_ms.assign(static_cast<size_t>(std::max(plan.num_devices, 0)), 0.0);
   for (const planner::LayerPlacement& layer : plan.layers) {
     for (int rank : layer.devices) {
       if (rank >= 0 && rank < plan.num_devices) {
-        out.rank_busy_ms[static_cast<size_t>(rank)] += layer.forward_ms + layer.backward_ms;
+        out.rank_busy_ms[static_cast<size_t>(rank)] +=
+            (layer.forward_ms + layer.backward_ms) * passes;
       }
     }
   }
@@ -188,11 +196,12 @@ StatusOr<std::unique_ptr<ForegroundInputs>> ForegroundInputsFor(const JobSpec& s
     return FailedPreconditionError("no profile for device type " + shape.device_type +
                                    " and no analytical preset for it");
   }
-  in->options.global_batch = spec.global_batch;
+  in->options.global_batch = PassBatch(spec);  // the plan is for one pass
   in->options.amplification_limit = spec.amplification_limit;
   in->options.sync_batch_norm = SynchronizesBatchNorm(spec);
   in->options.concurrent_branches = spec.concurrent_branches;
   in->options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
+  in->options.gradient_sync.precision = spec.gradient_precision;
   in->options.precision = precision;
   return in;
 }
@@ -201,10 +210,11 @@ StatusOr<std::unique_ptr<ForegroundInputs>> ForegroundInputsFor(const JobSpec& s
 // options PlanForeground searches with that bear on memory.
 StatusOr<planner::PlanOptions> MemoryCheckOptions(const JobSpec& spec, const ClusterShape& shape) {
   planner::PlanOptions options;
-  options.global_batch = spec.global_batch;
+  options.global_batch = PassBatch(spec);
   options.devices = shape.devices;
   options.sync_batch_norm = SynchronizesBatchNorm(spec);
   options.gradient_sync.bucket_bytes = planner::GradientBucketBytes(spec.gradient_bucket_mb);
+  options.gradient_sync.precision = spec.gradient_precision;
   options.precision = spec.precision;
   RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &options));
   return options;
@@ -228,8 +238,10 @@ Status InProcessPlanningBackend::CheckModel(const JobSpec& spec) const {
   ASSIGN_OR_RETURN(planner::Graph graph, BuildGraph(spec));
   RETURN_IF_ERROR(CheckModelFits(graph, spec));
   RETURN_IF_ERROR(CheckInitialWeightsAtSubmission(spec.init_path, graph));
-  if (Status bn = planner::CheckBatchNormTraining(graph, spec.global_batch); !bn.ok()) {
-    return InvalidArgumentError("global_batch: " + bn.message());
+  if (Status bn = planner::CheckBatchNormTraining(graph, PassBatch(spec)); !bn.ok()) {
+    return InvalidArgumentError(
+        (spec.accumulation_steps > 1 ? "global_batch / accumulation_steps: " : "global_batch: ") +
+        bn.message());
   }
   return Status::Ok();
 }
@@ -257,8 +269,9 @@ bool InProcessPlanningBackend::HasAnalyticalPreset(const std::string& device_typ
 
 std::vector<int64_t> InProcessPlanningBackend::ProfileBatchSizes(const JobSpec& spec) const {
   std::vector<int64_t> sizes;
-  for (int64_t b = 1; b < spec.global_batch; b *= 2) sizes.push_back(b);
-  sizes.push_back(spec.global_batch);
+  const int64_t pass_batch = PassBatch(spec);  // what the plan is for
+  for (int64_t b = 1; b < pass_batch; b *= 2) sizes.push_back(b);
+  sizes.push_back(pass_batch);
   return sizes;
 }
 
@@ -270,7 +283,7 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanForeground(
   RETURN_IF_ERROR(HoldToDeviceMemory(spec, shape, &in->options));
   ASSIGN_OR_RETURN(planner::Plan plan,
                    planner::PlanBurstParallel(in->graph, *in->profile, in->cluster, in->options));
-  return ToPlannedJob(in->graph, plan);
+  return ToPlannedJob(in->graph, plan, spec.accumulation_steps);
 }
 
 StatusOr<policy::SpeedCurve> InProcessPlanningBackend::SpeedupCurve(
@@ -279,7 +292,7 @@ StatusOr<policy::SpeedCurve> InProcessPlanningBackend::SpeedupCurve(
                    ForegroundInputsFor(spec, pool, profile_json));
   RETURN_IF_ERROR(HoldToDeviceMemory(spec, pool, &in->options));
   // Past one sample per device no plan fits.
-  const int top = static_cast<int>(std::min<int64_t>(pool.devices, spec.global_batch));
+  const int top = static_cast<int>(std::min<int64_t>(pool.devices, PassBatch(spec)));
   if (top < 1) return InvalidArgumentError("a speed-up curve needs at least one device");
   // Too few devices may not hold the job: the curve starts at the fewest that do, and is 0 (no
   // plan) below them.
@@ -296,7 +309,7 @@ StatusOr<policy::SpeedCurve> InProcessPlanningBackend::SpeedupCurve(
   for (const planner::SpeedupPoint& point : curve->points) {
     if (point.devices >= 1 && point.devices <= top) {
       speed.iteration_s[static_cast<size_t>(point.devices - 1)] =
-          point.plan.totals.iteration_ms / 1000;
+          point.plan.totals.iteration_ms * static_cast<double>(spec.accumulation_steps) / 1000;
     }
   }
   return speed;
@@ -310,8 +323,8 @@ StatusOr<PlannedJob> InProcessPlanningBackend::PlanBackground(const JobSpec& spe
   ASSIGN_OR_RETURN(const planner::PlanOptions options, MemoryCheckOptions(spec, one));
   // The one-device plan is the widest there is: it fits exactly when the check passes.
   RETURN_IF_ERROR(planner::CheckMemoryCanFit(graph, options));
-  planner::Plan plan = planner::DataParallelLayout(graph, spec.global_batch, 1);
-  return ToPlannedJob(graph, plan);
+  planner::Plan plan = planner::DataParallelLayout(graph, PassBatch(spec), 1);
+  return ToPlannedJob(graph, plan, spec.accumulation_steps);
 }
 
 }  // namespace deepool::coordinator

@@ -32,7 +32,9 @@ struct PlannedJob {
   SharedText graph_json;             // {"format":"deepool.graph",...}
   SharedText plan_json;              // {"format":"deepool.plan",...}
   int world_size = 1;                // the plan's num_devices
-  double iteration_ms = 0;           // predicted; 0 when unknown
+  // Predicted per iteration, all of its accumulation passes (about accumulation_steps times the
+  // plan's pass, whose batch is jobspec::PassBatch); 0 when unknown.
+  double iteration_ms = 0;
   std::vector<double> rank_busy_ms;  // predicted busy time per rank per iteration
 };
 

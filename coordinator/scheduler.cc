@@ -403,6 +403,10 @@ std::string Scheduler::RunSpecJson(const JobRecord& job, planner::Precision prec
   spec.data = ToRunSpec(job.spec.data);
   spec.sync_batch_norm = SynchronizesBatchNorm(job.spec);
   spec.gradient_bucket_mb = job.spec.gradient_bucket_mb;
+  // The plan is for one pass of global_batch / N (PassBatch), so the run spec's iteration batch
+  // (plan batch x N) is the job's global batch.
+  spec.accumulation_steps = job.spec.accumulation_steps;
+  spec.gradient_precision = job.spec.gradient_precision;
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
   spec.checkpoints = PeriodicCheckpointsOf(job);
   if (job.spec.eval) spec.eval = ToRunSpec(*job.spec.eval);

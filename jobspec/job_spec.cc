@@ -112,6 +112,43 @@ Status CheckRecipes(const JobSpec& spec) {
   return Status::Ok();
 }
 
+// Gradient accumulation and the all-reduce width: both shape how an FG job's gradients are
+// made and summed, so a BG job (one device, no all-reduce, its iterations squeezed into an FG
+// job's idle time) takes neither.
+Status CheckAccumulation(const JobSpec& spec) {
+  if (spec.accumulation_steps < 1 || spec.accumulation_steps > protocol::kMaxAccumulationSteps) {
+    return FieldError("accumulation_steps",
+                      "must be in [1, " + std::to_string(protocol::kMaxAccumulationSteps) + "]");
+  }
+  if (spec.global_batch % spec.accumulation_steps != 0) {
+    return FieldError("accumulation_steps",
+                      std::to_string(spec.accumulation_steps) + " does not divide global_batch " +
+                          std::to_string(spec.global_batch) +
+                          " (global_batch counts an iteration's samples, each pass takes "
+                          "global_batch / accumulation_steps)");
+  }
+  if (spec.gradient_precision != planner::Precision::kFp32 &&
+      spec.gradient_precision != planner::Precision::kBf16) {
+    return FieldError("gradient_precision",
+                      "must be \"fp32\" or \"bf16\", got \"" +
+                          std::string(planner::PrecisionName(spec.gradient_precision)) + "\"");
+  }
+  if (spec.role == JobRole::kBg && spec.accumulation_steps != 1) {
+    return FieldError("accumulation_steps",
+                      "is for foreground jobs (a bg job trains one pass per iteration)");
+  }
+  if (spec.role == JobRole::kBg && spec.gradient_precision != planner::Precision::kFp32) {
+    return FieldError("gradient_precision",
+                      "is for foreground jobs (a bg job runs on one device and all-reduces "
+                      "nothing)");
+  }
+  if (spec.gpus > PassBatch(spec)) {
+    return FieldError("gpus", "must be <= global_batch / accumulation_steps (" +
+                                  std::to_string(PassBatch(spec)) + ", one pass's samples)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* RoleName(JobRole role) { return role == JobRole::kBg ? "bg" : "fg"; }
@@ -179,6 +216,7 @@ Status ValidateJobSpec(const JobSpec& spec) {
     return FieldError("amplification_limit", "must be 0 (unconstrained) or >= 1");
   }
   RETURN_IF_ERROR(CheckLength(spec));
+  RETURN_IF_ERROR(CheckAccumulation(spec));
   const OptimizerSpec& opt = spec.optimizer;
   if (opt.name != "sgd" && opt.name != "adam" && opt.name != "adamw") {
     return FieldError("optimizer.name",
@@ -218,6 +256,11 @@ Status ValidateJobSpec(const JobSpec& spec) {
   return Status::Ok();
 }
 
+int64_t PassBatch(const JobSpec& spec) {
+  return spec.accumulation_steps > 0 ? spec.global_batch / spec.accumulation_steps
+                                     : spec.global_batch;
+}
+
 bool RequeuesOnFailure(const JobSpec& spec) {
   return spec.requeue_on_failure || spec.on_node_loss == "wait" || spec.on_node_loss == "replan";
 }
@@ -251,6 +294,9 @@ int RequiredProtocolVersion(const JobSpec& spec) {
   if (!spec.init_path.empty()) version = std::max(version, protocol::kInitProtocolVersion);
   if (spec.precision && *spec.precision != planner::Precision::kFp32) {
     version = std::max(version, protocol::kPrecisionProtocolVersion);
+  }
+  if (spec.accumulation_steps != 1 || spec.gradient_precision != planner::Precision::kFp32) {
+    version = std::max(version, protocol::kAccumulationProtocolVersion);
   }
   return version;
 }

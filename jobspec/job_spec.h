@@ -100,7 +100,20 @@ struct JobSpec {
   // "precision" (planner/precision.h): what the job trains at. Absent: the coordinator picks
   // one for the devices it places the job on (TrainingPrecision).
   std::optional<planner::Precision> precision;
+  // "accumulation_steps" (FG only; 1..protocol::kMaxAccumulationSteps; default 1): each
+  // iteration is this many forward and backward passes of global_batch / N samples, gradients
+  // summed over the passes and reduced and stepped once (docs/runtime.md, "Gradient
+  // accumulation"). global_batch stays the iteration's samples; the plan is for one pass
+  // (PassBatch). Needs executor protocol 8 above 1.
+  int64_t accumulation_steps = 1;
+  // "gradient_precision" (FG only): the width gradient all-reduces move, fp32 (default) or bf16
+  // (the gradients and the step stay fp32). bf16 needs executor protocol 8.
+  planner::Precision gradient_precision = planner::Precision::kFp32;
 };
+
+// The samples of one forward and backward pass: global_batch / accumulation_steps (which
+// ValidateJobSpec checks divide), the batch the job's plan, profiles and memory check are for.
+int64_t PassBatch(const JobSpec& spec);
 
 // Checks ranges and combinations (not whether the model exists). Errors are INVALID_ARGUMENT
 // and start with the field's name ("gpus: must be in [1, 4096]").
@@ -117,7 +130,8 @@ bool SynchronizesBatchNorm(const JobSpec& spec);
 // coordinator writes it at (protocol::RequiredProtocolVersion, by the same rule:
 // protocol::OptimizerProtocolVersion and DataProtocolVersion, of the eval data too, and
 // protocol::kEvaluationProtocolVersion with eval, kEpochsProtocolVersion with epochs,
-// kPrecisionProtocolVersion with a precision other than fp32 asked for) and that
+// kPrecisionProtocolVersion with a precision other than fp32 asked for,
+// kAccumulationProtocolVersion with accumulation_steps above 1 or bf16 gradient_precision) and that
 // every node the job is placed on must read.
 int RequiredProtocolVersion(const JobSpec& spec);
 

@@ -165,6 +165,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "epochs",
                                     "init",
                                     "precision",
+                                    "accumulation_steps",
+                                    "gradient_precision",
                                     "optimizer",
                                     "data",
                                     "seed",
@@ -210,6 +212,10 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
   }
   RETURN_IF_ERROR(
       ReadInto<std::string>(doc, "precision", "", [&](auto v) { spec.set_precision(v); }));
+  RETURN_IF_ERROR(ReadInto<int64_t>(doc, "accumulation_steps", "",
+                                    [&](auto v) { spec.set_accumulation_steps(v); }));
+  RETURN_IF_ERROR(ReadInto<std::string>(doc, "gradient_precision", "",
+                                        [&](auto v) { spec.set_gradient_precision(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
                                  [&](auto v) { spec.set_requeue_on_failure(v); }));
@@ -295,6 +301,10 @@ json JobSpecToJson(const JobSpec& spec) {
   if (!spec.on_node_loss.empty()) doc["on_node_loss"] = spec.on_node_loss;
   if (!spec.init_path.empty()) doc["init"] = {{"path", spec.init_path}};
   if (spec.precision) doc["precision"] = planner::PrecisionName(*spec.precision);
+  if (spec.accumulation_steps != 1) doc["accumulation_steps"] = spec.accumulation_steps;
+  if (spec.gradient_precision != planner::Precision::kFp32) {
+    doc["gradient_precision"] = planner::PrecisionName(spec.gradient_precision);
+  }
   if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
   if (!spec.checkpoint_dir.empty()) {
     doc["checkpoint"]["dir"] = spec.checkpoint_dir;

@@ -121,6 +121,12 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     if (!precision.ok()) return precision.status().WithContext("precision");
     spec.precision = *precision;
   }
+  if (p.has_accumulation_steps()) spec.accumulation_steps = p.accumulation_steps();
+  if (!p.gradient_precision().empty()) {
+    StatusOr<planner::Precision> precision = planner::ParsePrecision(p.gradient_precision());
+    if (!precision.ok()) return precision.status().WithContext("gradient_precision");
+    spec.gradient_precision = *precision;  // ValidateJobSpec: fp32 or bf16
+  }
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
@@ -189,6 +195,10 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   p.set_amplification_limit(spec.amplification_limit);
   if (!spec.init_path.empty()) p.mutable_init()->set_path(spec.init_path);
   if (spec.precision) p.set_precision(planner::PrecisionName(*spec.precision));
+  if (spec.accumulation_steps != 1) p.set_accumulation_steps(spec.accumulation_steps);
+  if (spec.gradient_precision != planner::Precision::kFp32) {
+    p.set_gradient_precision(planner::PrecisionName(spec.gradient_precision));
+  }
   if (spec.epochs > 0) {
     p.set_epochs(spec.epochs);
   } else {

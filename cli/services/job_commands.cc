@@ -35,6 +35,8 @@ struct SubmitFlags {
   std::string eval_data;  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
   std::string init;       // weights to start from, on every worker
   std::string precision;  // "fp32", "tf32", "bf16" or "fp16"; empty: the coordinator's default
+  std::string gradient_precision;  // "fp32" or "bf16"; empty: fp32
+  std::optional<int64_t> accumulation_steps;
   std::optional<int64_t> eval_batch;
   std::optional<int64_t> global_batch, iterations, epochs, seed, num_classes, image_size,
       checkpoint_every, data_skip_bad, eval_every;
@@ -126,6 +128,8 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (f.image_size) doc["image_size"] = *f.image_size;
   if (!f.batch_norm.empty()) doc["batch_norm"] = f.batch_norm;
   if (!f.precision.empty()) doc["precision"] = f.precision;
+  if (f.accumulation_steps) doc["accumulation_steps"] = *f.accumulation_steps;
+  if (!f.gradient_precision.empty()) doc["gradient_precision"] = f.gradient_precision;
   if (!f.optimizer.empty() || f.lr) {
     json& opt = doc["optimizer"];
     if (!opt.is_object()) opt = json::object();
@@ -454,6 +458,14 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
                   "fp16 (also loss scaling); anything but fp32 needs executor protocol 6 "
                   "(default: bf16 on devices with bf16 math, fp32 on CPUs)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  cmd->add_option("--accumulation-steps", flags->accumulation_steps,
+                  "FG: each iteration is N forward and backward passes of global-batch / N "
+                  "samples, gradients summed and all-reduced once; the plan is for one pass "
+                  "(default 1; above 1 needs executor protocol 8)");
+  cmd->add_option("--gradient-precision", flags->gradient_precision,
+                  "FG: the width gradient all-reduces move, fp32 (default) or bf16 (gradients "
+                  "and the step stay fp32; bf16 needs executor protocol 8)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");
