@@ -1,7 +1,9 @@
 // End to end on loopback (a real coordinator, two workers with two CPU devices each, real
 // executors): a job submitted with `deepool submit --precision bf16` is planned at bf16 and
 // trains at bf16, as the run spec each worker was given says, and a job that names no precision
-// trains fp32 on CPUs (docs/coordinator.md, "Precision").
+// trains fp32 on CPUs (docs/coordinator.md, "Precision"); a job submitted with
+// --accumulation-steps 2 --gradient-precision bf16 is planned for one pass of half its batch and
+// every rank's run spec carries both (docs/coordinator.md, "Gradient accumulation").
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -71,4 +73,27 @@ TEST_CASE("a job submitted at bf16 trains at bf16 on the CPU cluster and a defau
   const std::vector<json> fp32_specs = RunSpecsOf(cluster, fp32);
   REQUIRE_FALSE(fp32_specs.empty());
   for (const json& spec : fp32_specs) CHECK_FALSE(spec.contains("precision"));
+}
+
+TEST_CASE("a job submitted with 2 accumulation steps and bf16 gradients trains them on every rank",
+          "[e2e][precision][accumulation]") {
+  LocalCluster cluster;
+  // 16 samples an iteration, in two passes of 8 over 2 CPU devices.
+  const std::string id =
+      SubmitWithCli(cluster, FgJob("accumulated", 3, 2, 16),
+                    {"--accumulation-steps", "2", "--gradient-precision", "bf16"});
+  const v1::Job job = cluster.WaitForTerminal(id);
+  INFO(cli::ToJson(job));
+  REQUIRE(job.state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK(job.spec().accumulation_steps() == 2);
+  CHECK(job.spec().gradient_precision() == "bf16");
+  CHECK(job.progress().iteration() == 3);
+  const std::vector<json> specs = RunSpecsOf(cluster, id);
+  REQUIRE_FALSE(specs.empty());
+  for (const json& spec : specs) {
+    CHECK(spec["version"] == 8);
+    CHECK(spec["accumulation_steps"] == 2);
+    CHECK(spec["gradient_precision"] == "bf16");
+    CHECK(spec["plan"]["global_batch"] == 8);  // one pass
+  }
 }
