@@ -409,7 +409,14 @@ std::string JobDetail(const v1::Job& job, const v1::GetJobPlanResponse* plan, in
   out << "role       " << RoleName(spec.role()) << ", priority " << spec.priority() << "\n";
   if (!job.owner().empty()) out << "owner      " << Printable(job.owner()) << "\n";
   out << "model      " << (spec.model().empty() ? std::string("(inline graph)") : spec.model())
-      << ", global batch " << spec.global_batch() << ", " << spec.gpus() << " device(s)";
+      << ", global batch " << spec.global_batch();
+  // The plan is for one pass: say so, or its batch looks like a quarter of the job's.
+  if (spec.accumulation_steps() > 1) {
+    out << " (" << spec.accumulation_steps() << " passes of "
+        << spec.global_batch() / spec.accumulation_steps() << ")";
+  }
+  out << ", " << spec.gpus() << " device(s)";
+  if (spec.gradient_precision() == "bf16") out << ", bf16 gradient sums";
   if (spec.role() != v1::JOB_ROLE_BG && spec.has_amplification_limit()) {
     out << ", amplification limit " << spec.amplification_limit();
   }

@@ -238,6 +238,22 @@ TEST_CASE("a job's detail says when its branches may run side by side", "[cli]")
   CHECK_THAT(JobDetail(job, nullptr, 0), Catch::Contains(", concurrent branches\n"));
 }
 
+TEST_CASE("a job's detail says its accumulation passes and bf16 gradient sums", "[cli]") {
+  v1::Job job;
+  job.set_job_id("job-4");
+  job.mutable_spec()->set_model("resnet50");
+  job.mutable_spec()->set_role(v1::JOB_ROLE_FG);
+  job.mutable_spec()->set_global_batch(1024);
+  job.mutable_spec()->set_gpus(8);
+  CHECK_THAT(JobDetail(job, nullptr, 0), Catch::Contains("global batch 1024, 8 device(s)"));
+  CHECK_THAT(JobDetail(job, nullptr, 0), !Catch::Contains("gradient sums"));
+  job.mutable_spec()->set_accumulation_steps(4);
+  job.mutable_spec()->set_gradient_precision("bf16");
+  CHECK_THAT(
+      JobDetail(job, nullptr, 0),
+      Catch::Contains("global batch 1024 (4 passes of 256), 8 device(s), bf16 gradient sums"));
+}
+
 TEST_CASE("jobs render as a table row with state, reason, bar and devices", "[cli]") {
   v1::Job job;
   job.set_job_id("job-7");
