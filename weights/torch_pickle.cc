@@ -38,7 +38,9 @@ struct Node {
   std::vector<int> items;  // tuple and list elements; a dict's keys and values, alternating
   std::string dtype;       // storage, tensor
   std::vector<int64_t> shape;
-  int storage = -1;  // a tensor's storage node
+  int storage = -1;    // a tensor's storage node
+  int64_t offset = 0;  // a tensor's storage offset
+  std::vector<int64_t> stride;
 };
 
 const char* StorageDtype(std::string_view global) {
@@ -213,7 +215,7 @@ StatusOr<int> Machine::RebuildTensor(const std::vector<int>& args) {
     return Error("a tensor's storage offset is not a count");
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> shape, Ints(args[2], "size"));
-  ASSIGN_OR_RETURN(const std::vector<int64_t> stride, Ints(args[3], "stride"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride, Ints(args[3], "stride"));
   if (stride.size() != shape.size()) return Error("a tensor's size and stride differ in length");
   // The furthest element the tensor reaches: offset + sum((size - 1) * stride) + 1, when any.
   int64_t reached = node(args[1]).number;
@@ -238,6 +240,8 @@ StatusOr<int> Machine::RebuildTensor(const std::vector<int>& args) {
   tensor.shape = std::move(shape);
   tensor.storage = args[0];
   tensor.number = reached;
+  tensor.offset = node(args[1]).number;
+  tensor.stride = std::move(stride);
   return Add(std::move(tensor));
 }
 
@@ -254,7 +258,6 @@ Status Machine::Reduce() {
     if (!args.empty()) return Unsupported("OrderedDict called with arguments");
     Node dict;
     dict.kind = Kind::kDict;
-    dict.text = kOrderedDict;  // the ranks' libtorch cannot load one as the whole file
     ASSIGN_OR_RETURN(result, Add(std::move(dict)));
   } else if (function == kRebuildTensor) {
     ASSIGN_OR_RETURN(result, RebuildTensor(args));
@@ -517,11 +520,6 @@ StatusOr<std::vector<PickledTensor>> ReadStateDictPickle(std::string_view pickle
         "data.pkl holds no dict of tensors (from Python, save a "
         "model's state_dict())");
   }
-  if (dict.text == kOrderedDict) {
-    return InvalidArgumentError(
-        "data.pkl holds a collections.OrderedDict, which the ranks' "
-        "libtorch cannot load: save dict(model.state_dict())");
-  }
   std::vector<PickledTensor> tensors;
   for (size_t k = 0; k + 1 < dict.items.size(); k += 2) {
     const Node& key = machine.node(dict.items[k]);
@@ -533,7 +531,7 @@ StatusOr<std::vector<PickledTensor>> ReadStateDictPickle(std::string_view pickle
     }
     const Node& storage = machine.node(value.storage);
     tensors.push_back(PickledTensor{key.text, value.dtype, value.shape, storage.text,
-                                    storage.number, value.number});
+                                    storage.number, value.number, value.offset, value.stride});
   }
   return tensors;
 }

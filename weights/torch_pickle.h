@@ -27,12 +27,14 @@ struct PickledTensor {
   std::string storage_key;       // the record <archive>/data/<storage_key>
   int64_t storage_elements = 0;  // as the persistent id says
   int64_t elements_reached = 0;  // storage offset + the furthest element the strides reach
+  int64_t storage_offset = 0;    // in elements, as torch's as_strided takes it
+  std::vector<int64_t> stride;   // in elements, one per dimension
 };
 
-// The pickled dict's entries in insertion order. A value that is not a tensor, a key that is not
-// a str, or a collections.OrderedDict as the whole file (torch.save(model.state_dict()), whose
-// _metadata libtorch's unpickler cannot rebuild) is INVALID_ARGUMENT saying so: the ranks'
-// loader (worker/runtime/checkpoints/checkpoint.h) refuses such files too.
+// The pickled dict's entries in insertion order: a plain dict or a collections.OrderedDict
+// (torch.save(model.state_dict()) and torchvision's weights, whose BUILD sets a _metadata
+// attribute that is ignored here). A value that is not a tensor or a key that is not a str is
+// INVALID_ARGUMENT saying so.
 StatusOr<std::vector<PickledTensor>> ReadStateDictPickle(std::string_view pickle);
 
 }  // namespace deepool::weights

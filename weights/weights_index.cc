@@ -1,55 +1,16 @@
 #include "weights/weights_index.h"
 
-#include <unordered_map>
-
 #include "weights/byte_source.h"
 #include "weights/safetensors_header.h"
-#include "weights/torch_pickle.h"
-#include "weights/zip_directory.h"
+#include "weights/torch_archive.h"
 
 namespace deepool::weights {
 namespace {
 
-// A state_dict's pickle is a few hundred bytes per tensor; far more is not one.
-constexpr uint64_t kMaxPickleBytes = uint64_t{64} << 20;
-
-// The torch archive's name: the folder of its <archive>/data.pkl record.
-const ZipEntry* FindPickle(const std::vector<ZipEntry>& entries, std::string* archive) {
-  for (const ZipEntry& entry : entries) {
-    const size_t slash = entry.name.find('/');
-    if (slash != std::string::npos &&
-        entry.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
-      *archive = entry.name.substr(0, slash);
-      return &entry;
-    }
-  }
-  return nullptr;
-}
-
 StatusOr<WeightsIndex> IndexTorchArchive(ByteSource& source) {
-  ASSIGN_OR_RETURN(const std::vector<ZipEntry> entries, ReadZipDirectory(source));
-  std::string archive;
-  const ZipEntry* pickle = FindPickle(entries, &archive);
-  if (pickle == nullptr) return DataLossError("a zip archive without a <name>/data.pkl record");
-  ASSIGN_OR_RETURN(const std::string pickled, ReadStoredZipEntry(source, *pickle, kMaxPickleBytes));
-  ASSIGN_OR_RETURN(const std::vector<PickledTensor> tensors, ReadStateDictPickle(pickled));
-  std::unordered_map<std::string, const ZipEntry*> records;
-  for (const ZipEntry& entry : entries) records[entry.name] = &entry;
+  ASSIGN_OR_RETURN(const TorchArchive archive, ReadTorchArchive(source));
   WeightsIndex index;
-  for (const PickledTensor& tensor : tensors) {
-    const std::string record = archive + "/data/" + tensor.storage_key;
-    auto it = records.find(record);
-    if (it == records.end()) {
-      return DataLossError("tensor '" + tensor.key + "': its storage record " + record +
-                           " is missing");
-    }
-    const uint64_t element_bytes = static_cast<uint64_t>(DtypeBytes(tensor.dtype));
-    if (static_cast<uint64_t>(tensor.storage_elements) > it->second->size / element_bytes) {
-      return DataLossError("tensor '" + tensor.key + "': its storage of " +
-                           std::to_string(tensor.storage_elements) + " " + tensor.dtype +
-                           " elements does not fit the " + std::to_string(it->second->size) +
-                           " bytes of " + record);
-    }
+  for (const PickledTensor& tensor : archive.tensors) {
     index.push_back({tensor.key, tensor.dtype, tensor.shape});
   }
   return index;

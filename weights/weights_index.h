@@ -6,9 +6,9 @@
 // It reads the two formats the ranks load (worker/runtime/checkpoints/safetensors.h,
 // LoadStateDictFile), told apart as they are, by the first bytes:
 // - a torch archive ("PK\3\4"): the zip torch.save and deepool's checkpoints write, whose
-//   <archive>/data.pkl pickles a dict of str -> Tensor (weights/torch_pickle.h; an OrderedDict,
-//   which the ranks' libtorch cannot load, is refused);
-//   each tensor's storage record <archive>/data/<key> must be there and hold the tensor;
+//   <archive>/data.pkl pickles a dict or collections.OrderedDict of str -> Tensor
+//   (weights/torch_archive.h); each tensor's storage record <archive>/data/<key> must be there
+//   and hold the tensor;
 // - otherwise a safetensors file (weights/safetensors_header.h).
 // torch.save's legacy format (_use_new_zipfile_serialization=False) is read by neither.
 //

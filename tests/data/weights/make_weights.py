@@ -3,14 +3,17 @@ Python: .venv/bin/python tests/data/weights/make_weights.py). The files are comm
 tests need no Python; rerun this only to change them.
 
 - tiny_cnn_ordered.pt: torch.save(module.state_dict()) of a conv + batchnorm + linear module,
-  an OrderedDict with _metadata (what torchvision's and most users' files are), which the
-  ranks' libtorch cannot load and the index refuses;
+  an OrderedDict with _metadata (what torchvision's and most users' files are);
 - tiny_cnn_dict.pt: torch.save(dict(...)) of the same, a plain dict;
 - tied.pt: one tensor under two keys (a tied embedding and head), stored once;
 - dtypes.pt: one tensor of each dtype the ranks load, a scalar, a non-contiguous view (its
   strides BININT2s) and an empty tensor whose stride needs a BININT;
 - tiny_cnn.safetensors: the same tensors as tiny_cnn_dict.pt, written by hand in safetensors'
-  layout (the safetensors package is not installed here).
+  layout (the safetensors package is not installed here);
+- views_ordered.pt: torch.save(module.state_dict()) of a module with a tied embedding and head
+  (one storage under two keys), a bfloat16 linear layer and a buffer that is a strided view at
+  an offset into a larger tensor; views_expected.safetensors: what torch.load gives for it,
+  each tensor written contiguously, for the ranks' loader to be compared with.
 """
 import collections
 import json
@@ -31,13 +34,15 @@ def tiny_cnn():
     ]))
 
 
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.int64: "I64"}
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.bfloat16: "BF16"}
 
 
 def write_safetensors(state, path):
     header, data = {}, b""
     for key, tensor in state.items():
-        raw = tensor.contiguous().numpy().tobytes()
+        flat = tensor.contiguous()
+        # numpy has no bfloat16: its bits, little-endian, as int16
+        raw = (flat.view(torch.int16) if flat.dtype == torch.bfloat16 else flat).numpy().tobytes()
         header[key] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
                        "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
@@ -46,6 +51,29 @@ def write_safetensors(state, path):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as out:
         out.write(struct.pack("<Q", len(text)) + text + data)
+
+
+class Views(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.wte = torch.nn.Embedding(5, 3)
+        self.lm_head = torch.nn.Linear(3, 5, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one storage under two keys
+        self.half = torch.nn.Linear(3, 2).to(torch.bfloat16)
+        base = torch.arange(40, dtype=torch.float32).reshape(5, 8)
+        self.register_buffer("view", base[1:, 2::3])  # offset 10, strides (8, 3)
+
+
+def write_views():
+    state = Views().state_dict()
+    assert state["view"].storage_offset() == 10 and not state["view"].is_contiguous()
+    path = os.path.join(HERE, "views_ordered.pt")
+    torch.save(state, path)
+    loaded = torch.load(path)
+    assert type(loaded) is collections.OrderedDict and hasattr(loaded, "_metadata")
+    assert loaded["wte.weight"].data_ptr() == loaded["lm_head.weight"].data_ptr()
+    write_safetensors(loaded, os.path.join(HERE, "views_expected.safetensors"))
 
 
 def main():
@@ -72,6 +100,7 @@ def main():
         "empty": torch.zeros(0, 70000, dtype=torch.int8),  # stride 70000: a BININT
     }
     torch.save(dtypes, os.path.join(HERE, "dtypes.pt"))
+    write_views()
 
 
 if __name__ == "__main__":

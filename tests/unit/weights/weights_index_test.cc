@@ -6,9 +6,12 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "tests/source_dir.h"
+#include "weights/byte_source.h"
+#include "weights/torch_archive.h"
 #include "weights/torch_pickle.h"
 
 namespace deepool::weights {
@@ -45,16 +48,9 @@ const char kTinyCnn[] =
     "fc.weight float32 [2,4]\n"
     "fc.bias float32 [2]\n";
 
-TEST_CASE("A torch.save of a module's OrderedDict state_dict is refused as the ranks refuse it") {
-  auto index = ReadWeightsIndex(DataPath("tiny_cnn_ordered.pt"));
-  REQUIRE_FALSE(index.ok());
-  CHECK(index.status().code() == StatusCode::kInvalidArgument);
-  CHECK_THAT(index.status().message(), Catch::Contains("collections.OrderedDict") &&
-                                           Catch::Contains("save dict(model.state_dict())"));
-}
-
-TEST_CASE("A plain dict and a safetensors file of the same tensors give the same index") {
-  for (const char* name : {"tiny_cnn_dict.pt", "tiny_cnn.safetensors"}) {
+TEST_CASE("An OrderedDict a plain dict and a safetensors file of the same tensors give one index") {
+  // tiny_cnn_ordered.pt is torch.save(module.state_dict()): an OrderedDict with _metadata.
+  for (const char* name : {"tiny_cnn_ordered.pt", "tiny_cnn_dict.pt", "tiny_cnn.safetensors"}) {
     INFO(name);
     auto index = ReadWeightsIndex(DataPath(name));
     REQUIRE(index.ok());
@@ -152,6 +148,31 @@ TEST_CASE("Damaged pickles are DATA_LOSS") {
     REQUIRE_FALSE(tensors.ok());
     CHECK(tensors.status().code() == StatusCode::kDataLoss);
   }
+}
+
+}  // namespace
+}  // namespace deepool::weights
+
+namespace deepool::weights {
+namespace {
+
+TEST_CASE("A torch archive gives each tensor's storage and its offset and strides in it") {
+  const std::string bytes = ReadBytes("views_ordered.pt");
+  MemoryByteSource source(bytes);
+  auto archive = ReadTorchArchive(source);
+  INFO(archive.status().ToString());
+  REQUIRE(archive.ok());
+  std::map<std::string, PickledTensor> by_key;
+  for (const PickledTensor& t : archive->tensors) by_key[t.key] = t;
+  REQUIRE(by_key.size() == 5);
+  CHECK(by_key["wte.weight"].storage_key == by_key["lm_head.weight"].storage_key);
+  CHECK(by_key["half.weight"].dtype == "bfloat16");
+  CHECK(by_key["view"].shape == std::vector<int64_t>{4, 2});
+  CHECK(by_key["view"].stride == std::vector<int64_t>{8, 3});
+  CHECK(by_key["view"].storage_offset == 10);
+  CHECK(by_key["view"].storage_elements == 40);
+  CHECK(by_key["wte.weight"].stride == std::vector<int64_t>{3, 1});
+  CHECK(archive->storages.size() == 4);
 }
 
 }  // namespace

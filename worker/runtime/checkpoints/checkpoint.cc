@@ -8,12 +8,12 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <unordered_map>
 
 #include "common/content_digest.h"
 #include "weights/state_dict_check.h"
+#include "worker/runtime/checkpoints/torch_archive_loader.h"
 
 namespace deepool::worker {
 namespace {
@@ -187,29 +187,6 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* 
   return Status::Ok();
 }
 
-StatusOr<StateDict> LoadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open checkpoint '" + path + "'");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue value;
-  try {
-    value = torch::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    return DataLossError("checkpoint '" + path + "' is not a readable torch archive: " + e.what());
-  }
-  if (!value.isGenericDict()) {
-    return InvalidArgumentError("checkpoint '" + path + "' holds a " + value.tagKind() +
-                                ", not a dict of tensors (from Python, save dict(state_dict))");
-  }
-  StateDict state;
-  for (const auto& entry : value.toGenericDict()) {
-    if (!entry.key().isString() || !entry.value().isTensor()) {
-      return InvalidArgumentError("checkpoint '" + path +
-                                  "' has an entry that is not str -> Tensor");
-    }
-    state.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
-  }
-  return state;
-}
+StatusOr<StateDict> LoadCheckpoint(const std::string& path) { return LoadTorchArchive(path); }
 
 }  // namespace deepool::worker

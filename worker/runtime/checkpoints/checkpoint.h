@@ -6,8 +6,9 @@
 // models these are torchvision's state_dict keys, so
 // `torchvision.models.resnet50().load_state_dict(torch.load(path), strict=True)` accepts it.
 // LoadCheckpoint reads such files back, and also files Python wrote with
-// `torch.save(dict(model.state_dict()), path)` (a plain dict: libtorch's unpickler does not
-// rebuild collections.OrderedDict, so an OrderedDict must be converted first).
+// `torch.save(model.state_dict(), path)` (a collections.OrderedDict) or a plain dict, through
+// the project's own archive reader (torch_archive_loader.h), not libtorch's unpickler, which
+// cannot rebuild an OrderedDict.
 //
 // Threading: free functions without shared state; callers must not train the modules while
 // collecting or loading their tensors.
@@ -51,7 +52,8 @@ Status LoadStateDictInto(const StateDict& state, const planner::Graph& graph,
 Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* bytes = nullptr,
                       uint64_t* digest = nullptr);
 
-// Reads a state_dict file as written by SaveCheckpoint. Tensors come back on the CPU.
+// Reads a state_dict file as written by SaveCheckpoint or torch.save (LoadTorchArchive). Tensors
+// come back on the CPU; tensors that shared a storage when saved share one again.
 StatusOr<StateDict> LoadCheckpoint(const std::string& path);
 
 }  // namespace deepool::worker

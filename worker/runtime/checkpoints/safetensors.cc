@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "weights/safetensors_header.h"
+#include "worker/runtime/checkpoints/torch_archive_loader.h"
 
 namespace deepool::worker {
 namespace {
@@ -69,7 +70,7 @@ StatusOr<StateDict> LoadStateDictFile(const std::string& path) {
   char magic[4] = {};
   in.read(magic, sizeof magic);
   // A torch archive is a zip: its first local file header starts "PK\3\4".
-  if (in.gcount() == 4 && std::memcmp(magic, "PK\3\4", 4) == 0) return LoadCheckpoint(path);
+  if (in.gcount() == 4 && std::memcmp(magic, "PK\3\4", 4) == 0) return LoadTorchArchive(path);
   return LoadSafetensors(path);
 }
 
