@@ -90,6 +90,11 @@ TEST_CASE("A damaged or missing archive is an error naming the file") {
   CHECK_THAT(missing.status().message(), Catch::Contains("no_such.pt"));
   auto not_zip = LoadTorchArchive(DataPath("make_weights.py"));
   CHECK(not_zip.status().code() == StatusCode::kDataLoss);
+  // Its byteorder record says "big": the bytes would load scrambled.
+  auto big = LoadTorchArchive(DataPath("big_endian.pt"));
+  CHECK(big.status().code() == StatusCode::kUnimplemented);
+  CHECK_THAT(big.status().message(),
+             Catch::Contains("big_endian.pt") && Catch::Contains("big-endian"));
 }
 
 }  // namespace

@@ -13,12 +13,15 @@ tests need no Python; rerun this only to change them.
 - views_ordered.pt: torch.save(module.state_dict()) of a module with a tied embedding and head
   (one storage under two keys), a bfloat16 linear layer and a buffer that is a strided view at
   an offset into a larger tensor; views_expected.safetensors: what torch.load gives for it,
-  each tensor written contiguously, for the ranks' loader to be compared with.
+  each tensor written contiguously, for the ranks' loader to be compared with;
+- big_endian.pt: tied.pt rewritten with its byteorder record saying "big" (as torch.save on a
+  big-endian machine writes), which the index and the ranks refuse.
 """
 import collections
 import json
 import os
 import struct
+import zipfile
 
 import torch
 
@@ -76,6 +79,17 @@ def write_views():
     write_safetensors(loaded, os.path.join(HERE, "views_expected.safetensors"))
 
 
+def write_big_endian():
+    with zipfile.ZipFile(os.path.join(HERE, "tied.pt")) as source, \
+            zipfile.ZipFile(os.path.join(HERE, "big_endian.pt"), "w", zipfile.ZIP_STORED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("/byteorder"):
+                assert data == b"little"
+                data = b"big"
+            out.writestr(info.filename, data)
+
+
 def main():
     state = tiny_cnn().state_dict()
     torch.save(state, os.path.join(HERE, "tiny_cnn_ordered.pt"))
@@ -101,6 +115,7 @@ def main():
     }
     torch.save(dtypes, os.path.join(HERE, "dtypes.pt"))
     write_views()
+    write_big_endian()
 
 
 if __name__ == "__main__":

@@ -177,3 +177,18 @@ TEST_CASE("A torch archive gives each tensor's storage and its offset and stride
 
 }  // namespace
 }  // namespace deepool::weights
+
+namespace deepool::weights {
+namespace {
+
+TEST_CASE("A big-endian torch archive is refused naming its byte order") {
+  auto index = ReadWeightsIndex(DataPath("big_endian.pt"));
+  REQUIRE_FALSE(index.ok());
+  CHECK(index.status().code() == StatusCode::kUnimplemented);
+  CHECK_THAT(index.status().message(), Catch::Contains("big-endian"));
+  // The same archive saying "little" (tied.pt) is read.
+  CHECK(ReadWeightsIndex(DataPath("tied.pt")).ok());
+}
+
+}  // namespace
+}  // namespace deepool::weights
