@@ -51,7 +51,7 @@ v1::ClusterSummary Shares() {
   return summary;
 }
 
-TEST_CASE("--why under max-min: the wait, the shares, the job in its way and when it is due",
+TEST_CASE("why under max-min: the wait and the shares and the job in its way and when it is due",
           "[cli][policy]") {
   const std::string text = cli::PolicyWhyText(PendingUnderMaxMin(), Shares(), kNowMs);
   INFO(text);
@@ -66,7 +66,7 @@ TEST_CASE("--why under max-min: the wait, the shares, the job in its way and whe
                                    "job stops at its next checkpoint\n"));
 }
 
-TEST_CASE("--why under max-min: a holder that cannot be preempted leaves the time unknown",
+TEST_CASE("why under max-min: a holder that cannot be preempted leaves the time unknown",
           "[cli][policy]") {
   v1::Job job = PendingUnderMaxMin();
   job.mutable_policy()->mutable_wait()->mutable_holders(0)->set_preemptible(false);
@@ -77,7 +77,7 @@ TEST_CASE("--why under max-min: a holder that cannot be preempted leaves the tim
   CHECK_THAT(text, Catch::Contains("due            not known: none of the jobs in its way"));
 }
 
-TEST_CASE("--why under fifo names the job it queues behind", "[cli][policy]") {
+TEST_CASE("why under fifo names the job it queues behind", "[cli][policy]") {
   v1::Job job;
   job.set_job_id("job-3");
   job.set_state(v1::JOB_STATE_PENDING);
@@ -91,7 +91,7 @@ TEST_CASE("--why under fifo names the job it queues behind", "[cli][policy]") {
   CHECK_THAT(text, Catch::Contains("due            after job-1 is placed"));
 }
 
-TEST_CASE("--why of a running job that was moved: its share and its last preemption",
+TEST_CASE("why of a running job that was moved: its share and its last preemption",
           "[cli][policy]") {
   v1::Job job;
   job.set_job_id("job-1");

@@ -90,7 +90,7 @@ TEST_CASE("max-min: no preemptible holder leaves the due time unknown", "[policy
   CHECK(granted.wait->making_way == std::vector<std::string>{"a9"});
 }
 
-TEST_CASE("fifo: a queued job names the queue's head; holders are of the types it may use",
+TEST_CASE("fifo: a queued job names the queue's head and holders of the types it may use",
           "[policy_standing]") {
   policy::PolicySnapshot snapshot;
   snapshot.jobs = {Placed("p1", "", "a100", 4, 10, true), Placed("p2", "", "v100", 4, 5, true)};
