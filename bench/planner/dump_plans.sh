@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Writes `deepool plan --json` for a grid of models x G x B x limits (and --exhaustive up to
+# G = 16) into OUT_DIR, one file per plan, so a change to the search can be checked to leave every
+# plan byte for byte the same: run it before and after, then `diff -r BEFORE AFTER`.
+#
+#   bench/planner/dump_plans.sh OUT_DIR [DEEPOOL_BINARY]
+set -euo pipefail
+out=${1:?usage: dump_plans.sh OUT_DIR [DEEPOOL_BINARY]}
+deepool=${2:-$(dirname "$0")/../../build/bin/deepool}
+mkdir -p "$out"
+for model in vgg16 resnet50 wide_resnet101_2 inception_v3 small_cnn mlp; do
+  for gpus in 1 2 3 5 6 7 8 12 16 64; do
+    for batch in 32 48 64; do
+      for limit in 0 1.2 1.5 2 3; do
+        modes=(plain)
+        if ((gpus <= 16)); then modes+=(exhaustive); fi
+        for mode in "${modes[@]}"; do
+          flags=()
+          if [[ $mode == exhaustive ]]; then flags+=(--exhaustive); fi
+          file="$out/$model-G$gpus-B$batch-L$limit-$mode.json"
+          # A refusal is a result too: its message is kept in place of the plan.
+          "$deepool" plan --model "$model" --global-batch "$batch" --gpus "$gpus" --device a100 \
+            --amplification-limit "$limit" --json "${flags[@]}" >"$file" 2>&1 || true
+        done
+      done
+    done
+  done
+  for batch in 32 64; do
+    for limit in 0 2; do
+      "$deepool" plan --model "$model" --global-batch "$batch" --gpus 16 --device a100 \
+        --amplification-limit "$limit" --curve --json >"$out/$model-curve16-B$batch-L$limit.json" 2>&1 || true
+    done
+  done
+done
+ls "$out" | wc -l
