@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "worker/runtime/data/seed_mix.h"
+#include "worker/runtime/data/token_windows.h"
 
 namespace deepool::worker {
 namespace {
@@ -27,32 +28,23 @@ class SyntheticTokens final : public DataSource {
 
  protected:
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
-    const int64_t rows = last - first;
-    Batch batch;
-    batch.first = first;
-    batch.inputs = torch::empty({rows, length_}, torch::kInt64);
-    batch.labels = torch::empty({rows, length_}, torch::kInt64);
-    int64_t* inputs = batch.inputs.data_ptr<int64_t>();
-    int64_t* labels = batch.labels.data_ptr<int64_t>();
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t row = first + i;
+    return TokenWindowBatch(first, last, length_, [&](int64_t row, int64_t* tokens) {
       const int64_t window =
           (iteration % kSyntheticTokenWindows * (global_batch_ % kSyntheticTokenWindows) + row) %
           kSyntheticTokenWindows;
-      WriteWindow(window, inputs + i * length_, labels + i * length_);
-    }
-    return batch;
+      WriteWindow(window, tokens);
+      return Status::Ok();
+    });
   }
 
  private:
-  // Window `window`'s T + 1 tokens: its first T into `inputs`, its last T into `labels`.
-  void WriteWindow(int64_t window, int64_t* inputs, int64_t* labels) const {
+  // Window `window`'s T + 1 tokens into `tokens`.
+  void WriteWindow(int64_t window, int64_t* tokens) const {
     std::mt19937_64 random(SeedMix(seed_, static_cast<uint64_t>(window)));
     const auto vocabulary = static_cast<uint64_t>(vocabulary_);
     int64_t token = static_cast<int64_t>(UniformBelow(random, vocabulary));
     for (int64_t t = 0; t <= length_; ++t) {
-      if (t < length_) inputs[t] = token;
-      if (t > 0) labels[t - 1] = token;
+      tokens[t] = token;
       const bool noise = UniformBelow(random, static_cast<uint64_t>(kSyntheticTokenNoise)) == 0;
       token = noise ? static_cast<int64_t>(UniformBelow(random, vocabulary))
                     : successor_[static_cast<size_t>(token)];

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "worker/runtime/data/seed_mix.h"
+#include "worker/runtime/data/token_windows.h"
 
 namespace deepool::worker {
 namespace {
@@ -77,22 +78,13 @@ class TokenFileData final : public DataSource {
 
  protected:
   StatusOr<Batch> ReadSamples(int64_t iteration, int64_t first, int64_t last) override {
-    const int64_t rows = last - first;
-    Batch batch;
-    batch.first = first;
-    batch.inputs = torch::empty({rows, length_}, torch::kInt64);
-    batch.labels = torch::empty({rows, length_}, torch::kInt64);
-    int64_t* inputs = batch.inputs.data_ptr<int64_t>();
-    int64_t* labels = batch.labels.data_ptr<int64_t>();
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t start = WindowStart(iteration, first + i);
+    return TokenWindowBatch(first, last, length_, [&](int64_t row, int64_t* tokens) -> Status {
+      const int64_t start = WindowStart(iteration, row);
       for (int64_t t = 0; t <= length_; ++t) {
-        ASSIGN_OR_RETURN(int64_t token, Token(start + t));
-        if (t < length_) inputs[i * length_ + t] = token;
-        if (t > 0) labels[i * length_ + t - 1] = token;
+        ASSIGN_OR_RETURN(tokens[t], Token(start + t));
       }
-    }
-    return batch;
+      return Status::Ok();
+    });
   }
 
  private:
