@@ -51,6 +51,7 @@ class PoolEngine {
   Status CheckAllocation(const ActiveJob& job, const PoolAllocation& allocation) const;
   void Preempt(ActiveJob& job);
   void SetRates(const std::unordered_map<int64_t, size_t>& index);
+  void SlowByContention();
   int Capacity(const std::string& type) const;
 
   const std::vector<PoolJobInput>& inputs_;
@@ -311,6 +312,22 @@ void PoolEngine::SetRates(const std::unordered_map<int64_t, size_t>& index) {
     job.busy_devices =
         allocation.devices * (burst ? point.burst_busy_fraction : point.dp_busy_fraction);
   }
+  SlowByContention();
+}
+
+void PoolEngine::SlowByContention() {
+  for (const NodeContention& contention : options_.node_contention) {
+    double in_use = 0;
+    for (const ActiveJob& job : active_) {
+      if (job.view.allocation.device_type == contention.device_type) in_use += job.held_devices;
+    }
+    for (ActiveJob& job : active_) {
+      const PoolAllocation& allocation = job.view.allocation;
+      if (!allocation.running() || allocation.device_type != contention.device_type) continue;
+      job.rate /= ContentionFactor(contention, Capacity(contention.device_type), in_use,
+                                   std::max(allocation.devices, 1));
+    }
+  }
 }
 
 StatusOr<PoolRun> PoolEngine::Run() {
@@ -375,6 +392,9 @@ StatusOr<PoolRun> SimulatePool(const std::vector<PoolJobInput>& inputs, const Po
     return InvalidArgumentError(
         "pool options: round_s > 0, checkpoint_restore_s >= 0, multiplex_efficiency in [0, 1] "
         "and fg_interference in [0, 1) are required");
+  }
+  for (const NodeContention& contention : options.node_contention) {
+    RETURN_IF_ERROR(ValidateNodeContention(contention));
   }
   PoolEngine engine(inputs, options, policy);
   return engine.Run();

@@ -8,7 +8,8 @@
 //   as allocated, slowed by fg_interference while BG jobs run inside its devices;
 // - a BG job on a device of its own at 1 / (its one-device iteration time);
 // - a BG job inside a FG job's devices (multiplexed) at multiplex_efficiency x the host plan's
-//   idle fraction of one device / (its one-device iteration time on the host's type).
+//   idle fraction of one device / (its one-device iteration time on the host's type);
+// each slowed further, on a type listed in node_contention, by its nodes' load.
 // A job whose allocation changes while it runs (a move or a preemption) is checkpointed, so it
 // loses no work, and when it runs again it first spends checkpoint_restore_s restoring (no
 // progress, devices held). A job's first start costs nothing. BG jobs inside a host that moves
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "simulator/node_contention.h"
 #include "simulator/pool_policy.h"
 #include "simulator/workload.h"
 
@@ -39,6 +41,10 @@ struct PoolOptions {
   // How much slower a FG job runs while BG jobs share its devices (DeepPool reports a few per
   // cent; an assumption).
   double fg_interference = 0.03;
+  // Device types whose devices share their node's host (CPU devices): every running job of such
+  // a type is slowed by ContentionFactor while others compute on its nodes (node_contention.h).
+  // Empty by default: GPUs do not contend so.
+  std::vector<NodeContention> node_contention;
   // The simulation gives up (DEADLINE_EXCEEDED) when the fake clock passes this.
   double max_time_s = 1e9;
 };

@@ -254,5 +254,49 @@ TEST_CASE("Data parallelism runs at the curve's data-parallel iteration time", "
   CHECK(run->busy_device_s == Approx(40));  // data parallelism keeps both devices busy
 }
 
+TEST_CASE("Jobs side by side on a node slow each other by its contention", "[pool]") {
+  const std::vector<WorkloadJob> jobs = {Job(0, 0), Job(1, 0)};
+  const auto curves = Curves({Point(1, 1.0)});
+  // Job 1 is half as long: both run at 1 / 1.5 until it ends at 75 s; job 0, 50 iterations
+  // done, runs the other 50 alone at full speed and ends at 125 s.
+  const std::vector<PoolJobInput> inputs = {{&jobs[0], curves, 100, 100},
+                                            {&jobs[1], curves, 50, 50}};
+  PoolOptions options = Pool(2);
+  options.node_contention = {NodeContention{"a100", 2, {1, 1.5}}};
+  ScriptedPolicy policy(OneDeviceEach);
+  StatusOr<PoolRun> run = SimulatePool(inputs, options, policy);
+  REQUIRE(run.ok());
+  CHECK(run->jobs[1].finish_s == Approx(75));
+  CHECK(run->jobs[0].finish_s == Approx(125));
+  // Without the option the devices are independent.
+  ScriptedPolicy independent(OneDeviceEach);
+  StatusOr<PoolRun> apart = SimulatePool(inputs, Pool(2), independent);
+  REQUIRE(apart.ok());
+  CHECK(apart->jobs[0].finish_s == Approx(100));
+  CHECK(apart->jobs[1].finish_s == Approx(50));
+}
+
+TEST_CASE("A job that fills its node alone runs at its measured speed", "[pool]") {
+  const std::vector<WorkloadJob> jobs = {Job(0, 0)};
+  const std::vector<PoolJobInput> inputs = {{&jobs[0], Curves({Point(2, 1.0)}), 100, 100}};
+  PoolOptions options = Pool(2);
+  options.node_contention = {NodeContention{"a100", 2, {1, 1.5}}};
+  ScriptedPolicy policy([](const PoolSnapshot&) { return PoolDecisions{{{0, On(2)}}}; });
+  StatusOr<PoolRun> run = SimulatePool(inputs, options, policy);
+  REQUIRE(run.ok());
+  CHECK(run->jobs[0].finish_s == Approx(100));
+}
+
+TEST_CASE("A contention table that cannot be right is refused before the run", "[pool]") {
+  const std::vector<WorkloadJob> jobs = {Job(0, 0)};
+  const std::vector<PoolJobInput> inputs = {{&jobs[0], Curves({Point(1, 1.0)}), 1, 1}};
+  PoolOptions options = Pool(2);
+  options.node_contention = {NodeContention{"a100", 2, {1, 0.5}}};
+  ScriptedPolicy policy(OneDeviceEach);
+  StatusOr<PoolRun> run = SimulatePool(inputs, options, policy);
+  REQUIRE_FALSE(run.ok());
+  CHECK_THAT(run.status().message(), Catch::Contains("non-decreasing"));
+}
+
 }  // namespace
 }  // namespace deepool::simulator
