@@ -18,29 +18,6 @@ namespace deepool::coordinator {
 
 using nlohmann::json;
 
-namespace {
-
-// The optimizer, data and eval of a job as its run spec carries them (protocol/training_spec.h).
-protocol::OptimizerSpec ToRunSpec(const jobspec::OptimizerSpec& opt) {
-  return jobspec::RunSpecOptimizer(opt);
-}
-
-protocol::DataSpec ToRunSpec(const jobspec::DataSpec& data) {
-  protocol::DataSpec spec;
-  spec.kind = data.kind;
-  spec.seed = static_cast<uint64_t>(data.seed);  // unsigned in the run spec
-  spec.path = data.path;
-  spec.skip_bad = data.skip_bad;
-  spec.dtype = data.dtype;
-  return spec;
-}
-
-protocol::EvalSpec ToRunSpec(const jobspec::EvalSpec& eval) {
-  return protocol::EvalSpec{ToRunSpec(eval.data), eval.every_iterations, eval.batch};
-}
-
-}  // namespace
-
 Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBackend* planner,
                      const Clock* clock, SchedulerOptions options)
     : jobs_(jobs),
@@ -48,7 +25,10 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
       planner_(planner),
       clock_(clock),
       options_(options),
+      builder_(nodes, {options.executor_timeout_s, options.checkpoint_root,
+                       options.checkpoint_every_seconds}),
       dispatcher_(clock, options.resend_after),
+      failures_(clock, options.first_cause_window),
       curves_(
           planner,
           [jobs](const std::string& model_key, const std::string& device_type) {
@@ -226,7 +206,7 @@ void Scheduler::ReserveForegroundLocked(const ForegroundGrant& grant, const JobR
   reservation.shape = grant.shape;
   for (const DeviceKey& key : grant.devices) ledger_.HoldForeground(key, job.id);
   const std::string& type = grant.shape.device_type;
-  reservation.precision = PrecisionOnLocked(job, grant.devices);
+  reservation.precision = builder_.PrecisionOn(job, grant.devices);
   const char* precision = planner::PrecisionName(reservation.precision);
   // A PROFILE task measures a 16-bit job at its precision where the worker of its first device
   // can (ProfilePrecisionOn), elsewhere fp32: there a 16-bit job is planned with a cached profile
@@ -285,7 +265,7 @@ void Scheduler::ReserveBackgroundLocked(const BackgroundGrant& grant, const JobR
   reservation.background = true;
   reservation.devices = {grant.device};
   reservation.shape = grant.shape;
-  reservation.precision = PrecisionOnLocked(job, {grant.device});
+  reservation.precision = builder_.PrecisionOn(job, {grant.device});
   ledger_.HoldBackground(grant.device, grant.job_id);
   PlanOnceStoredLocked(
       std::move(reservation),
@@ -302,8 +282,9 @@ void Scheduler::DisplaceBackgroundLocked(const Displacement& displaced, Writes* 
   const std::string why = "FG job " + displaced.fg_job + " took " + displaced.device.first + "/" +
                           displaced.device.second;
   ReleaseLocked(bg->id);
-  const std::string resumes = PeriodicCheckpointsOf(*bg) ? "it resumes from its newest checkpoint"
-                                                         : "it has no checkpoints and starts again";
+  const std::string resumes = builder_.PeriodicCheckpointsOf(*bg)
+                                  ? "it resumes from its newest checkpoint"
+                                  : "it has no checkpoints and starts again";
   // Not counted against max_attempts: the job did nothing wrong.
   JobWrite write = TransitionWrite(
       bg->id, JobState::kPending,
@@ -335,99 +316,27 @@ void Scheduler::StartProfilingLocked(const JobRecord& job, Reservation reservati
     return h.state == JobState::kProfiling;
   });
   reservation.profile_task = job.id + ".profile." + std::to_string(profiled + 1);
-  Task task;
-  task.id = reservation.profile_task;
-  task.job_id = job.id;
-  task.node_id = where.first;
-  v1::TaskAssignment& assignment = task.assignment;
-  assignment.set_task_id(task.id);
-  assignment.set_job_id(job.id);
-  v1::ProfileTask* profile = assignment.mutable_profile();
-  profile->set_model(job.spec.model);
-  profile->set_graph_json(*std::move(graph_json));
-  profile->set_device(where.second);
-  profile->set_device_type(type);
-  for (int64_t batch : planner_->ProfileBatchSizes(job.spec)) profile->add_batch_sizes(batch);
-  profile->mutable_optimizer()->set_name(job.spec.optimizer.name);
-  profile->mutable_optimizer()->set_momentum(job.spec.optimizer.momentum);
-  profile->mutable_optimizer()->set_weight_decay(job.spec.optimizer.weight_decay);
   StatusOr<NodeRecord> node = nodes_->Get(where.first);
   const std::optional<planner::Precision> measured_at =
       node.ok() ? ProfilePrecisionOn(*node, reservation.precision) : std::nullopt;
-  if (measured_at) profile->set_precision(planner::PrecisionName(*measured_at));
+  const Task task =
+      builder_.MakeProfileTask(job, {reservation.profile_task, where, type, *std::move(graph_json),
+                                     planner_->ProfileBatchSizes(job.spec), measured_at});
   reservations_[job.id] = std::move(reservation);
   // The task goes out only once PROFILING is stored: a restarted coordinator never finds a
   // profile running for a job it believes PENDING.
-  JobWrite write = TransitionWrite(job.id, JobState::kProfiling,
-                                   {ReasonCode::kProgress,
-                                    "measuring the layer profile on " + where.first + "/" +
-                                        where.second +
-                                        (measured_at ? std::string(" at ") +
-                                                           planner::PrecisionName(*measured_at)
-                                                     : std::string())});
+  JobWrite write =
+      TransitionWrite(job.id, JobState::kProfiling,
+                      {ReasonCode::kProgress,
+                       "measuring the layer profile on " + where.first + "/" + where.second +
+                           (measured_at ? std::string(" at ") + planner::PrecisionName(*measured_at)
+                                        : std::string())});
   write.mutate = [type](JobRecord& r) { r.device_type = type; };
   write.on_written = [this, task](const JobRecord&) {
     if (reservations_.count(task.job_id) != 0) dispatcher_.Add({task});
   };
   write.on_refused = [this, id = job.id](const Status&) { ReleaseLocked(id); };
   writes->push_back(std::move(write));
-}
-
-planner::Precision Scheduler::PrecisionOnLocked(const JobRecord& job,
-                                                const std::vector<DeviceKey>& devices) const {
-  std::string device_type;  // a job's devices are all of one type
-  bool read_precision = !devices.empty();
-  for (const DeviceKey& key : devices) {
-    StatusOr<NodeRecord> node = nodes_->Get(key.first);
-    read_precision =
-        read_precision && node.ok() && node->protocol.Contains(protocol::kPrecisionProtocolVersion);
-    if (!node.ok()) continue;
-    for (const DeviceInfo& device : node->devices) {
-      if (device.device == key.second) device_type = device.type;
-    }
-  }
-  return jobspec::TrainingPrecision(job.spec, device_type, read_precision);
-}
-
-std::string Scheduler::RunSpecJson(const JobRecord& job, planner::Precision precision,
-                                   const std::string& graph_json,
-                                   const std::string& plan_json) const {
-  protocol::RunSpec spec;
-  spec.precision = precision;
-  spec.job_id = job.id;
-  spec.iterations = job.spec.iterations;
-  spec.epochs = job.spec.epochs;
-  if (!job.spec.init_path.empty()) spec.init_path = job.spec.init_path;
-  spec.seed = static_cast<uint64_t>(job.spec.seed);
-  spec.optimizer = ToRunSpec(job.spec.optimizer);
-  spec.data = ToRunSpec(job.spec.data);
-  spec.sync_batch_norm = SynchronizesBatchNorm(job.spec);
-  spec.gradient_bucket_mb = job.spec.gradient_bucket_mb;
-  // The plan is for one pass of global_batch / N (PassBatch), so the run spec's iteration batch
-  // (plan batch x N) is the job's global batch.
-  spec.accumulation_steps = job.spec.accumulation_steps;
-  spec.gradient_precision = job.spec.gradient_precision;
-  if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
-  spec.checkpoints = PeriodicCheckpointsOf(job);
-  if (job.spec.eval) spec.eval = ToRunSpec(*job.spec.eval);
-  // The planner's documents go out unparsed; the executor ranks check them.
-  return protocol::RunSpecToJson(spec, protocol::PlannedDocuments{graph_json, plan_json});
-}
-
-std::optional<protocol::PeriodicCheckpoints> Scheduler::PeriodicCheckpointsOf(
-    const JobRecord& job) const {
-  protocol::PeriodicCheckpoints periodic;
-  if (!job.spec.checkpoint_dir.empty()) {
-    periodic.dir = job.spec.checkpoint_dir;
-    periodic.every_iterations = job.spec.checkpoint_every_iterations;
-    periodic.every_seconds = job.spec.checkpoint_every_seconds;
-    periodic.keep = job.spec.checkpoint_keep;
-    return periodic;
-  }
-  if (options_.checkpoint_root.empty()) return std::nullopt;
-  periodic.dir = options_.checkpoint_root + "/" + job.id;
-  periodic.every_seconds = options_.checkpoint_every_seconds;
-  return periodic;
 }
 
 std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, planner::Precision precision,
@@ -438,19 +347,10 @@ std::string Scheduler::HostInFgExecutorLocked(const JobRecord& bg, planner::Prec
   if (host_rank < 0) return "";
   const JobRecord* fg = &fg_job;
   if (std::optional<std::string> id = dispatcher_.LiveTaskOn(fg->id, fg->attempt, where.node_id)) {
-    protocol::BackgroundSpec background;
-    background.job_id = bg.id;
-    background.batch_size = bg.spec.global_batch;
-    background.iterations = bg.spec.iterations;
-    background.seed = static_cast<uint64_t>(bg.spec.seed);
-    background.precision = precision;
-    background.optimizer = ToRunSpec(bg.spec.optimizer);
-    background.data = ToRunSpec(bg.spec.data);
-    background.checkpoints = PeriodicCheckpointsOf(bg);
     v1::TrainTask* train = task->assignment.mutable_train();
     train->set_host_task_id(*id);
     train->set_host_rank(host_rank);
-    train->set_background_json(protocol::BackgroundToJson(background, graph_json).dump());
+    train->set_background_json(builder_.BackgroundJson(bg, precision, graph_json));
     return "job " + fg->id + " rank " + std::to_string(host_rank) + " (task " + *id + ")";
   }
   return "";
@@ -525,9 +425,9 @@ void Scheduler::DispatchLocked(const Reservation& reservation, const PlannedJob&
                         writes);
     return;
   }
-  dispatch.tasks = MakeTrainTasks(
+  dispatch.tasks = builder_.MakeTrainTasks(
       *job, dispatch.attempt, dispatch.placements,
-      RunSpecJson(*job, reservation.precision, planned.graph_json, planned.plan_json),
+      builder_.RunSpecJson(*job, reservation.precision, planned.graph_json, planned.plan_json),
       reservation.background);
   dispatch.tasks.front().assignment.mutable_train()->set_store_address(rank0_node->host() + ":0");
   if (reservation.background) {
@@ -559,12 +459,7 @@ void Scheduler::PlaceRanksLocked(const Reservation& reservation, Dispatch* dispa
   for (size_t i = ranks; i < reservation.devices.size(); ++i) {
     ledger_.ReleaseForeground(reservation.devices[i]);
   }
-  for (size_t rank = 0; rank < ranks; ++rank) {
-    const DeviceKey& key = dispatch->devices[rank];
-    StatusOr<NodeRecord> node = nodes_->Get(key.first);
-    dispatch->placements.push_back(
-        {static_cast<int>(rank), key.first, node.ok() ? node->name : key.first, key.second});
-  }
+  dispatch->placements = builder_.PlaceRanks(dispatch->devices);
 }
 
 JobWrite Scheduler::RunningWrite(const std::string& job_id, Dispatch dispatch) {
@@ -631,40 +526,6 @@ void Scheduler::OnDispatchStoredLocked(const std::string& job_id, const Dispatch
     Wake();
   }
   dispatcher_.Add(dispatch.tasks);
-}
-
-std::vector<Task> Scheduler::MakeTrainTasks(const JobRecord& job, int64_t attempt,
-                                            const std::vector<RankPlacement>& placements,
-                                            const std::string& run_spec, bool background) const {
-  std::vector<Task> tasks;
-  std::map<std::string, size_t> index_of;  // node id -> index in tasks
-  for (const RankPlacement& p : placements) {
-    auto it = index_of.find(p.node_id);
-    if (it == index_of.end()) {
-      Task task;
-      task.id = job.id + ".a" + std::to_string(attempt) + "." + p.node_id;
-      task.job_id = job.id;
-      task.node_id = p.node_id;
-      task.attempt = attempt;
-      task.rank0_node = tasks.empty();
-      task.phase = task.rank0_node ? TaskPhase::kSent : TaskPhase::kWaitingForStore;
-      v1::TaskAssignment& a = task.assignment;
-      a.set_task_id(task.id);
-      a.set_job_id(job.id);
-      v1::TrainTask* train = a.mutable_train();
-      train->set_run_spec_json(run_spec);
-      train->set_world_size(static_cast<int>(placements.size()));
-      train->set_background(background);
-      train->set_timeout_s(options_.executor_timeout_s);
-      train->set_owner(job.owner);  // the worker checks the paths against this user's roots
-      it = index_of.emplace(p.node_id, tasks.size()).first;
-      tasks.push_back(std::move(task));
-    }
-    v1::RankDevice* rd = tasks[it->second].assignment.mutable_train()->add_ranks();
-    rd->set_rank(p.rank);
-    rd->set_device(p.device);
-  }
-  return tasks;
 }
 
 void Scheduler::ApplyWrites(Writes writes) {

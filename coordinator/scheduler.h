@@ -20,8 +20,9 @@
 // what a worker missed and cancel what it runs but should not.
 //
 // Parts: admission.h decides who gets devices (a pure step over a copy of the DeviceLedger);
-// dispatcher.h owns the task table, the outboxes, re-sends and reconciliation; job_writes.h
-// carries job changes out of the lock. The Scheduler ties them together.
+// dispatch_builder.h turns a placed job into its run spec and tasks; dispatcher.h owns the task
+// table, the outboxes, re-sends and reconciliation; job_writes.h carries job changes out of the
+// lock. The Scheduler ties them together.
 //
 // Threading: worker and client calls may come from any thread; the ledger, reservations and the
 // write queue are guarded by mu_ (taken before the Dispatcher's and JobManager's own locks, never
@@ -47,7 +48,9 @@
 #include "common/status.h"
 #include "coordinator/admission.h"
 #include "coordinator/device_ledger.h"
+#include "coordinator/dispatch_builder.h"
 #include "coordinator/dispatcher.h"
+#include "coordinator/first_cause_window.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_writes.h"
 #include "coordinator/node_registry.h"
@@ -235,19 +238,6 @@ class Scheduler {
   // The move to RUNNING; once stored, OnDispatchStoredLocked sends the tasks.
   JobWrite RunningWrite(const std::string& job_id, Dispatch dispatch);
   void OnDispatchStoredLocked(const std::string& job_id, const Dispatch& dispatch);
-  // The precision `job` trains at on `devices` (jobspec::TrainingPrecision): whether every
-  // node among them reads executor protocol 6 decides a default.
-  planner::Precision PrecisionOnLocked(const JobRecord& job,
-                                       const std::vector<DeviceKey>& devices) const;
-  std::string RunSpecJson(const JobRecord& job, planner::Precision precision,
-                          const std::string& graph_json, const std::string& plan_json) const;
-  // The job's periodic checkpoints: its spec's, else the cluster default for a FG job.
-  std::optional<protocol::PeriodicCheckpoints> PeriodicCheckpointsOf(const JobRecord& job) const;
-  // One TRAIN task per node holding ranks of `placements` (rank order), the rank-0 node's first,
-  // without store addresses.
-  std::vector<Task> MakeTrainTasks(const JobRecord& job, int64_t attempt,
-                                   const std::vector<RankPlacement>& placements,
-                                   const std::string& run_spec, bool background) const;
   // A BG job placed on a device whose FG rank is running (it has reported an iteration) runs
   // inside that rank's executor: sets the task's host_task_id, host_rank and background_json
   // and returns "job J rank R (task T)"; "" when it must run as its own process.
@@ -296,12 +286,6 @@ class Scheduler {
   int LargestDeviceGroup() const;
   void OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,
                            Writes* writes);
-  static std::string ExitReason(const Task& task, const v1::ReportTaskExitRequest& report);
-  // A failed TRAIN task: fails the job now, or waits for the first cause (first_cause_window).
-  // `echo`: the failed rank only lost its peers (ReportsPeerFailure); another rank's report,
-  // if one comes within the window, is the job's reason instead.
-  void OnTrainFailureLocked(const JobRecord& job, const Reason& cause, bool echo, Writes* writes);
-  void SettleFailureNowLocked(const JobRecord& job, Writes* writes);
   // Fails the jobs whose wait for a first cause is over.
   void SettleFailuresLocked(Writes* writes);
   // Caches a measured profile (before the task's exit is handled; no lock held).
@@ -324,6 +308,7 @@ class Scheduler {
   const PlanningBackend* planner_;
   const Clock* clock_;
   const SchedulerOptions options_;
+  const DispatchBuilder builder_;
   Dispatcher dispatcher_;
 
   mutable std::mutex mu_;
@@ -338,12 +323,7 @@ class Scheduler {
   std::vector<Reservation> ready_to_plan_;           // profiled, to plan in the next tick
   Writes unwritten_;                                 // failed writes to retry, in order
   std::optional<Clock::TimePoint> reconcile_deadline_;
-  struct PendingFailure {
-    int64_t attempt = 0;
-    Reason reason{ReasonCode::kTaskFailed, ""};  // the first report's
-    Clock::TimePoint deadline;
-  };
-  std::map<std::string, PendingFailure> pending_failures_;    // by job id
+  FirstCauseWindow failures_;  // jobs whose failure waits for its first cause
   std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
   PolicyView policy_view_;
   SpeedCurveBook curves_;  // FG jobs' speed-up curves for the policy (its own lock)

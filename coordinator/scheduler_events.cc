@@ -3,10 +3,10 @@
 #include <set>
 
 #include "common/logging.h"
+#include "coordinator/first_cause_window.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/profile_cache_key.h"
 #include "coordinator/scheduler.h"
-#include "protocol/executor_events.h"
 
 namespace deepool::coordinator {
 namespace {
@@ -23,14 +23,6 @@ int64_t Resizes(const JobRecord& job) {
 bool RunsOn(const JobRecord& job, const std::string& node_id) {
   return std::any_of(job.devices.begin(), job.devices.end(),
                      [&](const RankPlacement& p) { return p.node_id == node_id; });
-}
-
-// Whether a failed task's rank only lost its peers or connections (its status code says so),
-// which may be the echo of another rank's failure reported later.
-bool ReportsPeerFailure(const v1::ReportTaskExitRequest& report) {
-  const int32_t code = report.error_code();
-  if (code <= 0 || code > static_cast<int32_t>(StatusCode::kUnauthenticated)) return false;
-  return protocol::IsPeerFailureCode(static_cast<StatusCode>(code));
 }
 
 // The first iterations of an attempt after an earlier one: where it resumed (its first
@@ -98,10 +90,10 @@ Status Scheduler::Recover() {
     // worker once it had started (reported the store); before that it may never have arrived
     // and is sent again. The others are sent again if the store address is known (their worker
     // may never have received them), or wait for the rank-0 worker to report the store.
-    std::vector<Task> tasks =
-        MakeTrainTasks(job, job.attempt, job.devices,
-                       RunSpecJson(job, job.precision, job.graph_json, job.plan_json),
-                       job.spec.role == JobRole::kBg);
+    std::vector<Task> tasks = builder_.MakeTrainTasks(
+        job, job.attempt, job.devices,
+        builder_.RunSpecJson(job, job.precision, job.graph_json, job.plan_json),
+        job.spec.role == JobRole::kBg);
     for (Task& task : tasks) {
       if (task.rank0_node) {
         task.started_before_restart = !job.store_address.empty();
@@ -280,8 +272,7 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
   if (job.state == JobState::kPending) {
     return jobs_->Update(job_id, [gpus](JobRecord& r) { r.spec.gpus = gpus; });
   }
-  const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(job);
-  if (!periodic || (periodic->every_iterations < 1 && periodic->every_seconds <= 0)) {
+  if (!builder_.StopsAtCheckpoints(job)) {
     return FailedPreconditionError(
         "job " + job_id +
         " writes no periodic checkpoints (checkpoint.dir with "
@@ -321,8 +312,7 @@ StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_i
       outcomes.push_back(EvacuateBackground(job, node.name, &writes));
       continue;
     }
-    const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(job);
-    if (!periodic || (periodic->every_iterations < 1 && periodic->every_seconds <= 0)) {
+    if (!builder_.StopsAtCheckpoints(job)) {
       outcomes.push_back(job.id + " is left to finish: it writes no periodic checkpoints");
       continue;
     }
@@ -347,7 +337,7 @@ StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_i
 // iterations after it, as when a FG job takes its device.
 std::string Scheduler::EvacuateBackground(const JobRecord& job, const std::string& node_name,
                                           Writes* writes) {
-  if (!PeriodicCheckpointsOf(job)) {
+  if (!builder_.PeriodicCheckpointsOf(job)) {
     return job.id + " (BG) is left to finish: it keeps no checkpoints";
   }
   const std::string why = "evacuated from draining node " + node_name;
@@ -565,8 +555,10 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     int64_t stopped_at = 0;
     if (!dispatcher_.AllSucceeded(job->task_ids, &checkpoint, &stopped_at)) {
       // Others still running, or one failed with an echo and this was the last to report.
-      if (pending_failures_.count(job->id) && dispatcher_.NoneLive(job->task_ids)) {
-        SettleFailureNowLocked(*job, writes);
+      if (failures_.Waiting(job->id) && dispatcher_.NoneLive(job->task_ids)) {
+        if (std::optional<Reason> first = failures_.EndNow(job->id, job->attempt)) {
+          FailOrRequeueLocked(*job, *first, writes);
+        }
       }
       return;
     }
@@ -593,15 +585,19 @@ void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequ
     RequeueHostEndedLocked(*job, report.error(), writes);
     return;
   }
-  OnTrainFailureLocked(*job, {ReasonCode::kTaskFailed, ExitReason(task, report)},
-                       ReportsPeerFailure(report), writes);
+  // Failed: now, or once the first cause is known (first_cause_window).
+  if (std::optional<Reason> reason = failures_.OnFailure(
+          job->id, job->attempt, {ReasonCode::kTaskFailed, TaskExitReason(task, report)},
+          ReportsPeerFailure(report), !dispatcher_.NoneLive(job->task_ids))) {
+    FailOrRequeueLocked(*job, *reason, writes);
+  }
 }
 
 // Its FG executor ended first: the BG job is placed again, from iteration 0 or, with periodic
 // checkpoints, from its newest one, until it stalls (max_hosted_attempts).
 void Scheduler::RequeueHostEndedLocked(const JobRecord& job, const std::string& error,
                                        Writes* writes) {
-  const bool checkpointed = PeriodicCheckpointsOf(job).has_value();
+  const bool checkpointed = builder_.PeriodicCheckpointsOf(job).has_value();
   const bool advanced = job.progress.iteration > job.best_reached;
   const int stalls = advanced ? 0 : job.hosted_stalls + 1;
   const int64_t best = std::max(job.best_reached, job.progress.iteration);
@@ -662,68 +658,15 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
   writes->push_back(std::move(write));
 }
 
-void Scheduler::OnTrainFailureLocked(const JobRecord& job, const Reason& cause, bool echo,
-                                     Writes* writes) {
-  auto pending = pending_failures_.find(job.id);
-  if (pending != pending_failures_.end() && pending->second.attempt != job.attempt) {
-    pending_failures_.erase(pending);
-    pending = pending_failures_.end();
-  }
-  if (echo && !dispatcher_.NoneLive(job.task_ids)) {
-    // Another rank may have failed first: wait for its report (or the window) before failing.
-    if (pending == pending_failures_.end()) {
-      pending_failures_.emplace(
-          job.id, PendingFailure{job.attempt, cause, clock_->Now() + options_.first_cause_window});
-      DP_LOG_INFO("job {}: {}; waiting up to {} ms for the first cause", job.id, cause.message,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.first_cause_window)
-                      .count());
-    }
-    return;
-  }
-  // A cause of its own wins over an echo reported first; of two echoes, the first stands.
-  const Reason chosen = echo && pending != pending_failures_.end() ? pending->second.reason : cause;
-  if (pending != pending_failures_.end()) pending_failures_.erase(pending);
-  FailOrRequeueLocked(job, chosen, writes);
-}
-
-void Scheduler::SettleFailureNowLocked(const JobRecord& job, Writes* writes) {
-  auto pending = pending_failures_.find(job.id);
-  if (pending == pending_failures_.end()) return;
-  const Reason reason = pending->second.reason;
-  const bool current = pending->second.attempt == job.attempt && !IsTerminal(job.state);
-  pending_failures_.erase(pending);
-  if (current) FailOrRequeueLocked(job, reason, writes);
-}
-
 void Scheduler::SettleFailuresLocked(Writes* writes) {
-  const Clock::TimePoint now = clock_->Now();
-  for (auto it = pending_failures_.begin(); it != pending_failures_.end();) {
-    StatusOr<JobRecord> job = jobs_->Get(it->first);
-    const bool current = job.ok() && !IsTerminal(job->state) && job->attempt == it->second.attempt;
-    if (current && now < it->second.deadline) {
-      ++it;
-      continue;
-    }
-    if (current) FailOrRequeueLocked(*job, it->second.reason, writes);
-    it = pending_failures_.erase(it);
-  }
-}
-
-std::string Scheduler::ExitReason(const Task& task, const v1::ReportTaskExitRequest& report) {
-  std::string reason = "task " + task.id + " on " + task.node_id;
-  reason +=
-      report.outcome() == v1::TASK_OUTCOME_CANCELLED ? " was stopped by its worker" : " failed";
-  std::string detail = report.error();
-  for (const v1::RankExit& r : report.ranks()) {
-    if (detail.empty() && !r.error().empty()) {
-      detail = "rank " + std::to_string(r.rank()) + ": " + r.error();
+  for (const std::string& job_id : failures_.WaitingJobs()) {
+    StatusOr<JobRecord> job = jobs_->Get(job_id);
+    const std::optional<int64_t> current_attempt =
+        job.ok() && !IsTerminal(job->state) ? std::optional<int64_t>(job->attempt) : std::nullopt;
+    if (std::optional<Reason> first = failures_.EndIfDue(job_id, current_attempt)) {
+      FailOrRequeueLocked(*job, *first, writes);
     }
   }
-  if (detail.empty() && !report.last_log_lines().empty()) {
-    detail = "last log line: " + report.last_log_lines(report.last_log_lines_size() - 1);
-  }
-  if (!detail.empty()) reason += ": " + detail;
-  return reason;
 }
 
 void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,

@@ -14,10 +14,7 @@ void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
     input->placed.push_back(job);
     // Only a running job can stop at a checkpoint, and one already stopping is left to stop.
     if (job->state != JobState::kRunning || job->resize_to > 0) continue;
-    const std::optional<protocol::PeriodicCheckpoints> periodic = PeriodicCheckpointsOf(*job);
-    if (periodic && (periodic->every_iterations >= 1 || periodic->every_seconds > 0)) {
-      input->preemptible.insert(job->id);
-    }
+    if (builder_.StopsAtCheckpoints(*job)) input->preemptible.insert(job->id);
   }
 }
 
