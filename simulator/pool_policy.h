@@ -82,6 +82,9 @@ struct PoolDeviceType {
 
 struct PoolSnapshot {
   double now_s = 0;
+  // Seconds a moved job spends restoring before it progresses again (PoolOptions::
+  // checkpoint_restore_s): what a move costs, for a policy that weighs it.
+  double restart_s = 60;
   std::vector<PoolDeviceType> device_types;
   std::vector<PoolJobView> jobs;  // in arrival order
 };

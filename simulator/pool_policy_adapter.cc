@@ -53,6 +53,7 @@ cp::PolicyJob PolicyAdapter::MakeJob(const PoolJobView& view) const {
   job.global_batch = row.global_batch;
   job.required_device_type = row.device_type;
   job.preemptible = true;  // the simulator checkpoints every job it stops
+  job.unsaved_s = 0;       // ... and loses no work when it does
   for (const PoolCurve& curve : view.curves->per_type) {
     cp::SpeedCurve speed;
     for (const PoolCurvePoint& point : curve.points) {
@@ -135,6 +136,7 @@ void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
       }
     }
     job.placed_at_s = view.allocated_since_s;
+    job.restart_s = snapshot.restart_s;
   }
   for (; kept < snapshot_.jobs.size(); ++kept) Release(std::stoll(snapshot_.jobs[kept].id));
   snapshot_.jobs = std::move(jobs);
@@ -199,6 +201,15 @@ StatusOr<PoolDecisions> PolicyAdapter::Decide(const PoolSnapshot& snapshot) {
     }
     Release(job);  // a FG job granted again is resized
     RETURN_IF_ERROR(Hold(job, view->second->job->role == WorkloadRole::kFg, grant.devices));
+  }
+  for (const cp::Resize& resize : decisions.resizes) {
+    const int64_t job = std::stoll(resize.job_id);
+    if (views_.count(job) == 0) {
+      return InternalError("the policy resized job " + resize.job_id +
+                           ", which is not in the pool");
+    }
+    Release(job);  // listed among the preemptions too: released once more is a no-op
+    RETURN_IF_ERROR(Hold(job, /*foreground=*/true, resize.devices));
   }
   return Allocations();
 }

@@ -10,6 +10,11 @@
 // changes), and one DeviceIndex of its fixed devices for every round, so a decision costs the
 // policy's work plus a pass over the jobs and devices.
 //
+// A resize (the deepool policy's growth of a running job, policy.h's Resize) moves the job at
+// once onto its new devices, as the simulator moves every job: it costs the job
+// PoolOptions::checkpoint_restore_s (PoolSnapshot::restart_s), which the policy is told as each
+// job's restart_s.
+//
 // What the adapter decides, not the policy: which curve the policy sees and the jobs run at
 // (burst-parallel plans or data parallelism), and whether a BG job may run inside a FG job's
 // devices (multiplex: devices a FG job holds are offered with its plan's idle fraction and a

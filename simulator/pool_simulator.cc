@@ -190,6 +190,7 @@ Status PoolEngine::CheckAllocation(const ActiveJob& job, const PoolAllocation& a
 Status PoolEngine::Decide() {
   PoolSnapshot snapshot;
   snapshot.now_s = now_s_;
+  snapshot.restart_s = options_.checkpoint_restore_s;
   snapshot.device_types = options_.device_types;
   snapshot.jobs.reserve(active_.size());
   for (const ActiveJob& job : active_) snapshot.jobs.push_back(job.view);

@@ -1,7 +1,6 @@
 #include "coordinator/policy/max_min_policy.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <deque>
 
 #include "coordinator/policy/fifo_policy.h"
@@ -9,12 +8,6 @@
 
 namespace deepool::coordinator::policy {
 namespace {
-
-std::string Fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 class MaxMinRound {
  public:

@@ -20,7 +20,7 @@ const std::vector<std::string>& PolicyNames() {
 StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name, PolicyOptions options) {
   if (name == "fifo") return std::unique_ptr<Policy>(std::make_unique<FifoPolicy>());
   if (name == "max-min") return std::unique_ptr<Policy>(std::make_unique<MaxMinPolicy>(options));
-  if (name == "deepool") return std::unique_ptr<Policy>(std::make_unique<DeepoolPolicy>());
+  if (name == "deepool") return std::unique_ptr<Policy>(std::make_unique<DeepoolPolicy>(options));
   return Status(StatusCode::kInvalidArgument,
                 "policy: must be fifo, max-min or deepool, not \"" + std::string(name) + "\"");
 }

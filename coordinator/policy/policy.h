@@ -17,8 +17,11 @@
 //   devices for PolicyOptions::min_slice_s, never before, so jobs are not moved back and forth.
 // - "deepool": FG jobs sized by their speed-up curves: each admitted job gets at least one device,
 //   and each further device goes to the job whose remaining time it shortens most, within the
-//   job's requested count and amplification limit. Running jobs keep their devices. BG jobs as
-//   fifo: on the devices the FG plans leave idlest.
+//   job's requested count and amplification limit. Devices still free after that (no waiting FG
+//   job can use them) grow running jobs that keep checkpoints and have held their devices for
+//   PolicyOptions::min_slice_s, where the time saved exceeds what the move costs by at least
+//   PolicyOptions::min_growth_saving_s per added device (a Resize).
+//   BG jobs as fifo: on the devices the FG plans leave idlest.
 //
 // Decisions are applied in this order: preemptions free their devices, then grants take free
 // devices. A caller that cannot free a device at once (the coordinator waits for the preempted
@@ -80,6 +83,13 @@ struct PolicyJob {
   // Whether it keeps periodic checkpoints: only such a job may be preempted (no work beyond the
   // last checkpoint is lost).
   bool preemptible = false;
+  // What moving it costs, in seconds of its own time, for "deepool"'s growth: restart_s before it
+  // trains again on its new devices (writing and restoring its checkpoint, rebuilding executors;
+  // 60 s is an assumption, as the simulator's checkpoint_restore_s), and unsaved_s of training
+  // since its last checkpoint that the move loses (0 for a job that stops at its next checkpoint,
+  // as the coordinator's and the simulator's do).
+  double restart_s = 60;
+  double unsaved_s = 0;
 
   // Current placement: empty while waiting. FG: its devices in rank order; BG: one device.
   std::vector<DeviceKey> devices;
@@ -157,6 +167,19 @@ struct Preemption {
   std::string message;  // e.g. "user alice is below its fair share after 300 s on 4 devices"
 };
 
+// A placed FG job given more devices ("deepool"'s growth): `devices` is its whole new placement in
+// rank order, its current devices first. The job is also listed in Decisions::preemptions, so a
+// caller that moves a job only through a checkpoint (the coordinator: it stops at its next
+// checkpoint, waits again, and a later round sizes it anew from the devices then free) carries
+// out a resize as the preemption it is; a caller that can move it at once (the pool simulator's
+// adapter) places it on `devices`.
+struct Resize {
+  std::string job_id;
+  std::string device_type;
+  std::vector<DeviceKey> devices;
+  int from_devices = 0;  // what it held before
+};
+
 // A user's share after the round: what its FG jobs get over what they would get alone on their
 // fastest device type, summed (max-min's quantity; other policies report it too, for status).
 struct UserShare {
@@ -168,13 +191,21 @@ struct UserShare {
 struct Decisions {
   std::vector<Grant> grants;  // in placement order
   std::vector<Preemption> preemptions;
+  std::vector<Resize> resizes;  // "deepool" only; each also among the preemptions
   std::vector<Wait> waits;
   std::vector<UserShare> shares;  // by user name
 };
 
 struct PolicyOptions {
-  // max-min: a placement is kept at least this long before it may be preempted.
+  // max-min: a placement is kept at least this long before it may be preempted; deepool: before
+  // its job may be resized, so that jobs are not moved back and forth.
   double min_slice_s = 300;
+  // deepool: a running job grows only where the growth saves at least this many seconds of its
+  // remaining time per device it adds, net of the move's cost. A device a running job takes stays
+  // with it, maybe to its end, and jobs that arrive meanwhile wait for others; so only jobs with
+  // many hours left grow (20 h: tuned on the pool simulator's saturated 64- and 512-device traces,
+  // docs/benchmarks.md, "Pool simulation"; 0 grows wherever the saving exceeds the cost).
+  double min_growth_saving_s = 72000;
 };
 
 class Policy {

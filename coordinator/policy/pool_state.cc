@@ -270,4 +270,10 @@ std::string Percent(double fraction) {
   return text;
 }
 
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
 }  // namespace deepool::coordinator::policy

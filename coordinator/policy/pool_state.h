@@ -88,5 +88,7 @@ std::vector<UserShare> SharesOf(const PolicySnapshot& snapshot,
 std::vector<const PolicyJob*> AdmissionOrder(const PolicySnapshot& snapshot);
 // "37%".
 std::string Percent(double fraction);
+// `value` with `digits` decimals: "300", "0.25".
+std::string Fixed(double value, int digits);
 
 }  // namespace deepool::coordinator::policy

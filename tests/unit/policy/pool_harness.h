@@ -1,6 +1,7 @@
 // A policy test harness: a pool snapshot that rounds of a Policy change as the coordinator would
-// (preemptions free devices, grants place jobs), on a fake clock the test advances; it counts the
-// FG jobs moved (preempted).
+// (preemptions free devices, grants place jobs), except that a resize places its job on its new
+// devices at once, as the pool simulator does; on a fake clock the test advances; it counts the
+// FG jobs moved (preempted, resizes included) and the resizes.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -59,6 +60,14 @@ struct PoolHarness {
       job.device_type = grant.device_type;
       job.placed_at_s = snapshot.now_s;
     }
+    for (const Resize& resize : decisions.resizes) {
+      PolicyJob& job = Job(resize.job_id);
+      REQUIRE_FALSE(job.placed());  // preempted above
+      job.devices = resize.devices;
+      job.device_type = resize.device_type;
+      job.placed_at_s = snapshot.now_s;
+      ++resizes;
+    }
     return decisions;
   }
 
@@ -83,6 +92,7 @@ struct PoolHarness {
 
   PolicySnapshot snapshot;
   int moves = 0;
+  int resizes = 0;
 };
 
 // A curve of `devices` points from a function of g.
@@ -96,6 +106,13 @@ SpeedCurve CurveOf(int devices, F iteration_s) {
 inline const Wait* WaitOf(const Decisions& decisions, const std::string& job_id) {
   for (const Wait& wait : decisions.waits) {
     if (wait.job_id == job_id) return &wait;
+  }
+  return nullptr;
+}
+
+inline const Resize* ResizeOf(const Decisions& decisions, const std::string& job_id) {
+  for (const Resize& resize : decisions.resizes) {
+    if (resize.job_id == job_id) return &resize;
   }
   return nullptr;
 }
