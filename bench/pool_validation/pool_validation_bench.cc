@@ -3,8 +3,9 @@
 // replayed on a real local cluster (tests/e2e/local_cluster.h: deepool-coordinator with its fifo
 // policy and one deepool-worker with two CPU devices, one core each) and through the pool
 // simulator with the coordinator's fifo policy on two "cpu" devices, every job kind's speed and
-// per-job overhead measured alone on the same cluster first; the table compares completion
-// times and makespans.
+// per-job overhead measured alone on the same cluster first, and the node's contention (two
+// jobs side by side against one alone) after; the tables compare completion times and makespans
+// with independent devices and with the measured contention (simulator/node_contention.h).
 //
 //   build/bin/deepool-bench-pool-validation "[full]"    # 40 jobs, about 7 minutes
 //   build/bin/deepool-bench-pool-validation             # the quick check (6 short jobs)
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 
+#include "bench/pool_validation/validation_contention.h"
 #include "bench/pool_validation/validation_replay.h"
 #include "bench/pool_validation/validation_report.h"
 #include "bench/pool_validation/validation_sim.h"
@@ -54,8 +56,13 @@ class UserStubs {
 
 struct ValidationResult {
   std::vector<RealJobRecord> real;
+  ContentionCalibration contention;
+  // The simulation with the node's measured contention (the one the 20 % claim is about) and
+  // the one with independent devices (the simulator's default), for comparison.
   simulator::PoolRun simulated;
   ValidationComparison comparison;
+  simulator::PoolRun independent;
+  ValidationComparison independent_comparison;
 };
 
 // Copies the daemons' binaries into a directory of their own and points the harness there
@@ -108,6 +115,15 @@ ValidationResult RunValidation(const ValidationTraceOptions& trace_options, doub
   }
 
   ValidationResult result;
+  auto contention =
+      CalibrateContention(OneJobPerKind(workload, trace_options.iteration_scale), *kinds, target);
+  if (!contention.ok()) cluster.DumpLogs();
+  REQUIRE(contention.status().message() == "");
+  result.contention = *contention;
+  std::cout << "contention (two copies side by side over one alone):";
+  for (const auto& [key, ratio] : contention->pair_ratio) std::cout << " " << key << " " << ratio;
+  std::cout << "; slowdown(2) " << contention->two_devices << "\n";
+
   auto real = ReplayOnCluster(workload.jobs, target);
   if (!real.ok()) cluster.DumpLogs();
   REQUIRE(real.status().message() == "");
@@ -116,13 +132,26 @@ ValidationResult RunValidation(const ValidationTraceOptions& trace_options, doub
   ValidationSimOptions sim_options;
   sim_options.devices = cluster_options.workers * cluster_options.devices_per_worker;
   sim_options.restore_s = overhead_sum / static_cast<double>(kinds->size());
+  auto independent = SimulateValidation(workload, *kinds, sim_options);
+  REQUIRE(independent.status().message() == "");
+  result.independent = std::move(independent).value();
+  auto independent_comparison = CompareRuns(result.real, result.independent);
+  REQUIRE(independent_comparison.status().message() == "");
+  result.independent_comparison = *independent_comparison;
+  std::cout << "simulated with independent devices (no contention):\n"
+            << FormatComparison(workload.jobs, result.real, result.independent,
+                                result.independent_comparison);
+
+  sim_options.node_contention = {
+      ContentionModel(*contention, "cpu", cluster_options.devices_per_worker)};
   auto simulated = SimulateValidation(workload, *kinds, sim_options);
   REQUIRE(simulated.status().message() == "");
   result.simulated = std::move(simulated).value();
   auto comparison = CompareRuns(result.real, result.simulated);
   REQUIRE(comparison.status().message() == "");
   result.comparison = *comparison;
-  std::cout << FormatComparison(workload.jobs, result.real, result.simulated, result.comparison);
+  std::cout << "simulated with the measured node contention:\n"
+            << FormatComparison(workload.jobs, result.real, result.simulated, result.comparison);
   return result;
 }
 
@@ -141,6 +170,15 @@ TEST_CASE("a short trace runs on the real daemons and through the simulator", "[
   }
   // Both sides ran the same work: neither makespan is off by a factor of two or more.
   CHECK(std::abs(result.comparison.makespan_error) < 1.0);
+  // The contention calibration measured the trace's one-device FG kinds, and the model built
+  // from it only ever slows jobs down: no job finishes earlier than with independent devices.
+  CHECK(!result.contention.pair_ratio.empty());
+  CHECK(result.contention.two_devices >= 1);
+  for (size_t i = 0; i < result.simulated.jobs.size(); ++i) {
+    CHECK(result.simulated.jobs[i].finish_s >= result.independent.jobs[i].finish_s - 1e-9);
+  }
+  CHECK(result.comparison.simulated.mean_jct_s >=
+        result.independent_comparison.simulated.mean_jct_s - 1e-9);
 }
 
 TEST_CASE("40 jobs from 4 users on the real daemons and through the simulator", "[.full]") {

@@ -11,10 +11,16 @@
 namespace deepool::bench {
 namespace {
 
-JctSummary Summarise(std::vector<double> jcts, double makespan_s) {
+double Mean(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+JctSummary Summarise(std::vector<double> jcts, const std::vector<double>& waits,
+                     double makespan_s) {
   JctSummary summary;
-  summary.mean_jct_s =
-      std::accumulate(jcts.begin(), jcts.end(), 0.0) / static_cast<double>(jcts.size());
+  summary.mean_wait_s = Mean(waits);
+  summary.mean_jct_s = Mean(jcts);
+  summary.mean_run_s = summary.mean_jct_s - summary.mean_wait_s;
   std::sort(jcts.begin(), jcts.end());
   const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(jcts.size())));
   summary.p99_jct_s = jcts[std::max<size_t>(rank, 1) - 1];
@@ -44,7 +50,7 @@ StatusOr<ValidationComparison> CompareRuns(const std::vector<RealJobRecord>& rea
     return InvalidArgumentError("the real replay has " + std::to_string(real.size()) +
                                 " jobs, the simulation " + std::to_string(simulated.jobs.size()));
   }
-  std::vector<double> real_jcts, simulated_jcts;
+  std::vector<double> real_jcts, simulated_jcts, real_waits, simulated_waits;
   double real_makespan = 0;
   for (size_t i = 0; i < real.size(); ++i) {
     const simulator::PoolJobRecord& sim = simulated.jobs[i];
@@ -55,11 +61,17 @@ StatusOr<ValidationComparison> CompareRuns(const std::vector<RealJobRecord>& rea
     }
     real_jcts.push_back(real[i].finish_s - real[i].submit_s);
     simulated_jcts.push_back(sim.finish_s - sim.arrival_s);
+    real_waits.push_back(real[i].start_s - real[i].submit_s);
+    simulated_waits.push_back(sim.start_s - sim.arrival_s);
     real_makespan = std::max(real_makespan, real[i].finish_s);
   }
   ValidationComparison comparison;
-  comparison.real = Summarise(real_jcts, real_makespan);
-  comparison.simulated = Summarise(simulated_jcts, simulated.end_s);
+  comparison.real = Summarise(real_jcts, real_waits, real_makespan);
+  comparison.simulated = Summarise(simulated_jcts, simulated_waits, simulated.end_s);
+  comparison.mean_wait_error =
+      RelativeError(comparison.simulated.mean_wait_s, comparison.real.mean_wait_s);
+  comparison.mean_run_error =
+      RelativeError(comparison.simulated.mean_run_s, comparison.real.mean_run_s);
   comparison.mean_jct_error =
       RelativeError(comparison.simulated.mean_jct_s, comparison.real.mean_jct_s);
   comparison.p99_jct_error =
@@ -87,6 +99,10 @@ std::string FormatComparison(const std::vector<simulator::WorkloadJob>& jobs,
   const JctSummary& r = comparison.real;
   const JctSummary& s = comparison.simulated;
   out += Line("%-12s %10s %10s %8s", "", "real", "simulated", "error");
+  out += Line("%-12s %10.1f %10.1f %+7.1f%%", "mean wait s", r.mean_wait_s, s.mean_wait_s,
+              100 * comparison.mean_wait_error);
+  out += Line("%-12s %10.1f %10.1f %+7.1f%%", "mean run s", r.mean_run_s, s.mean_run_s,
+              100 * comparison.mean_run_error);
   out += Line("%-12s %10.1f %10.1f %+7.1f%%", "mean JCT s", r.mean_jct_s, s.mean_jct_s,
               100 * comparison.mean_jct_error);
   out += Line("%-12s %10.1f %10.1f %+7.1f%%", "p99 JCT s", r.p99_jct_s, s.p99_jct_s,

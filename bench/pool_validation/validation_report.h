@@ -15,6 +15,10 @@
 namespace deepool::bench {
 
 struct JctSummary {
+  // A job's completion time is its wait (submit to first start) plus its run (first start to
+  // finish); the means of both say where an error in the mean JCT comes from.
+  double mean_wait_s = 0;
+  double mean_run_s = 0;
   double mean_jct_s = 0;
   double p99_jct_s = 0;
   double makespan_s = 0;
@@ -24,6 +28,8 @@ struct ValidationComparison {
   JctSummary real;
   JctSummary simulated;
   // (simulated - real) / real.
+  double mean_wait_error = 0;
+  double mean_run_error = 0;
   double mean_jct_error = 0;
   double p99_jct_error = 0;
   double makespan_error = 0;

@@ -44,6 +44,7 @@ StatusOr<simulator::PoolRun> SimulateValidation(const simulator::Workload& workl
   simulator::PoolOptions pool_options;
   pool_options.device_types = pool;
   pool_options.checkpoint_restore_s = options.restore_s;
+  pool_options.node_contention = options.node_contention;
   return simulator::SimulatePool(inputs, pool_options, *policy);
 }
 

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bench/pool_validation/validation_replay.h"
 #include "common/status.h"
@@ -26,6 +27,8 @@ struct ValidationSimOptions {
   // A moved or resumed job's restore (PoolOptions::checkpoint_restore_s); the harness sets it
   // to the mean measured start overhead (a restore restarts the executors).
   double restore_s = 0;
+  // The node's host contention (validation_contention.h); empty: devices independent.
+  std::vector<simulator::NodeContention> node_contention;
 };
 
 // Simulates `workload` (the run keeps no pointers into it).

@@ -1,0 +1,47 @@
+// The node contention the simulator is given for the validation cluster (simulator/
+// node_contention.h; docs/simulator.md, "Node contention"): its two CPU devices share the 2-core
+// VM with the coordinator, the worker and the harness, so two jobs side by side each run slower
+// than one alone. Measured in the calibration phase: each one-device FG kind runs alone (the
+// kinds' calibration, validation_replay.h) and then twice at once, one copy on each device.
+// Threading: called from one thread (the replay's).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/pool_validation/validation_replay.h"
+#include "common/status.h"
+#include "simulator/node_contention.h"
+#include "simulator/workload.h"
+
+namespace deepool::bench {
+
+struct ContentionCalibration {
+  // Per one-device FG kind: the two copies' mean submit-to-finish time over the same run alone
+  // (its overhead plus its iterations at its alone speed).
+  std::map<std::string, double> pair_ratio;
+  // slowdown(2): the kinds' mean ratio, at least 1 (a ratio below 1 is noise: two jobs do not
+  // speed each other up).
+  double two_devices = 1;
+};
+
+// One pair's ratio: the mean of `pair`'s submit-to-finish times over `alone`'s overhead plus
+// `iterations` x its iteration time. INVALID_ARGUMENT for an empty pair or an alone time <= 0.
+StatusOr<double> PairRatio(const std::vector<RealJobRecord>& pair, const KindCalibration& alone,
+                           int64_t iterations);
+
+// Runs two copies of each one-device FG job of `jobs` side by side with three times its
+// iterations (the kinds' longer calibration run) and compares them with `kinds`. NOT_FOUND when
+// a kind has no calibration, FAILED_PRECONDITION when no job is a one-device FG job; the replay's
+// errors.
+StatusOr<ContentionCalibration> CalibrateContention(
+    const std::vector<simulator::WorkloadJob>& jobs,
+    const std::map<std::string, KindCalibration>& kinds, const ReplayTarget& target);
+
+// The simulator's model of the calibrated node: slowdown {1, two_devices} on `device_type`.
+simulator::NodeContention ContentionModel(const ContentionCalibration& calibration,
+                                          const std::string& device_type, int devices_per_node);
+
+}  // namespace deepool::bench
