@@ -52,44 +52,26 @@ RankOptions Accumulating(int64_t steps) {
 // gradients summed into .grad.
 TrainResult TrainAccumulatingOnOneDevice(const planner::Graph& graph,
                                          const OptimizerSpec& optimizer) {
-  auto modules = BuildAllLayerModules(graph, kSeed);
-  REQUIRE(modules.ok());
-  std::vector<torch::Tensor> params;
-  for (auto& module : *modules) {
-    module->train();
-    for (auto& p : module->parameters()) params.push_back(p);
-  }
-  auto opt = MakeOptimizer(optimizer, params);
-  REQUIRE(opt.ok());
-  auto data = MakeDataSource(DataSpec{"synthetic", kDataSeed, ""}, graph, kBatch);
-  REQUIRE(data.ok());
-  TrainResult result;
-  for (int i = 0; i < kIterations; ++i) {
-    auto batch = (*data)->GlobalBatch(i);
-    REQUIRE(batch.ok());
-    (*opt)->zero_grad();
-    double loss = 0;
-    for (int64_t m = 0; m < kSteps; ++m) {
-      const int64_t first = m * kMicroBatch;
-      auto outputs =
-          ForwardGraph(graph, *modules, ModelInputs(batch->inputs.narrow(0, first, kMicroBatch)),
-                       StepContext{i, first});
-      REQUIRE(outputs.ok());
-      torch::Tensor part =
-          LossPart(outputs->front(), batch->labels.narrow(0, first, kMicroBatch), 1.0, kBatch);
-      part.backward();
-      loss += part.item<double>();
-    }
-    (*opt)->step();
-    result.losses.push_back(loss);
-  }
-  for (size_t id = 0; id < modules->size(); ++id) {
-    for (const auto& item : (*modules)[id]->named_parameters()) {
-      result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
-          item.value().detach().clone();
-    }
-  }
-  return result;
+  return TrainReference(
+      graph, kIterations, optimizer, kSeed,
+      [&] {
+        return MakeDataSource(DataSpec{"synthetic", kDataSeed, ""}, graph, kBatch);
+      },
+      [&](int i, const Batch& batch, ReferenceModel& model) {
+        double loss = 0;
+        for (int64_t m = 0; m < kSteps; ++m) {
+          const int64_t first = m * kMicroBatch;
+          auto outputs = ForwardGraph(graph, model.modules,
+                                      ModelInputs(batch.inputs.narrow(0, first, kMicroBatch)),
+                                      StepContext{i, first});
+          REQUIRE(outputs.ok());
+          torch::Tensor part =
+              GraphLoss(graph, *outputs, batch.labels.narrow(0, first, kMicroBatch), kBatch);
+          part.backward();
+          loss += part.item<double>();
+        }
+        return loss;
+      });
 }
 
 std::vector<RankRun> RunAccumulating(const planner::Graph& graph, const OptimizerSpec& optimizer) {

@@ -28,48 +28,27 @@ using planner::Precision;
 TrainResult TrainAutocastReference(const planner::Graph& graph, int64_t global_batch,
                                    int iterations, const OptimizerSpec& optimizer, uint64_t seed,
                                    uint64_t data_seed, at::ScalarType dtype = at::kBFloat16) {
-  auto modules = BuildAllLayerModules(graph, seed);
-  REQUIRE(modules.ok());
-  std::vector<torch::Tensor> params;
-  for (auto& module : *modules) {
-    module->train();
-    for (auto& p : module->parameters()) params.push_back(p);
-  }
-  auto opt = MakeOptimizer(optimizer, params);
-  REQUIRE(opt.ok());
-  auto data = MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, global_batch);
-  REQUIRE(data.ok());
-  TrainResult result;
-  for (int i = 0; i < iterations; ++i) {
-    auto batch = (*data)->GlobalBatch(i);
-    REQUIRE(batch.ok());
-    at::autocast::set_autocast_enabled(c10::DeviceType::CPU, true);
-    at::autocast::set_autocast_dtype(c10::DeviceType::CPU, dtype);
-    auto outputs = ForwardGraph(graph, *modules, ModelInputs(batch->inputs), StepContext{i, 0});
-    at::autocast::set_autocast_enabled(c10::DeviceType::CPU, false);
-    at::autocast::clear_cache();
-    REQUIRE(outputs.ok());
-    torch::Tensor loss;
-    for (size_t o = 0; o < outputs->size(); ++o) {
-      auto part = LossPart((*outputs)[o].to(torch::kFloat), batch->labels,
-                           graph.outputs()[o].loss_weight, global_batch);
-      loss = loss.defined() ? loss + part : part;
-    }
-    (*opt)->zero_grad();
-    loss.backward();
-    (*opt)->step();
-    result.losses.push_back(loss.item<double>());
-  }
-  for (size_t id = 0; id < modules->size(); ++id) {
-    for (const auto& item : (*modules)[id]->named_parameters()) {
-      REQUIRE(item.value().scalar_type() == torch::kFloat);  // master weights stay fp32
-      result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
-          item.value().detach().clone();
-    }
-    for (const auto& item : (*modules)[id]->named_buffers()) {
-      result.buffers[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
-          item.value().detach().clone();
-    }
+  TrainResult result = TrainReference(
+      graph, iterations, optimizer, seed,
+      [&] {
+        return MakeDataSource(DataSpec{"synthetic", data_seed, ""}, graph, global_batch);
+      },
+      [&](int i, const Batch& batch, ReferenceModel& model) {
+        at::autocast::set_autocast_enabled(c10::DeviceType::CPU, true);
+        at::autocast::set_autocast_dtype(c10::DeviceType::CPU, dtype);
+        auto outputs =
+            ForwardGraph(graph, model.modules, ModelInputs(batch.inputs), StepContext{i, 0});
+        at::autocast::set_autocast_enabled(c10::DeviceType::CPU, false);
+        at::autocast::clear_cache();
+        REQUIRE(outputs.ok());
+        for (torch::Tensor& output : *outputs) output = output.to(torch::kFloat);
+        torch::Tensor loss = GraphLoss(graph, *outputs, batch.labels, global_batch);
+        loss.backward();
+        return loss.item<double>();
+      });
+  for (const auto& [name, param] : result.params) {
+    INFO(name);
+    REQUIRE(param.scalar_type() == torch::kFloat);  // master weights stay fp32
   }
   return result;
 }

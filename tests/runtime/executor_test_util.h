@@ -198,20 +198,59 @@ using DataMaker = std::function<StatusOr<std::unique_ptr<DataSource>>()>;
 using BeforeStep = std::function<void(int iteration, std::vector<torch::Tensor>& params,
                                       torch::optim::Optimizer&)>;
 
-// Plain single-device training of the whole graph on the whole batch: the ground truth.
-inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
-                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
-                                     const DataMaker& make_data,
-                                     const BeforeStep& before_step = nullptr) {
-  auto modules = BuildAllLayerModules(graph, seed);
-  REQUIRE(modules.ok());
+// The whole graph on one device, as a user's PyTorch loop holds it: every layer's module (seeded
+// as the executor seeds its own) in training mode, their parameters in layer order, and the
+// optimizer over them. The single-device references below all start from it.
+struct ReferenceModel {
+  std::vector<std::shared_ptr<LayerModule>> modules;  // by layer id
   std::vector<torch::Tensor> params;
-  for (auto& module : *modules) {
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+inline ReferenceModel MakeReferenceModel(const planner::Graph& graph, uint64_t seed,
+                                         const OptimizerSpec& optimizer) {
+  auto modules = BuildAllLayerModules(graph, seed);
+  INFO(modules.status().ToString());
+  REQUIRE(modules.ok());
+  ReferenceModel model;
+  model.modules = std::move(modules).value();
+  for (auto& module : model.modules) {
     module->train();
-    for (auto& p : module->parameters()) params.push_back(p);
+    for (auto& p : module->parameters()) model.params.push_back(p);
   }
-  auto opt = MakeOptimizer(optimizer, params);
+  auto opt = MakeOptimizer(optimizer, model.params);
+  INFO(opt.status().ToString());
   REQUIRE(opt.ok());
+  model.optimizer = std::move(opt).value();
+  return model;
+}
+
+// The graph's loss on the outputs of some rows: each output's mean loss over `loss_batch` rows
+// (LossPart) weighted by its loss_weight, summed over the outputs.
+inline torch::Tensor GraphLoss(const planner::Graph& graph,
+                               const std::vector<torch::Tensor>& outputs,
+                               const torch::Tensor& labels, int64_t loss_batch) {
+  torch::Tensor loss;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto part = LossPart(outputs[o], labels, graph.outputs()[o].loss_weight, loss_batch);
+    loss = loss.defined() ? loss + part : part;
+  }
+  return loss;
+}
+
+// One reference iteration's forwards and backwards on `batch`, the iteration's global batch:
+// leaves the iteration's gradients in the parameters' .grad and returns its loss.
+using ReferencePasses =
+    std::function<double(int iteration, const Batch& batch, ReferenceModel& model)>;
+
+// A user's training loop on one device: per iteration, the global batch from `make_data`, the
+// gradients zeroed, `passes`, `before_step`, one optimizer step. The result holds each
+// iteration's loss and, after the last, every parameter and buffer by "<layer>.<name>".
+inline TrainResult TrainReference(const planner::Graph& graph, int iterations,
+                                  const OptimizerSpec& optimizer, uint64_t seed,
+                                  const DataMaker& make_data, const ReferencePasses& passes,
+                                  const BeforeStep& before_step = nullptr) {
+  ReferenceModel model = MakeReferenceModel(graph, seed, optimizer);
   auto data = make_data();
   INFO(data.status().ToString());
   REQUIRE(data.ok());
@@ -219,30 +258,40 @@ inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global
   for (int i = 0; i < iterations; ++i) {
     auto batch = (*data)->GlobalBatch(i);
     REQUIRE(batch.ok());
-    auto outputs = ForwardGraph(graph, *modules, ModelInputs(batch->inputs), StepContext{i, 0});
-    REQUIRE(outputs.ok());
-    torch::Tensor loss;
-    for (size_t o = 0; o < outputs->size(); ++o) {
-      auto part =
-          LossPart((*outputs)[o], batch->labels, graph.outputs()[o].loss_weight, global_batch);
-      loss = loss.defined() ? loss + part : part;
-    }
-    (*opt)->zero_grad();
-    loss.backward();
-    if (before_step) before_step(i, params, **opt);
-    (*opt)->step();
-    result.losses.push_back(loss.item<double>());
+    model.optimizer->zero_grad();
+    const double loss = passes(i, *batch, model);
+    if (before_step) before_step(i, model.params, *model.optimizer);
+    model.optimizer->step();
+    result.losses.push_back(loss);
   }
   std::map<int, std::shared_ptr<LayerModule>> by_id;
-  for (size_t id = 0; id < modules->size(); ++id) {
-    by_id[static_cast<int>(id)] = (*modules)[id];
-    for (const auto& item : (*modules)[id]->named_parameters()) {
+  for (size_t id = 0; id < model.modules.size(); ++id) {
+    by_id[static_cast<int>(id)] = model.modules[id];
+    for (const auto& item : model.modules[id]->named_parameters()) {
       result.params[graph.layer(static_cast<int>(id)).name + "." + item.key()] =
           item.value().detach().clone();
     }
   }
   CollectBuffers(graph, by_id, result.buffers);
   return result;
+}
+
+// Plain single-device training of the whole graph on the whole batch: the ground truth.
+inline TrainResult TrainSingleDevice(const planner::Graph& graph, int64_t global_batch,
+                                     int iterations, const OptimizerSpec& optimizer, uint64_t seed,
+                                     const DataMaker& make_data,
+                                     const BeforeStep& before_step = nullptr) {
+  return TrainReference(
+      graph, iterations, optimizer, seed, make_data,
+      [&](int i, const Batch& batch, ReferenceModel& model) {
+        auto outputs =
+            ForwardGraph(graph, model.modules, ModelInputs(batch.inputs), StepContext{i, 0});
+        REQUIRE(outputs.ok());
+        torch::Tensor loss = GraphLoss(graph, *outputs, batch.labels, global_batch);
+        loss.backward();
+        return loss.item<double>();
+      },
+      before_step);
 }
 
 // The same on the data source a run spec names.
