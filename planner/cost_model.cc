@@ -122,7 +122,19 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       activation_bytes_per_element_(
           BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
+  for (const auto& [id, k] : AllTies(graph_)) {
+    tied_layers_.push_back(id);
+    tied_bytes_.push_back(graph_.layer(id).tied[k].elements * 4);
+  }
   profile_times_ = std::make_shared<ProfileTimes>();
+}
+
+size_t CostModel::RangePairHash::operator()(const std::pair<DeviceRange, DeviceRange>& key) const {
+  size_t hash = 0;
+  for (int part : {key.first.first, key.first.count, key.second.first, key.second.count}) {
+    hash = hash * 1099511628211ULL + static_cast<size_t>(static_cast<unsigned>(part));
+  }
+  return hash;
 }
 
 CostModel::CostModel(const CostModel& same_inputs, CostModelOptions options)
@@ -141,11 +153,16 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
     return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));  // its error
   }
   ProfileTimes& known = *profile_times_;
-  const auto [slot, added] = known.slot_of_count.try_emplace(devices, known.slot_of_count.size());
   const size_t layers = static_cast<size_t>(graph_.num_layers());
-  if (added) known.times.resize(known.times.size() + layers);
+  const auto count = static_cast<size_t>(devices);
+  if (count >= known.slot_of_count.size()) known.slot_of_count.resize(count + 1, -1);
+  int& slot = known.slot_of_count[count];
+  if (slot < 0) {
+    slot = static_cast<int>(known.times.size() / std::max<size_t>(layers, 1));
+    known.times.resize(known.times.size() + layers);
+  }
   std::optional<LayerTime>& cached =
-      known.times[slot->second * layers + static_cast<size_t>(layer_id)];
+      known.times[static_cast<size_t>(slot) * layers + static_cast<size_t>(layer_id)];
   if (cached) return *cached;
   const int64_t share = LargestShare(global_batch_, devices);
   ASSIGN_OR_RETURN(LayerTime time, profile_.Time(graph_, layer_id, share));
@@ -159,8 +176,7 @@ const ResplitCost& CostModel::Resplit(int from_devices, int to_devices) const {
 }
 
 const ResplitCost& CostModel::Resplit(DeviceRange from, DeviceRange to) const {
-  const auto key =
-      std::make_pair(std::make_pair(from.first, from.count), std::make_pair(to.first, to.count));
+  const auto key = std::make_pair(from, to);
   auto it = resplits_.find(key);
   if (it == resplits_.end()) {
     it = resplits_.emplace(key, ResplitCost::Compute(cluster_, global_batch_, from, to)).first;
@@ -386,13 +402,7 @@ GradientSyncTimeline CostModel::ScheduleSync(const std::vector<DeviceRange>& ran
       FromRankZero(ranges) ? SerialPasses(ranges, costs) : ConcurrentPasses(ranges, costs);
   GradientSyncTimeline timeline = ScheduleGradientSync(passes.gradients, passes.backward_end_ms,
                                                        cluster_, options_.gradient_sync);
-  std::vector<int> tied_layers;
-  std::vector<int64_t> tied_bytes;
-  for (const auto& [id, k] : AllTies(graph_)) {
-    tied_layers.push_back(id);
-    tied_bytes.push_back(graph_.layer(id).tied[k].elements * 4);
-  }
-  AppendTiedParameterSync(timeline, tied_layers, tied_bytes, RanksSpanned(ranges), cluster_,
+  AppendTiedParameterSync(timeline, tied_layers_, tied_bytes_, RanksSpanned(ranges), cluster_,
                           options_.gradient_sync);
   return timeline;
 }
@@ -496,10 +506,35 @@ StatusOr<PlanTotals> CostModel::Totals(const std::vector<DeviceRange>& ranges,
   return Sum(ranges, num_devices, nullptr);
 }
 
+StatusOr<PlanTotals> CostModel::TotalsOfCosts(const std::vector<DeviceRange>& ranges,
+                                              int num_devices, std::vector<LayerCost> costs) const {
+  RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  if (costs.size() != ranges.size()) {
+    return InvalidArgumentError("expected " + std::to_string(ranges.size()) + " layer costs, got " +
+                                std::to_string(costs.size()));
+  }
+  return SumCosts(ranges, num_devices, std::move(costs), nullptr);
+}
+
+StatusOr<std::vector<LayerCost>> CostModel::LayerCostsOf(const std::vector<DeviceRange>& ranges,
+                                                         int num_devices) const {
+  RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  return LayerCosts(ranges);
+}
+
 StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                                     std::vector<LayerPlacement>* layers) const {
-  ASSIGN_OR_RETURN(const double least_device_ms, LeastDeviceMs(num_devices));
+  // The least device time first, as before the costs: a profile that cannot time a count
+  // reports it there first.
+  RETURN_IF_ERROR(LeastDeviceMs(num_devices).status());
   ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(ranges));
+  return SumCosts(ranges, num_devices, std::move(costs), layers);
+}
+
+StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges, int num_devices,
+                                         std::vector<LayerCost> costs,
+                                         std::vector<LayerPlacement>* layers) const {
+  ASSIGN_OR_RETURN(const double least_device_ms, LeastDeviceMs(num_devices));
   const GradientSyncTimeline sync = ScheduleSync(ranges, costs);
   const std::vector<double> exposed = ExposedSyncByLayer(sync, graph_.num_layers());
   PlanTotals totals;

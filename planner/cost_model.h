@@ -227,6 +227,16 @@ class CostModel {
   // Evaluate's totals alone (the same sums), without building the per-layer placements.
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts, int num_devices) const;
   StatusOr<PlanTotals> Totals(const std::vector<DeviceRange>& ranges, int num_devices) const;
+  // Totals of a plan whose layer costs are known: `costs[id]` must be CostOf(id, ranges) for
+  // every layer. A local move of the search changes a few layers' counts, and only those
+  // layers' costs and their consumers' change: it recomputes them, copies the rest from the plan
+  // it moved from, and gets exactly Totals(ranges, num_devices) for the price of the sums and
+  // the gradient sync. INVALID_ARGUMENT as Totals, or when there is not one cost per layer.
+  StatusOr<PlanTotals> TotalsOfCosts(const std::vector<DeviceRange>& ranges, int num_devices,
+                                     std::vector<LayerCost> costs) const;
+  // Every layer's CostOf for these ranges (valid ranges: as Totals checks them).
+  StatusOr<std::vector<LayerCost>> LayerCostsOf(const std::vector<DeviceRange>& ranges,
+                                                int num_devices) const;
 
  private:
   // Sums the plan's totals and, when `layers` is not null, fills the per-layer placements.
@@ -235,6 +245,10 @@ class CostModel {
   // The ranges must have passed CheckRanges.
   StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                            std::vector<LayerPlacement>* layers) const;
+  // Sum's work once the layers' costs are known (CostOf for every layer of `ranges`).
+  StatusOr<PlanTotals> SumCosts(const std::vector<DeviceRange>& ranges, int num_devices,
+                                std::vector<LayerCost> costs,
+                                std::vector<LayerPlacement>* layers) const;
   // INVALID_ARGUMENT unless there is one range per layer, each within the devices and batch.
   Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
   // The layer's placement on its range with these predictions.
@@ -264,12 +278,24 @@ class CostModel {
   CostModelOptions options_;
   int64_t activation_bytes_per_element_ = 4;  // by the profile's precision
   int overhead_layer_ = -1;                   // the output layer with the largest id
-  mutable std::map<std::pair<std::pair<int, int>, std::pair<int, int>>, ResplitCost> resplits_;
+  // The tied parameters' layers and bytes (AllTies), for every ScheduleSync: the graph's ties
+  // are worked out once, not per plan the search costs.
+  std::vector<int> tied_layers_;
+  std::vector<int64_t> tied_bytes_;
+  // Re-split costs by (from first, from count, to first, to count). Hashed: the search's full
+  // model looks one up per layer input and plan, so an ordered map's search showed up in
+  // profiles. Node-based, so references into it stay valid.
+  struct RangePairHash {
+    size_t operator()(const std::pair<DeviceRange, DeviceRange>& key) const;
+  };
+  mutable std::unordered_map<std::pair<DeviceRange, DeviceRange>, ResplitCost, RangePairHash>
+      resplits_;
   // What the profile says, whatever the options: shared by models built one from another.
   struct ProfileTimes {
     // Profile times by (slot of the device count, layer): the search asks for every candidate
-    // count once and Evaluate asks again for the chosen ones.
-    std::unordered_map<int, size_t> slot_of_count;
+    // count once and Evaluate asks again for the chosen ones. slot_of_count is indexed by the
+    // count (1..B; grown on demand), -1 where that count has no slot yet.
+    std::vector<int> slot_of_count;
     std::vector<std::optional<LayerTime>> times;  // [slot x num_layers + layer]
     std::optional<double> single_device_ms;
     std::map<int, double> least_device_ms;  // by device count

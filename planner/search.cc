@@ -360,7 +360,9 @@ struct Candidate {
 
 // The full model's totals on `num_devices`, remembered by counts for one plan's search: the
 // additive answers and the local moves from different starts meet the same plans again (a
-// third to a half of the local moves' evaluations on the zoo models at G = 8).
+// third to a half of the local moves' evaluations on the zoo models at G = 8). Every plan it
+// costs keeps its layers' costs (CostModel::CostOf), so that a local move recomputes only the
+// layers it moves and their consumers (CostModel::TotalsOfCosts): the same totals, to the bit.
 class FullModel {
  public:
   FullModel(const CostModel& model, int num_devices) : model_(model), num_devices_(num_devices) {}
@@ -369,10 +371,34 @@ class FullModel {
 
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts) {
     const auto known = known_.find(counts);
-    if (known != known_.end()) return known->second;
-    StatusOr<PlanTotals> totals = model_.Totals(counts, num_devices_);
-    if (totals.ok()) known_.emplace(counts, *totals);
-    return totals;
+    if (known != known_.end()) return known->second.totals;
+    const std::vector<DeviceRange> ranges = PrefixRanges(counts);
+    ASSIGN_OR_RETURN(std::vector<LayerCost> costs, model_.LayerCostsOf(ranges, num_devices_));
+    return Remember(counts, ranges, std::move(costs));
+  }
+
+  // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end)
+  // on other counts.
+  StatusOr<PlanTotals> TotalsOfMove(const std::vector<int>& base, const std::vector<int>& moved,
+                                    size_t begin, size_t end) {
+    const auto known = known_.find(moved);
+    if (known != known_.end()) return known->second.totals;
+    const auto from = known_.find(base);
+    if (from == known_.end()) return Totals(moved);
+    std::vector<LayerCost> costs = from->second.costs;
+    const Graph& graph = model_.graph();
+    changed_.assign(moved.size(), false);
+    for (size_t id = begin; id < end; ++id) {
+      changed_[id] = true;
+      for (int consumer : graph.consumers(static_cast<int>(id))) {
+        changed_[static_cast<size_t>(consumer)] = true;
+      }
+    }
+    for (size_t id = 0; id < moved.size(); ++id) {
+      if (!changed_[id]) continue;
+      ASSIGN_OR_RETURN(costs[id], model_.CostOf(static_cast<int>(id), moved));
+    }
+    return Remember(moved, PrefixRanges(moved), std::move(costs));
   }
 
  private:
@@ -383,10 +409,23 @@ class FullModel {
       return hash;
     }
   };
+  struct Known {
+    PlanTotals totals;
+    std::vector<LayerCost> costs;  // CostOf every layer, before the gradient sync's share
+  };
+
+  StatusOr<PlanTotals> Remember(const std::vector<int>& counts,
+                                const std::vector<DeviceRange>& ranges,
+                                std::vector<LayerCost> costs) {
+    ASSIGN_OR_RETURN(const PlanTotals totals, model_.TotalsOfCosts(ranges, num_devices_, costs));
+    known_.emplace(counts, Known{totals, std::move(costs)});
+    return totals;
+  }
 
   const CostModel& model_;
   const int num_devices_;
-  std::unordered_map<std::vector<int>, PlanTotals, CountsHash> known_;
+  std::unordered_map<std::vector<int>, Known, CountsHash> known_;
+  std::vector<bool> changed_;  // TotalsOfMove's, kept for its capacity
 };
 
 // What the search's additive objective charges for these counts: every layer's OwnMs and
@@ -463,7 +502,7 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
       std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
                 moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
       if (*next < counts[begin] && !memory.Fits(moved.counts)) continue;
-      StatusOr<PlanTotals> totals = full.Totals(moved.counts);
+      StatusOr<PlanTotals> totals = full.TotalsOfMove(counts, moved.counts, begin, end);
       if (!totals.ok()) continue;  // e.g. a count the profile cannot time
       moved.totals = *totals;
       const double to_beat = best ? best->totals.iteration_ms : plan.totals.iteration_ms;

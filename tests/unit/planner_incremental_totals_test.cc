@@ -1,0 +1,86 @@
+// CostModel::TotalsOfCosts, which the search's local moves use: a plan's totals from layer costs
+// copied from the plan it moved from, with only the moved layers and their consumers costed
+// again, are exactly (to the bit) the totals of costing every layer.
+#include <catch2/catch.hpp>
+#include <random>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/cost_model.h"
+#include "planner/device_model.h"
+#include "planner/graph.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner {
+namespace {
+
+// The costs of `moved` as the search makes them: `base`'s costs, with the layers in [begin, end)
+// and every consumer of one of them costed again.
+std::vector<LayerCost> MovedCosts(const CostModel& model, std::vector<LayerCost> costs,
+                                  const std::vector<int>& moved, int begin, int end) {
+  std::vector<bool> changed(moved.size(), false);
+  for (int id = begin; id < end; ++id) {
+    changed[static_cast<size_t>(id)] = true;
+    for (int consumer : model.graph().consumers(id)) changed[static_cast<size_t>(consumer)] = true;
+  }
+  for (size_t id = 0; id < moved.size(); ++id) {
+    if (changed[id]) costs[id] = model.CostOf(static_cast<int>(id), moved).value();
+  }
+  return costs;
+}
+
+void RequireSameTotals(const PlanTotals& a, const PlanTotals& b) {
+  REQUIRE(a.iteration_ms == b.iteration_ms);
+  REQUIRE(a.gpu_seconds == b.gpu_seconds);
+  REQUIRE(a.amplification == b.amplification);
+  REQUIRE(a.devices_used == b.devices_used);
+}
+
+TEST_CASE("Totals of a local move from copied layer costs equal the full totals to the bit") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
+  for (const char* name : {"inception_v3", "resnet50", "vgg16"}) {
+    const Graph graph = zoo::BuildModel(name).value();
+    const CostModel model(graph, *profile, cluster, 32);
+    const int layers = graph.num_layers();
+    std::mt19937 rng(7);
+    const std::vector<int> counts_drawn = {1, 2, 4, 8};
+    std::uniform_int_distribution<size_t> count(0, counts_drawn.size() - 1);
+    std::uniform_int_distribution<int> layer(0, layers - 1);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<int> base(static_cast<size_t>(layers));
+      for (int& c : base) c = counts_drawn[count(rng)];
+      const std::vector<LayerCost> base_costs = model.LayerCostsOf(PrefixRanges(base), 8).value();
+      int begin = layer(rng), end = layer(rng);
+      if (begin > end) std::swap(begin, end);
+      ++end;
+      std::vector<int> moved = base;
+      const int to = counts_drawn[count(rng)];
+      for (int id = begin; id < end; ++id) moved[static_cast<size_t>(id)] = to;
+      const PlanTotals full = model.Totals(moved, 8).value();
+      const PlanTotals incremental =
+          model
+              .TotalsOfCosts(PrefixRanges(moved), 8,
+                             MovedCosts(model, base_costs, moved, begin, end))
+              .value();
+      RequireSameTotals(full, incremental);
+    }
+  }
+}
+
+TEST_CASE("TotalsOfCosts refuses costs that are not one per layer") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
+  const Graph graph = zoo::BuildModel("vgg16").value();
+  const CostModel model(graph, *profile, cluster, 32);
+  const std::vector<DeviceRange> ranges =
+      PrefixRanges(std::vector<int>(static_cast<size_t>(graph.num_layers()), 2));
+  std::vector<LayerCost> costs = model.LayerCostsOf(ranges, 8).value();
+  costs.pop_back();
+  const StatusOr<PlanTotals> totals = model.TotalsOfCosts(ranges, 8, costs);
+  REQUIRE(totals.status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace deepool::planner
