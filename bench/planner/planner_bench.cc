@@ -9,7 +9,7 @@
 // only) and `deepool-full` (every command, with gRPC and OpenSSL) alternating.
 //
 //   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
-//                                   [--serial-sync] [--memory-gb GB]
+//                                   [--global-batch B] [--serial-sync] [--memory-gb GB]
 //   build/bin/deepool-bench-planner --processes N
 //
 // --curve G times speed-up curves instead: PlanSpeedupCurve over 1..G devices (first call and
@@ -99,15 +99,23 @@ GradientSyncOptions SerialSync() {
 }
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
-        bool serial_sync, bool concurrent_branches, double memory_gb) {
+        int64_t only_batch, bool serial_sync, bool concurrent_branches, double memory_gb) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
   std::vector<Case> cases;
+  // The usual counts, or the one --gpus asks for (any count, for side-by-side runs such as
+  // deeppool_search_compare.py's); --global-batch replaces each case's batch.
+  std::vector<int> device_counts = {8, 64, 1024};
+  if (only_devices > 0 &&
+      std::find(device_counts.begin(), device_counts.end(), only_devices) == device_counts.end()) {
+    device_counts = {only_devices};
+  }
   for (const char* model : {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"}) {
-    for (int devices : {8, 64, 1024}) {
-      cases.push_back(
-          Case{model, zoo::BuildModel(model).value(), devices, devices > 32 ? devices : 32});
+    if (!only_model.empty() && only_model != model) continue;
+    for (int devices : device_counts) {
+      const int64_t batch = only_batch > 0 ? only_batch : (devices > 32 ? devices : 32);
+      cases.push_back(Case{model, zoo::BuildModel(model).value(), devices, batch});
     }
   }
   cases.push_back(Case{"chain1000", LongChain(1000), 4096, 4096});
@@ -306,7 +314,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", only_model, "only this zoo model");
-  app.add_option("--gpus", only_devices, "only this device count")->check(CLI::Range(1, 1000000));
+  app.add_option("--gpus", only_devices, "only this device count (any count)")
+      ->check(CLI::Range(1, 1000000));
+  int64_t only_batch = 0;
+  app.add_option("--global-batch", only_batch,
+                 "plan every case at this global batch (default: 32 at G = 8, else G)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   bool serial_sync = false;
   app.add_flag("--serial-sync", serial_sync,
                "plan with the earlier cost model's gradient sync (one ring all-reduce per layer "
@@ -332,6 +345,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (curve > 0) return deepool::planner::RunCurves(repeats, limit, only_model, curve);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
-  return deepool::planner::Run(repeats, limit, only_model, only_devices, serial_sync,
+  return deepool::planner::Run(repeats, limit, only_model, only_devices, only_batch, serial_sync,
                                concurrent_branches, memory_gb);
 }
