@@ -48,24 +48,27 @@ int StaticPartitions(const std::vector<PoolDeviceType>& pool) {
   return std::clamp(fewest / 8, 1, 4);
 }
 
-StatusOr<std::unique_ptr<PoolPolicy>> MakePoolPolicy(const PoolConfiguration& configuration,
-                                                     const std::vector<PoolDeviceType>& pool) {
+StatusOr<std::unique_ptr<PoolPolicy>> MakePoolPolicy(
+    const PoolConfiguration& configuration, const std::vector<PoolDeviceType>& pool,
+    const coordinator::policy::PolicyOptions& policy_options) {
   const PolicyAdapterOptions adapter_options{configuration.name, configuration.parallelism,
                                              configuration.multiplex};
   if (!configuration.partitioned) {
     ASSIGN_OR_RETURN(std::unique_ptr<coordinator::policy::Policy> policy,
-                     coordinator::policy::MakePolicy(configuration.policy));
+                     coordinator::policy::MakePolicy(configuration.policy, policy_options));
     return std::unique_ptr<PoolPolicy>(
         std::make_unique<PolicyAdapter>(std::move(policy), pool, adapter_options));
   }
   // Checked once here, so that the factory below cannot fail.
-  RETURN_IF_ERROR(coordinator::policy::MakePolicy(configuration.policy).status());
+  RETURN_IF_ERROR(coordinator::policy::MakePolicy(configuration.policy, policy_options).status());
   const std::string policy_name = configuration.policy;
   return std::unique_ptr<PoolPolicy>(std::make_unique<PartitionedPolicy>(
       configuration.name, pool, StaticPartitions(pool),
-      [policy_name, adapter_options](const std::vector<PoolDeviceType>& devices, int) {
+      [policy_name, policy_options, adapter_options](const std::vector<PoolDeviceType>& devices,
+                                                     int) {
         return std::make_unique<PolicyAdapter>(
-            std::move(*coordinator::policy::MakePolicy(policy_name)), devices, adapter_options);
+            std::move(*coordinator::policy::MakePolicy(policy_name, policy_options)), devices,
+            adapter_options);
       }));
 }
 

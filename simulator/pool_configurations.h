@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "coordinator/policy/policy.h"
 #include "simulator/pool_policy.h"
 
 namespace deepool::simulator {
@@ -50,8 +51,10 @@ StatusOr<PoolConfiguration> FindPoolConfiguration(const std::string& name);
 // The static partitions of `pool`: up to 4, each with at least 8 devices of every type.
 int StaticPartitions(const std::vector<PoolDeviceType>& pool);
 
-// A fresh policy (it keeps state between decisions) for the configuration on `pool`.
-StatusOr<std::unique_ptr<PoolPolicy>> MakePoolPolicy(const PoolConfiguration& configuration,
-                                                     const std::vector<PoolDeviceType>& pool);
+// A fresh policy (it keeps state between decisions) for the configuration on `pool`, with the
+// policy's options (the minimum slice, the deepool policy's growth threshold).
+StatusOr<std::unique_ptr<PoolPolicy>> MakePoolPolicy(
+    const PoolConfiguration& configuration, const std::vector<PoolDeviceType>& pool,
+    const coordinator::policy::PolicyOptions& policy_options = {});
 
 }  // namespace deepool::simulator

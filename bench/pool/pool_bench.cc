@@ -5,6 +5,7 @@
 //
 //   deepool-bench-pool [--devices 64,512,4096] [--loads 1,2,4] [--jobs-per-device 2.5]
 //                      [--seed 1] [--svg-dir docs] [--configurations fifo-dp,deepool]
+//                      [--min-growth-saving-s 72000]
 //
 // Configurations: simulator/pool_configurations.h (fifo-dp, static-partitions, max-min,
 // deeppool-bp-bg, deepool).
@@ -43,11 +44,11 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 Row RunOne(const PoolConfiguration& configuration, const std::vector<PoolJobInput>& inputs,
-           const PoolOptions& options) {
+           const PoolOptions& options, const coordinator::policy::PolicyOptions& policy_options) {
   Row row;
   row.configuration = configuration.name;
   StatusOr<std::unique_ptr<PoolPolicy>> policy =
-      MakePoolPolicy(configuration, options.device_types);
+      MakePoolPolicy(configuration, options.device_types, policy_options);
   if (!policy.ok()) {
     row.error = policy.status().message();
     return row;
@@ -136,6 +137,11 @@ int Main(int argc, char** argv) {
   std::vector<std::string> names;
   app.add_option("--configurations", names, "Only these configurations (default: all)")
       ->delimiter(',');
+  coordinator::policy::PolicyOptions policy_options;
+  app.add_option("--min-growth-saving-s", policy_options.min_growth_saving_s,
+                 "deepool policy: seconds a running job's growth must save per added device")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::vector<PoolConfiguration> configurations = PoolConfigurations();
@@ -166,7 +172,7 @@ int Main(int argc, char** argv) {
       PoolOptions options;
       options.device_types = EvenPool(curve_options.device_types, devices);
       for (const PoolConfiguration& configuration : configurations) {
-        Row row = RunOne(configuration, inputs, options);
+        Row row = RunOne(configuration, inputs, options, policy_options);
         row.devices = devices;
         row.load = load;
         row.jobs = workload_options.jobs;

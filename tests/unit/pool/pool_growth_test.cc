@@ -1,13 +1,14 @@
-// The deepool policy's growth of running jobs, through the adapter, in the pool simulator: a job
-// admitted onto the one device a busy pool had left grows onto the devices a finished job frees,
-// pays the checkpoint restore once, and finishes far sooner than on its one device.
+// The deepool policy's growth of running jobs, through the adapter and the configurations' policy
+// options (MakePoolPolicy), in the pool simulator: a job admitted onto the one device a busy pool
+// had left grows onto the devices a finished job frees, pays the checkpoint restore once, and
+// finishes far sooner than on its one device.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <vector>
 
 #include "coordinator/policy/policy.h"
+#include "simulator/pool_configurations.h"
 #include "simulator/pool_metrics.h"
-#include "simulator/pool_policy_adapter.h"
 #include "simulator/pool_simulator.h"
 
 namespace deepool::simulator {
@@ -49,11 +50,13 @@ StatusOr<PoolRun> Simulate(double min_slice_s) {
   cp::PolicyOptions policy_options;
   policy_options.min_slice_s = min_slice_s;
   policy_options.min_growth_saving_s = 0;  // any growth that pays for its restart
-  StatusOr<std::unique_ptr<cp::Policy>> policy = cp::MakePolicy("deepool", policy_options);
+  // deepool-dp: the curves' data-parallel times are their burst ones here; no BG jobs to multiplex.
+  StatusOr<PoolConfiguration> configuration = FindPoolConfiguration("deepool-dp");
+  REQUIRE(configuration.ok());
+  StatusOr<std::unique_ptr<PoolPolicy>> policy =
+      MakePoolPolicy(*configuration, options.device_types, policy_options);
   REQUIRE(policy.ok());
-  PolicyAdapter adapter(std::move(*policy), options.device_types,
-                        {"deepool", Parallelism::kBurst, false, 4});
-  return SimulatePool(inputs, options, adapter);
+  return SimulatePool(inputs, options, **policy);
 }
 
 TEST_CASE("A job started on one device of a busy pool grows when devices free up", "[pool]") {
