@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "coordinator/device_memory.h"
 #include "coordinator/policy/fifo_policy.h"
@@ -103,16 +105,34 @@ void DescribePlaced(const JobRecord& record, const AdmissionInput& input, policy
   job->attained_s = AttainedSeconds(record, input.now_ms);
 }
 
+// A node's devices, those with the most memory (DeviceMemoryBytes) first and otherwise in the
+// node's order. A policy packs a FG job's devices within a node in snapshot order, so among
+// devices of one type of different sizes a job gets the largest free ones, and the least memory
+// its plan must fit (ShapeOf) is as large as the node allows.
+std::vector<const DeviceInfo*> LargestMemoryFirst(const std::vector<DeviceInfo>& devices) {
+  std::vector<std::pair<int64_t, const DeviceInfo*>> by_memory;
+  by_memory.reserve(devices.size());
+  for (const DeviceInfo& device : devices) {
+    by_memory.emplace_back(DeviceMemoryBytes(device), &device);
+  }
+  std::stable_sort(by_memory.begin(), by_memory.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<const DeviceInfo*> ordered;
+  ordered.reserve(devices.size());
+  for (const auto& entry : by_memory) ordered.push_back(entry.second);
+  return ordered;
+}
+
 // The snapshot a policy sees of an admission input: the pending jobs (by pointer into `input`)
 // and, as placed jobs, the holders of the ledger's devices.
 policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
   policy::PolicySnapshot snapshot;
   for (const NodeRecord& node : input.nodes) {
     if (!node.schedulable()) continue;
-    for (const DeviceInfo& device : node.devices) {
+    for (const DeviceInfo* device : LargestMemoryFirst(node.devices)) {
       policy::PolicyDevice entry;
-      entry.key = {node.id, device.device};
-      entry.type = device.type;
+      entry.key = {node.id, device->device};
+      entry.type = device->type;
       entry.protocol_oldest = node.protocol.oldest;
       entry.protocol_newest = node.protocol.newest;
       entry.idle_fraction = input.ledger.IdleFraction(entry.key);

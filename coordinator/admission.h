@@ -7,9 +7,10 @@
 // Rules:
 // - FG jobs go in priority, then submission order, each onto `gpus` devices of one device type
 //   that no other FG job holds, on schedulable nodes, on as few nodes as possible (the nodes with
-//   the most free devices first; within a node, devices without a BG job first). A FG job that
-//   could fit the cluster but does not fit now blocks the FG jobs behind it, so big jobs do not
-//   starve. A BG job on a device a FG job takes makes way (Admission::displaced).
+//   the most free devices first; within a node, devices without a BG job first, then those with
+//   the most memory, DeviceMemoryBytes). A FG job that could fit the cluster but does not fit
+//   now blocks the FG jobs behind it, so big jobs do not starve. A BG job on a device a FG job
+//   takes makes way (Admission::displaced).
 // - BG jobs then take one device each, one BG job per device, preferring the device the FG plans
 //   leave idlest (a device no FG job holds is idlest); at equal idleness a device it can use now
 //   (no FG job, or a FG rank already running to train inside) first. A device whose FG rank has
