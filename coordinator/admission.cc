@@ -36,6 +36,10 @@ std::string ProtocolFeature(const jobspec::JobSpec& spec, int version) {
     if (spec.accumulation_steps != 1) return "gradient accumulation";
     if (spec.gradient_precision != planner::Precision::kFp32) return "bf16 gradient all-reduce";
   }
+  if (spec.memory_format != planner::MemoryFormat::kAuto &&
+      protocol::kMemoryFormatProtocolVersion == version) {
+    return std::string("memory format ") + planner::MemoryFormatName(spec.memory_format);
+  }
   if (spec.eval && protocol::kEvaluationProtocolVersion == version) return "evaluation";
   if (spec.eval && protocol::DataProtocolVersion(spec.eval->data.kind) == version) {
     return spec.eval->data.kind + " eval data";

@@ -87,6 +87,7 @@ std::string DispatchBuilder::RunSpecJson(const JobRecord& job, planner::Precisio
   // (plan batch x N) is the job's global batch.
   spec.accumulation_steps = job.spec.accumulation_steps;
   spec.gradient_precision = job.spec.gradient_precision;
+  spec.memory_format = job.spec.memory_format;  // auto: each rank resolves it
   if (!job.spec.checkpoint_path.empty()) spec.checkpoint_path = job.spec.checkpoint_path;
   spec.checkpoints = PeriodicCheckpointsOf(job);
   if (job.spec.eval) spec.eval = ToRunSpec(*job.spec.eval);

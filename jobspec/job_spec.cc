@@ -217,6 +217,11 @@ Status ValidateJobSpec(const JobSpec& spec) {
   }
   RETURN_IF_ERROR(CheckLength(spec));
   RETURN_IF_ERROR(CheckAccumulation(spec));
+  // The background trainer keeps NCHW tensors (its CUDA graphs are captured as they are), and
+  // auto resolves to contiguous for it.
+  if (spec.role == JobRole::kBg && spec.memory_format != planner::MemoryFormat::kAuto) {
+    return FieldError("memory_format", "is for foreground jobs (a bg job trains contiguous)");
+  }
   const OptimizerSpec& opt = spec.optimizer;
   if (opt.name != "sgd" && opt.name != "adam" && opt.name != "adamw") {
     return FieldError("optimizer.name",
@@ -297,6 +302,9 @@ int RequiredProtocolVersion(const JobSpec& spec) {
   }
   if (spec.accumulation_steps != 1 || spec.gradient_precision != planner::Precision::kFp32) {
     version = std::max(version, protocol::kAccumulationProtocolVersion);
+  }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    version = std::max(version, protocol::kMemoryFormatProtocolVersion);
   }
   return version;
 }

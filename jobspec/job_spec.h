@@ -13,6 +13,7 @@
 #include "common/shared_text.h"
 #include "common/status.h"
 #include "planner/gradient_sync.h"
+#include "planner/memory_format.h"
 #include "planner/precision.h"
 #include "protocol/training_spec.h"
 
@@ -109,6 +110,10 @@ struct JobSpec {
   // "gradient_precision" (FG only): the width gradient all-reduces move, fp32 (default) or bf16
   // (the gradients and the step stay fp32). bf16 needs executor protocol 8.
   planner::Precision gradient_precision = planner::Precision::kFp32;
+  // "memory_format" (FG only; planner/memory_format.h): the layout of 4-D tensors, "auto"
+  // (default: each rank chooses, channels_last on CUDA for a convolutional model at 16 bits),
+  // "contiguous" or "channels_last". Either of the last two needs executor protocol 9.
+  planner::MemoryFormat memory_format = planner::MemoryFormat::kAuto;
 };
 
 // The samples of one forward and backward pass: global_batch / accumulation_steps (which
@@ -131,8 +136,9 @@ bool SynchronizesBatchNorm(const JobSpec& spec);
 // protocol::OptimizerProtocolVersion and DataProtocolVersion, of the eval data too, and
 // protocol::kEvaluationProtocolVersion with eval, kEpochsProtocolVersion with epochs,
 // kPrecisionProtocolVersion with a precision other than fp32 asked for,
-// kAccumulationProtocolVersion with accumulation_steps above 1 or bf16 gradient_precision) and that
-// every node the job is placed on must read.
+// kAccumulationProtocolVersion with accumulation_steps above 1 or bf16 gradient_precision,
+// kMemoryFormatProtocolVersion with a memory_format other than auto) and that every node the job
+// is placed on must read.
 int RequiredProtocolVersion(const JobSpec& spec);
 
 // The precision a job trains at on devices of `device_type` (a device preset name,

@@ -167,6 +167,7 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     "precision",
                                     "accumulation_steps",
                                     "gradient_precision",
+                                    "memory_format",
                                     "optimizer",
                                     "data",
                                     "seed",
@@ -216,6 +217,8 @@ StatusOr<v1::JobSpec> JobSpecProtoFromJson(const json& doc) {
                                     [&](auto v) { spec.set_accumulation_steps(v); }));
   RETURN_IF_ERROR(ReadInto<std::string>(doc, "gradient_precision", "",
                                         [&](auto v) { spec.set_gradient_precision(v); }));
+  RETURN_IF_ERROR(
+      ReadInto<std::string>(doc, "memory_format", "", [&](auto v) { spec.set_memory_format(v); }));
   RETURN_IF_ERROR(ReadInto<int64_t>(doc, "seed", "", [&](auto v) { spec.set_seed(v); }));
   RETURN_IF_ERROR(ReadInto<bool>(doc, "requeue_on_failure", "",
                                  [&](auto v) { spec.set_requeue_on_failure(v); }));
@@ -304,6 +307,9 @@ json JobSpecToJson(const JobSpec& spec) {
   if (spec.accumulation_steps != 1) doc["accumulation_steps"] = spec.accumulation_steps;
   if (spec.gradient_precision != planner::Precision::kFp32) {
     doc["gradient_precision"] = planner::PrecisionName(spec.gradient_precision);
+  }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    doc["memory_format"] = planner::MemoryFormatName(spec.memory_format);
   }
   if (!spec.checkpoint_path.empty()) doc["checkpoint"]["path"] = spec.checkpoint_path;
   if (!spec.checkpoint_dir.empty()) {

@@ -127,6 +127,11 @@ StatusOr<JobSpec> JobSpecFromProto(const v1::JobSpec& p) {
     if (!precision.ok()) return precision.status().WithContext("gradient_precision");
     spec.gradient_precision = *precision;  // ValidateJobSpec: fp32 or bf16
   }
+  if (!p.memory_format().empty()) {
+    StatusOr<planner::MemoryFormat> format = planner::ParseMemoryFormat(p.memory_format());
+    if (!format.ok()) return format.status().WithContext("memory_format");
+    spec.memory_format = *format;
+  }
   if (p.has_optimizer()) {
     const v1::OptimizerSpec& o = p.optimizer();
     if (!o.name().empty()) spec.optimizer.name = o.name();
@@ -198,6 +203,9 @@ v1::JobSpec JobSpecToProto(const JobSpec& spec) {
   if (spec.accumulation_steps != 1) p.set_accumulation_steps(spec.accumulation_steps);
   if (spec.gradient_precision != planner::Precision::kFp32) {
     p.set_gradient_precision(planner::PrecisionName(spec.gradient_precision));
+  }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    p.set_memory_format(planner::MemoryFormatName(spec.memory_format));
   }
   if (spec.epochs > 0) {
     p.set_epochs(spec.epochs);

@@ -106,6 +106,10 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
     RETURN_IF_ERROR(check(kAccumulationProtocolVersion, "gradient_precision",
                           planner::PrecisionName(spec.gradient_precision)));
   }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    RETURN_IF_ERROR(check(kMemoryFormatProtocolVersion, "memory_format",
+                          planner::MemoryFormatName(spec.memory_format)));
+  }
   if (spec.eval) {
     RETURN_IF_ERROR(check(kEvaluationProtocolVersion, "eval", ""));
     RETURN_IF_ERROR(
@@ -146,6 +150,9 @@ json WriteRunSpec(const RunSpec& spec, json graph, json plan) {
   if (spec.accumulation_steps != 1) doc["accumulation_steps"] = spec.accumulation_steps;
   if (spec.gradient_precision != planner::Precision::kFp32) {
     doc["gradient_precision"] = planner::PrecisionName(spec.gradient_precision);
+  }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    doc["memory_format"] = planner::MemoryFormatName(spec.memory_format);
   }
   if (spec.background) doc["background"] = BackgroundToJson(*spec.background);
   if (spec.eval) doc["eval"] = EvalToJson(*spec.eval);
@@ -212,6 +219,9 @@ int RequiredProtocolVersion(const RunSpec& spec) {
   if (spec.init_path) version = std::max(version, kInitProtocolVersion);
   if (spec.accumulation_steps != 1 || spec.gradient_precision != planner::Precision::kFp32) {
     version = std::max(version, kAccumulationProtocolVersion);
+  }
+  if (spec.memory_format != planner::MemoryFormat::kAuto) {
+    version = std::max(version, kMemoryFormatProtocolVersion);
   }
   return version;
 }
@@ -284,6 +294,13 @@ StatusOr<RunSpec> ParseRunSpecJson(std::string_view text) {
     auto parsed = planner::ParsePrecision(precision);
     if (!parsed.ok()) return parsed.status().WithContext("gradient_precision");
     spec.gradient_precision = *parsed;
+  }
+  if (doc.contains("memory_format")) {
+    std::string format;
+    RETURN_IF_ERROR(ReadOptionalField(doc, "memory_format", "", &format));
+    auto parsed = planner::ParseMemoryFormat(format);
+    if (!parsed.ok()) return parsed.status().WithContext("memory_format");
+    spec.memory_format = *parsed;
   }
   if (doc.contains("background") && !doc["background"].is_null()) {
     ASSIGN_OR_RETURN(spec.background, ParseBackgroundJson(doc["background"]));

@@ -3,7 +3,7 @@
 //    "plan":{plan doc},"iterations":K (or "epochs":E),"seed":S,"optimizer":{...},"data":{...},
 //    "checkpoint":{"path":"FILE","dir":"DIR","every_iterations":N,"keep":K},
 //    "gradient_bucket_mb":25,"batch_norm":"synchronized","precision":"bf16","background":{...},
-//    "accumulation_steps":N,"gradient_precision":"bf16",
+//    "accumulation_steps":N,"gradient_precision":"bf16","memory_format":"channels_last",
 //    "eval":{"data":{...},"every_iterations":N},"init":{"path":"FILE"}}
 // The coordinator fills a RunSpec and writes it with RunSpecToJson; every executor rank parses
 // it with ParseRunSpecJson, which validates the whole spec (the plan against the graph included)
@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
+#include "planner/memory_format.h"
 #include "planner/plan.h"
 #include "planner/precision.h"
 #include "protocol/background_spec.h"
@@ -64,6 +65,11 @@ struct RunSpec {
   // "gradient_precision" (protocol 8; absent: fp32): the width gradient all-reduces move, fp32 or
   // bf16 (worker::ExecutorOptions::gradient_precision; the gradients stay fp32).
   planner::Precision gradient_precision = planner::Precision::kFp32;
+  // "memory_format" (protocol 9; absent: auto): the layout of 4-D parameters and activations
+  // (planner/memory_format.h; docs/runtime.md, "Memory format"). auto lets each rank choose
+  // (planner::ResolveMemoryFormat: channels_last on CUDA for a convolutional model at 16 bits);
+  // "contiguous" and "channels_last" pin it and need version 9.
+  planner::MemoryFormat memory_format = planner::MemoryFormat::kAuto;
   // The samples one iteration consumes from the data set: the plan's batch times the
   // accumulation steps (what epochs, checkpoints' data positions and samples/s count).
   int64_t IterationBatch() const { return plan.global_batch * accumulation_steps; }
@@ -100,7 +106,8 @@ Status ValidateRunSpec(const RunSpec& spec);
 // (OptimizerProtocolVersion, DataProtocolVersion), and at least kEvaluationProtocolVersion when
 // eval is set, kEpochsProtocolVersion with epochs, kPrecisionProtocolVersion with a precision
 // other than fp32, kAccumulationProtocolVersion with accumulation_steps above 1 or a
-// gradient_precision other than fp32. Pure.
+// gradient_precision other than fp32, kMemoryFormatProtocolVersion with a memory_format other
+// than auto. Pure.
 int RequiredProtocolVersion(const RunSpec& spec);
 
 // INVALID_ARGUMENT naming the field, for a wrong format or version too: a version outside

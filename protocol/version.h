@@ -32,12 +32,14 @@
 //      of the plan's batch, one optimizer step) and the gradient all-reduces' width (the run
 //      spec's "gradient_precision": "bf16"; absent: fp32), and PROFILE tasks at a precision
 //      (the ProfileTask's "precision": deepool-profile --precision; node.proto).
+//   9: adds the memory format (the run spec's "memory_format": "contiguous" or "channels_last";
+//      absent: auto, which an executor resolves itself).
 #pragma once
 
 namespace deepool::protocol {
 
 // The newest version this build speaks.
-inline constexpr int kProtocolVersion = 8;
+inline constexpr int kProtocolVersion = 9;
 // The oldest version this build still reads and writes.
 inline constexpr int kOldestProtocolVersion = 1;
 
@@ -65,6 +67,9 @@ inline constexpr int kAccumulationProtocolVersion = 8;
 // The version whose workers profile at the ProfileTask's precision (16-bit profiles); an older
 // worker ignores the field and measures fp32.
 inline constexpr int kPrecisionProfileProtocolVersion = 8;
+// The version that introduced the run spec's "memory_format" (contiguous or channels_last 4-D
+// tensors); auto, the default, is written as no field and needs nothing newer.
+inline constexpr int kMemoryFormatProtocolVersion = 9;
 
 // Versions oldest..newest, both included: what a build speaks, or what a worker and the
 // coordinator have in common (newest is then the version they use with each other).

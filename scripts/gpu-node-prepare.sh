@@ -167,7 +167,7 @@ gpu_node_configure_and_build() {
   if [[ "$targets" == gpu ]]; then
     local wanted=(deepool deepool-executor deepool-profile deepool-train deepool-bench-executor_overhead
                   deepool-bench-batch_norm deepool-bench-gpu_multiplex deepool-bench-profile-validation
-                  deepool-bench-dp_vs_ddp deepool-bench-image-pipeline)
+                  deepool-bench-dp_vs_ddp deepool-bench-image-pipeline deepool-bench-memory_format)
     local known
     known="$(ninja -C "$build_dir" -t targets all | cut -d: -f1)"
     targets=""

@@ -93,6 +93,7 @@ predict_table="$(mktemp)"
 baseline_table="$(mktemp)"
 overhead_table="$(mktemp)"
 batch_norm_table="$(mktemp)"
+memory_format_table="$(mktemp)"
 preset_table="$(mktemp)"
 ddp_table="$(mktemp)"
 cores_table="$(mktemp)"
@@ -105,7 +106,7 @@ keep_material() {
 # Where the device tool runs a command, what it writes under $OUT comes back: the log too.
 copy_to_out() { [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && cp "$log" "$OUT/gpu-node.log" || true; }
 trap 'keep_material; copy_to_out; rm -rf "$log" "$bench_table" "$predict_table" "$baseline_table" \
-  "$overhead_table" "$batch_norm_table" "$preset_table" "$ddp_table" "$cores_table" \
+  "$overhead_table" "$batch_norm_table" "$memory_format_table" "$preset_table" "$ddp_table" "$cores_table" \
   "$compare_table" "$work"' EXIT
 # Everything the script and its commands print goes to the console and to the log.
 exec > >(tee -a "$log") 2>&1
@@ -400,6 +401,10 @@ overhead_cmd="$bin/deepool-bench-executor_overhead 10 6 --device cuda"
 table_stage "executor overhead, one GPU" "$overhead_table" "$overhead_cmd"
 batch_norm_cmd="$bin/deepool-bench-batch_norm --device cuda --batch 32 --image-size 224"
 table_stage "synchronised batch norm's compute, one GPU" "$batch_norm_table" "$batch_norm_cmd"
+# The memory_format "auto" default on CUDA (channels_last for convolutional models at 16 bits)
+# rests on this row: ResNet-50 at bf16, batch 128, trained in both formats.
+memory_format_cmd="$bin/deepool-bench-memory_format 5 4 --device cuda --precision bf16 --case resnet50:128"
+table_stage "channels_last against contiguous, one GPU" "$memory_format_table" "$memory_format_cmd"
 # Data parallelism as a user would otherwise run it (DDP's buckets, overlapped with backward)
 # needs two or more GPUs: ResNet-50 at 224x224, 32 samples a GPU.
 if (( gpu_count >= 2 )); then
@@ -499,6 +504,14 @@ fi
   echo "medians of 21 alternating repetitions, ms:"
   echo
   cat "$batch_norm_table"
+  echo
+  echo "## channels_last against contiguous training (\`$memory_format_cmd\`)"
+  echo
+  echo "One rank through the executor in each memory format, medians of 4 alternating trials of 5"
+  echo "iterations (below 1: channels_last faster; the memory_format auto default assumes it is),"
+  echo "then the copies a boundary conversion would add to each re-split piece:"
+  echo
+  cat "$memory_format_table"
   echo
   echo "## Data parallelism against a DDP-style libtorch loop over NCCL (\`$ddp_cmd\`)"
   echo

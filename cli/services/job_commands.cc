@@ -36,6 +36,7 @@ struct SubmitFlags {
   std::string init;       // weights to start from, on every worker
   std::string precision;  // "fp32", "tf32", "bf16" or "fp16"; empty: the coordinator's default
   std::string gradient_precision;  // "fp32" or "bf16"; empty: fp32
+  std::string memory_format;       // "auto", "contiguous" or "channels_last"; empty: auto
   std::optional<int64_t> accumulation_steps;
   std::optional<int64_t> eval_batch;
   std::optional<int64_t> global_batch, iterations, epochs, seed, num_classes, image_size,
@@ -130,6 +131,7 @@ StatusOr<json> BuildSpec(const SubmitFlags& f) {
   if (!f.precision.empty()) doc["precision"] = f.precision;
   if (f.accumulation_steps) doc["accumulation_steps"] = *f.accumulation_steps;
   if (!f.gradient_precision.empty()) doc["gradient_precision"] = f.gradient_precision;
+  if (!f.memory_format.empty()) doc["memory_format"] = f.memory_format;
   if (!f.optimizer.empty() || f.lr) {
     json& opt = doc["optimizer"];
     if (!opt.is_object()) opt = json::object();
@@ -466,6 +468,11 @@ RegisterCommand submit_command([](CLI::App& app, CommandResult& result) {
                   "FG: the width gradient all-reduces move, fp32 (default) or bf16 (gradients "
                   "and the step stay fp32; bf16 needs executor protocol 8)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--memory-format", flags->memory_format,
+                  "FG: the layout of 4-D tensors, auto (default: channels_last on CUDA for a "
+                  "convolutional model at bf16 or fp16), contiguous or channels_last (either "
+                  "of the last two needs executor protocol 9)")
+      ->check(CLI::IsMember({"auto", "contiguous", "channels_last"}));
   cmd->add_option("--seed", flags->seed, "Random seed");
   cmd->add_option("--profile", flags->profile, "Measured (default) or analytical");
   cmd->add_option("--checkpoint", flags->checkpoint, "Where rank 0 writes the final checkpoint");

@@ -199,7 +199,7 @@ TEST_CASE("run spec: written at the oldest version that can express it", "[proto
   CHECK(written(spec) == 4);
   // The versions are ones this build reads.
   CHECK(kOldestProtocolVersion == 1);
-  CHECK(kProtocolVersion == 8);
+  CHECK(kProtocolVersion == 9);
   CHECK(kEvaluationProtocolVersion == 4);
 }
 
@@ -506,9 +506,9 @@ TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 8)");
+  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 9)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 9 (this build reads versions 1 to 8)");
+  CHECK(ErrorOf(doc) == "unsupported version 10 (this build reads versions 1 to 9)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }

@@ -41,6 +41,11 @@ int main(int argc, char** argv) {
                  "gradient sum and optimizer step after the last (default 1)");
   app.add_option("--gradient-precision", options.gradient_precision,
                  "fp32 or bf16: the width gradient all-reduces move (default fp32)");
+  app.add_option("--memory-format", options.memory_format,
+                 "auto, contiguous or channels_last: the layout of convolutions' 4-D weights "
+                 "and activations (default auto: channels_last on cuda for a convolutional "
+                 "model at bf16 or fp16, else contiguous)")
+      ->check(CLI::IsMember({"auto", "contiguous", "channels_last"}));
   app.add_option("--optimizer", options.optimizer.name, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", options.optimizer.lr, "learning rate");

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "worker/runtime/executor_guard.h"
 #include "worker/runtime/layers/loss.h"
+#include "worker/runtime/layers/memory_format.h"
 #include "worker/runtime/layers/precision_scope.h"
 
 namespace deepool::worker {
@@ -44,6 +45,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const planner::Graph& graph
                                 std::to_string(options.accumulation_steps));
   }
   SetMathMode(options.precision, options.device);
+  options.memory_format = planner::ResolveMemoryFormat(
+      options.memory_format, options.device.is_cuda(), options.precision, graph);
   std::unique_ptr<Executor> executor(
       new Executor(graph, plan, comm, data, std::move(options), clock));
   RETURN_IF_ERROR(Guarded("building rank " + std::to_string(comm->rank()),
@@ -96,6 +99,7 @@ Status Executor::Init(const ModuleFactory& factory) {
     if (!state.runs) continue;
     ASSIGN_OR_RETURN(auto module, factory(graph_, id, options_.seed));
     module->to(options_.device);
+    ModuleToMemoryFormat(*module, options_.memory_format);
     module->train();
     if (sync_stats) module->set_group_sum(MakeGroupSum(id));
     for (auto& param : module->parameters()) {
@@ -220,9 +224,9 @@ void Executor::Synchronize() {
 torch::Tensor Executor::NewBuffer(int64_t rows, const planner::Shape& shape) {
   std::vector<int64_t> sizes{rows};
   sizes.insert(sizes.end(), shape.begin(), shape.end());
-  return torch::empty(
-      sizes,
-      torch::TensorOptions().dtype(ComputeDtype(options_.precision)).device(options_.device));
+  return EmptyInMemoryFormat(
+      sizes, torch::TensorOptions().dtype(ComputeDtype(options_.precision)).device(options_.device),
+      options_.memory_format);
 }
 
 torch::Tensor Executor::ToTransferDtype(const torch::Tensor& tensor) const {
@@ -339,13 +343,15 @@ Status Executor::PostForwardTransfers(int id) {
         edges_[static_cast<size_t>(transfer.edge)].pieces[static_cast<size_t>(transfer.piece)];
     int tag = ForwardTag(transfer.edge);
     if (transfer.send) {
-      // A narrow along the batch of a contiguous output is contiguous: no copy.
+      // A narrow along the batch of a dense output is dense: no copy.
       ops.push_back(P2POp::Send(
-          ToTransferDtype(Rows(output, producer.first, piece.first, piece.last)).contiguous(),
+          WireView(ToTransferDtype(Rows(output, producer.first, piece.first, piece.last)),
+                   options_.memory_format),
           piece.dst, tag));
     } else {
-      ops.push_back(
-          P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(id).output_shape), piece.src, tag));
+      ops.push_back(P2POp::Recv(
+          WireView(RecvBuffer(tag, piece, graph_.layer(id).output_shape), options_.memory_format),
+          piece.src, tag));
     }
   }
   ASSIGN_OR_RETURN(forward_groups_[static_cast<size_t>(id)].work, comm_->Exchange(std::move(ops)));
@@ -464,12 +470,15 @@ Status Executor::PostBackwardTransfers(int segment) {
     if (transfer.send) {
       const LayerState& consumer = layers_[static_cast<size_t>(edge.consumer)];
       torch::Tensor grad = InputGradient(edge.consumer, edge.input_index);
-      ops.push_back(P2POp::Send(
-          ToTransferDtype(Rows(grad, consumer.first, piece.first, piece.last)).contiguous(),
-          piece.src, tag));
+      ops.push_back(
+          P2POp::Send(WireView(ToTransferDtype(Rows(grad, consumer.first, piece.first, piece.last)),
+                               options_.memory_format),
+                      piece.src, tag));
     } else {
-      ops.push_back(P2POp::Recv(RecvBuffer(tag, piece, graph_.layer(edge.producer).output_shape),
-                                piece.dst, tag));
+      ops.push_back(
+          P2POp::Recv(WireView(RecvBuffer(tag, piece, graph_.layer(edge.producer).output_shape),
+                               options_.memory_format),
+                      piece.dst, tag));
     }
   }
   ASSIGN_OR_RETURN(backward_groups_[static_cast<size_t>(segment)].work,
@@ -539,7 +548,9 @@ Status Executor::StartBucketSum(const RankGroup& group) {
       torch::Tensor grad = hooked.defined()         ? hooked
                            : param.grad().defined() ? param.grad()
                                                     : torch::zeros_like(param);
-      grads.push_back(grad.reshape({-1}));
+      // In the parameter's memory order (a channels_last weight's NHWC order), so that a
+      // channels_last gradient enters the bucket without a transpose.
+      grads.push_back(FlattenInMemoryOrder(grad, options_.memory_format));
     }
   }
   // The rank's loss rides as one more element of the first world bucket (every rank of the world
@@ -615,7 +626,8 @@ Status Executor::FinishReductions(torch::Tensor& local_loss, std::unique_ptr<Com
     for (int id : pending.layers) {
       for (auto& param : layers_[static_cast<size_t>(id)].params) {
         int64_t count = param.numel();
-        param.mutable_grad() = pending.flat.narrow(0, offset, count).view_as(param);
+        param.mutable_grad() =
+            UnflattenLike(pending.flat.narrow(0, offset, count), param, options_.memory_format);
         offset += count;
       }
     }

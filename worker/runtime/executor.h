@@ -78,6 +78,7 @@
 #include "common/status.h"
 #include "planner/gradient_sync.h"
 #include "planner/graph.h"
+#include "planner/memory_format.h"
 #include "planner/plan.h"
 #include "planner/precision.h"
 #include "worker/runtime/communication/communicator.h"
@@ -135,6 +136,12 @@ struct ExecutorOptions {
   // iteration i * N + m (data/micro_batches.h gives that view of an iteration-batch source).
   // 1: no accumulation.
   int64_t accumulation_steps = 1;
+  // The layout of 4-D tensors (docs/runtime.md, "Memory format"; layers/memory_format.h):
+  // channels_last puts convolutions' 4-D weights, the data batch and the receive buffers of 4-D
+  // activations and their gradients in NHWC, sends 4-D pieces NHWC-dense, and flattens 4-D
+  // gradients into their buckets in NHWC order (every rank of a run uses the same format).
+  // Checkpoints stay NCHW. kAuto: Create resolves it (planner::ResolveMemoryFormat).
+  planner::MemoryFormat memory_format = planner::MemoryFormat::kAuto;
   // fp16 only: dynamic loss scaling (loss_scaler.h). The loss's gradient is scaled; after the
   // gradient sums, one all-reduce over the world tells every rank whether any rank's gradients
   // hold an inf or nan (a host wait, fp16 only): then every rank skips the step and halves the

@@ -18,6 +18,7 @@
 
 #include "worker/runtime/executor.h"
 #include "worker/runtime/executor_guard.h"
+#include "worker/runtime/layers/memory_format.h"
 
 namespace deepool::worker {
 
@@ -126,7 +127,7 @@ StatusOr<double> Executor::RunPass(int64_t iteration, int64_t pass, double* data
                 const bool queued = options_.device.is_cuda() && batch.inputs.is_pinned();
                 batch.inputs = batch.inputs.to(options_.device, queued);
                 batch.labels = batch.labels.to(options_.device, queued);
-                batch.inputs = ModelInputs(batch.inputs);
+                batch.inputs = InMemoryFormat(ModelInputs(batch.inputs), options_.memory_format);
                 PrepareIteration(batch);
                 data_span.reset();
                 RETURN_IF_ERROR(RunForward(batch));

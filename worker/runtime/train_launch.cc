@@ -76,6 +76,9 @@ StatusOr<RunSpec> PrepareSpec(const TrainOptions& options) {
   if (!gradient_precision.ok())
     return gradient_precision.status().WithContext("--gradient-precision");
   spec.gradient_precision = *gradient_precision;
+  auto memory_format = planner::ParseMemoryFormat(options.memory_format);
+  if (!memory_format.ok()) return memory_format.status().WithContext("--memory-format");
+  spec.memory_format = *memory_format;
   if (options.accumulation_steps < 1) {
     return InvalidArgumentError("--accumulation-steps must be >= 1");
   }

@@ -31,6 +31,9 @@ struct TrainOptions {
   // layout) is for; global_batch must divide evenly.
   int64_t accumulation_steps = 1;
   std::string gradient_precision = "fp32";  // or "bf16": the gradient all-reduces' width
+  // "auto", "contiguous" or "channels_last" (a run spec's "memory_format"; auto is written as
+  // no field, and each rank resolves it: planner/memory_format.h).
+  std::string memory_format = "auto";
   OptimizerSpec optimizer;
   std::string data =
       "synthetic";  // "synthetic", "cifar10:PATH", "image_folder:PATH" or "tokens:PATH"
