@@ -12,6 +12,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
+#include "worker/runtime/executor_process.h"
 #include "worker/runtime/layers/layer_module.h"
 #include "worker/runtime/run_spec.h"
 #include "worker/runtime/train_launch.h"
@@ -90,6 +91,27 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
     REQUIRE((*ranks)->outcomes()[static_cast<size_t>(rank)].done);
   }
   REQUIRE(rank0_losses.size() == 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sharing a GPU between ranks is refused without a CUDA device", "[launcher][process]") {
+  auto dir = TempDir();
+  LaunchOptions options;
+  options.executor_path = SiblingExecutable("deepool-executor");
+  options.run_spec_path = WriteSpec(2, 1, dir);
+  options.world_size = 2;
+  options.share_gpu = true;  // on the default device, "cpu"
+  auto ranks = RankProcesses::Start(options);
+  REQUIRE(ranks.status().code() == StatusCode::kInvalidArgument);
+  // An executor asked for it on a CPU device fails with an error event, before it trains.
+  std::ostringstream out;
+  ExecutorProcessOptions executor;
+  executor.run_spec_path = options.run_spec_path;
+  executor.share_gpu = true;
+  Status status = RunExecutorProcess(executor, out);
+  INFO(status.ToString());
+  REQUIRE(status.code() == StatusCode::kInvalidArgument);
+  REQUIRE(out.str().find("--share-gpu needs a CUDA device") != std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,6 @@
 // deepool-executor: one training rank. Contract (docs/runtime.md):
 //   deepool-executor --run-spec FILE --rank R --world-size N --store HOST:PORT
-//                    [--device cpu|cuda:K] [--timeout-s S] [--threads N]
+//                    [--device cpu|cuda:K [--share-gpu]] [--timeout-s S] [--threads N]
 //                    [--commands-on-stdin [--background-sharing idle_only|concurrent]]
 //                    [--worker-lease-s S]
 // stdout carries one JSON event per line; logs go to stderr.
@@ -24,9 +24,9 @@ namespace {
 // threads blocked writing to them (holding the logger's lock): write without blocking, past the
 // logger, and leave.
 [[noreturn]] void EndWithoutWorker(int rank, const std::string& why) {
-  const std::string event = deepool::protocol::ExecutorEventToJson(deepool::protocol::ErrorEvent{
-      rank, "the worker daemon's lease ended (" + why + "); stopping",
-      deepool::StatusCode::kAborted});
+  const std::string event = deepool::protocol::ExecutorEventToJson(
+      deepool::protocol::ErrorEvent{rank, "the worker daemon's lease ended (" + why + "); stopping",
+                                    deepool::StatusCode::kAborted});
   for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     const std::string line = "\n" + event + "\n";
@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   app.add_option("--store", options.store, "HOST:PORT of the c10d store (rank 0: port 0 binds)")
       ->required();
   app.add_option("--device", options.device, "cpu or cuda:K");
+  app.add_flag("--share-gpu", options.share_gpu,
+               "CUDA: other ranks share this GPU, so communicate over Gloo through host buffers "
+               "instead of NCCL (a test and benchmark path)");
   app.add_option("--bind-host", options.bind_host,
                  "CPU devices: the local address other ranks reach this one at (Gloo); default: "
                  "loopback for a loopback store, else the address the hostname resolves to");

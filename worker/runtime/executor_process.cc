@@ -15,6 +15,7 @@
 #include "worker/runtime/checkpoints/periodic_checkpoints.h"
 #include "worker/runtime/communication/communicator_gloo.h"
 #include "worker/runtime/communication/communicator_nccl.h"
+#include "worker/runtime/communication/communicator_staged.h"
 #include "worker/runtime/data/micro_batches.h"
 #include "worker/runtime/devices/device.h"
 #include "worker/runtime/executor.h"
@@ -32,8 +33,9 @@ double WallMicros() {
       .count();
 }
 
-// The rank's communicator: NCCL on CUDA, Gloo on CPU. Rank 0 started with store port 0 hosts
-// the store and announces its port on `out` (the launcher's store_ready event).
+// The rank's communicator: NCCL on CUDA (Gloo through host buffers when ranks share the GPU),
+// Gloo on CPU. Rank 0 started with store port 0 hosts the store and announces its port on `out`
+// (the launcher's store_ready event).
 StatusOr<std::unique_ptr<Communicator>> Connect(const ExecutorProcessOptions& options,
                                                 const RunSpec& spec, const DeviceSpec& device,
                                                 std::ostream& out) {
@@ -54,7 +56,9 @@ StatusOr<std::unique_ptr<Communicator>> Connect(const ExecutorProcessOptions& op
   auto on_store_ready = [&](int port) {
     if (store->port == 0) out << StoreReadyEvent(store->host, port) << std::endl;
   };
+  if (device.cuda && options.share_gpu) return ConnectStaged(comm_options, on_store_ready);
   if (device.cuda) return ConnectNccl(comm_options, on_store_ready);
+  if (options.share_gpu) return InvalidArgumentError("--share-gpu needs a CUDA device");
   return ConnectGloo(comm_options, on_store_ready);
 }
 
@@ -326,7 +330,6 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   executor_options.precision = spec.precision;
   executor_options.gradient_precision = spec.gradient_precision;
   executor_options.accumulation_steps = spec.accumulation_steps;
-  executor_options.memory_format = spec.memory_format;  // auto: Create resolves it
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
   executor_options.spans = &spans;

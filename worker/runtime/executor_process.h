@@ -18,6 +18,10 @@ struct ExecutorProcessOptions {
   int world_size = 1;
   std::string store = "127.0.0.1:0";  // HOST:PORT; port 0 only for rank 0
   std::string device = "cpu";
+  // CUDA devices: this rank shares its GPU with other ranks, so it communicates over Gloo
+  // through host buffers (communicator_staged.h) instead of NCCL, which refuses two ranks on
+  // one device. A test and benchmark path; NCCL is the production path.
+  bool share_gpu = false;
   // Gloo (CPU devices): the local address the other ranks connect to; empty: CommOptions'
   // default. NCCL picks its own interface (NCCL_SOCKET_IFNAME).
   std::string bind_host;

@@ -15,8 +15,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string DeviceFor(const std::string& device, int rank) {
-  return device == "cuda" ? "cuda:" + std::to_string(rank) : device;
+std::string DeviceFor(const std::string& device, bool share_gpu, int rank) {
+  if (device != "cuda") return device;
+  return "cuda:" + std::to_string(share_gpu ? 0 : rank);
 }
 
 // CPU ranks on this machine share its cores.
@@ -49,8 +50,9 @@ Status RankProcesses::Spawn(int rank, int store_port) {
                "--rank",       std::to_string(rank),
                "--world-size", std::to_string(options_.world_size),
                "--store",      FormatHostPort(options_.store_host, store_port),
-               "--device",     DeviceFor(options_.device, rank),
+               "--device",     DeviceFor(options_.device, options_.share_gpu, rank),
                "--timeout-s",  std::to_string(options_.timeout_s)};
+  if (options_.share_gpu) spec.args.push_back("--share-gpu");
   if (options_.device == "cpu") {
     spec.args.push_back("--threads");
     spec.args.push_back(std::to_string(CpuThreadsPerRank(options_.world_size)));
@@ -98,7 +100,8 @@ StatusOr<int> RankProcesses::AwaitStorePort() {
                               output->exit.Describe() + ")");
     }
     StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(*output->line);
-    if (const auto* ready = event.ok() ? std::get_if<protocol::StoreReadyEvent>(&*event) : nullptr) {
+    if (const auto* ready =
+            event.ok() ? std::get_if<protocol::StoreReadyEvent>(&*event) : nullptr) {
       return ready->port;
     }
     early_lines_.push_back(*output->line);
@@ -110,6 +113,10 @@ StatusOr<int> RankProcesses::AwaitStorePort() {
 
 StatusOr<std::unique_ptr<RankProcesses>> RankProcesses::Start(const LaunchOptions& options) {
   if (options.world_size < 1) return InvalidArgumentError("world size must be >= 1");
+  if (options.share_gpu && options.device != "cuda") {
+    return InvalidArgumentError("sharing a GPU between ranks needs device cuda, not " +
+                                options.device);
+  }
   if (access(options.executor_path.c_str(), X_OK) != 0) {
     return NotFoundError("executor binary " + options.executor_path + " is not executable");
   }
@@ -134,9 +141,8 @@ void RankProcesses::KillAll() {
 }
 
 bool RankProcesses::AnyRunning() const {
-  return std::any_of(outcomes_.begin(), outcomes_.end(), [](const RankOutcome& o) {
-    return o.pid > 0 && !o.exited && o.signal == 0;
-  });
+  return std::any_of(outcomes_.begin(), outcomes_.end(),
+                     [](const RankOutcome& o) { return o.pid > 0 && !o.exited && o.signal == 0; });
 }
 
 void RankProcesses::HandleLine(int rank, const std::string& line, const EventCallback& on_event) {
@@ -171,8 +177,8 @@ void RankProcesses::HandleExit(int rank, const ProcessExit& exit) {
   outcome.exited = exit.signal == 0;
   outcome.exit_code = exit.exit_code;
   const bool failed = !exit.ok() || !outcome.done;
-  if (failed && std::find(failure_order_.begin(), failure_order_.end(), rank) ==
-                    failure_order_.end()) {
+  if (failed &&
+      std::find(failure_order_.begin(), failure_order_.end(), rank) == failure_order_.end()) {
     failure_order_.push_back(rank);
   }
 }

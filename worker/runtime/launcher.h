@@ -33,7 +33,11 @@ struct LaunchOptions {
   std::string run_spec_path;
   int world_size = 1;
   std::string device = "cpu";  // "cpu", or "cuda": rank R gets cuda:R
-  int timeout_s = 60;          // passed to every rank (--timeout-s)
+  // "cuda" only: every rank on cuda:0, over the staging communicator (deepool-executor
+  // --share-gpu; communicator_staged.h). A test and benchmark path for one GPU: NCCL, the
+  // production path, refuses two ranks on one device.
+  bool share_gpu = false;
+  int timeout_s = 60;  // passed to every rank (--timeout-s)
   // Kill the remaining ranks as soon as one fails. Off: let them notice on their own.
   bool stop_on_failure = true;
   // Give up (kill every rank) after this long without any event line; 0: 3 * timeout_s + 30.
