@@ -330,6 +330,7 @@ Status Train(const ExecutorProcessOptions& options, std::ostream& out) {
   executor_options.precision = spec.precision;
   executor_options.gradient_precision = spec.gradient_precision;
   executor_options.accumulation_steps = spec.accumulation_steps;
+  executor_options.memory_format = spec.memory_format;  // auto: Create resolves it
   executor_options.device = device.torch_device();
   if (device.cuda) executor_options.synchronize = [ctx = context.get()] { ctx->Synchronize(); };
   executor_options.spans = &spans;
