@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The first thing to run on a GPU node: builds the GPU targets (from the node's own headers, or
 # from the pack scripts/pack-gpu-node.sh made on a machine with network, against the node's own
-# torch when the pinned wheel is absent), runs every GPU test (CTest label "gpu"), checks the
+# torch when the pinned wheel is absent), runs every GPU test (CTest label "gpu"; among them, on
+# one GPU too, the executor's multi-rank CUDA paths with ranks sharing the GPU over the staging
+# communicator, executor_shared_gpu_test, and NCCL in a world of one, communicator_nccl_gpu_test;
+# the report lists every test and its outcome), checks the
 # one-GPU cost model against measurement (each model's per-layer profile on this GPU, summed by
 # `deepool plan`, and the analytical preset, against a measured one-GPU training iteration; and
 # the preset per op against the profiled layers), sets deepool's one-GPU training beside plain
