@@ -29,6 +29,8 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
                        options.checkpoint_every_seconds}),
       dispatcher_(clock, options.resend_after),
       failures_(clock, options.first_cause_window),
+      stopping_(&ledger_),
+      policy_record_(options.policy, options.policy_options),
       curves_(
           planner,
           [jobs](const std::string& model_key, const std::string& device_type) {
@@ -168,14 +170,13 @@ void Scheduler::AdmitLocked(Writes* writes) {
   if (options_.policy) DescribePlacedLocked(active, &input);
   const Admission admission =
       options_.policy ? Admit(input, *options_.policy) : Admit(std::move(input));
-  policy_view_.shares = admission.shares;
   for (const FgPreemption& preempted : admission.preempted) PreemptLocked(preempted, writes);
   // A grant of devices a preempted job still holds waits for it to stop, and displaces nobody.
   std::set<std::string> granted;
   for (const ForegroundGrant& grant : admission.foreground) {
     if (GrantFreeLocked(grant, writes)) granted.insert(grant.job_id);
   }
-  RecordRoundLocked(admission, static_cast<int64_t>(granted.size()));
+  policy_record_.RecordRound(admission, static_cast<int64_t>(granted.size()));
   for (const Displacement& displaced : admission.displaced) {
     if (granted.count(displaced.fg_job)) DisplaceBackgroundLocked(displaced, writes);
   }

@@ -22,14 +22,18 @@
 // Parts: admission.h decides who gets devices (a pure step over a copy of the DeviceLedger);
 // dispatch_builder.h turns a placed job into its run spec and tasks; dispatcher.h owns the task
 // table, the outboxes, re-sends and reconciliation; job_writes.h carries job changes out of the
-// lock. The Scheduler ties them together.
+// lock; first_cause_window.h chooses the reason a failed job fails with; stopping_holds.h keeps
+// the devices of executors still stopping; policy_record.h keeps what status and the metrics
+// show of the policy's rounds; speed_curve_book.h plans FG jobs' speed-up curves for it. The
+// Scheduler ties them together: it decides under mu_ and carries the decisions out.
 //
-// Threading: worker and client calls may come from any thread; the ledger, reservations and the
-// write queue are guarded by mu_ (taken before the Dispatcher's and JobManager's own locks, never
-// after; the Dispatcher never holds its lock while it asks the JobManager). No store write happens
-// under mu_: changes are decided under it and written after it is released (ApplyWrites). Tick()
-// must be called from one thread at a time (the coordinator's control loop; tests call it
-// directly); it plans without holding mu_.
+// Threading: worker and client calls may come from any thread; the ledger, reservations, the
+// write queue, the first-cause window, the stopping holds and the policy record are guarded by
+// mu_ (taken before the Dispatcher's and JobManager's own locks, never after; the Dispatcher
+// never holds its lock while it asks the JobManager). No store write happens under mu_: changes
+// are decided under it and written after it is released (ApplyWrites). Tick() must be called
+// from one thread at a time (the coordinator's control loop; tests call it directly); it plans
+// without holding mu_.
 #pragma once
 
 #include <chrono>
@@ -55,8 +59,10 @@
 #include "coordinator/job_writes.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/planning.h"
+#include "coordinator/policy_record.h"
 #include "coordinator/policy_standing.h"
 #include "coordinator/speed_curve_book.h"
+#include "coordinator/stopping_holds.h"
 #include "deepool/v1/node.pb.h"
 #include "protocol/run_spec.h"
 
@@ -160,21 +166,8 @@ class Scheduler {
   size_t TaskCount() const { return dispatcher_.size(); }
   // Job changes waiting to be written again (the store failed them).
   size_t UnwrittenCount() const;
-  // What the policy decided last: each user's share after the last round with waiting jobs, and
-  // the FG jobs it has preempted since the coordinator started (for the metrics).
-  struct PolicyView {
-    std::vector<policy::UserShare> shares;
-    int64_t preemptions = 0;
-    // For `deepool status` (policy_standing.h): the policy's name and minimum slice, its last
-    // round with waiting jobs (null before one), and each job's last preemption since start.
-    std::string policy = "fifo";
-    double min_slice_s = 0;
-    std::shared_ptr<const PolicyRound> round;
-    std::shared_ptr<const std::map<std::string, PreemptionNote>> preempted;
-    // Decisions of every round since start, by (kind, code) as deepool_policy_decisions_total
-    // labels them: ("grant", "fg"|"bg"), ("preemption", "fg"|"bg"), ("wait", WaitCodeName).
-    std::map<std::pair<std::string, std::string>, int64_t> decisions;
-  };
+  // What the policy decided last (policy_record.h).
+  using PolicyView = coordinator::PolicyView;
   PolicyView LastPolicyView() const;
 
   // The control loop sleeps here between ticks; woken early by submissions and worker reports.
@@ -224,9 +217,6 @@ class Scheduler {
   void RefreshCurves();
   // A policy's preemption of a running FG job: it stops at its next checkpoint, then waits again.
   void PreemptLocked(const FgPreemption& preempted, Writes* writes);
-  // Keeps what status and the metrics show of a round (PolicyView): its summary and its counts.
-  // fg_granted: the FG grants carried out (a grant of devices a preempted job still holds waits).
-  void RecordRoundLocked(const Admission& admission, int64_t fg_granted);
   // Whether a grant's devices are free in the ledger: a preempted job holds its devices until it
   // has stopped, and the job granted them waits until then.
   bool GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const;
@@ -257,8 +247,6 @@ class Scheduler {
   // "JOB (stopping)") until its tasks have ended: stopped by their workers, or their node lost.
   void ReleaseAfterStopLocked(const JobRecord& job);
   void ReleaseStoppedLocked();
-  // Holds the node's free devices until the listed tasks (cancelled at its registration) stop.
-  void HoldUntilStoppedLocked(const NodeRecord& node, const std::vector<std::string>& task_ids);
   // FAILED with `reason`, or PENDING (kRequeued) where the spec asks and attempts remain.
   void FailOrRequeueLocked(const JobRecord& job, const Reason& reason, Writes* writes);
   // Makes `write` stop its job's tasks once it is stored (or refused), never before: a stop sent
@@ -323,10 +311,10 @@ class Scheduler {
   std::vector<Reservation> ready_to_plan_;           // profiled, to plan in the next tick
   Writes unwritten_;                                 // failed writes to retry, in order
   std::optional<Clock::TimePoint> reconcile_deadline_;
-  FirstCauseWindow failures_;  // jobs whose failure waits for its first cause
-  std::map<std::string, std::vector<std::string>> stopping_;  // holder -> its job's task ids
-  PolicyView policy_view_;
-  SpeedCurveBook curves_;  // FG jobs' speed-up curves for the policy (its own lock)
+  FirstCauseWindow failures_;   // jobs whose failure waits for its first cause
+  StoppingHolds stopping_;      // devices of executors still stopping (changes ledger_)
+  PolicyRecord policy_record_;  // what status and the metrics show of the policy
+  SpeedCurveBook curves_;       // FG jobs' speed-up curves for the policy (its own lock)
 };
 
 }  // namespace deepool::coordinator

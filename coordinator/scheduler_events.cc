@@ -159,42 +159,13 @@ void Scheduler::ReleaseLocked(const std::string& job_id) {
 void Scheduler::ReleaseAfterStopLocked(const JobRecord& job) {
   const std::vector<DeviceKey> held = ledger_.DevicesOf(job.id);
   ReleaseLocked(job.id);
-  if (dispatcher_.NoneLive(job.task_ids)) return;
-  // Its executors may still run until their workers stop them: the devices they use (those no
-  // other job's FG rank runs on; a hosted BG job used its host's) stay held until then.
-  const std::string holder = job.id + " (stopping)";
-  bool holding = false;
-  for (const DeviceKey& key : held) {
-    if (ledger_.ForegroundOf(key)) continue;
-    ledger_.HoldForeground(key, holder);
-    holding = true;
-  }
-  if (holding) stopping_[holder] = job.task_ids;
-}
-
-void Scheduler::HoldUntilStoppedLocked(const NodeRecord& node,
-                                       const std::vector<std::string>& task_ids) {
-  if (task_ids.empty()) return;
-  // Executors the node still runs for jobs that gave it up (it was DOWN, or the coordinator
-  // restarted meanwhile) hold their devices until they are gone; which devices they use is
-  // not known here, so the node's free ones are held.
-  const std::string holder = "node " + node.name + " (stopping tasks it was told to cancel)";
-  for (const DeviceInfo& device : node.devices) {
-    const DeviceKey key{node.id, device.device};
-    if (!ledger_.ForegroundOf(key)) ledger_.HoldForeground(key, holder);
-  }
-  std::vector<std::string>& held = stopping_[holder];
-  held.insert(held.end(), task_ids.begin(), task_ids.end());
+  // Its executors may still run until their workers stop them.
+  if (!dispatcher_.NoneLive(job.task_ids)) stopping_.HoldForJob(job.id, held, job.task_ids);
 }
 
 void Scheduler::ReleaseStoppedLocked() {
-  for (auto it = stopping_.begin(); it != stopping_.end();) {
-    if (!dispatcher_.NoneLive(it->second)) {
-      ++it;
-      continue;
-    }
-    ledger_.Release(it->first);
-    it = stopping_.erase(it);
+  if (stopping_.ReleaseEnded(
+          [this](const std::vector<std::string>& ids) { return dispatcher_.NoneLive(ids); })) {
     Wake();
   }
 }
@@ -384,7 +355,7 @@ StatusOr<Scheduler::Registration> Scheduler::RegisterNode(
         dispatcher_.OnRegister(node.id, node.host(), running,
                                [this](const std::string& job_id) { return JobWantsTasks(job_id); });
     registration.cancel_task_ids = std::move(outcome.cancel_task_ids);
-    HoldUntilStoppedLocked(node, registration.cancel_task_ids);
+    stopping_.HoldForNode(node, registration.cancel_task_ids);
     FailLostJobsLocked(outcome.lost_jobs,
                        {ReasonCode::kNodeLost,
                         "worker on node " + node.name + " restarted and lost the job's task"},

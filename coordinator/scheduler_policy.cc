@@ -38,39 +38,13 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   });
   write.retry = true;
   writes->push_back(std::move(write));
-  ++policy_view_.preemptions;
-  // Copied on write: views handed out keep the map they were given.
-  auto notes =
-      policy_view_.preempted
-          ? std::make_shared<std::map<std::string, PreemptionNote>>(*policy_view_.preempted)
-          : std::make_shared<std::map<std::string, PreemptionNote>>();
-  (*notes)[preempted.job_id] = {std::string(options_.policy->Name()), preempted.for_job,
-                                preempted.message, now};
-  policy_view_.preempted = std::move(notes);
+  policy_record_.RecordPreemption(preempted, now);
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
 }
 
 Scheduler::PolicyView Scheduler::LastPolicyView() const {
   std::lock_guard<std::mutex> lock(mu_);
-  PolicyView view = policy_view_;
-  if (options_.policy) {
-    view.policy = std::string(options_.policy->Name());
-    view.min_slice_s = options_.policy_options.min_slice_s;
-  }
-  return view;
-}
-
-void Scheduler::RecordRoundLocked(const Admission& admission, int64_t fg_granted) {
-  policy_view_.round = admission.round;
-  auto& counts = policy_view_.decisions;
-  counts[{"grant", "fg"}] += fg_granted;
-  counts[{"grant", "bg"}] += static_cast<int64_t>(admission.background.size());
-  counts[{"preemption", "fg"}] += static_cast<int64_t>(admission.preempted.size());
-  counts[{"preemption", "bg"}] += static_cast<int64_t>(admission.displaced.size());
-  if (!admission.round) return;
-  for (const auto& [job_id, code] : admission.round->waits) {
-    ++counts[{"wait", std::string(WaitCodeName(code))}];
-  }
+  return policy_record_.View();
 }
 
 bool Scheduler::GrantFreeLocked(const ForegroundGrant& grant, Writes* writes) const {

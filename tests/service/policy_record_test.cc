@@ -1,0 +1,70 @@
+// PolicyRecord alone: a round's decisions counted by kind, the last round and shares kept, and
+// preemptions noted copy-on-write so a view handed out keeps what it was given.
+#include "coordinator/policy_record.h"
+
+#include <catch2/catch.hpp>
+
+namespace deepool::coordinator {
+namespace {
+
+std::shared_ptr<const policy::Policy> MaxMin() {
+  StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy("max-min");
+  REQUIRE(made.ok());
+  return std::shared_ptr<const policy::Policy>(std::move(*made));
+}
+
+TEST_CASE("fifo's record names fifo and counts its grants", "[policy_record]") {
+  PolicyRecord record(nullptr, {});
+  Admission admission;
+  admission.background.resize(2);
+  admission.displaced.resize(1);
+  record.RecordRound(admission, 3);
+  record.RecordRound(admission, 1);
+  const PolicyView view = record.View();
+  CHECK(view.policy == "fifo");
+  CHECK(view.min_slice_s == 0);
+  CHECK(view.round == nullptr);
+  using Key = std::pair<std::string, std::string>;
+  CHECK(view.decisions.at(Key{"grant", "fg"}) == 4);
+  CHECK(view.decisions.at(Key{"grant", "bg"}) == 4);
+  CHECK(view.decisions.at(Key{"preemption", "fg"}) == 0);
+  CHECK(view.decisions.at(Key{"preemption", "bg"}) == 2);
+}
+
+TEST_CASE("a round's waits are counted by code and its round and shares kept", "[policy_record]") {
+  PolicyRecord record(MaxMin(), {/*min_slice_s=*/42});
+  auto round = std::make_shared<PolicyRound>();
+  round->waits = {{"a", policy::WaitCode::kFairShare}, {"b", policy::WaitCode::kFairShare}};
+  Admission admission;
+  admission.round = round;
+  admission.shares.resize(1);
+  admission.shares[0].user = "ana";
+  record.RecordRound(admission, 0);
+  const PolicyView view = record.View();
+  CHECK(view.policy == "max-min");
+  CHECK(view.min_slice_s == 42);
+  CHECK(view.round == round);
+  REQUIRE(view.shares.size() == 1);
+  CHECK(view.shares[0].user == "ana");
+  CHECK(view.decisions.at({"wait", std::string(WaitCodeName(policy::WaitCode::kFairShare))}) == 2);
+}
+
+TEST_CASE("preemptions are noted without changing a view already handed out", "[policy_record]") {
+  PolicyRecord record(MaxMin(), {});
+  record.RecordPreemption({"j1", "j9", "over its share"}, 1000);
+  const PolicyView before = record.View();
+  record.RecordPreemption({"j2", "", "over its share"}, 2000);
+  const PolicyView after = record.View();
+  CHECK(before.preemptions == 1);
+  REQUIRE(before.preempted != nullptr);
+  CHECK(before.preempted->size() == 1);
+  CHECK(after.preemptions == 2);
+  CHECK(after.preempted->size() == 2);
+  const PreemptionNote& note = after.preempted->at("j1");
+  CHECK(note.policy == "max-min");
+  CHECK(note.for_job == "j9");
+  CHECK(note.time_ms == 1000);
+}
+
+}  // namespace
+}  // namespace deepool::coordinator
