@@ -36,7 +36,22 @@ Scheduler::Scheduler(JobManager* jobs, NodeRegistry* nodes, const PlanningBacken
           [jobs](const std::string& model_key, const std::string& device_type) {
             return jobs->store()->LoadProfile(model_key, device_type);
           },
-          clock, options.curve_planning_budget) {}
+          clock, options.curve_planning_budget),
+      progress_(
+          jobs, &dispatcher_, clock,
+          [this](const std::vector<RankPlacement>& devices) {
+            // Who holds the job's own devices only: a copy of the whole ledger per report would
+            // cost every report the pool's size.
+            std::map<DeviceKey, DeviceJobs> held;
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const RankPlacement& p : devices) {
+              const DeviceKey key{p.node_id, p.device};
+              held[key] = {ledger_.ForegroundOf(key).value_or(""),
+                           ledger_.BackgroundOf(key).value_or("")};
+            }
+            return held;
+          },
+          [this] { Wake(); }) {}
 
 StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& request_id,
                                       const std::string& owner) {

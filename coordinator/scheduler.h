@@ -24,8 +24,9 @@
 // table, the outboxes, re-sends and reconciliation; job_writes.h carries job changes out of the
 // lock; first_cause_window.h chooses the reason a failed job fails with; stopping_holds.h keeps
 // the devices of executors still stopping; policy_record.h keeps what status and the metrics
-// show of the policy's rounds; speed_curve_book.h plans FG jobs' speed-up curves for it. The
-// Scheduler ties them together: it decides under mu_ and carries the decisions out.
+// show of the policy's rounds; speed_curve_book.h plans FG jobs' speed-up curves for it;
+// progress_reports.h turns workers' progress reports into job progress and logs. The Scheduler
+// ties them together: it decides under mu_ and carries the decisions out.
 //
 // Threading: worker and client calls may come from any thread; the ledger, reservations, the
 // write queue, the first-cause window, the stopping holds and the policy record are guarded by
@@ -61,6 +62,7 @@
 #include "coordinator/planning.h"
 #include "coordinator/policy_record.h"
 #include "coordinator/policy_standing.h"
+#include "coordinator/progress_reports.h"
 #include "coordinator/speed_curve_book.h"
 #include "coordinator/stopping_holds.h"
 #include "deepool/v1/node.pb.h"
@@ -278,13 +280,8 @@ class Scheduler {
   void SettleFailuresLocked(Writes* writes);
   // Caches a measured profile (before the task's exit is handled; no lock held).
   void CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report);
-  // Worker reports: whether a job still wants its tasks; progress of a report's iterations and
-  // evaluations (`evaluated`: those new to the job, for its log).
+  // Whether a job still wants its tasks (worker registrations and heartbeats).
   bool JobWantsTasks(const std::string& job_id) const;
-  Status RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report,
-                          std::vector<Evaluation>* evaluated);
-  // UNAVAILABLE for a worker report whose `what` could not be stored; the worker resends it.
-  static Status StoreFailure(const std::string& what, const Status& status);
   // Store writes, without mu_: each write's follow-up runs under mu_ again; writes that may pass
   // later are queued for the next tick.
   void ApplyWrites(Writes writes);
@@ -315,6 +312,7 @@ class Scheduler {
   StoppingHolds stopping_;      // devices of executors still stopping (changes ledger_)
   PolicyRecord policy_record_;  // what status and the metrics show of the policy
   SpeedCurveBook curves_;       // FG jobs' speed-up curves for the policy (its own lock)
+  ProgressReports progress_;    // workers' progress reports (no state; takes mu_ to read holders)
 };
 
 }  // namespace deepool::coordinator

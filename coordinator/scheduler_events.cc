@@ -4,8 +4,8 @@
 
 #include "common/logging.h"
 #include "coordinator/first_cause_window.h"
-#include "coordinator/job_progress.h"
 #include "coordinator/profile_cache_key.h"
+#include "coordinator/progress_reports.h"
 #include "coordinator/scheduler.h"
 
 namespace deepool::coordinator {
@@ -23,40 +23,6 @@ int64_t Resizes(const JobRecord& job) {
 bool RunsOn(const JobRecord& job, const std::string& node_id) {
   return std::any_of(job.devices.begin(), job.devices.end(),
                      [&](const RankPlacement& p) { return p.node_id == node_id; });
-}
-
-// The first iterations of an attempt after an earlier one: where it resumed (its first
-// iteration's index), recorded once in the history with the iterations lost as far as the
-// coordinator knows (those reported; the last report interval's may be missing).
-void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, JobRecord* job) {
-  if (job->progress.earlier_reached <= 0 || report.iterations().empty()) return;
-  int64_t resumed = report.iterations(0).iteration();
-  for (const v1::IterationEvent& e : report.iterations())
-    resumed = std::min(resumed, e.iteration());
-  const int64_t reached = job->progress.earlier_reached;
-  const int64_t lost = std::max<int64_t>(0, reached - resumed);
-  job->history.push_back({job->state,
-                          "training again from iteration " + std::to_string(resumed) +
-                              ": the previous attempt had reported " + std::to_string(reached) +
-                              " done, " + std::to_string(lost) +
-                              " of them lost (it may have run a few more unreported)",
-                          now_ms, ReasonCode::kProgress});
-  job->progress.earlier_reached = 0;
-}
-
-// An update refused because the job ended since it was read (JobManager::Update): the report
-// is for a task no longer wanted.
-bool EndedMeanwhile(const Status& status) {
-  return status.code() == StatusCode::kFailedPrecondition;
-}
-
-// A report speaks for one task; only the node the task was sent to may make it. The service has
-// already checked that the caller's certificate is that node's, so this closes the rest.
-Status CheckReportingNode(const std::string& task_id, const std::optional<std::string>& task_node,
-                          const std::string& node_id) {
-  if (!task_node || *task_node == node_id) return Status::Ok();
-  return PermissionDeniedError("task " + task_id + " runs on " + *task_node + ", not on " +
-                               node_id + ": a node reports only its own tasks");
 }
 
 }  // namespace
@@ -379,103 +345,13 @@ StatusOr<std::vector<v1::TaskCommand>> Scheduler::Heartbeat(
 }
 
 StatusOr<bool> Scheduler::ReportProgress(const v1::ReportProgressRequest& report) {
-  RETURN_IF_ERROR(
-      CheckReportingNode(report.task_id(), dispatcher_.NodeOf(report.task_id()), report.node_id()));
-  const std::optional<TaskBrief> task = dispatcher_.OnProgress(report.task_id());
-  if (!task) return true;
-  const JobSnapshot job = jobs_->Find(task->job_id);
-  if (!job || IsTerminal(job->state) || !task->live()) return true;
-  // Each part is idempotent, so a report that failed half way is sent again whole by the worker.
-  if (!report.store_ready().empty() && task->rank0_node) {
-    // Stored first, so a restarted coordinator can still send the other nodes their ranks.
-    if (job->store_address != report.store_ready()) {
-      StatusOr<JobRecord> stored = jobs_->Update(
-          task->job_id, [&](JobRecord& r) { r.store_address = report.store_ready(); });
-      if (EndedMeanwhile(stored.status())) return true;
-      if (!stored.ok()) return StoreFailure("the c10d store address", stored.status());
-    }
-    dispatcher_.OnStoreReady(task->job_id, task->attempt, report.store_ready());
-  }
-  std::vector<Evaluation> evaluated;
-  if ((!report.iterations().empty() || !report.evaluations().empty()) && !task->profile) {
-    const Status recorded = RecordIterations(*job, report, &evaluated);
-    if (EndedMeanwhile(recorded)) return true;
-    RETURN_IF_ERROR(recorded);
-  }
-  if (!report.logs().empty() || !evaluated.empty()) {
-    std::vector<LogRecord> lines;
-    for (const v1::LogLine& l : report.logs()) {
-      lines.push_back({0, l.time_ms() > 0 ? l.time_ms() : clock_->WallMillis(), report.node_id(),
-                       l.rank(), l.line()});
-    }
-    // The coordinator's own line per new evaluation (rank -1, as the worker's notes).
-    for (const Evaluation& e : evaluated) {
-      lines.push_back({0, e.time_ms, report.node_id(), -1, DescribeEvaluation(e)});
-    }
-    Status appended = jobs_->AppendLogs(task->job_id, std::move(lines));
-    if (!appended.ok()) return StoreFailure("log lines", appended);
-  }
-  return false;
+  return progress_.Report(report);
 }
 
 std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) const {
   std::optional<TaskBrief> task = dispatcher_.Brief(task_id);
   if (!task) return std::nullopt;
   return task->job_id;
-}
-
-Status Scheduler::RecordIterations(const JobRecord& job, const v1::ReportProgressRequest& report,
-                                   std::vector<Evaluation>* evaluated) {
-  // Who holds the job's own devices, read once: a copy of the whole ledger per report would
-  // cost every report the pool's size.
-  std::map<DeviceKey, DeviceJobs> held;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const RankPlacement& p : job.devices) {
-      const DeviceKey key{p.node_id, p.device};
-      held[key] = {ledger_.ForegroundOf(key).value_or(""), ledger_.BackgroundOf(key).value_or("")};
-    }
-  }
-  // Runs under the job table's lock, which mu_ may not be taken under: a placement that changed
-  // since `job` was read (a new attempt) finds no holders, until the next report.
-  auto jobs_on_device = [&held](const RankPlacement& p) {
-    auto it = held.find(DeviceKey{p.node_id, p.device});
-    return it == held.end() ? DeviceJobs{} : it->second;
-  };
-  const int64_t now_ms = clock_->WallMillis();
-  auto apply = [&](JobRecord& r) {
-    NoteResumeOnce(report, now_ms, &r);
-    for (const v1::IterationEvent& e : report.iterations()) {
-      ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
-    }
-    evaluated->clear();
-    for (const v1::Evaluation& e : report.evaluations()) {
-      if (!ApplyEvaluation(e, now_ms, &r)) continue;
-      for (const Evaluation& kept : r.progress.evaluations) {
-        if (kept.iteration == e.iteration()) evaluated->push_back(kept);
-      }
-    }
-  };
-  // Progress alone may wait for the store; a report that adds to the history (the first after a
-  // resume) is stored at once, as every history entry is, and so are evaluations (a few per job,
-  // each in the job's log at once).
-  StatusOr<JobRecord> updated = job.progress.earlier_reached > 0 || !report.evaluations().empty()
-                                    ? jobs_->Update(job.id, apply)
-                                    : jobs_->UpdateProgress(job.id, apply);
-  if (EndedMeanwhile(updated.status())) return updated.status();
-  if (!updated.ok()) return StoreFailure("progress", updated.status());
-  // A FG rank's first iteration: a BG job may be waiting to run inside its executor.
-  if (updated->spec.role != JobRole::kBg &&
-      updated->progress.devices.size() > job.progress.devices.size()) {
-    Wake();
-  }
-  return Status::Ok();
-}
-
-Status Scheduler::StoreFailure(const std::string& what, const Status& status) {
-  DP_LOG_WARN("cannot store {} of a worker report: {}", what, status.ToString());
-  return UnavailableError("the coordinator cannot store " + what + " now (" + status.message() +
-                          "); send the report again");
 }
 
 Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
