@@ -66,7 +66,7 @@ TEST_CASE("train tasks: one per node in rank order with the rank-0 node first an
   CHECK(on_a.store_address().empty());
 }
 
-TEST_CASE("periodic checkpoints: the spec's, else the cluster default, else none",
+TEST_CASE("periodic checkpoints are the spec's or else the cluster default or else none",
           "[dispatch_builder]") {
   Cluster cluster;
   JobRecord job = Job("j");
@@ -93,7 +93,7 @@ TEST_CASE("periodic checkpoints: the spec's, else the cluster default, else none
   CHECK_FALSE(with_root.StopsAtCheckpoints(job));
 }
 
-TEST_CASE("the run spec carries the job, its precision and the default checkpoints",
+TEST_CASE("the run spec carries the job with its precision and the default checkpoints",
           "[dispatch_builder]") {
   Cluster cluster;
   DispatchBuilder builder(&cluster.nodes, {0, "/ckpt", 60});
