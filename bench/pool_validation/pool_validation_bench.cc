@@ -13,6 +13,7 @@
 // The quick check is registered with CTest (label e2e): it shows the harness works end to end,
 // not the 20 % claim, which a shared 2-core machine makes noisy.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -79,6 +80,16 @@ std::string PrivateBinaries() {
   return pattern;
 }
 
+// The machine's load averages (1, 5 and 15 minutes) as the kernel reports them: other processes
+// on the machine slow the cluster's devices, and neither side of the comparison models them, so
+// the harness prints them beside its numbers ("unknown" where /proc/loadavg is unreadable).
+std::string LoadAverages() {
+  std::ifstream file("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(file >> one >> five >> fifteen)) return "unknown";
+  return one + " " + five + " " + fifteen;
+}
+
 ValidationResult RunValidation(const ValidationTraceOptions& trace_options, double timeout_s) {
   const simulator::Workload workload = MakeValidationTrace(trace_options);
   const std::string binaries = PrivateBinaries();
@@ -101,6 +112,7 @@ ValidationResult RunValidation(const ValidationTraceOptions& trace_options, doub
   target.checkpoint_root = cluster.dir() + "/checkpoints";
   target.timeout_s = timeout_s;
 
+  std::cout << "load average before the calibration: " << LoadAverages() << "\n";
   auto kinds = CalibrateKinds(OneJobPerKind(workload, trace_options.iteration_scale), target);
   if (!kinds.ok()) cluster.DumpLogs();
   REQUIRE(kinds.status().message() == "");
@@ -120,14 +132,16 @@ ValidationResult RunValidation(const ValidationTraceOptions& trace_options, doub
   if (!contention.ok()) cluster.DumpLogs();
   REQUIRE(contention.status().message() == "");
   result.contention = *contention;
-  std::cout << "contention (two copies side by side over one alone):";
+  std::cout << "contention (iteration time, two copies side by side over one alone):";
   for (const auto& [key, ratio] : contention->pair_ratio) std::cout << " " << key << " " << ratio;
   std::cout << "; slowdown(2) " << contention->two_devices << "\n";
 
+  std::cout << "load average before the replay: " << LoadAverages() << "\n";
   auto real = ReplayOnCluster(workload.jobs, target);
   if (!real.ok()) cluster.DumpLogs();
   REQUIRE(real.status().message() == "");
   result.real = std::move(real).value();
+  std::cout << "load average after the replay: " << LoadAverages() << "\n";
 
   ValidationSimOptions sim_options;
   sim_options.devices = cluster_options.workers * cluster_options.devices_per_worker;
@@ -179,6 +193,65 @@ TEST_CASE("a short trace runs on the real daemons and through the simulator", "[
   }
   CHECK(result.comparison.simulated.mean_jct_s >=
         result.independent_comparison.simulated.mean_jct_s - 1e-9);
+}
+
+// The harness's arithmetic without daemons: pairs whose iterations take twice as long as alone
+// give slowdown(2) = 2, and the simulator given that model runs two such jobs side by side in
+// twice their time alone, while with independent devices they take exactly their time alone.
+TEST_CASE("the contention calibration and its simulation agree on a hand-made pair", "[e2e]") {
+  simulator::Workload workload;
+  for (int64_t id = 0; id < 2; ++id) {
+    simulator::WorkloadJob job;
+    job.id = id;
+    job.user = "user1";
+    job.model = "small_cnn";
+    job.global_batch = 512;
+    job.gpus = 1;
+    job.iterations = 100;
+    workload.jobs.push_back(job);
+  }
+  KindCalibration alone;
+  alone.iteration_s = 0.1;
+  alone.overhead_s = 1;  // alone: 1 + 100 x 0.1 = 11 s
+  const std::map<std::string, KindCalibration> kinds = {{KindKey(workload.jobs[0]), alone}};
+  // Side by side: 100 iterations end at 21 s, 300 at 61 s: 0.2 s each.
+  std::vector<RealJobRecord> short_pair(2), long_pair(2);
+  for (int64_t id = 0; id < 2; ++id) {
+    short_pair[id].id = long_pair[id].id = id;
+    short_pair[id].finish_s = 21;
+    long_pair[id].finish_s = 61;
+  }
+  const StatusOr<double> ratio = PairRatio(short_pair, long_pair, alone, 100);
+  REQUIRE(ratio.ok());
+  CHECK(*ratio == Approx(2));
+  std::vector<RealJobRecord> pair = short_pair;
+  for (RealJobRecord& job : pair) {
+    job.start_s = 0.5;
+    job.finish_s = 22;
+  }
+  ContentionCalibration calibration;
+  calibration.pair_ratio[KindKey(workload.jobs[0])] = *ratio;
+  calibration.two_devices = *ratio;
+
+  ValidationSimOptions options;
+  const StatusOr<simulator::PoolRun> independent = SimulateValidation(workload, kinds, options);
+  REQUIRE(independent.ok());
+  options.node_contention = {ContentionModel(calibration, "cpu", 2)};
+  const StatusOr<simulator::PoolRun> contended = SimulateValidation(workload, kinds, options);
+  REQUIRE(contended.ok());
+  for (int64_t id = 0; id < 2; ++id) {
+    CHECK(independent->jobs[id].finish_s == Approx(11));
+    CHECK(contended->jobs[id].finish_s == Approx(22));
+  }
+  // The comparison splits completion into wait and run: 0.5 s waited, 21.5 s run against the
+  // simulation's 0 and 22.
+  const StatusOr<ValidationComparison> comparison = CompareRuns(pair, *contended);
+  REQUIRE(comparison.ok());
+  CHECK(comparison->real.mean_wait_s == Approx(0.5));
+  CHECK(comparison->real.mean_run_s == Approx(21.5));
+  CHECK(comparison->simulated.mean_wait_s == Approx(0).margin(1e-9));
+  CHECK(comparison->mean_jct_error == Approx(0).margin(1e-9));
+  CHECK(comparison->mean_run_error == Approx(0.5 / 21.5));
 }
 
 TEST_CASE("40 jobs from 4 users on the real daemons and through the simulator", "[.full]") {

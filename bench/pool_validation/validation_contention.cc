@@ -6,15 +6,29 @@
 
 namespace deepool::bench {
 
-StatusOr<double> PairRatio(const std::vector<RealJobRecord>& pair, const KindCalibration& alone,
-                           int64_t iterations) {
-  const double alone_s = alone.overhead_s + static_cast<double>(iterations) * alone.iteration_s;
-  if (pair.empty() || !(alone_s > 0)) {
-    return InvalidArgumentError("a pair ratio needs jobs and a positive time alone");
-  }
+namespace {
+
+double MeanJct(const std::vector<RealJobRecord>& jobs) {
   double sum = 0;
-  for (const RealJobRecord& job : pair) sum += job.finish_s - job.submit_s;
-  return sum / static_cast<double>(pair.size()) / alone_s;
+  for (const RealJobRecord& job : jobs) sum += job.finish_s - job.submit_s;
+  return sum / static_cast<double>(jobs.size());
+}
+
+}  // namespace
+
+StatusOr<double> PairRatio(const std::vector<RealJobRecord>& short_pair,
+                           const std::vector<RealJobRecord>& long_pair,
+                           const KindCalibration& alone, int64_t iterations) {
+  if (short_pair.empty() || long_pair.empty() || iterations < 1) {
+    return InvalidArgumentError("a pair ratio needs both pairs and iterations");
+  }
+  const double side_by_side_s =
+      (MeanJct(long_pair) - MeanJct(short_pair)) / static_cast<double>(2 * iterations);
+  if (!(alone.iteration_s > 0) || !(side_by_side_s > 0)) {
+    return InvalidArgumentError(
+        "a pair ratio needs positive iteration times alone and side by side");
+  }
+  return side_by_side_s / alone.iteration_s;
 }
 
 StatusOr<ContentionCalibration> CalibrateContention(
@@ -28,14 +42,17 @@ StatusOr<ContentionCalibration> CalibrateContention(
     if (alone == kinds.end()) return NotFoundError("no calibration of " + KindKey(job));
     simulator::WorkloadJob copy = job;
     copy.arrival_s = 0;
-    copy.iterations = 3 * job.iterations;
     std::vector<simulator::WorkloadJob> pair = {copy, copy};
     pair[0].id = 0;
     pair[1].id = 1;
-    ASSIGN_OR_RETURN(
-        const std::vector<RealJobRecord> records,
-        ReplayOnCluster(pair, target, "calibrate-pair-" + std::to_string(job.id) + "-"));
-    ASSIGN_OR_RETURN(const double ratio, PairRatio(records, alone->second, copy.iterations));
+    const std::string prefix = "calibrate-pair-" + std::to_string(job.id);
+    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_pair,
+                     ReplayOnCluster(pair, target, prefix + "-short-"));
+    for (simulator::WorkloadJob& longer : pair) longer.iterations = 3 * job.iterations;
+    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_pair,
+                     ReplayOnCluster(pair, target, prefix + "-long-"));
+    ASSIGN_OR_RETURN(const double ratio,
+                     PairRatio(short_pair, long_pair, alone->second, job.iterations));
     calibration.pair_ratio[KindKey(job)] = ratio;
     sum += ratio;
   }

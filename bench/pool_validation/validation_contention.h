@@ -2,7 +2,10 @@
 // node_contention.h; docs/simulator.md, "Node contention"): its two CPU devices share the 2-core
 // VM with the coordinator, the worker and the harness, so two jobs side by side each run slower
 // than one alone. Measured in the calibration phase: each one-device FG kind runs alone (the
-// kinds' calibration, validation_replay.h) and then twice at once, one copy on each device.
+// kinds' calibration, validation_replay.h) and then two copies at once, one on each device, as
+// the kinds alone are: n and 3n iterations, so the per-job start overhead (which two jobs
+// started at the same instant contend for harder than jobs started apart, as in the replay)
+// drops out of the iteration time.
 // Threading: called from one thread (the replay's).
 #pragma once
 
@@ -19,21 +22,23 @@
 namespace deepool::bench {
 
 struct ContentionCalibration {
-  // Per one-device FG kind: the two copies' mean submit-to-finish time over the same run alone
-  // (its overhead plus its iterations at its alone speed).
+  // Per one-device FG kind: its iteration time with two copies side by side (the difference of
+  // the n- and 3n-iteration pairs' mean submit-to-finish times over 2n) over its iteration time
+  // alone.
   std::map<std::string, double> pair_ratio;
   // slowdown(2): the kinds' mean ratio, at least 1 (a ratio below 1 is noise: two jobs do not
   // speed each other up).
   double two_devices = 1;
 };
 
-// One pair's ratio: the mean of `pair`'s submit-to-finish times over `alone`'s overhead plus
-// `iterations` x its iteration time. INVALID_ARGUMENT for an empty pair or an alone time <= 0.
-StatusOr<double> PairRatio(const std::vector<RealJobRecord>& pair, const KindCalibration& alone,
-                           int64_t iterations);
+// One kind's ratio from its pairs of `iterations` (n) and 3n iterations and its time alone.
+// INVALID_ARGUMENT for an empty pair or an iteration time alone or side by side <= 0.
+StatusOr<double> PairRatio(const std::vector<RealJobRecord>& short_pair,
+                           const std::vector<RealJobRecord>& long_pair,
+                           const KindCalibration& alone, int64_t iterations);
 
-// Runs two copies of each one-device FG job of `jobs` side by side with three times its
-// iterations (the kinds' longer calibration run) and compares them with `kinds`. NOT_FOUND when
+// Runs two copies of each one-device FG job of `jobs` side by side, with its iterations and with
+// three times as many, and compares them with `kinds`. NOT_FOUND when
 // a kind has no calibration, FAILED_PRECONDITION when no job is a one-device FG job; the replay's
 // errors.
 StatusOr<ContentionCalibration> CalibrateContention(
