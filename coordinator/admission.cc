@@ -91,14 +91,25 @@ double AttainedSeconds(const JobRecord& record, int64_t now_ms) {
   return attained_ms / 1000;
 }
 
+// The iterations the job has left: its latest report's total (else its spec's) less those it
+// completed; 0 when neither says (a job trained by epochs before its first report).
+int64_t RemainingIterations(const JobRecord& record) {
+  const int64_t total =
+      record.progress.iterations > 0 ? record.progress.iterations : record.spec.iterations;
+  if (total <= 0) return 0;
+  return std::max<int64_t>(total - record.progress.iteration, 1);
+}
+
 // What a policy weighs of a placed job: its user, request, since when it holds its devices and
-// how long it has run in all (from its history), and whether it may be preempted.
+// how long it has run in all (from its history), what it has left, and whether it may be
+// preempted.
 void DescribePlaced(const JobRecord& record, const AdmissionInput& input, policy::PolicyJob* job) {
   job->user = record.owner;
   job->priority = record.spec.priority;
   job->requested_devices = record.spec.gpus;
   job->amplification_limit = record.spec.amplification_limit;
   job->global_batch = record.spec.global_batch;
+  job->remaining_iterations = RemainingIterations(record);
   job->preemptible = input.preemptible.count(record.id) > 0;
   int64_t placed_at = record.submitted_ms;
   for (const StateChange& change : record.history) {
@@ -184,6 +195,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
     entry.requested_devices = job.spec.gpus;
     entry.amplification_limit = job.spec.amplification_limit;
     entry.global_batch = job.spec.global_batch;
+    entry.remaining_iterations = RemainingIterations(job);
     entry.protocol_version = jobspec::RequiredProtocolVersion(job.spec);
     entry.shrinks_to_fit = ReplansOnNodeLoss(job.spec) && job.attempt >= 1;
     if (input.now_ms > 0) entry.attained_s = AttainedSeconds(job, input.now_ms);

@@ -183,8 +183,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   deepool::coordinator::policy::PolicyOptions policy_options;
   app.add_option("--min-slice-s", policy_options.min_slice_s,
-                 "max-min: a placed job keeps its devices at least this long before it may be "
-                 "preempted, so jobs are not moved back and forth")
+                 "max-min and deepool: a placed job keeps its devices at least this long before it "
+                 "may be preempted or grown, so jobs are not moved back and forth")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--insecure", options.insecure,

@@ -168,7 +168,10 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending) pending.push_back(job);
   }
-  if (pending.empty()) return;
+  // A policy that grows running jobs is asked even when none waits: devices a job freed may go
+  // to a running one.
+  const bool moves_running = options_.policy && options_.policy->MovesRunningJobs();
+  if (pending.empty() && !moves_running) return;
   AdmissionInput input;
   input.pending = pending;
   input.nodes = nodes_->List();
@@ -191,7 +194,10 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const ForegroundGrant& grant : admission.foreground) {
     if (GrantFreeLocked(grant, writes)) granted.insert(grant.job_id);
   }
-  policy_record_.RecordRound(admission, static_cast<int64_t>(granted.size()));
+  // Status shows the last round with waiting jobs (or one that moved a job).
+  if (!pending.empty() || !admission.preempted.empty()) {
+    policy_record_.RecordRound(admission, static_cast<int64_t>(granted.size()));
+  }
   for (const Displacement& displaced : admission.displaced) {
     if (granted.count(displaced.fg_job)) DisplaceBackgroundLocked(displaced, writes);
   }

@@ -27,6 +27,7 @@ class DeepoolPolicy : public Policy {
   explicit DeepoolPolicy(PolicyOptions options = {}) : options_(options) {}
   std::string_view Name() const override { return "deepool"; }
   Decisions Decide(const PolicySnapshot& snapshot) const override;
+  bool MovesRunningJobs() const override { return true; }
 
  private:
   const PolicyOptions options_;

@@ -213,6 +213,9 @@ class Policy {
   virtual ~Policy() = default;
   virtual std::string_view Name() const = 0;
   virtual Decisions Decide(const PolicySnapshot& snapshot) const = 0;
+  // Whether Decide may move running jobs when no job waits (deepool's growth): the scheduler then
+  // asks it every round, not only in rounds with waiting jobs.
+  virtual bool MovesRunningJobs() const { return false; }
 };
 
 // "fifo", "max-min" or "deepool"; INVALID_ARGUMENT naming the choices otherwise.

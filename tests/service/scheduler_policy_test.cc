@@ -152,5 +152,46 @@ TEST_CASE("deepool: a FG job is sized to the devices that are free", "[scheduler
   CHECK(sized);
 }
 
+// A job that started on the one device a busy node had grows once the other job ends and it has
+// held its device for the slice: the coordinator tells the policy how many iterations it has left
+// (10 million at 1 s each on one device, 0.25 s on four), so the move pays, and it is carried out
+// as a preemption after which the next round sizes the job anew.
+TEST_CASE("deepool: a running job grows onto devices another job freed", "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  h.planner.curves[{"tiny", "cpu"}] = {1.0, 0.5, 0.34, 0.25};
+  h.AddNode("a", 4);
+  const JobRecord first = h.Submit(Fg(3));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(first.id).devices.size() == 3);
+  JobSpec long_job = Checkpointed(4);
+  long_job.iterations = 10'000'000;
+  const JobRecord grower = h.Submit(long_job);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(grower.id).state == JobState::kRunning);
+  REQUIRE(h.Get(grower.id).devices.size() == 1);
+
+  for (const std::string& task_id : h.Get(first.id).task_ids) {
+    h.Exit("node-a", task_id, v1::TASK_OUTCOME_SUCCEEDED);
+  }
+  REQUIRE(h.Get(first.id).state == JobState::kSucceeded);
+  h.scheduler.Tick();
+  CHECK_FALSE(StopIfAsked(h, grower.id));  // within its slice
+
+  Pass(h, 300, {grower.id});
+  h.scheduler.Tick();
+  REQUIRE(StopIfAsked(h, grower.id));
+  const JobRecord stopped = h.Get(grower.id);
+  CHECK(stopped.state == JobState::kPending);
+  CHECK(stopped.spec.gpus == 4);
+  bool said = false;
+  for (const StateChange& change : stopped.history) {
+    said |= change.reason.find("grows from 1 to 4 cpu devices") != std::string::npos;
+  }
+  CHECK(said);
+  h.scheduler.Tick();
+  CHECK(h.Get(grower.id).state == JobState::kRunning);
+  CHECK(h.Get(grower.id).devices.size() == 4);
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
