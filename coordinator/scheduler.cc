@@ -168,10 +168,16 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending) pending.push_back(job);
   }
-  // A policy that grows running jobs is asked even when none waits: devices a job freed may go
-  // to a running one.
-  const bool moves_running = options_.policy && options_.policy->MovesRunningJobs();
-  if (pending.empty() && !moves_running) return;
+  // A policy that grows running jobs is asked even when none waits (every kIdleRoundInterval):
+  // devices a job freed may go to a running one.
+  if (pending.empty()) {
+    const bool moves_running = options_.policy && options_.policy->MovesRunningJobs();
+    const Clock::TimePoint now = clock_->Now();
+    if (!moves_running || (last_idle_round_ && now - *last_idle_round_ < kIdleRoundInterval)) {
+      return;
+    }
+    last_idle_round_ = now;
+  }
   AdmissionInput input;
   input.pending = pending;
   input.nodes = nodes_->List();

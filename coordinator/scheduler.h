@@ -308,6 +308,11 @@ class Scheduler {
   std::vector<Reservation> ready_to_plan_;           // profiled, to plan in the next tick
   Writes unwritten_;                                 // failed writes to retry, in order
   std::optional<Clock::TimePoint> reconcile_deadline_;
+  // When a policy that moves running jobs was last asked in a round with no job waiting: such
+  // rounds run at most every kIdleRoundInterval, not every tick (a growth waits a minimum slice
+  // anyway, and a round reads every placed job).
+  static constexpr std::chrono::seconds kIdleRoundInterval{10};
+  std::optional<Clock::TimePoint> last_idle_round_;
   FirstCauseWindow failures_;   // jobs whose failure waits for its first cause
   StoppingHolds stopping_;      // devices of executors still stopping (changes ledger_)
   PolicyRecord policy_record_;  // what status and the metrics show of the policy
