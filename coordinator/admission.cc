@@ -283,13 +283,21 @@ Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
     }
     out.foreground.push_back({grant.job_id, std::move(grant.devices), std::move(shape)});
   }
+  // Each growth is also among the preemptions (policy::Resize): it is carried out as one.
+  std::map<std::string_view, const policy::Resize*> resize_of;
+  for (const policy::Resize& resize : decisions.resizes) resize_of.emplace(resize.job_id, &resize);
   for (const policy::Preemption& preempted : decisions.preemptions) {
     auto bg = bg_device.find(preempted.job_id);
     if (bg != bg_device.end()) {
       out.displaced.push_back({preempted.job_id, preempted.for_job, bg->second});
-    } else {
-      out.preempted.push_back({preempted.job_id, preempted.for_job, preempted.message});
+      continue;
     }
+    FgPreemption& moved = out.preempted.emplace_back(
+        FgPreemption{preempted.job_id, preempted.for_job, preempted.message});
+    auto resize = resize_of.find(preempted.job_id);
+    if (resize == resize_of.end()) continue;
+    moved.from_devices = resize->second->from_devices;
+    moved.grow_to = static_cast<int>(resize->second->devices.size());
   }
   for (policy::Wait& wait : decisions.waits) {
     const JobRecord& job = *pending.at(wait.job_id);

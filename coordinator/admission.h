@@ -64,11 +64,20 @@ struct Displacement {
   DeviceKey device;
 };
 
-// A placed FG job a policy preempts ("max-min"): it stops at its next checkpoint and waits again.
+// A placed FG job a policy moves: it stops at its next checkpoint and waits again. Either a
+// preemption ("max-min"), or a growth ("deepool"'s policy::Resize), which the coordinator carries
+// out the same way (a later round sizes the job anew from the devices then free) but which people
+// and the metrics see as a resize, not as a preemption.
 struct FgPreemption {
   std::string job_id;
   std::string for_job;  // the job that takes its devices ("" : none in particular)
   std::string message;  // the policy's reason, for the job's history
+  // A growth: the devices it holds and those the policy grows it to (Resize::devices); both 0 for
+  // a preemption.
+  int from_devices = 0;
+  int grow_to = 0;
+
+  bool growth() const { return grow_to > 0; }
 };
 
 struct Admission {
@@ -106,8 +115,9 @@ struct AdmissionInput {
 // A round looks at PENDING jobs highest priority first, then in submission order. By value: move
 // the input in when it is not needed afterwards.
 Admission Admit(AdmissionInput input);
-// The same round decided by `policy` (MakePolicy's). Placed jobs the policy preempts come back in
-// Admission::preempted; shares in Admission::shares.
+// The same round decided by `policy` (MakePolicy's). Placed jobs the policy preempts or grows come
+// back in Admission::preempted (a growth with FgPreemption::grow_to set); shares in
+// Admission::shares.
 Admission Admit(const AdmissionInput& input, const policy::Policy& policy);
 
 // Each PENDING job's place in its role's queue, 1 = looked at first (Admit's order). FG and BG jobs

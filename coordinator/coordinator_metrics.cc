@@ -257,7 +257,7 @@ void CoordinatorMetrics::WriteEvents(MetricsText* out) const {
   rpc_calls_.Write(out, "deepool_rpc_calls_total", "gRPC calls served, by method and status code.");
 }
 
-// Users' shares under the scheduling policy, and its preemptions.
+// Users' shares under the scheduling policy, its preemptions and its other decisions.
 void WritePolicy(const ClusterNow& now, MetricsText* out) {
   out->Family("deepool_user_share", "gauge",
               "Each user's share after the scheduling policy's last round: the sum over its FG "
@@ -271,12 +271,13 @@ void WritePolicy(const ClusterNow& now, MetricsText* out) {
     out->Sample("deepool_user_devices", {{"user", share.user}}, share.devices);
   }
   out->Family("deepool_policy_preemptions_total", "counter",
-              "Running FG jobs the scheduling policy asked to stop at a checkpoint to make way.");
+              "Running FG jobs the scheduling policy asked to stop at a checkpoint to make way "
+              "(a growth is not one: deepool_policy_decisions_total kind resize).");
   out->Sample("deepool_policy_preemptions_total", {}, static_cast<double>(now.preemptions));
   out->Family("deepool_policy_decisions_total", "counter",
               "The scheduling policy's decisions in every round since the coordinator started: "
-              "grants and preemptions by role (code fg or bg), and a waiting job's wait once per "
-              "round by its wait code.");
+              "grants and preemptions by role (code fg or bg), running FG jobs grown (kind "
+              "resize, code fg), and a waiting job's wait once per round by its wait code.");
   for (const auto& [key, count] : now.decisions) {
     out->Sample("deepool_policy_decisions_total",
                 {{"policy", now.policy}, {"kind", key.first}, {"code", key.second}},

@@ -1,5 +1,7 @@
 #include "coordinator/policy_record.h"
 
+#include <algorithm>
+
 namespace deepool::coordinator {
 
 PolicyRecord::PolicyRecord(std::shared_ptr<const policy::Policy> policy,
@@ -12,7 +14,10 @@ void PolicyRecord::RecordRound(const Admission& admission, int64_t fg_granted) {
   auto& counts = view_.decisions;
   counts[{"grant", "fg"}] += fg_granted;
   counts[{"grant", "bg"}] += static_cast<int64_t>(admission.background.size());
-  counts[{"preemption", "fg"}] += static_cast<int64_t>(admission.preempted.size());
+  const auto grown = std::count_if(admission.preempted.begin(), admission.preempted.end(),
+                                   [](const FgPreemption& moved) { return moved.growth(); });
+  counts[{"preemption", "fg"}] += static_cast<int64_t>(admission.preempted.size()) - grown;
+  counts[{"resize", "fg"}] += grown;
   counts[{"preemption", "bg"}] += static_cast<int64_t>(admission.displaced.size());
   if (!admission.round) return;
   for (const auto& [job_id, code] : admission.round->waits) {
@@ -20,14 +25,18 @@ void PolicyRecord::RecordRound(const Admission& admission, int64_t fg_granted) {
   }
 }
 
-void PolicyRecord::RecordPreemption(const FgPreemption& preempted, int64_t now_ms) {
-  ++view_.preemptions;
+void PolicyRecord::RecordMove(const FgPreemption& moved, int64_t now_ms) {
+  if (!moved.growth()) ++view_.preemptions;
   // Copied on write: views handed out keep the map they were given.
   auto notes = view_.preempted
                    ? std::make_shared<std::map<std::string, PreemptionNote>>(*view_.preempted)
                    : std::make_shared<std::map<std::string, PreemptionNote>>();
-  (*notes)[preempted.job_id] = {policy_ ? std::string(policy_->Name()) : "fifo", preempted.for_job,
-                                preempted.message, now_ms};
+  (*notes)[moved.job_id] = {policy_ ? std::string(policy_->Name()) : "fifo",
+                            moved.for_job,
+                            moved.message,
+                            now_ms,
+                            moved.from_devices,
+                            moved.grow_to};
   view_.preempted = std::move(notes);
 }
 

@@ -72,12 +72,17 @@ struct JobStanding {
 
 inline constexpr int kMaxHolders = 4;
 
-// The last time the policy moved a running job off its devices (Scheduler::PreemptLocked).
+// The last time the policy moved a running job off its devices (Scheduler::PreemptLocked): a
+// preemption, or a growth ("deepool") carried out through a checkpoint as a preemption is.
 struct PreemptionNote {
   std::string policy;
   std::string for_job;  // "" : none in particular
   std::string message;  // the policy's reason
   int64_t time_ms = 0;  // wall clock
+  // A growth: from_devices held, grow_to the devices the policy grew it to; both 0 for a
+  // preemption.
+  int from_devices = 0;
+  int grow_to = 0;
 };
 
 // "fair_share", "queued_behind", ...: a wait code as metrics label it.

@@ -217,7 +217,8 @@ class Scheduler {
   // With a policy: plans the speed-up curves the active FG jobs miss (scheduler_policy.cc), without
   // mu_, before the round that uses them.
   void RefreshCurves();
-  // A policy's preemption of a running FG job: it stops at its next checkpoint, then waits again.
+  // A policy's preemption or growth of a running FG job: it stops at its next checkpoint, then
+  // waits again (a grown job is placed anew on the devices then free).
   void PreemptLocked(const FgPreemption& preempted, Writes* writes);
   // Whether a grant's devices are free in the ledger: a preempted job holds its devices until it
   // has stopped, and the job granted them waits until then.

@@ -1,9 +1,29 @@
 // The Scheduler's side of a scheduling policy other than fifo (SchedulerOptions::policy): what the
-// policy sees of placed jobs, and its preemptions carried out through checkpoints.
+// policy sees of placed jobs, and its preemptions and growths carried out through checkpoints.
+#include <string>
+#include <string_view>
+
 #include "common/logging.h"
 #include "coordinator/scheduler.h"
 
 namespace deepool::coordinator {
+namespace {
+
+// The job's history note: a growth is carried out as a preemption (through a checkpoint, then a
+// later round places the job anew) but is told as what it is for.
+std::string MoveNote(std::string_view policy_name, const FgPreemption& moved) {
+  const std::string by = " by the " + std::string(policy_name) + " policy";
+  if (moved.growth()) {
+    return "grown" + by + " from " + std::to_string(moved.from_devices) + " to " +
+           std::to_string(moved.grow_to) + " devices: " + moved.message +
+           "; it stops at its next checkpoint and resumes on the devices the next round gives it";
+  }
+  return "preempted" + by + ": " + moved.message +
+         (moved.for_job.empty() ? "" : ", for job " + moved.for_job) +
+         "; it stops at its next checkpoint";
+}
+
+}  // namespace
 
 void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
                                      AdmissionInput* input) const {
@@ -24,10 +44,7 @@ void Scheduler::RefreshCurves() {
 }
 
 void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
-  const std::string note = "preempted by the " + std::string(options_.policy->Name()) +
-                           " policy: " + preempted.message +
-                           (preempted.for_job.empty() ? "" : ", for job " + preempted.for_job) +
-                           "; it stops at its next checkpoint";
+  const std::string note = MoveNote(options_.policy->Name(), preempted);
   const int64_t now = clock_->WallMillis();
   // As a resize to its own size: its ranks stop at their next checkpoint (StopAtCheckpointWanted)
   // and it goes back to PENDING (RequeueResizedLocked) to resume from there.
@@ -38,7 +55,7 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   });
   write.retry = true;
   writes->push_back(std::move(write));
-  policy_record_.RecordPreemption(preempted, now);
+  policy_record_.RecordMove(preempted, now);
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
 }
 

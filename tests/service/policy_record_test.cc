@@ -1,5 +1,6 @@
 // PolicyRecord alone: a round's decisions counted by kind, the last round and shares kept, and
-// preemptions noted copy-on-write so a view handed out keeps what it was given.
+// moves noted copy-on-write so a view handed out keeps what it was given; a growth counted as a
+// resize, not as a preemption.
 #include "coordinator/policy_record.h"
 
 #include <catch2/catch.hpp>
@@ -51,9 +52,9 @@ TEST_CASE("a round's waits are counted by code and its round and shares kept", "
 
 TEST_CASE("preemptions are noted without changing a view already handed out", "[policy_record]") {
   PolicyRecord record(MaxMin(), {});
-  record.RecordPreemption({"j1", "j9", "over its share"}, 1000);
+  record.RecordMove({"j1", "j9", "over its share"}, 1000);
   const PolicyView before = record.View();
-  record.RecordPreemption({"j2", "", "over its share"}, 2000);
+  record.RecordMove({"j2", "", "over its share"}, 2000);
   const PolicyView after = record.View();
   CHECK(before.preemptions == 1);
   REQUIRE(before.preempted != nullptr);
@@ -64,6 +65,35 @@ TEST_CASE("preemptions are noted without changing a view already handed out", "[
   CHECK(note.policy == "max-min");
   CHECK(note.for_job == "j9");
   CHECK(note.time_ms == 1000);
+}
+
+std::shared_ptr<const policy::Policy> Deepool() {
+  StatusOr<std::unique_ptr<policy::Policy>> made = policy::MakePolicy("deepool");
+  REQUIRE(made.ok());
+  return std::shared_ptr<const policy::Policy>(std::move(*made));
+}
+
+TEST_CASE("a growth is counted as a resize and not as a preemption", "[policy_record]") {
+  PolicyRecord record(Deepool(), {});
+  Admission admission;
+  FgPreemption grown{"g", "", "grows from 1 to 4 cpu devices"};
+  grown.from_devices = 1;
+  grown.grow_to = 4;
+  admission.preempted = {grown, {"p", "j9", "over its share"}};
+  record.RecordRound(admission, 0);
+  for (const FgPreemption& moved : admission.preempted) record.RecordMove(moved, 1000);
+  const PolicyView view = record.View();
+  using Key = std::pair<std::string, std::string>;
+  CHECK(view.decisions.at(Key{"resize", "fg"}) == 1);
+  CHECK(view.decisions.at(Key{"preemption", "fg"}) == 1);
+  CHECK(view.preemptions == 1);
+  // Both are noted as the job's last move; the growth with its sizes.
+  REQUIRE(view.preempted != nullptr);
+  const PreemptionNote& note = view.preempted->at("g");
+  CHECK(note.policy == "deepool");
+  CHECK(note.from_devices == 1);
+  CHECK(note.grow_to == 4);
+  CHECK(view.preempted->at("p").grow_to == 0);
 }
 
 }  // namespace

@@ -155,7 +155,8 @@ TEST_CASE("deepool: a FG job is sized to the devices that are free", "[scheduler
 // A job that started on the one device a busy node had grows once the other job ends and it has
 // held its device for the slice: the coordinator tells the policy how many iterations it has left
 // (10 million at 1 s each on one device, 0.25 s on four), so the move pays, and it is carried out
-// as a preemption after which the next round sizes the job anew.
+// as a preemption after which the next round sizes the job anew; but its history, its last move
+// and the policy's counters call it a growth (a resize), never a preemption.
 TEST_CASE("deepool: a running job grows onto devices another job freed", "[scheduler][policy]") {
   Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
   h.planner.curves[{"tiny", "cpu"}] = {1.0, 0.5, 0.34, 0.25};
@@ -177,17 +178,36 @@ TEST_CASE("deepool: a running job grows onto devices another job freed", "[sched
   h.scheduler.Tick();
   CHECK_FALSE(StopIfAsked(h, grower.id));  // within its slice
 
+  const Scheduler::PolicyView before = h.scheduler.LastPolicyView();
   Pass(h, 300, {grower.id});
   h.scheduler.Tick();
+  // A growth: counted as a resize, not as a preemption, and noted as the job's last move.
+  const Scheduler::PolicyView after = h.scheduler.LastPolicyView();
+  using Key = std::pair<std::string, std::string>;
+  CHECK(after.decisions.at(Key{"resize", "fg"}) == 1);
+  CHECK(after.decisions.at(Key{"preemption", "fg"}) ==
+        before.decisions.at(Key{"preemption", "fg"}));
+  CHECK(after.preemptions == before.preemptions);
+  REQUIRE(after.preempted != nullptr);
+  CHECK(after.preempted->at(grower.id).from_devices == 1);
+  CHECK(after.preempted->at(grower.id).grow_to == 4);
+  // What `status JOB --why` shows as its last move: the policy's reason, a growth.
+  CHECK(after.preempted->at(grower.id).message.find("grows from 1 to 4 cpu devices") == 0);
   REQUIRE(StopIfAsked(h, grower.id));
   const JobRecord stopped = h.Get(grower.id);
   CHECK(stopped.state == JobState::kPending);
   CHECK(stopped.spec.gpus == 4);
   bool said = false;
+  bool said_preempted = false;
   for (const StateChange& change : stopped.history) {
-    said |= change.reason.find("grows from 1 to 4 cpu devices") != std::string::npos;
+    INFO(change.reason);
+    said |= change.reason.find(
+                "grown by the deepool policy from 1 to 4 devices: grows from 1 to "
+                "4 cpu devices") == 0;
+    said_preempted |= change.reason.find("preempted") != std::string::npos;
   }
   CHECK(said);
+  CHECK_FALSE(said_preempted);
   h.scheduler.Tick();
   CHECK(h.Get(grower.id).state == JobState::kRunning);
   CHECK(h.Get(grower.id).devices.size() == 4);
