@@ -1,14 +1,14 @@
-// Burst-parallel search: turns (graph, profile, cluster, options) into a series-parallel Pareto
-// problem (pareto_search.h), solves it and evaluates the chosen counts with the cost model.
-// docs/planner.md documents the candidate counts, the fusion of elementwise layers and the
-// frontier bounding.
+// Burst-parallel search, the driver: checks the request, has the series-parallel Pareto problem
+// built (search_problem.h) and solved (pareto_search.h) with the gradient sync weighted three
+// ways, checks each answer with the full cost model against the limit and device memory
+// (memory_fit.h), improves the answers by the full model's local moves and evaluates the best.
+// docs/planner.md documents the additive stand-in, the full-model check and the local moves.
 #include "planner/search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,29 +17,24 @@
 #include "planner/cost_model.h"
 #include "planner/memory_fit.h"
 #include "planner/pareto_search.h"
+#include "planner/search_problem.h"
 #include "planner/series_parallel_schedule.h"
 
 namespace deepool::planner {
 namespace {
 
+using search_problem::AddEdges;
+using search_problem::AdditiveCost;
+using search_problem::CountBounds;
+using search_problem::CountsOf;
+using search_problem::GroupLayers;
+using search_problem::MostDevicesPerLayer;
+using search_problem::SearchNodes;
+using search_problem::SetNodeCosts;
+
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Exhaustive search tables hold K x K frontiers per edge: keep K bounded.
 constexpr int64_t kMaxExhaustiveCounts = 256;
-
-// Layers that work sample by sample and cost little: planned on their producer's devices.
-bool IsElementwise(Op op) {
-  switch (op) {
-    case Op::kRelu:
-    case Op::kBatchNorm2d:
-    case Op::kDropout:
-    case Op::kGelu:
-    case Op::kLayerNorm:
-    case Op::kFlatten:
-      return true;
-    default:
-      return false;
-  }
-}
 
 Status CheckRequest(const Cluster& cluster, const PlanOptions& options) {
   if (options.global_batch < 1) {
@@ -78,62 +73,8 @@ Status CheckRequest(const Cluster& cluster, const PlanOptions& options) {
   return Status::Ok();
 }
 
-// Groups of layers planned as one: an elementwise layer joins its producer's group when it is
-// that producer's only consumer (so fusion never changes the graph's series-parallel shape).
-std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups) {
-  std::vector<int> group_of(static_cast<size_t>(graph.num_layers()), -1);
-  int groups = 0;
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    const Layer& layer = graph.layer(id);
-    if (fuse && IsElementwise(layer.op) && layer.input_ids.size() == 1 &&
-        layer.input_ids[0] != kGraphInputId && graph.consumers(layer.input_ids[0]).size() == 1) {
-      group_of[static_cast<size_t>(id)] = group_of[static_cast<size_t>(layer.input_ids[0])];
-    } else {
-      group_of[static_cast<size_t>(id)] = groups++;
-    }
-  }
-  *num_groups = groups;
-  return group_of;
-}
-
 std::vector<int> AllOn(const Graph& graph, int devices) {
   return std::vector<int>(static_cast<size_t>(graph.num_layers()), devices);
-}
-
-}  // namespace
-
-std::vector<int> CandidateDeviceCounts(int64_t global_batch, int devices, bool exhaustive) {
-  const int most = static_cast<int>(std::min<int64_t>(global_batch, devices));
-  std::vector<int> counts;
-  if (most < 1) return counts;
-  if (exhaustive) {
-    for (int g = 1; g <= most; ++g) counts.push_back(g);
-    return counts;
-  }
-  std::set<int> set{most};
-  for (int64_t g = 1; g <= most; g *= 2) set.insert(static_cast<int>(g));
-  for (int64_t d = 1; d * d <= global_batch; ++d) {
-    if (global_batch % d != 0) continue;
-    if (d <= most) set.insert(static_cast<int>(d));
-    if (global_batch / d <= most) set.insert(static_cast<int>(global_batch / d));
-  }
-  return std::vector<int>(set.begin(), set.end());
-}
-
-namespace {
-
-// Per layer, the most devices the search may put it on: min(G, B), and with batch norm
-// statistics kept per device no more than leave every device of a batch-norm layer two values
-// per channel (FewestSamplesPerDevice; a device holds at least floor(B / g) samples).
-std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& options) {
-  const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
-  std::vector<int> most_per_layer(static_cast<size_t>(graph.num_layers()), most);
-  if (options.sync_batch_norm) return most_per_layer;
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    most_per_layer[static_cast<size_t>(id)] = static_cast<int>(
-        std::min<int64_t>(most, options.global_batch / FewestSamplesPerDevice(graph, id)));
-  }
-  return most_per_layer;
 }
 
 // Whether every layer's count keeps within MostDevicesPerLayer.
@@ -203,154 +144,6 @@ StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, cons
 }
 
 namespace {
-
-// The layer groups of the search as nodes of a series-parallel problem: node 0 is the input,
-// node 1 the outputs, group g is node g + 2.
-struct SearchNodes {
-  std::vector<int> group_of;  // per layer
-  size_t count = 2;
-  int of(int layer_id) const { return group_of[static_cast<size_t>(layer_id)] + 2; }
-};
-
-// The additive charge of a layer's own work on `devices` devices: compute, batch norm's
-// statistics, and `sync_weight` x its amortised gradient all-reduce (1: as if nothing were
-// hidden; 0: as if all were).
-double OwnMs(const CostModel& model, int layer_id, int devices, const LayerTime& time,
-             double sync_weight) {
-  return time.total_ms() + 2.0 * model.BatchNormSyncMs(layer_id, devices) +
-         sync_weight * model.AmortisedGradientSyncMs(layer_id, devices);
-}
-
-// The counts each layer may take: at most MostDevicesPerLayer, at least the fewest on which it
-// fits in device memory alone (MemoryFit::FewestDevicesPerLayer).
-struct CountBounds {
-  std::vector<int> most;
-  std::vector<int> fewest;
-  bool Allows(int layer_id, int count) const {
-    const auto id = static_cast<size_t>(layer_id);
-    return count <= most[id] && count >= fewest[id];
-  }
-};
-
-// Node costs: every member's OwnMs at each candidate count. A count the profile cannot time
-// (OUT_OF_RANGE, e.g. a batch beyond the measured range) or outside a member's bounds is
-// excluded.
-Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const CountBounds& bounds, const SearchNodes& nodes, double sync_weight,
-                    SeriesParallelProblem* problem) {
-  problem->node_costs.assign(nodes.count, {});
-  problem->node_names.assign(nodes.count, "");
-  problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
-  problem->node_costs[SeriesParallelProblem::kSink] = {CostPoint{}};
-  problem->node_names[SeriesParallelProblem::kSource] = "(input)";
-  problem->node_names[SeriesParallelProblem::kSink] = "(outputs)";
-  for (size_t n = 2; n < nodes.count; ++n) {
-    problem->node_costs[n].assign(counts.size(), CostPoint{});
-  }
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    const auto node = static_cast<size_t>(nodes.of(id));
-    std::vector<CostPoint>& costs = problem->node_costs[node];
-    if (problem->node_names[node].empty()) problem->node_names[node] = graph.layer(id).name;
-    for (size_t k = 0; k < counts.size(); ++k) {
-      if (!bounds.Allows(id, counts[k])) {
-        costs[k].time_ms = kInfinity;
-        continue;
-      }
-      StatusOr<LayerTime> time = model.Compute(id, counts[k]);
-      if (!time.ok()) {
-        if (time.status().code() != StatusCode::kOutOfRange) return time.status();
-        costs[k].time_ms = kInfinity;
-        continue;
-      }
-      const double ms = OwnMs(model, id, counts[k], *time, sync_weight);
-      costs[k].time_ms += ms;
-      costs[k].gpu_ms += ms * counts[k];
-    }
-  }
-  return Status::Ok();
-}
-
-// An activation that crosses from one node to another.
-struct CrossingTensor {
-  int from = 0;  // nodes
-  int to = 0;
-  int producer = 0;  // layer
-};
-
-// One edge per pair of nodes that tensors cross between: the re-split of all of them, forward
-// and backward (as CostModel::ResplitMs), nothing between equal counts, its device time on the
-// larger of the two sets. `tensors` is sorted by (from, to).
-void AddResplitEdges(const CostModel& model, const std::vector<int>& counts,
-                     const std::vector<CrossingTensor>& tensors, SeriesParallelProblem* problem) {
-  const size_t k_count = counts.size();
-  // Re-split costs for every pair of counts, looked up once rather than per tensor and pair.
-  std::vector<const ResplitCost*> resplits(k_count * k_count, nullptr);
-  for (size_t i = 0; i < k_count; ++i) {
-    for (size_t j = 0; j < k_count; ++j) {
-      if (i != j) resplits[i * k_count + j] = &model.Resplit(counts[i], counts[j]);
-    }
-  }
-  for (size_t first = 0; first < tensors.size();) {
-    size_t last = first;
-    while (last < tensors.size() && tensors[last].from == tensors[first].from &&
-           tensors[last].to == tensors[first].to) {
-      ++last;
-    }
-    SeriesParallelProblem::Edge edge;
-    edge.from = tensors[first].from;
-    edge.to = tensors[first].to;
-    edge.cells.resize(k_count * k_count);
-    for (size_t i = 0; i < k_count; ++i) {
-      for (size_t j = 0; j < k_count; ++j) {
-        double ms = 0;
-        for (size_t t = first; i != j && t < last; ++t) {
-          ms += 2.0 * resplits[i * k_count + j]->Ms(model.ActivationBytes(tensors[t].producer));
-        }
-        edge.cells[i * k_count + j] = CostPoint{ms, ms * std::max(counts[i], counts[j])};
-      }
-    }
-    problem->edges.push_back(std::move(edge));
-    first = last;
-  }
-}
-
-// Edges: activation re-splits between groups (several tensors between the same two groups
-// share one edge, in order of (from, to) nodes), zero-cost edges from the input and to the
-// outputs (the graph's outputs and every node nothing reads).
-void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-              const SearchNodes& nodes, SeriesParallelProblem* problem) {
-  std::vector<CrossingTensor> tensors;
-  std::set<int> reads_input;
-  std::vector<bool> has_consumer(nodes.count, false);
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    for (int input : graph.layer(id).input_ids) {
-      if (input == kGraphInputId) {
-        reads_input.insert(nodes.of(id));
-      } else if (nodes.of(input) != nodes.of(id)) {
-        tensors.push_back(CrossingTensor{nodes.of(input), nodes.of(id), input});
-        has_consumer[static_cast<size_t>(nodes.of(input))] = true;
-      }
-    }
-  }
-  // Stable: the producers of one edge are summed in the order the graph lists them.
-  std::stable_sort(tensors.begin(), tensors.end(),
-                   [](const CrossingTensor& a, const CrossingTensor& b) {
-                     return a.from != b.from ? a.from < b.from : a.to < b.to;
-                   });
-  AddResplitEdges(model, counts, tensors, problem);
-  const std::vector<CostPoint> free_edge(counts.size(), CostPoint{});
-  for (int node : reads_input) {
-    problem->edges.push_back({SeriesParallelProblem::kSource, node, free_edge});
-  }
-  std::set<int> output_nodes;
-  for (int id : graph.output_ids()) output_nodes.insert(nodes.of(id));
-  for (size_t n = 2; n < nodes.count; ++n) {
-    if (!has_consumer[n]) output_nodes.insert(static_cast<int>(n));
-  }
-  for (int node : output_nodes) {
-    problem->edges.push_back({node, SeriesParallelProblem::kSink, free_edge});
-  }
-}
 
 // A plan by its counts, with the full model's totals.
 struct Candidate {
@@ -427,33 +220,6 @@ class FullModel {
   std::unordered_map<std::vector<int>, Known, CountsHash> known_;
   std::vector<bool> changed_;  // TotalsOfMove's, kept for its capacity
 };
-
-// What the search's additive objective charges for these counts: every layer's OwnMs and
-// re-splits in, device time as the problem's nodes and edges count it.
-StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
-                                 const std::vector<int>& counts, double sync_weight) {
-  CostPoint cost;
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    const int devices = counts[static_cast<size_t>(id)];
-    ASSIGN_OR_RETURN(const LayerCost layer, model.CostOf(id, counts));
-    const LayerTime time{layer.forward_ms, layer.backward_ms};
-    const double own_ms = OwnMs(model, id, devices, time, sync_weight);
-    cost.time_ms += own_ms + layer.resplit_ms;
-    cost.gpu_ms += own_ms * devices + layer.resplit_device_ms;
-  }
-  return cost;
-}
-
-// The search's answer as per-layer counts.
-std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNodes& nodes,
-                          const std::vector<int>& candidates, int num_layers) {
-  std::vector<int> counts(static_cast<size_t>(num_layers), 1);
-  for (int id = 0; id < num_layers; ++id) {
-    counts[static_cast<size_t>(id)] =
-        candidates[static_cast<size_t>(solution.choices[static_cast<size_t>(nodes.of(id))])];
-  }
-  return counts;
-}
 
 // Solves the additive problem and returns its answer with the full model's totals when it
 // finds it within the limit, or nothing. The additive device time can fall short of the full

@@ -1,0 +1,79 @@
+// The problem the burst-parallel search solves (search.cc), built from the graph and the cost
+// model: layer groups (elementwise layers fused onto their producer) as the nodes of a
+// series-parallel problem (pareto_search.h), each node's additive cost at every candidate count,
+// the activation re-splits between groups as its edges, the counts each layer may take, and the
+// way back from a solution to per-layer counts. docs/planner.md ("The search": fusion, the
+// additive stand-in, the problem graph) describes what is built.
+// Internal to the planner: search.cc is its only user.
+// Threading: no state of its own; those taking a CostModel fill its lazy caches, so as
+// CostModel's (cost_model.h), one thread at a time per model.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/cost_model.h"
+#include "planner/graph.h"
+#include "planner/pareto_search.h"
+#include "planner/search.h"
+
+namespace deepool::planner::search_problem {
+
+// The layer groups of the search as nodes of a series-parallel problem: node 0 is the input,
+// node 1 the outputs, group g is node g + 2.
+struct SearchNodes {
+  std::vector<int> group_of;  // per layer
+  size_t count = 2;
+  int of(int layer_id) const { return group_of[static_cast<size_t>(layer_id)] + 2; }
+};
+
+// Groups of layers planned as one: an elementwise layer joins its producer's group when it is
+// that producer's only consumer (so fusion never changes the graph's series-parallel shape).
+// Returns each layer's group and sets *num_groups; with `fuse` false every layer is its own group.
+std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups);
+
+// Per layer, the most devices the search may put it on: min(G, B), and with batch norm
+// statistics kept per device no more than leave every device of a batch-norm layer two values
+// per channel (FewestSamplesPerDevice; a device holds at least floor(B / g) samples).
+std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& options);
+
+// The counts each layer may take: at most MostDevicesPerLayer, at least the fewest on which it
+// fits in device memory alone (MemoryFit::FewestDevicesPerLayer).
+struct CountBounds {
+  std::vector<int> most;
+  std::vector<int> fewest;
+  bool Allows(int layer_id, int count) const {
+    const auto id = static_cast<size_t>(layer_id);
+    return count <= most[id] && count >= fewest[id];
+  }
+};
+
+// Node costs: every member's own cost (compute, batch norm's statistics and `sync_weight` x its
+// amortised gradient all-reduce: 1 as if nothing were hidden, 0 as if all were) at each
+// candidate count. A count the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the
+// measured range) or outside a member's bounds is excluded (infinite time); any other error of
+// the cost model is returned. Replaces problem's node costs and names; leaves its edges.
+Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+                    const CountBounds& bounds, const SearchNodes& nodes, double sync_weight,
+                    SeriesParallelProblem* problem);
+
+// Edges: activation re-splits between groups (several tensors between the same two groups
+// share one edge, in order of (from, to) nodes; forward and backward as CostModel::ResplitMs,
+// nothing between equal counts, device time on the larger count), zero-cost edges from the
+// input and to the outputs (the graph's outputs and every node nothing reads). Appended to
+// problem's edges.
+void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
+              const SearchNodes& nodes, SeriesParallelProblem* problem);
+
+// What the search's additive objective charges for these per-layer counts: every layer's own
+// cost (as SetNodeCosts) and re-splits in, device time as the problem's nodes and edges count it.
+StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
+                                 const std::vector<int>& counts, double sync_weight);
+
+// The search's answer as per-layer counts: each layer on its node's chosen candidate count.
+// `solution` must be a found solution of a problem built on `nodes` and `candidates`.
+std::vector<int> CountsOf(const SeriesParallelSolution& solution, const SearchNodes& nodes,
+                          const std::vector<int>& candidates, int num_layers);
+
+}  // namespace deepool::planner::search_problem
