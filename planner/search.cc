@@ -1,7 +1,8 @@
 // Burst-parallel search, the driver: checks the request, has the series-parallel Pareto problem
 // built (search_problem.h) and solved (pareto_search.h) with the gradient sync weighted three
-// ways, checks each answer with the full cost model against the limit and device memory
-// (memory_fit.h), improves the answers by the full model's local moves and evaluates the best.
+// ways, checks each answer with the full cost model (its totals remembered by
+// search_full_model.h) against the limit and device memory (memory_fit.h), improves the answers
+// by the full model's local moves and evaluates the best.
 // docs/planner.md documents the additive stand-in, the full-model check and the local moves.
 #include "planner/search.h"
 
@@ -10,19 +11,20 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "planner/branch_packing.h"
 #include "planner/cost_model.h"
 #include "planner/memory_fit.h"
 #include "planner/pareto_search.h"
+#include "planner/search_full_model.h"
 #include "planner/search_problem.h"
 #include "planner/series_parallel_schedule.h"
 
 namespace deepool::planner {
 namespace {
 
+using internal::FullModel;
 using search_problem::AddEdges;
 using search_problem::AdditiveCost;
 using search_problem::CountBounds;
@@ -149,76 +151,6 @@ namespace {
 struct Candidate {
   std::vector<int> counts;
   PlanTotals totals;
-};
-
-// The full model's totals on `num_devices`, remembered by counts for one plan's search: the
-// additive answers and the local moves from different starts meet the same plans again (a
-// third to a half of the local moves' evaluations on the zoo models at G = 8). Every plan it
-// costs keeps its layers' costs (CostModel::CostOf), so that a local move recomputes only the
-// layers it moves and their consumers (CostModel::TotalsOfCosts): the same totals, to the bit.
-class FullModel {
- public:
-  FullModel(const CostModel& model, int num_devices) : model_(model), num_devices_(num_devices) {}
-
-  const CostModel& model() const { return model_; }
-
-  StatusOr<PlanTotals> Totals(const std::vector<int>& counts) {
-    const auto known = known_.find(counts);
-    if (known != known_.end()) return known->second.totals;
-    const std::vector<DeviceRange> ranges = PrefixRanges(counts);
-    ASSIGN_OR_RETURN(std::vector<LayerCost> costs, model_.LayerCostsOf(ranges, num_devices_));
-    return Remember(counts, ranges, std::move(costs));
-  }
-
-  // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end)
-  // on other counts.
-  StatusOr<PlanTotals> TotalsOfMove(const std::vector<int>& base, const std::vector<int>& moved,
-                                    size_t begin, size_t end) {
-    const auto known = known_.find(moved);
-    if (known != known_.end()) return known->second.totals;
-    const auto from = known_.find(base);
-    if (from == known_.end()) return Totals(moved);
-    std::vector<LayerCost> costs = from->second.costs;
-    const Graph& graph = model_.graph();
-    changed_.assign(moved.size(), false);
-    for (size_t id = begin; id < end; ++id) {
-      changed_[id] = true;
-      for (int consumer : graph.consumers(static_cast<int>(id))) {
-        changed_[static_cast<size_t>(consumer)] = true;
-      }
-    }
-    for (size_t id = 0; id < moved.size(); ++id) {
-      if (!changed_[id]) continue;
-      ASSIGN_OR_RETURN(costs[id], model_.CostOf(static_cast<int>(id), moved));
-    }
-    return Remember(moved, PrefixRanges(moved), std::move(costs));
-  }
-
- private:
-  struct CountsHash {
-    size_t operator()(const std::vector<int>& counts) const {
-      size_t hash = counts.size();
-      for (int count : counts) hash = hash * 1099511628211ULL + static_cast<size_t>(count);
-      return hash;
-    }
-  };
-  struct Known {
-    PlanTotals totals;
-    std::vector<LayerCost> costs;  // CostOf every layer, before the gradient sync's share
-  };
-
-  StatusOr<PlanTotals> Remember(const std::vector<int>& counts,
-                                const std::vector<DeviceRange>& ranges,
-                                std::vector<LayerCost> costs) {
-    ASSIGN_OR_RETURN(const PlanTotals totals, model_.TotalsOfCosts(ranges, num_devices_, costs));
-    known_.emplace(counts, Known{totals, std::move(costs)});
-    return totals;
-  }
-
-  const CostModel& model_;
-  const int num_devices_;
-  std::unordered_map<std::vector<int>, Known, CountsHash> known_;
-  std::vector<bool> changed_;  // TotalsOfMove's, kept for its capacity
 };
 
 // Solves the additive problem and returns its answer with the full model's totals when it

@@ -1,0 +1,64 @@
+// The burst-parallel search's full-model totals (search.cc): every plan the search costs by the
+// full (bucketed, overlapped) cost model, remembered by its per-layer counts for one plan's
+// search, so that the additive answers and the local moves, which meet the same plans again,
+// cost each once, and a local move re-costs only the layers it changes. docs/planner.md ("The
+// search", step 3) describes the local moves.
+// Internal to the planner: search.cc is its only user.
+// Threading: not thread-safe, and it fills the CostModel's lazy caches: one search, one thread,
+// as CostModel's (cost_model.h).
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+
+namespace deepool::planner::internal {
+
+// The full model's totals on `num_devices`, remembered by counts for one plan's search: the
+// additive answers and the local moves from different starts meet the same plans again (a
+// third to a half of the local moves' evaluations on the zoo models at G = 8). Every plan it
+// costs keeps its layers' costs (CostModel::CostOf), so that a local move recomputes only the
+// layers it moves and their consumers (CostModel::TotalsOfCosts): the same totals, to the bit.
+// `model` must outlive it.
+class FullModel {
+ public:
+  FullModel(const CostModel& model, int num_devices) : model_(model), num_devices_(num_devices) {}
+
+  const CostModel& model() const { return model_; }
+
+  // CostModel::Totals of these counts (prefix ranges) on `num_devices`, or its error.
+  StatusOr<PlanTotals> Totals(const std::vector<int>& counts);
+
+  // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end)
+  // on other counts.
+  StatusOr<PlanTotals> TotalsOfMove(const std::vector<int>& base, const std::vector<int>& moved,
+                                    size_t begin, size_t end);
+
+ private:
+  struct CountsHash {
+    size_t operator()(const std::vector<int>& counts) const {
+      size_t hash = counts.size();
+      for (int count : counts) hash = hash * 1099511628211ULL + static_cast<size_t>(count);
+      return hash;
+    }
+  };
+  struct Known {
+    PlanTotals totals;
+    std::vector<LayerCost> costs;  // CostOf every layer, before the gradient sync's share
+  };
+
+  StatusOr<PlanTotals> Remember(const std::vector<int>& counts,
+                                const std::vector<DeviceRange>& ranges,
+                                std::vector<LayerCost> costs);
+
+  const CostModel& model_;
+  const int num_devices_;
+  std::unordered_map<std::vector<int>, Known, CountsHash> known_;
+  std::vector<bool> changed_;  // TotalsOfMove's, kept for its capacity
+};
+
+}  // namespace deepool::planner::internal
