@@ -138,8 +138,26 @@ std::vector<const DeviceInfo*> LargestMemoryFirst(const std::vector<DeviceInfo>&
   return ordered;
 }
 
+// Devices a grown job still stopping is to be placed on (AdmissionInput::growing) shown held by it,
+// where no FG job holds them and they are in the snapshot (`type_of`: schedulable devices).
+void ReserveGrowths(const AdmissionInput& input, const std::map<DeviceKey, std::string>& type_of,
+                    std::map<std::string, policy::PolicyJob>* holders) {
+  std::set<DeviceKey> reserved;
+  for (const auto& [job_id, devices] : input.growing) {
+    auto holder = holders->find(job_id);
+    if (holder == holders->end() || holder->second.role != policy::Role::kFg) continue;
+    for (const DeviceKey& key : devices) {
+      if (!type_of.count(key) || input.ledger.ForegroundOf(key) || !reserved.insert(key).second) {
+        continue;
+      }
+      holder->second.devices.push_back(key);
+    }
+  }
+}
+
 // The snapshot a policy sees of an admission input: the pending jobs (by pointer into `input`)
-// and, as placed jobs, the holders of the ledger's devices.
+// and, as placed jobs, the holders of the ledger's devices (and the devices reserved for grown
+// jobs still stopping).
 policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
   policy::PolicySnapshot snapshot;
   for (const NodeRecord& node : input.nodes) {
@@ -170,6 +188,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
       job.devices.push_back(key);
     }
   }
+  ReserveGrowths(input, type_of, &holders);
   std::map<std::string, const JobRecord*> placed;
   for (const JobSnapshot& job : input.placed) placed.emplace(job->id, job.get());
   auto add_curves = [&input](policy::PolicyJob& job) {
@@ -296,8 +315,11 @@ Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
         FgPreemption{preempted.job_id, preempted.for_job, preempted.message});
     auto resize = resize_of.find(preempted.job_id);
     if (resize == resize_of.end()) continue;
+    const std::vector<DeviceKey>& devices = resize->second->devices;  // held ones first
     moved.from_devices = resize->second->from_devices;
-    moved.grow_to = static_cast<int>(resize->second->devices.size());
+    moved.grow_to = static_cast<int>(devices.size());
+    moved.added.assign(devices.begin() + std::min<size_t>(moved.from_devices, devices.size()),
+                       devices.end());
   }
   for (policy::Wait& wait : decisions.waits) {
     const JobRecord& job = *pending.at(wait.job_id);

@@ -73,9 +73,10 @@ struct FgPreemption {
   std::string for_job;  // the job that takes its devices ("" : none in particular)
   std::string message;  // the policy's reason, for the job's history
   // A growth: the devices it holds and those the policy grows it to (Resize::devices); both 0 for
-  // a preemption.
+  // a preemption. `added`: the devices it grows onto, beyond those it holds.
   int from_devices = 0;
   int grow_to = 0;
+  std::vector<DeviceKey> added = {};
 
   bool growth() const { return grow_to > 0; }
 };
@@ -110,6 +111,11 @@ struct AdmissionInput {
   // FG jobs' speed-up curves by job id (SpeedCurveBook), for the policy's snapshot: a job absent
   // here, or without a curve on a type, is seen to scale perfectly, alike on every type.
   std::map<std::string, std::shared_ptr<const CurvesByType>> curves;
+  // Running FG jobs the policy grew that are still stopping at their checkpoint, with the devices
+  // they grow onto (FgPreemption::added): the policy's snapshot shows those devices held by them
+  // (where no FG job holds them and their node is schedulable), so that no other job is granted
+  // them, or grown onto them, meanwhile. Once the job waits again the next round sizes it anew.
+  std::map<std::string, std::vector<DeviceKey>> growing;
 };
 
 // A round looks at PENDING jobs highest priority first, then in submission order. By value: move

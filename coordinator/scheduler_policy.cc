@@ -26,12 +26,21 @@ std::string MoveNote(std::string_view policy_name, const FgPreemption& moved) {
 }  // namespace
 
 void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
-                                     AdmissionInput* input) const {
+                                     AdmissionInput* input) {
   input->now_ms = clock_->WallMillis();
   input->curves = curves_.Curves();
+  // A reservation lasts while its job is still stopping; a job that stopped waits again, and it
+  // runs again only after a round, so this round drops the reservation first.
+  std::map<std::string, std::vector<DeviceKey>> growing = std::move(growth_devices_);
+  growth_devices_.clear();
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending || job->spec.role == JobRole::kBg) continue;
     input->placed.push_back(job);
+    auto grown = growing.find(job->id);
+    if (grown != growing.end() && job->state == JobState::kRunning && job->resize_to > 0) {
+      input->growing.insert(*grown);
+      growth_devices_.insert(std::move(*grown));
+    }
     // Only a running job can stop at a checkpoint, and one already stopping is left to stop.
     if (job->state != JobState::kRunning || job->resize_to > 0) continue;
     if (builder_.StopsAtCheckpoints(*job)) input->preemptible.insert(job->id);
@@ -55,6 +64,7 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   });
   write.retry = true;
   writes->push_back(std::move(write));
+  if (preempted.growth()) growth_devices_[preempted.job_id] = preempted.added;
   policy_record_.RecordMove(preempted, now);
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
 }

@@ -152,13 +152,10 @@ TEST_CASE("deepool: a FG job is sized to the devices that are free", "[scheduler
   CHECK(sized);
 }
 
-// A job that started on the one device a busy node had grows once the other job ends and it has
-// held its device for the slice: the coordinator tells the policy how many iterations it has left
-// (10 million at 1 s each on one device, 0.25 s on four), so the move pays, and it is carried out
-// as a preemption after which the next round sizes the job anew; but its history, its last move
-// and the policy's counters call it a growth (a resize), never a preemption.
-TEST_CASE("deepool: a running job grows onto devices another job freed", "[scheduler][policy]") {
-  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+// A job started on the one device a busy node had, alone on the node once the other job has
+// ended: the coordinator tells the policy how many iterations it has left (10 million at 1 s each
+// on one device, 0.25 s on four), so growing it pays once it has held its device for the slice.
+JobRecord StartGrower(Harness& h) {
   h.planner.curves[{"tiny", "cpu"}] = {1.0, 0.5, 0.34, 0.25};
   h.AddNode("a", 4);
   const JobRecord first = h.Submit(Fg(3));
@@ -170,11 +167,19 @@ TEST_CASE("deepool: a running job grows onto devices another job freed", "[sched
   h.scheduler.Tick();
   REQUIRE(h.Get(grower.id).state == JobState::kRunning);
   REQUIRE(h.Get(grower.id).devices.size() == 1);
-
   for (const std::string& task_id : h.Get(first.id).task_ids) {
     h.Exit("node-a", task_id, v1::TASK_OUTCOME_SUCCEEDED);
   }
   REQUIRE(h.Get(first.id).state == JobState::kSucceeded);
+  return grower;
+}
+
+// The grower grows from 1 to 4 devices once its slice is over; the growth is carried out as a
+// preemption after which the next round sizes the job anew, but its history, its last move and
+// the policy's counters call it a growth (a resize), never a preemption.
+TEST_CASE("deepool: a running job grows onto devices another job freed", "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  const JobRecord grower = StartGrower(h);
   h.scheduler.Tick();
   CHECK_FALSE(StopIfAsked(h, grower.id));  // within its slice
 
@@ -211,6 +216,35 @@ TEST_CASE("deepool: a running job grows onto devices another job freed", "[sched
   h.scheduler.Tick();
   CHECK(h.Get(grower.id).state == JobState::kRunning);
   CHECK(h.Get(grower.id).devices.size() == 4);
+}
+
+// The devices a growth is for stay the grown job's while it runs on to its checkpoint: a job
+// submitted meanwhile waits, where it would otherwise take them and leave the grown job to resume
+// on what is left after paying for the move. Once the grown job waits too, a round sizes both.
+TEST_CASE("deepool: a job submitted while a grown job stops does not take the growth's devices",
+          "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  const JobRecord grower = StartGrower(h);
+  Pass(h, 300, {grower.id});
+  h.scheduler.Tick();  // grows it: it stops at its next checkpoint
+  REQUIRE(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+
+  const JobRecord late = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  CHECK(h.Get(late.id).state == JobState::kPending);
+  Pass(h, 30, {grower.id});  // idle rounds change nothing
+  h.scheduler.Tick();
+  CHECK(h.Get(late.id).state == JobState::kPending);
+  CHECK(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+
+  REQUIRE(StopIfAsked(h, grower.id));
+  h.scheduler.Tick();
+  const JobRecord grown = h.Get(grower.id);
+  CHECK(grown.state == JobState::kRunning);
+  // The round sized both: each waiting job one device, the rest where it saves most (without the
+  // reservation the late job held 2 of the 4 and the grown job resumed on the other 2).
+  CHECK(grown.devices.size() == 3);
+  CHECK(h.Get(late.id).devices.size() == 1);
 }
 
 }  // namespace
