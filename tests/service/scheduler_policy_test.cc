@@ -247,5 +247,37 @@ TEST_CASE("deepool: a job submitted while a grown job stops does not take the gr
   CHECK(h.Get(late.id).devices.size() == 1);
 }
 
+// Nor is another running job grown onto them: of two long jobs on one device each, the first is
+// grown onto the two devices a finished job freed, and the rounds while it stops grow nobody else.
+TEST_CASE("deepool: a second running job is not grown onto the devices of a growth under way",
+          "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  h.planner.curves[{"tiny", "cpu"}] = {1.0, 0.5, 0.34, 0.25};
+  h.AddNode("a", 4);
+  const JobRecord first = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(first.id).devices.size() == 2);
+  JobSpec long_job = Checkpointed(4);
+  long_job.iterations = 10'000'000;
+  const JobRecord one = h.Submit(long_job);
+  const JobRecord two = h.Submit(long_job);
+  h.scheduler.Tick();
+  REQUIRE(h.Get(one.id).devices.size() == 1);
+  REQUIRE(h.Get(two.id).devices.size() == 1);
+  for (const std::string& task_id : h.Get(first.id).task_ids) {
+    h.Exit("node-a", task_id, v1::TASK_OUTCOME_SUCCEEDED);
+  }
+  Pass(h, 300, {one.id, two.id});
+  h.scheduler.Tick();
+  REQUIRE(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+  for (int round = 0; round < 3; ++round) {
+    Pass(h, 10, {one.id, two.id});
+    h.scheduler.Tick();
+  }
+  CHECK(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+  // Only the grown job is asked to stop.
+  CHECK(StopIfAsked(h, one.id) != StopIfAsked(h, two.id));
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
