@@ -485,10 +485,18 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
       "stopped at the checkpoint of iteration " + std::to_string(stopped_at) + ", it resumes ";
   const bool preempted = job.evacuate_from.empty() && to == job.spec.gpus &&
                          static_cast<size_t>(to) == job.devices.size();
+  // Grown by the policy (PreemptLocked): `to` is its request, not the size the policy grew it to.
+  auto grown = to == job.spec.gpus ? growth_devices_.find(job.id) : growth_devices_.end();
   const Reason reason =
       !job.evacuate_from.empty()
           ? Reason{ReasonCode::kEvacuated, "evacuated from draining node " + job.evacuate_from +
                                                ": " + where + "on other nodes"}
+      : grown != growth_devices_.end()
+          ? Reason{ReasonCode::kResized,
+                   "grown by the " + std::string(options_.policy->Name()) + " policy from " +
+                       std::to_string(job.devices.size()) + " to " +
+                       std::to_string(job.devices.size() + grown->second.size()) +
+                       " devices: " + where + "from there on the devices the next round gives it"}
       : preempted  // by the scheduling policy (PreemptLocked): it waits for its turn again
           ? Reason{ReasonCode::kResized, "preempted to make way for other jobs: " + where +
                                              "from there when the policy places it again"}

@@ -202,6 +202,8 @@ TEST_CASE("deepool: a running job grows onto devices another job freed", "[sched
   const JobRecord stopped = h.Get(grower.id);
   CHECK(stopped.state == JobState::kPending);
   CHECK(stopped.spec.gpus == 4);
+  CHECK(stopped.reason.find("grown by the deepool policy from 1 to 4 devices: stopped at the "
+                            "checkpoint of iteration 5") == 0);
   bool said = false;
   bool said_preempted = false;
   for (const StateChange& change : stopped.history) {
@@ -275,8 +277,15 @@ TEST_CASE("deepool: a second running job is not grown onto the devices of a grow
     h.scheduler.Tick();
   }
   CHECK(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
-  // Only the grown job is asked to stop.
-  CHECK(StopIfAsked(h, one.id) != StopIfAsked(h, two.id));
+  // Only the grown job is asked to stop; it waits to be placed on 3 devices, not its request of 4.
+  const bool one_stopped = StopIfAsked(h, one.id);
+  const bool two_stopped = StopIfAsked(h, two.id);
+  CHECK(one_stopped != two_stopped);
+  const JobRecord stopped = h.Get(one_stopped ? one.id : two.id);
+  CHECK(stopped.state == JobState::kPending);
+  CHECK(stopped.reason ==
+        "grown by the deepool policy from 1 to 3 devices: stopped at the checkpoint of iteration "
+        "5, it resumes from there on the devices the next round gives it");
 }
 
 }  // namespace
