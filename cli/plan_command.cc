@@ -51,6 +51,7 @@ struct PlanFlags {
   std::string trace_path;      // Chrome trace JSON of the predicted iteration
   std::string trace_svg_path;  // the same timeline drawn
   bool exhaustive = false;
+  std::string granularity = "mixed";
   bool allow_extrapolation = false;
   SearchFlags search;  // gradient all-reduces as the cost model charges them; the search's epsilon
   PrecisionFlag precision;
@@ -328,6 +329,10 @@ int RunPlan(const PlanFlags& flags) {
   options.devices = flags.gpus;
   options.amplification_limit = flags.amplification_limit;
   options.exhaustive_counts = flags.exhaustive;
+  const StatusOr<planner::SearchGranularity> granularity =
+      planner::ParseSearchGranularity(flags.granularity);
+  if (!granularity.ok()) return Fail(granularity.status(), kExitInvalidInput);
+  options.granularity = *granularity;
   options.gradient_sync = flags.search.GradientSync();
   options.pareto_tolerance = flags.search.pareto_tolerance;
   options.concurrent_branches = flags.search.concurrent_branches;
@@ -361,7 +366,13 @@ int RunPlan(const PlanFlags& flags) {
   PrintIterationOverhead(*plan, *graph, *profile, std::cout);
   PrintDeviceMemory(*plan, *graph, *profile, options, memory_gb, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
-  std::cout << "search: Pareto frontiers "
+  std::cout << "search: "
+            << (options.granularity == planner::SearchGranularity::kLayers
+                    ? std::string()
+                    : "granularity " +
+                          std::string(planner::SearchGranularityName(options.granularity)) +
+                          " (blocks searched whole in some solves), ")
+            << "Pareto frontiers "
             << (flags.search.pareto_tolerance == 0
                     ? std::string("exact")
                     : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +
@@ -421,6 +432,13 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
                    "Also draw the predicted timeline of one iteration into this SVG file");
   plan->add_flag("--exhaustive", flags->exhaustive,
                  "Consider every device count 1..min(G, B), not only the candidate set");
+  plan->add_option("--granularity", flags->granularity,
+                   "Which additive solves of the search plan whole blocks (residual blocks, "
+                   "Inception modules) as one group: layers (none), mixed (two of three: as good "
+                   "on the zoo models, a third faster on the ResNets) or blocks (all: fastest, "
+                   "plans up to a few per cent slower); docs/planner.md, \"Blocks\"")
+      ->check(CLI::IsMember({"layers", "mixed", "blocks"}))
+      ->capture_default_str();
   AddSearchFlags(plan, &flags->search);
   AddPrecisionFlag(plan, &flags->precision);
   plan->add_option("--device-memory-gb", flags->device_memory_gb,

@@ -29,6 +29,7 @@ using search_problem::AddEdges;
 using search_problem::AdditiveCost;
 using search_problem::CountBounds;
 using search_problem::CountsOf;
+using search_problem::GroupBlocks;
 using search_problem::GroupLayers;
 using search_problem::MostDevicesPerLayer;
 using search_problem::SearchNodes;
@@ -131,6 +132,27 @@ PlanningModels::PlanningModels(const Graph& graph, const Profile& profile, const
     : plan(graph, profile, cluster, options.global_batch, PlanCostModelOptions(options)),
       baseline(plan, BaselineCostModelOptions(options)) {}
 
+std::string_view SearchGranularityName(SearchGranularity granularity) {
+  switch (granularity) {
+    case SearchGranularity::kLayers:
+      return "layers";
+    case SearchGranularity::kMixed:
+      return "mixed";
+    case SearchGranularity::kBlocks:
+      return "blocks";
+  }
+  return "mixed";
+}
+
+StatusOr<SearchGranularity> ParseSearchGranularity(std::string_view name) {
+  for (SearchGranularity granularity :
+       {SearchGranularity::kLayers, SearchGranularity::kMixed, SearchGranularity::kBlocks}) {
+    if (name == SearchGranularityName(granularity)) return granularity;
+  }
+  return InvalidArgumentError("search granularity must be layers, mixed or blocks, got '" +
+                              std::string(name) + "'");
+}
+
 StatusOr<Plan> PlanDataParallel(const Graph& graph, const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& options) {
   RETURN_IF_ERROR(CheckRequest(cluster, options));
@@ -228,28 +250,82 @@ StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<in
   return plan;
 }
 
+// The additive problem at one granularity (SearchGranularity): its groups and the re-split edges
+// between them, with the budget and tolerance; node costs are set for each solve. The schedule
+// is worked out at its first solve and serves every later one (only costs and budgets differ).
+struct AdditiveLevel {
+  SearchNodes nodes;
+  SeriesParallelProblem problem;
+  std::optional<series_parallel::Schedule> schedule;
+};
+
+// The additive problems a search solves: layer by layer (`layers`) and block by block (`blocks`;
+// null where the graph has no block or the options never search blocks), and which of them each
+// sync weight's solve uses.
+struct AdditiveLevels {
+  AdditiveLevel layers;
+  std::optional<AdditiveLevel> blocks;
+  SearchGranularity granularity = SearchGranularity::kLayers;
+  // kMixed's layer-by-layer solve: the weight whose stand-in is nearest the full model (all the
+  // sync hidden when it overlaps backward, none when it runs after).
+  double layer_weight = 0;
+
+  AdditiveLevel& For(double sync_weight) {
+    const bool by_blocks =
+        blocks && (granularity == SearchGranularity::kBlocks ||
+                   (granularity == SearchGranularity::kMixed && sync_weight != layer_weight));
+    return by_blocks ? *blocks : layers;
+  }
+};
+
+AdditiveLevels MakeAdditiveLevels(const Graph& graph, const CostModel& model,
+                                  const std::vector<int>& candidates, const PlanOptions& options,
+                                  double budget_gpu_ms, double tolerance_gpu_ms) {
+  AdditiveLevels levels;
+  levels.granularity = options.granularity;
+  levels.layer_weight = options.gradient_sync.overlap ? 0.0 : 1.0;
+  auto make = [&](std::vector<int> group_of, int num_groups) {
+    AdditiveLevel level;
+    level.nodes.group_of = std::move(group_of);
+    level.nodes.count = static_cast<size_t>(num_groups) + 2;
+    AddEdges(graph, model, candidates, level.nodes, &level.problem);
+    level.problem.budget_gpu_ms = budget_gpu_ms;
+    level.problem.tolerance_gpu_ms = tolerance_gpu_ms;
+    return level;
+  };
+  int num_groups = 0;
+  std::vector<int> group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
+  if (options.granularity != SearchGranularity::kLayers) {
+    int num_blocks = num_groups;
+    std::vector<int> block_of = GroupBlocks(graph, group_of, &num_blocks);
+    if (num_blocks < num_groups) levels.blocks = make(std::move(block_of), num_blocks);
+  }
+  levels.layers = make(std::move(group_of), num_groups);
+  return levels;
+}
+
 // The additive searches' answers that fit the limit by the full model: gradient all-reduces
 // charged in full (none hidden), at half and not at all (all hidden); the full model lies
 // between the extremes. Each search is bounded by single-device and data-parallel execution (when
-// every layer can train on all its devices) in its own terms. `problem` has its edges, budget and
-// tolerance; node costs are set here.
+// every layer can train on all its devices) in its own terms, and solves the problem of the
+// granularity `levels` gives its weight; node costs are set here.
 StatusOr<std::vector<Candidate>> AdditiveAnswers(
-    const Graph& graph, FullModel& full, const SearchNodes& nodes,
-    const std::vector<int>& candidates, const CountBounds& bounds,
-    const std::vector<int>& data_parallel_counts, bool data_parallel_fits, double single_device_ms,
-    bool single_device_fits, SeriesParallelProblem problem) {
+    const Graph& graph, FullModel& full, AdditiveLevels& levels, const std::vector<int>& candidates,
+    const CountBounds& bounds, const std::vector<int>& data_parallel_counts,
+    bool data_parallel_fits, double single_device_ms, bool single_device_fits) {
   const CostModel& model = full.model();
   const bool data_parallel_trains =
       data_parallel_fits && WithinMostDevices(data_parallel_counts, bounds.most);
   std::vector<Candidate> answers;
-  // The three problems differ only in their node costs: one schedule serves them all.
-  std::optional<series_parallel::Schedule> schedule;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
-    RETURN_IF_ERROR(SetNodeCosts(graph, model, candidates, bounds, nodes, sync_weight, &problem));
-    if (!schedule) {
+    AdditiveLevel& level = levels.For(sync_weight);
+    SeriesParallelProblem& problem = level.problem;
+    RETURN_IF_ERROR(
+        SetNodeCosts(graph, model, candidates, bounds, level.nodes, sync_weight, &problem));
+    if (!level.schedule) {
       StatusOr<series_parallel::Schedule> built = series_parallel::BuildSchedule(problem);
       if (!built.ok()) return built.status().WithContext("graph '" + graph.name() + "'");
-      schedule = std::move(*built);
+      level.schedule = std::move(*built);
     }
     ASSIGN_OR_RETURN(const CostPoint data_parallel,
                      AdditiveCost(graph, model, data_parallel_counts, sync_weight));
@@ -259,8 +335,9 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(
     if (data_parallel_trains && data_parallel.gpu_ms <= problem.budget_gpu_ms) {
       problem.incumbent_time_ms = std::min(problem.incumbent_time_ms, data_parallel.time_ms);
     }
-    ASSIGN_OR_RETURN(std::optional<Candidate> found,
-                     SolveWithinLimit(graph, full, problem, *schedule, nodes, candidates));
+    ASSIGN_OR_RETURN(
+        std::optional<Candidate> found,
+        SolveWithinLimit(graph, full, problem, *level.schedule, level.nodes, candidates));
     if (found) answers.push_back(std::move(*found));
   }
   return answers;
@@ -374,16 +451,10 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
 
   const std::vector<int> candidates =
       CandidateDeviceCounts(options.global_batch, options.devices, options.exhaustive_counts);
-  SearchNodes nodes;
-  int num_groups = 0;
-  nodes.group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
-  nodes.count = static_cast<size_t>(num_groups) + 2;
-  SeriesParallelProblem problem;
-  AddEdges(graph, model, candidates, nodes, &problem);
   const bool limited = options.amplification_limit > 0;
   const double budget_gpu_ms = limited ? options.amplification_limit * least_device_ms : kInfinity;
-  problem.budget_gpu_ms = budget_gpu_ms;
-  problem.tolerance_gpu_ms = options.pareto_tolerance * least_device_ms;
+  AdditiveLevels levels = MakeAdditiveLevels(graph, model, candidates, options, budget_gpu_ms,
+                                             options.pareto_tolerance * least_device_ms);
 
   // Known feasible plans: every layer on one device (within any limit >= 1) and data
   // parallelism as deepool runs it (batch norm as the options say) when it fits the limit and
@@ -416,10 +487,9 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
   // when the repairs go over the limit, solved again with the widened layers kept wide.
   constexpr int kMemoryRounds = 4;
   for (int round = 0; round < kMemoryRounds; ++round) {
-    ASSIGN_OR_RETURN(
-        std::vector<Candidate> answers,
-        AdditiveAnswers(graph, full, nodes, candidates, bounds, data_parallel.counts,
-                        data_parallel_fits, single_device_ms, single_device_fits, problem));
+    ASSIGN_OR_RETURN(std::vector<Candidate> answers,
+                     AdditiveAnswers(graph, full, levels, candidates, bounds, data_parallel.counts,
+                                     data_parallel_fits, single_device_ms, single_device_fits));
     ASSIGN_OR_RETURN(FittedAnswers fitted, FitAnswers(full, std::move(answers), candidates, bounds,
                                                       memory, budget_gpu_ms));
     for (Candidate& answer : fitted.fitting) starts.push_back(std::move(answer));

@@ -122,6 +122,82 @@ std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups) {
   return group_of;
 }
 
+namespace {
+
+// The layers of the block that starts at the fork `fork` (docs: GroupBlocks), join included, in
+// order; empty when the paths from `fork` do not meet again in a block nothing else touches.
+std::vector<int> BlockAfter(const Graph& graph, int fork, const std::vector<bool>& is_output) {
+  std::vector<bool> in_block(static_cast<size_t>(graph.num_layers()), false);
+  std::vector<int> members;
+  // Edges (producer, consumer) from the fork or the block to layers not yet visited.
+  size_t outstanding = graph.consumers(fork).size();
+  for (int id = fork + 1; id < graph.num_layers(); ++id) {
+    size_t from_block = 0;
+    size_t from_outside = 0;
+    for (int input : graph.layer(id).input_ids) {
+      const bool inside = input == fork || (input >= 0 && in_block[static_cast<size_t>(input)]);
+      (inside ? from_block : from_outside) += 1;
+    }
+    if (from_block == 0) continue;
+    if (from_outside > 0 || is_output[static_cast<size_t>(id)]) return {};
+    in_block[static_cast<size_t>(id)] = true;
+    members.push_back(id);
+    // consumers() lists each reader once: count distinct producers this layer reads.
+    std::vector<int> producers;
+    for (int input : graph.layer(id).input_ids) {
+      if (std::find(producers.begin(), producers.end(), input) == producers.end()) {
+        producers.push_back(input);
+      }
+    }
+    outstanding -= producers.size();
+    const size_t readers = graph.consumers(id).size();
+    if (readers == 0) return {};  // a dangling layer inside: an output of its own
+    outstanding += readers;
+    // Every edge still open leaves this layer: it is the join.
+    if (outstanding == readers && members.size() > 1) return members;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<int> GroupBlocks(const Graph& graph, std::vector<int> group_of, int* num_groups) {
+  const auto layers = static_cast<size_t>(graph.num_layers());
+  std::vector<bool> is_output(layers, false);
+  for (int id : graph.output_ids()) is_output[static_cast<size_t>(id)] = true;
+  // Merged groups point at the group they joined (union by the earlier group).
+  std::vector<int> merged_into(static_cast<size_t>(*num_groups));
+  for (size_t g = 0; g < merged_into.size(); ++g) merged_into[g] = static_cast<int>(g);
+  auto root = [&merged_into](int g) {
+    while (merged_into[static_cast<size_t>(g)] != g) g = merged_into[static_cast<size_t>(g)];
+    return g;
+  };
+  std::vector<bool> in_merged_block(layers, false);
+  for (int fork = 0; fork < graph.num_layers(); ++fork) {
+    if (graph.consumers(fork).size() < 2 || in_merged_block[static_cast<size_t>(fork)]) continue;
+    const std::vector<int> block = BlockAfter(graph, fork, is_output);
+    if (block.empty()) continue;
+    int into = root(group_of[static_cast<size_t>(block.front())]);
+    for (int id : block) {
+      // The join may fork the next block; the layers before it are inside this one.
+      in_merged_block[static_cast<size_t>(id)] = id != block.back();
+      const int g = root(group_of[static_cast<size_t>(id)]);
+      merged_into[static_cast<size_t>(std::max(g, into))] = std::min(g, into);
+      into = std::min(g, into);
+    }
+  }
+  // Renumber in order of each group's first layer.
+  std::vector<int> renumbered(merged_into.size(), -1);
+  int groups = 0;
+  for (int& group : group_of) {
+    int& number = renumbered[static_cast<size_t>(root(group))];
+    if (number < 0) number = groups++;
+    group = number;
+  }
+  *num_groups = groups;
+  return group_of;
+}
+
 std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& options) {
   const int most = static_cast<int>(std::min<int64_t>(options.global_batch, options.devices));
   std::vector<int> most_per_layer(static_cast<size_t>(graph.num_layers()), most);

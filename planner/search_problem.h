@@ -33,6 +33,15 @@ struct SearchNodes {
 // Returns each layer's group and sets *num_groups; with `fuse` false every layer is its own group.
 std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups);
 
+// Coarser groups for a faster search (PlanOptions::fuse_blocks): every block of the graph, the
+// layers after a fork (a layer read by several) up to the first layer where all its paths meet
+// again (the join: a residual add, a concat), becomes one group with the join's group, when
+// nothing outside the block reads from or feeds into its layers and no layer inside it is a
+// graph output. A block is a two-terminal series-parallel component, so merging it keeps the
+// problem series-parallel; blocks inside a merged block merge with it. `group_of` is
+// GroupLayers's; the groups are renumbered in order of their first layer (a topological order).
+std::vector<int> GroupBlocks(const Graph& graph, std::vector<int> group_of, int* num_groups);
+
 // Per layer, the most devices the search may put it on: min(G, B), and with batch norm
 // statistics kept per device no more than leave every device of a batch-norm layer two values
 // per channel (FewestSamplesPerDevice; a device holds at least floor(B / g) samples).

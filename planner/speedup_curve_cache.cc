@@ -51,6 +51,7 @@ std::string SpeedupCurveKey(const std::string& graph_key, const Profile& profile
          ";limit=" + Exact(options.amplification_limit) +
          ";exhaustive=" + std::to_string(options.exhaustive_counts) +
          ";fuse=" + std::to_string(options.fuse_elementwise) +
+         ";granularity=" + std::string(SearchGranularityName(options.granularity)) +
          ";tolerance=" + Exact(options.pareto_tolerance) +
          ";bucket=" + std::to_string(sync.bucket_bytes) +
          ";overlap=" + std::to_string(sync.overlap) + ";tree=" + std::to_string(sync.tree) +

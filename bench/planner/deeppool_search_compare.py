@@ -21,7 +21,8 @@ the search still visits them. resnet50 uses examples/resnet.py with the resnet p
 file's main() loads (recorded for resnet34, so many resnet50 layers are missing there).
 
   .venv/bin/python bench/planner/deeppool_search_compare.py --deeppool ~/src/DeepPool \
-      [--gpus 8 16] [--global-batch 32] [--limit 2.0] [--repeats 3] [--timeout 600]
+      [--gpus 8 16] [--global-batch 32] [--limit 2.0] [--repeats 3] [--timeout 600] \
+      [--granularity layers|mixed|blocks]
 """
 import argparse
 import contextlib
@@ -117,7 +118,8 @@ def deeppool_search(args, model, gpus):
 def deepool_search(args, model, gpus):
     """deepool's first-call and median CPU ms from deepool-bench-planner's table row."""
     command = [args.deepool_bench, "--model", model, "--gpus", str(gpus), "--global-batch",
-               str(args.global_batch), "--limit", str(args.limit), "--repeats", "11"]
+               str(args.global_batch), "--limit", str(args.limit), "--repeats", "11",
+               "--granularity", args.granularity]
     row = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     cells = [c.strip() for c in row.strip().splitlines()[-1].strip("|").split("|")]
     # model | layers | G | B | limit | first CPU | first wall | CPU median | wall median | ...
@@ -136,6 +138,8 @@ def main():
     parser.add_argument("--global-batch", type=int, default=32)
     parser.add_argument("--limit", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3, help="DeepPool searches per case")
+    parser.add_argument("--granularity", default="mixed", choices=["layers", "mixed", "blocks"],
+                        help="deepool's search granularity (PlanOptions::granularity)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per DeepPool search")
     parser.add_argument("--run-one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)

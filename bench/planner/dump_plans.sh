@@ -4,9 +4,13 @@
 # plan byte for byte the same: run it before and after, then `diff -r BEFORE AFTER`.
 #
 #   bench/planner/dump_plans.sh OUT_DIR [DEEPOOL_BINARY]
+#
+# DEEPOOL_PLAN_FLAGS adds flags to every `deepool plan`, e.g. "--granularity layers" to dump the
+# plans of another search granularity beside the default's.
 set -euo pipefail
 out=${1:?usage: dump_plans.sh OUT_DIR [DEEPOOL_BINARY]}
 deepool=${2:-$(dirname "$0")/../../build/bin/deepool}
+read -r -a extra <<<"${DEEPOOL_PLAN_FLAGS:-}"
 mkdir -p "$out"
 for model in vgg16 resnet50 wide_resnet101_2 inception_v3 small_cnn mlp; do
   for gpus in 1 2 3 5 6 7 8 12 16 64; do
@@ -20,7 +24,7 @@ for model in vgg16 resnet50 wide_resnet101_2 inception_v3 small_cnn mlp; do
           file="$out/$model-G$gpus-B$batch-L$limit-$mode.json"
           # A refusal is a result too: its message is kept in place of the plan.
           "$deepool" plan --model "$model" --global-batch "$batch" --gpus "$gpus" --device a100 \
-            --amplification-limit "$limit" --json "${flags[@]}" >"$file" 2>&1 || true
+            --amplification-limit "$limit" --json "${flags[@]}" "${extra[@]}" >"$file" 2>&1 || true
         done
       done
     done
@@ -28,7 +32,7 @@ for model in vgg16 resnet50 wide_resnet101_2 inception_v3 small_cnn mlp; do
   for batch in 32 64; do
     for limit in 0 2; do
       "$deepool" plan --model "$model" --global-batch "$batch" --gpus 16 --device a100 \
-        --amplification-limit "$limit" --curve --json >"$out/$model-curve16-B$batch-L$limit.json" 2>&1 || true
+        --amplification-limit "$limit" --curve --json "${extra[@]}" >"$out/$model-curve16-B$batch-L$limit.json" 2>&1 || true
     done
   done
 done

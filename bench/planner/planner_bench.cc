@@ -99,7 +99,8 @@ GradientSyncOptions SerialSync() {
 }
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
-        int64_t only_batch, bool serial_sync, bool concurrent_branches, double memory_gb) {
+        int64_t only_batch, bool serial_sync, bool concurrent_branches,
+        SearchGranularity granularity, double memory_gb) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
@@ -135,6 +136,7 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     options.amplification_limit = limit;
     if (serial_sync) options.gradient_sync = SerialSync();
     options.concurrent_branches = concurrent_branches;
+    options.granularity = granularity;
     options.device_memory_bytes = DeviceCapacityBytes(memory_gb);
     const Cluster cluster = ResizeCluster(node, c.devices);
     std::vector<double> wall, cpu;
@@ -328,6 +330,12 @@ int main(int argc, char** argv) {
   app.add_flag("--concurrent-branches", concurrent_branches,
                "plan with parallel branches packed side by side where faster (PlanOptions::"
                "concurrent_branches), to compare plans and planning times");
+  std::string granularity = "mixed";
+  app.add_option("--granularity", granularity,
+                 "which additive solves search whole blocks (PlanOptions::granularity: layers, "
+                 "mixed or blocks), to compare plans and planning times")
+      ->check(CLI::IsMember({"layers", "mixed", "blocks"}))
+      ->capture_default_str();
   double memory_gb = 0;
   app.add_option("--memory-gb", memory_gb,
                  "plan within this much device memory (PlanOptions::device_memory_bytes, from "
@@ -345,6 +353,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (curve > 0) return deepool::planner::RunCurves(repeats, limit, only_model, curve);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
-  return deepool::planner::Run(repeats, limit, only_model, only_devices, only_batch, serial_sync,
-                               concurrent_branches, memory_gb);
+  return deepool::planner::Run(
+      repeats, limit, only_model, only_devices, only_batch, serial_sync, concurrent_branches,
+      deepool::planner::ParseSearchGranularity(granularity).value(), memory_gb);
 }

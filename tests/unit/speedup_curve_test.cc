@@ -185,6 +185,8 @@ TEST_CASE("The curve key changes with every input a curve depends on") {
       [](PlanOptions& o) { o.amplification_limit = 2.0000001; },
       [](PlanOptions& o) { o.exhaustive_counts = true; },
       [](PlanOptions& o) { o.fuse_elementwise = false; },
+      [](PlanOptions& o) { o.granularity = SearchGranularity::kLayers; },
+      [](PlanOptions& o) { o.granularity = SearchGranularity::kBlocks; },
       [](PlanOptions& o) { o.pareto_tolerance = 0; },
       [](PlanOptions& o) { o.gradient_sync.bucket_bytes += 1; },
       [](PlanOptions& o) { o.gradient_sync.overlap = false; },
