@@ -30,15 +30,18 @@ std::string Until(int64_t at_ms, int64_t now_ms) {
 std::string PolicyLine(const v1::PolicyStanding& standing) {
   const std::string& name = standing.policy();
   std::string what;
+  char slice[64];
+  std::snprintf(slice, sizeof(slice), "%.0f s", standing.min_slice_s());
   if (name == "max-min") {
-    char slice[64];
-    std::snprintf(slice, sizeof(slice), "%.0f s", standing.min_slice_s());
     what =
         "fair shares across users: the user with the least share is served first, and a "
         "placed job keeps its devices for at least " +
         std::string(slice);
   } else if (name == "deepool") {
-    what = "devices go where they shorten jobs most; running jobs keep their devices";
+    what =
+        "devices go where they shorten jobs most; a running job with many hours left may grow, "
+        "at its next checkpoint, once it has run " +
+        std::string(slice) + " on its devices";
   } else if (name == "fifo") {
     what =
         "priority, then submission order; a job that fits the pool but not now blocks those "

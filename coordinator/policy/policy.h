@@ -170,9 +170,10 @@ struct Preemption {
 // A placed FG job given more devices ("deepool"'s growth): `devices` is its whole new placement in
 // rank order, its current devices first. The job is also listed in Decisions::preemptions, so a
 // caller that moves a job only through a checkpoint (the coordinator: it stops at its next
-// checkpoint, waits again, and a later round sizes it anew from the devices then free) carries
-// out a resize as the preemption it is; a caller that can move it at once (the pool simulator's
-// adapter) places it on `devices`.
+// checkpoint, waits again with the added devices reserved for it, and a later round sizes it
+// anew) carries it out through the same stop as a preemption, and counts and reports it as a
+// resize; a caller that can move it at once (the pool simulator's adapter) places it on
+// `devices`.
 struct Resize {
   std::string job_id;
   std::string device_type;
