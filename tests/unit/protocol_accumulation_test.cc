@@ -8,31 +8,14 @@
 #include "planner/zoo/zoo.h"
 #include "protocol/run_spec.h"
 #include "protocol/version.h"
+#include "tests/unit/run_spec_test_util.h"
 
 namespace deepool::protocol {
 namespace {
 
 using nlohmann::json;
 
-RunSpec Spec() {
-  planner::zoo::ModelOptions options;
-  options.num_classes = 4;
-  auto graph = planner::zoo::BuildModel("mlp", options);
-  REQUIRE(graph.ok());
-  RunSpec spec;
-  spec.job_id = "job-1";
-  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
-  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
-  spec.iterations = 5;
-  return spec;
-}
-
-std::string ErrorOf(const json& doc) {
-  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
-  REQUIRE_FALSE(parsed.ok());
-  CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-  return parsed.status().message();
-}
+RunSpec Spec() { return MinimalRunSpec("mlp"); }
 
 TEST_CASE("run spec: accumulation steps and bf16 gradient sums round-trip at version 8",
           "[protocol][version][accumulation]") {
@@ -76,13 +59,13 @@ TEST_CASE("run spec: a version 7 document that accumulates or sums in bf16 is re
   spec.accumulation_steps = 3;
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 7;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "accumulation_steps needs executor protocol version 8; this run spec is version 7");
   spec = Spec();
   spec.gradient_precision = planner::Precision::kBf16;
   doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 7;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "gradient_precision \"bf16\" needs executor protocol version 8; this run spec is version "
         "7");
 }
@@ -93,23 +76,23 @@ TEST_CASE("run spec: bad accumulation steps and gradient precisions are refused 
   doc["version"] = kAccumulationProtocolVersion;
   SECTION("zero steps") {
     doc["accumulation_steps"] = 0;
-    CHECK(ErrorOf(doc) == "accumulation_steps must be in [1, 4096]");
+    CHECK(RunSpecRefusal(doc) == "accumulation_steps must be in [1, 4096]");
   }
   SECTION("too many steps") {
     doc["accumulation_steps"] = 5000;
-    CHECK(ErrorOf(doc) == "accumulation_steps must be in [1, 4096]");
+    CHECK(RunSpecRefusal(doc) == "accumulation_steps must be in [1, 4096]");
   }
   SECTION("steps not a number") {
     doc["accumulation_steps"] = "four";
-    CHECK_THAT(ErrorOf(doc), Catch::Contains("accumulation_steps"));
+    CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("accumulation_steps"));
   }
   SECTION("fp16 sums") {
     doc["gradient_precision"] = "fp16";
-    CHECK(ErrorOf(doc) == "gradient_precision must be fp32 or bf16, not fp16");
+    CHECK(RunSpecRefusal(doc) == "gradient_precision must be fp32 or bf16, not fp16");
   }
   SECTION("unknown precision") {
     doc["gradient_precision"] = "fp8";
-    CHECK_THAT(ErrorOf(doc), Catch::StartsWith("gradient_precision: "));
+    CHECK_THAT(RunSpecRefusal(doc), Catch::StartsWith("gradient_precision: "));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "planner/zoo/zoo.h"
 #include "protocol/run_spec.h"
 #include "protocol/version.h"
+#include "tests/unit/run_spec_test_util.h"
 
 namespace deepool::protocol {
 namespace {
@@ -17,29 +18,7 @@ namespace {
 using nlohmann::json;
 using planner::MemoryFormat;
 
-planner::Graph Model(const std::string& name) {
-  planner::zoo::ModelOptions options;
-  options.num_classes = 4;
-  auto graph = planner::zoo::BuildModel(name, options);
-  REQUIRE(graph.ok());
-  return std::move(graph).value();
-}
-
-RunSpec Spec() {
-  RunSpec spec;
-  spec.job_id = "job-1";
-  spec.graph = std::make_shared<const planner::Graph>(Model("small_cnn"));
-  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
-  spec.iterations = 5;
-  return spec;
-}
-
-std::string ErrorOf(const json& doc) {
-  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
-  REQUIRE_FALSE(parsed.ok());
-  CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-  return parsed.status().message();
-}
+RunSpec Spec() { return MinimalRunSpec("small_cnn"); }
 
 TEST_CASE("run spec: channels_last and contiguous round-trip at version 9",
           "[protocol][version][memory_format]") {
@@ -73,7 +52,7 @@ TEST_CASE("run spec: a version 8 document with a memory format is refused naming
   spec.memory_format = MemoryFormat::kChannelsLast;
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 8;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "memory_format \"channels_last\" needs executor protocol version 9; this run spec is "
         "version 8");
 }
@@ -83,16 +62,16 @@ TEST_CASE("run spec: an unknown memory format is refused naming the field",
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kMemoryFormatProtocolVersion;
   doc["memory_format"] = "nhwc";
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "memory_format: unknown memory format \"nhwc\" (auto, contiguous or channels_last)");
   doc["memory_format"] = 1;
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("memory_format"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("memory_format"));
 }
 
 TEST_CASE("auto memory format: channels_last only on cuda for convolutions at 16 bits",
           "[planner][memory_format]") {
-  const planner::Graph cnn = Model("small_cnn");
-  const planner::Graph mlp = Model("mlp");
+  const planner::Graph cnn = ZooModel("small_cnn");
+  const planner::Graph mlp = ZooModel("mlp");
   using planner::Precision;
   using planner::ResolveMemoryFormat;
   CHECK(ResolveMemoryFormat(MemoryFormat::kAuto, true, Precision::kBf16, cnn) ==

@@ -8,6 +8,7 @@
 #include "planner/zoo/zoo.h"
 #include "protocol/run_spec.h"
 #include "protocol/version.h"
+#include "tests/unit/run_spec_test_util.h"
 
 namespace deepool::protocol {
 namespace {
@@ -15,15 +16,7 @@ namespace {
 using nlohmann::json;
 
 RunSpec Spec() {
-  planner::zoo::ModelOptions options;
-  options.num_classes = 4;
-  auto graph = planner::zoo::BuildModel("mlp", options);
-  REQUIRE(graph.ok());
-  RunSpec spec;
-  spec.job_id = "job-1";
-  spec.graph = std::make_shared<const planner::Graph>(std::move(graph).value());
-  spec.plan = planner::DataParallelLayout(*spec.graph, 8, 2);
-  spec.iterations = 5;
+  RunSpec spec = MinimalRunSpec("mlp");
   spec.optimizer.name = "adamw";
   spec.optimizer.lr = 0.003;
   return spec;
@@ -35,13 +28,6 @@ OptimizerSpec WithRecipes() {
   spec.clip_grad_norm = 1.0;
   spec.schedule = LrScheduleSpec{"cosine", 100, 1e-5};
   return spec;
-}
-
-std::string ErrorOf(const json& doc) {
-  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
-  REQUIRE_FALSE(parsed.ok());
-  CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-  return parsed.status().message();
 }
 
 TEST_CASE("run spec: training recipes round-trip at version 7", "[protocol][version][recipes]") {
@@ -84,7 +70,7 @@ TEST_CASE("run spec: a version 6 document with a recipe is refused, naming it",
   spec.optimizer = WithRecipes();
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 6;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "optimizer's decay_1d, schedule or clip_grad_norm needs executor protocol version 7; "
         "this run spec is version 6");
 }
@@ -95,27 +81,28 @@ TEST_CASE("run spec: bad recipes are refused naming the field", "[protocol][reci
   json doc = json::parse(RunSpecToJson(spec));
   SECTION("schedule kind") {
     doc["optimizer"]["schedule"]["kind"] = "step";
-    CHECK(ErrorOf(doc) == "optimizer.schedule.kind \"step\" is not constant, cosine or linear");
+    CHECK(RunSpecRefusal(doc) ==
+          "optimizer.schedule.kind \"step\" is not constant, cosine or linear");
   }
   SECTION("warm-up") {
     doc["optimizer"]["schedule"]["warmup_iterations"] = -1;
-    CHECK(ErrorOf(doc) == "optimizer.schedule.warmup_iterations must be >= 0");
+    CHECK(RunSpecRefusal(doc) == "optimizer.schedule.warmup_iterations must be >= 0");
   }
   SECTION("min_lr above lr") {
     doc["optimizer"]["schedule"]["min_lr"] = 0.1;
-    CHECK(ErrorOf(doc) == "optimizer.schedule.min_lr must be in [0, optimizer.lr]");
+    CHECK(RunSpecRefusal(doc) == "optimizer.schedule.min_lr must be in [0, optimizer.lr]");
   }
   SECTION("clip") {
     doc["optimizer"]["clip_grad_norm"] = -1;
-    CHECK(ErrorOf(doc) == "optimizer.clip_grad_norm must be >= 0 (0: no clipping)");
+    CHECK(RunSpecRefusal(doc) == "optimizer.clip_grad_norm must be >= 0 (0: no clipping)");
   }
   SECTION("decay_1d type") {
     doc["optimizer"]["decay_1d"] = "no";
-    CHECK_THAT(ErrorOf(doc), Catch::Contains("optimizer.decay_1d"));
+    CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("optimizer.decay_1d"));
   }
   SECTION("schedule type") {
     doc["optimizer"]["schedule"] = "cosine";
-    CHECK(ErrorOf(doc) == "optimizer.schedule must be an object");
+    CHECK(RunSpecRefusal(doc) == "optimizer.schedule must be an object");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "protocol/executor_events.h"
 #include "protocol/run_spec.h"
 #include "protocol/version.h"
+#include "tests/unit/run_spec_test_util.h"
 
 namespace deepool::protocol {
 namespace {
@@ -55,13 +56,6 @@ RunSpec Spec() {
   spec.sync_batch_norm = false;
   spec.background = Background();
   return spec;
-}
-
-std::string ErrorOf(const json& doc) {
-  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
-  REQUIRE_FALSE(parsed.ok());
-  CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-  return parsed.status().message();
 }
 
 TEST_CASE("run spec: the writer's output parses back to the same spec", "[protocol]") {
@@ -117,7 +111,7 @@ TEST_CASE("run spec: planned documents are embedded as written", "[protocol]") {
   // Text that is not JSON becomes null, which the reader refuses by name.
   const json doc = json::parse(RunSpecToJson(spec, PlannedDocuments{"{not json", plan_json}));
   CHECK(doc["graph"].is_null());
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("graph"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("graph"));
   CHECK(BackgroundToJson(Background(), graph_json) == BackgroundToJson(Background()));
 }
 
@@ -126,7 +120,7 @@ TEST_CASE("run spec: errors name the field", "[protocol]") {
   auto error = [&](const std::function<void(json&)>& edit) {
     json doc = good;
     edit(doc);
-    return ErrorOf(doc);
+    return RunSpecRefusal(doc);
   };
   CHECK_THAT(error([](json& d) { d["format"] = "deepool.plan"; }), Catch::Contains("format"));
   CHECK_THAT(error([](json& d) { d.erase("iterations"); }), Catch::Contains("iterations"));
@@ -165,9 +159,9 @@ TEST_CASE("run spec: errors name the field", "[protocol]") {
 TEST_CASE("run spec: another protocol version is refused", "[protocol]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kProtocolVersion + 1;
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("version"));
   doc.erase("version");
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("version"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("version"));
 }
 
 TEST_CASE("run spec: written at the oldest version that can express it", "[protocol][version]") {
@@ -248,13 +242,13 @@ TEST_CASE(
   spec.data = DataSpec{"image_folder", 1, "/data/train", 0};
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 2;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "data.kind \"image_folder\" needs executor protocol version 3; this run spec is version 2");
   spec.data = DataSpec{};
   spec.background->data = DataSpec{"image_folder", 1, "/data/bg", 0};
   doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 2;
-  CHECK_THAT(ErrorOf(doc), Catch::StartsWith("background.data.kind \"image_folder\" needs"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::StartsWith("background.data.kind \"image_folder\" needs"));
 }
 
 TEST_CASE("run spec: a version 1 document that uses adamw is refused, naming field and version",
@@ -263,14 +257,15 @@ TEST_CASE("run spec: a version 1 document that uses adamw is refused, naming fie
   spec.optimizer.name = "adamw";
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 1;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "optimizer.name \"adamw\" needs executor protocol version 2; this run spec is version 1");
   spec.optimizer.name = "sgd";
   spec.background->optimizer.name = "adamw";
   doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 1;
-  CHECK_THAT(ErrorOf(doc), Catch::StartsWith("background.optimizer.name \"adamw\" needs executor "
-                                             "protocol version 2"));
+  CHECK_THAT(RunSpecRefusal(doc),
+             Catch::StartsWith("background.optimizer.name \"adamw\" needs executor "
+                               "protocol version 2"));
 }
 
 TEST_CASE("run spec: eval round-trips and is absent unless set", "[protocol][eval]") {
@@ -323,10 +318,10 @@ TEST_CASE("run spec: eval batch round-trips at version 4 and must be at least 1"
       "global batch)";
   for (int64_t bad : {0, -4}) {
     doc["eval"]["batch"] = bad;
-    CHECK(ErrorOf(doc) == message);
+    CHECK(RunSpecRefusal(doc) == message);
   }
   doc["eval"]["batch"] = "large";
-  CHECK_THAT(ErrorOf(doc), Catch::Contains("eval.batch"));
+  CHECK_THAT(RunSpecRefusal(doc), Catch::Contains("eval.batch"));
   spec.eval->batch = 0;
   CHECK(ValidateEvalSpec(*spec.eval, "eval.").message() == message);
 }
@@ -338,7 +333,7 @@ TEST_CASE("run spec: a bad eval is refused naming the field", "[protocol][eval]"
   auto error = [&good](const std::function<void(json&)>& edit) {
     json doc = good;
     edit(doc);
-    return ErrorOf(doc);
+    return RunSpecRefusal(doc);
   };
   CHECK(error([](json& d) { d["eval"]["every_iterations"] = -1; }) ==
         "eval.every_iterations must be >= 0");
@@ -364,7 +359,8 @@ TEST_CASE("run spec: a version 3 document with eval is refused, naming field and
   json doc = json::parse(RunSpecToJson(spec));
   CHECK(doc["version"] == 4);
   doc["version"] = 3;
-  CHECK(ErrorOf(doc) == "eval needs executor protocol version 4; this run spec is version 3");
+  CHECK(RunSpecRefusal(doc) ==
+        "eval needs executor protocol version 4; this run spec is version 3");
   doc.erase("eval");  // the same document without eval is a version 3 one
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }
@@ -381,13 +377,14 @@ TEST_CASE("run spec: epochs replace iterations at version 5", "[protocol][versio
   REQUIRE(parsed.ok());
   CHECK(parsed->epochs == 3);
   doc["version"] = 4;
-  CHECK(ErrorOf(doc) == "epochs needs executor protocol version 5; this run spec is version 4");
+  CHECK(RunSpecRefusal(doc) ==
+        "epochs needs executor protocol version 5; this run spec is version 4");
   doc["version"] = 5;
   doc["iterations"] = 10;
-  CHECK(ErrorOf(doc) == "iterations and epochs: give one of the two");
+  CHECK(RunSpecRefusal(doc) == "iterations and epochs: give one of the two");
   doc.erase("iterations");
   doc["epochs"] = 0;
-  CHECK(ErrorOf(doc) == "epochs must be >= 1");
+  CHECK(RunSpecRefusal(doc) == "epochs must be >= 1");
   // An iterations spec writes no epochs and stays at the oldest version.
   CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("epochs"));
 }
@@ -414,11 +411,11 @@ TEST_CASE("run spec: a precision other than fp32 is written at version 6",
   spec.precision = planner::Precision::kBf16;
   json doc = json::parse(RunSpecToJson(spec));
   doc["version"] = 5;
-  CHECK(ErrorOf(doc) ==
+  CHECK(RunSpecRefusal(doc) ==
         "precision \"bf16\" needs executor protocol version 6; this run spec is version 5");
   doc["version"] = 6;
   doc["precision"] = "fp8";
-  CHECK(ErrorOf(doc) == "unknown precision \"fp8\" (known: fp32, tf32, bf16, fp16)");
+  CHECK(RunSpecRefusal(doc) == "unknown precision \"fp8\" (known: fp32, tf32, bf16, fp16)");
   doc["precision"] = "fp32";  // explicit fp32 reads at any version
   doc["version"] = 1;
   StatusOr<RunSpec> fp32 = ParseRunSpecJson(doc.dump());
@@ -438,12 +435,13 @@ TEST_CASE("run spec: init names a weights file at version 6", "[protocol][versio
   REQUIRE(parsed.ok());
   CHECK(parsed->init_path == spec.init_path);
   doc["version"] = 5;
-  CHECK(ErrorOf(doc) == "init needs executor protocol version 6; this run spec is version 5");
+  CHECK(RunSpecRefusal(doc) ==
+        "init needs executor protocol version 6; this run spec is version 5");
   doc["version"] = 6;
   doc["init"] = "/weights/w.pt";
-  CHECK(ErrorOf(doc) == "init must be {\"path\": FILE}");
+  CHECK(RunSpecRefusal(doc) == "init must be {\"path\": FILE}");
   doc["init"] = {{"path", ""}};
-  CHECK(ErrorOf(doc) == "init.path is empty");
+  CHECK(RunSpecRefusal(doc) == "init.path is empty");
   CHECK_FALSE(json::parse(RunSpecToJson(Spec())).contains("init"));
 }
 
@@ -506,9 +504,9 @@ TEST_CASE("run spec: versions outside the range this build reads are refused",
           "[protocol][version]") {
   json doc = json::parse(RunSpecToJson(Spec()));
   doc["version"] = kOldestProtocolVersion - 1;
-  CHECK(ErrorOf(doc) == "unsupported version 0 (this build reads versions 1 to 9)");
+  CHECK(RunSpecRefusal(doc) == "unsupported version 0 (this build reads versions 1 to 9)");
   doc["version"] = kProtocolVersion + 1;
-  CHECK(ErrorOf(doc) == "unsupported version 10 (this build reads versions 1 to 9)");
+  CHECK(RunSpecRefusal(doc) == "unsupported version 10 (this build reads versions 1 to 9)");
   doc["version"] = kProtocolVersion;  // a newer writer may write any version this build reads
   CHECK(ParseRunSpecJson(doc.dump()).ok());
 }

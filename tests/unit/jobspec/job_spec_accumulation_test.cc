@@ -8,29 +8,17 @@
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
 #include "protocol/version.h"
+#include "tests/unit/jobspec/job_spec_test_util.h"
 
 namespace deepool::jobspec {
 namespace {
 
 using planner::Precision;
 
-constexpr const char* kMinimal =
-    R"({"name":"demo","model":"resnet50","global_batch":32,"iterations":10)";
-
-StatusOr<JobSpec> With(const std::string& fields) {
-  return ParseJobSpecJson(std::string(kMinimal) + fields + "}");
-}
-
-std::string RefusalOf(const std::string& fields) {
-  StatusOr<JobSpec> spec = With(fields);
-  if (spec.ok()) return "accepted";
-  CHECK(spec.status().code() == StatusCode::kInvalidArgument);
-  return spec.status().message();
-}
-
 TEST_CASE("accumulation steps and gradient precision are read kept and need protocol 8",
           "[job_spec][accumulation]") {
-  StatusOr<JobSpec> spec = With(R"(,"accumulation_steps":4,"gradient_precision":"bf16")");
+  StatusOr<JobSpec> spec =
+      ParseMinimalWith(R"(,"accumulation_steps":4,"gradient_precision":"bf16")");
   REQUIRE(spec.ok());
   CHECK(spec->accumulation_steps == 4);
   CHECK(spec->gradient_precision == Precision::kBf16);
@@ -50,15 +38,15 @@ TEST_CASE("accumulation steps and gradient precision are read kept and need prot
   }
 
   // Each alone needs protocol 8; neither, nothing new.
-  StatusOr<JobSpec> steps = With(R"(,"accumulation_steps":2)");
+  StatusOr<JobSpec> steps = ParseMinimalWith(R"(,"accumulation_steps":2)");
   REQUIRE(steps.ok());
   CHECK(steps->gradient_precision == Precision::kFp32);
   CHECK(RequiredProtocolVersion(*steps) == protocol::kAccumulationProtocolVersion);
-  StatusOr<JobSpec> narrow = With(R"(,"gradient_precision":"bf16")");
+  StatusOr<JobSpec> narrow = ParseMinimalWith(R"(,"gradient_precision":"bf16")");
   REQUIRE(narrow.ok());
   CHECK(narrow->accumulation_steps == 1);
   CHECK(RequiredProtocolVersion(*narrow) == protocol::kAccumulationProtocolVersion);
-  StatusOr<JobSpec> plain = With("");
+  StatusOr<JobSpec> plain = ParseMinimalWith("");
   REQUIRE(plain.ok());
   CHECK(plain->accumulation_steps == 1);
   CHECK(plain->gradient_precision == Precision::kFp32);
@@ -70,7 +58,8 @@ TEST_CASE("accumulation steps and gradient precision are read kept and need prot
   CHECK(SpecFingerprint(*plain) != SpecFingerprint(*steps));
   CHECK(SpecFingerprint(*plain) != SpecFingerprint(*narrow));
   // fp32 and 1 said out loud are the defaults.
-  StatusOr<JobSpec> said = With(R"(,"accumulation_steps":1,"gradient_precision":"fp32")");
+  StatusOr<JobSpec> said =
+      ParseMinimalWith(R"(,"accumulation_steps":1,"gradient_precision":"fp32")");
   REQUIRE(said.ok());
   CHECK(RequiredProtocolVersion(*said) == 1);
 }

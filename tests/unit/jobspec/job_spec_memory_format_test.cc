@@ -8,30 +8,17 @@
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
 #include "protocol/version.h"
+#include "tests/unit/jobspec/job_spec_test_util.h"
 
 namespace deepool::jobspec {
 namespace {
 
 using planner::MemoryFormat;
 
-constexpr const char* kMinimal =
-    R"({"name":"demo","model":"resnet50","global_batch":32,"iterations":10)";
-
-StatusOr<JobSpec> With(const std::string& fields) {
-  return ParseJobSpecJson(std::string(kMinimal) + fields + "}");
-}
-
-std::string RefusalOf(const std::string& fields) {
-  StatusOr<JobSpec> spec = With(fields);
-  if (spec.ok()) return "accepted";
-  CHECK(spec.status().code() == StatusCode::kInvalidArgument);
-  return spec.status().message();
-}
-
 TEST_CASE("memory format is read kept and needs protocol 9", "[job_spec][memory_format]") {
   for (MemoryFormat format : {MemoryFormat::kChannelsLast, MemoryFormat::kContiguous}) {
     const std::string name = planner::MemoryFormatName(format);
-    StatusOr<JobSpec> spec = With(R"(,"memory_format":")" + name + "\"");
+    StatusOr<JobSpec> spec = ParseMinimalWith(R"(,"memory_format":")" + name + "\"");
     REQUIRE(spec.ok());
     CHECK(spec->memory_format == format);
     CHECK(RequiredProtocolVersion(*spec) == protocol::kMemoryFormatProtocolVersion);
@@ -49,7 +36,7 @@ TEST_CASE("memory format is read kept and needs protocol 9", "[job_spec][memory_
 TEST_CASE("auto memory format is the default and is written as no field",
           "[job_spec][memory_format]") {
   for (const std::string& fields : {std::string(), std::string(R"(,"memory_format":"auto")")}) {
-    StatusOr<JobSpec> spec = With(fields);
+    StatusOr<JobSpec> spec = ParseMinimalWith(fields);
     REQUIRE(spec.ok());
     CHECK(spec->memory_format == MemoryFormat::kAuto);
     CHECK(RequiredProtocolVersion(*spec) < protocol::kMemoryFormatProtocolVersion);

@@ -8,25 +8,19 @@
 #include "jobspec/job_spec_json.h"
 #include "jobspec/job_spec_proto.h"
 #include "protocol/version.h"
+#include "tests/unit/jobspec/job_spec_test_util.h"
 
 namespace deepool::jobspec {
 namespace {
 
 using planner::Precision;
 
-constexpr const char* kMinimal =
-    R"({"name":"demo","model":"resnet50","global_batch":32,"iterations":10)";
-
-StatusOr<JobSpec> WithPrecision(const std::string& field) {
-  return ParseJobSpecJson(std::string(kMinimal) + field + "}");
-}
-
 TEST_CASE("a job's precision is read kept and needs executor protocol 6 unless fp32",
           "[job_spec][precision]") {
   for (Precision precision : planner::AllPrecisions()) {
     const std::string name = planner::PrecisionName(precision);
     INFO(name);
-    StatusOr<JobSpec> spec = WithPrecision(R"(,"precision":")" + name + "\"");
+    StatusOr<JobSpec> spec = ParseMinimalWith(R"(,"precision":")" + name + "\"");
     REQUIRE(spec.ok());
     REQUIRE(spec->precision == precision);
     CHECK(RequiredProtocolVersion(*spec) ==
@@ -41,28 +35,28 @@ TEST_CASE("a job's precision is read kept and needs executor protocol 6 unless f
       CHECK(JobSpecToJson(*copy) == written);
     }
   }
-  StatusOr<JobSpec> plain = WithPrecision("");
+  StatusOr<JobSpec> plain = ParseMinimalWith("");
   REQUIRE(plain.ok());
   CHECK_FALSE(plain->precision.has_value());
   CHECK_FALSE(JobSpecToJson(*plain).contains("precision"));
   CHECK(JobSpecToProto(*plain).precision().empty());
   CHECK(RequiredProtocolVersion(*plain) == 1);
-  StatusOr<JobSpec> bf16 = WithPrecision(R"(,"precision":"bf16")");
+  StatusOr<JobSpec> bf16 = ParseMinimalWith(R"(,"precision":"bf16")");
   REQUIRE(bf16.ok());
   CHECK(SpecFingerprint(*plain) != SpecFingerprint(*bf16));
 
-  StatusOr<JobSpec> unknown = WithPrecision(R"(,"precision":"fp8")");
+  StatusOr<JobSpec> unknown = ParseMinimalWith(R"(,"precision":"fp8")");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().code() == StatusCode::kInvalidArgument);
   CHECK(unknown.status().message() ==
         "precision: unknown precision \"fp8\" (known: fp32, tf32, bf16, fp16)");
   // The BG trainer has no loss scaler.
-  StatusOr<JobSpec> bg_fp16 = WithPrecision(R"(,"role":"bg","precision":"fp16")");
+  StatusOr<JobSpec> bg_fp16 = ParseMinimalWith(R"(,"role":"bg","precision":"fp16")");
   REQUIRE_FALSE(bg_fp16.ok());
   CHECK(bg_fp16.status().message() ==
         "precision: fp16 needs loss scaling, which BG jobs lack: use bf16");
-  CHECK(WithPrecision(R"(,"role":"bg","precision":"bf16")").ok());
-  StatusOr<JobSpec> number = WithPrecision(R"(,"precision":16)");
+  CHECK(ParseMinimalWith(R"(,"role":"bg","precision":"bf16")").ok());
+  StatusOr<JobSpec> number = ParseMinimalWith(R"(,"precision":16)");
   REQUIRE_FALSE(number.ok());
   CHECK(number.status().message() == "field precision must be a string");
 }
