@@ -222,10 +222,12 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
       std::fill(moved.counts.begin() + static_cast<std::ptrdiff_t>(begin),
                 moved.counts.begin() + static_cast<std::ptrdiff_t>(end), *next);
       if (*next < counts[begin] && !memory.Fits(moved.counts)) continue;
-      StatusOr<PlanTotals> totals = full.TotalsOfMove(counts, moved.counts, begin, end);
-      if (!totals.ok()) continue;  // e.g. a count the profile cannot time
-      moved.totals = *totals;
       const double to_beat = best ? best->totals.iteration_ms : plan.totals.iteration_ms;
+      StatusOr<std::optional<PlanTotals>> totals = full.TotalsOfMoveIfBetter(
+          counts, moved.counts, begin, end, to_beat * (1 - 1e-12), budget_gpu_ms * (1 + 1e-12));
+      // Not better by the layers' own costs, or a count the profile cannot time.
+      if (!totals.ok() || !totals->has_value()) continue;
+      moved.totals = **totals;
       if (WithinBudget(moved.totals, budget_gpu_ms) &&
           moved.totals.iteration_ms < to_beat * (1 - 1e-12)) {
         best = std::move(moved);

@@ -16,14 +16,10 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
   return Remember(counts, ranges, std::move(costs));
 }
 
-StatusOr<PlanTotals> FullModel::TotalsOfMove(const std::vector<int>& base,
-                                             const std::vector<int>& moved, size_t begin,
-                                             size_t end) {
-  const auto known = known_.find(moved);
-  if (known != known_.end()) return known->second.totals;
-  const auto from = known_.find(base);
-  if (from == known_.end()) return Totals(moved);
-  std::vector<LayerCost> costs = from->second.costs;
+Status FullModel::CostsOfMove(const std::vector<LayerCost>& base_costs,
+                              const std::vector<int>& moved, size_t begin, size_t end,
+                              std::vector<LayerCost>* costs) {
+  *costs = base_costs;
   const Graph& graph = model_.graph();
   changed_.assign(moved.size(), false);
   for (size_t id = begin; id < end; ++id) {
@@ -34,9 +30,38 @@ StatusOr<PlanTotals> FullModel::TotalsOfMove(const std::vector<int>& base,
   }
   for (size_t id = 0; id < moved.size(); ++id) {
     if (!changed_[id]) continue;
-    ASSIGN_OR_RETURN(costs[id], model_.CostOf(static_cast<int>(id), moved));
+    ASSIGN_OR_RETURN((*costs)[id], model_.CostOf(static_cast<int>(id), moved));
   }
-  return Remember(moved, PrefixRanges(moved), std::move(costs));
+  return Status::Ok();
+}
+
+StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::vector<int>& base,
+                                                                    const std::vector<int>& moved,
+                                                                    size_t begin, size_t end,
+                                                                    double faster_than_ms,
+                                                                    double budget_gpu_ms) {
+  const auto known = known_.find(moved);
+  if (known != known_.end()) return std::optional<PlanTotals>(known->second.totals);
+  const auto from = known_.find(base);
+  if (from == known_.end()) {
+    ASSIGN_OR_RETURN(PlanTotals totals, Totals(moved));
+    return std::optional<PlanTotals>(totals);
+  }
+  RETURN_IF_ERROR(CostsOfMove(from->second.costs, moved, begin, end, &move_costs_));
+  // The full model's serial time is these sums with each layer's exposed sync (>= 0) added
+  // (CostModel::SumCosts); the slack covers sums of the same terms in another order.
+  constexpr double kSlack = 1e-9;
+  double time_ms = 0;
+  double gpu_ms = 0;
+  for (size_t id = 0; id < moved.size(); ++id) {
+    time_ms += move_costs_[id].total_ms();
+    gpu_ms += move_costs_[id].device_ms(moved[id]);
+  }
+  if (time_ms * (1 - kSlack) >= faster_than_ms || gpu_ms * (1 - kSlack) > budget_gpu_ms) {
+    return std::optional<PlanTotals>();
+  }
+  ASSIGN_OR_RETURN(PlanTotals totals, Remember(moved, PrefixRanges(moved), move_costs_));
+  return std::optional<PlanTotals>(totals);
 }
 
 StatusOr<PlanTotals> FullModel::Remember(const std::vector<int>& counts,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,10 +34,17 @@ class FullModel {
   // CostModel::Totals of these counts (prefix ranges) on `num_devices`, or its error.
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts);
 
-  // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end)
-  // on other counts.
-  StatusOr<PlanTotals> TotalsOfMove(const std::vector<int>& base, const std::vector<int>& moved,
-                                    size_t begin, size_t end);
+  // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end) on
+  // other counts; or nothing when the moved plan cannot be faster than `faster_than_ms` within
+  // `budget_gpu_ms`: its layers' own costs, before any gradient sync is exposed, already reach
+  // the time or exceed the GPU-time (the exposed sync only adds to both), so the sync schedule,
+  // most of a plan's costing, is skipped. Exact: a move it drops is one the full totals would
+  // reject too (the bounds allow for rounding). For plans on prefix ranges (the search's).
+  StatusOr<std::optional<PlanTotals>> TotalsOfMoveIfBetter(const std::vector<int>& base,
+                                                           const std::vector<int>& moved,
+                                                           size_t begin, size_t end,
+                                                           double faster_than_ms,
+                                                           double budget_gpu_ms);
 
  private:
   struct CountsHash {
@@ -58,7 +66,13 @@ class FullModel {
   const CostModel& model_;
   const int num_devices_;
   std::unordered_map<std::vector<int>, Known, CountsHash> known_;
-  std::vector<bool> changed_;  // TotalsOfMove's, kept for its capacity
+  // The layer costs of `moved` from `base_costs`: the layers [begin, end) and their consumers
+  // costed again.
+  Status CostsOfMove(const std::vector<LayerCost>& base_costs, const std::vector<int>& moved,
+                     size_t begin, size_t end, std::vector<LayerCost>* costs);
+
+  std::vector<bool> changed_;          // CostsOfMove's, kept for its capacity
+  std::vector<LayerCost> move_costs_;  // TotalsOfMoveIfBetter's, kept for its capacity
 };
 
 }  // namespace deepool::planner::internal

@@ -1,0 +1,111 @@
+// FullModel (planner/search_full_model.h): a local move's totals equal the full cost model's, and
+// the bound that skips a move's sync schedule never drops a move the full totals would take.
+#include "planner/search_full_model.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster.h"
+#include "planner/cost_model.h"
+#include "planner/device_model.h"
+#include "planner/search.h"
+#include "planner/zoo/zoo.h"
+
+namespace deepool::planner {
+namespace {
+
+using internal::FullModel;
+
+constexpr int kDevices = 8;
+constexpr int64_t kBatch = 32;
+
+// Plans to move from: every layer on one count, and counts that change along the graph.
+std::vector<std::vector<int>> StartingPlans(int layers) {
+  std::vector<std::vector<int>> plans;
+  for (int count : {1, 2, 4, 8}) plans.emplace_back(static_cast<size_t>(layers), count);
+  std::vector<int> steps(static_cast<size_t>(layers));
+  for (int id = 0; id < layers; ++id) steps[static_cast<size_t>(id)] = 1 << (id * 4 / layers);
+  plans.push_back(steps);
+  return plans;
+}
+
+// Every move of a run of equal counts [begin, end) onto another count, as the search makes them.
+struct Move {
+  size_t begin;
+  size_t end;
+  std::vector<int> moved;
+};
+
+std::vector<Move> MovesOf(const std::vector<int>& counts) {
+  std::vector<Move> moves;
+  for (size_t begin = 0, end = 0; begin < counts.size(); begin = end) {
+    while (end < counts.size() && counts[end] == counts[begin]) ++end;
+    for (int to : {1, 2, 4, 8}) {
+      if (to == counts[begin]) continue;
+      std::vector<int> moved = counts;
+      std::fill(moved.begin() + static_cast<std::ptrdiff_t>(begin),
+                moved.begin() + static_cast<std::ptrdiff_t>(end), to);
+      moves.push_back(Move{begin, end, std::move(moved)});
+    }
+  }
+  return moves;
+}
+
+TEST_CASE("FullModel: a move that is better by the full totals is never skipped", "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
+  for (const std::string name : {"resnet50", "inception_v3", "vgg16"}) {
+    CAPTURE(name);
+    const Graph graph = zoo::BuildModel(name).value();
+    PlanOptions options;
+    options.global_batch = kBatch;
+    options.devices = kDevices;
+    const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+    int checked = 0;
+    int skipped = 0;
+    for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
+      for (const Move& move : MovesOf(base)) {
+        const PlanTotals exact = model.Totals(PrefixRanges(move.moved), kDevices).value();
+        const double gpu_ms = exact.gpu_seconds * 1000.0;
+        // Just slower than the move, within its GPU-time: the move is better and must be costed,
+        // to the same totals as the cost model's.
+        FullModel full(model, kDevices);
+        REQUIRE(full.Totals(base).ok());
+        const std::optional<PlanTotals> taken =
+            full.TotalsOfMoveIfBetter(base, move.moved, move.begin, move.end,
+                                      exact.iteration_ms * (1 + 1e-9), gpu_ms * (1 + 1e-9))
+                .value();
+        REQUIRE(taken.has_value());
+        REQUIRE(taken->iteration_ms == exact.iteration_ms);
+        REQUIRE(taken->gpu_seconds == exact.gpu_seconds);
+        // As the search asks: better than the plan it moves from, within a budget. A move the
+        // bound skips is one the full totals reject.
+        FullModel search(model, kDevices);
+        const PlanTotals from = search.Totals(base).value();
+        const double budget_gpu_ms = from.gpu_seconds * 1000.0 * 1.1;
+        const std::optional<PlanTotals> found =
+            search
+                .TotalsOfMoveIfBetter(base, move.moved, move.begin, move.end, from.iteration_ms,
+                                      budget_gpu_ms)
+                .value();
+        if (found) {
+          REQUIRE(found->iteration_ms == exact.iteration_ms);
+        } else {
+          const bool rejected = exact.iteration_ms >= from.iteration_ms || gpu_ms > budget_gpu_ms;
+          REQUIRE(rejected);
+          ++skipped;
+        }
+        ++checked;
+      }
+    }
+    // The bound does skip moves (else it would be no use).
+    CHECK(checked > 20);
+    CHECK(skipped > 0);
+  }
+}
+
+}  // namespace
+}  // namespace deepool::planner
