@@ -258,23 +258,29 @@ StatusOr<std::vector<LayerCost>> CostModel::LayerCosts(
   return costs;
 }
 
-CostModel::Passes CostModel::SerialPasses(const std::vector<DeviceRange>& ranges,
-                                          const std::vector<LayerCost>& costs) const {
+template <typename OnReady>
+double CostModel::SerialBackward(const std::vector<DeviceRange>& ranges,
+                                 const std::vector<LayerCost>& costs, OnReady ready) const {
   // The serial forward, then backward in reverse: a layer's gradients are ready when its
   // backward computation ends, before its batch norm statistics and its re-splits back.
-  Passes passes;
   double now_ms = 0;
   for (const LayerCost& cost : costs) now_ms += cost.forward_ms + cost.comm_ms / 2;
-  passes.gradients.reserve(costs.size());
   for (int id = graph_.num_layers() - 1; id >= 0; --id) {
     const LayerCost& cost = costs[static_cast<size_t>(id)];
     const DeviceRange range = ranges[static_cast<size_t>(id)];
     now_ms += cost.backward_ms;
-    passes.gradients.push_back(
-        ReadyGradient{id, range.count, GradientBytes(id), now_ms, range.first});
+    ready(ReadyGradient{id, range.count, GradientBytes(id), now_ms, range.first});
     now_ms += cost.comm_ms / 2;
   }
-  passes.backward_end_ms = now_ms;
+  return now_ms;
+}
+
+CostModel::Passes CostModel::SerialPasses(const std::vector<DeviceRange>& ranges,
+                                          const std::vector<LayerCost>& costs) const {
+  Passes passes;
+  passes.gradients.reserve(costs.size());
+  passes.backward_end_ms = SerialBackward(
+      ranges, costs, [&](const ReadyGradient& gradient) { passes.gradients.push_back(gradient); });
   return passes;
 }
 
@@ -407,6 +413,23 @@ GradientSyncTimeline CostModel::ScheduleSync(const std::vector<DeviceRange>& ran
   return timeline;
 }
 
+double CostModel::TallySync(const std::vector<DeviceRange>& ranges,
+                            const std::vector<LayerCost>& costs) const {
+  sync_tally_.Start(graph_.num_layers(), options_.gradient_sync);
+  double backward_end_ms = 0;
+  if (FromRankZero(ranges)) {
+    // The search's plans: no list of gradients, each goes to its bucket as it becomes ready.
+    backward_end_ms = SerialBackward(
+        ranges, costs, [&](const ReadyGradient& gradient) { sync_tally_.Add(gradient); });
+  } else {
+    const Passes passes = ConcurrentPasses(ranges, costs);
+    for (const ReadyGradient& gradient : passes.gradients) sync_tally_.Add(gradient);
+    backward_end_ms = passes.backward_end_ms;
+  }
+  sync_tally_.Finish(backward_end_ms, cluster_, tied_layers_, tied_bytes_, RanksSpanned(ranges));
+  return backward_end_ms;
+}
+
 Status CostModel::CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const {
   if (static_cast<int>(ranges.size()) != graph_.num_layers()) {
     return InvalidArgumentError("expected " + std::to_string(graph_.num_layers()) +
@@ -507,13 +530,14 @@ StatusOr<PlanTotals> CostModel::Totals(const std::vector<DeviceRange>& ranges,
 }
 
 StatusOr<PlanTotals> CostModel::TotalsOfCosts(const std::vector<DeviceRange>& ranges,
-                                              int num_devices, std::vector<LayerCost> costs) const {
+                                              int num_devices,
+                                              const std::vector<LayerCost>& costs) const {
   RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
   if (costs.size() != ranges.size()) {
     return InvalidArgumentError("expected " + std::to_string(ranges.size()) + " layer costs, got " +
                                 std::to_string(costs.size()));
   }
-  return SumCosts(ranges, num_devices, std::move(costs), nullptr);
+  return SumCosts(ranges, num_devices, costs, nullptr);
 }
 
 StatusOr<std::vector<LayerCost>> CostModel::LayerCostsOf(const std::vector<DeviceRange>& ranges,
@@ -527,23 +551,23 @@ StatusOr<PlanTotals> CostModel::Sum(const std::vector<DeviceRange>& ranges, int 
   // The least device time first, as before the costs: a profile that cannot time a count
   // reports it there first.
   RETURN_IF_ERROR(LeastDeviceMs(num_devices).status());
-  ASSIGN_OR_RETURN(std::vector<LayerCost> costs, LayerCosts(ranges));
-  return SumCosts(ranges, num_devices, std::move(costs), layers);
+  ASSIGN_OR_RETURN(const std::vector<LayerCost> costs, LayerCosts(ranges));
+  return SumCosts(ranges, num_devices, costs, layers);
 }
 
 StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges, int num_devices,
-                                         std::vector<LayerCost> costs,
+                                         const std::vector<LayerCost>& costs,
                                          std::vector<LayerPlacement>* layers) const {
   ASSIGN_OR_RETURN(const double least_device_ms, LeastDeviceMs(num_devices));
-  const GradientSyncTimeline sync = ScheduleSync(ranges, costs);
-  const std::vector<double> exposed = ExposedSyncByLayer(sync, graph_.num_layers());
+  const double backward_end_ms = TallySync(ranges, costs);
+  const std::vector<double>& exposed = sync_tally_.exposed_by_layer();
   PlanTotals totals;
   double gpu_ms = 0;
   double layers_ms = 0;
   if (layers != nullptr) layers->reserve(ranges.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
     const DeviceRange range = ranges[static_cast<size_t>(id)];
-    LayerCost& cost = costs[static_cast<size_t>(id)];
+    LayerCost cost = costs[static_cast<size_t>(id)];
     cost.comm_ms += exposed[static_cast<size_t>(id)];
     if (layers != nullptr) layers->push_back(Placement(id, range, cost));
     layers_ms += cost.total_ms();
@@ -551,7 +575,8 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
     totals.devices_used = std::max(totals.devices_used, range.end());
   }
   // Serial: the layers' sum (the same time, summed as the per-layer figures show it).
-  totals.iteration_ms = FromRankZero(ranges) ? layers_ms : sync.backward_end_ms + sync.exposed_ms;
+  totals.iteration_ms =
+      FromRankZero(ranges) ? layers_ms : backward_end_ms + sync_tally_.exposed_ms();
   totals.gpu_seconds = gpu_ms / 1000.0;
   totals.amplification = least_device_ms > 0 ? gpu_ms / least_device_ms : 0;
   return totals;

@@ -45,8 +45,10 @@
 //   union of the two ranges (max(g_producer, g_consumer) for nested ones). Hidden all-reduces
 //   cost no device time (they run beside backward, on its devices or on devices the plan leaves
 //   idle then).
-// Threading: a CostModel caches lazily and is not thread-safe; use one per thread. Copies, and
-// models built one from another, share their cache of profile times: build each thread's own.
+// Threading: a CostModel caches lazily and keeps scratch storage for its totals (so that the
+// search's hundreds of plans allocate nothing there); it is not thread-safe: use one per thread.
+// Copies, and models built one from another, share their cache of profile times: build each
+// thread's own.
 #pragma once
 
 #include <cstdint>
@@ -233,7 +235,7 @@ class CostModel {
   // it moved from, and gets exactly Totals(ranges, num_devices) for the price of the sums and
   // the gradient sync. INVALID_ARGUMENT as Totals, or when there is not one cost per layer.
   StatusOr<PlanTotals> TotalsOfCosts(const std::vector<DeviceRange>& ranges, int num_devices,
-                                     std::vector<LayerCost> costs) const;
+                                     const std::vector<LayerCost>& costs) const;
   // Every layer's CostOf for these ranges (valid ranges: as Totals checks them).
   StatusOr<std::vector<LayerCost>> LayerCostsOf(const std::vector<DeviceRange>& ranges,
                                                 int num_devices) const;
@@ -247,7 +249,7 @@ class CostModel {
                            std::vector<LayerPlacement>* layers) const;
   // Sum's work once the layers' costs are known (CostOf for every layer of `ranges`).
   StatusOr<PlanTotals> SumCosts(const std::vector<DeviceRange>& ranges, int num_devices,
-                                std::vector<LayerCost> costs,
+                                const std::vector<LayerCost>& costs,
                                 std::vector<LayerPlacement>* layers) const;
   // INVALID_ARGUMENT unless there is one range per layer, each within the devices and batch.
   Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
@@ -263,6 +265,11 @@ class CostModel {
   };
   Passes SerialPasses(const std::vector<DeviceRange>& ranges,
                       const std::vector<LayerCost>& costs) const;
+  // SerialPasses' work: gives `ready` each layer's gradients as they become ready and returns
+  // the end of backward.
+  template <typename OnReady>
+  double SerialBackward(const std::vector<DeviceRange>& ranges, const std::vector<LayerCost>& costs,
+                        OnReady ready) const;
   // `layers`, when not null, gets each layer's times.
   Passes ConcurrentPasses(const std::vector<DeviceRange>& ranges,
                           const std::vector<LayerCost>& costs,
@@ -270,6 +277,10 @@ class CostModel {
   // The gradient sync of the plan whose layers cost `costs` (LayerCosts).
   GradientSyncTimeline ScheduleSync(const std::vector<DeviceRange>& ranges,
                                     const std::vector<LayerCost>& costs) const;
+  // ScheduleSync's exposed tail, per layer and in total, into sync_tally_ (the same values, to
+  // the bit, without the timeline's lists); returns the end of backward.
+  double TallySync(const std::vector<DeviceRange>& ranges,
+                   const std::vector<LayerCost>& costs) const;
 
   const Graph& graph_;
   const Profile& profile_;
@@ -282,6 +293,8 @@ class CostModel {
   // are worked out once, not per plan the search costs.
   std::vector<int> tied_layers_;
   std::vector<int64_t> tied_bytes_;
+  // SumCosts' scratch for the gradient sync, reused from one plan to the next.
+  mutable ExposedSyncTally sync_tally_;
   // Re-split costs by (from first, from count, to first, to count). Hashed: the search's full
   // model looks one up per layer input and plan, so an ordered map's search showed up in
   // profiles. Node-based, so references into it stay valid.

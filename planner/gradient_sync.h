@@ -112,6 +112,83 @@ struct GradientSyncTimeline {
 std::vector<GradientBucketSync> FormGradientBuckets(const std::vector<ReadyGradient>& gradients,
                                                     int64_t bucket_bytes, double backward_end_ms);
 
+// FormGradientBuckets' rule (the file comment), fed one gradient at a time, over storage kept
+// from one iteration to the next: which bucket each gradient joins and the order the buckets'
+// all-reduces start, without per-bucket layer lists. FormGradientBuckets is built on it, and so
+// is ExposedSyncTally, which the search's totals call for every plan they cost (so that they
+// allocate nothing once the storage has grown).
+class GradientBucketer {
+ public:
+  struct Bucket {
+    int first_device = 0;
+    int devices = 0;
+    int first_layer = 0;  // the layer whose gradient opened it
+    int64_t bytes = 0;    // its gradients' fp32 bytes
+    double ready_ms = 0;  // when it closed
+  };
+
+  // Forgets the last iteration's buckets; `bucket_bytes` is FormGradientBuckets' cap.
+  void Start(int64_t bucket_bytes);
+  // The next gradient in backward order: the index (into buckets()) of the bucket it joins, or
+  // -1 when it is skipped (one device or no bytes).
+  int Add(const ReadyGradient& gradient);
+  // Backward ended: closes the buckets still open, as FormGradientBuckets does.
+  void Flush(double backward_end_ms);
+  // By index, in the order they opened.
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // After Flush: every bucket's index, in the order their all-reduces start.
+  const std::vector<int>& order() const { return order_; }
+
+ private:
+  struct DeviceSet {
+    int first_device = 0;
+    int devices = 0;
+    int open_bucket = -1;      // its bucket being filled, -1 when none
+    bool started_one = false;  // a bucket of this set already closed this iteration
+  };
+  int64_t bucket_bytes_ = 0;
+  // Ordered by (first device, count). A flat vector: a plan has few distinct sets.
+  std::vector<DeviceSet> sets_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> order_;
+  std::vector<int> flushed_;  // Flush's, kept for its capacity
+};
+
+// Each layer's part of the exposed gradient sync and the exposed total, to the bit what
+// ScheduleGradientSync, then AppendTiedParameterSync, then ExposedSyncByLayer give for the same
+// gradients, without the timeline's per-bucket lists: the search's totals need no more. Its
+// storage is kept from one plan to the next. Each layer's gradient may come at most once.
+// Threading: one per thread (it is scratch).
+class ExposedSyncTally {
+ public:
+  // Starts an iteration of `num_layers` layers.
+  void Start(int num_layers, const GradientSyncOptions& options);
+  // The next gradient in backward order, as ScheduleGradientSync's list.
+  void Add(const ReadyGradient& gradient);
+  // Backward ended at backward_end_ms: closes and times the buckets, then the tied parameters'
+  // all-reduce of `tied_layers` by `tied_bytes` over ranks 0..world-1, and shares the exposed
+  // time out by bytes.
+  void Finish(double backward_end_ms, const Cluster& cluster, const std::vector<int>& tied_layers,
+              const std::vector<int64_t>& tied_bytes, int world);
+  // GradientSyncTimeline::exposed_ms.
+  double exposed_ms() const { return exposed_ms_; }
+  // ExposedSyncByLayer: one entry per layer.
+  const std::vector<double>& exposed_by_layer() const { return exposed_by_layer_; }
+
+ private:
+  struct Joined {
+    int layer_id = 0;
+    int bucket = 0;
+    int64_t bytes = 0;
+  };
+  GradientSyncOptions options_;
+  GradientBucketer bucketer_;
+  std::vector<Joined> joined_;             // every gradient that joined a bucket, in order
+  std::vector<double> bucket_exposed_ms_;  // by bucket index
+  std::vector<double> exposed_by_layer_;
+  double exposed_ms_ = 0;
+};
+
 // Forms the buckets and times their all-reduces against a backward pass that ends at
 // backward_end_ms (see the file comment).
 GradientSyncTimeline ScheduleGradientSync(const std::vector<ReadyGradient>& gradients,
