@@ -139,26 +139,46 @@ std::vector<const DeviceInfo*> LargestMemoryFirst(const std::vector<DeviceInfo>&
 }
 
 // Devices a grown job still stopping is to be placed on (AdmissionInput::growing) shown held by it,
-// where no FG job holds them and they are in the snapshot (`type_of`: schedulable devices).
-void ReserveGrowths(const AdmissionInput& input, const std::map<DeviceKey, std::string>& type_of,
-                    std::map<std::string, policy::PolicyJob>* holders) {
-  std::set<DeviceKey> reserved;
+// where no FG job holds them and they are in the snapshot (`type_of`: schedulable devices). Returns
+// the devices so shown, each with the job it is reserved for.
+std::map<DeviceKey, std::string> ReserveGrowths(const AdmissionInput& input,
+                                                const std::map<DeviceKey, std::string>& type_of,
+                                                std::map<std::string, policy::PolicyJob>* holders) {
+  std::map<DeviceKey, std::string> reserved;
   for (const auto& [job_id, devices] : input.growing) {
     auto holder = holders->find(job_id);
     if (holder == holders->end() || holder->second.role != policy::Role::kFg) continue;
     for (const DeviceKey& key : devices) {
-      if (!type_of.count(key) || input.ledger.ForegroundOf(key) || !reserved.insert(key).second) {
+      if (!type_of.count(key) || input.ledger.ForegroundOf(key) ||
+          !reserved.emplace(key, job_id).second) {
         continue;
       }
       holder->second.devices.push_back(key);
     }
   }
+  return reserved;
+}
+
+// Why a BG job waits for a device reserved for a grown job (ReserveGrowths): the policy sees the
+// device held by that job, so it would say the job's rank there has yet to start, yet no rank of
+// it runs there, nor will before it has stopped at its checkpoint and been placed anew. A BG job is
+// not placed there meanwhile: the grown job's grant would displace it soon after.
+std::string ReservedDeviceReason(const AdmissionInput& input, const DeviceKey& device,
+                                 const std::string& grown_job, std::string_view policy_name) {
+  const size_t held = input.ledger.DevicesOf(grown_job).size();
+  const size_t grown_to = held + input.growing.at(grown_job).size();
+  return "device " + device.first + "/" + device.second + " is reserved for FG job " + grown_job +
+         ", grown by the " + std::string(policy_name) + " policy from " + std::to_string(held) +
+         " to " + std::to_string(grown_to) +
+         " devices, until it stops at its checkpoint (a BG job started there would make way for "
+         "it when it resumes)";
 }
 
 // The snapshot a policy sees of an admission input: the pending jobs (by pointer into `input`)
 // and, as placed jobs, the holders of the ledger's devices (and the devices reserved for grown
-// jobs still stopping).
-policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
+// jobs still stopping, also returned in *reserved with the job each is reserved for).
+policy::PolicySnapshot SnapshotOf(const AdmissionInput& input,
+                                  std::map<DeviceKey, std::string>* reserved) {
   policy::PolicySnapshot snapshot;
   for (const NodeRecord& node : input.nodes) {
     if (!node.schedulable()) continue;
@@ -188,7 +208,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input) {
       job.devices.push_back(key);
     }
   }
-  ReserveGrowths(input, type_of, &holders);
+  *reserved = ReserveGrowths(input, type_of, &holders);
   std::map<std::string, const JobRecord*> placed;
   for (const JobSnapshot& job : input.placed) placed.emplace(job->id, job.get());
   auto add_curves = [&input](policy::PolicyJob& job) {
@@ -278,7 +298,8 @@ std::string IdlePercent(double fraction) { return policy::Percent(fraction); }
 Admission Admit(AdmissionInput input) { return Admit(input, policy::FifoPolicy()); }
 
 Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
-  const policy::PolicySnapshot snapshot = SnapshotOf(input);
+  std::map<DeviceKey, std::string> reserved;  // for grown jobs still stopping
+  const policy::PolicySnapshot snapshot = SnapshotOf(input, &reserved);
   policy::Decisions decisions = policy.Decide(snapshot);
   std::map<std::string, const JobRecord*> pending;
   for (const JobSnapshot& job : input.pending) pending.emplace(job->id, job.get());
@@ -325,6 +346,11 @@ Admission Admit(const AdmissionInput& input, const policy::Policy& policy) {
     const JobRecord& job = *pending.at(wait.job_id);
     if (wait.code == policy::WaitCode::kWorkerProtocol) {
       wait.message = ProtocolReason(job, jobspec::RequiredProtocolVersion(job.spec), input.nodes);
+    }
+    auto grown = wait.code == policy::WaitCode::kWaitingForFgRank ? reserved.find(wait.device)
+                                                                  : reserved.end();
+    if (grown != reserved.end()) {
+      wait.message = ReservedDeviceReason(input, grown->first, grown->second, policy.Name());
     }
     out.pending.push_back({wait.job_id, ReasonCodeOf(wait.code), std::move(wait.message)});
   }

@@ -14,7 +14,9 @@
 // - BG jobs then take one device each, one BG job per device, preferring the device the FG plans
 //   leave idlest (a device no FG job holds is idlest); at equal idleness a device it can use now
 //   (no FG job, or a FG rank already running to train inside) first. A device whose FG rank has
-//   not started yet is not taken: the BG job waits to run inside that rank's executor.
+//   not started yet is not taken: the BG job waits to run inside that rank's executor. Nor is a
+//   device reserved for a grown job still stopping (AdmissionInput::growing): the BG job that
+//   waits for it is told for which job, for what growth and until when.
 // - Every job goes only onto nodes that read the executor protocol version its run spec is
 //   written at (jobspec::RequiredProtocolVersion; NodeRecord::protocol): an adamw job needs
 //   workers that speak protocol 2. When too few do, it waits with kWorkerProtocol, saying how
@@ -114,7 +116,8 @@ struct AdmissionInput {
   // Running FG jobs the policy grew that are still stopping at their checkpoint, with the devices
   // they grow onto (FgPreemption::added): the policy's snapshot shows those devices held by them
   // (where no FG job holds them and their node is schedulable), so that no other job is granted
-  // them, or grown onto them, meanwhile. Once the job waits again the next round sizes it anew.
+  // them, or grown onto them, meanwhile; a BG job that waits for one is told that it is reserved.
+  // Once the job waits again the next round sizes it anew.
   std::map<std::string, std::vector<DeviceKey>> growing;
 };
 

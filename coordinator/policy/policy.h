@@ -149,6 +149,10 @@ struct Wait {
   std::string job_id;
   WaitCode code = WaitCode::kWaitingForDevices;
   std::string message;  // a sentence for people, e.g. "user bob holds its fair share (2 devices)"
+  // kWaitingForFgRank: the device it waits for, so that a caller that knows more of the device's
+  // holder than the snapshot says (the coordinator: a device reserved for a grown job that is
+  // still stopping) can say so. Empty otherwise.
+  DeviceKey device = {};
 };
 
 // A job placed this round: a FG job's devices in rank order (count may be below the request

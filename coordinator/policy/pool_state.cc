@@ -198,7 +198,8 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
                        "waiting for FG job " + snapshot_.jobs[static_cast<size_t>(fg_[at])].id +
                            "'s rank on " + key.first + "/" + key.second +
                            " to start (to run inside it) or to end (predicted idle " +
-                           Percent(best_idle) + ")"};
+                           Percent(best_idle) + ")",
+                       key};
   } else {
     const PolicyDevice& device = snapshot_.devices[static_cast<size_t>(best)];
     Changed();

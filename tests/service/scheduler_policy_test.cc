@@ -288,5 +288,37 @@ TEST_CASE("deepool: a second running job is not grown onto the devices of a grow
         "5, it resumes from there on the devices the next round gives it");
 }
 
+// A BG job that finds no free device while a grown job stops is told that the device it wants is
+// reserved for the grown job, and for how long; not that the grown job's rank there has yet to
+// start, as though that job already ran there.
+TEST_CASE("deepool: a BG job waiting for a device reserved for a growth is told so",
+          "[scheduler][policy]") {
+  Harness h(nullptr, nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  const JobRecord grower = StartGrower(h);
+  Pass(h, 300, {grower.id});
+  h.scheduler.Tick();  // grows it from 1 to 4: it stops at its next checkpoint
+  REQUIRE(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+
+  const JobRecord bg = h.Submit(testing::Bg());
+  h.scheduler.Tick();
+  const JobRecord waiting = h.Get(bg.id);
+  CHECK(waiting.state == JobState::kPending);
+  CHECK(waiting.reason_code == ReasonCode::kWaitingForFgRank);
+  CHECK(waiting.reason ==
+        "device node-a/cpu:0 is reserved for FG job " + grower.id +
+            ", grown by the deepool policy from 1 to 4 devices, until it stops at its checkpoint "
+            "(a BG job started there would make way for it when it resumes)");
+  Pass(h, 30, {grower.id});  // nor is it placed there while the grown job runs on
+  h.scheduler.Tick();
+  CHECK(h.Get(bg.id).state == JobState::kPending);
+
+  // Once the grown job has stopped the reservation is gone: placed anew, it holds the devices
+  // and the BG job waits for one of its ranks to start, as beside any FG job.
+  REQUIRE(StopIfAsked(h, grower.id));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(grower.id).state == JobState::kRunning);
+  CHECK(h.Get(bg.id).reason.find("waiting for FG job " + grower.id + "'s rank on node-a/") == 0);
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

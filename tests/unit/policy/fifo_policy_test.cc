@@ -70,6 +70,26 @@ TEST_CASE("fifo: BG jobs take the idlest device and make way for a FG job", "[po
   CHECK(decisions.preemptions[0].for_job == "fg2");
 }
 
+// The wait names the device whose rank it waits for: the coordinator words it anew when that
+// device is only reserved for the job the snapshot shows holding it (admission.cc).
+TEST_CASE("fifo: a BG job waiting for a FG rank to start is told which device", "[policy]") {
+  PoolHarness pool;
+  pool.AddNode("n1", 2);
+  pool.snapshot.devices[0].idle_fraction = 0.2;
+  pool.snapshot.devices[1].idle_fraction = 0.6;
+  PolicyJob& fg = pool.Submit("fg", "alice", 2);
+  fg.devices = {pool.snapshot.devices[0].key, pool.snapshot.devices[1].key};
+  pool.Submit("bg", "bob", 1, Role::kBg);
+  pool.Submit("bg2", "bob", 1, Role::kBg);
+  const Decisions decisions = pool.Round(*Fifo());
+  for (const char* id : {"bg", "bg2"}) {
+    INFO(id);
+    REQUIRE(WaitOf(decisions, id) != nullptr);
+    CHECK(WaitOf(decisions, id)->code == WaitCode::kWaitingForFgRank);
+    CHECK(WaitOf(decisions, id)->device == pool.snapshot.devices[1].key);
+  }
+}
+
 TEST_CASE("policies: MakePolicy names the choices", "[policy]") {
   for (const std::string& name : PolicyNames()) {
     StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
