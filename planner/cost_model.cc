@@ -122,6 +122,11 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       activation_bytes_per_element_(
           BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
+  activation_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    activation_bytes_.push_back(NumElements(graph_.layer(id).output_shape) *
+                                activation_bytes_per_element_);
+  }
   for (const auto& [id, k] : AllTies(graph_)) {
     tied_layers_.push_back(id);
     tied_bytes_.push_back(graph_.layer(id).tied[k].elements * 4);
@@ -143,7 +148,20 @@ CostModel::CostModel(const CostModel& same_inputs, CostModelOptions options)
   profile_times_ = same_inputs.profile_times_;
 }
 
+const LayerTime* CostModel::KnownTime(int layer_id, int devices) const {
+  // A count has a slot only once Compute has checked it (1 <= devices <= B).
+  const ProfileTimes& known = *profile_times_;
+  if (devices < 1 || static_cast<size_t>(devices) >= known.slot_of_count.size()) return nullptr;
+  const int slot = known.slot_of_count[static_cast<size_t>(devices)];
+  if (slot < 0 || layer_id < 0 || layer_id >= graph_.num_layers()) return nullptr;
+  const std::optional<LayerTime>& cached =
+      known.times[static_cast<size_t>(slot) * static_cast<size_t>(graph_.num_layers()) +
+                  static_cast<size_t>(layer_id)];
+  return cached ? &*cached : nullptr;
+}
+
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
+  if (const LayerTime* known = KnownTime(layer_id, devices)) return *known;
   if (devices < 1 || devices > global_batch_) {
     return InvalidArgumentError("layer '" + graph_.layer(layer_id).name +
                                 "': " + std::to_string(devices) + " devices for a batch of " +
@@ -194,22 +212,40 @@ double CostModel::ResplitMs(int producer_id, DeviceRange from, DeviceRange to) c
 }
 
 int64_t CostModel::ActivationBytes(int layer_id) const {
-  return NumElements(graph_.layer(layer_id).output_shape) * activation_bytes_per_element_;
+  return activation_bytes_[static_cast<size_t>(layer_id)];
 }
 
 int64_t CostModel::GradientBytes(int layer_id) const { return graph_.layer(layer_id).params * 4; }
 
+double& CostModel::ChargeTable::At(int devices, int layer_id, int num_layers) {
+  const size_t layers = static_cast<size_t>(num_layers);
+  const size_t at = static_cast<size_t>(devices) * layers + static_cast<size_t>(layer_id);
+  if (at >= ms_.size()) ms_.resize(at + layers, -1.0);
+  return ms_[at];
+}
+
 double CostModel::AmortisedGradientSyncMs(int layer_id, int devices) const {
-  return AmortisedAllReduceMs(cluster_, GradientBytes(layer_id), devices, options_.gradient_sync);
+  if (devices < 0) return 0;  // AmortisedAllReduceMs' answer for any count below 2
+  double& known = amortised_sync_ms_.At(devices, layer_id, graph_.num_layers());
+  if (known < 0) {
+    known =
+        AmortisedAllReduceMs(cluster_, GradientBytes(layer_id), devices, options_.gradient_sync);
+  }
+  return known;
 }
 
 double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
   const Layer& layer = graph_.layer(layer_id);
-  if (!options_.sync_batch_norm || layer.op != Op::kBatchNorm2d || layer.output_shape.empty()) {
-    return 0;
+  if (!options_.sync_batch_norm || layer.op != Op::kBatchNorm2d || layer.output_shape.empty() ||
+      devices < 0) {
+    return 0;  // AllReduceMs' answer for any count below 2
   }
-  const int64_t channels = layer.output_shape.front();
-  return AllReduceMs(cluster_, (2 * channels + 1) * 8, devices, options_.gradient_sync.tree);
+  double& known = batch_norm_sync_ms_.At(devices, layer_id, graph_.num_layers());
+  if (known < 0) {
+    const int64_t channels = layer.output_shape.front();
+    known = AllReduceMs(cluster_, (2 * channels + 1) * 8, devices, options_.gradient_sync.tree);
+  }
+  return known;
 }
 
 double CostModel::AdditiveSyncMs(int layer_id, int devices) const {
@@ -222,7 +258,12 @@ template <typename RangeOf>
 StatusOr<LayerCost> CostModel::CostWith(int layer_id, RangeOf range_of) const {
   const DeviceRange range = range_of(layer_id);
   const int devices = range.count;
-  ASSIGN_OR_RETURN(LayerTime time, Compute(layer_id, devices));
+  LayerTime time;
+  if (const LayerTime* known = KnownTime(layer_id, devices)) {
+    time = *known;
+  } else {
+    ASSIGN_OR_RETURN(time, Compute(layer_id, devices));
+  }
   LayerCost cost;
   cost.forward_ms = time.forward_ms;
   cost.backward_ms = time.backward_ms;

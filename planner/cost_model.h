@@ -255,6 +255,9 @@ class CostModel {
   Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
   // The layer's placement on its range with these predictions.
   LayerPlacement Placement(int layer_id, DeviceRange range, const LayerCost& cost) const;
+  // The profile's time of the layer on `devices` devices when Compute has cached it, else null
+  // (the caller then asks Compute, which reports any error): CostOf's path without a StatusOr.
+  const LayerTime* KnownTime(int layer_id, int devices) const;
   // CostOf for every layer; ranges must be valid.
   StatusOr<std::vector<LayerCost>> LayerCosts(const std::vector<DeviceRange>& ranges) const;
   // The end of backward and the gradients' ready times: the serial sum when every range starts
@@ -295,6 +298,20 @@ class CostModel {
   std::vector<int64_t> tied_bytes_;
   // SumCosts' scratch for the gradient sync, reused from one plan to the next.
   mutable ExposedSyncTally sync_tally_;
+  // ActivationBytes by layer, worked out once: CostOf asks for every input of every plan.
+  std::vector<int64_t> activation_bytes_;
+  // Charges in ms by (device count, layer), worked out on first use: the search asks for the same
+  // ones plan after plan. Per model, not shared: they depend on the options.
+  class ChargeTable {
+   public:
+    // The entry of (devices >= 0, layer_id); negative until it is set.
+    double& At(int devices, int layer_id, int num_layers);
+
+   private:
+    std::vector<double> ms_;  // [devices x num_layers + layer], -1 where not yet known
+  };
+  mutable ChargeTable batch_norm_sync_ms_;  // BatchNormSyncMs, for batch norm layers
+  mutable ChargeTable amortised_sync_ms_;   // AmortisedGradientSyncMs
   // Re-split costs by (from first, from count, to first, to count). Hashed: the search's full
   // model looks one up per layer input and plan, so an ordered map's search showed up in
   // profiles. Node-based, so references into it stay valid.
