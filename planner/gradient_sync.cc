@@ -83,17 +83,23 @@ void GradientBucketer::Start(int64_t bucket_bytes) {
 
 int GradientBucketer::Add(const ReadyGradient& gradient) {
   if (gradient.devices < 2 || gradient.bytes <= 0) return -1;
-  const auto before = [](const DeviceSet& set, const std::pair<int, int>& key) {
-    return std::make_pair(set.first_device, set.devices) < key;
-  };
-  const std::pair<int, int> key{gradient.first_device, gradient.devices};
-  auto set = std::lower_bound(sets_.begin(), sets_.end(), key, before);
-  if (set == sets_.end() || set->first_device != key.first || set->devices != key.second) {
-    DeviceSet added;
-    added.first_device = key.first;
-    added.devices = key.second;
-    set = sets_.insert(set, added);
+  // Backward's neighbours mostly share a set: try the last one before searching.
+  if (last_set_ >= sets_.size() || sets_[last_set_].first_device != gradient.first_device ||
+      sets_[last_set_].devices != gradient.devices) {
+    const auto before = [](const DeviceSet& set, const std::pair<int, int>& key) {
+      return std::make_pair(set.first_device, set.devices) < key;
+    };
+    const std::pair<int, int> key{gradient.first_device, gradient.devices};
+    auto found = std::lower_bound(sets_.begin(), sets_.end(), key, before);
+    if (found == sets_.end() || found->first_device != key.first || found->devices != key.second) {
+      DeviceSet added;
+      added.first_device = key.first;
+      added.devices = key.second;
+      found = sets_.insert(found, added);
+    }
+    last_set_ = static_cast<size_t>(found - sets_.begin());
   }
+  DeviceSet* const set = &sets_[last_set_];
   if (set->open_bucket < 0) {
     set->open_bucket = static_cast<int>(buckets_.size());
     Bucket opened;

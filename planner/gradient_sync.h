@@ -149,6 +149,7 @@ class GradientBucketer {
   int64_t bucket_bytes_ = 0;
   // Ordered by (first device, count). A flat vector: a plan has few distinct sets.
   std::vector<DeviceSet> sets_;
+  size_t last_set_ = 0;  // the set of the last gradient that joined a bucket
   std::vector<Bucket> buckets_;
   std::vector<int> order_;
   std::vector<int> flushed_;  // Flush's, kept for its capacity
