@@ -123,9 +123,11 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
           BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
   activation_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
+  gradient_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
   for (int id = 0; id < graph_.num_layers(); ++id) {
     activation_bytes_.push_back(NumElements(graph_.layer(id).output_shape) *
                                 activation_bytes_per_element_);
+    gradient_bytes_.push_back(graph_.layer(id).params * 4);
   }
   for (const auto& [id, k] : AllTies(graph_)) {
     tied_layers_.push_back(id);
@@ -215,7 +217,9 @@ int64_t CostModel::ActivationBytes(int layer_id) const {
   return activation_bytes_[static_cast<size_t>(layer_id)];
 }
 
-int64_t CostModel::GradientBytes(int layer_id) const { return graph_.layer(layer_id).params * 4; }
+int64_t CostModel::GradientBytes(int layer_id) const {
+  return gradient_bytes_[static_cast<size_t>(layer_id)];
+}
 
 double& CostModel::ChargeTable::At(int devices, int layer_id, int num_layers) {
   const size_t layers = static_cast<size_t>(num_layers);

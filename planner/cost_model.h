@@ -298,8 +298,10 @@ class CostModel {
   std::vector<int64_t> tied_bytes_;
   // SumCosts' scratch for the gradient sync, reused from one plan to the next.
   mutable ExposedSyncTally sync_tally_;
-  // ActivationBytes by layer, worked out once: CostOf asks for every input of every plan.
+  // ActivationBytes and GradientBytes by layer, worked out once: CostOf and the sync schedule
+  // ask for them in every plan.
   std::vector<int64_t> activation_bytes_;
+  std::vector<int64_t> gradient_bytes_;
   // Charges in ms by (device count, layer), worked out on first use: the search asks for the same
   // ones plan after plan. Per model, not shared: they depend on the options.
   class ChargeTable {

@@ -81,8 +81,7 @@ void GradientBucketer::Start(int64_t bucket_bytes) {
   order_.clear();
 }
 
-int GradientBucketer::Add(const ReadyGradient& gradient) {
-  if (gradient.devices < 2 || gradient.bytes <= 0) return -1;
+int GradientBucketer::Join(const ReadyGradient& gradient) {
   // Backward's neighbours mostly share a set: try the last one before searching.
   if (last_set_ >= sets_.size() || sets_[last_set_].first_device != gradient.first_device ||
       sets_[last_set_].devices != gradient.devices) {
@@ -218,11 +217,6 @@ void ExposedSyncTally::Start(int num_layers, const GradientSyncOptions& options)
   joined_.clear();
   exposed_by_layer_.assign(static_cast<size_t>(std::max(0, num_layers)), 0.0);
   exposed_ms_ = 0;
-}
-
-void ExposedSyncTally::Add(const ReadyGradient& gradient) {
-  const int bucket = bucketer_.Add(gradient);
-  if (bucket >= 0) joined_.push_back(Joined{gradient.layer_id, bucket, gradient.bytes});
 }
 
 void ExposedSyncTally::Finish(double backward_end_ms, const Cluster& cluster,

@@ -130,8 +130,10 @@ class GradientBucketer {
   // Forgets the last iteration's buckets; `bucket_bytes` is FormGradientBuckets' cap.
   void Start(int64_t bucket_bytes);
   // The next gradient in backward order: the index (into buckets()) of the bucket it joins, or
-  // -1 when it is skipped (one device or no bytes).
-  int Add(const ReadyGradient& gradient);
+  // -1 when it is skipped (one device or no bytes). Inline: most of a plan's layers are skipped.
+  int Add(const ReadyGradient& gradient) {
+    return gradient.devices < 2 || gradient.bytes <= 0 ? -1 : Join(gradient);
+  }
   // Backward ended: closes the buckets still open, as FormGradientBuckets does.
   void Flush(double backward_end_ms);
   // By index, in the order they opened.
@@ -140,6 +142,9 @@ class GradientBucketer {
   const std::vector<int>& order() const { return order_; }
 
  private:
+  // Add for a gradient that is synchronised.
+  int Join(const ReadyGradient& gradient);
+
   struct DeviceSet {
     int first_device = 0;
     int devices = 0;
@@ -165,7 +170,10 @@ class ExposedSyncTally {
   // Starts an iteration of `num_layers` layers.
   void Start(int num_layers, const GradientSyncOptions& options);
   // The next gradient in backward order, as ScheduleGradientSync's list.
-  void Add(const ReadyGradient& gradient);
+  void Add(const ReadyGradient& gradient) {
+    const int bucket = bucketer_.Add(gradient);
+    if (bucket >= 0) joined_.push_back(Joined{gradient.layer_id, bucket, gradient.bytes});
+  }
   // Backward ended at backward_end_ms: closes and times the buckets, then the tied parameters'
   // all-reduce of `tied_layers` by `tied_bytes` over ranks 0..world-1, and shares the exposed
   // time out by bytes.
