@@ -398,8 +398,21 @@ class ParetoPass {
 // hundreds of kilobytes: allocated afresh each time, glibc maps and unmaps them (or trims the
 // heap) on every call, and the page faults cost a large share of a sub-millisecond plan. Every
 // pass overwrites what it reads, so nothing carries over from one solve to the next.
+// One scalar pass at (w_time, w_gpu): its tables and its final solution.
+struct ScalarPass {
+  double w_time = 0;
+  double w_gpu = 0;
+  bool break_ties_by_gpu = false;
+  ScalarTables tables;
+  SeriesParallelSolution solution;
+};
+
 struct SolveScratch {
-  ScalarTables fastest, leanest, trial, kept_trial;
+  // The passes of the problem of memo `memo_id`, the first `passes_used` of `passes` (the rest
+  // are buffers kept for their capacity); pointers to them stay valid as passes are added.
+  uint64_t memo_id = 0;
+  std::vector<std::unique_ptr<ScalarPass>> passes;
+  size_t passes_used = 0;
   std::vector<ChosenCell> chosen_cells;
   ParetoWorkspace workspace;
 };
@@ -461,14 +474,28 @@ struct SolveContext {
   double budget;
 };
 
-// A scalar pass at (w_time, w_gpu) into `tables`, and its final solution.
-SeriesParallelSolution SolveScalar(const SolveContext& context, double w_time, double w_gpu,
-                                   bool break_ties_by_gpu, ScalarTables* tables,
-                                   SolveScratch* scratch) {
+// The scalar pass at (w_time, w_gpu) of the memo's problem: run once, then found again.
+const ScalarPass& PassAt(const SolveContext& context, double w_time, double w_gpu,
+                         bool break_ties_by_gpu, SolveScratch* scratch) {
+  for (size_t p = 0; p < scratch->passes_used; ++p) {
+    const ScalarPass& pass = *scratch->passes[p];
+    if (pass.w_time == w_time && pass.w_gpu == w_gpu &&
+        pass.break_ties_by_gpu == break_ties_by_gpu) {
+      return pass;
+    }
+  }
+  if (scratch->passes_used == scratch->passes.size()) {
+    scratch->passes.push_back(std::make_unique<ScalarPass>());
+  }
+  ScalarPass& pass = *scratch->passes[scratch->passes_used++];
+  pass.w_time = w_time;
+  pass.w_gpu = w_gpu;
+  pass.break_ties_by_gpu = break_ties_by_gpu;
   RunScalarPass(context.problem, context.schedule, context.nodes, w_time, w_gpu, break_ties_by_gpu,
-                tables);
-  return ScalarSolution(context.problem, context.schedule, context.nodes, *tables,
-                        &scratch->chosen_cells);
+                &pass.tables);
+  pass.solution = ScalarSolution(context.problem, context.schedule, context.nodes, pass.tables,
+                                 &scratch->chosen_cells);
+  return pass;
 }
 
 // The state of the Lagrangian relaxation: the best feasible solution so far, the best lower
@@ -478,6 +505,8 @@ struct Relaxation {
   double lower_bound = 0;
   double best_lambda = 0;
   const ScalarTables* at_best_lambda = nullptr;
+  const ScalarTables* fastest = nullptr;  // the passes at (1, 0) and (0, 1)
+  const ScalarTables* leanest = nullptr;
 
   // The bound meets the best solution: it is optimal.
   bool GapClosed() const {
@@ -500,22 +529,17 @@ void RunChordMethod(const SolveContext& context, CostPoint over, SolveScratch* s
        ++step) {
     const double lambda = (within.time_ms - over.time_ms) / (over.gpu_ms - within.gpu_ms);
     if (!(lambda > 0) || std::isinf(lambda)) break;
-    RunScalarPass(context.problem, context.schedule, context.nodes, 1, lambda,
-                  /*break_ties_by_gpu=*/false, &scratch->trial);
-    const double weight = scratch->trial.weight[context.final_cell];
+    const ScalarPass& trial = PassAt(context, 1, lambda, /*break_ties_by_gpu=*/false, scratch);
+    const double weight = trial.tables.weight[context.final_cell];
     if (std::isinf(weight)) break;
-    SeriesParallelSolution solution = ScalarSolution(
-        context.problem, context.schedule, context.nodes, scratch->trial, &scratch->chosen_cells);
-    const CostPoint found = solution.cost;
+    const CostPoint found = trial.solution.cost;
     const bool fits = found.gpu_ms <= context.budget;
-    if (fits && found.time_ms < r.best.cost.time_ms) r.best = std::move(solution);
+    if (fits && found.time_ms < r.best.cost.time_ms) r.best = trial.solution;
     const double bound = weight - lambda * context.problem.budget_gpu_ms;
     if (bound > r.lower_bound) {
       r.lower_bound = bound;
       r.best_lambda = lambda;
-      // Kept for the bounds of the Pareto passes; the next trial overwrites the other buffer.
-      std::swap(scratch->trial, scratch->kept_trial);
-      r.at_best_lambda = &scratch->kept_trial;
+      r.at_best_lambda = &trial.tables;  // for the bounds of the Pareto passes
     }
     const double chord = over.time_ms + lambda * over.gpu_ms;
     if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
@@ -532,7 +556,7 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
       std::min(relaxation.best.cost.time_ms, context.problem.incumbent_time_ms);
   Bounds bounds;
   bounds.lambda = relaxation.best_lambda;
-  bounds.Fill(context.schedule, context.nodes, scratch->fastest, scratch->leanest,
+  bounds.Fill(context.schedule, context.nodes, *relaxation.fastest, *relaxation.leanest,
               *relaxation.at_best_lambda, context.budget);
   for (double target : ParetoTargets(bounds, relaxation.lower_bound, incumbent)) {
     ParetoPass pass(context.problem, context.schedule, context.nodes, bounds, target,
@@ -543,36 +567,43 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
   return std::move(relaxation.best);
 }
 
-// The least-time solution within the budget, before the incumbent is taken into account.
-SeriesParallelSolution SolveWithinBudget(const SolveContext& context) {
+// The least-time solution within the budget, before the incumbent is taken into account; the
+// scalar passes are those of `memo_id`'s problem where the thread's scratch still holds them.
+SeriesParallelSolution SolveWithinBudget(const SolveContext& context, uint64_t memo_id) {
   SolveScratch& scratch = ThreadSolveScratch();
+  if (scratch.memo_id != memo_id) {
+    scratch.memo_id = memo_id;
+    scratch.passes_used = 0;
+  }
   scratch.chosen_cells.reserve(2 * context.schedule.steps.size() + 1);
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
   // when it fits the budget.
-  SeriesParallelSolution fastest =
-      SolveScalar(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch.fastest, &scratch);
-  if (!fastest.found || fastest.cost.gpu_ms <= context.budget) return fastest;
+  const ScalarPass& fastest = PassAt(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch);
+  if (!fastest.solution.found || fastest.solution.cost.gpu_ms <= context.budget) {
+    return fastest.solution;
+  }
   // The least GPU-time: when even that does not fit, nothing does.
+  const ScalarPass& leanest = PassAt(context, 0, 1, /*break_ties_by_gpu=*/false, &scratch);
+  if (!(leanest.solution.cost.gpu_ms <= context.budget)) return SeriesParallelSolution{};
   Relaxation relaxation;
-  relaxation.best =
-      SolveScalar(context, 0, 1, /*break_ties_by_gpu=*/false, &scratch.leanest, &scratch);
-  if (!(relaxation.best.cost.gpu_ms <= context.budget)) return SeriesParallelSolution{};
-
-  relaxation.lower_bound = scratch.fastest.weight[context.final_cell];
-  relaxation.at_best_lambda = &scratch.fastest;
-  RunChordMethod(context, fastest.cost, &scratch, &relaxation);
+  relaxation.best = leanest.solution;
+  relaxation.fastest = &fastest.tables;
+  relaxation.leanest = &leanest.tables;
+  relaxation.lower_bound = fastest.tables.weight[context.final_cell];
+  relaxation.at_best_lambda = &fastest.tables;
+  RunChordMethod(context, fastest.solution.cost, &scratch, &relaxation);
   if (relaxation.GapClosed()) return std::move(relaxation.best);  // proved optimal
   return RunParetoPasses(context, std::move(relaxation), &scratch);
 }
 
 // SolveSeriesParallel once the problem is checked and its schedule made.
-SeriesParallelSolution SolveChecked(const SeriesParallelProblem& problem,
-                                    const Schedule& schedule) {
+SeriesParallelSolution SolveChecked(const SeriesParallelProblem& problem, const Schedule& schedule,
+                                    const ScalarPassMemo& memo) {
   const NodeTable node_table(problem);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
   const SolveContext context{problem, schedule, node_table, final_cell,
                              problem.budget_gpu_ms * (1 + kRelativeSlack)};
-  SeriesParallelSolution solution = SolveWithinBudget(context);
+  SeriesParallelSolution solution = SolveWithinBudget(context, memo.id());
   // Only a solution that beats the caller's incumbent counts as found.
   solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
   return solution;
@@ -580,14 +611,26 @@ SeriesParallelSolution SolveChecked(const SeriesParallelProblem& problem,
 
 }  // namespace
 
+ScalarPassMemo::ScalarPassMemo() {
+  // Ids only tell memos apart on a thread: one counter per thread, starting above the scratch's 0.
+  thread_local uint64_t last_id = 0;
+  id_ = ++last_id;
+}
+
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem) {
   RETURN_IF_ERROR(CheckProblem(problem));
   ASSIGN_OR_RETURN(const Schedule schedule, BuildSchedule(problem));
-  return SolveChecked(problem, schedule);
+  return SolveChecked(problem, schedule, ScalarPassMemo());
 }
 
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
                                                      const Schedule& schedule) {
+  return SolveSeriesParallel(problem, schedule, ScalarPassMemo());
+}
+
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
+                                                     const Schedule& schedule,
+                                                     const ScalarPassMemo& memo) {
   RETURN_IF_ERROR(CheckProblem(problem));
   const auto leaves = std::count_if(schedule.steps.begin(), schedule.steps.end(),
                                     [](const Step& step) { return step.kind == Step::kLeaf; });
@@ -598,7 +641,7 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
       static_cast<size_t>(series) + 2 != problem.node_costs.size() || schedule.final_table < 0) {
     return InvalidArgumentError("the schedule was made for a problem of another shape");
   }
-  return SolveChecked(problem, schedule);
+  return SolveChecked(problem, schedule, memo);
 }
 
 }  // namespace deepool::planner

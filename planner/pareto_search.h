@@ -4,7 +4,8 @@
 // every edge a cost for each pair of its ends' choices; it picks one choice per node minimising
 // the summed time subject to the summed GPU-time staying within a budget. docs/planner.md
 // explains the algorithm and the pruning.
-// Threading: a pure function; no shared state.
+// Threading: pure functions; each thread keeps its own scratch buffers (and ScalarPassMemo's
+// passes) between solves.
 #pragma once
 
 #include <cstdint>
@@ -68,5 +69,26 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
 // the schedule's edges or nodes do not match the problem's in number.
 StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
                                                      const series_parallel::Schedule& schedule);
+
+// The scalar passes of a problem (the Lagrangian relaxation's), kept between its solves at other
+// budgets or incumbents, which they do not depend on: the search solves an answer that the full
+// model finds over the limit again below it, and meets the same passes (the same lambdas) again.
+// The passes live in the solving thread's scratch: a memo serves solves on one thread, and the
+// solve of another memo in between drops them (they are then run again). Valid only while the
+// problem's node and edge costs and its schedule stay those of the memo's first solve.
+class ScalarPassMemo {
+ public:
+  ScalarPassMemo();
+  uint64_t id() const { return id_; }
+
+ private:
+  uint64_t id_;
+};
+
+// SolveSeriesParallel on `schedule`, reusing the passes `memo` kept from earlier solves of the
+// same problem (see ScalarPassMemo); the answer is the same as without it, to the bit.
+StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem& problem,
+                                                     const series_parallel::Schedule& schedule,
+                                                     const ScalarPassMemo& memo);
 
 }  // namespace deepool::planner

@@ -187,8 +187,9 @@ StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullMode
                                                     const std::vector<int>& candidates) {
   constexpr int kAttempts = 4;
   const double budget_gpu_ms = problem.budget_gpu_ms;
+  const ScalarPassMemo memo;  // only the budget changes between attempts
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem, schedule);
+    StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem, schedule, memo);
     if (!solution.ok()) return solution.status().WithContext("graph '" + graph.name() + "'");
     if (!solution->found) break;
     Candidate found{CountsOf(*solution, nodes, candidates, graph.num_layers()), {}};
