@@ -123,13 +123,17 @@ struct Bounds {
   }
 
   // Fills the outside values of the three passes, (1, 0), (0, 1) and (1, lambda), by one
-  // top-down walk over the steps, and then the least targets.
-  void Fill(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& fastest,
-            const ScalarTables& leanest, const ScalarTables& at_lambda, double budget);
+  // top-down walk over the steps. They do not depend on the budget.
+  void FillOutside(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& fastest,
+                   const ScalarTables& leanest, const ScalarTables& at_lambda);
+  // Then the least targets at `budget`.
+  void FillLeastTargets(size_t total_cells, const ScalarTables& fastest,
+                        const ScalarTables& leanest, const ScalarTables& at_lambda, double budget);
 };
 
-void Bounds::Fill(const Schedule& schedule, const NodeTable& nodes, const ScalarTables& fastest,
-                  const ScalarTables& leanest, const ScalarTables& at_lambda, double budget) {
+void Bounds::FillOutside(const Schedule& schedule, const NodeTable& nodes,
+                         const ScalarTables& fastest, const ScalarTables& leanest,
+                         const ScalarTables& at_lambda) {
   const ScalarTables* passes[3] = {&fastest, &leanest, &at_lambda};
   std::vector<double>* outsides[3] = {&time, &gpu, &weighted};
   for (std::vector<double>* outside : outsides) {
@@ -178,8 +182,13 @@ void Bounds::Fill(const Schedule& schedule, const NodeTable& nodes, const Scalar
       }
     }
   }
-  least_target.resize(schedule.total_cells);
-  for (size_t c = 0; c < schedule.total_cells; ++c) {
+}
+
+void Bounds::FillLeastTargets(size_t total_cells, const ScalarTables& fastest,
+                              const ScalarTables& leanest, const ScalarTables& at_lambda,
+                              double budget) {
+  least_target.resize(total_cells);
+  for (size_t c = 0; c < total_cells; ++c) {
     least_target[c] = leanest.weight[c] + gpu[c] > budget
                           ? kInfinity
                           : std::max(fastest.weight[c] + time[c],
@@ -413,6 +422,10 @@ struct SolveScratch {
   uint64_t memo_id = 0;
   std::vector<std::unique_ptr<ScalarPass>> passes;
   size_t passes_used = 0;
+  // The Pareto passes' bounds, with the outside values of the pass `bounds_at` (one of
+  // `passes`), kept for a solve again at another budget; null: none.
+  Bounds bounds;
+  const ScalarTables* bounds_at = nullptr;
   std::vector<ChosenCell> chosen_cells;
   ParetoWorkspace workspace;
 };
@@ -554,10 +567,15 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
                                        SolveScratch* scratch) {
   const double incumbent =
       std::min(relaxation.best.cost.time_ms, context.problem.incumbent_time_ms);
-  Bounds bounds;
-  bounds.lambda = relaxation.best_lambda;
-  bounds.Fill(context.schedule, context.nodes, *relaxation.fastest, *relaxation.leanest,
-              *relaxation.at_best_lambda, context.budget);
+  Bounds& bounds = scratch->bounds;
+  if (scratch->bounds_at != relaxation.at_best_lambda) {
+    bounds.lambda = relaxation.best_lambda;
+    bounds.FillOutside(context.schedule, context.nodes, *relaxation.fastest, *relaxation.leanest,
+                       *relaxation.at_best_lambda);
+    scratch->bounds_at = relaxation.at_best_lambda;
+  }
+  bounds.FillLeastTargets(context.schedule.total_cells, *relaxation.fastest, *relaxation.leanest,
+                          *relaxation.at_best_lambda, context.budget);
   for (double target : ParetoTargets(bounds, relaxation.lower_bound, incumbent)) {
     ParetoPass pass(context.problem, context.schedule, context.nodes, bounds, target,
                     &scratch->workspace);
@@ -574,6 +592,7 @@ SeriesParallelSolution SolveWithinBudget(const SolveContext& context, uint64_t m
   if (scratch.memo_id != memo_id) {
     scratch.memo_id = memo_id;
     scratch.passes_used = 0;
+    scratch.bounds_at = nullptr;
   }
   scratch.chosen_cells.reserve(2 * context.schedule.steps.size() + 1);
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
