@@ -124,10 +124,15 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
   activation_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
   gradient_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
+  batch_norm_stats_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
   for (int id = 0; id < graph_.num_layers(); ++id) {
-    activation_bytes_.push_back(NumElements(graph_.layer(id).output_shape) *
-                                activation_bytes_per_element_);
-    gradient_bytes_.push_back(graph_.layer(id).params * 4);
+    const Layer& layer = graph_.layer(id);
+    activation_bytes_.push_back(NumElements(layer.output_shape) * activation_bytes_per_element_);
+    gradient_bytes_.push_back(layer.params * 4);
+    const bool synchronised =
+        options_.sync_batch_norm && layer.op == Op::kBatchNorm2d && !layer.output_shape.empty();
+    // 2C+1 float64 values: per-channel sums, sums of squares, the count.
+    batch_norm_stats_bytes_.push_back(synchronised ? (2 * layer.output_shape.front() + 1) * 8 : 0);
   }
   for (const auto& [id, k] : AllTies(graph_)) {
     tied_layers_.push_back(id);
@@ -239,16 +244,10 @@ double CostModel::AmortisedGradientSyncMs(int layer_id, int devices) const {
 }
 
 double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
-  const Layer& layer = graph_.layer(layer_id);
-  if (!options_.sync_batch_norm || layer.op != Op::kBatchNorm2d || layer.output_shape.empty() ||
-      devices < 0) {
-    return 0;  // AllReduceMs' answer for any count below 2
-  }
+  const int64_t bytes = batch_norm_stats_bytes_[static_cast<size_t>(layer_id)];
+  if (bytes == 0 || devices < 0) return 0;  // devices < 0: AllReduceMs' answer below 2
   double& known = batch_norm_sync_ms_.At(devices, layer_id, graph_.num_layers());
-  if (known < 0) {
-    const int64_t channels = layer.output_shape.front();
-    known = AllReduceMs(cluster_, (2 * channels + 1) * 8, devices, options_.gradient_sync.tree);
-  }
+  if (known < 0) known = AllReduceMs(cluster_, bytes, devices, options_.gradient_sync.tree);
   return known;
 }
 

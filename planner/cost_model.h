@@ -302,6 +302,9 @@ class CostModel {
   // ask for them in every plan.
   std::vector<int64_t> activation_bytes_;
   std::vector<int64_t> gradient_bytes_;
+  // The bytes of each layer's batch norm statistics all-reduce (BatchNormSyncMs), 0 for layers
+  // that synchronise none (other ops, or sync_batch_norm off).
+  std::vector<int64_t> batch_norm_stats_bytes_;
   // Charges in ms by (device count, layer), worked out on first use: the search asks for the same
   // ones plan after plan. Per model, not shared: they depend on the options.
   class ChargeTable {

@@ -118,7 +118,8 @@ TEST_CASE("Totals and Evaluate charge the exposed sync the timeline gives", "[co
 }
 
 // CostOf's charges are kept per (count, layer) in each model (cost_model.h): asked in any order,
-// and by a model built from another with other options, they are what the formulas give.
+// and by models built from another with other options (ring only and small buckets; batch norm
+// statistics per device), they are what the formulas give.
 TEST_CASE("Cached per-layer charges follow the count and the model's options", "[cost][tally]") {
   const Cluster cluster = ClusterPreset("dgx-a100").value();
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
@@ -129,7 +130,10 @@ TEST_CASE("Cached per-layer charges follow the count and the model's options", "
   ring_small_buckets.gradient_sync.tree = false;
   ring_small_buckets.gradient_sync.bucket_bytes = 1 << 20;
   const CostModel other(model, ring_small_buckets);
-  for (const CostModel* costed : {&model, &other}) {
+  CostModelOptions per_device_statistics;
+  per_device_statistics.sync_batch_norm = false;
+  const CostModel unsynchronised(model, per_device_statistics);
+  for (const CostModel* costed : {&model, &other, &unsynchronised}) {
     const GradientSyncOptions& options = costed->options().gradient_sync;
     for (int pass = 0; pass < 2; ++pass) {  // rising counts, then falling: hits and misses
       for (int step = 0; step < 16; ++step) {
@@ -137,7 +141,7 @@ TEST_CASE("Cached per-layer charges follow the count and the model's options", "
         for (int id = 0; id < graph->num_layers(); ++id) {
           const Layer& layer = graph->layer(id);
           const double batch_norm_ms =
-              layer.op == Op::kBatchNorm2d
+              costed->options().sync_batch_norm && layer.op == Op::kBatchNorm2d
                   ? AllReduceMs(cluster, (2 * layer.output_shape.front() + 1) * 8, devices,
                                 options.tree)
                   : 0.0;
