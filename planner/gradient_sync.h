@@ -29,7 +29,8 @@
 //   it is exposed (the old, serial charge).
 // Approximate: hidden all-reduces share the links with the backward re-splits of the same time
 // and are assumed not to slow them (nor the compute, whose SMs NCCL's kernels share).
-// Threading: pure functions over plain values.
+// Threading: pure functions over plain values; GradientBucketer and ExposedSyncTally are scratch
+// storage, one per thread.
 #pragma once
 
 #include <cstdint>
