@@ -32,6 +32,7 @@ using search_problem::CountsOf;
 using search_problem::GroupBlocks;
 using search_problem::GroupLayers;
 using search_problem::MostDevicesPerLayer;
+using search_problem::OwnCharges;
 using search_problem::SearchNodes;
 using search_problem::SetNodeCosts;
 
@@ -266,6 +267,7 @@ struct AdditiveLevel {
 // null where the graph has no block or the options never search blocks), and which of them each
 // sync weight's solve uses.
 struct AdditiveLevels {
+  OwnCharges charges;  // every layer's at every candidate count, for SetNodeCosts
   AdditiveLevel layers;
   std::optional<AdditiveLevel> blocks;
   SearchGranularity granularity = SearchGranularity::kLayers;
@@ -285,6 +287,7 @@ AdditiveLevels MakeAdditiveLevels(const Graph& graph, const CostModel& model,
                                   const std::vector<int>& candidates, const PlanOptions& options,
                                   double budget_gpu_ms, double tolerance_gpu_ms) {
   AdditiveLevels levels;
+  levels.charges = OwnCharges(graph, model, candidates);
   levels.granularity = options.granularity;
   levels.layer_weight = options.gradient_sync.overlap ? 0.0 : 1.0;
   auto make = [&](std::vector<int> group_of, int num_groups) {
@@ -316,22 +319,22 @@ StatusOr<std::vector<Candidate>> AdditiveAnswers(
     const Graph& graph, FullModel& full, AdditiveLevels& levels, const std::vector<int>& candidates,
     const CountBounds& bounds, const std::vector<int>& data_parallel_counts,
     bool data_parallel_fits, double single_device_ms, bool single_device_fits) {
-  const CostModel& model = full.model();
   const bool data_parallel_trains =
       data_parallel_fits && WithinMostDevices(data_parallel_counts, bounds.most);
+  ASSIGN_OR_RETURN(const AdditiveCost data_parallel_cost,
+                   AdditiveCost::Of(graph, full.model(), data_parallel_counts));
   std::vector<Candidate> answers;
   for (const double sync_weight : {1.0, 0.5, 0.0}) {
     AdditiveLevel& level = levels.For(sync_weight);
     SeriesParallelProblem& problem = level.problem;
     RETURN_IF_ERROR(
-        SetNodeCosts(graph, model, candidates, bounds, level.nodes, sync_weight, &problem));
+        SetNodeCosts(graph, levels.charges, bounds, level.nodes, sync_weight, &problem));
     if (!level.schedule) {
       StatusOr<series_parallel::Schedule> built = series_parallel::BuildSchedule(problem);
       if (!built.ok()) return built.status().WithContext("graph '" + graph.name() + "'");
       level.schedule = std::move(*built);
     }
-    ASSIGN_OR_RETURN(const CostPoint data_parallel,
-                     AdditiveCost(graph, model, data_parallel_counts, sync_weight));
+    const CostPoint data_parallel = data_parallel_cost.At(sync_weight);
     // One device bounds the search only where it fits the limit: with a profile whose time per
     // sample rises with the batch it may not (CostModel::LeastDeviceMs).
     problem.incumbent_time_ms = single_device_fits ? single_device_ms : kInfinity;

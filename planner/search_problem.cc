@@ -51,13 +51,10 @@ bool IsElementwise(Op op) {
   }
 }
 
-// The additive charge of a layer's own work on `devices` devices: compute, batch norm's
-// statistics, and `sync_weight` x its amortised gradient all-reduce (1: as if nothing were
-// hidden; 0: as if all were).
-double OwnMs(const CostModel& model, int layer_id, int devices, const LayerTime& time,
-             double sync_weight) {
-  return time.total_ms() + 2.0 * model.BatchNormSyncMs(layer_id, devices) +
-         sync_weight * model.AmortisedGradientSyncMs(layer_id, devices);
+// A layer's own charges on `devices` devices apart from the gradient sync: compute and batch
+// norm's statistics.
+double BaseMs(const CostModel& model, int layer_id, int devices, const LayerTime& time) {
+  return time.total_ms() + 2.0 * model.BatchNormSyncMs(layer_id, devices);
 }
 
 // An activation that crosses from one node to another.
@@ -209,9 +206,25 @@ std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& opti
   return most_per_layer;
 }
 
-Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const CountBounds& bounds, const SearchNodes& nodes, double sync_weight,
-                    SeriesParallelProblem* problem) {
+OwnCharges::OwnCharges(const Graph& graph, const CostModel& model, const std::vector<int>& counts)
+    : counts_(counts), charges_(static_cast<size_t>(graph.num_layers()) * counts.size()) {
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    for (size_t k = 0; k < counts.size(); ++k) {
+      Charge& charge = charges_[static_cast<size_t>(id) * counts.size() + k];
+      StatusOr<LayerTime> time = model.Compute(id, counts[k]);
+      if (!time.ok()) {
+        charge.status = time.status();
+        continue;
+      }
+      charge.base_ms = BaseMs(model, id, counts[k], *time);
+      charge.sync_ms = model.AmortisedGradientSyncMs(id, counts[k]);
+    }
+  }
+}
+
+Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBounds& bounds,
+                    const SearchNodes& nodes, double sync_weight, SeriesParallelProblem* problem) {
+  const std::vector<int>& counts = charges.counts();
   problem->node_costs.assign(nodes.count, {});
   problem->node_names.assign(nodes.count, "");
   problem->node_costs[SeriesParallelProblem::kSource] = {CostPoint{}};
@@ -230,13 +243,13 @@ Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vecto
         costs[k].time_ms = kInfinity;
         continue;
       }
-      StatusOr<LayerTime> time = model.Compute(id, counts[k]);
-      if (!time.ok()) {
-        if (time.status().code() != StatusCode::kOutOfRange) return time.status();
+      const OwnCharges::Charge& charge = charges.At(id, k);
+      if (!charge.status.ok()) {
+        if (charge.status.code() != StatusCode::kOutOfRange) return charge.status;
         costs[k].time_ms = kInfinity;
         continue;
       }
-      const double ms = OwnMs(model, id, counts[k], *time, sync_weight);
+      const double ms = charge.base_ms + sync_weight * charge.sync_ms;
       costs[k].time_ms += ms;
       costs[k].gpu_ms += ms * counts[k];
     }
@@ -279,16 +292,27 @@ void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>
   }
 }
 
-StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
-                                 const std::vector<int>& counts, double sync_weight) {
-  CostPoint cost;
+StatusOr<AdditiveCost> AdditiveCost::Of(const Graph& graph, const CostModel& model,
+                                        const std::vector<int>& counts) {
+  AdditiveCost cost;
+  cost.terms_.reserve(static_cast<size_t>(graph.num_layers()));
   for (int id = 0; id < graph.num_layers(); ++id) {
     const int devices = counts[static_cast<size_t>(id)];
     ASSIGN_OR_RETURN(const LayerCost layer, model.CostOf(id, counts));
     const LayerTime time{layer.forward_ms, layer.backward_ms};
-    const double own_ms = OwnMs(model, id, devices, time, sync_weight);
-    cost.time_ms += own_ms + layer.resplit_ms;
-    cost.gpu_ms += own_ms * devices + layer.resplit_device_ms;
+    cost.terms_.push_back(Term{devices, BaseMs(model, id, devices, time),
+                               model.AmortisedGradientSyncMs(id, devices), layer.resplit_ms,
+                               layer.resplit_device_ms});
+  }
+  return cost;
+}
+
+CostPoint AdditiveCost::At(double sync_weight) const {
+  CostPoint cost;
+  for (const Term& term : terms_) {
+    const double own_ms = term.base_ms + sync_weight * term.sync_ms;
+    cost.time_ms += own_ms + term.resplit_ms;
+    cost.gpu_ms += own_ms * term.devices + term.resplit_device_ms;
   }
   return cost;
 }

@@ -58,14 +58,40 @@ struct CountBounds {
   }
 };
 
-// Node costs: every member's own cost (compute, batch norm's statistics and `sync_weight` x its
-// amortised gradient all-reduce: 1 as if nothing were hidden, 0 as if all were) at each
-// candidate count. A count the profile cannot time (OUT_OF_RANGE, e.g. a batch beyond the
-// measured range) or outside a member's bounds is excluded (infinite time); any other error of
-// the cost model is returned. Replaces problem's node costs and names; leaves its edges.
-Status SetNodeCosts(const Graph& graph, const CostModel& model, const std::vector<int>& counts,
-                    const CountBounds& bounds, const SearchNodes& nodes, double sync_weight,
-                    SeriesParallelProblem* problem);
+// Every layer's own charges at every candidate count, worked out once for the search's solves
+// at its three sync weights: compute with batch norm's statistics (`base_ms`), and the amortised
+// gradient all-reduce (`sync_ms`), so that the charge at weight w is base_ms + w x sync_ms, the
+// sum SetNodeCosts made afresh per weight before, to the bit. An error of the cost model at a
+// count is kept with it (OUT_OF_RANGE: the profile cannot time that count) and answered where
+// the count is used.
+class OwnCharges {
+ public:
+  struct Charge {
+    Status status;
+    double base_ms = 0;
+    double sync_ms = 0;
+  };
+
+  OwnCharges() = default;
+  OwnCharges(const Graph& graph, const CostModel& model, const std::vector<int>& counts);
+
+  const std::vector<int>& counts() const { return counts_; }
+  const Charge& At(int layer_id, size_t count_index) const {
+    return charges_[static_cast<size_t>(layer_id) * counts_.size() + count_index];
+  }
+
+ private:
+  std::vector<int> counts_;
+  std::vector<Charge> charges_;  // [layer][count index]
+};
+
+// Node costs: every member's own charge (OwnCharges at `sync_weight`: 1 as if no gradient sync
+// were hidden, 0 as if all were) at each of the charges' counts. A count the profile cannot
+// time (OUT_OF_RANGE, e.g. a batch beyond the measured range) or outside a member's bounds is
+// excluded (infinite time); any other error of the cost model is returned. Replaces problem's
+// node costs and names; leaves its edges.
+Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBounds& bounds,
+                    const SearchNodes& nodes, double sync_weight, SeriesParallelProblem* problem);
 
 // Edges: activation re-splits between groups (several tensors between the same two groups
 // share one edge, in order of (from, to) nodes; forward and backward as CostModel::ResplitMs,
@@ -76,9 +102,24 @@ void AddEdges(const Graph& graph, const CostModel& model, const std::vector<int>
               const SearchNodes& nodes, SeriesParallelProblem* problem);
 
 // What the search's additive objective charges for these per-layer counts: every layer's own
-// cost (as SetNodeCosts) and re-splits in, device time as the problem's nodes and edges count it.
-StatusOr<CostPoint> AdditiveCost(const Graph& graph, const CostModel& model,
-                                 const std::vector<int>& counts, double sync_weight);
+// cost (as SetNodeCosts) and re-splits in, device time as the problem's nodes and edges count it;
+// at any sync weight, from terms worked out once.
+class AdditiveCost {
+ public:
+  static StatusOr<AdditiveCost> Of(const Graph& graph, const CostModel& model,
+                                   const std::vector<int>& counts);
+  CostPoint At(double sync_weight) const;
+
+ private:
+  struct Term {
+    int devices = 0;
+    double base_ms = 0;  // compute and batch norm's statistics
+    double sync_ms = 0;  // the amortised gradient all-reduce
+    double resplit_ms = 0;
+    double resplit_device_ms = 0;
+  };
+  std::vector<Term> terms_;  // per layer
+};
 
 // The search's answer as per-layer counts: each layer on its node's chosen candidate count.
 // `solution` must be a found solution of a problem built on `nodes` and `candidates`.
