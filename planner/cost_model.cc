@@ -458,10 +458,10 @@ GradientSyncTimeline CostModel::ScheduleSync(const std::vector<DeviceRange>& ran
 }
 
 double CostModel::TallySync(const std::vector<DeviceRange>& ranges,
-                            const std::vector<LayerCost>& costs) const {
+                            const std::vector<LayerCost>& costs, bool from_rank_zero) const {
   sync_tally_.Start(graph_.num_layers(), options_.gradient_sync);
   double backward_end_ms = 0;
-  if (FromRankZero(ranges)) {
+  if (from_rank_zero) {
     // The search's plans: no list of gradients, each goes to its bucket as it becomes ready.
     backward_end_ms = SerialBackward(
         ranges, costs, [&](const ReadyGradient& gradient) { sync_tally_.Add(gradient); });
@@ -470,7 +470,9 @@ double CostModel::TallySync(const std::vector<DeviceRange>& ranges,
     for (const ReadyGradient& gradient : passes.gradients) sync_tally_.Add(gradient);
     backward_end_ms = passes.backward_end_ms;
   }
-  sync_tally_.Finish(backward_end_ms, cluster_, tied_layers_, tied_bytes_, RanksSpanned(ranges));
+  // The world only matters to tied parameters: most models have none, so skip the walk.
+  const int world = tied_layers_.empty() ? 0 : RanksSpanned(ranges);
+  sync_tally_.Finish(backward_end_ms, cluster_, tied_layers_, tied_bytes_, world);
   return backward_end_ms;
 }
 
@@ -603,7 +605,8 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
                                          const std::vector<LayerCost>& costs,
                                          std::vector<LayerPlacement>* layers) const {
   ASSIGN_OR_RETURN(const double least_device_ms, LeastDeviceMs(num_devices));
-  const double backward_end_ms = TallySync(ranges, costs);
+  const bool from_rank_zero = FromRankZero(ranges);
+  const double backward_end_ms = TallySync(ranges, costs, from_rank_zero);
   const std::vector<double>& exposed = sync_tally_.exposed_by_layer();
   PlanTotals totals;
   double gpu_ms = 0;
@@ -619,8 +622,7 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
     totals.devices_used = std::max(totals.devices_used, range.end());
   }
   // Serial: the layers' sum (the same time, summed as the per-layer figures show it).
-  totals.iteration_ms =
-      FromRankZero(ranges) ? layers_ms : backward_end_ms + sync_tally_.exposed_ms();
+  totals.iteration_ms = from_rank_zero ? layers_ms : backward_end_ms + sync_tally_.exposed_ms();
   totals.gpu_seconds = gpu_ms / 1000.0;
   totals.amplification = least_device_ms > 0 ? gpu_ms / least_device_ms : 0;
   return totals;

@@ -281,9 +281,10 @@ class CostModel {
   GradientSyncTimeline ScheduleSync(const std::vector<DeviceRange>& ranges,
                                     const std::vector<LayerCost>& costs) const;
   // ScheduleSync's exposed tail, per layer and in total, into sync_tally_ (the same values, to
-  // the bit, without the timeline's lists); returns the end of backward.
-  double TallySync(const std::vector<DeviceRange>& ranges,
-                   const std::vector<LayerCost>& costs) const;
+  // the bit, without the timeline's lists); returns the end of backward. `from_rank_zero`:
+  // FromRankZero(ranges).
+  double TallySync(const std::vector<DeviceRange>& ranges, const std::vector<LayerCost>& costs,
+                   bool from_rank_zero) const;
 
   const Graph& graph_;
   const Profile& profile_;
