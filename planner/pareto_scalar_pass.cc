@@ -12,13 +12,14 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Only series cells' choices are written: nothing reads the others'.
 template <bool kBreakTies>
 void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& schedule,
-                     const NodeTable& nodes, double w_time, double w_gpu, ScalarTables& s) {
+                     const NodeTable& nodes, double w_time, double w_gpu, ScalarTables& s,
+                     ScalarWork& work) {
   for (const Step& step : schedule.steps) {
     const TableShape& shape = schedule.tables[static_cast<size_t>(step.result)];
     const size_t cells = static_cast<size_t>(shape.cells());
     double* weight = &s.weight[shape.offset];
-    int32_t* choice = &s.choice[shape.offset];
-    double* gpu = kBreakTies ? &s.gpu[shape.offset] : nullptr;
+    int32_t* choice = &work.choice[shape.offset];
+    double* gpu = kBreakTies ? &work.gpu[shape.offset] : nullptr;
     if (step.kind == Step::kLeaf) {
       const CostPoint* costs = problem.edges[static_cast<size_t>(step.edge)].cells.data();
       for (size_t c = 0; c < cells; ++c) {
@@ -38,7 +39,7 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
       for (size_t c = 0; c < cells; ++c) weight[c] = p[c] + q[c];
       if constexpr (kBreakTies) {
         for (size_t c = 0; c < cells; ++c)
-          gpu[c] = s.gpu[first.offset + c] + s.gpu[second.offset + c];
+          gpu[c] = work.gpu[first.offset + c] + work.gpu[second.offset + c];
       }
       continue;
     }
@@ -64,8 +65,8 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
         }
         const double* right_weight = &s.weight[second.offset + static_cast<size_t>(j)];
         auto gpu_through = [&](int k) {
-          return s.gpu[left_row + static_cast<size_t>(k)] + nodes.costs[middle + k].gpu_ms +
-                 s.gpu[second.offset + static_cast<size_t>(k) * right_stride + j];
+          return work.gpu[left_row + static_cast<size_t>(k)] + nodes.costs[middle + k].gpu_ms +
+                 work.gpu[second.offset + static_cast<size_t>(k) * right_stride + j];
         };
         double best_weight = kInfinity;
         int best = -1;
@@ -93,12 +94,12 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
 // Fills `out` (its buffers are reused) with the least weighted cost of every cell.
 void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
                    const NodeTable& nodes, double w_time, double w_gpu, bool break_ties_by_gpu,
-                   ScalarTables* out) {
+                   ScalarTables* out, ScalarWork* work) {
   ScalarTables& s = *out;
   // Every step writes every cell of its table that is read later: no clearing needed.
   s.weight.resize(schedule.total_cells);
-  s.choice.resize(schedule.total_cells);
-  if (break_ties_by_gpu) s.gpu.resize(schedule.total_cells);
+  work->choice.resize(schedule.total_cells);
+  if (break_ties_by_gpu) work->gpu.resize(schedule.total_cells);
   s.node_weight.resize(nodes.costs.size());
   for (size_t c = 0; c < nodes.costs.size(); ++c) {
     const CostPoint& node = nodes.costs[c];
@@ -107,9 +108,9 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
         std::isinf(node.time_ms) ? kInfinity : w_time * node.time_ms + w_gpu * node.gpu_ms;
   }
   if (break_ties_by_gpu) {
-    ScalarPassSteps<true>(problem, schedule, nodes, w_time, w_gpu, s);
+    ScalarPassSteps<true>(problem, schedule, nodes, w_time, w_gpu, s, *work);
   } else {
-    ScalarPassSteps<false>(problem, schedule, nodes, w_time, w_gpu, s);
+    ScalarPassSteps<false>(problem, schedule, nodes, w_time, w_gpu, s, *work);
   }
 }
 
@@ -119,7 +120,8 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
 // is reused between calls.
 SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
                                       const Schedule& schedule, const NodeTable& nodes,
-                                      const ScalarTables& s, std::vector<ChosenCell>* scratch) {
+                                      const ScalarTables& s, const ScalarWork& work,
+                                      std::vector<ChosenCell>* scratch) {
   SeriesParallelSolution solution;
   solution.choices.assign(problem.node_costs.size(), 0);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
@@ -135,7 +137,7 @@ SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
     int first_cell = cell, second_cell = cell;
     if (step.kind == Step::kSeries) {
       const TableShape& shape = schedule.tables[static_cast<size_t>(visits[v].table)];
-      const int k = s.choice[shape.offset + static_cast<size_t>(cell)];
+      const int k = work.choice[shape.offset + static_cast<size_t>(cell)];
       solution.choices[static_cast<size_t>(step.node)] = k;
       first_cell = cell / shape.cols * schedule.tables[static_cast<size_t>(step.first)].cols + k;
       second_cell = k * schedule.tables[static_cast<size_t>(step.second)].cols + cell % shape.cols;

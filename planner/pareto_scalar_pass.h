@@ -49,19 +49,24 @@ class FlatArray {
   size_t capacity_ = 0;
 };
 
-// One scalar pass's result, structure of arrays over the schedule's flat cells. `weight` is the
+// One scalar pass's result, structure of arrays over the schedule's flat cells: `weight` is the
 // cell's least w_time x time + w_gpu x gpu (the "inside" value), infinity where the cell has no
-// solution; `choice` is a series cell's middle-node choice. Where a cell came from follows from
-// the schedule and `choice`, so no back-pointers are stored, and the final solution's own time
-// and GPU-time are re-added along its choices (ScalarSolution) rather than kept for every cell.
+// solution. What the later bounds read of a pass; kept per pass.
 struct ScalarTables {
   FlatArray<double> weight;
+  FlatArray<double> node_weight;  // per flat node choice; infinity where it cannot be taken
+};
+
+// A pass's working arrays, read only until its solution is (ScalarSolution), so one set serves
+// every pass. `choice` is a series cell's middle-node choice: where a cell came from follows from
+// the schedule and `choice`, so no back-pointers are stored, and the final solution's own time
+// and GPU-time are re-added along its choices rather than kept for every cell.
+struct ScalarWork {
   FlatArray<int32_t> choice;
   // Only when ties are broken: the GPU-time of each cell's solution, so that of two choices of
   // equal weight the one using less GPU-time wins (the fastest pass: of equally fast layers'
   // counts, the fewest devices).
   FlatArray<double> gpu;
-  FlatArray<double> node_weight;  // per flat node choice; infinity where it cannot be taken
 };
 
 // One chosen cell on the way down a pass's solution (ScalarSolution).
@@ -73,10 +78,11 @@ struct ChosenCell {
   CostPoint cost{};  // summed on the way back up
 };
 
-// Fills `out` (its buffers are reused) with the least weighted cost of every cell.
+// Fills `out` (its buffers are reused) with the least weighted cost of every cell, and `work`
+// with the cells' choices (until the next pass into it).
 void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedule,
                    const NodeTable& nodes, double w_time, double w_gpu, bool break_ties_by_gpu,
-                   ScalarTables* out);
+                   ScalarTables* out, ScalarWork* work);
 
 // A pass's final solution: every node's choice (0 for the source and sink) and its time and
 // GPU-time, re-added along the chosen cells in the same order as the pass would have summed
@@ -84,6 +90,7 @@ void RunScalarPass(const SeriesParallelProblem& problem, const Schedule& schedul
 // is reused between calls.
 SeriesParallelSolution ScalarSolution(const SeriesParallelProblem& problem,
                                       const Schedule& schedule, const NodeTable& nodes,
-                                      const ScalarTables& s, std::vector<ChosenCell>* scratch);
+                                      const ScalarTables& s, const ScalarWork& work,
+                                      std::vector<ChosenCell>* scratch);
 
 }  // namespace deepool::planner::series_parallel

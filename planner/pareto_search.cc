@@ -59,6 +59,7 @@ using series_parallel::NodeTable;
 using series_parallel::RunScalarPass;
 using series_parallel::ScalarSolution;
 using series_parallel::ScalarTables;
+using series_parallel::ScalarWork;
 using series_parallel::Schedule;
 using series_parallel::Step;
 using series_parallel::TableShape;
@@ -426,6 +427,7 @@ struct SolveScratch {
   // `passes`), kept for a solve again at another budget; null: none.
   Bounds bounds;
   const ScalarTables* bounds_at = nullptr;
+  ScalarWork work;  // every pass's choices, until its solution is read
   std::vector<ChosenCell> chosen_cells;
   ParetoWorkspace workspace;
 };
@@ -505,9 +507,9 @@ const ScalarPass& PassAt(const SolveContext& context, double w_time, double w_gp
   pass.w_gpu = w_gpu;
   pass.break_ties_by_gpu = break_ties_by_gpu;
   RunScalarPass(context.problem, context.schedule, context.nodes, w_time, w_gpu, break_ties_by_gpu,
-                &pass.tables);
+                &pass.tables, &scratch->work);
   pass.solution = ScalarSolution(context.problem, context.schedule, context.nodes, pass.tables,
-                                 &scratch->chosen_cells);
+                                 scratch->work, &scratch->chosen_cells);
   return pass;
 }
 
