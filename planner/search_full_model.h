@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -57,6 +58,8 @@ class FullModel {
   struct Known {
     PlanTotals totals;
     std::vector<LayerCost> costs;  // CostOf every layer, before the gradient sync's share
+    double own_ms = 0;             // the sums of their times and device times
+    double own_device_ms = 0;
   };
 
   StatusOr<PlanTotals> Remember(const std::vector<int>& counts,
@@ -66,13 +69,14 @@ class FullModel {
   const CostModel& model_;
   const int num_devices_;
   std::unordered_map<std::vector<int>, Known, CountsHash> known_;
-  // The layer costs of `moved` from `base_costs`: the layers [begin, end) and their consumers
-  // costed again.
-  Status CostsOfMove(const std::vector<LayerCost>& base_costs, const std::vector<int>& moved,
-                     size_t begin, size_t end, std::vector<LayerCost>* costs);
+  // Into changed_costs_: the costs in `moved` of the layers [begin, end) and their consumers,
+  // the layers whose costs differ from the plan it moved from.
+  Status CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end);
 
-  std::vector<bool> changed_;          // CostsOfMove's, kept for its capacity
-  std::vector<LayerCost> move_costs_;  // TotalsOfMoveIfBetter's, kept for its capacity
+  // CostsOfMove's, kept for their capacity; changed_ is all false between calls.
+  std::vector<bool> changed_;
+  std::vector<size_t> changed_ids_;
+  std::vector<std::pair<size_t, LayerCost>> changed_costs_;
 };
 
 }  // namespace deepool::planner::internal
