@@ -146,8 +146,8 @@ LayerMemory EstimateLayerMemory(const Graph& graph, int layer_id,
   if (width < kFp32Bytes && CastsWeights(layer.op)) memory.fixed_saved_bytes = layer.params * width;
   memory.saved_bytes_per_sample = SavedPerSample(graph, layer_id, width);
   // The loss keeps log-softmax's fp32 result of every output it reads.
-  for (int output : graph.output_ids()) {
-    if (output == layer_id) memory.saved_bytes_per_sample += layer.output_bytes;
+  for (const GraphOutput& output : graph.outputs()) {
+    if (output.layer == layer.name) memory.saved_bytes_per_sample += layer.output_bytes;
   }
   memory.workspace_bytes_per_sample = WorkspacePerSample(graph, layer, width);
   return memory;
