@@ -408,13 +408,15 @@ class ParetoPass {
 // hundreds of kilobytes: allocated afresh each time, glibc maps and unmaps them (or trims the
 // heap) on every call, and the page faults cost a large share of a sub-millisecond plan. Every
 // pass overwrites what it reads, so nothing carries over from one solve to the next.
-// One scalar pass at (w_time, w_gpu): its tables and its final solution.
+// One scalar pass at (w_time, w_gpu): its final weight and solution, and its tables while one
+// of the scratch's buffers still holds them (null once another pass has overwritten them).
 struct ScalarPass {
   double w_time = 0;
   double w_gpu = 0;
   bool break_ties_by_gpu = false;
-  ScalarTables tables;
+  double final_weight = 0;
   SeriesParallelSolution solution;
+  const ScalarTables* tables = nullptr;
 };
 
 struct SolveScratch {
@@ -423,10 +425,13 @@ struct SolveScratch {
   uint64_t memo_id = 0;
   std::vector<std::unique_ptr<ScalarPass>> passes;
   size_t passes_used = 0;
-  // The Pareto passes' bounds, with the outside values of the pass `bounds_at` (one of
+  // The tables the bounds read: the fastest and leanest passes', and the chord method's in two
+  // buffers, so that a trial never overwrites the pass at the best lambda so far.
+  ScalarTables fastest_tables, leanest_tables, chord_tables[2];
+  // The Pareto passes' bounds, with the outside values of the pass at `bounds_at` (one of
   // `passes`), kept for a solve again at another budget; null: none.
   Bounds bounds;
-  const ScalarTables* bounds_at = nullptr;
+  const ScalarPass* bounds_at = nullptr;
   ScalarWork work;  // every pass's choices, until its solution is read
   std::vector<ChosenCell> chosen_cells;
   ParetoWorkspace workspace;
@@ -489,11 +494,26 @@ struct SolveContext {
   double budget;
 };
 
-// The scalar pass at (w_time, w_gpu) of the memo's problem: run once, then found again.
-const ScalarPass& PassAt(const SolveContext& context, double w_time, double w_gpu,
-                         bool break_ties_by_gpu, SolveScratch* scratch) {
+// Runs `pass` into `into` (a buffer of the scratch): the pass whose tables were there loses them.
+void RunPassInto(const SolveContext& context, ScalarPass* pass, ScalarTables* into,
+                 SolveScratch* scratch) {
   for (size_t p = 0; p < scratch->passes_used; ++p) {
-    const ScalarPass& pass = *scratch->passes[p];
+    if (scratch->passes[p]->tables == into) scratch->passes[p]->tables = nullptr;
+  }
+  RunScalarPass(context.problem, context.schedule, context.nodes, pass->w_time, pass->w_gpu,
+                pass->break_ties_by_gpu, into, &scratch->work);
+  pass->final_weight = into->weight[context.final_cell];
+  pass->solution = ScalarSolution(context.problem, context.schedule, context.nodes, *into,
+                                  scratch->work, &scratch->chosen_cells);
+  pass->tables = into;
+}
+
+// The scalar pass at (w_time, w_gpu) of the memo's problem: run once (into `into`), then found
+// again.
+ScalarPass& PassAt(const SolveContext& context, double w_time, double w_gpu, bool break_ties_by_gpu,
+                   ScalarTables* into, SolveScratch* scratch) {
+  for (size_t p = 0; p < scratch->passes_used; ++p) {
+    ScalarPass& pass = *scratch->passes[p];
     if (pass.w_time == w_time && pass.w_gpu == w_gpu &&
         pass.break_ties_by_gpu == break_ties_by_gpu) {
       return pass;
@@ -506,11 +526,16 @@ const ScalarPass& PassAt(const SolveContext& context, double w_time, double w_gp
   pass.w_time = w_time;
   pass.w_gpu = w_gpu;
   pass.break_ties_by_gpu = break_ties_by_gpu;
-  RunScalarPass(context.problem, context.schedule, context.nodes, w_time, w_gpu, break_ties_by_gpu,
-                &pass.tables, &scratch->work);
-  pass.solution = ScalarSolution(context.problem, context.schedule, context.nodes, pass.tables,
-                                 scratch->work, &scratch->chosen_cells);
+  pass.tables = nullptr;
+  RunPassInto(context, &pass, into, scratch);
   return pass;
+}
+
+// The tables of `pass`, run again into `into` where another pass has overwritten them.
+const ScalarTables& TablesOf(const SolveContext& context, ScalarPass* pass, ScalarTables* into,
+                             SolveScratch* scratch) {
+  if (pass->tables == nullptr) RunPassInto(context, pass, into, scratch);
+  return *pass->tables;
 }
 
 // The state of the Lagrangian relaxation: the best feasible solution so far, the best lower
@@ -519,9 +544,9 @@ struct Relaxation {
   SeriesParallelSolution best;
   double lower_bound = 0;
   double best_lambda = 0;
-  const ScalarTables* at_best_lambda = nullptr;
-  const ScalarTables* fastest = nullptr;  // the passes at (1, 0) and (0, 1)
-  const ScalarTables* leanest = nullptr;
+  ScalarPass* at_best_lambda = nullptr;
+  ScalarPass* fastest = nullptr;  // the passes at (1, 0) and (0, 1)
+  ScalarPass* leanest = nullptr;
 
   // The bound meets the best solution: it is optimal.
   bool GapClosed() const {
@@ -544,8 +569,12 @@ void RunChordMethod(const SolveContext& context, CostPoint over, SolveScratch* s
        ++step) {
     const double lambda = (within.time_ms - over.time_ms) / (over.gpu_ms - within.gpu_ms);
     if (!(lambda > 0) || std::isinf(lambda)) break;
-    const ScalarPass& trial = PassAt(context, 1, lambda, /*break_ties_by_gpu=*/false, scratch);
-    const double weight = trial.tables.weight[context.final_cell];
+    // Into the chord buffer that does not hold the pass at the best lambda so far.
+    ScalarTables* into = r.at_best_lambda->tables == &scratch->chord_tables[0]
+                             ? &scratch->chord_tables[1]
+                             : &scratch->chord_tables[0];
+    ScalarPass& trial = PassAt(context, 1, lambda, /*break_ties_by_gpu=*/false, into, scratch);
+    const double weight = trial.final_weight;
     if (std::isinf(weight)) break;
     const CostPoint found = trial.solution.cost;
     const bool fits = found.gpu_ms <= context.budget;
@@ -554,7 +583,7 @@ void RunChordMethod(const SolveContext& context, CostPoint over, SolveScratch* s
     if (bound > r.lower_bound) {
       r.lower_bound = bound;
       r.best_lambda = lambda;
-      r.at_best_lambda = &trial.tables;  // for the bounds of the Pareto passes
+      r.at_best_lambda = &trial;  // for the bounds of the Pareto passes
     }
     const double chord = over.time_ms + lambda * over.gpu_ms;
     if (weight >= chord - kRelativeSlack * chord) break;  // no hull point below the chord
@@ -569,15 +598,20 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
                                        SolveScratch* scratch) {
   const double incumbent =
       std::min(relaxation.best.cost.time_ms, context.problem.incumbent_time_ms);
+  const ScalarTables& fastest =
+      TablesOf(context, relaxation.fastest, &scratch->fastest_tables, scratch);
+  const ScalarTables& leanest =
+      TablesOf(context, relaxation.leanest, &scratch->leanest_tables, scratch);
+  const ScalarTables& at_lambda =
+      TablesOf(context, relaxation.at_best_lambda, &scratch->chord_tables[0], scratch);
   Bounds& bounds = scratch->bounds;
   if (scratch->bounds_at != relaxation.at_best_lambda) {
     bounds.lambda = relaxation.best_lambda;
-    bounds.FillOutside(context.schedule, context.nodes, *relaxation.fastest, *relaxation.leanest,
-                       *relaxation.at_best_lambda);
+    bounds.FillOutside(context.schedule, context.nodes, fastest, leanest, at_lambda);
     scratch->bounds_at = relaxation.at_best_lambda;
   }
-  bounds.FillLeastTargets(context.schedule.total_cells, *relaxation.fastest, *relaxation.leanest,
-                          *relaxation.at_best_lambda, context.budget);
+  bounds.FillLeastTargets(context.schedule.total_cells, fastest, leanest, at_lambda,
+                          context.budget);
   for (double target : ParetoTargets(bounds, relaxation.lower_bound, incumbent)) {
     ParetoPass pass(context.problem, context.schedule, context.nodes, bounds, target,
                     &scratch->workspace);
@@ -599,19 +633,21 @@ SeriesParallelSolution SolveWithinBudget(const SolveContext& context, uint64_t m
   scratch.chosen_cells.reserve(2 * context.schedule.steps.size() + 1);
   // The fastest solution regardless of GPU-time (of equally fast ones, the leanest); optimal
   // when it fits the budget.
-  const ScalarPass& fastest = PassAt(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch);
+  ScalarPass& fastest =
+      PassAt(context, 1, 0, /*break_ties_by_gpu=*/true, &scratch.fastest_tables, &scratch);
   if (!fastest.solution.found || fastest.solution.cost.gpu_ms <= context.budget) {
     return fastest.solution;
   }
   // The least GPU-time: when even that does not fit, nothing does.
-  const ScalarPass& leanest = PassAt(context, 0, 1, /*break_ties_by_gpu=*/false, &scratch);
+  ScalarPass& leanest =
+      PassAt(context, 0, 1, /*break_ties_by_gpu=*/false, &scratch.leanest_tables, &scratch);
   if (!(leanest.solution.cost.gpu_ms <= context.budget)) return SeriesParallelSolution{};
   Relaxation relaxation;
   relaxation.best = leanest.solution;
-  relaxation.fastest = &fastest.tables;
-  relaxation.leanest = &leanest.tables;
-  relaxation.lower_bound = fastest.tables.weight[context.final_cell];
-  relaxation.at_best_lambda = &fastest.tables;
+  relaxation.fastest = &fastest;
+  relaxation.leanest = &leanest;
+  relaxation.lower_bound = fastest.final_weight;
+  relaxation.at_best_lambda = &fastest;
   RunChordMethod(context, fastest.solution.cost, &scratch, &relaxation);
   if (relaxation.GapClosed()) return std::move(relaxation.best);  // proved optimal
   return RunParetoPasses(context, std::move(relaxation), &scratch);
