@@ -2,7 +2,8 @@
 // dgx-a100 nodes) and on a generated 1,000-layer chain on 4,096 devices, with each plan's
 // predicted speed-up over data parallelism. Prints a Markdown table for docs/benchmarks.md:
 // the first call of each case (cold for the first case; the process has planned the earlier
-// cases before the others) and the median of the repeats.
+// cases before the others; with --warm-up M, after a plan of model M) and the median of the
+// repeats.
 //
 // --processes N times what a user meets instead: whole `deepool ... --json` processes (start,
 // loading shared libraries, graph, plan, printing), N of each, `deepool` (the offline commands
@@ -10,6 +11,7 @@
 //
 //   build/bin/deepool-bench-planner [--repeats N] [--limit X] [--model NAME] [--gpus G]
 //                                   [--global-batch B] [--serial-sync] [--memory-gb GB]
+//                                   [--warm-up MODEL]
 //   build/bin/deepool-bench-planner --processes N
 //
 // --curve G times speed-up curves instead: PlanSpeedupCurve over 1..G devices (first call and
@@ -30,6 +32,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,7 +103,7 @@ GradientSyncOptions SerialSync() {
 
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
         int64_t only_batch, bool serial_sync, bool concurrent_branches,
-        SearchGranularity granularity, double memory_gb) {
+        SearchGranularity granularity, double memory_gb, const std::string& warm_up) {
   const DeviceModel a100 = DevicePreset("a100").value();
   const auto profile = MakeAnalyticalProfile(a100);
   const Cluster node = ClusterPreset("dgx-a100").value();
@@ -120,6 +123,15 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     }
   }
   cases.push_back(Case{"chain1000", LongChain(1000), 4096, 4096});
+  std::optional<Graph> warm_up_graph;
+  if (!warm_up.empty()) {
+    StatusOr<Graph> built = zoo::BuildModel(warm_up);
+    if (!built.ok()) {
+      std::fprintf(stderr, "--warm-up: %s\n", built.status().ToString().c_str());
+      return 1;
+    }
+    warm_up_graph = std::move(*built);
+  }
 
   std::printf(
       "| model | layers | G | B | limit | first call CPU ms | first call wall ms | CPU ms (median "
@@ -141,6 +153,16 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
     const Cluster cluster = ResizeCluster(node, c.devices);
     std::vector<double> wall, cpu;
     StatusOr<Plan> plan = InternalError("not run");
+    if (warm_up_graph) {
+      // A process that has planned another model first: what a coordinator meets when a job of
+      // a model it has not planned before arrives (nothing of one plan is kept for the next).
+      StatusOr<Plan> other = PlanBurstParallel(*warm_up_graph, *profile, cluster, options);
+      if (!other.ok()) {
+        std::fprintf(stderr, "--warm-up %s G=%d: %s\n", warm_up.c_str(), c.devices,
+                     other.status().ToString().c_str());
+        return 1;
+      }
+    }
     for (int r = 0; r < repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
       const double cpu_start = CpuSeconds();
@@ -346,6 +368,11 @@ int main(int argc, char** argv) {
                  "instead: time N whole `deepool plan` processes of each kind, deepool against "
                  "deepool-full")
       ->check(CLI::Range(1, 1000000));
+  std::string warm_up;
+  app.add_option("--warm-up", warm_up,
+                 "plan this zoo model once (same options) before each case's first call, so that "
+                 "it is the first call for a new model in a process that has planned before, as "
+                 "in a running coordinator");
   int curve = 0;
   app.add_option("--curve", curve,
                  "instead: time speed-up curves over 1..G devices against the G plans one by one")
@@ -355,5 +382,5 @@ int main(int argc, char** argv) {
   if (processes > 0) return deepool::planner::RunProcesses(processes);
   return deepool::planner::Run(
       repeats, limit, only_model, only_devices, only_batch, serial_sync, concurrent_branches,
-      deepool::planner::ParseSearchGranularity(granularity).value(), memory_gb);
+      deepool::planner::ParseSearchGranularity(granularity).value(), memory_gb, warm_up);
 }
