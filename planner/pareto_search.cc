@@ -101,6 +101,34 @@ struct ParetoWorkspace {
   std::vector<const Candidate*> kept;
 };
 
+// The least-time point of the final table's frontier in `workspace` within `budget_gpu_ms` (and
+// the floating-point slack), traced back to every node's choice; not found where none is.
+SeriesParallelSolution BestOfFinalFrontier(const ParetoWorkspace& workspace, size_t final_cell,
+                                           size_t num_nodes, double budget_gpu_ms) {
+  SeriesParallelSolution solution;
+  solution.choices.assign(num_nodes, 0);
+  const Point* best = nullptr;
+  for (uint32_t p = workspace.begin[final_cell]; p < workspace.begin[final_cell + 1]; ++p) {
+    const Point& point = workspace.points[p];
+    if (point.gpu > budget_gpu_ms * (1 + kRelativeSlack)) continue;
+    if (best == nullptr || point.time < best->time) best = &point;
+  }
+  if (best == nullptr) return solution;
+  solution.found = true;
+  solution.cost = CostPoint{best->time, best->gpu};
+  std::vector<int32_t> stack{best->trace};
+  while (!stack.empty()) {
+    const int32_t id = stack.back();
+    stack.pop_back();
+    if (id < 0) continue;
+    const Trace& trace = workspace.traces[static_cast<size_t>(id)];
+    if (trace.node >= 0) solution.choices[static_cast<size_t>(trace.node)] = trace.choice;
+    stack.push_back(trace.left);
+    stack.push_back(trace.right);
+  }
+  return solution;
+}
+
 // Flat outside values for the three bounds, and per cell the least target at which any partial
 // solution of the cell can pass them: its inside values (the scalar passes' own cells) are the
 // least time, GPU-time and weighted cost a partial solution there can have. A pass skips the
@@ -206,6 +234,7 @@ class ParetoPass {
         nodes_(nodes),
         bounds_(bounds),
         target_(target),
+        workspace_(*workspace),
         points_(workspace->points),
         begin_(workspace->begin),
         traces_(workspace->traces),
@@ -245,29 +274,16 @@ class ParetoPass {
         return solution;
       }
     }
-    solution.max_frontier = max_frontier_;
-    solution.choices.assign(problem_.node_costs.size(), 0);
+    completed_ = true;
     const size_t final_cell = schedule_.tables[static_cast<size_t>(schedule_.final_table)].offset;
-    const Point* best = nullptr;
-    for (const Point* point = Begin(final_cell); point != End(final_cell); ++point) {
-      if (point->gpu > problem_.budget_gpu_ms * (1 + kRelativeSlack)) continue;
-      if (best == nullptr || point->time < best->time) best = point;
-    }
-    if (best == nullptr) return solution;
-    solution.found = true;
-    solution.cost = CostPoint{best->time, best->gpu};
-    std::vector<int32_t> stack{best->trace};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
-      if (id < 0) continue;
-      const Trace& trace = traces_[static_cast<size_t>(id)];
-      if (trace.node >= 0) solution.choices[static_cast<size_t>(trace.node)] = trace.choice;
-      stack.push_back(trace.left);
-      stack.push_back(trace.right);
-    }
+    solution = BestOfFinalFrontier(workspace_, final_cell, problem_.node_costs.size(),
+                                   problem_.budget_gpu_ms);
+    solution.max_frontier = max_frontier_;
     return solution;
   }
+
+  // Whether Run reduced the graph to its final table (it stops early at an empty table).
+  bool completed() const { return completed_; }
 
  private:
   struct Limit {
@@ -396,6 +412,8 @@ class ParetoPass {
   const double target_;
   double window_ = 0;
   double alive_up_to_ = 0;
+  bool completed_ = false;
+  const ParetoWorkspace& workspace_;
   std::vector<Point>& points_;
   std::vector<uint32_t>& begin_;
   std::vector<Trace>& traces_;
@@ -435,6 +453,11 @@ struct SolveScratch {
   ScalarWork work;  // every pass's choices, until its solution is read
   std::vector<ChosenCell> chosen_cells;
   ParetoWorkspace workspace;
+  // The Pareto pass whose frontiers `workspace` holds: of which memo's problem, at which budget,
+  // and whether it reached the final table (RunParetoPasses reads its final frontier again).
+  uint64_t pareto_memo_id = 0;
+  double pareto_budget_gpu_ms = 0;
+  bool pareto_completed = false;
 };
 
 Status CheckProblem(const SeriesParallelProblem& problem) {
@@ -492,6 +515,7 @@ struct SolveContext {
   const NodeTable& nodes;
   size_t final_cell;
   double budget;
+  uint64_t memo_id;
 };
 
 // Runs `pass` into `into` (a buffer of the scratch): the pass whose tables were there loses them.
@@ -598,6 +622,20 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
                                        SolveScratch* scratch) {
   const double incumbent =
       std::min(relaxation.best.cost.time_ms, context.problem.incumbent_time_ms);
+  // Solved again below the budget of the memo's last Pareto pass: that pass kept every solution
+  // within its budget no slower than its target (the bounds drop none), so the fastest point of
+  // its final frontier within this budget, when there is one, is the optimum here too (any
+  // solution it lacks is slower than its target); only where there is none does a pass run.
+  if (scratch->pareto_memo_id == context.memo_id && scratch->pareto_completed &&
+      context.problem.budget_gpu_ms < scratch->pareto_budget_gpu_ms) {
+    SeriesParallelSolution kept =
+        BestOfFinalFrontier(scratch->workspace, context.final_cell,
+                            context.problem.node_costs.size(), context.problem.budget_gpu_ms);
+    if (kept.found) {
+      return kept.cost.time_ms < relaxation.best.cost.time_ms ? std::move(kept)
+                                                              : std::move(relaxation.best);
+    }
+  }
   const ScalarTables& fastest =
       TablesOf(context, relaxation.fastest, &scratch->fastest_tables, scratch);
   const ScalarTables& leanest =
@@ -616,6 +654,9 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
     ParetoPass pass(context.problem, context.schedule, context.nodes, bounds, target,
                     &scratch->workspace);
     SeriesParallelSolution pareto = pass.Run();
+    scratch->pareto_memo_id = context.memo_id;
+    scratch->pareto_budget_gpu_ms = context.problem.budget_gpu_ms;
+    scratch->pareto_completed = pass.completed();
     if (pareto.found && pareto.cost.time_ms < relaxation.best.cost.time_ms) return pareto;
   }
   return std::move(relaxation.best);
@@ -623,10 +664,10 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
 
 // The least-time solution within the budget, before the incumbent is taken into account; the
 // scalar passes are those of `memo_id`'s problem where the thread's scratch still holds them.
-SeriesParallelSolution SolveWithinBudget(const SolveContext& context, uint64_t memo_id) {
+SeriesParallelSolution SolveWithinBudget(const SolveContext& context) {
   SolveScratch& scratch = ThreadSolveScratch();
-  if (scratch.memo_id != memo_id) {
-    scratch.memo_id = memo_id;
+  if (scratch.memo_id != context.memo_id) {
+    scratch.memo_id = context.memo_id;
     scratch.passes_used = 0;
     scratch.bounds_at = nullptr;
   }
@@ -658,9 +699,10 @@ SeriesParallelSolution SolveChecked(const SeriesParallelProblem& problem, const 
                                     const ScalarPassMemo& memo) {
   const NodeTable node_table(problem);
   const size_t final_cell = schedule.tables[static_cast<size_t>(schedule.final_table)].offset;
-  const SolveContext context{problem, schedule, node_table, final_cell,
-                             problem.budget_gpu_ms * (1 + kRelativeSlack)};
-  SeriesParallelSolution solution = SolveWithinBudget(context, memo.id());
+  const SolveContext context{
+      problem,  schedule, node_table, final_cell, problem.budget_gpu_ms * (1 + kRelativeSlack),
+      memo.id()};
+  SeriesParallelSolution solution = SolveWithinBudget(context);
   // Only a solution that beats the caller's incumbent counts as found.
   solution.found = solution.found && solution.cost.time_ms < problem.incumbent_time_ms;
   return solution;

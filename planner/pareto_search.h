@@ -73,10 +73,13 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
 // The scalar passes of a problem (the Lagrangian relaxation's), kept between its solves at other
 // budgets or incumbents, which they do not depend on: the search solves an answer that the full
 // model finds over the limit again below it, and meets the same passes (the same lambdas) again.
-// So are the Pareto passes' bounds' outside values, which depend only on those passes. The
-// passes live in the solving thread's scratch: a memo serves solves on one thread, and the
-// solve of another memo in between drops them (they are then run again). Valid only while the
-// problem's node and edge costs and its schedule stay those of the memo's first solve.
+// So are the Pareto passes' bounds' outside values, which depend only on those passes, and the
+// last exact Pareto pass's frontiers: a solve below that pass's budget takes the fastest point
+// of its final frontier within the new budget where there is one (the pass kept every solution
+// no slower than its target), and runs a pass only where there is none. All of it lives in the
+// solving thread's scratch: a memo serves solves on one thread, and the solve of another memo in
+// between drops it (it is then worked out again). Valid only while the problem's node and edge
+// costs and its schedule stay those of the memo's first solve.
 class ScalarPassMemo {
  public:
   ScalarPassMemo();
