@@ -67,7 +67,8 @@ std::string WaitCodeWords(v1::PolicyWaitCode code) {
       return "WAITING_FOR_BG_SLOT: every schedulable device already has a BG job";
     case v1::POLICY_WAIT_CODE_WAITING_FOR_FG_RANK:
       return "WAITING_FOR_FG_RANK: it runs inside the FG rank of the idlest device, which has "
-             "not started";
+             "not started, or waits for a device reserved for a FG job's growth (the reason "
+             "names it)";
     case v1::POLICY_WAIT_CODE_FAIR_SHARE:
       return "FAIR_SHARE: its user has had its share for now; the devices go to users with a "
              "smaller share first";
