@@ -626,6 +626,8 @@ SeriesParallelSolution RunParetoPasses(const SolveContext& context, Relaxation r
   // within its budget no slower than its target (the bounds drop none), so the fastest point of
   // its final frontier within this budget, when there is one, is the optimum here too (any
   // solution it lacks is slower than its target); only where there is none does a pass run.
+  // With a tolerance, the windows that pass formed over its own budget may have kept a point just
+  // above this one in place of one within it: the answer is then epsilon-optimal, as a pass's.
   if (scratch->pareto_memo_id == context.memo_id && scratch->pareto_completed &&
       context.problem.budget_gpu_ms < scratch->pareto_budget_gpu_ms) {
     SeriesParallelSolution kept =

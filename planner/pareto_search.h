@@ -76,10 +76,10 @@ StatusOr<SeriesParallelSolution> SolveSeriesParallel(const SeriesParallelProblem
 // So are the Pareto passes' bounds' outside values, which depend only on those passes, and the
 // last exact Pareto pass's frontiers: a solve below that pass's budget takes the fastest point
 // of its final frontier within the new budget where there is one (the pass kept every solution
-// no slower than its target), and runs a pass only where there is none. All of it lives in the
-// solving thread's scratch: a memo serves solves on one thread, and the solve of another memo in
-// between drops it (it is then worked out again). Valid only while the problem's node and edge
-// costs and its schedule stay those of the memo's first solve.
+// no slower than its target, up to the frontier tolerance), and runs a pass only where there is
+// none. All of it lives in the solving thread's scratch: a memo serves solves on one thread, and
+// the solve of another memo in between drops it (it is then worked out again). Valid only while the
+// problem's node and edge costs and its schedule stay those of the memo's first solve.
 class ScalarPassMemo {
  public:
   ScalarPassMemo();
