@@ -13,7 +13,19 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
   if (known != known_.end()) return known->second.totals;
   const std::vector<DeviceRange> ranges = PrefixRanges(counts);
   ASSIGN_OR_RETURN(std::vector<LayerCost> costs, model_.LayerCostsOf(ranges, num_devices_));
-  return Remember(counts, ranges, std::move(costs));
+  ASSIGN_OR_RETURN(const PlanTotals totals, model_.TotalsOfCosts(ranges, num_devices_, costs));
+  Known& remembered = Remember(counts, totals, costs, /*keep_costs=*/false);
+  remembered.costs = std::move(costs);
+  remembered.has_costs = true;
+  return totals;
+}
+
+Status FullModel::KeepCosts(const std::vector<int>& base, Known& known) {
+  if (!known.has_costs) {
+    ASSIGN_OR_RETURN(known.costs, model_.LayerCostsOf(PrefixRanges(base), num_devices_));
+    known.has_costs = true;
+  }
+  return Status::Ok();
 }
 
 Status FullModel::CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end) {
@@ -58,12 +70,13 @@ StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::v
     ASSIGN_OR_RETURN(PlanTotals totals, Totals(moved));
     return std::optional<PlanTotals>(totals);
   }
+  RETURN_IF_ERROR(KeepCosts(base, from->second));
+  const Known& from_plan = from->second;
   RETURN_IF_ERROR(CostsOfMove(moved, begin, end));
   // The full model's serial time is the layers' own costs with each layer's exposed sync (>= 0)
   // added (CostModel::SumCosts): these sums, from the base's with the changed layers' swapped,
   // bound it from below. The slack covers sums of the same terms in another order.
   constexpr double kSlack = 1e-9;
-  const Known& from_plan = from->second;
   double time_ms = from_plan.own_ms;
   double gpu_ms = from_plan.own_device_ms;
   for (const auto& [id, cost] : changed_costs_) {
@@ -74,23 +87,24 @@ StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::v
   if (time_ms * (1 - kSlack) >= faster_than_ms || gpu_ms * (1 - kSlack) > budget_gpu_ms) {
     return std::optional<PlanTotals>();
   }
-  std::vector<LayerCost> costs = from_plan.costs;
-  for (const auto& [id, cost] : changed_costs_) costs[id] = cost;
-  ASSIGN_OR_RETURN(PlanTotals totals, Remember(moved, PrefixRanges(moved), std::move(costs)));
+  move_costs_ = from_plan.costs;
+  for (const auto& [id, cost] : changed_costs_) move_costs_[id] = cost;
+  const std::vector<DeviceRange> ranges = PrefixRanges(moved);
+  ASSIGN_OR_RETURN(const PlanTotals totals,
+                   model_.TotalsOfCosts(ranges, num_devices_, move_costs_));
+  Remember(moved, totals, move_costs_, totals.iteration_ms < faster_than_ms);
   return std::optional<PlanTotals>(totals);
 }
 
-StatusOr<PlanTotals> FullModel::Remember(const std::vector<int>& counts,
-                                         const std::vector<DeviceRange>& ranges,
-                                         std::vector<LayerCost> costs) {
-  ASSIGN_OR_RETURN(const PlanTotals totals, model_.TotalsOfCosts(ranges, num_devices_, costs));
-  Known known{totals, std::move(costs), 0, 0};
-  for (size_t id = 0; id < known.costs.size(); ++id) {
-    known.own_ms += known.costs[id].total_ms();
-    known.own_device_ms += known.costs[id].device_ms(counts[id]);
+FullModel::Known& FullModel::Remember(const std::vector<int>& counts, const PlanTotals& totals,
+                                      const std::vector<LayerCost>& costs, bool keep_costs) {
+  Known known{totals, {}, keep_costs, 0, 0};
+  for (size_t id = 0; id < costs.size(); ++id) {
+    known.own_ms += costs[id].total_ms();
+    known.own_device_ms += costs[id].device_ms(counts[id]);
   }
-  known_.emplace(counts, std::move(known));
-  return totals;
+  if (keep_costs) known.costs = costs;
+  return known_.emplace(counts, std::move(known)).first->second;
 }
 
 }  // namespace deepool::planner::internal

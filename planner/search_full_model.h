@@ -41,6 +41,9 @@ class FullModel {
   // the time or exceed the GPU-time (the exposed sync only adds to both), so the sync schedule,
   // most of a plan's costing, is skipped. Exact: a move it drops is one the full totals would
   // reject too (the bounds allow for rounding). For plans on prefix ranges (the search's).
+  // Only the layer costs of a moved plan faster than `faster_than_ms` are kept, as a later
+  // move's start: a local move starts from a plan it found faster (or from one Totals costed),
+  // and the others' costs would be most of this model's memory, touched for nothing.
   StatusOr<std::optional<PlanTotals>> TotalsOfMoveIfBetter(const std::vector<int>& base,
                                                            const std::vector<int>& moved,
                                                            size_t begin, size_t end,
@@ -57,14 +60,20 @@ class FullModel {
   };
   struct Known {
     PlanTotals totals;
-    std::vector<LayerCost> costs;  // CostOf every layer, before the gradient sync's share
-    double own_ms = 0;             // the sums of their times and device times
+    // CostOf every layer, before the gradient sync's share: kept only for a plan a local move
+    // may start from (see TotalsOfMoveIfBetter); empty with has_costs false otherwise.
+    std::vector<LayerCost> costs;
+    bool has_costs = false;
+    double own_ms = 0;  // the sums of the layers' times and device times
     double own_device_ms = 0;
   };
 
-  StatusOr<PlanTotals> Remember(const std::vector<int>& counts,
-                                const std::vector<DeviceRange>& ranges,
-                                std::vector<LayerCost> costs);
+  // Remembers the plan of these counts with its totals, and its layer costs where `keep_costs`.
+  Known& Remember(const std::vector<int>& counts, const PlanTotals& totals,
+                  const std::vector<LayerCost>& costs, bool keep_costs);
+  // Works out the layer costs of `known`, the plan of counts `base`, again where they were not
+  // kept.
+  Status KeepCosts(const std::vector<int>& base, Known& known);
 
   const CostModel& model_;
   const int num_devices_;
@@ -77,6 +86,7 @@ class FullModel {
   std::vector<bool> changed_;
   std::vector<size_t> changed_ids_;
   std::vector<std::pair<size_t, LayerCost>> changed_costs_;
+  std::vector<LayerCost> move_costs_;  // a move's layer costs, kept for its capacity
 };
 
 }  // namespace deepool::planner::internal

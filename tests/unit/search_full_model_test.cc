@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,48 @@ TEST_CASE("FullModel: a move that is better by the full totals is never skipped"
     CHECK(checked > 20);
     CHECK(skipped > 0);
   }
+}
+
+// A moved plan that was not faster than asked keeps no layer costs; a move from it later (another
+// local search may accept it) works them out again, to the cost model's totals.
+TEST_CASE("FullModel: a move from a plan remembered without its layer costs is exact", "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
+  const Graph graph = zoo::BuildModel("resnet50").value();
+  PlanOptions options;
+  options.global_batch = kBatch;
+  options.devices = kDevices;
+  const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+  constexpr double kAny = std::numeric_limits<double>::infinity();
+  int moved_on = 0;
+  for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
+    for (const Move& move : MovesOf(base)) {
+      const PlanTotals exact = model.Totals(PrefixRanges(move.moved), kDevices).value();
+      FullModel full(model, kDevices);
+      REQUIRE(full.Totals(base).ok());
+      // Asked to beat its own time: costed (the layers' own costs are below it) but not faster,
+      // so remembered without its costs.
+      const std::optional<PlanTotals> not_faster =
+          full.TotalsOfMoveIfBetter(base, move.moved, move.begin, move.end, exact.iteration_ms,
+                                    kAny)
+              .value();
+      if (!not_faster) continue;
+      REQUIRE(not_faster->iteration_ms == exact.iteration_ms);
+      const std::vector<Move> next = MovesOf(move.moved);
+      for (size_t m = 0; m < next.size(); m += 7) {
+        const PlanTotals next_exact = model.Totals(PrefixRanges(next[m].moved), kDevices).value();
+        const std::optional<PlanTotals> from_it =
+            full.TotalsOfMoveIfBetter(move.moved, next[m].moved, next[m].begin, next[m].end, kAny,
+                                      kAny)
+                .value();
+        REQUIRE(from_it.has_value());
+        REQUIRE(from_it->iteration_ms == next_exact.iteration_ms);
+        REQUIRE(from_it->gpu_seconds == next_exact.gpu_seconds);
+        ++moved_on;
+      }
+    }
+  }
+  CHECK(moved_on > 20);
 }
 
 }  // namespace
