@@ -70,7 +70,7 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
         };
         double best_weight = kInfinity;
         int best = -1;
-        for (int k = 0; k < choices; ++k) {
+        auto consider = [&](int k) {
           const double through = left_weight[k] + middle_weight[k] +
                                  right_weight[static_cast<size_t>(k) * right_stride];
           if (through < best_weight) {
@@ -80,6 +80,14 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
                      gpu_through(k) < gpu_through(best)) {
             best = k;
           }
+        };
+        if (choices == 4) {  // the candidate counts 1, 2, 4, 8 at G = 8: unrolled
+          consider(0);
+          consider(1);
+          consider(2);
+          consider(3);
+        } else {
+          for (int k = 0; k < choices; ++k) consider(k);
         }
         weight[c] = best_weight;
         choice[c] = best;
