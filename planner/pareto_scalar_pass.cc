@@ -8,6 +8,15 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// f(0), f(1), ..., f(N - 1), in that order, unrolled.
+template <int N, typename F>
+void Unrolled(F& f) {
+  if constexpr (N > 0) {
+    Unrolled<N - 1>(f);
+    f(N - 1);
+  }
+}
+
 // The steps of a scalar pass; kBreakTies also tracks every cell's GPU-time (see ScalarTables).
 // Only series cells' choices are written: nothing reads the others'.
 template <bool kBreakTies>
@@ -81,13 +90,22 @@ void ScalarPassSteps(const SeriesParallelProblem& problem, const Schedule& sched
             best = k;
           }
         };
-        if (choices == 4) {  // the candidate counts 1, 2, 4, 8 at G = 8: unrolled
-          consider(0);
-          consider(1);
-          consider(2);
-          consider(3);
-        } else {
-          for (int k = 0; k < choices; ++k) consider(k);
+        // The candidate counts are powers of two up to G: 4 to 7 of them from G = 8 to 64.
+        switch (choices) {
+          case 4:
+            Unrolled<4>(consider);
+            break;
+          case 5:
+            Unrolled<5>(consider);
+            break;
+          case 6:
+            Unrolled<6>(consider);
+            break;
+          case 7:
+            Unrolled<7>(consider);
+            break;
+          default:
+            for (int k = 0; k < choices; ++k) consider(k);
         }
         weight[c] = best_weight;
         choice[c] = best;
