@@ -30,11 +30,11 @@ Status FullModel::KeepCosts(const std::vector<int>& base, Known& known) {
 
 Status FullModel::CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end) {
   const Graph& graph = model_.graph();
-  changed_.resize(moved.size(), false);
+  changed_.resize(moved.size(), 0);
   changed_ids_.clear();
   auto mark = [&](size_t id) {
     if (changed_[id]) return;
-    changed_[id] = true;
+    changed_[id] = 1;
     changed_ids_.push_back(id);
   };
   for (size_t id = begin; id < end; ++id) {
@@ -46,7 +46,7 @@ Status FullModel::CostsOfMove(const std::vector<int>& moved, size_t begin, size_
   changed_costs_.clear();
   Status status;
   for (size_t id : changed_ids_) {
-    changed_[id] = false;
+    changed_[id] = 0;
     if (!status.ok()) continue;
     StatusOr<LayerCost> cost = model_.CostOf(static_cast<int>(id), moved);
     if (cost.ok()) {

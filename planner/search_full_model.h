@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -82,8 +83,9 @@ class FullModel {
   // the layers whose costs differ from the plan it moved from.
   Status CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end);
 
-  // CostsOfMove's, kept for their capacity; changed_ is all false between calls.
-  std::vector<bool> changed_;
+  // CostsOfMove's, kept for their capacity; changed_ is all 0 between calls (bytes, not
+  // std::vector<bool>'s bits: a move marks and clears hundreds a call).
+  std::vector<uint8_t> changed_;
   std::vector<size_t> changed_ids_;
   std::vector<std::pair<size_t, LayerCost>> changed_costs_;
   std::vector<LayerCost> move_costs_;  // a move's layer costs, kept for its capacity
