@@ -2,6 +2,7 @@
 #include "planner/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -122,9 +123,10 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
       activation_bytes_per_element_(
           BytesPerElement(profile.precision().value_or(Precision::kFp32))) {
   for (int id : graph_.output_ids()) overhead_layer_ = std::max(overhead_layer_, id);
-  activation_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
-  gradient_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
-  batch_norm_stats_bytes_.reserve(static_cast<size_t>(graph_.num_layers()));
+  const auto layers = static_cast<size_t>(graph_.num_layers());
+  activation_bytes_.reserve(layers);
+  gradient_bytes_.reserve(layers);
+  std::vector<int64_t> batch_norm_stats_bytes(layers, 0);
   for (int id = 0; id < graph_.num_layers(); ++id) {
     const Layer& layer = graph_.layer(id);
     activation_bytes_.push_back(NumElements(layer.output_shape) * activation_bytes_per_element_);
@@ -132,8 +134,12 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
     const bool synchronised =
         options_.sync_batch_norm && layer.op == Op::kBatchNorm2d && !layer.output_shape.empty();
     // 2C+1 float64 values: per-channel sums, sums of squares, the count.
-    batch_norm_stats_bytes_.push_back(synchronised ? (2 * layer.output_shape.front() + 1) * 8 : 0);
+    if (synchronised) {
+      batch_norm_stats_bytes[static_cast<size_t>(id)] = (2 * layer.output_shape.front() + 1) * 8;
+    }
   }
+  batch_norm_stats_ = ByteClasses(batch_norm_stats_bytes);
+  gradients_ = ByteClasses(gradient_bytes_);
   for (const auto& [id, k] : AllTies(graph_)) {
     tied_layers_.push_back(id);
     tied_bytes_.push_back(graph_.layer(id).tied[k].elements * 4);
@@ -149,6 +155,20 @@ size_t CostModel::RangePairHash::operator()(const std::pair<DeviceRange, DeviceR
   return hash;
 }
 
+CostModel::ByteClasses::ByteClasses(const std::vector<int64_t>& bytes_by_layer)
+    : class_of_layer(bytes_by_layer.size(), -1), bytes(bytes_by_layer) {
+  // Sorted distinct sizes (an O(n log n) numbering: a big graph may have many).
+  std::sort(bytes.begin(), bytes.end());
+  bytes.erase(std::unique(bytes.begin(), bytes.end()), bytes.end());
+  if (!bytes.empty() && bytes.front() == 0) bytes.erase(bytes.begin());
+  bytes.shrink_to_fit();
+  for (size_t id = 0; id < bytes_by_layer.size(); ++id) {
+    if (bytes_by_layer[id] == 0) continue;
+    class_of_layer[id] = static_cast<int>(
+        std::lower_bound(bytes.begin(), bytes.end(), bytes_by_layer[id]) - bytes.begin());
+  }
+}
+
 CostModel::CostModel(const CostModel& same_inputs, CostModelOptions options)
     : CostModel(same_inputs.graph_, same_inputs.profile_, same_inputs.cluster_,
                 same_inputs.global_batch_, options) {
@@ -161,10 +181,19 @@ const LayerTime* CostModel::KnownTime(int layer_id, int devices) const {
   if (devices < 1 || static_cast<size_t>(devices) >= known.slot_of_count.size()) return nullptr;
   const int slot = known.slot_of_count[static_cast<size_t>(devices)];
   if (slot < 0 || layer_id < 0 || layer_id >= graph_.num_layers()) return nullptr;
-  const std::optional<LayerTime>& cached =
-      known.times[static_cast<size_t>(slot) * static_cast<size_t>(graph_.num_layers()) +
-                  static_cast<size_t>(layer_id)];
-  return cached ? &*cached : nullptr;
+  const LayerTime& cached = known.times[static_cast<size_t>(slot)][static_cast<size_t>(layer_id)];
+  return std::isnan(cached.forward_ms) ? nullptr : &cached;
+}
+
+int CostModel::SlotOfShare(ProfileTimes& known, int64_t share) const {
+  const auto found = std::find(known.share_of_slot.begin(), known.share_of_slot.end(), share);
+  if (found != known.share_of_slot.end()) {
+    return static_cast<int>(found - known.share_of_slot.begin());
+  }
+  known.share_of_slot.push_back(share);
+  known.times.emplace_back(static_cast<size_t>(graph_.num_layers()),
+                           LayerTime{std::numeric_limits<double>::quiet_NaN(), 0});
+  return static_cast<int>(known.times.size() - 1);
 }
 
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
@@ -174,22 +203,17 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
                                 "': " + std::to_string(devices) + " devices for a batch of " +
                                 std::to_string(global_batch_));
   }
+  const int64_t share = LargestShare(global_batch_, devices);
   if (layer_id < 0 || layer_id >= graph_.num_layers()) {
-    return profile_.Time(graph_, layer_id, LargestShare(global_batch_, devices));  // its error
+    return profile_.Time(graph_, layer_id, share);  // its error
   }
   ProfileTimes& known = *profile_times_;
-  const size_t layers = static_cast<size_t>(graph_.num_layers());
   const auto count = static_cast<size_t>(devices);
   if (count >= known.slot_of_count.size()) known.slot_of_count.resize(count + 1, -1);
   int& slot = known.slot_of_count[count];
-  if (slot < 0) {
-    slot = static_cast<int>(known.times.size() / std::max<size_t>(layers, 1));
-    known.times.resize(known.times.size() + layers);
-  }
-  std::optional<LayerTime>& cached =
-      known.times[static_cast<size_t>(slot) * layers + static_cast<size_t>(layer_id)];
-  if (cached) return *cached;
-  const int64_t share = LargestShare(global_batch_, devices);
+  if (slot < 0) slot = SlotOfShare(known, share);
+  LayerTime& cached = known.times[static_cast<size_t>(slot)][static_cast<size_t>(layer_id)];
+  if (!std::isnan(cached.forward_ms)) return cached;  // another count with this share asked
   ASSIGN_OR_RETURN(LayerTime time, profile_.Time(graph_, layer_id, share));
   if (layer_id == overhead_layer_) time.forward_ms += profile_.IterationOverheadMs(share);
   cached = time;
@@ -226,28 +250,35 @@ int64_t CostModel::GradientBytes(int layer_id) const {
   return gradient_bytes_[static_cast<size_t>(layer_id)];
 }
 
-double& CostModel::ChargeTable::At(int devices, int layer_id, int num_layers) {
-  const size_t layers = static_cast<size_t>(num_layers);
-  const size_t at = static_cast<size_t>(devices) * layers + static_cast<size_t>(layer_id);
-  if (at >= ms_.size()) ms_.resize(at + layers, -1.0);
+double& CostModel::ChargeTable::At(int devices, int size_class, int num_classes) {
+  const size_t classes = static_cast<size_t>(num_classes);
+  const size_t at = static_cast<size_t>(devices) * classes + static_cast<size_t>(size_class);
+  if (at >= ms_.size()) ms_.resize(at + classes, -1.0);
   return ms_[at];
 }
 
 double CostModel::AmortisedGradientSyncMs(int layer_id, int devices) const {
-  if (devices < 0) return 0;  // AmortisedAllReduceMs' answer for any count below 2
-  double& known = amortised_sync_ms_.At(devices, layer_id, graph_.num_layers());
+  const int size_class = gradients_.class_of_layer[static_cast<size_t>(layer_id)];
+  // No bytes or devices < 0: AmortisedAllReduceMs' answer (for any count below 2) is 0.
+  if (size_class < 0 || devices < 0) return 0;
+  const int classes = static_cast<int>(gradients_.bytes.size());
+  double& known = amortised_sync_ms_.At(devices, size_class, classes);
   if (known < 0) {
-    known =
-        AmortisedAllReduceMs(cluster_, GradientBytes(layer_id), devices, options_.gradient_sync);
+    known = AmortisedAllReduceMs(cluster_, gradients_.bytes[static_cast<size_t>(size_class)],
+                                 devices, options_.gradient_sync);
   }
   return known;
 }
 
 double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
-  const int64_t bytes = batch_norm_stats_bytes_[static_cast<size_t>(layer_id)];
-  if (bytes == 0 || devices < 0) return 0;  // devices < 0: AllReduceMs' answer below 2
-  double& known = batch_norm_sync_ms_.At(devices, layer_id, graph_.num_layers());
-  if (known < 0) known = AllReduceMs(cluster_, bytes, devices, options_.gradient_sync.tree);
+  const int size_class = batch_norm_stats_.class_of_layer[static_cast<size_t>(layer_id)];
+  if (size_class < 0 || devices < 0) return 0;  // devices < 0: AllReduceMs' answer below 2
+  const int classes = static_cast<int>(batch_norm_stats_.bytes.size());
+  double& known = batch_norm_sync_ms_.At(devices, size_class, classes);
+  if (known < 0) {
+    known = AllReduceMs(cluster_, batch_norm_stats_.bytes[static_cast<size_t>(size_class)], devices,
+                        options_.gradient_sync.tree);
+  }
   return known;
 }
 

@@ -303,21 +303,33 @@ class CostModel {
   // ask for them in every plan.
   std::vector<int64_t> activation_bytes_;
   std::vector<int64_t> gradient_bytes_;
-  // The bytes of each layer's batch norm statistics all-reduce (BatchNormSyncMs), 0 for layers
-  // that synchronise none (other ops, or sync_batch_norm off).
-  std::vector<int64_t> batch_norm_stats_bytes_;
-  // Charges in ms by (device count, layer), worked out on first use: the search asks for the same
-  // ones plan after plan. Per model, not shared: they depend on the options.
+  // The all-reduces' charges depend on a layer only through its bytes, and a model's layers
+  // have few distinct sizes (Inception-v3: 324 layers, 12 widths of batch norm), so
+  // they are kept by size: each layer's size class (-1: nothing to all-reduce) and each class's
+  // bytes. Tables by layer would touch a page per few device counts on a plan's first call.
+  struct ByteClasses {
+    ByteClasses() = default;
+    // Classes of these per-layer sizes (>= 0), numbered in ascending order of size; 0 bytes: -1.
+    explicit ByteClasses(const std::vector<int64_t>& bytes_by_layer);
+    std::vector<int> class_of_layer;
+    std::vector<int64_t> bytes;  // by class, ascending
+  };
+  // The batch norm statistics all-reduce's bytes (BatchNormSyncMs); none for other ops, or with
+  // sync_batch_norm off.
+  ByteClasses batch_norm_stats_;
+  ByteClasses gradients_;  // the parameter gradients' bytes (GradientBytes)
+  // Charges in ms by (device count, size class), worked out on first use: the search asks for
+  // the same ones plan after plan. Per model, not shared: they depend on the options.
   class ChargeTable {
    public:
-    // The entry of (devices >= 0, layer_id); negative until it is set.
-    double& At(int devices, int layer_id, int num_layers);
+    // The entry of (devices >= 0, size_class); negative until it is set.
+    double& At(int devices, int size_class, int num_classes);
 
    private:
-    std::vector<double> ms_;  // [devices x num_layers + layer], -1 where not yet known
+    std::vector<double> ms_;  // [devices x num_classes + class], -1 where not yet known
   };
-  mutable ChargeTable batch_norm_sync_ms_;  // BatchNormSyncMs, for batch norm layers
-  mutable ChargeTable amortised_sync_ms_;   // AmortisedGradientSyncMs
+  mutable ChargeTable batch_norm_sync_ms_;  // BatchNormSyncMs, by batch_norm_stats_'s classes
+  mutable ChargeTable amortised_sync_ms_;   // AmortisedGradientSyncMs, by gradients_' classes
   // Re-split costs by (from first, from count, to first, to count). Hashed: the search's full
   // model looks one up per layer input and plan, so an ordered map's search showed up in
   // profiles. Node-based, so references into it stay valid.
@@ -328,14 +340,20 @@ class CostModel {
       resplits_;
   // What the profile says, whatever the options: shared by models built one from another.
   struct ProfileTimes {
-    // Profile times by (slot of the device count, layer): the search asks for every candidate
-    // count once and Evaluate asks again for the chosen ones. slot_of_count is indexed by the
-    // count (1..B; grown on demand), -1 where that count has no slot yet.
+    // Profile times by slot, one slot per distinct share ceil(B / count) asked for (counts with
+    // the same share have the same times): the search asks for every candidate count once and
+    // Evaluate asks again for the chosen ones. slot_of_count is indexed by the count (1..B;
+    // grown on demand), -1 where that count has no slot yet. Each slot is an array of its own,
+    // one entry per layer, so that adding one copies none of the others; an entry whose
+    // forward_ms is NaN is not known yet (a profile answering NaN is merely asked again).
     std::vector<int> slot_of_count;
-    std::vector<std::optional<LayerTime>> times;  // [slot x num_layers + layer]
+    std::vector<int64_t> share_of_slot;
+    std::vector<std::vector<LayerTime>> times;  // [slot][layer]
     std::optional<double> single_device_ms;
     std::map<int, double> least_device_ms;  // by device count
   };
+  // The slot of `share`'s times in `known`, added (all unknown) if it has none.
+  int SlotOfShare(ProfileTimes& known, int64_t share) const;
   std::shared_ptr<ProfileTimes> profile_times_;
 };
 

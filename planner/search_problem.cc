@@ -210,16 +210,26 @@ OwnCharges::OwnCharges(const Graph& graph, const CostModel& model, const std::ve
     : counts_(counts), charges_(static_cast<size_t>(graph.num_layers()) * counts.size()) {
   for (int id = 0; id < graph.num_layers(); ++id) {
     for (size_t k = 0; k < counts.size(); ++k) {
-      Charge& charge = charges_[static_cast<size_t>(id) * counts.size() + k];
       StatusOr<LayerTime> time = model.Compute(id, counts[k]);
       if (!time.ok()) {
-        charge.status = time.status();
+        errors_.emplace_back(Index(id, k), time.status());
         continue;
       }
+      Charge& charge = charges_[Index(id, k)];
       charge.base_ms = BaseMs(model, id, counts[k], *time);
       charge.sync_ms = model.AmortisedGradientSyncMs(id, counts[k]);
     }
   }
+}
+
+const Status& OwnCharges::StatusAt(int layer_id, size_t count_index) const {
+  static const Status* const kOk = new Status();
+  if (errors_.empty()) return *kOk;
+  const size_t index = Index(layer_id, count_index);
+  const auto found = std::lower_bound(
+      errors_.begin(), errors_.end(), index,
+      [](const std::pair<size_t, Status>& error, size_t at) { return error.first < at; });
+  return found != errors_.end() && found->first == index ? found->second : *kOk;
 }
 
 Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBounds& bounds,
@@ -243,12 +253,12 @@ Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBo
         costs[k].time_ms = kInfinity;
         continue;
       }
-      const OwnCharges::Charge& charge = charges.At(id, k);
-      if (!charge.status.ok()) {
-        if (charge.status.code() != StatusCode::kOutOfRange) return charge.status;
+      if (const Status& status = charges.StatusAt(id, k); !status.ok()) {
+        if (status.code() != StatusCode::kOutOfRange) return status;
         costs[k].time_ms = kInfinity;
         continue;
       }
+      const OwnCharges::Charge& charge = charges.At(id, k);
       const double ms = charge.base_ms + sync_weight * charge.sync_ms;
       costs[k].time_ms += ms;
       costs[k].gpu_ms += ms * counts[k];

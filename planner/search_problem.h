@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -62,12 +63,12 @@ struct CountBounds {
 // at its three sync weights: compute with batch norm's statistics (`base_ms`), and the amortised
 // gradient all-reduce (`sync_ms`), so that the charge at weight w is base_ms + w x sync_ms, the
 // sum SetNodeCosts made afresh per weight before, to the bit. An error of the cost model at a
-// count is kept with it (OUT_OF_RANGE: the profile cannot time that count) and answered where
-// the count is used.
+// count is kept for it (OUT_OF_RANGE: the profile cannot time that count) and answered where
+// the count is used. Errors are rare, so they are kept apart from the flat charges (a Status
+// beside every charge made them three times the size: pages the plan's first call touches).
 class OwnCharges {
  public:
   struct Charge {
-    Status status;
     double base_ms = 0;
     double sync_ms = 0;
   };
@@ -76,13 +77,21 @@ class OwnCharges {
   OwnCharges(const Graph& graph, const CostModel& model, const std::vector<int>& counts);
 
   const std::vector<int>& counts() const { return counts_; }
+  // Zero where StatusAt is an error.
   const Charge& At(int layer_id, size_t count_index) const {
-    return charges_[static_cast<size_t>(layer_id) * counts_.size() + count_index];
+    return charges_[Index(layer_id, count_index)];
   }
+  // OK, or the cost model's error for the layer at the count.
+  const Status& StatusAt(int layer_id, size_t count_index) const;
 
  private:
+  size_t Index(int layer_id, size_t count_index) const {
+    return static_cast<size_t>(layer_id) * counts_.size() + count_index;
+  }
+
   std::vector<int> counts_;
-  std::vector<Charge> charges_;  // [layer][count index]
+  std::vector<Charge> charges_;                    // [layer][count index]
+  std::vector<std::pair<size_t, Status>> errors_;  // by index into charges_, ascending
 };
 
 // Node costs: every member's own charge (OwnCharges at `sync_weight`: 1 as if no gradient sync
