@@ -180,14 +180,20 @@ struct Candidate {
 // finds it within the limit, or nothing. The additive device time can fall short of the full
 // model's (a bucket smaller than the cap pays a whole all-reduce latency; an exposed tail), so an
 // answer over the limit is solved again below its own additive device time by its excess
-// (RetryBudgetGpuMs), a few times.
+// (RetryBudgetGpuMs), a few times. `problem` is solved in place (a copy would copy every cost):
+// its budget is lowered for those attempts and put back before it returns.
 StatusOr<std::optional<Candidate>> SolveWithinLimit(const Graph& graph, FullModel& full,
-                                                    SeriesParallelProblem problem,
+                                                    SeriesParallelProblem& problem,
                                                     const series_parallel::Schedule& schedule,
                                                     const SearchNodes& nodes,
                                                     const std::vector<int>& candidates) {
   constexpr int kAttempts = 4;
   const double budget_gpu_ms = problem.budget_gpu_ms;
+  struct BudgetBack {
+    SeriesParallelProblem& problem;
+    double budget_gpu_ms;
+    ~BudgetBack() { problem.budget_gpu_ms = budget_gpu_ms; }
+  } budget_back{problem, budget_gpu_ms};
   const ScalarPassMemo memo;  // only the budget changes between attempts
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     StatusOr<SeriesParallelSolution> solution = SolveSeriesParallel(problem, schedule, memo);
