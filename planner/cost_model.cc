@@ -196,6 +196,42 @@ int CostModel::SlotOfShare(ProfileTimes& known, int64_t share) const {
   return static_cast<int>(known.times.size() - 1);
 }
 
+Status CostModel::KnowTimes(const std::vector<int>& counts) const {
+  ProfileTimes& known = *profile_times_;
+  // The counts' slots, each once.
+  std::vector<int> slots;
+  slots.reserve(counts.size());
+  for (int devices : counts) {
+    const auto count = static_cast<size_t>(devices);
+    if (count >= known.slot_of_count.size()) known.slot_of_count.resize(count + 1, -1);
+    int& slot = known.slot_of_count[count];
+    if (slot < 0) slot = SlotOfShare(known, LargestShare(global_batch_, devices));
+    if (std::find(slots.begin(), slots.end(), slot) == slots.end()) slots.push_back(slot);
+  }
+  std::vector<int> asked_slots;
+  std::vector<int64_t> shares;
+  std::vector<LayerTime> times;
+  for (int id = 0; id < graph_.num_layers(); ++id) {
+    asked_slots.clear();
+    shares.clear();
+    for (int slot : slots) {
+      if (!std::isnan(known.times[static_cast<size_t>(slot)][static_cast<size_t>(id)].forward_ms)) {
+        continue;
+      }
+      asked_slots.push_back(slot);
+      shares.push_back(known.share_of_slot[static_cast<size_t>(slot)]);
+    }
+    if (shares.empty()) continue;
+    RETURN_IF_ERROR(profile_.Times(graph_, id, shares, &times));
+    for (size_t i = 0; i < shares.size(); ++i) {
+      LayerTime time = times[i];
+      if (id == overhead_layer_) time.forward_ms += profile_.IterationOverheadMs(shares[i]);
+      known.times[static_cast<size_t>(asked_slots[i])][static_cast<size_t>(id)] = time;
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   if (const LayerTime* known = KnownTime(layer_id, devices)) return *known;
   if (devices < 1 || devices > global_batch_) {
@@ -562,11 +598,17 @@ StatusOr<double> CostModel::LeastDeviceMs(int devices) const {
     const int64_t share = LargestShare(global_batch_, static_cast<int>(count));
     count = share > 1 ? (global_batch_ + share - 2) / (share - 1) : global_batch_ + 1;
   }
+  RETURN_IF_ERROR(KnowTimes(counts));
   double total = 0;
   for (int id = 0; id < graph_.num_layers(); ++id) {
     double least = std::numeric_limits<double>::infinity();
     for (int count : counts) {
-      ASSIGN_OR_RETURN(const LayerTime time, Compute(id, count));
+      LayerTime time;
+      if (const LayerTime* known = KnownTime(id, count)) {
+        time = *known;
+      } else {
+        ASSIGN_OR_RETURN(time, Compute(id, count));  // a NaN the profile answered
+      }
       least = std::min(least, static_cast<double>(global_batch_) /
                                   static_cast<double>(LargestShare(global_batch_, count)) *
                                   time.total_ms());

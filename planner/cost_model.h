@@ -354,6 +354,10 @@ class CostModel {
   };
   // The slot of `share`'s times in `known`, added (all unknown) if it has none.
   int SlotOfShare(ProfileTimes& known, int64_t share) const;
+  // Compute's work for every layer at each of `counts` (1 <= count <= B) at once: the times not
+  // yet known are asked of the profile one layer at a time for all their shares
+  // (Profile::Times). The first error, by layer and then count, as Compute would answer it.
+  Status KnowTimes(const std::vector<int>& counts) const;
   std::shared_ptr<ProfileTimes> profile_times_;
 };
 

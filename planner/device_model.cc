@@ -149,6 +149,9 @@ class AnalyticalProfile : public Profile {
     }
     return RooflineTime(device_, EstimateLayerWork(graph, layer_id, batch, device_.precision));
   }
+  // The layer's rule once, then the roofline at each batch (Time's answers, to the bit).
+  Status Times(const Graph& graph, int layer_id, const std::vector<int64_t>& batches,
+               std::vector<LayerTime>* times) const override;
 
  private:
   DeviceModel device_;
@@ -222,16 +225,74 @@ std::vector<std::string> DevicePresetNames() {
   return names;
 }
 
-LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size,
-                            Precision precision) {
+namespace {
+
+// What a layer's work is apart from the batch: its per-sample and fixed parts, worked out once
+// so that a profile asked for several batches of one layer (the cost model's shares) repeats
+// only the products with the batch. LayerWorkAt multiplies them by the batch in the order the
+// rules always have, so the work is the same to the bit.
+struct LayerWorkRule {
+  const Graph* graph = nullptr;
+  int layer_id = 0;
+  const Layer* layer = nullptr;
+  double element_bytes = 0;
+  double flops_per_sample = 0;  // the layer's forward flops
+  double in_elements = 0;       // per sample, over every input
+  double out_elements = 0;      // per sample
+  double weights = 0;           // bytes
+  // Convolutions and linear layers: the GEMMs' reduction lengths and flops.
+  bool first = false;  // reads the graph input only: no grad-input
+  double forward_depth = 0;
+  double weight_grad_depth_per_sample = 0;  // output positions (conv) or rows (linear)
+  double gemm_flops_per_sample = 0;
+};
+
+LayerWorkRule LayerWorkRuleOf(const Graph& graph, int layer_id, Precision precision) {
   const Layer& layer = graph.layer(layer_id);
+  LayerWorkRule rule;
+  rule.graph = &graph;
+  rule.layer_id = layer_id;
+  rule.layer = &layer;
+  rule.element_bytes = BytesPerElement(precision);
+  rule.flops_per_sample = static_cast<double>(layer.forward_flops);
+  rule.in_elements = InputElementsPerSample(graph, layer);
+  rule.out_elements = static_cast<double>(NumElements(layer.output_shape));
+  rule.weights = static_cast<double>(layer.params) * kWeightBytesPerElement;
+  if (layer.op != Op::kConv2d && layer.op != Op::kLinear) return rule;
+  // GEMM reduction lengths: forward in_channels/groups x kernel area (in_features),
+  // grad-weight the number of output positions in the batch.
+  rule.first = ReadsGraphInputOnly(layer);
+  const LayerAttrs& a = layer.attrs;
+  const Shape& in_shape = InputShapeOf(graph, layer, 0);
+  const Shape& out_shape = layer.output_shape;
+  if (layer.op == Op::kConv2d) {
+    const double area = static_cast<double>(a.kernel_size[0] * a.kernel_size[1]);
+    const double groups = static_cast<double>(std::max<int64_t>(a.groups, 1));
+    const double in_channels = in_shape.empty() ? 1.0 : static_cast<double>(in_shape[0]);
+    rule.forward_depth = in_channels / groups * area;
+    rule.weight_grad_depth_per_sample = static_cast<double>(NumElements(out_shape)) /
+                                        std::max(static_cast<double>(a.out_channels), 1.0);
+    rule.gemm_flops_per_sample =
+        2.0 * static_cast<double>(NumElements(out_shape)) * rule.forward_depth;
+  } else {
+    const double in_features = in_shape.empty() ? 1.0 : static_cast<double>(in_shape.back());
+    const double rows = static_cast<double>(NumElements(in_shape)) / in_features;
+    rule.forward_depth = in_features;
+    rule.weight_grad_depth_per_sample = rows;
+    rule.gemm_flops_per_sample = 2.0 * rows * in_features * static_cast<double>(a.out_features);
+  }
+  return rule;
+}
+
+LayerWork LayerWorkAt(const LayerWorkRule& rule, int64_t batch_size) {
+  const Layer& layer = *rule.layer;
   const double batch = static_cast<double>(batch_size);
-  const double flops = static_cast<double>(layer.forward_flops) * batch;
-  const double element_bytes = BytesPerElement(precision);
-  const double in = InputElementsPerSample(graph, layer) * batch * element_bytes;
-  const double out_elements = static_cast<double>(NumElements(layer.output_shape)) * batch;
+  const double flops = rule.flops_per_sample * batch;
+  const double element_bytes = rule.element_bytes;
+  const double in = rule.in_elements * batch * element_bytes;
+  const double out_elements = rule.out_elements * batch;
   const double out = out_elements * element_bytes;
-  const double weights = static_cast<double>(layer.params) * kWeightBytesPerElement;
+  const double weights = rule.weights;
   LayerWork work;
   switch (layer.op) {
     case Op::kConv2d:
@@ -239,31 +300,11 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       // Backward = grad-input + grad-weight, each as much math as the forward; a layer reading
       // the graph input needs no grad-input. Weights: read once forward; backward reads them
       // (grad-input), writes grad-weight and accumulates it into .grad (read, read, write).
-      // GEMM reduction lengths: forward in_channels/groups x kernel area (in_features),
-      // grad-weight the number of output positions in the batch.
-      const bool first = ReadsGraphInputOnly(layer);
+      const bool first = rule.first;
       const bool bias = layer.attrs.bias;
-      const LayerAttrs& a = layer.attrs;
-      double forward_depth = 0, weight_grad_depth = 0, gemm_flops = 0;
-      const Shape& in_shape = InputShapeOf(graph, layer, 0);
-      const Shape& out_shape = layer.output_shape;
-      if (layer.op == Op::kConv2d) {
-        const double area = static_cast<double>(a.kernel_size[0] * a.kernel_size[1]);
-        const double groups = static_cast<double>(std::max<int64_t>(a.groups, 1));
-        const double in_channels = in_shape.empty() ? 1.0 : static_cast<double>(in_shape[0]);
-        forward_depth = in_channels / groups * area;
-        const double positions = static_cast<double>(NumElements(out_shape)) /
-                                 std::max(static_cast<double>(a.out_channels), 1.0);
-        weight_grad_depth = batch * positions;
-        gemm_flops = 2.0 * static_cast<double>(NumElements(out_shape)) * forward_depth * batch;
-      } else {
-        const double in_features = in_shape.empty() ? 1.0 : static_cast<double>(in_shape.back());
-        const double rows = static_cast<double>(NumElements(in_shape)) / in_features;
-        forward_depth = in_features;
-        weight_grad_depth = batch * rows;
-        gemm_flops = 2.0 * rows * in_features * static_cast<double>(a.out_features) * batch;
-      }
-      gemm_flops = std::min(gemm_flops, flops);
+      const double forward_depth = rule.forward_depth;
+      const double weight_grad_depth = batch * rule.weight_grad_depth_per_sample;
+      const double gemm_flops = std::min(rule.gemm_flops_per_sample * batch, flops);
       work.forward_flops = flops;
       work.forward_gemms[0] = {gemm_flops, forward_depth};
       work.backward_flops = first ? gemm_flops : 2 * gemm_flops;
@@ -343,7 +384,7 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
     case Op::kClassToken:
     case Op::kSelect:
     case Op::kMean:
-      return TransformerLayerWork(graph, layer_id, batch_size, element_bytes);
+      return TransformerLayerWork(*rule.graph, rule.layer_id, batch_size, element_bytes);
     case Op::kFlatten:
       // A view: no data moves, but the framework still dispatches an op each way.
       work.forward_kernels = 1;
@@ -351,6 +392,30 @@ LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size
       break;
   }
   return work;
+}
+
+Status AnalyticalProfile::Times(const Graph& graph, int layer_id,
+                                const std::vector<int64_t>& batches,
+                                std::vector<LayerTime>* times) const {
+  times->resize(batches.size());
+  if (batches.empty()) return Status::Ok();
+  // Time's checks, in its order: the layer, then each batch.
+  const bool layer_known = layer_id >= 0 && layer_id < graph.num_layers();
+  const bool batches_valid =
+      std::all_of(batches.begin(), batches.end(), [](int64_t batch) { return batch >= 1; });
+  if (!layer_known || !batches_valid) return Profile::Times(graph, layer_id, batches, times);
+  const LayerWorkRule rule = LayerWorkRuleOf(graph, layer_id, device_.precision);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    (*times)[i] = RooflineTime(device_, LayerWorkAt(rule, batches[i]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+LayerWork EstimateLayerWork(const Graph& graph, int layer_id, int64_t batch_size,
+                            Precision precision) {
+  return LayerWorkAt(LayerWorkRuleOf(graph, layer_id, precision), batch_size);
 }
 
 LayerTime RooflineTime(const DeviceModel& device, const LayerWork& work) {

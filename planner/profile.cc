@@ -1,7 +1,17 @@
-// Profiles' precision: what an unrecorded one may stand for, and the checks against a wanted one.
+// Profiles: the default batch of times, and their precision: what an unrecorded one may stand
+// for, and the checks against a wanted one.
 #include "planner/profile.h"
 
 namespace deepool::planner {
+
+Status Profile::Times(const Graph& graph, int layer_id, const std::vector<int64_t>& batches,
+                      std::vector<LayerTime>* times) const {
+  times->resize(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    ASSIGN_OR_RETURN((*times)[i], Time(graph, layer_id, batches[i]));
+  }
+  return Status::Ok();
+}
 
 bool MayBeUnrecordedPrecision(Precision precision) {
   return precision == Precision::kFp32 || precision == Precision::kTf32;

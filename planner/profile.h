@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "planner/precision.h"
@@ -31,6 +32,13 @@ class Profile {
   // Errors (NOT_FOUND for an unprofiled layer, OUT_OF_RANGE beyond the measured batches)
   // name the layer.
   virtual StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const = 0;
+  // Time(graph, layer_id, b) for every b of `batches`, in order, into `times` (resized to as
+  // many): the same answers in one call, stopping at the first error, which it returns. The
+  // cost model asks for a layer at all its shares this way, so that a source with work per
+  // layer whatever the batch (the analytical model's shapes and GEMM sizes) does it once. The
+  // default asks Time for each batch.
+  virtual Status Times(const Graph& graph, int layer_id, const std::vector<int64_t>& batches,
+                       std::vector<LayerTime>* times) const;
   // The iteration's work outside the layers (loss, data, autograd, optimizer step) when each
   // device holds `batch` samples of the output layer; 0 where the source does not measure it.
   virtual double IterationOverheadMs(int64_t /*batch*/) const { return 0; }

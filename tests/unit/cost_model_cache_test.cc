@@ -1,6 +1,7 @@
 // The cost model's caches: profile times kept once per share (counts with the same largest
 // share ask the profile once), and the all-reduce charges kept by size, which must answer every
 // layer with its own size's charge whatever order the layers and counts are asked in.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -22,14 +23,42 @@ class CountingProfile : public Profile {
   std::string source() const override { return "counting"; }
   StatusOr<LayerTime> Time(const Graph& graph, int layer_id, int64_t batch) const override {
     ++asked[{layer_id, batch}];
+    if (auto error = errors.find({layer_id, batch}); error != errors.end()) return error->second;
     if (graph.layer(layer_id).name == "nan") {
       return LayerTime{std::numeric_limits<double>::quiet_NaN(), 1.0};
     }
-    const double forward = static_cast<double>(layer_id) + static_cast<double>(batch);
+    // Per sample, the time falls with the batch up to 8 and rises beyond (caches spilling), so
+    // the least device time is no single count's.
+    const double b = static_cast<double>(batch);
+    const double forward = static_cast<double>(layer_id + 1) * (1.0 + b + (b > 8 ? b * b : 0));
     return LayerTime{forward, 2 * forward};
   }
-  mutable std::map<std::pair<int, int64_t>, int> asked;
+  Status Times(const Graph& graph, int layer_id, const std::vector<int64_t>& batches,
+               std::vector<LayerTime>* times) const override {
+    ++batched[layer_id];
+    return Profile::Times(graph, layer_id, batches, times);
+  }
+  mutable std::map<std::pair<int, int64_t>, int> asked;  // Time's calls
+  mutable std::map<int, int> batched;                    // Times' calls, by layer
+  std::map<std::pair<int, int64_t>, Status> errors;
 };
+
+// LeastDeviceMs' definition (cost_model.h), from Compute count by count: the least over counts
+// 1..most of (B / ceil(B / g)) x the layer's time; the first error by layer, then count.
+StatusOr<double> ReferenceLeastDeviceMs(const CostModel& model, int most) {
+  const int64_t batch = model.global_batch();
+  double total = 0;
+  for (int id = 0; id < model.graph().num_layers(); ++id) {
+    double least = std::numeric_limits<double>::infinity();
+    for (int g = 1; g <= most; ++g) {
+      ASSIGN_OR_RETURN(const LayerTime time, model.Compute(id, g));
+      least = std::min(least, static_cast<double>(batch) /
+                                  static_cast<double>(LargestShare(batch, g)) * time.total_ms());
+    }
+    total += least;
+  }
+  return total;
+}
 
 Layer Conv(const std::string& name, const std::string& input, int64_t channels) {
   Layer layer;
@@ -48,17 +77,18 @@ Layer BatchNorm(const std::string& name, const std::string& input) {
   return layer;
 }
 
-// conv(8) bn conv(4) bn conv(8) bn nan(relu): two batch norms share a size, one has another;
-// the convolutions' gradients have three sizes (8x4+8, 4x8+4, 8x4+8 parameters: two equal).
-Graph Chain() {
+// conv(8) bn conv(4) bn conv(8) bn, then a relu named "nan" unless left out: two batch norms share
+// a size, one has another; the convolutions' gradients have three sizes (8x4+8, 4x8+4, 8x4+8
+// parameters: two equal).
+Graph Chain(bool with_nan = true) {
   Layer relu;
   relu.name = "nan";
   relu.op = Op::kRelu;
   relu.inputs = {"bn3"};
-  auto graph =
-      Graph::Create("chain", {4, 2, 2},
-                    {Conv("c1", "input", 8), BatchNorm("bn1", "c1"), Conv("c2", "bn1", 4),
-                     BatchNorm("bn2", "c2"), Conv("c3", "bn2", 8), BatchNorm("bn3", "c3"), relu});
+  std::vector<Layer> layers{Conv("c1", "input", 8), BatchNorm("bn1", "c1"), Conv("c2", "bn1", 4),
+                            BatchNorm("bn2", "c2"), Conv("c3", "bn2", 8),   BatchNorm("bn3", "c3")};
+  if (with_nan) layers.push_back(relu);
+  auto graph = Graph::Create("chain", {4, 2, 2}, layers);
   REQUIRE(graph.ok());
   return std::move(graph).value();
 }
@@ -81,14 +111,14 @@ TEST_CASE("counts with the same largest share ask the profile once", "[cost]") {
   for (int devices : {8, 9, 10, 8, 9}) {
     const StatusOr<LayerTime> time = model.Compute(0, devices);
     REQUIRE(time.ok());
-    CHECK(time->forward_ms == 4.0);
-    CHECK(time->backward_ms == 8.0);
+    CHECK(time->forward_ms == 5.0);  // share 4
+    CHECK(time->backward_ms == 10.0);
   }
   CHECK(profile.asked.at({0, 4}) == 1);
   // Another layer at a share already slotted, and a count of another share after it.
-  CHECK(model.Compute(2, 10).value().forward_ms == 6.0);
-  CHECK(model.Compute(2, 3).value().forward_ms == 2.0 + 11.0);
-  CHECK(model.Compute(0, 3).value().forward_ms == 11.0);
+  CHECK(model.Compute(2, 10).value().forward_ms == 3 * 5.0);
+  CHECK(model.Compute(2, 3).value().forward_ms == 3 * (12.0 + 121.0));  // share 11
+  CHECK(model.Compute(0, 3).value().forward_ms == 12.0 + 121.0);
   CHECK(profile.asked.at({2, 4}) == 1);
   CHECK(profile.asked.at({0, 11}) == 1);
   CHECK(profile.asked.size() == 4);
@@ -106,7 +136,68 @@ TEST_CASE("a profile's NaN is answered as it is, not taken for a time not yet kn
     CHECK(std::isnan(time->forward_ms));
     CHECK(time->backward_ms == 1.0);
   }
-  CHECK(model.Compute(0, 2).value().forward_ms == 16.0);
+  CHECK(model.Compute(0, 2).value().forward_ms == 17.0 + 256.0);  // share 16
+}
+
+TEST_CASE("the least device time asks the profile once per layer for all its shares", "[cost]") {
+  const Graph graph = Chain(/*with_nan=*/false);
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  const CostModel model(graph, profile, cluster, 32);
+  // Count 1 known first, as a plan asks for the single-device time before.
+  REQUIRE(model.SingleDeviceMs().ok());
+  const StatusOr<double> least = model.LeastDeviceMs(8);
+  REQUIRE(least.ok());
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    CHECK(profile.batched[id] == 1);  // shares 16, 11, 8, 7, 6, 5, 4 in one call
+    for (int64_t share : {32, 16, 11, 8, 7, 6, 5, 4}) CHECK(profile.asked[{id, share}] == 1);
+  }
+  // The same sum as count by count, and every time now cached.
+  CountingProfile fresh;
+  const CostModel reference(graph, fresh, cluster, 32);
+  const StatusOr<double> expected = ReferenceLeastDeviceMs(reference, 8);
+  REQUIRE(expected.ok());
+  CHECK(*least == *expected);
+  for (int g = 1; g <= 8; ++g) REQUIRE(model.Compute(0, g).ok());
+  CHECK(profile.asked[{0, 16}] == 1);
+}
+
+TEST_CASE("the least device time is the least over the shares, not one count's", "[cost]") {
+  const Graph graph = Chain(/*with_nan=*/false);
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  const CostModel model(graph, profile, cluster, 32);
+  // (B / s) x 3 (id + 1) (1 + s + [s > 8] s^2) is least at s = 8 (g = 4): 4 x 27 (id + 1).
+  double expected = 0;
+  for (int id = 0; id < graph.num_layers(); ++id) expected += 108.0 * (id + 1);
+  const StatusOr<double> least = model.LeastDeviceMs(8);
+  REQUIRE(least.ok());
+  CHECK(*least == expected);
+  // Up to 3 devices the least is at s = 11 (g = 3), whatever was cached for 8.
+  CountingProfile fresh;
+  const CostModel reference(graph, fresh, cluster, 32);
+  CHECK(model.LeastDeviceMs(3).value() == ReferenceLeastDeviceMs(reference, 3).value());
+  CHECK(model.LeastDeviceMs(3).value() > expected);
+}
+
+TEST_CASE("the least device time answers the first error by layer and then count", "[cost]") {
+  const Graph graph = Chain();
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  // Layer 2 fails at share 8 (count 4) and at share 11 (count 3): count 3's comes first. Layer 4
+  // fails at share 16, later by layer though earlier by count.
+  profile.errors[{2, 8}] = OutOfRangeError("layer 2 at 8");
+  profile.errors[{2, 11}] = NotFoundError("layer 2 at 11");
+  profile.errors[{4, 16}] = NotFoundError("layer 4 at 16");
+  const CostModel model(graph, profile, cluster, 32);
+  CountingProfile same_errors;
+  same_errors.errors = profile.errors;
+  const CostModel reference(graph, same_errors, cluster, 32);
+  const Status least = model.LeastDeviceMs(8).status();
+  CHECK(least.message() == "layer 2 at 11");
+  CHECK(least == ReferenceLeastDeviceMs(reference, 8).status());
+  // And again, with the times asked before the error cached or not: the same answer.
+  CHECK(model.LeastDeviceMs(8).status() == least);
 }
 
 TEST_CASE("all-reduce charges kept by size answer each layer with its own size", "[cost]") {

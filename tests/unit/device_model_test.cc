@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "planner/a100_import.h"
 #include "planner/zoo/zoo.h"
@@ -168,6 +169,41 @@ TEST_CASE("analytical profile rejects bad layer ids and batches") {
   auto zero = profile->Time(graph, 0, 0);
   CHECK(zero.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(zero.status().message(), Catch::Contains("first"));
+}
+
+TEST_CASE("an analytical profile's times for several batches are its time at each, to the bit") {
+  // The batch of times works out each layer's rule once (Profile::Times): every op of the zoo,
+  // transformers' included, at two activation widths.
+  for (const Precision precision : {Precision::kTf32, Precision::kBf16}) {
+    auto profile = MakeAnalyticalProfile(*DevicePreset("a100", precision));
+    for (const char* model : {"inception_v3", "resnet50", "vgg16", "mlp", "gpt_tiny", "vit_tiny"}) {
+      const Graph graph = ZooModel(model);
+      const std::vector<int64_t> batches{1, 2, 3, 5, 8, 11, 16, 33};
+      std::vector<LayerTime> times;
+      for (int id = 0; id < graph.num_layers(); ++id) {
+        INFO(model << " " << graph.layer(id).name << " " << PrecisionName(precision));
+        REQUIRE(profile->Times(graph, id, batches, &times).ok());
+        REQUIRE(times.size() == batches.size());
+        for (size_t i = 0; i < batches.size(); ++i) {
+          const LayerTime time = *profile->Time(graph, id, batches[i]);
+          CHECK(times[i].forward_ms == time.forward_ms);
+          CHECK(times[i].backward_ms == time.backward_ms);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("an analytical profile's batch of times stops at Time's first error") {
+  const Graph graph = ConvPair();
+  auto profile = MakeAnalyticalProfile(*DevicePreset("v100"));
+  std::vector<LayerTime> times;
+  const Status bad_batch = profile->Times(graph, 1, {4, 0, -1}, &times);
+  CHECK(bad_batch == profile->Time(graph, 1, 0).status());
+  const Status bad_layer = profile->Times(graph, 3, {4}, &times);
+  CHECK(bad_layer == profile->Time(graph, 3, 4).status());
+  CHECK(profile->Times(graph, 0, {}, &times).ok());
+  CHECK(times.empty());
 }
 
 // The A100 preset against the measured VGG-16 file (docs/benchmarks.md has the full table):
