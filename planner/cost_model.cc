@@ -131,10 +131,9 @@ CostModel::CostModel(const Graph& graph, const Profile& profile, const Cluster& 
     const Layer& layer = graph_.layer(id);
     activation_bytes_.push_back(NumElements(layer.output_shape) * activation_bytes_per_element_);
     gradient_bytes_.push_back(layer.params * 4);
-    const bool synchronised =
-        options_.sync_batch_norm && layer.op == Op::kBatchNorm2d && !layer.output_shape.empty();
-    // 2C+1 float64 values: per-channel sums, sums of squares, the count.
-    if (synchronised) {
+    // 2C+1 float64 values: per-channel sums, sums of squares, the count (as if synchronised:
+    // BatchNormSyncMs charges nothing without sync_batch_norm).
+    if (layer.op == Op::kBatchNorm2d && !layer.output_shape.empty()) {
       batch_norm_stats_bytes[static_cast<size_t>(id)] = (2 * layer.output_shape.front() + 1) * 8;
     }
   }
@@ -156,12 +155,13 @@ size_t CostModel::RangePairHash::operator()(const std::pair<DeviceRange, DeviceR
 }
 
 CostModel::ByteClasses::ByteClasses(const std::vector<int64_t>& bytes_by_layer)
-    : class_of_layer(bytes_by_layer.size(), -1), bytes(bytes_by_layer) {
-  // Sorted distinct sizes (an O(n log n) numbering: a big graph may have many).
+    : class_of_layer(bytes_by_layer.size(), -1) {
+  // The distinct sizes, sorted (O(n log n): a big graph may have many); most layers have none.
+  for (int64_t layer_bytes : bytes_by_layer) {
+    if (layer_bytes != 0) bytes.push_back(layer_bytes);
+  }
   std::sort(bytes.begin(), bytes.end());
   bytes.erase(std::unique(bytes.begin(), bytes.end()), bytes.end());
-  if (!bytes.empty() && bytes.front() == 0) bytes.erase(bytes.begin());
-  bytes.shrink_to_fit();
   for (size_t id = 0; id < bytes_by_layer.size(); ++id) {
     if (bytes_by_layer[id] == 0) continue;
     class_of_layer[id] = static_cast<int>(
@@ -170,10 +170,21 @@ CostModel::ByteClasses::ByteClasses(const std::vector<int64_t>& bytes_by_layer)
 }
 
 CostModel::CostModel(const CostModel& same_inputs, CostModelOptions options)
-    : CostModel(same_inputs.graph_, same_inputs.profile_, same_inputs.cluster_,
-                same_inputs.global_batch_, options) {
-  profile_times_ = same_inputs.profile_times_;
-}
+    : graph_(same_inputs.graph_),
+      profile_(same_inputs.profile_),
+      cluster_(same_inputs.cluster_),
+      global_batch_(same_inputs.global_batch_),
+      options_(options),
+      // What depends on the graph and profile alone is copied, not worked out again.
+      activation_bytes_per_element_(same_inputs.activation_bytes_per_element_),
+      overhead_layer_(same_inputs.overhead_layer_),
+      tied_layers_(same_inputs.tied_layers_),
+      tied_bytes_(same_inputs.tied_bytes_),
+      activation_bytes_(same_inputs.activation_bytes_),
+      gradient_bytes_(same_inputs.gradient_bytes_),
+      batch_norm_stats_(same_inputs.batch_norm_stats_),
+      gradients_(same_inputs.gradients_),
+      profile_times_(same_inputs.profile_times_) {}
 
 const LayerTime* CostModel::KnownTime(int layer_id, int devices) const {
   // A count has a slot only once Compute has checked it (1 <= devices <= B).
@@ -308,7 +319,9 @@ double CostModel::AmortisedGradientSyncMs(int layer_id, int devices) const {
 
 double CostModel::BatchNormSyncMs(int layer_id, int devices) const {
   const int size_class = batch_norm_stats_.class_of_layer[static_cast<size_t>(layer_id)];
-  if (size_class < 0 || devices < 0) return 0;  // devices < 0: AllReduceMs' answer below 2
+  // Per-device statistics (no sync_batch_norm) need no all-reduce; devices < 0: AllReduceMs'
+  // answer below 2.
+  if (size_class < 0 || !options_.sync_batch_norm || devices < 0) return 0;
   const int classes = static_cast<int>(batch_norm_stats_.bytes.size());
   double& known = batch_norm_sync_ms_.At(devices, size_class, classes);
   if (known < 0) {

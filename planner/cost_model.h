@@ -157,7 +157,8 @@ class CostModel {
             int64_t global_batch, CostModelOptions options = {});
   // A model of `same_inputs`'s graph, profile, cluster and batch with other options, sharing its
   // cache of profile times (which the options do not change): a plan and its baseline ask the
-  // profile once. Both must then be used from one thread at a time.
+  // profile once. Both must then be used from one thread at a time. What it knows of the layers
+  // (bytes, ties) is copied, not worked out again.
   CostModel(const CostModel& same_inputs, CostModelOptions options);
 
   const Graph& graph() const { return graph_; }
@@ -314,8 +315,8 @@ class CostModel {
     std::vector<int> class_of_layer;
     std::vector<int64_t> bytes;  // by class, ascending
   };
-  // The batch norm statistics all-reduce's bytes (BatchNormSyncMs); none for other ops, or with
-  // sync_batch_norm off.
+  // Every batch norm layer's statistics all-reduce bytes, as if synchronised (BatchNormSyncMs
+  // charges none without sync_batch_norm); none for other ops.
   ByteClasses batch_norm_stats_;
   ByteClasses gradients_;  // the parameter gradients' bytes (GradientBytes)
   // Charges in ms by (device count, size class), worked out on first use: the search asks for

@@ -235,5 +235,31 @@ TEST_CASE("batch norm kept per device charges no statistics all-reduce", "[cost]
   for (int id = 0; id < graph.num_layers(); ++id) CHECK(model.BatchNormSyncMs(id, 8) == 0);
 }
 
+TEST_CASE("a model built from another charges batch norm as its own options say", "[cost]") {
+  const Graph graph = Chain();
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  CostModelOptions per_device;
+  per_device.sync_batch_norm = false;
+  // Built first without synchronised statistics, then with them from it, and back.
+  const CostModel unsynchronised(graph, profile, cluster, 32, per_device);
+  const CostModel synchronised(unsynchronised, CostModelOptions{});
+  const CostModel from_unsynchronised(CostModel(synchronised, per_device), CostModelOptions{});
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const Layer& layer = graph.layer(id);
+    const double stats_ms = layer.op == Op::kBatchNorm2d
+                                ? AllReduceMs(cluster, (2 * layer.output_shape.front() + 1) * 8, 4)
+                                : 0;
+    CHECK(synchronised.BatchNormSyncMs(id, 4) == stats_ms);
+    CHECK(unsynchronised.BatchNormSyncMs(id, 4) == 0);
+    CHECK(from_unsynchronised.BatchNormSyncMs(id, 4) == stats_ms);
+    // The layers' bytes are the same in all three.
+    CHECK(unsynchronised.ActivationBytes(id) == synchronised.ActivationBytes(id));
+    CHECK(from_unsynchronised.GradientBytes(id) == synchronised.GradientBytes(id));
+    CHECK(from_unsynchronised.AmortisedGradientSyncMs(id, 4) ==
+          synchronised.AmortisedGradientSyncMs(id, 4));
+  }
+}
+
 }  // namespace
 }  // namespace deepool::planner
