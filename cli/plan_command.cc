@@ -245,6 +245,17 @@ int PrintSpeedupCurve(const planner::Graph& graph, const planner::Profile& profi
   return kExitOk;
 }
 
+// The search line's note on granularity: none for layer by layer, and for a graph with no block
+// to search whole (a chain) that every solve was layer by layer anyway.
+std::string GranularityNote(const planner::Graph& graph, const planner::PlanOptions& options) {
+  if (options.granularity == planner::SearchGranularity::kLayers) return "";
+  const std::string name(planner::SearchGranularityName(options.granularity));
+  if (!planner::SearchesBlocks(graph, options)) {
+    return "granularity " + name + " (the graph has no block to search whole: layer by layer), ";
+  }
+  return "granularity " + name + " (blocks searched whole in some solves), ";
+}
+
 int RunPlan(const PlanFlags& flags) {
   if (flags.model.empty() == flags.graph_path.empty()) {
     std::cerr << "error: give exactly one of --model NAME or --graph FILE\n";
@@ -366,13 +377,7 @@ int RunPlan(const PlanFlags& flags) {
   PrintIterationOverhead(*plan, *graph, *profile, std::cout);
   PrintDeviceMemory(*plan, *graph, *profile, options, memory_gb, std::cout);
   // What the search promises, in its own terms (docs/planner.md, "The search").
-  std::cout << "search: "
-            << (options.granularity == planner::SearchGranularity::kLayers
-                    ? std::string()
-                    : "granularity " +
-                          std::string(planner::SearchGranularityName(options.granularity)) +
-                          " (blocks searched whole in some solves), ")
-            << "Pareto frontiers "
+  std::cout << "search: " << GranularityNote(*graph, options) << "Pareto frontiers "
             << (flags.search.pareto_tolerance == 0
                     ? std::string("exact")
                     : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +

@@ -426,6 +426,15 @@ MemoryModelOptions PlanMemoryModelOptions(const PlanOptions& options, const Prof
       options, options.precision.value_or(profile.precision().value_or(Precision::kFp32)));
 }
 
+bool SearchesBlocks(const Graph& graph, const PlanOptions& options) {
+  if (options.granularity == SearchGranularity::kLayers) return false;
+  int num_groups = 0;
+  std::vector<int> group_of = GroupLayers(graph, options.fuse_elementwise, &num_groups);
+  int num_blocks = num_groups;
+  GroupBlocks(graph, std::move(group_of), &num_blocks);
+  return num_blocks < num_groups;
+}
+
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms) {
   return totals.gpu_seconds * 1000.0 <= budget_gpu_ms * (1 + 1e-12);
 }

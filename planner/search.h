@@ -119,6 +119,11 @@ struct PlanningModels {
 // built for another global batch, batch norm or gradient sync.
 StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOptions& options);
 
+// Whether a search of `graph` with `options` solves some of its additive problems block by
+// block: a granularity other than kLayers, on a graph with a block to search whole (a chain
+// such as VGG-16 has none, and every solve is then layer by layer whatever the granularity).
+bool SearchesBlocks(const Graph& graph, const PlanOptions& options);
+
 // Whether the totals' device time fits a budget in device-milliseconds, with a relative slack of
 // 1e-12 for sums added up in another order.
 bool WithinBudget(const PlanTotals& totals, double budget_gpu_ms);

@@ -181,6 +181,22 @@ TEST_CASE("a measured profile plans on a cluster of its own devices, and another
   std::filesystem::remove_all(pattern);
 }
 
+TEST_CASE("deepool plan's search line says whether blocks were searched whole", "[cli]") {
+  const std::string base = "plan --global-batch 32 --gpus 8 --device a100 --model ";
+  const CommandOutput chain = RunDeepool(base + "vgg16");
+  const CommandOutput residual = RunDeepool(base + "resnet50");
+  const CommandOutput by_layers = RunDeepool(base + "resnet50 --granularity layers");
+  REQUIRE(chain.exit_code == 0);
+  REQUIRE(residual.exit_code == 0);
+  REQUIRE(by_layers.exit_code == 0);
+  // VGG-16 is a chain: with the default granularity every solve is layer by layer all the same.
+  CHECK_THAT(chain.out, Catch::Contains("search: granularity mixed (the graph has no block to "
+                                        "search whole: layer by layer)"));
+  CHECK_THAT(residual.out,
+             Catch::Contains("search: granularity mixed (blocks searched whole in some solves)"));
+  CHECK_THAT(by_layers.out, Catch::Contains("search: Pareto frontiers"));
+}
+
 TEST_CASE("deepool plan says what iteration overhead the profile adds, and where", "[cli]") {
   const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-overhead-XXXXXX";
   std::string pattern = dir;

@@ -152,5 +152,23 @@ TEST_CASE("Block search plans keep to the limit and beat one device and data par
   }
 }
 
+TEST_CASE("SearchesBlocks: only a granularity other than layers on a graph with blocks",
+          "[search]") {
+  PlanOptions options;
+  options.global_batch = 32;
+  options.devices = 8;
+  const Graph chain = zoo::BuildModel("vgg16").value();
+  const Graph residual = zoo::BuildModel("resnet50").value();
+  const Graph inception = zoo::BuildModel("inception_v3").value();
+  for (SearchGranularity granularity : {SearchGranularity::kMixed, SearchGranularity::kBlocks}) {
+    options.granularity = granularity;
+    CHECK_FALSE(SearchesBlocks(chain, options));
+    CHECK(SearchesBlocks(residual, options));
+    CHECK(SearchesBlocks(inception, options));
+  }
+  options.granularity = SearchGranularity::kLayers;
+  CHECK_FALSE(SearchesBlocks(residual, options));
+}
+
 }  // namespace
 }  // namespace deepool::planner
