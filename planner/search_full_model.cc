@@ -12,12 +12,43 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
   const auto known = known_.find(counts);
   if (known != known_.end()) return known->second.totals;
   const std::vector<DeviceRange> ranges = PrefixRanges(counts);
-  ASSIGN_OR_RETURN(std::vector<LayerCost> costs, model_.LayerCostsOf(ranges, num_devices_));
+  std::vector<LayerCost> costs;
+  if (last_costed_ != nullptr && last_costed_->first.size() == counts.size()) {
+    // From the plan costed last: only the layers on other counts and their consumers change.
+    const std::vector<int>& base = last_costed_->first;
+    costs = last_costed_->second.costs;
+    MarkDiffering(base, counts);
+    for (size_t id : changed_ids_) {
+      ASSIGN_OR_RETURN(costs[id], model_.CostOf(static_cast<int>(id), counts));
+    }
+  } else {
+    ASSIGN_OR_RETURN(costs, model_.LayerCostsOf(ranges, num_devices_));
+  }
   ASSIGN_OR_RETURN(const PlanTotals totals, model_.TotalsOfCosts(ranges, num_devices_, costs));
   Known& remembered = Remember(counts, totals, costs, /*keep_costs=*/false);
   remembered.costs = std::move(costs);
   remembered.has_costs = true;
+  last_costed_ = &*known_.find(counts);
   return totals;
+}
+
+void FullModel::MarkDiffering(const std::vector<int>& base, const std::vector<int>& counts) {
+  const Graph& graph = model_.graph();
+  changed_.resize(counts.size(), 0);
+  changed_ids_.clear();
+  auto mark = [&](size_t id) {
+    if (changed_[id]) return;
+    changed_[id] = 1;
+    changed_ids_.push_back(id);
+  };
+  for (size_t id = 0; id < counts.size(); ++id) {
+    if (counts[id] == base[id]) continue;
+    mark(id);
+    for (int consumer : graph.consumers(static_cast<int>(id))) {
+      mark(static_cast<size_t>(consumer));
+    }
+  }
+  for (size_t id : changed_ids_) changed_[id] = 0;
 }
 
 Status FullModel::KeepCosts(const std::vector<int>& base, Known& known) {
@@ -104,7 +135,9 @@ FullModel::Known& FullModel::Remember(const std::vector<int>& counts, const Plan
     known.own_device_ms += costs[id].device_ms(counts[id]);
   }
   if (keep_costs) known.costs = costs;
-  return known_.emplace(counts, std::move(known)).first->second;
+  auto& entry = *known_.emplace(counts, std::move(known)).first;
+  if (keep_costs) last_costed_ = &entry;
+  return entry.second;
 }
 
 }  // namespace deepool::planner::internal

@@ -150,5 +150,35 @@ TEST_CASE("FullModel: a move from a plan remembered without its layer costs is e
   CHECK(moved_on > 20);
 }
 
+// Totals costs a new plan from the one it costed last, recomputing only the layers on other
+// counts and their consumers: the totals are still the cost model's, to the bit.
+TEST_CASE("FullModel: plans costed one after another give the cost model's totals", "[search]") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
+  for (const std::string name : {"resnet50", "inception_v3"}) {
+    CAPTURE(name);
+    const Graph graph = zoo::BuildModel(name).value();
+    PlanOptions options;
+    options.global_batch = kBatch;
+    options.devices = kDevices;
+    const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+    FullModel full(model, kDevices);
+    int costed = 0;
+    for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
+      const std::vector<Move> moves = MovesOf(base);
+      for (size_t m = 0; m < moves.size(); ++m) {
+        for (const std::vector<int>* plan : {&base, &moves[m].moved}) {
+          const PlanTotals exact = model.Totals(PrefixRanges(*plan), kDevices).value();
+          const PlanTotals totals = full.Totals(*plan).value();
+          REQUIRE(totals.iteration_ms == exact.iteration_ms);
+          REQUIRE(totals.gpu_seconds == exact.gpu_seconds);
+          ++costed;
+        }
+      }
+    }
+    CHECK(costed > 20);
+  }
+}
+
 }  // namespace
 }  // namespace deepool::planner
