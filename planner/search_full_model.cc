@@ -17,7 +17,7 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
     // From the plan costed last: only the layers on other counts and their consumers change.
     const std::vector<int>& base = last_costed_->first;
     costs = last_costed_->second.costs;
-    MarkDiffering(base, counts);
+    MarkMoved(counts.size(), 0, counts.size(), [&](size_t id) { return counts[id] != base[id]; });
     for (size_t id : changed_ids_) {
       ASSIGN_OR_RETURN(costs[id], model_.CostOf(static_cast<int>(id), counts));
     }
@@ -32,17 +32,18 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
   return totals;
 }
 
-void FullModel::MarkDiffering(const std::vector<int>& base, const std::vector<int>& counts) {
+template <typename IsMoved>
+void FullModel::MarkMoved(size_t layers, size_t begin, size_t end, IsMoved is_moved) {
   const Graph& graph = model_.graph();
-  changed_.resize(counts.size(), 0);
+  changed_.resize(layers, 0);
   changed_ids_.clear();
   auto mark = [&](size_t id) {
     if (changed_[id]) return;
     changed_[id] = 1;
     changed_ids_.push_back(id);
   };
-  for (size_t id = 0; id < counts.size(); ++id) {
-    if (counts[id] == base[id]) continue;
+  for (size_t id = begin; id < end; ++id) {
+    if (!is_moved(id)) continue;
     mark(id);
     for (int consumer : graph.consumers(static_cast<int>(id))) {
       mark(static_cast<size_t>(consumer));
@@ -60,33 +61,13 @@ Status FullModel::KeepCosts(const std::vector<int>& base, Known& known) {
 }
 
 Status FullModel::CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end) {
-  const Graph& graph = model_.graph();
-  changed_.resize(moved.size(), 0);
-  changed_ids_.clear();
-  auto mark = [&](size_t id) {
-    if (changed_[id]) return;
-    changed_[id] = 1;
-    changed_ids_.push_back(id);
-  };
-  for (size_t id = begin; id < end; ++id) {
-    mark(id);
-    for (int consumer : graph.consumers(static_cast<int>(id))) {
-      mark(static_cast<size_t>(consumer));
-    }
-  }
+  MarkMoved(moved.size(), begin, end, [](size_t) { return true; });
   changed_costs_.clear();
-  Status status;
   for (size_t id : changed_ids_) {
-    changed_[id] = 0;
-    if (!status.ok()) continue;
-    StatusOr<LayerCost> cost = model_.CostOf(static_cast<int>(id), moved);
-    if (cost.ok()) {
-      changed_costs_.emplace_back(id, *cost);
-    } else {
-      status = cost.status();
-    }
+    ASSIGN_OR_RETURN(const LayerCost cost, model_.CostOf(static_cast<int>(id), moved));
+    changed_costs_.emplace_back(id, cost);
   }
-  return status;
+  return Status::Ok();
 }
 
 StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::vector<int>& base,

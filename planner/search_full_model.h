@@ -83,16 +83,17 @@ class FullModel {
   // the layers whose costs differ from the plan it moved from.
   Status CostsOfMove(const std::vector<int>& moved, size_t begin, size_t end);
 
-  // Into changed_ids_: the layers whose counts differ in `counts` from `base`, and their
-  // consumers: the layers whose costs differ between the two plans.
-  void MarkDiffering(const std::vector<int>& base, const std::vector<int>& counts);
+  // Into changed_ids_, each once: the layers in [begin, end) of a plan of `layers` layers that
+  // `is_moved` says are on another count, and their consumers: the layers whose costs differ.
+  template <typename IsMoved>
+  void MarkMoved(size_t layers, size_t begin, size_t end, IsMoved is_moved);
 
   // The plan whose layer costs were worked out last (a node of known_, which stays put), for
   // Totals to cost a new plan from; null before the first.
   const std::pair<const std::vector<int>, Known>* last_costed_ = nullptr;
 
-  // CostsOfMove's, kept for their capacity; changed_ is all 0 between calls (bytes, not
-  // std::vector<bool>'s bits: a move marks and clears hundreds a call).
+  // MarkMoved's and CostsOfMove's, kept for their capacity; changed_ is all 0 between calls (bytes,
+  // not std::vector<bool>'s bits: a move marks and clears hundreds a call).
   std::vector<uint8_t> changed_;
   std::vector<size_t> changed_ids_;
   std::vector<std::pair<size_t, LayerCost>> changed_costs_;
