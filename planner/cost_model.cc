@@ -612,19 +612,24 @@ StatusOr<double> CostModel::LeastDeviceMs(int devices) const {
     count = share > 1 ? (global_batch_ + share - 2) / (share - 1) : global_batch_ + 1;
   }
   RETURN_IF_ERROR(KnowTimes(counts));
+  // Per count: its share's times (all known now; a NaN the profile answered stays NaN, as
+  // Compute would answer it again) and how many pieces of that share make the batch.
+  const ProfileTimes& known = *profile_times_;
+  std::vector<const LayerTime*> times_of;
+  std::vector<double> pieces;
+  times_of.reserve(counts.size());
+  pieces.reserve(counts.size());
+  for (int count : counts) {
+    const int slot = known.slot_of_count[static_cast<size_t>(count)];
+    times_of.push_back(known.times[static_cast<size_t>(slot)].data());
+    pieces.push_back(static_cast<double>(global_batch_) /
+                     static_cast<double>(LargestShare(global_batch_, count)));
+  }
   double total = 0;
   for (int id = 0; id < graph_.num_layers(); ++id) {
     double least = std::numeric_limits<double>::infinity();
-    for (int count : counts) {
-      LayerTime time;
-      if (const LayerTime* known = KnownTime(id, count)) {
-        time = *known;
-      } else {
-        ASSIGN_OR_RETURN(time, Compute(id, count));  // a NaN the profile answered
-      }
-      least = std::min(least, static_cast<double>(global_batch_) /
-                                  static_cast<double>(LargestShare(global_batch_, count)) *
-                                  time.total_ms());
+    for (size_t c = 0; c < counts.size(); ++c) {
+      least = std::min(least, pieces[c] * times_of[c][id].total_ms());
     }
     total += least;
   }
@@ -697,12 +702,21 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
   PlanTotals totals;
   double gpu_ms = 0;
   double layers_ms = 0;
+  // The placements' sample shares, worked out once per count.
+  std::vector<std::vector<int64_t>> shares_by_count;
   if (layers != nullptr) layers->reserve(ranges.size());
   for (int id = 0; id < graph_.num_layers(); ++id) {
     const DeviceRange range = ranges[static_cast<size_t>(id)];
     LayerCost cost = costs[static_cast<size_t>(id)];
     cost.comm_ms += exposed[static_cast<size_t>(id)];
-    if (layers != nullptr) layers->push_back(Placement(id, range, cost));
+    if (layers != nullptr) {
+      const auto count = static_cast<size_t>(range.count);
+      if (count >= shares_by_count.size()) shares_by_count.resize(count + 1);
+      if (shares_by_count[count].empty()) {
+        shares_by_count[count] = NearEqualShares(global_batch_, range.count);
+      }
+      layers->push_back(Placement(id, range, cost, shares_by_count[count]));
+    }
     layers_ms += cost.total_ms();
     gpu_ms += cost.device_ms(range.count);
     totals.devices_used = std::max(totals.devices_used, range.end());
@@ -714,12 +728,13 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
   return totals;
 }
 
-LayerPlacement CostModel::Placement(int layer_id, DeviceRange range, const LayerCost& cost) const {
+LayerPlacement CostModel::Placement(int layer_id, DeviceRange range, const LayerCost& cost,
+                                    const std::vector<int64_t>& samples) const {
   LayerPlacement placement;
   placement.layer = graph_.layer(layer_id).name;
   placement.devices.resize(static_cast<size_t>(range.count));
   for (int r = 0; r < range.count; ++r) placement.devices[static_cast<size_t>(r)] = range.first + r;
-  placement.samples = NearEqualShares(global_batch_, range.count);
+  placement.samples = samples;
   placement.forward_ms = cost.forward_ms;
   placement.backward_ms = cost.backward_ms;
   placement.comm_ms = cost.comm_ms;

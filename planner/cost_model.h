@@ -254,8 +254,10 @@ class CostModel {
                                 std::vector<LayerPlacement>* layers) const;
   // INVALID_ARGUMENT unless there is one range per layer, each within the devices and batch.
   Status CheckRanges(const std::vector<DeviceRange>& ranges, int num_devices) const;
-  // The layer's placement on its range with these predictions.
-  LayerPlacement Placement(int layer_id, DeviceRange range, const LayerCost& cost) const;
+  // The layer's placement on its range with these predictions; `samples`:
+  // NearEqualShares(B, range.count).
+  LayerPlacement Placement(int layer_id, DeviceRange range, const LayerCost& cost,
+                           const std::vector<int64_t>& samples) const;
   // The profile's time of the layer on `devices` devices when Compute has cached it, else null
   // (the caller then asks Compute, which reports any error): CostOf's path without a StatusOr.
   const LayerTime* KnownTime(int layer_id, int devices) const;

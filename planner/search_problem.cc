@@ -244,6 +244,8 @@ Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBo
   for (size_t n = 2; n < nodes.count; ++n) {
     problem->node_costs[n].assign(counts.size(), CostPoint{});
   }
+  const bool any_errors = charges.any_errors();
+  const Status no_error;
   for (int id = 0; id < graph.num_layers(); ++id) {
     const auto node = static_cast<size_t>(nodes.of(id));
     std::vector<CostPoint>& costs = problem->node_costs[node];
@@ -253,7 +255,7 @@ Status SetNodeCosts(const Graph& graph, const OwnCharges& charges, const CountBo
         costs[k].time_ms = kInfinity;
         continue;
       }
-      if (const Status& status = charges.StatusAt(id, k); !status.ok()) {
+      if (const Status& status = any_errors ? charges.StatusAt(id, k) : no_error; !status.ok()) {
         if (status.code() != StatusCode::kOutOfRange) return status;
         costs[k].time_ms = kInfinity;
         continue;

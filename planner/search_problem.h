@@ -83,6 +83,8 @@ class OwnCharges {
   }
   // OK, or the cost model's error for the layer at the count.
   const Status& StatusAt(int layer_id, size_t count_index) const;
+  // Whether StatusAt is an error anywhere (rarely: a profile that cannot time some count).
+  bool any_errors() const { return !errors_.empty(); }
 
  private:
   size_t Index(int layer_id, size_t count_index) const {

@@ -261,5 +261,21 @@ TEST_CASE("a model built from another charges batch norm as its own options say"
   }
 }
 
+TEST_CASE("a plan's placements split the batch by each layer's own count", "[cost]") {
+  // Evaluate works each count's shares out once and hands them to every layer on that count.
+  const Graph graph = Chain(/*with_nan=*/false);
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  const CostModel model(graph, profile, cluster, 30);
+  const std::vector<int> counts{1, 4, 4, 8, 1, 7};
+  const StatusOr<Plan> plan = model.Evaluate(counts, 8);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->layers.size() == counts.size());
+  for (size_t id = 0; id < counts.size(); ++id) {
+    CHECK(plan->layers[id].samples == NearEqualShares(30, counts[id]));
+    CHECK(plan->layers[id].devices.size() == static_cast<size_t>(counts[id]));
+  }
+}
+
 }  // namespace
 }  // namespace deepool::planner
