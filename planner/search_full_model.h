@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -52,11 +53,19 @@ class FullModel {
                                                            double budget_gpu_ms);
 
  private:
+  // Two counts a step, as one 64-bit word: plans of hundreds of layers are hashed at every
+  // local move.
   struct CountsHash {
     size_t operator()(const std::vector<int>& counts) const {
-      size_t hash = counts.size();
-      for (int count : counts) hash = hash * 1099511628211ULL + static_cast<size_t>(count);
-      return hash;
+      uint64_t hash = counts.size();
+      size_t i = 0;
+      for (; i + 2 <= counts.size(); i += 2) {
+        uint64_t pair = 0;
+        std::memcpy(&pair, &counts[i], sizeof pair);
+        hash = (hash ^ pair) * 1099511628211ULL;
+      }
+      if (i < counts.size()) hash = (hash ^ static_cast<uint32_t>(counts[i])) * 1099511628211ULL;
+      return static_cast<size_t>(hash ^ (hash >> 29));
     }
   };
   struct Known {
