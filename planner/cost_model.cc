@@ -357,7 +357,9 @@ StatusOr<LayerCost> CostModel::CostWith(int layer_id, RangeOf range_of) const {
     cost.resplit_ms += ms;
     cost.resplit_device_ms += ms * UnionSize(from, range);
   }
-  cost.comm_ms = cost.resplit_ms + 2.0 * BatchNormSyncMs(layer_id, devices);
+  // Most layers are no batch norm: their charge is 0 without a call.
+  const bool batch_norm = batch_norm_stats_.class_of_layer[static_cast<size_t>(layer_id)] >= 0;
+  cost.comm_ms = cost.resplit_ms + 2.0 * (batch_norm ? BatchNormSyncMs(layer_id, devices) : 0.0);
   return cost;
 }
 
@@ -591,11 +593,14 @@ StatusOr<GradientSyncTimeline> CostModel::GradientSync(
 
 StatusOr<double> CostModel::SingleDeviceMs() const {
   if (profile_times_->single_device_ms) return *profile_times_->single_device_ms;
+  // Every layer's time on one device at once (a NaN the profile answered stays NaN, as Compute
+  // would answer it again), summed in layer order.
+  RETURN_IF_ERROR(KnowTimes({1}));
+  const ProfileTimes& known = *profile_times_;
+  const std::vector<LayerTime>& times = known.times[static_cast<size_t>(known.slot_of_count[1])];
   double total = 0;
-  for (int id = 0; id < graph_.num_layers(); ++id) {
-    ASSIGN_OR_RETURN(LayerTime time, Compute(id, 1));
-    total += time.total_ms();
-  }
+  for (int id = 0; id < graph_.num_layers(); ++id)
+    total += times[static_cast<size_t>(id)].total_ms();
   profile_times_->single_device_ms = total;
   return total;
 }
@@ -702,14 +707,26 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
   PlanTotals totals;
   double gpu_ms = 0;
   double layers_ms = 0;
-  // The placements' sample shares, worked out once per count.
-  std::vector<std::vector<int64_t>> shares_by_count;
-  if (layers != nullptr) layers->reserve(ranges.size());
-  for (int id = 0; id < graph_.num_layers(); ++id) {
+  // Each layer's cost with its share of the exposed sync, into the sums (in layer order).
+  auto add = [&](int id) {
     const DeviceRange range = ranges[static_cast<size_t>(id)];
     LayerCost cost = costs[static_cast<size_t>(id)];
     cost.comm_ms += exposed[static_cast<size_t>(id)];
-    if (layers != nullptr) {
+    layers_ms += cost.total_ms();
+    gpu_ms += cost.device_ms(range.count);
+    totals.devices_used = std::max(totals.devices_used, range.end());
+    return cost;
+  };
+  if (layers == nullptr) {
+    // The search's totals: a loop with no calls in it.
+    for (int id = 0; id < graph_.num_layers(); ++id) add(id);
+  } else {
+    // The placements' sample shares, worked out once per count.
+    std::vector<std::vector<int64_t>> shares_by_count;
+    layers->reserve(ranges.size());
+    for (int id = 0; id < graph_.num_layers(); ++id) {
+      const LayerCost cost = add(id);
+      const DeviceRange range = ranges[static_cast<size_t>(id)];
       const auto count = static_cast<size_t>(range.count);
       if (count >= shares_by_count.size()) shares_by_count.resize(count + 1);
       if (shares_by_count[count].empty()) {
@@ -717,9 +734,6 @@ StatusOr<PlanTotals> CostModel::SumCosts(const std::vector<DeviceRange>& ranges,
       }
       layers->push_back(Placement(id, range, cost, shares_by_count[count]));
     }
-    layers_ms += cost.total_ms();
-    gpu_ms += cost.device_ms(range.count);
-    totals.devices_used = std::max(totals.devices_used, range.end());
   }
   // Serial: the layers' sum (the same time, summed as the per-layer figures show it).
   totals.iteration_ms = from_rank_zero ? layers_ms : backward_end_ms + sync_tally_.exposed_ms();

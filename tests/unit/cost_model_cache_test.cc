@@ -144,12 +144,13 @@ TEST_CASE("the least device time asks the profile once per layer for all its sha
   const Cluster cluster = EightDevices();
   CountingProfile profile;
   const CostModel model(graph, profile, cluster, 32);
-  // Count 1 known first, as a plan asks for the single-device time before.
+  // Count 1 known first, as a plan asks for the single-device time before: one call per layer.
   REQUIRE(model.SingleDeviceMs().ok());
+  for (int id = 0; id < graph.num_layers(); ++id) CHECK(profile.batched[id] == 1);
   const StatusOr<double> least = model.LeastDeviceMs(8);
   REQUIRE(least.ok());
   for (int id = 0; id < graph.num_layers(); ++id) {
-    CHECK(profile.batched[id] == 1);  // shares 16, 11, 8, 7, 6, 5, 4 in one call
+    CHECK(profile.batched[id] == 2);  // then shares 16, 11, 8, 7, 6, 5, 4 in one more call
     for (int64_t share : {32, 16, 11, 8, 7, 6, 5, 4}) CHECK(profile.asked[{id, share}] == 1);
   }
   // The same sum as count by count, and every time now cached.
