@@ -19,13 +19,18 @@ int NumChoices(const SeriesParallelProblem& problem, int node) {
 // table joins two nodes (a second one is merged with it at once), so a node's few out-tables
 // are searched by their other end.
 struct TableLists {
-  explicit TableLists(size_t nodes) : head(nodes, -1), count(nodes, 0) {}
+  // Room for `tables` tables up front: growing the lists a table at a time cost more than the
+  // rest of the reduction.
+  TableLists(size_t nodes, size_t tables)
+      : head(nodes, -1), count(nodes, 0), next(tables), previous(tables) {}
 
   void Link(int node, int id) {
     const auto n = static_cast<size_t>(node);
     const auto i = static_cast<size_t>(id);
-    next.resize(i + 1);
-    previous.resize(i + 1);
+    if (i >= next.size()) {
+      next.resize(2 * i + 1);
+      previous.resize(2 * i + 1);
+    }
     next[i] = head[n];
     previous[i] = -1;
     if (head[n] >= 0) previous[static_cast<size_t>(head[n])] = id;
@@ -52,8 +57,8 @@ class ScheduleBuilder {
   explicit ScheduleBuilder(const SeriesParallelProblem& problem)
       : problem_(problem),
         nodes_(problem.node_costs.size()),
-        in_(nodes_),
-        out_(nodes_),
+        in_(nodes_, 3 * problem.edges.size()),
+        out_(nodes_, 3 * problem.edges.size()),
         queued_(nodes_, false),
         reduced_(nodes_, false) {
     schedule_.tables.reserve(3 * problem.edges.size());
@@ -72,8 +77,8 @@ class ScheduleBuilder {
                        NumChoices(problem_, edge.to), 0};
       if (edge.cells.size() != static_cast<size_t>(shape.cells())) {
         return InvalidArgumentError(
-            "edge " + std::string(problem_.node_names.at(static_cast<size_t>(edge.from))) +
-            " -> " + std::string(problem_.node_names.at(static_cast<size_t>(edge.to))) +
+            "edge " + std::string(problem_.node_names.at(static_cast<size_t>(edge.from))) + " -> " +
+            std::string(problem_.node_names.at(static_cast<size_t>(edge.to))) +
             " has the wrong number of cells");
       }
       Step leaf;
