@@ -121,13 +121,29 @@ std::vector<int> GroupLayers(const Graph& graph, bool fuse, int* num_groups) {
 
 namespace {
 
+// The number of distinct layers (or the graph input) among the layer's inputs: consumers()
+// lists each reader once, so an input read twice is one edge.
+size_t DistinctInputs(const Layer& layer) {
+  const std::vector<int>& inputs = layer.input_ids;
+  size_t distinct = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(i), inputs[i]) ==
+        inputs.begin() + static_cast<std::ptrdiff_t>(i)) {
+      ++distinct;
+    }
+  }
+  return distinct;
+}
+
 // The layers of the block that starts at the fork `fork` (docs: GroupBlocks), join included, in
-// order; empty when the paths from `fork` do not meet again in a block nothing else touches.
-std::vector<int> BlockAfter(const Graph& graph, int fork, const std::vector<bool>& is_output) {
-  std::vector<bool> in_block(static_cast<size_t>(graph.num_layers()), false);
-  std::vector<int> members;
+// order, into `members`; empty when the paths from `fork` do not meet again in a block nothing
+// else touches. `in_block` (one entry per layer, all false) is scratch, all false again after.
+void BlockAfter(const Graph& graph, int fork, const std::vector<bool>& is_output,
+                std::vector<char>& in_block, std::vector<int>& members) {
+  members.clear();
   // Edges (producer, consumer) from the fork or the block to layers not yet visited.
   size_t outstanding = graph.consumers(fork).size();
+  bool joined = false;
   for (int id = fork + 1; id < graph.num_layers(); ++id) {
     size_t from_block = 0;
     size_t from_outside = 0;
@@ -136,24 +152,21 @@ std::vector<int> BlockAfter(const Graph& graph, int fork, const std::vector<bool
       (inside ? from_block : from_outside) += 1;
     }
     if (from_block == 0) continue;
-    if (from_outside > 0 || is_output[static_cast<size_t>(id)]) return {};
-    in_block[static_cast<size_t>(id)] = true;
+    if (from_outside > 0 || is_output[static_cast<size_t>(id)]) break;
+    in_block[static_cast<size_t>(id)] = 1;
     members.push_back(id);
-    // consumers() lists each reader once: count distinct producers this layer reads.
-    std::vector<int> producers;
-    for (int input : graph.layer(id).input_ids) {
-      if (std::find(producers.begin(), producers.end(), input) == producers.end()) {
-        producers.push_back(input);
-      }
-    }
-    outstanding -= producers.size();
+    outstanding -= DistinctInputs(graph.layer(id));
     const size_t readers = graph.consumers(id).size();
-    if (readers == 0) return {};  // a dangling layer inside: an output of its own
+    if (readers == 0) break;  // a dangling layer inside: an output of its own
     outstanding += readers;
     // Every edge still open leaves this layer: it is the join.
-    if (outstanding == readers && members.size() > 1) return members;
+    if (outstanding == readers && members.size() > 1) {
+      joined = true;
+      break;
+    }
   }
-  return {};
+  for (int id : members) in_block[static_cast<size_t>(id)] = 0;
+  if (!joined) members.clear();
 }
 
 }  // namespace
@@ -170,9 +183,11 @@ std::vector<int> GroupBlocks(const Graph& graph, std::vector<int> group_of, int*
     return g;
   };
   std::vector<bool> in_merged_block(layers, false);
+  std::vector<char> in_block_scratch(layers, 0);  // BlockAfter's
+  std::vector<int> block;
   for (int fork = 0; fork < graph.num_layers(); ++fork) {
     if (graph.consumers(fork).size() < 2 || in_merged_block[static_cast<size_t>(fork)]) continue;
-    const std::vector<int> block = BlockAfter(graph, fork, is_output);
+    BlockAfter(graph, fork, is_output, in_block_scratch, block);
     if (block.empty()) continue;
     int into = root(group_of[static_cast<size_t>(block.front())]);
     for (int id : block) {
