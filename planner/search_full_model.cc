@@ -83,7 +83,7 @@ StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::v
     return std::optional<PlanTotals>(totals);
   }
   RETURN_IF_ERROR(KeepCosts(base, from->second));
-  const Known& from_plan = from->second;
+  Known& from_plan = from->second;
   RETURN_IF_ERROR(CostsOfMove(moved, begin, end));
   // The full model's serial time is the layers' own costs with each layer's exposed sync (>= 0)
   // added (CostModel::SumCosts): these sums, from the base's with the changed layers' swapped,
@@ -99,13 +99,20 @@ StatusOr<std::optional<PlanTotals>> FullModel::TotalsOfMoveIfBetter(const std::v
   if (time_ms * (1 - kSlack) >= faster_than_ms || gpu_ms * (1 - kSlack) > budget_gpu_ms) {
     return std::optional<PlanTotals>();
   }
-  move_costs_ = from_plan.costs;
-  for (const auto& [id, cost] : changed_costs_) move_costs_[id] = cost;
-  const std::vector<DeviceRange> ranges = PrefixRanges(moved);
-  ASSIGN_OR_RETURN(const PlanTotals totals,
-                   model_.TotalsOfCosts(ranges, num_devices_, move_costs_));
-  Remember(moved, totals, move_costs_, totals.iteration_ms < faster_than_ms);
-  return std::optional<PlanTotals>(totals);
+  // The moved plan's costs are the base's with the changed layers' swapped in: swapped in place
+  // for its totals (a copy of every layer's cost per move cost more than the rest), and back.
+  auto swap_changed = [&] {
+    for (auto& [id, cost] : changed_costs_) std::swap(from_plan.costs[id], cost);
+  };
+  swap_changed();
+  const StatusOr<PlanTotals> totals =
+      model_.TotalsOfCosts(PrefixRanges(moved), num_devices_, from_plan.costs);
+  if (totals.ok()) {
+    Remember(moved, *totals, from_plan.costs, totals->iteration_ms < faster_than_ms);
+  }
+  swap_changed();
+  RETURN_IF_ERROR(totals.status());
+  return std::optional<PlanTotals>(*totals);
 }
 
 FullModel::Known& FullModel::Remember(const std::vector<int>& counts, const PlanTotals& totals,

@@ -106,7 +106,6 @@ class FullModel {
   std::vector<uint8_t> changed_;
   std::vector<size_t> changed_ids_;
   std::vector<std::pair<size_t, LayerCost>> changed_costs_;
-  std::vector<LayerCost> move_costs_;  // a move's layer costs, kept for its capacity
 };
 
 }  // namespace deepool::planner::internal
