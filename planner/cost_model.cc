@@ -267,6 +267,18 @@ StatusOr<LayerTime> CostModel::Compute(int layer_id, int devices) const {
   return time;
 }
 
+StatusOr<const LayerTime*> CostModel::ComputeAll(int devices) const {
+  if (devices < 1 || devices > global_batch_) {
+    // Compute's error (for the first layer; every layer has it).
+    if (graph_.num_layers() > 0) return Compute(0, devices).status();
+    return InvalidArgumentError(std::to_string(devices) + " devices for a batch of " +
+                                std::to_string(global_batch_));
+  }
+  RETURN_IF_ERROR(KnowTimes({devices}));
+  const ProfileTimes& known = *profile_times_;
+  return known.times[static_cast<size_t>(known.slot_of_count[static_cast<size_t>(devices)])].data();
+}
+
 const ResplitCost& CostModel::Resplit(int from_devices, int to_devices) const {
   return Resplit(DeviceRange{0, from_devices}, DeviceRange{0, to_devices});
 }

@@ -170,6 +170,11 @@ class CostModel {
   // Forward and backward time of a layer on `devices` devices (1 <= devices <= B); the last
   // output layer's forward includes the iteration overhead.
   StatusOr<LayerTime> Compute(int layer_id, int devices) const;
+  // Compute for every layer at once, indexed by layer id (the profile asked once per layer for
+  // what is not cached): valid as long as the model. Where the profile cannot time a layer, the
+  // first such error by layer id, which Compute answers for it; Compute then tells the layers
+  // apart.
+  StatusOr<const LayerTime*> ComputeAll(int devices) const;
   // Forward + backward re-split of `producer_id`'s output between the two device sets (counts:
   // ranges from rank 0).
   double ResplitMs(int producer_id, int from_devices, int to_devices) const;

@@ -223,18 +223,32 @@ std::vector<int> MostDevicesPerLayer(const Graph& graph, const PlanOptions& opti
 
 OwnCharges::OwnCharges(const Graph& graph, const CostModel& model, const std::vector<int>& counts)
     : counts_(counts), charges_(static_cast<size_t>(graph.num_layers()) * counts.size()) {
-  for (int id = 0; id < graph.num_layers(); ++id) {
-    for (size_t k = 0; k < counts.size(); ++k) {
-      StatusOr<LayerTime> time = model.Compute(id, counts[k]);
-      if (!time.ok()) {
-        errors_.emplace_back(Index(id, k), time.status());
-        continue;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    // Every layer's time at the count at once; where the profile cannot time some layer there,
+    // each layer's own answer.
+    const StatusOr<const LayerTime*> all = model.ComputeAll(counts[k]);
+    for (int id = 0; id < graph.num_layers(); ++id) {
+      LayerTime time;
+      if (all.ok()) {
+        time = (*all)[static_cast<size_t>(id)];
+      } else {
+        StatusOr<LayerTime> own = model.Compute(id, counts[k]);
+        if (!own.ok()) {
+          errors_.emplace_back(Index(id, k), own.status());
+          continue;
+        }
+        time = *own;
       }
       Charge& charge = charges_[Index(id, k)];
-      charge.base_ms = BaseMs(model, id, counts[k], *time);
+      charge.base_ms = BaseMs(model, id, counts[k], time);
       charge.sync_ms = model.AmortisedGradientSyncMs(id, counts[k]);
     }
   }
+  // By index, for StatusAt (they came count by count).
+  std::sort(errors_.begin(), errors_.end(),
+            [](const std::pair<size_t, Status>& a, const std::pair<size_t, Status>& b) {
+              return a.first < b.first;
+            });
 }
 
 const Status& OwnCharges::StatusAt(int layer_id, size_t count_index) const {

@@ -201,6 +201,30 @@ TEST_CASE("the least device time answers the first error by layer and then count
   CHECK(model.LeastDeviceMs(8).status() == least);
 }
 
+TEST_CASE("every layer's time at a count at once is Compute's for each", "[cost]") {
+  const Graph graph = Chain();
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  profile.errors[{3, 8}] = NotFoundError("layer 3 at 8");
+  profile.errors[{5, 8}] = NotFoundError("layer 5 at 8");
+  const CostModel model(graph, profile, cluster, 32);
+  const StatusOr<const LayerTime*> at_two = model.ComputeAll(2);
+  REQUIRE(at_two.ok());
+  for (int id = 0; id < graph.num_layers(); ++id) {
+    const LayerTime time = model.Compute(id, 2).value();
+    const LayerTime& all = (*at_two)[id];
+    CHECK(std::isnan(all.forward_ms) == std::isnan(time.forward_ms));
+    if (!std::isnan(time.forward_ms)) CHECK(all.forward_ms == time.forward_ms);
+    CHECK(all.backward_ms == time.backward_ms);
+  }
+  CHECK(profile.batched[0] == 1);
+  // Share 8: the first layer the profile cannot time answers, as Compute answers for it.
+  CHECK(model.ComputeAll(4).status() == model.Compute(3, 4).status());
+  CHECK(model.ComputeAll(4).status().message() == "layer 3 at 8");
+  CHECK(model.ComputeAll(33).status() == model.Compute(0, 33).status());
+  CHECK(model.ComputeAll(0).status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("all-reduce charges kept by size answer each layer with its own size", "[cost]") {
   const Graph graph = Chain();
   const Cluster cluster = EightDevices();
