@@ -124,7 +124,7 @@ TEST_CASE("counts with the same largest share ask the profile once", "[cost]") {
   CHECK(profile.asked.size() == 4);
 }
 
-TEST_CASE("a profile's NaN is answered as it is, not taken for a time not yet known", "[cost]") {
+TEST_CASE("a profile's NaN is answered as it is and not taken for a time not yet known", "[cost]") {
   const Graph graph = Chain();
   const Cluster cluster = EightDevices();
   CountingProfile profile;
@@ -163,7 +163,7 @@ TEST_CASE("the least device time asks the profile once per layer for all its sha
   CHECK(profile.asked[{0, 16}] == 1);
 }
 
-TEST_CASE("the least device time is the least over the shares, not one count's", "[cost]") {
+TEST_CASE("the least device time is the least over the shares and not one count's", "[cost]") {
   const Graph graph = Chain(/*with_nan=*/false);
   const Cluster cluster = EightDevices();
   CountingProfile profile;

@@ -171,7 +171,7 @@ TEST_CASE("analytical profile rejects bad layer ids and batches") {
   CHECK_THAT(zero.status().message(), Catch::Contains("first"));
 }
 
-TEST_CASE("an analytical profile's times for several batches are its time at each, to the bit") {
+TEST_CASE("an analytical profile's times for several batches are its time at each to the bit") {
   // The batch of times works out each layer's rule once (Profile::Times): every op of the zoo,
   // transformers' included, at two activation widths.
   for (const Precision precision : {Precision::kTf32, Precision::kBf16}) {
