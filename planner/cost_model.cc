@@ -365,6 +365,8 @@ StatusOr<LayerCost> CostModel::CostWith(int layer_id, RangeOf range_of) const {
   for (int producer : graph_.layer(layer_id).input_ids) {
     if (producer == kGraphInputId) continue;  // every device loads its own samples
     const DeviceRange from = range_of(producer);
+    // On the same range nothing moves: adding its 0 would leave both sums as they are.
+    if (from == range) continue;
     const double ms = ResplitMs(producer, from, range);
     cost.resplit_ms += ms;
     cost.resplit_device_ms += ms * UnionSize(from, range);

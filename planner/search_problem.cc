@@ -86,14 +86,21 @@ void AddResplitEdges(const CostModel& model, const std::vector<int>& counts,
     SeriesParallelProblem::Edge edge;
     edge.from = tensors[first].from;
     edge.to = tensors[first].to;
-    edge.cells.resize(k_count * k_count);
+    edge.cells.assign(k_count * k_count, CostPoint{});
+    // Each cell's time: the tensors' re-splits summed in order (nothing between equal counts).
+    for (size_t t = first; t < last; ++t) {
+      const int64_t bytes = model.ActivationBytes(tensors[t].producer);
+      for (size_t i = 0; i < k_count; ++i) {
+        for (size_t j = 0; j < k_count; ++j) {
+          if (i != j)
+            edge.cells[i * k_count + j].time_ms += 2.0 * resplits[i * k_count + j]->Ms(bytes);
+        }
+      }
+    }
     for (size_t i = 0; i < k_count; ++i) {
       for (size_t j = 0; j < k_count; ++j) {
-        double ms = 0;
-        for (size_t t = first; i != j && t < last; ++t) {
-          ms += 2.0 * resplits[i * k_count + j]->Ms(model.ActivationBytes(tensors[t].producer));
-        }
-        edge.cells[i * k_count + j] = CostPoint{ms, ms * std::max(counts[i], counts[j])};
+        CostPoint& cell = edge.cells[i * k_count + j];
+        cell.gpu_ms = cell.time_ms * std::max(counts[i], counts[j]);
       }
     }
     problem->edges.push_back(std::move(edge));

@@ -302,5 +302,24 @@ TEST_CASE("a plan's placements split the batch by each layer's own count", "[cos
   }
 }
 
+TEST_CASE("a layer's cost charges a re-split between equal counts on other ranks", "[cost]") {
+  // CostOf skips the inputs on its own range; one on as many devices elsewhere still moves.
+  const Graph graph = Chain(/*with_nan=*/false);
+  const Cluster cluster = EightDevices();
+  CountingProfile profile;
+  const CostModel model(graph, profile, cluster, 32);
+  std::vector<DeviceRange> ranges(static_cast<size_t>(graph.num_layers()), DeviceRange{0, 2});
+  ranges[2] = DeviceRange{2, 2};  // c2 on ranks 2-3, reading bn1 on ranks 0-1
+  const LayerCost moved = model.CostOf(2, ranges).value();
+  const double expected = model.ResplitMs(1, DeviceRange{0, 2}, DeviceRange{2, 2});
+  CHECK(expected > 0);
+  CHECK(moved.resplit_ms == expected);
+  CHECK(moved.resplit_device_ms == expected * 4);
+  // On its producer's range: nothing.
+  const LayerCost kept = model.CostOf(1, ranges).value();
+  CHECK(kept.resplit_ms == 0);
+  CHECK(kept.resplit_device_ms == 0);
+}
+
 }  // namespace
 }  // namespace deepool::planner
