@@ -101,6 +101,13 @@ GradientSyncOptions SerialSync() {
   return serial;
 }
 
+// The models to time: the four CNNs DeepPool's search plans too, or the one --model names (any
+// zoo model, e.g. gpt2 or vit_b_16).
+std::vector<std::string> ModelsToTime(const std::string& only_model) {
+  if (!only_model.empty()) return {only_model};
+  return {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"};
+}
+
 int Run(int repeats, double limit, const std::string& only_model, int only_devices,
         int64_t only_batch, bool serial_sync, bool concurrent_branches,
         SearchGranularity granularity, double memory_gb, const std::string& warm_up) {
@@ -115,11 +122,15 @@ int Run(int repeats, double limit, const std::string& only_model, int only_devic
       std::find(device_counts.begin(), device_counts.end(), only_devices) == device_counts.end()) {
     device_counts = {only_devices};
   }
-  for (const char* model : {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"}) {
-    if (!only_model.empty() && only_model != model) continue;
+  for (const std::string& model : ModelsToTime(only_model)) {
+    StatusOr<Graph> graph = zoo::BuildModel(model);
+    if (!graph.ok()) {
+      std::fprintf(stderr, "--model: %s\n", graph.status().ToString().c_str());
+      return 1;
+    }
     for (int devices : device_counts) {
       const int64_t batch = only_batch > 0 ? only_batch : (devices > 32 ? devices : 32);
-      cases.push_back(Case{model, zoo::BuildModel(model).value(), devices, batch});
+      cases.push_back(Case{model, *graph, devices, batch});
     }
   }
   cases.push_back(Case{"chain1000", LongChain(1000), 4096, 4096});
@@ -204,9 +215,13 @@ int RunCurves(int repeats, double limit, const std::string& only_model, int max_
       "speed-up at 1..G |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n",
       repeats);
-  for (const char* model : {"vgg16", "resnet50", "wide_resnet101_2", "inception_v3"}) {
-    if (!only_model.empty() && only_model != model) continue;
-    const Graph graph = zoo::BuildModel(model).value();
+  for (const std::string& model : ModelsToTime(only_model)) {
+    StatusOr<Graph> built = zoo::BuildModel(model);
+    if (!built.ok()) {
+      std::fprintf(stderr, "--model: %s\n", built.status().ToString().c_str());
+      return 1;
+    }
+    const Graph& graph = *built;
     PlanOptions options;
     options.global_batch = 32;
     options.amplification_limit = limit;
@@ -217,7 +232,7 @@ int RunCurves(int repeats, double limit, const std::string& only_model, int max_
       curve = PlanSpeedupCurve(graph, *profile, node, options, counts);
       curve_cpu.push_back(CpuSeconds() - start);
       if (!curve.ok()) {
-        std::fprintf(stderr, "%s: %s\n", model, curve.status().ToString().c_str());
+        std::fprintf(stderr, "%s: %s\n", model.c_str(), curve.status().ToString().c_str());
         return 1;
       }
       start = CpuSeconds();
@@ -247,7 +262,7 @@ int RunCurves(int repeats, double limit, const std::string& only_model, int max_
       std::snprintf(text, sizeof text, "%.2f", point.speedup());
       speedups += (speedups.empty() ? "" : " ") + std::string(text);
     }
-    std::printf("| %s | %d | 1..%d | 32 | %s | %s | %s | %s | %.2f | %s | %s |\n", model,
+    std::printf("| %s | %d | 1..%d | 32 | %s | %s | %s | %s | %.2f | %s | %s |\n", model.c_str(),
                 graph.num_layers(), max_devices,
                 limit > 0 ? std::to_string(limit).substr(0, 4).c_str() : "none",
                 Milliseconds(curve_cpu.front()).c_str(), Milliseconds(Median(curve_cpu)).c_str(),
@@ -337,7 +352,8 @@ int main(int argc, char** argv) {
   app.add_option("--limit", limit, "amplification limit (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--model", only_model, "only this zoo model");
+  app.add_option("--model", only_model,
+                 "only this zoo model (any; default: the four CNNs DeepPool plans too)");
   app.add_option("--gpus", only_devices, "only this device count (any count)")
       ->check(CLI::Range(1, 1000000));
   int64_t only_batch = 0;
