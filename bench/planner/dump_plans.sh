@@ -11,6 +11,14 @@ set -euo pipefail
 out=${1:?usage: dump_plans.sh OUT_DIR [DEEPOOL_BINARY]}
 deepool=${2:-$(dirname "$0")/../../build/bin/deepool}
 read -r -a extra <<<"${DEEPOOL_PLAN_FLAGS:-}"
+# Refusals are kept as results below, so a binary that plans nothing at all (another program, a
+# flag it lacks) would fill every file with the same error and compare equal: try one plan first.
+probe=$("$deepool" plan --model mlp --global-batch 32 --gpus 1 --device a100 --json \
+  "${extra[@]}" 2>&1 || true)
+if [[ $probe != "{"* ]]; then
+  echo "dump_plans.sh: '$deepool plan ... --json' printed no plan: ${probe:0:200}" >&2
+  exit 2
+fi
 mkdir -p "$out"
 for model in vgg16 resnet50 wide_resnet101_2 inception_v3 small_cnn mlp; do
   for gpus in 1 2 3 5 6 7 8 12 16 64; do
