@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,16 +56,30 @@ std::vector<Move> MovesOf(const std::vector<int>& counts) {
   return moves;
 }
 
-TEST_CASE("FullModel: a move that is better by the full totals is never skipped", "[search]") {
-  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
-  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
-  for (const std::string name : {"resnet50", "inception_v3", "vgg16"}) {
-    CAPTURE(name);
-    const Graph graph = zoo::BuildModel(name).value();
+// A zoo model's plan cost model at G = kDevices, B = kBatch (the A100 analytical profile, a
+// DGX A100 node), with what it refers to.
+struct ZooCostModel {
+  explicit ZooCostModel(const std::string& name)
+      : graph(zoo::BuildModel(name).value()),
+        model(graph, *profile, cluster, kBatch, PlanCostModelOptions(Options())) {}
+  static PlanOptions Options() {
     PlanOptions options;
     options.global_batch = kBatch;
     options.devices = kDevices;
-    const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+    return options;
+  }
+  const std::unique_ptr<Profile> profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
+  const Graph graph;
+  const CostModel model;
+};
+
+TEST_CASE("FullModel: a move that is better by the full totals is never skipped", "[search]") {
+  for (const std::string name : {"resnet50", "inception_v3", "vgg16"}) {
+    CAPTURE(name);
+    const ZooCostModel zoo_model(name);
+    const Graph& graph = zoo_model.graph;
+    const CostModel& model = zoo_model.model;
     int checked = 0;
     int skipped = 0;
     for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
@@ -111,13 +126,9 @@ TEST_CASE("FullModel: a move that is better by the full totals is never skipped"
 // A moved plan that was not faster than asked keeps no layer costs; a move from it later (another
 // local search may accept it) works them out again, to the cost model's totals.
 TEST_CASE("FullModel: a move from a plan remembered without its layer costs is exact", "[search]") {
-  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
-  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
-  const Graph graph = zoo::BuildModel("resnet50").value();
-  PlanOptions options;
-  options.global_batch = kBatch;
-  options.devices = kDevices;
-  const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+  const ZooCostModel zoo_model("resnet50");
+  const Graph& graph = zoo_model.graph;
+  const CostModel& model = zoo_model.model;
   constexpr double kAny = std::numeric_limits<double>::infinity();
   int moved_on = 0;
   for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
@@ -153,15 +164,11 @@ TEST_CASE("FullModel: a move from a plan remembered without its layer costs is e
 // Totals costs a new plan from the one it costed last, recomputing only the layers on other
 // counts and their consumers: the totals are still the cost model's, to the bit.
 TEST_CASE("FullModel: plans costed one after another give the cost model's totals", "[search]") {
-  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
-  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), kDevices);
   for (const std::string name : {"resnet50", "inception_v3"}) {
     CAPTURE(name);
-    const Graph graph = zoo::BuildModel(name).value();
-    PlanOptions options;
-    options.global_batch = kBatch;
-    options.devices = kDevices;
-    const CostModel model(graph, *profile, cluster, kBatch, PlanCostModelOptions(options));
+    const ZooCostModel zoo_model(name);
+    const Graph& graph = zoo_model.graph;
+    const CostModel& model = zoo_model.model;
     FullModel full(model, kDevices);
     int costed = 0;
     for (const std::vector<int>& base : StartingPlans(graph.num_layers())) {
