@@ -12,6 +12,7 @@
 #include "planner/graph.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
@@ -38,12 +39,7 @@ class FakeProfile : public Profile {
 };
 
 Layer Linear(const std::string& name, const std::string& input, int64_t out) {
-  Layer layer;
-  layer.name = name;
-  layer.op = Op::kLinear;
-  layer.inputs = {input};
-  layer.attrs.out_features = out;
-  return layer;
+  return deepool::testing::LinearLayer(name, input, out);
 }
 
 // Gradients (fp32): fc0 1000x125+125 -> 500,500 B; fc1 125x2000+2000 -> 1,008,000 B (under
@@ -87,7 +83,8 @@ TEST_CASE("buckets form per device set in backward order with a 1 MiB first buck
   const std::vector<ReadyGradient> gradients = {{5, 4, 600'000, 1.0}, {4, 2, 300'000, 2.0},
                                                 {3, 4, 600'000, 3.0}, {2, 1, 900'000, 4.0},
                                                 {1, 4, 100'000, 5.0}, {0, 4, 100'000, 6.0}};
-  const auto buckets = FormGradientBuckets(gradients, GradientBucketBytes(kDefaultGradientBucketMb), 7);
+  const auto buckets =
+      FormGradientBuckets(gradients, GradientBucketBytes(kDefaultGradientBucketMb), 7);
   // 4 devices: 5 and 3 reach 1.2 MB >= 1 MiB at 3.0 ms; 1 and 0 stay under 25 MiB until the end.
   // 2 devices: layer 4 alone, until the end. Flushed by first layer, last layers first.
   REQUIRE(buckets.size() == 3);

@@ -10,6 +10,7 @@
 #include "planner/search.h"
 #include "planner/search_problem.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
@@ -32,12 +33,7 @@ Groups BlockGroups(Graph graph) {
 }
 
 Layer Linear(const std::string& name, const std::string& input) {
-  Layer layer;
-  layer.name = name;
-  layer.op = Op::kLinear;
-  layer.inputs = {input};
-  layer.attrs.out_features = 64;
-  return layer;
+  return deepool::testing::LinearLayer(name, input, 64);
 }
 
 Layer Add(const std::string& name, std::vector<std::string> inputs) {

@@ -12,6 +12,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner::search_problem {
 namespace {
@@ -32,12 +33,7 @@ class GappyProfile : public Profile {
 };
 
 Layer Linear(const std::string& name, const std::string& input) {
-  Layer layer;
-  layer.name = name;
-  layer.op = Op::kLinear;
-  layer.inputs = {input};
-  layer.attrs.out_features = 4;
-  return layer;
+  return deepool::testing::LinearLayer(name, input, 4);
 }
 
 Graph GappyChain() {

@@ -16,6 +16,7 @@
 #include "planner/device_model.h"
 #include "planner/graph.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
@@ -42,12 +43,7 @@ class FakeProfile : public Profile {
 };
 
 Layer Linear(const std::string& name, const std::string& input, int64_t out) {
-  Layer layer;
-  layer.name = name;
-  layer.op = Op::kLinear;
-  layer.inputs = {input};
-  layer.attrs.out_features = out;
-  return layer;
+  return deepool::testing::LinearLayer(name, input, out);
 }
 
 Layer Join(const std::string& name, Op op, std::vector<std::string> inputs) {
