@@ -24,6 +24,7 @@
 namespace deepool::planner {
 namespace {
 
+using internal::DescentMemo;
 using internal::FullModel;
 using search_problem::AddEdges;
 using search_problem::AdditiveCost;
@@ -247,16 +248,23 @@ StatusOr<std::optional<Candidate>> BestMove(FullModel& full, const Candidate& pl
 
 // Steepest descent over BestMove: the full model's corrections to the additive search (buckets
 // and overlap), bounded so that large graphs stay fast.
-StatusOr<Candidate> Refine(FullModel& full, Candidate plan, const std::vector<int>& candidates,
+StatusOr<Candidate> Refine(FullModel& full, DescentMemo& memo, Candidate plan,
+                           const std::vector<int>& candidates,
                            const std::vector<int>& most_per_layer, const MemoryFit& memory,
                            double budget_gpu_ms) {
   constexpr int kMaxMoves = 32;
+  bool complete = false;
   for (int move = 0; move < kMaxMoves; ++move) {
+    if (!memo.Visit(plan.counts, kMaxMoves - move)) break;
     ASSIGN_OR_RETURN(std::optional<Candidate> better,
                      BestMove(full, plan, candidates, most_per_layer, memory, budget_gpu_ms));
-    if (!better) break;
+    if (!better) {
+      complete = true;
+      break;
+    }
     plan = std::move(*better);
   }
+  memo.EndDescent(complete);
   return plan;
 }
 
@@ -539,9 +547,10 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
   Candidate best = starts.front();
   // The full model's local moves start from every plan found: the additive answers ignore
   // how much of the sync backward hides.
+  DescentMemo descents;
   for (Candidate& start : starts) {
-    ASSIGN_OR_RETURN(Candidate refined, Refine(full, std::move(start), candidates, most_per_layer,
-                                               memory, budget_gpu_ms));
+    ASSIGN_OR_RETURN(Candidate refined, Refine(full, descents, std::move(start), candidates,
+                                               most_per_layer, memory, budget_gpu_ms));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
   std::vector<DeviceRange> ranges = PrefixRanges(best.counts);

@@ -1,8 +1,9 @@
 // The burst-parallel search's full-model totals (search.cc): every plan the search costs by the
 // full (bucketed, overlapped) cost model, remembered by its per-layer counts for one plan's
 // search, so that the additive answers and the local moves, which meet the same plans again,
-// cost each once, and a local move re-costs only the layers it changes. docs/planner.md ("The
-// search", step 3) describes the local moves.
+// cost each once, and a local move re-costs only the layers it changes; and where the local
+// moves have been (DescentMemo), so that a descent that meets an earlier one stops. docs/planner.md
+// ("The search", step 3) describes the local moves.
 // Internal to the planner: search.cc is its only user.
 // Threading: not thread-safe, and it fills the CostModel's lazy caches: one search, one thread,
 // as CostModel's (cost_model.h).
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -21,6 +23,22 @@
 #include "planner/plan.h"
 
 namespace deepool::planner::internal {
+
+// A plan's per-layer counts hashed two at a time, as one 64-bit word: plans of hundreds of
+// layers are hashed at every local move.
+struct CountsHash {
+  size_t operator()(const std::vector<int>& counts) const {
+    uint64_t hash = counts.size();
+    size_t i = 0;
+    for (; i + 2 <= counts.size(); i += 2) {
+      uint64_t pair = 0;
+      std::memcpy(&pair, &counts[i], sizeof pair);
+      hash = (hash ^ pair) * 1099511628211ULL;
+    }
+    if (i < counts.size()) hash = (hash ^ static_cast<uint32_t>(counts[i])) * 1099511628211ULL;
+    return static_cast<size_t>(hash ^ (hash >> 29));
+  }
+};
 
 // The full model's totals on `num_devices`, remembered by counts for one plan's search: the
 // additive answers and the local moves from different starts meet the same plans again (a
@@ -53,21 +71,6 @@ class FullModel {
                                                            double budget_gpu_ms);
 
  private:
-  // Two counts a step, as one 64-bit word: plans of hundreds of layers are hashed at every
-  // local move.
-  struct CountsHash {
-    size_t operator()(const std::vector<int>& counts) const {
-      uint64_t hash = counts.size();
-      size_t i = 0;
-      for (; i + 2 <= counts.size(); i += 2) {
-        uint64_t pair = 0;
-        std::memcpy(&pair, &counts[i], sizeof pair);
-        hash = (hash ^ pair) * 1099511628211ULL;
-      }
-      if (i < counts.size()) hash = (hash ^ static_cast<uint32_t>(counts[i])) * 1099511628211ULL;
-      return static_cast<size_t>(hash ^ (hash >> 29));
-    }
-  };
   struct Known {
     PlanTotals totals;
     // CostOf every layer, before the gradient sync's share: kept only for a plan a local move
@@ -106,6 +109,39 @@ class FullModel {
   std::vector<uint8_t> changed_;
   std::vector<size_t> changed_ids_;
   std::vector<std::pair<size_t, LayerCost>> changed_costs_;
+};
+
+// Where the local moves (search.cc's Refine) have been. Steepest descent is a function of the
+// plan it is at (a move is chosen by the plan's counts and totals alone), so a descent that reaches
+// a plan an earlier descent went through, with no more moves left than that one had there, would go
+// where that one went and end at its end or at a plan on the way, no faster than a result already
+// found: it stops there. Exact. Starts often meet (the additive answers at the three sync weights
+// are alike, and descents meet again at the same local optimum).
+class DescentMemo {
+ public:
+  // Records a descent at `counts` with `moves_left` moves (before its move from there); false
+  // where an earlier one went on from there with at least as many, and this one can stop.
+  bool Visit(const std::vector<int>& counts, int moves_left) {
+    auto [it, inserted] = moves_left_.try_emplace(counts, moves_left);
+    if (!inserted) {
+      if (it->second >= moves_left) return false;
+      it->second = moves_left;
+    }
+    path_.push_back(&it->second);
+    return true;
+  }
+  // The descent since the last call ended: with no faster move (`complete`), its plans lead to
+  // its end whatever moves are left; cut short, each with the moves it had there.
+  void EndDescent(bool complete) {
+    if (complete) {
+      for (int* moves_left : path_) *moves_left = std::numeric_limits<int>::max();
+    }
+    path_.clear();
+  }
+
+ private:
+  std::unordered_map<std::vector<int>, int, CountsHash> moves_left_;
+  std::vector<int*> path_;  // the current descent's entries (stable: map nodes stay put)
 };
 
 }  // namespace deepool::planner::internal

@@ -1,5 +1,6 @@
 // FullModel (planner/search_full_model.h): a local move's totals equal the full cost model's, and
-// the bound that skips a move's sync schedule never drops a move the full totals would take.
+// the bound that skips a move's sync schedule never drops a move the full totals would take;
+// DescentMemo stops a descent only where an earlier one went on with at least as many moves.
 #include "planner/search_full_model.h"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 namespace deepool::planner {
 namespace {
 
+using internal::DescentMemo;
 using internal::FullModel;
 
 constexpr int kDevices = 8;
@@ -185,6 +187,32 @@ TEST_CASE("FullModel: plans costed one after another give the cost model's total
     }
     CHECK(costed > 20);
   }
+}
+
+TEST_CASE("DescentMemo: a descent stops only where an earlier one went on as far", "[search]") {
+  const std::vector<int> start{1, 1, 2}, middle{1, 2, 2}, end{2, 2, 2}, other{4, 4, 4};
+  DescentMemo memo;
+  // A descent cut short after two moves (its last plan not moved from): start with 2, middle 1.
+  REQUIRE(memo.Visit(start, 2));
+  REQUIRE(memo.Visit(middle, 1));
+  memo.EndDescent(/*complete=*/false);
+  // Again at those plans: as many moves or fewer stop; more go on (the cut descent did not
+  // show where they lead).
+  CHECK_FALSE(memo.Visit(start, 2));
+  CHECK_FALSE(memo.Visit(middle, 1));
+  memo.EndDescent(false);
+  CHECK(memo.Visit(middle, 3));
+  CHECK(memo.Visit(end, 2));
+  // That one ended with no faster move: its plans lead to its end with any moves left.
+  memo.EndDescent(/*complete=*/true);
+  CHECK_FALSE(memo.Visit(middle, 1000));
+  CHECK_FALSE(memo.Visit(end, 1000));
+  memo.EndDescent(false);
+  // The first descent's start kept what it had: more moves from it go on. Another plan is new.
+  CHECK(memo.Visit(start, 3));
+  CHECK(memo.Visit(other, 1));
+  memo.EndDescent(false);
+  CHECK_FALSE(memo.Visit(start, 3));
 }
 
 }  // namespace
