@@ -662,6 +662,18 @@ StatusOr<Plan> CostModel::Evaluate(const std::vector<int>& counts, int num_devic
 
 StatusOr<Plan> CostModel::Evaluate(const std::vector<DeviceRange>& ranges, int num_devices) const {
   RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  return EvaluateChecked(ranges, num_devices, nullptr);
+}
+
+StatusOr<Plan> CostModel::EvaluateOfCosts(const std::vector<DeviceRange>& ranges, int num_devices,
+                                          const std::vector<LayerCost>& costs) const {
+  RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  RETURN_IF_ERROR(CheckCostsFor(ranges, costs));
+  return EvaluateChecked(ranges, num_devices, &costs);
+}
+
+StatusOr<Plan> CostModel::EvaluateChecked(const std::vector<DeviceRange>& ranges, int num_devices,
+                                          const std::vector<LayerCost>* costs) const {
   Plan plan;
   plan.model = graph_.name();
   plan.global_batch = global_batch_;
@@ -671,7 +683,11 @@ StatusOr<Plan> CostModel::Evaluate(const std::vector<DeviceRange>& ranges, int n
     plan.profile_environment = *environment;
   }
   ASSIGN_OR_RETURN(plan.single_device_ms, SingleDeviceMs());
-  ASSIGN_OR_RETURN(plan.totals, Sum(ranges, num_devices, &plan.layers));
+  if (costs != nullptr) {
+    ASSIGN_OR_RETURN(plan.totals, SumCosts(ranges, num_devices, *costs, &plan.layers));
+  } else {
+    ASSIGN_OR_RETURN(plan.totals, Sum(ranges, num_devices, &plan.layers));
+  }
   return plan;
 }
 
@@ -689,11 +705,17 @@ StatusOr<PlanTotals> CostModel::TotalsOfCosts(const std::vector<DeviceRange>& ra
                                               int num_devices,
                                               const std::vector<LayerCost>& costs) const {
   RETURN_IF_ERROR(CheckRanges(ranges, num_devices));
+  RETURN_IF_ERROR(CheckCostsFor(ranges, costs));
+  return SumCosts(ranges, num_devices, costs, nullptr);
+}
+
+Status CostModel::CheckCostsFor(const std::vector<DeviceRange>& ranges,
+                                const std::vector<LayerCost>& costs) {
   if (costs.size() != ranges.size()) {
     return InvalidArgumentError("expected " + std::to_string(ranges.size()) + " layer costs, got " +
                                 std::to_string(costs.size()));
   }
-  return SumCosts(ranges, num_devices, costs, nullptr);
+  return Status::Ok();
 }
 
 StatusOr<std::vector<LayerCost>> CostModel::LayerCostsOf(const std::vector<DeviceRange>& ranges,

@@ -242,6 +242,10 @@ class CostModel {
   // the gradient sync. INVALID_ARGUMENT as Totals, or when there is not one cost per layer.
   StatusOr<PlanTotals> TotalsOfCosts(const std::vector<DeviceRange>& ranges, int num_devices,
                                      const std::vector<LayerCost>& costs) const;
+  // Evaluate of a plan whose layer costs are known, as TotalsOfCosts: the same plan, without
+  // costing every layer again (the search keeps its plans' costs). INVALID_ARGUMENT as there.
+  StatusOr<Plan> EvaluateOfCosts(const std::vector<DeviceRange>& ranges, int num_devices,
+                                 const std::vector<LayerCost>& costs) const;
   // Every layer's CostOf for these ranges (valid ranges: as Totals checks them).
   StatusOr<std::vector<LayerCost>> LayerCostsOf(const std::vector<DeviceRange>& ranges,
                                                 int num_devices) const;
@@ -253,6 +257,13 @@ class CostModel {
   // The ranges must have passed CheckRanges.
   StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                            std::vector<LayerPlacement>* layers) const;
+  // Evaluate's and EvaluateOfCosts's plan around Sum's or SumCosts's totals (`costs` null: the
+  // layers are costed here); the ranges are checked.
+  StatusOr<Plan> EvaluateChecked(const std::vector<DeviceRange>& ranges, int num_devices,
+                                 const std::vector<LayerCost>* costs) const;
+  // INVALID_ARGUMENT unless there is one cost per range.
+  static Status CheckCostsFor(const std::vector<DeviceRange>& ranges,
+                              const std::vector<LayerCost>& costs);
   // Sum's work once the layers' costs are known (CostOf for every layer of `ranges`).
   StatusOr<PlanTotals> SumCosts(const std::vector<DeviceRange>& ranges, int num_devices,
                                 const std::vector<LayerCost>& costs,

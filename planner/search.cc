@@ -553,18 +553,21 @@ StatusOr<Plan> PlanBurstParallelWith(const PlanningModels& models, const PlanOpt
                                                most_per_layer, memory, budget_gpu_ms));
     if (refined.totals.iteration_ms < best.totals.iteration_ms) best = std::move(refined);
   }
-  std::vector<DeviceRange> ranges = PrefixRanges(best.counts);
+  std::optional<std::vector<DeviceRange>> packed;
   if (options.concurrent_branches) {
-    std::vector<DeviceRange> packed = PackConcurrentBranches(model, ranges, best.totals, candidates,
-                                                             budget_gpu_ms, options.devices)
-                                          .ranges;
+    std::vector<DeviceRange> ranges =
+        PackConcurrentBranches(model, PrefixRanges(best.counts), best.totals, candidates,
+                               budget_gpu_ms, options.devices)
+            .ranges;
     std::vector<int> packed_counts;
-    for (const DeviceRange& range : packed) packed_counts.push_back(range.count);
-    if (WithinMostDevices(packed_counts, most_per_layer)) ranges = std::move(packed);
+    for (const DeviceRange& range : ranges) packed_counts.push_back(range.count);
+    if (WithinMostDevices(packed_counts, most_per_layer)) packed = std::move(ranges);
   }
-  ASSIGN_OR_RETURN(Plan plan, model.Evaluate(ranges, options.devices));
-  if (options.concurrent_branches && memory.checked() && !FitsOnEveryDevice(memory, plan)) {
-    ASSIGN_OR_RETURN(plan, model.Evaluate(PrefixRanges(best.counts), options.devices));
+  // The search's plan from the layer costs it kept; a packed one is costed anew.
+  ASSIGN_OR_RETURN(Plan plan,
+                   packed ? model.Evaluate(*packed, options.devices) : full.Evaluate(best.counts));
+  if (packed && memory.checked() && !FitsOnEveryDevice(memory, plan)) {
+    ASSIGN_OR_RETURN(plan, full.Evaluate(best.counts));
   }
   plan.amplification_limit = options.amplification_limit;
   plan.data_parallel = baseline;

@@ -32,6 +32,14 @@ StatusOr<PlanTotals> FullModel::Totals(const std::vector<int>& counts) {
   return totals;
 }
 
+StatusOr<Plan> FullModel::Evaluate(const std::vector<int>& counts) const {
+  const auto known = known_.find(counts);
+  if (known != known_.end() && known->second.has_costs) {
+    return model_.EvaluateOfCosts(PrefixRanges(counts), num_devices_, known->second.costs);
+  }
+  return model_.Evaluate(counts, num_devices_);
+}
+
 template <typename IsMoved>
 void FullModel::MarkMoved(size_t layers, size_t begin, size_t end, IsMoved is_moved) {
   const Graph& graph = model_.graph();

@@ -55,6 +55,10 @@ class FullModel {
   // CostModel::Totals of these counts (prefix ranges) on `num_devices`, or its error.
   StatusOr<PlanTotals> Totals(const std::vector<int>& counts);
 
+  // CostModel::Evaluate of these counts (prefix ranges) on `num_devices`: from the layer costs
+  // kept for them where there are (the same plan, to the bit), else costed anew.
+  StatusOr<Plan> Evaluate(const std::vector<int>& counts) const;
+
   // Totals(moved), where `moved` is `base` (costed here before) with the layers [begin, end) on
   // other counts; or nothing when the moved plan cannot be faster than `faster_than_ms` within
   // `budget_gpu_ms`: its layers' own costs, before any gradient sync is exposed, already reach

@@ -1,6 +1,7 @@
 // CostModel::TotalsOfCosts, which the search's local moves use: a plan's totals from layer costs
 // copied from the plan it moved from, with only the moved layers and their consumers costed
-// again, are exactly (to the bit) the totals of costing every layer.
+// again, are exactly (to the bit) the totals of costing every layer; and EvaluateOfCosts, with
+// which the search evaluates its plan from the costs it kept, is Evaluate's plan to the bit.
 #include <catch2/catch.hpp>
 #include <random>
 #include <vector>
@@ -69,7 +70,40 @@ TEST_CASE("Totals of a local move from copied layer costs equal the full totals 
   }
 }
 
-TEST_CASE("TotalsOfCosts refuses costs that are not one per layer") {
+TEST_CASE("Evaluate of a local move from copied layer costs is the full plan to the bit") {
+  const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
+  const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
+  for (const char* name : {"inception_v3", "resnet50"}) {
+    const Graph graph = zoo::BuildModel(name).value();
+    const CostModel model(graph, *profile, cluster, 32);
+    const int layers = graph.num_layers();
+    std::mt19937 rng(11);
+    const std::vector<int> counts_drawn = {1, 2, 4, 8};
+    std::uniform_int_distribution<size_t> count(0, counts_drawn.size() - 1);
+    std::uniform_int_distribution<int> layer(0, layers - 1);
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<int> base(static_cast<size_t>(layers));
+      for (int& c : base) c = counts_drawn[count(rng)];
+      const std::vector<LayerCost> base_costs = model.LayerCostsOf(PrefixRanges(base), 8).value();
+      int begin = layer(rng), end = layer(rng);
+      if (begin > end) std::swap(begin, end);
+      ++end;
+      std::vector<int> moved = base;
+      for (int id = begin; id < end; ++id)
+        moved[static_cast<size_t>(id)] = counts_drawn[count(rng)];
+      const Plan full = model.Evaluate(moved, 8).value();
+      const Plan of_costs = model
+                                .EvaluateOfCosts(PrefixRanges(moved), 8,
+                                                 MovedCosts(model, base_costs, moved, begin, end))
+                                .value();
+      // Every placement's predictions and the totals, printed to the last bit.
+      REQUIRE(PlanToJson(of_costs) == PlanToJson(full));
+      RequireSameTotals(full.totals, of_costs.totals);
+    }
+  }
+}
+
+TEST_CASE("TotalsOfCosts and EvaluateOfCosts refuse costs that are not one per layer") {
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
   const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
   const Graph graph = zoo::BuildModel("vgg16").value();
@@ -80,6 +114,7 @@ TEST_CASE("TotalsOfCosts refuses costs that are not one per layer") {
   costs.pop_back();
   const StatusOr<PlanTotals> totals = model.TotalsOfCosts(ranges, 8, costs);
   REQUIRE(totals.status().code() == StatusCode::kInvalidArgument);
+  REQUIRE(model.EvaluateOfCosts(ranges, 8, costs).status().code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace
