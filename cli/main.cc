@@ -11,6 +11,7 @@
 #include "cli/hand_off.h"
 #include "cli/unknown_input.h"
 #include "common/build_info.h"
+#include "common/heap_reuse.h"
 
 namespace deepool::cli {
 std::vector<Registrar>& Registrars() {
@@ -21,6 +22,8 @@ std::vector<Registrar>& Registrars() {
 
 int main(int argc, char** argv) {
   using namespace deepool::cli;
+  // A command frees its input's large buffers (a graph built or parsed) before it plans.
+  deepool::ReuseFreedHeapBlocks();
   CLI::App app{"deepool: burst-parallel DNN training on shared GPU clusters", "deepool"};
   app.require_subcommand(1);
   app.set_version_flag("--version", deepool::BuildDescription("deepool"));

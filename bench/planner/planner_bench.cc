@@ -19,6 +19,10 @@
 //
 //   build/bin/deepool-bench-planner --curve 8 [--repeats N] [--limit X] [--model NAME]
 //
+// The process keeps freed large blocks in its heap for reuse, as `deepool` does (cli/main.cc,
+// common/heap_reuse.h), so a first call reuses pages the graph's construction touched;
+// --glibc-heap leaves glibc's settings as they are.
+//
 // Wall-clock time is measured here, in the benchmark only; the planner itself has no clock.
 #include <fcntl.h>
 #include <spawn.h>
@@ -38,6 +42,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/heap_reuse.h"
 #include "planner/cluster.h"
 #include "planner/device_model.h"
 #include "planner/graph.h"
@@ -393,7 +398,12 @@ int main(int argc, char** argv) {
   app.add_option("--curve", curve,
                  "instead: time speed-up curves over 1..G devices against the G plans one by one")
       ->check(CLI::Range(1, 4096));
+  bool glibc_heap = false;
+  app.add_flag("--glibc-heap", glibc_heap,
+               "leave glibc's heap settings as they are; by default the process keeps freed "
+               "large blocks for reuse, as the deepool CLI does (common/heap_reuse.h)");
   CLI11_PARSE(app, argc, argv);
+  if (!glibc_heap) deepool::ReuseFreedHeapBlocks();
   if (curve > 0) return deepool::planner::RunCurves(repeats, limit, only_model, curve);
   if (processes > 0) return deepool::planner::RunProcesses(processes);
   return deepool::planner::Run(
