@@ -258,7 +258,7 @@ class CostModel {
   StatusOr<PlanTotals> Sum(const std::vector<DeviceRange>& ranges, int num_devices,
                            std::vector<LayerPlacement>* layers) const;
   // Evaluate's and EvaluateOfCosts's plan around Sum's or SumCosts's totals (`costs` null: the
-  // layers are costed here); the ranges are checked.
+  // layers are costed here). The ranges (and costs) must have passed their checks.
   StatusOr<Plan> EvaluateChecked(const std::vector<DeviceRange>& ranges, int num_devices,
                                  const std::vector<LayerCost>* costs) const;
   // INVALID_ARGUMENT unless there is one cost per range.
