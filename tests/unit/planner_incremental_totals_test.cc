@@ -38,6 +38,32 @@ void RequireSameTotals(const PlanTotals& a, const PlanTotals& b) {
   REQUIRE(a.devices_used == b.devices_used);
 }
 
+// A local move as the search makes them, drawn at random: a plan on counts 1, 2, 4 and 8, and
+// the same plan with the layers [begin, end) on one of those counts.
+struct RandomMove {
+  std::vector<int> base;
+  std::vector<int> moved;
+  int begin = 0;
+  int end = 0;
+};
+
+RandomMove DrawMove(std::mt19937& rng, int layers) {
+  const std::vector<int> counts_drawn = {1, 2, 4, 8};
+  std::uniform_int_distribution<size_t> count(0, counts_drawn.size() - 1);
+  std::uniform_int_distribution<int> layer(0, layers - 1);
+  RandomMove move;
+  move.base.resize(static_cast<size_t>(layers));
+  for (int& c : move.base) c = counts_drawn[count(rng)];
+  move.begin = layer(rng);
+  move.end = layer(rng);
+  if (move.begin > move.end) std::swap(move.begin, move.end);
+  ++move.end;
+  move.moved = move.base;
+  const int to = counts_drawn[count(rng)];
+  for (int id = move.begin; id < move.end; ++id) move.moved[static_cast<size_t>(id)] = to;
+  return move;
+}
+
 TEST_CASE("Totals of a local move from copied layer costs equal the full totals to the bit") {
   const auto profile = MakeAnalyticalProfile(DevicePreset("a100").value());
   const Cluster cluster = ResizeCluster(ClusterPreset("dgx-a100").value(), 8);
@@ -46,24 +72,15 @@ TEST_CASE("Totals of a local move from copied layer costs equal the full totals 
     const CostModel model(graph, *profile, cluster, 32);
     const int layers = graph.num_layers();
     std::mt19937 rng(7);
-    const std::vector<int> counts_drawn = {1, 2, 4, 8};
-    std::uniform_int_distribution<size_t> count(0, counts_drawn.size() - 1);
-    std::uniform_int_distribution<int> layer(0, layers - 1);
     for (int trial = 0; trial < 20; ++trial) {
-      std::vector<int> base(static_cast<size_t>(layers));
-      for (int& c : base) c = counts_drawn[count(rng)];
-      const std::vector<LayerCost> base_costs = model.LayerCostsOf(PrefixRanges(base), 8).value();
-      int begin = layer(rng), end = layer(rng);
-      if (begin > end) std::swap(begin, end);
-      ++end;
-      std::vector<int> moved = base;
-      const int to = counts_drawn[count(rng)];
-      for (int id = begin; id < end; ++id) moved[static_cast<size_t>(id)] = to;
-      const PlanTotals full = model.Totals(moved, 8).value();
+      const RandomMove move = DrawMove(rng, layers);
+      const std::vector<LayerCost> base_costs =
+          model.LayerCostsOf(PrefixRanges(move.base), 8).value();
+      const PlanTotals full = model.Totals(move.moved, 8).value();
       const PlanTotals incremental =
           model
-              .TotalsOfCosts(PrefixRanges(moved), 8,
-                             MovedCosts(model, base_costs, moved, begin, end))
+              .TotalsOfCosts(PrefixRanges(move.moved), 8,
+                             MovedCosts(model, base_costs, move.moved, move.begin, move.end))
               .value();
       RequireSameTotals(full, incremental);
     }
@@ -78,24 +95,16 @@ TEST_CASE("Evaluate of a local move from copied layer costs is the full plan to 
     const CostModel model(graph, *profile, cluster, 32);
     const int layers = graph.num_layers();
     std::mt19937 rng(11);
-    const std::vector<int> counts_drawn = {1, 2, 4, 8};
-    std::uniform_int_distribution<size_t> count(0, counts_drawn.size() - 1);
-    std::uniform_int_distribution<int> layer(0, layers - 1);
     for (int trial = 0; trial < 10; ++trial) {
-      std::vector<int> base(static_cast<size_t>(layers));
-      for (int& c : base) c = counts_drawn[count(rng)];
-      const std::vector<LayerCost> base_costs = model.LayerCostsOf(PrefixRanges(base), 8).value();
-      int begin = layer(rng), end = layer(rng);
-      if (begin > end) std::swap(begin, end);
-      ++end;
-      std::vector<int> moved = base;
-      for (int id = begin; id < end; ++id)
-        moved[static_cast<size_t>(id)] = counts_drawn[count(rng)];
-      const Plan full = model.Evaluate(moved, 8).value();
-      const Plan of_costs = model
-                                .EvaluateOfCosts(PrefixRanges(moved), 8,
-                                                 MovedCosts(model, base_costs, moved, begin, end))
-                                .value();
+      const RandomMove move = DrawMove(rng, layers);
+      const std::vector<LayerCost> base_costs =
+          model.LayerCostsOf(PrefixRanges(move.base), 8).value();
+      const Plan full = model.Evaluate(move.moved, 8).value();
+      const Plan of_costs =
+          model
+              .EvaluateOfCosts(PrefixRanges(move.moved), 8,
+                               MovedCosts(model, base_costs, move.moved, move.begin, move.end))
+              .value();
       // Every placement's predictions and the totals, printed to the last bit.
       REQUIRE(PlanToJson(of_costs) == PlanToJson(full));
       RequireSameTotals(full.totals, of_costs.totals);
