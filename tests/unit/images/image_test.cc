@@ -112,6 +112,29 @@ TEST_CASE("a region is decoded only inside the image", "[images]") {
   CHECK(DecodeImage(file, Rect{0, 0, 0, 2}).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a region of a damaged progressive JPEG has the whole decode's pixels", "[images]") {
+  // Corrupt scans (bad Huffman codes) leave coefficients unknown, so libjpeg smooths blocks
+  // with their neighbours up to two blocks away; found by the image fuzz target.
+  const std::string file = SeedFile("progressive_damaged.jpg");  // 233 x 17, 4:2:0
+  auto whole = DecodeImage(file);
+  REQUIRE(whole.ok());
+  REQUIRE(whole->width == 233);
+  REQUIRE(whole->height == 17);
+  for (const Rect region : {Rect{0, 105, 17, 23}, Rect{3, 40, 10, 60}, Rect{9, 180, 8, 53}}) {
+    CAPTURE(region.top, region.left, region.height, region.width);
+    auto part = DecodeImage(file, region);
+    REQUIRE(part.ok());
+    for (int y = 0; y < region.height; ++y) {
+      for (int x = 0; x < region.width * 3; ++x) {
+        const size_t in_whole =
+            static_cast<size_t>((region.top + y) * whole->width * 3 + region.left * 3 + x);
+        REQUIRE(part->pixels[static_cast<size_t>(y * region.width * 3 + x)] ==
+                whole->pixels[in_whole]);
+      }
+    }
+  }
+}
+
 TEST_CASE("resizing keeps a constant image constant and same-size images unchanged", "[images]") {
   for (const auto& [height, width] : {std::pair<int, int>{224, 224}, {7, 300}, {1, 1}}) {
     const Image resized = Resize(Solid(37, 53, 200), height, width);

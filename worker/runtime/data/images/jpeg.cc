@@ -100,12 +100,18 @@ bool Run(Request& request, ErrorManager& errors) {
   info.dct_method = JDCT_ISLOW;
   jpeg_start_decompress(&info);
   const Rect& region = request.region;
-  JDIMENSION first_column = static_cast<JDIMENSION>(std::max(0, region.left - kMargin));
+  // A progressive file whose scans leave coefficients unknown (a damaged one) is decoded with
+  // block smoothing, which reads blocks up to two away (32 pixels of a subsampled component),
+  // beyond the margin: a crop or skip would change pixels inside the region. Progressive files
+  // are decoded in whole rows from the top; their scans are all read before the first row
+  // anyway.
+  const int margin = info.progressive_mode ? std::max(request.width, request.height) : kMargin;
+  JDIMENSION first_column = static_cast<JDIMENSION>(std::max(0, region.left - margin));
   JDIMENSION columns =
-      static_cast<JDIMENSION>(std::min(request.width, region.left + region.width + kMargin) -
+      static_cast<JDIMENSION>(std::min(request.width, region.left + region.width + margin) -
                               static_cast<int>(first_column));
   if (columns < info.output_width) jpeg_crop_scanline(&info, &first_column, &columns);
-  const int first_row = std::max(0, region.top - kMargin);
+  const int first_row = std::max(0, region.top - margin);
   if (first_row > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(first_row));
   request.scanline->resize(static_cast<size_t>(info.output_width) * info.output_components);
   request.pixels->resize(static_cast<size_t>(region.height) * region.width * 3);
