@@ -397,7 +397,9 @@ int Scheduler::RunningFgRankLocked(const DeviceKey& key, JobRecord* fg_out) cons
 int Scheduler::RunningRankOn(const JobRecord& fg, const DeviceKey& key) {
   // Only a rank that has reported an iteration surely has a running executor to attach to; one
   // that completed all its iterations is ending (its job waits for the other ranks), and a BG
-  // job sent there would only be told that its host ended.
+  // job sent there would only be told that its host ended. So is every rank of a job asked to
+  // stop at its next checkpoint (a resize, a policy's preemption or growth, an evacuation).
+  if (fg.resize_to > 0) return -1;
   int rank = -1;
   for (const DeviceProgress& row : fg.progress.devices) {
     if (row.node_id == key.first && row.device == key.second &&

@@ -338,6 +338,32 @@ TEST_CASE("a FG rank that completed its iterations hosts no BG job", "[scheduler
   CHECK(commands[0].assign().train().host_task_id().empty());
 }
 
+TEST_CASE("a FG rank that stops at its checkpoint hosts no BG job", "[scheduler]") {
+  Harness h;
+  h.AddNode("a", 2);
+  JobSpec spec = Fg(2);
+  spec.iterations = 100;
+  spec.checkpoint_dir = "/ckpt/fg";
+  spec.checkpoint_every_iterations = 5;
+  JobRecord fg = h.Submit(spec);
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  const std::string fg_task = h.ReportRanks("node-a", fg.id, {0, 1});
+  // Asked to stop at its next checkpoint (a resize, as a policy's preemption or growth is): a BG
+  // job started inside one of its ranks would be told its host ended a checkpoint later.
+  REQUIRE(h.scheduler.Resize(fg.id, 1).ok());
+  REQUIRE(h.scheduler.StopAtCheckpointWanted(fg_task));
+  JobRecord bg = h.Submit(Bg());
+  h.scheduler.Tick();
+  JobRecord waiting = h.Get(bg.id);
+  CHECK(waiting.state == JobState::kPending);
+  CHECK(waiting.reason_code == ReasonCode::kWaitingForFgRank);
+  CHECK(waiting.reason.find("node-a/cpu:1 to start (to run inside it) or to end") !=
+        std::string::npos);
+  CHECK(h.Commands("node-a").empty());
+  CHECK(h.scheduler.DeviceUses().at({"node-a", "cpu:1"}).bg_job.empty());
+}
+
 TEST_CASE("a BG job whose FG host rank ends while it is planned does not run beside the FG job",
           "[scheduler]") {
   Harness h;
