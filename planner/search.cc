@@ -256,13 +256,17 @@ StatusOr<Candidate> Refine(FullModel& full, DescentMemo& memo, Candidate plan,
   bool complete = false;
   for (int move = 0; move < kMaxMoves; ++move) {
     if (!memo.Visit(plan.counts, kMaxMoves - move)) break;
-    ASSIGN_OR_RETURN(std::optional<Candidate> better,
-                     BestMove(full, plan, candidates, most_per_layer, memory, budget_gpu_ms));
-    if (!better) {
+    StatusOr<std::optional<Candidate>> better =
+        BestMove(full, plan, candidates, most_per_layer, memory, budget_gpu_ms);
+    if (!better.ok()) {
+      memo.EndDescent(/*complete=*/false);  // the memo stays usable: no descent left open
+      return better.status();
+    }
+    if (!*better) {
       complete = true;
       break;
     }
-    plan = std::move(*better);
+    plan = std::move(**better);
   }
   memo.EndDescent(complete);
   return plan;
