@@ -159,6 +159,7 @@ json JobRecordToJson(const JobRecord& job, bool include_plan) {
               {"owner", job.owner},
               {"resize_to", job.resize_to},
               {"evacuate_from", job.evacuate_from},
+              {"grow_onto", job.grow_onto},
               {"best_reached", job.best_reached},
               {"hosted_stalls", job.hosted_stalls}};
   if (job.precision != planner::Precision::kFp32) {
@@ -249,6 +250,9 @@ StatusOr<JobRecord> JobRecordFromJson(const json& doc) {
     job.owner = doc.value("owner", std::string());
     job.resize_to = doc.value("resize_to", 0);
     job.evacuate_from = doc.value("evacuate_from", std::string());
+    if (doc.contains("grow_onto")) {  // absent in records from before growth reservations
+      job.grow_onto = doc.at("grow_onto").get<std::vector<std::pair<std::string, std::string>>>();
+    }
     job.best_reached = doc.value("best_reached", int64_t{0});
     job.hosted_stalls = doc.value("hosted_stalls", 0);
     return job;

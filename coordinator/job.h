@@ -165,6 +165,10 @@ struct JobRecord {
   int resize_to = 0;
   // Set with resize_to by a drain with evacuate: the node it leaves (for the history).
   std::string evacuate_from;
+  // Set with resize_to by a policy's growth ("deepool"): the (node id, device) pairs it grows
+  // onto, reserved for it until it has stopped at its checkpoint. Stored, so a restarted
+  // coordinator keeps the reservation and words the requeue as a growth.
+  std::vector<std::pair<std::string, std::string>> grow_onto;
   // A checkpointed BG job whose FG hosts keep ending first: the furthest iteration any of its
   // dispatches reached, and how many dispatches in a row ended with their host without getting
   // past it (it is given up after SchedulerOptions::max_hosted_attempts of those).

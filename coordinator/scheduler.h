@@ -213,7 +213,7 @@ class Scheduler {
   void DisplaceBackgroundLocked(const Displacement& displaced, Writes* writes);
   // What a policy other than fifo weighs (scheduler_policy.cc): the placed jobs, which of them
   // may be preempted, the time now, the FG jobs' speed-up curves known.
-  // Also the devices reserved for grown jobs still stopping (growth_devices_, pruned here).
+  // Also the devices reserved for grown jobs still stopping (their records' grow_onto).
   void DescribePlacedLocked(const std::vector<JobSnapshot>& active, AdmissionInput* input);
   // With a policy: plans the speed-up curves the active FG jobs miss (scheduler_policy.cc), without
   // mu_, before the round that uses them.
@@ -320,9 +320,6 @@ class Scheduler {
   PolicyRecord policy_record_;  // what status and the metrics show of the policy
   SpeedCurveBook curves_;       // FG jobs' speed-up curves for the policy (its own lock)
   ProgressReports progress_;    // workers' progress reports (no state; takes mu_ to read holders)
-  // Running FG jobs the policy grew, until they stop at their checkpoint: the devices they grow
-  // onto, reserved for them in the policy's snapshot (AdmissionInput::growing).
-  std::map<std::string, std::vector<DeviceKey>> growth_devices_;
 };
 
 }  // namespace deepool::coordinator

@@ -161,6 +161,7 @@ void Scheduler::FailOrRequeueLocked(const JobRecord& job, const Reason& reason, 
         r.spec.gpus = r.resize_to;
         r.resize_to = 0;
         r.evacuate_from.clear();
+        r.grow_onto.clear();
       };
     }
     StopTasksOnceStored(&write, reason.message);
@@ -223,6 +224,7 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
     return jobs_->Update(job_id, [&](JobRecord& r) {
       r.resize_to = 0;
       r.evacuate_from.clear();
+      r.grow_onto.clear();
       r.history.push_back({r.state, "resize to " + std::to_string(job.resize_to) + " withdrawn",
                            clock_->WallMillis(), ReasonCode::kResized});
     });
@@ -231,6 +233,7 @@ StatusOr<JobRecord> Scheduler::Resize(const std::string& job_id, int gpus) {
                            ") asked for: it stops at its next checkpoint";
   ASSIGN_OR_RETURN(JobRecord asked, jobs_->Update(job_id, [&](JobRecord& r) {
     r.resize_to = gpus;
+    r.grow_onto.clear();  // the user's size replaces a policy's growth
     r.history.push_back({r.state, note, clock_->WallMillis(), ReasonCode::kResized});
   }));
   DP_LOG_INFO("job {}: {}", job_id, note);
@@ -258,6 +261,7 @@ StatusOr<std::vector<std::string>> Scheduler::Evacuate(const std::string& node_i
     StatusOr<JobRecord> asked = jobs_->Update(job.id, [&](JobRecord& r) {
       if (r.resize_to == 0) r.resize_to = r.spec.gpus;
       r.evacuate_from = node.name;
+      r.grow_onto.clear();  // it resumes elsewhere, sized by the next round
       r.history.push_back({r.state, note, clock_->WallMillis(), ReasonCode::kEvacuated});
     });
     if (!asked.ok()) return asked.status().WithContext("job " + job.id);
@@ -485,17 +489,17 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
       "stopped at the checkpoint of iteration " + std::to_string(stopped_at) + ", it resumes ";
   const bool preempted = job.evacuate_from.empty() && to == job.spec.gpus &&
                          static_cast<size_t>(to) == job.devices.size();
-  // Grown by the policy (PreemptLocked): `to` is its request, not the size the policy grew it to.
-  auto grown = to == job.spec.gpus ? growth_devices_.find(job.id) : growth_devices_.end();
+  // Grown by the policy (PreemptLocked; only "deepool" grows jobs, and the record says so after a
+  // restart under another policy): `to` is its request, not the size the policy grew it to.
+  const bool grown = to == job.spec.gpus && !job.grow_onto.empty();
   const Reason reason =
       !job.evacuate_from.empty()
           ? Reason{ReasonCode::kEvacuated, "evacuated from draining node " + job.evacuate_from +
                                                ": " + where + "on other nodes"}
-      : grown != growth_devices_.end()
+      : grown
           ? Reason{ReasonCode::kResized,
-                   "grown by the " + std::string(options_.policy->Name()) + " policy from " +
-                       std::to_string(job.devices.size()) + " to " +
-                       std::to_string(job.devices.size() + grown->second.size()) +
+                   "grown by the deepool policy from " + std::to_string(job.devices.size()) +
+                       " to " + std::to_string(job.devices.size() + job.grow_onto.size()) +
                        " devices: " + where + "from there on the devices the next round gives it"}
       : preempted  // by the scheduling policy (PreemptLocked): it waits for its turn again
           ? Reason{ReasonCode::kResized, "preempted to make way for other jobs: " + where +
@@ -509,6 +513,7 @@ void Scheduler::RequeueResizedLocked(const JobRecord& job, int64_t stopped_at, W
     r.spec.gpus = to;
     r.resize_to = 0;
     r.evacuate_from.clear();
+    r.grow_onto.clear();
   };
   writes->push_back(std::move(write));
 }

@@ -29,17 +29,12 @@ void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
                                      AdmissionInput* input) {
   input->now_ms = clock_->WallMillis();
   input->curves = curves_.Curves();
-  // A reservation lasts while its job is still stopping; a job that stopped waits again, and it
-  // runs again only after a round, so this round drops the reservation first.
-  std::map<std::string, std::vector<DeviceKey>> growing = std::move(growth_devices_);
-  growth_devices_.clear();
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending || job->spec.role == JobRole::kBg) continue;
     input->placed.push_back(job);
-    auto grown = growing.find(job->id);
-    if (grown != growing.end() && job->state == JobState::kRunning && job->resize_to > 0) {
-      input->growing.insert(*grown);
-      growth_devices_.insert(std::move(*grown));
+    // A reservation lasts while its job is still stopping (RequeueResizedLocked clears it).
+    if (job->state == JobState::kRunning && job->resize_to > 0 && !job->grow_onto.empty()) {
+      input->growing[job->id] = job->grow_onto;
     }
     // Only a running job can stop at a checkpoint, and one already stopping is left to stop.
     if (job->state != JobState::kRunning || job->resize_to > 0) continue;
@@ -57,14 +52,17 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   const int64_t now = clock_->WallMillis();
   // As a resize to its own size: its ranks stop at their next checkpoint (StopAtCheckpointWanted)
   // and it goes back to PENDING (RequeueResizedLocked) to resume from there.
-  JobWrite write = UpdateWrite(preempted.job_id, [note, now](JobRecord& r) {
+  // A growth's devices are stored with it: reserved for it until it has stopped, across restarts.
+  const std::vector<DeviceKey> grow_onto =
+      preempted.growth() ? preempted.added : std::vector<DeviceKey>{};
+  JobWrite write = UpdateWrite(preempted.job_id, [note, now, grow_onto](JobRecord& r) {
     if (r.state != JobState::kRunning || r.resize_to > 0) return;
     r.resize_to = r.spec.gpus;
+    r.grow_onto = grow_onto;
     r.history.push_back({r.state, note, now, ReasonCode::kResized});
   });
   write.retry = true;
   writes->push_back(std::move(write));
-  if (preempted.growth()) growth_devices_[preempted.job_id] = preempted.added;
   policy_record_.RecordMove(preempted, now);
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
 }

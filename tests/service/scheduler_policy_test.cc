@@ -249,6 +249,47 @@ TEST_CASE("deepool: a job submitted while a grown job stops does not take the gr
   CHECK(h.Get(late.id).devices.size() == 1);
 }
 
+// The reservation is stored with the grown job: a coordinator restarted while it stops keeps the
+// growth's devices for it and tells its requeue as a growth (kept in memory only, the late job took
+// 2 of the 4 devices after the restart and the requeue said "resized from 1 to 4 devices").
+TEST_CASE("deepool: a growth's devices stay reserved across a coordinator restart",
+          "[scheduler][policy]") {
+  testing::TempDir dir;
+  std::string grower_id;
+  std::string grower_task;
+  {
+    auto store = OpenSQLiteJobStore(dir.File("c.db"));
+    REQUIRE(store.ok());
+    Harness h(store->get(), nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+    const JobRecord grower = StartGrower(h);
+    Pass(h, 300, {grower.id});
+    h.scheduler.Tick();  // grows it: it stops at its next checkpoint
+    REQUIRE(h.scheduler.LastPolicyView().decisions.at({"resize", "fg"}) == 1);
+    grower_id = grower.id;
+    grower_task = h.Get(grower.id).task_ids.at(0);
+  }  // the coordinator stops: only the store survives
+
+  auto store = OpenSQLiteJobStore(dir.File("c.db"));
+  REQUIRE(store.ok());
+  Harness h(store->get(), nullptr, WithPolicy("deepool", /*min_slice_s=*/300));
+  h.planner.curves[{"tiny", "cpu"}] = {1.0, 0.5, 0.34, 0.25};
+  h.AddNode("a", 4, "cpu", {Running(grower_task, grower_id)});
+  REQUIRE(h.Get(grower_id).state == JobState::kRunning);
+  CHECK(h.Get(grower_id).grow_onto.size() == 3);
+  const JobRecord late = h.Submit(Fg(2));
+  h.scheduler.Tick();
+  CHECK(h.Get(late.id).state == JobState::kPending);
+
+  REQUIRE(StopIfAsked(h, grower_id));
+  const JobRecord stopped = h.Get(grower_id);
+  CHECK(stopped.reason.find("grown by the deepool policy from 1 to 4 devices: stopped at the "
+                            "checkpoint of iteration 5") == 0);
+  CHECK(stopped.grow_onto.empty());
+  h.scheduler.Tick();
+  CHECK(h.Get(grower_id).devices.size() == 3);
+  CHECK(h.Get(late.id).devices.size() == 1);
+}
+
 // Nor is another running job grown onto them: of two long jobs on one device each, the first is
 // grown onto the two devices a finished job freed, and the rounds while it stops grow nobody else.
 TEST_CASE("deepool: a second running job is not grown onto the devices of a growth under way",
