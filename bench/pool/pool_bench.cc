@@ -5,7 +5,7 @@
 //
 //   deepool-bench-pool [--devices 64,512,4096] [--loads 1,2,4] [--jobs-per-device 2.5]
 //                      [--seed 1] [--svg-dir docs] [--configurations fifo-dp,deepool]
-//                      [--min-growth-saving-s 72000]
+//                      [--min-growth-saving-s 72000] [--by-role]
 //
 // Configurations: simulator/pool_configurations.h (fifo-dp, static-partitions, max-min,
 // deeppool-bp-bg, deepool).
@@ -84,6 +84,21 @@ void PrintRow(const Row& row) {
   std::fflush(stdout);
 }
 
+// The mean completion time of FG and BG jobs apart (--by-role), after the main table.
+void PrintByRole(const std::vector<Row>& rows) {
+  std::printf(
+      "\n| devices | load | configuration | FG jobs | FG mean JCT (h) | BG jobs | BG mean JCT (h) "
+      "|\n|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    if (!row.error.empty()) continue;
+    const PoolMetrics& m = row.metrics;
+    std::printf("| %d | %.1f | %s | %lld | %.2f | %lld | %.2f |\n", row.devices, row.load,
+                row.configuration.c_str(), static_cast<long long>(m.fg_jobs),
+                m.fg_mean_jct_s / 3600, static_cast<long long>(m.jobs - m.fg_jobs),
+                m.bg_mean_jct_s / 3600);
+  }
+}
+
 void WriteCharts(const std::vector<Row>& rows, const std::vector<PoolConfiguration>& configurations,
                  const std::string& dir) {
   std::vector<std::string> series;
@@ -142,6 +157,9 @@ int Main(int argc, char** argv) {
                  "deepool policy: seconds a running job's growth must save per added device")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bool by_role = false;
+  app.add_flag("--by-role", by_role,
+               "Also print the mean completion time of FG and BG jobs apart, after the table");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<PoolConfiguration> configurations = PoolConfigurations();
@@ -181,6 +199,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  if (by_role) PrintByRole(rows);
   if (!svg_dir.empty()) WriteCharts(rows, configurations, svg_dir);
   return 0;
 }
