@@ -213,7 +213,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input,
   for (const JobSnapshot& job : input.placed) placed.emplace(job->id, job.get());
   auto add_curves = [&input](policy::PolicyJob& job) {
     auto curves = input.curves.find(job.id);
-    if (curves != input.curves.end() && job.role == policy::Role::kFg) job.curves = *curves->second;
+    if (curves != input.curves.end()) job.curves = *curves->second;
   };
   for (auto& [id, job] : holders) {
     auto record = placed.find(id);

@@ -110,8 +110,9 @@ struct AdmissionInput {
   std::vector<JobSnapshot> placed;
   std::set<std::string> preemptible;
   int64_t now_ms = 0;
-  // FG jobs' speed-up curves by job id (SpeedCurveBook), for the policy's snapshot: a job absent
-  // here, or without a curve on a type, is seen to scale perfectly, alike on every type.
+  // Jobs' speed-up curves by job id (SpeedCurveBook), for the policy's snapshot (a BG job's
+  // one-device times choose its type among equally idle devices): a job absent here, or without
+  // a curve on a type, is seen to scale perfectly, alike on every type.
   std::map<std::string, std::shared_ptr<const CurvesByType>> curves;
   // Running FG jobs the policy grew that are still stopping at their checkpoint, with the devices
   // they grow onto (FgPreemption::added): the policy's snapshot shows those devices held by them

@@ -187,6 +187,7 @@ void Scheduler::AdmitLocked(Writes* writes) {
                   [](const JobSnapshot& job) { return job->spec.role == JobRole::kBg; })) {
     input.running_fg_ranks = RunningFgRanksLocked();
   }
+  input.curves = curves_.Curves();
   std::unordered_map<std::string_view, const JobRecord*> by_id;
   by_id.reserve(pending.size());
   for (const JobSnapshot& job : pending) by_id.emplace(job->id, job.get());

@@ -215,8 +215,8 @@ class Scheduler {
   // may be preempted, the time now, the FG jobs' speed-up curves known.
   // Also the devices reserved for grown jobs still stopping (their records' grow_onto).
   void DescribePlacedLocked(const std::vector<JobSnapshot>& active, AdmissionInput* input);
-  // With a policy: plans the speed-up curves the active FG jobs miss (scheduler_policy.cc), without
-  // mu_, before the round that uses them.
+  // Plans the speed-up curves the active jobs miss (scheduler_policy.cc; under fifo only BG jobs'),
+  // without mu_, before the round that uses them.
   void RefreshCurves();
   // A policy's preemption or growth of a running FG job: it stops at its next checkpoint, then
   // waits again (a grown job is placed anew on the devices then free).

@@ -1,5 +1,6 @@
 // The Scheduler's side of a scheduling policy other than fifo (SchedulerOptions::policy): what the
 // policy sees of placed jobs, and its preemptions and growths carried out through checkpoints.
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -28,7 +29,6 @@ std::string MoveNote(std::string_view policy_name, const FgPreemption& moved) {
 void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
                                      AdmissionInput* input) {
   input->now_ms = clock_->WallMillis();
-  input->curves = curves_.Curves();
   for (const JobSnapshot& job : active) {
     if (job->state == JobState::kPending || job->spec.role == JobRole::kBg) continue;
     input->placed.push_back(job);
@@ -43,8 +43,15 @@ void Scheduler::DescribePlacedLocked(const std::vector<JobSnapshot>& active,
 }
 
 void Scheduler::RefreshCurves() {
-  if (!options_.policy) return;  // fifo weighs no curves
-  curves_.Refresh(jobs_->Active(), PoolDeviceTypes(nodes_->List()));
+  std::vector<JobSnapshot> jobs = jobs_->Active();
+  // fifo sizes no FG job by its curve; it only places BG jobs by theirs.
+  if (!options_.policy) {
+    jobs.erase(
+        std::remove_if(jobs.begin(), jobs.end(),
+                       [](const JobSnapshot& job) { return job->spec.role != JobRole::kBg; }),
+        jobs.end());
+  }
+  curves_.Refresh(jobs, PoolDeviceTypes(nodes_->List()));
 }
 
 void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {

@@ -71,11 +71,10 @@ bool SpeedCurveBook::NeedsPlanLocked(const std::string& job_id, const std::strin
 
 int SpeedCurveBook::Refresh(const std::vector<JobSnapshot>& jobs,
                             const std::vector<PoolDeviceType>& types) {
-  // PENDING jobs first: the next round decides them.
+  // PENDING jobs first: the next round decides them. BG jobs too: their one-device times choose
+  // the type a BG job takes among equally idle devices.
   std::vector<const JobRecord*> order;
-  for (const JobSnapshot& job : jobs) {
-    if (job->spec.role == JobRole::kFg) order.push_back(job.get());
-  }
+  for (const JobSnapshot& job : jobs) order.push_back(job.get());
   std::stable_partition(order.begin(), order.end(),
                         [](const JobRecord* job) { return job->state == JobState::kPending; });
   struct Wanted {

@@ -1,6 +1,7 @@
-// SpeedCurveBook: what the coordinator knows of each FG job's speed-up curve on each device type
-// of the pool, for the scheduling policies (policy::PolicyJob::curves; docs/coordinator.md,
-// "Scheduling policies").
+// SpeedCurveBook: what the coordinator knows of each job's speed-up curve on each device type of
+// the pool, for the scheduling policies (policy::PolicyJob::curves; docs/coordinator.md,
+// "Scheduling policies"): a FG job's sizes and types, and the type a BG job takes among equally
+// idle devices (its one-device point).
 //
 // A curve is planned (PlanningBackend::SpeedupCurve) from the inputs the job's plan would be made
 // from on that type: its spec at the precision it would train at there, devices up to its request
@@ -70,7 +71,7 @@ class SpeedCurveBook {
   SpeedCurveBook(const PlanningBackend* planner, ProfileLookup profiles, const Clock* clock,
                  Clock::Duration planning_budget);
 
-  // Plans the curves the FG jobs among `jobs` (the active ones) miss on the pool's types, PENDING
+  // Plans the curves the jobs among `jobs` (the active ones) miss on the pool's types, PENDING
   // jobs first, and forgets jobs not among them. Returns how many curves it planned (failures
   // included).
   int Refresh(const std::vector<JobSnapshot>& jobs, const std::vector<PoolDeviceType>& types);

@@ -164,7 +164,11 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
   int best = -1;
   double best_idle = -1;
   bool best_ready = false;
+  double best_speed = 0;
   bool any_readable = false;
+  std::vector<double> speed_of_type;  // by type id: one look-up per type, not per device
+  speed_of_type.reserve(index_->Types().size());
+  for (const std::string& type : index_->Types()) speed_of_type.push_back(Throughput(job, type, 1));
   for (size_t at = 0; at < fg_.size(); ++at) {
     const PolicyDevice& device = snapshot_.devices[at];
     if (!device.Reads(job.protocol_version)) continue;
@@ -176,10 +180,15 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
     const bool new_holder = taken_this_round_[at] != 0;
     const double idle = !held ? 1.0 : new_holder ? 0.0 : device.idle_fraction;
     const bool ready = !held || (device.fg_rank_running && !new_holder);
-    if (idle > best_idle || (idle == best_idle && ready && !best_ready)) {
+    // Of equally idle devices, one usable now, then the type the job trains fastest on (as the
+    // FG jobs' choices are heterogeneity-aware); without curves every type is alike.
+    const double speed = speed_of_type[static_cast<size_t>(index_->TypeOf(static_cast<int>(at)))];
+    if (idle > best_idle || (idle == best_idle && ready && !best_ready) ||
+        (idle == best_idle && ready == best_ready && speed > best_speed)) {
       best_idle = idle;
       best = static_cast<int>(at);
       best_ready = ready;
+      best_speed = speed;
     }
   }
   if (best < 0 && !any_readable && LargestGroup(0) > 0) {

@@ -117,6 +117,27 @@ TEST_CASE("max-min: a job goes to the device type its curve favours relative to 
   CHECK(h.planner.curve_plans == 4);
 }
 
+TEST_CASE("fifo: a BG job takes the free device type its curve favours; FG jobs get no curves",
+          "[scheduler][policy][curves]") {
+  Harness h;  // fifo
+  h.planner.analytical_types = {"a100", "v100"};
+  // The BG job's model trains twice as fast on v100 here; without its curve it would take the
+  // first free device, an a100.
+  h.planner.curves[{"tiny", "a100"}] = {2.0};
+  h.planner.curves[{"tiny", "v100"}] = {1.0};
+  h.planner.curves[{"small_cnn", "a100"}] = {1.0};
+  h.planner.curves[{"small_cnn", "v100"}] = {1.0};
+  h.AddNode("a", 2, "a100");
+  h.AddNode("b", 1, "v100");
+  const JobRecord fg = h.Submit(FgOf("small_cnn", 1));
+  const JobRecord bg = h.Submit(testing::Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(fg.id).device_type == "a100");
+  REQUIRE(h.Get(bg.id).state == JobState::kRunning);
+  CHECK(h.Get(bg.id).devices.at(0).node_id == "node-b");  // the v100
+  CHECK(h.planner.curve_plans == 2);  // the BG job's, one per type: fifo sizes no FG job by one
+}
+
 TEST_CASE("curves are planned once per job and device type, again for a new type",
           "[scheduler][policy][curves]") {
   auto recording = std::make_shared<RecordingPolicy>("deepool");

@@ -70,6 +70,26 @@ TEST_CASE("fifo: BG jobs take the idlest device and make way for a FG job", "[po
   CHECK(decisions.preemptions[0].for_job == "fg2");
 }
 
+// Heterogeneity-aware as the FG jobs' choices: of equally idle devices a BG job takes the type it
+// trains fastest on (its one-device curve), not the first in the pool's order; a job without a
+// curve on a type trains alike on every type and keeps that order.
+TEST_CASE("fifo: a BG job takes the free device of the type it trains fastest on", "[policy]") {
+  PoolHarness pool;
+  pool.AddNode("n1", 1, "v100");
+  pool.AddNode("n2", 1, "h100");
+  pool.AddNode("n3", 1, "a100");
+  PolicyJob& bg = pool.Submit("bg", "bob", 1, Role::kBg);
+  bg.curves["v100"] = CurveOf(1, [](int) { return 3.0; });
+  bg.curves["h100"] = CurveOf(1, [](int) { return 1.0; });
+  bg.curves["a100"] = CurveOf(1, [](int) { return 1.6; });
+  pool.Submit("plain", "carol", 1, Role::kBg);
+  const Decisions decisions = pool.Round(*Fifo());
+  REQUIRE(GrantOf(decisions, "bg") != nullptr);
+  CHECK(GrantOf(decisions, "bg")->device_type == "h100");
+  REQUIRE(GrantOf(decisions, "plain") != nullptr);
+  CHECK(GrantOf(decisions, "plain")->device_type == "v100");
+}
+
 // The wait names the device whose rank it waits for: the coordinator words it anew when that
 // device is only reserved for the job the snapshot shows holding it (admission.cc).
 TEST_CASE("fifo: a BG job waiting for a FG rank to start is told which device", "[policy]") {
