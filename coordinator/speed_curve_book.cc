@@ -45,6 +45,7 @@ SpeedCurveBook::SpeedCurveBook(const PlanningBackend* planner, ProfileLookup pro
       planning_budget_(planning_budget) {}
 
 int SpeedCurveBook::WantedDevices(const JobSpec& spec, const PoolDeviceType& type) {
+  if (spec.role == JobRole::kBg) return 1;  // a BG job trains on one device
   return std::max(1, std::min(spec.gpus, type.devices));
 }
 
