@@ -117,7 +117,7 @@ TEST_CASE("max-min: a job goes to the device type its curve favours relative to 
   CHECK(h.planner.curve_plans == 4);
 }
 
-TEST_CASE("fifo: a BG job takes the free device type its curve favours; FG jobs get no curves",
+TEST_CASE("fifo: a BG job takes the free device type its curve favours, and FG jobs get no curves",
           "[scheduler][policy][curves]") {
   Harness h;  // fifo
   h.planner.analytical_types = {"a100", "v100"};
