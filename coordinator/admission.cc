@@ -189,6 +189,7 @@ policy::PolicySnapshot SnapshotOf(const AdmissionInput& input,
       entry.protocol_oldest = node.protocol.oldest;
       entry.protocol_newest = node.protocol.newest;
       entry.idle_fraction = input.ledger.IdleFraction(entry.key);
+      entry.idle_known = input.ledger.IdleKnown(entry.key);
       entry.fg_rank_running = input.running_fg_ranks.count(entry.key) > 0;
       snapshot.devices.push_back(std::move(entry));
     }

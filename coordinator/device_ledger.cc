@@ -65,6 +65,10 @@ double DeviceLedger::IdleFraction(const DeviceKey& key) const {
   return it == idle_.end() ? 0.0 : it->second;
 }
 
+bool DeviceLedger::IdleKnown(const DeviceKey& key) const {
+  return fg_.count(key) == 0 || idle_.count(key) != 0;
+}
+
 std::set<std::string> DeviceLedger::JobsOnNode(const std::string& node_id) const {
   std::set<std::string> jobs;
   for (const auto* holders : {&fg_, &bg_}) {

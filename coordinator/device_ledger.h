@@ -41,6 +41,8 @@ class DeviceLedger {
   std::optional<std::string> BackgroundOf(const DeviceKey& key) const;
   // Idle fraction of the device: 1 when no FG job holds it, 0 while its FG plan is unknown.
   double IdleFraction(const DeviceKey& key) const;
+  // Whether IdleFraction is known: no FG job holds the device, or its holder's plan is known.
+  bool IdleKnown(const DeviceKey& key) const;
   // Every device the job holds, FG or BG.
   std::vector<DeviceKey> DevicesOf(const std::string& job_id) const;
   // Jobs holding a device of the node.

@@ -37,7 +37,7 @@ enum class ReasonCode {
   kQueuedBehind,          // PENDING behind a FG job that waits for devices
   kWaitingForDevices,     // PENDING: enough devices exist, too few are free now
   kNotEnoughDevices,      // PENDING: no device type has enough schedulable devices
-  kWaitingForBgSlot,      // PENDING BG job: every device has a BG job
+  kWaitingForBgSlot,      // PENDING BG job: every device has a BG job or a busy FG rank
   kWaitingForFgRank,      // PENDING BG job: waits to run inside a FG rank not started yet
   kRequeued,              // PENDING again after a failure it may retry
   kDisplaced,             // PENDING BG job: a FG job took its device

@@ -187,6 +187,13 @@ int main(int argc, char** argv) {
                  "may be preempted or grown, so jobs are not moved back and forth")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--min-bg-idle", policy_options.min_bg_idle_fraction,
+                 "every policy: a BG job runs inside a FG rank only where the rank's plan predicts "
+                 "at least this fraction of each iteration idle (a one-device rank: none), and "
+                 "waits for such a device or a free one otherwise; 0 places BG jobs on busy ranks "
+                 "too")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "without --tls-* files and --users, let every caller in as an admin instead of "
                "requiring the token kept in --data-dir (admin.token); and allow a non-loopback "
@@ -220,8 +227,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.scheduler.policy = std::move(*policy);
-    options.scheduler.policy_options = policy_options;
   }
+  options.scheduler.policy_options = policy_options;
   if (options.store == "sqlite" && options.data_dir.empty()) {
     std::cerr << "--data-dir is required with --store sqlite\n";
     return 2;

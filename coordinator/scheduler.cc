@@ -10,6 +10,7 @@
 
 #include "common/byte_size.h"
 #include "common/logging.h"
+#include "coordinator/policy/fifo_policy.h"
 #include "coordinator/profile_cache_key.h"
 #include "planner/profile.h"
 #include "protocol/run_spec.h"
@@ -193,8 +194,9 @@ void Scheduler::AdmitLocked(Writes* writes) {
   for (const JobSnapshot& job : pending) by_id.emplace(job->id, job.get());
 
   if (options_.policy) DescribePlacedLocked(active, &input);
-  const Admission admission =
-      options_.policy ? Admit(input, *options_.policy) : Admit(std::move(input));
+  const Admission admission = options_.policy
+                                  ? Admit(input, *options_.policy)
+                                  : Admit(input, policy::FifoPolicy(options_.policy_options));
   for (const FgPreemption& preempted : admission.preempted) PreemptLocked(preempted, writes);
   // A grant of devices a preempted job still holds waits for it to stop, and displaces nobody.
   std::set<std::string> granted;

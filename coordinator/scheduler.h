@@ -99,7 +99,8 @@ struct SchedulerOptions {
   // With a policy: how long one round may spend planning FG jobs' speed-up curves
   // (SpeedCurveBook) before admitting; curves not planned by then are planned in later rounds.
   Clock::Duration curve_planning_budget = std::chrono::milliseconds(200);
-  // The options `policy` was made with: status shows when a max-min minimum slice ends.
+  // The options `policy` was made with (under "fifo", those its BG placement reads): status shows
+  // when a max-min minimum slice ends.
   policy::PolicyOptions policy_options;
 };
 

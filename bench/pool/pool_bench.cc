@@ -5,7 +5,7 @@
 //
 //   deepool-bench-pool [--devices 64,512,4096] [--loads 1,2,4] [--jobs-per-device 2.5]
 //                      [--seed 1] [--svg-dir docs] [--configurations fifo-dp,deepool]
-//                      [--min-growth-saving-s 72000] [--by-role]
+//                      [--min-growth-saving-s 72000] [--min-bg-idle 0.05] [--by-role]
 //
 // Configurations: simulator/pool_configurations.h (fifo-dp, static-partitions, max-min,
 // deeppool-bp-bg, deepool).
@@ -156,6 +156,10 @@ int Main(int argc, char** argv) {
   app.add_option("--min-growth-saving-s", policy_options.min_growth_saving_s,
                  "deepool policy: seconds a running job's growth must save per added device")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--min-bg-idle", policy_options.min_bg_idle_fraction,
+                 "every policy: the least predicted idle fraction of a FG rank a BG job runs in")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   bool by_role = false;
   app.add_flag("--by-role", by_role,

@@ -64,7 +64,8 @@ std::string WaitCodeWords(v1::PolicyWaitCode code) {
       return "WORKER_PROTOCOL: too few devices on workers that speak the executor protocol its "
              "run spec needs";
     case v1::POLICY_WAIT_CODE_WAITING_FOR_BG_SLOT:
-      return "WAITING_FOR_BG_SLOT: every schedulable device already has a BG job";
+      return "WAITING_FOR_BG_SLOT: every schedulable device already has a BG job or runs a FG "
+             "rank its plan keeps busy";
     case v1::POLICY_WAIT_CODE_WAITING_FOR_FG_RANK:
       return "WAITING_FOR_FG_RANK: it runs inside the FG rank of the idlest device, which has "
              "not started, or waits for a device reserved for a FG job's growth (the reason "

@@ -24,7 +24,7 @@ class DeepoolRound {
     Grow();
     Realise();
     GrowRunning();
-    PlaceBackgroundJobs(order, &pool_, &out_);
+    PlaceBackgroundJobs(order, options_, &pool_, &out_);
     for (const PolicyJob& job : snapshot_.jobs) {  // those not resized
       if (job.placed())
         held_.emplace(job.id, std::pair{job.device_type, static_cast<int>(job.devices.size())});

@@ -7,7 +7,8 @@ namespace {
 
 class FifoRound {
  public:
-  explicit FifoRound(const PolicySnapshot& snapshot) : snapshot_(snapshot), pool_(snapshot) {}
+  FifoRound(const PolicySnapshot& snapshot, const PolicyOptions& options)
+      : snapshot_(snapshot), options_(options), pool_(snapshot) {}
 
   Decisions Run() {
     const std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
@@ -20,7 +21,7 @@ class FifoRound {
         blocker = job->id;
       }
     }
-    PlaceBackgroundJobs(order, &pool_, &out_);
+    PlaceBackgroundJobs(order, options_, &pool_, &out_);
     std::map<std::string, std::pair<std::string, int>> held;
     for (const PolicyJob& job : snapshot_.jobs) {
       if (job.placed()) held[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
@@ -83,6 +84,7 @@ class FifoRound {
   }
 
   const PolicySnapshot& snapshot_;
+  const PolicyOptions& options_;
   PoolState pool_;
   Decisions out_;
 };
@@ -95,18 +97,18 @@ int DevicesWanted(const PolicyJob& job, const PoolState& pool) {
   return largest >= 1 ? std::min(job.requested_devices, largest) : job.requested_devices;
 }
 
-void PlaceBackgroundJobs(const std::vector<const PolicyJob*>& order, PoolState* pool,
-                         Decisions* out) {
+void PlaceBackgroundJobs(const std::vector<const PolicyJob*>& order, const PolicyOptions& options,
+                         PoolState* pool, Decisions* out) {
   for (const PolicyJob* job : order) {
     if (job->role != Role::kBg || job->placed()) continue;
-    PoolState::BackgroundChoice choice = pool->PlaceBackground(*job);
+    PoolState::BackgroundChoice choice = pool->PlaceBackground(*job, options.min_bg_idle_fraction);
     if (choice.grant) out->grants.push_back(std::move(*choice.grant));
     if (choice.wait) out->waits.push_back(std::move(*choice.wait));
   }
 }
 
 Decisions FifoPolicy::Decide(const PolicySnapshot& snapshot) const {
-  return FifoRound(snapshot).Run();
+  return FifoRound(snapshot, options_).Run();
 }
 
 }  // namespace deepool::coordinator::policy

@@ -19,7 +19,7 @@ class MaxMinRound {
     ProtectAndQueue();
     WaterFill();
     Realise();
-    PlaceBackgroundJobs(AdmissionOrder(snapshot_), &pool_, &out_);
+    PlaceBackgroundJobs(AdmissionOrder(snapshot_), options_, &pool_, &out_);
     out_.shares = SharesOf(snapshot_, held_, types_);
     return std::move(out_);
   }

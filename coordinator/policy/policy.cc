@@ -18,7 +18,7 @@ const std::vector<std::string>& PolicyNames() {
 }
 
 StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name, PolicyOptions options) {
-  if (name == "fifo") return std::unique_ptr<Policy>(std::make_unique<FifoPolicy>());
+  if (name == "fifo") return std::unique_ptr<Policy>(std::make_unique<FifoPolicy>(options));
   if (name == "max-min") return std::unique_ptr<Policy>(std::make_unique<MaxMinPolicy>(options));
   if (name == "deepool") return std::unique_ptr<Policy>(std::make_unique<DeepoolPolicy>(options));
   return Status(StatusCode::kInvalidArgument,

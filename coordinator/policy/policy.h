@@ -8,7 +8,8 @@
 // - "fifo": today's admission (coordinator/admission.h): FG jobs in priority then submission
 //   order, each onto its requested count of one device type, packed on as few nodes as possible;
 //   a FG job that could fit the pool but does not fit now blocks those behind it; BG jobs on the
-//   idlest device. Never preempts a FG job.
+//   idlest device (never inside a FG rank predicted idle less than
+//   PolicyOptions::min_bg_idle_fraction). Never preempts a FG job.
 // - "max-min": max-min fairness across users, heterogeneity-aware as Gavel's: a user's share is
 //   the sum over its FG jobs of the throughput they get over the throughput they would get on
 //   their fastest device type; each round the user with the least share gets its next job
@@ -115,6 +116,9 @@ struct PolicyDevice {
   // Predicted idle fraction of the device's FG rank per iteration (DeviceLedger::IdleFraction):
   // 1 when no FG job holds it, 0 while its plan is unknown.
   double idle_fraction = 1.0;
+  // Whether idle_fraction is the FG plan's prediction (or 1 for a device no FG job holds); false
+  // while the holder's plan is unknown: a BG job may then wait for the rank, not rule it out.
+  bool idle_known = true;
   // Whether the FG rank on it runs (has reported an iteration), so a BG job can run inside it.
   bool fg_rank_running = false;
 
@@ -140,7 +144,7 @@ enum class WaitCode {
   kWaitingForDevices,  // could fit the pool, not now
   kNotEnoughDevices,   // no group of one type is large enough
   kWorkerProtocol,     // too few devices on nodes that read its protocol version
-  kWaitingForBgSlot,   // BG: every device has a BG job
+  kWaitingForBgSlot,   // BG: every device has a BG job or a FG rank with no idle time to spare
   kWaitingForFgRank,   // BG: the idlest device's FG rank has not started
   kFairShare,          // max-min: other users' shares come first
 };
@@ -211,6 +215,11 @@ struct PolicyOptions {
   // many hours left grow (20 h: tuned on the pool simulator's saturated 64- and 512-device traces,
   // docs/benchmarks.md, "Pool simulation"; 0 grows wherever the saving exceeds the cost).
   double min_growth_saving_s = 72000;
+  // Every policy: a BG job is not placed inside a FG rank whose plan predicts less than this
+  // fraction of each iteration idle (a one-device rank: none). It would hardly progress there, and
+  // it would hold the device's one BG place while a free device went to a later BG job; it waits
+  // for a device with idle time instead. 0 places BG jobs on every device, busy or not.
+  double min_bg_idle_fraction = 0.05;
 };
 
 class Policy {

@@ -151,7 +151,7 @@ void PoolState::Release(const PolicyJob& job) {
   }
 }
 
-PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
+PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job, double min_idle) {
   BackgroundChoice choice;
   const std::pair<int, std::string> needs{job.protocol_version, job.required_device_type};
   if (const auto known = waits_.find(needs); known != waits_.end()) {
@@ -166,6 +166,7 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
   bool best_ready = false;
   double best_speed = 0;
   bool any_readable = false;
+  bool any_too_busy = false;  // a device without a BG job whose FG rank leaves too little idle
   std::vector<double> speed_of_type;  // by type id: one look-up per type, not per device
   speed_of_type.reserve(index_->Types().size());
   for (const std::string& type : index_->Types()) speed_of_type.push_back(Throughput(job, type, 1));
@@ -180,6 +181,10 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
     const bool new_holder = taken_this_round_[at] != 0;
     const double idle = !held ? 1.0 : new_holder ? 0.0 : device.idle_fraction;
     const bool ready = !held || (device.fg_rank_running && !new_holder);
+    if (held && !new_holder && device.idle_known && idle < min_idle) {
+      any_too_busy = true;
+      continue;
+    }
     // Of equally idle devices, one usable now, then the type the job trains fastest on (as the
     // FG jobs' choices are heterogeneity-aware); without curves every type is alike.
     const double speed = speed_of_type[static_cast<size_t>(index_->TypeOf(static_cast<int>(at)))];
@@ -195,6 +200,11 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job) {
     choice.wait =
         Wait{job.id, WaitCode::kWorkerProtocol,
              "needs workers that speak executor protocol " + std::to_string(job.protocol_version)};
+  } else if (best < 0 && any_too_busy) {
+    choice.wait = Wait{job.id, WaitCode::kWaitingForBgSlot,
+                       "waiting for a device with idle time: every device without a bg job runs a "
+                       "FG rank predicted idle less than " +
+                           Percent(min_idle) + " of each iteration"};
   } else if (best < 0) {
     choice.wait =
         Wait{job.id, WaitCode::kWaitingForBgSlot, "waiting for a device without a bg job"};

@@ -45,12 +45,14 @@ class PoolState {
   void Release(const PolicyJob& job);
 
   // A BG job's place: the idlest device without a BG job on a node reading its version, or why
-  // it waits. Holds the device when one is granted.
+  // it waits. A device whose FG rank is predicted idle less than `min_idle` of each iteration is
+  // no place (one whose plan is unknown still is: the job waits for its rank). Holds the device
+  // when one is granted.
   struct BackgroundChoice {
     std::optional<Grant> grant;
     std::optional<Wait> wait;
   };
-  BackgroundChoice PlaceBackground(const PolicyJob& job);
+  BackgroundChoice PlaceBackground(const PolicyJob& job, double min_idle);
 
  private:
   int JobOf(const PolicyJob& job) const;

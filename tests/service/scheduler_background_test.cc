@@ -34,12 +34,34 @@ TEST_CASE("BG jobs take one device each, idlest first", "[scheduler]") {
   int background = 0;
   for (const auto& c : commands) background += c.assign().train().background() ? 1 : 0;
   CHECK(background == 3);
+  // Rank 0 (cpu:0) is predicted never idle: no place for a BG job (--min-bg-idle, 5 %).
   JobRecord bg4 = h.Submit(Bg());
-  JobRecord bg5 = h.Submit(Bg());
   h.scheduler.Tick();
-  CHECK(h.Get(bg4.id).devices.at(0).device == "cpu:0");
-  CHECK(h.Get(bg5.id).state == JobState::kPending);
-  CHECK(h.Get(bg5.id).reason_code == ReasonCode::kWaitingForBgSlot);
+  CHECK(h.Get(bg4.id).state == JobState::kPending);
+  CHECK(h.Get(bg4.id).reason_code == ReasonCode::kWaitingForBgSlot);
+  CHECK(h.Get(bg4.id).reason ==
+        "waiting for a device with idle time: every device without a bg job runs a FG rank "
+        "predicted idle less than 5% of each iteration");
+}
+
+TEST_CASE("with --min-bg-idle 0 a BG job runs inside a rank predicted never idle, the last choice",
+          "[scheduler]") {
+  SchedulerOptions options;
+  options.policy_options.min_bg_idle_fraction = 0;
+  Harness h(nullptr, nullptr, options);
+  h.AddNode("a", 2);
+  JobRecord fg = h.Submit(Fg(2));  // ranks 0..1 on cpu:0..1, idle 0, 0.2
+  h.scheduler.Tick();
+  h.Commands("node-a");
+  h.ReportRanks("node-a", fg.id, {0, 1});
+  JobRecord bg1 = h.Submit(Bg());
+  JobRecord bg2 = h.Submit(Bg());
+  JobRecord bg3 = h.Submit(Bg());
+  h.scheduler.Tick();
+  CHECK(h.Get(bg1.id).devices.at(0).device == "cpu:1");
+  CHECK(h.Get(bg2.id).devices.at(0).device == "cpu:0");
+  CHECK(h.Get(bg3.id).state == JobState::kPending);
+  CHECK(h.Get(bg3.id).reason == "waiting for a device without a bg job");
 }
 
 TEST_CASE("device rows of a FG job name the BG job placed on the device", "[scheduler]") {
