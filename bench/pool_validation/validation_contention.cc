@@ -31,9 +31,26 @@ StatusOr<double> PairRatio(const std::vector<RealJobRecord>& short_pair,
   return side_by_side_s / alone.iteration_s;
 }
 
+StatusOr<double> MedianPairRatio(const std::vector<StatusOr<double>>& repetitions) {
+  std::vector<double> measured;
+  for (const StatusOr<double>& ratio : repetitions) {
+    if (ratio.ok()) measured.push_back(*ratio);
+  }
+  if (measured.empty()) {
+    if (repetitions.empty()) return InvalidArgumentError("a pair ratio needs a repetition");
+    return repetitions.front().status();
+  }
+  std::sort(measured.begin(), measured.end());
+  const size_t middle = measured.size() / 2;
+  if (measured.size() % 2 == 1) return measured[middle];
+  return (measured[middle - 1] + measured[middle]) / 2;
+}
+
 StatusOr<ContentionCalibration> CalibrateContention(
     const std::vector<simulator::WorkloadJob>& jobs,
-    const std::map<std::string, KindCalibration>& kinds, const ReplayTarget& target) {
+    const std::map<std::string, KindCalibration>& kinds, const ReplayTarget& target,
+    int repetitions) {
+  if (repetitions < 1) return InvalidArgumentError("the pairs need at least one repetition");
   ContentionCalibration calibration;
   double sum = 0;
   for (const simulator::WorkloadJob& job : jobs) {
@@ -45,14 +62,21 @@ StatusOr<ContentionCalibration> CalibrateContention(
     std::vector<simulator::WorkloadJob> pair = {copy, copy};
     pair[0].id = 0;
     pair[1].id = 1;
-    const std::string prefix = "calibrate-pair-" + std::to_string(job.id);
-    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_pair,
-                     ReplayOnCluster(pair, target, prefix + "-short-"));
-    for (simulator::WorkloadJob& longer : pair) longer.iterations = 3 * job.iterations;
-    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_pair,
-                     ReplayOnCluster(pair, target, prefix + "-long-"));
-    ASSIGN_OR_RETURN(const double ratio,
-                     PairRatio(short_pair, long_pair, alone->second, job.iterations));
+    std::vector<StatusOr<double>> ratios;
+    std::vector<double>& samples = calibration.pair_samples[KindKey(job)];
+    for (int repetition = 0; repetition < repetitions; ++repetition) {
+      const std::string prefix =
+          "calibrate-pair-" + std::to_string(job.id) + "-" + std::to_string(repetition);
+      ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_pair,
+                       ReplayOnCluster(pair, target, prefix + "-short-"));
+      std::vector<simulator::WorkloadJob> long_jobs = pair;
+      for (simulator::WorkloadJob& longer : long_jobs) longer.iterations = 3 * job.iterations;
+      ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_pair,
+                       ReplayOnCluster(long_jobs, target, prefix + "-long-"));
+      ratios.push_back(PairRatio(short_pair, long_pair, alone->second, job.iterations));
+      if (ratios.back().ok()) samples.push_back(*ratios.back());
+    }
+    ASSIGN_OR_RETURN(const double ratio, MedianPairRatio(ratios));
     calibration.pair_ratio[KindKey(job)] = ratio;
     sum += ratio;
   }

@@ -5,7 +5,9 @@
 // kinds' calibration, validation_replay.h) and then two copies at once, one on each device, as
 // the kinds alone are: n and 3n iterations, so the per-job start overhead (which two jobs
 // started at the same instant contend for harder than jobs started apart, as in the replay)
-// drops out of the iteration time.
+// drops out of the iteration time. The pairs run several times and each kind keeps the median:
+// one pair of short runs cannot tell contention from a moment's noise on a shared machine (one
+// such pair once measured 1.84 where the replay minutes later showed none).
 // Threading: called from one thread (the replay's).
 #pragma once
 
@@ -25,7 +27,11 @@ struct ContentionCalibration {
   // Per one-device FG kind: its iteration time with two copies side by side (the difference of
   // the n- and 3n-iteration pairs' mean submit-to-finish times over 2n) over its iteration time
   // alone.
+  // alone: the median of pair_samples' ratios.
   std::map<std::string, double> pair_ratio;
+  // Per kind, each repetition's ratio, in the order measured; a repetition whose pairs gave no
+  // positive iteration time (PairRatio's error) is left out.
+  std::map<std::string, std::vector<double>> pair_samples;
   // slowdown(2): the kinds' mean ratio, at least 1 (a ratio below 1 is noise: two jobs do not
   // speed each other up).
   double two_devices = 1;
@@ -37,13 +43,19 @@ StatusOr<double> PairRatio(const std::vector<RealJobRecord>& short_pair,
                            const std::vector<RealJobRecord>& long_pair,
                            const KindCalibration& alone, int64_t iterations);
 
+// A kind's ratio from its repetitions: the median of those that measured (an even count: the
+// mean of the middle two). INVALID_ARGUMENT, the first repetition's error, when none did.
+StatusOr<double> MedianPairRatio(const std::vector<StatusOr<double>>& repetitions);
+
 // Runs two copies of each one-device FG job of `jobs` side by side, with its iterations and with
-// three times as many, and compares them with `kinds`. NOT_FOUND when
-// a kind has no calibration, FAILED_PRECONDITION when no job is a one-device FG job; the replay's
+// three times as many, `repetitions` times (at least 1), and compares them with `kinds`.
+// NOT_FOUND when a kind has no calibration, FAILED_PRECONDITION when no job is a one-device FG
+// job, INVALID_ARGUMENT when no repetition of a kind measured (MedianPairRatio); the replay's
 // errors.
 StatusOr<ContentionCalibration> CalibrateContention(
     const std::vector<simulator::WorkloadJob>& jobs,
-    const std::map<std::string, KindCalibration>& kinds, const ReplayTarget& target);
+    const std::map<std::string, KindCalibration>& kinds, const ReplayTarget& target,
+    int repetitions);
 
 // The simulator's model of the calibrated node: slowdown {1, two_devices} on `device_type`.
 simulator::NodeContention ContentionModel(const ContentionCalibration& calibration,
