@@ -1,5 +1,6 @@
 #include "bench/pool_validation/validation_replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -128,8 +129,25 @@ StatusOr<std::vector<RealJobRecord>> ReplayOnCluster(
   return records;
 }
 
+StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions) {
+  if (repetitions.empty()) return InvalidArgumentError("a kind's calibration needs a repetition");
+  std::vector<const KindCalibration*> by_time;
+  for (const KindCalibration& repetition : repetitions) by_time.push_back(&repetition);
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [](const KindCalibration* a, const KindCalibration* b) {
+                     return a->iteration_s < b->iteration_s;
+                   });
+  KindCalibration median = *by_time[(by_time.size() - 1) / 2];
+  median.repetition_iteration_s.clear();
+  for (const KindCalibration& repetition : repetitions) {
+    median.repetition_iteration_s.push_back(repetition.iteration_s);
+  }
+  return median;
+}
+
 StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
-    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target) {
+    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions) {
+  if (repetitions < 1) return InvalidArgumentError("the calibration needs at least one repetition");
   std::map<std::string, KindCalibration> kinds;
   for (const simulator::WorkloadJob& job : jobs) {
     // Two runs alone, of n and 3n iterations: the difference of their submit-to-finish times is
@@ -137,19 +155,24 @@ StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
     // run's time the per-job overhead.
     simulator::WorkloadJob longer = job;
     longer.iterations = 3 * job.iterations;
-    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_run,
-                     ReplayOnCluster({job}, target, "calibrate-short-"));
-    ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_run,
-                     ReplayOnCluster({longer}, target, "calibrate-long-"));
-    const double short_s = short_run.front().finish_s - short_run.front().submit_s;
-    const double long_s = long_run.front().finish_s - long_run.front().submit_s;
-    KindCalibration calibration;
-    calibration.iteration_s = (long_s - short_s) / static_cast<double>(2 * job.iterations);
-    calibration.reported_iteration_s = long_run.front().iteration_s;
-    calibration.busy_fraction = long_run.front().busy_fraction;
-    calibration.overhead_s =
-        short_s - static_cast<double>(job.iterations) * calibration.iteration_s;
-    kinds[KindKey(job)] = calibration;
+    std::vector<KindCalibration> measured;
+    for (int repetition = 0; repetition < repetitions; ++repetition) {
+      const std::string prefix = "calibrate-" + std::to_string(repetition);
+      ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_run,
+                       ReplayOnCluster({job}, target, prefix + "-short-"));
+      ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_run,
+                       ReplayOnCluster({longer}, target, prefix + "-long-"));
+      const double short_s = short_run.front().finish_s - short_run.front().submit_s;
+      const double long_s = long_run.front().finish_s - long_run.front().submit_s;
+      KindCalibration calibration;
+      calibration.iteration_s = (long_s - short_s) / static_cast<double>(2 * job.iterations);
+      calibration.reported_iteration_s = long_run.front().iteration_s;
+      calibration.busy_fraction = long_run.front().busy_fraction;
+      calibration.overhead_s =
+          short_s - static_cast<double>(job.iterations) * calibration.iteration_s;
+      measured.push_back(calibration);
+    }
+    ASSIGN_OR_RETURN(kinds[KindKey(job)], MedianKindCalibration(measured));
   }
   return kinds;
 }

@@ -69,11 +69,21 @@ struct KindCalibration {
   // starting the executors, their rendezvous, first-iteration warm-up, the final checkpoint and
   // the report.
   double overhead_s = 0;
+  // Every repetition's iteration_s, in the order measured; the fields above are the repetition's
+  // with the median iteration time (MedianKindCalibration).
+  std::vector<double> repetition_iteration_s;
 };
 
+// Of one kind's repetitions, the one with the median iteration time (an even count: the lower of
+// the middle two), whole, so its overhead goes with its own iteration time; every repetition's
+// iteration time in repetition_iteration_s. INVALID_ARGUMENT for no repetition.
+StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions);
+
 // Runs each of `jobs` alone (one after another), once as given and once with three times its
-// iterations, and measures its kind (validation_trace.h KindKey). Errors as ReplayOnCluster's.
+// iterations, `repetitions` times (at least 1), and measures its kind (validation_trace.h
+// KindKey) by the median repetition: a short run on a machine shared with other work can be
+// slowed for a moment. Errors as ReplayOnCluster's; INVALID_ARGUMENT for repetitions < 1.
 StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
-    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target);
+    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions);
 
 }  // namespace deepool::bench
