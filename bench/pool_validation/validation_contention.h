@@ -26,7 +26,6 @@ namespace deepool::bench {
 struct ContentionCalibration {
   // Per one-device FG kind: its iteration time with two copies side by side (the difference of
   // the n- and 3n-iteration pairs' mean submit-to-finish times over 2n) over its iteration time
-  // alone.
   // alone: the median of pair_samples' ratios.
   std::map<std::string, double> pair_ratio;
   // Per kind, each repetition's ratio, in the order measured; a repetition whose pairs gave no
