@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bench/bench_util.h"
 #include "bench/pool_validation/validation_trace.h"
 
 namespace deepool::bench {
@@ -40,10 +41,7 @@ StatusOr<double> MedianPairRatio(const std::vector<StatusOr<double>>& repetition
     if (repetitions.empty()) return InvalidArgumentError("a pair ratio needs a repetition");
     return repetitions.front().status();
   }
-  std::sort(measured.begin(), measured.end());
-  const size_t middle = measured.size() / 2;
-  if (measured.size() % 2 == 1) return measured[middle];
-  return (measured[middle - 1] + measured[middle]) / 2;
+  return Median(std::move(measured));
 }
 
 StatusOr<ContentionCalibration> CalibrateContention(

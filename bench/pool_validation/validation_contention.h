@@ -42,8 +42,9 @@ StatusOr<double> PairRatio(const std::vector<RealJobRecord>& short_pair,
                            const std::vector<RealJobRecord>& long_pair,
                            const KindCalibration& alone, int64_t iterations);
 
-// A kind's ratio from its repetitions: the median of those that measured (an even count: the
-// mean of the middle two). INVALID_ARGUMENT, the first repetition's error, when none did.
+// A kind's ratio from its repetitions: the median of those that measured (bench_util.h's Median:
+// of an even count, the upper middle one). INVALID_ARGUMENT, the first repetition's error, when
+// none did.
 StatusOr<double> MedianPairRatio(const std::vector<StatusOr<double>>& repetitions);
 
 // Runs two copies of each one-device FG job of `jobs` side by side, with its iterations and with

@@ -137,7 +137,8 @@ StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibratio
                    [](const KindCalibration* a, const KindCalibration* b) {
                      return a->iteration_s < b->iteration_s;
                    });
-  KindCalibration median = *by_time[(by_time.size() - 1) / 2];
+  // The same middle as bench_util.h's Median.
+  KindCalibration median = *by_time[by_time.size() / 2];
   median.repetition_iteration_s.clear();
   for (const KindCalibration& repetition : repetitions) {
     median.repetition_iteration_s.push_back(repetition.iteration_s);

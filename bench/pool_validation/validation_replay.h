@@ -74,9 +74,9 @@ struct KindCalibration {
   std::vector<double> repetition_iteration_s;
 };
 
-// Of one kind's repetitions, the one with the median iteration time (an even count: the lower of
-// the middle two), whole, so its overhead goes with its own iteration time; every repetition's
-// iteration time in repetition_iteration_s. INVALID_ARGUMENT for no repetition.
+// Of one kind's repetitions, the one with the median iteration time (of an even count, the upper
+// middle one, as bench_util.h's Median), whole, so its overhead goes with its own iteration time;
+// every repetition's iteration time in repetition_iteration_s. INVALID_ARGUMENT for no repetition.
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions);
 
 // Runs each of `jobs` alone (one after another), once as given and once with three times its
