@@ -132,7 +132,14 @@ StatusOr<std::vector<RealJobRecord>> ReplayOnCluster(
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions) {
   if (repetitions.empty()) return InvalidArgumentError("a kind's calibration needs a repetition");
   std::vector<const KindCalibration*> by_time;
-  for (const KindCalibration& repetition : repetitions) by_time.push_back(&repetition);
+  for (const KindCalibration& repetition : repetitions) {
+    if (repetition.iteration_s > 0) by_time.push_back(&repetition);
+  }
+  if (by_time.empty()) {
+    return InvalidArgumentError(
+        "no repetition measured a positive iteration time: the longer run took no longer than "
+        "the shorter (a machine too busy to calibrate on)");
+  }
   std::stable_sort(by_time.begin(), by_time.end(),
                    [](const KindCalibration* a, const KindCalibration* b) {
                      return a->iteration_s < b->iteration_s;

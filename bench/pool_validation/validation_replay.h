@@ -76,7 +76,9 @@ struct KindCalibration {
 
 // Of one kind's repetitions, the one with the median iteration time (of an even count, the upper
 // middle one, as bench_util.h's Median), whole, so its overhead goes with its own iteration time;
-// every repetition's iteration time in repetition_iteration_s. INVALID_ARGUMENT for no repetition.
+// every repetition's iteration time in repetition_iteration_s. A repetition whose iteration time
+// is not positive (its longer run took no longer than the shorter: the machine was busy) is left
+// out; INVALID_ARGUMENT when none is left.
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions);
 
 // Runs each of `jobs` alone (one after another), once as given and once with three times its
