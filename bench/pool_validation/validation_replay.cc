@@ -153,19 +153,20 @@ StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibratio
   return median;
 }
 
-StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
-    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions) {
+StatusOr<std::map<std::string, std::vector<KindCalibration>>> MeasureKinds(
+    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions,
+    const std::string& name_prefix) {
   if (repetitions < 1) return InvalidArgumentError("the calibration needs at least one repetition");
-  std::map<std::string, KindCalibration> kinds;
+  std::map<std::string, std::vector<KindCalibration>> kinds;
   for (const simulator::WorkloadJob& job : jobs) {
     // Two runs alone, of n and 3n iterations: the difference of their submit-to-finish times is
     // 2n iterations (the executors' mean, not one reported iteration), the rest of the shorter
     // run's time the per-job overhead.
     simulator::WorkloadJob longer = job;
     longer.iterations = 3 * job.iterations;
-    std::vector<KindCalibration> measured;
+    std::vector<KindCalibration>& measured = kinds[KindKey(job)];
     for (int repetition = 0; repetition < repetitions; ++repetition) {
-      const std::string prefix = "calibrate-" + std::to_string(repetition);
+      const std::string prefix = name_prefix + std::to_string(repetition);
       ASSIGN_OR_RETURN(const std::vector<RealJobRecord> short_run,
                        ReplayOnCluster({job}, target, prefix + "-short-"));
       ASSIGN_OR_RETURN(const std::vector<RealJobRecord> long_run,
@@ -180,9 +181,29 @@ StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
           short_s - static_cast<double>(job.iterations) * calibration.iteration_s;
       measured.push_back(calibration);
     }
-    ASSIGN_OR_RETURN(kinds[KindKey(job)], MedianKindCalibration(measured));
   }
   return kinds;
+}
+
+StatusOr<std::map<std::string, KindCalibration>> MedianKinds(
+    const std::map<std::string, std::vector<KindCalibration>>& repetitions) {
+  std::map<std::string, KindCalibration> kinds;
+  for (const auto& [key, measured] : repetitions) {
+    StatusOr<KindCalibration> median = MedianKindCalibration(measured);
+    if (!median.ok()) return median.status().WithContext("kind " + key);
+    kinds[key] = std::move(median).value();
+  }
+  return kinds;
+}
+
+std::map<std::string, std::vector<KindCalibration>> BothSides(
+    std::map<std::string, std::vector<KindCalibration>> before,
+    const std::map<std::string, std::vector<KindCalibration>>& after) {
+  for (const auto& [key, measured] : after) {
+    std::vector<KindCalibration>& all = before[key];
+    all.insert(all.end(), measured.begin(), measured.end());
+  }
+  return before;
 }
 
 }  // namespace deepool::bench

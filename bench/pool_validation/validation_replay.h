@@ -82,10 +82,26 @@ struct KindCalibration {
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions);
 
 // Runs each of `jobs` alone (one after another), once as given and once with three times its
-// iterations, `repetitions` times (at least 1), and measures its kind (validation_trace.h
-// KindKey) by the median repetition: a short run on a machine shared with other work can be
-// slowed for a moment. Errors as ReplayOnCluster's; INVALID_ARGUMENT for repetitions < 1.
-StatusOr<std::map<std::string, KindCalibration>> CalibrateKinds(
-    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions);
+// iterations, `repetitions` times (at least 1), and returns every repetition's measurement of its
+// kind (validation_trace.h KindKey), in the order measured. The jobs are named after
+// `name_prefix`, which must differ between calls on one cluster: a BG job's checkpoints are kept
+// by name, and a second job of the same name would resume from the first one's last checkpoint
+// (after the replay, that measured nothing). Errors as ReplayOnCluster's; INVALID_ARGUMENT for
+// repetitions < 1.
+StatusOr<std::map<std::string, std::vector<KindCalibration>>> MeasureKinds(
+    const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions,
+    const std::string& name_prefix);
+
+// Each kind measured by its median repetition (MedianKindCalibration): a short run on a machine
+// shared with other work can be slowed for a moment. The kinds' errors, naming the kind.
+StatusOr<std::map<std::string, KindCalibration>> MedianKinds(
+    const std::map<std::string, std::vector<KindCalibration>>& repetitions);
+
+// Each kind's repetitions of `before`, then those of `after`: the calibration on both sides of a
+// replay, so that a machine that slows down or speeds up while the replay runs is measured at
+// both ends of it, not only at the start.
+std::map<std::string, std::vector<KindCalibration>> BothSides(
+    std::map<std::string, std::vector<KindCalibration>> before,
+    const std::map<std::string, std::vector<KindCalibration>>& after);
 
 }  // namespace deepool::bench

@@ -5,6 +5,7 @@
 
 #include "bench/pool_validation/validation_trace.h"
 #include "simulator/pool_configurations.h"
+#include "simulator/pool_metrics.h"
 
 namespace deepool::bench {
 
@@ -46,6 +47,25 @@ StatusOr<simulator::PoolRun> SimulateValidation(const simulator::Workload& workl
   pool_options.checkpoint_restore_s = options.restore_s;
   pool_options.node_contention = options.node_contention;
   return simulator::SimulatePool(inputs, pool_options, *policy);
+}
+
+StatusOr<double> MeanJctSensitivity(const simulator::Workload& workload,
+                                    const std::map<std::string, KindCalibration>& kinds,
+                                    const ValidationSimOptions& options, double slower) {
+  std::map<std::string, KindCalibration> slowed = kinds;
+  for (auto& [key, calibration] : slowed) {
+    calibration.iteration_s *= 1 + slower;
+    calibration.overhead_s *= 1 + slower;
+  }
+  ValidationSimOptions slowed_options = options;
+  slowed_options.restore_s *= 1 + slower;
+  ASSIGN_OR_RETURN(const simulator::PoolRun as_measured,
+                   SimulateValidation(workload, kinds, options));
+  ASSIGN_OR_RETURN(const simulator::PoolRun slowed_run,
+                   SimulateValidation(workload, slowed, slowed_options));
+  const double mean_jct_s = simulator::ComputePoolMetrics(as_measured).mean_jct_s;
+  if (!(mean_jct_s > 0)) return InvalidArgumentError("the simulated mean JCT is not positive");
+  return simulator::ComputePoolMetrics(slowed_run).mean_jct_s / mean_jct_s - 1;
 }
 
 }  // namespace deepool::bench
