@@ -262,12 +262,10 @@ TEST_CASE("a short trace runs on the real daemons and through the simulator", "[
         result.independent_comparison.simulated.mean_jct_s - 1e-9);
 }
 
-// The harness's arithmetic without daemons: pairs whose iterations take twice as long as alone
-// give slowdown(2) = 2, and the simulator given that model runs two such jobs side by side in
-// twice their time alone, while with independent devices they take exactly their time alone.
-TEST_CASE("the contention calibration and its simulation agree on a hand-made pair", "[e2e]") {
+// `count` one-device small_cnn jobs of 100 iterations from one user, all arriving at 0.
+simulator::Workload HundredIterationJobs(int count) {
   simulator::Workload workload;
-  for (int64_t id = 0; id < 2; ++id) {
+  for (int64_t id = 0; id < count; ++id) {
     simulator::WorkloadJob job;
     job.id = id;
     job.user = "user1";
@@ -277,6 +275,14 @@ TEST_CASE("the contention calibration and its simulation agree on a hand-made pa
     job.iterations = 100;
     workload.jobs.push_back(job);
   }
+  return workload;
+}
+
+// The harness's arithmetic without daemons: pairs whose iterations take twice as long as alone
+// give slowdown(2) = 2, and the simulator given that model runs two such jobs side by side in
+// twice their time alone, while with independent devices they take exactly their time alone.
+TEST_CASE("the contention calibration and its simulation agree on a hand-made pair", "[e2e]") {
+  const simulator::Workload workload = HundredIterationJobs(2);
   KindCalibration alone;
   alone.iteration_s = 0.1;
   alone.overhead_s = 1;  // alone: 1 + 100 x 0.1 = 11 s
@@ -394,18 +400,8 @@ TEST_CASE("the kinds' calibration spans both sides of the replay", "[e2e]") {
 // Jobs that never wait move by exactly the slowdown; a job queued behind others by more: its
 // wait grows with the whole of theirs.
 TEST_CASE("the mean JCT's sensitivity counts the queue's amplification", "[e2e]") {
-  simulator::Workload workload;
-  for (int64_t id = 0; id < 3; ++id) {
-    simulator::WorkloadJob job;
-    job.id = id;
-    job.user = "user1";
-    job.model = "small_cnn";
-    job.global_batch = 512;
-    job.gpus = 1;
-    job.iterations = 100;
-    job.arrival_s = id < 2 ? 0 : 9;  // the third arrives while both devices still run
-    workload.jobs.push_back(job);
-  }
+  simulator::Workload workload = HundredIterationJobs(3);
+  workload.jobs[2].arrival_s = 9;  // the third arrives while both devices still run
   KindCalibration alone;
   alone.iteration_s = 0.1;  // 10 s a job
   const std::map<std::string, KindCalibration> kinds = {{KindKey(workload.jobs[0]), alone}};
