@@ -104,18 +104,19 @@ struct CalibrationRepetitions {
   int pairs = 3;
 };
 
-// Prints each kind's repetitions and the median kept.
+// Prints each kind's calibration and the repetitions it was taken from.
 void PrintKinds(const std::map<std::string, std::vector<KindCalibration>>& repetitions,
                 const std::map<std::string, KindCalibration>& kinds) {
   for (const auto& [key, calibration] : kinds) {
     std::cout << "  " << key << ": " << calibration.iteration_s * 1000
               << " ms per iteration (last reported " << calibration.reported_iteration_s * 1000
               << " ms), busy " << calibration.busy_fraction << ", overhead "
-              << calibration.overhead_s << " s; repetitions";
+              << calibration.overhead_s << " s; runs of " << calibration.iterations << " / "
+              << 3 * calibration.iterations << " iterations (s):";
     for (const KindCalibration& repetition : repetitions.at(key)) {
-      std::cout << " " << repetition.iteration_s * 1000;
+      std::cout << " " << repetition.short_s << " / " << repetition.long_s;
     }
-    std::cout << " ms\n";
+    std::cout << "\n";
   }
 }
 
@@ -150,7 +151,7 @@ ValidationResult RunValidation(const ValidationTraceOptions& trace_options,
   REQUIRE(measured_before.status().message() == "");
   auto kinds_before = MedianKinds(*measured_before);
   REQUIRE(kinds_before.status().message() == "");
-  std::cout << "calibration before the replay (each kind alone; median of " << repetitions.kinds
+  std::cout << "calibration before the replay (each kind alone; medians of " << repetitions.kinds
             << "):\n";
   PrintKinds(*measured_before, *kinds_before);
 
@@ -242,7 +243,7 @@ TEST_CASE("a short trace runs on the real daemons and through the simulator", "[
   options.iteration_scale = 0.25;
   // Three repetitions of each before the replay even here: its runs are short, and under a busy
   // machine's load one alone has measured a negative iteration time. One after it, to run that
-  // path: the median of four is still one of the three before where the one after is an outlier.
+  // path: the medians of four still come from runs before it where the one after is an outlier.
   CalibrationRepetitions repetitions;
   repetitions.kinds_after = 1;
   const ValidationResult result = RunValidation(options, repetitions, 300);
@@ -344,59 +345,63 @@ TEST_CASE("the contention calibration keeps each kind's median repetition", "[e2
   CHECK(!MedianPairRatio({}).ok());
 }
 
-// A kind alone is measured by its median repetition, whole: its overhead is the one measured
-// with that iteration time, not another repetition's.
-TEST_CASE("the kinds' calibration keeps each kind's median repetition", "[e2e]") {
-  std::vector<KindCalibration> repetitions(3);
-  repetitions[0].iteration_s = 0.020;
-  repetitions[0].overhead_s = 1.0;
-  repetitions[1].iteration_s = 0.050;  // a moment of other work on the machine
-  repetitions[1].overhead_s = 0.2;
-  repetitions[2].iteration_s = 0.021;
-  repetitions[2].overhead_s = 0.9;
+// A kind's runs of n and 3n iterations alone, n = 100.
+KindCalibration Runs(double short_s, double long_s) {
+  return KindFromDurations(100, short_s, long_s);
+}
+
+// A kind alone is measured by the median of its shorter runs and of its longer runs: one slow run
+// is left out of both, where the repetition with the median iteration time, kept whole, would
+// carry its slow shorter run into the overhead.
+TEST_CASE("the kinds' calibration takes the medians of the shorter and of the longer runs",
+          "[e2e]") {
+  std::vector<KindCalibration> repetitions = {Runs(3.0, 7.0), Runs(4.0, 7.4), Runs(3.1, 8.0)};
+  // The median longer run came with a slow shorter one: kept whole, 17 ms and 2.3 s; the median
+  // iteration time's repetition, 20 ms and 1.0 s.
+  CHECK(repetitions[1].overhead_s == Approx(2.3));
+  repetitions[1].reported_iteration_s = 0.030;
+  repetitions[1].busy_fraction = 0.5;
   const StatusOr<KindCalibration> median = MedianKindCalibration(repetitions);
   REQUIRE(median.ok());
-  CHECK(median->iteration_s == Approx(0.021));
-  CHECK(median->overhead_s == Approx(0.9));
-  CHECK(median->repetition_iteration_s == std::vector<double>{0.020, 0.050, 0.021});
-  repetitions.push_back(repetitions[0]);  // an even count: the upper of the middle two
-  repetitions.back().iteration_s = 0.019;
-  CHECK(MedianKindCalibration(repetitions)->iteration_s == Approx(0.021));
-  // A repetition whose longer run took no longer than its shorter one measured nothing.
-  repetitions.push_back(repetitions[0]);
-  repetitions.back().iteration_s = -0.020;
-  CHECK(MedianKindCalibration(repetitions)->iteration_s == Approx(0.021));
-  CHECK(!MedianKindCalibration({repetitions.back()}).ok());
+  // Shorter runs 3.0, 3.1, 4.0 s; longer 7.0, 7.4, 8.0 s: (7.4 - 3.1) / 200 and 3.1 - 2.15.
+  CHECK(median->iteration_s == Approx(0.0215));
+  CHECK(median->overhead_s == Approx(0.95));
+  CHECK(median->iterations == 100);
+  // The executors' report comes with the median longer run.
+  CHECK(median->reported_iteration_s == Approx(0.030));
+  CHECK(median->busy_fraction == Approx(0.5));
+  repetitions.push_back(Runs(2.9, 6.9));  // an even count: the upper of the middle two
+  CHECK(MedianKindCalibration(repetitions)->iteration_s == Approx(0.0215));
+  // A repetition whose longer run took no longer than its shorter is one more pair of samples.
+  // Shorter 2.9 ... 4.0, 9.0 s; longer 6.9 ... 8.0, 8.5 s: the medians stay 3.1 and 7.4 s.
+  repetitions.push_back(Runs(9.0, 8.5));
+  CHECK(MedianKindCalibration(repetitions)->iteration_s == Approx(0.0215));
+  CHECK(!MedianKindCalibration({Runs(6.0, 5.0)}).ok());
+  CHECK(!MedianKindCalibration({Runs(3.0, 7.0), KindFromDurations(50, 2.0, 4.0)}).ok());
   CHECK(!MedianKindCalibration({}).ok());
 }
 
 // The simulator's calibration is the median over the repetitions on both sides of the replay: a
-// machine that slowed down while the replay ran moves it, one disturbed repetition does not.
+// machine that slowed down while the replay ran moves it, one disturbed run does not.
 TEST_CASE("the kinds' calibration spans both sides of the replay", "[e2e]") {
-  auto repetition = [](double iteration_s, double overhead_s) {
-    KindCalibration calibration;
-    calibration.iteration_s = iteration_s;
-    calibration.overhead_s = overhead_s;
-    return calibration;
-  };
   const std::map<std::string, std::vector<KindCalibration>> before = {
-      {"small_cnn", {repetition(0.020, 1.0), repetition(0.021, 0.9), repetition(0.019, 1.1)}},
-      {"vit_tiny", {repetition(0.100, 2.0)}}};
+      {"small_cnn", {Runs(3.0, 7.0), Runs(3.1, 7.3), Runs(2.9, 6.9)}},
+      {"vit_tiny", {Runs(12.0, 32.0)}}};
   const std::map<std::string, std::vector<KindCalibration>> after = {
-      {"small_cnn", {repetition(0.026, 0.8), repetition(0.027, 0.7), repetition(0.050, 0.1)}}};
+      {"small_cnn", {Runs(3.5, 8.5), Runs(3.6, 8.8), Runs(5.0, 15.0)}}};
   const auto both = BothSides(before, after);
   REQUIRE(both.at("small_cnn").size() == 6);
   CHECK(both.at("vit_tiny").size() == 1);
   const StatusOr<std::map<std::string, KindCalibration>> kinds = MedianKinds(both);
   REQUIRE(kinds.ok());
-  // 19, 20, 21, 26, 27, 50 ms: the upper middle, 26 ms, with its own overhead.
-  CHECK(kinds->at("small_cnn").iteration_s == Approx(0.026));
-  CHECK(kinds->at("small_cnn").overhead_s == Approx(0.8));
+  // Shorter 2.9 ... 5.0 s, longer 6.9 ... 15 s: the upper middles, 3.5 and 8.5 s.
+  CHECK(kinds->at("small_cnn").iteration_s == Approx(0.025));
+  CHECK(kinds->at("small_cnn").overhead_s == Approx(1.0));
   CHECK(kinds->at("vit_tiny").iteration_s == Approx(0.100));
   CHECK(MedianKinds(before)->at("small_cnn").iteration_s == Approx(0.020));
-  // A kind none of whose repetitions measured is an error naming it.
+  // A kind none of whose medians measured is an error naming it.
   const StatusOr<std::map<std::string, KindCalibration>> none =
-      MedianKinds({{"vit_tiny", {repetition(-0.01, 1)}}});
+      MedianKinds({{"vit_tiny", {Runs(5.0, 4.0)}}});
   REQUIRE(!none.ok());
   CHECK(none.status().message().find("vit_tiny") != std::string::npos);
 }
@@ -418,6 +423,7 @@ TEST_CASE("the mean JCT's sensitivity counts the queue's amplification", "[e2e]"
   const StatusOr<double> unqueued = MeanJctSensitivity(workload, kinds, options, 0.05);
   REQUIRE(unqueued.ok());
   CHECK(*unqueued == Approx(0.05));
+  CHECK(!MeanJctSensitivity(workload, kinds, options, -1).ok());  // no time or less is no speed
 }
 
 TEST_CASE("40 jobs from 4 users on the real daemons and through the simulator", "[.full]") {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/bench_util.h"
 #include "bench/pool_validation/validation_trace.h"
 #include "cli/services/client.h"
 
@@ -129,27 +130,41 @@ StatusOr<std::vector<RealJobRecord>> ReplayOnCluster(
   return records;
 }
 
+KindCalibration KindFromDurations(int64_t iterations, double short_s, double long_s) {
+  KindCalibration calibration;
+  calibration.iterations = iterations;
+  calibration.short_s = short_s;
+  calibration.long_s = long_s;
+  calibration.iteration_s = (long_s - short_s) / static_cast<double>(2 * iterations);
+  calibration.overhead_s = short_s - static_cast<double>(iterations) * calibration.iteration_s;
+  return calibration;
+}
+
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions) {
   if (repetitions.empty()) return InvalidArgumentError("a kind's calibration needs a repetition");
-  std::vector<const KindCalibration*> by_time;
+  std::vector<double> short_s;
+  std::vector<const KindCalibration*> by_long;
   for (const KindCalibration& repetition : repetitions) {
-    if (repetition.iteration_s > 0) by_time.push_back(&repetition);
+    if (repetition.iterations < 1 || repetition.iterations != repetitions.front().iterations) {
+      return InvalidArgumentError("a kind's repetitions need one positive iteration count");
+    }
+    short_s.push_back(repetition.short_s);
+    by_long.push_back(&repetition);
   }
-  if (by_time.empty()) {
-    return InvalidArgumentError(
-        "no repetition measured a positive iteration time: the longer run took no longer than "
-        "the shorter (a machine too busy to calibrate on)");
-  }
-  std::stable_sort(by_time.begin(), by_time.end(),
-                   [](const KindCalibration* a, const KindCalibration* b) {
-                     return a->iteration_s < b->iteration_s;
-                   });
+  std::stable_sort(
+      by_long.begin(), by_long.end(),
+      [](const KindCalibration* a, const KindCalibration* b) { return a->long_s < b->long_s; });
   // The same middle as bench_util.h's Median.
-  KindCalibration median = *by_time[by_time.size() / 2];
-  median.repetition_iteration_s.clear();
-  for (const KindCalibration& repetition : repetitions) {
-    median.repetition_iteration_s.push_back(repetition.iteration_s);
+  const KindCalibration& median_long = *by_long[by_long.size() / 2];
+  KindCalibration median =
+      KindFromDurations(median_long.iterations, Median(std::move(short_s)), median_long.long_s);
+  if (!(median.iteration_s > 0)) {
+    return InvalidArgumentError(
+        "the median longer run took no longer than the median shorter one (a machine too busy "
+        "to calibrate on)");
   }
+  median.reported_iteration_s = median_long.reported_iteration_s;
+  median.busy_fraction = median_long.busy_fraction;
   return median;
 }
 
@@ -173,12 +188,9 @@ StatusOr<std::map<std::string, std::vector<KindCalibration>>> MeasureKinds(
                        ReplayOnCluster({longer}, target, prefix + "-long-"));
       const double short_s = short_run.front().finish_s - short_run.front().submit_s;
       const double long_s = long_run.front().finish_s - long_run.front().submit_s;
-      KindCalibration calibration;
-      calibration.iteration_s = (long_s - short_s) / static_cast<double>(2 * job.iterations);
+      KindCalibration calibration = KindFromDurations(job.iterations, short_s, long_s);
       calibration.reported_iteration_s = long_run.front().iteration_s;
       calibration.busy_fraction = long_run.front().busy_fraction;
-      calibration.overhead_s =
-          short_s - static_cast<double>(job.iterations) * calibration.iteration_s;
       measured.push_back(calibration);
     }
   }

@@ -58,27 +58,33 @@ StatusOr<std::vector<RealJobRecord>> ReplayOnCluster(
     const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target,
     const std::string& name_prefix = "job-");
 
-// A job kind's speed and overhead on this cluster, measured alone.
+// A job kind's speed and overhead on this cluster, measured alone: two runs, of `iterations` and
+// of three times as many.
 struct KindCalibration {
-  // Seconds per iteration: the difference of two runs' submit-to-finish times over the
-  // difference of their iterations.
+  int64_t iterations = 0;  // the shorter run's
+  double short_s = 0;      // the shorter run's submit to finish
+  double long_s = 0;       // the longer run's
+  // Seconds per iteration: (long_s - short_s) / (2 x iterations).
   double iteration_s = 0;
   double reported_iteration_s = 0;  // the longer run's last iteration as the executors report it
   double busy_fraction = 1;         // the longer run's rank 0 (RealJobRecord::busy_fraction)
-  // The shorter run's submit to finish minus its iterations x iteration_s: scheduling, planning,
-  // starting the executors, their rendezvous, first-iteration warm-up, the final checkpoint and
-  // the report.
+  // short_s - iterations x iteration_s: scheduling, planning, starting the executors, their
+  // rendezvous, first-iteration warm-up, the final checkpoint and the report.
   double overhead_s = 0;
-  // Every repetition's iteration_s, in the order measured; the fields above are the repetition's
-  // with the median iteration time (MedianKindCalibration).
-  std::vector<double> repetition_iteration_s;
 };
 
-// Of one kind's repetitions, the one with the median iteration time (of an even count, the upper
-// middle one, as bench_util.h's Median), whole, so its overhead goes with its own iteration time;
-// every repetition's iteration time in repetition_iteration_s. A repetition whose iteration time
-// is not positive (its longer run took no longer than the shorter: the machine was busy) is left
-// out; INVALID_ARGUMENT when none is left.
+// A kind's calibration from its two runs' durations (iteration_s and overhead_s derived), the
+// executors' report left as default.
+KindCalibration KindFromDurations(int64_t iterations, double short_s, double long_s);
+
+// A kind measured by the median of its repetitions' shorter runs and, separately, of their longer
+// runs (of an even count the upper middle, as bench_util.h's Median), its iteration time and
+// overhead derived from the two medians: one run slowed for a moment by other work on the machine
+// is left out of both, where keeping a repetition whole would carry its slow half into the
+// overhead or the iteration time. The executors' report is the one of the repetition whose longer
+// run is the median. INVALID_ARGUMENT for no repetitions, repetitions of different iteration
+// counts, or medians whose longer run took no longer than the shorter (a machine too busy to
+// calibrate on).
 StatusOr<KindCalibration> MedianKindCalibration(const std::vector<KindCalibration>& repetitions);
 
 // Runs each of `jobs` alone (one after another), once as given and once with three times its
@@ -92,8 +98,8 @@ StatusOr<std::map<std::string, std::vector<KindCalibration>>> MeasureKinds(
     const std::vector<simulator::WorkloadJob>& jobs, const ReplayTarget& target, int repetitions,
     const std::string& name_prefix);
 
-// Each kind measured by its median repetition (MedianKindCalibration): a short run on a machine
-// shared with other work can be slowed for a moment. The kinds' errors, naming the kind.
+// Each kind measured by the medians of its repetitions (MedianKindCalibration): a run on a
+// machine shared with other work can be slowed for a moment. The kinds' errors, naming the kind.
 StatusOr<std::map<std::string, KindCalibration>> MedianKinds(
     const std::map<std::string, std::vector<KindCalibration>>& repetitions);
 

@@ -52,8 +52,13 @@ StatusOr<simulator::PoolRun> SimulateValidation(const simulator::Workload& workl
 StatusOr<double> MeanJctSensitivity(const simulator::Workload& workload,
                                     const std::map<std::string, KindCalibration>& kinds,
                                     const ValidationSimOptions& options, double slower) {
+  if (!(slower > -1)) {
+    return InvalidArgumentError("a kind can be made slower or faster, not take no time or less");
+  }
   std::map<std::string, KindCalibration> slowed = kinds;
   for (auto& [key, calibration] : slowed) {
+    calibration.short_s *= 1 + slower;
+    calibration.long_s *= 1 + slower;
     calibration.iteration_s *= 1 + slower;
     calibration.overhead_s *= 1 + slower;
   }

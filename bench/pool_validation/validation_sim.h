@@ -39,11 +39,12 @@ StatusOr<simulator::PoolRun> SimulateValidation(const simulator::Workload& workl
                                                 const ValidationSimOptions& options);
 
 // How much the simulated mean JCT moves when every kind is `slower` (0.05: 5 %) slower: its
-// iteration time, overhead and the restore all (1 + slower) times as long; the relative change
-// of the mean JCT. How well the comparison is conditioned: a trace that keeps its devices nearly
-// always busy queues every job behind the ones before, so a small error in the calibrated speeds
-// becomes a large one in the waits (2026-12-07: at an arrival window of 180 s, 5 % slower moved
-// the mean JCT of seed 1's 40 jobs by 22 %). The simulator's errors.
+// runs, iteration time, overhead and the restore all (1 + slower) times as long; the relative
+// change of the mean JCT. How well the comparison is conditioned: a trace that keeps its devices
+// nearly always busy queues every job behind the ones before, so a small error in the calibrated
+// speeds becomes a large one in the waits (2026-12-07: at an arrival window of 180 s, 5 % slower
+// moved the mean JCT of seed 1's 40 jobs by 22 %). INVALID_ARGUMENT for slower <= -1; the
+// simulator's errors.
 StatusOr<double> MeanJctSensitivity(const simulator::Workload& workload,
                                     const std::map<std::string, KindCalibration>& kinds,
                                     const ValidationSimOptions& options, double slower);
