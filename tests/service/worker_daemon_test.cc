@@ -224,7 +224,8 @@ struct Fixture {
 
   // node_timeout_ms: what the fake coordinator says at registration (0: nothing, no lease).
   explicit Fixture(int64_t node_timeout_ms = 0,
-                   std::optional<std::chrono::milliseconds> coordinator_lease = std::nullopt) {
+                   std::optional<std::chrono::milliseconds> coordinator_lease = std::nullopt,
+                   std::chrono::milliseconds report_interval = 20ms) {
     service.node_timeout_ms_ = node_timeout_ms;
     std::string pattern = (fs::temp_directory_path() / "dp-daemon-XXXXXX").string();
     dir = mkdtemp(pattern.data());
@@ -245,7 +246,7 @@ struct Fixture {
     options.devices = {{"cpu:0", "cpu", 0, "cpu", "cpu", 1 << 30},
                        {"cpu:1", "cpu", 1, "cpu", "cpu", 1 << 30}};
     options.retry_interval = 50ms;
-    options.report_interval = 20ms;
+    options.report_interval = report_interval;
     options.coordinator_lease = coordinator_lease;
     SupervisorOptions supervisor;
     supervisor.executor_path = executor;
@@ -486,6 +487,21 @@ TEST_CASE(
   f.service.RefuseExits(0);
   REQUIRE(PollUntil([&] { return f.ExitOf("t12").has_value(); }));
   CHECK(f.ExitOf("t12")->outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+}
+
+// A task's end frees its devices: the coordinator hears of it at once, with the task's last
+// progress before it, not when the progress batch is next due.
+TEST_CASE("a task's exit is reported without waiting for the report interval", "[worker][daemon]") {
+  Fixture f(0, std::nullopt, /*report_interval=*/1h);
+  f.service.Push(Fixture::Train("t13", "ok", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  REQUIRE(PollUntil([&] { return f.ExitOf("t13").has_value(); }));
+  CHECK(f.ExitOf("t13")->outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+  CHECK(f.service.With([](FakeNodeService& s) {
+    for (const auto& p : s.progress_) {
+      if (p.task_id() == "t13" && p.iterations_size() > 0) return true;
+    }
+    return false;
+  }));
 }
 
 TEST_CASE("task exits are retried until the coordinator takes them", "[worker][daemon]") {

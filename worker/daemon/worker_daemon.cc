@@ -120,6 +120,13 @@ bool WorkerDaemon::SleepFor(std::chrono::milliseconds d) {
   return !stopping_;
 }
 
+bool WorkerDaemon::WaitForReport() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, options_.report_interval, [this] { return stopping_ || exit_queued_; });
+  exit_queued_ = false;
+  return !stopping_;
+}
+
 void WorkerDaemon::ForgetRegistration(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (node_id_.empty()) return;
@@ -527,6 +534,7 @@ void WorkerDaemon::QueueStartFailure(const v1::TaskAssignment& assignment, const
   {
     std::lock_guard<std::mutex> lock(mu_);
     exits_.push_back(std::move(exit));
+    exit_queued_ = true;
   }
   cv_.notify_all();
 }
@@ -645,14 +653,15 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     exits_.push_back(std::move(exit));
+    exit_queued_ = true;
   }
   cv_.notify_all();
 }
 
 void WorkerDaemon::ReportLoop() {
   SetCurrentThreadName("dp-worker-report");
-  while (SleepFor(options_.report_interval)) {
-    FlushProgress();  // only while registered
+  while (WaitForReport()) {
+    FlushProgress();  // only while registered, and before an exit: its last iterations
     FlushExits();     // also under the previous registration's id
   }
 }

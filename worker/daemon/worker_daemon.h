@@ -42,8 +42,9 @@ struct WorkerOptions {
   std::string address;  // host other nodes reach this node at (its host part names the store)
   std::vector<LocalDevice> devices;
   std::string version = "0.1.0";
-  std::chrono::milliseconds retry_interval{500};   // between failed register / stream attempts
-  std::chrono::milliseconds report_interval{200};  // progress batching
+  std::chrono::milliseconds retry_interval{500};  // between failed register / stream attempts
+  // Progress batching; a task's exit is reported at once (it frees the task's devices).
+  std::chrono::milliseconds report_interval{200};
   std::chrono::milliseconds rpc_timeout{5000};
   size_t max_pending_log_lines = 2000;  // per task, between flushes; older lines are dropped
   // --coordinator-lease-s. Nullopt: the coordinator's node timeout (sent at registration) less
@@ -135,6 +136,9 @@ class WorkerDaemon final : public TaskListener {
   void ForgetRegistration(const std::string& why);
   // Waits on cv_ up to `d`; false when stopping.
   bool SleepFor(std::chrono::milliseconds d);
+  // The report loop's wait: up to report_interval, or until an exit is queued; false when
+  // stopping.
+  bool WaitForReport();
   std::unique_ptr<grpc::ClientContext> NewContext() const;
   std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
 
@@ -162,7 +166,10 @@ class WorkerDaemon final : public TaskListener {
     v1::ReportTaskExitRequest request;
     int not_found_replies = 0;  // dropped after a few: the coordinator no longer knows the task
   };
-  std::deque<PendingExit> exits_;                  // guarded by mu_
+  std::deque<PendingExit> exits_;  // guarded by mu_
+  // An exit was queued since the report loop last woke: report it now, not an interval later
+  // (a failed report waits for the next interval). Guarded by mu_.
+  bool exit_queued_ = false;
   std::set<std::string> known_tasks_;              // every task id ever assigned, guarded by mu_
   std::deque<std::string> known_order_;            // bounds known_tasks_, guarded by mu_
   grpc::ClientContext* stream_context_ = nullptr;  // guarded by mu_, for cancellation
