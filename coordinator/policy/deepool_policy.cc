@@ -13,11 +13,16 @@ namespace {
 class DeepoolRound {
  public:
   DeepoolRound(const PolicySnapshot& snapshot, const PolicyOptions& options)
-      : snapshot_(snapshot), options_(options), pool_(snapshot), types_(pool_.Types()) {}
+      : snapshot_(snapshot),
+        options_(options),
+        pool_(snapshot),
+        rates_(pool_.Rates()),
+        type_count_(static_cast<int>(pool_.Types().size())),
+        held_(NothingHeld(snapshot)) {}
 
   Decisions Run() {
     const std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
-    for (const std::string& type : types_) free_[type] = pool_.FreeCount(type, 0);
+    for (int type = 0; type < type_count_; ++type) free_.push_back(pool_.FreeCount(type, 0));
     for (const PolicyJob* job : order) {
       if (job->role == Role::kFg && !job->placed()) AdmitOne(*job);
     }
@@ -26,39 +31,43 @@ class DeepoolRound {
     GrowRunning();
     PlaceBackgroundJobs(order, options_, &pool_, &out_);
     for (const PolicyJob& job : snapshot_.jobs) {  // those not resized
-      if (job.placed())
-        held_.emplace(job.id, std::pair{job.device_type, static_cast<int>(job.devices.size())});
+      if (job.placed() && held_[static_cast<size_t>(pool_.JobOf(job))].devices == 0) {
+        SetHeld(pool_, job, job.device_type, static_cast<int>(job.devices.size()), &held_);
+      }
     }
-    out_.shares = SharesOf(snapshot_, held_, types_);
+    out_.shares = SharesOf(pool_, held_);
     return std::move(out_);
   }
 
  private:
   struct Sized {
     const PolicyJob* job;
-    std::string type;
+    int type;  // id
     int devices = 1;
   };
 
+  static size_t Index(int type) { return static_cast<size_t>(type); }
+
   // One device of the type the job runs fastest on alone, among those with a free one it reads.
   void AdmitOne(const PolicyJob& job) {
-    std::string best_type;
+    int best_type = -1;
     double best = -1;
-    for (const std::string& type : types_) {
-      if (!RunsOn(job, type) || free_[type] < 1 || pool_.FreeCount(type, job.protocol_version) < 1)
+    for (int type = 0; type < type_count_; ++type) {
+      if (!rates_.RunsOn(job, type) || free_[Index(type)] < 1 ||
+          pool_.FreeCount(type, job.protocol_version) < 1)
         continue;
-      const double throughput = Throughput(job, type, 1);
+      const double throughput = rates_.Throughput(job, type, 1);
       if (throughput > best) {
         best = throughput;
         best_type = type;
       }
     }
-    if (best_type.empty()) {
+    if (best_type < 0) {
       out_.waits.push_back(
           {job.id, WaitCode::kWaitingForDevices, "waiting for a free device of a type it runs on"});
       return;
     }
-    --free_[best_type];
+    --free_[Index(best_type)];
     sized_.push_back({&job, best_type, 1});
   }
 
@@ -66,9 +75,9 @@ class DeepoolRound {
   double Gain(const Sized& sized) const {
     const PolicyJob& job = *sized.job;
     const int next = sized.devices + 1;
-    if (next > job.requested_devices || !WithinAmplification(job, sized.type, next)) return 0;
-    const double now = IterationSeconds(job, sized.type, sized.devices);
-    const double then = IterationSeconds(job, sized.type, next);
+    if (next > job.requested_devices || !Within(job, sized.type, next)) return 0;
+    const double now = rates_.IterationS(job, sized.type, sized.devices);
+    const double then = rates_.IterationS(job, sized.type, next);
     if (then <= 0) return 0;
     const double iterations = static_cast<double>(std::max<int64_t>(job.remaining_iterations, 1));
     return iterations * (now - then);
@@ -85,8 +94,8 @@ class DeepoolRound {
       const int index = -std::get<1>(gains.top());
       gains.pop();
       Sized& sized = sized_[static_cast<size_t>(index)];
-      if (free_[sized.type] < 1) continue;
-      --free_[sized.type];
+      if (free_[Index(sized.type)] < 1) continue;
+      --free_[Index(sized.type)];
       ++sized.devices;
       const double gain = Gain(sized);
       if (gain > 0) gains.emplace(gain, -index);
@@ -105,8 +114,9 @@ class DeepoolRound {
       }
       const std::vector<int> devices = pool_.Pack(free, count);
       pool_.HoldForeground(*sized.job, devices, &out_.preemptions);
-      held_[sized.job->id] = {sized.type, count};
-      out_.grants.push_back({sized.job->id, sized.type, pool_.Keys(devices), 0});
+      const std::string& type = pool_.Types()[Index(sized.type)];
+      SetHeld(pool_, *sized.job, type, count, &held_);
+      out_.grants.push_back({sized.job->id, type, pool_.Keys(devices), 0});
     }
   }
 
@@ -123,14 +133,15 @@ class DeepoolRound {
   // faster), and what growing to it saves.
   Growth BestGrowth(const PolicyJob& job, int free) const {
     Growth growth{&job, static_cast<int>(job.devices.size()), 0, 0};
-    const std::string& type = job.device_type;
-    const double now = IterationSeconds(job, type, growth.devices);
+    const int type = pool_.TypeId(job.device_type);
+    if (type < 0) return growth;  // no free device of its type to grow onto
+    const double now = rates_.IterationS(job, type, growth.devices);
     if (now <= 0) return growth;
     double best = now;
     const int most = std::min(job.requested_devices, growth.devices + free);
     for (int g = growth.devices + 1; g <= most; ++g) {
-      const double then = IterationSeconds(job, type, g);
-      if (then <= 0 || then >= best || !WithinAmplification(job, type, g)) continue;
+      const double then = rates_.IterationS(job, type, g);
+      if (then <= 0 || then >= best || !Within(job, type, g)) continue;
       best = then;
       growth.devices = g;
     }
@@ -156,7 +167,7 @@ class DeepoolRound {
     std::vector<Growth> growths;
     for (const PolicyJob& job : snapshot_.jobs) {
       if (!Movable(job)) continue;
-      const int free = pool_.FreeCount(job.device_type, job.protocol_version);
+      const int free = pool_.FreeCount(pool_.TypeId(job.device_type), job.protocol_version);
       if (free < 1) continue;
       Growth growth = BestGrowth(job, free);
       if (Pays(growth)) growths.push_back(growth);
@@ -167,7 +178,8 @@ class DeepoolRound {
     });
     for (Growth growth : growths) {
       const PolicyJob& job = *growth.job;
-      const std::vector<int> free = pool_.FreeOf(job.device_type, job.protocol_version);
+      const std::vector<int> free =
+          pool_.FreeOf(pool_.TypeId(job.device_type), job.protocol_version);
       if (static_cast<int>(free.size()) < growth.Added()) {
         growth = BestGrowth(job, static_cast<int>(free.size()));
         if (!Pays(growth)) continue;
@@ -190,27 +202,37 @@ class DeepoolRound {
                                     " s of its remaining time for a move that costs " +
                                     Fixed(job.restart_s + job.unsaved_s, 0) + " s"});
     out_.resizes.push_back({job.id, job.device_type, std::move(devices), from});
-    held_[job.id] = {job.device_type, growth.devices};
+    SetHeld(pool_, job, job.device_type, growth.devices, &held_);
+  }
+
+  // WithinAmplification on the round's curves.
+  bool Within(const PolicyJob& job, int type, int g) const {
+    return WithinAmplificationOf(job, rates_.IterationS(job, type, 1), g,
+                                 rates_.IterationS(job, type, g));
   }
 
   const PolicySnapshot& snapshot_;
   const PolicyOptions& options_;
   PoolState pool_;
-  const std::vector<std::string> types_;
-  std::map<std::string, int> free_;  // devices of each type not yet sized to a job
-  std::vector<Sized> sized_;         // admitted this round, in admission order
-  std::map<std::string, std::pair<std::string, int>> held_;  // job -> (type, devices) after
+  const JobRates& rates_;
+  const int type_count_;
+  std::vector<int> free_;     // by type id: devices not yet sized to a job
+  std::vector<Sized> sized_;  // admitted this round, in admission order
+  std::vector<Held> held_;    // by job position: (type, devices) after the round
   Decisions out_;
 };
 
 }  // namespace
 
 bool WithinAmplification(const PolicyJob& job, const std::string& type, int g) {
+  return WithinAmplificationOf(job, IterationSeconds(job, type, 1), g,
+                               IterationSeconds(job, type, g));
+}
+
+bool WithinAmplificationOf(const PolicyJob& job, double one_s, int g, double on_g_s) {
   if (job.amplification_limit <= 0) return true;
-  const double one = IterationSeconds(job, type, 1);
-  const double on_g = IterationSeconds(job, type, g);
-  if (one <= 0 || on_g <= 0) return false;
-  return g * on_g / one <= job.amplification_limit + 1e-9;
+  if (one_s <= 0 || on_g_s <= 0) return false;
+  return g * on_g_s / one_s <= job.amplification_limit + 1e-9;
 }
 
 Decisions DeepoolPolicy::Decide(const PolicySnapshot& snapshot) const {

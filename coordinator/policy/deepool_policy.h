@@ -35,5 +35,7 @@ class DeepoolPolicy : public Policy {
 
 // Whether g devices of `type` stay within the job's amplification limit.
 bool WithinAmplification(const PolicyJob& job, const std::string& type, int g);
+// The same from the job's iteration times on one device and on g.
+bool WithinAmplificationOf(const PolicyJob& job, double one_s, int g, double on_g_s);
 
 }  // namespace deepool::coordinator::policy

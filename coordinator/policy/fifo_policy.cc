@@ -22,25 +22,31 @@ class FifoRound {
       }
     }
     PlaceBackgroundJobs(order, options_, &pool_, &out_);
-    std::map<std::string, std::pair<std::string, int>> held;
     for (const PolicyJob& job : snapshot_.jobs) {
-      if (job.placed()) held[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
+      if (job.placed()) {
+        SetHeld(pool_, job, job.device_type, static_cast<int>(job.devices.size()), &held_);
+      }
     }
-    for (const Grant& grant : out_.grants) {
-      held[grant.job_id] = {grant.device_type, static_cast<int>(grant.devices.size())};
+    for (const auto& [job, grant] : granted_) {
+      SetHeld(pool_, *job, out_.grants[grant].device_type,
+              static_cast<int>(out_.grants[grant].devices.size()), &held_);
     }
-    out_.shares = SharesOf(snapshot_, held, pool_.Types());
+    out_.shares = SharesOf(pool_, held_);
     return std::move(out_);
   }
 
  private:
   bool AdmitForeground(const PolicyJob& job) {
     const int wanted = DevicesWanted(job, pool_);
-    for (const std::string& type : pool_.Types()) {
-      if (!RunsOn(job, type) || pool_.FreeCount(type, job.protocol_version) < wanted) continue;
+    const int types = static_cast<int>(pool_.Types().size());
+    for (int type = 0; type < types; ++type) {
+      if (!pool_.Rates().RunsOn(job, type) || pool_.FreeCount(type, job.protocol_version) < wanted)
+        continue;
       const std::vector<int> devices = pool_.Pack(pool_.FreeOf(type, job.protocol_version), wanted);
       pool_.HoldForeground(job, devices, &out_.preemptions);
-      out_.grants.push_back({job.id, type, pool_.Keys(devices), 0});
+      granted_.push_back({&job, out_.grants.size()});
+      out_.grants.push_back(
+          {job.id, pool_.Types()[static_cast<size_t>(type)], pool_.Keys(devices), 0});
       return true;
     }
     return false;
@@ -65,7 +71,7 @@ class FifoRound {
       return false;
     }
     int most_free = 0;
-    for (const std::string& type : pool_.Types()) {
+    for (int type = 0; type < static_cast<int>(pool_.Types().size()); ++type) {
       most_free = std::max(most_free, pool_.FreeCount(type, job.protocol_version));
     }
     Wait(job, WaitCode::kWaitingForDevices,
@@ -86,6 +92,9 @@ class FifoRound {
   const PolicySnapshot& snapshot_;
   const PolicyOptions& options_;
   PoolState pool_;
+  // FG jobs granted this round, with their grant's position in out_.grants.
+  std::vector<std::pair<const PolicyJob*, size_t>> granted_;
+  std::vector<Held> held_ = NothingHeld(snapshot_);  // by job position: after the round
   Decisions out_;
 };
 

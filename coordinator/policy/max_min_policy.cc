@@ -12,7 +12,15 @@ namespace {
 class MaxMinRound {
  public:
   MaxMinRound(const PolicySnapshot& snapshot, const PolicyOptions& options)
-      : snapshot_(snapshot), options_(options), pool_(snapshot), types_(pool_.Types()) {}
+      : snapshot_(snapshot),
+        options_(options),
+        pool_(snapshot),
+        rates_(pool_.Rates()),
+        type_count_(static_cast<int>(pool_.Types().size())),
+        capacity_(static_cast<size_t>(type_count_)),
+        demand_(static_cast<size_t>(type_count_)),
+        target_(snapshot.jobs.size(), kNoTarget),
+        held_(NothingHeld(snapshot)) {}
 
   Decisions Run() {
     MeasureDemand();
@@ -20,7 +28,7 @@ class MaxMinRound {
     WaterFill();
     Realise();
     PlaceBackgroundJobs(AdmissionOrder(snapshot_), options_, &pool_, &out_);
-    out_.shares = SharesOf(snapshot_, held_, types_);
+    out_.shares = SharesOf(pool_, held_);
     return std::move(out_);
   }
 
@@ -34,7 +42,8 @@ class MaxMinRound {
   // Placed FG jobs within their slice (or without checkpoints) keep their devices and count
   // toward their users' shares first; every other FG job competes in the water-fill.
   void ProtectAndQueue() {
-    for (const std::string& type : types_) capacity_[type] = pool_.DevicesOfType(type);
+    for (int type = 0; type < type_count_; ++type)
+      capacity_[Index(type)] = pool_.DevicesOfType(type);
     std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
     std::stable_partition(order.begin(), order.end(),
                           [](const PolicyJob* job) { return job->placed(); });
@@ -43,7 +52,7 @@ class MaxMinRound {
       UserQueue& user = users_[job->user];
       user.attained_s += job->attained_s;
       if (job->placed() && !Preemptible(*job)) {
-        Assign(*job, job->device_type, static_cast<int>(job->devices.size()));
+        Assign(*job, pool_.TypeId(job->device_type), static_cast<int>(job->devices.size()));
         continue;
       }
       user.jobs.push_back(job);
@@ -55,30 +64,35 @@ class MaxMinRound {
   }
 
   // The job's throughput on `type` over its throughput on its fastest type (requested count).
-  double Normalised(const PolicyJob& job, const std::string& type) const {
-    return Throughput(job, type, job.requested_devices) / BestThroughput(job, types_);
+  double Normalised(const PolicyJob& job, int type) const {
+    return rates_.Throughput(job, type, job.requested_devices) / rates_.Best(job);
   }
+
+  static size_t Index(int type) { return static_cast<size_t>(type); }
 
   // Each type's demand: the mean normalised throughput of the round's FG jobs there. A job goes
   // where it runs fastest relative to the others (Gavel's heterogeneity-awareness): a job that
   // runs alike everywhere leaves the fast type to a job that gains more from it.
   void MeasureDemand() {
-    for (const std::string& type : types_) {
+    for (int type = 0; type < type_count_; ++type) {
       double sum = 0;
       int count = 0;
       for (const PolicyJob& job : snapshot_.jobs) {
-        if (job.role != Role::kFg || !RunsOn(job, type)) continue;
+        if (job.role != Role::kFg || !rates_.RunsOn(job, type)) continue;
         sum += Normalised(job, type);
         ++count;
       }
-      demand_[type] = count > 0 && sum > 0 ? sum / count : 1;
+      demand_[Index(type)] = count > 0 && sum > 0 ? sum / count : 1;
     }
   }
 
-  void Assign(const PolicyJob& job, const std::string& type, int devices) {
-    target_[job.id] = type;
-    capacity_[type] -= devices;
-    users_[job.user].share += Throughput(job, type, devices) / BestThroughput(job, types_);
+  // A kept job's type may be one the pool no longer lists (-1): it then counts on no type.
+  void Assign(const PolicyJob& job, int type, int devices) {
+    target_[static_cast<size_t>(pool_.JobOf(job))] = type;
+    const double throughput = type >= 0 ? rates_.Throughput(job, type, devices)
+                                        : Throughput(job, job.device_type, devices);
+    if (type >= 0) capacity_[Index(type)] -= devices;
+    users_[job.user].share += throughput / rates_.Best(job);
   }
 
   // The user that comes next: least share, then least attained time, then earliest next job.
@@ -100,21 +114,23 @@ class MaxMinRound {
     while (UserQueue* user = NextUser()) {
       const PolicyJob& job = *user->jobs.front();
       user->jobs.pop_front();
-      std::string best_type;
+      const int current = job.device_type.empty() ? -1 : pool_.TypeId(job.device_type);
+      int best_type = -1;
       double best_score = -1;
-      for (const std::string& type : types_) {
-        if (!RunsOn(job, type) || capacity_[type] < job.requested_devices) continue;
-        const double score = Normalised(job, type) / demand_[type];
-        const bool better = score > best_score ||
-                            (score == best_score &&
-                             (type == job.device_type || (best_type != job.device_type &&
-                                                          capacity_[type] > capacity_[best_type])));
+      for (int type = 0; type < type_count_; ++type) {
+        if (!rates_.RunsOn(job, type) || capacity_[Index(type)] < job.requested_devices) continue;
+        const double score = Normalised(job, type) / demand_[Index(type)];
+        const bool better =
+            score > best_score ||
+            (score == best_score &&
+             (type == current ||
+              (best_type != current && capacity_[Index(type)] > capacity_[Index(best_type)])));
         if (better) {
           best_score = score;
           best_type = type;
         }
       }
-      if (!best_type.empty()) Assign(job, best_type, job.requested_devices);
+      if (best_type >= 0) Assign(job, best_type, job.requested_devices);
     }
   }
 
@@ -123,9 +139,9 @@ class MaxMinRound {
   void Realise() {
     for (const PolicyJob& job : snapshot_.jobs) {
       if (job.role != Role::kFg || !job.placed()) continue;
-      auto target = target_.find(job.id);
-      if (target != target_.end() && target->second == job.device_type) {
-        held_[job.id] = {job.device_type, static_cast<int>(job.devices.size())};
+      const int target = TargetOf(job);
+      if (target != kNoTarget && target == pool_.TypeId(job.device_type)) {
+        SetHeld(pool_, job, job.device_type, static_cast<int>(job.devices.size()), &held_);
         continue;
       }
       pool_.Release(job);
@@ -133,12 +149,12 @@ class MaxMinRound {
     }
     for (const PolicyJob* job : AdmissionOrder(snapshot_)) {
       if (job->role != Role::kFg || job->placed()) continue;
-      auto target = target_.find(job->id);
-      if (target == target_.end()) {
+      const int target = TargetOf(*job);
+      if (target == kNoTarget) {
         WaitForShare(*job);
         continue;
       }
-      const std::vector<int> free = pool_.FreeOf(target->second, job->protocol_version);
+      const std::vector<int> free = pool_.FreeOf(target, job->protocol_version);
       if (static_cast<int>(free.size()) < job->requested_devices) {
         out_.waits.push_back({job->id, WaitCode::kWorkerProtocol,
                               "needs workers that speak executor protocol " +
@@ -147,8 +163,9 @@ class MaxMinRound {
       }
       const std::vector<int> devices = pool_.Pack(free, job->requested_devices);
       pool_.HoldForeground(*job, devices, &out_.preemptions);
-      held_[job->id] = {target->second, job->requested_devices};
-      out_.grants.push_back({job->id, target->second, pool_.Keys(devices), 0});
+      const std::string& type = pool_.Types()[Index(target)];
+      SetHeld(pool_, *job, type, job->requested_devices, &held_);
+      out_.grants.push_back({job->id, type, pool_.Keys(devices), 0});
     }
     for (const PolicyJob* job : preempted_) {
       out_.preemptions.push_back({job->id, TakerOf(*job), PreemptionMessage(*job)});
@@ -176,8 +193,8 @@ class MaxMinRound {
 
   void WaitForShare(const PolicyJob& job) {
     int largest = 0;
-    for (const std::string& type : types_) {
-      if (RunsOn(job, type)) largest = std::max(largest, pool_.DevicesOfType(type));
+    for (int type = 0; type < type_count_; ++type) {
+      if (rates_.RunsOn(job, type)) largest = std::max(largest, pool_.DevicesOfType(type));
     }
     if (largest < job.requested_devices) {
       out_.waits.push_back({job.id, WaitCode::kNotEnoughDevices,
@@ -199,15 +216,24 @@ class MaxMinRound {
     return user.empty() ? "(anonymous)" : user;
   }
 
+  // The type id the job is assigned (-1: a kept job's type the pool no longer lists), or
+  // kNoTarget.
+  int TargetOf(const PolicyJob& job) const {
+    return target_[static_cast<size_t>(pool_.JobOf(job))];
+  }
+
+  static constexpr int kNoTarget = -2;
+
   const PolicySnapshot& snapshot_;
   const PolicyOptions options_;
   PoolState pool_;
-  const std::vector<std::string> types_;
-  std::map<std::string, int> capacity_;        // devices of each type not yet assigned
-  std::map<std::string, double> demand_;       // MeasureDemand's, by type
-  std::map<std::string, UserQueue> users_;     // by name
-  std::map<std::string, std::string> target_;  // job id -> device type it is assigned
-  std::map<std::string, std::pair<std::string, int>> held_;  // after the round
+  const JobRates& rates_;
+  const int type_count_;
+  std::vector<int> capacity_;               // by type id: devices not yet assigned
+  std::vector<double> demand_;              // by type id: MeasureDemand's
+  std::map<std::string, UserQueue> users_;  // by name
+  std::vector<int> target_;                 // by job position: TargetOf
+  std::vector<Held> held_;                  // by job position: after the round
   std::vector<const PolicyJob*> preempted_;
   Decisions out_;
 };

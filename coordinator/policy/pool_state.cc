@@ -5,14 +5,24 @@
 
 namespace deepool::coordinator::policy {
 
-PoolState::PoolState(const PolicySnapshot& snapshot) : snapshot_(snapshot) {
+namespace {
+
+// The snapshot's index when it brings one that fits, else one made into *own.
+const DeviceIndex* IndexFor(const PolicySnapshot& snapshot,
+                            std::shared_ptr<const DeviceIndex>* own) {
+  const DeviceIndex* given = snapshot.device_index.get();
+  if (given && given->size() == static_cast<int>(snapshot.devices.size())) return given;
+  *own = std::make_shared<const DeviceIndex>(snapshot.devices);
+  return own->get();
+}
+
+}  // namespace
+
+PoolState::PoolState(const PolicySnapshot& snapshot)
+    : snapshot_(snapshot),
+      index_(IndexFor(snapshot, &own_index_)),
+      rates_(snapshot, index_->Types()) {
   const size_t count = snapshot.devices.size();
-  if (snapshot.device_index && snapshot.device_index->size() == static_cast<int>(count)) {
-    index_ = snapshot.device_index.get();
-  } else {
-    own_index_ = std::make_shared<const DeviceIndex>(snapshot.devices);
-    index_ = own_index_.get();
-  }
   fg_.assign(count, -1);
   bg_.assign(count, -1);
   taken_this_round_.assign(count, 0);
@@ -36,23 +46,23 @@ int PoolState::JobOf(const PolicyJob& job) const {
   return static_cast<int>(&job - snapshot_.jobs.data());
 }
 
-std::vector<int> PoolState::FreeOf(const std::string& type, int version) const {
+int PoolState::TypeId(const std::string& type) const { return index_->TypeId(type); }
+
+std::vector<int> PoolState::FreeOf(int type, int version) const {
   std::vector<int> devices;
-  const int type_id = index_->TypeId(type);
-  if (type_id < 0) return devices;
-  for (int i : index_->OfType(type_id)) {
+  if (type < 0) return devices;
+  for (int i : index_->OfType(type)) {
     const size_t at = static_cast<size_t>(i);
     if (fg_[at] < 0 && snapshot_.devices[at].Reads(version)) devices.push_back(i);
   }
   return devices;
 }
 
-int PoolState::FreeCount(const std::string& type, int version) const {
-  const int type_id = index_->TypeId(type);
-  if (type_id < 0) return 0;
-  if (version <= 0) return free_of_type_[static_cast<size_t>(type_id)];
+int PoolState::FreeCount(int type, int version) const {
+  if (type < 0) return 0;
+  if (version <= 0) return free_of_type_[static_cast<size_t>(type)];
   int count = 0;
-  for (int i : index_->OfType(type_id)) {
+  for (int i : index_->OfType(type)) {
     const size_t at = static_cast<size_t>(i);
     count += fg_[at] < 0 && snapshot_.devices[at].Reads(version);
   }
@@ -74,9 +84,8 @@ int PoolState::LargestGroup(int version) const {
   return largest;
 }
 
-int PoolState::DevicesOfType(const std::string& type) const {
-  const int type_id = index_->TypeId(type);
-  return type_id < 0 ? 0 : static_cast<int>(index_->OfType(type_id).size());
+int PoolState::DevicesOfType(int type) const {
+  return type < 0 ? 0 : static_cast<int>(index_->OfType(type).size());
 }
 
 std::vector<DeviceKey> PoolState::Keys(const std::vector<int>& devices) const {
@@ -169,7 +178,9 @@ PoolState::BackgroundChoice PoolState::PlaceBackground(const PolicyJob& job, dou
   bool any_too_busy = false;  // a device without a BG job whose FG rank leaves too little idle
   std::vector<double> speed_of_type;  // by type id: one look-up per type, not per device
   speed_of_type.reserve(index_->Types().size());
-  for (const std::string& type : index_->Types()) speed_of_type.push_back(Throughput(job, type, 1));
+  for (size_t type = 0; type < index_->Types().size(); ++type) {
+    speed_of_type.push_back(rates_.Throughput(job, static_cast<int>(type), 1));
+  }
   for (size_t at = 0; at < fg_.size(); ++at) {
     const PolicyDevice& device = snapshot_.devices[at];
     if (!device.Reads(job.protocol_version)) continue;
@@ -235,38 +246,48 @@ bool RunsOn(const PolicyJob& job, const std::string& type) {
 }
 
 double IterationSeconds(const PolicyJob& job, const std::string& type, int g) {
+  const auto curve = job.curves.find(type);
+  return IterationSecondsOn(curve == job.curves.end() ? nullptr : &curve->second, g);
+}
+
+double IterationSecondsOn(const SpeedCurve* curve, int g) {
   if (g < 1) return 0;
-  auto curve = job.curves.find(type);
-  if (curve == job.curves.end()) return 1.0 / g;
-  return curve->second.IterationS(g);
+  return curve ? curve->IterationS(g) : 1.0 / g;
 }
 
 double Throughput(const PolicyJob& job, const std::string& type, int g) {
-  const double seconds = IterationSeconds(job, type, g);
+  return ThroughputAt(job, IterationSeconds(job, type, g));
+}
+
+double ThroughputAt(const PolicyJob& job, double seconds) {
   return seconds > 0 ? static_cast<double>(job.global_batch) / seconds : 0;
 }
 
-double BestThroughput(const PolicyJob& job, const std::vector<std::string>& types) {
-  double best = 0;
-  for (const std::string& type : types) {
-    if (RunsOn(job, type)) best = std::max(best, Throughput(job, type, job.requested_devices));
-  }
-  return best > 0 ? best : 1;
+std::vector<Held> NothingHeld(const PolicySnapshot& snapshot) {
+  return std::vector<Held>(snapshot.jobs.size());
 }
 
-std::vector<UserShare> SharesOf(const PolicySnapshot& snapshot,
-                                const std::map<std::string, std::pair<std::string, int>>& held,
-                                const std::vector<std::string>& types) {
+void SetHeld(const PoolState& pool, const PolicyJob& job, const std::string& type, int devices,
+             std::vector<Held>* held) {
+  Held& row = (*held)[static_cast<size_t>(pool.JobOf(job))];
+  row.type = pool.TypeId(type);
+  if (row.type < 0) row.name = type;
+  row.devices = devices;
+}
+
+std::vector<UserShare> SharesOf(const PoolState& pool, const std::vector<Held>& held) {
+  const JobRates& rates = pool.Rates();
   std::map<std::string, UserShare> by_user;
-  for (const PolicyJob& job : snapshot.jobs) {
+  for (const PolicyJob& job : pool.Snapshot().jobs) {
     if (job.role != Role::kFg) continue;
     UserShare& share = by_user[job.user];
     share.user = job.user;
-    auto found = held.find(job.id);
-    if (found == held.end() || found->second.second == 0) continue;
-    share.devices += found->second.second;
-    share.share +=
-        Throughput(job, found->second.first, found->second.second) / BestThroughput(job, types);
+    const Held& row = held[static_cast<size_t>(pool.JobOf(job))];
+    if (row.devices == 0) continue;
+    share.devices += row.devices;
+    const double throughput = row.type >= 0 ? rates.Throughput(job, row.type, row.devices)
+                                            : Throughput(job, row.name, row.devices);
+    share.share += throughput / rates.Best(job);
   }
   std::vector<UserShare> shares;
   for (auto& [user, share] : by_user) shares.push_back(std::move(share));

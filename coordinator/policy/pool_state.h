@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coordinator/policy/device_index.h"
+#include "coordinator/policy/job_rates.h"
 #include "coordinator/policy/policy.h"
 
 namespace deepool::coordinator::policy {
@@ -24,13 +25,18 @@ class PoolState {
   explicit PoolState(const PolicySnapshot& snapshot);
 
   // Device types with devices in the pool, in name order (computed once: a round asks per job).
+  // A type is named by its position here (a type id) where a round asks per job.
   const std::vector<std::string>& Types() const;
-  // Free devices of `type` on nodes that read `version`, in snapshot order.
-  std::vector<int> FreeOf(const std::string& type, int version) const;
-  int FreeCount(const std::string& type, int version) const;
+  // The id of `type`, or -1 when the pool has none of it.
+  int TypeId(const std::string& type) const;
+  // The jobs' curves by type id, found once a round.
+  const JobRates& Rates() const { return rates_; }
+  // Free devices of Types()[type] on nodes that read `version`, in snapshot order.
+  std::vector<int> FreeOf(int type, int version) const;
+  int FreeCount(int type, int version) const;
   // The most schedulable devices of one type on nodes that read `version` (0: any).
   int LargestGroup(int version) const;
-  int DevicesOfType(const std::string& type) const;
+  int DevicesOfType(int type) const;
   // The devices' keys, for a Grant.
   std::vector<DeviceKey> Keys(const std::vector<int>& devices) const;
 
@@ -54,13 +60,17 @@ class PoolState {
   };
   BackgroundChoice PlaceBackground(const PolicyJob& job, double min_idle);
 
- private:
+  // The job's position in the snapshot's jobs.
   int JobOf(const PolicyJob& job) const;
+  const PolicySnapshot& Snapshot() const { return snapshot_; }
+
+ private:
   void Changed() { waits_.clear(); }
 
   const PolicySnapshot& snapshot_;
   std::shared_ptr<const DeviceIndex> own_index_;  // when the snapshot brings none that fits
   const DeviceIndex* index_;
+  JobRates rates_;
   // By device position: the position in snapshot_.jobs of the FG (BG) job on it, or -1. A device
   // is free when no FG job holds it.
   std::vector<int> fg_;
@@ -76,16 +86,29 @@ class PoolState {
 
 // A job's iteration time on `g` devices of `type`: its curve's, else 1 / g (perfect scaling).
 double IterationSeconds(const PolicyJob& job, const std::string& type, int g);
+// The same from the job's curve on the type (nullptr: it has none there).
+double IterationSecondsOn(const SpeedCurve* curve, int g);
 // Samples per second on `g` devices of `type`.
 double Throughput(const PolicyJob& job, const std::string& type, int g);
-// Its throughput on its requested count of its fastest type among `types` (>0).
-double BestThroughput(const PolicyJob& job, const std::vector<std::string>& types);
+// Samples per second at `seconds` per iteration (0 where the time is not positive).
+double ThroughputAt(const PolicyJob& job, double seconds);
 // Whether the job may run on `type`.
 bool RunsOn(const PolicyJob& job, const std::string& type);
+
+// What a FG job holds after a round, by job position (PoolState::JobOf): `devices` of type id
+// `type`, or of the type `name` where the pool no longer lists the job's type (type -1).
+struct Held {
+  int type = -1;
+  std::string name;
+  int devices = 0;
+};
+// A table of Held for the round's jobs, every job holding nothing.
+std::vector<Held> NothingHeld(const PolicySnapshot& snapshot);
+// The job holds `devices` of `type` after the round.
+void SetHeld(const PoolState& pool, const PolicyJob& job, const std::string& type, int devices,
+             std::vector<Held>* held);
 // Each user's share after the round: FG jobs' throughput on what they hold over their best.
-std::vector<UserShare> SharesOf(const PolicySnapshot& snapshot,
-                                const std::map<std::string, std::pair<std::string, int>>& held,
-                                const std::vector<std::string>& types);
+std::vector<UserShare> SharesOf(const PoolState& pool, const std::vector<Held>& held);
 // Snapshot jobs in admission order: priority first, then submission order (pointers into it).
 std::vector<const PolicyJob*> AdmissionOrder(const PolicySnapshot& snapshot);
 // "37%".
