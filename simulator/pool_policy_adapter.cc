@@ -104,33 +104,46 @@ Status PolicyAdapter::Hold(int64_t job, bool foreground, const std::vector<cp::D
   return Status::Ok();
 }
 
+const PoolJobView* PolicyAdapter::ViewOf(int64_t job) const {
+  const size_t at = view_at_.Find(job);
+  return at == JobPositions::kAbsent ? nullptr : &(*views_)[at];
+}
+
 void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
-  views_.clear();
-  for (const PoolJobView& view : snapshot.jobs) views_[view.job->id] = &view;
-  // Both lists are in arrival order: keep the jobs still in the pool, add the new ones.
-  std::vector<cp::PolicyJob> jobs;
-  jobs.reserve(snapshot.jobs.size());
+  views_ = &snapshot.jobs;
+  view_at_.Clear();
+  for (size_t i = 0; i < snapshot.jobs.size(); ++i) view_at_.Add(snapshot.jobs[i].job->id, i);
+  // Both lists are in arrival order and jobs that arrived since come last: keep the jobs still
+  // in the pool, in place, and add the new ones.
+  std::vector<cp::PolicyJob>& jobs = snapshot_.jobs;
+  const size_t known_count = jobs.size();
   size_t kept = 0;
+  size_t write = 0;
   for (const PoolJobView& view : snapshot.jobs) {
-    const std::string key = JobKey(view.job->id);
-    while (kept < snapshot_.jobs.size() && snapshot_.jobs[kept].id != key) {
-      Release(std::stoll(snapshot_.jobs[kept].id));  // finished
-      ++kept;
-    }
-    const bool known = kept < snapshot_.jobs.size();
+    const int64_t id = view.job->id;
+    while (kept < known_count && job_ids_[kept] != id) Release(job_ids_[kept++]);  // finished
+    const bool known = kept < known_count;
     if (known) {
-      jobs.push_back(std::move(snapshot_.jobs[kept++]));
+      if (write != kept) jobs[write] = std::move(jobs[kept]);
+      ++kept;
+    } else if (write < jobs.size()) {
+      jobs[write] = MakeJob(view);
     } else {
       jobs.push_back(MakeJob(view));
     }
-    if (!view.allocation.running()) Release(view.job->id);  // stopped by the simulator
-    cp::PolicyJob& job = jobs.back();
+    if (write < job_ids_.size()) {
+      job_ids_[write] = id;
+    } else {
+      job_ids_.push_back(id);
+    }
+    if (!view.allocation.running()) Release(id);  // stopped by the simulator
+    cp::PolicyJob& job = jobs[write++];
     job.remaining_iterations = static_cast<int64_t>(
         std::ceil(static_cast<double>(view.total_iterations) - view.done_iterations));
-    if (!known || moved_.count(view.job->id)) {
+    if (!known || moved_.count(id)) {
       job.devices.clear();
       job.device_type.clear();
-      if (const auto found = held_.find(view.job->id); found != held_.end()) {
+      if (const auto found = held_.find(id); found != held_.end()) {
         for (size_t index : found->second) job.devices.push_back(snapshot_.devices[index].key);
         if (!found->second.empty()) job.device_type = devices_[found->second.front()].type;
       }
@@ -138,8 +151,9 @@ void PolicyAdapter::SyncJobs(const PoolSnapshot& snapshot) {
     job.placed_at_s = view.allocated_since_s;
     job.restart_s = snapshot.restart_s;
   }
-  for (; kept < snapshot_.jobs.size(); ++kept) Release(std::stoll(snapshot_.jobs[kept].id));
-  snapshot_.jobs = std::move(jobs);
+  for (; kept < known_count; ++kept) Release(job_ids_[kept]);
+  jobs.resize(write);
+  job_ids_.resize(write);
   moved_.clear();
 }
 
@@ -154,7 +168,7 @@ void PolicyAdapter::RefreshDevices() {
   // A FG job's plan leaves the same idle fraction on each of its devices: one look-up per job.
   for (const auto& [job, indices] : held_) {
     if (indices.empty() || devices_[indices.front()].fg != job) continue;  // not a FG holder
-    const PoolJobView& view = *views_.at(job);
+    const PoolJobView& view = *ViewOf(job);
     const PoolCurve* curve = view.curves->For(devices_[indices.front()].type);
     const PoolCurvePoint* point = curve ? curve->At(static_cast<int>(indices.size())) : nullptr;
     if (!point) continue;
@@ -194,17 +208,17 @@ StatusOr<PoolDecisions> PolicyAdapter::Decide(const PoolSnapshot& snapshot) {
   }
   for (const cp::Grant& grant : decisions.grants) {
     const int64_t job = std::stoll(grant.job_id);
-    const auto view = views_.find(job);
-    if (view == views_.end()) {
+    const PoolJobView* view = ViewOf(job);
+    if (view == nullptr) {
       return InternalError("the policy granted devices to job " + grant.job_id +
                            ", which is not in the pool");
     }
     Release(job);  // a FG job granted again is resized
-    RETURN_IF_ERROR(Hold(job, view->second->job->role == WorkloadRole::kFg, grant.devices));
+    RETURN_IF_ERROR(Hold(job, view->job->role == WorkloadRole::kFg, grant.devices));
   }
   for (const cp::Resize& resize : decisions.resizes) {
     const int64_t job = std::stoll(resize.job_id);
-    if (views_.count(job) == 0) {
+    if (ViewOf(job) == nullptr) {
       return InternalError("the policy resized job " + resize.job_id +
                            ", which is not in the pool");
     }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "coordinator/policy/policy.h"
+#include "simulator/job_positions.h"
 #include "simulator/pool_policy.h"
 
 namespace deepool::simulator {
@@ -57,6 +58,8 @@ class PolicyAdapter : public PoolPolicy {
   };
 
   void SyncJobs(const PoolSnapshot& snapshot);
+  // This decision's view of the job, or nullptr when it is not in the pool.
+  const PoolJobView* ViewOf(int64_t job) const;
   coordinator::policy::PolicyJob MakeJob(const PoolJobView& view) const;
   void Release(int64_t job);
   Status Hold(int64_t job, bool foreground,
@@ -73,8 +76,10 @@ class PolicyAdapter : public PoolPolicy {
   // PolicyJob::devices from the previous decision (a decision copies no (node, device) keys for
   // jobs that stay where they are).
   std::unordered_set<int64_t> moved_;
-  std::unordered_map<int64_t, const PoolJobView*> views_;  // this decision's views
-  coordinator::policy::PolicySnapshot snapshot_;           // kept between decisions
+  const std::vector<PoolJobView>* views_ = nullptr;  // this decision's views
+  JobPositions view_at_;                             // ... by job id
+  coordinator::policy::PolicySnapshot snapshot_;     // kept between decisions
+  std::vector<int64_t> job_ids_;                     // snapshot_.jobs' ids, as numbers
 };
 
 }  // namespace deepool::simulator

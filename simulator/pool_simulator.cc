@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "simulator/job_positions.h"
+
 namespace deepool::simulator {
 namespace {
 
@@ -50,7 +52,7 @@ class PoolEngine {
   Status Apply(const PoolDecisions& decisions);
   Status CheckAllocation(const ActiveJob& job, const PoolAllocation& allocation) const;
   void Preempt(ActiveJob& job);
-  void SetRates(const std::unordered_map<int64_t, size_t>& index);
+  void SetRates();
   void SlowByContention();
   int Capacity(const std::string& type) const;
 
@@ -59,6 +61,7 @@ class PoolEngine {
   PoolPolicy& policy_;
   PoolRun run_;
   std::vector<ActiveJob> active_;  // arrival order
+  JobPositions active_at_;         // active_ by job id, as of the last Apply
   size_t next_arrival_ = 0;
   double now_s_ = 0;
 };
@@ -203,22 +206,22 @@ Status PoolEngine::Decide() {
 }
 
 Status PoolEngine::Apply(const PoolDecisions& decisions) {
-  std::unordered_map<int64_t, size_t> index;
-  index.reserve(active_.size());
-  for (size_t i = 0; i < active_.size(); ++i) index[active_[i].view.job->id] = i;
+  JobPositions& index = active_at_;
+  index.Clear();
+  for (size_t i = 0; i < active_.size(); ++i) index.Add(active_[i].view.job->id, i);
   std::vector<const PoolAllocation*> next(active_.size(), nullptr);
   for (const PoolDecision& decision : decisions.run) {
-    const auto found = index.find(decision.job_id);
-    if (found == index.end()) {
+    const size_t found = index.Find(decision.job_id);
+    if (found == JobPositions::kAbsent) {
       return FailedPreconditionError("job " + std::to_string(decision.job_id) +
                                      " is not in the pool");
     }
-    if (next[found->second] != nullptr) {
+    if (next[found] != nullptr) {
       return FailedPreconditionError("job " + std::to_string(decision.job_id) + " decided twice");
     }
     if (!decision.allocation.running()) continue;  // listed as waiting
-    RETURN_IF_ERROR(CheckAllocation(active_[found->second], decision.allocation));
-    next[found->second] = &decision.allocation;
+    RETURN_IF_ERROR(CheckAllocation(active_[found], decision.allocation));
+    next[found] = &decision.allocation;
   }
   // Capacity per type, and every guest inside a running FG host of its type with a device to
   // spare.
@@ -229,10 +232,10 @@ Status PoolEngine::Apply(const PoolDecisions& decisions) {
     used[next[i]->device_type] += next[i]->devices;
     const int64_t host = next[i]->host_job;
     if (host < 0) continue;
-    const auto found = index.find(host);
-    const PoolAllocation* host_allocation = found == index.end() ? nullptr : next[found->second];
+    const size_t found = index.Find(host);
+    const PoolAllocation* host_allocation = found == JobPositions::kAbsent ? nullptr : next[found];
     if (host_allocation == nullptr || host_allocation->device_type != next[i]->device_type ||
-        active_[found->second].view.job->role != WorkloadRole::kFg) {
+        active_[found].view.job->role != WorkloadRole::kFg) {
       return FailedPreconditionError(JobName(active_[i]) + "'s host job " + std::to_string(host) +
                                      " is not a FG job running on " + next[i]->device_type);
     }
@@ -256,7 +259,7 @@ Status PoolEngine::Apply(const PoolDecisions& decisions) {
   }
   for (size_t i = 0; i < active_.size(); ++i) {
     if (next[i] == nullptr || next[i]->host_job < 0 || changed[i]) continue;
-    changed[i] = changed[index.at(next[i]->host_job)];
+    changed[i] = changed[index.Find(next[i]->host_job)];
   }
   for (size_t i = 0; i < active_.size(); ++i) {
     if (!changed[i]) continue;
@@ -276,11 +279,12 @@ Status PoolEngine::Apply(const PoolDecisions& decisions) {
     if (record.start_s < 0) record.start_s = now_s_;
     job.restore_left_s = ran_before ? options_.checkpoint_restore_s : 0;
   }
-  SetRates(index);
+  SetRates();
   return Status::Ok();
 }
 
-void PoolEngine::SetRates(const std::unordered_map<int64_t, size_t>& index) {
+// Apply's positions (active_at_) still hold: they are read before any job retires.
+void PoolEngine::SetRates() {
   std::unordered_map<int64_t, int> guests;
   for (const ActiveJob& job : active_) {
     if (job.view.allocation.host_job >= 0) ++guests[job.view.allocation.host_job];
@@ -294,7 +298,7 @@ void PoolEngine::SetRates(const std::unordered_map<int64_t, size_t>& index) {
       // A guest runs at its own one-device speed (Check made sure its curve has that point;
       // a FG job's curve may start above one device).
       const PoolCurvePoint& one = *curve.At(1);
-      const ActiveJob& host = active_[index.at(allocation.host_job)];
+      const ActiveJob& host = active_[active_at_.Find(allocation.host_job)];
       const PoolAllocation& at = host.view.allocation;
       const PoolCurvePoint& point = *host.view.curves->For(at.device_type)->At(at.devices);
       const double busy = at.parallelism == Parallelism::kBurst ? point.burst_busy_fraction
