@@ -14,6 +14,7 @@ class MaxMinRound {
   MaxMinRound(const PolicySnapshot& snapshot, const PolicyOptions& options)
       : snapshot_(snapshot),
         options_(options),
+        order_(AdmissionOrder(snapshot)),
         pool_(snapshot),
         rates_(pool_.Rates()),
         type_count_(static_cast<int>(pool_.Types().size())),
@@ -27,7 +28,7 @@ class MaxMinRound {
     ProtectAndQueue();
     WaterFill();
     Realise();
-    PlaceBackgroundJobs(AdmissionOrder(snapshot_), options_, &pool_, &out_);
+    PlaceBackgroundJobs(order_, options_, &pool_, &out_);
     out_.shares = SharesOf(pool_, held_);
     return std::move(out_);
   }
@@ -44,7 +45,7 @@ class MaxMinRound {
   void ProtectAndQueue() {
     for (int type = 0; type < type_count_; ++type)
       capacity_[Index(type)] = pool_.DevicesOfType(type);
-    std::vector<const PolicyJob*> order = AdmissionOrder(snapshot_);
+    std::vector<const PolicyJob*> order = order_;
     std::stable_partition(order.begin(), order.end(),
                           [](const PolicyJob* job) { return job->placed(); });
     for (const PolicyJob* job : order) {
@@ -147,7 +148,7 @@ class MaxMinRound {
       pool_.Release(job);
       preempted_.push_back(&job);
     }
-    for (const PolicyJob* job : AdmissionOrder(snapshot_)) {
+    for (const PolicyJob* job : order_) {
       if (job->role != Role::kFg || job->placed()) continue;
       const int target = TargetOf(*job);
       if (target == kNoTarget) {
@@ -204,12 +205,20 @@ class MaxMinRound {
                                 std::to_string(largest)});
       return;
     }
-    out_.waits.push_back(
-        {job.id, WaitCode::kFairShare,
-         "user " + UserName(job.user) + " has share " + Fixed(users_.at(job.user).share, 2) +
-             "; the pool's devices go to users with less first, and a placed job keeps its "
-             "devices for at least " +
-             Fixed(options_.min_slice_s, 0) + " s"});
+    out_.waits.push_back({job.id, WaitCode::kFairShare, FairShareWait(job.user)});
+  }
+
+  // Why a job of `user` waits for its share: one sentence per user and round (its share is
+  // final by then), however many of its jobs wait.
+  const std::string& FairShareWait(const std::string& user) {
+    auto [known, added] = fair_share_waits_.try_emplace(user);
+    if (added) {
+      known->second = "user " + UserName(user) + " has share " + Fixed(users_.at(user).share, 2) +
+                      "; the pool's devices go to users with less first, and a placed job keeps "
+                      "its devices for at least " +
+                      Fixed(options_.min_slice_s, 0) + " s";
+    }
+    return known->second;
   }
 
   static std::string UserName(const std::string& user) {
@@ -226,14 +235,16 @@ class MaxMinRound {
 
   const PolicySnapshot& snapshot_;
   const PolicyOptions options_;
+  const std::vector<const PolicyJob*> order_;  // AdmissionOrder's
   PoolState pool_;
   const JobRates& rates_;
   const int type_count_;
-  std::vector<int> capacity_;               // by type id: devices not yet assigned
-  std::vector<double> demand_;              // by type id: MeasureDemand's
-  std::map<std::string, UserQueue> users_;  // by name
-  std::vector<int> target_;                 // by job position: TargetOf
-  std::vector<Held> held_;                  // by job position: after the round
+  std::vector<int> capacity_;                            // by type id: devices not yet assigned
+  std::vector<double> demand_;                           // by type id: MeasureDemand's
+  std::map<std::string, UserQueue> users_;               // by name
+  std::vector<int> target_;                              // by job position: TargetOf
+  std::vector<Held> held_;                               // by job position: after the round
+  std::map<std::string, std::string> fair_share_waits_;  // FairShareWait's, by user
   std::vector<const PolicyJob*> preempted_;
   Decisions out_;
 };
