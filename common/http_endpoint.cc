@@ -1,6 +1,5 @@
 #include "common/http_endpoint.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -261,11 +260,7 @@ StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& l
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   endpoint->listen_fd_ = bound.fd;
   endpoint->address_ = bound.address;
-  if (pipe2(endpoint->stop_pipe_, O_CLOEXEC) != 0) {
-    close(endpoint->listen_fd_);
-    endpoint->listen_fd_ = -1;  // the destructor's Stop would close it again
-    return InternalError(std::string("pipe: ") + std::strerror(errno));
-  }
+  ASSIGN_OR_RETURN(endpoint->stop_pipe_, WakePipe::Open());
   endpoint->routes_ = std::move(routes);
   endpoint->streams_ = std::move(streams);
   endpoint->thread_ = std::thread([p = endpoint.get(), thread_name] { p->Serve(thread_name); });
@@ -283,7 +278,7 @@ void HttpEndpoint::Serve(const std::string& thread_name) {
     // then each open connection, in the order of `open`.
     const Clock::time_point now = Clock::now();
     const bool accepting = now >= accept_paused_until;
-    fds.assign({{stop_pipe_[0], POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
+    fds.assign({{stop_pipe_.read_fd(), POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
     Clock::time_point wake = accepting ? Clock::time_point::max() : accept_paused_until;
     for (const auto& c : open) {
       fds.push_back({c->fd, static_cast<short>(c->want == Want::kWrite ? POLLOUT : POLLIN), 0});
@@ -312,15 +307,9 @@ void HttpEndpoint::Serve(const std::string& thread_name) {
 
 void HttpEndpoint::Stop() {
   if (stopped_.exchange(true)) return;
-  if (stop_pipe_[1] >= 0) {
-    const char byte = 1;
-    ssize_t ignored = write(stop_pipe_[1], &byte, 1);
-    static_cast<void>(ignored);  // the pipe is empty and ours: the write cannot block or fail
-  }
+  stop_pipe_.Wake();
   if (thread_.joinable()) thread_.join();
-  for (int fd : {listen_fd_, stop_pipe_[0], stop_pipe_[1]}) {
-    if (fd >= 0) close(fd);
-  }
+  if (listen_fd_ >= 0) close(listen_fd_);
 }
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }

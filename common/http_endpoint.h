@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "common/wake_pipe.h"
 
 namespace deepool {
 
@@ -90,7 +91,7 @@ class HttpEndpoint {
   Routes routes_;
   HttpStreamFactory streams_;
   int listen_fd_ = -1;
-  int stop_pipe_[2] = {-1, -1};
+  WakePipe stop_pipe_;
   std::string address_;
   std::thread thread_;
   std::atomic<bool> stopped_{false};

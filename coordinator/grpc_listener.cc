@@ -1,7 +1,6 @@
 #include "coordinator/grpc_listener.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -76,9 +75,7 @@ StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Start(const std::string& l
   listener->listen_fd_ = bound.fd;
   listener->port_ = bound.port;
   listener->address_ = bound.address;
-  if (pipe2(listener->stop_pipe_, O_CLOEXEC) != 0) {
-    return InternalError(std::string("pipe: ") + std::strerror(errno));
-  }
+  ASSIGN_OR_RETURN(listener->stop_pipe_, WakePipe::Open());
   listener->thread_ = std::thread([p = listener.get()] { p->Serve(); });
   return listener;
 }
@@ -116,7 +113,7 @@ void GrpcListener::Serve() {
   ConnectionTable table(limits_, StillOpen, clock_, kSweepInterval);
   bool paused = false;
   while (true) {
-    pollfd fds[2] = {{stop_pipe_[0], POLLIN, 0}, {paused ? -1 : listen_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{stop_pipe_.read_fd(), POLLIN, 0}, {paused ? -1 : listen_fd_, POLLIN, 0}};
     const int ready = poll(fds, 2, paused ? kAcceptPauseMs : kIdleSweepMs);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) {  // out of memory for poll's own tables: rest, as for a failed accept
@@ -213,15 +210,9 @@ void GrpcListener::NotePause(int error) {
 
 void GrpcListener::Stop() {
   if (stopped_.exchange(true)) return;
-  if (stop_pipe_[1] >= 0) {
-    const char byte = 1;
-    ssize_t ignored = write(stop_pipe_[1], &byte, 1);
-    static_cast<void>(ignored);  // the pipe is empty and ours: the write cannot block or fail
-  }
+  stop_pipe_.Wake();
   if (thread_.joinable()) thread_.join();
-  for (int fd : {listen_fd_, stop_pipe_[0], stop_pipe_[1]}) {
-    if (fd >= 0) close(fd);
-  }
+  if (listen_fd_ >= 0) close(listen_fd_);
 }
 
 GrpcListener::~GrpcListener() { Stop(); }

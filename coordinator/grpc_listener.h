@@ -39,6 +39,7 @@
 #include "common/clock.h"
 #include "common/connection_table.h"
 #include "common/status.h"
+#include "common/wake_pipe.h"
 
 namespace deepool::coordinator {
 
@@ -99,7 +100,7 @@ class GrpcListener {
   int listen_fd_ = -1;
   int port_ = 0;
   std::string address_;
-  int stop_pipe_[2] = {-1, -1};
+  WakePipe stop_pipe_;
   std::thread thread_;
   std::atomic<bool> stopped_{false};
 
