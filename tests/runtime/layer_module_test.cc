@@ -13,24 +13,18 @@
 
 #include "planner/graph.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::worker {
 namespace {
+
+using deepool::testing::MakeLayer;
 
 using planner::Graph;
 using planner::Layer;
 using planner::LayerAttrs;
 using planner::Op;
 using planner::Shape;
-
-Layer MakeLayer(std::string name, Op op, std::vector<std::string> inputs, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = std::move(inputs);
-  layer.attrs = std::move(attrs);
-  return layer;
-}
 
 Graph MustCreate(Shape input, std::vector<Layer> layers,
                  std::vector<planner::GraphOutput> outputs = {}) {

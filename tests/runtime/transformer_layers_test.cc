@@ -16,11 +16,14 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "tests/unit/test_layers.h"
 #include "worker/runtime/layers/layer_module.h"
 #include "worker/runtime/layers/loss.h"
 
 namespace deepool::worker {
 namespace {
+
+using deepool::testing::MakeLayer;
 
 using planner::DType;
 using planner::Graph;
@@ -32,15 +35,6 @@ using planner::Shape;
 constexpr int64_t kTokens = 6;
 constexpr int64_t kDim = 8;
 constexpr int64_t kVocab = 11;
-
-Layer MakeLayer(std::string name, Op op, std::vector<std::string> inputs, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = std::move(inputs);
-  layer.attrs = std::move(attrs);
-  return layer;
-}
 
 // The module of a one-layer graph over a [kTokens, kDim] float input (or [kTokens] ids).
 std::shared_ptr<LayerModule> OneLayer(const Layer& layer, DType dtype = DType::kFloat32) {

@@ -10,24 +10,13 @@
 #include "planner/a100_import.h"
 #include "planner/zoo/zoo.h"
 #include "tests/unit/reference_profiles.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
 
-Graph ZooModel(const std::string& name) {
-  auto graph = zoo::BuildModel(name);
-  REQUIRE(graph.ok());
-  return *graph;
-}
-
-Layer MakeLayer(std::string name, Op op, std::string input, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = {std::move(input)};
-  layer.attrs = attrs;
-  return layer;
-}
+using deepool::testing::MakeLayer;
+using deepool::testing::ZooModel;
 
 // input [64,56,56] -> conv 64->64 3x3 (no bias) -> conv 64->64 3x3 -> relu
 Graph ConvPair() {
@@ -36,10 +25,10 @@ Graph ConvPair() {
   conv.kernel_size = {3, 3};
   conv.padding = {1, 1};
   conv.bias = false;
-  auto graph = Graph::Create(
-      "pair", {64, 56, 56},
-      {MakeLayer("first", Op::kConv2d, "input", conv),
-       MakeLayer("second", Op::kConv2d, "first", conv), MakeLayer("relu", Op::kRelu, "second")});
+  auto graph = Graph::Create("pair", {64, 56, 56},
+                             {MakeLayer("first", Op::kConv2d, {"input"}, conv),
+                              MakeLayer("second", Op::kConv2d, {"first"}, conv),
+                              MakeLayer("relu", Op::kRelu, {"second"})});
   REQUIRE(graph.ok());
   return *graph;
 }

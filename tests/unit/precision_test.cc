@@ -14,24 +14,13 @@
 #include "planner/profile_table.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
 
-Graph ZooModel(const std::string& name) {
-  auto graph = zoo::BuildModel(name);
-  REQUIRE(graph.ok());
-  return *graph;
-}
-
-Layer MakeLayer(std::string name, Op op, std::string input, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = {std::move(input)};
-  layer.attrs = attrs;
-  return layer;
-}
+using deepool::testing::MakeLayer;
+using deepool::testing::ZooModel;
 
 // input [16,32,32] -> conv 16->32 3x3 -> relu -> maxpool 2x2 -> flatten -> linear 10
 Graph SmallGraph() {
@@ -46,9 +35,10 @@ Graph SmallGraph() {
   fc.out_features = 10;
   auto graph = Graph::Create(
       "small", {16, 32, 32},
-      {MakeLayer("conv", Op::kConv2d, "input", conv), MakeLayer("relu", Op::kRelu, "conv"),
-       MakeLayer("pool", Op::kMaxPool2d, "relu", pool), MakeLayer("flatten", Op::kFlatten, "pool"),
-       MakeLayer("fc", Op::kLinear, "flatten", fc)});
+      {MakeLayer("conv", Op::kConv2d, {"input"}, conv), MakeLayer("relu", Op::kRelu, {"conv"}),
+       MakeLayer("pool", Op::kMaxPool2d, {"relu"}, pool),
+       MakeLayer("flatten", Op::kFlatten, {"pool"}),
+       MakeLayer("fc", Op::kLinear, {"flatten"}, fc)});
   REQUIRE(graph.ok());
   return *graph;
 }

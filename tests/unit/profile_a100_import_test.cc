@@ -9,24 +9,13 @@
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
 #include "tests/unit/reference_profiles.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
 
-Graph ZooModel(const std::string& name) {
-  auto graph = zoo::BuildModel(name);
-  REQUIRE(graph.ok());
-  return *graph;
-}
-
-Layer MakeLayer(std::string name, Op op, std::vector<std::string> inputs, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = std::move(inputs);
-  layer.attrs = attrs;
-  return layer;
-}
+using deepool::testing::MakeLayer;
+using deepool::testing::ZooModel;
 
 LayerAttrs Conv(int64_t out, int64_t kernel, int64_t padding = 0, int64_t stride = 1,
                 bool bias = true) {

@@ -7,20 +7,14 @@
 #include <set>
 
 #include "planner/device_model.h"
+#include "tests/unit/test_layers.h"
 
 namespace deepool::planner {
 namespace {
 
-using nlohmann::json;
+using deepool::testing::MakeLayer;
 
-Layer MakeLayer(std::string name, Op op, std::string input, LayerAttrs attrs = {}) {
-  Layer layer;
-  layer.name = std::move(name);
-  layer.op = op;
-  layer.inputs = {std::move(input)};
-  layer.attrs = attrs;
-  return layer;
-}
+using nlohmann::json;
 
 // input [3,8,8] -> conv(3->4, 3x3, pad 1) -> relu -> maxpool 2 -> flatten -> fc(64->10)
 Graph TinyGraph() {
@@ -35,9 +29,10 @@ Graph TinyGraph() {
   fc.out_features = 10;
   auto graph = Graph::Create(
       "tiny", {3, 8, 8},
-      {MakeLayer("conv", Op::kConv2d, "input", conv), MakeLayer("relu", Op::kRelu, "conv"),
-       MakeLayer("pool", Op::kMaxPool2d, "relu", pool), MakeLayer("flatten", Op::kFlatten, "pool"),
-       MakeLayer("fc", Op::kLinear, "flatten", fc)});
+      {MakeLayer("conv", Op::kConv2d, {"input"}, conv), MakeLayer("relu", Op::kRelu, {"conv"}),
+       MakeLayer("pool", Op::kMaxPool2d, {"relu"}, pool),
+       MakeLayer("flatten", Op::kFlatten, {"pool"}),
+       MakeLayer("fc", Op::kLinear, {"flatten"}, fc)});
   REQUIRE(graph.ok());
   return *graph;
 }
