@@ -23,25 +23,7 @@ using deepool::testing::MakeLayer;
 using deepool::testing::ZooModel;
 
 // input [16,32,32] -> conv 16->32 3x3 -> relu -> maxpool 2x2 -> flatten -> linear 10
-Graph SmallGraph() {
-  LayerAttrs conv;
-  conv.out_channels = 32;
-  conv.kernel_size = {3, 3};
-  conv.padding = {1, 1};
-  LayerAttrs pool;
-  pool.kernel_size = {2, 2};
-  pool.stride = {2, 2};
-  LayerAttrs fc;
-  fc.out_features = 10;
-  auto graph = Graph::Create(
-      "small", {16, 32, 32},
-      {MakeLayer("conv", Op::kConv2d, {"input"}, conv), MakeLayer("relu", Op::kRelu, {"conv"}),
-       MakeLayer("pool", Op::kMaxPool2d, {"relu"}, pool),
-       MakeLayer("flatten", Op::kFlatten, {"pool"}),
-       MakeLayer("fc", Op::kLinear, {"flatten"}, fc)});
-  REQUIRE(graph.ok());
-  return *graph;
-}
+Graph SmallGraph() { return deepool::testing::ConvPoolLinearGraph("small", {16, 32, 32}, 32); }
 
 Cluster EightDevices() {
   Cluster cluster;

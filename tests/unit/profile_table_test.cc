@@ -17,25 +17,7 @@ using deepool::testing::MakeLayer;
 using nlohmann::json;
 
 // input [3,8,8] -> conv(3->4, 3x3, pad 1) -> relu -> maxpool 2 -> flatten -> fc(64->10)
-Graph TinyGraph() {
-  LayerAttrs conv;
-  conv.out_channels = 4;
-  conv.kernel_size = {3, 3};
-  conv.padding = {1, 1};
-  LayerAttrs pool;
-  pool.kernel_size = {2, 2};
-  pool.stride = {2, 2};
-  LayerAttrs fc;
-  fc.out_features = 10;
-  auto graph = Graph::Create(
-      "tiny", {3, 8, 8},
-      {MakeLayer("conv", Op::kConv2d, {"input"}, conv), MakeLayer("relu", Op::kRelu, {"conv"}),
-       MakeLayer("pool", Op::kMaxPool2d, {"relu"}, pool),
-       MakeLayer("flatten", Op::kFlatten, {"pool"}),
-       MakeLayer("fc", Op::kLinear, {"flatten"}, fc)});
-  REQUIRE(graph.ok());
-  return *graph;
-}
+Graph TinyGraph() { return deepool::testing::ConvPoolLinearGraph("tiny", {3, 8, 8}, 4); }
 
 LayerProfileData LayerData(std::string name, std::vector<BatchTime> batches) {
   return LayerProfileData{std::move(name), "", std::move(batches)};

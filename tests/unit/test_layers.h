@@ -42,4 +42,29 @@ inline planner::Layer LinearLayer(const std::string& name, const std::string& in
   return layer;
 }
 
+// input [C,H,W] -> conv C->conv_channels 3x3 (padding 1) -> relu -> maxpool 2x2 -> flatten ->
+// linear 10: every op a small CNN has, for tests that profile or cost a whole graph.
+inline planner::Graph ConvPoolLinearGraph(const std::string& name,
+                                          const planner::Shape& input_shape,
+                                          int64_t conv_channels) {
+  planner::LayerAttrs conv;
+  conv.out_channels = conv_channels;
+  conv.kernel_size = {3, 3};
+  conv.padding = {1, 1};
+  planner::LayerAttrs pool;
+  pool.kernel_size = {2, 2};
+  pool.stride = {2, 2};
+  planner::LayerAttrs fc;
+  fc.out_features = 10;
+  using planner::Op;
+  auto graph = planner::Graph::Create(
+      name, input_shape,
+      {MakeLayer("conv", Op::kConv2d, {"input"}, conv), MakeLayer("relu", Op::kRelu, {"conv"}),
+       MakeLayer("pool", Op::kMaxPool2d, {"relu"}, pool),
+       MakeLayer("flatten", Op::kFlatten, {"pool"}),
+       MakeLayer("fc", Op::kLinear, {"flatten"}, fc)});
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
 }  // namespace deepool::testing
