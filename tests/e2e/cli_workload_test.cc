@@ -10,8 +10,11 @@
 #include <string>
 
 #include "tests/shell_command.h"
+#include "tests/temp_dir.h"
 
 namespace {
+
+using deepool::testing::TempDir;
 
 using deepool::testing::CommandOutput;
 using deepool::testing::RunShell;
@@ -27,31 +30,21 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-struct TempDir {
-  TempDir() {
-    char name[] = "/tmp/deepool-workload-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
-
 TEST_CASE("deepool workload generate writes the same trace for the same seed", "[cli]") {
   TempDir dir;
   const std::string flags = "workload generate --jobs 200 --load 0.5 --devices 64 --seed 3";
-  const CommandOutput first = RunDeepool(flags + " -o " + dir.path + "/a.jsonl");
+  const CommandOutput first = RunDeepool(flags + " -o " + dir.path() + "/a.jsonl");
   REQUIRE(first.exit_code == 0);
   CHECK_THAT(first.out, Catch::StartsWith("wrote 200 jobs to "));
-  REQUIRE(RunDeepool(flags + " -o " + dir.path + "/b.jsonl").exit_code == 0);
-  const std::string text = ReadFile(dir.path + "/a.jsonl");
-  CHECK(text == ReadFile(dir.path + "/b.jsonl"));
+  REQUIRE(RunDeepool(flags + " -o " + dir.path() + "/b.jsonl").exit_code == 0);
+  const std::string text = ReadFile(dir.path() + "/a.jsonl");
+  CHECK(text == ReadFile(dir.path() + "/b.jsonl"));
   // Without -o the trace goes to stdout.
   const CommandOutput printed = RunDeepool(flags);
   CHECK(printed.exit_code == 0);
   CHECK(printed.out == text);
 
-  const CommandOutput shown = RunDeepool("workload show " + dir.path + "/a.jsonl");
+  const CommandOutput shown = RunDeepool("workload show " + dir.path() + "/a.jsonl");
   CHECK(shown.exit_code == 0);
   CHECK_THAT(shown.out, Catch::StartsWith("jobs: 200 ("));
   CHECK_THAT(shown.out, Catch::Contains("generated: seed 3, gavel durations"));
@@ -65,7 +58,7 @@ TEST_CASE("deepool workload refuses unknown models and bad files with the right 
   CHECK_THAT(model.out, Catch::Contains("no zoo model named resnet5 (did you mean resnet50?)"));
   CHECK(RunDeepool("workload generate --jobs 5 --load 0 2>/dev/null").exit_code == 3);
 
-  const std::string bad = dir.path + "/bad.jsonl";
+  const std::string bad = dir.path() + "/bad.jsonl";
   std::ofstream(bad)
       << R"({"format":"deepool.workload","version":1,"reference_device":"v100"})"
       << "\n"
@@ -78,7 +71,7 @@ TEST_CASE("deepool workload refuses unknown models and bad files with the right 
 
 TEST_CASE("deepool workload simulate replays a trace under each configuration asked for", "[cli]") {
   TempDir dir;
-  const std::string trace = dir.path + "/trace.jsonl";
+  const std::string trace = dir.path() + "/trace.jsonl";
   REQUIRE(RunDeepool("workload generate --jobs 60 --load 4 --devices 24 --seed 2 --models "
                      "resnet50,gpt_tiny -o " +
                      trace)
@@ -109,8 +102,9 @@ TEST_CASE("deepool workload simulate replays a trace under each configuration as
   CHECK(unknown.exit_code == 5);
   CHECK_THAT(unknown.out, Catch::Contains("no scheduling configuration named \"fifo\" (choices: "
                                           "fifo-dp, static-partitions"));
-  CHECK(RunDeepool("workload simulate --trace " + dir.path + "/none.jsonl 2>/dev/null").exit_code !=
-        0);
+  CHECK(
+      RunDeepool("workload simulate --trace " + dir.path() + "/none.jsonl 2>/dev/null").exit_code !=
+      0);
 }
 
 }  // namespace

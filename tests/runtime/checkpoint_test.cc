@@ -16,10 +16,13 @@
 #include "planner/zoo/zoo.h"
 #include "tests/shell_command.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/layers/layer_module.h"
 
 namespace deepool::worker {
 namespace {
+
+using deepool::testing::TempDir;
 
 namespace fs = std::filesystem;
 using planner::Graph;
@@ -27,23 +30,6 @@ using planner::Graph;
 // The project's virtual environment (scripts/install-torch.sh): torch and torchvision of the
 // release deepool builds against.
 constexpr const char* kPython = DEEPOOL_TORCH_PYTHON;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "deepool_checkpoint_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 Graph MustBuild(const std::string& name, const planner::zoo::ModelOptions& options = {}) {
   auto graph = planner::zoo::BuildModel(name, options);

@@ -19,10 +19,13 @@
 #include "planner/profile_table.h"
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/uniform_profile.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/profiling/iteration_overhead.h"
 
 namespace deepool::worker {
 namespace {
+
+using deepool::testing::TempDir;
 
 namespace fs = std::filesystem;
 using planner::Graph;
@@ -60,23 +63,6 @@ std::string ReadFile(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "deepool_profiler_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 TEST_CASE("Median picks the middle value", "[profiler]") {
   CHECK(Median({}) == 0);

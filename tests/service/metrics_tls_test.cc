@@ -22,21 +22,15 @@
 #include "security/certificates.h"
 #include "security/tls_stream.h"
 #include "tests/raw_http.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::security {
 namespace {
 
+using deepool::testing::TempDir;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/dp-tls-metrics-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-};
 
 int Connect(const std::string& host_port) {
   StatusOr<HostPort> where = ParseHostPort(host_port);
@@ -103,32 +97,33 @@ std::unique_ptr<HttpEndpoint> StartTls(const TlsFiles& files) {
 TEST_CASE("metrics over TLS answer a client with a cluster certificate, and nobody else",
           "[security][metrics]") {
   TempDir dir, other;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  REQUIRE(InitClusterCertificates(other.path, {}, 24h).ok());
-  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
-  StatusOr<TlsFiles> stranger = IssueClusterCertificate(other.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  REQUIRE(InitClusterCertificates(other.path(), {}, 24h).ok());
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path(), Role::kUser, "prometheus", 24h);
+  StatusOr<TlsFiles> stranger =
+      IssueClusterCertificate(other.path(), Role::kUser, "prometheus", 24h);
   REQUIRE(scraper.ok());
   REQUIRE(stranger.ok());
-  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path));
+  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path()));
 
-  const std::string ok = HttpsGet(endpoint->address(), dir.path + "/ca.pem", &*scraper);
+  const std::string ok = HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &*scraper);
   CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(ok.find("deepool_up 1\n") != std::string::npos);
   // No client certificate, or one from another CA: the handshake fails, nothing is served.
-  CHECK(HttpsGet(endpoint->address(), dir.path + "/ca.pem", nullptr).empty());
-  CHECK(HttpsGet(endpoint->address(), dir.path + "/ca.pem", &*stranger).empty());
+  CHECK(HttpsGet(endpoint->address(), dir.path() + "/ca.pem", nullptr).empty());
+  CHECK(HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &*stranger).empty());
   // Plain HTTP to the TLS port gets no metrics.
   CHECK(testing::HttpGet(endpoint->address(), "/metrics").find("deepool_up") == std::string::npos);
   // The endpoint still serves after all that.
-  CHECK(HttpsGet(endpoint->address(), dir.path + "/ca.pem", &*scraper).find("deepool_up 1") !=
+  CHECK(HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &*scraper).find("deepool_up 1") !=
         std::string::npos);
 }
 
 TEST_CASE("a worker's metrics over TLS are verified by the node's name", "[security][metrics]") {
   TempDir dir;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  StatusOr<TlsFiles> node = IssueClusterCertificate(dir.path, Role::kWorker, "node-7", 24h);
-  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  StatusOr<TlsFiles> node = IssueClusterCertificate(dir.path(), Role::kWorker, "node-7", 24h);
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path(), Role::kUser, "prometheus", 24h);
   REQUIRE(node.ok());
   REQUIRE(scraper.ok());
   auto endpoint = StartTls(*node);
@@ -140,8 +135,8 @@ TEST_CASE("a worker's metrics over TLS are verified by the node's name", "[secur
 TEST_CASE("a TLS client that never finishes its handshake does not hold up Stop",
           "[security][metrics]") {
   TempDir dir;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path));
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path()));
   const int silent = Connect(endpoint->address());  // connects, sends nothing
   const auto start = std::chrono::steady_clock::now();
   endpoint->Stop();
@@ -151,13 +146,13 @@ TEST_CASE("a TLS client that never finishes its handshake does not hold up Stop"
 
 TEST_CASE("TLS files that cannot serve are refused naming the file", "[security][metrics]") {
   TempDir dir;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  TlsFiles files = CoordinatorTlsFiles(dir.path);
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  TlsFiles files = CoordinatorTlsFiles(dir.path());
   TlsFiles missing = files;
-  missing.cert = dir.path + "/nope.pem";
+  missing.cert = dir.path() + "/nope.pem";
   CHECK_THAT(MakeTlsHttpStreams(missing).status().message(), Catch::Contains("nope.pem"));
   TlsFiles mismatched = files;
-  mismatched.key = dir.path + "/ca-key.pem";
+  mismatched.key = dir.path() + "/ca-key.pem";
   CHECK_THAT(MakeTlsHttpStreams(mismatched).status().message(),
              Catch::Contains("ca-key.pem") && Catch::Contains("mismatch"));
   TlsFiles partial;
@@ -293,16 +288,16 @@ class Gate {
 
 TEST_CASE("idle connections do not hold up an HTTPS scrape", "[security][metrics]") {
   TempDir dir;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path(), Role::kUser, "prometheus", 24h);
   REQUIRE(scraper.ok());
-  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path));
+  auto endpoint = StartTls(CoordinatorTlsFiles(dir.path()));
   // No certificate needed to connect and say nothing; served one after another, each of these
   // would hold the endpoint for its whole 5 s handshake deadline.
   std::vector<int> idle;
   for (int i = 0; i < 16; ++i) idle.push_back(Connect(endpoint->address()));
   const auto start = std::chrono::steady_clock::now();
-  const std::string response = HttpsGet(endpoint->address(), dir.path + "/ca.pem", &*scraper);
+  const std::string response = HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &*scraper);
   CHECK(std::chrono::steady_clock::now() - start < 2s);
   CHECK(response.find("deepool_up 1") != std::string::npos);
   for (int fd : idle) close(fd);
@@ -318,10 +313,10 @@ TEST_CASE("half-open and reset TLS clients of a busy endpoint neither kill it no
   sigaction(SIGPIPE, &default_action, &before);
 
   TempDir dir;
-  REQUIRE(InitClusterCertificates(dir.path, {}, 24h).ok());
-  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path, Role::kUser, "prometheus", 24h);
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  StatusOr<TlsFiles> scraper = IssueClusterCertificate(dir.path(), Role::kUser, "prometheus", 24h);
   REQUIRE(scraper.ok());
-  StatusOr<HttpStreamFactory> streams = MakeTlsHttpStreams(CoordinatorTlsFiles(dir.path));
+  StatusOr<HttpStreamFactory> streams = MakeTlsHttpStreams(CoordinatorTlsFiles(dir.path()));
   REQUIRE(streams.ok());
   Gate gate;
   HttpEndpoint::Routes routes;
@@ -336,7 +331,7 @@ TEST_CASE("half-open and reset TLS clients of a busy endpoint neither kill it no
   const std::string address = (*started)->address();
   ClientSigpipeBlocked client_side;  // after Start: the endpoint's thread keeps the default
 
-  const std::string ca = dir.path + "/ca.pem";
+  const std::string ca = dir.path() + "/ca.pem";
   auto context = ClientContext(ca, *scraper);
   const std::string hello = ClientHello(context.get());
   const std::string get_slow = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";

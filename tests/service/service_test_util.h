@@ -18,6 +18,7 @@
 
 #include "coordinator/follow_stop.h"
 #include "coordinator/planning.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::coordinator::testing {
 
@@ -140,24 +141,7 @@ class FakePlanningBackend final : public PlanningBackend {
   }
 };
 
-// A fresh directory under the system temp dir, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "deepool-service-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using deepool::testing::TempDir;
 
 // A stream loop (JobFollower, StreamNodeCommands) stopped by this wakes on its 60 s cancel
 // probe only, so a test that gets its answer at once shows the loop woke on a notification.

@@ -15,6 +15,7 @@
 
 #include "common/process_watch.h"
 #include "common/subprocess.h"
+#include "tests/temp_dir.h"
 #include "worker/daemon/executor_supervisor.h"
 
 namespace fs = std::filesystem;
@@ -22,6 +23,8 @@ using namespace deepool::worker::daemon;
 using namespace std::chrono_literals;
 
 namespace {
+
+using deepool::testing::TempDir;
 
 // The run spec's text selects the fake executor's behaviour.
 constexpr const char* kFakeExecutor = R"SH(#!/bin/sh
@@ -101,22 +104,6 @@ case "$mode" in
     while true; do sleep 1; done;;
 esac
 )SH";
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "dp-supervisor-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string WriteScript(const std::string& dir, const std::string& name, const char* text) {
   std::string path = dir + "/" + name;

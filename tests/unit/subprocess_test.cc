@@ -15,9 +15,12 @@
 #include <thread>
 
 #include "common/process_watch.h"
+#include "tests/temp_dir.h"
 
 namespace deepool {
 namespace {
+
+using deepool::testing::TempDir;
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -44,19 +47,6 @@ struct Lines {
       err.push_back(line);
     };
     return callbacks;
-  }
-};
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "dp-subprocess-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
   }
 };
 
@@ -115,18 +105,18 @@ TEST_CASE("environment, working directory and PATH lookup", "[subprocess]") {
   spec.executable = "sh";  // found in PATH
   spec.args = {"-c", "echo $DP_TEST_VALUE; pwd"};
   spec.extra_env = {"DP_TEST_VALUE=forty-two"};
-  spec.working_dir = dir.path.string();
+  spec.working_dir = dir.path();
   auto child = ChildProcess::Start(spec, lines.Callbacks());
   REQUIRE(child.ok());
   REQUIRE((*child)->Wait().ok());
   REQUIRE(lines.out.size() == 2);
   CHECK(lines.out[0] == "forty-two");
-  CHECK(fs::equivalent(lines.out[1], dir.path));
+  CHECK(fs::equivalent(lines.out[1], dir.path()));
 }
 
 TEST_CASE("outputs can be appended to files, nothing is read then", "[subprocess]") {
   TempDir dir;
-  const fs::path log = dir.path / "child.log";
+  const fs::path log = std::filesystem::path(dir.path()) / "child.log";
   { std::ofstream(log) << "before\n"; }
   Lines lines;
   ProcessSpec spec = Shell("echo out; echo err >&2");
