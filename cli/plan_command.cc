@@ -262,7 +262,13 @@ int RunPlan(const PlanFlags& flags) {
     return kExitUsage;
   }
   if (flags.profile_path.empty() == flags.device.empty()) {
-    std::cerr << "error: give exactly one of --profile FILE or --device NAME\n";
+    std::string presets;
+    for (const std::string& name : planner::DevicePresetNames()) {
+      presets += (presets.empty() ? "" : ", ") + name;
+    }
+    std::cerr << "error: give exactly one of --profile FILE (measured times, from `deepool "
+                 "profile`) or --device NAME (the analytical model of a preset: "
+              << presets << ")\n";
     return kExitUsage;
   }
   if (flags.explain && flags.json) {

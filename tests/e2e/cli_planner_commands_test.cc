@@ -88,6 +88,11 @@ TEST_CASE("deepool plan --json prints a valid plan within the limit", "[cli]") {
                    "2>/dev/null")
             .exit_code == 2);
 
+  // Without a device or profile the error names the presets to choose from.
+  auto no_device = RunDeepool("plan --model vgg16 --global-batch 32 --gpus 8 2>&1");
+  CHECK(no_device.exit_code == 2);
+  CHECK_THAT(no_device.out, Catch::Contains("--device NAME") && Catch::Contains("a100, h100"));
+
   auto impossible = RunDeepool(
       "plan --model vgg16 --global-batch 32 --gpus 8 --amplification-limit 0.5 --device a100 "
       "2>/dev/null");
