@@ -13,9 +13,8 @@ namespace deepool::testing {
 
 class TempDir {
  public:
-  // The directory's name starts with `prefix`, so a leftover one says which test made it.
-  explicit TempDir(const std::string& prefix = "deepool-test") {
-    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "deepool-test-XXXXXX").string();
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path_ = pattern;
   }
