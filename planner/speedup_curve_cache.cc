@@ -58,7 +58,9 @@ std::string SpeedupCurveKey(const std::string& graph_key, const Profile& profile
          ";sync_precision=" + PrecisionName(sync.precision) +
          ";concurrent=" + std::to_string(options.concurrent_branches) +
          ";sync_bn=" + std::to_string(options.sync_batch_norm) +
-         ";precision=" + (options.precision ? PrecisionName(*options.precision) : "-") + ";counts=";
+         ";precision=" + (options.precision ? PrecisionName(*options.precision) : "-") +
+         ";memory=" + std::to_string(options.device_memory_bytes) +
+         ";optimizer=" + std::to_string(static_cast<int>(options.optimizer_memory)) + ";counts=";
   for (int count : device_counts) key += std::to_string(count) + ",";
   return key;
 }

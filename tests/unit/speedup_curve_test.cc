@@ -195,6 +195,8 @@ TEST_CASE("The curve key changes with every input a curve depends on") {
       [](PlanOptions& o) { o.concurrent_branches = true; },
       [](PlanOptions& o) { o.sync_batch_norm = false; },
       [](PlanOptions& o) { o.precision = Precision::kTf32; },
+      [](PlanOptions& o) { o.device_memory_bytes = int64_t{40} << 30; },
+      [](PlanOptions& o) { o.optimizer_memory = OptimizerMemory::kAdam; },
   };
   std::set<std::string> keys{key};
   for (const auto& change : changes) {
