@@ -92,6 +92,10 @@ Status CheckExpressibleAt(const RunSpec& spec, int version) {
   RETURN_IF_ERROR(check_job(spec.optimizer, spec.data, ""));
   if (spec.background) {
     RETURN_IF_ERROR(check_job(spec.background->optimizer, spec.background->data, "background."));
+    if (spec.background->precision != planner::Precision::kFp32) {
+      RETURN_IF_ERROR(check(kPrecisionProtocolVersion, "background.precision",
+                            planner::PrecisionName(spec.background->precision)));
+    }
   }
   if (spec.epochs > 0) RETURN_IF_ERROR(check(kEpochsProtocolVersion, "epochs", ""));
   if (spec.precision != planner::Precision::kFp32) {
@@ -207,6 +211,9 @@ int RequiredProtocolVersion(const RunSpec& spec) {
   if (spec.background) {
     version = std::max({version, OptimizerProtocolVersion(spec.background->optimizer),
                         DataProtocolVersion(spec.background->data.kind)});
+    if (spec.background->precision != planner::Precision::kFp32) {
+      version = std::max(version, kPrecisionProtocolVersion);
+    }
   }
   if (spec.eval) {
     version =

@@ -424,6 +424,25 @@ TEST_CASE("run spec: a precision other than fp32 is written at version 6",
   CHECK(fp32->precision == planner::Precision::kFp32);
 }
 
+TEST_CASE("run spec: a background job's precision other than fp32 is written at version 6",
+          "[protocol][version][precision]") {
+  // An executor of version 5 would not know the field and train the BG job at fp32.
+  RunSpec spec = Spec();
+  spec.background->precision = planner::Precision::kBf16;
+  CHECK(RequiredProtocolVersion(spec) == 6);
+  json doc = json::parse(RunSpecToJson(spec));
+  CHECK(doc["version"] == 6);
+  CHECK(doc["background"]["precision"] == "bf16");
+  StatusOr<RunSpec> parsed = ParseRunSpecJson(doc.dump());
+  INFO(parsed.status().ToString());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->background->precision == planner::Precision::kBf16);
+  doc["version"] = 5;
+  CHECK(RunSpecRefusal(doc) ==
+        "background.precision \"bf16\" needs executor protocol version 6; this run spec is "
+        "version 5");
+}
+
 TEST_CASE("run spec: init names a weights file at version 6", "[protocol][version][init]") {
   RunSpec spec = Spec();
   spec.init_path = "/weights/resnet50.safetensors";
