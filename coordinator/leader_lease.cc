@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/thread_name.h"
+#include "common/worker_lease.h"
 
 namespace deepool::coordinator {
 
@@ -102,6 +103,29 @@ std::string LeaseHolderName() {
   std::snprintf(suffix, sizeof(suffix), "%08x", static_cast<unsigned>(random()));
   return std::string(host[0] ? host : "unknown-host") + "/" + std::to_string(::getpid()) + "/" +
          suffix;
+}
+
+std::chrono::milliseconds DefaultLeaderLease(std::chrono::milliseconds node_timeout,
+                                             std::chrono::milliseconds heartbeat) {
+  return DefaultWorkerLease(node_timeout, heartbeat) / 3;
+}
+
+Status CheckLeaderLease(std::chrono::milliseconds lease, std::chrono::milliseconds node_timeout,
+                        std::chrono::milliseconds heartbeat) {
+  const std::chrono::milliseconds workers = DefaultWorkerLease(node_timeout, heartbeat);
+  // lease x 4/3 <= workers / 2, in whole milliseconds.
+  if (lease.count() * 8 <= workers.count() * 3) return Status::Ok();
+  const std::chrono::milliseconds longest(workers.count() * 3 / 8);
+  auto seconds = [](std::chrono::milliseconds duration) {
+    return static_cast<double>(duration.count()) / 1000;
+  };
+  return InvalidArgumentError(fmt::format(
+      "--lease-s {:g} is too long for the workers: a standby may lead {:g} s (the lease and a "
+      "third) after the leader's last renewal, more than half the {:g} s workers keep their "
+      "tasks without an answer (--node-timeout-s {:g} less a heartbeat of {:g} s), so a takeover "
+      "could stop every running job; give --lease-s {:g} or less, or a longer --node-timeout-s",
+      seconds(lease), seconds(lease * 4 / 3), seconds(workers), seconds(node_timeout),
+      seconds(heartbeat), seconds(longest)));
 }
 
 }  // namespace deepool::coordinator

@@ -91,4 +91,21 @@ class Leadership {
 // A holder name unique to this process: host, pid and a random suffix.
 std::string LeaseHolderName();
 
+// Running jobs outlive a takeover only when a standby leads before the workers give up on the
+// coordinator (their lease, common/worker_lease.h, counted from their last answer). A standby
+// leads at most a lease and a third after the leader's last renewal (the rest of the lease, then
+// its next try); that must be at most half the workers' lease, the other half left for the
+// answer before the leader stopped, reconnecting and the next heartbeat. The same holds for a
+// lone coordinator restarted on PostgreSQL, which waits for its own former lease.
+
+// The leader lease by default: a third of the workers' lease (3 s with the coordinator's default
+// node timeout of 10 s and heartbeat of 1 s).
+std::chrono::milliseconds DefaultLeaderLease(std::chrono::milliseconds node_timeout,
+                                             std::chrono::milliseconds heartbeat);
+
+// INVALID_ARGUMENT, saying how long a lease would do, when a takeover under `lease` may outlast
+// what the workers allow (above).
+Status CheckLeaderLease(std::chrono::milliseconds lease, std::chrono::milliseconds node_timeout,
+                        std::chrono::milliseconds heartbeat);
+
 }  // namespace deepool::coordinator

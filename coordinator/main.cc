@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   CoordinatorOptions options;
   double node_timeout_s = 10;
   double heartbeat_s = 1;
-  double lease_s = 10;
+  double lease_s = 0;  // 0: DefaultLeaderLease
   std::string log_level = "info";
   app.add_option("--listen", options.listen,
                  "HOST:PORT to serve on (port 0: any free port); beyond loopback needs TLS or "
@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
                  "with a PostgreSQL store several coordinators may share: how long the leader's "
                  "lease lasts (renewed every third of it); a standby takes over this long after "
                  "the leader stops renewing, and a leader that cannot renew it for this long "
-                 "exits (status 3)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+                 "exits (status 3). Default: a third of the workers' lease (the node timeout "
+                 "less a heartbeat), 3 s with the defaults; a lease longer than 3/8 of the "
+                 "workers' is refused, since running jobs would not outlive a takeover")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--accept-data-loss", options.accept_data_loss,
                "start even though the job store lost acknowledged writes (its coordinator.db-wal "
                "file was deleted, truncated or damaged after a crash, or an older copy of "
@@ -233,6 +234,18 @@ int main(int argc, char** argv) {
     std::cerr << "--data-dir is required with --store sqlite\n";
     return 2;
   }
+  const std::chrono::milliseconds lease =
+      lease_s > 0 ? std::chrono::milliseconds(static_cast<int64_t>(lease_s * 1000))
+                  : deepool::coordinator::DefaultLeaderLease(options.node_timeout,
+                                                             options.heartbeat_interval);
+  if (deepool::coordinator::IsPostgresUri(options.store)) {
+    const deepool::Status fits = deepool::coordinator::CheckLeaderLease(lease, options.node_timeout,
+                                                                        options.heartbeat_interval);
+    if (!fits.ok()) {
+      std::cerr << fits.message() << "\n";
+      return 2;
+    }
+  }
 
   auto store = deepool::coordinator::OpenJobStore(options);
   if (!store.ok()) {
@@ -243,7 +256,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   bool stopped = false;
   std::unique_ptr<deepool::coordinator::Leadership> leadership =
-      Lead(store->get(), std::chrono::milliseconds(static_cast<int64_t>(lease_s * 1000)), &stopped);
+      Lead(store->get(), lease, &stopped);
   if (stopped) return 0;
   auto server = deepool::coordinator::CoordinatorServer::Start(
       options, std::move(*store),

@@ -1,8 +1,10 @@
 // Active and standby coordinators on one PostgreSQL database (a server the test starts): the
-// standby binds no port and loads nothing until the leader's lease runs out, then leads. A leader
-// killed is replaced within the lease (here 3 s) with no job lost and the running job training on;
-// a leader paused past its lease wakes deposed, writes nothing and exits (status 3). Workers and
-// clients given several coordinator addresses find the leader.
+// standby binds no port and loads nothing until the leader's lease runs out, then leads. Under the
+// coordinator's default timings (node timeout 10 s, heartbeat 1 s, lease a third of the workers'
+// 9 s), a leader killed is replaced with no job lost and the running job training on; a leader
+// paused past its lease wakes deposed, writes nothing and exits (status 3). Workers and clients
+// given several coordinator addresses find the leader. A lease the workers would not outlive is
+// refused.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 
 #include "tests/e2e/local_cluster.h"
 #include "tests/postgres_server.h"
+#include "tests/shell_command.h"
 
 using namespace deepool;
 using namespace deepool::e2e;
@@ -41,8 +44,9 @@ class RefusingPort {
   std::string address_;
 };
 
-// A cluster on a PostgreSQL store with a 3 s leader lease, or nullptr where no server can start
-// here (the test says so). `before`: put before the coordinator in the workers' --coordinator.
+// A cluster on a PostgreSQL store with the coordinator's default node timeout, heartbeat and
+// leader lease, or nullptr where no server can start here (the test says so). `before`: put
+// before the coordinator in the workers' --coordinator.
 struct StandbySetup {
   std::unique_ptr<testing::PostgresServer> postgres;
   std::unique_ptr<LocalCluster> cluster;
@@ -57,7 +61,8 @@ StandbySetup StartOnPostgres(bool secure, const std::string& before = "") {
   ClusterOptions options;
   options.secure = secure;  // mutual TLS: every coordinator, worker and client a CA certificate
   options.store = setup.postgres->Uri();
-  options.coordinator_args = {"--lease-s", "3"};
+  options.node_timeout_s = 10;
+  options.heartbeat_interval_s = 1;
   options.worker_coordinators_before = before;
   setup.cluster = std::make_unique<LocalCluster>(options);
   return setup;
@@ -66,7 +71,8 @@ StandbySetup StartOnPostgres(bool secure, const std::string& before = "") {
 }  // namespace
 
 TEST_CASE(
-    "a standby takes over from a killed leader within its lease, and the running job trains on",
+    "a standby takes over from a killed leader before the workers give up, and the running job "
+    "trains on",
     "[e2e][postgres]") {
   // The workers are given a list whose first coordinator does not lead (nothing listens there):
   // they find the one that does.
@@ -96,8 +102,8 @@ TEST_CASE(
   const auto takeover = std::chrono::steady_clock::now() - killed_at;
   WARN("the standby served "
        << std::chrono::duration_cast<std::chrono::milliseconds>(takeover).count()
-       << " ms after the leader's kill -9 (lease 3 s)");
-  CHECK(takeover < std::chrono::seconds(10));
+       << " ms after the leader's kill -9 (the default lease, 3 s)");
+  CHECK(takeover < std::chrono::seconds(9));  // the workers' lease
 
   // The new leader has every job, and the long one trains on in its first attempt.
   const int64_t at_takeover =
@@ -177,4 +183,15 @@ TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exit
   REQUIRE(cluster.stub().ListJobs(list.get(), v1::ListJobsRequest(), &all).ok());
   REQUIRE(all.jobs_size() == 1);
   CHECK(all.jobs(0).job_id() == before);
+}
+
+TEST_CASE("a coordinator on PostgreSQL refuses a leader lease its workers would not outlive",
+          "[e2e][postgres]") {
+  // Refused before the store is opened: no server needed.
+  const testing::CommandOutput refused = testing::RunShell(
+      std::string(DEEPOOL_BIN_DIR) +
+      "/deepool-coordinator --store postgresql://127.0.0.1:1/none --lease-s 10 2>&1");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.out, Catch::Contains("--lease-s 10 is too long for the workers") &&
+                              Catch::Contains("give --lease-s 3.375 or less"));
 }

@@ -112,5 +112,36 @@ TEST_CASE("a leader that cannot renew for a whole lease, or was deposed, stops l
   }
 }
 
+TEST_CASE("the leader lease leaves running jobs time to outlive a takeover",
+          "[coordinator][lease]") {
+  using std::chrono::seconds;
+  // The coordinator's defaults (node timeout 10 s, heartbeat 1 s): the workers keep their tasks
+  // 9 s without an answer, so a standby must lead within 4.5 s of the last renewal.
+  CHECK(DefaultLeaderLease(seconds(10), seconds(1)) == milliseconds(3000));
+  CHECK(CheckLeaderLease(milliseconds(3000), seconds(10), seconds(1)).ok());
+  CHECK(CheckLeaderLease(milliseconds(3375), seconds(10), seconds(1)).ok());  // leads by 4.5 s
+  const Status too_long = CheckLeaderLease(milliseconds(3376), seconds(10), seconds(1));
+  CHECK(too_long.code() == StatusCode::kInvalidArgument);
+  const Status ten = CheckLeaderLease(seconds(10), seconds(10), seconds(1));
+  CHECK(ten.message() ==
+        "--lease-s 10 is too long for the workers: a standby may lead 13.333 s (the lease and a "
+        "third) after the leader's last renewal, more than half the 9 s workers keep their tasks "
+        "without an answer (--node-timeout-s 10 less a heartbeat of 1 s), so a takeover could "
+        "stop every running job; give --lease-s 3.375 or less, or a longer --node-timeout-s");
+  // deploy/coordinator.env.example's 30 s and 2 s: 28 s for the workers.
+  CHECK(DefaultLeaderLease(seconds(30), seconds(2)) == milliseconds(9333));
+  CHECK(CheckLeaderLease(seconds(10), seconds(30), seconds(2)).ok());
+  // The default fits wherever a heartbeat is a small part of the node timeout.
+  for (int timeout_s : {2, 5, 10, 20, 30, 60, 300}) {
+    for (milliseconds heartbeat : {milliseconds(100), milliseconds(200), milliseconds(1000)}) {
+      const milliseconds node_timeout = seconds(timeout_s);
+      if (heartbeat * 5 > node_timeout) continue;
+      INFO(timeout_s << " s timeout, " << heartbeat.count() << " ms heartbeat");
+      CHECK(CheckLeaderLease(DefaultLeaderLease(node_timeout, heartbeat), node_timeout, heartbeat)
+                .ok());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepool::coordinator

@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
+#include "common/worker_lease.h"
 #include "protocol/coordinator_status.h"
 #include "protocol/version.h"
 #include "security/transport.h"
@@ -272,8 +273,8 @@ void WorkerDaemon::RenewLease(const v1::RegisterNodeResponse* registration) {
     if (options_.coordinator_lease) {
       lease_ = *options_.coordinator_lease;
     } else if (registration->node_timeout_ms() > 0) {
-      lease_ = std::max(milliseconds(registration->node_timeout_ms()) - heartbeat_interval_,
-                        heartbeat_interval_);
+      lease_ =
+          DefaultWorkerLease(milliseconds(registration->node_timeout_ms()), heartbeat_interval_);
     } else {
       lease_ = milliseconds(0);  // a coordinator that does not say: no lease
     }
