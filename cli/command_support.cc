@@ -154,7 +154,7 @@ void AddSearchFlags(CLI::App* command, SearchFlags* flags) {
                     "Charge all-reduces as rings only, not the faster of ring and tree");
   command
       ->add_option("--pareto-tolerance", flags->pareto_tolerance,
-                   "Epsilon of the Pareto search, times the single-device time (0: exact "
+                   "Epsilon of the Pareto search, times the least device time (0: exact "
                    "frontiers, slower on big graphs)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

@@ -387,7 +387,7 @@ int RunPlan(const PlanFlags& flags) {
             << (flags.search.pareto_tolerance == 0
                     ? std::string("exact")
                     : "epsilon-optimal, epsilon " + Fixed(flags.search.pareto_tolerance, 4) +
-                          " x the single-device time")
+                          " x the least device time")
             << "; then local moves by the full model, whose optimum is not guaranteed\n";
   PrintBatchNormTradeOff(*plan, *graph, *profile, *cluster, options, std::cout);
   if (!options.sync_batch_norm) {
@@ -414,8 +414,9 @@ void RegisterPlanCommand(CLI::App& app, CommandResult& result) {
   plan->add_option("--global-batch", flags->global_batch, "Global batch (B)")->required();
   plan->add_option("--gpus", flags->gpus, "Devices available (G)")->required();
   plan->add_option("--amplification-limit", flags->amplification_limit,
-                   "Most GPU-seconds per iteration, as a multiple of the single-device "
-                   "iteration time (>= 1; 0: no limit)")
+                   "Most GPU-seconds per iteration, as a multiple of the least device time "
+                   "(one device's iteration time, or less where a layer runs cheaper in pieces "
+                   "of the batch: docs/planner.md, \"Totals\"; >= 1; 0: no limit)")
       ->capture_default_str();
   plan->add_option("--profile", flags->profile_path,
                    "Layer profile: deepool profile JSON or reference A100 .prof file");

@@ -260,8 +260,8 @@ void RegisterSimulateCommand(CLI::App& app, CommandResult& result) {
   simulate->add_option("--gpus", flags->gpus, "Devices in the cluster (G)")->required();
   simulate
       ->add_option("--amplification-limit", flags->amplification_limit,
-                   "GPU-seconds limit of the BP plans, as a multiple of the single-device "
-                   "iteration (0: none)")
+                   "GPU-seconds limit of the BP plans, as a multiple of the least device time "
+                   "(one device's iteration time, or less: docs/planner.md, \"Totals\"; 0: none)")
       ->capture_default_str();
   simulate->add_option("--bg-model", flags->bg_model, "BG model (default: the FG model)");
   simulate->add_option("--bg-batch", flags->bg_batch,

@@ -165,9 +165,9 @@ int main(int argc, char** argv) {
                  "anywhere)")
       ->delimiter(',');
   app.add_option("--checkpoint-root", options.scheduler.checkpoint_root,
-                 "FG jobs whose spec has no checkpoint.dir write periodic checkpoints to "
-                 "DIR/JOB_ID (shared by all workers), so they resume after a node loss or a "
-                 "resize (default: none)");
+                 "jobs (FG and BG) whose spec has no checkpoint.dir write periodic checkpoints "
+                 "to DIR/JOB_ID (shared by all workers), so they resume after a node loss, a "
+                 "resize or a move (default: none)");
   app.add_option("--checkpoint-every-seconds", options.scheduler.checkpoint_every_seconds,
                  "how often those default checkpoints are written")
       ->check(CLI::Range(1.0, 1e7))

@@ -87,7 +87,7 @@ struct SchedulerOptions {
   // Where specs' checkpoint.path, checkpoint.dir and data.path may point, "{user}" standing for
   // the submitter; checked at submission (PERMISSION_DENIED). Empty: anywhere.
   PathRoots path_roots;
-  // Cluster defaults for FG jobs whose spec asks for no periodic checkpoints (coordinator
+  // Cluster defaults for jobs (FG and BG) whose spec asks for no periodic checkpoints (coordinator
   // --checkpoint-root, --checkpoint-every-seconds): they write them to ROOT/JOB_ID every that
   // many seconds, and so resume after a node loss or a resize. Empty root: no default.
   std::string checkpoint_root;

@@ -1,6 +1,7 @@
 // Burst-parallel search: per layer, how many devices it runs on, minimising predicted iteration
-// time subject to GPU-seconds per iteration <= amplification_limit x single-device iteration
-// time. See docs/planner.md for the cost model and the algorithm.
+// time subject to GPU-seconds per iteration <= amplification_limit x the least device time
+// (CostModel::LeastDeviceMs: one device's iteration time, or less where a layer runs cheaper in
+// pieces of the batch). See docs/planner.md for the cost model and the algorithm.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,7 @@ struct PlanOptions {
   // docs/planner.md, "Blocks") as one group; the full model's local moves may split them after.
   SearchGranularity granularity = SearchGranularity::kMixed;
   // Bounds the Pareto frontiers (docs/planner.md): the plan is at least as fast as the best plan
-  // whose GPU-seconds stay within (limit - pareto_tolerance) x the single-device time, and never
+  // whose GPU-seconds stay within (limit - pareto_tolerance) x the least device time, and never
   // exceeds the limit itself. 0: exact (frontiers can grow large on big graphs).
   double pareto_tolerance = 1e-3;
   // The cost model's gradient all-reduces (bucket cap, overlap, algorithms), for the plan and
