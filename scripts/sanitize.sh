@@ -6,9 +6,12 @@
 #                                     libtorch: runtime, e2e and multi-host (needs .venv)
 #   scripts/sanitize.sh asan-all      both ASan sets: the whole non-GPU suite
 #   scripts/sanitize.sh tsan          TSan (build-tsan/): the coordinator's and the worker
-#                                     daemon's tests (scheduler, dispatcher, job manager and
-#                                     follower, node registry, store suite, supervisor, command
-#                                     stream, and the in-process gRPC servers of both daemons)
+#                                     daemon's tests (scheduler and its policies and curves,
+#                                     dispatcher, job manager and follower, node registry, store
+#                                     suite, leader lease, listener, SQLite checkpointer, call
+#                                     slots, progress reports, trace collector, supervisor,
+#                                     command stream, and the in-process gRPC servers of both
+#                                     daemons)
 #   scripts/sanitize.sh tsan-runtime  TSan (build-tsan-runtime/): the communicator and
 #                                     multiplexing tests, with libtorch (needs .venv, as the
 #                                     main build)
@@ -46,7 +49,9 @@ case "$KIND" in
     if [[ "$KIND" == tsan ]]; then
       TESTS=(scheduler scheduler_background scheduler_elastic scheduler_store_failure dispatcher
              job_manager job_follower job_progress node_registry job_store store_crash admission
-             worker_supervisor command_stream coordinator_service node_service worker_daemon)
+             worker_supervisor command_stream coordinator_service node_service worker_daemon
+             scheduler_policy scheduler_curves leader_lease coordinator_connections
+             sqlite_checkpointer call_slots progress_reports trace_collector)
       LAYER=service
     else
       TESTS=(fake_communicator communicator multiplex_gate multiplex_streams
