@@ -6,7 +6,8 @@
 #
 # Default: --seconds 60 for every target. TARGET is a name such as graph_json (all of them:
 # graph_json profile_json prof_file cluster_json plan_json run_spec executor_event
-# executor_command job_spec_json job_spec_proto http_request image_decode weights_index). New
+# executor_command job_spec_json job_spec_proto http_request image_decode weights_index
+# workload_file users_file). New
 # inputs libFuzzer finds go to build-fuzz/corpus/<target>/ (the seed folder is left as it is);
 # a crash leaves its input in build-fuzz/crashes/ and makes the script exit 1. Prints one line
 # per target: executions, seconds, corpus size. Needs Debian's clang (install-deps.sh installs it).
@@ -28,7 +29,8 @@ while [[ $# -gt 0 ]]; do
 done
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
   TARGETS=(graph_json profile_json prof_file cluster_json plan_json run_spec executor_event
-           executor_command job_spec_json job_spec_proto http_request image_decode weights_index)
+           executor_command job_spec_json job_spec_proto http_request image_decode weights_index
+           workload_file users_file)
 fi
 for target in "${TARGETS[@]}"; do
   [[ -d "fuzz/corpus/$target" ]] || { echo "fuzz.sh: no target $target (fuzz/corpus/$target)" >&2; exit 2; }

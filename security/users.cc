@@ -66,7 +66,8 @@ std::string TokenDigest(const std::string& token) {
 
 StatusOr<UserTable> UserTable::Parse(const std::string& text) {
   ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJson(text, "users file"));
-  if (!doc.is_object() || doc.value("format", std::string()) != "deepool.users" ||
+  // Compared as JSON values: json::value("format", std::string()) throws on a number.
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "deepool.users" ||
       !doc.contains("users") || !doc["users"].is_array()) {
     return InvalidArgumentError(
         "users file: expected {\"format\": \"deepool.users\", \"users\": [...]}");

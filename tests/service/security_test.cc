@@ -105,6 +105,8 @@ TEST_CASE("the users file keeps digests, not tokens, and refuses what it cannot 
             .status()
             .code() == StatusCode::kInvalidArgument);
   CHECK(UserTable::Parse("{}").status().code() == StatusCode::kInvalidArgument);
+  // Refused, not thrown: the coordinator re-reads the file on a call's thread.
+  CHECK(UserTable::Parse(R"({"format": 881455})").status().code() == StatusCode::kInvalidArgument);
   CHECK(table.Remove("nobody").code() == StatusCode::kNotFound);
 }
 
@@ -364,8 +366,7 @@ TEST_CASE("a list of coordinators is one target gRPC tries in order", "[service]
   CHECK(*CoordinatorTarget("head:7070") == "head:7070");  // one: as it is
   CHECK(*CoordinatorTarget("127.0.0.1:7070,localhost:7071") ==
         "ipv4:127.0.0.1:7070,127.0.0.1:7071");
-  CHECK(CoordinatorTarget("127.0.0.1:7070,,b:1").status().code() ==
-        StatusCode::kInvalidArgument);
+  CHECK(CoordinatorTarget("127.0.0.1:7070,,b:1").status().code() == StatusCode::kInvalidArgument);
   const Status unknown = CoordinatorTarget("127.0.0.1:7070,no-such-host.invalid:7070").status();
   CHECK(unknown.code() == StatusCode::kUnavailable);
   CHECK_THAT(unknown.message(), Catch::Contains("no-such-host.invalid"));
@@ -373,15 +374,15 @@ TEST_CASE("a list of coordinators is one target gRPC tries in order", "[service]
 
 TEST_CASE("a token goes in plaintext only to a loopback address", "[service][security]") {
   const ClientSecurity token_only{TlsFiles{}, "dpt_x"};
-  for (const char* local : {"127.0.0.1:7070", "localhost:7070", "[::1]:7070", "127.1.2.3:1",
-                            "dns:///localhost:7070", "ipv4:127.0.0.1:7070", "unix:/tmp/s",
-                            "127.0.0.1:7070,localhost:7071"}) {
+  for (const char* local :
+       {"127.0.0.1:7070", "localhost:7070", "[::1]:7070", "127.1.2.3:1", "dns:///localhost:7070",
+        "ipv4:127.0.0.1:7070", "unix:/tmp/s", "127.0.0.1:7070,localhost:7071"}) {
     INFO(local);
     CHECK(CheckTokenTransport(local, token_only).ok());
   }
-  for (const char* remote : {"10.0.0.5:7070", "head:7070", "dns:///head.example:7070",
-                             "[2001:db8::1]:7070", "0.0.0.0:7070", "not an address",
-                             "127.0.0.1:7070,10.0.0.5:7070"}) {
+  for (const char* remote :
+       {"10.0.0.5:7070", "head:7070", "dns:///head.example:7070", "[2001:db8::1]:7070",
+        "0.0.0.0:7070", "not an address", "127.0.0.1:7070,10.0.0.5:7070"}) {
     INFO(remote);
     const Status refused = CheckTokenTransport(remote, token_only);
     CHECK(refused.code() == StatusCode::kFailedPrecondition);
