@@ -103,6 +103,14 @@ TEST_CASE("the newest whole checkpoint is found and odd entries are ignored", "[
   CHECK_THAT(CommitCheckpoint(CheckpointPath(dir.string(), 30), three).message(),
              Catch::Contains("share the checkpoint directory"));
   CHECK(Latest(dir) == 20);
+  // A damaged manifest is skipped too, whatever its fields hold (it used to throw).
+  for (const char* damaged : {R"({"format": 7})", R"([1, 2])", R"({"format": "deepool.checkpoint",
+                                "iteration": "thirty"})",
+                              "not json"}) {
+    INFO(damaged);
+    std::ofstream(CheckpointPath(dir.string(), 30) + "/MANIFEST.json") << damaged;
+    CHECK(Latest(dir) == 20);
+  }
   fs::remove_all(dir);
 }
 

@@ -76,7 +76,9 @@ StatusOr<CheckpointFile> FileFromJson(const json& doc) {
 }
 
 StatusOr<CheckpointManifest> ManifestFromJson(const json& doc) {
-  if (doc.value("format", "") != kManifestFormat) {
+  // Compared as JSON values: json::value("format", "") throws on a number, and a manifest may be
+  // anything a job's owner put in its folder (a BG job's is read inside another job's executor).
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != kManifestFormat) {
     return DataLossError(std::string("format is not ") + kManifestFormat);
   }
   CheckpointManifest m;
