@@ -10,6 +10,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
+#include "worker/runtime/background/background_host.h"
 #include "worker/runtime/executor_commands.h"
 #include "worker/runtime/executor_events.h"
 #include "worker/runtime/executor_process.h"
@@ -129,6 +130,21 @@ class FlushHook : public std::stringbuf {
  private:
   std::function<void(const std::string&)> on_flush_;
 };
+
+TEST_CASE("a BG job's end line survives a message that is not UTF-8", "[multiplex]") {
+  // A file name in a failed BG job's data folder, say: writing it used to throw, which ended the
+  // FG executor hosting the job.
+  const std::string line = BackgroundDoneLine("bg-1", protocol::BackgroundEnd::kError,
+                                              BackgroundProgress{}, "cannot read /d/\xff/a.jpg");
+  StatusOr<protocol::ExecutorEvent> event = protocol::ParseExecutorEvent(line);
+  INFO(line);
+  REQUIRE(event.ok());
+  const auto* done = std::get_if<protocol::BackgroundDoneEvent>(&*event);
+  REQUIRE(done != nullptr);
+  CHECK(done->status == protocol::BackgroundEnd::kError);
+  CHECK(done->progress.job_id == "bg-1");
+  CHECK_THAT(done->message, Catch::StartsWith("cannot read /d/") && Catch::EndsWith("/a.jpg"));
+}
 
 TEST_CASE("executor commands: attach and detach parse, errors name the field", "[multiplex]") {
   BackgroundSpec bg = SpecWithBackground().background.value();

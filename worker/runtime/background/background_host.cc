@@ -1,9 +1,9 @@
 #include "worker/runtime/background/background_host.h"
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "common/logging.h"
+#include "protocol/executor_events.h"
 #include "worker/runtime/background/multiplex_attach.h"
 #include "worker/runtime/background/multiplex_communicator.h"
 #include "worker/runtime/background/multiplex_device.h"
@@ -11,27 +11,28 @@
 namespace deepool::worker {
 namespace {
 
-nlohmann::json ProgressFields(const std::string& job_id, const BackgroundProgress& p) {
-  return {{"job_id", job_id},
-          {"iterations", p.iterations},
-          {"samples_per_s", p.samples_per_s},
-          {"loss", p.iterations > 0 && std::isfinite(p.last_loss) ? nlohmann::json(p.last_loss)
-                                                                  : nlohmann::json(nullptr)}};
+protocol::BackgroundEvent ProgressOf(const std::string& job_id, const BackgroundProgress& p) {
+  protocol::BackgroundEvent event;
+  event.job_id = job_id;
+  event.iterations = p.iterations;
+  event.samples_per_s = p.samples_per_s;
+  if (p.iterations > 0 && std::isfinite(p.last_loss)) event.loss = p.last_loss;
+  return event;
 }
 
 }  // namespace
 
-std::string BackgroundProgressEvent(const std::string& job_id, const BackgroundProgress& p) {
-  nlohmann::json event = {{"event", "background"}};
-  event.update(ProgressFields(job_id, p));
-  return event.dump();
+std::string BackgroundProgressLine(const std::string& job_id, const BackgroundProgress& p) {
+  return protocol::ExecutorEventToJson(ProgressOf(job_id, p));
 }
 
-std::string BackgroundDoneEvent(const std::string& job_id, const std::string& status,
-                                const BackgroundProgress& p, const std::string& message) {
-  nlohmann::json event = {{"event", "background_done"}, {"status", status}, {"message", message}};
-  event.update(ProgressFields(job_id, p));
-  return event.dump();
+std::string BackgroundDoneLine(const std::string& job_id, protocol::BackgroundEnd status,
+                               const BackgroundProgress& p, const std::string& message) {
+  protocol::BackgroundDoneEvent event;
+  event.progress = ProgressOf(job_id, p);
+  event.status = status;
+  event.message = message;
+  return protocol::ExecutorEventToJson(event);
 }
 
 StatusOr<std::unique_ptr<BackgroundHost>> BackgroundHost::Create(
@@ -106,7 +107,7 @@ Status BackgroundHost::Detach(const std::string& job_id) {
     }
     job = std::move(job_);
   }
-  std::string line = End(*job, "detached");
+  std::string line = End(*job, protocol::BackgroundEnd::kDetached);
   std::lock_guard<std::mutex> lock(mu_);
   done_lines_.push_back(std::move(line));
   return Status::Ok();
@@ -115,24 +116,25 @@ Status BackgroundHost::Detach(const std::string& job_id) {
 void BackgroundHost::Reject(const std::string& job_id, const std::string& message) {
   DP_LOG_WARN("background job {} not attached: {}", job_id, message);
   std::lock_guard<std::mutex> lock(mu_);
-  done_lines_.push_back(BackgroundDoneEvent(job_id, "error", BackgroundProgress{}, message));
+  done_lines_.push_back(
+      BackgroundDoneLine(job_id, protocol::BackgroundEnd::kError, BackgroundProgress{}, message));
 }
 
-std::string BackgroundHost::End(Job& job, const std::string& why) {
+std::string BackgroundHost::End(Job& job, protocol::BackgroundEnd why) {
   job.runner->Stop();
   const BackgroundProgress progress = job.runner->progress();
   gate_->Reopen();
-  std::string status = why;
+  protocol::BackgroundEnd status = why;
   std::string message;
   if (!progress.status.ok()) {
-    status = "error";
+    status = protocol::BackgroundEnd::kError;
     message = progress.status.ToString();
   } else if (job.spec.iterations > 0 && progress.iterations >= job.spec.iterations) {
-    status = "ok";
+    status = protocol::BackgroundEnd::kOk;
   }
   DP_LOG_INFO("background job {} ended ({}): {} iterations, {:.1f} samples/s", job.spec.job_id,
-              status, progress.iterations, progress.samples_per_s);
-  return BackgroundDoneEvent(job.spec.job_id, status, progress, message);
+              protocol::BackgroundEndName(status), progress.iterations, progress.samples_per_s);
+  return BackgroundDoneLine(job.spec.job_id, status, progress, message);
 }
 
 std::vector<std::string> BackgroundHost::AfterIteration(const std::string& iteration_line) {
@@ -146,11 +148,11 @@ std::vector<std::string> BackgroundHost::AfterIteration(const std::string& itera
     } else {
       const BackgroundProgress progress = job_->runner->progress();
       lines.push_back(AddSharingFields(iteration_line, window, progress));
-      lines.push_back(BackgroundProgressEvent(job_->spec.job_id, progress));
+      lines.push_back(BackgroundProgressLine(job_->spec.job_id, progress));
       if (progress.finished) ended = std::move(job_);
     }
   }
-  if (ended) lines.push_back(End(*ended, "ok"));
+  if (ended) lines.push_back(End(*ended, protocol::BackgroundEnd::kOk));
   std::lock_guard<std::mutex> lock(mu_);
   lines.insert(lines.end(), done_lines_.begin(), done_lines_.end());
   done_lines_.clear();
@@ -165,7 +167,7 @@ std::vector<std::string> BackgroundHost::Finish() {
     job = std::move(job_);
   }
   std::vector<std::string> lines;
-  if (job) lines.push_back(End(*job, "host_ended"));
+  if (job) lines.push_back(End(*job, protocol::BackgroundEnd::kHostEnded));
   std::lock_guard<std::mutex> lock(mu_);
   lines.insert(lines.begin(), done_lines_.begin(), done_lines_.end());
   done_lines_.clear();

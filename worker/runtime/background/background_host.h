@@ -19,11 +19,12 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "protocol/executor_events.h"
 #include "worker/runtime/background/background_runner.h"
 #include "worker/runtime/background/background_spec.h"
+#include "worker/runtime/background/multiplex_gate.h"
 #include "worker/runtime/communication/communicator.h"
 #include "worker/runtime/devices/device_streams.h"
-#include "worker/runtime/background/multiplex_gate.h"
 
 namespace deepool::worker {
 
@@ -73,7 +74,7 @@ class BackgroundHost {
   // Stops `job`, reopens the gate for the next one and returns the job's background_done line:
   // "error" if it failed, "ok" if it reached its iterations, else `why`. Call without mu_ (it
   // joins the BG thread).
-  std::string End(Job& job, const std::string& why);
+  std::string End(Job& job, protocol::BackgroundEnd why);
 
   torch::Device device_{torch::kCPU};
   SharingOptions options_;
@@ -89,11 +90,13 @@ class BackgroundHost {
   bool finished_ = false;                // guarded by mu_
 };
 
+// A hosted BG job's progress and end as executor event lines (protocol/executor_events.h, whose
+// writer they use: invalid UTF-8 in a message, such as a data file's name, is replaced):
 // {"event":"background","job_id":J,"iterations":K,"samples_per_s":S,"loss":L|null}
-std::string BackgroundProgressEvent(const std::string& job_id, const BackgroundProgress& p);
+std::string BackgroundProgressLine(const std::string& job_id, const BackgroundProgress& p);
 // {"event":"background_done","job_id":J,"status":"ok"|"error"|"detached"|"host_ended",
 //  "iterations":K,"samples_per_s":S,"loss":L|null,"message":M}
-std::string BackgroundDoneEvent(const std::string& job_id, const std::string& status,
-                                const BackgroundProgress& p, const std::string& message);
+std::string BackgroundDoneLine(const std::string& job_id, protocol::BackgroundEnd status,
+                               const BackgroundProgress& p, const std::string& message);
 
 }  // namespace deepool::worker
