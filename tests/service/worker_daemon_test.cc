@@ -46,6 +46,11 @@ case "$mode" in
     fi
     echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":1,\"checkpoint\":null}"
     exit 0;;
+  garbled)
+    printf 'bad \377 byte\n' >&2
+    echo "{\"event\":\"iteration\",\"rank\":$rank,\"iteration\":0,\"loss\":2.5,\"iteration_ms\":5,\"samples_per_s\":80,\"busy_ms\":4,\"idle_ms\":1}"
+    echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":1,\"checkpoint\":null}"
+    exit 0;;
   hang)
     sleep 1000 & wait;;
 esac
@@ -378,6 +383,28 @@ TEST_CASE("the daemon registers its devices and runs a TRAIN task to a reported 
   }));
   CHECK(f.Starts("t1") == 2);
   CHECK(f.ExitCount("t1") == 1);
+}
+
+TEST_CASE("a task's output that is not UTF-8 is reported, repaired, with its store and exit",
+          "[worker][daemon]") {
+  // Protobuf refuses a string that is not UTF-8, and the coordinator refused the whole report:
+  // the store address and the iterations with it, or the task's exit, were lost.
+  Fixture f;
+  f.service.Push(Fixture::Train("t1", "garbled", {{0, "cpu:0"}}, 1, "127.0.0.1:0"));
+  REQUIRE(PollUntil([&] { return f.ExitOf("t1").has_value(); }));
+  const v1::ReportTaskExitRequest exit = *f.ExitOf("t1");
+  CHECK(exit.outcome() == v1::TASK_OUTCOME_SUCCEEDED);
+  bool kept_in_exit = false;
+  for (const std::string& line : exit.last_log_lines()) {
+    kept_in_exit |= line == "bad \xEF\xBF\xBD byte";
+  }
+  CHECK(kept_in_exit);
+  REQUIRE(PollUntil([&] { return f.Logged("t1", "bad \xEF\xBF\xBD byte"); }));
+  CHECK(f.service.With([](FakeNodeService& s) {
+    bool store = false;
+    for (const auto& p : s.progress_) store |= p.store_ready() == "127.0.0.1:45678";
+    return store;
+  }));
 }
 
 TEST_CASE("a PROFILE task runs the profiler for its device, batches and the job's optimizer",

@@ -3,6 +3,7 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
+#include "common/utf8.h"
 #include "worker/daemon/coordinator_replies.h"
 #include "worker/daemon/worker_daemon.h"
 
@@ -47,7 +48,7 @@ void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport
 void WorkerDaemon::OnLogLine(const std::string& task_id, int rank, const std::string& line) {
   v1::LogLine log;
   log.set_rank(rank);
-  log.set_line(line);
+  log.set_line(ToValidUtf8(line));  // executors may print any bytes; protobuf takes UTF-8
   log.set_time_ms(options_.clock->WallMillis());
   std::lock_guard<std::mutex> lock(mu_);
   auto& pending = progress_[task_id];
@@ -103,7 +104,7 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
   r.set_outcome(result.succeeded   ? v1::TASK_OUTCOME_SUCCEEDED
                 : result.cancelled ? v1::TASK_OUTCOME_CANCELLED
                                    : v1::TASK_OUTCOME_FAILED);
-  if (!result.succeeded) r.set_error(result.message);
+  if (!result.succeeded) r.set_error(ToValidUtf8(result.message));
   if (result.error_code != StatusCode::kUnknown) {
     r.set_error_code(static_cast<int32_t>(result.error_code));
   }
@@ -114,10 +115,10 @@ void WorkerDaemon::OnTaskFinished(const TaskResult& result) {
     proto->set_rank(rank.rank);
     proto->set_exit_code(rank.signal != 0 ? -1 : rank.exit_code);
     proto->set_signal(rank.signal);
-    proto->set_error(rank.error);
+    proto->set_error(ToValidUtf8(rank.error));
     if (!rank.error.empty()) proto->set_error_code(static_cast<int32_t>(rank.error_code));
   }
-  for (const auto& line : result.last_log_lines) r.add_last_log_lines(line);
+  for (const auto& line : result.last_log_lines) r.add_last_log_lines(ToValidUtf8(line));
   r.set_checkpoint(result.checkpoint);
   r.set_result_json(result.profile_json);
   {
