@@ -1,5 +1,5 @@
-// Sizes every deepool process agrees on, so that what one side may send the other may receive,
-// and a spec that could never run is refused when it is submitted, not after dispatch.
+// Sizes and rates every deepool process agrees on, so that what one side may send the other may
+// receive, and a spec that could never run is refused when it is submitted, not after dispatch.
 // Threading: constants only.
 #pragma once
 
@@ -11,6 +11,14 @@ namespace deepool {
 // The largest gRPC message any deepool server or channel accepts. A dispatched task carries its
 // job's graph and plan, which the graph limits below keep well inside this.
 inline constexpr int kMaxRpcMessageBytes = 64 << 20;
+
+// gRPC keepalive from a worker to the coordinator: a ping every kKeepalivePingEveryMs, and a
+// connection whose ping goes unanswered for kKeepaliveAnswerMs is dropped. A coordinator that
+// froze, lost its machine or was cut off sends no reset; without the pings its workers would wait
+// on the silent connection until their lease (9 s at the coordinator's defaults) stopped their
+// tasks, instead of finding the standby that took over. The coordinator accepts pings this often.
+inline constexpr int kKeepalivePingEveryMs = 1000;
+inline constexpr int kKeepaliveAnswerMs = 2000;
 
 // An inline layer graph in a job spec: at most this many bytes of JSON and this many layers.
 inline constexpr size_t kMaxGraphJsonBytes = 8 << 20;

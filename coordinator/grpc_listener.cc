@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/limits.h"
 #include "common/listen_socket.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -83,6 +84,11 @@ StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Start(const std::string& l
 std::unique_ptr<GrpcListener::Acceptor> GrpcListener::AddAcceptor(
     grpc::ServerBuilder* builder, std::shared_ptr<grpc::ServerCredentials> credentials) {
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
+  // Workers' keepalive pings (common/limits.h): gRPC's default refuses a ping more often than
+  // every 5 minutes without data, and ends the connection after two such.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              kKeepalivePingEveryMs / 2);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   return builder->experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
       std::move(credentials));

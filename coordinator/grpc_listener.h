@@ -67,7 +67,8 @@ class GrpcListener {
   // Adds to `builder` what a server fed by a GrpcListener needs: an acceptor with `credentials`
   // (ServeWith it once the server has started), and a deadline of kHandshakeTimeoutMs for a new
   // connection's TLS handshake and HTTP/2 settings. gRPC's default is 120 s: a peer that
-  // connects and says nothing would hold a place under the bounds that long.
+  // connects and says nothing would hold a place under the bounds that long. Also lets workers
+  // ping as often as their keepalive does (kKeepalivePingEveryMs, common/limits.h).
   static std::unique_ptr<Acceptor> AddAcceptor(
       grpc::ServerBuilder* builder, std::shared_ptr<grpc::ServerCredentials> credentials);
   static constexpr int kHandshakeTimeoutMs = 10'000;

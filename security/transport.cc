@@ -187,6 +187,7 @@ StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      grpc::ChannelArguments args) {
   RETURN_IF_ERROR(CheckTokenTransport(address, security));
   ASSIGN_OR_RETURN(const std::string target, CoordinatorTarget(address));
+  if (target != address) args.SetLoadBalancingPolicyName("round_robin");
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (security.tls.configured()) {
     ASSIGN_OR_RETURN(PemFiles pems, ReadPems(security.tls));

@@ -54,14 +54,17 @@ Status CheckTokenTransport(const std::string& address, const ClientSecurity& sec
 
 // The gRPC target for a coordinator address: one as it is; several, comma-separated ("a:7070,
 // b:7070": the coordinators sharing one PostgreSQL store, of which only the leader listens), one
-// target whose addresses gRPC tries in order until one answers (its pick_first policy), so a
-// client or worker follows the leader. Each host of a list is resolved now, to its first IPv4
-// address. INVALID_ARGUMENT for an unreadable list; UNAVAILABLE for a host that does not resolve.
+// target of all of them (OpenChannel connects to each). Each host of a list is resolved now, to
+// its first IPv4 address. INVALID_ARGUMENT for an unreadable list; UNAVAILABLE for a host that
+// does not resolve.
 StatusOr<std::string> CoordinatorTarget(const std::string& address);
 
 // A channel to address (one, or a list: CoordinatorTarget) with the security above and the
 // given arguments; refuses what CheckTokenTransport refuses, and a private key that group or
-// others may read.
+// others may read. A list's channel keeps a connection to, or keeps trying, every address at
+// once and sends calls to those that answer (gRPC's round_robin policy), so a client or worker
+// follows the leader: trying them in order (pick_first) would first wait out a silent former
+// leader's connection attempt (20 s) before the standby that took over was tried.
 StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& address,
                                                      const ClientSecurity& security,
                                                      grpc::ChannelArguments args);

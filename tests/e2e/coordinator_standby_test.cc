@@ -22,12 +22,15 @@ using namespace deepool::e2e;
 namespace {
 
 // A loopback port that refuses connections while this lives (bound, never listening): where a
-// coordinator that is not leading "listens".
+// coordinator that is not leading "listens". A coordinator may listen on it meanwhile (both set
+// SO_REUSEADDR, and only one listens), so a standby's address can be known in advance.
 class RefusingPort {
  public:
   RefusingPort() {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
+    const int one = 1;
+    REQUIRE(::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -45,13 +48,14 @@ class RefusingPort {
 };
 
 // A cluster on a PostgreSQL store with the coordinator's default node timeout, heartbeat and
-// leader lease, or nullptr where no server can start here (the test says so). `before`: put
-// before the coordinator in the workers' --coordinator.
+// leader lease, or nullptr where no server can start here (the test says so). `before` and
+// `after`: put before and after the coordinator in the workers' --coordinator.
 struct StandbySetup {
   std::unique_ptr<testing::PostgresServer> postgres;
   std::unique_ptr<LocalCluster> cluster;
 };
-StandbySetup StartOnPostgres(bool secure, const std::string& before = "") {
+StandbySetup StartOnPostgres(bool secure, const std::string& before = "",
+                             const std::string& after = "") {
   StandbySetup setup;
   if (auto missing = testing::PostgresServer::MissingReason()) {
     WARN("skipped: " << *missing);
@@ -64,8 +68,18 @@ StandbySetup StartOnPostgres(bool secure, const std::string& before = "") {
   options.node_timeout_s = 10;
   options.heartbeat_interval_s = 1;
   options.worker_coordinators_before = before;
+  options.worker_coordinators_after = after;
   setup.cluster = std::make_unique<LocalCluster>(options);
   return setup;
+}
+
+// PENDING entries in a job's history: 1 for a job submitted once and never requeued.
+int PendingEntries(const v1::Job& job) {
+  int entries = 0;
+  for (const v1::StateTransition& step : job.history()) {
+    entries += step.state() == v1::JOB_STATE_PENDING;
+  }
+  return entries;
 }
 
 }  // namespace
@@ -115,11 +129,7 @@ TEST_CASE(
     return j.progress().iteration() > at_takeover + 3 || cli::IsTerminal(j.state());
   });
   CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
-  int pending_entries = 0;
-  for (const v1::StateTransition& step : advanced.history()) {
-    pending_entries += step.state() == v1::JOB_STATE_PENDING;
-  }
-  CHECK(pending_entries == 1);  // submitted once, never requeued
+  CHECK(PendingEntries(advanced) == 1);
   for (const std::string& id : short_jobs) {
     CHECK(cluster.WaitForTerminal(id).state() == v1::JOB_STATE_SUCCEEDED);
   }
@@ -139,6 +149,61 @@ TEST_CASE(
   list_context->set_wait_for_ready(true);
   REQUIRE((*listed)->ListJobs(list_context.get(), v1::ListJobsRequest(), &again).ok());
   CHECK(again.jobs_size() == 5);
+}
+
+TEST_CASE(
+    "a standby takes over from a frozen leader whose connections stay open, and the running job "
+    "trains on",
+    "[e2e][postgres]") {
+  // SIGSTOP, as a frozen machine or a partition: the leader's connections stay open (its kernel
+  // even accepts new ones) but nothing answers on them. The workers list the standby's address
+  // after the leader's; they must leave the silent connection before their lease stops the job.
+  RefusingPort standby_port;
+  const bool secure = GENERATE(false, true);
+  INFO((secure ? "mutual TLS" : "plain loopback"));
+  StandbySetup setup = StartOnPostgres(secure, "", "," + standby_port.address());
+  if (!setup.cluster) return;
+  LocalCluster& cluster = *setup.cluster;
+  REQUIRE(cluster.WaitForNodesUp(2));
+  std::unique_ptr<TestProcess> standby = cluster.StartStandbyCoordinator(standby_port.address());
+
+  std::string long_job;
+  REQUIRE(cluster.Submit(FgJob("long", 100000, /*gpus=*/2, /*global_batch=*/8), &long_job).ok());
+  cluster.WaitForJob(long_job, [](const v1::Job& j) {
+    return j.state() == v1::JOB_STATE_RUNNING && j.progress().iteration() >= 2;
+  });
+
+  std::unique_ptr<TestProcess> leader = cluster.ReleaseCoordinator();
+  const auto frozen_at = std::chrono::steady_clock::now();
+  leader->Signal(SIGSTOP);
+  cluster.AdoptCoordinator(std::move(standby), std::chrono::seconds(30));
+  const auto takeover = std::chrono::steady_clock::now() - frozen_at;
+  WARN("the standby served "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(takeover).count()
+       << " ms after the leader froze");
+
+  const int64_t at_takeover =
+      cluster
+          .WaitForJob(long_job, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; })
+          .progress()
+          .iteration();
+  v1::Job advanced = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
+    return j.progress().iteration() > at_takeover + 3 || cli::IsTerminal(j.state());
+  });
+  CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
+  CHECK(PendingEntries(advanced) == 1);
+
+  // The old leader wakes deposed and exits; the job it once ran is not disturbed.
+  leader->Signal(SIGCONT);
+  std::optional<ProcessExit> exit = leader->Wait(std::chrono::seconds(30));
+  REQUIRE(exit.has_value());
+  CHECK(exit->exit_code == 3);
+  const int64_t at_exit = advanced.progress().iteration();
+  v1::Job after = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
+    return j.progress().iteration() > at_exit + 3 || cli::IsTerminal(j.state());
+  });
+  CHECK(after.state() == v1::JOB_STATE_RUNNING);
+  CHECK(PendingEntries(after) == 1);
 }
 
 TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exits",

@@ -158,6 +158,8 @@ struct ClusterOptions {
   // Put before the coordinator's address in the workers' --coordinator ("HOST:PORT," for each
   // other coordinator of a list).
   std::string worker_coordinators_before;
+  // Put after it (",HOST:PORT" for each): a standby's address, known in advance.
+  std::string worker_coordinators_after;
   int executor_timeout_s = 0;  // the coordinator's --executor-timeout-s; 0: its default
   bool metrics = false;        // serve /metrics on a loopback port (metrics_address())
   // The coordinator's open-file limit (RLIMIT_NOFILE, soft and hard alike, as `ulimit -n` sets
@@ -360,8 +362,10 @@ class LocalCluster {
   void StartWorker(const std::string& name) {
     const size_t index = workers_.size();
     const Host host = index < options_.worker_hosts.size() ? options_.worker_hosts[index] : Host();
+    const std::string coordinators =
+        options_.worker_coordinators_before + address_ + options_.worker_coordinators_after;
     std::vector<std::string> args = {
-        "--coordinator",  options_.worker_coordinators_before + address_,
+        "--coordinator",  coordinators,
         "--devices",      "cpu:" + std::to_string(options_.devices_per_worker),
         "--name",         name,
         "--work-dir",     dir_ + "/" + name,

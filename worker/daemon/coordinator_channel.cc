@@ -22,6 +22,12 @@ grpc::ChannelArguments CoordinatorChannelArguments() {
   // machine; its default (20 s) lets a slow handshake finish.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Leave a coordinator that stopped answering (common/limits.h says why), idle or not. Pings
+  // between heartbeats are no abuse: gRPC would otherwise stop after two without data.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepalivePingEveryMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveAnswerMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A task carries its job's graph and plan: more than gRPC's default 4 MiB for a large graph.
   args.SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxRpcMessageBytes);
