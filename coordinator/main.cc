@@ -247,32 +247,39 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto store = deepool::coordinator::OpenJobStore(options);
-  if (!store.ok()) {
-    std::cerr << store.status().ToString() << "\n";
+  auto opened = deepool::coordinator::OpenJobStore(options);
+  if (!opened.ok()) {
+    std::cerr << opened.status().ToString() << "\n";
     return 1;
   }
+  // Shared with the server: the lease renewed below lives in the store, and must outlive a
+  // failed start.
+  const std::shared_ptr<deepool::coordinator::JobStore> store = std::move(*opened);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   bool stopped = false;
-  std::unique_ptr<deepool::coordinator::Leadership> leadership =
-      Lead(store->get(), lease, &stopped);
+  std::unique_ptr<deepool::coordinator::Leadership> leadership = Lead(store.get(), lease, &stopped);
   if (stopped) return 0;
-  auto server = deepool::coordinator::CoordinatorServer::Start(
-      options, std::move(*store),
-      std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
-      deepool::SystemClock::Get());
-  if (!server.ok()) {
-    std::cerr << server.status().ToString() << "\n";
-    return 1;
-  }
   if (leadership) {
+    // From before the store loads: a load longer than the lease would otherwise hand the lease
+    // to a standby, which would load in turn while this one, deposed, exits.
     leadership->KeepLeading([](const std::string& reason) {
       // At once: a standby may be leading, and nothing more may be written or sent.
       DP_LOG_ERROR("{}; stopping now (exit {})", reason, kExitLostLeadership);
       spdlog::default_logger()->flush();
       std::_Exit(kExitLostLeadership);
     });
+  }
+  auto server = deepool::coordinator::CoordinatorServer::Start(
+      options, store, std::make_unique<deepool::coordinator::InProcessPlanningBackend>(),
+      deepool::SystemClock::Get());
+  if (!server.ok()) {
+    if (leadership) {
+      leadership->Stop();
+      leadership->Release();  // a standby may try now; it may well fail the same way
+    }
+    std::cerr << server.status().ToString() << "\n";
+    return 1;
   }
   std::printf("{\"event\":\"listening\",\"address\":\"%s\",\"metrics\":\"%s\"}\n",
               (*server)->address().c_str(), (*server)->metrics_address().c_str());

@@ -65,7 +65,7 @@ Status CheckListenSafety(const CoordinatorOptions& options) {
 }
 
 StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
+    const CoordinatorOptions& options, std::shared_ptr<JobStore> store,
     std::unique_ptr<PlanningBackend> planner, const Clock* clock) {
   StatusOr<HostPort> listen = ParseHostPort(options.listen);
   if (!listen.ok()) return listen.status().WithContext("--listen");

@@ -92,9 +92,10 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
 class CoordinatorServer {
  public:
   // Opens the port at once (StartupServer answers "starting"), loads the store, recovers
-  // running jobs, then serves on the same port.
+  // running jobs, then serves on the same port. The store is shared so that a caller renewing
+  // its leader lease (leader_lease.h) while it loads may keep it past a failed start.
   static StatusOr<std::unique_ptr<CoordinatorServer>> Start(
-      const CoordinatorOptions& options, std::unique_ptr<JobStore> store,
+      const CoordinatorOptions& options, std::shared_ptr<JobStore> store,
       std::unique_ptr<PlanningBackend> planner, const Clock* clock);
   ~CoordinatorServer();
 
@@ -122,7 +123,7 @@ class CoordinatorServer {
   // First, so it goes last: the job manager's observer and the gRPC server's interceptors (whose
   // threads end when server_ is destroyed) record into it.
   std::unique_ptr<CoordinatorMetrics> events_;
-  std::unique_ptr<JobStore> store_;
+  std::shared_ptr<JobStore> store_;
   std::unique_ptr<PlanningBackend> planner_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<NodeRegistry> nodes_;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -93,12 +94,38 @@ class PostgresServer {
   }
   // Runs SQL in database `db` with psql; its output (unaligned, tuples only).
   std::string Sql(const std::string& db, const std::string& sql) {
-    const CommandOutput ran = Run("psql -X -q -A -t -v ON_ERROR_STOP=1 -h " + dir_ +
-                                  " -U deepool -d " + db + " -c \"" + sql + "\" 2>&1");
+    const CommandOutput ran = Run(Psql(db) + " -c \"" + sql + "\" 2>&1");
     INFO(sql << ": " << ran.out);
     REQUIRE(ran.exit_code == 0);
     return ran.out;
   }
+  // A psql session on database `db` that lasts until the object goes: Send writes SQL to it
+  // (what holds a lock or a transaction open while the code under test runs).
+  class Session {
+   public:
+    Session(const PostgresServer& server, const std::string& db)
+        : psql_(::popen(
+              (server.As() + server.bin_ + "/" + server.Psql(db) + " > /dev/null 2>&1").c_str(),
+              "w")) {
+      REQUIRE(psql_ != nullptr);
+    }
+    ~Session() { End(); }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    void Send(const std::string& sql) {
+      REQUIRE(psql_ != nullptr);
+      REQUIRE(std::fputs((sql + "\n").c_str(), psql_) >= 0);
+      REQUIRE(std::fflush(psql_) == 0);
+    }
+    // Closes psql's input and waits for it to finish what it was sent.
+    void End() {
+      if (psql_ != nullptr) ::pclose(psql_);
+      psql_ = nullptr;
+    }
+
+   private:
+    FILE* psql_;
+  };
   // pg_ctl start and stop, each waiting until it is done. Stop is a fast shutdown: connected
   // clients are cut off, as a restart of the database's host does.
   void Start() {
@@ -125,10 +152,15 @@ class PostgresServer {
     return RunShell("cat " + path + " 2>/dev/null").out;
   }
   std::string data() const { return dir_ + "/data"; }
+  // psql's command line for database `db`, without the path to bin_.
+  std::string Psql(const std::string& db) const {
+    return "psql -X -q -A -t -v ON_ERROR_STOP=1 -h " + dir_ + " -U deepool -d " + db;
+  }
+  // The prefix that runs a command as the server's user.
+  static std::string As() { return ::geteuid() == 0 ? "runuser -u " + RunUser() + " -- " : ""; }
   // `command` (a tool of bin_ and its arguments), as the server's user.
   CommandOutput Run(const std::string& command) const {
-    const std::string as = ::geteuid() == 0 ? "runuser -u " + RunUser() + " -- " : "";
-    return RunShell(as + bin_ + "/" + command);
+    return RunShell(As() + bin_ + "/" + command);
   }
 
   std::string bin_;

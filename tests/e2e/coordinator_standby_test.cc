@@ -1,10 +1,10 @@
 // Active and standby coordinators on one PostgreSQL database (a server the test starts): the
 // standby binds no port and loads nothing until the leader's lease runs out, then leads. Under the
 // coordinator's default timings (node timeout 10 s, heartbeat 1 s, lease a third of the workers'
-// 9 s), a leader killed is replaced with no job lost and the running job training on; a leader
-// paused past its lease wakes deposed, writes nothing and exits (status 3). Workers and clients
-// given several coordinator addresses find the leader. A lease the workers would not outlive is
-// refused.
+// 9 s), a leader killed or frozen is replaced with no job lost and the running job training on; a
+// leader paused past its lease wakes deposed, writes nothing and exits (status 3); a new leader
+// whose load outlasts the lease keeps it. Workers and clients given several coordinator
+// addresses find the leader. A lease the workers would not outlive is refused.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -80,6 +80,12 @@ int PendingEntries(const v1::Job& job) {
     entries += step.state() == v1::JOB_STATE_PENDING;
   }
   return entries;
+}
+
+// What a process logged so far.
+std::string LogOf(const TestProcess& process) {
+  std::ifstream log(process.log_path());
+  return {std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -239,15 +245,60 @@ TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exit
   std::optional<ProcessExit> exit = leader->Wait(std::chrono::seconds(30));
   REQUIRE(exit.has_value());
   CHECK(exit->exit_code == 3);
-  std::ifstream log(leader->log_path());
-  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  CHECK_THAT(logged, Catch::Contains("no longer leads"));
+  CHECK_THAT(LogOf(*leader), Catch::Contains("no longer leads"));
 
   v1::ListJobsResponse all;
   auto list = cli::UnaryContext(std::chrono::seconds(10));
   REQUIRE(cluster.stub().ListJobs(list.get(), v1::ListJobsRequest(), &all).ok());
   REQUIRE(all.jobs_size() == 1);
   CHECK(all.jobs(0).job_id() == before);
+}
+
+TEST_CASE("a standby that loads for longer than the lease keeps leading, and the next one waits",
+          "[e2e][postgres]") {
+  StandbySetup setup = StartOnPostgres(/*secure=*/false);
+  if (!setup.cluster) return;
+  LocalCluster& cluster = *setup.cluster;
+  std::string before;
+  REQUIRE(cluster.Submit(BgJob("before", 2), &before).ok());
+  REQUIRE(cluster.WaitForTerminal(before).state() == v1::JOB_STATE_SUCCEEDED);
+  // Two standbys on the leader's address (they open their stores now, before the lock below).
+  std::vector<std::unique_ptr<TestProcess>> standbys;
+  standbys.push_back(cluster.StartStandbyCoordinator(cluster.address(), "standby-1"));
+  standbys.push_back(cluster.StartStandbyCoordinator(cluster.address(), "standby-2"));
+
+  // The jobs table locked: whoever takes over stands still in its load, as with a large store.
+  testing::PostgresServer::Session lock(*setup.postgres, "postgres");
+  lock.Send("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE;");
+  REQUIRE(PollUntil([&] {
+    return setup.postgres->Sql("postgres",
+                               "SELECT count(*) FROM pg_locks WHERE granted AND relation = "
+                               "'jobs'::regclass AND mode = 'AccessExclusiveLock'") == "1\n";
+  }));
+  cluster.KillCoordinator();
+  const auto leads = [](const TestProcess& process) {
+    return LogOf(process).find("leading now") != std::string::npos;
+  };
+  size_t loading = 0;
+  REQUIRE(PollUntil(
+      [&] {
+        for (loading = 0; loading < standbys.size(); ++loading) {
+          if (leads(*standbys[loading])) return true;
+        }
+        return false;
+      },
+      30s));
+  const TestProcess& waiting = *standbys[1 - loading];
+  // Three leases (3 s each) into the load, the other standby still waits: the loading one
+  // renews its lease while it loads.
+  CHECK_FALSE(PollUntil([&] { return leads(waiting); }, 9s));
+  lock.Send("COMMIT;");
+  lock.End();
+  cluster.AdoptCoordinator(std::move(standbys[loading]), std::chrono::seconds(30));
+  std::string after;
+  REQUIRE(cluster.Submit(BgJob("after", 2), &after).ok());
+  CHECK(cluster.WaitForTerminal(after).state() == v1::JOB_STATE_SUCCEEDED);
+  CHECK_FALSE(leads(waiting));
 }
 
 TEST_CASE("a coordinator on PostgreSQL refuses a leader lease its workers would not outlive",

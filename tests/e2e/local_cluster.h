@@ -273,9 +273,11 @@ class LocalCluster {
 
   // A second coordinator on the same store and data directory, as a standby while the first
   // leads (a PostgreSQL store): returns once it says so, {"event":"standby"}. `listen`: the
-  // cluster's own address (it binds no port before it leads), or another.
-  std::unique_ptr<TestProcess> StartStandbyCoordinator(const std::string& listen) {
-    auto standby = LaunchCoordinator("standby", listen);
+  // cluster's own address (it binds no port before it leads), or another. `name`: its log's,
+  // one per standby.
+  std::unique_ptr<TestProcess> StartStandbyCoordinator(const std::string& listen,
+                                                       const std::string& name = "standby") {
+    auto standby = LaunchCoordinator(name, listen);
     std::string line;
     const bool waiting = standby->WaitForStdout(
         [](const std::string& l) { return l.find("\"standby\"") != std::string::npos; }, 60s,
