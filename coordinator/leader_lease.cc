@@ -19,6 +19,7 @@ StatusOr<bool> Leadership::TryToLead(LeaseHolder* leader) {
   ASSIGN_OR_RETURN(LeaseHolder holder, lease_->TryAcquire(options_.holder, options_.lease));
   if (leader) *leader = holder;
   if (holder.holder != options_.holder) return false;
+  std::lock_guard<std::mutex> lock(mu_);
   last_renewed_ = clock_->Now();
   return true;
 }
@@ -42,7 +43,13 @@ bool Leadership::WaitToLead(const std::function<bool()>& stop_requested) {
 }
 
 std::string Leadership::RenewOnce() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    renewing_ = true;
+  }
   const Status renewed = lease_->Renew(options_.lease);
+  std::unique_lock<std::mutex> lock(mu_);
+  renewing_ = false;
   if (renewed.ok()) {
     last_renewed_ = clock_->Now();
     return "";
@@ -50,6 +57,7 @@ std::string Leadership::RenewOnce() {
   if (renewed.code() == StatusCode::kFailedPrecondition) return renewed.message();
   const auto since =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - last_renewed_);
+  lock.unlock();
   if (since < options_.lease) {
     DP_LOG_WARN("leader lease: renewal failed ({}); {} ms left", renewed.ToString(),
                 (options_.lease - since).count());
@@ -59,17 +67,43 @@ std::string Leadership::RenewOnce() {
          " ms (last error: " + renewed.message() + "), so a standby may lead by now";
 }
 
+std::string Leadership::StuckRenewal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto since =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - last_renewed_);
+  if (!renewing_ || since < options_.lease) return "";
+  return "the leader lease was not renewed for " + std::to_string(since.count()) +
+         " ms (a renewal is still waiting for the database), so a standby may lead by now";
+}
+
+void Leadership::ReportLost(const std::string& reason) {
+  if (!lost_reported_.exchange(true)) on_lost_(reason);
+}
+
 void Leadership::KeepLeading(std::function<void(const std::string&)> on_lost) {
-  renewer_ = std::thread([this, on_lost = std::move(on_lost)] {
+  on_lost_ = std::move(on_lost);
+  renewer_ = std::thread([this] {
     SetCurrentThreadName("dp-coord-lease");
-    // At once first: loading the store may have taken much of the lease taken before it.
+    // At once first: the lease may have been taken a while ago (before the store loaded).
     do {
       const std::string lost = RenewOnce();
       if (!lost.empty()) {
-        on_lost(lost);
+        ReportLost(lost);
         return;
       }
     } while (SleepThird());
+  });
+  // A renewal that does not return says nothing: without this watch a leader whose database
+  // went silent would serve on past its lease, beside the standby that took over.
+  watchdog_ = std::thread([this] {
+    SetCurrentThreadName("dp-coord-lwatch");
+    while (SleepFor(options_.lease / 6)) {
+      const std::string lost = StuckRenewal();
+      if (!lost.empty()) {
+        ReportLost(lost);
+        return;
+      }
+    }
   });
 }
 
@@ -79,7 +113,9 @@ void Leadership::Stop() {
     stopped_ = true;
   }
   cv_.notify_all();
-  if (renewer_.joinable() && renewer_.get_id() != std::this_thread::get_id()) renewer_.join();
+  for (std::thread* thread : {&renewer_, &watchdog_}) {
+    if (thread->joinable() && thread->get_id() != std::this_thread::get_id()) thread->join();
+  }
 }
 
 void Leadership::Release() {
@@ -90,9 +126,9 @@ void Leadership::Release() {
   }
 }
 
-bool Leadership::SleepThird() {
+bool Leadership::SleepFor(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, options_.lease / 3, [this] { return stopped_; });
+  return !cv_.wait_for(lock, wait, [this] { return stopped_; });
 }
 
 std::string LeaseHolderName() {

@@ -6,9 +6,11 @@
 // lease, so the coordinators' clocks need not agree.
 // Leadership drives a LeaderLease: waiting to lead, then renewing until the lease is lost.
 // Threading: a LeaderLease is safe to call from several threads. Leadership's WaitToLead runs on
-// the caller's thread; KeepLeading renews on its own ("dp-coord-lease") until Stop.
+// the caller's thread; KeepLeading renews on its own ("dp-coord-lease") until Stop, and watches
+// that renewals return on another ("dp-coord-lwatch").
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -68,24 +70,34 @@ class Leadership {
   // succeeded for a whole lease (the others may take over now, so this one must stop serving).
   std::string RenewOnce();
   // Renews at once and then every third of the lease on a thread of its own; calls `on_lost`
-  // once, with the reason, when leadership is lost.
+  // once, with the reason, when leadership is lost. That includes a renewal that has not
+  // returned a whole lease after the last one succeeded (a database gone silent answers no
+  // error): a watching thread checks every sixth of the lease, so on_lost may come from either.
   void KeepLeading(std::function<void(const std::string& reason)> on_lost);
-  // Stops renewing (and waiting).
+  // Stops renewing (and waiting). Waits for a renewal under way to return.
   void Stop();
   // After Stop, at a clean exit: hands the lease over at once instead of letting it run out.
   void Release();
 
  private:
-  bool SleepThird();  // false when stopped
+  bool SleepFor(std::chrono::milliseconds wait);  // false when stopped
+  bool SleepThird() { return SleepFor(options_.lease / 3); }
+  // The reason a renewal still under way has lost leadership ("" while it has not).
+  std::string StuckRenewal();
+  void ReportLost(const std::string& reason);  // to on_lost_, once
 
   LeaderLease* lease_;
   const Clock* clock_;
   const LeadershipOptions options_;
-  Clock::TimePoint last_renewed_{};
+  std::function<void(const std::string&)> on_lost_;  // set before the threads start
+  std::atomic<bool> lost_reported_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;  // guarded by mu_
+  Clock::TimePoint last_renewed_{};  // guarded by mu_
+  bool renewing_ = false;            // guarded by mu_: a Renew is under way
+  bool stopped_ = false;             // guarded by mu_
   std::thread renewer_;
+  std::thread watchdog_;
 };
 
 // A holder name unique to this process: host, pid and a random suffix.

@@ -75,6 +75,7 @@ class PostgresServer {
     Start();
   }
   ~PostgresServer() {
+    if (paused_) Resume();
     Run("pg_ctl -D " + data() + " -m immediate -w stop > /dev/null 2>&1");
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -138,6 +139,10 @@ class PostgresServer {
   void Stop() {
     REQUIRE(Run("pg_ctl -D " + data() + " -m fast -w stop > /dev/null").exit_code == 0);
   }
+  // SIGSTOP and SIGCONT to the server and its backends: a database gone silent, as on a frozen
+  // or cut-off machine (its connections stay open; nothing answers on them).
+  void Pause() { Signal("STOP", true); }
+  void Resume() { Signal("CONT", false); }
   // The server's log, for a failing test's message.
   std::string Log() const { return ReadFile(dir_ + "/server.log"); }
 
@@ -152,6 +157,11 @@ class PostgresServer {
     return RunShell("cat " + path + " 2>/dev/null").out;
   }
   std::string data() const { return dir_ + "/data"; }
+  void Signal(const std::string& signal, bool paused) {
+    const std::string pid = "$(head -n 1 " + data() + "/postmaster.pid)";
+    REQUIRE(RunShell("kill -" + signal + " " + pid + " $(pgrep -P " + pid + ")").exit_code == 0);
+    paused_ = paused;
+  }
   // psql's command line for database `db`, without the path to bin_.
   std::string Psql(const std::string& db) const {
     return "psql -X -q -A -t -v ON_ERROR_STOP=1 -h " + dir_ + " -U deepool -d " + db;
@@ -165,6 +175,7 @@ class PostgresServer {
 
   std::string bin_;
   std::string dir_;
+  bool paused_ = false;
 };
 
 }  // namespace deepool::testing

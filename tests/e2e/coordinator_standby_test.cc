@@ -301,6 +301,30 @@ TEST_CASE("a standby that loads for longer than the lease keeps leading, and the
   CHECK_FALSE(leads(waiting));
 }
 
+TEST_CASE("a leader whose database goes silent stops when its lease runs out", "[e2e][postgres]") {
+  StandbySetup setup = StartOnPostgres(/*secure=*/false);
+  if (!setup.cluster) return;
+  LocalCluster& cluster = *setup.cluster;
+  std::string before;
+  REQUIRE(cluster.Submit(BgJob("before", 2), &before).ok());
+  REQUIRE(cluster.WaitForTerminal(before).state() == v1::JOB_STATE_SUCCEEDED);
+  std::unique_ptr<TestProcess> leader = cluster.ReleaseCoordinator();
+  // No error and no answer: a renewal waits on its connection, and a standby that reaches the
+  // database may take over once the lease runs out.
+  setup.postgres->Pause();
+  const auto paused_at = std::chrono::steady_clock::now();
+  const std::optional<ProcessExit> exit = leader->Wait(std::chrono::seconds(30));
+  const auto stopped_after = std::chrono::steady_clock::now() - paused_at;
+  setup.postgres->Resume();
+  REQUIRE(exit.has_value());
+  CHECK(exit->exit_code == 3);
+  WARN("the leader stopped "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(stopped_after).count()
+       << " ms after its database went silent (the default lease, 3 s)");
+  CHECK(stopped_after < std::chrono::milliseconds(3000 + 3000 / 6 + 1000));
+  CHECK_THAT(LogOf(*leader), Catch::Contains("still waiting for the database"));
+}
+
 TEST_CASE("a coordinator on PostgreSQL refuses a leader lease its workers would not outlive",
           "[e2e][postgres]") {
   // Refused before the store is opened: no server needed.

@@ -3,7 +3,12 @@
 #include "coordinator/leader_lease.h"
 
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace deepool::coordinator {
 namespace {
@@ -17,6 +22,7 @@ class FakeLease final : public LeaderLease {
   std::deque<Status> renewals;
   int acquire_calls = 0;
   bool released = false;
+  std::function<void()> during_renew;  // runs inside Renew (may block, as a silent database)
 
   StatusOr<LeaseHolder> TryAcquire(const std::string& holder, milliseconds duration) override {
     ++acquire_calls;
@@ -26,6 +32,7 @@ class FakeLease final : public LeaderLease {
     return next;
   }
   Status Renew(milliseconds) override {
+    if (during_renew) during_renew();
     if (renewals.empty()) return Status::Ok();
     Status next = renewals.front();
     renewals.pop_front();
@@ -110,6 +117,44 @@ TEST_CASE("a leader that cannot renew for a whole lease, or was deposed, stops l
     quick.Release();
     CHECK(lease.released);
   }
+}
+
+TEST_CASE("a leader whose renewal does not return for a whole lease stops leading", "[leader]") {
+  FakeLease lease;
+  FakeClock clock;
+  // A short lease in real time: the watch looks every 10 ms.
+  Leadership leadership(&lease, &clock, {"me", milliseconds(60)});
+  REQUIRE(*leadership.TryToLead());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool renewing = false;
+  bool answer = false;  // the database answers again
+  std::vector<std::string> lost;
+  lease.during_renew = [&] {  // the database silent: no error, no answer
+    std::unique_lock<std::mutex> lock(mu);
+    renewing = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return answer; });
+  };
+  leadership.KeepLeading([&](const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu);
+    lost.push_back(reason);
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return renewing; }));
+  clock.Advance(milliseconds(59));
+  // Twenty looks of the watch: the lease has not run out yet, so it leads on.
+  CHECK_FALSE(cv.wait_for(lock, milliseconds(200), [&] { return !lost.empty(); }));
+  clock.Advance(milliseconds(1));
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !lost.empty(); }));
+  CHECK_THAT(lost.front(), Catch::Contains("not renewed for 60 ms") &&
+                               Catch::Contains("still waiting for the database"));
+  answer = true;
+  cv.notify_all();
+  lock.unlock();
+  leadership.Stop();
+  CHECK(lost.size() == 1);
 }
 
 TEST_CASE("the leader lease leaves running jobs time to outlive a takeover",
