@@ -74,6 +74,7 @@ class FakeNodeService final : public v1::NodeService::Service {
                             v1::RegisterNodeResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (starting_) return Starting(context);
+    if (refuse_registrations_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not now");
     registrations_.push_back(*request);
     known_ = true;
     response->set_node_id("n-" + request->name());
@@ -171,6 +172,11 @@ class FakeNodeService final : public v1::NodeService::Service {
     starting_ = starting;
     if (starting) known_ = false;
   }
+  // Registrations fail UNAVAILABLE (other calls are answered).
+  void RefuseRegistrations(bool refuse) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_registrations_ = refuse;
+  }
   void RefuseExits(int n) {
     std::lock_guard<std::mutex> lock(mu_);
     refuse_exits_ = n;
@@ -207,6 +213,7 @@ class FakeNodeService final : public v1::NodeService::Service {
   bool unreachable_ = false;
   bool starting_ = false;
   bool not_found_without_key_ = false;
+  bool refuse_registrations_ = false;
   int refuse_exits_ = 0;
   std::deque<v1::TaskCommand> commands_;
   std::vector<v1::TaskCommand> heartbeat_commands_;
@@ -603,4 +610,33 @@ TEST_CASE("with the lease off, tasks run on through a coordinator outage", "[wor
   std::this_thread::sleep_for(1800ms);
   CHECK(f.daemon->supervisor().IsRunning("t9"));
   CHECK_FALSE(f.ExitOf("t9").has_value());
+}
+
+TEST_CASE("iterations held while the worker cannot register are bounded, the newest kept",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.RefuseRegistrations(true);
+  f.service.Forget();  // the next heartbeat asks to register again, which fails
+  REQUIRE(PollUntil([&] { return f.daemon->node_id().empty(); }));
+  constexpr int kHeld = 3000;
+  for (int i = 0; i < kHeld; ++i) {
+    IterationReport report;
+    report.iteration = i;
+    f.daemon->OnIteration("t-held", report);
+  }
+  f.service.RefuseRegistrations(false);
+  std::vector<int64_t> reported;
+  REQUIRE(PollUntil([&] {
+    reported = f.service.With([](FakeNodeService& s) {
+      std::vector<int64_t> iterations;
+      for (const auto& p : s.progress_) {
+        if (p.task_id() != "t-held") continue;
+        for (const auto& it : p.iterations()) iterations.push_back(it.iteration());
+      }
+      return iterations;
+    });
+    return !reported.empty();
+  }));
+  CHECK(reported.size() == 1000);
+  CHECK(reported.back() == kHeld - 1);
 }

@@ -85,7 +85,7 @@ class WorkerDaemon final : public TaskListener {
 
  private:
   struct PendingProgress {
-    std::vector<v1::IterationEvent> iterations;
+    std::deque<v1::IterationEvent> iterations;  // at most kMaxPendingIterations, the newest
     std::deque<v1::LogLine> logs;
     size_t dropped_logs = 0;
     std::string store_ready;
@@ -95,6 +95,9 @@ class WorkerDaemon final : public TaskListener {
 
   // Hands the coordinator's trace request to the task's executors (logged when it cannot).
   void ForwardTraceRequest(const std::string& task_id, const v1::TraceRequest& request);
+  // Iterations held while the coordinator cannot take them (unregistered, or reports failing):
+  // it shows the newest, so older ones may go.
+  static constexpr size_t kMaxPendingIterations = 1000;
   static constexpr size_t kMaxPendingTraceChunks = 1000;
   static constexpr size_t kMaxPendingEvaluations = 100;  // the coordinator keeps no more
 

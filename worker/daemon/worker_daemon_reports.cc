@@ -42,7 +42,9 @@ void WorkerDaemon::OnIteration(const std::string& task_id, const IterationReport
   event.set_in_fg_executor(report.in_fg_executor);
   event.set_total_iterations(report.total_iterations);
   std::lock_guard<std::mutex> lock(mu_);
-  progress_[task_id].iterations.push_back(std::move(event));
+  auto& iterations = progress_[task_id].iterations;
+  iterations.push_back(std::move(event));
+  if (iterations.size() > kMaxPendingIterations) iterations.pop_front();
 }
 
 void WorkerDaemon::OnLogLine(const std::string& task_id, int rank, const std::string& line) {
@@ -201,8 +203,8 @@ void WorkerDaemon::FlushProgress() {
     // Older entries go first; the log queue stays bounded.
     old.iterations.insert(old.iterations.end(), now.iterations.begin(), now.iterations.end());
     now.iterations.swap(old.iterations);
-    if (now.iterations.size() > 1000) {
-      now.iterations.erase(now.iterations.begin(), now.iterations.end() - 1000);
+    if (now.iterations.size() > kMaxPendingIterations) {
+      now.iterations.erase(now.iterations.begin(), now.iterations.end() - kMaxPendingIterations);
     }
     for (auto it = now.logs.begin(); it != now.logs.end(); ++it) old.logs.push_back(*it);
     now.logs.swap(old.logs);
