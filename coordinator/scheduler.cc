@@ -61,6 +61,9 @@ StatusOr<JobRecord> Scheduler::Submit(const JobSpec& spec, const std::string& re
   RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.path", spec.checkpoint_path, owner));
   RETURN_IF_ERROR(options_.path_roots.Check("checkpoint.dir", spec.checkpoint_dir, owner));
   RETURN_IF_ERROR(options_.path_roots.Check("data.path", spec.data.path, owner));
+  if (spec.eval) {
+    RETURN_IF_ERROR(options_.path_roots.Check("eval.data.path", spec.eval->data.path, owner));
+  }
   // Before the coordinator reads it (CheckModel checks the file against the graph).
   RETURN_IF_ERROR(options_.path_roots.Check("init.path", spec.init_path, owner));
   RETURN_IF_ERROR(planner_->CheckModel(spec));

@@ -635,6 +635,14 @@ TEST_CASE("with a per-user path root, a user's job may not point into another us
                  R"("checkpoint":{"path":")" + (users / "bob" / "final.pt").string() + R"("})")
             .error_code() == grpc::StatusCode::PERMISSION_DENIED);
   CHECK(c.Submit(ClientSecurity{c.root, ""}, &id, checkpoint_dir(users / "root" / "ckpt")).ok());
+  // Nor evaluate on another user's held-out set.
+  auto eval_data = [](const fs::path& dir) {
+    return R"("eval":{"data":{"kind":"image_folder","path":")" + dir.string() + R"("}})";
+  };
+  CHECK(c.Submit(alice, &id, eval_data(users / "alice" / "val")).ok());
+  const grpc::Status eval_in_bob = c.Submit(alice, &id, eval_data(users / "bob" / "val"));
+  CHECK(eval_in_bob.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK_THAT(eval_in_bob.error_message(), Catch::Contains("eval.data.path"));
   std::error_code ec;
   fs::remove_all(users, ec);
 }

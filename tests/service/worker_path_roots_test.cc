@@ -11,8 +11,8 @@ namespace deepool::worker::daemon {
 namespace {
 
 TEST_CASE(
-    "a run spec whose checkpoint, checkpoint directory or data path leaves the worker's roots is "
-    "refused",
+    "a run spec whose checkpoint, checkpoint directory, data, evaluation data or initial weights "
+    "path leaves the worker's roots is refused",
     "[service][security]") {
   auto roots = PathRoots::Make({"/srv/deepool"});
   REQUIRE(roots.ok());
@@ -35,6 +35,17 @@ TEST_CASE(
       *roots, R"({"background":{"job_id":"j","checkpoint":{"dir":"/tmp/elsewhere"}}})", "");
   CHECK(bg_dir.code() == StatusCode::kPermissionDenied);
   CHECK_THAT(bg_dir.message(), Catch::Contains("background.checkpoint.dir"));
+  // The held-out set an evaluation reads, and the initial weights every rank loads.
+  CHECK(CheckRunSpecPaths(*roots, R"({"eval":{"data":{"kind":"cifar10","path":"/srv/deepool/v"}}})",
+                          "")
+            .ok());
+  const Status eval =
+      CheckRunSpecPaths(*roots, R"({"eval":{"data":{"kind":"cifar10","path":"/home/x/val"}}})", "");
+  CHECK(eval.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(eval.message(), Catch::Contains("eval.data.path"));
+  const Status init = CheckRunSpecPaths(*roots, R"({"init":{"path":"/home/x/w.safetensors"}})", "");
+  CHECK(init.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(init.message(), Catch::Contains("init.path"));
   CHECK(CheckRunSpecPaths(*roots, "not json", "").code() == StatusCode::kInvalidArgument);
   CHECK(CheckRunSpecPaths(PathRoots(), R"({"checkpoint":{"path":"/etc/x"}})", "").ok());
 }

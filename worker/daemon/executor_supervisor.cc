@@ -98,6 +98,10 @@ Status CheckRunSpecPaths(const PathRoots& roots, const std::string& run_spec_jso
   RETURN_IF_ERROR(roots.Check("checkpoint.path", StringAt(doc, "checkpoint", "path"), owner));
   RETURN_IF_ERROR(roots.Check("checkpoint.dir", StringAt(doc, "checkpoint", "dir"), owner));
   RETURN_IF_ERROR(roots.Check("data.path", StringAt(doc, "data", "path"), owner));
+  RETURN_IF_ERROR(roots.Check("init.path", StringAt(doc, "init", "path"), owner));
+  if (doc.contains("eval")) {
+    RETURN_IF_ERROR(roots.Check("eval.data.path", StringAt(doc["eval"], "data", "path"), owner));
+  }
   // The coordinator embeds no other job's BG spec in a run spec: a "background" object here is
   // checked as this owner's.
   if (doc.contains("background")) {
