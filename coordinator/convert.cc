@@ -209,14 +209,24 @@ namespace {
 // Page tokens name the seq the next page starts below, behind a prefix so that a token from
 // elsewhere (or a job id) is refused rather than misread.
 constexpr std::string_view kPageTokenPrefix = "before-seq-";
+// States a ListJobs request may name, repeats included.
+constexpr int kMaxListedStates = 32;
 }  // namespace
 
 StatusOr<JobQuery> JobQueryFromRequest(const v1::ListJobsRequest& request) {
   JobQuery query;
+  // Every listed job is matched against the list under the job table's lock: a list of millions
+  // (a request may be 64 MiB) would hold heartbeats and reports up for minutes.
+  if (request.states_size() > kMaxListedStates) {
+    return InvalidArgumentError("states: at most " + std::to_string(kMaxListedStates) +
+                                " (there are fewer states than that)");
+  }
   for (int s : request.states()) {
     std::optional<JobState> state = StateFromProto(static_cast<v1::JobState>(s));
     if (!state) return InvalidArgumentError("states: unknown state " + std::to_string(s));
-    query.states.push_back(*state);
+    if (std::find(query.states.begin(), query.states.end(), *state) == query.states.end()) {
+      query.states.push_back(*state);
+    }
   }
   if (request.limit() < 0) return InvalidArgumentError("limit: must be >= 0");
   query.limit = request.limit() == 0 ? kMaxJobsPerPage : std::min(request.limit(), kMaxJobsPerPage);

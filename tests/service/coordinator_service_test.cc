@@ -224,6 +224,18 @@ TEST_CASE("ListJobs pages: a token continues where the last page ended, a foreig
   REQUIRE(c.client->ListJobs(c.Context().get(), big, &ignored).ok());
   CHECK(ignored.jobs_size() == 5);
   CHECK(ignored.next_page_token().empty());
+  // A state named twice is one state; a list of a million is refused before it is matched
+  // against any job.
+  v1::ListJobsRequest twice;
+  twice.add_states(v1::JOB_STATE_PENDING);
+  twice.add_states(v1::JOB_STATE_PENDING);
+  REQUIRE(c.client->ListJobs(c.Context().get(), twice, &ignored).ok());
+  CHECK(ignored.jobs_size() == 5);
+  v1::ListJobsRequest flood;
+  for (int i = 0; i < 1'000'000; ++i) flood.add_states(v1::JOB_STATE_PENDING);
+  const grpc::Status flooded = c.client->ListJobs(c.Context().get(), flood, &ignored);
+  CHECK(flooded.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(flooded.error_message(), Catch::Contains("states: at most 32"));
 }
 
 TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
