@@ -28,6 +28,15 @@ void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, Job
   job->progress.earlier_reached = 0;
 }
 
+// Whether `rank` of the job runs on another node than `node_id`: that node's to report, not this
+// one's (a worker must not write another node's device row, nor rank 0's job-wide numbers).
+bool PlacedElsewhere(const JobRecord& job, int rank, const std::string& node_id) {
+  for (const RankPlacement& p : job.devices) {
+    if (p.rank == rank) return p.node_id != node_id;
+  }
+  return false;
+}
+
 // An update refused because the job ended since it was read (JobManager::Update): the report
 // is for a task no longer wanted.
 bool EndedMeanwhile(const Status& status) {
@@ -112,6 +121,7 @@ Status ProgressReports::RecordIterations(const JobRecord& job,
   auto apply = [&](JobRecord& r) {
     NoteResumeOnce(report, now_ms, &r);
     for (const v1::IterationEvent& e : report.iterations()) {
+      if (PlacedElsewhere(r, e.rank(), report.node_id())) continue;
       ApplyIterationEvent(e, jobs_on_device, now_ms, &r);
     }
     evaluated->clear();

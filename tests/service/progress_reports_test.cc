@@ -1,7 +1,7 @@
 // ProgressReports alone, over a JobManager on the in-memory store and a Dispatcher with a
-// FakeClock: only the task's own node may report, rank 0's store address is stored and sends the
-// other nodes their tasks, iterations land in the job's progress with the device holders it is
-// given, and a task whose job ended is told to stop.
+// FakeClock: only the task's own node may report, and only its own ranks; rank 0's store address is
+// stored and sends the other nodes their tasks, iterations land in the job's progress with the
+// device holders it is given, and a task whose job ended is told to stop.
 #include "coordinator/progress_reports.h"
 
 #include <catch2/catch.hpp>
@@ -120,6 +120,30 @@ TEST_CASE("iterations reach the job's progress with the holders of its devices",
   REQUIRE(logs.ok());
   REQUIRE(logs->size() == 1);
   CHECK(logs->front().line == "hello");
+}
+
+TEST_CASE("a node's iterations for a rank placed on another node are dropped",
+          "[progress_reports]") {
+  RunningJob cluster;
+  v1::ReportProgressRequest ready = cluster.Report("t1", "n1");
+  ready.set_store_ready("10.0.0.1:29500");
+  REQUIRE(cluster.reports.Report(ready).ok());  // n2's rank is sent: its task is live
+  v1::ReportProgressRequest report = cluster.Report("t2", "n2");
+  v1::IterationEvent* forged = report.add_iterations();  // rank 0 runs on n1
+  forged->set_rank(0);
+  forged->set_iteration(3);
+  forged->set_samples_per_s(1e9);
+  v1::IterationEvent* own = report.add_iterations();
+  own->set_rank(1);
+  own->set_iteration(1);
+  own->set_samples_per_s(80);
+  REQUIRE(cluster.reports.Report(report).ok());
+  const JobRecord job = *cluster.jobs.Get(cluster.id);
+  REQUIRE(job.progress.devices.size() == 1);
+  CHECK(job.progress.devices[0].rank == 1);
+  CHECK(job.progress.devices[0].node_id == "n2");
+  CHECK(job.progress.iteration == 2);
+  CHECK(job.progress.samples_per_s == 80);
 }
 
 TEST_CASE("a task unknown or of an ended job is told to stop", "[progress_reports]") {
