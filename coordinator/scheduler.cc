@@ -162,6 +162,9 @@ void Scheduler::PlanReserved(const std::vector<Reservation>& to_plan) {
       }
     }
     ApplyWrites(std::move(writes));
+    if (planned.ok() && reservation.measured_by) {
+      CacheProfile(job->spec, *reservation.measured_by, reservation.profile_json);
+    }
   }
 }
 

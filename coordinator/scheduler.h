@@ -187,6 +187,10 @@ class Scheduler {
     bool background = false;
     std::string profile_json;  // empty: analytical
     std::string profile_task;  // set while PROFILING
+    // The PROFILE task that measured profile_json (not the cache): the profile is cached for
+    // the model and device type only once a plan was made from it, so one that does not parse
+    // fails this job alone, not every later job of the model.
+    std::optional<v1::ProfileTask> measured_by;
     // What the job trains at on these devices (jobspec::TrainingPrecision): planned at it and
     // written into its run spec.
     planner::Precision precision = planner::Precision::kFp32;
@@ -282,7 +286,8 @@ class Scheduler {
   // Fails the jobs whose wait for a first cause is over.
   void SettleFailuresLocked(Writes* writes);
   // Caches a measured profile (before the task's exit is handled; no lock held).
-  void CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report);
+  void CacheProfile(const JobSpec& spec, const v1::ProfileTask& measured_by,
+                    const std::string& profile_json);
   // Whether a job still wants its tasks (worker registrations and heartbeats).
   bool JobWantsTasks(const std::string& job_id) const;
   // Store writes, without mu_: each write's follow-up runs under mu_ again; writes that may pass

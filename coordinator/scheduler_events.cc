@@ -378,7 +378,6 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
     Status appended = jobs_->AppendLogs(known->job_id, std::move(lines));
     if (!appended.ok()) return StoreFailure("the exit's log lines", appended);
   }
-  if (known->assignment.has_profile()) CacheProfile(*known, report);
   Writes writes;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -543,6 +542,7 @@ void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRe
     return;
   }
   res->second.profile_json = report.result_json();
+  res->second.measured_by = task.assignment.profile();
   res->second.profile_task.clear();
   Reservation reservation = res->second;
   reservations_.erase(res);
@@ -555,19 +555,16 @@ void Scheduler::OnProfileExitLocked(const Task& task, const v1::ReportTaskExitRe
       writes);
 }
 
-void Scheduler::CacheProfile(const Task& task, const v1::ReportTaskExitRequest& report) {
-  if (report.outcome() != v1::TASK_OUTCOME_SUCCEEDED || report.result_json().empty()) return;
-  StatusOr<JobRecord> job = jobs_->Get(task.job_id);
-  if (!job.ok()) return;
+void Scheduler::CacheProfile(const JobSpec& spec, const v1::ProfileTask& measured_by,
+                             const std::string& profile_json) {
   // The cache saves a measurement next time; a failed save costs that, not the job.
   // Under the precision the task measured at (fp32 when it names none).
-  const StatusOr<planner::Precision> measured_at =
-      planner::ParsePrecision(task.assignment.profile().precision());
-  const std::string model_key = ProfileCacheKey(
-      *planner_, job->spec, measured_at.ok() ? *measured_at : planner::Precision::kFp32);
-  const std::string& device_type = task.assignment.profile().device_type();
-  Status saved = jobs_->store()->SaveProfile(model_key, device_type, report.result_json());
-  if (!saved.ok()) DP_LOG_WARN("job {}: cannot cache its profile: {}", job->id, saved.ToString());
+  const StatusOr<planner::Precision> measured_at = planner::ParsePrecision(measured_by.precision());
+  const std::string model_key =
+      ProfileCacheKey(*planner_, spec, measured_at.ok() ? *measured_at : planner::Precision::kFp32);
+  const std::string& device_type = measured_by.device_type();
+  Status saved = jobs_->store()->SaveProfile(model_key, device_type, profile_json);
+  if (!saved.ok()) DP_LOG_WARN("cannot cache the profile of {}: {}", model_key, saved.ToString());
   // Curves of the model on this type were made without it (the preset's, or an older profile).
   if (saved.ok()) curves_.ProfileChanged(model_key, device_type);
 }

@@ -1,6 +1,7 @@
 // The scheduler with the real InProcessPlanningBackend: a job's profile is measured on the very
 // graph it is planned with (every model option applied) and cached under a key naming those
-// options; specs whose global batch cannot train the model are refused at submission.
+// options, once a plan was made from it; specs whose global batch cannot train the model are
+// refused at submission.
 #include "coordinator/in_process_planning.h"
 
 #include <catch2/catch.hpp>
@@ -65,6 +66,27 @@ bool WasProfiled(const JobRecord& job) {
     if (change.state == JobState::kProfiling) return true;
   }
   return false;
+}
+
+TEST_CASE("a profile that does not parse fails its own job and is not cached for the next",
+          "[scheduler][profile]") {
+  InProcessPlanningBackend backend;
+  Harness h(nullptr, &backend);
+  h.AddNode("a", 1);
+  JobRecord first = h.Submit(SmallCnn(10));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(first.id).state == JobState::kProfiling);
+  // A worker's profiler that wrote half a file (or a worker that lies).
+  h.Exit("node-a", TakeProfileTask(h, first.id).task_id, v1::TASK_OUTCOME_SUCCEEDED, "", "{");
+  h.scheduler.Tick();
+  CHECK(h.Get(first.id).state == JobState::kFailed);
+  CHECK(h.Get(first.id).reason_code == ReasonCode::kPlanningFailed);
+  CHECK_FALSE(h.store->LoadProfile(backend.ModelKey(SmallCnn(10)), "cpu")->has_value());
+  // The next job of the model is measured again, and plans.
+  JobRecord second = h.Submit(SmallCnn(10));
+  h.scheduler.Tick();
+  REQUIRE(h.Get(second.id).state == JobState::kProfiling);
+  ProfileAndFinish(h, h.Get(second.id), TakeProfileTask(h, second.id).task_id);
 }
 
 TEST_CASE("a job's profile is measured on its own graph and cached under its options",
