@@ -38,6 +38,11 @@ inline constexpr uint64_t kMinOpenFiles = 1024;
 // open-file limit less these (so 768 connections at kMinOpenFiles).
 inline constexpr uint64_t kReservedFds = 256;
 
+// What one worker's registration or heartbeat may list: devices, and running tasks (a node runs
+// a few per device; the rest would only be answered, stored or matched in vain).
+inline constexpr int kMaxNodeDevices = 1024;
+inline constexpr int kMaxListedTasks = 10000;
+
 // Free-text fields a client sets (job names are shorter: 128) and file paths in a spec.
 inline constexpr size_t kMaxReasonBytes = 1024;
 inline constexpr size_t kMaxPathBytes = 4096;

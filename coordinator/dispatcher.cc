@@ -1,5 +1,8 @@
 #include "coordinator/dispatcher.h"
 
+#include <string_view>
+#include <unordered_set>
+
 namespace deepool::coordinator {
 namespace {
 
@@ -96,7 +99,9 @@ std::vector<std::string> Dispatcher::ReconcileLocked(const std::string& node_id,
                                                      const std::vector<v1::RunningTask>& running,
                                                      const std::map<std::string, bool>& wanted) {
   std::vector<std::string> cancel;
+  std::unordered_set<std::string_view> seen;  // a task listed twice is answered once
   for (const v1::RunningTask& listed : running) {
+    if (!seen.insert(listed.task_id()).second) continue;
     auto it = tasks_.find(listed.task_id());
     // A job not asked about is one whose task arrived since AskWanted: wanted, as it is new.
     auto answer = it == tasks_.end() ? wanted.end() : wanted.find(it->second.job_id);

@@ -1,5 +1,6 @@
 #include <chrono>
 
+#include "common/limits.h"
 #include "common/logging.h"
 #include "coordinator/command_stream.h"
 #include "coordinator/convert.h"
@@ -13,6 +14,13 @@ namespace {
 std::vector<v1::RunningTask> ToVector(
     const google::protobuf::RepeatedPtrField<v1::RunningTask>& tasks) {
   return std::vector<v1::RunningTask>(tasks.begin(), tasks.end());
+}
+
+// Each listed task is looked up, may be answered with a cancel and held for: bounded.
+Status CheckListedTasks(int listed) {
+  if (listed <= kMaxListedTasks) return Status::Ok();
+  return InvalidArgumentError("running_tasks: " + std::to_string(listed) + " listed, at most " +
+                              std::to_string(kMaxListedTasks));
 }
 
 }  // namespace
@@ -54,6 +62,12 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
                                            v1::RegisterNodeResponse* resp) {
   Status allowed = AuthorizeNodeName(ctx, req->name());
   if (!allowed.ok()) return ToGrpcStatus(allowed);
+  if (req->devices_size() > kMaxNodeDevices) {
+    return ToGrpcStatus(
+        InvalidArgumentError("devices: at most " + std::to_string(kMaxNodeDevices) + " per node"));
+  }
+  Status listed = CheckListedTasks(req->running_tasks_size());
+  if (!listed.ok()) return ToGrpcStatus(listed);
   StatusOr<protocol::ProtocolRange> common = NegotiateWorkerProtocol(
       req->protocol_version(), req->oldest_protocol_version(), protocol::ProtocolRange{});
   if (!common.ok()) return ToGrpcStatus(common.status());
@@ -74,6 +88,8 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::Hear
                                         v1::HeartbeatResponse* resp) {
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
   if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
+  Status listed = CheckListedTasks(req->running_tasks_size());
+  if (!listed.ok()) return ToGrpcStatus(listed);
   StatusOr<std::vector<v1::TaskCommand>> commands =
       scheduler_->Heartbeat(req->node_id(), ToVector(req->running_tasks()));
   if (!commands.ok()) return Answer(ctx, req->node_id(), commands.status());

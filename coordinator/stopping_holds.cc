@@ -1,5 +1,7 @@
 #include "coordinator/stopping_holds.h"
 
+#include <algorithm>
+
 namespace deepool::coordinator {
 
 StoppingHolds::StoppingHolds(DeviceLedger* ledger) : ledger_(ledger) {}
@@ -23,8 +25,12 @@ void StoppingHolds::HoldForNode(const NodeRecord& node, const std::vector<std::s
     const DeviceKey key{node.id, device.device};
     if (!ledger_->ForegroundOf(key)) ledger_->HoldForeground(key, holder);
   }
+  // Each task once: a node that registers again and again with the same tasks (or lists one
+  // many times) must not grow the wait.
   std::vector<std::string>& held = tasks_of_[holder];
   held.insert(held.end(), task_ids.begin(), task_ids.end());
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
 }
 
 bool StoppingHolds::ReleaseEnded(const NoneLive& none_live) {

@@ -113,6 +113,15 @@ TEST_CASE("a node that re-registers without its confirmed task lost it", "[dispa
   CHECK(registration.cancel_task_ids == std::vector<std::string>{"t2"});
 }
 
+TEST_CASE("a task listed several times is answered once", "[dispatcher]") {
+  FakeClock clock;
+  Dispatcher dispatcher(&clock, seconds(5));
+  const std::vector<v1::RunningTask> stray(1000, Listed("stray"));
+  CHECK(dispatcher.OnRegister("a", "10.0.0.1", stray, kWanted).cancel_task_ids ==
+        std::vector<std::string>{"stray"});
+  CHECK(dispatcher.OnHeartbeat("a", stray, kWanted).size() == 1);
+}
+
 TEST_CASE("the job table is asked without the dispatcher's lock held", "[dispatcher]") {
   // A heartbeat that waited for the job table under the dispatcher's lock held every other
   // worker call up with it. Here the predicate asks the dispatcher from another thread; that

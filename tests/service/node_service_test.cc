@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/limits.h"
 #include "coordinator/in_process_planning.h"
 #include "coordinator/server.h"
 #include "deepool/v1/coordinator.grpc.pb.h"
@@ -377,6 +378,30 @@ TEST_CASE("a node silent past the timeout is DOWN and must register again", "[se
   auto known_context = c.Context();
   REQUIRE(c.worker->Heartbeat(known_context.get(), beat, &beat_resp).ok());
   CHECK(known_context->GetServerTrailingMetadata().count(protocol::kRegisterAgainKey) == 0);
+}
+
+TEST_CASE("a registration or heartbeat that lists too many tasks or devices is refused",
+          "[service]") {
+  Cluster c;
+  const std::string node_id = c.Register("w1", 2);
+  v1::HeartbeatRequest beat;
+  beat.set_node_id(node_id);
+  for (int i = 0; i <= kMaxListedTasks; ++i) beat.add_running_tasks()->set_task_id("stray");
+  v1::HeartbeatResponse beat_resp;
+  const grpc::Status beaten = c.worker->Heartbeat(c.Context().get(), beat, &beat_resp);
+  CHECK(beaten.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(beaten.error_message(), Catch::Contains("running_tasks: 10001 listed"));
+
+  v1::RegisterNodeRequest many = c.NodeRequest("w2", 1);
+  *many.mutable_running_tasks() = beat.running_tasks();
+  v1::RegisterNodeResponse registered;
+  CHECK(c.worker->RegisterNode(c.Context().get(), many, &registered).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  v1::RegisterNodeRequest huge = c.NodeRequest("w3", 1);
+  for (int i = 0; i < kMaxNodeDevices; ++i) *huge.add_devices() = huge.devices(0);
+  const grpc::Status refused = c.worker->RegisterNode(c.Context().get(), huge, &registered);
+  CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(refused.error_message(), Catch::Contains("devices: at most 1024"));
 }
 
 TEST_CASE("with the real planner, small_cnn is planned over 2 CPU devices", "[service]") {

@@ -68,5 +68,21 @@ TEST_CASE("a node's free devices are held for the tasks it was told to cancel",
   CHECK_FALSE(ledger.ForegroundOf({"n1", "cuda:0"}).has_value());
 }
 
+TEST_CASE("a node that lists the same task again is waited for once", "[stopping_holds]") {
+  DeviceLedger ledger;
+  StoppingHolds holds(&ledger);
+  NodeRecord node;
+  node.id = "n1";
+  node.name = "gpu1";
+  node.devices = {{"cuda:0", "a100", 0}};
+  for (int i = 0; i < 100; ++i) holds.HoldForNode(node, {"old.a1.n1", "old.a1.n1"});
+  std::vector<std::string> waited_for;
+  holds.ReleaseEnded([&](const std::vector<std::string>& tasks) {
+    waited_for = tasks;
+    return false;
+  });
+  CHECK(waited_for == std::vector<std::string>{"old.a1.n1"});
+}
+
 }  // namespace
 }  // namespace deepool::coordinator
