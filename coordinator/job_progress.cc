@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "protocol/run_spec.h"
+
 namespace deepool::coordinator {
 namespace {
 
@@ -30,6 +32,12 @@ DeviceProgress* RowFor(JobProgress* progress, int rank) {
 
 void ApplyIterationEvent(const v1::IterationEvent& e, const DeviceJobsLookup& jobs_on_device,
                          int64_t now_ms, JobRecord* job) {
+  // A worker's numbers: past what any run may reach (or negative) they are no progress, and
+  // iteration + 1 below would overflow.
+  if (e.iteration() < 0 || e.iteration() >= protocol::kMaxRunIterations ||
+      e.total_iterations() < 0 || e.total_iterations() > protocol::kMaxRunIterations) {
+    return;
+  }
   JobProgress& progress = job->progress;
   // An epochs job's executors count its iterations from the data set: the total is news.
   if (e.total_iterations() > 0) progress.iterations = e.total_iterations();

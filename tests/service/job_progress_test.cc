@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "coordinator/cluster_summary.h"
@@ -114,6 +115,23 @@ TEST_CASE("stale events and unknown ranks do not overwrite device rows", "[progr
   ApplyIterationEvent(Event(7, 6, 1, 1), nullptr, 3000, &job);  // no such rank placed
   CHECK(job.progress.devices.size() == 1);
   CHECK(job.progress.iteration == 7);
+}
+
+TEST_CASE("an event whose iteration no run can reach is dropped", "[progress]") {
+  JobRecord job = RunningJob("fg-1", JobRole::kFg, 1);
+  job.spec.iterations = 0;  // an epochs job: nothing caps the count until its total is known
+  job.spec.epochs = 1;
+  ApplyIterationEvent(Event(0, 4, 9, 1), nullptr, 1000, &job);
+  for (int64_t forged : {std::numeric_limits<int64_t>::max(), int64_t{-5}}) {
+    ApplyIterationEvent(Event(0, forged, 9, 1), nullptr, 2000, &job);
+  }
+  v1::IterationEvent total = Event(0, 5, 9, 1);
+  total.set_total_iterations(std::numeric_limits<int64_t>::max());
+  ApplyIterationEvent(total, nullptr, 3000, &job);
+  CHECK(job.progress.iteration == 5);
+  CHECK(job.progress.iterations == 0);
+  REQUIRE(job.progress.devices.size() == 1);
+  CHECK(job.progress.devices[0].iteration == 5);
 }
 
 TEST_CASE("a BG job's own executor counts as BG time on its device", "[progress]") {
