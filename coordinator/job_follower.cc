@@ -1,5 +1,8 @@
 #include "coordinator/job_follower.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace deepool::coordinator {
 namespace {
 
@@ -37,25 +40,29 @@ Status JobFollower::Logs(const std::string& job_id, const LogFollowRequest& requ
   if (request.tail_lines < 0) return InvalidArgumentError("tail_lines: must be >= 0");
   // Before the first read: whatever is appended after it is followed, not lost.
   uint64_t seen = jobs_->JobVersion(job_id);
-  ASSIGN_OR_RETURN(std::vector<LogRecord> lines, request.tail_lines > 0
-                                                     ? jobs_->TailLogs(job_id, request.tail_lines)
-                                                     : jobs_->ReadLogs(job_id, 0, 0));
+  // Where to start: a job's lines are numbered one by one from 1, so the tail of N lines
+  // starts after the last line's number less N.
   int64_t last_seq = 0;
-  for (const LogRecord& line : lines) {
-    if (!send(line)) return Status::Ok();
-    last_seq = line.seq;
+  if (request.tail_lines > 0) {
+    ASSIGN_OR_RETURN(const std::vector<LogRecord> last, jobs_->TailLogs(job_id, 1));
+    if (!last.empty()) last_seq = std::max<int64_t>(0, last.back().seq - request.tail_lines);
   }
-  if (!request.follow) return Status::Ok();
+  // A page at a time: a log of millions of lines is never held whole.
   while (true) {
     // The state before the read: a job that had ended has all its lines stored already.
-    ASSIGN_OR_RETURN(JobRecord job, jobs_->Get(job_id));
+    std::optional<JobState> state;
+    if (request.follow) {
+      const JobSnapshot job = jobs_->Find(job_id);
+      if (!job) return NotFoundError("job " + job_id + " not found");
+      state = job->state;
+    }
     ASSIGN_OR_RETURN(std::vector<LogRecord> more, jobs_->ReadLogs(job_id, last_seq, kLogPage));
     for (const LogRecord& line : more) {
       if (!send(line)) return Status::Ok();
       last_seq = line.seq;
     }
     if (!more.empty()) continue;
-    if (IsTerminal(job.state)) return Status::Ok();
+    if (!request.follow || IsTerminal(*state)) return Status::Ok();
     RETURN_IF_ERROR(WaitForChange(job_id, seen, stop));
     seen = jobs_->JobVersion(job_id);
   }

@@ -2,6 +2,7 @@
 // loop wakes on a change, not on a timer.
 #include "coordinator/job_follower.h"
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -59,6 +60,76 @@ TEST_CASE("Logs sends the tail, or everything, and stops when not following", "[
 
   CHECK(follower.Logs(f.id, {-1, false}, collect).code() == StatusCode::kInvalidArgument);
   CHECK(follower.Logs("job-999", {0, true}, collect).code() == StatusCode::kNotFound);
+}
+
+// The in-memory store, counting the most log lines one read returned.
+class LogPageStore final : public JobStore {
+ public:
+  size_t largest_read = 0;
+  Status SaveJob(const JobRecord& job) override { return store_.SaveJob(job); }
+  StatusOr<std::vector<JobRecord>> LoadJobs() override { return store_.LoadJobs(); }
+  StatusOr<JobRecord> LoadJob(const std::string& id) override { return store_.LoadJob(id); }
+  Status AppendLogs(const std::string& id, std::vector<LogRecord>* lines) override {
+    return store_.AppendLogs(id, lines);
+  }
+  StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& id, int64_t after,
+                                            int limit) override {
+    return Counted(store_.ReadLogs(id, after, limit));
+  }
+  StatusOr<std::vector<LogRecord>> TailLogs(const std::string& id, int count) override {
+    return Counted(store_.TailLogs(id, count));
+  }
+  Status SaveProfile(const std::string& key, const std::string& type,
+                     const std::string& json) override {
+    return store_.SaveProfile(key, type, json);
+  }
+  StatusOr<std::optional<std::string>> LoadProfile(const std::string& key,
+                                                   const std::string& type) override {
+    return store_.LoadProfile(key, type);
+  }
+  Status ReserveSeqs(int64_t bound) override { return store_.ReserveSeqs(bound); }
+  StatusOr<int64_t> LoadSeqReservation() override { return store_.LoadSeqReservation(); }
+
+ private:
+  StatusOr<std::vector<LogRecord>> Counted(StatusOr<std::vector<LogRecord>> lines) {
+    if (lines.ok()) largest_read = std::max(largest_read, lines->size());
+    return lines;
+  }
+  InMemoryJobStore store_;
+};
+
+TEST_CASE("a long log is sent a page at a time, whole or its tail", "[job_follower]") {
+  FakeClock clock;
+  LogPageStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  JobSpec spec;
+  spec.model = "tiny";
+  spec.global_batch = 8;
+  spec.iterations = 4;
+  const std::string id = jobs.Submit(spec)->id;
+  std::vector<LogRecord> lines(2500);
+  for (size_t i = 0; i < lines.size(); ++i) lines[i].line = std::to_string(i);
+  REQUIRE(jobs.AppendLogs(id, lines).ok());
+  JobFollower follower(&jobs);
+  std::vector<std::string> got;
+  auto collect = [&](const LogRecord& r) {
+    got.push_back(r.line);
+    return true;
+  };
+  REQUIRE(follower.Logs(id, {0, false}, collect).ok());
+  REQUIRE(got.size() == 2500);
+  CHECK(got.front() == "0");
+  CHECK(got.back() == "2499");
+  got.clear();
+  REQUIRE(follower.Logs(id, {2200, false}, collect).ok());
+  REQUIRE(got.size() == 2200);
+  CHECK(got.front() == "300");
+  CHECK(got.back() == "2499");
+  got.clear();
+  REQUIRE(follower.Logs(id, {5000, false}, collect).ok());  // more than there are: all
+  CHECK(got.size() == 2500);
+  CHECK(store.largest_read <= 1000);
 }
 
 TEST_CASE("following wakes on each new line and ends with the job", "[job_follower]") {
