@@ -91,8 +91,13 @@ std::optional<v1::TraceRequest> TraceCollector::OnReport(
     Request& request = it->second;
     const int world = request.trace.window.world_size;
     if (part.rank() < 0 || part.rank() >= world) continue;
-    if (request.spans + static_cast<size_t>(part.spans_size()) > max_spans_) continue;
+    const size_t bytes = part.ByteSizeLong();
+    if (request.spans + static_cast<size_t>(part.spans_size()) > max_spans_ ||
+        request.bytes + bytes > max_bytes_) {
+      continue;
+    }
     request.spans += static_cast<size_t>(part.spans_size());
+    request.bytes += bytes;
     v1::TraceChunk& merged = request.trace.ranks[part.rank()];
     merged.set_rank(part.rank());
     merged.set_request_id(part.request_id());

@@ -50,10 +50,12 @@ v1::TraceJobResponse TraceResponse(const JobRecord& job, const CollectedTrace& t
 
 class TraceCollector {
  public:
-  // A bound on the spans one request may gather, so that a misbehaving worker cannot fill the
-  // coordinator's memory: later parts are dropped.
-  explicit TraceCollector(size_t max_spans_per_request = 2'000'000)
-      : max_spans_(max_spans_per_request) {}
+  // Bounds on the spans one request may gather and on their bytes (span names are a worker's
+  // strings), so that a misbehaving worker cannot fill the coordinator's memory: later parts are
+  // dropped.
+  explicit TraceCollector(size_t max_spans_per_request = 2'000'000,
+                          size_t max_bytes_per_request = size_t{256} << 20)
+      : max_spans_(max_spans_per_request), max_bytes_(max_bytes_per_request) {}
 
   // ALREADY_EXISTS while a request for the job is open.
   StatusOr<int64_t> Open(const std::string& job_id, const TraceWindow& window);
@@ -75,10 +77,12 @@ class TraceCollector {
     CollectedTrace trace;
     std::set<std::string> tasks_told;
     size_t spans = 0;
+    size_t bytes = 0;  // of the parts kept, as serialised
   };
   bool CompleteLocked(const Request& request) const;
 
   const size_t max_spans_;
+  const size_t max_bytes_;
   std::mutex mu_;
   std::condition_variable arrived_;
   int64_t next_id_ = 1;                  // guarded by mu_

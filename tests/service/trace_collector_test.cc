@@ -123,7 +123,9 @@ TEST_CASE("each task is told once, parts are merged by rank, and collect ends wh
   CHECK(traces.Open(job.id, *ChooseTraceWindow(job, 3)).ok());
 }
 
-TEST_CASE("collect returns what arrived at the timeout, and at once after shutdown", "[trace]") {
+TEST_CASE(
+    "collect returns what arrived within its bounds at the timeout, and at once after shutdown",
+    "[trace]") {
   TraceCollector traces(/*max_spans_per_request=*/5);
   const JobRecord job = Running(10, 1000, 10);
   const int64_t id = *traces.Open(job.id, *ChooseTraceWindow(job, 3));
@@ -132,6 +134,17 @@ TEST_CASE("collect returns what arrived at the timeout, and at once after shutdo
   CollectedTrace trace = traces.Collect(id, 50ms);
   REQUIRE(trace.ranks.size() == 1);
   CHECK(trace.complete == std::set<int>{0});
+
+  // Few spans, each with a name of a megabyte: over the byte bound, dropped.
+  TraceCollector small(/*max_spans_per_request=*/100, /*max_bytes_per_request=*/1 << 20);
+  const int64_t named = *small.Open(job.id, *ChooseTraceWindow(job, 3));
+  RepeatedPtrField<v1::TraceChunk> huge = Parts(named, 0, 2, true);
+  huge[0].mutable_spans(0)->set_name(std::string(1 << 20, 'x'));
+  small.OnReport(job.id, "task-a", huge);
+  small.OnReport(job.id, "task-b", Parts(named, 1, 3, true));
+  trace = small.Collect(named, 50ms);
+  REQUIRE(trace.ranks.size() == 1);
+  CHECK(trace.complete == std::set<int>{1});
 
   const int64_t second = *traces.Open(job.id, *ChooseTraceWindow(job, 3));
   traces.Shutdown();
