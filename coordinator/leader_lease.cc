@@ -97,7 +97,14 @@ void Leadership::KeepLeading(std::function<void(const std::string&)> on_lost) {
   // went silent would serve on past its lease, beside the standby that took over.
   watchdog_ = std::thread([this] {
     SetCurrentThreadName("dp-coord-lwatch");
+    Clock::TimePoint looked = clock_->Now();
     while (SleepFor(options_.lease / 6)) {
+      // Asleep far longer than asked: this process was paused (SIGSTOP, a frozen VM) with a
+      // renewal under way, whose answer may be arriving now (deposed, say). Look next time.
+      const Clock::TimePoint now = clock_->Now();
+      const bool paused = now - looked > options_.lease / 3;
+      looked = now;
+      if (paused) continue;
       const std::string lost = StuckRenewal();
       if (!lost.empty()) {
         ReportLost(lost);

@@ -72,7 +72,8 @@ class Leadership {
   // Renews at once and then every third of the lease on a thread of its own; calls `on_lost`
   // once, with the reason, when leadership is lost. That includes a renewal that has not
   // returned a whole lease after the last one succeeded (a database gone silent answers no
-  // error): a watching thread checks every sixth of the lease, so on_lost may come from either.
+  // error): a watching thread checks every sixth of the lease, so on_lost may come from either
+  // (after a pause of the process it skips one look, so that a renewal's own answer comes first).
   void KeepLeading(std::function<void(const std::string& reason)> on_lost);
   // Stops renewing (and waiting). Waits for a renewal under way to return.
   void Stop();
