@@ -82,6 +82,25 @@ int PendingEntries(const v1::Job& job) {
   return entries;
 }
 
+// The iteration `job` has reached, once it runs (again).
+int64_t RunningIteration(LocalCluster& cluster, const std::string& job) {
+  return cluster
+      .WaitForJob(job, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; })
+      .progress()
+      .iteration();
+}
+
+// Waits until `job` has trained 3 iterations past `from` (or ended), and checks that it trains
+// on in its first attempt: RUNNING, never requeued. What it saw last.
+v1::Job CheckTrainsOn(LocalCluster& cluster, const std::string& job, int64_t from) {
+  v1::Job advanced = cluster.WaitForJob(job, [&](const v1::Job& j) {
+    return j.progress().iteration() > from + 3 || cli::IsTerminal(j.state());
+  });
+  CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
+  CHECK(PendingEntries(advanced) == 1);
+  return advanced;
+}
+
 // What a process logged so far.
 std::string LogOf(const TestProcess& process) {
   std::ifstream log(process.log_path());
@@ -126,16 +145,7 @@ TEST_CASE(
   CHECK(takeover < std::chrono::seconds(9));  // the workers' lease
 
   // The new leader has every job, and the long one trains on in its first attempt.
-  const int64_t at_takeover =
-      cluster
-          .WaitForJob(long_job, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; })
-          .progress()
-          .iteration();
-  v1::Job advanced = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
-    return j.progress().iteration() > at_takeover + 3 || cli::IsTerminal(j.state());
-  });
-  CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
-  CHECK(PendingEntries(advanced) == 1);
+  CheckTrainsOn(cluster, long_job, RunningIteration(cluster, long_job));
   for (const std::string& id : short_jobs) {
     CHECK(cluster.WaitForTerminal(id).state() == v1::JOB_STATE_SUCCEEDED);
   }
@@ -188,28 +198,14 @@ TEST_CASE(
        << std::chrono::duration_cast<std::chrono::milliseconds>(takeover).count()
        << " ms after the leader froze");
 
-  const int64_t at_takeover =
-      cluster
-          .WaitForJob(long_job, [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; })
-          .progress()
-          .iteration();
-  v1::Job advanced = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
-    return j.progress().iteration() > at_takeover + 3 || cli::IsTerminal(j.state());
-  });
-  CHECK(advanced.state() == v1::JOB_STATE_RUNNING);
-  CHECK(PendingEntries(advanced) == 1);
+  const v1::Job advanced = CheckTrainsOn(cluster, long_job, RunningIteration(cluster, long_job));
 
   // The old leader wakes deposed and exits; the job it once ran is not disturbed.
   leader->Signal(SIGCONT);
   std::optional<ProcessExit> exit = leader->Wait(std::chrono::seconds(30));
   REQUIRE(exit.has_value());
   CHECK(exit->exit_code == 3);
-  const int64_t at_exit = advanced.progress().iteration();
-  v1::Job after = cluster.WaitForJob(long_job, [&](const v1::Job& j) {
-    return j.progress().iteration() > at_exit + 3 || cli::IsTerminal(j.state());
-  });
-  CHECK(after.state() == v1::JOB_STATE_RUNNING);
-  CHECK(PendingEntries(after) == 1);
+  CheckTrainsOn(cluster, long_job, advanced.progress().iteration());
 }
 
 TEST_CASE("a leader paused past its lease wakes deposed, writes nothing and exits",
