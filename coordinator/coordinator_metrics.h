@@ -7,8 +7,9 @@
 //   by state and their heartbeat age, devices by use, and per running job its samples/s,
 //   iteration time, its last evaluation's top-1/top-5 accuracy and loss, and each rank's
 //   last-iteration FG busy, BG busy and idle time.
-// Label sets are bounded: states, roles, reasons and gRPC methods are fixed lists; node, device
-// and job labels name only what exists now (jobs only while PENDING to RUNNING).
+// Label sets: states, roles, reasons and gRPC methods are fixed lists; job labels name jobs
+// only while PENDING to RUNNING; node and device labels name every node registered since the
+// coordinator started, DOWN ones included (the registry forgets no node until a restart).
 // Threading: the recorders are thread-safe; RenderCoordinatorMetrics is a pure function.
 #pragma once
 
