@@ -25,12 +25,16 @@ void PolicyRecord::RecordRound(const Admission& admission, int64_t fg_granted) {
   }
 }
 
-void PolicyRecord::RecordMove(const FgPreemption& moved, int64_t now_ms) {
+void PolicyRecord::RecordMove(const FgPreemption& moved, int64_t now_ms,
+                              const std::function<bool(const std::string&)>& ended) {
   if (!moved.growth()) ++view_.preemptions;
   // Copied on write: views handed out keep the map they were given.
-  auto notes = view_.preempted
-                   ? std::make_shared<std::map<std::string, PreemptionNote>>(*view_.preempted)
-                   : std::make_shared<std::map<std::string, PreemptionNote>>();
+  auto notes = std::make_shared<std::map<std::string, PreemptionNote>>();
+  if (view_.preempted) {
+    for (const auto& [job_id, note] : *view_.preempted) {
+      if (!ended(job_id)) notes->emplace_hint(notes->end(), job_id, note);
+    }
+  }
   (*notes)[moved.job_id] = {policy_ ? std::string(policy_->Name()) : "fifo",
                             moved.for_job,
                             moved.message,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,8 +53,11 @@ class PolicyRecord {
   // preempted job still holds waits, and is not counted).
   void RecordRound(const Admission& admission, int64_t fg_granted);
   // A running FG job the policy moved, at `now_ms` (wall clock): noted as its last move, and
-  // counted in PolicyView::preemptions unless it is a growth.
-  void RecordMove(const FgPreemption& moved, int64_t now_ms);
+  // counted in PolicyView::preemptions unless it is a growth. The notes of jobs that `ended`
+  // says have ended go (their histories keep the sentence): the notes, copied at each move,
+  // stay as many as the moved jobs still live.
+  void RecordMove(const FgPreemption& moved, int64_t now_ms,
+                  const std::function<bool(const std::string& job_id)>& ended);
   PolicyView View() const;
 
  private:

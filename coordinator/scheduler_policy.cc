@@ -70,7 +70,10 @@ void Scheduler::PreemptLocked(const FgPreemption& preempted, Writes* writes) {
   });
   write.retry = true;
   writes->push_back(std::move(write));
-  policy_record_.RecordMove(preempted, now);
+  policy_record_.RecordMove(preempted, now, [this](const std::string& job_id) {
+    const std::optional<JobBrief> job = jobs_->Brief(job_id);
+    return !job || IsTerminal(job->state);
+  });
   DP_LOG_INFO("job {}: {}", preempted.job_id, note);
 }
 

@@ -14,6 +14,8 @@ std::shared_ptr<const policy::Policy> MaxMin() {
   return std::shared_ptr<const policy::Policy>(std::move(*made));
 }
 
+const auto kNoneEnded = [](const std::string&) { return false; };
+
 TEST_CASE("fifo's record names fifo and counts its grants", "[policy_record]") {
   PolicyRecord record(nullptr, {});
   Admission admission;
@@ -52,9 +54,9 @@ TEST_CASE("a round's waits are counted by code and its round and shares kept", "
 
 TEST_CASE("preemptions are noted without changing a view already handed out", "[policy_record]") {
   PolicyRecord record(MaxMin(), {});
-  record.RecordMove({"j1", "j9", "over its share"}, 1000);
+  record.RecordMove({"j1", "j9", "over its share"}, 1000, kNoneEnded);
   const PolicyView before = record.View();
-  record.RecordMove({"j2", "", "over its share"}, 2000);
+  record.RecordMove({"j2", "", "over its share"}, 2000, kNoneEnded);
   const PolicyView after = record.View();
   CHECK(before.preemptions == 1);
   REQUIRE(before.preempted != nullptr);
@@ -81,7 +83,7 @@ TEST_CASE("a growth is counted as a resize and not as a preemption", "[policy_re
   grown.grow_to = 4;
   admission.preempted = {grown, {"p", "j9", "over its share"}};
   record.RecordRound(admission, 0);
-  for (const FgPreemption& moved : admission.preempted) record.RecordMove(moved, 1000);
+  for (const FgPreemption& moved : admission.preempted) record.RecordMove(moved, 1000, kNoneEnded);
   const PolicyView view = record.View();
   using Key = std::pair<std::string, std::string>;
   CHECK(view.decisions.at(Key{"resize", "fg"}) == 1);
@@ -94,6 +96,23 @@ TEST_CASE("a growth is counted as a resize and not as a preemption", "[policy_re
   CHECK(note.from_devices == 1);
   CHECK(note.grow_to == 4);
   CHECK(view.preempted->at("p").grow_to == 0);
+}
+
+TEST_CASE("the notes of ended jobs go at the next move", "[policy_record]") {
+  PolicyRecord record(MaxMin(), {});
+  for (int i = 0; i < 100; ++i) {
+    record.RecordMove({"j" + std::to_string(i), "", "over its share"}, i, kNoneEnded);
+  }
+  const PolicyView all = record.View();
+  record.RecordMove({"last", "", "over its share"}, 100,
+                    [](const std::string& job_id) { return job_id != "j7"; });
+  const PolicyView view = record.View();
+  REQUIRE(view.preempted != nullptr);
+  CHECK(view.preempted->size() == 2);  // j7, still live, and the new one
+  CHECK(view.preempted->count("j7") == 1);
+  CHECK(view.preempted->count("last") == 1);
+  CHECK(view.preemptions == 101);
+  CHECK(all.preempted->size() == 100);  // a view handed out keeps what it was given
 }
 
 }  // namespace
