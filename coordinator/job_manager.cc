@@ -112,6 +112,7 @@ void JobManager::CountLocked(const JobRecord& job, int sign) {
 
 void JobManager::IndexLocked(const JobSnapshot& slot) {
   by_seq_[slot->seq] = &slot;
+  by_owner_[slot->owner][slot->seq] = &slot;
   if (IsTerminal(slot->state)) {
     unfinished_.erase(slot->seq);
   } else {
@@ -256,10 +257,15 @@ JobPage JobManager::ListPage(const JobQuery& query) const {
   std::vector<JobSnapshot> found;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::map<int64_t, const JobSnapshot*>& index = live_only ? unfinished_ : by_seq_;
+    static const std::map<int64_t, const JobSnapshot*> kNone;
+    const std::map<int64_t, const JobSnapshot*>* index = live_only ? &unfinished_ : &by_seq_;
+    if (!live_only && query.owner) {
+      auto mine = by_owner_.find(*query.owner);
+      index = mine == by_owner_.end() ? &kNone : &mine->second;
+    }
     // Newest first: walk down from the first seq below the page's start.
-    auto it = query.before_seq > 0 ? index.lower_bound(query.before_seq) : index.end();
-    while (it != index.begin()) {
+    auto it = query.before_seq > 0 ? index->lower_bound(query.before_seq) : index->end();
+    while (it != index->begin()) {
       --it;
       const JobSnapshot& job = *it->second;
       if (!wanted(*job)) continue;

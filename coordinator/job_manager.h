@@ -215,7 +215,7 @@ class JobManager {
   Status StoreHeldBackLocked(const std::string& job_id, int64_t now_ms);
   // Wakes the waiters for any change and those for this job's.
   void NotifyChangeLocked(const std::string& job_id);
-  // Indexes the job in its slot of jobs_ (by_seq_, unfinished_).
+  // Indexes the job in its slot of jobs_ (by_seq_, unfinished_, by_owner_).
   void IndexLocked(const JobSnapshot& slot);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
   // A submission's request id: its job, whose it is, and its spec's fingerprint.
@@ -244,6 +244,8 @@ class JobManager {
   // ones.
   std::map<int64_t, const JobSnapshot*> by_seq_;
   std::map<int64_t, const JobSnapshot*> unfinished_;
+  // Every stored job by owner: a user's listing walks their own history, not everyone's.
+  std::map<std::string, std::map<int64_t, const JobSnapshot*>> by_owner_;
   JobCounts counts_;
   // The PENDING jobs of each role in Admit's order, each one's rank at hand (job_manager.cc).
   struct QueueOrders;

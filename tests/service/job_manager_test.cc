@@ -169,6 +169,40 @@ TEST_CASE("a job's queue position is the one the admission order gives it", "[jo
   CHECK_FALSE(jobs.QueuePosition("no-such-job").has_value());
 }
 
+TEST_CASE("a user's pages hold their own jobs, newest first, after a reload too", "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  {
+    JobManager jobs(&store, &clock);
+    REQUIRE(jobs.Load().ok());
+    for (int i = 0; i < 30; ++i) {
+      StatusOr<JobRecord> job = jobs.Submit(TinySpec(), "", i % 3 == 1 ? "bob" : "alice");
+      REQUIRE(job.ok());
+      if (i % 2 == 0) REQUIRE(jobs.Transition(job->id, JobState::kCancelled, "").ok());
+    }
+  }
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  for (const std::vector<JobState>& states :
+       {std::vector<JobState>{}, {JobState::kPending}, {JobState::kCancelled}}) {
+    std::vector<std::string> bobs;  // from the whole list, newest first
+    for (const JobRecord& job : jobs.List(states, 0)) {
+      if (job.owner == "bob") bobs.push_back(job.id);
+    }
+    REQUIRE_FALSE(bobs.empty());
+    std::vector<std::string> paged;
+    JobQuery query{states, 3, std::string("bob"), 0};
+    while (true) {
+      JobPage page = jobs.ListPage(query);
+      for (const JobRecord& job : page.jobs) paged.push_back(job.id);
+      if (page.next_before_seq == 0) break;
+      query.before_seq = page.next_before_seq;
+    }
+    CHECK(paged == bobs);
+  }
+  CHECK(jobs.List({}, 0, std::string("carol")).empty());
+}
+
 TEST_CASE("pages of a long history join up to the whole list, and counts follow every change",
           "[job_manager]") {
   FakeClock clock;
