@@ -66,6 +66,13 @@ bool IsTerminal(JobState state) {
          state == JobState::kCancelled;
 }
 
+const RankPlacement* FindRank(const JobRecord& job, int rank) {
+  for (const RankPlacement& p : job.devices) {
+    if (p.rank == rank) return &p;
+  }
+  return nullptr;
+}
+
 Status CheckReason(const std::string& reason) {
   if (reason.size() > kMaxReasonBytes) {
     return FieldError("reason", "must be at most " + std::to_string(kMaxReasonBytes) + " bytes");

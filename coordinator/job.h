@@ -176,6 +176,9 @@ struct JobRecord {
   int hosted_stalls = 0;
 };
 
+// Where the current attempt placed `rank`; nullptr when it has no such rank.
+const RankPlacement* FindRank(const JobRecord& job, int rank);
+
 // A job's record as one change left it. Never modified: a change makes a new record, so a reader
 // keeps a snapshot without the job table's lock, and a scheduling round reads 10,000 jobs without
 // copying one (JobManager::Active).

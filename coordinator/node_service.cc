@@ -120,7 +120,7 @@ grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,
       *cancel ? std::nullopt : scheduler_->JobOfTask(req->task_id());
   if (job_id) {
     std::optional<v1::TraceRequest> trace =
-        traces_->OnReport(*job_id, req->task_id(), req->traces());
+        traces_->OnReport(*job_id, req->node_id(), req->task_id(), req->traces());
     if (trace) *resp->mutable_trace() = *trace;
     resp->set_stop_at_checkpoint(scheduler_->StopAtCheckpointWanted(req->task_id()));
   }

@@ -31,10 +31,8 @@ void NoteResumeOnce(const v1::ReportProgressRequest& report, int64_t now_ms, Job
 // Whether `rank` of the job runs on another node than `node_id`: that node's to report, not this
 // one's (a worker must not write another node's device row, nor rank 0's job-wide numbers).
 bool PlacedElsewhere(const JobRecord& job, int rank, const std::string& node_id) {
-  for (const RankPlacement& p : job.devices) {
-    if (p.rank == rank) return p.node_id != node_id;
-  }
-  return false;
+  const RankPlacement* placed = FindRank(job, rank);
+  return placed != nullptr && placed->node_id != node_id;
 }
 
 // An update refused because the job ended since it was read (JobManager::Update): the report

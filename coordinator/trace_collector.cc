@@ -27,6 +27,12 @@ StatusOr<TraceWindow> ChooseTraceWindow(const JobRecord& job, int iterations) {
   TraceWindow window;
   window.iterations = iterations;
   window.world_size = static_cast<int>(job.devices.size());
+  window.rank_nodes.resize(job.devices.size());
+  for (const RankPlacement& placed : job.devices) {
+    if (placed.rank >= 0 && placed.rank < window.world_size) {
+      window.rank_nodes[placed.rank] = placed.node_id;
+    }
+  }
   window.first_iteration = job.progress.iteration + lead;
   const int64_t total = job.progress.iterations;
   if (total > 0 && window.first_iteration + iterations > total) {
@@ -80,7 +86,7 @@ StatusOr<int64_t> TraceCollector::Open(const std::string& job_id, const TraceWin
 }
 
 std::optional<v1::TraceRequest> TraceCollector::OnReport(
-    const std::string& job_id, const std::string& task_id,
+    const std::string& job_id, const std::string& node_id, const std::string& task_id,
     const google::protobuf::RepeatedPtrField<v1::TraceChunk>& parts) {
   std::optional<v1::TraceRequest> send;
   bool any = false;
@@ -89,8 +95,11 @@ std::optional<v1::TraceRequest> TraceCollector::OnReport(
     auto it = requests_.find(part.request_id());
     if (it == requests_.end() || it->second.job_id != job_id) continue;
     Request& request = it->second;
-    const int world = request.trace.window.world_size;
-    if (part.rank() < 0 || part.rank() >= world) continue;
+    const std::vector<std::string>& rank_nodes = request.trace.window.rank_nodes;
+    if (part.rank() < 0 || part.rank() >= static_cast<int>(rank_nodes.size()) ||
+        rank_nodes[part.rank()] != node_id) {
+      continue;  // a rank the job does not have, or another node's to report
+    }
     const size_t bytes = part.ByteSizeLong();
     if (request.spans + static_cast<size_t>(part.spans_size()) > max_spans_ ||
         request.bytes + bytes > max_bytes_) {

@@ -29,6 +29,8 @@ struct TraceWindow {
   int64_t first_iteration = 0;
   int iterations = 0;
   int world_size = 0;  // the ranks expected to answer
+  // By rank: the id of the node it runs on, the only node whose parts for it are taken.
+  std::vector<std::string> rank_nodes;
 };
 
 struct CollectedTrace {
@@ -59,11 +61,12 @@ class TraceCollector {
 
   // ALREADY_EXISTS while a request for the job is open.
   StatusOr<int64_t> Open(const std::string& job_id, const TraceWindow& window);
-  // On a progress report of one of the job's tasks: keeps the report's parts for open requests
-  // (parts of closed or unknown requests are dropped) and returns the request to send to the
-  // task, the first time the task reports while the request is open.
+  // On a progress report of one of the job's tasks, from node `node_id`: keeps the report's
+  // parts for open requests (parts of closed or unknown requests, and parts for ranks the window
+  // places on another node, are dropped) and returns the request to send to the task, the first
+  // time the task reports while the request is open.
   std::optional<v1::TraceRequest> OnReport(
-      const std::string& job_id, const std::string& task_id,
+      const std::string& job_id, const std::string& node_id, const std::string& task_id,
       const google::protobuf::RepeatedPtrField<v1::TraceChunk>& parts);
   // Waits until every rank of the window has sent its last part, or until `timeout`, then
   // closes the request and returns what arrived.

@@ -47,6 +47,7 @@ TEST_CASE("a trace window starts about a second ahead and ends before the job do
   CHECK(window->first_iteration == 150);
   CHECK(window->iterations == 3);
   CHECK(window->world_size == 2);
+  CHECK(window->rank_nodes == std::vector<std::string>{"n0", "n1"});
   // Slow iterations: at least two ahead.
   CHECK(ChooseTraceWindow(Running(50, 10'000, 5'000), 3)->first_iteration == 52);
   // Near the end: moved back while still ahead of the job, refused when it cannot be.
@@ -80,25 +81,27 @@ TEST_CASE("each task is told once, parts are merged by rank, and collect ends wh
   CHECK(traces.Open(job.id, *ChooseTraceWindow(job, 3)).status().code() ==
         StatusCode::kAlreadyExists);
   const RepeatedPtrField<v1::TraceChunk> none;
-  std::optional<v1::TraceRequest> told = traces.OnReport(job.id, "task-a", none);
+  std::optional<v1::TraceRequest> told = traces.OnReport(job.id, "n0", "task-a", none);
   REQUIRE(told);
   CHECK(told->request_id() == *id);
   CHECK(told->first_iteration() == 110);
   CHECK(told->iterations() == 3);
-  CHECK(!traces.OnReport(job.id, "task-a", none));  // once per task
-  CHECK(traces.OnReport(job.id, "task-b", none));
-  CHECK(!traces.OnReport("other-job", "task-c", none));
+  CHECK(!traces.OnReport(job.id, "n0", "task-a", none));  // once per task
+  CHECK(traces.OnReport(job.id, "n1", "task-b", none));
+  CHECK(!traces.OnReport("other-job", "n2", "task-c", none));
 
   // Catch's assertions are not thread-safe: the reporting thread only counts the requests it was
   // told again, checked once it has joined.
   int told_again = 0;
   std::thread ranks([&] {
-    told_again += traces.OnReport(job.id, "task-a", Parts(*id, 0, 2, false)).has_value();
-    told_again += traces.OnReport(job.id, "task-a", Parts(*id, 0, 1, true)).has_value();
-    // Another request, then a rank the job does not have, then the real one.
-    told_again += traces.OnReport(job.id, "task-b", Parts(*id + 99, 1, 4, true)).has_value();
-    told_again += traces.OnReport(job.id, "task-b", Parts(*id, 7, 4, true)).has_value();
-    told_again += traces.OnReport(job.id, "task-b", Parts(*id, 1, 4, true)).has_value();
+    told_again += traces.OnReport(job.id, "n0", "task-a", Parts(*id, 0, 2, false)).has_value();
+    told_again += traces.OnReport(job.id, "n0", "task-a", Parts(*id, 0, 1, true)).has_value();
+    // Another request, a rank the job does not have, rank 1 from rank 0's node, then the real
+    // one.
+    told_again += traces.OnReport(job.id, "n1", "task-b", Parts(*id + 99, 1, 4, true)).has_value();
+    told_again += traces.OnReport(job.id, "n1", "task-b", Parts(*id, 7, 4, true)).has_value();
+    told_again += traces.OnReport(job.id, "n0", "task-a", Parts(*id, 1, 9, true)).has_value();
+    told_again += traces.OnReport(job.id, "n1", "task-b", Parts(*id, 1, 4, true)).has_value();
   });
   // Returns when both ranks' last parts are in, long before the timeout.
   const auto start = std::chrono::steady_clock::now();
@@ -129,8 +132,8 @@ TEST_CASE(
   TraceCollector traces(/*max_spans_per_request=*/5);
   const JobRecord job = Running(10, 1000, 10);
   const int64_t id = *traces.Open(job.id, *ChooseTraceWindow(job, 3));
-  traces.OnReport(job.id, "task-a", Parts(id, 0, 3, true));
-  traces.OnReport(job.id, "task-b", Parts(id, 1, 3, true));  // over the span bound: dropped
+  traces.OnReport(job.id, "n0", "task-a", Parts(id, 0, 3, true));
+  traces.OnReport(job.id, "n1", "task-b", Parts(id, 1, 3, true));  // over the span bound: dropped
   CollectedTrace trace = traces.Collect(id, 50ms);
   REQUIRE(trace.ranks.size() == 1);
   CHECK(trace.complete == std::set<int>{0});
@@ -140,8 +143,8 @@ TEST_CASE(
   const int64_t named = *small.Open(job.id, *ChooseTraceWindow(job, 3));
   RepeatedPtrField<v1::TraceChunk> huge = Parts(named, 0, 2, true);
   huge[0].mutable_spans(0)->set_name(std::string(1 << 20, 'x'));
-  small.OnReport(job.id, "task-a", huge);
-  small.OnReport(job.id, "task-b", Parts(named, 1, 3, true));
+  small.OnReport(job.id, "n0", "task-a", huge);
+  small.OnReport(job.id, "n1", "task-b", Parts(named, 1, 3, true));
   trace = small.Collect(named, 50ms);
   REQUIRE(trace.ranks.size() == 1);
   CHECK(trace.complete == std::set<int>{1});
