@@ -26,6 +26,15 @@ StatusOr<JobRecord> InMemoryJobStore::LoadJob(const std::string& job_id) {
   return it->second;
 }
 
+Status InMemoryJobStore::DeleteJobs(const std::vector<std::string>& job_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& id : job_ids) {
+    jobs_.erase(id);
+    logs_.erase(id);
+  }
+  return Status::Ok();
+}
+
 Status InMemoryJobStore::AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LogRecord>& log = logs_[job_id];

@@ -115,6 +115,7 @@ void JobManager::IndexLocked(const JobSnapshot& slot) {
   by_owner_[slot->owner][slot->seq] = &slot;
   if (IsTerminal(slot->state)) {
     unfinished_.erase(slot->seq);
+    finished_by_end_.emplace(slot->updated_ms, slot->seq);
   } else {
     unfinished_[slot->seq] = &slot;
   }
@@ -545,6 +546,49 @@ StatusOr<JobSnapshot> JobManager::CommitLocked(JobRecord updated, bool progress_
   IndexLocked(slot);
   NotifyChangeLocked(slot->id);
   return slot;
+}
+
+StatusOr<size_t> JobManager::ForgetFinished(int64_t ended_before_ms, size_t limit) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = finished_by_end_.begin();
+         it != finished_by_end_.end() && it->first < ended_before_ms && ids.size() < limit; ++it) {
+      ids.push_back((*by_seq_.at(it->second))->id);
+    }
+  }
+  if (ids.empty()) return size_t{0};
+  RETURN_IF_ERROR(store_->DeleteJobs(ids).WithContext("removing finished jobs"));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++version_;
+  for (const std::string& id : ids) ForgetLocked(id);
+  return ids.size();
+}
+
+void JobManager::ForgetLocked(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  const JobRecord& job = *it->second;
+  CountLocked(job, -1);
+  finished_by_end_.erase({job.updated_ms, job.seq});
+  by_seq_.erase(job.seq);
+  if (auto owner = by_owner_.find(job.owner); owner != by_owner_.end()) {
+    owner->second.erase(job.seq);
+    if (owner->second.empty()) by_owner_.erase(owner);
+  }
+  if (auto usage = usage_.find(job.owner);
+      usage != usage_.end() && usage->second.pending == 0 && usage->second.spec_bytes == 0) {
+    usage_.erase(usage);
+  }
+  if (auto request = requests_.find(job.request_id);
+      request != requests_.end() && request->second.job_id == job_id) {
+    requests_.erase(request);
+  }
+  job_versions_.erase(job_id);
+  stored_ms_.erase(job_id);
+  unstored_since_ms_.erase(job_id);
+  NotifyChangeLocked(job_id);
+  jobs_.erase(it);
 }
 
 Status JobManager::AppendLogs(const std::string& job_id, std::vector<LogRecord> lines) {

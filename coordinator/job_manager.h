@@ -161,6 +161,15 @@ class JobManager {
   // find ids reserved ahead unless they come faster than half a block a round.
   static constexpr int64_t kSeqReservationBlock = 1000;
 
+  // The coordinator's retention of finished jobs: removes up to `limit` jobs that ended before
+  // `ended_before_ms` (wall time, oldest end first) from the store (JobStore::DeleteJobs: their
+  // records and log lines, in one write) and then from memory; from then on they are unknown
+  // (NOT_FOUND), their request ids free. Returns how many went. Unfinished jobs are never
+  // removed. The store write runs without the lock (a finished record never changes); the
+  // control loop calls it every round, one caller at a time.
+  StatusOr<size_t> ForgetFinished(int64_t ended_before_ms, size_t limit);
+  static constexpr size_t kMaxForgottenPerRound = 256;
+
   // Log lines of a job (seq is set on the stored copies).
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord> lines);
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
@@ -215,8 +224,10 @@ class JobManager {
   Status StoreHeldBackLocked(const std::string& job_id, int64_t now_ms);
   // Wakes the waiters for any change and those for this job's.
   void NotifyChangeLocked(const std::string& job_id);
-  // Indexes the job in its slot of jobs_ (by_seq_, unfinished_, by_owner_).
+  // Indexes the job in its slot of jobs_ (by_seq_, unfinished_, by_owner_, finished_by_end_).
   void IndexLocked(const JobSnapshot& slot);
+  // Removes a finished job from memory: its slot, indexes, counts and request id.
+  void ForgetLocked(const std::string& job_id);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
   // A submission's request id: its job, whose it is, and its spec's fingerprint.
   struct Request {
@@ -246,6 +257,8 @@ class JobManager {
   std::map<int64_t, const JobSnapshot*> unfinished_;
   // Every stored job by owner: a user's listing walks their own history, not everyone's.
   std::map<std::string, std::map<int64_t, const JobSnapshot*>> by_owner_;
+  // The finished jobs by (end time, seq), oldest end first (a finished record never changes).
+  std::set<std::pair<int64_t, int64_t>> finished_by_end_;
   JobCounts counts_;
   // The PENDING jobs of each role in Admit's order, each one's rank at hand (job_manager.cc).
   struct QueueOrders;

@@ -47,6 +47,9 @@ class JobStore {
   // One stored job, whole (the documents of a finished job, which leave the JobManager's
   // memory); NOT_FOUND when it is not stored.
   virtual StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
+  // Removes jobs whole: records, documents and log lines, in one write (the coordinator's
+  // retention of finished jobs, JobManager::ForgetFinished). Ids not stored are skipped.
+  virtual Status DeleteJobs(const std::vector<std::string>& job_ids) = 0;
   // Appends lines to a job's log, numbering them from the job's last seq + 1 (sets their seq).
   // Like SaveProgress, it may return before the lines are flushed to disk (PostgreSQL).
   virtual Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) = 0;
@@ -77,6 +80,7 @@ class InMemoryJobStore final : public JobStore {
   Status SaveJob(const JobRecord& job) override;
   StatusOr<std::vector<JobRecord>> LoadJobs() override;
   StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
+  Status DeleteJobs(const std::vector<std::string>& job_ids) override;
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override;
   StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& job_id, int64_t after_seq,
                                             int limit) override;

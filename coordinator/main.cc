@@ -138,6 +138,13 @@ int main(int argc, char** argv) {
                  "submissions are refused (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  double keep_finished_days = 0;
+  app.add_option("--keep-finished-days", keep_finished_days,
+                 "days a finished job (its record and log lines) is kept after it ended, then "
+                 "removed from memory and the store; 0: for ever. Every finished job is held in "
+                 "memory (a few KB each) and loaded at each start")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-connections", options.max_connections,
                  "TCP connections held open at once, from everyone (at most the open-file limit "
                  "less 256); a new one past it is reset")
@@ -221,6 +228,8 @@ int main(int argc, char** argv) {
   options.progress_store_interval =
       std::chrono::milliseconds(static_cast<int64_t>(progress_store_s * 1000));
   options.job_limits.max_spec_bytes_per_user = spec_mib_per_user << 20;
+  options.keep_finished =
+      std::chrono::milliseconds(static_cast<int64_t>(keep_finished_days * 86'400'000));
   if (policy_name != "fifo") {  // fifo: Admit's own order, no policy object
     auto policy = deepool::coordinator::policy::MakePolicy(policy_name, policy_options);
     if (!policy.ok()) {

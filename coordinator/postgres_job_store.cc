@@ -87,6 +87,21 @@ INSERT INTO leader(id, holder, token, expires_at) VALUES (1, '', 0, 'epoch');
   return steps;
 }
 
+// A PostgreSQL array literal of `values` (text[]), each quoted, for one `= ANY($1)` parameter.
+std::string TextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (const std::string& value : values) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char ch : value) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
 // Log lines per INSERT (six parameters each; PostgreSQL takes at most 65,535 per statement).
 constexpr size_t kLinesPerInsert = 1000;
 
@@ -270,6 +285,23 @@ class PostgresJobStore final : public JobStore, public LeaderLease {
       return Status::Ok();
     }));
     return job;
+  }
+
+  Status DeleteJobs(const std::vector<std::string>& job_ids) override {
+    if (job_ids.empty()) return Status::Ok();
+    const std::string ids = TextArray(job_ids);
+    ConnectionPool::Handle c = pool_.Acquire();
+    return c->Retrying([&] {
+      return InWriteTransaction(*c, [&]() -> Status {
+        for (const char* sql : {"DELETE FROM jobs WHERE id = ANY($1::text[])",
+                                "DELETE FROM plans WHERE job_id = ANY($1::text[])",
+                                "DELETE FROM spec_graphs WHERE job_id = ANY($1::text[])",
+                                "DELETE FROM logs WHERE job_id = ANY($1::text[])"}) {
+          RETURN_IF_ERROR(c->Query(sql, std::move(Params().Text(ids)), "delete jobs").status());
+        }
+        return Status::Ok();
+      });
+    });
   }
 
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {

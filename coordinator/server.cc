@@ -223,9 +223,21 @@ void CoordinatorServer::ControlLoop() {
     if (Status reserved = jobs_->ReserveIdsAhead(); !reserved.ok()) {
       DP_LOG_WARN("reserving job ids: {} (tried again next round)", reserved.ToString());
     }
+    if (options_.keep_finished.count() > 0) ForgetOldJobs();
     events_->OnSchedulerRound(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
     scheduler_->WaitForWork(options_.tick_interval);
+  }
+}
+
+void CoordinatorServer::ForgetOldJobs() {
+  const int64_t before = clock_->WallMillis() - options_.keep_finished.count();
+  StatusOr<size_t> forgotten = jobs_->ForgetFinished(before, JobManager::kMaxForgottenPerRound);
+  if (!forgotten.ok()) {
+    DP_LOG_WARN("{} (tried again next round)", forgotten.status().ToString());
+  } else if (*forgotten > 0) {
+    DP_LOG_INFO("removed {} finished job(s) older than --keep-finished-days {:g}", *forgotten,
+                static_cast<double>(options_.keep_finished.count()) / 86'400'000);
   }
 }
 

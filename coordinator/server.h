@@ -55,6 +55,9 @@ struct CoordinatorOptions {
   // How often at most a running job's progress alone is written to the store
   // (JobManager::UpdateProgress); 0: every report, at a store write each.
   std::chrono::milliseconds progress_store_interval = JobManager::kProgressStoreInterval;
+  // How long a finished job is kept (its record and log lines, in memory and in the store) after
+  // it ended; then it is removed (JobManager::ForgetFinished). 0: kept for ever.
+  std::chrono::milliseconds keep_finished{0};
   // Per user: PENDING jobs, and bytes of their unfinished jobs' specs (inline graphs).
   JobLimits job_limits{/*max_pending_jobs_per_user=*/1000,
                        /*max_spec_bytes_per_user=*/int64_t{256} << 20};
@@ -117,6 +120,8 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   void ControlLoop();
+  // Removes the finished jobs older than options_.keep_finished, a round's share at a time.
+  void ForgetOldJobs();
   std::string MetricsText() const;
 
   CoordinatorOptions options_;

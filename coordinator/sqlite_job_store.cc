@@ -327,6 +327,25 @@ class SQLiteJobStore final : public JobStore {
     return JobOfRowLocked(&st);
   }
 
+  Status DeleteJobs(const std::vector<std::string>& job_ids) override {
+    if (job_ids.empty()) return Status::Ok();
+    std::lock_guard<std::mutex> lock(mu_);
+    return InTransaction([&]() -> Status {
+      for (const char* sql :
+           {"DELETE FROM jobs WHERE id = ?", "DELETE FROM plans WHERE job_id = ?",
+            "DELETE FROM spec_graphs WHERE job_id = ?", "DELETE FROM logs WHERE job_id = ?"}) {
+        Statement st(db_, sql);
+        if (!st.ok()) return Error("prepare delete jobs");
+        for (const std::string& id : job_ids) {
+          sqlite3_reset(st.get());
+          st.Bind(1, id);
+          if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("delete job " + id);
+        }
+      }
+      return Status::Ok();
+    });
+  }
+
   Status ReserveSeqs(int64_t bound) override {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -52,6 +52,10 @@ class FailingJobStore final : public JobStore {
   StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
     return memory_.LoadJob(job_id);
   }
+  Status DeleteJobs(const std::vector<std::string>& job_ids) override {
+    if (Refuse()) return Failure();
+    return memory_.DeleteJobs(job_ids);
+  }
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     if (Refuse()) return Failure();
     return memory_.AppendLogs(job_id, lines);

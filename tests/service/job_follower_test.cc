@@ -69,6 +69,7 @@ class LogPageStore final : public JobStore {
   Status SaveJob(const JobRecord& job) override { return store_.SaveJob(job); }
   StatusOr<std::vector<JobRecord>> LoadJobs() override { return store_.LoadJobs(); }
   StatusOr<JobRecord> LoadJob(const std::string& id) override { return store_.LoadJob(id); }
+  Status DeleteJobs(const std::vector<std::string>& ids) override { return store_.DeleteJobs(ids); }
   Status AppendLogs(const std::string& id, std::vector<LogRecord>* lines) override {
     return store_.AppendLogs(id, lines);
   }

@@ -257,6 +257,70 @@ TEST_CASE("pages of a long history join up to the whole list, and counts follow 
                                    {{JobState::kFailed, JobRole::kFg}, 1}});
 }
 
+TEST_CASE("finished jobs are forgotten oldest end first, from the store too, unfinished never",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  // Ended an hour apart, in another order than submitted: alice's job-2 first, then her job-1,
+  // then bob's job-3 (with a request id). job-4 stays PENDING, job-5 RUNNING.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    StatusOr<JobRecord> job =
+        jobs.Submit(TinySpec(), i == 2 ? "key-3" : "", i == 2 ? "bob" : "alice");
+    REQUIRE(job.ok());
+    ids.push_back(job->id);
+    REQUIRE(jobs.AppendLogs(job->id, {{0, 1, "node-a", 0, "line"}}).ok());
+  }
+  Run(&jobs, ids[4]);
+  const int64_t start = clock.WallMillis();
+  for (int i : {1, 0, 2}) {
+    clock.Advance(std::chrono::hours(1));
+    REQUIRE(jobs.Transition(ids[i], JobState::kCancelled, "").ok());
+  }
+  // Nothing ended before the first end: nothing goes.
+  CHECK(*jobs.ForgetFinished(start, 10) == 0);
+  // Ended before start + 2.5 h: job-2 and job-1, and at most one a call.
+  CHECK(*jobs.ForgetFinished(start + 9'000'000, 1) == 1);
+  CHECK(jobs.Get(ids[1]).status().code() == StatusCode::kNotFound);
+  CHECK(jobs.Get(ids[0]).ok());
+  // A store that fails its write forgets nothing.
+  store.fail_writes = true;
+  CHECK(jobs.ForgetFinished(start + 9'000'000, 10).status().code() == StatusCode::kUnavailable);
+  CHECK(jobs.Get(ids[0]).ok());
+  store.fail_writes = false;
+  CHECK(*jobs.ForgetFinished(start + 9'000'000, 10) == 1);
+  CHECK(jobs.Get(ids[0]).status().code() == StatusCode::kNotFound);
+  CHECK(jobs.Get(ids[2]).ok());
+  CHECK(store.LoadJob(ids[0]).status().code() == StatusCode::kNotFound);
+  CHECK(store.ReadLogs(ids[0], 0, 0)->empty());
+  CHECK(jobs.ReadLogs(ids[0], 0, 0).status().code() == StatusCode::kNotFound);
+
+  // Everything ended: only the unfinished jobs are left, in every list, count and index.
+  clock.Advance(std::chrono::hours(24 * 365));
+  CHECK(*jobs.ForgetFinished(clock.WallMillis(), 10) == 1);
+  CHECK(*jobs.ForgetFinished(clock.WallMillis(), 10) == 0);
+  std::vector<std::string> listed;
+  for (const JobRecord& job : jobs.List({}, 0)) listed.push_back(job.id);
+  CHECK(listed == std::vector<std::string>{ids[4], ids[3]});
+  CHECK(jobs.List({}, 0, std::string("bob")).empty());
+  CHECK(jobs.List({}, 0, std::string("alice")).size() == 2);
+  CHECK(jobs.Counts() == JobCounts{{{JobState::kPending, JobRole::kFg}, 1},
+                                   {{JobState::kRunning, JobRole::kFg}, 1}});
+  CHECK(jobs.Active().size() == 2);
+  // Bob's request id is free again: the same key makes a new job, not the forgotten one.
+  StatusOr<JobRecord> again = jobs.Submit(TinySpec(), "key-3", "bob");
+  REQUIRE(again.ok());
+  CHECK(again->id != ids[2]);
+
+  // A reloaded manager sees what the store kept.
+  JobManager reloaded(&store, &clock);
+  REQUIRE(reloaded.Load().ok());
+  CHECK(reloaded.List({}, 0).size() == 3);
+  CHECK(reloaded.Get(ids[2]).status().code() == StatusCode::kNotFound);
+}
+
 TEST_CASE("progress is stored at most once an interval per job, and with every other change",
           "[job_manager]") {
   FakeClock clock(1'000'000);

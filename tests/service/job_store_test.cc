@@ -172,6 +172,41 @@ void RunJobStoreSuite(std::function<JobStore*()> reopen) {
     CHECK((*tail)[1].line == "three");
     CHECK(store->ReadLogs("job-none", 0, 0)->empty());
   }
+  SECTION("deleted jobs go whole, documents and log lines with them, and the others stay") {
+    for (int seq = 1; seq <= 3; ++seq) {
+      JobRecord job = MakeJob("job-" + std::to_string(seq), seq, JobState::kSucceeded);
+      job.spec.model.clear();
+      job.spec.graph_json = R"({"format":"deepool.graph","name":"inline"})";
+      job.graph_json = R"({"format":"deepool.graph"})";
+      job.plan_json = R"({"format":"deepool.plan"})";
+      REQUIRE(store->SaveJob(job).ok());
+      std::vector<LogRecord> lines = {{0, 1, "node-a", 0, "line of " + job.id}};
+      REQUIRE(store->AppendLogs(job.id, &lines).ok());
+    }
+    REQUIRE(store->ReserveSeqs(1000).ok());
+    REQUIRE(store->DeleteJobs({"job-1", "job-3", "job-unknown"}).ok());
+    REQUIRE(store->DeleteJobs({}).ok());
+
+    store = reopen();
+    StatusOr<std::vector<JobRecord>> jobs = store->LoadJobs();
+    REQUIRE(jobs.ok());
+    REQUIRE(jobs->size() == 1);
+    CHECK(jobs->front().id == "job-2");
+    CHECK(jobs->front().plan_json == R"({"format":"deepool.plan"})");
+    CHECK(store->LoadJob("job-1").status().code() == StatusCode::kNotFound);
+    CHECK(store->ReadLogs("job-1", 0, 0)->empty());
+    CHECK(store->TailLogs("job-3", 10)->empty());
+    CHECK(store->ReadLogs("job-2", 0, 0)->size() == 1);
+    CHECK(*store->LoadSeqReservation() == 1000);  // ids of removed jobs are never issued again
+    // A job saved again under a removed id starts without the old documents or lines.
+    REQUIRE(store->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+    store = reopen();
+    StatusOr<JobRecord> again = store->LoadJob("job-1");
+    REQUIRE(again.ok());
+    CHECK(again->plan_json.empty());
+    CHECK(again->spec.graph_json.empty());
+    CHECK(store->ReadLogs("job-1", 0, 0)->empty());
+  }
   SECTION("profiles are cached per model and device type") {
     REQUIRE(store->SaveProfile("resnet50", "a100", "{\"a\":1}").ok());
     REQUIRE(store->SaveProfile("resnet50", "cpu", "{\"c\":1}").ok());

@@ -34,6 +34,10 @@ class CutJobStore final : public JobStore {
   StatusOr<JobRecord> LoadJob(const std::string& job_id) override {
     return store_->LoadJob(job_id);
   }
+  Status DeleteJobs(const std::vector<std::string>& job_ids) override {
+    RETURN_IF_ERROR(Write());
+    return store_->DeleteJobs(job_ids);
+  }
   Status AppendLogs(const std::string& job_id, std::vector<LogRecord>* lines) override {
     RETURN_IF_ERROR(Write());
     return store_->AppendLogs(job_id, lines);
@@ -119,8 +123,8 @@ void CheckConsistent(const JobRecord& job) {
   CHECK(job.history.back().state == job.state);
   REQUIRE(job.history.size() <= kLife.size());
   for (size_t i = 0; i < job.history.size(); ++i) CHECK(job.history[i].state == kLife[i]);
-  CHECK(job.task_ids.empty() == (job.state == JobState::kPending ||
-                                 job.state == JobState::kPlanning));
+  CHECK(job.task_ids.empty() ==
+        (job.state == JobState::kPending || job.state == JobState::kPlanning));
   CHECK(job.progress.iteration <= job.spec.iterations);
 }
 
@@ -159,7 +163,8 @@ TEST_CASE("a coordinator killed between any two writes of a job's life comes bac
 
       Harness h(sqlite->get());  // the restart
       std::vector<v1::RunningTask> running;
-      if (before.state == JobState::kRunning) running.push_back(Running(before.task_ids[0], before.id));
+      if (before.state == JobState::kRunning)
+        running.push_back(Running(before.task_ids[0], before.id));
       h.AddNode("a", 1, "cpu", running);  // the worker still runs what it was sent
       h.scheduler.Tick();
       const JobRecord restarted = h.Get(before.id);
