@@ -5,27 +5,23 @@
 #include <filesystem>
 
 #include "executor_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/background/background_checkpoints.h"
 #include "worker/runtime/background/background_runner.h"
+#include "worker/runtime/background/multiplex_device.h"
 #include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/launcher.h"
-#include "worker/runtime/background/multiplex_device.h"
 #include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using testing::ParamMap;
 
 constexpr int64_t kIterations = 8;
 constexpr int64_t kBatch = 8;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-bg-ckpt-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 // small_cnn (batch norm, branches) with SGD momentum: the optimizer state matters on resume.
 BackgroundSpec Spec(std::optional<fs::path> checkpoints) {
@@ -93,7 +89,8 @@ fs::path Interrupted(const fs::path& dir) {
 }
 
 TEST_CASE("a checkpointing BG stepper passes micro-batch requests to its trainer", "[multiplex]") {
-  auto stepper = MakeBackgroundStepper(Spec(TempDir()), torch::kCPU, nullptr, SystemClock::Get());
+  TempDir dir;
+  auto stepper = MakeBackgroundStepper(Spec(dir.path()), torch::kCPU, nullptr, SystemClock::Get());
   REQUIRE(stepper.ok());
   // The trainer's answer (small_cnn has batch norm), not the default "runs whole batches".
   REQUIRE((*stepper)->SetMicroBatches(2).code() == StatusCode::kFailedPrecondition);
@@ -103,8 +100,8 @@ TEST_CASE("a checkpointing BG stepper passes micro-batch requests to its trainer
 
 TEST_CASE("a BG job built again resumes from its checkpoint and ends bit-identical",
           "[multiplex][checkpoint]") {
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
   auto resumed = MakeBackgroundStepper(Spec(checkpoints), torch::kCPU, nullptr, SystemClock::Get());
   REQUIRE(resumed.ok());
   REQUIRE((*resumed)->first_iteration() == 3);
@@ -135,26 +132,24 @@ TEST_CASE("a BG job built again resumes from its checkpoint and ends bit-identic
   idle.Join();
   CHECK(idle.progress().units == 0);
   CHECK(idle.progress().iterations == kIterations);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a BG job's checkpoint with another optimizer's state is refused, not loaded",
           "[multiplex][checkpoint]") {
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
   BackgroundSpec adam = Spec(checkpoints);
   adam.optimizer = testing::Adam();
   auto refused = MakeBackgroundStepper(adam, torch::kCPU, nullptr, SystemClock::Get());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(refused.status().message(), Catch::Contains("holds sgd state"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a standalone one-rank executor resumes a hosted BG job's checkpoint",
           "[multiplex][checkpoint][process]") {
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
   const BackgroundSpec bg = Spec(checkpoints);
   // The run spec the coordinator writes for the same BG job placed on a device of its own.
   RunSpec spec;
@@ -166,7 +161,7 @@ TEST_CASE("a standalone one-rank executor resumes a hosted BG job's checkpoint",
   spec.optimizer = bg.optimizer;
   spec.data = bg.data;
   spec.checkpoints = bg.checkpoints;
-  const std::string path = (dir / "run.json").string();
+  const std::string path = dir.File("run.json");
   REQUIRE(WriteRunSpecFile(spec, path).ok());
   LaunchOptions options;
   options.executor_path = SiblingExecutable("deepool-executor");
@@ -192,7 +187,6 @@ TEST_CASE("a standalone one-rank executor resumes a hosted BG job's checkpoint",
     REQUIRE(got.count(name) == 1);
     REQUIRE(torch::allclose(got.at(name), expected, 1e-4, 1e-5));
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

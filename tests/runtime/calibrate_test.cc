@@ -12,12 +12,14 @@
 #include "common/subprocess.h"
 #include "planner/cluster.h"
 #include "tests/runtime/executor_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/communication/collective_timing.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
@@ -26,28 +28,25 @@ std::string ReadFile(const fs::path& path) {
 
 TEST_CASE("deepool-calibrate fits a link to this host's collectives and writes a cluster",
           "[calibration][process]") {
-  std::string pattern = (fs::temp_directory_path() / "deepool-calibrate-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
-  const std::string command =
-      SiblingExecutable("deepool-calibrate") + " --ranks 3 --max-bytes 16384 --repeats 2 -o " +
-      (dir / "cluster.json").string() + " > " + (dir / "out.txt").string() + " 2>&1";
+  TempDir dir;
+  const std::string command = SiblingExecutable("deepool-calibrate") +
+                              " --ranks 3 --max-bytes 16384 --repeats 2 -o " +
+                              dir.File("cluster.json") + " > " + dir.File("out.txt") + " 2>&1";
   REQUIRE(std::system(command.c_str()) == 0);
-  const std::string said = ReadFile(dir / "out.txt");
+  const std::string said = ReadFile(dir.File("out.txt"));
   INFO(said);
   // All-reduces over 2 and 3 ranks and messages, at 4 and 16 KiB: six rows.
   CHECK_THAT(said, Catch::Contains("| all-reduce | 3 | 16384 |"));
   CHECK_THAT(said, Catch::Contains("| message | 2 | 4096 |"));
   CHECK_THAT(said, Catch::Contains("fitted link: "));
   CHECK_THAT(said, Catch::Contains("cpu-3 preset: "));
-  auto cluster = planner::ParseClusterJson(ReadFile(dir / "cluster.json"));
+  auto cluster = planner::ParseClusterJson(ReadFile(dir.File("cluster.json")));
   REQUIRE(cluster.ok());
   CHECK(cluster->name == "calibrated-cpu-3");
   CHECK(cluster->device_type == "cpu");
   CHECK(cluster->total_devices() == 3);
   CHECK(cluster->intra_node.bandwidth_gbps > 0);
   CHECK(cluster->intra_node.latency_us > 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a size's runs count as their trimmed mean, or their median when asked",

@@ -8,26 +8,22 @@
 
 #include "common/subprocess.h"
 #include "executor_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/checkpoints/checkpoint_dir.h"
-#include "worker/runtime/launcher.h"
 #include "worker/runtime/checkpoints/periodic_checkpoints.h"
-#include "worker/runtime/run_spec.h"
 #include "worker/runtime/checkpoints/training_state.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_spec.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using testing::ParamMap;
 
 constexpr int64_t kIterations = 6;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-resume-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 // small_cnn (batch norm, branches) on a burst plan over 3 ranks, or data parallel over 2.
 RunSpec Spec(const fs::path& checkpoints, bool burst,
@@ -110,17 +106,16 @@ void FlipByte(const fs::path& file, std::streamoff offset) {
 
 // The final checkpoint of an uninterrupted run on the burst plan.
 ParamMap Uninterrupted(const OptimizerSpec& optimizer) {
-  const fs::path dir = TempDir();
-  Run run = Launch(Spec(dir / "ckpt", /*burst=*/true, optimizer), dir);
+  TempDir dir;
+  Run run = Launch(Spec(dir.File("ckpt"), /*burst=*/true, optimizer), dir.path());
   INFO(run.status.ToString());
   REQUIRE(run.status.ok());
-  auto found = FindLatestCheckpoint((dir / "ckpt").string());
+  auto found = FindLatestCheckpoint(dir.File("ckpt"));
   REQUIRE(found.ok());
   REQUIRE(found->has_value());
   REQUIRE((*found)->manifest.iteration == kIterations);
   REQUIRE((*found)->manifest.world_size == 3);
   ParamMap state = ReadCheckpoint((*found)->path);
-  fs::remove_all(dir);
   return state;
 }
 
@@ -146,16 +141,15 @@ TEST_CASE("a killed job resumed on the same plan ends bit-identical to an uninte
   // The checkpoint holds the optimizer's momentum beside every parameter.
   REQUIRE(reference.count("optimizer.fc.weight.momentum_buffer") == 1);
   REQUIRE(reference.count("stem.bn.running_mean") == 1);
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
-  Run resumed = Launch(Spec(checkpoints, true), dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
+  Run resumed = Launch(Spec(checkpoints, true), dir.path());
   INFO(resumed.status.ToString());
   REQUIRE(resumed.status.ok());
   REQUIRE(resumed.first_iteration == 4);
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
   // keep = 2: the checkpoints after 4 and 6 iterations.
   REQUIRE_FALSE(fs::exists(CheckpointPath(checkpoints.string(), 2)));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("an adamw job resumed on the same plan ends bit-identical, its moments restored",
@@ -163,59 +157,56 @@ TEST_CASE("an adamw job resumed on the same plan ends bit-identical, its moments
   const ParamMap reference = Uninterrupted(testing::AdamW());
   REQUIRE(reference.count("optimizer.fc.weight.exp_avg_sq") == 1);
   REQUIRE(reference.count("optimizer.fc.weight.step") == 1);
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir, testing::AdamW());
-  Run resumed = Launch(Spec(checkpoints, true, testing::AdamW()), dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path(), testing::AdamW());
+  Run resumed = Launch(Spec(checkpoints, true, testing::AdamW()), dir.path());
   INFO(resumed.status.ToString());
   REQUIRE(resumed.status.ok());
   REQUIRE(resumed.first_iteration == 4);
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a job resumed on another plan and world size ends within the equivalence tolerance",
           "[checkpoint][resume][process]") {
   const ParamMap& reference = Reference();
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
-  Run resumed = Launch(Spec(checkpoints, /*burst=*/false), dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
+  Run resumed = Launch(Spec(checkpoints, /*burst=*/false), dir.path());
   INFO(resumed.status.ToString());
   REQUIRE(resumed.status.ok());
   REQUIRE(resumed.first_iteration == 4);
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference,
                    1e-4);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("partial and corrupt checkpoints are skipped, never loaded",
           "[checkpoint][resume][process]") {
   const ParamMap& reference = Reference();
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);
+  TempDir dir;
+  const fs::path checkpoints = Interrupted(dir.path());
   const std::string newest = CheckpointPath(checkpoints.string(), 4);
   SECTION("a checkpoint without its manifest") { fs::remove(newest + "/MANIFEST.json"); }
   SECTION("a rank file changed after it was written") { FlipByte(newest + "/rank-1.pt", 100); }
   SECTION("a rank file cut short") {
     fs::resize_file(newest + "/rank-2.pt", fs::file_size(newest + "/rank-2.pt") / 2);
   }
-  Run resumed = Launch(Spec(checkpoints, true), dir);
+  Run resumed = Launch(Spec(checkpoints, true), dir.path());
   INFO(resumed.status.ToString());
   REQUIRE(resumed.status.ok());
   REQUIRE(resumed.first_iteration == 2);
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoints by time are whole: the ranks agree on when, and the same plan resumes",
           "[checkpoint][resume][process]") {
   const ParamMap& reference = Reference();
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = dir / "ckpt";
+  TempDir dir;
+  const fs::path checkpoints = dir.File("ckpt");
   RunSpec spec = Spec(checkpoints, true);
   spec.checkpoints->every_iterations = 0;
   spec.checkpoints->every_seconds = 1e-6;  // due at every agreement
   spec.checkpoints->keep = 100;
-  Run run = Launch(spec, dir);
+  Run run = Launch(spec, dir.path());
   INFO(run.status.ToString());
   REQUIRE(run.status.ok());
   // The first agreement comes after 3 iterations, the next as many iterations later; each
@@ -227,27 +218,27 @@ TEST_CASE("checkpoints by time are whole: the ranks agree on when, and the same 
   for (int64_t done : {1, 2, 4, 5})
     CHECK_FALSE(fs::exists(CheckpointPath(checkpoints.string(), done)));
   RequireSameState(ReadCheckpoint(CheckpointPath(checkpoints.string(), kIterations)), reference, 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("deepool-export writes a checkpoint's model as one file without the optimizer state",
           "[checkpoint][export][process]") {
   const ParamMap& reference = Reference();
-  const fs::path dir = TempDir();
-  const fs::path checkpoints = Interrupted(dir);  // whole checkpoints after 2 and 4 iterations
-  Run resumed = Launch(Spec(checkpoints, true), dir);
+  TempDir dir;
+  const fs::path checkpoints =
+      Interrupted(dir.path());  // whole checkpoints after 2 and 4 iterations
+  Run resumed = Launch(Spec(checkpoints, true), dir.path());
   REQUIRE(resumed.status.ok());
   ParamMap model;
   for (const auto& [key, tensor] : reference) {
     if (key.rfind(kOptimizerKeyPrefix, 0) != 0) model.emplace(key, tensor);
   }
   REQUIRE(model.size() < reference.size());
-  const std::string exported = (dir / "model.pt").string();
+  const std::string exported = dir.File("model.pt");
   const std::string command = SiblingExecutable("deepool-export") + " --checkpoint-dir " +
                               checkpoints.string() + " -o " + exported + " > " +
-                              (dir / "export.out").string() + " 2>&1";
+                              dir.File("export.out") + " 2>&1";
   REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream out(dir / "export.out");
+  std::ifstream out(dir.File("export.out"));
   const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
   CHECK_THAT(said, Catch::Contains("tensors from " + CheckpointPath(checkpoints.string(), 6) +
                                    " (iteration 6, written by 3 rank(s))"));
@@ -260,11 +251,10 @@ TEST_CASE("deepool-export writes a checkpoint's model as one file without the op
   // An older one by its iteration; one that is not there is refused.
   StatusOr<FoundCheckpoint> older = OpenCheckpoint(checkpoints.string(), 4);
   REQUIRE(older.ok());
-  StatusOr<int> written = ExportCheckpointModel(*older, (dir / "model-4.pt").string());
+  StatusOr<int> written = ExportCheckpointModel(*older, dir.File("model-4.pt"));
   REQUIRE(written.ok());
   CHECK(*written == static_cast<int>(model.size()));
   CHECK(OpenCheckpoint(checkpoints.string(), 3).status().code() == StatusCode::kNotFound);
-  fs::remove_all(dir);
 }
 
 }  // namespace

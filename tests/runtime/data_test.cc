@@ -11,17 +11,13 @@
 
 #include "planner/plan.h"
 #include "planner/zoo/zoo.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-data-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
+using deepool::testing::TempDir;
 
 // Record i: label i % 10, every pixel byte (i * 7 + channel) % 256.
 void WriteCifar(const fs::path& path, int records, int offset = 0) {
@@ -80,10 +76,10 @@ TEST_CASE("synthetic labels use several classes", "[data]") {
 }
 
 TEST_CASE("cifar10 binary batches are read, normalised and cycled", "[data]") {
-  auto dir = TempDir();
-  WriteCifar(dir / "data_batch_1.bin", 3, 0);
-  WriteCifar(dir / "data_batch_2.bin", 2, 3);
-  auto data = OpenCifar10(dir.string(), {3, 32, 32}, 10, 4);
+  TempDir dir;
+  WriteCifar(dir.File("data_batch_1.bin"), 3, 0);
+  WriteCifar(dir.File("data_batch_2.bin"), 2, 3);
+  auto data = OpenCifar10(dir.path(), {3, 32, 32}, 10, 4);
   INFO(data.status().ToString());
   REQUIRE(data.ok());
   auto batch0 = (*data)->GlobalBatch(0);
@@ -95,30 +91,27 @@ TEST_CASE("cifar10 binary batches are read, normalised and cycled", "[data]") {
   // Record 1, channel 2: byte 9 -> (9/255 - 0.4465) / 0.2616.
   float expected = (9.0f / 255.0f - 0.4465f) / 0.2616f;
   REQUIRE(batch0->inputs[1][2][5][5].item<float>() == Approx(expected).epsilon(1e-5));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("cifar10 resizes to the graph's image size", "[data]") {
-  auto dir = TempDir();
-  WriteCifar(dir / "data_batch_1.bin", 2);
-  auto data = OpenCifar10((dir / "data_batch_1.bin").string(), {3, 16, 16}, 10, 2);
+  TempDir dir;
+  WriteCifar(dir.File("data_batch_1.bin"), 2);
+  auto data = OpenCifar10(dir.File("data_batch_1.bin"), {3, 16, 16}, 10, 2);
   REQUIRE(data.ok());
   REQUIRE((*data)->GlobalBatch(0)->inputs.sizes() == std::vector<int64_t>{2, 3, 16, 16});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("cifar10 refuses truncated files and wrong shapes", "[data]") {
-  auto dir = TempDir();
+  TempDir dir;
   {
-    std::ofstream out(dir / "data_batch_1.bin", std::ios::binary);
+    std::ofstream out(dir.File("data_batch_1.bin"), std::ios::binary);
     out << std::string(3000, 'x');
   }
-  auto truncated = OpenCifar10(dir.string(), {3, 32, 32}, 10, 2);
+  auto truncated = OpenCifar10(dir.path(), {3, 32, 32}, 10, 2);
   REQUIRE(truncated.status().code() == StatusCode::kDataLoss);
-  REQUIRE(OpenCifar10(dir.string(), {32}, 10, 2).status().code() == StatusCode::kInvalidArgument);
-  REQUIRE(OpenCifar10((dir / "missing").string(), {3, 32, 32}, 10, 2).status().code() ==
+  REQUIRE(OpenCifar10(dir.path(), {32}, 10, 2).status().code() == StatusCode::kInvalidArgument);
+  REQUIRE(OpenCifar10(dir.File("missing"), {3, 32, 32}, 10, 2).status().code() ==
           StatusCode::kNotFound);
-  fs::remove_all(dir);
 }
 
 // Rows [first, last) of `data`'s iteration, checked to hold only those samples, on the host.
@@ -160,16 +153,15 @@ TEST_CASE("a rank's rows of an uneven split are exactly its part of the global b
     CheckSplitsConcatenate(*flat, 1);
   }
   SECTION("cifar10, resized, across the wrap of the records") {
-    auto dir = TempDir();
-    WriteCifar(dir / "data_batch_1.bin", 9);
+    TempDir dir;
+    WriteCifar(dir.File("data_batch_1.bin"), 9);
     for (int64_t side : {32, 16}) {
-      auto data = OpenCifar10(dir.string(), {3, side, side}, 10, 7);
+      auto data = OpenCifar10(dir.path(), {3, side, side}, 10, 7);
       REQUIRE(data.ok());
       for (int64_t iteration : {0, 1}) CheckSplitsConcatenate(**data, iteration);
       // Iteration 1 holds records 7, 8, 0, 1, ...: rows [1, 3) are records 8 and 0.
       CHECK(Fetch(**data, 1, 1, 3).labels.equal(torch::tensor({8, 0}, torch::kInt64)));
     }
-    fs::remove_all(dir);
   }
 }
 

@@ -4,23 +4,21 @@
 // with synchronisation off (ExecutorOptions::sync_batch_norm = false) and requires a mismatch, so
 // it can fail. Setting DEEPOOL_TEST_BN_SYNC_OFF=1 runs the equivalence checks themselves without
 // synchronisation, to see how they fail.
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
-#include "worker/runtime/layers/batch_norm.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
+#include "worker/runtime/layers/batch_norm.h"
 
 namespace deepool::worker::testing {
 namespace {
 
-namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 // fp32 training compared in float64. Synchronised statistics come from per-rank two-pass moments
 // combined in float64 and the backward from autograd through those ops, where torch's kernel
@@ -181,21 +179,19 @@ TEST_CASE("per-rank checkpoints carry the global running statistics", "[executor
   auto plan = MakePlan(graph, 8, 3, {0, 1, 2}, devices);
   auto reference = TrainSingleDevice(graph, 8, 5, Sgd(), 3, 1);
 
-  std::string pattern = (fs::temp_directory_path() / "deepool_bn_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
+  TempDir dir;
   RankOptions options;
   options.sync_batch_norm = SyncInEquivalenceRuns();
   options.after = [&](int rank, Executor& executor) -> Status {
     std::vector<std::shared_ptr<LayerModule>> modules(static_cast<size_t>(graph.num_layers()));
     for (const auto& [id, module] : executor.modules()) modules[static_cast<size_t>(id)] = module;
     ASSIGN_OR_RETURN(auto state, CollectStateDict(graph, modules));
-    return SaveCheckpoint((dir / ("model.pt.rank" + std::to_string(rank))).string(), state);
+    return SaveCheckpoint(dir.File("model.pt.rank" + std::to_string(rank)), state);
   };
   RequireRanksOk(RunRanks(graph, plan, 5, Sgd(), 3, 1, FakeComms(3), options));
 
   for (int rank = 0; rank < 3; ++rank) {
-    auto state = LoadCheckpoint((dir / ("model.pt.rank" + std::to_string(rank))).string());
+    auto state = LoadCheckpoint(dir.File("model.pt.rank" + std::to_string(rank)));
     REQUIRE(state.ok());
     for (const std::string key :
          {"stem.bn.running_mean", "stem.bn.running_var", "stem.bn.num_batches_tracked",
@@ -211,7 +207,6 @@ TEST_CASE("per-rank checkpoints carry the global running statistics", "[executor
       REQUIRE(torch::allclose(got.to(torch::kFloat64), want, kRtol, kAtol));
     }
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a failed peer in batch norm's statistics names the layer and stays UNAVAILABLE",

@@ -10,20 +10,18 @@
 // garbage), gradients unflattened from their bucket with view_as (NHWC-ordered sums read as
 // NCHW: the conv weights scramble), and checkpoints saved without making tensors contiguous
 // (an NHWC storage written as NCHW).
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 #include "tests/runtime/executor_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 
 namespace deepool::worker::testing {
 namespace {
 
-namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using planner::MemoryFormat;
 
 // fp32 in float64, as the batch norm equivalence tests compare: channels_last convolutions use
@@ -169,9 +167,7 @@ TEST_CASE("a checkpoint written in channels_last resumes in contiguous and the r
           "[executor][memory_format][checkpoint]") {
   torch::set_num_threads(1);
   auto graph = Zoo("small_cnn");
-  std::string pattern = (fs::temp_directory_path() / "deepool_cl_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
+  TempDir dir;
   auto straight = TrainOneRank(graph, MemoryFormat::kContiguous, nullptr, 0, 5);
   REQUIRE(straight.ok());
   for (auto [written, resumed] :
@@ -181,7 +177,7 @@ TEST_CASE("a checkpoint written in channels_last resumes in contiguous and the r
                     << planner::MemoryFormatName(resumed));
     auto halfway = TrainOneRank(graph, written, nullptr, 0, 3);
     REQUIRE(halfway.ok());
-    const std::string path = (dir / "model.pt").string();
+    const std::string path = dir.File("model.pt");
     REQUIRE(SaveCheckpoint(path, *halfway).ok());
     auto loaded = LoadCheckpoint(path);
     REQUIRE(loaded.ok());
@@ -205,7 +201,6 @@ TEST_CASE("a checkpoint written in channels_last resumes in contiguous and the r
                               kRtol, kAtol));
     }
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -8,34 +8,32 @@
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
 #include "tests/runtime/image_files.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::worker::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 constexpr int kIterations = 8;
 constexpr int64_t kBatch = 16;
 constexpr uint64_t kSeed = 31;
 
 struct Folders {
-  fs::path root;
   DataSpec train;
   DataSpec held_out;
   int64_t held_out_samples = 0;
 };
 
-// A learnable training folder and a held-out folder of other images of the same classes, 45 of
-// them: three passes of the batch of 16, the last one 13 rows.
-Folders MakeFolders() {
-  std::string pattern = (fs::temp_directory_path() / "deepool_eval_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+// In `root`, a learnable training folder and a held-out folder of other images of the same
+// classes, 45 of them: three passes of the batch of 16, the last one 13 rows.
+Folders MakeFolders(const fs::path& root) {
   Folders folders;
-  folders.root = pattern;
-  WriteLearnableFolder(folders.root / "train", 3, 32, 36, 5);
-  WriteLearnableFolder(folders.root / "val", 3, 15, 36, 6);
-  folders.train = DataSpec{"image_folder", 9, (folders.root / "train").string()};
-  folders.held_out = DataSpec{"image_folder", 0, (folders.root / "val").string()};
+  WriteLearnableFolder(root / "train", 3, 32, 36, 5);
+  WriteLearnableFolder(root / "val", 3, 15, 36, 6);
+  folders.train = DataSpec{"image_folder", 9, (root / "train").string()};
+  folders.held_out = DataSpec{"image_folder", 0, (root / "val").string()};
   folders.held_out_samples = 45;
   return folders;
 }
@@ -162,21 +160,21 @@ TEST_CASE("evaluation under data parallelism over 3 ranks equals one device's",
           "[executor][evaluation]") {
   // Every batch norm layer on three ranks: in training their statistics are synchronised, in
   // evaluation the running statistics (the same on every rank) are used.
-  const Folders folders = MakeFolders();
+  TempDir dir;
+  const Folders folders = MakeFolders(dir.path());
   const planner::Graph graph = SmallCnn();
   RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}), folders,
                                     kImageTop1);
-  fs::remove_all(folders.root);
 }
 
 TEST_CASE("evaluation under a hand-made burst plan equals one device's", "[executor][evaluation]") {
   // The output layer on ranks 0 and 2 only: the counts come from them and reach rank 1 through
   // the all-reduce.
-  const Folders folders = MakeFolders();
+  TempDir dir;
+  const Folders folders = MakeFolders(dir.path());
   const planner::Graph graph = SmallCnn();
   RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst()),
                                     folders, kImageTop1);
-  fs::remove_all(folders.root);
 }
 
 // `count` tokens of a sequence that repeats every 7 ids, little-endian uint16.
@@ -193,14 +191,12 @@ TEST_CASE("a GPT's evaluation on a token file under an uneven plan equals one de
           "[executor][evaluation][tokens]") {
   // Every token of every window is a prediction: 13 windows of 64 in two passes of 8, the
   // lm head on ranks 0 and 2, attention on rank 1 alone.
-  std::string pattern = (fs::temp_directory_path() / "deepool_eval_tokens_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  TempDir dir;
   Folders files;
-  files.root = pattern;
-  WriteRepeatingTokens(files.root / "train.bin", 64 * 40 + 1);
-  WriteRepeatingTokens(files.root / "val.bin", 64 * 13 + 1);
-  files.train = DataSpec{"tokens", 5, (files.root / "train.bin").string()};
-  files.held_out = DataSpec{"tokens", 0, (files.root / "val.bin").string()};
+  WriteRepeatingTokens(dir.File("train.bin"), 64 * 40 + 1);
+  WriteRepeatingTokens(dir.File("val.bin"), 64 * 13 + 1);
+  files.train = DataSpec{"tokens", 5, dir.File("train.bin")};
+  files.held_out = DataSpec{"tokens", 0, dir.File("val.bin")};
   files.held_out_samples = 13;
   auto graph = planner::zoo::BuildModel("gpt_tiny");
   REQUIRE(graph.ok());
@@ -210,7 +206,6 @@ TEST_CASE("a GPT's evaluation on a token file under an uneven plan equals one de
   // The sequence repeats: after a few steps most next tokens are right (chance: 1/256).
   // In passes of 8 (the global batch), 24 (one pass) and 5 (three, shares {2, 2, 1} and {3, 2}).
   RequireEvaluationMatchesOneDevice(*graph, plan, files, 0.2, {8, 24, 5});
-  fs::remove_all(files.root);
 }
 
 // Passes of another batch than training's (ScalePlan): 48 (three times the global batch, one
@@ -220,20 +215,20 @@ const std::vector<int64_t> kOtherBatches{3 * kBatch, 7, 2};
 
 TEST_CASE("evaluation under data parallelism in passes of other batches equals one device's",
           "[executor][evaluation][batch]") {
-  const Folders folders = MakeFolders();
+  TempDir dir;
+  const Folders folders = MakeFolders(dir.path());
   const planner::Graph graph = SmallCnn();
   RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}), folders,
                                     kImageTop1, kOtherBatches);
-  fs::remove_all(folders.root);
 }
 
 TEST_CASE("evaluation under a burst plan in passes of other batches equals one device's",
           "[executor][evaluation][batch]") {
-  const Folders folders = MakeFolders();
+  TempDir dir;
+  const Folders folders = MakeFolders(dir.path());
   const planner::Graph graph = SmallCnn();
   RequireEvaluationMatchesOneDevice(graph, MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst()),
                                     folders, kImageTop1, kOtherBatches);
-  fs::remove_all(folders.root);
 }
 
 // Every parameter and buffer of every rank, and the losses, exactly equal.
@@ -261,7 +256,8 @@ TEST_CASE("evaluating between steps in passes of other batches leaves training u
   // The evaluation executors share the training executor's modules: training with evaluations
   // after every step (at the global batch, 7 and 2) is bitwise the training without them.
   torch::set_num_threads(1);
-  const Folders folders = MakeFolders();
+  TempDir dir;
+  const Folders folders = MakeFolders(dir.path());
   const planner::Graph graph = SmallCnn();
   const planner::Plan plan = MakePlan(graph, kBatch, 3, {0, 1, 2}, SmallCnnBurst());
   RankOptions options;
@@ -279,7 +275,6 @@ TEST_CASE("evaluating between steps in passes of other batches leaves training u
   const std::vector<RankRun> evaluated =
       RunRanks(graph, plan, kIterations, Sgd(), kSeed, 0, FakeComms(3), options);
   RequireIdenticalRuns(plain, evaluated);
-  fs::remove_all(folders.root);
 }
 
 }  // namespace

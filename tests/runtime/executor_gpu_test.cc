@@ -12,6 +12,7 @@
 
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/gpu_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/launcher.h"
 #include "worker/runtime/run_spec.h"
@@ -21,14 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using deepool::testing::TempDir;
 using testing::HaveGpus;
 using testing::VisibleGpus;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-gpu-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 std::shared_ptr<const planner::Graph> Model(const std::string& name) {
   planner::zoo::ModelOptions options;
@@ -110,7 +106,7 @@ std::map<std::string, torch::Tensor> ReadCheckpoints(const std::string& base, in
 
 TEST_CASE("one GPU: a FG job with a BG job attached trains both", "[gpu][multiplex]") {
   if (!HaveGpus(1)) return;
-  auto dir = TempDir();
+  TempDir dir;
   RunSpec spec;
   spec.job_id = "fg-with-bg";
   spec.graph = Model("small_cnn");
@@ -122,7 +118,7 @@ TEST_CASE("one GPU: a FG job with a BG job attached trains both", "[gpu][multipl
   bg.batch_size = 16;
   bg.seed = 3;
   spec.background = bg;  // defaults on CUDA: concurrent, priority streams, CUDA graphs
-  Launched run = Launch(spec, 1, dir);
+  Launched run = Launch(spec, 1, dir.path());
   INFO(run.status.ToString());
   REQUIRE(run.status.ok());
   const protocol::IterationEvent& last = run.last_iteration.at(0);
@@ -130,14 +126,13 @@ TEST_CASE("one GPU: a FG job with a BG job attached trains both", "[gpu][multipl
   REQUIRE(last.loss.has_value());
   REQUIRE(last.sharing.has_value());
   REQUIRE(last.sharing->bg_iterations > 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("several GPUs: a branchy burst plan over NCCL equals the same job on one GPU",
           "[gpu][executor]") {
   if (!HaveGpus(2)) return;
   const int world = std::min(VisibleGpus(), 4);
-  auto dir = TempDir();
+  TempDir dir;
   auto graph = Model("small_cnn");
   // Branches, the concat and the residual add on different device sets, so transfers run both
   // ways between the same pairs (the case NCCL's first-in first-out matching punishes).
@@ -154,18 +149,18 @@ TEST_CASE("several GPUs: a branchy burst plan over NCCL equals the same job on o
   spec.optimizer.momentum = 0.9;
   spec.job_id = "one-gpu";
   spec.plan = Plan(*graph, 16, 1);
-  spec.checkpoint_path = (dir / "one.pt").string();
-  Launched one = Launch(spec, 1, dir);
+  spec.checkpoint_path = dir.File("one.pt");
+  Launched one = Launch(spec, 1, dir.path());
   INFO(one.status.ToString());
   REQUIRE(one.status.ok());
   spec.job_id = "burst";
   spec.plan = Plan(*graph, 16, world, burst);
-  spec.checkpoint_path = (dir / "burst.pt").string();
-  Launched many = Launch(spec, world, dir);
+  spec.checkpoint_path = dir.File("burst.pt");
+  Launched many = Launch(spec, world, dir.path());
   INFO(many.status.ToString());
   REQUIRE(many.status.ok());
-  auto reference = ReadCheckpoints((dir / "one.pt").string(), 1);
-  auto burst_params = ReadCheckpoints((dir / "burst.pt").string(), world);
+  auto reference = ReadCheckpoints(dir.File("one.pt"), 1);
+  auto burst_params = ReadCheckpoints(dir.File("burst.pt"), world);
   REQUIRE(burst_params.size() == reference.size());
   for (const auto& [key, expected] : reference) {
     INFO(key);
@@ -174,13 +169,12 @@ TEST_CASE("several GPUs: a branchy burst plan over NCCL equals the same job on o
     REQUIRE(torch::allclose(burst_params.at(key).to(torch::kFloat32), expected.to(torch::kFloat32),
                             2e-3, 2e-4));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("several GPUs: a killed NCCL rank makes the others fail with an error",
           "[gpu][executor]") {
   if (!HaveGpus(2)) return;
-  auto dir = TempDir();
+  TempDir dir;
   RunSpec spec;
   spec.job_id = "killed";
   spec.graph = Model("mlp");
@@ -188,7 +182,7 @@ TEST_CASE("several GPUs: a killed NCCL rank makes the others fail with an error"
   spec.iterations = 100000;
   bool killed = false;
   Launched run = Launch(
-      spec, 2, dir,
+      spec, 2, dir.path(),
       [&](RankProcesses& ranks, int rank, const protocol::ExecutorEvent& event) {
         const auto* iteration = std::get_if<protocol::IterationEvent>(&event);
         if (!killed && rank == 1 && iteration && iteration->iteration == 3) {
@@ -205,7 +199,6 @@ TEST_CASE("several GPUs: a killed NCCL rank makes the others fail with an error"
   REQUIRE(survivor.exited);
   REQUIRE_FALSE(survivor.done);
   REQUIRE(survivor.error.has_value());
-  fs::remove_all(dir);
 }
 
 }  // namespace

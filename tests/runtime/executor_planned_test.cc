@@ -9,8 +9,6 @@
 // (ExecutorOptions::sync_batch_norm = false) and requires a clear mismatch, so it can fail.
 // Setting DEEPOOL_TEST_BN_SYNC_OFF=1 runs the equivalence checks themselves without
 // synchronisation, to see how they fail.
-#include <stdlib.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -26,11 +24,13 @@
 #include "planner/zoo/zoo.h"
 #include "tests/runtime/executor_test_util.h"
 #include "tests/runtime/image_files.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::worker::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using planner::zoo::ConvSpec;
 using planner::zoo::LayerListBuilder;
 using planner::zoo::Sq;
@@ -309,10 +309,8 @@ TEST_CASE(
   torch::set_num_threads(1);
   constexpr int kIterations = 40;
   constexpr int64_t kBatch = 16;
-  std::string pattern = (fs::temp_directory_path() / "deepool_cifar_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
-  const fs::path file = dir / "data_batch_1.bin";
+  TempDir dir;
+  const fs::path file = dir.File("data_batch_1.bin");
   WriteCifar10(file, 320, 17);  // 20 batches of 16: two epochs
   const DataSpec data{"cifar10", 0, file.string()};
 
@@ -332,7 +330,6 @@ TEST_CASE(
   // does from itself: at 60 iterations one device on 1 and on 2 intra-op threads differs by up to
   // 8e-5 relative, the plan by 1.1e-4.
   RequireLossesFollowAndFall(graph, plan, data, kIterations, 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("small_cnn on an image folder under a 4-rank burst plan equals one device and learns",
@@ -342,18 +339,15 @@ TEST_CASE("small_cnn on an image folder under a 4-rank burst plan equals one dev
   torch::set_num_threads(1);
   constexpr int kIterations = 30;
   constexpr int64_t kBatch = 16;
-  std::string pattern = (fs::temp_directory_path() / "deepool_images_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
-  WriteLearnableFolder(dir, 3, 40, 40, 5);  // 120 images of 40x40: four epochs
-  const DataSpec data{"image_folder", 9, dir.string()};
+  TempDir dir;
+  WriteLearnableFolder(dir.path(), 3, 40, 40, 5);  // 120 images of 40x40: four epochs
+  const DataSpec data{"image_folder", 9, dir.path()};
 
   auto graph = SmallCnn(10, 32);
   auto plan = PlannedBurst(graph, kBatch, 4, 1.2, 0.015, /*concurrent_branches=*/true);
   REQUIRE(plan.num_devices == 4);
   // The colours separate the classes quickly: once the loss is near 0, 1e-6 absolute.
   RequireLossesFollowAndFall(graph, plan, data, kIterations, 1e-6);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "executor_test_util.h"
 #include "tests/runtime/gpu_test_util.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/checkpoints/checkpoint_dir.h"
 #include "worker/runtime/checkpoints/periodic_checkpoints.h"
@@ -29,17 +30,12 @@ namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using testing::HaveGpus;
 using testing::ParamMap;
 
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-5;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-shared-gpu-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 struct Launched {
   Status status;
@@ -124,22 +120,22 @@ void RequireClose(const ParamMap& got, const ParamMap& want) {
 // Runs `spec` on one rank (over NCCL) and on its plan's ranks sharing the GPU, and requires the
 // same final state and, on every rank, the same losses (each the sum of the ranks' parts).
 void RequireSharedEqualsOneRank(RunSpec spec, const planner::Plan& shared_plan) {
-  const fs::path dir = TempDir();
+  TempDir dir;
   const int world = shared_plan.num_devices;
   spec.job_id = "one-rank";
   spec.plan = testing::MakePlan(*spec.graph, shared_plan.global_batch, 1, {0});
-  spec.checkpoint_path = (dir / "one.pt").string();
-  Launched one = Launch(spec, dir);
+  spec.checkpoint_path = dir.File("one.pt");
+  Launched one = Launch(spec, dir.path());
   INFO(one.status.ToString());
   REQUIRE(one.status.ok());
   spec.job_id = "shared";
   spec.plan = shared_plan;
-  spec.checkpoint_path = (dir / "shared.pt").string();
-  Launched shared = Launch(spec, dir);
+  spec.checkpoint_path = dir.File("shared.pt");
+  Launched shared = Launch(spec, dir.path());
   INFO(shared.status.ToString());
   REQUIRE(shared.status.ok());
-  RequireClose(ReadFinalCheckpoints((dir / "shared.pt").string(), world),
-               ReadFinalCheckpoints((dir / "one.pt").string(), 1));
+  RequireClose(ReadFinalCheckpoints(dir.File("shared.pt"), world),
+               ReadFinalCheckpoints(dir.File("one.pt"), 1));
   const std::vector<double>& want = one.losses.at(0);
   REQUIRE(want.size() == static_cast<size_t>(spec.iterations));
   for (int rank = 0; rank < world; ++rank) {
@@ -150,7 +146,6 @@ void RequireSharedEqualsOneRank(RunSpec spec, const planner::Plan& shared_plan) 
       REQUIRE(std::abs(got[i] - want[i]) <= kAtol + kRtol * std::abs(want[i]));
     }
   }
-  fs::remove_all(dir);
 }
 
 RunSpec SmallCnnSpec() {
@@ -189,31 +184,30 @@ TEST_CASE("one GPU: ranks sharing it resume a killed job from its checkpoint as 
   spec.job_id = "resume";
   spec.iterations = kIterations;
   spec.plan = testing::MakePlan(*spec.graph, 8, 3, {0, 1, 2}, testing::SmallCnnBurst());
-  const fs::path dir = TempDir();
+  TempDir dir;
 
-  spec.checkpoints = PeriodicCheckpoints{(dir / "uninterrupted").string(), 2, 2};
-  Launched whole = Launch(spec, dir);
+  spec.checkpoints = PeriodicCheckpoints{dir.File("uninterrupted"), 2, 2};
+  Launched whole = Launch(spec, dir.path());
   INFO(whole.status.ToString());
   REQUIRE(whole.status.ok());
   const ParamMap reference =
-      ReadPeriodicCheckpoint(CheckpointPath((dir / "uninterrupted").string(), kIterations));
+      ReadPeriodicCheckpoint(CheckpointPath(dir.File("uninterrupted"), kIterations));
   // Parameters, batch norm's running statistics and the optimizer's momentum.
   REQUIRE(reference.count("optimizer.fc.weight.momentum_buffer") == 1);
   REQUIRE(reference.count("stem.bn.running_mean") == 1);
 
-  const std::string checkpoints = (dir / "interrupted").string();
+  const std::string checkpoints = dir.File("interrupted");
   spec.checkpoints = PeriodicCheckpoints{checkpoints, 2, 2};
-  Launched killed = Launch(spec, dir, /*kill_after=*/4);
+  Launched killed = Launch(spec, dir.path(), /*kill_after=*/4);
   REQUIRE_FALSE(killed.status.ok());
   REQUIRE(fs::exists(CheckpointPath(checkpoints, 4) + "/MANIFEST.json"));
-  Launched resumed = Launch(spec, dir);
+  Launched resumed = Launch(spec, dir.path());
   INFO(resumed.status.ToString());
   REQUIRE(resumed.status.ok());
   REQUIRE(resumed.first_iteration == 4);
   // The same plan and kernels: equal but for cuDNN's nondeterministic weight-gradient
   // algorithms, hence the tolerance rather than bit equality.
   RequireClose(ReadPeriodicCheckpoint(CheckpointPath(checkpoints, kIterations)), reference);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -8,18 +8,14 @@
 
 #include "planner/plan.h"
 #include "tests/runtime/image_files.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using testing::WriteSolidPng;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-images-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 int SampleIdOf(const Batch& batch, int64_t row) {
   const auto pixel = batch.inputs[row].select(1, 3).select(1, 3);  // [3]
@@ -42,7 +38,8 @@ StatusOr<std::unique_ptr<DataSource>> Open(const fs::path& path, int64_t batch,
 }
 
 TEST_CASE("image folders list classes in name order and images below them", "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteSolidPng(root / "b" / "x.png", 0);
   WriteSolidPng(root / "a" / "deeper" / "y.PNG", 0);
   WriteSolidPng(root / "a" / "z.png", 0);
@@ -61,11 +58,11 @@ TEST_CASE("image folders list classes in name order and images below them", "[da
   REQUIRE(empty_class.status().code() == StatusCode::kInvalidArgument);
   REQUIRE_THAT(empty_class.status().message(), Catch::Contains((root / "c").string()));
   REQUIRE(FindImageFiles((root / "missing").string()).status().code() == StatusCode::kNotFound);
-  fs::remove_all(root);
 }
 
 TEST_CASE("list files give paths relative to the list and labels", "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteSolidPng(root / "img" / "one.png", 0);
   std::ofstream(root / "train.tsv") << "# comment\nimg/one.png\t3\n\n"
                                     << (root / "img" / "one.png").string() << "\t0\n";
@@ -80,12 +77,12 @@ TEST_CASE("list files give paths relative to the list and labels", "[data][image
   auto bad = FindImageFiles((root / "bad.tsv").string());
   REQUIRE(bad.status().code() == StatusCode::kInvalidArgument);
   REQUIRE_THAT(bad.status().message(), Catch::Contains("bad.tsv line 2"));
-  fs::remove_all(root);
 }
 
 TEST_CASE("an image folder serves every image once per epoch, as uint8 rows with labels",
           "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 3, 4);  // 12 images, ids 0..11, label id / 4
   auto data = Open(root, 5);
   INFO(data.status().ToString());
@@ -108,12 +105,12 @@ TEST_CASE("an image folder serves every image once per epoch, as uint8 rows with
       }
     }
   }
-  fs::remove_all(root);
 }
 
 TEST_CASE("a held-out image folder is read in file order through the evaluation transform",
           "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 3, 4);  // 12 images, ids 0..11 in listing order
   auto data = Open(root, 5, {7, 0, DataUse::kEvaluation});
   REQUIRE(data.ok());
@@ -138,7 +135,6 @@ TEST_CASE("a held-out image folder is read in file order through the evaluation 
       (*training)->GlobalBatch(0)->labels.equal((*data)->GlobalBatch(0)->labels) &&
       (*training)->GlobalBatch(1)->labels.equal((*data)->GlobalBatch(1)->labels);
   REQUIRE_FALSE(same_order);
-  fs::remove_all(root);
 }
 
 TEST_CASE("a source opened again at a mid-epoch iteration continues at the exact sample",
@@ -146,7 +142,8 @@ TEST_CASE("a source opened again at a mid-epoch iteration continues at the exact
   // What a resumed job does: a new process opens the set and starts at the checkpoint's
   // iteration, here 7 of a 10-image set at 4 rows (row 28: epoch 2, sample offset 8), with more
   // ranks than the first run had. Its rows, pixels included, are the uninterrupted run's.
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 2, 5);
   auto uninterrupted = Open(root, 4, {9, 0});
   REQUIRE(uninterrupted.ok());
@@ -170,11 +167,11 @@ TEST_CASE("a source opened again at a mid-epoch iteration continues at the exact
       first += share;
     }
   }
-  fs::remove_all(root);
 }
 
 TEST_CASE("image rows depend on the seed, not on how ranks split the batch", "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 2, 5);
   auto whole = Open(root, 6, {3, 0});
   REQUIRE(whole.ok());
@@ -197,11 +194,11 @@ TEST_CASE("image rows depend on the seed, not on how ranks split the batch", "[d
       (*other_seed)->GlobalBatch(0)->inputs.equal((*whole)->GlobalBatch(0)->inputs) &&
       (*other_seed)->GlobalBatch(1)->inputs.equal((*whole)->GlobalBatch(1)->inputs);
   REQUIRE_FALSE(same_rows);
-  fs::remove_all(root);
 }
 
 TEST_CASE("a bad image fails the batch by name unless skip_bad allows it", "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 1, 6);
   std::ofstream(root / "class0" / "16.png") << "truncated, not a PNG";  // a seventh file
   const std::string bad = (root / "class0" / "16.png").string();
@@ -225,18 +222,17 @@ TEST_CASE("a bad image fails the batch by name unless skip_bad allows it", "[dat
   auto over = (*two_bad)->GlobalBatch(0);
   REQUIRE(over.status().code() == StatusCode::kInvalidArgument);
   REQUIRE_THAT(over.status().message(), Catch::Contains("more than data.skip_bad 1"));
-  fs::remove_all(root);
 }
 
 TEST_CASE("image folders refuse graphs they cannot feed", "[data][images]") {
-  auto root = TempDir();
+  TempDir dir;
+  const fs::path root = dir.path();
   WriteFolder(root, 3, 1);
   REQUIRE(OpenImageFolder(root.string(), {3, 8, 9}, 10, 4, {}).status().code() ==
           StatusCode::kInvalidArgument);
   auto few_classes = OpenImageFolder(root.string(), {3, 8, 8}, 2, 4, {});
   REQUIRE(few_classes.status().code() == StatusCode::kInvalidArgument);
   REQUIRE_THAT(few_classes.status().message(), Catch::Contains("3 classes"));
-  fs::remove_all(root);
 }
 
 TEST_CASE("uint8 images are normalised as ToTensor and Normalize do", "[data][images]") {

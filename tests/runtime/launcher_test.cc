@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "planner/zoo/zoo.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/checkpoints/checkpoint.h"
 #include "worker/runtime/executor_process.h"
 #include "worker/runtime/layers/layer_module.h"
@@ -21,6 +22,7 @@ namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 // Data parallelism of zoo model `model` (4 classes) over `ranks` at `global_batch`.
 RunSpec DataParallelSpec(const std::string& model, int ranks, int64_t global_batch) {
@@ -60,17 +62,11 @@ std::string WriteSpec(int ranks, int64_t iterations, const fs::path& dir,
   return path;
 }
 
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-launch-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
-
 TEST_CASE("three executor processes train and report every iteration", "[launcher][process]") {
-  auto dir = TempDir();
+  TempDir dir;
   LaunchOptions options;
   options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = WriteSpec(3, 4, dir);
+  options.run_spec_path = WriteSpec(3, 4, dir.path());
   options.world_size = 3;
   options.timeout_s = 30;
   auto ranks = RankProcesses::Start(options);
@@ -91,14 +87,13 @@ TEST_CASE("three executor processes train and report every iteration", "[launche
     REQUIRE((*ranks)->outcomes()[static_cast<size_t>(rank)].done);
   }
   REQUIRE(rank0_losses.size() == 4);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("sharing a GPU between ranks is refused without a CUDA device", "[launcher][process]") {
-  auto dir = TempDir();
+  TempDir dir;
   LaunchOptions options;
   options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = WriteSpec(2, 1, dir);
+  options.run_spec_path = WriteSpec(2, 1, dir.path());
   options.world_size = 2;
   options.share_gpu = true;  // on the default device, "cpu"
   auto ranks = RankProcesses::Start(options);
@@ -112,15 +107,14 @@ TEST_CASE("sharing a GPU between ranks is refused without a CUDA device", "[laun
   INFO(status.ToString());
   REQUIRE(status.code() == StatusCode::kInvalidArgument);
   REQUIRE(out.str().find("--share-gpu needs a CUDA device") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on every rank",
           "[launcher][process][epochs]") {
-  auto dir = TempDir();
+  TempDir dir;
   RunSpec spec = DataParallelSpec("mlp", 2, 96);
   spec.epochs = 2;  // of the synthetic set's 1,024 samples: 2048 / 96 = 21.3 iterations
-  std::unique_ptr<RankProcesses> ranks = StartRanks(spec, dir);
+  std::unique_ptr<RankProcesses> ranks = StartRanks(spec, dir.path());
   std::map<int, int> iterations;
   std::set<int64_t> totals;
   Status status = ranks->Wait([&](int rank, const protocol::ExecutorEvent& event) {
@@ -136,7 +130,6 @@ TEST_CASE("an epochs run trains ceil(epochs x samples / batch) iterations on eve
     CHECK(iterations[rank] == 22);
     CHECK(ranks->outcomes()[static_cast<size_t>(rank)].iterations == 22);
   }
-  fs::remove_all(dir);
 }
 
 // Two mlp ranks (data parallel) train one iteration from `init` at a learning rate too small to
@@ -175,13 +168,13 @@ StateDict DistinctMlpState() {
 
 TEST_CASE("a run starts from the weights of its init file and refuses one that lacks a key",
           "[launcher][process][init]") {
-  auto dir = TempDir();
+  TempDir dir;
   const StateDict init = DistinctMlpState();
-  REQUIRE(SaveCheckpoint((dir / "init.pt").string(), init).ok());
-  Status status = TrainFromInit(dir, (dir / "init.pt").string());
+  REQUIRE(SaveCheckpoint(dir.File("init.pt"), init).ok());
+  Status status = TrainFromInit(dir.path(), dir.File("init.pt"));
   INFO(status.ToString());
   REQUIRE(status.ok());
-  auto trained = LoadCheckpoint((dir / "out.pt").string());
+  auto trained = LoadCheckpoint(dir.File("out.pt"));
   REQUIRE(trained.ok());
   REQUIRE(trained->size() == init.size());
   for (size_t k = 0; k < init.size(); ++k) {
@@ -190,20 +183,19 @@ TEST_CASE("a run starts from the weights of its init file and refuses one that l
     CHECK((*trained)[k].second.equal(init[k].second));
   }
   StateDict lacking(init.begin() + 1, init.end());
-  REQUIRE(SaveCheckpoint((dir / "lacking.pt").string(), lacking).ok());
-  status = TrainFromInit(dir, (dir / "lacking.pt").string());
+  REQUIRE(SaveCheckpoint(dir.File("lacking.pt"), lacking).ok());
+  status = TrainFromInit(dir.path(), dir.File("lacking.pt"));
   REQUIRE_FALSE(status.ok());
   CHECK_THAT(status.ToString(), Catch::Contains(init[0].first));
   CHECK_THAT(status.ToString(), Catch::Contains("lacking.pt"));
-  fs::remove_all(dir);
 }
 
 // Rank 0's losses of a two-rank data-parallel run of small_cnn (batch norm on both ranks).
 std::vector<double> TwoRankLosses(bool sync_batch_norm) {
-  auto dir = TempDir();
+  TempDir dir;
   LaunchOptions options;
   options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = WriteSpec(2, 2, dir, "small_cnn", sync_batch_norm);
+  options.run_spec_path = WriteSpec(2, 2, dir.path(), "small_cnn", sync_batch_norm);
   options.world_size = 2;
   options.timeout_s = 30;
   auto ranks = RankProcesses::Start(options);
@@ -216,7 +208,6 @@ std::vector<double> TwoRankLosses(bool sync_batch_norm) {
   });
   INFO(status.ToString());
   REQUIRE(status.ok());
-  fs::remove_all(dir);
   return losses;
 }
 
@@ -231,10 +222,10 @@ TEST_CASE("a run spec's per-device batch norm reaches the executor ranks", "[lau
 }
 
 TEST_CASE("a rank killed mid-run makes the others fail with an error", "[launcher][process]") {
-  auto dir = TempDir();
+  TempDir dir;
   LaunchOptions options;
   options.executor_path = SiblingExecutable("deepool-executor");
-  options.run_spec_path = WriteSpec(3, 100000, dir);
+  options.run_spec_path = WriteSpec(3, 100000, dir.path());
   options.world_size = 3;
   options.timeout_s = 5;
   options.stop_on_failure = false;  // let ranks 0 and 2 find out on their own
@@ -262,7 +253,6 @@ TEST_CASE("a rank killed mid-run makes the others fail with an error", "[launche
     REQUIRE_FALSE(outcome.done);
     REQUIRE(outcome.error.has_value());
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a missing executor binary is reported", "[launcher]") {
@@ -273,8 +263,8 @@ TEST_CASE("a missing executor binary is reported", "[launcher]") {
 }
 
 TEST_CASE("an invalid run spec becomes an error event and a failed launch", "[launcher][process]") {
-  auto dir = TempDir();
-  std::string path = (dir / "run.json").string();
+  TempDir dir;
+  std::string path = dir.File("run.json");
   {
     std::ofstream out(path);
     out << R"({"format":"deepool.run","version":1})";
@@ -292,7 +282,6 @@ TEST_CASE("an invalid run spec becomes an error event and a failed launch", "[la
   } else {
     REQUIRE_THAT(ranks.status().message(), Catch::Contains("graph"));
   }
-  fs::remove_all(dir);
 }
 
 namespace accumulation {

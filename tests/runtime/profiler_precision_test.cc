@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,12 +18,13 @@
 #include "planner/profile_table.h"
 #include "planner/search.h"
 #include "planner/zoo/zoo.h"
+#include "tests/temp_dir.h"
 #include "worker/runtime/profiling/profiler.h"
 
 namespace deepool::worker {
 namespace {
 
-namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 // Records, as each timed run ends, whether the calling thread's CPU ops ran under autocast and
 // at which dtype; every duration is 1 ms.
@@ -87,9 +87,7 @@ TEST_CASE("at bf16 every forward runs under autocast and every backward outside 
 
 TEST_CASE("a CPU profile at bf16 records bf16, times differently and plans only at bf16",
           "[profiler][precision]") {
-  std::string pattern = (fs::temp_directory_path() / "deepool_precision_XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
+  TempDir dir;
   const planner::Graph graph = SmallCnn();
   auto profile_at = [&](std::optional<planner::Precision> precision, const std::string& name) {
     ProfileToolOptions options;
@@ -99,7 +97,7 @@ TEST_CASE("a CPU profile at bf16 records bf16, times differently and plans only 
     options.repeats = 3;
     options.iteration_overhead = false;
     options.precision = precision;
-    options.output_path = (dir / name).string();
+    options.output_path = dir.File(name);
     std::ostringstream progress;
     const Status status = RunProfileTool(options, progress);
     INFO(status.ToString());
@@ -111,7 +109,6 @@ TEST_CASE("a CPU profile at bf16 records bf16, times differently and plans only 
   };
   const std::string bf16_json = profile_at(planner::Precision::kBf16, "small_cnn.bf16.json");
   const std::string fp32_json = profile_at(std::nullopt, "small_cnn.json");
-  fs::remove_all(dir);
 
   StatusOr<planner::ProfileData> bf16 = planner::ParseProfileJson(bf16_json);
   StatusOr<planner::ProfileData> fp32 = planner::ParseProfileJson(fp32_json);

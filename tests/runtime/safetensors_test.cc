@@ -10,16 +10,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/temp_dir.h"
+
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-safetensors-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
+using deepool::testing::TempDir;
 
 // 8-byte little-endian header length, the JSON header, the data.
 void WriteRaw(const fs::path& path, const std::string& header, const std::string& data) {
@@ -36,7 +33,7 @@ std::string Bytes(const torch::Tensor& t) {
 
 TEST_CASE("a safetensors file's tensors load with their names dtypes and shapes",
           "[checkpoint][init]") {
-  const fs::path dir = TempDir();
+  TempDir dir;
   const torch::Tensor weight = torch::arange(6, torch::kFloat32).reshape({2, 3});
   const torch::Tensor bias = torch::tensor({0.5, -1.5}, torch::kFloat32).to(torch::kBFloat16);
   const torch::Tensor steps = torch::tensor({7}, torch::kInt64);
@@ -46,9 +43,9 @@ TEST_CASE("a safetensors file's tensors load with their names dtypes and shapes"
       {"fc.weight", {{"dtype", "F32"}, {"shape", {2, 3}}, {"data_offsets", {0, 24}}}},
       {"fc.bias", {{"dtype", "BF16"}, {"shape", {2}}, {"data_offsets", {24, 28}}}},
       {"bn.num_batches_tracked", {{"dtype", "I64"}, {"shape", {1}}, {"data_offsets", {28, 36}}}}};
-  WriteRaw(dir / "w.safetensors", header.dump(), data);
+  WriteRaw(dir.File("w.safetensors"), header.dump(), data);
   for (auto load : {&LoadSafetensors, &LoadStateDictFile}) {
-    StatusOr<StateDict> state = load((dir / "w.safetensors").string());
+    StatusOr<StateDict> state = load(dir.File("w.safetensors"));
     INFO(state.status().ToString());
     REQUIRE(state.ok());
     REQUIRE(state->size() == 3);  // in data order
@@ -60,19 +57,17 @@ TEST_CASE("a safetensors file's tensors load with their names dtypes and shapes"
     CHECK((*state)[2].first == "bn.num_batches_tracked");
     CHECK((*state)[2].second.equal(steps));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a torch archive loads through the same entry point", "[checkpoint][init]") {
-  const fs::path dir = TempDir();
+  TempDir dir;
   const StateDict saved = {{"fc.weight", torch::ones({2, 2})}, {"fc.bias", torch::zeros({2})}};
-  REQUIRE(SaveCheckpoint((dir / "w.pt").string(), saved).ok());
-  StatusOr<StateDict> state = LoadStateDictFile((dir / "w.pt").string());
+  REQUIRE(SaveCheckpoint(dir.File("w.pt"), saved).ok());
+  StatusOr<StateDict> state = LoadStateDictFile(dir.File("w.pt"));
   INFO(state.status().ToString());
   REQUIRE(state.ok());
   REQUIRE(state->size() == 2);
-  CHECK(LoadStateDictFile((dir / "missing").string()).status().code() == StatusCode::kNotFound);
-  fs::remove_all(dir);
+  CHECK(LoadStateDictFile(dir.File("missing")).status().code() == StatusCode::kNotFound);
 }
 
 std::string ErrorOf(const fs::path& path) {
@@ -83,8 +78,8 @@ std::string ErrorOf(const fs::path& path) {
 }
 
 TEST_CASE("a corrupt safetensors file is refused naming the entry", "[checkpoint][init]") {
-  const fs::path dir = TempDir();
-  const fs::path path = dir / "bad.safetensors";
+  TempDir dir;
+  const fs::path path = dir.File("bad.safetensors");
   const std::string eight(8, '\0');
   auto entry = [](const std::string& dtype, nlohmann::json shape, uint64_t b, uint64_t e) {
     return nlohmann::json{{"dtype", dtype}, {"shape", shape}, {"data_offsets", {b, e}}};
@@ -114,7 +109,6 @@ TEST_CASE("a corrupt safetensors file is refused naming the entry", "[checkpoint
   }
   CHECK_THAT(ErrorOf(path), Catch::Contains("does not fit the 10-byte file"));
   CHECK_THAT(ErrorOf(path), Catch::Contains(path.string()));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -8,17 +8,13 @@
 #include <vector>
 
 #include "planner/plan.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::worker {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "deepool-tokens-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
+using deepool::testing::TempDir;
 
 // Token i of the file is i mod `modulo`, written little-endian in `bytes` bytes per id.
 fs::path WriteTokens(const fs::path& dir, int64_t count, int bytes, int64_t modulo = 1 << 30) {
@@ -38,11 +34,11 @@ StatusOr<std::unique_ptr<DataSource>> Open(const fs::path& path, int64_t length,
 }
 
 TEST_CASE("token windows are next-token pairs at offsets drawn from the seed", "[data][tokens]") {
-  const fs::path dir = TempDir();
+  TempDir dir;
   for (int bytes : {2, 4}) {
     INFO(bytes << "-byte ids");
     // Token i is i (mod 2^16 for uint16), so a row's first input tells its offset.
-    const fs::path path = WriteTokens(dir, 5000, bytes, bytes == 2 ? 65536 : 1 << 30);
+    const fs::path path = WriteTokens(dir.path(), 5000, bytes, bytes == 2 ? 65536 : 1 << 30);
     auto data = Open(path, 8, 6, {3, bytes});
     INFO(data.status().ToString());
     REQUIRE(data.ok());
@@ -71,12 +67,11 @@ TEST_CASE("token windows are next-token pairs at offsets drawn from the seed", "
     auto other = Open(path, 8, 6, {4, bytes});
     REQUIRE_FALSE((*other)->GlobalBatch(2)->inputs.equal(whole->inputs));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("held-out token files are read as consecutive windows", "[data][tokens]") {
-  const fs::path dir = TempDir();
-  const fs::path path = WriteTokens(dir, 41, 2);  // (41 - 1) / 8 = 5 windows
+  TempDir dir;
+  const fs::path path = WriteTokens(dir.path(), 41, 2);  // (41 - 1) / 8 = 5 windows
   auto data = Open(path, 8, 4, {0, 2, DataUse::kEvaluation});
   REQUIRE(data.ok());
   REQUIRE((*data)->num_samples() == 5);
@@ -89,18 +84,17 @@ TEST_CASE("held-out token files are read as consecutive windows", "[data][tokens
   }
   // Windows 0..4, then the file again from the start (rows past num_samples pad the last pass).
   REQUIRE(starts == std::vector<int64_t>{0, 8, 16, 24, 32, 0, 8, 16});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("bad token files are refused by name", "[data][tokens]") {
-  const fs::path dir = TempDir();
+  TempDir dir;
   SECTION("missing") {
-    auto data = Open(dir / "none.bin", 8, 4);
+    auto data = Open(dir.File("none.bin"), 8, 4);
     REQUIRE(data.status().code() == StatusCode::kNotFound);
     REQUIRE_THAT(data.status().message(), Catch::Contains("none.bin"));
   }
   SECTION("a length that is not a whole number of ids") {
-    const fs::path path = WriteTokens(dir, 100, 2);
+    const fs::path path = WriteTokens(dir.path(), 100, 2);
     std::ofstream(path, std::ios::binary | std::ios::app).put('x');
     auto data = Open(path, 8, 4);
     REQUIRE(data.status().code() == StatusCode::kInvalidArgument);
@@ -109,11 +103,11 @@ TEST_CASE("bad token files are refused by name", "[data][tokens]") {
     REQUIRE(Open(path, 8, 4, {0, 4}).status().code() == StatusCode::kInvalidArgument);
   }
   SECTION("shorter than one window") {
-    auto data = Open(WriteTokens(dir, 8, 2), 8, 4);
+    auto data = Open(WriteTokens(dir.path(), 8, 2), 8, 4);
     REQUIRE_THAT(data.status().message(), Catch::Contains("needs 9"));
   }
   SECTION("a token beyond the vocabulary fails the batch naming the token") {
-    const fs::path path = WriteTokens(dir, 41, 2);  // ids 0..40
+    const fs::path path = WriteTokens(dir.path(), 41, 2);  // ids 0..40
     auto data = Open(path, 8, 5, {0, 2, DataUse::kEvaluation}, /*vocabulary=*/30);
     REQUIRE(data.ok());
     auto batch = (*data)->GlobalBatch(0);  // windows 0..4: the fourth reaches id 30
@@ -123,10 +117,9 @@ TEST_CASE("bad token files are refused by name", "[data][tokens]") {
     REQUIRE_THAT(batch.status().message(), Catch::Contains(path.string()));
   }
   SECTION("a graph input that is not a sequence") {
-    auto data = OpenTokenFile(WriteTokens(dir, 100, 2).string(), {3, 8, 8}, 10, 4, {});
+    auto data = OpenTokenFile(WriteTokens(dir.path(), 100, 2).string(), {3, 8, 8}, 10, 4, {});
     REQUIRE_THAT(data.status().message(), Catch::Contains("shape [T]"));
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace
