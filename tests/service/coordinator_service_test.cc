@@ -289,6 +289,36 @@ TEST_CASE("submit, get, list and cancel a pending job over gRPC", "[service]") {
   CHECK(cancelled.queue_position() == 0);
 }
 
+TEST_CASE("with a retention the control loop removes the jobs that ended before it", "[service]") {
+  Cluster c(
+      [](CoordinatorOptions* options) {
+        options->control_loop = true;
+        options->tick_interval = std::chrono::milliseconds(10);
+        options->keep_finished = std::chrono::hours(24);
+      },
+      std::make_unique<InMemoryJobStore>());
+  v1::SubmitJobResponse ended, waiting;
+  REQUIRE(c.Submit(kTinyJob, &ended).ok());
+  REQUIRE(c.Submit(kTinyJob, &waiting).ok());
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(ended.job_id());
+  v1::Job cancelled;
+  REQUIRE(c.client->CancelJob(c.Context().get(), cancel, &cancelled).ok());
+  c.clock.Advance(std::chrono::hours(25));
+  // Removed by a round of the control loop (every 10 ms): looked for until it is gone.
+  v1::GetJobRequest get;
+  get.set_job_id(ended.job_id());
+  grpc::Status status;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  do {
+    v1::Job job;
+    status = c.client->GetJob(c.Context().get(), get, &job);
+  } while (status.ok() && std::chrono::steady_clock::now() < deadline);
+  CHECK(status.error_code() == grpc::StatusCode::NOT_FOUND);
+  // The unfinished job stays, however old.
+  CHECK(c.Get(waiting.job_id()).state() == v1::JOB_STATE_PENDING);
+}
+
 TEST_CASE("malformed specs are INVALID_ARGUMENT naming the field, unknown jobs NOT_FOUND",
           "[service]") {
   Cluster c;
