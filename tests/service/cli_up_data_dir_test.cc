@@ -10,17 +10,13 @@
 #include <fstream>
 
 #include "common/path_roots.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path NewTempDir() {
-  std::string pattern = (fs::temp_directory_path() / "dp-up-dir-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return fs::canonical(pattern);
-}
+using deepool::testing::TempDir;
 
 void Touch(const fs::path& file) {
   fs::create_directories(file.parent_path());
@@ -29,7 +25,8 @@ void Touch(const fs::path& file) {
 
 TEST_CASE("deepool up claims a new, empty or earlier up's folder, and nothing else",
           "[service][security]") {
-  const fs::path base = NewTempDir();
+  TempDir dir;
+  const fs::path base = fs::canonical(dir.path());
   CHECK(ClaimUpDataDir(base / "new" / "dir").ok());
   CHECK(fs::exists(base / "new" / "dir" / kUpDataDirMarker));
   fs::create_directory(base / "empty");
@@ -48,12 +45,12 @@ TEST_CASE("deepool up claims a new, empty or earlier up's folder, and nothing el
   CHECK_FALSE(fs::exists(theirs / kUpDataDirMarker));
   Touch(base / "a-file");
   CHECK(ClaimUpDataDir(base / "a-file").code() == StatusCode::kFailedPrecondition);
-  fs::remove_all(base);
 }
 
 TEST_CASE("deepool up's path root holds each user's jobs, apart from its state and keys",
           "[service][security]") {
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = fs::canonical(temp.path());
   for (const char* sub : {"coordinator", "security", "local-0", "jobs/admin"}) {
     fs::create_directories(dir / sub);
   }
@@ -68,7 +65,6 @@ TEST_CASE("deepool up's path root holds each user's jobs, apart from its state a
     CHECK(roots->Check("checkpoint.path", secret.string(), "admin").code() ==
           StatusCode::kPermissionDenied);
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -25,11 +25,13 @@
 #include "tests/node_registration.h"
 #include "tests/service/forged_certificate.h"
 #include "tests/service/service_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::coordinator {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using security::ClientSecurity;
 using security::Role;
 using security::TlsFiles;
@@ -37,12 +39,6 @@ using std::chrono::seconds;
 
 constexpr const char* kTinyJob =
     R"({"name":"t","model":"tiny","global_batch":8,"gpus":1,"iterations":2,"profile":"analytical"})";
-
-fs::path NewTempDir() {
-  std::string pattern = (fs::temp_directory_path() / "dp-secure-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
@@ -91,7 +87,7 @@ std::unique_ptr<grpc::ClientContext> Context() {
 struct SecureCluster {
   explicit SecureCluster(std::vector<std::string> path_roots = {},
                          const std::function<void(CoordinatorOptions*)>& configure = {})
-      : dir(NewTempDir()) {
+      : dir(temp.path()) {
     const seconds day = std::chrono::hours(24);
     REQUIRE(security::InitClusterCertificates(dir / "pki", {"127.0.0.1"}, day).ok());
     alice = Issue(Role::kUser, "alice");
@@ -118,11 +114,7 @@ struct SecureCluster {
     REQUIRE(started.ok());
     server = std::move(*started);
   }
-  ~SecureCluster() {
-    server->Shutdown();
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  ~SecureCluster() { server->Shutdown(); }
 
   TlsFiles Issue(Role role, const std::string& name) {
     auto files = security::IssueClusterCertificate(dir / "pki", role, name, std::chrono::hours(24));
@@ -179,7 +171,8 @@ struct SecureCluster {
   }
 
   FakeClock clock;
-  fs::path dir;
+  TempDir temp;  // removed after the server is gone
+  fs::path dir;  // temp.path()
   TlsFiles alice, bob, root, node_a;
   std::string alice_token, root_token, node_b_token;
   std::unique_ptr<CoordinatorServer> server;
@@ -615,7 +608,8 @@ TEST_CASE("a spec's checkpoint or data path outside the allowed roots is refused
 
 TEST_CASE("with a per-user path root, a user's job may not point into another user's folder",
           "[service][security]") {
-  const fs::path users = fs::canonical(NewTempDir());
+  TempDir temp;
+  const fs::path users = fs::canonical(temp.path());
   SecureCluster c({(users / "{user}").string()});
   const ClientSecurity alice{c.alice, ""};
   const ClientSecurity bob{c.bob, ""};
@@ -643,8 +637,6 @@ TEST_CASE("with a per-user path root, a user's job may not point into another us
   const grpc::Status eval_in_bob = c.Submit(alice, &id, eval_data(users / "bob" / "val"));
   CHECK(eval_in_bob.error_code() == grpc::StatusCode::PERMISSION_DENIED);
   CHECK_THAT(eval_in_bob.error_message(), Catch::Contains("eval.data.path"));
-  std::error_code ec;
-  fs::remove_all(users, ec);
 }
 
 // A coordinator on loopback with no flags but --data-dir, as the docs start one.
@@ -683,7 +675,8 @@ fs::perms PermissionsOf(const fs::path& path) { return fs::status(path).permissi
 
 TEST_CASE("with no credentials configured, callers need the token the coordinator keeps",
           "[service][security]") {
-  const fs::path top = NewTempDir();
+  TempDir temp;
+  const fs::path top = temp.path();
   const fs::path data = top / "data";  // made by the coordinator
   FakeClock clock;
   auto started = StartPlain(data.string(), /*insecure=*/false, &clock);
@@ -742,8 +735,6 @@ TEST_CASE("with no credentials configured, callers need the token the coordinato
   auto loose = StartPlain(data.string(), /*insecure=*/false, &clock);
   REQUIRE_FALSE(loose.ok());
   CHECK_THAT(loose.status().message(), Catch::Contains("chmod 600 " + token_file.string()));
-  std::error_code ec;
-  fs::remove_all(top, ec);
 }
 
 TEST_CASE(

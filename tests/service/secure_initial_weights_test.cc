@@ -4,8 +4,6 @@
 // job's graph gets the INVALID_ARGUMENT naming the file and the first differing key over TLS,
 // and a file that fits is accepted over the same channel (initial_weights_submission_test checks
 // every kind of mismatch on the scheduler itself).
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +16,7 @@
 #include "security/transport.h"
 #include "tests/service/in_process_coordinator.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::coordinator::testing {
 namespace {
@@ -39,10 +38,10 @@ std::string TinyCnnGraph(int out_features) {
 // (whose CheckModel reads init files), init paths confined to tests/data/weights, and user
 // alice's certificate.
 struct TlsCoordinator {
-  TlsCoordinator() : dir(NewDir()), weights(fs::path(DEEPOOL_SOURCE_DIR) / "tests/data/weights") {
-    REQUIRE(security::InitClusterCertificates(dir / "pki", {"127.0.0.1"},
-                                              std::chrono::hours(24))
-                .ok());
+  TlsCoordinator()
+      : dir(temp.path()), weights(fs::path(DEEPOOL_SOURCE_DIR) / "tests/data/weights") {
+    REQUIRE(
+        security::InitClusterCertificates(dir / "pki", {"127.0.0.1"}, std::chrono::hours(24)).ok());
     auto issued = security::IssueClusterCertificate(dir / "pki", security::Role::kUser, "alice",
                                                     std::chrono::hours(24));
     REQUIRE(issued.ok());
@@ -54,22 +53,12 @@ struct TlsCoordinator {
           options->path_roots = {weights.string()};
         },
         std::make_unique<InMemoryJobStore>(), std::make_unique<InProcessPlanningBackend>());
-    auto channel = security::OpenChannel(coordinator->server->address(), alice,
-                                         grpc::ChannelArguments());
+    auto channel =
+        security::OpenChannel(coordinator->server->address(), alice, grpc::ChannelArguments());
     REQUIRE(channel.ok());
     client = v1::CoordinatorService::NewStub(*channel);
   }
-  ~TlsCoordinator() {
-    coordinator.reset();
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-
-  static fs::path NewDir() {
-    std::string pattern = (fs::temp_directory_path() / "dp-tls-init-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    return pattern;
-  }
+  ~TlsCoordinator() { coordinator.reset(); }
 
   // Submits, as alice, tiny_cnn with a head `out_features` wide starting from `init`.
   grpc::Status Submit(int out_features, const std::string& init) {
@@ -83,7 +72,8 @@ struct TlsCoordinator {
     return client->SubmitJob(&ctx, req, &resp);
   }
 
-  fs::path dir;
+  deepool::testing::TempDir temp;  // removed after the coordinator is gone
+  fs::path dir;                    // temp.path()
   fs::path weights;
   security::ClientSecurity alice;
   std::unique_ptr<InProcessCoordinator> coordinator;

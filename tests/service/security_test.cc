@@ -15,18 +15,14 @@
 #include "security/transport.h"
 #include "security/users.h"
 #include "tests/service/forged_certificate.h"
+#include "tests/temp_dir.h"
 
 namespace deepool::security {
 namespace {
 
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 using std::chrono::hours;
-
-fs::path NewTempDir() {
-  std::string pattern = (fs::temp_directory_path() / "dp-security-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 void SetMode(const fs::path& path, mode_t mode) { REQUIRE(::chmod(path.c_str(), mode) == 0); }
 
@@ -63,9 +59,8 @@ TEST_CASE("issued certificates carry their name, role and expiry", "[service][se
 }
 
 TEST_CASE("certs init never replaces a cluster's CA, and keys are private", "[service][security]") {
-  std::string pattern = (fs::temp_directory_path() / "dp-certs-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
+  TempDir temp;
+  const fs::path dir = temp.path();
   REQUIRE(InitClusterCertificates(dir, {"10.0.0.1", "coord.example"}, hours(24)).ok());
   CHECK(InitClusterCertificates(dir, {}, hours(24)).code() == StatusCode::kAlreadyExists);
   CHECK((fs::status(dir / "ca-key.pem").permissions() & fs::perms::group_read) == fs::perms::none);
@@ -77,7 +72,6 @@ TEST_CASE("certs init never replaces a cluster's CA, and keys are private", "[se
         StatusCode::kAlreadyExists);
   CHECK(IssueClusterCertificate(dir / "missing", Role::kUser, "u", hours(24)).status().code() ==
         StatusCode::kNotFound);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("the users file keeps digests, not tokens, and refuses what it cannot trust",
@@ -174,7 +168,8 @@ TEST_CASE("a certificate is verified against the CA and the time, and says why i
 
 TEST_CASE("only the coordinator's certificate passes a client's check of the server",
           "[service][security]") {
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = temp.path();
   REQUIRE(InitClusterCertificates(dir, {"127.0.0.1"}, hours(24)).ok());
   auto read = [](const std::string& path) {
     std::ifstream in(path);
@@ -213,7 +208,6 @@ TEST_CASE("only the coordinator's certificate passes a client's check of the ser
                                             now + 400 * 24 * 3600);
   CHECK_THAT(later.status().message(), Catch::Contains("the server's certificate: its CA's"));
   CHECK_THAT(later.status().message(), Catch::Contains("expired at"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("the authenticator: open, token and certificate callers", "[service][security]") {
@@ -281,7 +275,8 @@ TEST_CASE("the authenticator: open, token and certificate callers", "[service][s
 
 TEST_CASE("a key or token that group or others may read is refused, naming the fix",
           "[service][security]") {
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = temp.path();
   const fs::path token = dir / "token";
   REQUIRE(WriteNewFile(token, "dpt_secret\n", 0600).ok());
   REQUIRE(ReadTokenFile(token.string()).ok());
@@ -325,12 +320,12 @@ TEST_CASE("a key or token that group or others may read is refused, naming the f
   SetMode(pki / "ca-key.pem", 0644);
   CHECK(IssueClusterCertificate(pki, Role::kUser, "bob", hours(24)).status().code() ==
         StatusCode::kFailedPrecondition);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a users file that group or others may write is refused, at start and on reload",
           "[service][security]") {
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = temp.path();
   const fs::path path = dir / "users.json";
   UserTable table;
   const std::string admin = NewToken().value();
@@ -359,7 +354,6 @@ TEST_CASE("a users file that group or others may write is refused, at start and 
   std::ofstream(path, std::ios::trunc) << table.ToJson();
   CHECK_FALSE((*users)->Authenticate(intruder).has_value());
   CHECK((*users)->Authenticate(admin).has_value());
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a list of coordinators is one target gRPC tries in order", "[service][security]") {
@@ -431,7 +425,8 @@ TEST_CASE("no user or node certificate may bear the coordinator's name", "[servi
   CHECK(IssueCertificate(*ca, similar).ok());
 
   // `deepool certs node deepool-coordinator` writes nothing.
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = temp.path();
   REQUIRE(InitClusterCertificates(dir, {}, hours(24)).ok());
   CHECK(
       IssueClusterCertificate(dir, Role::kWorker, kCoordinatorTlsName, hours(24)).status().code() ==
@@ -439,7 +434,6 @@ TEST_CASE("no user or node certificate may bear the coordinator's name", "[servi
   CHECK_FALSE(fs::exists(dir / "nodes" / "deepool-coordinator.pem"));
   CHECK(IssueClusterCertificate(dir, Role::kUser, kCoordinatorTlsName, hours(24)).status().code() ==
         StatusCode::kInvalidArgument);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("revoking a user lists their name, and their certificate is refused with it",
@@ -467,7 +461,8 @@ TEST_CASE("revoking a user lists their name, and their certificate is refused wi
   REQUIRE(table.Add("bob", Role::kUser, TokenDigest("bob's new token")).ok());
   CHECK_FALSE(table.IsRevoked("bob"));
 
-  const fs::path dir = NewTempDir();
+  TempDir temp;
+  const fs::path dir = temp.path();
   REQUIRE(InitClusterCertificates(dir / "pki", {}, hours(24)).ok());
   const auto alice = IssueClusterCertificate(dir / "pki", Role::kUser, "alice", hours(24));
   const auto node = IssueClusterCertificate(dir / "pki", Role::kWorker, "n1", hours(24));
@@ -500,7 +495,6 @@ TEST_CASE("revoking a user lists their name, and their certificate is refused wi
   REQUIRE(SaveUserTable(empty, dir / "users.json").ok());
   alice_cert.bearer_token = root_token;
   CHECK(auth.Authenticate(alice_cert).status().code() == StatusCode::kUnauthenticated);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a refused TLS handshake is described for people, on both ends", "[service][security]") {

@@ -15,6 +15,7 @@
 
 #include "deepool/v1/node.grpc.pb.h"
 #include "protocol/coordinator_status.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace deepool;
@@ -229,7 +230,7 @@ bool PollUntil(const std::function<bool()>& condition) {
 }
 
 struct Fixture {
-  std::string dir;
+  deepool::testing::TempDir dir;  // first, so removed after everything below is gone
   FakeNodeService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<WorkerDaemon> daemon;
@@ -239,9 +240,7 @@ struct Fixture {
                    std::optional<std::chrono::milliseconds> coordinator_lease = std::nullopt,
                    std::chrono::milliseconds report_interval = 20ms) {
     service.node_timeout_ms_ = node_timeout_ms;
-    std::string pattern = (fs::temp_directory_path() / "dp-daemon-XXXXXX").string();
-    dir = mkdtemp(pattern.data());
-    std::string executor = dir + "/fake-executor";
+    std::string executor = dir.File("fake-executor");
     std::ofstream(executor) << kFakeExecutor;
     fs::permissions(executor, fs::perms::owner_all);
 
@@ -262,10 +261,10 @@ struct Fixture {
     options.coordinator_lease = coordinator_lease;
     SupervisorOptions supervisor;
     supervisor.executor_path = executor;
-    supervisor.profiler_path = dir + "/fake-profiler";
+    supervisor.profiler_path = dir.File("fake-profiler");
     std::ofstream(supervisor.profiler_path) << kFakeProfiler;
     fs::permissions(supervisor.profiler_path, fs::perms::owner_all);
-    supervisor.work_dir = dir + "/work";
+    supervisor.work_dir = dir.File("work");
     supervisor.kill_grace = 500ms;
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                        grpc::InsecureChannelCredentials());
@@ -277,8 +276,6 @@ struct Fixture {
     daemon->Stop();
     service.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + 2s);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
   }
 
   static v1::TaskCommand Train(const std::string& id, const std::string& mode,
@@ -328,7 +325,7 @@ struct Fixture {
     });
   }
   int Starts(const std::string& task_id) {
-    std::ifstream in(dir + "/work/tasks/" + task_id + "/starts.txt");
+    std::ifstream in(dir.File("work/tasks/" + task_id + "/starts.txt"));
     int n = 0;
     std::string line;
     while (std::getline(in, line)) ++n;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/temp_dir.h"
 #include "worker/daemon/devices.h"
 
 using namespace deepool::worker::daemon;
@@ -97,10 +98,8 @@ TEST_CASE("CPU devices divide the host's cores between their executors", "[worke
 TEST_CASE("the system probe reads nvidia-smi's CSV, and does without a failing one",
           "[worker][devices]") {
   namespace fs = std::filesystem;
-  std::string pattern = (fs::temp_directory_path() / "dp-smi-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
-  const fs::path smi = dir / "nvidia-smi";
+  deepool::testing::TempDir dir;
+  const fs::path smi = dir.File("nvidia-smi");
   struct PathFirst {  // PATH with `dir` first, restored however the test ends
     explicit PathFirst(const fs::path& dir) {
       const char* old = std::getenv("PATH");
@@ -109,7 +108,7 @@ TEST_CASE("the system probe reads nvidia-smi's CSV, and does without a failing o
     }
     ~PathFirst() { setenv("PATH", saved.c_str(), 1); }
     std::string saved;
-  } path_first(dir);
+  } path_first(dir.path());
   SECTION("two GPUs, asked for index, name and memory") {
     std::ofstream(smi) << "#!/bin/sh\n"
                           "[ \"$1\" = --query-gpu=index,name,memory.total ] || exit 9\n"
@@ -128,6 +127,4 @@ TEST_CASE("the system probe reads nvidia-smi's CSV, and does without a failing o
     // (A machine with a driver still lists its GPUs from /proc.)
     if (!fs::exists("/proc/driver/nvidia/gpus")) CHECK(SystemDeviceProbe().Gpus().empty());
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "tests/temp_dir.h"
 #include "worker/daemon/executor_supervisor.h"
 
 namespace deepool::worker::daemon {
@@ -62,9 +63,8 @@ class NoListener : public TaskListener {
 TEST_CASE("with per-user roots, a task of alice's that points into bob's folder is refused",
           "[service][security]") {
   namespace fs = std::filesystem;
-  std::string pattern = (fs::temp_directory_path() / "dp-worker-roots-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const fs::path base = fs::canonical(pattern);
+  deepool::testing::TempDir dir;
+  const fs::path base = fs::canonical(dir.path());
   const std::string users = (base / "users").string();
   fs::create_directories(users + "/bob/ckpt");
   auto roots = PathRoots::Make({users + "/{user}", "/datasets"});
@@ -119,7 +119,6 @@ TEST_CASE("with per-user roots, a task of alice's that points into bob's folder 
   hosted.owner = "bob";  // his own folder: past the check, refused only for want of a host
   CHECK(supervisor.StartHosted(hosted).code() == StatusCode::kNotFound);
   supervisor.Shutdown();
-  fs::remove_all(base);
 }
 
 }  // namespace

@@ -8,20 +8,18 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "tests/temp_dir.h"
+
 namespace deepool {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path NewTempDir() {
-  std::string pattern = (fs::temp_directory_path() / "dp-roots-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return fs::canonical(pattern);
-}
+using deepool::testing::TempDir;
 
 TEST_CASE("path roots: under a root is allowed, everything else refused with the reason",
           "[unit]") {
-  const fs::path base = NewTempDir();
+  TempDir dir;
+  const fs::path base = fs::canonical(dir.path());
   const fs::path root = base / "checkpoints";
   fs::create_directories(root / "alice");
   fs::create_directories(base / "elsewhere");
@@ -49,11 +47,11 @@ TEST_CASE("path roots: under a root is allowed, everything else refused with the
 
   CHECK(PathRoots::Make({"relative"}).status().code() == StatusCode::kInvalidArgument);
   CHECK(PathRoots().Check("data.path", "/etc/shadow", "").ok());  // unrestricted by default
-  fs::remove_all(base);
 }
 
 TEST_CASE("path roots: {user} gives each owner their folder and nobody else's", "[unit]") {
-  const fs::path base = NewTempDir();
+  TempDir dir;
+  const fs::path base = fs::canonical(dir.path());
   const fs::path users = base / "users";
   const fs::path datasets = base / "datasets";
   fs::create_directories(users / "bob" / "ckpt");
@@ -97,7 +95,6 @@ TEST_CASE("path roots: {user} gives each owner their folder and nobody else's", 
           StatusCode::kPermissionDenied);
   }
   CHECK(roots->Check("data.path", (datasets / "x").string(), "").ok());
-  fs::remove_all(base);
 }
 
 TEST_CASE("path roots: {user} must be one whole component, given once", "[unit]") {
@@ -113,7 +110,8 @@ TEST_CASE("path roots: {user} must be one whole component, given once", "[unit]"
 }
 
 TEST_CASE("path roots: components after {user} are the owner's own", "[unit]") {
-  const fs::path base = NewTempDir();
+  TempDir dir;
+  const fs::path base = fs::canonical(dir.path());
   auto roots = PathRoots::Make({(base / "{user}" / "ckpt").string()});
   REQUIRE(roots.ok());
   CHECK(roots->Check("checkpoint.dir", (base / "alice" / "ckpt" / "run1").string(), "alice").ok());
@@ -121,7 +119,6 @@ TEST_CASE("path roots: components after {user} are the owner's own", "[unit]") {
         StatusCode::kPermissionDenied);
   CHECK(roots->Check("checkpoint.dir", (base / "bob" / "ckpt").string(), "alice").code() ==
         StatusCode::kPermissionDenied);
-  fs::remove_all(base);
 }
 
 }  // namespace
