@@ -11,10 +11,12 @@
 #include "cli/services/format.h"
 #include "cli/services/job_wait.h"
 #include "cli/services/submit_retry.h"
+#include "tests/temp_dir.h"
 
 using namespace deepool;
 using namespace deepool::cli;
 namespace fs = std::filesystem;
+using deepool::testing::TempDir;
 
 TEST_CASE("tables pad columns, align numbers right and trim trailing spaces", "[cli]") {
   Table table({"ID", "NAME", "RATE"});
@@ -54,9 +56,8 @@ TEST_CASE("progress bars, durations, rates and widths", "[cli]") {
 
 TEST_CASE("the coordinator address comes from flag, then env, then config file, then default",
           "[cli]") {
-  std::string pattern = (fs::temp_directory_path() / "dp-cli-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string home = pattern;
+  TempDir temp;
+  const std::string home = temp.path();
   CHECK(ResolveCoordinatorAddress("", nullptr, home) == "127.0.0.1:7070");
   fs::create_directories(home + "/.config/deepool");
   std::ofstream(home + "/.config/deepool/config.json") << R"({"coordinator": "head:9000"})";
@@ -65,7 +66,6 @@ TEST_CASE("the coordinator address comes from flag, then env, then config file, 
   CHECK(ResolveCoordinatorAddress("flag:2", "env:1", home) == "flag:2");
   std::ofstream(home + "/.config/deepool/config.json") << "not json";
   CHECK(ResolveCoordinatorAddress("", nullptr, home) == "127.0.0.1:7070");
-  fs::remove_all(home);
 }
 
 TEST_CASE("a submission whose answer was lost is retried with the same request id", "[cli]") {
@@ -145,9 +145,8 @@ TEST_CASE("gRPC errors map to the documented exit codes", "[cli]") {
 TEST_CASE(
     "credentials come from the environment, then the config file, then ~/.config/deepool/token",
     "[cli]") {
-  std::string pattern = (fs::temp_directory_path() / "dp-cli-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string home = pattern;
+  TempDir temp;
+  const std::string home = temp.path();
   auto no_env = [](const char*) -> const char* { return nullptr; };
   auto none = ResolveClientSecurity(no_env, home);
   REQUIRE(none.ok());
@@ -185,7 +184,6 @@ TEST_CASE(
   auto by_default = ResolveClientSecurity(no_env, home);
   REQUIRE(by_default.ok());
   CHECK(by_default->token == "dpt_from_file");
-  fs::remove_all(home);
 }
 
 TEST_CASE("text from the coordinator cannot drive the terminal", "[cli]") {

@@ -1,7 +1,5 @@
 // The deepool commands that need no coordinator (model, plan, simulate), run as a user runs them:
 // the real binary from build/bin, its stdout parsed and its exit code checked.
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
@@ -19,11 +17,13 @@
 #include "planner/graph.h"
 #include "planner/plan.h"
 #include "tests/shell_command.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
 using deepool::testing::CommandOutput;
 using deepool::testing::RunShell;
+using deepool::testing::TempDir;
 
 CommandOutput RunDeepool(const std::string& args) {
   return RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool " + args);
@@ -161,10 +161,8 @@ TEST_CASE("a measured profile plans on a cluster of its own devices, and another
           "[cli]") {
   // A CPU-measured profile without layers: every layer falls back to the analytical a100 model,
   // but the links must still be the profile's devices' (cpu-G), not the default dgx-a100's.
-  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-profile-XXXXXX";
-  std::string pattern = dir;
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string profile = pattern + "/cpu.json";
+  TempDir dir;
+  const std::string profile = dir.File("cpu.json");
   std::ofstream(profile) << R"({"format":"deepool.profile","version":1,"device":"cpu",)"
                          << R"("model":"small_cnn","layers":[]})";
   const std::string base = "plan --model small_cnn --global-batch 32 --gpus 4 --profile " +
@@ -183,7 +181,6 @@ TEST_CASE("a measured profile plans on a cluster of its own devices, and another
       "--profile " +
       profile + " --cluster dgx-a100 --json 2>&1 >/dev/null");
   CHECK_THAT(simulated.out, Catch::Contains("measured on cpu devices"));
-  std::filesystem::remove_all(pattern);
 }
 
 TEST_CASE("deepool plan's search line says whether blocks were searched whole", "[cli]") {
@@ -203,11 +200,9 @@ TEST_CASE("deepool plan's search line says whether blocks were searched whole", 
 }
 
 TEST_CASE("deepool plan says what iteration overhead the profile adds, and where", "[cli]") {
-  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-overhead-XXXXXX";
-  std::string pattern = dir;
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string bare = pattern + "/bare.json";
-  const std::string with_overhead = pattern + "/overhead.json";
+  TempDir dir;
+  const std::string bare = dir.File("bare.json");
+  const std::string with_overhead = dir.File("overhead.json");
   const std::string head = R"({"format":"deepool.profile","version":1,"device":"cpu",)"
                            R"("model":"small_cnn","layers":[])";
   std::ofstream(bare) << head << "}";
@@ -224,7 +219,6 @@ TEST_CASE("deepool plan says what iteration overhead the profile adds, and where
   // 3 + 2 x 31 / 63 ms at the whole batch of 32 on one device, in the output layer's forward.
   CHECK_THAT(with.out, Catch::Contains("iteration overhead: 3.984 ms at 32 samples per device"));
   CHECK_THAT(with.out, Catch::Contains("included in fc's FW MS"));
-  std::filesystem::remove_all(pattern);
 }
 
 TEST_CASE(
@@ -280,10 +274,8 @@ TEST_CASE("deepool plan --precision plans at it and refuses what the device or p
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.out, Catch::Contains("unknown precision \"half\""));
 
-  const std::string dir = std::filesystem::temp_directory_path() / "deepool-cli-precision-XXXXXX";
-  std::string pattern = dir;
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string profile = pattern + "/bf16.json";
+  TempDir dir;
+  const std::string profile = dir.File("bf16.json");
   std::ofstream(profile) << R"({"format":"deepool.profile","version":1,"device":"a100",)"
                          << R"("model":"small_cnn","precision":"bf16","layers":[]})";
   const std::string with_file = "plan --model small_cnn --global-batch 32 --gpus 4 --profile " +
@@ -295,7 +287,6 @@ TEST_CASE("deepool plan --precision plans at it and refuses what the device or p
   const CommandOutput other = RunDeepool(with_file + " --precision tf32 2>&1");
   CHECK(other.exit_code == 3);
   CHECK_THAT(other.out, Catch::Contains("is for bf16: cannot plan at tf32"));
-  std::filesystem::remove_all(pattern);
 }
 
 TEST_CASE("deepool simulate --json compares DP, BP and BP+BG", "[cli]") {
@@ -408,9 +399,8 @@ TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands o
   CHECK(status.exit_code == 4);
   CHECK_THAT(status.out, !Catch::Contains("cannot be run"));
   // --version is answered without it: a copy of deepool alone in a folder still prints it.
-  const std::string alone =
-      std::filesystem::temp_directory_path() / ("deepool-alone-" + std::to_string(getpid()));
-  std::filesystem::create_directories(alone);
+  TempDir folder;
+  const std::string alone = folder.path();
   std::filesystem::copy_file(bin + "/deepool", alone + "/deepool",
                              std::filesystem::copy_options::overwrite_existing);
   auto version = RunShell(alone + "/deepool --version 2>&1");
@@ -418,7 +408,6 @@ TEST_CASE("deepool runs the offline commands without gRPC or OpenSSL and hands o
   CHECK(version.out == RunShell(bin + "/deepool-full --version").out);
   CHECK_THAT(version.out,
              Catch::Matches("deepool 0\\.1\\.0 \\(commit ([0-9a-f]{12}(-dirty)?|unknown)\\)\n"));
-  std::filesystem::remove_all(alone);
 }
 
 namespace {
@@ -504,29 +493,26 @@ std::string BashCompletes(const std::string& script, const std::string& line) {
 }
 
 TEST_CASE("JSON nested a million deep is refused with a message, not a crash", "[cli]") {
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("deepool-deep-json-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  TempDir dir;
   const std::string nested = std::string(1'000'000, '[') + std::string(1'000'000, ']');
-  std::ofstream(dir + "/spec.json") << R"({"model": "mlp", "graph": )" << nested << "}";
-  std::ofstream(dir + "/graph.json") << nested;
+  std::ofstream(dir.File("spec.json")) << R"({"model": "mlp", "graph": )" << nested << "}";
+  std::ofstream(dir.File("graph.json")) << nested;
 
   // Refused before the coordinator is asked (none listens on port 1).
-  auto submitted = RunDeepool("submit " + dir + "/spec.json --coordinator 127.0.0.1:1 2>&1");
+  auto submitted =
+      RunDeepool("submit " + dir.File("spec.json") + " --coordinator 127.0.0.1:1 2>&1");
   CHECK(submitted.exit_code == 3);
   CHECK_THAT(submitted.out, Catch::Contains("nested deeper than 100 levels"));
-  auto planned = RunDeepool("plan --graph " + dir + "/graph.json --device a100 --gpus 2 " +
+  auto planned = RunDeepool("plan --graph " + dir.File("graph.json") + " --device a100 --gpus 2 " +
                             "--global-batch 8 2>&1");
   CHECK(planned.exit_code != 0);
   CHECK(planned.exit_code != -1);  // -1: killed by a signal
   CHECK_THAT(planned.out, Catch::Contains("nested deeper than 100 levels"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("deepool completion bash completes commands, subcommands and flags", "[cli]") {
-  char dir_template[] = "/tmp/deepool-completion-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::string script = std::string(dir_template) + "/deepool.bash";
+  TempDir dir;
+  const std::string script = dir.File("deepool.bash");
   REQUIRE(RunDeepool("completion bash > " + script).exit_code == 0);
   CHECK(BashCompletes(script, "deepool sta") == "status");
   CHECK(BashCompletes(script, "deepool s") == "simulate submit status");  // in registration order
@@ -539,6 +525,4 @@ TEST_CASE("deepool completion bash completes commands, subcommands and flags", "
   CHECK(zsh.exit_code == 0);
   CHECK_THAT(zsh.out, Catch::StartsWith("#compdef deepool") && Catch::Contains("bashcompinit"));
   CHECK(RunDeepool("completion fish 2>/dev/null").exit_code == 2);
-  std::remove(script.c_str());
-  rmdir(dir_template);
 }

@@ -5,25 +5,25 @@
 // between the two; a steadily loaded machine (scripts/test-under-load.sh) slows both alike.
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <string>
 #include <utility>
 
 #include "tests/shell_command.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
 using deepool::testing::CommandOutput;
 using deepool::testing::RunShell;
+using deepool::testing::TempDir;
 
 // Runs `deepool up` once; the measured / predicted ratio and the plan's amplification it printed.
 std::pair<double, double> RunDemo() {
-  std::string dir = (std::filesystem::temp_directory_path() / "deepool-demo-XXXXXX").string();
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  TempDir dir;
   const CommandOutput up =
-      RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool up --data-dir " + dir + " 2>&1");
+      RunShell(std::string(DEEPOOL_BIN_DIR) + "/deepool up --data-dir " + dir.path() + " 2>&1");
   INFO(up.out);
   REQUIRE(up.exit_code == 0);
   std::smatch match;
@@ -35,7 +35,6 @@ std::pair<double, double> RunDemo() {
       up.out, match,
       std::regex("measured iteration [^\\n]*\\(mean of [0-9]+ iterations\\), ([0-9.]+)x the "
                  "prediction")));
-  std::filesystem::remove_all(dir);
   return {std::stod(match[1]), amplification};
 }
 

@@ -13,6 +13,7 @@
 #include "security/cert_files.h"
 #include "tests/e2e/local_cluster.h"
 #include "tests/service/forged_certificate.h"
+#include "tests/temp_dir.h"
 
 using namespace deepool;
 using namespace deepool::e2e;
@@ -129,10 +130,8 @@ TEST_CASE("a coordinator started with no credentials refuses anonymous callers",
 
 TEST_CASE("a server with a user's or node's certificate of the cluster CA is not the coordinator",
           "[e2e][security]") {
-  std::string pattern = (fs::temp_directory_path() / "dp-e2e-impostor-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  const std::string dir = pattern;
-  const std::string pki = dir + "/pki";
+  testing::TempDir dir;
+  const std::string pki = dir.File("pki");
   REQUIRE(security::InitClusterCertificates(pki, {"127.0.0.1"}, std::chrono::hours(1)).ok());
   auto alice =
       security::IssueClusterCertificate(pki, security::Role::kUser, "alice", std::chrono::hours(1));
@@ -146,10 +145,10 @@ TEST_CASE("a server with a user's or node's certificate of the cluster CA is not
   // A user's certificate under the coordinator's name, as another tool could issue one.
   const security::KeyAndCertificate forged = testing::ForgeCoordinatorNamed(
       {ReadAll(pki + "/ca.pem"), ReadAll(pki + "/ca-key.pem")}, security::Role::kUser);
-  REQUIRE(security::WriteNewFile(dir + "/forged.pem", forged.certificate_pem, 0644).ok());
-  REQUIRE(security::WriteNewFile(dir + "/forged-key.pem", forged.private_key_pem, 0600).ok());
-  security::TlsFiles named_like_coordinator{alice->ca, dir + "/forged.pem",
-                                            dir + "/forged-key.pem"};
+  REQUIRE(security::WriteNewFile(dir.File("forged.pem"), forged.certificate_pem, 0644).ok());
+  REQUIRE(security::WriteNewFile(dir.File("forged-key.pem"), forged.private_key_pem, 0600).ok());
+  security::TlsFiles named_like_coordinator{alice->ca, dir.File("forged.pem"),
+                                            dir.File("forged-key.pem")};
   int round = 0;
   for (const security::TlsFiles* held : {&*node, &*alice, &named_like_coordinator}) {
     const std::string role = held == &*node ? "worker" : "user";
@@ -158,7 +157,7 @@ TEST_CASE("a server with a user's or node's certificate of the cluster CA is not
     auto server = TestProcess::Start("impostor", BinDir() + "/deepool-coordinator",
                                      {"--listen", "127.0.0.1:0", "--store", "memory", "--tls-ca",
                                       held->ca, "--tls-cert", held->cert, "--tls-key", held->key},
-                                     dir + "/impostor-" + tag + ".log");
+                                     dir.File("impostor-" + tag + ".log"));
     std::string line;
     REQUIRE(server->WaitForStdout(
         [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
@@ -172,10 +171,10 @@ TEST_CASE("a server with a user's or node's certificate of the cluster CA is not
                                     " certificate"));
     CHECK_THAT(err, Catch::Contains("not your coordinator"));
 
-    const std::string worker_log = dir + "/worker-" + tag + ".log";
+    const std::string worker_log = dir.File("worker-" + tag + ".log");
     auto worker = TestProcess::Start("worker", BinDir() + "/deepool-worker",
                                      {"--coordinator", address, "--devices", "cpu:1", "--name",
-                                      "gpu-1", "--work-dir", dir + "/gpu-1-" + tag, "--tls-ca",
+                                      "gpu-1", "--work-dir", dir.File("gpu-1-" + tag), "--tls-ca",
                                       node->ca, "--tls-cert", node->cert, "--tls-key", node->key},
                                      worker_log);
     const bool said = PollUntil(
@@ -194,7 +193,7 @@ TEST_CASE("a server with a user's or node's certificate of the cluster CA is not
   // And a CLI speaking TLS to a coordinator that does not.
   auto plain = TestProcess::Start("plain", BinDir() + "/deepool-coordinator",
                                   {"--listen", "127.0.0.1:0", "--store", "memory", "--insecure"},
-                                  dir + "/plain.log");
+                                  dir.File("plain.log"));
   std::string line;
   REQUIRE(plain->WaitForStdout(
       [](const std::string& l) { return l.find("\"listening\"") != std::string::npos; }, 60s,
@@ -204,6 +203,4 @@ TEST_CASE("a server with a user's or node's certificate of the cluster CA is not
                  &err) == 4);
   CHECK_THAT(err, Catch::Contains("TLS handshake refused: the server does not speak TLS"));
   plain->Stop();
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
