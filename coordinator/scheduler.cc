@@ -596,6 +596,18 @@ size_t Scheduler::UnwrittenCount() const {
   return unwritten_.size();
 }
 
+Status Scheduler::JobChangesStored(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const JobWrite& write : unwritten_) {
+    if (write.job_id == job_id) {
+      return UnavailableError("job " + job_id +
+                              ": its change is not stored yet (the store failed it; retried "
+                              "every round); report again");
+    }
+  }
+  return Status::Ok();
+}
+
 void Scheduler::Wake() {
   std::lock_guard<std::mutex> lock(wake_mu_);
   work_pending_ = true;

@@ -156,6 +156,10 @@ class Scheduler {
   // Whether the task's job waits for a resize: its executors should stop at their next
   // periodic checkpoint.
   bool StopAtCheckpointWanted(const std::string& task_id) const;
+  // A task's end. UNAVAILABLE while a change of its job waits to be stored (the store failed
+  // it; it is retried every tick), the exit's included, and again for the same report until it
+  // is: the worker keeps the report, lists the task and sends it again, so a coordinator
+  // restarted meanwhile learns the end from it rather than finding the task gone.
   Status ReportTaskExit(const v1::ReportTaskExitRequest& report);
   // Takes the node's queued commands, waiting up to `timeout` for one. NOT_FOUND for a node that
   // is unknown or DOWN; an empty result on timeout or shutdown.
@@ -169,6 +173,8 @@ class Scheduler {
   size_t TaskCount() const { return dispatcher_.size(); }
   // Job changes waiting to be written again (the store failed them).
   size_t UnwrittenCount() const;
+  // OK once no change of the job waits to be written again; UNAVAILABLE otherwise.
+  Status JobChangesStored(const std::string& job_id) const;
   // What the policy decided last (policy_record.h).
   using PolicyView = coordinator::PolicyView;
   PolicyView LastPolicyView() const;

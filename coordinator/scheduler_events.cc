@@ -360,8 +360,10 @@ std::optional<std::string> Scheduler::JobOfTask(const std::string& task_id) cons
 
 Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
   std::optional<Task> known = dispatcher_.Find(report.task_id());
-  // Unknown, long forgotten, or a repeated report: nothing to do.
-  if (!known || known->phase == TaskPhase::kEnded) return Status::Ok();
+  // Unknown or long forgotten: nothing to do. A repeated report: answered once what it
+  // decided is stored.
+  if (!known) return Status::Ok();
+  if (known->phase == TaskPhase::kEnded) return JobChangesStored(known->job_id);
   RETURN_IF_ERROR(CheckReportingNode(known->id, known->node_id, report.node_id()));
   if (known->stray) {  // no job of this coordinator's wants it: only its devices wait for it
     std::lock_guard<std::mutex> lock(mu_);
@@ -392,7 +394,7 @@ Status Scheduler::ReportTaskExit(const v1::ReportTaskExitRequest& report) {
     }
   }
   ApplyWrites(std::move(writes));
-  return Status::Ok();
+  return JobChangesStored(known->job_id);
 }
 
 void Scheduler::OnTrainExitLocked(const Task& task, const v1::ReportTaskExitRequest& report,

@@ -52,7 +52,13 @@ TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store 
   const std::string task = DispatchedTask(h);
 
   store->Break();
-  h.Exit("node-a", task, v1::TASK_OUTCOME_FAILED, "boom");
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(task);
+  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  exit.set_error("boom");
+  // Not taken until stored: the worker keeps the report and sends it again.
+  CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
   // The devices are free at once; the job's new state waits for the store.
   CHECK(h.scheduler.DeviceUses().empty());
   CHECK(h.Get(job.id).state == JobState::kRunning);
@@ -68,7 +74,8 @@ TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store 
   CHECK_THAT(failed.reason, Catch::Contains("boom"));
 }
 
-TEST_CASE("a success that cannot be stored keeps the devices until it is", "[scheduler][store]") {
+TEST_CASE("a success that cannot be stored keeps the devices, and its report, until it is",
+          "[scheduler][store]") {
   DEEPOOL_BREAKABLE_STORE(store);
   Harness h(store->get());
   h.AddNode("a", 1);
@@ -76,8 +83,17 @@ TEST_CASE("a success that cannot be stored keeps the devices until it is", "[sch
   h.scheduler.Tick();
   const std::string task = DispatchedTask(h);
 
+  // No last log lines: the job's SUCCEEDED is the exit's only write.
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(task);
+  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
   store->Break();
-  h.Exit("node-a", task, v1::TASK_OUTCOME_SUCCEEDED);
+  // Refused while the end is not stored, so the worker keeps the report (and lists the task at a
+  // registration): a coordinator restarted meanwhile would otherwise find the task gone.
+  CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
+  h.scheduler.Tick();  // the retry fails too
+  CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);  // sent again
   CHECK(h.Get(job.id).state == JobState::kRunning);
   CHECK(h.scheduler.DeviceUses().size() == 1);
   // A second job cannot take the device the first still holds in the store's view.
@@ -85,6 +101,7 @@ TEST_CASE("a success that cannot be stored keeps the devices until it is", "[sch
   JobRecord second = h.Submit(Fg(1));
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kSucceeded);
+  CHECK(h.scheduler.ReportTaskExit(exit).ok());  // stored: the report is taken
   // The success was written first in the tick, so the freed device went to the next job.
   CHECK(h.Get(second.id).state == JobState::kRunning);
 }
@@ -205,12 +222,18 @@ TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it
   const std::string profile_task = commands[0].assign().task_id();
 
   store->Break();
-  h.Exit("node-a", profile_task, v1::TASK_OUTCOME_SUCCEEDED, "", R"({"format":"x"})");
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(profile_task);
+  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  exit.set_result_json(R"({"format":"x"})");
+  CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
   CHECK(h.Get(job.id).state == JobState::kProfiling);
   CHECK(h.scheduler.UnwrittenCount() == 1);
   store->Mend();
   h.scheduler.Tick();
   CHECK(h.Get(job.id).state == JobState::kRunning);
+  CHECK(h.scheduler.ReportTaskExit(exit).ok());
   CHECK(h.planner.last_profile_json == R"({"format":"x"})");
 }
 
