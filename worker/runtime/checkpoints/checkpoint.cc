@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/content_digest.h"
+#include "common/durable_file.h"
 #include "weights/state_dict_check.h"
 #include "worker/runtime/checkpoints/torch_archive_loader.h"
 
@@ -163,21 +164,9 @@ Status SaveCheckpoint(const std::string& path, const StateDict& state, int64_t* 
   } catch (const std::exception& e) {
     return InternalError(std::string("serialising checkpoint: ") + e.what());
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return UnavailableError("cannot open '" + tmp + "' for writing");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return DataLossError("writing checkpoint '" + tmp + "' failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return UnavailableError("cannot rename '" + tmp + "' to '" + path + "'");
-  }
+  // On the disk before the manifest that lists it is written (a power loss must not leave a
+  // manifest over a file that never reached the disk, once older checkpoints are pruned).
+  RETURN_IF_ERROR(ReplaceFileDurably(path, std::string_view(bytes.data(), bytes.size())));
   if (bytes_out) *bytes_out = static_cast<int64_t>(bytes.size());
   if (digest_out) {
     ContentDigest digest;

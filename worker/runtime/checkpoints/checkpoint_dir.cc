@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/content_digest.h"
+#include "common/durable_file.h"
 #include "common/logging.h"
 
 namespace deepool::worker {
@@ -21,30 +22,6 @@ using nlohmann::json;
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kManifestFormat = "deepool.checkpoint";
 constexpr const char* kIterationPrefix = "iter-";
-
-// Writes `text` to `path` through a synced temporary file renamed into place, so that a reader
-// sees the old file, or none, or the whole new one.
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError("cannot open '" + tmp + "' for writing");
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  const bool synced = written == text.size() && ::fsync(fd) == 0;
-  if (::close(fd) != 0 || !synced) {
-    std::remove(tmp.c_str());
-    return DataLossError("writing '" + tmp + "' failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return UnavailableError("cannot rename '" + tmp + "' to '" + path + "'");
-  }
-  return Status::Ok();
-}
 
 StatusOr<json> ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -181,8 +158,8 @@ StatusOr<CheckpointFile> DescribeFile(const std::string& path, const std::string
 }
 
 Status WriteRankSidecar(const std::string& checkpoint_path, int rank, const CheckpointFile& f) {
-  return WriteFileAtomically(checkpoint_path + "/rank-" + std::to_string(rank) + ".json",
-                             FileToJson(f).dump());
+  return ReplaceFileDurably(checkpoint_path + "/rank-" + std::to_string(rank) + ".json",
+                            FileToJson(f).dump());
 }
 
 Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest manifest) {
@@ -216,7 +193,10 @@ Status CommitCheckpoint(const std::string& checkpoint_path, CheckpointManifest m
     doc["loss_scaling"] = {
         {"scale", l.scale}, {"good_steps", l.good_steps}, {"skipped_steps", l.skipped_steps}};
   }
-  return WriteFileAtomically(checkpoint_path + "/" + kManifestName, doc.dump(2) + "\n");
+  RETURN_IF_ERROR(ReplaceFileDurably(checkpoint_path + "/" + kManifestName, doc.dump(2) + "\n"));
+  // The checkpoint's own name in its parent, so that a power loss cannot take the whole
+  // checkpoint back after older ones were pruned for it.
+  return SyncDirectory(fs::path(checkpoint_path).parent_path().string());
 }
 
 StatusOr<std::optional<FoundCheckpoint>> FindLatestCheckpoint(const std::string& dir) {
