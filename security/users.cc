@@ -1,12 +1,18 @@
 #include "security/users.h"
 
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.h"
 #include "common/json_fields.h"
 #include "common/logging.h"
 #include "security/cert_files.h"
@@ -189,7 +195,35 @@ Status SaveUserTable(const UserTable& table, const std::filesystem::path& path) 
   RETURN_IF_ERROR(WriteNewFile(temporary, table.ToJson(), 0600));
   std::filesystem::rename(temporary, path, ec);
   if (ec) return UnavailableError("cannot replace " + path.string() + ": " + ec.message());
-  return Status::Ok();
+  const std::string dir = path.parent_path().string();
+  return SyncDirectory(dir.empty() ? "." : dir);
+}
+
+Status EditUserTable(const std::filesystem::path& path, bool missing_is_empty,
+                     const std::function<Status(UserTable&)>& edit) {
+  const std::string lock_path = path.string() + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return UnavailableError("cannot open the lock " + lock_path + ": " + std::strerror(errno));
+  }
+  int locked;
+  while ((locked = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  if (locked != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return UnavailableError("cannot lock " + lock_path + ": " + why);
+  }
+  Status done = [&]() -> Status {
+    UserTable table;
+    if (!missing_is_empty || std::filesystem::exists(path)) {
+      ASSIGN_OR_RETURN(table, LoadUserTable(path));
+    }
+    RETURN_IF_ERROR(edit(table));
+    return SaveUserTable(table, path);
+  }();
+  ::close(fd);  // releases the lock
+  return done;
 }
 
 StatusOr<std::unique_ptr<UsersFile>> UsersFile::Open(const std::filesystem::path& path) {

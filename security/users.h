@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,10 +64,18 @@ class UserTable {
 // Reads and writes a users file. Load refuses (FAILED_PRECONDITION, naming the fix) a file that
 // group or others may write: whoever can add a line can make themselves an admin. Others may
 // read it (the digests of 256-bit random tokens reveal nothing usable), but Save writes a
-// temporary file of mode 0600 and renames it over the old one (a listing of users is nobody
-// else's business).
+// temporary file of mode 0600, synced, and renames it over the old one (a listing of users is
+// nobody else's business), then syncs the directory: a power loss does not undo a revoke.
 StatusOr<UserTable> LoadUserTable(const std::filesystem::path& path);
 Status SaveUserTable(const UserTable& table, const std::filesystem::path& path);
+
+// Load, `edit`, Save, holding an exclusive lock (flock on `<path>.lock`, made 0600 if missing)
+// throughout, so that two edits at once (a `token revoke` beside a `token create`) both land:
+// without it the later save would write back the table it read before the other's change (a
+// revoked token valid again). `missing_is_empty`: a missing file is an empty table, else
+// NOT_FOUND as Load. An error of `edit` saves nothing.
+Status EditUserTable(const std::filesystem::path& path, bool missing_is_empty,
+                     const std::function<Status(UserTable&)>& edit);
 
 class UsersFile {
  public:

@@ -78,23 +78,17 @@ int RunTokenCreate(const TokenFlags& f) {
     std::cerr << "deepool token create: --role must be user, admin or worker\n";
     return kExitUsage;
   }
-  security::UserTable table;
-  if (std::filesystem::exists(f.users_file)) {
-    StatusOr<security::UserTable> loaded = security::LoadUserTable(f.users_file);
-    if (!loaded.ok()) return Report("token create", loaded.status());
-    table = *std::move(loaded);
-  }
   StatusOr<std::string> token = security::NewToken();
   if (!token.ok()) return Report("token create", token.status());
-  const bool readmitted = table.IsRevoked(f.name);
-  Status added = table.Add(f.name, *role, security::TokenDigest(*token));
-  if (!added.ok()) return Report("token create", added);
-  // The token file first: if the users file then cannot be written, no token works unseen.
-  if (!f.out.empty()) {
-    Status written = security::WriteNewFile(f.out, *token + "\n", 0600);
-    if (!written.ok()) return Report("token create", written);
-  }
-  Status saved = security::SaveUserTable(table, f.users_file);
+  bool readmitted = false;
+  Status saved = security::EditUserTable(
+      f.users_file, /*missing_is_empty=*/true, [&](security::UserTable& table) -> Status {
+        readmitted = table.IsRevoked(f.name);
+        RETURN_IF_ERROR(table.Add(f.name, *role, security::TokenDigest(*token)));
+        // The token file first: if the users file then cannot be written, no token works unseen.
+        if (!f.out.empty()) RETURN_IF_ERROR(security::WriteNewFile(f.out, *token + "\n", 0600));
+        return Status::Ok();
+      });
   if (!saved.ok()) return Report("token create", saved);
   if (readmitted) {
     std::cerr << f.name << " was revoked and is now re-admitted: certificates named " << f.name
@@ -112,15 +106,16 @@ int RunTokenCreate(const TokenFlags& f) {
 }
 
 int RunTokenRevoke(const TokenFlags& f) {
-  StatusOr<security::UserTable> table = security::LoadUserTable(f.users_file);
-  if (!table.ok()) return Report("token revoke", table.status());
-  StatusOr<bool> had_token = table->Revoke(f.name);
-  if (!had_token.ok()) return Report("token revoke", had_token.status());
-  Status saved = security::SaveUserTable(*table, f.users_file);
+  bool had_token = false;
+  Status saved = security::EditUserTable(f.users_file, /*missing_is_empty=*/false,
+                                         [&](security::UserTable& table) -> Status {
+                                           ASSIGN_OR_RETURN(had_token, table.Revoke(f.name));
+                                           return Status::Ok();
+                                         });
   if (!saved.ok()) return Report("token revoke", saved);
   std::cerr << "revoked " << f.name
-            << (*had_token ? ": their token and every certificate named " + f.name + " are"
-                           : " (who had no token): every certificate named " + f.name + " is")
+            << (had_token ? ": their token and every certificate named " + f.name + " are"
+                          : " (who had no token): every certificate named " + f.name + " is")
             << " refused from the coordinator's next call, and their open streams end (it "
                "re-reads "
             << f.users_file << ")\n";

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "security/authenticator.h"
 #include "security/cert_files.h"
@@ -102,6 +104,49 @@ TEST_CASE("the users file keeps digests, not tokens, and refuses what it cannot 
   // Refused, not thrown: the coordinator re-reads the file on a call's thread.
   CHECK(UserTable::Parse(R"({"format": 881455})").status().code() == StatusCode::kInvalidArgument);
   CHECK(table.Remove("nobody").code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("two edits of the users file at once both land", "[service][security]") {
+  TempDir dir;
+  const std::filesystem::path path = dir.File("users.json");
+  REQUIRE(EditUserTable(path, /*missing_is_empty=*/true, [](UserTable& table) {
+            return table.Add("alice", Role::kAdmin, TokenDigest("a"));
+          }).ok());
+  // A revoke that has read the table and has not saved yet; meanwhile another edit starts.
+  std::promise<void> read;
+  std::promise<void> go;
+  std::shared_future<void> going = go.get_future().share();
+  bool revoked = false;  // checked once the thread has joined (Catch is not thread-safe)
+  std::thread revoke([&] {
+    revoked = EditUserTable(path, /*missing_is_empty=*/false, [&](UserTable& table) -> Status {
+                read.set_value();
+                going.wait();
+                return table.Revoke("alice").status();
+              }).ok();
+  });
+  read.get_future().wait();
+  std::future<Status> create = std::async(std::launch::async, [&] {
+    return EditUserTable(path, /*missing_is_empty=*/true, [](UserTable& table) {
+      return table.Add("bob", Role::kUser, TokenDigest("b"));
+    });
+  });
+  // It waits for the revoke (without the lock it would save alice's table with bob in it, and
+  // the revoke's save would then drop bob).
+  CHECK(create.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  go.set_value();
+  revoke.join();
+  CHECK(revoked);
+  REQUIRE(create.get().ok());
+  StatusOr<UserTable> table = LoadUserTable(path);
+  REQUIRE(table.ok());
+  CHECK(table->IsRevoked("alice"));
+  CHECK(table->Authenticate("b").has_value());
+  // An edit that fails saves nothing; a missing file is NOT_FOUND unless it may be empty.
+  CHECK(EditUserTable(path, false, [](UserTable& t) { return t.Remove("nobody"); }).code() ==
+        StatusCode::kNotFound);
+  CHECK(EditUserTable(dir.File("none.json"), false, [](UserTable&) {
+          return Status::Ok();
+        }).code() == StatusCode::kNotFound);
 }
 
 int64_t NowSeconds() {
