@@ -16,6 +16,7 @@
 // Threading: one connection for reads and writes, guarded by mu_; the checkpointer's own.
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/durable_file.h"
 #include "common/logging.h"
 #include "coordinator/job_store.h"
 #include "coordinator/sqlite_checkpointer.h"
@@ -137,25 +139,11 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 // Replaces the marker whole and durably (temp file, fsync, rename, fsync of the directory): used
 // when the store opens, where the marker may be missing, damaged or stale.
 Status WriteMarkAtomically(const std::string& mark_path, const CommitMark& mark) {
-  const std::string tmp = mark_path + ".tmp";
-  const std::string text = FormatMark(mark);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError(Errno("cannot create " + tmp));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const bool synced = written && ::fsync(fd) == 0;
-  const std::string error = Errno("cannot write " + tmp);
-  ::close(fd);
-  if (!synced) return UnavailableError(error);
-  if (std::rename(tmp.c_str(), mark_path.c_str()) != 0) {
-    return UnavailableError(Errno("cannot rename " + tmp + " to " + mark_path));
-  }
-  const std::string dir = std::filesystem::path(mark_path).parent_path().string();
-  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return Status::Ok();
+  Status written = ReplaceFileDurably(mark_path, FormatMark(mark));
+  // A marker that cannot be written is a disk that fails now, not writes lost: nothing may read
+  // it as the DATA_LOSS of lost commits.
+  if (written.code() == StatusCode::kDataLoss) return UnavailableError(written.message());
+  return written;
 }
 
 // A prepared statement that finalizes itself.
@@ -188,7 +176,9 @@ class Statement {
 
 class SQLiteJobStore final : public JobStore {
  public:
-  SQLiteJobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  // `lock_fd`: the store's lock file, held (flock) until the store closes.
+  SQLiteJobStore(sqlite3* db, std::string path, int lock_fd)
+      : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
   // A clean close: closed_clean is set, and SQLite checkpoints the log into the main file and
   // deletes it, so the file alone holds every write.
   ~SQLiteJobStore() override {
@@ -204,6 +194,7 @@ class SQLiteJobStore final : public JobStore {
     bump_.reset();  // finalized before the connection closes
     sqlite3_close_v2(db_);
     if (mark_fd_ >= 0) ::close(mark_fd_);
+    ::close(lock_fd_);  // last: another coordinator may open the store from now on
   }
 
   // Brings the schema to its newest step: the missing steps and their number in one transaction.
@@ -686,12 +677,43 @@ class SQLiteJobStore final : public JobStore {
   // has checked it (-1 before).
   CommitMark mark_;
   int mark_fd_ = -1;
+  const int lock_fd_;
   bool mark_failing_ = false;
   int last_error_ = SQLITE_OK;
   std::unique_ptr<Statement> bump_;  // BumpCommit's statement, prepared at its first use
   WrittenDocuments written_;
   std::unique_ptr<SQLiteCheckpointer> checkpointer_;  // set once the store is open
 };
+
+// Takes `<path>.lock` (flock, exclusive) for one store at a time: a second coordinator on the
+// same file would replace the commit marker under the first (which then closes "cleanly" over
+// writes its marker never saw) and issue the same job ids. Returns the open lock file, which
+// holds the pid of the coordinator that has it; FAILED_PRECONDITION naming that pid when another
+// process holds it.
+StatusOr<int> LockStore(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return UnavailableError(Errno("cannot open the job store's lock " + lock_path));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const bool held = errno == EWOULDBLOCK;
+    const std::string why = Errno("cannot lock " + lock_path);
+    char pid[32] = {};
+    const ssize_t got = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    if (!held) return UnavailableError(why);
+    std::string holder(pid, got > 0 ? static_cast<size_t>(got) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return FailedPreconditionError(
+        "job store " + path + " is in use by another coordinator" +
+        (holder.empty() ? "" : " (pid " + holder + ")") + ", which holds " + lock_path +
+        ": one coordinator per store; stop that one first, or give this one another --data-dir");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    DP_LOG_WARN("job store: {}", Errno("cannot write the pid into " + lock_path));
+  }
+  return fd;
+}
 
 }  // namespace
 
@@ -706,6 +728,7 @@ StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
                          "coordinator will not start empty over it; restore it from a backup, or "
                          "move it aside to start with no jobs");
   }
+  ASSIGN_OR_RETURN(const int lock_fd, LockStore(path));
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,
@@ -713,10 +736,11 @@ StatusOr<std::unique_ptr<JobStore>> OpenSQLiteJobStore(const std::string& path,
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);
+    ::close(lock_fd);
     return UnavailableError("cannot open job store " + path + ": " + message);
   }
   sqlite3_busy_timeout(db, 5000);
-  auto store = std::make_unique<SQLiteJobStore>(db, path);
+  auto store = std::make_unique<SQLiteJobStore>(db, path, lock_fd);
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL").WithContext(path));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL").WithContext(path));
   RETURN_IF_ERROR(store->Migrate().WithContext(path));

@@ -3,12 +3,14 @@
 #include "coordinator/job_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <thread>
 
 #include "coordinator/leader_lease.h"
@@ -445,6 +447,33 @@ TEST_CASE("schema steps: the missing ones in order, and a newer database refused
 
 StatusOr<std::unique_ptr<JobStore>> OpenAt(const TempDir& dir, const std::string& name) {
   return OpenSQLiteJobStore(dir.File(name));
+}
+
+TEST_CASE("SQLite: a store another coordinator has open is refused, naming it", "[job_store]") {
+  TempDir dir;
+  auto first = OpenAt(dir, "jobs.db");
+  REQUIRE(first.ok());
+  REQUIRE((*first)->SaveJob(MakeJob("job-1", 1, JobState::kPending)).ok());
+  const std::string marker_before = [&] {
+    std::ifstream in(dir.File("jobs.db.lastcommit"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  auto second = OpenAt(dir, "jobs.db");
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(second.status().message(),
+             Catch::Contains("in use by another coordinator (pid " + std::to_string(::getpid())));
+  // The refused open touched nothing: the first store's marker is the one it writes.
+  REQUIRE((*first)->SaveJob(MakeJob("job-2", 2, JobState::kPending)).ok());
+  std::ifstream in(dir.File("jobs.db.lastcommit"));
+  const std::string marker_after(std::istreambuf_iterator<char>(in), {});
+  CHECK(marker_after != marker_before);
+  CHECK_THAT(marker_after, Catch::Contains("job_id=job-2"));
+  // Once the first closes, the store opens, with both jobs.
+  first->reset();
+  auto reopened = OpenAt(dir, "jobs.db");
+  REQUIRE(reopened.ok());
+  CHECK((*reopened)->LoadJobs()->size() == 2);
 }
 
 TEST_CASE("SQLite: the id reservation outlives a lost write-ahead log", "[job_store]") {
