@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
+#include <filesystem>
 #include <utility>
 
 #include "common/byte_size.h"
@@ -18,6 +19,14 @@ void DropDocuments(JobRecord* job) {
   job->spec.graph_json = SharedText();
   job->graph_json = SharedText();
   job->plan_json = SharedText();
+}
+
+// A spec's checkpoint.dir as the same directory always reads ("" for none): `a//b/./` is `a/b`.
+std::string CheckpointDirKey(const JobSpec& spec) {
+  if (spec.checkpoint_dir.empty()) return "";
+  std::string key = std::filesystem::path(spec.checkpoint_dir).lexically_normal().string();
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
+  return key;
 }
 
 std::string UserName(const std::string& owner) {
@@ -107,7 +116,33 @@ void JobManager::CountLocked(const JobRecord& job, int sign) {
       queue.erase(QueueOrders::KeyOf(job));
     }
   }
-  if (!IsTerminal(job.state)) usage.spec_bytes += sign * SpecBytes(job.spec);
+  if (!IsTerminal(job.state)) {
+    usage.spec_bytes += sign * SpecBytes(job.spec);
+    if (const std::string dir = CheckpointDirKey(job.spec); !dir.empty()) {
+      if (sign > 0) {
+        checkpoint_dirs_.emplace(dir, job.id);  // a second holder (stored before the check) waits
+      } else if (auto it = checkpoint_dirs_.find(dir);
+                 it != checkpoint_dirs_.end() && it->second == job.id) {
+        checkpoint_dirs_.erase(it);
+      }
+    }
+  }
+}
+
+Status JobManager::CheckCheckpointDirLocked(const JobSpec& spec) const {
+  const std::string dir = CheckpointDirKey(spec);
+  auto held = dir.empty() ? checkpoint_dirs_.end() : checkpoint_dirs_.find(dir);
+  if (held == checkpoint_dirs_.end()) return Status::Ok();
+  auto holder = jobs_.find(held->second);
+  const std::string state =
+      holder == jobs_.end() ? "being submitted" : StateName(holder->second->state);
+  return FailedPreconditionError(
+      "checkpoint.dir " + spec.checkpoint_dir + " is the directory of " + held->second +
+      ", which is " + state +
+      ": two jobs in one directory prune each other's checkpoints, and one would resume from the "
+      "other's; give this job another directory (or none, under the coordinator's "
+      "--checkpoint-root), or submit it once " +
+      held->second + " has ended");
 }
 
 void JobManager::IndexLocked(const JobSnapshot& slot) {
@@ -172,6 +207,7 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
       return *stored->second;
     }
     RETURN_IF_ERROR(CheckLimitsLocked(spec, owner));
+    RETURN_IF_ERROR(CheckCheckpointDirLocked(spec));
     job.seq = next_seq_++;
     char id[32];
     std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(job.seq));

@@ -88,7 +88,9 @@ class JobManager {
   // Reads every stored job (after a restart).
   Status Load();
 
-  // Stores a new PENDING job; the spec must already be validated. With a request_id (the
+  // Stores a new PENDING job; the spec must already be validated. A checkpoint.dir that an
+  // unfinished job already uses is FAILED_PRECONDITION: two jobs in one directory prune each
+  // other's checkpoints, and one would resume from the other's weights. With a request_id (the
   // client's idempotency key), a submission repeated with the same key and spec returns the job
   // the first one stored (a client that lost the answer may retry without a duplicate); the same
   // key with another spec, or by another owner, is ALREADY_EXISTS (UNAVAILABLE while the first
@@ -229,6 +231,8 @@ class JobManager {
   // Removes a finished job from memory: its slot, indexes, counts and request id.
   void ForgetLocked(const std::string& job_id);
   Status CheckLimitsLocked(const JobSpec& spec, const std::string& owner) const;
+  // FAILED_PRECONDITION when an unfinished job already has the spec's checkpoint.dir.
+  Status CheckCheckpointDirLocked(const JobSpec& spec) const;
   // A submission's request id: its job, whose it is, and its spec's fingerprint.
   struct Request {
     std::string job_id;
@@ -251,6 +255,8 @@ class JobManager {
   std::map<std::string, JobSnapshot> jobs_;  // never null
   std::map<std::string, Request> requests_;  // by request id
   std::map<std::string, Usage> usage_;       // by owner
+  // The unfinished jobs' checkpoint directories (normalised): which job writes each.
+  std::map<std::string, std::string> checkpoint_dirs_;
   // Pointers to slots of jobs_ (whose nodes never move): every stored job, and the unfinished
   // ones.
   std::map<int64_t, const JobSnapshot*> by_seq_;

@@ -321,6 +321,39 @@ TEST_CASE("finished jobs are forgotten oldest end first, from the store too, unf
   CHECK(reloaded.Get(ids[2]).status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("two unfinished jobs never share a checkpoint directory", "[job_manager]") {
+  FakeClock clock;
+  InMemoryJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  JobSpec spec = TinySpec();
+  spec.checkpoint_dir = "/shared/ckpt/run-1";
+  StatusOr<JobRecord> first = jobs.Submit(spec);
+  REQUIRE(first.ok());
+  // The same directory, however it is written, is refused while the first job is unfinished.
+  for (const std::string dir :
+       {"/shared/ckpt/run-1", "/shared/ckpt/run-1/", "/shared//ckpt/./run-1"}) {
+    JobSpec same = TinySpec();
+    same.checkpoint_dir = dir;
+    const Status refused = jobs.Submit(same, "", "bob").status();
+    CHECK(refused.code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(refused.message(), Catch::Contains(first->id + ", which is PENDING"));
+  }
+  spec.checkpoint_dir = "/shared/ckpt/run-2";
+  CHECK(jobs.Submit(spec).ok());
+  Run(&jobs, first->id);
+  spec.checkpoint_dir = "/shared/ckpt/run-1";
+  CHECK_THAT(jobs.Submit(spec).status().message(), Catch::Contains("which is RUNNING"));
+  // Once it ended, its directory may be resumed from by a new job.
+  REQUIRE(jobs.Transition(first->id, JobState::kCancelled, "").ok());
+  StatusOr<JobRecord> next = jobs.Submit(spec);
+  REQUIRE(next.ok());
+  // A reloaded manager knows the unfinished jobs' directories too.
+  JobManager reloaded(&store, &clock);
+  REQUIRE(reloaded.Load().ok());
+  CHECK_THAT(reloaded.Submit(spec).status().message(), Catch::Contains(next->id));
+}
+
 TEST_CASE("progress is stored at most once an interval per job, and with every other change",
           "[job_manager]") {
   FakeClock clock(1'000'000);
