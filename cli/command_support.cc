@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "common/durable_file.h"
 #include "planner/profile.h"
 
 namespace deepool::cli {
@@ -21,10 +23,19 @@ StatusOr<std::string> ReadTextFile(const std::string& path) {
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return InvalidArgumentError("cannot write " + path);
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // /dev/stdout, a pipe: written as it is (nothing to replace).
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) return InvalidArgumentError("cannot write " + path);
+    return Status::Ok();
+  }
+  // A file is replaced whole: a command killed half-way leaves the old one, not a cut one.
+  Status written = ReplaceFileDurably(path, text);
+  if (!written.ok()) return InvalidArgumentError("cannot write " + path + ": " + written.message());
   return Status::Ok();
 }
 

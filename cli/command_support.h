@@ -21,7 +21,8 @@ namespace deepool::cli {
 
 // The whole file, or INVALID_ARGUMENT naming the path.
 StatusOr<std::string> ReadTextFile(const std::string& path);
-// Writes `text` to `path` (replacing it); INVALID_ARGUMENT naming the path when it cannot.
+// Writes `text` to `path`: a file is replaced whole (common/durable_file.h), a device or pipe
+// (/dev/stdout) written as it is; INVALID_ARGUMENT naming the path when it cannot.
 Status WriteTextFile(const std::string& path, const std::string& text);
 
 // The deepool exit code for an error: NOT_FOUND → kExitNotFound; refused input
