@@ -1,5 +1,8 @@
 #include "common/host_port.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cctype>
 
 namespace deepool {
@@ -80,7 +83,14 @@ std::string FormatHostPort(std::string_view host, int port) {
 }
 
 bool IsLoopbackHost(std::string_view host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") return true;
+  const std::string literal(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, literal.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, literal.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 StatusOr<std::vector<HostPort>> ParseHostPortList(std::string_view text) {

@@ -31,7 +31,8 @@ StatusOr<HostPort> ParseHostOptionalPort(std::string_view text);
 // least one. INVALID_ARGUMENT as ParseHostPort, naming the item.
 StatusOr<std::vector<HostPort>> ParseHostPortList(std::string_view text);
 
-// Whether a host names this machine's loopback: "localhost", "::1" or any 127.x.y.z.
+// Whether a host names this machine's loopback: "localhost", or an IP address literal in
+// 127.0.0.0/8 or ::1. A name is not (127.0.0.1.example.com resolves wherever its owner wants).
 bool IsLoopbackHost(std::string_view host);
 
 // The host as written before ":PORT": bracketed when it is an IPv6 address ("[::1]").

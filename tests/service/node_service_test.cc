@@ -489,6 +489,10 @@ TEST_CASE("/metrics is served on loopback only, unless TLS or insecure", "[servi
   CHECK(CheckListenSafety(options).ok());
   options.metrics_listen = "nonsense";
   CHECK(CheckListenSafety(options).code() == StatusCode::kInvalidArgument);
+  // A name that merely starts like a loopback address is not one.
+  options = CoordinatorOptions();
+  options.listen = "127.evil.example:0";
+  CHECK(CheckListenSafety(options).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -421,7 +421,8 @@ TEST_CASE("a token goes in plaintext only to a loopback address", "[service][sec
   }
   for (const char* remote :
        {"10.0.0.5:7070", "head:7070", "dns:///head.example:7070", "[2001:db8::1]:7070",
-        "0.0.0.0:7070", "not an address", "127.0.0.1:7070,10.0.0.5:7070"}) {
+        "0.0.0.0:7070", "not an address", "127.0.0.1:7070,10.0.0.5:7070", "127.0.0.1.nip.io:7070",
+        "127.evil.example:7070"}) {
     INFO(remote);
     const Status refused = CheckTokenTransport(remote, token_only);
     CHECK(refused.code() == StatusCode::kFailedPrecondition);

@@ -102,5 +102,18 @@ TEST_CASE("ParseHostPortList reads the coordinators of one store, naming a bad i
   CHECK_FALSE(ParseHostPortList("a:7070,b").ok());
 }
 
+TEST_CASE("loopback is localhost or a loopback address literal, never a name", "[host_port]") {
+  for (const char* local : {"localhost", "127.0.0.1", "127.1.2.3", "::1", "0:0:0:0:0:0:0:1"}) {
+    INFO(local);
+    CHECK(IsLoopbackHost(local));
+  }
+  // Names that look like loopback resolve wherever their owner wants.
+  for (const char* remote : {"127.0.0.1.nip.io", "127.evil.example", "localhost.example",
+                             "10.0.0.1", "128.0.0.1", "::2", "", "0.0.0.0", "::ffff:10.0.0.1"}) {
+    INFO(remote);
+    CHECK_FALSE(IsLoopbackHost(remote));
+  }
+}
+
 }  // namespace
 }  // namespace deepool
