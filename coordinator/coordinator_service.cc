@@ -11,25 +11,27 @@
 namespace deepool::coordinator {
 namespace {
 
-// A client stream's stop: the client went away, or its credentials no longer prove anyone (its
-// token or certificate was revoked while the stream was open). Checked at every wake-up of the
-// stream's loop (at least every cancel probe), so a revoked user's watch ends within about
-// that; the reason is left in *refused.
-FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx, const security::Authenticator* auth,
-                                      Status* refused) {
+// A client stream goes on while its credentials still prove someone.
+std::function<Status()> StillAuthenticated(grpc::ServerContext* ctx,
+                                           const security::Authenticator* auth) {
+  return [ctx, auth] { return auth->Authenticate(security::PeerCredentialsOf(*ctx)).status(); };
+}
+
+}  // namespace
+
+FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx,
+                                      std::function<Status()> still_allowed, Status* refused) {
   FollowStop stop = StopWhenCancelled(ctx);
-  stop.cancelled = [ctx, auth, refused] {
+  stop.cancelled = [ctx, still_allowed = std::move(still_allowed), refused] {
     if (ctx->IsCancelled()) return true;
-    StatusOr<security::Identity> caller = auth->Authenticate(security::PeerCredentialsOf(*ctx));
-    if (caller.ok()) return false;
-    DP_LOG_WARN("a stream of {} ends: {}", ctx->peer(), caller.status().ToString());
-    *refused = caller.status();
+    Status allowed = still_allowed();
+    if (allowed.ok()) return false;
+    DP_LOG_WARN("a stream of {} ends: {}", ctx->peer(), allowed.ToString());
+    *refused = std::move(allowed);
     return true;
   };
   return stop;
 }
-
-}  // namespace
 
 v1::Job CoordinatorServiceImpl::ClientView(const JobRecord& job) const {
   return ClientView(job, scheduler_->LastPolicyView());
@@ -178,8 +180,9 @@ grpc::Status CoordinatorServiceImpl::WatchJob(grpc::ServerContext* ctx,
     return writer->Write(proto);
   };
   Status refused;
-  Status watched = JobFollower(jobs_).Watch(req->job_id(), send,
-                                            StopWhenCancelledOrRefused(ctx, auth_, &refused));
+  Status watched = JobFollower(jobs_).Watch(
+      req->job_id(), send,
+      StopWhenCancelledOrRefused(ctx, StillAuthenticated(ctx, auth_), &refused));
   return ToGrpcStatus(refused.ok() ? watched : refused);
 }
 
@@ -203,8 +206,9 @@ grpc::Status CoordinatorServiceImpl::GetJobLogs(grpc::ServerContext* ctx,
     return writer->Write(entry);
   };
   Status refused;
-  Status followed = JobFollower(jobs_).Logs(req->job_id(), request, send,
-                                            StopWhenCancelledOrRefused(ctx, auth_, &refused));
+  Status followed = JobFollower(jobs_).Logs(
+      req->job_id(), request, send,
+      StopWhenCancelledOrRefused(ctx, StillAuthenticated(ctx, auth_), &refused));
   return ToGrpcStatus(refused.ok() ? followed : refused);
 }
 

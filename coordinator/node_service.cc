@@ -103,9 +103,15 @@ grpc::Status NodeServiceImpl::StreamTasks(grpc::ServerContext* ctx,
   Status allowed = AuthorizeNodeId(ctx, req->node_id());
   if (!allowed.ok()) return Answer(ctx, req->node_id(), allowed);
   auto send = [writer](const v1::TaskCommand& command) { return writer->Write(command); };
-  return Answer(
-      ctx, req->node_id(),
-      StreamNodeCommands(scheduler_, jobs_, req->node_id(), send, StopWhenCancelled(ctx)));
+  // A node whose certificate or token is revoked, or expires, while its stream is open is sent
+  // no more tasks (its other calls are refused already).
+  Status refused;
+  const std::string node_id = req->node_id();
+  Status streamed = StreamNodeCommands(
+      scheduler_, jobs_, node_id, send,
+      StopWhenCancelledOrRefused(
+          ctx, [this, ctx, node_id] { return AuthorizeNodeId(ctx, node_id); }, &refused));
+  return Answer(ctx, node_id, refused.ok() ? streamed : refused);
 }
 
 grpc::Status NodeServiceImpl::ReportProgress(grpc::ServerContext* ctx,

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "coordinator/call_slots.h"
+#include "coordinator/follow_stop.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/scheduler.h"
@@ -21,6 +23,13 @@
 #include "security/authenticator.h"
 
 namespace deepool::coordinator {
+
+// A server stream's stop: its caller went away, or `still_allowed` refuses it now (its token or
+// certificate was revoked, or expired, while the stream was open). Asked at every wake-up of the
+// stream's loop (at least every cancel probe), so a refused caller's stream ends within about
+// that; the reason is left in *refused.
+FollowStop StopWhenCancelledOrRefused(grpc::ServerContext* ctx,
+                                      std::function<Status()> still_allowed, Status* refused);
 
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
