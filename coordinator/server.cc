@@ -30,6 +30,23 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   if (ec) {
     return UnavailableError("--data-dir: cannot create " + options.data_dir + ": " + ec.message());
   }
+  // The store holds every user's specs, paths, plans and log lines, which the API shows each
+  // user only of their own jobs: the directory is the coordinator's alone (SQLite makes its
+  // files 0644 inside it).
+  namespace fs = std::filesystem;
+  const fs::perms open_to_others = fs::status(options.data_dir, ec).permissions() &
+                                   (fs::perms::group_all | fs::perms::others_all);
+  if (!ec && open_to_others != fs::perms::none) {
+    fs::permissions(options.data_dir, fs::perms::group_all | fs::perms::others_all,
+                    fs::perm_options::remove, ec);
+    if (ec) {
+      return FailedPreconditionError("--data-dir: " + options.data_dir +
+                                     " is open to other users and cannot be closed (" +
+                                     ec.message() + "): chmod 700 it");
+    }
+    DP_LOG_WARN("--data-dir: {} was open to other users; now 0700 (the job store is in it)",
+                options.data_dir);
+  }
   SQLiteStoreOptions store_options;
   store_options.accept_data_loss = options.accept_data_loss;
   return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string(),
