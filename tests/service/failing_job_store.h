@@ -15,6 +15,9 @@ class FailingJobStore final : public JobStore {
   // While set, every write (jobs, logs, profiles) fails with UNAVAILABLE; reads work.
   std::atomic<bool> fail_writes{false};
   std::atomic<int> failed_writes{0};
+  // While set, a job's save lands and then reports UNAVAILABLE, as a COMMIT whose answer was
+  // lost with the connection.
+  std::atomic<bool> lose_save_answers{false};
   // While set, loading the jobs fails as a corrupt database would make it.
   std::atomic<bool> fail_loads{false};
   // Runs at the start of LoadJobs (a test holds a load there, as a large store would take long).
@@ -34,7 +37,9 @@ class FailingJobStore final : public JobStore {
     }
     if (on_save) on_save(job);
     if (Refuse()) return Failure();
-    return memory_.SaveJob(job);
+    RETURN_IF_ERROR(memory_.SaveJob(job));
+    if (lose_save_answers) return UnavailableError("connection lost after the COMMIT (injected)");
+    return Status::Ok();
   }
   // A save of progress alone (which a real store may commit without waiting for the disk):
   // counted, then as SaveJob.

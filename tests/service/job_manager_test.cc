@@ -321,6 +321,29 @@ TEST_CASE("finished jobs are forgotten oldest end first, from the store too, unf
   CHECK(reloaded.Get(ids[2]).status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("a submission whose write landed but was not answered leaves no record behind",
+          "[job_manager]") {
+  FakeClock clock;
+  testing::FailingJobStore store;
+  JobManager jobs(&store, &clock);
+  REQUIRE(jobs.Load().ok());
+  REQUIRE(jobs.Submit(TinySpec()).ok());  // job-000001 stays
+  store.lose_save_answers = true;
+  CHECK(jobs.Submit(TinySpec(), "key-1").status().code() == StatusCode::kUnavailable);
+  store.lose_save_answers = false;
+  // Nothing loads at the next start but the job that was answered.
+  StatusOr<std::vector<JobRecord>> stored = store.LoadJobs();
+  REQUIRE(stored.ok());
+  REQUIRE(stored->size() == 1);
+  CHECK(stored->front().id == "job-000001");
+  // The client's retry is the one job of that request.
+  StatusOr<JobRecord> retried = jobs.Submit(TinySpec(), "key-1");
+  REQUIRE(retried.ok());
+  JobManager reloaded(&store, &clock);
+  REQUIRE(reloaded.Load().ok());
+  CHECK(reloaded.List({}, 0).size() == 2);
+}
+
 TEST_CASE("two unfinished jobs never share a checkpoint directory", "[job_manager]") {
   FakeClock clock;
   InMemoryJobStore store;

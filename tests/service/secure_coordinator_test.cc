@@ -534,6 +534,33 @@ TEST_CASE("revoking a user ends every way in: token, certificate and open stream
   CHECK(c.ListNodes(alice_by_cert).ok());
 }
 
+TEST_CASE("revoking a node ends its open task stream", "[service][security]") {
+  SecureCluster c;
+  const ClientSecurity node_a{c.node_a, ""};
+  std::string node_id;
+  REQUIRE(c.Register(node_a, "node-a", &node_id).ok());
+  grpc::ClientContext stream_ctx;
+  stream_ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  v1::StreamTasksRequest req;
+  req.set_node_id(node_id);
+  auto worker = c.Worker(node_a);
+  auto stream = worker->StreamTasks(&stream_ctx, req);
+
+  REQUIRE(security::EditUserTable(c.dir / "users.json", false, [](security::UserTable& users) {
+            return users.Revoke("node-a").status();
+          }).ok());
+  // The stream ends by itself, well before its deadline, as refused: a node the coordinator no
+  // longer admits is sent no more tasks.
+  const auto start = std::chrono::steady_clock::now();
+  v1::TaskCommand command;
+  while (stream->Read(&command)) {
+  }
+  const grpc::Status ended = stream->Finish();
+  CHECK(ended.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK_THAT(ended.error_message(), Catch::Contains("node-a is revoked"));
+  CHECK(std::chrono::steady_clock::now() - start < seconds(20));
+}
+
 TEST_CASE("one user's open streams stop at their own bound, and another user's watch gets in",
           "[service][security]") {
   SecureCluster c({}, [](CoordinatorOptions* options) {
@@ -650,6 +677,23 @@ StatusOr<std::unique_ptr<CoordinatorServer>> StartPlain(const std::string& data_
   options.insecure = insecure;
   return CoordinatorServer::Start(options, std::make_unique<InMemoryJobStore>(),
                                   std::make_unique<testing::FakePlanningBackend>(), clock);
+}
+
+TEST_CASE("the SQLite store's data directory is the coordinator's alone", "[service][security]") {
+  TempDir temp;
+  CoordinatorOptions options;
+  options.store = "sqlite";
+  // Made by the coordinator, and one an operator made open to everyone: both end 0700.
+  for (const std::string name : {"made", "open"}) {
+    options.data_dir = temp.File(name);
+    if (name == "open") {
+      fs::create_directories(options.data_dir);
+      fs::permissions(options.data_dir, fs::perms::all);
+    }
+    StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options);
+    REQUIRE(store.ok());
+    CHECK(fs::status(options.data_dir).permissions() == fs::perms::owner_all);
+  }
 }
 
 grpc::Status ListJobsAt(const std::string& address, const std::string& token) {
