@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -288,23 +288,70 @@ ChildProcess::ChildProcess(pid_t pid, bool own_group, int stdout_fd, int stderr_
 }
 
 ChildProcess::~ChildProcess() {
-  SignalGroup(SIGKILL);
+  SignalGroup(SIGKILL);  // a write blocked on the child's full pipe fails once it is gone
   if (reader_.joinable()) reader_.join();
+  {
+    std::lock_guard<std::mutex> lock(stdin_mu_);
+    stdin_closing_ = true;
+  }
+  stdin_cv_.notify_all();
+  if (stdin_writer_.joinable()) stdin_writer_.join();
   if (stdin_fd_ >= 0) close(stdin_fd_);
 }
 
 Status ChildProcess::WriteStdin(const std::string& text) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (stdin_fd_ < 0) return FailedPreconditionError("the child has no stdin pipe");
-  if (reaped_) return FailedPreconditionError("the child has exited");
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(stdin_fd_, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return InternalError(std::string("write to child stdin: ") + strerror(errno));
-    done += static_cast<size_t>(n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reaped_) return FailedPreconditionError("the child has exited");
   }
+  std::lock_guard<std::mutex> lock(stdin_mu_);
+  if (!stdin_failed_.ok()) return stdin_failed_;
+  if (stdin_unwritten_ + text.size() > kMaxQueuedStdinBytes) {
+    return ResourceExhaustedError("the child's stdin has " + std::to_string(stdin_unwritten_) +
+                                  " bytes unread; it does not read its commands");
+  }
+  stdin_queue_ += text;
+  stdin_unwritten_ += text.size();
+  if (!stdin_writer_.joinable()) stdin_writer_ = std::thread([this] { WriteQueuedStdin(); });
+  stdin_cv_.notify_one();
   return Status::Ok();
+}
+
+void ChildProcess::WriteQueuedStdin() {
+  SetCurrentThreadName("dp-stdin-" + std::to_string(pid_));
+  // A write into a pipe the child closed fails with EPIPE here rather than raise SIGPIPE (sent to
+  // this thread, which then ends), whatever the process does with that signal.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+  std::unique_lock<std::mutex> lock(stdin_mu_);
+  while (true) {
+    stdin_cv_.wait(lock, [this] { return stdin_closing_ || !stdin_queue_.empty(); });
+    if (stdin_queue_.empty()) return;  // closing, all written
+    std::string text;
+    text.swap(stdin_queue_);
+    lock.unlock();
+    size_t done = 0;
+    Status written;
+    while (done < text.size()) {
+      const ssize_t n = write(stdin_fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        written = InternalError(std::string("write to child stdin: ") + strerror(errno));
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    lock.lock();
+    stdin_unwritten_ -= text.size();
+    if (!written.ok()) {
+      stdin_failed_ = written;
+      stdin_queue_.clear();
+      return;
+    }
+  }
 }
 
 void ChildProcess::ReadAndReap(int stdout_fd, int stderr_fd) {

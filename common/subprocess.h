@@ -101,15 +101,19 @@ class ChildProcess {
   // Waits for the exit however long it takes.
   ProcessExit Wait();
   std::optional<ProcessExit> exit() const;
-  // Writes `text` whole to the child's stdin pipe. FAILED_PRECONDITION without a pipe or after
-  // the child was reaped; INTERNAL when the write fails (the child closed its end). The caller
-  // must ignore SIGPIPE, or a closed pipe ends this process.
+  // Queues `text` for the child's stdin pipe and returns at once: a thread of the child's own
+  // ("dp-stdin-PID") writes the queue in order, so a caller holding locks never waits for a
+  // child that does not read yet (a pipe holds 64 KiB). FAILED_PRECONDITION without a pipe or
+  // after the child was reaped; RESOURCE_EXHAUSTED past kMaxQueuedStdinBytes unwritten;
+  // INTERNAL once a write has failed (the child closed its end; the writer blocks SIGPIPE).
   Status WriteStdin(const std::string& text);
+  static constexpr size_t kMaxQueuedStdinBytes = size_t{256} << 20;
 
  private:
   ChildProcess(pid_t pid, bool own_group, int stdout_fd, int stderr_fd, int stdin_fd,
                ChildCallbacks callbacks, size_t max_line_bytes);
   void ReadAndReap(int stdout_fd, int stderr_fd);
+  void WriteQueuedStdin();
   void ReadPipes(int stdout_fd, int stderr_fd);
   ProcessExit Reap();
 
@@ -122,8 +126,16 @@ class ChildProcess {
   std::condition_variable exited_cv_;
   bool reaped_ = false;              // guarded by mu_; no signals after this
   std::optional<ProcessExit> exit_;  // guarded by mu_; set once callbacks have run
-  int stdin_fd_ = -1;                // guarded by mu_; closed once the child is reaped
+  const int stdin_fd_ = -1;          // closed when this object goes
   std::thread reader_;
+  // The stdin queue and its writer (started by the first WriteStdin).
+  std::mutex stdin_mu_;
+  std::condition_variable stdin_cv_;
+  std::string stdin_queue_;     // guarded by stdin_mu_
+  size_t stdin_unwritten_ = 0;  // guarded by stdin_mu_: queued and being written
+  Status stdin_failed_;         // guarded by stdin_mu_: the first failed write
+  bool stdin_closing_ = false;  // guarded by stdin_mu_
+  std::thread stdin_writer_;
 };
 
 // The path of `name` in the folder of this process's own executable (/proc/self/exe), where

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -144,6 +145,31 @@ TEST_CASE("stdin pipe reaches the child", "[subprocess]") {
   auto no_pipe = ChildProcess::Start(Shell("true"));
   REQUIRE(no_pipe.ok());
   CHECK((*no_pipe)->WriteStdin("x").code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("a child that does not read its stdin holds up no writer", "[subprocess]") {
+  ProcessSpec spec = Shell("sleep 60");
+  spec.stdin_pipe = true;
+  auto child = ChildProcess::Start(spec);
+  REQUIRE(child.ok());
+  // Far more than a pipe holds (64 KiB), queued while the child reads nothing: each write
+  // returns at once (a worker writes commands holding its locks).
+  const std::string command(1 << 20, 'x');
+  auto written = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 4; ++i) {
+      if (!(*child)->WriteStdin(command).ok()) return false;
+    }
+    return true;
+  });
+  REQUIRE(written.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(written.get());
+  // Past the bound on what may wait: refused, not queued.
+  const std::string huge(ChildProcess::kMaxQueuedStdinBytes, 'y');
+  CHECK((*child)->WriteStdin(huge).code() == StatusCode::kResourceExhausted);
+  // Its end frees the writer blocked on the full pipe: the object goes at once.
+  const auto start = std::chrono::steady_clock::now();
+  child->reset();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
 }
 
 TEST_CASE("a signal reaches the child's whole process group", "[subprocess]") {
