@@ -1,10 +1,12 @@
 // ChildProcess against /bin/sh: lines, exits, signals, process groups, outputs, stdin.
 #include "common/subprocess.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -170,6 +172,23 @@ TEST_CASE("a child that does not read its stdin holds up no writer", "[subproces
   const auto start = std::chrono::steady_clock::now();
   child->reset();
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+}
+
+TEST_CASE("a child inherits no descriptor but its three standard ones", "[subprocess]") {
+  // Opened without O_CLOEXEC, as a stream's file or a library's socket may be on another thread.
+  // (At a high number: ls's own listing of the folder takes the lowest free one.)
+  const int opened = ::open("/dev/null", O_RDONLY);
+  REQUIRE(opened > 2);
+  const int leaked = ::dup2(opened, 200);
+  ::close(opened);
+  REQUIRE(leaked == 200);
+  Lines lines;
+  auto child = ChildProcess::Start(Shell("ls /proc/self/fd"), lines.Callbacks());
+  REQUIRE(child.ok());
+  REQUIRE((*child)->Wait().ok());
+  ::close(leaked);
+  CHECK(std::find(lines.out.begin(), lines.out.end(), std::to_string(leaked)) == lines.out.end());
+  CHECK(std::find(lines.out.begin(), lines.out.end(), "2") != lines.out.end());
 }
 
 TEST_CASE("a signal reaches the child's whole process group", "[subprocess]") {
