@@ -290,6 +290,26 @@ TEST_CASE("a TRAIN task runs one executor per rank and reports success once",
   CHECK_FALSE(f.supervisor->IsRunning("t1"));
 }
 
+TEST_CASE("a task id run again (after a worker restart) starts with fresh rank logs",
+          "[worker][supervisor]") {
+  Fixture f;
+  REQUIRE(f.supervisor->StartTrain(f.Train("t1", "ok", {0}, 1)).ok());
+  REQUIRE(f.listener.WaitFinished("t1").succeeded);
+  // A new worker on the same work dir is sent the same task again.
+  f.supervisor.reset();
+  SupervisorOptions options;
+  options.executor_path = f.dir.path() + "/fake-executor";
+  options.work_dir = f.dir.path() + "/work";
+  RecordingListener listener;
+  ExecutorSupervisor again(options, &listener);
+  REQUIRE(again.StartTrain(f.Train("t1", "ok", {0}, 1)).ok());
+  REQUIRE(listener.WaitFinished("t1").succeeded);
+  std::ifstream log(f.TaskDir("t1") + "/rank-0.log");
+  int starts = 0;
+  for (std::string line; std::getline(log, line);) starts += line.rfind("rank 0 of", 0) == 0;
+  CHECK(starts == 1);
+}
+
 TEST_CASE("an IPv6 store address reaches the executors bracketed", "[worker][supervisor]") {
   Fixture f;
   TrainTask task = f.Train("t6", "ok", {1}, 2);

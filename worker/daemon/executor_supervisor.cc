@@ -23,6 +23,18 @@ bool ValidId(const std::string& id) {
   });
 }
 
+// A task's folder, empty: a task id sent again after a restart of this worker (or by a
+// coordinator that started over with the same --work-dir here) must not append its rank logs
+// to the earlier run's, nor find its files.
+Status FreshTaskDir(const std::string& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) return InternalError("cannot empty " + dir + ": " + ec.message());
+  fs::create_directories(dir, ec);
+  if (ec) return InternalError("cannot create " + dir + ": " + ec.message());
+  return Status::Ok();
+}
+
 Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -143,9 +155,7 @@ Status ExecutorSupervisor::StartTrain(const TrainTask& train) {
   task->job_id = train.job_id;
   task->dir = TaskDir(train.task_id);
   task->train = train;
-  std::error_code ec;
-  fs::create_directories(task->dir, ec);
-  if (ec) return InternalError("cannot create " + task->dir + ": " + ec.message());
+  RETURN_IF_ERROR(FreshTaskDir(task->dir));
   RETURN_IF_ERROR(WriteFile(task->dir + "/run.json", train.run_spec_json));
   for (const auto& r : train.ranks) {
     RankProcess rank;
@@ -205,10 +215,7 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   task->profile = true;
   task->dir = TaskDir(profile.task_id);
   task->profile_output_path = task->dir + "/profile.json";
-  std::error_code ec;
-  fs::create_directories(task->dir, ec);
-  if (ec) return InternalError("cannot create " + task->dir + ": " + ec.message());
-  fs::remove(task->profile_output_path, ec);
+  RETURN_IF_ERROR(FreshTaskDir(task->dir));
   const std::string graph_path = task->dir + "/graph.json";
   if (!profile.graph_json.empty()) RETURN_IF_ERROR(WriteFile(graph_path, profile.graph_json));
   RankProcess proc;
