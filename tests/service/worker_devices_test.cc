@@ -74,6 +74,27 @@ TEST_CASE("cuda:all and cuda:I,J describe the GPUs", "[worker][devices]") {
   CHECK(ParseDevices("cuda:a", probe).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("CUDA_VISIBLE_DEVICES decides which GPUs are offered, numbered as CUDA numbers them",
+          "[worker][devices]") {
+  const std::vector<GpuInfo> driver = {{0, "NVIDIA A100-SXM4-80GB", 80LL << 30},
+                                       {1, "NVIDIA A100-SXM4-80GB", 80LL << 30},
+                                       {2, "NVIDIA H100 80GB HBM3", 80LL << 30},
+                                       {3, "NVIDIA H100 80GB HBM3", 80LL << 30}};
+  CHECK(GpusVisibleToCuda(driver, nullptr)->size() == 4);
+  // The executors see GPU 3 as cuda:0 and GPU 2 as cuda:1: so does the worker.
+  deepool::StatusOr<std::vector<GpuInfo>> visible = GpusVisibleToCuda(driver, "3, 2");
+  REQUIRE(visible.ok());
+  REQUIRE(visible->size() == 2);
+  CHECK((*visible)[0].index == 0);
+  CHECK((*visible)[0].model == "NVIDIA H100 80GB HBM3");
+  CHECK((*visible)[1].index == 1);
+  CHECK(GpusVisibleToCuda(driver, "")->empty());
+  CHECK_THAT(GpusVisibleToCuda(driver, "GPU-5d1c0ab2").status().message(),
+             Catch::Contains("UUIDs and MIG instances are not supported"));
+  CHECK_THAT(GpusVisibleToCuda(driver, "0,7").status().message(),
+             Catch::Contains("GPU 7 is not among the 4"));
+}
+
 TEST_CASE("device types come from GPU model names", "[worker][devices]") {
   CHECK(DeviceTypeForModel("Tesla V100-SXM2-32GB") == "v100");
   CHECK(DeviceTypeForModel("NVIDIA A100-PCIE-40GB") == "a100");

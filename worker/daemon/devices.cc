@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
+#include "common/logging.h"
 #include "common/subprocess.h"
 
 namespace deepool::worker::daemon {
@@ -61,28 +63,9 @@ std::string QueryNvidiaSmi(const std::vector<std::string>& args) {
   return exit->ok() ? out : "";
 }
 
-}  // namespace
-
-std::vector<GpuInfo> SystemDeviceProbe::Gpus() const {
+// Without nvidia-smi the driver still lists its GPUs under /proc, in PCI bus order.
+std::vector<GpuInfo> ProcDriverGpus() {
   std::vector<GpuInfo> gpus;
-  std::string csv = QueryNvidiaSmi(
-      {"--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"});
-  std::istringstream lines(csv);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream fields(line);
-    std::string index, name, memory_mib;
-    if (!std::getline(fields, index, ',') || !std::getline(fields, name, ',') ||
-        !std::getline(fields, memory_mib)) {
-      continue;
-    }
-    int64_t idx = 0, mib = 0;
-    if (!ParseInt(Trim(index), idx)) continue;
-    ParseInt(Trim(memory_mib), mib);
-    gpus.push_back({static_cast<int>(idx), Trim(name), mib * 1024 * 1024});
-  }
-  if (!gpus.empty()) return gpus;
-  // Without nvidia-smi the driver still lists its GPUs under /proc.
   std::error_code ec;
   std::vector<std::string> entries;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
@@ -99,6 +82,62 @@ std::vector<GpuInfo> SystemDeviceProbe::Gpus() const {
     gpus.push_back({static_cast<int>(i), model, 0});
   }
   return gpus;
+}
+
+}  // namespace
+
+std::vector<GpuInfo> SystemDeviceProbe::Gpus() const {
+  std::vector<GpuInfo> gpus;
+  std::string csv =
+      QueryNvidiaSmi({"--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"});
+  std::istringstream lines(csv);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string index, name, memory_mib;
+    if (!std::getline(fields, index, ',') || !std::getline(fields, name, ',') ||
+        !std::getline(fields, memory_mib)) {
+      continue;
+    }
+    int64_t idx = 0, mib = 0;
+    if (!ParseInt(Trim(index), idx)) continue;
+    ParseInt(Trim(memory_mib), mib);
+    gpus.push_back({static_cast<int>(idx), Trim(name), mib * 1024 * 1024});
+  }
+  if (gpus.empty()) gpus = ProcDriverGpus();
+  StatusOr<std::vector<GpuInfo>> visible =
+      GpusVisibleToCuda(std::move(gpus), std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (visible.ok()) return *visible;
+  DP_LOG_ERROR("{}: offering no GPU", visible.status().message());
+  return {};
+}
+
+StatusOr<std::vector<GpuInfo>> GpusVisibleToCuda(std::vector<GpuInfo> gpus, const char* visible) {
+  if (visible == nullptr) return gpus;
+  std::vector<GpuInfo> listed;
+  std::istringstream entries{std::string(visible)};
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    entry = Trim(entry);
+    int64_t index = 0;
+    if (!ParseInt(entry, index)) {
+      return InvalidArgumentError(
+          "CUDA_VISIBLE_DEVICES=" + std::string(visible) + ": '" + entry +
+          "' is not a GPU index (UUIDs and MIG instances are not supported); give the indices "
+          "nvidia-smi lists, or unset it and choose GPUs with --devices cuda:I,J");
+    }
+    auto found = std::find_if(gpus.begin(), gpus.end(),
+                              [&](const GpuInfo& gpu) { return gpu.index == index; });
+    if (found == gpus.end()) {
+      return InvalidArgumentError("CUDA_VISIBLE_DEVICES=" + std::string(visible) + ": GPU " +
+                                  entry + " is not among the " + std::to_string(gpus.size()) +
+                                  " nvidia-smi lists");
+    }
+    GpuInfo renumbered = *found;
+    renumbered.index = static_cast<int>(listed.size());  // CUDA's ordinal for it
+    listed.push_back(renumbered);
+  }
+  return listed;
 }
 
 int64_t SystemDeviceProbe::HostMemoryBytes() const {

@@ -53,6 +53,14 @@ std::string DeviceTypeForModel(std::string_view model);
 // divided among the CPU devices, at least 1; 0 when there is no CPU device.
 int CpuThreadsPerDevice(const std::vector<LocalDevice>& devices, int host_cores);
 
+// The GPUs CUDA numbers for the executors, from the driver's (nvidia-smi's, in PCI bus order):
+// the executors read CUDA_VISIBLE_DEVICES from the worker's environment, so ordinal K is the
+// K-th GPU it lists, and the others are not this worker's to offer. `visible` null: all, as
+// numbered. The worker sets CUDA_DEVICE_ORDER=PCI_BUS_ID for its executors, so that CUDA's order
+// is nvidia-smi's. INVALID_ARGUMENT for entries that are not the driver's indices (GPU UUIDs
+// and MIG instances are not supported) or name a GPU the driver does not list.
+StatusOr<std::vector<GpuInfo>> GpusVisibleToCuda(std::vector<GpuInfo> gpus, const char* visible);
+
 // Parses --devices. cuda:all needs at least one GPU (FAILED_PRECONDITION otherwise, saying so);
 // cuda:0,1 needs those ordinals to exist; cpu:N (1 <= N <= 256) gives N CPU devices sharing the
 // host memory equally. INVALID_ARGUMENT for anything else.

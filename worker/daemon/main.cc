@@ -240,6 +240,9 @@ int main(int argc, char** argv) {
     std::cerr << files.status().message() << "\n";
     return 1;
   }
+  // The executors (which inherit this environment) number GPUs as CUDA does: in PCI bus order,
+  // nvidia-smi's, whose numbers this worker offers (devices.h), rather than fastest first.
+  ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/1);
   auto devices = ResolveFlags(flags);
   if (!devices.ok()) {
     std::cerr << "deepool-worker: " << devices.status().message() << "\n";
