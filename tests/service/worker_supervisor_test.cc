@@ -436,6 +436,28 @@ TEST_CASE("a rank waits for a stopping task's executor to leave its device",
   CHECK(f.listener.WaitFinished("t20").ranks.at(0).signal == SIGKILL);
 }
 
+TEST_CASE("a profile waits for a stopping task's executor to leave its device",
+          "[worker][supervisor]") {
+  Fixture f(/*grace=*/3000ms);
+  TrainTask displaced = f.Train("t30", "stubborn", {0}, 1);
+  displaced.background = true;
+  REQUIRE(f.supervisor->StartTrain(displaced).ok());
+  REQUIRE(f.listener.WaitForLog("t30", "ignoring SIGTERM"));
+  const pid_t lingering = ReadPidFile(f.TaskDir("t30") + "/stubborn-0.pid");
+  REQUIRE(f.supervisor->Cancel("t30", "the test asked").ok());  // it lingers until the SIGKILL
+
+  ProfileTask profile;
+  profile.task_id = "p30";
+  profile.job_id = "job-p30";
+  profile.args = {"--output", "{output}"};
+  profile.node_device = "cpu:0";  // the displaced rank's device
+  REQUIRE(f.supervisor->StartProfile(profile).ok());
+  TaskResult measured = f.listener.WaitFinished("p30");
+  CHECK(measured.succeeded);
+  CHECK(ProcessGone(lingering));  // it started only once that one was gone
+  CHECK(f.listener.WaitFinished("t30").ranks.at(0).signal == SIGKILL);
+}
+
 TEST_CASE("a task waiting for its store address is cancelled at once", "[worker][supervisor]") {
   Fixture f;
   REQUIRE(f.supervisor->StartTrain(f.Train("t9", "ok", {1}, 2, /*port=*/0)).ok());

@@ -220,6 +220,7 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
   if (!profile.graph_json.empty()) RETURN_IF_ERROR(WriteFile(graph_path, profile.graph_json));
   RankProcess proc;
   proc.rank = -1;
+  proc.node_device = profile.node_device.empty() ? profile.device : profile.node_device;
   proc.tail = std::make_shared<LogTail>(options_.log_tail_lines);
   task->ranks.push_back(std::move(proc));
 
@@ -247,6 +248,23 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
     return AlreadyExistsError("task " + profile.task_id + " is already running");
   }
   const std::string task_id = profile.task_id;
+  Task& t = *task;
+  tasks_[task_id] = std::move(task);
+  // Measured alone: not beside a displaced job's executor still stopping on the device.
+  if (const std::string stopping = StoppingTaskOnLocked(t.ranks[0].node_device);
+      !stopping.empty()) {
+    t.deferred_profiler = spec;
+    DP_LOG_INFO("task {}: the profiler waits for task {}'s executor on {} to exit", task_id,
+                stopping, t.ranks[0].node_device);
+    return Status::Ok();
+  }
+  Status started = StartProfilerLocked(t, spec);
+  if (!started.ok()) tasks_.erase(task_id);
+  return started;
+}
+
+Status ExecutorSupervisor::StartProfilerLocked(Task& task, const ProcessSpec& spec) {
+  const std::string task_id = task.task_id;
   ChildCallbacks callbacks;
   callbacks.on_stdout_line = [this, task_id](const std::string& l) {
     OnRankLine(task_id, -1, l, true);
@@ -255,15 +273,11 @@ Status ExecutorSupervisor::StartProfile(const ProfileTask& profile) {
     OnRankLine(task_id, -1, l, false);
   };
   callbacks.on_exit = [this, task_id](const ProcessExit& e) { OnRankExit(task_id, -1, e); };
-  Task& t = *task;
-  tasks_[task_id] = std::move(task);
   auto child = ChildProcess::Start(spec, std::move(callbacks));
-  if (!child.ok()) {
-    tasks_.erase(task_id);
-    return child.status().WithContext("task " + task_id);
-  }
-  t.ranks[0].child = std::move(child).value();
-  DP_LOG_INFO("task {} (job {}): profiling, pid {}", task_id, t.job_id, t.ranks[0].child->pid());
+  if (!child.ok()) return child.status().WithContext("task " + task_id);
+  task.ranks[0].child = std::move(child).value();
+  DP_LOG_INFO("task {} (job {}): profiling, pid {}", task_id, task.job_id,
+              task.ranks[0].child->pid());
   return Status::Ok();
 }
 
@@ -358,6 +372,16 @@ std::vector<TaskResult> ExecutorSupervisor::StartDeferredLocked() {
     auto it = tasks_.find(id);
     if (it == tasks_.end()) continue;
     Task& task = *it->second;
+    if (task.deferred_profiler) {
+      if (task.cancelled || task.failing) continue;
+      if (!StoppingTaskOnLocked(task.ranks[0].node_device).empty()) continue;
+      const ProcessSpec spec = *std::exchange(task.deferred_profiler, std::nullopt);
+      Status started = StartProfilerLocked(task, spec);
+      if (!started.ok()) {
+        if (auto result = FailStartLocked(task, started)) results.push_back(std::move(*result));
+      }
+      continue;
+    }
     for (RankProcess& rank : task.ranks) {
       if (rank.deferred_store.empty() || rank.child || rank.exit) continue;
       if (task.cancelled || task.failing) break;

@@ -75,6 +75,9 @@ struct ProfileTask {
   // The device it measures ("cpu" or "cuda:K"): on a CPU device the profiler gets the
   // executors' --threads, so that it times the layers as the job's ranks will run them.
   std::string device = "cpu";
+  // The node's name for that device ("cpu:1", "cuda:0"; "": `device`): the profiler starts once
+  // no stopping executor is left there, as a rank does, and a rank waits for a stopping profiler.
+  std::string node_device;
 };
 
 struct IterationReport {
@@ -259,6 +262,8 @@ class ExecutorSupervisor {
     int64_t last_iteration = -1;
     std::string profile_output_path;
     bool stop_asked = false;  // StopAtCheckpoint was called
+    // A PROFILE task's profiler while it waits for a stopping executor to leave its device.
+    std::optional<ProcessSpec> deferred_profiler;
   };
 
   // A running FG TRAIN task (NOT_FOUND, or FAILED_PRECONDITION for a profile or BG task).
@@ -269,6 +274,8 @@ class ExecutorSupervisor {
   // UNAVAILABLE when shutting down, ALREADY_EXISTS when the id runs. Takes mu_.
   Status CheckNewTask(const std::string& task_id) const;
   Status StartRankLocked(Task& task, RankProcess& rank, const std::string& store);
+  // Starts a PROFILE task's profiler (its one process, rank -1). Requires mu_.
+  Status StartProfilerLocked(Task& task, const ProcessSpec& spec);
   // Starts the rank, or defers it while another task that is being stopped (cancelled, or
   // failing) still has an executor on the rank's device: a displaced BG job's process must not
   // run beside the FG rank that took its device, not even for the kill grace. Requires mu_.

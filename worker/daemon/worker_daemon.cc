@@ -420,6 +420,7 @@ void WorkerDaemon::StartProfileTask(const v1::TaskAssignment& assignment) {
   task.graph_json = p.graph_json();
   task.args = ProfileArgs(p, device->ExecutorDevice());
   task.device = device->ExecutorDevice();
+  task.node_device = device->name;
   DP_LOG_INFO("task {} (job {}): profiling {} on {}", task.task_id, task.job_id,
               p.model().empty() ? std::string("an inline graph") : p.model() + "'s graph",
               p.device());
