@@ -211,6 +211,11 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics at HOST:PORT/metrics: HTTPS with client certificates "
                  "when the --tls-* files are given (any address), else plain HTTP on loopback "
                  "(any address with --insecure); off when not given");
+  app.add_option("--metrics-readers", options.metrics_readers,
+                 "over HTTPS, the users (besides admins) whose certificates may read the "
+                 "metrics, which show every user's jobs; revoked ones may not")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -2,6 +2,7 @@
 
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/host_port.h"
@@ -51,6 +52,25 @@ StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const CoordinatorOptions& optio
   store_options.accept_data_loss = options.accept_data_loss;
   return OpenSQLiteJobStore((std::filesystem::path(options.data_dir) / "coordinator.db").string(),
                             store_options);
+}
+
+security::TlsClientCheck MetricsReaderCheck(const security::Authenticator* auth,
+                                            std::vector<std::string> readers) {
+  return [auth, readers = std::move(readers)](const std::string& certificate_pem) -> Status {
+    security::PeerCredentials credentials;
+    credentials.certificate_pem = certificate_pem;
+    StatusOr<security::Identity> caller = auth->Authenticate(credentials);
+    Status allowed = caller.status();
+    if (caller.ok() && caller->role != security::Role::kAdmin &&
+        std::find(readers.begin(), readers.end(), caller->name) == readers.end()) {
+      allowed = PermissionDeniedError(
+          caller->name +
+          " may not read the metrics, which show every user's jobs: admins and "
+          "--metrics-readers only");
+    }
+    if (!allowed.ok()) auth->LogRefusal("metrics scrape", "", allowed);
+    return allowed;
+  };
 }
 
 Status CheckListenSafety(const CoordinatorOptions& options) {
@@ -196,7 +216,8 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     // With the cluster's TLS files, the same mutual TLS as the gRPC port.
     HttpStreamFactory streams;
     if (options.tls.configured()) {
-      StatusOr<HttpStreamFactory> tls = security::MakeTlsHttpStreams(options.tls);
+      StatusOr<HttpStreamFactory> tls = security::MakeTlsHttpStreams(
+          options.tls, MetricsReaderCheck(s->auth_.get(), options.metrics_readers));
       if (!tls.ok()) return tls.status().WithContext("--metrics-listen");
       streams = *std::move(tls);
     }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/http_endpoint.h"
@@ -25,6 +26,7 @@
 #include "coordinator/scheduler.h"
 #include "coordinator/services.h"
 #include "security/authenticator.h"
+#include "security/tls_stream.h"
 #include "security/transport.h"
 #include "security/users.h"
 
@@ -80,10 +82,18 @@ struct CoordinatorOptions {
   // Prometheus metrics over HTTP at /metrics ("HOST:PORT"; "" serves none). Loopback only,
   // unless insecure: the endpoint has no TLS.
   std::string metrics_listen;
+  // Over HTTPS, the users besides admins whose certificates may read the metrics (they show
+  // every user's jobs): a scraper's own certificate (`deepool certs user prometheus`).
+  std::vector<std::string> metrics_readers = {"prometheus"};
   // Called once the port answers (UNAVAILABLE "starting", before the store loads) with the
   // address as address() will report it.
   std::function<void(const std::string& address)> on_starting;
 };
+
+// Who may scrape /metrics over HTTPS: a certificate the authenticator takes (not revoked or
+// expired) of an admin, or of a user named in `readers`; refusals are logged.
+security::TlsClientCheck MetricsReaderCheck(const security::Authenticator* auth,
+                                            std::vector<std::string> readers);
 
 // Whether listen may be served with these options: TLS, a loopback host, or insecure.
 Status CheckListenSafety(const CoordinatorOptions& options);

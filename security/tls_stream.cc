@@ -1,6 +1,7 @@
 #include "security/tls_stream.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 #include <memory>
@@ -21,14 +22,37 @@ std::string OpenSslError() {
 
 using SslContext = std::shared_ptr<SSL_CTX>;
 
+// The peer's certificate in PEM, "" without one.
+std::string PeerCertificatePem(SSL* ssl) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (!cert) return "";
+  std::string pem;
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio && PEM_write_bio_X509(bio, cert) == 1) {
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    if (size > 0) pem.assign(data, static_cast<size_t>(size));
+  }
+  BIO_free(bio);
+  X509_free(cert);
+  return pem;
+}
+
 class TlsStream final : public HttpStream {
  public:
-  TlsStream(SslContext context, SSL* ssl) : context_(std::move(context)), ssl_(ssl) {}
+  TlsStream(SslContext context, SSL* ssl, TlsClientCheck admit)
+      : context_(std::move(context)), ssl_(ssl), admit_(std::move(admit)) {}
   ~TlsStream() override {
     SSL_shutdown(ssl_);  // best effort: the socket is non-blocking and about to close
     SSL_free(ssl_);
   }
-  Io Handshake() override { return Result(SSL_do_handshake(ssl_)); }
+  Io Handshake() override {
+    const Io io = Result(SSL_do_handshake(ssl_));
+    if (io.want != Want::kNothing || !admit_) return io;
+    // Verified against the CA by the handshake; whether this client may be served is admit's.
+    if (!admit_(PeerCertificatePem(ssl_)).ok()) return {0, Want::kClosed};
+    return io;
+  }
   Io Read(char* buffer, size_t size) override {
     return Result(SSL_read(ssl_, buffer, static_cast<int>(std::min<size_t>(size, 1 << 20))));
   }
@@ -48,11 +72,12 @@ class TlsStream final : public HttpStream {
   }
   SslContext context_;  // outlives the connection
   SSL* ssl_;
+  TlsClientCheck admit_;  // null: every certificate the CA signed
 };
 
 }  // namespace
 
-StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files) {
+StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files, TlsClientCheck admit) {
   if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
     return InvalidArgumentError("TLS for the metrics endpoint needs the CA, certificate and key");
   }
@@ -75,7 +100,7 @@ StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files) {
   SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   SSL_CTX_set_mode(context.get(),
                    SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  return HttpStreamFactory([context](int fd) -> StatusOr<std::unique_ptr<HttpStream>> {
+  return HttpStreamFactory([context, admit](int fd) -> StatusOr<std::unique_ptr<HttpStream>> {
     SSL* ssl = SSL_new(context.get());
     if (!ssl) return InternalError("SSL_new: " + OpenSslError());
     if (SSL_set_fd(ssl, fd) != 1) {
@@ -83,7 +108,7 @@ StatusOr<HttpStreamFactory> MakeTlsHttpStreams(const TlsFiles& files) {
       return InternalError("SSL_set_fd: " + OpenSslError());
     }
     SSL_set_accept_state(ssl);
-    return std::unique_ptr<HttpStream>(std::make_unique<TlsStream>(context, ssl));
+    return std::unique_ptr<HttpStream>(std::make_unique<TlsStream>(context, ssl, admit));
   });
 }
 

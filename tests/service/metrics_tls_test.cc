@@ -13,14 +13,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "common/host_port.h"
+#include "coordinator/server.h"
 #include "security/cert_files.h"
 #include "security/certificates.h"
 #include "security/tls_stream.h"
+#include "security/users.h"
 #include "tests/raw_http.h"
 #include "tests/temp_dir.h"
 
@@ -78,8 +81,8 @@ std::string HttpsGet(const std::string& host_port, const std::string& ca, const 
   return response;
 }
 
-std::unique_ptr<HttpEndpoint> StartTls(const TlsFiles& files) {
-  StatusOr<HttpStreamFactory> streams = MakeTlsHttpStreams(files);
+std::unique_ptr<HttpEndpoint> StartTls(const TlsFiles& files, TlsClientCheck admit = nullptr) {
+  StatusOr<HttpStreamFactory> streams = MakeTlsHttpStreams(files, std::move(admit));
   REQUIRE(streams.ok());
   HttpEndpoint::Routes routes;
   routes["/metrics"] = [] {
@@ -117,6 +120,46 @@ TEST_CASE("metrics over TLS answer a client with a cluster certificate, and nobo
   // The endpoint still serves after all that.
   CHECK(HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &*scraper).find("deepool_up 1") !=
         std::string::npos);
+}
+
+TEST_CASE("the coordinator's metrics over TLS: admins and named readers, never the revoked",
+          "[security][metrics]") {
+  TempDir dir;
+  REQUIRE(InitClusterCertificates(dir.path(), {}, 24h).ok());
+  std::map<std::string, TlsFiles> certs;
+  for (const auto& [name, role] :
+       std::vector<std::pair<std::string, Role>>{{"prometheus", Role::kUser},
+                                                 {"alice", Role::kUser},
+                                                 {"root", Role::kAdmin},
+                                                 {"node-1", Role::kWorker},
+                                                 {"mallory", Role::kUser}}) {
+    StatusOr<TlsFiles> issued = IssueClusterCertificate(dir.path(), role, name, 24h);
+    REQUIRE(issued.ok());
+    certs[name] = *issued;
+  }
+  UserTable table;
+  REQUIRE(table.Add("mallory", Role::kUser, TokenDigest("m")).ok());
+  REQUIRE(table.Revoke("mallory").ok());
+  REQUIRE(SaveUserTable(table, dir.File("users.json")).ok());
+  StatusOr<std::unique_ptr<UsersFile>> users = UsersFile::Open(dir.File("users.json"));
+  REQUIRE(users.ok());
+  const TlsFiles coordinator = CoordinatorTlsFiles(dir.path());
+  StatusOr<std::unique_ptr<Authenticator>> auth =
+      Authenticator::ForServer(coordinator, users->get());
+  REQUIRE(auth.ok());
+  auto endpoint = StartTls(coordinator,
+                           coordinator::MetricsReaderCheck(auth->get(), {"prometheus", "mallory"}));
+  auto served = [&](const std::string& name) {
+    return HttpsGet(endpoint->address(), dir.path() + "/ca.pem", &certs.at(name))
+               .find("deepool_up 1") != std::string::npos;
+  };
+  CHECK(served("prometheus"));
+  CHECK(served("root"));
+  // Every user's jobs are in the metrics: not another user's to read, nor a node's.
+  CHECK_FALSE(served("alice"));
+  CHECK_FALSE(served("node-1"));
+  // A revoked reader is refused though named.
+  CHECK_FALSE(served("mallory"));
 }
 
 TEST_CASE("a worker's metrics over TLS are verified by the node's name", "[security][metrics]") {
