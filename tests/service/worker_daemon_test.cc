@@ -3,6 +3,7 @@
 #include "worker/daemon/worker_daemon.h"
 
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -53,6 +55,7 @@ case "$mode" in
     echo "{\"event\":\"done\",\"rank\":$rank,\"iterations\":1,\"checkpoint\":null}"
     exit 0;;
   hang)
+    echo $$ > "rank-$rank.pid"
     sleep 1000 & wait;;
 esac
 )SH";
@@ -115,9 +118,15 @@ class FakeNodeService final : public v1::NodeService::Service {
     }
     return grpc::Status::OK;
   }
-  grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest* request,
+  grpc::Status ReportProgress(grpc::ServerContext* context,
+                              const v1::ReportProgressRequest* request,
                               v1::ReportProgressResponse*) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (silent_reports_) {  // as a coordinator that stopped answering: until the call's deadline
+      ++silent_calls_;
+      while (!context->IsCancelled() && !shutting_down_) cv_.wait_for(lock, 20ms);
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
+    }
     progress_.push_back(*request);
     cv_.notify_all();
     return grpc::Status::OK;
@@ -200,6 +209,8 @@ class FakeNodeService final : public v1::NodeService::Service {
   int not_found_answers_ = 0;
   int refused_exits_ = 0;
   int64_t node_timeout_ms_ = 0;  // sent at registration; set before the daemon starts
+  bool silent_reports_ = false;  // progress reports get no answer (set through With)
+  int silent_calls_ = 0;         // such reports received
 
  private:
   static grpc::Status Starting(grpc::ServerContext* context) {
@@ -460,6 +471,28 @@ TEST_CASE("cancel commands kill the task and report CANCELLED", "[worker][daemon
   f.service.Push(cancel);
   REQUIRE(PollUntil([&] { return f.ExitOf("t2").has_value(); }));
   CHECK(f.ExitOf("t2")->outcome() == v1::TASK_OUTCOME_CANCELLED);
+}
+
+TEST_CASE("a stop kills the executors within their kill grace, whatever the coordinator does",
+          "[worker][daemon]") {
+  Fixture f;
+  f.service.With([](FakeNodeService& s) { return s.silent_reports_ = true; });
+  f.service.Push(Fixture::Train("t9", "hang", {{0, "cpu:0"}}, 1, "127.0.0.1:29500"));
+  const std::string pid_file = f.dir.File("work/tasks/t9/rank-0.pid");
+  pid_t pid = 0;
+  REQUIRE(PollUntil([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> pid) && pid > 0;
+  }));
+  // A progress report waits for its answer (up to its 5 s deadline) when the stop comes.
+  REQUIRE(PollUntil(
+      [&] { return f.service.With([](FakeNodeService& s) { return s.silent_calls_; }) > 0; }));
+  const auto start = std::chrono::steady_clock::now();
+  auto stopped = std::async(std::launch::async, [&] { f.daemon->Stop(); });
+  REQUIRE(PollUntil([&] { return ::kill(pid, 0) != 0; }));
+  // Within the kill grace (500 ms) and the reaping, not after the report's deadline.
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+  stopped.get();
 }
 
 TEST_CASE("an assignment for a device the node does not have fails with a reason",

@@ -79,11 +79,14 @@ void WorkerDaemon::Stop() {
     if (stream_context_) stream_context_->TryCancel();
   }
   cv_.notify_all();
+  // The executors first, within their kill grace: a coordinator that does not answer holds up
+  // the threads below (each call waits up to its deadline), and must not keep them training
+  // past the SIGTERM (systemd's SIGKILL would come before their exits were reported).
+  supervisor_->Shutdown();
   for (auto* t : {&control_thread_, &stream_thread_, &report_thread_}) {
     if (t->joinable()) t->join();
   }
-  // Kill what still runs, then one last attempt to tell the coordinator.
-  supervisor_->Shutdown();
+  // One last attempt to tell the coordinator, each call within kStoppingRpcTimeout.
   FlushProgress();
   FlushExits();
 }
@@ -99,6 +102,10 @@ std::unique_ptr<grpc::ClientContext> WorkerDaemon::NewContext() const {
 
 std::unique_ptr<grpc::ClientContext> WorkerDaemon::NewContext(
     std::chrono::milliseconds timeout) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) timeout = std::min(timeout, kStoppingRpcTimeout);
+  }
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() + timeout);
   return context;

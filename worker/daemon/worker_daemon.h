@@ -65,8 +65,11 @@ class WorkerDaemon final : public TaskListener {
   WorkerDaemon& operator=(const WorkerDaemon&) = delete;
 
   void Start();
-  // Stops the threads, kills running executors and makes a last attempt to report their exits.
+  // Kills running executors (within the kill grace, whatever the coordinator does), stops the
+  // threads and makes a last attempt to report the exits.
   void Stop();
+  // Once stopping, no call to the coordinator waits longer than this.
+  static constexpr std::chrono::milliseconds kStoppingRpcTimeout{1000};
 
   // The node id of the current registration, or "" while unregistered.
   std::string node_id() const;
@@ -142,6 +145,8 @@ class WorkerDaemon final : public TaskListener {
   // The report loop's wait: up to report_interval, or until an exit is queued; false when
   // stopping.
   bool WaitForReport();
+  // A call's context: its deadline `timeout` away (options_.rpc_timeout by default), at most
+  // kStoppingRpcTimeout once stopping.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
   std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
 
