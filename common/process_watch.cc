@@ -12,7 +12,8 @@ ProcessRunState ReadProcessRunState(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   if (!in || !std::getline(in, stat)) return ProcessRunState::kGone;
-  // "PID (COMM) S ...": the command may hold spaces and parentheses; the state follows the last ')'.
+  // "PID (COMM) S ...": the command may hold spaces and parentheses; the state follows the last
+  // ')'.
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return ProcessRunState::kGone;
   switch (stat[close + 2]) {
@@ -30,7 +31,7 @@ ProcessRunState ReadProcessRunState(pid_t pid) {
 
 ProcessWatch::ProcessWatch(Options options, std::function<void(const std::string&)> on_lost)
     : options_(options), watching_parent_(options.pid == 0), on_lost_(std::move(on_lost)) {
-  if (watching_parent_) options_.pid = getppid();
+  if (watching_parent_) options_.pid = options.started_by != 0 ? options.started_by : getppid();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -50,8 +51,8 @@ bool ProcessWatch::Gone() const {
 
 void ProcessWatch::Run() {
   SetCurrentThreadName("dp-proc-watch");
-  const std::string who = (watching_parent_ ? "parent process " : "process ") +
-                          std::to_string(options_.pid);
+  const std::string who =
+      (watching_parent_ ? "parent process " : "process ") + std::to_string(options_.pid);
   using Clock = std::chrono::steady_clock;
   bool stopped = false;
   Clock::time_point stopped_since = Clock::now();

@@ -28,6 +28,10 @@ class ProcessWatch {
  public:
   struct Options {
     pid_t pid = 0;  // the process to watch; 0: this process's parent (as it is now)
+    // With pid 0: the parent that started this process, as it said (--worker-pid). A parent
+    // that ended before the watch began (while this process loaded) is then seen as lost:
+    // without it the watch would take the process that adopted this one as the parent.
+    pid_t started_by = 0;
     std::chrono::milliseconds stopped_limit{5000};  // stopped longer than this: lost
     std::chrono::milliseconds poll{200};
   };

@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
                  "end when the parent (the worker daemon) exits, or is stopped for longer than "
                  "this (0: no watch)")
       ->check(CLI::NonNegativeNumber);
+  pid_t worker_pid = 0;
+  app.add_option("--worker-pid", worker_pid,
+                 "the worker daemon that started this executor: with --worker-lease-s, a worker "
+                 "that ended while the executor loaded is noticed too");
   CLI11_PARSE(app, argc, argv);
   if (commands_on_stdin) options.command_fd = 0;
   deepool::InitLogging("executor-" + std::to_string(options.rank), log_level);
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
   if (worker_lease_s > 0) {
     deepool::ProcessWatch::Options watch;
     watch.stopped_limit = std::chrono::milliseconds(static_cast<int64_t>(worker_lease_s * 1000));
+    watch.started_by = worker_pid;
     worker_watch = std::make_unique<deepool::ProcessWatch>(
         watch, [rank = options.rank](const std::string& why) { EndWithoutWorker(rank, why); });
   }

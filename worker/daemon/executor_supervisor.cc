@@ -1,6 +1,7 @@
 #include "worker/daemon/executor_supervisor.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -309,6 +310,8 @@ Status ExecutorSupervisor::StartRankLocked(Task& task, RankProcess& rank,
   if (options_.executor_lease.count() > 0) {
     spec.args.push_back("--worker-lease-s");
     spec.args.push_back(std::to_string(options_.executor_lease.count() / 1000.0));
+    spec.args.push_back("--worker-pid");
+    spec.args.push_back(std::to_string(::getpid()));
   }
   const bool cpu = rank.device.empty() || rank.device == "cpu";
   if (cpu && !options_.address.empty()) {
