@@ -163,13 +163,16 @@ TEST_CASE("status JOB --why through a coordinator under max-min with two users",
       },
       std::make_unique<coordinator::InMemoryJobStore>());
   const std::string node_id = c.Register("a", 4);
-  const std::string checkpointed =
-      R"({"name":"t","model":"tiny","global_batch":8,"gpus":4,"iterations":1000,)"
-      R"("profile":"analytical","checkpoint":{"dir":"/ckpt/t","every_iterations":5}})";
-  const std::string alice = SubmitAs(c, checkpointed, "alice");
+  // Each user's job checkpoints into a directory of its own (one unfinished job per directory).
+  auto checkpointed = [](const std::string& dir) {
+    return R"({"name":"t","model":"tiny","global_batch":8,"gpus":4,"iterations":1000,)"
+           R"("profile":"analytical","checkpoint":{"dir":")" +
+           dir + R"(","every_iterations":5}})";
+  };
+  const std::string alice = SubmitAs(c, checkpointed("/ckpt/alice"), "alice");
   c.server->scheduler()->Tick();
   REQUIRE(c.Get(alice).state() == v1::JOB_STATE_RUNNING);
-  const std::string bob = SubmitAs(c, checkpointed, "bob");
+  const std::string bob = SubmitAs(c, checkpointed("/ckpt/bob"), "bob");
   c.server->scheduler()->Tick();
 
   const v1::Job waiting = c.Get(bob);

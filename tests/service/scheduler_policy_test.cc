@@ -26,11 +26,13 @@ SchedulerOptions WithPolicy(const std::string& name, double min_slice_s = 300) {
   return options;
 }
 
-// A FG job that writes a periodic checkpoint every 5 of its 1000 iterations.
+// A FG job that writes a periodic checkpoint every 5 of its 1000 iterations, into a directory of
+// its own (one unfinished job per directory).
 JobSpec Checkpointed(int gpus) {
+  static int made = 0;
   JobSpec spec = Fg(gpus);
   spec.iterations = 1000;
-  spec.checkpoint_dir = "/ckpt/job";
+  spec.checkpoint_dir = "/ckpt/job-" + std::to_string(++made);
   spec.checkpoint_every_iterations = 5;
   return spec;
 }
@@ -303,6 +305,7 @@ TEST_CASE("deepool: a second running job is not grown onto the devices of a grow
   JobSpec long_job = Checkpointed(4);
   long_job.iterations = 10'000'000;
   const JobRecord one = h.Submit(long_job);
+  long_job.checkpoint_dir += "-two";  // a directory of its own
   const JobRecord two = h.Submit(long_job);
   h.scheduler.Tick();
   REQUIRE(h.Get(one.id).devices.size() == 1);

@@ -16,6 +16,15 @@ using testing::Fg;
 using testing::Harness;
 using testing::Running;
 
+// node-a's report that `task` ended with `outcome`.
+v1::ReportTaskExitRequest ExitOnNodeA(const std::string& task, v1::TaskOutcome outcome) {
+  v1::ReportTaskExitRequest exit;
+  exit.set_node_id("node-a");
+  exit.set_task_id(task);
+  exit.set_outcome(outcome);
+  return exit;
+}
+
 // The one task of a FG job dispatched to node-a.
 std::string DispatchedTask(Harness& h) {
   std::vector<v1::TaskCommand> commands = h.Commands("node-a");
@@ -52,10 +61,7 @@ TEST_CASE("a failed task whose FAILED cannot be stored is failed once the store 
   const std::string task = DispatchedTask(h);
 
   store->Break();
-  v1::ReportTaskExitRequest exit;
-  exit.set_node_id("node-a");
-  exit.set_task_id(task);
-  exit.set_outcome(v1::TASK_OUTCOME_FAILED);
+  v1::ReportTaskExitRequest exit = ExitOnNodeA(task, v1::TASK_OUTCOME_FAILED);
   exit.set_error("boom");
   // Not taken until stored: the worker keeps the report and sends it again.
   CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
@@ -84,10 +90,7 @@ TEST_CASE("a success that cannot be stored keeps the devices, and its report, un
   const std::string task = DispatchedTask(h);
 
   // No last log lines: the job's SUCCEEDED is the exit's only write.
-  v1::ReportTaskExitRequest exit;
-  exit.set_node_id("node-a");
-  exit.set_task_id(task);
-  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  v1::ReportTaskExitRequest exit = ExitOnNodeA(task, v1::TASK_OUTCOME_SUCCEEDED);
   store->Break();
   // Refused while the end is not stored, so the worker keeps the report (and lists the task at a
   // registration): a coordinator restarted meanwhile would otherwise find the task gone.
@@ -154,10 +157,7 @@ TEST_CASE("worker reports that cannot be stored are refused, so the worker sends
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kUnavailable);
 
-  v1::ReportTaskExitRequest exit;
-  exit.set_node_id("node-a");
-  exit.set_task_id(task);
-  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  v1::ReportTaskExitRequest exit = ExitOnNodeA(task, v1::TASK_OUTCOME_SUCCEEDED);
   exit.add_last_log_lines("bye");
   CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
   CHECK(h.Get(job.id).state == JobState::kRunning);
@@ -222,10 +222,7 @@ TEST_CASE("a measured profile whose PLANNING cannot be stored is planned once it
   const std::string profile_task = commands[0].assign().task_id();
 
   store->Break();
-  v1::ReportTaskExitRequest exit;
-  exit.set_node_id("node-a");
-  exit.set_task_id(profile_task);
-  exit.set_outcome(v1::TASK_OUTCOME_SUCCEEDED);
+  v1::ReportTaskExitRequest exit = ExitOnNodeA(profile_task, v1::TASK_OUTCOME_SUCCEEDED);
   exit.set_result_json(R"({"format":"x"})");
   CHECK(h.scheduler.ReportTaskExit(exit).code() == StatusCode::kUnavailable);
   CHECK(h.Get(job.id).state == JobState::kProfiling);

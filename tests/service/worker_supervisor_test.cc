@@ -414,16 +414,23 @@ TEST_CASE("cancel escalates to SIGKILL when an executor ignores SIGTERM", "[work
   CHECK(result.ranks[0].signal == SIGKILL);
 }
 
+// Starts a BG task on cpu:0 whose executor ignores SIGTERM, and cancels it: it lingers until the
+// kill grace ends in a SIGKILL. Returns its pid.
+pid_t CancelStubbornOnCpu0(Fixture& f, const std::string& id) {
+  TrainTask displaced = f.Train(id, "stubborn", {0}, 1);
+  displaced.background = true;
+  REQUIRE(f.supervisor->StartTrain(displaced).ok());
+  REQUIRE(f.listener.WaitForLog(id, "ignoring SIGTERM"));
+  const pid_t lingering = ReadPidFile(f.TaskDir(id) + "/stubborn-0.pid");
+  REQUIRE(f.supervisor->Cancel(id, "the test asked").ok());
+  return lingering;
+}
+
 TEST_CASE("a rank waits for a stopping task's executor to leave its device",
           "[worker][supervisor]") {
   // The kill grace is long next to an "ok" run, so a rank that did not wait would finish first.
   Fixture f(/*grace=*/3000ms);
-  TrainTask displaced = f.Train("t20", "stubborn", {0}, 1);
-  displaced.background = true;
-  REQUIRE(f.supervisor->StartTrain(displaced).ok());
-  REQUIRE(f.listener.WaitForLog("t20", "ignoring SIGTERM"));
-  const pid_t lingering = ReadPidFile(f.TaskDir("t20") + "/stubborn-0.pid");
-  REQUIRE(f.supervisor->Cancel("t20", "the test asked").ok());  // it lingers until the SIGKILL
+  const pid_t lingering = CancelStubbornOnCpu0(f, "t20");
 
   TrainTask other_device = f.Train("t22", "ok", {1}, 2, 29501);
   REQUIRE(f.supervisor->StartTrain(other_device).ok());
@@ -439,12 +446,7 @@ TEST_CASE("a rank waits for a stopping task's executor to leave its device",
 TEST_CASE("a profile waits for a stopping task's executor to leave its device",
           "[worker][supervisor]") {
   Fixture f(/*grace=*/3000ms);
-  TrainTask displaced = f.Train("t30", "stubborn", {0}, 1);
-  displaced.background = true;
-  REQUIRE(f.supervisor->StartTrain(displaced).ok());
-  REQUIRE(f.listener.WaitForLog("t30", "ignoring SIGTERM"));
-  const pid_t lingering = ReadPidFile(f.TaskDir("t30") + "/stubborn-0.pid");
-  REQUIRE(f.supervisor->Cancel("t30", "the test asked").ok());  // it lingers until the SIGKILL
+  const pid_t lingering = CancelStubbornOnCpu0(f, "t30");
 
   ProfileTask profile;
   profile.task_id = "p30";
