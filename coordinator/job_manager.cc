@@ -229,17 +229,20 @@ StatusOr<JobRecord> JobManager::Submit(const JobSpec& spec, const std::string& r
   // Without the lock: nobody else knows the new id yet, and writing a spec with a large graph
   // takes a while that worker calls reading other jobs must not wait for.
   const Status saved = store_->SaveJob(job);
-  std::lock_guard<std::mutex> lock(mu_);
   if (!saved.ok()) {
     // The write may have landed all the same (a COMMIT whose answer was lost with the
     // connection): such a record would load at the next start as a job nobody was told of, and
-    // run beside the client's retry. Removed before the id may be issued again.
+    // run beside the client's retry. Removed without the lock (a database that does not answer
+    // must not hold up the job table) and before the id may be issued again below.
     if (Status removed = store_->DeleteJobs({job.id}); !removed.ok()) {
       DP_LOG_WARN(
           "job {}: its failed submission may be stored all the same ({}); the next job "
           "given its id replaces it",
           job.id, removed.ToString());
     }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!saved.ok()) {
     CountLocked(job, -1);
     if (!request_id.empty()) requests_.erase(request_id);
     if (next_seq_ == job.seq + 1) next_seq_ = job.seq;  // unused, unless a later one was issued
