@@ -48,7 +48,8 @@ case "$KIND" in
     FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
     if [[ "$KIND" == tsan ]]; then
       TESTS=(scheduler scheduler_background scheduler_elastic scheduler_store_failure dispatcher
-             job_manager job_follower job_progress node_registry job_store store_crash admission
+             job_manager job_manager_submission job_follower job_progress node_registry job_store
+             store_crash admission
              worker_supervisor command_stream coordinator_service node_service worker_daemon
              scheduler_policy scheduler_curves leader_lease coordinator_connections
              sqlite_checkpointer call_slots progress_reports trace_collector)
